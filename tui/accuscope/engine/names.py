@@ -1,0 +1,75 @@
+"""File-name conventions of dump writers: Ascend dump files and golden npy files."""
+from __future__ import annotations
+
+import csv
+import os
+import re
+from dataclasses import dataclass
+
+_TIMESTAMP = re.compile(r"\d{10,}")
+_INT = re.compile(r"\d+")
+
+
+@dataclass(frozen=True)
+class DumpName:
+    """`{op_type}.{op_name}.{task_id}[.{stream_id}][.x.y.z].{timestamp}`"""
+
+    op_type: str
+    op_name: str
+    task_id: int
+    stream_id: int | None
+    thread: tuple[int, ...]
+    timestamp: int
+
+
+def parse_dump_name(name: str) -> DumpName | None:
+    """Parse an Ascend dump file name; None when it does not follow the convention."""
+    parts = name.split(".")
+    if len(parts) not in (4, 5, 7, 8) or not _TIMESTAMP.fullmatch(parts[-1]):
+        return None
+    middle = parts[2:-1]
+    if not all(_INT.fullmatch(p) for p in middle) or not parts[0] or not parts[1]:
+        return None
+    nums = [int(p) for p in middle]
+    stream = nums[1] if len(nums) in (2, 5) else None
+    thread = tuple(nums[-3:]) if len(nums) >= 4 else ()
+    return DumpName(parts[0], parts[1], nums[0], stream, thread, int(parts[-1]))
+
+
+@dataclass(frozen=True)
+class GoldenName:
+    """`[input_]{op_name}.{index}.{timestamp}.npy` (MindStudio / msit golden dumps)."""
+
+    op_name: str
+    io: str
+    index: int
+    timestamp: int | None
+
+
+def parse_golden_name(name: str) -> GoldenName:
+    """Parse a golden npy file name; names off the convention become output 0 of an op so named."""
+    stem = name[:-4] if name.endswith(".npy") else name
+    io = "output"
+    parts = stem.rsplit(".", 2)
+    if len(parts) == 3 and _INT.fullmatch(parts[1]) and _INT.fullmatch(parts[2]):
+        op, index, ts = parts[0], int(parts[1]), int(parts[2])
+    elif len(parts) >= 2 and _INT.fullmatch(parts[-1]):
+        op, index, ts = stem.rsplit(".", 1)[0], int(parts[-1]), None
+    else:
+        op, index, ts = stem, 0, None
+    if op.startswith("input_"):
+        io, op = "input", op[len("input_"):]
+    return GoldenName(op, io, index, ts)
+
+
+def read_mapping_csv(directory: str) -> dict[str, str]:
+    """`mapping.csv` of a dump folder: numeric file name -> original (over-long) file name."""
+    path = os.path.join(directory, "mapping.csv")
+    if not os.path.isfile(path):
+        return {}
+    out = {}
+    with open(path, newline="", encoding="utf-8", errors="replace") as fh:
+        for row in csv.reader(fh):
+            if len(row) >= 2 and row[0].strip():
+                out[row[0].strip()] = row[1].strip()
+    return out

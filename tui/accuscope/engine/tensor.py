@@ -1,0 +1,111 @@
+"""One handle for every tensor accuscope reads, whichever side or format it comes from.
+
+A `Tensor` carries what is known without touching the data (op, input/output index, dtype,
+shapes, layout) and reads its data only when `load()` is called. Readers never raise on bad
+data: a tensor that cannot be decoded carries a `problem` instead, and `load()` raises
+`TensorError` with that text.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from typing import Callable
+
+import numpy as np
+
+INPUT = "input"
+OUTPUT = "output"
+
+
+class TensorError(ValueError):
+    """The data of a tensor cannot be produced; the message names the file and the reason."""
+
+
+class SourceError(ValueError):
+    """A whole source (folder, file, model) is unusable; the message names the path and the reason."""
+
+
+@dataclass(frozen=True)
+class Problem:
+    """Something wrong with one file or entry; the rest of the source still loads."""
+
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}"
+
+
+@dataclass(frozen=True)
+class Payload:
+    """Where a tensor's storage bytes lie: one contiguous run in a file (for chunked reads)."""
+
+    path: str
+    offset: int
+    nbytes: int
+    dtype: np.dtype
+    shape: tuple[int, ...]
+
+
+@dataclass(frozen=True, eq=False)
+class Tensor:
+    op: str
+    io: str
+    index: int
+    dtype: np.dtype | None
+    shape: tuple[int, ...]
+    source: str
+    op_type: str = ""
+    dtype_name: str = ""
+    format: str = "ND"
+    storage_shape: tuple[int, ...] | None = None
+    conversion: str = ""
+    original_op: tuple[str, int] | None = None
+    tensor_name: str = ""
+    timestamp: int | None = None
+    problem: str = ""
+    payload: Payload | None = None
+    reader: Callable[[], np.ndarray] | None = field(default=None, repr=False)
+
+    @property
+    def name(self) -> str:
+        """`{op}:{input|output}:{index}`, the TensorIndex convention of the result CSV."""
+        return f"{self.op}:{self.io}:{self.index}"
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * (self.dtype.itemsize if self.dtype is not None else 0)
+
+    def load(self) -> np.ndarray:
+        """The data in logical layout (a read-only memory map when no conversion is needed)."""
+        if self.problem:
+            raise TensorError(f"{self.source}: {self.name}: {self.problem}")
+        if self.reader is None:
+            raise TensorError(f"{self.source}: {self.name}: no data")
+        try:
+            return self.reader()
+        except TensorError:
+            raise
+        except (OSError, ValueError) as exc:
+            raise TensorError(f"{self.source}: {self.name}: {exc}") from exc
+
+    def with_problem(self, message: str) -> "Tensor":
+        return replace(self, problem=message, reader=None)
+
+
+def read_payload(p: Payload) -> np.ndarray:
+    """Memory-map a payload read-only; empty tensors get an empty array (mmap cannot map 0 bytes)."""
+    if p.nbytes == 0:
+        return np.empty(p.shape, dtype=p.dtype)
+    return np.memmap(p.path, dtype=p.dtype, mode="r", offset=p.offset, shape=p.shape)
+
+
+def sanitize(name: str) -> str:
+    """The file-name form of an op name used by every dump writer: `.`, `/`, `\\`, space -> `_`."""
+    for ch in "./\\ ":
+        name = name.replace(ch, "_")
+    return name
