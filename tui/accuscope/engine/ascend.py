@@ -6,6 +6,7 @@ it cannot decode carries its own `problem`. `write_dump_file` writes the same fo
 """
 from __future__ import annotations
 
+import math
 import os
 import struct
 from dataclasses import dataclass, field
@@ -156,7 +157,7 @@ def _tensor(df: DumpFile, io: str, index: int, item, path: str, offset: int) -> 
     sdtype = STORAGE_DTYPES.get(code)
     if sdtype is None:
         return Tensor(dtype=None, shape=original or storage, problem=f"unsupported dtype {dtype_name(code)}", **common)
-    count = int(np.prod(storage, dtype=np.int64)) if storage else 1
+    count = math.prod(storage)
     if count * sdtype.itemsize != item.size:
         return Tensor(dtype=None, shape=original or storage, problem=(
             f"size {item.size} bytes does not match shape {list(storage)} of {dtype_name(code)}"
@@ -181,7 +182,7 @@ def _plan_layout(fmt: str, storage: tuple, original: tuple | None) -> tuple[tupl
         except layout.LayoutError as exc:
             return storage, "", str(exc)
         return original, f"{fmt}->{target}", ""
-    if original and int(np.prod(original)) == int(np.prod(storage)):
+    if original and math.prod(original) == math.prod(storage):
         return original, "", ""
     note = "" if fmt in layout.PLAIN_FORMATS or not original else f"{fmt} kept as stored (no conversion)"
     return storage, note, ""
