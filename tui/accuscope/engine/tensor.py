@@ -18,7 +18,11 @@ OUTPUT = "output"
 
 
 class TensorError(ValueError):
-    """The data of a tensor cannot be produced; the message names the file and the reason."""
+    """The data of a tensor cannot be produced; the message names the file, the tensor and the reason."""
+
+    def __init__(self, source: str, name: str, reason: str):
+        super().__init__(f"{source}: {name}: {reason}")
+        self.reason = reason
 
 
 class SourceError(ValueError):
@@ -82,16 +86,14 @@ class Tensor:
 
     def load(self) -> np.ndarray:
         """The data in logical layout (a read-only memory map when no conversion is needed)."""
-        if self.problem:
-            raise TensorError(f"{self.source}: {self.name}: {self.problem}")
-        if self.reader is None:
-            raise TensorError(f"{self.source}: {self.name}: no data")
+        if self.problem or self.reader is None:
+            raise TensorError(self.source, self.name, self.problem or "no data")
         try:
             return self.reader()
         except TensorError:
             raise
         except (OSError, ValueError) as exc:
-            raise TensorError(f"{self.source}: {self.name}: {exc}") from exc
+            raise TensorError(self.source, self.name, str(exc)) from exc
 
     def with_problem(self, message: str) -> "Tensor":
         return replace(self, problem=message, reader=None)

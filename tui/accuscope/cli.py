@@ -1,0 +1,47 @@
+"""The `accuscope` command: argparse front door; each subcommand lives in accuscope.commands."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from rich.console import Console
+from rich.markup import escape
+
+from . import __version__
+from .commands import COMMANDS
+from .engine.tensor import SourceError
+
+EXIT_OK, EXIT_FINDINGS, EXIT_UNUSABLE = 0, 1, 2
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="accuscope",
+        description="Compare a converted / lower-precision network's dumps with the original's, operator by operator.",
+    )
+    parser.add_argument("--version", action="version", version=f"accuscope {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for module in COMMANDS:
+        module.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return EXIT_OK
+    console = Console(stderr=True, highlight=False)
+    try:
+        return args.run(args)
+    except SourceError as exc:
+        console.print(f"[bold red]error:[/] {escape(str(exc))}", soft_wrap=True)
+        return EXIT_UNUSABLE
+    except KeyboardInterrupt:
+        console.print("interrupted")
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

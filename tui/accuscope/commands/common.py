@@ -1,0 +1,65 @@
+"""Small helpers shared by the subcommands: consoles, number formatting, source options."""
+from __future__ import annotations
+
+import argparse
+from collections import Counter
+
+import numpy as np
+from rich.console import Console
+from rich.markup import escape
+
+out = Console(highlight=False, soft_wrap=False)
+err = Console(stderr=True, highlight=False)
+
+
+def human_bytes(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if n < 1024 or unit == "TB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return ""
+
+
+def counts(counter: Counter, top: int = 8) -> str:
+    items = counter.most_common()
+    text = " · ".join(f"{escape(str(k))} {v:,}" for k, v in items[:top])
+    return text + (f" · … {len(items) - top} more" if len(items) > top else "")
+
+
+def shape_text(shape) -> str:
+    return "(" + ",".join("?" if d is None else str(d) for d in shape) + ")" if shape is not None else "?"
+
+
+def _pick(text: str):
+    if text in ("newest", "oldest"):
+        return text
+    if text.isdigit():
+        return int(text)
+    raise argparse.ArgumentTypeError("use newest, oldest or a 0-based index")
+
+
+def _shape(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(d) for d in text.replace("x", ",").split(",") if d.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a shape like 1,3,224,224") from None
+
+
+def _dtype(text: str) -> np.dtype:
+    try:
+        return np.dtype(text)
+    except TypeError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a numpy dtype name (float32, float16, int8 ...)") from None
+
+
+def add_source_options(p: argparse.ArgumentParser) -> None:
+    """Options every command reading a dump understands."""
+    p.add_argument("--shape", type=_shape, help="shape of a raw .bin golden file, e.g. 1,3,224,224")
+    p.add_argument("--dtype", type=_dtype, help="dtype of a raw .bin golden file, e.g. float32")
+    p.add_argument("--pick", type=_pick, default="newest",
+                   help="which dump of an op dumped several times: newest (default), oldest, or a 0-based index")
+    p.add_argument("--run", help="NPU dump run folder under PATH (time/device/model/model_id/data_index)")
+
+
+def source_options(args) -> dict:
+    return {"pick": args.pick, "run": args.run, "shape": args.shape, "dtype": args.dtype}

@@ -1,0 +1,46 @@
+"""`accuscope convert PATH --out DIR`: every tensor in logical layout, one file per tensor."""
+from __future__ import annotations
+
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+from ..engine.convert import FORMATS, convert
+from ..engine.graph import Graph
+from ..engine.sources import open_source
+from ..engine.tensor import SourceError
+from .common import add_source_options, err, out, source_options
+
+EXIT_OK, EXIT_PARTIAL, EXIT_UNUSABLE = 0, 1, 2
+
+
+def register(sub) -> None:
+    p = sub.add_parser("convert", help="write a dump's tensors in logical layout as .npy or .bin",
+                       description="Write every tensor of an NPU dump (device layouts converted back to "
+                                   "NCHW/ND, padding cropped) or golden dump as one file per tensor. "
+                                   "NPU tensors are named {dump file}.{input|output}.{i}; golden ones "
+                                   "[input_]{op}.{index}.{timestamp}. With --to bin, tensors.json records "
+                                   "shapes and dtypes. Exit 0: all written; 1: some tensors failed; "
+                                   "2: nothing usable.")
+    p.add_argument("path")
+    p.add_argument("--out", required=True, help="output folder (created)")
+    p.add_argument("--to", choices=FORMATS, default="npy")
+    add_source_options(p)
+    p.set_defaults(run=run)
+
+
+def run(args) -> int:
+    source = open_source(args.path, **source_options(args))
+    if isinstance(source, Graph):
+        raise SourceError(f"{args.path}: a model graph holds no dumped tensors to convert")
+    with Progress(TextColumn("converting"), BarColumn(), MofNCompleteColumn(), console=err,
+                  transient=True) as bar:
+        task = bar.add_task("convert", total=None)
+        report = convert(source, args.out, args.to,
+                         progress=lambda done, total: bar.update(task, completed=done, total=total))
+    problems = list(source.problems) + report.failed
+    out.print(f"wrote {len(report.written):,} files to {escape(report.out_dir)}")
+    for p in problems:
+        out.print(f"  [red]✗[/] {escape(str(p))}", soft_wrap=True)
+    if not report.written:
+        return EXIT_UNUSABLE
+    return EXIT_PARTIAL if problems else EXIT_OK
