@@ -34,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_OK
     console = Console(stderr=True, highlight=False)
     try:
-        return args.run(args)
+        return args.handler(args)
     except SourceError as exc:
         console.print(f"[bold red]error:[/] {escape(str(exc))}", soft_wrap=True)
         return EXIT_UNUSABLE

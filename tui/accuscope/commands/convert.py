@@ -25,7 +25,7 @@ def register(sub) -> None:
     p.add_argument("--out", required=True, help="output folder (created)")
     p.add_argument("--to", choices=FORMATS, default="npy")
     add_source_options(p)
-    p.set_defaults(run=run)
+    p.set_defaults(handler=run)
 
 
 def run(args) -> int:

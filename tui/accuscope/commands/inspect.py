@@ -25,7 +25,7 @@ def register(sub) -> None:
     p.add_argument("path")
     p.add_argument("--limit", type=int, default=30, help="rows of the tensor/op table (0 = all; default 30)")
     add_source_options(p)
-    p.set_defaults(run=run)
+    p.set_defaults(handler=run)
 
 
 def run(args) -> int:
@@ -59,7 +59,7 @@ def _dump(source: NpuDump | GoldenDump, limit: int) -> int:
     facts.append(human_bytes(sum(t.nbytes for t in readable)))
     out.print(title)
     out.print("  " + " · ".join(facts))
-    out.print(f"  [bold]dtypes[/]   {counts(Counter(t.dtype_name or str(t.dtype) for t in tensors))}")
+    out.print(f"  [bold]dtypes[/]   {counts(Counter(t.dtype_name for t in tensors))}")
     if npu:
         out.print(f"  [bold]formats[/]  {counts(Counter(t.format for t in tensors))}")
         conv = Counter(t.conversion for t in tensors if t.conversion)
@@ -72,13 +72,17 @@ def _dump(source: NpuDump | GoldenDump, limit: int) -> int:
 
 
 def _tensor_table(tensors: list[Tensor], npu: bool, limit: int) -> Table:
+    """One row per tensor, grouped under its op: `op (type) | in 0 | dtype | shape | stored as`."""
     table = Table(box=None, pad_edge=False, header_style="bold")
-    for col in ("tensor", "dtype", "shape") + (("stored", "original op") if npu else ()):
-        table.add_column(col, overflow="fold")
+    table.add_column("op", overflow="fold", ratio=1)
+    for col in ("tensor", "dtype", "shape") + (("stored as", "framework op") if npu else ()):
+        table.add_column(col, overflow="fold", no_wrap=col in ("tensor", "dtype"))
     shown = tensors if limit <= 0 else tensors[:limit]
+    previous = None
     for t in shown:
-        row = [escape(t.name if npu or t.io == "input" or t.index else t.op), t.dtype_name or str(t.dtype),
-               shape_text(t.shape)]
+        op = "" if t.op == previous else escape(t.op) + (f" [dim]({escape(t.op_type)})[/]" if t.op_type else "")
+        previous = t.op
+        row = [op, f"{'in' if t.io == 'input' else 'out'} {t.index}", t.dtype_name, shape_text(t.shape)]
         if npu:
             stored = "" if t.storage_shape == t.shape else f"{t.format} {shape_text(t.storage_shape)}"
             row += [stored, escape(f"{t.original_op[0]}:{t.original_op[1]}") if t.original_op else ""]

@@ -151,10 +151,11 @@ def _tensor(df: DumpFile, io: str, index: int, item, path: str, offset: int) -> 
     orig_op = None
     if io == OUTPUT and item.HasField("original_op") and item.original_op.name:
         orig_op = (item.original_op.name, int(item.original_op.output_index))
-    common = dict(op=df.op_name, io=io, index=index, source=path, op_type=df.op_type,
-                  dtype_name=dtype_name(code).lower(), format=fmt, storage_shape=storage,
-                  original_op=orig_op, timestamp=df.timestamp)
     sdtype = STORAGE_DTYPES.get(code)
+    name = "bfloat16" if code == BF16 else sdtype.name if sdtype is not None else dtype_name(code).lower()
+    common = dict(op=df.op_name, io=io, index=index, source=path, op_type=df.op_type,
+                  dtype_name=name, format=fmt, storage_shape=storage,
+                  original_op=orig_op, timestamp=df.timestamp)
     if sdtype is None:
         return Tensor(dtype=None, shape=original or storage, problem=f"unsupported dtype {dtype_name(code)}", **common)
     count = math.prod(storage)

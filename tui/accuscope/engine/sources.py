@@ -56,5 +56,6 @@ def open_source(path: str | os.PathLike, **options) -> Source:
         return open_npu_dump(path, pick=options.get("pick", "newest"), run=options.get("run"))
     if kind == "graph":
         return load_graph(path)
+    pick = options.get("pick", "newest")
     return open_golden(path, shape=options.get("shape"), dtype=options.get("dtype"),
-                       pick=options.get("pick", "newest"))
+                       pick=pick if pick in ("newest", "oldest") else "newest")

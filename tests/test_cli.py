@@ -1,0 +1,115 @@
+"""The CLI through its real entry point (`python -m accuscope`): output, files, exit codes."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from accuscope.engine.ascend import DumpTensor, write_dump_file
+
+from conftest import ASCEND_FIXTURES
+
+ENV = {**os.environ, "COLUMNS": "200", "NO_COLOR": "1"}
+
+
+def accuscope(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "accuscope", *map(str, args)],
+                          capture_output=True, text=True, env=ENV, timeout=120)
+
+
+@pytest.fixture
+def clean_dump(tmp_path):
+    run = tmp_path / "20250101000000" / "0" / "net" / "1" / "0"
+    run.mkdir(parents=True)
+    act = np.random.default_rng(0).standard_normal((1, 20, 4, 4)).astype(np.float16)
+    write_dump_file(run / "Conv2D.conv1.1.1700000000000001", "conv1",
+                    [DumpTensor(act)], [DumpTensor(act, "NC1HWC0", ("conv1", 0))])
+    write_dump_file(run / "Relu.relu1.2.1700000000000002", "relu1",
+                    [DumpTensor(act, "NC1HWC0")], [DumpTensor(np.maximum(act, 0), "NC1HWC0", ("relu1", 0))])
+    return tmp_path, act
+
+
+def test_inspect_fixture_folder_lists_layouts_and_every_problem(tmp_path):
+    r = accuscope("inspect", ASCEND_FIXTURES)
+    assert r.returncode == 1, r.stderr
+    assert "Traceback" not in r.stdout + r.stderr
+    assert "NC1HWC0 (2,3,6,7,16)" in r.stdout and "block1/relu:0" in r.stdout
+    assert "3 problems" in r.stdout
+    for name in ("truncated_payload", "header_too_long", "garbage"):
+        assert name in r.stdout
+
+
+def test_inspect_clean_tree_exits_zero_and_names_the_run(clean_dump):
+    root, _ = clean_dump
+    r = accuscope("inspect", root)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "run 20250101000000/0/net/1/0" in r.stdout and "ops 2" in r.stdout
+    assert "NC1HWC0->NCHW 3" in r.stdout
+
+
+def test_inspect_only_broken_files_is_unusable(tmp_path):
+    for name in ("Relu.truncated_payload.20.1763812800000999", "Add.garbage.22.1763812800001001"):
+        shutil.copy(ASCEND_FIXTURES / name, tmp_path / name)
+    r = accuscope("inspect", tmp_path)
+    assert r.returncode == 2 and "nothing usable" in r.stdout
+
+
+@pytest.mark.parametrize("args, words", [
+    (["inspect", "/nonexistent/dump"], ["/nonexistent/dump", "no such file or folder"]),
+    (["inspect", "{empty}"], ["empty folder", "{empty}"]),
+    (["inspect", "{junk}"], ["not a dump, golden data or model file"]),
+    (["inspect", "{fixture}", "--pick", "latest"], ["--pick", "newest, oldest or a 0-based index"]),
+    (["convert", "{fixture}", "--out", "{empty}", "--to", "csv"], ["invalid choice"]),
+    (["inspect", "{bin}", "--shape", "2,3", "--dtype", "flaot32"], ["'flaot32' is not a numpy dtype"]),
+    (["inspect", "{bin}", "--shape", "2,3", "--dtype", "float32"], ["holds 10 bytes", "needs 24"]),
+])
+def test_unusable_input_exits_2_with_a_message_naming_it(tmp_path, args, words):
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "junk.txt").write_text("hello")
+    (tmp_path / "x.bin").write_bytes(b"0123456789")
+    paths = {"empty": tmp_path / "empty", "junk": tmp_path / "junk.txt", "fixture": ASCEND_FIXTURES,
+             "bin": tmp_path / "x.bin"}
+    r = accuscope(*[a.format(**paths) for a in args])
+    assert r.returncode == 2
+    assert "Traceback" not in r.stderr
+    for w in words:
+        assert w.format(**paths) in r.stdout + r.stderr
+
+
+def test_convert_writes_logical_tensors_and_reports_broken_files(tmp_path):
+    out = tmp_path / "out"
+    r = accuscope("convert", ASCEND_FIXTURES, "--out", out)
+    assert r.returncode == 1 and "wrote 9 files" in r.stdout and "truncated" in r.stdout
+    conv = np.load(out / "Conv2D.block1_conv_bn_relu.17.1763812800000123.output.0.npy", allow_pickle=False)
+    assert np.array_equal(conv, np.load(ASCEND_FIXTURES / "expected.Conv2D.output.0.npy"))
+    mm = np.load(out / "MatMulV2.attn_qk.18.1763812800000456.output.0.npy", allow_pickle=False)
+    assert np.array_equal(mm, np.load(ASCEND_FIXTURES / "expected.MatMulV2.output.0.npy"))
+
+
+def test_convert_to_bin_records_shapes(clean_dump, tmp_path):
+    root, act = clean_dump
+    r = accuscope("convert", root, "--out", tmp_path / "bin", "--to", "bin")
+    assert r.returncode == 0, r.stdout + r.stderr
+    manifest = json.loads((tmp_path / "bin" / "tensors.json").read_text())
+    name = "Conv2D.conv1.1.1700000000000001.output.0.bin"
+    assert manifest[name]["shape"] == [1, 20, 4, 4] and manifest[name]["conversion"] == "NC1HWC0->NCHW"
+    data = np.fromfile(tmp_path / "bin" / name, dtype=manifest[name]["dtype"]).reshape(manifest[name]["shape"])
+    assert np.array_equal(data, act)
+
+
+def test_convert_golden_npz_to_mindstudio_npy_names(tmp_path):
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    np.savez(tmp_path / "g.npz", **{"conv1/out": a})
+    r = accuscope("convert", tmp_path / "g.npz", "--out", tmp_path / "o")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert np.array_equal(np.load(tmp_path / "o" / "conv1_out.0.0.npy"), a)
+
+
+def test_python_dash_m_and_version():
+    r = accuscope("--version")
+    assert r.returncode == 0 and r.stdout.startswith("accuscope ")

@@ -1,0 +1,276 @@
+"""Golden dump readers: npy folders, npz, raw binaries and Polygraphy RunResults JSON."""
+from __future__ import annotations
+
+import base64
+import io
+import json
+import pathlib
+import time
+
+import numpy as np
+import pytest
+
+from accuscope.engine.golden import GoldenDump, open_golden
+from accuscope.engine.tensor import SourceError, TensorError, read_payload
+
+DTYPES = [np.float16, np.float32, np.int8, np.bool_]
+
+
+def sample(dtype, shape=(2, 3, 4), seed=0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    if dtype == np.bool_:
+        return rng.random(shape) > 0.5
+    if np.issubdtype(dtype, np.integer):
+        return rng.integers(-128, 127, shape).astype(dtype)
+    return rng.standard_normal(shape).astype(dtype)
+
+
+def npy_bytes(arr: np.ndarray) -> bytes:
+    buf = io.BytesIO()
+    np.save(buf, arr, allow_pickle=False)
+    return buf.getvalue()
+
+
+def polygraphy_json(path, runs: dict[str, list[dict[str, np.ndarray]]], lazy=True) -> pathlib.Path:
+    """A RunResults file as `polygraphy run --save-outputs` writes it."""
+    def encode(arr):
+        nd = {"array": base64.b64encode(npy_bytes(arr)).decode(), "polygraphy_class": "ndarray"}
+        return {"values": nd, "polygraphy_class": "LazyArray"} if lazy else nd
+
+    lst = [[name, [{"outputs": {k: encode(v) for k, v in it.items()}, "runtime": 0.01, "runner_name": name,
+                    "polygraphy_class": "IterationResult"} for it in iters]]
+           for name, iters in runs.items()]
+    path.write_text(json.dumps({"lst": lst, "polygraphy_class": "RunResults"}))
+    return path
+
+
+def write_golden(kind: str, tmp_path: pathlib.Path, arr: np.ndarray) -> GoldenDump:
+    """Write `arr` as tensor `conv1` in the given kind and open it."""
+    if kind == "npy":
+        np.save(tmp_path / "conv1.0.1700000000000.npy", arr)
+        return open_golden(tmp_path)
+    if kind == "npz":
+        np.savez(tmp_path / "g.npz", conv1=arr)
+        return open_golden(tmp_path / "g.npz")
+    if kind == "npz-compressed":
+        np.savez_compressed(tmp_path / "g.npz", conv1=arr)
+        return open_golden(tmp_path / "g.npz")
+    if kind == "bin":
+        arr.astype(arr.dtype.newbyteorder("<")).tofile(tmp_path / "conv1.bin")
+        return open_golden(tmp_path / "conv1.bin", shape=arr.shape, dtype=arr.dtype)
+    return open_golden(polygraphy_json(tmp_path / "r.json", {"onnxrt-runner": [{"conv1": arr}]}))
+
+
+# --- data equality -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("kind", ["npy", "npz", "npz-compressed", "bin", "polygraphy"])
+def test_every_kind_returns_the_exact_data(tmp_path, kind, dtype):
+    arr = sample(dtype)
+    dump = write_golden(kind, tmp_path, arr)
+    assert dump.kind == kind.split("-")[0] and not dump.problems
+    t = dump.find("conv1")
+    assert t is not None and t.dtype == arr.dtype and t.shape == arr.shape
+    assert t.dtype_name == arr.dtype.name and t.format == "ND" and (t.io, t.index) == ("output", 0)
+    out = t.load()
+    assert out.dtype == arr.dtype and np.array_equal(out, arr)
+    if t.payload is not None:  # chunked readers see the same bytes
+        assert np.array_equal(read_payload(t.payload), arr)
+
+
+def test_fortran_ordered_and_empty_npy_load(tmp_path):
+    f = np.asfortranarray(sample(np.float32, (3, 5)))
+    np.save(tmp_path / "f.0.1.npy", f)
+    np.save(tmp_path / "e.0.1.npy", np.zeros((0, 4), np.float32))
+    dump = open_golden(tmp_path)
+    ft = dump.find("f")
+    assert ft.payload is None and np.array_equal(ft.load(), f)  # not one C-ordered run: no payload
+    assert dump.find("e").load().shape == (0, 4)
+
+
+# --- npy folder naming ---------------------------------------------------------------------------
+
+def test_npy_folder_picks_newest_by_default_and_oldest_on_request(tmp_path):
+    for ts, value in [(1700000000002, 2.0), (1700000000001, 1.0), (1700000000003, 3.0)]:
+        np.save(tmp_path / f"conv1.0.{ts}.npy", np.full(4, value, np.float32))
+    newest = open_golden(tmp_path)
+    assert len(newest.tensors) == 1
+    assert newest.find("conv1").timestamp == 1700000000003 and newest.find("conv1").load()[0] == 3.0
+    assert open_golden(tmp_path, pick="oldest").find("conv1").load()[0] == 1.0
+    assert [t.timestamp for t in newest.versions("conv1")] == [1700000000003, 1700000000002, 1700000000001]
+    assert [t.load()[0] for t in newest.versions("conv1")] == [3.0, 2.0, 1.0]
+    assert newest.versions("absent") == [] and newest.find("absent") is None
+
+
+def test_input_files_and_output_indices_are_separate_tensors(tmp_path):
+    np.save(tmp_path / "add.0.1700000000001.npy", np.ones(2, np.float32))
+    np.save(tmp_path / "add.1.1700000000001.npy", np.full(2, 5, np.float32))
+    np.save(tmp_path / "input_add.1.1700000000001.npy", np.full(2, 7, np.float32))
+    dump = open_golden(tmp_path)
+    assert sorted(t.name for t in dump.tensors) == ["add:input:1", "add:output:0", "add:output:1"]
+    assert dump.find("add", "input", 1).load()[0] == 7
+    assert dump.find("add", index=1).load()[0] == 5
+    assert dump.find("add", "input", 0) is None
+
+
+def test_mapping_csv_restores_long_names(tmp_path):
+    long_op = "encoder_" + "layer_" * 50 + "matmul"
+    np.save(tmp_path / "1.npy", np.arange(3, dtype=np.float32))
+    np.save(tmp_path / "2.npy", np.arange(4, dtype=np.float32))
+    (tmp_path / "mapping.csv").write_text(f"1.npy,{long_op}.0.1700000000001.npy\n"
+                                          f"2,input_{long_op}.0.1700000000001.npy\n")
+    dump = open_golden(tmp_path)
+    out, inp = dump.find(long_op), dump.find(long_op, "input")
+    assert out.source.endswith("1.npy") and out.timestamp == 1700000000001 and out.load().size == 3
+    assert inp.source.endswith("2.npy") and inp.load().size == 4
+
+
+def test_op_names_with_slashes_are_found_through_sanitize(tmp_path):
+    np.save(tmp_path / "conv1_relu.0.123.npy", np.ones(2, np.float32))
+    dump = open_golden(tmp_path)
+    assert dump.find("conv1/relu").op == "conv1_relu"
+    assert dump.find("conv1.relu") is dump.find("conv1_relu")
+    assert dump.find_tensor("conv1_relu") is None  # npy folders carry no graph tensor names
+    np.savez(tmp_path / "g.npz", **{"conv1/relu:0": np.ones(2, np.float32)})
+    npz = open_golden(tmp_path / "g.npz")
+    assert npz.find_tensor("conv1/relu:0").tensor_name == "conv1/relu:0"
+    assert npz.find("conv1/relu:0") is npz.find("conv1_relu:0") is npz.find_tensor("conv1/relu:0")
+
+
+def test_non_npy_files_are_ignored_silently(tmp_path):
+    np.save(tmp_path / "a.0.1.npy", np.ones(2, np.float32))
+    (tmp_path / "notes.txt").write_text("hello")
+    (tmp_path / "sub").mkdir()
+    np.save(tmp_path / "sub" / "b.0.1.npy", np.ones(2, np.float32))
+    dump = open_golden(tmp_path)
+    assert [t.op for t in dump.tensors] == ["a"] and not dump.problems
+
+
+# --- laziness ------------------------------------------------------------------------------------
+
+def _forbidden(*args, **kwargs):
+    raise AssertionError("array data read while opening")
+
+
+def test_big_npy_opens_without_reading_data(tmp_path, monkeypatch):
+    shape = (50, 1024, 1024)  # 200 MB of float32, written sparse
+    path = tmp_path / "big.0.1700000000001.npy"
+    with open(path, "wb") as fh:
+        np.lib.format.write_array_header_1_0(fh, {"descr": "<f4", "fortran_order": False, "shape": shape})
+        offset = fh.tell()
+        fh.truncate(offset + 4 * 50 * 1024 * 1024)
+        fh.seek(offset + 4 * 7)
+        fh.write(np.float32(42).tobytes())
+    with monkeypatch.context() as m:
+        m.setattr(np, "load", _forbidden)  # opening must not load any array
+        start = time.perf_counter()
+        t = open_golden(tmp_path).find("big")
+        assert time.perf_counter() - start < 1.0
+    assert t.payload.offset == offset and t.payload.nbytes == 200 * 1024 * 1024
+    full = np.load(path, mmap_mode="r")
+    assert full.offset == t.payload.offset
+    assert t.load()[0, 0, 7] == 42 and read_payload(t.payload)[0, 0, 7] == 42
+
+
+# --- problems with single files ------------------------------------------------------------------
+
+class _Trap:
+    """Unpickling this creates a marker file: proof that nothing was unpickled."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return pathlib.Path.touch, (pathlib.Path(self.marker),)
+
+
+def test_corrupt_npy_is_one_problem_and_the_rest_loads(tmp_path):
+    np.save(tmp_path / "good.0.1.npy", np.arange(5, dtype=np.int8))
+    (tmp_path / "bad.0.1.npy").write_bytes(b"\x93NUMPY garbage")
+    np.save(tmp_path / "cut.0.1.npy", np.arange(100, dtype=np.float32))
+    data = (tmp_path / "cut.0.1.npy").read_bytes()
+    (tmp_path / "cut.0.1.npy").write_bytes(data[:-8])
+    dump = open_golden(tmp_path)
+    assert sorted(pathlib.Path(p.path).name for p in dump.problems) == ["bad.0.1.npy", "cut.0.1.npy"]
+    assert any("truncated" in p.message for p in dump.problems)
+    assert np.array_equal(dump.find("good").load(), np.arange(5, dtype=np.int8))
+    with pytest.raises(TensorError, match="bad.0.1.npy"):
+        dump.find("bad").load()
+
+
+@pytest.mark.parametrize("kind", ["npy", "npz"])
+def test_pickled_object_arrays_are_never_unpickled(tmp_path, kind):
+    marker = tmp_path / "unpickled"
+    arr = np.array([_Trap(str(marker)), 1], dtype=object)
+    folder = tmp_path / "d"
+    folder.mkdir()
+    if kind == "npy":
+        np.save(folder / "obj.0.1.npy", arr, allow_pickle=True)
+        np.save(folder / "ok.0.1.npy", np.ones(2, np.float32))
+        dump = open_golden(folder)
+    else:
+        np.savez(folder / "g.npz", obj=arr, ok=np.ones(2, np.float32))
+        dump = open_golden(folder / "g.npz")
+    assert len(dump.problems) == 1 and "object" in dump.problems[0].message
+    with pytest.raises(TensorError):
+        dump.find("obj").load()
+    assert dump.find("ok").load().sum() == 2
+    assert not marker.exists()
+
+
+# --- Polygraphy ----------------------------------------------------------------------------------
+
+def test_polygraphy_runner_and_iteration_selection(tmp_path):
+    a, b, c = (sample(np.float32, (2, 2), seed) for seed in range(3))
+    path = polygraphy_json(tmp_path / "r.json", {"onnxrt-runner-N0": [{"out:0": a}, {"out:0": b}],
+                                                 "trt-runner-N0": [{"out:0": c}]}, lazy=False)
+    assert np.array_equal(open_golden(path).find_tensor("out:0").load(), a)
+    assert np.array_equal(open_golden(path, iteration=1).find("out:0").load(), b)
+    assert np.array_equal(open_golden(path, runner="trt-runner-N0").find_tensor("out:0").load(), c)
+
+
+# --- unusable sources ----------------------------------------------------------------------------
+
+def _source_cases(tmp_path):
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "readme.txt").write_text("x")
+    (tmp_path / "nested" / "run1").mkdir(parents=True)
+    np.save(tmp_path / "nested" / "run1" / "a.0.1.npy", np.ones(1))
+    (tmp_path / "x.txt").write_text("x")
+    np.ones(6, np.float32).tofile(tmp_path / "raw.bin")
+    (tmp_path / "plain.json").write_text(json.dumps({"polygraphy_class": "TensorMetadata"}))
+    (tmp_path / "broken.json").write_text("{")
+    (tmp_path / "broken.npz").write_bytes(b"not a zip")
+    np.savez(tmp_path / "none.npz")
+    runs = polygraphy_json(tmp_path / "runs.json", {"onnxrt-runner": [{"y": np.ones(1)}], "trt-runner": []})
+    return {
+        "missing path": (tmp_path / "nope", {}, "no such file"),
+        "empty folder": (tmp_path / "empty", {}, "empty folder"),
+        "folder without npy": (tmp_path / "other", {}, "no .npy files"),
+        "npy only in subfolders": (tmp_path / "nested", {}, "run1"),
+        "unknown file type": (tmp_path / "x.txt", {}, "unknown golden file type"),
+        "raw without shape/dtype": (tmp_path / "raw.bin", {"shape": (6,)}, "needs both shape and dtype"),
+        "raw size mismatch": (tmp_path / "raw.bin", {"shape": (2, 2), "dtype": "float32"}, r"24 bytes.*16"),
+        "json not RunResults": (tmp_path / "plain.json", {}, "not a Polygraphy RunResults"),
+        "json unreadable": (tmp_path / "broken.json", {}, "not readable JSON"),
+        "npz unreadable": (tmp_path / "broken.npz", {}, "not a readable npz"),
+        "npz without arrays": (tmp_path / "none.npz", {}, "holds no arrays"),
+        "runner absent": (runs, {"runner": "tf"}, "onnxrt-runner, trt-runner"),
+        "iteration out of range": (runs, {"iteration": 1}, "iteration 1 out of range"),
+        "runner without iterations": (runs, {"runner": "trt-runner"}, "0 iteration"),
+    }
+
+
+CASES = ["missing path", "empty folder", "folder without npy", "npy only in subfolders", "unknown file type",
+         "raw without shape/dtype", "raw size mismatch", "json not RunResults", "json unreadable",
+         "npz unreadable", "npz without arrays", "runner absent", "iteration out of range",
+         "runner without iterations"]
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_unusable_sources_raise_source_error_naming_the_path(tmp_path, case):
+    path, kwargs, reason = _source_cases(tmp_path)[case]
+    with pytest.raises(SourceError, match=reason) as info:
+        open_golden(path, **kwargs)
+    assert str(path) in str(info.value)
