@@ -100,7 +100,7 @@ def test_bf16_decodes_to_the_upper_half_of_float32(tmp_path):
     write_dump_file(path, "x", outputs=[DumpTensor(data, bf16=True)])
     t = read_dump_file(path).outputs[0]
     expected = (data.view(np.uint32) & 0xFFFF0000).view(np.float32)
-    assert t.dtype_name == "bf16" and t.dtype == np.float32
+    assert t.dtype_name == "bfloat16" and t.dtype == np.float32
     assert np.array_equal(t.load(), expected)
 
 
