@@ -113,3 +113,15 @@ def test_convert_golden_npz_to_mindstudio_npy_names(tmp_path):
 def test_python_dash_m_and_version():
     r = accuscope("--version")
     assert r.returncode == 0 and r.stdout.startswith("accuscope ")
+
+
+def test_dump_writes_golden_folder_that_inspect_reads(cls_model, tmp_path):
+    x = np.random.default_rng(3).standard_normal((1, 3, 48, 192)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    r = accuscope("dump", cls_model, "--out", tmp_path / "g", "--input", f"x={tmp_path / 'x.npy'}")
+    assert r.returncode == 0, r.stderr
+    assert "wrote 259 tensors" in r.stdout and "Constant output (weights) (308)" in r.stdout
+    r = accuscope("inspect", tmp_path / "g")
+    assert r.returncode == 0 and "golden dump (npy)" in r.stdout and "tensors 259" in r.stdout
+    r = accuscope("dump", cls_model, "--out", tmp_path / "h", "--input", "y=nothere.npy")
+    assert r.returncode == 2 and "nothere.npy" in r.stderr

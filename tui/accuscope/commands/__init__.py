@@ -1,4 +1,4 @@
 """Subcommands of the CLI. Each module exposes `register(subparsers)` and sets `args.handler`."""
-from . import convert, inspect
+from . import convert, dump, inspect
 
-COMMANDS = [inspect, convert]
+COMMANDS = [inspect, convert, dump]

@@ -1,0 +1,68 @@
+"""`accuscope dump MODEL.onnx --out DIR`: a golden npy dump of every node output, via onnxruntime."""
+from __future__ import annotations
+
+import argparse
+from collections import Counter
+
+import numpy as np
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from ..engine.ortdump import OPTIMIZATION, dump_onnx
+from ..engine.tensor import SourceError
+from .common import err, out
+
+
+def _assignment(text: str) -> tuple[str, str]:
+    name, sep, value = text.partition("=")
+    if not sep or not name or not value:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected NAME=VALUE")
+    return name, value
+
+
+def register(sub) -> None:
+    p = sub.add_parser("dump", help="run an ONNX model with onnxruntime and dump every node output as npy",
+                       description="Run MODEL with onnxruntime, fetching every node output, and write a golden "
+                                   "npy folder in MindStudio naming ({node}.{output}.{timestamp}.npy) plus "
+                                   "model.onnx and dump.json. Works on fp32, fp16 and int8 models alike.")
+    p.add_argument("model")
+    p.add_argument("--out", required=True, help="output folder (must not hold npy files yet)")
+    p.add_argument("--input", action="append", type=_assignment, default=[], metavar="NAME=FILE.npy",
+                   help="a network input from an .npy file (repeatable)")
+    p.add_argument("--random-inputs", action="store_true", help="generate inputs not given with --input")
+    p.add_argument("--seed", type=int, default=0, help="seed of --random-inputs (default 0)")
+    p.add_argument("--dim", action="append", type=_assignment, default=[], metavar="NAME=SIZE",
+                   help="size of a dynamic dimension for random inputs (repeatable)")
+    p.add_argument("--ort-optimization", choices=list(OPTIMIZATION), default="off",
+                   help="onnxruntime graph optimization (default off, so node names survive)")
+    p.add_argument("--include-constants", action="store_true", help="also dump Constant node outputs (weights)")
+    p.set_defaults(handler=run)
+
+
+def run(args) -> int:
+    inputs = {}
+    for name, path in args.input:
+        try:
+            inputs[name] = np.load(path, allow_pickle=False)
+        except (OSError, ValueError) as exc:
+            raise SourceError(f"{path}: cannot read input {name!r} ({exc})") from None
+    dims = {}
+    for name, value in args.dim:
+        if not value.isdigit():
+            raise SourceError(f"--dim {name}={value}: the size must be a positive integer")
+        dims[name] = int(value)
+    with Progress(TextColumn("dumping"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=err, transient=True) as bar:
+        task = bar.add_task("dump", total=None)
+        report = dump_onnx(args.model, args.out, inputs, random_inputs=args.random_inputs, seed=args.seed,
+                           optimization=args.ort_optimization, include_constants=args.include_constants,
+                           dims=dims or None,
+                           progress=lambda done, total: bar.update(task, completed=done, total=total))
+    shapes = ", ".join(f"{escape(k)} {list(v)}" for k, v in report.inputs.items())
+    out.print(f"wrote {len(report.written):,} tensors to {escape(report.out_dir)} in {report.seconds:.1f} s"
+              f" (inputs: {shapes})")
+    if report.skipped:
+        reasons = Counter(r.split(":")[0] for _, r in report.skipped)
+        out.print(f"skipped {len(report.skipped):,}: " + "; ".join(f"{escape(r)} ({n})" for r, n in reasons.items()))
+        out.print("  the full list is in dump.json")
+    return 0
