@@ -1,0 +1,199 @@
+"""Task folders: atomic save, loading from result.npz or the CSV, states, and the task list."""
+from __future__ import annotations
+
+import json
+import math
+import os
+
+import numpy as np
+import pytest
+
+import accuscope
+from accuscope.engine import task as task_module
+from accuscope.engine.results import ResultTable
+from accuscope.engine.task import list_tasks, load_task, mark_state, save_task
+from accuscope.engine.tensor import SourceError
+from accuscope.engine.thresholds import Thresholds
+
+META = {"npu": "/data/npu_dump", "golden": "/data/golden_npy", "model": "/data/resnet50.om",
+        "algorithms": ["cos", "max_abs", "kl"], "range": "1,-1,1", "ops": [], "custom_dir": ""}
+
+
+def _table(n=200, seed=0, custom=("Plug",)) -> ResultTable:
+    rng = np.random.default_rng(seed)
+    rows = []
+    for i in range(n):
+        name = f"/model/layer{i}/Conv"
+        rows.append(dict(op_seq=i + 1, type="Conv2D" if i % 3 else "Relu", npu_op=name,
+                         golden_op="*" if i % 50 == 7 else name, npu_dtype="float16", golden_dtype="float32",
+                         tensor=f"{name}:output:0", shape="[1,8,4,4]", cos=float(1 - rng.random() * 0.03),
+                         max_abs=float(rng.random()) if i % 9 else math.nan, kl=float(rng.random() * 0.01),
+                         std="(0.1;0.2),(0.1;0.2)", npu_file=f"/data/npu_dump/Conv2D.layer{i}.{i}.1700000000000000",
+                         golden_file=f"/data/golden_npy/layer{i}.0.1.npy", how="name", Plug=f"{rng.random():.3f}",
+                         **{"rel_0.1%": float(rng.random())}))
+    return ResultTable.from_rows(rows, custom=list(custom))
+
+
+def _same(a: ResultTable, b: ResultTable, skip=()):
+    assert len(a) == len(b) and a.custom == b.custom
+    for key, col in a.columns.items():
+        if key not in skip:
+            assert np.array_equal(col, b.columns[key], equal_nan=col.dtype.kind == "f"), key
+
+
+def test_save_then_load_from_npz(tmp_path):
+    table, th = _table(), Thresholds()
+    th.set("cos", 0.985)
+    csv_path = save_task(tmp_path / "t1", META, table, th, {"with_op_sequence": True, "golden_is_npy": True})
+    files = sorted(p.name for p in (tmp_path / "t1").iterdir())
+    assert files == sorted(["task.json", "result.npz", csv_path.name])
+    assert csv_path.name.startswith("result_") and len(csv_path.stem) == len("result_20250101120000")
+    task = load_task(tmp_path / "t1")
+    _same(table, task.table)
+    assert task.table.present == table.present and task.warnings == [] and task.csv == csv_path
+    assert task.thresholds.get("cos").value == 0.985
+    doc = task.meta
+    assert doc["state"] == "done" and doc["tool_version"] == accuscope.__version__
+    assert doc["npu"] == META["npu"] and doc["algorithms"] == ["cos", "max_abs", "kl"]
+    fail = table.columns["fail"]
+    assert doc["rows"] == 200 and doc["failing"] == int(fail.sum()) > 0
+    assert doc["first_failing_op"] == table.columns["npu_op"][np.argmax(fail)]
+    header = csv_path.read_text().splitlines()[0]
+    assert header.startswith("Index,OpSequence,") and "GroundTruth,DataType,TensorIndex" in header
+
+
+def test_load_falls_back_to_the_csv(tmp_path):
+    table = _table()
+    save_task(tmp_path / "t", META, table, Thresholds(), {"with_op_sequence": True})
+    (tmp_path / "t" / "result.npz").unlink()
+    task = load_task(tmp_path / "t")
+    assert task.warnings == []
+    assert task.table.columns["cos"].tolist() == np.round(table.columns["cos"], 6).tolist()
+    _same(table, task.table, skip={"cos", "max_abs", "rel_0.1%", "kl", "op_seq"} | {
+        "conversion", "npu_address", "golden_address"})
+    assert task.table.columns["op_seq"].tolist() == table.columns["op_seq"].tolist()
+
+
+def test_corrupt_npz_is_reported_and_the_csv_used(tmp_path):
+    save_task(tmp_path / "t", META, _table(), Thresholds(), {})
+    (tmp_path / "t" / "result.npz").write_bytes(b"PK\x03\x04 truncated")
+    task = load_task(tmp_path / "t")
+    assert len(task.table) == 200 and "result.npz unreadable" in task.warnings[0]
+
+
+def test_npz_never_unpickles(tmp_path, monkeypatch):
+    save_task(tmp_path / "t", META, _table(20), Thresholds(), {})
+    seen = []
+    real_load = np.load
+    monkeypatch.setattr(task_module.np, "load", lambda *a, **kw: seen.append(kw) or real_load(*a, **kw))
+    load_task(tmp_path / "t")
+    assert seen == [{"allow_pickle": False}]
+
+
+def test_a_save_that_fails_midway_keeps_the_previous_result(tmp_path, monkeypatch):
+    folder = tmp_path / "t"
+    first = _table(seed=1)
+    first_csv = save_task(folder, META, first, Thresholds(), {})
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+
+    def write_half_then_fail(table, path, **options):
+        path.write_text("Index,OpType,NPUDump\n0,Conv2D,/model/lay")
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(task_module, "write_result_csv", write_half_then_fail)
+    with pytest.raises(OSError, match="No space left"):
+        save_task(folder, {**META, "state": "done"}, _table(seed=2), Thresholds(), {})
+    monkeypatch.undo()
+
+    def npz_fails(table, path, csv_name):
+        path.write_bytes(b"PK partial")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(task_module, "_write_npz", npz_fails)
+    with pytest.raises(KeyboardInterrupt):
+        save_task(folder, META, _table(seed=3), Thresholds(), {})
+    after = {p.name: p.read_bytes() for p in folder.iterdir()}
+    assert after == before  # no partial files, nothing replaced
+    task = load_task(folder)
+    _same(first, task.table)
+    assert task.csv == first_csv and task.meta["state"] == "done"
+
+
+def test_mark_state_creates_and_updates_task_json(tmp_path):
+    folder = tmp_path / "new"
+    mark_state(folder, "running", npu="/a", golden="/b")
+    doc = json.loads((folder / "task.json").read_text())
+    assert doc["state"] == "running" and doc["npu"] == "/a" and "created" in doc
+    task = load_task(folder)  # running, no result yet: opens empty
+    assert len(task.table) == 0
+    mark_state(folder, "failed", error="golden dump folder /b is empty")
+    doc = json.loads((folder / "task.json").read_text())
+    assert doc["state"] == "failed" and doc["error"].startswith("golden") and doc["npu"] == "/a"
+    with pytest.raises(ValueError, match="state must be one of"):
+        mark_state(folder, "finished")
+
+
+def test_save_keeps_earlier_fields_and_created_time(tmp_path):
+    folder = tmp_path / "t"
+    mark_state(folder, "running", **META, created="2025-01-01T08:00:00")
+    save_task(folder, {"state": "cancelled"}, _table(30), Thresholds(), {})
+    doc = load_task(folder).meta
+    assert doc["state"] == "cancelled" and doc["created"] == "2025-01-01T08:00:00"
+    assert doc["model"] == META["model"] and doc["rows"] == 30
+
+
+@pytest.mark.parametrize("setup, message", [
+    (lambda f: None, "not a task folder (no task.json)"),
+    (lambda f: (f / "task.json").write_text("{broken"), "task.json: unreadable"),
+    (lambda f: (f / "task.json").write_text("[1, 2]"), "expected a JSON object"),
+    (lambda f: (f / "task.json").write_text('{"state": "done"}'), "the task has no result"),
+])
+def test_load_task_errors_name_the_folder(tmp_path, setup, message):
+    folder = tmp_path / "bad"
+    folder.mkdir()
+    setup(folder)
+    with pytest.raises(SourceError, match="bad") as info:
+        load_task(folder)
+    assert message in str(info.value)
+
+
+def test_list_tasks_newest_first_with_foreign_csvs_and_problems(tmp_path):
+    root = tmp_path / "workspace"
+    save_task(root / "old", {**META, "created": "2025-01-01T10:00:00"}, _table(10), Thresholds(), {})
+    save_task(root / "new", {**META, "created": "2025-03-01T10:00:00"}, _table(20, seed=5), Thresholds(), {})
+    mark_state(root / "running", "running", created="2025-02-01T10:00:00")
+    (root / "broken").mkdir()
+    (root / "broken" / "task.json").write_text("{not json")
+    os.utime(root / "broken" / "task.json", (1.7e9, 1.7e9))  # 2023-11: its time is its mtime
+    (root / "empty").mkdir()
+    (root / "empty" / "task.json").write_text('{"state": "done", "created": "2024-06-01T00:00:00"}')
+    msit = root / "msit_out" / "20250215093000"
+    msit.mkdir(parents=True)
+    save_csv = list((root / "old").glob("result_*.csv"))[0]
+    (msit / "result_20250215093012.csv").write_bytes(save_csv.read_bytes())
+    (root / "msit_out" / "notes.csv").write_text("a,b\n1,2\n")
+    deep = root / "a" / "b" / "c" / "d" / "e"
+    deep.mkdir(parents=True)
+    (deep / "result_20250301000000.csv").write_bytes(save_csv.read_bytes())  # too deep to scan
+
+    entries = list_tasks(root)
+    names = [e.name for e in entries]
+    assert names == ["new", os.path.join("msit_out", "20250215093000", "result_20250215093012.csv"),
+                     "running", "old", "empty", "broken"]
+    by = {e.name: e for e in entries}
+    assert by["new"].state == "done" and by["new"].rows == 20 and by["new"].problem == ""
+    assert by["new"].failing == int(load_task(root / "new").table.columns["fail"].sum())
+    assert by["new"].npu == META["npu"]
+    assert by["running"].state == "running" and by["running"].problem == ""
+    assert by["broken"].problem.startswith("task.json: unreadable")
+    assert by["empty"].problem == "no result file (result.npz or result_*.csv)"
+    csv_entry = entries[1]
+    assert csv_entry.kind == "csv" and csv_entry.path.is_file()
+    foreign = load_task(csv_entry.path)  # opens with the default thresholds
+    assert len(foreign.table) == 10 and foreign.csv == csv_entry.path and foreign.meta["foreign"]
+    assert foreign.meta["failing"] == int(foreign.table.columns["fail"].sum())
+
+
+def test_list_tasks_on_a_missing_root(tmp_path):
+    with pytest.raises(SourceError, match="no such folder"):
+        list_tasks(tmp_path / "nowhere")
