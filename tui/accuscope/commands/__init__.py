@@ -1,4 +1,4 @@
 """Subcommands of the CLI. Each module exposes `register(subparsers)` and sets `args.handler`."""
-from . import convert, dump, inspect
+from . import compare, convert, dump, inspect
 
-COMMANDS = [inspect, convert, dump]
+COMMANDS = [inspect, convert, dump, compare]

@@ -1,0 +1,170 @@
+"""Whole-network comparison speed and memory, measured side by side in one run.
+
+Builds a realistic dump pair (a few hundred float32 tensors, about --gb GB per side: an Ascend
+dump folder and a golden npy folder), warms the page cache, then times, best of --rounds:
+  read      reading both sides of every pair from the page cache (np.fromfile), nothing else
+  naive     a straightforward msaccucmp-style implementation: per pair, both arrays loaded whole
+            as float32, each metric its own numpy pass (one process, like msaccucmp)
+  ours      accuscope's plan() + execute(): all ten metrics in one chunked pass, pairs on all cores
+and prints naive/ours (target >= 5) and ours/read (target <= 4). Last, the peak RSS above the
+baseline of a process comparing one ~1 GB tensor pair (target < 300 MB).
+
+    python benchmarks/bench_compare.py [--gb 1.0] [--dir /tmp/accuscope-bench-compare] [--rounds 2]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+from accuscope.engine import compare as engine
+from accuscope.engine.ascend import DumpTensor, write_dump_file
+
+EPS64, EPS32 = np.finfo(np.float64).eps, np.finfo(np.float32).eps
+
+
+def build(root: str, gb: float, count: int = 300) -> tuple[str, str]:
+    npu, golden = os.path.join(root, "npu"), os.path.join(root, "golden")
+    marker = os.path.join(root, f".complete-{gb}")
+    if os.path.exists(marker):
+        return npu, golden
+    for d in (npu, golden):
+        os.makedirs(d, exist_ok=True)
+        for f in os.listdir(d):
+            os.remove(os.path.join(d, f))
+    rng = np.random.default_rng(0)
+    weights = np.exp(rng.uniform(0, 6, count))  # sizes spread over ~2.5 decades, like a real network
+    sizes = np.maximum((weights / weights.sum() * gb * 2**30 / 4).astype(int), 1024)
+    base = rng.standard_normal(int(sizes.max())).astype(np.float32)
+    noise = (rng.standard_normal(int(sizes.max())) * 1e-3).astype(np.float32)
+    for k, n in enumerate(sizes):
+        y = base[:n] * (1 + k % 7)
+        x = y + noise[:n]
+        name = f"op_{k:03d}"
+        write_dump_file(os.path.join(npu, f"Conv2D.{name}.{k + 1}.{1700000000000000 + k}"), name,
+                        outputs=[DumpTensor(x)])
+        np.save(os.path.join(golden, f"{name}.0.1700000000000000.npy"), y)
+    open(marker, "w").close()
+    return npu, golden
+
+
+def naive_metrics(x: np.ndarray, y: np.ndarray) -> dict:
+    """msaccucmp style: whole float32 arrays, one numpy pass (and temporaries) per metric."""
+    r = {"cos": np.sum(x * y) / (np.sqrt(np.sum(x * x)) * np.sqrt(np.sum(y * y))),
+         "red": np.sqrt(np.sum((x - y) ** 2)) / np.sqrt(np.sum(y ** 2)),
+         "max_abs": np.max(np.abs(x - y)), "mean_abs": np.mean(np.abs(x - y)),
+         "rmse": np.sqrt(np.mean((x - y) ** 2))}
+    with np.errstate(all="ignore"):
+        rel = np.where(np.abs(y) > EPS64, np.abs(x / y - 1), 0)
+    r.update(max_rel=rel.max(), mean_rel=rel.mean(), acc_rel=rel.sum())
+
+    def dist(v):
+        lo, hi = v.min(), v.max()
+        s = np.maximum((v - lo) / (hi - lo) if hi != lo else v, EPS32)
+        return s / s.sum()
+    px, py = dist(x), dist(y)
+    r["kl"] = np.sum(px * np.log(px / py))
+    r["std"] = (x.mean(), x.std(), y.mean(), y.std())
+    return r
+
+
+def pairs_of(plan):
+    return [(p.npu, p.golden) for p in plan.pairs]
+
+
+def time_read(pairs) -> float:
+    start = time.perf_counter()
+    for a, b in pairs:
+        for t in (a, b):
+            p = t.payload
+            np.fromfile(p.path, dtype=p.dtype, count=p.nbytes // p.dtype.itemsize, offset=p.offset)
+    return time.perf_counter() - start
+
+
+def time_naive(pairs) -> float:
+    start = time.perf_counter()
+    for a, b in pairs:
+        naive_metrics(np.asarray(a.load(), np.float32).ravel(), np.asarray(b.load(), np.float32).ravel())
+    return time.perf_counter() - start
+
+
+def time_ours(npu: str, golden: str, workers: int | None) -> float:
+    start = time.perf_counter()
+    engine.execute(engine.plan(engine.CompareSpec(npu, golden)), workers=workers)
+    return time.perf_counter() - start
+
+
+def rss_child(root: str) -> None:
+    """Compare one ~1 GB float32 pair in this process; print baseline and peak RSS (MB)."""
+    n = 2**28
+    npu, golden = os.path.join(root, "big-npu"), os.path.join(root, "big-golden")
+    if not os.path.exists(os.path.join(root, ".big-complete")):
+        os.makedirs(npu, exist_ok=True)
+        os.makedirs(golden, exist_ok=True)
+        step = 2**24
+        with open(os.path.join(golden, "big.0.1.npy"), "wb") as fh:
+            np.lib.format.write_array_header_1_0(fh, {"descr": "<f4", "fortran_order": False, "shape": (n,)})
+            for lo in range(0, n, step):
+                np.arange(lo, lo + step, dtype=np.float32).tofile(fh)
+        write_dump_file(os.path.join(npu, "Conv2D.big.1.1700000000000001"), "big", outputs=[DumpTensor(np.zeros(1, np.float32))])
+        _grow_dump(os.path.join(npu, "Conv2D.big.1.1700000000000001"), n, step)
+        open(os.path.join(root, ".big-complete"), "w").close()
+    plan = engine.plan(engine.CompareSpec(npu, golden))
+    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    engine.execute(plan, workers=1)
+    print(base, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+
+
+def _grow_dump(path: str, n: int, step: int) -> None:
+    """Rewrite a one-element dump as an n-element one, streaming the payload (no n-sized array)."""
+    from accuscope.engine.ascend import build_header, write_raw
+    msg, _ = build_header("big", [], [DumpTensor(np.zeros(1, np.float32))])
+    msg.output[0].shape.dim[:] = [n]
+    msg.output[0].original_shape.dim[:] = [n]
+    msg.output[0].size = 4 * n
+    write_raw(path, msg, [])
+    with open(path, "ab") as fh:
+        for lo in range(0, n, step):
+            (np.arange(lo, lo + step, dtype=np.float32) * np.float32(1.0001)).tofile(fh)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--gb", type=float, default=1.0)
+    ap.add_argument("--dir", default="/tmp/accuscope-bench-compare")
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--workers", type=int)
+    ap.add_argument("--skip-rss", action="store_true")
+    ap.add_argument("--rss-child", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.rss_child:
+        return rss_child(args.rss_child)
+    npu, golden = build(args.dir, args.gb)
+    pairs = pairs_of(engine.plan(engine.CompareSpec(npu, golden)))
+    gb = sum(a.nbytes + b.nbytes for a, b in pairs) / 2**30
+    time_read(pairs)  # warm the page cache
+    read = min(time_read(pairs) for _ in range(args.rounds))
+    naive = min(time_naive(pairs) for _ in range(args.rounds))
+    ours = min(time_ours(npu, golden, args.workers) for _ in range(args.rounds))
+    print(f"{len(pairs)} tensor pairs, {gb:.2f} GB in all, {os.cpu_count()} cores")
+    print(f"read both sides   {read:7.2f} s")
+    print(f"naive (msaccucmp) {naive:7.2f} s")
+    print(f"accuscope         {ours:7.2f} s")
+    print(f"naive / accuscope = {naive / ours:.1f}x (target >= 5)   accuscope / read = {ours / read:.1f}x (target <= 4)")
+    if not args.skip_rss:
+        res = subprocess.run([sys.executable, __file__, "--rss-child", args.dir], capture_output=True, text=True)
+        if res.returncode:
+            print(res.stderr)
+            return
+        base, peak = map(float, res.stdout.split())
+        print(f"one 1.0 GB float32 pair: peak RSS {peak:.0f} MB, {peak - base:.0f} MB above the "
+              f"{base:.0f} MB baseline (target < 300)")
+
+
+if __name__ == "__main__":
+    main()

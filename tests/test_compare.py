@@ -1,0 +1,117 @@
+"""Whole-network comparison on a real model: planted fault found, pool equals inline, ranges,
+plugins, cancellation, and the `accuscope compare` command end to end."""
+from __future__ import annotations
+
+import shutil
+import threading
+
+import numpy as np
+import pytest
+
+from accuscope.engine import compare as engine
+from accuscope.engine.golden import open_golden
+from accuscope.engine.graph import load_graph
+from accuscope.engine.npusim import simulate
+from accuscope.engine.ortdump import dump_onnx
+from accuscope.engine.task import load_task
+
+from test_cli import accuscope
+
+FAULTY = "Relu@4"  # last member of a fused Conv+BatchNorm+Relu device op
+
+
+@pytest.fixture(scope="module")
+def case(cls_model, tmp_path_factory):
+    """A golden dump of PP-OCR cls, and an Ascend-style fp16 dump of it with one op's output broken."""
+    root = tmp_path_factory.mktemp("cmp")
+    x = np.random.default_rng(11).standard_normal((1, 3, 48, 192)).astype(np.float32)
+    dump_onnx(cls_model, root / "golden", {"x": x}, timestamp=1700000000000000)
+    shutil.copytree(root / "golden", root / "npu-values")
+    bad = root / "npu-values" / f"{FAULTY}.0.1700000000000000.npy"
+    data = np.load(bad)
+    np.save(bad, data + np.random.default_rng(1).standard_normal(data.shape).astype(np.float32) * data.std())
+    sim = simulate(load_graph(cls_model), open_golden(root / "npu-values"), str(root / "npu"), model_name="cls")
+    return root, sim
+
+
+def spec(root, sim, **kw):
+    return engine.CompareSpec(str(root / "npu" / "dump"), str(root / "golden"), sim.model_json, **kw)
+
+
+def test_planted_fault_is_the_only_failing_op_and_the_rest_agree_to_fp16(case):
+    root, sim = case
+    table = engine.execute(engine.plan(spec(root, sim)))
+    c = table.columns
+    out_rows = c["fail"] & (c["io"] == "output")
+    assert set(c["npu_op"][out_rows]) == {"Conv@7Relu@4"}
+    om = load_graph(sim.model_json)
+    consumers = {n.name for n, _ in om.consumers("Conv@7Relu@4:0")}
+    assert set(c["npu_op"][c["fail"] & (c["io"] == "input")]) == consumers  # they read the broken tensor
+    ok = ~c["fail"] & ~np.isnan(c["cos"])
+    assert ok.sum() > 400 and np.all(c["cos"][ok] > 0.9999)
+    assert np.all(c["golden_op"][c["is_npu_only"]] == "*")
+    assert c["is_output"].sum() >= 1
+
+
+def test_process_pool_gives_the_same_numbers_as_inline(case, monkeypatch):
+    root, sim = case
+    plan = engine.plan(spec(root, sim, algorithms=["cos", "MaxAbsoluteError", "kl", "std"]))
+    inline = engine.execute(plan, workers=1)
+    monkeypatch.setattr(engine, "INLINE_BYTES", 0)
+    pooled = engine.execute(plan, workers=2)
+    for key in ("cos", "max_abs", "kl"):  # BLAS may sum in another order with other thread counts
+        np.testing.assert_allclose(inline.columns[key], pooled.columns[key], rtol=1e-12, atol=1e-15)
+    assert list(inline.columns["std"]) == list(pooled.columns["std"])
+    assert np.isnan(inline.columns["rmse"]).all()  # not chosen
+
+
+def test_range_keeps_ops_by_sequence_id(case):
+    root, sim = case
+    plan = engine.plan(spec(root, sim, op_range="3,-1,50"))
+    seqs = sorted(set(r["op_seq"] for r in plan.rows))
+    last = max(n.seq_id for n in load_graph(sim.model_json).nodes)
+    assert seqs[0] == 3 and seqs[-1] == last and all((s - 3) % 50 == 0 for s in seqs[:-1])
+
+
+def test_cancel_stops_early_and_returns_nothing(case):
+    root, sim = case
+    cancel = threading.Event()
+    seen = []
+
+    def progress(p, rows):
+        seen.append(p.done)
+        cancel.set()
+    assert engine.execute(engine.plan(spec(root, sim)), progress, cancel, workers=1) is None
+    assert seen == [1]
+
+
+def test_plugin_column_and_failure_reason(case, tmp_path):
+    root, sim = case
+    (tmp_path / "algorithm").mkdir()
+    (tmp_path / "algorithm" / "alg_MaxRatio.py").write_text(
+        "import numpy as np\n"
+        "def compare(my_output_dump_data, ground_truth_dump_data, args):\n"
+        "    if my_output_dump_data.size < 100:\n"
+        "        raise ValueError('too small')\n"
+        "    return f'{float(np.abs(my_output_dump_data).max()):.3f}', ''\n")
+    table = engine.execute(engine.plan(spec(root, sim, custom_dir=str(tmp_path), ops=["Conv@0BatchNormalization@0"])))
+    assert table.custom == ["MaxRatio"] and all(v != "NaN" for v in table.columns["MaxRatio"])
+
+
+def test_cli_compare_writes_a_task_and_flags_failures(case, tmp_path):
+    root, sim = case
+    args = ["compare", "--npu", root / "npu" / "dump", "--golden", root / "golden", "--model", sim.model_json,
+            "--out", tmp_path / "task"]
+    r = accuscope(*args)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "first failing: Conv@7Relu@4:output:0" in r.stdout
+    task = load_task(tmp_path / "task")
+    assert task.meta["state"] == "done" and len(task.table) > 400
+    r = accuscope(*args, "--fail-on-error", "--threshold", "cos=0.5")
+    assert r.returncode == 1
+    r = accuscope(*args, "--threshold", "coss=0.5")
+    assert r.returncode == 2 and "did you mean cos" in r.stderr
+    r = accuscope(*args[:-1], tmp_path / "t2", "--algorithms", "cos,nope")
+    assert r.returncode == 2 and "unknown algorithm 'nope'" in r.stderr
+    r = accuscope("compare", "--npu", tmp_path / "missing", "--golden", root / "golden", "--out", tmp_path / "t3")
+    assert r.returncode == 2 and "missing: no such file or folder" in r.stderr

@@ -1,0 +1,303 @@
+"""Whole-network comparison: open both sides, map tensors, compare every pair in parallel.
+
+`plan()` does everything that can fail on bad input (opening sources, mapping, range) before any
+heavy work; `execute()` compares pairs on all cores, reports progress with the rows finished so
+far (the TUI shows them as they arrive), and stops early when `cancel` is set.
+"""
+from __future__ import annotations
+
+import math
+import os
+import threading
+import time
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from dataclasses import dataclass, field
+from multiprocessing import get_context
+from typing import Callable, Iterator
+
+import numpy as np
+
+from . import plugins as plugin_mod
+from .columns import CSV_OF, KEY_OF, NUMERIC_METRICS
+from .golden import GoldenDump, open_golden
+from .graph import Graph, load_graph
+from .mapping import DEVICE_ONLY, Pair, map_tensors
+from .metrics import CHUNK, PairMetrics, compare_chunks
+from .npudump import NpuDump, open_npu_dump
+from .oprange import OpRange
+from .results import ResultTable
+from .tensor import Problem, SourceError, Tensor, TensorError
+from .thresholds import Thresholds
+
+INLINE_BYTES = 64 << 20  # below this, worker processes cost more than they save
+ALGORITHMS = NUMERIC_METRICS + ["std"]
+
+
+@dataclass
+class CompareSpec:
+    npu: str
+    golden: str
+    model: str | None = None
+    algorithms: list[str] | None = None  # short keys, CSV names or plugin names; None = all
+    op_range: str | None = None
+    ops: list[str] | None = None
+    custom_dir: str | None = None
+    thresholds: Thresholds = field(default_factory=Thresholds)
+    pick: str | int = "newest"
+    run: str | None = None
+
+
+@dataclass
+class Plan:
+    spec: CompareSpec
+    npu: NpuDump
+    golden: GoldenDump
+    graph: Graph | None
+    pairs: list[Pair]
+    rows: list[dict]
+    metrics: list[str]
+    plugins: list[plugin_mod.Plugin]
+    problems: list[Problem]
+    unmatched_golden: list[Tensor]
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(p.npu.nbytes + p.golden.nbytes for p in self.pairs if p.golden is not None)
+
+
+@dataclass
+class Progress:
+    done: int
+    total: int
+    elapsed: float
+    current: str = ""
+
+
+def plan(spec: CompareSpec) -> Plan:
+    npu = open_npu_dump(spec.npu, pick=spec.pick, run=spec.run)
+    golden = open_golden(spec.golden, pick=spec.pick if spec.pick in ("newest", "oldest") else "newest")
+    graph = load_graph(spec.model) if spec.model else None
+    found, problems = (plugin_mod.discover(spec.custom_dir) if spec.custom_dir else ([], []))
+    metrics, chosen_plugins = _algorithms(spec.algorithms, found)
+    mapping = map_tensors(npu, golden, graph)
+    seq = _sequence_ids(npu, graph)
+    keep = _selection(spec, npu, seq)
+    outputs = _output_ops(npu, graph)
+    pairs, rows = [], []
+    for pair in mapping.pairs:
+        if not keep(pair.op):
+            continue
+        rows.append(_base_row(len(rows), pair, seq.get(id(pair.op), -1), outputs))
+        pairs.append(pair)
+    if not pairs:
+        raise SourceError(f"{spec.npu}: no tensor to compare" + (" in the chosen range/op list" if
+                                                                    spec.op_range or spec.ops else ""))
+    return Plan(spec, npu, golden, graph, pairs, rows, metrics, chosen_plugins,
+                list(npu.problems) + list(golden.problems) + problems, mapping.unmatched_golden)
+
+
+def _algorithms(names: list[str] | None, found: list[plugin_mod.Plugin]):
+    if names is None or names == ["all"]:
+        return list(ALGORITHMS), list(found)
+    by_name = {p.name: p for p in found}
+    metrics, chosen = [], []
+    for name in names:
+        key = KEY_OF.get(name, name)
+        if key in ALGORITHMS:
+            metrics.append(key)
+        elif name in by_name:
+            chosen.append(by_name[name])
+        else:
+            valid = ", ".join(ALGORITHMS + [CSV_OF[k] for k in ALGORITHMS] + list(by_name))
+            raise SourceError(f"unknown algorithm {name!r}; choose from: all, {valid}")
+    return metrics, chosen
+
+
+def _sequence_ids(npu: NpuDump, graph: Graph | None) -> dict[int, int]:
+    """Op sequence id per dump file: the offline model's op id, else the execution position."""
+    seq = {}
+    for k, df in enumerate(npu.files, 1):
+        node = graph.node(df.op_name) if graph is not None and graph.kind == "om" else None
+        seq[id(df)] = node.seq_id if node is not None else k
+    return seq
+
+
+def _selection(spec: CompareSpec, npu: NpuDump, seq: dict[int, int]) -> Callable:
+    if spec.op_range:
+        rng = OpRange.parse(spec.op_range, len(npu.files))
+        last = max(seq.values(), default=0)
+        return lambda df: rng.keeps(seq[id(df)], last)
+    if spec.ops:
+        wanted = set(spec.ops)
+        missing = [o for o in wanted if npu.find_op(o) is None]
+        if missing:
+            raise SourceError(f"{spec.npu}: ops not in the dump: {', '.join(sorted(missing))}")
+        chosen = {id(npu.find_op(o)) for o in wanted}
+        return lambda df: id(df) in chosen
+    return lambda df: True
+
+
+def _output_ops(npu: NpuDump, graph: Graph | None) -> set[str]:
+    """Names of ops whose outputs are the network's outputs (the last op when no model says)."""
+    if graph is not None:
+        names = {n.name for n in graph.output_nodes}
+        if graph.kind != "om":
+            return names | {f.op_name for f in npu.files
+                            if any(t.original_op and t.original_op[0] in names for t in f.outputs)}
+        return names
+    return {npu.files[-1].op_name} if npu.files else set()
+
+
+def _base_row(index: int, pair: Pair, seq: int, outputs: set[str]) -> dict:
+    t, g = pair.npu, pair.golden
+    return {
+        "index": index, "op_seq": seq, "type": pair.op.op_type, "npu_op": pair.op.op_name,
+        "npu_dtype": t.dtype_name, "golden_op": pair.ground_truth,
+        "golden_dtype": g.dtype_name if g is not None else "", "tensor": t.name, "io": t.io,
+        "shape": "[" + ",".join(map(str, t.shape)) + "]", "conversion": t.conversion, "how": pair.how,
+        "npu_file": t.source, "golden_file": g.source if g is not None else "",
+        "is_npu_only": pair.ground_truth == DEVICE_ONLY,
+        "is_output": t.io == "output" and pair.op.op_name in outputs,
+        "reason": pair.reason or t.problem,
+    }
+
+
+# ------------------------------------------------------------------ the work of one pair
+
+
+@dataclass(frozen=True)
+class Job:
+    row: int
+    npu: Tensor
+    golden: Tensor
+    metrics: tuple[str, ...]
+    plugins: tuple[plugin_mod.Plugin, ...]
+
+
+def tensor_chunks(t: Tensor, size: int) -> Iterator[np.ndarray]:
+    """The tensor's elements in order, `size` at a time: plain file reads into one reused buffer
+    when the stored bytes already are the logical data (RSS stays at one chunk), else slices of
+    the loaded (converted) array."""
+    p = t.payload
+    if p is not None and not t.conversion and p.dtype == t.dtype and p.nbytes:
+        buf = np.empty(min(size, p.nbytes // p.dtype.itemsize), dtype=p.dtype)
+        with open(p.path, "rb", buffering=0) as fh:
+            fh.seek(p.offset)
+            remaining = p.nbytes // p.dtype.itemsize
+            while remaining:
+                k = min(len(buf), remaining)
+                view = buf[:k]
+                if fh.readinto(memoryview(view).cast("B")) != view.nbytes:
+                    raise TensorError(t.source, t.name, "file ends before the tensor's last byte")
+                yield view
+                remaining -= k
+        return
+    flat = t.load().reshape(-1)
+    for lo in range(0, flat.size, size):
+        yield flat[lo:lo + size]
+
+
+def run_job(job: Job) -> tuple[int, dict]:
+    """Compare one pair; any failure becomes a reason on the row, never an exception."""
+    x, y = job.npu, job.golden
+    out: dict = {}
+    try:
+        if x.size != y.size:
+            out["reason"] = (f"shape {list(x.shape)} of the NPU tensor does not match shape {list(y.shape)} "
+                             f"of golden {y.op}")
+            return job.row, out
+        def source():
+            return zip(tensor_chunks(x, CHUNK), tensor_chunks(y, CHUNK))
+        m = compare_chunks(source, x.size, x.dtype, y.dtype, kl="kl" in job.metrics)
+        out.update(_cells(m, job.metrics))
+        reasons = list(m.reasons)
+        for plugin in job.plugins:
+            value, reason = plugin_mod.run(plugin, np.asarray(x.load(), dtype=np.float32).reshape(-1),
+                                           np.asarray(y.load(), dtype=np.float32).reshape(-1),
+                                           {"my_output_dump_file": x.source, "ground_truth_dump_file": y.source,
+                                            "shape_type": list(x.shape)})
+            out[plugin.name] = value
+            if reason:
+                reasons.append(reason)
+        out["reason"] = "; ".join(reasons)
+    except (TensorError, OSError, ValueError, MemoryError) as exc:
+        out["reason"] = getattr(exc, "reason", None) or str(exc)
+    return job.row, out
+
+
+def _cells(m: PairMetrics, metrics: tuple[str, ...]) -> dict:
+    cells = {k: m.values[k] for k in metrics if k in m.values}
+    if "std" in metrics:
+        cells["std"] = m.std
+    cells["rel_0.1%"], cells["rel_0.5%"] = m.values["rel_0.1%"], m.values["rel_0.5%"]
+    cells["npu_nonfinite"], cells["golden_nonfinite"] = m.npu_nonfinite, m.golden_nonfinite
+    return cells
+
+
+# ------------------------------------------------------------------ running a plan
+
+
+def execute(plan: Plan, progress: Callable[[Progress, list[tuple[int, dict]]], None] | None = None,
+            cancel: threading.Event | None = None, workers: int | None = None) -> ResultTable | None:
+    """Compare every mapped pair. Returns None when cancelled (nothing written by us)."""
+    start = time.perf_counter()
+    jobs = [Job(i, p.npu, p.golden, tuple(plan.metrics), tuple(plan.plugins))
+            for i, p in enumerate(plan.pairs) if p.golden is not None and not p.npu.problem and not p.golden.problem]
+    rows = [dict(r) for r in plan.rows]
+    for p, r in zip(plan.pairs, rows):
+        if p.golden is not None and p.golden.problem and not r["reason"]:
+            r["reason"] = f"golden {p.golden.problem}"
+    workers = workers or os.cpu_count() or 1
+    results = _run_inline(jobs, cancel) if workers == 1 or plan.total_bytes < INLINE_BYTES else \
+        _run_pool(jobs, workers, cancel)
+    done = 0
+    for batch in results:
+        for row, cells in batch:
+            rows[row].update({k: v for k, v in cells.items() if k != "reason"})
+            if cells.get("reason"):
+                rows[row]["reason"] = "; ".join(filter(None, [rows[row]["reason"], cells["reason"]]))
+        done += len(batch)
+        if progress:
+            progress(Progress(done, len(jobs), time.perf_counter() - start,
+                              plan.pairs[batch[-1][0]].npu.name if batch else ""), batch)
+    if cancel is not None and cancel.is_set():
+        return None
+    table = ResultTable.from_rows(rows, custom=[p.name for p in plan.plugins])
+    plan.spec.thresholds.apply(table)
+    return table
+
+
+def _run_inline(jobs: list[Job], cancel) -> Iterator[list[tuple[int, dict]]]:
+    for job in jobs:
+        if cancel is not None and cancel.is_set():
+            return
+        yield [run_job(job)]
+
+
+def _run_pool(jobs: list[Job], workers: int, cancel) -> Iterator[list[tuple[int, dict]]]:
+    """Largest pairs first (balances the cores), at most 2 per worker in flight (bounds memory)."""
+    order = sorted(jobs, key=lambda j: -j.npu.size)
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # one core per worker; inherited by the pool
+    with ProcessPoolExecutor(workers, mp_context=get_context("forkserver")) as pool:
+        pending = set()
+        queue = iter(order)
+        try:
+            while True:
+                while len(pending) < 2 * workers and not (cancel is not None and cancel.is_set()):
+                    job = next(queue, None)
+                    if job is None:
+                        break
+                    pending.add(pool.submit(run_job, job))
+                if not pending:
+                    return
+                finished, pending = wait(pending, timeout=0.1, return_when=FIRST_COMPLETED)
+                if finished:
+                    yield [f.result() for f in finished]
+                if cancel is not None and cancel.is_set():
+                    for f in pending:
+                        f.cancel()
+                    return
+        finally:
+            for f in pending:
+                f.cancel()
+
