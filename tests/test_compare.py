@@ -115,3 +115,24 @@ def test_cli_compare_writes_a_task_and_flags_failures(case, tmp_path):
     assert r.returncode == 2 and "unknown algorithm 'nope'" in r.stderr
     r = accuscope("compare", "--npu", tmp_path / "missing", "--golden", root / "golden", "--out", tmp_path / "t3")
     assert r.returncode == 2 and "missing: no such file or folder" in r.stderr
+
+
+def test_a_worker_that_dies_costs_only_its_own_row(case, tmp_path, monkeypatch):
+    """A custom algorithm that kills its interpreter on one tensor breaks the process pool; that
+    row says so, every other row is still compared."""
+    root, sim = case
+    (tmp_path / "algorithm").mkdir()
+    (tmp_path / "algorithm" / "alg_Crash.py").write_text(
+        "import os\n"
+        "def compare(my_output_dump_data, ground_truth_dump_data, args):\n"
+        f"    if '{FAULTY}' in os.path.basename(args['my_output_dump_file']):\n"
+        "        os._exit(3)\n"
+        "    return '1.0', ''\n")
+    monkeypatch.setattr(engine, "INLINE_BYTES", 0)
+    plan = engine.plan(spec(root, sim, custom_dir=str(tmp_path)))
+    table = engine.execute(plan, workers=2)
+    died = [i for i in range(len(table)) if engine.WORKER_DIED in table.columns["reason"][i]]
+    assert len(died) >= 1
+    assert all(FAULTY in table.columns["npu_op"][i] for i in died)
+    compared = [i for i in range(len(table)) if table.columns["Crash"][i] == "1.0"]
+    assert len(compared) + len(died) == sum(p.golden is not None for p in plan.pairs)

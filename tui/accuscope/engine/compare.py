@@ -11,6 +11,7 @@ import os
 import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from multiprocessing import get_context
 from typing import Callable, Iterator
@@ -274,12 +275,61 @@ def _run_inline(jobs: list[Job], cancel) -> Iterator[list[tuple[int, dict]]]:
         yield [run_job(job)]
 
 
+WORKER_DIED = ("the worker process comparing this pair died (out of memory, or a crash in a custom "
+               "algorithm); not compared")
+
+
+class _PoolBroke(Exception):
+    def __init__(self, in_flight: list[Job]):
+        self.in_flight = in_flight
+
+
 def _run_pool(jobs: list[Job], workers: int, cancel) -> Iterator[list[tuple[int, dict]]]:
-    """Largest pairs first (balances the cores), at most 2 per worker in flight (bounds memory)."""
-    order = sorted(jobs, key=lambda j: -j.npu.size)
+    """Largest pairs first (balances the cores), at most 2 per worker in flight (bounds memory).
+
+    A worker that dies (OOM killer, a plugin crashing the interpreter) breaks the whole pool: the
+    pairs it had in flight are retried one by one in their own process, so only the culprit gets
+    a reason instead of values, and the rest continue in a fresh pool. When no worker process can
+    be started at all, everything runs inline."""
+    remaining = sorted(jobs, key=lambda j: -j.npu.size)
+    while remaining:
+        finished: set[int] = set()
+        try:
+            for batch in _pool_batches(remaining, workers, cancel):
+                finished.update(row for row, _ in batch)
+                yield batch
+            return
+        except _PoolBroke as broke:
+            if not _pool_starts():
+                yield from _run_inline([j for j in remaining if j.row not in finished], cancel)
+                return
+            if len(remaining) == 1:
+                yield [(remaining[0].row, {"reason": WORKER_DIED})]
+                return
+            suspects = {j.row for j in broke.in_flight}
+            for job in broke.in_flight:
+                if cancel is not None and cancel.is_set():
+                    return
+                yield from _run_pool([job], 1, cancel)
+            remaining = [j for j in remaining if j.row not in finished and j.row not in suspects]
+        except OSError:  # no process could be started here
+            yield from _run_inline([j for j in remaining if j.row not in finished], cancel)
+            return
+
+
+def _pool_starts() -> bool:
+    """Whether worker processes can run at all here (a pool may also break because none starts)."""
+    try:
+        with ProcessPoolExecutor(1, mp_context=get_context("forkserver")) as pool:
+            return pool.submit(os.getpid).result(timeout=60) > 0
+    except Exception:  # noqa: BLE001 - any failure means: no pool
+        return False
+
+
+def _pool_batches(order: list[Job], workers: int, cancel) -> Iterator[list[tuple[int, dict]]]:
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # one core per worker; inherited by the pool
     with ProcessPoolExecutor(workers, mp_context=get_context("forkserver")) as pool:
-        pending = set()
+        pending: dict = {}
         queue = iter(order)
         try:
             while True:
@@ -287,17 +337,20 @@ def _run_pool(jobs: list[Job], workers: int, cancel) -> Iterator[list[tuple[int,
                     job = next(queue, None)
                     if job is None:
                         break
-                    pending.add(pool.submit(run_job, job))
+                    pending[pool.submit(run_job, job)] = job
                 if not pending:
                     return
-                finished, pending = wait(pending, timeout=0.1, return_when=FIRST_COMPLETED)
-                if finished:
-                    yield [f.result() for f in finished]
+                done, _ = wait(pending, timeout=0.1, return_when=FIRST_COMPLETED)
+                try:
+                    batch = [f.result() for f in done]
+                except BrokenProcessPool:
+                    raise _PoolBroke(list(pending.values())) from None
+                for f in done:
+                    del pending[f]
+                if batch:
+                    yield batch
                 if cancel is not None and cancel.is_set():
-                    for f in pending:
-                        f.cancel()
                     return
         finally:
             for f in pending:
                 f.cancel()
-

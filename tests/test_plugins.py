@@ -1,0 +1,94 @@
+"""Custom metric plugins (msaccucmp's alg_{Name}.py convention): found only where the user says,
+and a misbehaving plugin costs one cell, never the comparison."""
+from __future__ import annotations
+
+import math
+import textwrap
+
+import numpy as np
+import pytest
+
+from accuscope.engine import plugins
+from accuscope.engine.tensor import SourceError
+
+X = np.arange(1, 7, dtype=np.float32)
+Y = X + 0.5
+ARGS = {"my_output_dump_file": "a.npy", "ground_truth_dump_file": "b.npy", "shape_type": [6]}
+
+
+def write(folder, name, body):
+    (folder / "algorithm").mkdir(exist_ok=True)
+    (folder / "algorithm" / f"alg_{name}.py").write_text(textwrap.dedent(body))
+
+
+@pytest.fixture
+def found(tmp_path):
+    write(tmp_path, "MaxDiff", """
+        import numpy as np
+        def compare(my_output_dump_data, ground_truth_dump_data, args):
+            return f"{float(np.max(np.abs(my_output_dump_data - ground_truth_dump_data))):.6f}", ""
+        """)
+    write(tmp_path, "Raises", """
+        def compare(my_output_dump_data, ground_truth_dump_data, args):
+            raise ZeroDivisionError("boom")
+        """)
+    write(tmp_path, "Number", """
+        def compare(my_output_dump_data, ground_truth_dump_data, args):
+            return 0.5, ""
+        """)
+    write(tmp_path, "Hangs", """
+        import time
+        def compare(my_output_dump_data, ground_truth_dump_data, args):
+            time.sleep(30)
+        """)
+    write(tmp_path, "NoCompare", "VALUE = 1\n")
+    write(tmp_path, "TwoArgs", "def compare(a, b):\n    return '1', ''\n")
+    write(tmp_path, "Syntax", "def compare(:\n")
+    (tmp_path / "algorithm" / "helper.py").write_text("raise SystemExit('never imported')\n")
+    found, problems = plugins.discover(str(tmp_path))
+    return {p.name: p for p in found}, {p.path.rsplit("/", 1)[1]: p.message for p in problems}
+
+
+def test_discover_loads_only_well_formed_alg_files(found):
+    usable, problems = found
+    assert sorted(usable) == ["Hangs", "MaxDiff", "Number", "Raises"]
+    assert "defines no compare() function" in problems["alg_NoCompare.py"]
+    assert "exactly three parameters" in problems["alg_TwoArgs.py"]
+    assert "SyntaxError" in problems["alg_Syntax.py"]
+    assert "helper.py" not in problems
+
+
+def test_a_folder_without_algorithm_dir_is_unusable(tmp_path):
+    with pytest.raises(SourceError, match="no 'algorithm' folder"):
+        plugins.discover(str(tmp_path))
+
+
+def test_good_plugin_returns_its_text(found):
+    assert plugins.run(found[0]["MaxDiff"], X, Y, ARGS) == ("0.500000", "")
+
+
+@pytest.mark.parametrize("name, reason", [
+    ("Raises", "Raises raised ZeroDivisionError: boom"),
+    ("Number", "Number returned a float result, not a string"),
+])
+def test_failing_plugin_gives_nan_and_a_reason(found, name, reason):
+    value, why = plugins.run(found[0][name], X, Y, ARGS)
+    assert math.isnan(float(value)) and why == reason
+
+
+def test_hanging_plugin_times_out(found):
+    value, why = plugins.run(found[0]["Hangs"], X, Y, ARGS, timeout=0.2)
+    assert value == "NaN" and why == "Hangs: no answer within 0.2 s"
+
+
+def test_plugin_gets_a_copy_of_args(found, tmp_path):
+    write(tmp_path, "Mutates", """
+        def compare(my_output_dump_data, ground_truth_dump_data, args):
+            args.clear()
+            return "ok", "fine"
+        """)
+    usable, _ = plugins.discover(str(tmp_path))
+    mutates = next(p for p in usable if p.name == "Mutates")
+    args = dict(ARGS)
+    assert plugins.run(mutates, X, Y, args) == ("ok", "fine")
+    assert args == ARGS
