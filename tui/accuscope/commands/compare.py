@@ -3,16 +3,14 @@ from __future__ import annotations
 
 import argparse
 import threading
-import time
-from datetime import datetime
+from pathlib import Path
 
 import numpy as np
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-from .. import __version__
 from ..engine import compare as engine
-from ..engine.task import save_task
+from ..engine.taskrun import run_task
 from ..engine.thresholds import Thresholds, parse_assignment
 from ..engine.tensor import SourceError
 from .common import add_source_options, err, out
@@ -44,47 +42,51 @@ def register(sub) -> None:
                    help="override a threshold, e.g. cos=0.98 (repeatable)")
     p.add_argument("--fail-on-error", action="store_true", help="exit 1 when any row breaks a threshold")
     p.add_argument("--workers", type=int, help="processes comparing pairs (default: all cores)")
+    p.add_argument("--tui", action="store_true", help="run inside the app: rows appear as they are compared")
     add_source_options(p)
     p.set_defaults(handler=run)
 
 
-def run(args) -> int:
+def spec_of(args) -> engine.CompareSpec:
     thresholds = Thresholds()
     for text in args.threshold:
         try:
             thresholds.set(*parse_assignment(text))
         except ValueError as exc:
             raise SourceError(f"--threshold: {exc}") from None
-    spec = engine.CompareSpec(args.npu, args.golden, args.model, args.algorithms, args.op_range, args.ops,
+    return engine.CompareSpec(args.npu, args.golden, args.model, args.algorithms, args.op_range, args.ops,
                               args.custom_algorithms, thresholds, args.pick, args.run)
-    started = time.perf_counter()
-    plan = engine.plan(spec)
-    planned = time.perf_counter()
-    matched = sum(1 for p in plan.pairs if p.golden is not None)
-    out.print(f"{len(plan.pairs):,} tensors of {len(plan.npu.files):,} ops; {matched:,} with a golden "
-              f"counterpart, {len(plan.pairs) - matched:,} without; {len(plan.unmatched_golden):,} golden "
-              f"tensors unused")
+
+
+def run(args) -> int:
+    spec = spec_of(args)
+    if args.tui:
+        from ..app.main import run as run_app
+        run_app(str(Path(args.out).parent), compare=(spec, args.out))
+        return EXIT_OK
     cancel = threading.Event()
+    bar = Progress(TextColumn("comparing"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                   TextColumn("{task.description}"), console=err, transient=True)
+    bar_task = bar.add_task("", total=None)
+
+    def planned(plan):
+        matched = sum(1 for p in plan.pairs if p.golden is not None)
+        out.print(f"{len(plan.pairs):,} tensors of {len(plan.npu.files):,} ops; {matched:,} with a golden "
+                  f"counterpart, {len(plan.pairs) - matched:,} without; {len(plan.unmatched_golden):,} golden "
+                  f"tensors unused")
+        bar.update(bar_task, total=matched)
+        bar.start()
+
     try:
-        with Progress(TextColumn("comparing"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-                      TextColumn("{task.description}"), console=err, transient=True) as bar:
-            task = bar.add_task("", total=matched)
-            table = engine.execute(plan, lambda p, _rows: bar.update(
-                task, completed=p.done, description=escape(p.current[-40:])), cancel, args.workers)
+        result = run_task(spec, args.out, lambda p, _rows: bar.update(
+            bar_task, completed=p.done, description=escape(p.current[-40:])), cancel, args.workers, planned)
     except KeyboardInterrupt:
         cancel.set()
         out.print("cancelled: the previous result in the task folder, if any, is untouched")
         return 130
-    compared = time.perf_counter()
-    meta = {"npu": args.npu, "golden": args.golden, "model": args.model, "algorithms": plan.metrics +
-            [p.name for p in plan.plugins], "range": args.op_range, "ops": args.ops,
-            "custom_algorithms": args.custom_algorithms, "tool": f"accuscope {__version__}",
-            "created": datetime.now().isoformat(timespec="seconds"), "workers": args.workers,
-            "problems": [str(p) for p in plan.problems]}
-    save_task(args.out, meta, table, thresholds, {
-        "with_op_sequence": bool(args.op_range), "npu_is_npy": False,
-        "golden_is_npy": plan.golden.kind == "npy"})
-    written = time.perf_counter()
+    finally:
+        bar.stop()
+    table, plan = result.table, result.plan
     fails = np.flatnonzero(table.columns["fail"])
     out.print(f"rows {len(table):,} · failing {len(fails):,} · problems {len(plan.problems)} · "
               f"open {escape(args.out)}")
@@ -97,7 +99,6 @@ def run(args) -> int:
         out.print(f"  [red]✗[/] {escape(str(p))}", soft_wrap=True)
     if len(plan.problems) > 10:
         out.print(f"  … {len(plan.problems) - 10} more problems (task.json lists them all)")
-    parts = {"open and map": planned - started, "compare": compared - planned, "write": written - compared}
-    slowest = max(parts, key=parts.get)
-    out.print(f"took {written - started:.1f} s (slowest part: {slowest} {parts[slowest]:.1f} s)")
+    part, seconds = result.slowest
+    out.print(f"took {sum(result.timings.values()):.1f} s (slowest part: {part} {seconds:.1f} s)")
     return EXIT_FAILURES if args.fail_on_error and len(fails) else EXIT_OK
