@@ -261,6 +261,16 @@ def test_thresholds_flag_rows_ignore_nan_and_exempt_inputs_layout_and_device_onl
     assert th.broken(t, 2) == [] and th.broken(t, 1) == []
 
 
+def test_more_nan_inf_on_the_npu_side_fails_even_with_nan_metrics():
+    """An fp16 overflow leaves every metric NaN: the row still fails, and says why."""
+    t = _small(type=["Pow", "Pow", "Mask", "Relu"], golden_op=["a", "b", "c", "d"],
+               cos=[nan, 0.999, nan, nan], npu_nonfinite=[138, 0, 4, -1], golden_nonfinite=[0, 0, 4, -1])
+    th = Thresholds()
+    th.apply(t)
+    assert t.columns["fail"].tolist() == [True, False, False, False]
+    assert th.broken(t, 0) == ["npu_nonfinite"]
+
+
 def test_thresholds_editing_and_round_trip():
     th = Thresholds()
     th.set(*parse_assignment("cos=0.98"))

@@ -74,8 +74,12 @@ class Simulated:
 
 
 def simulate(graph: Graph, values: GoldenDump, out_dir: str, *, dtype=np.float16, model_name: str = "net",
-             start_time: int = 1700000000000000, dump_time_dir: str = "20231114221320") -> Simulated:
-    """Write `{out_dir}/dump/{time}/0/{model}/1/0/*` and `{out_dir}/{model}.json`."""
+             start_time: int = 1700000000000000, dump_time_dir: str = "20231114221320",
+             output_cast: bool = False) -> Simulated:
+    """Write `{out_dir}/dump/{time}/0/{model}/1/0/*` and `{out_dir}/{model}.json`.
+
+    `output_cast` adds what ATC inserts when the network outputs stay float32 while the ops run
+    in float16: a `trans_Cast_{k}` per network output, a device-only op (no framework op)."""
     run_dir = os.path.join(out_dir, "dump", dump_time_dir, "0", model_name, "1", "0")
     os.makedirs(run_dir, exist_ok=True)
     device_ops = fuse(graph)
@@ -83,7 +87,9 @@ def simulate(graph: Graph, values: GoldenDump, out_dir: str, *, dtype=np.float16
     trans_ops = [DeviceOp(f"trans_TransData_{k}", "TransData", [], [name], [f"{name}#nc1hwc0"])
                  for k, name in enumerate(graph.inputs)]
     renamed = {name: f"{name}#nc1hwc0" for name in graph.inputs}
-    everything = data_ops + trans_ops + device_ops
+    cast_ops = [DeviceOp(f"trans_Cast_{k}", "Cast", [], [name], [f"{name}#fp32"])
+                for k, name in enumerate(graph.outputs)] if output_cast else []
+    everything = data_ops + trans_ops + device_ops + cast_ops
     producer = {t: (op, j) for op in everything for j, t in enumerate(op.outputs)}
 
     def tensor_value(t: str) -> np.ndarray | None:
@@ -112,6 +118,8 @@ def simulate(graph: Graph, values: GoldenDump, out_dir: str, *, dtype=np.float16
             if v is None:
                 continue
             dt = to_device(v)
+            if op.type == "Cast" and not op.members:  # the output Cast ATC inserted: back to float32
+                dt = DumpTensor(dt.data.astype(np.float32), "ND")
             if op.members:
                 dt.original_op = (op.members[-1].name, j)
             dump_outs.append(dt)

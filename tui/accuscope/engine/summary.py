@@ -31,7 +31,11 @@ def summarize(table: ResultTable, thresholds: Thresholds) -> Summary:
     if first is not None:
         for key in thresholds.broken(table, first):
             t = thresholds.get(key)
-            broken.append(f"{key} {table.numbers(key)[first]:.4g} {t.op} {t.value:g}")
+            if t is None:  # the built-in NaN/inf rule
+                broken.append(f"NaN/inf {table.columns['npu_nonfinite'][first]} on the NPU side, "
+                              f"{max(table.columns['golden_nonfinite'][first], 0)} in golden")
+            else:
+                broken.append(f"{key} {table.numbers(key)[first]:.4g} {t.op} {t.value:g}")
     keys = table.metric_keys
     no_value = np.ones(n, bool)
     for key in keys:

@@ -2,7 +2,8 @@
 
 Defaults are msit's (a row is a precision error when cos < 0.99, red > 0.05, kl > 0.005,
 rmse > 1.0 or mean_rel > 1.0). NaN cells never break a threshold (the reason column says why
-they are NaN). Rows that cannot meaningfully fail are exempt: layout-only ops (TransData),
+they are NaN), with one rule of our own beyond them: a row whose NPU tensor holds more NaN/inf
+than its golden tensor fails (a float16 overflow is an error whatever the metrics say). Rows that cannot meaningfully fail are exempt: layout-only ops (TransData),
 network inputs (Data / RefData: a mismatch there is an input problem, reported by the advisor),
 and device-only ops (GroundTruth "*": there is no golden tensor).
 """
@@ -86,7 +87,7 @@ class Thresholds:
     # ---- evaluation ---------------------------------------------------------------------------
     def apply(self, table: ResultTable) -> None:
         """Set table.columns["fail"]: any threshold broken, NaN ignored, exempt rows never fail."""
-        fail = np.zeros(len(table), dtype=bool)
+        fail = nonfinite_broken(table)
         for t in self.items:
             fail |= t.broken(table.numbers(t.key))
         table.columns["fail"] = fail & ~exempt(table)
@@ -95,7 +96,14 @@ class Thresholds:
         """Keys of the thresholds row i breaks (empty for exempt rows), for the detail view."""
         if exempt(table)[i]:
             return []
-        return [t.key for t in self.items if t.broken(table.numbers(t.key)[i:i + 1])[0]]
+        keys = [t.key for t in self.items if t.broken(table.numbers(t.key)[i:i + 1])[0]]
+        return keys + ["npu_nonfinite"] if nonfinite_broken(table)[i] and "npu_nonfinite" not in keys else keys
+
+
+def nonfinite_broken(table: ResultTable) -> np.ndarray:
+    """Rows whose NPU tensor has more NaN/inf than the golden one (counts of -1: unknown)."""
+    npu, golden = table.columns["npu_nonfinite"], table.columns["golden_nonfinite"]
+    return npu > np.maximum(golden, 0)
 
 
 def exempt(table: ResultTable) -> np.ndarray:
