@@ -1,0 +1,24 @@
+"""`accuscope open TASK_DIR|RESULT.csv`: open one task (or a MindStudio/msaccucmp/msit CSV) in the app."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..engine.task import load_task
+
+
+def register(sub) -> None:
+    p = sub.add_parser("open", help="open a task folder or a result CSV in the app",
+                       description="Open a task folder, or a result CSV written by MindStudio, msaccucmp or "
+                                   "msit, in the app (q goes back to the task browser of its workspace). "
+                                   "Exit 2 when it cannot be opened.")
+    p.add_argument("path", help="task folder (with task.json) or result CSV")
+    p.add_argument("--workspace", help="workspace shown behind it (default: the task's parent folder)")
+    p.set_defaults(handler=run)
+
+
+def run(args) -> int:
+    path = Path(args.path).expanduser()
+    load_task(path)  # SourceError -> exit 2 with the reason, before any screen is drawn
+    from ..app.main import run as run_app
+    run_app(args.workspace or (path.parent if path.is_dir() else path.parent), task=path)
+    return 0
