@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import subprocess
 import sys
 import time
@@ -115,9 +114,17 @@ def rss_child(root: str) -> None:
         _grow_dump(os.path.join(npu, "Conv2D.big.1.1700000000000001"), n, step)
         open(os.path.join(root, ".big-complete"), "w").close()
     plan = engine.plan(engine.CompareSpec(npu, golden))
-    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    base = _status_mb("VmRSS")  # ru_maxrss would carry the parent's peak over fork + exec
     engine.execute(plan, workers=1)
-    print(base, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+    print(base, _status_mb("VmHWM"))
+
+
+def _status_mb(field: str) -> float:
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) / 1024
+    raise RuntimeError(f"no {field} in /proc/self/status")
 
 
 def _grow_dump(path: str, n: int, step: int) -> None:

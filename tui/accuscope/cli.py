@@ -17,9 +17,12 @@ EXIT_OK, EXIT_FINDINGS, EXIT_UNUSABLE = 0, 1, 2
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="accuscope",
-        description="Compare a converted / lower-precision network's dumps with the original's, operator by operator.",
+        description="Compare a converted / lower-precision network's dumps with the original's, operator by "
+                    "operator. Without a command: the app, on the task browser of the workspace.",
     )
     parser.add_argument("--version", action="version", version=f"accuscope {__version__}")
+    parser.add_argument("--workspace", help="folder whose tasks the app lists (default: $ACCUSCOPE_WORKSPACE, "
+                                            "else ~/.local/share/accuscope)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for module in COMMANDS:
         module.register(sub)
@@ -30,7 +33,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
-        parser.print_help()
+        from .app.main import run as run_app
+        run_app(args.workspace)
         return EXIT_OK
     console = Console(stderr=True, highlight=False)
     try:

@@ -1,0 +1,42 @@
+"""Regenerate the README's screenshots: the real app on a freshly built demo workspace.
+
+    python screenshots/generate.py
+"""
+from __future__ import annotations
+
+import asyncio
+import tempfile
+from pathlib import Path
+
+from accuscope.app.app import AccuscopeApp
+from accuscope.engine.demo import MAIN, build_workspace
+
+HERE = Path(__file__).parent
+
+
+async def shoot(app: AccuscopeApp, name: str, size: tuple[int, int], keys: list[str]) -> None:
+    async with app.run_test(size=size) as pilot:
+        await pilot.pause()
+        for key in keys:
+            await pilot.press(key)
+            await pilot.pause(0.05)
+        await pilot.pause(0.3)
+        (HERE / f"{name}.svg").write_text(app.export_screenshot(title=f"accuscope: {name}"))
+        print(HERE / f"{name}.svg")
+
+
+async def main() -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        ws = Path(tmp) / "demo"
+        build_workspace(ws)
+        task = ws / MAIN.name
+        await shoot(AccuscopeApp(ws), "browser", (100, 20), [])
+        await shoot(AccuscopeApp(ws, open_path=task), "task", (160, 50), ["!"])
+        await shoot(AccuscopeApp(ws, open_path=task), "task-80x24", (80, 24), ["!"])
+        await shoot(AccuscopeApp(ws, open_path=task), "filter", (160, 50),
+                    ["f", *'cos < 0.99 and type == "Conv2D"', "enter"])
+        await shoot(AccuscopeApp(ws, open_path=task), "help", (120, 40), ["question_mark"])
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -1,0 +1,261 @@
+"""The app on the demo workspace, driven with Pilot: what a user sees change when they press keys."""
+from __future__ import annotations
+
+import asyncio
+import html
+import re
+import json
+import shutil
+import time
+
+import numpy as np
+import pytest
+
+from accuscope.app.app import AccuscopeApp
+from accuscope.app.browser import BrowserScreen
+from accuscope.app.chart import MetricChart, downsample
+from accuscope.app.dialogs import ConfirmDialog, HelpScreen
+from accuscope.app.optable import OperatorTable
+from accuscope.app.taskscreen import TaskScreen
+from accuscope.engine.demo import MAIN, build_workspace
+from accuscope.engine.task import load_task
+from accuscope.engine.taskrun import spec_from_meta
+
+
+@pytest.fixture(scope="session")
+def demo_ws(tmp_path_factory):
+    root = tmp_path_factory.mktemp("demo-ws")
+    build_workspace(root)
+    return root
+
+
+@pytest.fixture
+def ws(demo_ws, tmp_path):
+    """A private copy of the demo workspace (tests delete and re-run tasks)."""
+    root = tmp_path / "ws"
+    shutil.copytree(demo_ws, root)
+    return root
+
+
+def drive(app, script, size=(80, 24)):
+    async def go():
+        async with app.run_test(size=size) as pilot:
+            await pilot.pause()
+            return await script(pilot)
+    return asyncio.run(go())
+
+
+def screen_text(app) -> str:
+    """The characters on screen, from the SVG screenshot (what a user would read)."""
+    svg = app.export_screenshot()
+    lines = re.findall(r'<text class="[^"]*" x="[^"]*" y="([^"]*)"[^>]*>(.*?)</text>', svg)
+    rows: dict[float, list[str]] = {}
+    for y, text in lines:
+        rows.setdefault(float(y), []).append(html.unescape(text))
+    return "\n".join("".join(parts) for _, parts in sorted(rows.items())).replace("\xa0", " ")
+
+
+async def wait_for(pilot, condition, timeout=60.0):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        await pilot.pause(0.05)
+
+
+def test_browser_lists_tasks_and_opens_one(ws):
+    async def script(pilot):
+        browser = pilot.app.screen
+        assert isinstance(browser, BrowserScreen)
+        names = {e.name for e in browser.entries}
+        assert MAIN.name in names and len(names) == 2
+        row = [e.name for e in browser.entries].index(MAIN.name)
+        browser.query_one("DataTable").move_cursor(row=row)
+        await pilot.press("enter")
+        await pilot.pause()
+        screen = pilot.app.screen
+        assert isinstance(screen, TaskScreen)
+        table = screen.query_one(OperatorTable)
+        assert len(table.view) == len(load_task(ws / MAIN.name).table)
+        await pilot.press("q")
+        assert pilot.app.screen is browser
+    drive(AccuscopeApp(ws), script)
+
+
+def test_first_failing_row_filter_and_back(ws):
+    task = load_task(ws / MAIN.name)
+    fail = task.table.columns["fail"]
+    first = int(np.flatnonzero(fail)[0])
+
+    async def script(pilot):
+        screen = pilot.app.screen
+        table = screen.query_one(OperatorTable)
+        await pilot.press("!")
+        assert table.cursor_row == first
+        summary = str(screen.query_one("#summary").render())
+        assert f"#{task.table.columns['index'][first]}" in summary and "rows fail" in summary
+        await pilot.press("f")
+        await pilot.press(*"cos < 0.99")
+        await pilot.press("enter")
+        shown = int((task.table.numbers("cos") < 0.99).sum())
+        assert len(table.view) == shown < len(task.table)
+        assert "filter" in str(screen.query_one("#status").render())
+        await pilot.press("escape")  # clears the filter
+        assert len(table.view) == len(task.table)
+        await pilot.press("escape")  # back to the browser
+        assert isinstance(pilot.app.screen, BrowserScreen)
+    drive(AccuscopeApp(ws, open_path=ws / MAIN.name), script)
+
+
+def test_bad_filter_keeps_the_prompt_and_says_why(ws):
+    async def script(pilot):
+        screen = pilot.app.screen
+        await pilot.press("f", *"cos << 1", "enter")
+        await pilot.pause()
+        assert screen.prompt_mode == "filter"
+        assert len(screen.query_one(OperatorTable).view) == len(load_task(ws / MAIN.name).table)
+        assert any("filter" in (n.title or "") for n in pilot.app._notifications)
+    drive(AccuscopeApp(ws, open_path=ws / MAIN.name), script)
+
+
+def test_chart_follows_cursor_and_metric_key(ws):
+    async def script(pilot):
+        screen = pilot.app.screen
+        chart = screen.query_one(MetricChart)
+        table = screen.query_one(OperatorTable)
+        assert chart.metric == "cos"
+        await pilot.press("c")
+        assert chart.metric == table.table.metric_keys[1]
+        await pilot.press("!")
+        assert chart._selected == table.cursor_row
+        assert "by row index" in str(chart.border_title)
+    drive(AccuscopeApp(ws, open_path=ws / MAIN.name), script)
+
+
+def test_thresholds_edit_changes_failures_and_is_saved(ws):
+    async def script(pilot):
+        screen = pilot.app.screen
+        before = int(screen.query_one(OperatorTable).table.columns["fail"].sum())
+        await pilot.press("t")
+        await pilot.pause()
+        dialog = pilot.app.screen
+        dialog.query_one("Input").value = "cos=0.5"
+        await pilot.press("enter")
+        await pilot.pause()
+        after = int(screen.query_one(OperatorTable).table.columns["fail"].sum())
+        assert after < before
+    drive(AccuscopeApp(ws, open_path=ws / MAIN.name), script)
+    doc = json.loads((ws / MAIN.name / "task.json").read_text())
+    assert doc["thresholds"] == {"cos": {"fail_if": "<", "value": 0.5}}
+    assert load_task(ws / MAIN.name).thresholds.get("red") is None
+
+
+def test_delete_asks_first(ws):
+    async def script(pilot):
+        browser = pilot.app.screen
+        await pilot.press("d")
+        assert isinstance(pilot.app.screen, ConfirmDialog)
+        await pilot.press("n")
+        assert len(browser.entries) == 2
+        await pilot.press("d", "y")
+        await pilot.pause()
+        assert len(browser.entries) == 1
+    drive(AccuscopeApp(ws), script)
+    assert len([p for p in ws.iterdir() if (p / "task.json").exists()]) == 1
+
+
+def test_help_lists_the_screen_keys(ws):
+    async def script(pilot):
+        await pilot.press("?")
+        help_screen = pilot.app.screen
+        assert isinstance(help_screen, HelpScreen)
+        text = screen_text(pilot.app)
+        assert "filter" in text and "next failing" in text.lower() and "thresholds" in text
+        await pilot.press("escape")
+        assert isinstance(pilot.app.screen, TaskScreen)
+    drive(AccuscopeApp(ws, open_path=ws / MAIN.name), script)
+
+
+def _slow_plugin(folder, seconds):
+    (folder / "algorithm").mkdir(parents=True)
+    (folder / "algorithm" / "alg_Slow.py").write_text(
+        "import time\n"
+        "def compare(my_output_dump_data, ground_truth_dump_data, args):\n"
+        f"    time.sleep({seconds})\n"
+        "    return '1', ''\n")
+
+
+def test_rerun_in_the_app_rows_arrive_and_keys_work_meanwhile(ws, tmp_path):
+    """Re-running a task: rows appear while it runs, keys are handled meanwhile, the new result is saved."""
+    folder = ws / MAIN.name
+    task = load_task(folder)
+    _slow_plugin(tmp_path / "slow", 0.02)
+    spec = spec_from_meta(task.meta, task.thresholds)
+    spec.custom_dir = str(tmp_path / "slow")
+    spec.algorithms = None
+    before = task.csv
+
+    async def script(pilot):
+        screen = pilot.app.screen
+        table = screen.query_one(OperatorTable)
+        await wait_for(pilot, lambda: 0 < len(screen._live or []) < len(task.table), 60)
+        assert screen.running
+        chart = screen.query_one(MetricChart)
+        metric = chart.metric
+        await pilot.press("c")  # handled while the comparison runs
+        assert chart.metric != metric
+        await wait_for(pilot, lambda: not screen.running, 120)
+        assert len(table.table) == len(task.table) and "Slow" in table.table.custom
+    drive(AccuscopeApp(ws, compare=(spec, folder)), script)
+    after = load_task(folder)
+    assert after.meta["state"] == "done" and after.csv != before and "Slow" in after.table.custom
+
+
+def test_cancelled_run_keeps_the_previous_result(ws, tmp_path):
+    folder = ws / MAIN.name
+    task = load_task(folder)
+    old_csv = task.csv.read_bytes()
+    _slow_plugin(tmp_path / "slow", 0.5)
+    spec = spec_from_meta(task.meta, task.thresholds)
+    spec.custom_dir = str(tmp_path / "slow")
+    spec.algorithms = None
+
+    async def script(pilot):
+        screen = pilot.app.screen
+        await wait_for(pilot, lambda: screen.running and screen._plan is not None)
+        await pilot.press("escape")
+        assert isinstance(pilot.app.screen, ConfirmDialog)
+        await pilot.press("y")
+        await wait_for(pilot, lambda: not screen.running, 60)
+        assert len(screen.query_one(OperatorTable).table) == len(task.table)  # the old result, reloaded
+    drive(AccuscopeApp(ws, compare=(spec, folder)), script)
+    after = load_task(folder)
+    assert after.meta["state"] == "cancelled"
+    assert after.csv.read_bytes() == old_csv and len(list(folder.glob("result_*.csv"))) == 1
+
+
+def test_quit_during_a_run_asks(ws, tmp_path):
+    folder = ws / MAIN.name
+    task = load_task(folder)
+    _slow_plugin(tmp_path / "slow", 0.5)
+    spec = spec_from_meta(task.meta, task.thresholds)
+    spec.custom_dir = str(tmp_path / "slow")
+    spec.algorithms = None
+
+    async def script(pilot):
+        screen = pilot.app.screen
+        await wait_for(pilot, lambda: screen.running)
+        await pilot.press("ctrl+q")
+        assert isinstance(pilot.app.screen, ConfirmDialog)
+        await pilot.press("n")
+        assert pilot.app.is_running and screen.running
+        await pilot.press("ctrl+q", "y")
+        await wait_for(pilot, lambda: screen.cancel.is_set())
+    drive(AccuscopeApp(ws, compare=(spec, folder)), script)
+
+
+def test_downsample_keeps_extremes():
+    x = np.arange(10_000, dtype=float)
+    y = np.ones(10_000)
+    y[1234], y[8765] = 0.2, 1.7
+    xs, ys = downsample(x, y, 50)
+    assert len(xs) <= 100 and 0.2 in ys and 1.7 in ys and 1234 in xs

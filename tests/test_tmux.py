@@ -1,0 +1,88 @@
+"""The real entry point in a real terminal: tmux at 80x24, keys sent, the screen read back."""
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+
+from accuscope.engine.demo import MAIN
+from accuscope.engine.task import load_task
+
+pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+
+
+class Tmux:
+    def __init__(self, name: str, command: str, width: int = 80, height: int = 24):
+        self.name = name
+        subprocess.run(["tmux", "new-session", "-d", "-s", name, "-x", str(width), "-y", str(height),
+                        f"{command}; echo EXITED $?; sleep 60"], check=True)
+
+    def screen(self) -> str:
+        return subprocess.run(["tmux", "capture-pane", "-p", "-t", self.name], capture_output=True,
+                              text=True).stdout
+
+    def wait_for(self, text: str, timeout: float = 30) -> str:
+        deadline = time.monotonic() + timeout
+        while True:
+            screen = self.screen()
+            if text in screen:
+                return screen
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{text!r} not on screen:\n{screen}")
+            time.sleep(0.1)
+
+    def keys(self, *keys: str) -> None:
+        subprocess.run(["tmux", "send-keys", "-t", self.name, *keys], check=True)
+
+    def kill(self) -> None:
+        subprocess.run(["tmux", "kill-session", "-t", self.name], capture_output=True)
+
+
+@pytest.fixture
+def tmux():
+    sessions = []
+
+    def start(command: str, **kw) -> Tmux:
+        t = Tmux(f"accuscope-test-{os.getpid()}-{len(sessions)}", command, **kw)
+        sessions.append(t)
+        return t
+    yield start
+    for t in sessions:
+        t.kill()
+
+
+def test_open_triage_and_quit_at_80x24(tmux, tmp_path):
+    from accuscope.engine.demo import build_workspace
+    build_workspace(tmp_path)
+    task = load_task(tmp_path / MAIN.name)
+    first = task.table.row(int(task.table.columns["fail"].argmax()))
+    env = f"TERM=xterm-256color COLUMNS=80 LINES=24"
+    t = tmux(f"cd {shlex.quote(str(tmp_path))} && env {env} {shlex.quote(sys.executable)} -m accuscope "
+             f"open {shlex.quote(str(tmp_path / MAIN.name))}")
+    screen = t.wait_for("rows fail")
+    lines = screen.splitlines()
+    assert len(lines) <= 24 and all(len(line) <= 80 for line in lines)
+    assert f"#{first['index']}" in screen  # the first failing op is named on the first screen
+    assert "rows 68/68" in screen or f"rows {len(task.table)}/{len(task.table)}" in screen
+    t.keys("!")
+    screen = t.wait_for("✗")
+    t.keys("f")
+    t.wait_for("filter, e.g.")  # the prompt has the focus
+    t.keys("cos < 0.99", "Enter")
+    shown = int((task.table.numbers("cos") < 0.99).sum())
+    t.wait_for(f"rows {shown}/{len(task.table)}")
+    t.keys("q")
+    t.wait_for("first failing op")  # the task browser
+    t.keys("q")
+    t.wait_for("EXITED 0")
+
+
+def test_open_of_a_missing_task_exits_2(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "accuscope", "open", str(tmp_path / "nope")],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "not a task folder" in proc.stderr

@@ -1,0 +1,76 @@
+"""The Textual application: screens, global keys, the command palette."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterable
+
+from textual.app import App, SystemCommand
+from textual.binding import Binding
+from textual.screen import Screen
+
+from ..engine.compare import CompareSpec
+from ..engine.task import load_task
+from .browser import BrowserScreen
+from .dialogs import ConfirmDialog, HelpScreen
+
+
+class AccuscopeApp(App):
+    TITLE = "accuscope"
+    BINDINGS = [
+        Binding("ctrl+q", "quit_app", "quit", priority=True),
+        Binding("question_mark,f1", "help", "help"),
+    ]
+    ENABLE_COMMAND_PALETTE = True
+
+    def __init__(self, workspace: Path, open_path: Path | None = None,
+                 compare: tuple[CompareSpec, Path] | None = None) -> None:
+        super().__init__()
+        self.workspace = Path(workspace)
+        self.open_path, self.compare = open_path, compare
+
+    def on_mount(self) -> None:
+        from .taskscreen import TaskScreen
+        self.push_screen(BrowserScreen(self.workspace))
+        if self.open_path is not None:
+            self.push_screen(TaskScreen(task=load_task(self.open_path)))
+        elif self.compare is not None:
+            self.push_screen(TaskScreen(run=self.compare))
+
+    @property
+    def running_screens(self) -> list[Screen]:
+        return [s for s in self.screen_stack if getattr(s, "running", False)]
+
+    def action_quit_app(self) -> None:
+        if not self.running_screens:
+            self.exit()
+            return
+
+        def answer(yes: bool | None) -> None:
+            if yes:
+                for screen in self.running_screens:
+                    screen.cancel.set()
+                self.exit()
+        self.push_screen(ConfirmDialog("A comparison is running. Cancel it and quit? "
+                                       "(the task keeps its previous result)"), answer)
+
+    def action_help(self) -> None:
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen(self.screen, getattr(self.screen, "HELP", "")))
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        """The current screen's keys as commands (found by their description), then textual's."""
+        seen = set()
+        for node in [screen.focused, screen] if screen.focused else [screen]:
+            for binding in getattr(node, "BINDINGS", []):
+                if isinstance(binding, Binding) and binding.description and binding.description not in seen:
+                    seen.add(binding.description)
+                    key = binding.key.split(",")[0]
+                    yield SystemCommand(binding.description.capitalize(), f"key {key}",
+                                        _runner(node, binding.action))
+        yield from super().get_system_commands(screen)
+
+
+def _runner(node, action: str):
+    async def run() -> None:
+        await node.run_action(action)
+    return run

@@ -1,0 +1,205 @@
+"""The task browser: task folders and foreign result CSVs under the workspace, newest first."""
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
+
+from rich.markup import escape
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Static
+
+from ..engine.tensor import SourceError
+from ..engine.task import TaskSummary, list_tasks, load_task
+from .dialogs import AskDialog, ConfirmDialog
+
+STATE_MARK = {"done": ("✓", "green"), "running": ("…", "yellow"), "cancelled": ("-", "yellow"),
+              "failed": ("✗", "red"), "": ("?", "")}
+
+
+def ago(when: float, now: float | None = None) -> str:
+    seconds = max(0.0, (now or time.time()) - when)
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{int(seconds // size)}{unit} ago"
+    return "just now"
+
+
+class BrowserScreen(Screen):
+    TITLE = "tasks"
+    BINDINGS = [
+        Binding("enter", "open", "open", priority=True), Binding("n", "new", "new task"),
+        Binding("d", "delete", "delete"), Binding("r", "refresh", "refresh"),
+        Binding("o", "open_path", "open path"), Binding("R", "rerun", "re-run"),
+        Binding("s", "save_as", "save as"), Binding("q", "app.quit", "quit"),
+        Binding("j", "cursor(1)", "down", show=False), Binding("k", "cursor(-1)", "up", show=False),
+    ]
+    DEFAULT_CSS = """
+    BrowserScreen #crumbs { height: 1; background: $primary-background; padding: 0 1; }
+    BrowserScreen DataTable { height: 1fr; }
+    BrowserScreen #detail { height: auto; max-height: 4; padding: 0 1; color: $text-muted; }
+    """
+    HELP = ("Task folders (task.json) and result CSVs written by MindStudio, msaccucmp or msit found "
+            "under the workspace, newest first. ✓ done, … running, - cancelled, ✗ failed.")
+
+    def __init__(self, workspace: Path) -> None:
+        super().__init__()
+        self.workspace = workspace
+        self.entries: list[TaskSummary] = []
+
+    def compose(self) -> ComposeResult:
+        yield Static("", id="crumbs")
+        table = DataTable(cursor_type="row", zebra_stripes=True)
+        table.add_columns("when", "", "task", "rows", "failing", "first failing op")
+        yield table
+        yield Static("", id="detail")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.action_refresh()
+
+    def on_screen_resume(self) -> None:
+        self.action_refresh()
+
+    @property
+    def selected(self) -> TaskSummary | None:
+        table = self.query_one(DataTable)
+        if not self.entries or table.cursor_row is None or table.cursor_row >= len(self.entries):
+            return None
+        return self.entries[table.cursor_row]
+
+    def action_refresh(self) -> None:
+        crumbs = self.query_one("#crumbs", Static)
+        try:
+            self.entries = list_tasks(self.workspace)
+        except SourceError as exc:
+            self.entries = []
+            crumbs.update(f"accuscope › [b]{escape(str(self.workspace))}[/] · [red]{escape(str(exc))}[/]")
+        else:
+            crumbs.update(f"accuscope › [b]{escape(str(self.workspace))}[/] · {len(self.entries)} tasks")
+        table = self.query_one(DataTable)
+        keep = table.cursor_row
+        table.clear()
+        now = time.time()
+        for e in self.entries:
+            mark, colour = STATE_MARK.get(e.state, STATE_MARK[""]) if e.kind == "task" else ("csv", "cyan")
+            failing = "" if e.failing is None else f"{e.failing:,}"
+            table.add_row(ago(e.when, now), Text(mark, style=colour), e.name,
+                          "" if e.rows is None else f"{e.rows:,}",
+                          Text(failing, style="red" if e.failing else ""),
+                          e.first_failing_op or e.problem or e.error)
+        if self.entries:
+            table.move_cursor(row=min(keep or 0, len(self.entries) - 1))
+        else:
+            self.query_one("#detail", Static).update(
+                f"No tasks under {escape(str(self.workspace))} yet: [b]n[/] starts a comparison, "
+                "[b]o[/] opens a result CSV or task folder; `accuscope demo` builds demo tasks.")
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        e = self.selected
+        if e is None:
+            return
+        lines = [f"{escape(str(e.path))}"]
+        if e.npu or e.golden:
+            lines.append(f"npu {escape(e.npu)} · golden {escape(e.golden)}")
+        if e.error or e.problem:
+            lines.append(f"[red]{escape(e.error or e.problem)}[/]")
+        self.query_one("#detail", Static).update("\n".join(lines))
+
+    def action_cursor(self, step: int) -> None:
+        table = self.query_one(DataTable)
+        table.move_cursor(row=max(0, table.cursor_row + step))
+
+    def action_open(self) -> None:
+        if self.selected is not None:
+            self.open_path(self.selected.path)
+
+    def open_path(self, path: Path) -> None:
+        from .taskscreen import TaskScreen
+        try:
+            task = load_task(path)
+        except SourceError as exc:
+            self.notify(str(exc), title="cannot open", severity="error", timeout=8)
+            return
+        self.app.push_screen(TaskScreen(task=task))
+
+    def action_open_path(self) -> None:
+        def check(text: str) -> str:
+            p = Path(text).expanduser()
+            if not text.strip():
+                return "a task folder or a result CSV"
+            if not p.exists():
+                return f"{p}: no such file or folder"
+            if p.is_dir() and not (p / "task.json").exists():
+                return f"{p}: not a task folder (no task.json)"
+            return ""
+        self.app.push_screen(AskDialog("Open a task folder or result CSV:", str(self.workspace) + "/", check),
+                             lambda text: text and self.open_path(Path(text).expanduser()))
+
+    def action_new(self) -> None:
+        from .newtask import NewTaskScreen
+        self.app.push_screen(NewTaskScreen(self.workspace))
+
+    def action_rerun(self) -> None:
+        from .taskscreen import TaskScreen
+        e = self.selected
+        if e is None or e.kind != "task":
+            self.notify("only task folders can be re-run (a CSV does not say what was compared)")
+            return
+        try:
+            task = load_task(e.path)
+        except SourceError:
+            task = None
+        meta = task.meta if task else {}
+        if not meta.get("npu") or not meta.get("golden"):
+            self.notify(f"{e.path}: task.json does not say what was compared", severity="error")
+            return
+        from ..engine.taskrun import spec_from_meta
+        self.app.push_screen(TaskScreen(task=task, run=(spec_from_meta(meta, task.thresholds), e.path)))
+
+    def action_delete(self) -> None:
+        e = self.selected
+        if e is None:
+            return
+        if e.state == "running":
+            self.notify("that task is running; cancel it first", severity="warning")
+            return
+        what = "task folder" if e.kind == "task" else "result CSV"
+
+        def done(yes: bool | None) -> None:
+            if not yes:
+                return
+            try:
+                shutil.rmtree(e.path) if e.kind == "task" else e.path.unlink()
+            except OSError as exc:
+                self.notify(f"could not delete {e.path}: {exc}", severity="error")
+            self.action_refresh()
+        self.app.push_screen(ConfirmDialog(f"Delete the {what} [b]{escape(str(e.path))}[/] and all it holds?"),
+                             done)
+
+    def action_save_as(self) -> None:
+        e = self.selected
+        if e is None:
+            return
+
+        def check(text: str) -> str:
+            p = Path(text).expanduser()
+            if not text.strip():
+                return "where to copy it"
+            return f"{p} exists already" if p.exists() else ""
+
+        def done(text: str | None) -> None:
+            if not text:
+                return
+            target = Path(text).expanduser()
+            try:
+                shutil.copytree(e.path, target) if e.kind == "task" else shutil.copy2(e.path, target)
+            except OSError as exc:
+                self.notify(f"could not copy to {target}: {exc}", severity="error")
+                return
+            self.notify(f"copied to {target}")
+            self.action_refresh()
+        self.app.push_screen(AskDialog(f"Copy {e.name} to:", str(e.path) + "-copy", check), done)

@@ -1,0 +1,142 @@
+"""The new-task form: what to compare; fields are checked as you type, enter starts the run."""
+from __future__ import annotations
+
+import os
+from datetime import datetime
+from pathlib import Path
+
+from rich.markup import escape
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, VerticalScroll
+from textual.screen import Screen
+from textual.widgets import Footer, Input, Label, SelectionList, Static
+
+from ..engine.columns import CSV_OF
+from ..engine.compare import ALGORITHMS, CompareSpec
+from ..engine.oprange import OpRange
+from ..engine.sources import detect
+from ..engine.tensor import SourceError
+from ..engine.thresholds import Thresholds, parse_assignment
+
+FIELDS = [  # id, label, placeholder
+    ("npu", "NPU dump", "Ascend dump folder or file (any level of the dump tree)"),
+    ("golden", "golden dump", "npy folder, .npz, .bin or Polygraphy .json"),
+    ("model", "model", "optional: offline-model .json, .onnx or .prototxt for op mapping"),
+    ("name", "task folder", "where the task is written"),
+    ("range", "range", "optional: start,end,step over op sequence ids, e.g. 1,-1,1"),
+    ("thresholds", "thresholds", "NAME=VALUE ..., e.g. cos=0.99 red=0.05 (empty: msit defaults)"),
+    ("custom", "custom algorithms", "optional: folder with algorithm/alg_<Name>.py plugins"),
+]
+
+
+class NewTaskScreen(Screen):
+    TITLE = "new task"
+    BINDINGS = [Binding("ctrl+s", "start", "start comparison"), Binding("escape", "app.pop_screen", "back")]
+    DEFAULT_CSS = """
+    NewTaskScreen #crumbs { height: 1; background: $primary-background; padding: 0 1; }
+    NewTaskScreen .field { height: auto; }
+    NewTaskScreen .field Label { width: 18; padding: 1 1 0 0; text-align: right; }
+    NewTaskScreen .field Input { width: 1fr; }
+    NewTaskScreen .why { height: auto; padding: 0 0 0 19; color: $error; }
+    NewTaskScreen .why.ok { color: $success; }
+    NewTaskScreen SelectionList { height: 6; margin: 0 0 0 19; }
+    """
+    HELP = ("Fill in the fields (tab moves between them); each is checked as you type. Enter in any "
+            "field or ctrl+s starts the comparison; it runs in the background and the task opens.")
+
+    def __init__(self, workspace: Path, spec: CompareSpec | None = None) -> None:
+        super().__init__()
+        self.workspace = workspace
+        self.spec = spec
+
+    def compose(self) -> ComposeResult:
+        yield Static("accuscope › tasks › [b]new task[/]", id="crumbs")
+        name = f"task-{datetime.now():%Y%m%d-%H%M%S}"
+        values = {"name": str(self.workspace / name)}
+        if self.spec:
+            values.update(npu=self.spec.npu, golden=self.spec.golden, model=self.spec.model or "",
+                          range=self.spec.op_range or "")
+        with VerticalScroll():
+            for key, label, placeholder in FIELDS:
+                with Horizontal(classes="field"):
+                    yield Label(label)
+                    yield Input(values.get(key, ""), placeholder=placeholder, id=key)
+                yield Static("", id=f"why-{key}", classes="why")
+            yield Label("algorithms (space toggles):")
+            yield SelectionList[str](*[(f"{CSV_OF.get(k, k)}", k, True) for k in ALGORITHMS], id="algorithms")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        for key, _, _ in FIELDS:
+            self.show_check(key)
+        self.query_one("#npu", Input).focus()
+
+    def value(self, key: str) -> str:
+        return self.query_one(f"#{key}", Input).value.strip()
+
+    def check(self, key: str) -> tuple[str, bool]:
+        """(message, ok) for one field."""
+        text = os.path.expanduser(self.value(key))
+        optional = key in ("model", "range", "thresholds", "custom")
+        if not text:
+            return ("", True) if optional else ("required", False)
+        try:
+            if key in ("npu", "golden", "model"):
+                kind = detect(text)
+                wanted = {"npu": "npu", "golden": "golden", "model": "graph"}[key]
+                if kind != wanted and not (key == "golden" and kind == "npu"):
+                    return f"this looks like {'a model' if kind == 'graph' else 'an ' + kind + ' dump'}", False
+                return f"✓ {kind}", True
+            if key == "name":
+                p = Path(text)
+                if p.exists() and not (p / "task.json").exists() and any(p.iterdir()):
+                    return "exists and is not a task folder", False
+                return ("✓ replaces the result of that task" if p.exists() else "✓ new folder"), True
+            if key == "range":
+                OpRange.parse(text)
+                return "✓", True
+            if key == "thresholds":
+                self.thresholds()
+                return "✓", True
+            if key == "custom":
+                if not os.path.isdir(os.path.join(text, "algorithm")):
+                    return "no algorithm/ folder inside", False
+                return "✓", True
+        except (SourceError, ValueError) as exc:
+            return str(exc), False
+        return "", True
+
+    def thresholds(self) -> Thresholds:
+        result = Thresholds()
+        for part in self.value("thresholds").replace(",", " ").split():
+            result.set(*parse_assignment(part))
+        return result
+
+    def show_check(self, key: str) -> bool:
+        message, ok = self.check(key)
+        why = self.query_one(f"#why-{key}", Static)
+        why.update(escape(message))
+        why.set_class(ok, "ok")
+        return ok
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        if event.input.id:
+            self.show_check(event.input.id)
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        self.action_start()
+
+    def action_start(self) -> None:
+        bad = [key for key, _, _ in FIELDS if not self.show_check(key)]
+        if bad:
+            self.notify(f"check {', '.join(bad)}", severity="error")
+            self.query_one(f"#{bad[0]}", Input).focus()
+            return
+        chosen = list(self.query_one(SelectionList).selected)
+        ex = os.path.expanduser
+        spec = CompareSpec(ex(self.value("npu")), ex(self.value("golden")), ex(self.value("model")) or None,
+                           chosen if len(chosen) < len(ALGORITHMS) else None, self.value("range") or None,
+                           None, ex(self.value("custom")) or None, self.thresholds())
+        from .taskscreen import TaskScreen
+        self.app.switch_screen(TaskScreen(run=(spec, Path(ex(self.value("name"))))))

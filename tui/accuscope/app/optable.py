@@ -1,0 +1,896 @@
+"""The operator table: one row per compared tensor, backed by the engine's numpy ResultTable.
+
+A Line-API ScrollView: it keeps a *view* (an int array of table row numbers in display order) and
+formats only the lines on screen, so 50,000 rows cost the same per frame as 50. Sorting is an
+argsort, filtering a boolean mask and searching a vectorized match, all done by the engine.
+
+Layout of a line (left to right):
+
+    mark  #  name │ seq  type  io  cos  red  kl ... custom ... shape  dtype  golden  reason
+    └─ sticky ────┘ └─ scrolls horizontally, following the column cursor ──────────────────┘
+
+The mark column carries the row's state without colour: `✗` breaks a threshold, `?` could not be
+compared (its reason is in the reason column), `·` exempt (layout-only op, network input,
+device-only op); colour repeats it (fail red, invalid amber, exempt dim). Cells that break their
+own threshold are bold on a red background.
+
+Defaults: both input and output rows are shown (as MindStudio does; `i` cycles outputs only /
+inputs only / both), and rows that could not be compared are shown with their reasons (`x` hides
+them). The hosting screen shows the prompts for `/` (search) and `f` (filter) and calls
+`search` / `set_filter`; this widget does not bind those keys.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+from rich.segment import Segment
+from rich.style import Style
+from textual import events
+from textual.binding import Binding, BindingType
+from textual.geometry import Size
+from textual.message import Message
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+
+from ..engine.results import KIND, FilterError, ResultTable
+from ..engine.thresholds import Thresholds, exempt
+from . import formatting as fmt
+
+__all__ = ["OperatorTable", "FilterError", "IO_MODES"]
+
+IO_MODES = ("both", "outputs", "inputs")
+"""What `toggle_io` cycles through; "outputs" keeps rows whose io is not "input"."""
+
+# Metric columns in display order: the thresholded ones first, so an 80-column terminal shows
+# them without scrolling. Anything else present (the non-finite counts) follows the plugin columns.
+METRIC_ORDER = ["cos", "red", "kl", "max_abs", "mean_abs", "rmse", "max_rel", "mean_rel", "acc_rel",
+                "std", "rel_0.1%", "rel_0.5%"]
+LABELS = {"index": "#", "op_seq": "seq", "npu_op": "NPU op", "golden_op": "golden op",
+          "slot": "io", "npu_nonfinite": "npu_nf", "golden_nonfinite": "gold_nf", "overflow": "ovf"}
+MARK_FAIL, MARK_INVALID, MARK_EXEMPT = "✗", "?", "·"
+NUMBER_WIDTH = 9
+CAPS = {"type": 14, "golden_op": 40, "shape": 18, "reason": 60, "std": 28, "overflow": 8,
+        "custom": 14, "npu_op": 100}
+DIVIDER = "│"
+
+
+@dataclass
+class _Column:
+    key: str  # table column key, plugin column name, or one of mark / slot / dtype
+    label: str
+    width: int
+    right: bool = False
+    sticky: bool = False
+    sort_key: str | None = None  # table column the sort keys act on; None: not sortable
+    offset: int = 0  # x of the cell: in the line for sticky columns, in the scrolled part otherwise
+
+
+class OperatorTable(ScrollView, can_focus=True):
+    """Operator rows of a comparison result; renders only the visible lines."""
+
+    COMPONENT_CLASSES: ClassVar[set[str]] = {
+        "optable--header",
+        "optable--header-cursor",
+        "optable--cursor",
+        "optable--fail",
+        "optable--fail-cell",
+        "optable--exempt",
+        "optable--invalid",
+        "optable--divider",
+        "optable--empty",
+    }
+    """
+    | Class | Description |
+    | :- | :- |
+    | `optable--header` | The header line. |
+    | `optable--header-cursor` | Header cell of the column the sort keys act on. |
+    | `optable--cursor` | The cursor row. |
+    | `optable--fail` | A row that breaks a threshold (mark ✗). |
+    | `optable--fail-cell` | A cell that breaks its threshold. |
+    | `optable--exempt` | A row that never fails: TransData, Data, device-only (mark ·). |
+    | `optable--invalid` | A row that could not be compared (mark ?). |
+    | `optable--divider` | The line between the sticky columns and the scrolled ones. |
+    | `optable--empty` | The message shown when no row is in the view. |
+    """
+
+    DEFAULT_CSS = """
+    OperatorTable {
+        height: 1fr;
+        background: $surface;
+        color: $foreground;
+        & > .optable--header { text-style: bold; background: $panel; color: $foreground; }
+        & > .optable--header-cursor { text-style: bold underline; background: $accent-muted; }
+        & > .optable--cursor {
+            background: $block-cursor-blurred-background;
+            color: $block-cursor-blurred-foreground;
+            text-style: $block-cursor-blurred-text-style;
+        }
+        &:focus > .optable--cursor {
+            background: $block-cursor-background;
+            color: $block-cursor-foreground;
+            text-style: $block-cursor-text-style;
+        }
+        & > .optable--fail { color: $text-error; }
+        & > .optable--fail-cell { color: $text-error; background: $error-muted; text-style: bold; }
+        & > .optable--exempt { color: $text-muted; }
+        & > .optable--invalid { color: $text-warning; }
+        & > .optable--divider { color: $foreground-muted; }
+        & > .optable--empty { color: $text-muted; text-style: italic; }
+        &:nocolor > .optable--cursor { text-style: reverse bold; }
+        &:nocolor > .optable--header-cursor { text-style: reverse bold; }
+        &:nocolor > .optable--fail { text-style: bold; }
+        &:nocolor > .optable--fail-cell { text-style: bold underline; }
+    }
+    """
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("up,k", "cursor_up", "Up", show=False),
+        Binding("down,j", "cursor_down", "Down", show=False),
+        Binding("left,h", "column_left", "Column left", show=False),
+        Binding("right,l", "column_right", "Column right", show=False),
+        Binding("home,g", "first", "First row", show=False),
+        Binding("end,G", "last", "Last row", show=False),
+        Binding("pageup", "page_up", "Page up", show=False),
+        Binding("pagedown", "page_down", "Page down", show=False),
+        Binding("ctrl+u", "half_page_up", "Half page up", show=False),
+        Binding("ctrl+d", "half_page_down", "Half page down", show=False),
+        Binding("[", "sort(False)", "Sort ↑", key_display="[", id="optable.sort_ascending"),
+        Binding("]", "sort(True)", "Sort ↓", key_display="]", id="optable.sort_descending"),
+        Binding("!", "next_failing", "Next failing", key_display="!", id="optable.next_failing"),
+        Binding("i", "toggle_io", "In/out", id="optable.toggle_io"),
+        Binding("x", "toggle_invalid", "Invalid rows", id="optable.toggle_invalid"),
+        Binding("n", "search_next(False)", "Next match", show=False, id="optable.search_next"),
+        Binding("N", "search_next(True)", "Previous match", show=False, id="optable.search_previous"),
+        Binding("enter", "select", "Detail", id="optable.select"),
+    ]
+    """
+    | Key(s) | Description |
+    | :- | :- |
+    | up, k / down, j | Move the row cursor. |
+    | left, h / right, l | Move the column cursor (the column `[` / `]` sort by). |
+    | home, g / end, G | First / last row. |
+    | pageup / pagedown, ctrl+u / ctrl+d | A page / half a page up or down. |
+    | [ / ] | Sort ascending / descending by the current column (`#` ascending: execution order). |
+    | ! | Next failing row in execution order, wrapping. |
+    | i | Cycle outputs+inputs / outputs only / inputs only. |
+    | x | Hide / show rows that could not be compared. |
+    | n / N | Next / previous match of the last search. |
+    | enter | Post `Selected` for the cursor row. |
+    """
+
+    class Highlighted(Message):
+        """The cursor moved to another operator row (`row` is None when the view is empty)."""
+
+        def __init__(self, operator_table: OperatorTable, row: int | None) -> None:
+            super().__init__()
+            self.operator_table = operator_table
+            self.row = row
+
+        @property
+        def control(self) -> OperatorTable:
+            return self.operator_table
+
+    class Selected(Message):
+        """Enter (or a click on the cursor row) on operator row `row`."""
+
+        def __init__(self, operator_table: OperatorTable, row: int) -> None:
+            super().__init__()
+            self.operator_table = operator_table
+            self.row = row
+
+        @property
+        def control(self) -> OperatorTable:
+            return self.operator_table
+
+    class ViewChanged(Message):
+        """Rows, sort, filter or toggles changed: the status bar should show `status` again."""
+
+        def __init__(self, operator_table: OperatorTable, status: str) -> None:
+            super().__init__()
+            self.operator_table = operator_table
+            self.status = status
+
+        @property
+        def control(self) -> OperatorTable:
+            return self.operator_table
+
+    def __init__(self, *, name: str | None = None, id: str | None = None, classes: str | None = None,
+                 disabled: bool = False) -> None:
+        super().__init__(name=name, id=id, classes=classes, disabled=disabled)
+        self._table = ResultTable.empty()
+        self._thresholds = Thresholds()
+        self._base = np.zeros(0, dtype=np.int64)  # rows passing filter and toggles, in row order
+        self._view = self._base  # _base in display order
+        self._cursor = -1  # position in _view, -1 when the view is empty
+        self._announced: int | None = None  # row of the last Highlighted message
+        self._sort: tuple[str, bool] | None = None
+        self._filter = ""
+        self._io = 0  # index into IO_MODES
+        self._show_invalid = True
+        self._search = ""
+        self._fail = np.zeros(0, dtype=bool)
+        self._exempt = np.zeros(0, dtype=bool)
+        self._invalid = np.zeros(0, dtype=bool)
+        self._broken: dict[str, tuple[np.ndarray, int]] = {}  # key -> (mask, rounding direction)
+        self._failing_shown = 0
+        self._lengths: dict[str, int] = {}  # longest text per measured column
+        self._measured = (None, 0)  # (table, rows measured)
+        self._columns: list[_Column] = []
+        self._column_key = ""  # the column cursor, by key, so it survives re-layouts
+        self._sticky_width = 0
+        self._scroll_width = 0
+        self._style_cache: dict[str, Style] | None = None
+
+    # ---- the API for the hosting screen --------------------------------------------------------
+    def load(self, table: ResultTable, thresholds: Thresholds | None = None) -> None:
+        """Show `table`, applying `thresholds` to it (this sets its `fail` column).
+
+        Call again whenever rows were appended or thresholds changed: the cursor stays on the same
+        operator row (by row number for the same table object, by tensor name for a new one) at the
+        same height on screen, and sort, filter and toggles are kept (a filter the new table cannot
+        evaluate is dropped). Call it on the app's thread: from a worker, use app.call_from_thread.
+        """
+        old_row = self.cursor_row
+        old_name = self._table.columns["tensor"][old_row] if old_row is not None else None
+        keep_offset = self._cursor - int(self.scroll_y) if old_row is not None else None
+        if table is not self._table and old_name is not None:
+            hits = np.flatnonzero(table.columns["tensor"] == old_name) if len(table) else []
+            old_row = int(hits[0]) if len(hits) else None
+        self._table = table
+        if thresholds is not None:
+            self._thresholds = thresholds
+        self._thresholds.apply(table)
+        self._flags()
+        self._measure()
+        try:
+            self._base = self._filtered(self._filter)
+        except FilterError:
+            self._filter = ""
+            self._base = self._filtered("")
+        if self._sort is not None and self._sort[0] not in table.columns:
+            self._sort = None
+        self._layout()
+        self._show(old_row, keep_offset)
+
+    @property
+    def table(self) -> ResultTable:
+        return self._table
+
+    @property
+    def thresholds(self) -> Thresholds:
+        return self._thresholds
+
+    @property
+    def view(self) -> np.ndarray:
+        """Table row numbers shown, in display order (do not modify)."""
+        return self._view
+
+    @property
+    def cursor_row(self) -> int | None:
+        """Table row number under the cursor, or None when nothing is shown."""
+        return int(self._view[self._cursor]) if 0 <= self._cursor < len(self._view) else None
+
+    @property
+    def cursor_position(self) -> int:
+        """Position of the cursor in the view (-1 when the view is empty)."""
+        return self._cursor
+
+    @property
+    def column_key(self) -> str:
+        """Key of the column under the column cursor (what `[` / `]` sort by)."""
+        return self._column_key
+
+    @property
+    def columns(self) -> list[str]:
+        """Keys of the columns shown, left to right (without the mark column)."""
+        return [c.key for c in self._columns if c.key != "mark"]
+
+    @property
+    def sort_key(self) -> tuple[str, bool] | None:
+        """(column key, descending) of the current sort, None for execution order."""
+        return self._sort
+
+    @property
+    def filter(self) -> str:
+        return self._filter
+
+    @property
+    def io_mode(self) -> str:
+        """"both", "outputs" or "inputs"."""
+        return IO_MODES[self._io]
+
+    @property
+    def show_invalid(self) -> bool:
+        return self._show_invalid
+
+    @property
+    def search_text(self) -> str:
+        return self._search
+
+    def move_to(self, row: int) -> bool:
+        """Put the cursor on table row `row`; False (cursor unchanged) when it is not in the view."""
+        hits = np.flatnonzero(self._view == row)
+        if not len(hits):
+            return False
+        self._move(int(hits[0]))
+        return True
+
+    def sort(self, key: str | None, descending: bool = False) -> None:
+        """Sort by a column (key, CSV name or alias; FilterError if unknown); None: execution order.
+
+        Sorting by the index ascending is execution order too. Missing values sort last both ways.
+        The cursor goes to the first row: sorting is how one finds the extremes.
+        """
+        if key is not None:
+            key = self._table.resolve(key)
+            if key == "index" and not descending:
+                key = None
+        self._sort = None if key is None else (key, descending)
+        self._show(None, None)
+
+    def sort_current(self, descending: bool = False) -> None:
+        """Sort by the column under the column cursor."""
+        column = self._current_column()
+        if column is not None and column.sort_key is not None:
+            self.sort(column.sort_key, descending)
+
+    def move_column(self, step: int) -> None:
+        """Move the column cursor `step` columns right (negative: left), clamped."""
+        keys = [c.key for c in self._columns if c.sort_key is not None]
+        if not keys:
+            return
+        here = keys.index(self._column_key) if self._column_key in keys else 0
+        self._column_key = keys[max(0, min(len(keys) - 1, here + step))]
+        self._scroll_to_column()
+        self.refresh()
+
+    def set_column(self, key: str) -> bool:
+        """Put the column cursor on column `key` (a key from `columns`); False if it is not shown."""
+        if key not in self.columns:
+            return False
+        self._column_key = key
+        self._scroll_to_column()
+        self.refresh()
+        return True
+
+    def set_filter(self, expression: str) -> int:
+        """Show only rows matching a filter expression; returns the number of rows shown.
+
+        Raises the engine's FilterError (message and position for the user) and then keeps the
+        previous filter. An empty expression clears the filter.
+        """
+        base = self._filtered(expression)
+        self._filter = expression.strip()
+        self._base = base
+        self._show(self.cursor_row, self._screen_offset())
+        return len(self._view)
+
+    def clear_filter(self) -> int:
+        return self.set_filter("")
+
+    def toggle_io(self) -> str:
+        """Cycle both / outputs only / inputs only; returns the new mode."""
+        self._io = (self._io + 1) % len(IO_MODES)
+        self._refilter()
+        return self.io_mode
+
+    def set_io_mode(self, mode: str) -> None:
+        self._io = IO_MODES.index(mode)
+        self._refilter()
+
+    def toggle_invalid(self) -> bool:
+        """Hide or show rows that could not be compared; returns whether they are shown now."""
+        self._show_invalid = not self._show_invalid
+        self._refilter()
+        return self._show_invalid
+
+    def search(self, text: str, backwards: bool = False, include_current: bool = False) -> bool:
+        """Move to the next row whose NPU op, golden op, type or tensor contains `text`.
+
+        Case-insensitive, wrapping; starts after the cursor (before it when backwards), or at the
+        cursor itself with include_current (for search-as-you-type). False when nothing matches.
+        """
+        self._search = text
+        if not text or not len(self._view):
+            return False
+        start = self._cursor
+        if include_current:
+            start += 1 if backwards else -1
+        elif start < 0:
+            start = len(self._view) if backwards else -1
+        hit = self._table.search(text, self._view, start, backwards)
+        if hit is None:
+            return False
+        self._move(hit)
+        return True
+
+    def search_next(self, backwards: bool = False) -> bool:
+        """Repeat the last search forwards (`n`) or backwards (`N`)."""
+        return self.search(self._search, backwards)
+
+    def next_failing(self) -> bool:
+        """Cursor to the next failing row in execution order (by row number), wrapping."""
+        if not len(self._view):
+            return False
+        hit = self._table.next_failing(self._view, self._cursor)
+        if hit is None:
+            return False
+        self._move(hit)
+        return True
+
+    @property
+    def failing_shown(self) -> int:
+        """Failing rows in the view."""
+        return self._failing_shown
+
+    @property
+    def status(self) -> str:
+        """One line for the status bar: `rows 312/18,204 · ✗ 12 · sort cos↑ · filter cos<0.99`."""
+        parts = [f"rows {fmt.count(len(self._view))}/{fmt.count(len(self._table))}"]
+        if self._failing_shown:
+            parts.append(f"{MARK_FAIL} {fmt.count(self._failing_shown)} failing")
+        if self._sort is not None:
+            key, descending = self._sort
+            parts.append(f"sort {LABELS.get(key, key)}{'↓' if descending else '↑'}")
+        if self._filter:
+            parts.append(f"filter {self._filter}")
+        if self._io:
+            parts.append(f"{IO_MODES[self._io]} only")
+        if not self._show_invalid:
+            parts.append(f"{fmt.count(int(self._invalid.sum()))} invalid hidden")
+        return " · ".join(parts)
+
+    # ---- view computation -----------------------------------------------------------------------
+    def _flags(self) -> None:
+        t = self._table
+        self._fail = t.columns["fail"]
+        self._exempt = exempt(t) if len(t) else np.zeros(0, dtype=bool)
+        keys = t.metric_keys
+        if keys:
+            all_nan = np.logical_and.reduce([np.isnan(t.columns[k]) for k in keys])
+        else:
+            all_nan = np.ones(len(t), dtype=bool)
+        self._invalid = (t.columns["reason"] != "") & all_nan if len(t) else np.zeros(0, dtype=bool)
+        self._broken = {}
+        for th in self._thresholds.items:
+            if th.key in t.columns:
+                mask = th.broken(t.numbers(th.key)) & ~self._exempt
+                self._broken[th.key] = (mask, -1 if th.op == "<" else 1)
+
+    def _filtered(self, expression: str) -> np.ndarray:
+        t = self._table
+        mask = t.filter_mask(expression) if expression.strip() else None
+        io = t.columns["io"]
+        if self._io == 1:
+            mask = (io != "input") if mask is None else mask & (io != "input")
+        elif self._io == 2:
+            mask = (io == "input") if mask is None else mask & (io == "input")
+        if not self._show_invalid:
+            mask = ~self._invalid if mask is None else mask & ~self._invalid
+        return np.arange(len(t), dtype=np.int64) if mask is None else np.flatnonzero(mask)
+
+    def _refilter(self) -> None:
+        self._base = self._filtered(self._filter)
+        self._show(self.cursor_row, self._screen_offset())
+
+    def _show(self, keep_row: int | None, keep_offset: int | None) -> None:
+        """Order the base rows, put the cursor back on `keep_row`, resize, scroll, announce."""
+        base = self._base
+        if self._sort is not None:
+            key, descending = self._sort
+            self._view = self._table.sort_order(key, descending, rows=base)
+        else:
+            self._view = base
+        view = self._view
+        self._failing_shown = int(np.count_nonzero(self._fail[view])) if len(view) else 0
+        position = -1
+        if len(view):
+            position = 0
+            if keep_row is not None:
+                hits = np.flatnonzero(view == keep_row)
+                if len(hits):
+                    position = int(hits[0])
+                elif self._sort is None:  # the nearest row after it in execution order
+                    position = min(int(np.searchsorted(view, keep_row)), len(view) - 1)
+                    keep_offset = None
+        self._cursor = position
+        self._set_virtual_size()
+        if position >= 0 and keep_offset is not None and self._page_rows() > 0:
+            self._scroll_y_to(position - keep_offset)
+        self._scroll_to_cursor()
+        self.refresh()
+        self._announce()
+        self.post_message(self.ViewChanged(self, self.status))
+
+    def _announce(self) -> None:
+        row = self.cursor_row
+        if row != self._announced:
+            self._announced = row
+            self.post_message(self.Highlighted(self, row))
+
+    # ---- columns ---------------------------------------------------------------------------------
+    def _measure(self) -> None:
+        """Longest text per text column; only the new rows when the same table grew."""
+        t = self._table
+        table, done = self._measured
+        if table is not t or done > len(t):
+            self._lengths, done = {}, 0
+        if done == len(t):
+            return
+        keys = ["npu_op", "type", "golden_op", "shape", "reason", "std", "overflow"] + list(t.custom)
+        for key in keys:
+            values = t.columns[key][done:].tolist()
+            longest = max(map(len, values), default=0)
+            self._lengths[key] = max(self._lengths.get(key, 0), longest)
+        pairs = set(zip(t.columns["npu_dtype"][done:].tolist(), t.columns["golden_dtype"][done:].tolist()))
+        self._lengths["dtype"] = max([self._lengths.get("dtype", 0)] + [len(fmt.dtypes(a, b)) for a, b in pairs])
+        new_golden = t.columns["golden_op"][done:]
+        differs = bool(len(new_golden)) and bool((new_golden != t.columns["npu_op"][done:]).any())
+        self._lengths["golden_differs"] = int(self._lengths.get("golden_differs", 0) or differs)
+        seq = t.columns["op_seq"][done:]
+        self._lengths["op_seq"] = max(self._lengths.get("op_seq", 0), int(seq.max()) if len(seq) else -1)
+        self._lengths["index"] = int(t.columns["index"].max()) if len(t) else 0
+        self._measured = (t, len(t))
+
+    def _column_specs(self) -> list[_Column]:
+        """The columns to show, without offsets; the name column gets its width in _layout."""
+        t, lengths = self._table, self._lengths
+        cols = [_Column("mark", "", 1, sticky=True),
+                _Column("index", "#", max(2, len(str(lengths.get("index", 0)))), True, True, "index"),
+                _Column("npu_op", "NPU op", max(6, min(lengths.get("npu_op", 0), CAPS["npu_op"])),
+                        sticky=True, sort_key="npu_op")]
+        if lengths.get("op_seq", -1) >= 0:
+            cols.append(_Column("op_seq", "seq", max(3, len(str(lengths["op_seq"]))), True, sort_key="op_seq"))
+        if lengths.get("type", 0):
+            cols.append(_Column("type", "type", max(4, min(lengths["type"], CAPS["type"])), sort_key="type"))
+        cols.append(_Column("slot", "io", 5, sort_key="io"))
+        present = set(t.metric_keys) | (t.present & {"std"})
+        metrics = [k for k in METRIC_ORDER if k in present]
+        for key in metrics:
+            if key == "std":
+                cols.append(_Column("std", "std", max(3, min(lengths.get("std", 0), CAPS["std"])),
+                                    sort_key="std"))
+            else:
+                cols.append(_Column(key, key, NUMBER_WIDTH, True, sort_key=key))
+        for name in t.custom:
+            width = max(len(name), min(max(lengths.get(name, 0), NUMBER_WIDTH), CAPS["custom"]))
+            cols.append(_Column(name, name, width, True, sort_key=name))
+        for key in ("npu_nonfinite", "golden_nonfinite"):
+            if key in t.present:
+                cols.append(_Column(key, LABELS[key], len(LABELS[key]), True, sort_key=key))
+        if lengths.get("shape", 0):
+            cols.append(_Column("shape", "shape", max(5, min(lengths["shape"], CAPS["shape"])), sort_key="shape"))
+        if lengths.get("dtype", 0):
+            cols.append(_Column("dtype", "dtype", max(5, lengths["dtype"]), sort_key="npu_dtype"))
+        if lengths.get("golden_differs"):
+            cols.append(_Column("golden_op", "golden op", max(9, min(lengths.get("golden_op", 0),
+                                                                     CAPS["golden_op"])), sort_key="golden_op"))
+        if lengths.get("overflow", 0):
+            cols.append(_Column("overflow", "ovf", max(3, min(lengths["overflow"], CAPS["overflow"])),
+                                sort_key="overflow"))
+        if lengths.get("reason", 0):
+            cols.append(_Column("reason", "reason", max(6, min(lengths["reason"], CAPS["reason"])),
+                                sort_key="reason"))
+        return cols
+
+    def _layout(self) -> None:
+        """Column widths and offsets for the current widget width; sets the virtual size."""
+        cols = self._column_specs()
+        width = self.scrollable_content_region.width or 160
+        sticky = [c for c in cols if c.sticky]
+        scrolled = [c for c in cols if not c.sticky]
+        scroll_width = sum(c.width + 1 for c in scrolled)
+        other = sum(c.width + 1 for c in sticky if c.key != "npu_op") + len(DIVIDER)
+        name = next(c for c in sticky if c.key == "npu_op")
+        if other + name.width + 1 + scroll_width > width:  # it does not all fit: cap the name
+            cap = max(12, int((width - other) * 0.35))
+            name.width = min(name.width, cap)
+        x = 0
+        for c in sticky:
+            c.offset = x
+            x += c.width + 1
+        self._sticky_width = x + len(DIVIDER)
+        x = 0
+        for c in scrolled:
+            c.offset = x
+            x += c.width + 1
+        self._scroll_width = x
+        self._columns = cols
+        keys = [c.key for c in cols if c.sort_key is not None]
+        if self._column_key not in keys:
+            first_metric = next((c.key for c in scrolled if c.right and c.key != "op_seq"), None)
+            self._column_key = first_metric or "index"
+        self._set_virtual_size()
+
+    def _set_virtual_size(self) -> None:
+        self.virtual_size = Size(self._sticky_width + self._scroll_width, len(self._view) + 1)
+
+    def _current_column(self) -> _Column | None:
+        return next((c for c in self._columns if c.key == self._column_key), None)
+
+    # ---- cursor and scrolling ------------------------------------------------------------------
+    def _page_rows(self) -> int:
+        """Rows visible below the header."""
+        return max(0, self.scrollable_content_region.height - 1)
+
+    def _screen_offset(self) -> int | None:
+        return self._cursor - int(self.scroll_y) if self._cursor >= 0 else None
+
+    def _scroll_y_to(self, y: int) -> None:
+        top = max(0, min(y, len(self._view) + 1 - self.scrollable_content_region.height))
+        self.scroll_to(y=top, animate=False, force=True)
+
+    def _scroll_to_cursor(self) -> None:
+        page = self._page_rows()
+        if self._cursor < 0 or page <= 0:
+            return
+        top = int(self.scroll_y)
+        if self._cursor < top:
+            self._scroll_y_to(self._cursor)
+        elif self._cursor >= top + page:
+            self._scroll_y_to(self._cursor - page + 1)
+
+    def _scroll_to_column(self) -> None:
+        column = self._current_column()
+        if column is None or column.sticky:
+            return
+        visible = self.scrollable_content_region.width - self._sticky_width
+        if visible <= 0:
+            return
+        x = int(self.scroll_x)
+        if column.offset < x:
+            x = column.offset
+        elif column.offset + column.width > x + visible:
+            # the first column start that shows all of this one: no cut-off cell at the left edge
+            need = column.offset + column.width + 1 - visible
+            x = next((c.offset for c in self._columns if not c.sticky and c.offset >= need), column.offset)
+        self.scroll_to(x=max(0, x), animate=False, force=True)
+
+    def _move(self, position: int) -> None:
+        if not len(self._view):
+            return
+        position = max(0, min(len(self._view) - 1, position))
+        old = self._cursor
+        if position != old:
+            self._cursor = position
+            top = int(self.scroll_y)
+            self._scroll_to_cursor()
+            if int(self.scroll_y) == top and top <= old < top + self._page_rows():
+                self.refresh_line(old + 1)  # just the two lines (line 0 is the header)
+                self.refresh_line(position + 1)
+            else:
+                self.refresh()
+        self._announce()
+
+    def on_resize(self, event: events.Resize) -> None:
+        self._layout()
+        self._scroll_to_cursor()
+        self._scroll_to_column()
+
+    # ---- actions ---------------------------------------------------------------------------------
+    def action_cursor_up(self) -> None:
+        self._move(self._cursor - 1)
+
+    def action_cursor_down(self) -> None:
+        self._move(self._cursor + 1)
+
+    def action_column_left(self) -> None:
+        self.move_column(-1)
+
+    def action_column_right(self) -> None:
+        self.move_column(1)
+
+    def action_first(self) -> None:
+        self._move(0)
+
+    def action_last(self) -> None:
+        self._move(len(self._view) - 1)
+
+    def _page(self, fraction: float, direction: int) -> None:
+        step = max(1, int(self._page_rows() * fraction))
+        target = self._cursor + direction * step
+        self._scroll_y_to(int(self.scroll_y) + direction * step)
+        self._move(target)
+
+    def action_page_up(self) -> None:
+        self._page(1, -1)
+
+    def action_page_down(self) -> None:
+        self._page(1, 1)
+
+    def action_half_page_up(self) -> None:
+        self._page(0.5, -1)
+
+    def action_half_page_down(self) -> None:
+        self._page(0.5, 1)
+
+    def action_sort(self, descending: bool) -> None:
+        self.sort_current(descending)
+
+    def action_next_failing(self) -> None:
+        if not self.next_failing():
+            self.notify("no failing rows in the view", timeout=3)
+
+    def action_toggle_io(self) -> None:
+        self.toggle_io()
+
+    def action_toggle_invalid(self) -> None:
+        self.toggle_invalid()
+
+    def action_search_next(self, backwards: bool) -> None:
+        if not self._search:
+            self.notify("nothing to repeat: search with / first", timeout=3)
+        elif not self.search_next(backwards):
+            self.notify(f"no match for '{self._search}'", timeout=3)
+
+    def action_select(self) -> None:
+        row = self.cursor_row
+        if row is not None:
+            self.post_message(self.Selected(self, row))
+
+    def on_click(self, event: events.Click) -> None:
+        offset = event.get_content_offset(self)
+        if offset is None:
+            return
+        column = self._column_at(offset.x)
+        if offset.y == 0:
+            if column is not None and column.sort_key is not None:
+                self._column_key = column.key
+                same = self._sort is not None and self._sort[0] == self._table.resolve(column.sort_key)
+                self.sort(column.sort_key, descending=same and not self._sort[1])
+            return
+        position = int(self.scroll_y) + offset.y - 1
+        if not 0 <= position < len(self._view):
+            return
+        if column is not None and column.sort_key is not None:
+            self._column_key = column.key
+        if position == self._cursor:
+            self.action_select()
+        else:
+            self._move(position)
+        self.refresh()
+
+    def _column_at(self, x: int) -> _Column | None:
+        if x < self._sticky_width:
+            return next((c for c in self._columns if c.sticky and c.offset <= x < c.offset + c.width + 1), None)
+        x = x - self._sticky_width + int(self.scroll_x)
+        return next((c for c in self._columns if not c.sticky and c.offset <= x < c.offset + c.width + 1), None)
+
+    # ---- rendering ---------------------------------------------------------------------------------
+    def _cell(self, column: _Column, row: int, width: int) -> tuple[str, bool]:
+        """(text, breaks its threshold) of one cell."""
+        key, cols = column.key, self._table.columns
+        if key == "mark":
+            if self._fail[row]:
+                return MARK_FAIL, False
+            if self._invalid[row]:
+                return MARK_INVALID, False
+            return (MARK_EXEMPT if self._exempt[row] else " "), False
+        if key == "npu_op":
+            return fmt.fit(cols["npu_op"][row], width, keep="end"), False
+        if key == "slot":
+            return fmt.slot(cols["tensor"][row], cols["io"][row]), False
+        if key == "dtype":
+            return fmt.dtypes(cols["npu_dtype"][row], cols["golden_dtype"][row]), False
+        if key == "shape":
+            return fmt.shape(cols["shape"][row]), False
+        kind = KIND.get(key, "custom")
+        value = cols[key][row]
+        if kind == "float":
+            broken = self._broken.get(key)
+            if broken is not None and broken[0][row]:
+                return fmt.number(float(value), width, broken[1]), True
+            return fmt.number(float(value), width), False
+        if kind == "int":
+            broken = self._broken.get(key)
+            return fmt.integer(int(value)), bool(broken is not None and broken[0][row])
+        if kind == "custom":
+            try:
+                return fmt.number(float(value), width), False
+            except (TypeError, ValueError):
+                return value, False
+        return value, False
+
+    def _styles(self) -> dict[str, Style]:
+        """Component styles and the widget's own ("base"), built once per style change."""
+        styles = self._style_cache
+        if styles is None:
+            get = self.get_component_rich_style
+            styles = {name: get(f"optable--{name}")
+                      for name in ("header", "header-cursor", "cursor", "fail", "fail-cell", "exempt",
+                                   "invalid", "divider", "empty")}
+            styles["base"] = self.rich_style
+            self._style_cache = styles
+        return styles
+
+    def notify_style_update(self) -> None:
+        self._style_cache = None
+        super().notify_style_update()
+
+    def render_line(self, y: int) -> Strip:
+        width = self.scrollable_content_region.width
+        styles = self._styles()
+        base = styles["base"]
+        if y == 0:
+            return self._header(width, base, styles)
+        position = int(self.scroll_y) + y - 1
+        if not 0 <= position < len(self._view):
+            if position == 0:
+                return self._message(width, base + styles["empty"])
+            return Strip.blank(width, base)
+        row = int(self._view[position])
+        row_style = base
+        if self._fail[row]:
+            row_style += styles["fail"]
+        elif self._invalid[row]:
+            row_style += styles["invalid"]
+        elif self._exempt[row]:
+            row_style += styles["exempt"]
+        cursor = position == self._cursor
+        if cursor:
+            row_style += styles["cursor"]
+        fail_cell = row_style + styles["fail-cell"]
+        if cursor:
+            fail_cell += styles["cursor"] + Style(bold=True, underline=True)
+
+        def cells(columns: list[_Column]) -> list[Segment]:
+            out = []
+            for c in columns:
+                text, broken = self._cell(c, row, c.width)
+                if broken:
+                    out.append(Segment(fmt.pad(text, c.width, c.right), fail_cell))
+                    out.append(Segment(" ", row_style))
+                else:
+                    out.append(Segment(fmt.pad(text, c.width, c.right) + " ", row_style))
+            return out
+
+        return self._join(width, cells, base + styles["divider"] + (styles["cursor"] if cursor else Style()),
+                             row_style)
+
+    def _header(self, width: int, base: Style, styles: dict[str, Style]) -> Strip:
+        header = base + styles["header"]
+        current = header + styles["header-cursor"]
+        sort_key, descending = self._sort if self._sort is not None else (None, False)
+
+        def cells(columns: list[_Column]) -> list[Segment]:
+            out = []
+            for c in columns:
+                label = c.label
+                if sort_key is not None and c.sort_key == sort_key:
+                    label = fmt.fit(label, c.width - 1) + ("↓" if descending else "↑")
+                style = current if c.key == self._column_key else header
+                out.append(Segment(fmt.pad(label, c.width, c.right), style))
+                out.append(Segment(" ", header))
+            return out
+
+        return self._join(width, cells, header, header)
+
+    def _join(self, width: int, cells, divider: Style, fill: Style) -> Strip:
+        """Sticky cells, the divider, then the scrolled cells in view, cropped to `width`."""
+        sticky = [c for c in self._columns if c.sticky]
+        segments = cells(sticky)
+        segments.append(Segment(DIVIDER, divider))
+        length = self._sticky_width
+        visible = width - self._sticky_width
+        if visible > 0:
+            x0 = int(self.scroll_x)
+            shown = [c for c in self._columns if not c.sticky
+                     and c.offset + c.width + 1 > x0 and c.offset < x0 + visible]
+            if shown:
+                start = shown[0].offset
+                end = shown[-1].offset + shown[-1].width + 1
+                part = Strip(cells(shown), end - start).crop(x0 - start, x0 - start + visible)
+                segments.extend(part)
+                length += part.cell_length
+        return Strip(segments, length).adjust_cell_length(width, fill)
+
+    def _message(self, width: int, style: Style) -> Strip:
+        if not len(self._table):
+            text = "no rows yet"
+        elif self._filter:
+            text = f"no row matches the filter: {self._filter}"
+        else:
+            text = "no rows shown: press i or x to show the hidden rows"
+        return Strip([Segment(fmt.fit(" " + text, width), style)]).adjust_cell_length(width, style)

@@ -1,0 +1,30 @@
+"""The summary strip of the task screen (the advisor's place once it has findings)."""
+from __future__ import annotations
+
+from rich.markup import escape
+
+from ..engine.results import ResultTable
+from ..engine.summary import summarize
+from ..engine.thresholds import Thresholds
+
+
+def summary_lines(table: ResultTable, thresholds: Thresholds, running: bool = False) -> list[str]:
+    s = summarize(table, thresholds)
+    if not s.rows:
+        return ["[dim]comparing: rows appear as they are computed…[/]" if running else "[dim]no rows[/]"]
+    lines = []
+    if s.first_failing is None:
+        lines.append(f"[green]✓[/] none of {s.rows:,} rows breaks a threshold"
+                     + (" so far" if running else ""))
+    else:
+        row = table.row(s.first_failing)
+        lines.append(f"[red]✗ {s.failing:,}/{s.rows:,} rows fail[/] · first: [b]#{row['index']} "
+                     f"{escape(row['type'])}[/] {escape(', '.join(s.broken))} · [b]{escape(row['npu_op'])}[/]")
+    extra = []
+    if s.nonfinite:
+        extra.append(f"[red]{s.nonfinite:,} rows with NaN/inf on the NPU side[/]")
+    if s.not_compared:
+        extra.append(f"[yellow]{s.not_compared:,} rows not compared[/] (x shows their reasons)")
+    if extra:
+        lines.append(" · ".join(extra))
+    return lines

@@ -1,0 +1,328 @@
+"""The task screen: operator table, metric chart, summary strip and status bar; it also runs a
+comparison in a thread worker, rows appearing as they are computed."""
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+from rich.markup import escape
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal
+from textual.screen import Screen
+from textual.widgets import Footer, Input, ProgressBar, Static
+from textual.worker import Worker, WorkerState
+
+from ..engine import compare as engine
+from ..engine.columns import CSV_OF
+from ..engine.results import FilterError, ResultTable
+from ..engine.task import Task, load_task
+from ..engine.taskrun import run_task
+from ..engine.tensor import SourceError
+from ..engine.thresholds import Thresholds, parse_assignment
+from .chart import MetricChart
+from .dialogs import AskDialog, ConfirmDialog
+from .optable import OperatorTable
+from .rowdetail import RowDetail
+from .summary import summary_lines
+
+
+class TaskScreen(Screen):
+    BINDINGS = [
+        Binding("slash", "prompt('search')", "search"), Binding("f", "prompt('filter')", "filter"),
+        Binding("escape", "back", "back / clear / cancel"), Binding("q", "back(True)", "back to the tasks", show=False),
+        Binding("t", "thresholds", "thresholds"), Binding("c", "chart_metric(1)", "chart metric"),
+        Binding("C", "chart_metric(-1)", "previous chart metric", show=False),
+        Binding("z", "zoom", "maximize pane"), Binding("R", "rerun", "re-run", show=False),
+    ]
+    DEFAULT_CSS = """
+    TaskScreen #crumbs { height: 1; background: $primary-background; padding: 0 1; }
+    TaskScreen #summary { height: auto; max-height: 2; padding: 0 1; }
+    TaskScreen OperatorTable { height: 1fr; min-height: 5; }
+    TaskScreen MetricChart { height: 8; }
+    TaskScreen #prompt { display: none; border: none; height: 1; padding: 0 1; }
+    TaskScreen #prompt.shown { display: block; }
+    TaskScreen #statusline { height: 1; background: $panel; padding: 0 1; }
+    TaskScreen #status { width: 1fr; }
+    TaskScreen ProgressBar { width: auto; display: none; }
+    TaskScreen ProgressBar.running { display: block; }
+    TaskScreen.-tall MetricChart { height: 14; }
+    """
+    HELP = ("Filter expressions: comparisons of columns with numbers or text, joined by and/or/not, e.g.\n"
+            "  cos < 0.99 and type == \"Conv2D\"      \"conv\" in name      isnan(kl) or max_abs > 1\n"
+            "Columns by short key (cos, red, kl, max_abs, mean_abs, rmse, max_rel, mean_rel, acc_rel) or "
+            "CSV name.\nRows breaking a threshold are marked ✗ and red; exempt rows (TransData, inputs, "
+            "device-only ops) never fail. Thresholds: t, then e.g. `cos=0.98 kl=off`.")
+
+    def __init__(self, task: Task | None = None, run: tuple[engine.CompareSpec, Path] | None = None) -> None:
+        super().__init__()
+        self.opened = task
+        self.run_request = run
+        self.folder = Path(run[1]) if run else task.folder if task else Path(".")
+        self.prompt_mode = ""
+        self.cancel = threading.Event()
+        self.running = False
+        self._arrived: list[tuple[int, dict]] = []  # filled by the worker thread
+        self._arrived_lock = threading.Lock()
+        self._plan: engine.Plan | None = None
+        self._live: ResultTable | None = None
+        self._done = 0
+        self._progress_text = ""
+
+    # ---- layout -------------------------------------------------------------------------------
+    def compose(self) -> ComposeResult:
+        yield Static("", id="crumbs")
+        yield Static("", id="summary")
+        yield OperatorTable(id="table")
+        yield MetricChart(id="chart")
+        yield Input(id="prompt")
+        with Horizontal(id="statusline"):
+            yield Static("", id="status")
+            yield ProgressBar(total=None, show_eta=True, id="progress")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.set_class(self.app.size.height >= 40, "-tall")
+        name = self.folder.name if not (self.opened and self.opened.meta.get("foreign")) else self.opened.csv.name
+        self.title = f"task {name}"
+        self.query_one("#crumbs", Static).update(f"accuscope › tasks › [b]{escape(name)}[/]")
+        if self.opened is not None:
+            self.show_table(self.opened.table, self.opened.thresholds)
+            for warning in self.opened.warnings:
+                self.notify(warning, severity="warning", timeout=8)
+        if self.run_request is not None:
+            self.start_run(*self.run_request)
+        self.query_one(OperatorTable).focus()
+
+    def on_resize(self) -> None:
+        self.set_class(self.app.size.height >= 40, "-tall")
+
+    @property
+    def table_widget(self) -> OperatorTable:
+        return self.query_one(OperatorTable)
+
+    @property
+    def thresholds(self) -> Thresholds:
+        return self.opened.thresholds if self.opened else self.run_request[0].thresholds
+
+    def show_table(self, table: ResultTable, thresholds: Thresholds) -> None:
+        widget = self.table_widget
+        widget.load(table, thresholds)
+        chart = self.query_one(MetricChart)
+        if chart.metric not in table.metric_keys and table.metric_keys:
+            chart.metric = table.metric_keys[0]
+        self.refresh_views()
+
+    def refresh_views(self) -> None:
+        widget = self.table_widget
+        self.query_one(MetricChart).show(widget.table, widget.view, widget.thresholds, widget.cursor_row)
+        lines = summary_lines(widget.table, widget.thresholds, running=self.running)
+        self.query_one("#summary", Static).update("\n".join(lines))
+        self.update_status()
+
+    def update_status(self) -> None:
+        parts = [self.table_widget.status]
+        if self.running:
+            parts.append(self._progress_text or "starting")
+        self.query_one("#status", Static).update(escape(" · ".join(p for p in parts if p)))
+
+    # ---- table events -------------------------------------------------------------------------
+    def on_operator_table_highlighted(self, event: OperatorTable.Highlighted) -> None:
+        self.query_one(MetricChart).select(event.row)
+
+    def on_operator_table_view_changed(self, event: OperatorTable.ViewChanged) -> None:
+        self.refresh_views()
+
+    def on_operator_table_selected(self, event: OperatorTable.Selected) -> None:
+        widget = self.table_widget
+        self.app.push_screen(RowDetail(widget.table, event.row, widget.thresholds))
+
+    # ---- prompt: search and filter ------------------------------------------------------------
+    def action_prompt(self, mode: str) -> None:
+        prompt = self.query_one("#prompt", Input)
+        self.prompt_mode = mode
+        widget = self.table_widget
+        prompt.placeholder = ("search op, type or tensor name (n/N: next/previous)" if mode == "search"
+                              else 'filter, e.g. cos < 0.99 and type == "Conv2D"')
+        prompt.value = widget.search_text if mode == "search" else widget.filter
+        prompt.add_class("shown")
+        prompt.focus()
+
+    def close_prompt(self) -> None:
+        prompt = self.query_one("#prompt", Input)
+        prompt.remove_class("shown")
+        self.prompt_mode = ""
+        self.table_widget.focus()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if event.input.id != "prompt":
+            return
+        widget = self.table_widget
+        text = event.value.strip()
+        if self.prompt_mode == "search":
+            if text and not widget.search(text):
+                self.notify(f"no op matches {text!r}", severity="warning")
+        else:
+            try:
+                shown = widget.set_filter(text) if text else widget.clear_filter()
+            except FilterError as exc:
+                self.notify(str(exc), title="filter", severity="error", timeout=8)
+                return  # keep the prompt open to fix it
+            if text and not shown:
+                self.notify("no row matches the filter", severity="warning")
+        self.close_prompt()
+        self.refresh_views()
+
+    def action_back(self, leave: bool = False) -> None:
+        """esc: close the prompt, else cancel a run, else clear the filter, else leave; q: leave."""
+        if self.prompt_mode:
+            self.close_prompt()
+        elif self.running:
+            self.app.push_screen(ConfirmDialog("Cancel the running comparison? (the previous result stays)"),
+                                 lambda yes: yes and self.cancel.set())
+        elif self.table_widget.filter and not leave:
+            self.table_widget.clear_filter()
+            self.refresh_views()
+        else:
+            self.app.pop_screen()
+
+    # ---- chart, thresholds, zoom --------------------------------------------------------------
+    def action_chart_metric(self, step: int) -> None:
+        chart = self.query_one(MetricChart)
+        keys = self.table_widget.table.metric_keys
+        if not keys:
+            return
+        at = keys.index(chart.metric) if chart.metric in keys else -1
+        chart.metric = keys[(at + step) % len(keys)]
+        self.refresh_views()
+        self.notify(f"chart: {CSV_OF.get(chart.metric, chart.metric)}", timeout=2)
+
+    def action_thresholds(self) -> None:
+        current = " ".join(f"{t.key}={t.value:g}" for t in self.thresholds.items)
+
+        def parse(text: str) -> list[tuple[str, float | None]]:
+            return [parse_assignment(part) for part in text.replace(",", " ").split()]
+
+        def check(text: str) -> str:
+            try:
+                parse(text)
+            except ValueError as exc:
+                return str(exc)
+            return ""
+
+        def done(text: str | None) -> None:
+            if text is None:
+                return
+            given = dict(parse(text))
+            for t in list(self.thresholds.items):
+                if t.key not in given:
+                    self.thresholds.set(t.key, None)
+            for key, value in given.items():
+                self.thresholds.set(key, value)
+            widget = self.table_widget
+            self.show_table(widget.table, self.thresholds)
+            self.save_thresholds()
+        self.app.push_screen(AskDialog("Thresholds (NAME=VALUE, VALUE off removes; cos fails below, the "
+                                       "rest above):", current, check), done)
+
+    def save_thresholds(self) -> None:
+        if self.opened is None or self.opened.meta.get("foreign") or self.running:
+            return
+        from ..engine.task import mark_state
+        doc = mark_state(self.folder, self.opened.meta.get("state") or "done",
+                         thresholds=self.thresholds.to_dict())
+        self.opened.meta.update(doc)
+        self.notify("thresholds saved in task.json", timeout=3)
+
+    def action_zoom(self) -> None:
+        if self.maximized is not None:
+            self.minimize()
+        elif self.focused is not None:
+            self.maximize(self.focused)
+
+    def action_rerun(self) -> None:
+        if self.running or self.opened is None or self.opened.meta.get("foreign"):
+            return
+        from ..engine.taskrun import spec_from_meta
+        self.start_run(spec_from_meta(self.opened.meta, self.thresholds), self.folder)
+
+    # ---- running a comparison -----------------------------------------------------------------
+    def start_run(self, spec: engine.CompareSpec, folder: Path) -> None:
+        self.running = True
+        self.cancel.clear()
+        self._live, self._plan, self._done = None, None, 0
+        self.query_one(ProgressBar).add_class("running")
+        self._timer = self.set_interval(0.25, self.take_rows)
+        self.compare_worker(spec, folder)
+        self.refresh_views()
+
+    @work(thread=True, exclusive=True, group="compare")
+    def compare_worker(self, spec: engine.CompareSpec, folder: Path):
+        def planned(plan: engine.Plan) -> None:
+            self._plan = plan
+
+        def progress(p: engine.Progress, batch) -> None:
+            with self._arrived_lock:
+                self._arrived.extend(batch)
+                self._done = p.done
+                self._progress_text = f"comparing {p.done:,}/{p.total:,} · {p.elapsed:.0f} s"
+        return run_task(spec, folder, progress, self.cancel, planned=planned)
+
+    def take_rows(self) -> None:
+        """Move rows the worker finished into the table (called on a timer, on the UI thread)."""
+        plan = self._plan
+        if plan is None:
+            return
+        bar = self.query_one(ProgressBar)
+        total = sum(1 for p in plan.pairs if p.golden is not None)
+        bar.update(total=total, progress=self._done)
+        with self._arrived_lock:
+            batch, self._arrived = self._arrived, []
+        if not batch:
+            self.update_status()
+            return
+        rows = []
+        for index, cells in batch:
+            row = dict(plan.rows[index])
+            row.update({k: v for k, v in cells.items() if k != "reason"})
+            row["reason"] = "; ".join(filter(None, [row.get("reason", ""), cells.get("reason", "")]))
+            rows.append(row)
+        rows.sort(key=lambda r: r["index"])
+        if self._live is None:
+            self._live = ResultTable.from_rows(rows, custom=[p.name for p in plan.plugins])
+        else:
+            self._live.append_rows(rows)
+        self.thresholds.apply(self._live)
+        self.show_table(self._live, self.thresholds)
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        if event.worker.group != "compare" or event.state not in (WorkerState.SUCCESS, WorkerState.ERROR,
+                                                                   WorkerState.CANCELLED):
+            return
+        self.running = False
+        self._timer.stop()
+        self.query_one(ProgressBar).remove_class("running")
+        if event.state == WorkerState.SUCCESS and event.worker.result.table is not None:
+            self.reload(f"done: {len(event.worker.result.table):,} rows")
+        elif event.state == WorkerState.SUCCESS:
+            self.reload("cancelled: the previous result is kept")
+        else:
+            error = event.worker.error
+            message = str(error) if isinstance(error, SourceError) else f"{type(error).__name__}: {error}"
+            self.notify(message, title="comparison failed", severity="error", timeout=15)
+            self.reload(None)
+
+    def reload(self, message: str | None) -> None:
+        try:
+            self.opened = load_task(self.folder)
+        except SourceError:
+            self.opened = None
+        if self.opened is not None:
+            self.show_table(self.opened.table, self.opened.thresholds)
+        else:
+            self.show_table(ResultTable.empty(), self.thresholds)
+        if message:
+            self.notify(message, timeout=4)
+
