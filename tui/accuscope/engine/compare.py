@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
@@ -239,8 +240,13 @@ def _cells(m: PairMetrics, metrics: tuple[str, ...]) -> dict:
 
 
 def execute(plan: Plan, progress: Callable[[Progress, list[tuple[int, dict]]], None] | None = None,
-            cancel: threading.Event | None = None, workers: int | None = None) -> ResultTable | None:
-    """Compare every mapped pair. Returns None when cancelled (nothing written by us)."""
+            cancel: threading.Event | None = None, workers: int | None = None,
+            inline_bytes: int | None = None) -> ResultTable | None:
+    """Compare every mapped pair. Returns None when cancelled (nothing written by us).
+
+    Pairs of less than `inline_bytes` in all (default INLINE_BYTES) are compared in this thread.
+    An interactive caller passes 0: numpy drops and retakes the GIL dozens of times per chunk,
+    so a comparison thread next to a busy UI thread slows both down (measured 3x)."""
     start = time.perf_counter()
     jobs = [Job(i, p.npu, p.golden, tuple(plan.metrics), tuple(plan.plugins))
             for i, p in enumerate(plan.pairs) if p.golden is not None and not p.npu.problem and not p.golden.problem]
@@ -249,8 +255,8 @@ def execute(plan: Plan, progress: Callable[[Progress, list[tuple[int, dict]]], N
         if p.golden is not None and p.golden.problem and not r["reason"]:
             r["reason"] = f"golden {p.golden.problem}"
     workers = workers or os.cpu_count() or 1
-    results = _run_inline(jobs, cancel) if workers == 1 or plan.total_bytes < INLINE_BYTES else \
-        _run_pool(jobs, workers, cancel)
+    inline = workers == 1 or plan.total_bytes < (INLINE_BYTES if inline_bytes is None else inline_bytes)
+    results = _run_inline(jobs, cancel) if inline else _run_pool(jobs, workers, cancel)
     done = 0
     for batch in results:
         for row, cells in batch:
@@ -326,8 +332,28 @@ def _pool_starts() -> bool:
         return False
 
 
+def _start_process_services() -> None:
+    """multiprocessing's resource tracker hands sys.stderr's file descriptor to its process; a host
+    that replaces sys.stderr (Textual captures it: fileno() -1) makes that fail, so the services
+    start with the real stderr in place. Once per process."""
+    from multiprocessing import forkserver, resource_tracker
+    saved = sys.stderr
+    try:
+        try:
+            usable = saved is not None and saved.fileno() >= 0
+        except (AttributeError, OSError, ValueError):
+            usable = False
+        if not usable and sys.__stderr__ is not None:
+            sys.stderr = sys.__stderr__
+        resource_tracker.ensure_running()
+        forkserver.ensure_running()
+    finally:
+        sys.stderr = saved
+
+
 def _pool_batches(order: list[Job], workers: int, cancel) -> Iterator[list[tuple[int, dict]]]:
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # one core per worker; inherited by the pool
+    _start_process_services()
     with ProcessPoolExecutor(workers, mp_context=get_context("forkserver")) as pool:
         pending: dict = {}
         queue = iter(order)

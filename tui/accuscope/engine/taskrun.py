@@ -48,7 +48,8 @@ def spec_from_meta(meta: dict, thresholds) -> engine.CompareSpec:
 def run_task(spec: engine.CompareSpec, folder: str | Path,
              progress: Callable[[engine.Progress, list], None] | None = None,
              cancel: threading.Event | None = None, workers: int | None = None,
-             planned: Callable[[engine.Plan], None] | None = None) -> RunResult:
+             planned: Callable[[engine.Plan], None] | None = None,
+             inline_bytes: int | None = None) -> RunResult:
     """Plan, compare and save into `folder`. SourceError (unusable input) propagates after the
     task is marked failed; `planned(plan)` is called once the pairs are known."""
     result = RunResult()
@@ -59,7 +60,7 @@ def run_task(spec: engine.CompareSpec, folder: str | Path,
         if planned:
             planned(plan)
         t_plan = time.perf_counter()
-        result.table = engine.execute(plan, progress, cancel, workers)
+        result.table = engine.execute(plan, progress, cancel, workers, inline_bytes)
         t_cmp = time.perf_counter()
         if result.table is None:
             mark_state(folder, "cancelled")
