@@ -1,0 +1,72 @@
+"""SVG snapshots of the real app on the demo task, at 80x24 and 160x50.
+
+A snapshot that no longer matches fails with the screen text of both versions side by side; after
+checking the new look, regenerate with ACCUSCOPE_UPDATE_SNAPSHOTS=1 python -m pytest tests/test_snapshots.py
+"""
+from __future__ import annotations
+
+import asyncio
+import difflib
+import html
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from accuscope.app.app import AccuscopeApp
+from accuscope.engine.demo import MAIN, build_workspace
+
+SNAPSHOTS = Path(__file__).parent / "snapshots"
+UPDATE = os.environ.get("ACCUSCOPE_UPDATE_SNAPSHOTS") == "1"
+
+
+@pytest.fixture(scope="module")
+def task(tmp_path_factory):
+    root = tmp_path_factory.mktemp("snap-ws")
+    build_workspace(root)
+    return root / MAIN.name
+
+
+def svg_of(task: Path, size: tuple[int, int], keys: list[str]) -> str:
+    async def go():
+        app = AccuscopeApp(task.parent, open_path=task)
+        async with app.run_test(size=size) as pilot:
+            await pilot.pause()
+            for key in keys:
+                await pilot.press(key)
+            await pilot.pause()
+            return app.export_screenshot(title="accuscope")
+    return asyncio.run(go())
+
+
+def text_of(svg: str) -> list[str]:
+    rows: dict[float, list[str]] = {}
+    for y, text in re.findall(r'<text class="[^"]*" x="[^"]*" y="([^"]*)"[^>]*>(.*?)</text>', svg):
+        rows.setdefault(float(y), []).append(html.unescape(text).replace("\xa0", " "))
+    return ["".join(parts) for _, parts in sorted(rows.items())]
+
+
+def normalized(svg: str) -> str:
+    """Textual names the SVG's CSS classes after a hash that changes between runs."""
+    return re.sub(r"terminal-\d+", "terminal", svg)
+
+
+@pytest.mark.parametrize("name, size, keys", [
+    ("task-80x24", (80, 24), ["exclamation_mark"]),
+    ("task-160x50", (160, 50), ["exclamation_mark"]),
+    ("filter-160x50", (160, 50), ["f", *"cos<0.99", "enter"]),
+    ("help-80x24", (80, 24), ["question_mark"]),
+])
+def test_snapshot(task, name, size, keys):
+    svg = normalized(svg_of(task, size, keys))
+    path = SNAPSHOTS / f"{name}.svg"
+    if UPDATE or not path.exists():
+        path.write_text(svg, encoding="utf-8")
+        if not UPDATE:
+            pytest.fail(f"{path} did not exist; written now: check it and commit it")
+    expected = path.read_text(encoding="utf-8")
+    if svg != expected:
+        diff = "\n".join(difflib.unified_diff(text_of(expected), text_of(svg), "snapshot", "now", lineterm=""))
+        pytest.fail(f"{name} differs from {path.name} (same text: styles changed)" if not diff else
+                    f"{name} differs from {path.name}:\n{diff}")
