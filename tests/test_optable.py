@@ -293,7 +293,7 @@ def test_movement_keys_and_enter():
         await pilot.press("G")
         assert w.cursor_row == 39
         assert w.scroll_y == w.max_scroll_y
-        await pilot.press("g")
+        await pilot.press("home")
         assert w.cursor_row == 0 and w.scroll_y == 0
         await pilot.press("j", "j", "down", "k")
         assert w.cursor_row == 2

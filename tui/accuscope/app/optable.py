@@ -130,7 +130,7 @@ class OperatorTable(ScrollView, can_focus=True):
         Binding("down,j", "cursor_down", "Down", show=False),
         Binding("left,h", "column_left", "Column left", show=False),
         Binding("right,l", "column_right", "Column right", show=False),
-        Binding("home,g", "first", "First row", show=False),
+        Binding("home", "first", "First row", show=False),
         Binding("end,G", "last", "Last row", show=False),
         Binding("pageup", "page_up", "Page up", show=False),
         Binding("pagedown", "page_down", "Page down", show=False),
@@ -150,7 +150,7 @@ class OperatorTable(ScrollView, can_focus=True):
     | :- | :- |
     | up, k / down, j | Move the row cursor. |
     | left, h / right, l | Move the column cursor (the column `[` / `]` sort by). |
-    | home, g / end, G | First / last row. |
+    | home / end, G | First / last row. |
     | pageup / pagedown, ctrl+u / ctrl+d | A page / half a page up or down. |
     | [ / ] | Sort ascending / descending by the current column (`#` ascending: execution order). |
     | ! | Next failing row in execution order, wrapping. |
