@@ -175,23 +175,25 @@ def test_help_lists_the_screen_keys(ws):
     drive(AccuscopeApp(ws, open_path=ws / MAIN.name), script)
 
 
-def _slow_plugin(folder, seconds):
-    (folder / "algorithm").mkdir(parents=True)
-    (folder / "algorithm" / "alg_Slow.py").write_text(
+def slow_rerun(task, tmp_path, seconds):
+    """The task's comparison again, with a plugin that sleeps `seconds` per pair (a long run)."""
+    (tmp_path / "slow" / "algorithm").mkdir(parents=True)
+    (tmp_path / "slow" / "algorithm" / "alg_Slow.py").write_text(
         "import time\n"
         "def compare(my_output_dump_data, ground_truth_dump_data, args):\n"
         f"    time.sleep({seconds})\n"
         "    return '1', ''\n")
+    spec = spec_from_meta(task.meta, task.thresholds)
+    spec.custom_dir = str(tmp_path / "slow")
+    spec.algorithms = None
+    return spec
 
 
 def test_rerun_in_the_app_rows_arrive_and_keys_work_meanwhile(ws, tmp_path):
     """Re-running a task: rows appear while it runs, keys are handled meanwhile, the new result is saved."""
     folder = ws / MAIN.name
     task = load_task(folder)
-    _slow_plugin(tmp_path / "slow", 0.02)
-    spec = spec_from_meta(task.meta, task.thresholds)
-    spec.custom_dir = str(tmp_path / "slow")
-    spec.algorithms = None
+    spec = slow_rerun(task, tmp_path, 0.02)
     before = task.csv
 
     async def script(pilot):
@@ -214,10 +216,7 @@ def test_cancelled_run_keeps_the_previous_result(ws, tmp_path):
     folder = ws / MAIN.name
     task = load_task(folder)
     old_csv = task.csv.read_bytes()
-    _slow_plugin(tmp_path / "slow", 0.5)
-    spec = spec_from_meta(task.meta, task.thresholds)
-    spec.custom_dir = str(tmp_path / "slow")
-    spec.algorithms = None
+    spec = slow_rerun(task, tmp_path, 0.5)
 
     async def script(pilot):
         screen = pilot.app.screen
@@ -236,10 +235,7 @@ def test_cancelled_run_keeps_the_previous_result(ws, tmp_path):
 def test_quit_during_a_run_asks(ws, tmp_path):
     folder = ws / MAIN.name
     task = load_task(folder)
-    _slow_plugin(tmp_path / "slow", 0.5)
-    spec = spec_from_meta(task.meta, task.thresholds)
-    spec.custom_dir = str(tmp_path / "slow")
-    spec.algorithms = None
+    spec = slow_rerun(task, tmp_path, 0.5)
 
     async def script(pilot):
         screen = pilot.app.screen
