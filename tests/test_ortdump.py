@@ -177,7 +177,7 @@ def test_random_inputs_with_fixed_timestamp_and_seed_are_byte_reproducible(cls_m
     dims = {"?": 32}
     a = dump_onnx(cls_model, tmp_path / "a", random_inputs=True, seed=3, timestamp=TS, dims=dims)
     b = dump_onnx(cls_model, tmp_path / "b", random_inputs=True, seed=3, timestamp=TS, dims=dims)
-    assert a.inputs == {"x": (1, 3, 32, 32)}
+    assert a.inputs == b.inputs == {"x": (1, 3, 32, 32)}
     files_a, files_b = _files(tmp_path / "a"), _files(tmp_path / "b")
     assert len(files_a) == len(a.written) + 2 and files_a == files_b
     assert json.loads(files_a["dump.json"])["seed"] == 3

@@ -61,7 +61,7 @@ def test_open_triage_and_quit_at_80x24(tmux, tmp_path):
     build_workspace(tmp_path)
     task = load_task(tmp_path / MAIN.name)
     first = task.table.row(int(task.table.columns["fail"].argmax()))
-    env = f"TERM=xterm-256color COLUMNS=80 LINES=24"
+    env = "TERM=xterm-256color COLUMNS=80 LINES=24"
     t = tmux(f"cd {shlex.quote(str(tmp_path))} && env {env} {shlex.quote(sys.executable)} -m accuscope "
              f"open {shlex.quote(str(tmp_path / MAIN.name))}")
     screen = t.wait_for("rows fail")

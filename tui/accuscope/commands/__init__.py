@@ -1,4 +1,4 @@
 """Subcommands of the CLI. Each module exposes `register(subparsers)` and sets `args.handler`."""
-from . import compare, convert, demo, dump, inspect, op, open_task
+from . import advise, compare, convert, demo, dump, export, inspect, op, open_task
 
-COMMANDS = [inspect, convert, dump, compare, op, demo, open_task]
+COMMANDS = [inspect, convert, dump, compare, op, advise, export, demo, open_task]

@@ -1,7 +1,6 @@
 """`accuscope compare --npu PATH --golden PATH --out TASK_DIR`: whole-network comparison as a task."""
 from __future__ import annotations
 
-import argparse
 import threading
 from pathlib import Path
 
@@ -43,6 +42,7 @@ def register(sub) -> None:
     p.add_argument("--fail-on-error", action="store_true", help="exit 1 when any row breaks a threshold")
     p.add_argument("--workers", type=int, help="processes comparing pairs (default: all cores)")
     p.add_argument("--tui", action="store_true", help="run inside the app: rows appear as they are compared")
+    p.add_argument("--advisor", action="store_true", help="after the run, advise on it (as `accuscope advise`)")
     add_source_options(p)
     p.set_defaults(handler=run)
 
@@ -101,4 +101,8 @@ def run(args) -> int:
         out.print(f"  … {len(plan.problems) - 10} more problems (task.json lists them all)")
     part, seconds = result.slowest
     out.print(f"took {sum(result.timings.values()):.1f} s (slowest part: {part} {seconds:.1f} s)")
+    if args.advisor:
+        from ..engine.advisor import advise
+        from .advise import print_advice
+        print_advice(advise(args.out, workers=args.workers))
     return EXIT_FAILURES if args.fail_on_error and len(fails) else EXIT_OK

@@ -6,7 +6,6 @@ far (the TUI shows them as they arrive), and stops early when `cancel` is set.
 """
 from __future__ import annotations
 
-import math
 import os
 import sys
 import threading

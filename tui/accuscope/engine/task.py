@@ -204,7 +204,7 @@ def load_task(folder: str | os.PathLike) -> Task:
     folder = Path(folder)
     if folder.is_file():
         return _csv_task(folder)
-    doc = _task_doc(folder)
+    doc = read_task_doc(folder)
     warnings: list[str] = []
     try:
         thresholds = Thresholds.from_dict(doc.get("thresholds"))
@@ -237,10 +237,10 @@ def _csv_task(path: Path) -> Task:
     return Task(path.parent, meta, table, thresholds, path, warnings)
 
 
-def _task_doc(folder: Path) -> dict:
-    path = folder / TASK_JSON
+def read_json_object(path: Path, missing: str) -> dict:
+    """A JSON file holding an object; SourceError saying `missing`, or what is wrong with it."""
     if not path.is_file():
-        raise SourceError(f"{folder}: not a task folder (no {TASK_JSON})")
+        raise SourceError(missing)
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
@@ -248,6 +248,12 @@ def _task_doc(folder: Path) -> dict:
     if not isinstance(doc, dict):
         raise SourceError(f"{path}: expected a JSON object, found {type(doc).__name__}")
     return doc
+
+
+def read_task_doc(folder: str | os.PathLike) -> dict:
+    """task.json of a task folder."""
+    folder = Path(folder)
+    return read_json_object(folder / TASK_JSON, f"{folder}: not a task folder (no {TASK_JSON})")
 
 
 def _result_csv(folder: Path, doc: dict) -> Path | None:
@@ -297,7 +303,7 @@ def _summarize_task(root: Path, folder: Path) -> TaskSummary:
     name = str(folder.relative_to(root)) if folder != root else folder.name
     summary = TaskSummary(folder, "task", name, _mtime(folder / TASK_JSON))
     try:
-        doc = _task_doc(folder)
+        doc = read_task_doc(folder)
     except SourceError as e:
         summary.problem = str(e).replace(f"{folder / TASK_JSON}: ", f"{TASK_JSON}: ")
         return summary

@@ -1,0 +1,95 @@
+"""`accuscope advise TASK_DIR`: which operator introduced the error, and what to do about it."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from rich.markup import escape
+
+from ..engine.advisor import Advice, advise
+from .common import err, out
+
+EXIT_OK = 0
+MARKS = {"error": "[bold red]✗ error  [/]", "warning": "[yellow]! warning[/]", "info": "[cyan]i info   [/]"}
+_SHOWN = ("cos", "cos_before", "cos_after", "red_before", "red_after", "isolated_cos", "rerun_vs_golden_cos",
+          "worst_input_cos", "output_cos", "npu_nonfinite", "golden_nonfinite", "saturated", "rows_below",
+          "output_error", "worst_input_error", "transform", "mean", "std", "failing_ops", "inherited", "unknown")
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "advise", help="name the operator that introduced the error and the likely cause",
+        description="Read a finished task and apply MindStudio's expert rules (float16 overflow, inconsistent "
+                    "input, global verdict on the real network outputs) plus ours: which failing op introduced "
+                    "its error (each failing op's framework op re-run on the NPU's own inputs with onnxruntime), "
+                    "where NaN/inf first appear, and which preprocessing difference explains disagreeing inputs. "
+                    "Writes TASK_DIR/advice.json. Exit 0: advice given; 2: unusable input.")
+    p.add_argument("task", metavar="TASK_DIR", help="task folder written by `accuscope compare` (or the demo)")
+    p.add_argument("--framework-model", metavar="FILE.onnx",
+                   help="framework ONNX model to re-run ops from (default: task.json framework_model, the "
+                        "task's ONNX model, or golden/model.onnx)")
+    p.add_argument("--json", action="store_true", help="print the advice as JSON (the content of advice.json)")
+    p.add_argument("--workers", type=int, help="threads re-running ops (default: all cores)")
+    p.set_defaults(handler=run)
+
+
+def run(args) -> int:
+    status = err.status("advising…")
+    status.start()
+
+    def progress(p) -> None:
+        status.update(f"{p.stage} {p.done}/{p.total}" if p.total else p.stage)
+
+    try:
+        advice = advise(args.task, args.framework_model, progress=progress, workers=args.workers)
+    finally:
+        status.stop()
+    if args.json:
+        sys.stdout.write(json.dumps(advice.to_dict(), indent=1, ensure_ascii=False) + "\n")
+        return EXIT_OK
+    print_advice(advice)
+    return EXIT_OK
+
+
+def print_advice(advice: Advice) -> None:
+    """The findings, most important first, then one line on the per-op origins."""
+    if advice.method == "rerun":
+        how = (f"origins by re-running framework ops from {escape(advice.framework_model)} "
+               f"({escape(advice.framework_source)})")
+    else:
+        how = "origins by the weaker input/output method"
+    out.print(f"[bold]advice[/] for {escape(str(advice.folder))} · {how}", soft_wrap=True)
+    for f in advice.findings:
+        where = f"row {f.row}" if f.row is not None else "—"
+        out.print(f"{MARKS.get(f.severity, f.severity)} {where:>8}  [bold]{escape(f.title)}[/]  "
+                  f"[dim]({escape(f.rule)})[/]", soft_wrap=True)
+        out.print(f"    {escape(f.text)}", soft_wrap=True)
+        ev = _evidence(f.evidence)
+        if ev:
+            out.print(f"    [dim]{escape(ev)}[/]", soft_wrap=True)
+    if advice.ops:
+        counts = {k: sum(o.origin == k for o in advice.ops) for k in ("introduced", "inherited", "unknown")}
+        out.print(f"failing ops {len(advice.ops)}: " + " · ".join(f"{k} {v}" for k, v in counts.items()))
+    for note in advice.notes:
+        out.print(f"  [dim]note: {escape(note)}[/]", soft_wrap=True)
+    if advice.written:
+        out.print(f"wrote {escape(str(Path(advice.folder) / 'advice.json'))} in {advice.seconds:.1f} s", soft_wrap=True)
+    else:
+        out.print(f"took {advice.seconds:.1f} s", soft_wrap=True)
+
+
+def _evidence(ev: dict) -> str:
+    parts = []
+    for key in _SHOWN:
+        v = ev.get(key)
+        if v is None or v == []:
+            continue
+        if isinstance(v, float):
+            v = f"{v:.4f}" if key.endswith("cos") or "cos_" in key else f"{v:.4g}"
+        elif isinstance(v, list):
+            v = "(" + ", ".join(f"{x:.4g}" if isinstance(x, float) else str(x) for x in v) + ")"
+        parts.append(f"{key.replace('_', ' ')} {v}")
+    if ev.get("chain") and len(ev["chain"]) > 1:
+        parts.append("re-ran " + " → ".join(ev["chain"]))
+    return " · ".join(parts)

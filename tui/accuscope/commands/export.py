@@ -1,0 +1,83 @@
+"""`accuscope export TASK_DIR --start OP --end OP [--out DIR] [--retest]`: a region as a runnable submodel."""
+from __future__ import annotations
+
+import math
+
+from rich.markup import escape
+
+from ..engine import export as engine
+from .common import err, out
+
+EXIT_OK = 0
+
+VERDICT_WORDS = {engine.INSIDE: "INSIDE", engine.UPSTREAM: "UPSTREAM", engine.NO_ERROR: "NO ERROR",
+                 engine.UNKNOWN: "UNKNOWN"}
+
+
+def register(sub) -> None:
+    p = sub.add_parser("export", help="export the ops between two nodes as a runnable submodel with its data",
+                       description="Export every op reachable from --start that leads to --end as a runnable "
+                                   "framework submodel (ONNX; a .prototxt for Caffe models) with its boundary "
+                                   "inputs and outputs from both sides (.npy and .bin), the golden and NPU dumps "
+                                   "of the ops inside and a manifest.json. On an offline-model (atc JSON) task, "
+                                   "names are device ops (a framework op name stands for the device op it was "
+                                   "fused into) and the framework ONNX model comes from task.json or "
+                                   "--framework-model. --retest runs the submodel on the NPU side's inputs and "
+                                   "says whether the error lives inside the region or came from upstream. "
+                                   "Exit 0: exported; 2: unusable input or an invalid selection (with the reason).")
+    p.add_argument("task", metavar="TASK_DIR", help="task folder (task.json names the dumps and the model)")
+    p.add_argument("--start", required=True, action="append", metavar="OP",
+                   help="first op of the region (repeatable for several starts)")
+    p.add_argument("--end", required=True, action="append", metavar="OP",
+                   help="last op of the region (repeatable for several ends)")
+    p.add_argument("--out", metavar="DIR", help="export folder (default: TASK_DIR/exports/START--END); a previous "
+                                                "export there is replaced, any other folder refused")
+    p.add_argument("--retest", action="store_true",
+                   help="run the submodel on the NPU side's inputs and compare with the NPU side's outputs")
+    p.add_argument("--dtype", choices=engine.DTYPES, default="float32",
+                   help="dtype of the float boundary data files (default float32)")
+    p.add_argument("--framework-model", metavar="FILE",
+                   help="the framework ONNX model of an offline-model task (default: task.json framework_model)")
+    p.add_argument("--dry-run", action="store_true", help="only list the selection and its boundary")
+    p.set_defaults(handler=run)
+
+
+def run(args) -> int:
+    selection = engine.select_in_task(args.task, args.start, args.end, args.framework_model)
+    for line in selection.describe():
+        out.print(escape(line), soft_wrap=True)
+    if args.dry_run:
+        return EXIT_OK
+
+    def progress(step: str, done: int, total: int) -> None:
+        err.print(f"[{done}/{total}] {escape(step)}", highlight=False)
+
+    result = engine.export(args.task, selection, args.out, dtype=args.dtype, retest=args.retest,
+                           progress=progress if err.is_terminal else None, framework_model=args.framework_model)
+    m = result.manifest
+    missing = [f"{e['name']} ({side})" for e in m["boundary"]["inputs"] for side in ("golden", "npu")
+               if not e.get(side)]
+    out.print(f"exported {len(m['ops'])} framework ops to {escape(str(result.out_dir))}: {escape(m['model'])} "
+              f"(checker {escape(m['checker'])}), {len(m['boundary']['inputs'])} inputs, "
+              f"{len(m['boundary']['outputs'])} outputs, {len(m['dumps']['golden'])} golden and "
+              f"{len(m['dumps']['npu'])} NPU dump files", soft_wrap=True)
+    if missing:
+        out.print(f"  missing input data: {escape(', '.join(missing))}", soft_wrap=True)
+    for note in result.notes:
+        out.print(f"  note: {escape(note)}", soft_wrap=True)
+    r = result.retest
+    if r is not None:
+        out.print(f"re-test: [bold]{VERDICT_WORDS.get(r.verdict, r.verdict)}[/] - {escape(r.message)}", soft_wrap=True)
+        for o in r.outputs:
+            out.print(f"  {escape(o.tensor)}: NPU vs golden cos {_num(o.parent_cos)}"
+                      f"{' FAIL' if o.parent_broken else ''} · NPU vs re-run cos {_num(o.retest_cos)}"
+                      f"{' FAIL' if o.retest_broken else ''} · re-run on golden vs golden cos {_num(o.golden_cos)}"
+                      + (f" ({escape(o.reason)})" if o.reason else ""), soft_wrap=True)
+        if r.task_dir is not None:
+            out.print(f"  re-test task: {escape(str(r.task_dir))}", soft_wrap=True)
+    out.print(f"took {result.seconds:.1f} s")
+    return EXIT_OK
+
+
+def _num(x: float) -> str:
+    return "NaN" if x is None or math.isnan(x) else f"{x:.6f}"

@@ -1,0 +1,901 @@
+"""The advisor: from a table of red rows to the operator that introduced the error, and why.
+
+After the first bad operator every op downstream inherits its error, so a list of failing rows
+does not say where to look. The advisor reads a finished task and answers that:
+
+- MindStudio's expert rules (metrics.md section 5), first match wins: float16 overflow, network
+  input inconsistent, then the global verdict (everything passes / the network output fails /
+  only local deviations), judged on the model's real outputs (the `is_output` rows, from
+  `attr_model_out_nodes_name` or the ONNX graph outputs), not on the last row.
+- Introduced or inherited, per failing op: the framework op (the chain of fused framework ops for
+  a fused device op) is re-run on the NPU side's own inputs (`oprerun`); when that reproduces the
+  NPU output, the error came with the inputs, otherwise the op made it. Without a framework model
+  the op's output error is compared with its inputs' errors instead (a weaker method: ops that
+  amplify errors, like Softmax or a division by small numbers, get blamed).
+- NaN/inf origin: the first op whose output holds NaN/inf while its inputs do not.
+- Preprocessing diagnosis when the network inputs disagree (`preprocess`).
+
+The result is `advice.json` in the task folder (written atomically) and an `Advice` object for the
+TUI: findings to show and jump to (table row, op), and per-op origins for a table column.
+Re-run results are cached in advice.json under a key made of the files they depend on, so advising
+again (new thresholds, reopening the task) re-runs nothing that did not change.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from .. import __version__
+from .csvio import atomic_path
+from .results import ResultTable, text_array
+from .task import Task, load_task, read_json_object
+from .tensor import SourceError, TensorError
+from .thresholds import Thresholds, exempt, nonfinite_broken
+
+ADVICE_JSON = "advice.json"
+FORMAT = 1
+SEVERITIES = ("error", "warning", "info")
+FP16_MAX = 65504.0
+SENTINEL = 1e8  # golden magnitudes from here on are fill values (attention masks), not overflow
+WEAK_FACTOR = 3.0  # weak method: an output this many times worse than its worst input blames the op
+INPUT_TYPES = ("Data", "RefData")
+LAYOUT_ONLY = ("TransData", "TransDataRNN", "Cast")
+WEIGHTED_TYPES = {"Conv2D", "Conv3D", "Conv2DTranspose", "DepthwiseConv2D", "Conv", "ConvTranspose", "MatMul",
+                  "MatMulV2", "MatMulV3", "BatchMatMul", "BatchMatMulV2", "Gemm", "FullyConnection",
+                  "QuantizedConv", "ConvInteger", "MatMulInteger"}
+OVERFLOW_TYPES = {"Pow", "Square", "Exp", "Mul", "Add", "AddN", "ReduceSum", "ReduceSumD", "Conv2D", "MatMul",
+                  "MatMulV2", "BatchMatMul", "Gemm", "Cumsum"}
+INVALID_TYPES = {"Div", "RealDiv", "Log", "Sqrt", "Rsqrt", "Reciprocal", "Pow"}
+# order of findings on the same row and severity (the cause first)
+_PRIORITY = ["preprocess", "ms.input_mismatch", "introduced", "nonfinite_origin", "ms.fp16_overflow",
+             "no_op_introduced", "ms.output_fails", "ms.local_deviation", "ms.all_pass", "method"]
+MS_RULES = ("ms.fp16_overflow", "ms.input_mismatch", "ms.all_pass", "ms.output_fails", "ms.local_deviation")
+
+
+# ------------------------------------------------------------------ what the advisor says
+
+
+@dataclass
+class Finding:
+    """One piece of advice. `row` is the table row (position in the task's table) to jump to,
+    None when the finding is about no particular row; `evidence` holds the numbers behind it."""
+
+    rule: str  # "ms.fp16_overflow", ..., "introduced", "nonfinite_origin", "preprocess", ...
+    severity: str  # "error", "warning" or "info"
+    title: str
+    text: str  # what it means and what to do next
+    row: int | None = None
+    op: str = ""
+    tensor: str = ""
+    evidence: dict = field(default_factory=dict)
+
+    @property
+    def source(self) -> str:
+        return "mindstudio" if self.rule.startswith("ms.") else "accuscope"
+
+    def to_dict(self) -> dict:
+        return {"rule": self.rule, "severity": self.severity, "title": self.title, "text": self.text,
+                "row": self.row, "op": self.op, "tensor": self.tensor, "evidence": _jsonable(self.evidence)}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Finding:
+        row = d.get("row")
+        return cls(str(d.get("rule", "")), str(d.get("severity", "info")), str(d.get("title", "")),
+                   str(d.get("text", "")), row if isinstance(row, int) else None, str(d.get("op") or ""),
+                   str(d.get("tensor") or ""), dict(d.get("evidence") or {}))
+
+
+@dataclass
+class OpOrigin:
+    """Whether a failing op introduced its error or inherited it."""
+
+    op: str  # NPU op name
+    rows: list[int]  # the op's output rows (where the TUI shows the origin)
+    origin: str  # "introduced", "inherited" or "unknown"
+    method: str  # "rerun" (framework op re-run on the NPU inputs) or "input-output" (the weaker one)
+    isolated_cos: float | None = None  # worst cosine of an NPU output against the re-run
+    broken: list[str] = field(default_factory=list)  # thresholds the isolated comparison breaks
+    why: str = ""
+    evidence: dict = field(default_factory=dict)
+    isolated: dict | None = None  # oprerun.Isolated.to_dict(), the cached re-run
+
+    def to_dict(self) -> dict:
+        return {"op": self.op, "rows": self.rows, "origin": self.origin, "method": self.method,
+                "isolated_cos": self.isolated_cos, "broken": self.broken, "why": self.why,
+                "evidence": _jsonable(self.evidence), "isolated": _jsonable(self.isolated, None)}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> OpOrigin:
+        iso = d.get("isolated_cos")
+        return cls(str(d.get("op", "")), [int(r) for r in d.get("rows") or []], str(d.get("origin", "unknown")),
+                   str(d.get("method", "")), float(iso) if isinstance(iso, (int, float)) else None,
+                   [str(b) for b in d.get("broken") or []], str(d.get("why") or ""), dict(d.get("evidence") or {}),
+                   d.get("isolated") if isinstance(d.get("isolated"), dict) else None)
+
+
+@dataclass
+class Progress:
+    stage: str
+    done: int
+    total: int
+
+
+@dataclass
+class Advice:
+    folder: Path
+    findings: list[Finding]
+    ops: list[OpOrigin]
+    method: str  # "rerun" or "input-output": how origins were judged
+    framework_model: str = ""
+    framework_source: str = ""  # where the framework model was found
+    notes: list[str] = field(default_factory=list)
+    task: dict = field(default_factory=dict)  # which result was advised on: csv, saved, rows, thresholds
+    created: str = ""
+    seconds: float = 0.0
+    timings: dict = field(default_factory=dict)
+    written: bool = False  # whether advice.json was written by this call (not saved in the file)
+
+    @property
+    def primary(self) -> Finding | None:
+        """The finding to show first (findings are sorted: severity, execution order, cause first)."""
+        return self.findings[0] if self.findings else None
+
+    @property
+    def verdict(self) -> Finding | None:
+        """The MindStudio rule that matched (first match wins)."""
+        return next((f for f in self.findings if f.rule in MS_RULES), None)
+
+    def by_rule(self, rule: str) -> list[Finding]:
+        return [f for f in self.findings if f.rule == rule]
+
+    def origin_of(self, op: str) -> OpOrigin | None:
+        return next((o for o in self.ops if o.op == op), None)
+
+    @property
+    def introduced(self) -> list[OpOrigin]:
+        """Ops that introduced error, in execution order."""
+        return [o for o in self.ops if o.origin == "introduced"]
+
+    def is_current(self, meta: dict, thresholds: Thresholds | None = None) -> bool:
+        """Whether this advice was made for the task's current result (and thresholds)."""
+        now = _fingerprint(meta, thresholds)
+        return all(self.task.get(k) == v for k, v in now.items())
+
+    def columns(self, n: int) -> dict[str, np.ndarray]:
+        """Per-row columns for the table: `origin` (text) and `iso_cos` (float, NaN where none)."""
+        origin = text_array([""] * n)
+        iso = np.full(n, math.nan)
+        for o in self.ops:
+            for r in o.rows:
+                if 0 <= r < n:
+                    origin[r] = o.origin
+                    iso[r] = math.nan if o.isolated_cos is None else o.isolated_cos
+        return {"origin": origin, "iso_cos": iso}
+
+    def to_dict(self) -> dict:
+        return {"format": FORMAT, "tool_version": __version__, "created": self.created,
+                "seconds": round(self.seconds, 3), "timings": {k: round(v, 3) for k, v in self.timings.items()},
+                "task": self.task, "method": self.method, "framework_model": self.framework_model,
+                "framework_source": self.framework_source, "notes": self.notes,
+                "findings": [f.to_dict() for f in self.findings], "ops": [o.to_dict() for o in self.ops]}
+
+    @classmethod
+    def from_dict(cls, folder: Path, d: dict) -> Advice:
+        return cls(Path(folder), [Finding.from_dict(f) for f in d.get("findings") or [] if isinstance(f, dict)],
+                   [OpOrigin.from_dict(o) for o in d.get("ops") or [] if isinstance(o, dict)],
+                   str(d.get("method", "")), str(d.get("framework_model") or ""),
+                   str(d.get("framework_source") or ""), [str(n) for n in d.get("notes") or []],
+                   dict(d.get("task") or {}), str(d.get("created") or ""), float(d.get("seconds") or 0.0),
+                   dict(d.get("timings") or {}))
+
+
+def add_origin_columns(table: ResultTable, advice: Advice) -> None:
+    """Put `origin` and `iso_cos` into the table as extra (plugin-style) columns, so filters like
+    `origin == "introduced"` or `iso_cos < 0.99` work. In place; calling it again replaces them."""
+    cols = advice.columns(len(table))
+    table.columns["origin"] = cols["origin"]
+    table.columns["iso_cos"] = text_array("" if math.isnan(v) else f"{v:.6f}" for v in cols["iso_cos"])
+    for name in ("origin", "iso_cos"):
+        if name not in table.custom:
+            table.custom.append(name)
+    table._cache.clear()
+
+
+# ------------------------------------------------------------------ reading and writing
+
+
+def load_advice(folder: str | os.PathLike) -> Advice | None:
+    """The advice saved in a task folder; None when there is none, SourceError when unreadable."""
+    path = Path(folder) / ADVICE_JSON
+    if not path.is_file():
+        return None
+    doc = read_json_object(path, f"{path}: no such file")
+    if doc.get("format") != FORMAT:
+        raise SourceError(f"{path}: not an advice file of format {FORMAT}")
+    return Advice.from_dict(Path(folder), doc)
+
+
+def save_advice(advice: Advice) -> Path:
+    path = advice.folder / ADVICE_JSON
+    with atomic_path(path) as tmp:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump(advice.to_dict(), fh, indent=1, ensure_ascii=False, allow_nan=False)
+            fh.write("\n")
+    return path
+
+
+def _fingerprint(meta: dict, thresholds: Thresholds | None = None) -> dict:
+    th = thresholds.to_dict() if thresholds is not None else meta.get("thresholds")
+    return {"csv": meta.get("csv"), "saved": meta.get("saved"), "thresholds": th}
+
+
+def _jsonable(value, digits: int | None = 6):
+    """Plain JSON: NaN/inf floats become None, numpy scalars Python ones, floats rounded to
+    `digits` decimals (None: kept exact)."""
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v, digits) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v, digits) for v in value]
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return None
+        return value if digits is None else round(value, digits)
+    return value
+
+
+# ------------------------------------------------------------------ finding the framework model
+
+
+def _resolve(folder: Path, text: str) -> Path:
+    """A path of task.json as written, else relative to the task folder when it exists there."""
+    p = Path(text).expanduser()
+    if not p.is_absolute() and not p.exists() and (folder / p).exists():
+        return folder / p
+    return p
+
+
+def find_framework_model(folder: str | os.PathLike, meta: dict) -> tuple[Path | None, str]:
+    """The framework ONNX model of a task and where it was found: task.json's `framework_model`,
+    its demo section, its `model` when that is an ONNX file, the model copy next to a golden dump
+    written by `accuscope dump` (golden/model.onnx), or the model that dump.json names."""
+    folder = Path(folder)
+    candidates: list[tuple[str, str]] = []
+    if isinstance(meta.get("framework_model"), str):
+        candidates.append((meta["framework_model"], "task.json framework_model"))
+    demo = meta.get("demo")
+    if isinstance(demo, dict) and isinstance(demo.get("framework_model"), str):
+        candidates.append((demo["framework_model"], "task.json demo.framework_model"))
+    if isinstance(meta.get("model"), str) and meta["model"].lower().endswith(".onnx"):
+        candidates.append((meta["model"], "task.json model"))
+    golden = meta.get("golden")
+    if isinstance(golden, str) and golden:
+        gdir = _resolve(folder, golden)
+        gdir = gdir if gdir.is_dir() else gdir.parent
+        candidates.append((str(gdir / "model.onnx"), "the golden dump's model copy"))
+        try:
+            named = json.loads((gdir / "dump.json").read_text(encoding="utf-8")).get("model")
+            if isinstance(named, str):
+                p = Path(named)
+                candidates.append((str(p if p.is_absolute() else gdir / p), "the golden dump's dump.json"))
+        except (OSError, ValueError, AttributeError):
+            pass
+    for text, source in candidates:
+        p = _resolve(folder, text)
+        if p.is_file() and p.suffix.lower() == ".onnx":
+            return p, source
+    return None, ""
+
+
+# ------------------------------------------------------------------ the run
+
+
+class _Run:
+    """State of one advise() call."""
+
+    def __init__(self, task: Task, progress, cancel, workers):
+        self.task = task
+        self.folder = task.folder
+        self.table = task.table
+        self.c = task.table.columns
+        self.n = len(task.table)
+        self.thresholds = task.thresholds
+        self.progress = progress
+        self.cancel = cancel
+        self.workers = max(1, workers or os.cpu_count() or 1)
+        self.notes: list[str] = []
+        self.timings: dict[str, float] = {}
+        self.graph = None
+        self.plan = None
+        self.row_pair: list = [None] * self.n
+        self.ops: dict[str, list[int]] = {}
+        for i, op in enumerate(self.c["npu_op"].tolist()):
+            self.ops.setdefault(op, []).append(i)
+        self.exempt = exempt(self.table)
+        self.nonfinite = nonfinite_broken(self.table)
+        t = self.thresholds.get("cos")
+        self.cos_min = t.value if t is not None and t.op == "<" else 0.99
+        t = self.thresholds.get("red")
+        self.red_max = t.value if t is not None and t.op == ">" else 0.05
+
+    def say(self, stage: str, done: int = 0, total: int = 0) -> None:
+        if self.progress is not None:
+            self.progress(Progress(stage, done, total))
+
+    @property
+    def cancelled(self) -> bool:
+        return self.cancel is not None and self.cancel.is_set()
+
+    # ---- sources ----------------------------------------------------------------------------
+    def open_sources(self) -> None:
+        from . import compare as engine
+        from .graph import load_graph
+        meta = self.task.meta
+        model = meta.get("model")
+        if isinstance(model, str) and model:
+            try:
+                self.graph = load_graph(_resolve(self.folder, model))
+            except SourceError as exc:
+                self.notes.append(f"model graph unusable ({exc}); network inputs and outputs from the table only")
+        if meta.get("foreign") or not meta.get("npu") or not meta.get("golden"):
+            self.notes.append("the task does not name its dumps: no re-run, overflow scan or input diagnosis, "
+                              "only the table's numbers")
+            return
+        spec = engine.CompareSpec(str(_resolve(self.folder, meta["npu"])), str(_resolve(self.folder, meta["golden"])),
+                                  str(_resolve(self.folder, model)) if isinstance(model, str) and model else None,
+                                  algorithms=["cos"], op_range=meta.get("range"), ops=meta.get("ops"),
+                                  pick=meta.get("pick") or "newest", run=meta.get("run"))
+        try:
+            self.plan = engine.plan(spec)
+        except SourceError as exc:
+            self.notes.append(f"dumps unusable ({exc}): no re-run, overflow scan or input diagnosis")
+            return
+        by_name = {p.npu.name: p for p in self.plan.pairs}
+        self.row_pair = [by_name.get(t) for t in self.c["tensor"].tolist()]
+
+    # ---- rows -------------------------------------------------------------------------------
+    def op_rows(self, op: str, io: str) -> list[int]:
+        return [r for r in self.ops.get(op, []) if self.c["io"][r] == io]
+
+    def network_input_rows(self) -> list[int]:
+        """Rows of network input ops (Data), and input rows whose tensor is a network input
+        (traced back through layout-only ops); without a model graph, the first op's inputs."""
+        c = self.c
+        rows = {i for i in range(self.n) if c["type"][i] in INPUT_TYPES}
+        if self.graph is not None:
+            for i in range(self.n):
+                if c["io"][i] != "input":
+                    continue
+                node = self.graph.node(c["npu_op"][i])
+                k = _tensor_index(c["tensor"][i])
+                if node is not None and k is not None and k < len(node.inputs) and \
+                        _is_network_input(self.graph, node.inputs[k]):
+                    rows.add(i)
+        elif not rows:
+            first = next((i for i in range(self.n) if not self.exempt[i]), None)
+            if first is not None:
+                rows.update(self.op_rows(c["npu_op"][first], "input"))
+        return sorted(rows)
+
+    def error_of(self, r: int) -> float:
+        """A row's error for the weak method: relative Euclidean distance, else 1 - cos."""
+        red = self.c["red"][r]
+        if not math.isnan(red):
+            return float(red)
+        cos = self.c["cos"][r]
+        return math.nan if math.isnan(cos) else float(1 - cos)
+
+    def nf(self, r: int) -> bool:
+        return bool(self.nonfinite[r])
+
+
+def advise(task_folder: str | os.PathLike, framework_model: str | os.PathLike | None = None,
+           progress: Callable[[Progress], None] | None = None, cancel: threading.Event | None = None,
+           workers: int | None = None, write: bool = True) -> Advice | None:
+    """Advise on a finished task; writes `advice.json` into the task folder (unless write=False).
+
+    `framework_model`: the framework ONNX model to re-run ops from (default: found through
+    task.json, see find_framework_model). SourceError for an unusable task folder or a given
+    framework model that cannot be read. Returns None when `cancel` was set (nothing written).
+    """
+    start = time.perf_counter()
+    task = load_task(task_folder)
+    if not len(task.table):
+        raise SourceError(f"{task_folder}: the task has no result rows to advise on")
+    run = _Run(task, progress, cancel, workers)
+    run.say("opening the dumps")
+    t0 = time.perf_counter()
+    fw, fw_path, fw_source = None, None, ""
+    if framework_model is not None:
+        fw_path, fw_source = Path(framework_model), "given"
+        if not fw_path.is_file():
+            raise SourceError(f"{fw_path}: no such framework model file")
+    else:
+        fw_path, fw_source = find_framework_model(task.folder, task.meta)
+    failing_outputs = bool((run.c["fail"] & (run.c["io"] == "output")).any())
+    if fw_path is not None and (failing_outputs or fw_source == "given"):
+        from .oprerun import FrameworkModel
+        try:
+            fw = FrameworkModel(fw_path)
+        except SourceError as exc:
+            if fw_source == "given":
+                raise
+            run.notes.append(f"framework model {fw_path} ({fw_source}) unusable: {exc}")
+    run.timings["framework model"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    run.open_sources()
+    run.timings["open"] = time.perf_counter() - t0
+    if run.cancelled:
+        return None
+
+    net_inputs = run.network_input_rows()
+    t0 = time.perf_counter()
+    overflow = _overflow(run, net_inputs)
+    run.timings["overflow scan"] = time.perf_counter() - t0
+    if run.cancelled:
+        return None
+    t0 = time.perf_counter()
+    previous = _previous(task.folder)
+    origins = _origins(run, fw if run.plan is not None else None, previous)
+    run.timings["origins"] = time.perf_counter() - t0
+    if run.cancelled or origins is None:
+        return None
+    t0 = time.perf_counter()
+    findings = _mindstudio(run, overflow, net_inputs)
+    findings += _preprocess(run, net_inputs)
+    findings += _nonfinite_origin(run, origins)
+    findings += _introduced(run, origins, net_inputs, findings)
+    method = "rerun" if fw is not None and run.plan is not None else "input-output"
+    if method == "input-output" and origins:
+        findings.append(_weak_note(fw_path, fw is not None))
+    run.timings["rules"] = time.perf_counter() - t0
+    findings.sort(key=lambda f: (SEVERITIES.index(f.severity), f.row if f.row is not None else run.n,
+                                 _PRIORITY.index(f.rule) if f.rule in _PRIORITY else len(_PRIORITY)))
+    advice = Advice(task.folder, findings, origins, method, str(fw_path) if fw is not None else "",
+                    fw_source if fw is not None else "", run.notes,
+                    {**_fingerprint(task.meta, task.thresholds), "rows": run.n},
+                    datetime.now().isoformat(timespec="seconds"), time.perf_counter() - start, run.timings)
+    if write:
+        try:
+            save_advice(advice)
+            advice.written = True
+        except OSError as exc:
+            advice.notes.append(f"could not write {ADVICE_JSON} into {task.folder}: {exc.strerror or exc}")
+    return advice
+
+
+def _previous(folder: Path) -> dict[str, dict]:
+    """Cached re-runs of the last advice, by op."""
+    try:
+        old = load_advice(folder)
+    except SourceError:
+        return {}
+    if old is None:
+        return {}
+    return {o.op: o.isolated for o in old.ops if o.isolated and o.isolated.get("key")}
+
+
+# ------------------------------------------------------------------ rule 1: float16 overflow
+
+
+def _overflow(run: _Run, net_inputs: list[int]) -> tuple[int, dict] | None:
+    """The first row whose float16 NPU tensor overflowed: NaN/inf beyond golden's, or values at
+    the float16 limit (|x| >= 65504) where golden is an ordinary number (not a mask fill value)."""
+    c = run.c
+    fp16 = np.isin(c["npu_dtype"], ["float16", "DT_FLOAT16"]) & ~c["is_npu_only"]
+    nf = np.flatnonzero(fp16 & run.nonfinite)
+    first_nf = int(nf[0]) if len(nf) else run.n
+    hit: tuple[int, dict] | None = None
+    if len(nf):
+        r = first_nf
+        hit = (r, {"npu_nonfinite": int(c["npu_nonfinite"][r]),
+                   "golden_nonfinite": max(int(c["golden_nonfinite"][r]), 0)})
+    if run.plan is None:
+        return hit
+    inputs = set(net_inputs)
+    rows = [r for r in range(first_nf) if fp16[r] and (c["io"][r] == "output" or r in inputs)
+            and run.row_pair[r] is not None and run.row_pair[r].golden is not None]
+    if not rows:
+        return hit
+    found = _first_hit(rows, lambda r: _saturated(run.row_pair[r]), run, "checking float16 overflow")
+    if found is not None:
+        r, count = found
+        return r, {"saturated": count, "npu_nonfinite": max(int(c["npu_nonfinite"][r]), 0),
+                   "golden_nonfinite": max(int(c["golden_nonfinite"][r]), 0)}
+    return hit
+
+
+def _saturated(pair) -> int:
+    """Elements at the float16 limit on the NPU side where golden is finite and below SENTINEL."""
+    from .compare import tensor_chunks
+    x, y = pair.npu, pair.golden
+    if x.problem or y.problem or x.size != y.size or x.size == 0:
+        return 0
+    count = 0
+    try:
+        with np.errstate(invalid="ignore"):
+            for xc, yc in zip(tensor_chunks(x, 1 << 16), tensor_chunks(y, 1 << 16)):
+                big = np.abs(xc) >= FP16_MAX
+                if big.any():
+                    ay = np.abs(np.asarray(yc, dtype=np.float64))
+                    count += int(np.count_nonzero(big & np.isfinite(xc) & (ay < SENTINEL)))
+    except (TensorError, OSError, ValueError):
+        return 0
+    return count
+
+
+def _first_hit(rows: list[int], count: Callable[[int], int], run: _Run, stage: str) -> tuple[int, int] | None:
+    """The first row (in order) whose count is positive, evaluated in threads batch by batch."""
+    batch = 4 * run.workers
+    with ThreadPoolExecutor(run.workers, thread_name_prefix="accuscope-advisor") as pool:
+        for lo in range(0, len(rows), batch):
+            if run.cancelled:
+                return None
+            part = rows[lo:lo + batch]
+            for r, k in zip(part, pool.map(count, part)):
+                if k > 0:
+                    return r, k
+            run.say(stage, min(lo + batch, len(rows)), len(rows))
+    return None
+
+
+# ------------------------------------------------------------------ rules 2 and 3 (MindStudio)
+
+
+def _mindstudio(run: _Run, overflow, net_inputs: list[int]) -> list[Finding]:
+    c = run.c
+    thr = run.cos_min
+    if overflow is not None:
+        r, ev = overflow
+        sat = ev.get("saturated", 0)
+        what = (f"{sat} values at the float16 limit (|x| >= 65504)" if sat else
+                f"{ev['npu_nonfinite']} NaN/inf values (golden: {ev['golden_nonfinite']})")
+        return [_finding(run, "ms.fp16_overflow", "error", r, f"float16 overflow at {c['npu_op'][r]}",
+                         f"Its float16 {c['io'][r]} holds {what}. Everything computed from it is unreliable: keep "
+                         f"this op in float32 (mixed precision) or scale its inputs down, then compare again.",
+                         {**ev, "cos": c["cos"][r]})]
+    bad_inputs = [r for r in net_inputs if not math.isnan(c["cos"][r]) and c["cos"][r] < thr]
+    if bad_inputs:
+        r = bad_inputs[0]
+        return [_finding(run, "ms.input_mismatch", "error", r, f"network input differs ({c['tensor'][r]})",
+                         f"The two sides were not fed the same data (cos {c['cos'][r]:.4f} < {thr:g}), so no op can "
+                         "be judged yet. Feed both the same input file, or fix the preprocessing (see the "
+                         "preprocessing finding).", {"cos": c["cos"][r], "red": c["red"][r],
+                                                     "inputs_below": len(bad_inputs)})]
+    with np.errstate(invalid="ignore"):
+        has_cos = ~np.isnan(c["cos"])
+        below = (has_cos & (c["cos"] < thr)) | (run.nonfinite & ~run.exempt)
+    if not below.any():
+        others = int(c["fail"].sum())
+        extra = (f" ({others} rows break other thresholds: the origin column says which ops made their error.)"
+                 if others else "")
+        return [_finding(run, "ms.all_pass", "info", None, f"no tensor has a cosine below {thr:g}",
+                         "By cosine every tensor meets the requirement. If the application's result is still "
+                         "wrong, look at the post-processing of the model outputs (decoding, thresholds, label "
+                         f"order).{extra}", {"rows_with_cos": int(has_cos.sum()), "rows_failing": others})]
+    first = int(np.argmax(below))
+    outputs = np.flatnonzero(c["is_output"])
+    note = ""
+    if not len(outputs):
+        with_cos = np.flatnonzero(has_cos)
+        outputs = with_cos[-1:]
+        note = " (no output op is known: the last compared row stands for the output)"
+    failing_out = [int(o) for o in outputs if below[o]]
+    ev = {"cos": c["cos"][first], "rows_below": int(below.sum()), "output_rows": [int(o) for o in outputs],
+          "output_cos": [c["cos"][o] for o in outputs]}
+    if failing_out:
+        o = failing_out[0]
+        return [_finding(run, "ms.output_fails", "error", first,
+                         f"the network output fails; the first deviation is at {c['npu_op'][first]}",
+                         f"The output {c['tensor'][o]} has cos {c['cos'][o]:.4f}{note}. Start at the first row below "
+                         f"{thr:g}: quantization is the usual cause, so calibrate that op or keep it in higher "
+                         "precision; the origin column tells which failing ops made their error.", ev)]
+    return [_finding(run, "ms.local_deviation", "warning", first,
+                     f"local deviations only; the network output passes{note}",
+                     f"Some tensors are below {thr:g} (first: {c['tensor'][first]}) but the output meets the "
+                     "thresholds. This is typical of the device compiler's internal optimizations; act only if the "
+                     "application's result is wrong.", ev)]
+
+
+def _finding(run: _Run, rule: str, severity: str, row: int | None, title: str, text: str,
+             evidence: dict | None = None) -> Finding:
+    op = tensor = ""
+    if row is not None:
+        op, tensor = str(run.c["npu_op"][row]), str(run.c["tensor"][row])
+    return Finding(rule, severity, title, text, row, op, tensor, _jsonable(evidence or {}))
+
+
+# ------------------------------------------------------------------ preprocessing
+
+
+def _preprocess(run: _Run, net_inputs: list[int]) -> list[Finding]:
+    from .preprocess import diagnose
+    c = run.c
+    out: list[Finding] = []
+    seen: set[str] = set()
+    for r in net_inputs:
+        cos, red = c["cos"][r], c["red"][r]
+        sized = "does not match shape" in c["reason"][r]
+        if not (sized or (not math.isnan(cos) and cos < run.cos_min) or (not math.isnan(red) and red > run.red_max)):
+            continue
+        pair = run.row_pair[r]
+        if pair is None or pair.golden is None:
+            continue
+        key = pair.golden.source
+        if key in seen or len(seen) >= 4:
+            continue
+        seen.add(key)
+        run.say("diagnosing the inputs", len(seen), 0)
+        try:
+            d = diagnose(pair.npu.load(), pair.golden.load(), run.cos_min, run.red_max)
+        except (TensorError, OSError, ValueError, MemoryError) as exc:
+            run.notes.append(f"{c['tensor'][r]}: input diagnosis failed: {exc}")
+            continue
+        ev = {"cos_before": cos, "red_before": red}
+        if d is None:
+            out.append(_finding(run, "preprocess", "warning", r, "inputs disagree; no usual preprocessing "
+                                "difference explains it",
+                                "Channel order, layout, scale, mean/std and resize were tested. Check that both "
+                                "sides read the same file, and look at where the input tensors differ with "
+                                f"`accuscope op {run.folder} {c['tensor'][r]}`.", ev))
+            continue
+        ev.update(transform=d.transform, cos_before=d.cos_before if not math.isnan(d.cos_before) else cos,
+                  cos_after=d.cos_after, red_before=d.red_before, red_after=d.red_after, **d.details)
+        if d.agrees:
+            out.append(_finding(run, "preprocess", "error", r, f"input preprocessing: {d.title}",
+                                f"Transforming the NPU input this way makes it match the golden input (cos "
+                                f"{_f4(ev['cos_before'])} -> {d.cos_after:.4f}). Fix: {d.advice}.", ev))
+        else:
+            out.append(_finding(run, "preprocess", "warning", r, f"input preprocessing, partly: {d.title}",
+                                f"This brings the inputs closer (cos {_f4(ev['cos_before'])} -> {d.cos_after:.4f}) "
+                                f"but not within the thresholds; something else differs too. Try: {d.advice}.", ev))
+    return out
+
+
+def _f4(v) -> str:
+    return "n/a" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.4f}"
+
+
+# ------------------------------------------------------------------ introduced or inherited
+
+
+def _origins(run: _Run, fw, previous: dict[str, dict]) -> list[OpOrigin] | None:
+    """Origins of every op with a failing output row, in execution order (None when cancelled)."""
+    from .oprerun import Isolated, make_job, run_jobs
+    c = run.c
+    failing = [op for op, rows in run.ops.items() if any(c["fail"][r] and c["io"][r] == "output" for r in rows)]
+    isolated: dict[str, Isolated] = {}
+    problems: dict[str, str] = {}
+    if fw is not None:
+        jobs = []
+        for op in failing:
+            rows = run.ops[op]
+            pairs = [run.row_pair[r] for r in rows if run.row_pair[r] is not None]
+            chain = [g for g in str(c["golden_op"][run.op_rows(op, "output")[0]]).split(",") if g]
+            if not pairs or not chain or chain == ["*"]:
+                problems[op] = "no framework counterpart" if chain == ["*"] else "no tensors of it in the dumps"
+                continue
+            try:
+                job = make_job(fw, op, chain, pairs, run.plan.golden)
+            except SourceError as exc:
+                problems[op] = str(exc)
+                continue
+            cached = previous.get(op)
+            if cached and cached.get("key") == job.key and not cached.get("problem"):
+                isolated[op] = Isolated.from_dict(cached)
+                continue
+            jobs.append(job)
+        total, done = len(jobs), 0
+        run.say("re-running ops", 0, total)
+        for result in run_jobs(fw, jobs, run.workers, run.cancel):
+            isolated[result.op] = result
+            done += 1
+            run.say("re-running ops", done, total)
+        if run.cancelled:
+            return None
+    failed = {**problems, **{op: i.problem for op, i in isolated.items() if i.problem}}
+    if fw is not None and failed:
+        op = next(o for o in failing if o in failed)
+        why = failed[op]
+        run.notes.append(f"{len(failed)} of {len(failing)} failing ops could not be re-run (first: {op}: {why}); "
+                         "their origin comes from the input/output method")
+    out = []
+    for op in failing:
+        iso = isolated.get(op)
+        origin = _rerun_origin(run, op, iso) if iso is not None and not iso.problem else None
+        if origin is None:
+            why = (iso.problem if iso is not None else problems.get(op, ""))
+            origin = _weak_origin(run, op, why)
+        out.append(origin)
+    return out
+
+
+def _rerun_origin(run: _Run, op: str, iso) -> OpOrigin | None:
+    usable = [o for o in iso.outputs if "problem" not in o]
+    if not usable:
+        return None
+    broken: list[str] = []
+    for o in usable:
+        for t in run.thresholds.items:
+            v = o.get(t.key)
+            if isinstance(v, (int, float)) and t.broken(np.array([float(v)]))[0] and t.key not in broken:
+                broken.append(t.key)
+        if o.get("npu_nonfinite", 0) > o.get("rerun_nonfinite", 0) and "npu_nonfinite" not in broken:
+            broken.append("npu_nonfinite")
+    coses = [o["cos"] for o in usable if isinstance(o.get("cos"), (int, float))]
+    cos = min(coses) if coses else None
+    gcos = [o["golden_cos"] for o in usable if isinstance(o.get("golden_cos"), (int, float))]
+    ins = run.op_rows(op, "input")
+    in_cos = [float(run.c["cos"][r]) for r in ins if not math.isnan(run.c["cos"][r])]
+    ev = {"isolated_cos": cos, "rerun_vs_golden_cos": min(gcos) if gcos else None,
+          "worst_input_cos": min(in_cos) if in_cos else None,
+          "output_cos": _worst_cos(run, run.op_rows(op, "output")), "chain": iso.chain}
+    if iso.fed_golden:
+        ev["fed_from_golden"] = iso.fed_golden
+    nf = [(o.get("npu_nonfinite", 0), o.get("rerun_nonfinite", 0)) for o in usable]
+    if broken:
+        if "npu_nonfinite" in broken:
+            k = next(a for a, b in nf if a > b)
+            why = (f"re-run on the same NPU inputs, the framework op stays finite, the NPU output holds {k} NaN/inf")
+        else:
+            why = (f"re-run on the same NPU inputs, the framework op gives another result (cos {_f4(cos)}; "
+                   f"breaks {', '.join(broken)})")
+        origin = "introduced"
+    else:
+        why = f"re-run on the same NPU inputs, the framework op reproduces the NPU output (cos {_f4(cos)})"
+        origin = "inherited"
+    return OpOrigin(op, run.op_rows(op, "output"), origin, "rerun", cos, broken, why, ev, iso.to_dict())
+
+
+def _worst_cos(run: _Run, rows: list[int]) -> float | None:
+    v = [float(run.c["cos"][r]) for r in rows if not math.isnan(run.c["cos"][r])]
+    return min(v) if v else None
+
+
+def _weak_origin(run: _Run, op: str, rerun_problem: str = "") -> OpOrigin:
+    """Input-versus-output error: an output much worse than the worst input blames the op."""
+    outs, ins = run.op_rows(op, "output"), run.op_rows(op, "input")
+    ev: dict = {"output_cos": _worst_cos(run, outs), "worst_input_cos": _worst_cos(run, ins)}
+    if rerun_problem:
+        ev["rerun_problem"] = rerun_problem
+    prefix = f"not re-run ({rerun_problem}); " if rerun_problem else ""
+    out_nf, in_nf = any(run.nf(r) for r in outs), any(run.nf(r) for r in ins)
+    if out_nf and not in_nf:
+        return OpOrigin(op, outs, "introduced", "input-output", None, ["npu_nonfinite"],
+                        prefix + "its output holds NaN/inf, its inputs do not", ev)
+    if in_nf:
+        return OpOrigin(op, outs, "inherited", "input-output", None, [], prefix + "an input already holds NaN/inf", ev)
+    e_out = max((e for e in (run.error_of(r) for r in outs) if not math.isnan(e)), default=math.nan)
+    e_in = max((e for e in (run.error_of(r) for r in ins) if not math.isnan(e)), default=math.nan)
+    ev.update(output_error=e_out, worst_input_error=e_in)
+    if math.isnan(e_out) or math.isnan(e_in):
+        return OpOrigin(op, outs, "unknown", "", None, [],
+                        prefix + ("no compared input to weigh its output against" if math.isnan(e_in)
+                                  else "its output has no error measure"), ev)
+    if e_out > WEAK_FACTOR * e_in and e_out - e_in > run.red_max:
+        return OpOrigin(op, outs, "introduced", "input-output", None, [],
+                        prefix + f"output error {e_out:.3g} against {e_in:.3g} at its worst input", ev)
+    return OpOrigin(op, outs, "inherited", "input-output", None, [],
+                    prefix + f"output error {e_out:.3g}, close to its worst input's {e_in:.3g}", ev)
+
+
+def _introduced(run: _Run, origins: list[OpOrigin], net_inputs: list[int], findings: list[Finding]) -> list[Finding]:
+    c = run.c
+    intro = [o for o in origins if o.origin == "introduced"]
+    if intro:
+        o = intro[0]
+        r = o.rows[0]
+        typ = str(c["type"][r])
+        if "npu_nonfinite" in o.broken:
+            todo = "It overflows where the framework does not: keep it in float32 or scale its inputs down."
+        elif typ in WEIGHTED_TYPES:
+            todo = ("Check how its weights are quantized (per-channel scales, calibration data) or run it in "
+                    "higher precision, then compare again.")
+        else:
+            todo = "Run it in higher precision or check its device implementation, then compare again."
+        weak = o.method == "input-output"
+        title = f"{o.op} introduced the error" + (" (input/output heuristic)" if weak else "")
+        ev = {**o.evidence, "method": o.method, "introduced_ops": len(intro),
+              "also": [x.op for x in intro[1:6]]}
+        text = f"{o.why[:1].upper()}{o.why[1:]}. {todo}"
+        if len(intro) > 1:
+            text += f" {len(intro) - 1} later op(s) introduced error too (origin column)."
+        return [_finding(run, "introduced", "error", r, title, text, ev)]
+    failing_rows = np.flatnonzero(c["fail"])
+    if not origins or not len(failing_rows):
+        return []
+    known = [o for o in origins if o.origin != "unknown"]
+    if not known:
+        return []
+    first = int(failing_rows[0])
+    bad_input = any(f.rule in ("ms.input_mismatch", "preprocess") for f in findings)
+    if bad_input or (first in net_inputs):
+        text = ("No operator introduced error: every failing op reproduces its NPU output from its NPU inputs, "
+                "so the error enters with the network input. Fix the input first.")
+    else:
+        text = ("No operator introduced error beyond the thresholds; the deviations build up from small ones "
+                "(float16 rounding across many ops, say). Tighten the thresholds to find the largest "
+                "contributors, or run the failing region in higher precision.")
+    return [_finding(run, "no_op_introduced", "warning", first, "the failing ops only inherit their error", text,
+                     {"failing_ops": len(origins), "inherited": sum(o.origin == "inherited" for o in origins),
+                      "unknown": sum(o.origin == "unknown" for o in origins)})]
+
+
+def _nonfinite_origin(run: _Run, origins: list[OpOrigin]) -> list[Finding]:
+    c = run.c
+    rows = np.flatnonzero(run.nonfinite & ~c["is_npu_only"])
+    if not len(rows):
+        return []
+    by_op = {o.op: o for o in origins}
+    for op, op_rows in run.ops.items():
+        outs = [r for r in op_rows if c["io"][r] == "output" and run.nf(r)]
+        if not outs:
+            continue
+        ins = [r for r in op_rows if c["io"][r] == "input"]
+        if any(run.nf(r) for r in ins):
+            continue
+        r = outs[0]
+        typ = str(c["type"][r])
+        cause = ("a division by zero or the log/sqrt of a non-positive number, or an overflow"
+                 if typ in INVALID_TYPES and typ != "Pow" else "an overflow (|x| > 65504 in float16)")
+        ev = {"npu_nonfinite": int(c["npu_nonfinite"][r]), "golden_nonfinite": max(int(c["golden_nonfinite"][r]), 0),
+              "inputs_nonfinite": [max(int(c["npu_nonfinite"][i]), 0) for i in ins]}
+        o = by_op.get(op)
+        if o is not None and o.isolated:
+            ev["rerun_nonfinite"] = [x.get("rerun_nonfinite") for x in o.isolated.get("outputs", [])]
+        return [_finding(run, "nonfinite_origin", "error", r, f"NaN/inf first appears in {op}",
+                         f"Its inputs are finite, its output holds {ev['npu_nonfinite']} NaN/inf (golden: "
+                         f"{ev['golden_nonfinite']}): {cause} inside this op. Keep it in float32 or scale its "
+                         "inputs down; the NaN/inf after it are inherited.", ev)]
+    r = int(rows[0])
+    return [_finding(run, "nonfinite_origin", "error", r, f"NaN/inf already in the inputs of {c['npu_op'][r]}",
+                     "No compared op turns finite inputs into NaN/inf: they come from the network input or from "
+                     "ops outside the compared range. Check the input data, or compare the whole network.",
+                     {"npu_nonfinite": int(c["npu_nonfinite"][r])})]
+
+
+def _weak_note(fw_path, fw_loaded: bool) -> Finding:
+    why = ("the dumps could not be opened" if fw_loaded else
+           "the framework model could not be read" if fw_path else "no framework ONNX model was found")
+    return Finding("method", "info", "origins judged by the weaker input/output method",
+                   f"Ops were not re-run ({why}): an op is blamed when its output error is much larger than its "
+                   "inputs', which misjudges ops that amplify errors (Softmax, normalization, division by small "
+                   "values). Give the framework model with --framework-model FILE.onnx (or framework_model in "
+                   "task.json) for a re-run of each failing op on the NPU's inputs.",
+                   evidence={"framework_model": str(fw_path) if fw_path else None})
+
+
+# ------------------------------------------------------------------ graph helpers
+
+
+def _tensor_index(name: str) -> int | None:
+    head, _, k = str(name).rpartition(":")
+    return int(k) if head and k.isdigit() else None
+
+
+def _is_network_input(graph, tensor: str) -> bool:
+    for _ in range(64):
+        if tensor in graph.inputs:
+            return True
+        found = graph.producer(tensor)
+        if found is None:
+            return False
+        node = found[0]
+        if node.type in INPUT_TYPES:
+            return True
+        if node.type in LAYOUT_ONLY and node.inputs and node.fused in (None, []):
+            tensor = node.inputs[0]
+            continue
+        return False
+    return False
