@@ -11,6 +11,7 @@ import time
 import numpy as np
 import pytest
 
+from accuscope.app.advicescreen import AdviceScreen
 from accuscope.app.app import AccuscopeApp
 from accuscope.app.browser import BrowserScreen
 from accuscope.app.chart import MetricChart, downsample
@@ -255,3 +256,21 @@ def test_downsample_keeps_extremes():
     y[1234], y[8765] = 0.2, 1.7
     xs, ys = downsample(x, y, 50)
     assert len(xs) <= 100 and 0.2 in ys and 1.7 in ys and 1234 in xs
+
+
+def test_advisor_strip_and_screen_jump_to_the_op_that_introduced_the_error(ws):
+    async def script(pilot):
+        screen = pilot.app.screen
+        await wait_for(pilot, lambda: screen.advice is not None)
+        assert "introduced the error" in str(screen.query_one("#summary").render())
+        await pilot.press("a")
+        assert isinstance(pilot.app.screen, AdviceScreen)
+        first = pilot.app.screen.advice.findings[0]
+        assert first.rule == "introduced" and "/block1/conv1/Conv" in first.op
+        await pilot.press("enter")
+        assert pilot.app.screen is screen
+        table = screen.query_one(OperatorTable)
+        assert table.cursor_row == first.row
+        assert table.table.columns["origin"][first.row] == "introduced"
+    drive(AccuscopeApp(ws, open_path=ws / MAIN.name), script)
+    assert (ws / MAIN.name / "advice.json").exists()

@@ -3,16 +3,24 @@ from __future__ import annotations
 
 from rich.markup import escape
 
+from ..engine.advisor import Advice
 from ..engine.results import ResultTable
 from ..engine.summary import summarize
 from ..engine.thresholds import Thresholds
+from .advicescreen import finding_line
 
 
-def summary_lines(table: ResultTable, thresholds: Thresholds, running: bool = False) -> list[str]:
+def summary_lines(table: ResultTable, thresholds: Thresholds, running: bool = False,
+                  advice: Advice | None = None, advising: bool = False) -> list[str]:
+    """Two lines at most: the advisor's main finding when there is advice, else the first failing
+    row; then counts."""
     s = summarize(table, thresholds)
     if not s.rows:
         return ["[dim]comparing: rows appear as they are computed…[/]" if running else "[dim]no rows[/]"]
     lines = []
+    if advice is not None and advice.primary is not None:
+        lines.append(finding_line(advice.primary) + (f" · [dim]a: all {len(advice.findings)} findings[/]"
+                                                      if len(advice.findings) > 1 else ""))
     if s.first_failing is None:
         lines.append(f"[green]✓[/] none of {s.rows:,} rows breaks a threshold"
                      + (" so far" if running else ""))
@@ -20,11 +28,11 @@ def summary_lines(table: ResultTable, thresholds: Thresholds, running: bool = Fa
         row = table.row(s.first_failing)
         lines.append(f"[red]✗ {s.failing:,}/{s.rows:,} rows fail[/] · first: [b]#{row['index']} "
                      f"{escape(row['type'])}[/] {escape(', '.join(s.broken))} · [b]{escape(row['npu_op'])}[/]")
-    extra = []
+    extra = ["[dim]advisor working…[/]"] if advising else []
     if s.nonfinite:
         extra.append(f"[red]{s.nonfinite:,} rows with NaN/inf on the NPU side[/]")
     if s.not_compared:
         extra.append(f"[yellow]{s.not_compared:,} rows not compared[/] (x shows their reasons)")
     if extra:
         lines.append(" · ".join(extra))
-    return lines
+    return lines[:2]

@@ -3,7 +3,6 @@ comparison in a thread worker, rows appearing as they are computed."""
 from __future__ import annotations
 
 import threading
-import time
 from pathlib import Path
 
 from rich.markup import escape
@@ -16,14 +15,17 @@ from textual.widgets import Footer, Input, ProgressBar, Static
 from textual.worker import Worker, WorkerState
 
 from ..engine import compare as engine
+from ..engine.advisor import Advice, add_origin_columns, advise, load_advice
 from ..engine.columns import CSV_OF
 from ..engine.results import FilterError, ResultTable
 from ..engine.task import Task, load_task
 from ..engine.taskrun import run_task
 from ..engine.tensor import SourceError
 from ..engine.thresholds import Thresholds, parse_assignment
+from .advicescreen import AdviceScreen
 from .chart import MetricChart
 from .dialogs import AskDialog, ConfirmDialog
+from .opscreen import OpScreen
 from .optable import OperatorTable
 from .rowdetail import RowDetail
 from .summary import summary_lines
@@ -36,6 +38,7 @@ class TaskScreen(Screen):
         Binding("t", "thresholds", "thresholds"), Binding("c", "chart_metric(1)", "chart metric"),
         Binding("C", "chart_metric(-1)", "previous chart metric", show=False),
         Binding("z", "zoom", "maximize pane"), Binding("R", "rerun", "re-run", show=False),
+        Binding("D", "row_details", "row details", show=False), Binding("a", "advice", "advisor"),
     ]
     DEFAULT_CSS = """
     TaskScreen #crumbs { height: 1; background: $primary-background; padding: 0 1; }
@@ -70,6 +73,8 @@ class TaskScreen(Screen):
         self._live: ResultTable | None = None
         self._done = 0
         self._progress_text = ""
+        self.advice: Advice | None = None
+        self.advising = False
 
     # ---- layout -------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -94,6 +99,8 @@ class TaskScreen(Screen):
                 self.notify(warning, severity="warning", timeout=8)
         if self.run_request is not None:
             self.start_run(*self.run_request)
+        else:
+            self.start_advice()
         self.query_one(OperatorTable).focus()
 
     def on_resize(self) -> None:
@@ -118,7 +125,8 @@ class TaskScreen(Screen):
     def refresh_views(self) -> None:
         widget = self.table_widget
         self.query_one(MetricChart).show(widget.table, widget.view, widget.thresholds, widget.cursor_row)
-        lines = summary_lines(widget.table, widget.thresholds, running=self.running)
+        lines = summary_lines(widget.table, widget.thresholds, running=self.running, advice=self.advice,
+                              advising=self.advising)
         self.query_one("#summary", Static).update("\n".join(lines))
         self.update_status()
 
@@ -136,8 +144,12 @@ class TaskScreen(Screen):
         self.refresh_views()
 
     def on_operator_table_selected(self, event: OperatorTable.Selected) -> None:
+        self.app.push_screen(OpScreen(self.folder, self.table_widget.table, event.row))
+
+    def action_row_details(self) -> None:
         widget = self.table_widget
-        self.app.push_screen(RowDetail(widget.table, event.row, widget.thresholds))
+        if widget.cursor_row is not None:
+            self.app.push_screen(RowDetail(widget.table, widget.cursor_row, widget.thresholds))
 
     # ---- prompt: search and filter ------------------------------------------------------------
     def action_prompt(self, mode: str) -> None:
@@ -224,6 +236,7 @@ class TaskScreen(Screen):
             widget = self.table_widget
             self.show_table(widget.table, self.thresholds)
             self.save_thresholds()
+            self.start_advice()
         self.app.push_screen(AskDialog("Thresholds (NAME=VALUE, VALUE off removes; cos fails below, the "
                                        "rest above):", current, check), done)
 
@@ -248,6 +261,44 @@ class TaskScreen(Screen):
         from ..engine.taskrun import spec_from_meta
         self.start_run(spec_from_meta(self.opened.meta, self.thresholds), self.folder)
 
+    # ---- the advisor ------------------------------------------------------------------------
+    def start_advice(self) -> None:
+        """Show the saved advice when it fits the result and thresholds, else advise in a worker."""
+        if self.opened is None or self.opened.meta.get("foreign") or not len(self.opened.table):
+            return
+        try:
+            saved = load_advice(self.folder)
+        except SourceError:
+            saved = None
+        if saved is not None and saved.is_current(self.opened.meta, self.thresholds):
+            self.apply_advice(saved)
+            return
+        self.advising = True
+        self.advice_worker()
+        self.refresh_views()
+
+    @work(thread=True, exclusive=True, group="advice")
+    def advice_worker(self):
+        return advise(self.folder)
+
+    def apply_advice(self, advice: Advice | None) -> None:
+        self.advice, self.advising = advice, False
+        table = self.table_widget.table
+        if advice is not None and advice.task.get("rows") in (None, len(table)):
+            add_origin_columns(table, advice)
+            self.table_widget.load(table, self.thresholds)
+        self.refresh_views()
+
+    def action_advice(self) -> None:
+        if self.advice is None:
+            self.notify("the advisor is still working" if self.advising else "no advice for this task",
+                        timeout=3)
+            return
+        def jump(row: int | None) -> None:
+            if row is not None:
+                self.table_widget.move_to(row)
+        self.app.push_screen(AdviceScreen(self.advice, self.folder.name), jump)
+
     # ---- running a comparison -----------------------------------------------------------------
     def start_run(self, spec: engine.CompareSpec, folder: Path) -> None:
         self.running = True
@@ -268,7 +319,7 @@ class TaskScreen(Screen):
                 self._arrived.extend(batch)
                 self._done = p.done
                 self._progress_text = f"comparing {p.done:,}/{p.total:,} · {p.elapsed:.0f} s"
-        return run_task(spec, folder, progress, self.cancel, planned=planned)
+        return run_task(spec, folder, progress, self.cancel, planned=planned, inline_bytes=0)  # see execute()
 
     def take_rows(self) -> None:
         """Move rows the worker finished into the table (called on a timer, on the UI thread)."""
@@ -298,6 +349,11 @@ class TaskScreen(Screen):
         self.show_table(self._live, self.thresholds)
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        if event.worker.group == "advice" and event.state in (WorkerState.SUCCESS, WorkerState.ERROR):
+            if event.state == WorkerState.ERROR:
+                self.notify(f"advisor: {event.worker.error}", severity="warning", timeout=8)
+            self.apply_advice(event.worker.result if event.state == WorkerState.SUCCESS else None)
+            return
         if event.worker.group != "compare" or event.state not in (WorkerState.SUCCESS, WorkerState.ERROR,
                                                                    WorkerState.CANCELLED):
             return
@@ -319,8 +375,10 @@ class TaskScreen(Screen):
             self.opened = load_task(self.folder)
         except SourceError:
             self.opened = None
+        self.advice = None
         if self.opened is not None:
             self.show_table(self.opened.table, self.opened.thresholds)
+            self.start_advice()
         else:
             self.show_table(ResultTable.empty(), self.thresholds)
         if message:

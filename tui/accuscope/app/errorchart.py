@@ -1,0 +1,306 @@
+"""Widgets and text of the operator detail: the cumulative error curve with its threshold C, the
+error histogram, statistics of both tensors and the per-channel overview.
+
+The charts draw log10 of the error on the x axis (errors of one tensor span many decades) with
+decade ticks written as numbers, and mark the threshold C with a vertical line and its value in
+the border title, so the position is readable without colour. Zero errors cannot sit on a log
+axis: they are counted in the titles instead, as are NaN/inf mismatches (error +inf).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from rich.console import Group
+from rich.markup import escape
+from rich.table import Table
+from rich.text import Text
+from textual_plotext import PlotextPlot
+
+from ..engine.opdetail import INF_BIN, ChannelStats, ErrorSketch, OpDetail, PairInfo, bin_edges
+from . import formatting as fmt
+
+SPARKS = "▁▂▃▄▅▆▇█"
+
+
+def threshold_stops(sketch: ErrorSketch) -> np.ndarray:
+    """The thresholds C where the count above C changes and is known exactly: 0, then the upper
+    edge of every non-empty fine bin of finite nonzero errors (increasing)."""
+    ks = np.arange(sketch.first, sketch.first + len(sketch.counts))
+    used = (sketch.counts > 0) & (ks >= 1) & (ks < INF_BIN)
+    return np.concatenate([[0.0], bin_edges(ks[used])])
+
+
+def step_threshold(sketch: ErrorSketch, c: float, step: int) -> float:
+    """The next exact stop above c (step > 0) or below it (step < 0); c itself at either end."""
+    stops = threshold_stops(sketch)
+    if step > 0:
+        at = int(np.searchsorted(stops, c, side="right"))
+        return float(stops[min(at + step - 1, len(stops) - 1)]) if at < len(stops) else c
+    at = int(np.searchsorted(stops, c, side="left"))
+    return float(stops[max(at + step, 0)]) if at > 0 else c
+
+
+def decade_ticks(lo: float, hi: float) -> tuple[list[float], list[str]]:
+    """Ticks at the powers of ten between lo and hi (log10 values), thinned to at most 6."""
+    first, last = math.ceil(lo - 1e-9), math.floor(hi + 1e-9)
+    ticks = list(range(first, last + 1))
+    if not ticks:
+        ticks = [round((lo + hi) / 2, 1)]
+    stride = max(1, math.ceil(len(ticks) / 6))
+    ticks = ticks[::stride]
+    return [float(t) for t in ticks], [_power(t) for t in ticks]
+
+
+def _power(t: float) -> str:
+    if float(t).is_integer():
+        t = int(t)
+        return {0: "1", 1: "10", 2: "100", -1: "0.1", -2: "0.01"}.get(t, f"1e{t}")
+    return f"{10 ** t:.2g}"
+
+
+def _log_range(sketch: ErrorSketch, c: float) -> tuple[float, float] | None:
+    """(lo, hi) in log10 of the finite nonzero errors (and C when it is positive and finite)."""
+    stops = threshold_stops(sketch)[1:]
+    if not len(stops):
+        return None
+    lo = math.log10(float(stops[0]) / 2 ** 0.125)  # the lower edge of the lowest bin in use
+    hi = math.log10(float(stops[-1]))
+    if 0 < c < math.inf:
+        lo, hi = min(lo, math.log10(c)), max(hi, math.log10(c))
+    if hi - lo < 0.5:
+        lo, hi = lo - 0.25, hi + 0.25
+    return lo, hi
+
+
+class CumulativeChart(PlotextPlot):
+    """The share of elements whose error is greater than C, against C (log axis): the exact
+    curve at the sketch's bin edges, C as a vertical line."""
+
+    DEFAULT_CSS = """
+    CumulativeChart { height: 1fr; min-height: 6; border-top: solid $panel; border-title-align: left; }
+    """
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.sketch: ErrorSketch | None = None
+        self.c = 0.0
+
+    def show(self, sketch: ErrorSketch | None, c: float) -> None:
+        self.sketch, self.c = sketch, c
+        self.replot()
+
+    def on_resize(self) -> None:
+        self.replot()
+
+    def replot(self) -> None:
+        plt = self.plt
+        plt.clear_data()
+        plt.clear_figure()
+        sk, c = self.sketch, self.c
+        if sk is None:
+            self.border_title = "error distribution: not computed yet"
+            self.refresh()
+            return
+        word = sk.word
+        span = _log_range(sk, c)
+        extra = []
+        if sk.zeros:
+            extra.append(f"{sk.zeros:,} zero")
+        if sk.nonfinite:
+            extra.append(f"{sk.nonfinite:,} NaN/inf")
+        self.border_title = (f"% of elements with {word} error > C (log C) · │ C = {c:g}"
+                             + (" · " + ", ".join(extra) if extra else ""))
+        if span is None or not sk.total:
+            self.border_title = f"no nonzero finite {word} error to draw" + (" · " + ", ".join(extra) if extra else "")
+            self.refresh()
+            return
+        lo, hi = span
+        edges, above = sk.curve()
+        keep = edges > 0
+        xs = np.log10(edges[keep])
+        ys = 100.0 * above[keep] / sk.total
+        inside = (xs >= lo - 1e-9) & (xs <= hi + 1e-9)
+        xs, ys = xs[inside], ys[inside]
+        # start the curve at the lower edge of the lowest bin: every nonzero error is above it
+        x0 = lo
+        y0 = 100.0 * sk.count_above(0.0)[0] / sk.total
+        xs = np.concatenate([[x0], xs])
+        ys = np.concatenate([[y0], ys])
+        width = max(self.size.width - 8, 10)
+        if len(xs) > 4 * width:  # the curve is monotone: a plain stride keeps its shape
+            pick = np.unique(np.linspace(0, len(xs) - 1, 4 * width).astype(int))
+            xs, ys = xs[pick], ys[pick]
+        plt.plot(xs.tolist(), ys.tolist(), marker="braille", color="blue")
+        ticks, labels = decade_ticks(lo, hi)
+        plt.xticks(ticks, labels)
+        plt.xlim(lo, hi)
+        top = max(float(ys.max()), 1e-9)
+        plt.ylim(0, min(100.0, top * 1.05))
+        if 0 < c < math.inf:
+            plt.vline(math.log10(c), "orange")
+        elif c == 0:
+            plt.vline(lo, "orange")
+        self.refresh()
+
+
+class ErrorHistogram(PlotextPlot):
+    """Counts of nonzero finite errors in log-spaced bins (exact edges); zeros and NaN/inf
+    mismatches are counted in the title."""
+
+    DEFAULT_CSS = """
+    ErrorHistogram { height: 1fr; min-height: 6; border-top: solid $panel; border-title-align: left; }
+    """
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.sketch: ErrorSketch | None = None
+        self.c = 0.0
+
+    def show(self, sketch: ErrorSketch | None, c: float) -> None:
+        self.sketch, self.c = sketch, c
+        self.replot()
+
+    def on_resize(self) -> None:
+        self.replot()
+
+    def replot(self) -> None:
+        plt = self.plt
+        plt.clear_data()
+        plt.clear_figure()
+        sk, c = self.sketch, self.c
+        if sk is None:
+            self.border_title = "histogram: not computed yet"
+            self.refresh()
+            return
+        bins = max(8, min(40, (self.size.width - 8) // 3))
+        h = sk.histogram(max_bins=bins)
+        parts = [f"zero {h.zeros:,}", f"NaN/inf {h.nonfinite:,}"]
+        if h.undefined:
+            parts.append(f"no error {h.undefined:,}")
+        self.border_title = f"histogram of {sk.word} error (log x) · " + " · ".join(parts)
+        if not len(h.counts):
+            self.refresh()
+            return
+        edges = np.log10(np.maximum(h.edges, np.finfo(float).tiny))
+        lo, hi = float(edges[0]), float(edges[-1])
+        if 0 < c < math.inf:
+            lo, hi = min(lo, math.log10(c)), max(hi, math.log10(c))
+        if hi - lo < 0.5:
+            lo, hi = lo - 0.25, hi + 0.25
+        centers = (edges[:-1] + edges[1:]) / 2
+        keep = h.counts > 0
+        width = float(np.min(np.diff(edges))) * 0.8 if len(edges) > 1 else 0.1
+        plt.bar(centers[keep].tolist(), h.counts[keep].tolist(), width=width, color="blue")
+        ticks, labels = decade_ticks(lo, hi)
+        plt.xticks(ticks, labels)
+        plt.xlim(lo, hi)
+        if 0 < c < math.inf:
+            plt.vline(math.log10(c), "orange")
+        self.refresh()
+
+
+# ------------------------------------------------------------------ text blocks
+
+
+def _num(v: float, width: int = 10) -> str:
+    return fmt.number(float(v), width)
+
+
+def stats_table(d: OpDetail, info: PairInfo) -> Table:
+    """min / max / mean / std over finite values and NaN / inf counts of both tensors."""
+    t = Table(box=None, padding=(0, 1, 0, 0), show_edge=False, title_justify="left",
+              title="[b]statistics[/] (over finite values)")
+    for name in ("tensor", "dtype", "min", "max", "mean", "std", "NaN", "inf"):
+        t.add_column(name, justify="left" if name in ("tensor", "dtype") else "right", no_wrap=True)
+    for side, s, dtype in (("NPU", d.npu_stats, info.npu_dtype), ("golden", d.golden_stats, info.golden_dtype)):
+        nan = f"{s.nan:,}" if not s.nan else f"[b]{s.nan:,}[/]"
+        inf = f"{s.inf:,}" if not s.inf else f"[b]{s.inf:,}[/]"
+        t.add_row(side, escape(fmt.dtype(dtype) or dtype), _num(s.min), _num(s.max), _num(s.mean), _num(s.std),
+                  nan, inf)
+    return t
+
+
+def error_lines(d: OpDetail) -> str:
+    """Whole-tensor error numbers and the special counts behind the percentages."""
+    parts = [f"cosine {fmt.number(d.cosine, 10, -1)}", f"max abs {_num(d.abs.max)}",
+             f"mean abs {_num(d.mean_abs)}", f"rmse {_num(d.rmse)}", f"max rel {_num(d.rel.max)}"]
+    notes = [f"{d.abs.zeros:,} exact zero errors"]
+    if d.abs.nonfinite:
+        notes.append(f"[b]{d.abs.nonfinite:,} NaN/inf on one side only[/] (ranked first)")
+    if d.abs.undefined:
+        notes.append(f"{d.abs.undefined:,} same NaN/inf on both sides (no error)")
+    rel_none = d.rel.undefined - d.abs.undefined
+    if rel_none:
+        notes.append(f"{rel_none:,} without a relative error (golden 0)")
+    return " · ".join(parts) + "\n" + " · ".join(notes)
+
+
+def sparkline(values: np.ndarray, width: int) -> str:
+    """One character per value (or per bucket of values, the bucket's max when they do not fit):
+    heights from 0 to the largest finite value; `?` NaN, `!` infinite."""
+    v = np.asarray(values, dtype=float)
+    if not len(v) or width <= 0:
+        return ""
+    if len(v) > width:
+        edges = np.linspace(0, len(v), width + 1).astype(int)
+        v = np.array([_bucket(v[a:b]) for a, b in zip(edges[:-1], edges[1:]) if b > a])
+    finite = v[np.isfinite(v)]
+    top = float(finite.max()) if len(finite) else 0.0
+    out = []
+    for x in v:
+        if math.isnan(x):
+            out.append("?")
+        elif math.isinf(x):
+            out.append("!")
+        elif top <= 0:
+            out.append(SPARKS[0])
+        else:
+            out.append(SPARKS[min(len(SPARKS) - 1, int(round(x / top * (len(SPARKS) - 1))))])
+    return "".join(out)
+
+
+def _bucket(v: np.ndarray) -> float:
+    if np.isnan(v).any():
+        return math.nan
+    return float(v.max())
+
+
+def channel_block(ch: ChannelStats | None, shape: tuple[int, ...], width: int = 76, k: int = 5) -> Group | str:
+    """The worst channels by cosine with bars, then one sparkline of 1 - cosine and one of max abs
+    over all channels, a `^` under the worst."""
+    if ch is None or len(ch) < 2:
+        dims = "[" + ",".join(map(str, shape)) + "]"
+        return (f"[b]per channel[/]: no channel axis (shape {dims}); per-channel statistics need a "
+                f"4-D or 5-D tensor with more than one channel")
+    worst = [int(i) for i in ch.worst(min(k, len(ch)))]
+    with np.errstate(all="ignore"):
+        loss = 1.0 - ch.cos
+    finite = loss[np.isfinite(loss)]
+    peak = float(finite.max()) if len(finite) and finite.max() > 0 else 1.0
+    head = Text.from_markup(f"[b]per channel[/] (axis {ch.axis}, {len(ch)} channels) · worst by cosine:")
+    t = Table(box=None, padding=(0, 1, 0, 0), show_edge=False)
+    for name, justify in (("ch", "right"), ("cosine", "right"), ("max abs", "right"), ("mean abs", "right"),
+                          ("NaN/inf", "right"), ("1 - cos", "left")):
+        t.add_column(name, justify=justify, no_wrap=True)
+    bar_width = 12
+    for rank, c in enumerate(worst):
+        lo = loss[c]
+        if math.isnan(lo):
+            bar = "? no cosine"
+        else:
+            bar = "█" * max(1 if lo > 0 else 0, int(round(lo / peak * bar_width)))
+        mark = " ◀ worst" if rank == 0 else ""
+        t.add_row(str(c), fmt.number(float(ch.cos[c]), 9, -1), _num(ch.max_abs[c], 9), _num(ch.mean_abs[c], 9),
+                  f"{int(ch.nonfinite[c]):,}", bar + mark)
+    spark_width = max(8, width - 10)
+    first = worst[0]
+    cols = min(len(ch), spark_width)
+    pos = first if len(ch) <= spark_width else int(first * cols / len(ch))
+    tail = Text(no_wrap=True, overflow="ellipsis")
+    tail.append(f"{'1 - cos':>8} {sparkline(loss, spark_width)}\n")
+    tail.append(f"{'max abs':>8} {sparkline(ch.max_abs, spark_width)}\n")
+    tail.append(" " * (9 + pos) + f"^ ch {first}")
+    if len(ch) > spark_width:
+        tail.append(f" (a column per {len(ch) / cols:.1f} channels)")
+    return Group(head, t, tail)

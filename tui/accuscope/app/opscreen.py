@@ -1,0 +1,683 @@
+"""The operator detail screen: where inside one tensor pair of an operator the error lives.
+
+Opened with `enter` on a row of the task screen's operator table. The engine's single chunked pass
+(`engine.opdetail`) runs in a thread worker with a progress line (esc cancels it and goes back);
+the screen then shows, in three panes:
+
+1. TopN: the N worst elements by absolute or relative error with coordinates in the logical
+   layout, both values and both errors (a lazy Line-API table: 10,000 rows cost what 20 do);
+2. distribution: "A% of tensor elements (B elements) have an absolute error greater than C" with
+   a movable C (`+`/`-` step along the exact bin edges of the error sketch, so B is exact without
+   another pass; a typed C between edges is counted exactly by a second worker), the cumulative
+   curve and the histogram;
+3. stats & channels: statistics of both tensors (NaN/inf counts), whole-tensor errors, and the
+   per-channel cosine / max error with the worst channels listed and a sparkline over all.
+
+80x24 shows one pane at a time (keys 1/2/3, a tab line names them); 140x36 and up shows all
+three side by side. `[`/`]` switch among the operator's tensors (its other rows in the result
+table), `m` between absolute and relative error, `N` sets N. The task screen keeps its cursor.
+"""
+from __future__ import annotations
+
+import math
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
+
+import numpy as np
+from rich.markup import escape
+from rich.segment import Segment
+from rich.style import Style
+from textual import events, work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Container, Horizontal, Vertical, VerticalScroll
+from textual.geometry import Size
+from textual.screen import Screen
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+from textual.widgets import Footer, ProgressBar, Static
+from textual.worker import Worker, WorkerState
+
+from ..engine.opdetail import TOP_DEFAULT, TOP_MAX, WORDS, OpDetail, OpPair, TopN, exact_count, layout_of, open_op
+from ..engine.results import ResultTable
+from ..engine.tensor import SourceError
+from . import formatting as fmt
+from .dialogs import AskDialog
+from .errorchart import (CumulativeChart, ErrorHistogram, channel_block, error_lines, step_threshold,
+                         stats_table, threshold_stops)
+
+C_DEFAULT = 1e-3  # like `accuscope op --threshold` and the result table's rel_0.1% column
+WIDE = (140, 36)  # from this terminal size on, the three panes sit side by side
+PANES = ("TopN", "distribution", "stats & channels")
+NUM = 10  # cells of a number in the TopN table
+
+
+@dataclass(frozen=True)
+class TensorRef:
+    """One tensor of the operator: a row of the result table."""
+
+    row: int
+    op: str
+    io: str
+    index: int
+
+    @property
+    def key(self) -> tuple[str, str, int]:
+        return self.op, self.io, self.index
+
+    @property
+    def name(self) -> str:
+        return f"{self.op}:{self.io}:{self.index}"
+
+    @property
+    def slot(self) -> str:
+        return ("in:" if self.io == "input" else "out:") + str(self.index)
+
+
+def tensor_refs(table: ResultTable, row: int) -> list[TensorRef]:
+    """The tensors of the row's operator (its rows in the table) in execution order."""
+    cols = table.columns
+    op = str(cols["npu_op"][row])
+    rows = np.flatnonzero(cols["npu_op"] == op)
+    rows = rows[np.argsort(cols["index"][rows], kind="stable")]
+    refs: dict[tuple[str, int], TensorRef] = {}
+    for r in rows:
+        r = int(r)
+        ref = _ref(table, r)
+        if (ref.io, ref.index) not in refs or r == row:
+            refs[(ref.io, ref.index)] = ref
+    order = {int(r): i for i, r in enumerate(rows)}
+    return sorted(refs.values(), key=lambda t: order[t.row])
+
+
+def _ref(table: ResultTable, row: int) -> TensorRef:
+    cols = table.columns
+    op, tensor, io = str(cols["npu_op"][row]), str(cols["tensor"][row]), str(cols["io"][row])
+    parts = tensor.rsplit(":", 2)
+    if len(parts) == 3 and parts[1] in ("input", "output") and parts[2].isdigit():
+        return TensorRef(row, parts[0] if not op else op, parts[1], int(parts[2]))
+    return TensorRef(row, op or tensor, io if io in ("input", "output") else "output", 0)
+
+
+# ------------------------------------------------------------------ the TopN table
+
+
+class TopTable(ScrollView, can_focus=True):
+    """The TopN elements, worst first; formats only the lines on screen."""
+
+    COMPONENT_CLASSES: ClassVar[set[str]] = {"toptable--header", "toptable--cursor", "toptable--nonfinite",
+                                             "toptable--empty"}
+    DEFAULT_CSS = """
+    TopTable {
+        height: 1fr;
+        background: $surface;
+        & > .toptable--header { text-style: bold; background: $panel; }
+        & > .toptable--cursor { background: $block-cursor-blurred-background;
+                                color: $block-cursor-blurred-foreground; }
+        &:focus > .toptable--cursor { background: $block-cursor-background; color: $block-cursor-foreground;
+                                      text-style: $block-cursor-text-style; }
+        & > .toptable--nonfinite { color: $text-error; text-style: bold; }
+        & > .toptable--empty { color: $text-muted; text-style: italic; }
+        &:nocolor > .toptable--cursor { text-style: reverse; }
+    }
+    """
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("up,k", "move(-1)", "Up", show=False), Binding("down,j", "move(1)", "Down", show=False),
+        Binding("pageup", "page(-1)", "Page up", show=False), Binding("pagedown", "page(1)", "Page down", show=False),
+        Binding("home,g", "first", "First row", show=False), Binding("end,G", "last", "Last row", show=False),
+    ]
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.top: TopN | None = None
+        self.layout_name = "ID"
+        self.by = "abs"
+        self.cursor = 0
+        self.message = "computing…"
+        self._widths: list[int] = []
+        self._labels: list[str] = []
+        self._right: list[bool] = []
+        self._styles: dict[str, Style] | None = None
+
+    def show(self, top: TopN | None, layout: str, grid: tuple[int, ...], by: str, message: str = "") -> None:
+        self.top, self.layout_name, self.by = top, layout, by
+        self.message = message
+        n = len(top) if top is not None else 0
+        coords = " ".join(str(max(d - 1, 0)) for d in grid)
+        arrow = {by: "▼"}
+        self._labels = ["#", layout, "NPU", "golden", "abs err" + arrow.get("abs", ""),
+                        "rel err" + arrow.get("rel", ""), "note"]
+        self._widths = [max(len(str(n)), 1), max(len(layout), len(coords)), NUM, NUM, NUM, NUM, 7]
+        self._right = [True, False, True, True, True, True, False]
+        self.cursor = 0
+        self.virtual_size = Size(self.line_width, n + 1)
+        self.scroll_to(0, 0, animate=False, force=True)
+        self.refresh()
+
+    @property
+    def line_width(self) -> int:
+        return sum(w + 1 for w in self._widths)
+
+    @property
+    def row_count(self) -> int:
+        return len(self.top) if self.top is not None else 0
+
+    def cells(self, i: int) -> list[str]:
+        """The texts of row i: rank, coordinates, NPU, golden, abs err, rel err, note."""
+        t = self.top
+        rel = float(t.rel_err[i])
+        return [str(i + 1), t.coord_text(i), fmt.number(float(t.npu[i]), NUM), fmt.number(float(t.golden[i]), NUM),
+                fmt.number(float(t.abs_err[i]), NUM), "-" if math.isnan(rel) else fmt.number(rel, NUM),
+                "NaN/inf" if t.nonfinite[i] else ""]
+
+    def line_text(self, i: int | None) -> str:
+        """Row i as drawn (None: the header)."""
+        texts = self._labels if i is None else self.cells(i)
+        return "".join(fmt.pad(s, w, r) + " " for s, w, r in zip(texts, self._widths, self._right))
+
+    # ---- cursor ------------------------------------------------------------------------------
+    def _page_rows(self) -> int:
+        return max(1, self.scrollable_content_region.height - 1)
+
+    def move_to(self, position: int) -> None:
+        n = self.row_count
+        if not n:
+            return
+        self.cursor = max(0, min(n - 1, position))
+        top, page = int(self.scroll_y), self._page_rows()
+        if self.cursor < top:
+            self.scroll_to(y=self.cursor, animate=False, force=True)
+        elif self.cursor >= top + page:
+            self.scroll_to(y=self.cursor - page + 1, animate=False, force=True)
+        self.refresh()
+
+    def action_move(self, step: int) -> None:
+        self.move_to(self.cursor + step)
+
+    def action_page(self, step: int) -> None:
+        self.move_to(self.cursor + step * self._page_rows())
+
+    def action_first(self) -> None:
+        self.move_to(0)
+
+    def action_last(self) -> None:
+        self.move_to(self.row_count - 1)
+
+    def on_click(self, event: events.Click) -> None:
+        offset = event.get_content_offset(self)
+        if offset is not None and offset.y > 0:
+            self.move_to(int(self.scroll_y) + offset.y - 1)
+
+    def on_resize(self) -> None:
+        self.move_to(self.cursor)
+
+    # ---- rendering ---------------------------------------------------------------------------
+    def notify_style_update(self) -> None:
+        self._styles = None
+        super().notify_style_update()
+
+    def _style(self) -> dict[str, Style]:
+        if self._styles is None:
+            get = self.get_component_rich_style
+            self._styles = {k: get(f"toptable--{k}") for k in ("header", "cursor", "nonfinite", "empty")}
+            self._styles["base"] = self.rich_style
+        return self._styles
+
+    def render_line(self, y: int) -> Strip:
+        width = self.scrollable_content_region.width
+        st = self._style()
+        base = st["base"]
+        x0 = int(self.scroll_x)
+        if y == 0 and self._widths:
+            style = base + st["header"]
+            return Strip([Segment(self.line_text(None), style)]).crop(x0, x0 + width).adjust_cell_length(width, style)
+        position = int(self.scroll_y) + y - 1
+        if not 0 <= position < self.row_count:
+            if position == 0 or (y == 0 and not self._widths):
+                style = base + st["empty"]
+                text = fmt.fit(" " + (self.message or "no element has this error"), width)
+                return Strip([Segment(text, style)]).adjust_cell_length(width, style)
+            return Strip.blank(width, base)
+        style = base
+        if self.top.nonfinite[position]:
+            style += st["nonfinite"]
+        if position == self.cursor:
+            style += st["cursor"]
+        return Strip([Segment(self.line_text(position), style)]).crop(x0, x0 + width).adjust_cell_length(width, style)
+
+
+# ------------------------------------------------------------------ the screen
+
+
+class _Stop(Exception):
+    """Raised inside a counting walk when it is no longer wanted."""
+
+
+class OpScreen(Screen):
+    """One operator's tensor pair in detail; `q`/esc goes back to the operator table."""
+
+    PANE_KEYS = Binding.Group("pane", compact=True)
+    C_KEYS = Binding.Group("C", compact=True)
+    TENSOR_KEYS = Binding.Group("tensor", compact=True)
+    BINDINGS = [
+        Binding("escape", "back", "back"), Binding("q", "back", "back to the table", show=False),
+        Binding("1", "pane(1)", "TopN", group=PANE_KEYS), Binding("2", "pane(2)", "distribution", group=PANE_KEYS),
+        Binding("3", "pane(3)", "stats & channels", group=PANE_KEYS),
+        Binding("m", "metric", "abs/rel"),
+        Binding("+", "step(1)", "C to the next exact edge up", group=C_KEYS),
+        Binding("-", "step(-1)", "C to the next exact edge down", group=C_KEYS),
+        Binding(">", "decade(1)", "C x10 (exact edge)", show=False),
+        Binding("<", "decade(-1)", "C /10 (exact edge)", show=False),
+        Binding("=,C", "ask_threshold", "type C", show=False),
+        Binding("[", "tensor(-1)", "previous tensor of the op", group=TENSOR_KEYS),
+        Binding("]", "tensor(1)", "next tensor of the op", group=TENSOR_KEYS),
+        Binding("N", "ask_top", "top N", show=False),
+    ]
+    DEFAULT_CSS = """
+    OpScreen #crumbs { height: 1; background: $primary-background; padding: 0 1; }
+    OpScreen #info { height: auto; max-height: 2; padding: 0 1; }
+    OpScreen #tabs { height: 1; padding: 0 1; background: $panel; }
+    OpScreen #loading { height: 1; padding: 0 1; display: none; }
+    OpScreen.-computing #loading { display: block; }
+    OpScreen #loading-text { width: auto; margin-right: 2; }
+    OpScreen #loading ProgressBar { width: auto; }
+    OpScreen #message { display: none; height: auto; padding: 1 2; }
+    OpScreen.-failed #message { display: block; }
+    OpScreen.-failed #panes { display: none; }
+    OpScreen #panes { height: 1fr; }
+    OpScreen .pane { display: none; height: 1fr; }
+    OpScreen .pane.-current { display: block; }
+    OpScreen #top-title { height: 1; padding: 0 1; }
+    OpScreen #sentence { height: auto; padding: 0 1; }
+    OpScreen #pane-stats > Static { height: auto; padding: 0 1; margin-bottom: 1; }
+    OpScreen.-wide #tabs { display: none; }
+    OpScreen.-wide #panes { layout: grid; grid-size: 2 2; grid-columns: 1fr 1fr; grid-rows: 1fr 1fr; }
+    OpScreen.-wide .pane { display: block; border: solid $panel; border-title-align: left; }
+    OpScreen.-wide .pane:focus-within { border: solid $accent; }
+    OpScreen.-wide #pane-top { row-span: 2; }
+    """
+    HELP = (
+        "What the numbers mean:\n"
+        "  abs error = |npu - golden|; rel error = |npu - golden| / |golden|, shown as - where golden is 0.\n"
+        "  An element holding NaN/inf on one side only has the error +inf: it is listed FIRST in both TopN\n"
+        "  lists (note NaN/inf) and counts above every C. The same NaN/inf on both sides is no error.\n"
+        "  Coordinates: N C H W (2-D to 4-D, padded with 1s), N C D H W (5-D), else the flat index (ID).\n"
+        "  Percentages are of all elements of the tensor.\n"
+        "Threshold C: + and - move C to the next edge of the error sketch where the count changes (the\n"
+        "  count is exact there); < and > jump by about x10; = or C types any value, then the exact count\n"
+        "  is taken by a second pass (the sentence says 'about' until it is done).\n"
+        "Per channel (4-D/5-D tensors, axis 1): cosine, max and mean abs error per channel; the worst\n"
+        "  channels by cosine are listed, the sparklines show 1 - cosine and max abs over all channels\n"
+        "  (? no cosine, ! inf) with ^ under the worst.\n"
+        "The same numbers headless: accuscope op TASK_DIR OP --top N --threshold C (msaccucmp files).")
+
+    def __init__(self, folder: Path, table: ResultTable, row: int) -> None:
+        super().__init__()
+        self.folder = Path(folder)
+        self.table = table
+        self.refs = tensor_refs(table, row) or [_ref(table, row)]
+        self.pos = next((i for i, r in enumerate(self.refs) if r.row == row), 0)
+        self.metric = "abs"
+        self.top_n = TOP_DEFAULT
+        self.c = {"abs": C_DEFAULT, "rel": C_DEFAULT}
+        self.pane = 1
+        self.detail: OpDetail | None = None
+        self.pair: OpPair | None = None
+        self.shown: TensorRef | None = None
+        self.error = ""
+        self.computing = False
+        self.counting = False
+        self.shown_count: int | None = None  # the B of the sentence when it is exact
+        self.took = 0.0  # seconds from the request to the detail on screen
+        self._pairs: dict[tuple[str, str, int], OpPair] = {}
+        self._exact: dict[tuple, int] = {}
+        self._cancel = threading.Event()
+        self._count_cancel = threading.Event()
+        self._serial = 0
+        self._started = 0.0
+        self._progress = (0, 0)
+
+    @property
+    def ref(self) -> TensorRef:
+        return self.refs[self.pos]
+
+    # ---- layout ------------------------------------------------------------------------------
+    def compose(self) -> ComposeResult:
+        yield Static("", id="crumbs")
+        yield Static("", id="info")
+        yield Static("", id="tabs")
+        with Horizontal(id="loading"):
+            yield Static("", id="loading-text")
+            yield ProgressBar(total=100, show_eta=False, id="progress")
+        yield Static("", id="message")
+        with Container(id="panes"):
+            with Vertical(id="pane-top", classes="pane -current"):
+                yield Static("", id="top-title")
+                yield TopTable(id="top")
+            with Vertical(id="pane-dist", classes="pane"):
+                yield Static("", id="sentence")
+                yield CumulativeChart(id="cumulative")
+                yield ErrorHistogram(id="histogram")
+            with VerticalScroll(id="pane-stats", classes="pane"):
+                yield Static("", id="stats")
+                yield Static("", id="errors")
+                yield Static("", id="channels")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.title = "operator detail"
+        for n, pane in enumerate(("#pane-top", "#pane-dist", "#pane-stats"), 1):
+            self.query_one(pane).border_title = f"{n} {PANES[n - 1]}"
+        self._fit()
+        self._timer = self.set_interval(0.1, self._tick, pause=True)
+        self.query_one(TopTable).focus()
+        self._header()
+        self.compute()
+
+    def on_resize(self) -> None:
+        self._fit()
+        self._header()
+        if self.detail is not None:
+            self._show_channels()
+
+    def on_unmount(self) -> None:
+        self._cancel.set()
+        self._count_cancel.set()
+
+    def _fit(self) -> None:
+        w, h = self.app.size
+        self.set_class(w >= WIDE[0] and h >= WIDE[1], "-wide")
+
+    @property
+    def wide(self) -> bool:
+        return self.has_class("-wide")
+
+    # ---- computing ---------------------------------------------------------------------------
+    def compute(self) -> None:
+        """(Re)compute the detail of the current tensor with the current N in a thread."""
+        self._cancel.set()
+        self._cancel = threading.Event()
+        self._serial += 1
+        self.computing = True
+        self._started = time.perf_counter()
+        self._progress = (0, 0)
+        self.add_class("-computing")
+        self.query_one(ProgressBar).update(total=100, progress=0)
+        self._tick()
+        self._timer.resume()
+        self._detail_worker(self._serial, self.ref, self.top_n, self._cancel)
+
+    @work(thread=True, exclusive=True, group="opdetail", exit_on_error=False)
+    def _detail_worker(self, serial: int, ref: TensorRef, top: int, cancel: threading.Event):
+        pair = self._pairs.get(ref.key)
+        if pair is None:
+            pair = open_op(self.folder, ref.op, ref.io, ref.index)
+
+        def progress(done: int, n: int) -> None:
+            self._progress = (done, n)
+        detail = pair.detail(top=top, progress=progress, cancel=cancel)
+        return serial, ref, pair, detail
+
+    def _tick(self) -> None:
+        done, n = self._progress
+        elapsed = time.perf_counter() - self._started
+        what = f"reading {self.ref.name}" if n == 0 else f"comparing {done:,}/{n:,} elements"
+        self.query_one("#loading-text", Static).update(escape(f"{what} · {elapsed:.1f} s · esc cancels"))
+        if n:
+            self.query_one(ProgressBar).update(total=n, progress=done)
+
+    def _stop_computing(self) -> None:
+        self.computing = False
+        self._timer.pause()
+        self.remove_class("-computing")
+
+    @work(thread=True, exclusive=True, group="count", exit_on_error=False)
+    def _count_worker(self, key: tuple, pair: OpPair, c: float, by: str, cancel: threading.Event):
+        chunks = pair.source()
+
+        def source():
+            for chunk in chunks():
+                if cancel.is_set():
+                    raise _Stop
+                yield chunk
+        return key, exact_count(source, c, by)
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        worker = event.worker
+        if worker.group == "opdetail":
+            if event.state == WorkerState.SUCCESS:
+                serial, ref, pair, detail = worker.result
+                if serial != self._serial or detail is None:
+                    return
+                self._pairs[ref.key] = pair
+                self._stop_computing()
+                self.took = time.perf_counter() - self._started
+                self.show_detail(ref, pair, detail)
+            elif event.state == WorkerState.ERROR:
+                self._stop_computing()
+                self.show_error(worker.error)
+        elif worker.group == "count":
+            if event.state == WorkerState.SUCCESS:
+                key, count = worker.result
+                self._exact[key] = count
+                if key == self._count_key():
+                    self.update_threshold()
+            elif event.state == WorkerState.ERROR and not isinstance(worker.error, _Stop):
+                self.counting = False
+                self.notify(f"exact count failed: {worker.error}", severity="error")
+
+    # ---- showing -----------------------------------------------------------------------------
+    def show_detail(self, ref: TensorRef, pair: OpPair, detail: OpDetail) -> None:
+        self.detail, self.pair, self.shown = detail, pair, ref
+        self.error = ""
+        self.remove_class("-failed")
+        self._header()
+        self._show_top()
+        self.update_threshold()
+        d = detail
+        self.query_one("#stats", Static).update(stats_table(d, pair.info))
+        self.query_one("#errors", Static).update(error_lines(d))
+        self._show_channels()
+
+    def show_error(self, error: BaseException | None) -> None:
+        if isinstance(error, (SourceError, OSError, ValueError)):
+            text = str(error)
+        else:
+            text = f"{type(error).__name__}: {error}"
+        self.error = text
+        self.detail = None
+        self.add_class("-failed")
+        others = "   [b]\\[ ][/] another tensor of the op" if len(self.refs) > 1 else ""
+        self.query_one("#message", Static).update(
+            f"[b]cannot show {escape(self.ref.name)}[/]\n{escape(text)}\n\n[b]esc[/] back{others}")
+        self._header()
+
+    def _header(self) -> None:
+        width = max(20, self.app.size.width - 2)
+        ref = self.ref
+        head = f"accuscope › tasks › {self.folder.name} › "
+        self.query_one("#crumbs", Static).update(
+            escape(head) + "[b]" + escape(fmt.fit(ref.op, max(8, width - len(head)), keep="end")) + "[/]")
+        slots = " ".join(f"[b reverse]▸{r.slot}[/]" if i == self.pos else r.slot for i, r in enumerate(self.refs))
+        parts = [slots]
+        d = self.detail if self.shown == ref else None
+        if d is not None:
+            info = self.pair.info
+            shape = "[" + ",".join(map(str, d.shape)) + "]"
+            parts += [escape(info.op_type or "?"), shape, escape(fmt.dtypes(info.npu_dtype, info.golden_dtype) or "?"),
+                      f"{d.n:,} elements"]
+            line2 = f"cos {fmt.number(d.cosine, 9, -1)}"
+            if d.abs.nonfinite:
+                line2 += f" · [b]{d.abs.nonfinite:,} NaN/inf[/]"
+            line2 += (f" · max abs {fmt.number(d.abs.max, 9)} · max rel {fmt.number(d.rel.max, 9)} · "
+                      f"mean abs {fmt.number(d.mean_abs, 9)} · {self.took:.2f} s")
+            text = " · ".join(parts) + "\n" + line2
+        else:
+            text = " · ".join(parts) + ("\n" if self.computing else "")
+        self.query_one("#info", Static).update(text)
+        tabs = []
+        for n, name in enumerate(PANES, 1):
+            tabs.append(f"[b reverse] ▸{n} {name} [/]" if n == self.pane else f" {n} {name} ")
+        by = WORDS[self.metric]
+        self.query_one("#tabs", Static).update(" ".join(tabs) + f" │ {by} (m) · top {self.top_n} (N)")
+
+    def _show_top(self) -> None:
+        d = self.detail
+        top = d.top(self.metric)
+        table = self.query_one(TopTable)
+        word = WORDS[self.metric]
+        empty = f"no element has a {word} error" if not len(top) else ""
+        table.show(top, d.layout, layout_of(d.shape)[1], self.metric, empty)
+        self.query_one("#top-title", Static).update(
+            f"[b]Top {len(top):,}[/] of {d.n:,} elements by [b]{word}[/] error ▼ · NaN/inf first")
+
+    def _show_channels(self) -> None:
+        d = self.detail
+        if d is None:
+            return
+        pane = self.query_one("#pane-stats")
+        width = (pane.size.width or self.app.size.width) - 4
+        self.query_one("#channels", Static).update(channel_block(d.channels, d.shape, max(30, width)))
+
+    def _count_key(self) -> tuple:
+        return (self.shown.key if self.shown else None, self.metric, self.c[self.metric])
+
+    def update_threshold(self) -> None:
+        """The sentence for the current C (exact from the sketch, from the cache, or counted in a
+        worker), the charts' C line."""
+        d = self.detail
+        if d is None:
+            return
+        sk = d.sketch(self.metric)
+        c = self.c[self.metric]
+        low, high = sk.count_above(c)
+        count: int | None = low if low == high else self._exact.get(self._count_key())
+        pending = ""
+        self._count_cancel.set()  # a walk for an earlier C is no longer wanted
+        self.counting = count is None
+        if count is None:
+            self._count_cancel = threading.Event()
+            self._count_worker(self._count_key(), self.pair, c, self.metric, self._count_cancel)
+            pending = " [i](counting exactly…)[/]"
+        self.shown_count = count
+        exact = "exact" if count is not None else "estimate"
+        self.query_one("#sentence", Static).update(
+            f"[b]{escape(sk.sentence(c, count))}[/]{pending}\n"
+            f"C = {c!r} ({exact}) · [b]+[/]/[b]-[/] next exact edge · [b]<[/]/[b]>[/] x10 · [b]=[/] type C")
+        self.query_one(CumulativeChart).show(sk, c)
+        self.query_one(ErrorHistogram).show(sk, c)
+
+    # ---- actions -----------------------------------------------------------------------------
+    def action_back(self) -> None:
+        if self.computing:
+            self._cancel.set()
+        self._count_cancel.set()
+        self.app.pop_screen()
+
+    def action_pane(self, n: int) -> None:
+        self.pane = n
+        for i, pane in enumerate(("#pane-top", "#pane-dist", "#pane-stats"), 1):
+            self.query_one(pane).set_class(i == n, "-current")
+        if n == 1:
+            self.query_one(TopTable).focus()
+        elif n == 3:
+            self.query_one("#pane-stats").focus()
+        else:
+            self.set_focus(None)
+        self._header()
+
+    def action_metric(self) -> None:
+        self.metric = "rel" if self.metric == "abs" else "abs"
+        self._header()
+        if self.detail is not None:
+            self._show_top()
+            self.update_threshold()
+        self.notify(f"by {WORDS[self.metric]} error", timeout=2)
+
+    def _set_threshold(self, c: float) -> None:
+        self.c[self.metric] = float(c)
+        self.update_threshold()
+
+    def action_step(self, step: int) -> None:
+        if self.detail is None:
+            return
+        sk = self.detail.sketch(self.metric)
+        c = self.c[self.metric]
+        new = step_threshold(sk, c, step)
+        if new == c:
+            self.notify("C is at the " + ("largest" if step > 0 else "smallest") + " exact edge", timeout=2)
+            return
+        self._set_threshold(new)
+
+    def action_decade(self, step: int) -> None:
+        if self.detail is None:
+            return
+        stops = threshold_stops(self.detail.sketch(self.metric))
+        c = self.c[self.metric]
+        if step > 0:
+            target = c * 10 if c > 0 else 0.0
+            above = stops[stops > max(target, c) * (1 - 1e-12)] if c > 0 else stops[stops > 0]
+            new = float(above[0]) if len(above) else float(stops[-1])
+        else:
+            below = stops[stops <= c / 10]
+            new = float(below[-1]) if len(below) else 0.0
+        if new != c:
+            self._set_threshold(new)
+
+    def action_ask_threshold(self) -> None:
+        if self.detail is None:
+            return
+
+        def check(text: str) -> str:
+            try:
+                v = float(text)
+            except ValueError:
+                return f"{text!r} is not a number"
+            if math.isnan(v) or v < 0:
+                return "C must be a number >= 0"
+            return ""
+
+        def done(text: str | None) -> None:
+            if text is not None:
+                self._set_threshold(float(text))
+        word = WORDS[self.metric]
+        self.app.push_screen(AskDialog(f"Threshold C of the {word} error (>= 0, e.g. 0.001 or 1e-4):",
+                                       f"{self.c[self.metric]:g}", check), done)
+
+    def action_ask_top(self) -> None:
+        def check(text: str) -> str:
+            if not text.strip().isdigit() or not 1 <= int(text) <= TOP_MAX:
+                return f"a whole number within 1..{TOP_MAX}"
+            return ""
+
+        def done(text: str | None) -> None:
+            if text is not None and int(text) != self.top_n:
+                self.top_n = int(text)
+                self._header()
+                self.compute()
+        self.app.push_screen(AskDialog(f"TopN: how many elements to list (1..{TOP_MAX}):", str(self.top_n),
+                                       check), done)
+
+    def action_tensor(self, step: int) -> None:
+        new = self.pos + step
+        if not 0 <= new < len(self.refs):
+            self.notify(f"{self.ref.slot} is the {'last' if step > 0 else 'first'} tensor of the op", timeout=2)
+            return
+        self.pos = new
+        self.clear()
+        self.compute()
+
+    def clear(self) -> None:
+        """Forget the shown detail (another tensor is on its way)."""
+        self.detail, self.shown, self.shown_count = None, None, None
+        self.query_one(TopTable).show(None, "ID", (1,), self.metric, "computing…")
+        self.query_one("#top-title", Static).update("")
+        self.query_one("#sentence", Static).update("")
+        self.query_one(CumulativeChart).show(None, 0.0)
+        self.query_one(ErrorHistogram).show(None, 0.0)
+        for name in ("#stats", "#errors", "#channels"):
+            self.query_one(name, Static).update("")
+        self._header()
