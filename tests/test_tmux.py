@@ -86,3 +86,22 @@ def test_open_of_a_missing_task_exits_2(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "accuscope", "open", str(tmp_path / "nope")],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "not a task folder" in proc.stderr
+
+
+def test_compare_tui_runs_in_the_app_and_saves_the_task(tmux, tmp_path):
+    """The one-command triage: `accuscope compare ... --tui` shows the comparison as it runs."""
+    from accuscope.engine.demo import build_workspace
+    build_workspace(tmp_path / "ws")
+    meta = load_task(tmp_path / "ws" / MAIN.name).meta
+    out = tmp_path / "ws" / "again"
+    args = " ".join(shlex.quote(str(a)) for a in ("--npu", meta["npu"], "--golden", meta["golden"],
+                                                     "--model", meta["model"], "--out", out))
+    t = tmux(f"env TERM=xterm-256color {shlex.quote(sys.executable)} -m accuscope compare {args} --tui")
+    t.wait_for("done:", timeout=60)  # the notification when the run ends
+    screen = t.wait_for("rows fail")
+    assert "accuscope › tasks › again" in screen
+    t.keys("q")
+    t.wait_for("first failing op")
+    t.keys("q")
+    t.wait_for("EXITED 0")
+    assert load_task(out).meta["state"] == "done"
