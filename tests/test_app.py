@@ -1,15 +1,9 @@
 """The app on the demo workspace, driven with Pilot: what a user sees change when they press keys."""
 from __future__ import annotations
 
-import asyncio
-import html
-import re
 import json
-import shutil
-import time
 
 import numpy as np
-import pytest
 
 from accuscope.app.advicescreen import AdviceScreen
 from accuscope.app.app import AccuscopeApp
@@ -18,49 +12,11 @@ from accuscope.app.chart import MetricChart, downsample
 from accuscope.app.dialogs import ConfirmDialog, HelpScreen
 from accuscope.app.optable import OperatorTable
 from accuscope.app.taskscreen import TaskScreen
-from accuscope.engine.demo import MAIN, build_workspace
+from accuscope.engine.demo import MAIN
 from accuscope.engine.task import load_task
 from accuscope.engine.taskrun import spec_from_meta
 
-
-@pytest.fixture(scope="session")
-def demo_ws(tmp_path_factory):
-    root = tmp_path_factory.mktemp("demo-ws")
-    build_workspace(root)
-    return root
-
-
-@pytest.fixture
-def ws(demo_ws, tmp_path):
-    """A private copy of the demo workspace (tests delete and re-run tasks)."""
-    root = tmp_path / "ws"
-    shutil.copytree(demo_ws, root)
-    return root
-
-
-def drive(app, script, size=(80, 24)):
-    async def go():
-        async with app.run_test(size=size) as pilot:
-            await pilot.pause()
-            return await script(pilot)
-    return asyncio.run(go())
-
-
-def screen_text(app) -> str:
-    """The characters on screen, from the SVG screenshot (what a user would read)."""
-    svg = app.export_screenshot()
-    lines = re.findall(r'<text class="[^"]*" x="[^"]*" y="([^"]*)"[^>]*>(.*?)</text>', svg)
-    rows: dict[float, list[str]] = {}
-    for y, text in lines:
-        rows.setdefault(float(y), []).append(html.unescape(text))
-    return "\n".join("".join(parts) for _, parts in sorted(rows.items())).replace("\xa0", " ")
-
-
-async def wait_for(pilot, condition, timeout=60.0):
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        await pilot.pause(0.05)
+from appkit import drive, screen_text, wait_for
 
 
 def test_browser_lists_tasks_and_opens_one(ws):

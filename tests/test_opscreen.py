@@ -2,15 +2,11 @@
 against plain numpy on the very tensors it reads."""
 from __future__ import annotations
 
-import asyncio
-import html
 import json
-import re
 import shutil
 import time
 
 import numpy as np
-import pytest
 
 from accuscope.app.app import AccuscopeApp
 from accuscope.app.errorchart import sparkline, step_threshold, threshold_stops
@@ -19,49 +15,13 @@ from accuscope.app.optable import OperatorTable
 from accuscope.app.rowdetail import RowDetail
 from accuscope.app.taskscreen import TaskScreen
 from accuscope.engine import opdetail as od
-from accuscope.engine.demo import MAIN, QUANTIZED_CONV, build_workspace
+from accuscope.engine.demo import MAIN, QUANTIZED_CONV
 from accuscope.engine.task import load_task
+
+from appkit import drive, screen_text, wait_for
 
 EPS64 = np.finfo(np.float64).eps
 POW = "/attn/norm/Pow:output:0"
-
-
-@pytest.fixture(scope="session")
-def demo_ws(tmp_path_factory):
-    root = tmp_path_factory.mktemp("demo-ws-op")
-    build_workspace(root)
-    return root
-
-
-def drive(app, script, size=(80, 24)):
-    async def go():
-        async with app.run_test(size=size) as pilot:
-            await pilot.pause()
-            return await script(pilot)
-    return asyncio.run(go())
-
-
-def screen_text(app) -> str:
-    """The characters on screen, from the SVG screenshot, each text run placed at its column."""
-    svg = app.export_screenshot()
-    runs = re.findall(r'<text class="[^"]*" x="([^"]*)" y="([^"]*)"[^>]*>(.*?)</text>', svg)
-    rows: dict[float, list[tuple[int, str]]] = {}
-    for x, y, text in runs:
-        rows.setdefault(float(y), []).append((round(float(x) / 12.2), html.unescape(text)))
-    lines = []
-    for _, parts in sorted(rows.items()):
-        line = ""
-        for column, text in sorted(parts):
-            line = line.ljust(column) + text
-        lines.append(line.replace("\xa0", " ").rstrip())
-    return "\n".join(lines)
-
-
-async def wait_for(pilot, condition, timeout=30.0):
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        await pilot.pause(0.02)
 
 
 async def open_detail(pilot) -> OpScreen:
