@@ -10,6 +10,7 @@ from accuscope.app.app import AccuscopeApp
 from accuscope.app.browser import BrowserScreen
 from accuscope.app.chart import MetricChart, downsample
 from accuscope.app.dialogs import ConfirmDialog, HelpScreen
+from accuscope.app.newtask import NewTaskScreen
 from accuscope.app.optable import OperatorTable
 from accuscope.app.taskscreen import TaskScreen
 from accuscope.engine.demo import MAIN
@@ -230,3 +231,36 @@ def test_advisor_strip_and_screen_jump_to_the_op_that_introduced_the_error(ws):
         assert table.table.columns["origin"][first.row] == "introduced"
     drive(AccuscopeApp(ws, open_path=ws / MAIN.name), script)
     assert (ws / MAIN.name / "advice.json").exists()
+
+
+def test_new_task_form_checks_fields_and_runs(ws):
+    meta = load_task(ws / MAIN.name).meta
+
+    async def script(pilot):
+        await pilot.press("n")
+        form = pilot.app.screen
+        assert isinstance(form, NewTaskScreen)
+        form.query_one("#npu").value = str(ws / "nowhere")
+        await pilot.pause()
+        assert "no such file" in str(form.query_one("#why-npu").render())
+        form.query_one("#npu").value = meta["golden"]  # a golden folder is not an NPU dump
+        await pilot.pause()
+        assert "this is a golden dump, not an NPU dump" in str(form.query_one("#why-npu").render())
+        form.query_one("#golden").value = meta["golden"]
+        form.query_one("#model").value = meta["model"]
+        form.query_one("#name").value = str(ws / "fresh")
+        form.query_one("#range").value = "1,-1"
+        await pilot.pause()
+        assert "three integers" in str(form.query_one("#why-range").render())
+        await pilot.press("ctrl+s")
+        assert pilot.app.screen is form  # refused: fields to fix
+        form.query_one("#npu").value = meta["npu"]
+        form.query_one("#range").value = ""
+        await pilot.pause()
+        assert "✓" in str(form.query_one("#why-npu").render())
+        await pilot.press("ctrl+s")
+        screen = pilot.app.screen
+        assert isinstance(screen, TaskScreen)
+        await wait_for(pilot, lambda: not screen.running and len(screen.table_widget.table) > 0)
+    drive(AccuscopeApp(ws), script)
+    assert load_task(ws / "fresh").meta["state"] == "done"

@@ -86,7 +86,8 @@ class NewTaskScreen(Screen):
                 kind = detect(text)
                 wanted = {"npu": "npu", "golden": "golden", "model": "graph"}[key]
                 if kind != wanted and not (key == "golden" and kind == "npu"):
-                    return f"this looks like {'a model' if kind == 'graph' else 'an ' + kind + ' dump'}", False
+                    found = {"graph": "a model", "npu": "an NPU dump", "golden": "a golden dump"}[kind]
+                    return f"this is {found}, not {'a model' if wanted == 'graph' else 'an NPU dump'}", False
                 return f"✓ {kind}", True
             if key == "name":
                 p = Path(text)
