@@ -105,3 +105,13 @@ def test_compare_tui_runs_in_the_app_and_saves_the_task(tmux, tmp_path):
     t.keys("q")
     t.wait_for("EXITED 0")
     assert load_task(out).meta["state"] == "done"
+
+
+@pytest.mark.parametrize("env", ["NO_COLOR=1 TERM=xterm-256color", "TERM=xterm"])  # no colour; 16 colours
+def test_marks_carry_the_meaning_without_colour(tmux, demo_ws, env):
+    t = tmux(f"env {env} {shlex.quote(sys.executable)} -m accuscope open "
+             f"{shlex.quote(str(demo_ws / MAIN.name))}")
+    screen = t.wait_for("rows fail")
+    assert "✗" in screen  # failing rows are marked, not only coloured
+    t.keys("q", "q")
+    t.wait_for("EXITED 0")

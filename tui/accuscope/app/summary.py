@@ -19,7 +19,7 @@ def summary_lines(table: ResultTable, thresholds: Thresholds, running: bool = Fa
         return ["[dim]comparing: rows appear as they are computed…[/]" if running else "[dim]no rows[/]"]
     lines = []
     if advice is not None and advice.primary is not None:
-        lines.append(finding_line(advice.primary) + (f" · [dim]a: all {len(advice.findings)} findings[/]"
+        lines.append(finding_line(advice.primary) + (f" · [dim]a: {len(advice.findings)} findings[/]"
                                                       if len(advice.findings) > 1 else ""))
     if s.first_failing is None:
         lines.append(f"[green]✓[/] none of {s.rows:,} rows breaks a threshold"

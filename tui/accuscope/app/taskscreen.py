@@ -42,7 +42,7 @@ class TaskScreen(Screen):
     ]
     DEFAULT_CSS = """
     TaskScreen #crumbs { height: 1; background: $primary-background; padding: 0 1; }
-    TaskScreen #summary { height: auto; max-height: 2; padding: 0 1; }
+    TaskScreen #summary { height: auto; max-height: 2; padding: 0 1; text-wrap: nowrap; text-overflow: ellipsis; }
     TaskScreen OperatorTable { height: 1fr; min-height: 5; }
     TaskScreen MetricChart { height: 8; }
     TaskScreen #prompt { display: none; border: none; height: 1; padding: 0 1; }
