@@ -10,6 +10,7 @@ from accuscope.app.app import AccuscopeApp
 from accuscope.app.browser import BrowserScreen
 from accuscope.app.chart import MetricChart, downsample
 from accuscope.app.dialogs import ConfirmDialog, HelpScreen
+from accuscope.app.graphscreen import GraphScreen
 from accuscope.app.newtask import NewTaskScreen
 from accuscope.app.optable import OperatorTable
 from accuscope.app.taskscreen import TaskScreen
@@ -264,3 +265,22 @@ def test_new_task_form_checks_fields_and_runs(ws):
         await wait_for(pilot, lambda: not screen.running and len(screen.table_widget.table) > 0)
     drive(AccuscopeApp(ws), script)
     assert load_task(ws / "fresh").meta["state"] == "done"
+
+
+def test_graph_follows_the_table_and_back(ws):
+    async def script(pilot):
+        screen = pilot.app.screen
+        table = screen.query_one(OperatorTable)
+        await pilot.press("exclamation_mark")
+        row = table.cursor_row
+        await pilot.press("g")
+        graph = pilot.app.screen
+        assert isinstance(graph, GraphScreen)
+        await wait_for(pilot, lambda: graph.graph is not None)
+        await pilot.press("o")  # to the consumer of the failing conv
+        await pilot.pause()
+        await pilot.press("q")
+        assert pilot.app.screen is screen
+        assert table.cursor_row != row
+        assert table.table.columns["npu_op"][table.cursor_row] != table.table.columns["npu_op"][row]
+    drive(AccuscopeApp(ws, open_path=ws / MAIN.name), script, size=(160, 50))

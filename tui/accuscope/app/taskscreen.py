@@ -25,6 +25,7 @@ from ..engine.thresholds import Thresholds, parse_assignment
 from .advicescreen import AdviceScreen
 from .chart import MetricChart
 from .dialogs import AskDialog, ConfirmDialog
+from .graphscreen import GraphScreen
 from .opscreen import OpScreen
 from .optable import OperatorTable
 from .rowdetail import RowDetail
@@ -39,6 +40,7 @@ class TaskScreen(Screen):
         Binding("C", "chart_metric(-1)", "previous chart metric", show=False),
         Binding("z", "zoom", "maximize pane"), Binding("R", "rerun", "re-run", show=False),
         Binding("D", "row_details", "row details", show=False), Binding("a", "advice", "advisor"),
+        Binding("g", "graph", "graph"),
     ]
     DEFAULT_CSS = """
     TaskScreen #crumbs { height: 1; background: $primary-background; padding: 0 1; }
@@ -260,6 +262,15 @@ class TaskScreen(Screen):
             return
         from ..engine.taskrun import spec_from_meta
         self.start_run(spec_from_meta(self.opened.meta, self.thresholds), self.folder)
+
+    def action_graph(self) -> None:
+        widget = self.table_widget
+
+        def back(row: int | None) -> None:
+            if row is not None and not widget.move_to(row):
+                self.notify("that op's row is hidden by the filter or the in/out toggle", timeout=4)
+        self.app.push_screen(GraphScreen(self.folder, widget.table, widget.thresholds, widget.cursor_row,
+                                         self.opened.meta if self.opened else None), back)
 
     # ---- the advisor ------------------------------------------------------------------------
     def start_advice(self) -> None:

@@ -1,0 +1,1150 @@
+"""The graph screen: the task's model graph in execution order, one op per row, git-log style.
+
+Opened from the task screen with the table's cursor op under the graph cursor; leaving (q / esc)
+dismisses with the result-table row of the op under the graph cursor (its first output row, None
+when the op has no row) so the table follows.
+
+    S ├─◆      ✗ 0.95617      Conv2D      …nv1/Conv/block1/relu1/Relu [1,16,32,32]
+    ┃ │ ◆      ✗ 0.96889      Conv2D      …ck1/bn2/BatchNormalization [1,16,32,32]
+    E ◆─┘      ✗ 0.98637      Add         /block1/Add                 [1,16,32,32]
+      ●        ✗ 0.00687 kl   Conv2D      …n/conv/Conv/down/relu/Relu [1,32,16,16]
+
+Left to right: the selection mark (S start, E end, ┃ inside the selected submodel, whose ops are
+also drawn ◆ and tinted), the lanes (`engine.lanes`: a column per tensor produced above and read
+below), the op's badge (the mark of its output rows as the table shows it: ✗ failing, ? not
+compared, · exempt; with the worst cos, or for a failing op whose cos passes the worst value of the
+first threshold it breaks, named), type, name and first output shape. `GraphView` is a Line-API
+ScrollView: it formats only the rows on screen, so a graph of thousands of ops costs what one of
+twenty does.
+
+A detail panel (right of the graph from 120 columns on, below it when toggled with enter on a
+narrower terminal) shows the op's attributes, inputs and outputs with shapes, producers and
+consumers, the framework ops fused into an offline-model device op, the selection's boundary and
+the last export. `s` / `e` choose a submodel (engine.subgraph), `x` exports and re-tests it
+(engine.export) in a thread worker.
+"""
+from __future__ import annotations
+
+import json
+import math
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
+
+import numpy as np
+from rich.markup import escape
+from rich.segment import Segment
+from rich.style import Style
+from rich.text import Text
+from textual import events, work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Container, Vertical, VerticalScroll
+from textual.geometry import Size
+from textual.message import Message
+from textual.screen import ModalScreen, Screen
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+from textual.widgets import Footer, Input, OptionList, Static
+from textual.widgets.option_list import Option
+from textual.worker import Worker, WorkerState
+
+from ..engine.graph import Graph, Node, load_graph
+from ..engine.lanes import LIMIT, NODE, Lanes, layout, reads
+from ..engine.results import ResultTable
+from ..engine.subgraph import Selection, SelectionError, select
+from ..engine.tensor import SourceError, sanitize
+from ..engine.thresholds import LOWER_IS_WORSE, Thresholds, exempt, nonfinite_broken
+from . import formatting as fmt
+from .dialogs import AskDialog, ConfirmDialog
+from .optable import MARK_EXEMPT, MARK_FAIL, MARK_INVALID
+
+WIDE = 120  # from this width on the detail panel sits right of the graph
+MEMBER_NODE = "◆"
+MARK_START, MARK_END, MARK_MEMBER = "S", "E", "┃"
+NUMBER = 7  # cells of the badge's number
+BADGE = 14  # mark, blank, number, blank, 4-cell metric key
+SHORT = {"mean_rel": "mrel", "max_rel": "xrel", "max_abs": "xabs", "mean_abs": "mabs", "acc_rel": "arel",
+         "rel_0.1%": "r.1%", "rel_0.5%": "r.5%", "golden_nonfinite": "gnf", "npu_nonfinite": "inf"}
+TYPE_CAP, SHAPE_CAP = 14, 18
+VERDICT_WORDS = {
+    "inside": "error stays: it lives inside the submodel",
+    "upstream": "error gone: it came from upstream",
+    "none": "no error at the submodel's outputs",
+    "unknown": "no verdict",
+}
+
+
+# ------------------------------------------------------------------ results of the ops
+
+
+@dataclass(frozen=True)
+class Badge:
+    """What the graph shows of an op's result rows."""
+
+    mark: str  # ✗ failing, ? not compared, · exempt, " " compared and passing, "" no row
+    text: str  # the worst value of the metric, "" when there is none
+    state: str  # fail, invalid, exempt, pass, none
+    key: str = ""  # the metric shown when it is not the table's main one (the threshold it breaks)
+
+    def cell(self) -> str:
+        if not self.mark:
+            return ""
+        return f"{self.mark} {fmt.pad(self.text, NUMBER, right=True)} {SHORT.get(self.key, self.key)[:4]}"
+
+
+NO_BADGE = Badge("", "", "none")
+
+
+class OpResults:
+    """The result table seen per graph op: rows of each node (table `npu_op` == node name) and badges."""
+
+    def __init__(self, table: ResultTable, thresholds: Thresholds, nodes: list[Node]):
+        self.table, self.thresholds = table, thresholds
+        cols = table.columns
+        n = len(table)
+        self.fail = np.asarray(cols["fail"], dtype=bool)
+        self.exempt = exempt(table) if n else np.zeros(0, dtype=bool)
+        keys = table.metric_keys
+        if keys and n:
+            all_nan = np.logical_and.reduce([np.isnan(cols[k]) for k in keys])
+        else:
+            all_nan = np.ones(n, dtype=bool)
+        self.invalid = (cols["reason"] != "") & all_nan if n else np.zeros(0, dtype=bool)
+        self.nonfinite = nonfinite_broken(table) if n else np.zeros(0, dtype=bool)
+        self.metric = "cos" if "cos" in keys else (keys[0] if keys else "")
+        self.values = table.numbers(self.metric) if self.metric else np.full(n, math.nan)
+        self.io = cols["io"].tolist()
+        order = np.argsort(cols["index"], kind="stable") if n else np.zeros(0, dtype=np.int64)
+        rows_of: dict[str, list[int]] = {}
+        ops = cols["npu_op"].tolist()
+        for r in order.tolist():
+            rows_of.setdefault(ops[r], []).append(r)
+        by_sanitized: dict[str, list[int]] | None = None
+        by_golden: dict[str, list[int]] | None = None
+        self.rows: list[list[int]] = []
+        self.direct: list[bool] = []  # rows matched by the NPU op name (else by the golden op name)
+        for node in nodes:
+            rows = rows_of.get(node.name)
+            if rows is None:
+                if by_sanitized is None:
+                    by_sanitized = {}
+                    for name, found in rows_of.items():
+                        by_sanitized.setdefault(sanitize(name), found)
+                rows = by_sanitized.get(sanitize(node.name))
+            direct = rows is not None
+            if rows is None:  # a framework graph for fused device ops: the golden op names say
+                if by_golden is None:
+                    by_golden = self._by_golden(order.tolist(), cols["golden_op"].tolist())
+                rows = by_golden.get(node.name, [])
+            self.rows.append(rows)
+            self.direct.append(direct)
+        self._position = {node.name: i for i, node in enumerate(nodes)}
+        self._sanitized_position: dict[str, int] | None = None
+        self._nodes = nodes
+        self._badges: list[Badge | None] = [None] * len(nodes)
+        self._failing: list[int] | None = None
+
+    def _by_golden(self, order: list[int], golden: list[str]) -> dict[str, list[int]]:
+        """Framework op -> rows: a fused device op's input rows belong to its first framework op,
+        its output rows to its last (the fused op computes the last one's output)."""
+        found: dict[str, list[int]] = {}
+        for r in order:
+            names = [g for g in golden[r].split(",") if g and g != "*"]
+            if names:
+                found.setdefault(names[0] if self.io[r] == "input" else names[-1], []).append(r)
+        return found
+
+    def node_of_row(self, row: int | None) -> int | None:
+        """Position in the graph of the op a table row belongs to."""
+        if row is None or not 0 <= row < len(self.table):
+            return None
+        name = str(self.table.columns["npu_op"][row])
+        hit = self._position.get(name)
+        if hit is None:
+            if self._sanitized_position is None:
+                self._sanitized_position = {}
+                for n, i in self._position.items():
+                    self._sanitized_position.setdefault(sanitize(n), i)
+            hit = self._sanitized_position.get(sanitize(name))
+        if hit is None:
+            names = [g for g in str(self.table.columns["golden_op"][row]).split(",") if g and g != "*"]
+            if names:
+                hit = self._position.get(names[0] if self.io[row] == "input" else names[-1])
+        return hit
+
+    def first_output_row(self, position: int) -> int | None:
+        """The op's first output row in execution order, else its first row; None without rows."""
+        rows = self.rows[position]
+        for r in rows:
+            if self.io[r] != "input":
+                return r
+        return rows[0] if rows else None
+
+    def output_rows(self, position: int) -> list[int]:
+        """The rows the badge is made of: the op's output rows; its input rows when it has no output
+        row (unless matched by golden op name: those input rows are a fused op's, not this op's)."""
+        rows = self.rows[position]
+        outputs = [r for r in rows if self.io[r] != "input"]
+        return outputs or (rows if self.direct[position] else [])
+
+    def badge(self, position: int) -> Badge:
+        cached = self._badges[position]
+        if cached is not None:
+            return cached
+        rows = self.output_rows(position)
+        if not rows:
+            badge = NO_BADGE
+        else:
+            fail = any(self.fail[r] for r in rows)
+            compared = [r for r in rows if not self.invalid[r] and not self.exempt[r]]
+            if fail:
+                mark, state = MARK_FAIL, "fail"
+            elif compared:
+                mark, state = " ", "pass"
+            elif any(self.invalid[r] for r in rows):
+                mark, state = MARK_INVALID, "invalid"
+            else:
+                mark, state = MARK_EXEMPT, "exempt"
+            badge = self._worst(rows, mark, state)
+        self._badges[position] = badge
+        return badge
+
+    def _worst(self, rows: list[int], mark: str, state: str) -> Badge:
+        """The worst value of the main metric; for a failing op, of the first threshold it breaks."""
+        key, values, toward = self.metric, self.values[rows], 0
+        if state == "fail":
+            for t in self.thresholds.items:
+                if t.key not in self.table.columns:
+                    continue
+                numbers = self.table.numbers(t.key)[rows]
+                if t.broken(numbers).any():
+                    key, values, toward = t.key, numbers, (-1 if t.op == "<" else 1)
+                    break
+            else:
+                if any(self.nonfinite[r] for r in rows):
+                    return Badge(mark, "nan/inf", state)
+        finite = values[~np.isnan(values)]
+        if not len(finite):
+            return Badge(mark, "nan" if state == "fail" else "", state)
+        lower = key in LOWER_IS_WORSE
+        worst = float(finite.min() if lower else finite.max())
+        return Badge(mark, fmt.number(worst, NUMBER, toward), state, "" if key == self.metric else key)
+
+    def failing(self) -> list[int]:
+        """Positions of the ops whose badge is failing, in execution order."""
+        if self._failing is None:
+            self._failing = [i for i in range(len(self._nodes)) if self.badge(i).state == "fail"]
+        return self._failing
+
+    def failing_count(self) -> int:
+        return len(self.failing())
+
+
+def shape_text(shape) -> str:
+    if shape is None:
+        return "?"
+    return "[" + ",".join("?" if d is None else str(d) for d in shape) + "]"
+
+
+def _value_text(value, width: int = 70) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, default=str) if isinstance(value, (list, dict)) \
+        else str(value)
+    return fmt.fit(text.replace("\n", " "), width)
+
+
+# ------------------------------------------------------------------ the graph widget
+
+
+class GraphView(ScrollView, can_focus=True):
+    """One op per line with lanes, badge, type, name and shape; renders only the visible lines."""
+
+    COMPONENT_CLASSES: ClassVar[set[str]] = {
+        "graphview--header", "graphview--cursor", "graphview--lanes", "graphview--fail", "graphview--invalid",
+        "graphview--exempt", "graphview--pass", "graphview--member", "graphview--endpoint", "graphview--empty",
+    }
+    DEFAULT_CSS = """
+    GraphView {
+        height: 1fr;
+        background: $surface;
+        color: $foreground;
+        & > .graphview--header { text-style: bold; background: $panel; }
+        & > .graphview--cursor {
+            background: $block-cursor-blurred-background;
+            color: $block-cursor-blurred-foreground;
+            text-style: $block-cursor-blurred-text-style;
+        }
+        &:focus > .graphview--cursor {
+            background: $block-cursor-background;
+            color: $block-cursor-foreground;
+            text-style: $block-cursor-text-style;
+        }
+        & > .graphview--lanes { color: $foreground-muted; }
+        & > .graphview--fail { color: $text-error; }
+        & > .graphview--invalid { color: $text-warning; }
+        & > .graphview--exempt { color: $text-muted; }
+        & > .graphview--pass { color: $text-success; }
+        & > .graphview--member { background: $secondary-muted; }
+        & > .graphview--endpoint { text-style: bold; color: $text-secondary; }
+        & > .graphview--empty { color: $text-muted; text-style: italic; }
+        &:nocolor > .graphview--cursor { text-style: reverse bold; }
+        &:nocolor > .graphview--fail { text-style: bold; }
+        &:nocolor > .graphview--member { text-style: underline; }
+    }
+    """
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("up,k", "move(-1)", "Up", show=False),
+        Binding("down,j", "move(1)", "Down", show=False),
+        Binding("home,g", "first", "First op", show=False),
+        Binding("end,G", "last", "Last op", show=False),
+        Binding("pageup", "page(-1)", "Page up", show=False),
+        Binding("pagedown", "page(1)", "Page down", show=False),
+        Binding("ctrl+u", "page(-0.5)", "Half page up", show=False),
+        Binding("ctrl+d", "page(0.5)", "Half page down", show=False),
+    ]
+
+    class Highlighted(Message):
+        """The cursor moved to the op at `position` (an index into graph.nodes)."""
+
+        def __init__(self, view: GraphView, position: int) -> None:
+            super().__init__()
+            self.view = view
+            self.position = position
+
+        @property
+        def control(self) -> GraphView:
+            return self.view
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.graph: Graph | None = None
+        self.lanes: Lanes | None = None
+        self.results: OpResults | None = None
+        self.message = "loading the model…"
+        self.cursor = 0
+        self.members: set[int] = set()
+        self.start: int | None = None
+        self.end: int | None = None
+        self._shapes: list[str] = []
+        self._type_width = 4
+        self._shape_width = 5
+        self._styles: dict[str, Style] | None = None
+
+    # ---- API -----------------------------------------------------------------------------------
+    def show(self, graph: Graph, lanes: Lanes, results: OpResults, position: int = 0) -> None:
+        self.graph, self.lanes, self.results = graph, lanes, results
+        self._shapes = [shape_text(n.output_shapes[0]) if n.outputs else "" for n in graph.nodes]
+        self._type_width = max(4, min(TYPE_CAP, max((len(n.type) for n in graph.nodes), default=4)))
+        self._shape_width = max(5, min(SHAPE_CAP, max(map(len, self._shapes), default=5)))
+        self.message = "the model has no operators" if not graph.nodes else ""
+        self.cursor = max(0, min(position, len(graph.nodes) - 1))
+        self._set_virtual_size()
+        self._scroll_to_cursor(center=True)
+        self.refresh()
+        self.post_message(self.Highlighted(self, self.cursor))
+
+    def set_message(self, text: str) -> None:
+        self.message = text
+        self.refresh()
+
+    @property
+    def count(self) -> int:
+        return len(self.graph.nodes) if self.graph is not None else 0
+
+    @property
+    def node(self) -> Node | None:
+        return self.graph.nodes[self.cursor] if self.count else None
+
+    def move_to(self, position: int, center: bool = False) -> None:
+        if not self.count:
+            return
+        position = max(0, min(self.count - 1, position))
+        old, top = self.cursor, int(self.scroll_y)
+        changed = position != old
+        self.cursor = position
+        self._scroll_to_cursor(center)
+        if int(self.scroll_y) == top and top <= old < top + self._page_rows():
+            self.refresh_line(old + 1)  # just the two lines (virtual y; line 0 is the header)
+            self.refresh_line(position + 1)
+        else:
+            self.refresh()
+        if changed:
+            self.post_message(self.Highlighted(self, position))
+
+    def set_selection(self, start: int | None, end: int | None, members: set[int]) -> None:
+        self.start, self.end, self.members = start, end, members
+        self.refresh()
+
+    # ---- geometry -------------------------------------------------------------------------------
+    def _set_virtual_size(self) -> None:
+        self.virtual_size = Size(self.scrollable_content_region.width or 80, self.count + 1)
+
+    def _page_rows(self) -> int:
+        return max(1, self.scrollable_content_region.height - 1)
+
+    def _scroll_to_cursor(self, center: bool = False) -> None:
+        page = self._page_rows()
+        top = int(self.scroll_y)
+        if center:
+            top = self.cursor - page // 2
+        elif self.cursor < top:
+            top = self.cursor
+        elif self.cursor >= top + page:
+            top = self.cursor - page + 1
+        top = max(0, min(top, self.count + 1 - self.scrollable_content_region.height))
+        if top != int(self.scroll_y):
+            self.scroll_to(y=top, animate=False, force=True)
+
+    def on_resize(self, event: events.Resize) -> None:
+        self._set_virtual_size()
+        self._scroll_to_cursor()
+
+    # ---- actions ----------------------------------------------------------------------------------
+    def action_move(self, step: int) -> None:
+        self.move_to(self.cursor + step)
+
+    def action_first(self) -> None:
+        self.move_to(0)
+
+    def action_last(self) -> None:
+        self.move_to(self.count - 1)
+
+    def action_page(self, fraction: float) -> None:
+        step = int(self._page_rows() * fraction) or (1 if fraction > 0 else -1)
+        self.scroll_to(y=max(0, int(self.scroll_y) + step), animate=False, force=True)
+        self.move_to(self.cursor + step)
+
+    def on_click(self, event: events.Click) -> None:
+        offset = event.get_content_offset(self)
+        if offset is None or offset.y == 0:
+            return
+        self.move_to(int(self.scroll_y) + offset.y - 1)
+
+    # ---- rendering --------------------------------------------------------------------------------
+    def notify_style_update(self) -> None:
+        self._styles = None
+        super().notify_style_update()
+
+    def _get_styles(self) -> dict[str, Style]:
+        if self._styles is None:
+            names = ("header", "cursor", "lanes", "fail", "invalid", "exempt", "pass", "member", "endpoint", "empty")
+            self._styles = {n: self.get_component_rich_style(f"graphview--{n}") for n in names}
+            self._styles["base"] = self.rich_style
+        return self._styles
+
+    def columns(self, width: int) -> tuple[int, int, int, int, int]:
+        """(lane cap, lanes width, type width, name width, shape width) for a line of `width` cells."""
+        cap = max(2, min(LIMIT, int(width * 0.3) // 2))
+        lanes_width = self.lanes.drawn_width(cap) if self.lanes is not None else 2
+        shape_width = self._shape_width
+        fixed = 2 + lanes_width + 1 + BADGE + 1 + self._type_width + 1
+        name_width = width - fixed - 1 - shape_width
+        if name_width < 16:
+            shape_width = 0
+            name_width = width - fixed
+        return cap, lanes_width, self._type_width, max(4, name_width), shape_width
+
+    def render_line(self, y: int) -> Strip:
+        width = self.scrollable_content_region.width
+        styles = self._get_styles()
+        base = styles["base"]
+        if self.graph is None or not self.count:
+            if y == 1:
+                return Strip([Segment(fmt.fit(" " + self.message, width), base + styles["empty"])]
+                             ).adjust_cell_length(width, base)
+            return Strip.blank(width, base)
+        cap, lanes_width, type_width, name_width, shape_width = self.columns(width)
+        if y == 0:
+            metric = self.results.metric if self.results is not None else ""
+            badge = fmt.pad(fmt.pad(metric, 2 + NUMBER, right=True), BADGE)
+            text = ("  " + fmt.pad("edges" if lanes_width >= 5 else "", lanes_width) + " " + badge + " "
+                    + fmt.pad("type", type_width) + " " + fmt.pad("op", name_width)
+                    + (" " + fmt.pad("out shape", shape_width) if shape_width else ""))
+            header = base + styles["header"]
+            return Strip([Segment(text, header)]).adjust_cell_length(width, header)
+        position = int(self.scroll_y) + y - 1
+        if not 0 <= position < self.count:
+            return Strip.blank(width, base)
+        node = self.graph.nodes[position]
+        badge = self.results.badge(position) if self.results is not None else NO_BADGE
+        member = position in self.members
+        row_style = base + styles["member"] if member else base
+        cursor = position == self.cursor
+        if cursor:
+            row_style += styles["cursor"]
+        state_style = row_style + styles[badge.state] if badge.state != "none" else row_style
+        if cursor:
+            state_style += styles["cursor"]
+        mark = (MARK_START if position == self.start else MARK_END if position == self.end
+                else MARK_MEMBER if member else " ")
+        segments = [Segment(mark, row_style + styles["endpoint"] if mark != " " else row_style),
+                    Segment(" ", row_style)]
+        drawn = self.lanes.draw(position, cap) if self.lanes is not None else NODE
+        at = drawn.rfind(NODE)
+        lane_style = row_style + styles["lanes"] + (styles["cursor"] if cursor else Style())
+        glyph = MEMBER_NODE if member else NODE
+        if at >= 0:
+            segments += [Segment(drawn[:at], lane_style), Segment(glyph, state_style),
+                         Segment(fmt.pad(drawn[at + 1:], max(0, lanes_width - at - 1)), lane_style)]
+        else:
+            segments.append(Segment(fmt.pad(drawn, lanes_width), lane_style))
+        badge_text = badge.cell()
+        segments += [Segment(" ", row_style), Segment(fmt.pad(badge_text, BADGE), state_style),
+                     Segment(" " + fmt.pad(node.type, type_width) + " " + fmt.pad(fmt.fit(node.name, name_width,
+                                                                                          keep="end"), name_width),
+                             row_style)]
+        if shape_width:
+            segments.append(Segment(" " + fmt.pad(self._shapes[position], shape_width), row_style))
+        return Strip(segments).adjust_cell_length(width, row_style)
+
+
+# ------------------------------------------------------------------ choosing among several ops
+
+
+class ChooseDialog(ModalScreen["int | None"]):
+    """A list of ops to jump to (several producers or consumers); dismisses with a graph position."""
+
+    DEFAULT_CSS = """
+    ChooseDialog { align: center middle; }
+    ChooseDialog > Vertical { width: 90%; max-width: 110; height: auto; max-height: 80%;
+                              border: thick $accent; padding: 0 1; background: $surface; }
+    ChooseDialog OptionList { height: auto; max-height: 20; }
+    """
+    BINDINGS = [Binding("escape,q", "cancel", "cancel")]
+
+    def __init__(self, title: str, choices: list[tuple[str, int]]) -> None:
+        super().__init__()
+        self.title_text, self.choices = title, choices
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Static(self.title_text)
+            yield OptionList(*[Option(Text(label), id=str(position)) for label, position in self.choices])
+
+    def on_mount(self) -> None:
+        self.query_one(OptionList).focus()
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        self.dismiss(int(event.option.id))
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+# ------------------------------------------------------------------ the screen
+
+
+def _task_meta(folder: Path) -> dict:
+    path = folder / "task.json"
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return {}
+    return doc if isinstance(doc, dict) else {}
+
+
+def _task_path(folder: Path, value) -> Path | None:
+    if not value or not isinstance(value, str):
+        return None
+    p = Path(value).expanduser()
+    if not p.is_absolute() and not p.exists():
+        p = folder / p
+    return p
+
+
+class GraphScreen(Screen["int | None"]):
+    """The model graph of a task; dismisses with the table row to put the table cursor on (or None)."""
+
+    BINDINGS = [
+        Binding("slash", "search", "search"),
+        Binding("n", "search_next(False)", "next match", show=False),
+        Binding("N", "search_next(True)", "previous match", show=False),
+        Binding("i", "follow('in')", "producer"),
+        Binding("o", "follow('out')", "consumer"),
+        Binding("s", "mark('start')", "start"),
+        Binding("e", "mark('end')", "end"),
+        Binding("x", "export", "export"),
+        Binding("enter", "toggle_panel", "details"),
+        Binding("c", "clear_selection", "clear selection", show=False),
+        Binding("exclamation_mark", "next_failing", "next failing op", show=False),
+        Binding("z", "zoom", "maximize pane", show=False),
+        Binding("escape", "back", "back to the table", show=False),
+        Binding("q", "back", "back to the table", show=False),
+    ]
+    DEFAULT_CSS = """
+    GraphScreen #crumbs { height: 1; background: $primary-background; padding: 0 1; }
+    GraphScreen #body { layout: vertical; height: 1fr; }
+    GraphScreen.-wide #body { layout: horizontal; }
+    GraphScreen GraphView { height: 1fr; width: 1fr; min-height: 5; }
+    GraphScreen #panel { display: none; height: 45%; width: 1fr; border-top: solid $primary; padding: 0 1;
+                         background: $surface; }
+    GraphScreen.-wide #panel { display: block; height: 1fr; width: 64; max-width: 45%; border-top: none;
+                               border-left: solid $primary; }
+    GraphScreen.-toggled #panel { display: block; }
+    GraphScreen.-wide.-toggled #panel { display: none; }
+    GraphScreen #prompt { display: none; border: none; height: 1; padding: 0 1; }
+    GraphScreen #prompt.shown { display: block; }
+    GraphScreen #status { height: 1; background: $panel; padding: 0 1; }
+    """
+    HELP = (
+        "One op per row in execution order. The lanes left of each op are git-log style: a column per tensor "
+        "produced above and read below; ● is the op, ├ / ┤ a tensor read here and further down, ┘ / └ its "
+        "last reader (a merge), ┐ / ┌ another output of the op (a branch), ┼ a crossing, …N lanes not shown.\n"
+        "The badge is the op's result as the table shows it: ✗ failing, ? not compared, · exempt (layout op, "
+        "input, device-only), with the worst value of its output rows (cos: the lowest); no badge: the op has "
+        "no row in the result. Rows map to ops by the table's NPU op name (on a framework graph of a task with "
+        "fused device ops, by the golden op names: a fused op's output rows belong to its last framework op).\n"
+        "Submodel: s marks the start op, e the end op; every op reachable from the start that leads to the end "
+        "is marked ┃ / ◆ (S and E the ends). The details panel lists the inputs entering and the outputs "
+        "leaving it. x exports it with its data and re-tests it: if the error is gone when the framework ops "
+        "run on the NPU's own inputs, it came from upstream; if it stays, it lives inside.\n"
+        "Leaving (q / esc) puts the table cursor on the op under the graph cursor."
+    )
+
+    def __init__(self, task_folder: Path, table: ResultTable, thresholds: Thresholds, row: int | None = None,
+                 meta: dict | None = None) -> None:
+        super().__init__()
+        self.folder = Path(task_folder)
+        self.table, self.thresholds, self.row = table, thresholds, row
+        self.meta = meta if meta is not None else _task_meta(self.folder)
+        self.graph: Graph | None = None
+        self.lanes: Lanes | None = None
+        self.results: OpResults | None = None
+        self.framework: Graph | None = None
+        self.framework_problem = ""
+        self.problem = ""
+        self.start: int | None = None
+        self.end: int | None = None
+        self.selection: Selection | None = None
+        self.search_text = ""
+        self.last_export: dict | None = None
+        self.cancel = threading.Event()
+        self.exporting = False
+        self.load_seconds = 0.0
+        self._progress = ""
+        self._positions: dict[int, int] = {}
+
+    def _say(self, message: str, **kwargs) -> None:
+        """A notification of plain text (op names and paths may hold markup characters)."""
+        self.notify(message, markup=False, **kwargs)
+
+    @property
+    def running(self) -> bool:
+        """An export is running (the app asks before quitting and sets `cancel`)."""
+        return self.exporting
+
+    # ---- layout -------------------------------------------------------------------------------
+    def compose(self) -> ComposeResult:
+        yield Static("", id="crumbs")
+        with Container(id="body"):
+            yield GraphView(id="graph")
+            with VerticalScroll(id="panel"):
+                yield Static("", id="detail")
+        yield Input(id="prompt")
+        yield Static("", id="status")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.title = f"graph {self.folder.name}"
+        self.query_one("#crumbs", Static).update(f"accuscope › tasks › {escape(self.folder.name)} › [b]graph[/]")
+        self._set_wide()
+        self.view.focus()
+        self.load_worker()
+        self.set_interval(0.25, self._show_progress)
+
+    def on_resize(self) -> None:
+        self._set_wide()
+
+    def _set_wide(self) -> None:
+        self.set_class(self.app.size.width >= WIDE, "-wide")
+
+    @property
+    def view(self) -> GraphView:
+        return self.query_one(GraphView)
+
+    @property
+    def panel_shown(self) -> bool:
+        return self.has_class("-wide") != self.has_class("-toggled")
+
+    @property
+    def node(self) -> Node | None:
+        return self.view.node
+
+    @property
+    def cursor(self) -> int:
+        return self.view.cursor
+
+    # ---- loading ------------------------------------------------------------------------------
+    def model_path(self) -> Path | None:
+        model = _task_path(self.folder, self.meta.get("model"))
+        if model is not None:
+            return model
+        demo = self.meta.get("demo") if isinstance(self.meta.get("demo"), dict) else {}
+        return _task_path(self.folder, self.meta.get("framework_model") or demo.get("framework_model"))
+
+    @work(thread=True, exclusive=True, group="graph", exit_on_error=False)
+    def load_worker(self):
+        started = time.perf_counter()
+        path = self.model_path()
+        if path is None:
+            raise SourceError("the task names no model (task.json \"model\"): the graph needs the ONNX model or the "
+                              "offline-model JSON (atc --mode=1 --om=model.om --json=model.json); give it with "
+                              "--model when comparing")
+        graph = load_graph(path)
+        lanes = layout(graph)
+        results = OpResults(self.table, self.thresholds, graph.nodes)
+        results.failing()  # every badge, off the UI thread
+        self.load_seconds = time.perf_counter() - started
+        return graph, lanes, results
+
+    @work(thread=True, exclusive=True, group="framework", exit_on_error=False)
+    def framework_worker(self):
+        from ..engine.export import framework_model_path
+        path = framework_model_path(self.folder)
+        if path is None:
+            raise SourceError("the task names no framework model (task.json \"framework_model\"): a selection "
+                              "of device ops cannot be mapped to framework ops for export")
+        return load_graph(path)
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        worker, state = event.worker, event.state
+        if state not in (WorkerState.SUCCESS, WorkerState.ERROR):
+            return
+        if worker.group == "graph":
+            if state == WorkerState.SUCCESS:
+                self._graph_ready(*worker.result)
+            else:
+                self.problem = _error_text(worker.error)
+                self.view.set_message(self.problem)
+                self.update_panel()
+                self.update_status()
+        elif worker.group == "framework":
+            if state == WorkerState.SUCCESS:
+                self.framework = worker.result
+                if self.start is not None and self.end is not None:
+                    self._reselect()
+            else:
+                self.framework_problem = _error_text(worker.error)
+            self.update_panel()
+        elif worker.group == "export":
+            self.exporting = False
+            self._progress = ""
+            if state == WorkerState.SUCCESS:
+                self._export_done(*worker.result)
+            else:
+                self._say(_error_text(worker.error), title="export failed", severity="error", timeout=15)
+            self.update_status()
+
+    def _graph_ready(self, graph: Graph, lanes: Lanes, results: OpResults) -> None:
+        self.graph, self.lanes, self.results = graph, lanes, results
+        self._positions = {id(n): i for i, n in enumerate(graph.nodes)}
+        start = results.node_of_row(self.row)
+        self.view.show(graph, lanes, results, start if start is not None else 0)
+        if self.row is not None and start is None:
+            name = self.table.columns["npu_op"][self.row] if 0 <= self.row < len(self.table) else ""
+            self._say(f"{name or 'the table row'} is not an op of the model graph", severity="warning", timeout=5)
+        for note in graph.notes:
+            self._say(note, severity="warning", timeout=8)
+        if graph.kind == "om":
+            self.framework_worker()
+        self.update_panel()
+        self.update_status()
+
+    # ---- panel and status -----------------------------------------------------------------------
+    def on_graph_view_highlighted(self, event: GraphView.Highlighted) -> None:
+        self.update_panel()
+        self.update_status()
+
+    def update_status(self) -> None:
+        status = self.query_one("#status", Static)
+        if self.graph is None:
+            status.update(escape(self.problem or "loading the model…"))
+            return
+        parts = [f"op {self.cursor + 1:,}/{len(self.graph.nodes):,}"]
+        if self.results is not None and self.results.failing_count():
+            parts.append(f"{MARK_FAIL} {self.results.failing_count():,} failing ops")
+        if self.lanes is not None:
+            parts.append(f"{self.lanes.width} lane{'s' if self.lanes.width != 1 else ''}")
+        if self.selection is not None:
+            parts.append(f"submodel {len(self.selection.ops)} ops, {len(self.selection.inputs)} in, "
+                         f"{len(self.selection.outputs)} out")
+        elif self.start is not None or self.end is not None:
+            parts.append("start " + self.graph.nodes[self.start].name if self.start is not None
+                         else "end " + self.graph.nodes[self.end].name)
+        if self._progress:
+            parts.append(self._progress)
+        status.update(escape(" · ".join(parts)))
+
+    def _show_progress(self) -> None:
+        if self.exporting:
+            self.update_status()
+
+    def action_toggle_panel(self) -> None:
+        self.toggle_class("-toggled")
+        self.update_panel()
+
+    def update_panel(self) -> None:
+        if not self.panel_shown:
+            return
+        self.query_one("#detail", Static).update(Text.from_markup(self.panel_markup()))
+
+    def panel_markup(self) -> str:
+        """The details of the op under the cursor, the selection and the last export (rich markup)."""
+        if self.graph is None:
+            return escape(self.problem or "loading the model…")
+        lines: list[str] = []
+        node = self.node
+        if node is not None:
+            lines += self._node_lines(node, self.cursor)
+        lines += self._selection_lines()
+        if self.last_export:
+            lines += ["", "[b]last export[/]"] + [escape(s) for s in self.last_export["lines"]]
+        return "\n".join(lines)
+
+    def _node_lines(self, node: Node, position: int) -> list[str]:
+        graph = self.graph
+        lines = [f"[b]{escape(node.name)}[/]", f"{escape(node.type)} · op {position + 1} of {len(graph.nodes)} · "
+                 f"seq {node.seq_id}" + (f" · subgraph {escape(node.subgraph)}" if node.subgraph else "")]
+        results = self.results
+        if results is not None:
+            rows = results.rows[position]
+            badge = results.badge(position)
+            if not rows:
+                lines.append("result: no row in the result table")
+            else:
+                cols = self.table.columns
+                if badge.state == "none":
+                    lines.append("result: its output has no row (fused into a device op); its input rows:")
+                else:
+                    word = {"fail": "failing", "pass": "passing", "invalid": "not compared", "exempt": "exempt"}
+                    lines.append(f"result: {escape(badge.mark.strip() or '✓')} {word[badge.state]}"
+                                 + (f", worst {badge.key or results.metric} {escape(badge.text)}" if badge.text else "")
+                                 + f" ({len(rows)} row{'s' if len(rows) != 1 else ''})")
+                for r in rows[:8]:
+                    value = results.values[r]
+                    mark = (MARK_FAIL if results.fail[r] else MARK_INVALID if results.invalid[r]
+                            else MARK_EXEMPT if results.exempt[r] else " ")
+                    text = fmt.number(float(value), 9) if results.metric else ""
+                    reason = str(cols["reason"][r])
+                    slot = fmt.slot(str(cols["tensor"][r]), cols["io"][r])
+                    lines.append(f"  {escape(mark)} #{cols['index'][r]} {slot}"
+                                 f" {results.metric} {text}" + (f"  {escape(fmt.fit(reason, 50))}" if reason else ""))
+                if len(rows) > 8:
+                    lines.append(f"  … {len(rows) - 8} more rows")
+        if node.fused is not None:
+            if node.fused:
+                lines += ["", f"[b]fused framework ops[/] ({len(node.fused)})"]
+                lines += [f"  {escape(f)}" for f in node.fused]
+            else:
+                lines += ["", "[b]fused framework ops[/]: none (device-only op inserted by the converter)"]
+        lines += ["", f"[b]inputs[/] ({len(node.inputs)})"]
+        for j, (t, s) in enumerate(zip(node.inputs, node.input_shapes)):
+            hit = graph.producer(t)
+            where = (f"← {hit[0].name}" if hit else "← network input" if t in graph.inputs
+                     else "weight" if t in graph.weights else "← (no producer)")
+            lines.append(f"  {j} {escape(t)} {escape(shape_text(s))}  {escape(where)}")
+        hidden = [t for t in reads(node) if t not in node.inputs]
+        for t in hidden:
+            hit = graph.producer(t)
+            lines.append(f"  body reads {escape(t)}" + (f"  ← {escape(hit[0].name)}" if hit else ""))
+        lines += ["", f"[b]outputs[/] ({len(node.outputs)})"]
+        for j, (t, s, d) in enumerate(zip(node.outputs, node.output_shapes, node.output_dtypes)):
+            users = [c.name for c, _ in graph.consumers(t)]
+            more = f" … {len(users) - 4} more" if len(users) > 4 else ""
+            where = "→ " + ", ".join(users[:4]) + more if users else ""
+            if t in graph.outputs:
+                where = (where + " " if where else "") + "→ network output"
+            lines.append(f"  {j} {escape(t)} {escape(shape_text(s))} {escape(d or '')}  {escape(where or '(unused)')}")
+        attrs = [(k, v) for k, v in node.attrs.items() if not k.startswith("_")]
+        internal = [(k, v) for k, v in node.attrs.items() if k.startswith("_") and k != "_subgraph_inputs"]
+        if attrs or internal:
+            lines += ["", f"[b]attributes[/] ({len(attrs) + len(internal)})"]
+            for k, v in attrs + internal:
+                lines.append(f"  {escape(k)} = {escape(_value_text(v))}")
+        return lines
+
+    def _selection_lines(self) -> list[str]:
+        graph = self.graph
+        if self.start is None and self.end is None:
+            return ["", "[dim]s: mark the start op, e: the end op of a submodel to export[/]"]
+        lines = ["", "[b]submodel[/]"]
+        if self.start is not None:
+            lines.append(f"  S start {escape(graph.nodes[self.start].name)}")
+        if self.end is not None:
+            lines.append(f"  E end   {escape(graph.nodes[self.end].name)}")
+        sel = self.selection
+        if sel is None:
+            lines.append("  [dim]" + ("e: mark the end op" if self.end is None else "s: mark the start op") + "[/]")
+            return lines
+        lines += [f"  {escape(s)}" for s in sel.describe()]
+        if graph.kind == "om" and sel.framework is None:
+            lines.append("  " + escape(self.framework_problem or "framework model: loading…"))
+        lines.append("  [dim]x: export and re-test[/]")
+        return lines
+
+    # ---- search -------------------------------------------------------------------------------
+    def action_search(self) -> None:
+        if self.graph is None:
+            return
+        prompt = self.query_one("#prompt", Input)
+        prompt.placeholder = "search op name or type (n/N: next/previous)"
+        prompt.value = self.search_text
+        prompt.add_class("shown")
+        prompt.focus()
+
+    def _close_prompt(self) -> None:
+        self.query_one("#prompt", Input).remove_class("shown")
+        self.view.focus()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if event.input.id != "prompt":
+            return
+        event.stop()
+        text = event.value.strip()
+        self._close_prompt()
+        if text:
+            self.search_text = text
+            if not self.search(text):
+                self._say(f"no op name or type contains {text!r}", severity="warning", timeout=4)
+
+    def search(self, text: str, backwards: bool = False, include_current: bool = False) -> bool:
+        """Cursor to the next op whose name or type contains `text` (case-insensitive), wrapping."""
+        if self.graph is None or not text:
+            return False
+        needle = text.lower()
+        nodes = self.graph.nodes
+        n = len(nodes)
+        step = -1 if backwards else 1
+        first = self.cursor if include_current else self.cursor + step
+        for k in range(n):
+            i = (first + step * k) % n
+            if needle in nodes[i].name.lower() or needle in nodes[i].type.lower():
+                self.view.move_to(i, center=True)
+                return True
+        return False
+
+    def action_search_next(self, backwards: bool) -> None:
+        if not self.search_text:
+            self._say("nothing to repeat: search with / first", timeout=3)
+        elif not self.search(self.search_text, backwards):
+            self._say(f"no match for {self.search_text!r}", timeout=3)
+
+    def action_next_failing(self) -> None:
+        if self.results is None:
+            return
+        failing = self.results.failing()
+        if not failing:
+            self._say("no failing op", timeout=3)
+            return
+        after = [i for i in failing if i > self.cursor]
+        self.view.move_to(after[0] if after else failing[0], center=True)
+
+    # ---- producers and consumers -----------------------------------------------------------------
+    def neighbours(self, direction: str) -> list[tuple[Node, str]]:
+        """(op, tensor) producing the cursor op's inputs ("in") or reading its outputs ("out")."""
+        node, graph = self.node, self.graph
+        if node is None:
+            return []
+        found: dict[int, tuple[Node, str]] = {}
+        if direction == "in":
+            for t in reads(node):
+                hit = graph.producer(t)
+                if hit is not None and hit[0] is not node:
+                    found.setdefault(id(hit[0]), (hit[0], t))
+        else:
+            for t in node.outputs:
+                for c, _ in graph.consumers(t):
+                    if c is not node:
+                        found.setdefault(id(c), (c, t))
+            for other in graph.nodes:  # bodies reading an output of this op
+                hidden = other.attrs.get("_subgraph_inputs") or ()
+                for t in hidden:
+                    if t in node.outputs and id(other) not in found:
+                        found[id(other)] = (other, t)
+        return list(found.values())
+
+    def action_follow(self, direction: str) -> None:
+        if self.graph is None:
+            return
+        hits = self.neighbours(direction)
+        word = "producer" if direction == "in" else "consumer"
+        if not hits:
+            self._say(f"{self.node.name} has no {word} op" + (" (its inputs are network inputs or weights)"
+                                                                 if direction == "in" else " (its outputs leave "
+                                                                 "the network or are unused)"), timeout=4)
+            return
+        if len(hits) == 1:
+            self.view.move_to(self._positions[id(hits[0][0])], center=True)
+            return
+        choices = []
+        for op, t in hits:
+            position = self._positions[id(op)]
+            badge = self.results.badge(position) if self.results is not None else NO_BADGE
+            producer = op if direction == "in" else self.node
+            via = f"  (via output {producer.outputs.index(t)})" if len(producer.outputs) > 1 and t in \
+                producer.outputs else ""
+            choices.append((f"{badge.mark or ' '} {op.type}  {op.name}{via}", position))
+
+        def chosen(position: int | None) -> None:
+            if position is not None:
+                self.view.move_to(position, center=True)
+        title = f"{len(hits)} {word}s of {self.node.name}: enter jumps, esc stays"
+        self.app.push_screen(ChooseDialog(escape(title), choices), chosen)
+
+    # ---- selection --------------------------------------------------------------------------------
+    def action_mark(self, which: str) -> None:
+        if self.graph is None or self.node is None:
+            return
+        here = self.cursor
+        start, end = (here, self.end) if which == "start" else (self.start, here)
+        selection = None
+        if start is not None and end is not None:
+            try:
+                selection = self._select(start, end)
+            except (SelectionError, SourceError) as exc:
+                self._say(str(exc), title=f"{which} refused", severity="error", timeout=12)
+                return
+        self.start, self.end, self.selection = start, end, selection
+        self._show_selection()
+        if selection is not None:
+            self._say(f"submodel: {len(selection.ops)} ops, {len(selection.inputs)} inputs entering, "
+                        f"{len(selection.outputs)} outputs leaving; x exports it", timeout=5)
+
+    def _select(self, start: int, end: int) -> Selection:
+        nodes = self.graph.nodes
+        framework = self.framework if self.graph.kind == "om" else None
+        return select(self.graph, nodes[start].name, nodes[end].name, framework=framework)
+
+    def _reselect(self) -> None:
+        try:
+            self.selection = self._select(self.start, self.end)
+        except (SelectionError, SourceError) as exc:
+            self.framework_problem = f"framework ops: {exc}"
+        self._show_selection()
+
+    def _show_selection(self) -> None:
+        if self.selection is not None:
+            members = {self._positions[id(n)] for n in self.selection.ops}
+        else:
+            members = {p for p in (self.start, self.end) if p is not None}
+        self.view.set_selection(self.start, self.end, members)
+        self.update_panel()
+        self.update_status()
+
+    def action_clear_selection(self) -> None:
+        self.start = self.end = self.selection = None
+        self._show_selection()
+
+    @property
+    def members(self) -> list[str]:
+        """Names of the ops highlighted as the submodel, in execution order."""
+        return [self.graph.nodes[i].name for i in sorted(self.view.members)] if self.graph is not None else []
+
+    # ---- export -------------------------------------------------------------------------------
+    def action_export(self) -> None:
+        if self.selection is None:
+            self._say("mark the start (s) and the end (e) of the submodel first", timeout=4)
+            return
+        if self.exporting:
+            self._say("an export is running", timeout=3)
+            return
+        from ..engine.export import default_out_dir
+        selection = self.selection
+        default = str(default_out_dir(self.folder, selection))
+
+        def check(text: str) -> str:
+            if not text.strip():
+                return "give a folder"
+            out = Path(text.strip()).expanduser()
+            try:
+                if out.exists() and not out.is_dir():
+                    return f"{out} exists and is not a folder"
+                if out.is_dir() and any(out.iterdir()) and not (out / "manifest.json").is_file():
+                    return f"{out} is not empty and is not an accuscope export: choose another folder"
+            except OSError as exc:
+                return f"{out}: {exc.strerror or exc}"
+            return ""
+
+        def answer(text: str | None) -> None:
+            if text is None:
+                return
+            out = Path(text.strip()).expanduser()
+            self.exporting = True
+            self.cancel.clear()
+            self._progress = "exporting…"
+            self._say(f"exporting {len(selection.ops)} ops to {out} and re-testing…", title="export", timeout=5)
+            self.update_status()
+            self.export_worker(selection, out)
+
+        described = selection.describe()
+        if len(described) > 12:
+            described = described[:11] + [f"  … {len(described) - 11} more lines in the details panel"]
+        title = "\n".join(escape(line) for line in described)
+        self.app.push_screen(AskDialog(f"{title}\n\nExport this submodel with its data and re-test it, into the "
+                                       "folder:", default, check), answer)
+
+    @work(thread=True, exclusive=True, group="export", exit_on_error=False)
+    def export_worker(self, selection: Selection, out: Path):
+        from ..engine.export import export
+
+        def progress(step: str, done: int, total: int) -> None:
+            self._progress = f"export: {step} ({done}/{total})"
+        result = export(self.folder, selection, out, retest=True, progress=progress, cancel=self.cancel)
+        files = sum(1 for p in out.rglob("*") if p.is_file()) if result is not None else 0
+        return result, files
+
+    def _export_done(self, result, files: int) -> None:
+        if result is None:
+            self._say("export cancelled: nothing written", timeout=5)
+            return
+        lines = [f"{files} files in {result.out_dir}", f"model {result.model.name}, "
+                 f"{len(result.selection.ops)} framework ops, {result.seconds:.1f} s"]
+        retest = result.retest
+        severity = "information"
+        if retest is not None:
+            lines.append(f"re-test: {VERDICT_WORDS.get(retest.verdict, retest.verdict)}")
+            lines.append(retest.message)
+            lines += retest.notes
+            if retest.task_dir is not None:
+                lines.append(f"re-test task: {retest.task_dir}")
+            severity = "warning" if retest.verdict == "unknown" else "information"
+        lines += [f"note: {n}" for n in result.notes[:5]]
+        self.last_export = {"out": result.out_dir, "files": files, "lines": lines,
+                            "verdict": retest.verdict if retest is not None else None}
+        self._say("\n".join(lines[:4]), title="export written", severity=severity, timeout=20)
+        self.update_panel()
+
+    def action_zoom(self) -> None:
+        if self.maximized is not None:
+            self.minimize()
+        elif self.focused is not None:
+            self.maximize(self.focused)
+
+    # ---- leaving ------------------------------------------------------------------------------
+    def result_row(self) -> int | None:
+        """The table row of the op under the graph cursor (its first output row), None without one."""
+        if self.results is None or self.graph is None or not self.graph.nodes:
+            return None
+        return self.results.first_output_row(self.cursor)
+
+    def action_back(self) -> None:
+        prompt = self.query_one("#prompt", Input)
+        if prompt.has_class("shown"):
+            self._close_prompt()
+            return
+        if self.exporting:
+            def answer(yes: bool | None) -> None:
+                if yes:
+                    self.cancel.set()
+                    self.dismiss(self.result_row())
+            self.app.push_screen(ConfirmDialog("An export is running. Cancel it and leave?"), answer)
+            return
+        self.dismiss(self.result_row())
+
+
+def _error_text(error: BaseException | None) -> str:
+    if isinstance(error, SourceError):
+        return str(error)
+    return f"{type(error).__name__}: {error}"
