@@ -17,10 +17,12 @@ HERE = Path(__file__).parent
 async def shoot(app: AccuscopeApp, name: str, size: tuple[int, int], keys: list[str]) -> None:
     async with app.run_test(size=size) as pilot:
         await pilot.pause()
+        while getattr(app.screen, "advising", False):
+            await pilot.pause(0.05)
         for key in keys:
             await pilot.press(key)
             await pilot.pause(0.05)
-        await pilot.pause(0.3)
+        await pilot.pause(1.0)  # workers of the screen just opened (op detail, graph)
         (HERE / f"{name}.svg").write_text(app.export_screenshot(title=f"accuscope: {name}"))
         print(HERE / f"{name}.svg")
 
@@ -36,6 +38,10 @@ async def main() -> None:
         await shoot(AccuscopeApp(ws, open_path=task), "filter", (160, 50),
                     ["f", *'cos < 0.99 and type == "Conv2D"', "enter"])
         await shoot(AccuscopeApp(ws, open_path=task), "help", (120, 40), ["question_mark"])
+        await shoot(AccuscopeApp(ws, open_path=task), "advisor", (120, 30), ["a"])
+        await shoot(AccuscopeApp(ws, open_path=task), "op-detail", (160, 50), ["exclamation_mark", "enter"])
+        await shoot(AccuscopeApp(ws, open_path=task), "graph", (160, 50),
+                    ["exclamation_mark", "g", "s", "o", "o", "e"])
 
 
 if __name__ == "__main__":
