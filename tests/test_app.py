@@ -152,14 +152,13 @@ def test_rerun_in_the_app_rows_arrive_and_keys_work_meanwhile(ws, tmp_path):
     """Re-running a task: rows appear while it runs, keys are handled meanwhile, the new result is saved."""
     folder = ws / MAIN.name
     task = load_task(folder)
-    spec = slow_rerun(task, tmp_path, 0.02)
+    spec = slow_rerun(task, tmp_path, 0.05)
     before = task.csv
 
     async def script(pilot):
         screen = pilot.app.screen
         table = screen.query_one(OperatorTable)
-        await wait_for(pilot, lambda: 0 < len(screen._live or []) < len(task.table), 60)
-        assert screen.running
+        await wait_for(pilot, lambda: screen.running and 0 < len(screen._live or []) < len(task.table), 60)
         chart = screen.query_one(MetricChart)
         metric = chart.metric
         await pilot.press("c")  # handled while the comparison runs
