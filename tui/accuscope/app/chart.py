@@ -25,7 +25,25 @@ def downsample(x: np.ndarray, y: np.ndarray, buckets: int) -> tuple[np.ndarray, 
     return x[keep], y[keep]
 
 
-class MetricChart(PlotextPlot):
+class Chart(PlotextPlot):
+    """A plotext chart drawn again from its data whenever the data or its size change:
+    subclasses implement draw(plt), which returns the border title."""
+
+    def on_resize(self) -> None:
+        self.replot()
+
+    def replot(self) -> None:
+        plt = self.plt
+        plt.clear_data()
+        plt.clear_figure()
+        self.border_title = self.draw(plt)
+        self.refresh()
+
+    def draw(self, plt) -> str:
+        raise NotImplementedError
+
+
+class MetricChart(Chart):
     """Metric value per row in execution order; threshold line, failing points as `x`, the row
     under the table cursor marked by a vertical line. Only rows of the current view are drawn."""
 
@@ -54,19 +72,11 @@ class MetricChart(PlotextPlot):
             self._selected = row
             self.replot()
 
-    def on_resize(self) -> None:
-        self.replot()
-
-    def replot(self) -> None:
-        plt = self.plt
-        plt.clear_data()
-        plt.clear_figure()
+    def draw(self, plt) -> str:
         table = self._table
         name = CSV_OF.get(self.metric, self.metric)
         if table is None or not len(self._rows):
-            self.border_title = f"{name}: no rows"
-            self.refresh()
-            return
+            return f"{name}: no rows"
         values = table.numbers(self.metric)[self._rows]
         order = np.argsort(table.columns["index"][self._rows], kind="stable")
         rows, values = self._rows[order], values[order]
@@ -83,10 +93,6 @@ class MetricChart(PlotextPlot):
             plt.hline(limit.value, "orange")
         if self._selected is not None and self._selected < len(table):
             plt.vline(float(table.columns["index"][self._selected]), "blue")
-        missing = int((~finite).sum())
-        self.border_title = (f"{name} by row index · • pass x fail"
-                             + (f" · ─ threshold {limit.op} {limit.value:g}" if limit is not None else "")
-                             + (f" · {missing} without a value" if missing else ""))
         if finite.any():
             lo, hi = float(values[finite].min()), float(values[finite].max())
             if limit is not None:
@@ -94,4 +100,7 @@ class MetricChart(PlotextPlot):
             if math.isclose(lo, hi):
                 lo, hi = lo - 0.5, hi + 0.5
             plt.ylim(lo, hi)
-        self.refresh()
+        missing = int((~finite).sum())
+        return (f"{name} by row index · • pass x fail"
+                + (f" · ─ threshold {limit.op} {limit.value:g}" if limit is not None else "")
+                + (f" · {missing} without a value" if missing else ""))

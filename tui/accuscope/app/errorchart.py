@@ -15,10 +15,10 @@ from rich.console import Group
 from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
-from textual_plotext import PlotextPlot
 
 from ..engine.opdetail import INF_BIN, ChannelStats, ErrorSketch, OpDetail, PairInfo, bin_edges
 from . import formatting as fmt
+from .chart import Chart
 
 SPARKS = "▁▂▃▄▅▆▇█"
 
@@ -73,13 +73,8 @@ def _log_range(sketch: ErrorSketch, c: float) -> tuple[float, float] | None:
     return lo, hi
 
 
-class CumulativeChart(PlotextPlot):
-    """The share of elements whose error is greater than C, against C (log axis): the exact
-    curve at the sketch's bin edges, C as a vertical line."""
-
-    DEFAULT_CSS = """
-    CumulativeChart { height: 1fr; min-height: 6; border-top: solid $panel; border-title-align: left; }
-    """
+class SketchChart(Chart):
+    """A chart of one error sketch with the threshold C marked."""
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
@@ -90,18 +85,19 @@ class CumulativeChart(PlotextPlot):
         self.sketch, self.c = sketch, c
         self.replot()
 
-    def on_resize(self) -> None:
-        self.replot()
 
-    def replot(self) -> None:
-        plt = self.plt
-        plt.clear_data()
-        plt.clear_figure()
+class CumulativeChart(SketchChart):
+    """The share of elements whose error is greater than C, against C (log axis): the exact
+    curve at the sketch's bin edges, C as a vertical line."""
+
+    DEFAULT_CSS = """
+    CumulativeChart { height: 1fr; min-height: 6; border-top: solid $panel; border-title-align: left; }
+    """
+
+    def draw(self, plt) -> str:
         sk, c = self.sketch, self.c
         if sk is None:
-            self.border_title = "error distribution: not computed yet"
-            self.refresh()
-            return
+            return "error distribution: not computed yet"
         word = sk.word
         span = _log_range(sk, c)
         extra = []
@@ -109,12 +105,9 @@ class CumulativeChart(PlotextPlot):
             extra.append(f"{sk.zeros:,} zero")
         if sk.nonfinite:
             extra.append(f"{sk.nonfinite:,} NaN/inf")
-        self.border_title = (f"% of elements with {word} error > C (log C) · │ C = {c:g}"
-                             + (" · " + ", ".join(extra) if extra else ""))
+        notes = " · " + ", ".join(extra) if extra else ""
         if span is None or not sk.total:
-            self.border_title = f"no nonzero finite {word} error to draw" + (" · " + ", ".join(extra) if extra else "")
-            self.refresh()
-            return
+            return f"no nonzero finite {word} error to draw{notes}"
         lo, hi = span
         edges, above = sk.curve()
         keep = edges > 0
@@ -141,10 +134,10 @@ class CumulativeChart(PlotextPlot):
             plt.vline(math.log10(c), "orange")
         elif c == 0:
             plt.vline(lo, "orange")
-        self.refresh()
+        return f"% of elements with {word} error > C (log C) · │ C = {c:g}{notes}"
 
 
-class ErrorHistogram(PlotextPlot):
+class ErrorHistogram(SketchChart):
     """Counts of nonzero finite errors in log-spaced bins (exact edges); zeros and NaN/inf
     mismatches are counted in the title."""
 
@@ -152,36 +145,18 @@ class ErrorHistogram(PlotextPlot):
     ErrorHistogram { height: 1fr; min-height: 6; border-top: solid $panel; border-title-align: left; }
     """
 
-    def __init__(self, **kwargs) -> None:
-        super().__init__(**kwargs)
-        self.sketch: ErrorSketch | None = None
-        self.c = 0.0
-
-    def show(self, sketch: ErrorSketch | None, c: float) -> None:
-        self.sketch, self.c = sketch, c
-        self.replot()
-
-    def on_resize(self) -> None:
-        self.replot()
-
-    def replot(self) -> None:
-        plt = self.plt
-        plt.clear_data()
-        plt.clear_figure()
+    def draw(self, plt) -> str:
         sk, c = self.sketch, self.c
         if sk is None:
-            self.border_title = "histogram: not computed yet"
-            self.refresh()
-            return
+            return "histogram: not computed yet"
         bins = max(8, min(40, (self.size.width - 8) // 3))
         h = sk.histogram(max_bins=bins)
         parts = [f"zero {h.zeros:,}", f"NaN/inf {h.nonfinite:,}"]
         if h.undefined:
             parts.append(f"no error {h.undefined:,}")
-        self.border_title = f"histogram of {sk.word} error (log x) · " + " · ".join(parts)
+        title = f"histogram of {sk.word} error (log x) · " + " · ".join(parts)
         if not len(h.counts):
-            self.refresh()
-            return
+            return title
         edges = np.log10(np.maximum(h.edges, np.finfo(float).tiny))
         lo, hi = float(edges[0]), float(edges[-1])
         if 0 < c < math.inf:
@@ -197,7 +172,7 @@ class ErrorHistogram(PlotextPlot):
         plt.xlim(lo, hi)
         if 0 < c < math.inf:
             plt.vline(math.log10(c), "orange")
-        self.refresh()
+        return title
 
 
 # ------------------------------------------------------------------ text blocks
