@@ -19,6 +19,7 @@ from accuscope.engine.demo import MAIN, QUANTIZED_CONV
 from accuscope.engine.task import load_task
 
 from appkit import drive, screen_text, wait_for
+from test_opdetail import brute_errors, brute_top
 
 EPS64 = np.finfo(np.float64).eps
 POW = "/attn/norm/Pow:output:0"
@@ -33,26 +34,6 @@ async def open_detail(pilot) -> OpScreen:
     return screen
 
 
-def errors(x, y, by):
-    """Every element's error the plain way (the engine's conventions: NaN/inf on one side = inf)."""
-    x = np.asarray(x, np.float64).ravel()
-    y = np.asarray(y, np.float64).ravel()
-    with np.errstate(all="ignore"):
-        e = np.abs(x - y)
-        if by == "rel":
-            e = np.where(np.abs(y) > EPS64, e / np.abs(y), np.nan)
-        bad = ~(np.isfinite(x) & np.isfinite(y))
-        same = bad & ((x == y) | (np.isnan(x) & np.isnan(y)))
-        e[bad & ~same] = np.inf
-        e[same] = np.nan
-    return e
-
-
-def brute_top(e, n):
-    valid = np.flatnonzero(~np.isnan(e))
-    return valid[np.lexsort((valid, -e[valid]))][:n]
-
-
 def tensors(folder, tensor):
     pair = od.open_op(folder, tensor)
     return np.asarray(pair.npu.load()), np.asarray(pair.golden.load())
@@ -65,7 +46,7 @@ def test_quantized_conv_detail_matches_numpy_and_back_keeps_the_cursor(demo_ws):
     tensor = table.columns["tensor"][first_fail]
     assert tensor.startswith(QUANTIZED_CONV) and tensor.endswith(":output:0")
     x, y = tensors(folder, tensor)
-    e_abs, e_rel = errors(x, y, "abs"), errors(x, y, "rel")
+    e_abs, e_rel = brute_errors(x, y, "abs"), brute_errors(x, y, "rel")
 
     async def script(pilot):
         task_screen = pilot.app.screen
@@ -162,7 +143,7 @@ def test_pow_row_shows_the_fp16_overflow_and_tensors_switch(demo_ws):
                 if screen.c["abs"] == before:
                     break
         assert screen.c["abs"] == threshold_stops(screen.detail.abs)[-1]
-        assert screen.shown_count == infs == np.count_nonzero(errors(x, y, "abs") > screen.c["abs"])
+        assert screen.shown_count == infs == np.count_nonzero(brute_errors(x, y, "abs") > screen.c["abs"])
         # [ goes to the op's input: another tensor, computed again
         await pilot.press("left_square_bracket")
         await wait_for(pilot, lambda: screen.detail is not None and not screen.computing)
@@ -179,7 +160,7 @@ def test_top_n_prompt_threshold_prompt_and_wide_layout(demo_ws):
     table = load_task(folder).table
     row = int(np.flatnonzero(table.columns["fail"])[0])
     x, y = tensors(folder, table.columns["tensor"][row])
-    e = errors(x, y, "abs")
+    e = brute_errors(x, y, "abs")
 
     async def script(pilot):
         await pilot.press("!")
@@ -270,7 +251,7 @@ def test_threshold_stops_are_exact_and_helpers(demo_ws):
     pair = od.open_op(folder, refs[1].name)
     d = pair.detail()
     x, y = np.asarray(pair.npu.load()), np.asarray(pair.golden.load())
-    e = errors(x, y, "abs")
+    e = brute_errors(x, y, "abs")
     stops = threshold_stops(d.abs)
     assert stops[0] == 0 and np.all(np.diff(stops) > 0)
     for c in stops:

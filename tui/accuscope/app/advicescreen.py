@@ -27,7 +27,6 @@ class AdviceScreen(Screen["int | None"]):
     BINDINGS = [Binding("enter", "jump", "jump to op", priority=True),
                 Binding("escape,q", "dismiss(None)", "back")]
     DEFAULT_CSS = """
-    AdviceScreen #crumbs { height: 1; background: $primary-background; padding: 0 1; }
     AdviceScreen OptionList { height: 1fr; }
     AdviceScreen #text { height: auto; max-height: 50%; border-top: solid $panel; padding: 0 1; }
     """

@@ -21,6 +21,9 @@ class AccuscopeApp(App):
         Binding("question_mark,f1", "help", "help"),
     ]
     ENABLE_COMMAND_PALETTE = True
+    CSS = """
+    #crumbs { height: 1; background: $primary-background; padding: 0 1; }  /* every screen's path line */
+    """
 
     def __init__(self, workspace: Path, open_path: Path | None = None,
                  compare: tuple[CompareSpec, Path] | None = None) -> None:

@@ -38,7 +38,6 @@ class BrowserScreen(Screen):
         Binding("j", "cursor(1)", "down", show=False), Binding("k", "cursor(-1)", "up", show=False),
     ]
     DEFAULT_CSS = """
-    BrowserScreen #crumbs { height: 1; background: $primary-background; padding: 0 1; }
     BrowserScreen DataTable { height: 1fr; }
     BrowserScreen #detail { height: auto; max-height: 4; padding: 0 1; color: $text-muted; }
     """

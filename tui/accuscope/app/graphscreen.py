@@ -574,7 +574,6 @@ class GraphScreen(Screen["int | None"]):
         Binding("q", "back", "back to the table", show=False),
     ]
     DEFAULT_CSS = """
-    GraphScreen #crumbs { height: 1; background: $primary-background; padding: 0 1; }
     GraphScreen #body { layout: vertical; height: 1fr; }
     GraphScreen.-wide #body { layout: horizontal; }
     GraphScreen GraphView { height: 1fr; width: 1fr; min-height: 5; }

@@ -34,7 +34,6 @@ class NewTaskScreen(Screen):
     TITLE = "new task"
     BINDINGS = [Binding("ctrl+s", "start", "start comparison"), Binding("escape", "app.pop_screen", "back")]
     DEFAULT_CSS = """
-    NewTaskScreen #crumbs { height: 1; background: $primary-background; padding: 0 1; }
     NewTaskScreen .field { height: auto; }
     NewTaskScreen .field Label { width: 18; padding: 1 1 0 0; text-align: right; }
     NewTaskScreen .field Input { width: 1fr; }

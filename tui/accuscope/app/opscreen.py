@@ -277,7 +277,6 @@ class OpScreen(Screen):
         Binding("N", "ask_top", "top N", show=False),
     ]
     DEFAULT_CSS = """
-    OpScreen #crumbs { height: 1; background: $primary-background; padding: 0 1; }
     OpScreen #info { height: auto; max-height: 2; padding: 0 1; }
     OpScreen #tabs { height: 1; padding: 0 1; background: $panel; }
     OpScreen #loading { height: 1; padding: 0 1; display: none; }

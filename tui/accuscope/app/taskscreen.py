@@ -43,7 +43,6 @@ class TaskScreen(Screen):
         Binding("g", "graph", "graph"),
     ]
     DEFAULT_CSS = """
-    TaskScreen #crumbs { height: 1; background: $primary-background; padding: 0 1; }
     TaskScreen #summary { height: auto; max-height: 2; padding: 0 1; text-wrap: nowrap; text-overflow: ellipsis; }
     TaskScreen OperatorTable { height: 1fr; min-height: 5; }
     TaskScreen MetricChart { height: 8; }
