@@ -224,17 +224,22 @@ def _kl(result: PairMetrics, a: _Sums, source: ChunkSource) -> None:
     elements of a pair that nearly agrees) sum(sx * ln(1+u)) is a short power series in u whose
     terms are dot products; the other elements take the logarithm. The truncation error, relative
     to KL itself (which is ~ mean(u^2)/2), stays below SERIES_BOUND**5 / 3."""
+    # sx = max((x - xmin) / rx, eps) = ax / rx with ax = max(x - xmin, eps * rx): no division per
+    # element; a side without range is taken unscaled (rx = 1). sx/sy = k * ax/ay, k = ry/rx.
     rx, ry = a.xmax - a.xmin, a.ymax - a.ymin
-    sums = np.zeros(3)  # Sx, Sy, T
+    sides = [(a.xmin, rx) if rx != 0 else (0.0, 1.0), (a.ymin, ry) if ry != 0 else (0.0, 1.0)]
+    k = sides[1][1] / sides[0][1]
+    sums = np.zeros(3)  # sum(ax), sum(ay), sum(ax * ln(sx/sy))
 
     def add(x: np.ndarray, y: np.ndarray) -> None:
-        for v, lo, rng in ((x, a.xmin, rx), (y, a.ymin, ry)):
-            if rng != 0:
+        for v, (lo, rng) in zip((x, y), sides):
+            if lo:
                 np.subtract(v, lo, out=v)
-                np.divide(v, rng, out=v)
-            np.maximum(v, EPS32, out=v)
+            np.maximum(v, EPS32 * rng, out=v)
         u, w, big = a.d[: len(x)], a.r[: len(x)], a.mask[: len(x)]
         np.divide(x, y, out=u)
+        if k != 1.0:
+            np.multiply(u, k, out=u)
         np.subtract(u, 1.0, out=u)
         np.abs(u, out=w)
         np.greater_equal(w, SERIES_BOUND, out=big)
@@ -242,11 +247,11 @@ def _kl(result: PairMetrics, a: _Sums, source: ChunkSource) -> None:
         if np.count_nonzero(big):
             t += np.dot(x[big], np.log1p(u[big]))
             u[big] = 0.0
-        np.multiply(x, u, out=w)  # w = sx * u^(k-1) before term k (k >= 2)
+        np.multiply(x, u, out=w)  # w = ax * u^(k-1) before term k (k >= 2)
         t += w.sum()
-        for k in range(2, 7):
-            t += (-1.0 if k % 2 == 0 else 1.0) / k * np.dot(w, u)
-            if k < 6:
+        for k_ in range(2, 7):
+            t += (-1.0 if k_ % 2 == 0 else 1.0) / k_ * np.dot(w, u)
+            if k_ < 6:
                 np.multiply(w, u, out=w)
         sums[:] += (x.sum(), y.sum(), t)
 
@@ -263,5 +268,5 @@ def _kl(result: PairMetrics, a: _Sums, source: ChunkSource) -> None:
     if sx <= 0 or sy <= 0:
         result.reasons.append("KL: a side is all zero after scaling")
         return
-    kl = t / sx + math.log(sy / sx)
+    kl = t / sx + math.log(sy / sx / k)  # sum(sx) = sx / rx, sum(sy) = sy / ry
     result.values["kl"] = 0.0 if abs(kl) < EPS64 else kl
