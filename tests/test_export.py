@@ -53,6 +53,15 @@ def _task_json(folder: Path, **meta) -> None:
     (folder / "task.json").write_text(json.dumps({"state": "done", **meta}), encoding="utf-8")
 
 
+def _without_framework_model(meta: dict, folder: Path) -> dict:
+    """task.json naming no framework model, with a golden copy that does not name one either (a
+    dump written by `accuscope dump` keeps the model next to it, where it would be found)."""
+    meta = {k: v for k, v in meta.items() if k not in ("framework_model", "demo")}
+    golden = folder / "golden-bare"
+    shutil.copytree(meta["golden"], golden, ignore=shutil.ignore_patterns("model.onnx", "dump.json"))
+    return {**meta, "golden": str(golden)}
+
+
 def _run(model: Path, feeds: dict) -> list[np.ndarray]:
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL  # as the golden dump ran
@@ -117,9 +126,7 @@ def test_invalid_selections_are_refused_with_the_reason(demo_task, start, end, r
 
 
 def test_offline_model_task_without_framework_model_says_what_is_missing(demo_task, tmp_path):
-    meta = json.loads((demo_task / "task.json").read_text())
-    del meta["demo"]
-    _task_json(tmp_path, **meta)
+    _task_json(tmp_path, **_without_framework_model(json.loads((demo_task / "task.json").read_text()), tmp_path))
     with pytest.raises(SourceError, match="--framework-model"):
         select_in_task(tmp_path, QUANTIZED, QUANTIZED)
     sel = select_in_task(tmp_path, QUANTIZED, QUANTIZED, framework_model=demo_task / "model" / "tinynet.onnx")
@@ -327,10 +334,10 @@ def test_cli_export_exit_codes(demo_task, cls_task, tmp_path):
 
     # an offline-model task naming no framework model: refused, then given on the command line
     meta = json.loads((cls_task / "task.json").read_text())
-    framework = meta.pop("framework_model")
+    framework = meta["framework_model"]
     bare = tmp_path / "bare"
     bare.mkdir()
-    _task_json(bare, **meta)
+    _task_json(bare, **_without_framework_model(meta, tmp_path))
     r = accuscope("export", bare, "--start", "Conv@9", "--end", "Add@3")
     assert r.returncode == 2 and "--framework-model" in r.stderr
     r = accuscope("export", bare, "--start", "Conv@9", "--end", "Add@3", "--framework-model", framework,

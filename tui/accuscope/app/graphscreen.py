@@ -54,6 +54,7 @@ from textual.worker import Worker, WorkerState
 from ..engine.graph import Graph, Node, load_graph
 from ..engine.lanes import LIMIT, NODE, Lanes, layout, reads
 from ..engine.results import ResultTable
+from ..engine.task import framework_model, read_task_doc, task_path
 from ..engine.subgraph import Selection, SelectionError, select
 from ..engine.tensor import SourceError, sanitize
 from ..engine.thresholds import LOWER_IS_WORSE, Thresholds, exempt, nonfinite_broken
@@ -536,22 +537,11 @@ class ChooseDialog(ModalScreen["int | None"]):
 # ------------------------------------------------------------------ the screen
 
 
-def _task_meta(folder: Path) -> dict:
-    path = folder / "task.json"
+def _read_meta(folder: Path) -> dict:
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return read_task_doc(folder)
+    except SourceError:
         return {}
-    return doc if isinstance(doc, dict) else {}
-
-
-def _task_path(folder: Path, value) -> Path | None:
-    if not value or not isinstance(value, str):
-        return None
-    p = Path(value).expanduser()
-    if not p.is_absolute() and not p.exists():
-        p = folder / p
-    return p
 
 
 class GraphScreen(Screen["int | None"]):
@@ -607,7 +597,7 @@ class GraphScreen(Screen["int | None"]):
         super().__init__()
         self.folder = Path(task_folder)
         self.table, self.thresholds, self.row = table, thresholds, row
-        self.meta = meta if meta is not None else _task_meta(self.folder)
+        self.meta = meta if meta is not None else _read_meta(self.folder)
         self.graph: Graph | None = None
         self.lanes: Lanes | None = None
         self.results: OpResults | None = None
@@ -677,11 +667,7 @@ class GraphScreen(Screen["int | None"]):
 
     # ---- loading ------------------------------------------------------------------------------
     def model_path(self) -> Path | None:
-        model = _task_path(self.folder, self.meta.get("model"))
-        if model is not None:
-            return model
-        demo = self.meta.get("demo") if isinstance(self.meta.get("demo"), dict) else {}
-        return _task_path(self.folder, self.meta.get("framework_model") or demo.get("framework_model"))
+        return task_path(self.folder, self.meta.get("model")) or framework_model(self.folder, self.meta)[0]
 
     @work(thread=True, exclusive=True, group="graph", exit_on_error=False)
     def load_worker(self):

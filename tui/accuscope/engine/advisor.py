@@ -38,7 +38,8 @@ import numpy as np
 from .. import __version__
 from .csvio import atomic_path
 from .results import ResultTable, text_array
-from .task import Task, load_task, read_json_object
+from . import task as task_files
+from .task import Task, load_task, read_json_object, task_path
 from .tensor import SourceError, TensorError
 from .thresholds import Thresholds, exempt, nonfinite_broken
 
@@ -258,46 +259,6 @@ def _jsonable(value, digits: int | None = 6):
 # ------------------------------------------------------------------ finding the framework model
 
 
-def _resolve(folder: Path, text: str) -> Path:
-    """A path of task.json as written, else relative to the task folder when it exists there."""
-    p = Path(text).expanduser()
-    if not p.is_absolute() and not p.exists() and (folder / p).exists():
-        return folder / p
-    return p
-
-
-def find_framework_model(folder: str | os.PathLike, meta: dict) -> tuple[Path | None, str]:
-    """The framework ONNX model of a task and where it was found: task.json's `framework_model`,
-    its demo section, its `model` when that is an ONNX file, the model copy next to a golden dump
-    written by `accuscope dump` (golden/model.onnx), or the model that dump.json names."""
-    folder = Path(folder)
-    candidates: list[tuple[str, str]] = []
-    if isinstance(meta.get("framework_model"), str):
-        candidates.append((meta["framework_model"], "task.json framework_model"))
-    demo = meta.get("demo")
-    if isinstance(demo, dict) and isinstance(demo.get("framework_model"), str):
-        candidates.append((demo["framework_model"], "task.json demo.framework_model"))
-    if isinstance(meta.get("model"), str) and meta["model"].lower().endswith(".onnx"):
-        candidates.append((meta["model"], "task.json model"))
-    golden = meta.get("golden")
-    if isinstance(golden, str) and golden:
-        gdir = _resolve(folder, golden)
-        gdir = gdir if gdir.is_dir() else gdir.parent
-        candidates.append((str(gdir / "model.onnx"), "the golden dump's model copy"))
-        try:
-            named = json.loads((gdir / "dump.json").read_text(encoding="utf-8")).get("model")
-            if isinstance(named, str):
-                p = Path(named)
-                candidates.append((str(p if p.is_absolute() else gdir / p), "the golden dump's dump.json"))
-        except (OSError, ValueError, AttributeError):
-            pass
-    for text, source in candidates:
-        p = _resolve(folder, text)
-        if p.is_file() and p.suffix.lower() == ".onnx":
-            return p, source
-    return None, ""
-
-
 # ------------------------------------------------------------------ the run
 
 
@@ -345,15 +306,15 @@ class _Run:
         model = meta.get("model")
         if isinstance(model, str) and model:
             try:
-                self.graph = load_graph(_resolve(self.folder, model))
+                self.graph = load_graph(task_path(self.folder, model))
             except SourceError as exc:
                 self.notes.append(f"model graph unusable ({exc}); network inputs and outputs from the table only")
         if meta.get("foreign") or not meta.get("npu") or not meta.get("golden"):
             self.notes.append("the task does not name its dumps: no re-run, overflow scan or input diagnosis, "
                               "only the table's numbers")
             return
-        spec = engine.CompareSpec(str(_resolve(self.folder, meta["npu"])), str(_resolve(self.folder, meta["golden"])),
-                                  str(_resolve(self.folder, model)) if isinstance(model, str) and model else None,
+        spec = engine.CompareSpec(str(task_path(self.folder, meta["npu"])), str(task_path(self.folder, meta["golden"])),
+                                  str(task_path(self.folder, model)) if isinstance(model, str) and model else None,
                                   algorithms=["cos"], op_range=meta.get("range"), ops=meta.get("ops"),
                                   pick=meta.get("pick") or "newest", run=meta.get("run"))
         try:
@@ -406,7 +367,7 @@ def advise(task_folder: str | os.PathLike, framework_model: str | os.PathLike | 
     """Advise on a finished task; writes `advice.json` into the task folder (unless write=False).
 
     `framework_model`: the framework ONNX model to re-run ops from (default: found through
-    task.json, see find_framework_model). SourceError for an unusable task folder or a given
+    task.json, see engine.task.framework_model). SourceError for an unusable task folder or a given
     framework model that cannot be read. Returns None when `cancel` was set (nothing written).
     """
     start = time.perf_counter()
@@ -422,7 +383,7 @@ def advise(task_folder: str | os.PathLike, framework_model: str | os.PathLike | 
         if not fw_path.is_file():
             raise SourceError(f"{fw_path}: no such framework model file")
     else:
-        fw_path, fw_source = find_framework_model(task.folder, task.meta)
+        fw_path, fw_source = task_files.framework_model(task.folder, task.meta)
     failing_outputs = bool((run.c["fail"] & (run.c["io"] == "output")).any())
     if fw_path is not None and (failing_outputs or fw_source == "given"):
         from .oprerun import FrameworkModel

@@ -43,7 +43,7 @@ from .names import read_mapping_csv
 from .subgraph import BoundaryTensor, Selection, select, to_framework
 from .tensor import INPUT, OUTPUT, SourceError, Tensor, TensorError, sanitize
 from .thresholds import Thresholds
-from .task import read_json_object, read_task_doc
+from .task import framework_model, read_json_object, read_task_doc, task_path
 
 MANIFEST = "manifest.json"
 RETEST_DIR = "retest"
@@ -105,18 +105,9 @@ class ExportResult:
 # ------------------------------------------------------------------ task facts
 
 
-def _task_path(folder: Path, value: Any) -> Path | None:
-    if not value or not isinstance(value, str):
-        return None
-    p = Path(value).expanduser()
-    if not p.is_absolute() and not p.exists():
-        p = folder / p
-    return p
-
-
 def framework_model_path(task_folder: str | os.PathLike, explicit: str | os.PathLike | None = None) -> Path | None:
-    """The framework model of a task: `explicit`, task.json "framework_model" or demo.framework_model,
-    else the task's model when it is not an offline-model JSON. None when the task names none."""
+    """The framework model of a task: `explicit`, else engine.task.framework_model's ONNX model,
+    else the task's Caffe model. None when there is none."""
     folder = Path(task_folder)
     if explicit:
         p = Path(explicit).expanduser()
@@ -124,16 +115,11 @@ def framework_model_path(task_folder: str | os.PathLike, explicit: str | os.Path
             raise SourceError(f"{p}: no such framework model file")
         return p
     meta = read_task_doc(folder)
-    demo = meta.get("demo") if isinstance(meta.get("demo"), dict) else {}
-    for value in (meta.get("framework_model"), demo.get("framework_model")):
-        p = _task_path(folder, value)
-        if p is not None:
-            if not p.is_file():
-                raise SourceError(f"{p}: framework model named in {folder / 'task.json'} does not exist; "
-                                  "give --framework-model")
-            return p
-    model = _task_path(folder, meta.get("model"))
-    if model is not None and model.suffix.lower() != ".json" and model.is_file():
+    found, _ = framework_model(folder, meta)
+    if found is not None:
+        return found
+    model = task_path(folder, meta.get("model"))  # a Caffe model is its own framework model
+    if model is not None and model.suffix.lower() == ".prototxt" and model.is_file():
         return model
     return None
 
@@ -144,7 +130,7 @@ def task_graphs(task_folder: str | os.PathLike, framework_model: str | os.PathLi
     JSON and the framework model (None when unknown); otherwise the framework graph twice."""
     folder = Path(task_folder)
     meta = read_task_doc(folder)
-    model = _task_path(folder, meta.get("model"))
+    model = task_path(folder, meta.get("model"))
     fw_path = framework_model_path(folder, framework_model)
     fw = load_graph(fw_path) if fw_path is not None else None
     if model is not None:
@@ -196,12 +182,12 @@ class _Sources:
         self.npu = self.golden = None
         pick = meta.get("pick") or "newest"
         try:
-            self.golden = open_golden(str(_task_path(folder, meta.get("golden")) or ""),
+            self.golden = open_golden(str(task_path(folder, meta.get("golden")) or ""),
                                       pick=pick if pick in ("newest", "oldest") else "newest")
         except SourceError as exc:
             notes.append(f"golden dump unusable: {exc}")
         try:
-            self.npu = open_npu_dump(str(_task_path(folder, meta.get("npu")) or ""), pick=pick, run=meta.get("run"))
+            self.npu = open_npu_dump(str(task_path(folder, meta.get("npu")) or ""), pick=pick, run=meta.get("run"))
         except SourceError as exc:
             notes.append(f"NPU dump unusable: {exc}")
         self.pairs: list[Pair] = []
@@ -384,7 +370,7 @@ def _put_in_place(tmp: Path, out: Path) -> None:
 
 def _mapping_graph(folder: Path, meta: dict, fw: Graph, notes: list[str]) -> Graph | None:
     """The graph the parent task mapped with (its model), reusing the framework graph when it is that."""
-    model = _task_path(folder, meta.get("model"))
+    model = task_path(folder, meta.get("model"))
     if model is None:
         return fw
     if _same(model, Path(fw.path)):

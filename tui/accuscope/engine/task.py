@@ -250,6 +250,41 @@ def read_json_object(path: Path, missing: str) -> dict:
     return doc
 
 
+def task_path(folder: str | os.PathLike, value) -> Path | None:
+    """A path task.json holds, as written, else relative to the task folder when it exists there;
+    None when task.json holds no path there."""
+    if not value or not isinstance(value, str):
+        return None
+    p = Path(value).expanduser()
+    if not p.is_absolute() and not p.exists() and (Path(folder) / p).exists():
+        return Path(folder) / p
+    return p
+
+
+def framework_model(folder: str | os.PathLike, meta: dict) -> tuple[Path | None, str]:
+    """The framework ONNX model of a task and where it was found: task.json's `framework_model`,
+    its demo section, its `model` when that is an ONNX file, the model copy next to a golden dump
+    written by `accuscope dump` (golden/model.onnx), or the model that dump.json names."""
+    candidates: list[tuple[object, str]] = [(meta.get("framework_model"), "task.json framework_model")]
+    demo = meta.get("demo")
+    if isinstance(demo, dict):
+        candidates.append((demo.get("framework_model"), "task.json demo.framework_model"))
+    candidates.append((meta.get("model"), "task.json model"))
+    golden = task_path(folder, meta.get("golden"))
+    if golden is not None:
+        gdir = golden if golden.is_dir() else golden.parent
+        candidates.append((str(gdir / "model.onnx"), "the golden dump's model copy"))
+        named = _read_json(gdir / "dump.json", {}).get("model")
+        if isinstance(named, str):
+            candidates.append((named if Path(named).is_absolute() else str(gdir / named),
+                               "the golden dump's dump.json"))
+    for value, source in candidates:
+        p = task_path(folder, value)
+        if p is not None and p.is_file() and p.suffix.lower() == ".onnx":
+            return p, source
+    return None, ""
+
+
 def read_task_doc(folder: str | os.PathLike) -> dict:
     """task.json of a task folder."""
     folder = Path(folder)
