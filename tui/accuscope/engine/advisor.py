@@ -302,6 +302,7 @@ class _Run:
     def open_sources(self) -> None:
         from . import compare as engine
         from .graph import load_graph
+        from .taskrun import spec_from_meta
         meta = self.task.meta
         model = meta.get("model")
         if isinstance(model, str) and model:
@@ -313,10 +314,7 @@ class _Run:
             self.notes.append("the task does not name its dumps: no re-run, overflow scan or input diagnosis, "
                               "only the table's numbers")
             return
-        spec = engine.CompareSpec(str(task_path(self.folder, meta["npu"])), str(task_path(self.folder, meta["golden"])),
-                                  str(task_path(self.folder, model)) if isinstance(model, str) and model else None,
-                                  algorithms=["cos"], op_range=meta.get("range"), ops=meta.get("ops"),
-                                  pick=meta.get("pick") or "newest", run=meta.get("run"))
+        spec = spec_from_meta(meta, folder=self.folder, algorithms=["cos"], custom_dir=None)
         try:
             self.plan = engine.plan(spec)
         except SourceError as exc:

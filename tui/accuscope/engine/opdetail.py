@@ -763,8 +763,9 @@ def open_op(task_dir, op: str, io: str | None = None, index: int | None = None) 
     output 0). `op` is an NPU op name as in the result's NPUDump column, or a TensorIndex
     (`name:output:0`). SourceError (with close matches) when the op, the tensor or the dumps
     cannot be found."""
-    from . import compare as engine  # imports the whole engine; keep this module light to import
+    from . import compare as engine  # these import the whole engine; keep this module light to import
     from .task import load_task
+    from .taskrun import spec_from_meta
 
     folder = Path(task_dir)
     task = load_task(folder)
@@ -786,9 +787,7 @@ def open_op(task_dir, op: str, io: str | None = None, index: int | None = None) 
             hint = f"; close matches: {', '.join(close)}" if close else f"; the task has {len(known)} ops"
             raise SourceError(f"op {op!r} is not in the task {folder}{hint}")
         op = found[0]
-    spec = engine.CompareSpec(_path(folder, meta["npu"]), _path(folder, meta["golden"]),
-                              _path(folder, meta["model"]) if meta.get("model") else None,
-                              algorithms=None, ops=[op], pick=meta.get("pick", "newest"), run=meta.get("run"))
+    spec = spec_from_meta(meta, folder=folder, algorithms=None, op_range=None, ops=[op], custom_dir=None)
     plan = engine.plan(spec)
     pairs = [p for p in plan.pairs if p.npu.io == io and p.npu.index == index]
     if not pairs:
@@ -816,14 +815,6 @@ def _span(values: list[int]) -> str:
     if not values:
         return "none"
     return f"0..{values[-1]}" if values == list(range(len(values))) else ",".join(map(str, values))
-
-
-def _path(folder: Path, text: str) -> str:
-    """A path of task.json as written, else relative to the task folder when it exists there."""
-    p = Path(text)
-    if not p.is_absolute() and not p.exists() and (folder / p).exists():
-        return str(folder / p)
-    return str(p)
 
 
 # ------------------------------------------------------------------ msaccucmp-compatible files

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Callable
@@ -15,7 +15,8 @@ from typing import Callable
 from .. import __version__
 from . import compare as engine
 from .results import ResultTable
-from .task import mark_state, save_task
+from .task import mark_state, save_task, task_path
+from .thresholds import Thresholds
 
 
 @dataclass
@@ -38,11 +39,18 @@ def spec_meta(spec: engine.CompareSpec) -> dict:
             "pick": spec.pick, "run": spec.run}
 
 
-def spec_from_meta(meta: dict, thresholds) -> engine.CompareSpec:
-    """The inverse of spec_meta, for re-running a task."""
-    return engine.CompareSpec(meta["npu"], meta["golden"], meta.get("model"), meta.get("algorithms"),
-                              meta.get("range"), meta.get("ops"), meta.get("custom_algorithms"), thresholds,
+def spec_from_meta(meta: dict, thresholds=None, folder: str | Path | None = None, **changes) -> engine.CompareSpec:
+    """The inverse of spec_meta, for re-running a task (or part of it: `changes` replace fields,
+    e.g. ops=[name]); with `folder`, paths relative to the task folder resolve there."""
+    def path(key: str) -> str | None:
+        value = meta.get(key)
+        resolved = task_path(folder, value) if folder is not None else value
+        return str(resolved) if resolved else None
+    spec = engine.CompareSpec(path("npu"), path("golden"), path("model"), meta.get("algorithms"),
+                              meta.get("range"), meta.get("ops"), path("custom_algorithms"),
+                              thresholds if thresholds is not None else Thresholds(),
                               meta.get("pick") or "newest", meta.get("run"))
+    return replace(spec, **changes)
 
 
 def run_task(spec: engine.CompareSpec, folder: str | Path,
