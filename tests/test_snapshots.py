@@ -37,14 +37,18 @@ def svg_of(task: Path, size: tuple[int, int], keys: list[str]) -> str:
             await wait_for(pilot, lambda: not app.screen.advising)  # the advisor's line is part of it
             for key in keys:
                 await pilot.press(key)
+            # screens that compute in a worker (the operator detail) are shot once they have drawn it
+            await wait_for(pilot, lambda: not getattr(app.screen, "computing", False))
             await pilot.pause()
             return app.export_screenshot(title="accuscope")
     return asyncio.run(go())
 
 
 def normalized(svg: str) -> str:
-    """Textual names the SVG's CSS classes after a hash that changes between runs."""
-    return re.sub(r"terminal-\d+", "terminal", svg)
+    """Textual names the SVG's CSS classes after a hash that changes between runs; the operator
+    detail says how long it took."""
+    svg = re.sub(r"terminal-\d+", "terminal", svg)
+    return re.sub(r"·&#160;\d+\.\d\d&#160;s<", "·&#160;0.00&#160;s<", svg)
 
 
 @pytest.mark.parametrize("name, size, keys", [
@@ -52,6 +56,8 @@ def normalized(svg: str) -> str:
     ("task-160x50", (160, 50), ["exclamation_mark"]),
     ("filter-160x50", (160, 50), ["f", *"cos<0.99", "enter"]),
     ("help-80x24", (80, 24), ["question_mark"]),
+    ("op-detail-80x24", (80, 24), ["exclamation_mark", "enter"]),
+    ("op-detail-160x50", (160, 50), ["exclamation_mark", "enter"]),
 ])
 def test_snapshot(task, name, size, keys):
     svg = normalized(svg_of(task, size, keys))
