@@ -136,3 +136,26 @@ def test_a_worker_that_dies_costs_only_its_own_row(case, tmp_path, monkeypatch):
     assert all(FAULTY in table.columns["npu_op"][i] for i in died)
     compared = [i for i in range(len(table)) if table.columns["Crash"][i] == "1.0"]
     assert len(compared) + len(died) == sum(p.golden is not None for p in plan.pairs)
+
+
+def test_cli_compare_against_a_raw_bin_golden_needs_and_records_its_shape(tmp_path):
+    """A bare .bin golden (e.g. from a TensorRT or bmodel run) is one tensor: shape and dtype come
+    from the command line and are kept in task.json, so the task can be re-run."""
+    from accuscope.engine.ascend import DumpTensor, write_dump_file
+    from accuscope.engine.taskrun import spec_from_meta
+    y = np.random.default_rng(3).standard_normal((1, 8, 4, 4)).astype(np.float32)
+    (tmp_path / "npu").mkdir()
+    write_dump_file(tmp_path / "npu" / "Conv2D.conv1.3.1700000000000000", "conv1",
+                    outputs=[DumpTensor((y * 1.01).astype(np.float16))])
+    y.tofile(tmp_path / "conv1.bin")
+    common = ["compare", "--npu", tmp_path / "npu", "--golden", tmp_path / "conv1.bin"]
+    r = accuscope(*common, "--out", tmp_path / "no")
+    assert r.returncode == 2 and "needs both shape and dtype" in r.stderr
+    r = accuscope(*common, "--shape", "1,8,4,4", "--dtype", "float32", "--out", tmp_path / "task")
+    assert r.returncode == 0, r.stderr
+    task = load_task(tmp_path / "task")
+    [row] = [task.table.row(i) for i in range(len(task.table)) if task.table.columns["io"][i] == "output"]
+    assert row["cos"] > 0.9999 and 0.009 < row["max_rel"] < 0.011
+    spec = spec_from_meta(task.meta, task.thresholds)
+    assert spec.golden_shape == (1, 8, 4, 4) and spec.golden_dtype == "float32"
+    assert len(engine.plan(spec).pairs) == 1

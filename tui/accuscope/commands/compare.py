@@ -55,7 +55,7 @@ def spec_of(args) -> engine.CompareSpec:
         except ValueError as exc:
             raise SourceError(f"--threshold: {exc}") from None
     return engine.CompareSpec(args.npu, args.golden, args.model, args.algorithms, args.op_range, args.ops,
-                              args.custom_algorithms, thresholds, args.pick, args.run)
+                              args.custom_algorithms, thresholds, args.pick, args.run, args.shape, args.dtype)
 
 
 def run(args) -> int:

@@ -46,6 +46,8 @@ class CompareSpec:
     thresholds: Thresholds = field(default_factory=Thresholds)
     pick: str | int = "newest"
     run: str | None = None
+    golden_shape: tuple[int, ...] | None = None  # a raw .bin golden file's shape and dtype
+    golden_dtype: str | None = None
 
 
 @dataclass
@@ -76,7 +78,8 @@ class Progress:
 
 def plan(spec: CompareSpec) -> Plan:
     npu = open_npu_dump(spec.npu, pick=spec.pick, run=spec.run)
-    golden = open_golden(spec.golden, pick=spec.pick if spec.pick in ("newest", "oldest") else "newest")
+    golden = open_golden(spec.golden, shape=spec.golden_shape, dtype=spec.golden_dtype,
+                         pick=spec.pick if spec.pick in ("newest", "oldest") else "newest")
     graph = load_graph(spec.model) if spec.model else None
     found, problems = (plugin_mod.discover(spec.custom_dir) if spec.custom_dir else ([], []))
     metrics, chosen_plugins = _algorithms(spec.algorithms, found)

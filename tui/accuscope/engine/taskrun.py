@@ -36,7 +36,9 @@ def spec_meta(spec: engine.CompareSpec) -> dict:
     """What task.json records about the comparison, enough to re-run it."""
     return {"npu": spec.npu, "golden": spec.golden, "model": spec.model, "algorithms": spec.algorithms,
             "range": spec.op_range, "ops": spec.ops, "custom_algorithms": spec.custom_dir,
-            "pick": spec.pick, "run": spec.run}
+            "pick": spec.pick, "run": spec.run,
+            "golden_shape": list(spec.golden_shape) if spec.golden_shape else None,
+            "golden_dtype": str(spec.golden_dtype) if spec.golden_dtype else None}
 
 
 def spec_from_meta(meta: dict, thresholds=None, folder: str | Path | None = None, **changes) -> engine.CompareSpec:
@@ -49,7 +51,9 @@ def spec_from_meta(meta: dict, thresholds=None, folder: str | Path | None = None
     spec = engine.CompareSpec(path("npu"), path("golden"), path("model"), meta.get("algorithms"),
                               meta.get("range"), meta.get("ops"), path("custom_algorithms"),
                               thresholds if thresholds is not None else Thresholds(),
-                              meta.get("pick") or "newest", meta.get("run"))
+                              meta.get("pick") or "newest", meta.get("run"),
+                              tuple(meta["golden_shape"]) if meta.get("golden_shape") else None,
+                              meta.get("golden_dtype"))
     return replace(spec, **changes)
 
 
