@@ -11,9 +11,10 @@ import pytest
 
 from accuscope.engine import demo
 from accuscope.engine.ascend import DumpTensor, write_dump_file
-from accuscope.engine.export import (INSIDE, NO_ERROR, UPSTREAM, export, read_manifest, retest, select_in_task,
+from accuscope.engine.export import (INSIDE, NO_ERROR, UPSTREAM, export, read_manifest, select_in_task,
                                      task_graphs)
 from accuscope.engine.golden import open_golden
+from accuscope.engine.retest import retest
 from accuscope.engine.graph import load_graph
 from accuscope.engine.npusim import simulate
 from accuscope.engine.ortdump import dump_onnx
