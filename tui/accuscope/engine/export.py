@@ -22,8 +22,6 @@ never replaced. onnx and onnxruntime are imported inside the functions (an optio
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import json
 import math
 import os
@@ -33,7 +31,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, TYPE_CHECKING
 
 import numpy as np
 
@@ -42,11 +40,12 @@ from .graph import Graph, load_graph, read_text
 from .mapping import Pair, map_tensors
 from .names import read_mapping_csv
 from .subgraph import BoundaryTensor, Selection, select, to_framework
-from .tensor import INPUT, OUTPUT, SourceError, Tensor, TensorError, sanitize
-if TYPE_CHECKING:  # retest builds on this module
-    from .retest import RetestResult
 from .submodel import onnx_modules, write_onnx, write_prototxt
 from .task import framework_model, read_json_object, read_task_doc, task_path
+from .tensor import INPUT, OUTPUT, SourceError, Tensor, TensorError, sanitize
+
+if TYPE_CHECKING:  # retest builds on this module
+    from .retest import RetestResult
 
 MANIFEST = "manifest.json"
 RETEST_DIR = "retest"
