@@ -7,6 +7,7 @@ nothing executes them and dumps have nothing to compare.
 """
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 from typing import Any
 
@@ -16,16 +17,16 @@ from .tensor import SourceError
 _SMALL_TENSOR = 8  # tensor attributes with at most this many values show them (e.g. ConstantOfShape value)
 
 
-def _import_onnx():
+def need(module: str, purpose: str):
+    """onnx or onnxruntime (the optional `onnx` extra), else a SourceError saying how to get it."""
     try:
-        import onnx
-    except ImportError as e:
-        raise SourceError("reading ONNX models needs the onnx package: pip install 'accuscope[onnx]'") from e
-    return onnx
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise SourceError(f"{purpose} needs {module} (pip install 'accuscope[onnx]'): {exc}") from None
 
 
 def load_onnx(path: str | Path) -> Graph:
-    onnx = _import_onnx()
+    onnx = need("onnx", "reading ONNX models")
     p = Path(path)
     try:
         model = onnx.load(str(p), load_external_data=False)

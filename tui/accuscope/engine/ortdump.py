@@ -22,6 +22,7 @@ from typing import Callable
 import numpy as np
 
 from .graph import unique_names
+from .onnxgraph import need
 from .tensor import SourceError, sanitize
 
 OPTIMIZATION = {"off": "ORT_DISABLE_ALL", "basic": "ORT_ENABLE_BASIC",
@@ -51,13 +52,7 @@ class _Target:
 
 
 def _modules():
-    try:
-        import onnx
-        import onnxruntime
-    except ImportError as exc:
-        raise SourceError("dumping a model needs onnx and onnxruntime "
-                          f"(pip install 'accuscope[onnx]'): {exc}") from None
-    return onnx, onnxruntime
+    return need("onnx", "running a model"), need("onnxruntime", "running a model")
 
 
 def _is_constant(node) -> bool:

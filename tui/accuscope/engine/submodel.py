@@ -9,6 +9,7 @@ import numpy as np
 
 from .. import __version__
 from .graph import read_text
+from .onnxgraph import need
 from .subgraph import Selection
 from .tensor import SourceError
 
@@ -17,11 +18,7 @@ from .tensor import SourceError
 
 
 def onnx_modules():
-    try:
-        import onnx
-    except ImportError as exc:
-        raise SourceError(f"exporting an ONNX submodel needs onnx (pip install 'accuscope[onnx]'): {exc}") from None
-    return onnx
+    return need("onnx", "exporting an ONNX submodel")
 
 
 def write_onnx(sel: Selection, path: Path, data_shapes: dict[str, tuple], boundary: dict,
