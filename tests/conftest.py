@@ -50,3 +50,24 @@ def cls_model(rapidocr_models) -> Path:
 def det_model(rapidocr_models) -> Path:
     """PP-OCRv4 text detector: 672 nodes, convolutions with real 4-D activations, 4.7 MB."""
     return rapidocr_models / "ch_PP-OCRv4_det_infer.onnx"
+
+
+def cls_with_planted_fault(cls_model: Path, root: Path, op: str, breaker):
+    """PP-OCR cls run by onnxruntime into root/golden, and an Ascend-style fp16 NPU dump of it in
+    root/npu whose values are the golden ones except op's output 0, replaced by breaker(array).
+    Returns npusim's Simulation (model_json, ...)."""
+    import shutil
+
+    import numpy as np
+
+    from accuscope.engine.golden import open_golden
+    from accuscope.engine.graph import load_graph
+    from accuscope.engine.npusim import simulate
+    from accuscope.engine.ortdump import dump_onnx
+
+    x = np.random.default_rng(11).standard_normal((1, 3, 48, 192)).astype(np.float32)
+    dump_onnx(cls_model, root / "golden", {"x": x}, timestamp=1700000000000000)
+    shutil.copytree(root / "golden", root / "npu-values")
+    bad = root / "npu-values" / f"{op}.0.1700000000000000.npy"
+    np.save(bad, breaker(np.load(bad)))
+    return simulate(load_graph(cls_model), open_golden(root / "npu-values"), str(root / "npu"), model_name="cls")

@@ -2,19 +2,16 @@
 plugins, cancellation, and the `accuscope compare` command end to end."""
 from __future__ import annotations
 
-import shutil
 import threading
 
 import numpy as np
 import pytest
 
 from accuscope.engine import compare as engine
-from accuscope.engine.golden import open_golden
 from accuscope.engine.graph import load_graph
-from accuscope.engine.npusim import simulate
-from accuscope.engine.ortdump import dump_onnx
 from accuscope.engine.task import load_task
 
+from conftest import cls_with_planted_fault
 from test_cli import accuscope
 
 FAULTY = "Relu@4"  # last member of a fused Conv+BatchNorm+Relu device op
@@ -24,13 +21,9 @@ FAULTY = "Relu@4"  # last member of a fused Conv+BatchNorm+Relu device op
 def case(cls_model, tmp_path_factory):
     """A golden dump of PP-OCR cls, and an Ascend-style fp16 dump of it with one op's output broken."""
     root = tmp_path_factory.mktemp("cmp")
-    x = np.random.default_rng(11).standard_normal((1, 3, 48, 192)).astype(np.float32)
-    dump_onnx(cls_model, root / "golden", {"x": x}, timestamp=1700000000000000)
-    shutil.copytree(root / "golden", root / "npu-values")
-    bad = root / "npu-values" / f"{FAULTY}.0.1700000000000000.npy"
-    data = np.load(bad)
-    np.save(bad, data + np.random.default_rng(1).standard_normal(data.shape).astype(np.float32) * data.std())
-    sim = simulate(load_graph(cls_model), open_golden(root / "npu-values"), str(root / "npu"), model_name="cls")
+    noise = np.random.default_rng(1)
+    sim = cls_with_planted_fault(cls_model, root, FAULTY, lambda a: a + noise.standard_normal(a.shape).astype(
+        np.float32) * a.std())
     return root, sim
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import csv
 import math
-import shutil
 import threading
 
 import numpy as np
@@ -12,13 +11,10 @@ import pytest
 
 from accuscope.engine import compare as engine
 from accuscope.engine import opdetail as od
-from accuscope.engine.golden import open_golden
-from accuscope.engine.graph import load_graph
-from accuscope.engine.npusim import simulate
-from accuscope.engine.ortdump import dump_onnx
 from accuscope.engine.task import save_task
 from accuscope.engine.tensor import SourceError
 
+from conftest import cls_with_planted_fault
 from test_cli import accuscope
 
 EPS64 = np.finfo(np.float64).eps
@@ -236,14 +232,11 @@ OP = "Conv@7Relu@4"
 def task(cls_model, tmp_path_factory):
     """A task folder of PP-OCR cls: golden dump, a simulated Ascend fp16 dump with one op broken."""
     root = tmp_path_factory.mktemp("opdetail")
-    x = np.random.default_rng(11).standard_normal((1, 3, 48, 192)).astype(np.float32)
-    dump_onnx(cls_model, root / "golden", {"x": x}, timestamp=1700000000000000)
-    shutil.copytree(root / "golden", root / "npu-values")
-    bad = root / "npu-values" / f"{FAULTY}.0.1700000000000000.npy"
-    data = np.load(bad)
-    data[0, 5] += np.float32(3.0)  # channel 5 broken
-    np.save(bad, data)
-    sim = simulate(load_graph(cls_model), open_golden(root / "npu-values"), str(root / "npu"), model_name="cls")
+
+    def break_channel_5(a):
+        a[0, 5] += np.float32(3.0)
+        return a
+    sim = cls_with_planted_fault(cls_model, root, FAULTY, break_channel_5)
     spec = engine.CompareSpec(str(root / "npu" / "dump"), str(root / "golden"), sim.model_json)
     table = engine.execute(engine.plan(spec), workers=1)
     folder = root / "task"
