@@ -15,7 +15,8 @@ import pytest
 
 from accuscope.app.app import AccuscopeApp
 from accuscope.app.dialogs import AskDialog, HelpScreen
-from accuscope.app.graphscreen import ChooseDialog, GraphScreen, GraphView
+from accuscope.app.graphscreen import ChooseDialog, GraphScreen
+from accuscope.app.graphview import GraphView
 from accuscope.app.optable import OperatorTable
 from accuscope.engine.demo import MAIN
 from accuscope.engine.task import load_task

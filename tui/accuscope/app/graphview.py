@@ -1,0 +1,458 @@
+"""The graph widget: one op per line in execution order with git-log lanes, the op's badge (the
+table's marks and its worst metric), type, name and output shape; and OpResults, which maps result
+table rows to graph ops. Renders only the visible lines."""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+from rich.segment import Segment
+from rich.style import Style
+from textual import events
+from textual.binding import Binding, BindingType
+from textual.geometry import Size
+from textual.message import Message
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+
+from ..engine.graph import Graph, Node
+from ..engine.lanes import LIMIT, NODE, Lanes
+from ..engine.results import ResultTable
+from ..engine.tensor import sanitize
+from ..engine.thresholds import LOWER_IS_WORSE, Thresholds, exempt, nonfinite_broken
+from . import formatting as fmt
+from .optable import MARK_EXEMPT, MARK_FAIL, MARK_INVALID
+
+MEMBER_NODE = "◆"
+MARK_START, MARK_END, MARK_MEMBER = "S", "E", "┃"
+NUMBER = 7  # cells of the badge's number
+BADGE = 14  # mark, blank, number, blank, 4-cell metric key
+SHORT = {"mean_rel": "mrel", "max_rel": "xrel", "max_abs": "xabs", "mean_abs": "mabs", "acc_rel": "arel",
+         "rel_0.1%": "r.1%", "rel_0.5%": "r.5%", "golden_nonfinite": "gnf", "npu_nonfinite": "inf"}
+TYPE_CAP, SHAPE_CAP = 14, 18
+
+
+# ------------------------------------------------------------------ results of the ops
+
+
+@dataclass(frozen=True)
+class Badge:
+    """What the graph shows of an op's result rows."""
+
+    mark: str  # ✗ failing, ? not compared, · exempt, " " compared and passing, "" no row
+    text: str  # the worst value of the metric, "" when there is none
+    state: str  # fail, invalid, exempt, pass, none
+    key: str = ""  # the metric shown when it is not the table's main one (the threshold it breaks)
+
+    def cell(self) -> str:
+        if not self.mark:
+            return ""
+        return f"{self.mark} {fmt.pad(self.text, NUMBER, right=True)} {SHORT.get(self.key, self.key)[:4]}"
+
+
+NO_BADGE = Badge("", "", "none")
+
+
+class OpResults:
+    """The result table seen per graph op: rows of each node (table `npu_op` == node name) and badges."""
+
+    def __init__(self, table: ResultTable, thresholds: Thresholds, nodes: list[Node]):
+        self.table, self.thresholds = table, thresholds
+        cols = table.columns
+        n = len(table)
+        self.fail = np.asarray(cols["fail"], dtype=bool)
+        self.exempt = exempt(table) if n else np.zeros(0, dtype=bool)
+        keys = table.metric_keys
+        if keys and n:
+            all_nan = np.logical_and.reduce([np.isnan(cols[k]) for k in keys])
+        else:
+            all_nan = np.ones(n, dtype=bool)
+        self.invalid = (cols["reason"] != "") & all_nan if n else np.zeros(0, dtype=bool)
+        self.nonfinite = nonfinite_broken(table) if n else np.zeros(0, dtype=bool)
+        self.metric = "cos" if "cos" in keys else (keys[0] if keys else "")
+        self.values = table.numbers(self.metric) if self.metric else np.full(n, math.nan)
+        self.io = cols["io"].tolist()
+        order = np.argsort(cols["index"], kind="stable") if n else np.zeros(0, dtype=np.int64)
+        rows_of: dict[str, list[int]] = {}
+        ops = cols["npu_op"].tolist()
+        for r in order.tolist():
+            rows_of.setdefault(ops[r], []).append(r)
+        by_sanitized: dict[str, list[int]] | None = None
+        by_golden: dict[str, list[int]] | None = None
+        self.rows: list[list[int]] = []
+        self.direct: list[bool] = []  # rows matched by the NPU op name (else by the golden op name)
+        for node in nodes:
+            rows = rows_of.get(node.name)
+            if rows is None:
+                if by_sanitized is None:
+                    by_sanitized = {}
+                    for name, found in rows_of.items():
+                        by_sanitized.setdefault(sanitize(name), found)
+                rows = by_sanitized.get(sanitize(node.name))
+            direct = rows is not None
+            if rows is None:  # a framework graph for fused device ops: the golden op names say
+                if by_golden is None:
+                    by_golden = self._by_golden(order.tolist(), cols["golden_op"].tolist())
+                rows = by_golden.get(node.name, [])
+            self.rows.append(rows)
+            self.direct.append(direct)
+        self._position = {node.name: i for i, node in enumerate(nodes)}
+        self._sanitized_position: dict[str, int] | None = None
+        self._nodes = nodes
+        self._badges: list[Badge | None] = [None] * len(nodes)
+        self._failing: list[int] | None = None
+
+    def _by_golden(self, order: list[int], golden: list[str]) -> dict[str, list[int]]:
+        """Framework op -> rows: a fused device op's input rows belong to its first framework op,
+        its output rows to its last (the fused op computes the last one's output)."""
+        found: dict[str, list[int]] = {}
+        for r in order:
+            names = [g for g in golden[r].split(",") if g and g != "*"]
+            if names:
+                found.setdefault(names[0] if self.io[r] == "input" else names[-1], []).append(r)
+        return found
+
+    def node_of_row(self, row: int | None) -> int | None:
+        """Position in the graph of the op a table row belongs to."""
+        if row is None or not 0 <= row < len(self.table):
+            return None
+        name = str(self.table.columns["npu_op"][row])
+        hit = self._position.get(name)
+        if hit is None:
+            if self._sanitized_position is None:
+                self._sanitized_position = {}
+                for n, i in self._position.items():
+                    self._sanitized_position.setdefault(sanitize(n), i)
+            hit = self._sanitized_position.get(sanitize(name))
+        if hit is None:
+            names = [g for g in str(self.table.columns["golden_op"][row]).split(",") if g and g != "*"]
+            if names:
+                hit = self._position.get(names[0] if self.io[row] == "input" else names[-1])
+        return hit
+
+    def first_output_row(self, position: int) -> int | None:
+        """The op's first output row in execution order, else its first row; None without rows."""
+        rows = self.rows[position]
+        for r in rows:
+            if self.io[r] != "input":
+                return r
+        return rows[0] if rows else None
+
+    def output_rows(self, position: int) -> list[int]:
+        """The rows the badge is made of: the op's output rows; its input rows when it has no output
+        row (unless matched by golden op name: those input rows are a fused op's, not this op's)."""
+        rows = self.rows[position]
+        outputs = [r for r in rows if self.io[r] != "input"]
+        return outputs or (rows if self.direct[position] else [])
+
+    def badge(self, position: int) -> Badge:
+        cached = self._badges[position]
+        if cached is not None:
+            return cached
+        rows = self.output_rows(position)
+        if not rows:
+            badge = NO_BADGE
+        else:
+            fail = any(self.fail[r] for r in rows)
+            compared = [r for r in rows if not self.invalid[r] and not self.exempt[r]]
+            if fail:
+                mark, state = MARK_FAIL, "fail"
+            elif compared:
+                mark, state = " ", "pass"
+            elif any(self.invalid[r] for r in rows):
+                mark, state = MARK_INVALID, "invalid"
+            else:
+                mark, state = MARK_EXEMPT, "exempt"
+            badge = self._worst(rows, mark, state)
+        self._badges[position] = badge
+        return badge
+
+    def _worst(self, rows: list[int], mark: str, state: str) -> Badge:
+        """The worst value of the main metric; for a failing op, of the first threshold it breaks."""
+        key, values, toward = self.metric, self.values[rows], 0
+        if state == "fail":
+            for t in self.thresholds.items:
+                if t.key not in self.table.columns:
+                    continue
+                numbers = self.table.numbers(t.key)[rows]
+                if t.broken(numbers).any():
+                    key, values, toward = t.key, numbers, (-1 if t.op == "<" else 1)
+                    break
+            else:
+                if any(self.nonfinite[r] for r in rows):
+                    return Badge(mark, "nan/inf", state)
+        finite = values[~np.isnan(values)]
+        if not len(finite):
+            return Badge(mark, "nan" if state == "fail" else "", state)
+        lower = key in LOWER_IS_WORSE
+        worst = float(finite.min() if lower else finite.max())
+        return Badge(mark, fmt.number(worst, NUMBER, toward), state, "" if key == self.metric else key)
+
+    def failing(self) -> list[int]:
+        """Positions of the ops whose badge is failing, in execution order."""
+        if self._failing is None:
+            self._failing = [i for i in range(len(self._nodes)) if self.badge(i).state == "fail"]
+        return self._failing
+
+    def failing_count(self) -> int:
+        return len(self.failing())
+
+
+def shape_text(shape) -> str:
+    if shape is None:
+        return "?"
+    return "[" + ",".join("?" if d is None else str(d) for d in shape) + "]"
+
+
+def value_text(value, width: int = 70) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, default=str) if isinstance(value, (list, dict)) \
+        else str(value)
+    return fmt.fit(text.replace("\n", " "), width)
+
+
+# ------------------------------------------------------------------ the graph widget
+
+
+class GraphView(ScrollView, can_focus=True):
+    """One op per line with lanes, badge, type, name and shape; renders only the visible lines."""
+
+    COMPONENT_CLASSES: ClassVar[set[str]] = {
+        "graphview--header", "graphview--cursor", "graphview--lanes", "graphview--fail", "graphview--invalid",
+        "graphview--exempt", "graphview--pass", "graphview--member", "graphview--endpoint", "graphview--empty",
+    }
+    DEFAULT_CSS = """
+    GraphView {
+        height: 1fr;
+        background: $surface;
+        color: $foreground;
+        & > .graphview--header { text-style: bold; background: $panel; }
+        & > .graphview--cursor {
+            background: $block-cursor-blurred-background;
+            color: $block-cursor-blurred-foreground;
+            text-style: $block-cursor-blurred-text-style;
+        }
+        &:focus > .graphview--cursor {
+            background: $block-cursor-background;
+            color: $block-cursor-foreground;
+            text-style: $block-cursor-text-style;
+        }
+        & > .graphview--lanes { color: $foreground-muted; }
+        & > .graphview--fail { color: $text-error; }
+        & > .graphview--invalid { color: $text-warning; }
+        & > .graphview--exempt { color: $text-muted; }
+        & > .graphview--pass { color: $text-success; }
+        & > .graphview--member { background: $secondary-muted; }
+        & > .graphview--endpoint { text-style: bold; color: $text-secondary; }
+        & > .graphview--empty { color: $text-muted; text-style: italic; }
+        &:nocolor > .graphview--cursor { text-style: reverse bold; }
+        &:nocolor > .graphview--fail { text-style: bold; }
+        &:nocolor > .graphview--member { text-style: underline; }
+    }
+    """
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("up,k", "move(-1)", "Up", show=False),
+        Binding("down,j", "move(1)", "Down", show=False),
+        Binding("home,g", "first", "First op", show=False),
+        Binding("end,G", "last", "Last op", show=False),
+        Binding("pageup", "page(-1)", "Page up", show=False),
+        Binding("pagedown", "page(1)", "Page down", show=False),
+        Binding("ctrl+u", "page(-0.5)", "Half page up", show=False),
+        Binding("ctrl+d", "page(0.5)", "Half page down", show=False),
+    ]
+
+    class Highlighted(Message):
+        """The cursor moved to the op at `position` (an index into graph.nodes)."""
+
+        def __init__(self, view: GraphView, position: int) -> None:
+            super().__init__()
+            self.view = view
+            self.position = position
+
+        @property
+        def control(self) -> GraphView:
+            return self.view
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.graph: Graph | None = None
+        self.lanes: Lanes | None = None
+        self.results: OpResults | None = None
+        self.message = "loading the model…"
+        self.cursor = 0
+        self.members: set[int] = set()
+        self.start: int | None = None
+        self.end: int | None = None
+        self._shapes: list[str] = []
+        self._type_width = 4
+        self._shape_width = 5
+        self._styles: dict[str, Style] | None = None
+
+    # ---- API -----------------------------------------------------------------------------------
+    def show(self, graph: Graph, lanes: Lanes, results: OpResults, position: int = 0) -> None:
+        self.graph, self.lanes, self.results = graph, lanes, results
+        self._shapes = [shape_text(n.output_shapes[0]) if n.outputs else "" for n in graph.nodes]
+        self._type_width = max(4, min(TYPE_CAP, max((len(n.type) for n in graph.nodes), default=4)))
+        self._shape_width = max(5, min(SHAPE_CAP, max(map(len, self._shapes), default=5)))
+        self.message = "the model has no operators" if not graph.nodes else ""
+        self.cursor = max(0, min(position, len(graph.nodes) - 1))
+        self._set_virtual_size()
+        self._scroll_to_cursor(center=True)
+        self.refresh()
+        self.post_message(self.Highlighted(self, self.cursor))
+
+    def set_message(self, text: str) -> None:
+        self.message = text
+        self.refresh()
+
+    @property
+    def count(self) -> int:
+        return len(self.graph.nodes) if self.graph is not None else 0
+
+    @property
+    def node(self) -> Node | None:
+        return self.graph.nodes[self.cursor] if self.count else None
+
+    def move_to(self, position: int, center: bool = False) -> None:
+        if not self.count:
+            return
+        position = max(0, min(self.count - 1, position))
+        old, top = self.cursor, int(self.scroll_y)
+        changed = position != old
+        self.cursor = position
+        self._scroll_to_cursor(center)
+        if int(self.scroll_y) == top and top <= old < top + self._page_rows():
+            self.refresh_line(old + 1)  # just the two lines (virtual y; line 0 is the header)
+            self.refresh_line(position + 1)
+        else:
+            self.refresh()
+        if changed:
+            self.post_message(self.Highlighted(self, position))
+
+    def set_selection(self, start: int | None, end: int | None, members: set[int]) -> None:
+        self.start, self.end, self.members = start, end, members
+        self.refresh()
+
+    # ---- geometry -------------------------------------------------------------------------------
+    def _set_virtual_size(self) -> None:
+        self.virtual_size = Size(self.scrollable_content_region.width or 80, self.count + 1)
+
+    def _page_rows(self) -> int:
+        return max(1, self.scrollable_content_region.height - 1)
+
+    def _scroll_to_cursor(self, center: bool = False) -> None:
+        page = self._page_rows()
+        top = int(self.scroll_y)
+        if center:
+            top = self.cursor - page // 2
+        elif self.cursor < top:
+            top = self.cursor
+        elif self.cursor >= top + page:
+            top = self.cursor - page + 1
+        top = max(0, min(top, self.count + 1 - self.scrollable_content_region.height))
+        if top != int(self.scroll_y):
+            self.scroll_to(y=top, animate=False, force=True)
+
+    def on_resize(self, event: events.Resize) -> None:
+        self._set_virtual_size()
+        self._scroll_to_cursor()
+
+    # ---- actions ----------------------------------------------------------------------------------
+    def action_move(self, step: int) -> None:
+        self.move_to(self.cursor + step)
+
+    def action_first(self) -> None:
+        self.move_to(0)
+
+    def action_last(self) -> None:
+        self.move_to(self.count - 1)
+
+    def action_page(self, fraction: float) -> None:
+        step = int(self._page_rows() * fraction) or (1 if fraction > 0 else -1)
+        self.scroll_to(y=max(0, int(self.scroll_y) + step), animate=False, force=True)
+        self.move_to(self.cursor + step)
+
+    def on_click(self, event: events.Click) -> None:
+        offset = event.get_content_offset(self)
+        if offset is None or offset.y == 0:
+            return
+        self.move_to(int(self.scroll_y) + offset.y - 1)
+
+    # ---- rendering --------------------------------------------------------------------------------
+    def notify_style_update(self) -> None:
+        self._styles = None
+        super().notify_style_update()
+
+    def _get_styles(self) -> dict[str, Style]:
+        if self._styles is None:
+            names = ("header", "cursor", "lanes", "fail", "invalid", "exempt", "pass", "member", "endpoint", "empty")
+            self._styles = {n: self.get_component_rich_style(f"graphview--{n}") for n in names}
+            self._styles["base"] = self.rich_style
+        return self._styles
+
+    def columns(self, width: int) -> tuple[int, int, int, int, int]:
+        """(lane cap, lanes width, type width, name width, shape width) for a line of `width` cells."""
+        cap = max(2, min(LIMIT, int(width * 0.3) // 2))
+        lanes_width = self.lanes.drawn_width(cap) if self.lanes is not None else 2
+        shape_width = self._shape_width
+        fixed = 2 + lanes_width + 1 + BADGE + 1 + self._type_width + 1
+        name_width = width - fixed - 1 - shape_width
+        if name_width < 16:
+            shape_width = 0
+            name_width = width - fixed
+        return cap, lanes_width, self._type_width, max(4, name_width), shape_width
+
+    def render_line(self, y: int) -> Strip:
+        width = self.scrollable_content_region.width
+        styles = self._get_styles()
+        base = styles["base"]
+        if self.graph is None or not self.count:
+            if y == 1:
+                return Strip([Segment(fmt.fit(" " + self.message, width), base + styles["empty"])]
+                             ).adjust_cell_length(width, base)
+            return Strip.blank(width, base)
+        cap, lanes_width, type_width, name_width, shape_width = self.columns(width)
+        if y == 0:
+            metric = self.results.metric if self.results is not None else ""
+            badge = fmt.pad(fmt.pad(metric, 2 + NUMBER, right=True), BADGE)
+            text = ("  " + fmt.pad("edges" if lanes_width >= 5 else "", lanes_width) + " " + badge + " "
+                    + fmt.pad("type", type_width) + " " + fmt.pad("op", name_width)
+                    + (" " + fmt.pad("out shape", shape_width) if shape_width else ""))
+            header = base + styles["header"]
+            return Strip([Segment(text, header)]).adjust_cell_length(width, header)
+        position = int(self.scroll_y) + y - 1
+        if not 0 <= position < self.count:
+            return Strip.blank(width, base)
+        node = self.graph.nodes[position]
+        badge = self.results.badge(position) if self.results is not None else NO_BADGE
+        member = position in self.members
+        row_style = base + styles["member"] if member else base
+        cursor = position == self.cursor
+        if cursor:
+            row_style += styles["cursor"]
+        state_style = row_style + styles[badge.state] if badge.state != "none" else row_style
+        if cursor:
+            state_style += styles["cursor"]
+        mark = (MARK_START if position == self.start else MARK_END if position == self.end
+                else MARK_MEMBER if member else " ")
+        segments = [Segment(mark, row_style + styles["endpoint"] if mark != " " else row_style),
+                    Segment(" ", row_style)]
+        drawn = self.lanes.draw(position, cap) if self.lanes is not None else NODE
+        at = drawn.rfind(NODE)
+        lane_style = row_style + styles["lanes"] + (styles["cursor"] if cursor else Style())
+        glyph = MEMBER_NODE if member else NODE
+        if at >= 0:
+            segments += [Segment(drawn[:at], lane_style), Segment(glyph, state_style),
+                         Segment(fmt.pad(drawn[at + 1:], max(0, lanes_width - at - 1)), lane_style)]
+        else:
+            segments.append(Segment(fmt.pad(drawn, lanes_width), lane_style))
+        badge_text = badge.cell()
+        segments += [Segment(" ", row_style), Segment(fmt.pad(badge_text, BADGE), state_style),
+                     Segment(" " + fmt.pad(node.type, type_width) + " " + fmt.pad(fmt.fit(node.name, name_width,
+                                                                                          keep="end"), name_width),
+                             row_style)]
+        if shape_width:
+            segments.append(Segment(" " + fmt.pad(self._shapes[position], shape_width), row_style))
+        return Strip(segments).adjust_cell_length(width, row_style)
