@@ -16,7 +16,8 @@ import pytest
 
 from accuscope.engine import compare as engine
 from accuscope.engine import demo, oprerun
-from accuscope.engine.advisor import ADVICE_JSON, add_origin_columns, advise, load_advice
+from accuscope.engine.advice import ADVICE_JSON, add_origin_columns, load_advice
+from accuscope.engine.advisor import advise
 from accuscope.engine.golden import open_golden
 from accuscope.engine.graph import load_graph
 from accuscope.engine.npusim import fuse, simulate

@@ -9,7 +9,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, OptionList, Static
 from textual.widgets.option_list import Option
 
-from ..engine.advisor import Advice, Finding
+from ..engine.advice import Advice, Finding
 
 SEVERITY = {"error": ("✗", "red"), "warning": ("!", "yellow"), "info": ("i", "cyan")}
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from rich.markup import escape
 
-from ..engine.advisor import Advice
+from ..engine.advice import Advice
 from ..engine.results import ResultTable
 from ..engine.summary import summarize
 from ..engine.thresholds import Thresholds

@@ -15,7 +15,8 @@ from textual.widgets import Footer, Input, ProgressBar, Static
 from textual.worker import Worker, WorkerState
 
 from ..engine import compare as engine
-from ..engine.advisor import Advice, add_origin_columns, advise, load_advice
+from ..engine.advice import Advice, add_origin_columns, load_advice
+from ..engine.advisor import advise
 from ..engine.columns import CSV_OF
 from ..engine.results import FilterError, ResultTable
 from ..engine.task import Task, load_task

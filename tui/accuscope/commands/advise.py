@@ -7,7 +7,8 @@ from pathlib import Path
 
 from rich.markup import escape
 
-from ..engine.advisor import Advice, advise
+from ..engine.advice import Advice
+from ..engine.advisor import advise
 from .common import err, out
 
 EXIT_OK = 0
