@@ -201,18 +201,20 @@ def tensor_chunks(t: Tensor, size: int) -> Iterator[np.ndarray]:
         yield flat[lo:lo + size]
 
 
+def pair_chunks(npu: Tensor, golden: Tensor, size: int = CHUNK) -> Callable[[], Iterator]:
+    """A chunk source (metrics.ChunkSource) over a tensor pair; TensorError when sizes differ."""
+    if npu.size != golden.size:
+        raise TensorError(npu.source, npu.name, f"shape {list(npu.shape)} of the NPU tensor does not match "
+                                                f"shape {list(golden.shape)} of golden {golden.op}")
+    return lambda: zip(tensor_chunks(npu, size), tensor_chunks(golden, size))
+
+
 def run_job(job: Job) -> tuple[int, dict]:
     """Compare one pair; any failure becomes a reason on the row, never an exception."""
     x, y = job.npu, job.golden
     out: dict = {}
     try:
-        if x.size != y.size:
-            out["reason"] = (f"shape {list(x.shape)} of the NPU tensor does not match shape {list(y.shape)} "
-                             f"of golden {y.op}")
-            return job.row, out
-        def source():
-            return zip(tensor_chunks(x, CHUNK), tensor_chunks(y, CHUNK))
-        m = compare_chunks(source, x.size, x.dtype, y.dtype, kl="kl" in job.metrics)
+        m = compare_chunks(pair_chunks(x, y), x.size, x.dtype, y.dtype, kl="kl" in job.metrics)
         out.update(_cells(m, job.metrics))
         reasons = list(m.reasons)
         for plugin in job.plugins:

@@ -42,13 +42,13 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Iterable
 
 import numpy as np
 
 from .csvio import atomic_path
-from .metrics import CHUNK, EPS64
-from .tensor import INPUT, OUTPUT, SourceError, Tensor, sanitize
+from .metrics import CHUNK, EPS64, array_chunks
+from .tensor import INPUT, OUTPUT, SourceError, Tensor, TensorError, sanitize
 
 TOP_DEFAULT, TOP_MAX = 20, 10000
 METRICS = ("abs", "rel")
@@ -678,22 +678,17 @@ def detail_chunks(source: ChunkSource, n: int, shape: tuple[int, ...] | None = N
 
 
 def array_source(x: np.ndarray, y: np.ndarray, chunk: int = CHUNK) -> ChunkSource:
-    fx, fy = np.asarray(x).reshape(-1), np.asarray(y).reshape(-1)
-    if fx.size != fy.size:
+    if np.size(x) != np.size(y):
         raise ValueError(f"shape {list(np.shape(x))} does not match shape {list(np.shape(y))}")
-
-    def chunks() -> Iterator[tuple[np.ndarray, np.ndarray]]:
-        for lo in range(0, fx.size, chunk):
-            yield fx[lo:lo + chunk], fy[lo:lo + chunk]
-    return chunks
+    return array_chunks(np.asarray(x), np.asarray(y), chunk)
 
 
 def tensor_source(npu: Tensor, golden: Tensor, chunk: int = CHUNK) -> ChunkSource:
-    from .compare import tensor_chunks  # compare imports the whole engine; only needed here
-    if npu.size != golden.size:
-        raise SourceError(f"shape {list(npu.shape)} of the NPU tensor does not match shape "
-                          f"{list(golden.shape)} of golden {golden.op}")
-    return lambda: zip(tensor_chunks(npu, chunk), tensor_chunks(golden, chunk))
+    from .compare import pair_chunks  # compare imports the whole engine; only needed here
+    try:
+        return pair_chunks(npu, golden, chunk)
+    except TensorError as exc:
+        raise SourceError(exc.reason) from None
 
 
 def detail_arrays(npu: np.ndarray, golden: np.ndarray, *, top: int = TOP_DEFAULT, chunk: int = CHUNK,
