@@ -152,3 +152,16 @@ def test_cli_compare_against_a_raw_bin_golden_needs_and_records_its_shape(tmp_pa
     spec = spec_from_meta(task.meta, task.thresholds)
     assert spec.golden_shape == (1, 8, 4, 4) and spec.golden_dtype == "float32"
     assert len(engine.plan(spec).pairs) == 1
+
+
+def test_a_pair_whose_sizes_differ_is_a_row_with_the_reason(tmp_path):
+    from accuscope.engine.ascend import DumpTensor, write_dump_file
+    (tmp_path / "npu").mkdir()
+    write_dump_file(tmp_path / "npu" / "Conv2D.conv1.3.1700000000000000", "conv1",
+                    outputs=[DumpTensor(np.ones((1, 8, 4, 4), np.float16))])
+    np.ones((2, 8, 4, 4), np.float32).tofile(tmp_path / "conv1.bin")
+    table = engine.execute(engine.plan(engine.CompareSpec(str(tmp_path / "npu"), str(tmp_path / "conv1.bin"),
+                                                          golden_shape=(2, 8, 4, 4), golden_dtype="float32")))
+    [row] = [table.row(i) for i in range(len(table))]
+    assert np.isnan(row["cos"])
+    assert row["reason"] == "shape [1, 8, 4, 4] of the NPU tensor does not match shape [2, 8, 4, 4] of golden conv1"
