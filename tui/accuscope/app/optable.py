@@ -67,6 +67,18 @@ class _Column:
     offset: int = 0  # x of the cell: in the line for sticky columns, in the scrolled part otherwise
 
 
+class _FromTable(Message):
+    """A message an OperatorTable posts about itself."""
+
+    def __init__(self, operator_table: OperatorTable) -> None:
+        super().__init__()
+        self.operator_table = operator_table
+
+    @property
+    def control(self) -> OperatorTable:
+        return self.operator_table
+
+
 class OperatorTable(ScrollView, can_focus=True):
     """Operator rows of a comparison result; renders only the visible lines."""
 
@@ -160,41 +172,26 @@ class OperatorTable(ScrollView, can_focus=True):
     | enter | Post `Selected` for the cursor row. |
     """
 
-    class Highlighted(Message):
+    class Highlighted(_FromTable):
         """The cursor moved to another operator row (`row` is None when the view is empty)."""
 
         def __init__(self, operator_table: OperatorTable, row: int | None) -> None:
-            super().__init__()
-            self.operator_table = operator_table
+            super().__init__(operator_table)
             self.row = row
 
-        @property
-        def control(self) -> OperatorTable:
-            return self.operator_table
-
-    class Selected(Message):
+    class Selected(_FromTable):
         """Enter (or a click on the cursor row) on operator row `row`."""
 
         def __init__(self, operator_table: OperatorTable, row: int) -> None:
-            super().__init__()
-            self.operator_table = operator_table
+            super().__init__(operator_table)
             self.row = row
 
-        @property
-        def control(self) -> OperatorTable:
-            return self.operator_table
-
-    class ViewChanged(Message):
+    class ViewChanged(_FromTable):
         """Rows, sort, filter or toggles changed: the status bar should show `status` again."""
 
         def __init__(self, operator_table: OperatorTable, status: str) -> None:
-            super().__init__()
-            self.operator_table = operator_table
+            super().__init__(operator_table)
             self.status = status
-
-        @property
-        def control(self) -> OperatorTable:
-            return self.operator_table
 
     def __init__(self, *, name: str | None = None, id: str | None = None, classes: str | None = None,
                  disabled: bool = False) -> None:
