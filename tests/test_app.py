@@ -283,3 +283,31 @@ def test_graph_follows_the_table_and_back(ws):
         assert table.cursor_row != row
         assert table.table.columns["npu_op"][table.cursor_row] != table.table.columns["npu_op"][row]
     drive(AccuscopeApp(ws, open_path=ws / MAIN.name), script, size=(160, 50))
+
+
+def test_new_task_form_asks_a_raw_bin_golden_for_shape_and_dtype(ws, tmp_path):
+    from accuscope.engine.ascend import DumpTensor, write_dump_file
+    y = np.linspace(-1, 1, 128, dtype=np.float32).reshape(1, 8, 4, 4)
+    (tmp_path / "npu").mkdir()
+    write_dump_file(tmp_path / "npu" / "Conv2D.conv1.3.1700000000000000", "conv1",
+                    outputs=[DumpTensor(y.astype(np.float16))])
+    y.tofile(tmp_path / "conv1.bin")
+
+    async def script(pilot):
+        await pilot.press("n")
+        form = pilot.app.screen
+        form.query_one("#npu").value = str(tmp_path / "npu")
+        form.query_one("#golden").value = str(tmp_path / "conv1.bin")
+        form.query_one("#name").value = str(ws / "bin")
+        await pilot.pause()
+        assert "needs its shape and dtype" in str(form.query_one("#why-shape").render())
+        form.query_one("#shape").value = "1,8,4,4"
+        form.query_one("#dtype").value = "float32"
+        await pilot.pause()
+        await pilot.press("ctrl+s")
+        screen = pilot.app.screen
+        assert isinstance(screen, TaskScreen)
+        await wait_for(pilot, lambda: not screen.running and len(screen.table_widget.table) > 0)
+    drive(AccuscopeApp(ws), script)
+    task = load_task(ws / "bin")
+    assert task.meta["golden_shape"] == [1, 8, 4, 4] and task.table.numbers("cos")[-1] > 0.9999

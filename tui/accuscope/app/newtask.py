@@ -5,6 +5,7 @@ import os
 from datetime import datetime
 from pathlib import Path
 
+import numpy as np
 from rich.markup import escape
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -14,6 +15,7 @@ from textual.widgets import Footer, Input, Label, SelectionList, Static
 
 from ..engine.columns import CSV_OF
 from ..engine.compare import ALGORITHMS, CompareSpec
+from ..engine.golden import RAW_SUFFIXES
 from ..engine.oprange import OpRange
 from ..engine.sources import detect
 from ..engine.tensor import SourceError
@@ -22,6 +24,8 @@ from ..engine.thresholds import Thresholds, parse_assignment
 FIELDS = [  # id, label, placeholder
     ("npu", "NPU dump", "Ascend dump folder or file (any level of the dump tree)"),
     ("golden", "golden dump", "npy folder, .npz, .bin or Polygraphy .json"),
+    ("shape", "golden shape", "a raw .bin golden only: its shape, e.g. 1,3,224,224"),
+    ("dtype", "golden dtype", "a raw .bin golden only: its dtype, e.g. float32"),
     ("model", "model", "optional: offline-model .json, .onnx or .prototxt for op mapping"),
     ("name", "task folder", "where the task is written"),
     ("range", "range", "optional: start,end,step over op sequence ids, e.g. 1,-1,1"),
@@ -77,7 +81,9 @@ class NewTaskScreen(Screen):
     def check(self, key: str) -> tuple[str, bool]:
         """(message, ok) for one field."""
         text = os.path.expanduser(self.value(key))
-        optional = key in ("model", "range", "thresholds", "custom")
+        optional = key in ("model", "range", "thresholds", "custom", "shape", "dtype")
+        if key in ("shape", "dtype") and not text and self.value("golden").lower().endswith(RAW_SUFFIXES):
+            return "a raw binary golden file needs its shape and dtype", False
         if not text:
             return ("", True) if optional else ("required", False)
         try:
@@ -93,6 +99,10 @@ class NewTaskScreen(Screen):
                 if p.exists() and not (p / "task.json").exists() and any(p.iterdir()):
                     return "exists and is not a task folder", False
                 return ("✓ replaces the result of that task" if p.exists() else "✓ new folder"), True
+            if key == "shape":
+                return ("✓", True) if self.golden_shape() else ("expected integers, e.g. 1,3,224,224", False)
+            if key == "dtype":
+                return f"✓ {np.dtype(text)}", True
             if key == "range":
                 OpRange.parse(text)
                 return "✓", True
@@ -103,9 +113,13 @@ class NewTaskScreen(Screen):
                 if not os.path.isdir(os.path.join(text, "algorithm")):
                     return "no algorithm/ folder inside", False
                 return "✓", True
-        except (SourceError, ValueError) as exc:
+        except (SourceError, ValueError, TypeError) as exc:
             return str(exc), False
         return "", True
+
+    def golden_shape(self) -> tuple[int, ...] | None:
+        parts = [p for p in self.value("shape").replace("x", ",").split(",") if p.strip()]
+        return tuple(int(p) for p in parts) if parts and all(p.strip().isdigit() for p in parts) else None
 
     def thresholds(self) -> Thresholds:
         result = Thresholds()
@@ -123,6 +137,9 @@ class NewTaskScreen(Screen):
     def on_input_changed(self, event: Input.Changed) -> None:
         if event.input.id:
             self.show_check(event.input.id)
+        if event.input.id == "golden":  # whether shape and dtype are needed follows the golden path
+            self.show_check("shape")
+            self.show_check("dtype")
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         self.action_start()
@@ -137,6 +154,7 @@ class NewTaskScreen(Screen):
         ex = os.path.expanduser
         spec = CompareSpec(ex(self.value("npu")), ex(self.value("golden")), ex(self.value("model")) or None,
                            chosen if len(chosen) < len(ALGORITHMS) else None, self.value("range") or None,
-                           None, ex(self.value("custom")) or None, self.thresholds())
+                           None, ex(self.value("custom")) or None, self.thresholds(),
+                           golden_shape=self.golden_shape(), golden_dtype=self.value("dtype") or None)
         from .taskscreen import TaskScreen
         self.app.switch_screen(TaskScreen(run=(spec, Path(ex(self.value("name"))))))
