@@ -64,8 +64,12 @@ def _log_range(sketch: ErrorSketch, c: float) -> tuple[float, float] | None:
     stops = threshold_stops(sketch)[1:]
     if not len(stops):
         return None
-    lo = math.log10(float(stops[0]) / 2 ** 0.125)  # the lower edge of the lowest bin in use
-    hi = math.log10(float(stops[-1]))
+    # from the lower edge of the lowest bin in use
+    return _span_with_c(math.log10(float(stops[0]) / 2 ** 0.125), math.log10(float(stops[-1])), c)
+
+
+def _span_with_c(lo: float, hi: float, c: float) -> tuple[float, float]:
+    """A log10 axis span widened to show C (when positive and finite) and at least half a decade."""
     if 0 < c < math.inf:
         lo, hi = min(lo, math.log10(c)), max(hi, math.log10(c))
     if hi - lo < 0.5:
@@ -75,6 +79,10 @@ def _log_range(sketch: ErrorSketch, c: float) -> tuple[float, float] | None:
 
 class SketchChart(Chart):
     """A chart of one error sketch with the threshold C marked."""
+
+    DEFAULT_CSS = """
+    SketchChart { height: 1fr; min-height: 6; border-top: solid $panel; border-title-align: left; }
+    """
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
@@ -89,10 +97,6 @@ class SketchChart(Chart):
 class CumulativeChart(SketchChart):
     """The share of elements whose error is greater than C, against C (log axis): the exact
     curve at the sketch's bin edges, C as a vertical line."""
-
-    DEFAULT_CSS = """
-    CumulativeChart { height: 1fr; min-height: 6; border-top: solid $panel; border-title-align: left; }
-    """
 
     def draw(self, plt) -> str:
         sk, c = self.sketch, self.c
@@ -141,10 +145,6 @@ class ErrorHistogram(SketchChart):
     """Counts of nonzero finite errors in log-spaced bins (exact edges); zeros and NaN/inf
     mismatches are counted in the title."""
 
-    DEFAULT_CSS = """
-    ErrorHistogram { height: 1fr; min-height: 6; border-top: solid $panel; border-title-align: left; }
-    """
-
     def draw(self, plt) -> str:
         sk, c = self.sketch, self.c
         if sk is None:
@@ -158,11 +158,7 @@ class ErrorHistogram(SketchChart):
         if not len(h.counts):
             return title
         edges = np.log10(np.maximum(h.edges, np.finfo(float).tiny))
-        lo, hi = float(edges[0]), float(edges[-1])
-        if 0 < c < math.inf:
-            lo, hi = min(lo, math.log10(c)), max(hi, math.log10(c))
-        if hi - lo < 0.5:
-            lo, hi = lo - 0.25, hi + 0.25
+        lo, hi = _span_with_c(float(edges[0]), float(edges[-1]), c)
         centers = (edges[:-1] + edges[1:]) / 2
         keep = h.counts > 0
         width = float(np.min(np.diff(edges))) * 0.8 if len(edges) > 1 else 0.1
