@@ -117,12 +117,11 @@ class TaskScreen(Screen):
         return self.opened.thresholds if self.opened else self.run_request[0].thresholds
 
     def show_table(self, table: ResultTable, thresholds: Thresholds) -> None:
-        widget = self.table_widget
-        widget.load(table, thresholds)
+        """Load the table; its ViewChanged message then refreshes chart, summary and status."""
         chart = self.query_one(MetricChart)
         if chart.metric not in table.metric_keys and table.metric_keys:
             chart.metric = table.metric_keys[0]
-        self.refresh_views()
+        self.table_widget.load(table, thresholds)
 
     def refresh_views(self) -> None:
         widget = self.table_widget
@@ -186,8 +185,7 @@ class TaskScreen(Screen):
                 return  # keep the prompt open to fix it
             if text and not shown:
                 self.notify("no row matches the filter", severity="warning")
-        self.close_prompt()
-        self.refresh_views()
+        self.close_prompt()  # the table's ViewChanged refreshes the views
 
     def action_back(self, leave: bool = False) -> None:
         """esc: close the prompt, else cancel a run, else clear the filter, else leave; q: leave."""
@@ -198,7 +196,6 @@ class TaskScreen(Screen):
                                  lambda yes: yes and self.cancel.set())
         elif self.table_widget.filter and not leave:
             self.table_widget.clear_filter()
-            self.refresh_views()
         else:
             self.app.pop_screen()
 
@@ -297,8 +294,9 @@ class TaskScreen(Screen):
         table = self.table_widget.table
         if advice is not None and advice.task.get("rows") in (None, len(table)):
             add_origin_columns(table, advice)
-            self.table_widget.load(table, self.thresholds)
-        self.refresh_views()
+            self.table_widget.load(table, self.thresholds)  # its ViewChanged refreshes the views
+        else:
+            self.refresh_views()
 
     def action_advice(self) -> None:
         if self.advice is None:
