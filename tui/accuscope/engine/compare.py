@@ -23,7 +23,7 @@ from .columns import CSV_OF, KEY_OF, NUMERIC_METRICS
 from .golden import GoldenDump, open_golden
 from .graph import Graph, load_graph
 from .mapping import DEVICE_ONLY, Pair, map_tensors
-from .metrics import CHUNK, PairMetrics, compare_chunks
+from .metrics import CHUNK, PairMetrics, array_chunks, compare_chunks
 from .npudump import NpuDump, open_npu_dump
 from .oprange import OpRange
 from .results import ResultTable
@@ -201,11 +201,21 @@ def tensor_chunks(t: Tensor, size: int) -> Iterator[np.ndarray]:
         yield flat[lo:lo + size]
 
 
+MAPPED_BYTES = 64 << 20  # pairs up to this size are walked memory-mapped, larger ones streamed
+
+
 def pair_chunks(npu: Tensor, golden: Tensor, size: int = CHUNK) -> Callable[[], Iterator]:
-    """A chunk source (metrics.ChunkSource) over a tensor pair; TensorError when sizes differ."""
+    """A chunk source (metrics.ChunkSource) over a tensor pair; TensorError when sizes differ.
+
+    The metrics walk the pair twice (the KL walk needs each side's range first). A pair of up to
+    MAPPED_BYTES is memory-mapped, so the second walk reads pages already mapped instead of
+    reading the files again; larger pairs are streamed through one chunk buffer per side, which
+    keeps the RSS of a many-GB pair at a few MB."""
     if npu.size != golden.size:
         raise TensorError(npu.source, npu.name, f"shape {list(npu.shape)} of the NPU tensor does not match "
                                                 f"shape {list(golden.shape)} of golden {golden.op}")
+    if npu.nbytes + golden.nbytes <= MAPPED_BYTES:
+        return array_chunks(npu.load(), golden.load(), size)
     return lambda: zip(tensor_chunks(npu, size), tensor_chunks(golden, size))
 
 
@@ -350,6 +360,7 @@ def _start_process_services() -> None:
         if not usable and sys.__stderr__ is not None:
             sys.stderr = sys.__stderr__
         resource_tracker.ensure_running()
+        forkserver.set_forkserver_preload([__name__])  # workers fork with the engine imported
         forkserver.ensure_running()
     finally:
         sys.stderr = saved
