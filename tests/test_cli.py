@@ -17,9 +17,9 @@ from conftest import ASCEND_FIXTURES
 ENV = {**os.environ, "COLUMNS": "200", "NO_COLOR": "1"}
 
 
-def accuscope(*args: str) -> subprocess.CompletedProcess:
+def accuscope(*args: str, **env: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "accuscope", *map(str, args)],
-                          capture_output=True, text=True, env=ENV, timeout=120)
+                          capture_output=True, text=True, env={**ENV, **env}, timeout=120)
 
 
 @pytest.fixture

@@ -98,8 +98,14 @@ def test_cli_compare_writes_a_task_and_flags_failures(case, tmp_path):
     r = accuscope(*args)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "first failing: Conv@7Relu@4:output:0" in r.stdout
+    assert "numpy fallback" not in r.stdout
     task = load_task(tmp_path / "task")
     assert task.meta["state"] == "done" and len(task.table) > 400
+    r = accuscope(*args[:-1], tmp_path / "slow", ACCUSCOPE_KERNEL="numpy")
+    assert r.returncode == 0 and "metrics ran on the numpy fallback" in r.stdout
+    slow = load_task(tmp_path / "slow").table
+    for key in ("cos", "red", "kl", "mean_rel", "rel_0.1%"):
+        np.testing.assert_allclose(slow.columns[key], task.table.columns[key], rtol=1e-11, err_msg=key)
     r = accuscope(*args, "--fail-on-error", "--threshold", "cos=0.5")
     assert r.returncode == 1
     r = accuscope(*args, "--threshold", "coss=0.5")

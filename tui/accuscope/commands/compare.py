@@ -9,6 +9,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from ..engine import compare as engine
+from ..engine.metrics import compiled_kernel
 from ..engine.taskrun import run_task
 from ..engine.thresholds import Thresholds, parse_assignment
 from ..engine.tensor import SourceError
@@ -101,6 +102,9 @@ def run(args) -> int:
         out.print(f"  … {len(plan.problems) - 10} more problems (task.json lists them all)")
     part, seconds = result.slowest
     out.print(f"took {sum(result.timings.values()):.1f} s (slowest part: {part} {seconds:.1f} s)")
+    if not compiled_kernel():
+        out.print("[yellow]metrics ran on the numpy fallback[/] (the compiled kernel is not built); "
+                  "reinstall accuscope where a C compiler is present for about 2x faster comparisons")
     if args.advisor:
         from ..engine.advisor import advise
         from .advise import print_advice

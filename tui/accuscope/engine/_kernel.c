@@ -9,8 +9,8 @@
  *
  * moments(x, y) -> (sxy, sxx, syy, sx, sy, sdd, sad, mad, srel, mrel, over1, over5,
  *                   xmin, xmax, ymin, ymax)
- * kl(x, y, xlo, xfloor, ylo, yfloor, k, bound) -> (sum ax, sum ay, sum ax*ln(k*ax/ay))
- *     with ax = max(x - xlo, xfloor), ay likewise: see metrics._kl for the algebra.
+ * kl(x, y, xlo, xfloor, ylo, yfloor, c, bound) -> (sum ax, sum ay, sum q ln(q/ay) - q + ay)
+ *     with ax = max(x - xlo, xfloor), ay likewise, q = c*ax: see metrics._kl for the algebra.
  * x and y: C-contiguous buffers of equal length, both float32 or both float64.
  */
 #define PY_SSIZE_T_CLEAN
@@ -60,43 +60,43 @@ static void NAME(const T *restrict x, const T *restrict y, Py_ssize_t n, Moments
 DEFINE_MOMENTS(moments_f, float)
 DEFINE_MOMENTS(moments_d, double)
 
-/* ln(q/ay), q = k*ax, as 2 atanh(s) with s = (q - ay)/(q + ay): its series in s^2 (five terms)
- * where |s| < bound, the bound chosen by metrics.py so that the truncation is far below the
- * precision asked for. Elements beyond it (sides that disagree by more than ~20%) take atanh()
- * in a scalar loop over their block, which only runs for blocks that have any. */
-#define KL_TERMS(s, s2) ((s) * (2.0 + (s2) * (2.0 / 3 + (s2) * (2.0 / 5 + (s2) * (2.0 / 7 + (s2) * (2.0 / 9))))))
+/* The KL walk (the algebra is in metrics._kl): per element, with q = c*ax and s = (q-ay)/(q+ay),
+ * (q + ay)(s^2 + (1 + s)(atanh(s) - s)), which is q ln(q/ay) - q + ay without its cancellation.
+ * Where |s| < bound atanh(s) - s is its series; elements beyond (sides that disagree by more than
+ * ~20%) take the logarithm in a scalar loop over their block, run only for blocks that have any. */
+#define ATANH_REST(s, s2) ((s) * (s2) * (1.0 / 3 + (s2) * (1.0 / 5 + (s2) * (1.0 / 7 + (s2) * (1.0 / 9 + (s2) * (1.0 / 11))))))
 #define DEFINE_KL(NAME, T)                                                                        \
 static void NAME(const T *restrict x, const T *restrict y, Py_ssize_t n, const double p[6],       \
                  double out[3])                                                                   \
 {                                                                                                 \
-    const double xlo = p[0], xfloor = p[1], ylo = p[2], yfloor = p[3], k = p[4], bound = p[5];    \
-    double sax = 0, say = 0, t = 0;                                                               \
+    const double xlo = p[0], xfloor = p[1], ylo = p[2], yfloor = p[3], c = p[4], bound = p[5];    \
+    double sax = 0, say = 0, f = 0;                                                               \
     for (Py_ssize_t lo = 0; lo < n; lo += BLOCK) {                                                \
         Py_ssize_t hi = n - lo > BLOCK ? lo + BLOCK : n;                                          \
         double far = 0;                                                                           \
-        _Pragma("omp simd reduction(+:sax,say,t,far)")                                            \
+        _Pragma("omp simd reduction(+:sax,say,f,far)")                                            \
         for (Py_ssize_t i = lo; i < hi; i++) {                                                    \
             double ax = x[i] - xlo, ay = y[i] - ylo;                                              \
             ax = ax > xfloor ? ax : xfloor;                                                       \
             ay = ay > yfloor ? ay : yfloor;                                                       \
-            double q = k * ax, s = (q - ay) / (q + ay), s2 = s * s;                               \
+            double q = c * ax, den = q + ay, s = (q - ay) / den, s2 = s * s;                      \
             int near = fabs(s) < bound;                                                           \
             sax += ax; say += ay;                                                                 \
-            t += near ? ax * KL_TERMS(s, s2) : 0.0;                                               \
+            f += near ? den * (s2 + (1.0 + s) * ATANH_REST(s, s2)) : 0.0;                         \
             far += near ? 0.0 : 1.0;                                                              \
         }                                                                                         \
         for (Py_ssize_t i = lo; far > 0 && i < hi; i++) {                                         \
             double ax = x[i] - xlo, ay = y[i] - ylo;                                              \
             ax = ax > xfloor ? ax : xfloor;                                                       \
             ay = ay > yfloor ? ay : yfloor;                                                       \
-            double q = k * ax, s = (q - ay) / (q + ay);                                           \
+            double q = c * ax, s = (q - ay) / (q + ay);                                           \
             if (!(fabs(s) < bound)) {                                                             \
-                t += ax * 2.0 * atanh(s);                                                         \
+                f += q * log(q / ay) - q + ay;                                                    \
                 far--;                                                                            \
             }                                                                                     \
         }                                                                                         \
     }                                                                                             \
-    out[0] = sax; out[1] = say; out[2] = t;                                                       \
+    out[0] = sax; out[1] = say; out[2] = f;                                                       \
 }
 
 DEFINE_KL(kl_f, float)

@@ -84,7 +84,7 @@ def compare_chunks(source: ChunkSource, n: int, x_dtype: np.dtype, y_dtype: np.d
                 return result
         _fill(result, acc, n)
         if kl:
-            _kl(result, acc, source)
+            _kl(result, acc, n, source)
     if np.dtype(x_dtype) == np.bool_ or np.dtype(y_dtype) == np.bool_:
         for key in result.values:
             if key not in BOOL_MEANINGFUL:
@@ -101,6 +101,11 @@ except ImportError:
 if os.environ.get("ACCUSCOPE_KERNEL") == "numpy":  # force the fallback (benchmarks, tests)
     _kernel = None
 
+def compiled_kernel() -> bool:
+    """Whether the metrics run on the compiled kernel (else on the numpy fallback)."""
+    return _kernel is not None
+
+
 # What one chunk contributes (the C kernel returns the same tuple): summed, max-ed or min-ed.
 FIELDS = "sxy sxx syy sx sy sdd sad mad srel mrel over1 over5 xmin xmax ymin ymax".split()
 _SUMMED = [i for i, f in enumerate(FIELDS) if f.startswith(("s", "over"))]
@@ -116,6 +121,7 @@ class _Sums:
         self.y = np.empty(size)
         self.d = np.empty(size)
         self.r = np.empty(size)
+        self.w = np.empty(size)
         self.mask = np.empty(size, dtype=bool)
         self.v = [0.0] * len(FIELDS)
         for i in _MAXED:
@@ -174,31 +180,35 @@ class _Sums:
 
     def kl_chunk(self, x: np.ndarray, y: np.ndarray, params: tuple) -> tuple[float, float, float]:
         """The kernel's `kl` in numpy (see _kl); x and y are float64 buffers, overwritten."""
-        xlo, xfloor, ylo, yfloor, k, bound = params
+        xlo, xfloor, ylo, yfloor, c, bound = params
         for v, lo, floor in ((x, xlo, xfloor), (y, ylo, yfloor)):
             if lo:
                 np.subtract(v, lo, out=v)
             np.maximum(v, floor, out=v)
-        s, w, far = self.d[: len(x)], self.r[: len(x)], self.mask[: len(x)]
-        np.multiply(x, k, out=w)  # q = k * ax
-        np.subtract(w, y, out=s)
-        np.add(w, y, out=w)
-        np.divide(s, w, out=s)  # s = (q - ay) / (q + ay); ln(q / ay) = 2 atanh(s)
+        k = len(x)
+        s, den, w, far = self.d[:k], self.r[:k], self.w[:k], self.mask[:k]
+        sums = x.sum(), y.sum()
+        np.multiply(x, c, out=s)  # q
+        np.add(s, y, out=den)  # q + ay = 2m
+        np.subtract(s, y, out=s)
+        np.divide(s, den, out=s)  # s
         np.abs(s, out=w)
         np.greater_equal(w, bound, out=far)
-        t = 0.0
+        f = 0.0
         if np.count_nonzero(far):
-            t += 2.0 * np.dot(x[far], np.arctanh(s[far]))
+            q, ay = c * x[far], y[far]
+            f += float(np.sum(q * np.log(q / ay) - q + ay))
             s[far] = 0.0
-        sums = x.sum(), y.sum()
-        np.multiply(x, s, out=y)  # y = ax * s^(2j+1) before term j; w = s^2
-        np.multiply(s, s, out=w)
-        t += 2.0 * y.sum()
-        for j in range(1, KL_TERMS):
-            t += 2.0 / (2 * j + 1) * np.dot(y, w)
-            if j < KL_TERMS - 1:
-                np.multiply(y, w, out=y)
-        return sums[0], sums[1], t
+        np.multiply(s, s, out=w)  # s^2
+        np.multiply(w, 1 / 11, out=y)  # y = atanh(s) - s by Horner in s^2 ...
+        for coef in (1 / 9, 1 / 7, 1 / 5, 1 / 3):
+            np.add(y, coef, out=y)
+            np.multiply(y, w, out=y)
+        np.multiply(y, s, out=y)  # ... = s^3 (1/3 + s^2 (1/5 + ...))
+        np.add(s, 1.0, out=x)
+        np.multiply(x, y, out=x)
+        np.add(x, w, out=x)  # s^2 + (1 + s)(atanh(s) - s)
+        return sums[0], sums[1], f + float(np.dot(den, x))
 
     def finite(self) -> bool:
         return math.isfinite(self.sxx + self.syy + self.sx + self.sy)
@@ -274,32 +284,40 @@ def _3(value: float) -> str:
     return "0.000" if abs(value) < 0.001 else f"{value:.3f}"
 
 
-KL_BOUND, KL_TERMS = 0.1, 5  # |s| below the bound: ln by five terms of its series (see _kl)
+KL_BOUND = 0.1  # |s| below this: the series of _kl, five terms (truncation < 1e-12 relative)
 
 
-def _kl(result: PairMetrics, a: _Sums, source: ChunkSource) -> None:
-    """KL of the min-max scaled distributions: KL = T/Sx + ln(Sy/Sx) with Sx = sum(sx),
-    T = sum(sx * ln(sx/sy)), so one more walk gives it without storing p.
+def _kl(result: PairMetrics, a: _Sums, n: int, source: ChunkSource) -> None:
+    """KL of the min-max scaled distributions in one more walk, without storing them.
 
-    The logarithm costs more than everything else together. ln(sx/sy) = 2 atanh(s) with
-    s = (sx - sy)/(sx + sy), and where |s| < KL_BOUND (sides within ~20% of each other: almost
-    every element of any pair worth a look) that is 2(s + s^3/3 + ... + s^9/9). The truncation,
-    below s^11/5.5 < 2e-12 per element, is relative to KL itself (~ mean(2 s^2)) below 1e-10.
-    Other elements take atanh."""
-    # sx = max((x - xmin) / rx, eps) = ax / rx with ax = max(x - xmin, eps * rx): no division per
-    # element; a side without range is taken unscaled (rx = 1). sx/sy = k * ax/ay, k = ry/rx.
+    The scaled values are ax = max(x - xmin, eps32 * rx) and ay likewise (a side without range is
+    taken as it is), px = ax/Sx, py = ay/Sy. Writing KL = sum(px ln(px/py)) as it stands, or as
+    sum(px ln(ax/ay)) + ln(Sy/Sx), cancels two numbers of the order of the error down to one of
+    its square: for sides that nearly agree, half the digits are lost. Instead each element adds
+    py f(px/py) with f(r) = r ln r - r + 1 >= 0, which sums to KL exactly when Sx, Sy are the
+    true sums. The walk uses Sx', Sy' estimated from the first walk's sums (exact but for the
+    few elements the eps floor lifts), and a closing term (delta below) corrects for the
+    difference without cancellation.
+
+    Per element, with q = ax Sy'/Sx', m = (q + ay)/2 and s = (q - ay)/(q + ay), the term is
+    Sy' py f = 2m (s^2 + (1 + s)(atanh(s) - s)); where |s| < KL_BOUND (sides within ~20% of each
+    other: almost every element of any pair worth a look) atanh(s) - s is its series
+    s^3/3 + ... + s^11/11, else the term is computed with the logarithm."""
     rx, ry = a.xmax - a.xmin, a.ymax - a.ymin
     (xlo, rx), (ylo, ry) = (a.xmin, rx) if rx != 0 else (0.0, 1.0), (a.ymin, ry) if ry != 0 else (0.0, 1.0)
-    k = ry / rx
-    params = (xlo, EPS32 * rx, ylo, EPS32 * ry, k, KL_BOUND)
-    sums = [0.0, 0.0, 0.0]  # sum(ax), sum(ay), sum(ax * ln(sx/sy))
+    xfloor, yfloor = EPS32 * rx, EPS32 * ry
+    sx0, sy0 = max(a.sx - n * xlo, n * xfloor), max(a.sy - n * ylo, n * yfloor)
+    params = (xlo, xfloor, ylo, yfloor, sy0 / sx0, KL_BOUND)
+    sums = [0.0, 0.0, 0.0]  # Sx, Sy, Sy' * sum(py' f(px'/py'))
     chunks = [a.last] if a.chunks == 1 else (a.operands(xc, yc) for xc, yc in source() if len(xc))
     for x, y in chunks:
         part = _kernel.kl(x, y, *params) if _kernel is not None else a.kl_chunk(x, y, params)
         sums = [s + p for s, p in zip(sums, part)]
-    sx, sy, t = sums
-    if sx <= 0 or sy <= 0:
+    sx, sy, f = sums
+    if not (sx > 0 and sy > 0):
         result.reasons.append("KL: a side is all zero after scaling")
         return
-    kl = t / sx + math.log(sy / sx / k)  # sum(sx) = sx / rx, sum(sy) = sy / ry
+    # KL = F/A + ln(B/A) + 1 - B/A with A = Sx/Sx', B = Sy/Sy', F = sum(py' f(px'/py'))
+    a_, delta = sx / sx0, (sy / sy0) / (sx / sx0) - 1.0
+    kl = f / sy0 / a_ + (math.log1p(delta) - delta)
     result.values["kl"] = 0.0 if abs(kl) < EPS64 else kl
