@@ -167,6 +167,17 @@ def test_kl_where_the_sides_disagree_a_little_or_a_lot(monkeypatch, spread):
     assert_matches(compare_arrays(x, y), reference(x, y), rel=1e-9)
 
 
+@pytest.mark.parametrize("shift", [0.0, -1e-3])
+def test_kl_of_relu_outputs_whose_zeros_meet_noise(shift):
+    """Zeros of one side against small values of the other: ratios of the scaled values up to
+    1/eps32, the elements the logarithm (not the series) handles."""
+    rng = np.random.default_rng(8)
+    g = rng.standard_normal(70_000).astype(np.float32)
+    y = np.maximum(g, 0)
+    x = (np.maximum(g + rng.standard_normal(g.size).astype(np.float32) * 1e-3, 0) + shift).astype(np.float32)
+    assert_matches(compare_arrays(x, y), reference(x, y), rel=1e-9)
+
+
 
 def test_kl_keeps_its_digits_when_the_sides_nearly_agree():
     """KL ~ 1e-15 here; written as sum(px ln(px/py)) in float64 it keeps hardly one digit. The
