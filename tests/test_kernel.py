@@ -25,7 +25,7 @@ def test_the_compiled_kernel_is_built():
 
 @needs_kernel
 @pytest.mark.parametrize("spread", [2.0, 200.0])
-@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, np.int32])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, np.int32, np.dtype(">f4")])
 def test_kernel_and_numpy_give_the_same_numbers(monkeypatch, dtype, spread):
     rng = np.random.default_rng(6)
     y = (rng.standard_normal(100_003) * 50).astype(dtype)
