@@ -11,7 +11,9 @@ import pytest
 
 from accuscope.engine import compare as engine
 from accuscope.engine import opdetail as od
+from accuscope.engine.ascend import DumpTensor, write_dump_file
 from accuscope.engine.task import save_task
+from accuscope.engine.taskrun import run_task
 from accuscope.engine.tensor import SourceError
 
 from conftest import cls_with_planted_fault
@@ -254,6 +256,32 @@ def test_open_op_finds_the_pair_and_its_broken_channel(task):
         od.open_op(task, "Conv@7Relu@5")
     with pytest.raises(SourceError, match="index out of range"):
         od.open_op(task, OP, "input", 7)
+
+
+def test_open_op_reuses_the_tasks_plan_until_the_task_is_rerun(tmp_path):
+    """The op screen opens tensor after tensor: one plan serves them all, and a task re-run on
+    other dumps is planned afresh."""
+    golden = tmp_path / "golden"
+    golden.mkdir()
+    y = np.arange(12, dtype=np.float32)
+    np.save(golden / "conv1.0.1.npy", y)
+    np.save(golden / "relu1.0.1.npy", y)
+
+    def dump(folder, scale):
+        folder.mkdir()
+        for k, op in enumerate(("conv1", "relu1")):
+            write_dump_file(folder / f"Conv2D.{op}.{k + 1}.{1700000000000000 + k}", op, outputs=[DumpTensor(y * scale)])
+        run_task(engine.CompareSpec(str(folder), str(golden)), tmp_path / "task", workers=1)
+    dump(tmp_path / "a", 2)
+    first = od.open_op(tmp_path / "task", "conv1")
+    assert od.open_op(tmp_path / "task", "relu1").npu.source.startswith(str(tmp_path / "a"))
+    assert first.detail().npu_stats.max == 22
+    plan = od._task_plan(tmp_path / "task")[1]
+    assert od._task_plan(tmp_path / "task")[1] is plan  # no second read of every dump header
+    dump(tmp_path / "b", 3)
+    assert od._task_plan(tmp_path / "task")[1] is not plan
+    again = od.open_op(tmp_path / "task", "conv1")
+    assert again.npu.source.startswith(str(tmp_path / "b")) and again.detail().npu_stats.max == 33
 
 
 def test_cli_op_prints_the_top_table_and_writes_msaccucmp_files(task, tmp_path):

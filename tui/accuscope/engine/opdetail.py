@@ -37,6 +37,7 @@ from __future__ import annotations
 import csv
 import difflib
 import math
+import os
 import re
 import threading
 import time
@@ -758,15 +759,8 @@ def open_op(task_dir, op: str, io: str | None = None, index: int | None = None) 
     output 0). `op` is an NPU op name as in the result's NPUDump column, or a TensorIndex
     (`name:output:0`). SourceError (with close matches) when the op, the tensor or the dumps
     cannot be found."""
-    from . import compare as engine  # these import the whole engine; keep this module light to import
-    from .task import load_task
-    from .taskrun import spec_from_meta
-
     folder = Path(task_dir)
-    task = load_task(folder)
-    meta = task.meta
-    if not meta.get("npu") or not meta.get("golden"):
-        raise SourceError(f"{folder}: the task does not name its NPU and golden dumps (task.json npu/golden)")
+    task, plan = _task_plan(folder)
     m = _TENSOR_NAME.fullmatch(op)
     if m and io is None and index is None:
         op, io, index = m.group(1), m.group(2), int(m.group(3))
@@ -782,11 +776,13 @@ def open_op(task_dir, op: str, io: str | None = None, index: int | None = None) 
             hint = f"; close matches: {', '.join(close)}" if close else f"; the task has {len(known)} ops"
             raise SourceError(f"op {op!r} is not in the task {folder}{hint}")
         op = found[0]
-    spec = spec_from_meta(meta, folder=folder, algorithms=None, op_range=None, ops=[op], custom_dir=None)
-    plan = engine.plan(spec)
-    pairs = [p for p in plan.pairs if p.npu.io == io and p.npu.index == index]
+    dump_op = plan.npu.find_op(op)
+    if dump_op is None:
+        raise SourceError(f"{plan.spec.npu}: op not in the dump: {op}")
+    of_op = [p for p in plan.pairs if p.op is dump_op]
+    pairs = [p for p in of_op if p.npu.io == io and p.npu.index == index]
     if not pairs:
-        have = {kind: sorted(p.npu.index for p in plan.pairs if p.npu.io == kind) for kind in (INPUT, OUTPUT)}
+        have = {kind: sorted(p.npu.index for p in of_op if p.npu.io == kind) for kind in (INPUT, OUTPUT)}
         text = ", ".join(f"{kind}s {_span(v)}" for kind, v in have.items())
         raise SourceError(f"{op} has no {io} {index} (index out of range; it has {text})")
     pair = pairs[0]
@@ -804,6 +800,37 @@ def open_op(task_dir, op: str, io: str | None = None, index: int | None = None) 
     info = PairInfo(pair.op.op_name, t.io, t.index, pair.ground_truth, pair.op.op_type, t.source, g.source,
                     t.dtype_name or str(t.dtype), g.dtype_name or str(g.dtype))
     return OpPair(t, g, info)
+
+
+_PLANS: dict[tuple, tuple] = {}  # the last task opened: its plan serves its other tensors at once
+
+
+def _task_plan(folder: Path) -> tuple:
+    """(task, plan of all its pairs), reused while task.json and the dump folders are unchanged:
+    planning reads every dump header, which takes seconds on a big network, and the op screen
+    asks for one tensor after another."""
+    from . import compare as engine  # these import the whole engine; keep this module light to import
+    from .task import load_task
+    from .taskrun import spec_from_meta
+
+    task = load_task(folder)
+    meta = task.meta
+    if not meta.get("npu") or not meta.get("golden"):
+        raise SourceError(f"{folder}: the task does not name its NPU and golden dumps (task.json npu/golden)")
+    spec = spec_from_meta(meta, folder=folder, algorithms=None, op_range=None, ops=None, custom_dir=None)
+    key = (str(folder.resolve()),) + tuple(_mtime(p) for p in (folder / "task.json", spec.npu, spec.golden))
+    if key not in _PLANS:
+        plan = engine.plan(spec)
+        _PLANS.clear()
+        _PLANS[key] = plan
+    return task, _PLANS[key]
+
+
+def _mtime(path) -> int:
+    try:
+        return os.stat(path).st_mtime_ns
+    except (OSError, TypeError):
+        return 0
 
 
 def _span(values: list[int]) -> str:
