@@ -172,13 +172,15 @@ def test_list_tasks_newest_first_with_foreign_csvs_and_problems(tmp_path):
     save_csv = list((root / "old").glob("result_*.csv"))[0]
     (msit / "result_20250215093012.csv").write_bytes(save_csv.read_bytes())
     (root / "msit_out" / "notes.csv").write_text("a,b\n1,2\n")
+    retest = root / "new" / "exports" / "conv1--relu1" / "retest"  # the re-test of an export of "new"
+    save_task(retest, {**META, "created": "2025-03-02T10:00:00"}, _table(3), Thresholds(), {})
     deep = root / "a" / "b" / "c" / "d" / "e"
     deep.mkdir(parents=True)
     (deep / "result_20250301000000.csv").write_bytes(save_csv.read_bytes())  # too deep to scan
 
     entries = list_tasks(root)
     names = [e.name for e in entries]
-    assert names == ["new", os.path.join("msit_out", "20250215093000", "result_20250215093012.csv"),
+    assert names == [os.path.join("new", "exports", "conv1--relu1", "retest"), "new", os.path.join("msit_out", "20250215093000", "result_20250215093012.csv"),
                      "running", "old", "empty", "broken"]
     by = {e.name: e for e in entries}
     assert by["new"].state == "done" and by["new"].rows == 20 and by["new"].problem == ""
@@ -187,7 +189,7 @@ def test_list_tasks_newest_first_with_foreign_csvs_and_problems(tmp_path):
     assert by["running"].state == "running" and by["running"].problem == ""
     assert by["broken"].problem.startswith("task.json: unreadable")
     assert by["empty"].problem == "no result file (result.npz or result_*.csv)"
-    csv_entry = entries[1]
+    csv_entry = entries[2]
     assert csv_entry.kind == "csv" and csv_entry.path.is_file()
     foreign = load_task(csv_entry.path)  # opens with the default thresholds
     assert len(foreign.table) == 10 and foreign.csv == csv_entry.path and foreign.meta["foreign"]

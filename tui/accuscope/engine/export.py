@@ -41,14 +41,13 @@ from .mapping import Pair, map_tensors
 from .names import read_mapping_csv
 from .subgraph import BoundaryTensor, Selection, select, to_framework
 from .submodel import onnx_modules, write_onnx, write_prototxt
-from .task import framework_model, read_json_object, read_task_doc, task_path
+from .task import EXPORTS_DIR, RETEST_DIR, framework_model, read_json_object, read_task_doc, task_path
 from .tensor import INPUT, OUTPUT, SourceError, Tensor, TensorError, sanitize
 
 if TYPE_CHECKING:  # retest builds on this module
     from .retest import RetestResult
 
 MANIFEST = "manifest.json"
-RETEST_DIR = "retest"
 FORMAT = 1
 DTYPES = ("float32", "float16")
 LONG_NAME = 200  # dump file names longer than this are written under a numeric name + mapping.csv
@@ -134,7 +133,7 @@ def select_in_task(task_folder: str | os.PathLike, start, end,
 def default_out_dir(task_folder: str | os.PathLike, selection: Selection) -> Path:
     """`TASK/exports/{start}--{end}`."""
     name = f"{sanitize(selection.start[0])[:60]}--{sanitize(selection.end[-1])[:60]}".strip("_") or "export"
-    return Path(task_folder) / "exports" / name
+    return Path(task_folder) / EXPORTS_DIR / name
 
 
 # ------------------------------------------------------------------ the data of the task

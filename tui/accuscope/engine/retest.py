@@ -14,11 +14,11 @@ from pathlib import Path
 
 import numpy as np
 
-from .export import (INSIDE, LONG_NAME, NO_ERROR, RETEST_DIR, UNKNOWN, UPSTREAM, Progress, _cancelled,
+from .export import (INSIDE, LONG_NAME, NO_ERROR, UNKNOWN, UPSTREAM, Progress, _cancelled,
                      read_manifest)
 from .metrics import PairMetrics, compare_arrays
 from .submodel import np_dtype, onnx_modules
-from .task import read_task_doc
+from .task import RETEST_DIR, read_task_doc
 from .tensor import OUTPUT, SourceError, TensorError, sanitize
 from .thresholds import Thresholds
 

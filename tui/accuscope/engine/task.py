@@ -32,6 +32,7 @@ RESULT_NPZ = "result.npz"
 STATES = ("running", "done", "cancelled", "failed")
 _CSV_NAME = re.compile(r"result_(\d{14})(?:_\d+)?\.csv$")
 _NPZ_FORMAT = 1
+EXPORTS_DIR, RETEST_DIR = "exports", "retest"  # TASK/exports/{start}--{end}/retest is a task too
 _MAX_DEPTH = 4  # how deep list_tasks looks under the root (msit: out/{time}/{shape}/result.csv)
 
 
@@ -319,6 +320,8 @@ def list_tasks(root: str | os.PathLike) -> list[TaskSummary]:
     for folder, dirs, files in _walk(root):
         if TASK_JSON in files:
             out.append(_summarize_task(root, folder))
+            out += [_summarize_task(root, t.parent)  # the re-tests of its exports (named by their path)
+                    for t in sorted(folder.glob(f"{EXPORTS_DIR}/*/{RETEST_DIR}/{TASK_JSON}"))]
             dirs.clear()  # its CSVs and exports belong to it
             continue
         out += [s for name in files if name.lower().endswith(".csv")
