@@ -113,6 +113,10 @@ def test_selection_with_residual_edge_and_branch_input(demo_task):
     text = "\n".join(sel.describe())
     assert "/stem/relu/Relu_output_0" in text and "(end)" in text
 
+    # a region starting at the network's first op: its input is the network input, typed too
+    [image] = select(fw, "/stem/conv/Conv", "/stem/conv/Conv").inputs
+    assert image.producer is None and str(image) == "image float32[1x3x32x32]"
+
 
 @pytest.mark.parametrize("start, end, reason", [
     ("/block1/Add", QUANTIZED, "not reachable from start /block1/Add.*swap them"),

@@ -35,13 +35,15 @@ class Node:
     output_shapes: list[Shape | None] = field(default_factory=list)
     output_dtypes: list[str | None] = field(default_factory=list)
     input_shapes: list[Shape | None] = field(default_factory=list)
+    input_dtypes: list[str | None] = field(default_factory=list)
     fused: list[str] | None = None
     origins: list[tuple[str, int] | None] = field(default_factory=list)
     subgraph: str = ""
 
     def __post_init__(self) -> None:
         for name, count in (("output_shapes", len(self.outputs)), ("output_dtypes", len(self.outputs)),
-                            ("origins", len(self.outputs)), ("input_shapes", len(self.inputs))):
+                            ("origins", len(self.outputs)), ("input_shapes", len(self.inputs)),
+                            ("input_dtypes", len(self.inputs))):
             values = getattr(self, name)
             values.extend([None] * (count - len(values)))
 
@@ -201,15 +203,20 @@ def stable_topo_order(nodes: list[Node], available: set[str],
     return [nodes[i] for i in order], False
 
 
-def fill_input_shapes(nodes: list[Node], known: dict[str, Shape | None]) -> None:
-    """Fill unknown input shapes from the producing node's output or from `known` (inputs, weights)."""
-    shapes = dict(known)
+def fill_input_shapes(nodes: list[Node], known: dict[str, Shape | None],
+                      known_dtypes: dict[str, str | None] | None = None) -> None:
+    """Fill unknown input shapes and dtypes from the producing node's output or from `known`
+    (network inputs, weights)."""
+    shapes, dtypes = dict(known), dict(known_dtypes or {})
     for node in nodes:
-        for tensor, shape in zip(node.outputs, node.output_shapes):
+        for tensor, shape, dtype in zip(node.outputs, node.output_shapes, node.output_dtypes):
             if shape is not None:
                 shapes.setdefault(tensor, shape)
+            if dtype is not None:
+                dtypes.setdefault(tensor, dtype)
     for node in nodes:
         node.input_shapes = [s if s is not None else shapes.get(t) for t, s in zip(node.inputs, node.input_shapes)]
+        node.input_dtypes = [d if d is not None else dtypes.get(t) for t, d in zip(node.inputs, node.input_dtypes)]
 
 
 _DTYPES = {

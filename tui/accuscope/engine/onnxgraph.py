@@ -57,7 +57,7 @@ def load_onnx(path: str | Path) -> Graph:
         notes.append("nodes were not in topological order in the file; reordered")
     for i, node in enumerate(nodes):
         node.index, node.seq_id = i, i + 1
-    fill_input_shapes(nodes, {t: s for t, (s, _) in types.items()})
+    fill_input_shapes(nodes, {t: s for t, (s, _) in types.items()}, {t: d for t, (_, d) in types.items()})
     return Graph(name=g.name or p.stem, kind="onnx", path=str(p), nodes=nodes, inputs=inputs,
                  outputs=[v.name for v in g.output], weights=weights, notes=notes)
 

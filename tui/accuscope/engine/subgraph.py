@@ -277,9 +277,11 @@ def _boundary(sel: Selection, edges: _Edges, ends: list[Node]) -> None:
         for t, s, d in zip(n.outputs, n.output_shapes, n.output_dtypes):
             shapes.setdefault(t, s)
             dtypes.setdefault(t, d)
-        for t, s in zip(n.inputs, n.input_shapes):
+        for t, s, d in zip(n.inputs, n.input_shapes, n.input_dtypes):
             if shapes.get(t) is None and s is not None:
                 shapes[t] = s
+            if dtypes.get(t) is None and d is not None:
+                dtypes[t] = d
     entering: dict[str, BoundaryTensor] = {}
     weights: list[str] = []
     for node in sel.ops:
