@@ -11,6 +11,7 @@ import pytest
 
 from accuscope.engine import compare as engine
 from accuscope.engine import opdetail as od
+from accuscope.engine import opfiles, oppair
 from accuscope.engine.ascend import DumpTensor, write_dump_file
 from accuscope.engine.task import save_task
 from accuscope.engine.taskrun import run_task
@@ -193,7 +194,7 @@ def test_files_follow_the_msaccucmp_single_op_format(tmp_path):
     x, y = nasty_pair((1, 4, 6, 6), seed=2)
     d = od.detail_arrays(x, y, top=15)
     d.info = od.PairInfo("conv/1", "output", 0, "conv_a,relu_b", "Conv2D", "/d/npu.file", "/d/golden.npy")
-    files = od.write_detail(d, tmp_path / "out")
+    files = opfiles.write_detail(d, tmp_path / "out")
     assert [f.name for f in files] == ["conv_1_output_0_summary.txt", "conv_1_output_0_absolute_error_topn.csv",
                                        "conv_1_output_0_relative_error_topn.csv"]
     summary = dict(line.split(":", 1) for line in files[0].read_text().splitlines())
@@ -220,7 +221,7 @@ def test_files_follow_the_msaccucmp_single_op_format(tmp_path):
             assert finite == sorted(finite, reverse=True)  # largest first
     d = od.detail_arrays(np.ones(10), np.ones(10))
     d.info = od.PairInfo("x" * 300, "input", 2)
-    names = [f.name for f in od.write_detail(d, tmp_path / "long")]
+    names = [f.name for f in opfiles.write_detail(d, tmp_path / "long")]
     assert all(len(n) <= 255 and "_input_2_" in n for n in names)
 
 
@@ -247,15 +248,15 @@ def task(cls_model, tmp_path_factory):
 
 
 def test_open_op_finds_the_pair_and_its_broken_channel(task):
-    pair = od.open_op(task, f"{OP}:output:0")
+    pair = oppair.open_op(task, f"{OP}:output:0")
     assert pair.info.tensor == f"{OP}:output:0" and FAULTY in pair.info.golden_op
     d = pair.detail(top=5)
     assert d.layout == "N C H W" and d.channels is not None
     assert d.channels.worst(1)[0] == 5 and np.all(d.top_abs.coords[:, 1] == 5)
     with pytest.raises(SourceError, match="close matches: .*Conv@7Relu@4"):
-        od.open_op(task, "Conv@7Relu@5")
+        oppair.open_op(task, "Conv@7Relu@5")
     with pytest.raises(SourceError, match="index out of range"):
-        od.open_op(task, OP, "input", 7)
+        oppair.open_op(task, OP, "input", 7)
 
 
 def test_open_op_reuses_the_tasks_plan_until_the_task_is_rerun(tmp_path):
@@ -273,14 +274,14 @@ def test_open_op_reuses_the_tasks_plan_until_the_task_is_rerun(tmp_path):
             write_dump_file(folder / f"Conv2D.{op}.{k + 1}.{1700000000000000 + k}", op, outputs=[DumpTensor(y * scale)])
         run_task(engine.CompareSpec(str(folder), str(golden)), tmp_path / "task", workers=1)
     dump(tmp_path / "a", 2)
-    first = od.open_op(tmp_path / "task", "conv1")
-    assert od.open_op(tmp_path / "task", "relu1").npu.source.startswith(str(tmp_path / "a"))
+    first = oppair.open_op(tmp_path / "task", "conv1")
+    assert oppair.open_op(tmp_path / "task", "relu1").npu.source.startswith(str(tmp_path / "a"))
     assert first.detail().npu_stats.max == 22
-    plan = od._task_plan(tmp_path / "task")[1]
-    assert od._task_plan(tmp_path / "task")[1] is plan  # no second read of every dump header
+    plan = oppair._task_plan(tmp_path / "task")[1]
+    assert oppair._task_plan(tmp_path / "task")[1] is plan  # no second read of every dump header
     dump(tmp_path / "b", 3)
-    assert od._task_plan(tmp_path / "task")[1] is not plan
-    again = od.open_op(tmp_path / "task", "conv1")
+    assert oppair._task_plan(tmp_path / "task")[1] is not plan
+    again = oppair.open_op(tmp_path / "task", "conv1")
     assert again.npu.source.startswith(str(tmp_path / "b")) and again.detail().npu_stats.max == 33
 
 

@@ -15,6 +15,7 @@ from accuscope.app.optable import OperatorTable
 from accuscope.app.rowdetail import RowDetail
 from accuscope.app.taskscreen import TaskScreen
 from accuscope.engine import opdetail as od
+from accuscope.engine import oppair
 from accuscope.engine.demo import MAIN, QUANTIZED_CONV
 from accuscope.engine.task import load_task
 
@@ -35,7 +36,7 @@ async def open_detail(pilot) -> OpScreen:
 
 
 def tensors(folder, tensor):
-    pair = od.open_op(folder, tensor)
+    pair = oppair.open_op(folder, tensor)
     return np.asarray(pair.npu.load()), np.asarray(pair.golden.load())
 
 
@@ -203,7 +204,7 @@ def test_esc_while_computing_cancels_and_goes_back(demo_ws, monkeypatch):
             time.sleep(0.01)
         release.append(True)
         return None
-    monkeypatch.setattr(od.OpPair, "detail", slow_detail)
+    monkeypatch.setattr(oppair.OpPair, "detail", slow_detail)
 
     async def script(pilot):
         task_screen = pilot.app.screen
@@ -248,7 +249,7 @@ def test_threshold_stops_are_exact_and_helpers(demo_ws):
     row = int(np.flatnonzero(table.columns["fail"])[0])
     refs = tensor_refs(table, row)
     assert [r.row for r in refs] == [row - 1, row] and refs[1].name == table.columns["tensor"][row]
-    pair = od.open_op(folder, refs[1].name)
+    pair = oppair.open_op(folder, refs[1].name)
     d = pair.detail()
     x, y = np.asarray(pair.npu.load()), np.asarray(pair.golden.load())
     e = brute_errors(x, y, "abs")

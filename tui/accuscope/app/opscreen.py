@@ -41,7 +41,8 @@ from textual.strip import Strip
 from textual.widgets import Footer, ProgressBar, Static
 from textual.worker import Worker, WorkerState
 
-from ..engine.opdetail import TOP_DEFAULT, TOP_MAX, WORDS, OpDetail, OpPair, TopN, exact_count, layout_of, open_op
+from ..engine.opdetail import TOP_DEFAULT, TOP_MAX, WORDS, OpDetail, TopN, exact_count, layout_of
+from ..engine.oppair import OpPair, open_op
 from ..engine.results import ResultTable
 from ..engine.tensor import SourceError
 from . import formatting as fmt

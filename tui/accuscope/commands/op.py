@@ -11,6 +11,8 @@ from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, T
 from rich.table import Table
 
 from ..engine import opdetail
+from ..engine.opfiles import write_detail
+from ..engine.oppair import open_op
 from ..engine.tensor import SourceError
 from .common import err, out
 
@@ -72,7 +74,7 @@ def register(sub) -> None:
 def run(args) -> int:
     io = "input" if args.input is not None else "output" if args.output is not None else None
     index = args.input if args.input is not None else args.output
-    pair = opdetail.open_op(args.task, args.op, io, index)
+    pair = open_op(args.task, args.op, io, index)
     info = pair.info
     if pair.npu.size > PROGRESS_ABOVE:
         with Progress(TextColumn("reading"), BarColumn(), TaskProgressColumn(), TimeRemainingColumn(),
@@ -83,7 +85,7 @@ def run(args) -> int:
         detail = pair.detail(top=args.top)
     folder = Path(args.out) if args.out else Path(args.task) / "op" / _folder_name(info.npu_op)
     try:
-        files = opdetail.write_detail(detail, folder)
+        files = write_detail(detail, folder)
     except OSError as exc:
         raise SourceError(f"{folder}: cannot write the detail files: {exc.strerror or exc}") from None
 

@@ -34,22 +34,16 @@ Conventions (and how they relate to msaccucmp's `-op NAME -n TopN`):
 """
 from __future__ import annotations
 
-import csv
-import difflib
 import math
-import os
-import re
 import threading
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Callable, Iterable
 
 import numpy as np
 
-from .csvio import atomic_path
 from .metrics import CHUNK, EPS64, array_chunks
-from .tensor import INPUT, OUTPUT, SourceError, Tensor, TensorError, sanitize
+from .tensor import OUTPUT, SourceError, Tensor, TensorError
 
 TOP_DEFAULT, TOP_MAX = 20, 10000
 METRICS = ("abs", "rel")
@@ -733,179 +727,3 @@ def exact_count(source: ChunkSource, c: float, by: str = "abs") -> int:
                 e[same] = np.nan
             total += int(np.count_nonzero(e > c))
     return total
-
-
-# ------------------------------------------------------------------ a tensor of a task
-
-
-@dataclass
-class OpPair:
-    npu: Tensor
-    golden: Tensor
-    info: PairInfo
-
-    def detail(self, top: int = TOP_DEFAULT, **kw) -> OpDetail | None:
-        return detail_tensors(self.npu, self.golden, top=top, info=self.info, **kw)
-
-    def source(self, chunk: int = CHUNK) -> ChunkSource:
-        return tensor_source(self.npu, self.golden, chunk)
-
-
-_TENSOR_NAME = re.compile(r"(.+):(input|output):(\d+)")
-
-
-def open_op(task_dir, op: str, io: str | None = None, index: int | None = None) -> OpPair:
-    """The (NPU, golden) tensor pair of one op of a task: input or output `index` (default:
-    output 0). `op` is an NPU op name as in the result's NPUDump column, or a TensorIndex
-    (`name:output:0`). SourceError (with close matches) when the op, the tensor or the dumps
-    cannot be found."""
-    folder = Path(task_dir)
-    task, plan = _task_plan(folder)
-    m = _TENSOR_NAME.fullmatch(op)
-    if m and io is None and index is None:
-        op, io, index = m.group(1), m.group(2), int(m.group(3))
-    io = io or OUTPUT
-    index = 0 if index is None else index
-    if io not in (INPUT, OUTPUT):
-        raise SourceError(f"tensor kind must be input or output, not {io!r}")
-    known = list(dict.fromkeys(str(o) for o in task.table.columns["npu_op"])) if len(task.table) else []
-    if known and op not in known:
-        found = [k for k in known if sanitize(k) == sanitize(op)]
-        if not found:
-            close = difflib.get_close_matches(op, known, n=5, cutoff=0.6)
-            hint = f"; close matches: {', '.join(close)}" if close else f"; the task has {len(known)} ops"
-            raise SourceError(f"op {op!r} is not in the task {folder}{hint}")
-        op = found[0]
-    dump_op = plan.npu.find_op(op)
-    if dump_op is None:
-        raise SourceError(f"{plan.spec.npu}: op not in the dump: {op}")
-    of_op = [p for p in plan.pairs if p.op is dump_op]
-    pairs = [p for p in of_op if p.npu.io == io and p.npu.index == index]
-    if not pairs:
-        have = {kind: sorted(p.npu.index for p in of_op if p.npu.io == kind) for kind in (INPUT, OUTPUT)}
-        text = ", ".join(f"{kind}s {_span(v)}" for kind, v in have.items())
-        raise SourceError(f"{op} has no {io} {index} (index out of range; it has {text})")
-    pair = pairs[0]
-    name = pair.npu.name
-    if pair.npu.problem:
-        raise SourceError(f"{name}: {pair.npu.problem}")
-    if pair.golden is None:
-        raise SourceError(f"{name} has no golden counterpart: {pair.reason or 'not mapped'}")
-    if pair.golden.problem:
-        raise SourceError(f"{name}: golden {pair.golden.op}: {pair.golden.problem}")
-    if pair.npu.size != pair.golden.size:
-        raise SourceError(f"{name}: shape {list(pair.npu.shape)} of the NPU tensor does not match shape "
-                          f"{list(pair.golden.shape)} of golden {pair.golden.op}")
-    t, g = pair.npu, pair.golden
-    info = PairInfo(pair.op.op_name, t.io, t.index, pair.ground_truth, pair.op.op_type, t.source, g.source,
-                    t.dtype_name or str(t.dtype), g.dtype_name or str(g.dtype))
-    return OpPair(t, g, info)
-
-
-_PLANS: dict[tuple, tuple] = {}  # the last task opened: its plan serves its other tensors at once
-
-
-def _task_plan(folder: Path) -> tuple:
-    """(task, plan of all its pairs), reused while task.json and the dump folders are unchanged:
-    planning reads every dump header, which takes seconds on a big network, and the op screen
-    asks for one tensor after another."""
-    from . import compare as engine  # these import the whole engine; keep this module light to import
-    from .task import load_task
-    from .taskrun import spec_from_meta
-
-    task = load_task(folder)
-    meta = task.meta
-    if not meta.get("npu") or not meta.get("golden"):
-        raise SourceError(f"{folder}: the task does not name its NPU and golden dumps (task.json npu/golden)")
-    spec = spec_from_meta(meta, folder=folder, algorithms=None, op_range=None, ops=None, custom_dir=None)
-    key = (str(folder.resolve()),) + tuple(_mtime(p) for p in (folder / "task.json", spec.npu, spec.golden))
-    if key not in _PLANS:
-        plan = engine.plan(spec)
-        _PLANS.clear()
-        _PLANS[key] = plan
-    return task, _PLANS[key]
-
-
-def _mtime(path) -> int:
-    try:
-        return os.stat(path).st_mtime_ns
-    except (OSError, TypeError):
-        return 0
-
-
-def _span(values: list[int]) -> str:
-    if not values:
-        return "none"
-    return f"0..{values[-1]}" if values == list(range(len(values))) else ",".join(map(str, values))
-
-
-# ------------------------------------------------------------------ msaccucmp-compatible files
-
-
-HEADER = ("Index", "{layout}", "NPUDump", "GroundTruth", "AbsoluteError", "RelativeError")
-_MAX_NAME = 255
-
-
-def file_prefix(info: PairInfo) -> str:
-    """`{op}_{input|output}_{k}` with `/` and `\\` replaced by `_` (msaccucmp's file prefix); an
-    op name too long for a file name keeps its head and gets a hash of the whole."""
-    op = info.npu_op.replace("/", "_").replace("\\", "_").replace("\x00", "_") or "tensor"
-    prefix = f"{op}_{info.io}_{info.index}"
-    if len(prefix.encode("utf-8")) + len("_relative_error_topn.csv") > _MAX_NAME:
-        import hashlib
-        digest = hashlib.sha1(prefix.encode("utf-8")).hexdigest()[:12]
-        head = op.encode("utf-8")[:150].decode("utf-8", "ignore")
-        prefix = f"{head}_{digest}_{info.io}_{info.index}"
-    return prefix
-
-
-def _num(v: float) -> str:
-    return f"{v:.6f}" if math.isfinite(v) else "-"
-
-
-def topn_rows(top: TopN, layout: str) -> list[list[str]]:
-    """Rows of a TopN CSV (header first): Index, coordinates, NPU, golden, abs, rel."""
-    rows = [[h.format(layout=layout) for h in HEADER]]
-    for i in range(len(top)):
-        rows.append([str(int(top.index[i])), top.coord_text(i), _num(top.npu[i]), _num(top.golden[i]),
-                     _num(top.abs_err[i]), _num(top.rel_err[i])])
-    return rows
-
-
-def summary_text(d: OpDetail) -> str:
-    """msaccucmp's `_summary.txt` keys first, then ours (NaN/inf counts, files, statistics)."""
-    i = d.info
-    lines = [f"TotalCount:{d.n}", f"NPUDump:{i.npu_op}", f"GroundTruth:{i.golden_op.replace(',', ' ')}",
-             f"Format:{d.layout}",
-             f"MinAbsoluteError:{_num(d.abs.min)}", f"MaxAbsoluteError:{_num(d.abs.max)}",
-             f"MinRelativeError:{_num(d.rel.min)}", f"MaxRelativeError:{_num(d.rel.max)}",
-             f"NPUDumpFile:{i.npu_file}", f"GroundTruthFile:{i.golden_file}",
-             f"Shape:{' '.join(map(str, d.shape))}",
-             f"CosineSimilarity:{_num(d.cosine)}", f"MeanAbsoluteError:{_num(d.mean_abs)}",
-             f"NonFiniteMismatch:{d.abs.nonfinite}", f"NonFiniteSame:{d.abs.undefined}",
-             f"RelativeErrorUndefined:{d.rel.undefined - d.abs.undefined}"]
-    for side, s in (("NPU", d.npu_stats), ("GroundTruth", d.golden_stats)):
-        lines.append(f"{side}Stats:min {_num(s.min)} max {_num(s.max)} mean {_num(s.mean)} std {_num(s.std)} "
-                     f"nan {s.nan} inf {s.inf}")
-    return "\n".join(lines) + "\n"
-
-
-def write_detail(d: OpDetail, out_dir, prefix: str | None = None) -> list[Path]:
-    """Write `{prefix}_summary.txt`, `{prefix}_absolute_error_topn.csv` and
-    `{prefix}_relative_error_topn.csv` into out_dir (created); each file appears complete or not
-    at all. Returns the paths."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    prefix = prefix or file_prefix(d.info)
-    paths = []
-    summary = out / f"{prefix}_summary.txt"
-    with atomic_path(summary) as tmp:
-        tmp.write_text(summary_text(d), encoding="utf-8")
-    paths.append(summary)
-    for m in METRICS:
-        path = out / f"{prefix}_{WORDS[m]}_error_topn.csv"
-        with atomic_path(path) as tmp:
-            with open(tmp, "w", newline="", encoding="utf-8") as fh:
-                csv.writer(fh, lineterminator="\n").writerows(topn_rows(d.top(m), d.layout))
-        paths.append(path)
-    return paths
