@@ -104,7 +104,7 @@ def run(args) -> int:
     out.print(f"took {sum(result.timings.values()):.1f} s (slowest part: {part} {seconds:.1f} s)")
     if not compiled_kernel():
         out.print("[yellow]metrics ran on the numpy fallback[/] (the compiled kernel is not built); "
-                  "reinstall accuscope where a C compiler is present for about 2x faster comparisons")
+                  "reinstall accuscope where a C compiler is present for 2-3x faster comparisons")
     if args.advisor:
         from ..engine.advisor import advise
         from .advise import print_advice

@@ -19,6 +19,14 @@
 #include <math.h>
 #include <stdint.h>
 
+/* On x86-64 with GCC and glibc, each loop is also built for AVX2 and the CPU picks at load time
+ * (12-15% faster on a Zen 1 core that splits 256-bit operations; more on newer ones). */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__GLIBC__)
+#define CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define CLONES
+#endif
+
 typedef struct {
     double sxy, sxx, syy, sx, sy, sdd, sad, mad, srel, mrel, xmin, xmax, ymin, ymax;
     double over1, over5;  /* counts, kept in double so that the loop vectorizes */
@@ -29,7 +37,7 @@ typedef struct {
  * sixteen running values needs more registers than there are, and spilling made it twice as slow. */
 #define BLOCK 2048
 #define DEFINE_MOMENTS(NAME, T)                                                                   \
-static void NAME(const T *restrict x, const T *restrict y, Py_ssize_t n, Moments *m)              \
+CLONES static void NAME(const T *restrict x, const T *restrict y, Py_ssize_t n, Moments *m)              \
 {                                                                                                 \
     double sxy = 0, sxx = 0, syy = 0, sx = 0, sy = 0, sdd = 0, sad = 0, srel = 0;                \
     double mad = 0, mrel = 0, xmin = INFINITY, xmax = -INFINITY, ymin = INFINITY, ymax = -INFINITY; \
@@ -91,7 +99,7 @@ static inline double vlog(double z)
             ay = ay > yfloor ? ay : yfloor;                                                       \
             double q = c * ax;
 #define DEFINE_KL(NAME, T)                                                                        \
-static void NAME(const T *restrict x, const T *restrict y, Py_ssize_t n, const double p[6],       \
+CLONES static void NAME(const T *restrict x, const T *restrict y, Py_ssize_t n, const double p[6],       \
                  double out[3])                                                                   \
 {                                                                                                 \
     const double xlo = p[0], xfloor = p[1], ylo = p[2], yfloor = p[3], c = p[4], bound = p[5];    \
