@@ -8,8 +8,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from accuscope.engine import compare as engine
 from accuscope.engine import layout
-from accuscope.engine.ascend import DumpTensor, build_header, read_dump_file, write_dump_file, write_raw
+from accuscope.engine.ascend import DumpTensor, build_header, crop_to, read_dump_file, write_dump_file, write_raw
 from accuscope.engine.tensor import TensorError
 
 from conftest import ASCEND_FIXTURES
@@ -139,6 +140,24 @@ def test_missing_original_shape_keeps_padding_and_says_so(tmp_path):
     t = read_dump_file(path).outputs[0]
     assert t.shape == (1, 32, 2, 2) and "uncropped" in t.conversion
     assert t.load()[:, :20].min() == 1 and t.load()[:, 20:].max() == 0
+
+
+def test_without_original_shape_a_pair_is_cropped_to_its_golden_shape(tmp_path):
+    """The padding is the only difference: the golden tensor's shape is the original shape, when
+    the storage can hold it."""
+    act = np.random.default_rng(6).standard_normal((1, 20, 3, 2)).astype(np.float16)
+    npu, golden = tmp_path / "npu", tmp_path / "golden"
+    npu.mkdir(), golden.mkdir()
+    msg, payloads = build_header("conv1", [], [DumpTensor(act, format="NC1HWC0")])
+    msg.output[0].ClearField("original_shape")
+    write_raw(npu / "Conv2D.conv1.1.1700000000000001", msg, payloads)
+    np.save(golden / "conv1.0.1.npy", act.astype(np.float32))
+    t = read_dump_file(npu / "Conv2D.conv1.1.1700000000000001").outputs[0]
+    assert crop_to(t, (1, 20, 4, 2)) is t and crop_to(t, (1, 40, 3, 2)) is t  # does not fit: unchanged
+    table = engine.execute(engine.plan(engine.CompareSpec(str(npu), str(golden))), workers=1)
+    row = table.row(0)
+    assert row["shape"] == "[1,20,3,2]" and "cropped to the golden shape" in row["conversion"]
+    assert row["cos"] == 1.0 and row["max_abs"] == 0.0 and row["reason"] == ""
 
 
 def test_a_bad_tensor_does_not_spoil_its_siblings(tmp_path):

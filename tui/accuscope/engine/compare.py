@@ -12,7 +12,7 @@ import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from multiprocessing import get_context
 from typing import Callable, Iterator
 
@@ -27,6 +27,7 @@ from .metrics import CHUNK, PairMetrics, array_chunks, compare_chunks
 from .npudump import NpuDump, open_npu_dump
 from .oprange import OpRange
 from .results import ResultTable
+from .ascend import crop_to
 from .tensor import Problem, SourceError, Tensor, TensorError
 from .thresholds import Thresholds
 
@@ -91,6 +92,8 @@ def plan(spec: CompareSpec) -> Plan:
     for pair in mapping.pairs:
         if not keep(pair.op):
             continue
+        if pair.golden is not None:
+            pair = replace(pair, npu=crop_to(pair.npu, pair.golden.shape))
         rows.append(_base_row(len(rows), pair, seq.get(id(pair.op), -1), outputs))
         pairs.append(pair)
     if not pairs:
