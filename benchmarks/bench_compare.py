@@ -2,7 +2,8 @@
 
 Builds a realistic dump pair (300 float32 tensors over 2.5 decades of sizes, a third of them
 ReLU outputs, about --gb GB per side: an Ascend dump folder and a golden npy folder), warms the
-page cache, then times, best of --rounds:
+page cache, then times, best of --rounds (read and ours alternating, so that each round's ratio
+compares runs made under the same machine load; naive and fallback best of 2):
   read      reading both sides of every pair from the page cache (np.fromfile), nothing else
   naive     a straightforward msaccucmp-style implementation: per pair, both arrays loaded whole
             as float32, each metric its own numpy pass (one process, like msaccucmp)
@@ -13,7 +14,7 @@ page cache, then times, best of --rounds:
 and prints naive/ours (target >= 5), ours/read (target <= 4) and fallback/ours. Last, the peak
 RSS above the baseline of a process comparing one ~1 GB tensor pair (target < 300 MB).
 
-    python benchmarks/bench_compare.py [--gb 1.0] [--dir /tmp/accuscope-bench-compare] [--rounds 2]
+    python benchmarks/bench_compare.py [--gb 1.0] [--dir /tmp/accuscope-bench-compare] [--rounds 5]
 """
 from __future__ import annotations
 
@@ -108,7 +109,7 @@ def time_ours(npu: str, golden: str, workers: int | None) -> float:
 def time_fallback(args) -> float:
     """`ours` on the numpy fallback: a child process, since the choice is made at import."""
     cmd = [sys.executable, __file__, "--time-ours", "--dir", args.dir, "--gb", str(args.gb),
-           "--rounds", str(args.rounds)] + (["--workers", str(args.workers)] if args.workers else [])
+           "--rounds", "2"] + (["--workers", str(args.workers)] if args.workers else [])
     res = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "ACCUSCOPE_KERNEL": "numpy"})
     if res.returncode:
         raise RuntimeError(res.stderr)
@@ -161,7 +162,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--gb", type=float, default=1.0)
     ap.add_argument("--dir", default="/tmp/accuscope-bench-compare")
-    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--workers", type=int)
     ap.add_argument("--skip-rss", action="store_true")
     ap.add_argument("--rss-child", help=argparse.SUPPRESS)
@@ -176,19 +177,22 @@ def main() -> None:
     pairs = pairs_of(engine.plan(engine.CompareSpec(npu, golden)))
     gb = sum(a.nbytes + b.nbytes for a, b in pairs) / 2**30
     time_read(pairs)  # warm the page cache
-    read = min(time_read(pairs) for _ in range(args.rounds))
-    naive = min(time_naive(pairs) for _ in range(args.rounds))
-    first, *more = [time_ours(npu, golden, args.workers) for _ in range(max(args.rounds, 2))]
-    ours = min(more)
+    first = time_ours(npu, golden, args.workers)  # starts the worker processes
+    # read and ours alternate, so that each ratio compares runs made under the same machine load
+    rounds = [(time_read(pairs), time_ours(npu, golden, args.workers)) for _ in range(args.rounds)]
+    read, ours = min(r for r, _ in rounds), min(o for _, o in rounds)
+    ratios = sorted(o / r for r, o in rounds)
+    naive = min(time_naive(pairs) for _ in range(2))
     fallback = time_fallback(args)
     kernel = "compiled kernel" if compiled_kernel() else "NOT BUILT: numpy fallback"
-    print(f"{len(pairs)} tensor pairs, {gb:.2f} GB in all, {os.cpu_count()} cores")
+    print(f"{len(pairs)} tensor pairs, {gb:.2f} GB in all, {os.cpu_count()} cores, best of {args.rounds}")
     print(f"read both sides       {read:7.2f} s")
     print(f"naive (msaccucmp)     {naive:7.2f} s")
     print(f"accuscope             {ours:7.2f} s  ({kernel}; first round, starting the workers: {first:.2f} s)")
     print(f"accuscope, numpy only {fallback:7.2f} s")
     print(f"naive / accuscope = {naive / ours:.1f}x (target >= 5)   accuscope / read = {ours / read:.1f}x "
-          f"(target <= 4)   numpy fallback / compiled kernel = {fallback / ours:.1f}x")
+          f"(target <= 4; round by round {ratios[0]:.1f}-{ratios[-1]:.1f}x, median "
+          f"{ratios[len(ratios) // 2]:.1f}x)   numpy fallback / compiled kernel = {fallback / ours:.1f}x")
     if not args.skip_rss:
         res = subprocess.run([sys.executable, __file__, "--rss-child", args.dir], capture_output=True, text=True)
         if res.returncode:
