@@ -41,7 +41,7 @@ from .mapping import Pair, map_tensors
 from .names import read_mapping_csv
 from .subgraph import BoundaryTensor, Selection, select, to_framework
 from .submodel import onnx_modules, write_onnx, write_prototxt
-from .task import EXPORTS_DIR, RETEST_DIR, framework_model, read_json_object, read_task_doc, task_path
+from .task import EXPORTS_DIR, framework_model, read_json_object, read_task_doc, task_path
 from .tensor import INPUT, OUTPUT, SourceError, Tensor, TensorError, sanitize
 
 if TYPE_CHECKING:  # retest builds on this module
