@@ -104,6 +104,7 @@ except ImportError:
 if os.environ.get("ACCUSCOPE_KERNEL") == "numpy":  # force the fallback (benchmarks, tests)
     _kernel = None
 
+
 def compiled_kernel() -> bool:
     """Whether the metrics run on the compiled kernel (else on the numpy fallback)."""
     return _kernel is not None
