@@ -10,7 +10,7 @@ import pytest
 import accuscope.engine.metrics as M
 from accuscope.engine.metrics import compare_arrays
 
-needs_kernel = pytest.mark.skipif(M._kernel is None, reason="the kernel is not built (see the first test)")
+needs_kernel = pytest.mark.skipif(M._kernel is None, reason="no kernel: not built (see the first test) or ACCUSCOPE_KERNEL=numpy")
 
 
 def test_the_compiled_kernel_is_built():
