@@ -19,6 +19,7 @@ from typing import Callable, Iterator
 import numpy as np
 
 from . import plugins as plugin_mod
+from .ascend import crop_to
 from .columns import CSV_OF, KEY_OF, NUMERIC_METRICS
 from .golden import GoldenDump, open_golden
 from .graph import Graph, load_graph
@@ -27,7 +28,6 @@ from .metrics import CHUNK, PairMetrics, array_chunks, compare_chunks
 from .npudump import NpuDump, open_npu_dump
 from .oprange import OpRange
 from .results import ResultTable
-from .ascend import crop_to
 from .tensor import Problem, SourceError, Tensor, TensorError
 from .thresholds import Thresholds
 

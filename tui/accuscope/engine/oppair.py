@@ -76,7 +76,7 @@ def open_op(task_dir, op: str, io: str | None = None, index: int | None = None) 
     return OpPair(t, g, info)
 
 
-_PLANS: dict[tuple, tuple] = {}  # the last task opened: its plan serves its other tensors at once
+_PLANS: dict[tuple, object] = {}  # the last task opened: its plan serves its other tensors at once
 
 
 def _task_plan(folder: Path) -> tuple:
