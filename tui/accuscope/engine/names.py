@@ -7,7 +7,15 @@ import re
 from dataclasses import dataclass
 
 _TIMESTAMP = re.compile(r"\d{10,}")
+# C0 and C1 control characters (ESC, BEL, CSI ...) and DEL: never sent to a terminal from data.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _INT = re.compile(r"\d+")
+
+
+def printable(text: str) -> str:
+    """`text` safe to print or draw: control characters (escape sequences in an op name could clear
+    the screen or set the window title) shown as `?`. Identity is untouched: use only for display."""
+    return _CONTROL.sub("?", text) if _CONTROL.search(text) else text
 
 
 @dataclass(frozen=True)
