@@ -243,9 +243,17 @@ def test_new_task_form_checks_fields_and_runs(ws):
         form.query_one("#npu").value = str(ws / "nowhere")
         await pilot.pause()
         assert "no such file" in str(form.query_one("#why-npu").render())
-        form.query_one("#npu").value = meta["golden"]  # a golden folder is not an NPU dump
+        form.query_one("#npu").value = meta["model"]  # a model is not dumped tensors
         await pilot.pause()
-        assert "this is a golden dump, not an NPU dump" in str(form.query_one("#why-npu").render())
+        assert "not dumped tensors" in str(form.query_one("#why-npu").render())
+        (ws / "not-a-dump").mkdir(exist_ok=True)
+        (ws / "not-a-dump" / "notes.txt").write_text("x")
+        form.query_one("#npu").value = str(ws / "not-a-dump")  # a folder of the wrong kind: no green tick
+        await pilot.pause()
+        assert "not a dump" in str(form.query_one("#why-npu").render())
+        form.query_one("#npu").value = meta["golden"]  # any dump may stand on either side
+        await pilot.pause()
+        assert "✓ npy" in str(form.query_one("#why-npu").render())
         form.query_one("#golden").value = meta["golden"]
         form.query_one("#model").value = meta["model"]
         form.query_one("#name").value = str(ws / "fresh")

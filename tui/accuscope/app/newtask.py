@@ -88,12 +88,10 @@ class NewTaskScreen(Screen):
             return ("", True) if optional else ("required", False)
         try:
             if key in ("npu", "golden", "model"):
-                kind = detect(text)
-                wanted = {"npu": "npu", "golden": "golden", "model": "graph"}[key]
-                if kind != wanted and not (key == "golden" and kind == "npu"):
-                    found = {"graph": "a model", "npu": "an NPU dump", "golden": "a golden dump"}[kind]
-                    return f"this is {found}, not {'a model' if wanted == 'graph' else 'an NPU dump'}", False
-                return f"✓ {kind}", True
+                fmt = detect(text)
+                if fmt.model != (key == "model"):
+                    return f"this is {fmt.what}, not {'a model' if key == 'model' else 'dumped tensors'}", False
+                return f"✓ {fmt.kind}", True
             if key == "name":
                 p = Path(text)
                 if p.exists() and not (p / "task.json").exists() and any(p.iterdir()):

@@ -1,15 +1,19 @@
 """`accuscope compare --npu PATH --golden PATH --out TASK_DIR`: whole-network comparison as a task."""
 from __future__ import annotations
 
+import os
 import threading
 from pathlib import Path
 
-import numpy as np
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from ..engine import compare as engine
+from ..engine.mapping import DEVICE_ONLY
 from ..engine.metrics import compiled_kernel
+from ..engine.names import printable
+from ..engine.sources import detect
+from ..engine.summary import summarize
 from ..engine.taskrun import run_task
 from ..engine.thresholds import Thresholds, parse_assignment
 from ..engine.tensor import SourceError
@@ -23,14 +27,24 @@ def _names(text: str) -> list[str]:
 
 
 def register(sub) -> None:
-    p = sub.add_parser("compare", help="compare an NPU dump with a golden dump, operator by operator",
-                       description="Compare every NPU-side tensor with its golden tensor and write a task "
-                                   "folder (task.json, MindStudio-compatible result CSV, fast typed copy). "
-                                   "Exit 0: it ran; 1: with --fail-on-error, some row breaks a threshold; "
-                                   "2: unusable input.")
-    p.add_argument("--npu", required=True, help="Ascend dump file or folder (any level of the dump tree)")
-    p.add_argument("--golden", required=True, help="npy folder, .npz, .bin or Polygraphy JSON")
-    p.add_argument("--model", help="offline model JSON (atc --mode=1), ONNX or prototxt, for op mapping")
+    p = sub.add_parser("compare", help="compare two dumps (any format on either side), operator by operator",
+                       description="Compare every tensor of the side under test (--npu) with its counterpart on "
+                                   "the reference side (--golden) and write a task folder (task.json, "
+                                   "MindStudio-compatible result CSV, fast typed copy). Either side may be any "
+                                   "source accuscope reads: an Ascend dump, an npy folder, .npz, Polygraphy JSON, "
+                                   "raw .bin. Exit 0: it ran; 1: with --fail-on-error, some row breaks a "
+                                   "threshold or the comparison saw too little (few pairs, no network output); "
+                                   "2: unusable input (including: nothing paired).")
+    p.add_argument("source", nargs="?", help="one file holding both sides (a Polygraphy JSON with two "
+                                             "runners: the second is compared against the first)")
+    p.add_argument("--npu", help="the side under test: any dump accuscope reads")
+    p.add_argument("--golden", help="the reference side: any dump accuscope reads")
+    p.add_argument("--model", help="offline model JSON (atc --mode=1) of the NPU side, or the framework model "
+                                   "(ONNX, prototxt) of the golden side, for pairing")
+    p.add_argument("--npu-model", help="the NPU side's own model (an offline model JSON, or the converted ONNX)")
+    p.add_argument("--golden-model", help="the golden side's own model (ONNX, prototxt, offline model JSON)")
+    p.add_argument("--mapping", help="file pairing names no rule can know: npu_name,golden_name per line "
+                                     "(CSV) or npu_name: golden_name (YAML); op or tensor names")
     p.add_argument("--out", required=True, help="task folder to write (a previous result there is replaced "
                                                 "only once the new one is complete)")
     p.add_argument("--algorithms", type=_names, help="comma-separated metrics (short keys, CSV names or "
@@ -40,10 +54,15 @@ def register(sub) -> None:
     p.add_argument("--custom-algorithms", help="folder with algorithm/alg_<Name>.py metric plugins")
     p.add_argument("--threshold", action="append", default=[], metavar="NAME=VALUE",
                    help="override a threshold, e.g. cos=0.98 (repeatable)")
-    p.add_argument("--fail-on-error", action="store_true", help="exit 1 when any row breaks a threshold")
+    p.add_argument("--fail-on-error", action="store_true",
+                   help="exit 1 when any row breaks a threshold or the comparison saw too little")
     p.add_argument("--workers", type=int, help="processes comparing pairs (default: all cores)")
     p.add_argument("--tui", action="store_true", help="run inside the app: rows appear as they are compared")
     p.add_argument("--advisor", action="store_true", help="after the run, advise on it (as `accuscope advise`)")
+    p.add_argument("--npu-runner", help="Polygraphy runner of the NPU side (default: the second of a "
+                                        "two-runner file, else the first)")
+    p.add_argument("--golden-runner", help="Polygraphy runner of the golden side (default: the first)")
+    p.add_argument("--iteration", type=int, default=0, help="Polygraphy iteration (default 0)")
     add_source_options(p)
     p.set_defaults(handler=run)
 
@@ -55,32 +74,84 @@ def spec_of(args) -> engine.CompareSpec:
             thresholds.set(*parse_assignment(text))
         except ValueError as exc:
             raise SourceError(f"--threshold: {exc}") from None
-    return engine.CompareSpec(args.npu, args.golden, args.model, args.algorithms, args.op_range, args.ops,
-                              args.custom_algorithms, thresholds, args.pick, args.run, args.shape, args.dtype)
+    npu, golden = args.npu or args.source, args.golden or args.source
+    if not npu or not golden:
+        raise SourceError("give both sides: --npu PATH --golden PATH (or one file holding both, such as a "
+                          "Polygraphy JSON with two runners)")
+    npu_runner, golden_runner = args.npu_runner, args.golden_runner
+    if npu == golden and not (npu_runner and golden_runner):
+        npu_runner, golden_runner = _two_runners(npu, npu_runner, golden_runner)
+    return engine.CompareSpec(npu, golden, args.model, args.algorithms, args.op_range, args.ops,
+                              args.custom_algorithms, thresholds, args.pick, args.run, args.shape, args.dtype,
+                              npu_model=args.npu_model, golden_model=args.golden_model, mapping=args.mapping,
+                              npu_runner=npu_runner, golden_runner=golden_runner, iteration=args.iteration)
+
+
+def _two_runners(path: str, npu_runner: str | None, golden_runner: str | None) -> tuple[str, str]:
+    """One file on both sides: a Polygraphy file with several runners, the second against the first."""
+    from ..engine import polygraphy
+    if detect(path).kind != "polygraphy":
+        raise SourceError(f"{path}: the same source on both sides; only a Polygraphy JSON with several "
+                          "runners holds two sides")
+    names = [name for name, _ in polygraphy.runners(path)]
+    if len(names) < 2:
+        raise SourceError(f"{path}: holds one runner ({', '.join(names)}); give --npu and --golden separately")
+    golden_runner = golden_runner or next(n for n in names if n != npu_runner)
+    npu_runner = npu_runner or next(n for n in names if n != golden_runner)
+    return npu_runner, golden_runner
+
+
+def preflight(spec: engine.CompareSpec) -> None:
+    """What can be checked in a moment before the app opens: both sides and the models are there and
+    readable as what they claim to be."""
+    for flag, path in (("--npu", spec.npu), ("--golden", spec.golden)):
+        fmt = detect(path)
+        if fmt.model:
+            raise SourceError(f"{flag} {path}: is a model ({fmt.what}), not dumped tensors")
+    for flag, path in (("--model", spec.model), ("--npu-model", spec.npu_model),
+                       ("--golden-model", spec.golden_model), ("--mapping", spec.mapping),
+                       ("--custom-algorithms", spec.custom_dir)):
+        if path and not os.path.exists(path):
+            raise SourceError(f"{flag} {path}: no such file or folder")
+
+
+def swapped_hint(spec: engine.CompareSpec) -> str:
+    """A device dump given as the reference and a framework dump as the side under test: say so."""
+    try:
+        npu, golden = detect(spec.npu).kind, detect(spec.golden).kind
+    except SourceError:
+        return ""
+    if golden == "ascend" and npu != "ascend":
+        return (f"--golden is a device (Ascend) dump and --npu a {npu} source: swapped? the usual order is "
+                f"--npu {spec.golden} --golden {spec.npu}")
+    return ""
 
 
 def run(args) -> int:
     spec = spec_of(args)
+    hint = swapped_hint(spec)
     if args.tui:
+        preflight(spec)
         from ..app.main import run as run_app
         run_app(str(Path(args.out).parent), compare=(spec, args.out))
         return EXIT_OK
+    if hint:
+        err.print(f"[yellow]warning:[/] {escape(hint)}", soft_wrap=True)
     cancel = threading.Event()
     bar = Progress(TextColumn("comparing"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
                    TextColumn("{task.description}"), console=err, transient=True)
     bar_task = bar.add_task("", total=None)
 
     def planned(plan):
-        matched = sum(1 for p in plan.pairs if p.golden is not None)
-        out.print(f"{len(plan.pairs):,} tensors of {len(plan.npu.files):,} ops; {matched:,} with a golden "
-                  f"counterpart, {len(plan.pairs) - matched:,} without; {len(plan.unmatched_golden):,} golden "
-                  f"tensors unused")
-        bar.update(bar_task, total=matched)
+        out.print(f"{escape(plan.npu.kind)} {escape(printable(spec.npu))} against {escape(plan.golden.kind)} "
+                  f"{escape(printable(spec.golden))}", soft_wrap=True)
+        out.print(coverage_line(plan.coverage, len(plan.npu.ops)))
+        bar.update(bar_task, total=plan.coverage.npu_paired)
         bar.start()
 
     try:
         result = run_task(spec, args.out, lambda p, _rows: bar.update(
-            bar_task, completed=p.done, description=escape(p.current[-40:])), cancel, args.workers, planned)
+            bar_task, completed=p.done, description=escape(printable(p.current[-40:]))), cancel, args.workers, planned)
     except KeyboardInterrupt:
         cancel.set()
         out.print("cancelled: the previous result in the task folder, if any, is untouched")
@@ -88,25 +159,43 @@ def run(args) -> int:
     finally:
         bar.stop()
     table, plan = result.table, result.plan
-    fails = np.flatnonzero(table.columns["fail"])
-    out.print(f"rows {len(table):,} · failing {len(fails):,} · problems {len(plan.problems)} · "
-              f"open {escape(args.out)}")
-    if len(fails):
-        first = table.row(int(fails[0]))
-        broken = ", ".join(f"{k} {first[k]:.6g}" for k in ("cos", "red", "kl", "rmse", "mean_rel")
-                           if k in first and isinstance(first[k], float) and not np.isnan(first[k]))
-        out.print(f"first failing: [bold]{escape(first['tensor'])}[/] ({escape(first['type'])}) {broken}")
+    if table is None:
+        out.print("cancelled: the previous result in the task folder, if any, is untouched")
+        return 130
+    summary = summarize(table, spec.thresholds)
+    out.print(f"rows {len(table):,} · failing {summary.failing:,} · not compared {summary.not_compared:,} · "
+              f"problems {len(plan.problems)} · open {escape(args.out)}")
+    if summary.first_failing is not None:
+        first = table.row(summary.first_failing)
+        out.print(f"first failing: [bold]{escape(printable(first['tensor']))}[/] ({escape(printable(first['type']))}) "
+                  f"{escape('; '.join(summary.broken))}", soft_wrap=True)
+    warnings = plan.coverage.warnings
+    for w in warnings:
+        out.print(f"[bold yellow]⚠ warning:[/] {escape(w)}: the verdict covers only what was paired", soft_wrap=True)
     for p in plan.problems[:10]:
-        out.print(f"  [red]✗[/] {escape(str(p))}", soft_wrap=True)
+        out.print(f"  [red]✗[/] {escape(printable(str(p)))}", soft_wrap=True)
     if len(plan.problems) > 10:
         out.print(f"  … {len(plan.problems) - 10} more problems (task.json lists them all)")
+    unpaired = [p for p in plan.pairs if p.golden is None and p.ground_truth != DEVICE_ONLY]
+    if unpaired:
+        names = ", ".join(printable(p.npu.name) for p in unpaired[:5])
+        more = f" … and {len(unpaired) - 5} more (the table's `x` rows, task.json)" if len(unpaired) > 5 else ""
+        out.print(f"  unpaired NPU tensors: {escape(names)}{escape(more)}", soft_wrap=True)
     part, seconds = result.slowest
     out.print(f"took {sum(result.timings.values()):.1f} s (slowest part: {part} {seconds:.1f} s)")
     if not compiled_kernel():
-        out.print("[yellow]metrics ran on the numpy fallback[/] (the compiled kernel is not built); "
-                  "reinstall accuscope where a C compiler is present for 2-3x faster comparisons")
+        if os.environ.get("ACCUSCOPE_KERNEL") == "numpy":
+            out.print("metrics ran on the numpy fallback, as ACCUSCOPE_KERNEL=numpy asks")
+        else:
+            out.print("[yellow]metrics ran on the numpy fallback[/] (the compiled kernel is not built); "
+                      "reinstall accuscope where a C compiler is present for 2-3x faster comparisons")
     if args.advisor:
         from ..engine.advisor import advise
         from .advise import print_advice
         print_advice(advise(args.out, workers=args.workers))
-    return EXIT_FAILURES if args.fail_on_error and len(fails) else EXIT_OK
+    return EXIT_FAILURES if args.fail_on_error and (summary.failing or warnings) else EXIT_OK
+
+
+def coverage_line(c: engine.Coverage, ops: int) -> str:
+    return (f"paired {c.npu_paired:,} of {c.npu_total:,} NPU tensors ({ops:,} ops) · used {c.golden_used:,} of "
+            f"{c.golden_total:,} golden tensors · network outputs compared {c.outputs_paired} of {c.outputs_total}")

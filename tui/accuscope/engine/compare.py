@@ -21,25 +21,25 @@ import numpy as np
 from . import plugins as plugin_mod
 from .ascend import crop_to
 from .columns import CSV_OF, KEY_OF, NUMERIC_METRICS
-from .golden import GoldenDump, open_golden
 from .graph import Graph, load_graph
-from .mapping import DEVICE_ONLY, Pair, map_tensors
+from .mapping import DEVICE_ONLY, Pair, map_tensors, read_mapping_file
 from .metrics import CHUNK, PairMetrics, array_chunks, compare_chunks
-from .npudump import NpuDump, open_npu_dump
 from .oprange import OpRange
 from .results import ResultTable
-from .tensor import Problem, SourceError, Tensor, TensorError
+from .side import Side
+from .tensor import OUTPUT, Problem, SourceError, Tensor, TensorError
 from .thresholds import Thresholds
 
 INLINE_BYTES = 64 << 20  # below this, worker processes cost more than they save
 ALGORITHMS = NUMERIC_METRICS + ["std"]
+FEW = 0.5  # a comparison pairing less than this share of either side's tensors is suspect
 
 
 @dataclass
 class CompareSpec:
-    npu: str
-    golden: str
-    model: str | None = None
+    npu: str  # the side under test: any source accuscope reads (sources.FORMATS)
+    golden: str  # the reference side: any source too
+    model: str | None = None  # an offline model (for the NPU side) or a framework model (golden side)
     algorithms: list[str] | None = None  # short keys, CSV names or plugin names; None = all
     op_range: str | None = None
     ops: list[str] | None = None
@@ -49,20 +49,56 @@ class CompareSpec:
     run: str | None = None
     golden_shape: tuple[int, ...] | None = None  # a raw .bin golden file's shape and dtype
     golden_dtype: str | None = None
+    npu_model: str | None = None  # each side's own model, when both are given
+    golden_model: str | None = None
+    mapping: str | None = None  # the user's npu_name,golden_name file
+    npu_runner: str | None = None  # Polygraphy runners and iteration
+    golden_runner: str | None = None
+    iteration: int = 0
+
+
+@dataclass
+class Coverage:
+    """How much of each side the comparison saw: never call a run that paired nothing a pass."""
+
+    npu_paired: int
+    npu_total: int
+    golden_used: int
+    golden_total: int
+    outputs_paired: int
+    outputs_total: int
+
+    @property
+    def warnings(self) -> list[str]:
+        found = []
+        if self.npu_total and self.npu_paired < FEW * self.npu_total:
+            found.append(f"only {self.npu_paired:,} of {self.npu_total:,} NPU tensors have a golden counterpart")
+        if self.golden_total and self.golden_used < FEW * self.golden_total:
+            found.append(f"only {self.golden_used:,} of {self.golden_total:,} golden tensors were used")
+        if self.outputs_paired == 0:
+            found.append("no network output was compared" if self.outputs_total else
+                         "the network outputs are unknown (no model names them)")
+        return found
+
+    def to_meta(self) -> dict:
+        return {"npu_paired": self.npu_paired, "npu_total": self.npu_total, "golden_used": self.golden_used,
+                "golden_total": self.golden_total, "outputs_paired": self.outputs_paired,
+                "outputs_total": self.outputs_total, "warnings": self.warnings}
 
 
 @dataclass
 class Plan:
     spec: CompareSpec
-    npu: NpuDump
-    golden: GoldenDump
-    graph: Graph | None
+    npu: Side
+    golden: Side
+    graph: Graph | None  # the model given with --model (or the NPU side's offline model)
     pairs: list[Pair]
     rows: list[dict]
     metrics: list[str]
     plugins: list[plugin_mod.Plugin]
     problems: list[Problem]
     unmatched_golden: list[Tensor]
+    coverage: Coverage | None = None
 
     @property
     def total_bytes(self) -> int:
@@ -77,30 +113,82 @@ class Progress:
     current: str = ""
 
 
+def open_sides(spec: CompareSpec) -> tuple[Side, Side]:
+    """Both sides of a comparison, each in whatever format it is, with the models given for them."""
+    from .sources import open_side
+    pick = spec.pick
+    npu = open_side(spec.npu, pick=pick, run=spec.run, runner=spec.npu_runner, iteration=spec.iteration)
+    golden = open_side(spec.golden, shape=spec.golden_shape, dtype=spec.golden_dtype, pick=pick,
+                       runner=spec.golden_runner, iteration=spec.iteration)
+    model = load_graph(spec.model) if spec.model else None
+    for side, path in ((npu, spec.npu_model), (golden, spec.golden_model)):
+        if path:
+            side.use_graph(load_graph(path))
+    if model is not None and model.kind != "om" and not spec.golden_model and golden.graph is None:
+        golden.use_graph(model)  # a framework model names the golden side's tensors
+    if model is not None and model.kind == "om" and not spec.npu_model and not npu.is_device_dump:
+        raise SourceError(f"{spec.model}: an offline model describes an Ascend dump, but {spec.npu} is "
+                          f"a {npu.kind} source")
+    return npu, golden
+
+
 def plan(spec: CompareSpec) -> Plan:
-    npu = open_npu_dump(spec.npu, pick=spec.pick, run=spec.run)
-    golden = open_golden(spec.golden, shape=spec.golden_shape, dtype=spec.golden_dtype,
-                         pick=spec.pick if spec.pick in ("newest", "oldest") else "newest")
+    npu, golden = open_sides(spec)
     graph = load_graph(spec.model) if spec.model else None
+    npu_graph = npu.graph if npu.graph is not None else (graph if graph is not None and graph.kind == "om" else None)
     found, problems = (plugin_mod.discover(spec.custom_dir) if spec.custom_dir else ([], []))
     metrics, chosen_plugins = _algorithms(spec.algorithms, found)
-    mapping = map_tensors(npu, golden, graph)
-    seq = _sequence_ids(npu, graph)
+    user_map = read_mapping_file(spec.mapping) if spec.mapping else None
+    mapping = map_tensors(npu, golden, npu_graph=npu_graph, golden_graph=golden.graph, user_map=user_map)
+    seq = _sequence_ids(npu, npu_graph)
     keep = _selection(spec, npu, seq)
-    outputs = _output_ops(npu, graph)
+    outputs = _output_tensors(npu, npu_graph, golden.graph)
     pairs, rows = [], []
     for pair in mapping.pairs:
         if not keep(pair.op):
             continue
         if pair.golden is not None:
             pair = replace(pair, npu=crop_to(pair.npu, pair.golden.shape))
-        rows.append(_base_row(len(rows), pair, seq.get(id(pair.op), -1), outputs))
+        rows.append(_base_row(len(rows), pair, seq.get(id(pair.op), -1), outputs(pair)))
         pairs.append(pair)
+    scope = " in the chosen range/op list" if spec.op_range or spec.ops else ""
     if not pairs:
-        raise SourceError(f"{spec.npu}: no tensor to compare" + (" in the chosen range/op list" if
-                                                                    spec.op_range or spec.ops else ""))
-    return Plan(spec, npu, golden, graph, pairs, rows, metrics, chosen_plugins,
-                list(npu.problems) + list(golden.problems) + problems, mapping.unmatched_golden)
+        raise SourceError(f"{spec.npu}: no tensor to compare{scope}")
+    used = {id(p.golden) for p in pairs if p.golden is not None}
+    coverage = Coverage(sum(1 for p in pairs if p.golden is not None), len(pairs), len(used),
+                        len(golden.tensors), sum(1 for p, r in zip(pairs, rows) if r["is_output"] and p.golden),
+                        sum(1 for r in rows if r["is_output"]))
+    if not used:
+        raise SourceError(_nothing_paired(spec, npu, golden, mapping, scope))
+    problems = list(npu.problems) + list(golden.problems) + problems
+    for side in (npu, golden):
+        if side.graph_note:
+            problems.append(Problem(side.path, side.graph_note))
+    return Plan(spec, npu, golden, graph or npu_graph or golden.graph, pairs, rows, metrics, chosen_plugins,
+                problems, mapping.unmatched_golden, coverage)
+
+
+def _nothing_paired(spec: CompareSpec, npu: Side, golden: Side, mapping, scope: str) -> str:
+    """Zero pairs: say so, show names from both sides, and list the likely causes."""
+    def sample(names: list[str]) -> str:
+        names = list(dict.fromkeys(names))
+        return ", ".join(names[:3]) + (f" … ({len(names)} in all)" if len(names) > 3 else "")
+    causes = []
+    if golden.is_device_dump and not npu.is_device_dump:
+        causes.append("--npu and --golden look swapped (the golden side is a device dump): "
+                      f"try --npu {spec.golden} --golden {spec.npu}")
+    causes.append("the two sides come from different models or runs")
+    if not spec.model and not spec.npu_model and npu.is_device_dump:
+        causes.append("the device renamed or fused ops: give the offline model JSON with --model "
+                      "(atc --mode=1) so fusion attributes can pair them")
+    elif npu.graph is None or golden.graph is None:
+        causes.append("node names differ: give each side's model (--npu-model / --golden-model) so tensor "
+                      "names can pair them")
+    causes.append("renames no rule can know: a --mapping file (npu_name,golden_name per line)")
+    return (f"nothing was paired{scope}: none of {len(mapping.pairs):,} NPU tensors in {spec.npu} has a counterpart "
+            f"among {len(golden.tensors):,} golden tensors in {spec.golden}. NPU side: "
+            f"{sample([p.npu.name for p in mapping.pairs])}; golden side: {sample([t.name for t in golden.tensors])}. "
+            "Likely causes: " + "; ".join(causes))
 
 
 def _algorithms(names: list[str] | None, found: list[plugin_mod.Plugin]):
@@ -120,18 +208,18 @@ def _algorithms(names: list[str] | None, found: list[plugin_mod.Plugin]):
     return metrics, chosen
 
 
-def _sequence_ids(npu: NpuDump, graph: Graph | None) -> dict[int, int]:
-    """Op sequence id per dump file: the offline model's op id, else the execution position."""
+def _sequence_ids(npu: Side, graph: Graph | None) -> dict[int, int]:
+    """Op sequence id per op: the offline model's op id, else the execution position."""
     seq = {}
-    for k, df in enumerate(npu.files, 1):
+    for k, df in enumerate(npu.ops, 1):
         node = graph.node(df.op_name) if graph is not None and graph.kind == "om" else None
         seq[id(df)] = node.seq_id if node is not None else k
     return seq
 
 
-def _selection(spec: CompareSpec, npu: NpuDump, seq: dict[int, int]) -> Callable:
+def _selection(spec: CompareSpec, npu: Side, seq: dict[int, int]) -> Callable:
     if spec.op_range:
-        rng = OpRange.parse(spec.op_range, len(npu.files))
+        rng = OpRange.parse(spec.op_range, len(npu.ops))
         last = max(seq.values(), default=0)
         return lambda df: rng.keeps(seq[id(df)], last)
     if spec.ops:
@@ -144,18 +232,37 @@ def _selection(spec: CompareSpec, npu: NpuDump, seq: dict[int, int]) -> Callable
     return lambda df: True
 
 
-def _output_ops(npu: NpuDump, graph: Graph | None) -> set[str]:
-    """Names of ops whose outputs are the network's outputs (the last op when no model says)."""
-    if graph is not None:
-        names = {n.name for n in graph.output_nodes}
-        if graph.kind != "om":
-            return names | {f.op_name for f in npu.files
-                            if any(t.original_op and t.original_op[0] in names for t in f.outputs)}
-        return names
-    return {npu.files[-1].op_name} if npu.files else set()
+def _output_tensors(npu: Side, npu_graph: Graph | None, golden_graph: Graph | None) -> Callable[[Pair], bool]:
+    """Whether a pair is one of the network's outputs: the NPU side's model says (its output ops),
+    else the golden side's (the pair's golden tensor is a network output, or the dump header names
+    an output op), else the last op of the NPU side."""
+    if npu_graph is not None:
+        names = {n.name for n in npu_graph.output_nodes}
+        values = set(npu_graph.outputs)
+        return lambda p: p.npu.io == OUTPUT and (p.op.op_name in names and (
+            npu_graph.kind == "om" or not p.npu.tensor_name or p.npu.tensor_name in values))
+    if golden_graph is not None:
+        names = {n.name for n in golden_graph.output_nodes}
+        values = set(golden_graph.outputs)
+        by_header = {f.op_name for f in npu.ops if any(t.original_op and t.original_op[0] in names for t in f.outputs)}
+
+        def is_output(p: Pair) -> bool:
+            if p.npu.io != OUTPUT:
+                return False
+            if p.op.op_name in by_header:
+                return True
+            g = p.golden
+            if g is None:
+                return p.op.op_name in names
+            hit = golden_graph.node(g.op)
+            return g.tensor_name in values or (hit is not None and hit.name in names and g.index < len(hit.outputs)
+                                               and hit.outputs[g.index] in values)
+        return is_output
+    last = npu.ops[-1].op_name if npu.ops else None
+    return lambda p: p.npu.io == OUTPUT and p.op.op_name == last
 
 
-def _base_row(index: int, pair: Pair, seq: int, outputs: set[str]) -> dict:
+def _base_row(index: int, pair: Pair, seq: int, is_output: bool) -> dict:
     t, g = pair.npu, pair.golden
     return {
         "index": index, "op_seq": seq, "type": pair.op.op_type, "npu_op": pair.op.op_name,
@@ -164,7 +271,7 @@ def _base_row(index: int, pair: Pair, seq: int, outputs: set[str]) -> dict:
         "shape": "[" + ",".join(map(str, t.shape)) + "]", "conversion": t.conversion, "how": pair.how,
         "npu_file": t.source, "golden_file": g.source if g is not None else "",
         "is_npu_only": pair.ground_truth == DEVICE_ONLY,
-        "is_output": t.io == "output" and pair.op.op_name in outputs,
+        "is_output": is_output,
         "reason": pair.reason or t.problem,
     }
 

@@ -1,22 +1,35 @@
 """Pair every NPU-side tensor with its golden tensor, or say why there is none.
 
-Sources of truth, strongest first: the offline model's fusion attributes (`_datadump_origin_*`,
-inputs traced back through layout-only ops), the dump header's `original_op`, identical op names
-(both sides from the same framework, optionally through an ONNX graph's tensor names). There is
-no fuzzy or positional fallback: a tensor without a proven counterpart stays unmatched.
+Rules, strongest first, each recorded on the pair (`how`):
+1. `fusion`: the NPU side's offline model says which framework ops a device op was fused from
+   (`_datadump_origin_*`; inputs traced back through layout-only ops);
+2. `original_op`: the Ascend dump header names the framework op;
+3. `tensor`: the graph tensor name, from the tensor itself (npz key, Polygraphy output) or from the
+   side's own graph (an ONNX value name survives conversions that rename every node: quantizers
+   rename Conv/MatMul nodes but keep their output tensor names);
+4. `name`: identical op names (raw, or as file names spell them), through the framework graph's
+   tensor names where one is given;
+5. `mapping`: the user's mapping file, for renames no rule can know.
+There is no fuzzy or positional fallback: a tensor without a proven counterpart stays unpaired,
+with the reason.
 """
 from __future__ import annotations
 
+import csv
+import os
+import re
 from dataclasses import dataclass, field
 
 from .ascend import DumpFile
 from .golden import GoldenDump
 from .graph import Graph, Node
 from .npudump import NpuDump
-from .tensor import INPUT, OUTPUT, Tensor
+from .side import Side
+from .tensor import INPUT, OUTPUT, SourceError, Tensor
 
 LAYOUT_ONLY = {"TransData", "TransDataRNN", "Cast"}
 DEVICE_ONLY = "*"
+_TENSOR_NAME = re.compile(r"(.+):(input|output):(\d+)")
 
 
 @dataclass(frozen=True)
@@ -25,7 +38,7 @@ class Pair:
     golden: Tensor | None
     op: DumpFile
     ground_truth: str  # golden op names joined by ",", or "*" for a device-only op
-    how: str  # "fusion", "original_op", "name", or "" when unmatched
+    how: str  # "fusion", "original_op", "tensor", "name", "mapping", or "" when unmatched
     reason: str = ""  # why golden is None
 
 
@@ -43,25 +56,75 @@ class Mapping:
         return [p for p in self.pairs if p.golden is None]
 
 
-def map_tensors(npu: NpuDump, golden: GoldenDump, graph: Graph | None = None) -> Mapping:
-    mapper = _Mapper(golden, graph)
-    mapping = Mapping([p for df in npu.files for p in mapper.pairs_of(df)])
+def as_side(source: Side | NpuDump | GoldenDump) -> Side:
+    if isinstance(source, Side):
+        return source
+    return Side(source, "ascend" if isinstance(source, NpuDump) else source.kind)
+
+
+def map_tensors(npu: Side | NpuDump, golden: Side | GoldenDump, graph: Graph | None = None, *,
+                npu_graph: Graph | None = None, golden_graph: Graph | None = None,
+                user_map: dict[str, str] | None = None) -> Mapping:
+    """Pair the tensors of two sides. `graph` is the one model of the older interface: an offline
+    model belongs to the NPU side, any other model to the golden (framework) side. Each side's
+    own graph (`Side.graph`) is used where no graph is given for it."""
+    npu, golden = as_side(npu), as_side(golden)
+    if graph is not None:
+        if graph.kind == "om":
+            npu_graph = npu_graph or graph
+        else:
+            golden_graph = golden_graph or graph
+    mapper = _Mapper(golden, npu_graph or npu.graph, golden_graph or golden.graph, user_map or {})
+    mapping = Mapping([p for df in npu.ops for p in mapper.pairs_of(df)])
     used = {id(p.golden) for p in mapping.pairs if p.golden is not None}
     mapping.unmatched_golden = [t for t in golden.tensors if id(t) not in used]
     return mapping
 
 
+def read_mapping_file(path: str) -> dict[str, str]:
+    """A user's mapping: `npu_name,golden_name` per line (CSV) or `npu_name: golden_name` (YAML).
+    Names are op names (every tensor of the op, index for index) or tensor names `op:output:0`."""
+    try:
+        with open(path, encoding="utf-8", newline="") as fh:
+            text = fh.read(1 << 26)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SourceError(f"{path}: cannot read the mapping file ({exc})") from None
+    found: dict[str, str] = {}
+    if path.lower().endswith((".yaml", ".yml")):
+        for k, line in enumerate(text.splitlines(), 1):
+            line = line.split(" #", 1)[0].strip()
+            if not line or line.startswith("#") or line == "---":
+                continue
+            key, sep, value = line.partition(": ")  # a tensor name holds ':' itself
+            if not sep or not key.strip() or not value.strip():
+                raise SourceError(f"{path}:{k}: expected `npu_name: golden_name`, got {line[:80]!r}")
+            found[key.strip().strip("'\"")] = value.strip().strip("'\"")
+        return found
+    for k, row in enumerate(csv.reader(text.splitlines()), 1):
+        if not row or (len(row) == 1 and not row[0].strip()) or row[0].lstrip().startswith("#"):
+            continue
+        if len(row) != 2:
+            raise SourceError(f"{path}:{k}: expected `npu_name,golden_name`, got {len(row)} fields")
+        key, value = row[0].strip(), row[1].strip()
+        if k == 1 and key.lower() in ("npu", "npu_name", "npu_op") and value.lower().startswith("golden"):
+            continue  # a header line
+        found[key] = value
+    return found
+
+
 class _Mapper:
-    def __init__(self, golden: GoldenDump, graph: Graph | None):
+    def __init__(self, golden: Side, npu_graph: Graph | None, golden_graph: Graph | None, user_map: dict[str, str]):
         self.golden = golden
-        self.graph = graph
-        self.om = graph if graph is not None and graph.kind == "om" else None
+        self.graph = golden_graph  # the framework graph: golden tensor names of golden ops
+        self.om = npu_graph if npu_graph is not None and npu_graph.kind == "om" else None
+        self.npu_graph = npu_graph if self.om is None else None  # e.g. the candidate ONNX model
+        self.user_map = user_map
 
     def pairs_of(self, df: DumpFile) -> list[Pair]:
         node = self._om_node(df)
         if node is not None:
             return self._by_fusion(df, node)
-        return [self._by_header_or_name(df, t) for t in df.tensors]
+        return [self._pair(df, t) for t in df.tensors]
 
     def _om_node(self, df: DumpFile) -> Node | None:
         if self.om is None:
@@ -126,19 +189,59 @@ class _Mapper:
 
     # ---------------------------------------------------------- header and names
 
-    def _by_header_or_name(self, df: DumpFile, t: Tensor) -> Pair:
+    def _pair(self, df: DumpFile, t: Tensor) -> Pair:
         if t.original_op is not None:
             g = self._golden_output(*t.original_op)
             if g is not None:
                 return Pair(t, g, df, t.original_op[0], "original_op")
+        value = self._value_name(df, t)
+        if value:
+            g = self.golden.find_tensor(value) or self._golden_of_value(value)
+            if g is not None:
+                return Pair(t, g, df, g.op, "tensor")
         if t.io == OUTPUT:
             g = self._golden_output(df.op_name, t.index)
         else:
             g = self.golden.find(df.op_name, INPUT, t.index) or self._golden_of_graph_input(df.op_name, t.index)
         if g is not None:
             return Pair(t, g, df, df.op_name, "name")
+        g = self._by_user_map(df, t)
+        if g is not None:
+            return Pair(t, g, df, g.op, "mapping")
         hint = f" or {t.original_op[0]}:output:{t.original_op[1]} (original_op)" if t.original_op else ""
+        hint += f" or tensor {value}" if value and value != df.op_name else ""
         return Pair(t, None, df, df.op_name, "", f"no golden tensor named {df.op_name}:{t.io}:{t.index}{hint}")
+
+    def _value_name(self, df: DumpFile, t: Tensor) -> str:
+        """The graph tensor name of an NPU-side tensor: recorded by its reader, or from its own graph."""
+        if t.tensor_name:
+            return t.tensor_name
+        node = self.npu_graph.node(df.op_name) if self.npu_graph is not None else None
+        if node is None:
+            return ""
+        names = node.outputs if t.io == OUTPUT else node.inputs
+        return names[t.index] if t.index < len(names) else ""
+
+    def _golden_of_value(self, value: str) -> Tensor | None:
+        """A tensor name through the framework graph given with --model (the golden side has none)."""
+        if self.graph is None or self.graph is self.golden.graph:
+            return None
+        hit = self.graph.producer(value)
+        return self.golden.find(hit[0].name, OUTPUT, hit[1]) if hit else None
+
+    def _by_user_map(self, df: DumpFile, t: Tensor) -> Tensor | None:
+        if not self.user_map:
+            return None
+        target = self.user_map.get(t.name)
+        if target is None:
+            op = self.user_map.get(df.op_name)
+            if op is None:
+                return None
+            return self.golden.find(op, t.io, t.index)
+        m = _TENSOR_NAME.fullmatch(target)
+        if m:
+            return self.golden.find(m.group(1), m.group(2), int(m.group(3)))
+        return self.golden.find_tensor(target) or self.golden.find(target, t.io, t.index)
 
     def _golden_output(self, op: str, j: int) -> Tensor | None:
         g = self.golden.find(op, OUTPUT, j)

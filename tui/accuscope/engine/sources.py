@@ -1,61 +1,154 @@
-"""Open whatever path a user hands us: an NPU dump, a golden dump or a model graph."""
+"""The registry of what accuscope reads: every dump format and model format, detected by content.
+
+Every command and screen that takes a path asks here (`detect`, `open_side`, `open_source`), so a
+format is added in one place: one `Format` entry with a `sniff` that looks at the path's content
+and an `open` that returns the format's reader object. Dump formats may stand on either side of a
+comparison (`open_side`); model formats are graphs (`load_graph`).
+"""
 from __future__ import annotations
 
-import json
 import os
-from typing import Union
+from dataclasses import dataclass
+from typing import Any, Callable, Union
 
-from .golden import GoldenDump, open_golden
+from .golden import RAW_SUFFIXES, GoldenDump, open_golden
 from .graph import Graph, load_graph
 from .names import parse_dump_name
-from .npudump import find_runs, open_npu_dump, NpuDump
+from .npudump import NpuDump, find_runs, open_npu_dump
+from .side import Side, own_model
 from .tensor import SourceError
 
 Source = Union[NpuDump, GoldenDump, Graph]
-GRAPH_SUFFIXES = (".onnx", ".prototxt")
-GOLDEN_SUFFIXES = (".npz", ".bin", ".bmrt", ".dat")
 
 
-def detect(path: str) -> str:
-    """'npu', 'golden' or 'graph'; SourceError when the path is none of them."""
-    if not os.path.exists(path):
-        raise SourceError(f"{path}: no such file or folder")
-    name = os.path.basename(path.rstrip(os.sep)).lower()
-    if os.path.isdir(path):
-        if find_runs(path):
-            return "npu"
-        return "golden"
-    if name.endswith(GRAPH_SUFFIXES):
-        return "graph"
-    if name.endswith(GOLDEN_SUFFIXES):
-        return "golden"
-    if name.endswith(".json"):
-        return "golden" if _is_polygraphy(path) else "graph"
-    if parse_dump_name(os.path.basename(path)):
-        return "npu"
-    raise SourceError(f"{path}: not a dump, golden data or model file accuscope knows "
-                      "(Ascend dump, npy folder, .npz, .bin, Polygraphy .json, .onnx, OM .json, .prototxt)")
+@dataclass(frozen=True)
+class Format:
+    kind: str
+    what: str  # how a user would name it, for messages
+    sniff: Callable[[str], bool]
+    open: Callable[..., Any]
+    model: bool = False  # a model graph rather than dumped tensors
+
+
+def _is_dump_file(path: str) -> bool:
+    return os.path.isfile(path) and parse_dump_name(os.path.basename(path)) is not None
+
+
+def _has_runs(path: str) -> bool:
+    return os.path.isdir(path) and bool(find_runs(path))
+
+
+def _has_npy(path: str) -> bool:
+    if not os.path.isdir(path):
+        return False
+    with os.scandir(path) as it:
+        return any(e.name.lower().endswith(".npy") and e.is_file() for e in it)
+
+
+def _suffix(*suffixes: str) -> Callable[[str], bool]:
+    return lambda path: os.path.isfile(path) and path.lower().endswith(suffixes)
+
+
+def _golden(kind: str) -> Callable[..., GoldenDump]:
+    def open_(path: str, **o) -> GoldenDump:
+        pick = o.get("pick", "newest")
+        return open_golden(path, shape=o.get("shape"), dtype=o.get("dtype"),
+                           pick=pick if pick in ("newest", "oldest") else "newest",
+                           runner=o.get("runner"), iteration=o.get("iteration") or 0)
+    return open_
+
+
+def _ascend(path: str, **o) -> NpuDump:
+    return open_npu_dump(path, pick=o.get("pick", "newest"), run=o.get("run"))
+
+
+def _is_om_json(path: str) -> bool:
+    return _suffix(".json")(path) and not _is_polygraphy(path)
 
 
 def _is_polygraphy(path: str) -> bool:
+    """RunResults JSON: its class marker may be at either end of the file (it is written last)."""
+    size = os.path.getsize(path)
     with open(path, "rb") as fh:
         head = fh.read(1 << 16)
-    if b'"RunResults"' in head:
-        return True
-    try:
-        return json.loads(head).get("polygraphy_class") == "RunResults"
-    except (ValueError, AttributeError):
-        return False
+        fh.seek(max(size - 4096, 0))
+        tail = fh.read()
+    return b'"RunResults"' in head or b'"RunResults"' in tail
+
+
+# Order matters only where two formats could claim one path: the first whose sniff accepts wins.
+FORMATS: list[Format] = [
+    Format("ascend", "Ascend dump (file or any level of the {time}/{device}/{model}/{id}/{index} tree)",
+           lambda p: _is_dump_file(p) or _has_runs(p), _ascend),
+    Format("npy", "npy folder (MindStudio/msit naming, `accuscope dump`, msaccucmp convert)", _has_npy,
+           _golden("npy")),
+    Format("npz", ".npz archive (tensor name per member)", _suffix(".npz"), _golden("npz")),
+    Format("polygraphy", "Polygraphy RunResults .json (`polygraphy run --save-outputs`)",
+           lambda p: os.path.isfile(p) and _is_polygraphy(p), _golden("polygraphy")),
+    Format("bin", "raw .bin/.bmrt/.dat with --shape and --dtype", _suffix(*RAW_SUFFIXES), _golden("bin")),
+    Format("onnx", "ONNX model", _suffix(".onnx"), load_graph, model=True),
+    Format("om", "Ascend offline model as JSON (atc --mode=1)", _is_om_json, load_graph, model=True),
+    Format("caffe", "Caffe .prototxt/.pbtxt", _suffix(".prototxt", ".pbtxt"), load_graph, model=True),
+]
+DUMP_FORMATS = [f for f in FORMATS if not f.model]
+
+
+def accepted(models: bool = True) -> str:
+    return "; ".join(f.what for f in FORMATS if models or not f.model)
+
+
+def detect(path: str) -> Format:
+    """The format of `path`, from its content; SourceError saying what it looks like otherwise."""
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise SourceError(f"{path}: no such file or folder")
+    for fmt in FORMATS:
+        try:
+            if fmt.sniff(path):
+                return fmt
+        except OSError as exc:
+            raise SourceError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    raise SourceError(f"{path}: not a dump, golden data or model file accuscope knows ({_looks_like(path)}); "
+                      f"it reads: {accepted()}")
+
+
+def _looks_like(path: str) -> str:
+    if os.path.isdir(path):
+        try:
+            names = os.listdir(path)
+        except OSError as exc:
+            return f"folder that cannot be listed ({exc.strerror})"
+        if not names:
+            return "an empty folder"
+        subdirs = [n for n in names if os.path.isdir(os.path.join(path, n))]
+        if "task.json" in names:
+            return "a task folder (open it with `accuscope open`), not a dump"
+        return (f"a folder of {len(names)} entries ({len(subdirs)} folders) with no .npy file and no Ascend "
+                f"dump file directly inside")
+    name = os.path.basename(path).lower()
+    if name.endswith(".npy"):
+        return "a single .npy file; give the folder that holds it"
+    if name.endswith(".om"):
+        return f"a binary offline model; convert it first: atc --mode=1 --om={path} --json=model.json"
+    if name.endswith(".json"):
+        return "a JSON file that is neither a Polygraphy RunResults nor an offline-model JSON"
+    return "a file of unknown kind"
 
 
 def open_source(path: str | os.PathLike, **options) -> Source:
-    """Open `path` as what it is. options: shape/dtype for raw .bin, pick/run for NPU dumps."""
+    """Open `path` as what it is: a dump format's reader, or a model graph.
+    options: shape/dtype for raw .bin, pick/run for Ascend dumps, runner/iteration for Polygraphy."""
     path = os.fspath(path)
-    kind = detect(path)
-    if kind == "npu":
-        return open_npu_dump(path, pick=options.get("pick", "newest"), run=options.get("run"))
-    if kind == "graph":
-        return load_graph(path)
-    pick = options.get("pick", "newest")
-    return open_golden(path, shape=options.get("shape"), dtype=options.get("dtype"),
-                       pick=pick if pick in ("newest", "oldest") else "newest")
+    return detect(path).open(path, **options)
+
+
+def open_side(path: str | os.PathLike, **options) -> Side:
+    """Open `path` as one side of a comparison, whatever format it is in."""
+    path = os.fspath(path)
+    fmt = detect(path)
+    if fmt.model:
+        raise SourceError(f"{path}: is a model ({fmt.what}), not dumped tensors: give it as --model, or "
+                          f"dump it first (`accuscope dump {path} --out DIR`, or `accuscope run REF CAND`)")
+    model = own_model(path)
+    loader = (lambda: load_graph(model)) if model else None
+    return Side(fmt.open(path, **options), fmt.kind, graph_loader=loader)

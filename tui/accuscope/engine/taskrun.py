@@ -38,7 +38,9 @@ def spec_meta(spec: engine.CompareSpec) -> dict:
             "range": spec.op_range, "ops": spec.ops, "custom_algorithms": spec.custom_dir,
             "pick": spec.pick, "run": spec.run,
             "golden_shape": list(spec.golden_shape) if spec.golden_shape else None,
-            "golden_dtype": str(spec.golden_dtype) if spec.golden_dtype else None}
+            "golden_dtype": str(spec.golden_dtype) if spec.golden_dtype else None,
+            "npu_model": spec.npu_model, "golden_model": spec.golden_model, "mapping": spec.mapping,
+            "npu_runner": spec.npu_runner, "golden_runner": spec.golden_runner, "iteration": spec.iteration}
 
 
 def spec_from_meta(meta: dict, thresholds=None, folder: str | Path | None = None, **changes) -> engine.CompareSpec:
@@ -53,7 +55,10 @@ def spec_from_meta(meta: dict, thresholds=None, folder: str | Path | None = None
                               thresholds if thresholds is not None else Thresholds(),
                               meta.get("pick") or "newest", meta.get("run"),
                               tuple(meta["golden_shape"]) if meta.get("golden_shape") else None,
-                              meta.get("golden_dtype"))
+                              meta.get("golden_dtype"), npu_model=path("npu_model"),
+                              golden_model=path("golden_model"), mapping=path("mapping"),
+                              npu_runner=meta.get("npu_runner"), golden_runner=meta.get("golden_runner"),
+                              iteration=meta.get("iteration") or 0)
     return replace(spec, **changes)
 
 
@@ -79,7 +84,8 @@ def run_task(spec: engine.CompareSpec, folder: str | Path,
             return result
         meta = {**spec_meta(spec), "algorithms": plan.metrics + [p.name for p in plan.plugins],
                 "tool": f"accuscope {__version__}", "created": datetime.now().isoformat(timespec="seconds"),
-                "problems": [str(p) for p in plan.problems], "state": "done", "error": ""}
+                "problems": [str(p) for p in plan.problems], "state": "done", "error": "",
+                "sides": {"npu": plan.npu.kind, "golden": plan.golden.kind}, "coverage": plan.coverage.to_meta()}
         result.csv = save_task(folder, meta, result.table, spec.thresholds, {
             "with_op_sequence": bool(spec.op_range), "npu_is_npy": False,
             "golden_is_npy": plan.golden.kind == "npy"})
