@@ -43,10 +43,22 @@ def register(sub) -> None:
                                    "(ONNX, prototxt) of the golden side, for pairing")
     p.add_argument("--npu-model", help="the NPU side's own model (an offline model JSON, or the converted ONNX)")
     p.add_argument("--golden-model", help="the golden side's own model (ONNX, prototxt, offline model JSON)")
-    p.add_argument("--mapping", help="file pairing names no rule can know: npu_name,golden_name per line "
-                                     "(CSV) or npu_name: golden_name (YAML); op or tensor names")
+    add_comparison_options(p)
+    p.add_argument("--tui", action="store_true", help="run inside the app: rows appear as they are compared")
+    p.add_argument("--npu-runner", help="Polygraphy runner of the NPU side (default: the second of a "
+                                        "two-runner file, else the first)")
+    p.add_argument("--golden-runner", help="Polygraphy runner of the golden side (default: the first)")
+    p.add_argument("--iteration", type=int, default=0, help="Polygraphy iteration (default 0)")
+    add_source_options(p)
+    p.set_defaults(handler=run)
+
+
+def add_comparison_options(p) -> None:
+    """How a comparison is run and judged: the options of `compare` and `run`."""
     p.add_argument("--out", required=True, help="task folder to write (a previous result there is replaced "
                                                 "only once the new one is complete)")
+    p.add_argument("--mapping", help="file pairing names no rule can know: npu_name,golden_name per line "
+                                     "(CSV) or npu_name: golden_name (YAML); op or tensor names")
     p.add_argument("--algorithms", type=_names, help="comma-separated metrics (short keys, CSV names or "
                                                      "plugin names); default: all, plugins included")
     p.add_argument("--range", dest="op_range", help="start,end,step over op sequence ids (end -1 = last)")
@@ -57,23 +69,21 @@ def register(sub) -> None:
     p.add_argument("--fail-on-error", action="store_true",
                    help="exit 1 when any row breaks a threshold or the comparison saw too little")
     p.add_argument("--workers", type=int, help="processes comparing pairs (default: all cores)")
-    p.add_argument("--tui", action="store_true", help="run inside the app: rows appear as they are compared")
     p.add_argument("--advisor", action="store_true", help="after the run, advise on it (as `accuscope advise`)")
-    p.add_argument("--npu-runner", help="Polygraphy runner of the NPU side (default: the second of a "
-                                        "two-runner file, else the first)")
-    p.add_argument("--golden-runner", help="Polygraphy runner of the golden side (default: the first)")
-    p.add_argument("--iteration", type=int, default=0, help="Polygraphy iteration (default 0)")
-    add_source_options(p)
-    p.set_defaults(handler=run)
 
 
-def spec_of(args) -> engine.CompareSpec:
+def thresholds_of(args) -> Thresholds:
     thresholds = Thresholds()
     for text in args.threshold:
         try:
             thresholds.set(*parse_assignment(text))
         except ValueError as exc:
             raise SourceError(f"--threshold: {exc}") from None
+    return thresholds
+
+
+def spec_of(args) -> engine.CompareSpec:
+    thresholds = thresholds_of(args)
     npu, golden = args.npu or args.source, args.golden or args.source
     if not npu or not golden:
         raise SourceError("give both sides: --npu PATH --golden PATH (or one file holding both, such as a "
@@ -137,6 +147,11 @@ def run(args) -> int:
         return EXIT_OK
     if hint:
         err.print(f"[yellow]warning:[/] {escape(hint)}", soft_wrap=True)
+    return compare_and_report(spec, args)
+
+
+def compare_and_report(spec: engine.CompareSpec, args) -> int:
+    """Run the comparison into args.out with a progress bar, print the summary, advise if asked."""
     cancel = threading.Event()
     bar = Progress(TextColumn("comparing"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
                    TextColumn("{task.description}"), console=err, transient=True)
@@ -145,7 +160,7 @@ def run(args) -> int:
     def planned(plan):
         out.print(f"{escape(plan.npu.kind)} {escape(printable(spec.npu))} against {escape(plan.golden.kind)} "
                   f"{escape(printable(spec.golden))}", soft_wrap=True)
-        out.print(coverage_line(plan.coverage, len(plan.npu.ops)))
+        out.print(coverage_line(plan.coverage, len(plan.npu.ops)), soft_wrap=True)
         bar.update(bar_task, total=plan.coverage.npu_paired)
         bar.start()
 

@@ -27,6 +27,13 @@ def register(sub) -> None:
                                    "model.onnx and dump.json. Works on fp32, fp16 and int8 models alike.")
     p.add_argument("model")
     p.add_argument("--out", required=True, help="output folder (must not hold npy files yet)")
+    add_input_options(p)
+    p.add_argument("--include-constants", action="store_true", help="also dump Constant node outputs (weights)")
+    p.set_defaults(handler=run)
+
+
+def add_input_options(p) -> None:
+    """How a model is fed and run: the options of `dump` and `run`."""
     p.add_argument("--input", action="append", type=_assignment, default=[], metavar="NAME=FILE.npy",
                    help="a network input from an .npy file (repeatable)")
     p.add_argument("--random-inputs", action="store_true", help="generate inputs not given with --input")
@@ -35,29 +42,35 @@ def register(sub) -> None:
                    help="size of a dynamic dimension for random inputs (repeatable)")
     p.add_argument("--ort-optimization", choices=list(OPTIMIZATION), default="off",
                    help="onnxruntime graph optimization (default off, so node names survive)")
-    p.add_argument("--include-constants", action="store_true", help="also dump Constant node outputs (weights)")
-    p.set_defaults(handler=run)
 
 
-def run(args) -> int:
+def dump_options(args) -> dict:
+    """dump_onnx's keyword arguments from add_input_options' flags (input files read here)."""
     inputs = {}
     for name, path in args.input:
         try:
             inputs[name] = np.load(path, allow_pickle=False)
         except (OSError, ValueError) as exc:
-            raise SourceError(f"{path}: cannot read input {name!r} ({exc})") from None
+            raise SourceError(f"--input {name}={path}: cannot read it as .npy ({exc})") from None
     dims = {}
     for name, value in args.dim:
         if not value.isdigit():
             raise SourceError(f"--dim {name}={value}: the size must be a positive integer")
         dims[name] = int(value)
-    with Progress(TextColumn("dumping"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+    return {"inputs": inputs, "random_inputs": args.random_inputs, "seed": args.seed,
+            "optimization": args.ort_optimization, "dims": dims or None}
+
+
+def dump_with_progress(model: str, out_dir: str, label: str = "dumping", **options):
+    with Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=err, transient=True) as bar:
         task = bar.add_task("dump", total=None)
-        report = dump_onnx(args.model, args.out, inputs, random_inputs=args.random_inputs, seed=args.seed,
-                           optimization=args.ort_optimization, include_constants=args.include_constants,
-                           dims=dims or None,
-                           progress=lambda done, total: bar.update(task, completed=done, total=total))
+        return dump_onnx(model, out_dir, progress=lambda done, total: bar.update(task, completed=done, total=total),
+                         **options)
+
+
+def run(args) -> int:
+    report = dump_with_progress(args.model, args.out, include_constants=args.include_constants, **dump_options(args))
     shapes = ", ".join(f"{escape(k)} {list(v)}" for k, v in report.inputs.items())
     out.print(f"wrote {len(report.written):,} tensors to {escape(report.out_dir)} in {report.seconds:.1f} s"
               f" (inputs: {shapes})")

@@ -1,0 +1,82 @@
+"""`accuscope run REF.onnx CAND.onnx --out TASK`: the ONNX-only flow in one command.
+
+Both models are run by onnxruntime on the same inputs, every node output dumped into the task
+folder (`TASK/dumps/{generation}/golden` and `.../npu`), then compared as `compare` does (pairing
+by ONNX tensor names, which survive the renaming of nodes by converters and quantizers) and, with
+`--advisor`, advised on with the reference model as the framework model.
+"""
+from __future__ import annotations
+
+import shutil
+from datetime import datetime
+from pathlib import Path
+
+from rich.markup import escape
+
+from ..engine import compare as engine
+from ..engine.sources import detect
+from ..engine.task import TASK_JSON
+from ..engine.tensor import SourceError
+from .common import out
+from .compare import add_comparison_options, compare_and_report, thresholds_of
+from .dump import add_input_options, dump_options, dump_with_progress
+
+DUMPS = "dumps"
+
+
+def register(sub) -> None:
+    p = sub.add_parser("run", help="run a reference and a candidate ONNX model, dump both, compare and advise",
+                       description="Run REF and CAND (e.g. the fp16 or int8 conversion of REF) with onnxruntime "
+                                   "on the same inputs, dump every node output of both into the task folder, "
+                                   "and compare CAND against REF operator by operator. Exit codes as compare.")
+    p.add_argument("reference", metavar="REF.onnx", help="the reference model (the golden side)")
+    p.add_argument("candidate", metavar="CAND.onnx", help="the model under test (the NPU side)")
+    add_input_options(p)
+    add_comparison_options(p)
+    p.set_defaults(handler=run)
+
+
+def run(args) -> int:
+    for flag, path in (("REF", args.reference), ("CAND", args.candidate)):
+        if detect(path).kind != "onnx":
+            raise SourceError(f"{flag} {path}: not an ONNX model")
+    folder = Path(args.out)
+    if folder.is_file():
+        raise SourceError(f"--out {folder}: is a file, not a task folder")
+    if folder.is_dir() and any(folder.iterdir()) and not (folder / TASK_JSON).exists():
+        raise SourceError(f"--out {folder}: exists, holds files and is not a task folder; choose another")
+    options = dump_options(args)
+    generation = folder.resolve() / DUMPS / datetime.now().strftime("%Y%m%d%H%M%S%f")
+    created = not folder.exists()
+    try:
+        golden = dump_with_progress(args.reference, str(generation / "golden"), "running the reference", **options)
+        npu = dump_with_progress(args.candidate, str(generation / "npu"), "running the candidate", **options)
+    except BaseException:
+        shutil.rmtree(generation, ignore_errors=True)
+        if created:
+            shutil.rmtree(folder, ignore_errors=True)
+        raise
+    shapes = ", ".join(f"{escape(k)} {list(v)}" for k, v in golden.inputs.items())
+    out.print(f"dumped {len(golden.written):,} reference and {len(npu.written):,} candidate tensors "
+              f"({golden.seconds + npu.seconds:.1f} s; inputs: {shapes})")
+    spec = engine.CompareSpec(str(generation / "npu"), str(generation / "golden"), algorithms=args.algorithms,
+                              op_range=args.op_range, ops=args.ops, custom_dir=args.custom_algorithms,
+                              thresholds=thresholds_of(args), mapping=args.mapping)
+    code = compare_and_report(spec, args)
+    _drop_older_dumps(folder, generation)
+    return code
+
+
+def _drop_older_dumps(folder: Path, keep: Path) -> None:
+    """Dumps of earlier runs into this task, once task.json names the new ones (a failed or
+    cancelled run keeps the old result and so its dumps: then both stay)."""
+    from ..engine.task import read_task_doc
+    try:
+        named = str(read_task_doc(folder).get("golden") or "")
+    except SourceError:
+        return
+    if not named.startswith(str(keep)):
+        return
+    for old in keep.parent.iterdir():
+        if old.name != keep.name and old.is_dir():
+            shutil.rmtree(old, ignore_errors=True)
