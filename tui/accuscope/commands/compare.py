@@ -212,5 +212,6 @@ def compare_and_report(spec: engine.CompareSpec, args) -> int:
 
 
 def coverage_line(c: engine.Coverage, ops: int) -> str:
-    return (f"paired {c.npu_paired:,} of {c.npu_total:,} NPU tensors ({ops:,} ops) · used {c.golden_used:,} of "
+    only = f", {c.npu_only:,} more only on the NPU side" if c.npu_only else ""
+    return (f"paired {c.npu_paired:,} of {c.npu_total:,} NPU tensors ({ops:,} ops{only}) · used {c.golden_used:,} of "
             f"{c.golden_total:,} golden tensors · network outputs compared {c.outputs_paired} of {c.outputs_total}")

@@ -67,6 +67,7 @@ class Coverage:
     golden_total: int
     outputs_paired: int
     outputs_total: int
+    npu_only: int = 0  # tensors of device-only ops / ops a converter inserted: no counterpart can exist
 
     @property
     def warnings(self) -> list[str]:
@@ -83,7 +84,7 @@ class Coverage:
     def to_meta(self) -> dict:
         return {"npu_paired": self.npu_paired, "npu_total": self.npu_total, "golden_used": self.golden_used,
                 "golden_total": self.golden_total, "outputs_paired": self.outputs_paired,
-                "outputs_total": self.outputs_total, "warnings": self.warnings}
+                "outputs_total": self.outputs_total, "npu_only": self.npu_only, "warnings": self.warnings}
 
 
 @dataclass
@@ -155,9 +156,10 @@ def plan(spec: CompareSpec) -> Plan:
     if not pairs:
         raise SourceError(f"{spec.npu}: no tensor to compare{scope}")
     used = {id(p.golden) for p in pairs if p.golden is not None}
-    coverage = Coverage(sum(1 for p in pairs if p.golden is not None), len(pairs), len(used),
+    comparable = sum(1 for p in pairs if p.ground_truth != DEVICE_ONLY)  # device-only ops have no counterpart
+    coverage = Coverage(sum(1 for p in pairs if p.golden is not None), comparable, len(used),
                         len(golden.tensors), sum(1 for p, r in zip(pairs, rows) if r["is_output"] and p.golden),
-                        sum(1 for r in rows if r["is_output"]))
+                        sum(1 for r in rows if r["is_output"]), len(pairs) - comparable)
     if not used:
         raise SourceError(_nothing_paired(spec, npu, golden, mapping, scope))
     problems = list(npu.problems) + list(golden.problems) + problems

@@ -144,17 +144,18 @@ class _Sources:
     sources become notes: an export without NPU data still has a model and golden data."""
 
     def __init__(self, folder: Path, meta: dict, mapping_graph: Graph | None, notes: list[str]):
-        from .golden import open_golden
-        from .npudump import open_npu_dump
+        from .sources import open_side
+        from .taskrun import spec_from_meta
+        spec = spec_from_meta(meta, folder=folder)
         self.npu = self.golden = None
-        pick = meta.get("pick") or "newest"
         try:
-            self.golden = open_golden(str(task_path(folder, meta.get("golden")) or ""),
-                                      pick=pick if pick in ("newest", "oldest") else "newest")
+            self.golden = open_side(spec.golden or "", shape=spec.golden_shape, dtype=spec.golden_dtype,
+                                    pick=spec.pick, runner=spec.golden_runner, iteration=spec.iteration)
         except SourceError as exc:
             notes.append(f"golden dump unusable: {exc}")
         try:
-            self.npu = open_npu_dump(str(task_path(folder, meta.get("npu")) or ""), pick=pick, run=meta.get("run"))
+            self.npu = open_side(spec.npu or "", pick=spec.pick, run=spec.run, runner=spec.npu_runner,
+                                 iteration=spec.iteration)
         except SourceError as exc:
             notes.append(f"NPU dump unusable: {exc}")
         self.pairs: list[Pair] = []
@@ -193,7 +194,7 @@ class _Sources:
             return p.npu
         if self.npu is None or not b.producer:
             return None
-        for df in self.npu.files:  # no golden tensor: the dump header or the op name says
+        for df in self.npu.ops:  # no golden tensor: the dump header or the op name says
             for t in df.outputs:
                 if t.original_op == (b.producer, b.index) and not t.problem:
                     return t
@@ -459,20 +460,24 @@ def _npu_files(device: Selection | None, sel: Selection, sources: _Sources) -> l
     inside = {sanitize(n) for n in sel.names}
     chosen = {id(p.op) for p in sources.pairs
               if p.npu.io == OUTPUT and p.golden is not None and sanitize(p.golden.op) in inside}
-    return [df for df in npu.files if id(df) in chosen or sanitize(df.op_name) in inside]
+    return [df for df in npu.ops if id(df) in chosen or sanitize(df.op_name) in inside]
 
 
 def _copy_npu(folder: Path, files: list) -> list[str]:
     """Dump files copied as they are (numeric names keep their mapping.csv line)."""
     folder.mkdir()
     written, renames, mappings = [], [], {}
-    for df in files:
-        base = os.path.basename(df.path)
-        src_dir = os.path.dirname(df.path)
+    # an Ascend dump file holds the whole op; a framework dump has a file per output tensor
+    paths = dict.fromkeys(p for df in files for p in ([df.path] if df.name is not None else
+                                                      [t.source for t in df.outputs]))
+    for path in paths:
+        base = os.path.basename(path)
+        src_dir = os.path.dirname(path)
         if src_dir not in mappings:
             mappings[src_dir] = read_mapping_csv(src_dir)
         real = mappings[src_dir].get(base)
-        shutil.copyfile(df.path, folder / base)
+        if os.path.isfile(path):
+            shutil.copyfile(path, folder / base)
         if real:
             renames.append((base, real))
         written.append(f"npu/{base}")

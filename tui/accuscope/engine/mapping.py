@@ -208,6 +208,9 @@ class _Mapper:
         g = self._by_user_map(df, t)
         if g is not None:
             return Pair(t, g, df, g.op, "mapping")
+        if value and self._not_in_reference(df.op_name, value):
+            return Pair(t, None, df, DEVICE_ONLY, "", f"inserted by the conversion: neither op {df.op_name} nor "
+                                                      f"tensor {value} is in the reference model")
         hint = f" or {t.original_op[0]}:output:{t.original_op[1]} (original_op)" if t.original_op else ""
         hint += f" or tensor {value}" if value and value != df.op_name else ""
         return Pair(t, None, df, df.op_name, "", f"no golden tensor named {df.op_name}:{t.io}:{t.index}{hint}")
@@ -221,6 +224,14 @@ class _Mapper:
             return ""
         names = node.outputs if t.io == OUTPUT else node.inputs
         return names[t.index] if t.index < len(names) else ""
+
+    def _not_in_reference(self, op: str, value: str) -> bool:
+        """The candidate's own op and tensor, both unknown to the reference graph: a converter's
+        addition (a quantize/dequantize pair, an inserted Cast), the counterpart of a device-only op."""
+        g = self.graph
+        if g is None or g.node(op) is not None:
+            return False
+        return g.producer(value) is None and value not in g.inputs and value not in g.weights
 
     def _golden_of_value(self, value: str) -> Tensor | None:
         """A tensor name through the framework graph given with --model (the golden side has none)."""

@@ -62,13 +62,23 @@ class Side:
     @cached_property
     def ops(self) -> list[DumpFile]:
         if isinstance(self.reader, NpuDump):
+            self._as_read = {}
             return list(self.reader.files)
-        return _ops_of(self.reader.tensors, self.graph)
+        ops, self._as_read = _ops_of(self.reader.tensors, self.graph)
+        return ops
 
     @property
     def tensors(self) -> list[Tensor]:
         """Every tensor the source holds (not the inputs `ops` derives from their producers)."""
-        return self.reader.tensors
+        self.ops  # noqa: B018 - names and types come from the graph when the ops are built
+        return [self._as_read.get(id(t), t) for t in self.reader.tensors]
+
+    def _seen(self, t: Tensor | None) -> Tensor | None:
+        """A reader's tensor as this side shows it (named after its graph)."""
+        if t is None:
+            return None
+        self.ops  # noqa: B018
+        return self._as_read.get(id(t), t)
 
     @cached_property
     def _index(self) -> dict:
@@ -100,14 +110,14 @@ class Side:
 
     def find(self, op: str, io: str = OUTPUT, index: int = 0) -> Tensor | None:
         if isinstance(self.reader, GoldenDump):
-            return self.reader.find(op, io, index)
+            return self._seen(self.reader.find(op, io, index))
         return self._index.get((op, io, index)) or self._index.get((sanitize(op), io, index))
 
     def find_tensor(self, name: str) -> Tensor | None:
         """By graph tensor name: a name the reader recorded, else through the side's own graph
         (the producing node's output)."""
         if isinstance(self.reader, GoldenDump):
-            found = self.reader.find_tensor(name)
+            found = self._seen(self.reader.find_tensor(name))
         else:
             found = self._index.get(("", "tensor", name))
         if found is None and self.graph is not None:
@@ -123,18 +133,18 @@ class Side:
 
     def versions(self, op: str, io: str = OUTPUT, index: int = 0) -> list[Tensor]:
         if isinstance(self.reader, GoldenDump):
-            return self.reader.versions(op, io, index)
+            return [self._seen(t) for t in self.reader.versions(op, io, index)]
         t = self.find(op, io, index)
         return [t] if t is not None else []
 
 
-def _ops_of(tensors: list[Tensor], graph: Graph | None) -> list[DumpFile]:
+def _ops_of(tensors: list[Tensor], graph: Graph | None) -> tuple[list[DumpFile], dict[int, Tensor]]:
     """Group a tensor list into ops, in the reader's order (dump time, then file order).
 
     With the side's graph: ops in the graph's execution order (network inputs first), op types,
     tensor names, and, for ops whose inputs were not dumped (a framework run dumps outputs only),
     each input as the tensor its producer wrote, so the op's inputs can be compared and fed to
-    re-runs like those of a device dump."""
+    re-runs like those of a device dump. Also returns each renamed tensor by id of the one read."""
     grouped: dict[str, DumpFile] = {}
     for t in tensors:
         op = grouped.get(t.op)
@@ -146,13 +156,19 @@ def _ops_of(tensors: list[Tensor], graph: Graph | None) -> list[DumpFile]:
         for op in grouped.values():
             op.inputs.sort(key=lambda t: t.index)
             op.outputs.sort(key=lambda t: t.index)
-        return list(grouped.values())
-    ops = []
+        return list(grouped.values()), {}
+    ops, renamed = [], {}
+
+    def rename(t: Tensor, **changes) -> Tensor:
+        new = replace(t, **changes)
+        renamed[id(t)] = new
+        return new
+
     for name in graph.inputs:
         op = grouped.get(name) or grouped.get(sanitize(name))
         if op is not None:
             op.op_type = op.op_type or "Data"
-            op.outputs = [replace(t, tensor_name=t.tensor_name or name) if t.index == 0 else t for t in op.outputs]
+            op.outputs = [rename(t, tensor_name=t.tensor_name or name) if t.index == 0 else t for t in op.outputs]
             ops.append(op)
     written = {id(op) for op in ops}
     node_of: dict[int, object] = {}
@@ -164,9 +180,10 @@ def _ops_of(tensors: list[Tensor], graph: Graph | None) -> list[DumpFile]:
         node_of[id(op)] = node
         op.op_name = node.name  # file names spell it sanitized; the graph has it as the model does
         op.op_type = op.op_type or node.type
-        op.outputs = sorted((replace(t, op=node.name, op_type=op.op_type,
-                                     tensor_name=t.tensor_name or (node.outputs[t.index] if t.index < len(node.outputs) else ""))
+        op.outputs = sorted((rename(t, op=node.name, op_type=op.op_type,
+                                    tensor_name=t.tensor_name or (node.outputs[t.index] if t.index < len(node.outputs) else ""))
                              for t in op.outputs), key=lambda t: t.index)
+        op.inputs = [rename(t, op=node.name, op_type=op.op_type) for t in op.inputs]
         ops.append(op)
     produced = {t.tensor_name: t for op in ops for t in op.outputs if t.tensor_name}
     for op in ops:
@@ -176,7 +193,7 @@ def _ops_of(tensors: list[Tensor], graph: Graph | None) -> list[DumpFile]:
             continue
         op.inputs = [replace(produced[v], op=op.op_name, io=INPUT, index=i, op_type=op.op_type)
                      for i, v in enumerate(node.inputs) if v in produced]
-    return ops + [op for op in grouped.values() if id(op) not in written]
+    return ops + [op for op in grouped.values() if id(op) not in written], renamed
 
 
 def own_model(path: str) -> str | None:
