@@ -97,12 +97,12 @@ def spec_of(args) -> engine.CompareSpec:
                               npu_runner=npu_runner, golden_runner=golden_runner, iteration=args.iteration)
 
 
-def _two_runners(path: str, npu_runner: str | None, golden_runner: str | None) -> tuple[str, str]:
-    """One file on both sides: a Polygraphy file with several runners, the second against the first."""
-    from ..engine import polygraphy
+def _two_runners(path: str, npu_runner: str | None, golden_runner: str | None) -> tuple[str | None, str | None]:
+    """One file on both sides: a Polygraphy file with several runners, the second against the first
+    (any other source against itself is a plain self-check)."""
     if detect(path).kind != "polygraphy":
-        raise SourceError(f"{path}: the same source on both sides; only a Polygraphy JSON with several "
-                          "runners holds two sides")
+        return npu_runner, golden_runner
+    from ..engine import polygraphy
     names = [name for name, _ in polygraphy.runners(path)]
     if len(names) < 2:
         raise SourceError(f"{path}: holds one runner ({', '.join(names)}); give --npu and --golden separately")

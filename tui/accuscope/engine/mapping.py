@@ -241,18 +241,21 @@ class _Mapper:
         return self.golden.find(hit[0].name, OUTPUT, hit[1]) if hit else None
 
     def _by_user_map(self, df: DumpFile, t: Tensor) -> Tensor | None:
+        """The user's line for this tensor (`op:io:k`) or for its op (then index for index); the
+        golden name is a tensor name `op:io:k`, an op name, or a graph tensor name."""
         if not self.user_map:
             return None
         target = self.user_map.get(t.name)
-        if target is None:
-            op = self.user_map.get(df.op_name)
-            if op is None:
+        whole_op = target is None
+        if whole_op:
+            target = self.user_map.get(df.op_name)
+            if target is None:
                 return None
-            return self.golden.find(op, t.io, t.index)
         m = _TENSOR_NAME.fullmatch(target)
         if m:
             return self.golden.find(m.group(1), m.group(2), int(m.group(3)))
-        return self.golden.find_tensor(target) or self.golden.find(target, t.io, t.index)
+        return self.golden.find(target, t.io, t.index) or (self.golden.find_tensor(target) if not whole_op or
+                                                            t.io == OUTPUT and t.index == 0 else None)
 
     def _golden_output(self, op: str, j: int) -> Tensor | None:
         g = self.golden.find(op, OUTPUT, j)

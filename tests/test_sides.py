@@ -1,0 +1,198 @@
+"""Any source on either side: framework against framework, on real pretrained models.
+
+PP-OCR (from the rapidocr-onnxruntime wheel) against its float16 conversion (onnxconverter-common)
+and its int8 dynamic quantization (onnxruntime.quantization), through the real entry point: the
+`run` flow, `dump` + `compare` on two npy folders, npz on both sides, a mapping file, the refusal
+to call a run that paired nothing a pass, and the operator detail, advisor and export on the result.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+
+from accuscope.engine.mapping import read_mapping_file
+from accuscope.engine.sources import detect, open_side
+from accuscope.engine.task import load_task
+from accuscope.engine.tensor import SourceError
+
+
+def accuscope(*args) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "accuscope", *map(str, args)], capture_output=True, text=True,
+                          timeout=600)
+
+
+def constants_as_initializers(model: onnx.ModelProto) -> onnx.ModelProto:
+    """PP-OCR keeps its weights in Constant nodes; onnxruntime's quantizer wants initializers."""
+    kept = []
+    for node in model.graph.node:
+        if node.op_type == "Constant" and len(node.attribute) == 1 and node.attribute[0].name == "value":
+            t = onnx.TensorProto()
+            t.CopyFrom(node.attribute[0].t)
+            t.name = node.output[0]
+            model.graph.initializer.append(t)
+        else:
+            kept.append(node)
+    del model.graph.node[:]
+    model.graph.node.extend(kept)
+    return model
+
+
+@pytest.fixture(scope="module")
+def cls_pair(cls_model, tmp_path_factory):
+    """(root, fp32 model, fp16 model, input file)."""
+    from onnxconverter_common import float16
+    root = tmp_path_factory.mktemp("sides-cls")
+    m = onnx.load(str(cls_model))
+    onnx.save(float16.convert_float_to_float16(m, keep_io_types=True), str(root / "cls16.onnx"))
+    np.save(root / "x.npy", np.random.default_rng(3).standard_normal((1, 3, 48, 192)).astype(np.float32))
+    return root, cls_model, root / "cls16.onnx", root / "x.npy"
+
+
+@pytest.fixture(scope="module")
+def det_int8(det_model, tmp_path_factory):
+    """(root, fp32 model with initializers, its quantize_dynamic int8 version, input file)."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+    root = tmp_path_factory.mktemp("sides-det")
+    onnx.save(constants_as_initializers(onnx.load(str(det_model))), str(root / "det.onnx"))
+    quantize_dynamic(str(root / "det.onnx"), str(root / "det8.onnx"), weight_type=QuantType.QInt8)
+    np.save(root / "x.npy", np.random.default_rng(4).standard_normal((1, 3, 96, 96)).astype(np.float32))
+    return root, root / "det.onnx", root / "det8.onnx", root / "x.npy"
+
+
+def test_run_fp32_against_fp16_then_detail_advice_and_export(cls_pair, tmp_path):
+    root, ref, cand, x = cls_pair
+    task = tmp_path / "task"
+    r = accuscope("run", ref, cand, "--input", f"x={x}", "--out", task, "--advisor")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "network outputs compared 1 of 1" in r.stdout and "advice for" in r.stdout
+    meta = json.loads((task / "task.json").read_text())
+    cov = meta["coverage"]
+    assert meta["sides"] == {"npu": "npy", "golden": "npy"} and not cov["warnings"]
+    assert cov["golden_used"] == cov["golden_total"] and cov["npu_paired"] == cov["npu_total"] > 500
+    assert Path(meta["npu"]).parent.parent == (task / "dumps").resolve()  # the dumps live in the task
+    table = load_task(task).table
+    c = table.columns
+    paired = c["how"] != ""
+    assert set(c["how"][paired]) == {"tensor", "name"}  # graph tensor names first, node names for renamed outputs
+    assert (c["how"][paired] == "tensor").mean() > 0.95
+    assert c["is_output"].sum() == 1 and (c["type"] != "").all()
+    # every op's inputs come from its producers, so input rows exist as in a device dump
+    assert (c["io"][paired] == "input").sum() > 200
+    # fp16 against fp32 on a real model: close, but not bit-equal
+    cos = table.numbers("cos")[paired]
+    assert np.nanmin(cos) > 0.99 and np.nanmax(table.numbers("max_abs")[paired]) > 0
+
+    conv = next(op for op, io in zip(c["npu_op"], c["io"]) if op.startswith("Conv") and io == "output")
+    r = accuscope("op", task, conv, "--out", tmp_path / "detail")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert any((tmp_path / "detail").glob("*_summary.txt"))
+
+    ops = [op for op, io in zip(c["golden_op"], c["io"]) if io == "output" and op.startswith("Conv")]
+    r = accuscope("export", task, "--start", ops[1], "--end", ops[3], "--retest")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "re-test:" in r.stdout
+
+
+def test_int8_quantized_model_pairs_by_tensor_names(det_int8, tmp_path):
+    """quantize_dynamic renames every Conv (ConvInteger + casts + Mul) but keeps the output tensor
+    names: every reference tensor still finds its candidate counterpart; what the quantizer added
+    is NPU-only with the reason, not 'unpaired'."""
+    root, ref, cand, x = det_int8
+    assert accuscope("dump", ref, "--out", tmp_path / "ref", "--input", f"x={x}").returncode == 0
+    assert accuscope("dump", cand, "--out", tmp_path / "cand", "--input", f"x={x}").returncode == 0
+    renamed = {n.name for n in onnx.load(str(ref)).graph.node} - {n.name for n in onnx.load(str(cand)).graph.node}
+    assert len(renamed) > 50  # the quantizer renamed the convolutions
+    r = accuscope("compare", "--npu", tmp_path / "cand", "--golden", tmp_path / "ref", "--out", tmp_path / "t")
+    assert r.returncode == 0, r.stdout + r.stderr
+    cov = json.loads((tmp_path / "t" / "task.json").read_text())["coverage"]
+    assert cov["golden_used"] == cov["golden_total"] and cov["npu_paired"] == cov["npu_total"]
+    assert cov["npu_only"] > 100 and cov["outputs_paired"] == 1
+    c = load_task(tmp_path / "t").table.columns
+    only = c["is_npu_only"]
+    assert all(r.startswith("inserted by the conversion") for r in c["reason"][only])
+    assert not (c["fail"] & only).any()  # what has no counterpart is never flagged
+    # a renamed conv: its output is compared with the reference conv's output, found by tensor name
+    ground = {op: g for op, g, io in zip(c["npu_op"], c["golden_op"], c["io"]) if io == "output"}
+    assert any(ground.get(op) in renamed for op in ground)
+
+
+def test_npz_on_both_sides_and_a_mapping_file(cls_pair, tmp_path):
+    """Tensors keyed by graph tensor names in .npz files pair by those names; keys renamed beyond
+    any rule pair only through the user's mapping file, and pairing nothing is an error, not a pass."""
+    root, ref, cand, x = cls_pair
+    assert accuscope("dump", ref, "--out", tmp_path / "ref", "--input", f"x={x}").returncode == 0
+    assert accuscope("dump", cand, "--out", tmp_path / "cand", "--input", f"x={x}").returncode == 0
+    for name, prefix in (("ref", ""), ("cand", "dev/")):
+        side = open_side(tmp_path / name)
+        with zipfile.ZipFile(tmp_path / f"{name}.npz", "w") as zf:
+            for op in side.ops:
+                for t in op.outputs:
+                    if t.tensor_name:
+                        with zf.open(f"{prefix}{t.tensor_name}.npy", "w") as fh:
+                            np.lib.format.write_array(fh, np.asarray(t.load()), allow_pickle=False)
+    assert detect(str(tmp_path / "ref.npz")).kind == "npz"
+    # same keys on both sides: pairs by tensor name
+    r = accuscope("compare", "--npu", tmp_path / "ref.npz", "--golden", tmp_path / "ref.npz", "--out", tmp_path / "same")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert load_task(tmp_path / "same").table.numbers("cos")[0] == pytest.approx(1.0)
+
+    # every key renamed: nothing pairs -> exit 2 naming both sides and the likely causes
+    r = accuscope("compare", "--npu", tmp_path / "cand.npz", "--golden", tmp_path / "ref.npz", "--out", tmp_path / "none")
+    assert r.returncode == 2
+    assert "nothing was paired" in r.stderr and "--mapping" in r.stderr and "dev/" in r.stderr
+    assert not (tmp_path / "none" / "result.npz").exists()
+
+    keys = [k[:-4] for k in zipfile.ZipFile(tmp_path / "ref.npz").namelist()]
+    yaml = tmp_path / "map.yaml"
+    yaml.write_text("# renamed by the device toolchain\n" + "".join(f"dev/{k}: {k}\n" for k in keys[:3]))
+    csv = tmp_path / "map.csv"
+    csv.write_text("npu_name,golden_name\n" + "".join(f"dev/{k},{k}:output:0\n" for k in keys))
+    assert read_mapping_file(str(yaml)) == {f"dev/{k}": k for k in keys[:3]}
+
+    r = accuscope("compare", "--npu", tmp_path / "cand.npz", "--golden", tmp_path / "ref.npz", "--mapping", csv,
+                  "--out", tmp_path / "mapped", "--fail-on-error", "--threshold", "cos=0.9", "--threshold", "red=0.5",
+                  "--threshold", "mean_rel=off", "--threshold", "kl=off", "--threshold", "rmse=off")
+    assert r.returncode == 0, r.stdout + r.stderr
+    c = load_task(tmp_path / "mapped").table.columns
+    assert (c["how"] == "mapping").sum() == len(keys)  # every reference tensor, through the file
+    assert len(c["how"]) - len(keys) == 2  # the converter's input and output casts: no line for them
+
+    # a few pairs only: the verdict is not a pass
+    r = accuscope("compare", "--npu", tmp_path / "cand.npz", "--golden", tmp_path / "ref.npz", "--mapping", yaml,
+                  "--out", tmp_path / "few", "--fail-on-error", "--threshold", "cos=0.5")
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "warning" in r.stdout and "only 3 of" in r.stdout
+    meta = json.loads((tmp_path / "few" / "task.json").read_text())
+    assert meta["coverage"]["npu_paired"] == 3 and meta["coverage"]["warnings"]
+
+
+def test_bad_mapping_file_names_the_line(tmp_path):
+    bad = tmp_path / "m.csv"
+    bad.write_text("a,b\nc,d,e\n")
+    with pytest.raises(SourceError, match=r"m.csv:2: expected `npu_name,golden_name`, got 3 fields"):
+        read_mapping_file(str(bad))
+
+
+def test_a_model_or_an_unknown_folder_is_no_side(cls_pair, tmp_path):
+    root, ref, cand, x = cls_pair
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "a.txt").write_text("x")
+    r = accuscope("compare", "--npu", ref, "--golden", tmp_path / "notes", "--out", tmp_path / "t")
+    assert r.returncode == 2 and "is a model" in r.stderr and "accuscope run" in r.stderr
+    r = accuscope("compare", "--npu", tmp_path / "notes", "--golden", tmp_path / "notes", "--out", tmp_path / "t")
+    assert r.returncode == 2 and "no .npy file and no Ascend dump file" in r.stderr and "Polygraphy" in r.stderr
+
+
+def test_swapped_sides_are_recognised(ws, tmp_path):
+    """The demo's device dump given as the reference and its framework dump as the side under test."""
+    from accuscope.engine.demo import MAIN
+    meta = json.loads((ws / MAIN.name / "task.json").read_text())
+    r = accuscope("compare", "--npu", meta["golden"], "--golden", meta["npu"], "--out", tmp_path / "t")
+    assert "swapped" in r.stderr and f"--npu {meta['npu']}" in r.stderr
