@@ -47,17 +47,38 @@ def _rows(table, op: str, io: str | None = None) -> list[int]:
 
 def test_workspace_holds_finished_openable_tasks(workspace):
     root, folders = workspace
-    assert [f.name for f in folders] == [demo.MAIN.name, demo.BGR.name]
+    names = [demo.MAIN.name, demo.BGR.name, demo.ONNX_FP16.name]
+    assert [f.name for f in folders] == names
     listed = list_tasks(root)
-    assert [s.name for s in listed] == [demo.MAIN.name, demo.BGR.name]  # main task newest
+    assert [s.name for s in listed] == names  # main task newest
     for s in listed:
         assert s.state == "done" and not s.problem and s.rows and s.failing
     for folder in folders:
         task = load_task(folder)
         assert not task.warnings and task.meta["demo"]["story"]
         assert len(list(folder.glob("result_*.csv"))) == 1 and (folder / "result.npz").is_file()
+        assert not task.meta["coverage"]["warnings"] and task.meta["coverage"]["outputs_paired"] == 1
+        if folder.name == demo.ONNX_FP16.name:
+            assert task.meta["sides"] == {"npu": "npy", "golden": "npy"}
+            continue
         om = json.loads(next((folder / "model").glob("*.json")).read_text())
         assert any(a["key"] == "_datadump_original_op_names" for op in om["graph"][0]["op"] for a in op["attr"])
+
+
+def test_onnx_only_task_finds_the_float16_overflow(workspace):
+    """Two ONNX models, no accelerator format: the Pow of the LayerNorm overflows in float16, and
+    the re-run of the reference op on the candidate's own inputs says it introduced the NaN/inf."""
+    from accuscope.engine.advisor import advise
+    root, folders = workspace
+    folder = root / demo.ONNX_FP16.name
+    c = load_task(folder).table.columns
+    first = int(np.flatnonzero(c["fail"])[0])
+    assert c["npu_op"][first] == POW_OP and c["npu_nonfinite"][first] > 0 and c["how"][first] == "tensor"
+    assert sum(c["is_npu_only"]) == 2  # the input and output Casts of the float16 model
+    a = advise(folder, write=False)
+    assert a.method == "rerun"
+    assert any(f.rule == "nonfinite_origin" and f.op == POW_OP for f in a.findings)
+    assert {o.op: o.origin for o in a.ops}[POW_OP] == "introduced"
 
 
 def test_build_is_reproducible_byte_for_byte(workspace, tmp_path):

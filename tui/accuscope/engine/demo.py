@@ -72,6 +72,7 @@ class DemoTask:
     seed: int
     quantize: tuple[str, ...] = ()  # conv node names whose weights the NPU side quantizes
     bgr: bool = False  # NPU side fed BGR instead of RGB
+    onnx_only: bool = False  # the side under test is the float16 ONNX model itself, run by onnxruntime
 
 
 MAIN = DemoTask(
@@ -106,7 +107,25 @@ BGR = DemoTask(
         "very first compared tensor is wrong, check the preprocessing before suspecting any operator.",
     ),
 )
-TASKS = (MAIN, BGR)
+ONNX_FP16 = DemoTask(
+    name="tinynet-onnx-fp16",
+    title="an ONNX model against its float16 version: no accelerator format involved",
+    model_name="tinynet", age=120, network="attention", seed=2024, onnx_only=True,
+    story=(
+        "Both sides are ONNX models run by onnxruntime, as `accuscope run REF.onnx CAND.onnx` does: the "
+        "fp32 model, and its float16 conversion (float16 weights and activations, a Cast at the network "
+        "input and output, as onnxconverter-common's keep_io_types makes). The dumps are npy folders paired "
+        "by ONNX tensor names.",
+        f"Planted: channel {OUTLIER_CHANNEL} of the activations entering the attention block is large, so "
+        "the decomposed LayerNorm's (x - mean)^2 exceeds 65504, the float16 maximum: the Pow output holds inf. "
+        "onnxruntime's float16 ReduceMean after it accumulates in float32, so the overflow stays local and the "
+        "network output still agrees: a deviation to report as local, with its (absent) effect on the output.",
+        "The two Casts of the float16 model have no counterpart in the fp32 model: they are listed as "
+        "NPU-only, not as unpaired. Fix a user would try: keep the LayerNorm in float32 (a mixed-precision "
+        "conversion with the norm's nodes on the block list).",
+    ),
+)
+TASKS = (MAIN, BGR, ONNX_FP16)
 
 
 def default_workspace() -> Path:
@@ -154,12 +173,34 @@ def build_task(task: DemoTask, folder: Path, progress: Callable[[str], None] | N
     dump_onnx(model_path, folder / "golden", {INPUT: normalize(image)}, timestamp=TIMESTAMP_US)
     _relative_model_path(folder / "golden" / "dump.json", f"../model/{model_path.name}")
 
+    if task.onnx_only:
+        spec = _onnx_candidate(task, folder, model, image, say)
+    else:
+        spec = _npu_dump(task, folder, model, model_path, image, say)
+
+    say(f"{task.name}: comparing")
+    plan = engine.plan(spec)
+    table = engine.execute(plan, workers=1)
+    meta = {"npu": spec.npu, "golden": spec.golden, "model": spec.model, "algorithms": plan.metrics,
+            "range": None, "ops": None, "custom_algorithms": None, "tool": f"accuscope {__version__}",
+            "created": (datetime.now() - timedelta(seconds=task.age)).isoformat(timespec="seconds"), "workers": 1,
+            "problems": [str(p) for p in plan.problems], "sides": {"npu": plan.npu.kind, "golden": plan.golden.kind},
+            "coverage": plan.coverage.to_meta(),
+            "demo": {"title": task.title, "story": list(task.story), "framework_model": str(model_path)}}
+    save_task(folder, meta, table, spec.thresholds, {"with_op_sequence": False, "npu_is_npy": task.onnx_only,
+                                                     "golden_is_npy": plan.golden.kind == "npy"})
+    (folder / "README.md").write_text(_readme(task), encoding="utf-8")
+    return folder
+
+
+def _npu_dump(task: DemoTask, folder: Path, model, model_path: Path, image, say) -> engine.CompareSpec:
+    """An Ascend-style dump of the float16 emulation (npusim), with its offline-model JSON."""
     say(f"{task.name}: NPU dump (float16{', ' + str(QUANTIZED_BITS) + '-bit conv' if task.quantize else ''}"
         f"{', BGR input' if task.bgr else ''})")
     npu_input = normalize(image[:, :, ::-1] if task.bgr else image).astype(np.float16).astype(np.float32)
     with tempfile.TemporaryDirectory(prefix="accuscope-demo-") as tmp:
         emulated = Path(tmp) / "npu.onnx"
-        onnx.save(float16_emulation(model, task.quantize), str(emulated))
+        _modules()[0].save(float16_emulation(model, task.quantize), str(emulated))
         dump_onnx(emulated, Path(tmp) / "values", {INPUT: npu_input}, timestamp=TIMESTAMP_US)
         with np.errstate(over="ignore"):  # values beyond 65504 become inf in float16: the point
             sim = simulate(load_graph(model_path), open_golden(Path(tmp) / "values"), str(folder / "npu"),
@@ -167,20 +208,19 @@ def build_task(task: DemoTask, folder: Path, progress: Callable[[str], None] | N
                            output_cast=True)
     om_json = folder / "model" / f"{task.model_name}.json"
     os.replace(sim.model_json, om_json)
+    return engine.CompareSpec(str(folder / "npu"), str(folder / "golden"), str(om_json), thresholds=Thresholds())
 
-    say(f"{task.name}: comparing")
-    thresholds = Thresholds()
-    spec = engine.CompareSpec(str(folder / "npu"), str(folder / "golden"), str(om_json), thresholds=thresholds)
-    plan = engine.plan(spec)
-    table = engine.execute(plan, workers=1)
-    meta = {"npu": spec.npu, "golden": spec.golden, "model": spec.model, "algorithms": plan.metrics,
-            "range": None, "ops": None, "custom_algorithms": None, "tool": f"accuscope {__version__}",
-            "created": (datetime.now() - timedelta(seconds=task.age)).isoformat(timespec="seconds"), "workers": 1, "problems": [str(p) for p in plan.problems],
-            "demo": {"title": task.title, "story": list(task.story), "framework_model": str(model_path)}}
-    save_task(folder, meta, table, thresholds, {"with_op_sequence": False, "npu_is_npy": False,
-                                                "golden_is_npy": plan.golden.kind == "npy"})
-    (folder / "README.md").write_text(_readme(task), encoding="utf-8")
-    return folder
+
+def _onnx_candidate(task: DemoTask, folder: Path, model, image, say) -> engine.CompareSpec:
+    """The float16 version as an ONNX model of its own, dumped by onnxruntime like the reference."""
+    say(f"{task.name}: float16 model dump (onnxruntime)")
+    candidate = folder / "model" / f"{task.model_name}-fp16.onnx"
+    _modules()[0].save(float16_model(model), str(candidate))
+    shutil.rmtree(folder / "npu")
+    with np.errstate(over="ignore"):
+        dump_onnx(candidate, folder / "npu", {INPUT: normalize(image)}, timestamp=TIMESTAMP_US)
+    _relative_model_path(folder / "npu" / "dump.json", f"../model/{candidate.name}")
+    return engine.CompareSpec(str(folder / "npu"), str(folder / "golden"), thresholds=Thresholds())
 
 
 def _check_replaceable(folder: Path) -> None:
@@ -200,8 +240,10 @@ def _relative_model_path(dump_json: Path, relative: str) -> None:
 def _readme(task: DemoTask) -> str:
     lines = [f"# {task.name}: {task.title}", ""]
     lines += [f"- {text}" for text in task.story]
+    npu = ("`npu/` the onnxruntime dump of the float16 model (`model/*-fp16.onnx`)" if task.onnx_only else
+           "`npu/` the Ascend dump")
     lines += ["", "Files: `model/` the ONNX model and its offline-model JSON (fusion attributes), `golden/` the "
-              "onnxruntime fp32 dump, `npu/` the Ascend dump, `result_*.csv` the MindStudio-style result, "
+              f"onnxruntime fp32 dump, {npu}, `result_*.csv` the MindStudio-style result, "
               f"`{TASK_JSON}` what was compared.", "",
               "Rebuilt by `accuscope demo`, which replaces this folder.", ""]
     return "\n".join(lines)
@@ -360,6 +402,43 @@ def quantize_per_tensor(w: np.ndarray, bits: int = QUANTIZED_BITS) -> np.ndarray
     top = 2 ** (bits - 1) - 1
     scale = float(np.abs(w).max()) / top
     return (np.clip(np.rint(w / scale), -top - 1, top) * scale).astype(w.dtype)
+
+
+def float16_model(model):
+    """The model converted to float16 the way converters do it (onnxconverter-common with
+    keep_io_types): float weights stored as float16, the network computing in float16, one Cast
+    after each float input and one before each output, so the interface stays float32. Node and
+    tensor names are kept (the output's producer writes `{name}_fp16`, the Cast the name)."""
+    import onnx
+    from onnx import helper, numpy_helper
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    g = m.graph
+    for k, init in enumerate(g.initializer):
+        w = numpy_helper.to_array(init)
+        if w.dtype == np.float32:
+            g.initializer[k].CopyFrom(numpy_helper.from_array(w.astype(np.float16), init.name))
+    head, renamed = [], {}
+    for k, inp in enumerate(g.input):
+        if inp.type.tensor_type.elem_type == onnx.TensorProto.FLOAT:
+            renamed[inp.name] = f"{inp.name}_fp16"
+            head.append(helper.make_node("Cast", [inp.name], [renamed[inp.name]], name=f"graph_input_cast_{k}",
+                                         to=onnx.TensorProto.FLOAT16))
+    outputs = {o.name for o in g.output}
+    tail = []
+    for node in g.node:
+        for i, name in enumerate(node.input):
+            node.input[i] = renamed.get(name, name)
+        for i, name in enumerate(node.output):
+            if name in outputs:
+                node.output[i] = f"{name}_fp16"
+                tail.append(helper.make_node("Cast", [node.output[i]], [name], name=f"graph_output_cast_{len(tail)}",
+                                             to=onnx.TensorProto.FLOAT))
+    nodes = head + list(g.node) + tail
+    del g.node[:]
+    g.node.extend(nodes)
+    g.ClearField("value_info")
+    return m
 
 
 def float16_emulation(model, quantize: tuple[str, ...] = ()):
