@@ -171,6 +171,9 @@ def test_npz_on_both_sides_and_a_mapping_file(cls_pair, tmp_path):
     assert "warning" in r.stdout and "only 3 of" in r.stdout
     meta = json.loads((tmp_path / "few" / "task.json").read_text())
     assert meta["coverage"]["npu_paired"] == 3 and meta["coverage"]["warnings"]
+    r = accuscope("advise", tmp_path / "few", "--json")
+    found = {f["rule"]: f for f in json.loads(r.stdout)["findings"]}
+    assert found["coverage"]["severity"] == "warning" and "saw too little" in found["coverage"]["title"]
 
 
 def test_bad_mapping_file_names_the_line(tmp_path):

@@ -51,7 +51,7 @@ WEIGHTED_TYPES = {"Conv2D", "Conv3D", "Conv2DTranspose", "DepthwiseConv2D", "Con
                   "QuantizedConv", "ConvInteger", "MatMulInteger"}
 INVALID_TYPES = {"Div", "RealDiv", "Log", "Sqrt", "Rsqrt", "Reciprocal", "Pow"}
 # order of findings on the same row and severity (the cause first)
-_PRIORITY = ["preprocess", "ms.input_mismatch", "introduced", "nonfinite_origin", "ms.fp16_overflow",
+_PRIORITY = ["coverage", "preprocess", "ms.input_mismatch", "introduced", "nonfinite_origin", "ms.fp16_overflow",
              "no_op_introduced", "ms.output_fails", "ms.local_deviation", "ms.all_pass", "method"]
 
 
@@ -207,7 +207,7 @@ def advise(task_folder: str | os.PathLike, framework_model: str | os.PathLike | 
     if run.cancelled or origins is None:
         return None
     t0 = time.perf_counter()
-    findings = _mindstudio(run, overflow, net_inputs)
+    findings = _coverage(run) + _mindstudio(run, overflow, net_inputs)
     findings += _preprocess(run, net_inputs)
     findings += _nonfinite_origin(run, origins)
     findings += _introduced(run, origins, net_inputs, findings)
@@ -306,6 +306,21 @@ def _first_hit(rows: list[int], count: Callable[[int], int], run: _Run, stage: s
 
 
 # ------------------------------------------------------------------ rules 2 and 3 (MindStudio)
+
+
+def _coverage(run: _Run) -> list[Finding]:
+    """Too little compared to conclude anything (task.json coverage, written by compare)."""
+    cov = run.task.meta.get("coverage")
+    warnings = cov.get("warnings") if isinstance(cov, dict) else None
+    if not warnings or not isinstance(warnings, list):
+        return []
+    text = "; ".join(str(w) for w in warnings)
+    return [_finding(run, "coverage", "warning", None, f"the comparison saw too little: {text}",
+                     "Whatever the rows say, the model is not judged on what was not compared: a pass here is no "
+                     "pass. Check that both sides come from the same model and run, give each side's model "
+                     "(--model, --npu-model, --golden-model) so names can be paired, or a --mapping file.",
+                     {k: cov[k] for k in ("npu_paired", "npu_total", "golden_used", "golden_total",
+                                         "outputs_paired", "outputs_total") if k in cov})]
 
 
 def _mindstudio(run: _Run, overflow, net_inputs: list[int]) -> list[Finding]:
