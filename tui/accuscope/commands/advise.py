@@ -5,11 +5,10 @@ import json
 import sys
 from pathlib import Path
 
-from rich.markup import escape
 
 from ..engine.advice import Advice
 from ..engine.advisor import advise
-from .common import err, out
+from .common import err, out, show
 
 EXIT_OK = 0
 MARKS = {"error": "[bold red]✗ error  [/]", "warning": "[yellow]! warning[/]", "info": "[cyan]i info   [/]"}
@@ -56,26 +55,26 @@ def run(args) -> int:
 def print_advice(advice: Advice) -> None:
     """The findings, most important first, then one line on the per-op origins."""
     if advice.method == "rerun":
-        how = (f"origins by re-running framework ops from {escape(advice.framework_model)} "
-               f"({escape(advice.framework_source)})")
+        how = (f"origins by re-running framework ops from {show(advice.framework_model)} "
+               f"({show(advice.framework_source)})")
     else:
         how = "origins by the weaker input/output method"
-    out.print(f"[bold]advice[/] for {escape(str(advice.folder))} · {how}", soft_wrap=True)
+    out.print(f"[bold]advice[/] for {show(str(advice.folder))} · {how}", soft_wrap=True)
     for f in advice.findings:
         where = f"row {f.row}" if f.row is not None else "—"
-        out.print(f"{MARKS.get(f.severity, f.severity)} {where:>8}  [bold]{escape(f.title)}[/]  "
-                  f"[dim]({escape(f.rule)})[/]", soft_wrap=True)
-        out.print(f"    {escape(f.text)}", soft_wrap=True)
+        out.print(f"{MARKS.get(f.severity, f.severity)} {where:>8}  [bold]{show(f.title)}[/]  "
+                  f"[dim]({show(f.rule)})[/]", soft_wrap=True)
+        out.print(f"    {show(f.text)}", soft_wrap=True)
         ev = _evidence(f.evidence)
         if ev:
-            out.print(f"    [dim]{escape(ev)}[/]", soft_wrap=True)
+            out.print(f"    [dim]{show(ev)}[/]", soft_wrap=True)
     if advice.ops:
         counts = {k: sum(o.origin == k for o in advice.ops) for k in ("introduced", "inherited", "unknown")}
         out.print(f"failing ops {len(advice.ops)}: " + " · ".join(f"{k} {v}" for k, v in counts.items()))
     for note in advice.notes:
-        out.print(f"  [dim]note: {escape(note)}[/]", soft_wrap=True)
+        out.print(f"  [dim]note: {show(note)}[/]", soft_wrap=True)
     if advice.written:
-        out.print(f"wrote {escape(str(Path(advice.folder) / 'advice.json'))} in {advice.seconds:.1f} s", soft_wrap=True)
+        out.print(f"wrote {show(str(Path(advice.folder) / 'advice.json'))} in {advice.seconds:.1f} s", soft_wrap=True)
     else:
         out.print(f"took {advice.seconds:.1f} s", soft_wrap=True)
 

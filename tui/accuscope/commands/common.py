@@ -8,6 +8,8 @@ import numpy as np
 from rich.console import Console
 from rich.markup import escape
 
+from ..engine.names import printable
+
 out = Console(highlight=False, soft_wrap=False)
 err = Console(stderr=True, highlight=False)
 
@@ -63,3 +65,9 @@ def add_source_options(p: argparse.ArgumentParser) -> None:
 
 def source_options(args) -> dict:
     return {"pick": args.pick, "run": args.run, "shape": args.shape, "dtype": args.dtype}
+
+
+def show(text) -> str:
+    """Data (op names, paths, messages quoting them) made safe for the console: no markup, no
+    control characters (an escape sequence in an op name would reach the terminal)."""
+    return escape(printable(str(text)))

@@ -5,19 +5,17 @@ import os
 import threading
 from pathlib import Path
 
-from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from ..engine import compare as engine
 from ..engine.mapping import DEVICE_ONLY
 from ..engine.metrics import compiled_kernel
-from ..engine.names import printable
 from ..engine.sources import detect
 from ..engine.summary import summarize
 from ..engine.taskrun import run_task
 from ..engine.thresholds import Thresholds, parse_assignment
 from ..engine.tensor import SourceError
-from .common import add_source_options, err, out
+from .common import add_source_options, err, out, show
 
 EXIT_OK, EXIT_FAILURES, EXIT_UNUSABLE = 0, 1, 2
 
@@ -146,7 +144,7 @@ def run(args) -> int:
         run_app(str(Path(args.out).parent), compare=(spec, args.out))
         return EXIT_OK
     if hint:
-        err.print(f"[yellow]warning:[/] {escape(hint)}", soft_wrap=True)
+        err.print(f"[yellow]warning:[/] {show(hint)}", soft_wrap=True)
     return compare_and_report(spec, args)
 
 
@@ -158,15 +156,15 @@ def compare_and_report(spec: engine.CompareSpec, args) -> int:
     bar_task = bar.add_task("", total=None)
 
     def planned(plan):
-        out.print(f"{escape(plan.npu.kind)} {escape(printable(spec.npu))} against {escape(plan.golden.kind)} "
-                  f"{escape(printable(spec.golden))}", soft_wrap=True)
+        out.print(f"{show(plan.npu.kind)} {show((spec.npu))} against {show(plan.golden.kind)} "
+                  f"{show((spec.golden))}", soft_wrap=True)
         out.print(coverage_line(plan.coverage, len(plan.npu.ops)), soft_wrap=True)
         bar.update(bar_task, total=plan.coverage.npu_paired)
         bar.start()
 
     try:
         result = run_task(spec, args.out, lambda p, _rows: bar.update(
-            bar_task, completed=p.done, description=escape(printable(p.current[-40:]))), cancel, args.workers, planned)
+            bar_task, completed=p.done, description=show((p.current[-40:]))), cancel, args.workers, planned)
     except KeyboardInterrupt:
         cancel.set()
         out.print("cancelled: the previous result in the task folder, if any, is untouched")
@@ -179,23 +177,23 @@ def compare_and_report(spec: engine.CompareSpec, args) -> int:
         return 130
     summary = summarize(table, spec.thresholds)
     out.print(f"rows {len(table):,} · failing {summary.failing:,} · not compared {summary.not_compared:,} · "
-              f"problems {len(plan.problems)} · open {escape(args.out)}")
+              f"problems {len(plan.problems)} · open {show(args.out)}")
     if summary.first_failing is not None:
         first = table.row(summary.first_failing)
-        out.print(f"first failing: [bold]{escape(printable(first['tensor']))}[/] ({escape(printable(first['type']))}) "
-                  f"{escape('; '.join(summary.broken))}", soft_wrap=True)
+        out.print(f"first failing: [bold]{show((first['tensor']))}[/] ({show((first['type']))}) "
+                  f"{show('; '.join(summary.broken))}", soft_wrap=True)
     warnings = plan.coverage.warnings
     for w in warnings:
-        out.print(f"[bold yellow]⚠ warning:[/] {escape(w)}: the verdict covers only what was paired", soft_wrap=True)
+        out.print(f"[bold yellow]⚠ warning:[/] {show(w)}: the verdict covers only what was paired", soft_wrap=True)
     for p in plan.problems[:10]:
-        out.print(f"  [red]✗[/] {escape(printable(str(p)))}", soft_wrap=True)
+        out.print(f"  [red]✗[/] {show((str(p)))}", soft_wrap=True)
     if len(plan.problems) > 10:
         out.print(f"  … {len(plan.problems) - 10} more problems (task.json lists them all)")
     unpaired = [p for p in plan.pairs if p.golden is None and p.ground_truth != DEVICE_ONLY]
     if unpaired:
-        names = ", ".join(printable(p.npu.name) for p in unpaired[:5])
+        names = ", ".join(p.npu.name for p in unpaired[:5])
         more = f" … and {len(unpaired) - 5} more (the table's `x` rows, task.json)" if len(unpaired) > 5 else ""
-        out.print(f"  unpaired NPU tensors: {escape(names)}{escape(more)}", soft_wrap=True)
+        out.print(f"  unpaired NPU tensors: {show(names)}{show(more)}", soft_wrap=True)
     part, seconds = result.slowest
     out.print(f"took {sum(result.timings.values()):.1f} s (slowest part: {part} {seconds:.1f} s)")
     if not compiled_kernel():

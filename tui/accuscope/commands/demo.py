@@ -1,6 +1,7 @@
 """`accuscope demo [--workspace DIR] [--no-tui]`: build a workspace of finished demo tasks and open it."""
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import shlex
 import sys
@@ -23,7 +24,7 @@ def register(sub) -> None:
                                    f"planted faults to find (an int4-quantized convolution, a float16 overflow in "
                                    f"a LayerNorm, an input fed as BGR). Rebuilding replaces only the demo's own "
                                    f"task folders. Needs onnx and onnxruntime (pip install 'accuscope[onnx]').")
-    p.add_argument("--workspace", type=Path, default=None, metavar="DIR",
+    p.add_argument("--workspace", type=Path, default=argparse.SUPPRESS, metavar="DIR",  # absent: the global one
                    help=f"where to build the tasks (default: {default_workspace()}, i.e. "
                         "$XDG_DATA_HOME/accuscope/demo or ~/.local/share/accuscope/demo)")
     p.add_argument("--no-tui", action="store_true", help="only build the workspace and print where it is")
@@ -49,7 +50,7 @@ def interactive() -> bool:
 
 
 def run(args) -> int:
-    workspace = (args.workspace or default_workspace()).expanduser().absolute()
+    workspace = (Path(args.workspace) if args.workspace else default_workspace()).expanduser().absolute()
     started = time.perf_counter()
     with err.status(f"building the demo workspace in {escape(str(workspace))}") as status:
         folders = build_workspace(workspace, lambda text: status.update(escape(text)))

@@ -5,12 +5,11 @@ import argparse
 from collections import Counter
 
 import numpy as np
-from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ..engine.ortdump import OPTIMIZATION, dump_onnx
 from ..engine.tensor import SourceError
-from .common import err, out
+from .common import err, out, show
 
 
 def _assignment(text: str) -> tuple[str, str]:
@@ -71,11 +70,13 @@ def dump_with_progress(model: str, out_dir: str, label: str = "dumping", **optio
 
 def run(args) -> int:
     report = dump_with_progress(args.model, args.out, include_constants=args.include_constants, **dump_options(args))
-    shapes = ", ".join(f"{escape(k)} {list(v)}" for k, v in report.inputs.items())
-    out.print(f"wrote {len(report.written):,} tensors to {escape(report.out_dir)} in {report.seconds:.1f} s"
+    for name, how in report.casts.items():
+        err.print(f"[yellow]note:[/] input {show(name)} {show(how)} (the model's input type)")
+    shapes = ", ".join(f"{show(k)} {list(v)}" for k, v in report.inputs.items())
+    out.print(f"wrote {len(report.written):,} tensors to {show(report.out_dir)} in {report.seconds:.1f} s"
               f" (inputs: {shapes})")
     if report.skipped:
         reasons = Counter(r.split(":")[0] for _, r in report.skipped)
-        out.print(f"skipped {len(report.skipped):,}: " + "; ".join(f"{escape(r)} ({n})" for r, n in reasons.items()))
+        out.print(f"skipped {len(report.skipped):,}: " + "; ".join(f"{show(r)} ({n})" for r, n in reasons.items()))
         out.print("  the full list is in dump.json")
     return 0

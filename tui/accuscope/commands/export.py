@@ -3,10 +3,9 @@ from __future__ import annotations
 
 import math
 
-from rich.markup import escape
 
 from ..engine import export as engine
-from .common import err, out
+from .common import err, out, show
 
 EXIT_OK = 0
 
@@ -45,36 +44,36 @@ def register(sub) -> None:
 def run(args) -> int:
     selection = engine.select_in_task(args.task, args.start, args.end, args.framework_model)
     for line in selection.describe():
-        out.print(escape(line), soft_wrap=True)
+        out.print(show(line), soft_wrap=True)
     if args.dry_run:
         return EXIT_OK
 
     def progress(step: str, done: int, total: int) -> None:
-        err.print(f"[{done}/{total}] {escape(step)}", highlight=False)
+        err.print(f"[{done}/{total}] {show(step)}", highlight=False)
 
     result = engine.export(args.task, selection, args.out, dtype=args.dtype, retest=args.retest,
                            progress=progress if err.is_terminal else None, framework_model=args.framework_model)
     m = result.manifest
     missing = [f"{e['name']} ({side})" for e in m["boundary"]["inputs"] for side in ("golden", "npu")
                if not e.get(side)]
-    out.print(f"exported {len(m['ops'])} framework ops to {escape(str(result.out_dir))}: {escape(m['model'])} "
-              f"(checker {escape(m['checker'])}), {len(m['boundary']['inputs'])} inputs, "
+    out.print(f"exported {len(m['ops'])} framework ops to {show(str(result.out_dir))}: {show(m['model'])} "
+              f"(checker {show(m['checker'])}), {len(m['boundary']['inputs'])} inputs, "
               f"{len(m['boundary']['outputs'])} outputs, {len(m['dumps']['golden'])} golden and "
               f"{len(m['dumps']['npu'])} NPU dump files", soft_wrap=True)
     if missing:
-        out.print(f"  missing input data: {escape(', '.join(missing))}", soft_wrap=True)
+        out.print(f"  missing input data: {show(', '.join(missing))}", soft_wrap=True)
     for note in result.notes:
-        out.print(f"  note: {escape(note)}", soft_wrap=True)
+        out.print(f"  note: {show(note)}", soft_wrap=True)
     r = result.retest
     if r is not None:
-        out.print(f"re-test: [bold]{VERDICT_WORDS.get(r.verdict, r.verdict)}[/] - {escape(r.message)}", soft_wrap=True)
+        out.print(f"re-test: [bold]{VERDICT_WORDS.get(r.verdict, r.verdict)}[/] - {show(r.message)}", soft_wrap=True)
         for o in r.outputs:
-            out.print(f"  {escape(o.tensor)}: NPU vs golden cos {_num(o.parent_cos)}"
+            out.print(f"  {show(o.tensor)}: NPU vs golden cos {_num(o.parent_cos)}"
                       f"{' FAIL' if o.parent_broken else ''} · NPU vs re-run cos {_num(o.retest_cos)}"
                       f"{' FAIL' if o.retest_broken else ''} · re-run on golden vs golden cos {_num(o.golden_cos)}"
-                      + (f" ({escape(o.reason)})" if o.reason else ""), soft_wrap=True)
+                      + (f" ({show(o.reason)})" if o.reason else ""), soft_wrap=True)
         if r.task_dir is not None:
-            out.print(f"  re-test task: {escape(str(r.task_dir))}", soft_wrap=True)
+            out.print(f"  re-test task: {show(str(r.task_dir))}", soft_wrap=True)
     out.print(f"took {result.seconds:.1f} s")
     return EXIT_OK
 

@@ -6,7 +6,6 @@ import math
 import re
 from pathlib import Path
 
-from rich.markup import escape
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
@@ -14,7 +13,7 @@ from ..engine import opdetail
 from ..engine.opfiles import write_detail
 from ..engine.oppair import open_op
 from ..engine.tensor import SourceError
-from .common import err, out
+from .common import err, out, show
 
 EXIT_OK = 0
 PROGRESS_ABOVE = 4 << 20  # elements; smaller tensors finish before a bar would show
@@ -89,9 +88,9 @@ def run(args) -> int:
     except OSError as exc:
         raise SourceError(f"{folder}: cannot write the detail files: {exc.strerror or exc}") from None
 
-    out.print(f"[bold]{escape(info.tensor)}[/] ({escape(info.op_type)}) vs golden {escape(info.golden_op)} · "
-              f"shape {list(detail.shape)} · {detail.n:,} elements · {escape(info.npu_dtype)} vs "
-              f"{escape(info.golden_dtype)} · {detail.elapsed:.2f} s")
+    out.print(f"[bold]{show(info.tensor)}[/] ({show(info.op_type)}) vs golden {show(info.golden_op)} · "
+              f"shape {list(detail.shape)} · {detail.n:,} elements · {show(info.npu_dtype)} vs "
+              f"{show(info.golden_dtype)} · {detail.elapsed:.2f} s")
     out.print(_top_table(detail, args.by))
     sketch = detail.sketch(args.by)
     low, high = sketch.count_above(args.threshold)
@@ -116,7 +115,7 @@ def run(args) -> int:
         out.print(f"worst channels of {len(ch)}: " + ", ".join(parts))
     out.print(f"cosine {_cos(detail.cosine)} · max abs {_num(detail.abs.max)} · mean abs {_num(detail.mean_abs)} · "
               f"max rel {_num(detail.rel.max)}")
-    out.print(f"wrote {escape(str(folder))}/: " + ", ".join(escape(f.name) for f in files), soft_wrap=True)
+    out.print(f"wrote {show(str(folder))}/: " + ", ".join(show(f.name) for f in files), soft_wrap=True)
     return EXIT_OK
 
 
@@ -162,6 +161,6 @@ def _stats_table(d: opdetail.OpDetail, info: opdetail.PairInfo) -> Table:
     for name in ("tensor", "dtype", "min", "max", "mean", "std", "NaN", "inf"):
         table.add_column(name, justify="left" if name in ("tensor", "dtype") else "right", no_wrap=True)
     for side, s, dtype in (("NPU", d.npu_stats, info.npu_dtype), ("golden", d.golden_stats, info.golden_dtype)):
-        table.add_row(side, escape(dtype), _num(s.min), _num(s.max), _num(s.mean), _num(s.std), f"{s.nan:,}",
+        table.add_row(side, show(dtype), _num(s.min), _num(s.max), _num(s.mean), _num(s.std), f"{s.nan:,}",
                       f"{s.inf:,}")
     return table

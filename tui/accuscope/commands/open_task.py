@@ -1,9 +1,11 @@
 """`accuscope open TASK_DIR|RESULT.csv`: open one task (or a MindStudio/msaccucmp/msit CSV) in the app."""
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
 from ..engine.task import load_task
+from ..engine.tensor import SourceError
 
 
 def register(sub) -> None:
@@ -12,12 +14,15 @@ def register(sub) -> None:
                                    "msit, in the app (q goes back to the task browser of its workspace). "
                                    "Exit 2 when it cannot be opened.")
     p.add_argument("path", help="task folder (with task.json) or result CSV")
-    p.add_argument("--workspace", help="workspace shown behind it (default: the task's parent folder)")
+    p.add_argument("--workspace", default=argparse.SUPPRESS,  # absent: the global --workspace stays
+                   help="workspace shown behind it (default: the task's parent folder)")
     p.set_defaults(handler=run)
 
 
 def run(args) -> int:
     path = Path(args.path).expanduser()
+    if not path.exists():
+        raise SourceError(f"{path}: no such file or folder")
     load_task(path)  # SourceError -> exit 2 with the reason, before any screen is drawn
     from ..app.main import run as run_app
     run_app(args.workspace or (path.parent if path.is_dir() else path.parent), task=path)

@@ -11,13 +11,12 @@ import shutil
 from datetime import datetime
 from pathlib import Path
 
-from rich.markup import escape
 
 from ..engine import compare as engine
 from ..engine.sources import detect
 from ..engine.task import TASK_JSON
 from ..engine.tensor import SourceError
-from .common import out
+from .common import err, out, show
 from .compare import add_comparison_options, compare_and_report, thresholds_of
 from .dump import add_input_options, dump_options, dump_with_progress
 
@@ -56,7 +55,9 @@ def run(args) -> int:
         if created:
             shutil.rmtree(folder, ignore_errors=True)
         raise
-    shapes = ", ".join(f"{escape(k)} {list(v)}" for k, v in golden.inputs.items())
+    for name, how in {**golden.casts, **npu.casts}.items():
+        err.print(f"[yellow]note:[/] input {show(name)} {show(how)} (the model's input type)")
+    shapes = ", ".join(f"{show(k)} {list(v)}" for k, v in golden.inputs.items())
     out.print(f"dumped {len(golden.written):,} reference and {len(npu.written):,} candidate tensors "
               f"({golden.seconds + npu.seconds:.1f} s; inputs: {shapes})")
     spec = engine.CompareSpec(str(generation / "npu"), str(generation / "golden"), algorithms=args.algorithms,

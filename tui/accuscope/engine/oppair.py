@@ -89,6 +89,10 @@ def _task_plan(folder: Path) -> tuple:
 
     task = load_task(folder)
     meta = task.meta
+    if not len(task.table) and meta.get("state") in ("failed", "cancelled", "running"):
+        why = f": {meta['error']}" if meta.get("error") else ""
+        raise SourceError(f"{folder}: the task {meta['state'] if meta['state'] != 'running' else 'is still running'}"
+                          f"{why}; it has no result to detail")
     if not meta.get("npu") or not meta.get("golden"):
         raise SourceError(f"{folder}: the task does not name its NPU and golden dumps (task.json npu/golden)")
     spec = spec_from_meta(meta, folder=folder, algorithms=None, op_range=None, ops=None, custom_dir=None)

@@ -40,6 +40,7 @@ class DumpReport:
     written: list[str] = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)
     inputs: dict[str, tuple] = field(default_factory=dict)
+    casts: dict[str, str] = field(default_factory=dict)  # input name -> "given as float64, cast to float32"
     seconds: float = 0.0
 
 
@@ -162,7 +163,8 @@ def _prepare_inputs(model, path, given, random_inputs, seed, dims):
                 raise SourceError(f"{path}: input '{name}' has shape {tuple(arr.shape)} but the model "
                                   f"expects {_fmt(shape)}")
             try:
-                feeds[name] = (np.ascontiguousarray(arr, dtype=dtype), "given")
+                cast = "" if arr.dtype == np.dtype(dtype) else f" as {arr.dtype}, cast to {np.dtype(dtype)}"
+                feeds[name] = (np.ascontiguousarray(arr, dtype=dtype), f"given{cast}")
             except (TypeError, ValueError) as exc:
                 raise SourceError(f"{path}: input '{name}' of dtype {arr.dtype} cannot become {dtype}: "
                                   f"{exc}") from None
@@ -172,7 +174,7 @@ def _prepare_inputs(model, path, given, random_inputs, seed, dims):
             missing.append(f"{name} {_fmt(shape)} {dtype}")
     if missing:
         raise SourceError(f"{path}: missing model inputs: {'; '.join(missing)} "
-                          "(give them as NAME=FILE.npy or use random inputs)")
+                          "(give each with --input NAME=FILE.npy, or generate them with --random-inputs)")
     return feeds
 
 
@@ -322,7 +324,8 @@ def dump_onnx(model_path, out_dir, inputs: dict[str, np.ndarray] | None = None, 
     except OSError as exc:
         raise SourceError(f"{out}: cannot create the folder ({exc.strerror})") from None
     ts = int(time.time() * 1e6) if timestamp is None else int(timestamp)
-    report = DumpReport(out, inputs={k: tuple(v[0].shape) for k, v in feeds.items()})
+    report = DumpReport(out, inputs={k: tuple(v[0].shape) for k, v in feeds.items()},
+                        casts={k: o for k, (_, o) in feeds.items() if o.startswith("given as")})
 
     # Declared types may be stale (see module doc): onnxruntime infers them all again.
     graph = model.graph
