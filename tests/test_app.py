@@ -26,7 +26,7 @@ def test_browser_lists_tasks_and_opens_one(ws):
         browser = pilot.app.screen
         assert isinstance(browser, BrowserScreen)
         names = {e.name for e in browser.entries}
-        assert MAIN.name in names and len(names) == 2
+        assert MAIN.name in names and len(names) == 3
         row = [e.name for e in browser.entries].index(MAIN.name)
         browser.query_one("DataTable").move_cursor(row=row)
         await pilot.press("enter")
@@ -114,12 +114,12 @@ def test_delete_asks_first(ws):
         await pilot.press("d")
         assert isinstance(pilot.app.screen, ConfirmDialog)
         await pilot.press("n")
-        assert len(browser.entries) == 2
+        assert len(browser.entries) == 3
         await pilot.press("d", "y")
         await pilot.pause()
-        assert len(browser.entries) == 1
+        assert len(browser.entries) == 2
     drive(AccuscopeApp(ws), script)
-    assert len([p for p in ws.iterdir() if (p / "task.json").exists()]) == 1
+    assert len([p for p in ws.iterdir() if (p / "task.json").exists()]) == 2
 
 
 def test_help_lists_the_screen_keys(ws):
@@ -219,11 +219,13 @@ def test_advisor_strip_and_screen_jump_to_the_op_that_introduced_the_error(ws):
     async def script(pilot):
         screen = pilot.app.screen
         await wait_for(pilot, lambda: screen.advice is not None)
-        assert "introduced the error" in str(screen.query_one("#summary").render())
+        strip = str(screen.query_one("#summary").render())
+        assert strip.startswith("✗ the model fails") and "introduced the error" in strip  # verdict, then the op
         await pilot.press("a")
         assert isinstance(pilot.app.screen, AdviceScreen)
-        first = pilot.app.screen.advice.findings[0]
+        first = pilot.app.screen.advice.cause
         assert first.rule == "introduced" and "/block1/conv1/Conv" in first.op
+        await pilot.press("down")
         await pilot.press("enter")
         assert pilot.app.screen is screen
         table = screen.query_one(OperatorTable)

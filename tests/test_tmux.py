@@ -85,7 +85,7 @@ def test_open_triage_and_quit_at_80x24(tmux, tmp_path):
 def test_open_of_a_missing_task_exits_2(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "accuscope", "open", str(tmp_path / "nope")],
                           capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 2 and "not a task folder" in proc.stderr
+    assert proc.returncode == 2 and "nope: no such file or folder" in proc.stderr
 
 
 def test_compare_tui_runs_in_the_app_and_saves_the_task(tmux, tmp_path):

@@ -19,8 +19,10 @@ def summary_lines(table: ResultTable, thresholds: Thresholds, running: bool = Fa
         return ["[dim]comparing: rows appear as they are computed…[/]" if running else "[dim]no rows[/]"]
     lines = []
     if advice is not None and advice.primary is not None:
-        lines.append(finding_line(advice.primary) + (f" · [dim]a: {len(advice.findings)} findings[/]"
-                                                      if len(advice.findings) > 1 else ""))
+        shown = [advice.primary] + ([advice.cause] if advice.cause is not None and advice.primary.rule == "verdict"
+                                    else [])
+        lines.append(" · ".join(finding_line(f) for f in shown) + (f" · [dim]a: {len(advice.findings)} findings[/]"
+                                                                    if len(advice.findings) > len(shown) else ""))
     if s.first_failing is None:
         lines.append(f"[green]✓[/] none of {s.rows:,} rows breaks a threshold"
                      + (" so far" if running else ""))

@@ -112,6 +112,11 @@ class Advice:
         return self.findings[0] if self.findings else None
 
     @property
+    def cause(self) -> Finding | None:
+        """What the advisor says first after its verdict on the model (the op that matters)."""
+        return next((f for f in self.findings if f.rule not in ("verdict", "coverage")), None)
+
+    @property
     def verdict(self) -> Finding | None:
         """The MindStudio rule that matched (first match wins)."""
         return next((f for f in self.findings if f.rule in MS_RULES), None)
