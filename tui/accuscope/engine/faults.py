@@ -2,6 +2,7 @@
 
     "pause POINT MARKER"  at POINT, create the file MARKER and wait (for the test to kill us)
     "exit POINT TEXT"     at POINT, when its detail contains TEXT, end the process at once (exit 70)
+    "raise POINT"         at POINT, raise RuntimeError (an internal error: a bug in accuscope)
 
 Points: "compare" (after the first compared pair), "staged" (the new result is written under
 temporary names, nothing renamed yet), "commit" (result.npz renamed, task.json not yet), "pair"
@@ -29,3 +30,5 @@ def point(name: str, detail: str = "") -> None:
             time.sleep(3600)
     if action == "exit" and arg in detail:
         os._exit(70)
+    if action == "raise":
+        raise RuntimeError(f"fault injected at {name}")
