@@ -478,7 +478,7 @@ def lock_is_free(folder: str | os.PathLike) -> bool:
         os.close(fd)
 
 
-_WRITE_ERRNOS = {errno.ENOSPC, errno.EROFS, errno.EACCES, errno.EPERM, errno.ENAMETOOLONG, errno.EDQUOT,
+_WRITE_ERRNOS = {errno.ENOSPC, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EPERM, errno.ENAMETOOLONG, errno.EDQUOT,
                  errno.ENOTDIR, errno.EEXIST, errno.EISDIR}
 
 
