@@ -50,6 +50,7 @@ LOCK = ".lock"  # held (flock) by the process running the task
 _CSV_NAME = re.compile(r"result_(\d{14})(?:_\d+)?\.csv$")
 _NPZ_FORMAT = 1
 EXPORTS_DIR, RETEST_DIR = "exports", "retest"  # TASK/exports/{start}--{end}/retest is a task too
+DUMPS_DIR = "dumps"  # TASK/dumps/{time}/{golden,npu}: what `accuscope run` dumped for the task
 _MAX_DEPTH = 4  # how deep list_tasks looks under the root (msit: out/{time}/{shape}/result.csv)
 
 
@@ -367,10 +368,11 @@ _TEXT, _INT, _LIST, _OBJECT = (str,), (int,), (list,), (dict,)
 _FIELDS = {
     **dict.fromkeys(("state", "npu", "golden", "model", "csv", "created", "saved", "updated", "error",
                      "generation", "first_failing_op", "host", "range", "run", "custom_algorithms",
-                     "golden_dtype", "tool", "tool_version", "framework_model"), _TEXT),
-    **dict.fromkeys(("rows", "failing", "first_failing_index", "pid"), _INT),
+                     "golden_dtype", "tool", "tool_version", "framework_model", "npu_model", "golden_model",
+                     "mapping", "npu_runner", "golden_runner"), _TEXT),
+    **dict.fromkeys(("rows", "failing", "first_failing_index", "pid", "iteration"), _INT),
     **dict.fromkeys(("algorithms", "ops", "custom_columns", "problems", "golden_shape"), _LIST),
-    **dict.fromkeys(("thresholds", "csv_options", "attempt"), _OBJECT),
+    **dict.fromkeys(("thresholds", "csv_options", "attempt", "sides", "coverage"), _OBJECT),
     "pick": (str, int),
 }
 _TYPE_WORDS = {str: "text", int: "a whole number", list: "a list", dict: "an object"}

@@ -22,7 +22,7 @@ from .. import __version__
 from . import compare as engine
 from .columns import KEY_OF
 from .results import ResultTable
-from .task import RESULT_NPZ, TASK_JSON, TaskLock, mark_state, save_task, task_path, unwritable
+from .task import DUMPS_DIR, LOCK, RESULT_NPZ, TASK_JSON, TaskLock, mark_state, save_task, task_path, unwritable
 from .tensor import SourceError
 from .thresholds import Thresholds
 
@@ -145,7 +145,7 @@ def _check_target(folder: Path) -> bool:
             return False
         if (folder / TASK_JSON).exists():
             return True
-        if any(p.name != ".lock" for p in folder.iterdir()):
+        if any(p.name not in (LOCK, DUMPS_DIR) for p in folder.iterdir()):  # dumps: `accuscope run` made them
             raise SourceError(f"{folder}: exists, is not empty and holds no {TASK_JSON}: not writing into a "
                               "folder that is not an accuscope task; choose another --out")
     except OSError as exc:
