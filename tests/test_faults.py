@@ -380,3 +380,22 @@ def test_an_internal_error_is_exit_3_with_one_line(case, tmp_path):
     assert load_task(tmp_path / "task").meta["state"] == "failed"
     r = accuscope("--debug", *compare_args(case, tmp_path / "task"), ACCUSCOPE_FAULT="raise compare")
     assert r.returncode == 3 and "Traceback" in r.stderr and "faults.py" in r.stderr
+
+
+def test_unusable_input_leaves_an_existing_task_as_it_was(case, task, tmp_path):
+    before, doc = snapshot(task), (task / "task.json").read_bytes()
+    r = accuscope("compare", "--npu", tmp_path / "missing", "--golden", case[0] / "golden", "--out", task)
+    assert r.returncode == 2 and "no such file or folder" in r.stderr
+    same_result(task, before)
+    assert (task / "task.json").read_bytes() == doc
+
+
+def test_a_task_made_ready_by_its_caller_records_why_its_input_was_unusable(tmp_path):
+    from accuscope.engine.task import mark_state
+    from accuscope.engine.taskrun import run_task
+    from accuscope.engine.tensor import SourceError
+    mark_state(tmp_path / "retest", "running", kind="retest")  # as the re-test of an export does
+    with pytest.raises(SourceError, match="no such file or folder"):
+        run_task(engine.CompareSpec(str(tmp_path / "missing"), str(tmp_path / "also-missing")), tmp_path / "retest")
+    t = load_task(tmp_path / "retest")
+    assert t.meta["state"] == "failed" and "no such file or folder" in t.meta["error"] and t.meta["kind"] == "retest"

@@ -88,20 +88,20 @@ def run_task(spec: engine.CompareSpec, folder: str | Path,
     folder, result = Path(folder), RunResult()
     start = time.perf_counter()
     lock = TaskLock(folder)
-    started = False
+    started = existing = False
     try:
         if _check_target(folder):
             lock.acquire()  # before planning: a second run is refused at once
+            existing = (folder / TASK_JSON).exists()
         plan = result.plan = engine.plan(spec)
         _create(folder)
         lock.acquire()
         if planned:
             planned(plan)
         fields = spec_meta(spec)
-        has_result = (folder / RESULT_NPZ).exists() or any(folder.glob("result_*.csv"))
         mark_state(folder, "running", error="", tool=f"accuscope {__version__}",
                    started=datetime.now().isoformat(timespec="seconds"),
-                   **({"attempt": fields} if has_result else fields))
+                   **({"attempt": fields} if _has_result(folder) else fields))
         started = True
         t_plan = time.perf_counter()
         result.table = engine.execute(plan, progress, cancel, workers, inline_bytes)
@@ -118,13 +118,15 @@ def run_task(spec: engine.CompareSpec, folder: str | Path,
             "golden_is_npy": plan.golden.kind == "npy"})
     except BaseException as exc:
         place = unwritable(exc, folder)
-        if started:
-            interrupted = isinstance(exc, KeyboardInterrupt)
-            try:
+        try:
+            if started:
+                interrupted = isinstance(exc, KeyboardInterrupt)
                 mark_state(folder, "cancelled" if interrupted else "failed",
                            error="" if interrupted else str(place or exc) or type(exc).__name__)
-            except OSError:
-                pass  # the folder cannot take even that: task.json says running, read as interrupted
+            elif existing and isinstance(exc, SourceError) and not _has_result(folder):
+                mark_state(folder, "failed", error=str(exc), **spec_meta(spec))  # a task made ready by its caller
+        except OSError:
+            pass  # the folder cannot take even that: task.json says running, read as interrupted
         if place is not None:
             raise place from None
         raise
@@ -133,6 +135,10 @@ def run_task(spec: engine.CompareSpec, folder: str | Path,
     result.timings = {"open and map": t_plan - start, "compare": t_cmp - t_plan,
                       "write": time.perf_counter() - t_cmp}
     return result
+
+
+def _has_result(folder: Path) -> bool:
+    return (folder / RESULT_NPZ).exists() or any(folder.glob("result_*.csv"))
 
 
 def _check_target(folder: Path) -> bool:
