@@ -51,6 +51,12 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _app(args) -> int:
+    from .app.main import run as run_app
+    run_app(args.workspace)
+    return ExitCode.OK
+
+
 def _terminate(signum, frame):
     raise KeyboardInterrupt  # SIGTERM cancels like Ctrl+C: the task is marked cancelled, its result kept
 
@@ -60,14 +66,11 @@ def main(argv: list[str] | None = None) -> int:
     one-line message; any other exception is 3 with one line saying it is a bug (--debug: traceback)."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.command is None:
-        from .app.main import run as run_app
-        run_app(args.workspace)
-        return ExitCode.OK
     console = Console(stderr=True, highlight=False)
-    signal.signal(signal.SIGTERM, _terminate)
+    if args.command is not None:
+        signal.signal(signal.SIGTERM, _terminate)  # the app handles its own signals
     try:
-        return int(args.handler(args))
+        return int(args.handler(args) if args.command is not None else _app(args))
     except KeyboardInterrupt:
         console.print("interrupted")
         return ExitCode.INTERRUPTED
