@@ -139,6 +139,8 @@ class PluginHost:
         """(cell text, reason) of one plugin on one pair (arrays, or Tensors loaded in the host)."""
         if plugin.name in self.disabled:
             return "NaN", self.disabled[plugin.name]
+        if self.cancel is not None and self.cancel.is_set():
+            return "NaN", f"{plugin.name}: cancelled"
         answer = self._ask(plugin, ("call", plugin, x, y, args))
         return answer if isinstance(answer, tuple) else ("NaN", answer.reason)
 

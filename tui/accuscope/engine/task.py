@@ -277,7 +277,7 @@ def load_task(folder: str | os.PathLike) -> Task:
     if (folder / RESULT_NPZ).exists():
         try:
             table, npz_meta = _read_npz(folder / RESULT_NPZ)
-        except (OSError, ValueError, KeyError, TypeError, UnicodeDecodeError, zipfile.BadZipFile) as e:
+        except (OSError, ValueError, KeyError, TypeError, MemoryError, zipfile.BadZipFile) as e:
             warnings.append(f"{RESULT_NPZ} unreadable ({e}); reading the result CSV instead")
         else:
             if doc.get("generation") and npz_meta.get("generation") != doc["generation"]:
