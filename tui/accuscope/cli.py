@@ -15,10 +15,10 @@ from rich.markup import escape
 
 from . import __version__
 from .commands import COMMANDS
+from .commands.common import show
 from .engine.task import unwritable
 from .engine.tensor import SourceError
 from .exitcode import ExitCode
-
 
 
 def _report_to() -> str:
@@ -77,11 +77,11 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 - the one place every failure ends
         known = exc if isinstance(exc, SourceError) else unwritable(exc, getattr(exc, "filename", None) or "")
         if known is not None:
-            console.print(f"[bold red]error:[/] {escape(str(known))}", soft_wrap=True)
+            console.print(f"[bold red]error:[/] {show(known)}", soft_wrap=True)
             return ExitCode.UNUSABLE
         if args.debug:
             console.print_exception()
-        console.print(f"[bold red]internal error:[/] {escape(type(exc).__name__)}: {escape(str(exc))} - this is a bug "
+        console.print(f"[bold red]internal error:[/] {show(type(exc).__name__)}: {show(exc)} - this is a bug "
                       f"in accuscope {__version__}; please report it {_report_to()} "
                       f"({'with the traceback above' if args.debug else 'run again with --debug for the traceback'})",
                       soft_wrap=True)
