@@ -11,7 +11,6 @@ import sys
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 from rich.console import Console
-from rich.markup import escape
 
 from . import __version__
 from .commands import COMMANDS
