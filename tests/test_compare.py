@@ -117,9 +117,10 @@ def test_cli_compare_writes_a_task_and_flags_failures(case, tmp_path):
     assert r.returncode == 2 and "missing: no such file or folder" in r.stderr
 
 
-def test_a_worker_that_dies_costs_only_its_own_row(case, tmp_path, monkeypatch):
-    """A custom algorithm that kills its interpreter on one tensor breaks the process pool; that
-    row says so, every other row is still compared."""
+def test_a_plugin_that_ends_its_process_costs_only_its_own_row(case, tmp_path, monkeypatch):
+    """A custom algorithm that kills its interpreter on one tensor ends only the plugin host
+    (plugins never run in accuscope's own or the workers' processes): that row says so, every other
+    row is still compared. (A worker dying is tested in test_faults.)"""
     root, sim = case
     (tmp_path / "algorithm").mkdir()
     (tmp_path / "algorithm" / "alg_Crash.py").write_text(
@@ -131,7 +132,7 @@ def test_a_worker_that_dies_costs_only_its_own_row(case, tmp_path, monkeypatch):
     monkeypatch.setattr(engine, "INLINE_BYTES", 0)
     plan = engine.plan(spec(root, sim, custom_dir=str(tmp_path)))
     table = engine.execute(plan, workers=2)
-    died = [i for i in range(len(table)) if engine.WORKER_DIED in table.columns["reason"][i]]
+    died = [i for i in range(len(table)) if "Crash ended its process (exit code 3)" in table.columns["reason"][i]]
     assert len(died) >= 1
     assert all(FAULTY in table.columns["npu_op"][i] for i in died)
     compared = [i for i in range(len(table)) if table.columns["Crash"][i] == "1.0"]

@@ -3,6 +3,7 @@ and a misbehaving plugin costs one cell, never the comparison."""
 from __future__ import annotations
 
 import math
+import os
 import textwrap
 
 import numpy as np
@@ -92,3 +93,39 @@ def test_plugin_gets_a_copy_of_args(found, tmp_path):
     args = dict(ARGS)
     assert plugins.run(mutates, X, Y, args) == ("ok", "fine")
     assert args == ARGS
+
+
+def test_plugins_never_run_in_accuscopes_process(tmp_path):
+    """A plugin ending its interpreter, at import or in compare(), ends only the plugin host."""
+    write(tmp_path, "ExitsOnImport", "import os\nos._exit(4)\n")
+    write(tmp_path, "Exits", """
+        import os
+        def compare(my_output_dump_data, ground_truth_dump_data, args):
+            if my_output_dump_data[0] > 1:
+                os._exit(5)
+            return str(os.getpid()), ""
+        """)
+    usable, problems = plugins.discover(str(tmp_path))
+    assert [p.name for p in usable] == ["Exits"]
+    assert problems[0].message == "not usable: ExitsOnImport ended its process (exit code 4); not computed"
+    with plugins.PluginHost() as host:
+        assert host.run(usable[0], X + 5, Y, ARGS) == ("NaN", "Exits ended its process (exit code 5); not computed")
+        pid, _ = host.run(usable[0], X - 5, Y, ARGS)  # a new host serves the next pair
+        assert int(pid) != os.getpid()
+
+
+def test_the_time_budget_is_per_plugin_per_run(found):
+    usable, _ = found
+    with plugins.PluginHost(budget_s=0.3) as host:
+        assert host.run(usable["Hangs"], X, Y, ARGS) == ("NaN", "Hangs: no answer within 0.3 s")
+        disabled = ("NaN", "Hangs: disabled after using its 0.3 s time budget for this run")
+        assert host.run(usable["Hangs"], X, Y, ARGS) == disabled
+        assert host.run(usable["MaxDiff"], X, Y, ARGS) == ("0.500000", "")  # the others go on
+        assert host.run(usable["Hangs"], X, Y, ARGS) == disabled
+
+
+def test_the_budget_comes_from_the_environment(monkeypatch):
+    monkeypatch.setenv(plugins.BUDGET_ENV, "2.5")
+    assert plugins.budget() == 2.5
+    monkeypatch.setenv(plugins.BUDGET_ENV, "soon")
+    assert plugins.budget() == plugins.TIMEOUT

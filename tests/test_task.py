@@ -199,3 +199,107 @@ def test_list_tasks_newest_first_with_foreign_csvs_and_problems(tmp_path):
 def test_list_tasks_on_a_missing_root(tmp_path):
     with pytest.raises(SourceError, match="no such folder"):
         list_tasks(tmp_path / "nowhere")
+
+
+# ---- generations, true states, files that lie ----------------------------------------------------
+def test_a_rerun_replaces_the_csv_and_makes_earlier_advice_and_exports_stale(tmp_path):
+    from accuscope.engine.advice import fingerprint
+    folder = tmp_path / "t"
+    first_csv = save_task(folder, META, _table(seed=1), Thresholds(), {})
+    meta = load_task(folder).meta
+    (folder / "advice.json").write_text(json.dumps({"format": 1, "task": fingerprint(meta)}))
+    (folder / "exports" / "conv1--relu1").mkdir(parents=True)
+    (folder / "exports" / "conv1--relu1" / "manifest.json").write_text(json.dumps({"created": meta["saved"]}))
+    assert load_task(folder).stale == []
+    (folder / "exports" / "conv1--relu1" / "manifest.json").write_text(json.dumps({"created": "2025-01-01T00:00:00"}))
+    second_csv = save_task(folder, META, _table(seed=2), Thresholds(), {})
+    assert sorted(p.name for p in folder.glob("result_*.csv")) == [second_csv.name] != [first_csv.name]
+    task = load_task(folder)
+    assert task.meta["generation"] != meta["generation"] and task.csv == second_csv
+    assert task.stale == ["advice.json", "exports/conv1--relu1"]
+    assert [e.stale for e in list_tasks(tmp_path)] == [["advice.json", "exports/conv1--relu1"]]
+
+
+def test_a_result_npz_of_another_generation_gives_way_to_the_csv_task_json_names(tmp_path):
+    folder = tmp_path / "t"
+    first_csv = save_task(folder, META, _table(seed=1), Thresholds(), {})
+    kept = {p: p.read_bytes() for p in (folder / "task.json", first_csv)}
+    save_task(folder, META, _table(seed=2), Thresholds(), {})
+    for path, data in kept.items():  # as if killed after result.npz was renamed, task.json not yet
+        path.write_bytes(data)
+    task = load_task(folder)
+    assert len(task.warnings) == 1 and "result.npz is from another run than task.json" in task.warnings[0]
+    assert task.csv == first_csv
+    np.testing.assert_allclose(task.table.columns["cos"], _table(seed=1).columns["cos"], atol=1e-6)
+
+
+def test_running_is_interrupted_once_its_process_is_gone(tmp_path):
+    folder = tmp_path / "t"
+    mark_state(folder, "running")
+    assert load_task(folder).meta["state"] == "running"  # this process
+    doc = json.loads((folder / "task.json").read_text())
+    assert doc["pid"] == os.getpid() and doc["host"]
+    import subprocess
+    import sys
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    mark_state(folder, "running", pid=int(gone.stdout))
+    assert load_task(folder).meta["state"] == "interrupted"
+    assert list_tasks(tmp_path)[0].state == "interrupted"
+    mark_state(folder, "running", host="another-host")  # cannot tell from here
+    assert load_task(folder).meta["state"] == "running"
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("npu", ["/a", "/b"], "field 'npu' should be text, not a list"),
+    ("rows", "200", "field 'rows' should be a whole number, not text"),
+    ("rows", True, "field 'rows' should be a whole number, not true/false"),
+    ("thresholds", [1], "field 'thresholds' should be an object, not a list"),
+    ("state", "exploded\x1b[2J", "field 'state' is 'exploded?[2J', not one of running, done"),
+    ("custom_columns", [1, 2], "field 'custom_columns' should be a list of names"),
+])
+def test_task_json_fields_of_the_wrong_type_are_one_line(tmp_path, field, value, message):
+    folder = tmp_path / "t"
+    save_task(folder, META, _table(10), Thresholds(), {})
+    doc = json.loads((folder / "task.json").read_text())
+    doc[field] = value
+    (folder / "task.json").write_text(json.dumps(doc))
+    with pytest.raises(SourceError) as info:
+        load_task(folder)
+    assert str(info.value).startswith(f"{folder / 'task.json'}: {message}")
+    [entry] = list_tasks(tmp_path)
+    assert entry.problem.startswith(f"task.json: {message}") and entry.state == ""
+
+
+def test_a_result_npz_claiming_a_billion_rows_is_refused_before_allocating(tmp_path):
+    folder = tmp_path / "t"
+    save_task(folder, META, _table(10), Thresholds(), {})
+    with np.load(folder / "result.npz") as z:
+        arrays = {k: z[k] for k in z.files}
+    meta = json.loads(arrays["meta"].tobytes())
+    meta["rows"] = 10 ** 9
+    arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
+    np.savez(folder / "result.npz", **arrays)
+    task = load_task(folder)  # the CSV serves instead
+    assert len(task.table) == 10
+    assert task.warnings[0].startswith("result.npz unreadable (column ") and "not the 1,000,000,000 rows it claims" \
+        in task.warnings[0]
+
+
+def test_result_files_get_the_users_umask(tmp_path):
+    old = os.umask(0o027)
+    try:
+        save_task(tmp_path / "t", META, _table(10), Thresholds(), {})
+        mark_state(tmp_path / "t", "done", note="x")
+    finally:
+        os.umask(old)
+    modes = {p.name: p.stat().st_mode & 0o777 for p in (tmp_path / "t").iterdir()}
+    assert set(modes.values()) == {0o640}, modes
+
+
+def test_a_rerun_from_task_json_runs_no_custom_algorithms_unless_asked(tmp_path):
+    from accuscope.engine.taskrun import spec_from_meta
+    meta = {**META, "algorithms": ["cos", "Plug"], "custom_algorithms": str(tmp_path / "evil")}
+    spec = spec_from_meta(meta)
+    assert spec.custom_dir is None and spec.algorithms == ["cos"]
+    spec = spec_from_meta(meta, custom_dir=str(tmp_path / "mine"))
+    assert spec.custom_dir == str(tmp_path / "mine") and spec.algorithms == ["cos", "Plug"]

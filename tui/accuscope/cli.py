@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 
 # Before numpy loads: one BLAS thread. accuscope spreads work over processes itself; OpenBLAS
@@ -10,13 +11,27 @@ import sys
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 from rich.console import Console
-from rich.markup import escape
 
 from . import __version__
 from .commands import COMMANDS
+from .commands.common import show
+from .engine.task import unwritable
 from .engine.tensor import SourceError
+from .exitcode import ExitCode
 
-EXIT_OK, EXIT_FINDINGS, EXIT_UNUSABLE = 0, 1, 2
+
+def _report_to() -> str:
+    """Where to report a bug: the package's issue tracker URL when its metadata names one."""
+    from importlib.metadata import PackageNotFoundError, metadata
+    try:
+        urls = metadata("accuscope").get_all("Project-URL") or []
+    except PackageNotFoundError:
+        urls = []
+    for entry in urls:
+        label, _, url = entry.partition(",")
+        if label.strip().lower() in ("issues", "bug tracker", "tracker"):
+            return f"at {url.strip()}"
+    return "to the accuscope maintainers (the issue tracker of wherever you installed it from)"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -28,28 +43,48 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"accuscope {__version__}")
     parser.add_argument("--workspace", help="folder whose tasks the app lists (default: $ACCUSCOPE_WORKSPACE, "
                                             "else ~/.local/share/accuscope)")
+    parser.add_argument("--debug", action="store_true", help="on an internal error, show the Python traceback")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for module in COMMANDS:
         module.register(sub)
     return parser
 
 
+def _app(args) -> int:
+    from .app.main import run as run_app
+    run_app(args.workspace)
+    return ExitCode.OK
+
+
+def _terminate(signum, frame):
+    raise KeyboardInterrupt  # SIGTERM cancels like Ctrl+C: the task is marked cancelled, its result kept
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Exit codes: see ExitCode. A SourceError (or a place that cannot be written) is 2 with its
+    one-line message; any other exception is 3 with one line saying it is a bug (--debug: traceback)."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.command is None:
-        from .app.main import run as run_app
-        run_app(args.workspace)
-        return EXIT_OK
     console = Console(stderr=True, highlight=False)
+    if args.command is not None:
+        signal.signal(signal.SIGTERM, _terminate)  # the app handles its own signals
     try:
-        return args.handler(args)
-    except SourceError as exc:
-        console.print(f"[bold red]error:[/] {escape(str(exc))}", soft_wrap=True)
-        return EXIT_UNUSABLE
+        return int(args.handler(args) if args.command is not None else _app(args))
     except KeyboardInterrupt:
         console.print("interrupted")
-        return 130
+        return ExitCode.INTERRUPTED
+    except Exception as exc:  # noqa: BLE001 - the one place every failure ends
+        known = exc if isinstance(exc, SourceError) else unwritable(exc, getattr(exc, "filename", None) or "")
+        if known is not None:
+            console.print(f"[bold red]error:[/] {show(known)}", soft_wrap=True)
+            return ExitCode.UNUSABLE
+        if args.debug:
+            console.print_exception()
+        console.print(f"[bold red]internal error:[/] {show(type(exc).__name__)}: {show(exc)} - this is a bug "
+                      f"in accuscope {__version__}; please report it {_report_to()} "
+                      f"({'with the traceback above' if args.debug else 'run again with --debug for the traceback'})",
+                      soft_wrap=True)
+        return ExitCode.INTERNAL
 
 
 if __name__ == "__main__":

@@ -8,9 +8,9 @@ from pathlib import Path
 
 from ..engine.advice import Advice
 from ..engine.advisor import advise
+from ..exitcode import ExitCode
 from .common import err, out, show
 
-EXIT_OK = 0
 MARKS = {"error": "[bold red]✗ error  [/]", "warning": "[yellow]! warning[/]", "info": "[cyan]i info   [/]"}
 _SHOWN = ("cos", "cos_before", "cos_after", "red_before", "red_after", "isolated_cos", "rerun_vs_golden_cos",
           "worst_input_cos", "output_cos", "npu_nonfinite", "golden_nonfinite", "saturated", "rows_below",
@@ -47,9 +47,9 @@ def run(args) -> int:
         status.stop()
     if args.json:
         sys.stdout.write(json.dumps(advice.to_dict(), indent=1, ensure_ascii=False) + "\n")
-        return EXIT_OK
+        return ExitCode.OK
     print_advice(advice)
-    return EXIT_OK
+    return ExitCode.OK
 
 
 def print_advice(advice: Advice) -> None:

@@ -15,9 +15,8 @@ from ..engine.summary import summarize
 from ..engine.taskrun import run_task
 from ..engine.thresholds import Thresholds, parse_assignment
 from ..engine.tensor import SourceError
+from ..exitcode import ExitCode
 from .common import add_source_options, err, out, show
-
-EXIT_OK, EXIT_FAILURES, EXIT_UNUSABLE = 0, 1, 2
 
 
 def _names(text: str) -> list[str]:
@@ -32,7 +31,9 @@ def register(sub) -> None:
                                    "source accuscope reads: an Ascend dump, an npy folder, .npz, Polygraphy JSON, "
                                    "raw .bin. Exit 0: it ran; 1: with --fail-on-error, some row breaks a "
                                    "threshold or the comparison saw too little (few pairs, no network output); "
-                                   "2: unusable input (including: nothing paired).")
+                                   "2: unusable input (including: nothing paired), an --out that cannot hold the task, "
+                                   "or the task is running; 3: a bug in accuscope; 130: cancelled (Ctrl+C or "
+                                   "SIGTERM; the previous result is kept).")
     p.add_argument("source", nargs="?", help="one file holding both sides (a Polygraphy JSON with two "
                                              "runners: the second is compared against the first)")
     p.add_argument("--npu", help="the side under test: any dump accuscope reads")
@@ -53,8 +54,8 @@ def register(sub) -> None:
 
 def add_comparison_options(p) -> None:
     """How a comparison is run and judged: the options of `compare` and `run`."""
-    p.add_argument("--out", required=True, help="task folder to write (a previous result there is replaced "
-                                                "only once the new one is complete)")
+    p.add_argument("--out", required=True, help="task folder to write: new, empty, or a task folder (its "
+                                                "result is replaced only once the new one is complete)")
     p.add_argument("--mapping", help="file pairing names no rule can know: npu_name,golden_name per line "
                                      "(CSV) or npu_name: golden_name (YAML); op or tensor names")
     p.add_argument("--algorithms", type=_names, help="comma-separated metrics (short keys, CSV names or "
@@ -142,7 +143,7 @@ def run(args) -> int:
         preflight(spec)
         from ..app.main import run as run_app
         run_app(str(Path(args.out).parent), compare=(spec, args.out))
-        return EXIT_OK
+        return ExitCode.OK
     if hint:
         err.print(f"[yellow]warning:[/] {show(hint)}", soft_wrap=True)
     return compare_and_report(spec, args)
@@ -168,13 +169,13 @@ def compare_and_report(spec: engine.CompareSpec, args) -> int:
     except KeyboardInterrupt:
         cancel.set()
         out.print("cancelled: the previous result in the task folder, if any, is untouched")
-        return 130
+        return ExitCode.INTERRUPTED
     finally:
         bar.stop()
     table, plan = result.table, result.plan
     if table is None:
         out.print("cancelled: the previous result in the task folder, if any, is untouched")
-        return 130
+        return ExitCode.INTERRUPTED
     summary = summarize(table, spec.thresholds)
     out.print(f"rows {len(table):,} · failing {summary.failing:,} · not compared {summary.not_compared:,} · "
               f"problems {len(plan.problems)} · open {show(args.out)}")
@@ -206,7 +207,7 @@ def compare_and_report(spec: engine.CompareSpec, args) -> int:
         from ..engine.advisor import advise
         from .advise import print_advice
         print_advice(advise(args.out, workers=args.workers))
-    return EXIT_FAILURES if args.fail_on_error and (summary.failing or warnings) else EXIT_OK
+    return ExitCode.FINDINGS if args.fail_on_error and (summary.failing or warnings) else ExitCode.OK
 
 
 def coverage_line(c: engine.Coverage, ops: int) -> str:

@@ -8,9 +8,8 @@ from ..engine.convert import FORMATS, convert
 from ..engine.graph import Graph
 from ..engine.sources import open_source
 from ..engine.tensor import SourceError
+from ..exitcode import ExitCode
 from .common import add_source_options, err, out, source_options
-
-EXIT_OK, EXIT_PARTIAL, EXIT_UNUSABLE = 0, 1, 2
 
 
 def register(sub) -> None:
@@ -42,5 +41,5 @@ def run(args) -> int:
     for p in problems:
         out.print(f"  [red]✗[/] {escape(str(p))}", soft_wrap=True)
     if not report.written:
-        return EXIT_UNUSABLE
-    return EXIT_PARTIAL if problems else EXIT_OK
+        return ExitCode.UNUSABLE
+    return ExitCode.FINDINGS if problems else ExitCode.OK

@@ -12,6 +12,7 @@ from rich.markup import escape
 
 from ..engine.demo import MAIN, TASKS, build_workspace, default_workspace
 from ..engine.task import load_task
+from ..exitcode import ExitCode
 from .common import err, out
 
 
@@ -65,7 +66,7 @@ def run(args) -> int:
     main = next(f for f in folders if f.name == MAIN.name)
     tty = interactive()
     if not args.no_tui and tty and launch_tui(workspace, main):
-        return 0
+        return ExitCode.OK
     out.print(f"look at it:  accuscope --workspace {escape(shlex.quote(str(workspace)))}   (the task browser)",
               soft_wrap=True)
     out.print(f"        or:  accuscope open {escape(shlex.quote(str(main)))}   (the main task)", soft_wrap=True)
@@ -73,4 +74,4 @@ def run(args) -> int:
               "README.md in each task folder says what was planted)", soft_wrap=True)
     if not args.no_tui and tty:
         out.print("(this version has no terminal UI yet: the task folders hold the results)")
-    return 0
+    return ExitCode.OK

@@ -9,6 +9,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from ..engine.ortdump import OPTIMIZATION, dump_onnx
 from ..engine.tensor import SourceError
+from ..exitcode import ExitCode
 from .common import err, out, show
 
 
@@ -79,4 +80,4 @@ def run(args) -> int:
         reasons = Counter(r.split(":")[0] for _, r in report.skipped)
         out.print(f"skipped {len(report.skipped):,}: " + "; ".join(f"{show(r)} ({n})" for r, n in reasons.items()))
         out.print("  the full list is in dump.json")
-    return 0
+    return ExitCode.OK

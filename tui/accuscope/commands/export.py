@@ -5,9 +5,9 @@ import math
 
 
 from ..engine import export as engine
+from ..exitcode import ExitCode
 from .common import err, out, show
 
-EXIT_OK = 0
 
 VERDICT_WORDS = {engine.INSIDE: "INSIDE", engine.UPSTREAM: "UPSTREAM", engine.NO_ERROR: "NO ERROR",
                  engine.UNKNOWN: "UNKNOWN"}
@@ -46,7 +46,7 @@ def run(args) -> int:
     for line in selection.describe():
         out.print(show(line), soft_wrap=True)
     if args.dry_run:
-        return EXIT_OK
+        return ExitCode.OK
 
     def progress(step: str, done: int, total: int) -> None:
         err.print(f"[{done}/{total}] {show(step)}", highlight=False)
@@ -75,7 +75,7 @@ def run(args) -> int:
         if r.task_dir is not None:
             out.print(f"  re-test task: {show(str(r.task_dir))}", soft_wrap=True)
     out.print(f"took {result.seconds:.1f} s")
-    return EXIT_OK
+    return ExitCode.OK
 
 
 def _num(x: float) -> str:

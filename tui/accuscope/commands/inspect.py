@@ -12,9 +12,8 @@ from ..engine.graph import Graph
 from ..engine.npudump import NpuDump
 from ..engine.sources import open_source
 from ..engine.tensor import Problem, Tensor
+from ..exitcode import ExitCode
 from .common import add_source_options, counts, human_bytes, out, shape_text, source_options
-
-EXIT_CLEAN, EXIT_PROBLEMS, EXIT_UNUSABLE = 0, 1, 2
 
 
 def register(sub) -> None:
@@ -121,7 +120,7 @@ def _graph(g: Graph, limit: int) -> int:
     if len(nodes) < len(g.nodes):
         table.caption = f"… {len(g.nodes) - len(nodes):,} more (--limit 0 shows all)"
     out.print(table)
-    return EXIT_CLEAN if g.nodes else EXIT_UNUSABLE
+    return ExitCode.OK if g.nodes else ExitCode.UNUSABLE
 
 
 def _problems(problems: list[Problem], usable: bool) -> int:
@@ -131,5 +130,5 @@ def _problems(problems: list[Problem], usable: bool) -> int:
             out.print(f"  [red]✗[/] {escape(str(p))}", soft_wrap=True)
     if not usable:
         out.print("[bold red]nothing usable[/]: no tensor could be read")
-        return EXIT_UNUSABLE
-    return EXIT_PROBLEMS if problems else EXIT_CLEAN
+        return ExitCode.UNUSABLE
+    return ExitCode.FINDINGS if problems else ExitCode.OK

@@ -13,9 +13,9 @@ from ..engine import opdetail
 from ..engine.opfiles import write_detail
 from ..engine.oppair import open_op
 from ..engine.tensor import SourceError
+from ..exitcode import ExitCode
 from .common import err, out, show
 
-EXIT_OK = 0
 PROGRESS_ABOVE = 4 << 20  # elements; smaller tensors finish before a bar would show
 
 
@@ -116,7 +116,7 @@ def run(args) -> int:
     out.print(f"cosine {_cos(detail.cosine)} · max abs {_num(detail.abs.max)} · mean abs {_num(detail.mean_abs)} · "
               f"max rel {_num(detail.rel.max)}")
     out.print(f"wrote {show(str(folder))}/: " + ", ".join(show(f.name) for f in files), soft_wrap=True)
-    return EXIT_OK
+    return ExitCode.OK
 
 
 def _folder_name(op: str) -> str:

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from ..engine.task import load_task
 from ..engine.tensor import SourceError
+from ..exitcode import ExitCode
 
 
 def register(sub) -> None:
@@ -26,4 +27,4 @@ def run(args) -> int:
     load_task(path)  # SourceError -> exit 2 with the reason, before any screen is drawn
     from ..app.main import run as run_app
     run_app(args.workspace or (path.parent if path.is_dir() else path.parent), task=path)
-    return 0
+    return ExitCode.OK

@@ -14,13 +14,13 @@ from pathlib import Path
 
 from ..engine import compare as engine
 from ..engine.sources import detect
-from ..engine.task import TASK_JSON
+from ..engine.task import DUMPS_DIR, TASK_JSON
 from ..engine.tensor import SourceError
 from .common import err, out, show
 from .compare import add_comparison_options, compare_and_report, thresholds_of
 from .dump import add_input_options, dump_options, dump_with_progress
 
-DUMPS = "dumps"
+DUMPS = DUMPS_DIR
 
 
 def register(sub) -> None:

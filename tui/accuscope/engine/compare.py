@@ -7,21 +7,21 @@ far (the TUI shows them as they arrive), and stops early when `cancel` is set.
 from __future__ import annotations
 
 import os
-import sys
 import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field, replace
-from multiprocessing import get_context
 from typing import Callable, Iterator
 
 import numpy as np
 
+from . import faults
 from . import plugins as plugin_mod
 from .ascend import crop_to
 from .columns import CSV_OF, KEY_OF, NUMERIC_METRICS
 from .graph import Graph, load_graph
+from .lifetime import die_with_parent, process_context
 from .mapping import DEVICE_ONLY, Pair, map_tensors, read_mapping_file
 from .metrics import CHUNK, PairMetrics, array_chunks, compare_chunks
 from .oprange import OpRange
@@ -287,7 +287,6 @@ class Job:
     npu: Tensor
     golden: Tensor
     metrics: tuple[str, ...]
-    plugins: tuple[plugin_mod.Plugin, ...]
 
 
 def tensor_chunks(t: Tensor, size: int) -> Iterator[np.ndarray]:
@@ -335,19 +334,11 @@ def run_job(job: Job) -> tuple[int, dict]:
     """Compare one pair; any failure becomes a reason on the row, never an exception."""
     x, y = job.npu, job.golden
     out: dict = {}
+    faults.point("pair", x.name)
     try:
         m = compare_chunks(pair_chunks(x, y), x.size, x.dtype, y.dtype, kl="kl" in job.metrics)
         out.update(_cells(m, job.metrics))
-        reasons = list(m.reasons)
-        for plugin in job.plugins:
-            value, reason = plugin_mod.run(plugin, np.asarray(x.load(), dtype=np.float32).reshape(-1),
-                                           np.asarray(y.load(), dtype=np.float32).reshape(-1),
-                                           {"my_output_dump_file": x.source, "ground_truth_dump_file": y.source,
-                                            "shape_type": list(x.shape)})
-            out[plugin.name] = value
-            if reason:
-                reasons.append(reason)
-        out["reason"] = "; ".join(reasons)
+        out["reason"] = "; ".join(m.reasons)
     except (TensorError, OSError, ValueError, MemoryError) as exc:
         out["reason"] = getattr(exc, "reason", None) or str(exc)
     return job.row, out
@@ -374,7 +365,7 @@ def execute(plan: Plan, progress: Callable[[Progress, list[tuple[int, dict]]], N
     An interactive caller passes 0: numpy drops and retakes the GIL dozens of times per chunk,
     so a comparison thread next to a busy UI thread slows both down (measured 3x)."""
     start = time.perf_counter()
-    jobs = [Job(i, p.npu, p.golden, tuple(plan.metrics), tuple(plan.plugins))
+    jobs = [Job(i, p.npu, p.golden, tuple(plan.metrics))
             for i, p in enumerate(plan.pairs) if p.golden is not None and not p.npu.problem and not p.golden.problem]
     rows = [dict(r) for r in plan.rows]
     for p, r in zip(plan.pairs, rows):
@@ -384,20 +375,42 @@ def execute(plan: Plan, progress: Callable[[Progress, list[tuple[int, dict]]], N
     inline = workers == 1 or plan.total_bytes < (INLINE_BYTES if inline_bytes is None else inline_bytes)
     results = _run_inline(jobs, cancel) if inline else _run_pool(jobs, workers, cancel)
     done = 0
-    for batch in results:
-        for row, cells in batch:
-            rows[row].update({k: v for k, v in cells.items() if k != "reason"})
-            if cells.get("reason"):
-                rows[row]["reason"] = "; ".join(filter(None, [rows[row]["reason"], cells["reason"]]))
-        done += len(batch)
-        if progress:
-            progress(Progress(done, len(jobs), time.perf_counter() - start,
-                              plan.pairs[batch[-1][0]].npu.name if batch else ""), batch)
+    with plugin_mod.PluginHost(cancel=cancel) as host:
+        for batch in results:
+            if plan.plugins:
+                batch = [(row, _with_plugins(host, plan, row, cells)) for row, cells in batch]
+            _take(rows, batch)
+            done += len(batch)
+            if progress:
+                progress(Progress(done, len(jobs), time.perf_counter() - start,
+                                  plan.pairs[batch[-1][0]].npu.name if batch else ""), batch)
+            faults.point("compare")
     if cancel is not None and cancel.is_set():
         return None
     table = ResultTable.from_rows(rows, custom=[p.name for p in plan.plugins])
     plan.spec.thresholds.apply(table)
     return table
+
+
+def _take(rows: list[dict], batch: list[tuple[int, dict]]) -> None:
+    for row, cells in batch:
+        rows[row].update({k: v for k, v in cells.items() if k != "reason"})
+        if cells.get("reason"):
+            rows[row]["reason"] = "; ".join(filter(None, [rows[row]["reason"], cells["reason"]]))
+
+
+def _with_plugins(host: plugin_mod.PluginHost, plan: Plan, row: int, cells: dict) -> dict:
+    """The pair's cells with every plugin's value (computed in the plugin host) added."""
+    x, y = plan.pairs[row].npu, plan.pairs[row].golden
+    reasons = [cells.get("reason", "")]
+    cells = dict(cells)
+    for plugin in plan.plugins:
+        value, reason = host.run(plugin, x, y, {"my_output_dump_file": x.source, "ground_truth_dump_file": y.source,
+                                                "shape_type": list(x.shape)})
+        cells[plugin.name] = value
+        reasons.append(reason)
+    cells["reason"] = "; ".join(filter(None, reasons))
+    return cells
 
 
 def _run_inline(jobs: list[Job], cancel) -> Iterator[list[tuple[int, dict]]]:
@@ -407,8 +420,7 @@ def _run_inline(jobs: list[Job], cancel) -> Iterator[list[tuple[int, dict]]]:
         yield [run_job(job)]
 
 
-WORKER_DIED = ("the worker process comparing this pair died (out of memory, or a crash in a custom "
-               "algorithm); not compared")
+WORKER_DIED = "the worker process comparing this pair died (out of memory?); not compared"
 
 
 class _PoolBroke(Exception):
@@ -419,7 +431,7 @@ class _PoolBroke(Exception):
 def _run_pool(jobs: list[Job], workers: int, cancel) -> Iterator[list[tuple[int, dict]]]:
     """Largest pairs first (balances the cores), at most 2 per worker in flight (bounds memory).
 
-    A worker that dies (OOM killer, a plugin crashing the interpreter) breaks the whole pool: the
+    A worker that dies (the OOM killer, a crash in a native library) breaks the whole pool: the
     pairs it had in flight are retried one by one in their own process, so only the culprit gets
     a reason instead of values, and the rest continue in a fresh pool. When no worker process can
     be started at all, everything runs inline."""
@@ -452,36 +464,16 @@ def _run_pool(jobs: list[Job], workers: int, cancel) -> Iterator[list[tuple[int,
 def _pool_starts() -> bool:
     """Whether worker processes can run at all here (a pool may also break because none starts)."""
     try:
-        with ProcessPoolExecutor(1, mp_context=get_context("forkserver")) as pool:
+        with ProcessPoolExecutor(1, mp_context=process_context()) as pool:
             return pool.submit(os.getpid).result(timeout=60) > 0
     except Exception:  # noqa: BLE001 - any failure means: no pool
         return False
 
 
-def _start_process_services() -> None:
-    """multiprocessing's resource tracker hands sys.stderr's file descriptor to its process; a host
-    that replaces sys.stderr (Textual captures it: fileno() -1) makes that fail, so the services
-    start with the real stderr in place. Once per process."""
-    from multiprocessing import forkserver, resource_tracker
-    saved = sys.stderr
-    try:
-        try:
-            usable = saved is not None and saved.fileno() >= 0
-        except (AttributeError, OSError, ValueError):
-            usable = False
-        if not usable and sys.__stderr__ is not None:
-            sys.stderr = sys.__stderr__
-        resource_tracker.ensure_running()
-        forkserver.set_forkserver_preload([__name__])  # workers fork with the engine imported
-        forkserver.ensure_running()
-    finally:
-        sys.stderr = saved
-
-
 def _pool_batches(order: list[Job], workers: int, cancel) -> Iterator[list[tuple[int, dict]]]:
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # one core per worker; inherited by the pool
-    _start_process_services()
-    with ProcessPoolExecutor(workers, mp_context=get_context("forkserver")) as pool:
+    with ProcessPoolExecutor(workers, mp_context=process_context(), initializer=die_with_parent,
+                             initargs=(os.getpid(),)) as pool:
         pending: dict = {}
         queue = iter(order)
         try:
@@ -504,6 +496,10 @@ def _pool_batches(order: list[Job], workers: int, cancel) -> Iterator[list[tuple
                     yield batch
                 if cancel is not None and cancel.is_set():
                     return
+        except BaseException:  # Ctrl+C, SIGTERM, a closed generator: do not wait for pairs in flight
+            for process in list((pool._processes or {}).values()):
+                process.kill()
+            raise
         finally:
             for f in pending:
                 f.cancel()

@@ -32,11 +32,30 @@ _MISSING = {"", "-", "nan", "NaN", "NAN", "None", "none", "N/A", "n/a", "null"}
 _BY_NAME = {**CSV_NAMES, **KEY_OF, **dict(DETAIL_COLUMNS)}
 
 
+def _umask() -> int:
+    """The process's umask (Linux reads it without changing it; elsewhere set and restored)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o22)
+    os.umask(mask)
+    return mask
+
+
 @contextmanager
 def atomic_path(path: str | os.PathLike):
-    """Yield a temporary path beside `path`; rename it over `path` only if the block succeeds."""
+    """Yield a temporary path beside `path`; rename it over `path` only if the block succeeds.
+    The file gets the permissions of a file created normally (the user's umask), not mkstemp's 0600."""
     path = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        os.fchmod(fd, 0o666 & ~_umask())
+    except (AttributeError, OSError):  # no fchmod (Windows): the default stands
+        pass
     os.close(fd)
     try:
         yield Path(tmp)

@@ -1,7 +1,13 @@
 """Running a comparison into a task folder, the same way for the CLI and the TUI.
 
-The folder's task.json says "running" while it runs, then "done" (with the new result written
-atomically), "cancelled" or "failed" (with the error): a previous result stays intact in both.
+Unusable input changes nothing on disk: the comparison is planned and the folder checked (a file,
+or a non-empty folder that is not a task, is refused) before the folder is created or touched.
+Then the run holds the task's lock (a second run into the folder is refused), task.json says
+"running" with the pid and host, and ends "done" (the new result committed atomically, see
+task.save_task), "cancelled" or "failed" (with the error); a previous result stays intact in both,
+and task.json keeps describing it: the inputs of a run that did not finish are kept under
+`attempt`, never over the inputs of the result in the folder. A folder that cannot be written (full
+disk, read-only, no permission, name too long) is a SourceError naming the path.
 """
 from __future__ import annotations
 
@@ -14,8 +20,10 @@ from typing import Callable
 
 from .. import __version__
 from . import compare as engine
+from .columns import KEY_OF
 from .results import ResultTable
-from .task import mark_state, save_task, task_path
+from .task import DUMPS_DIR, LOCK, RESULT_NPZ, TASK_JSON, TaskLock, mark_state, save_task, task_path, unwritable
+from .tensor import SourceError
 from .thresholds import Thresholds
 
 
@@ -45,13 +53,20 @@ def spec_meta(spec: engine.CompareSpec) -> dict:
 
 def spec_from_meta(meta: dict, thresholds=None, folder: str | Path | None = None, **changes) -> engine.CompareSpec:
     """The inverse of spec_meta, for re-running a task (or part of it: `changes` replace fields,
-    e.g. ops=[name]); with `folder`, paths relative to the task folder resolve there."""
+    e.g. ops=[name]); with `folder`, paths relative to the task folder resolve there.
+
+    Custom algorithms are code: the folder task.json names is never used (a task folder can come
+    from anyone); pass `custom_dir=` to run plugins, after the user said which folder. Without it
+    the plugin names in the task's algorithm list are dropped too."""
     def path(key: str) -> str | None:
         value = meta.get(key)
         resolved = task_path(folder, value) if folder is not None else value
         return str(resolved) if resolved else None
-    spec = engine.CompareSpec(path("npu"), path("golden"), path("model"), meta.get("algorithms"),
-                              meta.get("range"), meta.get("ops"), path("custom_algorithms"),
+    algorithms = meta.get("algorithms")
+    if algorithms and not changes.get("custom_dir"):
+        algorithms = [a for a in algorithms if KEY_OF.get(a, a) in engine.ALGORITHMS] or None
+    spec = engine.CompareSpec(path("npu"), path("golden"), path("model"), algorithms,
+                              meta.get("range"), meta.get("ops"), None,
                               thresholds if thresholds is not None else Thresholds(),
                               meta.get("pick") or "newest", meta.get("run"),
                               tuple(meta["golden_shape"]) if meta.get("golden_shape") else None,
@@ -67,22 +82,34 @@ def run_task(spec: engine.CompareSpec, folder: str | Path,
              cancel: threading.Event | None = None, workers: int | None = None,
              planned: Callable[[engine.Plan], None] | None = None,
              inline_bytes: int | None = None) -> RunResult:
-    """Plan, compare and save into `folder`. SourceError (unusable input) propagates after the
-    task is marked failed; `planned(plan)` is called once the pairs are known."""
-    result = RunResult()
+    """Plan, compare and save into `folder`. SourceError for unusable input (nothing written), a
+    folder that cannot hold the task, or a task another run holds; `planned(plan)` is called once
+    the pairs are known. KeyboardInterrupt (Ctrl+C, SIGTERM) marks the task cancelled and propagates."""
+    folder, result = Path(folder), RunResult()
     start = time.perf_counter()
-    mark_state(folder, "running", **spec_meta(spec), tool=f"accuscope {__version__}")
+    lock = TaskLock(folder)
+    started = existing = False
     try:
+        if _check_target(folder):
+            lock.acquire()  # before planning: a second run is refused at once
+            existing = (folder / TASK_JSON).exists()
         plan = result.plan = engine.plan(spec)
+        _create(folder)
+        lock.acquire()
         if planned:
             planned(plan)
+        fields = spec_meta(spec)
+        mark_state(folder, "running", error="", tool=f"accuscope {__version__}",
+                   started=datetime.now().isoformat(timespec="seconds"),
+                   **({"attempt": fields} if _has_result(folder) else fields))
+        started = True
         t_plan = time.perf_counter()
         result.table = engine.execute(plan, progress, cancel, workers, inline_bytes)
         t_cmp = time.perf_counter()
         if result.table is None:
             mark_state(folder, "cancelled")
             return result
-        meta = {**spec_meta(spec), "algorithms": plan.metrics + [p.name for p in plan.plugins],
+        meta = {**fields, "algorithms": plan.metrics + [p.name for p in plan.plugins],
                 "tool": f"accuscope {__version__}", "created": datetime.now().isoformat(timespec="seconds"),
                 "problems": [str(p) for p in plan.problems], "state": "done", "error": "",
                 "sides": {"npu": plan.npu.kind, "golden": plan.golden.kind}, "coverage": plan.coverage.to_meta()}
@@ -90,10 +117,51 @@ def run_task(spec: engine.CompareSpec, folder: str | Path,
             "with_op_sequence": bool(spec.op_range), "npu_is_npy": False,
             "golden_is_npy": plan.golden.kind == "npy"})
     except BaseException as exc:
-        interrupted = isinstance(exc, KeyboardInterrupt)
-        mark_state(folder, "cancelled" if interrupted else "failed",
-                   error="" if interrupted else str(exc) or type(exc).__name__)
+        place = unwritable(exc, folder)
+        try:
+            if started:
+                interrupted = isinstance(exc, KeyboardInterrupt)
+                mark_state(folder, "cancelled" if interrupted else "failed",
+                           error="" if interrupted else str(place or exc) or type(exc).__name__)
+            elif existing and isinstance(exc, SourceError) and not _has_result(folder):
+                mark_state(folder, "failed", error=str(exc), **spec_meta(spec))  # a task made ready by its caller
+        except OSError:
+            pass  # the folder cannot take even that: task.json says running, read as interrupted
+        if place is not None:
+            raise place from None
         raise
+    finally:
+        lock.release()
     result.timings = {"open and map": t_plan - start, "compare": t_cmp - t_plan,
                       "write": time.perf_counter() - t_cmp}
     return result
+
+
+def _has_result(folder: Path) -> bool:
+    return (folder / RESULT_NPZ).exists() or any(folder.glob("result_*.csv"))
+
+
+def _check_target(folder: Path) -> bool:
+    """Whether `folder` is already a task (or an empty folder); SourceError when it is a file or a
+    folder that holds other things."""
+    try:
+        if folder.exists() and not folder.is_dir():
+            raise SourceError(f"{folder}: exists and is not a folder")
+        if not folder.is_dir():
+            return False
+        if (folder / TASK_JSON).exists():
+            return True
+        if any(p.name not in (LOCK, DUMPS_DIR) for p in folder.iterdir()):  # dumps: `accuscope run` made them
+            raise SourceError(f"{folder}: exists, is not empty and holds no {TASK_JSON}: not writing into a "
+                              "folder that is not an accuscope task; choose another --out")
+    except OSError as exc:
+        raise unwritable(exc, folder) or SourceError(f"{folder}: {exc.strerror or exc}") from None
+    return False
+
+
+def _create(folder: Path) -> None:
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise unwritable(exc, folder) or SourceError(f"{folder}: cannot create the folder ({exc.strerror or exc})") \
+            from None

@@ -1,0 +1,34 @@
+"""Fault injection for the tests: $ACCUSCOPE_FAULT names one point in the run and what happens there.
+
+    "pause POINT MARKER"  at POINT, create the file MARKER and wait (for the test to kill us)
+    "exit POINT TEXT"     at POINT, when its detail contains TEXT, end the process at once (exit 70)
+    "raise POINT"         at POINT, raise RuntimeError (an internal error: a bug in accuscope)
+
+Points: "compare" (after the first compared pair), "staged" (the new result is written under
+temporary names, nothing renamed yet), "commit" (result.npz renamed, task.json not yet), "pair"
+(a worker about to compare a pair; detail: the NPU tensor's name). Unset, a point costs one lookup.
+"""
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+ENV = "ACCUSCOPE_FAULT"
+
+
+def point(name: str, detail: str = "") -> None:
+    spec = os.environ.get(ENV)
+    if not spec:
+        return
+    action, where, arg = (spec.split(maxsplit=2) + ["", ""])[:3]
+    if where != name:
+        return
+    if action == "pause":
+        Path(arg).touch()
+        while True:
+            time.sleep(3600)
+    if action == "exit" and arg in detail:
+        os._exit(70)
+    if action == "raise":
+        raise RuntimeError(f"fault injected at {name}")
