@@ -144,6 +144,9 @@ def test_tpumlir_deploy_folder_offers_tpu_and_bmodel_against_top(tmp_path, cls_r
         ("cls_top_outputs.npz", "cls_bm1684x_f16_tpu_outputs.npz", "tpu"),
         ("cls_top_outputs.npz", "cls_bm1684x_f16_model_outputs.npz", "model")]
     assert all(os.path.basename(p.input) == "cls_in_f32.npz" for p in pairs)
+    tpu = str(tmp_path / "cls_bm1684x_f16_tpu_outputs.npz")
+    assert tpumlir.describe(tpu, tpumlir.read(tpu)[0]) == [
+        "model_deploy pair: cls_bm1684x_f16_tpu_outputs.npz (tpu) against cls_top_outputs.npz"]
     assert tpumlir.sniff(str(tmp_path / "cls_in_f32.npz"))
 
 
@@ -214,6 +217,8 @@ def test_mindspore_step_gives_back_values_through_layouts_in_order(tmp_path, cls
     for t, (_, a) in zip(tensors, expected):
         assert t.shape == a.shape and t.io == "output" and t.index == 0
         np.testing.assert_array_equal(t.load(), a)
+    assert mindspore.describe(str(tmp_path / "dump"), tensors) == [
+        "rank 0 step 0 (2 rank(s), 2 step folder(s); choose with rank=/step=)"]
     other, _ = mindspore.read(str(tmp_path / "dump"), rank=1)
     assert len(other) == 3
     with pytest.raises(SourceError, match=r"no dump for rank 0 step 5; found: rank 0 step 0, rank 1 step 0"):
@@ -292,6 +297,9 @@ def test_atb_round_gives_back_values_in_execution_order(tmp_path, cls_run):
     for t, (_, _, a) in zip(tensors, expected):
         assert t.dtype_name == "float32" and t.shape == a.shape
         np.testing.assert_array_equal(t.load(), a)
+    assert atb.describe(str(tmp_path), tensors) == [
+        f"round {os.path.join('0_4242', '0')} of 2 (choose with round=) · tensors as each op ended (after/)",
+        "ops 10 under 1 top-level layer(s)"]
     before, _ = atb.read(str(tmp_path), when="before")
     assert not before[1].load().any()
     second, _ = atb.read(str(tmp_path), round=os.path.join("0_4242", "1"))

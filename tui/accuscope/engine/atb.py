@@ -30,6 +30,7 @@ from .tensor import INPUT, OUTPUT, Payload, Problem, SourceError, Tensor
 
 KIND = "atb"
 HEADER_LIMIT = 8192
+SNIFF_FOLDERS = 2000  # folders a folder sniff looks through before saying no
 END = b"$End=1\n"
 WHEN = ("after", "before")
 DTYPES: dict[int, tuple[np.dtype, str]] = {
@@ -74,8 +75,12 @@ def sniff(path: str) -> bool:
     """An ATB tensor .bin (header starting with `$Version`), or a folder holding one."""
     try:
         if os.path.isdir(path):
-            first = next(_tensor_files(path), None)
-            return first is not None and sniff(first)
+            for seen, (root, dirs, files) in enumerate(os.walk(path)):
+                dirs.sort(key=_natural)
+                hit = next((f for f in sorted(files) if _TENSOR_FILE.fullmatch(f)), None)
+                if hit or seen >= SNIFF_FOLDERS:
+                    return bool(hit) and sniff(os.path.join(root, hit))
+            return False
         if not path.endswith(".bin"):
             return False
         with open(path, "rb") as fh:
@@ -193,3 +198,15 @@ def read(path: str, *, round: str | None = None, when: str = "after", **_options
     tensors = [t for _, t in entries]
     problems = [Problem(t.source, t.problem) for t in tensors if t.problem]
     return tensors, problems
+
+
+def describe(path: str, tensors: list[Tensor], *, round: str | None = None, when: str = "after", **_options) -> list[str]:
+    """Lines for `inspect`: which round of how many, and which side of each op was read."""
+    found = rounds(path) if os.path.isdir(path) else []
+    shown = round or (found[0] if found else os.path.basename(path))
+    lines = [f"round {shown}" + (f" of {len(found)} (choose with round=)" if len(found) > 1 else "")
+             + f" · tensors as each op {'ended' if when == 'after' else 'started'} ({when}/)"]
+    layers = {t.op.split("/")[0] for t in tensors}
+    lines.append(f"ops {len({t.op for t in tensors}):,} under {len(layers)} top-level layer(s)")
+    return lines
+

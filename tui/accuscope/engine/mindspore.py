@@ -155,3 +155,20 @@ def _tensor(path: str, name: KernelName) -> Tensor:
     storage_dtype = np.dtype(np.uint16).newbyteorder(head.dtype.byteorder) if bf16 else head.dtype
     payload = Payload(path, head.offset, head.nbytes, storage_dtype, head.shape)
     return stored_tensor(payload, fmt, None, bf16, storage_shape=head.shape, **common)
+
+
+def describe(path: str, tensors: list[Tensor], *, rank: int | None = None, step: int | None = None,
+             **_options) -> list[str]:
+    """Lines for `inspect`: which rank and step of those present, and the device formats seen."""
+    found = steps(path) if os.path.isdir(path) else []
+    ranks = sorted({r for r, _, _ in found if r is not None})
+    chosen = next((f for f in found if (rank is None or f[0] == rank) and (step is None or f[1] == step)), None)
+    lines = []
+    if chosen:
+        lines.append(f"rank {chosen[0]} step {chosen[1]} ({len(ranks)} rank(s), {len(found)} step folder(s); "
+                     "choose with rank=/step=)")
+    packed = sum(1 for t in tensors if t.dtype_name in PACKED)
+    if packed:
+        lines.append(f"{packed} int4 tensor(s) kept packed (not compared)")
+    return lines
+

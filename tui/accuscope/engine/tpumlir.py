@@ -281,3 +281,20 @@ def find_deploy_files(folder: str) -> list[DeployPair]:
             pairs.append(DeployPair(os.path.join(folder, tops[m]), os.path.join(folder, n), label,
                                     os.path.join(folder, inputs[m]) if m in inputs else ""))
     return pairs
+
+
+def describe(path: str, tensors: list[Tensor], **_options) -> list[str]:
+    """Lines for `inspect`: bf16 and cast-suffixed tensors, and the model_deploy comparisons on offer
+    in the file's folder."""
+    lines = []
+    bf16 = sum(1 for t in tensors if t.dtype_name == "bfloat16")
+    cast = sum(1 for t in tensors if strip_cast(t.op) != t.op)
+    if bf16 or cast:
+        lines.append(f"{bf16} bfloat16 tensor(s) stored as uint16 · {cast} name(s) with a cast suffix")
+    folder = os.path.dirname(os.path.abspath(path))
+    for pair in find_deploy_files(folder):
+        if os.path.abspath(path) in (pair.reference, pair.target):
+            lines.append(f"model_deploy pair: {os.path.basename(pair.target)} ({pair.label}) against "
+                         f"{os.path.basename(pair.reference)}")
+    return lines
+
