@@ -134,6 +134,16 @@ def test_tpumlir_loc_table_and_a_missing_loc_entry(tmp_path, cls_run):
     assert len(tensors) == len(run)
 
 
+def test_tpumlir_flattened_onnx_dump_takes_its_shapes_from_the_mlir(tmp_path, cls_run):
+    run = cls_run[:8]
+    flat = save_npz(tmp_path / "cls_ref_outputs.npz", {f"{out}_{t}": a.ravel() for _, t, out, a in run})
+    tensors, problems = tpumlir.read(str(flat), mlir=str(write_mlir(tmp_path / "cls.mlir", run)))
+    assert problems == []
+    for t, (_, _, _, a) in zip(tensors, run):
+        assert t.shape == a.shape
+        np.testing.assert_array_equal(t.load(), a)
+
+
 def test_tpumlir_deploy_folder_offers_tpu_and_bmodel_against_top(tmp_path, cls_run):
     arrays = {f"{out}_{t}": a for _, t, out, a in cls_run[:3]}
     for name in ("cls_top_outputs.npz", "cls_bm1684x_f16_tpu_outputs.npz", "cls_bm1684x_f16_model_outputs.npz",

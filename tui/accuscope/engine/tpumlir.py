@@ -3,7 +3,8 @@
 Facts from tpu-mlir's public source and docs (model_runner.py, model_deploy.py, npz_tool.py,
 the developer manual):
 - one npz per run, one member per tensor, in execution order (the runner fills a dict as ops run);
-- ONNX runs key a tensor `{onnx_output}_{OpType}` (e.g. `conv1_Conv`); top/tpu MLIR runs key it by
+- ONNX runs key a tensor `{onnx_output}_{OpType}` (e.g. `conv1_Conv`; older releases stored these
+  flattened to 1-D: given the `.mlir`, a flat array takes the op's result shape); top/tpu MLIR runs key it by
   the op's MLIR name, its `loc` (the same `{onnx_output}_{OpType}` for ops that came from ONNX);
 - bmodel outputs carry a cast suffix for their storage type (`_f32`, `_si8`, `_ui8`, `_f16`, `_bf16`...);
 - bfloat16 arrays are stored as uint16 (marked "bfloat16" here and widened to float32 on load);
@@ -17,6 +18,7 @@ the developer manual):
 """
 from __future__ import annotations
 
+import math
 import os
 import re
 import zipfile
@@ -202,6 +204,8 @@ def _named(path: str, entries: list[Tensor], problems: list[Problem], mlir: str 
         is_bf16 = (t.dtype is not None and t.dtype == np.uint16
                    and (bf16 or (bf16 is None and (key.endswith("_bf16") or (loc is not None and loc.dtype == "bfloat16")))))
         t = replace(t, tensor_name=base, op_type=op_type)
+        if loc and loc.shape and t.shape != loc.shape and not t.problem and t.size == math.prod(loc.shape):
+            t = replace(t, shape=loc.shape, reader=partial(_reshaped, t.reader, loc.shape))
         if is_bf16:
             t = replace(t, dtype=np.dtype(np.float32), dtype_name="bfloat16", conversion="bfloat16 stored as uint16",
                         reader=partial(_widen, t.reader))
@@ -211,6 +215,10 @@ def _named(path: str, entries: list[Tensor], problems: list[Problem], mlir: str 
         late = (len(order), 0)
         out.sort(key=lambda t: order.get(t.op, order.get(strip_cast(t.op), late)))  # stable: unknown keep npz order
     return out, problems
+
+
+def _reshaped(load, shape: tuple[int, ...]) -> np.ndarray:
+    return np.asarray(load()).reshape(shape)
 
 
 def _widen(load) -> np.ndarray:
