@@ -30,14 +30,15 @@ MAX_DEPTH = 64
 REPEATED = {"graph", "op", "input", "output", "attr", "input_desc", "output_desc", "dim", "subgraph_name",
             "input_name", "src_name", "src_index", "dst_name", "dst_index", "input_i", "output_i",
             "workspace", "workspace_bytes", "is_input_const"}
-_TOKEN = re.compile(r"""
-    (?P<space>\s+|\#[^\n]*)
-  | (?P<str>"(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*')
-  | (?P<num>[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?[fF]?|-(?:inf|nan|infinity)\b)
-  | (?P<id>[A-Za-z_][\w.]*)
-  | (?P<punct>[{}<>:\[\],;])
-  | (?P<bad>.)
-""", re.VERBOSE | re.DOTALL)
+# one token per match, leading spaces absorbed: (comment, string, number, identifier, punctuation, other)
+_TOKEN = re.compile(r"""\s*(?:
+    (\#[^\n]*)
+  | ("(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*')
+  | ([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?[fF]?|-(?:inf|nan|infinity)\b)
+  | ([A-Za-z_][\w.]*)
+  | ([{}<>:\[\],;])
+  | (\S))""", re.VERBOSE)
+_CHUNK = 1 << 20  # text tokenized this many characters at a time (cut at a line end: no token spans lines)
 _ESCAPE = re.compile(r"\\(?:([0-7]{1,3})|x([0-9a-fA-F]{1,2})|u([0-9a-fA-F]{4})|U([0-9a-fA-F]{8})|(.))", re.DOTALL)
 _SIMPLE = {"n": b"\n", "t": b"\t", "r": b"\r", "a": b"\a", "b": b"\b", "f": b"\f", "v": b"\v"}
 _CLOSE = {"{": "}", "<": ">"}
@@ -45,116 +46,112 @@ _BUILD = re.compile(r"ge_proto_(\d+)_.*Build\.txt")
 _OP_NAME = re.compile(r'^\s*name:\s*"((?:[^"\\]|\\.)*)"', re.MULTILINE)
 
 
-class _Tokens:
-    """(kind, text, offset) of each token, spaces and comments skipped, one token of look-ahead."""
+# parser states
+_FIELD, _NAMED, _VALUE, _STRING, _LIST = range(5)
 
-    def __init__(self, text: str, path: str):
-        self.text, self.path = text, path
-        self._it = _TOKEN.finditer(text)
-        self._peeked: tuple[str, str, int] | None = None
 
-    def peek(self) -> tuple[str, str, int]:
-        if self._peeked is None:
-            self._peeked = self._next()
-        return self._peeked
+def _chunks(text: str):
+    """(text, first line number) pieces of about `_CHUNK` characters, cut after a newline."""
+    start, line = 0, 1
+    while start < len(text):
+        end = text.find("\n", start + _CHUNK)
+        end = len(text) if end < 0 else end + 1
+        yield text[start:end], line
+        line += text.count("\n", start, end)
+        start = end
 
-    def take(self) -> tuple[str, str, int]:
-        tok = self.peek()
-        self._peeked = None
-        return tok
 
-    def _next(self) -> tuple[str, str, int]:
-        for m in self._it:
-            kind = m.lastgroup
-            if kind == "space":
-                continue
-            if kind == "bad":
-                self.fail(m.start(), f"unexpected character {m.group()!r}")
-            return kind, m.group(), m.start()
-        return "end", "", len(self.text)
-
-    def fail(self, offset: int, message: str):
-        line = self.text.count("\n", 0, offset) + 1
-        raise SourceError(f"{self.path}: line {line}: {message} (not protobuf text format)")
+def _fail(path: str, chunk: str, first_line: int, token_index: int, message: str):
+    """SourceError naming the line of the `token_index`-th token of `chunk`."""
+    offset = 0
+    for k, m in enumerate(_TOKEN.finditer(chunk)):
+        offset = m.end()
+        if k == token_index:
+            break
+    line = first_line + chunk.count("\n", 0, offset)
+    raise SourceError(f"{path}: line {line}: {message} (not protobuf text format)")
 
 
 def parse_text_format(text: str, path: str = "<text>") -> dict[str, list]:
-    """A protobuf text-format message as {field: [values]}; nested messages are such dicts."""
-    tokens = _Tokens(text, path)
+    """A protobuf text-format message as {field: [values]}; nested messages are such dicts.
+
+    A state machine over the tokens (no recursion): field name, optional ':', then a scalar, a
+    `[...]` list of scalars or a `{...}`/`<...>` message pushed on the stack.
+    """
     root: dict[str, list] = {}
     stack: list[tuple[dict, str]] = [(root, "")]  # (message, the token closing it)
-    while True:
-        kind, value, offset = tokens.take()
-        message, closer = stack[-1]
-        if kind == "end":
-            if len(stack) > 1:
-                tokens.fail(offset, f"end of file inside a message (missing {closer!r})")
-            return root
-        if kind == "punct" and value == closer and closer:
-            stack.pop()
-            continue
-        if kind == "punct" and value in ",;":
-            continue
-        if kind != "id":
-            tokens.fail(offset, f"expected a field name, found {value!r}")
-        name = value
-        colon = tokens.peek()[1] == ":"
-        if colon:
-            tokens.take()
-        kind, value, offset = tokens.peek()
-        if value in _CLOSE:
-            tokens.take()
-            if len(stack) >= MAX_DEPTH:
-                tokens.fail(offset, f"messages nested deeper than {MAX_DEPTH}")
-            child: dict[str, list] = {}
-            message.setdefault(name, []).append(child)
-            stack.append((child, _CLOSE[value]))
-        elif not colon:
-            tokens.fail(offset, f"expected ':' or '{{' after {name!r}, found {value!r}")
-        elif value == "[":
-            tokens.take()
-            values = message.setdefault(name, [])
-            while tokens.peek()[1] != "]":
-                if tokens.peek()[0] == "end":
-                    tokens.fail(offset, f"end of file inside the list of {name!r}")
-                if tokens.peek()[1] == ",":
-                    tokens.take()
+    message, closer = root, ""
+    state, name = _FIELD, ""
+    for chunk, first_line in _chunks(text):
+        for k, (comment, string, number, ident, punct, bad) in enumerate(_TOKEN.findall(chunk)):
+            if comment:
+                continue
+            if bad:
+                _fail(path, chunk, first_line, k, f"unexpected character {bad!r}")
+            if state == _STRING:
+                if string:  # adjacent strings concatenate
+                    values = message[name]
+                    values[-1] += _unquote(string)
                     continue
-                values.append(_scalar(tokens))
-            tokens.take()
-        else:
-            message.setdefault(name, []).append(_scalar(tokens))
+                state = _FIELD
+            if state == _FIELD:
+                if ident:
+                    name, state = ident, _NAMED
+                elif punct and punct == closer:
+                    stack.pop()
+                    message, closer = stack[-1]
+                elif punct not in (",", ";"):
+                    _fail(path, chunk, first_line, k, f"expected a field name, found {string or number or punct!r}")
+                continue
+            if state == _NAMED and punct == ":":
+                state = _VALUE
+                continue
+            if punct in _CLOSE and state in (_NAMED, _VALUE):
+                if len(stack) >= MAX_DEPTH:
+                    _fail(path, chunk, first_line, k, f"messages nested deeper than {MAX_DEPTH}")
+                child: dict[str, list] = {}
+                message.setdefault(name, []).append(child)
+                message, closer = child, _CLOSE[punct]
+                stack.append((message, closer))
+                state = _FIELD
+            elif state == _NAMED:
+                _fail(path, chunk, first_line, k, f"expected ':' or '{{' after {name!r}")
+            elif state == _VALUE and punct == "[":
+                message.setdefault(name, [])
+                state = _LIST
+            elif state == _LIST and punct in ("]", ","):
+                state = _FIELD if punct == "]" else _LIST
+            elif punct:
+                _fail(path, chunk, first_line, k, f"expected a value for {name!r}, found {punct!r}")
+            else:
+                message.setdefault(name, []).append(_unquote(string) if string else _scalar(number, ident))
+                if state == _VALUE:
+                    state = _STRING if string else _FIELD
+    if state not in (_FIELD, _STRING) or len(stack) > 1:
+        missing = repr(closer) if len(stack) > 1 else "a value"
+        raise SourceError(f"{path}: end of file inside a message (missing {missing}) (not protobuf text format)")
+    return root
 
 
-def _scalar(tokens: _Tokens) -> Any:
-    kind, value, offset = tokens.take()
-    if kind == "str":
-        parts = [_unquote(value)]
-        while tokens.peek()[0] == "str":  # adjacent strings concatenate
-            parts.append(_unquote(tokens.take()[1]))
-        return b"".join(parts).decode("utf-8", errors="replace")
-    if kind == "num":
-        text = value[:-1] if value[-1] in "fF" and (value[-2:-1].isdigit() or value[-2:-1] == ".") else value
-        try:
-            return int(text) if re.fullmatch(r"[-+]?\d+", text) else float(text)
-        except ValueError:
-            tokens.fail(offset, f"bad number {value!r}")
-    if kind == "id":
-        low = value.lower()
-        if low in ("true", "t"):
-            return True
-        if low in ("false", "f"):
-            return False
-        if low in ("inf", "infinity", "nan"):
-            return float(low)
-        return value  # an enum value name, e.g. DT_FLOAT
-    tokens.fail(offset, f"expected a value, found {value!r}")
+def _scalar(number: str, ident: str) -> Any:
+    if number:
+        text = number[:-1] if number[-1] in "fF" and (number[-2:-1].isdigit() or number[-2:-1] == ".") else number
+        return int(text) if text.lstrip("+-").isdigit() else float(text)
+    low = ident.lower()
+    if low in ("true", "t"):
+        return True
+    if low in ("false", "f"):
+        return False
+    if low in ("inf", "infinity", "nan"):
+        return float(low)
+    return ident  # an enum value name, e.g. DT_FLOAT
 
 
-def _unquote(token: str) -> bytes:
+def _unquote(token: str) -> str:
+    """A quoted string's text: C escapes resolved; octal/hex escapes are bytes of UTF-8 text."""
     body = token[1:-1]
     if "\\" not in body:
-        return body.encode("utf-8")
+        return body
     out, last = [], 0
     for m in _ESCAPE.finditer(body):
         out.append(body[last:m.start()].encode("utf-8"))
@@ -170,7 +167,7 @@ def _unquote(token: str) -> bytes:
         else:
             out.append(_SIMPLE.get(simple, simple.encode("utf-8")))
     out.append(body[last:].encode("utf-8"))
-    return b"".join(out)
+    return b"".join(out).decode("utf-8", errors="replace")
 
 
 def _plain(message: dict[str, list], in_list: bool = False) -> dict[str, Any]:
