@@ -175,7 +175,7 @@ def stored_tensor(payload: Payload, fmt: str, original: tuple | None, bf16: bool
     logical, conversion, problem = _plan_layout(fmt, payload.shape, original)
     if problem:
         return Tensor(dtype=dtype, shape=payload.shape, payload=payload, problem=problem, **common)
-    reader = partial(_load, payload, bf16, fmt if fmt in layout.CONVERTED and conversion else "", logical)
+    reader = partial(_load, payload, bf16, fmt if conversion else "", logical)
     return Tensor(dtype=dtype, shape=logical, conversion=conversion, payload=payload, reader=reader, **common)
 
 

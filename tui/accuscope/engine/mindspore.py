@@ -27,8 +27,8 @@ from .names import read_mapping_csv
 from .tensor import INPUT, OUTPUT, Payload, Problem, SourceError, Tensor
 
 KIND = "mindspore"
-_RANK = re.compile(r"rank_(\d+)")
-_STEP = re.compile(r"step_(\d+)")
+_RANK = re.compile(r"rank_?(\d+)")
+_STEP = re.compile(r"step_?(\d+)")
 _INT = re.compile(r"\d+")
 # format names in file names that are a plain logical order
 _PLAIN = {"DefaultFormat": "ND"}
