@@ -12,6 +12,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from accuscope.engine import atb, gegraph, mindspore, tpumlir
 from accuscope.engine.ascend import bf16_to_float32
@@ -431,3 +433,40 @@ def test_ge_pick_build_graph_by_dump_coverage(tmp_path, cls_run):
     (tmp_path / "empty").mkdir()
     with pytest.raises(SourceError, match=r"empty: no ge_proto_\*_Build\.txt graph dumps"):
         gegraph.pick_build_graph(str(tmp_path / "empty"), dumped)
+
+
+# --- bad input never raises anything but the documented errors --------------------------------------
+
+_FUZZ = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+_PIECES = st.lists(st.sampled_from(['graph', 'op', '{', '}', '<', '>', ':', '"a\\\\"', "'b'", '[', ']', ',', '1',
+                                    '-2.5f', 'DT_FLOAT', '\n', ' ', '#c\n', '\\', '@', 'name', 'true']), max_size=60)
+
+
+@_FUZZ
+@given(pieces=_PIECES)
+def test_fuzz_text_format_returns_or_says_where(pieces):
+    try:
+        gegraph.parse_text_format("".join(pieces), "f.txt")
+    except SourceError as exc:
+        assert str(exc).startswith("f.txt: ") and "not protobuf text format" in str(exc)
+
+
+@_FUZZ
+@given(head=st.binary(max_size=200), tail=st.binary(max_size=64))
+def test_fuzz_atb_file_gives_a_tensor_or_its_problem(tmp_path, head, tail):
+    path = tmp_path / "outtensor0.bin"
+    path.write_bytes(b"$Version=1.0\n" + head + tail)
+    t = atb.read_file(str(path))
+    if not t.problem:
+        assert t.load().size == int(np.prod(t.shape))
+
+
+@_FUZZ
+@given(text=st.text(max_size=300))
+def test_fuzz_mlir_loc_table_returns_or_says_why(tmp_path, text):
+    path = tmp_path / "m.mlir"
+    path.write_text(text, encoding="utf-8", errors="replace")
+    try:
+        tpumlir.load_mlir_locs(str(path))
+    except SourceError as exc:
+        assert str(exc).startswith(str(path))
