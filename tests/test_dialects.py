@@ -328,8 +328,9 @@ def test_atb_bf16_fp16_nz_and_bad_headers(tmp_path, cls_run):
     no_end = write_atb(folder / "outtensor3.bin", a, end=False)
     short = write_atb(folder / "outtensor4.bin", a, dims=(a.size + 1,))
     odd = write_atb(folder / "outtensor5.bin", a, code=99)
+    (folder / "outtensor6.bin").write_bytes(b"$Version=1.0\ndtype=0\n$End=1\n" + a.tobytes())
     tensors, problems = atb.read(str(tmp_path))
-    t_bf, t_half, t_nz, t_end, t_short, t_odd = tensors
+    t_bf, t_half, t_nz, t_end, t_short, t_odd, t_nodims = tensors
     assert t_bf.dtype_name == "bfloat16"
     np.testing.assert_array_equal(t_bf.load(), bf16_to_float32(to_bf16(a)))
     np.testing.assert_array_equal(t_half.load(), a.astype(np.float16))
@@ -338,7 +339,8 @@ def test_atb_bf16_fp16_nz_and_bad_headers(tmp_path, cls_run):
     assert t_end.problem == f"not an ATB tensor file: no $End=1 line in the first {atb.HEADER_LIMIT} bytes"
     assert "need" in t_short.problem and "data bytes, the file has" in t_short.problem
     assert t_odd.problem == "unsupported dtype code 99"
-    assert [p.path for p in problems] == [str(no_end), str(short), str(odd)]
+    assert t_nodims.problem == "header has no dims= line"
+    assert [p.path for p in problems] == [str(no_end), str(short), str(odd), t_nodims.source]
     (tmp_path / "plain.bin").write_bytes(b"\x00" * 64)
     assert not atb.sniff(str(tmp_path / "plain.bin"))
     with pytest.raises(SourceError, match=r"plain\.bin: not an ATB tensor file: no header"):

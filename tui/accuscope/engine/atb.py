@@ -102,10 +102,14 @@ def read_file(path: str, *, op: str = "", io: str = OUTPUT, index: int = 0, op_t
     f = head.fields
     if "data" in f:
         return Tensor(dtype=None, shape=(), problem=f"data kept in another file ({f['data']}): not supported", **common)
+    missing = [key for key in ("dtype", "dims") if key not in f]
+    if missing:
+        return Tensor(dtype=None, shape=(), problem=f"header has no {' or '.join(k + '=' for k in missing)} line",
+                      **common)
     try:
-        code = int(f.get("dtype", ""))
+        code = int(f["dtype"])
         fmt_code = int(f.get("format", "2"))
-        dims = tuple(int(d) for d in f.get("dims", "").split(",") if d.strip() != "")
+        dims = tuple(int(d) for d in f["dims"].split(",") if d.strip() != "")
     except ValueError:
         return Tensor(dtype=None, shape=(), problem=(f"header dtype={f.get('dtype')!r} format={f.get('format')!r} "
                                                      f"dims={f.get('dims')!r}: not integers"), **common)
