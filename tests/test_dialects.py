@@ -136,6 +136,24 @@ def test_tpumlir_loc_table_and_a_missing_loc_entry(tmp_path, cls_run):
     assert len(tensors) == len(run)
 
 
+def test_tpumlir_loc_table_fused_and_inline_locs(tmp_path):
+    mlir = tmp_path / "split.mlir"
+    mlir.write_text(
+        '#loc = loc(unknown)\n'
+        'module {\n'
+        '  %0 = "top.Input"(%arg0) : (tensor<1x8xf32>) -> tensor<1x8xf32> loc(#loc1)\n'
+        '  %1:2 = "top.Split"(%0) {axis = 1 : si32} : (tensor<1x8xf32>) -> (tensor<1x4xf32>, tensor<1x4xbf16>) loc(#loc4)\n'
+        '  %2 = "tpu.Cast"(%1#1) : (tensor<1x4xbf16>) -> tensor<1x4x!quant.uniform<i8:f32, 0.05:0>> loc("c_Cast"("m.py":3:1))\n'
+        '  %3:2 = "top.TopK"(%2) : (tensor<1x4xf32>) -> (tensor<1x2xf32>, tensor<1x2xi64>) loc(fused["v_TopK", "i_TopK"])\n'
+        '} loc(#loc)\n'
+        '#loc1 = loc("x")\n#loc2 = loc("a_Split")\n#loc3 = loc("b_Split")\n#loc4 = loc(fused[#loc2, #loc3])\n')
+    locs = tpumlir.load_mlir_locs(str(mlir))
+    assert list(locs) == ["x", "a_Split", "b_Split", "c_Cast", "v_TopK", "i_TopK"]
+    assert (locs["b_Split"].output, locs["b_Split"].dtype, locs["b_Split"].shape) == (1, "bfloat16", (1, 4))
+    assert (locs["c_Cast"].type, locs["c_Cast"].dtype, locs["c_Cast"].shape) == ("tpu.Cast", "int8", (1, 4))
+    assert (locs["i_TopK"].dtype, locs["i_TopK"].order) == ("int64", 3)
+
+
 def test_tpumlir_flattened_onnx_dump_takes_its_shapes_from_the_mlir(tmp_path, cls_run):
     run = cls_run[:8]
     flat = save_npz(tmp_path / "cls_ref_outputs.npz", {f"{out}_{t}": a.ravel() for _, t, out, a in run})

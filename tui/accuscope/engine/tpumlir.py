@@ -41,9 +41,10 @@ BOTH_SIDES = ("tdb_err.npz", "failed_bmodel_outputs.npz")
 # `{output}_{OpType}`: an ONNX op type is CamelCase (Conv, MatMul, Relu, GlobalAveragePool ...)
 _OP_TYPE = re.compile(r"^(?P<base>.+)_(?P<type>[A-Z][a-z][A-Za-z0-9]*)$")
 _LOC_DEF = re.compile(r'^\s*(#loc\d*)\s*=\s*loc\((.*)\)\s*$')
-_LOC_USE = re.compile(r'loc\((#loc\d*|"(?:[^"\\]|\\.)*")\)\s*$')
+_LOC_USE = re.compile(r'loc\((#loc\d*|"(?:[^"\\]|\\.)*"(?:\([^)]*\))?|fused\[.*\])\)\s*$')
 _OP_LINE = re.compile(r'^\s*(?:(%[\w.#:]+(?:\s*,\s*%[\w.#:]+)*)\s*=\s*)?"?([a-z_]+\.[A-Za-z0-9_]+)"?')
 _QUOTED = re.compile(r'"((?:[^"\\]|\\.)*)"')
+_LOC_ITEM = re.compile(r'"((?:[^"\\]|\\.)*)"(?:\([^)]*\))?|#loc\d+')  # an element of fused[...]
 _TENSOR_TYPE = re.compile(r"tensor<([^>]*)>")
 _MLIR_DTYPES = {"f32": "float32", "f16": "float16", "bf16": "bfloat16", "si8": "int8", "i8": "int8", "ui8": "uint8",
                 "si16": "int16", "i16": "int16", "ui16": "uint16", "si32": "int32", "i32": "int32",
@@ -97,7 +98,7 @@ class MlirOp:
 def load_mlir_locs(path: str) -> dict[str, MlirOp]:
     """{tensor name: MlirOp} from a top/tpu `.mlir` file. An op whose `loc(#locN)` has no
     `#locN = loc(...)` entry is kept under `#locN` with `problem` saying so."""
-    defs: dict[str, list[str]] = {}
+    defs: dict[str, str] = {}
     uses: list[tuple[int, str, str, str]] = []  # line, op type, loc ref, result type text
     try:
         fh = open(path, encoding="utf-8", errors="replace")
@@ -107,7 +108,7 @@ def load_mlir_locs(path: str) -> dict[str, MlirOp]:
         for number, line in enumerate(fh, 1):
             d = _LOC_DEF.match(line)
             if d:
-                defs[d.group(1)] = _QUOTED.findall(d.group(2))
+                defs[d.group(1)] = d.group(2)
                 continue
             op = _OP_LINE.match(line)
             use = _LOC_USE.search(line)
@@ -117,7 +118,7 @@ def load_mlir_locs(path: str) -> dict[str, MlirOp]:
         raise SourceError(f"{path}: no MLIR ops with loc names (expected a top/tpu .mlir file)")
     out: dict[str, MlirOp] = {}
     for order, (number, op_type, ref, result) in enumerate(uses):
-        names = _QUOTED.findall(ref) if ref.startswith('"') else defs.get(ref)
+        names = _loc_names(ref, defs)
         types = _TENSOR_TYPE.findall(result)
         if names is None:
             out.setdefault(ref, MlirOp(ref, op_type, number, order,
@@ -127,6 +128,25 @@ def load_mlir_locs(path: str) -> dict[str, MlirOp]:
             dtype, shape = _tensor_type(types[k] if k < len(types) else "")
             out.setdefault(name, MlirOp(name, op_type, number, order, k, dtype, shape))
     return out
+
+
+def _loc_names(ref: str, defs: dict[str, str], depth: int = 0) -> list[str] | None:
+    """The names a loc stands for: `"name"` (a call-site tail `("file":1:2)` ignored), `#locN`
+    looked up, `fused[a, b]` one name per result; None when a `#locN` has no definition."""
+    if ref.startswith("#"):
+        if ref not in defs:
+            return None
+        ref = defs[ref]
+    if not ref.startswith("fused"):
+        first = _QUOTED.search(ref)
+        return [first.group(1)] if first else []
+    names: list[str] = []
+    for item in _LOC_ITEM.finditer(ref[ref.find("[") + 1:]):
+        if item.group(1) is not None:
+            names.append(item.group(1))
+        elif depth < 4:
+            names += _loc_names(item.group(0), defs, depth + 1) or []
+    return names
 
 
 def _tensor_type(text: str) -> tuple[str, tuple[int, ...] | None]:
