@@ -38,7 +38,9 @@ def cls_run(cls_model):
             if o and o not in known:
                 model.graph.output.append(onnx.ValueInfoProto(name=o))
                 known.add(o)
-    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL  # as `accuscope dump` runs it
+    sess = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
     x = np.random.default_rng(7).standard_normal((1, 3, 48, 192)).astype(np.float32)
     names = [o.name for o in sess.get_outputs()]
     values = dict(zip(names, sess.run(names, {sess.get_inputs()[0].name: x})))
@@ -490,3 +492,23 @@ def test_fuzz_mlir_loc_table_returns_or_says_why(tmp_path, text):
         tpumlir.load_mlir_locs(str(path))
     except SourceError as exc:
         assert str(exc).startswith(str(path))
+
+
+def test_tpumlir_tensor_names_pair_with_an_onnxruntime_reference_side(tmp_path, cls_model, cls_run):
+    """Read as the registry reads a dialect (its tensors in a GoldenDump, seen as a Side), the
+    tpu-mlir keys pair by tensor name with `accuscope dump`'s onnxruntime run of the same model."""
+    from accuscope.engine.golden import GoldenDump
+    from accuscope.engine.ortdump import dump_onnx
+    from accuscope.engine.sources import open_side
+    from accuscope.engine.side import Side
+
+    x = np.random.default_rng(7).standard_normal((1, 3, 48, 192)).astype(np.float32)
+    dump_onnx(cls_model, tmp_path / "ref", {"x": x})
+    reference = open_side(tmp_path / "ref")
+    top = save_npz(tmp_path / "cls_top_outputs.npz", {f"{out}_{t}_f32": a for _, t, out, a in cls_run})
+    side = Side(GoldenDump(str(top), tpumlir.KIND, *tpumlir.read(str(top))), tpumlir.KIND)
+    assert [t.tensor_name for t in side.tensors] == [out for _, _, out, _ in cls_run]
+    for t in side.tensors:
+        ref = reference.find_tensor(t.tensor_name)
+        assert ref is not None, t.tensor_name
+        np.testing.assert_array_equal(t.load(), ref.load())
