@@ -129,14 +129,6 @@ def read_file(path: str, *, op: str = "", io: str = OUTPUT, index: int = 0, op_t
                          **common)
 
 
-def _tensor_files(folder: str):
-    for root, dirs, files in os.walk(folder):
-        dirs.sort(key=_natural)
-        for name in sorted(files, key=_natural):
-            if _TENSOR_FILE.fullmatch(name):
-                yield os.path.join(root, name)
-
-
 def _natural(text: str):
     return [(0, int(p), "") if p.isdigit() else (1, 0, p) for p in re.split(r"(\d+)", text) if p]
 
@@ -183,19 +175,21 @@ def read(path: str, *, round: str | None = None, when: str = "after", **_options
     else:
         chosen = path
     entries: list[tuple[tuple, Tensor]] = []
-    for file in _tensor_files(chosen):
-        parts = _level(os.path.dirname(file), chosen)
-        if not parts or parts[-1] != when:
+    for folder, _dirs, files in os.walk(chosen):
+        if os.path.basename(folder) != when:
             continue
-        ops = parts[:-1]
-        m = _TENSOR_FILE.fullmatch(os.path.basename(file))
-        io = INPUT if m.group(1) == "in" else OUTPUT
+        ops = _level(folder, chosen)[:-1]
+        op = "/".join(ops) or os.path.basename(chosen)
         last = _NUMBERED.fullmatch(ops[-1]) if ops else None
-        t = read_file(file, op="/".join(ops) or os.path.basename(chosen), io=io, index=int(m.group(2)),
-                      op_type=last.group(2) if last else "")
         # a layer's inputs come before its children, its outputs after them
         steps = tuple((0, tuple(_natural(p))) for p in ops)
-        entries.append((steps + ((-1 if io == INPUT else 1,),), t))
+        for name in files:
+            m = _TENSOR_FILE.fullmatch(name)
+            if m:
+                io = INPUT if m.group(1) == "in" else OUTPUT
+                t = read_file(os.path.join(folder, name), op=op, io=io, index=int(m.group(2)),
+                              op_type=last.group(2) if last else "")
+                entries.append((steps + ((-1 if io == INPUT else 1,),), t))
     if not entries:
         raise SourceError(f"{path}: no ATB tensor files ({{in|out}}tensorK.bin under {when}/ folders)")
     entries.sort(key=lambda e: (e[0], e[1].index))
