@@ -164,11 +164,18 @@ def _tensor(df: DumpFile, io: str, index: int, item, path: str, offset: int) -> 
             f"size {item.size} bytes does not match shape {list(storage)} of {dtype_name(code)}"
             f" ({count * sdtype.itemsize} bytes)"), **common)
     payload = Payload(path, offset, int(item.size), sdtype, storage)
-    dtype = np.dtype(np.float32) if code == BF16 else sdtype
-    logical, conversion, problem = _plan_layout(fmt, storage, original)
+    return stored_tensor(payload, fmt, original, code == BF16, **common)
+
+
+def stored_tensor(payload: Payload, fmt: str, original: tuple | None, bf16: bool, **common) -> Tensor:
+    """A tensor whose storage bytes are `payload`, laid out as `fmt` (an Ascend format name): the
+    logical shape, conversion and reader planned as for dump files; bf16 (stored as uint16) is
+    widened to float32 on load. `common`: the other Tensor fields (op, io, index, source ...)."""
+    dtype = np.dtype(np.float32) if bf16 else payload.dtype
+    logical, conversion, problem = _plan_layout(fmt, payload.shape, original)
     if problem:
-        return Tensor(dtype=dtype, shape=storage, payload=payload, problem=problem, **common)
-    reader = partial(_load, payload, code == BF16, fmt if conversion else "", logical)
+        return Tensor(dtype=dtype, shape=payload.shape, payload=payload, problem=problem, **common)
+    reader = partial(_load, payload, bf16, fmt if conversion else "", logical)
     return Tensor(dtype=dtype, shape=logical, conversion=conversion, payload=payload, reader=reader, **common)
 
 

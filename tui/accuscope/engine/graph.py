@@ -111,6 +111,10 @@ def load_graph(path: str | os.PathLike) -> Graph:
     suffix = p.suffix.lower()
     if suffix == ".om":
         raise SourceError(f"{p}: binary offline model; convert it first: atc --mode=1 --om={p} --json=model.json")
+    if suffix in (".txt", ".pbtxt"):
+        from . import gegraph
+        if gegraph.sniff(str(p)):
+            return gegraph.load_ge_graph(p)
     kind = {".onnx": "onnx", ".json": "om", ".prototxt": "caffe", ".pbtxt": "caffe"}.get(suffix) or _sniff(p)
     if kind == "onnx":
         from .onnxgraph import load_onnx

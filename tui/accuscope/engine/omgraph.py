@@ -28,6 +28,13 @@ def load_om_json(path: str | Path) -> Graph:
         raise SourceError(f"{p}: not valid JSON (line {e.lineno}: {e.msg})") from e
     if not isinstance(doc, dict) or not isinstance(doc.get("graph"), list) or not doc["graph"]:
         raise SourceError(f"{p}: not an offline-model JSON (no \"graph\" list; expected the output of atc --mode=1)")
+    return model_graph(doc, p)
+
+
+def model_graph(doc: dict, p: Path) -> Graph:
+    """A Graph from a GE `ModelDef` as plain data (graph[] -> op[] with name, type, input[], attr,
+    input_desc/output_desc, id), from atc's JSON or a GE graph dump's text format; kind "om" either
+    way (the same device graph, fusion attributes included)."""
     graphs = [g for g in doc["graph"] if isinstance(g, dict)]
     # the first graph is the model itself (subgraph ""), the others its subgraphs
     ops = [("" if k == 0 else str(g.get("name") or f"graph_{k}"), op)
