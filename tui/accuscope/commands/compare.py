@@ -34,8 +34,9 @@ def register(sub) -> None:
                                    "2: unusable input (including: nothing paired), an --out that cannot hold the task, "
                                    "or the task is running; 3: a bug in accuscope; 130: cancelled (Ctrl+C or "
                                    "SIGTERM; the previous result is kept).")
-    p.add_argument("source", nargs="?", help="one file holding both sides (a Polygraphy JSON with two "
-                                             "runners: the second is compared against the first)")
+    p.add_argument("source", nargs="?", help="one file holding both sides: a Polygraphy JSON with two runners "
+                                             "(the second is compared against the first), a tpu-mlir "
+                                             "{name}_actual/_desired npz")
     p.add_argument("--npu", help="the side under test: any dump accuscope reads")
     p.add_argument("--golden", help="the reference side: any dump accuscope reads")
     p.add_argument("--model", help="offline model JSON (atc --mode=1) of the NPU side, or the framework model "
@@ -99,7 +100,10 @@ def spec_of(args) -> engine.CompareSpec:
 def _two_runners(path: str, npu_runner: str | None, golden_runner: str | None) -> tuple[str | None, str | None]:
     """One file on both sides: a Polygraphy file with several runners, the second against the first
     (any other source against itself is a plain self-check)."""
-    if detect(path).kind != "polygraphy":
+    kind = detect(path).kind
+    if kind == "tpu-mlir-npz":
+        return npu_runner or "actual", golden_runner or "desired"
+    if kind != "polygraphy":
         return npu_runner, golden_runner
     from ..engine import polygraphy
     names = [name for name, _ in polygraphy.runners(path)]

@@ -11,6 +11,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, Callable, Union
 
+from . import atb, gegraph, mindspore, tpumlir
 from .golden import RAW_SUFFIXES, GoldenDump, open_golden
 from .graph import Graph, load_graph
 from .names import parse_dump_name
@@ -58,6 +59,21 @@ def _golden(kind: str) -> Callable[..., GoldenDump]:
     return open_
 
 
+def _dialect(module) -> Callable[..., GoldenDump]:
+    """A platform dialect's reader (module.read -> tensors in execution order, problems) as a source.
+    `runner` names the part of a file holding both sides (tpu-mlir's actual/desired)."""
+    def open_(path: str, **o) -> GoldenDump:
+        options = {k: v for k, v in o.items() if v is not None and k not in ("pick", "runner", "iteration")}
+        if o.get("runner"):
+            options["side"] = o["runner"]
+        entries, problems = module.read(path, **options)
+        if not entries:
+            raise SourceError(f"{path}: no tensors in this {module.KIND} source"
+                              + (f" ({problems[0].message})" if problems else ""))
+        return GoldenDump(path, module.KIND, entries, problems)
+    return open_
+
+
 def _ascend(path: str, **o) -> NpuDump:
     return open_npu_dump(path, pick=o.get("pick", "newest"), run=o.get("run"))
 
@@ -80,14 +96,20 @@ def _is_polygraphy(path: str) -> bool:
 FORMATS: list[Format] = [
     Format("ascend", "Ascend dump (file or any level of the {time}/{device}/{model}/{id}/{index} tree)",
            lambda p: _is_dump_file(p) or _has_runs(p), _ascend),
+    Format(mindspore.KIND, "MindSpore kernel dump (rank_{i}/{time}/step_{k}/...{io}.{idx}.{format}.{dtype}.npy)",
+           mindspore.sniff, _dialect(mindspore)),
+    Format(atb.KIND, "ATB dump ({device}_{pid}/{round}/{id}_{Layer}/.../{in|out}tensorK.bin)", atb.sniff, _dialect(atb)),
     Format("npy", "npy folder (MindStudio/msit naming, `accuscope dump`, msaccucmp convert)", _has_npy,
            _golden("npy")),
+    Format(tpumlir.KIND, "tpu-mlir .npz (model_deploy outputs, {name}_actual/_desired)", tpumlir.sniff,
+           _dialect(tpumlir)),
     Format("npz", ".npz archive (tensor name per member)", _suffix(".npz"), _golden("npz")),
     Format("polygraphy", "Polygraphy RunResults .json (`polygraphy run --save-outputs`)",
            lambda p: os.path.isfile(p) and _is_polygraphy(p), _golden("polygraphy")),
     Format("bin", "raw .bin/.bmrt/.dat with --shape and --dtype", _suffix(*RAW_SUFFIXES), _golden("bin")),
     Format("onnx", "ONNX model", _suffix(".onnx"), load_graph, model=True),
     Format("om", "Ascend offline model as JSON (atc --mode=1)", _is_om_json, load_graph, model=True),
+    Format(gegraph.KIND, "GE graph dump (ge_proto_*.txt, DUMP_GE_GRAPH)", gegraph.sniff, load_graph, model=True),
     Format("caffe", "Caffe .prototxt/.pbtxt", _suffix(".prototxt", ".pbtxt"), load_graph, model=True),
 ]
 DUMP_FORMATS = [f for f in FORMATS if not f.model]
