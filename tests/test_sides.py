@@ -200,3 +200,23 @@ def test_swapped_sides_are_recognised(ws, tmp_path):
     meta = json.loads((ws / MAIN.name / "task.json").read_text())
     r = accuscope("compare", "--npu", meta["golden"], "--golden", meta["npu"], "--out", tmp_path / "t")
     assert "swapped" in r.stderr and f"--npu {meta['npu']}" in r.stderr
+
+
+def test_a_task_moved_with_its_data_still_works(cls_pair, tmp_path):
+    """task.json keeps each path absolute and relative to the task folder: a task moved to another
+    directory (or machine) with its dumps opens, details, advises and exports from the new place."""
+    import shutil
+    root, ref, cand, x = cls_pair
+    r = accuscope("run", ref, cand, "--input", f"x={x}", "--out", tmp_path / "a" / "task")
+    assert r.returncode == 0, r.stdout + r.stderr
+    meta = json.loads((tmp_path / "a" / "task" / "task.json").read_text())
+    assert Path(meta["npu"]).is_absolute() and meta["relative"]["npu"].startswith("dumps/")
+    shutil.move(tmp_path / "a", tmp_path / "b")
+    task = tmp_path / "b" / "task"
+    c = load_task(task).table.columns
+    conv = next(op for op, io in zip(c["npu_op"], c["io"]) if op.startswith("Conv") and io == "output")
+    r = accuscope("op", task, conv, "--out", tmp_path / "detail")
+    assert r.returncode == 0, r.stdout + r.stderr
+    r = accuscope("advise", task, "--json")
+    assert r.returncode == 0, r.stderr
+    assert not any("unusable" in n for n in json.loads(r.stdout)["notes"])

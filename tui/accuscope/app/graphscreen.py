@@ -44,7 +44,7 @@ from ..engine.graph import Graph, Node, load_graph
 from ..engine.lanes import Lanes, layout, reads
 from ..engine.results import ResultTable
 from ..engine.subgraph import Selection, SelectionError, select
-from ..engine.task import framework_model, read_task_doc, task_path
+from ..engine.task import framework_model, meta_path, read_task_doc
 from ..engine.tensor import SourceError
 from ..engine.thresholds import Thresholds
 from . import formatting as fmt
@@ -227,7 +227,7 @@ class GraphScreen(Screen["int | None"]):
 
     # ---- loading ------------------------------------------------------------------------------
     def model_path(self) -> Path | None:
-        return task_path(self.folder, self.meta.get("model")) or framework_model(self.folder, self.meta)[0]
+        return meta_path(self.folder, self.meta, "model") or framework_model(self.folder, self.meta)[0]
 
     @work(thread=True, exclusive=True, group="graph", exit_on_error=False)
     def load_worker(self):

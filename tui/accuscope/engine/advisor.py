@@ -37,7 +37,7 @@ import numpy as np
 from . import task as task_files
 from .advice import (ADVICE_JSON, Advice, Finding, OpOrigin, Progress, fingerprint, jsonable, load_advice,
                      save_advice)
-from .task import Task, load_task, task_path
+from .task import Task, load_task, meta_path
 from .tensor import SourceError, TensorError
 from .thresholds import exempt, nonfinite_broken
 
@@ -105,7 +105,7 @@ class _Run:
         model = meta.get("model")
         if isinstance(model, str) and model:
             try:
-                self.graph = load_graph(task_path(self.folder, model))
+                self.graph = load_graph(meta_path(self.folder, meta, "model"))
             except SourceError as exc:
                 self.notes.append(f"model graph unusable ({exc}); network inputs and outputs from the table only")
         if meta.get("foreign") or not meta.get("npu") or not meta.get("golden"):

@@ -45,6 +45,7 @@ from .graph import load_graph
 from .npusim import simulate
 from .ortdump import _modules, dump_onnx
 from .task import TASK_JSON, save_task
+from .taskrun import spec_meta
 from .tensor import SourceError
 from .thresholds import Thresholds
 
@@ -181,8 +182,7 @@ def build_task(task: DemoTask, folder: Path, progress: Callable[[str], None] | N
     say(f"{task.name}: comparing")
     plan = engine.plan(spec)
     table = engine.execute(plan, workers=1)
-    meta = {"npu": spec.npu, "golden": spec.golden, "model": spec.model, "algorithms": plan.metrics,
-            "range": None, "ops": None, "custom_algorithms": None, "tool": f"accuscope {__version__}",
+    meta = {**spec_meta(spec, folder), "algorithms": plan.metrics, "tool": f"accuscope {__version__}",
             "created": (datetime.now() - timedelta(seconds=task.age)).isoformat(timespec="seconds"), "workers": 1,
             "problems": [str(p) for p in plan.problems], "sides": {"npu": plan.npu.kind, "golden": plan.golden.kind},
             "coverage": plan.coverage.to_meta(),

@@ -41,7 +41,7 @@ from .mapping import Pair, map_tensors
 from .names import read_mapping_csv
 from .subgraph import BoundaryTensor, Selection, select, to_framework
 from .submodel import onnx_modules, write_onnx, write_prototxt
-from .task import EXPORTS_DIR, framework_model, read_json_object, read_task_doc, task_path
+from .task import EXPORTS_DIR, framework_model, meta_path, read_json_object, read_task_doc
 from .tensor import INPUT, OUTPUT, SourceError, Tensor, TensorError, sanitize
 
 if TYPE_CHECKING:  # retest builds on this module
@@ -85,7 +85,7 @@ def framework_model_path(task_folder: str | os.PathLike, explicit: str | os.Path
     found, _ = framework_model(folder, meta)
     if found is not None:
         return found
-    model = task_path(folder, meta.get("model"))  # a Caffe model is its own framework model
+    model = meta_path(folder, meta, "model")  # a Caffe model is its own framework model
     if model is not None and model.suffix.lower() == ".prototxt" and model.is_file():
         return model
     return None
@@ -97,7 +97,7 @@ def task_graphs(task_folder: str | os.PathLike, framework_model: str | os.PathLi
     JSON and the framework model (None when unknown); otherwise the framework graph twice."""
     folder = Path(task_folder)
     meta = read_task_doc(folder)
-    model = task_path(folder, meta.get("model"))
+    model = meta_path(folder, meta, "model")
     fw_path = framework_model_path(folder, framework_model)
     fw = load_graph(fw_path) if fw_path is not None else None
     if model is not None:
@@ -339,7 +339,7 @@ def _put_in_place(tmp: Path, out: Path) -> None:
 
 def _mapping_graph(folder: Path, meta: dict, fw: Graph, notes: list[str]) -> Graph | None:
     """The graph the parent task mapped with (its model), reusing the framework graph when it is that."""
-    model = task_path(folder, meta.get("model"))
+    model = meta_path(folder, meta, "model")
     if model is None:
         return fw
     if _same(model, Path(fw.path)):

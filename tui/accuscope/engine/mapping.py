@@ -16,7 +16,6 @@ with the reason.
 from __future__ import annotations
 
 import csv
-import os
 import re
 from dataclasses import dataclass, field
 

@@ -317,15 +317,27 @@ def read_json_object(path: Path, missing: str) -> dict:
     return doc
 
 
-def task_path(folder: str | os.PathLike, value) -> Path | None:
-    """A path task.json holds, as written, else relative to the task folder when it exists there;
-    None when task.json holds no path there."""
+def task_path(folder: str | os.PathLike, value, relative: str | None = None) -> Path | None:
+    """A path task.json holds: as written when it exists, else `relative` (task.json's path relative
+    to the task folder, for a task moved with its data) under the folder, else the written path
+    relative to the folder when it exists there; None when task.json holds no path there."""
     if not value or not isinstance(value, str):
         return None
     p = Path(value).expanduser()
-    if not p.is_absolute() and not p.exists() and (Path(folder) / p).exists():
+    if p.exists():
+        return p
+    if relative and (Path(folder) / relative).exists():
+        return Path(folder) / relative
+    if not p.is_absolute() and (Path(folder) / p).exists():
         return Path(folder) / p
     return p
+
+
+def meta_path(folder: str | os.PathLike, meta: dict, key: str) -> Path | None:
+    """task_path of task.json's `key` (npu, golden, model ...), trying its relative form too."""
+    rel = meta.get("relative")
+    relative = rel.get(key) if isinstance(rel, dict) and isinstance(rel.get(key), str) else None
+    return task_path(folder, meta.get(key), relative)
 
 
 def framework_model(folder: str | os.PathLike, meta: dict) -> tuple[Path | None, str]:
@@ -336,8 +348,9 @@ def framework_model(folder: str | os.PathLike, meta: dict) -> tuple[Path | None,
     demo = meta.get("demo")
     if isinstance(demo, dict):
         candidates.append((demo.get("framework_model"), "task.json demo.framework_model"))
-    candidates.append((meta.get("model"), "task.json model"))
-    golden = task_path(folder, meta.get("golden"))
+    model = meta_path(folder, meta, "model")
+    candidates.append((str(model) if model else None, "task.json model"))
+    golden = meta_path(folder, meta, "golden")
     if golden is not None:
         gdir = golden if golden.is_dir() else golden.parent
         candidates.append((str(gdir / "model.onnx"), "the golden dump's model copy"))

@@ -11,6 +11,7 @@ disk, read-only, no permission, name too long) is a SourceError naming the path.
 """
 from __future__ import annotations
 
+import os
 import threading
 import time
 from dataclasses import dataclass, field, replace
@@ -40,15 +41,28 @@ class RunResult:
         return part, self.timings[part]
 
 
-def spec_meta(spec: engine.CompareSpec) -> dict:
-    """What task.json records about the comparison, enough to re-run it."""
-    return {"npu": spec.npu, "golden": spec.golden, "model": spec.model, "algorithms": spec.algorithms,
+PATH_KEYS = ("npu", "golden", "model", "npu_model", "golden_model", "mapping")
+
+
+def spec_meta(spec: engine.CompareSpec, folder: str | Path | None = None) -> dict:
+    """What task.json records about the comparison, enough to re-run it. Paths are stored absolute
+    and, under `relative`, relative to the task folder: a task moved with its data (to another
+    directory or machine) still finds them (engine.task.task_path tries both)."""
+    meta = {"npu": spec.npu, "golden": spec.golden, "model": spec.model, "algorithms": spec.algorithms,
             "range": spec.op_range, "ops": spec.ops, "custom_algorithms": spec.custom_dir,
             "pick": spec.pick, "run": spec.run,
             "golden_shape": list(spec.golden_shape) if spec.golden_shape else None,
             "golden_dtype": str(spec.golden_dtype) if spec.golden_dtype else None,
             "npu_model": spec.npu_model, "golden_model": spec.golden_model, "mapping": spec.mapping,
             "npu_runner": spec.npu_runner, "golden_runner": spec.golden_runner, "iteration": spec.iteration}
+    relative = {}
+    for key in PATH_KEYS:
+        if meta[key]:
+            meta[key] = os.path.abspath(meta[key])
+            if folder is not None:
+                relative[key] = os.path.relpath(meta[key], os.path.abspath(folder))
+    meta["relative"] = relative
+    return meta
 
 
 def spec_from_meta(meta: dict, thresholds=None, folder: str | Path | None = None, **changes) -> engine.CompareSpec:
@@ -60,7 +74,7 @@ def spec_from_meta(meta: dict, thresholds=None, folder: str | Path | None = None
     the plugin names in the task's algorithm list are dropped too."""
     def path(key: str) -> str | None:
         value = meta.get(key)
-        resolved = task_path(folder, value) if folder is not None else value
+        resolved = task_path(folder, value, _relative(meta, key)) if folder is not None else value
         return str(resolved) if resolved else None
     algorithms = meta.get("algorithms")
     if algorithms and not changes.get("custom_dir"):
@@ -75,6 +89,12 @@ def spec_from_meta(meta: dict, thresholds=None, folder: str | Path | None = None
                               npu_runner=meta.get("npu_runner"), golden_runner=meta.get("golden_runner"),
                               iteration=meta.get("iteration") or 0)
     return replace(spec, **changes)
+
+
+def _relative(meta: dict, key: str) -> str | None:
+    rel = meta.get("relative")
+    value = rel.get(key) if isinstance(rel, dict) else None
+    return value if isinstance(value, str) else None
 
 
 def run_task(spec: engine.CompareSpec, folder: str | Path,
@@ -98,7 +118,7 @@ def run_task(spec: engine.CompareSpec, folder: str | Path,
         lock.acquire()
         if planned:
             planned(plan)
-        fields = spec_meta(spec)
+        fields = spec_meta(spec, folder)
         mark_state(folder, "running", error="", tool=f"accuscope {__version__}",
                    started=datetime.now().isoformat(timespec="seconds"),
                    **({"attempt": fields} if _has_result(folder) else fields))
@@ -124,7 +144,7 @@ def run_task(spec: engine.CompareSpec, folder: str | Path,
                 mark_state(folder, "cancelled" if interrupted else "failed",
                            error="" if interrupted else str(place or exc) or type(exc).__name__)
             elif existing and isinstance(exc, SourceError) and not _has_result(folder):
-                mark_state(folder, "failed", error=str(exc), **spec_meta(spec))  # a task made ready by its caller
+                mark_state(folder, "failed", error=str(exc), **spec_meta(spec, folder))  # a task made ready by its caller
         except OSError:
             pass  # the folder cannot take even that: task.json says running, read as interrupted
         if place is not None:
