@@ -220,3 +220,25 @@ def test_a_task_moved_with_its_data_still_works(cls_pair, tmp_path):
     r = accuscope("advise", task, "--json")
     assert r.returncode == 0, r.stderr
     assert not any("unusable" in n for n in json.loads(r.stdout)["notes"])
+
+
+def test_tensors_inside_control_flow_are_carried_into_the_task(tmp_path):
+    """`accuscope dump` cannot fetch tensors inside If/Loop bodies; the comparison says which."""
+    from onnx import TensorProto as T
+    from onnx import helper as h
+    vi = lambda name, elem=T.FLOAT, shape=(2, 3): h.make_tensor_value_info(name, elem, shape)  # noqa: E731
+    then_g = h.make_graph([h.make_node("Relu", ["x"], ["t_out"], name="then_relu")], "then", [], [vi("t_out")])
+    else_g = h.make_graph([h.make_node("Neg", ["x"], ["e_mid"]), h.make_node("Abs", ["e_mid"], ["e_out"])],
+                          "else", [], [vi("e_out")])
+    graph = h.make_graph([h.make_node("If", ["c"], ["y"], name="branch", then_branch=then_g, else_branch=else_g),
+                          h.make_node("Neg", ["y"], ["z"], name="after")], "g", [vi("x"), vi("c", T.BOOL, ())],
+                         [vi("z")])
+    onnx.save(h.make_model(graph, opset_imports=[h.make_opsetid("", 17)]), str(tmp_path / "if.onnx"))
+    np.save(tmp_path / "x.npy", np.arange(6, dtype=np.float32).reshape(2, 3))
+    np.save(tmp_path / "c.npy", np.array(True))
+    r = accuscope("run", tmp_path / "if.onnx", tmp_path / "if.onnx", "--input", f"x={tmp_path / 'x.npy'}",
+                  "--input", f"c={tmp_path / 'c.npy'}", "--out", tmp_path / "t")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "note: 3 tensors inside If/Loop bodies could not be dumped" in r.stdout
+    cov = json.loads((tmp_path / "t" / "task.json").read_text())["coverage"]
+    assert set(cov["unreachable"]) == {"t_out", "e_mid", "e_out"} and not cov["warnings"]

@@ -188,6 +188,8 @@ def compare_and_report(spec: engine.CompareSpec, args) -> int:
         out.print(f"first failing: [bold]{show((first['tensor']))}[/] ({show((first['type']))}) "
                   f"{show('; '.join(summary.broken))}", soft_wrap=True)
     warnings = plan.coverage.warnings
+    for note in plan.coverage.notes:
+        out.print(f"note: {show(note)}", soft_wrap=True)
     for w in warnings:
         out.print(f"[bold yellow]⚠ warning:[/] {show(w)}: the verdict covers only what was paired", soft_wrap=True)
     for p in plan.problems[:10]:

@@ -418,7 +418,12 @@ def _coverage(run: _Run) -> list[Finding]:
     """Too little compared to conclude anything (task.json coverage, written by compare)."""
     cov = run.task.meta.get("coverage")
     warnings = cov.get("warnings") if isinstance(cov, dict) else None
+    notes = cov.get("notes") if isinstance(cov, dict) else None
     if not warnings or not isinstance(warnings, list):
+        if notes and isinstance(notes, list):
+            return [_finding(run, "coverage", "info", None, f"not compared: {notes[0]}",
+                             "These tensors are missing on purpose (the run that dumped them cannot reach them); "
+                             "the verdict covers the rest.", {"unreachable": len(cov.get("unreachable") or [])})]
         return []
     text = "; ".join(str(w) for w in warnings)
     return [_finding(run, "coverage", "warning", None, f"the comparison saw too little: {text}",

@@ -68,6 +68,7 @@ class Coverage:
     outputs_paired: int
     outputs_total: int
     npu_only: int = 0  # tensors of device-only ops / ops a converter inserted: no counterpart can exist
+    unreachable: list[str] = field(default_factory=list)  # tensors a side's run could not fetch (If/Loop bodies)
 
     @property
     def warnings(self) -> list[str]:
@@ -81,10 +82,19 @@ class Coverage:
                          "the network outputs are unknown (no model names them)")
         return found
 
+    @property
+    def notes(self) -> list[str]:
+        """What was not compared for a known reason (not a warning on its own)."""
+        if not self.unreachable:
+            return []
+        return [f"{len(self.unreachable):,} tensors inside If/Loop bodies could not be dumped, so were not compared "
+                f"(first: {self.unreachable[0]})"]
+
     def to_meta(self) -> dict:
         return {"npu_paired": self.npu_paired, "npu_total": self.npu_total, "golden_used": self.golden_used,
                 "golden_total": self.golden_total, "outputs_paired": self.outputs_paired,
-                "outputs_total": self.outputs_total, "npu_only": self.npu_only, "warnings": self.warnings}
+                "outputs_total": self.outputs_total, "npu_only": self.npu_only,
+                "unreachable": self.unreachable[:1000], "warnings": self.warnings, "notes": self.notes}
 
 
 @dataclass
@@ -159,7 +169,8 @@ def plan(spec: CompareSpec) -> Plan:
     comparable = sum(1 for p in pairs if p.ground_truth != DEVICE_ONLY)  # device-only ops have no counterpart
     coverage = Coverage(sum(1 for p in pairs if p.golden is not None), comparable, len(used),
                         len(golden.tensors), sum(1 for p, r in zip(pairs, rows) if r["is_output"] and p.golden),
-                        sum(1 for r in rows if r["is_output"]), len(pairs) - comparable)
+                        sum(1 for r in rows if r["is_output"]), len(pairs) - comparable,
+                        list(dict.fromkeys(t for side in (npu, golden) for t, _ in side.unreachable)))
     if not used:
         raise SourceError(_nothing_paired(spec, npu, golden, mapping, scope))
     problems = list(npu.problems) + list(golden.problems) + problems

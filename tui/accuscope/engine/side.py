@@ -15,6 +15,7 @@ for Ascend dumps, dumped ops); `Side` gives every one of them the same face:
 """
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import replace
 from functools import cached_property
@@ -27,6 +28,7 @@ from .npudump import NpuDump
 from .tensor import INPUT, OUTPUT, Problem, Tensor, sanitize
 
 OWN_MODEL = "model.onnx"  # `accuscope dump` leaves the model it ran beside its npy files
+DUMP_JSON = "dump.json"  # and what it ran and skipped
 
 
 class Side:
@@ -100,6 +102,23 @@ class Side:
             if op.name is not None:
                 found.setdefault(op.name.op_name, op)
         return found
+
+    @cached_property
+    def unreachable(self) -> list[tuple[str, str]]:
+        """(tensor, why) of tensors the run that wrote this side could not fetch (an `accuscope dump`
+        folder lists those inside If/Loop bodies in its dump.json): absent, but not by mistake."""
+        doc = os.path.join(self.path, DUMP_JSON) if os.path.isdir(self.path) else None
+        if doc is None or not os.path.isfile(doc):
+            return []
+        try:
+            with open(doc, encoding="utf-8") as fh:
+                skipped = json.load(fh).get("skipped")
+        except (OSError, ValueError, AttributeError):
+            return []
+        if not isinstance(skipped, list):
+            return []
+        return [(str(e.get("tensor")), str(e.get("reason"))) for e in skipped
+                if isinstance(e, dict) and "inside the body" in str(e.get("reason", ""))]
 
     def use_graph(self, graph: Graph) -> None:
         """Read the side through `graph` (a model given for it): op order, op types, tensor names
