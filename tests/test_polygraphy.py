@@ -252,14 +252,17 @@ def test_detection_reads_head_and_tail(tmp_path):
 
 
 MEMORY_PROBE = """
-import resource, sys
+import sys
 from accuscope.engine import polygraphy
-base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+def status(field):  # VmHWM: this process's own peak (ru_maxrss would carry the parent's over fork + exec)
+    with open("/proc/self/status") as fh:
+        return next(int(line.split()[1]) * 1024 for line in fh if line.startswith(field + ":"))
+
+base = status("VmRSS")
 entries, _ = polygraphy.read(sys.argv[1])
-total = 0
-for t in entries:
-    total += int(t.load().size)
-print(total, (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base) * 1024)
+total = sum(int(t.load().size) for t in entries)
+print(total, status("VmHWM") - base)
 """
 
 
