@@ -7,9 +7,10 @@ wrapped as `{"values": array, "polygraphy_class": "LazyArray"}` ("LazyNumpyArray
 before the `polygraphy_class` marker tag each object with `"__polygraphy_encoded_<Class>":
 "polygraphy_serialized_json_type"`, and the oldest store npy (or npz) bytes as latin-1 text instead of base64.
 
-The file is scanned once in chunks: the structure is kept, but each array's text is only located (file
-offset and length) and decoded by `Tensor.load()`, chunk by chunk straight into the array. Memory stays near
-the largest tensor whatever the file's size. The RunResults marker is the file's last key, so detection
+The file is read once for its structure: each array's text is only located (file offset and length) and
+decoded by `Tensor.load()`, chunk by chunk straight into the array. Base64 npy text is not even read at
+open: its length follows from the npy header, so the scan seeks past it. Memory stays near the largest
+tensor whatever the file's size, and opening a file of several GB reads a few KB per tensor. The RunResults marker is the file's last key, so detection
 (`is_run_results`) reads the head and the tail, never a fixed prefix.
 """
 from __future__ import annotations
@@ -35,7 +36,8 @@ try:  # SIMD base64 (~20x binascii on the same core) when installed; binascii ot
 except ImportError:  # pragma: no cover - depends on the environment
     _simd_b64decode = None
 
-CHUNK = 1 << 22  # bytes read at a time, scanning or decoding (a multiple of 4: whole base64 quads)
+CHUNK = 1 << 22  # bytes read at a time through long text, scanning or decoding (a multiple of 4)
+_STRUCTURE = 1 << 16  # bytes read at a time between arrays (JSON structure, npy headers)
 _B64_HEAD = 16384  # base64 chars decoded to parse an npy header: 12 KiB covers numpy's 10000-byte limit
 _INLINE = 1 << 20  # longer strings are located, not kept (keys and names are far shorter)
 _PAYLOAD_KEYS = ("array", "tensor")  # strings under these keys are always located, never kept
@@ -76,9 +78,9 @@ class _Scanner:
         self.where: list[str] = []  # JSON path to the value being read, for messages
 
     # --- buffer --------------------------------------------------------------------------------
-    def _more(self, keep: int) -> bool:
-        """Read the next chunk, dropping what lies before file offset `keep`."""
-        data = self.fh.read(CHUNK)
+    def _more(self, keep: int, size: int = _STRUCTURE) -> bool:
+        """Read the next `size` bytes, dropping what lies before file offset `keep`."""
+        data = self.fh.read(size)
         if not data:
             return False
         drop = keep - self.base
@@ -169,8 +171,42 @@ class _Scanner:
                 self.pos -= 1
                 raise self._fail("expected ',' or ']'")
 
+    def _jump_npy(self) -> _Span | None:
+        """A base64 npy string's length follows from its npy header: seek past it rather than read it.
+
+        None (the caller scans instead) unless the closing quote is exactly where the header says.
+        """
+        start = self.base + self.pos
+        while len(self.buf) - self.pos < _B64_HEAD and self._more(self.base + self.pos):
+            pass
+        head = self.buf[self.pos:self.pos + _B64_HEAD]
+        if not head.startswith(_B64_NPY):
+            return None
+        try:
+            npy = golden._npy_header(_b64_head(head), 1 << 62)
+        except (ValueError, EOFError, binascii.Error):
+            return None
+        length = -(-(npy.offset + npy.nbytes) // 3) * 4
+        end = start + length
+        if end < self.base + len(self.buf):
+            if self.buf[end - self.base:end - self.base + 1] != b'"':
+                return None
+            self.pos = end - self.base + 1
+        else:
+            resume = self.fh.tell()
+            self.fh.seek(end)
+            if self.fh.read(1) != b'"':
+                self.fh.seek(resume)
+                return None
+            self.buf, self.base, self.pos = b"", end + 1, 0
+        return _Span(start, length)
+
     def _string(self, locate: bool):
         """After the opening quote: the string, or its `_Span` when `locate` or longer than _INLINE."""
+        if locate:
+            span = self._jump_npy()
+            if span is not None:
+                return span
         start = self.base + self.pos
         i = self.pos
         escaped = False
@@ -190,7 +226,7 @@ class _Scanner:
                 i = len(self.buf)
             here = self.base + i
             keep = start if not locate and here - start <= _INLINE else here  # long: keep nothing scanned
-            if not self._more(keep):
+            if not self._more(keep, CHUNK):
                 self.pos = i
                 raise _Truncated(f"the file ends at byte {self.base + i:,} inside a string"
                                  + (f" ({''.join(self.where)})" if self.where else ""))
