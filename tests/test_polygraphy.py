@@ -87,6 +87,26 @@ def test_inspect_lists_runners_iterations_and_tensors(cls_run):
     assert "save_infer_model/scale_0.tmp_1" in result.stdout and "conv2d_53.tmp_0" in result.stdout
 
 
+def test_per_iteration_folder_of_polygraphy_run(cls_model, tmp_path):
+    """`--save-outputs DIR` (no extension): one RunResults file per iteration; iteration i is file i."""
+    folder = tmp_path / "outs"
+    subprocess.run([POLYGRAPHY, "run", str(cls_model), "--onnxrt", "--onnx-outputs", "mark", "all",
+                    "--input-shapes", "x:[1,3,48,192]", "--iterations", "2", "--save-outputs", str(folder)],
+                   check=True, capture_output=True, timeout=300)
+    assert detect(str(folder)).kind == "polygraphy" and polygraphy.is_run_results(folder)
+    ((runner, iterations),) = polygraphy.runners(folder)
+    assert runner.startswith("onnxrt-runner") and iterations == 2
+    second = folder / "0000000001.json"
+    expected = RunResults.load(str(second))[0][1][0]
+    dump = open_golden(folder, iteration=1)
+    assert [t.tensor_name for t in dump.tensors] == list(expected.keys())
+    assert all(t.source == str(second) and np.array_equal(t.load(), expected[t.tensor_name]) for t in dump.tensors)
+    with pytest.raises(SourceError, match=r"outs: iteration 2 out of range: the folder holds 2 iteration file"):
+        open_golden(folder, iteration=2)
+    result = accuscope("inspect", folder)
+    assert result.returncode == 0 and "(2 iterations)" in result.stdout, result.stdout + result.stderr
+
+
 # --- files written by RunResults.save --------------------------------------------------------------
 
 def sample(dtype, shape):

@@ -84,7 +84,9 @@ def open_golden(path: str | os.PathLike, *, shape: Sequence[int] | int | None = 
     if not os.path.exists(path):
         raise SourceError(f"{path}: no such file or folder")
     lower = path.lower()
-    if os.path.isdir(path):
+    if os.path.isdir(path) and polygraphy.is_run_results(path):  # `polygraphy run --save-outputs DIR`
+        kind, (entries, problems) = "polygraphy", polygraphy.read(path, runner, iteration)
+    elif os.path.isdir(path):
         kind, (entries, problems) = "npy", _read_npy_folder(path)
     elif lower.endswith(".npz"):
         kind, (entries, problems) = "npz", _read_npz(path)

@@ -1,5 +1,8 @@
 """Polygraphy RunResults JSON (`polygraphy run --save-outputs`, `RunResults.save`), read as a stream.
 
+One file, or a folder of per-iteration files (`--save-outputs DIR` without an extension, Polygraphy >= 0.53:
+`0000000000.json`, ... each a RunResults holding that iteration of every runner).
+
 Layout: `{"lst": [[runner_name, [IterationResult, ...]], ...], "polygraphy_class": "RunResults"}`; an
 IterationResult is `{"outputs": {name: array, ...}, "runtime": s, "runner_name": s, "polygraphy_class":
 "IterationResult"}`; an array is `{"array": BASE64_OF_NPY_BYTES, "polygraphy_class": "ndarray"}`, usually
@@ -49,6 +52,7 @@ _B64_NPY = b"k05VTVBZ"  # base64 of numpy's magic b"\x93NUMPY"
 
 _WS = re.compile(rb"[ \t\n\r]*")
 _SCALAR = re.compile(rb"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?|true|false|null|NaN|-?Infinity")
+_ITERATION_FILE = re.compile(r"[0-9]+\.json", re.IGNORECASE)
 _HEAD = re.compile(rb'\s*\{\s*(?:"lst"\s*:\s*\[\s*(?:\]|\[\s*")'  # how Polygraphy's files begin
                    rb'|"polygraphy_class"\s*:\s*"RunResults"|"__polygraphy_encoded_RunResults")')  # marker first
 _TAIL = re.compile(rb'"(?:polygraphy_class"\s*:\s*"RunResults|__polygraphy_encoded_RunResults"\s*:\s*"'
@@ -308,15 +312,23 @@ def _parse(path: str, _size: int, _mtime: int) -> list[tuple[str, list]]:
 
 def runners(path: str | os.PathLike) -> list[tuple[str, int]]:
     """Each runner's name and number of iterations, in file order."""
-    return [(name, len(iterations)) for name, iterations in _runs(os.fspath(path))]
+    path = os.fspath(path)
+    if os.path.isdir(path):  # every file holds one iteration of every runner
+        files = _folder_files(path)
+        return [(name, len(files)) for name, _ in _runs(files[0])]
+    return [(name, len(iterations)) for name, iterations in _runs(path)]
 
 
 def is_run_results(path: str | os.PathLike) -> bool:
-    """Whether a file is a Polygraphy RunResults JSON, from its head and tail (whatever its size).
+    """Whether `path` is Polygraphy RunResults: a JSON file, or a folder of per-iteration files.
 
-    The head shows the RunResults layout (`{"lst": [["runner", ...`) and the tail its class marker (Polygraphy
-    writes it last): a file cut short by an interrupted run is still recognised, and read() says where it ends.
+    A file is judged from its head and tail, whatever its size: the head shows the RunResults layout
+    (`{"lst": [["runner", ...`), the tail its class marker (Polygraphy writes it last), so a file cut short
+    by an interrupted run is still recognised, and read() says where it ends.
     """
+    if os.path.isdir(path):
+        files = _iteration_files(os.fspath(path))
+        return bool(files) and is_run_results(files[0])
     try:
         with open(path, "rb") as fh:
             head = fh.read(4096)
@@ -326,6 +338,24 @@ def is_run_results(path: str | os.PathLike) -> bool:
     except OSError:
         return False
     return bool(_HEAD.match(head) or _TAIL.search(tail))
+
+
+def _iteration_files(folder: str) -> list[str]:
+    """`polygraphy run --save-outputs DIR` (no extension): one RunResults per iteration, 0000000000.json ..."""
+    try:
+        names = sorted(n for n in os.listdir(folder) if n.lower().endswith(".json"))
+    except OSError:
+        return []
+    if not names or not all(_ITERATION_FILE.fullmatch(n) for n in names):
+        return []
+    return [os.path.join(folder, n) for n in names]
+
+
+def _folder_files(path: str) -> list[str]:
+    files = _iteration_files(path)
+    if not files:
+        raise SourceError(f"{path}: not a folder of Polygraphy per-iteration files (0000000000.json, ...)")
+    return files
 
 
 # --- tensors -----------------------------------------------------------------------------------
@@ -338,6 +368,12 @@ def read(path: str | os.PathLike, runner: str | None = None, iteration: int = 0,
     decoded only when loaded. A whole-file problem raises SourceError; a bad array is a Problem.
     """
     path = os.fspath(path)
+    if os.path.isdir(path):
+        files = _folder_files(path)
+        if not 0 <= iteration < len(files):
+            raise SourceError(f"{path}: iteration {iteration} out of range: the folder holds {len(files)} "
+                              "iteration file(s)")
+        return read(files[iteration], runner, 0)
     runs = _runs(path)
     names = [name for name, _ in runs]
     if runner is None:
