@@ -139,6 +139,21 @@ def test_runners_iterations_dtypes_and_layouts(tmp_path, monkeypatch):
                 assert got.dtype == arr.dtype and got.shape == arr.shape and np.array_equal(got, arr), name
 
 
+@pytest.mark.parametrize("reads", [None, 7], ids=["default reads", "7-byte reads"])
+def test_names_with_escapes_and_unicode(tmp_path, monkeypatch, reads):
+    """JSON escapes and UTF-8 in names; with 7-byte reads every token and escape crosses a read."""
+    if reads:
+        monkeypatch.setattr(polygraphy, "_STRUCTURE", reads)
+        monkeypatch.setattr(polygraphy, "CHUNK", 8)
+    names = ['a"quoted"\\name', "路径/卷积:0", "tab\there", "x" * 5000]
+    arrays = {name: np.full((2,), i, np.float32) for i, name in enumerate(names)}
+    path = save(tmp_path / "r.json", {"runner \"ü\"": [arrays]})
+    assert polygraphy.runners(path) == [('runner "ü"', 1)]
+    entries, problems = polygraphy.read(path)
+    assert not problems and [t.tensor_name for t in entries] == names
+    assert all(np.array_equal(t.load(), arrays[t.tensor_name]) for t in entries)
+
+
 def test_iteration_without_outputs_and_runner_without_iterations(tmp_path):
     path = save(tmp_path / "r.json", {"a": [{}], "b": []})
     assert open_golden(path).tensors == []

@@ -82,9 +82,9 @@ class _Scanner:
         self.where: list[str] = []  # JSON path to the value being read, for messages
 
     # --- buffer --------------------------------------------------------------------------------
-    def _more(self, keep: int, size: int = _STRUCTURE) -> bool:
-        """Read the next `size` bytes, dropping what lies before file offset `keep`."""
-        data = self.fh.read(size)
+    def _more(self, keep: int, size: int = 0) -> bool:
+        """Read the next `size` bytes (default _STRUCTURE), dropping what lies before file offset `keep`."""
+        data = self.fh.read(size or _STRUCTURE)
         if not data:
             return False
         drop = keep - self.base
@@ -391,7 +391,8 @@ def read(path: str | os.PathLike, runner: str | None = None, iteration: int = 0,
     problems: list[Problem] = []
     with open(path, "rb") as fh:
         for name, value in outputs.items():
-            entries.append(_output(path, fh, name, value, problems))
+            if name != "polygraphy_class" and not name.startswith(_LEGACY_PREFIX):  # tags, not outputs
+                entries.append(_output(path, fh, name, value, problems))
     return entries, problems
 
 
