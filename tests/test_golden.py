@@ -218,17 +218,6 @@ def test_pickled_object_arrays_are_never_unpickled(tmp_path, kind):
     assert not marker.exists()
 
 
-# --- Polygraphy ----------------------------------------------------------------------------------
-
-def test_polygraphy_runner_and_iteration_selection(tmp_path):
-    a, b, c = (sample(np.float32, (2, 2), seed) for seed in range(3))
-    path = polygraphy_json(tmp_path / "r.json", {"onnxrt-runner-N0": [{"out:0": a}, {"out:0": b}],
-                                                 "trt-runner-N0": [{"out:0": c}]}, lazy=False)
-    assert np.array_equal(open_golden(path).find_tensor("out:0").load(), a)
-    assert np.array_equal(open_golden(path, iteration=1).find("out:0").load(), b)
-    assert np.array_equal(open_golden(path, runner="trt-runner-N0").find_tensor("out:0").load(), c)
-
-
 # --- unusable sources ----------------------------------------------------------------------------
 
 def _source_cases(tmp_path):

@@ -7,6 +7,7 @@ from collections import Counter
 from rich.markup import escape
 from rich.table import Table
 
+from ..engine import polygraphy
 from ..engine.golden import GoldenDump
 from ..engine.graph import Graph
 from ..engine.npudump import NpuDump
@@ -58,6 +59,11 @@ def _dump(source: NpuDump | GoldenDump, limit: int) -> int:
     facts.append(human_bytes(sum(t.nbytes for t in readable)))
     out.print(title)
     out.print("  " + " · ".join(facts))
+    if not npu and source.kind == "polygraphy":
+        runs = polygraphy.runners(source.path)
+        out.print("  [bold]runners[/]  " + " · ".join(
+            f"{escape(name)} ({n} iteration{'s' if n != 1 else ''})" for name, n in runs)
+            + ("  [dim](tensors below: the first's iteration 0)[/]" if len(runs) > 1 or runs[0][1] > 1 else ""))
     out.print(f"  [bold]dtypes[/]   {counts(Counter(t.dtype_name for t in tensors))}")
     if npu:
         out.print(f"  [bold]formats[/]  {counts(Counter(t.format for t in tensors))}")

@@ -7,9 +7,6 @@ Nothing is ever unpickled: object arrays are refused from their header, before a
 """
 from __future__ import annotations
 
-import base64
-import io
-import json
 import math
 import os
 import zipfile
@@ -20,12 +17,12 @@ from typing import IO, Callable, Sequence
 import numpy as np
 from numpy.lib import format as npformat
 
+from . import polygraphy
 from .names import parse_golden_name, read_mapping_csv
 from .tensor import OUTPUT, Payload, Problem, SourceError, Tensor, read_payload, sanitize
 
 RAW_SUFFIXES = (".bin", ".bmrt", ".dat")
 PICKS = ("newest", "oldest")
-_B64_HEAD = 16384  # base64 chars decoded to parse an npy header: 12 KiB covers numpy's 10000-byte limit
 _Key = tuple[str, str, int]
 
 
@@ -87,14 +84,16 @@ def open_golden(path: str | os.PathLike, *, shape: Sequence[int] | int | None = 
     if not os.path.exists(path):
         raise SourceError(f"{path}: no such file or folder")
     lower = path.lower()
-    if os.path.isdir(path):
+    if os.path.isdir(path) and polygraphy.is_run_results(path):  # `polygraphy run --save-outputs DIR`
+        kind, (entries, problems) = "polygraphy", polygraphy.read(path, runner, iteration)
+    elif os.path.isdir(path):
         kind, (entries, problems) = "npy", _read_npy_folder(path)
     elif lower.endswith(".npz"):
         kind, (entries, problems) = "npz", _read_npz(path)
     elif lower.endswith(RAW_SUFFIXES):
         kind, (entries, problems) = "bin", _read_raw(path, shape, dtype)
     elif lower.endswith(".json"):
-        kind, (entries, problems) = "polygraphy", _read_polygraphy(path, runner, iteration)
+        kind, (entries, problems) = "polygraphy", polygraphy.read(path, runner, iteration)
     else:
         hint = "; open the folder that holds it" if lower.endswith(".npy") else ""
         raise SourceError(f"{path}: unknown golden file type (expected a folder of .npy files, .npz, "
@@ -254,56 +253,3 @@ def _read_raw(path: str, shape, dtype) -> tuple[list[Tensor], list[Problem]]:
     payload = Payload(path, 0, nbytes, dt, dims)
     op = os.path.splitext(os.path.basename(path))[0]
     return [_tensor(op, path, dtype=dt, shape=dims, payload=payload, reader=partial(read_payload, payload))], []
-
-
-# --- Polygraphy RunResults JSON ------------------------------------------------------------------
-
-def _read_polygraphy(path: str, runner: str | None, iteration: int) -> tuple[list[Tensor], list[Problem]]:
-    """One runner's iteration of `polygraphy run --save-outputs`; arrays are base64 npy bytes."""
-    try:
-        with open(path, encoding="utf-8") as fh:
-            doc = json.load(fh)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise SourceError(f"{path}: not readable JSON: {exc}") from exc
-    if not isinstance(doc, dict) or doc.get("polygraphy_class") != "RunResults":
-        found = doc.get("polygraphy_class") if isinstance(doc, dict) else type(doc).__name__
-        raise SourceError(f"{path}: not a Polygraphy RunResults JSON (polygraphy_class: {found!r})")
-    runs = [r for r in doc.get("lst") or [] if isinstance(r, list) and len(r) == 2 and isinstance(r[1], list)]
-    names = [str(r[0]) for r in runs]
-    if not runs:
-        raise SourceError(f"{path}: RunResults holds no runners")
-    if runner is None:
-        runner = names[0]
-    if runner not in names:
-        raise SourceError(f"{path}: runner {runner!r} not present; runners: {', '.join(names)}")
-    iterations = runs[names.index(runner)][1]
-    if not 0 <= iteration < len(iterations):
-        raise SourceError(f"{path}: iteration {iteration} out of range: runner {runner!r} has "
-                          f"{len(iterations)} iteration(s)")
-    outputs = iterations[iteration].get("outputs") if isinstance(iterations[iteration], dict) else None
-    if not isinstance(outputs, dict):
-        raise SourceError(f"{path}: runner {runner!r} iteration {iteration} has no outputs")
-    entries, problems = [], []
-    for name, value in outputs.items():
-        if name == "polygraphy_class":
-            continue
-        if isinstance(value, dict) and value.get("polygraphy_class") == "LazyArray":
-            value = value.get("values")
-        text = value.get("array") if isinstance(value, dict) else None
-        if not isinstance(text, str):
-            problems.append(Problem(path, f"{name}: no base64 npy array"))
-            entries.append(_tensor(name, path, tensor_name=name, problem="no base64 npy array"))
-            continue
-        size = len(text) // 4 * 3 - text[-2:].count("=")
-        entries.append(_npy_tensor(name, path, problems, partial(_b64_head, text), size,
-                                   partial(_load_b64_npy, text), label=name, tensor_name=name))
-    return entries, problems
-
-
-def _b64_head(text: str) -> IO[bytes]:
-    """The first bytes of base64 npy data: enough for the header, without decoding the whole array."""
-    return io.BytesIO(base64.b64decode(text[:_B64_HEAD]))
-
-
-def _load_b64_npy(text: str) -> np.ndarray:
-    return np.load(io.BytesIO(base64.b64decode(text)), allow_pickle=False)

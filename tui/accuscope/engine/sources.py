@@ -11,7 +11,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, Callable, Union
 
-from . import atb, gegraph, mindspore, tpumlir
+from . import atb, gegraph, mindspore, polygraphy, tpumlir
 from .golden import RAW_SUFFIXES, GoldenDump, open_golden
 from .graph import Graph, load_graph
 from .names import parse_dump_name
@@ -79,17 +79,7 @@ def _ascend(path: str, **o) -> NpuDump:
 
 
 def _is_om_json(path: str) -> bool:
-    return _suffix(".json")(path) and not _is_polygraphy(path)
-
-
-def _is_polygraphy(path: str) -> bool:
-    """RunResults JSON: its class marker may be at either end of the file (it is written last)."""
-    size = os.path.getsize(path)
-    with open(path, "rb") as fh:
-        head = fh.read(1 << 16)
-        fh.seek(max(size - 4096, 0))
-        tail = fh.read()
-    return b'"RunResults"' in head or b'"RunResults"' in tail
+    return _suffix(".json")(path) and not polygraphy.is_run_results(path)
 
 
 # Order matters only where two formats could claim one path: the first whose sniff accepts wins.
@@ -104,8 +94,8 @@ FORMATS: list[Format] = [
     Format(tpumlir.KIND, "tpu-mlir .npz (model_deploy outputs, {name}_actual/_desired)", tpumlir.sniff,
            _dialect(tpumlir)),
     Format("npz", ".npz archive (tensor name per member)", _suffix(".npz"), _golden("npz")),
-    Format("polygraphy", "Polygraphy RunResults .json (`polygraphy run --save-outputs`)",
-           lambda p: os.path.isfile(p) and _is_polygraphy(p), _golden("polygraphy")),
+    Format("polygraphy", "Polygraphy RunResults .json or per-iteration folder (`polygraphy run --save-outputs`)",
+           polygraphy.is_run_results, _golden("polygraphy")),
     Format("bin", "raw .bin/.bmrt/.dat with --shape and --dtype", _suffix(*RAW_SUFFIXES), _golden("bin")),
     Format("onnx", "ONNX model", _suffix(".onnx"), load_graph, model=True),
     Format("om", "Ascend offline model as JSON (atc --mode=1)", _is_om_json, load_graph, model=True),
