@@ -242,3 +242,39 @@ def test_tensors_inside_control_flow_are_carried_into_the_task(tmp_path):
     assert "note: 3 tensors inside If/Loop bodies could not be dumped" in r.stdout
     cov = json.loads((tmp_path / "t" / "task.json").read_text())["coverage"]
     assert set(cov["unreachable"]) == {"t_out", "e_mid", "e_out"} and not cov["warnings"]
+
+
+def test_polygraphy_files_on_both_sides_and_one_file_with_two_runners(cls_pair, tmp_path):
+    """`polygraphy run --onnxrt --onnx-outputs mark all --save-outputs` of the fp32 and the fp16
+    model, written by Polygraphy itself: compared file against file, and as one file holding both
+    runners (the second against the first)."""
+    import os
+    pytest.importorskip("polygraphy")
+    from polygraphy.comparator import RunResults
+    root, ref, cand, x = cls_pair
+    exe = os.path.join(os.path.dirname(sys.executable), "polygraphy")
+    for name, model in (("ref", ref), ("cand", cand)):
+        subprocess.run([exe, "run", str(model), "--onnxrt", "--onnx-outputs", "mark", "all", "--load-inputs",
+                        str(tmp_path / "in.json"), "--save-outputs", str(tmp_path / f"{name}.json")]
+                       if name == "cand" else
+                       [exe, "run", str(model), "--onnxrt", "--onnx-outputs", "mark", "all", "--input-shapes",
+                        "x:[1,3,48,192]", "--save-inputs", str(tmp_path / "in.json"), "--save-outputs",
+                        str(tmp_path / f"{name}.json")], check=True, capture_output=True, timeout=300)
+    r = accuscope("compare", "--npu", tmp_path / "cand.json", "--golden", tmp_path / "ref.json", "--out", tmp_path / "t")
+    assert r.returncode == 0, r.stdout + r.stderr
+    cov = json.loads((tmp_path / "t" / "task.json").read_text())["coverage"]
+    assert cov["golden_used"] == cov["golden_total"] > 200 and cov["outputs_paired"] == 1
+    c = load_task(tmp_path / "t").table.columns
+    assert set(c["how"][c["how"] != ""]) == {"tensor"}
+
+    both = RunResults()
+    for name in ("ref", "cand"):
+        (runner, iterations), = list(RunResults.load(str(tmp_path / f"{name}.json")).items())
+        both.append((f"{name}-{runner}", iterations))
+    both.save(str(tmp_path / "both.json"))
+    r = accuscope("compare", tmp_path / "both.json", "--out", tmp_path / "t2")
+    assert r.returncode == 0, r.stdout + r.stderr
+    meta = json.loads((tmp_path / "t2" / "task.json").read_text())
+    assert meta["npu_runner"].startswith("cand-") and meta["golden_runner"].startswith("ref-")
+    same = load_task(tmp_path / "t").table.numbers("cos")
+    assert np.allclose(load_task(tmp_path / "t2").table.numbers("cos"), same, equal_nan=True)
