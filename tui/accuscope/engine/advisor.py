@@ -87,6 +87,7 @@ class _Run:
         t = self.thresholds.get("red")
         self.red_max = t.value if t is not None and t.op == ">" else 0.05
         self.outcome = "unknown"  # the verdict on the network outputs: "pass", "fail" or "unknown"
+        self.fw_path = None  # the framework (reference) model the re-runs use
 
     def say(self, stage: str, done: int = 0, total: int = 0) -> None:
         if self.progress is not None:
@@ -189,6 +190,7 @@ def advise(task_folder: str | os.PathLike, framework_model: str | os.PathLike | 
             if fw_source == "given":
                 raise
             run.notes.append(f"framework model {fw_path} ({fw_source}) unusable: {exc}")
+    run.fw_path = fw_path if fw is not None else None
     run.timings["framework model"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     run.open_sources()
@@ -726,6 +728,12 @@ def _introduced(run: _Run, origins: list[OpOrigin], net_inputs: list[int], findi
         weak = o.method == "input-output"
         ev = {**o.evidence, "method": o.method, "introduced_ops": len(intro), "effect": _effect(o, run),
               "also": [x.op for x in ranked[1:6]]}
+        changes = _model_changes(run, o)
+        if changes:
+            from .modeldiff import ADVICE
+            todo = f"Why: {'; '.join(d.text for d in changes)}. So {ADVICE[changes[0].cause]}, then compare again."
+            ev["changes"] = [d.text for d in changes]
+            ev["cause"] = changes[0].cause
         text = f"{o.why[:1].upper()}{o.why[1:]}. "
         if run.outcome == "fail":
             severity, title = "error", f"{o.op} introduced the error" + (" (input/output heuristic)" if weak else "")
@@ -759,6 +767,27 @@ def _introduced(run: _Run, origins: list[OpOrigin], net_inputs: list[int], findi
     return [_finding(run, "no_op_introduced", "warning", first, "the failing ops only inherit their error", text,
                      {"failing_ops": len(origins), "inherited": sum(o.origin == "inherited" for o in origins),
                       "unknown": sum(o.origin == "unknown" for o in origins)})]
+
+
+def _model_changes(run: _Run, o: OpOrigin) -> list:
+    """What the conversion changed in the op, when both models are ONNX files at hand: the
+    reference (the re-runs' framework model) and the candidate (the NPU side's own model)."""
+    side = run.plan.npu if run.plan is not None else None
+    cand = side.graph if side is not None else None
+    if run.fw_path is None or cand is None or cand.kind != "onnx":
+        return []
+    from .modeldiff import ModelView, differences
+    pair = run.row_pair[o.rows[0]] if o.rows else None
+    try:
+        if not hasattr(run, "_views"):
+            run._views = (ModelView(str(run.fw_path)), ModelView(cand.path))
+        ref, new = run._views
+        found = differences(ref, new, o.op, pair.npu.tensor_name if pair is not None else "")
+    except Exception as exc:  # noqa: BLE001 - an explanation we cannot give is a note, not a failure
+        run.notes.append(f"could not compare the two models' parameters of {o.op}: {exc}")
+        return []
+    order = ["fp16_range", "quantized", "attribute", "replaced", "dtype"]
+    return sorted(found, key=lambda d: order.index(d.cause))
 
 
 def _effect_text(o: OpOrigin, run: _Run) -> str:
