@@ -216,13 +216,17 @@ def advise(task_folder: str | os.PathLike, framework_model: str | os.PathLike | 
     findings += _preprocess(run, net_inputs)
     findings += _nonfinite_origin(run, origins)
     findings += _introduced(run, origins, net_inputs, findings)
-    findings += _drift(run, origins)
+    drift = _drift(run, origins)
+    if drift:  # the many small introductions are the drift, not one culprit
+        findings = [replace(f, severity="warning", title=f"{f.op} introduced the most error, but no single op "
+                            "explains the output") if f.rule == "introduced" else f for f in findings]
+    findings += drift
     findings = _in_light_of_verdict(run, findings)
     method = "rerun" if fw is not None and run.plan is not None else "input-output"
     if method == "input-output" and origins:
         findings.append(_weak_note(fw_path, fw is not None))
     run.timings["rules"] = time.perf_counter() - t0
-    findings.sort(key=lambda f: (f.rule != "verdict", SEVERITIES.index(f.severity),
+    findings.sort(key=lambda f: (f.rule != "verdict", SEVERITIES.index(f.severity), f.rule.startswith("ms."),
                                  f.row if f.row is not None else run.n,
                                  _PRIORITY.index(f.rule) if f.rule in _PRIORITY else len(_PRIORITY)))
     advice = Advice(task.folder, findings, origins, method, str(fw_path) if fw is not None else "",
@@ -376,44 +380,79 @@ def _broken_text(run: _Run, r: int) -> str:
         if t is None:
             parts.append(f"holds {int(run.c['npu_nonfinite'][r])} NaN/inf")
         else:
-            parts.append(f"{key} {run.table.numbers(key)[r]:.4g} {t.op} {t.value:g}")
+            parts.append(f"{key} {_distinct(run.table.numbers(key)[r], t.value)} {t.op} {t.value:.10g}")
     return ", ".join(parts) or "fails"
 
 
-DRIFT_START = 0.01  # relative error (red) where a drift is said to start
+DRIFT_START = 0.1  # a drift starts where the error first reaches this share of the output's
 CLIFF_SHARE = 0.5  # one op adding at least this share of the output's error is a cliff, not a drift
 
 
 def _drift(run: _Run, origins: list[OpOrigin]) -> list[Finding]:
     """When no single op explains a failing output but the error grows a little at each of many
-    ops: say so, where it starts, and how it grows (the series is in the evidence, for a chart)."""
+    ops: say so, where it starts, and how it grows (the series is in the evidence, for a chart).
+    Measured as 1 - cos, which stays bounded where relative errors explode (a Sigmoid's outputs
+    near zero)."""
     if run.outcome != "fail":
         return []
     c = run.c
-    rows = [int(r) for r in np.flatnonzero((c["io"] == "output") & ~run.exempt) if not math.isnan(c["red"][r])]
+    rows = [int(r) for r in np.flatnonzero((c["io"] == "output") & ~run.exempt) if not math.isnan(c["cos"][r])]
     outputs = [r for r in rows if c["is_output"][r]]
     if len(rows) < 8 or not outputs:
         return []
-    red = np.array([min(float(c["red"][r]), 10.0) for r in rows])
-    final = float(red[rows.index(outputs[0])])
-    if final <= run.red_max:
-        return []
-    level = np.maximum.accumulate(red)
+    err = np.array([1.0 - float(c["cos"][r]) for r in rows])
+    final = float(err[rows.index(outputs[0])])
+    if final <= 1.0 - run.cos_min:
+        return []  # the output fails by another metric: no drift of the cosine to describe
+    level = np.maximum.accumulate(err)
     steps = np.diff(np.concatenate([[0.0], level]))
     biggest = int(np.argmax(steps))
     if steps[biggest] >= CLIFF_SHARE * level[-1]:
         return []  # one op made most of it: the introduced-op finding says which
-    start = int(np.argmax(level > DRIFT_START))
+    if any(_effect(o, run) >= CLIFF_SHARE * final for o in origins
+           if o.origin == "introduced" and not (o.broken and set(o.broken) <= MINOR)):
+        return []  # an op made by itself at least half of the output's error: a cliff
+    start = int(np.argmax(level > DRIFT_START * level[-1]))
     picks = sorted({start, start + (len(rows) - start) // 2, len(rows) - 1})
-    growth = ", ".join(f"{100 * level[k]:.0f}% at op {c['npu_op'][rows[k]]} (#{rows[k]})" for k in picks)
+    growth = ", ".join(f"cos down to {_f4(1.0 - level[k])} by {c['npu_op'][rows[k]]} (#{rows[k]})" for k in picks[:-1])
+    growth += f", cos {_f4(c['cos'][outputs[0]])} at the output"
     step = max(1, len(rows) // 60)
-    series = [[rows[k], float(red[k])] for k in range(0, len(rows), step)]
+    series = [[rows[k], float(err[k])] for k in range(0, len(rows), step)]
     return [_finding(run, "drift", "error", rows[start], f"gradual drift from {c['npu_op'][rows[start]]}",
-                     f"No single op explains the output's error: it grows a little at each of many ops (rel. error "
-                     f"{growth}; the largest single step adds {100 * steps[biggest]:.0f}%). This is accumulated "
-                     "rounding, typical of a whole region in lower precision: keep that region in higher precision "
-                     "rather than one op.", {"growth": series, "largest_step": float(steps[biggest]),
-                                              "start_row": rows[start], "output_red": final})]
+                     f"No single op explains the output's error: it grows a little at each of many ops ({growth}; "
+                     f"the largest single step costs {steps[biggest]:.2g} of cosine). This is accumulated "
+                     f"{_precision_word(run)} across a region: keep that region in higher precision (or calibrate "
+                     "it) rather than one op.",
+                     {"growth": series, "largest_step": float(steps[biggest]), "start_row": rows[start],
+                      "output_1_minus_cos": final})]
+
+
+QUANTIZED_TYPES = {"ConvInteger", "MatMulInteger", "QLinearConv", "QLinearMatMul", "DynamicQuantizeLinear",
+                   "QuantizeLinear", "DequantizeLinear", "AscendQuant", "AscendDequant"}
+
+
+def _precision_word(run: _Run) -> str:
+    """What kind of small errors add up here, from the NPU side's dtypes and op types."""
+    types = set(run.c["type"].tolist())
+    dtypes = {str(d).lower().replace("dt_", "") for d in run.c["npu_dtype"].tolist()}
+    if types & QUANTIZED_TYPES or dtypes & {"int8", "uint8", "int4"}:
+        return "quantization error"
+    if dtypes & {"float16", "bfloat16"}:
+        return f"{'bfloat16' if 'bfloat16' in dtypes else 'float16'} rounding"
+    return "small per-op error"
+
+
+def _distinct(v: float, threshold: float) -> str:
+    """v with enough digits not to read as the threshold it breaks (cos 0.99999994 < 0.9999999)."""
+    for digits in (4, 6, 8, 10, 12):
+        text = f"{v:.{digits}g}"
+        if float(text) != threshold and (float(text) < threshold) == (v < threshold):
+            return text
+    return repr(float(v))
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.2g}%"
 
 
 def _coverage(run: _Run) -> list[Finding]:
@@ -677,8 +716,8 @@ MINOR = {"mean_rel"}  # breaking only these says little: relative error where go
 
 
 def _effect(o: OpOrigin, run: _Run | None = None) -> float:
-    """How much error an op introduced by itself, as a share of its output lost: 1 - cos of its
-    output against the framework op re-run on its own inputs; for NaN/inf it did not inherit, the
+    """How much error an op introduced by itself: the larger of 1 - cos and the relative euclidean
+    distance of its output against the framework op re-run on its own inputs; for NaN/inf it did not inherit, the
     share of elements that became NaN/inf; with the weak method, its output's error beyond its worst
     input's."""
     if "npu_nonfinite" in o.broken:
@@ -688,7 +727,8 @@ def _effect(o: OpOrigin, run: _Run | None = None) -> float:
         size = _size(str(run.c["shape"][r]))
         return min(1.0, float(run.c["npu_nonfinite"][r]) / size) if size else 1.0
     if o.isolated_cos is not None and not math.isnan(o.isolated_cos):
-        return 1.0 - o.isolated_cos
+        reds = [x.get("red") for x in (o.isolated or {}).get("outputs", []) if isinstance(x.get("red"), (int, float))]
+        return max([1.0 - o.isolated_cos] + [float(r) for r in reds if not math.isnan(r)])
     e_out, e_in = o.evidence.get("output_error"), o.evidence.get("worst_input_error")
     if isinstance(e_out, (int, float)) and isinstance(e_in, (int, float)):
         return max(float(e_out) - float(e_in), 0.0)
@@ -762,7 +802,7 @@ def _introduced(run: _Run, origins: list[OpOrigin], net_inputs: list[int], findi
                 "so the error enters with the network input. Fix the input first.")
     else:
         text = ("No operator introduced error beyond the thresholds; the deviations build up from small ones "
-                "(float16 rounding across many ops, say). Tighten the thresholds to find the largest "
+                f"({_precision_word(run)} across many ops). Tighten the thresholds to find the largest "
                 "contributors, or run the failing region in higher precision.")
     return [_finding(run, "no_op_introduced", "warning", first, "the failing ops only inherit their error", text,
                      {"failing_ops": len(origins), "inherited": sum(o.origin == "inherited" for o in origins),
