@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections import Counter
 from pathlib import Path
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
@@ -201,6 +202,11 @@ def compare_and_report(spec: engine.CompareSpec, args) -> int:
         names = ", ".join(p.npu.name for p in unpaired[:5])
         more = f" … and {len(unpaired) - 5} more (the table's `x` rows, task.json)" if len(unpaired) > 5 else ""
         out.print(f"  unpaired NPU tensors: {show(names)}{show(more)}", soft_wrap=True)
+    unused = plan.coverage.golden_unused
+    if unused:
+        reasons = Counter(why for _, why in unused)
+        out.print(f"  unused golden tensors {len(unused):,}: " + "; ".join(f"{n:,} {show(why)}" for why, n in
+                                                                           reasons.most_common()), soft_wrap=True)
     part, seconds = result.slowest
     out.print(f"took {sum(result.timings.values()):.1f} s (slowest part: {part} {seconds:.1f} s)")
     if not compiled_kernel():

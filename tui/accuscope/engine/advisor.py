@@ -385,46 +385,60 @@ def _broken_text(run: _Run, r: int) -> str:
 
 
 DRIFT_START = 0.1  # a drift starts where the error first reaches this share of the output's
-CLIFF_SHARE = 0.5  # one op adding at least this share of the output's error is a cliff, not a drift
+CLIFF_SHARE = 0.5  # one step of the error series adding this share of its maximum is a cliff, not a drift
+DOMINANT = 2.0  # an op whose own error is this many times the next one's is the cause by itself
+MANY = 4  # this many ops with errors within DOMINANT of the largest make a drift
 
 
 def _drift(run: _Run, origins: list[OpOrigin]) -> list[Finding]:
     """When no single op explains a failing output but the error grows a little at each of many
     ops: say so, where it starts, and how it grows (the series is in the evidence, for a chart).
-    Measured as 1 - cos, which stays bounded where relative errors explode (a Sigmoid's outputs
-    near zero)."""
+    Measured with the metric the output breaks: 1 - cos first (bounded where relative errors
+    explode, at a Sigmoid's outputs near zero), else the relative euclidean distance."""
     if run.outcome != "fail":
         return []
     c = run.c
-    rows = [int(r) for r in np.flatnonzero((c["io"] == "output") & ~run.exempt) if not math.isnan(c["cos"][r])]
-    outputs = [r for r in rows if c["is_output"][r]]
-    if len(rows) < 8 or not outputs:
+    out = next((int(r) for r in np.flatnonzero(c["is_output"] & ~run.exempt)), None)
+    if out is None:
         return []
-    err = np.array([1.0 - float(c["cos"][r]) for r in rows])
-    final = float(err[rows.index(outputs[0])])
-    if final <= 1.0 - run.cos_min:
-        return []  # the output fails by another metric: no drift of the cosine to describe
+    if not math.isnan(c["cos"][out]) and c["cos"][out] < run.cos_min:
+        key, values, words = "cos", 1.0 - c["cos"], "cos"
+    elif not math.isnan(c["red"][out]) and c["red"][out] > run.red_max:
+        key, values, words = "red", np.minimum(c["red"], 10.0), "rel. error"
+    else:
+        return []
+    rows = [int(r) for r in np.flatnonzero((c["io"] == "output") & ~run.exempt) if not math.isnan(values[r])]
+    if len(rows) < 8 or out not in rows:
+        return []
+    err = np.array([float(values[r]) for r in rows])
+    final = float(values[out])
     level = np.maximum.accumulate(err)
     steps = np.diff(np.concatenate([[0.0], level]))
     biggest = int(np.argmax(steps))
-    if steps[biggest] >= CLIFF_SHARE * level[-1]:
-        return []  # one op made most of it: the introduced-op finding says which
-    if any(_effect(o, run) >= CLIFF_SHARE * final for o in origins
-           if o.origin == "introduced" and not (o.broken and set(o.broken) <= MINOR)):
-        return []  # an op made by itself at least half of the output's error: a cliff
+    effects = sorted((_effect(o, run) for o in origins if o.origin == "introduced" and o.method == "rerun"
+                      and not (o.broken and set(o.broken) <= MINOR)), reverse=True)
+    if effects and (len(effects) == 1 or effects[0] >= DOMINANT * effects[1]):
+        return []  # one op made far more error by itself than any other: a cliff, said as introduced
+    if effects and sum(e >= effects[0] / DOMINANT for e in effects) < MANY:
+        return []  # a few comparable culprits: the introduced-op finding names them
+    if not effects and steps[biggest] >= CLIFF_SHARE * level[-1]:
+        return []  # without re-runs: one step of the series made most of it
     start = int(np.argmax(level > DRIFT_START * level[-1]))
-    picks = sorted({start, start + (len(rows) - start) // 2, len(rows) - 1})
-    growth = ", ".join(f"cos down to {_f4(1.0 - level[k])} by {c['npu_op'][rows[k]]} (#{rows[k]})" for k in picks[:-1])
-    growth += f", cos {_f4(c['cos'][outputs[0]])} at the output"
+    picks = sorted({start, start + (len(rows) - start) // 2, len(rows) - 1})[:-1]
+
+    def told(v: float) -> str:
+        return f"cos down to {_f4(1.0 - v)}" if key == "cos" else f"{words} up to {_pct(v)}"
+    growth = ", ".join(f"{told(level[k])} by {c['npu_op'][rows[k]]} (#{rows[k]})" for k in picks)
+    growth += f", {words} {_f4(c['cos'][out]) if key == 'cos' else _pct(final)} at the output"
     step = max(1, len(rows) // 60)
     series = [[rows[k], float(err[k])] for k in range(0, len(rows), step)]
     return [_finding(run, "drift", "error", rows[start], f"gradual drift from {c['npu_op'][rows[start]]}",
                      f"No single op explains the output's error: it grows a little at each of many ops ({growth}; "
-                     f"the largest single step costs {steps[biggest]:.2g} of cosine). This is accumulated "
+                     f"the largest single step adds {steps[biggest]:.2g}). This is accumulated "
                      f"{_precision_word(run)} across a region: keep that region in higher precision (or calibrate "
                      "it) rather than one op.",
-                     {"growth": series, "largest_step": float(steps[biggest]), "start_row": rows[start],
-                      "output_1_minus_cos": final})]
+                     {"metric": key, "growth": series, "largest_step": float(steps[biggest]),
+                      "start_row": rows[start], "output_error": final})]
 
 
 QUANTIZED_TYPES = {"ConvInteger", "MatMulInteger", "QLinearConv", "QLinearMatMul", "DynamicQuantizeLinear",
@@ -601,6 +615,12 @@ def _origins(run: _Run, fw, previous: dict[str, dict]) -> list[OpOrigin] | None:
     problems: dict[str, str] = {}
     if fw is not None:
         jobs = []
+        npu_values = {}  # framework tensor -> the NPU side's value of it (an op output paired with it)
+        for p in run.plan.pairs:
+            if p.golden is not None and p.npu.io == "output" and not p.npu.problem and not p.golden.problem:
+                t = fw.tensor_of(p.golden)
+                if t is not None:
+                    npu_values.setdefault(t, (p.npu, p.golden))
         for op in failing:
             rows = run.ops[op]
             pairs = [run.row_pair[r] for r in rows if run.row_pair[r] is not None]
@@ -609,7 +629,7 @@ def _origins(run: _Run, fw, previous: dict[str, dict]) -> list[OpOrigin] | None:
                 problems[op] = "no framework counterpart" if chain == ["*"] else "no tensors of it in the dumps"
                 continue
             try:
-                job = make_job(fw, op, chain, pairs, run.plan.golden)
+                job = make_job(fw, op, chain, pairs, run.plan.golden, npu_values)
             except SourceError as exc:
                 problems[op] = str(exc)
                 continue

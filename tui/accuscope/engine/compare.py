@@ -69,6 +69,7 @@ class Coverage:
     outputs_total: int
     npu_only: int = 0  # tensors of device-only ops / ops a converter inserted: no counterpart can exist
     unreachable: list[str] = field(default_factory=list)  # tensors a side's run could not fetch (If/Loop bodies)
+    golden_unused: list[tuple[str, str]] = field(default_factory=list)  # (golden tensor, why no NPU tensor pairs it)
 
     @property
     def warnings(self) -> list[str]:
@@ -94,7 +95,8 @@ class Coverage:
         return {"npu_paired": self.npu_paired, "npu_total": self.npu_total, "golden_used": self.golden_used,
                 "golden_total": self.golden_total, "outputs_paired": self.outputs_paired,
                 "outputs_total": self.outputs_total, "npu_only": self.npu_only,
-                "unreachable": self.unreachable[:1000], "warnings": self.warnings, "notes": self.notes}
+                "unreachable": self.unreachable[:1000], "warnings": self.warnings, "notes": self.notes,
+                "golden_unused": [list(u) for u in self.golden_unused[:1000]]}
 
 
 @dataclass
@@ -170,7 +172,8 @@ def plan(spec: CompareSpec) -> Plan:
     coverage = Coverage(sum(1 for p in pairs if p.golden is not None), comparable, len(used),
                         len(golden.tensors), sum(1 for p, r in zip(pairs, rows) if r["is_output"] and p.golden),
                         sum(1 for r in rows if r["is_output"]), len(pairs) - comparable,
-                        list(dict.fromkeys(t for side in (npu, golden) for t, _ in side.unreachable)))
+                        list(dict.fromkeys(t for side in (npu, golden) for t, _ in side.unreachable)),
+                        _unused_golden(golden, used, npu, npu_graph))
     if not used:
         raise SourceError(_nothing_paired(spec, npu, golden, mapping, scope))
     problems = list(npu.problems) + list(golden.problems) + problems
@@ -179,6 +182,25 @@ def plan(spec: CompareSpec) -> Plan:
             problems.append(Problem(side.path, side.graph_note))
     return Plan(spec, npu, golden, graph or npu_graph or golden.graph, pairs, rows, metrics, chosen_plugins,
                 problems, mapping.unmatched_golden, coverage)
+
+
+def _unused_golden(golden: Side, used: set[int], npu: Side, npu_graph: Graph | None) -> list[tuple[str, str]]:
+    """The golden tensors no NPU tensor paired with, each with the likeliest reason."""
+    values: set[str] = set()
+    if npu_graph is not None and npu_graph.kind != "om":
+        values = {v for n in npu_graph.nodes for v in n.outputs} | set(npu_graph.inputs)
+    out = []
+    for t in golden.tensors:
+        if id(t) in used:
+            continue
+        if values and t.tensor_name and t.tensor_name not in values:
+            why = "not in the NPU side's model: fused away or removed by its optimizer or converter"
+        elif npu.is_device_dump and npu_graph is not None:
+            why = "no device op records it: fused into another op, or optimized away by the compiler"
+        else:
+            why = "no NPU tensor pairs with it (not dumped on the NPU side, or named otherwise: --mapping)"
+        out.append((t.name, why))
+    return out
 
 
 def _nothing_paired(spec: CompareSpec, npu: Side, golden: Side, mapping, scope: str) -> str:

@@ -67,7 +67,7 @@ def differences(ref: ModelView, cand: ModelView, op: str, output: str = "") -> l
         return []
     found: list[Difference] = []
     if r.op_type != c.op_type:
-        found.append(Difference("replaced", f"{r.op_type} became {c.op_type} in the candidate model"))
+        return _replacement(ref, cand, r, output or (c.output[0] if c.output else ""))
     stored_as: dict[str, list[str]] = {}
     for k, (ri, ci) in enumerate(zip(r.input, c.input)):
         rw, cw = ref.weight(ri), cand.weight(ci)
@@ -80,6 +80,35 @@ def differences(ref: ModelView, cand: ModelView, op: str, output: str = "") -> l
         found.append(Difference("dtype", f"input{'s' if len(inputs) > 1 else ''} {', '.join(inputs)} stored as {how}"))
     found += _attribute_changes(r, c)
     return found
+
+
+QUANTIZED_OPS = {"ConvInteger", "MatMulInteger", "QLinearConv", "QLinearMatMul", "DynamicQuantizeLinear",
+                 "QuantizeLinear", "DequantizeLinear", "DynamicQuantizeMatMul"}
+
+
+def _replacement(ref: ModelView, cand: ModelView, r, output: str) -> list[Difference]:
+    """The candidate computes the reference node's output with other nodes (a quantizer's chain):
+    walk back from that output to tensors the reference also has, and say what stands there."""
+    known = set(ref.producer) | {i.name for i in ref.model.graph.input} | set(ref.weights)
+    chain, todo, seen = [], [output], set()
+    while todo and len(chain) < 12:
+        t = todo.pop()
+        node = cand.producer.get(t)
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        chain.append(node)
+        todo += [i for i in node.input if i and (i not in known or i == output) and i not in cand.weights]
+    types = [n.op_type for n in reversed(chain)]
+    int_weights = [cand._to_array(cand.weights[i]) for n in chain for i in n.input
+                   if i in cand.weights and cand._to_array(cand.weights[i]).dtype.itemsize == 1
+                   and cand._to_array(cand.weights[i]).size > 1]
+    if set(types) & QUANTIZED_OPS:
+        w = (f", weights {int_weights[0].dtype} ({int(np.unique(int_weights[0]).size)} levels)"
+             if int_weights else "")
+        return [Difference("quantized", f"{r.op_type} was replaced by the quantized chain "
+                                        f"{' + '.join(dict.fromkeys(types))}{w}")]
+    return [Difference("replaced", f"{r.op_type} became {' + '.join(dict.fromkeys(types)) or '?'} in the candidate model")]
 
 
 def _weight_changes(what: str, ref: np.ndarray, cand: np.ndarray, stored: np.ndarray) -> list[Difference]:

@@ -215,10 +215,13 @@ class FrameworkModel:
         return model
 
 
-def make_job(fw: FrameworkModel, op: str, chain: list[str], pairs, golden_dump) -> RerunJob:
+def make_job(fw: FrameworkModel, op: str, chain: list[str], pairs, golden_dump,
+             npu_values: dict[str, tuple[Tensor, Tensor]] | None = None) -> RerunJob:
     """The re-run job of one device op from its pairs (input and output), or SourceError saying
-    why it cannot be re-run. Weights come from the framework model; a tensor the op reads that
-    the NPU dump does not hold (a shape computed on the host, say) is fed from the golden dump."""
+    why it cannot be re-run. Weights come from the framework model; an input the op's own pairs do
+    not give is the NPU side's value of that framework tensor from `npu_values` (framework tensor
+    -> (NPU tensor, golden tensor): what another NPU op wrote for it, e.g. before a converter's
+    quantize chain), else (a shape computed on the host, say) it is fed from the golden dump."""
     names = fw.order(chain)
     nodes = [fw.nodes[n][1] for n in names]
     npu_for: dict[str, tuple[Tensor, Tensor | None]] = {}
@@ -228,6 +231,8 @@ def make_job(fw: FrameworkModel, op: str, chain: list[str], pairs, golden_dump) 
         t = fw.tensor_of(p.golden)
         if t is not None and t not in npu_for and not p.npu.problem:
             npu_for[t] = (p.npu, p.golden)
+    for t, value in (npu_values or {}).items():  # what the op read itself comes first
+        npu_for.setdefault(t, value)
     inputs = []
     for t in fw.boundary(nodes):
         if t in npu_for:
