@@ -278,3 +278,27 @@ def test_polygraphy_files_on_both_sides_and_one_file_with_two_runners(cls_pair, 
     assert meta["npu_runner"].startswith("cand-") and meta["golden_runner"].startswith("ref-")
     same = load_task(tmp_path / "t").table.numbers("cos")
     assert np.allclose(load_task(tmp_path / "t2").table.numbers("cos"), same, equal_nan=True)
+
+
+def test_npu_against_npu_pairs_through_the_framework_names_both_record(ws, tmp_path):
+    """Two Ascend dumps of one model (the demo's, with its int4 conv, and one without: two toolkit
+    versions), each with its offline model: device outputs pair through the framework ops their
+    fusion attributes name, and only the quantized conv makes its error."""
+    from dataclasses import replace as dc_replace
+
+    from accuscope.engine import demo
+    from accuscope.engine.demo import MAIN, build_model, demo_image
+    main = ws / MAIN.name
+    (tmp_path / "clean" / "npu").mkdir(parents=True)
+    (tmp_path / "clean" / "model").mkdir()
+    spec = demo._npu_dump(dc_replace(MAIN, quantize=()), tmp_path / "clean", build_model(MAIN.network, MAIN.seed),
+                          main / "model" / "tinynet.onnx", demo_image(), lambda _text: None)
+    r = accuscope("compare", "--npu", main / "npu", "--golden", spec.npu, "--npu-model", main / "model" / "tinynet.json",
+                  "--golden-model", spec.model, "--out", tmp_path / "t")
+    assert r.returncode == 0, r.stdout + r.stderr
+    cov = json.loads((tmp_path / "t" / "task.json").read_text())["coverage"]
+    assert cov["golden_used"] >= cov["golden_total"] - 2 and not cov["warnings"]
+    c = load_task(tmp_path / "t").table.columns
+    assert set(c["how"][c["how"] != ""]) == {"fusion"}
+    first = int(np.flatnonzero(c["fail"])[0])
+    assert c["npu_op"][first].startswith("/block1/conv1/Conv") and c["io"][first] == "output"

@@ -27,7 +27,7 @@ from .metrics import CHUNK, PairMetrics, array_chunks, compare_chunks
 from .oprange import OpRange
 from .results import ResultTable
 from .side import Side
-from .tensor import OUTPUT, Problem, SourceError, Tensor, TensorError
+from .tensor import INPUT, OUTPUT, Problem, SourceError, Tensor, TensorError
 from .thresholds import Thresholds
 
 INLINE_BYTES = 64 << 20  # below this, worker processes cost more than they save
@@ -168,12 +168,14 @@ def plan(spec: CompareSpec) -> Plan:
     if not pairs:
         raise SourceError(f"{spec.npu}: no tensor to compare{scope}")
     used = {id(p.golden) for p in pairs if p.golden is not None}
+    # a device dump's input tensors repeat its producers' outputs: as a reference, its outputs count
+    reference = [t for t in golden.tensors if not (golden.is_device_dump and t.io == INPUT)]
     comparable = sum(1 for p in pairs if p.ground_truth != DEVICE_ONLY)  # device-only ops have no counterpart
-    coverage = Coverage(sum(1 for p in pairs if p.golden is not None), comparable, len(used),
-                        len(golden.tensors), sum(1 for p, r in zip(pairs, rows) if r["is_output"] and p.golden),
+    coverage = Coverage(sum(1 for p in pairs if p.golden is not None), comparable,
+                        sum(1 for t in reference if id(t) in used), len(reference), sum(1 for p, r in zip(pairs, rows) if r["is_output"] and p.golden),
                         sum(1 for r in rows if r["is_output"]), len(pairs) - comparable,
                         list(dict.fromkeys(t for side in (npu, golden) for t, _ in side.unreachable)),
-                        _unused_golden(golden, used, npu, npu_graph))
+                        _unused_golden(reference, used, npu, npu_graph))
     if not used:
         raise SourceError(_nothing_paired(spec, npu, golden, mapping, scope))
     problems = list(npu.problems) + list(golden.problems) + problems
@@ -184,13 +186,14 @@ def plan(spec: CompareSpec) -> Plan:
                 problems, mapping.unmatched_golden, coverage)
 
 
-def _unused_golden(golden: Side, used: set[int], npu: Side, npu_graph: Graph | None) -> list[tuple[str, str]]:
+def _unused_golden(reference: list[Tensor], used: set[int], npu: Side, npu_graph: Graph | None
+                   ) -> list[tuple[str, str]]:
     """The golden tensors no NPU tensor paired with, each with the likeliest reason."""
     values: set[str] = set()
     if npu_graph is not None and npu_graph.kind != "om":
         values = {v for n in npu_graph.nodes for v in n.outputs} | set(npu_graph.inputs)
     out = []
-    for t in golden.tensors:
+    for t in reference:
         if id(t) in used:
             continue
         if values and t.tensor_name and t.tensor_name not in values:

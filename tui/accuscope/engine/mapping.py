@@ -118,6 +118,15 @@ class _Mapper:
         self.om = npu_graph if npu_graph is not None and npu_graph.kind == "om" else None
         self.npu_graph = npu_graph if self.om is None else None  # e.g. the candidate ONNX model
         self.user_map = user_map
+        # NPU against NPU: the golden side is a device dump too; its offline model says which
+        # framework op each of its device outputs stands for, the names both sides record
+        self.golden_origin: dict[tuple[str, int], tuple[str, int]] = {}
+        if golden_graph is not None and golden_graph.kind == "om" and golden.is_device_dump:
+            for node in golden_graph.nodes:
+                for j in range(len(node.outputs)):
+                    origin = self._origin(node, j)
+                    if origin is not None:
+                        self.golden_origin.setdefault(origin, (node.name, j))
 
     def pairs_of(self, df: DumpFile) -> list[Pair]:
         node = self._om_node(df)
@@ -258,6 +267,8 @@ class _Mapper:
 
     def _golden_output(self, op: str, j: int) -> Tensor | None:
         g = self.golden.find(op, OUTPUT, j)
+        if g is None and (op, j) in self.golden_origin:
+            g = self.golden.find(*self.golden_origin[(op, j)][:1], OUTPUT, self.golden_origin[(op, j)][1])
         if g is None and self.graph is not None:
             node = self.graph.node(op)
             if node is not None and j < len(node.outputs):
