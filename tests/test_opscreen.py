@@ -224,6 +224,7 @@ def test_esc_while_computing_cancels_and_goes_back(demo_ws, monkeypatch):
 def test_a_task_whose_dumps_are_gone_says_why(demo_ws, tmp_path):
     folder = tmp_path / "ws" / MAIN.name
     shutil.copytree(demo_ws / MAIN.name, folder)
+    shutil.rmtree(folder / "npu")  # task.json's relative path would find the copy otherwise
     meta = json.loads((folder / "task.json").read_text())
     meta["npu"] = str(tmp_path / "gone")
     (folder / "task.json").write_text(json.dumps(meta))
