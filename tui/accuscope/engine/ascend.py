@@ -18,6 +18,7 @@ from google.protobuf.message import DecodeError
 
 from . import layout
 from .dumpproto import DumpData
+from .inputfile import not_regular
 from .names import DumpName, parse_dump_name
 from .tensor import INPUT, OUTPUT, Payload, Tensor, read_payload
 
@@ -49,6 +50,8 @@ _CODE_OF = {np.dtype(np.float32): 1, np.dtype(np.float16): 2, np.dtype(np.int8):
             np.dtype(np.int16): 5, np.dtype(np.uint16): 6, np.dtype(np.int32): 7, np.dtype(np.int64): 8,
             np.dtype(np.uint32): 9, np.dtype(np.uint64): 10, np.dtype(np.bool_): 11, np.dtype(np.float64): 12}
 _LEN = struct.Struct("<Q")
+MAX_HEADER = 64 << 20  # real headers are kilobytes; a larger claim is damage, not worth the memory
+_INT64 = 1 << 63
 
 
 def dtype_name(code: int) -> str:
@@ -90,6 +93,9 @@ class DumpFile:
 
 def read_header(path: str) -> tuple[DumpData, int, int]:
     """(header message, offset of the first payload, file size). Raises ValueError with the reason."""
+    why = not_regular(path)
+    if why:
+        raise ValueError(why)
     size = os.path.getsize(path)
     with open(path, "rb") as fh:
         head = fh.read(8)
@@ -98,6 +104,8 @@ def read_header(path: str) -> tuple[DumpData, int, int]:
         (hlen,) = _LEN.unpack(head)
         if hlen > size - 8:
             raise ValueError(f"header length {hlen} exceeds the file size ({size} bytes): not a v2 dump or truncated")
+        if hlen > MAX_HEADER:
+            raise ValueError(f"header length {hlen} exceeds {MAX_HEADER >> 20} MiB: not a v2 dump")
         raw = fh.read(hlen)
     msg = DumpData()
     try:
@@ -146,6 +154,7 @@ def read_dump_file(path: str | os.PathLike, original_name: str | None = None) ->
 def _tensor(df: DumpFile, io: str, index: int, item, path: str, offset: int) -> Tensor:
     storage = tuple(int(d) for d in item.shape.dim)
     original = tuple(int(d) for d in item.original_shape.dim) if item.HasField("original_shape") else None
+    huge = [d for d in storage + (original or ()) if d >= _INT64]
     fmt = format_name(item.format)
     code = item.data_type
     orig_op = None
@@ -156,6 +165,8 @@ def _tensor(df: DumpFile, io: str, index: int, item, path: str, offset: int) -> 
     common = dict(op=df.op_name, io=io, index=index, source=path, op_type=df.op_type,
                   dtype_name=name, format=fmt, storage_shape=storage,
                   original_op=orig_op, timestamp=df.timestamp)
+    if huge:
+        return Tensor(dtype=None, shape=storage, problem=f"impossible dimension {huge[0]}", **common)
     if sdtype is None:
         return Tensor(dtype=None, shape=original or storage, problem=f"unsupported dtype {dtype_name(code)}", **common)
     count = math.prod(storage)
@@ -183,6 +194,8 @@ def _plan_layout(fmt: str, storage: tuple, original: tuple | None) -> tuple[tupl
     """(logical shape, conversion label, problem) for a tensor stored as `fmt`."""
     if fmt in layout.CONVERTED:
         target = layout.CONVERTED[fmt]
+        if storage and storage[-1] == 0:
+            return storage, "", f"{fmt} storage shape {list(storage)} has a block size (C0) of 0"
         if not original:
             return layout.logical_shape_guess(fmt, storage), f"{fmt}->{target} {UNCROPPED}", ""
         try:
