@@ -65,7 +65,7 @@ def _dump(source: NpuDump | GoldenDump, limit: int) -> int:
         out.print("  [bold]runners[/]  " + " · ".join(
             f"{_show(name)} ({n} iteration{'s' if n != 1 else ''})" for name, n in runs)
             + ("  [dim](tensors below: the first's iteration 0)[/]" if len(runs) > 1 or runs[0][1] > 1 else ""))
-    out.print(f"  [bold]dtypes[/]   {counts(Counter(printable(t.dtype_name) for t in tensors))}")
+    out.print(f"  [bold]dtypes[/]   {counts(Counter(printable(t.dtype_name) or '?' for t in tensors))}")
     if npu:
         out.print(f"  [bold]formats[/]  {counts(Counter(t.format for t in tensors))}")
         conv = Counter(t.conversion for t in tensors if t.conversion)
@@ -73,7 +73,9 @@ def _dump(source: NpuDump | GoldenDump, limit: int) -> int:
             out.print(f"  [bold]layouts[/]  {counts(conv)}")
         out.print(f"  [bold]op types[/] {counts(Counter(printable(f.op_type) for f in source.files))}")
     out.print(_tensor_table(tensors, npu, limit))
-    problems = list(source.problems) + [Problem(t.source, f"{t.name}: {t.problem}") for t in tensors if t.problem]
+    known = set(source.problems)  # a file-level problem that is also its tensor's is listed once
+    problems = list(source.problems) + [Problem(t.source, f"{t.name}: {t.problem}") for t in tensors
+                                        if t.problem and Problem(t.source, t.problem) not in known]
     return _problems(problems, usable=bool(readable))
 
 

@@ -52,6 +52,7 @@ _CODE_OF = {np.dtype(np.float32): 1, np.dtype(np.float16): 2, np.dtype(np.int8):
 _LEN = struct.Struct("<Q")
 MAX_HEADER = 64 << 20  # real headers are kilobytes; a larger claim is damage, not worth the memory
 _INT64 = 1 << 63
+MAX_RANK = 64
 
 
 def dtype_name(code: int) -> str:
@@ -167,6 +168,9 @@ def _tensor(df: DumpFile, io: str, index: int, item, path: str, offset: int) -> 
                   original_op=orig_op, timestamp=df.timestamp)
     if huge:
         return Tensor(dtype=None, shape=storage, problem=f"impossible dimension {huge[0]}", **common)
+    if max(len(storage), len(original or ())) > MAX_RANK:
+        return Tensor(dtype=None, shape=(), problem=f"rank {max(len(storage), len(original or ()))} "
+                      f"(numpy holds at most {MAX_RANK} dimensions)", **common)
     if sdtype is None:
         return Tensor(dtype=None, shape=original or storage, problem=f"unsupported dtype {dtype_name(code)}", **common)
     count = math.prod(storage)
@@ -186,7 +190,7 @@ def stored_tensor(payload: Payload, fmt: str, original: tuple | None, bf16: bool
     logical, conversion, problem = _plan_layout(fmt, payload.shape, original)
     if problem:
         return Tensor(dtype=dtype, shape=payload.shape, payload=payload, problem=problem, **common)
-    reader = partial(_load, payload, bf16, fmt if conversion else "", logical)
+    reader = partial(_load, payload, bf16, fmt if fmt in layout.CONVERTED else "", logical)
     return Tensor(dtype=dtype, shape=logical, conversion=conversion, payload=payload, reader=reader, **common)
 
 

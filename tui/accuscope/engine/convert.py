@@ -76,6 +76,7 @@ def convert(source: NpuDump | GoldenDump, out_dir: str, to: str = "npy",
         raise SourceError(f"{out_dir}: cannot create the output folder ({exc.strerror or exc})") from None
     report = ConvertReport(out_dir)
     items = tensor_file_names(source)
+    known = set(source.problems)
     manifest = {}
     for done, (t, stem, intended) in enumerate(items, 1):
         name = f"{stem}.{to}"
@@ -83,7 +84,8 @@ def convert(source: NpuDump | GoldenDump, out_dir: str, to: str = "npy",
             data = t.load()
             _write_atomic(os.path.join(out_dir, name), data, to)
         except TensorError as exc:
-            report.failed.append(Problem(t.source, f"{t.name}: {exc.reason}"))
+            if Problem(t.source, exc.reason) not in known:  # else already among the source's problems
+                report.failed.append(Problem(t.source, f"{t.name}: {exc.reason}"))
             continue
         except OSError as exc:
             report.failed.append(Problem(os.path.join(out_dir, name), f"{t.name}: not written ({exc.strerror or exc})"))
