@@ -12,7 +12,6 @@ import resource
 import struct
 import subprocess
 import sys
-import zipfile
 
 import numpy as np
 import pytest

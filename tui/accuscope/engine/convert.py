@@ -6,7 +6,7 @@ import csv
 import json
 import os
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
+from typing import Callable
 
 import numpy as np
 
