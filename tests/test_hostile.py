@@ -19,6 +19,7 @@ import pytest
 from accuscope.engine import ascend
 from accuscope.engine.ascend import DumpTensor, write_dump_file
 from accuscope.engine.convert import convert
+from accuscope.engine.csvio import read_result_csv
 from accuscope.engine.golden import open_golden
 from accuscope.engine.graph import load_graph
 from accuscope.engine.npudump import open_npu_dump
@@ -88,7 +89,13 @@ def test_fifo_given_as_the_input_is_refused_not_waited_on(tmp_path):
     os.mkfifo(tmp_path / "model.onnx")
     r = accuscope("inspect", tmp_path / "model.onnx")
     assert_polite(r, 2)
-    assert "named pipe" in r.stderr
+    assert str(tmp_path / "model.onnx") in r.stderr
+    for name in ("m.onnx", "m.json", "g.npz", "r.csv"):
+        os.mkfifo(tmp_path / name)
+    for call in (lambda: load_graph(tmp_path / "m.onnx"), lambda: load_graph(tmp_path / "m.json"),
+                 lambda: open_golden(tmp_path / "g.npz"), lambda: read_result_csv(tmp_path / "r.csv")):
+        with pytest.raises(SourceError, match="named pipe"):
+            call()
 
 
 @pytest.mark.parametrize("content", [
