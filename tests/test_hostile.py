@@ -264,3 +264,10 @@ def test_unusable_sources_raise_source_error_only(tmp_path):
     (tmp_path / "empty.npz").write_bytes(b"")
     with pytest.raises(SourceError):
         open_golden(tmp_path / "empty.npz")
+
+
+def test_inspect_of_a_real_model_through_the_cli(cls_model):
+    """The source registry hands every reader the dump options (pick ...); a model ignores them."""
+    r = accuscope("inspect", cls_model)
+    assert_polite(r, 0)
+    assert "ONNX model" in r.stdout and "nodes " in r.stdout

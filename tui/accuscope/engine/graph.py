@@ -99,10 +99,11 @@ class Graph:
         return list(found.values())
 
 
-def load_graph(path: str | os.PathLike) -> Graph:
+def load_graph(path: str | os.PathLike, **_dump_options) -> Graph:
     """Load a model graph, choosing the reader by extension, then by content.
 
     Raises SourceError naming the file and the reason (missing, not parseable, not a model).
+    Options meant for dumps (pick, run, shape ... that `sources` hands every reader) do not apply.
     """
     p = Path(path)
     if not p.exists():
