@@ -263,3 +263,48 @@ def test_unusable_sources_raise_source_error_naming_the_path(tmp_path, case):
     with pytest.raises(SourceError, match=reason) as info:
         open_golden(path, **kwargs)
     assert str(path) in str(info.value)
+
+
+# ---------------------------------------------------------------- npy header parser, property-tested
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from accuscope.engine.golden import _npy_header  # noqa: E402
+from fuzz.corpus import npy_bytes as npy_with_header  # noqa: E402
+
+_DESCRS = st.one_of(st.sampled_from(["<f4", ">f8", "|u1", "<i8", "|b1", "<c8", "<f2", "|O", "<U4", "|V0",
+                                     "<M8[ns]", "<f4,<i4", "(2,)<f4", "", "f4'"]),
+                    st.text(st.characters(max_codepoint=255), max_size=12))
+_DIMS = st.lists(st.one_of(st.integers(0, 5), st.integers(-(2**65), 2**65)), max_size=6)
+
+
+def _header_text(descr, fortran, dims, junk):
+    shape = "(" + "".join(f"{d}, " for d in dims) + ")"
+    return f"{{'descr': {descr!r}, 'fortran_order': {fortran}, 'shape': {shape}, }}{junk}"
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(descr=_DESCRS, fortran=st.booleans(), dims=_DIMS, junk=st.sampled_from(["", " ", "\x1c", "}", ",", "#"]),
+       data_len=st.integers(0, 256))
+def test_npy_header_parser_accepts_what_numpy_reads_and_nothing_it_cannot(descr, fortran, dims, junk, data_len):
+    raw = npy_with_header(_header_text(descr, fortran, dims, junk), bytes(data_len))
+    try:
+        head = _npy_header(io.BytesIO(raw), len(raw))
+    except ValueError:
+        return  # refused with a reason: the only way it may fail
+    # accepted: a plain numeric array of sane size whose data the stream holds, as numpy reads it
+    assert head.dtype.kind in "biufc" and head.dtype.itemsize > 0 and not head.dtype.hasobject
+    assert all(0 <= d < 2**63 for d in head.shape) and head.offset + head.nbytes <= len(raw)
+    arr = np.load(io.BytesIO(raw), allow_pickle=False)
+    assert (arr.shape, arr.dtype, head.fortran) == (head.shape, head.dtype, fortran)
+
+
+@settings(max_examples=200, deadline=None)
+@given(raw=st.binary(max_size=300))
+def test_npy_header_parser_on_random_bytes_raises_only_value_error(raw):
+    for stream in (raw, b"\x93NUMPY\x01\x00" + raw, b"\x93NUMPY\x02\x00" + raw):
+        try:
+            _npy_header(io.BytesIO(stream), len(stream))
+        except ValueError:
+            pass

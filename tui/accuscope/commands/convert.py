@@ -6,6 +6,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from ..engine.convert import FORMATS, convert
 from ..engine.graph import Graph
+from ..engine.names import printable
 from ..engine.sources import open_source
 from ..engine.tensor import SourceError
 from ..exitcode import ExitCode
@@ -37,9 +38,12 @@ def run(args) -> int:
         report = convert(source, args.out, args.to,
                          progress=lambda done, total: bar.update(task, completed=done, total=total))
     problems = list(source.problems) + report.failed
-    out.print(f"wrote {len(report.written):,} files to {escape(report.out_dir)}")
+    out.print(f"wrote {len(report.written):,} files to {escape(printable(report.out_dir))}")
+    if report.renamed:
+        out.print(f"  {len(report.renamed):,} renamed (op names that clean to the same file name, or too "
+                  "long for one): mapping.csv lists the names they stand for")
     for p in problems:
-        out.print(f"  [red]✗[/] {escape(str(p))}", soft_wrap=True)
+        out.print(f"  [red]✗[/] {escape(printable(str(p)))}", soft_wrap=True)
     if not report.written:
         return ExitCode.UNUSABLE
     return ExitCode.FINDINGS if problems else ExitCode.OK

@@ -10,6 +10,7 @@ from rich.table import Table
 from ..engine import polygraphy
 from ..engine.golden import GoldenDump
 from ..engine.graph import Graph
+from ..engine.names import printable
 from ..engine.npudump import NpuDump
 from ..engine.sources import open_source
 from ..engine.tensor import Problem, Tensor
@@ -40,9 +41,9 @@ def _dump(source: NpuDump | GoldenDump, limit: int) -> int:
     tensors = source.tensors
     readable = [t for t in tensors if not t.problem]
     if npu:
-        title = f"[bold]NPU dump[/] {escape(source.path)}"
+        title = f"[bold]NPU dump[/] {_show(source.path)}"
         if source.run_dir != source.path and os.path.isdir(source.path):
-            title += f"\n  run {escape(os.path.relpath(source.run_dir, source.path))}"
+            title += f"\n  run {_show(os.path.relpath(source.run_dir, source.path))}"
             if len(source.runs) > 1:
                 title += f" ({len(source.runs) - 1} other runs; choose with --run)"
         facts = [f"ops {len(source.files):,}"]
@@ -52,7 +53,7 @@ def _dump(source: NpuDump | GoldenDump, limit: int) -> int:
         if source.skipped_opdebug:
             facts.append(f"{source.skipped_opdebug} Opdebug records skipped")
     else:
-        title = f"[bold]golden dump ({source.kind})[/] {escape(source.path)}"
+        title = f"[bold]golden dump ({source.kind})[/] {_show(source.path)}"
         facts = []
     n_in = sum(1 for t in tensors if t.io == "input")
     facts.insert(int(npu), f"tensors {len(tensors):,} (inputs {n_in:,}, outputs {len(tensors) - n_in:,})")
@@ -62,17 +63,19 @@ def _dump(source: NpuDump | GoldenDump, limit: int) -> int:
     if not npu and source.kind == "polygraphy":
         runs = polygraphy.runners(source.path)
         out.print("  [bold]runners[/]  " + " · ".join(
-            f"{escape(name)} ({n} iteration{'s' if n != 1 else ''})" for name, n in runs)
+            f"{_show(name)} ({n} iteration{'s' if n != 1 else ''})" for name, n in runs)
             + ("  [dim](tensors below: the first's iteration 0)[/]" if len(runs) > 1 or runs[0][1] > 1 else ""))
-    out.print(f"  [bold]dtypes[/]   {counts(Counter(t.dtype_name for t in tensors))}")
+    out.print(f"  [bold]dtypes[/]   {counts(Counter(printable(t.dtype_name) or '?' for t in tensors))}")
     if npu:
         out.print(f"  [bold]formats[/]  {counts(Counter(t.format for t in tensors))}")
         conv = Counter(t.conversion for t in tensors if t.conversion)
         if conv:
             out.print(f"  [bold]layouts[/]  {counts(conv)}")
-        out.print(f"  [bold]op types[/] {counts(Counter(f.op_type for f in source.files))}")
+        out.print(f"  [bold]op types[/] {counts(Counter(printable(f.op_type) for f in source.files))}")
     out.print(_tensor_table(tensors, npu, limit))
-    problems = list(source.problems) + [Problem(t.source, f"{t.name}: {t.problem}") for t in tensors if t.problem]
+    known = set(source.problems)  # a file-level problem that is also its tensor's is listed once
+    problems = list(source.problems) + [Problem(t.source, f"{t.name}: {t.problem}") for t in tensors
+                                        if t.problem and Problem(t.source, t.problem) not in known]
     return _problems(problems, usable=bool(readable))
 
 
@@ -85,12 +88,12 @@ def _tensor_table(tensors: list[Tensor], npu: bool, limit: int) -> Table:
     shown = tensors if limit <= 0 else tensors[:limit]
     previous = None
     for t in shown:
-        op = "" if t.op == previous else escape(t.op) + (f" [dim]({escape(t.op_type)})[/]" if t.op_type else "")
+        op = "" if t.op == previous else _show(t.op) + (f" [dim]({_show(t.op_type)})[/]" if t.op_type else "")
         previous = t.op
         row = [op, f"{'in' if t.io == 'input' else 'out'} {t.index}", t.dtype_name, shape_text(t.shape)]
         if npu:
             stored = "" if t.storage_shape == t.shape else f"{t.format} {shape_text(t.storage_shape)}"
-            row += [stored, escape(f"{t.original_op[0]}:{t.original_op[1]}") if t.original_op else ""]
+            row += [stored, _show(f"{t.original_op[0]}:{t.original_op[1]}") if t.original_op else ""]
         table.add_row(*row, style="red" if t.problem else None)
     if len(shown) < len(tensors):
         table.caption = f"… {len(tensors) - len(shown):,} more (--limit 0 shows all)"
@@ -98,7 +101,7 @@ def _tensor_table(tensors: list[Tensor], npu: bool, limit: int) -> Table:
 
 
 def _graph(g: Graph, limit: int) -> int:
-    out.print(f"[bold]{g.kind.upper()} model[/] {escape(g.path)}" + (f"  ({escape(g.name)})" if g.name else ""))
+    out.print(f"[bold]{g.kind.upper()} model[/] {_show(g.path)}" + (f"  ({_show(g.name)})" if g.name else ""))
     facts = [f"nodes {len(g.nodes):,}", f"inputs {len(g.inputs)}", f"outputs {len(g.outputs)}"]
     if g.weights:
         facts.append(f"weights {len(g.weights):,}")
@@ -111,17 +114,17 @@ def _graph(g: Graph, limit: int) -> int:
         for name in names[:8]:
             found = g.producer(name)
             shape = found[0].output_shapes[found[1]] if found and found[1] < len(found[0].output_shapes) else None
-            shown.append(escape(name) + (f" {shape_text(shape)}" if shape else ""))
+            shown.append(_show(name) + (f" {shape_text(shape)}" if shape else ""))
         out.print(f"  [bold]{label}[/] " + ", ".join(shown) + (" …" if len(names) > 8 else ""))
-    out.print(f"  [bold]op types[/] {counts(Counter(n.type for n in g.nodes))}")
+    out.print(f"  [bold]op types[/] {counts(Counter(printable(n.type) for n in g.nodes))}")
     table = Table(box=None, pad_edge=False, header_style="bold")
     for col in ("id", "type", "name", "output shapes") + (("fused framework ops",) if g.kind == "om" else ()):
         table.add_column(col, overflow="fold")
     nodes = g.nodes if limit <= 0 else g.nodes[:limit]
     for n in nodes:
-        row = [str(n.seq_id), escape(n.type), escape(n.name), " ".join(shape_text(s) for s in n.output_shapes)]
+        row = [str(n.seq_id), _show(n.type), _show(n.name), " ".join(shape_text(s) for s in n.output_shapes)]
         if g.kind == "om":
-            row.append("*" if n.fused == [] else escape(",".join(n.fused or [])))
+            row.append("*" if n.fused == [] else _show(",".join(n.fused or [])))
         table.add_row(*row)
     if len(nodes) < len(g.nodes):
         table.caption = f"… {len(g.nodes) - len(nodes):,} more (--limit 0 shows all)"
@@ -129,11 +132,16 @@ def _graph(g: Graph, limit: int) -> int:
     return ExitCode.OK if g.nodes else ExitCode.UNUSABLE
 
 
+def _show(text: str) -> str:
+    """A name from data as console markup: control characters shown as `?`, markup escaped."""
+    return escape(printable(text))
+
+
 def _problems(problems: list[Problem], usable: bool) -> int:
     if problems:
         out.print(f"[bold red]{len(problems)} problem{'s' if len(problems) > 1 else ''}[/]")
         for p in problems:
-            out.print(f"  [red]✗[/] {escape(str(p))}", soft_wrap=True)
+            out.print(f"  [red]✗[/] {_show(str(p))}", soft_wrap=True)
     if not usable:
         out.print("[bold red]nothing usable[/]: no tensor could be read")
         return ExitCode.UNUSABLE

@@ -18,6 +18,7 @@ from google.protobuf.message import DecodeError
 
 from . import layout
 from .dumpproto import DumpData
+from .inputfile import not_regular
 from .names import DumpName, parse_dump_name
 from .tensor import INPUT, OUTPUT, Payload, Tensor, read_payload
 
@@ -49,6 +50,9 @@ _CODE_OF = {np.dtype(np.float32): 1, np.dtype(np.float16): 2, np.dtype(np.int8):
             np.dtype(np.int16): 5, np.dtype(np.uint16): 6, np.dtype(np.int32): 7, np.dtype(np.int64): 8,
             np.dtype(np.uint32): 9, np.dtype(np.uint64): 10, np.dtype(np.bool_): 11, np.dtype(np.float64): 12}
 _LEN = struct.Struct("<Q")
+MAX_HEADER = 64 << 20  # real headers are kilobytes; a larger claim is damage, not worth the memory
+_INT64 = 1 << 63
+MAX_RANK = 64
 
 
 def dtype_name(code: int) -> str:
@@ -90,6 +94,9 @@ class DumpFile:
 
 def read_header(path: str) -> tuple[DumpData, int, int]:
     """(header message, offset of the first payload, file size). Raises ValueError with the reason."""
+    why = not_regular(path)
+    if why:
+        raise ValueError(why)
     size = os.path.getsize(path)
     with open(path, "rb") as fh:
         head = fh.read(8)
@@ -98,6 +105,8 @@ def read_header(path: str) -> tuple[DumpData, int, int]:
         (hlen,) = _LEN.unpack(head)
         if hlen > size - 8:
             raise ValueError(f"header length {hlen} exceeds the file size ({size} bytes): not a v2 dump or truncated")
+        if hlen > MAX_HEADER:
+            raise ValueError(f"header length {hlen} exceeds {MAX_HEADER >> 20} MiB: not a v2 dump")
         raw = fh.read(hlen)
     msg = DumpData()
     try:
@@ -146,6 +155,7 @@ def read_dump_file(path: str | os.PathLike, original_name: str | None = None) ->
 def _tensor(df: DumpFile, io: str, index: int, item, path: str, offset: int) -> Tensor:
     storage = tuple(int(d) for d in item.shape.dim)
     original = tuple(int(d) for d in item.original_shape.dim) if item.HasField("original_shape") else None
+    huge = [d for d in storage + (original or ()) if d >= _INT64]
     fmt = format_name(item.format)
     code = item.data_type
     orig_op = None
@@ -156,6 +166,11 @@ def _tensor(df: DumpFile, io: str, index: int, item, path: str, offset: int) -> 
     common = dict(op=df.op_name, io=io, index=index, source=path, op_type=df.op_type,
                   dtype_name=name, format=fmt, storage_shape=storage,
                   original_op=orig_op, timestamp=df.timestamp)
+    if huge:
+        return Tensor(dtype=None, shape=storage, problem=f"impossible dimension {huge[0]}", **common)
+    if max(len(storage), len(original or ())) > MAX_RANK:
+        return Tensor(dtype=None, shape=(), problem=f"rank {max(len(storage), len(original or ()))} "
+                      f"(numpy holds at most {MAX_RANK} dimensions)", **common)
     if sdtype is None:
         return Tensor(dtype=None, shape=original or storage, problem=f"unsupported dtype {dtype_name(code)}", **common)
     count = math.prod(storage)
@@ -175,7 +190,7 @@ def stored_tensor(payload: Payload, fmt: str, original: tuple | None, bf16: bool
     logical, conversion, problem = _plan_layout(fmt, payload.shape, original)
     if problem:
         return Tensor(dtype=dtype, shape=payload.shape, payload=payload, problem=problem, **common)
-    reader = partial(_load, payload, bf16, fmt if conversion else "", logical)
+    reader = partial(_load, payload, bf16, fmt if fmt in layout.CONVERTED else "", logical)
     return Tensor(dtype=dtype, shape=logical, conversion=conversion, payload=payload, reader=reader, **common)
 
 
@@ -183,6 +198,8 @@ def _plan_layout(fmt: str, storage: tuple, original: tuple | None) -> tuple[tupl
     """(logical shape, conversion label, problem) for a tensor stored as `fmt`."""
     if fmt in layout.CONVERTED:
         target = layout.CONVERTED[fmt]
+        if storage and storage[-1] == 0:
+            return storage, "", f"{fmt} storage shape {list(storage)} has a block size (C0) of 0"
         if not original:
             return layout.logical_shape_guess(fmt, storage), f"{fmt}->{target} {UNCROPPED}", ""
         try:

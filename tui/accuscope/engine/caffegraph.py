@@ -21,6 +21,7 @@ _V1_TYPES = {"RELU": "ReLU", "LRN": "LRN", "TANH": "TanH", "BNLL": "BNLL", "MVN"
              "ARGMAX": "ArgMax", "IM2COL": "Im2col", "HDF5_DATA": "HDF5Data", "HDF5_OUTPUT": "HDF5Output",
              "SOFTMAX_LOSS": "SoftmaxWithLoss"}
 _BOOLS = {"true": True, "True": True, "false": False, "False": False}
+MAX_DEPTH = 100  # real networks nest 3 or 4 deep; the parser recurses once per level
 
 
 class TextFormatError(ValueError):
@@ -69,7 +70,10 @@ def _tokens(text: str) -> list[tuple[str, Any, int]]:
         if kind == "newline":
             line += 1
         elif kind == "string":
-            out.append(("string", _unescape(value[1:-1]), line))
+            try:
+                out.append(("string", _unescape(value[1:-1]), line))
+            except ValueError as exc:
+                raise TextFormatError(line, f"bad escape in string ({exc})") from None
         elif kind == "number":
             out.append(("number", _number(value), line))
         elif kind in ("word", "punct"):
@@ -112,12 +116,19 @@ def parse_text_format(text: str) -> Msg:
     def fail(message: str):
         raise TextFormatError(peek()[2], f"{message}, found {_show(peek())}")
 
+    depth = 0
+
     def message(closer: str | None) -> Msg:
+        nonlocal depth
+        depth += 1
+        if depth > MAX_DEPTH:
+            fail(f"messages nested more than {MAX_DEPTH} deep")
         msg = Msg()
         while True:
             kind, name, line = peek()
             if closer and at(closer):
                 take()
+                depth -= 1
                 return msg
             if kind == "eof":
                 if closer:
@@ -198,7 +209,8 @@ def load_prototxt(path: str | Path) -> Graph:
                     output_dtypes=["float32"] * len(tops))
         if _is_input_layer(node.type):
             inputs += tops
-            for j, shape in enumerate((layer.get("input_param") or Msg()).all("shape")[:len(tops)]):
+            param = layer.get("input_param")
+            for j, shape in enumerate((param if isinstance(param, Msg) else Msg()).all("shape")[:len(tops)]):
                 node.output_shapes[j] = _dims(shape)
         nodes.append(node)
     fill_input_shapes(nodes, known)

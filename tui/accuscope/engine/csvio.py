@@ -19,6 +19,7 @@ import numpy as np
 
 from .columns import EXTRAS, KEY_OF, METRICS
 from .results import CSV_NAMES, KIND, ResultTable
+from .inputfile import require_regular
 from .tensor import SourceError
 
 MSIT_COLUMNS = [("IsNpuOps", "is_npu_only"), ("IsOutputNode", "is_output"), ("IsPrecisionError", "fail")]
@@ -148,6 +149,7 @@ def read_result_csv(path: str | os.PathLike) -> tuple[ResultTable, list[str]]:
 
 
 def _read_text(path: Path, warnings: list[str]) -> str:
+    require_regular(str(path))
     try:
         data = path.read_bytes()
     except OSError as e:

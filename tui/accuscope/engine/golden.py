@@ -7,17 +7,20 @@ Nothing is ever unpickled: object arrays are refused from their header, before a
 """
 from __future__ import annotations
 
+import lzma
 import math
 import os
+import re
 import zipfile
+import zlib
 from dataclasses import dataclass
 from functools import partial
 from typing import IO, Callable, Sequence
 
 import numpy as np
-from numpy.lib import format as npformat
 
 from . import polygraphy
+from .inputfile import not_regular, require_regular
 from .names import parse_golden_name, read_mapping_csv
 from .tensor import OUTPUT, Payload, Problem, SourceError, Tensor, read_payload, sanitize
 
@@ -84,6 +87,8 @@ def open_golden(path: str | os.PathLike, *, shape: Sequence[int] | int | None = 
     if not os.path.exists(path):
         raise SourceError(f"{path}: no such file or folder")
     lower = path.lower()
+    if not os.path.isdir(path):
+        require_regular(path)
     if os.path.isdir(path) and polygraphy.is_run_results(path):  # `polygraphy run --save-outputs DIR`
         kind, (entries, problems) = "polygraphy", polygraphy.read(path, runner, iteration)
     elif os.path.isdir(path):
@@ -115,19 +120,133 @@ class _NpyHeader:
         return math.prod(self.shape) * self.dtype.itemsize
 
 
+_NPY_MAGIC = b"\x93NUMPY"
+_NPY_MAX_HEADER = 10000  # numpy's own limit (np.load refuses larger headers by default)
+_NPY_MAX_DIMS = 64
+_INT64 = 1 << 63
+# The header is a Python dict literal; these are all the tokens a valid one can hold.
+_NPY_TOKEN = re.compile(r"""[ \t\n]*(?:(?P<str>'[^'\\]*'|"[^"\\]*")|(?P<int>-?\d{1,30})L?|(?P<word>True|False)"""
+                        r"""|(?P<punct>[{}():,\[\]]))""")
+_NUMERIC_DESCR = re.compile(r"[<>|=]?(?:[?]|b1|[iu][1248]|f[248]|f16|c(?:8|16|32))")
+_MEMBER_ERRORS = (OSError, ValueError, EOFError, RuntimeError, NotImplementedError, zipfile.BadZipFile,
+                  zlib.error, lzma.LZMAError)
+_RECORD = object()  # a list-valued descr: a structured (record) dtype
+
+
 def _npy_header(fh: IO[bytes], size: int) -> _NpyHeader:
-    """Parse an npy header without reading data; refuse object arrays and streams too short for the data."""
-    version = npformat.read_magic(fh)
-    # Version 3 differs from 2 only in allowing utf-8 field names.
-    read = npformat.read_array_header_1_0 if version == (1, 0) else npformat.read_array_header_2_0
-    shape, fortran, dtype = read(fh)
-    if dtype.hasobject:
-        raise ValueError("holds Python objects (object dtype); refusing to unpickle")
-    head = _NpyHeader(np.dtype(dtype), tuple(int(n) for n in shape), bool(fortran), fh.tell())
+    """Parse an npy header without reading data, with bounded code (no eval, no recursion); refuse
+    anything but a plain numeric array whose every size is sane and whose data the stream holds.
+    Raises ValueError with the reason."""
+    lead = fh.read(10)
+    if not lead:
+        raise ValueError("empty file")
+    if not lead.startswith(_NPY_MAGIC):
+        raise ValueError("not an npy file (no \\x93NUMPY magic)")
+    if len(lead) < 10:
+        raise ValueError("npy header truncated")
+    major = lead[6]
+    if major == 1:
+        hlen = int.from_bytes(lead[8:10], "little")
+    elif major in (2, 3):
+        more = fh.read(2)
+        if len(more) < 2:
+            raise ValueError("npy header truncated")
+        hlen = int.from_bytes(lead[8:10] + more, "little")
+    else:
+        raise ValueError(f"unknown npy format version {major}.{lead[7]}")
+    if hlen > _NPY_MAX_HEADER:
+        raise ValueError(f"npy header of {hlen} bytes exceeds the {_NPY_MAX_HEADER}-byte limit")
+    raw = fh.read(hlen)
+    if len(raw) < hlen:
+        raise ValueError(f"npy header truncated ({len(raw)} of {hlen} bytes)")
+    descr, fortran, shape = _npy_dict(raw.decode("utf-8" if major == 3 else "latin-1", "replace"))
+    dtype = _npy_dtype(descr)
+    if len(shape) > _NPY_MAX_DIMS:
+        raise ValueError(f"{len(shape)} dimensions (at most {_NPY_MAX_DIMS})")
+    bad = [d for d in shape if not 0 <= d < _INT64]
+    if bad:
+        raise ValueError(f"impossible dimension {bad[0]} in shape {tuple(shape)}")
+    if math.prod(d for d in shape if d) * dtype.itemsize >= _INT64:
+        raise ValueError(f"shape {tuple(shape)} of {dtype.name} is larger than any file")
+    head = _NpyHeader(dtype, tuple(shape), fortran, (12 if major > 1 else 10) + hlen)
     if size < head.offset + head.nbytes:
         raise ValueError(f"truncated: header promises {head.nbytes} data bytes, only "
                          f"{max(size - head.offset, 0)} present")
     return head
+
+
+def _npy_dict(text: str) -> tuple:
+    """(descr, fortran_order, shape) from the header dict literal; ValueError for anything else."""
+    tokens, pos = [], 0
+    text = text.rstrip(" \t\n")
+    while pos < len(text):
+        m = _NPY_TOKEN.match(text, pos)
+        if not m:
+            raise ValueError(f"npy header is not a plain dict literal (at {text[pos:pos + 20]!r})")
+        tokens.append((m.lastgroup, m.group(m.lastgroup)))
+        pos = m.end()
+    tokens.append(("end", ""))
+    fields: dict[str, object] = {}
+    i = 0
+
+    def expect(kind: str, value: str | None = None) -> str:
+        nonlocal i
+        k, v = tokens[i]
+        if k != kind or (value is not None and v != value):
+            raise ValueError(f"npy header is not a plain dict literal (found {v or 'end'!r})")
+        i += 1
+        return v
+
+    expect("punct", "{")
+    while tokens[i] != ("punct", "}"):
+        key = expect("str")[1:-1]
+        expect("punct", ":")
+        kind, value = tokens[i]
+        if kind in ("str", "word"):
+            fields[key] = value[1:-1] if kind == "str" else value == "True"
+            i += 1
+        elif (kind, value) == ("punct", "("):
+            i += 1
+            dims = []
+            while tokens[i] != ("punct", ")"):
+                dims.append(int(expect("int")))
+                if tokens[i] != ("punct", ")"):
+                    expect("punct", ",")
+            i += 1
+            fields[key] = dims
+        elif (kind, value) == ("punct", "["):  # skip a record descr, balanced, without recursion
+            depth = 0
+            while True:
+                kind, value = tokens[i]
+                if kind == "end":
+                    raise ValueError("npy header is not a plain dict literal (unclosed '[')")
+                depth += {"[": 1, "(": 1, "]": -1, ")": -1}.get(value, 0) if kind == "punct" else 0
+                i += 1
+                if depth == 0:
+                    break
+            fields[key] = _RECORD
+        else:
+            raise ValueError(f"npy header: unexpected value {value or 'end'!r} for {key!r}")
+        if tokens[i] != ("punct", "}"):
+            expect("punct", ",")
+    expect("punct", "}")
+    expect("end")
+    if sorted(fields) != ["descr", "fortran_order", "shape"]:
+        raise ValueError(f"npy header keys {sorted(fields)} are not descr, fortran_order, shape")
+    descr, fortran, shape = fields["descr"], fields["fortran_order"], fields["shape"]
+    if not isinstance(fortran, bool) or not isinstance(shape, list) or not (descr is _RECORD or isinstance(descr, str)):
+        raise ValueError("npy header values have the wrong types")
+    return descr, fortran, shape
+
+
+def _npy_dtype(descr) -> np.dtype:
+    if descr is _RECORD:
+        raise ValueError("structured (record) dtype: not supported, only plain numeric arrays")
+    if descr.lstrip("<>|=").startswith("O"):
+        raise ValueError("holds Python objects (object dtype); refusing to unpickle")
+    if not _NUMERIC_DESCR.fullmatch(descr):
+        raise ValueError(f"dtype {descr!r} is not a plain numeric type: not supported")
+    return np.dtype(descr)
 
 
 def _tensor(op: str, source: str, *, io: str = OUTPUT, index: int = 0, dtype: np.dtype | None = None,
@@ -147,7 +266,7 @@ def _npy_tensor(op: str, source: str, problems: list[Problem], open_stream: Call
     try:
         with open_stream() as fh:
             head = _npy_header(fh, size)
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
+    except _MEMBER_ERRORS as exc:
         message = f"{label}: {exc}" if label else str(exc)
         problems.append(Problem(source, message))
         return _tensor(op, source, problem=message, **fields)
@@ -161,17 +280,29 @@ def _npy_tensor(op: str, source: str, problems: list[Problem], open_stream: Call
 
 def _read_npy_folder(folder: str) -> tuple[list[Tensor], list[Problem]]:
     """MindStudio/msit naming `[input_]{op}.{index}.{timestamp}.npy`; `mapping.csv` restores long names."""
-    with os.scandir(folder) as it:
-        files = sorted(e.name for e in it if e.is_file() and e.name.lower().endswith(".npy"))
+    try:
+        names = sorted(n for n in os.listdir(folder) if n.lower().endswith(".npy"))
+    except OSError as exc:
+        raise SourceError(f"{folder}: cannot list: {exc.strerror or exc}") from None
+    problems: list[Problem] = []
+    files = []
+    for fname in names:
+        why = not_regular(os.path.join(folder, fname))
+        if why:
+            problems.append(Problem(os.path.join(folder, fname), why))
+        else:
+            files.append(fname)
     if not files:
+        if problems:
+            raise SourceError(f"{folder}: no readable .npy file: {problems[0]}")
         raise SourceError(f"{folder}: {_why_no_npy(folder)}")
-    mapping = read_mapping_csv(folder)
+    mapping = read_mapping_csv(folder, problems)
     named = []
     for fname in files:
         original = mapping.get(fname) or mapping.get(fname[:-4]) or fname
         named.append((parse_golden_name(original), os.path.join(folder, fname)))
     named.sort(key=lambda item: (item[0].timestamp or 0, item[1]))  # execution order where dated
-    entries, problems = [], []
+    entries = []
     for name, source in named:
         entries.append(_npy_tensor(
             name.op_name, source, problems, partial(open, source, "rb"), os.path.getsize(source),
@@ -181,7 +312,13 @@ def _read_npy_folder(folder: str) -> tuple[list[Tensor], list[Problem]]:
 
 
 def _load_npy(path: str) -> np.ndarray:
-    return np.load(path, mmap_mode="r", allow_pickle=False)
+    """A read-only memory map, placed by our own header parse (numpy's parser never sees the file)."""
+    with open(path, "rb") as fh:
+        head = _npy_header(fh, os.fstat(fh.fileno()).st_size)
+    order = "F" if head.fortran else "C"
+    if head.nbytes == 0:
+        return np.empty(head.shape, dtype=head.dtype, order=order)
+    return np.memmap(path, dtype=head.dtype, mode="r", offset=head.offset, shape=head.shape, order=order)
 
 
 def _why_no_npy(folder: str) -> str:
@@ -206,7 +343,7 @@ def _read_npz(path: str) -> tuple[list[Tensor], list[Problem]]:
     """One tensor per member, key = tensor name; only member headers are read at open time."""
     try:
         zf = zipfile.ZipFile(path)
-    except (OSError, zipfile.BadZipFile) as exc:
+    except _MEMBER_ERRORS as exc:
         raise SourceError(f"{path}: not a readable npz file: {exc}") from exc
     entries, problems = [], []
     with zf:
@@ -228,9 +365,13 @@ def _read_npz(path: str) -> tuple[list[Tensor], list[Problem]]:
 def _load_npz_member(path: str, member: str) -> np.ndarray:
     try:
         with zipfile.ZipFile(path) as zf, zf.open(member) as fh:
-            return npformat.read_array(fh, allow_pickle=False)
-    except (zipfile.BadZipFile, KeyError) as exc:
+            head = _npy_header(fh, zf.getinfo(member).file_size)
+            data = fh.read(head.nbytes)  # a damaged stream fails its CRC check here
+    except (KeyError, *_MEMBER_ERRORS) as exc:
         raise ValueError(f"damaged npz member {member}: {exc}") from exc
+    if len(data) < head.nbytes:
+        raise ValueError(f"damaged npz member {member}: {len(data)} of {head.nbytes} data bytes")
+    return np.frombuffer(data, dtype=head.dtype).reshape(head.shape, order="F" if head.fortran else "C")
 
 
 # --- raw binary ----------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
+from .inputfile import require_regular
 from .tensor import SourceError
 
 Shape = tuple  # dims are ints, None where unknown (symbolic or dynamic)
@@ -98,10 +99,11 @@ class Graph:
         return list(found.values())
 
 
-def load_graph(path: str | os.PathLike) -> Graph:
+def load_graph(path: str | os.PathLike, **_dump_options) -> Graph:
     """Load a model graph, choosing the reader by extension, then by content.
 
     Raises SourceError naming the file and the reason (missing, not parseable, not a model).
+    Options meant for dumps (pick, run, shape ... that `sources` hands every reader) do not apply.
     """
     p = Path(path)
     if not p.exists():
@@ -111,19 +113,26 @@ def load_graph(path: str | os.PathLike) -> Graph:
     suffix = p.suffix.lower()
     if suffix == ".om":
         raise SourceError(f"{p}: binary offline model; convert it first: atc --mode=1 --om={p} --json=model.json")
-    if suffix in (".txt", ".pbtxt"):
-        from . import gegraph
-        if gegraph.sniff(str(p)):
-            return gegraph.load_ge_graph(p)
-    kind = {".onnx": "onnx", ".json": "om", ".prototxt": "caffe", ".pbtxt": "caffe"}.get(suffix) or _sniff(p)
-    if kind == "onnx":
-        from .onnxgraph import load_onnx
-        return load_onnx(p)
-    if kind == "om":
-        from .omgraph import load_om_json
-        return load_om_json(p)
-    from .caffegraph import load_prototxt
-    return load_prototxt(p)
+    require_regular(str(p))
+    from . import gegraph
+    if suffix in (".txt", ".pbtxt") and gegraph.sniff(str(p)):
+        kind, load = "GE graph", gegraph.load_ge_graph
+    else:
+        kind = {".onnx": "onnx", ".json": "om", ".prototxt": "caffe", ".pbtxt": "caffe"}.get(suffix) or _sniff(p)
+        if kind == "onnx":
+            from .onnxgraph import load_onnx as load
+        elif kind == "om":
+            from .omgraph import load_om_json as load
+        else:
+            from .caffegraph import load_prototxt as load
+    try:
+        return load(p)
+    except SourceError:
+        raise
+    except (TypeError, AttributeError, KeyError, IndexError, ValueError, OverflowError, RecursionError) as e:
+        # The readers check what they use; a model damaged in a way they did not foresee still
+        # gets one line naming the file, never a traceback.
+        raise SourceError(f"{p}: damaged {kind} model ({type(e).__name__}: {e})") from e
 
 
 def _sniff(p: Path) -> str:

@@ -39,6 +39,8 @@ def logical_shape_guess(fmt: str, storage: tuple[int, ...]) -> tuple[int, ...]:
 def check(fmt: str, storage: tuple[int, ...], logical: tuple[int, ...]) -> None:
     """Raise LayoutError unless `storage` in `fmt` can hold a tensor of `logical` shape."""
     ok = False
+    if fmt in CONVERTED and storage and storage[-1] == 0:
+        raise LayoutError(f"{fmt} storage shape {list(storage)} has a block size (C0) of 0")
     if fmt == "NC1HWC0" and len(storage) == 5 and len(logical) == 4:
         n, c1, h, w, c0 = storage
         ok = (n, h, w) == (logical[0], logical[2], logical[3]) and _ceil(logical[1], c0) == c1
@@ -60,6 +62,8 @@ def to_logical(data: np.ndarray, fmt: str, logical: tuple[int, ...]) -> np.ndarr
     """Convert `data` (storage shape) in format `fmt` to a new C-contiguous array of `logical` shape."""
     check(fmt, tuple(data.shape), logical)
     out = np.empty(logical, dtype=data.dtype)
+    if out.size == 0:
+        return out
     if fmt == "NC1HWC0":
         c0 = data.shape[-1]
         for b, lo, hi in _blocks(data.shape[1], c0, logical[1]):

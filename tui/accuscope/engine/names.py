@@ -6,6 +6,9 @@ import os
 import re
 from dataclasses import dataclass
 
+from .inputfile import not_regular
+from .tensor import Problem
+
 _TIMESTAMP = re.compile(r"\d{10,}")
 # C0 and C1 control characters (ESC, BEL, CSI ...) and DEL: never sent to a terminal from data.
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
@@ -70,14 +73,36 @@ def parse_golden_name(name: str) -> GoldenName:
     return GoldenName(op, io, index, ts)
 
 
-def read_mapping_csv(directory: str) -> dict[str, str]:
-    """`mapping.csv` of a dump folder: numeric file name -> original (over-long) file name."""
+def read_mapping_csv(directory: str, problems: list | None = None) -> dict[str, str]:
+    """`mapping.csv` of a dump folder: numeric file name -> original (over-long) file name.
+
+    A row the csv module rejects (a field over its size limit, a stray NUL) is skipped; an
+    unreadable file gives no mapping. Either is recorded in `problems` (as `Problem`s) when given.
+    """
     path = os.path.join(directory, "mapping.csv")
-    if not os.path.isfile(path):
+    if not os.path.lexists(path):
         return {}
-    out = {}
-    with open(path, newline="", encoding="utf-8", errors="replace") as fh:
-        for row in csv.reader(fh):
-            if len(row) >= 2 and row[0].strip():
-                out[row[0].strip()] = row[1].strip()
+    out: dict[str, str] = {}
+    skipped: list[str] = []
+    why = not_regular(path)
+    try:
+        if why:
+            raise OSError(why)
+        with open(path, newline="", encoding="utf-8", errors="replace") as fh:
+            reader = csv.reader(fh)
+            while len(skipped) < 1000:
+                try:
+                    row = next(reader)
+                except StopIteration:
+                    break
+                except csv.Error as exc:
+                    skipped.append(f"line {reader.line_num}: {exc}")
+                    continue
+                if len(row) >= 2 and row[0].strip():
+                    out[row[0].strip()] = row[1].strip()
+    except OSError as exc:
+        skipped.append(f"not read, file names used as they are ({exc.strerror or exc})")
+    if skipped and problems is not None:
+        more = f" (and {len(skipped) - 1} more rows)" if len(skipped) > 1 else ""
+        problems.append(Problem(path, f"{skipped[0]}{more}"))
     return out

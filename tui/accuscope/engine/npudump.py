@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass, field
 
 from .ascend import DumpFile, read_dump_file
+from .inputfile import not_regular
 from .names import parse_dump_name, read_mapping_csv
 from .tensor import Problem, SourceError, Tensor, sanitize
 
@@ -92,12 +93,16 @@ def open_npu_dump(path: str | os.PathLike, *, pick: str | int = "newest", run: s
 
 
 def _read_run(dump: NpuDump, folder: str) -> list[DumpFile]:
-    mapping = read_mapping_csv(folder)
+    mapping = read_mapping_csv(folder, dump.problems)
     out = []
     for name in sorted(os.listdir(folder)):
         full = os.path.join(folder, name)
         real = mapping.get(name, name)
-        if not os.path.isfile(full) or parse_dump_name(real) is None:
+        if parse_dump_name(real) is None or os.path.isdir(full):
+            continue
+        why = not_regular(full)
+        if why:
+            dump.problems.append(Problem(full, why))
             continue
         if real.startswith(OPDEBUG_PREFIX):
             dump.skipped_opdebug += 1

@@ -18,6 +18,7 @@ from .tensor import SourceError
 INPUT_TYPES = {"Data", "RefData"}
 CONST_TYPES = {"Const", "Constant"}
 OUT_NODES = "attr_model_out_nodes_name"
+MAX_OUTPUTS = 1 << 16  # an input naming output 10**12 of an op is damage: it adds no output slots
 
 
 def load_om_json(path: str | Path) -> Graph:
@@ -26,6 +27,10 @@ def load_om_json(path: str | Path) -> Graph:
         doc = json.loads(read_text(p))
     except json.JSONDecodeError as e:
         raise SourceError(f"{p}: not valid JSON (line {e.lineno}: {e.msg})") from e
+    except ValueError as e:  # an integer of thousands of digits
+        raise SourceError(f"{p}: not usable JSON ({e})") from e
+    except RecursionError:
+        raise SourceError(f"{p}: not usable JSON (nested too deeply)") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("graph"), list) or not doc["graph"]:
         raise SourceError(f"{p}: not an offline-model JSON (no \"graph\" list; expected the output of atc --mode=1)")
     return model_graph(doc, p)
@@ -37,16 +42,16 @@ def model_graph(doc: dict, p: Path) -> Graph:
     way (the same device graph, fusion attributes included)."""
     graphs = [g for g in doc["graph"] if isinstance(g, dict)]
     # the first graph is the model itself (subgraph ""), the others its subgraphs
-    ops = [("" if k == 0 else str(g.get("name") or f"graph_{k}"), op)
-           for k, g in enumerate(graphs) for op in g.get("op") or () if isinstance(op, dict)]
+    ops = [("" if k == 0 else str(g.get("name") or f"graph_{k}"), _op(op))
+           for k, g in enumerate(graphs) for op in _list(g.get("op")) if isinstance(op, dict)]
 
-    weights = {f"{op.get('name', '')}:{j}" for _, op in ops if op.get("type") in CONST_TYPES
-               for j in range(max(1, len(op.get("output_desc") or ())))}
-    ops = [(g, op) for g, op in ops if op.get("type") not in CONST_TYPES]
-    names = unique_names((op.get("name") for _, op in ops),
-                         (f"{op.get('type', 'op')}_{i}" for i, (_, op) in enumerate(ops)))
+    weights = {f"{op['name'] or ''}:{j}" for _, op in ops if op["type"] in CONST_TYPES
+               for j in range(max(1, len(op["output_desc"])))}
+    ops = [(g, op) for g, op in ops if op["type"] not in CONST_TYPES]
+    names = unique_names((op["name"] for _, op in ops),
+                         (f"{op['type'] or 'op'}_{i}" for i, (_, op) in enumerate(ops)))
     used = _referenced_outputs(ops)
-    nodes = [_node(op, name, i, g, used.get(op.get("name"), 0))
+    nodes = [_node(op, name, i, g, used.get(op["name"], 0))
              for i, ((g, op), name) in enumerate(zip(ops, names))]
     fill_input_shapes(nodes, {})
 
@@ -58,12 +63,26 @@ def model_graph(doc: dict, p: Path) -> Graph:
     return graph
 
 
+def _op(op: dict) -> dict:
+    """The fields of an op the reader uses, each of the type it needs whatever the file holds."""
+    name = op.get("name")
+    return {
+        "name": None if name is None or name == "" else str(name),
+        "type": str(op.get("type") or ""),
+        "id": op.get("id"),
+        "attr": op.get("attr"),
+        "input": [str(ref) for ref in _list(op.get("input"))],
+        "input_desc": [d if isinstance(d, dict) else {} for d in _list(op.get("input_desc"))],
+        "output_desc": [d if isinstance(d, dict) else {} for d in _list(op.get("output_desc"))],
+    }
+
+
 def _node(op: dict, name: str, index: int, subgraph: str, referenced: int) -> Node:
-    attrs = attr_dict(op.get("attr"))
-    in_desc, out_desc = op.get("input_desc") or [], op.get("output_desc") or []
+    attrs = attr_dict(op["attr"])
+    in_desc, out_desc = op["input_desc"], op["output_desc"]
     inputs, input_shapes = [], []
     data_pos = 0
-    for ref in map(str, op.get("input") or ()):
+    for ref in op["input"]:
         producer, _, idx = ref.rpartition(":")
         if _int(idx) == -1:
             continue  # control edge: ordering only, no data
@@ -78,7 +97,7 @@ def _node(op: dict, name: str, index: int, subgraph: str, referenced: int) -> No
     attrs["_origin_shapes"] = [_dims(a.get("origin_shape")) for a in out_attrs]
     fused = attrs.get("_datadump_original_op_names")
     return Node(
-        name=name, type=str(op.get("type", "")), index=index, seq_id=_int(op.get("id"), index + 1),
+        name=name, type=op["type"], index=index, seq_id=_int(op["id"], index + 1),
         inputs=inputs, outputs=outputs, attrs=attrs,
         output_shapes=[_shape(d) for d in out_desc], output_dtypes=[_dtype(d.get("dtype")) for d in out_desc],
         input_shapes=input_shapes, fused=None if fused is None else [str(f) for f in _as_list(fused)],
@@ -89,9 +108,9 @@ def _referenced_outputs(ops: list) -> dict[str, int]:
     """op name -> how many outputs others reference, for ops whose output_desc is missing or short."""
     used: dict[str, int] = {}
     for _, op in ops:
-        for ref in op.get("input") or ():
-            producer, _, idx = str(ref).rpartition(":")
-            if producer and _int(idx, -1) >= 0:
+        for ref in op["input"]:
+            producer, _, idx = ref.rpartition(":")
+            if producer and 0 <= _int(idx, -1) < MAX_OUTPUTS:
                 used[producer] = max(used.get(producer, 0), _int(idx) + 1)
     return used
 
@@ -142,20 +161,21 @@ def attr_value(value: Any) -> Any:
     """An AttrDef value ({"s"}, {"i"}, {"f"}, {"b"}, {"list": {...}}, {"t"}, {"g"}) as a plain value."""
     if not isinstance(value, dict):
         return value
-    for key, convert in (("s", str), ("i", _int), ("f", float), ("b", bool)):
+    for key, convert in (("s", str), ("i", _int), ("f", _float), ("b", bool)):
         if key in value:
             return convert(value[key])
     if "list" in value:
         lst = value["list"] if isinstance(value["list"], dict) else {}
-        for key, convert in (("s", str), ("i", _int), ("f", float), ("b", bool)):
+        for key, convert in (("s", str), ("i", _int), ("f", _float), ("b", bool)):
             if key in lst:
                 return [convert(v) for v in _as_list(lst[key])]
         return []
     if "t" in value:
-        desc = (value["t"] or {}).get("desc", {}) if isinstance(value["t"], dict) else {}
+        desc = value["t"].get("desc") if isinstance(value["t"], dict) else None
+        desc = desc if isinstance(desc, dict) else {}
         return tensor_summary(_dtype(desc.get("dtype")), _shape(desc))
     if "g" in value:
-        return f"<graph {(value['g'] or {}).get('name', '')}>"
+        return f"<graph {value['g'].get('name', '') if isinstance(value['g'], dict) else ''}>"
     return value
 
 
@@ -184,8 +204,8 @@ def _dims(dims: Any) -> tuple | None:
 
 
 def _dtype(value: Any) -> str | None:
-    if isinstance(value, int) or (isinstance(value, str) and value.isdigit()):
-        code = int(value)
+    if isinstance(value, int) or (isinstance(value, str) and value.isdecimal()):
+        code = _int(value, -1)
         return dtype_name(DTYPE_NAMES[code]) if 0 <= code < len(DTYPE_NAMES) else None
     return dtype_name(value) if isinstance(value, str) else None
 
@@ -194,9 +214,21 @@ def _as_list(value: Any) -> list:
     return value if isinstance(value, list) else [value]
 
 
+def _list(value: Any) -> list:
+    """A repeated field: a list as given, anything else (missing, a number, a string) empty."""
+    return value if isinstance(value, list) else []
+
+
 def _int(value: Any, default: int = 0) -> int:
-    """int64 fields may be numbers or strings in the JSON."""
+    """int64 fields may be numbers or strings in the JSON; infinities and junk give `default`."""
     try:
         return int(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return default
+
+
+def _float(value: Any) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return float("nan")

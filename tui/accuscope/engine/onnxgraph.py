@@ -40,17 +40,17 @@ def load_onnx(path: str | Path) -> Graph:
     types = _tensor_types(onnx, model, notes)
     g = model.graph
 
-    weights = {t.name for t in g.initializer} | {t.values.name for t in g.sparse_initializer}
+    weights = {_s(t.name) for t in g.initializer} | {_s(t.values.name) for t in g.sparse_initializer}
     kept = []
     for position, n in enumerate(g.node):
         if n.op_type == "Constant" and not n.domain:
-            weights.update(o for o in n.output if o)
+            weights.update(_s(o) for o in n.output if o)
         else:
             kept.append((position, n))
-    names = unique_names((n.name for _, n in kept), (f"{n.op_type}_{pos}" for pos, n in kept))
+    names = unique_names((_s(n.name) for _, n in kept), (f"{_s(n.op_type)}_{pos}" for pos, n in kept))
     nodes = [_node(onnx, n, name, types) for (_, n), name in zip(kept, names)]
 
-    inputs = [v.name for v in g.input if v.name not in weights]
+    inputs = [_s(v.name) for v in g.input if _s(v.name) not in weights]
     nodes, ordered = stable_topo_order(nodes, weights | set(inputs),
                                        lambda n: n.inputs + n.attrs.get("_subgraph_inputs", []))
     if not ordered:
@@ -58,20 +58,33 @@ def load_onnx(path: str | Path) -> Graph:
     for i, node in enumerate(nodes):
         node.index, node.seq_id = i, i + 1
     fill_input_shapes(nodes, {t: s for t, (s, _) in types.items()}, {t: d for t, (_, d) in types.items()})
-    return Graph(name=g.name or p.stem, kind="onnx", path=str(p), nodes=nodes, inputs=inputs,
-                 outputs=[v.name for v in g.output], weights=weights, notes=notes)
+    return Graph(name=_s(g.name) or p.stem, kind="onnx", path=str(p), nodes=nodes, inputs=inputs,
+                 outputs=[_s(v.name) for v in g.output], weights=weights, notes=notes)
+
+
+def _elem_type(onnx, code: int) -> str | None:
+    """Numpy-style name of an ONNX element type; None for a code this onnx does not know."""
+    try:
+        return dtype_name(onnx.TensorProto.DataType.Name(code))
+    except ValueError:
+        return None
+
+
+def _s(text: str | bytes) -> str:
+    """A string field as text: protobuf hands over invalid UTF-8 as bytes, shown with U+FFFD."""
+    return text.decode("utf-8", "replace") if isinstance(text, bytes) else text
 
 
 def _node(onnx, n, name: str, types: dict) -> Node:
-    outputs = [o for o in n.output if o]
-    attrs = {a.name: _attr(onnx, a) for a in n.attribute}
+    outputs = [_s(o) for o in n.output if o]
+    attrs = {_s(a.name): _attr(onnx, a) for a in n.attribute}
     bodies = _bodies(n)
     if n.domain and n.domain != "ai.onnx":
-        attrs["_domain"] = n.domain
+        attrs["_domain"] = _s(n.domain)
     if bodies:
         attrs["_subgraph_outputs"] = [t for b in bodies for t in _produced_inside(b)]
         attrs["_subgraph_inputs"] = list(dict.fromkeys(t for b in bodies for t in _outer_refs(b)))
-    return Node(name=name, type=n.op_type, index=0, seq_id=0, inputs=[i for i in n.input if i], outputs=outputs,
+    return Node(name=name, type=_s(n.op_type), index=0, seq_id=0, inputs=[_s(i) for i in n.input if i], outputs=outputs,
                 attrs=attrs, output_shapes=[types.get(o, (None, None))[0] for o in outputs],
                 output_dtypes=[types.get(o, (None, None))[1] for o in outputs])
 
@@ -85,7 +98,7 @@ def _produced_inside(body) -> list[str]:
     """Tensors made inside a control-flow body (and its nested bodies): a runtime cannot fetch them."""
     found = []
     for n in body.node:
-        found += [o for o in n.output if o]
+        found += [_s(o) for o in n.output if o]
         for b in _bodies(n):
             found += _produced_inside(b)
     return found
@@ -93,14 +106,14 @@ def _produced_inside(body) -> list[str]:
 
 def _outer_refs(body) -> list[str]:
     """Tensors a body reads from the enclosing graph: hidden inputs that decide execution order."""
-    local = {v.name for v in body.input} | {t.name for t in body.initializer}
+    local = {_s(v.name) for v in body.input} | {_s(t.name) for t in body.initializer}
     refs = []
     for n in body.node:
-        refs += [i for i in n.input if i and i not in local]
+        refs += [_s(i) for i in n.input if i and _s(i) not in local]
         for b in _bodies(n):
             refs += [t for t in _outer_refs(b) if t not in local]
-        local.update(n.output)
-    refs += [v.name for v in body.output if v.name not in local]
+        local.update(_s(o) for o in n.output)
+    refs += [_s(v.name) for v in body.output if _s(v.name) not in local]
     return refs
 
 
@@ -112,9 +125,9 @@ def _attr(onnx, a) -> Any:
     if a.type == A.TENSORS:
         return [_tensor_attr(onnx, t) for t in a.tensors]
     if a.type == A.GRAPH:
-        return f"<graph {a.g.name}: {len(a.g.node)} nodes>"
+        return f"<graph {_s(a.g.name)}: {len(a.g.node)} nodes>"
     if a.type == A.GRAPHS:
-        return [f"<graph {b.name}: {len(b.node)} nodes>" for b in a.graphs]
+        return [f"<graph {_s(b.name)}: {len(b.node)} nodes>" for b in a.graphs]
     if a.type in (A.SPARSE_TENSOR, A.SPARSE_TENSORS, A.TYPE_PROTO, A.TYPE_PROTOS):
         return f"<{A.AttributeType.Name(a.type).lower()}>"
     value = onnx.helper.get_attribute_value(a)
@@ -126,7 +139,7 @@ def _attr(onnx, a) -> Any:
 
 
 def _tensor_attr(onnx, t) -> Any:
-    dtype = dtype_name(onnx.TensorProto.DataType.Name(t.data_type)) if t.data_type else None
+    dtype = _elem_type(onnx, t.data_type) if t.data_type else None
     size = 1
     for d in t.dims:
         size *= d
@@ -150,19 +163,19 @@ def _tensor_types(onnx, model, notes: list[str]) -> dict[str, tuple[tuple | None
     infos += [*g.input, *g.value_info, *g.output]
     types: dict[str, tuple[tuple | None, str | None]] = {}
     for t in g.initializer:
-        types[t.name] = (tuple(t.dims), dtype_name(onnx.TensorProto.DataType.Name(t.data_type)))
+        types[_s(t.name)] = (tuple(t.dims), _elem_type(onnx, t.data_type))
     for n in g.node:
-        if n.op_type == "Constant" and n.attribute and n.attribute[0].type == onnx.AttributeProto.TENSOR:
+        if n.op_type == "Constant" and n.output and n.attribute and n.attribute[0].type == onnx.AttributeProto.TENSOR:
             t = n.attribute[0].t
-            types.setdefault(n.output[0], (tuple(t.dims), dtype_name(onnx.TensorProto.DataType.Name(t.data_type))))
+            types.setdefault(_s(n.output[0]), (tuple(t.dims), _elem_type(onnx, t.data_type)))
     for v in infos:
-        if v.name not in types and v.type.HasField("tensor_type"):
-            types[v.name] = _value_type(onnx, v.type.tensor_type)
+        if _s(v.name) not in types and v.type.HasField("tensor_type"):
+            types[_s(v.name)] = _value_type(onnx, v.type.tensor_type)
     return types
 
 
 def _value_type(onnx, tt) -> tuple[tuple | None, str | None]:
-    dtype = dtype_name(onnx.TensorProto.DataType.Name(tt.elem_type)) if tt.elem_type else None
+    dtype = _elem_type(onnx, tt.elem_type) if tt.elem_type else None
     if not tt.HasField("shape"):
         return None, dtype
     # exporters write -1 for "dynamic" although the spec says dim_param: both mean unknown
