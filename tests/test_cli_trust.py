@@ -62,3 +62,16 @@ def test_escape_sequences_in_names_never_reach_the_terminal(tmp_path, evil):
     assert "first failing: relu?" in r.stdout  # the name is shown, its control characters are not
     for stream in (r.stdout, r.stderr):
         assert "\x1b" not in stream and "\x9b" not in stream and "\x07" not in stream
+
+
+def test_special_files_never_block_detection(tmp_path):
+    import os
+    os.mkfifo(tmp_path / "model.onnx")  # a FIFO named like a model: reading it would block forever
+    r = accuscope("inspect", tmp_path / "model.onnx")
+    assert r.returncode == 2 and "named pipe (FIFO), not a regular file" in r.stderr
+    folder = tmp_path / "golden"
+    folder.mkdir()
+    (folder / "a.npy").symlink_to(folder / "a.npy")  # a symlink loop scanned before the good file
+    np.save(folder / "b.npy", np.ones(3, np.float32))
+    r = accuscope("inspect", folder)
+    assert r.returncode == 1 and "a.npy: cannot read" in r.stdout and "tensors 1" in r.stdout

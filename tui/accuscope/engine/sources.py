@@ -13,6 +13,7 @@ from typing import Any, Callable, Union
 
 from . import atb, gegraph, mindspore, polygraphy, tpumlir
 from .golden import RAW_SUFFIXES, GoldenDump, open_golden
+from .inputfile import not_regular, require_regular
 from .graph import Graph, load_graph
 from .names import parse_dump_name
 from .npudump import NpuDump, find_runs, open_npu_dump
@@ -43,7 +44,7 @@ def _has_npy(path: str) -> bool:
     if not os.path.isdir(path):
         return False
     with os.scandir(path) as it:
-        return any(e.name.lower().endswith(".npy") and e.is_file() for e in it)
+        return any(e.name.lower().endswith(".npy") and not not_regular(e.path) for e in it)
 
 
 def _suffix(*suffixes: str) -> Callable[[str], bool]:
@@ -114,6 +115,8 @@ def detect(path: str) -> Format:
     path = os.fspath(path)
     if not os.path.exists(path):
         raise SourceError(f"{path}: no such file or folder")
+    if not os.path.isdir(path):
+        require_regular(path)  # a FIFO named like a dump would block the first sniff forever
     for fmt in FORMATS:
         try:
             if fmt.sniff(path):
