@@ -122,6 +122,6 @@ def test_dump_writes_golden_folder_that_inspect_reads(cls_model, tmp_path):
     assert r.returncode == 0, r.stderr
     assert "wrote 259 tensors" in r.stdout and "Constant output (weights) (308)" in r.stdout
     r = accuscope("inspect", tmp_path / "g")
-    assert r.returncode == 0 and "golden dump (npy)" in r.stdout and "tensors 259" in r.stdout
+    assert r.returncode == 0 and "dump (npy)" in r.stdout and "tensors 259" in r.stdout
     r = accuscope("dump", cls_model, "--out", tmp_path / "h", "--input", "y=nothere.npy")
     assert r.returncode == 2 and "nothere.npy" in r.stderr

@@ -61,4 +61,5 @@ def test_atb_rounds_compared_and_inspected(tmp_path, cls_run):
     assert "atb" in r.stdout and "paired 6 of 6" in r.stdout
     r = accuscope("inspect", tmp_path / "0")
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "tensors 6" in r.stdout
+    assert "dump (atb)" in r.stdout and "tensors 6" in r.stdout
+    assert "tensors as each op ended (after/)" in r.stdout  # the dialect's own summary line

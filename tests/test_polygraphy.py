@@ -82,7 +82,7 @@ def test_inspect_lists_runners_iterations_and_tensors(cls_run):
     path, _ = cls_run
     result = accuscope("inspect", path, "--limit", "0")
     assert result.returncode == 0, result.stderr
-    assert "golden dump (polygraphy)" in result.stdout
+    assert "dump (polygraphy)" in result.stdout
     assert re.search(r"runners\s+onnxrt-runner-N0\S* \(1 iteration\)", result.stdout)
     assert "save_infer_model/scale_0.tmp_1" in result.stdout and "conv2d_53.tmp_0" in result.stdout
 

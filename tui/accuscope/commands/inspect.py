@@ -12,7 +12,7 @@ from ..engine.golden import GoldenDump
 from ..engine.graph import Graph
 from ..engine.names import printable
 from ..engine.npudump import NpuDump
-from ..engine.sources import open_source
+from ..engine.sources import describe, open_source
 from ..engine.tensor import Problem, Tensor
 from ..exitcode import ExitCode
 from .common import add_source_options, counts, human_bytes, out, shape_text, source_options
@@ -53,7 +53,7 @@ def _dump(source: NpuDump | GoldenDump, limit: int) -> int:
         if source.skipped_opdebug:
             facts.append(f"{source.skipped_opdebug} Opdebug records skipped")
     else:
-        title = f"[bold]golden dump ({source.kind})[/] {_show(source.path)}"
+        title = f"[bold]dump ({source.kind})[/] {_show(source.path)}"
         facts = []
     n_in = sum(1 for t in tensors if t.io == "input")
     facts.insert(int(npu), f"tensors {len(tensors):,} (inputs {n_in:,}, outputs {len(tensors) - n_in:,})")
@@ -65,6 +65,8 @@ def _dump(source: NpuDump | GoldenDump, limit: int) -> int:
         out.print("  [bold]runners[/]  " + " · ".join(
             f"{_show(name)} ({n} iteration{'s' if n != 1 else ''})" for name, n in runs)
             + ("  [dim](tensors below: the first's iteration 0)[/]" if len(runs) > 1 or runs[0][1] > 1 else ""))
+    for line in ([] if npu else describe(source)):
+        out.print(f"  {_show(line)}")
     out.print(f"  [bold]dtypes[/]   {counts(Counter(printable(t.dtype_name) or '?' for t in tensors))}")
     if npu:
         out.print(f"  [bold]formats[/]  {counts(Counter(t.format for t in tensors))}")

@@ -106,6 +106,15 @@ FORMATS: list[Format] = [
 DUMP_FORMATS = [f for f in FORMATS if not f.model]
 
 
+_DIALECTS = {m.KIND: m for m in (atb, mindspore, tpumlir)}
+
+
+def describe(source: GoldenDump, **options) -> list[str]:
+    """Lines a platform dialect adds to `inspect` (the run, rank or round chosen, bf16 kept raw ...)."""
+    module = _DIALECTS.get(getattr(source, "kind", ""))
+    return module.describe(source.path, source.tensors, **options) if module is not None else []
+
+
 def accepted(models: bool = True) -> str:
     return "; ".join(f.what for f in FORMATS if models or not f.model)
 
