@@ -26,7 +26,7 @@ def test_browser_lists_tasks_and_opens_one(ws):
         browser = pilot.app.screen
         assert isinstance(browser, BrowserScreen)
         names = {e.name for e in browser.entries}
-        assert MAIN.name in names and len(names) == 3
+        assert MAIN.name in names and len(names) == 2
         row = [e.name for e in browser.entries].index(MAIN.name)
         browser.query_one("DataTable").move_cursor(row=row)
         await pilot.press("enter")
@@ -113,13 +113,15 @@ def test_delete_asks_first(ws):
         browser = pilot.app.screen
         await pilot.press("d")
         assert isinstance(pilot.app.screen, ConfirmDialog)
+        text = screen_text(pilot.app)
+        assert "Delete the task folder" in text and "y yes" in text and "n no" in text  # not an empty box
         await pilot.press("n")
-        assert len(browser.entries) == 3
+        assert len(browser.entries) == 2
         await pilot.press("d", "y")
         await pilot.pause()
-        assert len(browser.entries) == 2
+        assert len(browser.entries) == 1
     drive(AccuscopeApp(ws), script)
-    assert len([p for p in ws.iterdir() if (p / "task.json").exists()]) == 2
+    assert len([p for p in ws.iterdir() if (p / "task.json").exists()]) == 1
 
 
 def test_help_lists_the_screen_keys(ws):
@@ -181,6 +183,8 @@ def test_cancelled_run_keeps_the_previous_result(ws, tmp_path):
         await wait_for(pilot, lambda: screen.running and screen._plan is not None)
         await pilot.press("escape")
         assert isinstance(pilot.app.screen, ConfirmDialog)
+        text = screen_text(pilot.app)
+        assert "Cancel the running comparison?" in text and "y yes" in text and "n no" in text
         await pilot.press("y")
         await wait_for(pilot, lambda: not screen.running, 60)
         assert len(screen.query_one(OperatorTable).table) == len(task.table)  # the old result, reloaded
@@ -189,135 +193,65 @@ def test_cancelled_run_keeps_the_previous_result(ws, tmp_path):
     assert after.meta["state"] == "cancelled"
     assert after.csv.read_bytes() == old_csv and len(list(folder.glob("result_*.csv"))) == 1
 
+    async def reopened(pilot):
+        assert "cancelled" in str(pilot.app.screen.query_one("#status").render())  # its state stays shown
+    drive(AccuscopeApp(ws, open_path=folder), reopened)
 
-def test_quit_during_a_run_asks(ws, tmp_path):
+
+def moved_inputs(folder, tmp_path):
+    """The task's task.json pointing at input folders that are no longer there."""
+    doc = json.loads((folder / "task.json").read_text())
+    doc["npu"], doc["golden"] = str(tmp_path / "moved" / "npu"), str(tmp_path / "moved" / "golden")
+    (folder / "task.json").write_text(json.dumps(doc))
+
+
+def test_rerun_with_moved_inputs_says_why_and_the_app_goes_on(ws, tmp_path):
     folder = ws / MAIN.name
-    task = load_task(folder)
-    spec = slow_rerun(task, tmp_path, 0.5)
+    moved_inputs(folder, tmp_path)
 
     async def script(pilot):
         screen = pilot.app.screen
-        await wait_for(pilot, lambda: screen.running)
-        await pilot.press("ctrl+q")
-        assert isinstance(pilot.app.screen, ConfirmDialog)
-        await pilot.press("n")
-        assert pilot.app.is_running and screen.running
-        await pilot.press("ctrl+q", "y")
-        await wait_for(pilot, lambda: screen.cancel.is_set())
-    drive(AccuscopeApp(ws, compare=(spec, folder)), script)
-
-
-def test_downsample_keeps_extremes():
-    x = np.arange(10_000, dtype=float)
-    y = np.ones(10_000)
-    y[1234], y[8765] = 0.2, 1.7
-    xs, ys = downsample(x, y, 50)
-    assert len(xs) <= 100 and 0.2 in ys and 1.7 in ys and 1234 in xs
-
-
-def test_advisor_strip_and_screen_jump_to_the_op_that_introduced_the_error(ws):
-    async def script(pilot):
-        screen = pilot.app.screen
-        await wait_for(pilot, lambda: screen.advice is not None)
-        strip = str(screen.query_one("#summary").render())
-        assert strip.startswith("✗ the model fails") and "introduced the error" in strip  # verdict, then the op
-        await pilot.press("a")
-        assert isinstance(pilot.app.screen, AdviceScreen)
-        first = pilot.app.screen.advice.cause
-        assert first.rule == "introduced" and "/block1/conv1/Conv" in first.op
-        await pilot.press("down")
-        await pilot.press("enter")
-        assert pilot.app.screen is screen
-        table = screen.query_one(OperatorTable)
-        assert table.cursor_row == first.row
-        assert table.table.columns["origin"][first.row] == "introduced"
-    drive(AccuscopeApp(ws, open_path=ws / MAIN.name), script)
-    assert (ws / MAIN.name / "advice.json").exists()
-
-
-def test_new_task_form_checks_fields_and_runs(ws):
-    meta = load_task(ws / MAIN.name).meta
-
-    async def script(pilot):
-        await pilot.press("n")
-        form = pilot.app.screen
-        assert isinstance(form, NewTaskScreen)
-        form.query_one("#npu").value = str(ws / "nowhere")
-        await pilot.pause()
-        assert "no such file" in str(form.query_one("#why-npu").render())
-        form.query_one("#npu").value = meta["model"]  # a model is not dumped tensors
-        await pilot.pause()
-        assert "not dumped tensors" in str(form.query_one("#why-npu").render())
-        (ws / "not-a-dump").mkdir(exist_ok=True)
-        (ws / "not-a-dump" / "notes.txt").write_text("x")
-        form.query_one("#npu").value = str(ws / "not-a-dump")  # a folder of the wrong kind: no green tick
-        await pilot.pause()
-        assert "not a dump" in str(form.query_one("#why-npu").render())
-        form.query_one("#npu").value = meta["golden"]  # any dump may stand on either side
-        await pilot.pause()
-        assert "✓ npy" in str(form.query_one("#why-npu").render())
-        form.query_one("#golden").value = meta["golden"]
-        form.query_one("#model").value = meta["model"]
-        form.query_one("#name").value = str(ws / "fresh")
-        form.query_one("#range").value = "1,-1"
-        await pilot.pause()
-        assert "three integers" in str(form.query_one("#why-range").render())
-        await pilot.press("ctrl+s")
-        assert pilot.app.screen is form  # refused: fields to fix
-        form.query_one("#npu").value = meta["npu"]
-        form.query_one("#range").value = ""
-        await pilot.pause()
-        assert "✓" in str(form.query_one("#why-npu").render())
-        await pilot.press("ctrl+s")
-        screen = pilot.app.screen
-        assert isinstance(screen, TaskScreen)
-        await wait_for(pilot, lambda: not screen.running and len(screen.table_widget.table) > 0)
-    drive(AccuscopeApp(ws), script)
-    assert load_task(ws / "fresh").meta["state"] == "done"
-
-
-def test_graph_follows_the_table_and_back(ws):
-    async def script(pilot):
-        screen = pilot.app.screen
-        table = screen.query_one(OperatorTable)
-        await pilot.press("exclamation_mark")
-        row = table.cursor_row
-        await pilot.press("g")
-        graph = pilot.app.screen
-        assert isinstance(graph, GraphScreen)
-        await wait_for(pilot, lambda: graph.graph is not None)
-        await pilot.press("o")  # to the consumer of the failing conv
-        await pilot.pause()
+        await pilot.press("R")
+        await wait_for(pilot, lambda: "failed: " in str(screen.query_one("#status").render()))
+        assert pilot.app.is_running and pilot.app.screen is screen
+        assert any("no such file or folder" in n.message for n in pilot.app._notifications)
+        await pilot.press("c")  # still usable
         await pilot.press("q")
-        assert pilot.app.screen is screen
-        assert table.cursor_row != row
-        assert table.table.columns["npu_op"][table.cursor_row] != table.table.columns["npu_op"][row]
-    drive(AccuscopeApp(ws, open_path=ws / MAIN.name), script, size=(160, 50))
+        assert isinstance(pilot.app.screen, BrowserScreen)
+    drive(AccuscopeApp(ws, open_path=folder), script)
+    assert load_task(folder).meta["state"] == "failed"
 
 
-def test_new_task_form_asks_a_raw_bin_golden_for_shape_and_dtype(ws, tmp_path):
-    from accuscope.engine.ascend import DumpTensor, write_dump_file
-    y = np.linspace(-1, 1, 128, dtype=np.float32).reshape(1, 8, 4, 4)
-    (tmp_path / "npu").mkdir()
-    write_dump_file(tmp_path / "npu" / "Conv2D.conv1.3.1700000000000000", "conv1",
-                    outputs=[DumpTensor(y.astype(np.float16))])
-    y.tofile(tmp_path / "conv1.bin")
+def test_new_task_form_refuses_a_folder_without_golden_data(ws, tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
 
     async def script(pilot):
         await pilot.press("n")
         form = pilot.app.screen
-        form.query_one("#npu").value = str(tmp_path / "npu")
-        form.query_one("#golden").value = str(tmp_path / "conv1.bin")
-        form.query_one("#name").value = str(ws / "bin")
+        form.query_one("#npu").value = load_task(ws / MAIN.name).meta["npu"]
+        form.query_one("#golden").value = str(empty)  # a folder, but no golden dump: no green tick
         await pilot.pause()
-        assert "needs its shape and dtype" in str(form.query_one("#why-shape").render())
-        form.query_one("#shape").value = "1,8,4,4"
-        form.query_one("#dtype").value = "float32"
+        assert "empty folder" in str(form.query_one("#why-golden").render())
+        form.query_one("#name").value = str(ws / MAIN.name / "task.json")  # a file
         await pilot.pause()
+        assert "a file, not a folder" in str(form.query_one("#why-name").render())
         await pilot.press("ctrl+s")
-        screen = pilot.app.screen
-        assert isinstance(screen, TaskScreen)
-        await wait_for(pilot, lambda: not screen.running and len(screen.table_widget.table) > 0)
+        assert pilot.app.screen is form and pilot.app.is_running  # refused, the reasons beside the fields
     drive(AccuscopeApp(ws), script)
-    task = load_task(ws / "bin")
-    assert task.meta["golden_shape"] == [1, 8, 4, 4] and task.table.numbers("cos")[-1] > 0.9999
+
+
+def test_a_task_that_failed_shows_its_error_not_an_empty_table(ws, tmp_path):
+    task = load_task(ws / MAIN.name)
+    spec = spec_from_meta(task.meta, task.thresholds)
+    spec.npu = str(tmp_path / "moved" / "npu")
+
+    async def script(pilot):
+        screen = pilot.app.screen
+        await wait_for(pilot, lambda: not screen.running)
+        await pilot.pause()
+        assert pilot.app.is_running
+        text = screen_text(pilot.app)
+        assert "failed: " in text and "no rows yet" not in text
+    drive(AccuscopeApp(ws, compare=(spec, tmp_path / "new")), script)
+    assert load_task(tmp_path / "new").meta["state"] == "failed"

@@ -52,8 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _app(args) -> int:
     from .app.main import run as run_app
-    run_app(args.workspace)
-    return ExitCode.OK
+    return run_app(args.workspace)
 
 
 def _terminate(signum, frame):

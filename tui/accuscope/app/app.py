@@ -9,9 +9,13 @@ from textual.binding import Binding
 from textual.screen import Screen
 
 from ..engine.compare import CompareSpec
+from ..engine.names import printable
 from ..engine.task import load_task
 from .browser import BrowserScreen
 from .dialogs import ConfirmDialog, HelpScreen
+
+
+QUIT_QUESTION = "A comparison is running. Cancel it and quit? (the task keeps its previous result)"
 
 
 class AccuscopeApp(App):
@@ -53,8 +57,13 @@ class AccuscopeApp(App):
                 for screen in self.running_screens:
                     screen.cancel.set()
                 self.exit()
-        self.push_screen(ConfirmDialog("A comparison is running. Cancel it and quit? "
-                                       "(the task keeps its previous result)"), answer)
+        self.push_screen(ConfirmDialog(QUIT_QUESTION), answer)
+
+    def notify(self, message: str, *, title: str = "", severity="information", timeout: float | None = None,
+               markup: bool = False) -> None:
+        """Notifications show text, often from data (paths, op names, errors): never markup."""
+        super().notify(printable(message), title=printable(title), severity=severity, timeout=timeout,
+                       markup=markup)
 
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):

@@ -17,8 +17,9 @@ class ConfirmDialog(ModalScreen[bool]):
 
     DEFAULT_CSS = """
     ConfirmDialog { align: center middle; }
-    ConfirmDialog > Vertical { width: auto; max-width: 90%; height: auto; border: thick $warning;
+    ConfirmDialog > Vertical { width: 64; max-width: 90%; height: auto; border: thick $warning;
                                padding: 1 2; background: $surface; }
+    ConfirmDialog .keys { margin: 1 0 0 0; }
     """
     BINDINGS = [Binding("y,enter", "answer(True)", "yes"), Binding("n,escape,q", "answer(False)", "no")]
 

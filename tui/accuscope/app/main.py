@@ -2,9 +2,11 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 from ..engine.compare import CompareSpec
+from ..exitcode import ExitCode
 
 
 def default_workspace() -> Path:
@@ -16,11 +18,21 @@ def default_workspace() -> Path:
 
 
 def run(workspace: str | os.PathLike | None = None, task: str | os.PathLike | None = None,
-        compare: tuple[CompareSpec, str | os.PathLike] | None = None) -> None:
+        compare: tuple[CompareSpec, str | os.PathLike] | None = None) -> int:
     """Open the task browser on `workspace`; with `task`, that task on top; with `compare`
-    (spec, task folder), a running comparison."""
+    (spec, task folder), a running comparison. Returns the exit code: OK, UNUSABLE without a
+    terminal, INTERNAL after an uncaught exception (its traceback printed when the screen closes)."""
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        print("accuscope: the app needs a terminal (stdin or stdout is not one); "
+              "`accuscope --help` lists the commands that work without", file=sys.stderr)
+        return ExitCode.UNUSABLE
     from .app import AccuscopeApp
     root = Path(workspace) if workspace else default_workspace()
     root.mkdir(parents=True, exist_ok=True)
-    AccuscopeApp(root, Path(task) if task else None,
-                 (compare[0], Path(compare[1])) if compare else None).run()
+    app = AccuscopeApp(root, Path(task) if task else None,
+                       (compare[0], Path(compare[1])) if compare else None)
+    app.run()
+    if app.return_code:
+        print("accuscope: internal error (the traceback above); please report it", file=sys.stderr)
+        return ExitCode.INTERNAL
+    return ExitCode.OK

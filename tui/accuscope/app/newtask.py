@@ -94,6 +94,8 @@ class NewTaskScreen(Screen):
                 return f"✓ {fmt.kind}", True
             if key == "name":
                 p = Path(text)
+                if p.exists() and not p.is_dir():
+                    return "a file, not a folder", False
                 if p.exists() and not (p / "task.json").exists() and any(p.iterdir()):
                     return "exists and is not a task folder", False
                 return ("✓ replaces the result of that task" if p.exists() else "✓ new folder"), True
@@ -111,7 +113,7 @@ class NewTaskScreen(Screen):
                 if not os.path.isdir(os.path.join(text, "algorithm")):
                     return "no algorithm/ folder inside", False
                 return "✓", True
-        except (SourceError, ValueError, TypeError) as exc:
+        except (SourceError, ValueError, TypeError, OSError) as exc:
             return str(exc), False
         return "", True
 

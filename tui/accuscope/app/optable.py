@@ -219,6 +219,7 @@ class OperatorTable(ScrollView, can_focus=True):
         self._sticky_width = 0
         self._scroll_width = 0
         self._style_cache: dict[str, Style] | None = None
+        self.empty_text = "no rows yet"  # what an empty table says; the hosting screen knows why
 
     # ---- the API for the hosting screen --------------------------------------------------------
     def load(self, table: ResultTable, thresholds: Thresholds | None = None) -> None:
@@ -885,7 +886,7 @@ class OperatorTable(ScrollView, can_focus=True):
 
     def _message(self, width: int, style: Style) -> Strip:
         if not len(self._table):
-            text = "no rows yet"
+            text = self.empty_text
         elif self._filter:
             text = f"no row matches the filter: {self._filter}"
         else:

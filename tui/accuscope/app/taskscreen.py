@@ -18,6 +18,7 @@ from ..engine import compare as engine
 from ..engine.advice import Advice, add_origin_columns, load_advice
 from ..engine.advisor import advise
 from ..engine.columns import CSV_OF
+from ..engine.names import printable
 from ..engine.results import FilterError, ResultTable
 from ..engine.task import Task, load_task
 from ..engine.taskrun import run_task
@@ -31,6 +32,9 @@ from .opscreen import OpScreen
 from .optable import OperatorTable
 from .rowdetail import RowDetail
 from .summary import summary_lines
+
+
+CANCEL_QUESTION = "Cancel the running comparison? (the previous result stays)"
 
 
 class TaskScreen(Screen):
@@ -50,7 +54,7 @@ class TaskScreen(Screen):
     TaskScreen #prompt { display: none; border: none; height: 1; padding: 0 1; }
     TaskScreen #prompt.shown { display: block; }
     TaskScreen #statusline { height: 1; background: $panel; padding: 0 1; }
-    TaskScreen #status { width: 1fr; }
+    TaskScreen #status { width: 1fr; text-wrap: nowrap; text-overflow: ellipsis; }
     TaskScreen ProgressBar { width: auto; display: none; }
     TaskScreen ProgressBar.running { display: block; }
     TaskScreen.-tall MetricChart { height: 14; }
@@ -132,10 +136,20 @@ class TaskScreen(Screen):
         self.update_status()
 
     def update_status(self) -> None:
-        parts = [self.table_widget.status]
+        state = self.state_line()
+        self.query_one("#status", Static).update(escape(" · ".join(p for p in (self.table_widget.status, state) if p)))
+        self.table_widget.empty_text = state or "no rows"
+
+    def state_line(self) -> str:
+        """The run's progress, or the state a failed or cancelled task was left in with its error."""
         if self.running:
-            parts.append(self._progress_text or "starting")
-        self.query_one("#status", Static).update(escape(" · ".join(p for p in parts if p)))
+            return self._progress_text or "comparing: starting"
+        meta = self.opened.meta if self.opened else {}
+        state = meta.get("state") or ""
+        if state in ("failed", "cancelled") or (state == "running" and not len(self.opened.table)):
+            error = printable(str(meta.get("error") or ""))
+            return f"{state}: {error}" if error else state
+        return ""
 
     # ---- table events -------------------------------------------------------------------------
     def on_operator_table_highlighted(self, event: OperatorTable.Highlighted) -> None:
@@ -192,7 +206,7 @@ class TaskScreen(Screen):
         if self.prompt_mode:
             self.close_prompt()
         elif self.running:
-            self.app.push_screen(ConfirmDialog("Cancel the running comparison? (the previous result stays)"),
+            self.app.push_screen(ConfirmDialog(CANCEL_QUESTION),
                                  lambda yes: yes and self.cancel.set())
         elif self.table_widget.filter and not leave:
             self.table_widget.clear_filter()
@@ -285,7 +299,7 @@ class TaskScreen(Screen):
         self.advice_worker()
         self.refresh_views()
 
-    @work(thread=True, exclusive=True, group="advice")
+    @work(thread=True, exclusive=True, group="advice", exit_on_error=False)
     def advice_worker(self):
         return advise(self.folder)
 
@@ -318,7 +332,7 @@ class TaskScreen(Screen):
         self.compare_worker(spec, folder)
         self.refresh_views()
 
-    @work(thread=True, exclusive=True, group="compare")
+    @work(thread=True, exclusive=True, group="compare", exit_on_error=False)
     def compare_worker(self, spec: engine.CompareSpec, folder: Path):
         def planned(plan: engine.Plan) -> None:
             self._plan = plan
@@ -376,8 +390,11 @@ class TaskScreen(Screen):
         else:
             error = event.worker.error
             message = str(error) if isinstance(error, SourceError) else f"{type(error).__name__}: {error}"
-            self.notify(message, title="comparison failed", severity="error", timeout=15)
+            self.notify(printable(message), title="comparison failed", severity="error", timeout=15)
             self.reload(None)
+            if self.opened is not None and self.opened.meta.get("state") != "failed":
+                self.opened.meta.update(state="failed", error=message)  # failed before task.json said so
+                self.update_status()
 
     def reload(self, message: str | None) -> None:
         try:

@@ -147,8 +147,7 @@ def run(args) -> int:
     if args.tui:
         preflight(spec)
         from ..app.main import run as run_app
-        run_app(str(Path(args.out).parent), compare=(spec, args.out))
-        return ExitCode.OK
+        return run_app(str(Path(args.out).parent), compare=(spec, args.out))
     if hint:
         err.print(f"[yellow]warning:[/] {show(hint)}", soft_wrap=True)
     return compare_and_report(spec, args)

@@ -32,17 +32,17 @@ def register(sub) -> None:
     p.set_defaults(handler=run)
 
 
-def launch_tui(workspace: Path, task: Path) -> bool:
-    """Open the terminal UI on the workspace (the main task selected) when this version has one."""
+def launch_tui(workspace: Path, task: Path) -> int | None:
+    """Open the terminal UI on the workspace (the main task selected) when this version has one: its
+    exit code, None without one."""
     try:
         available = importlib.util.find_spec("accuscope.app.main") is not None
     except (ImportError, ValueError):  # no accuscope.app at all, or a module without a spec
         available = False
     if not available:
-        return False
+        return None
     from ..app.main import run as run_app  # only imported when it exists
-    run_app(str(workspace), task=str(task))
-    return True
+    return run_app(str(workspace), task=str(task)) or 0  # an app that returns nothing ran fine
 
 
 def interactive() -> bool:
@@ -65,8 +65,8 @@ def run(args) -> int:
                   f"{escape(meta.get('first_failing_op') or 'none')}", soft_wrap=True)
     main = next(f for f in folders if f.name == MAIN.name)
     tty = interactive()
-    if not args.no_tui and tty and launch_tui(workspace, main):
-        return ExitCode.OK
+    if not args.no_tui and tty and (code := launch_tui(workspace, main)) is not None:
+        return code
     out.print(f"look at it:  accuscope --workspace {escape(shlex.quote(str(workspace)))}   (the task browser)",
               soft_wrap=True)
     out.print(f"        or:  accuscope open {escape(shlex.quote(str(main)))}   (the main task)", soft_wrap=True)

@@ -26,5 +26,4 @@ def run(args) -> int:
         raise SourceError(f"{path}: no such file or folder")
     load_task(path)  # SourceError -> exit 2 with the reason, before any screen is drawn
     from ..app.main import run as run_app
-    run_app(args.workspace or (path.parent if path.is_dir() else path.parent), task=path)
-    return ExitCode.OK
+    return run_app(args.workspace or (path.parent if path.is_dir() else path.parent), task=path)
