@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -16,15 +17,47 @@ from accuscope.engine.task import load_task
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
 
 
+SGR = re.compile(r"\x1b\[([0-9;]*)m")
+
+
+def style_at(line: str, text: str) -> dict:
+    """The SGR attributes in force where `text` starts in a line captured with escapes: bold,
+    reverse, dim and the foreground colour ("31", "91", "38;5;253", ...; "" is the default)."""
+    state = {"bold": False, "reverse": False, "dim": False, "fg": ""}
+    plain, at = "", 0
+    for match in SGR.finditer(line + "\x1b[m"):
+        plain += line[at:match.start()]
+        if text in plain:
+            return state
+        at = match.end()
+        codes = (match.group(1) or "0").split(";")
+        while codes:
+            code = codes.pop(0)
+            if code in ("0", ""):
+                state = {"bold": False, "reverse": False, "dim": False, "fg": ""}
+            elif code in ("1", "2", "7"):
+                state[{"1": "bold", "2": "dim", "7": "reverse"}[code]] = True
+            elif code in ("22", "27"):
+                state.update({"bold": False, "dim": False} if code == "22" else {"reverse": False})
+            elif code == "38":
+                state["fg"] = ";".join(["38", *[codes.pop(0) for _ in range(2 if codes[0] == "5" else 4)]])
+            elif code == "48":
+                del codes[:2 if codes[0] == "5" else 4]
+            elif code == "39" or 30 <= int(code) <= 37 or 90 <= int(code) <= 97:
+                state["fg"] = "" if code == "39" else code
+    raise AssertionError(f"{text!r} not in {plain!r}")
+
+
 class Tmux:
     def __init__(self, name: str, command: str, width: int = 80, height: int = 24):
         self.name = name
         subprocess.run(["tmux", "new-session", "-d", "-s", name, "-x", str(width), "-y", str(height),
                         f"{command}; echo EXITED $?; sleep 60"], check=True)
 
-    def screen(self) -> str:
-        return subprocess.run(["tmux", "capture-pane", "-p", "-t", self.name], capture_output=True,
-                              text=True).stdout
+    def screen(self, styles: bool = False) -> str:
+        """The pane's text; with `styles`, with its SGR escape sequences (capture-pane -e)."""
+        return subprocess.run(["tmux", "capture-pane", "-p", *(["-e"] if styles else []), "-t", self.name],
+                              capture_output=True, text=True).stdout
 
     def wait_for(self, text: str, timeout: float = 30) -> str:
         deadline = time.monotonic() + timeout
@@ -113,5 +146,16 @@ def test_marks_carry_the_meaning_without_colour(tmux, demo_ws, env):
              f"{shlex.quote(str(demo_ws / MAIN.name))}")
     screen = t.wait_for("rows fail")
     assert "✗" in screen  # failing rows are marked, not only coloured
+    lines = t.screen(styles=True).splitlines()
+    summary = next(line for line in lines if "rows fail" in line)
+    mark = style_at(summary, "✗")
+    passing = style_at(next(line for line in lines if "Conv2D" in line and "✗" not in line), "Conv2D")
+    failing = style_at([line for line in lines if "Conv2D" in line and "✗" in line][-1], "Conv2D")  # not the cursor row
+    assert not failing["dim"] and (failing["bold"] or failing["fg"] != passing["fg"])
+    if "NO_COLOR" in env:  # the mark stands out by its attributes; failing rows are as bright as others
+        assert mark["reverse"] and mark["bold"]
+        assert failing["fg"] in (passing["fg"], "") and failing["bold"]
+    else:  # 16 colours: red, never white
+        assert mark["fg"] in ("31", "91") and failing["fg"] in ("31", "91")
     t.keys("q", "q")
     t.wait_for("EXITED 0")

@@ -1,7 +1,6 @@
 """The advisor's findings, one per line with its advice; enter jumps to the op in the table."""
 from __future__ import annotations
 
-from rich.markup import escape
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
@@ -10,14 +9,15 @@ from textual.widgets import Footer, OptionList, Static
 from textual.widgets.option_list import Option
 
 from ..engine.advice import Advice, Finding
+from .formatting import shown
 
-SEVERITY = {"error": ("✗", "red"), "warning": ("!", "yellow"), "info": ("i", "cyan")}
+SEVERITY = {"error": ("✗", "$mark-fail"), "warning": ("!", "$mark-warn"), "info": ("i", "$mark-info")}
 
 
 def finding_line(f: Finding) -> str:
-    mark, colour = SEVERITY.get(f.severity, ("?", ""))
+    mark, style = SEVERITY.get(f.severity, ("?", "$mark-warn"))
     where = f" · #{f.row}" if f.row is not None else ""
-    return f"[{colour}]{mark}[/] [b]{escape(f.title)}[/]{escape(where)}"
+    return f"[{style}]{mark}[/] [b]{shown(f.title)}[/]{shown(where)}"
 
 
 class AdviceScreen(Screen["int | None"]):
@@ -41,8 +41,8 @@ class AdviceScreen(Screen["int | None"]):
 
     def compose(self) -> ComposeResult:
         a = self.advice
-        yield Static(f"accuscope › tasks › {escape(self.task_name)} › [b]advisor[/] · method: "
-                     f"{escape(a.method or '-')}", id="crumbs")
+        yield Static(f"accuscope › tasks › {shown(self.task_name)} › [b]advisor[/] · method: "
+                     f"{shown(a.method or '-')}", id="crumbs")
         yield OptionList(*[Option(finding_line(f), id=str(i)) for i, f in enumerate(a.findings)])
         with VerticalScroll(id="text"):
             yield Static("", id="detail")
@@ -57,12 +57,12 @@ class AdviceScreen(Screen["int | None"]):
         f = self.advice.findings[int(event.option.id)]
         evidence = " · ".join(f"{k} {v:.6g}" if isinstance(v, float) else f"{k} {v}"
                               for k, v in (f.evidence or {}).items() if not isinstance(v, (dict, list)))
-        lines = [f"{escape(f.text)}"]
+        lines = [f"{shown(f.text)}"]
         if f.op:
-            lines.append(f"[dim]op[/] {escape(f.op)}" + (f"  [dim]tensor[/] {escape(f.tensor)}" if f.tensor else ""))
+            lines.append(f"[dim]op[/] {shown(f.op)}" + (f"  [dim]tensor[/] {shown(f.tensor)}" if f.tensor else ""))
         if evidence:
-            lines.append(f"[dim]{escape(evidence)}[/]")
-        lines.append(f"[dim]rule {escape(f.rule)} ({escape(f.source)})[/]")
+            lines.append(f"[dim]{shown(evidence)}[/]")
+        lines.append(f"[dim]rule {shown(f.rule)} ({shown(f.source)})[/]")
         self.query_one("#detail", Static).update("\n".join(lines))
 
     def action_jump(self) -> None:

@@ -59,6 +59,19 @@ class AccuscopeApp(App):
                 self.exit()
         self.push_screen(ConfirmDialog(QUIT_QUESTION), answer)
 
+    def get_css_variables(self) -> dict[str, str]:
+        """Adds the styles of the marks that carry a meaning (`[$mark-fail]✗[/]` in markup): coloured,
+        and without colour (NO_COLOR) reversed or bold so they still stand out. The fail colour is one
+        that stays red with 16 colours."""
+        variables = super().get_css_variables()
+        if self.no_color:
+            marks = {"fail": "bold reverse", "warn": "bold", "info": "bold", "pass": "bold"}
+        else:
+            marks = {"fail": f"bold {variables['error-lighten-2']}", "warn": f"bold {variables['warning']}",
+                     "info": variables["accent-lighten-2"], "pass": variables["success"]}
+        variables.update({f"mark-{kind}": style for kind, style in marks.items()})
+        return variables
+
     def notify(self, message: str, *, title: str = "", severity="information", timeout: float | None = None,
                markup: bool = False) -> None:
         """Notifications show text, often from data (paths, op names, errors): never markup."""

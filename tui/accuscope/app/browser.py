@@ -5,7 +5,6 @@ import shutil
 import time
 from pathlib import Path
 
-from rich.markup import escape
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -15,9 +14,12 @@ from textual.widgets import DataTable, Footer, Static
 from ..engine.tensor import SourceError
 from ..engine.task import TaskSummary, list_tasks, load_task
 from .dialogs import AskDialog, ConfirmDialog
+from . import formatting as fmt
+from .formatting import shown
 
-STATE_MARK = {"done": ("✓", "green"), "running": ("…", "yellow"), "cancelled": ("-", "yellow"),
-              "failed": ("✗", "red"), "": ("?", "")}
+STATE_MARK = {"done": ("✓", "mark-pass"), "running": ("…", "mark-warn"), "cancelled": ("-", "mark-warn"),
+              "failed": ("✗", "mark-fail"), "": ("?", "")}  # the app's mark styles (see AccuscopeApp)
+FIXED_COLUMNS = 36  # cells of the columns beside the two names (when, mark, rows, failing, padding)
 
 
 def ago(when: float, now: float | None = None) -> str:
@@ -63,6 +65,9 @@ class BrowserScreen(Screen):
     def on_screen_resume(self) -> None:
         self.action_refresh()
 
+    def on_resize(self) -> None:
+        self.action_refresh()
+
     @property
     def selected(self) -> TaskSummary | None:
         table = self.query_one(DataTable)
@@ -76,36 +81,40 @@ class BrowserScreen(Screen):
             self.entries = list_tasks(self.workspace)
         except SourceError as exc:
             self.entries = []
-            crumbs.update(f"accuscope › [b]{escape(str(self.workspace))}[/] · [red]{escape(str(exc))}[/]")
+            crumbs.update(f"accuscope › [b]{shown(str(self.workspace))}[/] · [$mark-fail]{shown(str(exc))}[/]")
         else:
-            crumbs.update(f"accuscope › [b]{escape(str(self.workspace))}[/] · {len(self.entries)} tasks")
+            crumbs.update(f"accuscope › [b]{shown(str(self.workspace))}[/] · {len(self.entries)} tasks")
         table = self.query_one(DataTable)
         keep = table.cursor_row
         table.clear()
         now = time.time()
+        styles = self.app.get_css_variables()
+        # the names share what the counts leave: a long task name is cut, never the counts
+        room = max(20, self.app.size.width - FIXED_COLUMNS)
+        name_width = max(10, min(max((len(e.name) for e in self.entries), default=0), room // 2))
         for e in self.entries:
-            mark, colour = STATE_MARK.get(e.state, STATE_MARK[""]) if e.kind == "task" else ("csv", "cyan")
+            mark, style = STATE_MARK.get(e.state, STATE_MARK[""]) if e.kind == "task" else ("csv", "mark-info")
             failing = "" if e.failing is None else f"{e.failing:,}"
-            table.add_row(ago(e.when, now), Text(mark, style=colour), e.name,
-                          "" if e.rows is None else f"{e.rows:,}",
-                          Text(failing, style="red" if e.failing else ""),
-                          e.first_failing_op or e.problem or e.error)
+            table.add_row(ago(e.when, now), Text(mark, style=styles.get(style, "")),
+                          Text(fmt.fit(e.name, name_width)), "" if e.rows is None else f"{e.rows:,}",
+                          Text(failing, style=styles["mark-fail"] if e.failing else ""),
+                          Text(fmt.fit(e.first_failing_op or e.problem or e.error, room - name_width, keep="end")))
         if self.entries:
             table.move_cursor(row=min(keep or 0, len(self.entries) - 1))
         else:
             self.query_one("#detail", Static).update(
-                f"No tasks under {escape(str(self.workspace))} yet: [b]n[/] starts a comparison, "
+                f"No tasks under {shown(str(self.workspace))} yet: [b]n[/] starts a comparison, "
                 "[b]o[/] opens a result CSV or task folder; `accuscope demo` builds demo tasks.")
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         e = self.selected
         if e is None:
             return
-        lines = [f"{escape(str(e.path))}"]
+        lines = [f"{shown(str(e.path))}"]
         if e.npu or e.golden:
-            lines.append(f"npu {escape(e.npu)} · golden {escape(e.golden)}")
+            lines.append(f"npu {shown(e.npu)} · golden {shown(e.golden)}")
         if e.error or e.problem:
-            lines.append(f"[red]{escape(e.error or e.problem)}[/]")
+            lines.append(f"[$mark-fail]{shown(e.error or e.problem)}[/]")
         self.query_one("#detail", Static).update("\n".join(lines))
 
     def action_cursor(self, step: int) -> None:
@@ -176,7 +185,7 @@ class BrowserScreen(Screen):
             except OSError as exc:
                 self.notify(f"could not delete {e.path}: {exc}", severity="error")
             self.action_refresh()
-        self.app.push_screen(ConfirmDialog(f"Delete the {what} [b]{escape(str(e.path))}[/] and all it holds?"),
+        self.app.push_screen(ConfirmDialog(f"Delete the {what} [b]{shown(str(e.path))}[/] and all it holds?"),
                              done)
 
     def action_save_as(self) -> None:

@@ -3,13 +3,13 @@ from __future__ import annotations
 
 from typing import Callable
 
-from rich.markup import escape
 from rich.table import Table
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Input, Static
+from .formatting import shown
 
 
 class ConfirmDialog(ModalScreen[bool]):
@@ -58,12 +58,12 @@ class AskDialog(ModalScreen["str | None"]):
             yield Static("", id="problem")
 
     def on_input_changed(self, event: Input.Changed) -> None:
-        self.query_one("#problem", Static).update(escape(self.check(event.value)))
+        self.query_one("#problem", Static).update(shown(self.check(event.value)))
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         problem = self.check(event.value)
         if problem:
-            self.query_one("#problem", Static).update(escape(problem))
+            self.query_one("#problem", Static).update(shown(problem))
         else:
             self.dismiss(event.value)
 
@@ -99,7 +99,7 @@ class HelpScreen(ModalScreen[None]):
                     seen.add((key, binding.description))
                     keys.add_row(key, binding.description)
         with VerticalScroll():
-            yield Static(f"[b]{escape(self.for_screen.title or self.for_screen.__class__.__name__)}[/] keys")
+            yield Static(f"[b]{shown(self.for_screen.title or self.for_screen.__class__.__name__)}[/] keys")
             yield Static(keys)
             if self.text:
                 yield Static(self.text)

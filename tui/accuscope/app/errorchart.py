@@ -12,12 +12,12 @@ import math
 
 import numpy as np
 from rich.console import Group
-from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
 from ..engine.opdetail import INF_BIN, ChannelStats, ErrorSketch, OpDetail, PairInfo, bin_edges
 from . import formatting as fmt
+from .formatting import shown
 from .chart import Chart
 
 SPARKS = "▁▂▃▄▅▆▇█"
@@ -187,7 +187,7 @@ def stats_table(d: OpDetail, info: PairInfo) -> Table:
     for side, s, dtype in (("NPU", d.npu_stats, info.npu_dtype), ("golden", d.golden_stats, info.golden_dtype)):
         nan = f"{s.nan:,}" if not s.nan else f"[b]{s.nan:,}[/]"
         inf = f"{s.inf:,}" if not s.inf else f"[b]{s.inf:,}[/]"
-        t.add_row(side, escape(fmt.dtype(dtype) or dtype), _num(s.min), _num(s.max), _num(s.mean), _num(s.std),
+        t.add_row(side, shown(fmt.dtype(dtype) or dtype), _num(s.min), _num(s.max), _num(s.mean), _num(s.std),
                   nan, inf)
     return t
 

@@ -8,8 +8,17 @@ from __future__ import annotations
 import math
 
 from rich.cells import cell_len, chop_cells
+from rich.markup import escape
+
+from ..engine.names import printable
 
 ELLIPSIS = "…"
+
+
+def shown(text: object) -> str:
+    """Text from data (names, paths, errors) for a markup string: control characters as `?`, markup
+    escaped."""
+    return escape(printable(str(text)))
 
 
 def number(value: float, width: int = 9, toward: int = 0) -> str:
@@ -59,9 +68,11 @@ def fit(text: str, width: int, keep: str = "start") -> str:
 
     keep="start" cuts the end (reasons, shapes); keep="end" cuts the beginning, for operator names
     whose last path component is the part that tells them apart (…/attention/query/MatMul).
+    Control characters show as `?` (names come from data: never send their escapes to a terminal).
     """
     if width <= 0:
         return ""
+    text = printable(text)
     if text.isascii():
         if len(text) <= width:
             return text
@@ -79,7 +90,8 @@ def fit(text: str, width: int, keep: str = "start") -> str:
 
 
 def pad(text: str, width: int, right: bool = False) -> str:
-    """`text` fitted to exactly `width` cells, aligned left or right."""
+    """`text` fitted to exactly `width` cells, aligned left or right; control characters as `?`."""
+    text = printable(text)
     if text.isascii() or cell_len(text) == len(text):
         n = len(text)
         if n > width:

@@ -29,7 +29,6 @@ import threading
 import time
 from pathlib import Path
 
-from rich.markup import escape
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
@@ -48,6 +47,7 @@ from ..engine.task import framework_model, meta_path, read_task_doc
 from ..engine.tensor import SourceError
 from ..engine.thresholds import Thresholds
 from . import formatting as fmt
+from .formatting import shown
 from .dialogs import AskDialog, ConfirmDialog
 from .graphview import NO_BADGE, GraphView, OpResults, shape_text, value_text
 from .optable import MARK_EXEMPT, MARK_FAIL, MARK_INVALID
@@ -197,7 +197,7 @@ class GraphScreen(Screen["int | None"]):
 
     def on_mount(self) -> None:
         self.title = f"graph {self.folder.name}"
-        self.query_one("#crumbs", Static).update(f"accuscope › tasks › {escape(self.folder.name)} › [b]graph[/]")
+        self.query_one("#crumbs", Static).update(f"accuscope › tasks › {shown(self.folder.name)} › [b]graph[/]")
         self._set_wide()
         self.view.focus()
         self.load_worker()
@@ -305,7 +305,7 @@ class GraphScreen(Screen["int | None"]):
     def update_status(self) -> None:
         status = self.query_one("#status", Static)
         if self.graph is None:
-            status.update(escape(self.problem or "loading the model…"))
+            status.update(shown(self.problem or "loading the model…"))
             return
         parts = [f"op {self.cursor + 1:,}/{len(self.graph.nodes):,}"]
         if self.results is not None and self.results.failing_count():
@@ -320,7 +320,7 @@ class GraphScreen(Screen["int | None"]):
                          else "end " + self.graph.nodes[self.end].name)
         if self._progress:
             parts.append(self._progress)
-        status.update(escape(" · ".join(parts)))
+        status.update(shown(" · ".join(parts)))
 
     def _show_progress(self) -> None:
         if self.exporting:
@@ -338,20 +338,20 @@ class GraphScreen(Screen["int | None"]):
     def panel_markup(self) -> str:
         """The details of the op under the cursor, the selection and the last export (rich markup)."""
         if self.graph is None:
-            return escape(self.problem or "loading the model…")
+            return shown(self.problem or "loading the model…")
         lines: list[str] = []
         node = self.node
         if node is not None:
             lines += self._node_lines(node, self.cursor)
         lines += self._selection_lines()
         if self.last_export:
-            lines += ["", "[b]last export[/]"] + [escape(s) for s in self.last_export["lines"]]
+            lines += ["", "[b]last export[/]"] + [shown(s) for s in self.last_export["lines"]]
         return "\n".join(lines)
 
     def _node_lines(self, node: Node, position: int) -> list[str]:
         graph = self.graph
-        lines = [f"[b]{escape(node.name)}[/]", f"{escape(node.type)} · op {position + 1} of {len(graph.nodes)} · "
-                 f"seq {node.seq_id}" + (f" · subgraph {escape(node.subgraph)}" if node.subgraph else "")]
+        lines = [f"[b]{shown(node.name)}[/]", f"{shown(node.type)} · op {position + 1} of {len(graph.nodes)} · "
+                 f"seq {node.seq_id}" + (f" · subgraph {shown(node.subgraph)}" if node.subgraph else "")]
         results = self.results
         if results is not None:
             rows = results.rows[position]
@@ -364,8 +364,8 @@ class GraphScreen(Screen["int | None"]):
                     lines.append("result: its output has no row (fused into a device op); its input rows:")
                 else:
                     word = {"fail": "failing", "pass": "passing", "invalid": "not compared", "exempt": "exempt"}
-                    lines.append(f"result: {escape(badge.mark.strip() or '✓')} {word[badge.state]}"
-                                 + (f", worst {badge.key or results.metric} {escape(badge.text)}" if badge.text else "")
+                    lines.append(f"result: {shown(badge.mark.strip() or '✓')} {word[badge.state]}"
+                                 + (f", worst {badge.key or results.metric} {shown(badge.text)}" if badge.text else "")
                                  + f" ({len(rows)} row{'s' if len(rows) != 1 else ''})")
                 for r in rows[:8]:
                     value = results.values[r]
@@ -374,14 +374,14 @@ class GraphScreen(Screen["int | None"]):
                     text = fmt.number(float(value), 9) if results.metric else ""
                     reason = str(cols["reason"][r])
                     slot = fmt.slot(str(cols["tensor"][r]), cols["io"][r])
-                    lines.append(f"  {escape(mark)} #{cols['index'][r]} {slot}"
-                                 f" {results.metric} {text}" + (f"  {escape(fmt.fit(reason, 50))}" if reason else ""))
+                    lines.append(f"  {shown(mark)} #{cols['index'][r]} {slot}"
+                                 f" {results.metric} {text}" + (f"  {shown(fmt.fit(reason, 50))}" if reason else ""))
                 if len(rows) > 8:
                     lines.append(f"  … {len(rows) - 8} more rows")
         if node.fused is not None:
             if node.fused:
                 lines += ["", f"[b]fused framework ops[/] ({len(node.fused)})"]
-                lines += [f"  {escape(f)}" for f in node.fused]
+                lines += [f"  {shown(f)}" for f in node.fused]
             else:
                 lines += ["", "[b]fused framework ops[/]: none (device-only op inserted by the converter)"]
         lines += ["", f"[b]inputs[/] ({len(node.inputs)})"]
@@ -389,11 +389,11 @@ class GraphScreen(Screen["int | None"]):
             hit = graph.producer(t)
             where = (f"← {hit[0].name}" if hit else "← network input" if t in graph.inputs
                      else "weight" if t in graph.weights else "← (no producer)")
-            lines.append(f"  {j} {escape(t)} {escape(shape_text(s))}  {escape(where)}")
+            lines.append(f"  {j} {shown(t)} {shown(shape_text(s))}  {shown(where)}")
         hidden = [t for t in reads(node) if t not in node.inputs]
         for t in hidden:
             hit = graph.producer(t)
-            lines.append(f"  body reads {escape(t)}" + (f"  ← {escape(hit[0].name)}" if hit else ""))
+            lines.append(f"  body reads {shown(t)}" + (f"  ← {shown(hit[0].name)}" if hit else ""))
         lines += ["", f"[b]outputs[/] ({len(node.outputs)})"]
         for j, (t, s, d) in enumerate(zip(node.outputs, node.output_shapes, node.output_dtypes)):
             users = [c.name for c, _ in graph.consumers(t)]
@@ -401,13 +401,13 @@ class GraphScreen(Screen["int | None"]):
             where = "→ " + ", ".join(users[:4]) + more if users else ""
             if t in graph.outputs:
                 where = (where + " " if where else "") + "→ network output"
-            lines.append(f"  {j} {escape(t)} {escape(shape_text(s))} {escape(d or '')}  {escape(where or '(unused)')}")
+            lines.append(f"  {j} {shown(t)} {shown(shape_text(s))} {shown(d or '')}  {shown(where or '(unused)')}")
         attrs = [(k, v) for k, v in node.attrs.items() if not k.startswith("_")]
         internal = [(k, v) for k, v in node.attrs.items() if k.startswith("_") and k != "_subgraph_inputs"]
         if attrs or internal:
             lines += ["", f"[b]attributes[/] ({len(attrs) + len(internal)})"]
             for k, v in attrs + internal:
-                lines.append(f"  {escape(k)} = {escape(value_text(v))}")
+                lines.append(f"  {shown(k)} = {shown(value_text(v))}")
         return lines
 
     def _selection_lines(self) -> list[str]:
@@ -416,16 +416,16 @@ class GraphScreen(Screen["int | None"]):
             return ["", "[dim]s: mark the start op, e: the end op of a submodel to export[/]"]
         lines = ["", "[b]submodel[/]"]
         if self.start is not None:
-            lines.append(f"  S start {escape(graph.nodes[self.start].name)}")
+            lines.append(f"  S start {shown(graph.nodes[self.start].name)}")
         if self.end is not None:
-            lines.append(f"  E end   {escape(graph.nodes[self.end].name)}")
+            lines.append(f"  E end   {shown(graph.nodes[self.end].name)}")
         sel = self.selection
         if sel is None:
             lines.append("  [dim]" + ("e: mark the end op" if self.end is None else "s: mark the start op") + "[/]")
             return lines
-        lines += [f"  {escape(s)}" for s in sel.describe()]
+        lines += [f"  {shown(s)}" for s in sel.describe()]
         if graph.kind == "om" and sel.framework is None:
-            lines.append("  " + escape(self.framework_problem or "framework model: loading…"))
+            lines.append("  " + shown(self.framework_problem or "framework model: loading…"))
         lines.append("  [dim]x: export and re-test[/]")
         return lines
 
@@ -536,7 +536,7 @@ class GraphScreen(Screen["int | None"]):
             if position is not None:
                 self.view.move_to(position, center=True)
         title = f"{len(hits)} {word}s of {self.node.name}: enter jumps, esc stays"
-        self.app.push_screen(ChooseDialog(escape(title), choices), chosen)
+        self.app.push_screen(ChooseDialog(shown(title), choices), chosen)
 
     # ---- selection --------------------------------------------------------------------------------
     def action_mark(self, which: str) -> None:
@@ -626,7 +626,7 @@ class GraphScreen(Screen["int | None"]):
         described = selection.describe()
         if len(described) > 12:
             described = described[:11] + [f"  … {len(described) - 11} more lines in the details panel"]
-        title = "\n".join(escape(line) for line in described)
+        title = "\n".join(shown(line) for line in described)
         self.app.push_screen(AskDialog(f"{title}\n\nExport this submodel with its data and re-test it, into the "
                                        "folder:", default, check), answer)
 

@@ -240,7 +240,8 @@ class GraphView(ScrollView, can_focus=True):
             text-style: $block-cursor-text-style;
         }
         & > .graphview--lanes { color: $foreground-muted; }
-        & > .graphview--fail { color: $text-error; }
+        & > .graphview--fail { color: $error-lighten-2; }
+        &:nocolor > .graphview--fail { color: $foreground; text-style: bold; }
         & > .graphview--invalid { color: $text-warning; }
         & > .graphview--exempt { color: $text-muted; }
         & > .graphview--pass { color: $text-success; }

@@ -6,7 +6,6 @@ from datetime import datetime
 from pathlib import Path
 
 import numpy as np
-from rich.markup import escape
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
@@ -20,6 +19,7 @@ from ..engine.oprange import OpRange
 from ..engine.sources import detect
 from ..engine.tensor import SourceError
 from ..engine.thresholds import Thresholds, parse_assignment
+from .formatting import shown
 
 FIELDS = [  # id, label, placeholder
     ("npu", "NPU dump", "Ascend dump folder or file (any level of the dump tree)"),
@@ -130,7 +130,7 @@ class NewTaskScreen(Screen):
     def show_check(self, key: str) -> bool:
         message, ok = self.check(key)
         why = self.query_one(f"#why-{key}", Static)
-        why.update(escape(message))
+        why.update(shown(message))
         why.set_class(ok, "ok")
         return ok
 

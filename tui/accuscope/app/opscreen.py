@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import ClassVar
 
 import numpy as np
-from rich.markup import escape
 from rich.segment import Segment
 from rich.style import Style
 from textual import events, work
@@ -46,6 +45,7 @@ from ..engine.oppair import OpPair, open_op
 from ..engine.results import ResultTable
 from ..engine.tensor import SourceError
 from . import formatting as fmt
+from .formatting import shown
 from .dialogs import AskDialog
 from .errorchart import (CumulativeChart, ErrorHistogram, channel_block, error_lines, step_threshold,
                          stats_table, threshold_stops)
@@ -425,7 +425,7 @@ class OpScreen(Screen):
         done, n = self._progress
         elapsed = time.perf_counter() - self._started
         what = f"reading {self.ref.name}" if n == 0 else f"comparing {done:,}/{n:,} elements"
-        self.query_one("#loading-text", Static).update(escape(f"{what} · {elapsed:.1f} s · esc cancels"))
+        self.query_one("#loading-text", Static).update(shown(f"{what} · {elapsed:.1f} s · esc cancels"))
         if n:
             self.query_one(ProgressBar).update(total=n, progress=done)
 
@@ -492,7 +492,7 @@ class OpScreen(Screen):
         self.add_class("-failed")
         others = "   [b]\\[ ][/] another tensor of the op" if len(self.refs) > 1 else ""
         self.query_one("#message", Static).update(
-            f"[b]cannot show {escape(self.ref.name)}[/]\n{escape(text)}\n\n[b]esc[/] back{others}")
+            f"[b]cannot show {shown(self.ref.name)}[/]\n{shown(text)}\n\n[b]esc[/] back{others}")
         self._header()
 
     def _header(self) -> None:
@@ -500,14 +500,14 @@ class OpScreen(Screen):
         ref = self.ref
         head = f"accuscope › tasks › {self.folder.name} › "
         self.query_one("#crumbs", Static).update(
-            escape(head) + "[b]" + escape(fmt.fit(ref.op, max(8, width - len(head)), keep="end")) + "[/]")
+            shown(head) + "[b]" + shown(fmt.fit(ref.op, max(8, width - len(head)), keep="end")) + "[/]")
         slots = " ".join(f"[b reverse]▸{r.slot}[/]" if i == self.pos else r.slot for i, r in enumerate(self.refs))
         parts = [slots]
         d = self.detail if self.shown == ref else None
         if d is not None:
             info = self.pair.info
             shape = "[" + ",".join(map(str, d.shape)) + "]"
-            parts += [escape(info.op_type or "?"), shape, escape(fmt.dtypes(info.npu_dtype, info.golden_dtype) or "?"),
+            parts += [shown(info.op_type or "?"), shape, shown(fmt.dtypes(info.npu_dtype, info.golden_dtype) or "?"),
                       f"{d.n:,} elements"]
             line2 = f"cos {fmt.number(d.cosine, 9, -1)}"
             if d.abs.nonfinite:
@@ -565,7 +565,7 @@ class OpScreen(Screen):
         self.shown_count = count
         exact = "exact" if count is not None else "estimate"
         self.query_one("#sentence", Static).update(
-            f"[b]{escape(sk.sentence(c, count))}[/]{pending}\n"
+            f"[b]{shown(sk.sentence(c, count))}[/]{pending}\n"
             f"C = {c!r} ({exact}) · [b]+[/]/[b]-[/] next exact edge · [b]<[/]/[b]>[/] x10 · [b]=[/] type C")
         self.query_one(CumulativeChart).show(sk, c)
         self.query_one(ErrorHistogram).show(sk, c)

@@ -124,16 +124,16 @@ class OperatorTable(ScrollView, can_focus=True):
             color: $block-cursor-foreground;
             text-style: $block-cursor-text-style;
         }
-        & > .optable--fail { color: $text-error; }
-        & > .optable--fail-cell { color: $text-error; background: $error-muted; text-style: bold; }
+        & > .optable--fail { color: $error-lighten-2; }  /* stays red with 16 colours */
+        & > .optable--fail-cell { color: $error-lighten-2; background: $error-muted; text-style: bold; }
         & > .optable--exempt { color: $text-muted; }
         & > .optable--invalid { color: $text-warning; }
         & > .optable--divider { color: $foreground-muted; }
         & > .optable--empty { color: $text-muted; text-style: italic; }
         &:nocolor > .optable--cursor { text-style: reverse bold; }
         &:nocolor > .optable--header-cursor { text-style: reverse bold; }
-        &:nocolor > .optable--fail { text-style: bold; }
-        &:nocolor > .optable--fail-cell { text-style: bold underline; }
+        &:nocolor > .optable--fail { color: $foreground; text-style: bold; }  /* never dimmer than passing */
+        &:nocolor > .optable--fail-cell { color: $foreground; text-style: bold underline; }
     }
     """
 

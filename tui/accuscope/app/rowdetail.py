@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import math
 
-from rich.markup import escape
 from rich.table import Table
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -15,6 +14,7 @@ from ..engine.columns import CSV_OF
 from ..engine.results import ResultTable
 from ..engine.thresholds import Thresholds
 from .formatting import number
+from .formatting import shown
 
 FIELDS = [("index", "Index"), ("op_seq", "OpSequence"), ("type", "OpType"), ("npu_op", "NPU op"),
           ("golden_op", "golden op"), ("tensor", "tensor"), ("shape", "shape"), ("npu_dtype", "NPU dtype"),
@@ -44,7 +44,7 @@ class RowDetail(ModalScreen[None]):
         for key, label in FIELDS:
             value = r.get(key)
             if value not in (None, "", -1):
-                info.add_row(label, escape(str(value)))
+                info.add_row(label, shown(str(value)))
         metrics = Table(box=None, padding=(0, 2, 0, 0))
         for head in ("metric", "value", "threshold", ""):
             metrics.add_column(head, justify="right" if head == "value" else "left")
@@ -55,13 +55,13 @@ class RowDetail(ModalScreen[None]):
             metrics.add_row(CSV_OF.get(key, key), number(value, width=14),
                             f"{t.op} {t.value:g}" if t else "", mark)
         for name in self.table.custom:
-            metrics.add_row(name, escape(str(r.get(name, ""))), "", "")
+            metrics.add_row(name, shown(str(r.get(name, ""))), "", "")
         with VerticalScroll():
             status = "[red]✗ breaks " + ", ".join(sorted(broken)) + "[/]" if broken else (
                 "[green]✓ within all thresholds[/]" if not r.get("reason") else "")
-            yield Static(f"[b]{escape(r['npu_op'])}[/] {escape(r['tensor'])}  {status}")
+            yield Static(f"[b]{shown(r['npu_op'])}[/] {shown(r['tensor'])}  {status}")
             yield Static(info)
             yield Static(metrics)
             if r.get("reason"):
-                yield Static(f"[b]reason[/] {escape(r['reason'])}")
+                yield Static(f"[b]reason[/] {shown(r['reason'])}")
             yield Static("[dim]esc closes[/]")

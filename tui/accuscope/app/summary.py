@@ -1,13 +1,13 @@
 """The summary strip of the task screen (the advisor's place once it has findings)."""
 from __future__ import annotations
 
-from rich.markup import escape
 
 from ..engine.advice import Advice
 from ..engine.results import ResultTable
 from ..engine.summary import summarize
 from ..engine.thresholds import Thresholds
 from .advicescreen import finding_line
+from .formatting import shown
 
 
 def summary_lines(table: ResultTable, thresholds: Thresholds, running: bool = False,
@@ -24,17 +24,18 @@ def summary_lines(table: ResultTable, thresholds: Thresholds, running: bool = Fa
         lines.append(" · ".join(finding_line(f) for f in shown) + (f" · [dim]a: {len(advice.findings)} findings[/]"
                                                                     if len(advice.findings) > len(shown) else ""))
     if s.first_failing is None:
-        lines.append(f"[green]✓[/] none of {s.rows:,} rows breaks a threshold"
+        lines.append(f"[$mark-pass]✓[/] none of {s.rows:,} rows breaks a threshold"
                      + (" so far" if running else ""))
     else:
         row = table.row(s.first_failing)
-        lines.append(f"[red]✗ {s.failing:,}/{s.rows:,} rows fail[/] · first: [b]#{row['index']} "
-                     f"{escape(row['type'])}[/] {escape(', '.join(s.broken))} · [b]{escape(row['npu_op'])}[/]")
+        lines.append(f"[$mark-fail]✗ {s.failing:,}/{s.rows:,} rows fail[/] · first: [b]#{row['index']} "
+                     f"{shown(row['type'])}[/] {shown(', '.join(s.broken))} · "
+                     f"[b]{shown(row['npu_op'])}[/]")
     extra = ["[dim]advisor working…[/]"] if advising else []
     if s.nonfinite:
-        extra.append(f"[red]{s.nonfinite:,} rows with NaN/inf on the NPU side[/]")
+        extra.append(f"[$mark-fail]{s.nonfinite:,} rows with NaN/inf on the NPU side[/]")
     if s.not_compared:
-        extra.append(f"[yellow]{s.not_compared:,} rows not compared[/] (x shows their reasons)")
+        extra.append(f"[$mark-warn]{s.not_compared:,} rows not compared[/] (x shows their reasons)")
     if extra:
         lines.append(" · ".join(extra))
     return lines[:2]

@@ -5,7 +5,6 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from rich.markup import escape
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -32,6 +31,7 @@ from .opscreen import OpScreen
 from .optable import OperatorTable
 from .rowdetail import RowDetail
 from .summary import summary_lines
+from .formatting import shown
 
 
 CANCEL_QUESTION = "Cancel the running comparison? (the previous result stays)"
@@ -98,7 +98,7 @@ class TaskScreen(Screen):
         self.set_class(self.app.size.height >= 40, "-tall")
         name = self.folder.name if not (self.opened and self.opened.meta.get("foreign")) else self.opened.csv.name
         self.title = f"task {name}"
-        self.query_one("#crumbs", Static).update(f"accuscope › tasks › [b]{escape(name)}[/]")
+        self.query_one("#crumbs", Static).update(f"accuscope › tasks › [b]{shown(name)}[/]")
         if self.opened is not None:
             self.show_table(self.opened.table, self.opened.thresholds)
             for warning in self.opened.warnings:
@@ -137,7 +137,7 @@ class TaskScreen(Screen):
 
     def update_status(self) -> None:
         state = self.state_line()
-        self.query_one("#status", Static).update(escape(" · ".join(p for p in (self.table_widget.status, state) if p)))
+        self.query_one("#status", Static).update(shown(" · ".join(p for p in (self.table_widget.status, state) if p)))
         self.table_widget.empty_text = state or "no rows"
 
     def state_line(self) -> str:
@@ -390,7 +390,7 @@ class TaskScreen(Screen):
         else:
             error = event.worker.error
             message = str(error) if isinstance(error, SourceError) else f"{type(error).__name__}: {error}"
-            self.notify(printable(message), title="comparison failed", severity="error", timeout=15)
+            self.notify(message, title="comparison failed", severity="error", timeout=15)
             self.reload(None)
             if self.opened is not None and self.opened.meta.get("state") != "failed":
                 self.opened.meta.update(state="failed", error=message)  # failed before task.json said so
