@@ -97,15 +97,18 @@ def test_thresholds_edit_changes_failures_and_is_saved(ws):
         await pilot.press("t")
         await pilot.pause()
         dialog = pilot.app.screen
-        dialog.query_one("Input").value = "cos=0.5"
+        assert "cos < 0.99" in screen_text(pilot.app)  # the current thresholds are shown
+        dialog.query_one("Input").value = "cos=0.5 kl=off"
         await pilot.press("enter")
         await pilot.pause()
         after = int(screen.query_one(OperatorTable).table.columns["fail"].sum())
         assert after < before
     drive(AccuscopeApp(ws, open_path=ws / MAIN.name), script)
     doc = json.loads((ws / MAIN.name / "task.json").read_text())
-    assert doc["thresholds"] == {"cos": {"fail_if": "<", "value": 0.5}}
-    assert load_task(ws / MAIN.name).thresholds.get("red") is None
+    # only the named thresholds change: cos is 0.5, kl is off, red, rmse and mean_rel stay
+    assert doc["thresholds"] == {"cos": {"fail_if": "<", "value": 0.5}, "red": {"fail_if": ">", "value": 0.05},
+                                 "rmse": {"fail_if": ">", "value": 1.0}, "mean_rel": {"fail_if": ">", "value": 1.0}}
+    assert load_task(ws / MAIN.name).thresholds.get("kl") is None
 
 
 def test_delete_asks_first(ws):
@@ -131,6 +134,14 @@ def test_help_lists_the_screen_keys(ws):
         assert isinstance(help_screen, HelpScreen)
         text = screen_text(pilot.app)
         assert "filter" in text and "next failing" in text.lower() and "thresholds" in text
+        seen = set(text.splitlines())
+        for _ in range(40):  # j scrolls the help down to its end
+            await pilot.press("j")
+            seen |= set(screen_text(pilot.app).splitlines())
+        everything = "\n".join(seen)
+        assert "Filter expressions" in everything and "row details" in everything
+        # the screen's own keys only: not the text-editing keys of the (hidden) filter prompt
+        assert "delete" not in everything.lower() and "cursor" not in everything.lower()
         await pilot.press("escape")
         assert isinstance(pilot.app.screen, TaskScreen)
     drive(AccuscopeApp(ws, open_path=ws / MAIN.name), script)

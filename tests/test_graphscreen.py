@@ -252,6 +252,7 @@ def test_export_writes_the_folder_and_says_where_the_error_lives(demo_ws, tmp_pa
         manifest = json.loads((out / "manifest.json").read_text())
         assert manifest["end"] == [ADD]
         assert screen.last_export["verdict"] == "inside"  # the quantized conv: the error lives inside
+        assert "re-test: error stays" in str(screen.query_one("#status").render())  # not only in a toast
         assert screen.last_export["files"] > 5
         written = [n for n in pilot.app._notifications if n.title == "export written"]
         assert written and "error stays" in written[-1].message and str(out) in written[-1].message

@@ -5,10 +5,11 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import Screen
-from textual.widgets import Footer, OptionList, Static
+from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
 from ..engine.advice import Advice, Finding
+from .footer import Footer
 from .formatting import shown
 
 SEVERITY = {"error": ("✗", "$mark-fail"), "warning": ("!", "$mark-warn"), "info": ("i", "$mark-info")}

@@ -83,16 +83,20 @@ class AccuscopeApp(App):
             self.push_screen(HelpScreen(self.screen, getattr(self.screen, "HELP", "")))
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
-        """The current screen's keys as commands (found by their description), then textual's."""
-        seen = set()
+        """The current screen's keys as commands (found by their description), then textual's; a key
+        textual has a command for (Maximize) is left to it."""
+        textual = list(super().get_system_commands(screen))
+        seen = {command.title.split()[0].lower() for command in textual}
         for node in [screen.focused, screen] if screen.focused else [screen]:
             for binding in getattr(node, "BINDINGS", []):
-                if isinstance(binding, Binding) and binding.description and binding.description not in seen:
+                if not isinstance(binding, Binding) or not binding.description:
+                    continue
+                if binding.description not in seen and binding.description.split()[0].lower() not in seen:
                     seen.add(binding.description)
                     key = binding.key.split(",")[0]
                     yield SystemCommand(binding.description.capitalize(), f"key {key}",
                                         _runner(node, binding.action))
-        yield from super().get_system_commands(screen)
+        yield from textual
 
 
 def _runner(node, action: str):

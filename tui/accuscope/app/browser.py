@@ -9,10 +9,11 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 
 from ..engine.tensor import SourceError
 from ..engine.task import TaskSummary, list_tasks, load_task
+from .footer import Footer
 from .dialogs import AskDialog, ConfirmDialog
 from . import formatting as fmt
 from .formatting import shown
@@ -144,7 +145,8 @@ class BrowserScreen(Screen):
             if p.is_dir() and not (p / "task.json").exists():
                 return f"{p}: not a task folder (no task.json)"
             return ""
-        self.app.push_screen(AskDialog("Open a task folder or result CSV:", str(self.workspace) + "/", check),
+        self.app.push_screen(AskDialog("Open a task folder or result CSV (tab completes):", str(self.workspace) + "/",
+                                       check, path=True),
                              lambda text: text and self.open_path(Path(text).expanduser()))
 
     def action_new(self) -> None:
@@ -210,4 +212,5 @@ class BrowserScreen(Screen):
                 return
             self.notify(f"copied to {target}")
             self.action_refresh()
-        self.app.push_screen(AskDialog(f"Copy {e.name} to:", str(e.path) + "-copy", check), done)
+        self.app.push_screen(AskDialog(f"Copy {shown(e.name)} to:", str(e.path) + "-copy", check, path=True),
+                             done)

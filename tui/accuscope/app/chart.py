@@ -43,12 +43,13 @@ class Chart(PlotextPlot):
         raise NotImplementedError
 
 
-class MetricChart(Chart):
+class MetricChart(Chart, can_focus=True):
     """Metric value per row in execution order; threshold line, failing points as `x`, the row
     under the table cursor marked by a vertical line. Only rows of the current view are drawn."""
 
     DEFAULT_CSS = """
     MetricChart { height: 9; border-top: solid $panel; border-title-align: left; }
+    MetricChart:focus { border-top: solid $accent; }
     """
 
     def __init__(self, **kwargs) -> None:

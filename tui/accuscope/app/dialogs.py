@@ -1,6 +1,7 @@
 """Modal dialogs: confirm, ask for a line of text, and the per-screen help."""
 from __future__ import annotations
 
+import os
 from typing import Callable
 
 from rich.table import Table
@@ -37,7 +38,8 @@ class ConfirmDialog(ModalScreen[bool]):
 
 
 class AskDialog(ModalScreen["str | None"]):
-    """One line of input; `check(text)` returns an error message or "" (shown as you type)."""
+    """One line of input, the cursor after the prefilled text (nothing selected); `check(text)`
+    returns an error message or "" (shown as you type). With `path`, tab completes a path."""
 
     DEFAULT_CSS = """
     AskDialog { align: center middle; }
@@ -45,17 +47,35 @@ class AskDialog(ModalScreen["str | None"]):
                            padding: 0 1; background: $surface; }
     AskDialog #problem { color: $error; height: auto; }
     """
-    BINDINGS = [Binding("escape", "cancel", "cancel")]
+    BINDINGS = [Binding("escape", "cancel", "cancel"),
+                Binding("tab", "complete", "complete the path", priority=True)]
 
-    def __init__(self, title: str, value: str = "", check: Callable[[str], str] | None = None) -> None:
+    def __init__(self, title: str, value: str = "", check: Callable[[str], str] | None = None,
+                 path: bool = False) -> None:
         super().__init__()
         self.title_text, self.value, self.check = title, value, check or (lambda text: "")
+        self.path = path
 
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Static(self.title_text)
-            yield Input(self.value, id="answer")
+            yield Input(self.value, id="answer", select_on_focus=False)
             yield Static("", id="problem")
+
+    def on_mount(self) -> None:
+        self.query_one(Input).cursor_position = len(self.value)
+
+    def check_action(self, action: str, parameters: tuple) -> bool | None:
+        return self.path if action == "complete" else True
+
+    def action_complete(self) -> None:
+        answer = self.query_one(Input)
+        completed, choices = complete_path(answer.value)
+        answer.value = completed
+        answer.cursor_position = len(completed)
+        if len(choices) > 1:
+            more = f" … {len(choices) - 8} more" if len(choices) > 8 else ""
+            self.query_one("#problem", Static).update(shown("  ".join(choices[:8]) + more))
 
     def on_input_changed(self, event: Input.Changed) -> None:
         self.query_one("#problem", Static).update(shown(self.check(event.value)))
@@ -71,15 +91,37 @@ class AskDialog(ModalScreen["str | None"]):
         self.dismiss(None)
 
 
+def complete_path(text: str) -> tuple[str, list[str]]:
+    """Shell-like completion of the path being typed: (the text completed as far as the entries of
+    its folder agree, those entries' names); a folder completes with its trailing slash."""
+    folder, start = os.path.split(os.path.expanduser(text))
+    try:
+        names = sorted(n for n in os.listdir(folder or ".") if n.startswith(start))
+    except OSError:
+        return text, []
+    if not names:
+        return text, []
+    common = os.path.commonprefix(names)
+    done = (text[:len(text) - len(start)] if text.endswith(start) else os.path.join(folder, "")) + common
+    if len(names) == 1 and os.path.isdir(os.path.join(folder or ".", common)):
+        done += os.sep
+    return done, names
+
+
 class HelpScreen(ModalScreen[None]):
-    """The keys of the screen it was opened from (its own and its widgets'), plus a text."""
+    """The keys of the screen it was opened from (its own, its accuscope widgets' and the app's; not
+    the text-editing keys of textual's widgets), plus a text; j/k scroll."""
 
     DEFAULT_CSS = """
     HelpScreen { align: center middle; }
     HelpScreen > VerticalScroll { width: 90%; max-width: 110; height: 90%; border: thick $accent;
                                   padding: 0 1; background: $surface; }
     """
-    BINDINGS = [Binding("escape,q,question_mark,f1", "dismiss", "close")]
+    BINDINGS = [Binding("escape,q,question_mark,f1", "dismiss", "close"),
+                Binding("j,down", "scroll(1)", "scroll down", show=False),
+                Binding("k,up", "scroll(-1)", "scroll up", show=False),
+                Binding("pagedown,space", "scroll(10)", "page down", show=False),
+                Binding("pageup", "scroll(-10)", "page up", show=False)]
 
     def __init__(self, screen: Screen, text: str = "") -> None:
         super().__init__()
@@ -89,21 +131,26 @@ class HelpScreen(ModalScreen[None]):
         keys = Table(box=None, show_header=False, padding=(0, 2, 0, 0))
         keys.add_column(style="bold")
         keys.add_column()
-        seen = set()
-        for node in [self.for_screen, *self.for_screen.query("*"), self.app]:
-            for binding in getattr(node, "BINDINGS", []):
+        rows: list[tuple[bool, str, str]] = []  # (hidden from the footer, key, description)
+        own = [w for w in self.for_screen.query("*") if type(w).__module__.startswith("accuscope.")]
+        for node in [self.for_screen, *own, self.app]:
+            for binding in vars(type(node)).get("BINDINGS", []):  # its class's own, not inherited ones
                 if not isinstance(binding, Binding) or not binding.description:
                     continue
                 key = ", ".join(_key_name(k) for k in binding.key.split(","))
-                if (key, binding.description) not in seen:
-                    seen.add((key, binding.description))
-                    keys.add_row(key, binding.description)
+                if all((key, binding.description) != (k, d) for _, k, d in rows):
+                    rows.append((not binding.show, key, binding.description))
+        for _, key, description in sorted(rows, key=lambda row: row[0]):  # the footer's keys first
+            keys.add_row(key, description)
         with VerticalScroll():
             yield Static(f"[b]{shown(self.for_screen.title or self.for_screen.__class__.__name__)}[/] keys")
             yield Static(keys)
             if self.text:
                 yield Static(self.text)
-            yield Static("\nesc / q / ? closes this help", classes="dim")
+            yield Static("\nesc / q / ? closes this help; j / k scroll it", classes="dim")
+
+    def action_scroll(self, lines: int) -> None:
+        self.query_one(VerticalScroll).scroll_relative(y=lines, animate=False)
 
 
 def _key_name(key: str) -> str:

@@ -35,7 +35,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Container, Vertical, VerticalScroll
 from textual.screen import ModalScreen, Screen
-from textual.widgets import Footer, Input, OptionList, Static
+from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option
 from textual.worker import Worker, WorkerState
 
@@ -46,6 +46,7 @@ from ..engine.subgraph import Selection, SelectionError, select
 from ..engine.task import framework_model, meta_path, read_task_doc
 from ..engine.tensor import SourceError
 from ..engine.thresholds import Thresholds
+from .footer import Footer
 from . import formatting as fmt
 from .formatting import shown
 from .dialogs import AskDialog, ConfirmDialog
@@ -135,7 +136,7 @@ class GraphScreen(Screen["int | None"]):
     GraphScreen.-wide.-toggled #panel { display: none; }
     GraphScreen #prompt { display: none; border: none; height: 1; padding: 0 1; }
     GraphScreen #prompt.shown { display: block; }
-    GraphScreen #status { height: 1; background: $panel; padding: 0 1; }
+    GraphScreen #status { height: 1; background: $panel; padding: 0 1; text-wrap: nowrap; text-overflow: ellipsis; }
     """
     HELP = (
         "One op per row in execution order. The lanes left of each op are git-log style: a column per tensor "
@@ -320,6 +321,9 @@ class GraphScreen(Screen["int | None"]):
                          else "end " + self.graph.nodes[self.end].name)
         if self._progress:
             parts.append(self._progress)
+        elif self.last_export is not None and self.last_export["verdict"] is not None:  # stays after the toast
+            verdict = self.last_export["verdict"]
+            parts.insert(1, f"re-test: {VERDICT_WORDS.get(verdict, verdict)}")
         status.update(shown(" · ".join(parts)))
 
     def _show_progress(self) -> None:
@@ -628,7 +632,7 @@ class GraphScreen(Screen["int | None"]):
             described = described[:11] + [f"  … {len(described) - 11} more lines in the details panel"]
         title = "\n".join(shown(line) for line in described)
         self.app.push_screen(AskDialog(f"{title}\n\nExport this submodel with its data and re-test it, into the "
-                                       "folder:", default, check), answer)
+                                       "folder:", default, check, path=True), answer)
 
     @work(thread=True, exclusive=True, group="export", exit_on_error=False)
     def export_worker(self, selection: Selection, out: Path):
@@ -660,6 +664,7 @@ class GraphScreen(Screen["int | None"]):
                             "verdict": retest.verdict if retest is not None else None}
         self._say("\n".join(lines[:4]), title="export written", severity=severity, timeout=20)
         self.update_panel()
+        self.update_status()
 
     def action_zoom(self) -> None:
         if self.maximized is not None:

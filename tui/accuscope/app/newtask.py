@@ -10,7 +10,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.screen import Screen
-from textual.widgets import Footer, Input, Label, SelectionList, Static
+from textual.widgets import Input, Label, SelectionList, Static
 
 from ..engine.columns import CSV_OF
 from ..engine.compare import ALGORITHMS, CompareSpec
@@ -18,7 +18,8 @@ from ..engine.golden import RAW_SUFFIXES
 from ..engine.oprange import OpRange
 from ..engine.sources import detect
 from ..engine.tensor import SourceError
-from ..engine.thresholds import Thresholds, parse_assignment
+from ..engine.thresholds import Thresholds
+from .footer import Footer
 from .formatting import shown
 
 FIELDS = [  # id, label, placeholder
@@ -122,9 +123,8 @@ class NewTaskScreen(Screen):
         return tuple(int(p) for p in parts) if parts and all(p.strip().isdigit() for p in parts) else None
 
     def thresholds(self) -> Thresholds:
-        result = Thresholds()
-        for part in self.value("thresholds").replace(",", " ").split():
-            result.set(*parse_assignment(part))
+        result = Thresholds()  # the msit defaults, changed where the field says so
+        result.edit(self.value("thresholds"))
         return result
 
     def show_check(self, key: str) -> bool:

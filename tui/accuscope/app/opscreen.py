@@ -37,13 +37,14 @@ from textual.geometry import Size
 from textual.screen import Screen
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
-from textual.widgets import Footer, ProgressBar, Static
+from textual.widgets import ProgressBar, Static
 from textual.worker import Worker, WorkerState
 
 from ..engine.opdetail import TOP_DEFAULT, TOP_MAX, WORDS, OpDetail, TopN, exact_count, layout_of
 from ..engine.oppair import OpPair, open_op
 from ..engine.results import ResultTable
 from ..engine.tensor import SourceError
+from .footer import Footer
 from . import formatting as fmt
 from .formatting import shown
 from .dialogs import AskDialog

@@ -10,7 +10,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.screen import Screen
-from textual.widgets import Footer, Input, ProgressBar, Static
+from textual.widgets import Input, ProgressBar, Static
 from textual.worker import Worker, WorkerState
 
 from ..engine import compare as engine
@@ -22,7 +22,8 @@ from ..engine.results import FilterError, ResultTable
 from ..engine.task import Task, load_task
 from ..engine.taskrun import run_task
 from ..engine.tensor import SourceError
-from ..engine.thresholds import Thresholds, parse_assignment
+from ..engine.thresholds import Thresholds, parse_assignments
+from .footer import Footer
 from .advicescreen import AdviceScreen
 from .chart import MetricChart
 from .dialogs import AskDialog, ConfirmDialog
@@ -40,12 +41,13 @@ CANCEL_QUESTION = "Cancel the running comparison? (the previous result stays)"
 class TaskScreen(Screen):
     BINDINGS = [
         Binding("slash", "prompt('search')", "search"), Binding("f", "prompt('filter')", "filter"),
-        Binding("escape", "back", "back / clear / cancel"), Binding("q", "back(True)", "back to the tasks", show=False),
+        Binding("a", "advice", "advisor"), Binding("g", "graph", "graph"),
         Binding("t", "thresholds", "thresholds"), Binding("c", "chart_metric(1)", "chart metric"),
         Binding("C", "chart_metric(-1)", "previous chart metric", show=False),
-        Binding("z", "zoom", "maximize pane"), Binding("R", "rerun", "re-run", show=False),
-        Binding("D", "row_details", "row details", show=False), Binding("a", "advice", "advisor"),
-        Binding("g", "graph", "graph"),
+        Binding("z", "zoom", "maximize pane"),
+        Binding("R", "rerun", "re-run", show=False), Binding("D", "row_details", "row details", show=False),
+        Binding("escape", "back", "back / clear / cancel", show=False),
+        Binding("q", "back(True)", "back to the tasks", show=False),
     ]
     DEFAULT_CSS = """
     TaskScreen #summary { height: auto; max-height: 2; padding: 0 1; text-wrap: nowrap; text-overflow: ellipsis; }
@@ -225,33 +227,23 @@ class TaskScreen(Screen):
         self.notify(f"chart: {CSV_OF.get(chart.metric, chart.metric)}", timeout=2)
 
     def action_thresholds(self) -> None:
-        current = " ".join(f"{t.key}={t.value:g}" for t in self.thresholds.items)
-
-        def parse(text: str) -> list[tuple[str, float | None]]:
-            return [parse_assignment(part) for part in text.replace(",", " ").split()]
-
         def check(text: str) -> str:
             try:
-                parse(text)
+                parse_assignments(text)
             except ValueError as exc:
                 return str(exc)
             return ""
 
         def done(text: str | None) -> None:
-            if text is None:
+            if not text or not text.strip():
                 return
-            given = dict(parse(text))
-            for t in list(self.thresholds.items):
-                if t.key not in given:
-                    self.thresholds.set(t.key, None)
-            for key, value in given.items():
-                self.thresholds.set(key, value)
-            widget = self.table_widget
-            self.show_table(widget.table, self.thresholds)
+            self.thresholds.edit(text)  # only the named ones change
+            self.show_table(self.table_widget.table, self.thresholds)
             self.save_thresholds()
             self.start_advice()
-        self.app.push_screen(AskDialog("Thresholds (NAME=VALUE, VALUE off removes; cos fails below, the "
-                                       "rest above):", current, check), done)
+        self.app.push_screen(AskDialog(f"Thresholds now: {shown(self.thresholds)}\nChange (NAME=VALUE, e.g. "
+                                       "cos=0.98 kl=off; off removes one; cos fails below, the rest above):",
+                                       "", check), done)
 
     def save_thresholds(self) -> None:
         if self.opened is None or self.opened.meta.get("foreign") or self.running:

@@ -63,6 +63,19 @@ class Thresholds:
         else:
             self.items.append(Threshold(key, op or default_op(key), float(value)))
 
+    def edit(self, text: str) -> list[tuple[str, float | None]]:
+        """Apply `NAME=VALUE ...` (spaces or commas between): only the named thresholds change (VALUE
+        off removes one), the others stay. ValueError naming the bad part, before anything changes.
+        Returns the changes made."""
+        changes = parse_assignments(text)
+        for key, value in changes:
+            self.set(key, value)
+        return changes
+
+    def __str__(self) -> str:
+        """`cos < 0.99, red > 0.05, ...` (`none` without thresholds)."""
+        return ", ".join(str(t) for t in self.items) or "none"
+
     def to_dict(self) -> dict:
         """For task.json: {"cos": {"fail_if": "<", "value": 0.99}, ...}."""
         return {t.key: {"fail_if": t.op, "value": t.value} for t in self.items}
@@ -126,6 +139,11 @@ def resolve_key(name: str) -> str:
     hint = f"; did you mean {by_lower[close[0]]}?" if close else ""
     raise ValueError(f"unknown metric '{name}' for a threshold{hint} "
                      f"(one of: {', '.join(THRESHOLD_KEYS)})")
+
+
+def parse_assignments(text: str) -> list[tuple[str, float | None]]:
+    """`cos=0.98 kl=off` (spaces or commas between) -> [(key, value), ...]; see parse_assignment."""
+    return [parse_assignment(part) for part in text.replace(",", " ").split()]
 
 
 def parse_assignment(text: str) -> tuple[str, float | None]:

@@ -1,0 +1,48 @@
+"""The key bar of every screen: Textual's footer, showing only the keys that fit whole."""
+from __future__ import annotations
+
+from textual.geometry import Size
+from textual.widget import Widget
+from textual.widgets import Footer as TextualFooter
+
+
+class Footer(TextualFooter):
+    """The screen's own keys first, then its focused widget's, then the app's; keys that do not fit
+    in the width are left out whole (never cut mid-word; `?` lists them all), the help key last."""
+
+    def compose(self):
+        self.call_after_refresh(self.fit_keys)
+        active = self.screen.active_bindings.values()
+        if any(binding.group is not None for _, binding, _, _ in active):  # key groups: textual's order
+            yield from super().compose()
+            return
+        owner = {binding.action: node for node, binding, _, _ in active}
+        rank = {self.screen: 0, self.app: 2}
+        yield from sorted(super().compose(), key=lambda key: rank.get(owner.get(key.action), 1))
+
+    def on_resize(self) -> None:
+        self.call_after_refresh(self.fit_keys)
+
+    def fit_keys(self) -> None:
+        keys = list(self.children)  # keys, and key groups with their labels
+        if not keys or not self.size.width:
+            return
+        width = {key: _width(key) for key in keys}
+        fixed = [k for k in keys if k.has_class("-command-palette") or getattr(k, "action", "").endswith("help")]
+        room = self.size.width - sum(width[k] for k in fixed)
+        for key in keys:
+            if key in fixed:
+                continue
+            fits = width[key] <= room
+            room -= width[key] if fits else 0
+            room = room if fits else -1  # keep the order: after one key is left out, the rest are too
+            key.display = fits
+        for key in fixed:
+            key.display = True
+
+
+def _width(key: Widget) -> int:
+    """Cells a key takes in the bar, margins included (measured from its text, shown or not)."""
+    styles = key.styles
+    content = key.get_content_width(Size(0, 0), Size(0, 0))
+    return content + styles.padding.width + styles.margin.width + styles.border.spacing.width
