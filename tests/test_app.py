@@ -266,3 +266,72 @@ def test_a_task_that_failed_shows_its_error_not_an_empty_table(ws, tmp_path):
         assert "failed: " in text and "no rows yet" not in text
     drive(AccuscopeApp(ws, compare=(spec, tmp_path / "new")), script)
     assert load_task(tmp_path / "new").meta["state"] == "failed"
+
+
+def test_filters_that_used_to_crash_the_app_work_or_say_why(ws):
+    async def script(pilot):
+        screen = pilot.app.screen
+        table = screen.query_one(OperatorTable)
+        prompt = screen.query_one("#prompt")
+        await pilot.press("f")
+        prompt.value = "cos < 0.99 and True"
+        await pilot.press("enter")
+        assert len(table.view) == int((table.table.numbers("cos") < 0.99).sum())
+        await pilot.press("f")
+        prompt.value = "not " * 5000 + "True"
+        await pilot.press("enter")
+        await pilot.pause()
+        assert pilot.app.is_running and screen.prompt_mode == "filter"  # kept open to fix it
+        assert any("nests too deeply" in n.message for n in pilot.app._notifications)
+    drive(AccuscopeApp(ws, open_path=ws / MAIN.name), script)
+
+
+def plugin_task(ws, tmp_path):
+    """The main task as if compared with a plugin folder whose plugin leaves a file behind when run."""
+    plugins = tmp_path / "plugins"
+    (plugins / "algorithm").mkdir(parents=True)
+    ran = tmp_path / "plugin-ran"
+    (plugins / "algorithm" / "alg_Touch.py").write_text(
+        "import pathlib\n"
+        "def compare(my_output_dump_data, ground_truth_dump_data, args):\n"
+        f"    pathlib.Path({str(ran)!r}).touch()\n"
+        "    return '1', ''\n")
+    folder = ws / MAIN.name
+    doc = json.loads((folder / "task.json").read_text())
+    doc["custom_algorithms"], doc["algorithms"] = str(plugins), None  # all algorithms, the plugin too
+    (folder / "task.json").write_text(json.dumps(doc))
+    return folder, plugins, ran
+
+
+def test_rerun_runs_a_task_json_plugin_folder_only_once_confirmed(ws, tmp_path):
+    folder, plugins, ran = plugin_task(ws, tmp_path)
+
+    async def script(pilot):
+        screen = pilot.app.screen
+        await pilot.press("R")
+        await pilot.pause()
+        assert isinstance(pilot.app.screen, ConfirmDialog)
+        text = screen_text(pilot.app)
+        assert "alg_*.py" in text and "/plugins" in text and "Trust" in text and "y run them" in text
+        await pilot.press("escape")  # cancels the re-run altogether
+        assert pilot.app.screen is screen and not screen.running and not ran.exists()
+        await pilot.press("R", "y")  # confirmed: they run, and are not asked about again in this run
+        await wait_for(pilot, lambda: not screen.running, 120)
+        assert ran.exists() and "Touch" in screen.query_one(OperatorTable).table.custom
+        ran.unlink()
+        await pilot.press("R")
+        assert pilot.app.screen is screen  # no question this time
+        await wait_for(pilot, lambda: ran.exists() and not screen.running, 120)
+        ran.unlink()
+    drive(AccuscopeApp(ws, open_path=folder), script)
+
+    async def next_run(pilot):  # a new run of the app asks again; declined, the re-run goes without
+        screen = pilot.app.screen
+        await pilot.press("R")
+        assert isinstance(pilot.app.screen, ConfirmDialog)
+        await pilot.press("n")
+        await wait_for(pilot, lambda: any("done" in n.message for n in pilot.app._notifications), 120)
+        assert "Touch" not in screen.query_one(OperatorTable).table.custom
+    drive(AccuscopeApp(ws, open_path=folder), script)
+    drive(AccuscopeApp(ws, open_path=folder), next_run)
+    assert not ran.exists()

@@ -1,18 +1,22 @@
 """The Textual application: screens, global keys, the command palette."""
 from __future__ import annotations
 
+import os
+from dataclasses import replace
 from pathlib import Path
-from typing import Iterable
+from typing import Callable, Iterable
 
 from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
 
-from ..engine.compare import CompareSpec
+from ..engine.columns import CSV_OF
+from ..engine.compare import ALGORITHMS, CompareSpec
 from ..engine.names import printable
 from ..engine.task import load_task
 from .browser import BrowserScreen
 from .dialogs import ConfirmDialog, HelpScreen
+from .formatting import shown
 
 
 QUIT_QUESTION = "A comparison is running. Cancel it and quit? (the task keeps its previous result)"
@@ -34,6 +38,29 @@ class AccuscopeApp(App):
         super().__init__()
         self.workspace = Path(workspace)
         self.open_path, self.compare = open_path, compare
+        self.trusted_plugins: set[str] = set()  # plugin folders the user confirmed in this run
+
+    def with_plugins_confirmed(self, spec: CompareSpec, then: Callable[[CompareSpec], None]) -> None:
+        """Call `then(spec)` for a re-run from a task.json. Its plugin folder holds Python code named
+        by a file anyone may have written: it runs only once the user confirms that folder in this
+        run of the app; declined, `then` gets the spec without plugins; esc calls nothing."""
+        folder = spec.custom_dir
+        if not folder or os.path.realpath(folder) in self.trusted_plugins:
+            then(spec)
+            return
+
+        def answer(yes: bool | None) -> None:
+            if yes:
+                self.trusted_plugins.add(os.path.realpath(folder))
+                then(spec)
+            elif yes is not None:
+                builtin = set(ALGORITHMS) | {CSV_OF.get(k, k) for k in ALGORITHMS}
+                algorithms = [a for a in spec.algorithms if a in builtin] if spec.algorithms else None
+                then(replace(spec, custom_dir=None, algorithms=algorithms or None))
+        self.push_screen(ConfirmDialog(
+            f"This task was compared with algorithm plugins: the Python files (alg_*.py) in\n"
+            f"[b]{shown(folder)}[/]\nRe-running with them runs that code on this machine. Trust it?",
+            "[b]y[/] run them   [b]n[/] re-run without plugins   [b]esc[/] cancel"), answer)
 
     def on_mount(self) -> None:
         from .taskscreen import TaskScreen

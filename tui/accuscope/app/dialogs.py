@@ -13,8 +13,8 @@ from textual.widgets import Input, Static
 from .formatting import shown
 
 
-class ConfirmDialog(ModalScreen[bool]):
-    """`y`/enter confirms, `n`/esc declines."""
+class ConfirmDialog(ModalScreen["bool | None"]):
+    """`y`/enter confirms (True), `n` declines (False), esc/q closes (None: also a no)."""
 
     DEFAULT_CSS = """
     ConfirmDialog { align: center middle; }
@@ -22,18 +22,19 @@ class ConfirmDialog(ModalScreen[bool]):
                                padding: 1 2; background: $surface; }
     ConfirmDialog .keys { margin: 1 0 0 0; }
     """
-    BINDINGS = [Binding("y,enter", "answer(True)", "yes"), Binding("n,escape,q", "answer(False)", "no")]
+    BINDINGS = [Binding("y,enter", "answer(True)", "yes"), Binding("n", "answer(False)", "no"),
+                Binding("escape,q", "answer(None)", "close")]
 
-    def __init__(self, question: str) -> None:
+    def __init__(self, question: str, choices: str = "[b]y[/] yes   [b]n[/] no") -> None:
         super().__init__()
-        self.question = question
+        self.question, self.choices = question, choices
 
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Static(self.question)
-            yield Static("[b]y[/] yes   [b]n[/] no", classes="keys")
+            yield Static(self.choices, classes="keys")
 
-    def action_answer(self, yes: bool) -> None:
+    def action_answer(self, yes: bool | None) -> None:
         self.dismiss(yes)
 
 

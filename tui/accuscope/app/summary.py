@@ -24,13 +24,9 @@ def summary_lines(table: ResultTable, thresholds: Thresholds, running: bool = Fa
         lines.append(" · ".join(finding_line(f) for f in shown) + (f" · [dim]a: {len(advice.findings)} findings[/]"
                                                                     if len(advice.findings) > len(shown) else ""))
     if s.first_failing is None:
-        lines.append(f"[$mark-pass]✓[/] none of {s.rows:,} rows breaks a threshold"
-                     + (" so far" if running else ""))
+        lines.append(f"[$mark-pass]✓[/] {s.counts_text()}" + (" so far" if running else ""))
     else:
-        row = table.row(s.first_failing)
-        lines.append(f"[$mark-fail]✗ {s.failing:,}/{s.rows:,} rows fail[/] · first: [b]#{row['index']} "
-                     f"{shown(row['type'])}[/] {shown(', '.join(s.broken))} · "
-                     f"[b]{shown(row['npu_op'])}[/]")
+        lines.append(f"[$mark-fail]✗ {s.counts_text()}[/] · first: {shown(s.first_text)}")
     extra = ["[dim]advisor working…[/]"] if advising else []
     if s.nonfinite:
         extra.append(f"[$mark-fail]{s.nonfinite:,} rows with NaN/inf on the NPU side[/]")

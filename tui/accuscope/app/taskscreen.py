@@ -264,7 +264,8 @@ class TaskScreen(Screen):
         if self.running or self.opened is None or self.opened.meta.get("foreign"):
             return
         from ..engine.taskrun import spec_from_meta
-        self.start_run(spec_from_meta(self.opened.meta, self.thresholds), self.folder)
+        self.app.with_plugins_confirmed(spec_from_meta(self.opened.meta, self.thresholds),
+                                        lambda spec: self.start_run(spec, self.folder))
 
     def action_graph(self) -> None:
         widget = self.table_widget

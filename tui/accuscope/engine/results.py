@@ -379,6 +379,20 @@ _ARITH = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
           ast.Div: operator.truediv}
 _KEYWORDS = {"and", "or", "not", "in", "true", "false"}
 _HELP = 'filters use comparisons (cos < 0.99), and/or/not, "text" in column, isnan(), abs()'
+MAX_DEPTH = 64  # nesting levels of a filter (not, and/or, operators): deeper is refused
+_TOO_DEEP = f"the filter nests too deeply (at most {MAX_DEPTH} levels of not, and/or and operators)"
+
+
+def _depth(tree: ast.AST) -> int:
+    """How deep the expression nests, counted without recursion."""
+    deepest, stack = 0, [(tree, 0)]
+    while stack:
+        node, depth = stack.pop()
+        deepest = max(deepest, depth)
+        if deepest > MAX_DEPTH:
+            break
+        stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
+    return deepest
 
 
 class _Val(NamedTuple):
@@ -396,14 +410,22 @@ class _Filter:
     def mask(self) -> np.ndarray:
         try:
             tree = ast.parse(_normalize_keywords(self.text), mode="eval")
+        except (RecursionError, MemoryError):
+            raise FilterError(_TOO_DEEP) from None
         except SyntaxError as e:
             at_end = not e.offset or e.offset > len(self.text.rstrip())
             position = len(self.text.rstrip()) if at_end else e.offset - 1
             for pair in ("&&", "||"):  # Python points at the second character
                 position = self.text.find(pair) if pair in self.text else position
             raise FilterError(_syntax_message(self.text, e), position) from None
+        if _depth(tree) > MAX_DEPTH:
+            raise FilterError(_TOO_DEEP)
         data = self.condition(tree.body)
-        return np.broadcast_to(np.asarray(data, dtype=bool), (len(self.table),)).copy()
+        return self.rows(data).copy()
+
+    def rows(self, data) -> np.ndarray:
+        """A condition as a mask over all rows (a constant such as `True` holds for every row)."""
+        return np.broadcast_to(np.asarray(data, dtype=bool), (len(self.table),))
 
     def eval(self, node: ast.AST) -> _Val:
         method = getattr(self, "eval_" + type(node).__name__, None)
@@ -443,10 +465,9 @@ class _Filter:
 
     # -- operators
     def eval_BoolOp(self, node: ast.BoolOp) -> _Val:
-        parts = [self.condition(v) for v in node.values]
+        parts = [self.rows(self.condition(v)) for v in node.values]
         combine = np.logical_and if isinstance(node.op, ast.And) else np.logical_or
-        return _Val("bool", combine.reduce([np.asarray(p) for p in parts]) if len(parts) > 1
-                    else parts[0], self.source(node))
+        return _Val("bool", combine.reduce(parts) if len(parts) > 1 else parts[0], self.source(node))
 
     def eval_UnaryOp(self, node: ast.UnaryOp) -> _Val:
         if isinstance(node.op, ast.Not):
@@ -539,8 +560,9 @@ class _Filter:
         if isinstance(right_node, (ast.Tuple, ast.List, ast.Set)):
             value = self.eval(left_node)
             options = [self.eval(e) for e in right_node.elts]
-            parts = [self.compare(value, ast.Eq(), o, left_node, e) for o, e in zip(options, right_node.elts)]
-            return np.logical_or.reduce([np.asarray(p) for p in parts]) if parts else False
+            parts = [self.rows(self.compare(value, ast.Eq(), o, left_node, e))
+                     for o, e in zip(options, right_node.elts)]
+            return np.logical_or.reduce(parts) if parts else False
         needle, column = self.eval(left_node), self.eval(right_node)
         if column.kind == "mixed":
             column = _side(column, True)

@@ -19,13 +19,20 @@ class Summary:
     not_compared: int  # rows with a reason and no metric value
     nonfinite: int  # rows whose NPU tensor holds NaN/inf
     first_failing: int | None  # table row, the earliest in execution order
-    broken: list[str]  # thresholds that row breaks, e.g. "cos 0.912 < 0.99"
+    broken: list[str]  # thresholds that row breaks, e.g. "cos 0.912 < 0.99"; none turned off
+    first_text: str = ""  # "#12 Conv2D: cos 0.912 < 0.99, kl 0.02 > 0.005 · conv1", "" without one
+
+    def counts_text(self) -> str:
+        """`3/120 rows fail` or `none of 120 rows breaks a threshold`."""
+        if self.first_failing is None:
+            return f"none of {self.rows:,} rows breaks a threshold"
+        return f"{self.failing:,}/{self.rows:,} rows fail"
 
 
 def summarize(table: ResultTable, thresholds: Thresholds) -> Summary:
+    """The account of `table` under `thresholds` (not its `fail` column, which may be from others)."""
     n = len(table)
-    fail = table.columns["fail"] if "fail" in table.columns else np.zeros(n, bool)
-    failing = np.flatnonzero(fail)
+    failing = np.flatnonzero(thresholds.failing(table)) if n else np.zeros(0, np.int64)
     first = int(failing[np.argmin(table.columns["index"][failing])]) if len(failing) else None
     broken = []
     if first is not None:
@@ -42,4 +49,8 @@ def summarize(table: ResultTable, thresholds: Thresholds) -> Summary:
         no_value &= np.isnan(table.numbers(key))
     not_compared = int((no_value & (table.columns["reason"] != "")).sum()) if keys else 0
     nonfinite = int((table.columns["npu_nonfinite"] > 0).sum())
-    return Summary(n, len(failing), not_compared, nonfinite, first, broken)
+    text = ""
+    if first is not None:  # the metrics before the op's name: a narrow screen cuts the end
+        c = table.columns
+        text = f"#{c['index'][first]} {c['type'][first]}: {', '.join(broken)} · {c['npu_op'][first]}"
+    return Summary(n, len(failing), not_compared, nonfinite, first, broken, text)

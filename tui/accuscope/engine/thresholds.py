@@ -99,11 +99,15 @@ class Thresholds:
 
     # ---- evaluation ---------------------------------------------------------------------------
     def apply(self, table: ResultTable) -> None:
-        """Set table.columns["fail"]: any threshold broken, NaN ignored, exempt rows never fail."""
+        """Set table.columns["fail"] to failing(table)."""
+        table.columns["fail"] = self.failing(table)
+
+    def failing(self, table: ResultTable) -> np.ndarray:
+        """Rows breaking any threshold (NaN ignored) or the NaN/inf rule; exempt rows never fail."""
         fail = nonfinite_broken(table)
         for t in self.items:
             fail |= t.broken(table.numbers(t.key))
-        table.columns["fail"] = fail & ~exempt(table)
+        return fail & ~exempt(table)
 
     def broken(self, table: ResultTable, i: int) -> list[str]:
         """Keys of the thresholds row i breaks (empty for exempt rows), for the detail view."""
