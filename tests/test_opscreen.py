@@ -264,3 +264,24 @@ def test_threshold_stops_are_exact_and_helpers(demo_ws):
     assert step_threshold(d.abs, stops[-1], 1) == stops[-1] and step_threshold(d.abs, 0.0, -1) == 0.0
     assert sparkline(np.array([0.0, 1.0, np.nan, np.inf]), 10) == "▁█?!"
     assert len(sparkline(np.arange(100.0), 10)) == 10
+
+
+def test_coordinates_have_as_many_axes_as_the_tensor(demo_ws):
+    folder = demo_ws / MAIN.name
+    table = load_task(folder).table
+    shapes = table.columns["shape"].tolist()
+    rows = {rank: shapes.index(s) for s in shapes for rank in [s.count(",") + 1]}  # a row per rank
+    assert {2, 3, 4} <= set(rows)
+
+    async def script(pilot):
+        optable = pilot.app.screen.query_one(OperatorTable)
+        for rank, header in [(2, "N C"), (3, "N C H"), (4, "N C H W")]:
+            optable.move_to(rows[rank])
+            screen = await open_detail(pilot)
+            top = screen.query_one(TopTable)
+            x, _ = tensors(folder, table.columns["tensor"][rows[rank]])
+            assert top.line_text(None).split()[1:rank + 2] == header.split() + ["NPU"]  # the header line
+            assert top.cells(0)[1] == " ".join(map(str, np.unravel_index(int(top.top.index[0]), x.shape)))
+            await pilot.press("escape")
+            await pilot.pause()
+    drive(AccuscopeApp(demo_ws, open_path=folder), script)

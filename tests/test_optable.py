@@ -184,7 +184,8 @@ def test_sort_keys_act_on_the_column_cursor():
         expected = table.sort_order("cos", descending=True)
         assert w.view.tolist() == expected.tolist()
         assert cos[w.view[0]] == np.nanmax(cos) and w.view[-1] == INVALID  # NaN last
-        assert w.cursor_position == 0 and w.status.endswith("sort cos↓")
+        assert w.cursor_row == 0 and w.view[w.cursor_position] == 0  # the cursor stays on its row
+        assert w.status.endswith("sort cos↓")
         assert "cos↓" in lines(w)[0]
         await pilot.press("[")
         assert w.view[:2].tolist() == [EXEMPT_BAD, 7] and w.view[-1] == INVALID

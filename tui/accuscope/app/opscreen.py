@@ -136,6 +136,7 @@ class TopTable(ScrollView, can_focus=True):
         super().__init__(**kwargs)
         self.top: TopN | None = None
         self.layout_name = "ID"
+        self.rank = 1  # coordinates shown per element
         self.by = "abs"
         self.cursor = 0
         self.message = "computing…"
@@ -144,11 +145,16 @@ class TopTable(ScrollView, can_focus=True):
         self._right: list[bool] = []
         self._styles: dict[str, Style] | None = None
 
-    def show(self, top: TopN | None, layout: str, grid: tuple[int, ...], by: str, message: str = "") -> None:
+    def show(self, top: TopN | None, shape: tuple[int, ...], by: str, message: str = "") -> None:
+        """`top` of a tensor of `shape`: its coordinates as many as its axes (a 2-D tensor's N C,
+        not N C H W padded with 1s)."""
+        layout, grid = layout_of(shape)
+        self.rank = len(shape) if layout == "N C H W" else len(grid)
+        layout = " ".join(layout.split()[:self.rank])
         self.top, self.layout_name, self.by = top, layout, by
         self.message = message
         n = len(top) if top is not None else 0
-        coords = " ".join(str(max(d - 1, 0)) for d in grid)
+        coords = " ".join(str(max(d - 1, 0)) for d in grid[:self.rank])
         arrow = {by: "▼"}
         self._labels = ["#", layout, "NPU", "golden", "abs err" + arrow.get("abs", ""),
                         "rel err" + arrow.get("rel", ""), "note"]
@@ -171,7 +177,7 @@ class TopTable(ScrollView, can_focus=True):
         """The texts of row i: rank, coordinates, NPU, golden, abs err, rel err, note."""
         t = self.top
         rel = float(t.rel_err[i])
-        return [str(i + 1), t.coord_text(i), fmt.number(float(t.npu[i]), NUM), fmt.number(float(t.golden[i]), NUM),
+        return [str(i + 1), " ".join(str(int(v)) for v in t.coords[i][:self.rank]), fmt.number(float(t.npu[i]), NUM), fmt.number(float(t.golden[i]), NUM),
                 fmt.number(float(t.abs_err[i]), NUM), "-" if math.isnan(rel) else fmt.number(rel, NUM),
                 "NaN/inf" if t.nonfinite[i] else ""]
 
@@ -305,7 +311,7 @@ class OpScreen(Screen):
         "  abs error = |npu - golden|; rel error = |npu - golden| / |golden|, shown as - where golden is 0.\n"
         "  An element holding NaN/inf on one side only has the error +inf: it is listed FIRST in both TopN\n"
         "  lists (note NaN/inf) and counts above every C. The same NaN/inf on both sides is no error.\n"
-        "  Coordinates: N C H W (2-D to 4-D, padded with 1s), N C D H W (5-D), else the flat index (ID).\n"
+        "  Coordinates: N C (2-D), N C H (3-D), N C H W (4-D), N C D H W (5-D), else the flat index (ID).\n"
         "  Percentages are of all elements of the tensor.\n"
         "Threshold C: + and - move C to the next edge of the error sketch where the count changes (the\n"
         "  count is exact there); < and > jump by about x10; = or C types any value, then the exact count\n"
@@ -531,7 +537,7 @@ class OpScreen(Screen):
         table = self.query_one(TopTable)
         word = WORDS[self.metric]
         empty = f"no element has a {word} error" if not len(top) else ""
-        table.show(top, d.layout, layout_of(d.shape)[1], self.metric, empty)
+        table.show(top, d.shape, self.metric, empty)
         self.query_one("#top-title", Static).update(
             f"[b]Top {len(top):,}[/] of {d.n:,} elements by [b]{word}[/] error ▼ · NaN/inf first")
 
@@ -674,7 +680,7 @@ class OpScreen(Screen):
     def clear(self) -> None:
         """Forget the shown detail (another tensor is on its way)."""
         self.detail, self.shown, self.shown_count = None, None, None
-        self.query_one(TopTable).show(None, "ID", (1,), self.metric, "computing…")
+        self.query_one(TopTable).show(None, (1,), self.metric, "computing…")
         self.query_one("#top-title", Static).update("")
         self.query_one("#sentence", Static).update("")
         self.query_one(CumulativeChart).show(None, 0.0)

@@ -319,14 +319,14 @@ class OperatorTable(ScrollView, can_focus=True):
         """Sort by a column (key, CSV name or alias; FilterError if unknown); None: execution order.
 
         Sorting by the index ascending is execution order too. Missing values sort last both ways.
-        The cursor goes to the first row: sorting is how one finds the extremes.
+        The cursor stays on its row (home goes to the extremes).
         """
         if key is not None:
             key = self._table.resolve(key)
             if key == "index" and not descending:
                 key = None
         self._sort = None if key is None else (key, descending)
-        self._show(None, None)
+        self._show(self.cursor_row, None)
 
     def sort_current(self, descending: bool = False) -> None:
         """Sort by the column under the column cursor."""
