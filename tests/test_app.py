@@ -335,3 +335,59 @@ def test_rerun_runs_a_task_json_plugin_folder_only_once_confirmed(ws, tmp_path):
     drive(AccuscopeApp(ws, open_path=folder), script)
     drive(AccuscopeApp(ws, open_path=folder), next_run)
     assert not ran.exists()
+
+
+def test_ctrl_c_says_how_to_quit(ws):
+    async def script(pilot):
+        await pilot.press("ctrl+c")
+        await pilot.pause()
+        assert pilot.app.is_running
+        assert any("ctrl+q quits" in n.message for n in pilot.app._notifications)
+    drive(AccuscopeApp(ws), script)
+
+
+def test_80x24_browser_keeps_its_counts_beside_a_long_task_name(ws):
+    long_name = "a-task-whose-name-goes-on-and-on-" * 4
+    (ws / MAIN.name).rename(ws / long_name)
+
+    async def script(pilot):
+        text = screen_text(pilot.app)
+        task = load_task(ws / long_name)
+        line = next(line for line in text.splitlines() if "a-task-whose" in line)
+        assert len(line) <= 80 and f" {task.meta['rows']} " in line and f" {task.meta['failing']} " in line
+        assert "…" in line and task.meta["first_failing_op"][-8:] in line  # cut names, whole counts
+        footer = text.splitlines()[-1]
+        assert footer.rstrip().endswith("palette") and "? help" in footer  # keys are not cut mid-word
+    drive(AccuscopeApp(ws), script)
+
+
+def test_the_chart_takes_the_focus_and_z_maximizes_it(ws):
+    async def script(pilot):
+        screen = pilot.app.screen
+        await pilot.press("tab")
+        assert isinstance(screen.focused, MetricChart)
+        await pilot.press("z")
+        assert screen.maximized is screen.focused
+        await pilot.press("z")
+        assert screen.maximized is None
+        palette = [c.title for c in pilot.app.get_system_commands(screen)]
+        assert palette.count("Maximize") == 1 and not any(t.startswith("Maximize ") for t in palette)
+    drive(AccuscopeApp(ws, open_path=ws / MAIN.name), script)
+
+
+def test_names_from_data_never_send_control_characters(ws):
+    folder = ws / MAIN.name
+    task = load_task(folder)
+    task.table.columns["npu_op"][:] = "\x1b]0;pwned\x07\x1b[2J" + task.table.columns["npu_op"]
+    first = int(np.flatnonzero(task.table.columns["fail"])[0])
+
+    async def script(pilot):
+        screen = TaskScreen(task=task)
+        await pilot.app.push_screen(screen)
+        await pilot.press("!")
+        await pilot.pause()
+        assert screen.query_one(OperatorTable).cursor_row == first
+        strips = [strip for strip in pilot.app.screen._compositor.render_update(full=True).strips]
+        drawn = "".join(segment.text for strip in strips for segment in strip)
+        assert "?]0;pwned??[2J" in drawn and "\x1b" not in drawn and "\x07" not in drawn
+    drive(AccuscopeApp(ws), script)

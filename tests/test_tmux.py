@@ -17,6 +17,9 @@ from accuscope.engine.task import load_task
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
 
 
+# A tmux server of the tests' own: one started elsewhere would run sessions in its environment
+# (another PYTHONPATH, another accuscope).
+TMUX = ["tmux", "-L", f"accuscope-test-{os.getpid()}"]
 SGR = re.compile(r"\x1b\[([0-9;]*)m")
 
 
@@ -51,12 +54,12 @@ def style_at(line: str, text: str) -> dict:
 class Tmux:
     def __init__(self, name: str, command: str, width: int = 80, height: int = 24):
         self.name = name
-        subprocess.run(["tmux", "new-session", "-d", "-s", name, "-x", str(width), "-y", str(height),
+        subprocess.run([*TMUX, "new-session", "-d", "-s", name, "-x", str(width), "-y", str(height),
                         f"{command}; echo EXITED $?; sleep 60"], check=True)
 
     def screen(self, styles: bool = False) -> str:
         """The pane's text; with `styles`, with its SGR escape sequences (capture-pane -e)."""
-        return subprocess.run(["tmux", "capture-pane", "-p", *(["-e"] if styles else []), "-t", self.name],
+        return subprocess.run([*TMUX, "capture-pane", "-p", *(["-e"] if styles else []), "-t", self.name],
                               capture_output=True, text=True).stdout
 
     def wait_for(self, text: str, timeout: float = 30) -> str:
@@ -70,10 +73,10 @@ class Tmux:
             time.sleep(0.1)
 
     def keys(self, *keys: str) -> None:
-        subprocess.run(["tmux", "send-keys", "-t", self.name, *keys], check=True)
+        subprocess.run([*TMUX, "send-keys", "-t", self.name, *keys], check=True)
 
     def kill(self) -> None:
-        subprocess.run(["tmux", "kill-session", "-t", self.name], capture_output=True)
+        subprocess.run([*TMUX, "kill-session", "-t", self.name], capture_output=True)
 
 
 @pytest.fixture
@@ -159,3 +162,26 @@ def test_marks_carry_the_meaning_without_colour(tmux, demo_ws, env):
         assert mark["fg"] in ("31", "91") and failing["fg"] in ("31", "91")
     t.keys("q", "q")
     t.wait_for("EXITED 0")
+
+
+def test_the_app_refuses_to_start_without_a_terminal(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "accuscope", "--workspace", str(tmp_path)],
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "needs a terminal" in proc.stderr and len(proc.stderr.splitlines()) == 1
+
+
+def test_a_workspace_that_is_a_file_is_refused_in_one_line(tmux, tmp_path):
+    (tmp_path / "file").write_text("x")
+    t = tmux(f"{shlex.quote(sys.executable)} -m accuscope --workspace {shlex.quote(str(tmp_path / 'file'))}")
+    screen = t.wait_for("EXITED 2")
+    assert "workspace" in screen and "Traceback" not in screen
+
+
+def test_a_crash_exits_3_and_leaves_its_traceback_on_the_terminal(tmux, tmp_path):
+    """A bug planted in the app (its first screen raises): the exit code says so, the reason stays."""
+    code = ("import sys; from accuscope.app import browser, main; "
+            "browser.BrowserScreen.on_mount = lambda self: 1 / 0; "
+            f"sys.exit(main.run({str(tmp_path)!r}))")
+    t = tmux(f"env TERM=xterm-256color {shlex.quote(sys.executable)} -c {shlex.quote(code)}", height=60)
+    screen = t.wait_for("EXITED 3")
+    assert "ZeroDivisionError" in screen and "internal error" in screen

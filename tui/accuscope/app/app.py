@@ -105,6 +105,11 @@ class AccuscopeApp(App):
         super().notify(printable(message), title=printable(title), severity=severity, timeout=timeout,
                        markup=markup)
 
+    def action_help_quit(self) -> None:
+        """ctrl+c (in a text field it copies): say how to quit instead."""
+        self.notify("ctrl+q quits accuscope (q or esc goes back a screen; ? lists the keys)",
+                    title="Quit?", timeout=5)
+
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen(self.screen, getattr(self.screen, "HELP", "")))

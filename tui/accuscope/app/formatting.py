@@ -8,7 +8,6 @@ from __future__ import annotations
 import math
 
 from rich.cells import cell_len, chop_cells
-from rich.markup import escape
 
 from ..engine.names import printable
 
@@ -16,9 +15,11 @@ ELLIPSIS = "…"
 
 
 def shown(text: object) -> str:
-    """Text from data (names, paths, errors) for a markup string: control characters as `?`, markup
-    escaped."""
-    return escape(printable(str(text)))
+    """Text from data (names, paths, errors) for a markup string: control characters as `?`, every
+    `[` escaped (textual's markup reads `[2J` as a tag, which rich's escape() leaves alone), and a
+    trailing backslash kept from escaping the markup that follows (a zero-width space after it)."""
+    text = printable(str(text)).replace("[", "\\[")
+    return text + "\u200b" if text.endswith("\\") else text
 
 
 def number(value: float, width: int = 9, toward: int = 0) -> str:

@@ -28,7 +28,11 @@ def run(workspace: str | os.PathLike | None = None, task: str | os.PathLike | No
         return ExitCode.UNUSABLE
     from .app import AccuscopeApp
     root = Path(workspace) if workspace else default_workspace()
-    root.mkdir(parents=True, exist_ok=True)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        print(f"accuscope: workspace {root}: {exc.strerror or exc}", file=sys.stderr)
+        return ExitCode.UNUSABLE
     app = AccuscopeApp(root, Path(task) if task else None,
                        (compare[0], Path(compare[1])) if compare else None)
     app.run()
