@@ -14,7 +14,7 @@ from accuscope.app.graphscreen import GraphScreen
 from accuscope.app.newtask import NewTaskScreen
 from accuscope.app.optable import OperatorTable
 from accuscope.app.taskscreen import TaskScreen
-from accuscope.engine.demo import MAIN
+from accuscope.engine.demo import MAIN, TASKS
 from accuscope.engine.task import load_task
 from accuscope.engine.taskrun import spec_from_meta
 
@@ -26,7 +26,7 @@ def test_browser_lists_tasks_and_opens_one(ws):
         browser = pilot.app.screen
         assert isinstance(browser, BrowserScreen)
         names = {e.name for e in browser.entries}
-        assert MAIN.name in names and len(names) == 2
+        assert MAIN.name in names and len(names) == len(TASKS)
         row = [e.name for e in browser.entries].index(MAIN.name)
         browser.query_one("DataTable").move_cursor(row=row)
         await pilot.press("enter")
@@ -119,12 +119,12 @@ def test_delete_asks_first(ws):
         text = screen_text(pilot.app)
         assert "Delete the task folder" in text and "y yes" in text and "n no" in text  # not an empty box
         await pilot.press("n")
-        assert len(browser.entries) == 2
+        assert len(browser.entries) == len(TASKS)
         await pilot.press("d", "y")
         await pilot.pause()
-        assert len(browser.entries) == 1
+        assert len(browser.entries) == len(TASKS) - 1
     drive(AccuscopeApp(ws), script)
-    assert len([p for p in ws.iterdir() if (p / "task.json").exists()]) == 1
+    assert len([p for p in ws.iterdir() if (p / "task.json").exists()]) == len(TASKS) - 1
 
 
 def test_help_lists_the_screen_keys(ws):
@@ -351,6 +351,7 @@ def test_80x24_browser_keeps_its_counts_beside_a_long_task_name(ws):
     (ws / MAIN.name).rename(ws / long_name)
 
     async def script(pilot):
+        await pilot.pause()
         text = screen_text(pilot.app)
         task = load_task(ws / long_name)
         line = next(line for line in text.splitlines() if "a-task-whose" in line)
@@ -391,3 +392,136 @@ def test_names_from_data_never_send_control_characters(ws):
         drawn = "".join(segment.text for strip in strips for segment in strip)
         assert "?]0;pwned??[2J" in drawn and "\x1b" not in drawn and "\x07" not in drawn
     drive(AccuscopeApp(ws), script)
+
+
+def test_quit_during_a_run_asks(ws, tmp_path):
+    folder = ws / MAIN.name
+    task = load_task(folder)
+    spec = slow_rerun(task, tmp_path, 0.5)
+
+    async def script(pilot):
+        screen = pilot.app.screen
+        await wait_for(pilot, lambda: screen.running)
+        await pilot.press("ctrl+q")
+        assert isinstance(pilot.app.screen, ConfirmDialog)
+        text = screen_text(pilot.app)
+        assert "Cancel it and quit?" in text and "y yes" in text and "n no" in text
+        await pilot.press("n")
+        assert pilot.app.is_running and screen.running
+        await pilot.press("ctrl+q", "y")
+        await wait_for(pilot, lambda: screen.cancel.is_set())
+    drive(AccuscopeApp(ws, compare=(spec, folder)), script)
+
+
+def test_downsample_keeps_extremes():
+    x = np.arange(10_000, dtype=float)
+    y = np.ones(10_000)
+    y[1234], y[8765] = 0.2, 1.7
+    xs, ys = downsample(x, y, 50)
+    assert len(xs) <= 100 and 0.2 in ys and 1.7 in ys and 1234 in xs
+
+
+def test_advisor_strip_and_screen_jump_to_the_op_that_introduced_the_error(ws):
+    async def script(pilot):
+        screen = pilot.app.screen
+        await wait_for(pilot, lambda: screen.advice is not None)
+        assert "introduced the error" in str(screen.query_one("#summary").render())
+        await pilot.press("a")
+        assert isinstance(pilot.app.screen, AdviceScreen)
+        first = pilot.app.screen.advice.findings[0]
+        assert first.rule == "introduced" and "/block1/conv1/Conv" in first.op
+        await pilot.press("enter")
+        assert pilot.app.screen is screen
+        table = screen.query_one(OperatorTable)
+        assert table.cursor_row == first.row
+        assert table.table.columns["origin"][first.row] == "introduced"
+    drive(AccuscopeApp(ws, open_path=ws / MAIN.name), script)
+    assert (ws / MAIN.name / "advice.json").exists()
+
+
+def test_new_task_form_checks_fields_and_runs(ws):
+    meta = load_task(ws / MAIN.name).meta
+
+    async def script(pilot):
+        await pilot.press("n")
+        form = pilot.app.screen
+        assert isinstance(form, NewTaskScreen)
+        form.query_one("#npu").value = str(ws / "nowhere")
+        await pilot.pause()
+        assert "no such file" in str(form.query_one("#why-npu").render())
+        form.query_one("#npu").value = meta["model"]  # a model is not dumped tensors
+        await pilot.pause()
+        assert "not dumped tensors" in str(form.query_one("#why-npu").render())
+        (ws / "not-a-dump").mkdir(exist_ok=True)
+        (ws / "not-a-dump" / "notes.txt").write_text("x")
+        form.query_one("#npu").value = str(ws / "not-a-dump")  # a folder of the wrong kind: no green tick
+        await pilot.pause()
+        assert "not a dump" in str(form.query_one("#why-npu").render())
+        form.query_one("#npu").value = meta["golden"]  # any dump may stand on either side
+        await pilot.pause()
+        assert "✓ npy" in str(form.query_one("#why-npu").render())
+        form.query_one("#golden").value = meta["golden"]
+        form.query_one("#model").value = meta["model"]
+        form.query_one("#name").value = str(ws / "fresh")
+        form.query_one("#range").value = "1,-1"
+        await pilot.pause()
+        assert "three integers" in str(form.query_one("#why-range").render())
+        await pilot.press("ctrl+s")
+        assert pilot.app.screen is form  # refused: fields to fix
+        form.query_one("#npu").value = meta["npu"]
+        form.query_one("#range").value = ""
+        await pilot.pause()
+        assert "✓" in str(form.query_one("#why-npu").render())
+        await pilot.press("ctrl+s")
+        screen = pilot.app.screen
+        assert isinstance(screen, TaskScreen)
+        await wait_for(pilot, lambda: not screen.running and len(screen.table_widget.table) > 0)
+    drive(AccuscopeApp(ws), script)
+    assert load_task(ws / "fresh").meta["state"] == "done"
+
+
+def test_graph_follows_the_table_and_back(ws):
+    async def script(pilot):
+        screen = pilot.app.screen
+        table = screen.query_one(OperatorTable)
+        await pilot.press("exclamation_mark")
+        row = table.cursor_row
+        await pilot.press("g")
+        graph = pilot.app.screen
+        assert isinstance(graph, GraphScreen)
+        await wait_for(pilot, lambda: graph.graph is not None)
+        await pilot.press("o")  # to the consumer of the failing conv
+        await pilot.pause()
+        await pilot.press("q")
+        assert pilot.app.screen is screen
+        assert table.cursor_row != row
+        assert table.table.columns["npu_op"][table.cursor_row] != table.table.columns["npu_op"][row]
+    drive(AccuscopeApp(ws, open_path=ws / MAIN.name), script, size=(160, 50))
+
+
+def test_new_task_form_asks_a_raw_bin_golden_for_shape_and_dtype(ws, tmp_path):
+    from accuscope.engine.ascend import DumpTensor, write_dump_file
+    y = np.linspace(-1, 1, 128, dtype=np.float32).reshape(1, 8, 4, 4)
+    (tmp_path / "npu").mkdir()
+    write_dump_file(tmp_path / "npu" / "Conv2D.conv1.3.1700000000000000", "conv1",
+                    outputs=[DumpTensor(y.astype(np.float16))])
+    y.tofile(tmp_path / "conv1.bin")
+
+    async def script(pilot):
+        await pilot.press("n")
+        form = pilot.app.screen
+        form.query_one("#npu").value = str(tmp_path / "npu")
+        form.query_one("#golden").value = str(tmp_path / "conv1.bin")
+        form.query_one("#name").value = str(ws / "bin")
+        await pilot.pause()
+        assert "needs its shape and dtype" in str(form.query_one("#why-shape").render())
+        form.query_one("#shape").value = "1,8,4,4"
+        form.query_one("#dtype").value = "float32"
+        await pilot.pause()
+        await pilot.press("ctrl+s")
+        screen = pilot.app.screen
+        assert isinstance(screen, TaskScreen)
+        await wait_for(pilot, lambda: not screen.running and len(screen.table_widget.table) > 0)
+    drive(AccuscopeApp(ws), script)
+    task = load_task(ws / "bin")
+    assert task.meta["golden_shape"] == [1, 8, 4, 4] and task.table.numbers("cos")[-1] > 0.9999
