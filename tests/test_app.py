@@ -525,3 +525,18 @@ def test_new_task_form_asks_a_raw_bin_golden_for_shape_and_dtype(ws, tmp_path):
     drive(AccuscopeApp(ws), script)
     task = load_task(ws / "bin")
     assert task.meta["golden_shape"] == [1, 8, 4, 4] and task.table.numbers("cos")[-1] > 0.9999
+
+
+def test_path_fields_keep_their_text_unselected_and_complete_with_tab(ws):
+    async def script(pilot):
+        await pilot.press("o")
+        answer = pilot.app.screen.query_one("#answer")
+        assert answer.value == f"{ws}/" and answer.selection.is_empty  # typing appends, never replaces
+        await pilot.press(*"tiny", "tab")
+        assert answer.value == f"{ws}/tiny"  # several tasks start so: they are listed
+        assert all(t.name in screen_text(pilot.app).replace("\n", " ") for t in TASKS if t.name.startswith("tiny"))
+        await pilot.press(*"net-f", "tab")
+        assert answer.value == f"{ws}/{MAIN.name}/" and answer.cursor_position == len(answer.value)
+        await pilot.press("backspace", "enter")
+        assert isinstance(pilot.app.screen, TaskScreen)
+    drive(AccuscopeApp(ws), script)
