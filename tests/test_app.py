@@ -425,11 +425,13 @@ def test_advisor_strip_and_screen_jump_to_the_op_that_introduced_the_error(ws):
     async def script(pilot):
         screen = pilot.app.screen
         await wait_for(pilot, lambda: screen.advice is not None)
-        assert "introduced the error" in str(screen.query_one("#summary").render())
+        strip = str(screen.query_one("#summary").render())
+        assert strip.startswith("✗ the model fails") and "introduced the error" in strip  # verdict, then the op
         await pilot.press("a")
         assert isinstance(pilot.app.screen, AdviceScreen)
-        first = pilot.app.screen.advice.findings[0]
+        first = pilot.app.screen.advice.cause
         assert first.rule == "introduced" and "/block1/conv1/Conv" in first.op
+        await pilot.press("down")
         await pilot.press("enter")
         assert pilot.app.screen is screen
         table = screen.query_one(OperatorTable)

@@ -1,7 +1,6 @@
 """The summary strip of the task screen (the advisor's place once it has findings)."""
 from __future__ import annotations
 
-
 from ..engine.advice import Advice
 from ..engine.results import ResultTable
 from ..engine.summary import summarize
@@ -19,10 +18,10 @@ def summary_lines(table: ResultTable, thresholds: Thresholds, running: bool = Fa
         return ["[dim]comparing: rows appear as they are computed…[/]" if running else "[dim]no rows[/]"]
     lines = []
     if advice is not None and advice.primary is not None:
-        shown = [advice.primary] + ([advice.cause] if advice.cause is not None and advice.primary.rule == "verdict"
-                                    else [])
-        lines.append(" · ".join(finding_line(f) for f in shown) + (f" · [dim]a: {len(advice.findings)} findings[/]"
-                                                                    if len(advice.findings) > len(shown) else ""))
+        top = [advice.primary] + ([advice.cause] if advice.cause is not None and advice.primary.rule == "verdict"
+                                  else [])
+        lines.append(" · ".join(finding_line(f) for f in top) + (f" · [dim]a: {len(advice.findings)} findings[/]"
+                                                                  if len(advice.findings) > len(top) else ""))
     if s.first_failing is None:
         lines.append(f"[$mark-pass]✓[/] {s.counts_text()}" + (" so far" if running else ""))
     else:

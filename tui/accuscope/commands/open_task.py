@@ -6,7 +6,6 @@ from pathlib import Path
 
 from ..engine.task import load_task
 from ..engine.tensor import SourceError
-from ..exitcode import ExitCode
 
 
 def register(sub) -> None:
