@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import os
-from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Iterable
 
@@ -10,10 +9,10 @@ from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
 
-from ..engine.columns import CSV_OF
-from ..engine.compare import ALGORITHMS, CompareSpec
+from ..engine.compare import CompareSpec
 from ..engine.names import printable
-from ..engine.task import load_task
+from ..engine.task import Task, load_task, task_path
+from ..engine.taskrun import spec_from_meta
 from .browser import BrowserScreen
 from .dialogs import ConfirmDialog, HelpScreen
 from .formatting import shown
@@ -40,26 +39,29 @@ class AccuscopeApp(App):
         self.open_path, self.compare = open_path, compare
         self.trusted_plugins: set[str] = set()  # plugin folders the user confirmed in this run
 
-    def with_plugins_confirmed(self, spec: CompareSpec, then: Callable[[CompareSpec], None]) -> None:
-        """Call `then(spec)` for a re-run from a task.json. Its plugin folder holds Python code named
-        by a file anyone may have written: it runs only once the user confirms that folder in this
-        run of the app; declined, `then` gets the spec without plugins; esc calls nothing."""
-        folder = spec.custom_dir
-        if not folder or os.path.realpath(folder) in self.trusted_plugins:
-            then(spec)
+    def rerun_spec(self, task: Task, then: Callable[[CompareSpec], None]) -> None:
+        """Call `then(spec)` to re-run `task` as its task.json says. The plugin folder task.json names
+        holds Python code in a file anyone may have written: it is used only once the user confirmed
+        that folder in this run of the app; declined (n), `then` gets the spec without plugins; esc
+        calls nothing."""
+        folder = task.meta.get("custom_algorithms")
+        path = task_path(task.folder, folder) if folder else None
+
+        def spec(plugins: bool) -> CompareSpec:
+            return spec_from_meta(task.meta, task.thresholds, folder=task.folder,
+                                  **({"custom_dir": str(path)} if plugins else {}))
+        if path is None or os.path.realpath(path) in self.trusted_plugins:
+            then(spec(path is not None))
             return
 
         def answer(yes: bool | None) -> None:
             if yes:
-                self.trusted_plugins.add(os.path.realpath(folder))
-                then(spec)
-            elif yes is not None:
-                builtin = set(ALGORITHMS) | {CSV_OF.get(k, k) for k in ALGORITHMS}
-                algorithms = [a for a in spec.algorithms if a in builtin] if spec.algorithms else None
-                then(replace(spec, custom_dir=None, algorithms=algorithms or None))
+                self.trusted_plugins.add(os.path.realpath(path))
+            if yes is not None:
+                then(spec(yes))
         self.push_screen(ConfirmDialog(
             f"This task was compared with algorithm plugins: the Python files (alg_*.py) in\n"
-            f"[b]{shown(folder)}[/]\nRe-running with them runs that code on this machine. Trust it?",
+            f"[b]{shown(path)}[/]\nRe-running with them runs that code on this machine. Trust it?",
             "[b]y[/] run them   [b]n[/] re-run without plugins   [b]esc[/] cancel"), answer)
 
     def on_mount(self) -> None:

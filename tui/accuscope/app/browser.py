@@ -167,9 +167,7 @@ class BrowserScreen(Screen):
         if not meta.get("npu") or not meta.get("golden"):
             self.notify(f"{e.path}: task.json does not say what was compared", severity="error")
             return
-        from ..engine.taskrun import spec_from_meta
-        self.app.with_plugins_confirmed(spec_from_meta(meta, task.thresholds),
-                                        lambda spec: self.app.push_screen(TaskScreen(task=task, run=(spec, e.path))))
+        self.app.rerun_spec(task, lambda spec: self.app.push_screen(TaskScreen(task=task, run=(spec, e.path))))
 
     def action_delete(self) -> None:
         e = self.selected

@@ -83,6 +83,7 @@ class TaskScreen(Screen):
         self._progress_text = ""
         self.advice: Advice | None = None
         self.advising = False
+        self.run_error = ""  # why the last run started here failed
 
     # ---- layout -------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -140,12 +141,17 @@ class TaskScreen(Screen):
     def update_status(self) -> None:
         state = self.state_line()
         self.query_one("#status", Static).update(shown(" · ".join(p for p in (self.table_widget.status, state) if p)))
-        self.table_widget.empty_text = state or "no rows"
+        if self.table_widget.empty_text != (state or "no rows"):
+            self.table_widget.empty_text = state or "no rows"
+            self.table_widget.refresh()
 
     def state_line(self) -> str:
-        """The run's progress, or the state a failed or cancelled task was left in with its error."""
+        """The run's progress, why the last run here failed, or the state a failed or cancelled task
+        was left in with its error."""
         if self.running:
             return self._progress_text or "comparing: starting"
+        if self.run_error:
+            return f"failed: {printable(self.run_error)}"
         meta = self.opened.meta if self.opened else {}
         state = meta.get("state") or ""
         if state in ("failed", "cancelled") or (state == "running" and not len(self.opened.table)):
@@ -263,9 +269,7 @@ class TaskScreen(Screen):
     def action_rerun(self) -> None:
         if self.running or self.opened is None or self.opened.meta.get("foreign"):
             return
-        from ..engine.taskrun import spec_from_meta
-        self.app.with_plugins_confirmed(spec_from_meta(self.opened.meta, self.thresholds),
-                                        lambda spec: self.start_run(spec, self.folder))
+        self.app.rerun_spec(self.opened, lambda spec: self.start_run(spec, self.folder))
 
     def action_graph(self) -> None:
         widget = self.table_widget
@@ -317,7 +321,7 @@ class TaskScreen(Screen):
 
     # ---- running a comparison -----------------------------------------------------------------
     def start_run(self, spec: engine.CompareSpec, folder: Path) -> None:
-        self.running = True
+        self.running, self.run_error = True, ""
         self.cancel.clear()
         self._live, self._plan, self._done = None, None, 0
         self.query_one(ProgressBar).add_class("running")
@@ -384,10 +388,8 @@ class TaskScreen(Screen):
             error = event.worker.error
             message = str(error) if isinstance(error, SourceError) else f"{type(error).__name__}: {error}"
             self.notify(message, title="comparison failed", severity="error", timeout=15)
+            self.run_error = message  # before reload: its views say so
             self.reload(None)
-            if self.opened is not None and self.opened.meta.get("state") != "failed":
-                self.opened.meta.update(state="failed", error=message)  # failed before task.json said so
-                self.update_status()
 
     def reload(self, message: str | None) -> None:
         try:
