@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 
 import numpy as np
 
@@ -210,9 +211,11 @@ def test_cancelled_run_keeps_the_previous_result(ws, tmp_path):
 
 
 def moved_inputs(folder, tmp_path):
-    """The task's task.json pointing at input folders that are no longer there."""
+    """The task's input folders moved away: neither where task.json says nor beside it."""
     doc = json.loads((folder / "task.json").read_text())
-    doc["npu"], doc["golden"] = str(tmp_path / "moved" / "npu"), str(tmp_path / "moved" / "golden")
+    for side in ("npu", "golden"):
+        shutil.move(folder / side, tmp_path / f"moved-{side}")
+        doc[side] = str(tmp_path / "gone" / side)
     (folder / "task.json").write_text(json.dumps(doc))
 
 

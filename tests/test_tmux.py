@@ -183,5 +183,5 @@ def test_a_crash_exits_3_and_leaves_its_traceback_on_the_terminal(tmux, tmp_path
             "browser.BrowserScreen.on_mount = lambda self: 1 / 0; "
             f"sys.exit(main.run({str(tmp_path)!r}))")
     t = tmux(f"env TERM=xterm-256color {shlex.quote(sys.executable)} -c {shlex.quote(code)}", height=60)
-    screen = t.wait_for("EXITED 3")
+    screen = t.wait_for("EXITED 3", timeout=90)
     assert "ZeroDivisionError" in screen and "internal error" in screen
