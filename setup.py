@@ -3,5 +3,5 @@ numpy fallback (same numbers, several times slower on big dumps)."""
 from setuptools import Extension, setup
 
 setup(ext_modules=[Extension(
-    "accuscope.engine._kernel", ["tui/accuscope/engine/_kernel.c"],
+    "accuscope.engine.compare._kernel", ["tui/accuscope/engine/compare/_kernel.c"],
     extra_compile_args=["-O3", "-fopenmp-simd", "-fno-trapping-math", "-ffp-contract=off", "-std=c99"], optional=True)])

@@ -30,8 +30,8 @@ def main() -> None:
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     from accuscope.cli import main as cli
-    from accuscope.engine.advice import ADVICE_JSON
-    from accuscope.engine.advisor import advise
+    from accuscope.engine.diagnose.advice import ADVICE_JSON
+    from accuscope.engine.diagnose.advisor import advise
     from conftest import _rapidocr_models
     from test_sides import constants_as_initializers
 

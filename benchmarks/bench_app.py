@@ -24,8 +24,8 @@ from textual import events
 from accuscope.app import taskscreen
 from accuscope.app.app import AccuscopeApp
 from accuscope.app.optable import OperatorTable
-from accuscope.engine import compare as engine
-from accuscope.engine.taskrun import run_task
+from accuscope.engine.compare import comparison as engine
+from accuscope.engine.tasks.taskrun import run_task
 
 TARGET = 0.100
 

@@ -26,9 +26,9 @@ import time
 
 import numpy as np
 
-from accuscope.engine import compare as engine
-from accuscope.engine.ascend import DumpTensor, write_dump_file
-from accuscope.engine.metrics import compiled_kernel
+from accuscope.engine.compare import comparison as engine
+from accuscope.engine.sources.ascend import DumpTensor, write_dump_file
+from accuscope.engine.compare.metrics import compiled_kernel
 
 EPS64, EPS32 = np.finfo(np.float64).eps, np.finfo(np.float32).eps
 
@@ -147,7 +147,7 @@ def _status_mb(field: str) -> float:
 
 def _grow_dump(path: str, n: int, step: int) -> None:
     """Rewrite a one-element dump as an n-element one, streaming the payload (no n-sized array)."""
-    from accuscope.engine.ascend import build_header, write_raw
+    from accuscope.engine.sources.ascend import build_header, write_raw
     msg, _ = build_header("big", [], [DumpTensor(np.zeros(1, np.float32))])
     msg.output[0].shape.dim[:] = [n]
     msg.output[0].original_shape.dim[:] = [n]

@@ -23,8 +23,8 @@ import time
 
 import numpy as np
 
-from accuscope.engine.ascend import DumpTensor, write_dump_file
-from accuscope.engine.npudump import open_npu_dump
+from accuscope.engine.sources.ascend import DumpTensor, write_dump_file
+from accuscope.engine.sources.npudump import open_npu_dump
 
 GROUPS = {  # name -> (storage format, logical shape, dtype, share of the bytes)
     "ND float32": ("ND", (1, 256, 64, 64), np.float32, 0.55),

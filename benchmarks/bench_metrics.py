@@ -17,7 +17,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # one core, as in a worker p
 
 import numpy as np  # noqa: E402
 
-from accuscope.engine import metrics  # noqa: E402
+from accuscope.engine.compare import metrics  # noqa: E402
 
 
 def pairs(n: int) -> dict[str, tuple[np.ndarray, np.ndarray]]:

@@ -23,8 +23,8 @@ import time
 
 import numpy as np
 
-from accuscope.engine.golden import open_golden
-from accuscope.engine.opdetail import detail_tensors
+from accuscope.engine.sources.golden import open_golden
+from accuscope.engine.diagnose.opdetail import detail_tensors
 
 CHANNELS = 64
 

@@ -23,9 +23,9 @@ import numpy as np
 from textual.app import App, ComposeResult
 
 from accuscope.app.optable import OperatorTable
-from accuscope.engine.columns import NUMERIC_METRICS
-from accuscope.engine.results import ResultTable
-from accuscope.engine.thresholds import Thresholds
+from accuscope.engine.compare.columns import NUMERIC_METRICS
+from accuscope.engine.compare.results import ResultTable
+from accuscope.engine.compare.thresholds import Thresholds
 
 TYPES = ["Conv2D", "Relu", "Add", "MatMul", "TransData", "Data", "Cast", "Softmax", "LayerNorm",
          "BatchMatMulV2", "Mul", "GeLU"]
@@ -182,7 +182,7 @@ def main() -> None:
     print(line("app start -> first table line rendered", rendered, FIRST_FRAME_TARGET))
     print(line("app start -> run_test ready", ready, FIRST_FRAME_TARGET))
     if args.task:
-        from accuscope.engine.task import load_task, save_task
+        from accuscope.engine.tasks.task import load_task, save_task
         with tempfile.TemporaryDirectory(prefix="accuscope-bench-optable-") as folder:
             save_task(folder, {"npu": "bench", "golden": "bench"}, table, thresholds)
 

@@ -49,7 +49,7 @@ results = RunResults.load(sys.argv[1])
 print(sum(int(a.size) for _name, iterations in results.items() for it in iterations for a in it.values()))
 """
 READ_ACCUSCOPE = """import sys
-from accuscope.engine import polygraphy
+from accuscope.engine.sources import polygraphy
 entries, _ = polygraphy.read(sys.argv[1])
 print(sum(int(t.load().size) for t in entries))
 """

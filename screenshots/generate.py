@@ -9,7 +9,7 @@ import tempfile
 from pathlib import Path
 
 from accuscope.app.app import AccuscopeApp
-from accuscope.engine.demo import MAIN, build_workspace
+from accuscope.engine.demo.workspace import MAIN, build_workspace
 
 HERE = Path(__file__).parent
 

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from accuscope.engine.demo import build_workspace
+from accuscope.engine.demo.workspace import build_workspace
 
 
 @pytest.fixture(scope="session")

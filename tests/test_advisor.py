@@ -14,19 +14,20 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from accuscope.engine import compare as engine
-from accuscope.engine import demo, oprerun
-from accuscope.engine.advice import ADVICE_JSON, add_origin_columns, load_advice
-from accuscope.engine.advisor import advise
-from accuscope.engine.golden import open_golden
-from accuscope.engine.graph import load_graph
-from accuscope.engine.npusim import fuse, simulate
-from accuscope.engine.ortdump import dump_onnx, node_names
-from accuscope.engine.preprocess import diagnose, resize
-from accuscope.engine.task import load_task
-from accuscope.engine.taskrun import run_task
-from accuscope.engine.tensor import SourceError, sanitize
-from accuscope.engine.thresholds import Thresholds
+from accuscope.engine.compare import comparison as engine
+from accuscope.engine.demo import workspace as demo
+from accuscope.engine.diagnose import oprerun
+from accuscope.engine.diagnose.advice import ADVICE_JSON, add_origin_columns, load_advice
+from accuscope.engine.diagnose.advisor import advise
+from accuscope.engine.sources.golden import open_golden
+from accuscope.engine.graphs.graph import load_graph
+from accuscope.engine.demo.npusim import fuse, simulate
+from accuscope.engine.runs.ortdump import dump_onnx, node_names
+from accuscope.engine.diagnose.preprocess import diagnose, resize
+from accuscope.engine.tasks.task import load_task
+from accuscope.engine.tasks.taskrun import run_task
+from accuscope.engine.sources.tensor import SourceError, sanitize
+from accuscope.engine.compare.thresholds import Thresholds
 
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
@@ -173,8 +174,8 @@ def test_without_a_framework_model_the_weaker_method_still_finds_both_faults(dem
 def _table_task(folder: Path, out_cos: float, out_red: float, is_output: bool = True,
                 mid: tuple[float, float] = (0.95, 0.3)) -> Path:
     """A task holding only a result table (no dumps named): input -> conv1 -> relu (the output)."""
-    from accuscope.engine.results import ResultTable
-    from accuscope.engine.task import save_task
+    from accuscope.engine.compare.results import ResultTable
+    from accuscope.engine.tasks.task import save_task
     rows = [("Data", "image", "output", 1.0, 0.0, False),
             ("Conv2D", "conv1", "input", 0.9999, 0.001, False), ("Conv2D", "conv1", "output", *mid, False),
             ("Relu", "relu", "input", *mid, False), ("Relu", "relu", "output", out_cos, out_red, is_output)]

@@ -15,9 +15,9 @@ from accuscope.app.graphscreen import GraphScreen
 from accuscope.app.newtask import NewTaskScreen
 from accuscope.app.optable import OperatorTable
 from accuscope.app.taskscreen import TaskScreen
-from accuscope.engine.demo import MAIN, TASKS
-from accuscope.engine.task import load_task
-from accuscope.engine.taskrun import spec_from_meta
+from accuscope.engine.demo.workspace import MAIN, TASKS
+from accuscope.engine.tasks.task import load_task
+from accuscope.engine.tasks.taskrun import spec_from_meta
 
 from appkit import drive, screen_text, wait_for
 
@@ -504,7 +504,7 @@ def test_graph_follows_the_table_and_back(ws):
 
 
 def test_new_task_form_asks_a_raw_bin_golden_for_shape_and_dtype(ws, tmp_path):
-    from accuscope.engine.ascend import DumpTensor, write_dump_file
+    from accuscope.engine.sources.ascend import DumpTensor, write_dump_file
     y = np.linspace(-1, 1, 128, dtype=np.float32).reshape(1, 8, 4, 4)
     (tmp_path / "npu").mkdir()
     write_dump_file(tmp_path / "npu" / "Conv2D.conv1.3.1700000000000000", "conv1",

@@ -8,10 +8,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from accuscope.engine import compare as engine
-from accuscope.engine import layout
-from accuscope.engine.ascend import DumpTensor, build_header, crop_to, read_dump_file, write_dump_file, write_raw
-from accuscope.engine.tensor import TensorError
+from accuscope.engine.compare import comparison as engine
+from accuscope.engine.sources import layout
+from accuscope.engine.sources.ascend import DumpTensor, build_header, crop_to, read_dump_file, write_dump_file, write_raw
+from accuscope.engine.sources.tensor import TensorError
 
 from conftest import ASCEND_FIXTURES
 

@@ -10,7 +10,7 @@ import sys
 import numpy as np
 import pytest
 
-from accuscope.engine.ascend import DumpTensor, write_dump_file
+from accuscope.engine.sources.ascend import DumpTensor, write_dump_file
 
 from conftest import ASCEND_FIXTURES
 

@@ -7,10 +7,10 @@ import threading
 import numpy as np
 import pytest
 
-from accuscope.engine import compare as engine
-from accuscope.engine.graph import load_graph
-from accuscope.engine.metrics import compiled_kernel
-from accuscope.engine.task import load_task
+from accuscope.engine.compare import comparison as engine
+from accuscope.engine.graphs.graph import load_graph
+from accuscope.engine.compare.metrics import compiled_kernel
+from accuscope.engine.tasks.task import load_task
 
 from conftest import cls_with_planted_fault
 from test_cli import accuscope
@@ -142,8 +142,8 @@ def test_a_plugin_that_ends_its_process_costs_only_its_own_row(case, tmp_path, m
 def test_cli_compare_against_a_raw_bin_golden_needs_and_records_its_shape(tmp_path):
     """A bare .bin golden (e.g. from a TensorRT or bmodel run) is one tensor: shape and dtype come
     from the command line and are kept in task.json, so the task can be re-run."""
-    from accuscope.engine.ascend import DumpTensor, write_dump_file
-    from accuscope.engine.taskrun import spec_from_meta
+    from accuscope.engine.sources.ascend import DumpTensor, write_dump_file
+    from accuscope.engine.tasks.taskrun import spec_from_meta
     y = np.random.default_rng(3).standard_normal((1, 8, 4, 4)).astype(np.float32)
     (tmp_path / "npu").mkdir()
     write_dump_file(tmp_path / "npu" / "Conv2D.conv1.3.1700000000000000", "conv1",
@@ -163,7 +163,7 @@ def test_cli_compare_against_a_raw_bin_golden_needs_and_records_its_shape(tmp_pa
 
 
 def test_a_pair_whose_sizes_differ_is_a_row_with_the_reason(tmp_path):
-    from accuscope.engine.ascend import DumpTensor, write_dump_file
+    from accuscope.engine.sources.ascend import DumpTensor, write_dump_file
     (tmp_path / "npu").mkdir()
     write_dump_file(tmp_path / "npu" / "Conv2D.conv1.3.1700000000000000", "conv1",
                     outputs=[DumpTensor(np.ones((1, 8, 4, 4), np.float16))])

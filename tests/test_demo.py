@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 
 from accuscope.commands import demo as demo_cmd
-from accuscope.engine import demo
-from accuscope.engine.golden import open_golden
-from accuscope.engine.npudump import open_npu_dump
-from accuscope.engine.tensor import SourceError
-from accuscope.engine.task import list_tasks, load_task
+from accuscope.engine.demo import workspace as demo
+from accuscope.engine.sources.golden import open_golden
+from accuscope.engine.sources.npudump import open_npu_dump
+from accuscope.engine.sources.tensor import SourceError
+from accuscope.engine.tasks.task import list_tasks, load_task
 
 from test_cli import accuscope
 
@@ -68,7 +68,7 @@ def test_workspace_holds_finished_openable_tasks(workspace):
 def test_onnx_only_task_finds_the_float16_overflow(workspace):
     """Two ONNX models, no accelerator format: the Pow of the LayerNorm overflows in float16, and
     the re-run of the reference op on the candidate's own inputs says it introduced the NaN/inf."""
-    from accuscope.engine.advisor import advise
+    from accuscope.engine.diagnose.advisor import advise
     root, folders = workspace
     folder = root / demo.ONNX_FP16.name
     c = load_task(folder).table.columns

@@ -21,7 +21,7 @@ import onnxruntime as ort
 import pytest
 from onnx import numpy_helper
 
-from accuscope.engine.advisor import advise
+from accuscope.engine.diagnose.advisor import advise
 
 from test_sides import constants_as_initializers
 

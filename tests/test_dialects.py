@@ -15,11 +15,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from accuscope.engine import atb, gegraph, mindspore, tpumlir
-from accuscope.engine.ascend import bf16_to_float32
-from accuscope.engine.graph import load_graph
-from accuscope.engine.layout import to_storage
-from accuscope.engine.tensor import SourceError
+from accuscope.engine.sources import atb
+from accuscope.engine.graphs import gegraph
+from accuscope.engine.sources import mindspore
+from accuscope.engine.sources import tpumlir
+from accuscope.engine.sources.ascend import bf16_to_float32
+from accuscope.engine.graphs.graph import load_graph
+from accuscope.engine.sources.layout import to_storage
+from accuscope.engine.sources.tensor import SourceError
 
 
 @pytest.fixture(scope="session")
@@ -497,10 +500,10 @@ def test_fuzz_mlir_loc_table_returns_or_says_why(tmp_path, text):
 def test_tpumlir_tensor_names_pair_with_an_onnxruntime_reference_side(tmp_path, cls_model, cls_run):
     """Read as the registry reads a dialect (its tensors in a GoldenDump, seen as a Side), the
     tpu-mlir keys pair by tensor name with `accuscope dump`'s onnxruntime run of the same model."""
-    from accuscope.engine.golden import GoldenDump
-    from accuscope.engine.ortdump import dump_onnx
-    from accuscope.engine.sources import open_side
-    from accuscope.engine.side import Side
+    from accuscope.engine.sources.golden import GoldenDump
+    from accuscope.engine.runs.ortdump import dump_onnx
+    from accuscope.engine.sources.registry import open_side
+    from accuscope.engine.sources.side import Side
 
     x = np.random.default_rng(7).standard_normal((1, 3, 48, 192)).astype(np.float32)
     dump_onnx(cls_model, tmp_path / "ref", {"x": x})

@@ -8,8 +8,8 @@ import sys
 
 import numpy as np
 
-from accuscope.engine.sources import detect
-from accuscope.engine.task import load_task
+from accuscope.engine.sources.registry import detect
+from accuscope.engine.tasks.task import load_task
 
 from test_dialects import cls_run, save_npz, write_atb, write_ms_step  # noqa: F401 - cls_run is a fixture
 

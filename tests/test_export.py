@@ -9,18 +9,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from accuscope.engine import demo
-from accuscope.engine.ascend import DumpTensor, write_dump_file
-from accuscope.engine.export import (INSIDE, NO_ERROR, UPSTREAM, export, read_manifest, select_in_task,
+from accuscope.engine.demo import workspace as demo
+from accuscope.engine.sources.ascend import DumpTensor, write_dump_file
+from accuscope.engine.export.folder import (INSIDE, NO_ERROR, UPSTREAM, export, read_manifest, select_in_task,
                                      task_graphs)
-from accuscope.engine.golden import open_golden
-from accuscope.engine.retest import retest
-from accuscope.engine.graph import load_graph
-from accuscope.engine.npusim import simulate
-from accuscope.engine.ortdump import dump_onnx
-from accuscope.engine.subgraph import SelectionError, select
-from accuscope.engine.task import load_task
-from accuscope.engine.tensor import SourceError
+from accuscope.engine.sources.golden import open_golden
+from accuscope.engine.export.retest import retest
+from accuscope.engine.graphs.graph import load_graph
+from accuscope.engine.demo.npusim import simulate
+from accuscope.engine.runs.ortdump import dump_onnx
+from accuscope.engine.graphs.subgraph import SelectionError, select
+from accuscope.engine.tasks.task import load_task
+from accuscope.engine.sources.tensor import SourceError
 
 from test_cli import accuscope
 

@@ -18,8 +18,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from accuscope.engine import compare as engine
-from accuscope.engine.task import list_tasks, load_task
+from accuscope.engine.compare import comparison as engine
+from accuscope.engine.tasks.task import list_tasks, load_task
 
 from conftest import cls_with_planted_fault
 from test_cli import ENV, accuscope
@@ -181,8 +181,8 @@ def test_helper_processes_die_with_a_killed_parent(case, tmp_path):
     (tmp_path / "plugins" / "algorithm" / "alg_Max.py").write_text(
         "import numpy as np\ndef compare(a, b, args):\n    return f'{float(np.abs(a - b).max()):.3f}', ''\n")
     script = textwrap.dedent(f"""
-        from accuscope.engine import compare as engine
-        from accuscope.engine.taskrun import run_task
+        from accuscope.engine.compare import comparison as engine
+        from accuscope.engine.tasks.taskrun import run_task
         spec = engine.CompareSpec({str(root / "npu" / "dump")!r}, {str(root / "golden")!r}, {sim.model_json!r},
                                   custom_dir={str(tmp_path / "plugins")!r})
         run_task(spec, {str(tmp_path / "task")!r}, workers=2, inline_bytes=0)
@@ -202,7 +202,7 @@ def test_a_worker_that_dies_costs_only_its_own_row(case, tmp_path):
     root, sim = case
     script = textwrap.dedent(f"""
         import json
-        from accuscope.engine import compare as engine
+        from accuscope.engine.compare import comparison as engine
         plan = engine.plan(engine.CompareSpec({str(root / "npu" / "dump")!r}, {str(root / "golden")!r},
                                               {sim.model_json!r}))
         table = engine.execute(plan, workers=2, inline_bytes=0)
@@ -391,9 +391,9 @@ def test_unusable_input_leaves_an_existing_task_as_it_was(case, task, tmp_path):
 
 
 def test_a_task_made_ready_by_its_caller_records_why_its_input_was_unusable(tmp_path):
-    from accuscope.engine.task import mark_state
-    from accuscope.engine.taskrun import run_task
-    from accuscope.engine.tensor import SourceError
+    from accuscope.engine.tasks.task import mark_state
+    from accuscope.engine.tasks.taskrun import run_task
+    from accuscope.engine.sources.tensor import SourceError
     mark_state(tmp_path / "retest", "running", kind="retest")  # as the re-test of an export does
     with pytest.raises(SourceError, match="no such file or folder"):
         run_task(engine.CompareSpec(str(tmp_path / "missing"), str(tmp_path / "also-missing")), tmp_path / "retest")

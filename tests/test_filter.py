@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from accuscope.engine.results import MAX_DEPTH, FilterError, ResultTable
+from accuscope.engine.compare.results import MAX_DEPTH, FilterError, ResultTable
 
 
 @pytest.fixture

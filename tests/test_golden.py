@@ -10,8 +10,8 @@ import time
 import numpy as np
 import pytest
 
-from accuscope.engine.golden import GoldenDump, open_golden
-from accuscope.engine.tensor import SourceError, TensorError, read_payload
+from accuscope.engine.sources.golden import GoldenDump, open_golden
+from accuscope.engine.sources.tensor import SourceError, TensorError, read_payload
 
 DTYPES = [np.float16, np.float32, np.int8, np.bool_]
 
@@ -270,7 +270,7 @@ def test_unusable_sources_raise_source_error_naming_the_path(tmp_path, case):
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from accuscope.engine.golden import _npy_header  # noqa: E402
+from accuscope.engine.sources.golden import _npy_header  # noqa: E402
 from fuzz.corpus import npy_bytes as npy_with_header  # noqa: E402
 
 _DESCRS = st.one_of(st.sampled_from(["<f4", ">f8", "|u1", "<i8", "|b1", "<c8", "<f2", "|O", "<U4", "|V0",

@@ -10,9 +10,9 @@ from onnx import TensorProto, helper, numpy_helper
 
 import numpy as np
 
-from accuscope.engine.caffegraph import parse_text_format
-from accuscope.engine.graph import Graph, load_graph
-from accuscope.engine.tensor import SourceError
+from accuscope.engine.graphs.caffegraph import parse_text_format
+from accuscope.engine.graphs.graph import Graph, load_graph
+from accuscope.engine.sources.tensor import SourceError
 
 
 # ---------------------------------------------------------------- real PP-OCR models

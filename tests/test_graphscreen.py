@@ -18,8 +18,8 @@ from accuscope.app.dialogs import AskDialog, HelpScreen
 from accuscope.app.graphscreen import ChooseDialog, GraphScreen
 from accuscope.app.graphview import GraphView
 from accuscope.app.optable import OperatorTable
-from accuscope.engine.demo import MAIN
-from accuscope.engine.task import load_task
+from accuscope.engine.demo.workspace import MAIN
+from accuscope.engine.tasks.task import load_task
 
 from appkit import drive, screen_text, wait_for
 

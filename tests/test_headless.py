@@ -9,7 +9,7 @@ import accuscope.engine as engine
 
 
 def test_no_engine_module_imports_textual():
-    modules = [m.name for m in pkgutil.iter_modules(engine.__path__, "accuscope.engine.")]
+    modules = [m.name for m in pkgutil.walk_packages(engine.__path__, "accuscope.engine.")]
     assert len(modules) >= 8
     code = ("import importlib, sys\n"
             f"for name in {modules!r}:\n"

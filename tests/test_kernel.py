@@ -1,4 +1,4 @@
-"""The compiled kernel (engine/_kernel.c): built, and equal to the numpy fallback."""
+"""The compiled kernel (engine/compare/_kernel.c): built, and equal to the numpy fallback."""
 from __future__ import annotations
 
 import importlib
@@ -7,8 +7,8 @@ import os
 import numpy as np
 import pytest
 
-import accuscope.engine.metrics as M
-from accuscope.engine.metrics import compare_arrays
+import accuscope.engine.compare.metrics as M
+from accuscope.engine.compare.metrics import compare_arrays
 
 needs_kernel = pytest.mark.skipif(M._kernel is None, reason="no kernel: not built (see the first test) or ACCUSCOPE_KERNEL=numpy")
 
@@ -17,9 +17,9 @@ def test_the_compiled_kernel_is_built():
     if os.environ.get("ACCUSCOPE_KERNEL") == "numpy":
         pytest.skip("ACCUSCOPE_KERNEL=numpy: the fallback alone is under test")
     try:
-        importlib.import_module("accuscope.engine._kernel")
+        importlib.import_module("accuscope.engine.compare._kernel")
     except ImportError as exc:
-        pytest.fail(f"accuscope.engine._kernel did not build ({exc}): install a C compiler and the "
+        pytest.fail(f"accuscope.engine.compare._kernel did not build ({exc}): install a C compiler and the "
                     "Python headers, then reinstall, or set ACCUSCOPE_KERNEL=numpy")
 
 

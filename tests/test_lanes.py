@@ -7,12 +7,12 @@ import time
 import numpy as np
 import pytest
 
-from accuscope.engine import demo
-from accuscope.engine.golden import open_golden
-from accuscope.engine.graph import Graph, Node, load_graph
-from accuscope.engine.lanes import LIMIT, NODE, layout
-from accuscope.engine.npusim import simulate
-from accuscope.engine.ortdump import dump_onnx
+from accuscope.engine.demo import workspace as demo
+from accuscope.engine.sources.golden import open_golden
+from accuscope.engine.graphs.graph import Graph, Node, load_graph
+from accuscope.engine.graphs.lanes import LIMIT, NODE, layout
+from accuscope.engine.demo.npusim import simulate
+from accuscope.engine.runs.ortdump import dump_onnx
 
 
 def graph(*ops: tuple[str, list[str], list[str]]) -> Graph:

@@ -8,8 +8,8 @@ import math
 import numpy as np
 import pytest
 
-import accuscope.engine.metrics as M
-from accuscope.engine.metrics import compare_arrays
+import accuscope.engine.compare.metrics as M
+from accuscope.engine.compare.metrics import compare_arrays
 
 EPS64 = np.finfo(np.float64).eps
 EPS32 = np.finfo(np.float32).eps

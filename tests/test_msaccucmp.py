@@ -36,8 +36,8 @@ import pytest
 
 from conftest import CACHE
 
-from accuscope.engine.columns import KEY_OF
-from accuscope.engine.metrics import compare_arrays
+from accuscope.engine.compare.columns import KEY_OF
+from accuscope.engine.compare.metrics import compare_arrays
 
 MINDSTUDIO_PROBE = "mindstudio-probe==26.2.0"  # 26.x: the first releases whose wheel holds msaccucmp
 EPS32 = float(np.finfo(np.float32).eps)

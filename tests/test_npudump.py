@@ -6,10 +6,10 @@ import shutil
 import numpy as np
 import pytest
 
-from accuscope.engine.ascend import DumpTensor, write_dump_file
-from accuscope.engine.names import parse_dump_name
-from accuscope.engine.npudump import open_npu_dump
-from accuscope.engine.tensor import SourceError
+from accuscope.engine.sources.ascend import DumpTensor, write_dump_file
+from accuscope.engine.sources.names import parse_dump_name
+from accuscope.engine.sources.npudump import open_npu_dump
+from accuscope.engine.sources.tensor import SourceError
 
 from conftest import ASCEND_FIXTURES
 

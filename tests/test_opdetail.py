@@ -9,13 +9,14 @@ import threading
 import numpy as np
 import pytest
 
-from accuscope.engine import compare as engine
-from accuscope.engine import opdetail as od
-from accuscope.engine import opfiles, oppair
-from accuscope.engine.ascend import DumpTensor, write_dump_file
-from accuscope.engine.task import save_task
-from accuscope.engine.taskrun import run_task
-from accuscope.engine.tensor import SourceError
+from accuscope.engine.compare import comparison as engine
+from accuscope.engine.diagnose import opdetail as od
+from accuscope.engine.diagnose import opfiles
+from accuscope.engine.diagnose import oppair
+from accuscope.engine.sources.ascend import DumpTensor, write_dump_file
+from accuscope.engine.tasks.task import save_task
+from accuscope.engine.tasks.taskrun import run_task
+from accuscope.engine.sources.tensor import SourceError
 
 from conftest import cls_with_planted_fault
 from test_cli import accuscope

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from accuscope.engine.oprange import OpRange
-from accuscope.engine.tensor import SourceError
+from accuscope.engine.graphs.oprange import OpRange
+from accuscope.engine.sources.tensor import SourceError
 
 
 @pytest.mark.parametrize("text, last, kept", [

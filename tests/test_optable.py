@@ -12,8 +12,8 @@ from textual.app import App, ComposeResult
 
 from accuscope.app import formatting as fmt
 from accuscope.app.optable import OperatorTable
-from accuscope.engine.results import FilterError, ResultTable
-from accuscope.engine.thresholds import Thresholds
+from accuscope.engine.compare.results import FilterError, ResultTable
+from accuscope.engine.compare.thresholds import Thresholds
 
 nan = math.nan
 TYPES = ["Conv2D", "Relu", "Add", "MatMul", "TransData"]

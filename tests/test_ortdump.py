@@ -14,9 +14,9 @@ from onnx import TensorProto as T  # noqa: E402
 from onnx import helper as h  # noqa: E402
 from onnx import numpy_helper as nh  # noqa: E402
 
-from accuscope.engine.names import parse_golden_name, read_mapping_csv  # noqa: E402
-from accuscope.engine.ortdump import DumpReport, dump_onnx, make_random_inputs, node_names  # noqa: E402
-from accuscope.engine.tensor import SourceError, sanitize  # noqa: E402
+from accuscope.engine.sources.names import parse_golden_name, read_mapping_csv  # noqa: E402
+from accuscope.engine.runs.ortdump import DumpReport, dump_onnx, make_random_inputs, node_names  # noqa: E402
+from accuscope.engine.sources.tensor import SourceError, sanitize  # noqa: E402
 
 TS = 1700000000000000
 CLS_SHAPE = (1, 3, 48, 192)
@@ -115,7 +115,7 @@ def test_node_names_follow_the_graph_loader_convention():
 
 
 def test_node_names_agree_with_the_onnx_graph_loader(cls_model, det_model, tmp_path):
-    onnxgraph = pytest.importorskip("accuscope.engine.onnxgraph")
+    onnxgraph = pytest.importorskip("accuscope.engine.graphs.onnxgraph")
     k = nh.from_array(np.ones((2, 3), np.float32))
     nodes = [h.make_node("Constant", [], ["k"], value=k), h.make_node("Add", ["x", "k"], ["a"]),
              h.make_node("Relu", ["a"], ["b"], name="Add_1"), h.make_node("Relu", ["b"], ["c"]),
@@ -274,7 +274,7 @@ def test_fp16_converted_cls_model_dumps(cls_model, cls_input, tmp_path):
 
 
 def test_sequence_tensors_and_unfetchable_tensors_are_skipped(tmp_path, monkeypatch):
-    from accuscope.engine import ortdump
+    from accuscope.engine.runs import ortdump
 
     nodes = [h.make_node("SplitToSequence", ["x"], ["seq"], name="split", keepdims=0),
              h.make_node("ConcatFromSequence", ["seq"], ["c"], name="cat", axis=0),

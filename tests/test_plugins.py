@@ -9,8 +9,8 @@ import textwrap
 import numpy as np
 import pytest
 
-from accuscope.engine import plugins
-from accuscope.engine.tensor import SourceError
+from accuscope.engine.compare import plugins
+from accuscope.engine.sources.tensor import SourceError
 
 X = np.arange(1, 7, dtype=np.float32)
 Y = X + 0.5

@@ -10,10 +10,10 @@ import sys
 import numpy as np
 import pytest
 
-from accuscope.engine import polygraphy
-from accuscope.engine.golden import open_golden
-from accuscope.engine.sources import detect
-from accuscope.engine.tensor import SourceError, TensorError
+from accuscope.engine.sources import polygraphy
+from accuscope.engine.sources.golden import open_golden
+from accuscope.engine.sources.registry import detect
+from accuscope.engine.sources.tensor import SourceError, TensorError
 
 from test_cli import accuscope
 
@@ -291,7 +291,7 @@ def test_detection_reads_head_and_tail(tmp_path):
 
 MEMORY_PROBE = """
 import sys
-from accuscope.engine import polygraphy
+from accuscope.engine.sources import polygraphy
 
 def status(field):  # VmHWM: this process's own peak (ru_maxrss would carry the parent's over fork + exec)
     with open("/proc/self/status") as fh:

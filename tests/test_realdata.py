@@ -7,12 +7,12 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from accuscope.engine.golden import open_golden
-from accuscope.engine.graph import load_graph
-from accuscope.engine.mapping import map_tensors
-from accuscope.engine.npudump import open_npu_dump
-from accuscope.engine.npusim import simulate
-from accuscope.engine.ortdump import dump_onnx
+from accuscope.engine.sources.golden import open_golden
+from accuscope.engine.graphs.graph import load_graph
+from accuscope.engine.compare.mapping import map_tensors
+from accuscope.engine.sources.npudump import open_npu_dump
+from accuscope.engine.demo.npusim import simulate
+from accuscope.engine.runs.ortdump import dump_onnx
 
 
 @pytest.fixture(scope="module")

@@ -6,9 +6,9 @@ import math
 import numpy as np
 import pytest
 
-from accuscope.engine.columns import NUMERIC_METRICS
-from accuscope.engine.results import FilterError, ResultTable
-from accuscope.engine.thresholds import Thresholds, parse_assignment
+from accuscope.engine.compare.columns import NUMERIC_METRICS
+from accuscope.engine.compare.results import FilterError, ResultTable
+from accuscope.engine.compare.thresholds import Thresholds, parse_assignment
 
 nan = math.nan
 TYPES = ["Conv2D", "Relu", "Add", "MatMul", "TransData", "Data", "Cast", "Softmax", "LayerNorm"]

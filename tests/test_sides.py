@@ -17,10 +17,10 @@ import numpy as np
 import onnx
 import pytest
 
-from accuscope.engine.mapping import read_mapping_file
-from accuscope.engine.sources import detect, open_side
-from accuscope.engine.task import load_task
-from accuscope.engine.tensor import SourceError
+from accuscope.engine.compare.mapping import read_mapping_file
+from accuscope.engine.sources.registry import detect, open_side
+from accuscope.engine.tasks.task import load_task
+from accuscope.engine.sources.tensor import SourceError
 
 
 def accuscope(*args) -> subprocess.CompletedProcess:
@@ -196,7 +196,7 @@ def test_a_model_or_an_unknown_folder_is_no_side(cls_pair, tmp_path):
 
 def test_swapped_sides_are_recognised(ws, tmp_path):
     """The demo's device dump given as the reference and its framework dump as the side under test."""
-    from accuscope.engine.demo import MAIN
+    from accuscope.engine.demo.workspace import MAIN
     meta = json.loads((ws / MAIN.name / "task.json").read_text())
     r = accuscope("compare", "--npu", meta["golden"], "--golden", meta["npu"], "--out", tmp_path / "t")
     assert "swapped" in r.stderr and f"--npu {meta['npu']}" in r.stderr
@@ -286,8 +286,8 @@ def test_npu_against_npu_pairs_through_the_framework_names_both_record(ws, tmp_p
     fusion attributes name, and only the quantized conv makes its error."""
     from dataclasses import replace as dc_replace
 
-    from accuscope.engine import demo
-    from accuscope.engine.demo import MAIN, build_model, demo_image
+    from accuscope.engine.demo import workspace as demo
+    from accuscope.engine.demo.workspace import MAIN, build_model, demo_image
     main = ws / MAIN.name
     (tmp_path / "clean" / "npu").mkdir(parents=True)
     (tmp_path / "clean" / "model").mkdir()

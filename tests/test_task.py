@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 
 import accuscope
-from accuscope.engine import task as task_module
-from accuscope.engine.results import ResultTable
-from accuscope.engine.task import list_tasks, load_task, mark_state, save_task
-from accuscope.engine.tensor import SourceError
-from accuscope.engine.thresholds import Thresholds
+from accuscope.engine.tasks import task as task_module
+from accuscope.engine.compare.results import ResultTable
+from accuscope.engine.tasks.task import list_tasks, load_task, mark_state, save_task
+from accuscope.engine.sources.tensor import SourceError
+from accuscope.engine.compare.thresholds import Thresholds
 
 META = {"npu": "/data/npu_dump", "golden": "/data/golden_npy", "model": "/data/resnet50.om",
         "algorithms": ["cos", "max_abs", "kl"], "range": "1,-1,1", "ops": [], "custom_dir": ""}
@@ -203,7 +203,7 @@ def test_list_tasks_on_a_missing_root(tmp_path):
 
 # ---- generations, true states, files that lie ----------------------------------------------------
 def test_a_rerun_replaces_the_csv_and_makes_earlier_advice_and_exports_stale(tmp_path):
-    from accuscope.engine.advice import fingerprint
+    from accuscope.engine.diagnose.advice import fingerprint
     folder = tmp_path / "t"
     first_csv = save_task(folder, META, _table(seed=1), Thresholds(), {})
     meta = load_task(folder).meta
@@ -297,7 +297,7 @@ def test_result_files_get_the_users_umask(tmp_path):
 
 
 def test_a_rerun_from_task_json_runs_no_custom_algorithms_unless_asked(tmp_path):
-    from accuscope.engine.taskrun import spec_from_meta
+    from accuscope.engine.tasks.taskrun import spec_from_meta
     meta = {**META, "algorithms": ["cos", "Plug"], "custom_algorithms": str(tmp_path / "evil")}
     spec = spec_from_meta(meta)
     assert spec.custom_dir is None and spec.algorithms == ["cos"]

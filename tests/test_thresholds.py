@@ -4,9 +4,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from accuscope.engine.results import ResultTable
-from accuscope.engine.summary import summarize
-from accuscope.engine.thresholds import MSIT_DEFAULTS, Thresholds
+from accuscope.engine.compare.results import ResultTable
+from accuscope.engine.compare.summary import summarize
+from accuscope.engine.compare.thresholds import MSIT_DEFAULTS, Thresholds
 
 
 def test_edit_changes_only_the_named_thresholds():

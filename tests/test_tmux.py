@@ -11,8 +11,8 @@ import time
 
 import pytest
 
-from accuscope.engine.demo import MAIN
-from accuscope.engine.task import load_task
+from accuscope.engine.demo.workspace import MAIN
+from accuscope.engine.tasks.task import load_task
 
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
 
@@ -95,7 +95,7 @@ def tmux():
 
 
 def test_open_triage_and_quit_at_80x24(tmux, tmp_path):
-    from accuscope.engine.demo import build_workspace
+    from accuscope.engine.demo.workspace import build_workspace
     build_workspace(tmp_path)
     task = load_task(tmp_path / MAIN.name)
     first = task.table.row(int(task.table.columns["fail"].argmax()))
@@ -128,7 +128,7 @@ def test_open_of_a_missing_task_exits_2(tmp_path):
 
 def test_compare_tui_runs_in_the_app_and_saves_the_task(tmux, tmp_path):
     """The one-command triage: `accuscope compare ... --tui` shows the comparison as it runs."""
-    from accuscope.engine.demo import build_workspace
+    from accuscope.engine.demo.workspace import build_workspace
     build_workspace(tmp_path / "ws")
     meta = load_task(tmp_path / "ws" / MAIN.name).meta
     out = tmp_path / "ws" / "again"

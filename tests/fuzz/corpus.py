@@ -46,8 +46,8 @@ sys.path.insert(0, str(REPO / "tui"))
 
 import numpy as np  # noqa: E402
 
-from accuscope.engine import ascend  # noqa: E402
-from accuscope.engine.tensor import SourceError, TensorError  # noqa: E402
+from accuscope.engine.sources import ascend  # noqa: E402
+from accuscope.engine.sources.tensor import SourceError, TensorError  # noqa: E402
 
 CLASSES = ("ascend", "npy", "npz", "bin", "omjson", "onnx", "prototxt", "mapping", "resultcsv")
 MEMORY_LIMIT = 1 << 30  # RLIMIT_AS of the child: a reader that allocates what a header claims dies here
@@ -71,7 +71,7 @@ def build_seeds(work: Path) -> dict[str, list[Path]]:
     if not done.exists():
         shutil.rmtree(root, ignore_errors=True)
         root.mkdir(parents=True)
-        from accuscope.engine.demo import build_workspace
+        from accuscope.engine.demo.workspace import build_workspace
         build_workspace(root / "demo")
         golden = sorted((root / "demo").glob("*/golden"))[0]
         arrays = {p.stem.split(".")[0]: np.load(p) for p in sorted(golden.glob("*.npy"))[:6]}
@@ -480,7 +480,7 @@ def cases(seeds: dict[str, list[Path]], per_seed: int = 20, seed: int = 0,
 
 def _materialize(case: Case, seeds: dict[str, list[Path]], d: Path) -> tuple[Path, dict, list[str]]:
     """Write the case into folder d: (path to open, open options, names of good siblings to find)."""
-    from accuscope.engine.names import parse_golden_name
+    from accuscope.engine.sources.names import parse_golden_name
     if case.cls in ("npy", "mapping"):
         folder = d / "golden"
         folder.mkdir()
@@ -534,11 +534,11 @@ def _materialize(case: Case, seeds: dict[str, list[Path]], d: Path) -> tuple[Pat
 
 def run_case(case: Case, seeds: dict[str, list[Path]], d: Path) -> tuple[str, str]:
     """(outcome, detail) of one case, run in this process."""
-    from accuscope.engine.convert import convert
-    from accuscope.engine.csvio import read_result_csv
-    from accuscope.engine.golden import open_golden
-    from accuscope.engine.graph import load_graph
-    from accuscope.engine.npudump import open_npu_dump
+    from accuscope.engine.sources.convert import convert
+    from accuscope.engine.tasks.csvio import read_result_csv
+    from accuscope.engine.sources.golden import open_golden
+    from accuscope.engine.graphs.graph import load_graph
+    from accuscope.engine.sources.npudump import open_npu_dump
     path, options, good = _materialize(case, seeds, d)
     try:
         if case.cls in ("omjson", "onnx", "prototxt"):

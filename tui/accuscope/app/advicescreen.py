@@ -8,7 +8,7 @@ from textual.screen import Screen
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
-from ..engine.advice import Advice, Finding
+from ..engine.diagnose.advice import Advice, Finding
 from .footer import Footer
 from .formatting import shown
 

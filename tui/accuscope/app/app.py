@@ -9,10 +9,10 @@ from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
 
-from ..engine.compare import CompareSpec
-from ..engine.names import printable
-from ..engine.task import Task, load_task, task_path
-from ..engine.taskrun import spec_from_meta
+from ..engine.compare.comparison import CompareSpec
+from ..engine.sources.names import printable
+from ..engine.tasks.task import Task, load_task, task_path
+from ..engine.tasks.taskrun import spec_from_meta
 from .browser import BrowserScreen
 from .dialogs import ConfirmDialog, HelpScreen
 from .formatting import shown

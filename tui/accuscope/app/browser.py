@@ -11,8 +11,8 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
-from ..engine.tensor import SourceError
-from ..engine.task import TaskSummary, list_tasks, load_task
+from ..engine.sources.tensor import SourceError
+from ..engine.tasks.task import TaskSummary, list_tasks, load_task
 from .footer import Footer
 from .dialogs import AskDialog, ConfirmDialog
 from . import formatting as fmt

@@ -6,9 +6,9 @@ import math
 import numpy as np
 from textual_plotext import PlotextPlot
 
-from ..engine.columns import CSV_OF
-from ..engine.results import ResultTable
-from ..engine.thresholds import Thresholds
+from ..engine.compare.columns import CSV_OF
+from ..engine.compare.results import ResultTable
+from ..engine.compare.thresholds import Thresholds
 
 
 def downsample(x: np.ndarray, y: np.ndarray, buckets: int) -> tuple[np.ndarray, np.ndarray]:

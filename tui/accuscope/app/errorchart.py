@@ -15,7 +15,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from ..engine.opdetail import INF_BIN, ChannelStats, ErrorSketch, OpDetail, PairInfo, bin_edges
+from ..engine.diagnose.opdetail import INF_BIN, ChannelStats, ErrorSketch, OpDetail, PairInfo, bin_edges
 from . import formatting as fmt
 from .formatting import shown
 from .chart import Chart

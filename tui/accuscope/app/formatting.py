@@ -9,7 +9,7 @@ import math
 
 from rich.cells import cell_len, chop_cells
 
-from ..engine.names import printable
+from ..engine.sources.names import printable
 
 ELLIPSIS = "…"
 

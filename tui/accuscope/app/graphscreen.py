@@ -39,13 +39,13 @@ from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option
 from textual.worker import Worker, WorkerState
 
-from ..engine.graph import Graph, Node, load_graph
-from ..engine.lanes import Lanes, layout, reads
-from ..engine.results import ResultTable
-from ..engine.subgraph import Selection, SelectionError, select
-from ..engine.task import framework_model, meta_path, read_task_doc
-from ..engine.tensor import SourceError
-from ..engine.thresholds import Thresholds
+from ..engine.graphs.graph import Graph, Node, load_graph
+from ..engine.graphs.lanes import Lanes, layout, reads
+from ..engine.compare.results import ResultTable
+from ..engine.graphs.subgraph import Selection, SelectionError, select
+from ..engine.tasks.task import framework_model, meta_path, read_task_doc
+from ..engine.sources.tensor import SourceError
+from ..engine.compare.thresholds import Thresholds
 from .footer import Footer
 from . import formatting as fmt
 from .formatting import shown
@@ -247,7 +247,7 @@ class GraphScreen(Screen["int | None"]):
 
     @work(thread=True, exclusive=True, group="framework", exit_on_error=False)
     def framework_worker(self):
-        from ..engine.export import framework_model_path
+        from ..engine.export.folder import framework_model_path
         path = framework_model_path(self.folder)
         if path is None:
             raise SourceError("the task names no framework model (task.json \"framework_model\"): a selection "
@@ -599,7 +599,7 @@ class GraphScreen(Screen["int | None"]):
         if self.exporting:
             self._say("an export is running", timeout=3)
             return
-        from ..engine.export import default_out_dir
+        from ..engine.export.folder import default_out_dir
         selection = self.selection
         default = str(default_out_dir(self.folder, selection))
 
@@ -636,7 +636,7 @@ class GraphScreen(Screen["int | None"]):
 
     @work(thread=True, exclusive=True, group="export", exit_on_error=False)
     def export_worker(self, selection: Selection, out: Path):
-        from ..engine.export import export
+        from ..engine.export.folder import export
 
         def progress(step: str, done: int, total: int) -> None:
             self._progress = f"export: {step} ({done}/{total})"

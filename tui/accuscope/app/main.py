@@ -5,7 +5,7 @@ import os
 import sys
 from pathlib import Path
 
-from ..engine.compare import CompareSpec
+from ..engine.compare.comparison import CompareSpec
 from ..exitcode import ExitCode
 
 

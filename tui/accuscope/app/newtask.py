@@ -12,13 +12,13 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Input, Label, SelectionList, Static
 
-from ..engine.columns import CSV_OF
-from ..engine.compare import ALGORITHMS, CompareSpec
-from ..engine.golden import RAW_SUFFIXES
-from ..engine.oprange import OpRange
-from ..engine.sources import detect
-from ..engine.tensor import SourceError
-from ..engine.thresholds import Thresholds
+from ..engine.compare.columns import CSV_OF
+from ..engine.compare.comparison import ALGORITHMS, CompareSpec
+from ..engine.sources.golden import RAW_SUFFIXES
+from ..engine.graphs.oprange import OpRange
+from ..engine.sources.registry import detect
+from ..engine.sources.tensor import SourceError
+from ..engine.compare.thresholds import Thresholds
 from .footer import Footer
 from .formatting import shown
 

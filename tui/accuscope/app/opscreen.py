@@ -40,10 +40,10 @@ from textual.strip import Strip
 from textual.widgets import ProgressBar, Static
 from textual.worker import Worker, WorkerState
 
-from ..engine.opdetail import TOP_DEFAULT, TOP_MAX, WORDS, OpDetail, TopN, exact_count, layout_of
-from ..engine.oppair import OpPair, open_op
-from ..engine.results import ResultTable
-from ..engine.tensor import SourceError
+from ..engine.diagnose.opdetail import TOP_DEFAULT, TOP_MAX, WORDS, OpDetail, TopN, exact_count, layout_of
+from ..engine.diagnose.oppair import OpPair, open_op
+from ..engine.compare.results import ResultTable
+from ..engine.sources.tensor import SourceError
 from .footer import Footer
 from . import formatting as fmt
 from .formatting import shown

@@ -34,8 +34,8 @@ from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from ..engine.results import KIND, FilterError, ResultTable
-from ..engine.thresholds import Thresholds, exempt
+from ..engine.compare.results import KIND, FilterError, ResultTable
+from ..engine.compare.thresholds import Thresholds, exempt
 from . import formatting as fmt
 
 __all__ = ["OperatorTable", "FilterError", "IO_MODES"]

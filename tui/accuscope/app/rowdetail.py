@@ -10,9 +10,9 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from ..engine.columns import CSV_OF
-from ..engine.results import ResultTable
-from ..engine.thresholds import Thresholds
+from ..engine.compare.columns import CSV_OF
+from ..engine.compare.results import ResultTable
+from ..engine.compare.thresholds import Thresholds
 from .formatting import number
 from .formatting import shown
 

@@ -1,10 +1,10 @@
 """The summary strip of the task screen (the advisor's place once it has findings)."""
 from __future__ import annotations
 
-from ..engine.advice import Advice
-from ..engine.results import ResultTable
-from ..engine.summary import summarize
-from ..engine.thresholds import Thresholds
+from ..engine.diagnose.advice import Advice
+from ..engine.compare.results import ResultTable
+from ..engine.compare.summary import summarize
+from ..engine.compare.thresholds import Thresholds
 from .advicescreen import finding_line
 from .formatting import shown
 

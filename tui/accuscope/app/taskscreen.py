@@ -13,16 +13,16 @@ from textual.screen import Screen
 from textual.widgets import Input, ProgressBar, Static
 from textual.worker import Worker, WorkerState
 
-from ..engine import compare as engine
-from ..engine.advice import Advice, add_origin_columns, load_advice
-from ..engine.advisor import advise
-from ..engine.columns import CSV_OF
-from ..engine.names import printable
-from ..engine.results import FilterError, ResultTable
-from ..engine.task import Task, load_task
-from ..engine.taskrun import run_task
-from ..engine.tensor import SourceError
-from ..engine.thresholds import Thresholds, parse_assignments
+from ..engine.compare import comparison as engine
+from ..engine.diagnose.advice import Advice, add_origin_columns, load_advice
+from ..engine.diagnose.advisor import advise
+from ..engine.compare.columns import CSV_OF
+from ..engine.sources.names import printable
+from ..engine.compare.results import FilterError, ResultTable
+from ..engine.tasks.task import Task, load_task
+from ..engine.tasks.taskrun import run_task
+from ..engine.sources.tensor import SourceError
+from ..engine.compare.thresholds import Thresholds, parse_assignments
 from .footer import Footer
 from .advicescreen import AdviceScreen
 from .chart import MetricChart
@@ -254,7 +254,7 @@ class TaskScreen(Screen):
     def save_thresholds(self) -> None:
         if self.opened is None or self.opened.meta.get("foreign") or self.running:
             return
-        from ..engine.task import mark_state
+        from ..engine.tasks.task import mark_state
         doc = mark_state(self.folder, self.opened.meta.get("state") or "done",
                          thresholds=self.thresholds.to_dict())
         self.opened.meta.update(doc)

@@ -6,8 +6,8 @@ import sys
 from pathlib import Path
 
 
-from ..engine.advice import Advice
-from ..engine.advisor import advise
+from ..engine.diagnose.advice import Advice
+from ..engine.diagnose.advisor import advise
 from ..exitcode import ExitCode
 from .common import err, out, show
 

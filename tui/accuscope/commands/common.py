@@ -8,7 +8,7 @@ import numpy as np
 from rich.console import Console
 from rich.markup import escape
 
-from ..engine.names import printable
+from ..engine.sources.names import printable
 
 out = Console(highlight=False, soft_wrap=False)
 err = Console(stderr=True, highlight=False)

@@ -8,14 +8,14 @@ from pathlib import Path
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-from ..engine import compare as engine
-from ..engine.mapping import DEVICE_ONLY
-from ..engine.metrics import compiled_kernel
-from ..engine.sources import detect
-from ..engine.summary import summarize
-from ..engine.taskrun import run_task
-from ..engine.thresholds import Thresholds, parse_assignment
-from ..engine.tensor import SourceError
+from ..engine.compare import comparison as engine
+from ..engine.compare.mapping import DEVICE_ONLY
+from ..engine.compare.metrics import compiled_kernel
+from ..engine.sources.registry import detect
+from ..engine.compare.summary import summarize
+from ..engine.tasks.taskrun import run_task
+from ..engine.compare.thresholds import Thresholds, parse_assignment
+from ..engine.sources.tensor import SourceError
 from ..exitcode import ExitCode
 from .common import add_source_options, err, out, show
 
@@ -106,7 +106,7 @@ def _two_runners(path: str, npu_runner: str | None, golden_runner: str | None) -
         return npu_runner or "actual", golden_runner or "desired"
     if kind != "polygraphy":
         return npu_runner, golden_runner
-    from ..engine import polygraphy
+    from ..engine.sources import polygraphy
     names = [name for name, _ in polygraphy.runners(path)]
     if len(names) < 2:
         raise SourceError(f"{path}: holds one runner ({', '.join(names)}); give --npu and --golden separately")
@@ -215,7 +215,7 @@ def compare_and_report(spec: engine.CompareSpec, args) -> int:
             out.print("[yellow]metrics ran on the numpy fallback[/] (the compiled kernel is not built); "
                       "reinstall accuscope where a C compiler is present for 2-3x faster comparisons")
     if args.advisor:
-        from ..engine.advisor import advise
+        from ..engine.diagnose.advisor import advise
         from .advise import print_advice
         print_advice(advise(args.out, workers=args.workers))
     return ExitCode.FINDINGS if args.fail_on_error and (summary.failing or warnings) else ExitCode.OK

@@ -4,11 +4,11 @@ from __future__ import annotations
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-from ..engine.convert import FORMATS, convert
-from ..engine.graph import Graph
-from ..engine.names import printable
-from ..engine.sources import open_source
-from ..engine.tensor import SourceError
+from ..engine.sources.convert import FORMATS, convert
+from ..engine.graphs.graph import Graph
+from ..engine.sources.names import printable
+from ..engine.sources.registry import open_source
+from ..engine.sources.tensor import SourceError
 from ..exitcode import ExitCode
 from .common import add_source_options, err, out, source_options
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 from rich.markup import escape
 
-from ..engine.demo import MAIN, TASKS, build_workspace, default_workspace
-from ..engine.task import load_task
+from ..engine.demo.workspace import MAIN, TASKS, build_workspace, default_workspace
+from ..engine.tasks.task import load_task
 from ..exitcode import ExitCode
 from .common import err, out
 

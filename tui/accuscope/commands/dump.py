@@ -7,8 +7,8 @@ from collections import Counter
 import numpy as np
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from ..engine.ortdump import OPTIMIZATION, dump_onnx
-from ..engine.tensor import SourceError
+from ..engine.runs.ortdump import OPTIMIZATION, dump_onnx
+from ..engine.sources.tensor import SourceError
 from ..exitcode import ExitCode
 from .common import err, out, show
 

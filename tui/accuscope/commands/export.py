@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 
 
-from ..engine import export as engine
+from ..engine.export import folder as engine
 from ..exitcode import ExitCode
 from .common import err, out, show
 

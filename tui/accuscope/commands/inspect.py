@@ -7,13 +7,13 @@ from collections import Counter
 from rich.markup import escape
 from rich.table import Table
 
-from ..engine import polygraphy
-from ..engine.golden import GoldenDump
-from ..engine.graph import Graph
-from ..engine.names import printable
-from ..engine.npudump import NpuDump
-from ..engine.sources import describe, open_source
-from ..engine.tensor import Problem, Tensor
+from ..engine.sources import polygraphy
+from ..engine.sources.golden import GoldenDump
+from ..engine.graphs.graph import Graph
+from ..engine.sources.names import printable
+from ..engine.sources.npudump import NpuDump
+from ..engine.sources.registry import describe, open_source
+from ..engine.sources.tensor import Problem, Tensor
 from ..exitcode import ExitCode
 from .common import add_source_options, counts, human_bytes, out, shape_text, source_options
 

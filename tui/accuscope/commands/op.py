@@ -9,10 +9,10 @@ from pathlib import Path
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from ..engine import opdetail
-from ..engine.opfiles import write_detail
-from ..engine.oppair import open_op
-from ..engine.tensor import SourceError
+from ..engine.diagnose import opdetail
+from ..engine.diagnose.opfiles import write_detail
+from ..engine.diagnose.oppair import open_op
+from ..engine.sources.tensor import SourceError
 from ..exitcode import ExitCode
 from .common import err, out, show
 

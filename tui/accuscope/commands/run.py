@@ -12,10 +12,10 @@ from datetime import datetime
 from pathlib import Path
 
 
-from ..engine import compare as engine
-from ..engine.sources import detect
-from ..engine.task import DUMPS_DIR, TASK_JSON
-from ..engine.tensor import SourceError
+from ..engine.compare import comparison as engine
+from ..engine.sources.registry import detect
+from ..engine.tasks.task import DUMPS_DIR, TASK_JSON
+from ..engine.sources.tensor import SourceError
 from .common import err, out, show
 from .compare import add_comparison_options, compare_and_report, thresholds_of
 from .dump import add_input_options, dump_options, dump_with_progress
@@ -71,7 +71,7 @@ def run(args) -> int:
 def _drop_older_dumps(folder: Path, keep: Path) -> None:
     """Dumps of earlier runs into this task, once task.json names the new ones (a failed or
     cancelled run keeps the old result and so its dumps: then both stay)."""
-    from ..engine.task import read_task_doc
+    from ..engine.tasks.task import read_task_doc
     try:
         named = str(read_task_doc(folder).get("golden") or "")
     except SourceError:

@@ -1,0 +1,541 @@
+"""Whole-network comparison: open both sides, map tensors, compare every pair in parallel.
+
+`plan()` does everything that can fail on bad input (opening sources, mapping, range) before any
+heavy work; `execute()` compares pairs on all cores, reports progress with the rows finished so
+far (the TUI shows them as they arrive), and stops early when `cancel` is set.
+"""
+from __future__ import annotations
+
+import os
+import threading
+import time
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass, field, replace
+from typing import Callable, Iterator
+
+import numpy as np
+
+from accuscope.engine.tasks import faults
+from accuscope.engine.compare import plugins as plugin_mod
+from accuscope.engine.sources.ascend import crop_to
+from accuscope.engine.compare.columns import CSV_OF, KEY_OF, NUMERIC_METRICS
+from accuscope.engine.graphs.graph import Graph, load_graph
+from accuscope.engine.compare.lifetime import die_with_parent, process_context
+from accuscope.engine.compare.mapping import DEVICE_ONLY, Pair, map_tensors, read_mapping_file
+from accuscope.engine.compare.metrics import CHUNK, PairMetrics, array_chunks, compare_chunks
+from accuscope.engine.graphs.oprange import OpRange
+from accuscope.engine.compare.results import ResultTable
+from accuscope.engine.sources.side import Side
+from accuscope.engine.sources.tensor import INPUT, OUTPUT, Problem, SourceError, Tensor, TensorError
+from accuscope.engine.compare.thresholds import Thresholds
+
+INLINE_BYTES = 64 << 20  # below this, worker processes cost more than they save
+ALGORITHMS = NUMERIC_METRICS + ["std"]
+FEW = 0.5  # a comparison pairing less than this share of either side's tensors is suspect
+
+
+@dataclass
+class CompareSpec:
+    npu: str  # the side under test: any source accuscope reads (sources.FORMATS)
+    golden: str  # the reference side: any source too
+    model: str | None = None  # an offline model (for the NPU side) or a framework model (golden side)
+    algorithms: list[str] | None = None  # short keys, CSV names or plugin names; None = all
+    op_range: str | None = None
+    ops: list[str] | None = None
+    custom_dir: str | None = None
+    thresholds: Thresholds = field(default_factory=Thresholds)
+    pick: str | int = "newest"
+    run: str | None = None
+    golden_shape: tuple[int, ...] | None = None  # a raw .bin golden file's shape and dtype
+    golden_dtype: str | None = None
+    npu_model: str | None = None  # each side's own model, when both are given
+    golden_model: str | None = None
+    mapping: str | None = None  # the user's npu_name,golden_name file
+    npu_runner: str | None = None  # Polygraphy runners and iteration
+    golden_runner: str | None = None
+    iteration: int = 0
+
+
+@dataclass
+class Coverage:
+    """How much of each side the comparison saw: never call a run that paired nothing a pass."""
+
+    npu_paired: int
+    npu_total: int
+    golden_used: int
+    golden_total: int
+    outputs_paired: int
+    outputs_total: int
+    npu_only: int = 0  # tensors of device-only ops / ops a converter inserted: no counterpart can exist
+    unreachable: list[str] = field(default_factory=list)  # tensors a side's run could not fetch (If/Loop bodies)
+    golden_unused: list[tuple[str, str]] = field(default_factory=list)  # (golden tensor, why no NPU tensor pairs it)
+
+    @property
+    def warnings(self) -> list[str]:
+        found = []
+        if self.npu_total and self.npu_paired < FEW * self.npu_total:
+            found.append(f"only {self.npu_paired:,} of {self.npu_total:,} NPU tensors have a golden counterpart")
+        if self.golden_total and self.golden_used < FEW * self.golden_total:
+            found.append(f"only {self.golden_used:,} of {self.golden_total:,} golden tensors were used")
+        if self.outputs_paired == 0:
+            found.append("no network output was compared" if self.outputs_total else
+                         "the network outputs are unknown (no model names them)")
+        return found
+
+    @property
+    def notes(self) -> list[str]:
+        """What was not compared for a known reason (not a warning on its own)."""
+        if not self.unreachable:
+            return []
+        return [f"{len(self.unreachable):,} tensors inside If/Loop bodies could not be dumped, so were not compared "
+                f"(first: {self.unreachable[0]})"]
+
+    def to_meta(self) -> dict:
+        return {"npu_paired": self.npu_paired, "npu_total": self.npu_total, "golden_used": self.golden_used,
+                "golden_total": self.golden_total, "outputs_paired": self.outputs_paired,
+                "outputs_total": self.outputs_total, "npu_only": self.npu_only,
+                "unreachable": self.unreachable[:1000], "warnings": self.warnings, "notes": self.notes,
+                "golden_unused": [list(u) for u in self.golden_unused[:1000]]}
+
+
+@dataclass
+class Plan:
+    spec: CompareSpec
+    npu: Side
+    golden: Side
+    graph: Graph | None  # the model given with --model (or the NPU side's offline model)
+    pairs: list[Pair]
+    rows: list[dict]
+    metrics: list[str]
+    plugins: list[plugin_mod.Plugin]
+    problems: list[Problem]
+    unmatched_golden: list[Tensor]
+    coverage: Coverage | None = None
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(p.npu.nbytes + p.golden.nbytes for p in self.pairs if p.golden is not None)
+
+
+@dataclass
+class Progress:
+    done: int
+    total: int
+    elapsed: float
+    current: str = ""
+
+
+def open_sides(spec: CompareSpec) -> tuple[Side, Side]:
+    """Both sides of a comparison, each in whatever format it is, with the models given for them."""
+    from accuscope.engine.sources.registry import open_side
+    pick = spec.pick
+    npu = open_side(spec.npu, pick=pick, run=spec.run, runner=spec.npu_runner, iteration=spec.iteration)
+    golden = open_side(spec.golden, shape=spec.golden_shape, dtype=spec.golden_dtype, pick=pick,
+                       runner=spec.golden_runner, iteration=spec.iteration)
+    model = load_graph(spec.model) if spec.model else None
+    for side, path in ((npu, spec.npu_model), (golden, spec.golden_model)):
+        if path:
+            side.use_graph(load_graph(path))
+    if model is not None and model.kind != "om" and not spec.golden_model and golden.graph is None:
+        golden.use_graph(model)  # a framework model names the golden side's tensors
+    if model is not None and model.kind == "om" and not spec.npu_model and not npu.is_device_dump:
+        raise SourceError(f"{spec.model}: an offline model describes an Ascend dump, but {spec.npu} is "
+                          f"a {npu.kind} source")
+    return npu, golden
+
+
+def plan(spec: CompareSpec) -> Plan:
+    npu, golden = open_sides(spec)
+    graph = load_graph(spec.model) if spec.model else None
+    npu_graph = npu.graph if npu.graph is not None else (graph if graph is not None and graph.kind == "om" else None)
+    found, problems = (plugin_mod.discover(spec.custom_dir) if spec.custom_dir else ([], []))
+    metrics, chosen_plugins = _algorithms(spec.algorithms, found)
+    user_map = read_mapping_file(spec.mapping) if spec.mapping else None
+    mapping = map_tensors(npu, golden, npu_graph=npu_graph, golden_graph=golden.graph, user_map=user_map)
+    seq = _sequence_ids(npu, npu_graph)
+    keep = _selection(spec, npu, seq)
+    outputs = _output_tensors(npu, npu_graph, golden.graph)
+    pairs, rows = [], []
+    for pair in mapping.pairs:
+        if not keep(pair.op):
+            continue
+        if pair.golden is not None:
+            pair = replace(pair, npu=crop_to(pair.npu, pair.golden.shape))
+        rows.append(_base_row(len(rows), pair, seq.get(id(pair.op), -1), outputs(pair)))
+        pairs.append(pair)
+    scope = " in the chosen range/op list" if spec.op_range or spec.ops else ""
+    if not pairs:
+        raise SourceError(f"{spec.npu}: no tensor to compare{scope}")
+    used = {id(p.golden) for p in pairs if p.golden is not None}
+    # a device dump's input tensors repeat its producers' outputs: as a reference, its outputs count
+    reference = [t for t in golden.tensors if not (golden.is_device_dump and t.io == INPUT)]
+    comparable = sum(1 for p in pairs if p.ground_truth != DEVICE_ONLY)  # device-only ops have no counterpart
+    coverage = Coverage(sum(1 for p in pairs if p.golden is not None), comparable,
+                        sum(1 for t in reference if id(t) in used), len(reference), sum(1 for p, r in zip(pairs, rows) if r["is_output"] and p.golden),
+                        sum(1 for r in rows if r["is_output"]), len(pairs) - comparable,
+                        list(dict.fromkeys(t for side in (npu, golden) for t, _ in side.unreachable)),
+                        _unused_golden(reference, used, npu, npu_graph))
+    if not used:
+        raise SourceError(_nothing_paired(spec, npu, golden, mapping, scope))
+    problems = list(npu.problems) + list(golden.problems) + problems
+    for side in (npu, golden):
+        if side.graph_note:
+            problems.append(Problem(side.path, side.graph_note))
+    return Plan(spec, npu, golden, graph or npu_graph or golden.graph, pairs, rows, metrics, chosen_plugins,
+                problems, mapping.unmatched_golden, coverage)
+
+
+def _unused_golden(reference: list[Tensor], used: set[int], npu: Side, npu_graph: Graph | None
+                   ) -> list[tuple[str, str]]:
+    """The golden tensors no NPU tensor paired with, each with the likeliest reason."""
+    values: set[str] = set()
+    if npu_graph is not None and npu_graph.kind != "om":
+        values = {v for n in npu_graph.nodes for v in n.outputs} | set(npu_graph.inputs)
+    out = []
+    for t in reference:
+        if id(t) in used:
+            continue
+        if values and t.tensor_name and t.tensor_name not in values:
+            why = "not in the NPU side's model: fused away or removed by its optimizer or converter"
+        elif npu.is_device_dump and npu_graph is not None:
+            why = "no device op records it: fused into another op, or optimized away by the compiler"
+        else:
+            why = "no NPU tensor pairs with it (not dumped on the NPU side, or named otherwise: --mapping)"
+        out.append((t.name, why))
+    return out
+
+
+def _nothing_paired(spec: CompareSpec, npu: Side, golden: Side, mapping, scope: str) -> str:
+    """Zero pairs: say so, show names from both sides, and list the likely causes."""
+    def sample(names: list[str]) -> str:
+        names = list(dict.fromkeys(names))
+        return ", ".join(names[:3]) + (f" … ({len(names)} in all)" if len(names) > 3 else "")
+    causes = []
+    if golden.is_device_dump and not npu.is_device_dump:
+        causes.append("--npu and --golden look swapped (the golden side is a device dump): "
+                      f"try --npu {spec.golden} --golden {spec.npu}")
+    causes.append("the two sides come from different models or runs")
+    if not spec.model and not spec.npu_model and npu.is_device_dump:
+        causes.append("the device renamed or fused ops: give the offline model JSON with --model "
+                      "(atc --mode=1) so fusion attributes can pair them")
+    elif npu.graph is None or golden.graph is None:
+        causes.append("node names differ: give each side's model (--npu-model / --golden-model) so tensor "
+                      "names can pair them")
+    causes.append("renames no rule can know: a --mapping file (npu_name,golden_name per line)")
+    return (f"nothing was paired{scope}: none of {len(mapping.pairs):,} NPU tensors in {spec.npu} has a counterpart "
+            f"among {len(golden.tensors):,} golden tensors in {spec.golden}. NPU side: "
+            f"{sample([p.npu.name for p in mapping.pairs])}; golden side: {sample([t.name for t in golden.tensors])}. "
+            "Likely causes: " + "; ".join(causes))
+
+
+def _algorithms(names: list[str] | None, found: list[plugin_mod.Plugin]):
+    if names is None or names == ["all"]:
+        return list(ALGORITHMS), list(found)
+    by_name = {p.name: p for p in found}
+    metrics, chosen = [], []
+    for name in names:
+        key = KEY_OF.get(name, name)
+        if key in ALGORITHMS:
+            metrics.append(key)
+        elif name in by_name:
+            chosen.append(by_name[name])
+        else:
+            valid = ", ".join(ALGORITHMS + [CSV_OF[k] for k in ALGORITHMS] + list(by_name))
+            raise SourceError(f"unknown algorithm {name!r}; choose from: all, {valid}")
+    return metrics, chosen
+
+
+def _sequence_ids(npu: Side, graph: Graph | None) -> dict[int, int]:
+    """Op sequence id per op: the offline model's op id, else the execution position."""
+    seq = {}
+    for k, df in enumerate(npu.ops, 1):
+        node = graph.node(df.op_name) if graph is not None and graph.kind == "om" else None
+        seq[id(df)] = node.seq_id if node is not None else k
+    return seq
+
+
+def _selection(spec: CompareSpec, npu: Side, seq: dict[int, int]) -> Callable:
+    if spec.op_range:
+        rng = OpRange.parse(spec.op_range, len(npu.ops))
+        last = max(seq.values(), default=0)
+        return lambda df: rng.keeps(seq[id(df)], last)
+    if spec.ops:
+        wanted = set(spec.ops)
+        missing = [o for o in wanted if npu.find_op(o) is None]
+        if missing:
+            raise SourceError(f"{spec.npu}: ops not in the dump: {', '.join(sorted(missing))}")
+        chosen = {id(npu.find_op(o)) for o in wanted}
+        return lambda df: id(df) in chosen
+    return lambda df: True
+
+
+def _output_tensors(npu: Side, npu_graph: Graph | None, golden_graph: Graph | None) -> Callable[[Pair], bool]:
+    """Whether a pair is one of the network's outputs: the NPU side's model says (its output ops),
+    else the golden side's (the pair's golden tensor is a network output, or the dump header names
+    an output op), else the last op of the NPU side."""
+    if npu_graph is not None:
+        names = {n.name for n in npu_graph.output_nodes}
+        values = set(npu_graph.outputs)
+        return lambda p: p.npu.io == OUTPUT and (p.op.op_name in names and (
+            npu_graph.kind == "om" or not p.npu.tensor_name or p.npu.tensor_name in values))
+    if golden_graph is not None:
+        names = {n.name for n in golden_graph.output_nodes}
+        values = set(golden_graph.outputs)
+        by_header = {f.op_name for f in npu.ops if any(t.original_op and t.original_op[0] in names for t in f.outputs)}
+
+        def is_output(p: Pair) -> bool:
+            if p.npu.io != OUTPUT:
+                return False
+            if p.op.op_name in by_header:
+                return True
+            g = p.golden
+            if g is None:
+                return p.op.op_name in names
+            hit = golden_graph.node(g.op)
+            return g.tensor_name in values or (hit is not None and hit.name in names and g.index < len(hit.outputs)
+                                               and hit.outputs[g.index] in values)
+        return is_output
+    last = npu.ops[-1].op_name if npu.ops else None
+    return lambda p: p.npu.io == OUTPUT and p.op.op_name == last
+
+
+def _base_row(index: int, pair: Pair, seq: int, is_output: bool) -> dict:
+    t, g = pair.npu, pair.golden
+    return {
+        "index": index, "op_seq": seq, "type": pair.op.op_type, "npu_op": pair.op.op_name,
+        "npu_dtype": t.dtype_name, "golden_op": pair.ground_truth,
+        "golden_dtype": g.dtype_name if g is not None else "", "tensor": t.name, "io": t.io,
+        "shape": "[" + ",".join(map(str, t.shape)) + "]", "conversion": t.conversion, "how": pair.how,
+        "npu_file": t.source, "golden_file": g.source if g is not None else "",
+        "is_npu_only": pair.ground_truth == DEVICE_ONLY,
+        "is_output": is_output,
+        "reason": pair.reason or t.problem,
+    }
+
+
+# ------------------------------------------------------------------ the work of one pair
+
+
+@dataclass(frozen=True)
+class Job:
+    row: int
+    npu: Tensor
+    golden: Tensor
+    metrics: tuple[str, ...]
+
+
+def tensor_chunks(t: Tensor, size: int) -> Iterator[np.ndarray]:
+    """The tensor's elements in order, `size` at a time: plain file reads into one reused buffer
+    when the stored bytes already are the logical data (RSS stays at one chunk), else slices of
+    the loaded (converted) array."""
+    p = t.payload
+    if p is not None and not t.conversion and p.dtype == t.dtype and p.nbytes:
+        buf = np.empty(min(size, p.nbytes // p.dtype.itemsize), dtype=p.dtype)
+        with open(p.path, "rb", buffering=0) as fh:
+            fh.seek(p.offset)
+            remaining = p.nbytes // p.dtype.itemsize
+            while remaining:
+                k = min(len(buf), remaining)
+                view = buf[:k]
+                if fh.readinto(memoryview(view).cast("B")) != view.nbytes:
+                    raise TensorError(t.source, t.name, "file ends before the tensor's last byte")
+                yield view
+                remaining -= k
+        return
+    flat = t.load().reshape(-1)
+    for lo in range(0, flat.size, size):
+        yield flat[lo:lo + size]
+
+
+MAPPED_BYTES = 64 << 20  # pairs up to this size are walked memory-mapped, larger ones streamed
+
+
+def pair_chunks(npu: Tensor, golden: Tensor, size: int = CHUNK) -> Callable[[], Iterator]:
+    """A chunk source (metrics.ChunkSource) over a tensor pair; TensorError when sizes differ.
+
+    The metrics walk the pair twice (the KL walk needs each side's range first). A pair of up to
+    MAPPED_BYTES is memory-mapped, so the second walk reads pages already mapped instead of
+    reading the files again; larger pairs are streamed through one chunk buffer per side, which
+    keeps the RSS of a many-GB pair at a few MB."""
+    if npu.size != golden.size:
+        raise TensorError(npu.source, npu.name, f"shape {list(npu.shape)} of the NPU tensor does not match "
+                                                f"shape {list(golden.shape)} of golden {golden.op}")
+    if npu.nbytes + golden.nbytes <= MAPPED_BYTES:
+        return array_chunks(npu.load(), golden.load(), size)
+    return lambda: zip(tensor_chunks(npu, size), tensor_chunks(golden, size))
+
+
+def run_job(job: Job) -> tuple[int, dict]:
+    """Compare one pair; any failure becomes a reason on the row, never an exception."""
+    x, y = job.npu, job.golden
+    out: dict = {}
+    faults.point("pair", x.name)
+    try:
+        m = compare_chunks(pair_chunks(x, y), x.size, x.dtype, y.dtype, kl="kl" in job.metrics)
+        out.update(_cells(m, job.metrics))
+        out["reason"] = "; ".join(m.reasons)
+    except (TensorError, OSError, ValueError, MemoryError) as exc:
+        out["reason"] = getattr(exc, "reason", None) or str(exc)
+    return job.row, out
+
+
+def _cells(m: PairMetrics, metrics: tuple[str, ...]) -> dict:
+    cells = {k: m.values[k] for k in metrics if k in m.values}
+    if "std" in metrics:
+        cells["std"] = m.std
+    cells["rel_0.1%"], cells["rel_0.5%"] = m.values["rel_0.1%"], m.values["rel_0.5%"]
+    cells["npu_nonfinite"], cells["golden_nonfinite"] = m.npu_nonfinite, m.golden_nonfinite
+    return cells
+
+
+# ------------------------------------------------------------------ running a plan
+
+
+def execute(plan: Plan, progress: Callable[[Progress, list[tuple[int, dict]]], None] | None = None,
+            cancel: threading.Event | None = None, workers: int | None = None,
+            inline_bytes: int | None = None) -> ResultTable | None:
+    """Compare every mapped pair. Returns None when cancelled (nothing written by us).
+
+    Pairs of less than `inline_bytes` in all (default INLINE_BYTES) are compared in this thread.
+    An interactive caller passes 0: numpy drops and retakes the GIL dozens of times per chunk,
+    so a comparison thread next to a busy UI thread slows both down (measured 3x)."""
+    start = time.perf_counter()
+    jobs = [Job(i, p.npu, p.golden, tuple(plan.metrics))
+            for i, p in enumerate(plan.pairs) if p.golden is not None and not p.npu.problem and not p.golden.problem]
+    rows = [dict(r) for r in plan.rows]
+    for p, r in zip(plan.pairs, rows):
+        if p.golden is not None and p.golden.problem and not r["reason"]:
+            r["reason"] = f"golden {p.golden.problem}"
+    workers = workers or os.cpu_count() or 1
+    inline = workers == 1 or plan.total_bytes < (INLINE_BYTES if inline_bytes is None else inline_bytes)
+    results = _run_inline(jobs, cancel) if inline else _run_pool(jobs, workers, cancel)
+    done = 0
+    with plugin_mod.PluginHost(cancel=cancel) as host:
+        for batch in results:
+            if plan.plugins:
+                batch = [(row, _with_plugins(host, plan, row, cells)) for row, cells in batch]
+            _take(rows, batch)
+            done += len(batch)
+            if progress:
+                progress(Progress(done, len(jobs), time.perf_counter() - start,
+                                  plan.pairs[batch[-1][0]].npu.name if batch else ""), batch)
+            faults.point("compare")
+    if cancel is not None and cancel.is_set():
+        return None
+    table = ResultTable.from_rows(rows, custom=[p.name for p in plan.plugins])
+    plan.spec.thresholds.apply(table)
+    return table
+
+
+def _take(rows: list[dict], batch: list[tuple[int, dict]]) -> None:
+    for row, cells in batch:
+        rows[row].update({k: v for k, v in cells.items() if k != "reason"})
+        if cells.get("reason"):
+            rows[row]["reason"] = "; ".join(filter(None, [rows[row]["reason"], cells["reason"]]))
+
+
+def _with_plugins(host: plugin_mod.PluginHost, plan: Plan, row: int, cells: dict) -> dict:
+    """The pair's cells with every plugin's value (computed in the plugin host) added."""
+    x, y = plan.pairs[row].npu, plan.pairs[row].golden
+    reasons = [cells.get("reason", "")]
+    cells = dict(cells)
+    for plugin in plan.plugins:
+        value, reason = host.run(plugin, x, y, {"my_output_dump_file": x.source, "ground_truth_dump_file": y.source,
+                                                "shape_type": list(x.shape)})
+        cells[plugin.name] = value
+        reasons.append(reason)
+    cells["reason"] = "; ".join(filter(None, reasons))
+    return cells
+
+
+def _run_inline(jobs: list[Job], cancel) -> Iterator[list[tuple[int, dict]]]:
+    for job in jobs:
+        if cancel is not None and cancel.is_set():
+            return
+        yield [run_job(job)]
+
+
+WORKER_DIED = "the worker process comparing this pair died (out of memory?); not compared"
+
+
+class _PoolBroke(Exception):
+    def __init__(self, in_flight: list[Job]):
+        self.in_flight = in_flight
+
+
+def _run_pool(jobs: list[Job], workers: int, cancel) -> Iterator[list[tuple[int, dict]]]:
+    """Largest pairs first (balances the cores), at most 2 per worker in flight (bounds memory).
+
+    A worker that dies (the OOM killer, a crash in a native library) breaks the whole pool: the
+    pairs it had in flight are retried one by one in their own process, so only the culprit gets
+    a reason instead of values, and the rest continue in a fresh pool. When no worker process can
+    be started at all, everything runs inline."""
+    remaining = sorted(jobs, key=lambda j: -j.npu.size)
+    while remaining:
+        finished: set[int] = set()
+        try:
+            for batch in _pool_batches(remaining, workers, cancel):
+                finished.update(row for row, _ in batch)
+                yield batch
+            return
+        except _PoolBroke as broke:
+            if not _pool_starts():
+                yield from _run_inline([j for j in remaining if j.row not in finished], cancel)
+                return
+            if len(remaining) == 1:
+                yield [(remaining[0].row, {"reason": WORKER_DIED})]
+                return
+            suspects = {j.row for j in broke.in_flight}
+            for job in broke.in_flight:
+                if cancel is not None and cancel.is_set():
+                    return
+                yield from _run_pool([job], 1, cancel)
+            remaining = [j for j in remaining if j.row not in finished and j.row not in suspects]
+        except OSError:  # no process could be started here
+            yield from _run_inline([j for j in remaining if j.row not in finished], cancel)
+            return
+
+
+def _pool_starts() -> bool:
+    """Whether worker processes can run at all here (a pool may also break because none starts)."""
+    try:
+        with ProcessPoolExecutor(1, mp_context=process_context()) as pool:
+            return pool.submit(os.getpid).result(timeout=60) > 0
+    except Exception:  # noqa: BLE001 - any failure means: no pool
+        return False
+
+
+def _pool_batches(order: list[Job], workers: int, cancel) -> Iterator[list[tuple[int, dict]]]:
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # one core per worker; inherited by the pool
+    with ProcessPoolExecutor(workers, mp_context=process_context(), initializer=die_with_parent,
+                             initargs=(os.getpid(),)) as pool:
+        pending: dict = {}
+        queue = iter(order)
+        try:
+            while True:
+                while len(pending) < 2 * workers and not (cancel is not None and cancel.is_set()):
+                    job = next(queue, None)
+                    if job is None:
+                        break
+                    pending[pool.submit(run_job, job)] = job
+                if not pending:
+                    return
+                done, _ = wait(pending, timeout=0.1, return_when=FIRST_COMPLETED)
+                try:
+                    batch = [f.result() for f in done]
+                except BrokenProcessPool:
+                    raise _PoolBroke(list(pending.values())) from None
+                for f in done:
+                    del pending[f]
+                if batch:
+                    yield batch
+                if cancel is not None and cancel.is_set():
+                    return
+        except BaseException:  # Ctrl+C, SIGTERM, a closed generator: do not wait for pairs in flight
+            for process in list((pool._processes or {}).values()):
+                process.kill()
+            raise
+        finally:
+            for f in pending:
+                f.cancel()

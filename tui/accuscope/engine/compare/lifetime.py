@@ -1,0 +1,80 @@
+"""Helper processes that never outlive accuscope, and telling whether a recorded process still runs.
+
+Worker and plugin-host processes are forked by multiprocessing's fork server, so a SIGKILL of
+accuscope does not reach them and their queues never close: without care they wait forever.
+`die_with_parent` (run first thing in every helper) asks Linux to kill the helper when its parent
+goes (PR_SET_PDEATHSIG; the fork server exits when accuscope does) and, everywhere, watches
+accuscope's pid from a thread and exits once it is gone.
+"""
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+import signal
+import sys
+import threading
+import time
+
+_PR_SET_PDEATHSIG = 1
+WATCH_SECONDS = 0.5
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this pid exists on this host."""
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, another user's
+        return True
+    except OSError:
+        return False
+    return True
+
+
+def die_with_parent(main_pid: int) -> None:
+    """Make this helper process end when accuscope (pid `main_pid`) ends, however it ends."""
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        except (OSError, AttributeError):
+            pass
+    if not pid_alive(main_pid):  # it ended before the request above was in place
+        os._exit(1)
+
+    def watch() -> None:
+        while pid_alive(main_pid) and os.getppid() != 1:
+            time.sleep(WATCH_SECONDS)
+        os._exit(1)
+    threading.Thread(target=watch, daemon=True, name="accuscope-parent-watch").start()
+
+
+def process_context():
+    """The multiprocessing context helpers are started from (fork server, engine preloaded)."""
+    from multiprocessing import get_context
+    _start_process_services()
+    return get_context("forkserver")
+
+
+def _start_process_services() -> None:
+    """multiprocessing's resource tracker hands sys.stderr's file descriptor to its process; a host
+    that replaces sys.stderr (Textual captures it: fileno() -1) makes that fail, so the services
+    start with the real stderr in place."""
+    from multiprocessing import forkserver, resource_tracker
+    saved = sys.stderr
+    try:
+        try:
+            usable = saved is not None and saved.fileno() >= 0
+        except (AttributeError, OSError, ValueError):
+            usable = False
+        if not usable and sys.__stderr__ is not None:
+            sys.stderr = sys.__stderr__
+        resource_tracker.ensure_running()
+        forkserver.set_forkserver_preload(["accuscope.engine.compare.comparison"])  # helpers fork with the engine imported
+        forkserver.ensure_running()
+    finally:
+        sys.stderr = saved

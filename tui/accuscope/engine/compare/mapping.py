@@ -1,0 +1,296 @@
+"""Pair every NPU-side tensor with its golden tensor, or say why there is none.
+
+Rules, strongest first, each recorded on the pair (`how`):
+1. `fusion`: the NPU side's offline model says which framework ops a device op was fused from
+   (`_datadump_origin_*`; inputs traced back through layout-only ops);
+2. `original_op`: the Ascend dump header names the framework op;
+3. `tensor`: the graph tensor name, from the tensor itself (npz key, Polygraphy output) or from the
+   side's own graph (an ONNX value name survives conversions that rename every node: quantizers
+   rename Conv/MatMul nodes but keep their output tensor names);
+4. `name`: identical op names (raw, or as file names spell them), through the framework graph's
+   tensor names where one is given;
+5. `mapping`: the user's mapping file, for renames no rule can know.
+There is no fuzzy or positional fallback: a tensor without a proven counterpart stays unpaired,
+with the reason.
+"""
+from __future__ import annotations
+
+import csv
+import re
+from dataclasses import dataclass, field
+
+from accuscope.engine.sources.ascend import DumpFile
+from accuscope.engine.sources.golden import GoldenDump
+from accuscope.engine.graphs.graph import Graph, Node
+from accuscope.engine.sources.npudump import NpuDump
+from accuscope.engine.sources.side import Side
+from accuscope.engine.sources.tensor import INPUT, OUTPUT, SourceError, Tensor
+
+LAYOUT_ONLY = {"TransData", "TransDataRNN", "Cast"}
+DEVICE_ONLY = "*"
+_TENSOR_NAME = re.compile(r"(.+):(input|output):(\d+)")
+
+
+@dataclass(frozen=True)
+class Pair:
+    npu: Tensor
+    golden: Tensor | None
+    op: DumpFile
+    ground_truth: str  # golden op names joined by ",", or "*" for a device-only op
+    how: str  # "fusion", "original_op", "tensor", "name", "mapping", or "" when unmatched
+    reason: str = ""  # why golden is None
+
+
+@dataclass
+class Mapping:
+    pairs: list[Pair] = field(default_factory=list)
+    unmatched_golden: list[Tensor] = field(default_factory=list)
+
+    @property
+    def matched(self) -> list[Pair]:
+        return [p for p in self.pairs if p.golden is not None]
+
+    @property
+    def unmatched_npu(self) -> list[Pair]:
+        return [p for p in self.pairs if p.golden is None]
+
+
+def as_side(source: Side | NpuDump | GoldenDump) -> Side:
+    if isinstance(source, Side):
+        return source
+    return Side(source, "ascend" if isinstance(source, NpuDump) else source.kind)
+
+
+def map_tensors(npu: Side | NpuDump, golden: Side | GoldenDump, graph: Graph | None = None, *,
+                npu_graph: Graph | None = None, golden_graph: Graph | None = None,
+                user_map: dict[str, str] | None = None) -> Mapping:
+    """Pair the tensors of two sides. `graph` is the one model of the older interface: an offline
+    model belongs to the NPU side, any other model to the golden (framework) side. Each side's
+    own graph (`Side.graph`) is used where no graph is given for it."""
+    npu, golden = as_side(npu), as_side(golden)
+    if graph is not None:
+        if graph.kind == "om":
+            npu_graph = npu_graph or graph
+        else:
+            golden_graph = golden_graph or graph
+    mapper = _Mapper(golden, npu_graph or npu.graph, golden_graph or golden.graph, user_map or {})
+    mapping = Mapping([p for df in npu.ops for p in mapper.pairs_of(df)])
+    used = {id(p.golden) for p in mapping.pairs if p.golden is not None}
+    mapping.unmatched_golden = [t for t in golden.tensors if id(t) not in used]
+    return mapping
+
+
+def read_mapping_file(path: str) -> dict[str, str]:
+    """A user's mapping: `npu_name,golden_name` per line (CSV) or `npu_name: golden_name` (YAML).
+    Names are op names (every tensor of the op, index for index) or tensor names `op:output:0`."""
+    try:
+        with open(path, encoding="utf-8", newline="") as fh:
+            text = fh.read(1 << 26)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SourceError(f"{path}: cannot read the mapping file ({exc})") from None
+    found: dict[str, str] = {}
+    if path.lower().endswith((".yaml", ".yml")):
+        for k, line in enumerate(text.splitlines(), 1):
+            line = line.split(" #", 1)[0].strip()
+            if not line or line.startswith("#") or line == "---":
+                continue
+            key, sep, value = line.partition(": ")  # a tensor name holds ':' itself
+            if not sep or not key.strip() or not value.strip():
+                raise SourceError(f"{path}:{k}: expected `npu_name: golden_name`, got {line[:80]!r}")
+            found[key.strip().strip("'\"")] = value.strip().strip("'\"")
+        return found
+    for k, row in enumerate(csv.reader(text.splitlines()), 1):
+        if not row or (len(row) == 1 and not row[0].strip()) or row[0].lstrip().startswith("#"):
+            continue
+        if len(row) != 2:
+            raise SourceError(f"{path}:{k}: expected `npu_name,golden_name`, got {len(row)} fields")
+        key, value = row[0].strip(), row[1].strip()
+        if k == 1 and key.lower() in ("npu", "npu_name", "npu_op") and value.lower().startswith("golden"):
+            continue  # a header line
+        found[key] = value
+    return found
+
+
+class _Mapper:
+    def __init__(self, golden: Side, npu_graph: Graph | None, golden_graph: Graph | None, user_map: dict[str, str]):
+        self.golden = golden
+        self.graph = golden_graph  # the framework graph: golden tensor names of golden ops
+        self.om = npu_graph if npu_graph is not None and npu_graph.kind == "om" else None
+        self.npu_graph = npu_graph if self.om is None else None  # e.g. the candidate ONNX model
+        self.user_map = user_map
+        # NPU against NPU: the golden side is a device dump too; its offline model says which
+        # framework op each of its device outputs stands for, the names both sides record
+        self.golden_origin: dict[tuple[str, int], tuple[str, int]] = {}
+        if golden_graph is not None and golden_graph.kind == "om" and golden.is_device_dump:
+            for node in golden_graph.nodes:
+                for j in range(len(node.outputs)):
+                    origin = self._origin(node, j)
+                    if origin is not None:
+                        self.golden_origin.setdefault(origin, (node.name, j))
+
+    def pairs_of(self, df: DumpFile) -> list[Pair]:
+        node = self._om_node(df)
+        if node is not None:
+            return self._by_fusion(df, node)
+        return [self._pair(df, t) for t in df.tensors]
+
+    def _om_node(self, df: DumpFile) -> Node | None:
+        if self.om is None:
+            return None
+        return self.om.node(df.op_name) or (self.om.node(df.name.op_name) if df.name else None)
+
+    # ---------------------------------------------------------- fusion attributes
+
+    def _by_fusion(self, df: DumpFile, node: Node) -> list[Pair]:
+        truth = _ground_truth(node)
+        pairs = []
+        for t in df.tensors:
+            if truth == DEVICE_ONLY:
+                pairs.append(Pair(t, None, df, truth, "", "device-only op: no framework counterpart"))
+                continue
+            if t.io == OUTPUT:
+                origin, where = self._origin(node, t.index), f"{node.name}:output:{t.index}"
+            else:
+                origin, where = self._input_origin(node, t.index)
+            if origin is None:
+                pairs.append(Pair(t, None, df, truth, "", where))
+                continue
+            g = self._golden_output(*origin)
+            reason = "" if g else f"no golden tensor {origin[0]}:output:{origin[1]} (from fusion attributes)"
+            pairs.append(Pair(t, g, df, truth, "fusion" if g else "", reason))
+        return pairs
+
+    def _origin(self, node: Node, j: int) -> tuple[str, int] | None:
+        """The framework (op, output index) that output j of a device op stands for."""
+        if j < len(node.origins) and node.origins[j] is not None:
+            return node.origins[j]
+        if node.fused is None or node.type in ("Data", "RefData"):
+            return (node.name, j)  # the op kept its framework name
+        if len(node.fused) == 1:
+            return (node.fused[0], j)
+        return None
+
+    def _input_origin(self, node: Node, i: int) -> tuple[tuple[str, int] | None, str]:
+        """Trace input i back through layout-only ops (those without a golden tensor of their own)."""
+        if i >= len(node.inputs):
+            return None, f"input {i} of {node.name} is not in the model graph"
+        tensor = node.inputs[i]
+        seen = set()
+        while True:
+            found = self.om.producer(tensor)
+            if tensor in self.om.weights:
+                return None, f"input {i} of {node.name} is a weight ({tensor.split(':')[0]}): no golden dump of weights"
+            if found is None:
+                return None, f"input {i} of {node.name}: producer of {tensor} not in the model graph"
+            producer, j = found
+            if producer.type not in LAYOUT_ONLY or not producer.inputs or producer.name in seen:
+                break
+            origin = self._origin(producer, j)
+            if origin is not None and self._golden_output(*origin) is not None:
+                break  # a framework Cast with its own golden tensor: compare against it
+            seen.add(producer.name)
+            tensor = producer.inputs[0]
+        origin = self._origin(producer, j)
+        if origin is None:
+            return None, f"input {i} of {node.name}: producer {producer.name} has no framework counterpart"
+        return origin, ""
+
+    # ---------------------------------------------------------- header and names
+
+    def _pair(self, df: DumpFile, t: Tensor) -> Pair:
+        if t.original_op is not None:
+            g = self._golden_output(*t.original_op)
+            if g is not None:
+                return Pair(t, g, df, t.original_op[0], "original_op")
+        value = self._value_name(df, t)
+        if value:
+            g = self.golden.find_tensor(value) or self._golden_of_value(value)
+            if g is not None:
+                return Pair(t, g, df, g.op, "tensor")
+        if t.io == OUTPUT:
+            g = self._golden_output(df.op_name, t.index)
+        else:
+            g = self.golden.find(df.op_name, INPUT, t.index) or self._golden_of_graph_input(df.op_name, t.index)
+        if g is not None:
+            return Pair(t, g, df, df.op_name, "name")
+        g = self._by_user_map(df, t)
+        if g is not None:
+            return Pair(t, g, df, g.op, "mapping")
+        if value and self._not_in_reference(df.op_name, value):
+            return Pair(t, None, df, DEVICE_ONLY, "", f"inserted by the conversion: neither op {df.op_name} nor "
+                                                      f"tensor {value} is in the reference model")
+        hint = f" or {t.original_op[0]}:output:{t.original_op[1]} (original_op)" if t.original_op else ""
+        hint += f" or tensor {value}" if value and value != df.op_name else ""
+        return Pair(t, None, df, df.op_name, "", f"no golden tensor named {df.op_name}:{t.io}:{t.index}{hint}")
+
+    def _value_name(self, df: DumpFile, t: Tensor) -> str:
+        """The graph tensor name of an NPU-side tensor: recorded by its reader, or from its own graph."""
+        if t.tensor_name:
+            return t.tensor_name
+        node = self.npu_graph.node(df.op_name) if self.npu_graph is not None else None
+        if node is None:
+            return ""
+        names = node.outputs if t.io == OUTPUT else node.inputs
+        return names[t.index] if t.index < len(names) else ""
+
+    def _not_in_reference(self, op: str, value: str) -> bool:
+        """The candidate's own op and tensor, both unknown to the reference graph: a converter's
+        addition (a quantize/dequantize pair, an inserted Cast), the counterpart of a device-only op."""
+        g = self.graph
+        if g is None or g.node(op) is not None:
+            return False
+        return g.producer(value) is None and value not in g.inputs and value not in g.weights
+
+    def _golden_of_value(self, value: str) -> Tensor | None:
+        """A tensor name through the framework graph given with --model (the golden side has none)."""
+        if self.graph is None or self.graph is self.golden.graph:
+            return None
+        hit = self.graph.producer(value)
+        return self.golden.find(hit[0].name, OUTPUT, hit[1]) if hit else None
+
+    def _by_user_map(self, df: DumpFile, t: Tensor) -> Tensor | None:
+        """The user's line for this tensor (`op:io:k`) or for its op (then index for index); the
+        golden name is a tensor name `op:io:k`, an op name, or a graph tensor name."""
+        if not self.user_map:
+            return None
+        target = self.user_map.get(t.name)
+        whole_op = target is None
+        if whole_op:
+            target = self.user_map.get(df.op_name)
+            if target is None:
+                return None
+        m = _TENSOR_NAME.fullmatch(target)
+        if m:
+            return self.golden.find(m.group(1), m.group(2), int(m.group(3)))
+        return self.golden.find(target, t.io, t.index) or (self.golden.find_tensor(target) if not whole_op or
+                                                            t.io == OUTPUT and t.index == 0 else None)
+
+    def _golden_output(self, op: str, j: int) -> Tensor | None:
+        g = self.golden.find(op, OUTPUT, j)
+        if g is None and (op, j) in self.golden_origin:
+            g = self.golden.find(*self.golden_origin[(op, j)][:1], OUTPUT, self.golden_origin[(op, j)][1])
+        if g is None and self.graph is not None:
+            node = self.graph.node(op)
+            if node is not None and j < len(node.outputs):
+                g = self.golden.find_tensor(node.outputs[j])
+        if g is None:
+            g = self.golden.find_tensor(op) if j == 0 else None
+        return g
+
+    def _golden_of_graph_input(self, op: str, i: int) -> Tensor | None:
+        """Input i of an op, as the output of its producer in a framework graph."""
+        if self.graph is None or self.om is not None:
+            return None
+        node = self.graph.node(op)
+        if node is None or i >= len(node.inputs):
+            return None
+        found = self.graph.producer(node.inputs[i])
+        if found is None:
+            return self.golden.find_tensor(node.inputs[i]) or self.golden.find(node.inputs[i], OUTPUT, 0)
+        return self._golden_output(found[0].name, found[1])
+
+
+def _ground_truth(node: Node) -> str:
+    if node.fused is None:
+        return node.name
+    return ",".join(node.fused) if node.fused else DEVICE_ONLY

@@ -1,0 +1,327 @@
+"""The ten MindStudio metrics (plus our extras) of one tensor pair, in one chunked pass.
+
+Both tensors are walked together in chunks small enough to stay in the CPU cache, and each chunk
+feeds all the sums at the same time, so the data are read once whatever the number of metrics, and
+a tensor larger than memory still compares. The KL divergence needs each side's min and max first,
+so it takes a second walk, which for tensors of one chunk (most of them) reuses the chunk in cache.
+
+The per-chunk loops exist twice, with the same arithmetic: in the compiled kernel (_kernel.c: every
+element read once, all sums in float64) and here in numpy (one pass per operation over float64
+copies of the chunk, 2.5-3.5x slower), used when the kernel was not built.
+
+Degenerate cases are never hidden behind a plausible number (metrics.md section 2): NaN/inf are
+counted per side; at identical positions on both sides the finite remainder is compared and the
+reason says so; empty tensors, all-zero goldens and bool tensors get NaN and a reason.
+"""
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Iterator
+
+import numpy as np
+
+from accuscope.engine.compare.columns import NUMERIC_METRICS
+
+EPS64 = float(np.finfo(np.float64).eps)
+EPS32 = float(np.finfo(np.float32).eps)
+CHUNK = 1 << 16
+ALL = NUMERIC_METRICS + ["std"]
+RELATIVE = ("acc_rel", "max_rel", "mean_rel", "rel_0.1%", "rel_0.5%")
+BOOL_MEANINGFUL = ("cos", "red")
+
+ChunkSource = Callable[[], Iterable[tuple[np.ndarray, np.ndarray]]]
+
+
+@dataclass
+class PairMetrics:
+    values: dict[str, float] = field(default_factory=dict)  # short key -> value, NaN if not computed
+    std: str = "NaN"
+    reasons: list[str] = field(default_factory=list)
+    npu_nonfinite: int = 0
+    golden_nonfinite: int = 0
+
+    @property
+    def reason(self) -> str:
+        return "; ".join(self.reasons)
+
+
+def _nan_values() -> dict[str, float]:
+    return {k: math.nan for k in NUMERIC_METRICS + ["rel_0.1%", "rel_0.5%"]}
+
+
+def array_chunks(x: np.ndarray, y: np.ndarray, size: int | None = None) -> ChunkSource:
+    """A chunk source over two arrays (memory maps included) of equal element count."""
+    fx, fy = np.asarray(x).reshape(-1), np.asarray(y).reshape(-1)  # plain views slice faster than memmaps
+    size = size or CHUNK
+
+    def chunks() -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        for lo in range(0, fx.size, size):
+            yield fx[lo:lo + size], fy[lo:lo + size]
+    return chunks
+
+
+def compare_arrays(x: np.ndarray, y: np.ndarray, kl: bool = True) -> PairMetrics:
+    if x.size != y.size:
+        m = PairMetrics(_nan_values())
+        m.reasons.append(f"shape {list(x.shape)} of the NPU tensor does not match shape {list(y.shape)} of golden")
+        return m
+    return compare_chunks(array_chunks(x, y), x.size, x.dtype, y.dtype, kl=kl)
+
+
+def compare_chunks(source: ChunkSource, n: int, x_dtype: np.dtype, y_dtype: np.dtype,
+                   kl: bool = True) -> PairMetrics:
+    """All metrics of a pair whose chunks `source()` yields (callable again for a second walk)."""
+    result = PairMetrics(_nan_values())
+    if n == 0:
+        result.reasons.append("empty tensor")
+        return result
+    with np.errstate(all="ignore"):  # zeros and NaN/inf are handled explicitly
+        acc = _Sums(min(n, CHUNK))
+        for xc, yc in source():
+            acc.add(xc, yc)
+        if not acc.finite():
+            acc, n, source = _finite_remainder(source, n, result)
+            if acc is None:
+                return result
+        _fill(result, acc, n)
+        if kl:
+            _kl(result, acc, n, source)
+    if np.dtype(x_dtype) == np.bool_ or np.dtype(y_dtype) == np.bool_:
+        for key in result.values:
+            if key not in BOOL_MEANINGFUL:
+                result.values[key] = math.nan
+        result.std = "NaN"
+        result.reasons.append("bool tensor: only CosineSimilarity and RelativeEuclideanDistance apply")
+    return result
+
+
+try:
+    from . import _kernel  # the fused C loops; absent when installed without a C compiler
+except ImportError:
+    _kernel = None
+if os.environ.get("ACCUSCOPE_KERNEL") == "numpy":  # force the fallback (benchmarks, tests)
+    _kernel = None
+
+
+def compiled_kernel() -> bool:
+    """Whether the metrics run on the compiled kernel (else on the numpy fallback)."""
+    return _kernel is not None
+
+
+# What one chunk contributes (the C kernel returns the same tuple): summed, max-ed or min-ed.
+FIELDS = "sxy sxx syy sx sy sdd sad mad srel mrel over1 over5 xmin xmax ymin ymax".split()
+_SUMMED = [i for i, f in enumerate(FIELDS) if f.startswith(("s", "over"))]
+_MAXED = [FIELDS.index(f) for f in ("mad", "mrel", "xmax", "ymax")]
+_MINED = [FIELDS.index(f) for f in ("xmin", "ymin")]
+
+
+class _Sums:
+    """Running float64 sums over chunks, with scratch buffers reused for every chunk."""
+
+    def __init__(self, size: int):
+        self.x = np.empty(size)
+        self.y = np.empty(size)
+        self.d = np.empty(size)
+        self.r = np.empty(size)
+        self.w = np.empty(size)
+        self.mask = np.empty(size, dtype=bool)
+        self.v = [0.0] * len(FIELDS)
+        for i in _MAXED:
+            self.v[i] = -math.inf if FIELDS[i].endswith("max") else 0.0
+        for i in _MINED:
+            self.v[i] = math.inf
+        self.chunks = 0
+        self.last: tuple[np.ndarray, np.ndarray] | None = None  # the only chunk, kept for the KL walk
+
+    def __getattr__(self, name: str) -> float:
+        if name not in FIELDS:
+            raise AttributeError(name)
+        return self.v[FIELDS.index(name)]
+
+    def operands(self, xc: np.ndarray, yc: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The chunk as the loops take it: the kernel reads two float32 (or float64) chunks in
+        place; anything else is cast into the float64 buffers."""
+        if (_kernel is not None and xc.dtype == yc.dtype and xc.dtype in (np.float32, np.float64)
+                and xc.dtype.isnative and xc.flags.c_contiguous and yc.flags.c_contiguous):
+            return xc, yc
+        x, y = self.x[:len(xc)], self.y[:len(yc)]
+        np.copyto(x, xc, casting="unsafe")
+        np.copyto(y, yc, casting="unsafe")
+        return x, y
+
+    def add(self, xc: np.ndarray, yc: np.ndarray) -> None:
+        x, y = self.last = self.operands(xc, yc)
+        self.chunks += 1
+        m = _kernel.moments(x, y) if _kernel is not None else self._moments(x, y)
+        v = self.v
+        for i in _SUMMED:
+            v[i] += m[i]
+        for i in _MAXED:
+            v[i] = max(v[i], m[i])
+        for i in _MINED:
+            v[i] = min(v[i], m[i])
+
+    def _moments(self, x: np.ndarray, y: np.ndarray) -> tuple:
+        """The kernel's `moments` in numpy: one pass per operation, over float64 buffers."""
+        k = len(x)
+        d, r, m = self.d[:k], self.r[:k], self.mask[:k]
+        np.subtract(x, y, out=d)
+        sdd = np.dot(d, d)
+        np.abs(d, out=d)
+        np.abs(y, out=r)
+        np.greater(r, EPS64, out=m)
+        np.divide(x, y, out=r)  # r = |x/y - 1|, literally (|x-y|/|y| flips counts at 0.1%), where
+        np.subtract(r, 1.0, out=r)  # golden is not ~0 ...
+        np.abs(r, out=r)
+        if not m.all():
+            r[~m] = 0.0  # ... and 0 where it is (rare: no `where=`, which costs every chunk)
+        over1 = np.count_nonzero(np.greater(r, 0.001, out=m))
+        over5 = np.count_nonzero(np.greater(r, 0.005, out=m))
+        return (np.dot(x, y), np.dot(x, x), np.dot(y, y), x.sum(), y.sum(), sdd, d.sum(), d.max(),
+                r.sum(), r.max(), over1, over5, x.min(), x.max(), y.min(), y.max())
+
+    def kl_chunk(self, x: np.ndarray, y: np.ndarray, params: tuple) -> tuple[float, float, float]:
+        """The kernel's `kl` in numpy (see _kl); x and y are float64 buffers, overwritten."""
+        xlo, xfloor, ylo, yfloor, c, bound = params
+        for v, lo, floor in ((x, xlo, xfloor), (y, ylo, yfloor)):
+            if lo:
+                np.subtract(v, lo, out=v)
+            np.maximum(v, floor, out=v)
+        k = len(x)
+        s, den, w, far = self.d[:k], self.r[:k], self.w[:k], self.mask[:k]
+        sums = x.sum(), y.sum()
+        np.multiply(x, c, out=s)  # q
+        np.add(s, y, out=den)  # q + ay
+        np.subtract(s, y, out=s)
+        np.divide(s, den, out=s)  # s
+        np.abs(s, out=w)
+        np.greater_equal(w, bound, out=far)
+        f = 0.0
+        if np.count_nonzero(far):
+            q, ay = c * x[far], y[far]
+            f += float(np.sum(q * np.log(q / ay) - q + ay))
+            s[far] = 0.0
+        np.multiply(s, s, out=w)  # s^2
+        np.multiply(w, 2 / 9, out=y)  # y = 2 (atanh(s) - s) by Horner in s^2 ...
+        for coef in (2 / 7, 2 / 5, 2 / 3):
+            np.add(y, coef, out=y)
+            np.multiply(y, w, out=y)
+        np.multiply(y, s, out=y)  # ... = s^3 (2/3 + s^2 (2/5 + ...))
+        np.multiply(y, x, out=y)  # 2 ax (atanh(s) - s), which c turns into 2q (atanh(s) - s)
+        f += c * float(y.sum()) + float(np.dot(den, w))
+        return sums[0], sums[1], f
+
+    def finite(self) -> bool:
+        return math.isfinite(self.sxx + self.syy + self.sx + self.sy)
+
+
+def _finite_remainder(source: ChunkSource, n: int, result: PairMetrics) -> tuple[_Sums | None, int, ChunkSource]:
+    """Count NaN/inf per side; when they sit at the same positions with the same values on both
+    sides, sum the finite remainder instead; otherwise no metric is trustworthy."""
+    counts = {"npu": [0, 0], "golden": [0, 0]}  # [nan, inf]
+    same = True
+    chunks = []
+    for xc, yc in source():
+        fx, fy = np.isfinite(xc), np.isfinite(yc)
+        for side, c, f in (("npu", xc, fx), ("golden", yc, fy)):
+            bad = c[~f]
+            nan = int(np.count_nonzero(np.isnan(bad))) if bad.dtype.kind in "fc" else 0
+            counts[side][0] += nan
+            counts[side][1] += bad.size - nan
+        if same and not (np.array_equal(fx, fy) and np.array_equal(
+                np.asarray(xc[~fx], dtype=np.float64), np.asarray(yc[~fy], dtype=np.float64), equal_nan=True)):
+            same = False
+        chunks.append(fx)
+    result.npu_nonfinite, result.golden_nonfinite = sum(counts["npu"]), sum(counts["golden"])
+    text = ", ".join(f"{side} has {nan} NaN and {inf} inf" for side, (nan, inf) in counts.items())
+    if not same:
+        result.reasons.append(f"NaN/inf: {text} at different positions; metrics not computed")
+        return None, 0, source
+    kept = n - result.npu_nonfinite
+    result.reasons.append(f"{text} at the same positions; compared the {kept} finite elements")
+    if kept == 0:
+        return None, 0, source
+
+    def finite_chunks():
+        for (xc, yc), keep in zip(source(), chunks):
+            yield xc[keep], yc[keep]
+    acc = _Sums(min(kept, CHUNK))
+    for xc, yc in finite_chunks():
+        if len(xc):
+            acc.add(xc, yc)
+    return acc, kept, finite_chunks
+
+
+def _fill(result: PairMetrics, a: _Sums, n: int) -> None:
+    v = result.values
+    nx, ny = math.sqrt(a.sxx), math.sqrt(a.syy)
+    if n == 1:
+        v["cos"] = 1.0
+        result.reasons.append("this tensor is scalar")
+    elif nx < EPS64 and ny < EPS64:
+        v["cos"] = 1.0
+    elif nx < EPS64 or ny < EPS64:
+        result.reasons.append(f"all the data is zero in the {'NPU' if nx < EPS64 else 'golden'} tensor")
+    else:
+        v["cos"] = min(a.sxy / (nx * ny), 1.0)
+    v["max_abs"] = a.mad
+    v["mean_abs"] = a.sad / n
+    v["rmse"] = math.sqrt(a.sdd / n)
+    if ny <= EPS64 and nx > EPS64:
+        result.reasons.append("golden is all zero: relative metrics are undefined")
+    else:
+        v["red"] = math.sqrt(a.sdd / a.syy) if ny > EPS64 else 0.0
+        v["max_rel"] = a.mrel
+        v["mean_rel"] = a.srel / n
+        v["acc_rel"] = a.srel
+        v["rel_0.1%"] = a.over1 / n
+        v["rel_0.5%"] = a.over5 / n
+    mx, my = a.sx / n, a.sy / n
+    sx, sy = math.sqrt(max(a.sxx / n - mx * mx, 0.0)), math.sqrt(max(a.syy / n - my * my, 0.0))
+    result.std = f"({_3(mx)};{_3(sx)}),({_3(my)};{_3(sy)})"
+
+
+def _3(value: float) -> str:
+    return "0.000" if abs(value) < 0.001 else f"{value:.3f}"
+
+
+KL_BOUND = 0.1  # |s| below this: the series of _kl
+
+
+def _kl(result: PairMetrics, a: _Sums, n: int, source: ChunkSource) -> None:
+    """KL of the min-max scaled distributions in one more walk, without storing them.
+
+    The scaled values are ax = max(x - xmin, eps32 * rx) and ay likewise (a side without range is
+    taken as it is), px = ax/Sx, py = ay/Sy. Writing KL = sum(px ln(px/py)) as it stands, or as
+    sum(px ln(ax/ay)) + ln(Sy/Sx), cancels two numbers of the order of the error down to one of
+    its square: for sides that nearly agree, half the digits are lost. Instead each element adds
+    py f(px/py) with f(r) = r ln r - r + 1 >= 0, which sums to KL exactly when Sx, Sy are the
+    true sums. The walk uses Sx', Sy' estimated from the first walk's sums (exact but for the
+    few elements the eps floor lifts), and a closing term (delta below) corrects for the
+    difference without cancellation.
+
+    Per element, with q = ax Sy'/Sx' and s = (q - ay)/(q + ay), the term is
+    Sy' py f = (q + ay) s^2 + 2q (atanh(s) - s); where |s| < KL_BOUND (sides within ~20% of each
+    other: almost every element of any pair worth a look) atanh(s) - s is its series
+    s^3/3 + ... + s^9/9 (truncated, below s^9/11 < 1e-10 of the term), else the term is computed
+    with the logarithm."""
+    rx, ry = a.xmax - a.xmin, a.ymax - a.ymin
+    (xlo, rx), (ylo, ry) = (a.xmin, rx) if rx != 0 else (0.0, 1.0), (a.ymin, ry) if ry != 0 else (0.0, 1.0)
+    xfloor, yfloor = EPS32 * rx, EPS32 * ry
+    sx0, sy0 = max(a.sx - n * xlo, n * xfloor), max(a.sy - n * ylo, n * yfloor)
+    params = (xlo, xfloor, ylo, yfloor, sy0 / sx0, KL_BOUND)
+    sums = [0.0, 0.0, 0.0]  # Sx, Sy, Sy' * sum(py' f(px'/py'))
+    chunks = [a.last] if a.chunks == 1 else (a.operands(xc, yc) for xc, yc in source() if len(xc))
+    for x, y in chunks:
+        part = _kernel.kl(x, y, *params) if _kernel is not None else a.kl_chunk(x, y, params)
+        sums = [s + p for s, p in zip(sums, part)]
+    sx, sy, f = sums
+    if not (sx > 0 and sy > 0):
+        result.reasons.append("KL: a side is all zero after scaling")
+        return
+    # KL = F/A + ln(B/A) + 1 - B/A with A = Sx/Sx', B = Sy/Sy', F = sum(py' f(px'/py'))
+    a_, delta = sx / sx0, (sy / sy0) / (sx / sx0) - 1.0
+    kl = f / sy0 / a_ + (math.log1p(delta) - delta)
+    result.values["kl"] = 0.0 if abs(kl) < EPS64 else kl

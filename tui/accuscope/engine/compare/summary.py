@@ -1,0 +1,56 @@
+"""What a task's result says at a glance: counts and the first failing op in execution order.
+
+The advisor (metrics.md section 5) explains causes; this is the plain account it builds on.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from accuscope.engine.compare.results import ResultTable
+from accuscope.engine.compare.thresholds import Thresholds
+
+
+@dataclass
+class Summary:
+    rows: int
+    failing: int
+    not_compared: int  # rows with a reason and no metric value
+    nonfinite: int  # rows whose NPU tensor holds NaN/inf
+    first_failing: int | None  # table row, the earliest in execution order
+    broken: list[str]  # thresholds that row breaks, e.g. "cos 0.912 < 0.99"; none turned off
+    first_text: str = ""  # "#12 Conv2D: cos 0.912 < 0.99, kl 0.02 > 0.005 · conv1", "" without one
+
+    def counts_text(self) -> str:
+        """`3/120 rows fail` or `none of 120 rows breaks a threshold`."""
+        if self.first_failing is None:
+            return f"none of {self.rows:,} rows breaks a threshold"
+        return f"{self.failing:,}/{self.rows:,} rows fail"
+
+
+def summarize(table: ResultTable, thresholds: Thresholds) -> Summary:
+    """The account of `table` under `thresholds` (not its `fail` column, which may be from others)."""
+    n = len(table)
+    failing = np.flatnonzero(thresholds.failing(table)) if n else np.zeros(0, np.int64)
+    first = int(failing[np.argmin(table.columns["index"][failing])]) if len(failing) else None
+    broken = []
+    if first is not None:
+        for key in thresholds.broken(table, first):
+            t = thresholds.get(key)
+            if t is None:  # the built-in NaN/inf rule
+                broken.append(f"NaN/inf {table.columns['npu_nonfinite'][first]} on the NPU side, "
+                              f"{max(table.columns['golden_nonfinite'][first], 0)} in golden")
+            else:
+                broken.append(f"{key} {table.numbers(key)[first]:.4g} {t.op} {t.value:g}")
+    keys = table.metric_keys
+    no_value = np.ones(n, bool)
+    for key in keys:
+        no_value &= np.isnan(table.numbers(key))
+    not_compared = int((no_value & (table.columns["reason"] != "")).sum()) if keys else 0
+    nonfinite = int((table.columns["npu_nonfinite"] > 0).sum())
+    text = ""
+    if first is not None:  # the metrics before the op's name: a narrow screen cuts the end
+        c = table.columns
+        text = f"#{c['index'][first]} {c['type'][first]}: {', '.join(broken)} · {c['npu_op'][first]}"
+    return Summary(n, len(failing), not_compared, nonfinite, first, broken, text)

@@ -1,0 +1,168 @@
+"""Pass / fail thresholds: which rows count as an accuracy problem.
+
+Defaults are msit's (a row is a precision error when cos < 0.99, red > 0.05, kl > 0.005,
+rmse > 1.0 or mean_rel > 1.0). NaN cells never break a threshold (the reason column says why
+they are NaN), with one rule of our own beyond them: a row whose NPU tensor holds more NaN/inf
+than its golden tensor fails (a float16 overflow is an error whatever the metrics say). Rows that cannot meaningfully fail are exempt: layout-only ops (TransData),
+network inputs (Data / RefData: a mismatch there is an input problem, reported by the advisor),
+and device-only ops (GroundTruth "*": there is no golden tensor).
+"""
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from accuscope.engine.compare.columns import CSV_OF, NUMERIC_METRICS
+from accuscope.engine.compare.results import ResultTable
+
+EXEMPT_TYPES = ("TransData", "TransDataRNN", "Data", "RefData")
+# Keys a threshold may name: the numeric metrics and the error-ratio / non-finite extras.
+THRESHOLD_KEYS = NUMERIC_METRICS + ["rel_0.1%", "rel_0.5%", "npu_nonfinite", "golden_nonfinite"]
+# Similarities fail when low; everything else is an error measure and fails when high.
+LOWER_IS_WORSE = {"cos"}
+MSIT_DEFAULTS = {"cos": 0.99, "red": 0.05, "kl": 0.005, "rmse": 1.0, "mean_rel": 1.0}
+
+
+@dataclass
+class Threshold:
+    key: str
+    op: str  # "<": fails below value; ">": fails above value
+    value: float
+
+    def broken(self, values: np.ndarray) -> np.ndarray:
+        with np.errstate(invalid="ignore"):
+            return values < self.value if self.op == "<" else values > self.value
+
+    def __str__(self) -> str:
+        return f"{self.key} {self.op} {self.value:g}"
+
+
+def _default_items() -> list[Threshold]:
+    return [Threshold(k, default_op(k), v) for k, v in MSIT_DEFAULTS.items()]
+
+
+@dataclass
+class Thresholds:
+    items: list[Threshold] = field(default_factory=_default_items)
+
+    # ---- editing ------------------------------------------------------------------------------
+    def get(self, key: str) -> Threshold | None:
+        return next((t for t in self.items if t.key == key), None)
+
+    def set(self, key: str, value: float | None, op: str | None = None) -> None:
+        """Change, add (value given) or remove (value None) the threshold of one metric."""
+        key = resolve_key(key)
+        current = self.get(key)
+        if value is None:
+            self.items = [t for t in self.items if t.key != key]
+        elif current is not None:
+            current.value = float(value)
+            current.op = op or current.op
+        else:
+            self.items.append(Threshold(key, op or default_op(key), float(value)))
+
+    def edit(self, text: str) -> list[tuple[str, float | None]]:
+        """Apply `NAME=VALUE ...` (spaces or commas between): only the named thresholds change (VALUE
+        off removes one), the others stay. ValueError naming the bad part, before anything changes.
+        Returns the changes made."""
+        changes = parse_assignments(text)
+        for key, value in changes:
+            self.set(key, value)
+        return changes
+
+    def __str__(self) -> str:
+        """`cos < 0.99, red > 0.05, ...` (`none` without thresholds)."""
+        return ", ".join(str(t) for t in self.items) or "none"
+
+    def to_dict(self) -> dict:
+        """For task.json: {"cos": {"fail_if": "<", "value": 0.99}, ...}."""
+        return {t.key: {"fail_if": t.op, "value": t.value} for t in self.items}
+
+    @classmethod
+    def from_dict(cls, data: dict | None) -> Thresholds:
+        """Inverse of to_dict; None gives the defaults, {} gives no thresholds at all."""
+        if data is None:
+            return cls()
+        items = []
+        for key, spec in data.items():
+            if isinstance(spec, dict):
+                op, value = spec.get("fail_if"), spec.get("value")
+            else:  # tolerate a bare number
+                op, value = None, spec
+            if op not in (None, "<", ">"):
+                raise ValueError(f"threshold {key}: fail_if must be '<' or '>', not {op!r}")
+            key = resolve_key(key)
+            items.append(Threshold(key, op or default_op(key), float(value)))
+        return cls(items)
+
+    # ---- evaluation ---------------------------------------------------------------------------
+    def apply(self, table: ResultTable) -> None:
+        """Set table.columns["fail"] to failing(table)."""
+        table.columns["fail"] = self.failing(table)
+
+    def failing(self, table: ResultTable) -> np.ndarray:
+        """Rows breaking any threshold (NaN ignored) or the NaN/inf rule; exempt rows never fail."""
+        fail = nonfinite_broken(table)
+        for t in self.items:
+            fail |= t.broken(table.numbers(t.key))
+        return fail & ~exempt(table)
+
+    def broken(self, table: ResultTable, i: int) -> list[str]:
+        """Keys of the thresholds row i breaks (empty for exempt rows), for the detail view."""
+        if exempt(table)[i]:
+            return []
+        keys = [t.key for t in self.items if t.broken(table.numbers(t.key)[i:i + 1])[0]]
+        return keys + ["npu_nonfinite"] if nonfinite_broken(table)[i] and "npu_nonfinite" not in keys else keys
+
+
+def nonfinite_broken(table: ResultTable) -> np.ndarray:
+    """Rows whose NPU tensor has more NaN/inf than the golden one (counts of -1: unknown)."""
+    npu, golden = table.columns["npu_nonfinite"], table.columns["golden_nonfinite"]
+    return npu > np.maximum(golden, 0)
+
+
+def exempt(table: ResultTable) -> np.ndarray:
+    """Rows that are never flagged: layout-only ops, network inputs, device-only ops."""
+    return np.isin(table.columns["type"], EXEMPT_TYPES) | table.columns["is_npu_only"]
+
+
+def default_op(key: str) -> str:
+    return "<" if key in LOWER_IS_WORSE else ">"
+
+
+def resolve_key(name: str) -> str:
+    """Short key for a short key or CSV name (case-insensitive); ValueError naming the choices."""
+    by_lower = {k.lower(): k for k in THRESHOLD_KEYS}
+    by_lower.update({CSV_OF[k].lower(): k for k in THRESHOLD_KEYS})
+    key = by_lower.get(name.strip().lower())
+    if key is not None:
+        return key
+    close = difflib.get_close_matches(name.strip().lower(), list(by_lower), n=1, cutoff=0.6)
+    hint = f"; did you mean {by_lower[close[0]]}?" if close else ""
+    raise ValueError(f"unknown metric '{name}' for a threshold{hint} "
+                     f"(one of: {', '.join(THRESHOLD_KEYS)})")
+
+
+def parse_assignments(text: str) -> list[tuple[str, float | None]]:
+    """`cos=0.98 kl=off` (spaces or commas between) -> [(key, value), ...]; see parse_assignment."""
+    return [parse_assignment(part) for part in text.replace(",", " ").split()]
+
+
+def parse_assignment(text: str) -> tuple[str, float | None]:
+    """`--threshold NAME=VALUE` -> (key, value); VALUE "off" or "none" removes that threshold."""
+    name, sep, value = text.partition("=")
+    if not sep or not name.strip() or not value.strip():
+        raise ValueError(f"threshold '{text}': expected NAME=VALUE, e.g. cos=0.98")
+    key = resolve_key(name)
+    if value.strip().lower() in ("off", "none"):
+        return key, None
+    try:
+        number = float(value)
+    except ValueError:
+        raise ValueError(f"threshold '{text}': '{value.strip()}' is not a number") from None
+    if number != number:
+        raise ValueError(f"threshold '{text}': NaN is not a threshold")
+    return key, number
+

@@ -1,0 +1,1 @@
+"""The demo workspace and the Ascend dump simulator it uses."""

@@ -1,0 +1,925 @@
+"""The advisor: from a table of red rows to the operator that introduced the error, and why.
+
+After the first bad operator every op downstream inherits its error, so a list of failing rows
+does not say where to look. The advisor reads a finished task and answers that:
+
+- MindStudio's expert rules (metrics.md section 5), first match wins: float16 overflow, network
+  input inconsistent, then the global verdict (everything passes / the network output fails /
+  only local deviations), judged on the model's real outputs (the `is_output` rows, from
+  `attr_model_out_nodes_name` or the ONNX graph outputs), not on the last row.
+- Introduced or inherited, per failing op: the framework op (the chain of fused framework ops for
+  a fused device op) is re-run on the NPU side's own inputs (`oprerun`); when that reproduces the
+  NPU output, the error came with the inputs, otherwise the op made it. Without a framework model
+  the op's output error is compared with its inputs' errors instead (a weaker method: ops that
+  amplify errors, like Softmax or a division by small numbers, get blamed).
+- NaN/inf origin: the first op whose output holds NaN/inf while its inputs do not.
+- Preprocessing diagnosis when the network inputs disagree (`preprocess`).
+
+The result is `advice.json` in the task folder (written atomically) and an `Advice` object for the
+TUI: findings to show and jump to (table row, op), and per-op origins for a table column.
+Re-run results are cached in advice.json under a key made of the files they depend on, so advising
+again (new thresholds, reopening the task) re-runs nothing that did not change.
+"""
+from __future__ import annotations
+
+import math
+import os
+import threading
+import time
+from dataclasses import replace
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from accuscope.engine.tasks import task as task_files
+from accuscope.engine.diagnose.advice import (ADVICE_JSON, Advice, Finding, OpOrigin, Progress, fingerprint, jsonable, load_advice,
+                     save_advice)
+from accuscope.engine.tasks.task import Task, load_task, meta_path
+from accuscope.engine.sources.tensor import SourceError, TensorError
+from accuscope.engine.compare.thresholds import exempt, nonfinite_broken
+
+SEVERITIES = ("error", "warning", "info")
+FP16_MAX = 65504.0
+SENTINEL = 1e8  # golden magnitudes from here on are fill values (attention masks), not overflow
+WEAK_FACTOR = 3.0  # weak method: an output this many times worse than its worst input blames the op
+INPUT_TYPES = ("Data", "RefData")
+LAYOUT_ONLY = ("TransData", "TransDataRNN", "Cast")
+WEIGHTED_TYPES = {"Conv2D", "Conv3D", "Conv2DTranspose", "DepthwiseConv2D", "Conv", "ConvTranspose", "MatMul",
+                  "MatMulV2", "MatMulV3", "BatchMatMul", "BatchMatMulV2", "Gemm", "FullyConnection",
+                  "QuantizedConv", "ConvInteger", "MatMulInteger"}
+INVALID_TYPES = {"Div", "RealDiv", "Log", "Sqrt", "Rsqrt", "Reciprocal", "Pow"}
+# order of findings on the same row and severity (the cause first)
+_PRIORITY = ["verdict", "coverage", "preprocess", "ms.input_mismatch", "introduced", "drift", "nonfinite_origin",
+             "ms.fp16_overflow", "no_op_introduced", "ms.output_fails", "ms.local_deviation", "ms.all_pass", "method"]
+
+
+# ------------------------------------------------------------------ the run
+
+
+class _Run:
+    """State of one advise() call."""
+
+    def __init__(self, task: Task, progress, cancel, workers):
+        self.task = task
+        self.folder = task.folder
+        self.table = task.table
+        self.c = task.table.columns
+        self.n = len(task.table)
+        self.thresholds = task.thresholds
+        self.progress = progress
+        self.cancel = cancel
+        self.workers = max(1, workers or os.cpu_count() or 1)
+        self.notes: list[str] = []
+        self.timings: dict[str, float] = {}
+        self.graph = None
+        self.plan = None
+        self.row_pair: list = [None] * self.n
+        self.ops: dict[str, list[int]] = {}
+        for i, op in enumerate(self.c["npu_op"].tolist()):
+            self.ops.setdefault(op, []).append(i)
+        self.exempt = exempt(self.table)
+        self.nonfinite = nonfinite_broken(self.table)
+        t = self.thresholds.get("cos")
+        self.cos_min = t.value if t is not None and t.op == "<" else 0.99
+        t = self.thresholds.get("red")
+        self.red_max = t.value if t is not None and t.op == ">" else 0.05
+        self.outcome = "unknown"  # the verdict on the network outputs: "pass", "fail" or "unknown"
+        self.fw_path = None  # the framework (reference) model the re-runs use
+
+    def say(self, stage: str, done: int = 0, total: int = 0) -> None:
+        if self.progress is not None:
+            self.progress(Progress(stage, done, total))
+
+    @property
+    def cancelled(self) -> bool:
+        return self.cancel is not None and self.cancel.is_set()
+
+    # ---- sources ----------------------------------------------------------------------------
+    def open_sources(self) -> None:
+        from accuscope.engine.compare import comparison as engine
+        from accuscope.engine.graphs.graph import load_graph
+        from accuscope.engine.tasks.taskrun import spec_from_meta
+        meta = self.task.meta
+        model = meta.get("model")
+        if isinstance(model, str) and model:
+            try:
+                self.graph = load_graph(meta_path(self.folder, meta, "model"))
+            except SourceError as exc:
+                self.notes.append(f"model graph unusable ({exc}); network inputs and outputs from the table only")
+        if meta.get("foreign") or not meta.get("npu") or not meta.get("golden"):
+            self.notes.append("the task does not name its dumps: no re-run, overflow scan or input diagnosis, "
+                              "only the table's numbers")
+            return
+        spec = spec_from_meta(meta, folder=self.folder, algorithms=["cos"], custom_dir=None)
+        try:
+            self.plan = engine.plan(spec)
+        except SourceError as exc:
+            self.notes.append(f"dumps unusable ({exc}): no re-run, overflow scan or input diagnosis")
+            return
+        by_name = {p.npu.name: p for p in self.plan.pairs}
+        self.row_pair = [by_name.get(t) for t in self.c["tensor"].tolist()]
+
+    # ---- rows -------------------------------------------------------------------------------
+    def op_rows(self, op: str, io: str) -> list[int]:
+        return [r for r in self.ops.get(op, []) if self.c["io"][r] == io]
+
+    def network_input_rows(self) -> list[int]:
+        """Rows of network input ops (Data), and input rows whose tensor is a network input
+        (traced back through layout-only ops); without a model graph, the first op's inputs."""
+        c = self.c
+        rows = {i for i in range(self.n) if c["type"][i] in INPUT_TYPES}
+        if self.graph is not None:
+            for i in range(self.n):
+                if c["io"][i] != "input":
+                    continue
+                node = self.graph.node(c["npu_op"][i])
+                k = _tensor_index(c["tensor"][i])
+                if node is not None and k is not None and k < len(node.inputs) and \
+                        _is_network_input(self.graph, node.inputs[k]):
+                    rows.add(i)
+        elif not rows:
+            first = next((i for i in range(self.n) if not self.exempt[i]), None)
+            if first is not None:
+                rows.update(self.op_rows(c["npu_op"][first], "input"))
+        return sorted(rows)
+
+    def error_of(self, r: int) -> float:
+        """A row's error for the weak method: relative Euclidean distance, else 1 - cos."""
+        red = self.c["red"][r]
+        if not math.isnan(red):
+            return float(red)
+        cos = self.c["cos"][r]
+        return math.nan if math.isnan(cos) else float(1 - cos)
+
+    def nf(self, r: int) -> bool:
+        return bool(self.nonfinite[r])
+
+
+def advise(task_folder: str | os.PathLike, framework_model: str | os.PathLike | None = None,
+           progress: Callable[[Progress], None] | None = None, cancel: threading.Event | None = None,
+           workers: int | None = None, write: bool = True) -> Advice | None:
+    """Advise on a finished task; writes `advice.json` into the task folder (unless write=False).
+
+    `framework_model`: the framework ONNX model to re-run ops from (default: found through
+    task.json, see engine.task.framework_model). SourceError for an unusable task folder or a given
+    framework model that cannot be read. Returns None when `cancel` was set (nothing written).
+    """
+    start = time.perf_counter()
+    task = load_task(task_folder)
+    if not len(task.table):
+        raise SourceError(f"{task_folder}: the task has no result rows to advise on")
+    run = _Run(task, progress, cancel, workers)
+    run.say("opening the dumps")
+    t0 = time.perf_counter()
+    fw, fw_path, fw_source = None, None, ""
+    if framework_model is not None:
+        fw_path, fw_source = Path(framework_model), "given"
+        if not fw_path.is_file():
+            raise SourceError(f"{fw_path}: no such framework model file")
+    else:
+        fw_path, fw_source = task_files.framework_model(task.folder, task.meta)
+    failing_outputs = bool((run.c["fail"] & (run.c["io"] == "output")).any())
+    if fw_path is not None and (failing_outputs or fw_source == "given"):
+        from accuscope.engine.diagnose.oprerun import FrameworkModel
+        try:
+            fw = FrameworkModel(fw_path)
+        except SourceError as exc:
+            if fw_source == "given":
+                raise
+            run.notes.append(f"framework model {fw_path} ({fw_source}) unusable: {exc}")
+    run.fw_path = fw_path if fw is not None else None
+    run.timings["framework model"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    run.open_sources()
+    run.timings["open"] = time.perf_counter() - t0
+    if run.cancelled:
+        return None
+
+    net_inputs = run.network_input_rows()
+    t0 = time.perf_counter()
+    overflow = _overflow(run, net_inputs)
+    run.timings["overflow scan"] = time.perf_counter() - t0
+    if run.cancelled:
+        return None
+    t0 = time.perf_counter()
+    previous = _previous(task.folder)
+    origins = _origins(run, fw if run.plan is not None else None, previous)
+    run.timings["origins"] = time.perf_counter() - t0
+    if run.cancelled or origins is None:
+        return None
+    t0 = time.perf_counter()
+    verdict = _verdict(run)
+    findings = [verdict] + _coverage(run) + _mindstudio(run, overflow, net_inputs)
+    findings += _preprocess(run, net_inputs)
+    findings += _nonfinite_origin(run, origins)
+    findings += _introduced(run, origins, net_inputs, findings)
+    drift = _drift(run, origins)
+    if drift:  # the many small introductions are the drift, not one culprit
+        findings = [replace(f, severity="warning", title=f"{f.op} introduced the most error, but no single op "
+                            "explains the output") if f.rule == "introduced" else f for f in findings]
+    findings += drift
+    findings = _in_light_of_verdict(run, findings)
+    method = "rerun" if fw is not None and run.plan is not None else "input-output"
+    if method == "input-output" and origins:
+        findings.append(_weak_note(fw_path, fw is not None))
+    run.timings["rules"] = time.perf_counter() - t0
+    findings.sort(key=lambda f: (f.rule != "verdict", SEVERITIES.index(f.severity), f.rule.startswith("ms."),
+                                 f.row if f.row is not None else run.n,
+                                 _PRIORITY.index(f.rule) if f.rule in _PRIORITY else len(_PRIORITY)))
+    advice = Advice(task.folder, findings, origins, method, str(fw_path) if fw is not None else "",
+                    fw_source if fw is not None else "", run.notes,
+                    {**fingerprint(task.meta, task.thresholds), "rows": run.n},
+                    datetime.now().isoformat(timespec="seconds"), time.perf_counter() - start, run.timings)
+    if write:
+        try:
+            save_advice(advice)
+            advice.written = True
+        except OSError as exc:
+            advice.notes.append(f"could not write {ADVICE_JSON} into {task.folder}: {exc.strerror or exc}")
+    return advice
+
+
+def _previous(folder: Path) -> dict[str, dict]:
+    """Cached re-runs of the last advice, by op."""
+    try:
+        old = load_advice(folder)
+    except SourceError:
+        return {}
+    if old is None:
+        return {}
+    return {o.op: o.isolated for o in old.ops if o.isolated and o.isolated.get("key")}
+
+
+# ------------------------------------------------------------------ rule 1: float16 overflow
+
+
+def _overflow(run: _Run, net_inputs: list[int]) -> tuple[int, dict] | None:
+    """The first row whose float16 NPU tensor overflowed: NaN/inf beyond golden's, or values at
+    the float16 limit (|x| >= 65504) where golden is an ordinary number (not a mask fill value)."""
+    c = run.c
+    fp16 = np.isin(c["npu_dtype"], ["float16", "DT_FLOAT16"]) & ~c["is_npu_only"]
+    nf = np.flatnonzero(fp16 & run.nonfinite)
+    first_nf = int(nf[0]) if len(nf) else run.n
+    hit: tuple[int, dict] | None = None
+    if len(nf):
+        r = first_nf
+        hit = (r, {"npu_nonfinite": int(c["npu_nonfinite"][r]),
+                   "golden_nonfinite": max(int(c["golden_nonfinite"][r]), 0)})
+    if run.plan is None:
+        return hit
+    inputs = set(net_inputs)
+    rows = [r for r in range(first_nf) if fp16[r] and (c["io"][r] == "output" or r in inputs)
+            and run.row_pair[r] is not None and run.row_pair[r].golden is not None]
+    if not rows:
+        return hit
+    found = _first_hit(rows, lambda r: _saturated(run.row_pair[r]), run, "checking float16 overflow")
+    if found is not None:
+        r, count = found
+        return r, {"saturated": count, "npu_nonfinite": max(int(c["npu_nonfinite"][r]), 0),
+                   "golden_nonfinite": max(int(c["golden_nonfinite"][r]), 0)}
+    return hit
+
+
+def _saturated(pair) -> int:
+    """Elements at the float16 limit on the NPU side where golden is finite and below SENTINEL."""
+    from accuscope.engine.compare.comparison import tensor_chunks
+    x, y = pair.npu, pair.golden
+    if x.problem or y.problem or x.size != y.size or x.size == 0:
+        return 0
+    count = 0
+    try:
+        with np.errstate(invalid="ignore"):
+            for xc, yc in zip(tensor_chunks(x, 1 << 16), tensor_chunks(y, 1 << 16)):
+                big = np.abs(xc) >= FP16_MAX
+                if big.any():
+                    ay = np.abs(np.asarray(yc, dtype=np.float64))
+                    count += int(np.count_nonzero(big & np.isfinite(xc) & (ay < SENTINEL)))
+    except (TensorError, OSError, ValueError):
+        return 0
+    return count
+
+
+def _first_hit(rows: list[int], count: Callable[[int], int], run: _Run, stage: str) -> tuple[int, int] | None:
+    """The first row (in order) whose count is positive, evaluated in threads batch by batch."""
+    batch = 4 * run.workers
+    with ThreadPoolExecutor(run.workers, thread_name_prefix="accuscope-advisor") as pool:
+        for lo in range(0, len(rows), batch):
+            if run.cancelled:
+                return None
+            part = rows[lo:lo + batch]
+            for r, k in zip(part, pool.map(count, part)):
+                if k > 0:
+                    return r, k
+            run.say(stage, min(lo + batch, len(rows)), len(rows))
+    return None
+
+
+# ------------------------------------------------------------------ rules 2 and 3 (MindStudio)
+
+
+def _verdict(run: _Run) -> Finding:
+    """The verdict on the model itself, judged on its real outputs: pass, fail (which output, which
+    metric, how badly) or unknown (no output compared, and why). Everything else is read in its light."""
+    c = run.c
+    outputs = [int(r) for r in np.flatnonzero(c["is_output"] & ~c["is_npu_only"])]
+    measured = [r for r in outputs if any(not math.isnan(run.table.numbers(k)[r]) for k in run.table.metric_keys)
+                or run.nonfinite[r]]
+    if not measured:
+        why = ("no row is a network output (give the model, --model, so its outputs are known)" if not outputs else
+               f"the output rows were not compared ({c['tensor'][outputs[0]]}: {c['reason'][outputs[0]] or 'no value'})")
+        return _finding(run, "verdict", "warning", None, "verdict unknown: the network outputs were not compared",
+                        f"The model cannot be judged: {why}. No row below is a verdict on the model.",
+                        {"outputs": len(outputs)})
+    failing = [r for r in measured if c["fail"][r]]
+    ev = {"outputs": len(measured), "output_cos": [c["cos"][r] for r in measured],
+          "output_red": [c["red"][r] for r in measured]}
+    if failing:
+        run.outcome = "fail"
+        r = min(failing, key=lambda i: (not run.nonfinite[i], -_badness(run, i)))
+        broken = _broken_text(run, r)
+        return _finding(run, "verdict", "error", r, f"the model fails: output {broken.split(', ')[0]}",
+                        f"{len(failing)} of {len(measured)} network output(s) break the thresholds (worst: "
+                        f"{c['tensor'][r]} {broken}). The findings below say which op made the error, most "
+                        "harmful first.", ev)
+    run.outcome = "pass"
+    worst = min(measured, key=lambda i: c["cos"][i] if not math.isnan(c["cos"][i]) else 2.0)
+    return _finding(run, "verdict", "info", None, f"the model passes: {len(measured)} network output(s) meet the "
+                    f"thresholds (worst cos {_f4(c['cos'][worst])})",
+                    "Deviations of single ops below are local: they do not reach the outputs beyond the thresholds.", ev)
+
+
+def _in_light_of_verdict(run: _Run, findings: list[Finding]) -> list[Finding]:
+    """An error-level finding about an op exists only when the outputs fail: when they pass, local
+    findings are information (their effect stated); when the outputs are unknown, warnings."""
+    if run.outcome == "fail":
+        return findings
+    level = "info" if run.outcome == "pass" else "warning"
+    note = (" The network outputs pass: this stays local." if run.outcome == "pass" else
+            " Its effect on the network outputs is unknown (they were not compared).")
+    out = []
+    for f in findings:
+        if f.rule != "verdict" and f.severity == "error":
+            f = replace(f, severity=level, text=f.text + note)
+        out.append(f)
+    return out
+
+
+def _badness(run: _Run, r: int) -> float:
+    """How far a row is from agreeing: the larger of 1 - cos and the relative euclidean distance."""
+    cos, red = run.c["cos"][r], run.c["red"][r]
+    return max(0.0 if math.isnan(cos) else 1.0 - float(cos), 0.0 if math.isnan(red) else float(red))
+
+
+def _broken_text(run: _Run, r: int) -> str:
+    parts = []
+    for key in run.thresholds.broken(run.table, r):
+        t = run.thresholds.get(key)
+        if t is None:
+            parts.append(f"holds {int(run.c['npu_nonfinite'][r])} NaN/inf")
+        else:
+            parts.append(f"{key} {_distinct(run.table.numbers(key)[r], t.value)} {t.op} {t.value:.10g}")
+    return ", ".join(parts) or "fails"
+
+
+DRIFT_START = 0.1  # a drift starts where the error first reaches this share of the output's
+CLIFF_SHARE = 0.5  # one step of the error series adding this share of its maximum is a cliff, not a drift
+DOMINANT = 2.0  # an op whose own error is this many times the next one's is the cause by itself
+MANY = 4  # this many ops with errors within DOMINANT of the largest make a drift
+
+
+def _drift(run: _Run, origins: list[OpOrigin]) -> list[Finding]:
+    """When no single op explains a failing output but the error grows a little at each of many
+    ops: say so, where it starts, and how it grows (the series is in the evidence, for a chart).
+    Measured with the metric the output breaks: 1 - cos first (bounded where relative errors
+    explode, at a Sigmoid's outputs near zero), else the relative euclidean distance."""
+    if run.outcome != "fail":
+        return []
+    c = run.c
+    out = next((int(r) for r in np.flatnonzero(c["is_output"] & ~run.exempt)), None)
+    if out is None:
+        return []
+    if not math.isnan(c["cos"][out]) and c["cos"][out] < run.cos_min:
+        key, values, words = "cos", 1.0 - c["cos"], "cos"
+    elif not math.isnan(c["red"][out]) and c["red"][out] > run.red_max:
+        key, values, words = "red", np.minimum(c["red"], 10.0), "rel. error"
+    else:
+        return []
+    rows = [int(r) for r in np.flatnonzero((c["io"] == "output") & ~run.exempt) if not math.isnan(values[r])]
+    if len(rows) < 8 or out not in rows:
+        return []
+    err = np.array([float(values[r]) for r in rows])
+    final = float(values[out])
+    level = np.maximum.accumulate(err)
+    steps = np.diff(np.concatenate([[0.0], level]))
+    biggest = int(np.argmax(steps))
+    effects = sorted((_effect(o, run) for o in origins if o.origin == "introduced" and o.method == "rerun"
+                      and not (o.broken and set(o.broken) <= MINOR)), reverse=True)
+    if effects and (len(effects) == 1 or effects[0] >= DOMINANT * effects[1]):
+        return []  # one op made far more error by itself than any other: a cliff, said as introduced
+    if effects and sum(e >= effects[0] / DOMINANT for e in effects) < MANY:
+        return []  # a few comparable culprits: the introduced-op finding names them
+    if not effects and steps[biggest] >= CLIFF_SHARE * level[-1]:
+        return []  # without re-runs: one step of the series made most of it
+    start = int(np.argmax(level > DRIFT_START * level[-1]))
+    picks = sorted({start, start + (len(rows) - start) // 2, len(rows) - 1})[:-1]
+
+    def told(v: float) -> str:
+        return f"cos down to {_f4(1.0 - v)}" if key == "cos" else f"{words} up to {_pct(v)}"
+    growth = ", ".join(f"{told(level[k])} by {c['npu_op'][rows[k]]} (#{rows[k]})" for k in picks)
+    growth += f", {words} {_f4(c['cos'][out]) if key == 'cos' else _pct(final)} at the output"
+    step = max(1, len(rows) // 60)
+    series = [[rows[k], float(err[k])] for k in range(0, len(rows), step)]
+    return [_finding(run, "drift", "error", rows[start], f"gradual drift from {c['npu_op'][rows[start]]}",
+                     f"No single op explains the output's error: it grows a little at each of many ops ({growth}; "
+                     f"the largest single step adds {steps[biggest]:.2g}). This is accumulated "
+                     f"{_precision_word(run)} across a region: keep that region in higher precision (or calibrate "
+                     "it) rather than one op.",
+                     {"metric": key, "growth": series, "largest_step": float(steps[biggest]),
+                      "start_row": rows[start], "output_error": final})]
+
+
+QUANTIZED_TYPES = {"ConvInteger", "MatMulInteger", "QLinearConv", "QLinearMatMul", "DynamicQuantizeLinear",
+                   "QuantizeLinear", "DequantizeLinear", "AscendQuant", "AscendDequant"}
+
+
+def _precision_word(run: _Run) -> str:
+    """What kind of small errors add up here, from the NPU side's dtypes and op types."""
+    types = set(run.c["type"].tolist())
+    dtypes = {str(d).lower().replace("dt_", "") for d in run.c["npu_dtype"].tolist()}
+    if types & QUANTIZED_TYPES or dtypes & {"int8", "uint8", "int4"}:
+        return "quantization error"
+    if dtypes & {"float16", "bfloat16"}:
+        return f"{'bfloat16' if 'bfloat16' in dtypes else 'float16'} rounding"
+    return "small per-op error"
+
+
+def _distinct(v: float, threshold: float) -> str:
+    """v with enough digits not to read as the threshold it breaks (cos 0.99999994 < 0.9999999)."""
+    for digits in (4, 6, 8, 10, 12):
+        text = f"{v:.{digits}g}"
+        if float(text) != threshold and (float(text) < threshold) == (v < threshold):
+            return text
+    return repr(float(v))
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.2g}%"
+
+
+def _coverage(run: _Run) -> list[Finding]:
+    """Too little compared to conclude anything (task.json coverage, written by compare)."""
+    cov = run.task.meta.get("coverage")
+    warnings = cov.get("warnings") if isinstance(cov, dict) else None
+    notes = cov.get("notes") if isinstance(cov, dict) else None
+    if not warnings or not isinstance(warnings, list):
+        if notes and isinstance(notes, list):
+            return [_finding(run, "coverage", "info", None, f"not compared: {notes[0]}",
+                             "These tensors are missing on purpose (the run that dumped them cannot reach them); "
+                             "the verdict covers the rest.", {"unreachable": len(cov.get("unreachable") or [])})]
+        return []
+    text = "; ".join(str(w) for w in warnings)
+    return [_finding(run, "coverage", "warning", None, f"the comparison saw too little: {text}",
+                     "Whatever the rows say, the model is not judged on what was not compared: a pass here is no "
+                     "pass. Check that both sides come from the same model and run, give each side's model "
+                     "(--model, --npu-model, --golden-model) so names can be paired, or a --mapping file.",
+                     {k: cov[k] for k in ("npu_paired", "npu_total", "golden_used", "golden_total",
+                                         "outputs_paired", "outputs_total") if k in cov})]
+
+
+def _mindstudio(run: _Run, overflow, net_inputs: list[int]) -> list[Finding]:
+    c = run.c
+    thr = run.cos_min
+    if overflow is not None:
+        r, ev = overflow
+        sat = ev.get("saturated", 0)
+        what = (f"{sat} values at the float16 limit (|x| >= 65504)" if sat else
+                f"{ev['npu_nonfinite']} NaN/inf values (golden: {ev['golden_nonfinite']})")
+        return [_finding(run, "ms.fp16_overflow", "error", r, f"float16 overflow at {c['npu_op'][r]}",
+                         f"Its float16 {c['io'][r]} holds {what}. Everything computed from it is unreliable: keep "
+                         f"this op in float32 (mixed precision) or scale its inputs down, then compare again.",
+                         {**ev, "cos": c["cos"][r]})]
+    bad_inputs = [r for r in net_inputs if not math.isnan(c["cos"][r]) and c["cos"][r] < thr]
+    if bad_inputs:
+        r = bad_inputs[0]
+        return [_finding(run, "ms.input_mismatch", "error", r, f"network input differs ({c['tensor'][r]})",
+                         f"The two sides were not fed the same data (cos {c['cos'][r]:.4f} < {thr:g}), so no op can "
+                         "be judged yet. Feed both the same input file, or fix the preprocessing (see the "
+                         "preprocessing finding).", {"cos": c["cos"][r], "red": c["red"][r],
+                                                     "inputs_below": len(bad_inputs)})]
+    with np.errstate(invalid="ignore"):
+        has_cos = ~np.isnan(c["cos"])
+        below = (has_cos & (c["cos"] < thr)) | (run.nonfinite & ~run.exempt)
+    if not below.any():
+        others = int(c["fail"].sum())
+        extra = (f" ({others} rows break other thresholds: the origin column says which ops made their error.)"
+                 if others else "")
+        return [_finding(run, "ms.all_pass", "info", None, f"no tensor has a cosine below {thr:g}",
+                         "By cosine every tensor meets the requirement. If the application's result is still "
+                         "wrong, look at the post-processing of the model outputs (decoding, thresholds, label "
+                         f"order).{extra}", {"rows_with_cos": int(has_cos.sum()), "rows_failing": others})]
+    first = int(np.argmax(below))
+    outputs = np.flatnonzero(c["is_output"])
+    note = ""
+    if not len(outputs):
+        with_cos = np.flatnonzero(has_cos)
+        outputs = with_cos[-1:]
+        note = " (no output op is known: the last compared row stands for the output)"
+    failing_out = [int(o) for o in outputs if below[o]]
+    ev = {"cos": c["cos"][first], "rows_below": int(below.sum()), "output_rows": [int(o) for o in outputs],
+          "output_cos": [c["cos"][o] for o in outputs]}
+    if failing_out:
+        o = failing_out[0]
+        return [_finding(run, "ms.output_fails", "error", first,
+                         f"the network output fails; the first deviation is at {c['npu_op'][first]}",
+                         f"The output {c['tensor'][o]} has cos {c['cos'][o]:.4f}{note}. Start at the first row below "
+                         f"{thr:g}: quantization is the usual cause, so calibrate that op or keep it in higher "
+                         "precision; the origin column tells which failing ops made their error.", ev)]
+    return [_finding(run, "ms.local_deviation", "warning", first,
+                     f"local deviations only; the network output passes{note}",
+                     f"Some tensors are below {thr:g} (first: {c['tensor'][first]}) but the output meets the "
+                     "thresholds. This is typical of the device compiler's internal optimizations; act only if the "
+                     "application's result is wrong.", ev)]
+
+
+def _finding(run: _Run, rule: str, severity: str, row: int | None, title: str, text: str,
+             evidence: dict | None = None) -> Finding:
+    op = tensor = ""
+    if row is not None:
+        op, tensor = str(run.c["npu_op"][row]), str(run.c["tensor"][row])
+    return Finding(rule, severity, title, text, row, op, tensor, jsonable(evidence or {}))
+
+
+# ------------------------------------------------------------------ preprocessing
+
+
+def _preprocess(run: _Run, net_inputs: list[int]) -> list[Finding]:
+    from accuscope.engine.diagnose.preprocess import diagnose
+    c = run.c
+    out: list[Finding] = []
+    seen: set[str] = set()
+    for r in net_inputs:
+        cos, red = c["cos"][r], c["red"][r]
+        sized = "does not match shape" in c["reason"][r]
+        if not (sized or (not math.isnan(cos) and cos < run.cos_min) or (not math.isnan(red) and red > run.red_max)):
+            continue
+        pair = run.row_pair[r]
+        if pair is None or pair.golden is None:
+            continue
+        key = pair.golden.source
+        if key in seen or len(seen) >= 4:
+            continue
+        seen.add(key)
+        run.say("diagnosing the inputs", len(seen), 0)
+        try:
+            d = diagnose(pair.npu.load(), pair.golden.load(), run.cos_min, run.red_max)
+        except (TensorError, OSError, ValueError, MemoryError) as exc:
+            run.notes.append(f"{c['tensor'][r]}: input diagnosis failed: {exc}")
+            continue
+        ev = {"cos_before": cos, "red_before": red}
+        if d is None:
+            out.append(_finding(run, "preprocess", "warning", r, "inputs disagree; no usual preprocessing "
+                                "difference explains it",
+                                "Channel order, layout, scale, mean/std and resize were tested. Check that both "
+                                "sides read the same file, and look at where the input tensors differ with "
+                                f"`accuscope op {run.folder} {c['tensor'][r]}`.", ev))
+            continue
+        ev.update(transform=d.transform, cos_before=d.cos_before if not math.isnan(d.cos_before) else cos,
+                  cos_after=d.cos_after, red_before=d.red_before, red_after=d.red_after, **d.details)
+        if d.agrees:
+            out.append(_finding(run, "preprocess", "error", r, f"input preprocessing: {d.title}",
+                                f"Transforming the NPU input this way makes it match the golden input (cos "
+                                f"{_f4(ev['cos_before'])} -> {d.cos_after:.4f}). Fix: {d.advice}.", ev))
+        else:
+            out.append(_finding(run, "preprocess", "warning", r, f"input preprocessing, partly: {d.title}",
+                                f"This brings the inputs closer (cos {_f4(ev['cos_before'])} -> {d.cos_after:.4f}) "
+                                f"but not within the thresholds; something else differs too. Try: {d.advice}.", ev))
+    return out
+
+
+def _f4(v) -> str:
+    return "n/a" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.4f}"
+
+
+# ------------------------------------------------------------------ introduced or inherited
+
+
+def _origins(run: _Run, fw, previous: dict[str, dict]) -> list[OpOrigin] | None:
+    """Origins of every op with a failing output row, in execution order (None when cancelled)."""
+    from accuscope.engine.diagnose.oprerun import Isolated, make_job, run_jobs
+    c = run.c
+    failing = [op for op, rows in run.ops.items() if any(c["fail"][r] and c["io"][r] == "output" for r in rows)]
+    isolated: dict[str, Isolated] = {}
+    problems: dict[str, str] = {}
+    if fw is not None:
+        jobs = []
+        npu_values = {}  # framework tensor -> the NPU side's value of it (an op output paired with it)
+        for p in run.plan.pairs:
+            if p.golden is not None and p.npu.io == "output" and not p.npu.problem and not p.golden.problem:
+                t = fw.tensor_of(p.golden)
+                if t is not None:
+                    npu_values.setdefault(t, (p.npu, p.golden))
+        for op in failing:
+            rows = run.ops[op]
+            pairs = [run.row_pair[r] for r in rows if run.row_pair[r] is not None]
+            chain = [g for g in str(c["golden_op"][run.op_rows(op, "output")[0]]).split(",") if g]
+            if not pairs or not chain or chain == ["*"]:
+                problems[op] = "no framework counterpart" if chain == ["*"] else "no tensors of it in the dumps"
+                continue
+            try:
+                job = make_job(fw, op, chain, pairs, run.plan.golden, npu_values)
+            except SourceError as exc:
+                problems[op] = str(exc)
+                continue
+            cached = previous.get(op)
+            if cached and cached.get("key") == job.key and not cached.get("problem"):
+                isolated[op] = Isolated.from_dict(cached)
+                continue
+            jobs.append(job)
+        total, done = len(jobs), 0
+        run.say("re-running ops", 0, total)
+        for result in run_jobs(fw, jobs, run.workers, run.cancel):
+            isolated[result.op] = result
+            done += 1
+            run.say("re-running ops", done, total)
+        if run.cancelled:
+            return None
+    failed = {**problems, **{op: i.problem for op, i in isolated.items() if i.problem}}
+    if fw is not None and failed:
+        op = next(o for o in failing if o in failed)
+        why = failed[op]
+        run.notes.append(f"{len(failed)} of {len(failing)} failing ops could not be re-run (first: {op}: {why}); "
+                         "their origin comes from the input/output method")
+    out = []
+    for op in failing:
+        iso = isolated.get(op)
+        origin = _rerun_origin(run, op, iso) if iso is not None and not iso.problem else None
+        if origin is None:
+            why = (iso.problem if iso is not None else problems.get(op, ""))
+            origin = _weak_origin(run, op, why)
+        out.append(origin)
+    return out
+
+
+def _rerun_origin(run: _Run, op: str, iso) -> OpOrigin | None:
+    usable = [o for o in iso.outputs if "problem" not in o]
+    if not usable:
+        return None
+    broken: list[str] = []
+    for o in usable:
+        for t in run.thresholds.items:
+            v = o.get(t.key)
+            if isinstance(v, (int, float)) and t.broken(np.array([float(v)]))[0] and t.key not in broken:
+                broken.append(t.key)
+        if o.get("npu_nonfinite", 0) > o.get("rerun_nonfinite", 0) and "npu_nonfinite" not in broken:
+            broken.append("npu_nonfinite")
+    coses = [o["cos"] for o in usable if isinstance(o.get("cos"), (int, float))]
+    cos = min(coses) if coses else None
+    gcos = [o["golden_cos"] for o in usable if isinstance(o.get("golden_cos"), (int, float))]
+    ins = run.op_rows(op, "input")
+    in_cos = [float(run.c["cos"][r]) for r in ins if not math.isnan(run.c["cos"][r])]
+    ev = {"isolated_cos": cos, "rerun_vs_golden_cos": min(gcos) if gcos else None,
+          "worst_input_cos": min(in_cos) if in_cos else None,
+          "output_cos": _worst_cos(run, run.op_rows(op, "output")), "chain": iso.chain}
+    if iso.fed_golden:
+        ev["fed_from_golden"] = iso.fed_golden
+    nf = [(o.get("npu_nonfinite", 0), o.get("rerun_nonfinite", 0)) for o in usable]
+    if broken:
+        if "npu_nonfinite" in broken:
+            k = next(a for a, b in nf if a > b)
+            why = (f"re-run on the same NPU inputs, the framework op stays finite, the NPU output holds {k} NaN/inf")
+        else:
+            why = (f"re-run on the same NPU inputs, the framework op gives another result (cos {_f4(cos)}; "
+                   f"breaks {', '.join(broken)})")
+        origin = "introduced"
+    else:
+        why = f"re-run on the same NPU inputs, the framework op reproduces the NPU output (cos {_f4(cos)})"
+        origin = "inherited"
+    return OpOrigin(op, run.op_rows(op, "output"), origin, "rerun", cos, broken, why, ev, iso.to_dict())
+
+
+def _worst_cos(run: _Run, rows: list[int]) -> float | None:
+    v = [float(run.c["cos"][r]) for r in rows if not math.isnan(run.c["cos"][r])]
+    return min(v) if v else None
+
+
+def _weak_origin(run: _Run, op: str, rerun_problem: str = "") -> OpOrigin:
+    """Input-versus-output error: an output much worse than the worst input blames the op."""
+    outs, ins = run.op_rows(op, "output"), run.op_rows(op, "input")
+    ev: dict = {"output_cos": _worst_cos(run, outs), "worst_input_cos": _worst_cos(run, ins)}
+    if rerun_problem:
+        ev["rerun_problem"] = rerun_problem
+    prefix = f"not re-run ({rerun_problem}); " if rerun_problem else ""
+    out_nf, in_nf = any(run.nf(r) for r in outs), any(run.nf(r) for r in ins)
+    if out_nf and not in_nf:
+        return OpOrigin(op, outs, "introduced", "input-output", None, ["npu_nonfinite"],
+                        prefix + "its output holds NaN/inf, its inputs do not", ev)
+    if in_nf:
+        return OpOrigin(op, outs, "inherited", "input-output", None, [], prefix + "an input already holds NaN/inf", ev)
+    e_out = max((e for e in (run.error_of(r) for r in outs) if not math.isnan(e)), default=math.nan)
+    e_in = max((e for e in (run.error_of(r) for r in ins) if not math.isnan(e)), default=math.nan)
+    ev.update(output_error=e_out, worst_input_error=e_in)
+    if math.isnan(e_out) or math.isnan(e_in):
+        return OpOrigin(op, outs, "unknown", "", None, [],
+                        prefix + ("no compared input to weigh its output against" if math.isnan(e_in)
+                                  else "its output has no error measure"), ev)
+    if e_out > WEAK_FACTOR * e_in and e_out - e_in > run.red_max:
+        return OpOrigin(op, outs, "introduced", "input-output", None, [],
+                        prefix + f"output error {e_out:.3g} against {e_in:.3g} at its worst input", ev)
+    return OpOrigin(op, outs, "inherited", "input-output", None, [],
+                    prefix + f"output error {e_out:.3g}, close to its worst input's {e_in:.3g}", ev)
+
+
+MINOR = {"mean_rel"}  # breaking only these says little: relative error where golden values are near zero
+
+
+def _effect(o: OpOrigin, run: _Run | None = None) -> float:
+    """How much error an op introduced by itself: the larger of 1 - cos and the relative euclidean
+    distance of its output against the framework op re-run on its own inputs; for NaN/inf it did not inherit, the
+    share of elements that became NaN/inf; with the weak method, its output's error beyond its worst
+    input's."""
+    if "npu_nonfinite" in o.broken:
+        if run is None or not o.rows:
+            return 1.0
+        r = o.rows[0]
+        size = _size(str(run.c["shape"][r]))
+        return min(1.0, float(run.c["npu_nonfinite"][r]) / size) if size else 1.0
+    if o.isolated_cos is not None and not math.isnan(o.isolated_cos):
+        reds = [x.get("red") for x in (o.isolated or {}).get("outputs", []) if isinstance(x.get("red"), (int, float))]
+        return max([1.0 - o.isolated_cos] + [float(r) for r in reds if not math.isnan(r)])
+    e_out, e_in = o.evidence.get("output_error"), o.evidence.get("worst_input_error")
+    if isinstance(e_out, (int, float)) and isinstance(e_in, (int, float)):
+        return max(float(e_out) - float(e_in), 0.0)
+    return 0.0
+
+
+def _size(shape: str) -> int:
+    try:
+        return math.prod(int(d) for d in shape.strip("[]()").split(",") if d.strip())
+    except ValueError:
+        return 0
+
+
+def _introduced(run: _Run, origins: list[OpOrigin], net_inputs: list[int], findings: list[Finding]) -> list[Finding]:
+    c = run.c
+    intro = [o for o in origins if o.origin == "introduced"]
+    for o in intro:
+        if o.broken and set(o.broken) <= MINOR:
+            o.why += ("; it breaks only mean_rel, the mean relative error, which is large where golden values are "
+                      "near zero: not a sign of a wrong op")
+    # re-run evidence ranks by the error each op made; the weak method's output-versus-input errors
+    # mostly measure amplification, so among those execution order stays
+    candidates = [o for o in intro if not (o.broken and set(o.broken) <= MINOR)]
+    ranked = sorted(candidates, key=lambda o: (o.method != "rerun", -_effect(o, run) if o.method == "rerun"
+                                               else candidates.index(o)))
+    if ranked:
+        o = ranked[0]
+        r = o.rows[0]
+        typ = str(c["type"][r])
+        if "npu_nonfinite" in o.broken:
+            todo = "It overflows where the framework does not: keep it in float32 or scale its inputs down."
+        elif typ in WEIGHTED_TYPES:
+            todo = ("Check how its weights are quantized (per-channel scales, calibration data) or run it in "
+                    "higher precision, then compare again.")
+        else:
+            todo = "Run it in higher precision or check its device implementation, then compare again."
+        weak = o.method == "input-output"
+        ev = {**o.evidence, "method": o.method, "introduced_ops": len(intro), "effect": _effect(o, run),
+              "also": [x.op for x in ranked[1:6]]}
+        changes = _model_changes(run, o)
+        if changes:
+            from accuscope.engine.diagnose.modeldiff import ADVICE
+            todo = f"Why: {'; '.join(d.text for d in changes)}. So {ADVICE[changes[0].cause]}, then compare again."
+            ev["changes"] = [d.text for d in changes]
+            ev["cause"] = changes[0].cause
+        text = f"{o.why[:1].upper()}{o.why[1:]}. "
+        if run.outcome == "fail":
+            severity, title = "error", f"{o.op} introduced the error" + (" (input/output heuristic)" if weak else "")
+            text += todo
+        elif run.outcome == "pass":
+            severity, title = "info", f"{o.op} deviates locally; the network output passes"
+            text += "Its error does not reach the network outputs beyond the thresholds: act only if the application's " \
+                    "result is wrong."
+        else:
+            severity, title = "warning", f"{o.op} introduced an error (its effect on the outputs is unknown)"
+            text += todo
+        if len(ranked) > 1:
+            text += (f" {len(ranked) - 1} other op(s) introduced less error: "
+                     + ", ".join(f"{x.op} ({_effect_text(x, run)})" for x in ranked[1:4]) + ".")
+        return [_finding(run, "introduced", severity, r, title, text, ev)]
+    failing_rows = np.flatnonzero(c["fail"])
+    if not origins or not len(failing_rows):
+        return []
+    known = [o for o in origins if o.origin != "unknown"]
+    if not known:
+        return []
+    first = int(failing_rows[0])
+    bad_input = any(f.rule in ("ms.input_mismatch", "preprocess") for f in findings)
+    if bad_input or (first in net_inputs):
+        text = ("No operator introduced error: every failing op reproduces its NPU output from its NPU inputs, "
+                "so the error enters with the network input. Fix the input first.")
+    else:
+        text = ("No operator introduced error beyond the thresholds; the deviations build up from small ones "
+                f"({_precision_word(run)} across many ops). Tighten the thresholds to find the largest "
+                "contributors, or run the failing region in higher precision.")
+    return [_finding(run, "no_op_introduced", "warning", first, "the failing ops only inherit their error", text,
+                     {"failing_ops": len(origins), "inherited": sum(o.origin == "inherited" for o in origins),
+                      "unknown": sum(o.origin == "unknown" for o in origins)})]
+
+
+def _model_changes(run: _Run, o: OpOrigin) -> list:
+    """What the conversion changed in the op, when both models are ONNX files at hand: the
+    reference (the re-runs' framework model) and the candidate (the NPU side's own model)."""
+    side = run.plan.npu if run.plan is not None else None
+    cand = side.graph if side is not None else None
+    if run.fw_path is None or cand is None or cand.kind != "onnx":
+        return []
+    from accuscope.engine.diagnose.modeldiff import ModelView, differences
+    pair = run.row_pair[o.rows[0]] if o.rows else None
+    try:
+        if not hasattr(run, "_views"):
+            run._views = (ModelView(str(run.fw_path)), ModelView(cand.path))
+        ref, new = run._views
+        found = differences(ref, new, o.op, pair.npu.tensor_name if pair is not None else "")
+    except Exception as exc:  # noqa: BLE001 - an explanation we cannot give is a note, not a failure
+        run.notes.append(f"could not compare the two models' parameters of {o.op}: {exc}")
+        return []
+    order = ["fp16_range", "quantized", "attribute", "replaced", "dtype"]
+    return sorted(found, key=lambda d: order.index(d.cause))
+
+
+def _effect_text(o: OpOrigin, run: _Run) -> str:
+    if "npu_nonfinite" in o.broken:
+        return f"{100 * _effect(o, run):.2g}% of its output NaN/inf"
+    return f"isolated cos {_f4(o.isolated_cos)}" if o.isolated_cos is not None else f"+{_effect(o, run):.3g} rel. error"
+
+
+def _nonfinite_origin(run: _Run, origins: list[OpOrigin]) -> list[Finding]:
+    c = run.c
+    rows = np.flatnonzero(run.nonfinite & ~c["is_npu_only"])
+    if not len(rows):
+        return []
+    by_op = {o.op: o for o in origins}
+    for op, op_rows in run.ops.items():
+        outs = [r for r in op_rows if c["io"][r] == "output" and run.nf(r)]
+        if not outs:
+            continue
+        ins = [r for r in op_rows if c["io"][r] == "input"]
+        if any(run.nf(r) for r in ins):
+            continue
+        r = outs[0]
+        typ = str(c["type"][r])
+        cause = ("a division by zero or the log/sqrt of a non-positive number, or an overflow"
+                 if typ in INVALID_TYPES and typ != "Pow" else "an overflow (|x| > 65504 in float16)")
+        ev = {"npu_nonfinite": int(c["npu_nonfinite"][r]), "golden_nonfinite": max(int(c["golden_nonfinite"][r]), 0),
+              "inputs_nonfinite": [max(int(c["npu_nonfinite"][i]), 0) for i in ins]}
+        o = by_op.get(op)
+        if o is not None and o.isolated:
+            ev["rerun_nonfinite"] = [x.get("rerun_nonfinite") for x in o.isolated.get("outputs", [])]
+        return [_finding(run, "nonfinite_origin", "error", r, f"NaN/inf first appears in {op}",
+                         f"Its inputs are finite, its output holds {ev['npu_nonfinite']} NaN/inf (golden: "
+                         f"{ev['golden_nonfinite']}): {cause} inside this op. Keep it in float32 or scale its "
+                         "inputs down; the NaN/inf after it are inherited.", ev)]
+    r = int(rows[0])
+    return [_finding(run, "nonfinite_origin", "error", r, f"NaN/inf already in the inputs of {c['npu_op'][r]}",
+                     "No compared op turns finite inputs into NaN/inf: they come from the network input or from "
+                     "ops outside the compared range. Check the input data, or compare the whole network.",
+                     {"npu_nonfinite": int(c["npu_nonfinite"][r])})]
+
+
+def _weak_note(fw_path, fw_loaded: bool) -> Finding:
+    why = ("the dumps could not be opened" if fw_loaded else
+           "the framework model could not be read" if fw_path else "no framework ONNX model was found")
+    return Finding("method", "info", "origins judged by the weaker input/output method",
+                   f"Ops were not re-run ({why}): an op is blamed when its output error is much larger than its "
+                   "inputs', which misjudges ops that amplify errors (Softmax, normalization, division by small "
+                   "values). Give the framework model with --framework-model FILE.onnx (or framework_model in "
+                   "task.json) for a re-run of each failing op on the NPU's inputs.",
+                   evidence={"framework_model": str(fw_path) if fw_path else None})
+
+
+# ------------------------------------------------------------------ graph helpers
+
+
+def _tensor_index(name: str) -> int | None:
+    head, _, k = str(name).rpartition(":")
+    return int(k) if head and k.isdigit() else None
+
+
+def _is_network_input(graph, tensor: str) -> bool:
+    for _ in range(64):
+        if tensor in graph.inputs:
+            return True
+        found = graph.producer(tensor)
+        if found is None:
+            return False
+        node = found[0]
+        if node.type in INPUT_TYPES:
+            return True
+        if node.type in LAYOUT_ONLY and node.inputs and node.fused in (None, []):
+            tensor = node.inputs[0]
+            continue
+        return False
+    return False

@@ -1,0 +1,117 @@
+"""The (NPU, golden) tensor pair of one op of a task, ready for its detail (opdetail)."""
+from __future__ import annotations
+
+import difflib
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from accuscope.engine.compare.metrics import CHUNK
+from accuscope.engine.diagnose.opdetail import TOP_DEFAULT, ChunkSource, OpDetail, PairInfo, detail_tensors, tensor_source
+from accuscope.engine.sources.tensor import INPUT, OUTPUT, SourceError, Tensor, sanitize
+
+
+@dataclass
+class OpPair:
+    npu: Tensor
+    golden: Tensor
+    info: PairInfo
+
+    def detail(self, top: int = TOP_DEFAULT, **kw) -> OpDetail | None:
+        return detail_tensors(self.npu, self.golden, top=top, info=self.info, **kw)
+
+    def source(self, chunk: int = CHUNK) -> ChunkSource:
+        return tensor_source(self.npu, self.golden, chunk)
+
+
+_TENSOR_NAME = re.compile(r"(.+):(input|output):(\d+)")
+
+
+def open_op(task_dir, op: str, io: str | None = None, index: int | None = None) -> OpPair:
+    """The (NPU, golden) tensor pair of one op of a task: input or output `index` (default:
+    output 0). `op` is an NPU op name as in the result's NPUDump column, or a TensorIndex
+    (`name:output:0`). SourceError (with close matches) when the op, the tensor or the dumps
+    cannot be found."""
+    folder = Path(task_dir)
+    task, plan = _task_plan(folder)
+    m = _TENSOR_NAME.fullmatch(op)
+    if m and io is None and index is None:
+        op, io, index = m.group(1), m.group(2), int(m.group(3))
+    io = io or OUTPUT
+    index = 0 if index is None else index
+    if io not in (INPUT, OUTPUT):
+        raise SourceError(f"tensor kind must be input or output, not {io!r}")
+    known = list(dict.fromkeys(str(o) for o in task.table.columns["npu_op"])) if len(task.table) else []
+    if known and op not in known:
+        found = [k for k in known if sanitize(k) == sanitize(op)]
+        if not found:
+            close = difflib.get_close_matches(op, known, n=5, cutoff=0.6)
+            hint = f"; close matches: {', '.join(close)}" if close else f"; the task has {len(known)} ops"
+            raise SourceError(f"op {op!r} is not in the task {folder}{hint}")
+        op = found[0]
+    dump_op = plan.npu.find_op(op)
+    if dump_op is None:
+        raise SourceError(f"{plan.spec.npu}: op not in the dump: {op}")
+    of_op = [p for p in plan.pairs if p.op is dump_op]
+    pairs = [p for p in of_op if p.npu.io == io and p.npu.index == index]
+    if not pairs:
+        have = {kind: sorted(p.npu.index for p in of_op if p.npu.io == kind) for kind in (INPUT, OUTPUT)}
+        text = ", ".join(f"{kind}s {_span(v)}" for kind, v in have.items())
+        raise SourceError(f"{op} has no {io} {index} (index out of range; it has {text})")
+    pair = pairs[0]
+    name = pair.npu.name
+    if pair.npu.problem:
+        raise SourceError(f"{name}: {pair.npu.problem}")
+    if pair.golden is None:
+        raise SourceError(f"{name} has no golden counterpart: {pair.reason or 'not mapped'}")
+    if pair.golden.problem:
+        raise SourceError(f"{name}: golden {pair.golden.op}: {pair.golden.problem}")
+    if pair.npu.size != pair.golden.size:
+        raise SourceError(f"{name}: shape {list(pair.npu.shape)} of the NPU tensor does not match shape "
+                          f"{list(pair.golden.shape)} of golden {pair.golden.op}")
+    t, g = pair.npu, pair.golden
+    info = PairInfo(pair.op.op_name, t.io, t.index, pair.ground_truth, pair.op.op_type, t.source, g.source,
+                    t.dtype_name or str(t.dtype), g.dtype_name or str(g.dtype))
+    return OpPair(t, g, info)
+
+
+_PLANS: dict[tuple, object] = {}  # the last task opened: its plan serves its other tensors at once
+
+
+def _task_plan(folder: Path) -> tuple:
+    """(task, plan of all its pairs), reused while task.json and the dump folders are unchanged:
+    planning reads every dump header, which takes seconds on a big network, and the op screen
+    asks for one tensor after another."""
+    from accuscope.engine.compare import comparison as engine  # these import the whole engine; keep this module light to import
+    from accuscope.engine.tasks.task import load_task
+    from accuscope.engine.tasks.taskrun import spec_from_meta
+
+    task = load_task(folder)
+    meta = task.meta
+    if not len(task.table) and meta.get("state") in ("failed", "cancelled", "running"):
+        why = f": {meta['error']}" if meta.get("error") else ""
+        raise SourceError(f"{folder}: the task {meta['state'] if meta['state'] != 'running' else 'is still running'}"
+                          f"{why}; it has no result to detail")
+    if not meta.get("npu") or not meta.get("golden"):
+        raise SourceError(f"{folder}: the task does not name its NPU and golden dumps (task.json npu/golden)")
+    spec = spec_from_meta(meta, folder=folder, algorithms=None, op_range=None, ops=None, custom_dir=None)
+    key = (str(folder.resolve()),) + tuple(_mtime(p) for p in (folder / "task.json", spec.npu, spec.golden))
+    if key not in _PLANS:
+        plan = engine.plan(spec)
+        _PLANS.clear()
+        _PLANS[key] = plan
+    return task, _PLANS[key]
+
+
+def _mtime(path) -> int:
+    try:
+        return os.stat(path).st_mtime_ns
+    except (OSError, TypeError):
+        return 0
+
+
+def _span(values: list[int]) -> str:
+    if not values:
+        return "none"
+    return f"0..{values[-1]}" if values == list(range(len(values))) else ",".join(map(str, values))

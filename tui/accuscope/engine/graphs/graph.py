@@ -1,0 +1,256 @@
+"""One model-graph type for ONNX models, Ascend offline models (atc JSON) and Caffe prototxts.
+
+The comparison views need the same questions answered whatever the model source: which op
+produced a tensor, who consumes it, in which order ops run, what a device op was fused from.
+Loaders (`onnxgraph`, `omgraph`, `caffegraph`) turn their format into `Node`s; `Graph` builds
+the tensor lookups once. Tensor ids are plain strings; a weight has no producer.
+"""
+from __future__ import annotations
+
+import heapq
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from accuscope.engine.sources.inputfile import require_regular
+from accuscope.engine.sources.tensor import SourceError
+
+Shape = tuple  # dims are ints, None where unknown (symbolic or dynamic)
+
+
+@dataclass(eq=False)
+class Node:
+    """One operator. Per-output lists are padded to `len(outputs)`, `input_shapes` to `len(inputs)`.
+
+    Compared by identity so nodes can be dict keys and set members.
+    """
+
+    name: str
+    type: str
+    index: int
+    seq_id: int
+    inputs: list[str]
+    outputs: list[str]
+    attrs: dict[str, Any] = field(default_factory=dict)
+    output_shapes: list[Shape | None] = field(default_factory=list)
+    output_dtypes: list[str | None] = field(default_factory=list)
+    input_shapes: list[Shape | None] = field(default_factory=list)
+    input_dtypes: list[str | None] = field(default_factory=list)
+    fused: list[str] | None = None
+    origins: list[tuple[str, int] | None] = field(default_factory=list)
+    subgraph: str = ""
+
+    def __post_init__(self) -> None:
+        for name, count in (("output_shapes", len(self.outputs)), ("output_dtypes", len(self.outputs)),
+                            ("origins", len(self.outputs)), ("input_shapes", len(self.inputs)),
+                            ("input_dtypes", len(self.inputs))):
+            values = getattr(self, name)
+            values.extend([None] * (count - len(values)))
+
+
+@dataclass(eq=False)
+class Graph:
+    """A model's operators in execution order plus tensor lookups built once at construction.
+
+    `notes` says what the loader could not do (e.g. shape inference failed), for the user to see.
+    """
+
+    name: str
+    kind: str
+    path: str
+    nodes: list[Node]
+    inputs: list[str]
+    outputs: list[str]
+    weights: set[str] = field(default_factory=set)
+    notes: list[str] = field(default_factory=list)
+    _by_name: dict[str, Node] = field(init=False, repr=False)
+    _producer: dict[str, tuple[Node, int]] = field(init=False, repr=False)
+    _consumers: dict[str, list[tuple[Node, int]]] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._by_name, self._producer, self._consumers = {}, {}, {}
+        for node in self.nodes:
+            self._by_name.setdefault(node.name, node)
+            for j, tensor in enumerate(node.outputs):
+                self._producer.setdefault(tensor, (node, j))
+            for i, tensor in enumerate(node.inputs):
+                self._consumers.setdefault(tensor, []).append((node, i))
+
+    def node(self, name: str) -> Node | None:
+        return self._by_name.get(name)
+
+    def producer(self, tensor: str) -> tuple[Node, int] | None:
+        """(node, output index); None for network inputs, weights and unknown tensors."""
+        return self._producer.get(tensor)
+
+    def consumers(self, tensor: str) -> list[tuple[Node, int]]:
+        """(node, input position) in execution order."""
+        return list(self._consumers.get(tensor, ()))
+
+    @property
+    def output_nodes(self) -> list[Node]:
+        """Nodes producing a network output, in the order of `outputs`, each once."""
+        found: dict[int, Node] = {}
+        for tensor in self.outputs:
+            hit = self._producer.get(tensor)
+            if hit:
+                found.setdefault(id(hit[0]), hit[0])
+        return list(found.values())
+
+
+def load_graph(path: str | os.PathLike, **_dump_options) -> Graph:
+    """Load a model graph, choosing the reader by extension, then by content.
+
+    Raises SourceError naming the file and the reason (missing, not parseable, not a model).
+    Options meant for dumps (pick, run, shape ... that `sources` hands every reader) do not apply.
+    """
+    p = Path(path)
+    if not p.exists():
+        raise SourceError(f"{p}: no such file")
+    if p.is_dir():
+        raise SourceError(f"{p}: is a directory, not a model file")
+    suffix = p.suffix.lower()
+    if suffix == ".om":
+        raise SourceError(f"{p}: binary offline model; convert it first: atc --mode=1 --om={p} --json=model.json")
+    require_regular(str(p))
+    from accuscope.engine.graphs import gegraph
+    if suffix in (".txt", ".pbtxt") and gegraph.sniff(str(p)):
+        kind, load = "GE graph", gegraph.load_ge_graph
+    else:
+        kind = {".onnx": "onnx", ".json": "om", ".prototxt": "caffe", ".pbtxt": "caffe"}.get(suffix) or _sniff(p)
+        if kind == "onnx":
+            from accuscope.engine.graphs.onnxgraph import load_onnx as load
+        elif kind == "om":
+            from accuscope.engine.graphs.omgraph import load_om_json as load
+        else:
+            from accuscope.engine.graphs.caffegraph import load_prototxt as load
+    try:
+        return load(p)
+    except SourceError:
+        raise
+    except (TypeError, AttributeError, KeyError, IndexError, ValueError, OverflowError, RecursionError) as e:
+        # The readers check what they use; a model damaged in a way they did not foresee still
+        # gets one line naming the file, never a traceback.
+        raise SourceError(f"{p}: damaged {kind} model ({type(e).__name__}: {e})") from e
+
+
+def _sniff(p: Path) -> str:
+    """Guess the format of a file with an unhelpful extension from its first bytes."""
+    try:
+        head = p.open("rb").read(4096)
+    except OSError as e:
+        raise SourceError(f"{p}: cannot read ({e.strerror or e})") from e
+    text = head.lstrip()
+    if text.startswith(b"{"):
+        return "om"
+    try:
+        decoded = head.decode("utf-8")
+    except UnicodeDecodeError:
+        return "onnx"
+    return "caffe" if "layer" in decoded or "input" in decoded else "onnx"
+
+
+def read_text(p: Path) -> str:
+    """The file's text, or SourceError saying why it cannot be read."""
+    try:
+        return p.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise SourceError(f"{p}: not a text file (byte {e.start} is not UTF-8)") from e
+    except OSError as e:
+        raise SourceError(f"{p}: cannot read ({e.strerror or e})") from e
+
+
+def unique_names(names: Iterable[str | None], fallbacks: Iterable[str]) -> list[str]:
+    """Give every node a non-empty name no other node has.
+
+    Given names are kept first (the first holder of a duplicate keeps it); a missing name
+    becomes its fallback, and a clash gets `_1`, `_2`, ... appended.
+    """
+    names, fallbacks = list(names), list(fallbacks)
+    taken = {n for n in names if n}
+    result, seen = [], set()
+    for name, fallback in zip(names, fallbacks):
+        base = name if name and name not in seen else (name or fallback)
+        candidate, k = base, 0
+        while candidate in seen or (candidate != name and candidate in taken):
+            k += 1
+            candidate = f"{base}_{k}"
+        seen.add(candidate)
+        result.append(candidate)
+    return result
+
+
+def stable_topo_order(nodes: list[Node], available: set[str],
+                      needs: Callable[[Node], Iterable[str]] = lambda n: n.inputs) -> tuple[list[Node], bool]:
+    """Order nodes so every tensor a node `needs` is produced before it, keeping list order among ties.
+
+    Tensors produced by no node count as available. Returns (ordered, was_already_ordered);
+    nodes stuck in a cycle are appended in list order rather than lost.
+    """
+    produced_by: dict[str, int] = {}
+    for i, node in enumerate(nodes):
+        for t in node.outputs:
+            produced_by.setdefault(t, i)
+    deps = [{produced_by[t] for t in needs(node) if t not in available and t in produced_by} - {i}
+            for i, node in enumerate(nodes)]
+    if all(d < i for i, ds in enumerate(deps) for d in ds):
+        return list(nodes), True
+    waiting = [len(ds) for ds in deps]
+    users: list[list[int]] = [[] for _ in nodes]
+    for i, ds in enumerate(deps):
+        for d in ds:
+            users[d].append(i)
+    ready = [i for i, w in enumerate(waiting) if w == 0]
+    heapq.heapify(ready)
+    order: list[int] = []
+    while ready:
+        i = heapq.heappop(ready)
+        order.append(i)
+        for u in users[i]:
+            waiting[u] -= 1
+            if waiting[u] == 0:
+                heapq.heappush(ready, u)
+    placed = set(order)
+    order += [i for i in range(len(nodes)) if i not in placed]
+    return [nodes[i] for i in order], False
+
+
+def fill_input_shapes(nodes: list[Node], known: dict[str, Shape | None],
+                      known_dtypes: dict[str, str | None] | None = None) -> None:
+    """Fill unknown input shapes and dtypes from the producing node's output or from `known`
+    (network inputs, weights)."""
+    shapes, dtypes = dict(known), dict(known_dtypes or {})
+    for node in nodes:
+        for tensor, shape, dtype in zip(node.outputs, node.output_shapes, node.output_dtypes):
+            if shape is not None:
+                shapes.setdefault(tensor, shape)
+            if dtype is not None:
+                dtypes.setdefault(tensor, dtype)
+    for node in nodes:
+        node.input_shapes = [s if s is not None else shapes.get(t) for t, s in zip(node.inputs, node.input_shapes)]
+        node.input_dtypes = [d if d is not None else dtypes.get(t) for t, d in zip(node.inputs, node.input_dtypes)]
+
+
+_DTYPES = {
+    "FLOAT": "float32", "FLOAT32": "float32", "FLOAT16": "float16", "DOUBLE": "float64", "FLOAT64": "float64",
+    "BF16": "bfloat16", "BFLOAT16": "bfloat16", "INT8": "int8", "UINT8": "uint8", "INT16": "int16",
+    "UINT16": "uint16", "INT32": "int32", "UINT32": "uint32", "INT64": "int64", "UINT64": "uint64",
+    "BOOL": "bool", "STRING": "str", "COMPLEX64": "complex64", "COMPLEX128": "complex128",
+}
+
+
+def dtype_name(name: str | None) -> str | None:
+    """Numpy-style dtype name from ONNX ("FLOAT16") or Ascend ("DT_FLOAT16") spellings; unknown ones lowercased."""
+    if not name:
+        return None
+    key = name.upper().removeprefix("DT_")
+    if key in ("UNDEFINED", "DT_UNDEFINED"):
+        return None
+    return _DTYPES.get(key, key.lower())
+
+
+def tensor_summary(dtype: str | None, shape: Iterable[Any] | None) -> str:
+    """How a tensor-valued attribute is shown: its type and shape, never its data."""
+    dims = "?" if shape is None else ",".join("?" if d is None else str(d) for d in shape)
+    return f"<tensor {dtype or '?'}[{dims}]>"

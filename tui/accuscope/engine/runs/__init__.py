@@ -1,0 +1,1 @@
+"""Running models to produce dumps (onnxruntime)."""

@@ -1,0 +1,430 @@
+"""Golden dump with ONNX Runtime: every node output of an ONNX model, as a MindStudio npy folder.
+
+ONNX Runtime only returns graph outputs, so the node outputs are added to the graph outputs, by
+name only: declared types are often stale in converted models (an fp16 conversion leaving fp32
+`value_info` behind) and onnxruntime refuses a model whose declared types disagree with what it
+infers, so every `value_info` entry and every output type is dropped before the session is made.
+Outputs are fetched in batches that fit a memory budget, one session per batch, so a big model
+never holds all its activations at once. onnx and onnxruntime are an optional extra: they are
+imported inside the functions.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+import shutil
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from accuscope.engine.graphs.graph import unique_names
+from accuscope.engine.graphs.onnxgraph import need
+from accuscope.engine.sources.tensor import SourceError, sanitize
+
+OPTIMIZATION = {"off": "ORT_DISABLE_ALL", "basic": "ORT_ENABLE_BASIC",
+                "extended": "ORT_ENABLE_EXTENDED", "all": "ORT_ENABLE_ALL"}
+LONG_NAME = 200          # file names longer than this (bytes) go under a numeric name + mapping.csv
+DEFAULT_GUESS = 16 << 20  # size assumed for a tensor whose shape inference gives no size
+RANDOM_INT_HIGH = 8      # random integer inputs lie in [0, RANDOM_INT_HIGH): small enough for indices
+
+
+@dataclass
+class DumpReport:
+    """What a dump wrote and what it could not, with why (also recorded in dump.json)."""
+
+    out_dir: str
+    written: list[str] = field(default_factory=list)
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+    inputs: dict[str, tuple] = field(default_factory=dict)
+    casts: dict[str, str] = field(default_factory=dict)  # input name -> "given as float64, cast to float32"
+    seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class _Target:
+    node: str
+    index: int
+    tensor: str
+    nbytes: int
+
+
+def _modules():
+    return need("onnx", "running a model"), need("onnxruntime", "running a model")
+
+
+def _is_constant(node) -> bool:
+    return node.op_type == "Constant" and node.domain in ("", "ai.onnx")
+
+
+def node_names(nodes) -> list[str]:
+    """Node names as accuscope's ONNX graph loader gives them, so a dump and the graph agree.
+
+    Non-Constant nodes are named exactly as `onnxgraph.load_onnx` names them (unnamed ones become
+    `{op_type}_{position in the file}`, clashes get `_{k}`). Constant nodes, weights to the loader,
+    get the same kind of name after all others (used only with include_constants).
+    """
+    nodes = list(nodes)
+    kept = [(i, n) for i, n in enumerate(nodes) if not _is_constant(n)]
+    names = dict(zip((i for i, _ in kept), unique_names((n.name for _, n in kept),
+                                                          (f"{n.op_type}_{i}" for i, n in kept))))
+    taken = set(names.values())
+    for i, n in enumerate(nodes):
+        if i not in names:
+            base = n.name or f"{n.op_type}_{i}"
+            name, k = base, 0
+            while name in taken:
+                k += 1
+                name = f"{base}_{k}"
+            taken.add(name)
+            names[i] = name
+    return [names[i] for i in range(len(nodes))]
+
+
+def _load(model_path):
+    onnx, _ = _modules()
+    path = os.fspath(model_path)
+    if not os.path.isfile(path):
+        raise SourceError(f"{path}: no such model file")
+    try:
+        model = onnx.load(path, load_external_data=False)
+    except Exception as exc:  # protobuf raises several kinds on garbage
+        raise SourceError(f"{path}: not an ONNX model ({exc})") from None
+    if not model.graph.node and not model.graph.output:
+        raise SourceError(f"{path}: not an ONNX model (no graph)")
+    return model
+
+
+def _input_specs(model, path) -> list[tuple[str, np.dtype, list | None]]:
+    """(name, dtype, dims) of the real inputs; dims hold ints (fixed) or str/None (dynamic)."""
+    onnx, _ = _modules()
+    inits = {i.name for i in model.graph.initializer}
+    specs = []
+    for vi in model.graph.input:
+        if vi.name in inits:
+            continue
+        if vi.type.WhichOneof("value") != "tensor_type":
+            raise SourceError(f"{path}: input '{vi.name}' is not a tensor; only tensor inputs are supported")
+        tt = vi.type.tensor_type
+        try:
+            dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type))
+        except Exception:
+            raise SourceError(f"{path}: input '{vi.name}' has an element type numpy cannot hold "
+                              f"({tt.elem_type})") from None
+        dims = None
+        if tt.HasField("shape"):
+            dims = [d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else (d.dim_param or None)
+                    for d in tt.shape.dim]
+        specs.append((vi.name, dtype, dims))
+    return specs
+
+
+def _fmt(dims) -> str:
+    if dims is None:
+        return "(rank unknown)"
+    return "(" + ", ".join(str(d) if d is not None else "?" for d in dims) + ")"
+
+
+def _random(dtype: np.dtype, dims, seed: int, position: int, sizes: dict[str, int], name: str, path: str):
+    if dims is None:
+        raise SourceError(f"{path}: input '{name}' has no declared rank; give its data as NAME=FILE.npy")
+    shape = tuple(d if isinstance(d, int) else sizes[d] if d in sizes else 1 if axis == 0 else 64
+                  for axis, d in enumerate(dims))
+    # One generator per input position: an input's values do not depend on which others were given.
+    rng = np.random.default_rng([seed, position])
+    if dtype.kind == "b":
+        return rng.random(shape) < 0.5
+    if dtype.kind in "iu":
+        return rng.integers(0, RANDOM_INT_HIGH, shape).astype(dtype)
+    try:
+        return rng.standard_normal(shape, dtype=np.float32).astype(dtype)
+    except (TypeError, ValueError):
+        raise SourceError(f"{path}: cannot make random data for input '{name}' of dtype {dtype}") from None
+
+
+def _prepare_inputs(model, path, given, random_inputs, seed, dims):
+    """Check user inputs against the model, fill missing ones with random data; name -> (array, origin)."""
+    specs = _input_specs(model, path)
+    known = {s[0] for s in specs}
+    unknown = sorted(set(given or {}) - known)
+    if unknown:
+        raise SourceError(f"{path}: the model has no input named {', '.join(map(repr, unknown))} "
+                          f"(inputs: {', '.join(sorted(known)) or 'none'})")
+    feeds = {}
+    missing = []
+    for position, (name, dtype, shape) in enumerate(specs):
+        if given and name in given:
+            arr = np.asarray(given[name])
+            if shape is not None and (arr.ndim != len(shape) or any(
+                    isinstance(d, int) and d != n for d, n in zip(shape, arr.shape))):
+                raise SourceError(f"{path}: input '{name}' has shape {tuple(arr.shape)} but the model "
+                                  f"expects {_fmt(shape)}")
+            try:
+                cast = "" if arr.dtype == np.dtype(dtype) else f" as {arr.dtype}, cast to {np.dtype(dtype)}"
+                feeds[name] = (np.ascontiguousarray(arr, dtype=dtype), f"given{cast}")
+            except (TypeError, ValueError) as exc:
+                raise SourceError(f"{path}: input '{name}' of dtype {arr.dtype} cannot become {dtype}: "
+                                  f"{exc}") from None
+        elif random_inputs:
+            feeds[name] = (_random(dtype, shape, seed, position, dims or {}, name, path), "random")
+        else:
+            missing.append(f"{name} {_fmt(shape)} {dtype}")
+    if missing:
+        raise SourceError(f"{path}: missing model inputs: {'; '.join(missing)} "
+                          "(give each with --input NAME=FILE.npy, or generate them with --random-inputs)")
+    return feeds
+
+
+def make_random_inputs(model_path, seed: int = 0, dims: dict[str, int] | None = None) -> dict[str, np.ndarray]:
+    """Deterministic random data for every model input (dynamic dims: `dims[dim_param]`, else 1 for
+    the first axis and 64 for the others: a multiple of 32, as OCR-style models need)."""
+    feeds = _prepare_inputs(_load(model_path), os.fspath(model_path), None, True, seed, dims)
+    return {k: v[0] for k, v in feeds.items()}
+
+
+def _subgraph_tensors(node):
+    """Every node output inside the bodies (If/Loop/Scan, nested) of a node."""
+    onnx, _ = _modules()
+    for attr in node.attribute:
+        graphs = [attr.g] if attr.type == onnx.AttributeProto.GRAPH else (
+            list(attr.graphs) if attr.type == onnx.AttributeProto.GRAPHS else [])
+        for g in graphs:
+            for inner in g.node:
+                yield from (t for t in inner.output if t)
+                yield from _subgraph_tensors(inner)
+
+
+def _estimate_sizes(model, feeds) -> dict[str, int]:
+    """Byte sizes from onnx shape inference run with the actual input shapes (best effort)."""
+    onnx, _ = _modules()
+    saved = [type(vi)() for vi in model.graph.input]
+    for copy, vi in zip(saved, model.graph.input):
+        copy.CopyFrom(vi)
+        if vi.name in feeds and vi.type.HasField("tensor_type"):
+            shape = vi.type.tensor_type.shape
+            shape.ClearField("dim")
+            for n in feeds[vi.name][0].shape:
+                shape.dim.add().dim_value = n
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)
+    except Exception:
+        return {}
+    finally:
+        del model.graph.input[:]
+        model.graph.input.extend(saved)
+    sizes = {}
+    for vi in list(inferred.graph.value_info) + list(inferred.graph.output):
+        tt = vi.type.tensor_type
+        dims = [d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim]
+        if not tt.elem_type or not tt.HasField("shape") or None in dims:
+            continue
+        try:
+            itemsize = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type)).itemsize
+        except Exception:
+            continue
+        sizes[vi.name] = itemsize * math.prod(dims)
+    return sizes
+
+
+def default_budget() -> int:
+    """Bytes of outputs fetched per onnxruntime run: a quarter of the memory available, 1 to 4 GiB.
+    Each batch runs the whole model again, so fewer batches are faster (PP-OCRv4 det at 640x640
+    holds 1.6 GB of outputs: one run instead of two)."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as fh:
+            avail = next(int(line.split()[1]) * 1024 for line in fh if line.startswith("MemAvailable:"))
+    except (OSError, StopIteration, ValueError):
+        return 1 << 30
+    return int(min(4 << 30, max(1 << 30, avail // 4)))
+
+
+def _batches(targets: list[_Target], budget: int) -> list[list[_Target]]:
+    out: list[list[_Target]] = []
+    total = budget + 1
+    for t in targets:
+        if total + t.nbytes > budget or not out:
+            out.append([])
+            total = 0
+        out[-1].append(t)
+        total += t.nbytes
+    return out
+
+
+class _Runner:
+    """Runs the model with a chosen set of graph outputs; splits a failing batch to isolate the
+    tensors onnxruntime cannot fetch, and turns a model-wide failure into a SourceError."""
+
+    def __init__(self, model, path, feeds, optimization):
+        _, ort = _modules()
+        self.ort, self.model, self.path = ort, model, path
+        self.feeds = {k: v[0] for k, v in feeds.items()}
+        self.original_outputs = [o.name for o in model.graph.output]
+        self.options = ort.SessionOptions()
+        self.options.graph_optimization_level = getattr(ort.GraphOptimizationLevel, OPTIMIZATION[optimization])
+        self.options.log_severity_level = 3
+        if any(i.data_location == 1 for i in model.graph.initializer):  # EXTERNAL
+            self.options.add_session_config_entry("session.model_external_initializers_file_folder_path",
+                                                  os.path.dirname(os.path.abspath(path)))
+        self.model_checked = False
+
+    def _run(self, names: list[str]) -> list:
+        onnx = _modules()[0]
+        del self.model.graph.output[:]
+        self.model.graph.output.extend(onnx.ValueInfoProto(name=n) for n in names)
+        session = self.ort.InferenceSession(self.model.SerializeToString(), self.options,
+                                            providers=["CPUExecutionProvider"])
+        return session.run(None, self.feeds)
+
+    def _check_model(self) -> None:
+        """A batch failed: if the model alone fails too, the model (or the inputs) is at fault."""
+        if self.model_checked:
+            return
+        try:
+            self._run(self.original_outputs)
+        except Exception as exc:
+            raise SourceError(f"{self.path}: onnxruntime cannot run the model: {exc}") from None
+        self.model_checked = True
+
+    def fetch(self, batch: list[_Target], skipped: list):
+        """Yield (target, array) for each tensor of the batch that onnxruntime returns."""
+        try:
+            arrays = self._run([t.tensor for t in batch])
+        except Exception as exc:
+            self._check_model()
+            if len(batch) == 1:
+                skipped.append((batch[0].tensor, f"onnxruntime could not fetch it: {exc}"))
+                return
+            half = len(batch) // 2
+            yield from self.fetch(batch[:half], skipped)
+            yield from self.fetch(batch[half:], skipped)
+            return
+        self.model_checked = True
+        arrays.reverse()
+        for t in batch:
+            arr = arrays.pop()  # the caller's reference is then the only one: dropped once written
+            if isinstance(arr, np.ndarray):
+                yield t, arr
+            else:
+                skipped.append((t.tensor, f"not a tensor ({type(arr).__name__}): only tensors are dumped"))
+
+
+def dump_onnx(model_path, out_dir, inputs: dict[str, np.ndarray] | None = None, *, random_inputs=False,
+              seed=0, optimization="off", include_constants=False, timestamp: int | None = None,
+              memory_budget: int | None = None, progress: Callable[[int, int], None] | None = None,
+              dims: dict[str, int] | None = None) -> DumpReport:
+    """Run the model with onnxruntime and write every node output as `{node}.{index}.{ts}.npy`.
+
+    Network inputs are written as `{input}.0.{ts}.npy` (output 0 of the input's Data op). The folder
+    also gets `model.onnx` (a copy, so it carries its graph) and `dump.json` (what was run, how).
+    Optimization is off by default so that the node names of the file are the ones executed.
+    """
+    start = time.perf_counter()
+    if optimization not in OPTIMIZATION:
+        raise SourceError(f"unknown optimization level {optimization!r} (choose {', '.join(OPTIMIZATION)})")
+    onnx, ort = _modules()
+    path = os.fspath(model_path)
+    model = _load(path)
+    feeds = _prepare_inputs(model, path, inputs, random_inputs, seed, dims)
+    out = os.fspath(out_dir)
+    if os.path.isdir(out) and any(f.endswith(".npy") for f in os.listdir(out)):
+        raise SourceError(f"{out}: already holds npy files; dump into an empty folder")
+    try:
+        os.makedirs(out, exist_ok=True)
+    except OSError as exc:
+        raise SourceError(f"{out}: cannot create the folder ({exc.strerror})") from None
+    ts = int(time.time() * 1e6) if timestamp is None else int(timestamp)
+    report = DumpReport(out, inputs={k: tuple(v[0].shape) for k, v in feeds.items()},
+                        casts={k: o for k, (_, o) in feeds.items() if o.startswith("given as")})
+
+    # Declared types may be stale (see module doc): onnxruntime infers them all again.
+    graph = model.graph
+    graph.ClearField("value_info")
+    for o in graph.output:
+        o.ClearField("type")
+    sizes = _estimate_sizes(model, feeds)
+    guess = max(sizes.values(), default=DEFAULT_GUESS)
+
+    targets = []
+    for node, name in zip(graph.node, node_names(graph.node)):
+        constant = _is_constant(node)
+        for i, tensor in enumerate(node.output):
+            if not tensor:
+                continue
+            if constant and not include_constants:
+                report.skipped.append((tensor, "Constant output (weights): dumped only with include_constants"))
+                continue
+            targets.append(_Target(name, i, tensor, sizes.get(tensor, guess)))
+        for tensor in _subgraph_tensors(node):
+            report.skipped.append((tensor, f"inside the body of {node.op_type} node '{name}': "
+                                           "onnxruntime cannot fetch tensors of subgraphs"))
+
+    used: set[str] = set()
+    mapping: list[tuple[str, str]] = []
+    total = len(feeds) + len(targets)
+
+    def write(op: str, index: int, tensor: str, arr: np.ndarray) -> None:
+        fname = f"{sanitize(op)}.{index}.{ts}.npy"
+        if fname in used:
+            report.skipped.append((tensor, f"file name {fname} already written for another node"))
+            return
+        used.add(fname)
+        disk = fname
+        if len(fname.encode()) > LONG_NAME:
+            disk = f"{len(mapping) + 1}.npy"
+            mapping.append((disk, fname))
+        try:
+            np.save(os.path.join(out, disk), arr, allow_pickle=False)
+        except ValueError as exc:
+            report.skipped.append((tensor, f"cannot be saved as npy: {exc}"))
+            return
+        except OSError as exc:
+            raise SourceError(f"{os.path.join(out, disk)}: cannot write ({exc.strerror})") from None
+        report.written.append(disk)
+        if progress:
+            progress(len(report.written), total)
+
+    runner = _Runner(model, path, feeds, optimization)
+    batches = _batches(targets, memory_budget or default_budget())
+    try:
+        for name, (arr, _) in feeds.items():
+            write(name, 0, name, arr)
+        for batch in batches:
+            for t, arr in runner.fetch(batch, report.skipped):
+                write(t.node, t.index, t.tensor, arr)
+                del arr
+    except SourceError:
+        # Leave no half dump behind: a retry into the same folder would be refused.
+        for f in report.written:
+            os.remove(os.path.join(out, f))
+        raise
+    if progress and len(report.written) < total:
+        progress(total, total)  # some tensors were skipped: tell the caller the work is over
+
+    if mapping:
+        with open(os.path.join(out, "mapping.csv"), "w", newline="", encoding="utf-8") as fh:
+            csv.writer(fh).writerows(mapping)
+    copy = os.path.join(out, "model.onnx")
+    if not (os.path.exists(copy) and os.path.samefile(path, copy)):
+        shutil.copyfile(path, copy)
+    meta = {
+        "model": os.path.abspath(path),
+        "model_copy": "model.onnx",
+        "external_data_not_copied": any(i.data_location == 1 for i in graph.initializer),
+        "inputs": {k: {"shape": list(a.shape), "dtype": str(a.dtype), "origin": origin}
+                   for k, (a, origin) in feeds.items()},
+        "seed": seed if any(o == "random" for _, o in feeds.values()) else None,
+        "optimization": optimization,
+        "onnxruntime": ort.__version__,
+        "onnx": onnx.__version__,
+        "timestamp": ts,
+        "batches": len(batches),
+        "written": len(report.written),
+        "skipped": [{"tensor": t, "reason": r} for t, r in report.skipped],
+    }
+    with open(os.path.join(out, "dump.json"), "w", encoding="utf-8") as fh:
+        json.dump(meta, fh, indent=1)
+    report.seconds = time.perf_counter() - start
+    return report

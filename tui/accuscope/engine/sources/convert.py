@@ -1,0 +1,122 @@
+"""Write the tensors of a dump in logical layout, one file per tensor, named so users can tell
+op, input/output and index apart (the names msaccucmp's convert mode and MindStudio use)."""
+from __future__ import annotations
+
+import csv
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from accuscope.engine.sources.golden import GoldenDump
+from accuscope.engine.sources.npudump import NpuDump
+from accuscope.engine.sources.tensor import INPUT, Problem, SourceError, Tensor, TensorError, sanitize
+
+FORMATS = ("npy", "bin")
+
+
+MAX_NAME = 200  # bytes of a file name stem; file systems allow 255 per name
+
+
+@dataclass
+class ConvertReport:
+    out_dir: str
+    written: list[str] = field(default_factory=list)
+    failed: list[Problem] = field(default_factory=list)
+    renamed: dict[str, str] = field(default_factory=dict)  # file written -> the name it would have had
+
+
+def tensor_file_names(source: NpuDump | GoldenDump) -> list[tuple[Tensor, str, str]]:
+    """(tensor, file stem, intended name) triples, every stem different.
+
+    Stems are `{dump file name}.{input|output}.{i}` for NPU dumps, `[input_]{op}.{index}.{timestamp}`
+    for golden dumps. Op names that clean to the same file name (`a/b`, `a.b`) or are too long for
+    a file name get `_1`, `_2` ... after the op part; the intended name (for golden dumps the raw
+    op name, as `mapping.csv` records it for the golden reader) says what the file holds.
+    """
+    parts = []  # (tensor, head, tail, intended): the suffix goes between head and tail
+    if isinstance(source, NpuDump):
+        for df in source.files:
+            for t in df.tensors:
+                stem = f"{os.path.basename(df.path)}.{t.io}.{t.index}"
+                parts.append((t, stem, "", stem))
+    else:
+        for t in source.tensors:
+            prefix = "input_" if t.io == INPUT else ""
+            tail = f".{t.index}.{t.timestamp or 0}"
+            parts.append((t, f"{prefix}{sanitize(t.op)}", tail, f"{prefix}{t.op}{tail}"))
+    taken = {head + tail for _, head, tail, _ in parts}
+    used: set[str] = set()
+    out = []
+    for t, head, tail, intended in parts:
+        stem = head + tail
+        if stem in used or len(stem.encode()) > MAX_NAME:
+            head = head.encode()[:MAX_NAME - len(tail.encode()) - 8].decode("utf-8", "ignore")
+            k = 1
+            while f"{head}_{k}{tail}" in taken:
+                k += 1
+            stem = f"{head}_{k}{tail}"
+            taken.add(stem)
+        used.add(stem)
+        out.append((t, stem, intended))
+    return out
+
+
+def convert(source: NpuDump | GoldenDump, out_dir: str, to: str = "npy",
+            progress: Callable[[int, int], None] | None = None) -> ConvertReport:
+    """Write every loadable tensor; a tensor that cannot be decoded or written becomes a Problem,
+    not an abort. Renamed files are listed in `mapping.csv` (written name, intended name)."""
+    if to not in FORMATS:
+        raise ValueError(f"unknown output format {to!r}; choose from {', '.join(FORMATS)}")
+    try:
+        os.makedirs(out_dir, exist_ok=True)
+    except OSError as exc:
+        raise SourceError(f"{out_dir}: cannot create the output folder ({exc.strerror or exc})") from None
+    report = ConvertReport(out_dir)
+    items = tensor_file_names(source)
+    known = set(source.problems)
+    manifest = {}
+    for done, (t, stem, intended) in enumerate(items, 1):
+        name = f"{stem}.{to}"
+        try:
+            data = t.load()
+            _write_atomic(os.path.join(out_dir, name), data, to)
+        except TensorError as exc:
+            if Problem(t.source, exc.reason) not in known:  # else already among the source's problems
+                report.failed.append(Problem(t.source, f"{t.name}: {exc.reason}"))
+            continue
+        except OSError as exc:
+            report.failed.append(Problem(os.path.join(out_dir, name), f"{t.name}: not written ({exc.strerror or exc})"))
+            continue
+        report.written.append(name)
+        if stem != intended:
+            report.renamed[name] = f"{intended}.{to}"
+        manifest[name] = {"op": t.op, "op_type": t.op_type, "io": t.io, "index": t.index,
+                          "dtype": str(data.dtype), "shape": list(data.shape), "format": t.format,
+                          "conversion": t.conversion, "source": t.source}
+        del data
+        if progress:
+            progress(done, len(items))
+    if to == "bin":
+        with open(os.path.join(out_dir, "tensors.json"), "w", encoding="utf-8") as fh:
+            json.dump(manifest, fh, indent=1)
+    if report.renamed:
+        with open(os.path.join(out_dir, "mapping.csv"), "w", newline="", encoding="utf-8") as fh:
+            csv.writer(fh).writerows(report.renamed.items())
+    return report
+
+
+def _write_atomic(path: str, data: np.ndarray, to: str) -> None:
+    tmp = path + ".part"
+    try:
+        with open(tmp, "wb") as fh:
+            if to == "npy":
+                np.save(fh, np.asarray(data), allow_pickle=False)
+            else:
+                np.ascontiguousarray(data).tofile(fh)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)

@@ -1,0 +1,396 @@
+"""Golden (framework-side) dumps: npy folders, npz files, raw .bin/.bmrt and Polygraphy RunResults.
+
+`open_golden` reads only what it needs to list tensors (npy headers, file sizes); data are read
+when `Tensor.load()` is called. A source that is unusable as a whole raises `SourceError`; a single
+bad file or entry becomes a `Problem` (and a `Tensor` carrying that problem) while the rest loads.
+Nothing is ever unpickled: object arrays are refused from their header, before any data is read.
+"""
+from __future__ import annotations
+
+import lzma
+import math
+import os
+import re
+import zipfile
+import zlib
+from dataclasses import dataclass
+from functools import partial
+from typing import IO, Callable, Sequence
+
+import numpy as np
+
+from accuscope.engine.sources import polygraphy
+from accuscope.engine.sources.inputfile import not_regular, require_regular
+from accuscope.engine.sources.names import parse_golden_name, read_mapping_csv
+from accuscope.engine.sources.tensor import OUTPUT, Payload, Problem, SourceError, Tensor, read_payload, sanitize
+
+RAW_SUFFIXES = (".bin", ".bmrt", ".dat")
+PICKS = ("newest", "oldest")
+_Key = tuple[str, str, int]
+
+
+class GoldenDump:
+    """The tensors of one golden source, one chosen version per (op, io, index)."""
+
+    def __init__(self, path: str, kind: str, entries: Sequence[Tensor], problems: list[Problem],
+                 pick: str = "newest"):
+        self.path = path
+        self.kind = kind
+        self.problems = problems
+        self._versions: dict[_Key, list[Tensor]] = {}
+        for t in entries:
+            self._versions.setdefault((t.op, t.io, t.index), []).append(t)
+        for group in self._versions.values():  # newest first; undated files count as oldest
+            group.sort(key=lambda t: -1 if t.timestamp is None else t.timestamp, reverse=True)
+        chosen = 0 if pick == "newest" else -1
+        self._chosen = {key: group[chosen] for key, group in self._versions.items()}
+        self.tensors: list[Tensor] = list(self._chosen.values())
+        # Dump writers sanitize op names in file names: look ops up through sanitize() on both sides.
+        self._clean: dict[_Key, _Key] = {}
+        for op, io_, index in self._versions:
+            self._clean.setdefault((sanitize(op), io_, index), (op, io_, index))
+        self._by_tensor_name = {t.tensor_name: t for t in self.tensors if t.tensor_name}
+
+    def _key(self, op: str, io_: str, index: int) -> _Key | None:
+        key = (op, io_, index)
+        return key if key in self._versions else self._clean.get((sanitize(op), io_, index))
+
+    def versions(self, op: str, io: str = OUTPUT, index: int = 0) -> list[Tensor]:
+        """Every dumped version of a tensor, newest first (empty when the op is not in the dump)."""
+        key = self._key(op, io, index)
+        return list(self._versions[key]) if key else []
+
+    def find(self, op: str, io: str = OUTPUT, index: int = 0) -> Tensor | None:
+        """The chosen version for an op name, raw (`conv1/relu`) or as in file names (`conv1_relu`)."""
+        key = self._key(op, io, index)
+        return self._chosen[key] if key else None
+
+    def find_tensor(self, tensor_name: str) -> Tensor | None:
+        """By graph tensor name (npz key, Polygraphy output name); npy folders carry none."""
+        return self._by_tensor_name.get(tensor_name)
+
+    def __repr__(self) -> str:
+        return (f"GoldenDump({self.path!r}, kind={self.kind!r}, {len(self.tensors)} tensors, "
+                f"{len(self.problems)} problems)")
+
+
+def open_golden(path: str | os.PathLike, *, shape: Sequence[int] | int | None = None, dtype=None,
+                pick: str = "newest", runner: str | None = None, iteration: int = 0) -> GoldenDump:
+    """Open a golden dump, its kind detected from the path.
+
+    `shape`/`dtype` are needed (only) for raw .bin/.bmrt/.dat files; `runner`/`iteration` select a
+    Polygraphy run (default: first runner, iteration 0); `pick` chooses among several timestamps.
+    """
+    path = os.fspath(path)
+    if pick not in PICKS:
+        raise ValueError(f"pick must be one of {PICKS}, not {pick!r}")
+    if not os.path.exists(path):
+        raise SourceError(f"{path}: no such file or folder")
+    lower = path.lower()
+    if not os.path.isdir(path):
+        require_regular(path)
+    if os.path.isdir(path) and polygraphy.is_run_results(path):  # `polygraphy run --save-outputs DIR`
+        kind, (entries, problems) = "polygraphy", polygraphy.read(path, runner, iteration)
+    elif os.path.isdir(path):
+        kind, (entries, problems) = "npy", _read_npy_folder(path)
+    elif lower.endswith(".npz"):
+        kind, (entries, problems) = "npz", _read_npz(path)
+    elif lower.endswith(RAW_SUFFIXES):
+        kind, (entries, problems) = "bin", _read_raw(path, shape, dtype)
+    elif lower.endswith(".json"):
+        kind, (entries, problems) = "polygraphy", polygraphy.read(path, runner, iteration)
+    else:
+        hint = "; open the folder that holds it" if lower.endswith(".npy") else ""
+        raise SourceError(f"{path}: unknown golden file type (expected a folder of .npy files, .npz, "
+                          f".bin/.bmrt/.dat, or Polygraphy RunResults .json){hint}")
+    return GoldenDump(path, kind, entries, problems, pick)
+
+
+# --- shared: npy headers and Tensor construction -------------------------------------------------
+
+@dataclass(frozen=True)
+class _NpyHeader:
+    dtype: np.dtype
+    shape: tuple[int, ...]
+    fortran: bool
+    offset: int  # where the data start in the npy stream
+
+    @property
+    def nbytes(self) -> int:
+        return math.prod(self.shape) * self.dtype.itemsize
+
+
+_NPY_MAGIC = b"\x93NUMPY"
+_NPY_MAX_HEADER = 10000  # numpy's own limit (np.load refuses larger headers by default)
+_NPY_MAX_DIMS = 64
+_INT64 = 1 << 63
+# The header is a Python dict literal; these are all the tokens a valid one can hold.
+_NPY_TOKEN = re.compile(r"""[ \t\n]*(?:(?P<str>'[^'\\]*'|"[^"\\]*")|(?P<int>-?\d{1,30})L?|(?P<word>True|False)"""
+                        r"""|(?P<punct>[{}():,\[\]]))""")
+_NUMERIC_DESCR = re.compile(r"[<>|=]?(?:[?]|b1|[iu][1248]|f[248]|f16|c(?:8|16|32))")
+_MEMBER_ERRORS = (OSError, ValueError, EOFError, RuntimeError, NotImplementedError, zipfile.BadZipFile,
+                  zlib.error, lzma.LZMAError)
+_RECORD = object()  # a list-valued descr: a structured (record) dtype
+
+
+def _npy_header(fh: IO[bytes], size: int) -> _NpyHeader:
+    """Parse an npy header without reading data, with bounded code (no eval, no recursion); refuse
+    anything but a plain numeric array whose every size is sane and whose data the stream holds.
+    Raises ValueError with the reason."""
+    lead = fh.read(10)
+    if not lead:
+        raise ValueError("empty file")
+    if not lead.startswith(_NPY_MAGIC):
+        raise ValueError("not an npy file (no \\x93NUMPY magic)")
+    if len(lead) < 10:
+        raise ValueError("npy header truncated")
+    major = lead[6]
+    if major == 1:
+        hlen = int.from_bytes(lead[8:10], "little")
+    elif major in (2, 3):
+        more = fh.read(2)
+        if len(more) < 2:
+            raise ValueError("npy header truncated")
+        hlen = int.from_bytes(lead[8:10] + more, "little")
+    else:
+        raise ValueError(f"unknown npy format version {major}.{lead[7]}")
+    if hlen > _NPY_MAX_HEADER:
+        raise ValueError(f"npy header of {hlen} bytes exceeds the {_NPY_MAX_HEADER}-byte limit")
+    raw = fh.read(hlen)
+    if len(raw) < hlen:
+        raise ValueError(f"npy header truncated ({len(raw)} of {hlen} bytes)")
+    descr, fortran, shape = _npy_dict(raw.decode("utf-8" if major == 3 else "latin-1", "replace"))
+    dtype = _npy_dtype(descr)
+    if len(shape) > _NPY_MAX_DIMS:
+        raise ValueError(f"{len(shape)} dimensions (at most {_NPY_MAX_DIMS})")
+    bad = [d for d in shape if not 0 <= d < _INT64]
+    if bad:
+        raise ValueError(f"impossible dimension {bad[0]} in shape {tuple(shape)}")
+    if math.prod(d for d in shape if d) * dtype.itemsize >= _INT64:
+        raise ValueError(f"shape {tuple(shape)} of {dtype.name} is larger than any file")
+    head = _NpyHeader(dtype, tuple(shape), fortran, (12 if major > 1 else 10) + hlen)
+    if size < head.offset + head.nbytes:
+        raise ValueError(f"truncated: header promises {head.nbytes} data bytes, only "
+                         f"{max(size - head.offset, 0)} present")
+    return head
+
+
+def _npy_dict(text: str) -> tuple:
+    """(descr, fortran_order, shape) from the header dict literal; ValueError for anything else."""
+    tokens, pos = [], 0
+    text = text.rstrip(" \t\n")
+    while pos < len(text):
+        m = _NPY_TOKEN.match(text, pos)
+        if not m:
+            raise ValueError(f"npy header is not a plain dict literal (at {text[pos:pos + 20]!r})")
+        tokens.append((m.lastgroup, m.group(m.lastgroup)))
+        pos = m.end()
+    tokens.append(("end", ""))
+    fields: dict[str, object] = {}
+    i = 0
+
+    def expect(kind: str, value: str | None = None) -> str:
+        nonlocal i
+        k, v = tokens[i]
+        if k != kind or (value is not None and v != value):
+            raise ValueError(f"npy header is not a plain dict literal (found {v or 'end'!r})")
+        i += 1
+        return v
+
+    expect("punct", "{")
+    while tokens[i] != ("punct", "}"):
+        key = expect("str")[1:-1]
+        expect("punct", ":")
+        kind, value = tokens[i]
+        if kind in ("str", "word"):
+            fields[key] = value[1:-1] if kind == "str" else value == "True"
+            i += 1
+        elif (kind, value) == ("punct", "("):
+            i += 1
+            dims = []
+            while tokens[i] != ("punct", ")"):
+                dims.append(int(expect("int")))
+                if tokens[i] != ("punct", ")"):
+                    expect("punct", ",")
+            i += 1
+            fields[key] = dims
+        elif (kind, value) == ("punct", "["):  # skip a record descr, balanced, without recursion
+            depth = 0
+            while True:
+                kind, value = tokens[i]
+                if kind == "end":
+                    raise ValueError("npy header is not a plain dict literal (unclosed '[')")
+                depth += {"[": 1, "(": 1, "]": -1, ")": -1}.get(value, 0) if kind == "punct" else 0
+                i += 1
+                if depth == 0:
+                    break
+            fields[key] = _RECORD
+        else:
+            raise ValueError(f"npy header: unexpected value {value or 'end'!r} for {key!r}")
+        if tokens[i] != ("punct", "}"):
+            expect("punct", ",")
+    expect("punct", "}")
+    expect("end")
+    if sorted(fields) != ["descr", "fortran_order", "shape"]:
+        raise ValueError(f"npy header keys {sorted(fields)} are not descr, fortran_order, shape")
+    descr, fortran, shape = fields["descr"], fields["fortran_order"], fields["shape"]
+    if not isinstance(fortran, bool) or not isinstance(shape, list) or not (descr is _RECORD or isinstance(descr, str)):
+        raise ValueError("npy header values have the wrong types")
+    return descr, fortran, shape
+
+
+def _npy_dtype(descr) -> np.dtype:
+    if descr is _RECORD:
+        raise ValueError("structured (record) dtype: not supported, only plain numeric arrays")
+    if descr.lstrip("<>|=").startswith("O"):
+        raise ValueError("holds Python objects (object dtype); refusing to unpickle")
+    if not _NUMERIC_DESCR.fullmatch(descr):
+        raise ValueError(f"dtype {descr!r} is not a plain numeric type: not supported")
+    return np.dtype(descr)
+
+
+def _tensor(op: str, source: str, *, io: str = OUTPUT, index: int = 0, dtype: np.dtype | None = None,
+            shape: Sequence[int] = (), **fields) -> Tensor:
+    """Every golden tensor is plain ND data in logical layout."""
+    return Tensor(op=op, io=io, index=index, dtype=dtype, shape=tuple(shape), source=source,
+                  dtype_name=dtype.name if dtype is not None else "", format="ND", **fields)
+
+
+def _npy_tensor(op: str, source: str, problems: list[Problem], open_stream: Callable[[], IO[bytes]],
+                size: int, reader: Callable[[], np.ndarray], *, label: str = "", mapped: bool = False,
+                **fields) -> Tensor:
+    """A Tensor from an npy stream's header; a broken header becomes a Problem and a tensor carrying it.
+
+    `mapped`: the stream is a plain file, so C-ordered data get a Payload for chunked reads.
+    """
+    try:
+        with open_stream() as fh:
+            head = _npy_header(fh, size)
+    except _MEMBER_ERRORS as exc:
+        message = f"{label}: {exc}" if label else str(exc)
+        problems.append(Problem(source, message))
+        return _tensor(op, source, problem=message, **fields)
+    payload = None
+    if mapped and not head.fortran:
+        payload = Payload(source, head.offset, head.nbytes, head.dtype, head.shape)
+    return _tensor(op, source, dtype=head.dtype, shape=head.shape, payload=payload, reader=reader, **fields)
+
+
+# --- npy folder ----------------------------------------------------------------------------------
+
+def _read_npy_folder(folder: str) -> tuple[list[Tensor], list[Problem]]:
+    """MindStudio/msit naming `[input_]{op}.{index}.{timestamp}.npy`; `mapping.csv` restores long names."""
+    try:
+        names = sorted(n for n in os.listdir(folder) if n.lower().endswith(".npy"))
+    except OSError as exc:
+        raise SourceError(f"{folder}: cannot list: {exc.strerror or exc}") from None
+    problems: list[Problem] = []
+    files = []
+    for fname in names:
+        why = not_regular(os.path.join(folder, fname))
+        if why:
+            problems.append(Problem(os.path.join(folder, fname), why))
+        else:
+            files.append(fname)
+    if not files:
+        if problems:
+            raise SourceError(f"{folder}: no readable .npy file: {problems[0]}")
+        raise SourceError(f"{folder}: {_why_no_npy(folder)}")
+    mapping = read_mapping_csv(folder, problems)
+    named = []
+    for fname in files:
+        original = mapping.get(fname) or mapping.get(fname[:-4]) or fname
+        named.append((parse_golden_name(original), os.path.join(folder, fname)))
+    named.sort(key=lambda item: (item[0].timestamp or 0, item[1]))  # execution order where dated
+    entries = []
+    for name, source in named:
+        entries.append(_npy_tensor(
+            name.op_name, source, problems, partial(open, source, "rb"), os.path.getsize(source),
+            partial(_load_npy, source),
+            mapped=True, io=name.io, index=name.index, timestamp=name.timestamp))
+    return entries, problems
+
+
+def _load_npy(path: str) -> np.ndarray:
+    """A read-only memory map, placed by our own header parse (numpy's parser never sees the file)."""
+    with open(path, "rb") as fh:
+        head = _npy_header(fh, os.fstat(fh.fileno()).st_size)
+    order = "F" if head.fortran else "C"
+    if head.nbytes == 0:
+        return np.empty(head.shape, dtype=head.dtype, order=order)
+    return np.memmap(path, dtype=head.dtype, mode="r", offset=head.offset, shape=head.shape, order=order)
+
+
+def _why_no_npy(folder: str) -> str:
+    """Explain an npy-less folder; point at subfolders that do hold npy files (they are not scanned)."""
+    found: list[str] = []
+    for root, _dirs, names in os.walk(folder):
+        if root != folder and any(n.lower().endswith(".npy") for n in names):
+            found.append(os.path.relpath(root, folder))
+            if len(found) == 3:
+                break
+    if found:
+        return (f"no .npy files directly in this folder (subfolders are not scanned); .npy files found in "
+                f"{', '.join(found)}: open one of those")
+    if not os.listdir(folder):
+        return "empty folder"
+    return "no .npy files in this folder"
+
+
+# --- npz -----------------------------------------------------------------------------------------
+
+def _read_npz(path: str) -> tuple[list[Tensor], list[Problem]]:
+    """One tensor per member, key = tensor name; only member headers are read at open time."""
+    try:
+        zf = zipfile.ZipFile(path)
+    except _MEMBER_ERRORS as exc:
+        raise SourceError(f"{path}: not a readable npz file: {exc}") from exc
+    entries, problems = [], []
+    with zf:
+        for info in zf.infolist():
+            if info.is_dir():
+                continue
+            if not info.filename.endswith(".npy"):
+                problems.append(Problem(path, f"{info.filename}: not an npy member, skipped"))
+                continue
+            key = info.filename[:-4]
+            entries.append(_npy_tensor(key, path, problems, partial(zf.open, info), info.file_size,
+                                       partial(_load_npz_member, path, info.filename),
+                                       label=key, tensor_name=key))
+    if not entries and not problems:
+        raise SourceError(f"{path}: npz file holds no arrays")
+    return entries, problems
+
+
+def _load_npz_member(path: str, member: str) -> np.ndarray:
+    try:
+        with zipfile.ZipFile(path) as zf, zf.open(member) as fh:
+            head = _npy_header(fh, zf.getinfo(member).file_size)
+            data = fh.read(head.nbytes)  # a damaged stream fails its CRC check here
+    except (KeyError, *_MEMBER_ERRORS) as exc:
+        raise ValueError(f"damaged npz member {member}: {exc}") from exc
+    if len(data) < head.nbytes:
+        raise ValueError(f"damaged npz member {member}: {len(data)} of {head.nbytes} data bytes")
+    return np.frombuffer(data, dtype=head.dtype).reshape(head.shape, order="F" if head.fortran else "C")
+
+
+# --- raw binary ----------------------------------------------------------------------------------
+
+def _read_raw(path: str, shape, dtype) -> tuple[list[Tensor], list[Problem]]:
+    """Bare little-endian values; the file carries no shape or dtype, so the caller must give both."""
+    if shape is None or dtype is None:
+        raise SourceError(f"{path}: a raw binary file needs both shape and dtype")
+    try:
+        dt = np.dtype(dtype).newbyteorder("<")
+        dims = (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(int(n) for n in shape)
+    except (TypeError, ValueError) as exc:
+        raise SourceError(f"{path}: bad shape {shape!r} or dtype {dtype!r}: {exc}") from exc
+    if dt.hasobject or any(n < 0 for n in dims):
+        raise SourceError(f"{path}: unusable shape {dims} or dtype {dt}")
+    nbytes = math.prod(dims) * dt.itemsize
+    size = os.path.getsize(path)
+    if size != nbytes:
+        raise SourceError(f"{path}: file holds {size} bytes but shape {dims} of {dt.name} needs {nbytes}")
+    payload = Payload(path, 0, nbytes, dt, dims)
+    op = os.path.splitext(os.path.basename(path))[0]
+    return [_tensor(op, path, dtype=dt, shape=dims, payload=payload, reader=partial(read_payload, payload))], []

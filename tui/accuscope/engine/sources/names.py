@@ -1,0 +1,108 @@
+"""File-name conventions of dump writers: Ascend dump files and golden npy files."""
+from __future__ import annotations
+
+import csv
+import os
+import re
+from dataclasses import dataclass
+
+from accuscope.engine.sources.inputfile import not_regular
+from accuscope.engine.sources.tensor import Problem
+
+_TIMESTAMP = re.compile(r"\d{10,}")
+# C0 and C1 control characters (ESC, BEL, CSI ...) and DEL: never sent to a terminal from data.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_INT = re.compile(r"\d+")
+
+
+def printable(text: str) -> str:
+    """`text` safe to print or draw: control characters (escape sequences in an op name could clear
+    the screen or set the window title) shown as `?`. Identity is untouched: use only for display."""
+    return _CONTROL.sub("?", text) if _CONTROL.search(text) else text
+
+
+@dataclass(frozen=True)
+class DumpName:
+    """`{op_type}.{op_name}.{task_id}[.{stream_id}][.x.y.z].{timestamp}`"""
+
+    op_type: str
+    op_name: str
+    task_id: int
+    stream_id: int | None
+    thread: tuple[int, ...]
+    timestamp: int
+
+
+def parse_dump_name(name: str) -> DumpName | None:
+    """Parse an Ascend dump file name; None when it does not follow the convention."""
+    parts = name.split(".")
+    if len(parts) not in (4, 5, 7, 8) or not _TIMESTAMP.fullmatch(parts[-1]):
+        return None
+    middle = parts[2:-1]
+    if not all(_INT.fullmatch(p) for p in middle) or not parts[0] or not parts[1]:
+        return None
+    nums = [int(p) for p in middle]
+    stream = nums[1] if len(nums) in (2, 5) else None
+    thread = tuple(nums[-3:]) if len(nums) >= 4 else ()
+    return DumpName(parts[0], parts[1], nums[0], stream, thread, int(parts[-1]))
+
+
+@dataclass(frozen=True)
+class GoldenName:
+    """`[input_]{op_name}.{index}.{timestamp}.npy` (MindStudio / msit golden dumps)."""
+
+    op_name: str
+    io: str
+    index: int
+    timestamp: int | None
+
+
+def parse_golden_name(name: str) -> GoldenName:
+    """Parse a golden npy file name; names off the convention become output 0 of an op so named."""
+    stem = name[:-4] if name.endswith(".npy") else name
+    io = "output"
+    parts = stem.rsplit(".", 2)
+    if len(parts) == 3 and _INT.fullmatch(parts[1]) and _INT.fullmatch(parts[2]):
+        op, index, ts = parts[0], int(parts[1]), int(parts[2])
+    elif len(parts) >= 2 and _INT.fullmatch(parts[-1]):
+        op, index, ts = stem.rsplit(".", 1)[0], int(parts[-1]), None
+    else:
+        op, index, ts = stem, 0, None
+    if op.startswith("input_"):
+        io, op = "input", op[len("input_"):]
+    return GoldenName(op, io, index, ts)
+
+
+def read_mapping_csv(directory: str, problems: list | None = None) -> dict[str, str]:
+    """`mapping.csv` of a dump folder: numeric file name -> original (over-long) file name.
+
+    A row the csv module rejects (a field over its size limit, a stray NUL) is skipped; an
+    unreadable file gives no mapping. Either is recorded in `problems` (as `Problem`s) when given.
+    """
+    path = os.path.join(directory, "mapping.csv")
+    if not os.path.lexists(path):
+        return {}
+    out: dict[str, str] = {}
+    skipped: list[str] = []
+    why = not_regular(path)
+    try:
+        if why:
+            raise OSError(why)
+        with open(path, newline="", encoding="utf-8", errors="replace") as fh:
+            reader = csv.reader(fh)
+            while len(skipped) < 1000:
+                try:
+                    row = next(reader)
+                except StopIteration:
+                    break
+                except csv.Error as exc:
+                    skipped.append(f"line {reader.line_num}: {exc}")
+                    continue
+                if len(row) >= 2 and row[0].strip():
+                    out[row[0].strip()] = row[1].strip()
+    except OSError as exc:
+        skipped.append(f"not read, file names used as they are ({exc.strerror or exc})")
+    if skipped and problems is not None:
+        more = f" (and {len(skipped) - 1} more rows)" if len(skipped) > 1 else ""
+        problems.append(Problem(path, f"{skipped[0]}{more}"))
+    return out

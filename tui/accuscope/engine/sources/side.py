@@ -1,0 +1,221 @@
+"""One side of a comparison, whatever wrote it: ops in execution order, each with its tensors.
+
+"NPU" and "golden" are roles, not formats: an Ascend dump, an `accuscope dump` npy folder, an npz,
+a Polygraphy RunResults file may stand on either side. Each format's reader yields tensors (or,
+for Ascend dumps, dumped ops); `Side` gives every one of them the same face:
+
+    side.ops                 ops in execution order (`DumpFile`: op_name, op_type, inputs, outputs)
+    side.tensors             every tensor the source holds
+    side.find(op, io, k)     a tensor by op name (raw or as written in file names)
+    side.find_tensor(name)   a tensor by graph tensor name (ONNX value name, npz key, Polygraphy output)
+    side.find_op(name)       an op by name
+    side.graph               the side's own model graph when it carries one (an `accuscope dump`
+                             folder holds its model.onnx), else None
+    side.problems            what could not be read, file by file
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import replace
+from functools import cached_property
+from typing import Callable
+
+from accuscope.engine.sources.ascend import DumpFile
+from accuscope.engine.sources.golden import GoldenDump
+from accuscope.engine.graphs.graph import Graph
+from accuscope.engine.sources.npudump import NpuDump
+from accuscope.engine.sources.tensor import INPUT, OUTPUT, Problem, Tensor, sanitize
+
+OWN_MODEL = "model.onnx"  # `accuscope dump` leaves the model it ran beside its npy files
+DUMP_JSON = "dump.json"  # and what it ran and skipped
+
+
+class Side:
+    """A source seen as ops and tensors. `reader` is the format's own object (NpuDump, GoldenDump)
+    for format-specific facts (run folders, Opdebug records, versions)."""
+
+    def __init__(self, reader: NpuDump | GoldenDump, kind: str, *, graph_loader: Callable[[], Graph | None] | None = None):
+        self.reader = reader
+        self.path: str = reader.path
+        self.kind = kind
+        self.problems: list[Problem] = reader.problems
+        self._graph_loader = graph_loader
+        self.graph_note = ""  # why the side's own model could not be used
+
+    def __repr__(self) -> str:
+        return f"Side({self.path!r}, kind={self.kind!r}, {len(self.ops)} ops, {len(self.problems)} problems)"
+
+    @property
+    def is_device_dump(self) -> bool:
+        """Written by an accelerator's dump tool (device op names, fused ops), not by a framework run."""
+        return isinstance(self.reader, NpuDump)
+
+    @cached_property
+    def graph(self) -> Graph | None:
+        if self._graph_loader is None:
+            return None
+        try:
+            return self._graph_loader()
+        except Exception as exc:  # noqa: BLE001 - the side stays usable without its graph; say why
+            self.graph_note = f"its model could not be read ({exc})"
+            return None
+
+    @cached_property
+    def ops(self) -> list[DumpFile]:
+        if isinstance(self.reader, NpuDump):
+            self._as_read = {}
+            return list(self.reader.files)
+        ops, self._as_read = _ops_of(self.reader.tensors, self.graph)
+        return ops
+
+    @property
+    def tensors(self) -> list[Tensor]:
+        """Every tensor the source holds (not the inputs `ops` derives from their producers)."""
+        self.ops  # noqa: B018 - names and types come from the graph when the ops are built
+        return [self._as_read.get(id(t), t) for t in self.reader.tensors]
+
+    def _seen(self, t: Tensor | None) -> Tensor | None:
+        """A reader's tensor as this side shows it (named after its graph)."""
+        if t is None:
+            return None
+        self.ops  # noqa: B018
+        return self._as_read.get(id(t), t)
+
+    @cached_property
+    def _index(self) -> dict:
+        index: dict = {}
+        for op in self.ops:
+            for t in op.tensors:
+                index.setdefault((op.op_name, t.io, t.index), t)
+                index.setdefault((sanitize(op.op_name), t.io, t.index), t)
+                if t.tensor_name:
+                    index.setdefault(("", "tensor", t.tensor_name), t)
+        return index
+
+    @cached_property
+    def _ops_by_name(self) -> dict[str, DumpFile]:
+        found: dict[str, DumpFile] = {}
+        for op in self.ops:
+            found.setdefault(op.op_name, op)
+            found.setdefault(sanitize(op.op_name), op)
+            if op.name is not None:
+                found.setdefault(op.name.op_name, op)
+        return found
+
+    @cached_property
+    def unreachable(self) -> list[tuple[str, str]]:
+        """(tensor, why) of tensors the run that wrote this side could not fetch (an `accuscope dump`
+        folder lists those inside If/Loop bodies in its dump.json): absent, but not by mistake."""
+        doc = os.path.join(self.path, DUMP_JSON) if os.path.isdir(self.path) else None
+        if doc is None or not os.path.isfile(doc):
+            return []
+        try:
+            with open(doc, encoding="utf-8") as fh:
+                skipped = json.load(fh).get("skipped")
+        except (OSError, ValueError, AttributeError):
+            return []
+        if not isinstance(skipped, list):
+            return []
+        return [(str(e.get("tensor")), str(e.get("reason"))) for e in skipped
+                if isinstance(e, dict) and "inside the body" in str(e.get("reason", ""))]
+
+    def use_graph(self, graph: Graph) -> None:
+        """Read the side through `graph` (a model given for it): op order, op types, tensor names
+        and the inputs of ops (the outputs of their producers) come from it."""
+        if "ops" in self.__dict__:
+            raise RuntimeError("use_graph must come before the ops are read")
+        self.__dict__["graph"] = graph
+
+    def find(self, op: str, io: str = OUTPUT, index: int = 0) -> Tensor | None:
+        if isinstance(self.reader, GoldenDump):
+            return self._seen(self.reader.find(op, io, index))
+        return self._index.get((op, io, index)) or self._index.get((sanitize(op), io, index))
+
+    def find_tensor(self, name: str) -> Tensor | None:
+        """By graph tensor name: a name the reader recorded, else through the side's own graph
+        (the producing node's output)."""
+        if isinstance(self.reader, GoldenDump):
+            found = self._seen(self.reader.find_tensor(name))
+        else:
+            found = self._index.get(("", "tensor", name))
+        if found is None and self.graph is not None:
+            hit = self.graph.producer(name)
+            if hit is not None:
+                found = self.find(hit[0].name, OUTPUT, hit[1])
+            elif name in self.graph.inputs:
+                found = self.find(name, OUTPUT, 0)  # `accuscope dump` writes network inputs as ops
+        return found
+
+    def find_op(self, name: str) -> DumpFile | None:
+        return self._ops_by_name.get(name) or self._ops_by_name.get(sanitize(name))
+
+    def versions(self, op: str, io: str = OUTPUT, index: int = 0) -> list[Tensor]:
+        if isinstance(self.reader, GoldenDump):
+            return [self._seen(t) for t in self.reader.versions(op, io, index)]
+        t = self.find(op, io, index)
+        return [t] if t is not None else []
+
+
+def _ops_of(tensors: list[Tensor], graph: Graph | None) -> tuple[list[DumpFile], dict[int, Tensor]]:
+    """Group a tensor list into ops, in the reader's order (dump time, then file order).
+
+    With the side's graph: ops in the graph's execution order (network inputs first), op types,
+    tensor names, and, for ops whose inputs were not dumped (a framework run dumps outputs only),
+    each input as the tensor its producer wrote, so the op's inputs can be compared and fed to
+    re-runs like those of a device dump. Also returns each renamed tensor by id of the one read."""
+    grouped: dict[str, DumpFile] = {}
+    for t in tensors:
+        op = grouped.get(t.op)
+        if op is None:
+            op = grouped[t.op] = DumpFile(path=t.source, name=None, op_name=t.op, op_type=t.op_type,
+                                          dump_time=t.timestamp or 0)
+        (op.inputs if t.io == INPUT else op.outputs).append(t)
+    if graph is None:
+        for op in grouped.values():
+            op.inputs.sort(key=lambda t: t.index)
+            op.outputs.sort(key=lambda t: t.index)
+        return list(grouped.values()), {}
+    ops, renamed = [], {}
+
+    def rename(t: Tensor, **changes) -> Tensor:
+        new = replace(t, **changes)
+        renamed[id(t)] = new
+        return new
+
+    for name in graph.inputs:
+        op = grouped.get(name) or grouped.get(sanitize(name))
+        if op is not None:
+            op.op_type = op.op_type or "Data"
+            op.outputs = [rename(t, tensor_name=t.tensor_name or name) if t.index == 0 else t for t in op.outputs]
+            ops.append(op)
+    written = {id(op) for op in ops}
+    node_of: dict[int, object] = {}
+    for node in graph.nodes:
+        op = grouped.get(node.name) or grouped.get(sanitize(node.name))
+        if op is None or id(op) in written:
+            continue
+        written.add(id(op))
+        node_of[id(op)] = node
+        op.op_name = node.name  # file names spell it sanitized; the graph has it as the model does
+        op.op_type = op.op_type or node.type
+        op.outputs = sorted((rename(t, op=node.name, op_type=op.op_type,
+                                    tensor_name=t.tensor_name or (node.outputs[t.index] if t.index < len(node.outputs) else ""))
+                             for t in op.outputs), key=lambda t: t.index)
+        op.inputs = [rename(t, op=node.name, op_type=op.op_type) for t in op.inputs]
+        ops.append(op)
+    produced = {t.tensor_name: t for op in ops for t in op.outputs if t.tensor_name}
+    for op in ops:
+        node = node_of.get(id(op))
+        if op.inputs or node is None:
+            op.inputs.sort(key=lambda t: t.index)
+            continue
+        op.inputs = [replace(produced[v], op=op.op_name, io=INPUT, index=i, op_type=op.op_type)
+                     for i, v in enumerate(node.inputs) if v in produced]
+    return ops + [op for op in grouped.values() if id(op) not in written], renamed
+
+
+def own_model(path: str) -> str | None:
+    """The model file a dump folder carries (an `accuscope dump` folder keeps model.onnx)."""
+    candidate = os.path.join(path, OWN_MODEL) if os.path.isdir(path) else None
+    return candidate if candidate and os.path.isfile(candidate) else None

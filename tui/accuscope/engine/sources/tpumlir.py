@@ -1,0 +1,328 @@
+"""Sophon tpu-mlir npz files: `model_runner.py --dump_all_tensors` and `model_deploy.py` outputs.
+
+Facts from tpu-mlir's public source and docs (model_runner.py, model_deploy.py, npz_tool.py,
+the developer manual):
+- one npz per run, one member per tensor, in execution order (the runner fills a dict as ops run);
+- ONNX runs key a tensor `{onnx_output}_{OpType}` (e.g. `conv1_Conv`; older releases stored these
+  flattened to 1-D: given the `.mlir`, a flat array takes the op's result shape); top/tpu MLIR runs key it by
+  the op's MLIR name, its `loc` (the same `{onnx_output}_{OpType}` for ops that came from ONNX);
+- bmodel outputs carry a cast suffix for their storage type (`_f32`, `_si8`, `_ui8`, `_f16`, `_bf16`...);
+- bfloat16 arrays are stored as uint16 (marked "bfloat16" here and widened to float32 on load);
+- model_transform writes `{m}_in_f32.npz` (the preprocessed input) and `{m}_top_outputs.npz`;
+  model_deploy writes `{prefix}_tpu_outputs.npz` and `{prefix}_model_outputs.npz`, both compared
+  against the top outputs;
+- failure dumps (`tdb_err.npz`, `failed_bmodel_outputs.npz`) hold both sides in one file as
+  `{name}_actual` / `{name}_desired`.
+`load_mlir_locs` reads a `.mlir` text file's loc table (`#locN = loc("name")`, op lines ending in
+`loc(#locN)`) into {name: MlirOp}: op type, result types and order, to name and type the npz entries.
+"""
+from __future__ import annotations
+
+import math
+import os
+import re
+import zipfile
+from dataclasses import dataclass, replace
+from functools import partial
+
+import numpy as np
+
+from accuscope.engine.sources.ascend import bf16_to_float32
+from accuscope.engine.sources.golden import _read_npz
+from accuscope.engine.sources.tensor import Problem, SourceError, Tensor
+
+KIND = "tpu-mlir-npz"
+CAST_SUFFIXES = ("_f32", "_si8", "_ui8", "_f16", "_bf16", "_i8", "_u8", "_si16", "_ui16", "_i16", "_u16",
+                 "_si32", "_ui32", "_i32", "_u32", "_f8e4m3", "_f8e5m2", "_i4", "_si4", "_ui4")
+DEPLOY_SUFFIXES = {"top": "_top_outputs.npz", "tpu": "_tpu_outputs.npz", "model": "_model_outputs.npz"}
+INPUT_SUFFIX = "_in_f32.npz"
+ACTUAL, DESIRED = "_actual", "_desired"
+BOTH_SIDES = ("tdb_err.npz", "failed_bmodel_outputs.npz")
+# `{output}_{OpType}`: an ONNX op type is CamelCase (Conv, MatMul, Relu, GlobalAveragePool ...)
+_OP_TYPE = re.compile(r"^(?P<base>.+)_(?P<type>[A-Z][a-z][A-Za-z0-9]*)$")
+_LOC_DEF = re.compile(r'^\s*(#loc\d*)\s*=\s*loc\((.*)\)\s*$')
+_LOC_USE = re.compile(r'loc\((#loc\d*|"(?:[^"\\]|\\.)*"(?:\([^)]*\))?|fused\[.*\])\)\s*$')
+_OP_LINE = re.compile(r'^\s*(?:(%[\w.#:]+(?:\s*,\s*%[\w.#:]+)*)\s*=\s*)?"?([a-z_]+\.[A-Za-z0-9_]+)"?')
+_QUOTED = re.compile(r'"((?:[^"\\]|\\.)*)"')
+_LOC_ITEM = re.compile(r'"((?:[^"\\]|\\.)*)"(?:\([^)]*\))?|#loc\d+')  # an element of fused[...]
+_TENSOR_TYPE = re.compile(r"tensor<([^>]*)>")
+_MLIR_DTYPES = {"f32": "float32", "f16": "float16", "bf16": "bfloat16", "si8": "int8", "i8": "int8", "ui8": "uint8",
+                "si16": "int16", "i16": "int16", "ui16": "uint16", "si32": "int32", "i32": "int32",
+                "ui32": "uint32", "i64": "int64", "si64": "int64", "f64": "float64", "i1": "bool"}
+
+
+# --- names -----------------------------------------------------------------------------------------
+
+def strip_cast(name: str) -> str:
+    """`out_Conv_f16` -> `out_Conv`: drop the storage-type suffix a bmodel output carries."""
+    for suffix in CAST_SUFFIXES:
+        if name.endswith(suffix) and len(name) > len(suffix):
+            return name[: -len(suffix)]
+    return name
+
+
+def split_op_type(name: str) -> tuple[str, str]:
+    """`conv1_Conv` -> ("conv1", "Conv"); a name without an `_OpType` tail -> (name, "")."""
+    m = _OP_TYPE.match(name)
+    return (m.group("base"), m.group("type")) if m else (name, "")
+
+
+def normalize(name: str, known: set[str] | frozenset[str] = frozenset()) -> str:
+    """The ONNX output name behind a tpu-mlir npz key: cast suffix, then `_OpType`, stripped.
+
+    With `known` (the reference's tensor names) the first form found there wins, so a name that
+    really ends in `_Conv` is kept when the reference has it.
+    """
+    candidates = [name, strip_cast(name)]
+    candidates.append(split_op_type(candidates[-1])[0])
+    for c in candidates:
+        if c in known:
+            return c
+    return candidates[-1]
+
+
+# --- the .mlir loc table ----------------------------------------------------------------------------
+
+@dataclass
+class MlirOp:
+    name: str
+    type: str = ""           # e.g. "top.Conv", "tpu.Conv2D"
+    line: int = 0
+    order: int = 0           # position among the ops, i.e. execution order
+    output: int = 0          # result index for ops with several named results
+    dtype: str = ""          # numpy-style name of the result element type ("bfloat16", "int8" ...)
+    shape: tuple[int, ...] | None = None
+    problem: str = ""
+
+
+def load_mlir_locs(path: str) -> dict[str, MlirOp]:
+    """{tensor name: MlirOp} from a top/tpu `.mlir` file. An op whose `loc(#locN)` has no
+    `#locN = loc(...)` entry is kept under `#locN` with `problem` saying so."""
+    defs: dict[str, str] = {}
+    uses: list[tuple[int, str, str, str]] = []  # line, op type, loc ref, result type text
+    try:
+        fh = open(path, encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise SourceError(f"{path}: cannot read ({exc.strerror or exc})") from exc
+    with fh:
+        for number, line in enumerate(fh, 1):
+            d = _LOC_DEF.match(line)
+            if d:
+                defs[d.group(1)] = d.group(2)
+                continue
+            op = _OP_LINE.match(line)
+            use = _LOC_USE.search(line)
+            if op and use and op.group(2).split(".")[0] in ("top", "tpu") and op.group(1):
+                uses.append((number, op.group(2), use.group(1), line[line.rfind("->") + 2:] if "->" in line else line))
+    if not defs and not uses:
+        raise SourceError(f"{path}: no MLIR ops with loc names (expected a top/tpu .mlir file)")
+    out: dict[str, MlirOp] = {}
+    for order, (number, op_type, ref, result) in enumerate(uses):
+        names = _loc_names(ref, defs)
+        types = _TENSOR_TYPE.findall(result)
+        if names is None:
+            out.setdefault(ref, MlirOp(ref, op_type, number, order,
+                                       problem=f"line {number}: loc {ref} has no '{ref} = loc(...)' entry"))
+            continue
+        for k, name in enumerate(names):
+            dtype, shape = _tensor_type(types[k] if k < len(types) else "")
+            out.setdefault(name, MlirOp(name, op_type, number, order, k, dtype, shape))
+    return out
+
+
+def _loc_names(ref: str, defs: dict[str, str], depth: int = 0) -> list[str] | None:
+    """The names a loc stands for: `"name"` (a call-site tail `("file":1:2)` ignored), `#locN`
+    looked up, `fused[a, b]` one name per result; None when a `#locN` has no definition."""
+    if ref.startswith("#"):
+        if ref not in defs:
+            return None
+        ref = defs[ref]
+    if not ref.startswith("fused"):
+        first = _QUOTED.search(ref)
+        return [first.group(1)] if first else []
+    names: list[str] = []
+    for item in _LOC_ITEM.finditer(ref[ref.find("[") + 1:]):
+        if item.group(1) is not None:
+            names.append(item.group(1))
+        elif depth < 4:
+            names += _loc_names(item.group(0), defs, depth + 1) or []
+    return names
+
+
+def _tensor_type(text: str) -> tuple[str, tuple[int, ...] | None]:
+    """`1x64x56x56xbf16` (a quantized type `!quant.uniform<i8:f32, ...>` counts by its storage) ->
+    ("bfloat16", (1, 64, 56, 56))."""
+    if not text:
+        return "", None
+    parts = text.split(",")[0].split("x")
+    elem = parts[-1].strip()
+    q = re.search(r"uniform<(\w+)", text)
+    if q:
+        elem = q.group(1)
+        parts = text.split("!")[0].rstrip("x").split("x") + ["_"]
+    dims = []
+    for p in parts[:-1]:
+        if not p.strip().isdigit():
+            return _MLIR_DTYPES.get(elem, elem), None
+        dims.append(int(p))
+    return _MLIR_DTYPES.get(elem, elem), tuple(dims)
+
+
+# --- reading ---------------------------------------------------------------------------------------
+
+def sniff(path: str) -> bool:
+    """A tpu-mlir npz: named as model_transform/model_deploy/failure dumps name them, or holding
+    `_actual`/`_desired` pairs (only the zip directory is read)."""
+    base = os.path.basename(path)
+    if not base.endswith(".npz") or not os.path.isfile(path):
+        return False
+    if base in BOTH_SIDES or base.endswith(tuple(DEPLOY_SUFFIXES.values()) + (INPUT_SUFFIX,)):
+        return True
+    try:
+        with zipfile.ZipFile(path) as zf:
+            names = [n[:-4] for n in zf.namelist()[:4096]]
+    except (OSError, zipfile.BadZipFile):
+        return False
+    return any(n.endswith(ACTUAL) for n in names) and any(n.endswith(DESIRED) for n in names)
+
+
+def read(path: str, *, mlir: str | None = None, bf16: bool | None = None, side: str = "actual",
+         **_options) -> tuple[list[Tensor], list[Problem]]:
+    """The tensors of one npz in execution order: `op` the npz key (the MLIR op name),
+    `tensor_name` the ONNX output name (`normalize`), `op_type` from the key or the `.mlir`.
+
+    `mlir`: the run's `.mlir`, to take op types and bf16-ness from and to order the tensors.
+    `bf16`: True = every uint16 array is bfloat16; None (default) = those named `_bf16` or typed
+    bf16 in the `.mlir`. `side`: "actual" or "desired" for files holding both sides.
+    """
+    path = os.fspath(path)
+    entries, problems = _read_npz(path)
+    keys = [t.op for t in entries]
+    if any(k.endswith(ACTUAL) or k.endswith(DESIRED) for k in keys):
+        actual, desired, problems = read_actual_desired(path, mlir=mlir, bf16=bf16)
+        if side not in ("actual", "desired"):
+            raise SourceError(f"{path}: side must be actual or desired, not {side!r}")
+        return (actual if side == "actual" else desired), problems
+    return _named(path, entries, problems, mlir, bf16)
+
+
+def _named(path: str, entries: list[Tensor], problems: list[Problem], mlir: str | None,
+           bf16: bool | None) -> tuple[list[Tensor], list[Problem]]:
+    locs: dict[str, MlirOp] = {}
+    if mlir:
+        locs = load_mlir_locs(mlir)
+        problems = problems + [Problem(mlir, op.problem) for op in locs.values() if op.problem]
+    out = []
+    for t in entries:
+        key = t.op
+        base, op_type = split_op_type(strip_cast(key))
+        loc = locs.get(key) or locs.get(strip_cast(key))
+        if loc and loc.type:
+            op_type = loc.type
+        elif mlir and not t.problem:
+            problems.append(Problem(path, f"{key}: no op of that name in {os.path.basename(mlir)}'s loc table"))
+        is_bf16 = (t.dtype is not None and t.dtype == np.uint16
+                   and (bf16 or (bf16 is None and (key.endswith("_bf16") or (loc is not None and loc.dtype == "bfloat16")))))
+        t = replace(t, tensor_name=base, op_type=op_type)
+        if loc and loc.shape and t.shape != loc.shape and not t.problem and t.size == math.prod(loc.shape):
+            t = replace(t, shape=loc.shape, reader=partial(_reshaped, t.reader, loc.shape))
+        if is_bf16:
+            t = replace(t, dtype=np.dtype(np.float32), dtype_name="bfloat16", conversion="bfloat16 stored as uint16",
+                        reader=partial(_widen, t.reader))
+        out.append(t)
+    if locs:
+        order = {name: (op.order, op.output) for name, op in locs.items()}
+        late = (len(order), 0)
+        out.sort(key=lambda t: order.get(t.op, order.get(strip_cast(t.op), late)))  # stable: unknown keep npz order
+    return out, problems
+
+
+def _reshaped(load, shape: tuple[int, ...]) -> np.ndarray:
+    return np.asarray(load()).reshape(shape)
+
+
+def _widen(load) -> np.ndarray:
+    return bf16_to_float32(np.asarray(load()))
+
+
+def read_actual_desired(path: str, *, mlir: str | None = None, bf16: bool | None = None
+                        ) -> tuple[list[Tensor], list[Tensor], list[Problem]]:
+    """Both sides of a `{name}_actual` / `{name}_desired` npz (tdb_err.npz, failed_bmodel_outputs.npz),
+    each side's tensors named by `{name}` in file order; a name on one side only is a problem."""
+    path = os.fspath(path)
+    entries, problems = _read_npz(path)
+    sides: dict[str, dict[str, Tensor]] = {ACTUAL: {}, DESIRED: {}}
+    for t in entries:
+        suffix = ACTUAL if t.op.endswith(ACTUAL) else DESIRED if t.op.endswith(DESIRED) else ""
+        if not suffix:
+            problems.append(Problem(path, f"{t.op}: neither {{name}}_actual nor {{name}}_desired, skipped"))
+            continue
+        name = t.op[: -len(suffix)]
+        sides[suffix][name] = replace(t, op=name, tensor_name=name)
+    if not sides[DESIRED]:
+        raise SourceError(f"{path}: holds only _actual arrays ({len(sides[ACTUAL])}), no _desired reference "
+                          "to compare them with")
+    if not sides[ACTUAL]:
+        raise SourceError(f"{path}: holds only _desired arrays ({len(sides[DESIRED])}), no _actual values")
+    for a, b in ((ACTUAL, DESIRED), (DESIRED, ACTUAL)):
+        for name in sides[a]:
+            if name not in sides[b]:
+                problems.append(Problem(path, f"{name}: has {name}{a} but no {name}{b}"))
+    actual, problems = _named(path, list(sides[ACTUAL].values()), problems, mlir, bf16)
+    desired, problems = _named(path, list(sides[DESIRED].values()), problems, None, bf16)
+    return actual, desired, problems
+
+
+# --- model_deploy folders --------------------------------------------------------------------------
+
+@dataclass
+class DeployPair:
+    """A comparison model_deploy itself makes: `target` against `reference` (the top outputs)."""
+
+    reference: str
+    target: str
+    label: str              # "tpu" (tpu MLIR) or "model" (the bmodel)
+    input: str = ""         # `{m}_in_f32.npz`, the preprocessed input, when present
+
+
+def find_deploy_files(folder: str) -> list[DeployPair]:
+    """Pairings to offer in a model_transform/model_deploy work folder: every
+    `{prefix}_tpu_outputs.npz` and `{prefix}_model_outputs.npz` against the `{m}_top_outputs.npz`
+    whose model name `{m}` is the longest prefix of `{prefix}` (reference = top)."""
+    try:
+        names = sorted(os.listdir(folder))
+    except OSError as exc:
+        raise SourceError(f"{folder}: cannot list ({exc.strerror or exc})") from exc
+    tops = {n[: -len(DEPLOY_SUFFIXES["top"])]: n for n in names if n.endswith(DEPLOY_SUFFIXES["top"])}
+    inputs = {n[: -len(INPUT_SUFFIX)]: n for n in names if n.endswith(INPUT_SUFFIX)}
+    pairs = []
+    for label in ("tpu", "model"):
+        suffix = DEPLOY_SUFFIXES[label]
+        for n in names:
+            if not n.endswith(suffix):
+                continue
+            prefix = n[: -len(suffix)]
+            models = [m for m in tops if prefix == m or prefix.startswith(m + "_")] or (list(tops) if len(tops) == 1 else [])
+            if not models:
+                continue
+            m = max(models, key=len)
+            pairs.append(DeployPair(os.path.join(folder, tops[m]), os.path.join(folder, n), label,
+                                    os.path.join(folder, inputs[m]) if m in inputs else ""))
+    return pairs
+
+
+def describe(path: str, tensors: list[Tensor], **_options) -> list[str]:
+    """Lines for `inspect`: bf16 and cast-suffixed tensors, and the model_deploy comparisons on offer
+    in the file's folder."""
+    lines = []
+    bf16 = sum(1 for t in tensors if t.dtype_name == "bfloat16")
+    cast = sum(1 for t in tensors if strip_cast(t.op) != t.op)
+    if bf16 or cast:
+        lines.append(f"{bf16} bfloat16 tensor(s) stored as uint16 · {cast} name(s) with a cast suffix")
+    folder = os.path.dirname(os.path.abspath(path))
+    for pair in find_deploy_files(folder):
+        if os.path.abspath(path) in (pair.reference, pair.target):
+            lines.append(f"model_deploy pair: {os.path.basename(pair.target)} ({pair.label}) against "
+                         f"{os.path.basename(pair.reference)}")
+    return lines
+

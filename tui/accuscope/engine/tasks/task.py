@@ -1,0 +1,608 @@
+"""A task is a folder: what was compared (task.json), the result CSV, and a fast typed copy.
+
+    task.json                     paths, algorithms, range, thresholds, version, times, state, counts
+    result_{YYYYMMDDhhmmss}.csv   MindStudio-compatible result (for people and other tools)
+    result.npz                    the same table as numpy columns, loaded by the TUI in milliseconds
+
+Saving never damages the previous result: every file is written under a temporary name first and
+only renamed into place once all of them are complete, task.json last: renaming task.json is the
+commit. Each save is a generation (an id in task.json, result.npz and the CSV task.json names); a
+result.npz of another generation than task.json (a save killed between the renames) is ignored
+with a warning and the CSV task.json names is read. A re-run replaces the previous result CSV.
+
+States: running (with the pid and host running it), done, cancelled, failed, and interrupted: a
+task recorded as running whose process is gone from this host (killed, crashed); it is derived when
+reading, so the browser shows the truth without anyone having written it. `stale_parts` says which
+files made from an earlier result (advice.json, exports/*) no longer describe the current one.
+
+Listing never raises for a broken folder: it becomes an entry with a problem text. task.json fields
+of the wrong type and a result.npz whose claims do not hold are one line naming the file.
+"""
+from __future__ import annotations
+
+import errno
+import json
+import os
+import re
+import secrets
+import socket
+import time
+import zipfile
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+import numpy as np
+
+from accuscope import __version__
+from accuscope.engine.tasks import faults
+from accuscope.engine.tasks.csvio import atomic_path, read_result_csv, write_result_csv
+from accuscope.engine.compare.lifetime import pid_alive
+from accuscope.engine.compare.results import KIND, ResultTable
+from accuscope.engine.sources.names import printable
+from accuscope.engine.sources.tensor import SourceError
+from accuscope.engine.compare.thresholds import Thresholds
+
+TASK_JSON = "task.json"
+RESULT_NPZ = "result.npz"
+STATES = ("running", "done", "cancelled", "failed", "interrupted")
+LOCK = ".lock"  # held (flock) by the process running the task
+_CSV_NAME = re.compile(r"result_(\d{14})(?:_\d+)?\.csv$")
+_NPZ_FORMAT = 1
+EXPORTS_DIR, RETEST_DIR = "exports", "retest"  # TASK/exports/{start}--{end}/retest is a task too
+DUMPS_DIR = "dumps"  # TASK/dumps/{time}/{golden,npu}: what `accuscope run` dumped for the task
+_MAX_DEPTH = 4  # how deep list_tasks looks under the root (msit: out/{time}/{shape}/result.csv)
+
+
+@dataclass
+class Task:
+    folder: Path
+    meta: dict
+    table: ResultTable
+    thresholds: Thresholds
+    csv: Path | None
+    warnings: list[str] = field(default_factory=list)
+    stale: list[str] = field(default_factory=list)  # see stale_parts
+
+
+@dataclass
+class TaskSummary:
+    """One line of the task browser."""
+
+    path: Path  # the task folder, or the CSV file for kind "csv"
+    kind: str  # "task" or "csv"
+    name: str  # path relative to the listed root
+    when: float  # seconds since the epoch: creation time, else modification time
+    state: str = ""  # one of STATES ("interrupted" derived: recorded running, its process gone)
+    rows: int | None = None
+    failing: int | None = None
+    first_failing_op: str = ""
+    npu: str = ""
+    golden: str = ""
+    error: str = ""  # why the comparison failed (state "failed")
+    problem: str = ""  # why the entry cannot be opened as it is; "" when fine
+    stale: list[str] = field(default_factory=list)  # see stale_parts
+
+
+# ---- saving -------------------------------------------------------------------------------------
+def save_task(folder: str | os.PathLike, meta: dict, table: ResultTable, thresholds: Thresholds,
+              csv_options: dict | None = None) -> Path:
+    """Write the result CSV, result.npz and task.json as one new generation; returns the CSV path.
+
+    `meta` holds what was compared (npu, golden, model, algorithms, range, ops, custom_dir, ...)
+    and optionally state (default "done") and error. `csv_options` are write_result_csv's flags.
+    Thresholds are applied to the table first, so IsPrecisionError and the counts agree with them.
+    The previous result CSV is removed once the new generation is committed.
+    """
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    _remove_dead_partials(folder)
+    csv_options = dict(csv_options or {})
+    thresholds.apply(table)
+    now = datetime.now()
+    csv_path = _new_csv_path(folder, now)
+    generation = f"{now:%Y%m%d%H%M%S}-{secrets.token_hex(4)}"
+    doc = {**_read_json(folder / TASK_JSON, {}), **meta}
+    doc.pop("attempt", None)  # what an unfinished run tried: this result is now what was compared
+    doc.setdefault("created", now.isoformat(timespec="seconds"))
+    doc.update(tool_version=__version__, saved=now.isoformat(timespec="seconds"), generation=generation,
+               state=meta.get("state", "done"), error=meta.get("error", ""),
+               thresholds=thresholds.to_dict(), csv=csv_path.name, csv_options=csv_options,
+               custom_columns=list(table.custom), **_counts(table))
+    _replace_together([
+        (csv_path, lambda tmp: write_result_csv(table, tmp, **csv_options)),
+        (folder / RESULT_NPZ, lambda tmp: _write_npz(table, tmp, {"csv": csv_path.name, "generation": generation})),
+        (folder / TASK_JSON, lambda tmp: _write_json(tmp, doc)),
+    ])
+    for old in folder.glob("result_*.csv"):  # the previous generation's CSV, and any a killed save left
+        if old != csv_path and _CSV_NAME.match(old.name):
+            old.unlink(missing_ok=True)
+    return csv_path
+
+
+def mark_state(folder: str | os.PathLike, state: str, **fields) -> dict:
+    """Set the state (and e.g. error=..., npu=...) in task.json, creating it if needed."""
+    if state not in STATES:
+        raise ValueError(f"state must be one of {', '.join(STATES)}, not {state!r}")
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    doc = _read_json(folder / TASK_JSON, {})
+    now = datetime.now().isoformat(timespec="seconds")
+    doc.setdefault("created", now)
+    doc.setdefault("tool_version", __version__)
+    if state == "running":
+        fields = {"pid": os.getpid(), "host": socket.gethostname(), **fields}
+    doc.update(fields, state=state, updated=now)
+    with atomic_path(folder / TASK_JSON) as tmp:
+        _write_json(tmp, doc)
+    return doc
+
+
+def _counts(table: ResultTable) -> dict:
+    fail = table.columns["fail"]
+    first = int(np.argmax(fail)) if fail.any() else None
+    return {"rows": len(table), "failing": int(fail.sum()),
+            "first_failing_op": table.columns["npu_op"][first] if first is not None else "",
+            "first_failing_index": int(table.columns["index"][first]) if first is not None else -1}
+
+
+def _new_csv_path(folder: Path, now: datetime) -> Path:
+    """result_{time}.csv; a suffix when a result of the same second exists, so none is replaced."""
+    stamp = now.strftime("%Y%m%d%H%M%S")
+    path, k = folder / f"result_{stamp}.csv", 1
+    while path.exists():
+        path, k = folder / f"result_{stamp}_{k}.csv", k + 1
+    return path
+
+
+def _replace_together(files) -> None:
+    """Write every (path, writer) to a temporary file; rename them all only if all succeeded, the
+    last one (task.json: the commit) last."""
+    staged = []
+    try:
+        for path, write in files:
+            tmp = path.with_name(f".{path.name}.{os.getpid()}.partial")
+            staged.append((tmp, path))
+            write(tmp)
+        faults.point("staged")
+        for tmp, path in staged[:-1]:
+            os.replace(tmp, path)
+        faults.point("commit")
+        os.replace(*staged[-1])
+    except BaseException:
+        for tmp, _ in staged:
+            tmp.unlink(missing_ok=True)
+        raise
+
+
+def _remove_dead_partials(folder: Path) -> None:
+    """Temporary files of saves whose process was killed."""
+    for tmp in folder.glob(".*.partial"):
+        pid = tmp.name.rsplit(".", 2)[-2]
+        if pid.isdigit() and not pid_alive(int(pid)):
+            tmp.unlink(missing_ok=True)
+
+
+def _write_json(path: Path, doc: dict) -> None:
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(doc, f, indent=2, ensure_ascii=False, default=str)  # Path values become text
+        f.write("\n")
+
+
+# ---- the typed copy -----------------------------------------------------------------------------
+# Numeric and bool columns are stored as they are. Text columns are stored as UTF-8 bytes joined
+# by NUL: fixed-width unicode arrays measured 115 MB for 50k rows with dump paths (every cell as
+# wide as the longest, 4 bytes a character) against 12 MB packed, and the packed form loads as fast.
+def _write_npz(table: ResultTable, path: Path, about: dict) -> None:
+    """`about`: which result this is (csv: the CSV's name, generation), kept in the file's meta."""
+    arrays, layout = {}, []
+    for i, (key, col) in enumerate(table.columns.items()):
+        name = f"c{i}"
+        if col.dtype == object:
+            joined = "\x00".join(col.tolist())
+            if joined.count("\x00") == max(len(col) - 1, 0):
+                arrays[name] = np.frombuffer(joined.encode("utf-8"), dtype=np.uint8)
+                layout.append([key, "packed"])
+            else:  # a value holds NUL itself
+                arrays[name] = np.array(col.tolist(), dtype=str)
+                layout.append([key, "unicode"])
+        else:
+            arrays[name] = col
+            layout.append([key, "array"])
+    meta = {"format": _NPZ_FORMAT, "rows": len(table), "columns": layout, "custom": table.custom,
+            "present": sorted(table.present), **about}
+    arrays["meta"] = np.frombuffer(json.dumps(meta).encode("utf-8"), dtype=np.uint8)
+    with open(path, "wb") as f:
+        np.savez(f, **arrays)
+
+
+def _read_npz(path: Path) -> tuple[ResultTable, dict]:
+    """The table and the file's own description; ValueError when its claims do not hold (checked
+    before anything of the claimed size is allocated)."""
+    with np.load(path, allow_pickle=False) as z:
+        meta = json.loads(z["meta"].tobytes().decode("utf-8"))
+        if not isinstance(meta, dict) or meta.get("format") != _NPZ_FORMAT:
+            raise ValueError(f"format {meta.get('format') if isinstance(meta, dict) else None} is not {_NPZ_FORMAT}")
+        n, layout, custom = meta.get("rows"), meta.get("columns"), meta.get("custom")
+        if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+            raise ValueError(f"rows {n!r} is not a row count")
+        if not (isinstance(layout, list) and all(isinstance(c, list) and len(c) == 2 and all(isinstance(v, str) for v in c)
+                                                 for c in layout)):
+            raise ValueError("its column list is not a list of [name, layout] pairs")
+        if not (isinstance(custom, list) and all(isinstance(c, str) for c in custom)
+                and isinstance(meta.get("present"), list)):
+            raise ValueError("its custom or present column lists are not lists of names")
+        columns = {}
+        for i, (key, how) in enumerate(layout):
+            if key not in KIND and key not in custom:
+                continue
+            data = z[f"c{i}"]
+            if how == "packed":
+                values = data.tobytes().decode("utf-8").split("\x00") if data.size else []
+                if len(values) != n:
+                    raise ValueError(f"column {key!r} holds {len(values):,} values, not the {n:,} rows it claims")
+                data = np.empty(n, dtype=object)
+                data[:] = values
+            else:
+                if data.ndim != 1 or len(data) != n:
+                    raise ValueError(f"column {key!r} holds {data.size:,} values, not the {n:,} rows it claims")
+                if how == "unicode":
+                    data = data.astype(object)
+            columns[key] = data
+        if n and not columns:
+            raise ValueError(f"it claims {n:,} rows but holds no column")
+    return ResultTable.from_columns(columns, custom, meta["present"]), meta
+
+
+# ---- loading ------------------------------------------------------------------------------------
+def load_task(folder: str | os.PathLike) -> Task:
+    """Open a task folder: result.npz when usable, else its newest result CSV.
+
+    A result CSV path (a "csv" entry of list_tasks) opens as a task with default thresholds.
+    SourceError when there is no task.json, it is not JSON, or a finished task has no result.
+    A task that is running, cancelled or failed before any result opens with an empty table.
+    """
+    folder = Path(folder)
+    if folder.is_file():
+        return _csv_task(folder)
+    doc = read_task_doc(folder)
+    warnings: list[str] = []
+    try:
+        thresholds = Thresholds.from_dict(doc.get("thresholds"))
+    except (ValueError, TypeError, AttributeError) as e:
+        warnings.append(f"thresholds in task.json unusable ({e}); using the defaults")
+        thresholds = Thresholds()
+    table = None
+    csv_path = _result_csv(folder, doc)
+    if (folder / RESULT_NPZ).exists():
+        try:
+            table, npz_meta = _read_npz(folder / RESULT_NPZ)
+        except (OSError, ValueError, KeyError, TypeError, MemoryError, zipfile.BadZipFile) as e:
+            warnings.append(f"{RESULT_NPZ} unreadable ({e}); reading the result CSV instead")
+        else:
+            if doc.get("generation") and npz_meta.get("generation") != doc["generation"]:
+                table = None
+                warnings.append(f"{RESULT_NPZ} is from another run than {TASK_JSON} (a save was "
+                                f"interrupted); reading {csv_path.name if csv_path else 'the result CSV'}, "
+                                f"which {TASK_JSON} names, instead")
+    if table is None and csv_path is not None:
+        table, csv_warnings = read_result_csv(csv_path)
+        warnings += csv_warnings
+    if table is None:
+        if doc.get("state") == "done" or "state" not in doc:
+            raise SourceError(f"{folder}: the task has no result ({RESULT_NPZ} or result_*.csv)")
+        table = ResultTable.empty(doc.get("custom_columns") or [])
+    thresholds.apply(table)
+    return Task(folder, doc, table, thresholds, csv_path, warnings, stale_parts(folder, doc))
+
+
+def _csv_task(path: Path) -> Task:
+    table, warnings = read_result_csv(path)
+    thresholds = Thresholds()
+    thresholds.apply(table)
+    meta = {"state": "done", "csv": path.name, "foreign": True, **_counts(table)}
+    return Task(path.parent, meta, table, thresholds, path, warnings)
+
+
+def read_json_object(path: Path, missing: str) -> dict:
+    """A JSON file holding an object; SourceError saying `missing`, or what is wrong with it."""
+    if not path.is_file():
+        raise SourceError(missing)
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise SourceError(f"{path}: unreadable: {e}") from None
+    if not isinstance(doc, dict):
+        raise SourceError(f"{path}: expected a JSON object, found {type(doc).__name__}")
+    return doc
+
+
+def task_path(folder: str | os.PathLike, value, relative: str | None = None) -> Path | None:
+    """A path task.json holds: as written when it exists, else `relative` (task.json's path relative
+    to the task folder, for a task moved with its data) under the folder, else the written path
+    relative to the folder when it exists there; None when task.json holds no path there."""
+    if not value or not isinstance(value, str):
+        return None
+    p = Path(value).expanduser()
+    if p.exists():
+        return p
+    if relative and (Path(folder) / relative).exists():
+        return Path(folder) / relative
+    if not p.is_absolute() and (Path(folder) / p).exists():
+        return Path(folder) / p
+    return p
+
+
+def meta_path(folder: str | os.PathLike, meta: dict, key: str) -> Path | None:
+    """task_path of task.json's `key` (npu, golden, model ...), trying its relative form too."""
+    rel = meta.get("relative")
+    relative = rel.get(key) if isinstance(rel, dict) and isinstance(rel.get(key), str) else None
+    return task_path(folder, meta.get(key), relative)
+
+
+def framework_model(folder: str | os.PathLike, meta: dict) -> tuple[Path | None, str]:
+    """The framework ONNX model of a task and where it was found: task.json's `framework_model`,
+    its demo section, its `model` when that is an ONNX file, the model copy next to a golden dump
+    written by `accuscope dump` (golden/model.onnx), or the model that dump.json names."""
+    candidates: list[tuple[object, str]] = [(meta.get("framework_model"), "task.json framework_model")]
+    demo = meta.get("demo")
+    if isinstance(demo, dict):
+        candidates.append((demo.get("framework_model"), "task.json demo.framework_model"))
+    model = meta_path(folder, meta, "model")
+    candidates.append((str(model) if model else None, "task.json model"))
+    golden = meta_path(folder, meta, "golden")
+    if golden is not None:
+        gdir = golden if golden.is_dir() else golden.parent
+        candidates.append((str(gdir / "model.onnx"), "the golden dump's model copy"))
+        named = _read_json(gdir / "dump.json", {}).get("model")
+        if isinstance(named, str):
+            candidates.append((named if Path(named).is_absolute() else str(gdir / named),
+                               "the golden dump's dump.json"))
+    for value, source in candidates:
+        p = task_path(folder, value)
+        if p is not None and p.is_file() and p.suffix.lower() == ".onnx":
+            return p, source
+    return None, ""
+
+
+def read_task_doc(folder: str | os.PathLike) -> dict:
+    """task.json of a task folder, its state made true (see true_state); SourceError naming the
+    file when it is missing, not JSON, or a field has the wrong type."""
+    folder = Path(folder)
+    doc = read_json_object(folder / TASK_JSON, f"{folder}: not a task folder (no {TASK_JSON})")
+    problem = _doc_problem(doc)
+    if problem:
+        raise SourceError(f"{folder / TASK_JSON}: {problem}")
+    doc["state"] = true_state(folder, doc)
+    return doc
+
+
+_TEXT, _INT, _LIST, _OBJECT = (str,), (int,), (list,), (dict,)
+_FIELDS = {
+    **dict.fromkeys(("state", "npu", "golden", "model", "csv", "created", "saved", "updated", "error",
+                     "generation", "first_failing_op", "host", "range", "run", "custom_algorithms",
+                     "golden_dtype", "tool", "tool_version", "framework_model", "npu_model", "golden_model",
+                     "mapping", "npu_runner", "golden_runner"), _TEXT),
+    **dict.fromkeys(("rows", "failing", "first_failing_index", "pid", "iteration"), _INT),
+    **dict.fromkeys(("algorithms", "ops", "custom_columns", "problems", "golden_shape"), _LIST),
+    **dict.fromkeys(("thresholds", "csv_options", "attempt", "sides", "coverage"), _OBJECT),
+    "pick": (str, int),
+}
+_TYPE_WORDS = {str: "text", int: "a whole number", list: "a list", dict: "an object"}
+
+
+def _doc_problem(doc: dict) -> str:
+    """What is wrong with task.json's fields ("" when nothing); null is fine everywhere."""
+    for key, types in _FIELDS.items():
+        value = doc.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, types) or (isinstance(value, bool) and int in types):
+            want = " or ".join(_TYPE_WORDS[t] for t in types)
+            found = "true/false" if isinstance(value, bool) else {str: "text", int: "a number", float: "a number",
+                                                                   list: "a list", dict: "an object"}[type(value)]
+            return f"field {key!r} should be {want}, not {found}"
+    if doc.get("state") not in (None, *STATES):
+        return f"field 'state' is {printable(str(doc['state']))!r}, not one of {', '.join(STATES)}"
+    if not all(isinstance(c, str) for c in doc.get("custom_columns") or []):
+        return "field 'custom_columns' should be a list of names"
+    return ""
+
+
+def true_state(folder: str | os.PathLike, doc: dict) -> str:
+    """The recorded state, except that a task recorded as running whose process is gone from this
+    host (or which nobody holds the lock of) is "interrupted"."""
+    state = doc.get("state") or ""
+    if state != "running" or doc.get("host") != socket.gethostname():
+        return state  # running elsewhere: this host cannot tell
+    if not pid_alive(doc.get("pid")) or lock_is_free(folder):
+        return "interrupted"
+    return state
+
+
+def stale_parts(folder: str | os.PathLike, doc: dict) -> list[str]:
+    """Files in the task folder made from an earlier result than the current one: "advice.json"
+    when its `task.saved`/`task.csv` are not task.json's `saved`/`csv`, and "exports/NAME" for each
+    export whose manifest was created before the current result was saved. They stay readable;
+    the advisor and the browser show them as out of date (re-advise, re-export)."""
+    folder, saved = Path(folder), doc.get("saved")
+    if not saved:
+        return []
+    out = []
+    advice = _read_json(folder / "advice.json", None)
+    if advice is not None:
+        made_for = advice.get("task") if isinstance(advice.get("task"), dict) else {}
+        if made_for.get("saved") != saved or made_for.get("csv") != doc.get("csv"):
+            out.append("advice.json")
+    for manifest in sorted(folder.glob(f"{EXPORTS_DIR}/*/manifest.json")):
+        created = _read_json(manifest, {}).get("created")
+        if not isinstance(created, str) or created < saved:
+            out.append(f"{EXPORTS_DIR}/{manifest.parent.name}")
+    return out
+
+
+# ---- who runs a task ----------------------------------------------------------------------------
+try:
+    import fcntl
+except ImportError:  # Windows: no lock; a second run into one folder is not refused there
+    fcntl = None
+
+
+class TaskLock:
+    """Held by the process running a task (released by the OS when it dies, however it dies)."""
+
+    def __init__(self, folder: str | os.PathLike):
+        self.folder = Path(folder)
+        self._fd: int | None = None
+
+    def acquire(self) -> None:
+        """SourceError when another run holds the task."""
+        if fcntl is None or self._fd is not None:
+            return
+        fd = os.open(self.folder / LOCK, os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            doc = _read_json(self.folder / TASK_JSON, {})
+            who = f" (pid {doc.get('pid')} on {doc.get('host')})" if doc.get("pid") else ""
+            raise SourceError(f"{self.folder}: the task is running{who}; wait for it, or cancel it first") from None
+        self._fd = fd
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)  # closing releases the lock
+            self._fd = None
+
+
+def lock_is_free(folder: str | os.PathLike) -> bool:
+    """Whether no process holds the task's lock (False when there is no lock file or no flock)."""
+    path = Path(folder) / LOCK
+    if fcntl is None or not path.is_file():
+        return False
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
+_WRITE_ERRNOS = {errno.ENOSPC, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EPERM, errno.ENAMETOOLONG, errno.EDQUOT,
+                 errno.ENOTDIR, errno.EEXIST, errno.EISDIR}
+
+
+def unwritable(exc: BaseException, path: str | os.PathLike) -> SourceError | None:
+    """A write that failed for a reason of the place (full disk, read-only, no permission, name too
+    long) as a SourceError naming the path; None for any other exception."""
+    if not isinstance(exc, OSError) or exc.errno not in _WRITE_ERRNOS:
+        return None
+    where = exc.filename if exc.filename else path
+    return SourceError(f"{where}: cannot write there: {exc.strerror or exc}")
+
+
+def _result_csv(folder: Path, doc: dict) -> Path | None:
+    """The CSV task.json names, else the newest result_*.csv in the folder."""
+    named = doc.get("csv")
+    if isinstance(named, str) and (folder / named).is_file():
+        return folder / named
+    found = sorted((p for p in folder.glob("result_*.csv") if _CSV_NAME.match(p.name)),
+                   key=lambda p: (_CSV_NAME.match(p.name).group(1), p.stat().st_mtime))
+    return found[-1] if found else None
+
+
+def _read_json(path: Path, default):
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        return doc if isinstance(doc, dict) else default
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return default
+
+
+# ---- listing ------------------------------------------------------------------------------------
+def list_tasks(root: str | os.PathLike) -> list[TaskSummary]:
+    """Task folders and foreign result CSVs under root (a few levels deep), newest first."""
+    root = Path(root)
+    if not root.is_dir():
+        raise SourceError(f"{root}: no such folder")
+    out: list[TaskSummary] = []
+    for folder, dirs, files in _walk(root):
+        if TASK_JSON in files:
+            out.append(_summarize_task(root, folder))
+            out += [_summarize_task(root, t.parent)  # the re-tests of its exports (named by their path)
+                    for t in sorted(folder.glob(f"{EXPORTS_DIR}/*/{RETEST_DIR}/{TASK_JSON}"))]
+            dirs.clear()  # its CSVs and exports belong to it
+            continue
+        out += [s for name in files if name.lower().endswith(".csv")
+                for s in [_summarize_csv(root, folder / name)] if s is not None]
+    return sorted(out, key=lambda s: s.when, reverse=True)
+
+
+def _walk(root: Path):
+    for folder, dirs, files in os.walk(root):
+        folder = Path(folder)
+        depth = len(folder.relative_to(root).parts)
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".")) if depth < _MAX_DEPTH else []
+        yield folder, dirs, files
+
+
+def _summarize_task(root: Path, folder: Path) -> TaskSummary:
+    name = str(folder.relative_to(root)) if folder != root else folder.name
+    summary = TaskSummary(folder, "task", name, _mtime(folder / TASK_JSON))
+    try:
+        doc = read_task_doc(folder)
+    except SourceError as e:
+        summary.problem = str(e).replace(f"{folder / TASK_JSON}: ", f"{TASK_JSON}: ")
+        return summary
+    summary.when = _parse_time(doc.get("created"), summary.when)
+    summary.state = doc.get("state") or ""
+    summary.stale = stale_parts(folder, doc)
+    summary.rows, summary.failing = _int(doc.get("rows")), _int(doc.get("failing"))
+    summary.first_failing_op = str(doc.get("first_failing_op") or "")
+    summary.npu, summary.golden = str(doc.get("npu") or ""), str(doc.get("golden") or "")
+    summary.error = str(doc.get("error") or "")
+    has_result = (folder / RESULT_NPZ).exists() or _result_csv(folder, doc) is not None
+    if not has_result and summary.state in ("done", ""):
+        summary.problem = f"no result file ({RESULT_NPZ} or result_*.csv)"
+    return summary
+
+
+def _summarize_csv(root: Path, path: Path) -> TaskSummary | None:
+    """A CSV whose first line is a result header; None for any other CSV."""
+    try:
+        with open(path, "rb") as f:
+            first = f.readline(65536).decode("utf-8", "replace")
+    except OSError:
+        return None
+    if "NPUDump" not in first or "TensorIndex" not in first:
+        return None
+    match = _CSV_NAME.match(path.name)
+    when = _mtime(path)
+    if match:
+        when = _parse_time(match.group(1), when)
+    return TaskSummary(path, "csv", str(path.relative_to(root)), when)
+
+
+def _parse_time(text, default: float) -> float:
+    for fmt in ("%Y-%m-%dT%H:%M:%S", "%Y%m%d%H%M%S"):
+        try:
+            return datetime.strptime(str(text)[:19], fmt).timestamp()
+        except ValueError:
+            continue
+    return default
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return time.time()
+
+
+def _int(value) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None

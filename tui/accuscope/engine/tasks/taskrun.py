@@ -1,0 +1,187 @@
+"""Running a comparison into a task folder, the same way for the CLI and the TUI.
+
+Unusable input changes nothing on disk: the comparison is planned and the folder checked (a file,
+or a non-empty folder that is not a task, is refused) before the folder is created or touched.
+Then the run holds the task's lock (a second run into the folder is refused), task.json says
+"running" with the pid and host, and ends "done" (the new result committed atomically, see
+task.save_task), "cancelled" or "failed" (with the error); a previous result stays intact in both,
+and task.json keeps describing it: the inputs of a run that did not finish are kept under
+`attempt`, never over the inputs of the result in the folder. A folder that cannot be written (full
+disk, read-only, no permission, name too long) is a SourceError naming the path.
+"""
+from __future__ import annotations
+
+import os
+import threading
+import time
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from pathlib import Path
+from typing import Callable
+
+from accuscope import __version__
+from accuscope.engine.compare import comparison as engine
+from accuscope.engine.compare.columns import KEY_OF
+from accuscope.engine.compare.results import ResultTable
+from accuscope.engine.tasks.task import DUMPS_DIR, LOCK, RESULT_NPZ, TASK_JSON, TaskLock, mark_state, save_task, task_path, unwritable
+from accuscope.engine.sources.tensor import SourceError
+from accuscope.engine.compare.thresholds import Thresholds
+
+
+@dataclass
+class RunResult:
+    plan: engine.Plan | None = None
+    table: ResultTable | None = None  # None: cancelled
+    csv: Path | None = None
+    timings: dict[str, float] = field(default_factory=dict)  # part -> seconds
+
+    @property
+    def slowest(self) -> tuple[str, float]:
+        part = max(self.timings, key=self.timings.get)
+        return part, self.timings[part]
+
+
+PATH_KEYS = ("npu", "golden", "model", "npu_model", "golden_model", "mapping")
+
+
+def spec_meta(spec: engine.CompareSpec, folder: str | Path | None = None) -> dict:
+    """What task.json records about the comparison, enough to re-run it. Paths are stored absolute
+    and, under `relative`, relative to the task folder: a task moved with its data (to another
+    directory or machine) still finds them (engine.task.task_path tries both)."""
+    meta = {"npu": spec.npu, "golden": spec.golden, "model": spec.model, "algorithms": spec.algorithms,
+            "range": spec.op_range, "ops": spec.ops, "custom_algorithms": spec.custom_dir,
+            "pick": spec.pick, "run": spec.run,
+            "golden_shape": list(spec.golden_shape) if spec.golden_shape else None,
+            "golden_dtype": str(spec.golden_dtype) if spec.golden_dtype else None,
+            "npu_model": spec.npu_model, "golden_model": spec.golden_model, "mapping": spec.mapping,
+            "npu_runner": spec.npu_runner, "golden_runner": spec.golden_runner, "iteration": spec.iteration}
+    relative = {}
+    for key in PATH_KEYS:
+        if meta[key]:
+            meta[key] = os.path.abspath(meta[key])
+            if folder is not None:
+                relative[key] = os.path.relpath(meta[key], os.path.abspath(folder))
+    meta["relative"] = relative
+    return meta
+
+
+def spec_from_meta(meta: dict, thresholds=None, folder: str | Path | None = None, **changes) -> engine.CompareSpec:
+    """The inverse of spec_meta, for re-running a task (or part of it: `changes` replace fields,
+    e.g. ops=[name]); with `folder`, paths relative to the task folder resolve there.
+
+    Custom algorithms are code: the folder task.json names is never used (a task folder can come
+    from anyone); pass `custom_dir=` to run plugins, after the user said which folder. Without it
+    the plugin names in the task's algorithm list are dropped too."""
+    def path(key: str) -> str | None:
+        value = meta.get(key)
+        resolved = task_path(folder, value, _relative(meta, key)) if folder is not None else value
+        return str(resolved) if resolved else None
+    algorithms = meta.get("algorithms")
+    if algorithms and not changes.get("custom_dir"):
+        algorithms = [a for a in algorithms if KEY_OF.get(a, a) in engine.ALGORITHMS] or None
+    spec = engine.CompareSpec(path("npu"), path("golden"), path("model"), algorithms,
+                              meta.get("range"), meta.get("ops"), None,
+                              thresholds if thresholds is not None else Thresholds(),
+                              meta.get("pick") or "newest", meta.get("run"),
+                              tuple(meta["golden_shape"]) if meta.get("golden_shape") else None,
+                              meta.get("golden_dtype"), npu_model=path("npu_model"),
+                              golden_model=path("golden_model"), mapping=path("mapping"),
+                              npu_runner=meta.get("npu_runner"), golden_runner=meta.get("golden_runner"),
+                              iteration=meta.get("iteration") or 0)
+    return replace(spec, **changes)
+
+
+def _relative(meta: dict, key: str) -> str | None:
+    rel = meta.get("relative")
+    value = rel.get(key) if isinstance(rel, dict) else None
+    return value if isinstance(value, str) else None
+
+
+def run_task(spec: engine.CompareSpec, folder: str | Path,
+             progress: Callable[[engine.Progress, list], None] | None = None,
+             cancel: threading.Event | None = None, workers: int | None = None,
+             planned: Callable[[engine.Plan], None] | None = None,
+             inline_bytes: int | None = None) -> RunResult:
+    """Plan, compare and save into `folder`. SourceError for unusable input (nothing written), a
+    folder that cannot hold the task, or a task another run holds; `planned(plan)` is called once
+    the pairs are known. KeyboardInterrupt (Ctrl+C, SIGTERM) marks the task cancelled and propagates."""
+    folder, result = Path(folder), RunResult()
+    start = time.perf_counter()
+    lock = TaskLock(folder)
+    started = existing = False
+    try:
+        if _check_target(folder):
+            lock.acquire()  # before planning: a second run is refused at once
+            existing = (folder / TASK_JSON).exists()
+        plan = result.plan = engine.plan(spec)
+        _create(folder)
+        lock.acquire()
+        if planned:
+            planned(plan)
+        fields = spec_meta(spec, folder)
+        mark_state(folder, "running", error="", tool=f"accuscope {__version__}",
+                   started=datetime.now().isoformat(timespec="seconds"),
+                   **({"attempt": fields} if _has_result(folder) else fields))
+        started = True
+        t_plan = time.perf_counter()
+        result.table = engine.execute(plan, progress, cancel, workers, inline_bytes)
+        t_cmp = time.perf_counter()
+        if result.table is None:
+            mark_state(folder, "cancelled")
+            return result
+        meta = {**fields, "algorithms": plan.metrics + [p.name for p in plan.plugins],
+                "tool": f"accuscope {__version__}", "created": datetime.now().isoformat(timespec="seconds"),
+                "problems": [str(p) for p in plan.problems], "state": "done", "error": "",
+                "sides": {"npu": plan.npu.kind, "golden": plan.golden.kind}, "coverage": plan.coverage.to_meta()}
+        result.csv = save_task(folder, meta, result.table, spec.thresholds, {
+            "with_op_sequence": bool(spec.op_range), "npu_is_npy": False,
+            "golden_is_npy": plan.golden.kind == "npy"})
+    except BaseException as exc:
+        place = unwritable(exc, folder)
+        try:
+            if started:
+                interrupted = isinstance(exc, KeyboardInterrupt)
+                mark_state(folder, "cancelled" if interrupted else "failed",
+                           error="" if interrupted else str(place or exc) or type(exc).__name__)
+            elif existing and isinstance(exc, SourceError) and not _has_result(folder):
+                mark_state(folder, "failed", error=str(exc), **spec_meta(spec, folder))  # a task made ready by its caller
+        except OSError:
+            pass  # the folder cannot take even that: task.json says running, read as interrupted
+        if place is not None:
+            raise place from None
+        raise
+    finally:
+        lock.release()
+    result.timings = {"open and map": t_plan - start, "compare": t_cmp - t_plan,
+                      "write": time.perf_counter() - t_cmp}
+    return result
+
+
+def _has_result(folder: Path) -> bool:
+    return (folder / RESULT_NPZ).exists() or any(folder.glob("result_*.csv"))
+
+
+def _check_target(folder: Path) -> bool:
+    """Whether `folder` is already a task (or an empty folder); SourceError when it is a file or a
+    folder that holds other things."""
+    try:
+        if folder.exists() and not folder.is_dir():
+            raise SourceError(f"{folder}: exists and is not a folder")
+        if not folder.is_dir():
+            return False
+        if (folder / TASK_JSON).exists():
+            return True
+        if any(p.name not in (LOCK, DUMPS_DIR) for p in folder.iterdir()):  # dumps: `accuscope run` made them
+            raise SourceError(f"{folder}: exists, is not empty and holds no {TASK_JSON}: not writing into a "
+                              "folder that is not an accuscope task; choose another --out")
+    except OSError as exc:
+        raise unwritable(exc, folder) or SourceError(f"{folder}: {exc.strerror or exc}") from None
+    return False
+
+
+def _create(folder: Path) -> None:
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise unwritable(exc, folder) or SourceError(f"{folder}: cannot create the folder ({exc.strerror or exc})") \
+            from None
