@@ -18,7 +18,6 @@ import time
 from pathlib import Path
 
 from bench_compare import build
-
 from textual import events
 
 from accuscope.app import taskscreen

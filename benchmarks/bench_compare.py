@@ -27,8 +27,8 @@ import time
 import numpy as np
 
 from accuscope.engine.compare import comparison as engine
-from accuscope.engine.sources.ascend import DumpTensor, write_dump_file
 from accuscope.engine.compare.metrics import compiled_kernel
+from accuscope.engine.sources.ascend import DumpTensor, write_dump_file
 
 EPS64, EPS32 = np.finfo(np.float64).eps, np.finfo(np.float32).eps
 

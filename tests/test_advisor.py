@@ -15,19 +15,19 @@ import numpy as np
 import pytest
 
 from accuscope.engine.compare import comparison as engine
+from accuscope.engine.compare.thresholds import Thresholds
 from accuscope.engine.demo import workspace as demo
+from accuscope.engine.demo.npusim import fuse, simulate
 from accuscope.engine.diagnose import oprerun
 from accuscope.engine.diagnose.advice import ADVICE_JSON, add_origin_columns, load_advice
 from accuscope.engine.diagnose.advisor import advise
-from accuscope.engine.sources.golden import open_golden
-from accuscope.engine.graphs.graph import load_graph
-from accuscope.engine.demo.npusim import fuse, simulate
-from accuscope.engine.runs.ortdump import dump_onnx, node_names
 from accuscope.engine.diagnose.preprocess import diagnose, resize
+from accuscope.engine.graphs.graph import load_graph
+from accuscope.engine.runs.ortdump import dump_onnx, node_names
+from accuscope.engine.sources.golden import open_golden
+from accuscope.engine.sources.tensor import SourceError, sanitize
 from accuscope.engine.tasks.task import load_task
 from accuscope.engine.tasks.taskrun import run_task
-from accuscope.engine.sources.tensor import SourceError, sanitize
-from accuscope.engine.compare.thresholds import Thresholds
 
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")

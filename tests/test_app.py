@@ -18,7 +18,6 @@ from accuscope.app.taskscreen import TaskScreen
 from accuscope.engine.demo.workspace import MAIN, TASKS
 from accuscope.engine.tasks.task import load_task
 from accuscope.engine.tasks.taskrun import spec_from_meta
-
 from appkit import drive, screen_text, wait_for
 
 

@@ -10,9 +10,15 @@ from hypothesis import strategies as st
 
 from accuscope.engine.compare import comparison as engine
 from accuscope.engine.sources import layout
-from accuscope.engine.sources.ascend import DumpTensor, build_header, crop_to, read_dump_file, write_dump_file, write_raw
+from accuscope.engine.sources.ascend import (
+    DumpTensor,
+    build_header,
+    crop_to,
+    read_dump_file,
+    write_dump_file,
+    write_raw,
+)
 from accuscope.engine.sources.tensor import TensorError
-
 from conftest import ASCEND_FIXTURES
 
 GOOD = {

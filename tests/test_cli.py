@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 
 from accuscope.engine.sources.ascend import DumpTensor, write_dump_file
-
 from conftest import ASCEND_FIXTURES
 
 ENV = {**os.environ, "COLUMNS": "200", "NO_COLOR": "1"}

@@ -8,10 +8,9 @@ import numpy as np
 import pytest
 
 from accuscope.engine.compare import comparison as engine
-from accuscope.engine.graphs.graph import load_graph
 from accuscope.engine.compare.metrics import compiled_kernel
+from accuscope.engine.graphs.graph import load_graph
 from accuscope.engine.tasks.task import load_task
-
 from conftest import cls_with_planted_fault
 from test_cli import accuscope
 

@@ -7,10 +7,10 @@ import math
 import numpy as np
 import pytest
 
-from accuscope.engine.tasks import csvio
-from accuscope.engine.tasks.csvio import read_result_csv, write_result_csv
 from accuscope.engine.compare.results import ResultTable
 from accuscope.engine.sources.tensor import SourceError
+from accuscope.engine.tasks import csvio
+from accuscope.engine.tasks.csvio import read_result_csv, write_result_csv
 
 nan, inf = math.nan, math.inf
 METRIC_HEADER = ("CosineSimilarity,MaxAbsoluteError,AccumulatedRelativeError,RelativeEuclideanDistance,"

@@ -17,7 +17,6 @@ from accuscope.engine.sources.golden import open_golden
 from accuscope.engine.sources.npudump import open_npu_dump
 from accuscope.engine.sources.tensor import SourceError
 from accuscope.engine.tasks.task import list_tasks, load_task
-
 from test_cli import accuscope
 
 pytest.importorskip("onnxruntime")

@@ -22,7 +22,6 @@ import pytest
 from onnx import numpy_helper
 
 from accuscope.engine.diagnose.advisor import advise
-
 from test_sides import constants_as_initializers
 
 

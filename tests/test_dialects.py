@@ -15,12 +15,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from accuscope.engine.sources import atb
 from accuscope.engine.graphs import gegraph
-from accuscope.engine.sources import mindspore
-from accuscope.engine.sources import tpumlir
-from accuscope.engine.sources.ascend import bf16_to_float32
 from accuscope.engine.graphs.graph import load_graph
+from accuscope.engine.sources import atb, mindspore, tpumlir
+from accuscope.engine.sources.ascend import bf16_to_float32
 from accuscope.engine.sources.layout import to_storage
 from accuscope.engine.sources.tensor import SourceError
 
@@ -344,10 +342,10 @@ def test_atb_round_gives_back_values_in_execution_order(tmp_path, cls_run):
 def test_atb_bf16_fp16_nz_and_bad_headers(tmp_path, cls_run):
     a = cls_run[5][3]
     folder = tmp_path / "0_1" / "0" / "0_Layer" / "after"
-    bf = write_atb(folder / "outtensor0.bin", to_bf16(a), code=27)
-    half = write_atb(folder / "outtensor1.bin", a.astype(np.float16))
+    write_atb(folder / "outtensor0.bin", to_bf16(a), code=27)
+    write_atb(folder / "outtensor1.bin", a.astype(np.float16))
     m = a.reshape(-1, a.shape[-1])[:20].astype(np.float16)
-    nz = write_atb(folder / "outtensor2.bin", to_storage(m, "FRACTAL_NZ"), code=1, fmt=29)
+    write_atb(folder / "outtensor2.bin", to_storage(m, "FRACTAL_NZ"), code=1, fmt=29)
     no_end = write_atb(folder / "outtensor3.bin", a, end=False)
     short = write_atb(folder / "outtensor4.bin", a, dims=(a.size + 1,))
     odd = write_atb(folder / "outtensor5.bin", a, code=99)
@@ -500,8 +498,8 @@ def test_fuzz_mlir_loc_table_returns_or_says_why(tmp_path, text):
 def test_tpumlir_tensor_names_pair_with_an_onnxruntime_reference_side(tmp_path, cls_model, cls_run):
     """Read as the registry reads a dialect (its tensors in a GoldenDump, seen as a Side), the
     tpu-mlir keys pair by tensor name with `accuscope dump`'s onnxruntime run of the same model."""
-    from accuscope.engine.sources.golden import GoldenDump
     from accuscope.engine.runs.ortdump import dump_onnx
+    from accuscope.engine.sources.golden import GoldenDump
     from accuscope.engine.sources.registry import open_side
     from accuscope.engine.sources.side import Side
 

@@ -10,18 +10,24 @@ import numpy as np
 import pytest
 
 from accuscope.engine.demo import workspace as demo
-from accuscope.engine.sources.ascend import DumpTensor, write_dump_file
-from accuscope.engine.export.folder import (INSIDE, NO_ERROR, UPSTREAM, export, read_manifest, select_in_task,
-                                     task_graphs)
-from accuscope.engine.sources.golden import open_golden
+from accuscope.engine.demo.npusim import simulate
+from accuscope.engine.export.folder import (
+    INSIDE,
+    NO_ERROR,
+    UPSTREAM,
+    export,
+    read_manifest,
+    select_in_task,
+    task_graphs,
+)
 from accuscope.engine.export.retest import retest
 from accuscope.engine.graphs.graph import load_graph
-from accuscope.engine.demo.npusim import simulate
-from accuscope.engine.runs.ortdump import dump_onnx
 from accuscope.engine.graphs.subgraph import SelectionError, select
-from accuscope.engine.tasks.task import load_task
+from accuscope.engine.runs.ortdump import dump_onnx
+from accuscope.engine.sources.ascend import DumpTensor, write_dump_file
+from accuscope.engine.sources.golden import open_golden
 from accuscope.engine.sources.tensor import SourceError
-
+from accuscope.engine.tasks.task import load_task
 from test_cli import accuscope
 
 onnx = pytest.importorskip("onnx")

@@ -20,7 +20,6 @@ import pytest
 
 from accuscope.engine.compare import comparison as engine
 from accuscope.engine.tasks.task import list_tasks, load_task
-
 from conftest import cls_with_planted_fault
 from test_cli import ENV, accuscope
 
@@ -391,9 +390,9 @@ def test_unusable_input_leaves_an_existing_task_as_it_was(case, task, tmp_path):
 
 
 def test_a_task_made_ready_by_its_caller_records_why_its_input_was_unusable(tmp_path):
+    from accuscope.engine.sources.tensor import SourceError
     from accuscope.engine.tasks.task import mark_state
     from accuscope.engine.tasks.taskrun import run_task
-    from accuscope.engine.sources.tensor import SourceError
     mark_state(tmp_path / "retest", "running", kind="retest")  # as the re-test of an export does
     with pytest.raises(SourceError, match="no such file or folder"):
         run_task(engine.CompareSpec(str(tmp_path / "missing"), str(tmp_path / "also-missing")), tmp_path / "retest")

@@ -4,16 +4,14 @@ from __future__ import annotations
 import json
 from collections import Counter
 
+import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-import numpy as np
-
 from accuscope.engine.graphs.caffegraph import parse_text_format
 from accuscope.engine.graphs.graph import Graph, load_graph
 from accuscope.engine.sources.tensor import SourceError
-
 
 # ---------------------------------------------------------------- real PP-OCR models
 

@@ -20,7 +20,6 @@ from accuscope.app.graphview import GraphView
 from accuscope.app.optable import OperatorTable
 from accuscope.engine.demo.workspace import MAIN
 from accuscope.engine.tasks.task import load_task
-
 from appkit import drive, screen_text, wait_for
 
 STEM = "/stem/conv/Conv/stem/relu/Relu"

@@ -16,15 +16,14 @@ import sys
 import numpy as np
 import pytest
 
+from accuscope.engine.graphs.graph import load_graph
 from accuscope.engine.sources import ascend
 from accuscope.engine.sources.ascend import DumpTensor, write_dump_file
 from accuscope.engine.sources.convert import convert
-from accuscope.engine.tasks.csvio import read_result_csv
 from accuscope.engine.sources.golden import open_golden
-from accuscope.engine.graphs.graph import load_graph
 from accuscope.engine.sources.npudump import open_npu_dump
 from accuscope.engine.sources.tensor import SourceError
-
+from accuscope.engine.tasks.csvio import read_result_csv
 from fuzz.corpus import npy_bytes
 from test_cli import accuscope
 

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 
 from accuscope.engine.demo import workspace as demo
-from accuscope.engine.sources.golden import open_golden
+from accuscope.engine.demo.npusim import simulate
 from accuscope.engine.graphs.graph import Graph, Node, load_graph
 from accuscope.engine.graphs.lanes import LIMIT, NODE, layout
-from accuscope.engine.demo.npusim import simulate
 from accuscope.engine.runs.ortdump import dump_onnx
+from accuscope.engine.sources.golden import open_golden
 
 
 def graph(*ops: tuple[str, list[str], list[str]]) -> Graph:

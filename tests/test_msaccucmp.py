@@ -34,10 +34,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import CACHE
-
 from accuscope.engine.compare.columns import KEY_OF
 from accuscope.engine.compare.metrics import compare_arrays
+from conftest import CACHE
 
 MINDSTUDIO_PROBE = "mindstudio-probe==26.2.0"  # 26.x: the first releases whose wheel holds msaccucmp
 EPS32 = float(np.finfo(np.float32).eps)

@@ -10,7 +10,6 @@ from accuscope.engine.sources.ascend import DumpTensor, write_dump_file
 from accuscope.engine.sources.names import parse_dump_name
 from accuscope.engine.sources.npudump import open_npu_dump
 from accuscope.engine.sources.tensor import SourceError
-
 from conftest import ASCEND_FIXTURES
 
 
@@ -56,7 +55,7 @@ def test_tree_from_the_top_picks_newest_time_and_lowest_data_index(tmp_path):
 
 def test_repeated_op_newest_by_default_others_selectable(tmp_path):
     run = tmp_path / "run"
-    for k, ts in enumerate([1700000000000005, 1700000000000001, 1700000000000009]):
+    for ts in (1700000000000005, 1700000000000001, 1700000000000009):
         _op(run, "MatMul", "loop_mm", 4, ts, float(ts % 10))
     _op(run, "Add", "after", 5, 1700000000000010)
     dump = open_npu_dump(run)

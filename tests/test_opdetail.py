@@ -11,13 +11,11 @@ import pytest
 
 from accuscope.engine.compare import comparison as engine
 from accuscope.engine.diagnose import opdetail as od
-from accuscope.engine.diagnose import opfiles
-from accuscope.engine.diagnose import oppair
+from accuscope.engine.diagnose import opfiles, oppair
 from accuscope.engine.sources.ascend import DumpTensor, write_dump_file
+from accuscope.engine.sources.tensor import SourceError
 from accuscope.engine.tasks.task import save_task
 from accuscope.engine.tasks.taskrun import run_task
-from accuscope.engine.sources.tensor import SourceError
-
 from conftest import cls_with_planted_fault
 from test_cli import accuscope
 

@@ -14,11 +14,10 @@ from accuscope.app.opscreen import OpScreen, TopTable, tensor_refs
 from accuscope.app.optable import OperatorTable
 from accuscope.app.rowdetail import RowDetail
 from accuscope.app.taskscreen import TaskScreen
+from accuscope.engine.demo.workspace import MAIN, QUANTIZED_CONV
 from accuscope.engine.diagnose import opdetail as od
 from accuscope.engine.diagnose import oppair
-from accuscope.engine.demo.workspace import MAIN, QUANTIZED_CONV
 from accuscope.engine.tasks.task import load_task
-
 from appkit import drive, screen_text, wait_for
 from test_opdetail import brute_errors, brute_top
 

@@ -14,8 +14,8 @@ from onnx import TensorProto as T  # noqa: E402
 from onnx import helper as h  # noqa: E402
 from onnx import numpy_helper as nh  # noqa: E402
 
-from accuscope.engine.sources.names import parse_golden_name, read_mapping_csv  # noqa: E402
 from accuscope.engine.runs.ortdump import DumpReport, dump_onnx, make_random_inputs, node_names  # noqa: E402
+from accuscope.engine.sources.names import parse_golden_name, read_mapping_csv  # noqa: E402
 from accuscope.engine.sources.tensor import SourceError, sanitize  # noqa: E402
 
 TS = 1700000000000000
@@ -146,7 +146,7 @@ def test_stale_declared_types_do_not_break_the_dump(tmp_path):
     model = _model(nodes, [_vi("x")], [_vi("y", T.FLOAT16, (7,))])
     model.graph.value_info.append(_vi("a", T.FLOAT16, (9, 9)))
     path = _save(model, tmp_path / "stale.onnx")
-    with pytest.raises(Exception):  # onnxruntime alone refuses this model
+    with pytest.raises(Exception):  # noqa: B017 - onnxruntime alone refuses this model (its own error types)
         _plain_run(path, {"x": np.zeros((2, 3), np.float32)})
     x = np.arange(6, dtype=np.float32).reshape(2, 3) - 3
     report = dump_onnx(path, tmp_path / "d", {"x": x}, timestamp=TS)

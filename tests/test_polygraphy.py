@@ -14,7 +14,6 @@ from accuscope.engine.sources import polygraphy
 from accuscope.engine.sources.golden import open_golden
 from accuscope.engine.sources.registry import detect
 from accuscope.engine.sources.tensor import SourceError, TensorError
-
 from test_cli import accuscope
 
 pg_config = pytest.importorskip("polygraphy.config")

@@ -19,8 +19,8 @@ import pytest
 
 from accuscope.engine.compare.mapping import read_mapping_file
 from accuscope.engine.sources.registry import detect, open_side
-from accuscope.engine.tasks.task import load_task
 from accuscope.engine.sources.tensor import SourceError
+from accuscope.engine.tasks.task import load_task
 
 
 def accuscope(*args) -> subprocess.CompletedProcess:

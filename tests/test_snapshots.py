@@ -20,7 +20,6 @@ from accuscope.app.app import QUIT_QUESTION, AccuscopeApp
 from accuscope.app.dialogs import ConfirmDialog
 from accuscope.app.taskscreen import CANCEL_QUESTION
 from accuscope.engine.demo.workspace import MAIN, build_workspace
-
 from appkit import screen_lines, wait_for
 
 SNAPSHOTS = Path(__file__).parent / "snapshots"

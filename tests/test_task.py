@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 
 import accuscope
-from accuscope.engine.tasks import task as task_module
 from accuscope.engine.compare.results import ResultTable
-from accuscope.engine.tasks.task import list_tasks, load_task, mark_state, save_task
-from accuscope.engine.sources.tensor import SourceError
 from accuscope.engine.compare.thresholds import Thresholds
+from accuscope.engine.sources.tensor import SourceError
+from accuscope.engine.tasks import task as task_module
+from accuscope.engine.tasks.task import list_tasks, load_task, mark_state, save_task
 
 META = {"npu": "/data/npu_dump", "golden": "/data/golden_npy", "model": "/data/resnet50.om",
         "algorithms": ["cos", "max_abs", "kl"], "range": "1,-1,1", "ops": [], "custom_dir": ""}

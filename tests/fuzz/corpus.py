@@ -37,8 +37,8 @@ import time
 import traceback
 import zipfile
 from collections import Counter, defaultdict
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -534,11 +534,11 @@ def _materialize(case: Case, seeds: dict[str, list[Path]], d: Path) -> tuple[Pat
 
 def run_case(case: Case, seeds: dict[str, list[Path]], d: Path) -> tuple[str, str]:
     """(outcome, detail) of one case, run in this process."""
-    from accuscope.engine.sources.convert import convert
-    from accuscope.engine.tasks.csvio import read_result_csv
-    from accuscope.engine.sources.golden import open_golden
     from accuscope.engine.graphs.graph import load_graph
+    from accuscope.engine.sources.convert import convert
+    from accuscope.engine.sources.golden import open_golden
     from accuscope.engine.sources.npudump import open_npu_dump
+    from accuscope.engine.tasks.csvio import read_result_csv
     path, options, good = _materialize(case, seeds, d)
     try:
         if case.cls in ("omjson", "onnx", "prototxt"):

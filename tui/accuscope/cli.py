@@ -15,8 +15,8 @@ from rich.console import Console
 from . import __version__
 from .commands import COMMANDS
 from .commands.common import show
-from .engine.tasks.task import unwritable
 from .engine.sources.tensor import SourceError
+from .engine.tasks.task import unwritable
 from .exitcode import ExitCode
 
 

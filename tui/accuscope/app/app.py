@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Callable, Iterable
 
 from textual.app import App, SystemCommand
 from textual.binding import Binding
@@ -16,7 +16,6 @@ from ..engine.tasks.taskrun import spec_from_meta
 from .browser import BrowserScreen
 from .dialogs import ConfirmDialog, HelpScreen
 from .formatting import shown
-
 
 QUIT_QUESTION = "A comparison is running. Cancel it and quit? (the task keeps its previous result)"
 

@@ -13,9 +13,9 @@ from textual.widgets import DataTable, Static
 
 from ..engine.sources.tensor import SourceError
 from ..engine.tasks.task import TaskSummary, list_tasks, load_task
-from .footer import Footer
-from .dialogs import AskDialog, ConfirmDialog
 from . import formatting as fmt
+from .dialogs import AskDialog, ConfirmDialog
+from .footer import Footer
 from .formatting import shown
 
 STATE_MARK = {"done": ("✓", "mark-pass"), "running": ("…", "mark-warn"), "cancelled": ("-", "mark-warn"),

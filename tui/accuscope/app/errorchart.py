@@ -17,8 +17,8 @@ from rich.text import Text
 
 from ..engine.diagnose.opdetail import INF_BIN, ChannelStats, ErrorSketch, OpDetail, PairInfo, bin_edges
 from . import formatting as fmt
-from .formatting import shown
 from .chart import Chart
+from .formatting import shown
 
 SPARKS = "▁▂▃▄▅▆▇█"
 

@@ -39,17 +39,17 @@ from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option
 from textual.worker import Worker, WorkerState
 
+from ..engine.compare.results import ResultTable
+from ..engine.compare.thresholds import Thresholds
 from ..engine.graphs.graph import Graph, Node, load_graph
 from ..engine.graphs.lanes import Lanes, layout, reads
-from ..engine.compare.results import ResultTable
 from ..engine.graphs.subgraph import Selection, SelectionError, select
-from ..engine.tasks.task import framework_model, meta_path, read_task_doc
 from ..engine.sources.tensor import SourceError
-from ..engine.compare.thresholds import Thresholds
-from .footer import Footer
+from ..engine.tasks.task import framework_model, meta_path, read_task_doc
 from . import formatting as fmt
-from .formatting import shown
 from .dialogs import AskDialog, ConfirmDialog
+from .footer import Footer
+from .formatting import shown
 from .graphview import NO_BADGE, GraphView, OpResults, shape_text, value_text
 from .optable import MARK_EXEMPT, MARK_FAIL, MARK_INVALID
 

@@ -18,11 +18,11 @@ from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
+from ..engine.compare.results import ResultTable
+from ..engine.compare.thresholds import LOWER_IS_WORSE, Thresholds, exempt, nonfinite_broken
 from ..engine.graphs.graph import Graph, Node
 from ..engine.graphs.lanes import LIMIT, NODE, Lanes
-from ..engine.compare.results import ResultTable
 from ..engine.sources.tensor import sanitize
-from ..engine.compare.thresholds import LOWER_IS_WORSE, Thresholds, exempt, nonfinite_broken
 from . import formatting as fmt
 from .optable import MARK_EXEMPT, MARK_FAIL, MARK_INVALID
 

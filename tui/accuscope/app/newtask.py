@@ -14,11 +14,11 @@ from textual.widgets import Input, Label, SelectionList, Static
 
 from ..engine.compare.columns import CSV_OF
 from ..engine.compare.comparison import ALGORITHMS, CompareSpec
-from ..engine.sources.golden import RAW_SUFFIXES
+from ..engine.compare.thresholds import Thresholds
 from ..engine.graphs.oprange import OpRange
+from ..engine.sources.golden import RAW_SUFFIXES
 from ..engine.sources.registry import detect
 from ..engine.sources.tensor import SourceError
-from ..engine.compare.thresholds import Thresholds
 from .footer import Footer
 from .formatting import shown
 

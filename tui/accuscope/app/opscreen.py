@@ -40,16 +40,23 @@ from textual.strip import Strip
 from textual.widgets import ProgressBar, Static
 from textual.worker import Worker, WorkerState
 
+from ..engine.compare.results import ResultTable
 from ..engine.diagnose.opdetail import TOP_DEFAULT, TOP_MAX, WORDS, OpDetail, TopN, exact_count, layout_of
 from ..engine.diagnose.oppair import OpPair, open_op
-from ..engine.compare.results import ResultTable
 from ..engine.sources.tensor import SourceError
-from .footer import Footer
 from . import formatting as fmt
-from .formatting import shown
 from .dialogs import AskDialog
-from .errorchart import (CumulativeChart, ErrorHistogram, channel_block, error_lines, step_threshold,
-                         stats_table, threshold_stops)
+from .errorchart import (
+    CumulativeChart,
+    ErrorHistogram,
+    channel_block,
+    error_lines,
+    stats_table,
+    step_threshold,
+    threshold_stops,
+)
+from .footer import Footer
+from .formatting import shown
 
 C_DEFAULT = 1e-3  # like `accuscope op --threshold` and the result table's rel_0.1% column
 WIDE = (140, 36)  # from this terminal size on, the three panes sit side by side

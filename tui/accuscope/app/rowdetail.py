@@ -13,8 +13,7 @@ from textual.widgets import Static
 from ..engine.compare.columns import CSV_OF
 from ..engine.compare.results import ResultTable
 from ..engine.compare.thresholds import Thresholds
-from .formatting import number
-from .formatting import shown
+from .formatting import number, shown
 
 FIELDS = [("index", "Index"), ("op_seq", "OpSequence"), ("type", "OpType"), ("npu_op", "NPU op"),
           ("golden_op", "golden op"), ("tensor", "tensor"), ("shape", "shape"), ("npu_dtype", "NPU dtype"),

@@ -1,10 +1,10 @@
 """The summary strip of the task screen (the advisor's place once it has findings)."""
 from __future__ import annotations
 
-from ..engine.diagnose.advice import Advice
 from ..engine.compare.results import ResultTable
 from ..engine.compare.summary import summarize
 from ..engine.compare.thresholds import Thresholds
+from ..engine.diagnose.advice import Advice
 from .advicescreen import finding_line
 from .formatting import shown
 

@@ -14,26 +14,25 @@ from textual.widgets import Input, ProgressBar, Static
 from textual.worker import Worker, WorkerState
 
 from ..engine.compare import comparison as engine
+from ..engine.compare.columns import CSV_OF
+from ..engine.compare.results import FilterError, ResultTable
+from ..engine.compare.thresholds import Thresholds, parse_assignments
 from ..engine.diagnose.advice import Advice, add_origin_columns, load_advice
 from ..engine.diagnose.advisor import advise
-from ..engine.compare.columns import CSV_OF
 from ..engine.sources.names import printable
-from ..engine.compare.results import FilterError, ResultTable
+from ..engine.sources.tensor import SourceError
 from ..engine.tasks.task import Task, load_task
 from ..engine.tasks.taskrun import run_task
-from ..engine.sources.tensor import SourceError
-from ..engine.compare.thresholds import Thresholds, parse_assignments
-from .footer import Footer
 from .advicescreen import AdviceScreen
 from .chart import MetricChart
 from .dialogs import AskDialog, ConfirmDialog
+from .footer import Footer
+from .formatting import shown
 from .graphscreen import GraphScreen
 from .opscreen import OpScreen
 from .optable import OperatorTable
 from .rowdetail import RowDetail
 from .summary import summary_lines
-from .formatting import shown
-
 
 CANCEL_QUESTION = "Cancel the running comparison? (the previous result stays)"
 

@@ -5,7 +5,6 @@ import json
 import sys
 from pathlib import Path
 
-
 from ..engine.diagnose.advice import Advice
 from ..engine.diagnose.advisor import advise
 from ..exitcode import ExitCode

@@ -11,11 +11,11 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from ..engine.compare import comparison as engine
 from ..engine.compare.mapping import DEVICE_ONLY
 from ..engine.compare.metrics import compiled_kernel
-from ..engine.sources.registry import detect
 from ..engine.compare.summary import summarize
-from ..engine.tasks.taskrun import run_task
 from ..engine.compare.thresholds import Thresholds, parse_assignment
+from ..engine.sources.registry import detect
 from ..engine.sources.tensor import SourceError
+from ..engine.tasks.taskrun import run_task
 from ..exitcode import ExitCode
 from .common import add_source_options, err, out, show
 
@@ -161,15 +161,15 @@ def compare_and_report(spec: engine.CompareSpec, args) -> int:
     bar_task = bar.add_task("", total=None)
 
     def planned(plan):
-        out.print(f"{show(plan.npu.kind)} {show((spec.npu))} against {show(plan.golden.kind)} "
-                  f"{show((spec.golden))}", soft_wrap=True)
+        out.print(f"{show(plan.npu.kind)} {show(spec.npu)} against {show(plan.golden.kind)} "
+                  f"{show(spec.golden)}", soft_wrap=True)
         out.print(coverage_line(plan.coverage, len(plan.npu.ops)), soft_wrap=True)
         bar.update(bar_task, total=plan.coverage.npu_paired)
         bar.start()
 
     try:
         result = run_task(spec, args.out, lambda p, _rows: bar.update(
-            bar_task, completed=p.done, description=show((p.current[-40:]))), cancel, args.workers, planned)
+            bar_task, completed=p.done, description=show(p.current[-40:])), cancel, args.workers, planned)
     except KeyboardInterrupt:
         cancel.set()
         out.print("cancelled: the previous result in the task folder, if any, is untouched")
@@ -185,7 +185,7 @@ def compare_and_report(spec: engine.CompareSpec, args) -> int:
               f"problems {len(plan.problems)} · open {show(args.out)}")
     if summary.first_failing is not None:
         first = table.row(summary.first_failing)
-        out.print(f"first failing: [bold]{show((first['tensor']))}[/] ({show((first['type']))}) "
+        out.print(f"first failing: [bold]{show(first['tensor'])}[/] ({show(first['type'])}) "
                   f"{show('; '.join(summary.broken))}", soft_wrap=True)
     warnings = plan.coverage.warnings
     for note in plan.coverage.notes:
@@ -193,7 +193,7 @@ def compare_and_report(spec: engine.CompareSpec, args) -> int:
     for w in warnings:
         out.print(f"[bold yellow]⚠ warning:[/] {show(w)}: the verdict covers only what was paired", soft_wrap=True)
     for p in plan.problems[:10]:
-        out.print(f"  [red]✗[/] {show((str(p)))}", soft_wrap=True)
+        out.print(f"  [red]✗[/] {show(str(p))}", soft_wrap=True)
     if len(plan.problems) > 10:
         out.print(f"  … {len(plan.problems) - 10} more problems (task.json lists them all)")
     unpaired = [p for p in plan.pairs if p.golden is None and p.ground_truth != DEVICE_ONLY]

@@ -4,8 +4,8 @@ from __future__ import annotations
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-from ..engine.sources.convert import FORMATS, convert
 from ..engine.graphs.graph import Graph
+from ..engine.sources.convert import FORMATS, convert
 from ..engine.sources.names import printable
 from ..engine.sources.registry import open_source
 from ..engine.sources.tensor import SourceError

@@ -3,11 +3,9 @@ from __future__ import annotations
 
 import math
 
-
 from ..engine.export import folder as engine
 from ..exitcode import ExitCode
 from .common import err, out, show
-
 
 VERDICT_WORDS = {engine.INSIDE: "INSIDE", engine.UPSTREAM: "UPSTREAM", engine.NO_ERROR: "NO ERROR",
                  engine.UNKNOWN: "UNKNOWN"}

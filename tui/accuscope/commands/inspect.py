@@ -7,9 +7,9 @@ from collections import Counter
 from rich.markup import escape
 from rich.table import Table
 
+from ..engine.graphs.graph import Graph
 from ..engine.sources import polygraphy
 from ..engine.sources.golden import GoldenDump
-from ..engine.graphs.graph import Graph
 from ..engine.sources.names import printable
 from ..engine.sources.npudump import NpuDump
 from ..engine.sources.registry import describe, open_source

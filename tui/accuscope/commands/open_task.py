@@ -4,8 +4,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..engine.tasks.task import load_task
 from ..engine.sources.tensor import SourceError
+from ..engine.tasks.task import load_task
 
 
 def register(sub) -> None:

@@ -11,11 +11,10 @@ import shutil
 from datetime import datetime
 from pathlib import Path
 
-
 from ..engine.compare import comparison as engine
 from ..engine.sources.registry import detect
-from ..engine.tasks.task import DUMPS_DIR, TASK_JSON
 from ..engine.sources.tensor import SourceError
+from ..engine.tasks.task import DUMPS_DIR, TASK_JSON
 from .common import err, out, show
 from .compare import add_comparison_options, compare_and_report, thresholds_of
 from .dump import add_input_options, dump_options, dump_with_progress

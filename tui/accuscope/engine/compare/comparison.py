@@ -9,26 +9,26 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field, replace
-from typing import Callable, Iterator
 
 import numpy as np
 
-from accuscope.engine.tasks import faults
 from accuscope.engine.compare import plugins as plugin_mod
-from accuscope.engine.sources.ascend import crop_to
 from accuscope.engine.compare.columns import CSV_OF, KEY_OF, NUMERIC_METRICS
-from accuscope.engine.graphs.graph import Graph, load_graph
 from accuscope.engine.compare.lifetime import die_with_parent, process_context
 from accuscope.engine.compare.mapping import DEVICE_ONLY, Pair, map_tensors, read_mapping_file
 from accuscope.engine.compare.metrics import CHUNK, PairMetrics, array_chunks, compare_chunks
-from accuscope.engine.graphs.oprange import OpRange
 from accuscope.engine.compare.results import ResultTable
+from accuscope.engine.compare.thresholds import Thresholds
+from accuscope.engine.graphs.graph import Graph, load_graph
+from accuscope.engine.graphs.oprange import OpRange
+from accuscope.engine.sources.ascend import crop_to
 from accuscope.engine.sources.side import Side
 from accuscope.engine.sources.tensor import INPUT, OUTPUT, Problem, SourceError, Tensor, TensorError
-from accuscope.engine.compare.thresholds import Thresholds
+from accuscope.engine.tasks import faults
 
 INLINE_BYTES = 64 << 20  # below this, worker processes cost more than they save
 ALGORITHMS = NUMERIC_METRICS + ["std"]

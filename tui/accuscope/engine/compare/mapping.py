@@ -19,9 +19,9 @@ import csv
 import re
 from dataclasses import dataclass, field
 
+from accuscope.engine.graphs.graph import Graph, Node
 from accuscope.engine.sources.ascend import DumpFile
 from accuscope.engine.sources.golden import GoldenDump
-from accuscope.engine.graphs.graph import Graph, Node
 from accuscope.engine.sources.npudump import NpuDump
 from accuscope.engine.sources.side import Side
 from accuscope.engine.sources.tensor import INPUT, OUTPUT, SourceError, Tensor

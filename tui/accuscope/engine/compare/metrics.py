@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Iterator
 
 import numpy as np
 

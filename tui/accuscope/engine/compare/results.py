@@ -17,7 +17,8 @@ import io
 import math
 import operator
 import tokenize
-from typing import Callable, Iterable, NamedTuple, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import NamedTuple
 
 import numpy as np
 

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from accuscope.engine.graphs.graph import Graph, Node
 from accuscope.engine.sources.ascend import DumpTensor, write_dump_file
 from accuscope.engine.sources.golden import GoldenDump
-from accuscope.engine.graphs.graph import Graph, Node
 from accuscope.engine.sources.tensor import OUTPUT, sanitize
 
 DEVICE_TYPES = {"Conv": "Conv2D", "MatMul": "MatMulV2", "Gemm": "MatMulV2", "BatchNormalization": "BNInference",

@@ -31,23 +31,23 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
 from accuscope import __version__
 from accuscope.engine.compare import comparison as engine
-from accuscope.engine.sources.golden import open_golden
-from accuscope.engine.graphs.graph import load_graph
+from accuscope.engine.compare.thresholds import Thresholds
 from accuscope.engine.demo.npusim import simulate
+from accuscope.engine.graphs.graph import load_graph
 from accuscope.engine.runs.ortdump import _modules, dump_onnx
+from accuscope.engine.sources.golden import open_golden
+from accuscope.engine.sources.tensor import SourceError
 from accuscope.engine.tasks.task import TASK_JSON, save_task
 from accuscope.engine.tasks.taskrun import spec_meta
-from accuscope.engine.sources.tensor import SourceError
-from accuscope.engine.compare.thresholds import Thresholds
 
 MARKER = ".accuscope-demo"  # in every task folder the demo made: only those are ever replaced
 TIMESTAMP_US = 1717236000000000  # 2024-06-01 10:00:00 UTC: every time stamp inside the dumps

@@ -12,11 +12,11 @@ from pathlib import Path
 import numpy as np
 
 from accuscope import __version__
-from accuscope.engine.tasks.csvio import atomic_path
 from accuscope.engine.compare.results import ResultTable, text_array
-from accuscope.engine.tasks.task import read_json_object
-from accuscope.engine.sources.tensor import SourceError
 from accuscope.engine.compare.thresholds import Thresholds
+from accuscope.engine.sources.tensor import SourceError
+from accuscope.engine.tasks.csvio import atomic_path
+from accuscope.engine.tasks.task import read_json_object
 
 ADVICE_JSON = "advice.json"
 FORMAT = 1

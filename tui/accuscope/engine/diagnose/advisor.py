@@ -26,20 +26,29 @@ import math
 import os
 import threading
 import time
-from dataclasses import replace
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
-from accuscope.engine.tasks import task as task_files
-from accuscope.engine.diagnose.advice import (ADVICE_JSON, Advice, Finding, OpOrigin, Progress, fingerprint, jsonable, load_advice,
-                     save_advice)
-from accuscope.engine.tasks.task import Task, load_task, meta_path
-from accuscope.engine.sources.tensor import SourceError, TensorError
 from accuscope.engine.compare.thresholds import exempt, nonfinite_broken
+from accuscope.engine.diagnose.advice import (
+    ADVICE_JSON,
+    Advice,
+    Finding,
+    OpOrigin,
+    Progress,
+    fingerprint,
+    jsonable,
+    load_advice,
+    save_advice,
+)
+from accuscope.engine.sources.tensor import SourceError, TensorError
+from accuscope.engine.tasks import task as task_files
+from accuscope.engine.tasks.task import Task, load_task, meta_path
 
 SEVERITIES = ("error", "warning", "info")
 FP16_MAX = 65504.0

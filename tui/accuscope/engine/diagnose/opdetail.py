@@ -37,8 +37,8 @@ from __future__ import annotations
 import math
 import threading
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
 
 import numpy as np
 

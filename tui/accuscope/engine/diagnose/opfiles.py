@@ -6,9 +6,8 @@ import csv
 import math
 from pathlib import Path
 
-from accuscope.engine.tasks.csvio import atomic_path
 from accuscope.engine.diagnose.opdetail import METRICS, WORDS, OpDetail, PairInfo, TopN
-
+from accuscope.engine.tasks.csvio import atomic_path
 
 HEADER = ("Index", "{layout}", "NPUDump", "GroundTruth", "AbsoluteError", "RelativeError")
 _MAX_NAME = 255

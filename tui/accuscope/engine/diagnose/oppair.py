@@ -8,7 +8,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from accuscope.engine.compare.metrics import CHUNK
-from accuscope.engine.diagnose.opdetail import TOP_DEFAULT, ChunkSource, OpDetail, PairInfo, detail_tensors, tensor_source
+from accuscope.engine.diagnose.opdetail import (
+    TOP_DEFAULT,
+    ChunkSource,
+    OpDetail,
+    PairInfo,
+    detail_tensors,
+    tensor_source,
+)
 from accuscope.engine.sources.tensor import INPUT, OUTPUT, SourceError, Tensor, sanitize
 
 
@@ -83,7 +90,9 @@ def _task_plan(folder: Path) -> tuple:
     """(task, plan of all its pairs), reused while task.json and the dump folders are unchanged:
     planning reads every dump header, which takes seconds on a big network, and the op screen
     asks for one tensor after another."""
-    from accuscope.engine.compare import comparison as engine  # these import the whole engine; keep this module light to import
+    from accuscope.engine.compare import (
+        comparison as engine,  # these import the whole engine; keep this module light to import
+    )
     from accuscope.engine.tasks.task import load_task
     from accuscope.engine.tasks.taskrun import spec_from_meta
 

@@ -18,10 +18,10 @@ import math
 import os
 import threading
 import time
+from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator
 
 import numpy as np
 
@@ -95,7 +95,7 @@ class FrameworkModel:
             raise SourceError(f"{self.path}: no such framework model file")
         try:
             model = onnx.load(str(self.path))
-        except Exception as exc:  # protobuf and external-data errors come in several kinds
+        except Exception as exc:  # protobuf and external-data errors come in several kinds  # noqa: BLE001 - onnx/onnxruntime raise their own exception types
             raise SourceError(f"{self.path}: not a readable ONNX model ({type(exc).__name__}: {exc})") from None
         if not model.HasField("graph") or not model.graph.node:
             raise SourceError(f"{self.path}: not an ONNX model (no nodes in the graph)")
@@ -320,7 +320,7 @@ def run_job(fw: FrameworkModel, job: RerunJob) -> Isolated:
         try:
             session = ort.InferenceSession(fw.build(nodes, feeds, wanted).SerializeToString(), options,
                                            providers=["CPUExecutionProvider"])
-        except Exception:  # declared output types/shapes disagree with what onnxruntime infers: drop them
+        except Exception:  # declared output types/shapes disagree with what onnxruntime infers: drop them  # noqa: BLE001 - onnx/onnxruntime raise their own exception types
             session = ort.InferenceSession(
                 fw.build(nodes, feeds, [(t, None, None) for t, *_ in wanted]).SerializeToString(), options,
                 providers=["CPUExecutionProvider"])
@@ -330,7 +330,7 @@ def run_job(fw: FrameworkModel, job: RerunJob) -> Isolated:
                 result.outputs.append(_isolated_metrics(npu, golden, np.asarray(rerun)))
     except (SourceError, TensorError, OSError, ValueError, MemoryError) as exc:
         result.problem = getattr(exc, "reason", None) or str(exc)
-    except Exception as exc:  # onnxruntime's own exceptions (invalid graph, kernel failures)
+    except Exception as exc:  # onnxruntime's own exceptions (invalid graph, kernel failures)  # noqa: BLE001 - onnx/onnxruntime raise their own exception types
         text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         result.problem = f"onnxruntime could not run it: {text[:300]}"
     result.seconds = time.perf_counter() - start

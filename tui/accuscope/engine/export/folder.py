@@ -28,21 +28,22 @@ import os
 import shutil
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Callable, TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from accuscope import __version__
-from accuscope.engine.graphs.graph import Graph, load_graph, read_text
 from accuscope.engine.compare.mapping import Pair, map_tensors
-from accuscope.engine.sources.names import read_mapping_csv
-from accuscope.engine.graphs.subgraph import BoundaryTensor, Selection, select, to_framework
 from accuscope.engine.export.submodel import onnx_modules, write_onnx, write_prototxt
-from accuscope.engine.tasks.task import EXPORTS_DIR, framework_model, meta_path, read_json_object, read_task_doc
+from accuscope.engine.graphs.graph import Graph, load_graph, read_text
+from accuscope.engine.graphs.subgraph import BoundaryTensor, Selection, select, to_framework
+from accuscope.engine.sources.names import read_mapping_csv
 from accuscope.engine.sources.tensor import INPUT, OUTPUT, SourceError, Tensor, TensorError, sanitize
+from accuscope.engine.tasks.task import EXPORTS_DIR, framework_model, meta_path, read_json_object, read_task_doc
 
 if TYPE_CHECKING:  # retest builds on this module
     from accuscope.engine.export.retest import RetestResult

@@ -14,13 +14,21 @@ from pathlib import Path
 
 import numpy as np
 
-from accuscope.engine.export.folder import (INSIDE, LONG_NAME, NO_ERROR, UNKNOWN, UPSTREAM, Progress, _cancelled,
-                     read_manifest)
 from accuscope.engine.compare.metrics import PairMetrics, compare_arrays
-from accuscope.engine.export.submodel import np_dtype, onnx_modules
-from accuscope.engine.tasks.task import RETEST_DIR, read_task_doc
-from accuscope.engine.sources.tensor import OUTPUT, SourceError, TensorError, sanitize
 from accuscope.engine.compare.thresholds import Thresholds
+from accuscope.engine.export.folder import (
+    INSIDE,
+    LONG_NAME,
+    NO_ERROR,
+    UNKNOWN,
+    UPSTREAM,
+    Progress,
+    _cancelled,
+    read_manifest,
+)
+from accuscope.engine.export.submodel import np_dtype, onnx_modules
+from accuscope.engine.sources.tensor import OUTPUT, SourceError, TensorError, sanitize
+from accuscope.engine.tasks.task import RETEST_DIR, read_task_doc
 
 
 @dataclass

@@ -13,7 +13,6 @@ from accuscope.engine.graphs.onnxgraph import need
 from accuscope.engine.graphs.subgraph import Selection
 from accuscope.engine.sources.tensor import SourceError
 
-
 # ------------------------------------------------------------------ the ONNX submodel
 
 

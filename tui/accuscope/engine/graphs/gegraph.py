@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from accuscope.engine.graphs.graph import Graph, read_text
 from accuscope.engine.graphs.omgraph import model_graph

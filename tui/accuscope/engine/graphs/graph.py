@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import heapq
 import os
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from accuscope.engine.sources.inputfile import require_regular
 from accuscope.engine.sources.tensor import SourceError

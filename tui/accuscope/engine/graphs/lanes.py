@@ -24,8 +24,8 @@ No textual, no numpy: the graph screen renders only the rows on screen from thes
 from __future__ import annotations
 
 import heapq
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable
 
 from accuscope.engine.graphs.graph import Graph, Node
 

@@ -11,8 +11,16 @@ import json
 from pathlib import Path
 from typing import Any
 
+from accuscope.engine.graphs.graph import (
+    Graph,
+    Node,
+    dtype_name,
+    fill_input_shapes,
+    read_text,
+    tensor_summary,
+    unique_names,
+)
 from accuscope.engine.sources.ascend import DTYPE_NAMES
-from accuscope.engine.graphs.graph import Graph, Node, dtype_name, fill_input_shapes, read_text, tensor_summary, unique_names
 from accuscope.engine.sources.tensor import SourceError
 
 INPUT_TYPES = {"Data", "RefData"}

@@ -11,7 +11,15 @@ import importlib
 from pathlib import Path
 from typing import Any
 
-from accuscope.engine.graphs.graph import Graph, Node, dtype_name, fill_input_shapes, stable_topo_order, tensor_summary, unique_names
+from accuscope.engine.graphs.graph import (
+    Graph,
+    Node,
+    dtype_name,
+    fill_input_shapes,
+    stable_topo_order,
+    tensor_summary,
+    unique_names,
+)
 from accuscope.engine.sources.tensor import SourceError
 
 _SMALL_TENSOR = 8  # tensor attributes with at most this many values show them (e.g. ConstantOfShape value)
@@ -146,7 +154,7 @@ def _tensor_attr(onnx, t) -> Any:
     if size <= _SMALL_TENSOR and t.data_location != onnx.TensorProto.EXTERNAL:
         try:
             return onnx.numpy_helper.to_array(t).tolist()
-        except Exception:  # an odd dtype: fall back to the summary
+        except Exception:  # an odd dtype: fall back to the summary  # noqa: BLE001 - onnx/onnxruntime raise their own exception types
             pass
     return tensor_summary(dtype, list(t.dims))
 
@@ -157,7 +165,7 @@ def _tensor_types(onnx, model, notes: list[str]) -> dict[str, tuple[tuple | None
     try:
         inferred = onnx.shape_inference.infer_shapes(model).graph
         infos = [*inferred.input, *inferred.value_info, *inferred.output]
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001 - onnx/onnxruntime raise their own exception types
         notes.append(f"shape inference failed ({type(e).__name__}: {e}); shapes only where the file declares them")
         infos = []
     infos += [*g.input, *g.value_info, *g.output]

@@ -13,7 +13,7 @@ class OpRange:
     step: int
 
     @classmethod
-    def parse(cls, text: str, op_count: int | None = None) -> "OpRange":
+    def parse(cls, text: str, op_count: int | None = None) -> OpRange:
         """`start,end,step` (1-based ids; end -1 = last op; 1 <= step < op count)."""
         parts = [p.strip() for p in text.split(",")]
         try:

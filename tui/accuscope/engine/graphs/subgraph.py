@@ -14,8 +14,8 @@ Invalid choices raise `SelectionError` whose text is the reason, fit to show as 
 from __future__ import annotations
 
 import difflib
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
 
 from accuscope.engine.graphs.graph import Graph, Node, Shape
 from accuscope.engine.sources.tensor import SourceError, sanitize
@@ -67,7 +67,7 @@ class Selection:
     inputs: list[BoundaryTensor]
     outputs: list[BoundaryTensor]
     weights: list[str] = field(default_factory=list)
-    framework: "Selection | None" = None
+    framework: Selection | None = None
     unmapped: list[str] = field(default_factory=list)
     folded: list[str] = field(default_factory=list)  # ops taken in because they compute from weights only
     notes: list[str] = field(default_factory=list)

@@ -16,8 +16,8 @@ import math
 import os
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 
@@ -91,7 +91,7 @@ def _load(model_path):
         raise SourceError(f"{path}: no such model file")
     try:
         model = onnx.load(path, load_external_data=False)
-    except Exception as exc:  # protobuf raises several kinds on garbage
+    except Exception as exc:  # protobuf raises several kinds on garbage  # noqa: BLE001 - onnx/onnxruntime raise their own exception types
         raise SourceError(f"{path}: not an ONNX model ({exc})") from None
     if not model.graph.node and not model.graph.output:
         raise SourceError(f"{path}: not an ONNX model (no graph)")
@@ -111,7 +111,7 @@ def _input_specs(model, path) -> list[tuple[str, np.dtype, list | None]]:
         tt = vi.type.tensor_type
         try:
             dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type))
-        except Exception:
+        except Exception:  # noqa: BLE001 - onnx/onnxruntime raise their own exception types
             raise SourceError(f"{path}: input '{vi.name}' has an element type numpy cannot hold "
                               f"({tt.elem_type})") from None
         dims = None
@@ -210,7 +210,7 @@ def _estimate_sizes(model, feeds) -> dict[str, int]:
                 shape.dim.add().dim_value = n
     try:
         inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)
-    except Exception:
+    except Exception:  # noqa: BLE001 - onnx/onnxruntime raise their own exception types
         return {}
     finally:
         del model.graph.input[:]
@@ -223,7 +223,7 @@ def _estimate_sizes(model, feeds) -> dict[str, int]:
             continue
         try:
             itemsize = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type)).itemsize
-        except Exception:
+        except Exception:  # noqa: BLE001 - onnx/onnxruntime raise their own exception types
             continue
         sizes[vi.name] = itemsize * math.prod(dims)
     return sizes
@@ -284,7 +284,7 @@ class _Runner:
             return
         try:
             self._run(self.original_outputs)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - onnx/onnxruntime raise their own exception types
             raise SourceError(f"{self.path}: onnxruntime cannot run the model: {exc}") from None
         self.model_checked = True
 
@@ -292,7 +292,7 @@ class _Runner:
         """Yield (target, array) for each tensor of the batch that onnxruntime returns."""
         try:
             arrays = self._run([t.tensor for t in batch])
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - onnx/onnxruntime raise their own exception types
             self._check_model()
             if len(batch) == 1:
                 skipped.append((batch[0].tensor, f"onnxruntime could not fetch it: {exc}"))

@@ -9,9 +9,9 @@ from __future__ import annotations
 import math
 import os
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
-from typing import Sequence
 
 import numpy as np
 from google.protobuf.message import DecodeError

@@ -13,9 +13,10 @@ import os
 import re
 import zipfile
 import zlib
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import IO, Callable, Sequence
+from typing import IO
 
 import numpy as np
 

@@ -8,23 +8,21 @@ comparison (`open_side`); model formats are graphs (`load_graph`).
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, Union
+from typing import Any
 
-from accuscope.engine.sources import atb
 from accuscope.engine.graphs import gegraph
-from accuscope.engine.sources import mindspore
-from accuscope.engine.sources import polygraphy
-from accuscope.engine.sources import tpumlir
+from accuscope.engine.graphs.graph import Graph, load_graph
+from accuscope.engine.sources import atb, mindspore, polygraphy, tpumlir
 from accuscope.engine.sources.golden import RAW_SUFFIXES, GoldenDump, open_golden
 from accuscope.engine.sources.inputfile import not_regular, require_regular
-from accuscope.engine.graphs.graph import Graph, load_graph
 from accuscope.engine.sources.names import parse_dump_name
 from accuscope.engine.sources.npudump import NpuDump, find_runs, open_npu_dump
 from accuscope.engine.sources.side import Side, own_model
 from accuscope.engine.sources.tensor import SourceError
 
-Source = Union[NpuDump, GoldenDump, Graph]
+Source = NpuDump | GoldenDump | Graph
 
 
 @dataclass(frozen=True)

@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from dataclasses import replace
 from functools import cached_property
-from typing import Callable
 
+from accuscope.engine.graphs.graph import Graph
 from accuscope.engine.sources.ascend import DumpFile
 from accuscope.engine.sources.golden import GoldenDump
-from accuscope.engine.graphs.graph import Graph
 from accuscope.engine.sources.npudump import NpuDump
 from accuscope.engine.sources.tensor import INPUT, OUTPUT, Problem, Tensor, sanitize
 

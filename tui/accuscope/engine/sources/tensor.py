@@ -8,8 +8,8 @@ data: a tensor that cannot be decoded carries a `problem` instead, and `load()` 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Callable
 
 import numpy as np
 
@@ -95,7 +95,7 @@ class Tensor:
         except (OSError, ValueError) as exc:
             raise TensorError(self.source, self.name, str(exc)) from exc
 
-    def with_problem(self, message: str) -> "Tensor":
+    def with_problem(self, message: str) -> Tensor:
         return replace(self, problem=message, reader=None)
 
 

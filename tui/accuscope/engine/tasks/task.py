@@ -35,13 +35,13 @@ from pathlib import Path
 import numpy as np
 
 from accuscope import __version__
-from accuscope.engine.tasks import faults
-from accuscope.engine.tasks.csvio import atomic_path, read_result_csv, write_result_csv
 from accuscope.engine.compare.lifetime import pid_alive
 from accuscope.engine.compare.results import KIND, ResultTable
+from accuscope.engine.compare.thresholds import Thresholds
 from accuscope.engine.sources.names import printable
 from accuscope.engine.sources.tensor import SourceError
-from accuscope.engine.compare.thresholds import Thresholds
+from accuscope.engine.tasks import faults
+from accuscope.engine.tasks.csvio import atomic_path, read_result_csv, write_result_csv
 
 TASK_JSON = "task.json"
 RESULT_NPZ = "result.npz"

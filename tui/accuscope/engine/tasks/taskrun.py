@@ -14,18 +14,28 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
-from typing import Callable
 
 from accuscope import __version__
 from accuscope.engine.compare import comparison as engine
 from accuscope.engine.compare.columns import KEY_OF
 from accuscope.engine.compare.results import ResultTable
-from accuscope.engine.tasks.task import DUMPS_DIR, LOCK, RESULT_NPZ, TASK_JSON, TaskLock, mark_state, save_task, task_path, unwritable
-from accuscope.engine.sources.tensor import SourceError
 from accuscope.engine.compare.thresholds import Thresholds
+from accuscope.engine.sources.tensor import SourceError
+from accuscope.engine.tasks.task import (
+    DUMPS_DIR,
+    LOCK,
+    RESULT_NPZ,
+    TASK_JSON,
+    TaskLock,
+    mark_state,
+    save_task,
+    task_path,
+    unwritable,
+)
 
 
 @dataclass
