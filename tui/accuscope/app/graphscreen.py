@@ -26,7 +26,6 @@ the last export. `s` / `e` choose a submodel (engine.subgraph), `x` exports and 
 from __future__ import annotations
 
 import threading
-import time
 from pathlib import Path
 
 from rich.text import Text
@@ -172,7 +171,6 @@ class GraphScreen(Screen["int | None"]):
         self.last_export: dict | None = None
         self.cancel = threading.Event()
         self.exporting = False
-        self.load_seconds = 0.0
         self._progress = ""
         self._positions: dict[int, int] = {}
 
@@ -232,7 +230,6 @@ class GraphScreen(Screen["int | None"]):
 
     @work(thread=True, exclusive=True, group="graph", exit_on_error=False)
     def load_worker(self):
-        started = time.perf_counter()
         path = self.model_path()
         if path is None:
             raise SourceError("the task names no model (task.json \"model\"): the graph needs the ONNX model or the "
@@ -242,7 +239,6 @@ class GraphScreen(Screen["int | None"]):
         lanes = layout(graph)
         results = OpResults(self.table, self.thresholds, graph.nodes)
         results.failing()  # every badge, off the UI thread
-        self.load_seconds = time.perf_counter() - started
         return graph, lanes, results
 
     @work(thread=True, exclusive=True, group="framework", exit_on_error=False)

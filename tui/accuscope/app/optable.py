@@ -344,15 +344,6 @@ class OperatorTable(ScrollView, can_focus=True):
         self._scroll_to_column()
         self.refresh()
 
-    def set_column(self, key: str) -> bool:
-        """Put the column cursor on column `key` (a key from `columns`); False if it is not shown."""
-        if key not in self.columns:
-            return False
-        self._column_key = key
-        self._scroll_to_column()
-        self.refresh()
-        return True
-
     def set_filter(self, expression: str) -> int:
         """Show only rows matching a filter expression; returns the number of rows shown.
 
@@ -373,10 +364,6 @@ class OperatorTable(ScrollView, can_focus=True):
         self._io = (self._io + 1) % len(IO_MODES)
         self._refilter()
         return self.io_mode
-
-    def set_io_mode(self, mode: str) -> None:
-        self._io = IO_MODES.index(mode)
-        self._refilter()
 
     def toggle_invalid(self) -> bool:
         """Hide or show rows that could not be compared; returns whether they are shown now."""

@@ -27,8 +27,6 @@ from accuscope.engine.compare.columns import NUMERIC_METRICS
 EPS64 = float(np.finfo(np.float64).eps)
 EPS32 = float(np.finfo(np.float32).eps)
 CHUNK = 1 << 16
-ALL = NUMERIC_METRICS + ["std"]
-RELATIVE = ("acc_rel", "max_rel", "mean_rel", "rel_0.1%", "rel_0.5%")
 BOOL_MEANINGFUL = ("cos", "red")
 
 ChunkSource = Callable[[], Iterable[tuple[np.ndarray, np.ndarray]]]

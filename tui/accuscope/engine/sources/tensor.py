@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -95,8 +95,6 @@ class Tensor:
         except (OSError, ValueError) as exc:
             raise TensorError(self.source, self.name, str(exc)) from exc
 
-    def with_problem(self, message: str) -> Tensor:
-        return replace(self, problem=message, reader=None)
 
 
 def read_payload(p: Payload) -> np.ndarray:
