@@ -95,11 +95,15 @@ class BrowserScreen(Screen):
         name_width = max(10, min(max((len(e.name) for e in self.entries), default=0), room // 2))
         for e in self.entries:
             mark, style = STATE_MARK.get(e.state, STATE_MARK[""]) if e.kind == "task" else ("csv", "mark-info")
+            if e.state == "done" and e.coverage_warnings:  # never a pass for what was not compared
+                mark, style = "!", "mark-warn"
             failing = "" if e.failing is None else f"{e.failing:,}"
             table.add_row(ago(e.when, now), Text(mark, style=styles.get(style, "")),
                           Text(fmt.fit(e.name, name_width)), "" if e.rows is None else f"{e.rows:,}",
                           Text(failing, style=styles["mark-fail"] if e.failing else ""),
-                          Text(fmt.fit(e.first_failing_op or e.problem or e.error, room - name_width, keep="end")))
+                          Text(fmt.fit(e.first_failing_op or e.problem or e.error
+                                       or (e.coverage_warnings[0] if e.coverage_warnings else ""),
+                                       room - name_width, keep="end")))
         if self.entries:
             table.move_cursor(row=min(keep or 0, len(self.entries) - 1))
         else:

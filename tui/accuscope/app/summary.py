@@ -10,13 +10,16 @@ from .formatting import shown
 
 
 def summary_lines(table: ResultTable, thresholds: Thresholds, running: bool = False,
-                  advice: Advice | None = None, advising: bool = False) -> list[str]:
+                  advice: Advice | None = None, advising: bool = False, warnings: list[str] | None = None
+                  ) -> list[str]:
     """Two lines at most: the advisor's main finding when there is advice, else the first failing
     row; then counts."""
     s = summarize(table, thresholds)
     if not s.rows:
         return ["[dim]comparing: rows appear as they are computed…[/]" if running else "[dim]no rows[/]"]
     lines = []
+    if warnings and not running:  # the comparison saw too little: say so before any verdict
+        lines.append(f"[$mark-warn]! saw too little:[/] {shown(warnings[0])}")
     if advice is not None and advice.primary is not None:
         top = [advice.primary] + ([advice.cause] if advice.cause is not None and advice.primary.rule == "verdict"
                                   else [])

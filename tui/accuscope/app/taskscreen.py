@@ -21,7 +21,7 @@ from ..engine.diagnose.advice import Advice, add_origin_columns, load_advice
 from ..engine.diagnose.advisor import advise
 from ..engine.sources.names import printable
 from ..engine.sources.tensor import SourceError
-from ..engine.tasks.task import Task, load_task
+from ..engine.tasks.task import Task, coverage_warnings, load_task
 from ..engine.tasks.taskrun import run_task
 from .advicescreen import AdviceScreen
 from .chart import MetricChart
@@ -133,7 +133,8 @@ class TaskScreen(Screen):
         widget = self.table_widget
         self.query_one(MetricChart).show(widget.table, widget.view, widget.thresholds, widget.cursor_row)
         lines = summary_lines(widget.table, widget.thresholds, running=self.running, advice=self.advice,
-                              advising=self.advising)
+                              advising=self.advising,
+                              warnings=coverage_warnings(self.opened.meta if self.opened else {}))
         self.query_one("#summary", Static).update("\n".join(lines))
         self.update_status()
 

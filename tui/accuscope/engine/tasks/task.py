@@ -63,6 +63,7 @@ class Task:
     csv: Path | None
     warnings: list[str] = field(default_factory=list)
     stale: list[str] = field(default_factory=list)  # see stale_parts
+    coverage_warnings: list[str] = field(default_factory=list)  # the comparison saw too little (task.json)
 
 
 @dataclass
@@ -551,6 +552,13 @@ def _walk(root: Path):
         yield folder, dirs, files
 
 
+def coverage_warnings(doc: dict) -> list[str]:
+    """What task.json's coverage says the comparison did not see (few pairs, no output compared)."""
+    cov = doc.get("coverage")
+    found = cov.get("warnings") if isinstance(cov, dict) else None
+    return [str(w) for w in found] if isinstance(found, list) else []
+
+
 def _summarize_task(root: Path, folder: Path) -> TaskSummary:
     name = str(folder.relative_to(root)) if folder != root else folder.name
     summary = TaskSummary(folder, "task", name, _mtime(folder / TASK_JSON))
@@ -566,6 +574,7 @@ def _summarize_task(root: Path, folder: Path) -> TaskSummary:
     summary.first_failing_op = str(doc.get("first_failing_op") or "")
     summary.npu, summary.golden = str(doc.get("npu") or ""), str(doc.get("golden") or "")
     summary.error = str(doc.get("error") or "")
+    summary.coverage_warnings = coverage_warnings(doc)
     has_result = (folder / RESULT_NPZ).exists() or _result_csv(folder, doc) is not None
     if not has_result and summary.state in ("done", ""):
         summary.problem = f"no result file ({RESULT_NPZ} or result_*.csv)"
