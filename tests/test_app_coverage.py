@@ -8,7 +8,6 @@ from accuscope.app.app import AccuscopeApp
 from accuscope.app.browser import BrowserScreen
 from accuscope.app.taskscreen import TaskScreen
 from accuscope.engine.demo.workspace import ONNX_FP16
-
 from appkit import drive, screen_text, wait_for
 
 WARNING = "only 3 of 81 NPU tensors have a golden counterpart"
