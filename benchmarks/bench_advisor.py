@@ -32,8 +32,8 @@ def main() -> None:
     from accuscope.cli import main as cli
     from accuscope.engine.diagnose.advice import ADVICE_JSON
     from accuscope.engine.diagnose.advisor import advise
+    from accuscope.engine.runs.onnxedit import constants_as_initializers
     from conftest import _rapidocr_models
-    from test_sides import constants_as_initializers
 
     root = Path(args.dir)
     shutil.rmtree(root, ignore_errors=True)

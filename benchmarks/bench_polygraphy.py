@@ -131,18 +131,8 @@ def quantized(ref: Path, folder: Path) -> Path:
     import onnx
     from onnxruntime.quantization import quantize_dynamic
 
-    model = onnx.load(str(ref))
-    nodes = []
-    for node in model.graph.node:
-        if node.op_type == "Constant" and [a.name for a in node.attribute] == ["value"]:
-            tensor = onnx.TensorProto()
-            tensor.CopyFrom(node.attribute[0].t)
-            tensor.name = node.output[0]
-            model.graph.initializer.append(tensor)
-        else:
-            nodes.append(node)
-    del model.graph.node[:]
-    model.graph.node.extend(nodes)
+    from accuscope.engine.runs.onnxedit import constants_as_initializers
+    model = constants_as_initializers(onnx.load(str(ref)))
     weights = folder / "det_initializers.onnx"
     onnx.save(model, str(weights))
     quantize_dynamic(str(weights), str(target))

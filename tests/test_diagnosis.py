@@ -22,7 +22,7 @@ import pytest
 from onnx import numpy_helper
 
 from accuscope.engine.diagnose.advisor import advise
-from test_sides import constants_as_initializers
+from accuscope.engine.runs.onnxedit import constants_as_initializers
 
 
 def accuscope(*args) -> subprocess.CompletedProcess:

@@ -18,6 +18,7 @@ import onnx
 import pytest
 
 from accuscope.engine.compare.mapping import read_mapping_file
+from accuscope.engine.runs.onnxedit import constants_as_initializers
 from accuscope.engine.sources.registry import detect, open_side
 from accuscope.engine.sources.tensor import SourceError
 from accuscope.engine.tasks.task import load_task
@@ -26,22 +27,6 @@ from accuscope.engine.tasks.task import load_task
 def accuscope(*args) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "accuscope", *map(str, args)], capture_output=True, text=True,
                           timeout=600)
-
-
-def constants_as_initializers(model: onnx.ModelProto) -> onnx.ModelProto:
-    """PP-OCR keeps its weights in Constant nodes; onnxruntime's quantizer wants initializers."""
-    kept = []
-    for node in model.graph.node:
-        if node.op_type == "Constant" and len(node.attribute) == 1 and node.attribute[0].name == "value":
-            t = onnx.TensorProto()
-            t.CopyFrom(node.attribute[0].t)
-            t.name = node.output[0]
-            model.graph.initializer.append(t)
-        else:
-            kept.append(node)
-    del model.graph.node[:]
-    model.graph.node.extend(kept)
-    return model
 
 
 @pytest.fixture(scope="module")
