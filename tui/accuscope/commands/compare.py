@@ -172,13 +172,14 @@ def compare_and_report(spec: engine.CompareSpec, args) -> int:
             bar_task, completed=p.done, description=show(p.current[-40:])), cancel, args.workers, planned)
     except KeyboardInterrupt:
         cancel.set()
-        out.print("cancelled: the previous result in the task folder, if any, is untouched")
+        bar.stop()  # first: "cancelled" on a line of its own, not after the bar's
+        out.print("\ncancelled: the previous result in the task folder, if any, is untouched")
         return ExitCode.INTERRUPTED
     finally:
         bar.stop()
     table, plan = result.table, result.plan
     if table is None:
-        out.print("cancelled: the previous result in the task folder, if any, is untouched")
+        out.print("\ncancelled: the previous result in the task folder, if any, is untouched")
         return ExitCode.INTERRUPTED
     summary = summarize(table, spec.thresholds)
     out.print(f"rows {len(table):,} · failing {summary.failing:,} · not compared {summary.not_compared:,} · "
