@@ -9,6 +9,7 @@ from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
 from ..engine.diagnose.advice import Advice, Finding
+from .chart import GrowthChart
 from .footer import Footer
 from .formatting import shown
 
@@ -47,6 +48,7 @@ class AdviceScreen(Screen["int | None"]):
         yield OptionList(*[Option(finding_line(f), id=str(i)) for i, f in enumerate(a.findings)])
         with VerticalScroll(id="text"):
             yield Static("", id="detail")
+        yield GrowthChart(id="growth")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -65,6 +67,10 @@ class AdviceScreen(Screen["int | None"]):
             lines.append(f"[dim]{shown(evidence)}[/]")
         lines.append(f"[dim]rule {shown(f.rule)} ({shown(f.source)})[/]")
         self.query_one("#detail", Static).update("\n".join(lines))
+        growth = (f.evidence or {}).get("growth")
+        metric = (f.evidence or {}).get("metric", "")
+        self.query_one(GrowthChart).show(growth if isinstance(growth, list) else [],
+                                         "1 - cos" if metric == "cos" else "rel. error")
 
     def action_jump(self) -> None:
         options = self.query_one(OptionList)

@@ -105,3 +105,32 @@ class MetricChart(Chart, can_focus=True):
         return (f"{name} by row index · • pass x fail"
                 + (f" · ─ threshold {limit.op} {limit.value:g}" if limit is not None else "")
                 + (f" · {missing} without a value" if missing else ""))
+
+
+class GrowthChart(Chart):
+    """How an error grows over the execution order (the advisor's drift finding): its series of
+    (table row, error) points, drawn as a line with the points marked."""
+
+    DEFAULT_CSS = """
+    GrowthChart { height: 10; border-top: solid $panel; border-title-align: left; display: none; }
+    """
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.series: list[list[float]] = []
+        self.label = ""
+
+    def show(self, series: list[list[float]], label: str) -> None:
+        self.series, self.label = series, label
+        self.display = bool(series)
+        self.replot()
+
+    def draw(self, plt) -> str:
+        if not self.series:
+            return ""
+        x = [float(p[0]) for p in self.series]
+        y = [float(p[1]) for p in self.series]
+        plt.plot(x, y, marker="braille")
+        plt.scatter(x, y, marker="•")
+        plt.xlabel("row (execution order)")
+        return f"{self.label} by row: how the error grows"
