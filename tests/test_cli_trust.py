@@ -75,3 +75,16 @@ def test_special_files_never_block_detection(tmp_path):
     np.save(folder / "b.npy", np.ones(3, np.float32))
     r = accuscope("inspect", folder)
     assert r.returncode == 1 and "a.npy: cannot read" in r.stdout and "tensors 1" in r.stdout
+
+
+def test_cli_tables_fold_names_where_their_parts_join(ws):
+    """At 80 columns an op name is wrapped after `/`, not in the middle of a word."""
+    import os
+
+    from accuscope.engine.demo.workspace import MAIN
+    r = subprocess.run([sys.executable, "-m", "accuscope", "inspect", str(ws / MAIN.name / "npu"), "--limit", "12"],
+                       capture_output=True, text=True, timeout=120, env={**os.environ, "COLUMNS": "80"})
+    assert r.returncode == 0, r.stderr
+    cells = [line[:17].rstrip() for line in r.stdout.splitlines()]
+    assert "Conv/stem/relu/" in cells and "/stem/conv/" in cells  # broken where the parts join
+    assert not any(c.endswith(("/Re", "/Co", "relu1/R")) for c in cells)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 from collections import Counter
 
 import numpy as np
@@ -71,3 +72,35 @@ def show(text) -> str:
     """Data (op names, paths, messages quoting them) made safe for the console: no markup, no
     control characters (an escape sequence in an op name would reach the terminal)."""
     return escape(printable(str(text)))
+
+
+class Name:
+    """A name from data in a table cell, wrapped where its parts join (after `/`, `.`, `_`, `-`,
+    `@`, `:`) instead of in the middle of a word; a part wider than the cell is folded. The text
+    is not changed: copied from the terminal it is the name again."""
+
+    BREAK = re.compile(r"(?<=[/._\-@:])")
+
+    def __init__(self, text: str, suffix: str = "", style: str = ""):
+        self.parts = [p for p in self.BREAK.split(printable(text)) if p]
+        self.suffix, self.style = suffix, style
+
+    def __rich_measure__(self, console, options):
+        from rich.measure import Measurement
+        widest = max((len(p) for p in self.parts), default=1)
+        return Measurement(min(widest, 24), sum(len(p) for p in self.parts) + len(self.suffix))
+
+    def __rich_console__(self, console, options):
+        from rich.text import Text
+        width = max(1, options.max_width)
+        lines, line = [], ""
+        for part in self.parts + ([" " + self.suffix] if self.suffix else []):
+            if line and len(line) + len(part) > width:
+                lines.append(line)
+                line, part = "", part.lstrip()
+            while len(part) > width:  # a part wider than the cell: folded, as nothing else fits
+                lines.append(part[:width])
+                part = part[width:]
+            line += part
+        lines.append(line)
+        yield Text("\n".join(lines), style=self.style, no_wrap=True, overflow="fold")

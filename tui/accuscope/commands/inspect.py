@@ -15,7 +15,7 @@ from ..engine.sources.npudump import NpuDump
 from ..engine.sources.registry import describe, open_source
 from ..engine.sources.tensor import Problem, Tensor
 from ..exitcode import ExitCode
-from .common import add_source_options, counts, human_bytes, out, shape_text, source_options
+from .common import Name, add_source_options, counts, human_bytes, out, shape_text, source_options
 
 
 def register(sub) -> None:
@@ -90,12 +90,12 @@ def _tensor_table(tensors: list[Tensor], npu: bool, limit: int) -> Table:
     shown = tensors if limit <= 0 else tensors[:limit]
     previous = None
     for t in shown:
-        op = "" if t.op == previous else _show(t.op) + (f" [dim]({_show(t.op_type)})[/]" if t.op_type else "")
+        op = "" if t.op == previous else Name(t.op, f"({t.op_type})" if t.op_type else "")
         previous = t.op
         row = [op, f"{'in' if t.io == 'input' else 'out'} {t.index}", t.dtype_name, shape_text(t.shape)]
         if npu:
             stored = "" if t.storage_shape == t.shape else f"{t.format} {shape_text(t.storage_shape)}"
-            row += [stored, _show(f"{t.original_op[0]}:{t.original_op[1]}") if t.original_op else ""]
+            row += [stored, Name(f"{t.original_op[0]}:{t.original_op[1]}") if t.original_op else ""]
         table.add_row(*row, style="red" if t.problem else None)
     if len(shown) < len(tensors):
         table.caption = f"… {len(tensors) - len(shown):,} more (--limit 0 shows all)"
