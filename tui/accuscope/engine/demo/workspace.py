@@ -92,6 +92,9 @@ MAIN = DemoTask(
         "(ReduceMean, Sub, Pow, ReduceMean, Add eps, Sqrt, Div, Mul, Add) the square (x - mean)^2 "
         "exceeds 65504, the float16 maximum: the Pow output holds inf (see the NPU inf/NaN count), "
         "the variance, eps sum and Sqrt are inf, and Div turns those tokens into zeros.",
+        "Which one breaks the output: the overflow. Each fault alone (re-run on the fp32 model): the int4 "
+        "conv leaves the output at cos 0.9995, the float16 overflow takes it to 0.949. The advisor ranks them "
+        "so, by how far each op's own error reaches the outputs, not by position.",
         "Fixes a user would try: quantize that conv per channel or keep it in int8/fp16; keep the "
         "LayerNorm in float32 (mixed precision) or fuse it into one LayerNorm op.",
     ),

@@ -97,6 +97,9 @@ class _Run:
         self.red_max = t.value if t is not None and t.op == ">" else 0.05
         self.outcome = "unknown"  # the verdict on the network outputs: "pass", "fail" or "unknown"
         self.fw_path = None  # the framework (reference) model the re-runs use
+        self.fw = None
+        self.jobs: dict = {}  # op -> its re-run job (oprerun.RerunJob)
+        self.reach: dict[str, float] = {}  # op -> 1 - cos of the outputs with only its own error in
 
     def say(self, stage: str, done: int = 0, total: int = 0) -> None:
         if self.progress is not None:
@@ -200,6 +203,7 @@ def advise(task_folder: str | os.PathLike, framework_model: str | os.PathLike | 
                 raise
             run.notes.append(f"framework model {fw_path} ({fw_source}) unusable: {exc}")
     run.fw_path = fw_path if fw is not None else None
+    run.fw = fw
     run.timings["framework model"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     run.open_sources()
@@ -424,11 +428,15 @@ def _drift(run: _Run, origins: list[OpOrigin]) -> list[Finding]:
     level = np.maximum.accumulate(err)
     steps = np.diff(np.concatenate([[0.0], level]))
     biggest = int(np.argmax(steps))
+    if run.reach:  # measured: does one op's own error, alone, make at least half of the output's?
+        out_bad = 1.0 - float(c["cos"][out]) if not math.isnan(c["cos"][out]) else 1.0
+        if max(run.reach.values()) >= CLIFF_SHARE * out_bad:
+            return []
     effects = sorted((_effect(o, run) for o in origins if o.origin == "introduced" and o.method == "rerun"
                       and not (o.broken and set(o.broken) <= MINOR)), reverse=True)
-    if effects and (len(effects) == 1 or effects[0] >= DOMINANT * effects[1]):
+    if not run.reach and effects and (len(effects) == 1 or effects[0] >= DOMINANT * effects[1]):
         return []  # one op made far more error by itself than any other: a cliff, said as introduced
-    if effects and sum(e >= effects[0] / DOMINANT for e in effects) < MANY:
+    if not run.reach and effects and sum(e >= effects[0] / DOMINANT for e in effects) < MANY:
         return []  # a few comparable culprits: the introduced-op finding names them
     if not effects and steps[biggest] >= CLIFF_SHARE * level[-1]:
         return []  # without re-runs: one step of the series made most of it
@@ -642,6 +650,7 @@ def _origins(run: _Run, fw, previous: dict[str, dict]) -> list[OpOrigin] | None:
             except SourceError as exc:
                 problems[op] = str(exc)
                 continue
+            run.jobs[op] = job
             cached = previous.get(op)
             if cached and cached.get("key") == job.key and not cached.get("problem"):
                 isolated[op] = Isolated.from_dict(cached)
@@ -783,6 +792,9 @@ def _introduced(run: _Run, origins: list[OpOrigin], net_inputs: list[int], findi
     candidates = [o for o in intro if not (o.broken and set(o.broken) <= MINOR)]
     ranked = sorted(candidates, key=lambda o: (o.method != "rerun", -_effect(o, run) if o.method == "rerun"
                                                else candidates.index(o)))
+    _measure_reach(run, ranked)
+    if run.reach:  # how far each one's own error reaches the outputs decides, its local size breaks ties
+        ranked.sort(key=lambda o: (o.op not in run.reach, -run.reach.get(o.op, 0.0)))
     if ranked:
         o = ranked[0]
         r = o.rows[0]
@@ -797,6 +809,8 @@ def _introduced(run: _Run, origins: list[OpOrigin], net_inputs: list[int], findi
         weak = o.method == "input-output"
         ev = {**o.evidence, "method": o.method, "introduced_ops": len(intro), "effect": _effect(o, run),
               "also": [x.op for x in ranked[1:6]]}
+        if o.op in run.reach:
+            ev["output_cos_alone"] = 1.0 - run.reach[o.op]
         changes = _model_changes(run, o)
         if changes:
             from accuscope.engine.diagnose.modeldiff import ADVICE
@@ -804,6 +818,9 @@ def _introduced(run: _Run, origins: list[OpOrigin], net_inputs: list[int], findi
             ev["changes"] = [d.text for d in changes]
             ev["cause"] = changes[0].cause
         text = f"{o.why[:1].upper()}{o.why[1:]}. "
+        if o.op in run.reach:
+            text += (f"With only this op's own error, the reference model's output reaches cos "
+                     f"{_f4(1.0 - run.reach[o.op])}. ")
         if run.outcome == "fail":
             severity, title = "error", f"{o.op} introduced the error" + (" (input/output heuristic)" if weak else "")
             text += todo
@@ -836,6 +853,25 @@ def _introduced(run: _Run, origins: list[OpOrigin], net_inputs: list[int], findi
     return [_finding(run, "no_op_introduced", "warning", first, "the failing ops only inherit their error", text,
                      {"failing_ops": len(origins), "inherited": sum(o.origin == "inherited" for o in origins),
                       "unknown": sum(o.origin == "unknown" for o in origins)})]
+
+
+REACH_TOP = 5  # ops whose reach to the outputs is measured (one run of the reference model each)
+
+
+def _measure_reach(run: _Run, ranked: list[OpOrigin]) -> None:
+    """The output effect of the largest local errors, each alone (diagnose.reach), when the
+    outputs fail and the reference model and golden network data are at hand."""
+    if run.outcome != "fail" or run.fw is None or run.plan is None:
+        return
+    from accuscope.engine.diagnose.reach import output_effect
+    for o in [o for o in ranked if o.method == "rerun" and o.op in run.jobs][:REACH_TOP]:
+        if run.cancelled:
+            return
+        try:
+            run.reach[o.op] = output_effect(run.fw, run.jobs[o.op], run.plan.golden)
+        except Exception as exc:  # noqa: BLE001 - onnx/onnxruntime raise their own exception types
+            run.notes.append(f"could not measure how far {o.op}'s error reaches the outputs: {str(exc)[:200]}")
+            return
 
 
 def _model_changes(run: _Run, o: OpOrigin) -> list:
