@@ -12,7 +12,7 @@ from ..engine.compare import comparison as engine
 from ..engine.compare.mapping import DEVICE_ONLY
 from ..engine.compare.metrics import compiled_kernel
 from ..engine.compare.summary import summarize
-from ..engine.compare.thresholds import Thresholds, parse_assignment
+from ..engine.compare.thresholds import Thresholds, parse_assignment, parse_tolerance
 from ..engine.sources.registry import detect
 from ..engine.sources.tensor import SourceError
 from ..engine.tasks.taskrun import run_task
@@ -67,6 +67,9 @@ def add_comparison_options(p) -> None:
     p.add_argument("--custom-algorithms", help="folder with algorithm/alg_<Name>.py metric plugins")
     p.add_argument("--threshold", action="append", default=[], metavar="NAME=VALUE",
                    help="override a threshold, e.g. cos=0.98 (repeatable)")
+    p.add_argument("--tolerance", metavar="COS,EUCLID",
+                   help="judge as tpu-mlir's npz_tool: a row also fails when cos < COS or euclid_sim < "
+                        "EUCLID (tpu-mlir's default 0.99,0.90); the same pair decides tpu_verdict")
     p.add_argument("--fail-on-error", action="store_true",
                    help="exit 1 when any row breaks a threshold or the comparison saw too little")
     p.add_argument("--workers", type=int, help="processes comparing pairs (default: all cores)")
@@ -75,6 +78,11 @@ def add_comparison_options(p) -> None:
 
 def thresholds_of(args) -> Thresholds:
     thresholds = Thresholds()
+    if args.tolerance is not None:
+        try:
+            thresholds.set_tolerance(*parse_tolerance(args.tolerance))
+        except ValueError as exc:
+            raise SourceError(f"--tolerance: {exc}") from None
     for text in args.threshold:
         try:
             thresholds.set(*parse_assignment(text))

@@ -25,6 +25,10 @@ EXTRAS: list[tuple[str, str]] = [
     ("RelErrRatio0.5%", "rel_0.5%"),
     ("NPUNonFinite", "npu_nonfinite"),
     ("GoldenNonFinite", "golden_nonfinite"),
+    # Sophon tpu-mlir's (npz_tool compare): its euclidean similarity, SQNR and verdict ladder.
+    ("EuclideanSimilarity", "euclid_sim"),
+    ("SQNR", "sqnr"),
+    ("TpuVerdict", "tpu_verdict"),
 ]
 KEY_OF = {csv: key for csv, key in METRICS + EXTRAS}
 CSV_OF = {key: csv for csv, key in METRICS + EXTRAS}
@@ -47,4 +51,11 @@ HELP = {
     "rel_0.5%": "share of elements whose relative error exceeds 0.5%",
     "npu_nonfinite": "NaN/inf count in the NPU tensor",
     "golden_nonfinite": "NaN/inf count in the golden tensor",
+    "euclid_sim": "tpu-mlir's euclidean similarity 1 - ||npu - golden|| / (||(npu + golden)/2|| + 1e-7)",
+    "sqnr": "signal to quantization noise ratio in dB, 10 log10(var(golden) / var(golden - npu)); "
+            "inf when a variance is 0",
+    "tpu_verdict": "tpu-mlir's ladder: EQUAL (identical), CLOSE (allclose at rtol 1e-3, atol 1e-8), "
+                   "SIMILAR (cos and euclid_sim above their tolerances), NOT_SIMILAR",
 }
+# The ladder's words, best first (tpu-mlir spells the last one NOT_SIMLIAR; we do not).
+TPU_VERDICTS = ("EQUAL", "CLOSE", "SIMILAR", "NOT_SIMILAR")

@@ -386,6 +386,7 @@ def _cells(m: PairMetrics, metrics: tuple[str, ...]) -> dict:
         cells["std"] = m.std
     cells["rel_0.1%"], cells["rel_0.5%"] = m.values["rel_0.1%"], m.values["rel_0.5%"]
     cells["npu_nonfinite"], cells["golden_nonfinite"] = m.npu_nonfinite, m.golden_nonfinite
+    cells["euclid_sim"], cells["sqnr"], cells["tpu_verdict"] = m.values["euclid_sim"], m.values["sqnr"], m.tpu_verdict
     return cells
 
 

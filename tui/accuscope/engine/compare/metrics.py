@@ -39,6 +39,7 @@ class PairMetrics:
     reasons: list[str] = field(default_factory=list)
     npu_nonfinite: int = 0
     golden_nonfinite: int = 0
+    tpu_verdict: str = ""  # EQUAL or CLOSE when the pair is; SIMILAR or not is the tolerances' call
 
     @property
     def reason(self) -> str:
@@ -46,7 +47,7 @@ class PairMetrics:
 
 
 def _nan_values() -> dict[str, float]:
-    return {k: math.nan for k in NUMERIC_METRICS + ["rel_0.1%", "rel_0.5%"]}
+    return {k: math.nan for k in NUMERIC_METRICS + ["rel_0.1%", "rel_0.5%", "euclid_sim", "sqnr"]}
 
 
 def array_chunks(x: np.ndarray, y: np.ndarray, size: int | None = None) -> ChunkSource:
@@ -113,6 +114,8 @@ FIELDS = "sxy sxx syy sx sy sdd sad mad srel mrel over1 over5 xmin xmax ymin yma
 _SUMMED = [i for i, f in enumerate(FIELDS) if f.startswith(("s", "over"))]
 _MAXED = [FIELDS.index(f) for f in ("mad", "mrel", "xmax", "ymax")]
 _MINED = [FIELDS.index(f) for f in ("xmin", "ymin")]
+_MAD = FIELDS.index("mad")
+CLOSE_RTOL, CLOSE_ATOL = 1e-3, 1e-8  # tpu-mlir's CLOSE: allclose at rtol 10^-k for some k >= 3
 
 
 class _Sums:
@@ -131,6 +134,8 @@ class _Sums:
         for i in _MINED:
             self.v[i] = math.inf
         self.chunks = 0
+        self.close = True  # every element so far within tpu-mlir's allclose (see add)
+        self.nonfinite = (0, 0, 0)  # NaN, +inf, -inf at the same positions on both sides (left out)
         self.last: tuple[np.ndarray, np.ndarray] | None = None  # the only chunk, kept for the KL walk
 
     def __getattr__(self, name: str) -> float:
@@ -160,6 +165,22 @@ class _Sums:
             v[i] = max(v[i], m[i])
         for i in _MINED:
             v[i] = min(v[i], m[i])
+        if self.close and m[_MAD] > CLOSE_ATOL:
+            self.close = self._allclose(x, y)
+
+    def _allclose(self, x: np.ndarray, y: np.ndarray) -> bool:
+        """np.allclose(x, y, rtol=1e-3, atol=1e-8) in float64: |x - y| <= atol + rtol |y| everywhere.
+        tpu-mlir tries rtol 1e-5, 1e-4, 1e-3 and calls a pair CLOSE when any holds; 1e-3 holds
+        whenever a smaller one does, so one check decides. It runs only while the pair is still
+        close and this chunk's max |x - y| exceeds atol: a pair that is not close pays one chunk."""
+        k = len(x)
+        d, r = self.d[:k], self.r[:k]
+        np.subtract(x, y, out=d, dtype=np.float64)
+        np.abs(d, out=d)
+        np.abs(y, out=r, dtype=np.float64)
+        np.multiply(r, CLOSE_RTOL, out=r)
+        np.add(r, CLOSE_ATOL, out=r)
+        return bool(np.all(np.less_equal(d, r, out=self.mask[:k])))
 
     def _moments(self, x: np.ndarray, y: np.ndarray) -> tuple:
         """The kernel's `moments` in numpy: one pass per operation, over float64 buffers."""
@@ -219,6 +240,7 @@ def _finite_remainder(source: ChunkSource, n: int, result: PairMetrics) -> tuple
     """Count NaN/inf per side; when they sit at the same positions with the same values on both
     sides, sum the finite remainder instead; otherwise no metric is trustworthy."""
     counts = {"npu": [0, 0], "golden": [0, 0]}  # [nan, inf]
+    posinf = 0
     same = True
     chunks = []
     for xc, yc in source():
@@ -228,6 +250,7 @@ def _finite_remainder(source: ChunkSource, n: int, result: PairMetrics) -> tuple
             nan = int(np.count_nonzero(np.isnan(bad))) if bad.dtype.kind in "fc" else 0
             counts[side][0] += nan
             counts[side][1] += bad.size - nan
+        posinf += int(np.count_nonzero(np.isposinf(xc))) if xc.dtype.kind == "f" else 0
         if same and not (np.array_equal(fx, fy) and np.array_equal(
                 np.asarray(xc[~fx], dtype=np.float64), np.asarray(yc[~fy], dtype=np.float64), equal_nan=True)):
             same = False
@@ -249,6 +272,8 @@ def _finite_remainder(source: ChunkSource, n: int, result: PairMetrics) -> tuple
     for xc, yc in finite_chunks():
         if len(xc):
             acc.add(xc, yc)
+    nan, inf = counts["npu"]
+    acc.nonfinite = (nan, posinf, inf - posinf)
     return acc, kept, finite_chunks
 
 
@@ -276,9 +301,37 @@ def _fill(result: PairMetrics, a: _Sums, n: int) -> None:
         v["acc_rel"] = a.srel
         v["rel_0.1%"] = a.over1 / n
         v["rel_0.5%"] = a.over5 / n
+    _tpu(result, a, n)
     mx, my = a.sx / n, a.sy / n
     sx, sy = math.sqrt(max(a.sxx / n - mx * mx, 0.0)), math.sqrt(max(a.syy / n - my * my, 0.0))
     result.std = f"({_3(mx)};{_3(sx)}),({_3(my)};{_3(sy)})"
+
+
+def _tpu(result: PairMetrics, a: _Sums, n: int) -> None:
+    """tpu-mlir's euclidean similarity, SQNR and the tolerance-free steps of its ladder, from the
+    sums. Non-finite values at the same positions on both sides count as tpu-mlir replaces them
+    (NaN -> 0, +-inf -> +-10000): they add to n, and 1e8 / +-1e4 to the sums of squares and
+    products / of values, nothing to the differences."""
+    nan, pos, neg = a.nonfinite
+    big = 1e8 * (pos + neg)
+    n, sxx, syy, sxy = n + nan + pos + neg, a.sxx + big, a.syy + big, a.sxy + big
+    sx, sy = a.sx + 1e4 * (pos - neg), a.sy + 1e4 * (pos - neg)
+    ed, sr = math.sqrt(a.sdd), 0.5 * math.sqrt(max(sxx + 2 * sxy + syy, 0.0)) + 1e-7
+    result.values["euclid_sim"] = 0.0 if math.isinf(ed) or math.isinf(sr) else 1.0 - ed / sr
+    # sums of squares about the mean; below the rounding of the sums they are 0 (constant sides)
+    signal = syy - sy * sy / n
+    noise = a.sdd - (sy - sx) ** 2 / n
+    if signal <= VAR_FLOOR * syy or noise <= VAR_FLOOR * a.sdd:
+        result.values["sqnr"] = math.inf
+    else:
+        result.values["sqnr"] = 10 * math.log10(signal / noise)
+    if a.mad == 0 and nan == 0:  # NaN != NaN for tpu-mlir's array_equal, but allclose(equal_nan)
+        result.tpu_verdict = "EQUAL"
+    elif a.close:
+        result.tpu_verdict = "CLOSE"
+
+
+VAR_FLOOR = 64 * EPS64
 
 
 def _3(value: float) -> str:

@@ -31,7 +31,8 @@ COLUMNS: list[tuple[str, str]] = (
      ("golden_op", "text"), ("golden_dtype", "text"), ("golden_address", "text"),
      ("tensor", "text"), ("io", "text"), ("shape", "text"), ("overflow", "text")]
     + [(key, "text" if key == "std" else "float") for _, key in METRICS]
-    + [(key, "int" if key.endswith("nonfinite") else "float") for _, key in EXTRAS]
+    + [(key, "int" if key.endswith("nonfinite") else "text" if key == "tpu_verdict" else "float")
+       for _, key in EXTRAS]
     + [("reason", "text"), ("is_npu_only", "bool"), ("is_output", "bool"), ("fail", "bool"),
        ("conversion", "text"), ("how", "text"), ("npu_file", "text"), ("golden_file", "text")]
 )

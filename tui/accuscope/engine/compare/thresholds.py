@@ -6,6 +6,11 @@ they are NaN), with one rule of our own beyond them: a row whose NPU tensor hold
 than its golden tensor fails (a float16 overflow is an error whatever the metrics say). Rows that cannot meaningfully fail are exempt: layout-only ops (TransData),
 network inputs (Data / RefData: a mismatch there is an input problem, reported by the advisor),
 and device-only ops (GroundTruth "*": there is no golden tensor).
+
+tpu-mlir's way (`--tolerance COS,EUCLID`, as its npz_tool compare takes it) is two more thresholds,
+cos < COS and euclid_sim < EUCLID, beside msit's (cos replaced): they live in task.json with the
+others. The same two values (0.99 and 0.90, tpu-mlir's defaults, when not set) turn each row's
+tpu_verdict into SIMILAR or NOT_SIMILAR when the pair is neither EQUAL nor CLOSE.
 """
 from __future__ import annotations
 
@@ -19,9 +24,11 @@ from accuscope.engine.compare.results import ResultTable
 
 EXEMPT_TYPES = ("TransData", "TransDataRNN", "Data", "RefData")
 # Keys a threshold may name: the numeric metrics and the error-ratio / non-finite extras.
-THRESHOLD_KEYS = NUMERIC_METRICS + ["rel_0.1%", "rel_0.5%", "npu_nonfinite", "golden_nonfinite"]
-# Similarities fail when low; everything else is an error measure and fails when high.
-LOWER_IS_WORSE = {"cos"}
+THRESHOLD_KEYS = NUMERIC_METRICS + ["rel_0.1%", "rel_0.5%", "npu_nonfinite", "golden_nonfinite",
+                                    "euclid_sim", "sqnr"]
+# Similarities (and SQNR) fail when low; everything else is an error measure and fails when high.
+LOWER_IS_WORSE = {"cos", "euclid_sim", "sqnr"}
+TPU_DEFAULTS = {"cos": 0.99, "euclid_sim": 0.90}  # tpu-mlir's npz_tool compare --tolerance
 MSIT_DEFAULTS = {"cos": 0.99, "red": 0.05, "kl": 0.005, "rmse": 1.0, "mean_rel": 1.0}
 
 
@@ -99,8 +106,37 @@ class Thresholds:
 
     # ---- evaluation ---------------------------------------------------------------------------
     def apply(self, table: ResultTable) -> None:
-        """Set table.columns["fail"] to failing(table)."""
+        """Set table.columns["fail"] to failing(table), and the tpu_verdict column's ladder."""
         table.columns["fail"] = self.failing(table)
+        if "tpu_verdict" in table.present:
+            table.columns["tpu_verdict"] = self.tpu_verdicts(table)
+
+    def set_tolerance(self, cos: float, euclid: float) -> None:
+        """tpu-mlir's `--tolerance COS,EUCLID`: fail below either (cos's threshold replaced)."""
+        self.set("cos", cos, "<")
+        self.set("euclid_sim", euclid, "<")
+
+    def tolerance(self) -> tuple[float, float]:
+        """(cos, euclid_sim) for tpu-mlir's SIMILAR: the thresholds' values, else its defaults."""
+        return tuple(t.value if (t := self.get(k)) is not None else v  # type: ignore[return-value]
+                     for k, v in TPU_DEFAULTS.items())
+
+    def tpu_verdicts(self, table: ResultTable) -> np.ndarray:
+        """tpu-mlir's ladder per row: EQUAL and CLOSE as the comparison found them, else SIMILAR
+        when cos > COS and euclid_sim > EUCLID (strictly, as tpu-mlir; NaN is not similar), else
+        NOT_SIMILAR; "" for rows without a comparison (no golden tensor, unreadable, shapes differ)."""
+        verdict = table.columns["tpu_verdict"].copy()
+        cos, euclid = self.tolerance()
+        with np.errstate(invalid="ignore"):
+            similar = (table.numbers("cos") > cos) & (table.numbers("euclid_sim") > euclid)
+        ladder = np.isin(verdict, ("EQUAL", "CLOSE"))
+        # compared: metrics computed, or NaN/inf kept them from it (NaN for tpu-mlir: not similar)
+        compared = np.isfinite(table.numbers("euclid_sim")) | (
+            np.maximum(table.columns["npu_nonfinite"], table.columns["golden_nonfinite"]) > 0)
+        verdict[compared & ~ladder & similar] = "SIMILAR"
+        verdict[compared & ~ladder & ~similar] = "NOT_SIMILAR"
+        verdict[~compared & ~ladder] = ""
+        return verdict
 
     def failing(self, table: ResultTable) -> np.ndarray:
         """Rows breaking any threshold (NaN ignored) or the NaN/inf rule; exempt rows never fail."""
@@ -166,3 +202,14 @@ def parse_assignment(text: str) -> tuple[str, float | None]:
         raise ValueError(f"threshold '{text}': NaN is not a threshold")
     return key, number
 
+
+def parse_tolerance(text: str) -> tuple[float, float]:
+    """`0.99,0.90` -> (cos, euclid_sim), as tpu-mlir's `--tolerance`; ValueError naming the problem."""
+    parts = [p.strip() for p in text.split(",")]
+    try:
+        values = [float(p) for p in parts]
+    except ValueError:
+        values = []
+    if len(values) != 2 or any(v != v for v in values):
+        raise ValueError(f"'{text}': expected two numbers COS,EUCLID, e.g. 0.99,0.90")
+    return values[0], values[1]
