@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import re
 
 import numpy as np
 import pytest
@@ -192,3 +193,27 @@ def test_cli_tolerance_judges_cls_outputs_as_tpu_mlir(tmp_path, cls_run, impleme
     r = accuscope("compare", "--npu", tmp_path / "npu.npz", "--golden", tmp_path / "golden.npz",
                   "--out", tmp_path / "bad", "--tolerance", "0.99")
     assert r.returncode == 2 and "--tolerance" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_op_table_shows_euclid_sqnr_and_the_verdict(implementation):
+    from accuscope.engine.compare.results import ResultTable
+    from test_optable import lines, run
+
+    y = BASE[:4096]
+    pairs = {"same": y, "fp16": y.astype(np.float16).astype(np.float64), "noisy": y + 0.3 * rng.standard_normal(y.size)}
+    rows = []
+    for name, x in pairs.items():
+        m = M.compare_arrays(x, y)
+        rows.append(dict(npu_op=name, golden_op=name, tensor=f"{name}:output:0", cos=m.values["cos"],
+                         euclid_sim=m.values["euclid_sim"], sqnr=m.values["sqnr"], tpu_verdict=m.tpu_verdict,
+                         npu_nonfinite=0, golden_nonfinite=0))
+    thresholds = Thresholds()
+    thresholds.set_tolerance(0.99, 0.90)
+
+    async def test(pilot, w, app):
+        text = lines(w)
+        assert re.search(r"cos\s+euclid\s+sqnr\s+verdict", text[0])
+        assert "EQUAL" in text[1] and "inf" in text[1]
+        assert "CLOSE" in text[2]
+        assert text[3].startswith("✗") and "NOT_SIMILAR" in text[3]  # euclid_sim < 0.90 fails
+    run(test, size=(120, 10), table=ResultTable.from_rows(rows), thresholds=thresholds)
