@@ -13,6 +13,7 @@ import pytest
 
 from accuscope.engine.compare import metrics as M
 from accuscope.engine.compare.thresholds import Thresholds, parse_tolerance
+from accuscope.engine.tasks.task import load_task
 from test_cli import accuscope
 from test_dialects import cls_run  # noqa: F401 (the fixture)
 
@@ -190,6 +191,11 @@ def test_cli_tolerance_judges_cls_outputs_as_tpu_mlir(tmp_path, cls_run, impleme
     verdicts = [row["TpuVerdict"] for row in rows]
     assert by_name[broken]["TpuVerdict"] == "NOT_SIMILAR" and by_name[broken]["IsPrecisionError"] == "YES"
     assert {"CLOSE", "SIMILAR", "NOT_SIMILAR"} <= set(verdicts)  # float16 rounding: 233, 18, 1
+    task = load_task(tmp_path / "task")  # the tolerance comes back from task.json, the verdicts with it
+    assert task.thresholds.tolerance() == (0.99, 0.9)
+    assert list(task.table.columns["tpu_verdict"]) == verdicts
+    mask = task.table.filter_mask('tpu_verdict == "NOT_SIMILAR"')
+    assert list(task.table.columns["npu_op"][mask]) == [broken]
     r = accuscope("compare", "--npu", tmp_path / "npu.npz", "--golden", tmp_path / "golden.npz",
                   "--out", tmp_path / "bad", "--tolerance", "0.99")
     assert r.returncode == 2 and "--tolerance" in r.stderr and "Traceback" not in r.stderr
