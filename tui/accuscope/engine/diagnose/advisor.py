@@ -895,6 +895,32 @@ def _model_changes(run: _Run, o: OpOrigin) -> list:
     return sorted(found, key=lambda d: order.index(d.cause))
 
 
+class OpMeasure:
+    """The advisor's measures of one advised op, for readers of an Advice (the sensitivity ranking):
+    `effect` (the op's own error, as the advisor ranks by) and `changes` (what the conversion changed
+    in it, when both ONNX models are at hand; opens the task's dumps on first use)."""
+
+    def __init__(self, task: Task, framework_model: str | os.PathLike | None):
+        self._run = _Run(task, None, None, 1)
+        self._run.fw_path = Path(framework_model) if framework_model else None
+        self._opened = False
+
+    @property
+    def notes(self) -> list[str]:
+        return self._run.notes
+
+    def effect(self, o: OpOrigin) -> float:
+        return _effect(o, self._run)
+
+    def changes(self, o: OpOrigin) -> list:
+        if self._run.fw_path is None:
+            return []
+        if not self._opened:
+            self._opened = True
+            self._run.open_sources()
+        return _model_changes(self._run, o)
+
+
 def _effect_text(o: OpOrigin, run: _Run) -> str:
     if "npu_nonfinite" in o.broken:
         return f"{100 * _effect(o, run):.2g}% of its output NaN/inf"
