@@ -7,9 +7,9 @@ import json
 
 import onnx
 import pytest
-from test_diagnosis import accuscope, cls_cliff, cos, output  # noqa: F401 - cls_cliff is a fixture
 
 from accuscope.engine.diagnose.sensitivity import sensitivity
+from test_diagnosis import accuscope, cls_cliff, cos, output  # noqa: F401 - cls_cliff is a fixture
 
 
 @pytest.fixture(scope="module")
@@ -64,3 +64,22 @@ def test_cli_on_a_missing_task_exits_2(tmp_path):
     assert str(tmp_path / "nope") in r.stderr and len(r.stderr.strip().splitlines()) == 1
     r = accuscope("sensitivity", tmp_path, "--top", "0")
     assert r.returncode == 2 and "count of ops" in r.stderr
+
+
+def test_without_a_framework_model_the_cli_says_it_ranks_by_the_weaker_method(tmp_path):
+    from accuscope.engine.demo.workspace import MAIN, build_workspace
+    build_workspace(tmp_path)  # its own (a copy's task.json names the original's dumps)
+    task = tmp_path / MAIN.name
+    doc = json.loads((task / "task.json").read_text())
+    for model in (task / "model" / "tinynet.onnx", task / "golden" / "model.onnx"):  # the framework models
+        model.unlink()
+    doc["demo"].pop("framework_model")
+    (task / "task.json").write_text(json.dumps(doc))
+    r = accuscope("sensitivity", task, "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["method"] == "input-output", doc["framework_model"]
+    assert doc["ops"] and not any(o["cause"] for o in doc["ops"])
+    assert any("weaker input/output method" in n for n in doc["notes"])
+    r = accuscope("sensitivity", task)
+    assert r.returncode == 0 and "own error by the weaker input/output method" in r.stdout
