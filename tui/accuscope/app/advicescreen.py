@@ -124,7 +124,7 @@ class AdviceScreen(Screen["int | None"]):
         for i, o in enumerate(self.ranking.ops, 1):
             table.add_row(str(i), shown(o.op), _num(None if o.isolated_cos is None else 1 - o.isolated_cos),
                           _num(o.isolated_red),
-                          shown(", ".join(o.broken) or "—") + (" (only mean_rel)" if o.minor else ""), shown(o.origin),
+                          shown(o.broken_text), shown(o.origin),
                           shown(o.cause or "—"), key=str(i - 1))
         self._show_rank_detail()
 

@@ -82,7 +82,7 @@ def print_ranking(r: Ranking, top: int | None = None) -> None:
             cos = None if o.isolated_cos is None else 1 - o.isolated_cos
             chain = "" if o.chain == [o.op] else "← " + (", ".join(o.chain) or "—")
             table.add_row(str(i), Name(o.op, chain), _num(cos, 3), _num(o.isolated_red, 3),
-                          show(", ".join(o.broken) or "—") + (" (only mean_rel)" if o.minor else ""),
+                          show(o.broken_text),
                           show(o.origin), show(o.cause or "—"))
         out.print(table)
         for i, o in enumerate(ops, 1):

@@ -44,6 +44,14 @@ class RankedOp:
         """Whether it belongs on a converter's block list: it made error of its own beyond mean_rel."""
         return self.origin == "introduced" and not self.minor and bool(self.chain)
 
+    @property
+    def broken_text(self) -> str:
+        """What it breaks, in words: the thresholds, the share of NaN/inf it made, mean_rel only."""
+        text = ", ".join(self.broken) or "—"
+        if "npu_nonfinite" in self.broken:
+            text += f" ({100 * self.error:.2g}% NaN/inf)"
+        return text + (" (only mean_rel)" if self.minor else "")
+
     def to_dict(self) -> dict:
         return jsonable({"op": self.op, "row": self.row, "type": self.type, "framework_ops": self.chain,
                          "origin": self.origin, "method": self.method, "error": self.error,
