@@ -30,6 +30,7 @@ def test_planted_op_ranks_first_and_its_block_list_gives_the_output_back(cliff_t
     assert first.op == bn and first.origin == "introduced" and first.cause == "fp16_range"
     assert first.chain == [bn] and "red" in first.broken and first.error >= 1 - first.isolated_cos
     assert any("float16" in c for c in first.changes)
+    assert first.output_cos_alone < 0.99  # its error alone makes the output fail (the advisor's reach)
     # introduced before inherited, mean_rel-only ops last
     order = [(o.minor, o.origin != "introduced") for o in ranking.ops]
     assert order == sorted(order)

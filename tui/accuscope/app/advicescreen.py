@@ -120,9 +120,9 @@ class AdviceScreen(Screen["int | None"]):
             return
         self.ranking = event.worker.result
         table = self.query_one("#ranked", DataTable)
-        table.add_columns("#", "op", "1-cos", "rel.err", "breaks", "origin", "cause")
+        table.add_columns("#", "op", "out.cos", "1-cos", "rel.err", "breaks", "origin", "cause")
         for i, o in enumerate(self.ranking.ops, 1):
-            table.add_row(str(i), shown(o.op), _num(None if o.isolated_cos is None else 1 - o.isolated_cos),
+            table.add_row(str(i), shown(o.op), _num(o.output_cos_alone, 4), _num(None if o.isolated_cos is None else 1 - o.isolated_cos),
                           _num(o.isolated_red),
                           shown(o.broken_text), shown(o.origin),
                           shown(o.cause or "—"), key=str(i - 1))
@@ -140,6 +140,8 @@ class AdviceScreen(Screen["int | None"]):
         if r.ops and 0 <= table.cursor_row < len(r.ops):
             o = r.ops[table.cursor_row]
             lines.append(f"[b]{shown(o.op)}[/] ({shown(o.type)}) {shown(o.origin)}: {shown(o.why)}")
+            if o.output_cos_alone is not None:
+                lines.append(f"[dim]network output with only its own error[/] cos {o.output_cos_alone:.4f}")
             if o.chain:
                 lines.append(f"[dim]framework ops[/] {shown(', '.join(o.chain))}")
             if o.changes:
@@ -166,5 +168,5 @@ class AdviceScreen(Screen["int | None"]):
         self.dismiss(self.advice.findings[options.highlighted].row)
 
 
-def _num(v: float | None) -> str:
-    return "—" if v is None or math.isnan(v) else f"{v:.3g}"
+def _num(v: float | None, digits: int = 3) -> str:
+    return "—" if v is None or math.isnan(v) else f"{v:.{digits}g}"

@@ -71,17 +71,17 @@ def print_ranking(r: Ranking, top: int | None = None) -> None:
     if not ops:
         out.print("no failing op to rank: every op meets the thresholds")
     else:
-        table = Table(show_edge=False, pad_edge=False, caption="ranked by the op's own error: the larger of "
-                      "1 - cos and rel. error of its output against its framework op (← where named otherwise) re-run "
-                      "on the same inputs"
-                      if r.method == "rerun" else None, caption_justify="left")
-        for col in ("#", "op", "1-cos", "rel.err", "breaks", "origin", "cause"):
-            table.add_column(col, justify="right" if col in ("#", "1-cos", "rel.err") else "left",
-                             no_wrap=col in ("1-cos", "rel.err", "origin", "cause"))
+        table = Table(show_edge=False, pad_edge=False, caption="ranked by out.cos, the network output's cos "
+                      "with only the op's own error (where the advisor measured it), then by its own error: 1-cos "
+                      "and rel.err of its output against its framework op (← where named otherwise) re-run on the "
+                      "same inputs" if r.method == "rerun" else None, caption_justify="left")
+        for col in ("#", "op", "out.cos", "1-cos", "rel.err", "breaks", "origin", "cause"):
+            table.add_column(col, justify="right" if col in ("#", "out.cos", "1-cos", "rel.err") else "left",
+                             no_wrap=col in ("out.cos", "1-cos", "rel.err", "origin", "cause"))
         for i, o in enumerate(ops, 1):
             cos = None if o.isolated_cos is None else 1 - o.isolated_cos
             chain = "" if o.chain == [o.op] else "← " + (", ".join(o.chain) or "—")
-            table.add_row(str(i), Name(o.op, chain), _num(cos, 3), _num(o.isolated_red, 3),
+            table.add_row(str(i), Name(o.op, chain), _num(o.output_cos_alone), _num(cos, 3), _num(o.isolated_red, 3),
                           show(o.broken_text),
                           show(o.origin), show(o.cause or "—"))
         out.print(table)

@@ -869,6 +869,7 @@ def _measure_reach(run: _Run, ranked: list[OpOrigin]) -> None:
             return
         try:
             run.reach[o.op] = output_effect(run.fw, run.jobs[o.op], run.plan.golden)
+            o.evidence["output_cos_alone"] = 1.0 - run.reach[o.op]  # kept in advice.json (the sensitivity ranking)
         except Exception as exc:  # noqa: BLE001 - onnx/onnxruntime raise their own exception types
             run.notes.append(f"could not measure how far {o.op}'s error reaches the outputs: {str(exc)[:200]}")
             return

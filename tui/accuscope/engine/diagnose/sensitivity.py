@@ -1,5 +1,6 @@
-"""The sensitivity ranking of a finished task, with no new runs: the ops by the error each one made
-by itself (the advisor's re-run of its framework op on the NPU side's own inputs), with what broke,
+"""The sensitivity ranking of a finished task, with no new runs: the ops by how far their own error
+alone reaches the network outputs (where the advisor measured it) and by the error each one made by
+itself (the advisor's re-run of its framework op on the NPU side's own inputs), with what broke,
 whether it introduced or inherited its error, why (the two ONNX models' difference, when both are at
 hand) and the network outputs' error; plus the framework op names to keep out of a conversion, as
 onnxconverter-common's `node_block_list` and onnxruntime.quantization's `nodes_to_exclude` take them.
@@ -35,6 +36,7 @@ class RankedOp:
     isolated_red: float | None
     broken: list[str]
     minor: bool  # it breaks only mean_rel: large where golden values are near zero, not a wrong op
+    output_cos_alone: float | None = None  # the network output's cos with only this op's error (advisor's reach)
     cause: str = ""  # modeldiff's cause of the first difference found ("fp16_range", "quantized", ...)
     changes: list[str] = field(default_factory=list)
     why: str = ""
@@ -56,7 +58,8 @@ class RankedOp:
         return jsonable({"op": self.op, "row": self.row, "type": self.type, "framework_ops": self.chain,
                          "origin": self.origin, "method": self.method, "error": self.error,
                          "isolated_cos": self.isolated_cos, "isolated_red": self.isolated_red,
-                         "broken": self.broken, "only_mean_rel": self.minor, "cause": self.cause,
+                         "broken": self.broken, "only_mean_rel": self.minor,
+                         "output_cos_alone": self.output_cos_alone, "cause": self.cause,
                          "changes": self.changes, "why": self.why}, None)
 
 
@@ -132,14 +135,18 @@ def rank(task: Task, advice: Advice) -> Ranking:
         r = RankedOp(o.op, row, str(c["type"][row]) if row is not None else "", chain, o.origin, o.method,
                      measure.effect(o), o.isolated_cos, max(reds) if reds else None, list(o.broken),
                      bool(o.broken) and set(o.broken) <= MINOR, why=o.why)
+        alone = o.evidence.get("output_cos_alone")
+        r.output_cos_alone = float(alone) if isinstance(alone, (int, float)) else None
         if r.origin == "introduced" and r.method == "rerun":
             found = measure.changes(o)  # most telling cause first
             r.changes = [d.text for d in found]
             r.cause = found[0].cause if found else ""
         ranked.append((k, r))
-    # like the advisor: re-run evidence ranks by the error each op made; the weak method's
-    # output-versus-input errors mostly measure amplification, so among those execution order stays
+    # like the advisor: how far an op's own error alone reaches the outputs first (where it measured
+    # that), then the error each op made by itself; the weak method's output-versus-input errors mostly
+    # measure amplification, so among those execution order stays
     ranked.sort(key=lambda kr: (kr[1].minor, _ORIGIN_ORDER.get(kr[1].origin, 2), kr[1].method != "rerun",
+                                kr[1].output_cos_alone is None, kr[1].output_cos_alone or 0.0,
                                 -kr[1].error if kr[1].method == "rerun" else kr[0]))
     verdict = next((f for f in advice.findings if f.rule == "verdict"), None)
     outcome = {"error": "fail", "info": "pass"}.get(verdict.severity, "unknown") if verdict else "unknown"
