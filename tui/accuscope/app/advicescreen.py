@@ -1,14 +1,20 @@
-"""The advisor's findings, one per line with its advice; enter jumps to the op in the table."""
+"""The advisor's findings, one per line with its advice; `s` toggles to the ops ranked by the error
+each one made (the sensitivity ranking); enter jumps to the op in the table."""
 from __future__ import annotations
 
+import math
+
+from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import Screen
-from textual.widgets import OptionList, Static
+from textual.widgets import DataTable, OptionList, Static
 from textual.widgets.option_list import Option
+from textual.worker import Worker, WorkerState
 
 from ..engine.diagnose.advice import Advice, Finding
+from ..engine.diagnose.sensitivity import Ranking, sensitivity
 from .chart import GrowthChart
 from .footer import Footer
 from .formatting import shown
@@ -27,25 +33,31 @@ class AdviceScreen(Screen["int | None"]):
 
     TITLE = "advisor"
     BINDINGS = [Binding("enter", "jump", "jump to op", priority=True),
+                Binding("s", "toggle_ranking", "findings/ranked ops"),
                 Binding("escape,q", "dismiss(None)", "back")]
     DEFAULT_CSS = """
     AdviceScreen OptionList { height: 1fr; }
+    AdviceScreen #ranked { height: 1fr; display: none; }
     AdviceScreen #text { height: auto; max-height: 50%; border-top: solid $panel; padding: 0 1; }
     """
     HELP = ("The advisor's findings, the most important first: MindStudio's rules (fp16 overflow, "
             "input mismatch, global consistency) and ours (the op that introduced the error, found by "
             "re-running the framework op on the NPU side's inputs; where NaN/inf start; which "
-            "preprocessing difference explains an input mismatch). enter jumps to the op.")
+            "preprocessing difference explains an input mismatch). s toggles to the ops ranked by the error each "
+            "one made by itself (`accuscope sensitivity`). enter jumps to the op.")
 
     def __init__(self, advice: Advice, task_name: str) -> None:
         super().__init__()
         self.advice, self.task_name = advice, task_name
+        self.ranking: Ranking | None = None
+        self.ranking_error = ""
 
     def compose(self) -> ComposeResult:
         a = self.advice
         yield Static(f"accuscope › tasks › {shown(self.task_name)} › [b]advisor[/] · method: "
                      f"{shown(a.method or '-')}", id="crumbs")
         yield OptionList(*[Option(finding_line(f), id=str(i)) for i, f in enumerate(a.findings)])
+        yield DataTable(id="ranked", cursor_type="row", zebra_stripes=True)
         with VerticalScroll(id="text"):
             yield Static("", id="detail")
         yield GrowthChart(id="growth")
@@ -57,7 +69,10 @@ class AdviceScreen(Screen["int | None"]):
         self.query_one(OptionList).focus()
 
     def on_option_list_option_highlighted(self, event: OptionList.OptionHighlighted) -> None:
-        f = self.advice.findings[int(event.option.id)]
+        self._show_finding(int(event.option.id))
+
+    def _show_finding(self, index: int) -> None:
+        f = self.advice.findings[index]
         evidence = " · ".join(f"{k} {v:.6g}" if isinstance(v, float) else f"{k} {v}"
                               for k, v in (f.evidence or {}).items() if not isinstance(v, (dict, list)))
         lines = [f"{shown(f.text)}"]
@@ -72,9 +87,86 @@ class AdviceScreen(Screen["int | None"]):
         self.query_one(GrowthChart).show(growth if isinstance(growth, list) else [],
                                          "1 - cos" if metric == "cos" else "rel. error")
 
+    # ---- the ranked ops ------------------------------------------------------------------------
+    @property
+    def showing_ranking(self) -> bool:
+        return self.query_one("#ranked", DataTable).display
+
+    def action_toggle_ranking(self) -> None:
+        ranked, options = self.query_one("#ranked", DataTable), self.query_one(OptionList)
+        show = not ranked.display
+        ranked.display, options.display = show, not show
+        (ranked if show else options).focus()
+        if not show:
+            if options.highlighted is not None:
+                self._show_finding(options.highlighted)
+            return
+        if self.ranking is None and not self.ranking_error:
+            self.query_one("#detail", Static).update("ranking the ops by the error each one made…")
+            self.ranking_worker()
+        else:
+            self._show_rank_detail()
+
+    @work(thread=True, exclusive=True, group="ranking", exit_on_error=False)
+    def ranking_worker(self) -> Ranking:
+        return sensitivity(self.advice.folder, advice=self.advice)
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        if event.worker.group != "ranking" or event.state not in (WorkerState.SUCCESS, WorkerState.ERROR):
+            return
+        if event.state == WorkerState.ERROR:
+            self.ranking_error = str(event.worker.error)
+            self.query_one("#detail", Static).update(f"no ranking: {shown(self.ranking_error)}")
+            return
+        self.ranking = event.worker.result
+        table = self.query_one("#ranked", DataTable)
+        table.add_columns("#", "op", "out.cos", "1-cos", "rel.err", "breaks", "origin", "cause")
+        for i, o in enumerate(self.ranking.ops, 1):
+            table.add_row(str(i), shown(o.op), _num(o.output_cos_alone, 4), _num(None if o.isolated_cos is None else 1 - o.isolated_cos),
+                          _num(o.isolated_red),
+                          shown(o.broken_text), shown(o.origin),
+                          shown(o.cause or "—"), key=str(i - 1))
+        self._show_rank_detail()
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        self._show_rank_detail()
+
+    def _show_rank_detail(self) -> None:
+        r = self.ranking
+        if r is None:
+            return
+        lines = [f"network outputs: {shown(r.verdict)} · method {shown(r.method)}"]
+        table = self.query_one("#ranked", DataTable)
+        if r.ops and 0 <= table.cursor_row < len(r.ops):
+            o = r.ops[table.cursor_row]
+            lines.append(f"[b]{shown(o.op)}[/] ({shown(o.type)}) {shown(o.origin)}: {shown(o.why)}")
+            if o.output_cos_alone is not None:
+                lines.append(f"[dim]network output with only its own error[/] cos {o.output_cos_alone:.4f}")
+            if o.chain:
+                lines.append(f"[dim]framework ops[/] {shown(', '.join(o.chain))}")
+            if o.changes:
+                lines.append(f"[dim]{shown(o.cause)}[/] {shown('; '.join(o.changes))}")
+        elif not r.ops:
+            lines.append("no failing op to rank")
+        names = r.block_list()
+        if names:
+            lines.append(f"[dim]node_block_list / nodes_to_exclude[/] {shown(', '.join(names))}")
+        lines += [f"[dim]note: {shown(n)}[/]" for n in r.notes]
+        self.query_one("#detail", Static).update("\n".join(lines))
+        self.query_one(GrowthChart).show([], "")
+
     def action_jump(self) -> None:
+        if self.showing_ranking:
+            table = self.query_one("#ranked", DataTable)
+            ops = self.ranking.ops if self.ranking is not None else []
+            self.dismiss(ops[table.cursor_row].row if 0 <= table.cursor_row < len(ops) else None)
+            return
         options = self.query_one(OptionList)
         if options.highlighted is None or not self.advice.findings:
             self.dismiss(None)
             return
         self.dismiss(self.advice.findings[options.highlighted].row)
+
+
+def _num(v: float | None, digits: int = 3) -> str:
+    return "—" if v is None or math.isnan(v) else f"{v:.{digits}g}"

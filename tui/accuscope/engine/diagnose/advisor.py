@@ -869,6 +869,7 @@ def _measure_reach(run: _Run, ranked: list[OpOrigin]) -> None:
             return
         try:
             run.reach[o.op] = output_effect(run.fw, run.jobs[o.op], run.plan.golden)
+            o.evidence["output_cos_alone"] = 1.0 - run.reach[o.op]  # kept in advice.json (the sensitivity ranking)
         except Exception as exc:  # noqa: BLE001 - onnx/onnxruntime raise their own exception types
             run.notes.append(f"could not measure how far {o.op}'s error reaches the outputs: {str(exc)[:200]}")
             return
@@ -893,6 +894,32 @@ def _model_changes(run: _Run, o: OpOrigin) -> list:
         return []
     order = ["fp16_range", "quantized", "attribute", "replaced", "dtype"]
     return sorted(found, key=lambda d: order.index(d.cause))
+
+
+class OpMeasure:
+    """The advisor's measures of one advised op, for readers of an Advice (the sensitivity ranking):
+    `effect` (the op's own error, as the advisor ranks by) and `changes` (what the conversion changed
+    in it, when both ONNX models are at hand; opens the task's dumps on first use)."""
+
+    def __init__(self, task: Task, framework_model: str | os.PathLike | None):
+        self._run = _Run(task, None, None, 1)
+        self._run.fw_path = Path(framework_model) if framework_model else None
+        self._opened = False
+
+    @property
+    def notes(self) -> list[str]:
+        return self._run.notes
+
+    def effect(self, o: OpOrigin) -> float:
+        return _effect(o, self._run)
+
+    def changes(self, o: OpOrigin) -> list:
+        if self._run.fw_path is None:
+            return []
+        if not self._opened:
+            self._opened = True
+            self._run.open_sources()
+        return _model_changes(self._run, o)
 
 
 def _effect_text(o: OpOrigin, run: _Run) -> str:
