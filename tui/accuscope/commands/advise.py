@@ -8,7 +8,7 @@ from pathlib import Path
 from ..engine.diagnose.advice import Advice
 from ..engine.diagnose.advisor import advise
 from ..exitcode import ExitCode
-from .common import err, out, show
+from .common import out, show, with_status
 
 MARKS = {"error": "[bold red]✗ error  [/]", "warning": "[yellow]! warning[/]", "info": "[cyan]i info   [/]"}
 _SHOWN = ("cos", "cos_before", "cos_after", "red_before", "red_after", "isolated_cos", "rerun_vs_golden_cos",
@@ -34,16 +34,8 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    status = err.status("advising…")
-    status.start()
-
-    def progress(p) -> None:
-        status.update(f"{p.stage} {p.done}/{p.total}" if p.total else p.stage)
-
-    try:
-        advice = advise(args.task, args.framework_model, progress=progress, workers=args.workers)
-    finally:
-        status.stop()
+    advice = with_status("advising…", lambda progress: advise(
+        args.task, args.framework_model, progress=progress, workers=args.workers))
     if args.json:
         sys.stdout.write(json.dumps(advice.to_dict(), indent=1, ensure_ascii=False) + "\n")
         return ExitCode.OK

@@ -104,3 +104,17 @@ class Name:
             line += part
         lines.append(line)
         yield Text("\n".join(lines), style=self.style, no_wrap=True, overflow="fold")
+
+
+def with_status(label: str, work):
+    """`work(progress)` under a status line that shows the engine's Progress (stage, done/total)."""
+    status = err.status(label)
+    status.start()
+
+    def progress(p) -> None:
+        status.update(f"{p.stage} {p.done}/{p.total}" if p.total else p.stage)
+
+    try:
+        return work(progress)
+    finally:
+        status.stop()

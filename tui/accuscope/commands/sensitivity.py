@@ -11,7 +11,7 @@ from rich.table import Table
 
 from ..engine.diagnose.sensitivity import Ranking, sensitivity
 from ..exitcode import ExitCode
-from .common import Name, err, out, show
+from .common import Name, out, show, with_status
 
 
 def _count(text: str) -> int:
@@ -40,16 +40,8 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    status = err.status("ranking…")
-    status.start()
-
-    def progress(p) -> None:
-        status.update(f"{p.stage} {p.done}/{p.total}" if p.total else p.stage)
-
-    try:
-        ranking = sensitivity(args.task, args.framework_model, progress=progress, workers=args.workers)
-    finally:
-        status.stop()
+    ranking = with_status("ranking…", lambda progress: sensitivity(
+        args.task, args.framework_model, progress=progress, workers=args.workers))
     if args.json:
         sys.stdout.write(json.dumps(ranking.to_dict(args.top), indent=1, ensure_ascii=False) + "\n")
         return ExitCode.OK
