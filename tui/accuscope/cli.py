@@ -72,6 +72,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         console.print("interrupted")
         return ExitCode.INTERRUPTED
+    except BrokenPipeError:  # the reader went away (`accuscope show T | head`): not a failure of ours
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing more to flush at exit
+        return ExitCode.PIPE_CLOSED
     except Exception as exc:  # noqa: BLE001 - the one place every failure ends
         known = exc if isinstance(exc, SourceError) else unwritable(exc, getattr(exc, "filename", None) or "")
         if known is not None:

@@ -11,3 +11,4 @@ class ExitCode(IntEnum):
     UNUSABLE = 2  # unusable input or arguments: a missing path, nothing readable, a bad option
     INTERNAL = 3  # an uncaught exception: a bug in accuscope
     INTERRUPTED = 130  # Ctrl+C / SIGTERM
+    PIPE_CLOSED = 141  # the reader of stdout went away (128 + SIGPIPE, as the shell reports it)
