@@ -54,3 +54,17 @@ def test_a_reader_that_goes_away_is_not_an_internal_error(ws):
     proc.stdout.close()
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=60) in (0, 141) and "internal error" not in err and "Traceback" not in err
+
+
+def test_compare_json_is_one_object_on_stdout(ws, tmp_path):
+    task = ws / MAIN.name
+    meta = json.loads((task / "task.json").read_text())
+    r = accuscope("compare", "--npu", meta["npu"], "--golden", meta["golden"], "--model", meta["model"],
+                  "--out", tmp_path / "t", "--advisor", "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)  # nothing else on stdout: the human summary went to stderr
+    assert set(doc) == {"task", "sides", "rows", "failing", "not_compared", "first_failing", "coverage",
+                        "problems", "verdict", "findings"}
+    assert doc["sides"] == {"npu": "ascend", "golden": "npy"} and doc["coverage"]["outputs_paired"] == 1
+    assert doc["verdict"]["rule"] == "verdict" and "the model fails" in doc["verdict"]["title"]
+    assert "rows " in r.stderr

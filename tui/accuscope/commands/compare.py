@@ -1,7 +1,9 @@
 """`accuscope compare --npu PATH --golden PATH --out TASK_DIR`: whole-network comparison as a task."""
 from __future__ import annotations
 
+import json
 import os
+import sys
 import threading
 from collections import Counter
 from pathlib import Path
@@ -74,6 +76,7 @@ def add_comparison_options(p) -> None:
                    help="exit 1 when any row breaks a threshold or the comparison saw too little")
     p.add_argument("--workers", type=int, help="processes comparing pairs (default: all cores)")
     p.add_argument("--advisor", action="store_true", help="after the run, advise on it (as `accuscope advise`)")
+    p.add_argument("--json", action="store_true", help="one JSON object on stdout (the summary goes to stderr)")
 
 
 def thresholds_of(args) -> Thresholds:
@@ -162,16 +165,18 @@ def run(args) -> int:
 
 
 def compare_and_report(spec: engine.CompareSpec, args) -> int:
-    """Run the comparison into args.out with a progress bar, print the summary, advise if asked."""
+    """Run the comparison into args.out with a progress bar, print the summary, advise if asked.
+    With --json the summary goes to stderr and one JSON object (see `result_json`) to stdout."""
+    say = err.print if args.json else out.print
     cancel = threading.Event()
     bar = Progress(TextColumn("comparing"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
                    TextColumn("{task.description}"), console=err, transient=True)
     bar_task = bar.add_task("", total=None)
 
     def planned(plan):
-        out.print(f"{show(plan.npu.kind)} {show(spec.npu)} against {show(plan.golden.kind)} "
+        say(f"{show(plan.npu.kind)} {show(spec.npu)} against {show(plan.golden.kind)} "
                   f"{show(spec.golden)}", soft_wrap=True)
-        out.print(coverage_line(plan.coverage, len(plan.npu.ops)), soft_wrap=True)
+        say(coverage_line(plan.coverage, len(plan.npu.ops)), soft_wrap=True)
         bar.update(bar_task, total=plan.coverage.npu_paired)
         bar.start()
 
@@ -181,53 +186,71 @@ def compare_and_report(spec: engine.CompareSpec, args) -> int:
     except KeyboardInterrupt:
         cancel.set()
         bar.stop()  # first: "cancelled" on a line of its own, not after the bar's
-        out.print("\ncancelled: the previous result in the task folder, if any, is untouched")
+        say("\ncancelled: the previous result in the task folder, if any, is untouched")
         return ExitCode.INTERRUPTED
     finally:
         bar.stop()
     table, plan = result.table, result.plan
     if table is None:
-        out.print("\ncancelled: the previous result in the task folder, if any, is untouched")
+        say("\ncancelled: the previous result in the task folder, if any, is untouched")
         return ExitCode.INTERRUPTED
     summary = summarize(table, spec.thresholds)
-    out.print(f"rows {len(table):,} · failing {summary.failing:,} · not compared {summary.not_compared:,} · "
+    say(f"rows {len(table):,} · failing {summary.failing:,} · not compared {summary.not_compared:,} · "
               f"problems {len(plan.problems)} · open {show(args.out)}")
     if summary.first_failing is not None:
         first = table.row(summary.first_failing)
-        out.print(f"first failing: [bold]{show(first['tensor'])}[/] ({show(first['type'])}) "
+        say(f"first failing: [bold]{show(first['tensor'])}[/] ({show(first['type'])}) "
                   f"{show('; '.join(summary.broken))}", soft_wrap=True)
     warnings = plan.coverage.warnings
     for note in plan.coverage.notes:
-        out.print(f"note: {show(note)}", soft_wrap=True)
+        say(f"note: {show(note)}", soft_wrap=True)
     for w in warnings:
-        out.print(f"[bold yellow]⚠ warning:[/] {show(w)}: the verdict covers only what was paired", soft_wrap=True)
+        say(f"[bold yellow]⚠ warning:[/] {show(w)}: the verdict covers only what was paired", soft_wrap=True)
     for p in plan.problems[:10]:
-        out.print(f"  [red]✗[/] {show(str(p))}", soft_wrap=True)
+        say(f"  [red]✗[/] {show(str(p))}", soft_wrap=True)
     if len(plan.problems) > 10:
-        out.print(f"  … {len(plan.problems) - 10} more problems (task.json lists them all)")
+        say(f"  … {len(plan.problems) - 10} more problems (task.json lists them all)")
     unpaired = [p for p in plan.pairs if p.golden is None and p.ground_truth != DEVICE_ONLY]
     if unpaired:
         names = ", ".join(p.npu.name for p in unpaired[:5])
         more = f" … and {len(unpaired) - 5} more (the table's `x` rows, task.json)" if len(unpaired) > 5 else ""
-        out.print(f"  unpaired NPU tensors: {show(names)}{show(more)}", soft_wrap=True)
+        say(f"  unpaired NPU tensors: {show(names)}{show(more)}", soft_wrap=True)
     unused = plan.coverage.golden_unused
     if unused:
         reasons = Counter(why for _, why in unused)
-        out.print(f"  unused golden tensors {len(unused):,}: " + "; ".join(f"{n:,} {show(why)}" for why, n in
+        say(f"  unused golden tensors {len(unused):,}: " + "; ".join(f"{n:,} {show(why)}" for why, n in
                                                                            reasons.most_common()), soft_wrap=True)
     part, seconds = result.slowest
-    out.print(f"took {sum(result.timings.values()):.1f} s (slowest part: {part} {seconds:.1f} s)")
+    say(f"took {sum(result.timings.values()):.1f} s (slowest part: {part} {seconds:.1f} s)")
     if not compiled_kernel():
         if os.environ.get("ACCUSCOPE_KERNEL") == "numpy":
-            out.print("metrics ran on the numpy fallback, as ACCUSCOPE_KERNEL=numpy asks")
+            say("metrics ran on the numpy fallback, as ACCUSCOPE_KERNEL=numpy asks")
         else:
-            out.print("[yellow]metrics ran on the numpy fallback[/] (the compiled kernel is not built); "
+            say("[yellow]metrics ran on the numpy fallback[/] (the compiled kernel is not built); "
                       "reinstall accuscope where a C compiler is present for 2-3x faster comparisons")
+    advice = None
     if args.advisor:
         from ..engine.diagnose.advisor import advise
         from .advise import print_advice
-        print_advice(advise(args.out, workers=args.workers))
+        advice = advise(args.out, workers=args.workers)
+        if not args.json:
+            print_advice(advice)
+    if args.json:
+        sys.stdout.write(json.dumps(result_json(args.out, plan, summary, table, advice), indent=1,
+                                    ensure_ascii=False) + "\n")
     return ExitCode.FINDINGS if args.fail_on_error and (summary.failing or warnings) else ExitCode.OK
+
+
+def result_json(folder, plan, summary, table, advice) -> dict:
+    """What `compare --json` prints: stable keys for scripts (documented in the README)."""
+    first = table.row(summary.first_failing) if summary.first_failing is not None else None
+    return {"task": str(folder), "sides": {"npu": plan.npu.kind, "golden": plan.golden.kind},
+            "rows": summary.rows, "failing": summary.failing, "not_compared": summary.not_compared,
+            "first_failing": None if first is None else {"row": int(summary.first_failing), "op": first["npu_op"],
+                                                         "tensor": first["tensor"], "broken": summary.broken},
+            "coverage": plan.coverage.to_meta(), "problems": [str(p) for p in plan.problems],
+            "verdict": None if advice is None or advice.primary is None else advice.primary.to_dict(),
+            "findings": [] if advice is None else [f.to_dict() for f in advice.findings]}
 
 
 def coverage_line(c: engine.Coverage, ops: int) -> str:

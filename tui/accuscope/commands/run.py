@@ -57,7 +57,7 @@ def run(args) -> int:
     for name, how in {**golden.casts, **npu.casts}.items():
         err.print(f"[yellow]note:[/] input {show(name)} {show(how)} (the model's input type)")
     shapes = ", ".join(f"{show(k)} {list(v)}" for k, v in golden.inputs.items())
-    out.print(f"dumped {len(golden.written):,} reference and {len(npu.written):,} candidate tensors "
+    (err if args.json else out).print(f"dumped {len(golden.written):,} reference and {len(npu.written):,} candidate tensors "
               f"({golden.seconds + npu.seconds:.1f} s; inputs: {shapes})")
     spec = engine.CompareSpec(str(generation / "npu"), str(generation / "golden"), algorithms=args.algorithms,
                               op_range=args.op_range, ops=args.ops, custom_dir=args.custom_algorithms,
