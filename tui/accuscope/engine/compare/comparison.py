@@ -126,8 +126,9 @@ class Progress:
     current: str = ""
 
 
-def open_sides(spec: CompareSpec) -> tuple[Side, Side]:
-    """Both sides of a comparison, each in whatever format it is, with the models given for them."""
+def open_sides(spec: CompareSpec) -> tuple[Side, Side, Graph | None]:
+    """Both sides of a comparison, each in whatever format it is, with the models given for them,
+    and the graph of `--model` (loaded once: an offline-model JSON can take seconds)."""
     from accuscope.engine.sources.registry import open_side
     pick = spec.pick
     npu = open_side(spec.npu, pick=pick, run=spec.run, runner=spec.npu_runner, iteration=spec.iteration)
@@ -142,12 +143,11 @@ def open_sides(spec: CompareSpec) -> tuple[Side, Side]:
     if model is not None and model.kind == "om" and not spec.npu_model and not npu.is_device_dump:
         raise SourceError(f"{spec.model}: an offline model describes an Ascend dump, but {spec.npu} is "
                           f"a {npu.kind} source")
-    return npu, golden
+    return npu, golden, model
 
 
 def plan(spec: CompareSpec) -> Plan:
-    npu, golden = open_sides(spec)
-    graph = load_graph(spec.model) if spec.model else None
+    npu, golden, graph = open_sides(spec)
     npu_graph = npu.graph if npu.graph is not None else (graph if graph is not None and graph.kind == "om" else None)
     found, problems = (plugin_mod.discover(spec.custom_dir) if spec.custom_dir else ([], []))
     metrics, chosen_plugins = _algorithms(spec.algorithms, found)
