@@ -246,9 +246,9 @@ def test_new_task_form_refuses_a_folder_without_golden_data(ws, tmp_path):
         form.query_one("#golden").value = str(empty)  # a folder, but no golden dump: no green tick
         await pilot.pause()
         assert "empty folder" in str(form.query_one("#why-golden").render())
-        form.query_one("#name").value = str(ws / MAIN.name / "task.json")  # a file
+        form.query_one("#out").value = str(ws / MAIN.name / "task.json")  # a file
         await pilot.pause()
-        assert "a file, not a folder" in str(form.query_one("#why-name").render())
+        assert "a file, not a folder" in str(form.query_one("#why-out").render())
         await pilot.press("ctrl+s")
         assert pilot.app.screen is form and pilot.app.is_running  # refused, the reasons beside the fields
     drive(AccuscopeApp(ws), script)
@@ -465,14 +465,14 @@ def test_new_task_form_checks_fields_and_runs(ws):
         assert "✓ npy" in str(form.query_one("#why-npu").render())
         form.query_one("#golden").value = meta["golden"]
         form.query_one("#model").value = meta["model"]
-        form.query_one("#name").value = str(ws / "fresh")
-        form.query_one("#range").value = "1,-1"
+        form.query_one("#out").value = str(ws / "fresh")
+        form.query_one("#op_range").value = "1,-1"
         await pilot.pause()
-        assert "three integers" in str(form.query_one("#why-range").render())
+        assert "three integers" in str(form.query_one("#why-op_range").render())
         await pilot.press("ctrl+s")
         assert pilot.app.screen is form  # refused: fields to fix
         form.query_one("#npu").value = meta["npu"]
-        form.query_one("#range").value = ""
+        form.query_one("#op_range").value = ""
         await pilot.pause()
         assert "✓" in str(form.query_one("#why-npu").render())
         await pilot.press("ctrl+s")
@@ -515,7 +515,7 @@ def test_new_task_form_asks_a_raw_bin_golden_for_shape_and_dtype(ws, tmp_path):
         form = pilot.app.screen
         form.query_one("#npu").value = str(tmp_path / "npu")
         form.query_one("#golden").value = str(tmp_path / "conv1.bin")
-        form.query_one("#name").value = str(ws / "bin")
+        form.query_one("#out").value = str(ws / "bin")
         await pilot.pause()
         assert "needs its shape and dtype" in str(form.query_one("#why-shape").render())
         form.query_one("#shape").value = "1,8,4,4"

@@ -285,7 +285,9 @@ def test_open_op_reuses_the_tasks_plan_until_the_task_is_rerun(tmp_path):
 
 
 def test_cli_op_prints_the_top_table_and_writes_msaccucmp_files(task, tmp_path):
-    r = accuscope("op", task, OP, "--top", "5", "--threshold", "0.5")
+    r = accuscope("op", task, OP, "--top", "5", "--threshold", "0.5")  # NAME=VALUE elsewhere: not guessed
+    assert r.returncode == 2 and "the element error bound of `op` is --above C" in r.stderr
+    r = accuscope("op", task, OP, "--top", "5", "--above", "0.5")
     assert r.returncode == 0, r.stdout + r.stderr
     assert "Top 5 by absolute error" in r.stdout and "N C H W" in r.stdout
     assert "of tensor elements (" in r.stdout and "have an absolute error greater than 0.5" in r.stdout

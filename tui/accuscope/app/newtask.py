@@ -1,11 +1,9 @@
 """The new-task form: what to compare; fields are checked as you type, enter starts the run."""
 from __future__ import annotations
 
-import os
 from datetime import datetime
 from pathlib import Path
 
-import numpy as np
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
@@ -14,25 +12,12 @@ from textual.widgets import Input, Label, SelectionList, Static
 
 from ..engine.compare.columns import CSV_OF
 from ..engine.compare.comparison import ALGORITHMS, CompareSpec
-from ..engine.compare.thresholds import Thresholds
-from ..engine.graphs.oprange import OpRange
-from ..engine.sources.golden import RAW_SUFFIXES
-from ..engine.sources.registry import detect
+from ..engine.compare.inputs import BY_NAME, INPUTS, build_spec, check
 from ..engine.sources.tensor import SourceError
 from .footer import Footer
 from .formatting import shown
 
-FIELDS = [  # id, label, placeholder
-    ("npu", "NPU dump", "Ascend dump folder or file (any level of the dump tree)"),
-    ("golden", "golden dump", "npy folder, .npz, .bin or Polygraphy .json"),
-    ("shape", "golden shape", "a raw .bin golden only: its shape, e.g. 1,3,224,224"),
-    ("dtype", "golden dtype", "a raw .bin golden only: its dtype, e.g. float32"),
-    ("model", "model", "optional: offline-model .json, .onnx or .prototxt for op mapping"),
-    ("name", "task folder", "where the task is written"),
-    ("range", "range", "optional: start,end,step over op sequence ids, e.g. 1,-1,1"),
-    ("thresholds", "thresholds", "NAME=VALUE ..., e.g. cos=0.99 red=0.05 (empty: msit defaults)"),
-    ("custom", "custom algorithms", "optional: folder with algorithm/alg_<Name>.py plugins"),
-]
+FIELDS = [i for i in INPUTS if i.form]  # the comparison's inputs, as declared for `compare` too
 
 
 class NewTaskScreen(Screen):
@@ -57,23 +42,24 @@ class NewTaskScreen(Screen):
     def compose(self) -> ComposeResult:
         yield Static("accuscope › tasks › [b]new task[/]", id="crumbs")
         name = f"task-{datetime.now():%Y%m%d-%H%M%S}"
-        values = {"name": str(self.workspace / name)}
-        if self.spec:
-            values.update(npu=self.spec.npu, golden=self.spec.golden, model=self.spec.model or "",
-                          range=self.spec.op_range or "")
+        values = {"out": str(self.workspace / name)}
+        if self.spec:  # `R` on a task: its inputs again
+            values.update({i.name: _text(getattr(self.spec, SPEC_FIELD.get(i.name, i.name), None))
+                           for i in FIELDS if i.name not in ("out", "threshold", "tolerance")})
+            values["threshold"] = self.spec.thresholds.as_edit()
         with VerticalScroll():
-            for key, label, placeholder in FIELDS:
+            for item in FIELDS:
                 with Horizontal(classes="field"):
-                    yield Label(label)
-                    yield Input(values.get(key, ""), placeholder=placeholder, id=key)
-                yield Static("", id=f"why-{key}", classes="why")
+                    yield Label(item.label)
+                    yield Input(values.get(item.name, ""), placeholder=item.placeholder, id=item.name)
+                yield Static("", id=f"why-{item.name}", classes="why")
             yield Label("algorithms (space toggles):")
             yield SelectionList[str](*[(f"{CSV_OF.get(k, k)}", k, True) for k in ALGORITHMS], id="algorithms")
         yield Footer()
 
     def on_mount(self) -> None:
-        for key, _, _ in FIELDS:
-            self.show_check(key)
+        for item in FIELDS:
+            self.show_check(item.name)
         self.query_one("#npu", Input).focus()
 
     def value(self, key: str) -> str:
@@ -81,51 +67,7 @@ class NewTaskScreen(Screen):
 
     def check(self, key: str) -> tuple[str, bool]:
         """(message, ok) for one field."""
-        text = os.path.expanduser(self.value(key))
-        optional = key in ("model", "range", "thresholds", "custom", "shape", "dtype")
-        if key in ("shape", "dtype") and not text and self.value("golden").lower().endswith(RAW_SUFFIXES):
-            return "a raw binary golden file needs its shape and dtype", False
-        if not text:
-            return ("", True) if optional else ("required", False)
-        try:
-            if key in ("npu", "golden", "model"):
-                fmt = detect(text)
-                if fmt.model != (key == "model"):
-                    return f"this is {fmt.what}, not {'a model' if key == 'model' else 'dumped tensors'}", False
-                return f"✓ {fmt.kind}", True
-            if key == "name":
-                p = Path(text)
-                if p.exists() and not p.is_dir():
-                    return "a file, not a folder", False
-                if p.exists() and not (p / "task.json").exists() and any(p.iterdir()):
-                    return "exists and is not a task folder", False
-                return ("✓ replaces the result of that task" if p.exists() else "✓ new folder"), True
-            if key == "shape":
-                return ("✓", True) if self.golden_shape() else ("expected integers, e.g. 1,3,224,224", False)
-            if key == "dtype":
-                return f"✓ {np.dtype(text)}", True
-            if key == "range":
-                OpRange.parse(text)
-                return "✓", True
-            if key == "thresholds":
-                self.thresholds()
-                return "✓", True
-            if key == "custom":
-                if not os.path.isdir(os.path.join(text, "algorithm")):
-                    return "no algorithm/ folder inside", False
-                return "✓", True
-        except (SourceError, ValueError, TypeError, OSError) as exc:
-            return str(exc), False
-        return "", True
-
-    def golden_shape(self) -> tuple[int, ...] | None:
-        parts = [p for p in self.value("shape").replace("x", ",").split(",") if p.strip()]
-        return tuple(int(p) for p in parts) if parts and all(p.strip().isdigit() for p in parts) else None
-
-    def thresholds(self) -> Thresholds:
-        result = Thresholds()  # the msit defaults, changed where the field says so
-        result.edit(self.value("thresholds"))
-        return result
+        return check(BY_NAME[key], self.value(key), golden=self.value("golden"))
 
     def show_check(self, key: str) -> bool:
         message, ok = self.check(key)
@@ -145,16 +87,30 @@ class NewTaskScreen(Screen):
         self.action_start()
 
     def action_start(self) -> None:
-        bad = [key for key, _, _ in FIELDS if not self.show_check(key)]
+        bad = [item.name for item in FIELDS if not self.show_check(item.name)]
         if bad:
-            self.notify(f"check {', '.join(bad)}", severity="error")
+            self.notify(f"check {', '.join(BY_NAME[k].label for k in bad)}", severity="error")
             self.query_one(f"#{bad[0]}", Input).focus()
             return
+        values = {item.name: item.parse(self.value(item.name)) for item in FIELDS if self.value(item.name)}
         chosen = list(self.query_one(SelectionList).selected)
-        ex = os.path.expanduser
-        spec = CompareSpec(ex(self.value("npu")), ex(self.value("golden")), ex(self.value("model")) or None,
-                           chosen if len(chosen) < len(ALGORITHMS) else None, self.value("range") or None,
-                           None, ex(self.value("custom")) or None, self.thresholds(),
-                           golden_shape=self.golden_shape(), golden_dtype=self.value("dtype") or None)
+        values["algorithms"] = chosen if len(chosen) < len(ALGORITHMS) else None
+        try:
+            spec = build_spec(values)
+        except (SourceError, ValueError) as exc:
+            self.notify(shown(str(exc)), severity="error")
+            return
         from .taskscreen import TaskScreen
-        self.app.switch_screen(TaskScreen(run=(spec, Path(ex(self.value("name"))))))
+        self.app.switch_screen(TaskScreen(run=(spec, Path(values["out"]))))
+
+
+SPEC_FIELD = {"shape": "golden_shape", "dtype": "golden_dtype"}  # input name -> CompareSpec field
+
+
+def _text(value) -> str:
+    """A spec's value as the form's text."""
+    if value is None:
+        return ""
+    if isinstance(value, (list, tuple)):
+        return ",".join(str(v) for v in value)
+    return str(value)

@@ -5,10 +5,10 @@ import argparse
 import re
 from collections import Counter
 
-import numpy as np
 from rich.console import Console
 from rich.markup import escape
 
+from ..engine.compare.inputs import inputs
 from ..engine.sources.names import printable
 
 out = Console(highlight=False, soft_wrap=False)
@@ -33,35 +33,23 @@ def shape_text(shape) -> str:
     return "(" + ",".join("?" if d is None else str(d) for d in shape) + ")" if shape is not None else "?"
 
 
-def _pick(text: str):
-    if text in ("newest", "oldest"):
-        return text
-    if text.isdigit():
-        return int(text)
-    raise argparse.ArgumentTypeError("use newest, oldest or a 0-based index")
-
-
-def _shape(text: str) -> tuple[int, ...]:
-    try:
-        return tuple(int(d) for d in text.replace("x", ",").split(",") if d.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a shape like 1,3,224,224") from None
-
-
-def _dtype(text: str) -> np.dtype:
-    try:
-        return np.dtype(text)
-    except TypeError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a numpy dtype name (float32, float16, int8 ...)") from None
+def add_inputs(p: argparse.ArgumentParser, *groups: str, optional: tuple[str, ...] = ()) -> None:
+    """The comparison inputs of these groups (engine.compare.inputs) as options of `p`; the inputs
+    named in `optional` are not required here (something else can stand in for them)."""
+    for item in inputs(*groups):
+        def parse(text: str, item=item):
+            try:
+                return item.parse(text)
+            except ValueError as exc:
+                raise argparse.ArgumentTypeError(str(exc)) from None
+        extra = {"action": "append"} if item.kind == "thresholds" else {}
+        p.add_argument(item.flag, dest=item.name, type=parse, default=item.default, metavar=item.cli_metavar,
+                       required=item.required and item.name not in optional, help=item.help, **extra)
 
 
 def add_source_options(p: argparse.ArgumentParser) -> None:
     """Options every command reading a dump understands."""
-    p.add_argument("--shape", type=_shape, help="shape of a raw .bin golden file, e.g. 1,3,224,224")
-    p.add_argument("--dtype", type=_dtype, help="dtype of a raw .bin golden file, e.g. float32")
-    p.add_argument("--pick", type=_pick, default="newest",
-                   help="which dump of an op dumped several times: newest (default), oldest, or a 0-based index")
-    p.add_argument("--run", help="NPU dump run folder under PATH (time/device/model/model_id/data_index)")
+    add_inputs(p, "source")
 
 
 def source_options(args) -> dict:

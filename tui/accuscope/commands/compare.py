@@ -11,19 +11,15 @@ from pathlib import Path
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from ..engine.compare import comparison as engine
+from ..engine.compare.inputs import build_spec, inputs
 from ..engine.compare.mapping import DEVICE_ONLY
 from ..engine.compare.metrics import compiled_kernel
 from ..engine.compare.summary import summarize
-from ..engine.compare.thresholds import Thresholds, parse_assignment, parse_tolerance
 from ..engine.sources.registry import detect
 from ..engine.sources.tensor import SourceError
 from ..engine.tasks.taskrun import run_task
 from ..exitcode import ExitCode
-from .common import add_source_options, err, out, show
-
-
-def _names(text: str) -> list[str]:
-    return [t.strip() for t in text.split(",") if t.strip()]
+from .common import add_inputs, add_source_options, err, out, show
 
 
 def register(sub) -> None:
@@ -40,38 +36,16 @@ def register(sub) -> None:
     p.add_argument("source", nargs="?", help="one file holding both sides: a Polygraphy JSON with two runners "
                                              "(the second is compared against the first), a tpu-mlir "
                                              "{name}_actual/_desired npz")
-    p.add_argument("--npu", help="the side under test: any dump accuscope reads")
-    p.add_argument("--golden", help="the reference side: any dump accuscope reads")
-    p.add_argument("--model", help="offline model JSON (atc --mode=1) of the NPU side, or the framework model "
-                                   "(ONNX, prototxt) of the golden side, for pairing")
-    p.add_argument("--npu-model", help="the NPU side's own model (an offline model JSON, or the converted ONNX)")
-    p.add_argument("--golden-model", help="the golden side's own model (ONNX, prototxt, offline model JSON)")
+    add_inputs(p, "sides", optional=("npu", "golden"))  # or one SOURCE holding both
     add_comparison_options(p)
     p.add_argument("--tui", action="store_true", help="run inside the app: rows appear as they are compared")
-    p.add_argument("--npu-runner", help="Polygraphy runner of the NPU side (default: the second of a "
-                                        "two-runner file, else the first)")
-    p.add_argument("--golden-runner", help="Polygraphy runner of the golden side (default: the first)")
-    p.add_argument("--iteration", type=int, default=0, help="Polygraphy iteration (default 0)")
     add_source_options(p)
     p.set_defaults(handler=run)
 
 
 def add_comparison_options(p) -> None:
     """How a comparison is run and judged: the options of `compare` and `run`."""
-    p.add_argument("--out", required=True, help="task folder to write: new, empty, or a task folder (its "
-                                                "result is replaced only once the new one is complete)")
-    p.add_argument("--mapping", help="file pairing names no rule can know: npu_name,golden_name per line "
-                                     "(CSV) or npu_name: golden_name (YAML); op or tensor names")
-    p.add_argument("--algorithms", type=_names, help="comma-separated metrics (short keys, CSV names or "
-                                                     "plugin names); default: all, plugins included")
-    p.add_argument("--range", dest="op_range", help="start,end,step over op sequence ids (end -1 = last)")
-    p.add_argument("--ops", type=_names, help="comma-separated op names to compare")
-    p.add_argument("--custom-algorithms", help="folder with algorithm/alg_<Name>.py metric plugins")
-    p.add_argument("--threshold", action="append", default=[], metavar="NAME=VALUE",
-                   help="override a threshold, e.g. cos=0.98 (repeatable)")
-    p.add_argument("--tolerance", metavar="COS,EUCLID",
-                   help="judge as tpu-mlir's npz_tool: a row also fails when cos < COS or euclid_sim < "
-                        "EUCLID (tpu-mlir's default 0.99,0.90); the same pair decides tpu_verdict")
+    add_inputs(p, "judging")
     p.add_argument("--fail-on-error", action="store_true",
                    help="exit 1 when any row breaks a threshold or the comparison saw too little")
     p.add_argument("--workers", type=int, help="processes comparing pairs (default: all cores)")
@@ -79,51 +53,16 @@ def add_comparison_options(p) -> None:
     p.add_argument("--json", action="store_true", help="one JSON object on stdout (the summary goes to stderr)")
 
 
-def thresholds_of(args) -> Thresholds:
-    thresholds = Thresholds()
-    if args.tolerance is not None:
-        try:
-            thresholds.set_tolerance(*parse_tolerance(args.tolerance))
-        except ValueError as exc:
-            raise SourceError(f"--tolerance: {exc}") from None
-    for text in args.threshold:
-        try:
-            thresholds.set(*parse_assignment(text))
-        except ValueError as exc:
-            raise SourceError(f"--threshold: {exc}") from None
-    return thresholds
-
-
 def spec_of(args) -> engine.CompareSpec:
-    thresholds = thresholds_of(args)
-    npu, golden = args.npu or args.source, args.golden or args.source
-    if not npu or not golden:
+    values = {i.name: getattr(args, i.name) for i in inputs("sides", "judging", "source")}
+    values["npu"], values["golden"] = args.npu or args.source, args.golden or args.source
+    if not values["npu"] or not values["golden"]:
         raise SourceError("give both sides: --npu PATH --golden PATH (or one file holding both, such as a "
                           "Polygraphy JSON with two runners)")
-    npu_runner, golden_runner = args.npu_runner, args.golden_runner
-    if npu == golden and not (npu_runner and golden_runner):
-        npu_runner, golden_runner = _two_runners(npu, npu_runner, golden_runner)
-    return engine.CompareSpec(npu, golden, args.model, args.algorithms, args.op_range, args.ops,
-                              args.custom_algorithms, thresholds, args.pick, args.run, args.shape, args.dtype,
-                              npu_model=args.npu_model, golden_model=args.golden_model, mapping=args.mapping,
-                              npu_runner=npu_runner, golden_runner=golden_runner, iteration=args.iteration)
-
-
-def _two_runners(path: str, npu_runner: str | None, golden_runner: str | None) -> tuple[str | None, str | None]:
-    """One file on both sides: a Polygraphy file with several runners, the second against the first
-    (any other source against itself is a plain self-check)."""
-    kind = detect(path).kind
-    if kind == "tpu-mlir-npz":
-        return npu_runner or "actual", golden_runner or "desired"
-    if kind != "polygraphy":
-        return npu_runner, golden_runner
-    from ..engine.sources import polygraphy
-    names = [name for name, _ in polygraphy.runners(path)]
-    if len(names) < 2:
-        raise SourceError(f"{path}: holds one runner ({', '.join(names)}); give --npu and --golden separately")
-    golden_runner = golden_runner or next(n for n in names if n != npu_runner)
-    npu_runner = npu_runner or next(n for n in names if n != golden_runner)
-    return npu_runner, golden_runner
+    try:
+        return build_spec(values)
+    except ValueError as exc:
+        raise SourceError(f"--threshold: {exc}") from None
 
 
 def preflight(spec: engine.CompareSpec) -> None:

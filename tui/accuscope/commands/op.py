@@ -45,6 +45,14 @@ def _threshold(text: str) -> float:
     return c
 
 
+class _Moved(argparse.Action):
+    """`op --threshold C` was the summary's element error bound; `--threshold` means NAME=VALUE
+    everywhere else, so the bound is `--above C` now: say so instead of guessing."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        parser.error("--threshold is NAME=VALUE in compare; the element error bound of `op` is --above C")
+
+
 def register(sub) -> None:
     p = sub.add_parser(
         "op", help="detail of one operator's tensor: TopN errors, error distribution, statistics",
@@ -64,8 +72,9 @@ def register(sub) -> None:
                    help=f"how many elements to list, 1..{opdetail.TOP_MAX} (default {opdetail.TOP_DEFAULT})")
     p.add_argument("--by", choices=opdetail.METRICS, default="abs",
                    help="rank the printed table by absolute (default) or relative error; both CSVs are written")
-    p.add_argument("--threshold", type=_threshold, default=0.001, metavar="C",
-                   help="error threshold of the summary sentence (default 0.001)")
+    p.add_argument("--above", type=_threshold, default=0.001, metavar="C",
+                   help="count the elements whose error is above C in the summary sentence (default 0.001)")
+    p.add_argument("--threshold", action=_Moved, nargs="?", help=argparse.SUPPRESS)
     p.add_argument("--out", metavar="DIR", help="folder for the files (default: TASK_DIR/op/<op name>/)")
     p.set_defaults(handler=run)
 
@@ -93,9 +102,9 @@ def run(args) -> int:
               f"{show(info.golden_dtype)} · {detail.elapsed:.2f} s")
     out.print(_top_table(detail, args.by))
     sketch = detail.sketch(args.by)
-    low, high = sketch.count_above(args.threshold)
-    count = low if low == high else opdetail.exact_count(pair.source(), args.threshold, args.by)
-    out.print(sketch.sentence(args.threshold, count))
+    low, high = sketch.count_above(args.above)
+    count = low if low == high else opdetail.exact_count(pair.source(), args.above, args.by)
+    out.print(sketch.sentence(args.above, count))
     notes = []
     if sketch.nonfinite:
         notes.append(f"{sketch.nonfinite:,} elements hold NaN/inf on one side only: listed first, counted above "

@@ -11,12 +11,12 @@ import shutil
 from datetime import datetime
 from pathlib import Path
 
-from ..engine.compare import comparison as engine
+from ..engine.compare.inputs import build_spec, inputs
 from ..engine.sources.registry import detect
 from ..engine.sources.tensor import SourceError
 from ..engine.tasks.task import DUMPS_DIR, TASK_JSON
 from .common import err, out, show
-from .compare import add_comparison_options, compare_and_report, thresholds_of
+from .compare import add_comparison_options, compare_and_report
 from .dump import add_input_options, dump_options, dump_with_progress
 
 DUMPS = DUMPS_DIR
@@ -59,9 +59,8 @@ def run(args) -> int:
     shapes = ", ".join(f"{show(k)} {list(v)}" for k, v in golden.inputs.items())
     (err if args.json else out).print(f"dumped {len(golden.written):,} reference and {len(npu.written):,} candidate tensors "
               f"({golden.seconds + npu.seconds:.1f} s; inputs: {shapes})")
-    spec = engine.CompareSpec(str(generation / "npu"), str(generation / "golden"), algorithms=args.algorithms,
-                              op_range=args.op_range, ops=args.ops, custom_dir=args.custom_algorithms,
-                              thresholds=thresholds_of(args), mapping=args.mapping)
+    values = {i.name: getattr(args, i.name) for i in inputs("judging")}
+    spec = build_spec({**values, "npu": str(generation / "npu"), "golden": str(generation / "golden")})
     code = compare_and_report(spec, args)
     _drop_older_dumps(folder, generation)
     return code

@@ -79,6 +79,13 @@ class Thresholds:
             self.set(key, value)
         return changes
 
+    def as_edit(self) -> str:
+        """The `NAME=VALUE ...` text that `edit` turns the defaults into these thresholds with."""
+        default = Thresholds()
+        changed = [f"{t.key}={t.value:g}" for t in self.items
+                   if (d := default.get(t.key)) is None or (d.op, d.value) != (t.op, t.value)]
+        return " ".join(changed + [f"{t.key}=off" for t in default.items if self.get(t.key) is None])
+
     def __str__(self) -> str:
         """`cos < 0.99, red > 0.05, ...` (`none` without thresholds)."""
         return ", ".join(str(t) for t in self.items) or "none"

@@ -1,0 +1,244 @@
+"""The comparison's inputs, declared once: `compare`/`run`'s options and the new-task form's fields.
+
+Each `Input` says what one input is (the CompareSpec field it fills, its flag, label, help, kind);
+its kind says how text becomes a value (`parse`) and how the form checks it as the user types
+(`check`). `commands.compare` renders the declarations as argparse options and the app's new-task
+form renders them as fields, and both build the spec with `build_spec`: an option added here
+appears in both, parsed and checked the same way.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from accuscope.engine.compare.thresholds import Thresholds, parse_assignments, parse_tolerance
+from accuscope.engine.graphs.oprange import OpRange
+from accuscope.engine.sources.golden import RAW_SUFFIXES
+from accuscope.engine.sources.registry import detect
+from accuscope.engine.sources.tensor import SourceError
+
+
+@dataclass(frozen=True)
+class Input:
+    name: str  # the value's key (argparse dest, CompareSpec field where it is one)
+    flag: str  # --npu
+    label: str  # the form's label
+    help: str
+    kind: str = "text"  # see KINDS
+    placeholder: str = ""  # the form's grey text
+    metavar: str | None = None
+    group: str = "sides"  # sides (compare only), judging (compare and run), source (also inspect, convert)
+    form: bool = True  # a field of the new-task form
+    required: bool = False
+    default: object = None
+
+    @property
+    def cli_metavar(self) -> str:
+        return self.metavar or METAVARS.get(self.kind) or self.name.upper()
+
+    def parse(self, text: str):
+        """The value of this input's text; ValueError naming what is wrong."""
+        return KINDS[self.kind](text.strip())
+
+
+def _names(text: str) -> list[str]:
+    names = [t.strip() for t in text.split(",") if t.strip()]
+    if not names:
+        raise ValueError("expected comma-separated names")
+    return names
+
+
+def _shape(text: str) -> tuple[int, ...]:
+    parts = [p.strip() for p in text.replace("x", ",").split(",") if p.strip()]
+    if not parts or not all(p.isdigit() for p in parts):
+        raise ValueError(f"'{text}' is not a shape like 1,3,224,224")
+    return tuple(int(p) for p in parts)
+
+
+def _dtype(text: str) -> np.dtype:
+    try:
+        return np.dtype(text)
+    except TypeError:
+        raise ValueError(f"'{text}' is not a numpy dtype name (float32, float16, int8 ...)") from None
+
+
+def _pick(text: str) -> str | int:
+    if text in ("newest", "oldest"):
+        return text
+    if text.isdigit():
+        return int(text)
+    raise ValueError("use newest, oldest or a 0-based index")
+
+
+def _count(text: str) -> int:
+    if not text.isdigit():
+        raise ValueError(f"'{text}' is not a whole number (0, 1, ...)")
+    return int(text)
+
+
+def _range(text: str) -> str:
+    OpRange.parse(text)
+    return text
+
+
+def _tolerance(text: str) -> tuple[float, float]:
+    return parse_tolerance(text)
+
+
+def _assignments(text: str) -> str:
+    parse_assignments(text)  # raises on a bad part
+    return text
+
+
+def _text(text: str) -> str:
+    return text
+
+
+KINDS = {  # kind -> text to value (ValueError on bad text)
+    "dump": os.path.expanduser, "model": os.path.expanduser, "file": os.path.expanduser,
+    "plugins": os.path.expanduser, "out": os.path.expanduser, "text": _text, "names": _names,
+    "shape": _shape, "dtype": _dtype, "pick": _pick, "count": _count, "range": _range,
+    "tolerance": _tolerance, "thresholds": _assignments,
+}
+
+METAVARS = {"dump": "PATH", "model": "MODEL", "file": "FILE", "plugins": "DIR", "out": "TASK_DIR",
+            "names": "A,B,...", "count": "N", "range": "START,END,STEP", "shape": "N,C,H,W", "dtype": "DTYPE",
+            "pick": "newest|oldest|K"}
+
+INPUTS: tuple[Input, ...] = (
+    Input("npu", "--npu", "NPU dump", "the side under test: any dump accuscope reads", "dump",
+          "Ascend dump folder or file, npy folder, .npz, Polygraphy .json ...", required=True),
+    Input("golden", "--golden", "golden dump", "the reference side: any dump accuscope reads", "dump",
+          "npy folder, .npz, .bin or Polygraphy .json ...", required=True),
+    Input("shape", "--shape", "golden shape", "shape of a raw .bin golden file, e.g. 1,3,224,224", "shape",
+          "a raw .bin golden only: its shape, e.g. 1,3,224,224", group="source"),
+    Input("dtype", "--dtype", "golden dtype", "dtype of a raw .bin golden file, e.g. float32", "dtype",
+          "a raw .bin golden only: its dtype, e.g. float32", group="source"),
+    Input("model", "--model", "model", "offline model JSON (atc --mode=1) of the NPU side, or the framework "
+          "model (ONNX, prototxt) of the golden side, for pairing", "model",
+          "optional: offline-model .json, .onnx or .prototxt for op mapping"),
+    Input("npu_model", "--npu-model", "NPU model", "the NPU side's own model (an offline model JSON, or the "
+          "converted ONNX)", "model", "optional: the NPU side's own model"),
+    Input("golden_model", "--golden-model", "golden model", "the golden side's own model (ONNX, prototxt, "
+          "offline model JSON)", "model", "optional: the golden side's own model"),
+    Input("npu_runner", "--npu-runner", "NPU runner", "Polygraphy runner of the NPU side (default: the second "
+          "of a two-runner file, else the first)", metavar="NAME", form=False),
+    Input("golden_runner", "--golden-runner", "golden runner", "Polygraphy runner of the golden side "
+          "(default: the first)", metavar="NAME", form=False),
+    Input("iteration", "--iteration", "iteration", "Polygraphy iteration (default 0)", "count", form=False,
+          default=0),
+    Input("out", "--out", "task folder", "task folder to write: new, empty, or a task folder (its result is "
+          "replaced only once the new one is complete)", "out", "where the task is written", group="judging",
+          required=True),
+    Input("threshold", "--threshold", "thresholds", "override thresholds, e.g. cos=0.98 (repeatable; off "
+          "removes one)", "thresholds", "NAME=VALUE ..., e.g. cos=0.99 red=0.05 (empty: msit defaults)",
+          metavar="NAME=VALUE", group="judging"),
+    Input("tolerance", "--tolerance", "tolerance", "judge as tpu-mlir's npz_tool: a row also fails when cos < "
+          "COS or euclid_sim < EUCLID (tpu-mlir's default 0.99,0.90); the same pair decides tpu_verdict",
+          "tolerance", "optional: COS,EUCLID as tpu-mlir, e.g. 0.99,0.90", metavar="COS,EUCLID",
+          group="judging"),
+    Input("mapping", "--mapping", "mapping file", "file pairing names no rule can know: npu_name,golden_name "
+          "per line (CSV) or npu_name: golden_name (YAML); op or tensor names", "file",
+          "optional: npu_name,golden_name per line", group="judging"),
+    Input("op_range", "--range", "range", "start,end,step over op sequence ids (end -1 = last)", "range",
+          "optional: start,end,step over op sequence ids, e.g. 1,-1,1", group="judging"),
+    Input("ops", "--ops", "ops", "comma-separated op names to compare", "names",
+          "optional: comma-separated op names", group="judging"),
+    Input("custom_dir", "--custom-algorithms", "custom algorithms", "folder with algorithm/alg_<Name>.py metric "
+          "plugins", "plugins", "optional: folder with algorithm/alg_<Name>.py plugins", group="judging"),
+    Input("algorithms", "--algorithms", "algorithms", "comma-separated metrics (short keys, CSV names or "
+          "plugin names); default: all, plugins included", "names", group="judging", form=False),
+    Input("pick", "--pick", "pick", "which dump of an op dumped several times: newest (default), oldest, or a "
+          "0-based index", "pick", "optional: newest (default), oldest or an index", group="source",
+          default="newest"),
+    Input("run", "--run", "run folder", "NPU dump run folder under PATH (time/device/model/model_id/data_index)",
+          "text", "optional: the NPU dump's run folder, when it holds several", metavar="FOLDER", group="source"),
+)
+BY_NAME = {i.name: i for i in INPUTS}
+
+
+def inputs(*groups: str) -> list[Input]:
+    return [i for i in INPUTS if i.group in groups]
+
+
+def thresholds_from(assignments, tolerance: tuple[float, float] | None) -> Thresholds:
+    """msit's defaults, tpu-mlir's tolerance when given, then the NAME=VALUE texts (the form's one
+    field or the CLI's repeated option; ValueError on a bad one)."""
+    thresholds = Thresholds()
+    if tolerance is not None:
+        thresholds.set_tolerance(*tolerance)
+    for text in [assignments] if isinstance(assignments, str) else assignments or ():
+        thresholds.edit(text)
+    return thresholds
+
+
+def build_spec(values: dict):
+    """The CompareSpec of parsed values by input name (absent = default). One file on both sides (a
+    Polygraphy JSON with two runners, a tpu-mlir npz) compares its second runner against its first."""
+    from accuscope.engine.compare.comparison import CompareSpec
+    get = lambda name: values.get(name, BY_NAME[name].default)
+    npu, golden = get("npu"), get("golden")
+    npu_runner, golden_runner = get("npu_runner"), get("golden_runner")
+    if npu == golden and not (npu_runner and golden_runner):
+        npu_runner, golden_runner = two_runners(npu, npu_runner, golden_runner)
+    dtype = get("dtype")
+    return CompareSpec(
+        npu=npu, golden=golden, model=get("model"), algorithms=get("algorithms"), op_range=get("op_range"),
+        ops=get("ops"), custom_dir=get("custom_dir"), thresholds=thresholds_from(get("threshold"), get("tolerance")),
+        pick=get("pick"), run=get("run"), golden_shape=get("shape"), golden_dtype=None if dtype is None else str(dtype),
+        npu_model=get("npu_model"), golden_model=get("golden_model"), mapping=get("mapping"),
+        npu_runner=npu_runner, golden_runner=golden_runner, iteration=get("iteration"))
+
+
+def two_runners(path: str, npu_runner: str | None, golden_runner: str | None) -> tuple[str | None, str | None]:
+    """One file on both sides: a Polygraphy file with several runners, the second against the first;
+    tpu-mlir's actual against desired (any other source against itself is a plain self-check)."""
+    kind = detect(path).kind
+    if kind == "tpu-mlir-npz":
+        return npu_runner or "actual", golden_runner or "desired"
+    if kind != "polygraphy":
+        return npu_runner, golden_runner
+    from accuscope.engine.sources import polygraphy
+    names = [name for name, _ in polygraphy.runners(path)]
+    if len(names) < 2:
+        raise SourceError(f"{path}: holds one runner ({', '.join(names)}); give --npu and --golden separately")
+    golden_runner = golden_runner or next(n for n in names if n != npu_runner)
+    npu_runner = npu_runner or next(n for n in names if n != golden_runner)
+    return npu_runner, golden_runner
+
+
+def check(item: Input, text: str, golden: str = "") -> tuple[str, bool]:
+    """(message, ok) for the form, as the user types: what the text is, or what is wrong with it.
+    `golden` is the golden field's text (a raw .bin golden needs its shape and dtype)."""
+    text = text.strip()
+    if item.kind in ("shape", "dtype") and not text and golden.strip().lower().endswith(RAW_SUFFIXES):
+        return "a raw binary golden file needs its shape and dtype", False
+    if not text:
+        return ("required", False) if item.required else ("", True)
+    try:
+        value = item.parse(text)
+        if item.kind in ("dump", "model"):
+            fmt = detect(value)
+            if fmt.model != (item.kind == "model"):
+                return f"this is {fmt.what}, not {'a model' if item.kind == 'model' else 'dumped tensors'}", False
+            return f"✓ {fmt.kind}", True
+        if item.kind == "out":
+            p = Path(value)
+            if p.exists() and not p.is_dir():
+                return "a file, not a folder", False
+            if p.exists() and not (p / "task.json").exists() and any(p.iterdir()):
+                return "exists and is not a task folder", False
+            return ("✓ replaces the result of that task" if p.exists() else "✓ new folder"), True
+        if item.kind == "file":
+            from accuscope.engine.compare.mapping import read_mapping_file
+            return f"✓ {len(read_mapping_file(value)):,} pairs", True
+        if item.kind == "plugins" and not os.path.isdir(os.path.join(value, "algorithm")):
+            return "no algorithm/ folder inside", False
+        if item.kind == "dtype":
+            return f"✓ {value}", True
+    except (SourceError, ValueError, TypeError, OSError) as exc:
+        return str(exc), False
+    return "✓", True
