@@ -42,7 +42,7 @@ def launch_tui(workspace: Path, task: Path) -> int | None:
     if not available:
         return None
     from ..app.main import run as run_app  # only imported when it exists
-    return run_app(str(workspace), task=str(task)) or 0  # an app that returns nothing ran fine
+    return run_app(str(workspace), task=str(task)) or ExitCode.OK  # an app that returns nothing ran fine
 
 
 def interactive() -> bool:
