@@ -9,7 +9,7 @@ import math
 
 from rich.cells import cell_len, chop_cells
 
-from ..engine.sources.names import printable
+from ..engine.sources.names import parse_tensor_name, printable
 
 ELLIPSIS = "…"
 
@@ -105,9 +105,9 @@ def pad(text: str, width: int, right: bool = False) -> str:
 
 def slot(tensor: str, io: str) -> str:
     """Which tensor of its operator a row compares: conv1:output:0 -> out:0, x:input:1 -> in:1."""
-    parts = tensor.rsplit(":", 2)
-    if len(parts) == 3 and parts[1] in ("input", "output"):
-        return ("in:" if parts[1] == "input" else "out:") + parts[2]
+    named = parse_tensor_name(tensor)
+    if named:
+        return f"{'in' if named.io == 'input' else 'out'}:{named.index}"
     if io == "input":
         return "in"
     if io == "output":

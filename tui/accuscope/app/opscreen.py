@@ -43,6 +43,7 @@ from textual.worker import Worker, WorkerState
 from ..engine.compare.results import ResultTable
 from ..engine.diagnose.opdetail import TOP_DEFAULT, TOP_MAX, WORDS, OpDetail, TopN, exact_count, layout_of
 from ..engine.diagnose.oppair import OpPair, open_op
+from ..engine.sources.names import parse_tensor_name
 from ..engine.sources.tensor import SourceError
 from . import formatting as fmt
 from .dialogs import AskDialog
@@ -105,9 +106,9 @@ def tensor_refs(table: ResultTable, row: int) -> list[TensorRef]:
 def _ref(table: ResultTable, row: int) -> TensorRef:
     cols = table.columns
     op, tensor, io = str(cols["npu_op"][row]), str(cols["tensor"][row]), str(cols["io"][row])
-    parts = tensor.rsplit(":", 2)
-    if len(parts) == 3 and parts[1] in ("input", "output") and parts[2].isdigit():
-        return TensorRef(row, parts[0] if not op else op, parts[1], int(parts[2]))
+    named = parse_tensor_name(tensor)
+    if named:
+        return TensorRef(row, op or named.op, named.io, named.index)
     return TensorRef(row, op or tensor, io if io in ("input", "output") else "output", 0)
 
 

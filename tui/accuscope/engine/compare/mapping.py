@@ -16,19 +16,18 @@ with the reason.
 from __future__ import annotations
 
 import csv
-import re
 from dataclasses import dataclass, field
 
 from accuscope.engine.graphs.graph import Graph, Node
+from accuscope.engine.graphs.optypes import INPUT_TYPES, walk_back
 from accuscope.engine.sources.ascend import DumpFile
 from accuscope.engine.sources.golden import GoldenDump
+from accuscope.engine.sources.names import parse_tensor_name
 from accuscope.engine.sources.npudump import NpuDump
 from accuscope.engine.sources.side import Side
 from accuscope.engine.sources.tensor import INPUT, OUTPUT, SourceError, Tensor
 
-LAYOUT_ONLY = {"TransData", "TransDataRNN", "Cast"}
 DEVICE_ONLY = "*"
-_TENSOR_NAME = re.compile(r"(.+):(input|output):(\d+)")
 
 
 @dataclass(frozen=True)
@@ -164,7 +163,7 @@ class _Mapper:
         """The framework (op, output index) that output j of a device op stands for."""
         if j < len(node.origins) and node.origins[j] is not None:
             return node.origins[j]
-        if node.fused is None or node.type in ("Data", "RefData"):
+        if node.fused is None or node.type in INPUT_TYPES:
             return (node.name, j)  # the op kept its framework name
         if len(node.fused) == 1:
             return (node.fused[0], j)
@@ -174,22 +173,15 @@ class _Mapper:
         """Trace input i back through layout-only ops (those without a golden tensor of their own)."""
         if i >= len(node.inputs):
             return None, f"input {i} of {node.name} is not in the model graph"
-        tensor = node.inputs[i]
-        seen = set()
-        while True:
-            found = self.om.producer(tensor)
+        for tensor, found in walk_back(self.om, node.inputs[i]):
             if tensor in self.om.weights:
                 return None, f"input {i} of {node.name} is a weight ({tensor.split(':')[0]}): no golden dump of weights"
             if found is None:
                 return None, f"input {i} of {node.name}: producer of {tensor} not in the model graph"
             producer, j = found
-            if producer.type not in LAYOUT_ONLY or not producer.inputs or producer.name in seen:
-                break
             origin = self._origin(producer, j)
             if origin is not None and self._golden_output(*origin) is not None:
                 break  # a framework Cast with its own golden tensor: compare against it
-            seen.add(producer.name)
-            tensor = producer.inputs[0]
         origin = self._origin(producer, j)
         if origin is None:
             return None, f"input {i} of {node.name}: producer {producer.name} has no framework counterpart"
@@ -259,9 +251,9 @@ class _Mapper:
             target = self.user_map.get(df.op_name)
             if target is None:
                 return None
-        m = _TENSOR_NAME.fullmatch(target)
-        if m:
-            return self.golden.find(m.group(1), m.group(2), int(m.group(3)))
+        named = parse_tensor_name(target)
+        if named:
+            return self.golden.find(*named)
         return self.golden.find(target, t.io, t.index) or (self.golden.find_tensor(target) if not whole_op or
                                                             t.io == OUTPUT and t.index == 0 else None)
 

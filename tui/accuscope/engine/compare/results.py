@@ -23,6 +23,7 @@ from typing import NamedTuple
 import numpy as np
 
 from accuscope.engine.compare.columns import CSV_OF, EXTRAS, METRICS, NUMERIC_METRICS
+from accuscope.engine.sources.names import parse_tensor_name
 
 # (key, kind) in display order; kind is one of float, int, bool, text
 COLUMNS: list[tuple[str, str]] = (
@@ -148,8 +149,7 @@ class ResultTable:
             cols["index"] = np.arange(start, start + n, dtype=np.int64)
         if "io" not in columns or (cols["io"] == "").any():
             empty = cols["io"] == ""
-            derived = text_array("input" if ":input:" in t else "output" if ":output:" in t else ""
-                                 for t in cols["tensor"].tolist())
+            derived = text_array(named.io if (named := parse_tensor_name(t)) else "" for t in cols["tensor"].tolist())
             cols["io"] = np.where(empty, derived, cols["io"]) if n else cols["io"]
         cols["is_npu_only"] = cols["golden_op"] == "*" if n else np.zeros(0, dtype=bool)
         for name in custom:

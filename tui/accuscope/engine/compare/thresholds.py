@@ -21,8 +21,8 @@ import numpy as np
 
 from accuscope.engine.compare.columns import CSV_OF, NUMERIC_METRICS
 from accuscope.engine.compare.results import ResultTable
+from accuscope.engine.graphs.optypes import EXEMPT_TYPES
 
-EXEMPT_TYPES = ("TransData", "TransDataRNN", "Data", "RefData")
 # Keys a threshold may name: the numeric metrics and the error-ratio / non-finite extras.
 THRESHOLD_KEYS = NUMERIC_METRICS + ["rel_0.1%", "rel_0.5%", "npu_nonfinite", "golden_nonfinite",
                                     "euclid_sim", "sqnr"]
@@ -168,7 +168,7 @@ def nonfinite_broken(table: ResultTable) -> np.ndarray:
 
 def exempt(table: ResultTable) -> np.ndarray:
     """Rows that are never flagged: layout-only ops, network inputs, device-only ops."""
-    return np.isin(table.columns["type"], EXEMPT_TYPES) | table.columns["is_npu_only"]
+    return np.isin(table.columns["type"], sorted(EXEMPT_TYPES)) | table.columns["is_npu_only"]
 
 
 def default_op(key: str) -> str:

@@ -46,6 +46,8 @@ from accuscope.engine.diagnose.advice import (
     load_advice,
     save_advice,
 )
+from accuscope.engine.graphs.optypes import INPUT_TYPES, walk_back
+from accuscope.engine.sources.names import parse_tensor_name
 from accuscope.engine.sources.tensor import SourceError, TensorError
 from accuscope.engine.tasks import task as task_files
 from accuscope.engine.tasks.task import Task, load_task, meta_path
@@ -54,8 +56,6 @@ SEVERITIES = ("error", "warning", "info")
 FP16_MAX = 65504.0
 SENTINEL = 1e8  # golden magnitudes from here on are fill values (attention masks), not overflow
 WEAK_FACTOR = 3.0  # weak method: an output this many times worse than its worst input blames the op
-INPUT_TYPES = ("Data", "RefData")
-LAYOUT_ONLY = ("TransData", "TransDataRNN", "Cast")
 WEIGHTED_TYPES = {"Conv2D", "Conv3D", "Conv2DTranspose", "DepthwiseConv2D", "Conv", "ConvTranspose", "MatMul",
                   "MatMulV2", "MatMulV3", "BatchMatMul", "BatchMatMulV2", "Gemm", "FullyConnection",
                   "QuantizedConv", "ConvInteger", "MatMulInteger"}
@@ -148,9 +148,9 @@ class _Run:
                 if c["io"][i] != "input":
                     continue
                 node = self.graph.node(c["npu_op"][i])
-                k = _tensor_index(c["tensor"][i])
-                if node is not None and k is not None and k < len(node.inputs) and \
-                        _is_network_input(self.graph, node.inputs[k]):
+                named = parse_tensor_name(c["tensor"][i])
+                if node is not None and named is not None and named.index < len(node.inputs) and \
+                        _is_network_input(self.graph, node.inputs[named.index]):
                     rows.add(i)
         elif not rows:
             first = next((i for i in range(self.n) if not self.exempt[i]), None)
@@ -975,23 +975,13 @@ def _weak_note(fw_path, fw_loaded: bool) -> Finding:
 # ------------------------------------------------------------------ graph helpers
 
 
-def _tensor_index(name: str) -> int | None:
-    head, _, k = str(name).rpartition(":")
-    return int(k) if head and k.isdigit() else None
-
-
 def _is_network_input(graph, tensor: str) -> bool:
-    for _ in range(64):
-        if tensor in graph.inputs:
+    """Whether `tensor` is a network input, through inserted ops (those standing for no framework op)."""
+    for t, found in walk_back(graph, tensor):
+        if t in graph.inputs:
             return True
-        found = graph.producer(tensor)
-        if found is None:
+        if found is not None and found[0].type in INPUT_TYPES:
+            return True
+        if found is None or found[0].fused not in (None, []):
             return False
-        node = found[0]
-        if node.type in INPUT_TYPES:
-            return True
-        if node.type in LAYOUT_ONLY and node.inputs and node.fused in (None, []):
-            tensor = node.inputs[0]
-            continue
-        return False
     return False

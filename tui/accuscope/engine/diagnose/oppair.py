@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import difflib
 import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,6 +15,7 @@ from accuscope.engine.diagnose.opdetail import (
     detail_tensors,
     tensor_source,
 )
+from accuscope.engine.sources.names import parse_tensor_name
 from accuscope.engine.sources.tensor import INPUT, OUTPUT, SourceError, Tensor, sanitize
 
 
@@ -32,9 +32,6 @@ class OpPair:
         return tensor_source(self.npu, self.golden, chunk)
 
 
-_TENSOR_NAME = re.compile(r"(.+):(input|output):(\d+)")
-
-
 def open_op(task_dir, op: str, io: str | None = None, index: int | None = None) -> OpPair:
     """The (NPU, golden) tensor pair of one op of a task: input or output `index` (default:
     output 0). `op` is an NPU op name as in the result's NPUDump column, or a TensorIndex
@@ -42,9 +39,9 @@ def open_op(task_dir, op: str, io: str | None = None, index: int | None = None) 
     cannot be found."""
     folder = Path(task_dir)
     task, plan = _task_plan(folder)
-    m = _TENSOR_NAME.fullmatch(op)
-    if m and io is None and index is None:
-        op, io, index = m.group(1), m.group(2), int(m.group(3))
+    named = parse_tensor_name(op)
+    if named and io is None and index is None:
+        op, io, index = named
     io = io or OUTPUT
     index = 0 if index is None else index
     if io not in (INPUT, OUTPUT):

@@ -40,6 +40,7 @@ from accuscope import __version__
 from accuscope.engine.compare.mapping import Pair, map_tensors
 from accuscope.engine.export.submodel import onnx_modules, write_onnx, write_prototxt
 from accuscope.engine.graphs.graph import Graph, load_graph, read_text
+from accuscope.engine.graphs.optypes import walk_back
 from accuscope.engine.graphs.subgraph import BoundaryTensor, Selection, select, to_framework
 from accuscope.engine.sources.names import read_mapping_csv
 from accuscope.engine.sources.tensor import INPUT, OUTPUT, SourceError, Tensor, TensorError, sanitize
@@ -490,20 +491,12 @@ def _write_om_excerpt(om: Graph, chosen: list[str], dest: Path) -> None:
     """The offline-model JSON reduced to what maps the copied dumps: the device ops inside, the
     producers of their inputs (through layout-only ops, as the mapping traces them) and the weights
     they read. A model JSON can be hundreds of MB; the excerpt is a few KB."""
-    from accuscope.engine.compare.mapping import LAYOUT_ONLY
     from accuscope.engine.graphs.omgraph import CONST_TYPES
     nodes = [n for n in (om.node(name) for name in chosen) if n is not None]
     keep = {n.name for n in nodes}
     for node in nodes:
         for tensor in node.inputs:
-            seen: set[str] = set()
-            while (hit := om.producer(tensor)) is not None:
-                producer = hit[0]
-                keep.add(producer.name)
-                if producer.type not in LAYOUT_ONLY or not producer.inputs or producer.name in seen:
-                    break
-                seen.add(producer.name)
-                tensor = producer.inputs[0]
+            keep.update(hit[0].name for _, hit in walk_back(om, tensor) if hit is not None)
     doc = json.loads(read_text(Path(om.path)))
     referenced = {str(ref).rpartition(":")[0] for g in doc["graph"] if isinstance(g, dict)
                   for op in g.get("op") or () if isinstance(op, dict) and op.get("name") in keep

@@ -20,10 +20,10 @@ from accuscope.engine.graphs.graph import (
     tensor_summary,
     unique_names,
 )
+from accuscope.engine.graphs.optypes import INPUT_TYPES
 from accuscope.engine.sources.ascend import DTYPE_NAMES
 from accuscope.engine.sources.tensor import SourceError
 
-INPUT_TYPES = {"Data", "RefData"}
 CONST_TYPES = {"Const", "Constant"}
 OUT_NODES = "attr_model_out_nodes_name"
 MAX_OUTPUTS = 1 << 16  # an input naming output 10**12 of an op is damage: it adds no output slots

@@ -18,9 +18,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from accuscope.engine.graphs.graph import Graph, Node, Shape
+from accuscope.engine.graphs.optypes import INPUT_TYPES
 from accuscope.engine.sources.tensor import SourceError, sanitize
-
-INPUT_TYPES = {"Data", "RefData"}
 
 
 class SelectionError(SourceError):

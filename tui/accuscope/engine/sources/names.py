@@ -5,6 +5,7 @@ import csv
 import os
 import re
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from accuscope.engine.sources.inputfile import not_regular
 from accuscope.engine.sources.tensor import Problem
@@ -19,6 +20,27 @@ def printable(text: str) -> str:
     """`text` safe to print or draw: control characters (escape sequences in an op name could clear
     the screen or set the window title) shown as `?`. Identity is untouched: use only for display."""
     return _CONTROL.sub("?", text) if _CONTROL.search(text) else text
+
+
+class TensorName(NamedTuple):
+    """`{op}:{io}:{index}`: one tensor of an op (the result's TensorIndex, `Tensor.name`)."""
+
+    op: str
+    io: str  # "input" or "output"
+    index: int
+
+    def __str__(self) -> str:
+        return f"{self.op}:{self.io}:{self.index}"
+
+
+_TENSOR_NAME = re.compile(r"(.+):(input|output):([0-9]+)", re.DOTALL)
+
+
+def parse_tensor_name(text: str) -> TensorName | None:
+    """`conv1:output:0` -> TensorName("conv1", "output", 0); None for any other text (an op name
+    may hold colons itself: the last two fields are the kind and the index)."""
+    m = _TENSOR_NAME.fullmatch(str(text))
+    return TensorName(m.group(1), m.group(2), int(m.group(3))) if m else None
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,41 @@
+"""Ascend op vocabulary: which op types are network inputs, which only move data, and the walk
+from a tensor back through the ops ATC inserted between framework ops.
+
+Two sets used to be called LAYOUT_ONLY and disagreed about Cast (the mapping and the advisor
+walked through it, the thresholds did not exempt it). They answer two questions, so there are two:
+
+- `LAYOUT_ONLY` (TransData, TransDataRNN) change where values sit, never a value: their rows are
+  exempt from thresholds (with the network inputs, `EXEMPT_TYPES`), as msit exempts them.
+- `INSERTED` adds Cast: ATC inserts Casts (fp32 -> fp16) with no framework op of their own, so
+  tracing an input back to its framework producer walks through them, as through TransData. But a
+  Cast does change values (rounding, fp16 overflow): its own row is judged like any op, never
+  exempt. A Cast the framework model has (it has a golden tensor, or fusion names it) is where a
+  walk stops; each caller says which (`walk_back` yields every step so a caller can stop early).
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from accuscope.engine.graphs.graph import Graph, Node
+
+INPUT_TYPES = frozenset({"Data", "RefData"})  # network inputs of an offline model
+LAYOUT_ONLY = frozenset({"TransData", "TransDataRNN"})  # values moved, not changed
+INSERTED = LAYOUT_ONLY | {"Cast"}  # what ATC puts between framework ops; walked through
+EXEMPT_TYPES = LAYOUT_ONLY | INPUT_TYPES  # rows no threshold fails
+
+
+def walk_back(graph: Graph, tensor: str) -> Iterator[tuple[str, tuple[Node, int] | None]]:
+    """Each tensor from `tensor` back through `INSERTED` ops (first input), with its producer (node,
+    output index), or None when the graph has no producer of it. Ends after the first producer that
+    is not an inserted op, has no input, or was met before (a cycle in a damaged graph)."""
+    seen: set[str] = set()
+    while True:
+        found = graph.producer(tensor)
+        yield tensor, found
+        if found is None:
+            return
+        node = found[0]
+        if node.type not in INSERTED or not node.inputs or node.name in seen:
+            return
+        seen.add(node.name)
+        tensor = node.inputs[0]
