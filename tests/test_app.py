@@ -15,9 +15,9 @@ from accuscope.app.graphscreen import GraphScreen
 from accuscope.app.newtask import NewTaskScreen
 from accuscope.app.optable import OperatorTable
 from accuscope.app.taskscreen import TaskScreen
+from accuscope.engine.compare.comparison import CompareSpec
 from accuscope.engine.demo.workspace import MAIN, TASKS
 from accuscope.engine.tasks.task import load_task
-from accuscope.engine.tasks.taskrun import spec_from_meta
 from appkit import drive, screen_text, wait_for
 
 
@@ -155,7 +155,7 @@ def slow_rerun(task, tmp_path, seconds):
         "def compare(my_output_dump_data, ground_truth_dump_data, args):\n"
         f"    time.sleep({seconds})\n"
         "    return '1', ''\n")
-    spec = spec_from_meta(task.meta, task.thresholds)
+    spec = CompareSpec.from_meta(task.meta, task.thresholds)
     spec.custom_dir = str(tmp_path / "slow")
     spec.algorithms = None
     return spec
@@ -256,7 +256,7 @@ def test_new_task_form_refuses_a_folder_without_golden_data(ws, tmp_path):
 
 def test_a_task_that_failed_shows_its_error_not_an_empty_table(ws, tmp_path):
     task = load_task(ws / MAIN.name)
-    spec = spec_from_meta(task.meta, task.thresholds)
+    spec = CompareSpec.from_meta(task.meta, task.thresholds)
     spec.npu = str(tmp_path / "moved" / "npu")
 
     async def script(pilot):

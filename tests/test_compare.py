@@ -28,7 +28,7 @@ def case(cls_model, tmp_path_factory):
 
 
 def spec(root, sim, **kw):
-    return engine.CompareSpec(str(root / "npu" / "dump"), str(root / "golden"), sim.model_json, **kw)
+    return engine.CompareSpec(str(root / "npu" / "dump"), str(root / "golden"), model=sim.model_json, **kw)
 
 
 def test_planted_fault_is_the_only_failing_op_and_the_rest_agree_to_fp16(case):
@@ -141,8 +141,8 @@ def test_a_plugin_that_ends_its_process_costs_only_its_own_row(case, tmp_path, m
 def test_cli_compare_against_a_raw_bin_golden_needs_and_records_its_shape(tmp_path):
     """A bare .bin golden (e.g. from a TensorRT or bmodel run) is one tensor: shape and dtype come
     from the command line and are kept in task.json, so the task can be re-run."""
+    from accuscope.engine.compare.comparison import CompareSpec
     from accuscope.engine.sources.ascend import DumpTensor, write_dump_file
-    from accuscope.engine.tasks.taskrun import spec_from_meta
     y = np.random.default_rng(3).standard_normal((1, 8, 4, 4)).astype(np.float32)
     (tmp_path / "npu").mkdir()
     write_dump_file(tmp_path / "npu" / "Conv2D.conv1.3.1700000000000000", "conv1",
@@ -156,7 +156,7 @@ def test_cli_compare_against_a_raw_bin_golden_needs_and_records_its_shape(tmp_pa
     task = load_task(tmp_path / "task")
     [row] = [task.table.row(i) for i in range(len(task.table)) if task.table.columns["io"][i] == "output"]
     assert row["cos"] > 0.9999 and 0.009 < row["max_rel"] < 0.011
-    spec = spec_from_meta(task.meta, task.thresholds)
+    spec = CompareSpec.from_meta(task.meta, task.thresholds)
     assert spec.golden_shape == (1, 8, 4, 4) and spec.golden_dtype == "float32"
     assert len(engine.plan(spec).pairs) == 1
 

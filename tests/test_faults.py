@@ -182,7 +182,7 @@ def test_helper_processes_die_with_a_killed_parent(case, tmp_path):
     script = textwrap.dedent(f"""
         from accuscope.engine.compare import comparison as engine
         from accuscope.engine.tasks.taskrun import run_task
-        spec = engine.CompareSpec({str(root / "npu" / "dump")!r}, {str(root / "golden")!r}, {sim.model_json!r},
+        spec = engine.CompareSpec({str(root / "npu" / "dump")!r}, {str(root / "golden")!r}, model={sim.model_json!r},
                                   custom_dir={str(tmp_path / "plugins")!r})
         run_task(spec, {str(tmp_path / "task")!r}, workers=2, inline_bytes=0)
         """)
@@ -203,7 +203,7 @@ def test_a_worker_that_dies_costs_only_its_own_row(case, tmp_path):
         import json
         from accuscope.engine.compare import comparison as engine
         plan = engine.plan(engine.CompareSpec({str(root / "npu" / "dump")!r}, {str(root / "golden")!r},
-                                              {sim.model_json!r}))
+                                              model={sim.model_json!r}))
         table = engine.execute(plan, workers=2, inline_bytes=0)
         died = [table.columns["tensor"][i] for i in range(len(table)) if engine.WORKER_DIED in table.columns["reason"][i]]
         compared = int((table.columns["cos"] == table.columns["cos"]).sum())

@@ -14,7 +14,7 @@ from accuscope.engine.diagnose import opdetail as od
 from accuscope.engine.diagnose import opfiles, oppair
 from accuscope.engine.sources.ascend import DumpTensor, write_dump_file
 from accuscope.engine.sources.tensor import SourceError
-from accuscope.engine.tasks.task import save_task
+from accuscope.engine.tasks.task import load_task, save_task
 from accuscope.engine.tasks.taskrun import run_task
 from conftest import cls_with_planted_fault
 from test_cli import accuscope
@@ -239,7 +239,7 @@ def task(cls_model, tmp_path_factory):
         a[0, 5] += np.float32(3.0)
         return a
     sim = cls_with_planted_fault(cls_model, root, FAULTY, break_channel_5)
-    spec = engine.CompareSpec(str(root / "npu" / "dump"), str(root / "golden"), sim.model_json)
+    spec = engine.CompareSpec(str(root / "npu" / "dump"), str(root / "golden"), model=sim.model_json)
     table = engine.execute(engine.plan(spec), workers=1)
     folder = root / "task"
     save_task(folder, {"npu": spec.npu, "golden": spec.golden, "model": spec.model}, table, spec.thresholds)
@@ -273,13 +273,14 @@ def test_open_op_reuses_the_tasks_plan_until_the_task_is_rerun(tmp_path):
             write_dump_file(folder / f"Conv2D.{op}.{k + 1}.{1700000000000000 + k}", op, outputs=[DumpTensor(y * scale)])
         run_task(engine.CompareSpec(str(folder), str(golden)), tmp_path / "task", workers=1)
     dump(tmp_path / "a", 2)
-    first = oppair.open_op(tmp_path / "task", "conv1")
-    assert oppair.open_op(tmp_path / "task", "relu1").npu.source.startswith(str(tmp_path / "a"))
+    task = load_task(tmp_path / "task")
+    first = oppair.open_op(task, "conv1")
+    assert oppair.open_op(task, "relu1").npu.source.startswith(str(tmp_path / "a"))
     assert first.detail().npu_stats.max == 22
-    plan = oppair._task_plan(tmp_path / "task")[1]
-    assert oppair._task_plan(tmp_path / "task")[1] is plan  # no second read of every dump header
+    plan = task.plan
+    assert oppair.open_op(task, "conv1").npu is first.npu  # no second read of every dump header
     dump(tmp_path / "b", 3)
-    assert oppair._task_plan(tmp_path / "task")[1] is not plan
+    assert load_task(tmp_path / "task").plan is not plan
     again = oppair.open_op(tmp_path / "task", "conv1")
     assert again.npu.source.startswith(str(tmp_path / "b")) and again.detail().npu_stats.max == 33
 

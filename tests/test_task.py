@@ -297,9 +297,9 @@ def test_result_files_get_the_users_umask(tmp_path):
 
 
 def test_a_rerun_from_task_json_runs_no_custom_algorithms_unless_asked(tmp_path):
-    from accuscope.engine.tasks.taskrun import spec_from_meta
+    from accuscope.engine.compare.comparison import CompareSpec
     meta = {**META, "algorithms": ["cos", "Plug"], "custom_algorithms": str(tmp_path / "evil")}
-    spec = spec_from_meta(meta)
+    spec = CompareSpec.from_meta(meta)
     assert spec.custom_dir is None and spec.algorithms == ["cos"]
-    spec = spec_from_meta(meta, custom_dir=str(tmp_path / "mine"))
+    spec = CompareSpec.from_meta(meta, custom_dir=str(tmp_path / "mine"))
     assert spec.custom_dir == str(tmp_path / "mine") and spec.algorithms == ["cos", "Plug"]

@@ -11,8 +11,7 @@ from textual.screen import Screen
 
 from ..engine.compare.comparison import CompareSpec
 from ..engine.sources.names import printable
-from ..engine.tasks.task import Task, load_task, task_path
-from ..engine.tasks.taskrun import spec_from_meta
+from ..engine.tasks.task import Task, load_task
 from .browser import BrowserScreen
 from .dialogs import ConfirmDialog, HelpScreen
 from .formatting import shown
@@ -43,12 +42,10 @@ class AccuscopeApp(App):
         holds Python code in a file anyone may have written: it is used only once the user confirmed
         that folder in this run of the app; declined (n), `then` gets the spec without plugins; esc
         calls nothing."""
-        folder = task.meta.get("custom_algorithms")
-        path = task_path(task.folder, folder) if folder else None
+        path = task.path("custom_algorithms")
 
         def spec(plugins: bool) -> CompareSpec:
-            return spec_from_meta(task.meta, task.thresholds, folder=task.folder,
-                                  **({"custom_dir": str(path)} if plugins else {}))
+            return task.spec(**({"custom_dir": str(path)} if plugins else {}))
         if path is None or os.path.realpath(path) in self.trusted_plugins:
             then(spec(path is not None))
             return

@@ -1,7 +1,6 @@
 """The task browser: task folders and foreign result CSVs under the workspace, newest first."""
 from __future__ import annotations
 
-import shutil
 import time
 from pathlib import Path
 
@@ -12,7 +11,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
 from ..engine.sources.tensor import SourceError
-from ..engine.tasks.task import TaskSummary, list_tasks, load_task
+from ..engine.tasks.task import Task, TaskSummary, list_tasks, load_task
 from . import formatting as fmt
 from .dialogs import AskDialog, ConfirmDialog
 from .footer import Footer
@@ -186,7 +185,7 @@ class BrowserScreen(Screen):
             if not yes:
                 return
             try:
-                shutil.rmtree(e.path) if e.kind == "task" else e.path.unlink()
+                Task.at(e.path, strict=False).delete()
             except OSError as exc:
                 self.notify(f"could not delete {e.path}: {exc}", severity="error")
             self.action_refresh()
@@ -209,7 +208,7 @@ class BrowserScreen(Screen):
                 return
             target = Path(text).expanduser()
             try:
-                shutil.copytree(e.path, target) if e.kind == "task" else shutil.copy2(e.path, target)
+                Task.at(e.path, strict=False).copy(target)
             except OSError as exc:
                 self.notify(f"could not copy to {target}: {exc}", severity="error")
                 return

@@ -44,7 +44,7 @@ from ..engine.graphs.graph import Graph, Node, load_graph
 from ..engine.graphs.lanes import Lanes, layout, reads
 from ..engine.graphs.subgraph import Selection, SelectionError, select
 from ..engine.sources.tensor import SourceError
-from ..engine.tasks.task import framework_model, meta_path, read_task_doc
+from ..engine.tasks.task import Task
 from . import formatting as fmt
 from .dialogs import AskDialog, ConfirmDialog
 from .footer import Footer
@@ -95,13 +95,6 @@ class ChooseDialog(ModalScreen["int | None"]):
 
 
 # ------------------------------------------------------------------ the screen
-
-
-def _read_meta(folder: Path) -> dict:
-    try:
-        return read_task_doc(folder)
-    except SourceError:
-        return {}
 
 
 class GraphScreen(Screen["int | None"]):
@@ -157,7 +150,7 @@ class GraphScreen(Screen["int | None"]):
         super().__init__()
         self.folder = Path(task_folder)
         self.table, self.thresholds, self.row = table, thresholds, row
-        self.meta = meta if meta is not None else _read_meta(self.folder)
+        self.task = Task(self.folder, meta) if meta is not None else Task.at(self.folder, strict=False)
         self.graph: Graph | None = None
         self.lanes: Lanes | None = None
         self.results: OpResults | None = None
@@ -226,7 +219,7 @@ class GraphScreen(Screen["int | None"]):
 
     # ---- loading ------------------------------------------------------------------------------
     def model_path(self) -> Path | None:
-        return meta_path(self.folder, self.meta, "model") or framework_model(self.folder, self.meta)[0]
+        return self.task.path("model") or self.task.framework_model[0]
 
     @work(thread=True, exclusive=True, group="graph", exit_on_error=False)
     def load_worker(self):
@@ -243,8 +236,7 @@ class GraphScreen(Screen["int | None"]):
 
     @work(thread=True, exclusive=True, group="framework", exit_on_error=False)
     def framework_worker(self):
-        from ..engine.export.folder import framework_model_path
-        path = framework_model_path(self.folder)
+        path = self.task.framework_model[0]
         if path is None:
             raise SourceError("the task names no framework model (task.json \"framework_model\"): a selection "
                               "of device ops cannot be mapped to framework ops for export")

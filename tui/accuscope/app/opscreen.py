@@ -45,6 +45,7 @@ from ..engine.diagnose.opdetail import TOP_DEFAULT, TOP_MAX, WORDS, OpDetail, To
 from ..engine.diagnose.oppair import OpPair, open_op
 from ..engine.sources.names import parse_tensor_name
 from ..engine.sources.tensor import SourceError
+from ..engine.tasks.task import Task
 from . import formatting as fmt
 from .dialogs import AskDialog
 from .errorchart import (
@@ -329,9 +330,10 @@ class OpScreen(Screen):
         "  (? no cosine, ! inf) with ^ under the worst.\n"
         "The same numbers headless: accuscope op TASK_DIR OP --top N --threshold C (msaccucmp files).")
 
-    def __init__(self, folder: Path, table: ResultTable, row: int) -> None:
+    def __init__(self, folder: Path, table: ResultTable, row: int, task: Task | None = None) -> None:
         super().__init__()
         self.folder = Path(folder)
+        self.task = task  # the opened task, whose plan serves every tensor (else each is opened afresh)
         self.table = table
         self.refs = tensor_refs(table, row) or [_ref(table, row)]
         self.pos = next((i for i, r in enumerate(self.refs) if r.row == row), 0)
@@ -429,7 +431,7 @@ class OpScreen(Screen):
     def _detail_worker(self, serial: int, ref: TensorRef, top: int, cancel: threading.Event):
         pair = self._pairs.get(ref.key)
         if pair is None:
-            pair = open_op(self.folder, ref.op, ref.io, ref.index)
+            pair = open_op(self.task or self.folder, ref.op, ref.io, ref.index)
 
         def progress(done: int, n: int) -> None:
             self._progress = (done, n)

@@ -167,7 +167,8 @@ class TaskScreen(Screen):
         self.refresh_views()
 
     def on_operator_table_selected(self, event: OperatorTable.Selected) -> None:
-        self.app.push_screen(OpScreen(self.folder, self.table_widget.table, event.row))
+        self.app.push_screen(OpScreen(self.folder, self.table_widget.table, event.row,
+                                      None if self.running else self.opened))
 
     def action_row_details(self) -> None:
         widget = self.table_widget
@@ -254,10 +255,7 @@ class TaskScreen(Screen):
     def save_thresholds(self) -> None:
         if self.opened is None or self.opened.meta.get("foreign") or self.running:
             return
-        from ..engine.tasks.task import mark_state
-        doc = mark_state(self.folder, self.opened.meta.get("state") or "done",
-                         thresholds=self.thresholds.to_dict())
-        self.opened.meta.update(doc)
+        self.opened.mark(self.opened.info.state or "done", thresholds=self.thresholds.to_dict())
         self.notify("thresholds saved in task.json", timeout=3)
 
     def action_zoom(self) -> None:

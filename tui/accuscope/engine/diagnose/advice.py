@@ -16,9 +16,8 @@ from accuscope.engine.compare.results import ResultTable, text_array
 from accuscope.engine.compare.thresholds import Thresholds
 from accuscope.engine.sources.tensor import SourceError
 from accuscope.engine.tasks.csvio import atomic_path
-from accuscope.engine.tasks.task import read_json_object
+from accuscope.engine.tasks.task import ADVICE_JSON, read_json_object
 
-ADVICE_JSON = "advice.json"
 FORMAT = 1
 MS_RULES = ("ms.fp16_overflow", "ms.input_mismatch", "ms.all_pass", "ms.output_fails", "ms.local_deviation")
 

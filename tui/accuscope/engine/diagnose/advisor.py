@@ -49,8 +49,7 @@ from accuscope.engine.diagnose.advice import (
 from accuscope.engine.graphs.optypes import INPUT_TYPES, walk_back
 from accuscope.engine.sources.names import parse_tensor_name
 from accuscope.engine.sources.tensor import SourceError, TensorError
-from accuscope.engine.tasks import task as task_files
-from accuscope.engine.tasks.task import Task, load_task, meta_path
+from accuscope.engine.tasks.task import Task, load_task
 
 SEVERITIES = ("error", "warning", "info")
 FP16_MAX = 65504.0
@@ -111,23 +110,16 @@ class _Run:
 
     # ---- sources ----------------------------------------------------------------------------
     def open_sources(self) -> None:
-        from accuscope.engine.compare import comparison as engine
-        from accuscope.engine.graphs.graph import load_graph
-        from accuscope.engine.tasks.taskrun import spec_from_meta
-        meta = self.task.meta
-        model = meta.get("model")
-        if isinstance(model, str) and model:
-            try:
-                self.graph = load_graph(meta_path(self.folder, meta, "model"))
-            except SourceError as exc:
-                self.notes.append(f"model graph unusable ({exc}); network inputs and outputs from the table only")
-        if meta.get("foreign") or not meta.get("npu") or not meta.get("golden"):
+        try:
+            self.graph = self.task.graph
+        except SourceError as exc:
+            self.notes.append(f"model graph unusable ({exc}); network inputs and outputs from the table only")
+        if self.task.info.foreign or not self.task.info.names_dumps:
             self.notes.append("the task does not name its dumps: no re-run, overflow scan or input diagnosis, "
                               "only the table's numbers")
             return
-        spec = spec_from_meta(meta, folder=self.folder, algorithms=["cos"], custom_dir=None)
         try:
-            self.plan = engine.plan(spec)
+            self.plan = self.task.plan
         except SourceError as exc:
             self.notes.append(f"dumps unusable ({exc}): no re-run, overflow scan or input diagnosis")
             return
@@ -170,19 +162,20 @@ class _Run:
         return bool(self.nonfinite[r])
 
 
-def advise(task_folder: str | os.PathLike, framework_model: str | os.PathLike | None = None,
+def advise(task_folder: str | os.PathLike | Task, framework_model: str | os.PathLike | None = None,
            progress: Callable[[Progress], None] | None = None, cancel: threading.Event | None = None,
            workers: int | None = None, write: bool = True) -> Advice | None:
-    """Advise on a finished task; writes `advice.json` into the task folder (unless write=False).
+    """Advise on a finished task (a folder, or a Task already opened: its plan is reused); writes
+    `advice.json` into the task folder (unless write=False).
 
     `framework_model`: the framework ONNX model to re-run ops from (default: found through
-    task.json, see engine.task.framework_model). SourceError for an unusable task folder or a given
+    task.json, see Task.framework_model). SourceError for an unusable task folder or a given
     framework model that cannot be read. Returns None when `cancel` was set (nothing written).
     """
     start = time.perf_counter()
-    task = load_task(task_folder)
+    task = task_folder if isinstance(task_folder, Task) else load_task(task_folder)
     if not len(task.table):
-        raise SourceError(f"{task_folder}: the task has no result rows to advise on")
+        raise SourceError(f"{task.folder}: the task has no result rows to advise on")
     run = _Run(task, progress, cancel, workers)
     run.say("opening the dumps")
     t0 = time.perf_counter()
@@ -191,8 +184,8 @@ def advise(task_folder: str | os.PathLike, framework_model: str | os.PathLike | 
         fw_path, fw_source = Path(framework_model), "given"
         if not fw_path.is_file():
             raise SourceError(f"{fw_path}: no such framework model file")
-    else:
-        fw_path, fw_source = task_files.framework_model(task.folder, task.meta)
+    elif task.framework_model[0] is not None and task.framework_model[0].suffix.lower() == ".onnx":
+        fw_path, fw_source = task.framework_model  # ops are re-run with onnxruntime
     failing_outputs = bool((run.c["fail"] & (run.c["io"] == "output")).any())
     if fw_path is not None and (failing_outputs or fw_source == "given"):
         from accuscope.engine.diagnose.oprerun import FrameworkModel

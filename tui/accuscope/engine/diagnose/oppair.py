@@ -4,7 +4,6 @@ from __future__ import annotations
 import difflib
 import os
 from dataclasses import dataclass
-from pathlib import Path
 
 from accuscope.engine.compare.metrics import CHUNK
 from accuscope.engine.diagnose.opdetail import (
@@ -17,6 +16,7 @@ from accuscope.engine.diagnose.opdetail import (
 )
 from accuscope.engine.sources.names import parse_tensor_name
 from accuscope.engine.sources.tensor import INPUT, OUTPUT, SourceError, Tensor, sanitize
+from accuscope.engine.tasks.task import Task, load_task
 
 
 @dataclass
@@ -32,13 +32,15 @@ class OpPair:
         return tensor_source(self.npu, self.golden, chunk)
 
 
-def open_op(task_dir, op: str, io: str | None = None, index: int | None = None) -> OpPair:
-    """The (NPU, golden) tensor pair of one op of a task: input or output `index` (default:
-    output 0). `op` is an NPU op name as in the result's NPUDump column, or a TensorIndex
-    (`name:output:0`). SourceError (with close matches) when the op, the tensor or the dumps
-    cannot be found."""
-    folder = Path(task_dir)
-    task, plan = _task_plan(folder)
+def open_op(task: Task | str | os.PathLike, op: str, io: str | None = None, index: int | None = None) -> OpPair:
+    """The (NPU, golden) tensor pair of one op of a task (a folder, or a Task already opened: the
+    op screen asks for tensor after tensor, and the Task's plan serves them all): input or output
+    `index` (default: output 0). `op` is an NPU op name as in the result's NPUDump column, or a
+    TensorIndex (`name:output:0`). SourceError (with close matches) when the op, the tensor or the
+    dumps cannot be found."""
+    task = task if isinstance(task, Task) else load_task(task)
+    folder = task.folder
+    plan = _plan(task)
     named = parse_tensor_name(op)
     if named and io is None and index is None:
         op, io, index = named
@@ -80,41 +82,14 @@ def open_op(task_dir, op: str, io: str | None = None, index: int | None = None) 
     return OpPair(t, g, info)
 
 
-_PLANS: dict[tuple, object] = {}  # the last task opened: its plan serves its other tensors at once
-
-
-def _task_plan(folder: Path) -> tuple:
-    """(task, plan of all its pairs), reused while task.json and the dump folders are unchanged:
-    planning reads every dump header, which takes seconds on a big network, and the op screen
-    asks for one tensor after another."""
-    from accuscope.engine.compare import (
-        comparison as engine,  # these import the whole engine; keep this module light to import
-    )
-    from accuscope.engine.tasks.task import load_task
-    from accuscope.engine.tasks.taskrun import spec_from_meta
-
-    task = load_task(folder)
-    meta = task.meta
-    if not len(task.table) and meta.get("state") in ("failed", "cancelled", "running"):
-        why = f": {meta['error']}" if meta.get("error") else ""
-        raise SourceError(f"{folder}: the task {meta['state'] if meta['state'] != 'running' else 'is still running'}"
+def _plan(task: Task):
+    """The plan of all the task's pairs; SourceError when the task has no result to detail."""
+    info = task.info
+    if not len(task.table) and info.state in ("failed", "cancelled", "running"):
+        why = f": {info.error}" if info.error else ""
+        raise SourceError(f"{task.folder}: the task {info.state if info.state != 'running' else 'is still running'}"
                           f"{why}; it has no result to detail")
-    if not meta.get("npu") or not meta.get("golden"):
-        raise SourceError(f"{folder}: the task does not name its NPU and golden dumps (task.json npu/golden)")
-    spec = spec_from_meta(meta, folder=folder, algorithms=None, op_range=None, ops=None, custom_dir=None)
-    key = (str(folder.resolve()),) + tuple(_mtime(p) for p in (folder / "task.json", spec.npu, spec.golden))
-    if key not in _PLANS:
-        plan = engine.plan(spec)
-        _PLANS.clear()
-        _PLANS[key] = plan
-    return task, _PLANS[key]
-
-
-def _mtime(path) -> int:
-    try:
-        return os.stat(path).st_mtime_ns
-    except (OSError, TypeError):
-        return 0
+    return task.plan
 
 
 def _span(values: list[int]) -> str:

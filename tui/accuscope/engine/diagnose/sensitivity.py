@@ -100,7 +100,7 @@ def sensitivity(task_folder: str | os.PathLike, framework_model: str | os.PathLi
     if advice is None:
         advice = _current(task, framework_model)
     if advice is None:
-        advice = advise(task_folder, framework_model, progress=progress, workers=workers)
+        advice = advise(task, framework_model, progress=progress, workers=workers)  # its plan serves rank too
         if advice is None:  # only when cancelled, and nothing cancels here
             raise SourceError(f"{task_folder}: advising was cancelled")
     return rank(task, advice)

@@ -44,7 +44,7 @@ from accuscope.engine.graphs.optypes import walk_back
 from accuscope.engine.graphs.subgraph import BoundaryTensor, Selection, select, to_framework
 from accuscope.engine.sources.names import read_mapping_csv
 from accuscope.engine.sources.tensor import INPUT, OUTPUT, SourceError, Tensor, TensorError, sanitize
-from accuscope.engine.tasks.task import EXPORTS_DIR, framework_model, meta_path, read_json_object, read_task_doc
+from accuscope.engine.tasks.task import EXPORTS_DIR, Task, read_json_object
 
 if TYPE_CHECKING:  # retest builds on this module
     from accuscope.engine.export.retest import RetestResult
@@ -74,41 +74,35 @@ class ExportResult:
 # ------------------------------------------------------------------ task facts
 
 
-def framework_model_path(task_folder: str | os.PathLike, explicit: str | os.PathLike | None = None) -> Path | None:
-    """The framework model of a task: `explicit`, else engine.task.framework_model's ONNX model,
-    else the task's Caffe model. None when there is none."""
-    folder = Path(task_folder)
+def _task(task: Task | str | os.PathLike) -> Task:
+    return task if isinstance(task, Task) else Task.at(task)
+
+
+def framework_model_path(task: Task | str | os.PathLike, explicit: str | os.PathLike | None = None) -> Path | None:
+    """The framework model of a task: `explicit`, else Task.framework_model. None when there is none."""
     if explicit:
         p = Path(explicit).expanduser()
         if not p.is_file():
             raise SourceError(f"{p}: no such framework model file")
         return p
-    meta = read_task_doc(folder)
-    found, _ = framework_model(folder, meta)
-    if found is not None:
-        return found
-    model = meta_path(folder, meta, "model")  # a Caffe model is its own framework model
-    if model is not None and model.suffix.lower() == ".prototxt" and model.is_file():
-        return model
-    return None
+    return _task(task).framework_model[0]
 
 
-def task_graphs(task_folder: str | os.PathLike, framework_model: str | os.PathLike | None = None
+def task_graphs(task: Task | str | os.PathLike, framework_model: str | os.PathLike | None = None
                 ) -> tuple[Graph, Graph | None]:
     """(the graph a selection is made on, the framework graph): for an offline-model task the OM
     JSON and the framework model (None when unknown); otherwise the framework graph twice."""
-    folder = Path(task_folder)
-    meta = read_task_doc(folder)
-    model = meta_path(folder, meta, "model")
-    fw_path = framework_model_path(folder, framework_model)
+    task = _task(task)
+    model = task.path("model")
+    fw_path = framework_model_path(task, framework_model)
     fw = load_graph(fw_path) if fw_path is not None else None
     if model is not None:
-        graph = fw if fw is not None and fw_path is not None and _same(model, fw_path) else load_graph(model)
+        graph = fw if fw is not None and fw_path is not None and _same(model, fw_path) else task.graph
         if graph.kind == "om":
             return graph, fw
         return (fw, fw) if fw is not None else (graph, graph)
     if fw is None:
-        raise SourceError(f"{folder}: the task names no model; give the framework model (--framework-model)")
+        raise SourceError(f"{task.folder}: the task names no model; give the framework model (--framework-model)")
     return fw, fw
 
 
@@ -119,14 +113,15 @@ def _same(a: Path, b: Path) -> bool:
         return False
 
 
-def select_in_task(task_folder: str | os.PathLike, start, end,
+def select_in_task(task_folder: Task | str | os.PathLike, start, end,
                    framework_model: str | os.PathLike | None = None) -> Selection:
     """Select start..end in a task's model; for an offline-model task the framework region too.
 
     SourceError when an offline-model task has no framework model to map to."""
-    graph, fw = task_graphs(task_folder, framework_model)
+    task = _task(task_folder)
+    graph, fw = task_graphs(task, framework_model)
     if graph.kind == "om" and fw is None:
-        raise SourceError(f"{task_folder}: the task's model is an offline-model JSON; exporting needs the framework "
+        raise SourceError(f"{task.folder}: the task's model is an offline-model JSON; exporting needs the framework "
                           "ONNX model it was converted from: give --framework-model (or \"framework_model\" in "
                           "task.json)")
     return select(graph, start, end, framework=fw if graph.kind == "om" else None)
@@ -145,10 +140,9 @@ class _Sources:
     """The parent task's dumps opened once, mapped the way the comparison maps them. Unusable
     sources become notes: an export without NPU data still has a model and golden data."""
 
-    def __init__(self, folder: Path, meta: dict, mapping_graph: Graph | None, notes: list[str]):
+    def __init__(self, task: Task, mapping_graph: Graph | None, notes: list[str]):
         from accuscope.engine.sources.registry import open_side
-        from accuscope.engine.tasks.taskrun import spec_from_meta
-        spec = spec_from_meta(meta, folder=folder)
+        spec = task.spec()
         self.npu = self.golden = None
         try:
             self.golden = open_side(spec.golden or "", shape=spec.golden_shape, dtype=spec.golden_dtype,
@@ -209,7 +203,7 @@ class _Sources:
 # ------------------------------------------------------------------ export
 
 
-def export(task_folder: str | os.PathLike, selection: Selection, out_dir: str | os.PathLike | None = None,
+def export(task_folder: Task | str | os.PathLike, selection: Selection, out_dir: str | os.PathLike | None = None,
            dtype: str = "float32", retest: bool = False, progress: Progress | None = None,
            framework_model: str | os.PathLike | None = None,
            cancel: threading.Event | None = None) -> ExportResult | None:
@@ -218,15 +212,15 @@ def export(task_folder: str | os.PathLike, selection: Selection, out_dir: str | 
     started = time.perf_counter()
     if dtype not in DTYPES:
         raise SourceError(f"--dtype must be one of {', '.join(DTYPES)}, not {dtype!r}")
-    folder = Path(task_folder)
-    meta = read_task_doc(folder)
+    task = _task(task_folder)
+    folder, meta = task.folder, task.meta
     say = progress or (lambda _step, _done, _total: None)
     device = selection if selection.kind == "om" else None
     fw_sel = selection
     if device is not None:
         fw_sel = device.framework
         if fw_sel is None:
-            fw_path = framework_model_path(folder, framework_model)
+            fw_path = framework_model_path(task, framework_model)
             if fw_path is None:
                 raise SourceError(f"{folder}: the selection is made of device ops; exporting needs the framework "
                                   "ONNX model: give --framework-model (or \"framework_model\" in task.json)")
@@ -240,8 +234,8 @@ def export(task_folder: str | os.PathLike, selection: Selection, out_dir: str | 
         notes += [n for n in device.notes if n not in notes]
     steps = 6
     say("opening the task's dumps", 0, steps)
-    mapping_graph = device.graph if device is not None else _mapping_graph(folder, meta, fw_sel.graph, notes)
-    sources = _Sources(folder, meta, mapping_graph, notes)
+    mapping_graph = device.graph if device is not None else _mapping_graph(task, fw_sel.graph, notes)
+    sources = _Sources(task, mapping_graph, notes)
     tmp = out.parent / f".{out.name}.partial-{os.getpid()}"
     if tmp.exists():
         shutil.rmtree(tmp)
@@ -339,15 +333,15 @@ def _put_in_place(tmp: Path, out: Path) -> None:
         shutil.rmtree(old, ignore_errors=True)
 
 
-def _mapping_graph(folder: Path, meta: dict, fw: Graph, notes: list[str]) -> Graph | None:
+def _mapping_graph(task: Task, fw: Graph, notes: list[str]) -> Graph | None:
     """The graph the parent task mapped with (its model), reusing the framework graph when it is that."""
-    model = meta_path(folder, meta, "model")
+    model = task.path("model")
     if model is None:
         return fw
     if _same(model, Path(fw.path)):
         return fw
     try:
-        return load_graph(model)
+        return task.graph
     except SourceError as exc:
         notes.append(f"the task's model is unusable for mapping ({exc}); mapping by names only")
         return None

@@ -239,7 +239,7 @@ def _retest_task(root: Path, manifest: dict, rerun_dir: Path, thresholds: Thresh
         return None
     model = root / (manifest.get("mapping_model") or manifest["model"])
     mark_state(folder, "running", parent=manifest.get("parent_task"), export=str(root.absolute()), kind="retest")
-    spec = engine.CompareSpec(str(root / "npu"), str(rerun_dir), str(model), thresholds=thresholds,
+    spec = engine.CompareSpec(str(root / "npu"), str(rerun_dir), model=str(model), thresholds=thresholds,
                               pick=(manifest.get("parent") or {}).get("pick") or "newest")
     try:
         run_task(spec, folder, workers=1)

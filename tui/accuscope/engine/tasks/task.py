@@ -3,6 +3,14 @@
     task.json                     paths, algorithms, range, thresholds, version, times, state, counts
     result_{YYYYMMDDhhmmss}.csv   MindStudio-compatible result (for people and other tools)
     result.npz                    the same table as numpy columns, loaded by the TUI in milliseconds
+    advice.json                   what the advisor said about this result (diagnose.advice)
+    exports/{start}--{end}/       submodels with their data (export.folder), each with retest/, a task
+    dumps/{time}/{golden,npu}/    what `accuscope run` dumped for the task
+
+These names are known here only. `Task` is one opened task: its result (table, thresholds, CSV),
+task.json (`meta`, as written; `info`, typed), and what is derived from them once per object: the
+comparison's spec, its plan, the model graph and the framework model. State changes (`mark`),
+`delete` and `copy` go through it too.
 
 Saving never damages the previous result: every file is written under a temporary name first and
 only renamed into place once all of them are complete, task.json last: renaming task.json is the
@@ -25,16 +33,20 @@ import json
 import os
 import re
 import secrets
+import shutil
 import socket
 import time
 import zipfile
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from accuscope import __version__
+from accuscope.engine.compare.comparison import CompareSpec, _relative, recorded_path
 from accuscope.engine.compare.lifetime import pid_alive
 from accuscope.engine.compare.results import KIND, ResultTable
 from accuscope.engine.compare.thresholds import Thresholds
@@ -43,8 +55,13 @@ from accuscope.engine.sources.tensor import SourceError
 from accuscope.engine.tasks import faults
 from accuscope.engine.tasks.csvio import atomic_path, read_result_csv, write_result_csv
 
+if TYPE_CHECKING:
+    from accuscope.engine.compare.comparison import Plan
+    from accuscope.engine.graphs.graph import Graph
+
 TASK_JSON = "task.json"
 RESULT_NPZ = "result.npz"
+ADVICE_JSON = "advice.json"
 STATES = ("running", "done", "cancelled", "failed", "interrupted")
 LOCK = ".lock"  # held (flock) by the process running the task
 _CSV_NAME = re.compile(r"result_(\d{14})(?:_\d+)?\.csv$")
@@ -54,16 +71,130 @@ DUMPS_DIR = "dumps"  # TASK/dumps/{time}/{golden,npu}: what `accuscope run` dump
 _MAX_DEPTH = 4  # how deep list_tasks looks under the root (msit: out/{time}/{shape}/result.csv)
 
 
-@dataclass
+@dataclass(frozen=True)
+class TaskInfo:
+    """task.json, typed: what the task is, as any accuscope version wrote it."""
+
+    name: str
+    state: str  # one of STATES, "" when task.json says none
+    created: str  # ISO time, "" when unknown
+    saved: str
+    error: str  # why the comparison failed (state "failed")
+    foreign: bool  # a result CSV of another tool, not a task folder
+    rows: int | None
+    failing: int | None
+    first_failing_op: str
+    csv: str  # the result CSV's name
+    coverage: dict  # comparison.Coverage.to_meta()
+    relative: dict  # recorded paths relative to the task folder
+    names_dumps: bool  # whether task.json says what was compared (npu and golden)
+
+    @classmethod
+    def of(cls, folder: Path, meta: dict) -> TaskInfo:
+        def text(key: str) -> str:
+            return str(meta.get(key) or "")
+        return cls(folder.name, text("state"), text("created"), text("saved"), text("error"), bool(meta.get("foreign")),
+                   _int(meta.get("rows")), _int(meta.get("failing")), text("first_failing_op"), text("csv"),
+                   meta["coverage"] if isinstance(meta.get("coverage"), dict) else {},
+                   meta["relative"] if isinstance(meta.get("relative"), dict) else {},
+                   bool(meta.get("npu")) and bool(meta.get("golden")))
+
+
+@dataclass(eq=False)
 class Task:
+    """One opened task (see the module's docstring): `load_task` opens it with its result,
+    `Task.at` with task.json only (table and thresholds None), for what needs no result (export,
+    the graph, delete, copy)."""
+
     folder: Path
     meta: dict
-    table: ResultTable
-    thresholds: Thresholds
-    csv: Path | None
+    table: ResultTable | None = None
+    thresholds: Thresholds | None = None
+    csv: Path | None = None
     warnings: list[str] = field(default_factory=list)
     stale: list[str] = field(default_factory=list)  # see stale_parts
     coverage_warnings: list[str] = field(default_factory=list)  # the comparison saw too little (task.json)
+
+    @classmethod
+    def at(cls, path: str | os.PathLike, strict: bool = True) -> Task:
+        """The task folder (or foreign result CSV) at `path`, its task.json read, its result not.
+        SourceError naming task.json when it is unusable; with strict=False such a task has an
+        empty `meta` instead (a broken folder can still be deleted or copied)."""
+        path = Path(path)
+        if path.is_file():
+            return cls(path.parent, {"state": "done", "csv": path.name, "foreign": True}, csv=path)
+        try:
+            return cls(path, read_task_doc(path))
+        except SourceError:
+            if strict:
+                raise
+            return cls(path, {})
+
+    @property
+    def info(self) -> TaskInfo:
+        return TaskInfo.of(self.folder, self.meta)
+
+    def path(self, key: str) -> Path | None:
+        """A path task.json records (npu, golden, model ...), found where the task now is."""
+        return meta_path(self.folder, self.meta, key)
+
+    def spec(self, **changes) -> CompareSpec:
+        """The comparison task.json records, paths resolved from the folder; `changes` replace
+        fields (custom_dir: plugins run only when the caller passes the folder, see from_meta)."""
+        return CompareSpec.from_meta(self.meta, self.thresholds, folder=self.folder, **changes)
+
+    @cached_property
+    def plan(self) -> Plan:
+        """Every pair of the task's comparison (the whole network, every metric, no plugin):
+        planning reads every dump header, which takes seconds on a big network, so it is done once
+        per opened task. SourceError when the dumps are unusable."""
+        from accuscope.engine.compare.comparison import plan
+        if not self.info.names_dumps:
+            raise SourceError(f"{self.folder}: the task does not name its NPU and golden dumps (task.json npu/golden)")
+        return plan(self.spec(algorithms=None, op_range=None, ops=None, custom_dir=None))
+
+    @cached_property
+    def graph(self) -> Graph | None:
+        """The model graph task.json names (`model`); None when it names none; SourceError when
+        that file is unusable."""
+        from accuscope.engine.graphs.graph import load_graph
+        model = self.path("model")
+        return load_graph(model) if model is not None else None
+
+    @cached_property
+    def framework_model(self) -> tuple[Path | None, str]:
+        """The framework model of the task and where it was found: task.json's `framework_model`,
+        its demo section, its `model` when that is an ONNX file, the model copy next to a golden
+        dump written by `accuscope dump` (golden/model.onnx), the model that dump.json names, else
+        a Caffe `model` (a Caffe model is its own framework model). (None, "") when none is found."""
+        return _framework_model(self.folder, self.meta)
+
+    def mark(self, state: str, **fields) -> None:
+        """Set the state (and fields) in task.json; `meta` follows."""
+        self.meta.update(mark_state(self.folder, state, **fields))
+
+    def delete(self) -> None:
+        """Remove the task folder (for a foreign result CSV: the file). OSError when it cannot."""
+        remove_task(self.csv if self.info.foreign and self.csv else self.folder)
+
+    def copy(self, target: str | os.PathLike) -> Path:
+        """Copy the task folder (or the foreign result CSV) to `target`, which must not exist."""
+        return copy_task(self.csv if self.info.foreign and self.csv else self.folder, target)
+
+
+def remove_task(path: str | os.PathLike) -> None:
+    """Remove a task folder, or a result CSV file (a browser entry, opened or not)."""
+    path = Path(path)
+    shutil.rmtree(path) if path.is_dir() else path.unlink()
+
+
+def copy_task(path: str | os.PathLike, target: str | os.PathLike) -> Path:
+    """Copy a task folder (or a result CSV file) to `target`; FileExistsError when it exists."""
+    path, target = Path(path), Path(target)
+    if target.exists():
+        raise FileExistsError(errno.EEXIST, "exists already", str(target))
+    shutil.copytree(path, target) if path.is_dir() else shutil.copy2(path, target)
+    return target
 
 
 @dataclass
@@ -318,33 +449,14 @@ def read_json_object(path: Path, missing: str) -> dict:
     return doc
 
 
-def task_path(folder: str | os.PathLike, value, relative: str | None = None) -> Path | None:
-    """A path task.json holds: as written when it exists, else `relative` (task.json's path relative
-    to the task folder, for a task moved with its data) under the folder, else the written path
-    relative to the folder when it exists there; None when task.json holds no path there."""
-    if not value or not isinstance(value, str):
-        return None
-    p = Path(value).expanduser()
-    if p.exists():
-        return p
-    if relative and (Path(folder) / relative).exists():
-        return Path(folder) / relative
-    if not p.is_absolute() and (Path(folder) / p).exists():
-        return Path(folder) / p
-    return p
-
-
 def meta_path(folder: str | os.PathLike, meta: dict, key: str) -> Path | None:
-    """task_path of task.json's `key` (npu, golden, model ...), trying its relative form too."""
-    rel = meta.get("relative")
-    relative = rel.get(key) if isinstance(rel, dict) and isinstance(rel.get(key), str) else None
-    return task_path(folder, meta.get(key), relative)
+    """comparison.recorded_path of task.json's `key` (npu, golden, model ...), trying its relative
+    form too."""
+    return recorded_path(folder, meta.get(key), _relative(meta, key))
 
 
-def framework_model(folder: str | os.PathLike, meta: dict) -> tuple[Path | None, str]:
-    """The framework ONNX model of a task and where it was found: task.json's `framework_model`,
-    its demo section, its `model` when that is an ONNX file, the model copy next to a golden dump
-    written by `accuscope dump` (golden/model.onnx), or the model that dump.json names."""
+def _framework_model(folder: Path, meta: dict) -> tuple[Path | None, str]:
+    """Task.framework_model."""
     candidates: list[tuple[object, str]] = [(meta.get("framework_model"), "task.json framework_model")]
     demo = meta.get("demo")
     if isinstance(demo, dict):
@@ -360,9 +472,11 @@ def framework_model(folder: str | os.PathLike, meta: dict) -> tuple[Path | None,
             candidates.append((named if Path(named).is_absolute() else str(gdir / named),
                                "the golden dump's dump.json"))
     for value, source in candidates:
-        p = task_path(folder, value)
+        p = recorded_path(folder, value)
         if p is not None and p.is_file() and p.suffix.lower() == ".onnx":
             return p, source
+    if model is not None and model.suffix.lower() == ".prototxt" and model.is_file():
+        return model, "task.json model (Caffe)"
     return None, ""
 
 
@@ -430,11 +544,11 @@ def stale_parts(folder: str | os.PathLike, doc: dict) -> list[str]:
     if not saved:
         return []
     out = []
-    advice = _read_json(folder / "advice.json", None)
+    advice = _read_json(folder / ADVICE_JSON, None)
     if advice is not None:
         made_for = advice.get("task") if isinstance(advice.get("task"), dict) else {}
         if made_for.get("saved") != saved or made_for.get("csv") != doc.get("csv"):
-            out.append("advice.json")
+            out.append(ADVICE_JSON)
     for manifest in sorted(folder.glob(f"{EXPORTS_DIR}/*/manifest.json")):
         created = _read_json(manifest, {}).get("created")
         if not isinstance(created, str) or created < saved:
@@ -507,6 +621,11 @@ def unwritable(exc: BaseException, path: str | os.PathLike) -> SourceError | Non
     return SourceError(f"{where}: cannot write there: {exc.strerror or exc}")
 
 
+def has_result(folder: Path) -> bool:
+    """Whether the folder holds a result (result.npz or a result CSV)."""
+    return (folder / RESULT_NPZ).exists() or _result_csv(folder, {}) is not None
+
+
 def _result_csv(folder: Path, doc: dict) -> Path | None:
     """The CSV task.json names, else the newest result_*.csv in the folder."""
     named = doc.get("csv")
@@ -575,8 +694,7 @@ def _summarize_task(root: Path, folder: Path) -> TaskSummary:
     summary.npu, summary.golden = str(doc.get("npu") or ""), str(doc.get("golden") or "")
     summary.error = str(doc.get("error") or "")
     summary.coverage_warnings = coverage_warnings(doc)
-    has_result = (folder / RESULT_NPZ).exists() or _result_csv(folder, doc) is not None
-    if not has_result and summary.state in ("done", ""):
+    if not (folder / RESULT_NPZ).exists() and _result_csv(folder, doc) is None and summary.state in ("done", ""):
         summary.problem = f"no result file ({RESULT_NPZ} or result_*.csv)"
     return summary
 

@@ -11,29 +11,25 @@ disk, read-only, no permission, name too long) is a SourceError naming the path.
 """
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
 from accuscope import __version__
 from accuscope.engine.compare import comparison as engine
-from accuscope.engine.compare.columns import KEY_OF
 from accuscope.engine.compare.results import ResultTable
-from accuscope.engine.compare.thresholds import Thresholds
 from accuscope.engine.sources.tensor import SourceError
 from accuscope.engine.tasks.task import (
     DUMPS_DIR,
     LOCK,
-    RESULT_NPZ,
     TASK_JSON,
     TaskLock,
+    has_result,
     mark_state,
     save_task,
-    task_path,
     unwritable,
 )
 
@@ -49,62 +45,6 @@ class RunResult:
     def slowest(self) -> tuple[str, float]:
         part = max(self.timings, key=self.timings.get)
         return part, self.timings[part]
-
-
-PATH_KEYS = ("npu", "golden", "model", "npu_model", "golden_model", "mapping")
-
-
-def spec_meta(spec: engine.CompareSpec, folder: str | Path | None = None) -> dict:
-    """What task.json records about the comparison, enough to re-run it. Paths are stored absolute
-    and, under `relative`, relative to the task folder: a task moved with its data (to another
-    directory or machine) still finds them (engine.task.task_path tries both)."""
-    meta = {"npu": spec.npu, "golden": spec.golden, "model": spec.model, "algorithms": spec.algorithms,
-            "range": spec.op_range, "ops": spec.ops, "custom_algorithms": spec.custom_dir,
-            "pick": spec.pick, "run": spec.run,
-            "golden_shape": list(spec.golden_shape) if spec.golden_shape else None,
-            "golden_dtype": str(spec.golden_dtype) if spec.golden_dtype else None,
-            "npu_model": spec.npu_model, "golden_model": spec.golden_model, "mapping": spec.mapping,
-            "npu_runner": spec.npu_runner, "golden_runner": spec.golden_runner, "iteration": spec.iteration}
-    relative = {}
-    for key in PATH_KEYS:
-        if meta[key]:
-            meta[key] = os.path.abspath(meta[key])
-            if folder is not None:
-                relative[key] = os.path.relpath(meta[key], os.path.abspath(folder))
-    meta["relative"] = relative
-    return meta
-
-
-def spec_from_meta(meta: dict, thresholds=None, folder: str | Path | None = None, **changes) -> engine.CompareSpec:
-    """The inverse of spec_meta, for re-running a task (or part of it: `changes` replace fields,
-    e.g. ops=[name]); with `folder`, paths relative to the task folder resolve there.
-
-    Custom algorithms are code: the folder task.json names is never used (a task folder can come
-    from anyone); pass `custom_dir=` to run plugins, after the user said which folder. Without it
-    the plugin names in the task's algorithm list are dropped too."""
-    def path(key: str) -> str | None:
-        value = meta.get(key)
-        resolved = task_path(folder, value, _relative(meta, key)) if folder is not None else value
-        return str(resolved) if resolved else None
-    algorithms = meta.get("algorithms")
-    if algorithms and not changes.get("custom_dir"):
-        algorithms = [a for a in algorithms if KEY_OF.get(a, a) in engine.ALGORITHMS] or None
-    spec = engine.CompareSpec(path("npu"), path("golden"), path("model"), algorithms,
-                              meta.get("range"), meta.get("ops"), None,
-                              thresholds if thresholds is not None else Thresholds(),
-                              meta.get("pick") or "newest", meta.get("run"),
-                              tuple(meta["golden_shape"]) if meta.get("golden_shape") else None,
-                              meta.get("golden_dtype"), npu_model=path("npu_model"),
-                              golden_model=path("golden_model"), mapping=path("mapping"),
-                              npu_runner=meta.get("npu_runner"), golden_runner=meta.get("golden_runner"),
-                              iteration=meta.get("iteration") or 0)
-    return replace(spec, **changes)
-
-
-def _relative(meta: dict, key: str) -> str | None:
-    rel = meta.get("relative")
-    value = rel.get(key) if isinstance(rel, dict) else None
-    return value if isinstance(value, str) else None
 
 
 def run_task(spec: engine.CompareSpec, folder: str | Path,
@@ -128,10 +68,10 @@ def run_task(spec: engine.CompareSpec, folder: str | Path,
         lock.acquire()
         if planned:
             planned(plan)
-        fields = spec_meta(spec, folder)
+        fields = spec.to_meta(folder)
         mark_state(folder, "running", error="", tool=f"accuscope {__version__}",
                    started=datetime.now().isoformat(timespec="seconds"),
-                   **({"attempt": fields} if _has_result(folder) else fields))
+                   **({"attempt": fields} if has_result(folder) else fields))
         started = True
         t_plan = time.perf_counter()
         result.table = engine.execute(plan, progress, cancel, workers, inline_bytes)
@@ -153,8 +93,8 @@ def run_task(spec: engine.CompareSpec, folder: str | Path,
                 interrupted = isinstance(exc, KeyboardInterrupt)
                 mark_state(folder, "cancelled" if interrupted else "failed",
                            error="" if interrupted else str(place or exc) or type(exc).__name__)
-            elif existing and isinstance(exc, SourceError) and not _has_result(folder):
-                mark_state(folder, "failed", error=str(exc), **spec_meta(spec, folder))  # a task made ready by its caller
+            elif existing and isinstance(exc, SourceError) and not has_result(folder):
+                mark_state(folder, "failed", error=str(exc), **spec.to_meta(folder))  # a task made ready by its caller
         except OSError:
             pass  # the folder cannot take even that: task.json says running, read as interrupted
         if place is not None:
@@ -165,10 +105,6 @@ def run_task(spec: engine.CompareSpec, folder: str | Path,
     result.timings = {"open and map": t_plan - start, "compare": t_cmp - t_plan,
                       "write": time.perf_counter() - t_cmp}
     return result
-
-
-def _has_result(folder: Path) -> bool:
-    return (folder / RESULT_NPZ).exists() or any(folder.glob("result_*.csv"))
 
 
 def _check_target(folder: Path) -> bool:

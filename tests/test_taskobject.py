@@ -1,0 +1,94 @@
+"""The task object: a task folder opened once, its spec, plan, graph and framework model derived
+once, state changes, delete and copy; CompareSpec keyword-only, kept in task.json by to_meta."""
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from accuscope.engine.compare.comparison import CompareSpec
+from accuscope.engine.demo import workspace as demo
+from accuscope.engine.sources.tensor import SourceError
+from accuscope.engine.tasks.task import Task, list_tasks, load_task
+
+MAIN_DEMO_JSON = Path(__file__).parent / "data" / "task-main-demo.json"  # written by accuscope 80ea362's demo
+
+
+@pytest.fixture(scope="module")
+def demo_task(tmp_path_factory) -> Path:
+    return demo.build_workspace(tmp_path_factory.mktemp("taskobject") / "ws")[0]
+
+
+def test_a_task_json_an_older_accuscope_wrote_still_reads_and_replans(demo_task, tmp_path):
+    """task.json of main's demo, its folder since moved (every absolute path in it is gone): the
+    relative paths find the dumps and the model, and the comparison plans as it did."""
+    folder = tmp_path / "moved"
+    shutil.copytree(demo_task, folder)
+    shutil.copy(MAIN_DEMO_JSON, folder / "task.json")
+    task = Task.at(folder)
+    assert task.table is None and task.info.state == "done" and task.info.names_dumps
+    assert task.info.coverage["npu_paired"] == 64 and task.info.relative["model"] == "model/tinynet.json"
+    spec = task.spec()
+    assert (spec.npu, spec.golden, spec.model) == (str(folder / "npu"), str(folder / "golden"),
+                                                   str(folder / "model" / "tinynet.json"))
+    assert spec.pick == "newest" and spec.iteration == 0 and spec.algorithms[0] == "cos"
+    assert task.plan.coverage.npu_paired == 64
+    assert task.graph.kind == "om"
+    old = json.loads(MAIN_DEMO_JSON.read_text())
+    again = spec.to_meta(folder)
+    assert {k: again[k] for k in ("algorithms", "range", "ops", "pick", "iteration", "golden_shape")} == \
+        {k: old[k] for k in ("algorithms", "range", "ops", "pick", "iteration", "golden_shape")}
+    assert again["relative"] == old["relative"]
+    assert len(load_task(folder).table) == old["rows"]  # the result CSV read when result.npz is of another run
+
+
+def test_spec_is_keyword_only_after_the_two_sides_and_round_trips(tmp_path):
+    with pytest.raises(TypeError):
+        CompareSpec("a", "b", "model.json")
+    spec = CompareSpec(str(tmp_path / "npu"), str(tmp_path / "golden"), model=str(tmp_path / "m.json"),
+                       algorithms=["cos"], op_range="1,5", pick=2, golden_shape=(1, 3), iteration=4)
+    meta = spec.to_meta(tmp_path / "task")
+    assert meta["relative"] == {"npu": "../npu", "golden": "../golden", "model": "../m.json"}
+    back = CompareSpec.from_meta(meta)
+    assert back == spec
+
+
+def test_plan_graph_and_framework_model_are_found_once_per_opened_task(demo_task):
+    task = load_task(demo_task)
+    assert task.plan is task.plan and task.graph is task.graph
+    path, source = task.framework_model
+    assert path.name == "tinynet.onnx" and source == "task.json demo.framework_model"
+    assert task.framework_model is task.framework_model
+    assert load_task(demo_task).plan is not task.plan  # another opening plans afresh
+
+
+def test_a_task_that_names_no_dumps_has_no_plan(tmp_path):
+    (tmp_path / "task.json").write_text(json.dumps({"state": "failed", "error": "boom"}))
+    task = Task.at(tmp_path)
+    assert task.info.error == "boom" and task.graph is None and task.framework_model == (None, "")
+    with pytest.raises(SourceError, match="does not name its NPU and golden dumps"):
+        _ = task.plan
+
+
+def test_mark_delete_and_copy(demo_task, tmp_path):
+    folder = tmp_path / "t"
+    Task.at(demo_task).copy(folder)
+    with pytest.raises(FileExistsError):
+        Task.at(demo_task).copy(folder)
+    task = load_task(folder)
+    task.mark("done", note="checked")
+    assert task.meta["note"] == "checked" and Task.at(folder).meta["note"] == "checked"
+    csv = task.csv
+    foreign = tmp_path / "other" / "result.csv"
+    foreign.parent.mkdir()
+    shutil.copy(csv, foreign)
+    as_task = Task.at(foreign)
+    assert as_task.info.foreign and as_task.copy(tmp_path / "copy.csv").read_bytes() == csv.read_bytes()
+    as_task.delete()
+    assert not foreign.exists() and foreign.parent.is_dir()  # only the CSV
+    (folder / "task.json").write_text("{broken")
+    with pytest.raises(SourceError):
+        Task.at(folder)
+    assert [e.problem != "" for e in list_tasks(tmp_path) if e.path == folder] == [True]
+    Task.at(folder, strict=False).delete()  # a broken folder can still go
+    assert not folder.exists()
