@@ -150,7 +150,7 @@ class GraphScreen(Screen["int | None"]):
         super().__init__()
         self.folder = Path(task_folder)
         self.table, self.thresholds, self.row = table, thresholds, row
-        self.task = Task(self.folder, meta) if meta is not None else Task.at(self.folder, strict=False)
+        self.opened_task = Task(self.folder, meta) if meta is not None else Task.at(self.folder, strict=False)
         self.graph: Graph | None = None
         self.lanes: Lanes | None = None
         self.results: OpResults | None = None
@@ -219,7 +219,7 @@ class GraphScreen(Screen["int | None"]):
 
     # ---- loading ------------------------------------------------------------------------------
     def model_path(self) -> Path | None:
-        return self.task.path("model") or self.task.framework_model[0]
+        return self.opened_task.path("model") or self.opened_task.framework_model[0]
 
     @work(thread=True, exclusive=True, group="graph", exit_on_error=False)
     def load_worker(self):
@@ -236,7 +236,7 @@ class GraphScreen(Screen["int | None"]):
 
     @work(thread=True, exclusive=True, group="framework", exit_on_error=False)
     def framework_worker(self):
-        path = self.task.framework_model[0]
+        path = self.opened_task.framework_model[0]
         if path is None:
             raise SourceError("the task names no framework model (task.json \"framework_model\"): a selection "
                               "of device ops cannot be mapped to framework ops for export")

@@ -333,7 +333,7 @@ class OpScreen(Screen):
     def __init__(self, folder: Path, table: ResultTable, row: int, task: Task | None = None) -> None:
         super().__init__()
         self.folder = Path(folder)
-        self.task = task  # the opened task, whose plan serves every tensor (else each is opened afresh)
+        self.opened_task = task  # the opened task, whose plan serves every tensor (else each is opened afresh)
         self.table = table
         self.refs = tensor_refs(table, row) or [_ref(table, row)]
         self.pos = next((i for i, r in enumerate(self.refs) if r.row == row), 0)
@@ -431,7 +431,7 @@ class OpScreen(Screen):
     def _detail_worker(self, serial: int, ref: TensorRef, top: int, cancel: threading.Event):
         pair = self._pairs.get(ref.key)
         if pair is None:
-            pair = open_op(self.task or self.folder, ref.op, ref.io, ref.index)
+            pair = open_op(self.opened_task or self.folder, ref.op, ref.io, ref.index)
 
         def progress(done: int, n: int) -> None:
             self._progress = (done, n)
