@@ -11,7 +11,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
 from ..engine.sources.tensor import SourceError
-from ..engine.tasks.task import Task, TaskSummary, list_tasks, load_task
+from ..engine.tasks.task import TASK_JSON, Task, TaskSummary, list_tasks, load_task
 from . import formatting as fmt
 from .dialogs import AskDialog, ConfirmDialog
 from .footer import Footer
@@ -145,7 +145,7 @@ class BrowserScreen(Screen):
                 return "a task folder or a result CSV"
             if not p.exists():
                 return f"{p}: no such file or folder"
-            if p.is_dir() and not (p / "task.json").exists():
+            if p.is_dir() and not (p / TASK_JSON).exists():
                 return f"{p}: not a task folder (no task.json)"
             return ""
         self.app.push_screen(AskDialog("Open a task folder or result CSV (tab completes):", str(self.workspace) + "/",

@@ -69,9 +69,9 @@ def run(args) -> int:
 def _drop_older_dumps(folder: Path, keep: Path) -> None:
     """Dumps of earlier runs into this task, once task.json names the new ones (a failed or
     cancelled run keeps the old result and so its dumps: then both stay)."""
-    from ..engine.tasks.task import read_task_doc
+    from ..engine.tasks.task import Task
     try:
-        named = str(read_task_doc(folder).get("golden") or "")
+        named = str(Task.at(folder).meta.get("golden") or "")
     except SourceError:
         return
     if not named.startswith(str(keep)):

@@ -58,7 +58,7 @@ def run(args) -> int:
     warnings = coverage_warnings(task.meta)
     if args.format == "json":
         first = table.row(s.first_failing) if s.first_failing is not None else None
-        doc = {"task": str(task.folder), "state": task.meta.get("state", ""), "rows": s.rows,
+        doc = {"task": str(task.folder), "state": task.info.state, "rows": s.rows,
                "failing": s.failing, "not_compared": s.not_compared,
                "first_failing": None if first is None else {
                    "row": int(s.first_failing), "op": _cell(first["npu_op"]), "tensor": _cell(first["tensor"]),

@@ -28,7 +28,7 @@ from accuscope.engine.export.folder import (
 )
 from accuscope.engine.export.submodel import np_dtype, onnx_modules
 from accuscope.engine.sources.tensor import OUTPUT, SourceError, TensorError, sanitize
-from accuscope.engine.tasks.task import RETEST_DIR, read_task_doc
+from accuscope.engine.tasks.task import RETEST_DIR, Task
 
 
 @dataclass
@@ -142,9 +142,8 @@ def run_retest(export_dir: str | os.PathLike, progress: Progress | None = None,
     result.task_dir = _retest_task(root, manifest, rerun_dir, thresholds, result.notes)
     _verdict(result)
     if result.task_dir is not None:
-        from accuscope.engine.tasks.task import mark_state
-        state = read_task_doc(result.task_dir).get("state") or "done"
-        mark_state(result.task_dir, state, retest={
+        task = Task.at(result.task_dir)
+        task.mark(task.info.state or "done", retest={
             "verdict": result.verdict, "message": result.message, "substituted": result.substituted,
             "outputs": [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in vars(o).items()}
                         for o in result.outputs]})
