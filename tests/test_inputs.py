@@ -9,11 +9,11 @@ import pytest
 from accuscope.app.app import AccuscopeApp
 from accuscope.app.newtask import NewTaskScreen
 from accuscope.commands import compare, run
+from accuscope.engine.compare.comparison import CompareSpec
 from accuscope.engine.compare.inputs import INPUTS, build_spec, check, inputs
 from accuscope.engine.compare.thresholds import Thresholds
 from accuscope.engine.demo.workspace import MAIN
 from accuscope.engine.tasks.task import load_task
-from accuscope.engine.tasks.taskrun import spec_from_meta
 from appkit import drive, screen_text
 
 
@@ -89,7 +89,7 @@ def test_a_mapping_file_is_checked_in_the_form(tmp_path):
 
 def test_rerunning_a_task_fills_the_form_with_its_inputs(ws):
     task = load_task(ws / MAIN.name)
-    spec = spec_from_meta(task.meta, task.thresholds)
+    spec = CompareSpec.from_meta(task.meta, task.thresholds)
     spec.thresholds.set("kl", None)
     spec.thresholds.set("cos", 0.95)
 
