@@ -22,7 +22,8 @@ def run(workspace: str | os.PathLike | None = None, task: str | os.PathLike | No
     """Open the task browser on `workspace`; with `task`, that task on top; with `compare`
     (spec, task folder), a running comparison. Returns the exit code: OK, UNUSABLE without a
     terminal, INTERNAL after an uncaught exception (its traceback printed when the screen closes)."""
-    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+    served = bool(os.environ.get("TEXTUAL_DRIVER"))  # textual-serve's web driver talks over pipes
+    if not served and not (sys.stdin.isatty() and sys.stdout.isatty()):
         print("accuscope: the app needs a terminal (stdin or stdout is not one); "
               "`accuscope --help` lists the commands that work without", file=sys.stderr)
         return ExitCode.UNUSABLE
