@@ -14,6 +14,7 @@ from textual.widgets.option_list import Option
 from textual.worker import Worker, WorkerState
 
 from ..engine.diagnose.advice import Advice, Finding
+from ..engine.diagnose.chartdata import growth_series
 from ..engine.diagnose.sensitivity import Ranking, sensitivity
 from .chart import GrowthChart
 from .footer import Footer
@@ -82,10 +83,7 @@ class AdviceScreen(Screen["int | None"]):
             lines.append(f"[dim]{shown(evidence)}[/]")
         lines.append(f"[dim]rule {shown(f.rule)} ({shown(f.source)})[/]")
         self.query_one("#detail", Static).update("\n".join(lines))
-        growth = (f.evidence or {}).get("growth")
-        metric = (f.evidence or {}).get("metric", "")
-        self.query_one(GrowthChart).show(growth if isinstance(growth, list) else [],
-                                         "1 - cos" if metric == "cos" else "rel. error")
+        self.query_one(GrowthChart).show(*growth_series(f))
 
     # ---- the ranked ops ------------------------------------------------------------------------
     @property

@@ -1,28 +1,14 @@
 """The metric chart: one metric over the execution order, like MindStudio's scatter diagram."""
 from __future__ import annotations
 
-import math
-
 import numpy as np
 from textual_plotext import PlotextPlot
 
-from ..engine.compare.columns import CSV_OF
 from ..engine.compare.results import ResultTable
 from ..engine.compare.thresholds import Thresholds
+from ..engine.diagnose.chartdata import downsample, metric_series
 
-
-def downsample(x: np.ndarray, y: np.ndarray, buckets: int) -> tuple[np.ndarray, np.ndarray]:
-    """At most 2 points per bucket (the min and the max), so a long network keeps its spikes."""
-    if len(x) <= 2 * buckets:
-        return x, y
-    edges = np.linspace(0, len(x), buckets + 1).astype(int)
-    keep = []
-    for lo, hi in zip(edges[:-1], edges[1:]):
-        if hi > lo:
-            part = y[lo:hi]
-            keep += sorted({lo + int(np.argmin(part)), lo + int(np.argmax(part))})
-    keep = np.asarray(keep)
-    return x[keep], y[keep]
+__all__ = ["Chart", "GrowthChart", "MetricChart", "downsample"]
 
 
 class Chart(PlotextPlot):
@@ -74,37 +60,18 @@ class MetricChart(Chart, can_focus=True):
             self.replot()
 
     def draw(self, plt) -> str:
-        table = self._table
-        name = CSV_OF.get(self.metric, self.metric)
-        if table is None or not len(self._rows):
-            return f"{name}: no rows"
-        values = table.numbers(self.metric)[self._rows]
-        order = np.argsort(table.columns["index"][self._rows], kind="stable")
-        rows, values = self._rows[order], values[order]
-        finite = np.isfinite(values)
-        x = table.columns["index"][rows].astype(float)
-        fail = table.columns["fail"][rows]
-        width = max(self.size.width - 10, 10)
-        for mask, marker, color in ((finite & ~fail, "•", "green"), (finite & fail, "x", "red")):
-            if mask.any():
-                xs, ys = downsample(x[mask], values[mask], width)
+        series = metric_series(self._table, self._rows, self._thresholds, self.metric, max(self.size.width - 10, 10))
+        for (xs, ys), marker, color in ((series.passing, "•", "green"), (series.failing, "x", "red")):
+            if len(xs):
                 plt.scatter(xs.tolist(), ys.tolist(), marker=marker, color=color)
-        limit = self._thresholds.get(self.metric)
-        if limit is not None and finite.any():
-            plt.hline(limit.value, "orange")
-        if self._selected is not None and self._selected < len(table):
+        if series.ylim is not None and series.limit is not None:
+            plt.hline(series.limit.value, "orange")
+        table = self._table
+        if table is not None and len(self._rows) and self._selected is not None and self._selected < len(table):
             plt.vline(float(table.columns["index"][self._selected]), "blue")
-        if finite.any():
-            lo, hi = float(values[finite].min()), float(values[finite].max())
-            if limit is not None:
-                lo, hi = min(lo, limit.value), max(hi, limit.value)
-            if math.isclose(lo, hi):
-                lo, hi = lo - 0.5, hi + 0.5
-            plt.ylim(lo, hi)
-        missing = int((~finite).sum())
-        return (f"{name} by row index · • pass x fail"
-                + (f" · ─ threshold {limit.op} {limit.value:g}" if limit is not None else "")
-                + (f" · {missing} without a value" if missing else ""))
+        if series.ylim is not None:
+            plt.ylim(*series.ylim)
+        return series.title
 
 
 class GrowthChart(Chart):
@@ -117,10 +84,10 @@ class GrowthChart(Chart):
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
-        self.series: list[list[float]] = []
+        self.series: list[tuple[float, float]] = []
         self.label = ""
 
-    def show(self, series: list[list[float]], label: str) -> None:
+    def show(self, series: list[tuple[float, float]], label: str) -> None:
         self.series, self.label = series, label
         self.display = bool(series)
         self.replot()
@@ -128,8 +95,8 @@ class GrowthChart(Chart):
     def draw(self, plt) -> str:
         if not self.series:
             return ""
-        x = [float(p[0]) for p in self.series]
-        y = [float(p[1]) for p in self.series]
+        x = [p[0] for p in self.series]
+        y = [p[1] for p in self.series]
         plt.plot(x, y, marker="braille")
         plt.scatter(x, y, marker="•")
         plt.xlabel("row (execution order)")

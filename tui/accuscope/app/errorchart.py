@@ -15,20 +15,13 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from ..engine.diagnose.opdetail import INF_BIN, ChannelStats, ErrorSketch, OpDetail, PairInfo, bin_edges
+from ..engine.diagnose.chartdata import cumulative_curve, decade_ticks, span_with_c, threshold_stops
+from ..engine.diagnose.opdetail import ChannelStats, ErrorSketch, OpDetail, PairInfo
 from . import formatting as fmt
 from .chart import Chart
 from .formatting import shown
 
 SPARKS = "▁▂▃▄▅▆▇█"
-
-
-def threshold_stops(sketch: ErrorSketch) -> np.ndarray:
-    """The thresholds C where the count above C changes and is known exactly: 0, then the upper
-    edge of every non-empty fine bin of finite nonzero errors (increasing)."""
-    ks = np.arange(sketch.first, sketch.first + len(sketch.counts))
-    used = (sketch.counts > 0) & (ks >= 1) & (ks < INF_BIN)
-    return np.concatenate([[0.0], bin_edges(ks[used])])
 
 
 def step_threshold(sketch: ErrorSketch, c: float, step: int) -> float:
@@ -39,42 +32,6 @@ def step_threshold(sketch: ErrorSketch, c: float, step: int) -> float:
         return float(stops[min(at + step - 1, len(stops) - 1)]) if at < len(stops) else c
     at = int(np.searchsorted(stops, c, side="left"))
     return float(stops[max(at + step, 0)]) if at > 0 else c
-
-
-def decade_ticks(lo: float, hi: float) -> tuple[list[float], list[str]]:
-    """Ticks at the powers of ten between lo and hi (log10 values), thinned to at most 6."""
-    first, last = math.ceil(lo - 1e-9), math.floor(hi + 1e-9)
-    ticks = list(range(first, last + 1))
-    if not ticks:
-        ticks = [round((lo + hi) / 2, 1)]
-    stride = max(1, math.ceil(len(ticks) / 6))
-    ticks = ticks[::stride]
-    return [float(t) for t in ticks], [_power(t) for t in ticks]
-
-
-def _power(t: float) -> str:
-    if float(t).is_integer():
-        t = int(t)
-        return {0: "1", 1: "10", 2: "100", -1: "0.1", -2: "0.01"}.get(t, f"1e{t}")
-    return f"{10 ** t:.2g}"
-
-
-def _log_range(sketch: ErrorSketch, c: float) -> tuple[float, float] | None:
-    """(lo, hi) in log10 of the finite nonzero errors (and C when it is positive and finite)."""
-    stops = threshold_stops(sketch)[1:]
-    if not len(stops):
-        return None
-    # from the lower edge of the lowest bin in use
-    return _span_with_c(math.log10(float(stops[0]) / 2 ** 0.125), math.log10(float(stops[-1])), c)
-
-
-def _span_with_c(lo: float, hi: float, c: float) -> tuple[float, float]:
-    """A log10 axis span widened to show C (when positive and finite) and at least half a decade."""
-    if 0 < c < math.inf:
-        lo, hi = min(lo, math.log10(c)), max(hi, math.log10(c))
-    if hi - lo < 0.5:
-        lo, hi = lo - 0.25, hi + 0.25
-    return lo, hi
 
 
 class SketchChart(Chart):
@@ -99,46 +56,16 @@ class CumulativeChart(SketchChart):
     curve at the sketch's bin edges, C as a vertical line."""
 
     def draw(self, plt) -> str:
-        sk, c = self.sketch, self.c
-        if sk is None:
-            return "error distribution: not computed yet"
-        word = sk.word
-        span = _log_range(sk, c)
-        extra = []
-        if sk.zeros:
-            extra.append(f"{sk.zeros:,} zero")
-        if sk.nonfinite:
-            extra.append(f"{sk.nonfinite:,} NaN/inf")
-        notes = " · " + ", ".join(extra) if extra else ""
-        if span is None or not sk.total:
-            return f"no nonzero finite {word} error to draw{notes}"
-        lo, hi = span
-        edges, above = sk.curve()
-        keep = edges > 0
-        xs = np.log10(edges[keep])
-        ys = 100.0 * above[keep] / sk.total
-        inside = (xs >= lo - 1e-9) & (xs <= hi + 1e-9)
-        xs, ys = xs[inside], ys[inside]
-        # start the curve at the lower edge of the lowest bin: every nonzero error is above it
-        x0 = lo
-        y0 = 100.0 * sk.count_above(0.0)[0] / sk.total
-        xs = np.concatenate([[x0], xs])
-        ys = np.concatenate([[y0], ys])
-        width = max(self.size.width - 8, 10)
-        if len(xs) > 4 * width:  # the curve is monotone: a plain stride keeps its shape
-            pick = np.unique(np.linspace(0, len(xs) - 1, 4 * width).astype(int))
-            xs, ys = xs[pick], ys[pick]
-        plt.plot(xs.tolist(), ys.tolist(), marker="braille", color="blue")
-        ticks, labels = decade_ticks(lo, hi)
-        plt.xticks(ticks, labels)
-        plt.xlim(lo, hi)
-        top = max(float(ys.max()), 1e-9)
-        plt.ylim(0, min(100.0, top * 1.05))
-        if 0 < c < math.inf:
-            plt.vline(math.log10(c), "orange")
-        elif c == 0:
-            plt.vline(lo, "orange")
-        return f"% of elements with {word} error > C (log C) · │ C = {c:g}{notes}"
+        curve = cumulative_curve(self.sketch, self.c, 4 * max(self.size.width - 8, 10))
+        if not len(curve.xs):
+            return curve.title
+        plt.plot(curve.xs.tolist(), curve.ys.tolist(), marker="braille", color="blue")
+        plt.xticks(*curve.ticks)
+        plt.xlim(*curve.xlim)
+        plt.ylim(0, curve.ytop)
+        if curve.c_at is not None:
+            plt.vline(curve.c_at, "orange")
+        return curve.title
 
 
 class ErrorHistogram(SketchChart):
@@ -158,7 +85,7 @@ class ErrorHistogram(SketchChart):
         if not len(h.counts):
             return title
         edges = np.log10(np.maximum(h.edges, np.finfo(float).tiny))
-        lo, hi = _span_with_c(float(edges[0]), float(edges[-1]), c)
+        lo, hi = span_with_c(float(edges[0]), float(edges[-1]), c)
         centers = (edges[:-1] + edges[1:]) / 2
         keep = h.counts > 0
         width = float(np.min(np.diff(edges))) * 0.8 if len(edges) > 1 else 0.1

@@ -41,7 +41,16 @@ from textual.widgets import ProgressBar, Static
 from textual.worker import Worker, WorkerState
 
 from ..engine.compare.results import ResultTable
-from ..engine.diagnose.opdetail import TOP_DEFAULT, TOP_MAX, WORDS, OpDetail, TopN, exact_count, layout_of
+from ..engine.diagnose.opdetail import (
+    C_DEFAULT,
+    TOP_DEFAULT,
+    TOP_MAX,
+    WORDS,
+    OpDetail,
+    TopN,
+    exact_count,
+    layout_of,
+)
 from ..engine.diagnose.oppair import OpPair, open_op
 from ..engine.sources.names import parse_tensor_name
 from ..engine.sources.tensor import SourceError
@@ -60,7 +69,6 @@ from .errorchart import (
 from .footer import Footer
 from .formatting import shown
 
-C_DEFAULT = 1e-3  # like `accuscope op --threshold` and the result table's rel_0.1% column
 WIDE = (140, 36)  # from this terminal size on, the three panes sit side by side
 PANES = ("TopN", "distribution", "stats & channels")
 NUM = 10  # cells of a number in the TopN table

@@ -72,7 +72,7 @@ def register(sub) -> None:
                    help=f"how many elements to list, 1..{opdetail.TOP_MAX} (default {opdetail.TOP_DEFAULT})")
     p.add_argument("--by", choices=opdetail.METRICS, default="abs",
                    help="rank the printed table by absolute (default) or relative error; both CSVs are written")
-    p.add_argument("--above", type=_threshold, default=0.001, metavar="C",
+    p.add_argument("--above", type=_threshold, default=opdetail.C_DEFAULT, metavar="C",
                    help="count the elements whose error is above C in the summary sentence (default 0.001)")
     p.add_argument("--threshold", action=_Moved, nargs="?", help=argparse.SUPPRESS)
     p.add_argument("--out", metavar="DIR", help="folder for the files (default: TASK_DIR/op/<op name>/)")

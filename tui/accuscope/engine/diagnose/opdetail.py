@@ -48,6 +48,7 @@ from accuscope.engine.sources.tensor import OUTPUT, SourceError, Tensor, TensorE
 TOP_DEFAULT, TOP_MAX = 20, 10000
 METRICS = ("abs", "rel")
 WORDS = {"abs": "absolute", "rel": "relative"}
+C_DEFAULT = 1e-3  # the error threshold C of the summary sentence and the charts (op screen, `op`, report)
 
 # Fine bins of the sketch, straight from the float64 bit pattern: bin k >= 1 holds the errors in
 # (E(k-1), E(k)] where E(k) is the double whose bits are k << SHIFT; bin 0 holds exact zeros.
