@@ -1,4 +1,19 @@
 """Subcommands of the CLI. Each module exposes `register(subparsers)` and sets `args.handler`."""
-from . import advise, compare, convert, demo, dump, export, inspect, op, open_task, run, sensitivity, serve, show
+from . import (
+    advise,
+    compare,
+    convert,
+    demo,
+    dump,
+    export,
+    inspect,
+    op,
+    open_task,
+    report,
+    run,
+    sensitivity,
+    serve,
+    show,
+)
 
-COMMANDS = [inspect, convert, dump, compare, run, show, op, advise, sensitivity, export, demo, open_task, serve]
+COMMANDS = [inspect, convert, dump, compare, run, show, op, advise, sensitivity, report, export, demo, open_task, serve]

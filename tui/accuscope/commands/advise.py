@@ -5,15 +5,12 @@ import json
 import sys
 from pathlib import Path
 
-from ..engine.diagnose.advice import Advice
+from ..engine.diagnose.advice import Advice, evidence_text
 from ..engine.diagnose.advisor import advise
 from ..exitcode import ExitCode
 from .common import out, show, with_status
 
 MARKS = {"error": "[bold red]✗ error  [/]", "warning": "[yellow]! warning[/]", "info": "[cyan]i info   [/]"}
-_SHOWN = ("cos", "cos_before", "cos_after", "red_before", "red_after", "isolated_cos", "rerun_vs_golden_cos",
-          "worst_input_cos", "output_cos", "npu_nonfinite", "golden_nonfinite", "saturated", "rows_below",
-          "output_error", "worst_input_error", "transform", "mean", "std", "failing_ops", "inherited", "unknown")
 
 
 def register(sub) -> None:
@@ -56,7 +53,7 @@ def print_advice(advice: Advice) -> None:
         out.print(f"{MARKS.get(f.severity, f.severity)} {where:>8}  [bold]{show(f.title)}[/]  "
                   f"[dim]({show(f.rule)})[/]", soft_wrap=True)
         out.print(f"    {show(f.text)}", soft_wrap=True)
-        ev = _evidence(f.evidence)
+        ev = evidence_text(f.evidence)
         if ev:
             out.print(f"    [dim]{show(ev)}[/]", soft_wrap=True)
     if advice.ops:
@@ -68,19 +65,3 @@ def print_advice(advice: Advice) -> None:
         out.print(f"wrote {show(str(Path(advice.folder) / 'advice.json'))} in {advice.seconds:.1f} s", soft_wrap=True)
     else:
         out.print(f"took {advice.seconds:.1f} s", soft_wrap=True)
-
-
-def _evidence(ev: dict) -> str:
-    parts = []
-    for key in _SHOWN:
-        v = ev.get(key)
-        if v is None or v == []:
-            continue
-        if isinstance(v, float):
-            v = f"{v:.4f}" if key.endswith("cos") or "cos_" in key else f"{v:.4g}"
-        elif isinstance(v, list):
-            v = "(" + ", ".join(f"{x:.4g}" if isinstance(x, float) else str(x) for x in v) + ")"
-        parts.append(f"{key.replace('_', ' ')} {v}")
-    if ev.get("chain") and len(ev["chain"]) > 1:
-        parts.append("re-ran " + " → ".join(ev["chain"]))
-    return " · ".join(parts)

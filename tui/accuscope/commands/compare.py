@@ -115,7 +115,7 @@ def compare_and_report(spec: engine.CompareSpec, args) -> int:
     def planned(plan):
         say(f"{show(plan.npu.kind)} {show(spec.npu)} against {show(plan.golden.kind)} "
                   f"{show(spec.golden)}", soft_wrap=True)
-        say(coverage_line(plan.coverage, len(plan.npu.ops)), soft_wrap=True)
+        say(plan.coverage.line(len(plan.npu.ops)), soft_wrap=True)
         bar.update(bar_task, total=plan.coverage.npu_paired)
         bar.start()
 
@@ -190,9 +190,3 @@ def result_json(folder, plan, summary, table, advice) -> dict:
             "coverage": plan.coverage.to_meta(), "problems": [str(p) for p in plan.problems],
             "verdict": None if advice is None or advice.primary is None else advice.primary.to_dict(),
             "findings": [] if advice is None else [f.to_dict() for f in advice.findings]}
-
-
-def coverage_line(c: engine.Coverage, ops: int) -> str:
-    only = f", {c.npu_only:,} more only on the NPU side" if c.npu_only else ""
-    return (f"paired {c.npu_paired:,} of {c.npu_total:,} NPU tensors ({ops:,} ops{only}) · used {c.golden_used:,} of "
-            f"{c.golden_total:,} golden tensors · network outputs compared {c.outputs_paired} of {c.outputs_total}")

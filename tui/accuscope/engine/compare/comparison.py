@@ -169,6 +169,24 @@ class Coverage:
         return [f"{len(self.unreachable):,} tensors inside If/Loop bodies could not be dumped, so were not compared "
                 f"(first: {self.unreachable[0]})"]
 
+    def line(self, ops: int) -> str:
+        """`paired 64 of 64 NPU tensors (30 ops) · used 30 of 37 golden tensors · network outputs ...`"""
+        only = f", {self.npu_only:,} more only on the NPU side" if self.npu_only else ""
+        return (f"paired {self.npu_paired:,} of {self.npu_total:,} NPU tensors ({ops:,} ops{only}) · used "
+                f"{self.golden_used:,} of {self.golden_total:,} golden tensors · network outputs compared "
+                f"{self.outputs_paired} of {self.outputs_total}")
+
+    @classmethod
+    def from_meta(cls, doc: dict) -> Coverage:
+        """The coverage as task.json keeps it (to_meta); missing counts are 0."""
+        def count(key: str) -> int:
+            v = doc.get(key)
+            return v if isinstance(v, int) else 0
+        return cls(count("npu_paired"), count("npu_total"), count("golden_used"), count("golden_total"),
+                   count("outputs_paired"), count("outputs_total"), count("npu_only"),
+                   [str(u) for u in doc.get("unreachable") or []],
+                   [(str(u[0]), str(u[1])) for u in doc.get("golden_unused") or [] if isinstance(u, list) and len(u) == 2])
+
     def to_meta(self) -> dict:
         return {"npu_paired": self.npu_paired, "npu_total": self.npu_total, "golden_used": self.golden_used,
                 "golden_total": self.golden_total, "outputs_paired": self.outputs_paired,

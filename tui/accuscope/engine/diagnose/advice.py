@@ -21,6 +21,11 @@ from accuscope.engine.tasks.task import ADVICE_JSON, read_json_object
 FORMAT = 1
 MS_RULES = ("ms.fp16_overflow", "ms.input_mismatch", "ms.all_pass", "ms.output_fails", "ms.local_deviation")
 
+EVIDENCE_SHOWN = ("cos", "cos_before", "cos_after", "red_before", "red_after", "isolated_cos",  # evidence_text's
+                  "rerun_vs_golden_cos", "worst_input_cos", "output_cos", "npu_nonfinite", "golden_nonfinite", "saturated", "rows_below",
+                  "output_error", "worst_input_error", "transform", "mean", "std", "failing_ops", "inherited",
+                  "unknown")
+
 
 # ------------------------------------------------------------------ what the advisor says
 
@@ -162,6 +167,23 @@ class Advice:
                    str(d.get("framework_source") or ""), [str(n) for n in d.get("notes") or []],
                    dict(d.get("task") or {}), str(d.get("created") or ""), float(d.get("seconds") or 0.0),
                    dict(d.get("timings") or {}))
+
+
+def evidence_text(ev: dict) -> str:
+    """The numbers behind a finding on one line (`cos 0.9523 · mean 0.5 · re-ran a → b`)."""
+    parts = []
+    for key in EVIDENCE_SHOWN:
+        v = ev.get(key)
+        if v is None or v == []:
+            continue
+        if isinstance(v, float):
+            v = f"{v:.4f}" if key.endswith("cos") or "cos_" in key else f"{v:.4g}"
+        elif isinstance(v, list):
+            v = "(" + ", ".join(f"{x:.4g}" if isinstance(x, float) else str(x) for x in v) + ")"
+        parts.append(f"{key.replace('_', ' ')} {v}")
+    if ev.get("chain") and len(ev["chain"]) > 1:
+        parts.append("re-ran " + " → ".join(ev["chain"]))
+    return " · ".join(parts)
 
 
 def add_origin_columns(table: ResultTable, advice: Advice) -> None:
