@@ -5,6 +5,8 @@
 from __future__ import annotations
 
 import asyncio
+import shutil
+import subprocess
 import tempfile
 from pathlib import Path
 
@@ -27,11 +29,30 @@ async def shoot(app: AccuscopeApp, name: str, size: tuple[int, int], keys: list[
         print(HERE / f"{name}.svg")
 
 
+def report(task: Path) -> None:
+    """`accuscope report`'s HTML as Chromium renders it (the top of the page: verdict, findings, charts)."""
+    from accuscope.engine.diagnose.advisor import current_advice
+    from accuscope.engine.report.document import build_report, write_report
+    from accuscope.engine.tasks.task import load_task
+    browser = shutil.which("chromium")
+    if browser is None:
+        print("report.png: no chromium (apt-get install chromium), kept as it is")
+        return
+    page = task.parent / "report.html"
+    opened = load_task(task)
+    write_report(build_report(opened, current_advice(opened)), page)
+    subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+                    f"--screenshot={HERE / 'report.png'}", "--window-size=820,1360", page.as_uri()],
+                   check=True, capture_output=True)
+    print(HERE / "report.png")
+
+
 async def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         ws = Path(tmp) / "demo"
         build_workspace(ws)
         task = ws / MAIN.name
+        report(task)
         await shoot(AccuscopeApp(ws), "browser", (100, 20), [])
         await shoot(AccuscopeApp(ws, open_path=task), "task", (160, 50), ["!"])
         await shoot(AccuscopeApp(ws, open_path=task), "task-80x24", (80, 24), ["!"])

@@ -3,8 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..engine.diagnose.advice import load_advice
-from ..engine.diagnose.advisor import advise
+from ..engine.diagnose.advisor import current_advice
 from ..engine.report.document import WORST, build_report, write_report
 from ..engine.sources.tensor import SourceError
 from ..engine.tasks.task import load_task
@@ -40,13 +39,10 @@ def run(args) -> int:
                           f"{', '.join(task.table.metric_keys) or 'none'}")
     advice = None
     if len(task.table):
-        advice = load_advice(task.folder)
-        if advice is None or not advice.is_current(task.meta, task.thresholds):
-            try:
-                advice = with_status("advising…", lambda progress: advise(task.folder, progress=progress))
-            except SourceError as exc:
-                err.print(f"no findings in the report: {show(exc)}", soft_wrap=True)
-                advice = None
+        try:
+            advice = with_status("advising…", lambda progress: current_advice(task, progress))
+        except SourceError as exc:
+            err.print(f"no findings in the report: {show(exc)}", soft_wrap=True)
     report = with_status("reading the worst ops…", lambda _: build_report(task, advice, max(args.worst, 0),
                                                                            args.metric))
     written = write_report(report, args.out)

@@ -162,6 +162,15 @@ class _Run:
         return bool(self.nonfinite[r])
 
 
+def current_advice(task: Task, progress: Callable[[Progress], None] | None = None) -> Advice:
+    """The task's saved advice when it was made for this result and these thresholds, else fresh
+    advice (written to advice.json). SourceError when the task cannot be advised on."""
+    saved = load_advice(task.folder)
+    if saved is not None and saved.is_current(task.meta, task.thresholds):
+        return saved
+    return advise(task, progress=progress)
+
+
 def advise(task_folder: str | os.PathLike | Task, framework_model: str | os.PathLike | None = None,
            progress: Callable[[Progress], None] | None = None, cancel: threading.Event | None = None,
            workers: int | None = None, write: bool = True) -> Advice | None:
