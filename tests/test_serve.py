@@ -119,6 +119,29 @@ def test_serve_shows_the_demo_task_in_a_browser(demo_ws, tmp_path):
     assert f"http://127.0.0.1:{port}" in out and f"ssh -L {port}:127.0.0.1:{port}" in out
 
 
+def test_serve_refuses_a_websocket_from_another_site(demo_ws):
+    import asyncio
+
+    import aiohttp
+    port = free_port()
+    server = start("--port", port, "--workspace", demo_ws)
+
+    async def handshake(origin: str) -> int:
+        async with aiohttp.ClientSession() as session:
+            try:
+                async with session.ws_connect(f"http://127.0.0.1:{port}/ws", origin=origin) as ws:
+                    await ws.close()
+                    return 101
+            except aiohttp.WSServerHandshakeError as exc:
+                return exc.status
+    try:
+        wait_until(lambda: listening(port) or server.poll() is not None, "the server listening")
+        assert asyncio.run(handshake("http://evil.example")) == 403
+        assert asyncio.run(handshake(f"http://127.0.0.1:{port}")) == 101
+    finally:
+        stop(server)
+
+
 def test_serve_on_another_host_warns(demo_ws):
     port = free_port()
     server = start("--port", port, "--host", "0.0.0.0", "--workspace", demo_ws)

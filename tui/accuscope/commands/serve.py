@@ -75,8 +75,31 @@ def run(args) -> int:
     if loopback(args.host):
         out.print(f"from another machine: ssh -L {args.port}:127.0.0.1:{args.port} {show(socket.gethostname())}, "
                   f"then open http://127.0.0.1:{args.port}", soft_wrap=True)
-    Server(app_command(workspace), host=args.host, port=args.port, title="accuscope", public_url=url).serve()
+    same_origin(Server)(app_command(workspace), host=args.host, port=args.port, title="accuscope",
+                        public_url=url).serve()
     return ExitCode.OK
+
+
+def same_origin(server_class):
+    """textual-serve's Server, refusing a websocket opened by a page from another origin: any site
+    the user visits could otherwise reach ws://127.0.0.1:PORT and drive the app."""
+    from aiohttp import web
+
+    class Server(server_class):
+        def allowed(self) -> set[str]:
+            url = self.public_url.rstrip("/")
+            found = {url}
+            if loopback(self.host):
+                found |= {f"http://{name}:{self.port}" for name in ("127.0.0.1", "localhost", "[::1]")}
+            return found
+
+        async def handle_websocket(self, request: web.Request) -> web.StreamResponse:
+            origin = request.headers.get("Origin")
+            if origin is not None and origin.rstrip("/") not in self.allowed():
+                raise web.HTTPForbidden(text=f"accuscope serve: a page from {origin} may not open the app")
+            return await super().handle_websocket(request)
+
+    return Server
 
 
 def unspecified(host: str) -> bool:
