@@ -336,7 +336,7 @@ class OpScreen(Screen):
         "Per channel (4-D/5-D tensors, axis 1): cosine, max and mean abs error per channel; the worst\n"
         "  channels by cosine are listed, the sparklines show 1 - cosine and max abs over all channels\n"
         "  (? no cosine, ! inf) with ^ under the worst.\n"
-        "The same numbers headless: accuscope op TASK_DIR OP --top N --threshold C (msaccucmp files).")
+        "The same numbers headless: accuscope op TASK_DIR OP --top N --above C (msaccucmp files).")
 
     def __init__(self, folder: Path, table: ResultTable, row: int, task: Task | None = None) -> None:
         super().__init__()
