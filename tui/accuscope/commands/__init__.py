@@ -9,6 +9,7 @@ from . import (
     inspect,
     op,
     open_task,
+    overlay,
     report,
     run,
     sensitivity,
@@ -16,4 +17,5 @@ from . import (
     show,
 )
 
-COMMANDS = [inspect, convert, dump, compare, run, show, op, advise, sensitivity, report, export, demo, open_task, serve]
+COMMANDS = [inspect, convert, dump, compare, run, show, overlay, op, advise, sensitivity, report, export, demo,
+            open_task, serve]
