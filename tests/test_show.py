@@ -68,3 +68,16 @@ def test_compare_json_is_one_object_on_stdout(ws, tmp_path):
     assert doc["sides"] == {"npu": "ascend", "golden": "npy"} and doc["coverage"]["outputs_paired"] == 1
     assert doc["verdict"]["rule"] == "verdict" and "the model fails" in doc["verdict"]["title"]
     assert "rows " in r.stderr
+
+
+def test_advise_json_has_the_verdict_coverage_and_first_failing_op_as_show_and_compare_name_them(ws):
+    task = ws / MAIN.name
+    r = accuscope("advise", task, "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert {"verdict", "rows", "failing", "first_failing", "coverage", "findings", "ops", "method"} <= set(doc)
+    shown = json.loads(accuscope("show", task).stdout)
+    assert {k: doc[k] for k in ("rows", "failing", "first_failing", "coverage")} == \
+        {k: shown[k] for k in ("rows", "failing", "first_failing", "coverage")}
+    assert doc["verdict"] == doc["findings"][0] and doc["verdict"]["rule"] == "verdict"
+    assert "the model fails" in doc["verdict"]["title"]

@@ -5,10 +5,12 @@ import json
 import sys
 from pathlib import Path
 
+from ..engine.compare.summary import summarize
 from ..engine.diagnose.advice import Advice, evidence_text
 from ..engine.diagnose.advisor import advise
+from ..engine.tasks.task import load_task
 from ..exitcode import ExitCode
-from .common import out, show, with_status
+from .common import first_failing_json, out, show, with_status
 
 MARKS = {"error": "[bold red]✗ error  [/]", "warning": "[yellow]! warning[/]", "info": "[cyan]i info   [/]"}
 
@@ -34,10 +36,20 @@ def run(args) -> int:
     advice = with_status("advising…", lambda progress: advise(
         args.task, args.framework_model, progress=progress, workers=args.workers))
     if args.json:
-        sys.stdout.write(json.dumps(advice.to_dict(), indent=1, ensure_ascii=False) + "\n")
+        sys.stdout.write(json.dumps(advice_json(advice), indent=1, ensure_ascii=False) + "\n")
         return ExitCode.OK
     print_advice(advice)
     return ExitCode.OK
+
+
+def advice_json(advice: Advice) -> dict:
+    """What `advise --json` prints: advice.json's content, plus the keys compare --json has for the same
+    things (verdict, rows, failing, first_failing, coverage), so a script reads either the same way."""
+    task = load_task(advice.folder)
+    s = summarize(task.table, task.thresholds)
+    return {**advice.to_dict(), "verdict": None if advice.primary is None else advice.primary.to_dict(),
+            "rows": s.rows, "failing": s.failing, "first_failing": first_failing_json(task.table, s),
+            "coverage": task.meta.get("coverage")}
 
 
 def print_advice(advice: Advice) -> None:

@@ -94,6 +94,15 @@ class Name:
         yield Text("\n".join(lines), style=self.style, no_wrap=True, overflow="fold")
 
 
+def first_failing_json(table, summary) -> dict | None:
+    """The first failing row as the JSON outputs give it (show, compare --json, advise --json)."""
+    if summary.first_failing is None:
+        return None
+    first = table.row(summary.first_failing)
+    return {"row": int(summary.first_failing), "op": printable(str(first["npu_op"])),
+            "tensor": printable(str(first["tensor"])), "broken": summary.broken}
+
+
 def with_status(label: str, work):
     """`work(progress)` under a status line that shows the engine's Progress (stage, done/total)."""
     status = err.status(label)

@@ -19,7 +19,7 @@ from ..engine.sources.registry import detect
 from ..engine.sources.tensor import SourceError
 from ..engine.tasks.taskrun import run_task
 from ..exitcode import ExitCode
-from .common import add_inputs, add_source_options, err, out, show
+from .common import add_inputs, add_source_options, err, first_failing_json, out, show
 
 
 def register(sub) -> None:
@@ -182,11 +182,9 @@ def compare_and_report(spec: engine.CompareSpec, args) -> int:
 
 def result_json(folder, plan, summary, table, advice) -> dict:
     """What `compare --json` prints: stable keys for scripts (documented in the README)."""
-    first = table.row(summary.first_failing) if summary.first_failing is not None else None
     return {"task": str(folder), "sides": {"npu": plan.npu.kind, "golden": plan.golden.kind},
             "rows": summary.rows, "failing": summary.failing, "not_compared": summary.not_compared,
-            "first_failing": None if first is None else {"row": int(summary.first_failing), "op": first["npu_op"],
-                                                         "tensor": first["tensor"], "broken": summary.broken},
+            "first_failing": first_failing_json(table, summary),
             "coverage": plan.coverage.to_meta(), "problems": [str(p) for p in plan.problems],
             "verdict": None if advice is None or advice.primary is None else advice.primary.to_dict(),
             "findings": [] if advice is None else [f.to_dict() for f in advice.findings]}

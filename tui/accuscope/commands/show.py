@@ -13,6 +13,7 @@ from ..engine.sources.names import printable
 from ..engine.sources.tensor import SourceError
 from ..engine.tasks.task import coverage_warnings, load_task
 from ..exitcode import ExitCode
+from .common import first_failing_json
 
 DEFAULT_COLUMNS = ("index", "npu_op", "type", "tensor", "golden_op", "cos", "red", "kl", "max_abs", "mean_rel",
                    "fail", "reason")
@@ -57,12 +58,8 @@ def run(args) -> int:
     data = [[_cell(table.columns[c][i]) for c in columns] for i in rows]
     warnings = coverage_warnings(task.meta)
     if args.format == "json":
-        first = table.row(s.first_failing) if s.first_failing is not None else None
         doc = {"task": str(task.folder), "state": task.info.state, "rows": s.rows,
-               "failing": s.failing, "not_compared": s.not_compared,
-               "first_failing": None if first is None else {
-                   "row": int(s.first_failing), "op": _cell(first["npu_op"]), "tensor": _cell(first["tensor"]),
-                   "broken": s.broken},
+               "failing": s.failing, "not_compared": s.not_compared, "first_failing": first_failing_json(table, s),
                "coverage": task.meta.get("coverage"), "warnings": warnings, "columns": columns, "data": data}
         sys.stdout.write(json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
     elif args.format == "csv":
