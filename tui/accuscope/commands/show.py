@@ -1,4 +1,5 @@
-"""`accuscope show TASK_DIR --format json|csv|md`: a task's result where scripts and issue trackers want it."""
+"""`accuscope show TASK_DIR --format json|csv|md|xlsx`: a task's result where scripts, issue trackers and
+spreadsheets want it."""
 from __future__ import annotations
 
 import csv
@@ -9,11 +10,12 @@ import sys
 import numpy as np
 
 from ..engine.compare.summary import summarize
+from ..engine.export.excel import write_xlsx
 from ..engine.sources.names import printable
 from ..engine.sources.tensor import SourceError
-from ..engine.tasks.task import coverage_warnings, load_task
+from ..engine.tasks.task import coverage_warnings, load_task, unwritable
 from ..exitcode import ExitCode
-from .common import first_failing_json
+from .common import first_failing_json, out, show
 
 DEFAULT_COLUMNS = ("index", "npu_op", "type", "tensor", "golden_op", "cos", "red", "kl", "max_abs", "mean_rel",
                    "fail", "reason")
@@ -23,11 +25,14 @@ def register(sub) -> None:
     p = sub.add_parser("show", help="print a task's rows as JSON, CSV or a Markdown table",
                        description="Print a task's result for scripts, CI jobs and issue trackers: JSON (one object "
                                    "with stable keys: task, state, rows, failing, first_failing, coverage, "
-                                   "warnings, columns, data), CSV, or a Markdown table. Exit 0: shown; 1 with "
-                                   "--fail-on-error when rows fail or the comparison saw too little; 2: unusable "
-                                   "task or column.")
+                                   "warnings, columns, data), CSV, a Markdown table, or an .xlsx workbook in "
+                                   "msprobe's compare layout (--out FILE.xlsx; failing rows red; a new sheet "
+                                   "every 1,048,575 rows; needs pip install 'accuscope[xlsx]'). Exit 0: shown; 1 "
+                                   "with --fail-on-error when rows fail or the comparison saw too little; 2: "
+                                   "unusable task or column, or openpyxl missing for xlsx.")
     p.add_argument("task", metavar="TASK_DIR")
-    p.add_argument("--format", choices=("json", "csv", "md"), default="json")
+    p.add_argument("--format", choices=("json", "csv", "md", "xlsx"), default="json")
+    p.add_argument("--out", metavar="FILE.xlsx", help="the workbook to write (--format xlsx)")
     p.add_argument("--failing", action="store_true", help="only the rows that break a threshold")
     p.add_argument("--columns", help="comma-separated column keys (default: " + ",".join(DEFAULT_COLUMNS) + ")")
     p.add_argument("--fail-on-error", action="store_true", help="exit 1 when rows fail or coverage warns")
@@ -44,6 +49,11 @@ def _cell(value):
 
 
 def run(args) -> int:
+    if (args.format == "xlsx") != bool(args.out):
+        raise SourceError("--format xlsx writes a workbook: give --out FILE.xlsx" if args.out is None else
+                          "--out is for --format xlsx; json, csv and md go to stdout (redirect them)")
+    if args.format == "xlsx" and args.columns:
+        raise SourceError("--columns: the xlsx workbook has msprobe's columns; use --format csv to choose them")
     task = load_task(args.task)
     table = task.table
     known = list(table.columns)
@@ -55,8 +65,16 @@ def run(args) -> int:
     s = summarize(table, task.thresholds)
     fail = np.asarray(table.columns["fail"], dtype=bool) if "fail" in table.columns else np.zeros(len(table), bool)
     rows = np.flatnonzero(fail) if args.failing else np.arange(len(table))
-    data = [[_cell(table.columns[c][i]) for c in columns] for i in rows]
     warnings = coverage_warnings(task.meta)
+    if args.format == "xlsx":
+        try:
+            sheets = write_xlsx(table, task.thresholds, args.out, rows)
+        except OSError as e:
+            raise unwritable(e, args.out) or SourceError(f"{args.out}: cannot write: {e.strerror or e}") from None
+        out.print(f"wrote {show(args.out)}: {len(rows):,} rows ({s.failing:,} failing) on "
+                  f"{len(sheets)} sheet{'s' if len(sheets) > 1 else ''}", soft_wrap=True)
+        return ExitCode.FINDINGS if args.fail_on_error and (s.failing or warnings) else ExitCode.OK
+    data = [[_cell(table.columns[c][i]) for c in columns] for i in rows]
     if args.format == "json":
         doc = {"task": str(task.folder), "state": task.info.state, "rows": s.rows,
                "failing": s.failing, "not_compared": s.not_compared, "first_failing": first_failing_json(table, s),

@@ -25,12 +25,13 @@ from accuscope.engine.sources.tensor import SourceError
 _SMALL_TENSOR = 8  # tensor attributes with at most this many values show them (e.g. ConstantOfShape value)
 
 
-def need(module: str, purpose: str):
-    """onnx or onnxruntime (the optional `onnx` extra), else a SourceError saying how to get it."""
+def need(module: str, purpose: str, extra: str = "onnx"):
+    """A module of an optional extra (onnx, onnxruntime: `onnx`; openpyxl: `xlsx`), else a SourceError
+    saying how to get it."""
     try:
         return importlib.import_module(module)
     except ImportError as exc:
-        raise SourceError(f"{purpose} needs {module} (pip install 'accuscope[onnx]'): {exc}") from None
+        raise SourceError(f"{purpose} needs {module} (pip install 'accuscope[{extra}]'): {exc}") from None
 
 
 def load_onnx(path: str | Path) -> Graph:
