@@ -10,10 +10,12 @@ the fusion / original-op attributes the pairing used) gives that value to each o
 framework op reached by several device ops keeps the worst. Thresholds colour a node red past the
 task's threshold for the metric (cos fails low, errors fail high); a metric the task has no
 threshold for gets a green-to-red gradient. A value made NaN by NaN/inf on the NPU side is the
-worst the scale holds (-1.79e308 for a metric failing low, +1.79e308 for one failing high), in red.
+worst the scale holds (-1.79e308 for a metric failing low, +1.79e308 for one failing high), in red;
+an infinite metric (SQNR of identical tensors) is +-1.79e308 too, JSON having no inf.
 """
 from __future__ import annotations
 
+import math
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -72,9 +74,9 @@ def overlay(task: Task, model: str | Path, metric: str = "cos") -> Overlay:
     except ValueError as e:
         raise SourceError(f"--metric: {e}") from None
     table = task.table
-    if key not in table.columns or not np.issubdtype(np.asarray(table.columns[key]).dtype, np.number):
-        raise SourceError(f"--metric {metric}: {task.folder} has no {key} column "
-                          f"(compared metrics: {', '.join(table.metric_keys)})")
+    if key not in table.metric_keys:
+        raise SourceError(f"--metric {metric}: {task.folder} has no {key} values "
+                          f"(its metrics: {', '.join(table.metric_keys)})")
     graph_id, ids = explorer_ids(model)
     low = default_op(key) == "<"
     threshold = task.thresholds.get(key)
@@ -86,18 +88,20 @@ def overlay(task: Task, model: str | Path, metric: str = "cos") -> Overlay:
     missing: dict[str, None] = {}
     for r in np.flatnonzero((c["io"] == "output") & ~skip):
         chain = [g for g in str(c["golden_op"][r]).split(",") if g and g != "*"]
-        value = float(values[r])
-        if not np.isfinite(value):
-            if not broken_nf[r]:
-                continue  # not compared (shapes differ, unreadable): nothing to colour
+        value, nonfinite = float(values[r]), bool(broken_nf[r])
+        if nonfinite:
             value = -WORST if low else WORST
+        elif np.isnan(value):
+            continue  # not compared (shapes differ, unreadable): nothing to colour
+        elif np.isinf(value):
+            value = math.copysign(WORST, value)  # SQNR of identical tensors: JSON has no inf
         for name in chain:
             node = ids.get(name)
             if node is None:
                 missing.setdefault(name)
                 continue
             results[node] = worse(results.get(node, value), value)
-            if abs(value) == WORST:
+            if nonfinite:
                 red.add(node)
     if not results:
         raise SourceError(f"{task.folder}: none of its compared ops is a node of {model} (graph "
