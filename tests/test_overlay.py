@@ -81,7 +81,7 @@ def test_real_model_through_an_ascend_dump(cls_model, tmp_path):
     noise = np.random.default_rng(1)
     sim = cls_with_planted_fault(cls_model, tmp_path, "Relu@4", lambda a: a + noise.standard_normal(a.shape).astype(
         np.float32) * a.std())
-    run_task(CompareSpec(str(tmp_path / "npu" / "dump"), str(tmp_path / "golden"), sim.model_json), tmp_path / "t",
+    run_task(CompareSpec(str(tmp_path / "npu" / "dump"), str(tmp_path / "golden"), model=sim.model_json), tmp_path / "t",
              workers=1)
     r = accuscope("overlay", tmp_path / "t", "--out", tmp_path / "nd.json")  # golden/model.onnx: dump_onnx's copy
     assert r.returncode == 0, r.stderr

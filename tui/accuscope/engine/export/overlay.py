@@ -26,7 +26,7 @@ from accuscope.engine.compare.thresholds import default_op, exempt, nonfinite_br
 from accuscope.engine.graphs.graph import load_graph
 from accuscope.engine.graphs.onnxgraph import need
 from accuscope.engine.sources.tensor import SourceError
-from accuscope.engine.tasks.task import Task, framework_model, load_task
+from accuscope.engine.tasks.task import Task, load_task
 
 PASS, FAIL = "#a5d6a7", "#e53935"  # light green, red
 WORST = sys.float_info.max
@@ -123,14 +123,14 @@ def overlay(task: Task, model: str | Path, metric: str = "cos") -> Overlay:
 
 def task_overlay(folder: str | Path, metric: str = "cos", model: str | Path | None = None) -> tuple[Overlay, Path]:
     """overlay() of the task folder, keyed by `model` or else the task's framework ONNX model (see
-    tasks.task.framework_model); SourceError naming what is missing when there is none."""
+    Task.framework_model); SourceError naming what is missing when there is none."""
     task = load_task(folder)
     if model is not None:
         path = Path(model).expanduser()
         if not path.is_file():
             raise SourceError(f"{path}: no such framework model file")
     else:
-        path, _ = framework_model(task.folder, task.meta)
+        path, _ = task.framework_model
         if path is None:
             raise SourceError(f"{folder}: no framework ONNX model to key the overlay by (none in task.json "
                               "framework_model or model, no golden/model.onnx beside the golden dump); give "
