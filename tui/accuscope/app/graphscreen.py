@@ -251,7 +251,7 @@ class GraphScreen(Screen["int | None"]):
                 self._graph_ready(*worker.result)
             else:
                 self.problem = _error_text(worker.error)
-                self.view.set_message(self.problem)
+                self.view.message = self.problem
                 self.update_panel()
                 self.update_status()
         elif worker.group == "framework":
@@ -458,7 +458,7 @@ class GraphScreen(Screen["int | None"]):
         for k in range(n):
             i = (first + step * k) % n
             if needle in nodes[i].name.lower() or needle in nodes[i].type.lower():
-                self.view.move_to(i, center=True)
+                self.view.move_cursor(i, center=True)
                 return True
         return False
 
@@ -476,7 +476,7 @@ class GraphScreen(Screen["int | None"]):
             self._say("no failing op", timeout=3)
             return
         after = [i for i in failing if i > self.cursor]
-        self.view.move_to(after[0] if after else failing[0], center=True)
+        self.view.move_cursor(after[0] if after else failing[0], center=True)
 
     # ---- producers and consumers -----------------------------------------------------------------
     def neighbours(self, direction: str) -> list[tuple[Node, str]]:
@@ -513,7 +513,7 @@ class GraphScreen(Screen["int | None"]):
                                                                  "the network or are unused)"), timeout=4)
             return
         if len(hits) == 1:
-            self.view.move_to(self._positions[id(hits[0][0])], center=True)
+            self.view.move_cursor(self._positions[id(hits[0][0])], center=True)
             return
         choices = []
         for op, t in hits:
@@ -526,7 +526,7 @@ class GraphScreen(Screen["int | None"]):
 
         def chosen(position: int | None) -> None:
             if position is not None:
-                self.view.move_to(position, center=True)
+                self.view.move_cursor(position, center=True)
         title = f"{len(hits)} {word}s of {self.node.name}: enter jumps, esc stays"
         self.app.push_screen(ChooseDialog(shown(title), choices), chosen)
 

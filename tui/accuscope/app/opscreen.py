@@ -24,19 +24,13 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar
 
 import numpy as np
-from rich.segment import Segment
-from rich.style import Style
-from textual import events, work
+from textual import work
 from textual.app import ComposeResult
-from textual.binding import Binding, BindingType
+from textual.binding import Binding
 from textual.containers import Container, Horizontal, Vertical, VerticalScroll
-from textual.geometry import Size
 from textual.screen import Screen
-from textual.scroll_view import ScrollView
-from textual.strip import Strip
 from textual.widgets import ProgressBar, Static
 from textual.worker import Worker, WorkerState
 
@@ -47,9 +41,7 @@ from ..engine.diagnose.opdetail import (
     TOP_MAX,
     WORDS,
     OpDetail,
-    TopN,
     exact_count,
-    layout_of,
 )
 from ..engine.diagnose.oppair import OpPair, open_op
 from ..engine.sources.names import parse_tensor_name
@@ -68,10 +60,10 @@ from .errorchart import (
 )
 from .footer import Footer
 from .formatting import shown
+from .toptable import TopTable
 
 WIDE = (140, 36)  # from this terminal size on, the three panes sit side by side
 PANES = ("TopN", "distribution", "stats & channels")
-NUM = 10  # cells of a number in the TopN table
 
 
 @dataclass(frozen=True)
@@ -119,159 +111,6 @@ def _ref(table: ResultTable, row: int) -> TensorRef:
     if named:
         return TensorRef(row, op or named.op, named.io, named.index)
     return TensorRef(row, op or tensor, io if io in ("input", "output") else "output", 0)
-
-
-# ------------------------------------------------------------------ the TopN table
-
-
-class TopTable(ScrollView, can_focus=True):
-    """The TopN elements, worst first; formats only the lines on screen."""
-
-    COMPONENT_CLASSES: ClassVar[set[str]] = {"toptable--header", "toptable--cursor", "toptable--nonfinite",
-                                             "toptable--empty"}
-    DEFAULT_CSS = """
-    TopTable {
-        height: 1fr;
-        background: $surface;
-        & > .toptable--header { text-style: bold; background: $panel; }
-        & > .toptable--cursor { background: $block-cursor-blurred-background;
-                                color: $block-cursor-blurred-foreground; }
-        &:focus > .toptable--cursor { background: $block-cursor-background; color: $block-cursor-foreground;
-                                      text-style: $block-cursor-text-style; }
-        & > .toptable--nonfinite { color: $text-error; text-style: bold; }
-        & > .toptable--empty { color: $text-muted; text-style: italic; }
-        &:nocolor > .toptable--cursor { text-style: reverse; }
-    }
-    """
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("up,k", "move(-1)", "Up", show=False), Binding("down,j", "move(1)", "Down", show=False),
-        Binding("pageup", "page(-1)", "Page up", show=False), Binding("pagedown", "page(1)", "Page down", show=False),
-        Binding("home,g", "first", "First row", show=False), Binding("end,G", "last", "Last row", show=False),
-    ]
-
-    def __init__(self, **kwargs) -> None:
-        super().__init__(**kwargs)
-        self.top: TopN | None = None
-        self.layout_name = "ID"
-        self.rank = 1  # coordinates shown per element
-        self.by = "abs"
-        self.cursor = 0
-        self.message = "computing…"
-        self._widths: list[int] = []
-        self._labels: list[str] = []
-        self._right: list[bool] = []
-        self._styles: dict[str, Style] | None = None
-
-    def show(self, top: TopN | None, shape: tuple[int, ...], by: str, message: str = "") -> None:
-        """`top` of a tensor of `shape`: its coordinates as many as its axes (a 2-D tensor's N C,
-        not N C H W padded with 1s)."""
-        layout, grid = layout_of(shape)
-        self.rank = len(shape) if layout == "N C H W" else len(grid)
-        layout = " ".join(layout.split()[:self.rank])
-        self.top, self.layout_name, self.by = top, layout, by
-        self.message = message
-        n = len(top) if top is not None else 0
-        coords = " ".join(str(max(d - 1, 0)) for d in grid[:self.rank])
-        arrow = {by: "▼"}
-        self._labels = ["#", layout, "NPU", "golden", "abs err" + arrow.get("abs", ""),
-                        "rel err" + arrow.get("rel", ""), "note"]
-        self._widths = [max(len(str(n)), 1), max(len(layout), len(coords)), NUM, NUM, NUM, NUM, 7]
-        self._right = [True, False, True, True, True, True, False]
-        self.cursor = 0
-        self.virtual_size = Size(self.line_width, n + 1)
-        self.scroll_to(0, 0, animate=False, force=True)
-        self.refresh()
-
-    @property
-    def line_width(self) -> int:
-        return sum(w + 1 for w in self._widths)
-
-    @property
-    def row_count(self) -> int:
-        return len(self.top) if self.top is not None else 0
-
-    def cells(self, i: int) -> list[str]:
-        """The texts of row i: rank, coordinates, NPU, golden, abs err, rel err, note."""
-        t = self.top
-        rel = float(t.rel_err[i])
-        return [str(i + 1), " ".join(str(int(v)) for v in t.coords[i][:self.rank]), fmt.number(float(t.npu[i]), NUM), fmt.number(float(t.golden[i]), NUM),
-                fmt.number(float(t.abs_err[i]), NUM), "-" if math.isnan(rel) else fmt.number(rel, NUM),
-                "NaN/inf" if t.nonfinite[i] else ""]
-
-    def line_text(self, i: int | None) -> str:
-        """Row i as drawn (None: the header)."""
-        texts = self._labels if i is None else self.cells(i)
-        return "".join(fmt.pad(s, w, r) + " " for s, w, r in zip(texts, self._widths, self._right))
-
-    # ---- cursor ------------------------------------------------------------------------------
-    def _page_rows(self) -> int:
-        return max(1, self.scrollable_content_region.height - 1)
-
-    def move_to(self, position: int) -> None:
-        n = self.row_count
-        if not n:
-            return
-        self.cursor = max(0, min(n - 1, position))
-        top, page = int(self.scroll_y), self._page_rows()
-        if self.cursor < top:
-            self.scroll_to(y=self.cursor, animate=False, force=True)
-        elif self.cursor >= top + page:
-            self.scroll_to(y=self.cursor - page + 1, animate=False, force=True)
-        self.refresh()
-
-    def action_move(self, step: int) -> None:
-        self.move_to(self.cursor + step)
-
-    def action_page(self, step: int) -> None:
-        self.move_to(self.cursor + step * self._page_rows())
-
-    def action_first(self) -> None:
-        self.move_to(0)
-
-    def action_last(self) -> None:
-        self.move_to(self.row_count - 1)
-
-    def on_click(self, event: events.Click) -> None:
-        offset = event.get_content_offset(self)
-        if offset is not None and offset.y > 0:
-            self.move_to(int(self.scroll_y) + offset.y - 1)
-
-    def on_resize(self) -> None:
-        self.move_to(self.cursor)
-
-    # ---- rendering ---------------------------------------------------------------------------
-    def notify_style_update(self) -> None:
-        self._styles = None
-        super().notify_style_update()
-
-    def _style(self) -> dict[str, Style]:
-        if self._styles is None:
-            get = self.get_component_rich_style
-            self._styles = {k: get(f"toptable--{k}") for k in ("header", "cursor", "nonfinite", "empty")}
-            self._styles["base"] = self.rich_style
-        return self._styles
-
-    def render_line(self, y: int) -> Strip:
-        width = self.scrollable_content_region.width
-        st = self._style()
-        base = st["base"]
-        x0 = int(self.scroll_x)
-        if y == 0 and self._widths:
-            style = base + st["header"]
-            return Strip([Segment(self.line_text(None), style)]).crop(x0, x0 + width).adjust_cell_length(width, style)
-        position = int(self.scroll_y) + y - 1
-        if not 0 <= position < self.row_count:
-            if position == 0 or (y == 0 and not self._widths):
-                style = base + st["empty"]
-                text = fmt.fit(" " + (self.message or "no element has this error"), width)
-                return Strip([Segment(text, style)]).adjust_cell_length(width, style)
-            return Strip.blank(width, base)
-        style = base
-        if self.top.nonfinite[position]:
-            style += st["nonfinite"]
-        if position == self.cursor:
-            style += st["cursor"]
-        return Strip([Segment(self.line_text(position), style)]).crop(x0, x0 + width).adjust_cell_length(width, style)
 
 
 # ------------------------------------------------------------------ the screen
