@@ -33,9 +33,9 @@ class AdviceScreen(Screen["int | None"]):
     """Dismisses with the table row of the chosen finding (None: back without jumping)."""
 
     TITLE = "advisor"
-    BINDINGS = [Binding("enter", "jump", "jump to op", priority=True),
-                Binding("s", "toggle_ranking", "findings/ranked ops"),
-                Binding("escape,q", "dismiss(None)", "back")]
+    BINDINGS = [Binding("enter", "jump", "jump to op", priority=True, id="advice.jump"),
+                Binding("s", "toggle_ranking", "findings/ranked ops", id="advice.toggle_ranking"),
+                Binding("escape,q", "dismiss(None)", "back", id="advice.back")]
     DEFAULT_CSS = """
     AdviceScreen OptionList { height: 1fr; }
     AdviceScreen #ranked { height: 1fr; display: none; }

@@ -6,7 +6,8 @@ does the same way:
 
 - `cursor`, a reactive row position, validated (clamped into the rows) and kept in view by its
   watcher, which repaints only the two lines that changed when the list did not scroll;
-- the keys: up/down (k/j), home/end (G), page up/down, half a page (ctrl+u/d);
+- the keys: up/down (k/j), home/end (G), page up/down, half a page (ctrl+u/d), and the scroll keys
+  it inherits, declared again with ids;
 - a click on a row moves the cursor there, a click on the cursor row selects it (`action_select`);
 - the component styles, built once and rebuilt when the styles (the theme) change.
 """
@@ -35,6 +36,10 @@ class CursorList(ScrollView, can_focus=True):
         Binding("pagedown", "page(1)", "Page down", show=False, id="list.page_down"),
         Binding("ctrl+u", "page(-0.5)", "Half page up", show=False, id="list.half_page_up"),
         Binding("ctrl+d", "page(0.5)", "Half page down", show=False, id="list.half_page_down"),
+        Binding("left", "scroll_left", "Scroll left", show=False, id="list.scroll_left"),
+        Binding("right", "scroll_right", "Scroll right", show=False, id="list.scroll_right"),
+        Binding("ctrl+pageup", "page_left", "Page left", show=False, id="list.page_left"),
+        Binding("ctrl+pagedown", "page_right", "Page right", show=False, id="list.page_right"),
     ]
 
     cursor: reactive[int] = reactive(0, init=False)

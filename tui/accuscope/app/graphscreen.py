@@ -73,7 +73,7 @@ class ChooseDialog(ModalScreen["int | None"]):
                               border: thick $accent; padding: 0 1; background: $surface; }
     ChooseDialog OptionList { height: auto; max-height: 20; }
     """
-    BINDINGS = [Binding("escape,q", "cancel", "cancel")]
+    BINDINGS = [Binding("escape,q", "cancel", "cancel", id="choose.cancel")]
 
     def __init__(self, title: str, choices: list[tuple[str, int]]) -> None:
         super().__init__()
@@ -101,20 +101,19 @@ class GraphScreen(Screen["int | None"]):
     """The model graph of a task; dismisses with the table row to put the table cursor on (or None)."""
 
     BINDINGS = [
-        Binding("slash", "search", "search"),
-        Binding("n", "search_next(False)", "next match", show=False),
-        Binding("N", "search_next(True)", "previous match", show=False),
-        Binding("i", "follow('in')", "producer"),
-        Binding("o", "follow('out')", "consumer"),
-        Binding("s", "mark('start')", "start"),
-        Binding("e", "mark('end')", "end"),
-        Binding("x", "export", "export"),
-        Binding("enter", "toggle_panel", "details"),
-        Binding("c", "clear_selection", "clear selection", show=False),
-        Binding("exclamation_mark", "next_failing", "next failing op", show=False),
-        Binding("z", "zoom", "maximize pane", show=False),
-        Binding("escape", "back", "back to the table", show=False),
-        Binding("q", "back", "back to the table", show=False),
+        Binding("slash", "search", "search", id="graph.search"),
+        Binding("n", "search_next(False)", "next match", show=False, id="graph.search_next"),
+        Binding("N", "search_next(True)", "previous match", show=False, id="graph.search_previous"),
+        Binding("i", "follow('in')", "producer", id="graph.follow_in"),
+        Binding("o", "follow('out')", "consumer", id="graph.follow_out"),
+        Binding("s", "mark('start')", "start", id="graph.mark_start"),
+        Binding("e", "mark('end')", "end", id="graph.mark_end"),
+        Binding("x", "export", "export", id="graph.export"),
+        Binding("enter", "toggle_panel", "details", id="graph.toggle_panel"),
+        Binding("c", "clear_selection", "clear selection", show=False, id="graph.clear_selection"),
+        Binding("exclamation_mark", "next_failing", "next failing op", show=False, id="graph.next_failing"),
+        Binding("z", "zoom", "maximize pane", show=False, id="graph.zoom"),
+        Binding("escape,q", "back", "back to the table", show=False, id="graph.back"),
     ]
     DEFAULT_CSS = """
     GraphScreen #body { layout: vertical; height: 1fr; }

@@ -127,18 +127,18 @@ class OpScreen(Screen):
     C_KEYS = Binding.Group("C", compact=True)
     TENSOR_KEYS = Binding.Group("tensor", compact=True)
     BINDINGS = [
-        Binding("escape", "back", "back"), Binding("q", "back", "back to the table", show=False),
-        Binding("1", "pane(1)", "TopN", group=PANE_KEYS), Binding("2", "pane(2)", "distribution", group=PANE_KEYS),
-        Binding("3", "pane(3)", "stats & channels", group=PANE_KEYS),
-        Binding("m", "metric", "abs/rel"),
-        Binding("+", "step(1)", "C to the next exact edge up", group=C_KEYS),
-        Binding("-", "step(-1)", "C to the next exact edge down", group=C_KEYS),
-        Binding(">", "decade(1)", "C x10 (exact edge)", show=False),
-        Binding("<", "decade(-1)", "C /10 (exact edge)", show=False),
-        Binding("=,C", "ask_threshold", "type C", show=False),
-        Binding("[", "tensor(-1)", "previous tensor of the op", group=TENSOR_KEYS),
-        Binding("]", "tensor(1)", "next tensor of the op", group=TENSOR_KEYS),
-        Binding("N", "ask_top", "top N", show=False),
+        Binding("escape", "back", "back", id="op.back"), Binding("q", "back", "back to the table", show=False, id="op.back_to_the_table"),
+        Binding("1", "pane(1)", "TopN", group=PANE_KEYS, id="op.pane_1"), Binding("2", "pane(2)", "distribution", group=PANE_KEYS, id="op.pane_2"),
+        Binding("3", "pane(3)", "stats & channels", group=PANE_KEYS, id="op.pane_3"),
+        Binding("m", "metric", "abs/rel", id="op.metric"),
+        Binding("+", "step(1)", "C to the next exact edge up", group=C_KEYS, id="op.step_next"),
+        Binding("-", "step(-1)", "C to the next exact edge down", group=C_KEYS, id="op.step_previous"),
+        Binding(">", "decade(1)", "C x10 (exact edge)", show=False, id="op.decade_next"),
+        Binding("<", "decade(-1)", "C /10 (exact edge)", show=False, id="op.decade_previous"),
+        Binding("=,C", "ask_threshold", "type C", show=False, id="op.ask_threshold"),
+        Binding("[", "tensor(-1)", "previous tensor of the op", group=TENSOR_KEYS, id="op.tensor_previous"),
+        Binding("]", "tensor(1)", "next tensor of the op", group=TENSOR_KEYS, id="op.tensor_next"),
+        Binding("N", "ask_top", "top N", show=False, id="op.ask_top"),
     ]
     DEFAULT_CSS = """
     OpScreen #info { height: auto; max-height: 2; padding: 0 1; }

@@ -39,14 +39,14 @@ CANCEL_QUESTION = "Cancel the running comparison? (the previous result stays)"
 
 class TaskScreen(Screen):
     BINDINGS = [
-        Binding("slash", "prompt('search')", "search"), Binding("f", "prompt('filter')", "filter"),
-        Binding("a", "advice", "advisor"), Binding("g", "graph", "graph"),
-        Binding("t", "thresholds", "thresholds"), Binding("c", "chart_metric(1)", "chart metric"),
-        Binding("C", "chart_metric(-1)", "previous chart metric", show=False),
-        Binding("z", "zoom", "maximize pane"),
-        Binding("R", "rerun", "re-run", show=False), Binding("D", "row_details", "row details", show=False),
-        Binding("escape", "back", "back / clear / cancel", show=False),
-        Binding("q", "back(True)", "back to the tasks", show=False),
+        Binding("slash", "prompt('search')", "search", id="task.search"), Binding("f", "prompt('filter')", "filter", id="task.filter"),
+        Binding("a", "advice", "advisor", id="task.advice"), Binding("g", "graph", "graph", id="task.graph"),
+        Binding("t", "thresholds", "thresholds", id="task.thresholds"), Binding("c", "chart_metric(1)", "chart metric", id="task.chart_metric_next"),
+        Binding("C", "chart_metric(-1)", "previous chart metric", show=False, id="task.chart_metric_previous"),
+        Binding("z", "zoom", "maximize pane", id="task.zoom"),
+        Binding("R", "rerun", "re-run", show=False, id="task.rerun"), Binding("D", "row_details", "row details", show=False, id="task.row_details"),
+        Binding("escape", "back", "back / clear / cancel", show=False, id="task.back"),
+        Binding("q", "back(True)", "back to the tasks", show=False, id="task.back_to_tasks"),
     ]
     DEFAULT_CSS = """
     TaskScreen #summary { height: auto; max-height: 2; padding: 0 1; text-wrap: nowrap; text-overflow: ellipsis; }
@@ -141,9 +141,7 @@ class TaskScreen(Screen):
     def update_status(self) -> None:
         state = self.state_line()
         self.query_one("#status", Static).update(shown(" · ".join(p for p in (self.table_widget.status, state) if p)))
-        if self.table_widget.empty_text != (state or "no rows"):
-            self.table_widget.empty_text = state or "no rows"
-            self.table_widget.refresh()
+        self.table_widget.empty_text = state or "no rows"  # a reactive: repaints when it changes
 
     def state_line(self) -> str:
         """The run's progress, why the last run here failed, or the state a failed or cancelled task
