@@ -29,14 +29,13 @@ import threading
 from pathlib import Path
 
 from rich.text import Text
-from textual import work
+from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Container, Vertical, VerticalScroll
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option
-from textual.worker import Worker, WorkerState
 
 from ..engine.compare.results import ResultTable
 from ..engine.compare.thresholds import Thresholds
@@ -50,6 +49,7 @@ from .dialogs import AskDialog, ConfirmDialog
 from .footer import Footer
 from .formatting import shown
 from .graphview import NO_BADGE, GraphView, OpResults, shape_text, value_text
+from .messages import ExportDone, ExportProgress, FrameworkLoaded, GraphLoaded, deliver
 from .optable import MARK_EXEMPT, MARK_FAIL, MARK_INVALID
 
 WIDE = 120  # from this width on the detail panel sits right of the graph
@@ -221,7 +221,10 @@ class GraphScreen(Screen["int | None"]):
         return self.opened_task.path("model") or self.opened_task.framework_model[0]
 
     @work(thread=True, exclusive=True, group="graph", exit_on_error=False)
-    def load_worker(self):
+    def load_worker(self) -> None:
+        deliver(self, GraphLoaded, self._load)
+
+    def _load(self) -> tuple[Graph, Lanes, OpResults]:
         path = self.model_path()
         if path is None:
             raise SourceError("the task names no model (task.json \"model\"): the graph needs the ONNX model or the "
@@ -234,41 +237,34 @@ class GraphScreen(Screen["int | None"]):
         return graph, lanes, results
 
     @work(thread=True, exclusive=True, group="framework", exit_on_error=False)
-    def framework_worker(self):
-        path = self.opened_task.framework_model[0]
-        if path is None:
-            raise SourceError("the task names no framework model (task.json \"framework_model\"): a selection "
-                              "of device ops cannot be mapped to framework ops for export")
-        return load_graph(path)
+    def framework_worker(self) -> None:
+        def load() -> Graph:
+            path = self.opened_task.framework_model[0]
+            if path is None:
+                raise SourceError("the task names no framework model (task.json \"framework_model\"): a "
+                                  "selection of device ops cannot be mapped to framework ops for export")
+            return load_graph(path)
+        deliver(self, FrameworkLoaded, load)
 
-    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
-        worker, state = event.worker, event.state
-        if state not in (WorkerState.SUCCESS, WorkerState.ERROR):
+    @on(GraphLoaded)
+    def graph_loaded(self, message: GraphLoaded) -> None:
+        if message.error is None:
+            self._graph_ready(*message.result)
             return
-        if worker.group == "graph":
-            if state == WorkerState.SUCCESS:
-                self._graph_ready(*worker.result)
-            else:
-                self.problem = _error_text(worker.error)
-                self.view.message = self.problem
-                self.update_panel()
-                self.update_status()
-        elif worker.group == "framework":
-            if state == WorkerState.SUCCESS:
-                self.framework = worker.result
-                if self.start is not None and self.end is not None:
-                    self._reselect()
-            else:
-                self.framework_problem = _error_text(worker.error)
-            self.update_panel()
-        elif worker.group == "export":
-            self.exporting = False
-            self._progress = ""
-            if state == WorkerState.SUCCESS:
-                self._export_done(*worker.result)
-            else:
-                self._say(_error_text(worker.error), title="export failed", severity="error", timeout=15)
-            self.update_status()
+        self.problem = _error_text(message.error)
+        self.view.message = self.problem
+        self.update_panel()
+        self.update_status()
+
+    @on(FrameworkLoaded)
+    def framework_loaded(self, message: FrameworkLoaded) -> None:
+        if message.error is None:
+            self.framework = message.result
+            if self.start is not None and self.end is not None:
+                self._reselect()
+        else:
+            self.framework_problem = _error_text(message.error)
+        self.update_panel()
 
     def _graph_ready(self, graph: Graph, lanes: Lanes, results: OpResults) -> None:
         self.graph, self.lanes, self.results = graph, lanes, results
@@ -622,14 +618,31 @@ class GraphScreen(Screen["int | None"]):
                                        "folder:", default, check, path=True), answer)
 
     @work(thread=True, exclusive=True, group="export", exit_on_error=False)
-    def export_worker(self, selection: Selection, out: Path):
+    def export_worker(self, selection: Selection, out: Path) -> None:
         from ..engine.export.folder import export
 
         def progress(step: str, done: int, total: int) -> None:
-            self._progress = f"export: {step} ({done}/{total})"
-        result = export(self.folder, selection, out, retest=True, progress=progress, cancel=self.cancel)
-        files = sum(1 for p in out.rglob("*") if p.is_file()) if result is not None else 0
-        return result, files
+            self.post_message(ExportProgress(f"export: {step} ({done}/{total})"))
+
+        def run():
+            result = export(self.folder, selection, out, retest=True, progress=progress, cancel=self.cancel)
+            return result, sum(1 for p in out.rglob("*") if p.is_file()) if result is not None else 0
+        deliver(self, ExportDone, run)
+
+    @on(ExportProgress)
+    def export_progress(self, message: ExportProgress) -> None:
+        if self.exporting:  # (the status line shows it on the next tick)
+            self._progress = message.text
+
+    @on(ExportDone)
+    def export_done(self, message: ExportDone) -> None:
+        self.exporting = False
+        self._progress = ""
+        if message.error is None:
+            self._export_done(*message.result)
+        else:
+            self._say(_error_text(message.error), title="export failed", severity="error", timeout=15)
+        self.update_status()
 
     def _export_done(self, result, files: int) -> None:
         if result is None:

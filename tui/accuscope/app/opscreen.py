@@ -26,13 +26,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from textual import work
+from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Container, Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import ProgressBar, Static
-from textual.worker import Worker, WorkerState
 
 from ..engine.compare.results import ResultTable
 from ..engine.diagnose.opdetail import (
@@ -60,6 +59,7 @@ from .errorchart import (
 )
 from .footer import Footer
 from .formatting import shown
+from .messages import CountDone, DetailDone, DetailProgress, deliver
 from .toptable import TopTable
 
 WIDE = (140, 36)  # from this terminal size on, the three panes sit side by side
@@ -275,15 +275,22 @@ class OpScreen(Screen):
         self._detail_worker(self._serial, self.ref, self.top_n, self._cancel)
 
     @work(thread=True, exclusive=True, group="opdetail", exit_on_error=False)
-    def _detail_worker(self, serial: int, ref: TensorRef, top: int, cancel: threading.Event):
-        pair = self._pairs.get(ref.key)
-        if pair is None:
-            pair = open_op(self.opened_task or self.folder, ref.op, ref.io, ref.index)
-
+    def _detail_worker(self, serial: int, ref: TensorRef, top: int, cancel: threading.Event) -> None:
         def progress(done: int, n: int) -> None:
-            self._progress = (done, n)
-        detail = pair.detail(top=top, progress=progress, cancel=cancel)
-        return serial, ref, pair, detail
+            self.post_message(DetailProgress(done, n))
+
+        def run():
+            pair = self._pairs.get(ref.key)
+            if pair is None:
+                pair = open_op(self.opened_task or self.folder, ref.op, ref.io, ref.index)
+            return serial, ref, pair, pair.detail(top=top, progress=progress, cancel=cancel)
+        deliver(self, DetailDone, run)
+
+    @on(DetailProgress)
+    def detail_progress(self, message: DetailProgress) -> None:
+        """Kept for the next tick of `_tick` (one repaint per tick)."""
+        if self.computing:
+            self._progress = (message.done, message.total)
 
     def _tick(self) -> None:
         done, n = self._progress
@@ -299,7 +306,7 @@ class OpScreen(Screen):
         self.remove_class("-computing")
 
     @work(thread=True, exclusive=True, group="count", exit_on_error=False)
-    def _count_worker(self, key: tuple, pair: OpPair, c: float, by: str, cancel: threading.Event):
+    def _count_worker(self, key: tuple, pair: OpPair, c: float, by: str, cancel: threading.Event) -> None:
         chunks = pair.source()
 
         def source():
@@ -307,31 +314,32 @@ class OpScreen(Screen):
                 if cancel.is_set():
                     raise _Stop
                 yield chunk
-        return key, exact_count(source, c, by)
+        deliver(self, CountDone, lambda: (key, exact_count(source, c, by)))
 
-    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
-        worker = event.worker
-        if worker.group == "opdetail":
-            if event.state == WorkerState.SUCCESS:
-                serial, ref, pair, detail = worker.result
-                if serial != self._serial or detail is None:
-                    return
-                self._pairs[ref.key] = pair
-                self._stop_computing()
-                self.took = time.perf_counter() - self._started
-                self.show_detail(ref, pair, detail)
-            elif event.state == WorkerState.ERROR:
-                self._stop_computing()
-                self.show_error(worker.error)
-        elif worker.group == "count":
-            if event.state == WorkerState.SUCCESS:
-                key, count = worker.result
-                self._exact[key] = count
-                if key == self._count_key():
-                    self.update_threshold()
-            elif event.state == WorkerState.ERROR and not isinstance(worker.error, _Stop):
-                self.counting = False
-                self.notify(f"exact count failed: {worker.error}", severity="error")
+    @on(DetailDone)
+    def detail_done(self, message: DetailDone) -> None:
+        if message.error is not None:
+            self._stop_computing()
+            self.show_error(message.error)
+            return
+        serial, ref, pair, detail = message.result
+        if serial != self._serial or detail is None:
+            return
+        self._pairs[ref.key] = pair
+        self._stop_computing()
+        self.took = time.perf_counter() - self._started
+        self.show_detail(ref, pair, detail)
+
+    @on(CountDone)
+    def count_done(self, message: CountDone) -> None:
+        if message.error is None:
+            key, count = message.result
+            self._exact[key] = count
+            if key == self._count_key():
+                self.update_threshold()
+        elif not isinstance(message.error, _Stop):
+            self.counting = False
+            self.notify(f"exact count failed: {message.error}", severity="error")
 
     # ---- showing -----------------------------------------------------------------------------
     def show_detail(self, ref: TensorRef, pair: OpPair, detail: OpDetail) -> None:
