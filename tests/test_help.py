@@ -56,10 +56,10 @@ def textual_own(namespace, binding: Binding) -> bool:
 async def check_help(pilot, screen_type) -> None:
     screen = pilot.app.screen
     assert isinstance(screen, screen_type)
-    active = screen.active_bindings
     await pilot.press("f1")
     help_screen = pilot.app.screen
-    assert isinstance(help_screen, HelpScreen)
+    assert isinstance(help_screen, HelpScreen) and help_screen.for_screen is screen
+    active = screen.active_bindings  # what the screen answers under its help (its focus is kept)
     lines = help_text(help_screen).splitlines()
     for key, (namespace, binding, _, _) in active.items():
         if not binding.description or namespace.check_consume_key("a", "a"):
@@ -80,8 +80,9 @@ def test_each_screen_help_lists_the_keys_it_answers(demo_ws):
         await wait_for(pilot, lambda: isinstance(app.screen, GraphScreen) and app.screen.graph is not None)
         await check_help(pilot, GraphScreen)
         await pilot.press("q")
-        await pilot.press("enter")
-        await wait_for(pilot, lambda: isinstance(app.screen, OpScreen) and not app.screen.computing)
+        await pilot.press("!", "enter")  # a failing row's detail
+        await wait_for(pilot, lambda: isinstance(app.screen, OpScreen) and app.screen.detail is not None
+                       and not app.screen.computing)
         await check_help(pilot, OpScreen)
         await pilot.press("escape", "a")
         await check_help(pilot, AdviceScreen)
