@@ -60,7 +60,7 @@ def at(screen: GraphScreen, name: str) -> int:
 
 
 async def go_to(pilot, screen: GraphScreen, name: str) -> None:
-    screen.view.move_to(at(screen, name))
+    screen.view.move_cursor(at(screen, name))
     await pilot.pause()
 
 

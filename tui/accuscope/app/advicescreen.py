@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import math
 
-from textual import work
+from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import DataTable, OptionList, Static
 from textual.widgets.option_list import Option
-from textual.worker import Worker, WorkerState
 
 from ..engine.diagnose.advice import Advice, Finding
 from ..engine.diagnose.chartdata import growth_series
@@ -19,6 +18,7 @@ from ..engine.diagnose.sensitivity import Ranking, sensitivity
 from .chart import GrowthChart
 from .footer import Footer
 from .formatting import shown
+from .messages import RankingDone, deliver
 
 SEVERITY = {"error": ("✗", "$mark-fail"), "warning": ("!", "$mark-warn"), "info": ("i", "$mark-info")}
 
@@ -33,9 +33,9 @@ class AdviceScreen(Screen["int | None"]):
     """Dismisses with the table row of the chosen finding (None: back without jumping)."""
 
     TITLE = "advisor"
-    BINDINGS = [Binding("enter", "jump", "jump to op", priority=True),
-                Binding("s", "toggle_ranking", "findings/ranked ops"),
-                Binding("escape,q", "dismiss(None)", "back")]
+    BINDINGS = [Binding("enter", "jump", "jump to op", priority=True, id="advice.jump"),
+                Binding("s", "toggle_ranking", "findings/ranked ops", id="advice.toggle_ranking"),
+                Binding("escape,q", "dismiss(None)", "back", id="advice.back")]
     DEFAULT_CSS = """
     AdviceScreen OptionList { height: 1fr; }
     AdviceScreen #ranked { height: 1fr; display: none; }
@@ -106,17 +106,16 @@ class AdviceScreen(Screen["int | None"]):
             self._show_rank_detail()
 
     @work(thread=True, exclusive=True, group="ranking", exit_on_error=False)
-    def ranking_worker(self) -> Ranking:
-        return sensitivity(self.advice.folder, advice=self.advice)
+    def ranking_worker(self) -> None:
+        deliver(self, RankingDone, lambda: sensitivity(self.advice.folder, advice=self.advice))
 
-    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
-        if event.worker.group != "ranking" or event.state not in (WorkerState.SUCCESS, WorkerState.ERROR):
-            return
-        if event.state == WorkerState.ERROR:
-            self.ranking_error = str(event.worker.error)
+    @on(RankingDone)
+    def ranking_done(self, message: RankingDone) -> None:
+        if message.error is not None:
+            self.ranking_error = str(message.error)
             self.query_one("#detail", Static).update(f"no ranking: {shown(self.ranking_error)}")
             return
-        self.ranking = event.worker.result
+        self.ranking = message.result
         table = self.query_one("#ranked", DataTable)
         table.add_columns("#", "op", "out.cos", "1-cos", "rel.err", "breaks", "origin", "cause")
         for i, o in enumerate(self.ranking.ops, 1):

@@ -22,8 +22,8 @@ QUIT_QUESTION = "A comparison is running. Cancel it and quit? (the task keeps it
 class AccuscopeApp(App):
     TITLE = "accuscope"
     BINDINGS = [
-        Binding("ctrl+q", "quit_app", "quit", priority=True),
-        Binding("question_mark,f1", "help", "help"),
+        Binding("ctrl+q", "quit_app", "quit", priority=True, id="app.quit_app"),
+        Binding("question_mark,f1", "help", "help", id="app.help"),
     ]
     ENABLE_COMMAND_PALETTE = True
     CSS = """

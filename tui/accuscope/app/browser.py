@@ -33,11 +33,11 @@ def ago(when: float, now: float | None = None) -> str:
 class BrowserScreen(Screen):
     TITLE = "tasks"
     BINDINGS = [
-        Binding("enter", "open", "open", priority=True), Binding("n", "new", "new task"),
-        Binding("d", "delete", "delete"), Binding("r", "refresh", "refresh"),
-        Binding("o", "open_path", "open path"), Binding("R", "rerun", "re-run"),
-        Binding("s", "save_as", "save as"), Binding("q", "app.quit", "quit"),
-        Binding("j", "cursor(1)", "down", show=False), Binding("k", "cursor(-1)", "up", show=False),
+        Binding("enter", "open", "open", priority=True, id="browser.open"), Binding("n", "new", "new task", id="browser.new"),
+        Binding("d", "delete", "delete", id="browser.delete"), Binding("r", "refresh", "refresh", id="browser.refresh"),
+        Binding("o", "open_path", "open path", id="browser.open_path"), Binding("R", "rerun", "re-run", id="browser.rerun"),
+        Binding("s", "save_as", "save as", id="browser.save_as"), Binding("q", "app.quit", "quit", id="browser.quit"),
+        Binding("j", "cursor(1)", "down", show=False, id="browser.cursor_next"), Binding("k", "cursor(-1)", "up", show=False, id="browser.cursor_previous"),
     ]
     DEFAULT_CSS = """
     BrowserScreen DataTable { height: 1fr; }

@@ -23,8 +23,8 @@ class ConfirmDialog(ModalScreen["bool | None"]):
                                padding: 1 2; background: $surface; }
     ConfirmDialog .keys { margin: 1 0 0 0; }
     """
-    BINDINGS = [Binding("y,enter", "answer(True)", "yes"), Binding("n", "answer(False)", "no"),
-                Binding("escape,q", "answer(None)", "close")]
+    BINDINGS = [Binding("y,enter", "answer(True)", "yes", id="confirm.yes"), Binding("n", "answer(False)", "no", id="confirm.no"),
+                Binding("escape,q", "answer(None)", "close", id="confirm.close")]
 
     def __init__(self, question: str, choices: str = "[b]y[/] yes   [b]n[/] no") -> None:
         super().__init__()
@@ -49,8 +49,8 @@ class AskDialog(ModalScreen["str | None"]):
                            padding: 0 1; background: $surface; }
     AskDialog #problem { color: $error; height: auto; }
     """
-    BINDINGS = [Binding("escape", "cancel", "cancel"),
-                Binding("tab", "complete", "complete the path", priority=True)]
+    BINDINGS = [Binding("escape", "cancel", "cancel", id="ask.cancel"),
+                Binding("tab", "complete", "complete the path", priority=True, id="ask.complete")]
 
     def __init__(self, title: str, value: str = "", check: Callable[[str], str] | None = None,
                  path: bool = False) -> None:
@@ -111,19 +111,20 @@ def complete_path(text: str) -> tuple[str, list[str]]:
 
 
 class HelpScreen(ModalScreen[None]):
-    """The keys of the screen it was opened from (its own, its accuscope widgets' and the app's; not
-    the text-editing keys of textual's widgets), plus a text; j/k scroll."""
+    """The keys the screen it was opened from answers (its `active_bindings`: its focused widget's,
+    its own and the app's, without the text-editing keys of a focused text field), the footer's
+    first, then a text; j/k scroll."""
 
     DEFAULT_CSS = """
     HelpScreen { align: center middle; }
     HelpScreen > VerticalScroll { width: 90%; max-width: 110; height: 90%; border: thick $accent;
                                   padding: 0 1; background: $surface; }
     """
-    BINDINGS = [Binding("escape,q,question_mark,f1", "dismiss", "close"),
-                Binding("j,down", "scroll(1)", "scroll down", show=False),
-                Binding("k,up", "scroll(-1)", "scroll up", show=False),
-                Binding("pagedown,space", "scroll(10)", "page down", show=False),
-                Binding("pageup", "scroll(-10)", "page up", show=False)]
+    BINDINGS = [Binding("escape,q,question_mark,f1", "dismiss", "close", id="help.dismiss"),
+                Binding("j,down", "scroll(1)", "scroll down", show=False, id="help.scroll_next"),
+                Binding("k,up", "scroll(-1)", "scroll up", show=False, id="help.scroll_previous"),
+                Binding("pagedown,space", "scroll(10)", "page down", show=False, id="help.scroll_page_next"),
+                Binding("pageup", "scroll(-10)", "page up", show=False, id="help.scroll_page_previous")]
 
     def __init__(self, screen: Screen, text: str = "") -> None:
         super().__init__()
@@ -133,16 +134,7 @@ class HelpScreen(ModalScreen[None]):
         keys = Table(box=None, show_header=False, padding=(0, 2, 0, 0))
         keys.add_column(style="bold")
         keys.add_column()
-        rows: list[tuple[bool, str, str]] = []  # (hidden from the footer, key, description)
-        own = [w for w in self.for_screen.query("*") if type(w).__module__.startswith("accuscope.")]
-        for node in [self.for_screen, *own, self.app]:
-            for binding in vars(type(node)).get("BINDINGS", []):  # its class's own, not inherited ones
-                if not isinstance(binding, Binding) or not binding.description:
-                    continue
-                key = ", ".join(_key_name(k) for k in binding.key.split(","))
-                if all((key, binding.description) != (k, d) for _, k, d in rows):
-                    rows.append((not binding.show, key, binding.description))
-        for _, key, description in sorted(rows, key=lambda row: row[0]):  # the footer's keys first
+        for key, description in help_rows(self.for_screen):
             keys.add_row(key, description)
         with VerticalScroll():
             yield Static(f"[b]{shown(self.for_screen.title or self.for_screen.__class__.__name__)}[/] keys")
@@ -153,6 +145,20 @@ class HelpScreen(ModalScreen[None]):
 
     def action_scroll(self, lines: int) -> None:
         self.query_one(VerticalScroll).scroll_relative(y=lines, animate=False)
+
+
+def help_rows(screen: Screen) -> list[tuple[str, str]]:
+    """(keys, description) of every key `screen` answers now, one row per binding (a binding's
+    keys joined: "?, f1"): the keys the footer shows first; accuscope's (they have ids) before
+    textual's own (tab, the scroll keys); the screen's, its widgets', then the app's."""
+    rows: dict[tuple, list] = {}  # (hidden, textual's, rank, namespace, action, description) -> keys
+    for key, (namespace, binding, _enabled, _tooltip) in screen.active_bindings.items():
+        if not binding.description or namespace.check_consume_key("a", "a"):  # a text field's keys
+            continue
+        rank = 0 if namespace is screen else 2 if namespace is screen.app else 1
+        row = (not binding.show, binding.id is None, rank, id(namespace), binding.action, binding.description)
+        rows.setdefault(row, []).append(_key_name(key))
+    return [(", ".join(rows[row]), row[-1]) for row in sorted(rows, key=lambda row: row[:3])]
 
 
 def _key_name(key: str) -> str:

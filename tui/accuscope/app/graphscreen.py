@@ -29,14 +29,13 @@ import threading
 from pathlib import Path
 
 from rich.text import Text
-from textual import work
+from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Container, Vertical, VerticalScroll
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option
-from textual.worker import Worker, WorkerState
 
 from ..engine.compare.results import ResultTable
 from ..engine.compare.thresholds import Thresholds
@@ -50,6 +49,7 @@ from .dialogs import AskDialog, ConfirmDialog
 from .footer import Footer
 from .formatting import shown
 from .graphview import NO_BADGE, GraphView, OpResults, shape_text, value_text
+from .messages import ExportDone, ExportProgress, FrameworkLoaded, GraphLoaded, deliver
 from .optable import MARK_EXEMPT, MARK_FAIL, MARK_INVALID
 
 WIDE = 120  # from this width on the detail panel sits right of the graph
@@ -73,7 +73,7 @@ class ChooseDialog(ModalScreen["int | None"]):
                               border: thick $accent; padding: 0 1; background: $surface; }
     ChooseDialog OptionList { height: auto; max-height: 20; }
     """
-    BINDINGS = [Binding("escape,q", "cancel", "cancel")]
+    BINDINGS = [Binding("escape,q", "cancel", "cancel", id="choose.cancel")]
 
     def __init__(self, title: str, choices: list[tuple[str, int]]) -> None:
         super().__init__()
@@ -101,20 +101,19 @@ class GraphScreen(Screen["int | None"]):
     """The model graph of a task; dismisses with the table row to put the table cursor on (or None)."""
 
     BINDINGS = [
-        Binding("slash", "search", "search"),
-        Binding("n", "search_next(False)", "next match", show=False),
-        Binding("N", "search_next(True)", "previous match", show=False),
-        Binding("i", "follow('in')", "producer"),
-        Binding("o", "follow('out')", "consumer"),
-        Binding("s", "mark('start')", "start"),
-        Binding("e", "mark('end')", "end"),
-        Binding("x", "export", "export"),
-        Binding("enter", "toggle_panel", "details"),
-        Binding("c", "clear_selection", "clear selection", show=False),
-        Binding("exclamation_mark", "next_failing", "next failing op", show=False),
-        Binding("z", "zoom", "maximize pane", show=False),
-        Binding("escape", "back", "back to the table", show=False),
-        Binding("q", "back", "back to the table", show=False),
+        Binding("slash", "search", "search", id="graph.search"),
+        Binding("n", "search_next(False)", "next match", show=False, id="graph.search_next"),
+        Binding("N", "search_next(True)", "previous match", show=False, id="graph.search_previous"),
+        Binding("i", "follow('in')", "producer", id="graph.follow_in"),
+        Binding("o", "follow('out')", "consumer", id="graph.follow_out"),
+        Binding("s", "mark('start')", "start", id="graph.mark_start"),
+        Binding("e", "mark('end')", "end", id="graph.mark_end"),
+        Binding("x", "export", "export", id="graph.export"),
+        Binding("enter", "toggle_panel", "details", id="graph.toggle_panel"),
+        Binding("c", "clear_selection", "clear selection", show=False, id="graph.clear_selection"),
+        Binding("exclamation_mark", "next_failing", "next failing op", show=False, id="graph.next_failing"),
+        Binding("z", "zoom", "maximize pane", show=False, id="graph.zoom"),
+        Binding("escape,q", "back", "back to the table", show=False, id="graph.back"),
     ]
     DEFAULT_CSS = """
     GraphScreen #body { layout: vertical; height: 1fr; }
@@ -222,7 +221,10 @@ class GraphScreen(Screen["int | None"]):
         return self.opened_task.path("model") or self.opened_task.framework_model[0]
 
     @work(thread=True, exclusive=True, group="graph", exit_on_error=False)
-    def load_worker(self):
+    def load_worker(self) -> None:
+        deliver(self, GraphLoaded, self._load)
+
+    def _load(self) -> tuple[Graph, Lanes, OpResults]:
         path = self.model_path()
         if path is None:
             raise SourceError("the task names no model (task.json \"model\"): the graph needs the ONNX model or the "
@@ -235,41 +237,34 @@ class GraphScreen(Screen["int | None"]):
         return graph, lanes, results
 
     @work(thread=True, exclusive=True, group="framework", exit_on_error=False)
-    def framework_worker(self):
-        path = self.opened_task.framework_model[0]
-        if path is None:
-            raise SourceError("the task names no framework model (task.json \"framework_model\"): a selection "
-                              "of device ops cannot be mapped to framework ops for export")
-        return load_graph(path)
+    def framework_worker(self) -> None:
+        def load() -> Graph:
+            path = self.opened_task.framework_model[0]
+            if path is None:
+                raise SourceError("the task names no framework model (task.json \"framework_model\"): a "
+                                  "selection of device ops cannot be mapped to framework ops for export")
+            return load_graph(path)
+        deliver(self, FrameworkLoaded, load)
 
-    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
-        worker, state = event.worker, event.state
-        if state not in (WorkerState.SUCCESS, WorkerState.ERROR):
+    @on(GraphLoaded)
+    def graph_loaded(self, message: GraphLoaded) -> None:
+        if message.error is None:
+            self._graph_ready(*message.result)
             return
-        if worker.group == "graph":
-            if state == WorkerState.SUCCESS:
-                self._graph_ready(*worker.result)
-            else:
-                self.problem = _error_text(worker.error)
-                self.view.set_message(self.problem)
-                self.update_panel()
-                self.update_status()
-        elif worker.group == "framework":
-            if state == WorkerState.SUCCESS:
-                self.framework = worker.result
-                if self.start is not None and self.end is not None:
-                    self._reselect()
-            else:
-                self.framework_problem = _error_text(worker.error)
-            self.update_panel()
-        elif worker.group == "export":
-            self.exporting = False
-            self._progress = ""
-            if state == WorkerState.SUCCESS:
-                self._export_done(*worker.result)
-            else:
-                self._say(_error_text(worker.error), title="export failed", severity="error", timeout=15)
-            self.update_status()
+        self.problem = _error_text(message.error)
+        self.view.message = self.problem
+        self.update_panel()
+        self.update_status()
+
+    @on(FrameworkLoaded)
+    def framework_loaded(self, message: FrameworkLoaded) -> None:
+        if message.error is None:
+            self.framework = message.result
+            if self.start is not None and self.end is not None:
+                self._reselect()
+        else:
+            self.framework_problem = _error_text(message.error)
+        self.update_panel()
 
     def _graph_ready(self, graph: Graph, lanes: Lanes, results: OpResults) -> None:
         self.graph, self.lanes, self.results = graph, lanes, results
@@ -458,7 +453,7 @@ class GraphScreen(Screen["int | None"]):
         for k in range(n):
             i = (first + step * k) % n
             if needle in nodes[i].name.lower() or needle in nodes[i].type.lower():
-                self.view.move_to(i, center=True)
+                self.view.move_cursor(i, center=True)
                 return True
         return False
 
@@ -476,7 +471,7 @@ class GraphScreen(Screen["int | None"]):
             self._say("no failing op", timeout=3)
             return
         after = [i for i in failing if i > self.cursor]
-        self.view.move_to(after[0] if after else failing[0], center=True)
+        self.view.move_cursor(after[0] if after else failing[0], center=True)
 
     # ---- producers and consumers -----------------------------------------------------------------
     def neighbours(self, direction: str) -> list[tuple[Node, str]]:
@@ -513,7 +508,7 @@ class GraphScreen(Screen["int | None"]):
                                                                  "the network or are unused)"), timeout=4)
             return
         if len(hits) == 1:
-            self.view.move_to(self._positions[id(hits[0][0])], center=True)
+            self.view.move_cursor(self._positions[id(hits[0][0])], center=True)
             return
         choices = []
         for op, t in hits:
@@ -526,7 +521,7 @@ class GraphScreen(Screen["int | None"]):
 
         def chosen(position: int | None) -> None:
             if position is not None:
-                self.view.move_to(position, center=True)
+                self.view.move_cursor(position, center=True)
         title = f"{len(hits)} {word}s of {self.node.name}: enter jumps, esc stays"
         self.app.push_screen(ChooseDialog(shown(title), choices), chosen)
 
@@ -623,14 +618,31 @@ class GraphScreen(Screen["int | None"]):
                                        "folder:", default, check, path=True), answer)
 
     @work(thread=True, exclusive=True, group="export", exit_on_error=False)
-    def export_worker(self, selection: Selection, out: Path):
+    def export_worker(self, selection: Selection, out: Path) -> None:
         from ..engine.export.folder import export
 
         def progress(step: str, done: int, total: int) -> None:
-            self._progress = f"export: {step} ({done}/{total})"
-        result = export(self.folder, selection, out, retest=True, progress=progress, cancel=self.cancel)
-        files = sum(1 for p in out.rglob("*") if p.is_file()) if result is not None else 0
-        return result, files
+            self.post_message(ExportProgress(f"export: {step} ({done}/{total})"))
+
+        def run():
+            result = export(self.folder, selection, out, retest=True, progress=progress, cancel=self.cancel)
+            return result, sum(1 for p in out.rglob("*") if p.is_file()) if result is not None else 0
+        deliver(self, ExportDone, run)
+
+    @on(ExportProgress)
+    def export_progress(self, message: ExportProgress) -> None:
+        if self.exporting:  # (the status line shows it on the next tick)
+            self._progress = message.text
+
+    @on(ExportDone)
+    def export_done(self, message: ExportDone) -> None:
+        self.exporting = False
+        self._progress = ""
+        if message.error is None:
+            self._export_done(*message.result)
+        else:
+            self._say(_error_text(message.error), title="export failed", severity="error", timeout=15)
+        self.update_status()
 
     def _export_done(self, result, files: int) -> None:
         if result is None:

@@ -15,7 +15,7 @@ from textual import events
 from textual.binding import Binding, BindingType
 from textual.geometry import Size
 from textual.message import Message
-from textual.scroll_view import ScrollView
+from textual.reactive import reactive
 from textual.strip import Strip
 
 from ..engine.compare.results import ResultTable
@@ -24,6 +24,7 @@ from ..engine.graphs.graph import Graph, Node
 from ..engine.graphs.lanes import LIMIT, NODE, Lanes
 from ..engine.sources.tensor import sanitize
 from . import formatting as fmt
+from .cursorlist import CursorList
 from .optable import MARK_EXEMPT, MARK_FAIL, MARK_INVALID
 
 MEMBER_NODE = "◆"
@@ -216,7 +217,7 @@ def value_text(value, width: int = 70) -> str:
 # ------------------------------------------------------------------ the graph widget
 
 
-class GraphView(ScrollView, can_focus=True):
+class GraphView(CursorList):
     """One op per line with lanes, badge, type, name and shape; renders only the visible lines."""
 
     COMPONENT_CLASSES: ClassVar[set[str]] = {
@@ -253,16 +254,10 @@ class GraphView(ScrollView, can_focus=True):
         &:nocolor > .graphview--member { text-style: underline; }
     }
     """
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("up,k", "move(-1)", "Up", show=False),
-        Binding("down,j", "move(1)", "Down", show=False),
-        Binding("home,g", "first", "First op", show=False),
-        Binding("end,G", "last", "Last op", show=False),
-        Binding("pageup", "page(-1)", "Page up", show=False),
-        Binding("pagedown", "page(1)", "Page down", show=False),
-        Binding("ctrl+u", "page(-0.5)", "Half page up", show=False),
-        Binding("ctrl+d", "page(0.5)", "Half page down", show=False),
-    ]
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("g", "first", "First row", show=False, id="graphview.first")]
+
+    message: reactive[str] = reactive("loading the model…")
+    """What the view says when it shows no op."""
 
     class Highlighted(Message):
         """The cursor moved to the op at `position` (an index into graph.nodes)."""
@@ -281,15 +276,12 @@ class GraphView(ScrollView, can_focus=True):
         self.graph: Graph | None = None
         self.lanes: Lanes | None = None
         self.results: OpResults | None = None
-        self.message = "loading the model…"
-        self.cursor = 0
         self.members: set[int] = set()
         self.start: int | None = None
         self.end: int | None = None
         self._shapes: list[str] = []
         self._type_width = 4
         self._shape_width = 5
-        self._styles: dict[str, Style] | None = None
 
     # ---- API -----------------------------------------------------------------------------------
     def show(self, graph: Graph, lanes: Lanes, results: OpResults, position: int = 0) -> None:
@@ -298,101 +290,36 @@ class GraphView(ScrollView, can_focus=True):
         self._type_width = max(4, min(TYPE_CAP, max((len(n.type) for n in graph.nodes), default=4)))
         self._shape_width = max(5, min(SHAPE_CAP, max(map(len, self._shapes), default=5)))
         self.message = "the model has no operators" if not graph.nodes else ""
-        self.cursor = max(0, min(position, len(graph.nodes) - 1))
+        self.set_reactive(GraphView.cursor, self.validate_cursor(position))
         self._set_virtual_size()
-        self._scroll_to_cursor(center=True)
+        self.scroll_to_cursor(center=True)
         self.refresh()
         self.post_message(self.Highlighted(self, self.cursor))
 
-    def set_message(self, text: str) -> None:
-        self.message = text
-        self.refresh()
-
     @property
-    def count(self) -> int:
+    def row_count(self) -> int:
         return len(self.graph.nodes) if self.graph is not None else 0
 
     @property
     def node(self) -> Node | None:
-        return self.graph.nodes[self.cursor] if self.count else None
+        return self.graph.nodes[self.cursor] if self.row_count else None
 
-    def move_to(self, position: int, center: bool = False) -> None:
-        if not self.count:
-            return
-        position = max(0, min(self.count - 1, position))
-        old, top = self.cursor, int(self.scroll_y)
-        changed = position != old
-        self.cursor = position
-        self._scroll_to_cursor(center)
-        if int(self.scroll_y) == top and top <= old < top + self._page_rows():
-            self.refresh_line(old + 1)  # just the two lines (virtual y; line 0 is the header)
-            self.refresh_line(position + 1)
-        else:
-            self.refresh()
-        if changed:
-            self.post_message(self.Highlighted(self, position))
+    def watch_cursor(self, old: int, new: int) -> None:
+        super().watch_cursor(old, new)
+        self.post_message(self.Highlighted(self, new))
 
     def set_selection(self, start: int | None, end: int | None, members: set[int]) -> None:
         self.start, self.end, self.members = start, end, members
         self.refresh()
 
-    # ---- geometry -------------------------------------------------------------------------------
     def _set_virtual_size(self) -> None:
-        self.virtual_size = Size(self.scrollable_content_region.width or 80, self.count + 1)
-
-    def _page_rows(self) -> int:
-        return max(1, self.scrollable_content_region.height - 1)
-
-    def _scroll_to_cursor(self, center: bool = False) -> None:
-        page = self._page_rows()
-        top = int(self.scroll_y)
-        if center:
-            top = self.cursor - page // 2
-        elif self.cursor < top:
-            top = self.cursor
-        elif self.cursor >= top + page:
-            top = self.cursor - page + 1
-        top = max(0, min(top, self.count + 1 - self.scrollable_content_region.height))
-        if top != int(self.scroll_y):
-            self.scroll_to(y=top, animate=False, force=True)
+        self.virtual_size = Size(self.scrollable_content_region.width or 80, self.row_count + 1)
 
     def on_resize(self, event: events.Resize) -> None:
         self._set_virtual_size()
-        self._scroll_to_cursor()
-
-    # ---- actions ----------------------------------------------------------------------------------
-    def action_move(self, step: int) -> None:
-        self.move_to(self.cursor + step)
-
-    def action_first(self) -> None:
-        self.move_to(0)
-
-    def action_last(self) -> None:
-        self.move_to(self.count - 1)
-
-    def action_page(self, fraction: float) -> None:
-        step = int(self._page_rows() * fraction) or (1 if fraction > 0 else -1)
-        self.scroll_to(y=max(0, int(self.scroll_y) + step), animate=False, force=True)
-        self.move_to(self.cursor + step)
-
-    def on_click(self, event: events.Click) -> None:
-        offset = event.get_content_offset(self)
-        if offset is None or offset.y == 0:
-            return
-        self.move_to(int(self.scroll_y) + offset.y - 1)
+        super().on_resize(event)
 
     # ---- rendering --------------------------------------------------------------------------------
-    def notify_style_update(self) -> None:
-        self._styles = None
-        super().notify_style_update()
-
-    def _get_styles(self) -> dict[str, Style]:
-        if self._styles is None:
-            names = ("header", "cursor", "lanes", "fail", "invalid", "exempt", "pass", "member", "endpoint", "empty")
-            self._styles = {n: self.get_component_rich_style(f"graphview--{n}") for n in names}
-            self._styles["base"] = self.rich_style
-        return self._styles
-
     def columns(self, width: int) -> tuple[int, int, int, int, int]:
         """(lane cap, lanes width, type width, name width, shape width) for a line of `width` cells."""
         cap = max(2, min(LIMIT, int(width * 0.3) // 2))
@@ -407,9 +334,9 @@ class GraphView(ScrollView, can_focus=True):
 
     def render_line(self, y: int) -> Strip:
         width = self.scrollable_content_region.width
-        styles = self._get_styles()
+        styles = self.component_styles
         base = styles["base"]
-        if self.graph is None or not self.count:
+        if self.graph is None or not self.row_count:
             if y == 1:
                 return Strip([Segment(fmt.fit(" " + self.message, width), base + styles["empty"])]
                              ).adjust_cell_length(width, base)
@@ -424,7 +351,7 @@ class GraphView(ScrollView, can_focus=True):
             header = base + styles["header"]
             return Strip([Segment(text, header)]).adjust_cell_length(width, header)
         position = int(self.scroll_y) + y - 1
-        if not 0 <= position < self.count:
+        if not 0 <= position < self.row_count:
             return Strip.blank(width, base)
         node = self.graph.nodes[position]
         badge = self.results.badge(position) if self.results is not None else NO_BADGE

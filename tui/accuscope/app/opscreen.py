@@ -24,21 +24,14 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar
 
 import numpy as np
-from rich.segment import Segment
-from rich.style import Style
-from textual import events, work
+from textual import on, work
 from textual.app import ComposeResult
-from textual.binding import Binding, BindingType
+from textual.binding import Binding
 from textual.containers import Container, Horizontal, Vertical, VerticalScroll
-from textual.geometry import Size
 from textual.screen import Screen
-from textual.scroll_view import ScrollView
-from textual.strip import Strip
 from textual.widgets import ProgressBar, Static
-from textual.worker import Worker, WorkerState
 
 from ..engine.compare.results import ResultTable
 from ..engine.diagnose.opdetail import (
@@ -47,9 +40,7 @@ from ..engine.diagnose.opdetail import (
     TOP_MAX,
     WORDS,
     OpDetail,
-    TopN,
     exact_count,
-    layout_of,
 )
 from ..engine.diagnose.oppair import OpPair, open_op
 from ..engine.sources.names import parse_tensor_name
@@ -68,10 +59,11 @@ from .errorchart import (
 )
 from .footer import Footer
 from .formatting import shown
+from .messages import CountDone, DetailDone, DetailProgress, deliver
+from .toptable import TopTable
 
 WIDE = (140, 36)  # from this terminal size on, the three panes sit side by side
 PANES = ("TopN", "distribution", "stats & channels")
-NUM = 10  # cells of a number in the TopN table
 
 
 @dataclass(frozen=True)
@@ -121,159 +113,6 @@ def _ref(table: ResultTable, row: int) -> TensorRef:
     return TensorRef(row, op or tensor, io if io in ("input", "output") else "output", 0)
 
 
-# ------------------------------------------------------------------ the TopN table
-
-
-class TopTable(ScrollView, can_focus=True):
-    """The TopN elements, worst first; formats only the lines on screen."""
-
-    COMPONENT_CLASSES: ClassVar[set[str]] = {"toptable--header", "toptable--cursor", "toptable--nonfinite",
-                                             "toptable--empty"}
-    DEFAULT_CSS = """
-    TopTable {
-        height: 1fr;
-        background: $surface;
-        & > .toptable--header { text-style: bold; background: $panel; }
-        & > .toptable--cursor { background: $block-cursor-blurred-background;
-                                color: $block-cursor-blurred-foreground; }
-        &:focus > .toptable--cursor { background: $block-cursor-background; color: $block-cursor-foreground;
-                                      text-style: $block-cursor-text-style; }
-        & > .toptable--nonfinite { color: $text-error; text-style: bold; }
-        & > .toptable--empty { color: $text-muted; text-style: italic; }
-        &:nocolor > .toptable--cursor { text-style: reverse; }
-    }
-    """
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("up,k", "move(-1)", "Up", show=False), Binding("down,j", "move(1)", "Down", show=False),
-        Binding("pageup", "page(-1)", "Page up", show=False), Binding("pagedown", "page(1)", "Page down", show=False),
-        Binding("home,g", "first", "First row", show=False), Binding("end,G", "last", "Last row", show=False),
-    ]
-
-    def __init__(self, **kwargs) -> None:
-        super().__init__(**kwargs)
-        self.top: TopN | None = None
-        self.layout_name = "ID"
-        self.rank = 1  # coordinates shown per element
-        self.by = "abs"
-        self.cursor = 0
-        self.message = "computing…"
-        self._widths: list[int] = []
-        self._labels: list[str] = []
-        self._right: list[bool] = []
-        self._styles: dict[str, Style] | None = None
-
-    def show(self, top: TopN | None, shape: tuple[int, ...], by: str, message: str = "") -> None:
-        """`top` of a tensor of `shape`: its coordinates as many as its axes (a 2-D tensor's N C,
-        not N C H W padded with 1s)."""
-        layout, grid = layout_of(shape)
-        self.rank = len(shape) if layout == "N C H W" else len(grid)
-        layout = " ".join(layout.split()[:self.rank])
-        self.top, self.layout_name, self.by = top, layout, by
-        self.message = message
-        n = len(top) if top is not None else 0
-        coords = " ".join(str(max(d - 1, 0)) for d in grid[:self.rank])
-        arrow = {by: "▼"}
-        self._labels = ["#", layout, "NPU", "golden", "abs err" + arrow.get("abs", ""),
-                        "rel err" + arrow.get("rel", ""), "note"]
-        self._widths = [max(len(str(n)), 1), max(len(layout), len(coords)), NUM, NUM, NUM, NUM, 7]
-        self._right = [True, False, True, True, True, True, False]
-        self.cursor = 0
-        self.virtual_size = Size(self.line_width, n + 1)
-        self.scroll_to(0, 0, animate=False, force=True)
-        self.refresh()
-
-    @property
-    def line_width(self) -> int:
-        return sum(w + 1 for w in self._widths)
-
-    @property
-    def row_count(self) -> int:
-        return len(self.top) if self.top is not None else 0
-
-    def cells(self, i: int) -> list[str]:
-        """The texts of row i: rank, coordinates, NPU, golden, abs err, rel err, note."""
-        t = self.top
-        rel = float(t.rel_err[i])
-        return [str(i + 1), " ".join(str(int(v)) for v in t.coords[i][:self.rank]), fmt.number(float(t.npu[i]), NUM), fmt.number(float(t.golden[i]), NUM),
-                fmt.number(float(t.abs_err[i]), NUM), "-" if math.isnan(rel) else fmt.number(rel, NUM),
-                "NaN/inf" if t.nonfinite[i] else ""]
-
-    def line_text(self, i: int | None) -> str:
-        """Row i as drawn (None: the header)."""
-        texts = self._labels if i is None else self.cells(i)
-        return "".join(fmt.pad(s, w, r) + " " for s, w, r in zip(texts, self._widths, self._right))
-
-    # ---- cursor ------------------------------------------------------------------------------
-    def _page_rows(self) -> int:
-        return max(1, self.scrollable_content_region.height - 1)
-
-    def move_to(self, position: int) -> None:
-        n = self.row_count
-        if not n:
-            return
-        self.cursor = max(0, min(n - 1, position))
-        top, page = int(self.scroll_y), self._page_rows()
-        if self.cursor < top:
-            self.scroll_to(y=self.cursor, animate=False, force=True)
-        elif self.cursor >= top + page:
-            self.scroll_to(y=self.cursor - page + 1, animate=False, force=True)
-        self.refresh()
-
-    def action_move(self, step: int) -> None:
-        self.move_to(self.cursor + step)
-
-    def action_page(self, step: int) -> None:
-        self.move_to(self.cursor + step * self._page_rows())
-
-    def action_first(self) -> None:
-        self.move_to(0)
-
-    def action_last(self) -> None:
-        self.move_to(self.row_count - 1)
-
-    def on_click(self, event: events.Click) -> None:
-        offset = event.get_content_offset(self)
-        if offset is not None and offset.y > 0:
-            self.move_to(int(self.scroll_y) + offset.y - 1)
-
-    def on_resize(self) -> None:
-        self.move_to(self.cursor)
-
-    # ---- rendering ---------------------------------------------------------------------------
-    def notify_style_update(self) -> None:
-        self._styles = None
-        super().notify_style_update()
-
-    def _style(self) -> dict[str, Style]:
-        if self._styles is None:
-            get = self.get_component_rich_style
-            self._styles = {k: get(f"toptable--{k}") for k in ("header", "cursor", "nonfinite", "empty")}
-            self._styles["base"] = self.rich_style
-        return self._styles
-
-    def render_line(self, y: int) -> Strip:
-        width = self.scrollable_content_region.width
-        st = self._style()
-        base = st["base"]
-        x0 = int(self.scroll_x)
-        if y == 0 and self._widths:
-            style = base + st["header"]
-            return Strip([Segment(self.line_text(None), style)]).crop(x0, x0 + width).adjust_cell_length(width, style)
-        position = int(self.scroll_y) + y - 1
-        if not 0 <= position < self.row_count:
-            if position == 0 or (y == 0 and not self._widths):
-                style = base + st["empty"]
-                text = fmt.fit(" " + (self.message or "no element has this error"), width)
-                return Strip([Segment(text, style)]).adjust_cell_length(width, style)
-            return Strip.blank(width, base)
-        style = base
-        if self.top.nonfinite[position]:
-            style += st["nonfinite"]
-        if position == self.cursor:
-            style += st["cursor"]
-        return Strip([Segment(self.line_text(position), style)]).crop(x0, x0 + width).adjust_cell_length(width, style)
-
-
 # ------------------------------------------------------------------ the screen
 
 
@@ -288,18 +127,18 @@ class OpScreen(Screen):
     C_KEYS = Binding.Group("C", compact=True)
     TENSOR_KEYS = Binding.Group("tensor", compact=True)
     BINDINGS = [
-        Binding("escape", "back", "back"), Binding("q", "back", "back to the table", show=False),
-        Binding("1", "pane(1)", "TopN", group=PANE_KEYS), Binding("2", "pane(2)", "distribution", group=PANE_KEYS),
-        Binding("3", "pane(3)", "stats & channels", group=PANE_KEYS),
-        Binding("m", "metric", "abs/rel"),
-        Binding("+", "step(1)", "C to the next exact edge up", group=C_KEYS),
-        Binding("-", "step(-1)", "C to the next exact edge down", group=C_KEYS),
-        Binding(">", "decade(1)", "C x10 (exact edge)", show=False),
-        Binding("<", "decade(-1)", "C /10 (exact edge)", show=False),
-        Binding("=,C", "ask_threshold", "type C", show=False),
-        Binding("[", "tensor(-1)", "previous tensor of the op", group=TENSOR_KEYS),
-        Binding("]", "tensor(1)", "next tensor of the op", group=TENSOR_KEYS),
-        Binding("N", "ask_top", "top N", show=False),
+        Binding("escape", "back", "back", id="op.back"), Binding("q", "back", "back to the table", show=False, id="op.back_to_the_table"),
+        Binding("1", "pane(1)", "TopN", group=PANE_KEYS, id="op.pane_1"), Binding("2", "pane(2)", "distribution", group=PANE_KEYS, id="op.pane_2"),
+        Binding("3", "pane(3)", "stats & channels", group=PANE_KEYS, id="op.pane_3"),
+        Binding("m", "metric", "abs/rel", id="op.metric"),
+        Binding("+", "step(1)", "C to the next exact edge up", group=C_KEYS, id="op.step_next"),
+        Binding("-", "step(-1)", "C to the next exact edge down", group=C_KEYS, id="op.step_previous"),
+        Binding(">", "decade(1)", "C x10 (exact edge)", show=False, id="op.decade_next"),
+        Binding("<", "decade(-1)", "C /10 (exact edge)", show=False, id="op.decade_previous"),
+        Binding("=,C", "ask_threshold", "type C", show=False, id="op.ask_threshold"),
+        Binding("[", "tensor(-1)", "previous tensor of the op", group=TENSOR_KEYS, id="op.tensor_previous"),
+        Binding("]", "tensor(1)", "next tensor of the op", group=TENSOR_KEYS, id="op.tensor_next"),
+        Binding("N", "ask_top", "top N", show=False, id="op.ask_top"),
     ]
     DEFAULT_CSS = """
     OpScreen #info { height: auto; max-height: 2; padding: 0 1; }
@@ -436,15 +275,22 @@ class OpScreen(Screen):
         self._detail_worker(self._serial, self.ref, self.top_n, self._cancel)
 
     @work(thread=True, exclusive=True, group="opdetail", exit_on_error=False)
-    def _detail_worker(self, serial: int, ref: TensorRef, top: int, cancel: threading.Event):
-        pair = self._pairs.get(ref.key)
-        if pair is None:
-            pair = open_op(self.opened_task or self.folder, ref.op, ref.io, ref.index)
-
+    def _detail_worker(self, serial: int, ref: TensorRef, top: int, cancel: threading.Event) -> None:
         def progress(done: int, n: int) -> None:
-            self._progress = (done, n)
-        detail = pair.detail(top=top, progress=progress, cancel=cancel)
-        return serial, ref, pair, detail
+            self.post_message(DetailProgress(done, n))
+
+        def run():
+            pair = self._pairs.get(ref.key)
+            if pair is None:
+                pair = open_op(self.opened_task or self.folder, ref.op, ref.io, ref.index)
+            return serial, ref, pair, pair.detail(top=top, progress=progress, cancel=cancel)
+        deliver(self, DetailDone, run)
+
+    @on(DetailProgress)
+    def detail_progress(self, message: DetailProgress) -> None:
+        """Kept for the next tick of `_tick` (one repaint per tick)."""
+        if self.computing:
+            self._progress = (message.done, message.total)
 
     def _tick(self) -> None:
         done, n = self._progress
@@ -460,7 +306,7 @@ class OpScreen(Screen):
         self.remove_class("-computing")
 
     @work(thread=True, exclusive=True, group="count", exit_on_error=False)
-    def _count_worker(self, key: tuple, pair: OpPair, c: float, by: str, cancel: threading.Event):
+    def _count_worker(self, key: tuple, pair: OpPair, c: float, by: str, cancel: threading.Event) -> None:
         chunks = pair.source()
 
         def source():
@@ -468,31 +314,32 @@ class OpScreen(Screen):
                 if cancel.is_set():
                     raise _Stop
                 yield chunk
-        return key, exact_count(source, c, by)
+        deliver(self, CountDone, lambda: (key, exact_count(source, c, by)))
 
-    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
-        worker = event.worker
-        if worker.group == "opdetail":
-            if event.state == WorkerState.SUCCESS:
-                serial, ref, pair, detail = worker.result
-                if serial != self._serial or detail is None:
-                    return
-                self._pairs[ref.key] = pair
-                self._stop_computing()
-                self.took = time.perf_counter() - self._started
-                self.show_detail(ref, pair, detail)
-            elif event.state == WorkerState.ERROR:
-                self._stop_computing()
-                self.show_error(worker.error)
-        elif worker.group == "count":
-            if event.state == WorkerState.SUCCESS:
-                key, count = worker.result
-                self._exact[key] = count
-                if key == self._count_key():
-                    self.update_threshold()
-            elif event.state == WorkerState.ERROR and not isinstance(worker.error, _Stop):
-                self.counting = False
-                self.notify(f"exact count failed: {worker.error}", severity="error")
+    @on(DetailDone)
+    def detail_done(self, message: DetailDone) -> None:
+        if message.error is not None:
+            self._stop_computing()
+            self.show_error(message.error)
+            return
+        serial, ref, pair, detail = message.result
+        if serial != self._serial or detail is None:
+            return
+        self._pairs[ref.key] = pair
+        self._stop_computing()
+        self.took = time.perf_counter() - self._started
+        self.show_detail(ref, pair, detail)
+
+    @on(CountDone)
+    def count_done(self, message: CountDone) -> None:
+        if message.error is None:
+            key, count = message.result
+            self._exact[key] = count
+            if key == self._count_key():
+                self.update_threshold()
+        elif not isinstance(message.error, _Stop):
+            self.counting = False
+            self.notify(f"exact count failed: {message.error}", severity="error")
 
     # ---- showing -----------------------------------------------------------------------------
     def show_detail(self, ref: TensorRef, pair: OpPair, detail: OpDetail) -> None:

@@ -31,12 +31,13 @@ from textual import events
 from textual.binding import Binding, BindingType
 from textual.geometry import Size
 from textual.message import Message
-from textual.scroll_view import ScrollView
+from textual.reactive import reactive
 from textual.strip import Strip
 
 from ..engine.compare.results import KIND, FilterError, ResultTable
 from ..engine.compare.thresholds import Thresholds, exempt
 from . import formatting as fmt
+from .cursorlist import CursorList
 
 __all__ = ["OperatorTable", "FilterError", "IO_MODES"]
 
@@ -80,7 +81,7 @@ class _FromTable(Message):
         return self.operator_table
 
 
-class OperatorTable(ScrollView, can_focus=True):
+class OperatorTable(CursorList):
     """Operator rows of a comparison result; renders only the visible lines."""
 
     COMPONENT_CLASSES: ClassVar[set[str]] = {
@@ -139,16 +140,8 @@ class OperatorTable(ScrollView, can_focus=True):
     """
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("up,k", "cursor_up", "Up", show=False),
-        Binding("down,j", "cursor_down", "Down", show=False),
-        Binding("left,h", "column_left", "Column left", show=False),
-        Binding("right,l", "column_right", "Column right", show=False),
-        Binding("home", "first", "First row", show=False),
-        Binding("end,G", "last", "Last row", show=False),
-        Binding("pageup", "page_up", "Page up", show=False),
-        Binding("pagedown", "page_down", "Page down", show=False),
-        Binding("ctrl+u", "half_page_up", "Half page up", show=False),
-        Binding("ctrl+d", "half_page_down", "Half page down", show=False),
+        Binding("left,h", "column_left", "Column left", show=False, id="optable.column_left"),
+        Binding("right,l", "column_right", "Column right", show=False, id="optable.column_right"),
         Binding("[", "sort(False)", "Sort ↑", key_display="[", id="optable.sort_ascending"),
         Binding("]", "sort(True)", "Sort ↓", key_display="]", id="optable.sort_descending"),
         Binding("!", "next_failing", "Next failing", key_display="!", id="optable.next_failing"),
@@ -161,10 +154,7 @@ class OperatorTable(ScrollView, can_focus=True):
     """
     | Key(s) | Description |
     | :- | :- |
-    | up, k / down, j | Move the row cursor. |
     | left, h / right, l | Move the column cursor (the column `[` / `]` sort by). |
-    | home / end, G | First / last row. |
-    | pageup / pagedown, ctrl+u / ctrl+d | A page / half a page up or down. |
     | [ / ] | Sort ascending / descending by the current column (`#` ascending: execution order). |
     | ! | Next failing row in execution order, wrapping. |
     | i | Cycle outputs+inputs / outputs only / inputs only. |
@@ -194,6 +184,9 @@ class OperatorTable(ScrollView, can_focus=True):
             super().__init__(operator_table)
             self.status = status
 
+    empty_text: reactive[str] = reactive("no rows yet")
+    """What an empty table says; the hosting screen knows why."""
+
     def __init__(self, *, name: str | None = None, id: str | None = None, classes: str | None = None,
                  disabled: bool = False) -> None:
         super().__init__(name=name, id=id, classes=classes, disabled=disabled)
@@ -201,7 +194,6 @@ class OperatorTable(ScrollView, can_focus=True):
         self._thresholds = Thresholds()
         self._base = np.zeros(0, dtype=np.int64)  # rows passing filter and toggles, in row order
         self._view = self._base  # _base in display order
-        self._cursor = -1  # position in _view, -1 when the view is empty
         self._announced: int | None = None  # row of the last Highlighted message
         self._sort: tuple[str, bool] | None = None
         self._filter = ""
@@ -219,8 +211,6 @@ class OperatorTable(ScrollView, can_focus=True):
         self._column_key = ""  # the column cursor, by key, so it survives re-layouts
         self._sticky_width = 0
         self._scroll_width = 0
-        self._style_cache: dict[str, Style] | None = None
-        self.empty_text = "no rows yet"  # what an empty table says; the hosting screen knows why
 
     # ---- the API for the hosting screen --------------------------------------------------------
     def load(self, table: ResultTable, thresholds: Thresholds | None = None) -> None:
@@ -233,7 +223,7 @@ class OperatorTable(ScrollView, can_focus=True):
         """
         old_row = self.cursor_row
         old_name = self._table.columns["tensor"][old_row] if old_row is not None else None
-        keep_offset = self._cursor - int(self.scroll_y) if old_row is not None else None
+        keep_offset = self.cursor - int(self.scroll_y) if old_row is not None else None
         if table is not self._table and old_name is not None:
             hits = np.flatnonzero(table.columns["tensor"] == old_name) if len(table) else []
             old_row = int(hits[0]) if len(hits) else None
@@ -269,12 +259,12 @@ class OperatorTable(ScrollView, can_focus=True):
     @property
     def cursor_row(self) -> int | None:
         """Table row number under the cursor, or None when nothing is shown."""
-        return int(self._view[self._cursor]) if 0 <= self._cursor < len(self._view) else None
+        return int(self._view[self.cursor]) if len(self._view) else None
 
     @property
     def cursor_position(self) -> int:
         """Position of the cursor in the view (-1 when the view is empty)."""
-        return self._cursor
+        return self.cursor if len(self._view) else -1
 
     @property
     def column_key(self) -> str:
@@ -313,7 +303,7 @@ class OperatorTable(ScrollView, can_focus=True):
         hits = np.flatnonzero(self._view == row)
         if not len(hits):
             return False
-        self._move(int(hits[0]))
+        self.move_cursor(int(hits[0]))
         return True
 
     def sort(self, key: str | None, descending: bool = False) -> None:
@@ -381,7 +371,7 @@ class OperatorTable(ScrollView, can_focus=True):
         self._search = text
         if not text or not len(self._view):
             return False
-        start = self._cursor
+        start = self.cursor_position
         if include_current:
             start += 1 if backwards else -1
         elif start < 0:
@@ -389,7 +379,7 @@ class OperatorTable(ScrollView, can_focus=True):
         hit = self._table.search(text, self._view, start, backwards)
         if hit is None:
             return False
-        self._move(hit)
+        self.move_cursor(hit)
         return True
 
     def search_next(self, backwards: bool = False) -> bool:
@@ -400,10 +390,10 @@ class OperatorTable(ScrollView, can_focus=True):
         """Cursor to the next failing row in execution order (by row number), wrapping."""
         if not len(self._view):
             return False
-        hit = self._table.next_failing(self._view, self._cursor)
+        hit = self._table.next_failing(self._view, self.cursor)
         if hit is None:
             return False
-        self._move(hit)
+        self.move_cursor(hit)
         return True
 
     @property
@@ -481,11 +471,11 @@ class OperatorTable(ScrollView, can_focus=True):
                 elif self._sort is None:  # the nearest row after it in execution order
                     position = min(int(np.searchsorted(view, keep_row)), len(view) - 1)
                     keep_offset = None
-        self._cursor = position
+        self.set_reactive(OperatorTable.cursor, max(0, position))
         self._set_virtual_size()
-        if position >= 0 and keep_offset is not None and self._page_rows() > 0:
-            self._scroll_y_to(position - keep_offset)
-        self._scroll_to_cursor()
+        if position >= 0 and keep_offset is not None and self.page_rows() > 0:
+            self.scroll_to_row(position - keep_offset)
+        self.scroll_to_cursor()
         self.refresh()
         self._announce()
         self.post_message(self.ViewChanged(self, self.status))
@@ -599,26 +589,12 @@ class OperatorTable(ScrollView, can_focus=True):
         return next((c for c in self._columns if c.key == self._column_key), None)
 
     # ---- cursor and scrolling ------------------------------------------------------------------
-    def _page_rows(self) -> int:
-        """Rows visible below the header."""
-        return max(0, self.scrollable_content_region.height - 1)
+    @property
+    def row_count(self) -> int:
+        return len(self._view)
 
     def _screen_offset(self) -> int | None:
-        return self._cursor - int(self.scroll_y) if self._cursor >= 0 else None
-
-    def _scroll_y_to(self, y: int) -> None:
-        top = max(0, min(y, len(self._view) + 1 - self.scrollable_content_region.height))
-        self.scroll_to(y=top, animate=False, force=True)
-
-    def _scroll_to_cursor(self) -> None:
-        page = self._page_rows()
-        if self._cursor < 0 or page <= 0:
-            return
-        top = int(self.scroll_y)
-        if self._cursor < top:
-            self._scroll_y_to(self._cursor)
-        elif self._cursor >= top + page:
-            self._scroll_y_to(self._cursor - page + 1)
+        return self.cursor - int(self.scroll_y) if len(self._view) else None
 
     def _scroll_to_column(self) -> None:
         column = self._current_column()
@@ -636,63 +612,21 @@ class OperatorTable(ScrollView, can_focus=True):
             x = next((c.offset for c in self._columns if not c.sticky and c.offset >= need), column.offset)
         self.scroll_to(x=max(0, x), animate=False, force=True)
 
-    def _move(self, position: int) -> None:
-        if not len(self._view):
-            return
-        position = max(0, min(len(self._view) - 1, position))
-        old = self._cursor
-        if position != old:
-            self._cursor = position
-            top = int(self.scroll_y)
-            self._scroll_to_cursor()
-            if int(self.scroll_y) == top and top <= old < top + self._page_rows():
-                self.refresh_line(old + 1)  # just the two lines (line 0 is the header)
-                self.refresh_line(position + 1)
-            else:
-                self.refresh()
+    def watch_cursor(self, old: int, new: int) -> None:
+        super().watch_cursor(old, new)
         self._announce()
 
     def on_resize(self, event: events.Resize) -> None:
         self._layout()
-        self._scroll_to_cursor()
+        super().on_resize(event)
         self._scroll_to_column()
 
     # ---- actions ---------------------------------------------------------------------------------
-    def action_cursor_up(self) -> None:
-        self._move(self._cursor - 1)
-
-    def action_cursor_down(self) -> None:
-        self._move(self._cursor + 1)
-
     def action_column_left(self) -> None:
         self.move_column(-1)
 
     def action_column_right(self) -> None:
         self.move_column(1)
-
-    def action_first(self) -> None:
-        self._move(0)
-
-    def action_last(self) -> None:
-        self._move(len(self._view) - 1)
-
-    def _page(self, fraction: float, direction: int) -> None:
-        step = max(1, int(self._page_rows() * fraction))
-        target = self._cursor + direction * step
-        self._scroll_y_to(int(self.scroll_y) + direction * step)
-        self._move(target)
-
-    def action_page_up(self) -> None:
-        self._page(1, -1)
-
-    def action_page_down(self) -> None:
-        self._page(1, 1)
-
-    def action_half_page_up(self) -> None:
-        self._page(0.5, -1)
-
-    def action_half_page_down(self) -> None:
-        self._page(0.5, 1)
 
     def action_sort(self, descending: bool) -> None:
         self.sort_current(descending)
@@ -718,26 +652,20 @@ class OperatorTable(ScrollView, can_focus=True):
         if row is not None:
             self.post_message(self.Selected(self, row))
 
-    def on_click(self, event: events.Click) -> None:
-        offset = event.get_content_offset(self)
-        if offset is None:
-            return
-        column = self._column_at(offset.x)
-        if offset.y == 0:
-            if column is not None and column.sort_key is not None:
-                self._column_key = column.key
-                same = self._sort is not None and self._sort[0] == self._table.resolve(column.sort_key)
-                self.sort(column.sort_key, descending=same and not self._sort[1])
-            return
-        position = int(self.scroll_y) + offset.y - 1
-        if not 0 <= position < len(self._view):
-            return
+    def click_header(self, x: int) -> None:
+        """Sort by the clicked column; again: the other way."""
+        column = self._column_at(x)
         if column is not None and column.sort_key is not None:
             self._column_key = column.key
-        if position == self._cursor:
-            self.action_select()
-        else:
-            self._move(position)
+            same = self._sort is not None and self._sort[0] == self._table.resolve(column.sort_key)
+            self.sort(column.sort_key, descending=same and not self._sort[1])
+
+    def click_row(self, position: int, x: int) -> None:
+        """The column cursor goes to the clicked column too."""
+        column = self._column_at(x)
+        if column is not None and column.sort_key is not None:
+            self._column_key = column.key
+        super().click_row(position, x)
         self.refresh()
 
     def _column_at(self, x: int) -> _Column | None:
@@ -781,25 +709,9 @@ class OperatorTable(ScrollView, can_focus=True):
                 return value, False
         return value, False
 
-    def _styles(self) -> dict[str, Style]:
-        """Component styles and the widget's own ("base"), built once per style change."""
-        styles = self._style_cache
-        if styles is None:
-            get = self.get_component_rich_style
-            styles = {name: get(f"optable--{name}")
-                      for name in ("header", "header-cursor", "cursor", "fail", "fail-cell", "exempt",
-                                   "invalid", "divider", "empty")}
-            styles["base"] = self.rich_style
-            self._style_cache = styles
-        return styles
-
-    def notify_style_update(self) -> None:
-        self._style_cache = None
-        super().notify_style_update()
-
     def render_line(self, y: int) -> Strip:
         width = self.scrollable_content_region.width
-        styles = self._styles()
+        styles = self.component_styles
         base = styles["base"]
         if y == 0:
             return self._header(width, base, styles)
@@ -816,7 +728,7 @@ class OperatorTable(ScrollView, can_focus=True):
             row_style += styles["invalid"]
         elif self._exempt[row]:
             row_style += styles["exempt"]
-        cursor = position == self._cursor
+        cursor = position == self.cursor
         if cursor:
             row_style += styles["cursor"]
         fail_cell = row_style + styles["fail-cell"]

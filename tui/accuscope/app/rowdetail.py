@@ -28,7 +28,7 @@ class RowDetail(ModalScreen[None]):
     RowDetail > VerticalScroll { width: 95%; max-width: 140; height: 90%; border: thick $accent;
                                  background: $surface; padding: 0 1; }
     """
-    BINDINGS = [Binding("escape,q,enter", "dismiss", "close")]
+    BINDINGS = [Binding("escape,q,enter", "dismiss", "close", id="rowdetail.dismiss")]
 
     def __init__(self, table: ResultTable, row: int, thresholds: Thresholds) -> None:
         super().__init__()

@@ -5,13 +5,12 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from textual import work
+from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.widgets import Input, ProgressBar, Static
-from textual.worker import Worker, WorkerState
 
 from ..engine.compare import comparison as engine
 from ..engine.compare.columns import CSV_OF
@@ -29,6 +28,7 @@ from .dialogs import AskDialog, ConfirmDialog
 from .footer import Footer
 from .formatting import shown
 from .graphscreen import GraphScreen
+from .messages import AdviceDone, CompareDone, ComparePlanned, CompareRows, deliver
 from .opscreen import OpScreen
 from .optable import OperatorTable
 from .rowdetail import RowDetail
@@ -39,14 +39,14 @@ CANCEL_QUESTION = "Cancel the running comparison? (the previous result stays)"
 
 class TaskScreen(Screen):
     BINDINGS = [
-        Binding("slash", "prompt('search')", "search"), Binding("f", "prompt('filter')", "filter"),
-        Binding("a", "advice", "advisor"), Binding("g", "graph", "graph"),
-        Binding("t", "thresholds", "thresholds"), Binding("c", "chart_metric(1)", "chart metric"),
-        Binding("C", "chart_metric(-1)", "previous chart metric", show=False),
-        Binding("z", "zoom", "maximize pane"),
-        Binding("R", "rerun", "re-run", show=False), Binding("D", "row_details", "row details", show=False),
-        Binding("escape", "back", "back / clear / cancel", show=False),
-        Binding("q", "back(True)", "back to the tasks", show=False),
+        Binding("slash", "prompt('search')", "search", id="task.search"), Binding("f", "prompt('filter')", "filter", id="task.filter"),
+        Binding("a", "advice", "advisor", id="task.advice"), Binding("g", "graph", "graph", id="task.graph"),
+        Binding("t", "thresholds", "thresholds", id="task.thresholds"), Binding("c", "chart_metric(1)", "chart metric", id="task.chart_metric_next"),
+        Binding("C", "chart_metric(-1)", "previous chart metric", show=False, id="task.chart_metric_previous"),
+        Binding("z", "zoom", "maximize pane", id="task.zoom"),
+        Binding("R", "rerun", "re-run", show=False, id="task.rerun"), Binding("D", "row_details", "row details", show=False, id="task.row_details"),
+        Binding("escape", "back", "back / clear / cancel", show=False, id="task.back"),
+        Binding("q", "back(True)", "back to the tasks", show=False, id="task.back_to_tasks"),
     ]
     DEFAULT_CSS = """
     TaskScreen #summary { height: auto; max-height: 2; padding: 0 1; text-wrap: nowrap; text-overflow: ellipsis; }
@@ -74,8 +74,7 @@ class TaskScreen(Screen):
         self.prompt_mode = ""
         self.cancel = threading.Event()
         self.running = False
-        self._arrived: list[tuple[int, dict]] = []  # filled by the worker thread
-        self._arrived_lock = threading.Lock()
+        self._arrived: list[tuple[int, dict]] = []  # rows the worker sent, not in the table yet
         self._plan: engine.Plan | None = None
         self._live: ResultTable | None = None
         self._done = 0
@@ -141,9 +140,7 @@ class TaskScreen(Screen):
     def update_status(self) -> None:
         state = self.state_line()
         self.query_one("#status", Static).update(shown(" · ".join(p for p in (self.table_widget.status, state) if p)))
-        if self.table_widget.empty_text != (state or "no rows"):
-            self.table_widget.empty_text = state or "no rows"
-            self.table_widget.refresh()
+        self.table_widget.empty_text = state or "no rows"  # a reactive: repaints when it changes
 
     def state_line(self) -> str:
         """The run's progress, why the last run here failed, or the state a failed or cancelled task
@@ -295,8 +292,14 @@ class TaskScreen(Screen):
         self.refresh_views()
 
     @work(thread=True, exclusive=True, group="advice", exit_on_error=False)
-    def advice_worker(self):
-        return advise(self.folder)
+    def advice_worker(self) -> None:
+        deliver(self, AdviceDone, lambda: advise(self.folder))
+
+    @on(AdviceDone)
+    def advice_done(self, message: AdviceDone) -> None:
+        if message.error is not None:
+            self.notify(f"advisor: {message.error}", severity="warning", timeout=8)
+        self.apply_advice(message.result)
 
     def apply_advice(self, advice: Advice | None) -> None:
         self.advice, self.advising = advice, False
@@ -321,23 +324,31 @@ class TaskScreen(Screen):
     def start_run(self, spec: engine.CompareSpec, folder: Path) -> None:
         self.running, self.run_error = True, ""
         self.cancel.clear()
-        self._live, self._plan, self._done = None, None, 0
+        self._live, self._plan, self._done, self._arrived = None, None, 0, []
         self.query_one(ProgressBar).add_class("running")
         self._timer = self.set_interval(0.25, self.take_rows)
         self.compare_worker(spec, folder)
         self.refresh_views()
 
     @work(thread=True, exclusive=True, group="compare", exit_on_error=False)
-    def compare_worker(self, spec: engine.CompareSpec, folder: Path):
+    def compare_worker(self, spec: engine.CompareSpec, folder: Path) -> None:
         def planned(plan: engine.Plan) -> None:
-            self._plan = plan
+            self.post_message(ComparePlanned(plan))
 
         def progress(p: engine.Progress, batch) -> None:
-            with self._arrived_lock:
-                self._arrived.extend(batch)
-                self._done = p.done
-                self._progress_text = f"comparing {p.done:,}/{p.total:,} · {p.elapsed:.0f} s"
-        return run_task(spec, folder, progress, self.cancel, planned=planned, inline_bytes=0)  # see execute()
+            self.post_message(CompareRows(list(batch), p.done, f"comparing {p.done:,}/{p.total:,} · {p.elapsed:.0f} s"))
+        deliver(self, CompareDone,  # inline_bytes: see execute()
+                lambda: run_task(spec, folder, progress, self.cancel, planned=planned, inline_bytes=0))
+
+    @on(ComparePlanned)
+    def compare_planned(self, message: ComparePlanned) -> None:
+        self._plan = message.plan
+
+    @on(CompareRows)
+    def compare_rows(self, message: CompareRows) -> None:
+        """Keep the rows for the next tick of `take_rows` (one table update per tick)."""
+        self._arrived.extend(message.rows)
+        self._done, self._progress_text = message.done, message.text
 
     def take_rows(self) -> None:
         """Move rows the worker finished into the table (called on a timer, on the UI thread)."""
@@ -347,8 +358,7 @@ class TaskScreen(Screen):
         bar = self.query_one(ProgressBar)
         total = sum(1 for p in plan.pairs if p.golden is not None)
         bar.update(total=total, progress=self._done)
-        with self._arrived_lock:
-            batch, self._arrived = self._arrived, []
+        batch, self._arrived = self._arrived, []
         if not batch:
             self.update_status()
             return
@@ -366,27 +376,20 @@ class TaskScreen(Screen):
         self.thresholds.apply(self._live)
         self.show_table(self._live, self.thresholds)
 
-    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
-        if event.worker.group == "advice" and event.state in (WorkerState.SUCCESS, WorkerState.ERROR):
-            if event.state == WorkerState.ERROR:
-                self.notify(f"advisor: {event.worker.error}", severity="warning", timeout=8)
-            self.apply_advice(event.worker.result if event.state == WorkerState.SUCCESS else None)
-            return
-        if event.worker.group != "compare" or event.state not in (WorkerState.SUCCESS, WorkerState.ERROR,
-                                                                   WorkerState.CANCELLED):
-            return
+    @on(CompareDone)
+    def compare_done(self, message: CompareDone) -> None:
         self.running = False
         self._timer.stop()
         self.query_one(ProgressBar).remove_class("running")
-        if event.state == WorkerState.SUCCESS and event.worker.result.table is not None:
-            self.reload(f"done: {len(event.worker.result.table):,} rows")
-        elif event.state == WorkerState.SUCCESS:
+        if message.error is None and message.result.table is not None:
+            self.reload(f"done: {len(message.result.table):,} rows")
+        elif message.error is None:
             self.reload("cancelled: the previous result is kept")
         else:
-            error = event.worker.error
-            message = str(error) if isinstance(error, SourceError) else f"{type(error).__name__}: {error}"
-            self.notify(message, title="comparison failed", severity="error", timeout=15)
-            self.run_error = message  # before reload: its views say so
+            error = message.error
+            text = str(error) if isinstance(error, SourceError) else f"{type(error).__name__}: {error}"
+            self.notify(text, title="comparison failed", severity="error", timeout=15)
+            self.run_error = text  # before reload: its views say so
             self.reload(None)
 
     def reload(self, message: str | None) -> None:

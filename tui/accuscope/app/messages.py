@@ -1,0 +1,134 @@
+"""What the app's workers send back: one Message class per kind of result, posted by the worker.
+
+A thread worker runs its engine call through `deliver(screen, SomethingDone, call)`, which posts
+`SomethingDone(result)`, or `SomethingDone(error=...)` when the call raised; the screen handles it
+in one `@on(SomethingDone)` method. A worker that was cancelled meanwhile (a newer one of its
+exclusive group replaced it, or its screen closed) posts nothing.
+
+Progress messages (`Progress` subclasses) are posted as often as the engine reports; a burst of
+them waiting in the queue is merged into the newest (`merge`), so the screen handles one per turn
+and repaints on its own timer tick, not once per message.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from textual.message import Message
+from textual.message_pump import MessagePump
+from textual.worker import get_current_worker
+
+# ------------------------------------------------------------------ the two kinds
+
+
+class Done(Message):
+    """A worker finished: its `result`, or the `error` it raised (then `result` is None)."""
+
+    def __init__(self, result: Any = None, error: BaseException | None = None) -> None:
+        super().__init__()
+        self.result, self.error = result, error
+
+
+class Progress(Message):
+    """Work under way; a newer one of the same class waiting behind it replaces it."""
+
+    def can_replace(self, message: Message) -> bool:
+        # textual asks the older message whether the pending one may replace it
+        if type(message) is not type(self):
+            return False
+        message.merge(self)
+        return True
+
+    def merge(self, older: Progress) -> None:
+        """Take over what `older` carried and this one does not repeat (nothing by default)."""
+
+
+def deliver(node: MessagePump, done: type[Done], call: Callable[[], Any]) -> None:
+    """Run `call` in this worker and post `done(result)` or `done(error=...)` to `node`, unless the
+    worker was cancelled meanwhile."""
+    try:
+        message = done(call())
+    except Exception as error:  # noqa: BLE001 -- the screen shows it; the worker itself never fails
+        message = done(error=error)
+    if not get_current_worker().is_cancelled:
+        node.post_message(message)
+
+
+# ------------------------------------------------------------------ the task screen
+
+
+class AdviceDone(Done):
+    """The advisor's `Advice` for the task."""
+
+
+class ComparePlanned(Message):
+    """The comparison is planned: its `plan` says which pairs will come."""
+
+    def __init__(self, plan) -> None:
+        super().__init__()
+        self.plan = plan
+
+
+class CompareRows(Progress):
+    """Rows the comparison finished (`rows`: (plan row index, cells)), `done` pairs so far, and the
+    progress line."""
+
+    def __init__(self, rows: list, done: int, text: str) -> None:
+        super().__init__()
+        self.rows, self.done, self.text = rows, done, text
+
+    def merge(self, older: CompareRows) -> None:
+        self.rows[:0] = older.rows
+
+
+class CompareDone(Done):
+    """The comparison ended: `run_task`'s result (its table None when it was cancelled)."""
+
+
+# ------------------------------------------------------------------ the graph screen
+
+
+class GraphLoaded(Done):
+    """(graph, lanes, results) of the task's model."""
+
+
+class FrameworkLoaded(Done):
+    """The framework model's graph (the ops an export maps device ops to)."""
+
+
+class ExportProgress(Progress):
+    """The step an export is at, as a line for the status bar."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self.text = text
+
+
+class ExportDone(Done):
+    """(export result or None when cancelled, files written)."""
+
+
+# ------------------------------------------------------------------ the operator detail
+
+
+class DetailProgress(Progress):
+    """`done` of `total` elements compared (total 0: still reading)."""
+
+    def __init__(self, done: int, total: int) -> None:
+        super().__init__()
+        self.done, self.total = done, total
+
+
+class DetailDone(Done):
+    """(serial, tensor ref, op pair, detail) of one tensor pair."""
+
+
+class CountDone(Done):
+    """(key, count): the exact count above a typed threshold."""
+
+
+# ------------------------------------------------------------------ the advisor screen
+
+
+class RankingDone(Done):
+    """The ops ranked by the error each one made (`Ranking`)."""
