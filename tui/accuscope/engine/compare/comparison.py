@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from accuscope.engine.compare import plugins as plugin_mod
+from accuscope.engine.compare import statistics
 from accuscope.engine.compare.columns import CSV_OF, KEY_OF, NUMERIC_METRICS
 from accuscope.engine.compare.lifetime import die_with_parent, process_context
 from accuscope.engine.compare.mapping import DEVICE_ONLY, Pair, map_tensors, read_mapping_file
@@ -63,6 +64,9 @@ class CompareSpec:
     npu_runner: str | None = None  # Polygraphy runners and iteration
     golden_runner: str | None = None
     iteration: int = 0
+    step: str | None = None  # msprobe step and rank folders (one each; several: an error listing them)
+    rank: str | None = None
+    stats_only: bool = False  # compare the statistics dump.json records, never the tensor files
 
     def to_meta(self, folder: str | os.PathLike | None = None) -> dict:
         """What task.json records about the comparison, enough to re-run it. Paths are stored
@@ -74,7 +78,8 @@ class CompareSpec:
                 "golden_shape": list(self.golden_shape) if self.golden_shape else None,
                 "golden_dtype": str(self.golden_dtype) if self.golden_dtype else None,
                 "npu_model": self.npu_model, "golden_model": self.golden_model, "mapping": self.mapping,
-                "npu_runner": self.npu_runner, "golden_runner": self.golden_runner, "iteration": self.iteration}
+                "npu_runner": self.npu_runner, "golden_runner": self.golden_runner, "iteration": self.iteration,
+                "step": self.step, "rank": self.rank, "stats_only": self.stats_only}
         relative = {}
         for key in PATH_KEYS:
             if meta[key]:
@@ -108,7 +113,8 @@ class CompareSpec:
                    golden_dtype=meta.get("golden_dtype"), npu_model=path("npu_model"),
                    golden_model=path("golden_model"), mapping=path("mapping"),
                    npu_runner=meta.get("npu_runner"), golden_runner=meta.get("golden_runner"),
-                   iteration=meta.get("iteration") or 0)
+                   iteration=meta.get("iteration") or 0, step=meta.get("step"), rank=meta.get("rank"),
+                   stats_only=bool(meta.get("stats_only")))
         return replace(spec, **changes)
 
 
@@ -227,9 +233,10 @@ def open_sides(spec: CompareSpec) -> tuple[Side, Side, Graph | None]:
     and the graph of `--model` (loaded once: an offline-model JSON can take seconds)."""
     from accuscope.engine.sources.registry import open_side
     pick = spec.pick
-    npu = open_side(spec.npu, pick=pick, run=spec.run, runner=spec.npu_runner, iteration=spec.iteration)
+    ranked = {"step": spec.step, "rank": spec.rank, "stats_only": spec.stats_only or None}
+    npu = open_side(spec.npu, pick=pick, run=spec.run, runner=spec.npu_runner, iteration=spec.iteration, **ranked)
     golden = open_side(spec.golden, shape=spec.golden_shape, dtype=spec.golden_dtype, pick=pick,
-                       runner=spec.golden_runner, iteration=spec.iteration)
+                       runner=spec.golden_runner, iteration=spec.iteration, **ranked)
     model = load_graph(spec.model) if spec.model else None
     for side, path in ((npu, spec.npu_model), (golden, spec.golden_model)):
         if path:
@@ -465,6 +472,8 @@ def pair_chunks(npu: Tensor, golden: Tensor, size: int = CHUNK) -> Callable[[], 
 def run_job(job: Job) -> tuple[int, dict]:
     """Compare one pair; any failure becomes a reason on the row, never an exception."""
     x, y = job.npu, job.golden
+    if x.reader is None or y.reader is None:  # a side without data (a statistics dump): its statistics
+        return job.row, statistics.compare(x, y)
     out: dict = {}
     faults.point("pair", x.name)
     try:
