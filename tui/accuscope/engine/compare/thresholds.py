@@ -160,21 +160,37 @@ class Thresholds:
         keys = [t.key for t in self.items if t.broken(table.numbers(t.key)[i:i + 1])[0]]
         if nonfinite_broken(table)[i] and "npu_nonfinite" not in keys:
             keys.append("npu_nonfinite")
-        if self.recorded_broken(table)[i]:
-            keys.extend(k for k in ("stat_mag", "npu_md5") if k in table.present and k not in keys)
+        keys.extend(k for k, mask in self._recorded(table).items() if mask[i] and k not in keys)
         return keys
 
     def recorded_broken(self, table: ResultTable) -> np.ndarray:
         """msprobe's rules on rows compared by recorded statistics: stat_mag above 0.5 (its double-check
         rule; a stat_mag threshold replaces the 0.5), checksums that differ (md5 mode)."""
         broken = np.zeros(len(table), dtype=bool)
+        for mask in self._recorded(table).values():
+            broken |= mask
+        return broken
+
+    def _recorded(self, table: ResultTable) -> dict[str, np.ndarray]:
+        found = {}
         if "stat_mag" in table.present and self.get("stat_mag") is None:
             with np.errstate(invalid="ignore"):
-                broken |= table.numbers("stat_mag") > MAGNITUDE
+                found["stat_mag"] = table.numbers("stat_mag") > MAGNITUDE
         if "npu_md5" in table.present:
             npu, golden = table.columns["npu_md5"], table.columns["golden_md5"]
-            broken |= (npu != "") & (golden != "") & (npu != golden)
-        return broken
+            found["npu_md5"] = (npu != "") & (golden != "") & (npu != golden)
+        return found
+
+
+RECORDED_KEYS = ("stat_mag", "npu_md5")  # what `broken` names for recorded_broken's rules
+
+
+def recorded_text(table: ResultTable, key: str, i: int) -> str:
+    """How row i breaks one of recorded_broken's rules (key in RECORDED_KEYS)."""
+    c = table.columns
+    if key == "stat_mag":
+        return f"stat_mag {table.numbers(key)[i]:.4g} > {MAGNITUDE:g} (msprobe's double-check rule)"
+    return f"CRC-32 {c['npu_md5'][i]} against {c['golden_md5'][i]} in golden"
 
 
 def nonfinite_broken(table: ResultTable) -> np.ndarray:
