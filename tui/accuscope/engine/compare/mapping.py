@@ -83,18 +83,23 @@ def map_tensors(npu: Side | NpuDump, golden: Side | GoldenDump, graph: Graph | N
 
 
 def _equal_counts(pairs: list[Pair], golden: Side) -> list[Pair]:
-    """msprobe's rule: a call pairs with its counterpart only when both hold as many input (and as
-    many output) tensors; otherwise each of its tensors is a row saying so, unpaired."""
+    """msprobe's rule: a call pairs with its counterpart only when both hold as many input tensors
+    and as many output tensors; otherwise each tensor of the call is a row saying so, unpaired."""
     theirs = msprobe.counts(golden.tensors)
     ours = msprobe.counts(p.npu for p in pairs)
+    counterpart = {p.npu.op: p.golden.op for p in pairs if p.golden is not None}
+
+    def count(table: dict, op: str) -> tuple[int, int]:
+        return table.get((op, INPUT), 0), table.get((op, OUTPUT), 0)
+
     out = []
     for p in pairs:
-        if p.golden is not None:
-            n, m = ours.get((p.npu.op, p.npu.io), 0), theirs.get((p.golden.op, p.golden.io), 0)
-            if n != m:
-                p = Pair(p.npu, None, p.op, p.ground_truth, "", (
-                    f"{p.npu.op} has {n} {p.npu.io} tensors, golden {p.golden.op} has {m}: msprobe pairs a call "
-                    "only when the counts match (a changed signature, or another framework version)"))
+        other = counterpart.get(p.npu.op)
+        if other is not None and count(ours, p.npu.op) != count(theirs, other):
+            (n_in, n_out), (m_in, m_out) = count(ours, p.npu.op), count(theirs, other)
+            p = Pair(p.npu, None, p.op, p.ground_truth, "", (
+                f"{p.npu.op} has {n_in} input and {n_out} output tensors, golden {other} {m_in} and {m_out}: "
+                "msprobe pairs a call only when the counts match (a changed signature, another framework version)"))
         out.append(p)
     return out
 
