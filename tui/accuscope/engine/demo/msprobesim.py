@@ -93,17 +93,17 @@ class _Writer:
                 json.dump(value, fh, indent=1)
 
 
-def _weights(seed: int) -> dict[str, np.ndarray]:
+def _weights(seed: int, hidden: int, ffn: int) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
     w: dict[str, np.ndarray] = {}
     for i in range(LAYERS):
-        for name, shape in (("q", (HIDDEN, HIDDEN)), ("k", (HIDDEN, HIDDEN)), ("v", (HIDDEN, HIDDEN)),
-                            ("o", (HIDDEN, HIDDEN)), ("up", (FFN, HIDDEN)), ("down", (HIDDEN, FFN))):
+        for name, shape in (("q", (hidden, hidden)), ("k", (hidden, hidden)), ("v", (hidden, hidden)),
+                            ("o", (hidden, hidden)), ("up", (ffn, hidden)), ("down", (hidden, ffn))):
             w[f"{i}.{name}.weight"] = (rng.standard_normal(shape) / np.sqrt(shape[1])).astype(np.float32)
             w[f"{i}.{name}.bias"] = (0.02 * rng.standard_normal(shape[0])).astype(np.float32)
         for ln in ("ln1", "ln2"):
-            w[f"{i}.{ln}.weight"] = (1 + 0.1 * rng.standard_normal(HIDDEN)).astype(np.float32)
-            w[f"{i}.{ln}.bias"] = (0.1 * rng.standard_normal(HIDDEN)).astype(np.float32)
+            w[f"{i}.{ln}.weight"] = (1 + 0.1 * rng.standard_normal(hidden)).astype(np.float32)
+            w[f"{i}.{ln}.bias"] = (0.1 * rng.standard_normal(hidden)).astype(np.float32)
     return w
 
 
@@ -136,7 +136,7 @@ def run_rank(folder: str, w: dict[str, np.ndarray], x: np.ndarray, *, under_test
         v = d.call("Functional.linear", _linear, [h], {"weight": w[f"{i}.v.weight"], "bias": w[f"{i}.v.bias"]})
         kt = d.call("Tensor.transpose", lambda t: t.T.copy(), [k])
         unscaled = (lambda a, b: a @ b) if faulty and i == 1 else None
-        scores = d.call("Mint.matmul", lambda a, b: a @ b / np.sqrt(HIDDEN), [q, kt], fault=unscaled)
+        scores = d.call("Mint.matmul", lambda a, b: a @ b / np.sqrt(a.shape[-1]), [q, kt], fault=unscaled)
         p = d.call("Functional.softmax", _softmax, [scores])
         ctx = d.call("Mint.matmul", lambda a, b: a @ b, [p, v])
         return d.call("Functional.linear", _linear, [ctx], {"weight": w[f"{i}.o.weight"], "bias": w[f"{i}.o.bias"]})
@@ -163,12 +163,14 @@ def run_rank(folder: str, w: dict[str, np.ndarray], x: np.ndarray, *, under_test
     d.close()
 
 
-def write(root: str, *, ranks: int = 4, steps: int = 2, seed: int = 2026, fault_rank: int | None = None) -> None:
-    """Both steps of every rank under `root` (step{s}/rank{r}/); the side under test when
-    `fault_rank` is given (bfloat16 outputs everywhere, the softmax fault on that rank)."""
-    w = _weights(seed)
+def write(root: str, *, ranks: int = 4, steps: int = 2, seed: int = 2026, fault_rank: int | None = None,
+          seq: int = SEQ, hidden: int = HIDDEN, ffn: int = FFN) -> None:
+    """Every step of every rank under `root` (step{s}/rank{r}/); the side under test when
+    `fault_rank` is given (bfloat16 outputs everywhere, the attention fault on that rank). Larger
+    `seq`, `hidden`, `ffn` make a dump for benchmarks."""
+    w = _weights(seed, hidden, ffn)
     for step in range(steps):
         for rank in range(ranks):
-            x = np.random.default_rng([seed, step, rank]).standard_normal((SEQ, HIDDEN)).astype(np.float32)
+            x = np.random.default_rng([seed, step, rank]).standard_normal((seq, hidden)).astype(np.float32)
             run_rank(os.path.join(root, f"step{step}", f"rank{rank}"), w, x, under_test=fault_rank is not None,
                      faulty=rank == fault_rank)
