@@ -268,3 +268,21 @@ def test_demo_dumps_name_the_faulty_rank_and_call(tmp_path):
     shown = accuscope("show", tmp_path / "t0False", "--format", "json")
     rows = json.loads(shown.stdout)
     assert {row[rows["columns"].index("type")] for row in rows["data"]} >= {"layers.0.attn", "layers.1.mlp"}
+
+
+def test_first_divergence_per_rank_and_across_ranks():
+    from accuscope.engine.compare.results import ResultTable
+    from accuscope.engine.diagnose import firstdiff
+    calls = ["a.0.forward", "a.0.forward", "b.0.forward", "b.0.forward", "c.0.forward", "c.0.forward"]
+    rows = []
+    for rank, bad in (("0", None), ("1", "c.0.forward"), ("2", "b.0.forward")):
+        for k, call in enumerate(calls):
+            io = "input" if k % 2 == 0 else "output"
+            fails = bad is not None and calls.index(bad) <= k and not (call == bad and io == "input")
+            rows.append({"npu_op": call, "io": io, "tensor": f"{call}:{io}:0", "stat_mag": 0.9 if fails else 0.0,
+                         "fail": fails, "rank": rank})
+    table = ResultTable.from_rows(rows)
+    table.columns["rank"] = np.array([r["rank"] for r in rows], dtype=object)
+    found = firstdiff.by_rank(table)
+    assert [(d.rank, d.call, d.position) for d in found] == [("2", "b.0.forward", 1), ("1", "c.0.forward", 2)]
+    assert firstdiff.first_divergence(table, np.arange(6)) is None  # rank 0 agrees everywhere
