@@ -46,7 +46,7 @@ def _rows(table, op: str, io: str | None = None) -> list[int]:
 
 def test_workspace_holds_finished_openable_tasks(workspace):
     root, folders = workspace
-    names = [demo.MAIN.name, demo.BGR.name, demo.ONNX_FP16.name]
+    names = [demo.MAIN.name, demo.BGR.name, demo.ONNX_FP16.name, demo.MSPROBE.name]
     assert [f.name for f in folders] == names
     listed = list_tasks(root)
     assert [s.name for s in listed] == names  # main task newest
@@ -59,6 +59,9 @@ def test_workspace_holds_finished_openable_tasks(workspace):
         assert not task.meta["coverage"]["warnings"] and task.meta["coverage"]["outputs_paired"] == 1
         if folder.name == demo.ONNX_FP16.name:
             assert task.meta["sides"] == {"npu": "npy", "golden": "npy"}
+            continue
+        if folder.name == demo.MSPROBE.name:  # no model: msprobe dumps of a numpy network
+            assert task.meta["sides"] == {"npu": "msprobe", "golden": "msprobe"} and task.meta["rank"] == "2"
             continue
         om = json.loads(next((folder / "model").glob("*.json")).read_text())
         assert any(a["key"] == "_datadump_original_op_names" for op in om["graph"][0]["op"] for a in op["attr"])

@@ -73,7 +73,7 @@ def build_seeds(work: Path) -> dict[str, list[Path]]:
         root.mkdir(parents=True)
         from accuscope.engine.demo.workspace import build_workspace
         build_workspace(root / "demo")
-        golden = sorted((root / "demo").glob("*/golden"))[0]
+        golden = next(g for g in sorted((root / "demo").glob("*/golden")) if any(g.glob("*.npy")))
         arrays = {p.stem.split(".")[0]: np.load(p) for p in sorted(golden.glob("*.npy"))[:6]}
         np.savez(root / "golden.npz", **arrays)
         np.savez_compressed(root / "golden_deflated.npz", **arrays)

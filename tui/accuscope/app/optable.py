@@ -47,10 +47,12 @@ IO_MODES = ("both", "outputs", "inputs")
 # Metric columns in display order: the thresholded ones first, so an 80-column terminal shows
 # them without scrolling. Anything else present (the non-finite counts) follows the plugin columns.
 METRIC_ORDER = ["cos", "red", "kl", "max_abs", "mean_abs", "rmse", "max_rel", "mean_rel", "acc_rel",
-                "std", "rel_0.1%", "rel_0.5%", "euclid_sim", "sqnr", "tpu_verdict"]
+                "std", "rel_0.1%", "rel_0.5%", "euclid_sim", "sqnr", "tpu_verdict",
+                "stat_mag", "max_diff", "min_diff", "mean_diff", "norm_diff", "max_relerr", "min_relerr",
+                "mean_relerr", "norm_relerr", "npu_md5", "golden_md5"]
 LABELS = {"index": "#", "op_seq": "seq", "npu_op": "NPU op", "golden_op": "golden op",
           "slot": "io", "npu_nonfinite": "npu_nf", "golden_nonfinite": "gold_nf", "overflow": "ovf",
-          "euclid_sim": "euclid"}
+          "euclid_sim": "euclid", "npu_md5": "npu crc", "golden_md5": "gold crc"}
 MARK_FAIL, MARK_INVALID, MARK_EXEMPT = "✗", "?", "·"
 NUMBER_WIDTH = 9
 CAPS = {"type": 14, "golden_op": 40, "shape": 18, "reason": 60, "std": 28, "overflow": 8,
@@ -522,7 +524,7 @@ class OperatorTable(CursorList):
         if lengths.get("type", 0):
             cols.append(_Column("type", "type", max(4, min(lengths["type"], CAPS["type"])), sort_key="type"))
         cols.append(_Column("slot", "io", 5, sort_key="io"))
-        present = set(t.metric_keys) | (t.present & {"std", "tpu_verdict"})
+        present = set(t.metric_keys) | (t.present & {"std", "tpu_verdict", "npu_md5", "golden_md5"})
         metrics = [k for k in METRIC_ORDER if k in present]
         for key in metrics:
             if key == "std":
@@ -530,6 +532,8 @@ class OperatorTable(CursorList):
                                     sort_key="std"))
             elif key == "tpu_verdict":
                 cols.append(_Column(key, "verdict", len("NOT_SIMILAR"), sort_key=key))
+            elif key in ("npu_md5", "golden_md5"):
+                cols.append(_Column(key, LABELS.get(key, key), 10, sort_key=key))
             else:
                 cols.append(_Column(key, LABELS.get(key, key), NUMBER_WIDTH, True, sort_key=key))
         for name in t.custom:

@@ -42,6 +42,9 @@ def add_inputs(p: argparse.ArgumentParser, *groups: str, optional: tuple[str, ..
                 return item.parse(text)
             except ValueError as exc:
                 raise argparse.ArgumentTypeError(str(exc)) from None
+        if item.kind == "flag":
+            p.add_argument(item.flag, dest=item.name, action="store_true", help=item.help)
+            continue
         extra = {"action": "append"} if item.kind == "thresholds" else {}
         p.add_argument(item.flag, dest=item.name, type=parse, default=item.default, metavar=item.cli_metavar,
                        required=item.required and item.name not in optional, help=item.help, **extra)
@@ -53,7 +56,8 @@ def add_source_options(p: argparse.ArgumentParser) -> None:
 
 
 def source_options(args) -> dict:
-    return {"pick": args.pick, "run": args.run, "shape": args.shape, "dtype": args.dtype}
+    return {"pick": args.pick, "run": args.run, "shape": args.shape, "dtype": args.dtype, "step": args.step,
+            "rank": args.rank, "stats_only": args.stats_only or None}
 
 
 def show(text) -> str:

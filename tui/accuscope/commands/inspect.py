@@ -33,10 +33,10 @@ def run(args) -> int:
     source = open_source(args.path, **source_options(args))
     if isinstance(source, Graph):
         return _graph(source, args.limit)
-    return _dump(source, args.limit)
+    return _dump(source, args.limit, {k: v for k, v in source_options(args).items() if v is not None})
 
 
-def _dump(source: NpuDump | GoldenDump, limit: int) -> int:
+def _dump(source: NpuDump | GoldenDump, limit: int, options: dict | None = None) -> int:
     npu = isinstance(source, NpuDump)
     tensors = source.tensors
     readable = [t for t in tensors if not t.problem]
@@ -65,7 +65,7 @@ def _dump(source: NpuDump | GoldenDump, limit: int) -> int:
         out.print("  [bold]runners[/]  " + " · ".join(
             f"{_show(name)} ({n} iteration{'s' if n != 1 else ''})" for name, n in runs)
             + ("  [dim](tensors below: the first's iteration 0)[/]" if len(runs) > 1 or runs[0][1] > 1 else ""))
-    for line in ([] if npu else describe(source)):
+    for line in ([] if npu else describe(source, **(options or {}))):
         out.print(f"  {_show(line)}")
     out.print(f"  [bold]dtypes[/]   {counts(Counter(printable(t.dtype_name) or '?' for t in tensors))}")
     if npu:

@@ -19,6 +19,9 @@ from .common import first_failing_json, out, show
 
 DEFAULT_COLUMNS = ("index", "npu_op", "type", "tensor", "golden_op", "cos", "red", "kl", "max_abs", "mean_rel",
                    "fail", "reason")
+# a comparison of recorded statistics (msprobe statistics / md5 dumps, --stats-only) has no cos ...
+STATS_COLUMNS = ("index", "npu_op", "type", "tensor", "golden_op", "max_diff", "min_diff", "mean_diff", "norm_diff",
+                 "norm_relerr", "stat_mag", "npu_md5", "golden_md5", "fail", "reason")
 
 
 def register(sub) -> None:
@@ -58,7 +61,7 @@ def run(args) -> int:
     table = task.table
     known = list(table.columns)
     columns = [c.strip() for c in args.columns.split(",") if c.strip()] if args.columns else \
-        [c for c in DEFAULT_COLUMNS if c in table.columns]
+        [c for c in (STATS_COLUMNS if _statistics_only(table) else DEFAULT_COLUMNS) if c in table.columns]
     unknown = [c for c in columns if c not in table.columns]
     if unknown:
         raise SourceError(f"--columns: no column {', '.join(unknown)} in {args.task}; columns: {', '.join(known)}")
@@ -93,3 +96,8 @@ def run(args) -> int:
     if args.fail_on_error and (s.failing or warnings):
         return ExitCode.FINDINGS
     return ExitCode.OK
+
+
+def _statistics_only(table) -> bool:
+    """Rows compared by their recorded statistics only: no metric of the data is present."""
+    return bool(table.present & {"stat_mag", "npu_md5"}) and not (table.present & {"cos", "max_abs"})

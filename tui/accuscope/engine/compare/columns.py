@@ -29,7 +29,21 @@ EXTRAS: list[tuple[str, str]] = [
     ("EuclideanSimilarity", "euclid_sim"),
     ("SQNR", "sqnr"),
     ("TpuVerdict", "tpu_verdict"),
+    # msprobe's statistics compare (no tensor data: Max/Min/Mean/L2 norm as its dump.json records
+    # them), its md5 mode's checksums, and our stat_mag (its "double check" rule as a number).
+    ("Max diff", "max_diff"),
+    ("Min diff", "min_diff"),
+    ("Mean diff", "mean_diff"),
+    ("L2norm diff", "norm_diff"),
+    ("MaxRelativeErr", "max_relerr"),
+    ("MinRelativeErr", "min_relerr"),
+    ("MeanRelativeErr", "mean_relerr"),
+    ("NormRelativeErr", "norm_relerr"),
+    ("StatMagnitude", "stat_mag"),
+    ("NPU MD5", "npu_md5"),
+    ("BENCH MD5", "golden_md5"),
 ]
+TEXT_EXTRAS = {"tpu_verdict", "npu_md5", "golden_md5"}  # extras holding words, not numbers
 KEY_OF = {csv: key for csv, key in METRICS + EXTRAS}
 CSV_OF = {key: csv for csv, key in METRICS + EXTRAS}
 NUMERIC_METRICS = [key for _, key in METRICS if key != "std"]
@@ -56,6 +70,14 @@ HELP = {
             "inf when a variance is 0",
     "tpu_verdict": "tpu-mlir's ladder: EQUAL (identical), CLOSE (allclose at rtol 1e-3, atol 1e-8), "
                    "SIMILAR (cos and euclid_sim above their tolerances), NOT_SIMILAR",
+    **{f"{s}_diff": f"msprobe's {s.replace('norm', 'L2 norm')} of npu minus that of golden (from dump.json)"
+       for s in ("max", "min", "mean", "norm")},
+    **{f"{s}_relerr": f"|{s}_diff / golden {s}| in percent (inf when the golden one is 0)"
+       for s in ("max", "min", "mean", "norm")},
+    "stat_mag": "largest |diff| / max(|npu|, |golden|) over the four statistics; msprobe asks for a double "
+                "check above 0.5",
+    "npu_md5": "the NPU tensor's CRC-32 (msprobe md5 mode)",
+    "golden_md5": "the golden tensor's CRC-32 (msprobe md5 mode); a row fails when they differ",
 }
 # The ladder's words, best first (tpu-mlir spells the last one NOT_SIMLIAR; we do not).
 TPU_VERDICTS = ("EQUAL", "CLOSE", "SIMILAR", "NOT_SIMILAR")

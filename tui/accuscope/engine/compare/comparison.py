@@ -6,6 +6,7 @@ far (the TUI shows them as they arrive), and stops early when `cancel` is set.
 """
 from __future__ import annotations
 
+import itertools
 import os
 import threading
 import time
@@ -18,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from accuscope.engine.compare import plugins as plugin_mod
+from accuscope.engine.compare import statistics
 from accuscope.engine.compare.columns import CSV_OF, KEY_OF, NUMERIC_METRICS
 from accuscope.engine.compare.lifetime import die_with_parent, process_context
 from accuscope.engine.compare.mapping import DEVICE_ONLY, Pair, map_tensors, read_mapping_file
@@ -63,6 +65,9 @@ class CompareSpec:
     npu_runner: str | None = None  # Polygraphy runners and iteration
     golden_runner: str | None = None
     iteration: int = 0
+    step: str | None = None  # msprobe step and rank folders (one each; several: an error listing them)
+    rank: str | None = None
+    stats_only: bool = False  # compare the statistics dump.json records, never the tensor files
 
     def to_meta(self, folder: str | os.PathLike | None = None) -> dict:
         """What task.json records about the comparison, enough to re-run it. Paths are stored
@@ -74,7 +79,8 @@ class CompareSpec:
                 "golden_shape": list(self.golden_shape) if self.golden_shape else None,
                 "golden_dtype": str(self.golden_dtype) if self.golden_dtype else None,
                 "npu_model": self.npu_model, "golden_model": self.golden_model, "mapping": self.mapping,
-                "npu_runner": self.npu_runner, "golden_runner": self.golden_runner, "iteration": self.iteration}
+                "npu_runner": self.npu_runner, "golden_runner": self.golden_runner, "iteration": self.iteration,
+                "step": self.step, "rank": self.rank, "stats_only": self.stats_only}
         relative = {}
         for key in PATH_KEYS:
             if meta[key]:
@@ -108,7 +114,8 @@ class CompareSpec:
                    golden_dtype=meta.get("golden_dtype"), npu_model=path("npu_model"),
                    golden_model=path("golden_model"), mapping=path("mapping"),
                    npu_runner=meta.get("npu_runner"), golden_runner=meta.get("golden_runner"),
-                   iteration=meta.get("iteration") or 0)
+                   iteration=meta.get("iteration") or 0, step=meta.get("step"), rank=meta.get("rank"),
+                   stats_only=bool(meta.get("stats_only")))
         return replace(spec, **changes)
 
 
@@ -227,9 +234,10 @@ def open_sides(spec: CompareSpec) -> tuple[Side, Side, Graph | None]:
     and the graph of `--model` (loaded once: an offline-model JSON can take seconds)."""
     from accuscope.engine.sources.registry import open_side
     pick = spec.pick
-    npu = open_side(spec.npu, pick=pick, run=spec.run, runner=spec.npu_runner, iteration=spec.iteration)
+    ranked = {"step": spec.step, "rank": spec.rank, "stats_only": spec.stats_only or None}
+    npu = open_side(spec.npu, pick=pick, run=spec.run, runner=spec.npu_runner, iteration=spec.iteration, **ranked)
     golden = open_side(spec.golden, shape=spec.golden_shape, dtype=spec.golden_dtype, pick=pick,
-                       runner=spec.golden_runner, iteration=spec.iteration)
+                       runner=spec.golden_runner, iteration=spec.iteration, **ranked)
     model = load_graph(spec.model) if spec.model else None
     for side, path in ((npu, spec.npu_model), (golden, spec.golden_model)):
         if path:
@@ -505,8 +513,13 @@ def execute(plan: Plan, progress: Callable[[Progress, list[tuple[int, dict]]], N
         if p.golden is not None and p.golden.problem and not r["reason"]:
             r["reason"] = f"golden {p.golden.problem}"
     workers = workers or os.cpu_count() or 1
+    total = len(jobs)
+    recorded = [j for j in jobs if j.npu.reader is None or j.golden.reader is None]  # statistics, no data
+    jobs = [j for j in jobs if not (j.npu.reader is None or j.golden.reader is None)]
     inline = workers == 1 or plan.total_bytes < (INLINE_BYTES if inline_bytes is None else inline_bytes)
     results = _run_inline(jobs, cancel) if inline else _run_pool(jobs, workers, cancel)
+    if recorded:
+        results = itertools.chain(_statistics(recorded), results)
     done = 0
     with plugin_mod.PluginHost(cancel=cancel) as host:
         for batch in results:
@@ -515,7 +528,7 @@ def execute(plan: Plan, progress: Callable[[Progress, list[tuple[int, dict]]], N
             _take(rows, batch)
             done += len(batch)
             if progress:
-                progress(Progress(done, len(jobs), time.perf_counter() - start,
+                progress(Progress(done, total, time.perf_counter() - start,
                                   plan.pairs[batch[-1][0]].npu.name if batch else ""), batch)
             faults.point("compare")
     if cancel is not None and cancel.is_set():
@@ -544,6 +557,13 @@ def _with_plugins(host: plugin_mod.PluginHost, plan: Plan, row: int, cells: dict
         reasons.append(reason)
     cells["reason"] = "; ".join(filter(None, reasons))
     return cells
+
+
+def _statistics(jobs: list[Job], batch: int = 20_000) -> Iterator[list[tuple[int, dict]]]:
+    """Pairs with a side without data (a statistics dump, --stats-only): what the dumps recorded, compared
+    in vectorized batches, no tensor read."""
+    for lo in range(0, len(jobs), batch):
+        yield statistics.compare_many([(j.row, j.npu, j.golden) for j in jobs[lo:lo + batch]])
 
 
 def _run_inline(jobs: list[Job], cancel) -> Iterator[list[tuple[int, dict]]]:

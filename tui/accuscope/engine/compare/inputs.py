@@ -101,7 +101,7 @@ KINDS = {  # kind -> text to value (ValueError on bad text)
     "dump": os.path.expanduser, "model": os.path.expanduser, "file": os.path.expanduser,
     "plugins": os.path.expanduser, "out": os.path.expanduser, "text": _text, "names": _names,
     "shape": _shape, "dtype": _dtype, "pick": _pick, "count": _count, "range": _range,
-    "tolerance": _tolerance, "thresholds": _assignments,
+    "tolerance": _tolerance, "thresholds": _assignments, "flag": bool,
 }
 
 METAVARS = {"dump": "PATH", "model": "MODEL", "file": "FILE", "plugins": "DIR", "out": "TASK_DIR",
@@ -156,6 +156,13 @@ INPUTS: tuple[Input, ...] = (
           default="newest"),
     Input("run", "--run", "run folder", "NPU dump run folder under PATH (time/device/model/model_id/data_index)",
           "text", "optional: the NPU dump's run folder, when it holds several", metavar="FOLDER", group="source"),
+    Input("step", "--step", "step", "msprobe dump: the step folder (0 or step0) when it holds several", "text",
+          metavar="N", group="source", form=False),
+    Input("rank", "--rank", "rank", "msprobe dump: the rank folder (3, rank3 or proc1234) when it holds several",
+          "text", metavar="M", group="source", form=False),
+    Input("stats_only", "--stats-only", "statistics only", "msprobe dump: compare only the Max/Min/Mean/Norm "
+          "(and CRC-32) its dump.json records; no tensor file is read", "flag", group="source", form=False,
+          default=False),
 )
 BY_NAME = {i.name: i for i in INPUTS}
 
@@ -190,7 +197,8 @@ def build_spec(values: dict):
         ops=get("ops"), custom_dir=get("custom_dir"), thresholds=thresholds_from(get("threshold"), get("tolerance")),
         pick=get("pick"), run=get("run"), golden_shape=get("shape"), golden_dtype=None if dtype is None else str(dtype),
         npu_model=get("npu_model"), golden_model=get("golden_model"), mapping=get("mapping"),
-        npu_runner=npu_runner, golden_runner=golden_runner, iteration=get("iteration"))
+        npu_runner=npu_runner, golden_runner=golden_runner, iteration=get("iteration"), step=get("step"),
+        rank=get("rank"), stats_only=bool(get("stats_only")))
 
 
 def two_runners(path: str, npu_runner: str | None, golden_runner: str | None) -> tuple[str | None, str | None]:

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 from accuscope.engine.graphs.graph import Graph, Node
 from accuscope.engine.graphs.optypes import INPUT_TYPES, walk_back
+from accuscope.engine.sources import msprobe
 from accuscope.engine.sources.ascend import DumpFile
 from accuscope.engine.sources.golden import GoldenDump
 from accuscope.engine.sources.names import parse_tensor_name
@@ -74,9 +75,33 @@ def map_tensors(npu: Side | NpuDump, golden: Side | GoldenDump, graph: Graph | N
             golden_graph = golden_graph or graph
     mapper = _Mapper(golden, npu_graph or npu.graph, golden_graph or golden.graph, user_map or {})
     mapping = Mapping([p for df in npu.ops for p in mapper.pairs_of(df)])
+    if npu.kind == golden.kind == msprobe.KIND:
+        mapping.pairs = _equal_counts(mapping.pairs, golden)
     used = {id(p.golden) for p in mapping.pairs if p.golden is not None}
     mapping.unmatched_golden = [t for t in golden.tensors if id(t) not in used]
     return mapping
+
+
+def _equal_counts(pairs: list[Pair], golden: Side) -> list[Pair]:
+    """msprobe's rule: a call pairs with its counterpart only when both hold as many input tensors
+    and as many output tensors; otherwise each tensor of the call is a row saying so, unpaired."""
+    theirs = msprobe.counts(golden.tensors)
+    ours = msprobe.counts(p.npu for p in pairs)
+    counterpart = {p.npu.op: p.golden.op for p in pairs if p.golden is not None}
+
+    def count(table: dict, op: str) -> tuple[int, int]:
+        return table.get((op, INPUT), 0), table.get((op, OUTPUT), 0)
+
+    out = []
+    for p in pairs:
+        other = counterpart.get(p.npu.op)
+        if other is not None and count(ours, p.npu.op) != count(theirs, other):
+            (n_in, n_out), (m_in, m_out) = count(ours, p.npu.op), count(theirs, other)
+            p = Pair(p.npu, None, p.op, p.ground_truth, "", (
+                f"{p.npu.op} has {n_in} input and {n_out} output tensors, golden {other} {m_in} and {m_out}: "
+                "msprobe pairs a call only when the counts match (a changed signature, another framework version)"))
+        out.append(p)
+    return out
 
 
 def read_mapping_file(path: str) -> dict[str, str]:

@@ -22,7 +22,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from accuscope.engine.compare.columns import CSV_OF, EXTRAS, METRICS, NUMERIC_METRICS
+from accuscope.engine.compare.columns import CSV_OF, EXTRAS, METRICS, NUMERIC_METRICS, TEXT_EXTRAS
 from accuscope.engine.sources.names import parse_tensor_name
 
 # (key, kind) in display order; kind is one of float, int, bool, text
@@ -32,7 +32,7 @@ COLUMNS: list[tuple[str, str]] = (
      ("golden_op", "text"), ("golden_dtype", "text"), ("golden_address", "text"),
      ("tensor", "text"), ("io", "text"), ("shape", "text"), ("overflow", "text")]
     + [(key, "text" if key == "std" else "float") for _, key in METRICS]
-    + [(key, "int" if key.endswith("nonfinite") else "text" if key == "tpu_verdict" else "float")
+    + [(key, "int" if key.endswith("nonfinite") else "text" if key in TEXT_EXTRAS else "float")
        for _, key in EXTRAS]
     + [("reason", "text"), ("is_npu_only", "bool"), ("is_output", "bool"), ("fail", "bool"),
        ("conversion", "text"), ("how", "text"), ("npu_file", "text"), ("golden_file", "text")]

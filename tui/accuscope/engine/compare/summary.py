@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from accuscope.engine.compare.results import ResultTable
-from accuscope.engine.compare.thresholds import Thresholds
+from accuscope.engine.compare.thresholds import RECORDED_KEYS, Thresholds, recorded_text
 
 
 @dataclass
@@ -38,7 +38,9 @@ def summarize(table: ResultTable, thresholds: Thresholds) -> Summary:
     if first is not None:
         for key in thresholds.broken(table, first):
             t = thresholds.get(key)
-            if t is None:  # the built-in NaN/inf rule
+            if key in RECORDED_KEYS and t is None:  # msprobe's rules on recorded statistics, checksums
+                broken.append(recorded_text(table, key, first))
+            elif t is None:  # the built-in NaN/inf rule
                 broken.append(f"NaN/inf {table.columns['npu_nonfinite'][first]} on the NPU side, "
                               f"{max(table.columns['golden_nonfinite'][first], 0)} in golden")
             else:

@@ -21,11 +21,12 @@ import numpy as np
 
 from accuscope.engine.compare.columns import CSV_OF, NUMERIC_METRICS
 from accuscope.engine.compare.results import ResultTable
+from accuscope.engine.compare.statistics import DIFF_KEYS, MAGNITUDE, REL_KEYS
 from accuscope.engine.graphs.optypes import EXEMPT_TYPES
 
 # Keys a threshold may name: the numeric metrics and the error-ratio / non-finite extras.
 THRESHOLD_KEYS = NUMERIC_METRICS + ["rel_0.1%", "rel_0.5%", "npu_nonfinite", "golden_nonfinite",
-                                    "euclid_sim", "sqnr"]
+                                    "euclid_sim", "sqnr", *DIFF_KEYS, *REL_KEYS, "stat_mag"]
 # Similarities (and SQNR) fail when low; everything else is an error measure and fails when high.
 LOWER_IS_WORSE = {"cos", "euclid_sim", "sqnr"}
 TPU_DEFAULTS = {"cos": 0.99, "euclid_sim": 0.90}  # tpu-mlir's npz_tool compare --tolerance
@@ -147,7 +148,7 @@ class Thresholds:
 
     def failing(self, table: ResultTable) -> np.ndarray:
         """Rows breaking any threshold (NaN ignored) or the NaN/inf rule; exempt rows never fail."""
-        fail = nonfinite_broken(table)
+        fail = nonfinite_broken(table) | self.recorded_broken(table)
         for t in self.items:
             fail |= t.broken(table.numbers(t.key))
         return fail & ~exempt(table)
@@ -157,7 +158,39 @@ class Thresholds:
         if exempt(table)[i]:
             return []
         keys = [t.key for t in self.items if t.broken(table.numbers(t.key)[i:i + 1])[0]]
-        return keys + ["npu_nonfinite"] if nonfinite_broken(table)[i] and "npu_nonfinite" not in keys else keys
+        if nonfinite_broken(table)[i] and "npu_nonfinite" not in keys:
+            keys.append("npu_nonfinite")
+        keys.extend(k for k, mask in self._recorded(table).items() if mask[i] and k not in keys)
+        return keys
+
+    def recorded_broken(self, table: ResultTable) -> np.ndarray:
+        """msprobe's rules on rows compared by recorded statistics: stat_mag above 0.5 (its double-check
+        rule; a stat_mag threshold replaces the 0.5), checksums that differ (md5 mode)."""
+        broken = np.zeros(len(table), dtype=bool)
+        for mask in self._recorded(table).values():
+            broken |= mask
+        return broken
+
+    def _recorded(self, table: ResultTable) -> dict[str, np.ndarray]:
+        found = {}
+        if "stat_mag" in table.present and self.get("stat_mag") is None:
+            with np.errstate(invalid="ignore"):
+                found["stat_mag"] = table.numbers("stat_mag") > MAGNITUDE
+        if "npu_md5" in table.present:
+            npu, golden = table.columns["npu_md5"], table.columns["golden_md5"]
+            found["npu_md5"] = (npu != "") & (golden != "") & (npu != golden)
+        return found
+
+
+RECORDED_KEYS = ("stat_mag", "npu_md5")  # what `broken` names for recorded_broken's rules
+
+
+def recorded_text(table: ResultTable, key: str, i: int) -> str:
+    """How row i breaks one of recorded_broken's rules (key in RECORDED_KEYS)."""
+    c = table.columns
+    if key == "stat_mag":
+        return f"stat_mag {table.numbers(key)[i]:.4g} > {MAGNITUDE:g} (msprobe's double-check rule)"
+    return f"CRC-32 {c['npu_md5'][i]} against {c['golden_md5'][i]} in golden"
 
 
 def nonfinite_broken(table: ResultTable) -> np.ndarray:

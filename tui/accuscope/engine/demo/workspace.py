@@ -24,6 +24,8 @@ Tasks:
   (x - mean)^2 exceeds the float16 maximum 65504 and becomes inf.
 - `tinycnn-bgr-input`: a CNN whose network input was fed in BGR instead of RGB channel order on the
   NPU side (AIPP's channel swap or cv2.imread left unconverted): wrong from the very first op.
+- `llm-msprobe-4ranks`: msprobe tensor dumps (4 ranks x 2 steps, `msprobesim`) of a small transformer
+  in bfloat16 against float32, one rank's attention scores missing their scale.
 """
 from __future__ import annotations
 
@@ -41,6 +43,7 @@ import numpy as np
 from accuscope import __version__
 from accuscope.engine.compare import comparison as engine
 from accuscope.engine.compare.thresholds import Thresholds
+from accuscope.engine.demo import msprobesim
 from accuscope.engine.demo.npusim import simulate
 from accuscope.engine.graphs.graph import load_graph
 from accuscope.engine.runs.ortdump import _modules, dump_onnx
@@ -59,6 +62,7 @@ STD = np.array([0.229, 0.224, 0.225], dtype=np.float32)
 QUANTIZED_CONV = "/block1/conv1/Conv"
 QUANTIZED_BITS = 4
 OUTLIER_CHANNEL = 7
+MSPROBE_FAULT_RANK = 2
 
 
 @dataclass(frozen=True)
@@ -128,7 +132,26 @@ ONNX_FP16 = DemoTask(
         "conversion with the norm's nodes on the block list).",
     ),
 )
-TASKS = (MAIN, BGR, ONNX_FP16)
+MSPROBE = DemoTask(
+    name="llm-msprobe-4ranks",
+    title="a training step dumped by msprobe on 4 ranks: one rank's attention kernel is wrong",
+    model_name="tinyformer", age=180, network="msprobe", seed=2026,
+    story=(
+        "Both sides are msprobe tensor dumps (dump.json, construct.json, stack.json, dump_tensor_data/*.npy) of "
+        "a small two-block transformer, 4 ranks x 2 steps (data parallel: same weights, each rank its own "
+        "batch). The side under test runs in bfloat16 (every call's output rounded): small differences "
+        "everywhere, all within the thresholds.",
+        f"Planted: on rank {MSPROBE_FAULT_RANK} only, the second block's attention scores miss their 1/sqrt(d) "
+        f"scale (`{msprobesim.FAULT_CALL}`, a fused-attention kernel variant picked on one device). Its "
+        "inputs agree with the reference, its output is 4x off: the advisor names it as the first call "
+        "that diverges; every later call of that rank inherits it.",
+        f"This task compares step 1 of rank {MSPROBE_FAULT_RANK}; the others agree: `accuscope compare "
+        "--npu npu --golden golden --step 1 --rank 0 --out r0`. Statistics first: add --stats-only "
+        "(dump.json only, no tensor file read) and the same call is flagged by msprobe's Max/Min/Mean/Norm "
+        "rule.",
+    ),
+)
+TASKS = (MAIN, BGR, ONNX_FP16, MSPROBE)
 
 
 def default_workspace() -> Path:
@@ -164,8 +187,29 @@ def build_task(task: DemoTask, folder: Path, progress: Callable[[str], None] | N
     for sub in ("model", "golden", "npu"):
         (folder / sub).mkdir(parents=True)
     (folder / MARKER).write_text("made by `accuscope demo`; rebuilt (replaced) by it\n", encoding="utf-8")
-    onnx = _modules()[0]
+    if task.network == "msprobe":
+        spec, model_path = _msprobe_dumps(task, folder, say), None
+    else:
+        spec, model_path = _onnx_task(task, folder, say)
 
+    say(f"{task.name}: comparing")
+    plan = engine.plan(spec)
+    table = engine.execute(plan, workers=1)
+    meta = {**spec.to_meta(folder), "algorithms": plan.metrics, "tool": f"accuscope {__version__}",
+            "created": (datetime.now() - timedelta(seconds=task.age)).isoformat(timespec="seconds"), "workers": 1,
+            "problems": [str(p) for p in plan.problems], "sides": {"npu": plan.npu.kind, "golden": plan.golden.kind},
+            "coverage": plan.coverage.to_meta(),
+            "demo": {"title": task.title, "story": list(task.story),
+                     "framework_model": str(model_path) if model_path else None}}
+    save_task(folder, meta, table, spec.thresholds, {"with_op_sequence": False, "npu_is_npy": task.onnx_only,
+                                                     "golden_is_npy": plan.golden.kind == "npy"})
+    (folder / "README.md").write_text(_readme(task), encoding="utf-8")
+    return folder
+
+
+def _onnx_task(task: DemoTask, folder: Path, say) -> tuple[engine.CompareSpec, Path]:
+    """A model built with onnx.helper, its onnxruntime fp32 golden dump and the side under test."""
+    onnx = _modules()[0]
     say(f"{task.name}: building the model")
     model = build_model(task.network, task.seed)
     model_path = folder / "model" / f"{task.model_name}.onnx"
@@ -180,19 +224,18 @@ def build_task(task: DemoTask, folder: Path, progress: Callable[[str], None] | N
         spec = _onnx_candidate(task, folder, model, image, say)
     else:
         spec = _npu_dump(task, folder, model, model_path, image, say)
+    return spec, model_path
 
-    say(f"{task.name}: comparing")
-    plan = engine.plan(spec)
-    table = engine.execute(plan, workers=1)
-    meta = {**spec.to_meta(folder), "algorithms": plan.metrics, "tool": f"accuscope {__version__}",
-            "created": (datetime.now() - timedelta(seconds=task.age)).isoformat(timespec="seconds"), "workers": 1,
-            "problems": [str(p) for p in plan.problems], "sides": {"npu": plan.npu.kind, "golden": plan.golden.kind},
-            "coverage": plan.coverage.to_meta(),
-            "demo": {"title": task.title, "story": list(task.story), "framework_model": str(model_path)}}
-    save_task(folder, meta, table, spec.thresholds, {"with_op_sequence": False, "npu_is_npy": task.onnx_only,
-                                                     "golden_is_npy": plan.golden.kind == "npy"})
-    (folder / "README.md").write_text(_readme(task), encoding="utf-8")
-    return folder
+
+def _msprobe_dumps(task: DemoTask, folder: Path, say) -> engine.CompareSpec:
+    """Reference and side under test as msprobe tensor dumps of every rank and step (msprobesim)."""
+    say(f"{task.name}: msprobe dumps, 4 ranks x 2 steps")
+    for side in ("model", "golden", "npu"):
+        shutil.rmtree(folder / side, ignore_errors=True)
+    msprobesim.write(str(folder / "golden"), seed=task.seed)
+    msprobesim.write(str(folder / "npu"), seed=task.seed, fault_rank=MSPROBE_FAULT_RANK)
+    return engine.CompareSpec(str(folder / "npu"), str(folder / "golden"), thresholds=Thresholds(), step="1",
+                              rank=str(MSPROBE_FAULT_RANK))
 
 
 def _npu_dump(task: DemoTask, folder: Path, model, model_path: Path, image, say) -> engine.CompareSpec:
@@ -244,9 +287,12 @@ def _readme(task: DemoTask) -> str:
     lines += [f"- {text}" for text in task.story]
     npu = ("`npu/` the onnxruntime dump of the float16 model (`model/*-fp16.onnx`)" if task.onnx_only else
            "`npu/` the Ascend dump")
-    lines += ["", "Files: `model/` the ONNX model and its offline-model JSON (fusion attributes), `golden/` the "
-              f"onnxruntime fp32 dump, {npu}, `result_*.csv` the MindStudio-style result, "
-              f"`{TASK_JSON}` what was compared.", "",
+    files = (f"Files: `golden/` and `npu/` msprobe dumps (step{{0,1}}/rank{{0..3}}/), `result_*.csv` the result, "
+             f"`{TASK_JSON}` what was compared." if task.network == "msprobe" else
+             "Files: `model/` the ONNX model and its offline-model JSON (fusion attributes), `golden/` the "
+             f"onnxruntime fp32 dump, {npu}, `result_*.csv` the MindStudio-style result, "
+             f"`{TASK_JSON}` what was compared.")
+    lines += ["", files, "",
               "Rebuilt by `accuscope demo`, which replaces this folder.", ""]
     return "\n".join(lines)
 

@@ -34,7 +34,8 @@ from pathlib import Path
 
 import numpy as np
 
-from accuscope.engine.compare.thresholds import exempt, nonfinite_broken
+from accuscope.engine.compare.thresholds import RECORDED_KEYS, exempt, nonfinite_broken, recorded_text
+from accuscope.engine.diagnose import firstdiff
 from accuscope.engine.diagnose.advice import (
     ADVICE_JSON,
     Advice,
@@ -60,7 +61,7 @@ WEIGHTED_TYPES = {"Conv2D", "Conv3D", "Conv2DTranspose", "DepthwiseConv2D", "Con
                   "QuantizedConv", "ConvInteger", "MatMulInteger"}
 INVALID_TYPES = {"Div", "RealDiv", "Log", "Sqrt", "Rsqrt", "Reciprocal", "Pow"}
 # order of findings on the same row and severity (the cause first)
-_PRIORITY = ["verdict", "coverage", "preprocess", "ms.input_mismatch", "introduced", "drift", "nonfinite_origin",
+_PRIORITY = ["verdict", "coverage", "preprocess", "ms.input_mismatch", "first_call", "introduced", "drift", "nonfinite_origin",
              "ms.fp16_overflow", "no_op_introduced", "ms.output_fails", "ms.local_deviation", "ms.all_pass", "method"]
 
 
@@ -230,6 +231,7 @@ def advise(task_folder: str | os.PathLike | Task, framework_model: str | os.Path
     findings = [verdict] + _coverage(run) + _mindstudio(run, overflow, net_inputs)
     findings += _preprocess(run, net_inputs)
     findings += _nonfinite_origin(run, origins)
+    findings += _first_call(run)
     findings += _introduced(run, origins, net_inputs, findings)
     drift = _drift(run, origins)
     if drift:  # the many small introductions are the drift, not one culprit
@@ -392,7 +394,9 @@ def _broken_text(run: _Run, r: int) -> str:
     parts = []
     for key in run.thresholds.broken(run.table, r):
         t = run.thresholds.get(key)
-        if t is None:
+        if key in RECORDED_KEYS and t is None:
+            parts.append(recorded_text(run.table, key, r))
+        elif t is None:
             parts.append(f"holds {int(run.c['npu_nonfinite'][r])} NaN/inf")
         else:
             parts.append(f"{key} {_distinct(run.table.numbers(key)[r], t.value)} {t.op} {t.value:.10g}")
@@ -561,6 +565,33 @@ def _mindstudio(run: _Run, overflow, net_inputs: list[int]) -> list[Finding]:
                      f"Some tensors are below {thr:g} (first: {c['tensor'][first]}) but the output meets the "
                      "thresholds. This is typical of the device compiler's internal optimizations; act only if the "
                      "application's result is wrong.", ev)]
+
+
+def _first_call(run: _Run) -> list[Finding]:
+    """msprobe dumps (calls of a training/LLM step): the first call whose inputs agree and outputs
+    do not, per rank, and across ranks when the task holds several."""
+    if (run.task.meta.get("sides") or {}).get("npu") != "msprobe":
+        return []
+    found = firstdiff.by_rank(run.table)
+    if not found:
+        return []
+    first = found[0]
+    where = f" on rank {first.rank}" if first.rank else ""
+    api = first.call.split(".")[1] if first.call.count(".") >= 2 else first.call
+    text = (f"Its inputs agree with the reference and its outputs do not: the difference starts here{where} "
+            f"(call {first.position + 1} of the step); every later call inherits it. Next: dump this call's "
+            f"tensors only (msprobe config `list: [{api}]`, task tensor) and compare them, or read its code "
+            "path on the NPU side.")
+    if len(found) > 1 or run.table.columns.get("rank") is not None:
+        ranks = run.table.columns.get("rank")
+        every = list(dict.fromkeys(ranks.tolist())) if ranks is not None else []
+        clean = [str(r) for r in every if str(r) not in {d.rank for d in found}]
+        text += (f" Ranks diverging: {', '.join(f'{d.rank} at {d.call}' for d in found)}"
+                 + (f"; ranks agreeing everywhere: {', '.join(clean)}" if clean else "") + ".")
+    evidence = {"call": first.call, "position": first.position, "rank": first.rank,
+                "ranks": [{"rank": d.rank, "call": d.call, "row": d.row} for d in found]}
+    return [_finding(run, "first_call", "error", first.row, f"{first.call}{where} is the first call that diverges",
+                     text, evidence)]
 
 
 def _finding(run: _Run, rule: str, severity: str, row: int | None, title: str, text: str,

@@ -14,7 +14,7 @@ from typing import Any
 
 from accuscope.engine.graphs import gegraph
 from accuscope.engine.graphs.graph import Graph, load_graph
-from accuscope.engine.sources import atb, mindspore, polygraphy, tpumlir
+from accuscope.engine.sources import atb, mindspore, msprobe, polygraphy, tpumlir
 from accuscope.engine.sources.golden import RAW_SUFFIXES, GoldenDump, open_golden
 from accuscope.engine.sources.inputfile import not_regular, require_regular
 from accuscope.engine.sources.names import parse_dump_name
@@ -89,6 +89,8 @@ def _is_om_json(path: str) -> bool:
 FORMATS: list[Format] = [
     Format("ascend", "Ascend dump (file or any level of the {time}/{device}/{model}/{id}/{index} tree)",
            lambda p: _is_dump_file(p) or _has_runs(p), _ascend),
+    Format(msprobe.KIND, "msprobe dump (step{N}/rank{M}/dump.json, dump_tensor_data/*.pt|npy; --step/--rank)",
+           msprobe.sniff, _dialect(msprobe)),
     Format(mindspore.KIND, "MindSpore kernel dump (rank_{i}/{time}/step_{k}/...{io}.{idx}.{format}.{dtype}.npy)",
            mindspore.sniff, _dialect(mindspore)),
     Format(atb.KIND, "ATB dump ({device}_{pid}/{round}/{id}_{Layer}/.../{in|out}tensorK.bin)", atb.sniff, _dialect(atb)),
@@ -108,7 +110,7 @@ FORMATS: list[Format] = [
 DUMP_FORMATS = [f for f in FORMATS if not f.model]
 
 
-_DIALECTS = {m.KIND: m for m in (atb, mindspore, tpumlir)}
+_DIALECTS = {m.KIND: m for m in (atb, mindspore, msprobe, tpumlir)}
 
 
 def describe(source: GoldenDump, **options) -> list[str]:

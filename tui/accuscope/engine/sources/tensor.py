@@ -69,6 +69,10 @@ class Tensor:
     timestamp: int | None = None
     problem: str = ""
     payload: Payload | None = None
+    # what the dump tool recorded beside (or instead of) the data: msprobe's Max, Min, Mean, Norm
+    # and its CRC-32 (md5 mode); a statistics dump has these and no data
+    stats: tuple[float | None, float | None, float | None, float | None] | None = None
+    checksum: str = ""
     reader: Callable[[], np.ndarray] | None = field(default=None, repr=False)
 
     @property

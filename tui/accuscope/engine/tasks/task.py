@@ -497,13 +497,14 @@ _FIELDS = {
     **dict.fromkeys(("state", "npu", "golden", "model", "csv", "created", "saved", "updated", "error",
                      "generation", "first_failing_op", "host", "range", "run", "custom_algorithms",
                      "golden_dtype", "tool", "tool_version", "framework_model", "npu_model", "golden_model",
-                     "mapping", "npu_runner", "golden_runner"), _TEXT),
+                     "mapping", "npu_runner", "golden_runner", "step", "rank"), _TEXT),
     **dict.fromkeys(("rows", "failing", "first_failing_index", "pid", "iteration"), _INT),
     **dict.fromkeys(("algorithms", "ops", "custom_columns", "problems", "golden_shape"), _LIST),
     **dict.fromkeys(("thresholds", "csv_options", "attempt", "sides", "coverage"), _OBJECT),
     "pick": (str, int),
+    "stats_only": (bool,),
 }
-_TYPE_WORDS = {str: "text", int: "a whole number", list: "a list", dict: "an object"}
+_TYPE_WORDS = {str: "text", int: "a whole number", list: "a list", dict: "an object", bool: "true/false"}
 
 
 def _doc_problem(doc: dict) -> str:

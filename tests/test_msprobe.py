@@ -1,0 +1,288 @@
+"""msprobe dumps as a source: real fixtures written by msprobe's own PyTorch dumper (2 ranks; see
+tests/fixtures/msprobe/make_fixtures.py), .pt read without torch, statistics and CRC-32 triage,
+the first diverging call, the multi-rank demo, and bad input."""
+from __future__ import annotations
+
+import json
+import math
+import os
+import pickle
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from accuscope.engine.compare import statistics
+from accuscope.engine.compare.comparison import CompareSpec, execute, plan
+from accuscope.engine.demo import msprobesim
+from accuscope.engine.sources import msprobe, torchpickle
+from accuscope.engine.sources.registry import detect, open_side
+from accuscope.engine.sources.tensor import SourceError, Tensor
+
+FIX = Path(__file__).parent / "fixtures" / "msprobe"
+ENV = {**os.environ, "COLUMNS": "200", "NO_COLOR": "1"}
+
+
+def accuscope(*args) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "accuscope", *map(str, args)], capture_output=True, text=True,
+                          env=ENV, timeout=120)
+
+
+def compare(npu, golden, **options):
+    spec = CompareSpec(str(npu), str(golden), **options)
+    p = plan(spec)
+    return p, execute(p, workers=1)
+
+
+# ---------------------------------------------------------------- layout and reading
+
+
+def test_ranks_lists_every_step_and_rank_and_the_registry_detects_it():
+    found = msprobe.ranks(str(FIX / "cand"))
+    assert [(s, r) for s, r, _ in found] == [("step0", "rank0"), ("step0", "rank1")]
+    assert msprobe.ranks(found[1][2]) == [("step0", "rank1", found[1][2])]  # a rank folder itself
+    assert detect(str(FIX / "cand")).kind == "msprobe"
+    assert detect(str(FIX / "bench_md5" / "step0")).kind == "msprobe"
+
+
+def test_several_ranks_without_a_choice_is_an_error_listing_them():
+    with pytest.raises(SourceError, match=r"step0/rank0, step0/rank1.*--step and --rank"):
+        open_side(str(FIX / "cand"))
+    with pytest.raises(SourceError, match="no folder for step any and rank 7; it holds: step0/rank0"):
+        open_side(str(FIX / "cand"), rank="7")
+
+
+def test_pt_tensors_read_without_torch_match_the_statistics_msprobe_recorded():
+    side = open_side(str(FIX / "cand"), rank="rank1")
+    assert [t.tensor_name for t in side.tensors] == ["Tensor.__mul__.0.forward.input.0",
+                                                       "Tensor.__mul__.0.forward.output.0"]
+    for t in side.tensors:
+        data = t.load()
+        assert t.source.endswith(".pt") and t.payload is not None
+        mx, mn, mean, norm = t.stats
+        assert data.shape == t.shape == (2, 3) and data.dtype == np.float32
+        assert math.isclose(data.max(), mx, rel_tol=1e-6) and math.isclose(data.min(), mn, abs_tol=1e-7)
+        assert math.isclose(data.mean(), mean, rel_tol=1e-5) and math.isclose(np.linalg.norm(data), norm, rel_tol=1e-5)
+    out = side.tensors[1].load()
+    assert np.allclose(out, side.tensors[0].load() * 1.5)  # the planted scale of rank 1
+
+
+def test_statistics_mode_calls_modules_and_construct_hierarchy():
+    side = open_side(str(FIX / "cand_md5"), rank=1)
+    calls = list(dict.fromkeys(t.op for t in side.tensors))
+    assert calls == ["Functional.linear.0.forward", "Module.fc1.Linear.forward.0", "Functional.relu.0.forward",
+                     "Module.act.ReLU.forward.0", "Tensor.__mul__.0.forward", "Functional.softmax.0.forward"]
+    assert all(t.reader is None and t.stats is not None and len(t.checksum) == 8 for t in side.tensors)
+    by_op = {t.op: t.op_type for t in side.tensors}
+    assert by_op["Functional.linear.0.forward"] == "fc1" and by_op["Module.act.ReLU.forward.0"] == "act"
+    assert by_op["Functional.softmax.0.forward"] == ""
+    linear = [t for t in side.tensors if t.op == "Module.fc1.Linear.forward.0"]
+    assert [t.tensor_name.split("forward.0.")[1] for t in linear] == ["input.0", "output.0",
+                                                                     "parameters.weight", "parameters.bias"]
+    g = msprobe.graph(str(FIX / "cand_md5"), rank=1)
+    assert g.node("Functional.relu.0.forward").subgraph == "Module.act.ReLU.forward.0"
+    assert len(g.nodes) == len(calls)
+
+
+# ---------------------------------------------------------------- statistics-first triage
+
+
+def test_statistics_cells_follow_msprobes_rules():
+    def t(*stats, crc=""):
+        return Tensor("op", "output", 0, None, (), "dump.json", stats=stats, checksum=crc)
+    cells = statistics.compare(t(3.0, -1.0, 0.5, 4.0), t(2.0, -1.0, 0.0, 8.0))
+    assert cells["max_diff"] == 1.0 and cells["min_diff"] == 0.0 and cells["mean_diff"] == 0.5
+    assert cells["max_relerr"] == 50.0 and cells["norm_relerr"] == 50.0 and cells["mean_relerr"] == math.inf
+    assert math.isclose(cells["stat_mag"], 1.0, rel_tol=1e-9)  # mean 0.5 against 0: all of its magnitude
+    assert "npu_md5" not in cells
+    cells = statistics.compare(t(1.0, 1.0, 1.0, 1.0, crc="0000abcd"), t(1.0, 1.0, 1.0, 1.0, crc="0000abce"))
+    assert cells["stat_mag"] == 0.0 and cells["npu_md5"] != cells["golden_md5"]
+    cells = statistics.compare(Tensor("op", "output", 0, None, (), "x"), t(1.0, 1.0, 1.0, 1.0))
+    assert "neither data nor statistics" in cells["reason"]
+
+
+def test_md5_mode_flags_the_planted_call_and_the_advisor_names_it(tmp_path):
+    r = accuscope("compare", "--npu", FIX / "cand_md5", "--golden", FIX / "bench_md5", "--rank", "1",
+                  "--out", tmp_path / "t", "--advisor", "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    first = next(f for f in doc["findings"] if f["rule"] == "first_call")
+    assert first["op"] == "Tensor.__mul__.0.forward" and first["severity"] == "error"
+    shown = accuscope("show", tmp_path / "t", "--format", "csv", "--failing")
+    assert shown.returncode == 0 and "npu_md5" in shown.stdout.splitlines()[0]
+    assert "Tensor.__mul__.0.forward" in shown.stdout.splitlines()[1]
+    same = accuscope("compare", "--npu", FIX / "cand_md5", "--golden", FIX / "bench_md5", "--rank", "0",
+                     "--out", tmp_path / "r0", "--fail-on-error")
+    assert same.returncode == 0 and "failing 0" in same.stdout
+
+
+def test_stats_only_reads_no_tensor_file(tmp_path):
+    for side in ("cand", "bench"):
+        shutil.copytree(FIX / side, tmp_path / side)
+        for f in (tmp_path / side).rglob("*.pt"):
+            f.write_bytes(b"not read")  # a tensor file opened would be a problem row
+    p, table = compare(tmp_path / "cand", tmp_path / "bench", rank="1", stats_only=True)
+    assert not p.problems
+    rows = {table.columns["tensor"][i]: i for i in range(len(table))}
+    out = rows["Tensor.__mul__.0.forward:output:0"]
+    assert table.columns["max_diff"][out] > 0 and table.columns["fail"].tolist() == [False, False]  # 1.5x < 0.5 rule
+    assert math.isclose(table.columns["max_relerr"][out], 50.0, rel_tol=1e-5)
+    assert math.isnan(table.columns["cos"][out])
+
+
+def test_tensor_mode_pairs_by_name_and_the_first_call_diverges_on_rank_1(tmp_path):
+    r = accuscope("compare", "--npu", FIX / "cand", "--golden", FIX / "bench", "--rank", "rank1",
+                  "--out", tmp_path / "t", "--advisor")
+    assert r.returncode == 0, r.stderr
+    assert "Tensor.__mul__.0.forward is the first call that diverges" in r.stdout
+    assert "paired 2 of 2" in r.stdout
+
+
+# ---------------------------------------------------------------- bad input
+
+
+def test_dump_json_cut_short_still_compares_the_tensor_files(tmp_path):
+    shutil.copytree(FIX / "cand", tmp_path / "cand")
+    doc = tmp_path / "cand" / "step0" / "rank1" / "dump.json"
+    doc.write_bytes(doc.read_bytes()[:200])
+    p, table = compare(tmp_path / "cand", FIX / "bench", rank="1")
+    assert any("dump.json" in pr.path and "cut short" in pr.message for pr in p.problems)
+    assert len(table) == 2 and table.columns["fail"].tolist() == [False, True]
+    r = accuscope("compare", "--npu", tmp_path / "cand", "--golden", FIX / "bench", "--rank", "1", "--out",
+                  tmp_path / "t")
+    assert r.returncode == 0 and "Traceback" not in r.stderr + r.stdout
+
+
+def test_a_rank_missing_on_one_side_is_a_message_naming_it(tmp_path):
+    shutil.copytree(FIX / "cand", tmp_path / "cand")
+    shutil.rmtree(tmp_path / "cand" / "step0" / "rank1")
+    r = accuscope("compare", "--npu", tmp_path / "cand", "--golden", FIX / "bench", "--rank", "1", "--out",
+                  tmp_path / "t")
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert "no folder for step any and rank 1; it holds: step0/rank0" in r.stderr.replace("\n", "")
+
+
+def test_mismatched_tensor_counts_are_rows_with_a_reason(tmp_path):
+    shutil.copytree(FIX / "bench_md5", tmp_path / "bench")
+    doc = tmp_path / "bench" / "step0" / "rank0" / "dump.json"
+    data = json.loads(doc.read_text())
+    call = data["data"]["Functional.softmax.0.forward"]
+    call["input_args"].append(dict(call["input_args"][0]))
+    doc.write_text(json.dumps(data))
+    _, table = compare(FIX / "cand_md5", tmp_path / "bench", rank="0")
+    reasons = {table.columns["tensor"][i]: table.columns["reason"][i] for i in range(len(table))}
+    for slot in ("input:0", "output:0"):  # the whole call
+        assert "1 input and 1 output tensors, golden Functional.softmax.0.forward 2 and 1" in \
+            reasons[f"Functional.softmax.0.forward:{slot}"]
+        assert "msprobe pairs a call only when the counts match" in reasons[f"Functional.softmax.0.forward:{slot}"]
+    assert reasons["Tensor.__mul__.0.forward:output:0"] == ""
+
+
+def test_a_mapping_file_pairs_renamed_calls(tmp_path):
+    shutil.copytree(FIX / "bench_md5", tmp_path / "bench")
+    doc = tmp_path / "bench" / "step0" / "rank0" / "dump.json"
+    data = json.loads(doc.read_text())
+    data["data"] = {k.replace("Functional.softmax", "Mint.softmax"): v for k, v in data["data"].items()}
+    doc.write_text(json.dumps(data))
+    _, table = compare(FIX / "cand_md5", tmp_path / "bench", rank="0")
+    assert "no golden tensor" in table.columns["reason"][len(table) - 1]
+    mapping = tmp_path / "map.csv"
+    mapping.write_text("Functional.softmax.0.forward,Mint.softmax.0.forward\n")
+    _, table = compare(FIX / "cand_md5", tmp_path / "bench", rank="0", mapping=str(mapping))
+    assert table.columns["how"][len(table) - 1] == "mapping" and table.columns["golden_md5"][len(table) - 1]
+
+
+def _pt_with(tmp_path: Path, payload: bytes) -> Path:
+    path = tmp_path / "dump_tensor_data" / "Functional.relu.0.forward.output.0.pt"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr("archive/data.pkl", payload)
+        zf.writestr("archive/byteorder", "little")
+        zf.writestr("archive/data/0", b"\0" * 16)
+    return path
+
+
+class _RunsCode:
+    def __init__(self, marker: str):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+class _Plain:
+    pass
+
+
+def test_a_malicious_pt_is_refused_and_runs_nothing(tmp_path):
+    marker = tmp_path / "pwned"
+    path = _pt_with(tmp_path, pickle.dumps(_RunsCode(str(marker)), protocol=2))
+    with pytest.raises(torchpickle.PtError, match=r"refused global (posix|os)\.system"):
+        torchpickle.describe(str(path))
+    assert not marker.exists()
+    # the same file as one tensor of a dump without dump.json: a problem on that tensor, the rest loads
+    shutil.copy(FIX / "bench" / "step0" / "rank0" / "dump_tensor_data" / "Tensor.__mul__.0.forward.input.0.pt",
+                tmp_path / "dump_tensor_data")
+    tensors, problems = msprobe.read(str(tmp_path))
+    assert not marker.exists()
+    bad = next(t for t in tensors if t.op == "Functional.relu.0.forward")
+    assert "refused global" in bad.problem and any("refused global" in p.message for p in problems)
+    assert next(t for t in tensors if t.op == "Tensor.__mul__.0.forward").load().shape == (2, 3)
+    assert any("dump.json" in p.path and "missing" in p.message for p in problems)
+
+
+def test_an_unknown_pickle_opcode_is_named(tmp_path):
+    path = _pt_with(tmp_path, pickle.dumps(_Plain(), protocol=2))  # NEWOBJ: an object, not a tensor
+    with pytest.raises(torchpickle.PtError, match="refused pickle opcode NEWOBJ"):
+        torchpickle.describe(str(path))
+    path = _pt_with(tmp_path, b"\x80\x02\xff.")
+    with pytest.raises(torchpickle.PtError, match="not a pickle"):
+        torchpickle.describe(str(path))
+    path.write_bytes(b"PK not a zip")
+    with pytest.raises(torchpickle.PtError, match="not a zip"):
+        torchpickle.describe(str(path))
+
+
+# ---------------------------------------------------------------- the multi-rank demo
+
+
+def test_demo_dumps_name_the_faulty_rank_and_call(tmp_path):
+    msprobesim.write(str(tmp_path / "golden"), ranks=4, steps=2)
+    msprobesim.write(str(tmp_path / "npu"), ranks=4, steps=2, fault_rank=2)
+    assert [(s, r) for s, r, _ in msprobe.ranks(str(tmp_path / "npu"))] == \
+        [(f"step{s}", f"rank{r}") for s in range(2) for r in range(4)]
+    for rank, stats_only in ((2, False), (2, True), (0, False)):
+        r = accuscope("compare", "--npu", tmp_path / "npu", "--golden", tmp_path / "golden", "--step", "1",
+                      "--rank", rank, "--out", tmp_path / f"t{rank}{stats_only}", "--advisor", "--json",
+                      *(["--stats-only"] if stats_only else []))
+        assert r.returncode == 0, r.stderr
+        firsts = [f for f in json.loads(r.stdout)["findings"] if f["rule"] == "first_call"]
+        if rank == 2:
+            assert [f["op"] for f in firsts] == [msprobesim.FAULT_CALL]
+        else:
+            assert firsts == []
+    shown = accuscope("show", tmp_path / "t0False", "--format", "json")
+    rows = json.loads(shown.stdout)
+    assert {row[rows["columns"].index("type")] for row in rows["data"]} >= {"layers.0.attn", "layers.1.mlp"}
+
+
+def test_first_divergence_per_rank_and_across_ranks():
+    from accuscope.engine.compare.results import ResultTable
+    from accuscope.engine.diagnose import firstdiff
+    calls = ["a.0.forward", "a.0.forward", "b.0.forward", "b.0.forward", "c.0.forward", "c.0.forward"]
+    rows = []
+    for rank, bad in (("0", None), ("1", "c.0.forward"), ("2", "b.0.forward")):
+        for k, call in enumerate(calls):
+            io = "input" if k % 2 == 0 else "output"
+            fails = bad is not None and calls.index(bad) <= k and not (call == bad and io == "input")
+            rows.append({"npu_op": call, "io": io, "tensor": f"{call}:{io}:0", "stat_mag": 0.9 if fails else 0.0,
+                         "fail": fails, "rank": rank})
+    table = ResultTable.from_rows(rows)
+    table.columns["rank"] = np.array([r["rank"] for r in rows], dtype=object)
+    found = firstdiff.by_rank(table)
+    assert [(d.rank, d.call, d.position) for d in found] == [("2", "b.0.forward", 1), ("1", "c.0.forward", 2)]
+    assert firstdiff.first_divergence(table, np.arange(6)) is None  # rank 0 agrees everywhere

@@ -1,0 +1,357 @@
+"""msprobe dumps (the `mindstudio-probe` package: PyTorch and MindSpore training / LLM runs).
+
+Layout, as msprobe's PrecisionDebugger writes it (one folder per step and per rank; a run without
+torch.distributed writes `proc{pid}` where the rank would be):
+
+    dump_path/step{N}/rank{M}/dump.json            every API or module call in execution order
+                             /stack.json           call stacks
+                             /construct.json       call -> parent module call (the hierarchy)
+                             /dump_tensor_data/    tensor mode only: {data_name} (.pt from PyTorch,
+                                                   .npy from MindSpore)
+
+`dump.json` is `{"task": "tensor"|"statistics", "level", "framework", "dump_data_dir", "data":
+{call: {"input_args": [...], "input_kwargs": {...}, "output": [...], "parameters": {...}}}}`;
+each tensor entry has `type`, `dtype`, `shape`, `Max`, `Min`, `Mean`, `Norm`, `requires_grad`,
+plus `data_name` (tensor mode: its file in dump_tensor_data/) or `md5` (statistics mode with
+summary_mode md5: a CRC-32 of the bytes, 8 hex digits). Calls are named
+`Functional.linear.5.forward` (API, call counter, direction) or `Module.conv1.Conv2d.forward.0`
+(module path, class, direction, counter); a tensor is `{call}.input.{i}` (`.{j}` nested, `.{key}`
+for a keyword), `{call}.output.{i}`, `{call}.parameters.{name}`.
+
+msprobe writes dump.json when the step ends: a crashed run leaves tensor files without it. Their
+names still say call, direction and slot, so they are read from the file names (no statistics,
+a problem says why). Each tensor becomes a `Tensor` of op = the call, named `tensor_name` = its
+data name (pairing is by identical names), `op_type` = the module holding the call (from
+construct.json; the table filters by it), `stats` and `checksum` from dump.json. With
+`stats_only`, no tensor file is opened.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+from functools import partial
+
+from accuscope.engine.graphs.graph import Graph, Node
+from accuscope.engine.sources import torchpickle
+from accuscope.engine.sources.golden import _load_npy, _npy_tensor
+from accuscope.engine.sources.inputfile import not_regular
+from accuscope.engine.sources.tensor import INPUT, OUTPUT, Problem, SourceError, Tensor
+
+KIND = "msprobe"
+DUMP_JSON, CONSTRUCT_JSON, STACK_JSON, DATA_DIR = "dump.json", "construct.json", "stack.json", "dump_tensor_data"
+SNIFF_BYTES = 4096
+_STEP = re.compile(r"step(\d+)")
+_RANK = re.compile(r"(rank|proc)(\d*)")
+# {call}.{slot}.{rest}: the call ends at its direction (and a module's counter after it)
+_DATA_NAME = re.compile(r"(?P<call>.+?\.(?:forward|backward)(?:\.\d+)?)\.(?P<slot>input|output|parameters_grad|parameters)"
+                        r"\.(?P<rest>.+?)\.(?P<ext>pt|npy)")
+_SLOT_IO = {"input_args": INPUT, "input_kwargs": INPUT, "parameters": INPUT, "output": OUTPUT,
+            "parameters_grad": OUTPUT}
+_SLOT_NAME = {"input_args": "input", "input_kwargs": "input", "parameters": "parameters", "output": "output",
+              "parameters_grad": "parameters_grad"}
+DTYPE_NAMES = {"float": "float32", "half": "float16", "double": "float64", "long": "int64", "int": "int32"}
+
+
+def _is_rank_dir(path: str) -> bool:
+    """A folder msprobe wrote for one step and rank: its dump.json, or its dump_tensor_data/."""
+    doc = os.path.join(path, DUMP_JSON)
+    if os.path.isfile(doc):
+        try:
+            with open(doc, "rb") as fh:
+                head = fh.read(SNIFF_BYTES)
+        except OSError:
+            return False
+        return b'"task"' in head and (b'"dump_data_dir"' in head or b'"level"' in head)
+    return os.path.isdir(os.path.join(path, DATA_DIR))
+
+
+def _subdirs(path: str, pattern: re.Pattern) -> list[str]:
+    try:
+        names = [e.name for e in os.scandir(path) if e.is_dir() and pattern.fullmatch(e.name)]
+    except OSError:
+        return []
+    return sorted(names, key=lambda n: (int(re.sub(r"\D", "", n) or -1), n))
+
+
+def ranks(root: str) -> list[tuple[str, str, str]]:
+    """Every `step*/rank*` (or `proc*`) folder under `root` as (step, rank, path), steps and ranks
+    in numeric order; `root` may be the dump path, one step folder or one rank folder (then its
+    step and rank come from the folder names, "" where they say nothing)."""
+    root = os.fspath(root)
+    if _is_rank_dir(root):
+        name, parent = os.path.basename(os.path.normpath(root)), os.path.basename(os.path.dirname(os.path.normpath(root)))
+        return [(parent if _STEP.fullmatch(parent) else "", name if _RANK.fullmatch(name) else "", root)]
+    steps = [os.path.join(root, s) for s in _subdirs(root, _STEP)] or [root]
+    found = []
+    for step in steps:
+        label = os.path.basename(step) if step != root or _STEP.fullmatch(os.path.basename(root)) else ""
+        for rank in _subdirs(step, _RANK):
+            folder = os.path.join(step, rank)
+            if _is_rank_dir(folder):
+                found.append((label, rank, folder))
+    return found
+
+
+def sniff(path: str) -> bool:
+    return os.path.isdir(path) and bool(ranks(path))
+
+
+def _matches(wanted: str | int | None, label: str, pattern: re.Pattern) -> bool:
+    if wanted is None or wanted == "":
+        return True
+    m = pattern.fullmatch(label)
+    return str(wanted) == label or (m is not None and m.group(m.lastindex or 0) == str(wanted))
+
+
+def choose(path: str, step: str | int | None = None, rank: str | int | None = None) -> tuple[str, str, str]:
+    """The one step/rank folder `path` means (with --step/--rank where it holds several); SourceError
+    listing the folders otherwise."""
+    found = ranks(path)
+    if not found:
+        raise SourceError(f"{path}: no msprobe dump (no step*/rank*/ folder with dump.json or dump_tensor_data/)")
+    chosen = [f for f in found if _matches(step, f[0], _STEP) and _matches(rank, f[1], _RANK)]
+    listed = ", ".join("/".join(p for p in f[:2] if p) or "." for f in found[:12]) + (" …" if len(found) > 12 else "")
+    if not chosen:
+        raise SourceError(f"{path}: no folder for step {step if step is not None else 'any'} and rank "
+                          f"{rank if rank is not None else 'any'}; it holds: {listed}")
+    if len(chosen) > 1:
+        raise SourceError(f"{path}: holds {len(chosen)} step/rank folders ({listed}): choose one with --step and --rank")
+    return chosen[0]
+
+
+def read(path: str, *, step: str | int | None = None, rank: str | int | None = None, stats_only: bool = False,
+         **_options) -> tuple[list[Tensor], list[Problem]]:
+    """The tensors of one step and rank in execution order, and what could not be read."""
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise SourceError(f"{path}: no such file or folder")
+    folder = choose(path, step, rank)[2]
+    problems: list[Problem] = []
+    parents = _construct(folder, problems)
+    doc, why = _dump_json(folder)
+    if doc is None:
+        problems.append(Problem(os.path.join(folder, DUMP_JSON), why))
+        return _from_file_names(folder, parents, problems), problems
+    data = doc.get("data")
+    if not isinstance(data, dict):
+        raise SourceError(f"{os.path.join(folder, DUMP_JSON)}: no \"data\" object (not an msprobe dump.json)")
+    tensors: list[Tensor] = []
+    for call, entry in data.items():
+        if not isinstance(entry, dict):
+            problems.append(Problem(os.path.join(folder, DUMP_JSON), f"{call}: not an object"))
+            continue
+        counters = {INPUT: 0, OUTPUT: 0}
+        for slot, value in entry.items():
+            io = _SLOT_IO.get(slot)
+            if io is None:
+                continue
+            for suffix, info in _walk(value, slot):
+                name = f"{call}.{_SLOT_NAME[slot]}{suffix}"
+                t = _tensor(folder, call, io, counters[io], name, info, _module(call, parents), stats_only, problems)
+                counters[io] += 1
+                tensors.append(t)
+    return tensors, problems
+
+
+def _walk(value, slot: str, prefix: str = ""):
+    """(name suffix, tensor entry) of every tensor in an argument structure, in msprobe's order."""
+    if isinstance(value, dict) and "dtype" in value and "shape" in value:
+        yield prefix, value
+    elif isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            yield from _walk(v, slot, f"{prefix}.{i}")
+    elif isinstance(value, dict) and "type" not in value:
+        for k, v in value.items():
+            yield from _walk(v, slot, f"{prefix}.{k}")
+
+
+def _number(value) -> float | None:
+    if isinstance(value, bool):
+        return float(value)
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return None
+    return None
+
+
+def dtype_name(text: str) -> str:
+    """`torch.float32` / `Float32` / `bfloat16` -> `float32` / `bfloat16`."""
+    name = str(text).rsplit(".", 1)[-1].lower()
+    return DTYPE_NAMES.get(name, name)
+
+
+def _tensor(folder: str, call: str, io: str, index: int, name: str, info: dict, module: str, stats_only: bool,
+            problems: list[Problem]) -> Tensor:
+    shape = info.get("shape")
+    shape = tuple(int(d) for d in shape) if isinstance(shape, list) and all(type(d) is int and d >= 0 for d in shape) else ()
+    stats = tuple(_number(info.get(k)) for k in ("Max", "Min", "Mean", "Norm"))
+    fields = dict(op=call, io=io, index=index, op_type=module, tensor_name=name,
+                  stats=None if all(v is None for v in stats) else stats, checksum=str(info.get("md5") or ""))
+    data_name = info.get("data_name")
+    doc = os.path.join(folder, DUMP_JSON)
+    if stats_only or not isinstance(data_name, str) or not data_name:
+        return Tensor(dtype=None, shape=shape, source=doc, dtype_name=dtype_name(info.get("dtype", "")), **fields)
+    if os.path.basename(data_name) != data_name or data_name in (".", ".."):
+        message = f"data_name {data_name!r} is not a file name"
+        problems.append(Problem(doc, f"{name}: {message}"))
+        return Tensor(dtype=None, shape=shape, source=doc, problem=message, **fields)
+    fields["tensor_name"] = os.path.splitext(data_name)[0]
+    return tensor_file(os.path.join(folder, DATA_DIR, data_name), problems, **fields)
+
+
+def tensor_file(source: str, problems: list[Problem], **fields) -> Tensor:
+    """One dump_tensor_data file (.npy through the bounded npy parser, .pt through torchpickle)."""
+    why = "no such file" if not os.path.exists(source) else not_regular(source)
+    if why:
+        problems.append(Problem(source, why))
+        return Tensor(dtype=None, shape=(), source=source, problem=why, **fields)
+    if source.endswith(".npy"):
+        return _npy_tensor(fields.pop("op"), source, problems, partial(open, source, "rb"), os.path.getsize(source),
+                           partial(_load_npy, source), mapped=True, **fields)
+    try:
+        pt = torchpickle.describe(source)
+        payload = torchpickle.payload(source, pt) if pt.dtype_name != "bfloat16" else None
+    except (torchpickle.PtError, OSError) as exc:
+        problems.append(Problem(source, str(exc)))
+        return Tensor(dtype=None, shape=(), source=source, problem=str(exc), **fields)
+    dtype = pt.storage.dtype if pt.dtype_name != "bfloat16" else torchpickle.np.dtype("float32")
+    return Tensor(dtype=dtype, shape=pt.shape, source=source, dtype_name=pt.dtype_name, payload=payload,
+                  reader=partial(torchpickle.load, source), **fields)
+
+
+def _dump_json(folder: str) -> tuple[dict | None, str]:
+    doc = os.path.join(folder, DUMP_JSON)
+    if not os.path.exists(doc):
+        return None, ("missing (msprobe writes it when the step ends: did the run stop early?); tensors read from "
+                      f"{DATA_DIR}/ file names, without statistics")
+    why = not_regular(doc)
+    if why:
+        return None, why
+    try:
+        with open(doc, encoding="utf-8") as fh:
+            found = json.load(fh)
+    except (OSError, UnicodeDecodeError) as exc:
+        return None, f"cannot read: {exc}"
+    except ValueError as exc:
+        return None, (f"cut short or not JSON ({exc}); tensors read from {DATA_DIR}/ file names, without statistics")
+    if not isinstance(found, dict):
+        return None, "not a JSON object"
+    return found, ""
+
+
+def _construct(folder: str, problems: list[Problem]) -> dict[str, str]:
+    """construct.json: call -> the module call it ran inside (absent or broken: no hierarchy)."""
+    doc = os.path.join(folder, CONSTRUCT_JSON)
+    if not os.path.isfile(doc):
+        return {}
+    try:
+        with open(doc, encoding="utf-8") as fh:
+            found = json.load(fh)
+    except (OSError, ValueError) as exc:
+        problems.append(Problem(doc, f"unreadable, no module hierarchy ({exc})"))
+        return {}
+    if not isinstance(found, dict):
+        return {}
+    return {str(k): v for k, v in found.items() if isinstance(v, str)}
+
+
+def module_path(call: str) -> str:
+    """`Module.layers.0.attn.Attention.forward.3` -> `layers.0.attn` (Cell. for MindSpore alike)."""
+    parts = call.split(".")
+    if len(parts) >= 4 and parts[0] in ("Module", "Cell") and parts[-2] in ("forward", "backward"):
+        return ".".join(parts[1:-3])
+    if len(parts) >= 4 and parts[0] in ("Module", "Cell") and parts[-1] in ("forward", "backward"):
+        return ".".join(parts[1:-2])
+    return ""
+
+
+def _module(call: str, parents: dict[str, str]) -> str:
+    """The module a call belongs to: a module call's own path, else its parent module's."""
+    return module_path(call) or module_path(parents.get(call, ""))
+
+
+def _from_file_names(folder: str, parents: dict[str, str], problems: list[Problem]) -> list[Tensor]:
+    """Without dump.json: the tensor files, ordered by write time, their calls and slots from their names."""
+    data_dir = os.path.join(folder, DATA_DIR)
+    try:
+        entries = [e for e in os.scandir(data_dir) if e.name.endswith((".pt", ".npy"))]
+    except OSError as exc:
+        raise SourceError(f"{folder}: no readable {DUMP_JSON} and no {DATA_DIR}/ ({exc.strerror or exc})") from None
+    named = []
+    for e in entries:
+        m = _DATA_NAME.fullmatch(e.name)
+        if m is None:
+            problems.append(Problem(e.path, "not an msprobe data name ({call}.{input|output|parameters}.{k}.pt|npy)"))
+            continue
+        named.append((e.stat().st_mtime_ns, _natural(e.name), m, e.path))
+    named.sort(key=lambda x: (x[0], x[1]))
+    first: dict[str, int] = {}
+    for k, (*_, m, _p) in enumerate(named):
+        first.setdefault(m.group("call"), k)
+    named.sort(key=lambda x: (first[x[2].group("call")], x[2].group("slot") not in ("input", "parameters"),
+                              x[2].group("slot") == "parameters", x[1]))
+    counters: dict[tuple[str, str], int] = {}
+    tensors = []
+    for *_, m, source in named:
+        call, io = m.group("call"), OUTPUT if m.group("slot") in ("output", "parameters_grad") else INPUT
+        index = counters.get((call, io), 0)
+        counters[(call, io)] = index + 1
+        stem = os.path.basename(source).rsplit(".", 1)[0]
+        tensors.append(tensor_file(source, problems, op=call, io=io, index=index, op_type=_module(call, parents),
+                                   tensor_name=stem))
+    if not tensors:
+        raise SourceError(f"{folder}: no readable {DUMP_JSON} and no tensor files in {DATA_DIR}/")
+    return tensors
+
+
+def _natural(text: str):
+    return [(0, int(p), "") if p.isdigit() else (1, 0, p) for p in re.split(r"(\d+)", text) if p]
+
+
+def counts(tensors) -> dict[tuple[str, str], int]:
+    """Tensors per (call, io): msprobe pairs a call only when both sides have as many."""
+    found: dict[tuple[str, str], int] = {}
+    for t in tensors:
+        found[(t.op, t.io)] = found.get((t.op, t.io), 0) + 1
+    return found
+
+
+def graph(path: str, step: str | int | None = None, rank: str | int | None = None) -> Graph:
+    """construct.json as a Graph: one node per call in dump order, `subgraph` naming the module it
+    ran in, so module calls group their APIs; modules without a call of their own are left out."""
+    folder = choose(path, step, rank)[2]
+    problems: list[Problem] = []
+    parents = _construct(folder, problems)
+    tensors, _ = read(folder, stats_only=True)
+    nodes: list[Node] = []
+    seen: dict[str, Node] = {}
+    for t in tensors:
+        node = seen.get(t.op)
+        if node is None:
+            node = seen[t.op] = Node(t.op, t.op.split(".")[1] if "." in t.op else t.op, len(nodes), len(nodes) + 1,
+                                     [], [], subgraph=parents.get(t.op, ""))
+            nodes.append(node)
+        (node.inputs if t.io == INPUT else node.outputs).append(t.tensor_name)
+    for node in nodes:
+        node.__post_init__()
+    return Graph(os.path.basename(os.path.normpath(path)), KIND, folder, nodes, [], [],
+                 notes=[str(p) for p in problems])
+
+
+def describe(path: str, tensors: list[Tensor], *, step=None, rank=None, stats_only: bool = False, **_options) -> list[str]:
+    """Lines for `inspect`: which step and rank of how many, the dump's mode, calls and modules."""
+    found = ranks(path)
+    s, r, _folder = choose(path, step, rank)
+    mode = ("md5" if any(t.checksum for t in tensors) else
+            "tensor" if any(t.reader is not None for t in tensors) else "statistics")
+    where = "/".join(p for p in (s, r) if p) or os.path.basename(os.path.normpath(path))
+    lines = [f"{where}" + (f" of {len(found)} step/rank folders (choose with --step/--rank)" if len(found) > 1 else "")
+             + f" · {mode} mode" + (" · statistics only (--stats-only)" if stats_only else "")]
+    modules = {t.op_type for t in tensors if t.op_type}
+    lines.append(f"calls {len({t.op for t in tensors}):,} in {len(modules):,} modules")
+    return lines
