@@ -1,4 +1,4 @@
 """Subcommands of the CLI. Each module exposes `register(subparsers)` and sets `args.handler`."""
-from . import advise, compare, convert, demo, dump, export, inspect, op, open_task, run, sensitivity, show
+from . import advise, compare, convert, demo, dump, export, inspect, op, open_task, precision, run, sensitivity, show
 
-COMMANDS = [inspect, convert, dump, compare, run, show, op, advise, sensitivity, export, demo, open_task]
+COMMANDS = [inspect, convert, dump, compare, run, show, op, advise, sensitivity, precision, export, demo, open_task]
