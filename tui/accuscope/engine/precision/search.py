@@ -31,16 +31,18 @@ class Outcome:
 
 
 class Search:
-    def __init__(self, evaluate: Callable[[list[str], str, int], Trial], ranked: list[str], candidates: list[str],
+    def __init__(self, evaluate: Callable[[list[str], str, int], Trial],
+                 ranked: list[str] | Callable[[], list[str]], candidates: list[str],
                  done: list[Trial] | None = None, on_trial: Callable[[Trial], None] | None = None,
                  max_trials: int | None = None, seconds: float | None = None,
                  cancel: threading.Event | None = None):
         """`evaluate(keep, phase, n)` makes and measures one candidate; `ranked`: the ranking's op
-        names (worst first); `candidates`: every op the conversion changes, in execution order."""
+        names (worst first), or the function that makes it, called only when the full conversion
+        misses the target; `candidates`: every op the conversion changes, in execution order."""
         self.evaluate, self.on_trial = evaluate, on_trial
-        names = set(candidates)
-        self.ranked = [r for r in dict.fromkeys(ranked) if r in names]
-        self.order = self.ranked + [c for c in candidates if c not in set(self.ranked)]
+        self.rank, self.candidates = ranked, candidates
+        self.ranked: list[str] = []
+        self.order: list[str] = []
         self.trials = list(done or [])
         self.known = {t.key: t for t in self.trials}
         self.max_trials, self.seconds, self.cancel = max_trials, seconds, cancel
@@ -51,12 +53,7 @@ class Search:
         found = self.known.get(frozenset(keep))
         if found is not None:
             return found
-        if self.cancel is not None and self.cancel.is_set():
-            raise Stopped("cancelled")
-        if self.max_trials is not None and len(self.trials) >= self.max_trials:
-            raise Stopped(f"--max-trials {self.max_trials} reached")
-        if self.seconds is not None and time.monotonic() - self.started >= self.seconds:
-            raise Stopped(f"--time {self.seconds:g} s reached")
+        self.check_budget()
         t = self.evaluate(list(keep), phase, len(self.trials) + 1)
         self.trials.append(t)
         self.known[t.key] = t
@@ -64,6 +61,15 @@ class Search:
         if self.on_trial:
             self.on_trial(t)
         return t
+
+    def check_budget(self) -> None:
+        """Stopped when there is no room for another trial (or the search was cancelled)."""
+        if self.cancel is not None and self.cancel.is_set():
+            raise Stopped("cancelled")
+        if self.max_trials is not None and len(self.trials) >= self.max_trials:
+            raise Stopped(f"--max-trials {self.max_trials} reached")
+        if self.seconds is not None and time.monotonic() - self.started >= self.seconds:
+            raise Stopped(f"--time {self.seconds:g} s reached")
 
     def best(self) -> list[str] | None:
         passing = [t for t in self.trials if t.passed]
@@ -83,6 +89,12 @@ class Search:
     def _find(self) -> list[str] | None:
         if self.trial([], "full").passed:
             return []
+        if callable(self.rank):
+            self.check_budget()  # no ranking for a search that cannot go on
+        names = set(self.candidates)
+        ranked = self.rank() if callable(self.rank) else self.rank
+        self.ranked = [r for r in dict.fromkeys(ranked) if r in names]
+        self.order = self.ranked + [c for c in self.candidates if c not in set(self.ranked)]
         found = None
         greedy = min(len(self.ranked), GREEDY)
         for k in range(1, greedy + 1):

@@ -1,5 +1,6 @@
 """The trial log: one JSON line per trial, appended (and synced) as each finishes, after a header
-line with the search's settings, so an interrupted search resumes without redoing a trial."""
+line with the search's settings, so an interrupted search resumes without redoing a trial. The
+ranking, made only when the full conversion misses the target, is a line of its own."""
 from __future__ import annotations
 
 import json
@@ -47,11 +48,11 @@ class TrialLog:
     def __init__(self, folder: str | os.PathLike):
         self.path = Path(folder) / LOG
 
-    def open(self, settings: dict) -> tuple[dict, list[Trial]]:
-        """(header, trials so far). The header is `settings` plus what the caller stored with
-        `start` (the ranking). SourceError when the log belongs to a search with other settings."""
+    def open(self, settings: dict) -> tuple[dict, list[Trial], dict | None]:
+        """(header, trials so far, the ranking record if made). SourceError when the log belongs to
+        a search with other settings."""
         if not self.path.exists():
-            return {}, []
+            return {}, [], None
         try:
             lines = self.path.read_text(encoding="utf-8").splitlines()
         except (OSError, UnicodeDecodeError) as exc:
@@ -66,27 +67,39 @@ class TrialLog:
         if changed:
             raise SourceError(f"{self.path}: made by a search with other settings ({', '.join(changed)}); "
                               "use another --out folder or delete it")
-        trials = []
+        trials, ranking = [], None
         for line in lines[1:]:
             try:
-                trials.append(Trial.from_dict(json.loads(line)))
+                record = json.loads(line)
+                if isinstance(record, dict) and "ranked" in record and "n" not in record:
+                    ranking = {"ranked": [str(r) for r in record["ranked"]], "notes": list(record.get("notes") or [])}
+                else:
+                    trials.append(Trial.from_dict(record))
             except (json.JSONDecodeError, KeyError, TypeError, ValueError):
                 break  # a line torn by a kill: that trial runs again
-        return header, trials
+        return header, trials, ranking
 
     def start(self, header: dict) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.path.write_text(json.dumps({"kind": "accuscope-precision", **header}, ensure_ascii=False) + "\n",
                              encoding="utf-8")
 
-    def rewrite(self, header: dict, trials: list[Trial]) -> None:
+    def rewrite(self, header: dict, trials: list[Trial], ranking: dict | None) -> None:
         """The log without a torn tail, so appends start on a fresh line."""
         self.start(header)
+        if ranking is not None:
+            self.append_ranking(ranking["ranked"], ranking["notes"])
         for t in trials:
             self.append(t)
 
+    def append_ranking(self, ranked: list[str], notes: list[str]) -> None:
+        self._append(json.dumps({"ranked": ranked, "notes": notes}, ensure_ascii=False))
+
     def append(self, trial: Trial) -> None:
+        self._append(trial.to_json())
+
+    def _append(self, line: str) -> None:
         with open(self.path, "a", encoding="utf-8") as fh:
-            fh.write(trial.to_json() + "\n")
+            fh.write(line + "\n")
             fh.flush()
             os.fsync(fh.fileno())

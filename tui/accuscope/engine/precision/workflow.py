@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import shutil
 import threading
 import time
 from collections.abc import Callable
@@ -67,7 +68,7 @@ class PrecisionResult:
     targets: list[Target]
     full: Trial | None  # the conversion with no op kept
     files: dict[str, Path] = field(default_factory=dict)
-    task: Path | None = None
+    task: Path | None = None  # the final model's task
     resumed: int = 0  # trials taken from the log
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
@@ -100,19 +101,28 @@ def run_precision(spec: PrecisionSpec, on_event: Callable[[Event], None] | None 
                 "calibration": spec.calibration and str(Path(spec.calibration).resolve()), "check": spec.check,
                 "inputs": _digest(feeds)}
     log = TrialLog(out)
-    header, done = log.open(settings)
-    notes: list[str] = []
-    if "ranked" in header:
-        ranked = [str(r) for r in header["ranked"]]
-        notes += header.get("notes") or []
-        log.rewrite(header, done)
+    header, done, ranking = log.open(settings)
+    if header:
+        log.rewrite(header, done, ranking)
     else:
-        done = []
-        ranked, notes = _rank(reference, ref_path, spec, feeds, out, emit)
-        log.start({**settings, "ranked": ranked, "notes": notes})
-    emit(Event("ranking", "ranked", ranked=ranked))
+        log.start(settings)
+    notes: list[str] = list(ranking["notes"]) if ranking else []
 
-    golden = run_outputs(reference, feeds)  # the reference, run once for every trial
+    def rank() -> list[str]:
+        """The ranking: from the log, else made now (only the full conversion's miss needs it)."""
+        if ranking is not None:
+            ranked = ranking["ranked"]
+        else:
+            ranked, made = _rank(reference, ref_path, spec, feeds, out, emit)
+            notes.extend(made)
+            log.append_ranking(ranked, made)
+        emit(Event("ranking", "ranked", ranked=ranked))
+        return ranked
+
+    try:
+        golden = run_outputs(reference, feeds)  # the reference, run once for every trial
+    except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own exception types
+        raise SourceError(f"{spec.model}: onnxruntime cannot run the reference ({exc})".splitlines()[0]) from None
     evaluator = Evaluator(golden, feeds, spec.targets, spec.check, out / "check")
 
     def evaluate(keep: list[str], phase: str, n: int) -> Trial:
@@ -135,7 +145,7 @@ def run_precision(spec: PrecisionSpec, on_event: Callable[[Event], None] | None 
         emit(Event("trial", trial=trial))
         return trial
 
-    search = Search(evaluate, ranked, names, done, max_trials=spec.max_trials, seconds=spec.seconds, cancel=cancel)
+    search = Search(evaluate, rank, names, done, max_trials=spec.max_trials, seconds=spec.seconds, cancel=cancel)
     outcome = search.run()
     result = PrecisionResult(out, outcome, search.ranked, names, spec.targets,
                              next((t for t in outcome.trials if not t.keep), None), resumed=len(done), notes=notes)
@@ -176,35 +186,39 @@ def _rank(reference, ref_path: Path, spec: PrecisionSpec, feeds, out: Path, emit
     except Exception as exc:  # noqa: BLE001 - converters raise their own exception types
         return [], [f"the full conversion failed ({type(exc).__name__}: {exc}); no ranking: bisection only"]
     task = out / "ranking"
-    dumps = task / "dumps"
-    for side in ("golden", "npu"):
-        if (dumps / side).exists():
-            import shutil
-            shutil.rmtree(dumps / side)  # an earlier ranking cut short
+    npu = task / "dumps" / "npu"
+    if npu.exists():
+        shutil.rmtree(npu)  # an earlier ranking cut short
     try:
         emit(Event("ranking", "running the reference"))
-        dump_onnx(ref_path, dumps / "golden", feeds, optimization="off")
+        golden = _reference_dump(ref_path, out, feeds)
         emit(Event("ranking", "running the full conversion"))
-        dump_onnx(full, dumps / "npu", feeds, optimization="off")
+        dump_onnx(full, npu, feeds, optimization="off")
         emit(Event("ranking", "comparing"))
-        run_task(CompareSpec(str(dumps / "npu"), str(dumps / "golden")), task)
+        run_task(CompareSpec(str(npu), str(golden)), task)
         ranking = sensitivity(task, ref_path, progress=lambda p: emit(Event("ranking", f"{p.stage} {p.done}/{p.total}")))
     except SourceError as exc:
         return [], [f"no ranking ({exc}): bisection over execution order only"]
     return ranking.block_list(), list(ranking.notes)
 
 
-def _final_task(model: Path, out: Path, feeds) -> Path | None:
-    """A task of the final model against the reference dump made for the ranking."""
+def _reference_dump(ref_path: Path, out: Path, feeds) -> Path:
+    """DIR/ranking/dumps/golden: every node output of the reference, dumped once for the ranking's
+    task and the final model's (a folder without dump.json was cut short: dumped again)."""
     golden = out / "ranking" / "dumps" / "golden"
-    if not golden.is_dir():
-        return None
+    if not (golden / "dump.json").is_file():
+        shutil.rmtree(golden, ignore_errors=True)
+        dump_onnx(ref_path, golden, feeds, optimization="off")
+    return golden
+
+
+def _final_task(model: Path, out: Path, feeds) -> Path:
+    """A task of the final model against the reference's dump."""
+    golden = _reference_dump(out / "reference.onnx", out, feeds)
     task = out / "result" / "task"
     npu = task / "dumps" / "npu"
     if npu.exists():
-        import shutil
         shutil.rmtree(npu)
     dump_onnx(model, npu, feeds, optimization="off")
     run_task(CompareSpec(str(npu), str(golden)), task)
     return task
-
