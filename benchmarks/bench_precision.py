@@ -74,19 +74,27 @@ def main() -> None:
     target = parse_target(args.target)
 
     t0 = time.perf_counter()
-    result = run_precision(PrecisionSpec(str(det), args.to, str(root / "search"), [target], {"x": x}))
+    reached: list[float] = []
+
+    def on_event(e) -> None:
+        if e.trial is not None and e.trial.passed and not reached:
+            reached.append(time.perf_counter() - t0)
+
+    result = run_precision(PrecisionSpec(str(det), args.to, str(root / "search"), [target], {"x": x}), on_event)
     ours_s = time.perf_counter() - t0
+    to_target = reached[0] if reached else float("nan")
     ours = len(result.outcome.trials)
     blind, blind_s, n = blind_bisection(prepare(det), {"x": x}, target, args.to)
 
     print(f"model: PP-OCRv4 det {args.size}x{args.size}, {len(result.candidates)} candidate ops, --to {args.to}, "
           f"target {target}; full conversion {result.full.values if result.full else '?'}")
-    print(f"accuscope precision: {ours} trials, {ours_s:.1f} s (ranking and result files included), "
+    print(f"accuscope precision: {ours} trials, target reached after {to_target:.1f} s (ranking included), "
+          f"{ours_s:.1f} s with the pruning, the result files and the final task, "
           f"met={result.outcome.met}, kept {len(result.outcome.keep)} op(s): {', '.join(result.outcome.keep)}")
     print(f"blind bisection over execution order: {blind} trials, {blind_s:.1f} s, kept the first {n} ops")
     ratio = ours / blind if blind else float("inf")
     print(f"trials ratio {ratio:.2f} (target <= {RATIO:.2f}): {'PASS' if ratio <= RATIO else 'FAIL'}; "
-          f"time ratio {ours_s / blind_s:.2f}; ops kept {len(result.outcome.keep)} vs {n}")
+          f"time-to-target ratio {to_target / blind_s:.2f}; ops kept {len(result.outcome.keep)} vs {n}")
     sys.exit(0 if ratio <= RATIO and result.outcome.met else 1)
 
 
