@@ -19,9 +19,15 @@ def test_advisor_p_runs_the_search_on_screen_and_opens_the_result_task(cls_cliff
     async def script(pilot):
         screen = pilot.app.screen
         await wait_for(pilot, lambda: screen.advice is not None)
-        await pilot.press("a", "p")
+        await pilot.press("a", "p", "c")  # cancelled at once: it stops before its next trial
         prec = pilot.app.screen
         assert isinstance(prec, PrecisionScreen) and prec.spec.to == "fp16"
+        await wait_for(pilot, lambda: prec.result is not None or prec.error)
+        await pilot.pause()
+        assert not prec.result.outcome.met and "target not met: cancelled" in screen_text(pilot.app)
+        await pilot.press("escape", "p")  # started again: resumes from the trial log
+        prec = pilot.app.screen
+        assert isinstance(prec, PrecisionScreen) and prec.result is None
         await wait_for(pilot, lambda: prec.result is not None or prec.error)
         await pilot.pause()
         assert not prec.error and prec.result.outcome.keep == [bn]

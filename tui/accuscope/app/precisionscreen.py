@@ -92,6 +92,8 @@ class PrecisionScreen(Screen[None]):
         return run_precision(self.spec, lambda e: self.app.call_from_thread(self.show_event, e), self.cancel)
 
     def show_event(self, e: Event) -> None:
+        if not self.is_attached:  # left with escape: the search stops after its trial, unseen
+            return
         if e.trial is not None:
             t = e.trial
             values = [_num(t.values.get(m.metric)) for m in self.spec.targets]
@@ -105,7 +107,8 @@ class PrecisionScreen(Screen[None]):
         self._status()
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
-        if event.worker.group != "precision" or event.state not in (WorkerState.SUCCESS, WorkerState.ERROR):
+        if (event.worker.group != "precision" or event.state not in (WorkerState.SUCCESS, WorkerState.ERROR)
+                or not self.is_attached):
             return
         if event.state == WorkerState.ERROR:
             self.error = str(event.worker.error)

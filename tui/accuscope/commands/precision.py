@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sys
 import threading
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -82,7 +83,7 @@ def run(args) -> int:
 
         result = run_precision(spec, on_event, threading.Event())
     if args.json:
-        out.print_json(json.dumps(to_dict(result)))
+        sys.stdout.write(json.dumps(to_dict(result), indent=1, ensure_ascii=False) + "\n")
     else:
         print_result(result)
     return ExitCode.OK if result.outcome.met else ExitCode.FINDINGS

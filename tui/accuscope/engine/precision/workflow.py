@@ -107,6 +107,8 @@ def run_precision(spec: PrecisionSpec, on_event: Callable[[Event], None] | None 
     else:
         log.start(settings)
     notes: list[str] = list(ranking["notes"]) if ranking else []
+    for t in done:
+        emit(Event("trial", "from the log", trial=t))
 
     def rank() -> list[str]:
         """The ranking: from the log, else made now (only the full conversion's miss needs it)."""
