@@ -15,10 +15,13 @@ from textual.widgets.option_list import Option
 from ..engine.diagnose.advice import Advice, Finding
 from ..engine.diagnose.chartdata import growth_series
 from ..engine.diagnose.sensitivity import Ranking, sensitivity
+from ..engine.precision.fromtask import spec_from_task
+from ..engine.sources.tensor import SourceError
 from .chart import GrowthChart
 from .footer import Footer
 from .formatting import shown
 from .messages import RankingDone, deliver
+from .precisionscreen import PrecisionScreen
 
 SEVERITY = {"error": ("✗", "$mark-fail"), "warning": ("!", "$mark-warn"), "info": ("i", "$mark-info")}
 
@@ -35,6 +38,7 @@ class AdviceScreen(Screen["int | None"]):
     TITLE = "advisor"
     BINDINGS = [Binding("enter", "jump", "jump to op", priority=True, id="advice.jump"),
                 Binding("s", "toggle_ranking", "findings/ranked ops", id="advice.toggle_ranking"),
+                Binding("p", "precision", "search mixed precision", id="advice.precision"),
                 Binding("escape,q", "dismiss(None)", "back", id="advice.back")]
     DEFAULT_CSS = """
     AdviceScreen OptionList { height: 1fr; }
@@ -45,7 +49,8 @@ class AdviceScreen(Screen["int | None"]):
             "input mismatch, global consistency) and ours (the op that introduced the error, found by "
             "re-running the framework op on the NPU side's inputs; where NaN/inf start; which "
             "preprocessing difference explains an input mismatch). s toggles to the ops ranked by the error each "
-            "one made by itself (`accuscope sensitivity`). enter jumps to the op.")
+            "one made by itself (`accuscope sensitivity`). p starts the search for the fewest ops to keep in fp32 "
+            "(`accuscope precision`), on a task with a framework ONNX model. enter jumps to the op.")
 
     def __init__(self, advice: Advice, task_name: str) -> None:
         super().__init__()
@@ -151,6 +156,18 @@ class AdviceScreen(Screen["int | None"]):
         lines += [f"[dim]note: {shown(n)}[/]" for n in r.notes]
         self.query_one("#detail", Static).update("\n".join(lines))
         self.query_one(GrowthChart).show([], "")
+
+    def action_precision(self) -> None:
+        model = self.advice.framework_model
+        if self.advice.method != "rerun" or not model:
+            self.notify("no framework ONNX model to convert: the search needs one", severity="warning")
+            return
+        try:
+            spec = spec_from_task(self.advice.folder, model)
+        except SourceError as exc:
+            self.notify(str(exc), severity="error")
+            return
+        self.app.push_screen(PrecisionScreen(spec, self.task_name))
 
     def action_jump(self) -> None:
         if self.showing_ranking:

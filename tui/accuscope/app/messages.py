@@ -132,3 +132,10 @@ class CountDone(Done):
 
 class RankingDone(Done):
     """The ops ranked by the error each one made (`Ranking`)."""
+
+
+# ------------------------------------------------------------------ the precision screen
+
+
+class PrecisionDone(Done):
+    """The mixed-precision search's `PrecisionResult`."""

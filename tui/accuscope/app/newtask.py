@@ -22,7 +22,8 @@ FIELDS = [i for i in INPUTS if i.form]  # the comparison's inputs, as declared f
 
 class NewTaskScreen(Screen):
     TITLE = "new task"
-    BINDINGS = [Binding("ctrl+s", "start", "start comparison"), Binding("escape", "app.pop_screen", "back")]
+    BINDINGS = [Binding("ctrl+s", "start", "start comparison", id="newtask.start"),
+                Binding("escape", "app.pop_screen", "back", id="newtask.back")]
     DEFAULT_CSS = """
     NewTaskScreen .field { height: auto; }
     NewTaskScreen .field Label { width: 18; padding: 1 1 0 0; text-align: right; }

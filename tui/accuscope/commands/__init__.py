@@ -10,6 +10,7 @@ from . import (
     op,
     open_task,
     overlay,
+    precision,
     report,
     run,
     sensitivity,
@@ -17,5 +18,5 @@ from . import (
     show,
 )
 
-COMMANDS = [inspect, convert, dump, compare, run, show, overlay, op, advise, sensitivity, report, export, demo,
-            open_task, serve]
+COMMANDS = [inspect, convert, dump, compare, run, show, overlay, op, advise, sensitivity, precision, report, export,
+            demo, open_task, serve]

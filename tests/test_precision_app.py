@@ -1,0 +1,42 @@
+"""The precision screen, started with `p` from the advisor on an `accuscope run` task of the fp16
+cliff (PP-OCR cls with one BatchNormalization beyond float16): the trials, the chart, the op set
+and the verdict on screen; enter opens the final model's task."""
+from __future__ import annotations
+
+from accuscope.app.app import AccuscopeApp
+from accuscope.app.precisionscreen import PrecisionScreen
+from accuscope.app.taskscreen import TaskScreen
+from appkit import drive, screen_text, wait_for
+from test_diagnosis import accuscope, cls_cliff  # noqa: F401 - cls_cliff is a fixture
+
+
+def test_advisor_p_runs_the_search_on_screen_and_opens_the_result_task(cls_cliff, tmp_path):  # noqa: F811
+    root, ref, cand, bn, _ = cls_cliff
+    task = tmp_path / "t"
+    r = accuscope("run", ref, cand, "--input", f"x={root / 'x.npy'}", "--out", task)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+    async def script(pilot):
+        screen = pilot.app.screen
+        await wait_for(pilot, lambda: screen.advice is not None)
+        await pilot.press("a", "p", "c")  # cancelled at once: it stops before its next trial
+        prec = pilot.app.screen
+        assert isinstance(prec, PrecisionScreen) and prec.spec.to == "fp16"
+        await wait_for(pilot, lambda: prec.result is not None or prec.error)
+        await pilot.pause()
+        assert not prec.result.outcome.met and "target not met: cancelled" in screen_text(pilot.app)
+        await pilot.press("escape", "p")  # started again: resumes from the trial log
+        prec = pilot.app.screen
+        assert isinstance(prec, PrecisionScreen) and prec.result is None
+        await wait_for(pilot, lambda: prec.result is not None or prec.error)
+        await pilot.pause()
+        assert not prec.error and prec.result.outcome.keep == [bn]
+        text = screen_text(pilot.app)
+        assert "target met keeping 1 op(s) in fp32" in text and bn in text
+        assert "greedy" in text and "full" in text and "current op set" in text
+        assert "cos of the network outputs by trial" in text and "target 0.99" in text
+        await pilot.press("enter")
+        opened = pilot.app.screen
+        assert isinstance(opened, TaskScreen) and opened.folder == task / "precision-fp16" / "result" / "task"
+    drive(AccuscopeApp(tmp_path, open_path=task), script, size=(140, 45))
+    assert (task / "precision-fp16" / "trials.jsonl").exists()

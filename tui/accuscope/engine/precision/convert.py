@@ -1,0 +1,123 @@
+"""The conversions a precision search tries: fp16 (onnxconverter-common, `node_block_list`) and
+int8 (onnxruntime.quantization, `nodes_to_exclude`; static with a calibration folder of inputs).
+
+The reference is prepared once: weights held in Constant nodes become initializers (the converters
+need them there) and every node gets the name accuscope's dumps give it, so the ranking's op names,
+the block lists and the written lists all name the same nodes."""
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+from accuscope.engine.runs.onnxedit import constants_as_initializers
+from accuscope.engine.runs.ortdump import _load, node_names
+from accuscope.engine.sources.tensor import SourceError
+
+TARGETS = ("fp16", "int8")
+
+
+def prepare(model_path) -> object:
+    """The reference model as the search converts it (see the module doc); SourceError if unreadable."""
+    model = constants_as_initializers(_load(model_path))
+    for node, name in zip(model.graph.node, node_names(model.graph.node)):
+        node.name = name
+    return model
+
+
+def candidates(model, to: str, calibration: str | None = None) -> list[str]:
+    """The node names, in execution order, whose precision the conversion changes (what a block
+    list can name): for fp16 every node but the converter's own default block list; for int8 the
+    op types onnxruntime's quantizer handles (dynamic or, with calibration, static)."""
+    if to == "fp16":
+        from onnxconverter_common import float16
+        skip = set(float16.DEFAULT_OP_BLOCK_LIST) | {"Constant"}
+        return [n.name for n in model.graph.node if n.op_type not in skip]
+    from onnxruntime.quantization import registry
+    types = set(registry.QLinearOpsRegistry if calibration else registry.IntegerOpsRegistry)
+    return [n.name for n in model.graph.node if n.op_type in types]
+
+
+class CalibrationReader:
+    """onnxruntime.quantization's calibration data: one sample per .npy or .npz file of a folder
+    (an .npz holds every input by name; an .npy is the model's only input)."""
+
+    def __init__(self, folder: str, input_names: list[str]):
+        self.samples = calibration_samples(folder, input_names)
+        self.position = 0
+
+    def get_next(self):
+        if self.position >= len(self.samples):
+            return None
+        self.position += 1
+        return self.samples[self.position - 1]
+
+    def rewind(self):
+        self.position = 0
+
+
+def calibration_samples(folder: str, input_names: list[str]) -> list[dict[str, np.ndarray]]:
+    root = Path(folder)
+    if not root.is_dir():
+        raise SourceError(f"--calibration {folder}: not a folder")
+    samples = []
+    for f in sorted(root.iterdir()):
+        if f.suffix not in (".npy", ".npz"):
+            continue
+        try:
+            if f.suffix == ".npy":
+                if len(input_names) != 1:
+                    raise SourceError(f"{f}: an .npy sample fits a model with one input; this one has "
+                                      f"{len(input_names)}: give .npz files keyed by input name")
+                samples.append({input_names[0]: np.load(f, allow_pickle=False)})
+            else:
+                with np.load(f, allow_pickle=False) as z:
+                    missing = sorted(set(input_names) - set(z.files))
+                    if missing:
+                        raise SourceError(f"{f}: no array for input(s) {', '.join(missing)}")
+                    samples.append({k: z[k] for k in input_names})
+        except (OSError, ValueError) as exc:
+            raise SourceError(f"{f}: cannot read it as a calibration sample ({exc})") from None
+    if not samples:
+        raise SourceError(f"--calibration {folder}: holds no .npy or .npz sample")
+    return samples
+
+
+def convert(model, to: str, keep: list[str], calibration: str | None = None) -> object:
+    """`model` converted to `to` with the nodes named in `keep` left in fp32 (a new ModelProto)."""
+    import onnx
+    if to == "fp16":
+        from onnxconverter_common import float16
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # it warns about every value it truncates
+            return float16.convert_float_to_float16(model, keep_io_types=True, node_block_list=list(keep))
+    if to != "int8":
+        raise SourceError(f"unknown precision {to!r} (choose {', '.join(TARGETS)})")
+    with tempfile.TemporaryDirectory(prefix="accuscope-q") as tmp:
+        src, dst = os.path.join(tmp, "in.onnx"), os.path.join(tmp, "out.onnx")
+        onnx.save(model, src)
+        root = logging.getLogger()
+        level = root.level
+        root.setLevel(logging.ERROR)  # the quantizer logs advice about pre-processing on every call
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                _quantize(src, dst, model, keep, calibration)
+        finally:
+            root.setLevel(level)
+        return onnx.load(dst)
+
+
+def _quantize(src: str, dst: str, model, keep: list[str], calibration: str | None) -> None:
+    from onnxruntime.quantization import QuantType, quantize_dynamic, quantize_static
+    if calibration:
+        inits = {i.name for i in model.graph.initializer}
+        names = [i.name for i in model.graph.input if i.name not in inits]
+        quantize_static(src, dst, CalibrationReader(calibration, names), nodes_to_exclude=list(keep),
+                        activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
+    else:
+        quantize_dynamic(src, dst, weight_type=QuantType.QInt8, nodes_to_exclude=list(keep))

@@ -1,0 +1,57 @@
+"""A precision search set up from a finished task (the app's advisor starts one): the framework
+model as the reference, the conversion the task's candidate went through (int8 when its model holds
+quantization ops, else fp16), the inputs the task's reference dump was run on, and the folder
+TASK/precision-{fp16|int8}."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+
+from accuscope.engine.precision.evaluate import Target, parse_target
+from accuscope.engine.precision.workflow import PrecisionSpec
+from accuscope.engine.sources.tensor import SourceError, sanitize
+from accuscope.engine.tasks.task import load_task, meta_path
+
+QUANT_OPS = {"QuantizeLinear", "DynamicQuantizeLinear", "QLinearConv", "QLinearMatMul", "ConvInteger", "MatMulInteger"}
+
+
+def spec_from_task(folder: str | os.PathLike, framework_model: str | os.PathLike,
+                   targets: list[Target] | None = None) -> PrecisionSpec:
+    """SourceError when the task has no ONNX reference dump with its inputs (an `accuscope run` task has)."""
+    task = load_task(folder)
+    golden, npu = meta_path(folder, task.meta, "golden"), meta_path(folder, task.meta, "npu")
+    doc = _dump_doc(golden)
+    inputs = {}
+    for name in doc.get("inputs") or {}:
+        path = Path(golden) / f"{sanitize(name)}.0.{doc.get('timestamp')}.npy"
+        try:
+            inputs[name] = np.load(path, allow_pickle=False)
+        except (OSError, ValueError) as exc:
+            raise SourceError(f"{path}: cannot read the reference dump's input {name!r} ({exc})") from None
+    if not inputs:
+        raise SourceError(f"{folder}: the reference dump names no model input")
+    to = "int8" if _quantized(Path(npu) / "model.onnx" if npu else None) else "fp16"
+    return PrecisionSpec(str(framework_model), to, str(Path(folder) / f"precision-{to}"),
+                         targets or [parse_target("cos=0.99")], inputs)
+
+
+def _dump_doc(golden: Path | None) -> dict:
+    path = Path(golden or "") / "dump.json"
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        raise SourceError(f"{path}: no ONNX Runtime dump of the reference (a task made by `accuscope run` has one)") from None
+    return doc if isinstance(doc, dict) else {}
+
+
+def _quantized(model: Path | None) -> bool:
+    if model is None or not model.is_file():
+        return False
+    import onnx
+    try:
+        return any(n.op_type in QUANT_OPS for n in onnx.load(str(model), load_external_data=False).graph.node)
+    except Exception:  # noqa: BLE001 - protobuf raises several kinds on garbage
+        return False
