@@ -3,6 +3,9 @@ cliff (PP-OCR cls with one BatchNormalization beyond float16): the trials, the c
 and the verdict on screen; enter opens the final model's task."""
 from __future__ import annotations
 
+import threading
+
+from accuscope.app import precisionscreen
 from accuscope.app.app import AccuscopeApp
 from accuscope.app.precisionscreen import PrecisionScreen
 from accuscope.app.taskscreen import TaskScreen
@@ -10,8 +13,17 @@ from appkit import drive, screen_text, wait_for
 from test_diagnosis import accuscope, cls_cliff  # noqa: F401 - cls_cliff is a fixture
 
 
-def test_advisor_p_runs_the_search_on_screen_and_opens_the_result_task(cls_cliff, tmp_path):  # noqa: F811
+def test_advisor_p_runs_the_search_on_screen_and_opens_the_result_task(cls_cliff, tmp_path, monkeypatch):  # noqa: F811
     root, ref, cand, bn, _ = cls_cliff
+    started, proceed = threading.Event(), threading.Event()
+    real = precisionscreen.run_precision
+
+    def gated(*args):  # the first search waits until `c` is pressed: a cancel that cannot lose the race
+        if not started.is_set():
+            started.set()
+            proceed.wait(60)
+        return real(*args)
+    monkeypatch.setattr(precisionscreen, "run_precision", gated)
     task = tmp_path / "t"
     r = accuscope("run", ref, cand, "--input", f"x={root / 'x.npy'}", "--out", task)
     assert r.returncode == 0, r.stdout + r.stderr
@@ -19,7 +31,10 @@ def test_advisor_p_runs_the_search_on_screen_and_opens_the_result_task(cls_cliff
     async def script(pilot):
         screen = pilot.app.screen
         await wait_for(pilot, lambda: screen.advice is not None)
-        await pilot.press("a", "p", "c")  # cancelled at once: it stops before its next trial
+        await pilot.press("a", "p")
+        await wait_for(pilot, started.is_set)
+        await pilot.press("c")  # cancelled before the first trial: it stops before its next trial
+        proceed.set()
         prec = pilot.app.screen
         assert isinstance(prec, PrecisionScreen) and prec.spec.to == "fp16"
         await wait_for(pilot, lambda: prec.result is not None or prec.error)
