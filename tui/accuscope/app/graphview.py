@@ -18,6 +18,7 @@ from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
+from ..engine.compare.columns import METRIC
 from ..engine.compare.results import ResultTable
 from ..engine.compare.thresholds import LOWER_IS_WORSE, Thresholds, exempt, nonfinite_broken
 from ..engine.graphs.graph import Graph, Node
@@ -30,8 +31,6 @@ MEMBER_NODE = "◆"
 MARK_START, MARK_END, MARK_MEMBER = "S", "E", "┃"
 NUMBER = 7  # cells of the badge's number
 BADGE = 14  # mark, blank, number, blank, 4-cell metric key
-SHORT = {"mean_rel": "mrel", "max_rel": "xrel", "max_abs": "xabs", "mean_abs": "mabs", "acc_rel": "arel",
-         "rel_0.1%": "r.1%", "rel_0.5%": "r.5%", "golden_nonfinite": "gnf", "npu_nonfinite": "inf"}
 TYPE_CAP, SHAPE_CAP = 14, 18
 
 
@@ -50,7 +49,7 @@ class Badge:
     def cell(self) -> str:
         if not self.mark:
             return ""
-        return f"{self.mark} {fmt.pad(self.text, NUMBER, right=True)} {SHORT.get(self.key, self.key)[:4]}"
+        return f"{self.mark} {fmt.pad(self.text, NUMBER, right=True)} {METRIC[self.key].badge if self.key in METRIC else self.key[:4]}"
 
 
 NO_BADGE = Badge("", "", "none")

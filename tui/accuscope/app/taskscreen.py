@@ -14,7 +14,7 @@ from textual.widgets import Input, ProgressBar, Static
 from textual.worker import Worker, WorkerState
 
 from ..engine.compare import comparison as engine
-from ..engine.compare.columns import CSV_OF
+from ..engine.compare.columns import CSV_OF, METRIC
 from ..engine.compare.results import FilterError, ResultTable
 from ..engine.compare.thresholds import Thresholds, parse_assignments
 from ..engine.diagnose.advice import Advice, add_origin_columns, load_advice
@@ -62,8 +62,8 @@ class TaskScreen(Screen):
     """
     HELP = ("Filter expressions: comparisons of columns with numbers or text, joined by and/or/not, e.g.\n"
             "  cos < 0.99 and type == \"Conv2D\"      \"conv\" in name      isnan(kl) or max_abs > 1\n"
-            "Columns by short key (cos, red, kl, max_abs, mean_abs, rmse, max_rel, mean_rel, acc_rel) or "
-            "CSV name.\nRows breaking a threshold are marked ✗ and red; exempt rows (TransData, inputs, "
+            f"Columns by short key ({', '.join(METRIC)}) or CSV name.\n"
+            "Rows breaking a threshold are marked ✗ and red; exempt rows (TransData, inputs, "
             "device-only ops) never fail. Thresholds: t, then e.g. `cos=0.98 kl=off`.")
 
     def __init__(self, task: Task | None = None, run: tuple[engine.CompareSpec, Path] | None = None) -> None:

@@ -8,14 +8,14 @@ import sys
 
 import numpy as np
 
+from ..engine.compare.columns import BRIEF
 from ..engine.compare.summary import summarize
 from ..engine.sources.names import printable
 from ..engine.sources.tensor import SourceError
 from ..engine.tasks.task import coverage_warnings, load_task
 from ..exitcode import ExitCode
 
-DEFAULT_COLUMNS = ("index", "npu_op", "type", "tensor", "golden_op", "cos", "red", "kl", "max_abs", "mean_rel",
-                   "fail", "reason")
+DEFAULT_COLUMNS = ("index", "npu_op", "type", "tensor", "golden_op", *BRIEF, "fail", "reason")
 
 
 def register(sub) -> None:

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from accuscope.engine.compare import plugins as plugin_mod
-from accuscope.engine.compare.columns import CSV_OF, KEY_OF, NUMERIC_METRICS
+from accuscope.engine.compare.columns import CSV_OF, KEY_OF, METRIC, NUMERIC_METRICS
 from accuscope.engine.compare.lifetime import die_with_parent, process_context
 from accuscope.engine.compare.mapping import DEVICE_ONLY, Pair, map_tensors, read_mapping_file
 from accuscope.engine.compare.metrics import CHUNK, PairMetrics, array_chunks, compare_chunks
@@ -459,13 +459,9 @@ def run_job(job: Job) -> tuple[int, dict]:
 
 
 def _cells(m: PairMetrics, metrics: tuple[str, ...]) -> dict:
-    cells = {k: m.values[k] for k in metrics if k in m.values}
-    if "std" in metrics:
-        cells["std"] = m.std
-    cells["rel_0.1%"], cells["rel_0.5%"] = m.values["rel_0.1%"], m.values["rel_0.5%"]
-    cells["npu_nonfinite"], cells["golden_nonfinite"] = m.npu_nonfinite, m.golden_nonfinite
-    cells["euclid_sim"], cells["sqnr"], cells["tpu_verdict"] = m.values["euclid_sim"], m.values["sqnr"], m.tpu_verdict
-    return cells
+    """The row's metric cells: msaccucmp's as selected (--algorithms), the extras always."""
+    return {k: m.values[k] if k in m.values else getattr(m, k) for k in METRIC
+            if k in metrics or METRIC[k].origin != "msaccucmp"}
 
 
 # ------------------------------------------------------------------ running a plan

@@ -22,7 +22,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from accuscope.engine.compare.columns import CSV_OF, EXTRAS, METRICS, NUMERIC_METRICS
+from accuscope.engine.compare.columns import CSV_OF, FLOAT_METRICS, METRIC_TABLE, NUMERIC_METRICS
 from accuscope.engine.sources.names import parse_tensor_name
 
 # (key, kind) in display order; kind is one of float, int, bool, text
@@ -31,9 +31,7 @@ COLUMNS: list[tuple[str, str]] = (
      ("npu_op", "text"), ("npu_dtype", "text"), ("npu_address", "text"),
      ("golden_op", "text"), ("golden_dtype", "text"), ("golden_address", "text"),
      ("tensor", "text"), ("io", "text"), ("shape", "text"), ("overflow", "text")]
-    + [(key, "text" if key == "std" else "float") for _, key in METRICS]
-    + [(key, "int" if key.endswith("nonfinite") else "text" if key == "tpu_verdict" else "float")
-       for _, key in EXTRAS]
+    + [(m.key, m.kind) for m in METRIC_TABLE]
     + [("reason", "text"), ("is_npu_only", "bool"), ("is_output", "bool"), ("fail", "bool"),
        ("conversion", "text"), ("how", "text"), ("npu_file", "text"), ("golden_file", "text")]
 )
@@ -43,9 +41,9 @@ DEFAULT_OF = {key: DEFAULTS[kind] for key, kind in COLUMNS}
 DEFAULT_OF.update(npu_address="NaN", golden_address="NaN")
 DTYPE = {"float": np.float64, "int": np.int64, "bool": np.bool_, "text": object}
 # Metric columns that may be absent (a subset of algorithms, a foreign CSV): tracked in `present`.
-METRIC_COLUMNS = [key for _, key in METRICS + EXTRAS]
+METRIC_COLUMNS = [m.key for m in METRIC_TABLE]
 # Numeric metrics in display order (the ten without std, then the error-ratio extras).
-NUMERIC_ORDER = NUMERIC_METRICS + [key for _, key in EXTRAS if KIND[key] == "float"]
+NUMERIC_ORDER = FLOAT_METRICS
 # Result-CSV names of the non-metric columns; filters and sort accept them as well.
 CSV_NAMES = {"Index": "index", "OpSequence": "op_seq", "OpType": "type", "NPUDump": "npu_op",
              "GroundTruth": "golden_op", "TensorIndex": "tensor", "Shape": "shape",

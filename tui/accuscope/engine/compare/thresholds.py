@@ -19,17 +19,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from accuscope.engine.compare.columns import CSV_OF, NUMERIC_METRICS
+from accuscope.engine.compare.columns import CSV_OF, LOWER_IS_WORSE, MSIT_DEFAULTS, THRESHOLD_KEYS, TPU_DEFAULTS
 from accuscope.engine.compare.results import ResultTable
 from accuscope.engine.graphs.optypes import EXEMPT_TYPES
 
-# Keys a threshold may name: the numeric metrics and the error-ratio / non-finite extras.
-THRESHOLD_KEYS = NUMERIC_METRICS + ["rel_0.1%", "rel_0.5%", "npu_nonfinite", "golden_nonfinite",
-                                    "euclid_sim", "sqnr"]
-# Similarities (and SQNR) fail when low; everything else is an error measure and fails when high.
-LOWER_IS_WORSE = {"cos", "euclid_sim", "sqnr"}
-TPU_DEFAULTS = {"cos": 0.99, "euclid_sim": 0.90}  # tpu-mlir's npz_tool compare --tolerance
-MSIT_DEFAULTS = {"cos": 0.99, "red": 0.05, "kl": 0.005, "rmse": 1.0, "mean_rel": 1.0}
+__all__ = ["LOWER_IS_WORSE", "MSIT_DEFAULTS", "THRESHOLD_KEYS", "TPU_DEFAULTS"]  # the metric table's, here too
 
 
 @dataclass
