@@ -20,7 +20,7 @@ from textual.strip import Strip
 
 from ..engine.compare.columns import METRIC
 from ..engine.compare.results import ResultTable
-from ..engine.compare.thresholds import LOWER_IS_WORSE, Thresholds, exempt, nonfinite_broken
+from ..engine.compare.thresholds import LOWER_IS_WORSE, Thresholds
 from ..engine.graphs.graph import Graph, Node
 from ..engine.graphs.lanes import LIMIT, NODE, Lanes
 from ..engine.sources.tensor import sanitize
@@ -62,15 +62,10 @@ class OpResults:
         self.table, self.thresholds = table, thresholds
         cols = table.columns
         n = len(table)
-        self.fail = np.asarray(cols["fail"], dtype=bool)
-        self.exempt = exempt(table) if n else np.zeros(0, dtype=bool)
+        state = thresholds.evaluate(table)
+        self.fail, self.exempt, self.invalid, self.nonfinite = state.fail, state.exempt, state.not_compared, \
+            state.nonfinite
         keys = table.metric_keys
-        if keys and n:
-            all_nan = np.logical_and.reduce([np.isnan(cols[k]) for k in keys])
-        else:
-            all_nan = np.ones(n, dtype=bool)
-        self.invalid = (cols["reason"] != "") & all_nan if n else np.zeros(0, dtype=bool)
-        self.nonfinite = nonfinite_broken(table) if n else np.zeros(0, dtype=bool)
         self.metric = "cos" if "cos" in keys else (keys[0] if keys else "")
         self.values = table.numbers(self.metric) if self.metric else np.full(n, math.nan)
         self.io = cols["io"].tolist()

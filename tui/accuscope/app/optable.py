@@ -36,7 +36,7 @@ from textual.strip import Strip
 
 from ..engine.compare.columns import METRIC, TABLE_ORDER, TABLE_TAIL
 from ..engine.compare.results import KIND, FilterError, ResultTable
-from ..engine.compare.thresholds import Thresholds, exempt
+from ..engine.compare.thresholds import RowState, Thresholds
 from . import formatting as fmt
 
 __all__ = ["OperatorTable", "FilterError", "IO_MODES"]
@@ -236,8 +236,7 @@ class OperatorTable(ScrollView, can_focus=True):
         self._table = table
         if thresholds is not None:
             self._thresholds = thresholds
-        self._thresholds.apply(table)
-        self._flags()
+        self._flags(self._thresholds.apply(table))
         self._measure()
         try:
             self._base = self._filtered(self._filter)
@@ -425,21 +424,9 @@ class OperatorTable(ScrollView, can_focus=True):
         return " · ".join(parts)
 
     # ---- view computation -----------------------------------------------------------------------
-    def _flags(self) -> None:
-        t = self._table
-        self._fail = t.columns["fail"]
-        self._exempt = exempt(t) if len(t) else np.zeros(0, dtype=bool)
-        keys = t.metric_keys
-        if keys:
-            all_nan = np.logical_and.reduce([np.isnan(t.columns[k]) for k in keys])
-        else:
-            all_nan = np.ones(len(t), dtype=bool)
-        self._invalid = (t.columns["reason"] != "") & all_nan if len(t) else np.zeros(0, dtype=bool)
-        self._broken = {}
-        for th in self._thresholds.items:
-            if th.key in t.columns:
-                mask = th.broken(t.numbers(th.key)) & ~self._exempt
-                self._broken[th.key] = (mask, -1 if th.op == "<" else 1)
+    def _flags(self, state: RowState) -> None:
+        self._fail, self._exempt, self._invalid = state.fail, state.exempt, state.not_compared
+        self._broken = {t.key: (state.broken[t.key], -1 if t.op == "<" else 1) for t in self._thresholds.items}
 
     def _filtered(self, expression: str) -> np.ndarray:
         t = self._table

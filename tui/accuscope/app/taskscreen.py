@@ -255,7 +255,8 @@ class TaskScreen(Screen):
     def save_thresholds(self) -> None:
         if self.opened is None or self.opened.meta.get("foreign") or self.running:
             return
-        self.opened.mark(self.opened.info.state or "done", thresholds=self.thresholds.to_dict())
+        from ..engine.tasks.task import save_thresholds
+        save_thresholds(self.opened, self.thresholds)
         self.notify("thresholds saved in task.json", timeout=3)
 
     def action_zoom(self) -> None:
@@ -352,18 +353,12 @@ class TaskScreen(Screen):
         if not batch:
             self.update_status()
             return
-        rows = []
-        for index, cells in batch:
-            row = dict(plan.rows[index])
-            row.update({k: v for k, v in cells.items() if k != "reason"})
-            row["reason"] = "; ".join(filter(None, [row.get("reason", ""), cells.get("reason", "")]))
-            rows.append(row)
+        rows = [engine.merged_row(plan, index, cells) for index, cells in batch]
         rows.sort(key=lambda r: r["index"])
         if self._live is None:
             self._live = ResultTable.from_rows(rows, custom=[p.name for p in plan.plugins])
         else:
             self._live.append_rows(rows)
-        self.thresholds.apply(self._live)
         self.show_table(self._live, self.thresholds)
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:

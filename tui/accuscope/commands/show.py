@@ -52,8 +52,7 @@ def run(args) -> int:
     if unknown:
         raise SourceError(f"--columns: no column {', '.join(unknown)} in {args.task}; columns: {', '.join(known)}")
     s = summarize(table, task.thresholds)
-    fail = np.asarray(table.columns["fail"], dtype=bool) if "fail" in table.columns else np.zeros(len(table), bool)
-    rows = np.flatnonzero(fail) if args.failing else np.arange(len(table))
+    rows = np.flatnonzero(task.thresholds.evaluate(table).fail) if args.failing else np.arange(len(table))
     data = [[_cell(table.columns[c][i]) for c in columns] for i in rows]
     warnings = coverage_warnings(task.meta)
     if args.format == "json":

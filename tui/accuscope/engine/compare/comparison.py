@@ -478,10 +478,7 @@ def execute(plan: Plan, progress: Callable[[Progress, list[tuple[int, dict]]], N
     start = time.perf_counter()
     jobs = [Job(i, p.npu, p.golden, tuple(plan.metrics))
             for i, p in enumerate(plan.pairs) if p.golden is not None and not p.npu.problem and not p.golden.problem]
-    rows = [dict(r) for r in plan.rows]
-    for p, r in zip(plan.pairs, rows):
-        if p.golden is not None and p.golden.problem and not r["reason"]:
-            r["reason"] = f"golden {p.golden.problem}"
+    rows = [merged_row(plan, i, {}) for i in range(len(plan.rows))]
     workers = workers or os.cpu_count() or 1
     inline = workers == 1 or plan.total_bytes < (INLINE_BYTES if inline_bytes is None else inline_bytes)
     results = _run_inline(jobs, cancel) if inline else _run_pool(jobs, workers, cancel)
@@ -490,7 +487,8 @@ def execute(plan: Plan, progress: Callable[[Progress, list[tuple[int, dict]]], N
         for batch in results:
             if plan.plugins:
                 batch = [(row, _with_plugins(host, plan, row, cells)) for row, cells in batch]
-            _take(rows, batch)
+            for row, cells in batch:
+                rows[row] = merged_row(plan, row, cells)
             done += len(batch)
             if progress:
                 progress(Progress(done, len(jobs), time.perf_counter() - start,
@@ -503,11 +501,17 @@ def execute(plan: Plan, progress: Callable[[Progress, list[tuple[int, dict]]], N
     return table
 
 
-def _take(rows: list[dict], batch: list[tuple[int, dict]]) -> None:
-    for row, cells in batch:
-        rows[row].update({k: v for k, v in cells.items() if k != "reason"})
-        if cells.get("reason"):
-            rows[row]["reason"] = "; ".join(filter(None, [rows[row]["reason"], cells["reason"]]))
+def merged_row(plan: Plan, index: int, cells: dict) -> dict:
+    """The plan's row `index` with a pair's computed cells: the one merge of execute() and the live
+    table of `compare --tui`. A golden tensor's problem and the comparison's reason join in `reason`."""
+    row = dict(plan.rows[index])
+    golden = plan.pairs[index].golden
+    if golden is not None and golden.problem and not row["reason"]:
+        row["reason"] = f"golden {golden.problem}"
+    row.update({k: v for k, v in cells.items() if k != "reason"})
+    if cells.get("reason"):
+        row["reason"] = "; ".join(filter(None, [row["reason"], cells["reason"]]))
+    return row
 
 
 def _with_plugins(host: plugin_mod.PluginHost, plan: Plan, row: int, cells: dict) -> dict:

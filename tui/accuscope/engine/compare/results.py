@@ -53,6 +53,9 @@ ALIASES = {"name": "npu_op", "op": "npu_op", "golden": "golden_op"}
 SEARCHED = ("npu_op", "golden_op", "type", "tensor")
 # Integer columns where -1 means "unknown": they sort last and never match a comparison.
 _INT_MISSING = {"op_seq", "npu_nonfinite", "golden_nonfinite"}
+# Columns that hold the thresholds' judgement of the others (thresholds.RowState): setting them is
+# no change of the table's data, so it keeps what was derived from the table (the RowState itself).
+JUDGED = ("fail", "tpu_verdict")
 
 
 def text_array(values: Iterable) -> np.ndarray:
@@ -125,6 +128,9 @@ class ResultTable:
         self._n = len(columns["index"])
         self._buf: dict[str, np.ndarray] = {}  # grown capacity for append_rows
         self._cache: dict = {}
+        self.version = 0  # grows with every change of the data: rows appended, a column set
+        self._derived: dict = {}  # what derived() built for this version
+        self._derived_version = 0
 
     # ---- construction -------------------------------------------------------------------------
     @classmethod
@@ -189,6 +195,29 @@ class ResultTable:
             self.columns[key] = buf[:need]
         self._n = need
         self.present |= new.present
+        self.version += 1
+
+    def set_column(self, name: str, values) -> None:
+        """Replace a column, or add one: a name that is not a built-in column becomes a plugin-style
+        text column (filters, sort and the CSV see it), as the advisor's origin and iso_cos."""
+        kind = KIND.get(name, "text")
+        column = _column(values, kind)
+        if len(column) != self._n:
+            raise ValueError(f"column {name!r} holds {len(column):,} values, not {self._n:,}")
+        self.columns[name] = column
+        if name not in KIND and name not in self.custom:
+            self.custom.append(name)
+        if name not in JUDGED:
+            self.version += 1
+
+    def derived(self, key: tuple, build: Callable):
+        """build() of the whole table, kept until its data change (`version`); `key` names what
+        else it depends on, e.g. the thresholds for the table's RowState."""
+        if self._derived_version != self.version:
+            self._derived, self._derived_version = {}, self.version
+        if key not in self._derived:
+            self._derived[key] = build()
+        return self._derived[key]
 
     # ---- access -------------------------------------------------------------------------------
     def __len__(self) -> int:

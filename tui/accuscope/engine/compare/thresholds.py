@@ -26,6 +26,26 @@ from accuscope.engine.graphs.optypes import EXEMPT_TYPES
 __all__ = ["LOWER_IS_WORSE", "MSIT_DEFAULTS", "THRESHOLD_KEYS", "TPU_DEFAULTS"]  # the metric table's, here too
 
 
+@dataclass(frozen=True, eq=False)
+class RowState:
+    """What the thresholds say about every row of a table: masks over all rows, decided once per
+    change of the table or the thresholds (Thresholds.evaluate). The op table, graph, summary, CSV
+    (through the fail column apply() writes), CLI and advisor read it; none decides it again."""
+
+    fail: np.ndarray  # breaks a threshold or the NaN/inf rule, and is not exempt
+    not_compared: np.ndarray  # has a reason and no metric value (unreadable, no golden, shapes differ)
+    exempt: np.ndarray  # never fails: layout-only ops, network inputs, device-only ops
+    nonfinite: np.ndarray  # the NPU tensor holds more NaN/inf than the golden one
+    broken: dict[str, np.ndarray]  # threshold key -> rows breaking it (exempt rows never do)
+    tpu_verdict: np.ndarray | None  # tpu-mlir's ladder per row; None without the column
+
+    def broken_keys(self, i: int) -> list[str]:
+        """Keys of the thresholds row i breaks, then npu_nonfinite for the NaN/inf rule."""
+        keys = [k for k, mask in self.broken.items() if mask[i]]
+        return keys + ["npu_nonfinite"] if self.nonfinite[i] and not self.exempt[i] and "npu_nonfinite" not in keys \
+            else keys
+
+
 @dataclass
 class Threshold:
     key: str
@@ -106,11 +126,33 @@ class Thresholds:
         return cls(items)
 
     # ---- evaluation ---------------------------------------------------------------------------
-    def apply(self, table: ResultTable) -> None:
-        """Set table.columns["fail"] to failing(table), and the tpu_verdict column's ladder."""
-        table.columns["fail"] = self.failing(table)
-        if "tpu_verdict" in table.present:
-            table.columns["tpu_verdict"] = self.tpu_verdicts(table)
+    def evaluate(self, table: ResultTable) -> RowState:
+        """The table's RowState under these thresholds; built once per change of either."""
+        key = ("rowstate", tuple((t.key, t.op, t.value) for t in self.items))
+        return table.derived(key, lambda: self._evaluate(table))
+
+    def _evaluate(self, table: ResultTable) -> RowState:
+        n = len(table)
+        free = ~exempt(table) if n else np.ones(0, dtype=bool)
+        broken = {t.key: t.broken(table.numbers(t.key)) & free for t in self.items}
+        nonfinite = nonfinite_broken(table)
+        fail = nonfinite & free
+        for mask in broken.values():
+            fail = fail | mask
+        keys = table.metric_keys
+        no_value = np.logical_and.reduce([np.isnan(table.columns[k]) for k in keys]) if keys and n \
+            else np.ones(n, dtype=bool)
+        verdict = self.tpu_verdicts(table) if "tpu_verdict" in table.present else None
+        return RowState(fail, (table.columns["reason"] != "") & no_value, ~free, nonfinite, broken, verdict)
+
+    def apply(self, table: ResultTable) -> RowState:
+        """Write the table's judged columns (fail, the tpu_verdict ladder) from evaluate(table): the
+        one place they are written. Cheap when nothing changed; returns the RowState."""
+        state = self.evaluate(table)
+        table.set_column("fail", state.fail)
+        if state.tpu_verdict is not None:
+            table.set_column("tpu_verdict", state.tpu_verdict)
+        return state
 
     def set_tolerance(self, cos: float, euclid: float) -> None:
         """tpu-mlir's `--tolerance COS,EUCLID`: fail below either (cos's threshold replaced)."""
@@ -141,17 +183,11 @@ class Thresholds:
 
     def failing(self, table: ResultTable) -> np.ndarray:
         """Rows breaking any threshold (NaN ignored) or the NaN/inf rule; exempt rows never fail."""
-        fail = nonfinite_broken(table)
-        for t in self.items:
-            fail |= t.broken(table.numbers(t.key))
-        return fail & ~exempt(table)
+        return self.evaluate(table).fail
 
     def broken(self, table: ResultTable, i: int) -> list[str]:
         """Keys of the thresholds row i breaks (empty for exempt rows), for the detail view."""
-        if exempt(table)[i]:
-            return []
-        keys = [t.key for t in self.items if t.broken(table.numbers(t.key)[i:i + 1])[0]]
-        return keys + ["npu_nonfinite"] if nonfinite_broken(table)[i] and "npu_nonfinite" not in keys else keys
+        return self.evaluate(table).broken_keys(i)
 
 
 def nonfinite_broken(table: ResultTable) -> np.ndarray:

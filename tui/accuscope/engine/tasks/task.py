@@ -252,6 +252,19 @@ def save_task(folder: str | os.PathLike, meta: dict, table: ResultTable, thresho
     return csv_path
 
 
+def save_thresholds(task: Task, thresholds: Thresholds) -> None:
+    """New thresholds for a finished task: its result is saved again as a new generation, so the
+    result CSV's IsPrecisionError, task.json's counts and the advisor judge the rows alike. A task
+    without a result only records them in task.json."""
+    task.thresholds = thresholds
+    if task.csv is None and not len(task.table):
+        task.meta.update(mark_state(task.folder, task.meta.get("state") or "done", thresholds=thresholds.to_dict()))
+        return
+    task.csv = save_task(task.folder, {"state": task.meta.get("state") or "done", "error": task.meta.get("error", "")},
+                         task.table, thresholds, task.meta.get("csv_options"))
+    task.meta.update(read_task_doc(task.folder))
+
+
 def mark_state(folder: str | os.PathLike, state: str, **fields) -> dict:
     """Set the state (and e.g. error=..., npu=...) in task.json, creating it if needed."""
     if state not in STATES:
