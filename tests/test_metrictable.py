@@ -133,6 +133,7 @@ def test_the_csv_and_the_advisor_agree_after_a_threshold_change(cls_model, tmp_p
     """A real task (PP-OCR cls against an fp16 NPU dump with one op broken), its thresholds
     tightened as the app does it: the re-saved CSV, task.json's counts, the reloaded task's row
     state and the advisor's failing ops say the same rows fail."""
+    from accuscope.engine.diagnose.advice import add_origin_columns
     from accuscope.engine.diagnose.advisor import advise
     from accuscope.engine.tasks.task import load_task, save_thresholds
     from accuscope.engine.tasks.taskrun import run_task
@@ -144,6 +145,7 @@ def test_the_csv_and_the_advisor_agree_after_a_threshold_change(cls_model, tmp_p
     run_task(spec, tmp_path / "task", workers=1)
     task = load_task(tmp_path / "task")
     before = int(task.table.columns["fail"].sum())
+    add_origin_columns(task.table, advise(tmp_path / "task"))  # as the app shows the advice: not the result
     tight = Thresholds.from_dict(task.thresholds.to_dict())
     tight.edit("max_abs=0.0001 red=off")  # fp16 rounding now fails rows; the planted fault still does
     save_thresholds(task, tight)
@@ -154,6 +156,7 @@ def test_the_csv_and_the_advisor_agree_after_a_threshold_change(cls_model, tmp_p
         rows = list(csv.DictReader(f))
     in_csv = np.array([r["IsPrecisionError"] == "YES" for r in rows])
     assert len(rows) == len(again.table) and in_csv.sum() > before
+    assert "origin" not in rows[0] and again.table.custom == [] and np.array_equal(task.table.columns["fail"], in_csv)
     assert np.array_equal(in_csv, state.fail)
     assert again.meta["failing"] == int(state.fail.sum())
     advice = advise(tmp_path / "task")

@@ -257,11 +257,16 @@ def save_thresholds(task: Task, thresholds: Thresholds) -> None:
     result CSV's IsPrecisionError, task.json's counts and the advisor judge the rows alike. A task
     without a result only records them in task.json."""
     task.thresholds = thresholds
+    thresholds.apply(task.table)
     if task.csv is None and not len(task.table):
         task.meta.update(mark_state(task.folder, task.meta.get("state") or "done", thresholds=thresholds.to_dict()))
         return
+    table, own = task.table, task.meta.get("custom_columns") or []
+    if set(table.custom) - set(own):  # columns added since (the advisor's origin, iso_cos) are not the result
+        table = ResultTable({k: v for k, v in table.columns.items() if k not in table.custom or k in own},
+                            [c for c in table.custom if c in own], table.present)
     task.csv = save_task(task.folder, {"state": task.meta.get("state") or "done", "error": task.meta.get("error", "")},
-                         task.table, thresholds, task.meta.get("csv_options"))
+                         table, thresholds, task.meta.get("csv_options"))
     task.meta.update(read_task_doc(task.folder))
 
 
