@@ -133,17 +133,21 @@ class Thresholds:
 
     def _evaluate(self, table: ResultTable) -> RowState:
         n = len(table)
-        free = ~exempt(table) if n else np.ones(0, dtype=bool)
+        free = ~_exempt(table) if n else np.ones(0, dtype=bool)
         broken = {t.key: t.broken(table.numbers(t.key)) & free for t in self.items}
-        nonfinite = nonfinite_broken(table)
+        nonfinite = _nonfinite_broken(table)
         fail = nonfinite & free
         for mask in broken.values():
             fail = fail | mask
         keys = table.metric_keys
         no_value = np.logical_and.reduce([np.isnan(table.columns[k]) for k in keys]) if keys and n \
             else np.ones(n, dtype=bool)
-        verdict = self.tpu_verdicts(table) if "tpu_verdict" in table.present else None
-        return RowState(fail, (table.columns["reason"] != "") & no_value, ~free, nonfinite, broken, verdict)
+        verdict = self._tpu_verdicts(table) if "tpu_verdict" in table.present else None
+        state = RowState(fail, (table.columns["reason"] != "") & no_value, ~free, nonfinite, broken, verdict)
+        for mask in (state.fail, state.not_compared, state.exempt, state.nonfinite, verdict, *broken.values()):
+            if mask is not None:
+                mask.flags.writeable = False  # read by all, changed by none
+        return state
 
     def apply(self, table: ResultTable) -> RowState:
         """Write the table's judged columns (fail, the tpu_verdict ladder) from evaluate(table): the
@@ -164,7 +168,7 @@ class Thresholds:
         return tuple(t.value if (t := self.get(k)) is not None else v  # type: ignore[return-value]
                      for k, v in TPU_DEFAULTS.items())
 
-    def tpu_verdicts(self, table: ResultTable) -> np.ndarray:
+    def _tpu_verdicts(self, table: ResultTable) -> np.ndarray:
         """tpu-mlir's ladder per row: EQUAL and CLOSE as the comparison found them, else SIMILAR
         when cos > COS and euclid_sim > EUCLID (strictly, as tpu-mlir; NaN is not similar), else
         NOT_SIMILAR; "" for rows without a comparison (no golden tensor, unreadable, shapes differ)."""
@@ -181,22 +185,18 @@ class Thresholds:
         verdict[~compared & ~ladder] = ""
         return verdict
 
-    def failing(self, table: ResultTable) -> np.ndarray:
-        """Rows breaking any threshold (NaN ignored) or the NaN/inf rule; exempt rows never fail."""
-        return self.evaluate(table).fail
-
     def broken(self, table: ResultTable, i: int) -> list[str]:
         """Keys of the thresholds row i breaks (empty for exempt rows), for the detail view."""
         return self.evaluate(table).broken_keys(i)
 
 
-def nonfinite_broken(table: ResultTable) -> np.ndarray:
+def _nonfinite_broken(table: ResultTable) -> np.ndarray:
     """Rows whose NPU tensor has more NaN/inf than the golden one (counts of -1: unknown)."""
     npu, golden = table.columns["npu_nonfinite"], table.columns["golden_nonfinite"]
     return npu > np.maximum(golden, 0)
 
 
-def exempt(table: ResultTable) -> np.ndarray:
+def _exempt(table: ResultTable) -> np.ndarray:
     """Rows that are never flagged: layout-only ops, network inputs, device-only ops."""
     return np.isin(table.columns["type"], sorted(EXEMPT_TYPES)) | table.columns["is_npu_only"]
 
