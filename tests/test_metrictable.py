@@ -135,7 +135,7 @@ def test_the_csv_and_the_advisor_agree_after_a_threshold_change(cls_model, tmp_p
     state and the advisor's failing ops say the same rows fail."""
     from accuscope.engine.diagnose.advice import add_origin_columns
     from accuscope.engine.diagnose.advisor import advise
-    from accuscope.engine.tasks.task import load_task, save_thresholds
+    from accuscope.engine.tasks.task import load_task
     from accuscope.engine.tasks.taskrun import run_task
 
     noise = np.random.default_rng(1)
@@ -148,7 +148,7 @@ def test_the_csv_and_the_advisor_agree_after_a_threshold_change(cls_model, tmp_p
     add_origin_columns(task.table, advise(tmp_path / "task"))  # as the app shows the advice: not the result
     tight = Thresholds.from_dict(task.thresholds.to_dict())
     tight.edit("max_abs=0.0001 red=off")  # fp16 rounding now fails rows; the planted fault still does
-    save_thresholds(task, tight)
+    task.set_thresholds(tight)
 
     again = load_task(tmp_path / "task")
     state = again.thresholds.evaluate(again.table)

@@ -255,8 +255,7 @@ class TaskScreen(Screen):
     def save_thresholds(self) -> None:
         if self.opened is None or self.opened.meta.get("foreign") or self.running:
             return
-        from ..engine.tasks.task import save_thresholds
-        save_thresholds(self.opened, self.thresholds)
+        self.opened.set_thresholds(self.thresholds)
         self.notify("thresholds saved in task.json", timeout=3)
 
     def action_zoom(self) -> None:
