@@ -141,7 +141,7 @@ def test_the_csv_and_the_advisor_agree_after_a_threshold_change(cls_model, tmp_p
     noise = np.random.default_rng(1)
     sim = cls_with_planted_fault(cls_model, tmp_path, "Relu@4", lambda a: a + noise.standard_normal(
         a.shape).astype(np.float32) * a.std())
-    spec = engine.CompareSpec(str(tmp_path / "npu" / "dump"), str(tmp_path / "golden"), sim.model_json)
+    spec = engine.CompareSpec(str(tmp_path / "npu" / "dump"), str(tmp_path / "golden"), model=sim.model_json)
     run_task(spec, tmp_path / "task", workers=1)
     task = load_task(tmp_path / "task")
     before = int(task.table.columns["fail"].sum())
