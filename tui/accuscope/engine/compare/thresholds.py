@@ -133,7 +133,7 @@ class Thresholds:
 
     def _evaluate(self, table: ResultTable) -> RowState:
         n = len(table)
-        free = ~_exempt(table) if n else np.ones(0, dtype=bool)
+        free = ~exempt(table) if n else np.ones(0, dtype=bool)
         broken = {t.key: t.broken(table.numbers(t.key)) & free for t in self.items}
         nonfinite = _nonfinite_broken(table)
         fail = nonfinite & free
@@ -196,7 +196,7 @@ def _nonfinite_broken(table: ResultTable) -> np.ndarray:
     return npu > np.maximum(golden, 0)
 
 
-def _exempt(table: ResultTable) -> np.ndarray:
+def exempt(table: ResultTable) -> np.ndarray:
     """Rows that are never flagged: layout-only ops, network inputs, device-only ops."""
     return np.isin(table.columns["type"], sorted(EXEMPT_TYPES)) | table.columns["is_npu_only"]
 
