@@ -1,6 +1,7 @@
 """The app on the demo workspace, driven with Pilot: what a user sees change when they press keys."""
 from __future__ import annotations
 
+import csv
 import json
 import shutil
 
@@ -91,6 +92,8 @@ def test_chart_follows_cursor_and_metric_key(ws):
 
 
 def test_thresholds_edit_changes_failures_and_is_saved(ws):
+    seen = {}
+
     async def script(pilot):
         screen = pilot.app.screen
         before = int(screen.query_one(OperatorTable).table.columns["fail"].sum())
@@ -101,10 +104,14 @@ def test_thresholds_edit_changes_failures_and_is_saved(ws):
         dialog.query_one("Input").value = "cos=0.5 kl=off"
         await pilot.press("enter")
         await pilot.pause()
-        after = int(screen.query_one(OperatorTable).table.columns["fail"].sum())
+        after = seen["failing"] = int(screen.query_one(OperatorTable).table.columns["fail"].sum())
         assert after < before
     drive(AccuscopeApp(ws, open_path=ws / MAIN.name), script)
     doc = json.loads((ws / MAIN.name / "task.json").read_text())
+    # the result is saved again: the CSV's IsPrecisionError and task.json's count are the table's
+    with (ws / MAIN.name / doc["csv"]).open(newline="") as f:
+        flags = [row["IsPrecisionError"] for row in csv.DictReader(f)]
+    assert doc["failing"] == flags.count("YES") == seen["failing"]
     # only the named thresholds change: cos is 0.5, kl is off, red, rmse and mean_rel stay
     assert doc["thresholds"] == {"cos": {"fail_if": "<", "value": 0.5}, "red": {"fail_if": ">", "value": 0.05},
                                  "rmse": {"fail_if": ">", "value": 1.0}, "mean_rel": {"fail_if": ">", "value": 1.0}}

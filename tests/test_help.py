@@ -21,6 +21,7 @@ from accuscope.app.taskscreen import TaskScreen
 from accuscope.engine.demo.workspace import MAIN
 from appkit import drive, wait_for
 
+
 def test_every_binding_accuscope_declares_has_a_unique_id():
     for info in pkgutil.iter_modules(accuscope.app.__path__):
         module = importlib.import_module(f"accuscope.app.{info.name}")

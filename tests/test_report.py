@@ -111,7 +111,7 @@ def test_metric_chart_draws_the_apps_points():
              "cos": float(cos[i])} for i in range(n)]
     table = ResultTable.from_rows(rows)
     thresholds = Thresholds()
-    table.columns["fail"] = thresholds.failing(table)
+    thresholds.apply(table)
     series = metric_series(table, np.arange(n), thresholds, "cos", 10)
     svg = metric_svg(series)
     root = ET.fromstring(svg)

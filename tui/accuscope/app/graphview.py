@@ -18,8 +18,9 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.strip import Strip
 
+from ..engine.compare.columns import METRIC
 from ..engine.compare.results import ResultTable
-from ..engine.compare.thresholds import LOWER_IS_WORSE, Thresholds, exempt, nonfinite_broken
+from ..engine.compare.thresholds import LOWER_IS_WORSE, Thresholds
 from ..engine.graphs.graph import Graph, Node
 from ..engine.graphs.lanes import LIMIT, NODE, Lanes
 from ..engine.sources.tensor import sanitize
@@ -31,8 +32,6 @@ MEMBER_NODE = "◆"
 MARK_START, MARK_END, MARK_MEMBER = "S", "E", "┃"
 NUMBER = 7  # cells of the badge's number
 BADGE = 14  # mark, blank, number, blank, 4-cell metric key
-SHORT = {"mean_rel": "mrel", "max_rel": "xrel", "max_abs": "xabs", "mean_abs": "mabs", "acc_rel": "arel",
-         "rel_0.1%": "r.1%", "rel_0.5%": "r.5%", "golden_nonfinite": "gnf", "npu_nonfinite": "inf"}
 TYPE_CAP, SHAPE_CAP = 14, 18
 
 
@@ -51,7 +50,7 @@ class Badge:
     def cell(self) -> str:
         if not self.mark:
             return ""
-        return f"{self.mark} {fmt.pad(self.text, NUMBER, right=True)} {SHORT.get(self.key, self.key)[:4]}"
+        return f"{self.mark} {fmt.pad(self.text, NUMBER, right=True)} {METRIC[self.key].badge if self.key in METRIC else self.key[:4]}"
 
 
 NO_BADGE = Badge("", "", "none")
@@ -64,15 +63,10 @@ class OpResults:
         self.table, self.thresholds = table, thresholds
         cols = table.columns
         n = len(table)
-        self.fail = np.asarray(cols["fail"], dtype=bool)
-        self.exempt = exempt(table) if n else np.zeros(0, dtype=bool)
+        state = thresholds.evaluate(table)
+        self.fail, self.exempt, self.invalid, self.nonfinite = state.fail, state.exempt, state.not_compared, \
+            state.nonfinite
         keys = table.metric_keys
-        if keys and n:
-            all_nan = np.logical_and.reduce([np.isnan(cols[k]) for k in keys])
-        else:
-            all_nan = np.ones(n, dtype=bool)
-        self.invalid = (cols["reason"] != "") & all_nan if n else np.zeros(0, dtype=bool)
-        self.nonfinite = nonfinite_broken(table) if n else np.zeros(0, dtype=bool)
         self.metric = "cos" if "cos" in keys else (keys[0] if keys else "")
         self.values = table.numbers(self.metric) if self.metric else np.full(n, math.nan)
         self.io = cols["io"].tolist()

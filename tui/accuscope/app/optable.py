@@ -34,8 +34,9 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.strip import Strip
 
+from ..engine.compare.columns import METRIC, TABLE_ORDER, TABLE_TAIL
 from ..engine.compare.results import KIND, FilterError, ResultTable
-from ..engine.compare.thresholds import Thresholds, exempt
+from ..engine.compare.thresholds import RowState, Thresholds
 from . import formatting as fmt
 from .cursorlist import CursorList
 
@@ -44,18 +45,11 @@ __all__ = ["OperatorTable", "FilterError", "IO_MODES"]
 IO_MODES = ("both", "outputs", "inputs")
 """What `toggle_io` cycles through; "outputs" keeps rows whose io is not "input"."""
 
-# Metric columns in display order: the thresholded ones first, so an 80-column terminal shows
-# them without scrolling. Anything else present (the non-finite counts) follows the plugin columns.
-METRIC_ORDER = ["cos", "red", "kl", "max_abs", "mean_abs", "rmse", "max_rel", "mean_rel", "acc_rel",
-                "std", "rel_0.1%", "rel_0.5%", "euclid_sim", "sqnr", "tpu_verdict",
-                "stat_mag", "max_diff", "min_diff", "mean_diff", "norm_diff", "max_relerr", "min_relerr",
-                "mean_relerr", "norm_relerr", "npu_md5", "golden_md5"]
 LABELS = {"index": "#", "op_seq": "seq", "npu_op": "NPU op", "golden_op": "golden op",
-          "slot": "io", "npu_nonfinite": "npu_nf", "golden_nonfinite": "gold_nf", "overflow": "ovf",
-          "euclid_sim": "euclid", "npu_md5": "npu crc", "golden_md5": "gold crc"}
+          "slot": "io", "overflow": "ovf"}
 MARK_FAIL, MARK_INVALID, MARK_EXEMPT = "✗", "?", "·"
 NUMBER_WIDTH = 9
-CAPS = {"type": 14, "golden_op": 40, "shape": 18, "reason": 60, "std": 28, "overflow": 8,
+CAPS = {"type": 14, "golden_op": 40, "shape": 18, "reason": 60, "overflow": 8,
         "custom": 14, "npu_op": 100}
 DIVIDER = "│"
 
@@ -232,8 +226,7 @@ class OperatorTable(CursorList):
         self._table = table
         if thresholds is not None:
             self._thresholds = thresholds
-        self._thresholds.apply(table)
-        self._flags()
+        self._flags(self._thresholds.apply(table))
         self._measure()
         try:
             self._base = self._filtered(self._filter)
@@ -411,7 +404,7 @@ class OperatorTable(CursorList):
             parts.append(f"{MARK_FAIL} {fmt.count(self._failing_shown)} failing")
         if self._sort is not None:
             key, descending = self._sort
-            parts.append(f"sort {LABELS.get(key, key)}{'↓' if descending else '↑'}")
+            parts.append(f"sort {LABELS.get(key, METRIC[key].title if key in METRIC else key)}{'↓' if descending else '↑'}")
         if self._filter:
             parts.append(f"filter {self._filter}")
         if self._io:
@@ -421,21 +414,9 @@ class OperatorTable(CursorList):
         return " · ".join(parts)
 
     # ---- view computation -----------------------------------------------------------------------
-    def _flags(self) -> None:
-        t = self._table
-        self._fail = t.columns["fail"]
-        self._exempt = exempt(t) if len(t) else np.zeros(0, dtype=bool)
-        keys = t.metric_keys
-        if keys:
-            all_nan = np.logical_and.reduce([np.isnan(t.columns[k]) for k in keys])
-        else:
-            all_nan = np.ones(len(t), dtype=bool)
-        self._invalid = (t.columns["reason"] != "") & all_nan if len(t) else np.zeros(0, dtype=bool)
-        self._broken = {}
-        for th in self._thresholds.items:
-            if th.key in t.columns:
-                mask = th.broken(t.numbers(th.key)) & ~self._exempt
-                self._broken[th.key] = (mask, -1 if th.op == "<" else 1)
+    def _flags(self, state: RowState) -> None:
+        self._fail, self._exempt, self._invalid = state.fail, state.exempt, state.not_compared
+        self._broken = {t.key: (state.broken[t.key], -1 if t.op == "<" else 1) for t in self._thresholds.items}
 
     def _filtered(self, expression: str) -> np.ndarray:
         t = self._table
@@ -524,24 +505,18 @@ class OperatorTable(CursorList):
         if lengths.get("type", 0):
             cols.append(_Column("type", "type", max(4, min(lengths["type"], CAPS["type"])), sort_key="type"))
         cols.append(_Column("slot", "io", 5, sort_key="io"))
-        present = set(t.metric_keys) | (t.present & {"std", "tpu_verdict", "npu_md5", "golden_md5"})
-        metrics = [k for k in METRIC_ORDER if k in present]
-        for key in metrics:
-            if key == "std":
-                cols.append(_Column("std", "std", max(3, min(lengths.get("std", 0), CAPS["std"])),
-                                    sort_key="std"))
-            elif key == "tpu_verdict":
-                cols.append(_Column(key, "verdict", len("NOT_SIMILAR"), sort_key=key))
-            elif key in ("npu_md5", "golden_md5"):
-                cols.append(_Column(key, LABELS.get(key, key), 10, sort_key=key))
+        present = set(t.metric_keys) | {k for k in t.present if METRIC[k].kind == "text"}
+        for m in (METRIC[k] for k in TABLE_ORDER if k in present):
+            if m.kind == "text":  # sized to the content (when measured), at most its width
+                width = max(len(m.title), min(lengths[m.key], m.width)) if m.key in lengths else m.width
+                cols.append(_Column(m.key, m.title, width, sort_key=m.key))
             else:
-                cols.append(_Column(key, LABELS.get(key, key), NUMBER_WIDTH, True, sort_key=key))
+                cols.append(_Column(m.key, m.title, m.width, True, sort_key=m.key))
         for name in t.custom:
             width = max(len(name), min(max(lengths.get(name, 0), NUMBER_WIDTH), CAPS["custom"]))
             cols.append(_Column(name, name, width, True, sort_key=name))
-        for key in ("npu_nonfinite", "golden_nonfinite"):
-            if key in t.present:
-                cols.append(_Column(key, LABELS[key], len(LABELS[key]), True, sort_key=key))
+        for m in (METRIC[k] for k in TABLE_TAIL if k in t.present):
+            cols.append(_Column(m.key, m.title, m.width, True, sort_key=m.key))
         if lengths.get("shape", 0):
             cols.append(_Column("shape", "shape", max(5, min(lengths["shape"], CAPS["shape"])), sort_key="shape"))
         if lengths.get("dtype", 0):

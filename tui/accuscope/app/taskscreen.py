@@ -13,7 +13,7 @@ from textual.screen import Screen
 from textual.widgets import Input, ProgressBar, Static
 
 from ..engine.compare import comparison as engine
-from ..engine.compare.columns import CSV_OF
+from ..engine.compare.columns import CSV_OF, METRIC
 from ..engine.compare.results import FilterError, ResultTable
 from ..engine.compare.thresholds import Thresholds, parse_assignments
 from ..engine.diagnose.advice import Advice, add_origin_columns, load_advice
@@ -62,8 +62,8 @@ class TaskScreen(Screen):
     """
     HELP = ("Filter expressions: comparisons of columns with numbers or text, joined by and/or/not, e.g.\n"
             "  cos < 0.99 and type == \"Conv2D\"      \"conv\" in name      isnan(kl) or max_abs > 1\n"
-            "Columns by short key (cos, red, kl, max_abs, mean_abs, rmse, max_rel, mean_rel, acc_rel) or "
-            "CSV name.\nRows breaking a threshold are marked ✗ and red; exempt rows (TransData, inputs, "
+            f"Columns by short key ({', '.join(METRIC)}) or CSV name.\n"
+            "Rows breaking a threshold are marked ✗ and red; exempt rows (TransData, inputs, "
             "device-only ops) never fail. Thresholds: t, then e.g. `cos=0.98 kl=off`.")
 
     def __init__(self, task: Task | None = None, run: tuple[engine.CompareSpec, Path] | None = None) -> None:
@@ -252,7 +252,7 @@ class TaskScreen(Screen):
     def save_thresholds(self) -> None:
         if self.opened is None or self.opened.meta.get("foreign") or self.running:
             return
-        self.opened.mark(self.opened.info.state or "done", thresholds=self.thresholds.to_dict())
+        self.opened.set_thresholds(self.thresholds)
         self.notify("thresholds saved in task.json", timeout=3)
 
     def action_zoom(self) -> None:
@@ -362,18 +362,12 @@ class TaskScreen(Screen):
         if not batch:
             self.update_status()
             return
-        rows = []
-        for index, cells in batch:
-            row = dict(plan.rows[index])
-            row.update({k: v for k, v in cells.items() if k != "reason"})
-            row["reason"] = "; ".join(filter(None, [row.get("reason", ""), cells.get("reason", "")]))
-            rows.append(row)
+        rows = [engine.merged_row(plan, index, cells) for index, cells in batch]
         rows.sort(key=lambda r: r["index"])
         if self._live is None:
             self._live = ResultTable.from_rows(rows, custom=[p.name for p in plan.plugins])
         else:
             self._live.append_rows(rows)
-        self.thresholds.apply(self._live)
         self.show_table(self._live, self.thresholds)
 
     @on(CompareDone)

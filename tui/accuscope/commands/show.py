@@ -9,6 +9,7 @@ import sys
 
 import numpy as np
 
+from ..engine.compare.columns import BRIEF
 from ..engine.compare.summary import summarize
 from ..engine.export.excel import write_xlsx
 from ..engine.sources.names import printable
@@ -17,8 +18,7 @@ from ..engine.tasks.task import coverage_warnings, load_task, unwritable
 from ..exitcode import ExitCode
 from .common import first_failing_json, out, show
 
-DEFAULT_COLUMNS = ("index", "npu_op", "type", "tensor", "golden_op", "cos", "red", "kl", "max_abs", "mean_rel",
-                   "fail", "reason")
+DEFAULT_COLUMNS = ("index", "npu_op", "type", "tensor", "golden_op", *BRIEF, "fail", "reason")
 # a comparison of recorded statistics (msprobe statistics / md5 dumps, --stats-only) has no cos ...
 STATS_COLUMNS = ("index", "npu_op", "type", "tensor", "golden_op", "max_diff", "min_diff", "mean_diff", "norm_diff",
                  "norm_relerr", "stat_mag", "npu_md5", "golden_md5", "fail", "reason")
@@ -66,8 +66,7 @@ def run(args) -> int:
     if unknown:
         raise SourceError(f"--columns: no column {', '.join(unknown)} in {args.task}; columns: {', '.join(known)}")
     s = summarize(table, task.thresholds)
-    fail = np.asarray(table.columns["fail"], dtype=bool) if "fail" in table.columns else np.zeros(len(table), bool)
-    rows = np.flatnonzero(fail) if args.failing else np.arange(len(table))
+    rows = np.flatnonzero(task.thresholds.evaluate(table).fail) if args.failing else np.arange(len(table))
     warnings = coverage_warnings(task.meta)
     if args.format == "xlsx":
         try:

@@ -1,83 +1,130 @@
-"""Names of the comparison result's columns: MindStudio/msaccucmp CSV names and our short keys.
+"""What a metric is: one frozen record per metric, and every list of metrics derived from them.
 
-The ten metrics keep msaccucmp's CSV names and order. Short keys are what users type in filter
-expressions (`cos < 0.99 and type == "Conv2D"`) and what the TUI shows in narrow terminals.
+A record says everything the rest of accuscope needs to know about one result column: its short key
+(what users type in filters and thresholds), its MindStudio/msaccucmp CSV name, its label in the op
+table and its 4-cell name on the graph badge, the direction in which it gets worse, msit's default
+threshold (and tpu-mlir's tolerance), its help, and where it shows. The ten msaccucmp metrics come
+first, in msaccucmp's CSV column order; our extras follow. Adding a metric is its sums in metrics.py
+(and _kernel.c) plus one record here: the CSV, filters, thresholds, op table, graph badge, op re-run
+and help read these lists.
 """
 from __future__ import annotations
 
-# (CSV column, short key) in msaccucmp's column order
-METRICS: list[tuple[str, str]] = [
-    ("CosineSimilarity", "cos"),
-    ("MaxAbsoluteError", "max_abs"),
-    ("AccumulatedRelativeError", "acc_rel"),
-    ("RelativeEuclideanDistance", "red"),
-    ("KullbackLeiblerDivergence", "kl"),
-    ("StandardDeviation", "std"),
-    ("MeanAbsoluteError", "mean_abs"),
-    ("RootMeanSquareError", "rmse"),
-    ("MaxRelativeError", "max_rel"),
-    ("MeanRelativeError", "mean_rel"),
-]
-# Ours, beside the compatible ones: share of elements whose relative error exceeds 0.1% / 0.5%
-# (msprobe's "one thousandth / five thousandths" ratios) and NaN/inf counts per side.
-EXTRAS: list[tuple[str, str]] = [
-    ("RelErrRatio0.1%", "rel_0.1%"),
-    ("RelErrRatio0.5%", "rel_0.5%"),
-    ("NPUNonFinite", "npu_nonfinite"),
-    ("GoldenNonFinite", "golden_nonfinite"),
+from dataclasses import dataclass
+
+STATS = ("max", "min", "mean", "norm")  # what msprobe's dump.json records of every tensor
+
+
+@dataclass(frozen=True)
+class Metric:
+    key: str  # short key: filter expressions, thresholds, task.json, --algorithms
+    csv: str  # column name in the result CSV (msaccucmp's for its ten)
+    help: str
+    origin: str = "msaccucmp"  # msaccucmp (its ten, selectable with --algorithms), msprobe, ours, tpu-mlir
+    kind: str = "float"  # float; int (counts, -1 unknown); text (std's "mean;std" pairs, the verdict)
+    label: str = ""  # op table header; default: the key
+    short: str = ""  # the graph badge's 4-cell name; default: the key cut to 4
+    lower_is_worse: bool = False  # similarities fail when low, error measures when high
+    msit_threshold: float | None = None  # msit's default threshold (a row fails beyond it)
+    tpu_threshold: float | None = None  # tpu-mlir's npz_tool --tolerance default
+    place: int | None = None  # position among the op table's metric columns; None: after the plugin columns
+    width: int = 9  # op table cells (for text: at most, sized to the content)
+    brief: bool = False  # in the short listing (`accuscope show`'s default columns)
+    isolated: bool = False  # recomputed for an op's re-run on its own inputs (advisor)
+
+    @property
+    def title(self) -> str:
+        return self.label or self.key
+
+    @property
+    def badge(self) -> str:
+        return (self.short or self.key)[:4]
+
+    @property
+    def numeric(self) -> bool:
+        return self.kind in ("float", "int")
+
+
+METRIC_TABLE: tuple[Metric, ...] = (
+    Metric("cos", "CosineSimilarity",
+           "cosine similarity of the flattened tensors (1 = same direction; ignores scale)",
+           lower_is_worse=True, msit_threshold=0.99, tpu_threshold=0.99, place=0, brief=True, isolated=True),
+    Metric("max_abs", "MaxAbsoluteError", "largest |npu - golden|",
+           short="xabs", place=3, brief=True, isolated=True),
+    Metric("acc_rel", "AccumulatedRelativeError",
+           "sum of |npu/golden - 1| over elements whose golden value is not zero",
+           short="arel", place=8, isolated=True),
+    Metric("red", "RelativeEuclideanDistance", "relative Euclidean distance ||npu - golden|| / ||golden||",
+           msit_threshold=0.05, place=1, brief=True, isolated=True),
+    Metric("kl", "KullbackLeiblerDivergence",
+           "KL divergence of the min-max scaled value distributions; blind to scale and offset "
+           "(npu = 2*golden + 5 gives 0)", msit_threshold=0.005, place=2, brief=True, isolated=True),
+    Metric("std", "StandardDeviation", "(mean;std) of npu, then of golden", kind="text", place=9, width=28),
+    Metric("mean_abs", "MeanAbsoluteError", "mean |npu - golden|", short="mabs", place=4, isolated=True),
+    Metric("rmse", "RootMeanSquareError", "root mean square of npu - golden",
+           msit_threshold=1.0, place=5, isolated=True),
+    Metric("max_rel", "MaxRelativeError", "largest |npu/golden - 1| (golden zeros count as 0)",
+           short="xrel", place=6, isolated=True),
+    Metric("mean_rel", "MeanRelativeError",
+           "mean |npu/golden - 1| over all elements (golden zeros count as 0)",
+           short="mrel", msit_threshold=1.0, place=7, brief=True, isolated=True),
+    # Ours, beside the compatible ones: share of elements whose relative error exceeds 0.1% / 0.5%
+    # (msprobe's "one thousandth / five thousandths" ratios) and NaN/inf counts per side.
+    Metric("rel_0.1%", "RelErrRatio0.1%", "share of elements whose relative error exceeds 0.1%",
+           origin="msprobe", short="r.1%", place=10, isolated=True),
+    Metric("rel_0.5%", "RelErrRatio0.5%", "share of elements whose relative error exceeds 0.5%",
+           origin="msprobe", short="r.5%", place=11, isolated=True),
+    Metric("npu_nonfinite", "NPUNonFinite", "NaN/inf count in the NPU tensor",
+           origin="ours", kind="int", label="npu_nf", short="inf", width=len("npu_nf")),
+    Metric("golden_nonfinite", "GoldenNonFinite", "NaN/inf count in the golden tensor",
+           origin="ours", kind="int", label="gold_nf", short="gnf", width=len("gold_nf")),
     # Sophon tpu-mlir's (npz_tool compare): its euclidean similarity, SQNR and verdict ladder.
-    ("EuclideanSimilarity", "euclid_sim"),
-    ("SQNR", "sqnr"),
-    ("TpuVerdict", "tpu_verdict"),
+    Metric("euclid_sim", "EuclideanSimilarity",
+           "tpu-mlir's euclidean similarity 1 - ||npu - golden|| / (||(npu + golden)/2|| + 1e-7)",
+           origin="tpu-mlir", label="euclid", lower_is_worse=True, tpu_threshold=0.90, place=12),
+    Metric("sqnr", "SQNR", "signal to quantization noise ratio in dB, 10 log10(var(golden) / var(golden - npu)); "
+           "inf when a variance is 0", origin="tpu-mlir", lower_is_worse=True, place=13),
+    Metric("tpu_verdict", "TpuVerdict",
+           "tpu-mlir's ladder: EQUAL (identical), CLOSE (allclose at rtol 1e-3, atol 1e-8), "
+           "SIMILAR (cos and euclid_sim above their tolerances), NOT_SIMILAR",
+           origin="tpu-mlir", kind="text", label="verdict", place=14, width=len("NOT_SIMILAR")),
     # msprobe's statistics compare (no tensor data: Max/Min/Mean/L2 norm as its dump.json records
     # them), its md5 mode's checksums, and our stat_mag (its "double check" rule as a number).
-    ("Max diff", "max_diff"),
-    ("Min diff", "min_diff"),
-    ("Mean diff", "mean_diff"),
-    ("L2norm diff", "norm_diff"),
-    ("MaxRelativeErr", "max_relerr"),
-    ("MinRelativeErr", "min_relerr"),
-    ("MeanRelativeErr", "mean_relerr"),
-    ("NormRelativeErr", "norm_relerr"),
-    ("StatMagnitude", "stat_mag"),
-    ("NPU MD5", "npu_md5"),
-    ("BENCH MD5", "golden_md5"),
-]
-TEXT_EXTRAS = {"tpu_verdict", "npu_md5", "golden_md5"}  # extras holding words, not numbers
-KEY_OF = {csv: key for csv, key in METRICS + EXTRAS}
-CSV_OF = {key: csv for csv, key in METRICS + EXTRAS}
-NUMERIC_METRICS = [key for _, key in METRICS if key != "std"]
+    *(Metric(f"{s}_diff", f"{s.title() if s != 'norm' else 'L2norm'} diff",
+             f"msprobe's {s.replace('norm', 'L2 norm')} of npu minus that of golden (from dump.json)",
+             origin="msprobe", short=f"{s[:3]}d", place=16 + k) for k, s in enumerate(STATS)),
+    *(Metric(f"{s}_relerr", f"{s.title()}RelativeErr",
+             f"|{s}_diff / golden {s}| in percent (inf when the golden one is 0)",
+             origin="msprobe", short=f"{s[:3]}%", place=20 + k) for k, s in enumerate(STATS)),
+    Metric("stat_mag", "StatMagnitude", "largest |diff| / max(|npu|, |golden|) over the four statistics; msprobe "
+           "asks for a double check above 0.5 (a row fails above it unless a stat_mag threshold says otherwise)",
+           origin="msprobe", short="smag", place=15),
+    Metric("npu_md5", "NPU MD5", "the NPU tensor's CRC-32 (msprobe md5 mode)", origin="msprobe", kind="text",
+           label="npu crc", short="crc", place=24, width=10),
+    Metric("golden_md5", "BENCH MD5", "the golden tensor's CRC-32 (msprobe md5 mode); a row fails when they differ",
+           origin="msprobe", kind="text", label="gold crc", short="gcrc", place=25, width=10),
+)
+METRIC = {m.key: m for m in METRIC_TABLE}
 
-# Help text shown next to the columns (TUI help, CLI --help).
-HELP = {
-    "cos": "cosine similarity of the flattened tensors (1 = same direction; ignores scale)",
-    "max_abs": "largest |npu - golden|",
-    "acc_rel": "sum of |npu/golden - 1| over elements whose golden value is not zero",
-    "red": "relative Euclidean distance ||npu - golden|| / ||golden||",
-    "kl": "KL divergence of the min-max scaled value distributions; blind to scale and offset "
-          "(npu = 2*golden + 5 gives 0)",
-    "std": "(mean;std) of npu, then of golden",
-    "mean_abs": "mean |npu - golden|",
-    "rmse": "root mean square of npu - golden",
-    "max_rel": "largest |npu/golden - 1| (golden zeros count as 0)",
-    "mean_rel": "mean |npu/golden - 1| over all elements (golden zeros count as 0)",
-    "rel_0.1%": "share of elements whose relative error exceeds 0.1%",
-    "rel_0.5%": "share of elements whose relative error exceeds 0.5%",
-    "npu_nonfinite": "NaN/inf count in the NPU tensor",
-    "golden_nonfinite": "NaN/inf count in the golden tensor",
-    "euclid_sim": "tpu-mlir's euclidean similarity 1 - ||npu - golden|| / (||(npu + golden)/2|| + 1e-7)",
-    "sqnr": "signal to quantization noise ratio in dB, 10 log10(var(golden) / var(golden - npu)); "
-            "inf when a variance is 0",
-    "tpu_verdict": "tpu-mlir's ladder: EQUAL (identical), CLOSE (allclose at rtol 1e-3, atol 1e-8), "
-                   "SIMILAR (cos and euclid_sim above their tolerances), NOT_SIMILAR",
-    **{f"{s}_diff": f"msprobe's {s.replace('norm', 'L2 norm')} of npu minus that of golden (from dump.json)"
-       for s in ("max", "min", "mean", "norm")},
-    **{f"{s}_relerr": f"|{s}_diff / golden {s}| in percent (inf when the golden one is 0)"
-       for s in ("max", "min", "mean", "norm")},
-    "stat_mag": "largest |diff| / max(|npu|, |golden|) over the four statistics; msprobe asks for a double "
-                "check above 0.5",
-    "npu_md5": "the NPU tensor's CRC-32 (msprobe md5 mode)",
-    "golden_md5": "the golden tensor's CRC-32 (msprobe md5 mode); a row fails when they differ",
-}
+# ---- derived lists (nothing below names a metric) -------------------------------------------------
+# (CSV column, short key): msaccucmp's ten in its column order, then ours
+METRICS: list[tuple[str, str]] = [(m.csv, m.key) for m in METRIC_TABLE if m.origin == "msaccucmp"]
+EXTRAS: list[tuple[str, str]] = [(m.csv, m.key) for m in METRIC_TABLE if m.origin != "msaccucmp"]
+KEY_OF = {m.csv: m.key for m in METRIC_TABLE}
+CSV_OF = {m.key: m.csv for m in METRIC_TABLE}
+# msaccucmp's numeric metrics (the ten without std): what --algorithms selects besides std
+NUMERIC_METRICS = [key for _, key in METRICS if METRIC[key].kind == "float"]
+FLOAT_METRICS = [m.key for m in METRIC_TABLE if m.kind == "float"]  # every computed float, NaN when not
+THRESHOLD_KEYS = [m.key for m in METRIC_TABLE if m.numeric]  # keys a threshold may name
+LOWER_IS_WORSE = {m.key for m in METRIC_TABLE if m.lower_is_worse}
+MSIT_DEFAULTS = {m.key: m.msit_threshold for m in METRIC_TABLE if m.msit_threshold is not None}
+TPU_DEFAULTS = {m.key: m.tpu_threshold for m in METRIC_TABLE if m.tpu_threshold is not None}
+# The op table's metric columns in display order: the thresholded ones first, so an 80-column
+# terminal shows them without scrolling; the rest (the non-finite counts) follow the plugin columns.
+TABLE_ORDER = [m.key for m in sorted((m for m in METRIC_TABLE if m.place is not None), key=lambda m: m.place)]
+TABLE_TAIL = [m.key for m in METRIC_TABLE if m.place is None]
+BRIEF = [m.key for m in sorted((m for m in METRIC_TABLE if m.brief), key=lambda m: m.place)]
+ISOLATED = [m.key for m in METRIC_TABLE if m.isolated]
+HELP = {m.key: m.help for m in METRIC_TABLE}
 # The ladder's words, best first (tpu-mlir spells the last one NOT_SIMLIAR; we do not).
 TPU_VERDICTS = ("EQUAL", "CLOSE", "SIMILAR", "NOT_SIMILAR")

@@ -20,7 +20,7 @@ import numpy as np
 
 from accuscope.engine.compare import plugins as plugin_mod
 from accuscope.engine.compare import statistics
-from accuscope.engine.compare.columns import CSV_OF, KEY_OF, NUMERIC_METRICS
+from accuscope.engine.compare.columns import CSV_OF, KEY_OF, METRIC, NUMERIC_METRICS
 from accuscope.engine.compare.lifetime import die_with_parent, process_context
 from accuscope.engine.compare.mapping import DEVICE_ONLY, Pair, map_tensors, read_mapping_file
 from accuscope.engine.compare.metrics import CHUNK, PairMetrics, array_chunks, compare_chunks
@@ -485,13 +485,9 @@ def run_job(job: Job) -> tuple[int, dict]:
 
 
 def _cells(m: PairMetrics, metrics: tuple[str, ...]) -> dict:
-    cells = {k: m.values[k] for k in metrics if k in m.values}
-    if "std" in metrics:
-        cells["std"] = m.std
-    cells["rel_0.1%"], cells["rel_0.5%"] = m.values["rel_0.1%"], m.values["rel_0.5%"]
-    cells["npu_nonfinite"], cells["golden_nonfinite"] = m.npu_nonfinite, m.golden_nonfinite
-    cells["euclid_sim"], cells["sqnr"], cells["tpu_verdict"] = m.values["euclid_sim"], m.values["sqnr"], m.tpu_verdict
-    return cells
+    """The row's metric cells: msaccucmp's as selected (--algorithms), the extras always."""
+    return {k: m.values[k] if k in m.values else getattr(m, k) for k in METRIC
+            if k in metrics or METRIC[k].origin != "msaccucmp"}
 
 
 # ------------------------------------------------------------------ running a plan
@@ -508,10 +504,7 @@ def execute(plan: Plan, progress: Callable[[Progress, list[tuple[int, dict]]], N
     start = time.perf_counter()
     jobs = [Job(i, p.npu, p.golden, tuple(plan.metrics))
             for i, p in enumerate(plan.pairs) if p.golden is not None and not p.npu.problem and not p.golden.problem]
-    rows = [dict(r) for r in plan.rows]
-    for p, r in zip(plan.pairs, rows):
-        if p.golden is not None and p.golden.problem and not r["reason"]:
-            r["reason"] = f"golden {p.golden.problem}"
+    rows = [merged_row(plan, i, {}) for i in range(len(plan.rows))]
     workers = workers or os.cpu_count() or 1
     total = len(jobs)
     recorded = [j for j in jobs if j.npu.reader is None or j.golden.reader is None]  # statistics, no data
@@ -525,7 +518,8 @@ def execute(plan: Plan, progress: Callable[[Progress, list[tuple[int, dict]]], N
         for batch in results:
             if plan.plugins:
                 batch = [(row, _with_plugins(host, plan, row, cells)) for row, cells in batch]
-            _take(rows, batch)
+            for row, cells in batch:
+                rows[row] = merged_row(plan, row, cells)
             done += len(batch)
             if progress:
                 progress(Progress(done, total, time.perf_counter() - start,
@@ -538,11 +532,17 @@ def execute(plan: Plan, progress: Callable[[Progress, list[tuple[int, dict]]], N
     return table
 
 
-def _take(rows: list[dict], batch: list[tuple[int, dict]]) -> None:
-    for row, cells in batch:
-        rows[row].update({k: v for k, v in cells.items() if k != "reason"})
-        if cells.get("reason"):
-            rows[row]["reason"] = "; ".join(filter(None, [rows[row]["reason"], cells["reason"]]))
+def merged_row(plan: Plan, index: int, cells: dict) -> dict:
+    """The plan's row `index` with a pair's computed cells: the one merge of execute() and the live
+    table of `compare --tui`. A golden tensor's problem and the comparison's reason join in `reason`."""
+    row = dict(plan.rows[index])
+    golden = plan.pairs[index].golden
+    if golden is not None and golden.problem and not row["reason"]:
+        row["reason"] = f"golden {golden.problem}"
+    row.update({k: v for k, v in cells.items() if k != "reason"})
+    if cells.get("reason"):
+        row["reason"] = "; ".join(filter(None, [row["reason"], cells["reason"]]))
+    return row
 
 
 def _with_plugins(host: plugin_mod.PluginHost, plan: Plan, row: int, cells: dict) -> dict:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from accuscope.engine.compare.thresholds import Thresholds, parse_assignments, parse_tolerance
+from accuscope.engine.compare.thresholds import TPU_DEFAULTS, Thresholds, parse_assignments, parse_tolerance
 from accuscope.engine.graphs.oprange import OpRange
 from accuscope.engine.sources.golden import RAW_SUFFIXES
 from accuscope.engine.sources.registry import detect
@@ -137,7 +137,8 @@ INPUTS: tuple[Input, ...] = (
           "removes one)", "thresholds", "NAME=VALUE ..., e.g. cos=0.99 red=0.05 (empty: msit defaults)",
           metavar="NAME=VALUE", group="judging"),
     Input("tolerance", "--tolerance", "tolerance", "judge as tpu-mlir's npz_tool: a row also fails when cos < "
-          "COS or euclid_sim < EUCLID (tpu-mlir's default 0.99,0.90); the same pair decides tpu_verdict",
+          f"COS or euclid_sim < EUCLID (tpu-mlir's default {','.join(f'{v:.2f}' for v in TPU_DEFAULTS.values())}); "
+          "the same pair decides tpu_verdict",
           "tolerance", "optional: COS,EUCLID as tpu-mlir, e.g. 0.99,0.90", metavar="COS,EUCLID",
           group="judging"),
     Input("mapping", "--mapping", "mapping file", "file pairing names no rule can know: npu_name,golden_name "

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from accuscope.engine.compare.columns import NUMERIC_METRICS
+from accuscope.engine.compare.columns import FLOAT_METRICS
 
 EPS64 = float(np.finfo(np.float64).eps)
 EPS32 = float(np.finfo(np.float32).eps)
@@ -47,7 +47,7 @@ class PairMetrics:
 
 
 def _nan_values() -> dict[str, float]:
-    return {k: math.nan for k in NUMERIC_METRICS + ["rel_0.1%", "rel_0.5%", "euclid_sim", "sqnr"]}
+    return dict.fromkeys(FLOAT_METRICS, math.nan)
 
 
 def array_chunks(x: np.ndarray, y: np.ndarray, size: int | None = None) -> ChunkSource:

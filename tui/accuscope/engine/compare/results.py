@@ -22,7 +22,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from accuscope.engine.compare.columns import CSV_OF, EXTRAS, METRICS, NUMERIC_METRICS, TEXT_EXTRAS
+from accuscope.engine.compare.columns import CSV_OF, FLOAT_METRICS, METRIC_TABLE, NUMERIC_METRICS
 from accuscope.engine.sources.names import parse_tensor_name
 
 # (key, kind) in display order; kind is one of float, int, bool, text
@@ -31,9 +31,7 @@ COLUMNS: list[tuple[str, str]] = (
      ("npu_op", "text"), ("npu_dtype", "text"), ("npu_address", "text"),
      ("golden_op", "text"), ("golden_dtype", "text"), ("golden_address", "text"),
      ("tensor", "text"), ("io", "text"), ("shape", "text"), ("overflow", "text")]
-    + [(key, "text" if key == "std" else "float") for _, key in METRICS]
-    + [(key, "int" if key.endswith("nonfinite") else "text" if key in TEXT_EXTRAS else "float")
-       for _, key in EXTRAS]
+    + [(m.key, m.kind) for m in METRIC_TABLE]
     + [("reason", "text"), ("is_npu_only", "bool"), ("is_output", "bool"), ("fail", "bool"),
        ("conversion", "text"), ("how", "text"), ("npu_file", "text"), ("golden_file", "text")]
 )
@@ -43,9 +41,9 @@ DEFAULT_OF = {key: DEFAULTS[kind] for key, kind in COLUMNS}
 DEFAULT_OF.update(npu_address="NaN", golden_address="NaN")
 DTYPE = {"float": np.float64, "int": np.int64, "bool": np.bool_, "text": object}
 # Metric columns that may be absent (a subset of algorithms, a foreign CSV): tracked in `present`.
-METRIC_COLUMNS = [key for _, key in METRICS + EXTRAS]
+METRIC_COLUMNS = [m.key for m in METRIC_TABLE]
 # Numeric metrics in display order (the ten without std, then the error-ratio extras).
-NUMERIC_ORDER = NUMERIC_METRICS + [key for _, key in EXTRAS if KIND[key] == "float"]
+NUMERIC_ORDER = FLOAT_METRICS
 # Result-CSV names of the non-metric columns; filters and sort accept them as well.
 CSV_NAMES = {"Index": "index", "OpSequence": "op_seq", "OpType": "type", "NPUDump": "npu_op",
              "GroundTruth": "golden_op", "TensorIndex": "tensor", "Shape": "shape",
@@ -55,6 +53,9 @@ ALIASES = {"name": "npu_op", "op": "npu_op", "golden": "golden_op"}
 SEARCHED = ("npu_op", "golden_op", "type", "tensor")
 # Integer columns where -1 means "unknown": they sort last and never match a comparison.
 _INT_MISSING = {"op_seq", "npu_nonfinite", "golden_nonfinite"}
+# Columns that hold the thresholds' judgement of the others (thresholds.RowState): setting them is
+# no change of the table's data, so it keeps what was derived from the table (the RowState itself).
+JUDGED = ("fail", "tpu_verdict")
 
 
 def text_array(values: Iterable) -> np.ndarray:
@@ -127,6 +128,9 @@ class ResultTable:
         self._n = len(columns["index"])
         self._buf: dict[str, np.ndarray] = {}  # grown capacity for append_rows
         self._cache: dict = {}
+        self.version = 0  # grows with every change of the data: rows appended, a column set
+        self._derived: dict = {}  # what derived() built for this version
+        self._derived_version = 0
 
     # ---- construction -------------------------------------------------------------------------
     @classmethod
@@ -191,6 +195,29 @@ class ResultTable:
             self.columns[key] = buf[:need]
         self._n = need
         self.present |= new.present
+        self.version += 1
+
+    def set_column(self, name: str, values) -> None:
+        """Replace a column, or add one: a name that is not a built-in column becomes a plugin-style
+        text column (filters, sort and the CSV see it), as the advisor's origin and iso_cos."""
+        kind = KIND.get(name, "text")
+        column = _column(values, kind)
+        if len(column) != self._n:
+            raise ValueError(f"column {name!r} holds {len(column):,} values, not {self._n:,}")
+        self.columns[name] = column
+        if name not in KIND and name not in self.custom:
+            self.custom.append(name)
+        if name not in JUDGED:
+            self.version += 1
+
+    def derived(self, key: tuple, build: Callable):
+        """build() of the whole table, kept until its data change (`version`); `key` names what
+        else it depends on, e.g. the thresholds for the table's RowState."""
+        if self._derived_version != self.version:
+            self._derived, self._derived_version = {}, self.version
+        if key not in self._derived:
+            self._derived[key] = build()
+        return self._derived[key]
 
     # ---- access -------------------------------------------------------------------------------
     def __len__(self) -> int:

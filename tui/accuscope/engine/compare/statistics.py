@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from accuscope.engine.compare.columns import STATS
 from accuscope.engine.sources.tensor import Tensor
 
-STATS = ("max", "min", "mean", "norm")
 DIFF_KEYS = tuple(f"{s}_diff" for s in STATS)
 REL_KEYS = tuple(f"{s}_relerr" for s in STATS)
 MAGNITUDE = 0.5  # msprobe's CompareConst.MAGNITUDE

@@ -32,11 +32,12 @@ class Summary:
 def summarize(table: ResultTable, thresholds: Thresholds) -> Summary:
     """The account of `table` under `thresholds` (not its `fail` column, which may be from others)."""
     n = len(table)
-    failing = np.flatnonzero(thresholds.failing(table)) if n else np.zeros(0, np.int64)
+    state = thresholds.evaluate(table)
+    failing = np.flatnonzero(state.fail)
     first = int(failing[np.argmin(table.columns["index"][failing])]) if len(failing) else None
     broken = []
     if first is not None:
-        for key in thresholds.broken(table, first):
+        for key in state.broken_keys(first):
             t = thresholds.get(key)
             if key in RECORDED_KEYS and t is None:  # msprobe's rules on recorded statistics, checksums
                 broken.append(recorded_text(table, key, first))
@@ -45,11 +46,7 @@ def summarize(table: ResultTable, thresholds: Thresholds) -> Summary:
                               f"{max(table.columns['golden_nonfinite'][first], 0)} in golden")
             else:
                 broken.append(f"{key} {table.numbers(key)[first]:.4g} {t.op} {t.value:g}")
-    keys = table.metric_keys
-    no_value = np.ones(n, bool)
-    for key in keys:
-        no_value &= np.isnan(table.numbers(key))
-    not_compared = int((no_value & (table.columns["reason"] != "")).sum()) if keys else 0
+    not_compared = int(state.not_compared.sum()) if table.metric_keys else 0
     nonfinite = int((table.columns["npu_nonfinite"] > 0).sum())
     text = ""
     if first is not None:  # the metrics before the op's name: a narrow screen cuts the end

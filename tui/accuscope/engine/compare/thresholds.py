@@ -19,18 +19,32 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from accuscope.engine.compare.columns import CSV_OF, NUMERIC_METRICS
+from accuscope.engine.compare.columns import CSV_OF, LOWER_IS_WORSE, MSIT_DEFAULTS, THRESHOLD_KEYS, TPU_DEFAULTS
 from accuscope.engine.compare.results import ResultTable
-from accuscope.engine.compare.statistics import DIFF_KEYS, MAGNITUDE, REL_KEYS
+from accuscope.engine.compare.statistics import MAGNITUDE
 from accuscope.engine.graphs.optypes import EXEMPT_TYPES
 
-# Keys a threshold may name: the numeric metrics and the error-ratio / non-finite extras.
-THRESHOLD_KEYS = NUMERIC_METRICS + ["rel_0.1%", "rel_0.5%", "npu_nonfinite", "golden_nonfinite",
-                                    "euclid_sim", "sqnr", *DIFF_KEYS, *REL_KEYS, "stat_mag"]
-# Similarities (and SQNR) fail when low; everything else is an error measure and fails when high.
-LOWER_IS_WORSE = {"cos", "euclid_sim", "sqnr"}
-TPU_DEFAULTS = {"cos": 0.99, "euclid_sim": 0.90}  # tpu-mlir's npz_tool compare --tolerance
-MSIT_DEFAULTS = {"cos": 0.99, "red": 0.05, "kl": 0.005, "rmse": 1.0, "mean_rel": 1.0}
+__all__ = ["LOWER_IS_WORSE", "MSIT_DEFAULTS", "THRESHOLD_KEYS", "TPU_DEFAULTS"]  # the metric table's, here too
+
+
+@dataclass(frozen=True, eq=False)
+class RowState:
+    """What the thresholds say about every row of a table: masks over all rows, decided once per
+    change of the table or the thresholds (Thresholds.evaluate). The op table, graph, summary, CSV
+    (through the fail column apply() writes), CLI and advisor read it; none decides it again."""
+
+    fail: np.ndarray  # breaks a threshold or the NaN/inf rule, and is not exempt
+    not_compared: np.ndarray  # has a reason and no metric value (unreadable, no golden, shapes differ)
+    exempt: np.ndarray  # never fails: layout-only ops, network inputs, device-only ops
+    nonfinite: np.ndarray  # the NPU tensor holds more NaN/inf than the golden one
+    broken: dict[str, np.ndarray]  # threshold key -> rows breaking it (exempt rows never do)
+    tpu_verdict: np.ndarray | None  # tpu-mlir's ladder per row; None without the column
+
+    def broken_keys(self, i: int) -> list[str]:
+        """Keys of the thresholds row i breaks, then npu_nonfinite for the NaN/inf rule."""
+        keys = [k for k, mask in self.broken.items() if mask[i]]
+        return keys + ["npu_nonfinite"] if self.nonfinite[i] and not self.exempt[i] and "npu_nonfinite" not in keys \
+            else keys
 
 
 @dataclass
@@ -113,11 +127,38 @@ class Thresholds:
         return cls(items)
 
     # ---- evaluation ---------------------------------------------------------------------------
-    def apply(self, table: ResultTable) -> None:
-        """Set table.columns["fail"] to failing(table), and the tpu_verdict column's ladder."""
-        table.columns["fail"] = self.failing(table)
-        if "tpu_verdict" in table.present:
-            table.columns["tpu_verdict"] = self.tpu_verdicts(table)
+    def evaluate(self, table: ResultTable) -> RowState:
+        """The table's RowState under these thresholds; built once per change of either."""
+        key = ("rowstate", tuple((t.key, t.op, t.value) for t in self.items))
+        return table.derived(key, lambda: self._evaluate(table))
+
+    def _evaluate(self, table: ResultTable) -> RowState:
+        n = len(table)
+        free = ~exempt(table) if n else np.ones(0, dtype=bool)
+        broken = {t.key: t.broken(table.numbers(t.key)) & free for t in self.items}
+        broken.update({k: mask & free for k, mask in self._recorded(table).items()})
+        nonfinite = _nonfinite_broken(table)
+        fail = nonfinite & free
+        for mask in broken.values():
+            fail = fail | mask
+        keys = table.metric_keys
+        no_value = np.logical_and.reduce([np.isnan(table.columns[k]) for k in keys]) if keys and n \
+            else np.ones(n, dtype=bool)
+        verdict = self._tpu_verdicts(table) if "tpu_verdict" in table.present else None
+        state = RowState(fail, (table.columns["reason"] != "") & no_value, ~free, nonfinite, broken, verdict)
+        for mask in (state.fail, state.not_compared, state.exempt, state.nonfinite, verdict, *broken.values()):
+            if mask is not None:
+                mask.flags.writeable = False  # read by all, changed by none
+        return state
+
+    def apply(self, table: ResultTable) -> RowState:
+        """Write the table's judged columns (fail, the tpu_verdict ladder) from evaluate(table): the
+        one place they are written. Cheap when nothing changed; returns the RowState."""
+        state = self.evaluate(table)
+        table.set_column("fail", state.fail)
+        if state.tpu_verdict is not None:
+            table.set_column("tpu_verdict", state.tpu_verdict)
+        return state
 
     def set_tolerance(self, cos: float, euclid: float) -> None:
         """tpu-mlir's `--tolerance COS,EUCLID`: fail below either (cos's threshold replaced)."""
@@ -129,7 +170,7 @@ class Thresholds:
         return tuple(t.value if (t := self.get(k)) is not None else v  # type: ignore[return-value]
                      for k, v in TPU_DEFAULTS.items())
 
-    def tpu_verdicts(self, table: ResultTable) -> np.ndarray:
+    def _tpu_verdicts(self, table: ResultTable) -> np.ndarray:
         """tpu-mlir's ladder per row: EQUAL and CLOSE as the comparison found them, else SIMILAR
         when cos > COS and euclid_sim > EUCLID (strictly, as tpu-mlir; NaN is not similar), else
         NOT_SIMILAR; "" for rows without a comparison (no golden tensor, unreadable, shapes differ)."""
@@ -146,32 +187,13 @@ class Thresholds:
         verdict[~compared & ~ladder] = ""
         return verdict
 
-    def failing(self, table: ResultTable) -> np.ndarray:
-        """Rows breaking any threshold (NaN ignored) or the NaN/inf rule; exempt rows never fail."""
-        fail = nonfinite_broken(table) | self.recorded_broken(table)
-        for t in self.items:
-            fail |= t.broken(table.numbers(t.key))
-        return fail & ~exempt(table)
-
     def broken(self, table: ResultTable, i: int) -> list[str]:
         """Keys of the thresholds row i breaks (empty for exempt rows), for the detail view."""
-        if exempt(table)[i]:
-            return []
-        keys = [t.key for t in self.items if t.broken(table.numbers(t.key)[i:i + 1])[0]]
-        if nonfinite_broken(table)[i] and "npu_nonfinite" not in keys:
-            keys.append("npu_nonfinite")
-        keys.extend(k for k, mask in self._recorded(table).items() if mask[i] and k not in keys)
-        return keys
-
-    def recorded_broken(self, table: ResultTable) -> np.ndarray:
-        """msprobe's rules on rows compared by recorded statistics: stat_mag above 0.5 (its double-check
-        rule; a stat_mag threshold replaces the 0.5), checksums that differ (md5 mode)."""
-        broken = np.zeros(len(table), dtype=bool)
-        for mask in self._recorded(table).values():
-            broken |= mask
-        return broken
+        return self.evaluate(table).broken_keys(i)
 
     def _recorded(self, table: ResultTable) -> dict[str, np.ndarray]:
+        """msprobe's rules on rows compared by recorded statistics: stat_mag above 0.5 (its double-check
+        rule; a stat_mag threshold replaces the 0.5), checksums that differ (md5 mode)."""
         found = {}
         if "stat_mag" in table.present and self.get("stat_mag") is None:
             with np.errstate(invalid="ignore"):
@@ -182,18 +204,18 @@ class Thresholds:
         return found
 
 
-RECORDED_KEYS = ("stat_mag", "npu_md5")  # what `broken` names for recorded_broken's rules
+RECORDED_KEYS = ("stat_mag", "npu_md5")  # what `broken` names for msprobe's recorded-statistics rules
 
 
 def recorded_text(table: ResultTable, key: str, i: int) -> str:
-    """How row i breaks one of recorded_broken's rules (key in RECORDED_KEYS)."""
+    """How row i breaks one of the recorded-statistics rules (key in RECORDED_KEYS)."""
     c = table.columns
     if key == "stat_mag":
         return f"stat_mag {table.numbers(key)[i]:.4g} > {MAGNITUDE:g} (msprobe's double-check rule)"
     return f"CRC-32 {c['npu_md5'][i]} against {c['golden_md5'][i]} in golden"
 
 
-def nonfinite_broken(table: ResultTable) -> np.ndarray:
+def _nonfinite_broken(table: ResultTable) -> np.ndarray:
     """Rows whose NPU tensor has more NaN/inf than the golden one (counts of -1: unknown)."""
     npu, golden = table.columns["npu_nonfinite"], table.columns["golden_nonfinite"]
     return npu > np.maximum(golden, 0)

@@ -190,12 +190,8 @@ def add_origin_columns(table: ResultTable, advice: Advice) -> None:
     """Put `origin` and `iso_cos` into the table as extra (plugin-style) columns, so filters like
     `origin == "introduced"` or `iso_cos < 0.99` work. In place; calling it again replaces them."""
     cols = advice.columns(len(table))
-    table.columns["origin"] = cols["origin"]
-    table.columns["iso_cos"] = text_array("" if math.isnan(v) else f"{v:.6f}" for v in cols["iso_cos"])
-    for name in ("origin", "iso_cos"):
-        if name not in table.custom:
-            table.custom.append(name)
-    table._cache.clear()
+    table.set_column("origin", cols["origin"])
+    table.set_column("iso_cos", text_array("" if math.isnan(v) else f"{v:.6f}" for v in cols["iso_cos"]))
 
 
 # ------------------------------------------------------------------ reading and writing

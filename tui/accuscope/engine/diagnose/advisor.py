@@ -34,7 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
-from accuscope.engine.compare.thresholds import RECORDED_KEYS, exempt, nonfinite_broken, recorded_text
+from accuscope.engine.compare.thresholds import RECORDED_KEYS, recorded_text
 from accuscope.engine.diagnose import firstdiff
 from accuscope.engine.diagnose.advice import (
     ADVICE_JSON,
@@ -89,8 +89,8 @@ class _Run:
         self.ops: dict[str, list[int]] = {}
         for i, op in enumerate(self.c["npu_op"].tolist()):
             self.ops.setdefault(op, []).append(i)
-        self.exempt = exempt(self.table)
-        self.nonfinite = nonfinite_broken(self.table)
+        state = self.thresholds.evaluate(self.table)  # the rows as the op table and the CSV see them
+        self.fail, self.exempt, self.nonfinite = state.fail, state.exempt, state.nonfinite
         t = self.thresholds.get("cos")
         self.cos_min = t.value if t is not None and t.op == "<" else 0.99
         t = self.thresholds.get("red")
@@ -196,7 +196,7 @@ def advise(task_folder: str | os.PathLike | Task, framework_model: str | os.Path
             raise SourceError(f"{fw_path}: no such framework model file")
     elif task.framework_model[0] is not None and task.framework_model[0].suffix.lower() == ".onnx":
         fw_path, fw_source = task.framework_model  # ops are re-run with onnxruntime
-    failing_outputs = bool((run.c["fail"] & (run.c["io"] == "output")).any())
+    failing_outputs = bool((run.fail & (run.c["io"] == "output")).any())
     if fw_path is not None and (failing_outputs or fw_source == "given"):
         from accuscope.engine.diagnose.oprerun import FrameworkModel
         try:
@@ -350,7 +350,7 @@ def _verdict(run: _Run) -> Finding:
         return _finding(run, "verdict", "warning", None, "verdict unknown: the network outputs were not compared",
                         f"The model cannot be judged: {why}. No row below is a verdict on the model.",
                         {"outputs": len(outputs)})
-    failing = [r for r in measured if c["fail"][r]]
+    failing = [r for r in measured if run.fail[r]]
     ev = {"outputs": len(measured), "output_cos": [c["cos"][r] for r in measured],
           "output_red": [c["red"][r] for r in measured]}
     if failing:
@@ -536,7 +536,7 @@ def _mindstudio(run: _Run, overflow, net_inputs: list[int]) -> list[Finding]:
         has_cos = ~np.isnan(c["cos"])
         below = (has_cos & (c["cos"] < thr)) | (run.nonfinite & ~run.exempt)
     if not below.any():
-        others = int(c["fail"].sum())
+        others = int(run.fail.sum())
         extra = (f" ({others} rows break other thresholds: the origin column says which ops made their error.)"
                  if others else "")
         return [_finding(run, "ms.all_pass", "info", None, f"no tensor has a cosine below {thr:g}",
@@ -660,7 +660,7 @@ def _origins(run: _Run, fw, previous: dict[str, dict]) -> list[OpOrigin] | None:
     """Origins of every op with a failing output row, in execution order (None when cancelled)."""
     from accuscope.engine.diagnose.oprerun import Isolated, make_job, run_jobs
     c = run.c
-    failing = [op for op, rows in run.ops.items() if any(c["fail"][r] and c["io"][r] == "output" for r in rows)]
+    failing = [op for op, rows in run.ops.items() if any(run.fail[r] and c["io"][r] == "output" for r in rows)]
     isolated: dict[str, Isolated] = {}
     problems: dict[str, str] = {}
     if fw is not None:
@@ -868,7 +868,7 @@ def _introduced(run: _Run, origins: list[OpOrigin], net_inputs: list[int], findi
             text += (f" {len(ranked) - 1} other op(s) introduced less error: "
                      + ", ".join(f"{x.op} ({_effect_text(x, run)})" for x in ranked[1:4]) + ".")
         return [_finding(run, "introduced", severity, r, title, text, ev)]
-    failing_rows = np.flatnonzero(c["fail"])
+    failing_rows = np.flatnonzero(run.fail)
     if not origins or not len(failing_rows):
         return []
     known = [o for o in origins if o.origin != "unknown"]

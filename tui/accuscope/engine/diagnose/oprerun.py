@@ -25,12 +25,9 @@ from pathlib import Path
 
 import numpy as np
 
+from accuscope.engine.compare.columns import ISOLATED
 from accuscope.engine.compare.metrics import compare_arrays
 from accuscope.engine.sources.tensor import INPUT, OUTPUT, SourceError, Tensor, TensorError, sanitize
-
-# Metrics kept for an isolated comparison (those thresholds can name, plus the nonfinite counts).
-ISOLATED_KEYS = ("cos", "red", "kl", "rmse", "mean_rel", "max_abs", "mean_abs", "max_rel", "acc_rel", "rel_0.1%",
-                 "rel_0.5%")
 
 
 @dataclass
@@ -357,7 +354,7 @@ def metrics(x: np.ndarray, y: np.ndarray, kl: bool = True) -> dict:
     """engine.metrics' values of two in-memory arrays, undefined ones as None, plus NaN/inf
     counts and the reason, in the shape the advisor's evidence uses."""
     m = compare_arrays(np.asarray(x), np.asarray(y), kl=kl)
-    out: dict = {k: (None if math.isnan(m.values.get(k, math.nan)) else m.values[k]) for k in ISOLATED_KEYS}
+    out: dict = {k: (None if math.isnan(m.values.get(k, math.nan)) else m.values[k]) for k in ISOLATED}
     out["npu_nonfinite"], out["golden_nonfinite"] = m.npu_nonfinite, m.golden_nonfinite
     if m.reason:
         out["reason"] = m.reason

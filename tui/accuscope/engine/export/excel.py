@@ -20,7 +20,7 @@ import numpy as np
 
 from accuscope.engine.compare.columns import CSV_OF
 from accuscope.engine.compare.results import ResultTable
-from accuscope.engine.compare.thresholds import Thresholds, exempt, nonfinite_broken
+from accuscope.engine.compare.thresholds import Thresholds, recorded_text
 from accuscope.engine.graphs.onnxgraph import need
 from accuscope.engine.sources.names import printable
 
@@ -76,12 +76,13 @@ def _cells(values: np.ndarray) -> list:
 def _messages(table: ResultTable, thresholds: Thresholds, rows: np.ndarray) -> list[str]:
     """The reason a row was not compared, and the thresholds it breaks (`cos 0.912 < 0.99`)."""
     parts: list[list[str]] = [[r] if r else [] for r in table.columns["reason"][rows].tolist()]
-    judged = ~exempt(table)[rows]
-    for t in thresholds.items:
-        values = table.numbers(t.key)[rows]
-        for i in np.flatnonzero(t.broken(values) & judged):
-            parts[i].append(f"{t.key} {values[i]:.4g} {t.op} {t.value:g}")
-    for i in np.flatnonzero(nonfinite_broken(table)[rows] & judged):
+    state = thresholds.evaluate(table)
+    for key, mask in state.broken.items():
+        t = thresholds.get(key)
+        for i in np.flatnonzero(mask[rows]):
+            parts[i].append(f"{key} {table.numbers(key)[rows[i]]:.4g} {t.op} {t.value:g}" if t is not None
+                            else recorded_text(table, key, int(rows[i])))
+    for i in np.flatnonzero((state.nonfinite & ~state.exempt)[rows]):
         parts[i].append(f"NaN/inf {table.columns['npu_nonfinite'][rows[i]]} on the NPU side")
     return [printable("; ".join(p)) for p in parts]
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from accuscope.engine.compare.thresholds import default_op, exempt, nonfinite_broken, resolve_key
+from accuscope.engine.compare.thresholds import default_op, resolve_key
 from accuscope.engine.graphs.graph import load_graph
 from accuscope.engine.graphs.onnxgraph import need
 from accuscope.engine.sources.tensor import SourceError
@@ -81,7 +81,8 @@ def overlay(task: Task, model: str | Path, metric: str = "cos") -> Overlay:
     low = default_op(key) == "<"
     threshold = task.thresholds.get(key)
     c, values = table.columns, table.numbers(key)
-    broken_nf, skip = nonfinite_broken(table), exempt(table)
+    state = task.thresholds.evaluate(table)
+    broken_nf, skip = state.nonfinite, state.exempt
     worse = min if low else max
     results: dict[str, float] = {}
     red: set[str] = set()

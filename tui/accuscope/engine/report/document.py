@@ -55,7 +55,7 @@ def worst_rows(task: Task, advice: Advice | None, k: int) -> list[int]:
     """Up to k failing output rows of distinct ops: the ops the advisor says introduced the error
     (execution order), then the lowest cosine."""
     c = task.table.columns
-    fail = task.thresholds.failing(task.table) & (c["io"] == "output")
+    fail = task.thresholds.evaluate(task.table).fail & (c["io"] == "output")
     picked, ops = [], set()
     introduced = [r for o in (advice.introduced if advice else []) for r in o.rows[:1]]
     cos = task.table.numbers("cos") if "cos" in task.table.metric_keys else np.full(len(task.table), math.nan)

@@ -173,6 +173,24 @@ class Task:
         """Set the state (and fields) in task.json; `meta` follows."""
         self.meta.update(mark_state(self.folder, state, **fields))
 
+    def set_thresholds(self, thresholds: Thresholds) -> None:
+        """New thresholds for an opened task: its result is saved again as a new generation, so the
+        result CSV's IsPrecisionError, task.json's counts and the advisor judge the rows alike. A task
+        without a result only records them in task.json."""
+        self.thresholds = thresholds
+        state = self.info.state or "done"
+        if self.table is None or (self.csv is None and not len(self.table)):
+            self.mark(state, thresholds=thresholds.to_dict())
+            return
+        thresholds.apply(self.table)
+        table, own = self.table, self.meta.get("custom_columns") or []
+        if set(table.custom) - set(own):  # columns added since (the advisor's origin, iso_cos) are not the result
+            table = ResultTable({k: v for k, v in table.columns.items() if k not in table.custom or k in own},
+                                [c for c in table.custom if c in own], table.present)
+        self.csv = save_task(self.folder, {"state": state, "error": self.info.error}, table, thresholds,
+                             self.meta.get("csv_options"))
+        self.meta.update(read_task_doc(self.folder))
+
     def delete(self) -> None:
         """Remove the task folder (for a foreign result CSV: the file). OSError when it cannot."""
         remove_task(self.csv if self.info.foreign and self.csv else self.folder)
