@@ -15,16 +15,28 @@ import pytest
 
 from accuscope.engine.compare import columns as mt
 from accuscope.engine.compare import comparison as engine
+from accuscope.engine.compare import statistics
 from accuscope.engine.compare.metrics import compare_arrays
 from accuscope.engine.compare.results import KIND, METRIC_COLUMNS, NUMERIC_ORDER, ResultTable
 from accuscope.engine.compare.summary import summarize
 from accuscope.engine.compare.thresholds import Thresholds, resolve_key
 from accuscope.engine.diagnose.oprerun import metrics as isolated_metrics
+from accuscope.engine.sources.tensor import Tensor
 from accuscope.engine.tasks.csvio import read_result_csv, write_result_csv
 from conftest import cls_with_planted_fault
 
 RECORDS = mt.METRIC_TABLE
 ids = [m.key for m in RECORDS]
+
+
+def every_cell(x, y) -> dict:
+    """A row holding every metric: computed from the tensors, and the recorded statistics and
+    checksums of a statistics dump (msprobe's), as a comparison of each kind fills them."""
+    def recorded(v, crc):
+        return Tensor("op", "output", 0, None, (), "dump.json", stats=(v.max(), v.min(), v.mean(), np.linalg.norm(v)),
+                      checksum=crc)
+    cells = engine._cells(compare_arrays(x, y), tuple(engine.ALGORITHMS))
+    return {**cells, **statistics.compare(recorded(x, "0a1b2c3d"), recorded(y, "0a1b2c3e"))}
 
 
 def test_records_are_unique_and_well_formed():
@@ -61,9 +73,10 @@ def test_every_engine_list_holds_the_metric(m):
 def test_a_comparison_fills_every_metric_and_the_csv_and_filters_carry_it():
     x = np.linspace(-1, 1, 1000)
     y = x + np.random.default_rng(0).normal(0, 1e-3, x.shape)
-    m = compare_arrays(x, y)
-    cells = engine._cells(m, tuple(engine.ALGORITHMS))
-    assert set(cells) == {r.key for r in RECORDS}
+    cells = engine._cells(compare_arrays(x, y), tuple(engine.ALGORITHMS))
+    assert set(cells) == {r.key for r in RECORDS if not r.recorded}  # the tensor comparison's
+    cells = every_cell(x, y)
+    assert set(cells) == {r.key for r in RECORDS}  # and the recorded statistics' comparison's
     for r in RECORDS:
         if r.kind == "float":
             assert not math.isnan(cells[r.key]), r.key
@@ -78,7 +91,7 @@ def test_a_comparison_fills_every_metric_and_the_csv_and_filters_carry_it():
 
 def test_the_csv_writes_and_reads_every_metric(tmp_path):
     x = np.linspace(-1, 1, 100)
-    cells = engine._cells(compare_arrays(x, x * 1.01), tuple(engine.ALGORITHMS))
+    cells = every_cell(x, x * 1.01)
     table = ResultTable.from_rows([dict(index=0, npu_op="a", golden_op="a", tensor="a:output:0", **cells)])
     Thresholds().apply(table)
     path = write_result_csv(table, tmp_path / "result_1.csv")

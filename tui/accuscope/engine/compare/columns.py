@@ -31,6 +31,7 @@ class Metric:
     width: int = 9  # op table cells (for text: at most, sized to the content)
     brief: bool = False  # in the short listing (`accuscope show`'s default columns)
     isolated: bool = False  # recomputed for an op's re-run on its own inputs (advisor)
+    recorded: bool = False  # from what the dump recorded (statistics, checksums), not from tensor data
 
     @property
     def title(self) -> str:
@@ -92,17 +93,17 @@ METRIC_TABLE: tuple[Metric, ...] = (
     # them), its md5 mode's checksums, and our stat_mag (its "double check" rule as a number).
     *(Metric(f"{s}_diff", f"{s.title() if s != 'norm' else 'L2norm'} diff",
              f"msprobe's {s.replace('norm', 'L2 norm')} of npu minus that of golden (from dump.json)",
-             origin="msprobe", short=f"{s[:3]}d", place=16 + k) for k, s in enumerate(STATS)),
+             origin="msprobe", short=f"{s[:3]}d", place=16 + k, recorded=True) for k, s in enumerate(STATS)),
     *(Metric(f"{s}_relerr", f"{s.title()}RelativeErr",
              f"|{s}_diff / golden {s}| in percent (inf when the golden one is 0)",
-             origin="msprobe", short=f"{s[:3]}%", place=20 + k) for k, s in enumerate(STATS)),
+             origin="msprobe", label=f"{s}_rel%", short=f"{s[:3]}%", place=20 + k, recorded=True) for k, s in enumerate(STATS)),
     Metric("stat_mag", "StatMagnitude", "largest |diff| / max(|npu|, |golden|) over the four statistics; msprobe "
            "asks for a double check above 0.5 (a row fails above it unless a stat_mag threshold says otherwise)",
-           origin="msprobe", short="smag", place=15),
+           origin="msprobe", short="smag", place=15, recorded=True),
     Metric("npu_md5", "NPU MD5", "the NPU tensor's CRC-32 (msprobe md5 mode)", origin="msprobe", kind="text",
-           label="npu crc", short="crc", place=24, width=10),
+           label="npu crc", short="crc", place=24, width=10, recorded=True),
     Metric("golden_md5", "BENCH MD5", "the golden tensor's CRC-32 (msprobe md5 mode); a row fails when they differ",
-           origin="msprobe", kind="text", label="gold crc", short="gcrc", place=25, width=10),
+           origin="msprobe", kind="text", label="gold crc", short="gcrc", place=25, width=10, recorded=True),
 )
 METRIC = {m.key: m for m in METRIC_TABLE}
 

@@ -485,9 +485,10 @@ def run_job(job: Job) -> tuple[int, dict]:
 
 
 def _cells(m: PairMetrics, metrics: tuple[str, ...]) -> dict:
-    """The row's metric cells: msaccucmp's as selected (--algorithms), the extras always."""
-    return {k: m.values[k] if k in m.values else getattr(m, k) for k in METRIC
-            if k in metrics or METRIC[k].origin != "msaccucmp"}
+    """The row's metric cells: msaccucmp's as selected (--algorithms), the extras always (those
+    computed from tensor data; recorded statistics are compared elsewhere)."""
+    return {k: m.values[k] if k in m.values else getattr(m, k) for k, r in METRIC.items()
+            if (k in metrics or r.origin != "msaccucmp") and not r.recorded}
 
 
 # ------------------------------------------------------------------ running a plan
