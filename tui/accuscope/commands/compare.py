@@ -1,6 +1,7 @@
 """`accuscope compare --npu PATH --golden PATH --out TASK_DIR`: whole-network comparison as a task."""
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import sys
@@ -14,12 +15,21 @@ from ..engine.compare import comparison as engine
 from ..engine.compare.inputs import build_spec, inputs
 from ..engine.compare.mapping import DEVICE_ONLY
 from ..engine.compare.metrics import compiled_kernel
+from ..engine.compare.multirank import pair_ranks
 from ..engine.compare.summary import summarize
 from ..engine.sources.registry import detect
 from ..engine.sources.tensor import SourceError
+from ..engine.tasks.rankrun import run_ranks
 from ..engine.tasks.taskrun import run_task
 from ..exitcode import ExitCode
 from .common import add_inputs, add_source_options, err, first_failing_json, out, show
+
+
+def _numbers(text: str) -> list[int]:
+    try:
+        return [int(t) for t in text.split(",") if t.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of numbers") from None
 
 
 def register(sub) -> None:
@@ -39,6 +49,13 @@ def register(sub) -> None:
     add_inputs(p, "sides", optional=("npu", "golden"))  # or one SOURCE holding both
     add_comparison_options(p)
     p.add_argument("--tui", action="store_true", help="run inside the app: rows appear as they are compared")
+    p.add_argument("--rank", type=_numbers, help="of a multi-rank tree (ROOT/[step*/]rank*): compare these ranks "
+                                                 "only (comma-separated; default all)")
+    p.add_argument("--step", type=_numbers, help="of a multi-rank tree: compare these steps only (default all)")
+    p.add_argument("--cluster", metavar="ADDRESS",
+                   help="compare the ranks on Dask: tcp://HOST:8786 (a running `dask scheduler`; each rank runs "
+                        "on a worker that sees its folders) or local:N (N worker processes here); "
+                        "needs accuscope[cluster]")
     add_source_options(p)
     p.set_defaults(handler=run)
 
@@ -94,6 +111,14 @@ def swapped_hint(spec: engine.CompareSpec) -> str:
 def run(args) -> int:
     spec = spec_of(args)
     hint = swapped_hint(spec)
+    if args.cluster or (not args.source and pair_ranks(spec.npu, spec.golden)[0]):
+        if args.tui:
+            raise SourceError("--tui does not run a multi-rank comparison: run it without --tui, then open "
+                              f"the task with `accuscope open {args.out}`")
+        return compare_ranks_and_report(spec, args)
+    if args.rank or args.step:
+        raise SourceError(f"--rank/--step: {spec.npu} and {spec.golden} are not both multi-rank trees "
+                          "(ROOT/[step*/]rank*)")
     if args.tui:
         preflight(spec)
         from ..app.main import run as run_app
@@ -188,3 +213,46 @@ def result_json(folder, plan, summary, table, advice) -> dict:
             "coverage": plan.coverage.to_meta(), "problems": [str(p) for p in plan.problems],
             "verdict": None if advice is None or advice.primary is None else advice.primary.to_dict(),
             "findings": [] if advice is None else [f.to_dict() for f in advice.findings]}
+
+
+def compare_ranks_and_report(spec: engine.CompareSpec, args) -> int:
+    """A multi-rank comparison: one line per rank as it lands, then the totals (see rankrun)."""
+    say = err.print if args.json else out.print
+    cancel = threading.Event()
+
+    def planned(run):
+        again = f", {len(run.resumed)} already compared (resumed)" if run.resumed else ""
+        say(f"{len(run.leaves)} ranks of {show(spec.npu)} against {show(spec.golden)} on {show(run.where)}{again}",
+            soft_wrap=True)
+        for p in run.problems:
+            say(f"  [red]✗[/] {show(p)}", soft_wrap=True)
+
+    def landed(run, r):
+        where = f" on {show(r.worker)}" if r.worker else ""
+        if r.table is not None:
+            failing = int(r.table.columns["fail"].sum())
+            say(f"  {show(r.rank.label)}: {len(r.table):,} rows, {failing:,} failing{where} ({r.seconds:.1f} s)")
+        else:
+            say(f"  [red]✗[/] {show(r.rank.label)}: {r.state}: {show(r.error)}", soft_wrap=True)
+
+    try:
+        run = run_ranks(spec, args.out, args.cluster, args.workers, args.rank, args.step, landed, cancel, planned)
+    except KeyboardInterrupt:
+        cancel.set()
+        say("\ncancelled: the ranks already compared are kept; re-run to resume")
+        return ExitCode.INTERRUPTED
+    done = [r for r in run.results.values() if r["state"] == "done"]
+    if not done:
+        first = next(iter(run.results.values()), {})
+        raise SourceError(f"{spec.npu}: no rank could be compared ({first.get('rel', '')}: {first.get('error', '')})")
+    not_done = len(run.results) - len(done)
+    say(f"ranks {len(run.results)} · compared {len(done)} · not compared {not_done} · rows {run.rows:,} · "
+        f"failing {run.failing:,} · open {show(args.out)}" + (" (columnar)" if run.table is None else ""))
+    if not_done:
+        say(f"[bold yellow]⚠ warning:[/] {not_done} ranks not compared: re-run the same command to compare them "
+            "(finished ranks are kept)", soft_wrap=True)
+    if args.json:
+        sys.stdout.write(json.dumps({"task": str(args.out), "rows": run.rows, "failing": run.failing,
+                                     "lost": run.lost, "resumed": run.resumed, "problems": run.problems,
+                                     "ranks": run.results}, indent=1, ensure_ascii=False) + "\n")
+    return ExitCode.FINDINGS if args.fail_on_error and (run.failing or not_done) else ExitCode.OK

@@ -35,7 +35,8 @@ COLUMNS: list[tuple[str, str]] = (
     + [(key, "int" if key.endswith("nonfinite") else "text" if key in TEXT_EXTRAS else "float")
        for _, key in EXTRAS]
     + [("reason", "text"), ("is_npu_only", "bool"), ("is_output", "bool"), ("fail", "bool"),
-       ("conversion", "text"), ("how", "text"), ("npu_file", "text"), ("golden_file", "text")]
+       ("conversion", "text"), ("how", "text"), ("npu_file", "text"), ("golden_file", "text"),
+       ("step", "int"), ("rank", "int")]  # a multi-rank task's rows: which step*/rank* folder (-1: none)
 )
 KIND = dict(COLUMNS)
 DEFAULTS = {"float": math.nan, "int": -1, "bool": False, "text": ""}
@@ -50,11 +51,11 @@ NUMERIC_ORDER = NUMERIC_METRICS + [key for _, key in EXTRAS if KIND[key] == "flo
 CSV_NAMES = {"Index": "index", "OpSequence": "op_seq", "OpType": "type", "NPUDump": "npu_op",
              "GroundTruth": "golden_op", "TensorIndex": "tensor", "Shape": "shape",
              "OverFlow": "overflow", "CompareFailReason": "reason", "IsNpuOps": "is_npu_only",
-             "IsOutputNode": "is_output", "IsPrecisionError": "fail"}
+             "IsOutputNode": "is_output", "IsPrecisionError": "fail", "Step": "step", "Rank": "rank"}
 ALIASES = {"name": "npu_op", "op": "npu_op", "golden": "golden_op"}
 SEARCHED = ("npu_op", "golden_op", "type", "tensor")
 # Integer columns where -1 means "unknown": they sort last and never match a comparison.
-_INT_MISSING = {"op_seq", "npu_nonfinite", "golden_nonfinite"}
+_INT_MISSING = {"op_seq", "npu_nonfinite", "golden_nonfinite", "step", "rank"}
 
 
 def text_array(values: Iterable) -> np.ndarray:
@@ -170,6 +171,19 @@ class ResultTable:
         if not columns:
             columns["tensor"] = [""] * len(rows)
         return cls.from_columns(columns, custom, start=start)
+
+    @classmethod
+    def concat(cls, tables: Sequence[ResultTable]) -> ResultTable:
+        """The rows of several tables (ranks of one task) one after the other, re-indexed from 0."""
+        if not tables:
+            return cls.empty()
+        custom = list(dict.fromkeys(c for t in tables for c in t.custom))
+        columns = {}
+        for key in list(KIND) + custom:
+            parts = [t.columns[key] if key in t.columns else _filled("text", "", len(t)) for t in tables]
+            columns[key] = np.concatenate(parts) if len(parts) > 1 else parts[0]
+        columns["index"] = np.arange(sum(len(t) for t in tables), dtype=np.int64)
+        return cls.from_columns(columns, custom, set().union(*(t.present for t in tables)))
 
     @classmethod
     def empty(cls, custom: Sequence[str] = ()) -> ResultTable:
