@@ -200,6 +200,7 @@ def _finish(folder: Path, spec: engine.CompareSpec, run: RanksRun, fields: dict)
                       if r["failing"]), None)
         for old in [folder / RESULT_NPZ, *folder.glob("result_*.csv")]:  # an earlier, smaller result
             old.unlink(missing_ok=True)
+        meta.pop("state")
         mark_state(folder, "done", **meta, columnar=True, rows=run.rows, failing=run.failing,
                    first_failing_op=first["rel"] if first else "", csv=None, generation=None,
                    thresholds=spec.thresholds.to_dict())
