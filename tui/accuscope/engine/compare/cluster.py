@@ -70,8 +70,10 @@ class DaskCluster:
                 n = int(self.address.split(":", 1)[1])
                 if n < 1:
                     raise ValueError
-                self._cluster = d.LocalCluster(n_workers=n, threads_per_worker=1, processes=True, host="127.0.0.1",
-                                               dashboard_address=None)
+                import dask
+                with dask.config.set({"distributed.worker.multiprocessing-method": "forkserver"}):  # as our pool
+                    self._cluster = d.LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
+                                                   host="127.0.0.1", dashboard_address=None)
                 self.client = d.Client(self._cluster)
             else:
                 self.client = d.Client(self.address, timeout=30)
