@@ -18,6 +18,7 @@ from accuscope.engine.compare.multirank import pair_ranks
 from accuscope.engine.demo.ranktree import write_rank_tree
 from accuscope.engine.sources.ranks import Rank, local_path, pick, ranks
 from accuscope.engine.tasks import rankrun
+from accuscope.engine.tasks.columnstore import PagedText, read_columns, write_columns
 from accuscope.engine.tasks.task import list_tasks, load_task
 from appkit import drive, screen_text, wait_for
 
@@ -123,15 +124,17 @@ def test_above_the_row_limit_a_task_stays_columnar_and_show_exports_the_csv(tree
     assert not list(folder.glob("result*")) and len(list((folder / "ranks").iterdir())) == 4
     task = load_task(folder)
     assert len(task.table) == 24 and task.meta["columnar"] is True
+    assert isinstance(task.table.columns["tensor"], PagedText) and task.table.row(7)["rank"] == 1
     assert task.table.columns["rank"].tolist() == [r for r in range(4) for _ in range(6)]
     shown = accuscope("show", folder, "--format", "csv", "--failing")
     assert shown.returncode == 0, shown.stderr
     assert len(shown.stdout.strip().splitlines()) == 1 + 3
 
 
-def test_the_app_shows_ranks_in_the_browser_and_filters_by_rank(tree, tmp_path):
+def test_the_app_pages_a_columnar_task_shows_ranks_and_filters_by_rank(tree, tmp_path, monkeypatch):
     npu, golden = tree
     ws = tmp_path / "ws"
+    monkeypatch.setattr(rankrun, "COLUMNAR_ROWS", 20)  # this small task stands for one of many million rows
     rankrun.run_ranks(engine.CompareSpec(str(npu), str(golden)), ws / "llm", workers=1)
 
     async def script(pilot):
@@ -141,10 +144,15 @@ def test_the_app_shows_ranks_in_the_browser_and_filters_by_rank(tree, tmp_path):
         await pilot.press("enter")
         await wait_for(pilot, lambda: pilot.app.screen.query(OperatorTable))
         table = pilot.app.screen.query_one(OperatorTable)
-        assert " rank " in screen_text(pilot.app)
+        assert isinstance(table.table.columns["npu_op"], PagedText)  # rows are read from the column files
+        assert " rank " in screen_text(pilot.app) and "Functional.linear.0.forward.output" in screen_text(pilot.app)
         await pilot.press("f", *"rank == 3", "enter")
         assert len(table.view) == 12
         assert set(table.table.columns["rank"][table.view].tolist()) == {3}
+        await pilot.press("escape", "f", *"npu_op == 'Functional.linear.5.forward.output' and step == 1", "enter")
+        assert len(table.view) == 4
+        await pilot.press("escape", "slash", *"linear.4.", "enter")
+        assert table.table.columns["npu_op"][table.cursor_row] == "Functional.linear.4.forward.output"
     drive(AccuscopeApp(ws), script, size=(120, 30))
 
 
@@ -157,3 +165,23 @@ def test_rank_files_merge_in_rank_order_and_a_broken_one_is_a_warning(tree, tmp_
     table, warnings = rankrun.load_ranks(folder, doc["ranks"])
     assert len(table) == 18 and np.array_equal(np.unique(table.columns["rank"]), [0, 2, 3])
     assert len(warnings) == 1 and "step0_rank1.npz: unreadable" in warnings[0]
+
+
+def test_column_store_reads_back_what_the_ranks_held_page_by_page(tmp_path):
+    from accuscope.engine.compare.results import ResultTable
+    a = ResultTable.from_rows([{"npu_op": "conv", "tensor": "conv:output:0", "cos": 0.5, "rank": 0},
+                               {"npu_op": "", "tensor": "x:input:1", "cos": 0.9, "rank": 0, "reason": "näme\x00nul"}])
+    b = ResultTable.from_rows([{"npu_op": "卷积", "tensor": "y:output:0", "cos": 0.1, "rank": 1}])
+    assert write_columns(tmp_path, [a, b]) == 3
+    paged, merged = read_columns(tmp_path), ResultTable.concat([a, b])
+    for key, col in merged.columns.items():
+        if key == "reason":
+            assert paged.columns[key].tolist() == ["", "näme?nul", ""]
+        else:
+            np.testing.assert_array_equal(np.asarray(paged.columns[key]), col, err_msg=key)
+    ops = paged.columns["npu_op"]
+    assert ops[2] == ops[-1] == "卷积" and ops[1] == "" and len(ops[1:]) == 2 and ops[1:].tolist() == ["", "卷积"]
+    assert ops[np.array([2, 0])].tolist() == ["卷积", "conv"] and ops[np.array([True, False, True])].tolist() == ["conv", "卷积"]
+    assert (ops == "conv").tolist() == [True, False, False] and int(paged.filter_mask("rank == 1 and cos < 0.2").sum()) == 1
+    with pytest.raises(IndexError):
+        ops[3]

@@ -8,15 +8,17 @@
 A re-run of the same comparison into the task resumes: ranks whose file holds this comparison's
 rows (same inputs and algorithms) are not compared again. Once every rank has an outcome the task
 is done: up to COLUMNAR_ROWS rows, the ranks are also merged into the usual result CSV and
-result.npz; above, the task stays columnar (task.json `columnar`), load_task merges the rank files,
-and `accuscope show --format csv` exports the CSV.
+result.npz; above, the task is columnar (task.json `columnar`): the ranks are streamed, one at a
+time, into TASK/columns (tasks/columnstore.py), which load_task opens paged, and
+`accuscope show --format csv` exports the CSV.
 """
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -28,7 +30,17 @@ from accuscope.engine.compare.multirank import LOST, RankResult
 from accuscope.engine.compare.results import ResultTable
 from accuscope.engine.sources import ranks as rank_mod
 from accuscope.engine.sources.tensor import SourceError
-from accuscope.engine.tasks.task import RESULT_NPZ, TaskLock, _read_npz, _write_npz, mark_state, save_task, unwritable
+from accuscope.engine.tasks.columnstore import COLUMNS_DIR, read_columns, write_columns
+from accuscope.engine.tasks.task import (
+    RESULT_NPZ,
+    TaskLock,
+    _read_json,
+    _read_npz,
+    _write_npz,
+    mark_state,
+    save_task,
+    unwritable,
+)
 from accuscope.engine.tasks.taskrun import _check_target, _create
 
 RANKS_DIR = "ranks"
@@ -170,19 +182,31 @@ def _save_rank(folder: Path, result: RankResult, fingerprint: str) -> None:
         tmp.unlink(missing_ok=True)
 
 
-def load_ranks(folder: str | os.PathLike, records: dict) -> tuple[ResultTable, list[str]]:
-    """The rows of every done rank of a task, merged in (step, rank, proc) order; a rank file that
-    cannot be read is a warning, the other ranks still load."""
-    folder, tables, warnings = Path(folder), [], []
+def rank_tables(folder: str | os.PathLike, records: dict, warnings: list[str]) -> Iterator[ResultTable]:
+    """The table of every done rank of a task, one at a time in (step, rank, proc) order; a rank
+    file that cannot be read is a warning, the other ranks still come."""
+    folder = Path(folder)
     done = sorted((r.get("step", -1), r.get("rank", -1), r.get("proc", -1), key) for key, r in records.items()
                   if isinstance(r, dict) and r.get("state") == "done")
     for *_, key in done:
         path = folder / RANKS_DIR / f"{key}.npz"
         try:
-            tables.append(_read_npz(path)[0])
+            table = _read_npz(path)[0]
         except (OSError, ValueError, KeyError, TypeError) as exc:
             warnings.append(f"{path}: unreadable ({exc}); its rank is not shown")
-    return ResultTable.concat(tables), warnings
+            continue
+        yield table
+
+
+def load_ranks(folder: str | os.PathLike, records: dict) -> tuple[ResultTable, list[str]]:
+    """The rows of every done rank, merged in memory (a columnar task: its column store, paged)."""
+    warnings: list[str] = []
+    if _read_json(Path(folder) / "task.json", {}).get("columnar") is True:
+        try:
+            return read_columns(folder), warnings
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            warnings.append(f"{Path(folder) / COLUMNS_DIR}: unreadable ({exc}); merging the rank files instead")
+    return ResultTable.concat(list(rank_tables(folder, records, warnings))), warnings
 
 
 def _finish(folder: Path, spec: engine.CompareSpec, run: RanksRun, fields: dict) -> None:
@@ -198,6 +222,9 @@ def _finish(folder: Path, spec: engine.CompareSpec, run: RanksRun, fields: dict)
     if run.rows > COLUMNAR_ROWS:
         first = next((r for r in sorted(records.values(), key=lambda r: (r["step"], r["rank"], r["proc"]))
                       if r["failing"]), None)
+        warnings: list[str] = []
+        write_columns(folder, rank_tables(folder, records, warnings))
+        run.problems += warnings
         for old in [folder / RESULT_NPZ, *folder.glob("result_*.csv")]:  # an earlier, smaller result
             old.unlink(missing_ok=True)
         meta.pop("state")
@@ -205,6 +232,7 @@ def _finish(folder: Path, spec: engine.CompareSpec, run: RanksRun, fields: dict)
                    first_failing_op=first["rel"] if first else "", csv=None, generation=None,
                    thresholds=spec.thresholds.to_dict())
         return
+    shutil.rmtree(folder / COLUMNS_DIR, ignore_errors=True)  # an earlier, columnar result
     table, warnings = load_ranks(folder, records)
     run.problems += warnings
     run.table = table
