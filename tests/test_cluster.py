@@ -41,7 +41,7 @@ def test_cluster_address_that_answers_nothing_is_one_line(tmp_path):
 
 @pytest.fixture
 def scheduler():
-    cluster = distributed.LocalCluster(n_workers=0, processes=True, host="127.0.0.1", dashboard_address=":0")
+    cluster = distributed.LocalCluster(n_workers=0, processes=True, host="127.0.0.1", dashboard_address="127.0.0.1:0")
     yield cluster
     cluster.close()
 

@@ -73,7 +73,7 @@ class DaskCluster:
                 import dask
                 with dask.config.set({"distributed.worker.multiprocessing-method": "forkserver"}):  # as our pool
                     self._cluster = d.LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
-                                                   host="127.0.0.1", dashboard_address=":0")
+                                                   host="127.0.0.1", dashboard_address="127.0.0.1:0")
                 self.client = d.Client(self._cluster)
             else:
                 self.client = d.Client(self.address, timeout=30)
