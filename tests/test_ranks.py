@@ -91,18 +91,13 @@ def test_compare_a_tree_gives_one_task_with_rank_and_step_columns_and_resumes(tr
 
 def test_rank_and_step_pick_and_bad_picks_are_one_line(tree, tmp_path):
     npu, golden = tree
-    r = accuscope("compare", "--npu", npu, "--golden", golden, "--out", tmp_path / "t", "--rank", "2,3",
-                  "--step", "1", "--json", "--fail-on-error")
-    assert r.returncode == 1, r.stderr
-    doc = json.loads(r.stdout)
-    assert doc["rows"] == 12 and doc["failing"] == 3 and sorted(doc["ranks"]) == ["step1_rank2", "step1_rank3"]
-    bad = accuscope("compare", "--npu", npu, "--golden", golden, "--out", tmp_path / "u", "--rank", "7")
+    run = rankrun.run_ranks(engine.CompareSpec(str(npu), str(golden)), tmp_path / "t", workers=1, rank=[2, 3],
+                            step=[1])
+    assert run.rows == 12 and run.failing == 3 and sorted(run.results) == ["step1_rank2", "step1_rank3"]
+    bad = accuscope("compare", "--npu", npu, "--golden", golden, "--out", tmp_path / "u", "--rank", "7",
+                    "--cluster", "local:1")
     assert bad.returncode == 2 and "no rank folder matches --rank/--step (found: step 0 rank 0" in bad.stderr
     assert "Traceback" not in bad.stderr and not (tmp_path / "u").exists()
-    flat = accuscope("compare", "--npu", npu / "step0" / "rank0", "--golden", golden / "step0" / "rank0",
-                     "--out", tmp_path / "v", "--rank", "1")
-    assert flat.returncode == 2 and "are not both multi-rank trees" in flat.stderr
-
 
 def test_a_rank_that_cannot_be_compared_is_a_row_of_the_report_the_rest_land(tmp_path):
     npu, golden = write_rank_tree(tmp_path, ranks=3, tensors=3)

@@ -1,7 +1,6 @@
 """`accuscope compare --npu PATH --golden PATH --out TASK_DIR`: whole-network comparison as a task."""
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -25,11 +24,14 @@ from ..exitcode import ExitCode
 from .common import add_inputs, add_source_options, err, first_failing_json, out, show
 
 
-def _numbers(text: str) -> list[int]:
+def _numbers(text: str | None) -> list[int] | None:
+    """--rank/--step (3, rank3, step1) as the numbers a multi-rank run picks; None: all."""
+    if not text:
+        return None
     try:
-        return [int(t) for t in text.split(",") if t.strip()]
+        return [int(t.strip().removeprefix("rank").removeprefix("step")) for t in str(text).split(",") if t.strip()]
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of numbers") from None
+        raise SourceError(f"{text!r}: give rank and step numbers (3 or rank3) with --cluster") from None
 
 
 def register(sub) -> None:
@@ -49,9 +51,6 @@ def register(sub) -> None:
     add_inputs(p, "sides", optional=("npu", "golden"))  # or one SOURCE holding both
     add_comparison_options(p)
     p.add_argument("--tui", action="store_true", help="run inside the app: rows appear as they are compared")
-    p.add_argument("--rank", type=_numbers, help="of a multi-rank tree (ROOT/[step*/]rank*): compare these ranks "
-                                                 "only (comma-separated; default all)")
-    p.add_argument("--step", type=_numbers, help="of a multi-rank tree: compare these steps only (default all)")
     p.add_argument("--cluster", metavar="ADDRESS",
                    help="compare the ranks on Dask: tcp://HOST:8786 (a running `dask scheduler`; each rank runs "
                         "on a worker that sees its folders) or local:N (N worker processes here); "
@@ -111,14 +110,11 @@ def swapped_hint(spec: engine.CompareSpec) -> str:
 def run(args) -> int:
     spec = spec_of(args)
     hint = swapped_hint(spec)
-    if args.cluster or (not args.source and pair_ranks(spec.npu, spec.golden)[0]):
+    if args.cluster or (not args.source and not spec.rank and not spec.step and pair_ranks(spec.npu, spec.golden)[0]):
         if args.tui:
             raise SourceError("--tui does not run a multi-rank comparison: run it without --tui, then open "
                               f"the task with `accuscope open {args.out}`")
         return compare_ranks_and_report(spec, args)
-    if args.rank or args.step:
-        raise SourceError(f"--rank/--step: {spec.npu} and {spec.golden} are not both multi-rank trees "
-                          "(ROOT/[step*/]rank*)")
     if args.tui:
         preflight(spec)
         from ..app.main import run as run_app
@@ -236,7 +232,8 @@ def compare_ranks_and_report(spec: engine.CompareSpec, args) -> int:
             say(f"  [red]✗[/] {show(r.rank.label)}: {r.state}: {show(r.error)}", soft_wrap=True)
 
     try:
-        run = run_ranks(spec, args.out, args.cluster, args.workers, args.rank, args.step, landed, cancel, planned)
+        run = run_ranks(spec, args.out, args.cluster, args.workers, _numbers(spec.rank), _numbers(spec.step),
+                        landed, cancel, planned)
     except KeyboardInterrupt:
         cancel.set()
         say("\ncancelled: the ranks already compared are kept; re-run to resume")

@@ -52,7 +52,8 @@ def pair_ranks(npu: str, golden: str) -> tuple[list[Rank], list[str]]:
 
 
 def rank_spec(spec: engine.CompareSpec, rank: Rank) -> engine.CompareSpec:
-    return replace(spec, npu=os.path.join(spec.npu, rank.rel), golden=os.path.join(spec.golden, rank.rel))
+    return replace(spec, npu=os.path.join(spec.npu, rank.rel), golden=os.path.join(spec.golden, rank.rel),
+                   rank=None, step=None)  # the leaf is one rank's folder
 
 
 def worker_name() -> str:
