@@ -30,6 +30,11 @@ def ago(when: float, now: float | None = None) -> str:
     return "just now"
 
 
+def _label(e) -> str:
+    """The task's name, with its rank count for a multi-rank task."""
+    return f"{e.name} [{e.ranks} ranks]" if e.ranks else e.name
+
+
 class BrowserScreen(Screen):
     TITLE = "tasks"
     BINDINGS = [
@@ -91,14 +96,14 @@ class BrowserScreen(Screen):
         styles = self.app.get_css_variables()
         # the names share what the counts leave: a long task name is cut, never the counts
         room = max(20, self.app.size.width - FIXED_COLUMNS)
-        name_width = max(10, min(max((len(e.name) for e in self.entries), default=0), room // 2))
+        name_width = max(10, min(max((len(_label(e)) for e in self.entries), default=0), room // 2))
         for e in self.entries:
             mark, style = STATE_MARK.get(e.state, STATE_MARK[""]) if e.kind == "task" else ("csv", "mark-info")
             if e.state == "done" and e.coverage_warnings:  # never a pass for what was not compared
                 mark, style = "!", "mark-warn"
             failing = "" if e.failing is None else f"{e.failing:,}"
             table.add_row(ago(e.when, now), Text(mark, style=styles.get(style, "")),
-                          Text(fmt.fit(e.name, name_width)), "" if e.rows is None else f"{e.rows:,}",
+                          Text(fmt.fit(_label(e), name_width)), "" if e.rows is None else f"{e.rows:,}",
                           Text(failing, style=styles["mark-fail"] if e.failing else ""),
                           Text(fmt.fit(e.first_failing_op or e.problem or e.error
                                        or (e.coverage_warnings[0] if e.coverage_warnings else ""),
@@ -116,7 +121,9 @@ class BrowserScreen(Screen):
             return
         lines = [f"{shown(str(e.path))}"]
         if e.npu or e.golden:
-            lines.append(f"npu {shown(e.npu)} · golden {shown(e.golden)}")
+            lines.append(f"npu {shown(e.npu)} · golden {shown(e.golden)}"
+                         + (f" · {e.ranks} ranks, {e.ranks_lost} not compared (re-run to resume)"
+                            if e.ranks_lost else ""))
         if e.error or e.problem:
             lines.append(f"[$mark-fail]{shown(e.error or e.problem)}[/]")
         self.query_one("#detail", Static).update("\n".join(lines))

@@ -490,6 +490,9 @@ class OperatorTable(CursorList):
         self._lengths["golden_differs"] = int(self._lengths.get("golden_differs", 0) or differs)
         seq = t.columns["op_seq"][done:]
         self._lengths["op_seq"] = max(self._lengths.get("op_seq", 0), int(seq.max()) if len(seq) else -1)
+        for key in ("step", "rank"):  # a multi-rank task's rows
+            part = t.columns[key][done:]
+            self._lengths[key] = max(self._lengths.get(key, -1), int(part.max()) if len(part) else -1)
         self._lengths["index"] = int(t.columns["index"].max()) if len(t) else 0
         self._measured = (t, len(t))
 
@@ -502,6 +505,9 @@ class OperatorTable(CursorList):
                         sticky=True, sort_key="npu_op")]
         if lengths.get("op_seq", -1) >= 0:
             cols.append(_Column("op_seq", "seq", max(3, len(str(lengths["op_seq"]))), True, sort_key="op_seq"))
+        for key in ("step", "rank"):
+            if lengths.get(key, -1) >= 0:
+                cols.append(_Column(key, key, max(4, len(str(lengths[key]))), True, sort_key=key))
         if lengths.get("type", 0):
             cols.append(_Column("type", "type", max(4, min(lengths["type"], CAPS["type"])), sort_key="type"))
         cols.append(_Column("slot", "io", 5, sort_key="io"))

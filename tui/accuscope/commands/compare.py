@@ -14,12 +14,24 @@ from ..engine.compare import comparison as engine
 from ..engine.compare.inputs import build_spec, inputs
 from ..engine.compare.mapping import DEVICE_ONLY
 from ..engine.compare.metrics import compiled_kernel
+from ..engine.compare.multirank import pair_ranks
 from ..engine.compare.summary import summarize
 from ..engine.sources.registry import detect
 from ..engine.sources.tensor import SourceError
+from ..engine.tasks.rankrun import run_ranks
 from ..engine.tasks.taskrun import run_task
 from ..exitcode import ExitCode
 from .common import add_inputs, add_source_options, err, first_failing_json, out, show
+
+
+def _numbers(text: str | None) -> list[int] | None:
+    """--rank/--step (3, rank3, step1) as the numbers a multi-rank run picks; None: all."""
+    if not text:
+        return None
+    try:
+        return [int(t.strip().removeprefix("rank").removeprefix("step")) for t in str(text).split(",") if t.strip()]
+    except ValueError:
+        raise SourceError(f"{text!r}: give rank and step numbers (3 or rank3) with --cluster") from None
 
 
 def register(sub) -> None:
@@ -39,6 +51,10 @@ def register(sub) -> None:
     add_inputs(p, "sides", optional=("npu", "golden"))  # or one SOURCE holding both
     add_comparison_options(p)
     p.add_argument("--tui", action="store_true", help="run inside the app: rows appear as they are compared")
+    p.add_argument("--cluster", metavar="ADDRESS",
+                   help="compare the ranks on Dask: tcp://HOST:8786 (a running `dask scheduler`; each rank runs "
+                        "on a worker that sees its folders) or local:N (N worker processes here); "
+                        "needs accuscope[cluster]")
     add_source_options(p)
     p.set_defaults(handler=run)
 
@@ -94,6 +110,11 @@ def swapped_hint(spec: engine.CompareSpec) -> str:
 def run(args) -> int:
     spec = spec_of(args)
     hint = swapped_hint(spec)
+    if args.cluster or (not args.source and not spec.rank and not spec.step and pair_ranks(spec.npu, spec.golden)[0]):
+        if args.tui:
+            raise SourceError("--tui does not run a multi-rank comparison: run it without --tui, then open "
+                              f"the task with `accuscope open {args.out}`")
+        return compare_ranks_and_report(spec, args)
     if args.tui:
         preflight(spec)
         from ..app.main import run as run_app
@@ -188,3 +209,47 @@ def result_json(folder, plan, summary, table, advice) -> dict:
             "coverage": plan.coverage.to_meta(), "problems": [str(p) for p in plan.problems],
             "verdict": None if advice is None or advice.primary is None else advice.primary.to_dict(),
             "findings": [] if advice is None else [f.to_dict() for f in advice.findings]}
+
+
+def compare_ranks_and_report(spec: engine.CompareSpec, args) -> int:
+    """A multi-rank comparison: one line per rank as it lands, then the totals (see rankrun)."""
+    say = err.print if args.json else out.print
+    cancel = threading.Event()
+
+    def planned(run):
+        again = f", {len(run.resumed)} already compared (resumed)" if run.resumed else ""
+        say(f"{len(run.leaves)} ranks of {show(spec.npu)} against {show(spec.golden)} on {show(run.where)}{again}",
+            soft_wrap=True)
+        for p in run.problems:
+            say(f"  [red]✗[/] {show(p)}", soft_wrap=True)
+
+    def landed(run, r):
+        where = f" on {show(r.worker)}" if r.worker else ""
+        if r.table is not None:
+            failing = int(r.table.columns["fail"].sum())
+            say(f"  {show(r.rank.label)}: {len(r.table):,} rows, {failing:,} failing{where} ({r.seconds:.1f} s)")
+        else:
+            say(f"  [red]✗[/] {show(r.rank.label)}: {r.state}: {show(r.error)}", soft_wrap=True)
+
+    try:
+        run = run_ranks(spec, args.out, args.cluster, args.workers, _numbers(spec.rank), _numbers(spec.step),
+                        landed, cancel, planned)
+    except KeyboardInterrupt:
+        cancel.set()
+        say("\ncancelled: the ranks already compared are kept; re-run to resume")
+        return ExitCode.INTERRUPTED
+    done = [r for r in run.results.values() if r["state"] == "done"]
+    if not done:
+        first = next(iter(run.results.values()), {})
+        raise SourceError(f"{spec.npu}: no rank could be compared ({first.get('rel', '')}: {first.get('error', '')})")
+    not_done = len(run.results) - len(done)
+    say(f"ranks {len(run.results)} · compared {len(done)} · not compared {not_done} · rows {run.rows:,} · "
+        f"failing {run.failing:,} · open {show(args.out)}" + (" (columnar)" if run.table is None else ""))
+    if not_done:
+        say(f"[bold yellow]⚠ warning:[/] {not_done} ranks not compared: re-run the same command to compare them "
+            "(finished ranks are kept)", soft_wrap=True)
+    if args.json:
+        sys.stdout.write(json.dumps({"task": str(args.out), "rows": run.rows, "failing": run.failing,
+                                     "lost": run.lost, "resumed": run.resumed, "problems": run.problems,
+                                     "ranks": run.results}, indent=1, ensure_ascii=False) + "\n")
+    return ExitCode.FINDINGS if args.fail_on_error and (run.failing or not_done) else ExitCode.OK

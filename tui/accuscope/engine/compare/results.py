@@ -33,7 +33,8 @@ COLUMNS: list[tuple[str, str]] = (
      ("tensor", "text"), ("io", "text"), ("shape", "text"), ("overflow", "text")]
     + [(m.key, m.kind) for m in METRIC_TABLE]
     + [("reason", "text"), ("is_npu_only", "bool"), ("is_output", "bool"), ("fail", "bool"),
-       ("conversion", "text"), ("how", "text"), ("npu_file", "text"), ("golden_file", "text")]
+       ("conversion", "text"), ("how", "text"), ("npu_file", "text"), ("golden_file", "text"),
+       ("step", "int"), ("rank", "int")]  # a multi-rank task's rows: which step*/rank* folder (-1: none)
 )
 KIND = dict(COLUMNS)
 DEFAULTS = {"float": math.nan, "int": -1, "bool": False, "text": ""}
@@ -48,11 +49,11 @@ NUMERIC_ORDER = FLOAT_METRICS
 CSV_NAMES = {"Index": "index", "OpSequence": "op_seq", "OpType": "type", "NPUDump": "npu_op",
              "GroundTruth": "golden_op", "TensorIndex": "tensor", "Shape": "shape",
              "OverFlow": "overflow", "CompareFailReason": "reason", "IsNpuOps": "is_npu_only",
-             "IsOutputNode": "is_output", "IsPrecisionError": "fail"}
+             "IsOutputNode": "is_output", "IsPrecisionError": "fail", "Step": "step", "Rank": "rank"}
 ALIASES = {"name": "npu_op", "op": "npu_op", "golden": "golden_op"}
 SEARCHED = ("npu_op", "golden_op", "type", "tensor")
 # Integer columns where -1 means "unknown": they sort last and never match a comparison.
-_INT_MISSING = {"op_seq", "npu_nonfinite", "golden_nonfinite"}
+_INT_MISSING = {"op_seq", "npu_nonfinite", "golden_nonfinite", "step", "rank"}
 # Columns that hold the thresholds' judgement of the others (thresholds.RowState): setting them is
 # no change of the table's data, so it keeps what was derived from the table (the RowState itself).
 JUDGED = ("fail", "tpu_verdict")
@@ -174,6 +175,19 @@ class ResultTable:
         if not columns:
             columns["tensor"] = [""] * len(rows)
         return cls.from_columns(columns, custom, start=start)
+
+    @classmethod
+    def concat(cls, tables: Sequence[ResultTable]) -> ResultTable:
+        """The rows of several tables (ranks of one task) one after the other, re-indexed from 0."""
+        if not tables:
+            return cls.empty()
+        custom = list(dict.fromkeys(c for t in tables for c in t.custom))
+        columns = {}
+        for key in list(KIND) + custom:
+            parts = [t.columns[key] if key in t.columns else _filled("text", "", len(t)) for t in tables]
+            columns[key] = np.concatenate(parts) if len(parts) > 1 else parts[0]
+        columns["index"] = np.arange(sum(len(t) for t in tables), dtype=np.int64)
+        return cls.from_columns(columns, custom, set().union(*(t.present for t in tables)))
 
     @classmethod
     def empty(cls, custom: Sequence[str] = ()) -> ResultTable:

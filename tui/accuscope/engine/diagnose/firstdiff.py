@@ -57,7 +57,7 @@ def first_divergence(table: ResultTable, rows: np.ndarray | None = None) -> Dive
 def by_rank(table: ResultTable) -> list[Divergence]:
     """The first divergence of each rank (the table's `rank` column when it has one), earliest call first."""
     ranks = table.columns.get("rank")
-    if ranks is None:
+    if ranks is None or (ranks.dtype.kind in "iu" and not (ranks >= 0).any()):  # ResultTable's rank: -1 = none
         found = first_divergence(table)
         return [found] if found is not None else []
     out = []

@@ -27,7 +27,8 @@ MSIT_COLUMNS = [("IsNpuOps", "is_npu_only"), ("IsOutputNode", "is_output"), ("Is
 DETAIL_COLUMNS = [("Conversion", "conversion"), ("MappedBy", "how"), ("NPUFile", "npu_file"),
                   ("GoldenFile", "golden_file")]
 REQUIRED = ("NPUDump", "GroundTruth", "TensorIndex")
-_OPTIONAL_TAIL = {name for name, _ in MSIT_COLUMNS + DETAIL_COLUMNS} | {csv for csv, _ in EXTRAS}
+RANK_COLUMNS = [("Step", "step"), ("Rank", "rank")]  # a multi-rank task's rows
+_OPTIONAL_TAIL = {name for name, _ in MSIT_COLUMNS + DETAIL_COLUMNS + RANK_COLUMNS} | {csv for csv, _ in EXTRAS}
 _YES = {"YES", "Yes", "yes", "TRUE", "True", "true", "1", " YES"}
 _MISSING = {"", "-", "nan", "NaN", "NAN", "None", "none", "N/A", "n/a", "null"}
 _BY_NAME = {**CSV_NAMES, **KEY_OF, **dict(DETAIL_COLUMNS)}
@@ -91,6 +92,7 @@ def result_header(table: ResultTable, with_op_sequence: bool = False, with_overf
         out += MSIT_COLUMNS
     out += [(csv, key) for csv, key in EXTRAS if key in table.present]
     out += [(csv, key) for csv, key in DETAIL_COLUMNS if (table.columns[key] != "").any()]
+    out += [(csv, key) for csv, key in RANK_COLUMNS if (table.columns[key] >= 0).any()]
     return out
 
 

@@ -232,6 +232,8 @@ class TaskSummary:
     error: str = ""  # why the comparison failed (state "failed")
     problem: str = ""  # why the entry cannot be opened as it is; "" when fine
     stale: list[str] = field(default_factory=list)  # see stale_parts
+    ranks: int | None = None  # a multi-rank task: how many ranks it holds
+    ranks_lost: int = 0  # ... of which not compared (lost worker, unusable input)
 
 
 # ---- saving -------------------------------------------------------------------------------------
@@ -424,7 +426,11 @@ def load_task(folder: str | os.PathLike) -> Task:
         thresholds = Thresholds()
     table = None
     csv_path = _result_csv(folder, doc)
-    if (folder / RESULT_NPZ).exists():
+    if doc.get("columnar") is True and isinstance(doc.get("ranks"), dict):  # a multi-rank task of many rows
+        from accuscope.engine.tasks.rankrun import load_ranks
+        table, rank_warnings = load_ranks(folder, doc["ranks"])
+        warnings += rank_warnings
+    elif (folder / RESULT_NPZ).exists():
         try:
             table, npz_meta = _read_npz(folder / RESULT_NPZ)
         except (OSError, ValueError, KeyError, TypeError, MemoryError, zipfile.BadZipFile) as e:
@@ -713,7 +719,13 @@ def _summarize_task(root: Path, folder: Path) -> TaskSummary:
     summary.npu, summary.golden = str(doc.get("npu") or ""), str(doc.get("golden") or "")
     summary.error = str(doc.get("error") or "")
     summary.coverage_warnings = coverage_warnings(doc)
-    if not (folder / RESULT_NPZ).exists() and _result_csv(folder, doc) is None and summary.state in ("done", ""):
+    ranks = doc.get("ranks")
+    if doc.get("multirank") and isinstance(ranks, dict):
+        states = [r.get("state") for r in ranks.values() if isinstance(r, dict)]
+        summary.ranks, summary.ranks_lost = len(states), sum(1 for s in states if s != "done")
+    has_result = ((folder / RESULT_NPZ).exists() or _result_csv(folder, doc) is not None
+                  or bool(doc.get("columnar")))
+    if not has_result and summary.state in ("done", ""):
         summary.problem = f"no result file ({RESULT_NPZ} or result_*.csv)"
     return summary
 

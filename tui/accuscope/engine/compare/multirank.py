@@ -1,0 +1,136 @@
+"""Comparing many ranks: one rank is one unit of work (plan + execute on that rank's two folders),
+run on the local process pool here, or on a Dask cluster (compare/cluster.py). Only a rank's
+result rows travel back, as a ResultTable with its step and rank columns set.
+"""
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass, field, replace
+
+from accuscope.engine.compare import comparison as engine
+from accuscope.engine.compare.lifetime import die_with_parent, process_context
+from accuscope.engine.compare.results import ResultTable
+from accuscope.engine.sources.ranks import Rank, local_path, ranks
+from accuscope.engine.sources.tensor import SourceError
+
+LOST = "lost"  # a rank whose worker died or left: re-running the task compares it again
+
+
+@dataclass
+class RankResult:
+    rank: Rank
+    table: ResultTable | None = None  # None: not compared (error says why)
+    problems: list[str] = field(default_factory=list)
+    coverage: dict | None = None
+    worker: str = ""  # who compared it: the Dask worker's name, else host:pid
+    error: str = ""
+    state: str = "done"  # done, failed (unusable input: error), lost (worker gone: error)
+    seconds: float = 0.0
+
+
+def pair_ranks(npu: str, golden: str) -> tuple[list[Rank], list[str]]:
+    """The rank leaves found on both sides, and one problem line per leaf on one side only;
+    ([], []) when neither side is a multi-rank tree."""
+    ours, theirs = ranks(npu), ranks(golden)
+    if not ours and not theirs:
+        return [], []
+    by_rel = {r.rel: r for r in theirs}
+    both = [r for r in ours if r.rel in by_rel]
+    problems = [f"{os.path.join(npu, r.rel)}: {r.label} has no folder on the golden side ({golden})"
+                for r in ours if r.rel not in by_rel]
+    mine = {r.rel for r in ours}
+    problems += [f"{os.path.join(golden, r.rel)}: {r.label} has no folder on the NPU side ({npu})"
+                 for r in theirs if r.rel not in mine]
+    return both, problems
+
+
+def rank_spec(spec: engine.CompareSpec, rank: Rank) -> engine.CompareSpec:
+    return replace(spec, npu=os.path.join(spec.npu, rank.rel), golden=os.path.join(spec.golden, rank.rel),
+                   rank=None, step=None)  # the leaf is one rank's folder
+
+
+def worker_name() -> str:
+    if "distributed" in sys.modules:
+        from distributed import get_worker  # only inside a Dask worker, where distributed is loaded
+        try:
+            worker = get_worker()
+            return f"{worker.name} ({worker.address})"
+        except ValueError:
+            pass
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def compare_rank(spec: engine.CompareSpec, rank: Rank) -> RankResult:
+    """Compare one rank's two folders (read as this host sees them); never raises for bad input."""
+    start = time.perf_counter()
+    one = rank_spec(spec, rank)
+    one = replace(one, npu=local_path(one.npu), golden=local_path(one.golden))
+    result = RankResult(rank, worker=worker_name())
+    try:
+        plan = engine.plan(one)
+        table = engine.execute(plan, workers=1)
+    except SourceError as exc:
+        result.state, result.error = "failed", str(exc)
+    else:
+        n = len(table)
+        table.columns["step"][:n] = rank.step
+        table.columns["rank"][:n] = rank.rank
+        result.table, result.coverage = table, plan.coverage.to_meta()
+        result.problems = [str(p) for p in plan.problems]
+    result.seconds = time.perf_counter() - start
+    return result
+
+
+def _initializer(main_pid: int) -> None:
+    die_with_parent(main_pid)
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+
+def pool_results(spec: engine.CompareSpec, leaves: list[Rank], workers: int | None = None,
+                 cancel: threading.Event | None = None) -> Iterator[RankResult]:
+    """Each rank in a process of the local pool, results as they finish. A process that dies
+    (out of memory) breaks the pool: the ranks in flight are reported lost, the rest still run."""
+    remaining = list(leaves)
+    workers = max(1, min(workers or os.cpu_count() or 1, len(leaves)))
+    if workers == 1:
+        for leaf in leaves:
+            if cancel is not None and cancel.is_set():
+                return
+            yield compare_rank(spec, leaf)
+        return
+    while remaining:
+        with ProcessPoolExecutor(workers, mp_context=process_context(), initializer=_initializer,
+                                 initargs=(os.getpid(),)) as pool:
+            pending = {pool.submit(compare_rank, spec, leaf): leaf for leaf in remaining}
+            try:
+                while pending:
+                    if cancel is not None and cancel.is_set():
+                        return
+                    done, _ = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
+                    for f in done:
+                        leaf = pending[f]
+                        try:
+                            result = f.result()
+                        except BrokenProcessPool:
+                            raise
+                        except Exception as exc:  # noqa: BLE001 - a bug comparing one rank: say so on that rank
+                            result = RankResult(leaf, state="failed", error=f"internal error: {exc!r}")
+                        del pending[f]
+                        remaining.remove(leaf)
+                        yield result
+                return
+            except BrokenProcessPool:
+                for leaf in list(pending.values()):
+                    remaining.remove(leaf)
+                    yield RankResult(leaf, state=LOST, error="the process comparing this rank died "
+                                                             "(out of memory?); re-run the task to compare it")
+            finally:
+                for f in pending:
+                    f.cancel()

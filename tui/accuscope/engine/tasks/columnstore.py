@@ -1,0 +1,191 @@
+"""A task's rows as column files, read page by page: the store of a columnar (multi-rank, > ~1M rows) task.
+
+    TASK/columns/meta.json        rows, columns (key, kind), custom, present
+    TASK/columns/{i}.npy          a numeric or bool column, memory-mapped when read
+    TASK/columns/{i}.txt          a text column: its values as UTF-8, each ended by NUL
+    TASK/columns/{i}.off.npy      ... and the byte offset where each value starts (rows + 1)
+
+It is written by streaming the rank files one after the other (one rank in memory at a time) and
+read without loading rows: numeric columns are memory-mapped (copy-on-write: thresholds may set
+`fail`), text columns are `PagedText`, which decodes only the rows asked for. The op table reads its
+visible rows through them; whole-column work (filtering on text, search, sort by name) decodes a
+column when it runs and keeps nothing but what ResultTable caches.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Iterable
+from pathlib import Path
+
+import numpy as np
+
+from accuscope.engine.compare.results import KIND, ResultTable
+
+COLUMNS_DIR = "columns"
+_FORMAT = 1
+
+
+class PagedText:
+    """A text column on disk that indexes like a 1-d object array: an int gives one str, a slice a
+    view, an index or mask array an object array of those rows; anything else decodes it whole."""
+
+    dtype = np.dtype(object)
+    ndim = 1
+
+    def __init__(self, data: np.ndarray, offsets: np.ndarray, lo: int = 0, hi: int | None = None):
+        self._data, self._off = data, offsets
+        self._lo, self._hi = lo, len(offsets) - 1 if hi is None else hi
+
+    def __len__(self) -> int:
+        return self._hi - self._lo
+
+    @property
+    def shape(self) -> tuple[int]:
+        return (len(self),)
+
+    @property
+    def size(self) -> int:
+        return len(self)
+
+    def _one(self, i: int) -> str:
+        a, b = int(self._off[i]), int(self._off[i + 1]) - 1
+        return self._data[a:b].tobytes().decode("utf-8", "replace")
+
+    def __getitem__(self, key):
+        n = len(self)
+        if isinstance(key, (int, np.integer)):
+            i = int(key) + (n if key < 0 else 0)
+            if not 0 <= i < n:
+                raise IndexError(f"row {key} of {n}")
+            return self._one(self._lo + i)
+        if isinstance(key, slice):
+            start, stop, step = key.indices(n)
+            if step == 1:
+                return PagedText(self._data, self._off, self._lo + start, self._lo + max(start, stop))
+            key = np.arange(start, stop, step)
+        rows = np.asarray(key)
+        if rows.dtype == bool:
+            rows = np.flatnonzero(rows)
+        out = np.empty(len(rows), dtype=object)
+        out[:] = [self._one(self._lo + int(i)) for i in rows.tolist()]
+        return out
+
+    def tolist(self) -> list[str]:
+        if not len(self):
+            return []
+        a, b = int(self._off[self._lo]), int(self._off[self._hi]) - 1
+        return self._data[a:b].tobytes().decode("utf-8", "replace").split("\x00")
+
+    def __array__(self, dtype=None, copy=None) -> np.ndarray:
+        out = np.empty(len(self), dtype=object)
+        out[:] = self.tolist()
+        return out if dtype is None else out.astype(dtype)
+
+    def __iter__(self):
+        return iter(self.tolist())
+
+    def copy(self) -> np.ndarray:
+        return np.asarray(self)
+
+    def astype(self, dtype, **kwargs) -> np.ndarray:
+        return np.asarray(self).astype(dtype, **kwargs)
+
+    def _compare(self, other, op) -> np.ndarray:
+        return op(np.asarray(self), np.asarray(other) if isinstance(other, PagedText) else other)
+
+    def __eq__(self, other):  # elementwise, as numpy's
+        return self._compare(other, np.equal)
+
+    def __ne__(self, other):
+        return self._compare(other, np.not_equal)
+
+    __hash__ = None
+
+
+def write_columns(folder: str | os.PathLike, tables: Iterable[ResultTable]) -> int:
+    """Append the tables' rows, one table at a time, as TASK/columns (replaced whole once
+    complete); returns the row count."""
+    folder = Path(folder)
+    final, tmp = folder / COLUMNS_DIR, folder / f".{COLUMNS_DIR}.{os.getpid()}.partial"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    files: dict[str, tuple] = {}
+    layout: list[list[str]] = []
+    n, custom, present = 0, [], set()
+    try:
+        for table in tables:
+            custom += [c for c in table.custom if c not in custom]
+            present |= table.present
+            for key in list(KIND) + table.custom:
+                col = table.columns.get(key)
+                if col is None:
+                    continue
+                if key not in files:
+                    i = len(layout)
+                    text = col.dtype == object
+                    layout.append([key, "text" if text else str(col.dtype)])
+                    files[key] = (open(tmp / f"{i}.txt" if text else tmp / f"{i}.raw", "wb"),
+                                  open(tmp / f"{i}.off.raw", "wb") if text else None, [0], i)
+                data, offsets, size, _ = files[key]
+                if col.dtype == object:
+                    raw = ("\x00".join(v.replace("\x00", "?") for v in col.tolist()) + "\x00").encode("utf-8")
+                    ends = np.flatnonzero(np.frombuffer(raw, dtype=np.uint8) == 0) + 1 + size[0]
+                    offsets.write(ends.astype(np.int64).tobytes())
+                    data.write(raw)
+                    size[0] += len(raw)
+                elif key == "index":  # numbered through the whole task, as ResultTable.concat does
+                    data.write(np.arange(n, n + len(table), dtype=np.int64).tobytes())
+                else:
+                    data.write(np.ascontiguousarray(col).tobytes())
+            n += len(table)
+        for key, (data, offsets, _, i) in files.items():
+            data.close()
+            if offsets is not None:
+                offsets.close()
+                ends = np.fromfile(tmp / f"{i}.off.raw", dtype=np.int64)
+                np.save(tmp / f"{i}.off.npy", np.concatenate(([0], ends)).astype(np.int64))
+                (tmp / f"{i}.off.raw").unlink()
+            else:
+                kind = dict(layout)[key]
+                np.save(tmp / f"{i}.npy", np.fromfile(tmp / f"{i}.raw", dtype=kind))
+                (tmp / f"{i}.raw").unlink()
+        meta = {"format": _FORMAT, "rows": n, "columns": layout, "custom": custom, "present": sorted(present)}
+        (tmp / "meta.json").write_text(json.dumps(meta), encoding="utf-8")
+        shutil.rmtree(final, ignore_errors=True)
+        os.replace(tmp, final)
+    finally:
+        for data, offsets, _, _ in files.values():
+            data.close()
+            if offsets is not None:
+                offsets.close()
+        shutil.rmtree(tmp, ignore_errors=True)
+    return n
+
+
+def read_columns(folder: str | os.PathLike) -> ResultTable:
+    """The table of TASK/columns, paged (nothing read but offsets); ValueError when its files do not
+    hold what meta.json claims."""
+    base = Path(folder) / COLUMNS_DIR
+    meta = json.loads((base / "meta.json").read_text(encoding="utf-8"))
+    if not isinstance(meta, dict) or meta.get("format") != _FORMAT:
+        raise ValueError(f"{base / 'meta.json'}: not a column store of format {_FORMAT}")
+    n, custom = meta["rows"], list(meta["custom"])
+    columns = {}
+    for i, (key, kind) in enumerate(meta["columns"]):
+        if kind == "text":
+            offsets = np.load(base / f"{i}.off.npy", mmap_mode="r", allow_pickle=False)
+            data = np.memmap(base / f"{i}.txt", dtype=np.uint8, mode="r") if offsets[-1] else np.zeros(0, np.uint8)
+            if len(offsets) != n + 1 or int(offsets[-1]) != len(data):
+                raise ValueError(f"{base / f'{i}.txt'}: holds other than the {n:,} values meta.json claims")
+            columns[key] = PagedText(data, offsets)
+        else:
+            col = np.load(base / f"{i}.npy", mmap_mode="c", allow_pickle=False)
+            if col.shape != (n,):
+                raise ValueError(f"{base / f'{i}.npy'}: holds {col.size:,} values, not {n:,}")
+            columns[key] = col
+    for key in KIND:  # a column no rank had (an older file): its defaults
+        if key not in columns:
+            columns[key] = ResultTable.from_columns({"index": np.zeros(n, dtype=np.int64)}).columns[key]
+    return ResultTable(columns, custom, meta["present"])

@@ -1,0 +1,239 @@
+"""Running a multi-rank comparison into one task folder, rank by rank as results arrive.
+
+    TASK/ranks/{step0_rank3}.npz   one rank's rows (result.npz's columnar format), written as soon
+                                   as that rank finishes: a lost worker loses only its rank
+    TASK/task.json                 `ranks`: per rank its state (done, failed, lost), rows, failing,
+                                   the worker that compared it, seconds, error
+
+A re-run of the same comparison into the task resumes: ranks whose file holds this comparison's
+rows (same inputs and algorithms) are not compared again. Once every rank has an outcome the task
+is done: up to COLUMNAR_ROWS rows, the ranks are also merged into the usual result CSV and
+result.npz; above, the task is columnar (task.json `columnar`): the ranks are streamed, one at a
+time, into TASK/columns (tasks/columnstore.py), which load_task opens paged, and
+`accuscope show --format csv` exports the CSV.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+from accuscope import __version__
+from accuscope.engine.compare import comparison as engine
+from accuscope.engine.compare.cluster import DaskCluster, LocalPool
+from accuscope.engine.compare.multirank import LOST, RankResult
+from accuscope.engine.compare.results import ResultTable
+from accuscope.engine.sources import ranks as rank_mod
+from accuscope.engine.sources.tensor import SourceError
+from accuscope.engine.tasks.columnstore import COLUMNS_DIR, read_columns, write_columns
+from accuscope.engine.tasks.task import (
+    RESULT_NPZ,
+    TaskLock,
+    _read_json,
+    _read_npz,
+    _write_npz,
+    mark_state,
+    save_task,
+    unwritable,
+)
+from accuscope.engine.tasks.taskrun import _check_target, _create
+
+RANKS_DIR = "ranks"
+COLUMNAR_ROWS = 1_000_000  # above this many rows a task keeps its rows per rank only
+
+
+@dataclass
+class RanksRun:
+    leaves: list[rank_mod.Rank] = field(default_factory=list)
+    results: dict[str, dict] = field(default_factory=dict)  # leaf key -> task.json's record of it
+    resumed: list[str] = field(default_factory=list)  # leaf keys already compared by an earlier run
+    problems: list[str] = field(default_factory=list)
+    table: ResultTable | None = None  # the merged rows (None: cancelled, or a columnar task)
+    rows: int = 0
+    failing: int = 0
+    cancelled: bool = False
+    where: str = ""
+
+    @property
+    def lost(self) -> list[str]:
+        return [k for k, r in self.results.items() if r["state"] == LOST]
+
+
+def _fingerprint(spec: engine.CompareSpec) -> str:
+    """What makes a rank's stored rows this comparison's rows."""
+    meta = spec.to_meta()
+    meta.pop("relative", None)
+    return json.dumps(meta, sort_keys=True, default=str)
+
+
+def rank_file(folder: Path, leaf: rank_mod.Rank) -> Path:
+    return folder / RANKS_DIR / f"{leaf.key}.npz"
+
+
+def _stored(folder: Path, leaf: rank_mod.Rank, fingerprint: str) -> bool:
+    try:
+        _, meta = _read_npz(rank_file(folder, leaf))
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    return meta.get("spec") == fingerprint
+
+
+def _record(result: RankResult) -> dict:
+    t = result.table
+    return {"state": result.state, "step": result.rank.step, "rank": result.rank.rank, "proc": result.rank.proc,
+            "rel": result.rank.rel, "rows": len(t) if t is not None else 0,
+            "failing": int(t.columns["fail"].sum()) if t is not None else 0, "worker": result.worker,
+            "seconds": round(result.seconds, 3), "error": result.error, "problems": result.problems[:100],
+            "coverage_warnings": (result.coverage or {}).get("warnings", [])}
+
+
+def run_ranks(spec: engine.CompareSpec, folder: str | os.PathLike, cluster: str | None = None,
+              workers: int | None = None, rank: list[int] | None = None, step: list[int] | None = None,
+              progress: Callable[[RanksRun, RankResult], None] | None = None,
+              cancel: threading.Event | None = None,
+              planned: Callable[[RanksRun], None] | None = None) -> RanksRun:
+    """Compare every chosen rank of the two trees into `folder` (see the module's text).
+    SourceError: no rank pairs, none chosen, the cluster unreachable, the folder unusable."""
+    folder, run = Path(folder), RanksRun()
+    lock = TaskLock(folder)
+    started = False
+    try:
+        if _check_target(folder):
+            lock.acquire()
+        with (DaskCluster(cluster) if cluster else LocalPool(workers)) as where:
+            run.where = where.where
+            found, run.problems = where.discover(spec.npu, spec.golden)
+            if not found:
+                raise SourceError(f"{spec.npu}: no rank folder (step*/rank*) pairs with one under {spec.golden}"
+                                  + (f" on any worker of {cluster}" if cluster else ""))
+            run.leaves = rank_mod.pick(found, rank, step)
+            if not run.leaves:
+                have = ", ".join(r.label for r in found[:8]) + (" …" if len(found) > 8 else "")
+                raise SourceError(f"{spec.npu}: no rank folder matches --rank/--step (found: {have})")
+            _create(folder)
+            lock.acquire()
+            (folder / RANKS_DIR).mkdir(exist_ok=True)
+            fingerprint = _fingerprint(spec)
+            previous = _previous(folder)
+            todo = []
+            for leaf in run.leaves:
+                if previous.get(leaf.key, {}).get("state") == "done" and _stored(folder, leaf, fingerprint):
+                    run.results[leaf.key] = previous[leaf.key]
+                    run.resumed.append(leaf.key)
+                else:
+                    todo.append(leaf)
+            fields = {**spec.to_meta(folder), "multirank": True, "cluster": cluster,
+                      "rank_filter": rank, "step_filter": step}
+            mark_state(folder, "running", error="", tool=f"accuscope {__version__}",
+                       started=datetime.now().isoformat(timespec="seconds"), ranks=run.results, **fields)
+            started = True
+            if planned:
+                planned(run)
+            for result in where.results(spec, todo, cancel):
+                if result.table is not None:
+                    _save_rank(folder, result, fingerprint)
+                run.results[result.rank.key] = _record(result)
+                mark_state(folder, "running", ranks=run.results)
+                if progress:
+                    progress(run, result)
+        if cancel is not None and cancel.is_set():
+            run.cancelled = True
+            mark_state(folder, "cancelled")
+            return run
+        _finish(folder, spec, run, fields)
+    except BaseException as exc:
+        place = unwritable(exc, folder)
+        if started:
+            try:
+                interrupted = isinstance(exc, KeyboardInterrupt)
+                mark_state(folder, "cancelled" if interrupted else "failed",
+                           error="" if interrupted else str(place or exc) or type(exc).__name__)
+            except OSError:
+                pass
+        if place is not None:
+            raise place from None
+        raise
+    finally:
+        lock.release()
+    return run
+
+
+def _previous(folder: Path) -> dict:
+    try:
+        doc = json.loads((folder / "task.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    found = doc.get("ranks") if isinstance(doc, dict) else None
+    return {k: v for k, v in found.items() if isinstance(v, dict)} if isinstance(found, dict) else {}
+
+
+def _save_rank(folder: Path, result: RankResult, fingerprint: str) -> None:
+    path = rank_file(folder, result.rank)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.partial")
+    try:
+        _write_npz(result.table, tmp, {"spec": fingerprint, "rank": result.rank.rel, "worker": result.worker})
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def rank_tables(folder: str | os.PathLike, records: dict, warnings: list[str]) -> Iterator[ResultTable]:
+    """The table of every done rank of a task, one at a time in (step, rank, proc) order; a rank
+    file that cannot be read is a warning, the other ranks still come."""
+    folder = Path(folder)
+    done = sorted((r.get("step", -1), r.get("rank", -1), r.get("proc", -1), key) for key, r in records.items()
+                  if isinstance(r, dict) and r.get("state") == "done")
+    for *_, key in done:
+        path = folder / RANKS_DIR / f"{key}.npz"
+        try:
+            table = _read_npz(path)[0]
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            warnings.append(f"{path}: unreadable ({exc}); its rank is not shown")
+            continue
+        yield table
+
+
+def load_ranks(folder: str | os.PathLike, records: dict) -> tuple[ResultTable, list[str]]:
+    """The rows of every done rank, merged in memory (a columnar task: its column store, paged)."""
+    warnings: list[str] = []
+    if _read_json(Path(folder) / "task.json", {}).get("columnar") is True:
+        try:
+            return read_columns(folder), warnings
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            warnings.append(f"{Path(folder) / COLUMNS_DIR}: unreadable ({exc}); merging the rank files instead")
+    return ResultTable.concat(list(rank_tables(folder, records, warnings))), warnings
+
+
+def _finish(folder: Path, spec: engine.CompareSpec, run: RanksRun, fields: dict) -> None:
+    records = run.results
+    run.rows = sum(r["rows"] for r in records.values())
+    run.failing = sum(r["failing"] for r in records.values())
+    lost = [f"{r['rel']}: {r['state']}: {r['error']}" for r in records.values() if r["state"] != "done"]
+    meta = {**fields, "tool": f"accuscope {__version__}", "created": datetime.now().isoformat(timespec="seconds"),
+            "problems": run.problems + lost + [p for r in records.values() for p in r.get("problems", [])][:1000],
+            "state": "done", "error": "", "ranks": records, "sides": {"npu": "ranks", "golden": "ranks"},
+            "coverage": {"warnings": [f"{len(lost)} of {len(records)} ranks not compared (task.json `ranks`)"]
+                         if lost else []}}
+    if run.rows > COLUMNAR_ROWS:
+        first = next((r for r in sorted(records.values(), key=lambda r: (r["step"], r["rank"], r["proc"]))
+                      if r["failing"]), None)
+        warnings: list[str] = []
+        write_columns(folder, rank_tables(folder, records, warnings))
+        run.problems += warnings
+        for old in [folder / RESULT_NPZ, *folder.glob("result_*.csv")]:  # an earlier, smaller result
+            old.unlink(missing_ok=True)
+        meta.pop("state")
+        mark_state(folder, "done", **meta, columnar=True, rows=run.rows, failing=run.failing,
+                   first_failing_op=first["rel"] if first else "", csv=None, generation=None,
+                   thresholds=spec.thresholds.to_dict())
+        return
+    shutil.rmtree(folder / COLUMNS_DIR, ignore_errors=True)  # an earlier, columnar result
+    table, warnings = load_ranks(folder, records)
+    run.problems += warnings
+    run.table = table
+    save_task(folder, {**meta, "columnar": False}, table, spec.thresholds, {"golden_is_npy": True})
