@@ -115,7 +115,8 @@ KEY_OF = {m.csv: m.key for m in METRIC_TABLE}
 CSV_OF = {m.key: m.csv for m in METRIC_TABLE}
 # msaccucmp's numeric metrics (the ten without std): what --algorithms selects besides std
 NUMERIC_METRICS = [key for _, key in METRICS if METRIC[key].kind == "float"]
-FLOAT_METRICS = [m.key for m in METRIC_TABLE if m.kind == "float"]  # every computed float, NaN when not
+FLOAT_METRICS = [m.key for m in METRIC_TABLE if m.kind == "float"]  # every float metric, NaN when not computed
+COMPUTED_FLOATS = [m.key for m in METRIC_TABLE if m.kind == "float" and not m.recorded]  # from tensor data
 THRESHOLD_KEYS = [m.key for m in METRIC_TABLE if m.numeric]  # keys a threshold may name
 LOWER_IS_WORSE = {m.key for m in METRIC_TABLE if m.lower_is_worse}
 MSIT_DEFAULTS = {m.key: m.msit_threshold for m in METRIC_TABLE if m.msit_threshold is not None}

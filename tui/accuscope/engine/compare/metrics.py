@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from accuscope.engine.compare.columns import FLOAT_METRICS
+from accuscope.engine.compare.columns import COMPUTED_FLOATS
 
 EPS64 = float(np.finfo(np.float64).eps)
 EPS32 = float(np.finfo(np.float32).eps)
@@ -47,7 +47,7 @@ class PairMetrics:
 
 
 def _nan_values() -> dict[str, float]:
-    return dict.fromkeys(FLOAT_METRICS, math.nan)
+    return dict.fromkeys(COMPUTED_FLOATS, math.nan)
 
 
 def array_chunks(x: np.ndarray, y: np.ndarray, size: int | None = None) -> ChunkSource:
