@@ -6,7 +6,7 @@ each gets every structural mutation of tests/fuzz/corpus.py plus --per-seed rand
 truncations and extensions. Every case runs in a child process under RLIMIT_AS (1 GiB), restarted
 after a crash or a hang, and the script prints cases and outcomes per class, the failures one per
 line (input class | case | outcome | detail), and the time. Exit 1 when anything escaped, crashed,
-hung or lost a good file. tests/test_fuzz.py runs the same corpus with fewer random mutations.
+hung or lost a good file. tests/engine/test_fuzz.py runs the same corpus with fewer random mutations.
 
     python benchmarks/fuzz_corpus.py [--per-seed 400] [--seed 0] [--classes ascend,npy,...]
 """

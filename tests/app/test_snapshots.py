@@ -22,7 +22,7 @@ from accuscope.app.taskscreen import CANCEL_QUESTION
 from accuscope.engine.demo.workspace import MAIN, build_workspace
 from appkit import screen_lines, wait_for
 
-SNAPSHOTS = Path(__file__).parent / "snapshots"
+SNAPSHOTS = Path(__file__).parents[1] / "snapshots"
 UPDATE = os.environ.get("ACCUSCOPE_UPDATE_SNAPSHOTS") == "1"
 
 

@@ -8,6 +8,7 @@ import threading
 
 import numpy as np
 import pytest
+from test_cli import accuscope
 
 from accuscope.engine.compare import comparison as engine
 from accuscope.engine.diagnose import opdetail as od
@@ -17,7 +18,6 @@ from accuscope.engine.sources.tensor import SourceError
 from accuscope.engine.tasks.task import load_task, save_task
 from accuscope.engine.tasks.taskrun import run_task
 from conftest import cls_with_planted_fault
-from test_cli import accuscope
 
 EPS64 = np.finfo(np.float64).eps
 

@@ -11,7 +11,7 @@ from accuscope.engine.demo import workspace as demo
 from accuscope.engine.sources.tensor import SourceError
 from accuscope.engine.tasks.task import Task, list_tasks, load_task
 
-MAIN_DEMO_JSON = Path(__file__).parent / "data" / "task-main-demo.json"  # written by accuscope 80ea362's demo
+MAIN_DEMO_JSON = Path(__file__).parents[1] / "data" / "task-main-demo.json"  # written by accuscope 80ea362's demo
 
 
 @pytest.fixture(scope="module")

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from test_cli import accuscope
 
 from accuscope.commands import demo as demo_cmd
 from accuscope.engine.demo import workspace as demo
@@ -17,7 +18,6 @@ from accuscope.engine.sources.golden import open_golden
 from accuscope.engine.sources.npudump import open_npu_dump
 from accuscope.engine.sources.tensor import SourceError
 from accuscope.engine.tasks.task import list_tasks, load_task
-from test_cli import accuscope
 
 pytest.importorskip("onnxruntime")
 

@@ -10,12 +10,12 @@ import re
 
 import numpy as np
 import pytest
+from test_cli import accuscope
+from test_dialects import cls_run  # noqa: F401 (the fixture)
 
 from accuscope.engine.compare import metrics as M
 from accuscope.engine.compare.thresholds import Thresholds, parse_tolerance
 from accuscope.engine.tasks.task import load_task
-from test_cli import accuscope
-from test_dialects import cls_run  # noqa: F401 (the fixture)
 
 
 def tpu_reference(x, y, cos_tol=0.99, euclid_tol=0.90):
@@ -202,8 +202,9 @@ def test_cli_tolerance_judges_cls_outputs_as_tpu_mlir(tmp_path, cls_run, impleme
 
 
 def test_op_table_shows_euclid_sqnr_and_the_verdict(implementation):
-    from accuscope.engine.compare.results import ResultTable
     from test_optable import lines, run
+
+    from accuscope.engine.compare.results import ResultTable
 
     y = BASE[:4096]
     pairs = {"same": y, "fp16": y.astype(np.float16).astype(np.float64), "noisy": y + 0.3 * rng.standard_normal(y.size)}

@@ -6,13 +6,13 @@ import threading
 
 import numpy as np
 import pytest
+from test_cli import accuscope
 
 from accuscope.engine.compare import comparison as engine
 from accuscope.engine.compare.metrics import compiled_kernel
 from accuscope.engine.graphs.graph import load_graph
 from accuscope.engine.tasks.task import load_task
 from conftest import cls_with_planted_fault
-from test_cli import accuscope
 
 FAULTY = "Relu@4"  # last member of a fused Conv+BatchNorm+Relu device op
 

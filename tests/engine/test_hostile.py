@@ -15,6 +15,7 @@ import sys
 
 import numpy as np
 import pytest
+from test_cli import accuscope
 
 from accuscope.engine.graphs.graph import load_graph
 from accuscope.engine.sources import ascend
@@ -25,7 +26,6 @@ from accuscope.engine.sources.npudump import open_npu_dump
 from accuscope.engine.sources.tensor import SourceError
 from accuscope.engine.tasks.csvio import read_result_csv
 from fuzz.corpus import npy_bytes
-from test_cli import accuscope
 
 GOOD = "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }"
 

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import threading
 
+from test_diagnosis import accuscope, cls_cliff  # noqa: F401 - cls_cliff is a fixture
+
 from accuscope.app import precisionscreen
 from accuscope.app.app import AccuscopeApp
 from accuscope.app.precisionscreen import PrecisionScreen
 from accuscope.app.taskscreen import TaskScreen
 from appkit import drive, screen_text, wait_for
-from test_diagnosis import accuscope, cls_cliff  # noqa: F401 - cls_cliff is a fixture
 
 
 def test_advisor_p_runs_the_search_on_screen_and_opens_the_result_task(cls_cliff, tmp_path, monkeypatch):  # noqa: F811

@@ -23,7 +23,7 @@ from accuscope.engine.sources import msprobe, torchpickle
 from accuscope.engine.sources.registry import detect, open_side
 from accuscope.engine.sources.tensor import SourceError, Tensor
 
-FIX = Path(__file__).parent / "fixtures" / "msprobe"
+FIX = Path(__file__).parents[1] / "fixtures" / "msprobe"
 ENV = {**os.environ, "COLUMNS": "200", "NO_COLOR": "1"}
 
 

@@ -10,9 +10,6 @@ import sys
 import numpy as np
 import pytest
 
-from accuscope.app.app import AccuscopeApp
-from accuscope.app.browser import BrowserScreen
-from accuscope.app.optable import OperatorTable
 from accuscope.engine.compare import comparison as engine
 from accuscope.engine.compare.multirank import pair_ranks
 from accuscope.engine.demo.ranktree import write_rank_tree
@@ -20,7 +17,6 @@ from accuscope.engine.sources.ranks import Rank, local_path, pick, ranks
 from accuscope.engine.tasks import rankrun
 from accuscope.engine.tasks.columnstore import PagedText, read_columns, write_columns
 from accuscope.engine.tasks.task import list_tasks, load_task
-from appkit import drive, screen_text, wait_for
 
 
 def accuscope(*args, env=None) -> subprocess.CompletedProcess:
@@ -124,31 +120,6 @@ def test_above_the_row_limit_a_task_stays_columnar_and_show_exports_the_csv(tree
     shown = accuscope("show", folder, "--format", "csv", "--failing")
     assert shown.returncode == 0, shown.stderr
     assert len(shown.stdout.strip().splitlines()) == 1 + 3
-
-
-def test_the_app_pages_a_columnar_task_shows_ranks_and_filters_by_rank(tree, tmp_path, monkeypatch):
-    npu, golden = tree
-    ws = tmp_path / "ws"
-    monkeypatch.setattr(rankrun, "COLUMNAR_ROWS", 20)  # this small task stands for one of many million rows
-    rankrun.run_ranks(engine.CompareSpec(str(npu), str(golden)), ws / "llm", workers=1)
-
-    async def script(pilot):
-        browser = pilot.app.screen
-        assert isinstance(browser, BrowserScreen)
-        assert "llm [8 ranks]" in screen_text(pilot.app)
-        await pilot.press("enter")
-        await wait_for(pilot, lambda: pilot.app.screen.query(OperatorTable))
-        table = pilot.app.screen.query_one(OperatorTable)
-        assert isinstance(table.table.columns["npu_op"], PagedText)  # rows are read from the column files
-        assert " rank " in screen_text(pilot.app) and "Functional.linear.0.forward.output" in screen_text(pilot.app)
-        await pilot.press("f", *"rank == 3", "enter")
-        assert len(table.view) == 12
-        assert set(table.table.columns["rank"][table.view].tolist()) == {3}
-        await pilot.press("escape", "f", *"npu_op == 'Functional.linear.5.forward.output' and step == 1", "enter")
-        assert len(table.view) == 4
-        await pilot.press("escape", "slash", *"linear.4.", "enter")
-        assert table.table.columns["npu_op"][table.cursor_row] == "Functional.linear.4.forward.output"
-    drive(AccuscopeApp(ws), script, size=(120, 30))
 
 
 def test_rank_files_merge_in_rank_order_and_a_broken_one_is_a_warning(tree, tmp_path):
