@@ -47,6 +47,60 @@ def report(task: Path) -> None:
     print(HERE / "report.png")
 
 
+CLS = Path.home() / ".cache" / "accuscope-tests" / "rapidocr-models" / "ch_ppocr_mobile_v2.0_cls_infer.onnx"
+
+
+def fp16_cliff(root: Path) -> Path | None:
+    """An `accuscope run` task of PP-OCR cls (cached by the tests from the rapidocr-onnxruntime wheel)
+    whose BatchNormalization #12 holds a variance beyond float16, against its fp16 conversion."""
+    if not CLS.is_file():
+        print("precision.svg: no cached PP-OCR cls model (run the tests once), kept as it is")
+        return None
+    import sys
+    import warnings
+
+    import numpy as np
+    import onnx
+    from onnx import numpy_helper
+    from onnxconverter_common import float16
+
+    from accuscope.engine.runs.onnxedit import constants_as_initializers
+    m = constants_as_initializers(onnx.load(str(CLS)))
+    inits = {t.name: t for t in m.graph.initializer}
+    bn = [n for n in m.graph.node if n.op_type == "BatchNormalization"][12]
+    for name, f in ((bn.input[4], lambda v: (v + 1e-5) * 1e8 - 1e-5), (bn.input[1], lambda s: s * 1e4)):
+        a = numpy_helper.to_array(inits[name])
+        inits[name].CopyFrom(numpy_helper.from_array(f(a).astype(a.dtype), name))
+    onnx.save(m, str(root / "ref.onnx"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        onnx.save(float16.convert_float_to_float16(m, keep_io_types=True), str(root / "fp16.onnx"))
+    np.save(root / "x.npy", np.random.default_rng(5).standard_normal((1, 3, 48, 192)).astype(np.float32))
+    task = root / "cls-fp16"
+    subprocess.run([sys.executable, "-m", "accuscope", "run", str(root / "ref.onnx"), str(root / "fp16.onnx"),
+                    "--input", f"x={root / 'x.npy'}", "--out", str(task)], check=True, capture_output=True)
+    return task
+
+
+async def precision(root: Path) -> None:
+    """The mixed-precision search (`p` on the advisor) on an fp16 conversion that fails, once it is done."""
+    task = fp16_cliff(root)
+    if task is None:
+        return
+    app = AccuscopeApp(root, open_path=task)
+    async with app.run_test(size=(120, 34)) as pilot:
+        await pilot.pause()
+        await pilot.press("a")
+        while getattr(app.screen, "advice", None) is None:
+            await pilot.pause(0.1)
+        await pilot.press("p")
+        while getattr(app.screen, "result", None) is None and not getattr(app.screen, "error", ""):
+            await pilot.pause(0.2)
+        await pilot.pause(0.5)
+        (HERE / "precision.svg").write_text(app.export_screenshot(title="accuscope: precision"))
+        print(HERE / "precision.svg")
+
+
 async def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         ws = Path(tmp) / "demo"
@@ -63,6 +117,7 @@ async def main() -> None:
         await shoot(AccuscopeApp(ws, open_path=task), "op-detail", (160, 50), ["exclamation_mark", "enter"])
         await shoot(AccuscopeApp(ws, open_path=task), "graph", (160, 50),
                     ["exclamation_mark", "g", "s", "o", "o", "e"])
+        await precision(Path(tmp))
 
 
 if __name__ == "__main__":

@@ -15,6 +15,10 @@ class Chart(PlotextPlot):
     """A plotext chart drawn again from its data whenever the data or its size change:
     subclasses implement draw(plt), which returns the border title."""
 
+    DEFAULT_CSS = """
+    Chart { border-title-color: $text-muted; }  /* the title says what is drawn: readable, not border-dim */
+    """
+
     def on_resize(self) -> None:
         self.replot()
 
