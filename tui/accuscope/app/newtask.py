@@ -26,7 +26,8 @@ class NewTaskScreen(Screen):
                 Binding("escape", "app.pop_screen", "back", id="newtask.back")]
     DEFAULT_CSS = """
     NewTaskScreen .field { height: auto; }
-    NewTaskScreen .field Label { width: 18; padding: 1 1 0 0; text-align: right; }
+    NewTaskScreen .field { margin: 1 0 0 0; }
+    NewTaskScreen .field Label { width: 18; padding: 0 1 0 0; text-align: right; }
     NewTaskScreen .field Input { width: 1fr; }
     NewTaskScreen .why { height: auto; padding: 0 0 0 19; color: $error; }
     NewTaskScreen .why.ok { color: $success; }
@@ -52,7 +53,7 @@ class NewTaskScreen(Screen):
             for item in FIELDS:
                 with Horizontal(classes="field"):
                     yield Label(item.label)
-                    yield Input(values.get(item.name, ""), placeholder=item.placeholder, id=item.name)
+                    yield Input(values.get(item.name, ""), placeholder=item.placeholder, id=item.name, compact=True)
                 yield Static("", id=f"why-{item.name}", classes="why")
             yield Label("algorithms (space toggles):")
             yield SelectionList[str](*[(f"{CSV_OF.get(k, k)}", k, True) for k in ALGORITHMS], id="algorithms")
@@ -75,6 +76,7 @@ class NewTaskScreen(Screen):
         why = self.query_one(f"#why-{key}", Static)
         why.update(shown(message))
         why.set_class(ok, "ok")
+        why.display = bool(message)  # an optional field left empty takes no line
         return ok
 
     def on_input_changed(self, event: Input.Changed) -> None:
