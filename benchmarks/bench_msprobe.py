@@ -10,8 +10,8 @@
       mindspore package imports it), which does not install here, so the dump is converted to
       PyTorch's layout (.pt by torch.save, framework pytorch) in the venv holding torch and msprobe
       (--msprobe-python), and both tools compare that: `msprobe compare -m auto -tp npu/step0 -gp
-      golden/step0 -o OUT` (all ranks, one after another) against `accuscope compare --rank R` for
-      each rank, one after another. accuscope on the original .npy dump is timed too.
+      golden/step0 -o OUT` (all ranks, one after another) against one `accuscope compare` of all
+      ranks (in parallel on the local pool), with its peak RSS. accuscope on the original .npy dump is timed too.
       Target: accuscope >= 10x faster.
 
 Wall times of whole processes; the ratio printed. Setup (dump writing, conversion) is not timed.
@@ -70,6 +70,14 @@ def timed(cmd: list[str], **kw) -> float:
     if r.returncode not in (0, 1):
         raise SystemExit(f"{' '.join(map(str, cmd))} failed ({r.returncode}):\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}")
     return seconds
+
+
+def timed_rss(cmd: list[str], work: Path) -> tuple[float, float]:
+    """Wall seconds of a whole process and the peak RSS (MB) of its largest process (it or a pool
+    worker), as GNU time reports it."""
+    out = work / "maxrss.txt"
+    seconds = timed(["/usr/bin/time", "-f", "%M", "-o", out, *cmd])
+    return seconds, int(out.read_text().split()[-1]) / 1024
 
 
 def statistics_dump(folder: Path, calls: int, off: float, factor: float) -> None:
@@ -135,18 +143,19 @@ def bench_versus_msprobe(work: Path, python: str, seq: int, hidden: int, ffn: in
     if not written:
         raise SystemExit(f"msprobe wrote no result into {out}")
 
-    def ours(root: Path) -> float:
-        total = 0.0
-        for rank in range(ranks):
-            task = work / f"task-{root.name}-{rank}"
-            shutil.rmtree(task, ignore_errors=True)
-            total += timed([sys.executable, "-m", "accuscope", "compare", "--npu", root / "npu", "--golden",
-                            root / "golden", "--rank", str(rank), "--out", task])
-        return total
-    ours_pt, ours_npy = ours(pt), ours(npy)
-    print(f"    msprobe compare (all ranks):           {theirs:7.2f} s  ({len(written)} result files)")
-    print(f"    accuscope compare, rank by rank (.pt): {ours_pt:7.2f} s  -> {theirs / ours_pt:.1f}x faster")
-    print(f"    accuscope compare, rank by rank (.npy):{ours_npy:7.2f} s  -> {theirs / ours_npy:.1f}x faster")
+    def ours(root: Path) -> tuple[float, float]:
+        """One accuscope process comparing every rank (ranks in parallel on the local pool): seconds, and
+        the peak RSS of its largest process (MB)."""
+        task = work / f"task-{root.name}"
+        shutil.rmtree(task, ignore_errors=True)
+        return timed_rss([sys.executable, "-m", "accuscope", "compare", "--npu", root / "npu", "--golden",
+                          root / "golden", "--out", task], work)
+    (ours_pt, rss_pt), (ours_npy, rss_npy) = ours(pt), ours(npy)
+    print(f"    msprobe compare (all ranks):            {theirs:7.2f} s  ({len(written)} result files)")
+    print(f"    accuscope compare, all ranks (.pt):     {ours_pt:7.2f} s  -> {theirs / ours_pt:.1f}x faster, "
+          f"peak RSS {rss_pt:.0f} MB")
+    print(f"    accuscope compare, all ranks (.npy):    {ours_npy:7.2f} s  -> {theirs / ours_npy:.1f}x faster, "
+          f"peak RSS {rss_npy:.0f} MB")
 
 
 def main() -> None:
