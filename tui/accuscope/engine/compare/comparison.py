@@ -264,8 +264,8 @@ def plan(spec: CompareSpec) -> Plan:
     for pair in mapping.pairs:
         if not keep(pair.op):
             continue
-        if pair.golden is not None:
-            pair = replace(pair, npu=crop_to(pair.npu, pair.golden.shape))
+        if pair.golden is not None and (cropped := crop_to(pair.npu, pair.golden.shape)) is not pair.npu:
+            pair = replace(pair, npu=cropped)
         rows.append(_base_row(len(rows), pair, seq.get(id(pair.op), -1), outputs(pair)))
         pairs.append(pair)
     scope = " in the chosen range/op list" if spec.op_range or spec.ops else ""

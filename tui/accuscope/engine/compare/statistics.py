@@ -35,14 +35,12 @@ def compare_many(pairs: list[tuple[int, Tensor, Tensor]]) -> list[tuple[int, dic
     """(row, cells) of every (row, npu, golden): diffs, relative errors in %, stat_mag, checksums, and
     a reason when a side recorded nothing to compare. One vectorized pass: 100k pairs in well under
     a second."""
-    n = len(pairs)
-    a, b = np.full((n, 4), np.nan), np.full((n, 4), np.nan)
-    both = np.zeros(n, dtype=bool)
-    for k, (_row, x, y) in enumerate(pairs):
-        if x.stats is not None and y.stats is not None:
-            a[k] = [np.nan if v is None else v for v in x.stats]
-            b[k] = [np.nan if v is None else v for v in y.stats]
-            both[k] = True
+    none = (None,) * 4  # float arrays read None as NaN
+    both = np.array([x.stats is not None and y.stats is not None for _row, x, y in pairs], dtype=bool)
+    a = np.array([x.stats if x.stats is not None and y.stats is not None else none for _row, x, y in pairs],
+                 dtype=float).reshape(-1, 4)
+    b = np.array([y.stats if x.stats is not None and y.stats is not None else none for _row, x, y in pairs],
+                 dtype=float).reshape(-1, 4)
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         diff = np.where(a == b, 0.0, a - b)
         rel = np.where(diff == 0, 0.0, np.where(b != 0, np.abs(diff / b) * 100, np.inf))
