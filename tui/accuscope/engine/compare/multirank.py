@@ -15,6 +15,7 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field, replace
 
 from accuscope.engine.compare import comparison as engine
+from accuscope.engine.compare import statcolumns
 from accuscope.engine.compare.lifetime import die_with_parent, process_context
 from accuscope.engine.compare.results import ResultTable
 from accuscope.engine.sources.ranks import Rank, local_path, ranks
@@ -74,16 +75,21 @@ def compare_rank(spec: engine.CompareSpec, rank: Rank) -> RankResult:
     one = replace(one, npu=local_path(one.npu), golden=local_path(one.golden))
     result = RankResult(rank, worker=worker_name())
     try:
-        plan = engine.plan(one)
-        table = engine.execute(plan, workers=1)
+        fast = statcolumns.compare(one)  # statistics of two clean dump.json: as columns
+        if fast is not None:
+            (table, coverage), problems = fast, []
+        else:
+            plan = engine.plan(one)
+            table = engine.execute(plan, workers=1)
+            coverage, problems = plan.coverage, plan.problems
     except SourceError as exc:
         result.state, result.error = "failed", str(exc)
     else:
         n = len(table)
         table.columns["step"][:n] = rank.step
         table.columns["rank"][:n] = rank.rank
-        result.table, result.coverage = table, plan.coverage.to_meta()
-        result.problems = [str(p) for p in plan.problems]
+        result.table, result.coverage = table, coverage.to_meta()
+        result.problems = [str(p) for p in problems]
     result.seconds = time.perf_counter() - start
     return result
 

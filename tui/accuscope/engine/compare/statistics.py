@@ -41,22 +41,13 @@ def compare_many(pairs: list[tuple[int, Tensor, Tensor]]) -> list[tuple[int, dic
                  dtype=float).reshape(-1, 4)
     b = np.array([y.stats if x.stats is not None and y.stats is not None else none for _row, x, y in pairs],
                  dtype=float).reshape(-1, 4)
-    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-        diff = np.where(a == b, 0.0, a - b)
-        rel = np.where(diff == 0, 0.0, np.where(b != 0, np.abs(diff / b) * 100, np.inf))
-        rel[np.isnan(diff)] = np.nan
-        mag = np.abs(diff) / (np.maximum(np.abs(a), np.abs(b)) + EPSILON)
-        mag[~np.isfinite(diff)] = np.nan
-        worst = np.where(np.isnan(mag).all(axis=1), np.where(np.isnan(a).all(axis=1), np.nan, 0.0),
-                         np.nanmax(np.where(np.isnan(mag), -np.inf, mag), axis=1))
-    known = ~np.isnan(a) & ~np.isnan(b)
+    diff, rel, worst, known = differences(a, b)
     out = []
     for k, (row, x, y) in enumerate(pairs):
         cells: dict = {"npu_md5": x.checksum, "golden_md5": y.checksum} if x.checksum or y.checksum else {}
-        missing = [side for side, t in (("NPU", x), ("golden", y)) if not recorded(t)]
+        missing = missing_reason(recorded(x), recorded(y))
         if missing:
-            cells["reason"] = (f"{' and '.join(missing)} side has neither data nor statistics "
-                               "(a statistics dump, or --stats-only, needs both sides' dump.json)")
+            cells["reason"] = missing
         elif both[k]:
             for j in range(4):
                 if known[k, j]:
@@ -65,3 +56,24 @@ def compare_many(pairs: list[tuple[int, Tensor, Tensor]]) -> list[tuple[int, dic
             cells["stat_mag"] = float(worst[k])
         out.append((row, cells))
     return out
+
+
+def differences(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """msprobe's columns for npu statistics `a` against golden `b` ((n, 4), NaN where not recorded):
+    diff, relative error in %, the worst |diff| / magnitude (stat_mag), and where both are known."""
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        diff = np.where(a == b, 0.0, a - b)
+        rel = np.where(diff == 0, 0.0, np.where(b != 0, np.abs(diff / b) * 100, np.inf))
+        rel[np.isnan(diff)] = np.nan
+        mag = np.abs(diff) / (np.maximum(np.abs(a), np.abs(b)) + EPSILON)
+        mag[~np.isfinite(diff)] = np.nan
+        worst = np.where(np.isnan(mag).all(axis=1), np.where(np.isnan(a).all(axis=1), np.nan, 0.0),
+                         np.nanmax(np.where(np.isnan(mag), -np.inf, mag), axis=1))
+    return diff, rel, worst, ~np.isnan(a) & ~np.isnan(b)
+
+
+def missing_reason(npu_recorded: bool, golden_recorded: bool) -> str:
+    """Why a pair has nothing to compare ("" when both sides recorded something)."""
+    missing = [side for side, ok in (("NPU", npu_recorded), ("golden", golden_recorded)) if not ok]
+    return (f"{' and '.join(missing)} side has neither data nor statistics (a statistics dump, or "
+            "--stats-only, needs both sides' dump.json)") if missing else ""

@@ -30,6 +30,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from dataclasses import dataclass, field
 from functools import lru_cache, partial
 
 try:
@@ -141,7 +142,14 @@ def read(path: str, *, step: str | int | None = None, rank: str | int | None = N
     data = doc.get("data")
     if not isinstance(data, dict):
         raise SourceError(f"{os.path.join(folder, DUMP_JSON)}: no \"data\" object (not an msprobe dump.json)")
-    tensors: list[Tensor] = []
+    tensors = [_tensor(folder, call, io, index, name, info, module, stats_only, problems)
+               for call, io, index, name, info, module in _entries(folder, data, parents, problems)]
+    return tensors, problems
+
+
+def _entries(folder: str, data: dict, parents: dict[str, str], problems: list[Problem]):
+    """(call, io, index within the call's io, tensor name, entry, module) of every tensor dump.json
+    records, in msprobe's order."""
     for call, entry in data.items():
         if not isinstance(entry, dict):
             problems.append(Problem(os.path.join(folder, DUMP_JSON), f"{call}: not an object"))
@@ -153,11 +161,52 @@ def read(path: str, *, step: str | int | None = None, rank: str | int | None = N
             if io is None:
                 continue
             for suffix, info in _walk(value, slot):
-                name = f"{call}.{_SLOT_NAME[slot]}{suffix}"
-                t = _tensor(folder, call, io, counters[io], name, info, module, stats_only, problems)
+                yield call, io, counters[io], f"{call}.{_SLOT_NAME[slot]}{suffix}", info, module
                 counters[io] += 1
-                tensors.append(t)
-    return tensors, problems
+
+
+@dataclass
+class Recorded:
+    """What one rank's dump.json records, as columns (statistics triage at scale: no Tensor per
+    entry); row k is the k-th tensor `read` would give with stats_only."""
+
+    doc: str
+    calls: list[str] = field(default_factory=list)
+    io: list[str] = field(default_factory=list)
+    index: list[int] = field(default_factory=list)
+    names: list[str] = field(default_factory=list)
+    modules: list[str] = field(default_factory=list)
+    dtypes: list[str] = field(default_factory=list)
+    shapes: list[tuple[int, ...]] = field(default_factory=list)
+    stats: list[tuple] = field(default_factory=list)  # (Max, Min, Mean, Norm), None where not recorded
+    checksums: list[str] = field(default_factory=list)
+
+
+def recorded(path: str, *, step: str | int | None = None, rank: str | int | None = None,
+             stats_only: bool = False) -> Recorded | None:
+    """The statistics of one step and rank as columns; None where `read` has more to say (dump.json
+    missing or broken, a problem on the way, tensor files to open without stats_only)."""
+    folder = choose(os.fspath(path), step, rank)[2]
+    problems: list[Problem] = []
+    parents = _construct(folder, problems)
+    doc, _why = _dump_json(folder)
+    if doc is None or problems or not isinstance(doc.get("data"), dict):
+        return None
+    out = Recorded(os.path.join(folder, DUMP_JSON))
+    for call, io, index, name, info, module in _entries(folder, doc["data"], parents, problems):
+        data_name = info.get("data_name")
+        if not stats_only and isinstance(data_name, str) and data_name:
+            return None
+        out.calls.append(call)
+        out.io.append(io)
+        out.index.append(index)
+        out.names.append(name)
+        out.modules.append(module)
+        out.dtypes.append(dtype_name(str(info.get("dtype", ""))))
+        out.shapes.append(_shape(info))
+        out.stats.append(_stats(info))
+        out.checksums.append(str(info.get("md5") or ""))
+    return None if problems else out
 
 
 def _walk(value, slot: str, prefix: str = ""):
@@ -187,6 +236,17 @@ def _number(value) -> float | None:
     return None
 
 
+def _shape(info: dict) -> tuple[int, ...]:
+    shape = info.get("shape")
+    return tuple(shape) if isinstance(shape, list) and all(type(d) is int and d >= 0 for d in shape) else ()
+
+
+def _stats(info: dict) -> tuple | None:
+    """(Max, Min, Mean, Norm) as recorded, None where one is not; None when none is."""
+    stats = (_number(info.get("Max")), _number(info.get("Min")), _number(info.get("Mean")), _number(info.get("Norm")))
+    return None if stats == (None, None, None, None) else stats
+
+
 @lru_cache(maxsize=256)
 def dtype_name(text: str) -> str:
     """`torch.float32` / `Float32` / `bfloat16` -> `float32` / `bfloat16`."""
@@ -196,11 +256,9 @@ def dtype_name(text: str) -> str:
 
 def _tensor(folder: str, call: str, io: str, index: int, name: str, info: dict, module: str, stats_only: bool,
             problems: list[Problem]) -> Tensor:
-    shape = info.get("shape")
-    shape = tuple(int(d) for d in shape) if isinstance(shape, list) and all(type(d) is int and d >= 0 for d in shape) else ()
-    stats = (_number(info.get("Max")), _number(info.get("Min")), _number(info.get("Mean")), _number(info.get("Norm")))
-    fields = dict(op=call, io=io, index=index, op_type=module, tensor_name=name,
-                  stats=None if all(v is None for v in stats) else stats, checksum=str(info.get("md5") or ""))
+    shape = _shape(info)
+    fields = dict(op=call, io=io, index=index, op_type=module, tensor_name=name, stats=_stats(info),
+                  checksum=str(info.get("md5") or ""))
     data_name = info.get("data_name")
     doc = os.path.join(folder, DUMP_JSON)
     if stats_only or not isinstance(data_name, str) or not data_name:
