@@ -105,6 +105,26 @@ def test_statistics_cells_follow_msprobes_rules():
     assert "neither data nor statistics" in cells["reason"]
 
 
+def test_dump_json_reads_alike_with_and_without_orjson_and_with_nan(tmp_path, monkeypatch):
+    assert msprobe.orjson is not None  # the test extra installs it: both parsers are exercised here
+    fast, _ = msprobe.read(str(FIX / "cand_md5"), rank=1)
+    monkeypatch.setattr(msprobe, "orjson", None)
+    plain, _ = msprobe.read(str(FIX / "cand_md5"), rank=1)
+    assert [(t.tensor_name, t.stats, t.checksum, t.shape, t.dtype_name) for t in fast] == [
+        (t.tensor_name, t.stats, t.checksum, t.shape, t.dtype_name) for t in plain]
+    monkeypatch.undo()
+    folder = tmp_path / "step0" / "rank0"
+    shutil.copytree(FIX / "cand_md5" / "step0" / "rank1", folder)
+    doc = json.loads((folder / "dump.json").read_text())
+    entry = next(iter(doc["data"].values()))["output"][0]
+    entry.update(Max=math.nan, Min=-math.inf)
+    (folder / "dump.json").write_text(json.dumps(doc))  # NaN and -Infinity, as Python's json writes them
+    tensors, problems = msprobe.read(str(tmp_path))
+    assert not problems and len(tensors) == len(plain)
+    out = next(t for t in tensors if t.stats[1] == -math.inf)
+    assert math.isnan(out.stats[0])
+
+
 def test_md5_mode_flags_the_planted_call_and_the_advisor_names_it(tmp_path):
     r = accuscope("compare", "--npu", FIX / "cand_md5", "--golden", FIX / "bench_md5", "--rank", "1",
                   "--out", tmp_path / "t", "--advisor", "--json")

@@ -192,20 +192,15 @@ def recorded(path: str, *, step: str | int | None = None, rank: str | int | None
     doc, _why = _dump_json(folder)
     if doc is None or problems or not isinstance(doc.get("data"), dict):
         return None
-    out = Recorded(os.path.join(folder, DUMP_JSON))
+    rows = []
     for call, io, index, name, info, module in _entries(folder, doc["data"], parents, problems):
         data_name = info.get("data_name")
         if not stats_only and isinstance(data_name, str) and data_name:
             return None
-        out.calls.append(call)
-        out.io.append(io)
-        out.index.append(index)
-        out.names.append(name)
-        out.modules.append(module)
-        out.dtypes.append(dtype_name(str(info.get("dtype", ""))))
-        out.shapes.append(_shape(info))
-        out.stats.append(_stats(info))
-        out.checksums.append(str(info.get("md5") or ""))
+        rows.append((call, io, index, name, module, dtype_name(str(info.get("dtype", ""))), _shape(info), _stats(info),
+                     str(info.get("md5") or "")))
+    out = Recorded(os.path.join(folder, DUMP_JSON), *map(list, zip(*rows))) if rows else Recorded(
+        os.path.join(folder, DUMP_JSON))
     return None if problems else out
 
 
@@ -243,7 +238,10 @@ def _shape(info: dict) -> tuple[int, ...]:
 
 def _stats(info: dict) -> tuple | None:
     """(Max, Min, Mean, Norm) as recorded, None where one is not; None when none is."""
-    stats = (_number(info.get("Max")), _number(info.get("Min")), _number(info.get("Mean")), _number(info.get("Norm")))
+    stats = (info.get("Max"), info.get("Min"), info.get("Mean"), info.get("Norm"))
+    if type(stats[0]) is type(stats[1]) is type(stats[2]) is type(stats[3]) is float:
+        return stats  # as msprobe writes them
+    stats = tuple(map(_number, stats))
     return None if stats == (None, None, None, None) else stats
 
 
