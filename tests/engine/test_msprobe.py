@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from accuscope.engine.compare import statistics
+from accuscope.engine.compare import statcolumns, statistics
 from accuscope.engine.compare.comparison import CompareSpec, execute, plan
 from accuscope.engine.demo import msprobesim
 from accuscope.engine.sources import msprobe, torchpickle
@@ -123,6 +123,83 @@ def test_dump_json_reads_alike_with_and_without_orjson_and_with_nan(tmp_path, mo
     assert not problems and len(tensors) == len(plain)
     out = next(t for t in tensors if t.stats[1] == -math.inf)
     assert math.isnan(out.stats[0])
+
+
+def _synthetic_statistics(folder: Path, calls: int, seed: int) -> None:
+    """A statistics dump.json of `calls` calls as msprobe writes it: API and module calls (parameters,
+    keyword and nested arguments, construct.json), some statistics missing, some checksums."""
+    rng = np.random.default_rng(seed)
+
+    def tensor(k: int) -> dict:
+        mx, mn, mean, norm = (float(v) for v in rng.standard_normal(4) * (3.0 if k % 97 == 0 else 1.0))
+        entry = {"type": "torch.Tensor", "dtype": "torch.float16", "shape": [k % 5 + 1, 8], "Max": mx, "Min": mn,
+                 "Mean": mean, "Norm": abs(norm), "requires_grad": False}
+        if k % 13 == 0:
+            entry["Mean"] = None  # msprobe writes null for a statistic it could not take
+        if k % 7 == 0:
+            entry["md5"] = f"{k:08x}"
+        return entry
+    data, construct = {}, {}
+    for k in range(calls):
+        if k % 10 == 0:
+            call = f"Module.layers.{k}.Linear.forward.0"
+            data[call] = {"input_args": [tensor(k)], "input_kwargs": {}, "output": [tensor(k + 1)],
+                          "parameters": {"weight": tensor(k + 2), "bias": tensor(k + 3)}}
+        else:
+            call = f"Functional.linear.{k}.forward"
+            data[call] = {"input_args": [tensor(k), [tensor(k + 1), tensor(k + 2)]],
+                          "input_kwargs": {"bias": tensor(k + 3)}, "output": [tensor(k + 4)]}
+            construct[call] = f"Module.layers.{k - k % 10}.Linear.forward.0"
+    folder.mkdir(parents=True)
+    (folder / "dump.json").write_text(json.dumps({"task": "statistics", "level": "mix", "framework": "pytorch",
+                                                  "dump_data_dir": None, "data": data}))
+    (folder / "construct.json").write_text(json.dumps(construct))
+
+
+def _same_rows(spec: CompareSpec) -> int:
+    """The statistics columns give the rows, metric columns and coverage plan / execute give."""
+    fast = statcolumns.compare(spec)
+    assert fast is not None, "the columnar path did not take this comparison"
+    table, coverage = fast
+    p = plan(spec)
+    general = execute(p, workers=1)
+    assert coverage == p.coverage and table.present == general.present
+    assert set(table.columns) == set(general.columns)
+    for key, column in general.columns.items():
+        if column.dtype.kind == "f":
+            assert np.array_equal(table.columns[key], column, equal_nan=True), key
+        else:
+            assert table.columns[key].tolist() == column.tolist(), key
+    return len(table)
+
+
+def test_statistics_columns_give_the_general_paths_rows(tmp_path):
+    for npu, golden in (("cand_md5", "bench_md5"), ("cand", "bench")):
+        for rank in ("0", "1"):
+            assert _same_rows(CompareSpec(str(FIX / npu), str(FIX / golden), rank=rank, stats_only=True))
+    assert _same_rows(CompareSpec(str(FIX / "cand_md5"), str(FIX / "bench_md5"), rank="1"))  # a statistics dump
+    _synthetic_statistics(tmp_path / "npu" / "step0" / "rank0", 2000, seed=1)
+    _synthetic_statistics(tmp_path / "golden" / "step0" / "rank0", 2000, seed=2)
+    spec = CompareSpec(str(tmp_path / "npu"), str(tmp_path / "golden"), stats_only=True)
+    assert _same_rows(spec) == 200 * 4 + 1800 * 5  # module calls hold 4 tensors, API calls 5
+    table, _ = statcolumns.compare(spec)
+    assert table.columns["fail"].any() and (table.columns["reason"] == "").all()
+
+
+def test_the_general_path_compares_what_the_columns_do_not_hold(tmp_path):
+    # tensor files to read, a mapping file, mismatched tensor counts: plan / execute
+    assert statcolumns.compare(CompareSpec(str(FIX / "cand"), str(FIX / "bench"), rank="1")) is None
+    mapping = tmp_path / "map.csv"
+    mapping.write_text("a,b\n")
+    assert statcolumns.compare(CompareSpec(str(FIX / "cand_md5"), str(FIX / "bench_md5"), rank="1",
+                                           mapping=str(mapping))) is None
+    for side in ("npu", "golden"):
+        shutil.copytree(FIX / "cand_md5" / "step0" / "rank1", tmp_path / side / "step0" / "rank1")
+    doc = json.loads((tmp_path / "npu" / "step0" / "rank1" / "dump.json").read_text())
+    entry = next(iter(doc["data"].values()))
+    entry["output"].append(entry["output"][0])
+    (tmp_path / "npu" / "step0" / "rank1" / "dump.json").write_text(json.dumps(doc))
+    assert statcolumns.compare(CompareSpec(str(tmp_path / "npu"), str(tmp_path / "golden"), stats_only=True)) is None
 
 
 def test_md5_mode_flags_the_planted_call_and_the_advisor_names_it(tmp_path):
