@@ -187,6 +187,8 @@ def recorded(path: str, *, step: str | int | None = None, rank: str | int | None
     """The statistics of one step and rank as columns; None where `read` has more to say (dump.json
     missing or broken, a problem on the way, tensor files to open without stats_only)."""
     folder = choose(os.fspath(path), step, rank)[2]
+    if not stats_only and os.path.isdir(os.path.join(folder, DATA_DIR)):
+        return None  # tensor mode: the files are compared
     problems: list[Problem] = []
     parents = _construct(folder, problems)
     doc, _why = _dump_json(folder)
