@@ -73,11 +73,11 @@ def timed(cmd: list[str], **kw) -> float:
     return seconds
 
 
-def timed_rss(cmd: list[str], work: Path) -> tuple[float, float]:
+def timed_rss(cmd: list[str], work: Path, **kw) -> tuple[float, float]:
     """Wall seconds of a whole process and the peak RSS (MB) of its largest process (it or a pool
     worker), as GNU time reports it."""
     out = work / "maxrss.txt"
-    seconds = timed(["/usr/bin/time", "-f", "%M", "-o", out, *cmd])
+    seconds = timed(["/usr/bin/time", "-f", "%M", "-o", out, *cmd], **kw)
     return seconds, int(out.read_text().split()[-1]) / 1024
 
 
@@ -145,8 +145,8 @@ def bench_versus_msprobe(work: Path, python: str, seq: int, hidden: int, ffn: in
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir()
     msprobe_bin = str(Path(python).parent / "msprobe")
-    theirs = timed([msprobe_bin, "compare", "-m", "auto", "-tp", pt / "npu" / "step0", "-gp", pt / "golden" / "step0",
-                    "-o", out], cwd=work)
+    theirs, rss_theirs = timed_rss([msprobe_bin, "compare", "-m", "auto", "-tp", pt / "npu" / "step0", "-gp",
+                                    pt / "golden" / "step0", "-o", out], work, cwd=work)
     written = sorted(p.name for p in out.rglob("*.xlsx")) + sorted(p.name for p in out.rglob("*.csv"))
     if not written:
         raise SystemExit(f"msprobe wrote no result into {out}")
@@ -159,7 +159,7 @@ def bench_versus_msprobe(work: Path, python: str, seq: int, hidden: int, ffn: in
         return timed_rss([sys.executable, "-m", "accuscope", "compare", "--npu", root / "npu", "--golden",
                           root / "golden", "--out", task], work)
     (ours_pt, rss_pt), (ours_npy, rss_npy) = ours(pt), ours(npy)
-    print(f"    msprobe compare (all ranks):            {theirs:7.2f} s  ({len(written)} result files)")
+    print(f"    msprobe compare (all ranks):            {theirs:7.2f} s  ({len(written)} result files), peak RSS {rss_theirs:.0f} MB")
     print(f"    accuscope compare, all ranks (.pt):     {ours_pt:7.2f} s  -> {theirs / ours_pt:.1f}x faster, "
           f"peak RSS {rss_pt:.0f} MB")
     print(f"    accuscope compare, all ranks (.npy):    {ours_npy:7.2f} s  -> {theirs / ours_npy:.1f}x faster, "
