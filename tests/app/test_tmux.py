@@ -54,8 +54,13 @@ def style_at(line: str, text: str) -> dict:
 class Tmux:
     def __init__(self, name: str, command: str, width: int = 80, height: int = 24):
         self.name = name
-        subprocess.run([*TMUX, "new-session", "-d", "-s", name, "-x", str(width), "-y", str(height),
-                        f"{command}; echo EXITED $?; sleep 60"], check=True)
+        argv = [*TMUX, "new-session", "-d", "-s", name, "-x", str(width), "-y", str(height),
+                f"{command}; echo EXITED $?; sleep 60"]
+        for _ in range(5):  # the previous test's server may still be exiting (its last session killed)
+            if subprocess.run(argv, capture_output=True).returncode == 0:
+                return
+            time.sleep(0.5)
+        subprocess.run(argv, check=True)
 
     def screen(self, styles: bool = False, history: bool = False) -> str:
         """The pane's text; with `styles`, with its SGR escape sequences (capture-pane -e); with
