@@ -322,23 +322,58 @@ def counts(tensors) -> dict[tuple[str, str], int]:
 
 
 def graph(path: str, step: str | int | None = None, rank: str | int | None = None) -> Graph:
-    """construct.json as a Graph: one node per call in dump order, `subgraph` naming the module it
-    ran in, so module calls group their APIs; modules without a call of their own are left out."""
-    folder = choose(path, step, rank)[2]
+    """construct.json as a Graph for the graph pane: every call of dump.json, each module call
+    placed before the calls it ran (msprobe writes a module when its forward ends, after them), so
+    a module is a header followed by its contents. A module node has attrs `module` (its path),
+    `depth` (how many modules hold it) and `span` (the nodes after it that it holds); a call's
+    `subgraph` names its module call; a module construct.json names without a call of its own
+    still heads its calls. `path` holding several step/rank folders: the first one matching
+    (their modules are the same)."""
+    found = [f for f in ranks(os.fspath(path)) if _matches(step, f[0], _STEP) and _matches(rank, f[1], _RANK)]
+    folder = found[0][2] if found else choose(path, step, rank)[2]
     problems: list[Problem] = []
     parents = _construct(folder, problems)
     tensors, _ = read(folder, stats_only=True)
-    nodes: list[Node] = []
-    seen: dict[str, Node] = {}
+    calls: dict[str, list[Tensor]] = {}
     for t in tensors:
-        node = seen.get(t.op)
-        if node is None:
-            node = seen[t.op] = Node(t.op, t.op.split(".")[1] if "." in t.op else t.op, len(nodes), len(nodes) + 1,
-                                     [], [], subgraph=parents.get(t.op, ""))
-            nodes.append(node)
-        (node.inputs if t.io == INPUT else node.outputs).append(t.tensor_name)
+        calls.setdefault(t.op, []).append(t)
+    order: list[str] = []
+    placed: set[str] = set()
+
+    def place(call: str, seen: tuple[str, ...] = ()) -> None:
+        if call in placed or call in seen:  # a cycle in construct.json is not followed
+            return
+        parent = parents.get(call)
+        if parent:
+            place(parent, (*seen, call))
+        placed.add(call)
+        order.append(call)
+
+    for call in calls:
+        place(call)
+    depth: dict[str, int] = {}
+    nodes: list[Node] = []
+    for call in order:
+        parent = parents.get(call, "")
+        depth[call] = depth.get(parent, -1) + 1 if parent in depth else 0
+        module = module_path(call)
+        parts = call.split(".")
+        kind = parts[-3] if module and parts[-2] in ("forward", "backward") else parts[-2] if module else \
+            parts[1] if len(parts) > 1 else call
+        mine = calls.get(call, [])
+        node = Node(call, kind, len(nodes), len(nodes) + 1, [t.tensor_name for t in mine if t.io == INPUT],
+                    [t.tensor_name for t in mine if t.io == OUTPUT], subgraph=parent,
+                    output_shapes=[t.shape for t in mine if t.io == OUTPUT],
+                    attrs={"depth": depth[call], **({"module": module} if module else {})})
+        nodes.append(node)
+    inside: list[Node] = []  # the module nodes holding the current one
     for node in nodes:
-        node.__post_init__()
+        while inside and inside[-1].name != node.subgraph and depth[inside[-1].name] >= node.attrs["depth"]:
+            inside.pop()
+        for holder in inside:
+            holder.attrs["span"] = holder.attrs.get("span", 0) + 1
+        if "module" in node.attrs:
+            inside.append(node)
     return Graph(os.path.basename(os.path.normpath(path)), KIND, folder, nodes, [], [],
                  notes=[str(p) for p in problems])
 

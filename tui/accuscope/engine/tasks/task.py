@@ -162,6 +162,17 @@ class Task:
         return load_graph(model) if model is not None else None
 
     @cached_property
+    def modules(self) -> Graph | None:
+        """The NPU dump's module hierarchy for the graph pane when it is a training dump (msprobe's
+        construct.json, see Side.modules), else None; SourceError when the dump is unusable."""
+        from accuscope.engine.sources.registry import detect, modules_loader
+        npu = self.path("npu")
+        if npu is None or not npu.is_dir():
+            return None
+        loader = modules_loader(str(npu), detect(str(npu)).kind, self.meta.get("step"), self.meta.get("rank"))
+        return loader() if loader is not None else None
+
+    @cached_property
     def framework_model(self) -> tuple[Path | None, str]:
         """The framework model of the task and where it was found: task.json's `framework_model`,
         its demo section, its `model` when that is an ONNX file, the model copy next to a golden

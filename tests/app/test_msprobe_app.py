@@ -1,0 +1,58 @@
+"""msprobe data in the app (Pilot, text on screen): the demo's msprobe task's graph pane shows its
+calls grouped by module (construct.json), the module of the planted fault failing; the op table
+filters by module."""
+from __future__ import annotations
+
+from accuscope.app.app import AccuscopeApp
+from accuscope.app.graphscreen import GraphScreen
+from accuscope.app.optable import OperatorTable
+from accuscope.engine.demo import msprobesim
+from appkit import drive, screen_text, wait_for
+
+TASK = "llm-msprobe-4ranks"
+FAULTY = "Cell.layers.1.attn.Attention.forward.0"  # the module holding msprobesim.FAULT_CALL
+
+
+async def open_task(pilot) -> OperatorTable:
+    await wait_for(pilot, lambda: pilot.app.screen.query(OperatorTable))
+    return pilot.app.screen.query_one(OperatorTable)
+
+
+def line_of(text: str, name: str) -> str:
+    return next(line for line in text.splitlines() if name in line)
+
+
+def test_the_graph_pane_groups_calls_by_module_and_shows_the_faulty_module_failing(demo_ws):
+    async def script(pilot):
+        await open_task(pilot)
+        await pilot.press("g")
+        await wait_for(pilot, lambda: isinstance(pilot.app.screen, GraphScreen) and pilot.app.screen.graph is not None)
+        screen = pilot.app.screen
+        assert screen.graph.kind == "msprobe"
+        screen.view.move_cursor(next(i for i, n in enumerate(screen.graph.nodes) if n.name == FAULTY))
+        await pilot.pause()
+        text = screen_text(pilot.app)
+        faulty = line_of(text, "▾ layers.1.attn ")
+        assert "✗" in faulty and "Attention" in faulty  # a failing module header
+        assert "module layers.1.attn: 5 of 9 calls failing" in text  # the panel on it
+        fails, total = faulty.split("✗")[1].split()[0].split("/")
+        assert 0 < int(fails) <= int(total) == 9  # its eight calls and itself
+        call = line_of(text, msprobesim.FAULT_CALL)
+        assert "✗" in call and "matmul" in call
+        assert faulty.index("▾") < call.index(msprobesim.FAULT_CALL)  # its calls indented under it
+        await pilot.press("g")  # the first rows: the first block, whose modules pass
+        text = screen_text(pilot.app)
+        first = line_of(text, "▾ layers.0.attn ")
+        assert "✗" not in first and "0/9" in first
+    drive(AccuscopeApp(demo_ws, open_path=demo_ws / TASK), script, size=(140, 40))
+
+
+def test_the_op_table_filters_by_module(demo_ws):
+    async def script(pilot):
+        table = await open_task(pilot)
+        await pilot.press("f", *'type == "layers.1.attn"', "enter")
+        ops = set(table.table.columns["npu_op"][table.view].tolist())
+        assert msprobesim.FAULT_CALL in ops and "Functional.linear.6.forward" in ops
+        assert all(not op.startswith(("Functional.layer_norm", "Cell.layers.0")) for op in ops)
+        assert msprobesim.FAULT_CALL in screen_text(pilot.app)
+    drive(AccuscopeApp(demo_ws, open_path=demo_ws / TASK), script, size=(140, 40))
