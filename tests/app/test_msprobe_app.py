@@ -3,10 +3,14 @@ calls grouped by module (construct.json), the module of the planted fault failin
 filters by module."""
 from __future__ import annotations
 
+from pathlib import Path
+
 from accuscope.app.app import AccuscopeApp
 from accuscope.app.graphscreen import GraphScreen
 from accuscope.app.optable import OperatorTable
+from accuscope.engine.compare.comparison import CompareSpec
 from accuscope.engine.demo import msprobesim
+from accuscope.engine.tasks.taskrun import run_task
 from appkit import drive, screen_text, wait_for
 
 TASK = "llm-msprobe-4ranks"
@@ -56,3 +60,18 @@ def test_the_op_table_filters_by_module(demo_ws):
         assert all(not op.startswith(("Functional.layer_norm", "Cell.layers.0")) for op in ops)
         assert msprobesim.FAULT_CALL in screen_text(pilot.app)
     drive(AccuscopeApp(demo_ws, open_path=demo_ws / TASK), script, size=(140, 40))
+
+
+def test_the_row_detail_shows_the_calls_python_stack(tmp_path):
+    fix = Path(__file__).parents[1] / "fixtures" / "msprobe"
+    run_task(CompareSpec(str(fix / "cand_md5"), str(fix / "bench_md5"), rank="1"), tmp_path / "ws" / "mul")
+
+    async def script(pilot):
+        table = await open_task(pilot)
+        assert table.move_to(int(next(i for i, op in enumerate(table.table.columns["npu_op"].tolist())
+                                      if op == "Tensor.__mul__.0.forward")))
+        await pilot.press("D")
+        await wait_for(pilot, lambda: "call stack" in screen_text(pilot.app))
+        text = screen_text(pilot.app)
+        assert "fixtures/msprobe/make_fixtures.py, line 40, in forward" in text and "self.scale" in text
+    drive(AccuscopeApp(tmp_path / "ws", open_path=tmp_path / "ws" / "mul"), script, size=(140, 40))

@@ -57,6 +57,10 @@ def deliver(node: MessagePump, done: type[Done], call: Callable[[], Any]) -> Non
 # ------------------------------------------------------------------ the task screen
 
 
+class StackLoaded(Done):
+    """(call stack lines, why they could not be read) of a row's call (msprobe's stack.json)."""
+
+
 class AdviceDone(Done):
     """The advisor's `Advice` for the task."""
 

@@ -170,7 +170,8 @@ class TaskScreen(Screen):
     def action_row_details(self) -> None:
         widget = self.table_widget
         if widget.cursor_row is not None:
-            self.app.push_screen(RowDetail(widget.table, widget.cursor_row, widget.thresholds))
+            self.app.push_screen(RowDetail(widget.table, widget.cursor_row, widget.thresholds,
+                                           self.opened or Task.at(self.folder, strict=False)))
 
     # ---- prompt: search and filter ------------------------------------------------------------
     def action_prompt(self, mode: str) -> None:

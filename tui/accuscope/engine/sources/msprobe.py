@@ -41,6 +41,7 @@ from accuscope.engine.sources.tensor import INPUT, OUTPUT, Problem, SourceError,
 KIND = "msprobe"
 DUMP_JSON, CONSTRUCT_JSON, STACK_JSON, DATA_DIR = "dump.json", "construct.json", "stack.json", "dump_tensor_data"
 SNIFF_BYTES = 4096
+STACK_LIMIT, STACK_LINES = 256 << 20, 64  # stack.json bytes read, lines kept per call
 _STEP = re.compile(r"step(\d+)")
 _RANK = re.compile(r"(rank|proc)(\d*)")
 # {call}.{slot}.{rest}: the call ends at its direction (and a module's counter after it)
@@ -329,8 +330,7 @@ def graph(path: str, step: str | int | None = None, rank: str | int | None = Non
     `subgraph` names its module call; a module construct.json names without a call of its own
     still heads its calls. `path` holding several step/rank folders: the first one matching
     (their modules are the same)."""
-    found = [f for f in ranks(os.fspath(path)) if _matches(step, f[0], _STEP) and _matches(rank, f[1], _RANK)]
-    folder = found[0][2] if found else choose(path, step, rank)[2]
+    folder = _first(path, step, rank)
     problems: list[Problem] = []
     parents = _construct(folder, problems)
     tensors, _ = read(folder, stats_only=True)
@@ -376,6 +376,49 @@ def graph(path: str, step: str | int | None = None, rank: str | int | None = Non
             inside.append(node)
     return Graph(os.path.basename(os.path.normpath(path)), KIND, folder, nodes, [], [],
                  notes=[str(p) for p in problems])
+
+
+def _first(path: str, step: str | int | None, rank: str | int | None) -> str:
+    """The first step/rank folder of `path` matching step and rank (SourceError when none does)."""
+    found = [f for f in ranks(os.fspath(path)) if _matches(step, f[0], _STEP) and _matches(rank, f[1], _RANK)]
+    return found[0][2] if found else choose(path, step, rank)[2]
+
+
+def stacks(path: str, step: str | int | None = None, rank: str | int | None = None) -> tuple[dict[str, list[str]], str]:
+    """stack.json: call -> its Python stack lines (`File …, line N, in f, \\n code`), innermost first,
+    of the step/rank folder chosen (else the first one), and why it could not be read ("" when it
+    was, or is absent). msprobe writes `{"0": [[calls], [lines]], …}` (older versions `{call:
+    [lines]}`); a file above STACK_LIMIT bytes is not read, lines beyond STACK_LINES are cut."""
+    doc = os.path.join(_first(path, step, rank), STACK_JSON)
+    if not os.path.exists(doc):
+        return {}, ""
+    why = not_regular(doc)
+    if not why and os.path.getsize(doc) > STACK_LIMIT:
+        why = f"{os.path.getsize(doc):,} bytes, more than the {STACK_LIMIT >> 20} MB read for call stacks"
+    if why:
+        return {}, f"{doc}: {why}"
+    try:
+        with open(doc, encoding="utf-8") as fh:
+            found = json.load(fh)
+    except (OSError, UnicodeDecodeError) as exc:
+        return {}, f"{doc}: cannot read: {exc}"
+    except ValueError as exc:
+        return {}, f"{doc}: cut short or not JSON ({exc}); no call stacks"
+    if not isinstance(found, dict):
+        return {}, f"{doc}: not a JSON object; no call stacks"
+    calls: dict[str, list[str]] = {}
+    for key, value in found.items():
+        if isinstance(value, list) and len(value) == 2 and all(isinstance(v, list) for v in value):
+            names, lines = value
+        elif isinstance(value, list):
+            names, lines = [key], value
+        else:
+            continue
+        lines = [str(line) for line in lines[:STACK_LINES] if isinstance(line, str)]
+        for name in names:
+            if isinstance(name, str):
+                calls[name] = lines
+    return calls, ""
 
 
 def describe(path: str, tensors: list[Tensor], *, step=None, rank=None, stats_only: bool = False, **_options) -> list[str]:
