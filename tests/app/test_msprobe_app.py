@@ -7,9 +7,12 @@ from pathlib import Path
 
 from accuscope.app.app import AccuscopeApp
 from accuscope.app.graphscreen import GraphScreen
+from accuscope.app.newtask import NewTaskScreen
 from accuscope.app.optable import OperatorTable
+from accuscope.app.taskscreen import TaskScreen
 from accuscope.engine.compare.comparison import CompareSpec
 from accuscope.engine.demo import msprobesim
+from accuscope.engine.tasks.task import load_task
 from accuscope.engine.tasks.taskrun import run_task
 from appkit import drive, screen_text, wait_for
 
@@ -75,3 +78,46 @@ def test_the_row_detail_shows_the_calls_python_stack(tmp_path):
         text = screen_text(pilot.app)
         assert "fixtures/msprobe/make_fixtures.py, line 40, in forward" in text and "self.scale" in text
     drive(AccuscopeApp(tmp_path / "ws", open_path=tmp_path / "ws" / "mul"), script, size=(140, 40))
+
+
+def test_the_new_task_form_checks_step_rank_and_runs_a_rank_tree_rank_by_rank(demo_ws, tmp_path):
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    npu, golden = demo_ws / TASK / "npu", demo_ws / TASK / "golden"
+
+    async def script(pilot):
+        await pilot.press("n")
+        form = pilot.app.screen
+        assert isinstance(form, NewTaskScreen)
+        form.query_one("#npu").value = str(npu)
+        form.query_one("#golden").value = str(golden)
+        form.query_one("#out").value = str(ws / "all-ranks")
+        form.query_one("#rank").value = "7"
+        form.query_one("#stats_only").value = "maybe"
+        await pilot.pause()
+        assert "no rank 7 under the NPU dump (it has 0, 1, 2, 3)" in str(form.query_one("#why-rank").render())
+        assert "answer yes or no" in str(form.query_one("#why-stats_only").render())
+        await pilot.press("ctrl+s")
+        assert pilot.app.screen is form  # refused: fields to fix
+        form.query_one("#rank").value = "rank2"
+        form.query_one("#step").value = "step1"
+        await pilot.pause()
+        assert "✓ 2 folders" in str(form.query_one("#why-rank").render())  # rank 2 of steps 0 and 1
+        form.query_one("#rank").value = ""  # every rank of every step
+        form.query_one("#step").value = ""
+        form.query_one("#stats_only").value = "yes"
+        await pilot.pause()
+        assert "✓ yes" in str(form.query_one("#why-stats_only").render())
+        await pilot.press("ctrl+s")
+        screen = pilot.app.screen
+        assert isinstance(screen, TaskScreen)
+        await wait_for(pilot, lambda: not screen.running and len(screen.table_widget.table) > 0)
+        await pilot.pause()
+        table = screen.table_widget.table
+        assert sorted(set(table.columns["rank"].tolist())) == [0, 1, 2, 3]
+        assert sorted(set(table.columns["step"].tolist())) == [0, 1]
+        text = screen_text(pilot.app)
+        assert " rank " in text and " step " in text
+    drive(AccuscopeApp(ws), script, size=(140, 40))
+    meta = load_task(ws / "all-ranks").meta
+    assert meta["state"] == "done" and len(meta["ranks"]) == 8 and meta["stats_only"] is True
