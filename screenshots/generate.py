@@ -11,7 +11,7 @@ import tempfile
 from pathlib import Path
 
 from accuscope.app.app import AccuscopeApp
-from accuscope.engine.demo.workspace import MAIN, build_workspace
+from accuscope.engine.demo.workspace import MAIN, MSPROBE, build_workspace
 
 HERE = Path(__file__).parent
 
@@ -117,6 +117,8 @@ async def main() -> None:
         await shoot(AccuscopeApp(ws, open_path=task), "op-detail", (160, 50), ["exclamation_mark", "enter"])
         await shoot(AccuscopeApp(ws, open_path=task), "graph", (160, 50),
                     ["exclamation_mark", "g", "s", "o", "o", "e"])
+        await shoot(AccuscopeApp(ws, open_path=ws / MSPROBE.name), "graph-msprobe", (120, 42),
+                    ["exclamation_mark", "g"])
         await precision(Path(tmp))
 
 

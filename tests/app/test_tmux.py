@@ -150,6 +150,21 @@ def test_compare_tui_runs_in_the_app_and_saves_the_task(tmux, tmp_path):
     assert load_task(out).meta["state"] == "done"
 
 
+def test_compare_tui_runs_a_rank_tree_in_the_app(tmux, demo_ws, tmp_path):
+    """`compare --tui` on two msprobe rank trees: every rank compared in the app, a rank column."""
+    out = tmp_path / "ws" / "ranks"
+    args = " ".join(shlex.quote(str(a)) for a in ("--npu", demo_ws / "llm-msprobe-4ranks" / "npu", "--golden",
+                                                     demo_ws / "llm-msprobe-4ranks" / "golden", "--out", out))
+    t = tmux(f"env TERM=xterm-256color {shlex.quote(sys.executable)} -m accuscope compare {args} --tui")
+    t.wait_for("of 8 ranks", timeout=120)  # the notification when the run ends
+    assert "accuscope › tasks › ranks" in t.wait_for("rows fail")
+    t.keys("q")
+    t.wait_for("first failing op")
+    t.keys("q")
+    t.wait_for("EXITED 0")
+    assert len(load_task(out).meta["ranks"]) == 8
+
+
 @pytest.mark.parametrize("env", ["NO_COLOR=1 TERM=xterm-256color", "TERM=xterm"])  # no colour; 16 colours
 def test_marks_carry_the_meaning_without_colour(tmux, demo_ws, env):
     t = tmux(f"env {env} {shlex.quote(sys.executable)} -m accuscope open "

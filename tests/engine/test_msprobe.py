@@ -383,3 +383,38 @@ def test_first_divergence_per_rank_and_across_ranks():
     found = firstdiff.by_rank(table)
     assert [(d.rank, d.call, d.position) for d in found] == [("2", "b.0.forward", 1), ("1", "c.0.forward", 2)]
     assert firstdiff.first_divergence(table, np.arange(6)) is None  # rank 0 agrees everywhere
+
+
+def test_construct_json_is_the_graph_panes_module_hierarchy(tmp_path):
+    g = msprobe.graph(str(FIX / "cand_md5"), rank=1)
+    assert [(n.attrs["depth"], n.name) for n in g.nodes[:4]] == [
+        (0, "Module.fc1.Linear.forward.0"), (1, "Functional.linear.0.forward"),  # a module heads its calls
+        (0, "Module.act.ReLU.forward.0"), (1, "Functional.relu.0.forward")]
+    assert g.nodes[0].attrs == {"depth": 0, "module": "fc1", "span": 1} and g.nodes[0].type == "Linear"
+    assert g.nodes[1].type == "linear" and g.nodes[1].output_shapes == [(2, 3)]
+    side = open_side(str(FIX / "cand_md5"), rank=1)
+    assert side.modules.kind == "msprobe" and side.graph is None  # it groups calls, it names no tensor
+    msprobesim.write(str(tmp_path / "npu"), ranks=2, steps=1)
+    g = msprobe.graph(str(tmp_path / "npu"))  # several ranks: the first one's modules
+    block = g.node("Cell.layers.1.Block.forward.0")
+    inside = g.nodes[block.index + 1: block.index + 1 + block.attrs["span"]]
+    assert msprobesim.FAULT_CALL in {n.name for n in inside} and len(inside) == 17
+    assert g.node(msprobesim.FAULT_CALL).attrs["depth"] == 2
+    assert open_side(str(FIX / "cand"), rank=0).modules.nodes[0].name == "Tensor.__mul__.0.forward"
+
+
+def test_stack_json_gives_each_calls_stack_bounded_and_politely_failing(tmp_path, monkeypatch):
+    stacks, why = msprobe.stacks(str(FIX / "bench_md5"), rank=0)  # msprobe's {"0": [[calls], [lines]]}
+    assert why == "" and len(stacks) == 6
+    assert stacks["Module.fc1.Linear.forward.0"] == stacks["Module.act.ReLU.forward.0"]  # one entry, two calls
+    assert stacks["Functional.linear.0.forward"][0].startswith("File site-packages/torch/nn/modules/linear.py")
+    folder = tmp_path / "step0" / "rank0"
+    shutil.copytree(FIX / "bench_md5" / "step0" / "rank0", folder)
+    (folder / "stack.json").write_text(json.dumps({"Functional.relu.0.forward": ["File a.py, line 3, in f"] * 99}))
+    stacks, why = msprobe.stacks(str(tmp_path))  # the older {call: [lines]}, cut to STACK_LINES
+    assert why == "" and len(stacks["Functional.relu.0.forward"]) == msprobe.STACK_LINES
+    monkeypatch.setattr(msprobe, "STACK_LIMIT", 100)
+    stacks, why = msprobe.stacks(str(tmp_path))
+    assert stacks == {} and why.startswith(str(folder / "stack.json")) and "bytes, more than" in why
+    (folder / "stack.json").unlink()
+    assert msprobe.stacks(str(tmp_path)) == ({}, "")  # absent: nothing to say

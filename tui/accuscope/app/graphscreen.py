@@ -226,11 +226,11 @@ class GraphScreen(Screen["int | None"]):
 
     def _load(self) -> tuple[Graph, Lanes, OpResults]:
         path = self.model_path()
-        if path is None:
+        graph = load_graph(path) if path is not None else self.opened_task.modules
+        if graph is None:
             raise SourceError("the task names no model (task.json \"model\"): the graph needs the ONNX model or the "
                               "offline-model JSON (atc --mode=1 --om=model.om --json=model.json); give it with "
                               "--model when comparing")
-        graph = load_graph(path)
         lanes = layout(graph)
         results = OpResults(self.table, self.thresholds, graph.nodes)
         results.failing()  # every badge, off the UI thread
@@ -342,7 +342,12 @@ class GraphScreen(Screen["int | None"]):
         results = self.results
         if results is not None:
             rows = results.rows[position]
-            badge = results.badge(position)
+            badge = results.own_badge(position)
+            if "module" in node.attrs:
+                group = results.badge(position)
+                fails, _, total = group.text.partition("/")
+                lines.append(f"module {shown(node.attrs['module'])}: " + (f"{fails} of {total} calls failing"
+                                                                        if group.text else "no call has a row"))
             if not rows:
                 lines.append("result: no row in the result table")
             else:

@@ -144,7 +144,26 @@ class OpResults:
         return outputs or (rows if self.direct[position] else [])
 
     def badge(self, position: int) -> Badge:
+        """The op's badge; a module's (a group of calls: attrs `module` and `span`, see
+        msprobe.graph) counts its calls failing of those with rows, itself included."""
         cached = self._badges[position]
+        if cached is not None:
+            return cached
+        node = self._nodes[position]
+        if "module" not in node.attrs:
+            return self.own_badge(position)
+        states = [self.own_badge(p).state for p in range(position, position + 1 + node.attrs.get("span", 0))]
+        counted = [s for s in states if s != "none"]
+        fail = states.count("fail")
+        badge = NO_BADGE if not counted else Badge(MARK_FAIL if fail else " ", f"{fail}/{len(counted)}",
+                                                    "fail" if fail else "pass", "")
+        self._badges[position] = badge
+        return badge
+
+    def own_badge(self, position: int) -> Badge:
+        """The op's own rows' badge (a module's too, without its calls)."""
+        node = self._nodes[position]
+        cached = self._badges[position] if "module" not in node.attrs else None
         if cached is not None:
             return cached
         rows = self.output_rows(position)
@@ -162,7 +181,8 @@ class OpResults:
             else:
                 mark, state = MARK_EXEMPT, "exempt"
             badge = self._worst(rows, mark, state)
-        self._badges[position] = badge
+        if "module" not in node.attrs:
+            self._badges[position] = badge
         return badge
 
     def _worst(self, rows: list[int], mark: str, state: str) -> Badge:
@@ -326,6 +346,14 @@ class GraphView(CursorList):
             name_width = width - fixed
         return cap, lanes_width, self._type_width, max(4, name_width), shape_width
 
+    @staticmethod
+    def _name_cell(node: Node, width: int) -> str:
+        """The op's name; in a module hierarchy (msprobe) indented by its depth, a module as ▾ and its path."""
+        depth = node.attrs.get("depth", 0) if node.subgraph or "module" in node.attrs else 0
+        module = node.attrs.get("module")
+        lead = "  " * min(depth, 8) + ("▾ " if module else "")
+        return fmt.pad(lead + fmt.fit(module or node.name, max(4, width - len(lead)), keep="end"), width)
+
     def render_line(self, y: int) -> Strip:
         width = self.scrollable_content_region.width
         styles = self.component_styles
@@ -372,9 +400,7 @@ class GraphView(CursorList):
             segments.append(Segment(fmt.pad(drawn, lanes_width), lane_style))
         badge_text = badge.cell()
         segments += [Segment(" ", row_style), Segment(fmt.pad(badge_text, BADGE), state_style),
-                     Segment(" " + fmt.pad(node.type, type_width) + " " + fmt.pad(fmt.fit(node.name, name_width,
-                                                                                          keep="end"), name_width),
-                             row_style)]
+                     Segment(" " + fmt.pad(node.type, type_width) + " " + self._name_cell(node, name_width), row_style)]
         if shape_width:
             segments.append(Segment(" " + fmt.pad(self._shapes[position], shape_width), row_style))
         return Strip(segments).adjust_cell_length(width, row_style)

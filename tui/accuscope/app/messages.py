@@ -57,6 +57,10 @@ def deliver(node: MessagePump, done: type[Done], call: Callable[[], Any]) -> Non
 # ------------------------------------------------------------------ the task screen
 
 
+class StackLoaded(Done):
+    """(call stack lines, why they could not be read) of a row's call (msprobe's stack.json)."""
+
+
 class AdviceDone(Done):
     """The advisor's `Advice` for the task."""
 
@@ -81,8 +85,17 @@ class CompareRows(Progress):
         self.rows[:0] = older.rows
 
 
+class RankCompared(Message):
+    """One rank of a multi-rank comparison ended: its `RankResult`, `done` ranks of `total`."""
+
+    def __init__(self, result, done: int, total: int) -> None:
+        super().__init__()
+        self.result, self.done, self.total = result, done, total
+
+
 class CompareDone(Done):
-    """The comparison ended: `run_task`'s result (its table None when it was cancelled)."""
+    """The comparison ended: `run_task`'s result (its table None when it was cancelled), or a
+    multi-rank comparison's `RanksRun`."""
 
 
 # ------------------------------------------------------------------ the graph screen

@@ -69,7 +69,7 @@ class NewTaskScreen(Screen):
 
     def check(self, key: str) -> tuple[str, bool]:
         """(message, ok) for one field."""
-        return check(BY_NAME[key], self.value(key), golden=self.value("golden"))
+        return check(BY_NAME[key], self.value(key), golden=self.value("golden"), npu=self.value("npu"))
 
     def show_check(self, key: str) -> bool:
         message, ok = self.check(key)
@@ -85,6 +85,9 @@ class NewTaskScreen(Screen):
         if event.input.id == "golden":  # whether shape and dtype are needed follows the golden path
             self.show_check("shape")
             self.show_check("dtype")
+        if event.input.id == "npu":  # a step or rank must be one of the NPU dump's folders
+            self.show_check("step")
+            self.show_check("rank")
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         self.action_start()
@@ -114,6 +117,8 @@ def _text(value) -> str:
     """A spec's value as the form's text."""
     if value is None:
         return ""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
     if isinstance(value, (list, tuple)):
         return ",".join(str(v) for v in value)
     return str(value)

@@ -1,9 +1,11 @@
-"""Everything one result row says: metrics against their thresholds, files, mapping, reason."""
+"""Everything one result row says: metrics against their thresholds, files, mapping, reason, and
+the call's Python stack when the NPU dump records it (msprobe's stack.json, read in a worker)."""
 from __future__ import annotations
 
 import math
 
 from rich.table import Table
+from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
@@ -13,7 +15,9 @@ from textual.widgets import Static
 from ..engine.compare.columns import CSV_OF
 from ..engine.compare.results import ResultTable
 from ..engine.compare.thresholds import Thresholds
+from ..engine.tasks.task import Task
 from .formatting import number, shown
+from .messages import StackLoaded, deliver
 
 FIELDS = [("index", "Index"), ("op_seq", "OpSequence"), ("type", "OpType"), ("npu_op", "NPU op"),
           ("golden_op", "golden op"), ("tensor", "tensor"), ("shape", "shape"), ("npu_dtype", "NPU dtype"),
@@ -30,9 +34,31 @@ class RowDetail(ModalScreen[None]):
     """
     BINDINGS = [Binding("escape,q,enter", "dismiss", "close", id="rowdetail.dismiss")]
 
-    def __init__(self, table: ResultTable, row: int, thresholds: Thresholds) -> None:
+    def __init__(self, table: ResultTable, row: int, thresholds: Thresholds, task: Task | None = None) -> None:
         super().__init__()
-        self.table, self.row, self.thresholds = table, row, thresholds
+        self.table, self.row, self.thresholds, self.opened_task = table, row, thresholds, task
+
+    def on_mount(self) -> None:
+        if self.opened_task is not None:
+            self.stack_worker()
+
+    @work(thread=True, exclusive=True, group="stack", exit_on_error=False)
+    def stack_worker(self) -> None:
+        r = self.table.row(self.row)
+
+        def read() -> tuple[list[str], str]:
+            where = {k: r[k] for k in ("step", "rank") if k in r and r[k] not in (None, "", -1)}
+            stacks, why = self.opened_task.call_stacks(**where)
+            return stacks.get(str(r["npu_op"]), []), why
+        deliver(self, StackLoaded, read)
+
+    @on(StackLoaded)
+    def stack_loaded(self, message: StackLoaded) -> None:
+        lines, why = message.result if message.error is None else ([], str(message.error))
+        text = "\n".join(f"  {shown(line.replace(chr(10), ' ').strip())}" for line in lines)
+        shown_why = f"[dim]{shown(why)}[/]" if why else ""
+        self.query_one("#stack", Static).update(f"[b]call stack[/] (stack.json, innermost first)\n{text}" if lines
+                                                else shown_why)
 
     def compose(self) -> ComposeResult:
         r = self.table.row(self.row)
@@ -63,4 +89,5 @@ class RowDetail(ModalScreen[None]):
             yield Static(metrics)
             if r.get("reason"):
                 yield Static(f"[b]reason[/] {shown(r['reason'])}")
+            yield Static("", id="stack")
             yield Static("[dim]esc closes[/]")

@@ -14,12 +14,14 @@ from textual.widgets import Input, ProgressBar, Static
 
 from ..engine.compare import comparison as engine
 from ..engine.compare.columns import CSV_OF, METRIC
+from ..engine.compare.multirank import is_rank_run
 from ..engine.compare.results import FilterError, ResultTable
 from ..engine.compare.thresholds import Thresholds, parse_assignments
 from ..engine.diagnose.advice import Advice, add_origin_columns, load_advice
 from ..engine.diagnose.advisor import advise
 from ..engine.sources.names import printable
 from ..engine.sources.tensor import SourceError
+from ..engine.tasks.rankrun import RanksRun, run_ranks
 from ..engine.tasks.task import Task, coverage_warnings, load_task
 from ..engine.tasks.taskrun import run_task
 from .advicescreen import AdviceScreen
@@ -28,7 +30,7 @@ from .dialogs import AskDialog, ConfirmDialog
 from .footer import Footer
 from .formatting import shown
 from .graphscreen import GraphScreen
-from .messages import AdviceDone, CompareDone, ComparePlanned, CompareRows, deliver
+from .messages import AdviceDone, CompareDone, ComparePlanned, CompareRows, RankCompared, deliver
 from .opscreen import OpScreen
 from .optable import OperatorTable
 from .rowdetail import RowDetail
@@ -170,7 +172,8 @@ class TaskScreen(Screen):
     def action_row_details(self) -> None:
         widget = self.table_widget
         if widget.cursor_row is not None:
-            self.app.push_screen(RowDetail(widget.table, widget.cursor_row, widget.thresholds))
+            self.app.push_screen(RowDetail(widget.table, widget.cursor_row, widget.thresholds,
+                                           self.opened or Task.at(self.folder, strict=False)))
 
     # ---- prompt: search and filter ------------------------------------------------------------
     def action_prompt(self, mode: str) -> None:
@@ -337,8 +340,27 @@ class TaskScreen(Screen):
 
         def progress(p: engine.Progress, batch) -> None:
             self.post_message(CompareRows(list(batch), p.done, f"comparing {p.done:,}/{p.total:,} · {p.elapsed:.0f} s"))
+        if is_rank_run(spec):  # two rank trees: rank by rank on the local pool, rows arriving per rank
+            deliver(self, CompareDone, lambda: run_ranks(
+                spec, folder, progress=lambda run, result: self.post_message(
+                    RankCompared(result, len(run.results) - len(run.resumed), len(run.leaves) - len(run.resumed))),
+                cancel=self.cancel))
+            return
         deliver(self, CompareDone,  # inline_bytes: see execute()
                 lambda: run_task(spec, folder, progress, self.cancel, planned=planned, inline_bytes=0))
+
+    @on(RankCompared)
+    def rank_compared(self, message: RankCompared) -> None:
+        """A rank's rows join the table as it lands (a failed rank: a notification saying why)."""
+        result = message.result
+        self.query_one(ProgressBar).update(total=message.total, progress=message.done)
+        self._progress_text = f"ranks {message.done}/{message.total}"
+        if result.table is None:
+            self.notify(f"{result.rank.label}: {result.state}: {result.error}", severity="warning", timeout=8,
+                        markup=False)
+            return
+        self._live = result.table if self._live is None else ResultTable.concat([self._live, result.table])
+        self.show_table(self._live, self.thresholds)
 
     @on(ComparePlanned)
     def compare_planned(self, message: ComparePlanned) -> None:
@@ -375,7 +397,9 @@ class TaskScreen(Screen):
         self.running = False
         self._timer.stop()
         self.query_one(ProgressBar).remove_class("running")
-        if message.error is None and message.result.table is not None:
+        if message.error is None and isinstance(message.result, RanksRun) and not message.result.cancelled:
+            self.reload(f"done: {message.result.rows:,} rows of {len(message.result.results)} ranks")
+        elif message.error is None and message.result.table is not None:
             self.reload(f"done: {len(message.result.table):,} rows")
         elif message.error is None:
             self.reload("cancelled: the previous result is kept")

@@ -14,7 +14,7 @@ from ..engine.compare import comparison as engine
 from ..engine.compare.inputs import build_spec, inputs
 from ..engine.compare.mapping import DEVICE_ONLY
 from ..engine.compare.metrics import compiled_kernel
-from ..engine.compare.multirank import pair_ranks
+from ..engine.compare.multirank import is_rank_run
 from ..engine.compare.summary import summarize
 from ..engine.sources.registry import detect
 from ..engine.sources.tensor import SourceError
@@ -110,13 +110,15 @@ def swapped_hint(spec: engine.CompareSpec) -> str:
 def run(args) -> int:
     spec = spec_of(args)
     hint = swapped_hint(spec)
-    if args.cluster or (not args.source and not spec.rank and not spec.step and pair_ranks(spec.npu, spec.golden)[0]):
-        if args.tui:
-            raise SourceError("--tui does not run a multi-rank comparison: run it without --tui, then open "
-                              f"the task with `accuscope open {args.out}`")
+    ranked = not args.source and is_rank_run(spec)
+    if args.cluster and args.tui:
+        raise SourceError("--tui does not run on a cluster: run it without --tui, then open the task with "
+                          f"`accuscope open {args.out}`")
+    if args.cluster or (ranked and not args.tui):
         return compare_ranks_and_report(spec, args)
     if args.tui:
-        preflight(spec)
+        if not ranked:
+            preflight(spec)
         from ..app.main import run as run_app
         return run_app(str(Path(args.out).parent), compare=(spec, args.out))
     if hint:

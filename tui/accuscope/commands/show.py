@@ -16,7 +16,7 @@ from ..engine.sources.names import printable
 from ..engine.sources.tensor import SourceError
 from ..engine.tasks.task import coverage_warnings, load_task, unwritable
 from ..exitcode import ExitCode
-from .common import first_failing_json, out, show
+from .common import err, first_failing_json, out, show
 
 DEFAULT_COLUMNS = ("index", "npu_op", "type", "tensor", "golden_op", *BRIEF, "fail", "reason")
 # a comparison of recorded statistics (msprobe statistics / md5 dumps, --stats-only) has no cos ...
@@ -28,7 +28,7 @@ def register(sub) -> None:
     p = sub.add_parser("show", help="print a task's rows as JSON, CSV or a Markdown table",
                        description="Print a task's result for scripts, CI jobs and issue trackers: JSON (one object "
                                    "with stable keys: task, state, rows, failing, first_failing, coverage, "
-                                   "warnings, columns, data), CSV, a Markdown table, or an .xlsx workbook in "
+                                   "warnings, columns, data; stack: each NPU call's Python stack when the dump has msprobe's stack.json), CSV, a Markdown table, or an .xlsx workbook in "
                                    "msprobe's compare layout (--out FILE.xlsx; failing rows red; a new sheet "
                                    "every 1,048,575 rows; needs pip install 'accuscope[xlsx]'). Exit 0: shown; 1 "
                                    "with --fail-on-error when rows fail or the comparison saw too little; 2: "
@@ -81,6 +81,12 @@ def run(args) -> int:
         doc = {"task": str(task.folder), "state": task.info.state, "rows": s.rows,
                "failing": s.failing, "not_compared": s.not_compared, "first_failing": first_failing_json(table, s),
                "coverage": task.meta.get("coverage"), "warnings": warnings, "columns": columns, "data": data}
+        stacks, why = task.call_stacks()
+        calls = dict.fromkeys(str(op) for op in table.columns["npu_op"][rows]) if stacks else {}
+        if why:
+            err.print(f"accuscope: warning: {printable(why)}", markup=False, soft_wrap=True)
+        if any(call in stacks for call in calls):
+            doc["stack"] = {printable(call): [printable(line) for line in stacks[call]] for call in calls if call in stacks}
         sys.stdout.write(json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
     elif args.format == "csv":
         writer = csv.writer(sys.stdout, lineterminator="\n")

@@ -9,6 +9,7 @@ appears in both, parsed and checked the same way.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -97,16 +98,51 @@ def _text(text: str) -> str:
     return text
 
 
+def _yes_no(text: str) -> bool:
+    word = text.strip().lower()
+    if word in ("yes", "y", "true", "1", "on"):
+        return True
+    if word in ("", "no", "n", "false", "0", "off"):
+        return False
+    raise ValueError(f"'{text}': answer yes or no")
+
+
+def _folder_number(prefix: str):
+    """A step or rank folder's number (3, rank3, proc1234 for a rank); a comma list for --cluster."""
+    def parse(text: str) -> str:
+        for part in text.split(","):
+            number = re.sub(r"^(rank|proc)" if prefix == "rank" else r"^step", "", part.strip())
+            if not number.isdigit():
+                raise ValueError(f"'{part.strip()}' is not a {prefix} number (1 or {prefix}1)")
+        return text
+    return parse
+
+
+def _tree_has(item_kind: str, text: str, npu: str) -> tuple[str, bool]:
+    """Whether the NPU dump holds a step/rank folder of that number (msprobe's step*/rank*/ tree)."""
+    from accuscope.engine.sources.ranks import ranks
+    found = ranks(os.path.expanduser(npu)) if npu.strip() else []
+    if not found:
+        return f"the NPU dump holds no step*/rank*/ folders: leave {item_kind} empty", False
+    numbers = {int(re.sub(r"^\D+", "", part.strip())) for part in text.split(",")}
+    have = sorted({getattr(r, item_kind) for r in found} - {-1})
+    if numbers - set(have):
+        return (f"no {item_kind} {', '.join(map(str, sorted(numbers - set(have))))} under the NPU dump (it has "
+                f"{', '.join(map(str, have[:12]))})"), False
+    return f"✓ {sum(1 for r in found if getattr(r, item_kind) in numbers)} folders", True
+
+
 KINDS = {  # kind -> text to value (ValueError on bad text)
     "dump": os.path.expanduser, "model": os.path.expanduser, "file": os.path.expanduser,
     "plugins": os.path.expanduser, "out": os.path.expanduser, "text": _text, "names": _names,
     "shape": _shape, "dtype": _dtype, "pick": _pick, "count": _count, "range": _range,
-    "tolerance": _tolerance, "thresholds": _assignments, "flag": bool,
+    "tolerance": _tolerance, "thresholds": _assignments, "flag": _yes_no, "step": _folder_number("step"),
+    "rank": _folder_number("rank"),
 }
 
 METAVARS = {"dump": "PATH", "model": "MODEL", "file": "FILE", "plugins": "DIR", "out": "TASK_DIR",
             "names": "A,B,...", "count": "N", "range": "START,END,STEP", "shape": "N,C,H,W", "dtype": "DTYPE",
-            "pick": "newest|oldest|K"}
+            "pick": "newest|oldest|K", "step": "N", "rank": "M"}
 
 INPUTS: tuple[Input, ...] = (
     Input("npu", "--npu", "NPU dump", "the side under test: any dump accuscope reads", "dump",
@@ -157,13 +193,13 @@ INPUTS: tuple[Input, ...] = (
           default="newest"),
     Input("run", "--run", "run folder", "NPU dump run folder under PATH (time/device/model/model_id/data_index)",
           "text", "optional: the NPU dump's run folder, when it holds several", metavar="FOLDER", group="source"),
-    Input("step", "--step", "step", "msprobe dump: the step folder (0 or step0) when it holds several", "text",
-          metavar="N", group="source", form=False),
+    Input("step", "--step", "step", "msprobe dump: the step folder (0 or step0) when it holds several", "step",
+          "optional, msprobe: one step (empty with rank empty: every rank of a step/rank tree)", group="source"),
     Input("rank", "--rank", "rank", "msprobe dump: the rank folder (3, rank3 or proc1234) when it holds several",
-          "text", metavar="M", group="source", form=False),
+          "rank", "optional, msprobe: one rank", group="source"),
     Input("stats_only", "--stats-only", "statistics only", "msprobe dump: compare only the Max/Min/Mean/Norm "
-          "(and CRC-32) its dump.json records; no tensor file is read", "flag", group="source", form=False,
-          default=False),
+          "(and CRC-32) its dump.json records; no tensor file is read", "flag", "yes or no (default no)",
+          group="source", default=False),
 )
 BY_NAME = {i.name: i for i in INPUTS}
 
@@ -219,9 +255,10 @@ def two_runners(path: str, npu_runner: str | None, golden_runner: str | None) ->
     return npu_runner, golden_runner
 
 
-def check(item: Input, text: str, golden: str = "") -> tuple[str, bool]:
+def check(item: Input, text: str, golden: str = "", npu: str = "") -> tuple[str, bool]:
     """(message, ok) for the form, as the user types: what the text is, or what is wrong with it.
-    `golden` is the golden field's text (a raw .bin golden needs its shape and dtype)."""
+    `golden` is the golden field's text (a raw .bin golden needs its shape and dtype), `npu` the NPU
+    field's (a step or rank must be one of its folders)."""
     text = text.strip()
     if item.kind in ("shape", "dtype") and not text and golden.strip().lower().endswith(RAW_SUFFIXES):
         return "a raw binary golden file needs its shape and dtype", False
@@ -248,6 +285,10 @@ def check(item: Input, text: str, golden: str = "") -> tuple[str, bool]:
             return "no algorithm/ folder inside", False
         if item.kind == "dtype":
             return f"✓ {value}", True
+        if item.kind in ("step", "rank"):
+            return _tree_has(item.kind, value, npu)
+        if item.kind == "flag":
+            return ("✓ yes" if value else "✓ no"), True
     except (SourceError, ValueError, TypeError, OSError) as exc:
         return str(exc), False
     return "✓", True

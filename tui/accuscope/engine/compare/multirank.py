@@ -52,6 +52,11 @@ def pair_ranks(npu: str, golden: str) -> tuple[list[Rank], list[str]]:
     return both, problems
 
 
+def is_rank_run(spec: engine.CompareSpec) -> bool:
+    """The comparison is of two rank trees, rank by rank (no --step/--rank picking one folder)."""
+    return not spec.rank and not spec.step and bool(pair_ranks(spec.npu, spec.golden)[0])
+
+
 def rank_spec(spec: engine.CompareSpec, rank: Rank) -> engine.CompareSpec:
     return replace(spec, npu=os.path.join(spec.npu, rank.rel), golden=os.path.join(spec.golden, rank.rel),
                    rank=None, step=None)  # the leaf is one rank's folder

@@ -47,6 +47,7 @@ from accuscope.engine.sources.tensor import INPUT, OUTPUT, Problem, SourceError,
 KIND = "msprobe"
 DUMP_JSON, CONSTRUCT_JSON, STACK_JSON, DATA_DIR = "dump.json", "construct.json", "stack.json", "dump_tensor_data"
 SNIFF_BYTES = 4096
+STACK_LIMIT, STACK_LINES = 256 << 20, 64  # stack.json bytes read, lines kept per call
 _STEP = re.compile(r"step(\d+)")
 _RANK = re.compile(r"(rank|proc)(\d*)")
 # {call}.{slot}.{rest}: the call ends at its direction (and a module's counter after it)
@@ -402,25 +403,102 @@ def counts(tensors) -> dict[tuple[str, str], int]:
 
 
 def graph(path: str, step: str | int | None = None, rank: str | int | None = None) -> Graph:
-    """construct.json as a Graph: one node per call in dump order, `subgraph` naming the module it
-    ran in, so module calls group their APIs; modules without a call of their own are left out."""
-    folder = choose(path, step, rank)[2]
+    """construct.json as a Graph for the graph pane: every call of dump.json, each module call
+    placed before the calls it ran (msprobe writes a module when its forward ends, after them), so
+    a module is a header followed by its contents. A module node has attrs `module` (its path),
+    `depth` (how many modules hold it) and `span` (the nodes after it that it holds); a call's
+    `subgraph` names its module call; a module construct.json names without a call of its own
+    still heads its calls. `path` holding several step/rank folders: the first one matching
+    (their modules are the same)."""
+    folder = _first(path, step, rank)
     problems: list[Problem] = []
     parents = _construct(folder, problems)
     tensors, _ = read(folder, stats_only=True)
-    nodes: list[Node] = []
-    seen: dict[str, Node] = {}
+    calls: dict[str, list[Tensor]] = {}
     for t in tensors:
-        node = seen.get(t.op)
-        if node is None:
-            node = seen[t.op] = Node(t.op, t.op.split(".")[1] if "." in t.op else t.op, len(nodes), len(nodes) + 1,
-                                     [], [], subgraph=parents.get(t.op, ""))
-            nodes.append(node)
-        (node.inputs if t.io == INPUT else node.outputs).append(t.tensor_name)
+        calls.setdefault(t.op, []).append(t)
+    order: list[str] = []
+    placed: set[str] = set()
+
+    def place(call: str, seen: tuple[str, ...] = ()) -> None:
+        if call in placed or call in seen:  # a cycle in construct.json is not followed
+            return
+        parent = parents.get(call)
+        if parent:
+            place(parent, (*seen, call))
+        placed.add(call)
+        order.append(call)
+
+    for call in calls:
+        place(call)
+    depth: dict[str, int] = {}
+    nodes: list[Node] = []
+    for call in order:
+        parent = parents.get(call, "")
+        depth[call] = depth.get(parent, -1) + 1 if parent in depth else 0
+        module = module_path(call)
+        parts = call.split(".")
+        kind = parts[-3] if module and parts[-2] in ("forward", "backward") else parts[-2] if module else \
+            parts[1] if len(parts) > 1 else call
+        mine = calls.get(call, [])
+        node = Node(call, kind, len(nodes), len(nodes) + 1, [t.tensor_name for t in mine if t.io == INPUT],
+                    [t.tensor_name for t in mine if t.io == OUTPUT], subgraph=parent,
+                    output_shapes=[t.shape for t in mine if t.io == OUTPUT],
+                    attrs={"depth": depth[call], **({"module": module} if module else {})})
+        nodes.append(node)
+    inside: list[Node] = []  # the module nodes holding the current one
     for node in nodes:
-        node.__post_init__()
+        while inside and inside[-1].name != node.subgraph and depth[inside[-1].name] >= node.attrs["depth"]:
+            inside.pop()
+        for holder in inside:
+            holder.attrs["span"] = holder.attrs.get("span", 0) + 1
+        if "module" in node.attrs:
+            inside.append(node)
     return Graph(os.path.basename(os.path.normpath(path)), KIND, folder, nodes, [], [],
                  notes=[str(p) for p in problems])
+
+
+def _first(path: str, step: str | int | None, rank: str | int | None) -> str:
+    """The first step/rank folder of `path` matching step and rank (SourceError when none does)."""
+    found = [f for f in ranks(os.fspath(path)) if _matches(step, f[0], _STEP) and _matches(rank, f[1], _RANK)]
+    return found[0][2] if found else choose(path, step, rank)[2]
+
+
+def stacks(path: str, step: str | int | None = None, rank: str | int | None = None) -> tuple[dict[str, list[str]], str]:
+    """stack.json: call -> its Python stack lines (`File …, line N, in f, \\n code`), innermost first,
+    of the step/rank folder chosen (else the first one), and why it could not be read ("" when it
+    was, or is absent). msprobe writes `{"0": [[calls], [lines]], …}` (older versions `{call:
+    [lines]}`); a file above STACK_LIMIT bytes is not read, lines beyond STACK_LINES are cut."""
+    doc = os.path.join(_first(path, step, rank), STACK_JSON)
+    if not os.path.exists(doc):
+        return {}, ""
+    why = not_regular(doc)
+    if not why and os.path.getsize(doc) > STACK_LIMIT:
+        why = f"{os.path.getsize(doc):,} bytes, more than the {STACK_LIMIT >> 20} MB read for call stacks"
+    if why:
+        return {}, f"{doc}: {why}"
+    try:
+        with open(doc, encoding="utf-8") as fh:
+            found = json.load(fh)
+    except (OSError, UnicodeDecodeError) as exc:
+        return {}, f"{doc}: cannot read: {exc}"
+    except ValueError as exc:
+        return {}, f"{doc}: cut short or not JSON ({exc}); no call stacks"
+    if not isinstance(found, dict):
+        return {}, f"{doc}: not a JSON object; no call stacks"
+    calls: dict[str, list[str]] = {}
+    for key, value in found.items():
+        if isinstance(value, list) and len(value) == 2 and all(isinstance(v, list) for v in value):
+            names, lines = value
+        elif isinstance(value, list):
+            names, lines = [key], value
+        else:
+            continue
+        lines = [str(line) for line in lines[:STACK_LINES] if isinstance(line, str)]
+        for name in names:
+            if isinstance(name, str):
+                calls[name] = lines
+    return calls, ""
 
 
 def describe(path: str, tensors: list[Tensor], *, step=None, rank=None, stats_only: bool = False, **_options) -> list[str]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from accuscope.engine.graphs import gegraph
@@ -179,4 +180,11 @@ def open_side(path: str | os.PathLike, **options) -> Side:
                           f"dump it first (`accuscope dump {path} --out DIR`, or `accuscope run REF CAND`)")
     model = own_model(path)
     loader = (lambda: load_graph(model)) if model else None
-    return Side(fmt.open(path, **options), fmt.kind, graph_loader=loader)
+    return Side(fmt.open(path, **options), fmt.kind, graph_loader=loader, modules_loader=modules_loader(path, fmt.kind, **options))
+
+
+def modules_loader(path: str, kind: str, step=None, rank=None, **_options) -> Callable[[], Graph] | None:
+    """How to load a training dump's module hierarchy (Side.modules): msprobe's construct.json,
+    of the --step/--rank chosen, else of the dump's first step/rank folder (ranks run the same
+    modules); None for other formats."""
+    return partial(msprobe.graph, path, step, rank) if kind == msprobe.KIND else None

@@ -11,6 +11,9 @@ for Ascend dumps, dumped ops); `Side` gives every one of them the same face:
     side.find_op(name)       an op by name
     side.graph               the side's own model graph when it carries one (an `accuscope dump`
                              folder holds its model.onnx), else None
+    side.modules             the module hierarchy of a training dump as a Graph for the graph pane
+                             (msprobe's construct.json: modules as groups of calls), else None;
+                             it groups the ops, it does not order or name them as `graph` does
     side.problems            what could not be read, file by file
 """
 from __future__ import annotations
@@ -35,8 +38,10 @@ class Side:
     """A source seen as ops and tensors. `reader` is the format's own object (NpuDump, GoldenDump)
     for format-specific facts (run folders, Opdebug records, versions)."""
 
-    def __init__(self, reader: NpuDump | GoldenDump, kind: str, *, graph_loader: Callable[[], Graph | None] | None = None):
+    def __init__(self, reader: NpuDump | GoldenDump, kind: str, *, graph_loader: Callable[[], Graph | None] | None = None,
+                 modules_loader: Callable[[], Graph] | None = None):
         self.reader = reader
+        self._modules_loader = modules_loader
         self.path: str = reader.path
         self.kind = kind
         self.problems: list[Problem] = reader.problems
@@ -60,6 +65,11 @@ class Side:
         except Exception as exc:  # noqa: BLE001 - the side stays usable without its graph; say why
             self.graph_note = f"its model could not be read ({exc})"
             return None
+
+    @cached_property
+    def modules(self) -> Graph | None:
+        """The module hierarchy (see the module docstring); SourceError when it cannot be read."""
+        return self._modules_loader() if self._modules_loader is not None else None
 
     @cached_property
     def ops(self) -> list[DumpFile]:

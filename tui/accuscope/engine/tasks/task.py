@@ -162,6 +162,34 @@ class Task:
         return load_graph(model) if model is not None else None
 
     @cached_property
+    def modules(self) -> Graph | None:
+        """The NPU dump's module hierarchy for the graph pane when it is a training dump (msprobe's
+        construct.json, see Side.modules), else None; SourceError when the dump is unusable."""
+        from accuscope.engine.sources.registry import detect, modules_loader
+        npu = self.path("npu")
+        if npu is None or not npu.is_dir():
+            return None
+        loader = modules_loader(str(npu), detect(str(npu)).kind, self.meta.get("step"), self.meta.get("rank"))
+        return loader() if loader is not None else None
+
+    def call_stacks(self, step: str | int | None = None, rank: str | int | None = None) -> tuple[dict[str, list[str]], str]:
+        """The NPU dump's call stacks (msprobe's stack.json: call -> Python stack lines) of `step`
+        and `rank` (a multi-rank task's row's; by default the task's own, else its first folder),
+        and why they could not be read; ({}, "") for a dump without them. Read once per step/rank."""
+        from accuscope.engine.sources import msprobe
+        npu = self.path("npu")
+        if npu is None or not msprobe.sniff(str(npu)):
+            return {}, ""
+        key = (self.meta.get("step") if step is None else step, self.meta.get("rank") if rank is None else rank)
+        cache = self.__dict__.setdefault("_stacks", {})
+        if key not in cache:
+            try:
+                cache[key] = msprobe.stacks(str(npu), *key)
+            except SourceError as exc:
+                cache[key] = ({}, str(exc))
+        return cache[key]
+
+    @cached_property
     def framework_model(self) -> tuple[Path | None, str]:
         """The framework model of the task and where it was found: task.json's `framework_model`,
         its demo section, its `model` when that is an ONNX file, the model copy next to a golden
