@@ -4,10 +4,11 @@ One row per compared tensor. Columns are equal-length numpy arrays, so sorting, 
 searching 50k rows are a few vectorized passes; the TUI keeps a view (an int array of row numbers)
 and renders only the visible lines.
 
-Text columns are numpy object arrays of `str`: measured at 50k rows they are built from Python
-lists in about 2 ms (fixed-width unicode: 25 ms) and compare for equality in about 1 ms. Lowercased
-copies (for case-insensitive search, text comparison and text sorting) are built once per column,
-cached, and rebuilt only when the column array is replaced.
+Text columns are numpy object arrays of `str` (or a columnar task's PagedText): measured at 50k
+rows they are built from Python lists in about 2 ms (fixed-width unicode: 25 ms). Whole-column text
+work (case-insensitive filters, search, sort by text) goes through the column's dictionary encoding
+(textcodes.TextCodes: int codes into the distinct values), built once per column array and cached:
+the distinct values are lowercased, compared and searched, the rows reached by a numpy take.
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from typing import NamedTuple
 import numpy as np
 
 from accuscope.engine.compare.columns import CSV_OF, FLOAT_METRICS, METRIC_TABLE, NUMERIC_METRICS
+from accuscope.engine.compare.textcodes import TextCodes, encode
 from accuscope.engine.sources.names import parse_tensor_name
 
 # (key, kind) in display order; kind is one of float, int, bool, text
@@ -280,8 +282,17 @@ class ResultTable:
         self._cache[(tag, deps)] = (arrays, value)
         return value
 
-    def lower(self, key: str) -> np.ndarray:
-        return self.cached("lower", (key,), _lower)
+    def codes(self, key: str) -> TextCodes:
+        """A text column's dictionary encoding, built once per column array."""
+        return self.cached("codes", (key,), encode)
+
+    def lower(self, key: str) -> TextCodes:
+        """The column's codes with its distinct values lowercased (case-insensitive text work)."""
+        return self.cached("lower", (key,), lambda _: (t := self.codes(key))._replace(values=_lower(t.values)))
+
+    def _text_ranks(self, key: str) -> np.ndarray:
+        """Each row's dense rank by its lowercased text (equal texts share a rank)."""
+        return self.cached("rank", (key,), lambda _: (t := self.lower(key)).take(_ranks(t.values)))
 
     def numbers(self, key: str) -> np.ndarray:
         """A column as float64 with NaN where there is no number (text, plugin text, -1 unknowns)."""
@@ -289,7 +300,7 @@ class ResultTable:
         if kind == "float":
             return self.columns[key]
         if kind == "custom":
-            return self.cached("num", (key,), _numbers)
+            return self.cached("num", (key,), lambda _: (t := self.codes(key)).take(_numbers(t.values)))
         if kind == "int" and key in _INT_MISSING:
             return self.cached("num", (key,), lambda c: np.where(c < 0, math.nan, c.astype(np.float64)))
         return self.columns[key].astype(np.float64)
@@ -327,15 +338,16 @@ class ResultTable:
         kind = KIND.get(key, "custom")
         col = self.columns[key]
         if kind == "text":
-            return (col == "").astype(np.int8), self.cached("rank", (key,), lambda c: _ranks(_lower(c)))
+            t = self.codes(key)
+            return t.where(t.values == "").astype(np.int8), self._text_ranks(key)
         if kind == "bool":
             return np.zeros(len(col), dtype=np.int8), col.astype(np.int64)
         if kind == "custom":
             num = self.numbers(key)
             is_num = ~np.isnan(num)
-            group = np.where(is_num, 0, np.where(col == "", 2, 1)).astype(np.int8)
-            ranks = self.cached("rank", (key,), lambda c: _ranks(_lower(c)))
-            return group, np.where(is_num, num, ranks)
+            t = self.codes(key)
+            group = np.where(is_num, 0, np.where(t.where(t.values == ""), 2, 1)).astype(np.int8)
+            return group, np.where(is_num, num, self._text_ranks(key))
         value = self.numbers(key) if kind == "float" or key in _INT_MISSING else col
         missing = np.isnan(value) if value.dtype.kind == "f" else np.zeros(len(col), dtype=bool)
         return missing.astype(np.int8), np.where(missing, 0, value)
@@ -348,10 +360,12 @@ class ResultTable:
 
     def match_mask(self, text: str) -> np.ndarray:
         """Rows whose npu_op, golden_op, type or tensor contains `text`, case-insensitively."""
-        hay = self.cached("hay", SEARCHED, lambda *cols: _lower(text_array(
-            "\x1e".join(parts) for parts in zip(*(c.tolist() for c in cols)))))
         needle = text.lower()
-        return np.fromiter((needle in s for s in hay.tolist()), dtype=bool, count=len(hay))
+        out = np.zeros(self._n, dtype=bool)
+        for key in SEARCHED:
+            t = self.lower(key)
+            out |= t.where([needle in s for s in t.values.tolist()])
+        return out
 
     def search(self, text: str, rows, start: int, backwards: bool = False) -> int | None:
         """Position in the view of the next match after `start` (before it when backwards).
@@ -597,7 +611,11 @@ class _Filter:
             return out
         if a.const and b.const:
             return fn(a.data, b.data)
-        return np.asarray(fn(a.data, b.data), dtype=bool)
+        if b.const:  # a text column against a text: compared on its distinct values
+            return a.data.where(fn(a.data.values, b.data))
+        if a.const:
+            return b.data.where(fn(a.data, b.data.values))
+        return np.asarray(fn(a.data.take(a.data.values), b.data.take(b.data.values)), dtype=bool)
 
     def contains(self, left_node: ast.AST, right_node: ast.AST):
         if isinstance(right_node, (ast.Tuple, ast.List, ast.Set)):
@@ -612,8 +630,8 @@ class _Filter:
         if needle.kind != "text" or not needle.const or column.kind != "text" or column.const:
             raise FilterError(f"'in' looks for a text inside a text column, e.g. \"conv\" in name; "
                               f"not {needle.label} in {column.label}", left_node.col_offset)
-        text = needle.data
-        return np.fromiter((text in s for s in column.data.tolist()), dtype=bool, count=len(column.data))
+        text, codes = needle.data, column.data
+        return codes.where([text in s for s in codes.values.tolist()])
 
 
 def _side(value: _Val, as_text: bool) -> _Val:

@@ -145,7 +145,8 @@ class Thresholds:
         no_value = np.logical_and.reduce([np.isnan(table.columns[k]) for k in keys]) if keys and n \
             else np.ones(n, dtype=bool)
         verdict = self._tpu_verdicts(table) if "tpu_verdict" in table.present else None
-        state = RowState(fail, (table.columns["reason"] != "") & no_value, ~free, nonfinite, broken, verdict)
+        reason = table.codes("reason")
+        state = RowState(fail, reason.where(reason.values != "") & no_value, ~free, nonfinite, broken, verdict)
         for mask in (state.fail, state.not_compared, state.exempt, state.nonfinite, verdict, *broken.values()):
             if mask is not None:
                 mask.flags.writeable = False  # read by all, changed by none
@@ -223,7 +224,8 @@ def _nonfinite_broken(table: ResultTable) -> np.ndarray:
 
 def exempt(table: ResultTable) -> np.ndarray:
     """Rows that are never flagged: layout-only ops, network inputs, device-only ops."""
-    return np.isin(table.columns["type"], sorted(EXEMPT_TYPES)) | table.columns["is_npu_only"]
+    types = table.codes("type")  # the distinct types checked, not every row's
+    return types.where(np.isin(types.values, sorted(EXEMPT_TYPES))) | table.columns["is_npu_only"]
 
 
 def default_op(key: str) -> str:
