@@ -4,6 +4,7 @@ from __future__ import annotations
 import csv
 import json
 import shutil
+import threading
 
 import numpy as np
 
@@ -18,7 +19,7 @@ from accuscope.app.optable import OperatorTable
 from accuscope.app.taskscreen import TaskScreen
 from accuscope.engine.compare.comparison import CompareSpec
 from accuscope.engine.demo.workspace import MAIN, TASKS
-from accuscope.engine.tasks.task import load_task
+from accuscope.engine.tasks.task import Task, load_task
 from appkit import drive, screen_text, wait_for
 
 
@@ -104,6 +105,7 @@ def test_thresholds_edit_changes_failures_and_is_saved(ws):
         dialog.query_one("Input").value = "cos=0.5 kl=off"
         await pilot.press("enter")
         await pilot.pause()
+        await wait_for(pilot, lambda: not screen.saving)  # saved by a worker
         after = seen["failing"] = int(screen.query_one(OperatorTable).table.columns["fail"].sum())
         assert after < before
     drive(AccuscopeApp(ws, open_path=ws / MAIN.name), script)
@@ -116,6 +118,54 @@ def test_thresholds_edit_changes_failures_and_is_saved(ws):
     assert doc["thresholds"] == {"cos": {"fail_if": "<", "value": 0.5}, "red": {"fail_if": ">", "value": 0.05},
                                  "rmse": {"fail_if": ">", "value": 1.0}, "mean_rel": {"fail_if": ">", "value": 1.0}}
     assert load_task(ws / MAIN.name).thresholds.get("kl") is None
+
+
+async def _edit_thresholds(pilot, text):
+    await pilot.press("t")
+    await pilot.pause()
+    pilot.app.screen.query_one("Input").value = text
+    await pilot.press("enter")
+    await pilot.pause()
+
+
+def test_thresholds_are_saved_by_a_worker_while_the_table_answers(ws, monkeypatch):
+    release, real = threading.Event(), Task.set_thresholds
+
+    def held(task, thresholds):  # the real save, once the test has looked at the screen meanwhile
+        release.wait(60)
+        real(task, thresholds)
+    monkeypatch.setattr(Task, "set_thresholds", held)
+
+    async def script(pilot):
+        screen = pilot.app.screen
+        table = screen.query_one(OperatorTable)
+        before = int(table.table.columns["fail"].sum())
+        await _edit_thresholds(pilot, "cos=0.5 kl=off")
+        assert "thresholds: saving…" in screen_text(pilot.app)
+        assert int(table.table.columns["fail"].sum()) < before  # the rows are judged at once
+        cursor = table.cursor
+        await pilot.press("down", "down")
+        assert table.cursor == cursor + 2  # the table answers while the save runs
+        release.set()
+        await wait_for(pilot, lambda: not screen.saving)
+        await pilot.pause()
+        assert "saving…" not in screen_text(pilot.app)
+        assert any("thresholds saved in task.json" in n.message for n in pilot.app._notifications)
+    drive(AccuscopeApp(ws, open_path=ws / MAIN.name), script, size=(160, 50))
+    assert json.loads((ws / MAIN.name / "task.json").read_text())["thresholds"]["cos"]["value"] == 0.5
+
+
+def test_a_threshold_save_that_fails_says_why(ws):
+    async def script(pilot):
+        screen = pilot.app.screen
+        shutil.rmtree(ws / MAIN.name)
+        (ws / MAIN.name).write_text("a file where the task folder was")
+        await _edit_thresholds(pilot, "cos=0.5")
+        await wait_for(pilot, lambda: not screen.saving)
+        await pilot.pause()
+        assert any("saving thresholds:" in n.message and n.severity == "error"
+                   for n in pilot.app._notifications)
+    drive(AccuscopeApp(ws, open_path=ws / MAIN.name), script, size=(160, 50))
 
 
 def test_delete_asks_first(ws):

@@ -65,6 +65,10 @@ class AdviceDone(Done):
     """The advisor's `Advice` for the task."""
 
 
+class ThresholdsSaved(Done):
+    """The task's result saved again under edited thresholds (result None)."""
+
+
 class ComparePlanned(Message):
     """The comparison is planned: its `plan` says which pairs will come."""
 

@@ -30,7 +30,7 @@ from .dialogs import AskDialog, ConfirmDialog
 from .footer import Footer
 from .formatting import shown
 from .graphscreen import GraphScreen
-from .messages import AdviceDone, CompareDone, ComparePlanned, CompareRows, RankCompared, deliver
+from .messages import AdviceDone, CompareDone, ComparePlanned, CompareRows, RankCompared, ThresholdsSaved, deliver
 from .opscreen import OpScreen
 from .optable import OperatorTable
 from .rowdetail import RowDetail
@@ -83,6 +83,7 @@ class TaskScreen(Screen):
         self._progress_text = ""
         self.advice: Advice | None = None
         self.advising = False
+        self.saving, self._save_again = False, False  # thresholds being saved by save_worker
         self.run_error = ""  # why the last run started here failed
 
     # ---- layout -------------------------------------------------------------------------------
@@ -149,6 +150,8 @@ class TaskScreen(Screen):
         was left in with its error."""
         if self.running:
             return self._progress_text or "comparing: starting"
+        if self.saving:
+            return "thresholds: saving…"
         if self.run_error:
             return f"failed: {printable(self.run_error)}"
         meta = self.opened.meta if self.opened else {}
@@ -245,18 +248,42 @@ class TaskScreen(Screen):
             if not text or not text.strip():
                 return
             self.thresholds.edit(text)  # only the named ones change
-            self.show_table(self.table_widget.table, self.thresholds)
-            self.save_thresholds()
-            self.start_advice()
+            self.show_table(self.table_widget.table, self.thresholds)  # the RowState shows them at once
+            if not self.save_thresholds():
+                self.start_advice()
         self.app.push_screen(AskDialog(f"Thresholds now: {shown(self.thresholds)}\nChange (NAME=VALUE, e.g. "
                                        "cos=0.98 kl=off; off removes one; cos fails below, the rest above):",
                                        "", check), done)
 
-    def save_thresholds(self) -> None:
+    def save_thresholds(self) -> bool:
+        """Save the result again under the thresholds in a worker (the status says saving… until it
+        lands; an edit meanwhile saves once more after it); False when this task is not saved."""
         if self.opened is None or self.opened.meta.get("foreign") or self.running:
+            return False
+        if self.saving:
+            self._save_again = True
+            return True
+        self.saving, self._save_again = True, False
+        self.update_status()
+        self.save_worker(self.opened)
+        return True
+
+    @work(thread=True, exclusive=True, group="save", exit_on_error=False)
+    def save_worker(self, task: Task) -> None:
+        deliver(self, ThresholdsSaved, lambda: task.set_thresholds(task.thresholds))
+
+    @on(ThresholdsSaved)
+    def thresholds_saved(self, message: ThresholdsSaved) -> None:
+        self.saving = False
+        if self._save_again:
+            self.save_thresholds()
             return
-        self.opened.set_thresholds(self.thresholds)
+        self.update_status()
+        if message.error is not None:
+            self.notify(f"saving thresholds: {printable(str(message.error))}", severity="error", timeout=8)
+            return
         self.notify("thresholds saved in task.json", timeout=3)
+        self.start_advice()  # the advisor reads the saved result
 
     def action_zoom(self) -> None:
         if self.maximized is not None:
@@ -265,7 +292,7 @@ class TaskScreen(Screen):
             self.maximize(self.focused)
 
     def action_rerun(self) -> None:
-        if self.running or self.opened is None or self.opened.meta.get("foreign"):
+        if self.running or self.saving or self.opened is None or self.opened.meta.get("foreign"):
             return
         self.app.rerun_spec(self.opened, lambda spec: self.start_run(spec, self.folder))
 

@@ -204,13 +204,17 @@ class Task:
     def set_thresholds(self, thresholds: Thresholds) -> None:
         """New thresholds for an opened task: its result is saved again as a new generation, so the
         result CSV's IsPrecisionError, task.json's counts and the advisor judge the rows alike. A task
-        without a result only records them in task.json."""
+        without a result, or a columnar one (no CSV; its rows judged when loaded), only records them
+        and the counts in task.json."""
         self.thresholds = thresholds
         state = self.info.state or "done"
         if self.table is None or (self.csv is None and not len(self.table)):
             self.mark(state, thresholds=thresholds.to_dict())
             return
         thresholds.apply(self.table)
+        if self.meta.get("columnar") is True:  # its column files stay: loading applies the thresholds
+            self.mark(state, thresholds=thresholds.to_dict(), **_counts(self.table))
+            return
         table, own = self.table, self.meta.get("custom_columns") or []
         if set(table.custom) - set(own):  # columns added since (the advisor's origin, iso_cos) are not the result
             table = ResultTable({k: v for k, v in table.columns.items() if k not in table.custom or k in own},
