@@ -164,3 +164,32 @@ def test_codes_follow_a_replaced_column(tables):
     table.append_rows([{"npu_op": "A", "type": "Data"}])
     assert table.filter_mask('name == "a"').tolist() == [False, False, True, True]
     assert exempt(table).tolist() == [True, False, False, True]
+
+
+def test_a_columnar_task_stores_codes_for_repeating_text_and_reads_only_distinct_rows(tables):
+    paged = tables[1]
+    stored = paged.columns["npu_op"].encoded()
+    assert stored is not None and stored.values[stored.codes].tolist() == _plain(tables[0], "npu_op")
+    assert paged.columns["npu_op"][5:].encoded() is None  # a part of the column: encoded when asked
+
+
+def test_text_of_too_many_distinct_values_keeps_no_codes_and_still_filters(tmp_path, monkeypatch):
+    from accuscope.engine.tasks import columnstore
+    monkeypatch.setattr(columnstore, "MAX_DISTINCT", 10)
+    parts = [_table(3, 300), ResultTable.from_columns({"npu_op": [f"op{i}" for i in range(300)],
+                                                               "plug": ["1"] * 300}, custom=["plug"])]
+    write_columns(tmp_path, parts)
+    paged = read_columns(tmp_path)
+    assert paged.columns["npu_op"].encoded() is None and paged.columns["type"].encoded() is not None
+    plain = ResultTable.concat(parts)
+    for expression in ('name == "op7"', '"conv" in name', 'type == "conv2d"'):
+        assert paged.filter_mask(expression).tolist() == plain.filter_mask(expression).tolist()
+
+
+def test_codes_that_do_not_fit_their_column_are_refused(tmp_path):
+    write_columns(tmp_path, [_table(4, 50)])
+    base = tmp_path / "columns"
+    codes = next(base.glob("*.codes.npy"))
+    np.save(codes, np.full(50, 999, dtype=np.int32))
+    with pytest.raises(ValueError, match="codes that do not fit"):
+        read_columns(tmp_path)

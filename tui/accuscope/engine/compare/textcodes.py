@@ -35,7 +35,10 @@ class TextCodes(NamedTuple):
 
 def encode(column) -> TextCodes:
     """The codes of a text column: an object array of str, or anything that slices into pages with
-    `.tolist()` (a columnstore PagedText)."""
+    `.tolist()` (a columnstore PagedText: its stored codes when it has them, `encoded()`)."""
+    stored = getattr(column, "encoded", None)
+    if stored is not None and (found := stored()) is not None:
+        return found
     index: dict[str, int] = {}
     n = len(column)
     codes = np.empty(n, dtype=np.int32)

@@ -4,12 +4,16 @@
     TASK/columns/{i}.npy          a numeric or bool column, memory-mapped when read
     TASK/columns/{i}.txt          a text column: its values as UTF-8, each ended by NUL
     TASK/columns/{i}.off.npy      ... and the byte offset where each value starts (rows + 1)
+    TASK/columns/{i}.codes.npy    ... and its dictionary codes (textcodes): each row's int32 code, and
+    TASK/columns/{i}.first.npy        the row where each code's value first appears (its text), for a
+                                  column of repeating values (op names, types, dtypes; not one of
+                                  distinct file names)
 
 It is written by streaming the rank files one after the other (one rank in memory at a time) and
 read without loading rows: numeric columns are memory-mapped (copy-on-write: thresholds may set
 `fail`), text columns are `PagedText`, which decodes only the rows asked for. The op table reads its
-visible rows through them; whole-column work (filtering on text, search, sort by name) decodes a
-column when it runs and keeps nothing but what ResultTable caches.
+visible rows through them; whole-column work (filtering on text, search, sort by name, the exempt
+types) reads the stored codes and decodes only each distinct value's first row.
 """
 from __future__ import annotations
 
@@ -22,9 +26,13 @@ from pathlib import Path
 import numpy as np
 
 from accuscope.engine.compare.results import KIND, ResultTable
+from accuscope.engine.compare.textcodes import TextCodes
 
 COLUMNS_DIR = "columns"
 _FORMAT = 1
+# A text column keeps codes while its distinct values stay below this many and below half its rows
+# (beyond, the values' dictionary would hold most of the column in memory while writing).
+MAX_DISTINCT = 1 << 16
 
 
 class PagedText:
@@ -34,9 +42,18 @@ class PagedText:
     dtype = np.dtype(object)
     ndim = 1
 
-    def __init__(self, data: np.ndarray, offsets: np.ndarray, lo: int = 0, hi: int | None = None):
+    def __init__(self, data: np.ndarray, offsets: np.ndarray, lo: int = 0, hi: int | None = None,
+                 codes: tuple[np.ndarray, np.ndarray] | None = None):
         self._data, self._off = data, offsets
         self._lo, self._hi = lo, len(offsets) - 1 if hi is None else hi
+        self._codes = codes  # (codes, first rows) stored with the whole column
+
+    def encoded(self) -> TextCodes | None:
+        """The stored dictionary codes of the whole column (textcodes.encode takes them), else None."""
+        if self._codes is None or self._lo or self._hi != len(self._off) - 1:
+            return None
+        codes, first = self._codes
+        return TextCodes(codes, self[first])
 
     def __len__(self) -> int:
         return self._hi - self._lo
@@ -112,6 +129,7 @@ def write_columns(folder: str | os.PathLike, tables: Iterable[ResultTable]) -> i
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
     files: dict[str, tuple] = {}
+    coders: dict[str, _Coder] = {}
     layout: list[list[str]] = []
     n, custom, present = 0, [], set()
     try:
@@ -128,9 +146,13 @@ def write_columns(folder: str | os.PathLike, tables: Iterable[ResultTable]) -> i
                     layout.append([key, "text" if text else str(col.dtype)])
                     files[key] = (open(tmp / f"{i}.txt" if text else tmp / f"{i}.raw", "wb"),
                                   open(tmp / f"{i}.off.raw", "wb") if text else None, [0], i)
-                data, offsets, size, _ = files[key]
+                data, offsets, size, i = files[key]
                 if col.dtype == object:
-                    raw = ("\x00".join(v.replace("\x00", "?") for v in col.tolist()) + "\x00").encode("utf-8")
+                    values = [v.replace("\x00", "?") for v in col.tolist()]
+                    if key not in coders:
+                        coders[key] = _Coder(tmp / f"{i}.codes.raw")
+                    coders[key].add(values, n)
+                    raw = ("\x00".join(values) + "\x00").encode("utf-8")
                     ends = np.flatnonzero(np.frombuffer(raw, dtype=np.uint8) == 0) + 1 + size[0]
                     offsets.write(ends.astype(np.int64).tobytes())
                     data.write(raw)
@@ -147,6 +169,7 @@ def write_columns(folder: str | os.PathLike, tables: Iterable[ResultTable]) -> i
                 ends = np.fromfile(tmp / f"{i}.off.raw", dtype=np.int64)
                 np.save(tmp / f"{i}.off.npy", np.concatenate(([0], ends)).astype(np.int64))
                 (tmp / f"{i}.off.raw").unlink()
+                coders[key].finish(tmp / f"{i}.codes.npy", tmp / f"{i}.first.npy")
             else:
                 kind = dict(layout)[key]
                 np.save(tmp / f"{i}.npy", np.fromfile(tmp / f"{i}.raw", dtype=kind))
@@ -156,12 +179,60 @@ def write_columns(folder: str | os.PathLike, tables: Iterable[ResultTable]) -> i
         shutil.rmtree(final, ignore_errors=True)
         os.replace(tmp, final)
     finally:
+        for coder in coders.values():
+            coder.close()
         for data, offsets, _, _ in files.values():
             data.close()
             if offsets is not None:
                 offsets.close()
         shutil.rmtree(tmp, ignore_errors=True)
     return n
+
+
+class _Coder:
+    """A text column's codes while write_columns streams it: the distinct values seen so far and the
+    row each first appeared at; given up (no files) past MAX_DISTINCT values."""
+
+    def __init__(self, path: Path):
+        self.path, self.file = path, open(path, "wb")
+        self.index: dict[str, int] | None = {}
+        self.first: list[int] = []
+
+    def add(self, values: list[str], start: int) -> None:
+        if self.index is None:
+            return
+        index, known = self.index, len(self.index)
+        codes = np.array([index.setdefault(v, len(index)) for v in values], dtype=np.int32)
+        if len(index) > known:
+            new = np.flatnonzero(codes >= known)  # rows holding values new in this part, and where
+            self.first += (start + new[np.unique(codes[new], return_index=True)[1]]).tolist()
+        if len(index) > MAX_DISTINCT and len(index) > (start + len(values)) // 2:
+            self.index, self.first = None, []
+            return
+        self.file.write(codes.tobytes())
+
+    def finish(self, codes_path: Path, first_path: Path) -> None:
+        self.file.close()
+        if self.index is not None:
+            np.save(codes_path, np.fromfile(self.path, dtype=np.int32))
+            np.save(first_path, np.asarray(self.first, dtype=np.int64))
+        self.path.unlink(missing_ok=True)
+
+    def close(self) -> None:
+        self.file.close()
+
+
+def _stored_codes(base: Path, i: int, n: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """A text column's stored (codes, first rows), or None when it has none or they do not fit."""
+    if not (base / f"{i}.codes.npy").exists():
+        return None
+    codes = np.load(base / f"{i}.codes.npy", mmap_mode="r", allow_pickle=False)
+    first = np.load(base / f"{i}.first.npy", allow_pickle=False)
+    if codes.shape != (n,) or codes.dtype != np.int32 or first.ndim != 1 or first.dtype != np.int64 \
+            or (n and (first.min(initial=0) < 0 or first.max(initial=0) >= n or codes.min() < 0
+                       or codes.max() >= len(first))):
+        raise ValueError(f"{base / f'{i}.codes.npy'}: codes that do not fit the column's {n:,} values")
+    return codes, first
 
 
 def read_columns(folder: str | os.PathLike) -> ResultTable:
@@ -179,7 +250,7 @@ def read_columns(folder: str | os.PathLike) -> ResultTable:
             data = np.memmap(base / f"{i}.txt", dtype=np.uint8, mode="r") if offsets[-1] else np.zeros(0, np.uint8)
             if len(offsets) != n + 1 or int(offsets[-1]) != len(data):
                 raise ValueError(f"{base / f'{i}.txt'}: holds other than the {n:,} values meta.json claims")
-            columns[key] = PagedText(data, offsets)
+            columns[key] = PagedText(data, offsets, codes=_stored_codes(base, i, n))
         else:
             col = np.load(base / f"{i}.npy", mmap_mode="c", allow_pickle=False)
             if col.shape != (n,):
