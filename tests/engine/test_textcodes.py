@@ -4,6 +4,7 @@ column gives, in memory and paged from a columnar task's files, with empty, NaN-
 cased and non-ASCII names."""
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -186,10 +187,15 @@ def test_text_of_too_many_distinct_values_keeps_no_codes_and_still_filters(tmp_p
         assert paged.filter_mask(expression).tolist() == plain.filter_mask(expression).tolist()
 
 
-def test_codes_that_do_not_fit_their_column_are_refused(tmp_path):
-    write_columns(tmp_path, [_table(4, 50)])
-    base = tmp_path / "columns"
-    codes = next(base.glob("*.codes.npy"))
-    np.save(codes, np.full(50, 999, dtype=np.int32))
+def test_codes_that_do_not_fit_their_column_are_refused_or_passed_over(tmp_path):
+    plain = _table(4, 50)
+    write_columns(tmp_path, [plain])
+    meta = json.loads((tmp_path / "columns" / "meta.json").read_text())
+    codes = tmp_path / "columns" / f"{[k for k, _ in meta['columns']].index('npu_op')}.codes.npy"
+    np.save(codes, np.full(50, 999, dtype=np.int32))  # pointing past the values: the text is read
+    paged = read_columns(tmp_path)
+    assert paged.columns["npu_op"].encoded() is None
+    assert paged.filter_mask('name == "conv_1"').tolist() == plain.filter_mask('name == "conv_1"').tolist()
+    np.save(codes, np.zeros(7, dtype=np.int32))  # not a column of its length
     with pytest.raises(ValueError, match="codes that do not fit"):
         read_columns(tmp_path)

@@ -221,7 +221,8 @@ class OperatorTable(CursorList):
         old_name = self._table.columns["tensor"][old_row] if old_row is not None else None
         keep_offset = self.cursor - int(self.scroll_y) if old_row is not None else None
         if table is not self._table and old_name is not None:
-            hits = np.flatnonzero(table.columns["tensor"] == old_name) if len(table) else []
+            tensors = table.codes("tensor")
+            hits = np.flatnonzero(tensors.where(tensors.values == old_name)) if len(table) else []
             old_row = int(hits[0]) if len(hits) else None
         self._table = table
         if thresholds is not None:
@@ -471,7 +472,8 @@ class OperatorTable(CursorList):
 
     # ---- columns ---------------------------------------------------------------------------------
     def _measure(self) -> None:
-        """Longest text per text column; only the new rows when the same table grew."""
+        """Longest text per text column; only the new rows when the same table grew (a new table: its
+        columns' distinct values, through their codes)."""
         t = self._table
         table, done = self._measured
         if table is not t or done > len(t):
@@ -480,13 +482,20 @@ class OperatorTable(CursorList):
             return
         keys = ["npu_op", "type", "golden_op", "shape", "reason", "std", "overflow"] + list(t.custom)
         for key in keys:
-            values = t.columns[key][done:].tolist()
+            values = t.codes(key).values.tolist() if not done else t.columns[key][done:].tolist()
             longest = max(map(len, values), default=0)
             self._lengths[key] = max(self._lengths.get(key, 0), longest)
-        pairs = set(zip(t.columns["npu_dtype"][done:].tolist(), t.columns["golden_dtype"][done:].tolist()))
+        if not done:
+            npu, golden = t.codes("npu_dtype"), t.codes("golden_dtype")
+            both = np.unique(npu.codes.astype(np.int64) * len(golden.values) + golden.codes)
+            pairs = set(zip(npu.values[both // max(len(golden.values), 1)].tolist(),
+                            golden.values[both % max(len(golden.values), 1)].tolist()))
+            new_golden, new_npu = (c.take(c.values) for c in (t.codes("golden_op"), t.codes("npu_op")))
+        else:
+            pairs = set(zip(t.columns["npu_dtype"][done:].tolist(), t.columns["golden_dtype"][done:].tolist()))
+            new_golden, new_npu = t.columns["golden_op"][done:], t.columns["npu_op"][done:]
         self._lengths["dtype"] = max([self._lengths.get("dtype", 0)] + [len(fmt.dtypes(a, b)) for a, b in pairs])
-        new_golden = t.columns["golden_op"][done:]
-        differs = bool(len(new_golden)) and bool((new_golden != t.columns["npu_op"][done:]).any())
+        differs = bool(len(new_golden)) and bool((new_golden != new_npu).any())
         self._lengths["golden_differs"] = int(self._lengths.get("golden_differs", 0) or differs)
         seq = t.columns["op_seq"][done:]
         self._lengths["op_seq"] = max(self._lengths.get("op_seq", 0), int(seq.max()) if len(seq) else -1)

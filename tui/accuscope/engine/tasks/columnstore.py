@@ -49,10 +49,16 @@ class PagedText:
         self._codes = codes  # (codes, first rows) stored with the whole column
 
     def encoded(self) -> TextCodes | None:
-        """The stored dictionary codes of the whole column (textcodes.encode takes them), else None."""
+        """The stored dictionary codes of the whole column (textcodes.encode takes them), else None
+        (also when they point outside the column: encode then reads the text)."""
         if self._codes is None or self._lo or self._hi != len(self._off) - 1:
             return None
         codes, first = self._codes
+        n = len(self)
+        if n and (first.min(initial=0) < 0 or first.max(initial=0) >= n or codes.min() < 0
+                  or codes.max() >= len(first)):
+            self._codes = None
+            return None
         return TextCodes(codes, self[first])
 
     def __len__(self) -> int:
@@ -223,14 +229,13 @@ class _Coder:
 
 
 def _stored_codes(base: Path, i: int, n: int) -> tuple[np.ndarray, np.ndarray] | None:
-    """A text column's stored (codes, first rows), or None when it has none or they do not fit."""
+    """A text column's stored (codes, first rows), or None when it has none or they are not a column
+    of its length (what they point at is checked when they are used)."""
     if not (base / f"{i}.codes.npy").exists():
         return None
     codes = np.load(base / f"{i}.codes.npy", mmap_mode="r", allow_pickle=False)
     first = np.load(base / f"{i}.first.npy", allow_pickle=False)
-    if codes.shape != (n,) or codes.dtype != np.int32 or first.ndim != 1 or first.dtype != np.int64 \
-            or (n and (first.min(initial=0) < 0 or first.max(initial=0) >= n or codes.min() < 0
-                       or codes.max() >= len(first))):
+    if codes.shape != (n,) or codes.dtype != np.int32 or first.ndim != 1 or first.dtype != np.int64:
         raise ValueError(f"{base / f'{i}.codes.npy'}: codes that do not fit the column's {n:,} values")
     return codes, first
 
