@@ -122,6 +122,21 @@ def test_above_the_row_limit_a_task_stays_columnar_and_show_exports_the_csv(tree
     assert len(shown.stdout.strip().splitlines()) == 1 + 3
 
 
+def test_new_thresholds_on_a_columnar_task_are_recorded_not_written_as_a_csv(tree, tmp_path, monkeypatch):
+    npu, golden = tree
+    monkeypatch.setattr(rankrun, "COLUMNAR_ROWS", 20)
+    folder = tmp_path / "t"
+    rankrun.run_ranks(engine.CompareSpec(str(npu), str(golden)), folder, workers=1, step=[0])
+    task = load_task(folder)
+    thresholds = task.thresholds
+    thresholds.edit("cos=1.5 red=off")  # every compared row fails the cosine now
+    task.set_thresholds(thresholds)
+    assert not list(folder.glob("result*"))  # no CSV, no result.npz: the column files stay the result
+    again = load_task(folder)
+    assert again.meta["columnar"] is True and again.thresholds.get("cos").value == 1.5
+    assert again.meta["failing"] == int(again.table.columns["fail"].sum()) == int(task.table.columns["fail"].sum()) > 3
+
+
 def test_rank_files_merge_in_rank_order_and_a_broken_one_is_a_warning(tree, tmp_path):
     npu, golden = tree
     folder = tmp_path / "t"
