@@ -12,7 +12,7 @@ from textual.widgets import Input, Label, SelectionList, Static
 
 from ..engine.compare.columns import CSV_OF
 from ..engine.compare.comparison import ALGORITHMS, CompareSpec
-from ..engine.compare.inputs import BY_NAME, INPUTS, build_spec, check
+from ..engine.compare.inputs import BY_NAME, INPUTS, build_spec, check, texts_of
 from ..engine.sources.tensor import SourceError
 from .footer import Footer
 from .formatting import shown
@@ -46,9 +46,7 @@ class NewTaskScreen(Screen):
         name = f"task-{datetime.now():%Y%m%d-%H%M%S}"
         values = {"out": str(self.workspace / name)}
         if self.spec:  # `R` on a task: its inputs again
-            values.update({i.name: _text(getattr(self.spec, SPEC_FIELD.get(i.name, i.name), None))
-                           for i in FIELDS if i.name not in ("out", "threshold", "tolerance")})
-            values["threshold"] = self.spec.thresholds.as_edit()
+            values.update(texts_of(self.spec))
         with VerticalScroll():
             for item in FIELDS:
                 with Horizontal(classes="field"):
@@ -109,16 +107,3 @@ class NewTaskScreen(Screen):
         from .taskscreen import TaskScreen
         self.app.switch_screen(TaskScreen(run=(spec, Path(values["out"]))))
 
-
-SPEC_FIELD = {"shape": "golden_shape", "dtype": "golden_dtype"}  # input name -> CompareSpec field
-
-
-def _text(value) -> str:
-    """A spec's value as the form's text."""
-    if value is None:
-        return ""
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, (list, tuple)):
-        return ",".join(str(v) for v in value)
-    return str(value)

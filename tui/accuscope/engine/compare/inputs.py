@@ -85,16 +85,8 @@ def _range(text: str) -> str:
     return text
 
 
-def _tolerance(text: str) -> tuple[float, float]:
-    return parse_tolerance(text)
-
-
 def _assignments(text: str) -> str:
     parse_assignments(text)  # raises on a bad part
-    return text
-
-
-def _text(text: str) -> str:
     return text
 
 
@@ -134,9 +126,9 @@ def _tree_has(item_kind: str, text: str, npu: str) -> tuple[str, bool]:
 
 KINDS = {  # kind -> text to value (ValueError on bad text)
     "dump": os.path.expanduser, "model": os.path.expanduser, "file": os.path.expanduser,
-    "plugins": os.path.expanduser, "out": os.path.expanduser, "text": _text, "names": _names,
+    "plugins": os.path.expanduser, "out": os.path.expanduser, "text": str, "names": _names,
     "shape": _shape, "dtype": _dtype, "pick": _pick, "count": _count, "range": _range,
-    "tolerance": _tolerance, "thresholds": _assignments, "flag": _yes_no, "step": _folder_number("step"),
+    "tolerance": parse_tolerance, "thresholds": _assignments, "flag": _yes_no, "step": _folder_number("step"),
     "rank": _folder_number("rank"),
 }
 
@@ -236,6 +228,26 @@ def build_spec(values: dict):
         npu_model=get("npu_model"), golden_model=get("golden_model"), mapping=get("mapping"),
         npu_runner=npu_runner, golden_runner=golden_runner, iteration=get("iteration"), step=get("step"),
         rank=get("rank"), stats_only=bool(get("stats_only")))
+
+
+SPEC_FIELD = {"shape": "golden_shape", "dtype": "golden_dtype"}  # input name -> CompareSpec field, where they differ
+
+
+def texts_of(spec) -> dict[str, str]:
+    """The form's text of each input a spec holds (the inverse of build_spec, for `R` on a task):
+    thresholds and tolerance as the edits that make the defaults into the spec's thresholds."""
+    def text(value) -> str:
+        if value is None:
+            return ""
+        if isinstance(value, bool):
+            return "yes" if value else "no"
+        if isinstance(value, (list, tuple)):
+            return ",".join(str(v) for v in value)
+        return str(value)
+    texts = {i.name: text(getattr(spec, SPEC_FIELD.get(i.name, i.name), None)) for i in INPUTS
+             if i.name not in ("out", "threshold", "tolerance")}
+    texts["threshold"] = spec.thresholds.as_edit()
+    return texts
 
 
 def two_runners(path: str, npu_runner: str | None, golden_runner: str | None) -> tuple[str | None, str | None]:
