@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from accuscope.engine.compare.results import ResultTable
-from accuscope.engine.compare.thresholds import RECORDED_KEYS, Thresholds, recorded_text
+from accuscope.engine.compare.thresholds import Thresholds
 
 
 @dataclass
@@ -35,17 +35,7 @@ def summarize(table: ResultTable, thresholds: Thresholds) -> Summary:
     state = thresholds.evaluate(table)
     failing = np.flatnonzero(state.fail)
     first = int(failing[np.argmin(table.columns["index"][failing])]) if len(failing) else None
-    broken = []
-    if first is not None:
-        for key in state.broken_keys(first):
-            t = thresholds.get(key)
-            if key in RECORDED_KEYS and t is None:  # msprobe's rules on recorded statistics, checksums
-                broken.append(recorded_text(table, key, first))
-            elif t is None:  # the built-in NaN/inf rule
-                broken.append(f"NaN/inf {table.columns['npu_nonfinite'][first]} on the NPU side, "
-                              f"{max(table.columns['golden_nonfinite'][first], 0)} in golden")
-            else:
-                broken.append(f"{key} {table.numbers(key)[first]:.4g} {t.op} {t.value:g}")
+    broken = thresholds.broken_texts(table, first) if first is not None else []
     not_compared = int(state.not_compared.sum()) if table.metric_keys else 0
     nonfinite = int((table.columns["npu_nonfinite"] > 0).sum())
     text = ""

@@ -192,6 +192,20 @@ class Thresholds:
         """Keys of the thresholds row i breaks (empty for exempt rows), for the detail view."""
         return self.evaluate(table).broken_keys(i)
 
+    def broken_texts(self, table: ResultTable, i: int) -> list[str]:
+        """What row i breaks, in words: `cos 0.912 < 0.99`, the NaN/inf rule, msprobe's recorded rules."""
+        texts = []
+        for key in self.broken(table, i):
+            t = self.get(key)
+            if key in RECORDED_KEYS and t is None:  # msprobe's rules on recorded statistics, checksums
+                texts.append(recorded_text(table, key, i))
+            elif t is None:  # the built-in NaN/inf rule
+                texts.append(f"NaN/inf {table.columns['npu_nonfinite'][i]} on the NPU side, "
+                             f"{max(table.columns['golden_nonfinite'][i], 0)} in golden")
+            else:
+                texts.append(f"{key} {table.numbers(key)[i]:.4g} {t.op} {t.value:g}")
+        return texts
+
     def _recorded(self, table: ResultTable) -> dict[str, np.ndarray]:
         """msprobe's rules on rows compared by recorded statistics: stat_mag above 0.5 (its double-check
         rule; a stat_mag threshold replaces the 0.5), checksums that differ (md5 mode)."""

@@ -20,7 +20,7 @@ import numpy as np
 
 from accuscope.engine.compare.columns import CSV_OF
 from accuscope.engine.compare.results import ResultTable
-from accuscope.engine.compare.thresholds import Thresholds, recorded_text
+from accuscope.engine.compare.thresholds import Thresholds
 from accuscope.engine.graphs.onnxgraph import need
 from accuscope.engine.sources.names import printable
 
@@ -76,14 +76,8 @@ def _cells(values: np.ndarray) -> list:
 def _messages(table: ResultTable, thresholds: Thresholds, rows: np.ndarray) -> list[str]:
     """The reason a row was not compared, and the thresholds it breaks (`cos 0.912 < 0.99`)."""
     parts: list[list[str]] = [[r] if r else [] for r in table.columns["reason"][rows].tolist()]
-    state = thresholds.evaluate(table)
-    for key, mask in state.broken.items():
-        t = thresholds.get(key)
-        for i in np.flatnonzero(mask[rows]):
-            parts[i].append(f"{key} {table.numbers(key)[rows[i]]:.4g} {t.op} {t.value:g}" if t is not None
-                            else recorded_text(table, key, int(rows[i])))
-    for i in np.flatnonzero((state.nonfinite & ~state.exempt)[rows]):
-        parts[i].append(f"NaN/inf {table.columns['npu_nonfinite'][rows[i]]} on the NPU side")
+    for i in np.flatnonzero(thresholds.evaluate(table).fail[rows]):
+        parts[i] += thresholds.broken_texts(table, int(rows[i]))
     return [printable("; ".join(p)) for p in parts]
 
 
