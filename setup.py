@@ -1,7 +1,11 @@
-"""The compiled metric kernel is optional: without a C compiler accuscope installs and runs on its
-numpy fallback (same numbers, several times slower on big dumps)."""
+"""The compiled parts are optional: without a C compiler accuscope installs and runs on their
+Python / numpy versions (same results, slower on big dumps)."""
 from setuptools import Extension, setup
 
-setup(ext_modules=[Extension(
-    "accuscope.engine.compare._kernel", ["tui/accuscope/engine/compare/_kernel.c"],
-    extra_compile_args=["-O3", "-fopenmp-simd", "-fno-trapping-math", "-ffp-contract=off", "-std=c99"], optional=True)])
+FLAGS = ["-O3", "-std=c99"]
+setup(ext_modules=[
+    Extension("accuscope.engine.compare._kernel", ["tui/accuscope/engine/compare/_kernel.c"],
+              extra_compile_args=[*FLAGS, "-fopenmp-simd", "-fno-trapping-math", "-ffp-contract=off"], optional=True),
+    Extension("accuscope.engine.sources._dumpscan", ["tui/accuscope/engine/sources/_dumpscan.c"],
+              extra_compile_args=[*FLAGS, "-D_GNU_SOURCE"], optional=True),
+])

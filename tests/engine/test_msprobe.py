@@ -173,7 +173,7 @@ def _same_rows(spec: CompareSpec) -> int:
     return len(table)
 
 
-def test_statistics_columns_give_the_general_paths_rows(tmp_path):
+def test_statistics_columns_give_the_general_paths_rows(tmp_path, monkeypatch):
     for npu, golden in (("cand_md5", "bench_md5"), ("cand", "bench")):
         for rank in ("0", "1"):
             assert _same_rows(CompareSpec(str(FIX / npu), str(FIX / golden), rank=rank, stats_only=True))
@@ -184,6 +184,8 @@ def test_statistics_columns_give_the_general_paths_rows(tmp_path):
     assert _same_rows(spec) == 200 * 4 + 1800 * 5  # module calls hold 4 tensors, API calls 5
     table, _ = statcolumns.compare(spec)
     assert table.columns["fail"].any() and (table.columns["reason"] == "").all()
+    monkeypatch.setattr(msprobe, "_dumpscan", None)  # built without a C compiler: the Python twin
+    assert _same_rows(spec) == 200 * 4 + 1800 * 5
 
 
 def test_the_general_path_compares_what_the_columns_do_not_hold(tmp_path):

@@ -303,3 +303,19 @@ def test_a_rerun_from_task_json_runs_no_custom_algorithms_unless_asked(tmp_path)
     assert spec.custom_dir is None and spec.algorithms == ["cos"]
     spec = CompareSpec.from_meta(meta, custom_dir=str(tmp_path / "mine"))
     assert spec.custom_dir == str(tmp_path / "mine") and spec.algorithms == ["cos", "Plug"]
+
+
+def test_above_csv_rows_a_save_keeps_result_npz_and_the_csv_is_an_export(tmp_path, monkeypatch):
+    folder = tmp_path / "t"
+    first_csv = save_task(folder, META, _table(50), Thresholds(), {})
+    monkeypatch.setattr(task_module, "CSV_ROWS", 100)
+    table = _table(150, seed=4)
+    assert save_task(folder, META, table, Thresholds(), {}) is None
+    assert sorted(p.name for p in folder.iterdir()) == ["result.npz", "task.json"]  # the smaller result's CSV gone
+    assert not first_csv.exists()
+    task = load_task(folder)
+    _same(table, task.table)
+    assert task.csv is None and task.warnings == [] and task.meta["csv"] is None and task.meta["rows"] == 150
+    exported = tmp_path / "export.csv"
+    task_module.write_result_csv(task.table, exported)
+    assert len(exported.read_text().splitlines()) == 151

@@ -1,5 +1,7 @@
 """Statistics triage at scale: two msprobe dump.json compared as columns, no Tensor, Pair or row dict
-per entry (a 100k-call dump holds 300k tensors a side).
+per entry (a 100k-call dump holds 300k tensors a side). The two sides are read at once, each by the
+compiled scanner (sources/_dumpscan.c: the text straight to columns, without the GIL) where it is
+built, else by json and msprobe._scan.
 
 It takes the common case and nothing else: both sides msprobe, statistics only (a statistics dump or
 --stats-only), no mapping file, op selection, model or plugin, both dump.json read without a problem,
@@ -9,6 +11,9 @@ execute (the general path) compare it; where it applies, the rows are those plan
 (tests/engine/test_msprobe.py checks it on the real fixtures and a synthetic dump).
 """
 from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 
 import numpy as np
 
@@ -36,53 +41,47 @@ def compare(spec: CompareSpec) -> tuple[ResultTable, Coverage] | None:
     general path must compare them (see the module's docstring)."""
     if not applies(spec):
         return None
-    ours = msprobe.recorded(spec.npu, step=spec.step, rank=spec.rank, stats_only=spec.stats_only)
-    theirs = ours and msprobe.recorded(spec.golden, step=spec.step, rank=spec.rank, stats_only=spec.stats_only)
-    if not ours or not theirs or len(ours.names) != len(theirs.names):
+    ours, theirs = _both(spec)
+    if ours is None or theirs is None or len(ours.names) != len(theirs.names):
         return None
     where = {name: j for j, name in enumerate(theirs.names)}
     if len(where) != len(theirs.names) or len(set(ours.names)) != len(ours.names):
         return None
-    golden = np.array([where.get(name, -1) for name in ours.names], dtype=np.int64)
-    calls, io = np.array(ours.calls, dtype=object), np.array(ours.io, dtype=object)
-    if (golden < 0).any() or not ((np.array(theirs.calls, dtype=object)[golden] == calls).all()
-                                  and (np.array(theirs.io, dtype=object)[golden] == io).all()):
+    golden = np.fromiter((where.get(name, -1) for name in ours.names), dtype=np.int64, count=len(ours.names))
+    if (golden < 0).any() or not ((theirs.calls[golden] == ours.calls).all() and (theirs.io[golden] == ours.io).all()):
+        return None
+    n = len(golden)
+    if not n:
         return None
     # rows as the general path lists them: calls in dump order, each call's inputs, then its outputs
     first: dict[str, int] = {}
-    ordinal = np.array([first.setdefault(c, len(first)) for c in ours.calls], dtype=np.int64)
-    is_output = io == OUTPUT
+    ordinal = np.fromiter((first.setdefault(c, len(first)) for c in ours.calls), dtype=np.int64, count=n)
+    is_output = ours.io == OUTPUT
     rows = np.lexsort((is_output, ordinal))
     golden = golden[rows]
-    n = len(rows)
-    if not n:
-        return None
-
-    def pick(values: list, at: np.ndarray) -> np.ndarray:
-        return np.array(values, dtype=object)[at]
-
-    a, b = _stats(ours.stats)[rows], _stats(theirs.stats)[golden]
-    has = np.array([s is not None for s in ours.stats], dtype=bool)[rows]
-    has_golden = np.array([s is not None for s in theirs.stats], dtype=bool)[golden]
+    a, b = ours.stats[rows].copy(), theirs.stats[golden].copy()
+    has, has_golden = ours.has[rows], theirs.has[golden]
     both = has & has_golden
     a[~both], b[~both] = np.nan, np.nan
     diff, rel, worst, known = statistics.differences(a, b)
-    npu_md5, golden_md5 = pick(ours.checksums, rows), pick(theirs.checksums, golden)
+    npu_md5, golden_md5 = ours.checksums[rows], theirs.checksums[golden]
     npu_rec, golden_rec = has | (npu_md5 != ""), has_golden | (golden_md5 != "")
-    reasons = [statistics.missing_reason(x, y) for x, y in zip(npu_rec.tolist(), golden_rec.tolist())]
-    calls, ordinal = calls[rows], ordinal[rows]
-    index = np.array(ours.index, dtype=np.int64)[rows]
+    reasons = np.full(n, "", dtype=object)
+    for x, y in ((False, True), (True, False), (False, False)):
+        reasons[(npu_rec == x) & (golden_rec == y)] = statistics.missing_reason(x, y)
+    calls, ordinal, io = ours.calls[rows], ordinal[rows], ours.io[rows]
+    index = ours.index[rows]
     columns = {
-        "op_seq": ordinal + 1, "type": pick(ours.modules, rows), "npu_op": calls,
-        "npu_dtype": pick(ours.dtypes, rows), "golden_op": pick(theirs.calls, golden),
-        "golden_dtype": pick(theirs.dtypes, golden), "io": io[rows],
-        "tensor": [f"{c}:{d}:{k}" for c, d, k in zip(calls.tolist(), io[rows].tolist(), index.tolist())],
-        "shape": ["[" + ",".join(map(str, s)) + "]" for s in pick(ours.shapes, rows).tolist()],
+        "op_seq": ordinal + 1, "type": ours.modules[rows], "npu_op": calls,
+        "npu_dtype": ours.dtypes[rows], "golden_op": theirs.calls[golden],
+        "golden_dtype": theirs.dtypes[golden], "io": io,
+        "tensor": [f"{c}:{d}:{k}" for c, d, k in zip(calls.tolist(), io.tolist(), index.tolist())],
+        "shape": ours.shapes[rows],
         "how": np.full(n, "tensor", dtype=object), "npu_file": np.full(n, ours.doc, dtype=object),
         "golden_file": np.full(n, theirs.doc, dtype=object), "is_output": is_output[rows] & (ordinal == ordinal.max()),
         "reason": reasons,
     }
-    compared = both & ~np.array([bool(r) for r in reasons], dtype=bool)
+    compared = both & (reasons == "")
     for j in range(4):
         keep = compared & known[:, j]
         if keep.any():
@@ -98,7 +97,10 @@ def compare(spec: CompareSpec) -> tuple[ResultTable, Coverage] | None:
     return table, Coverage(n, n, n, n, outputs, outputs)
 
 
-def _stats(stats: list[tuple | None]) -> np.ndarray:
-    """(n, 4) floats, NaN where a statistic (or all of them) was not recorded."""
-    none = (None,) * 4
-    return np.array([none if s is None else s for s in stats], dtype=float).reshape(-1, 4)
+def _both(spec: CompareSpec) -> tuple[msprobe.Recorded | None, msprobe.Recorded | None]:
+    """The two sides' columns, read at once (the compiled scanner lets go of the GIL: two threads
+    read two dump.json on two cores)."""
+    read = partial(msprobe.recorded, step=spec.step, rank=spec.rank, stats_only=spec.stats_only)
+    with ThreadPoolExecutor(2) as pool:
+        ours, theirs = pool.map(read, (spec.npu, spec.golden))
+    return ours, theirs

@@ -28,15 +28,24 @@ construct.json; the table filters by it), `stats` and `checksum` from dump.json.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache, partial
 
 try:
     import orjson  # optional: accuscope[fast]
 except ImportError:  # pragma: no cover - the json module does the same, slower
     orjson = None
+import numpy as np
+
+try:
+    from accuscope.engine.sources import _dumpscan  # compiled: dump.json straight to columns
+except ImportError:  # pragma: no cover - built without a C compiler: _scan, its Python twin
+    _dumpscan = None
+if os.environ.get("ACCUSCOPE_KERNEL") == "numpy":  # the compiled parts off (benchmarks, tests)
+    _dumpscan = None
 
 from accuscope.engine.graphs.graph import Graph, Node
 from accuscope.engine.sources import torchpickle
@@ -166,45 +175,91 @@ def _entries(folder: str, data: dict, parents: dict[str, str], problems: list[Pr
                 counters[io] += 1
 
 
+_SLOTS = tuple(_SLOT_IO)  # a slot's code in the columns: its position here (_dumpscan.c's order)
+_SLOT_IO_BY_CODE = np.array([_SLOT_IO[s] for s in _SLOTS], dtype=object)
+
+
 @dataclass
 class Recorded:
     """What one rank's dump.json records, as columns (statistics triage at scale: no Tensor per
     entry); row k is the k-th tensor `read` would give with stats_only."""
 
     doc: str
-    calls: list[str] = field(default_factory=list)
-    io: list[str] = field(default_factory=list)
-    index: list[int] = field(default_factory=list)
-    names: list[str] = field(default_factory=list)
-    modules: list[str] = field(default_factory=list)
-    dtypes: list[str] = field(default_factory=list)
-    shapes: list[tuple[int, ...]] = field(default_factory=list)
-    stats: list[tuple] = field(default_factory=list)  # (Max, Min, Mean, Norm), None where not recorded
-    checksums: list[str] = field(default_factory=list)
+    calls: np.ndarray  # per row (object arrays unless said)
+    io: np.ndarray
+    index: np.ndarray  # int64: position among the call's inputs / outputs
+    names: list[str]
+    modules: np.ndarray
+    dtypes: np.ndarray  # normalized (dtype_name)
+    shapes: np.ndarray  # "[4096,4096]"
+    stats: np.ndarray  # (n, 4) float64: Max, Min, Mean, Norm; NaN where not recorded
+    has: np.ndarray  # bool: any of the four recorded
+    checksums: np.ndarray  # "" where not recorded
 
 
 def recorded(path: str, *, step: str | int | None = None, rank: str | int | None = None,
              stats_only: bool = False) -> Recorded | None:
     """The statistics of one step and rank as columns; None where `read` has more to say (dump.json
     missing or broken, a problem on the way, tensor files to open without stats_only)."""
-    folder = choose(os.fspath(path), step, rank)[2]
+    return _as_columns(choose(os.fspath(path), step, rank)[2], stats_only)
+
+
+def _as_columns(folder: str, stats_only: bool) -> Recorded | None:
     if not stats_only and os.path.isdir(os.path.join(folder, DATA_DIR)):
         return None  # tensor mode: the files are compared
     problems: list[Problem] = []
     parents = _construct(folder, problems)
-    doc, _why = _dump_json(folder)
-    if doc is None or problems or not isinstance(doc.get("data"), dict):
+    raw, _why = _dump_bytes(folder)
+    if raw is None or problems:
         return None
-    rows = []
-    for call, io, index, name, info, module in _entries(folder, doc["data"], parents, problems):
-        data_name = info.get("data_name")
-        if not stats_only and isinstance(data_name, str) and data_name:
+    found = _dumpscan.scan(raw) if _dumpscan is not None else None
+    if found is None:  # no compiled scanner, or text it leaves to Python
+        doc, _why = _parse(raw)
+        if doc is None or not isinstance(doc.get("data"), dict):
             return None
-        rows.append((call, io, index, name, module, dtype_name(str(info.get("dtype", ""))), _shape(info), _stats(info),
-                     str(info.get("md5") or "")))
-    out = Recorded(os.path.join(folder, DUMP_JSON), *map(list, zip(*rows))) if rows else Recorded(
-        os.path.join(folder, DUMP_JSON))
-    return None if problems else out
+        found = _scan(doc["data"])
+        if found is None:
+            return None
+    calls, call_of, slot, index, names, dtypes, shapes, stats, has, md5, data_name = found
+    call_of, slot = np.frombuffer(call_of, dtype=np.int64), np.frombuffer(slot, dtype=np.uint8)
+    if not stats_only and np.frombuffer(data_name, dtype=np.uint8).any():
+        return None
+    modules = np.array([_module(c, parents) for c in calls], dtype=object)
+    dtype_of = {d: dtype_name(d) for d in set(dtypes)}
+    return Recorded(os.path.join(folder, DUMP_JSON), np.array(calls, dtype=object)[call_of], _SLOT_IO_BY_CODE[slot],
+                    np.frombuffer(index, dtype=np.int64), names, modules[call_of],
+                    np.array([dtype_of[d] for d in dtypes], dtype=object), np.array(shapes, dtype=object),
+                    np.frombuffer(stats, dtype=np.float64).reshape(-1, 4),
+                    np.frombuffer(has, dtype=np.uint8).astype(bool), np.array(md5, dtype=object))
+
+
+def _scan(data: dict) -> tuple | None:
+    """_dumpscan.scan's columns from the parsed "data" object (its Python twin: the tests hold the two
+    to the same columns); None where a call is not an object."""
+    calls, rows = [], []
+    for k, (call, entry) in enumerate(data.items()):
+        if not isinstance(entry, dict):
+            return None
+        calls.append(call)
+        counters = {INPUT: 0, OUTPUT: 0}
+        for slot, value in entry.items():
+            io = _SLOT_IO.get(slot)
+            if io is None:
+                continue
+            for suffix, info in _walk(value, slot):
+                stats = _stats(info)
+                data_name = info.get("data_name")
+                rows.append((k, _SLOTS.index(slot), counters[io], f"{call}.{_SLOT_NAME[slot]}{suffix}",
+                             str(info.get("dtype", "")), "[" + ",".join(map(str, _shape(info))) + "]",
+                             stats or (None,) * 4, stats is not None, str(info.get("md5") or ""),
+                             isinstance(data_name, str) and bool(data_name)))
+                counters[io] += 1
+    k, slot, index, names, dtypes, shapes, stats, has, md5, data_name = (list(c) for c in zip(*rows)) if rows else (
+        [[] for _ in range(10)])
+    return (calls, np.array(k, dtype=np.int64).tobytes(), np.array(slot, dtype=np.uint8).tobytes(),
+            np.array(index, dtype=np.int64).tobytes(), names, dtypes, shapes,
+            np.array(stats, dtype=float).reshape(-1, 4).tobytes(), np.array(has, dtype=np.uint8).tobytes(), md5,
+            np.array(data_name, dtype=np.uint8).tobytes())
 
 
 def _walk(value, slot: str, prefix: str = ""):
@@ -225,7 +280,10 @@ def _number(value) -> float | None:
     if isinstance(value, bool):
         return float(value)
     if isinstance(value, (int, float)):
-        return float(value)
+        try:
+            return float(value)
+        except OverflowError:  # an integer past float's range: as the JSON number, infinite
+            return math.copysign(math.inf, value)
     if isinstance(value, str):
         try:
             return float(value)
@@ -293,6 +351,11 @@ def tensor_file(source: str, problems: list[Problem], **fields) -> Tensor:
 
 
 def _dump_json(folder: str) -> tuple[dict | None, str]:
+    raw, why = _dump_bytes(folder)
+    return (None, why) if raw is None else _parse(raw)
+
+
+def _dump_bytes(folder: str) -> tuple[bytes | None, str]:
     doc = os.path.join(folder, DUMP_JSON)
     if not os.path.exists(doc):
         return None, ("missing (msprobe writes it when the step ends: did the run stop early?); tensors read from "
@@ -302,12 +365,20 @@ def _dump_json(folder: str) -> tuple[dict | None, str]:
         return None, why
     try:
         with open(doc, "rb") as fh:
-            raw = fh.read()
+            return fh.read(), ""
+    except OSError as exc:
+        return None, f"cannot read: {exc}"
+
+
+def _parse(raw: bytes) -> tuple[dict | None, str]:
+    try:
         found = _loads(raw)
-    except (OSError, UnicodeDecodeError) as exc:
+    except UnicodeDecodeError as exc:
         return None, f"cannot read: {exc}"
     except ValueError as exc:
         return None, (f"cut short or not JSON ({exc}); tensors read from {DATA_DIR}/ file names, without statistics")
+    except RecursionError:
+        return None, f"nested too deeply to read; tensors read from {DATA_DIR}/ file names, without statistics"
     if not isinstance(found, dict):
         return None, "not a JSON object"
     return found, ""

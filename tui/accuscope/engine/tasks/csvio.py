@@ -100,6 +100,8 @@ def _cells(table: ResultTable, key: str) -> list[str]:
     col = table.columns[key]
     kind = KIND.get(key, "text")
     if kind == "float":
+        if np.isnan(col).all():  # a metric not computed (a statistics triage: msaccucmp's ten)
+            return ["NaN"] * len(col)
         return ["NaN" if v != v else f"{v:.6f}" for v in col.tolist()]
     if kind == "bool":
         return ["YES" if v else "NO" for v in col.tolist()]

@@ -54,6 +54,7 @@ class RanksRun:
     resumed: list[str] = field(default_factory=list)  # leaf keys already compared by an earlier run
     problems: list[str] = field(default_factory=list)
     table: ResultTable | None = None  # the merged rows (None: cancelled, or a columnar task)
+    held: dict[str, ResultTable] = field(default_factory=dict)  # this run's ranks' rows, kept for the merge
     rows: int = 0
     failing: int = 0
     cancelled: bool = False
@@ -137,6 +138,9 @@ def run_ranks(spec: engine.CompareSpec, folder: str | os.PathLike, cluster: str 
             for result in where.results(spec, todo, cancel):
                 if result.table is not None:
                     _save_rank(folder, result, fingerprint)
+                    run.held[result.rank.key] = result.table
+                    if sum(len(t) for t in run.held.values()) > COLUMNAR_ROWS:
+                        run.held.clear()  # a columnar task: the store is written from the rank files
                 run.results[result.rank.key] = _record(result)
                 mark_state(folder, "running", ranks=run.results)
                 if progress:
@@ -182,13 +186,18 @@ def _save_rank(folder: Path, result: RankResult, fingerprint: str) -> None:
         tmp.unlink(missing_ok=True)
 
 
-def rank_tables(folder: str | os.PathLike, records: dict, warnings: list[str]) -> Iterator[ResultTable]:
-    """The table of every done rank of a task, one at a time in (step, rank, proc) order; a rank
-    file that cannot be read is a warning, the other ranks still come."""
+def rank_tables(folder: str | os.PathLike, records: dict, warnings: list[str],
+                held: dict[str, ResultTable] | None = None) -> Iterator[ResultTable]:
+    """The table of every done rank of a task, one at a time in (step, rank, proc) order (from `held`
+    when it has the rank, else its file); a rank file that cannot be read is a warning, the other
+    ranks still come."""
     folder = Path(folder)
     done = sorted((r.get("step", -1), r.get("rank", -1), r.get("proc", -1), key) for key, r in records.items()
                   if isinstance(r, dict) and r.get("state") == "done")
     for *_, key in done:
+        if held and key in held:
+            yield held[key]
+            continue
         path = folder / RANKS_DIR / f"{key}.npz"
         try:
             table = _read_npz(path)[0]
@@ -198,15 +207,17 @@ def rank_tables(folder: str | os.PathLike, records: dict, warnings: list[str]) -
         yield table
 
 
-def load_ranks(folder: str | os.PathLike, records: dict) -> tuple[ResultTable, list[str]]:
-    """The rows of every done rank, merged in memory (a columnar task: its column store, paged)."""
+def load_ranks(folder: str | os.PathLike, records: dict,
+               held: dict[str, ResultTable] | None = None) -> tuple[ResultTable, list[str]]:
+    """The rows of every done rank, merged in memory (a columnar task: its column store, paged);
+    `held`: ranks' tables already in memory, by key."""
     warnings: list[str] = []
     if _read_json(Path(folder) / "task.json", {}).get("columnar") is True:
         try:
             return read_columns(folder), warnings
         except (OSError, ValueError, KeyError, TypeError) as exc:
             warnings.append(f"{Path(folder) / COLUMNS_DIR}: unreadable ({exc}); merging the rank files instead")
-    return ResultTable.concat(list(rank_tables(folder, records, warnings))), warnings
+    return ResultTable.concat(list(rank_tables(folder, records, warnings, held))), warnings
 
 
 def _finish(folder: Path, spec: engine.CompareSpec, run: RanksRun, fields: dict) -> None:
@@ -233,7 +244,8 @@ def _finish(folder: Path, spec: engine.CompareSpec, run: RanksRun, fields: dict)
                    thresholds=spec.thresholds.to_dict())
         return
     shutil.rmtree(folder / COLUMNS_DIR, ignore_errors=True)  # an earlier, columnar result
-    table, warnings = load_ranks(folder, records)
+    table, warnings = load_ranks(folder, records, run.held)
+    run.held = {}
     run.problems += warnings
     run.table = table
     save_task(folder, {**meta, "columnar": False}, table, spec.thresholds, {"golden_is_npy": True})

@@ -1,7 +1,8 @@
 """A task is a folder: what was compared (task.json), the result CSV, and a fast typed copy.
 
     task.json                     paths, algorithms, range, thresholds, version, times, state, counts
-    result_{YYYYMMDDhhmmss}.csv   MindStudio-compatible result (for people and other tools)
+    result_{YYYYMMDDhhmmss}.csv   MindStudio-compatible result (for people and other tools), up to
+                                  CSV_ROWS rows; above, an export (`show --format csv`)
     result.npz                    the same table as numpy columns, loaded by the TUI in milliseconds
     advice.json                   what the advisor said about this result (diagnose.advice)
     exports/{start}--{end}/       submodels with their data (export.folder), each with retest/, a task
@@ -61,6 +62,10 @@ if TYPE_CHECKING:
 
 TASK_JSON = "task.json"
 RESULT_NPZ = "result.npz"
+# Above this many rows a save writes no result CSV: a 300k-row CSV takes 3 s to write (Python's csv
+# module) and 100 MB, three times the rest of a 100k-call statistics triage, for a file no spreadsheet
+# opens comfortably. result.npz holds the same table; `show --format csv|xlsx` exports it.
+CSV_ROWS = 200_000
 ADVICE_JSON = "advice.json"
 STATES = ("running", "done", "cancelled", "failed", "interrupted")
 LOCK = ".lock"  # held (flock) by the process running the task
@@ -270,8 +275,9 @@ class TaskSummary:
 
 # ---- saving -------------------------------------------------------------------------------------
 def save_task(folder: str | os.PathLike, meta: dict, table: ResultTable, thresholds: Thresholds,
-              csv_options: dict | None = None) -> Path:
-    """Write the result CSV, result.npz and task.json as one new generation; returns the CSV path.
+              csv_options: dict | None = None) -> Path | None:
+    """Write the result CSV (up to CSV_ROWS rows), result.npz and task.json as one new generation;
+    returns the CSV path (None: no CSV).
 
     `meta` holds what was compared (npu, golden, model, algorithms, range, ops, custom_dir, ...)
     and optionally state (default "done") and error. `csv_options` are write_result_csv's flags.
@@ -284,18 +290,18 @@ def save_task(folder: str | os.PathLike, meta: dict, table: ResultTable, thresho
     csv_options = dict(csv_options or {})
     thresholds.apply(table)
     now = datetime.now()
-    csv_path = _new_csv_path(folder, now)
+    csv_path = _new_csv_path(folder, now) if len(table) <= CSV_ROWS else None
     generation = f"{now:%Y%m%d%H%M%S}-{secrets.token_hex(4)}"
     doc = {**_read_json(folder / TASK_JSON, {}), **meta}
     doc.pop("attempt", None)  # what an unfinished run tried: this result is now what was compared
     doc.setdefault("created", now.isoformat(timespec="seconds"))
     doc.update(tool_version=__version__, saved=now.isoformat(timespec="seconds"), generation=generation,
                state=meta.get("state", "done"), error=meta.get("error", ""),
-               thresholds=thresholds.to_dict(), csv=csv_path.name, csv_options=csv_options,
+               thresholds=thresholds.to_dict(), csv=csv_path and csv_path.name, csv_options=csv_options,
                custom_columns=list(table.custom), **_counts(table))
     _replace_together([
-        (csv_path, lambda tmp: write_result_csv(table, tmp, **csv_options)),
-        (folder / RESULT_NPZ, lambda tmp: _write_npz(table, tmp, {"csv": csv_path.name, "generation": generation})),
+        *([(csv_path, lambda tmp: write_result_csv(table, tmp, **csv_options))] if csv_path else []),
+        (folder / RESULT_NPZ, lambda tmp: _write_npz(table, tmp, {"csv": doc["csv"], "generation": generation})),
         (folder / TASK_JSON, lambda tmp: _write_json(tmp, doc)),
     ])
     for old in folder.glob("result_*.csv"):  # the previous generation's CSV, and any a killed save left
