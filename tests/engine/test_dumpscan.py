@@ -114,13 +114,16 @@ def test_damaged_text_gives_none_or_what_python_reads(doc, data):
 def test_what_the_scanner_leaves_to_python():
     def doc(data: str, head: str = '"task": "statistics", ') -> bytes:
         return ("{" + head + '"data": ' + data + "}").encode("utf-8")
-    t = '{"type": "torch.Tensor", "dtype": "torch.float32", "shape": [2], "Max": %s}'
-    assert msprobe._dumpscan.scan(doc('{"A.0.forward": {"output": [%s]}}' % (t % "1.5"))) is not None
+
+    def out(value: str, more: str = "") -> str:
+        tensor = '{"type": "torch.Tensor", "dtype": "torch.float32", "shape": [2], "Max": ' + value + "}"
+        return '{"A.0.forward": {"output": [' + tensor + "]" + more + "}}"
+    assert msprobe._dumpscan.scan(doc(out("1.5"))) is not None
     for data in ['{"A.0.forward": 3}',  # a call that is not an object: a problem Python names
                  '{"A\\u002e0.forward": {}}',  # an escaped call name
-                 '{"A.0.forward": {"output": [%s], "output": []}}' % (t % "1"),  # a slot twice
-                 '{"A.0.forward": {"output": [%s]}}' % (t % '"1.5"'),  # a statistic as text: float() decides
-                 '{"A.0.forward": {"output": [%s]}}' % (t % "1") + " x",  # text after the document
+                 out("1", ', "output": []'),  # a slot twice
+                 out('"1.5"'),  # a statistic as text: float() decides
+                 out("1") + " x",  # text after the document
                  '[' * 300 + ']' * 300]:  # deeper than the scanner goes
         assert msprobe._dumpscan.scan(doc(data)) is None, data
     assert msprobe._dumpscan.scan(b'{"task": 1}') is None  # no "data"
@@ -132,8 +135,8 @@ def test_what_the_scanner_leaves_to_python():
 def test_numbers_are_read_as_python_reads_them():
     values = ["0", "-0", "1e400", "-1e400", "1e-400", "123456789012345678901234567890", "0.1", "2.5e-3",
               "NaN", "Infinity", "-Infinity", "true", "false", "null", "[1]", "{}", "9007199254740993"]
-    entries = ", ".join('{"type": "t", "dtype": "d", "shape": [], "Max": %s, "Min": %s}' % (v, v) for v in values)
-    raw = ('{"data": {"A.0.forward": {"output": [%s]}}}' % entries).encode()
+    entries = ", ".join(f'{{"type": "t", "dtype": "d", "shape": [], "Max": {v}, "Min": {v}}}' for v in values)
+    raw = ('{"data": {"A.0.forward": {"output": [' + entries + "]}}}").encode()
     fast, slow = msprobe._dumpscan.scan(raw), twin(raw)
     same(fast, slow)
     stats = np.frombuffer(fast[7]).reshape(-1, 4)
