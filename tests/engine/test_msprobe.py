@@ -420,3 +420,36 @@ def test_stack_json_gives_each_calls_stack_bounded_and_politely_failing(tmp_path
     assert stacks == {} and why.startswith(str(folder / "stack.json")) and "bytes, more than" in why
     (folder / "stack.json").unlink()
     assert msprobe.stacks(str(tmp_path)) == ({}, "")  # absent: nothing to say
+
+
+def test_a_rank_tree_is_judged_as_a_step_on_every_call_never_by_its_last_one(tmp_path):
+    msprobesim.write(str(tmp_path / "golden"), ranks=4, steps=2)
+    msprobesim.write(str(tmp_path / "npu"), ranks=4, steps=2, fault_rank=2)
+    r = accuscope("compare", "--npu", tmp_path / "npu", "--golden", tmp_path / "golden", "--stats-only",
+                  "--out", tmp_path / "tree", "--advisor", "--json")
+    assert r.returncode == 0, r.stderr
+    findings = json.loads(r.stdout)["findings"]
+    assert json.loads((tmp_path / "tree" / "task.json").read_text())["sides"] == {"npu": "msprobe", "golden": "msprobe"}
+    verdict = next(f for f in findings if f["rule"] == "verdict")
+    assert verdict["severity"] == "error" and verdict["title"].startswith("the step diverges") and \
+        verdict["title"].endswith("on 2 of 8 ranks")
+    first = next(f for f in findings if f["rule"] == "first_call")
+    assert first["op"] == msprobesim.FAULT_CALL and "step 0 rank 2" in first["title"]
+    assert "step 1 rank 2 at " + msprobesim.FAULT_CALL in first["text"] and "step 0 rank 0" in first["text"]
+    rules = {f["rule"] for f in findings}
+    assert not rules & {"ms.all_pass", "introduced"}  # no cosine to speak of; op names repeat across ranks
+
+    # one call off in the middle of a statistics dump, the step's last call clean: no "model passes"
+    for side in ("npu", "golden"):
+        _synthetic_statistics(tmp_path / side / "one" / "step0" / "rank0", 50, seed=3)
+    doc_path = tmp_path / "npu" / "one" / "step0" / "rank0" / "dump.json"
+    doc = json.loads(doc_path.read_text())
+    doc["data"]["Functional.linear.21.forward"]["output"][0]["Max"] *= 10
+    doc_path.write_text(json.dumps(doc))
+    r = accuscope("compare", "--npu", tmp_path / "npu" / "one", "--golden", tmp_path / "golden" / "one",
+                  "--out", tmp_path / "one", "--advisor", "--json")
+    findings = json.loads(r.stdout)["findings"]
+    verdict = next(f for f in findings if f["rule"] == "verdict")
+    assert verdict["severity"] == "error" and "1 of " in verdict["title"], verdict
+    assert next(f for f in findings if f["rule"] == "first_call")["op"] == "Functional.linear.21.forward"
+    assert not any("passes" in f["title"] or f["rule"] == "ms.all_pass" for f in findings)

@@ -250,8 +250,21 @@ def compare_ranks_and_report(spec: engine.CompareSpec, args) -> int:
     if not_done:
         say(f"[bold yellow]⚠ warning:[/] {not_done} ranks not compared: re-run the same command to compare them "
             "(finished ranks are kept)", soft_wrap=True)
+    advice = None
+    if args.advisor:
+        from ..engine.diagnose.advisor import advise
+        from .advise import print_advice
+        advice = advise(args.out, workers=args.workers)
+        if not args.json:
+            print_advice(advice)
     if args.json:
-        sys.stdout.write(json.dumps({"task": str(args.out), "rows": run.rows, "failing": run.failing,
-                                     "lost": run.lost, "resumed": run.resumed, "problems": run.problems,
-                                     "ranks": run.results}, indent=1, ensure_ascii=False) + "\n")
+        summary = summarize(run.table, spec.thresholds) if run.table is not None else None
+        sides = next((r["sides"] for r in done if r.get("sides")), {})
+        sys.stdout.write(json.dumps({
+            "task": str(args.out), "sides": sides, "rows": run.rows, "failing": run.failing,
+            "first_failing": first_failing_json(run.table, summary) if summary is not None else None,
+            "lost": run.lost, "resumed": run.resumed, "problems": run.problems, "ranks": run.results,
+            "verdict": None if advice is None or advice.primary is None else advice.primary.to_dict(),
+            "findings": [] if advice is None else [f.to_dict() for f in advice.findings]},
+            indent=1, ensure_ascii=False) + "\n")
     return ExitCode.FINDINGS if args.fail_on_error and (run.failing or not_done) else ExitCode.OK

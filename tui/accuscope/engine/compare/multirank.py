@@ -34,6 +34,7 @@ class RankResult:
     error: str = ""
     state: str = "done"  # done, failed (unusable input: error), lost (worker gone: error)
     seconds: float = 0.0
+    sides: dict = field(default_factory=dict)  # the kind of source of each side: {"npu": "msprobe", ...}
 
 
 def pair_ranks(npu: str, golden: str) -> tuple[list[Rank], list[str]]:
@@ -83,10 +84,12 @@ def compare_rank(spec: engine.CompareSpec, rank: Rank) -> RankResult:
         fast = statcolumns.compare(one)  # statistics of two clean dump.json: as columns
         if fast is not None:
             (table, coverage), problems = fast, []
+            result.sides = {"npu": statcolumns.KIND, "golden": statcolumns.KIND}
         else:
             plan = engine.plan(one)
             table = engine.execute(plan, workers=1)
             coverage, problems = plan.coverage, plan.problems
+            result.sides = {"npu": plan.npu.kind, "golden": plan.golden.kind}
     except SourceError as exc:
         result.state, result.error = "failed", str(exc)
     else:

@@ -25,6 +25,9 @@ from accuscope.engine.sources.registry import detect
 from accuscope.engine.sources.tensor import OUTPUT, SourceError
 
 
+KIND = msprobe.KIND  # the kind of source both sides are when the columns compare them
+
+
 def applies(spec: CompareSpec) -> bool:
     """The comparison asks for nothing the columns do not hold (the dumps decide the rest)."""
     if (spec.mapping or spec.op_range or spec.ops or spec.custom_dir or spec.model or spec.npu_model

@@ -34,6 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
+from accuscope.engine.compare.columns import COMPUTED_FLOATS
 from accuscope.engine.compare.thresholds import RECORDED_KEYS, recorded_text
 from accuscope.engine.diagnose import firstdiff
 from accuscope.engine.diagnose.advice import (
@@ -118,6 +119,14 @@ class _Run:
         if self.task.info.foreign or not self.task.info.names_dumps:
             self.notes.append("the task does not name its dumps: no re-run, overflow scan or input diagnosis, "
                               "only the table's numbers")
+            return
+        if not any(k in self.table.present for k in COMPUTED_FLOATS):
+            self.notes.append("statistics or checksums only (no tensor data compared): no re-run, overflow scan "
+                              "or input diagnosis")
+            return
+        if self.task.meta.get("multirank"):
+            self.notes.append("a task of several ranks: re-runs, the overflow scan and the input diagnosis open "
+                              "one rank's dumps (compare it alone with --step and --rank)")
             return
         try:
             self.plan = self.task.plan
@@ -232,8 +241,10 @@ def advise(task_folder: str | os.PathLike | Task, framework_model: str | os.Path
     findings += _preprocess(run, net_inputs)
     findings += _nonfinite_origin(run, origins)
     findings += _first_call(run)
-    findings += _introduced(run, origins, net_inputs, findings)
-    drift = _drift(run, origins)
+    # several ranks hold the same op names: which op introduced the error is first_call's, rank by rank
+    one_run = len(firstdiff.groups(run.table)) == 1
+    findings += _introduced(run, origins, net_inputs, findings) if one_run else []
+    drift = _drift(run, origins) if one_run else []
     if drift:  # the many small introductions are the drift, not one culprit
         findings = [replace(f, severity="warning", title=f"{f.op} introduced the most error, but no single op "
                             "explains the output") if f.rule == "introduced" else f for f in findings]
@@ -340,6 +351,8 @@ def _first_hit(rows: list[int], count: Callable[[int], int], run: _Run, stage: s
 def _verdict(run: _Run) -> Finding:
     """The verdict on the model itself, judged on its real outputs: pass, fail (which output, which
     metric, how badly) or unknown (no output compared, and why). Everything else is read in its light."""
+    if _is_msprobe(run):
+        return _step_verdict(run)
     c = run.c
     outputs = [int(r) for r in np.flatnonzero(c["is_output"] & ~c["is_npu_only"])]
     measured = [r for r in outputs if any(not math.isnan(run.table.numbers(k)[r]) for k in run.table.metric_keys)
@@ -366,6 +379,39 @@ def _verdict(run: _Run) -> Finding:
     return _finding(run, "verdict", "info", None, f"the model passes: {len(measured)} network output(s) meet the "
                     f"thresholds (worst cos {_f4(c['cos'][worst])})",
                     "Deviations of single ops below are local: they do not reach the outputs beyond the thresholds.", ev)
+
+
+def _step_verdict(run: _Run) -> Finding:
+    """msprobe dumps hold the calls of a training or inference step, not a model whose outputs decide:
+    a call that diverges need not reach the step's last call (a gradient, a rank's shard), so the step
+    is judged on every tensor compared, and passes only when none fails."""
+    done = firstdiff.compared(run.table)
+    compared = int(done.sum())
+    skipped = run.n - compared
+    if not compared:
+        return _finding(run, "verdict", "warning", None, "verdict unknown: no tensor was compared",
+                        "No row holds a statistic, a checksum or a metric (the reasons column says why for each); "
+                        "no row below is a verdict on the step.", {"rows": run.n})
+    failing = np.flatnonzero(run.fail & done)
+    not_seen = f" {skipped:,} rows were not compared (their reasons say why)." if skipped else ""
+    ev = {"compared": compared, "failing": int(failing.size), "not_compared": skipped}
+    if not failing.size:
+        run.outcome = "pass"
+        return _finding(run, "verdict", "info", None, f"the step matches: all {compared:,} compared tensors meet "
+                        "the thresholds", "Every call's compared tensors agree with the reference." + not_seen, ev)
+    run.outcome = "fail"
+    found = firstdiff.by_rank(run.table)
+    row = found[0].row if found else int(failing[0])
+    groups = firstdiff.groups(run.table)
+    bad_groups = sum(1 for _, rows in groups if run.fail[rows].any()) if groups[0][0] else 0
+    spread = f" on {bad_groups} of {len(groups)} ranks" if bad_groups and len(groups) > 1 else ""
+    start = (f"It starts at {found[0].call}{' on ' + found[0].where if found[0].where else ''} (the first_call "
+             "finding below)." if found else "No call has agreeing inputs and failing outputs: the first call "
+             f"compared already differs ({run.c['tensor'][row]}); check what the step was fed (inputs, weights, "
+             "random seeds).")
+    return _finding(run, "verdict", "error", row, f"the step diverges: {failing.size:,} of {compared:,} compared "
+                    f"tensors fail{spread}", "An msprobe dump holds the calls of a step, so the step is judged on "
+                    f"every call, not on its last one. {start}{not_seen}", ev)
 
 
 def _in_light_of_verdict(run: _Run, findings: list[Finding]) -> list[Finding]:
@@ -536,6 +582,8 @@ def _mindstudio(run: _Run, overflow, net_inputs: list[int]) -> list[Finding]:
         has_cos = ~np.isnan(c["cos"])
         below = (has_cos & (c["cos"] < thr)) | (run.nonfinite & ~run.exempt)
     if not below.any():
+        if not has_cos.any():  # statistics or checksums only: nothing to say about cosines
+            return []
         others = int(run.fail.sum())
         extra = (f" ({others} rows break other thresholds: the origin column says which ops made their error.)"
                  if others else "")
@@ -567,27 +615,37 @@ def _mindstudio(run: _Run, overflow, net_inputs: list[int]) -> list[Finding]:
                      "application's result is wrong.", ev)]
 
 
+def _is_msprobe(run: _Run) -> bool:
+    kind = (run.task.meta.get("sides") or {}).get("npu")
+    if kind == "ranks":  # a rank tree an earlier accuscope compared: what its folders hold
+        from accuscope.engine.sources.registry import detect
+        try:
+            kind = detect(str(run.task.meta.get("npu", ""))).kind
+        except (SourceError, OSError):
+            return False
+    return kind == "msprobe"
+
+
 def _first_call(run: _Run) -> list[Finding]:
     """msprobe dumps (calls of a training/LLM step): the first call whose inputs agree and outputs
     do not, per rank, and across ranks when the task holds several."""
-    if (run.task.meta.get("sides") or {}).get("npu") != "msprobe":
+    if not _is_msprobe(run):
         return []
     found = firstdiff.by_rank(run.table)
     if not found:
         return []
     first = found[0]
-    where = f" on rank {first.rank}" if first.rank else ""
+    where = f" on {first.where}" if first.where else ""
     api = first.call.split(".")[1] if first.call.count(".") >= 2 else first.call
     text = (f"Its inputs agree with the reference and its outputs do not: the difference starts here{where} "
             f"(call {first.position + 1} of the step); every later call inherits it. Next: dump this call's "
             f"tensors only (msprobe config `list: [{api}]`, task tensor) and compare them, or read its code "
             "path on the NPU side.")
-    if len(found) > 1 or run.table.columns.get("rank") is not None:
-        ranks = run.table.columns.get("rank")
-        every = list(dict.fromkeys(ranks.tolist())) if ranks is not None else []
-        clean = [str(r) for r in every if str(r) not in {d.rank for d in found}]
-        text += (f" Ranks diverging: {', '.join(f'{d.rank} at {d.call}' for d in found)}"
-                 + (f"; ranks agreeing everywhere: {', '.join(clean)}" if clean else "") + ".")
+    if first.where:
+        diverging = {d.rank for d in found}
+        clean = [firstdiff.where(label) for label, _ in firstdiff.groups(run.table) if label not in diverging]
+        text += (f" Diverging: {', '.join(f'{d.where} at {d.call}' for d in found)}"
+                 + (f"; agreeing everywhere: {', '.join(clean)}" if clean else "") + ".")
     evidence = {"call": first.call, "position": first.position, "rank": first.rank,
                 "ranks": [{"rank": d.rank, "call": d.call, "row": d.row} for d in found]}
     return [_finding(run, "first_call", "error", first.row, f"{first.call}{where} is the first call that diverges",

@@ -19,13 +19,22 @@ from accuscope.engine.compare.results import ResultTable
 
 @dataclass(frozen=True)
 class Divergence:
-    rank: str  # "" when the table holds one rank
+    rank: str  # which rank: "" when the table holds one; "step 1 rank 2" when it holds several steps
     row: int  # the first failing output row of the call
     call: str
     position: int  # the call's position in its rank's execution order (0-based)
 
+    @property
+    def where(self) -> str:
+        return where(self.rank)
 
-def _compared(table: ResultTable) -> np.ndarray:
+
+def where(label: str) -> str:
+    """A group's label in words: "rank 2", "step 1 rank 2", or "" (the table holds one rank)."""
+    return label if not label or label.startswith("step") else f"rank {label}"
+
+
+def compared(table: ResultTable) -> np.ndarray:
     """Rows with a comparison result: a metric, a statistic or a checksum, not only a reason."""
     c = table.columns
     done = np.zeros(len(table), dtype=bool)
@@ -37,32 +46,58 @@ def _compared(table: ResultTable) -> np.ndarray:
     return done
 
 
-def first_divergence(table: ResultTable, rows: np.ndarray | None = None) -> Divergence | None:
-    """The first call among `rows` (default: all, in order) whose inputs agree and outputs do not."""
+def first_divergence(table: ResultTable, rows: np.ndarray | None = None,
+                     done: np.ndarray | None = None) -> Divergence | None:
+    """The first call among `rows` (default: all, in order) whose inputs agree and outputs do not
+    (`done`: compared(table), when the caller has it)."""
     c = table.columns
-    order = np.arange(len(table)) if rows is None else rows
-    fail, compared = c["fail"], _compared(table)
-    calls: dict[str, list[int]] = {}
-    for r in order.tolist():
-        calls.setdefault(c["npu_op"][r], []).append(r)
-    for position, (call, members) in enumerate(calls.items()):
-        inputs = [r for r in members if c["io"][r] == "input"]
-        outputs = [r for r in members if c["io"][r] != "input"]
-        bad = [r for r in outputs if fail[r]]
-        if bad and not any(fail[r] for r in inputs) and all(compared[r] for r in inputs):
-            return Divergence("", bad[0], call, position)
-    return None
+    order = np.arange(len(table)) if rows is None else np.asarray(rows)
+    if not len(order):
+        return None
+    done = compared(table) if done is None else done
+    calls, first_at, call_of = np.unique(c["npu_op"][order], return_index=True, return_inverse=True)
+    is_input = c["io"][order] == "input"
+    fail, seen = c["fail"][order], done[order]
+    n = len(calls)
+
+    def per_call(mask: np.ndarray) -> np.ndarray:
+        return np.bincount(call_of[mask], minlength=n) > 0
+    starts = per_call(~is_input & fail) & ~per_call(is_input & fail) & ~per_call(is_input & ~seen)
+    if not starts.any():
+        return None
+    candidates = np.flatnonzero(starts)
+    j = candidates[np.argmin(first_at[candidates])]
+    row = int(order[np.flatnonzero((call_of == j) & ~is_input & fail)[0]])
+    return Divergence("", row, str(calls[j]), int((first_at < first_at[j]).sum()))
+
+
+def groups(table: ResultTable) -> list[tuple[str, np.ndarray]]:
+    """The table's ranks (and steps, when it holds several) as (label, rows), in order; one group
+    labelled "" when it has no step or rank columns."""
+    c = table.columns
+
+    def known(key: str) -> np.ndarray | None:
+        col = c.get(key)
+        if col is None or (col.dtype.kind in "iu" and not (col >= 0).any()):  # ResultTable's -1: none
+            return None
+        return col
+    ranks, steps = known("rank"), known("step")
+    n = len(table)
+    if ranks is None and steps is None:
+        return [("", np.arange(n))]
+    ranks = ranks if ranks is not None else np.full(n, -1)
+    steps = steps if steps is not None else np.full(n, -1)
+    several_steps = len(set(steps.tolist())) > 1
+    return [(f"step {step} rank {rank}" if several_steps else str(rank), np.flatnonzero((steps == step) & (ranks == rank)))
+            for step, rank in dict.fromkeys(zip(steps.tolist(), ranks.tolist()))]
 
 
 def by_rank(table: ResultTable) -> list[Divergence]:
-    """The first divergence of each rank (the table's `rank` column when it has one), earliest call first."""
-    ranks = table.columns.get("rank")
-    if ranks is None or (ranks.dtype.kind in "iu" and not (ranks >= 0).any()):  # ResultTable's rank: -1 = none
-        found = first_divergence(table)
-        return [found] if found is not None else []
+    """The first divergence of each rank and step (see groups), earliest call first."""
+    done = compared(table)
     out = []
-    for rank in dict.fromkeys(ranks.tolist()):
-        found = first_divergence(table, np.flatnonzero(ranks == rank))
+    for label, rows in groups(table):
+        found = first_divergence(table, rows, done)
         if found is not None:
-            out.append(Divergence(str(rank), found.row, found.call, found.position))
+            out.append(Divergence(label, found.row, found.call, found.position))
     return sorted(out, key=lambda d: (d.position, d.rank))

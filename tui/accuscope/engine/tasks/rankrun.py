@@ -90,7 +90,7 @@ def _record(result: RankResult) -> dict:
             "rel": result.rank.rel, "rows": len(t) if t is not None else 0,
             "failing": int(t.columns["fail"].sum()) if t is not None else 0, "worker": result.worker,
             "seconds": round(result.seconds, 3), "error": result.error, "problems": result.problems[:100],
-            "coverage_warnings": (result.coverage or {}).get("warnings", [])}
+            "coverage_warnings": (result.coverage or {}).get("warnings", []), "sides": result.sides}
 
 
 def run_ranks(spec: engine.CompareSpec, folder: str | os.PathLike, cluster: str | None = None,
@@ -220,6 +220,13 @@ def load_ranks(folder: str | os.PathLike, records: dict,
     return ResultTable.concat(list(rank_tables(folder, records, warnings, held))), warnings
 
 
+def _sides(records: dict) -> dict:
+    """The kind of source of each side, as the ranks were read (msprobe, npy ...): the advisor's rules
+    depend on it; "ranks" when no rank says (none compared, or recorded by an earlier accuscope)."""
+    kinds = [r["sides"] for r in records.values() if isinstance(r.get("sides"), dict) and r["sides"]]
+    return {side: kinds[0].get(side, "ranks") if kinds else "ranks" for side in ("npu", "golden")}
+
+
 def _finish(folder: Path, spec: engine.CompareSpec, run: RanksRun, fields: dict) -> None:
     records = run.results
     run.rows = sum(r["rows"] for r in records.values())
@@ -227,7 +234,7 @@ def _finish(folder: Path, spec: engine.CompareSpec, run: RanksRun, fields: dict)
     lost = [f"{r['rel']}: {r['state']}: {r['error']}" for r in records.values() if r["state"] != "done"]
     meta = {**fields, "tool": f"accuscope {__version__}", "created": datetime.now().isoformat(timespec="seconds"),
             "problems": run.problems + lost + [p for r in records.values() for p in r.get("problems", [])][:1000],
-            "state": "done", "error": "", "ranks": records, "sides": {"npu": "ranks", "golden": "ranks"},
+            "state": "done", "error": "", "ranks": records, "sides": _sides(records),
             "coverage": {"warnings": [f"{len(lost)} of {len(records)} ranks not compared (task.json `ranks`)"]
                          if lost else []}}
     if run.rows > COLUMNAR_ROWS:
