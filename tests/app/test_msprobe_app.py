@@ -121,3 +121,14 @@ def test_the_new_task_form_checks_step_rank_and_runs_a_rank_tree_rank_by_rank(de
     drive(AccuscopeApp(ws), script, size=(140, 40))
     meta = load_task(ws / "all-ranks").meta
     assert meta["state"] == "done" and len(meta["ranks"]) == 8 and meta["stats_only"] is True
+
+
+def test_the_demo_rows_stack_names_the_line_of_the_demo_model_that_made_the_call(demo_ws):
+    async def script(pilot):
+        table = await open_task(pilot)
+        assert table.move_to(table.table.columns["npu_op"].tolist().index(msprobesim.FAULT_CALL))
+        await pilot.press("D")
+        await wait_for(pilot, lambda: "call stack" in screen_text(pilot.app))
+        text = screen_text(pilot.app)
+        assert "msprobesim.py, line" in text and "in attention" in text and 'd.call("Mint.matmul"' in text
+    drive(AccuscopeApp(demo_ws, open_path=demo_ws / TASK), script, size=(160, 50))

@@ -124,3 +124,20 @@ def test_dump_writes_golden_folder_that_inspect_reads(cls_model, tmp_path):
     assert r.returncode == 0 and "dump (npy)" in r.stdout and "tensors 259" in r.stdout
     r = accuscope("dump", cls_model, "--out", tmp_path / "h", "--input", "y=nothere.npy")
     assert r.returncode == 2 and "nothere.npy" in r.stderr
+
+
+def test_error_text_from_data_is_printed_as_is_not_as_markup_or_emoji(tmp_path):
+    """`:zero:` or `[bold]` in a name reach the terminal literally (rich's emoji codes and markup off)."""
+    missing = tmp_path / "local:zero:[bold]x[/]"
+    r = accuscope("inspect", missing)
+    assert r.returncode == 2
+    assert f"{missing}" in r.stderr and "0️⃣" not in r.stderr
+
+
+def test_cluster_address_in_the_error_is_the_one_given(tmp_path):
+    pytest.importorskip("distributed")
+    from accuscope.engine.demo.ranktree import write_rank_tree
+    npu, golden = write_rank_tree(tmp_path, ranks=1, tensors=1)
+    r = accuscope("compare", "--npu", npu, "--golden", golden, "--out", tmp_path / "t", "--cluster", "local:zero")
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert "--cluster local:zero: give tcp://HOST:PORT or local:N" in r.stderr

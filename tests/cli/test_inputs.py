@@ -18,9 +18,9 @@ from appkit import drive, screen_text
 
 
 def _parser(module) -> argparse.ArgumentParser:
-    root = argparse.ArgumentParser()
-    module.register(root.add_subparsers())
-    return root._subparsers._group_actions[0].choices[module.__name__.rsplit(".", 1)[1]]
+    parser = argparse.ArgumentParser()
+    module.register(parser)
+    return parser
 
 
 def _flags(parser) -> set[str]:

@@ -113,3 +113,10 @@ def test_a_task_without_a_framework_model_is_exit_2_naming_what_is_missing(tmp_p
     assert "Traceback" not in r.stderr and not (tmp_path / "nd.json").exists()
     r = accuscope("overlay", tmp_path / "t", "--out", tmp_path / "nd.json", "--framework-model", tmp_path / "no.onnx")
     assert r.returncode == 2 and "no.onnx: no such framework model file" in r.stderr
+
+
+def test_an_unknown_metric_is_named_as_overlay_asks_for_it(demo_ws, tmp_path):
+    r = accuscope("overlay", demo_ws / MAIN.name, "--out", tmp_path / "nd.json", "--metric", "coss")
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert "--metric: unknown metric 'coss' to colour the graph by; did you mean cos?" in r.stderr
+    assert "threshold" not in r.stderr and not (tmp_path / "nd.json").exists()

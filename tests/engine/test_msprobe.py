@@ -3,10 +3,12 @@ tests/fixtures/msprobe/make_fixtures.py), .pt read without torch, statistics and
 the first diverging call, the multi-rank demo, and bad input."""
 from __future__ import annotations
 
+import ast
 import json
 import math
 import os
 import pickle
+import re
 import shutil
 import subprocess
 import sys
@@ -403,6 +405,43 @@ def test_construct_json_is_the_graph_panes_module_hierarchy(tmp_path):
     assert msprobesim.FAULT_CALL in {n.name for n in inside} and len(inside) == 17
     assert g.node(msprobesim.FAULT_CALL).attrs["depth"] == 2
     assert open_side(str(FIX / "cand"), rank=0).modules.nodes[0].name == "Tensor.__mul__.0.forward"
+
+
+STACK_LINE = re.compile(r"File (?P<path>.+), line (?P<line>\d+), in (?P<function>[\w<>]+), \n (?P<source>.+)")
+
+
+def test_the_demo_stack_json_is_msprobes_and_names_the_lines_of_the_demo_model_that_made_each_call(tmp_path):
+    """stack.json as msprobe's dumper writes it (`{"0": [[calls], [lines]]}`, calls made from one
+    stack share an entry; each line as in the real fixtures), every frame a real line of the demo's
+    forward code: that file, that line's source, inside that function, from `write` inwards."""
+    real = json.loads((FIX / "cand_md5" / "step0" / "rank0" / "stack.json").read_text())
+    assert all(STACK_LINE.fullmatch(line) for _, lines in real.values() for line in lines)  # the shape copied
+    msprobesim.write(str(tmp_path), ranks=1, steps=1)
+    folder = tmp_path / "step0" / "rank0"
+    doc = json.loads((folder / "stack.json").read_text())
+    assert list(doc) == [str(i) for i in range(len(doc))] and all(len(v) == 2 for v in doc.values())
+    calls = [c for names, _ in doc.values() for c in names]
+    assert sorted(calls) == sorted(json.loads((folder / "dump.json").read_text())["data"])  # each call once
+    source = Path(msprobesim.__file__).read_text().splitlines()
+    spans = {}  # function name -> the line spans of every def or lambda of that name
+    for node in ast.walk(ast.parse("\n".join(source))):
+        if isinstance(node, (ast.FunctionDef, ast.Lambda)):
+            spans.setdefault(getattr(node, "name", "<lambda>"), []).append((node.lineno, node.end_lineno))
+    stacks, why = msprobe.stacks(str(tmp_path))
+    assert why == "" and set(stacks) == set(calls)
+    for call, lines in stacks.items():
+        frames = [STACK_LINE.fullmatch(line) for line in lines]
+        assert all(frames) and len(frames) >= 2, (call, lines)
+        for f in frames:
+            n = int(f["line"])
+            assert os.path.samefile(f["path"], msprobesim.__file__) and f["source"] == source[n - 1].strip()
+            assert any(a <= n <= b for a, b in spans[f["function"]]), (call, f["function"], n)
+        assert frames[-1]["function"] == "write" and "run_rank(" in frames[-1]["source"]
+        api = call.split(".")[0] + "." + call.split(".")[1] if not call.startswith("Cell.") else "d.module("
+        assert api in frames[0]["source"], (call, frames[0]["source"])  # the line that made this call
+    fault = STACK_LINE.fullmatch(stacks[msprobesim.FAULT_CALL][0])
+    assert fault["function"] == "attention" and fault["source"].startswith('scores = d.call("Mint.matmul"')
+    assert stacks["Functional.linear.0.forward"] == stacks["Functional.linear.6.forward"]  # q of both blocks
 
 
 def test_stack_json_gives_each_calls_stack_bounded_and_politely_failing(tmp_path, monkeypatch):

@@ -166,3 +166,44 @@ def test_column_store_reads_back_what_the_ranks_held_page_by_page(tmp_path):
     assert (ops == "conv").tolist() == [True, False, False] and int(paged.filter_mask("rank == 1 and cos < 0.2").sum()) == 1
     with pytest.raises(IndexError):
         ops[3]
+
+
+def test_a_plugin_column_only_some_ranks_have_is_in_the_column_store_empty_where_missing(tmp_path, monkeypatch):
+    """Rank 1 fails on the first run (rank 0 gets the plugin's MaxAbs column); the user fixes it and
+    swaps the plugin for another (Peak); the resumed run keeps rank 0 as it was. The store holds both
+    columns, "" where a rank did not compute one, and is read as such (no merging of rank files)."""
+    npu, golden = write_rank_tree(tmp_path, ranks=2, tensors=6)
+    monkeypatch.setattr(rankrun, "COLUMNAR_ROWS", 5)
+    plugins = tmp_path / "plugins" / "algorithm"
+    plugins.mkdir(parents=True)
+    body = ("import numpy as np\n"
+            "def compare(my_output_dump_data, ground_truth_dump_data, args):\n"
+            "    return f'{float(np.abs(my_output_dump_data).max()):.3f}', ''\n")
+    (plugins / "alg_MaxAbs.py").write_text(body)
+    hidden = golden / "step0" / "rank1"
+    for f in hidden.iterdir():
+        f.rename(f.with_name("other." + f.name))  # nothing pairs in rank 1
+    spec, folder = engine.CompareSpec(str(npu), str(golden), custom_dir=str(plugins.parent)), tmp_path / "t"
+    first = rankrun.run_ranks(spec, folder, workers=1)
+    assert [r["state"] for r in first.results.values()] == ["done", "failed"]
+    for f in hidden.iterdir():
+        f.rename(f.with_name(f.name.removeprefix("other.")))
+    (plugins / "alg_MaxAbs.py").rename(plugins / "alg_Peak.py")
+    again = rankrun.run_ranks(spec, folder, workers=1)
+    assert again.resumed == ["step0_rank0"] and again.rows == 12 and not again.problems
+    table = read_columns(folder)  # the store itself, not a merge of the rank files
+    assert table.custom == ["MaxAbs", "Peak"] and len(table) == 12
+    max_abs, peak = table.columns["MaxAbs"].tolist(), table.columns["Peak"].tolist()
+    assert all(float(v) > 0 for v in max_abs[:6]) and max_abs[6:] == [""] * 6
+    assert peak[:6] == [""] * 6 and all(float(v) > 0 for v in peak[6:])
+    assert np.isfinite(table.columns["cos"]).all() and table.columns["rank"].tolist() == [0] * 6 + [1] * 6
+    task = load_task(folder)
+    assert task.meta["columnar"] is True and isinstance(task.table.columns["Peak"], PagedText)
+
+
+def test_a_rank_without_rows_adds_nothing_to_the_column_store(tmp_path):
+    from accuscope.engine.compare.results import ResultTable
+    a = ResultTable.from_rows([{"npu_op": "conv", "tensor": "conv:output:0", "cos": 0.5, "rank": 0}], ["X"])
+    empty = ResultTable.empty(["X"])
+    assert write_columns(tmp_path, [a, empty, a]) == 2
+    assert read_columns(tmp_path).columns["npu_op"].tolist() == ["conv", "conv"]

@@ -10,13 +10,9 @@ import sys
 # threads on its chunk-sized dot products made the in-process comparison 1.35x slower (measured).
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-from rich.console import Console
-
 from . import __version__
-from .commands import COMMANDS
-from .commands.common import show
-from .engine.sources.tensor import SourceError
-from .engine.tasks.task import unwritable
+from .commands import COMMANDS, options
+from .commands.common import err, show
 from .exitcode import ExitCode
 
 
@@ -34,6 +30,16 @@ def _report_to() -> str:
     return "to the accuscope maintainers (the issue tracker of wherever you installed it from)"
 
 
+class _Commands(argparse._SubParsersAction):
+    """The subcommands, each parser filled with its options only when argparse meets its name: only
+    the command given is imported (`accuscope --help` lists them all from COMMANDS)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        if values and values[0] in self.choices:
+            options(values[0], self.choices[values[0]])
+        super().__call__(parser, namespace, values, option_string)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="accuscope",
@@ -44,9 +50,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--workspace", help="folder whose tasks the app lists (default: $ACCUSCOPE_WORKSPACE, "
                                             "else ~/.local/share/accuscope)")
     parser.add_argument("--debug", action="store_true", help="on an internal error, show the Python traceback")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module in COMMANDS:
-        module.register(sub)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", action=_Commands)
+    for command in COMMANDS:
+        sub.add_parser(command.name, help=command.help)
     return parser
 
 
@@ -64,28 +70,29 @@ def main(argv: list[str] | None = None) -> int:
     one-line message; any other exception is 3 with one line saying it is a bug (--debug: traceback)."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    console = Console(stderr=True, highlight=False)
     if args.command is not None:
         signal.signal(signal.SIGTERM, _terminate)  # the app handles its own signals
     try:
         return int(args.handler(args) if args.command is not None else _app(args))
     except KeyboardInterrupt:
-        console.print("interrupted")
+        err.print("interrupted")
         return ExitCode.INTERRUPTED
     except BrokenPipeError:  # the reader went away (`accuscope show T | head`): not a failure of ours
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing more to flush at exit
         return ExitCode.PIPE_CLOSED
     except Exception as exc:  # noqa: BLE001 - the one place every failure ends
+        from .engine.sources.tensor import SourceError
+        from .engine.tasks.task import unwritable
         known = exc if isinstance(exc, SourceError) else unwritable(exc, getattr(exc, "filename", None) or "")
         if known is not None:
-            console.print(f"[bold red]error:[/] {show(known)}", soft_wrap=True)
+            err.print(f"[bold red]error:[/] {show(known)}", soft_wrap=True)
             return ExitCode.UNUSABLE
         if args.debug:
-            console.print_exception()
-        console.print(f"[bold red]internal error:[/] {show(type(exc).__name__)}: {show(exc)} - this is a bug "
-                      f"in accuscope {__version__}; please report it {_report_to()} "
-                      f"({'with the traceback above' if args.debug else 'run again with --debug for the traceback'})",
-                      soft_wrap=True)
+            err.print_exception()
+        err.print(f"[bold red]internal error:[/] {show(type(exc).__name__)}: {show(exc)} - this is a bug "
+                  f"in accuscope {__version__}; please report it {_report_to()} "
+                  f"({'with the traceback above' if args.debug else 'run again with --debug for the traceback'})",
+                  soft_wrap=True)
         return ExitCode.INTERNAL
 
 

@@ -15,14 +15,12 @@ from .common import first_failing_json, out, show, with_status
 MARKS = {"error": "[bold red]✗ error  [/]", "warning": "[yellow]! warning[/]", "info": "[cyan]i info   [/]"}
 
 
-def register(sub) -> None:
-    p = sub.add_parser(
-        "advise", help="name the operator that introduced the error and the likely cause",
-        description="Read a finished task and apply MindStudio's expert rules (float16 overflow, inconsistent "
-                    "input, global verdict on the real network outputs) plus ours: which failing op introduced "
-                    "its error (each failing op's framework op re-run on the NPU's own inputs with onnxruntime), "
-                    "where NaN/inf first appear, and which preprocessing difference explains disagreeing inputs. "
-                    "Writes TASK_DIR/advice.json. Exit 0: advice given; 2: unusable input.")
+def register(p) -> None:
+    p.description = ("Read a finished task and apply MindStudio's expert rules (float16 overflow, inconsistent "
+                     "input, global verdict on the real network outputs) plus ours: which failing op introduced "
+                     "its error (each failing op's framework op re-run on the NPU's own inputs with onnxruntime), "
+                     "where NaN/inf first appear, and which preprocessing difference explains disagreeing inputs. "
+                     "Writes TASK_DIR/advice.json. Exit 0: advice given; 2: unusable input.")
     p.add_argument("task", metavar="TASK_DIR", help="task folder written by `accuscope compare` (or the demo)")
     p.add_argument("--framework-model", metavar="FILE.onnx",
                    help="framework ONNX model to re-run ops from (default: task.json framework_model, the "

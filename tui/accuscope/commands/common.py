@@ -1,4 +1,7 @@
-"""Small helpers shared by the subcommands: consoles, number formatting, source options."""
+"""Small helpers shared by the subcommands: consoles, number formatting, source options.
+
+Light to import (cli.py does, before it knows the command): the engine is imported where it is used.
+"""
 from __future__ import annotations
 
 import argparse
@@ -8,11 +11,9 @@ from collections import Counter
 from rich.console import Console
 from rich.markup import escape
 
-from ..engine.compare.inputs import inputs
-from ..engine.sources.names import printable
-
-out = Console(highlight=False, soft_wrap=False)
-err = Console(stderr=True, highlight=False)
+# Emoji codes off: rich would turn `:zero:` in data (`local:zero`, an op named `a:smile:b`) into emoji.
+out = Console(highlight=False, soft_wrap=False, emoji=False)
+err = Console(stderr=True, highlight=False, emoji=False)
 
 
 def human_bytes(n: float) -> str:
@@ -36,6 +37,7 @@ def shape_text(shape) -> str:
 def add_inputs(p: argparse.ArgumentParser, *groups: str, optional: tuple[str, ...] = ()) -> None:
     """The comparison inputs of these groups (engine.compare.inputs) as options of `p`; the inputs
     named in `optional` are not required here (something else can stand in for them)."""
+    from ..engine.compare.inputs import inputs
     for item in inputs(*groups):
         def parse(text: str, item=item):
             try:
@@ -63,6 +65,7 @@ def source_options(args) -> dict:
 def show(text) -> str:
     """Data (op names, paths, messages quoting them) made safe for the console: no markup, no
     control characters (an escape sequence in an op name would reach the terminal)."""
+    from ..engine.sources.names import printable
     return escape(printable(str(text)))
 
 
@@ -74,6 +77,7 @@ class Name:
     BREAK = re.compile(r"(?<=[/._\-@:])")
 
     def __init__(self, text: str, suffix: str = "", style: str = ""):
+        from ..engine.sources.names import printable
         self.parts = [p for p in self.BREAK.split(printable(text)) if p]
         self.suffix, self.style = suffix, style
 
@@ -102,6 +106,7 @@ def first_failing_json(table, summary) -> dict | None:
     """The first failing row as the JSON outputs give it (show, compare --json, advise --json)."""
     if summary.first_failing is None:
         return None
+    from ..engine.sources.names import printable
     first = table.row(summary.first_failing)
     return {"row": int(summary.first_failing), "op": printable(str(first["npu_op"])),
             "tensor": printable(str(first["tensor"])), "broken": summary.broken}

@@ -34,17 +34,16 @@ def _numbers(text: str | None) -> list[int] | None:
         raise SourceError(f"{text!r}: give rank and step numbers (3 or rank3) with --cluster") from None
 
 
-def register(sub) -> None:
-    p = sub.add_parser("compare", help="compare two dumps (any format on either side), operator by operator",
-                       description="Compare every tensor of the side under test (--npu) with its counterpart on "
-                                   "the reference side (--golden) and write a task folder (task.json, "
-                                   "MindStudio-compatible result CSV, fast typed copy). Either side may be any "
-                                   "source accuscope reads: an Ascend dump, an npy folder, .npz, Polygraphy JSON, "
-                                   "raw .bin. Exit 0: it ran; 1: with --fail-on-error, some row breaks a "
-                                   "threshold or the comparison saw too little (few pairs, no network output); "
-                                   "2: unusable input (including: nothing paired), an --out that cannot hold the task, "
-                                   "or the task is running; 3: a bug in accuscope; 130: cancelled (Ctrl+C or "
-                                   "SIGTERM; the previous result is kept).")
+def register(p) -> None:
+    p.description = ("Compare every tensor of the side under test (--npu) with its counterpart on "
+                     "the reference side (--golden) and write a task folder (task.json, "
+                     "MindStudio-compatible result CSV, fast typed copy). Either side may be any "
+                     "source accuscope reads: an Ascend dump, an npy folder, .npz, Polygraphy JSON, "
+                     "raw .bin. Exit 0: it ran; 1: with --fail-on-error, some row breaks a "
+                     "threshold or the comparison saw too little (few pairs, no network output); "
+                     "2: unusable input (including: nothing paired), an --out that cannot hold the task, "
+                     "or the task is running; 3: a bug in accuscope; 130: cancelled (Ctrl+C or "
+                     "SIGTERM; the previous result is kept).")
     p.add_argument("source", nargs="?", help="one file holding both sides: a Polygraphy JSON with two runners "
                                              "(the second is compared against the first), a tpu-mlir "
                                              "{name}_actual/_desired npz")

@@ -13,14 +13,13 @@ from ..exitcode import ExitCode
 from .common import add_source_options, err, out, source_options
 
 
-def register(sub) -> None:
-    p = sub.add_parser("convert", help="write a dump's tensors in logical layout as .npy or .bin",
-                       description="Write every tensor of an NPU dump (device layouts converted back to "
-                                   "NCHW/ND, padding cropped) or golden dump as one file per tensor. "
-                                   "NPU tensors are named {dump file}.{input|output}.{i}; golden ones "
-                                   "[input_]{op}.{index}.{timestamp}. With --to bin, tensors.json records "
-                                   "shapes and dtypes. Exit 0: all written; 1: some tensors failed; "
-                                   "2: nothing usable.")
+def register(p) -> None:
+    p.description = ("Write every tensor of an NPU dump (device layouts converted back to "
+                     "NCHW/ND, padding cropped) or golden dump as one file per tensor. "
+                     "NPU tensors are named {dump file}.{input|output}.{i}; golden ones "
+                     "[input_]{op}.{index}.{timestamp}. With --to bin, tensors.json records "
+                     "shapes and dtypes. Exit 0: all written; 1: some tensors failed; "
+                     "2: nothing usable.")
     p.add_argument("path")
     p.add_argument("--out", required=True, help="output folder (created)")
     p.add_argument("--to", choices=FORMATS, default="npy")

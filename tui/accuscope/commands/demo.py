@@ -16,15 +16,14 @@ from ..exitcode import ExitCode
 from .common import err, out
 
 
-def register(sub) -> None:
+def register(p) -> None:
     names = ", ".join(t.name for t in TASKS)
-    p = sub.add_parser("demo", help="build a workspace of demo comparison tasks with planted faults and open it",
-                       description=f"Build, in a few seconds and the same way every time, a workspace of finished "
-                                   f"comparison tasks ({names}): small real networks, onnxruntime golden dumps, "
-                                   f"Ascend-style float16 NPU dumps with fused ops and the offline-model JSON, and "
-                                   f"planted faults to find (an int4-quantized convolution, a float16 overflow in "
-                                   f"a LayerNorm, an input fed as BGR). Rebuilding replaces only the demo's own "
-                                   f"task folders. Needs onnx and onnxruntime (pip install 'accuscope[onnx]').")
+    p.description = (f"Build, in a few seconds and the same way every time, a workspace of finished "
+                     f"comparison tasks ({names}): small real networks, onnxruntime golden dumps, "
+                     f"Ascend-style float16 NPU dumps with fused ops and the offline-model JSON, and "
+                     f"planted faults to find (an int4-quantized convolution, a float16 overflow in "
+                     f"a LayerNorm, an input fed as BGR). Rebuilding replaces only the demo's own "
+                     f"task folders. Needs onnx and onnxruntime (pip install 'accuscope[onnx]').")
     p.add_argument("--workspace", type=Path, default=argparse.SUPPRESS, metavar="DIR",  # absent: the global one
                    help=f"where to build the tasks (default: {default_workspace()}, i.e. "
                         "$XDG_DATA_HOME/accuscope/demo or ~/.local/share/accuscope/demo)")

@@ -20,11 +20,10 @@ def _assignment(text: str) -> tuple[str, str]:
     return name, value
 
 
-def register(sub) -> None:
-    p = sub.add_parser("dump", help="run an ONNX model with onnxruntime and dump every node output as npy",
-                       description="Run MODEL with onnxruntime, fetching every node output, and write a golden "
-                                   "npy folder in MindStudio naming ({node}.{output}.{timestamp}.npy) plus "
-                                   "model.onnx and dump.json. Works on fp32, fp16 and int8 models alike.")
+def register(p) -> None:
+    p.description = ("Run MODEL with onnxruntime, fetching every node output, and write a golden "
+                     "npy folder in MindStudio naming ({node}.{output}.{timestamp}.npy) plus "
+                     "model.onnx and dump.json. Works on fp32, fp16 and int8 models alike.")
     p.add_argument("model")
     p.add_argument("--out", required=True, help="output folder (must not hold npy files yet)")
     add_input_options(p)

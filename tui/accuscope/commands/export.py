@@ -11,17 +11,16 @@ VERDICT_WORDS = {engine.INSIDE: "INSIDE", engine.UPSTREAM: "UPSTREAM", engine.NO
                  engine.UNKNOWN: "UNKNOWN"}
 
 
-def register(sub) -> None:
-    p = sub.add_parser("export", help="export the ops between two nodes as a runnable submodel with its data",
-                       description="Export every op reachable from --start that leads to --end as a runnable "
-                                   "framework submodel (ONNX; a .prototxt for Caffe models) with its boundary "
-                                   "inputs and outputs from both sides (.npy and .bin), the golden and NPU dumps "
-                                   "of the ops inside and a manifest.json. On an offline-model (atc JSON) task, "
-                                   "names are device ops (a framework op name stands for the device op it was "
-                                   "fused into) and the framework ONNX model comes from task.json or "
-                                   "--framework-model. --retest runs the submodel on the NPU side's inputs and "
-                                   "says whether the error lives inside the region or came from upstream. "
-                                   "Exit 0: exported; 2: unusable input or an invalid selection (with the reason).")
+def register(p) -> None:
+    p.description = ("Export every op reachable from --start that leads to --end as a runnable "
+                     "framework submodel (ONNX; a .prototxt for Caffe models) with its boundary "
+                     "inputs and outputs from both sides (.npy and .bin), the golden and NPU dumps "
+                     "of the ops inside and a manifest.json. On an offline-model (atc JSON) task, "
+                     "names are device ops (a framework op name stands for the device op it was "
+                     "fused into) and the framework ONNX model comes from task.json or "
+                     "--framework-model. --retest runs the submodel on the NPU side's inputs and "
+                     "says whether the error lives inside the region or came from upstream. "
+                     "Exit 0: exported; 2: unusable input or an invalid selection (with the reason).")
     p.add_argument("task", metavar="TASK_DIR", help="task folder (task.json names the dumps and the model)")
     p.add_argument("--start", required=True, action="append", metavar="OP",
                    help="first op of the region (repeatable for several starts)")

@@ -18,11 +18,10 @@ from ..exitcode import ExitCode
 from .common import Name, add_source_options, counts, human_bytes, out, shape_text, source_options
 
 
-def register(sub) -> None:
-    p = sub.add_parser("inspect", help="summarize a dump, golden dump or model and list every problem",
-                       description="Summarize a dump file or folder, golden dump (npy folder, npz, bin, "
-                                   "Polygraphy JSON) or model (ONNX, OM JSON, Caffe prototxt). "
-                                   "Exit 0: clean; 1: problems found; 2: nothing usable.")
+def register(p) -> None:
+    p.description = ("Summarize a dump file or folder, golden dump (npy folder, npz, bin, "
+                     "Polygraphy JSON) or model (ONNX, OM JSON, Caffe prototxt). "
+                     "Exit 0: clean; 1: problems found; 2: nothing usable.")
     p.add_argument("path")
     p.add_argument("--limit", type=int, default=30, help="rows of the tensor/op table (0 = all; default 30)")
     add_source_options(p)

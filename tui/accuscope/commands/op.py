@@ -53,15 +53,13 @@ class _Moved(argparse.Action):
         parser.error("--threshold is NAME=VALUE in compare; the element error bound of `op` is --above C")
 
 
-def register(sub) -> None:
-    p = sub.add_parser(
-        "op", help="detail of one operator's tensor: TopN errors, error distribution, statistics",
-        description="Compare one input or output tensor of one operator of a task element by element: the TopN "
-                    "elements by absolute or relative error (with N C H W coordinates), the share of elements "
-                    "above an error threshold, statistics of both tensors and per-channel cosine. Writes "
-                    "msaccucmp-compatible {op}_{output|input}_{k}_summary.txt, _absolute_error_topn.csv and "
-                    "_relative_error_topn.csv. Elements holding NaN/inf on one side only rank first. "
-                    "Exit 0: done; 2: unusable input (no task, unknown op, index out of range).")
+def register(p) -> None:
+    p.description = ("Compare one input or output tensor of one operator of a task element by element: the TopN "
+                     "elements by absolute or relative error (with N C H W coordinates), the share of elements "
+                     "above an error threshold, statistics of both tensors and per-channel cosine. Writes "
+                     "msaccucmp-compatible {op}_{output|input}_{k}_summary.txt, _absolute_error_topn.csv and "
+                     "_relative_error_topn.csv. Elements holding NaN/inf on one side only rank first. "
+                     "Exit 0: done; 2: unusable input (no task, unknown op, index out of range).")
     p.add_argument("task", metavar="TASK_DIR", help="task folder written by `accuscope compare`")
     p.add_argument("op", metavar="OP_NAME", help="NPU op name as in the NPUDump column, or a TensorIndex "
                                                  "such as conv1:output:0")

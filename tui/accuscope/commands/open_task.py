@@ -8,11 +8,10 @@ from ..engine.sources.tensor import SourceError
 from ..engine.tasks.task import load_task
 
 
-def register(sub) -> None:
-    p = sub.add_parser("open", help="open a task folder or a result CSV in the app",
-                       description="Open a task folder, or a result CSV written by MindStudio, msaccucmp or "
-                                   "msit, in the app (q goes back to the task browser of its workspace). "
-                                   "Exit 2 when it cannot be opened.")
+def register(p) -> None:
+    p.description = ("Open a task folder, or a result CSV written by MindStudio, msaccucmp or "
+                     "msit, in the app (q goes back to the task browser of its workspace). "
+                     "Exit 2 when it cannot be opened.")
     p.add_argument("path", help="task folder (with task.json) or result CSV")
     p.add_argument("--workspace", default=argparse.SUPPRESS,  # absent: the global --workspace stays
                    help="workspace shown behind it (default: the task's parent folder)")

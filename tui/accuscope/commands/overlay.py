@@ -11,16 +11,15 @@ from ..exitcode import ExitCode
 from .common import out, show
 
 
-def register(sub) -> None:
-    p = sub.add_parser("overlay", help="write Model Explorer node data: each framework op coloured by a metric",
-                       description="Write a task's per-op metric as Model Explorer node data, keyed by the "
-                                   "framework ONNX model's node ids (a fused device op colours every framework "
-                                   "op it was fused from), so `model-explorer MODEL.onnx --extensions "
-                                   "model_explorer_onnx --node_data_paths FILE` (pip install "
-                                   "model-explorer-onnx) shows where the error is on the graph. Nodes past the "
-                                   "task's threshold are red; a metric without a threshold gets a gradient. "
-                                   "Exit 0: written; 2: unusable task, no framework model, or a metric the "
-                                   "task lacks.")
+def register(p) -> None:
+    p.description = ("Write a task's per-op metric as Model Explorer node data, keyed by the "
+                     "framework ONNX model's node ids (a fused device op colours every framework "
+                     "op it was fused from), so `model-explorer MODEL.onnx --extensions "
+                     "model_explorer_onnx --node_data_paths FILE` (pip install "
+                     "model-explorer-onnx) shows where the error is on the graph. Nodes past the "
+                     "task's threshold are red; a metric without a threshold gets a gradient. "
+                     "Exit 0: written; 2: unusable task, no framework model, or a metric the "
+                     "task lacks.")
     p.add_argument("task", metavar="TASK_DIR")
     p.add_argument("--out", required=True, metavar="FILE.json", help="node data file to write")
     p.add_argument("--metric", default="cos", help="metric to show (short key or CSV name; default cos)")

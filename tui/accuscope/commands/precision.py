@@ -31,17 +31,15 @@ def _positive(kind):
     return parse
 
 
-def register(sub) -> None:
-    p = sub.add_parser(
-        "precision", help="find the fewest ops to keep in fp32 so an fp16/int8 conversion meets a target",
-        description="Convert REF.onnx to fp16 (onnxconverter-common) or int8 (onnxruntime.quantization: dynamic, or "
-                    "static with --calibration) and search the smallest set of ops to keep in fp32 for the network "
-                    "outputs to meet --target against REF: the ops `accuscope sensitivity` ranks first, one at a "
-                    "time; then a bisection over the ranked list and every other op; then pruning. Each trial is "
-                    "logged in DIR/trials.jsonl as it finishes; running again resumes. Writes DIR/result: the "
-                    "mixed-precision model, node_block_list.json, nodes_to_exclude.json, a tpu-mlir qtable.txt, "
-                    "polygraphy.txt (--layer-precisions), precision.json (per node) and task/ (the final model "
-                    "against REF, open it with `accuscope open`). Exit 0: target met; 1: not met; 2: unusable input.")
+def register(p) -> None:
+    p.description = ("Convert REF.onnx to fp16 (onnxconverter-common) or int8 (onnxruntime.quantization: dynamic, or "
+                     "static with --calibration) and search the smallest set of ops to keep in fp32 for the network "
+                     "outputs to meet --target against REF: the ops `accuscope sensitivity` ranks first, one at a "
+                     "time; then a bisection over the ranked list and every other op; then pruning. Each trial is "
+                     "logged in DIR/trials.jsonl as it finishes; running again resumes. Writes DIR/result: the "
+                     "mixed-precision model, node_block_list.json, nodes_to_exclude.json, a tpu-mlir qtable.txt, "
+                     "polygraphy.txt (--layer-precisions), precision.json (per node) and task/ (the final model "
+                     "against REF, open it with `accuscope open`). Exit 0: target met; 1: not met; 2: unusable input.")
     p.add_argument("model", metavar="REF.onnx", help="the reference (fp32) ONNX model")
     p.add_argument("--to", required=True, choices=TARGETS, help="the conversion to search")
     p.add_argument("--out", required=True, metavar="DIR", help="the search folder (a search there resumes)")

@@ -11,15 +11,14 @@ from ..exitcode import ExitCode
 from .common import err, out, show, with_status
 
 
-def register(sub) -> None:
-    p = sub.add_parser("report", help="write a task's verdict, findings and charts as HTML or Markdown",
-                       description="Write one file to paste into an issue or mail: the verdict, what the "
-                                   "comparison covered, the advisor's findings, the metric chart and the worst "
-                                   "ops' cumulative error curves (the app's charts, as SVG). report.html is "
-                                   "self-contained (inline SVG, no network needed to read it); report.md gets "
-                                   "its charts as SVG files beside it (report-metric.svg, ...). Uses the task's "
-                                   "advice.json when it is current, else advises first (and writes it). Exit 0: "
-                                   "written; 2: unusable task or --out.")
+def register(p) -> None:
+    p.description = ("Write one file to paste into an issue or mail: the verdict, what the "
+                     "comparison covered, the advisor's findings, the metric chart and the worst "
+                     "ops' cumulative error curves (the app's charts, as SVG). report.html is "
+                     "self-contained (inline SVG, no network needed to read it); report.md gets "
+                     "its charts as SVG files beside it (report-metric.svg, ...). Uses the task's "
+                     "advice.json when it is current, else advises first (and writes it). Exit 0: "
+                     "written; 2: unusable task or --out.")
     p.add_argument("task", metavar="TASK_DIR")
     p.add_argument("--out", required=True, type=Path, metavar="FILE.html|FILE.md")
     p.add_argument("--worst", type=int, default=WORST, metavar="N",

@@ -22,11 +22,10 @@ from .dump import add_input_options, dump_options, dump_with_progress
 DUMPS = DUMPS_DIR
 
 
-def register(sub) -> None:
-    p = sub.add_parser("run", help="run a reference and a candidate ONNX model, dump both, compare and advise",
-                       description="Run REF and CAND (e.g. the fp16 or int8 conversion of REF) with onnxruntime "
-                                   "on the same inputs, dump every node output of both into the task folder, "
-                                   "and compare CAND against REF operator by operator. Exit codes as compare.")
+def register(p) -> None:
+    p.description = ("Run REF and CAND (e.g. the fp16 or int8 conversion of REF) with onnxruntime "
+                     "on the same inputs, dump every node output of both into the task folder, "
+                     "and compare CAND against REF operator by operator. Exit codes as compare.")
     p.add_argument("reference", metavar="REF.onnx", help="the reference model (the golden side)")
     p.add_argument("candidate", metavar="CAND.onnx", help="the model under test (the NPU side)")
     add_input_options(p)

@@ -20,16 +20,14 @@ def _count(text: str) -> int:
     return int(text)
 
 
-def register(sub) -> None:
-    p = sub.add_parser(
-        "sensitivity", help="rank the ops by the error each one made, with the lists converters take",
-        description="Rank a finished task's failing ops by the error each one introduced by itself (the advisor's "
-                    "re-run of its framework op on the NPU side's own inputs: 1 - isolated cos, isolated rel. "
-                    "error), with what it breaks, whether it introduced or inherited its error, the conversion's "
-                    "change that explains it (when both ONNX models are at hand) and the network outputs' error. "
-                    "Prints the framework op names of the ops that introduced error as onnxconverter-common's "
-                    "node_block_list and onnxruntime.quantization's nodes_to_exclude. Reuses TASK_DIR/advice.json "
-                    "when current, else advises first. Exit 0: ranked; 2: unusable input.")
+def register(p) -> None:
+    p.description = ("Rank a finished task's failing ops by the error each one introduced by itself (the advisor's "
+                     "re-run of its framework op on the NPU side's own inputs: 1 - isolated cos, isolated rel. "
+                     "error), with what it breaks, whether it introduced or inherited its error, the conversion's "
+                     "change that explains it (when both ONNX models are at hand) and the network outputs' error. "
+                     "Prints the framework op names of the ops that introduced error as onnxconverter-common's "
+                     "node_block_list and onnxruntime.quantization's nodes_to_exclude. Reuses TASK_DIR/advice.json "
+                     "when current, else advises first. Exit 0: ranked; 2: unusable input.")
     p.add_argument("task", metavar="TASK_DIR", help="task folder written by `accuscope compare` or `accuscope run`")
     p.add_argument("--framework-model", metavar="FILE.onnx",
                    help="framework ONNX model to re-run ops from (default: as `accuscope advise` finds it)")

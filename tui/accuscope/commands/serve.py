@@ -16,14 +16,13 @@ from .common import err, out, show
 LOOPBACK = "127.0.0.1"
 
 
-def register(sub) -> None:
-    p = sub.add_parser("serve", help="serve the app to a web browser (textual-serve), on 127.0.0.1 by default",
-                       description="Serve the app over HTTP: every browser tab that opens the page gets its own "
-                                   "app (a process started as `accuscope --workspace WS`, with the rights of the "
-                                   "user who runs serve). It listens on 127.0.0.1 only unless --host is given; "
-                                   "from a laptop, tunnel to it: ssh -L 8000:127.0.0.1:8000 SERVER. Needs "
-                                   "textual-serve (pip install 'accuscope[serve]'). Ctrl+C stops it. Exit 2: "
-                                   "textual-serve missing or the port cannot be used.")
+def register(p) -> None:
+    p.description = ("Serve the app over HTTP: every browser tab that opens the page gets its own "
+                     "app (a process started as `accuscope --workspace WS`, with the rights of the "
+                     "user who runs serve). It listens on 127.0.0.1 only unless --host is given; "
+                     "from a laptop, tunnel to it: ssh -L 8000:127.0.0.1:8000 SERVER. Needs "
+                     "textual-serve (pip install 'accuscope[serve]'). Ctrl+C stops it. Exit 2: "
+                     "textual-serve missing or the port cannot be used.")
     p.add_argument("--port", type=int, default=8000, help="TCP port to listen on (default 8000)")
     p.add_argument("--host", default=LOOPBACK,
                    help="address to listen on (default 127.0.0.1: only this machine, e.g. through an ssh "

@@ -24,15 +24,14 @@ STATS_COLUMNS = ("index", "npu_op", "type", "tensor", "golden_op", "max_diff", "
                  "norm_relerr", "stat_mag", "npu_md5", "golden_md5", "fail", "reason")
 
 
-def register(sub) -> None:
-    p = sub.add_parser("show", help="print a task's rows as JSON, CSV or a Markdown table",
-                       description="Print a task's result for scripts, CI jobs and issue trackers: JSON (one object "
-                                   "with stable keys: task, state, rows, failing, first_failing, coverage, "
-                                   "warnings, columns, data; stack: each NPU call's Python stack when the dump has msprobe's stack.json), CSV, a Markdown table, or an .xlsx workbook in "
-                                   "msprobe's compare layout (--out FILE.xlsx; failing rows red; a new sheet "
-                                   "every 1,048,575 rows; needs pip install 'accuscope[xlsx]'). Exit 0: shown; 1 "
-                                   "with --fail-on-error when rows fail or the comparison saw too little; 2: "
-                                   "unusable task or column, or openpyxl missing for xlsx.")
+def register(p) -> None:
+    p.description = ("Print a task's result for scripts, CI jobs and issue trackers: JSON (one object "
+                     "with stable keys: task, state, rows, failing, first_failing, coverage, "
+                     "warnings, columns, data; stack: each NPU call's Python stack when the dump has msprobe's stack.json), CSV, a Markdown table, or an .xlsx workbook in "
+                     "msprobe's compare layout (--out FILE.xlsx; failing rows red; a new sheet "
+                     "every 1,048,575 rows; needs pip install 'accuscope[xlsx]'). Exit 0: shown; 1 "
+                     "with --fail-on-error when rows fail or the comparison saw too little; 2: "
+                     "unusable task or column, or openpyxl missing for xlsx.")
     p.add_argument("task", metavar="TASK_DIR")
     p.add_argument("--format", choices=("json", "csv", "md", "xlsx"), default="json")
     p.add_argument("--out", metavar="FILE.xlsx", help="the workbook to write (--format xlsx)")

@@ -247,8 +247,9 @@ def default_op(key: str) -> str:
     return "<" if key in LOWER_IS_WORSE else ">"
 
 
-def resolve_key(name: str) -> str:
-    """Short key for a short key or CSV name (case-insensitive); ValueError naming the choices."""
+def resolve_key(name: str, purpose: str = "for a threshold") -> str:
+    """Short key for a short key or CSV name (case-insensitive); ValueError naming the choices (and
+    `purpose`, what the metric was asked for)."""
     by_lower = {k.lower(): k for k in THRESHOLD_KEYS}
     by_lower.update({CSV_OF[k].lower(): k for k in THRESHOLD_KEYS})
     key = by_lower.get(name.strip().lower())
@@ -256,7 +257,7 @@ def resolve_key(name: str) -> str:
         return key
     close = difflib.get_close_matches(name.strip().lower(), list(by_lower), n=1, cutoff=0.6)
     hint = f"; did you mean {by_lower[close[0]]}?" if close else ""
-    raise ValueError(f"unknown metric '{name}' for a threshold{hint} "
+    raise ValueError(f"unknown metric '{name}' {purpose}{hint} "
                      f"(one of: {', '.join(THRESHOLD_KEYS)})")
 
 

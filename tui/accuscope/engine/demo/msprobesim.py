@@ -1,7 +1,9 @@
 """A small transformer computed in numpy, dumped as msprobe writes a training step (tensor mode).
 
     ROOT/step{s}/rank{r}/dump.json            every call (inputs, outputs, parameters, statistics)
-                        /stack.json, construct.json
+                        /stack.json               each call's Python stack: this module's lines
+                                                  that made it, as msprobe records them
+                        /construct.json           each call's parent module
                         /dump_tensor_data/{call}.{input|output|parameters}.{k}.npy
 
 Two pre-norm blocks (LayerNorm, single-head attention, residual; LayerNorm, GELU MLP, residual), the
@@ -16,7 +18,9 @@ that rank inherits the difference.
 from __future__ import annotations
 
 import json
+import linecache
 import os
+import sys
 from collections.abc import Callable
 
 import numpy as np
@@ -42,6 +46,7 @@ class _Writer:
         self.parents: dict[str, str | None] = {}
         self.stack: list[str] = []  # the module calls we are inside
         self.counters: dict[str, int] = {}
+        self.stacks: dict[tuple[str, ...], list[str]] = {}  # a Python stack -> the calls made from it
         self.rounding = rounding
 
     def _entry(self, name: str, x: np.ndarray) -> dict:
@@ -60,6 +65,7 @@ class _Writer:
     def call(self, api: str, fn: Callable[..., np.ndarray], inputs: list[np.ndarray],
              params: dict[str, np.ndarray] | None = None, fault: Callable[..., np.ndarray] | None = None) -> np.ndarray:
         call = self._name(api)
+        self.stacks.setdefault(_python_stack(), []).append(call)
         out = (fault or fn)(*inputs, *(params or {}).values())
         if self.rounding is not None:
             out = self.rounding(out)
@@ -75,6 +81,7 @@ class _Writer:
 
     def module(self, path: str, cls: str, fn: Callable[[np.ndarray], np.ndarray], x: np.ndarray) -> np.ndarray:
         call = f"Cell.{path}.{cls}.forward.0"
+        self.stacks.setdefault(_python_stack(), []).append(call)
         self.parents[call] = self.stack[-1] if self.stack else None
         self.stack.append(call)
         out = fn(x)
@@ -87,10 +94,28 @@ class _Writer:
     def close(self) -> None:
         doc = {"task": "tensor", "level": "mix", "framework": "mindspore", "dump_data_dir": "dump_tensor_data",
                "data": self.data}
-        for name, value in (("dump.json", doc), ("construct.json", self.parents),
-                            ("stack.json", {"0": [list(self.data), ["File demo_model.py, line 1, in construct"]]})):
+        stacks = {str(i): [calls, list(lines)] for i, (lines, calls) in enumerate(self.stacks.items())}
+        for name, value in (("dump.json", doc), ("construct.json", self.parents), ("stack.json", stacks)):
             with open(os.path.join(self.folder, name), "w", encoding="utf-8") as fh:
                 json.dump(value, fh, indent=1)
+
+
+_WRITER = {_Writer.call.__code__, _Writer.module.__code__}
+
+
+def _python_stack() -> tuple[str, ...]:
+    """The stack of the call being dumped as msprobe's dumper records it: innermost first, one
+    `File {path}, line {n}, in {function}, \n {source line}` per frame with a source line, the
+    dumper's own frames (here the writer's) left out. Only this module's frames, the model's code
+    up to `write`: what called `write` is not the model."""
+    lines, frame = [], sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename == __file__:
+        code = frame.f_code
+        source = linecache.getline(code.co_filename, frame.f_lineno).strip()
+        if code not in _WRITER and source:
+            lines.append(f"File {code.co_filename}, line {frame.f_lineno}, in {code.co_name}, \n {source}")
+        frame = frame.f_back
+    return tuple(lines)
 
 
 def _weights(seed: int, hidden: int, ffn: int) -> dict[str, np.ndarray]:

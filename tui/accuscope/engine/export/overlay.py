@@ -70,7 +70,7 @@ def overlay(task: Task, model: str | Path, metric: str = "cos") -> Overlay:
     """Node data of `metric` over `task`'s compared output rows, keyed by `model`'s node ids.
     SourceError for a metric the task lacks, or when no compared op is a node of the model."""
     try:
-        key = resolve_key(metric)
+        key = resolve_key(metric, purpose="to colour the graph by")
     except ValueError as e:
         raise SourceError(f"--metric: {e}") from None
     table = task.table

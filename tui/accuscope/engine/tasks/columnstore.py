@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from accuscope.engine.compare.results import KIND, ResultTable
+from accuscope.engine.compare.results import DEFAULT_OF, DEFAULTS, KIND, ResultTable
 from accuscope.engine.compare.textcodes import TextCodes
 
 COLUMNS_DIR = "columns"
@@ -129,7 +129,9 @@ class PagedText:
 
 def write_columns(folder: str | os.PathLike, tables: Iterable[ResultTable]) -> int:
     """Append the tables' rows, one table at a time, as TASK/columns (replaced whole once
-    complete); returns the row count."""
+    complete); returns the row count. The store holds every column any table has (a plugin's
+    metric that only some ranks computed): a table without one gets its missing value there
+    (NaN, -1, False or "" as the column's kind says)."""
     folder = Path(folder)
     final, tmp = folder / COLUMNS_DIR, folder / f".{COLUMNS_DIR}.{os.getpid()}.partial"
     shutil.rmtree(tmp, ignore_errors=True)
@@ -138,37 +140,44 @@ def write_columns(folder: str | os.PathLike, tables: Iterable[ResultTable]) -> i
     coders: dict[str, _Coder] = {}
     layout: list[list[str]] = []
     n, custom, present = 0, [], set()
+
+    def append(key: str, col: np.ndarray, start: int) -> None:
+        data, offsets, size, i, _ = files[key]
+        if col.dtype == object:
+            values = [v.replace("\x00", "?") for v in col.tolist()]
+            if key not in coders:
+                coders[key] = _Coder(tmp / f"{i}.codes.raw")
+            coders[key].add(values, start)
+            raw = ("\x00".join(values) + "\x00").encode("utf-8") if values else b""
+            ends = np.flatnonzero(np.frombuffer(raw, dtype=np.uint8) == 0) + 1 + size[0]
+            offsets.write(ends.astype(np.int64).tobytes())
+            data.write(raw)
+            size[0] += len(raw)
+        elif key == "index":  # numbered through the whole task, as ResultTable.concat does
+            data.write(np.arange(start, start + len(col), dtype=np.int64).tobytes())
+        else:
+            data.write(np.ascontiguousarray(col).tobytes())
+
     try:
         for table in tables:
             custom += [c for c in table.custom if c not in custom]
             present |= table.present
             for key in list(KIND) + table.custom:
                 col = table.columns.get(key)
-                if col is None:
+                if col is None or key in files:
                     continue
-                if key not in files:
-                    i = len(layout)
-                    text = col.dtype == object
-                    layout.append([key, "text" if text else str(col.dtype)])
-                    files[key] = (open(tmp / f"{i}.txt" if text else tmp / f"{i}.raw", "wb"),
-                                  open(tmp / f"{i}.off.raw", "wb") if text else None, [0], i)
-                data, offsets, size, i = files[key]
-                if col.dtype == object:
-                    values = [v.replace("\x00", "?") for v in col.tolist()]
-                    if key not in coders:
-                        coders[key] = _Coder(tmp / f"{i}.codes.raw")
-                    coders[key].add(values, n)
-                    raw = ("\x00".join(values) + "\x00").encode("utf-8")
-                    ends = np.flatnonzero(np.frombuffer(raw, dtype=np.uint8) == 0) + 1 + size[0]
-                    offsets.write(ends.astype(np.int64).tobytes())
-                    data.write(raw)
-                    size[0] += len(raw)
-                elif key == "index":  # numbered through the whole task, as ResultTable.concat does
-                    data.write(np.arange(n, n + len(table), dtype=np.int64).tobytes())
-                else:
-                    data.write(np.ascontiguousarray(col).tobytes())
+                i = len(layout)
+                text = col.dtype == object
+                layout.append([key, "text" if text else str(col.dtype)])
+                files[key] = (open(tmp / f"{i}.txt" if text else tmp / f"{i}.raw", "wb"),
+                              open(tmp / f"{i}.off.raw", "wb") if text else None, [0], i, col.dtype)
+                if n:  # a column the tables before did not have
+                    append(key, _missing(key, col.dtype, n), 0)
+            for key, (*_, dtype) in files.items():
+                col = table.columns.get(key)
+                append(key, _missing(key, dtype, len(table)) if col is None else col, n)
             n += len(table)
-        for key, (data, offsets, _, i) in files.items():
+        for key, (data, offsets, _, i, _) in files.items():
             data.close()
             if offsets is not None:
                 offsets.close()
@@ -187,12 +196,18 @@ def write_columns(folder: str | os.PathLike, tables: Iterable[ResultTable]) -> i
     finally:
         for coder in coders.values():
             coder.close()
-        for data, offsets, _, _ in files.values():
+        for data, offsets, *_ in files.values():
             data.close()
             if offsets is not None:
                 offsets.close()
         shutil.rmtree(tmp, ignore_errors=True)
     return n
+
+
+def _missing(key: str, dtype: np.dtype, n: int) -> np.ndarray:
+    """`n` rows of column `key` (of `dtype`) that a table did not have: the column's missing value."""
+    kind = KIND.get(key) or {"O": "text", "f": "float", "b": "bool"}.get(dtype.kind, "int")
+    return np.full(n, DEFAULT_OF.get(key, DEFAULTS[kind]), dtype=dtype)
 
 
 class _Coder:
