@@ -24,7 +24,6 @@ from accuscope.engine.sources import msprobe
 from accuscope.engine.sources.registry import detect
 from accuscope.engine.sources.tensor import OUTPUT, SourceError
 
-
 KIND = msprobe.KIND  # the kind of source both sides are when the columns compare them
 
 
