@@ -4,6 +4,8 @@ from __future__ import annotations
 import json
 import math
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -319,3 +321,17 @@ def test_above_csv_rows_a_save_keeps_result_npz_and_the_csv_is_an_export(tmp_pat
     exported = tmp_path / "export.csv"
     task_module.write_result_csv(task.table, exported)
     assert len(exported.read_text().splitlines()) == 151
+
+
+def test_listing_skips_named_pipes_instead_of_blocking_on_them(tmp_path):
+    save_task(tmp_path / "real", META, _table(10), Thresholds(), {})
+    os.mkfifo(tmp_path / "result_20250101120000.csv")  # a pipe with a result CSV's name
+    (tmp_path / "piped").mkdir()
+    os.mkfifo(tmp_path / "piped" / "task.json")
+    code = ("import sys; from accuscope.engine.tasks.task import list_tasks\n"
+            "for s in list_tasks(sys.argv[1]): print(s.name, '|', s.problem)")
+    done = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    lines = sorted(done.stdout.splitlines())
+    assert lines[0].startswith("piped | ") and "not a task folder" in lines[0]
+    assert lines[1] == "real | " and len(lines) == 2

@@ -700,6 +700,8 @@ def _result_csv(folder: Path, doc: dict) -> Path | None:
 
 
 def _read_json(path: Path, default):
+    if not path.is_file():  # missing, or a named pipe that would block
+        return default
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
         return doc if isinstance(doc, dict) else default
@@ -769,7 +771,10 @@ def _summarize_task(root: Path, folder: Path) -> TaskSummary:
 
 
 def _summarize_csv(root: Path, path: Path) -> TaskSummary | None:
-    """A CSV whose first line is a result header; None for any other CSV."""
+    """A CSV whose first line is a result header; None for any other CSV (and for what is not a regular
+    file: a named pipe would block the listing for ever)."""
+    if not path.is_file():
+        return None
     try:
         with open(path, "rb") as f:
             first = f.readline(65536).decode("utf-8", "replace")
