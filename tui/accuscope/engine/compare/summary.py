@@ -41,5 +41,6 @@ def summarize(table: ResultTable, thresholds: Thresholds) -> Summary:
     text = ""
     if first is not None:  # the metrics before the op's name: a narrow screen cuts the end
         c = table.columns
-        text = f"#{c['index'][first]} {c['type'][first]}: {', '.join(broken)} · {c['npu_op'][first]}"
+        kind = c["type"][first] or c["npu_op"][first]  # an msprobe API call belongs to no module: its name
+        text = f"#{c['index'][first]} {kind}: {', '.join(broken)} · {c['npu_op'][first]}"
     return Summary(n, len(failing), not_compared, nonfinite, first, broken, text)
