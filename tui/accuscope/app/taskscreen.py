@@ -64,6 +64,7 @@ class TaskScreen(Screen):
     """
     HELP = ("Filter expressions: comparisons of columns with numbers or text, joined by and/or/not, e.g.\n"
             "  cos < 0.99 and type == \"Conv2D\"      \"conv\" in name      isnan(kl) or max_abs > 1\n"
+            "  under(type, \"layers.1\"): a module path and every one under it (layers.1.attn, not layers.10)\n"
             f"Columns by short key ({', '.join(METRIC)}) or CSV name.\n"
             "Rows breaking a threshold are marked ✗ and red; exempt rows (TransData, inputs, "
             "device-only ops) never fail. Thresholds: t, then e.g. `cos=0.98 kl=off`.")
