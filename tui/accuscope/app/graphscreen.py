@@ -22,12 +22,18 @@ narrower terminal) shows the op's attributes, inputs and outputs with shapes, pr
 consumers, the framework ops fused into an offline-model device op, the selection's boundary and
 the last export. `s` / `e` choose a submodel (engine.subgraph), `x` exports and re-tests it
 (engine.export) in a thread worker.
+
+On a training dump's module hierarchy (msprobe) `space` folds a module (▸, with how many calls it
+hides), `-` / `+` fold / unfold all, jumps unfold what they land in, `f` leaves with the op table
+filtered to the module under the cursor (`under(type, ...)`). A task of several steps and ranks
+shows one (step, rank) at a time, `[` / `]` the previous / next: its modules and only its rows.
 """
 from __future__ import annotations
 
 import threading
 from pathlib import Path
 
+import numpy as np
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
@@ -114,6 +120,12 @@ class GraphScreen(Screen["int | None"]):
         Binding("exclamation_mark", "next_failing", "next failing op", show=False, id="graph.next_failing"),
         Binding("z", "zoom", "maximize pane", show=False, id="graph.zoom"),
         Binding("escape,q", "back", "back to the table", show=False, id="graph.back"),
+        Binding("space", "fold", "fold module", show=False, id="graph.fold"),
+        Binding("minus", "fold_all(True)", "fold all modules", show=False, id="graph.fold_all"),
+        Binding("plus", "fold_all(False)", "unfold all modules", show=False, id="graph.unfold_all"),
+        Binding("f", "filter_module", "filter the table to the module", show=False, id="graph.filter_module"),
+        Binding("left_square_bracket", "rank(-1)", "previous rank", show=False, id="graph.rank_previous"),
+        Binding("right_square_bracket", "rank(1)", "next rank", show=False, id="graph.rank_next"),
     ]
     DEFAULT_CSS = """
     GraphScreen #body { layout: vertical; height: 1fr; }
@@ -141,6 +153,7 @@ class GraphScreen(Screen["int | None"]):
         "is marked ┃ / ◆ (S and E the ends). The details panel lists the inputs entering and the outputs "
         "leaving it. x exports it with its data and re-tests it: if the error is gone when the framework ops "
         "run on the NPU's own inputs, it came from upstream; if it stays, it lives inside.\n"
+        "msprobe modules: ▾ header (failing/total calls), folded ▸ (+N calls); a task of several ranks: one at a time.\n"
         "Leaving (q / esc) puts the table cursor on the op under the graph cursor."
     )
 
@@ -165,6 +178,11 @@ class GraphScreen(Screen["int | None"]):
         self.exporting = False
         self._progress = ""
         self._positions: dict[int, int] = {}
+        self.table_filter = ""  # set by f: the filter the table takes when the screen is dismissed
+        self.ranks = rank_views(table)  # (step, rank) of a multi-rank task, one shown at a time
+        self.rank_at = self._rank_of_row(row)
+        self._graphs: dict[tuple, Graph] = {}  # the module graph of each (step, rank) shown
+        self._follow = ""  # the op the cursor stays on when another rank's graph arrives
 
     def _say(self, message: str, **kwargs) -> None:
         """A notification of plain text (op names and paths may hold markup characters)."""
@@ -214,7 +232,8 @@ class GraphScreen(Screen["int | None"]):
 
     @property
     def cursor(self) -> int:
-        return self.view.cursor
+        """The op under the cursor (an index into graph.nodes)."""
+        return self.view.position
 
     # ---- loading ------------------------------------------------------------------------------
     def model_path(self) -> Path | None:
@@ -222,18 +241,32 @@ class GraphScreen(Screen["int | None"]):
 
     @work(thread=True, exclusive=True, group="graph", exit_on_error=False)
     def load_worker(self) -> None:
-        deliver(self, GraphLoaded, self._load)
+        rank = self.ranks[self.rank_at] if self.ranks else None
+        deliver(self, GraphLoaded, lambda: self._load(rank))
 
-    def _load(self) -> tuple[Graph, Lanes, OpResults]:
+    def _load(self, rank: tuple[int | None, int] | None) -> tuple[Graph, Lanes, OpResults]:
+        """The graph with its lanes and badges; of a multi-rank task, of `rank` (step, rank): its own
+        module hierarchy (msprobe) and only its rows."""
         path = self.model_path()
-        graph = load_graph(path) if path is not None else self.opened_task.modules
+        if path is not None:
+            graph = self._graphs.get(()) or load_graph(path)
+            key: tuple = ()
+        elif rank is not None:
+            key = rank
+            graph = self._graphs.get(key) or self.opened_task.modules_at(*rank)
+        else:
+            key = ()
+            graph = self.opened_task.modules
         if graph is None:
             raise SourceError("the task names no model (task.json \"model\"): the graph needs the ONNX model or the "
                               "offline-model JSON (atc --mode=1 --om=model.om --json=model.json); give it with "
                               "--model when comparing")
+        self._graphs[key] = graph
         lanes = layout(graph)
-        results = OpResults(self.table, self.thresholds, graph.nodes)
-        results.failing()  # every badge, off the UI thread
+        results = OpResults(self.table, self.thresholds, graph.nodes, rank_mask(self.table, rank))
+        for position in range(len(graph.nodes)):  # every badge, off the UI thread
+            results.badge(position)
+        results.failing()
         return graph, lanes, results
 
     @work(thread=True, exclusive=True, group="framework", exit_on_error=False)
@@ -267,19 +300,56 @@ class GraphScreen(Screen["int | None"]):
         self.update_panel()
 
     def _graph_ready(self, graph: Graph, lanes: Lanes, results: OpResults) -> None:
+        again = self.graph is not None  # another rank's graph
+        folded = {self.graph.nodes[p].name for p in self.view.folded} if again else set()
+        if graph is not self.graph:
+            self.start = self.end = self.selection = None
+            self.view.set_selection(None, None, set())
         self.graph, self.lanes, self.results = graph, lanes, results
         self._positions = {id(n): i for i, n in enumerate(graph.nodes)}
-        start = results.node_of_row(self.row)
-        self.view.show(graph, lanes, results, start if start is not None else 0)
-        if self.row is not None and start is None:
+        if again:
+            start = next((i for i, n in enumerate(graph.nodes) if n.name == self._follow), None)
+        else:
+            start = results.node_of_row(self.row)
+        self.view.show(graph, lanes, results, start if start is not None else 0, folded)
+        if self.row is not None and start is None and not again:
             name = self.table.columns["npu_op"][self.row] if 0 <= self.row < len(self.table) else ""
             self._say(f"{name or 'the table row'} is not an op of the model graph", severity="warning", timeout=5)
-        for note in graph.notes:
+        for note in graph.notes if not again else ():
             self._say(note, severity="warning", timeout=8)
-        if graph.kind == "om":
+        if graph.kind == "om" and not again:
             self.framework_worker()
         self.update_panel()
         self.update_status()
+
+    # ---- ranks ----------------------------------------------------------------------------------
+    def _rank_of_row(self, row: int | None) -> int:
+        """Which of `ranks` a table row is of (the first without one)."""
+        if not self.ranks or row is None or not 0 <= row < len(self.table):
+            return 0
+        here = tuple(_int_or_none(self.table.numbers(k)[row]) if k in self.table.columns else None
+                     for k in ("step", "rank"))
+        return self.ranks.index(here) if here in self.ranks else 0
+
+    @property
+    def rank_text(self) -> str:
+        """The (step, rank) shown of a multi-rank task, "" otherwise."""
+        if not self.ranks:
+            return ""
+        step, rank = self.ranks[self.rank_at]
+        where = (f"step {step} " if step is not None else "") + f"rank {rank}"
+        return f"{where} ({self.rank_at + 1}/{len(self.ranks)})"
+
+    def action_rank(self, step: int) -> None:
+        if len(self.ranks) < 2:
+            self._say("the task has one rank", timeout=3)
+            return
+        if self.graph is None:
+            return
+        self._follow = self.node.name if self.node is not None else ""
+        self.rank_at = (self.rank_at + step) % len(self.ranks)
+        self.update_status()
+        self.load_worker()
 
     # ---- panel and status -----------------------------------------------------------------------
     def on_graph_view_highlighted(self, event: GraphView.Highlighted) -> None:
@@ -292,6 +362,10 @@ class GraphScreen(Screen["int | None"]):
             status.update(shown(self.problem or "loading the model…"))
             return
         parts = [f"op {self.cursor + 1:,}/{len(self.graph.nodes):,}"]
+        if self.rank_text:
+            parts.insert(0, self.rank_text)
+        if self.view.folded:
+            parts.append(f"{len(self.view.folded)} folded")
         if self.results is not None and self.results.failing_count():
             parts.append(f"{MARK_FAIL} {self.results.failing_count():,} failing ops")
         if self.lanes is not None:
@@ -458,7 +532,7 @@ class GraphScreen(Screen["int | None"]):
         for k in range(n):
             i = (first + step * k) % n
             if needle in nodes[i].name.lower() or needle in nodes[i].type.lower():
-                self.view.move_cursor(i, center=True)
+                self.view.go_to(i, center=True)
                 return True
         return False
 
@@ -476,7 +550,38 @@ class GraphScreen(Screen["int | None"]):
             self._say("no failing op", timeout=3)
             return
         after = [i for i in failing if i > self.cursor]
-        self.view.move_cursor(after[0] if after else failing[0], center=True)
+        self.view.go_to(after[0] if after else failing[0], center=True)
+
+    # ---- modules ----------------------------------------------------------------------------------
+    def action_fold(self) -> None:
+        if self.graph is None:
+            return
+        if self.view.modules is None:
+            self._say("no modules to fold: this graph is not a module hierarchy (an msprobe dump's)", timeout=4)
+        elif not self.view.toggle_fold():
+            self._say(f"{self.node.name} is in no module", timeout=3)
+
+    def action_fold_all(self, fold: bool) -> None:
+        if self.graph is None:
+            return
+        if self.view.modules is None:
+            self._say("no modules to fold: this graph is not a module hierarchy (an msprobe dump's)", timeout=4)
+            return
+        self.view.fold_all(fold)
+
+    def action_filter_module(self) -> None:
+        """Back to the table, filtered to the module under the cursor (and to the rank shown)."""
+        tree = self.view.modules
+        module = tree.module_of(self.cursor) if tree is not None and self.graph is not None else None
+        if module is None:
+            self._say("f filters the table to a module: put the cursor on a module or a call inside one", timeout=4)
+            return
+        parts = [f"under(type, {self.graph.nodes[module].attrs['module']!r})"]
+        if self.ranks:
+            step, rank = self.ranks[self.rank_at]
+            parts += ([f"step == {step}"] if step is not None else []) + [f"rank == {rank}"]
+        self.table_filter = " and ".join(parts)
+        self.dismiss(self.result_row())
 
     # ---- producers and consumers -----------------------------------------------------------------
     def neighbours(self, direction: str) -> list[tuple[Node, str]]:
@@ -513,7 +618,7 @@ class GraphScreen(Screen["int | None"]):
                                                                  "the network or are unused)"), timeout=4)
             return
         if len(hits) == 1:
-            self.view.move_cursor(self._positions[id(hits[0][0])], center=True)
+            self.view.go_to(self._positions[id(hits[0][0])], center=True)
             return
         choices = []
         for op, t in hits:
@@ -526,7 +631,7 @@ class GraphScreen(Screen["int | None"]):
 
         def chosen(position: int | None) -> None:
             if position is not None:
-                self.view.move_cursor(position, center=True)
+                self.view.go_to(position, center=True)
         title = f"{len(hits)} {word}s of {self.node.name}: enter jumps, esc stays"
         self.app.push_screen(ChooseDialog(shown(title), choices), chosen)
 
@@ -697,6 +802,32 @@ class GraphScreen(Screen["int | None"]):
             self.app.push_screen(ConfirmDialog("An export is running. Cancel it and leave?"), answer)
             return
         self.dismiss(self.result_row())
+
+
+def rank_views(table: ResultTable) -> list[tuple[int | None, int]]:
+    """The (step, rank) pairs of a multi-rank task's rows in order; [] when its rows are of one."""
+    if "rank" not in table.columns or not len(table):
+        return []
+    ranks = table.numbers("rank")
+    steps = table.numbers("step") if "step" in table.columns else np.zeros(len(table))
+    pairs = np.unique(np.stack([np.nan_to_num(steps, nan=-1), np.nan_to_num(ranks, nan=-1)], axis=1), axis=0)
+    found = [(None if "step" not in table.columns else _int_or_none(s), int(r)) for s, r in pairs.tolist() if r >= 0]
+    return found if len(found) > 1 else []
+
+
+def rank_mask(table: ResultTable, rank: tuple[int | None, int] | None) -> np.ndarray | None:
+    """The rows of one (step, rank) of a multi-rank task; None (every row) without one."""
+    if rank is None:
+        return None
+    step, number = rank
+    keep = table.numbers("rank") == number
+    if step is not None:
+        keep &= table.numbers("step") == step
+    return keep
+
+
+def _int_or_none(value: float) -> int | None:
+    return None if value != value or value < 0 else int(value)
 
 
 def _error_text(error: BaseException | None) -> str:
