@@ -30,10 +30,10 @@ shows one (step, rank) at a time, `[` / `]` the previous / next: its modules and
 """
 from __future__ import annotations
 
+import json
 import threading
 from pathlib import Path
 
-import numpy as np
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
@@ -43,6 +43,7 @@ from textual.screen import ModalScreen, Screen
 from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option
 
+from ..engine.compare.rankrows import StepRank, step_rank_of, step_rank_rows, step_ranks
 from ..engine.compare.results import ResultTable
 from ..engine.compare.thresholds import Thresholds
 from ..engine.graphs.graph import Graph, Node, load_graph
@@ -179,10 +180,12 @@ class GraphScreen(Screen["int | None"]):
         self._progress = ""
         self._positions: dict[int, int] = {}
         self.table_filter = ""  # set by f: the filter the table takes when the screen is dismissed
-        self.ranks = rank_views(table)  # (step, rank) of a multi-rank task, one shown at a time
+        self.ranks = step_ranks(table)  # (step, rank) of a multi-rank task, one shown at a time
         self.rank_at = self._rank_of_row(row)
         self._graphs: dict[tuple, Graph] = {}  # the module graph of each (step, rank) shown
         self._follow = ""  # the op the cursor stays on when another rank's graph arrives
+        self._rank_shown = self.rank_at
+        self.rank_loading = False
 
     def _say(self, message: str, **kwargs) -> None:
         """A notification of plain text (op names and paths may hold markup characters)."""
@@ -209,7 +212,7 @@ class GraphScreen(Screen["int | None"]):
         self.query_one("#crumbs", Static).update(f"accuscope › tasks › {shown(self.folder.name)} › [b]graph[/]")
         self._set_wide()
         self.view.focus()
-        self.load_worker()
+        self.load_worker(self.rank_at)
         self.set_interval(0.25, self._show_progress)
 
     def on_resize(self) -> None:
@@ -240,11 +243,12 @@ class GraphScreen(Screen["int | None"]):
         return self.opened_task.path("model") or self.opened_task.framework_model[0]
 
     @work(thread=True, exclusive=True, group="graph", exit_on_error=False)
-    def load_worker(self) -> None:
-        rank = self.ranks[self.rank_at] if self.ranks else None
-        deliver(self, GraphLoaded, lambda: self._load(rank))
+    def load_worker(self, at: int = 0) -> None:
+        """The graph of the (step, rank) `ranks[at]` (of the task without ranks), with `at`."""
+        rank = self.ranks[at] if self.ranks else None
+        deliver(self, GraphLoaded, lambda: (*self._load(rank), at))
 
-    def _load(self, rank: tuple[int | None, int] | None) -> tuple[Graph, Lanes, OpResults]:
+    def _load(self, rank: StepRank | None) -> tuple[Graph, Lanes, OpResults]:
         """The graph with its lanes and badges; of a multi-rank task, of `rank` (step, rank): its own
         module hierarchy (msprobe) and only its rows."""
         path = self.model_path()
@@ -263,7 +267,8 @@ class GraphScreen(Screen["int | None"]):
                               "--model when comparing")
         self._graphs[key] = graph
         lanes = layout(graph)
-        results = OpResults(self.table, self.thresholds, graph.nodes, rank_mask(self.table, rank))
+        results = OpResults(self.table, self.thresholds, graph.nodes,
+                            step_rank_rows(self.table, rank) if rank is not None else None)
         for position in range(len(graph.nodes)):  # every badge, off the UI thread
             results.badge(position)
         results.failing()
@@ -282,7 +287,14 @@ class GraphScreen(Screen["int | None"]):
     @on(GraphLoaded)
     def graph_loaded(self, message: GraphLoaded) -> None:
         if message.error is None:
-            self._graph_ready(*message.result)
+            *loaded, at = message.result
+            if at == self.rank_at:  # else another rank's is on its way
+                self._graph_ready(*loaded)
+            return
+        if self.graph is not None:  # another rank's graph could not be read: the one shown stays
+            self.rank_at, self.rank_loading = self._rank_shown, False
+            self._say(_error_text(message.error), title="rank", severity="error", timeout=10)
+            self.update_status()
             return
         self.problem = _error_text(message.error)
         self.view.message = self.problem
@@ -306,6 +318,7 @@ class GraphScreen(Screen["int | None"]):
             self.start = self.end = self.selection = None
             self.view.set_selection(None, None, set())
         self.graph, self.lanes, self.results = graph, lanes, results
+        self._rank_shown, self.rank_loading = self.rank_at, False
         self._positions = {id(n): i for i, n in enumerate(graph.nodes)}
         if again:
             start = next((i for i, n in enumerate(graph.nodes) if n.name == self._follow), None)
@@ -327,8 +340,7 @@ class GraphScreen(Screen["int | None"]):
         """Which of `ranks` a table row is of (the first without one)."""
         if not self.ranks or row is None or not 0 <= row < len(self.table):
             return 0
-        here = tuple(_int_or_none(self.table.numbers(k)[row]) if k in self.table.columns else None
-                     for k in ("step", "rank"))
+        here = step_rank_of(self.table, row)
         return self.ranks.index(here) if here in self.ranks else 0
 
     @property
@@ -348,8 +360,9 @@ class GraphScreen(Screen["int | None"]):
             return
         self._follow = self.node.name if self.node is not None else ""
         self.rank_at = (self.rank_at + step) % len(self.ranks)
+        self.rank_loading = True
         self.update_status()
-        self.load_worker()
+        self.load_worker(self.rank_at)
 
     # ---- panel and status -----------------------------------------------------------------------
     def on_graph_view_highlighted(self, event: GraphView.Highlighted) -> None:
@@ -363,7 +376,7 @@ class GraphScreen(Screen["int | None"]):
             return
         parts = [f"op {self.cursor + 1:,}/{len(self.graph.nodes):,}"]
         if self.rank_text:
-            parts.insert(0, self.rank_text)
+            parts.insert(0, self.rank_text + (" loading…" if self.rank_loading else ""))
         if self.view.folded:
             parts.append(f"{len(self.view.folded)} folded")
         if self.results is not None and self.results.failing_count():
@@ -576,7 +589,7 @@ class GraphScreen(Screen["int | None"]):
         if module is None:
             self._say("f filters the table to a module: put the cursor on a module or a call inside one", timeout=4)
             return
-        parts = [f"under(type, {self.graph.nodes[module].attrs['module']!r})"]
+        parts = [f"under(type, {json.dumps(self.graph.nodes[module].attrs['module'], ensure_ascii=False)})"]
         if self.ranks:
             step, rank = self.ranks[self.rank_at]
             parts += ([f"step == {step}"] if step is not None else []) + [f"rank == {rank}"]
@@ -802,32 +815,6 @@ class GraphScreen(Screen["int | None"]):
             self.app.push_screen(ConfirmDialog("An export is running. Cancel it and leave?"), answer)
             return
         self.dismiss(self.result_row())
-
-
-def rank_views(table: ResultTable) -> list[tuple[int | None, int]]:
-    """The (step, rank) pairs of a multi-rank task's rows in order; [] when its rows are of one."""
-    if "rank" not in table.columns or not len(table):
-        return []
-    ranks = table.numbers("rank")
-    steps = table.numbers("step") if "step" in table.columns else np.zeros(len(table))
-    pairs = np.unique(np.stack([np.nan_to_num(steps, nan=-1), np.nan_to_num(ranks, nan=-1)], axis=1), axis=0)
-    found = [(None if "step" not in table.columns else _int_or_none(s), int(r)) for s, r in pairs.tolist() if r >= 0]
-    return found if len(found) > 1 else []
-
-
-def rank_mask(table: ResultTable, rank: tuple[int | None, int] | None) -> np.ndarray | None:
-    """The rows of one (step, rank) of a multi-rank task; None (every row) without one."""
-    if rank is None:
-        return None
-    step, number = rank
-    keep = table.numbers("rank") == number
-    if step is not None:
-        keep &= table.numbers("step") == step
-    return keep
-
-
-def _int_or_none(value: float) -> int | None:
-    return None if value != value or value < 0 else int(value)
 
 
 def _error_text(error: BaseException | None) -> str:

@@ -211,10 +211,11 @@ class OpResults:
         return Badge(mark, fmt.number(worst, NUMBER, toward), state, "" if key == self.metric else key)
 
     def failing(self) -> list[int]:
-        """Positions of the ops whose own rows fail, in execution order (a module's header counts
-        when its own call fails, not for the calls inside it)."""
+        """Positions of the ops whose own rows fail, in execution order; a module holding calls is
+        not one (its output is its last call's: the calls inside say where the error is)."""
         if self._failing is None:
-            self._failing = [i for i in range(len(self._nodes)) if self.own_badge(i).state == "fail"]
+            self._failing = [i for i, node in enumerate(self._nodes)
+                             if not node.attrs.get("span") and self.own_badge(i).state == "fail"]
         return self._failing
 
     def failing_count(self) -> int:
