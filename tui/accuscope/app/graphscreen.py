@@ -60,6 +60,7 @@ from .messages import ExportDone, ExportProgress, FrameworkLoaded, GraphLoaded, 
 from .optable import MARK_EXEMPT, MARK_FAIL, MARK_INVALID
 
 WIDE = 120  # from this width on the detail panel sits right of the graph
+NO_MODULES = "no modules here: folding and f are for a module hierarchy (an msprobe dump's construct.json)"
 VERDICT_WORDS = {
     "inside": "error stays: it lives inside the submodel",
     "upstream": "error gone: it came from upstream",
@@ -570,7 +571,7 @@ class GraphScreen(Screen["int | None"]):
         if self.graph is None:
             return
         if self.view.modules is None:
-            self._say("no modules to fold: this graph is not a module hierarchy (an msprobe dump's)", timeout=4)
+            self._say(NO_MODULES, timeout=4)
         elif not self.view.toggle_fold():
             self._say(f"{self.node.name} is in no module", timeout=3)
 
@@ -578,16 +579,19 @@ class GraphScreen(Screen["int | None"]):
         if self.graph is None:
             return
         if self.view.modules is None:
-            self._say("no modules to fold: this graph is not a module hierarchy (an msprobe dump's)", timeout=4)
+            self._say(NO_MODULES, timeout=4)
             return
         self.view.fold_all(fold)
 
     def action_filter_module(self) -> None:
         """Back to the table, filtered to the module under the cursor (and to the rank shown)."""
         tree = self.view.modules
-        module = tree.module_of(self.cursor) if tree is not None and self.graph is not None else None
+        if self.graph is None or tree is None:
+            self._say(NO_MODULES, timeout=4)
+            return
+        module = tree.module_of(self.cursor)
         if module is None:
-            self._say("f filters the table to a module: put the cursor on a module or a call inside one", timeout=4)
+            self._say(f"{self.node.name} is in no module: put the cursor on a module or a call inside one", timeout=4)
             return
         parts = [f"under(type, {json.dumps(self.graph.nodes[module].attrs['module'], ensure_ascii=False)})"]
         if self.ranks:
