@@ -9,6 +9,7 @@ import pytest
 
 from accuscope.app.app import AccuscopeApp
 from accuscope.app.graphscreen import GraphScreen
+from accuscope.app.graphview import GraphView
 from accuscope.app.newtask import NewTaskScreen
 from accuscope.app.optable import OperatorTable
 from accuscope.app.taskscreen import TaskScreen
@@ -186,6 +187,9 @@ def test_modules_fold_and_unfold_and_jumps_unfold_what_they_land_in(demo_ws):
         await pilot.press("minus", "slash", *"softmax.1", "enter")  # a search unfolds what it finds
         assert screen.node.name == "Functional.softmax.1.forward" and "Functional.softmax.1.forward" in \
             screen_text(pilot.app)
+        await pilot.press("minus", "g")  # the mouse: a click on the cursor row, a module header, unfolds it
+        await pilot.click(GraphView, offset=(40, 1 + screen.view.cursor - int(screen.view.scroll_y)))
+        assert "▾ layers.0 " in screen_text(pilot.app) and "Functional.layer_norm.0.forward" in screen_text(pilot.app)
     drive(AccuscopeApp(demo_ws, open_path=demo_ws / TASK), script)
 
 

@@ -383,6 +383,11 @@ class GraphView(CursorList):
         self._layout(module)
         return done
 
+    def action_select(self) -> None:
+        """A click on the cursor row: a module header folds or unfolds."""
+        if self.modules is not None and self.row_count and self.modules.span[self.position]:
+            self.toggle_fold()
+
     def fold_all(self, fold: bool) -> None:
         """Fold every module (the cursor on the top-level row holding its op), or unfold every one."""
         if self.modules is None or not self.row_count:
