@@ -265,4 +265,13 @@ def test_a_multi_rank_tasks_graph_shows_one_step_and_rank_at_a_time(ranks_ws):
         await pilot.press("escape", "G", "g")  # the graph opens on the table cursor row's rank
         await wait_for(pilot, lambda: isinstance(pilot.app.screen, GraphScreen) and pilot.app.screen.graph is not None)
         assert "step 1 rank 3 (8/8)" in status(pilot)
+        graph = pilot.app.screen
+        await pilot.press("right_square_bracket")  # past the last: the first
+        await wait_for(pilot, lambda: not graph.rank_loading)
+        assert "step 0 rank 0 (1/8)" in status(pilot)
+        call = graph.node.name
+        await pilot.press("q")  # the table cursor goes to the call's row of the rank shown
+        cols = widget.table.columns
+        row = widget.cursor_row
+        assert (cols["npu_op"][row], cols["step"][row], cols["rank"][row]) == (call, 0, 0)
     drive(AccuscopeApp(ranks_ws, open_path=ranks_ws / "all-ranks"), script)
