@@ -14,10 +14,11 @@ def step_ranks(table: ResultTable) -> list[StepRank]:
     if "rank" not in table.columns or not len(table):
         return []
     has_step = "step" in table.columns
-    ranks = np.nan_to_num(table.numbers("rank"), nan=-1)
-    steps = np.nan_to_num(table.numbers("step"), nan=-1) if has_step else np.zeros(len(table))
-    pairs = np.unique(np.stack([steps, ranks], axis=1), axis=0).tolist()
-    found = [(int(s) if has_step and s >= 0 else None, int(r)) for s, r in pairs if r >= 0]
+    ranks = np.nan_to_num(table.numbers("rank"), nan=-1).astype(np.int64)
+    steps = np.nan_to_num(table.numbers("step"), nan=-1).astype(np.int64) if has_step else 0
+    keys = np.unique((steps + 1) << 32 | (ranks + 1))  # one int per (step, rank): a fast unique
+    found = [(int(k >> 32) - 1 if has_step and k >> 32 else None, int(k & 0xFFFFFFFF) - 1)
+             for k in keys.tolist() if k & 0xFFFFFFFF]
     return found if len(found) > 1 else []
 
 
