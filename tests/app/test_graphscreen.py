@@ -256,3 +256,16 @@ def test_export_writes_the_folder_and_says_where_the_error_lives(demo_ws, tmp_pa
         written = [n for n in pilot.app._notifications if n.title == "export written"]
         assert written and "error stays" in written[-1].message and str(out) in written[-1].message
     drive(AccuscopeApp(demo_ws, open_path=demo_ws / MAIN.name), script)
+
+
+def test_module_and_rank_keys_on_a_model_graph_say_why_they_do_nothing(demo_ws):
+    async def script(pilot):
+        screen, _, _ = await open_graph(pilot, CONV1, io="output")
+        rows = screen.view.row_count
+        await pilot.press("space")
+        assert any(n.message.startswith("no modules here") for n in pilot.app._notifications)
+        await pilot.press("minus", "f", "right_square_bracket")
+        assert screen.view.row_count == rows and screen.node.name == CONV1 and pilot.app.screen is screen
+        assert any(n.message == "the task has one rank" for n in pilot.app._notifications)
+        assert "rank" not in str(screen.query_one("#status").render())
+    drive(AccuscopeApp(demo_ws, open_path=demo_ws / MAIN.name), script, size=(160, 50))

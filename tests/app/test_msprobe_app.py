@@ -5,13 +5,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from accuscope.app.app import AccuscopeApp
 from accuscope.app.graphscreen import GraphScreen
+from accuscope.app.graphview import GraphView
 from accuscope.app.newtask import NewTaskScreen
 from accuscope.app.optable import OperatorTable
 from accuscope.app.taskscreen import TaskScreen
 from accuscope.engine.compare.comparison import CompareSpec
 from accuscope.engine.demo import msprobesim
+from accuscope.engine.tasks import rankrun
 from accuscope.engine.tasks.task import load_task
 from accuscope.engine.tasks.taskrun import run_task
 from appkit import drive, screen_text, wait_for
@@ -132,3 +136,142 @@ def test_the_demo_rows_stack_names_the_line_of_the_demo_model_that_made_the_call
         text = screen_text(pilot.app)
         assert "msprobesim.py, line" in text and "in attention" in text and 'd.call("Mint.matmul"' in text
     drive(AccuscopeApp(demo_ws, open_path=demo_ws / TASK), script, size=(160, 50))
+
+
+async def open_graph(pilot) -> GraphScreen:
+    await open_task(pilot)
+    await pilot.press("g")
+    await wait_for(pilot, lambda: isinstance(pilot.app.screen, GraphScreen) and pilot.app.screen.graph is not None)
+    return pilot.app.screen
+
+
+def position(screen: GraphScreen, name: str) -> int:
+    return next(i for i, n in enumerate(screen.graph.nodes) if n.name == name or n.attrs.get("module") == name)
+
+
+def status(pilot) -> str:
+    return str(pilot.app.screen.query_one("#status").render())
+
+
+def test_modules_fold_and_unfold_and_jumps_unfold_what_they_land_in(demo_ws):
+    async def script(pilot):
+        screen = await open_graph(pilot)
+        screen.view.go_to(position(screen, "layers.1.attn"))
+        await pilot.press("space")  # on a header: folds it, the cursor stays on it
+        text = screen_text(pilot.app)
+        assert "▸ layers.1.attn (+8)" in text and msprobesim.FAULT_CALL not in text
+        assert "✗" in line_of(text, "▸ layers.1.attn") and "5/9" in line_of(text, "▸ layers.1.attn")
+        assert screen.node.attrs["module"] == "layers.1.attn" and "1 folded" in status(pilot)
+        await pilot.press("j")  # the row after the folded module is the call after its calls
+        assert screen.node.name == "Tensor.add.2.forward"
+        await pilot.press("k", "space")  # unfolds it
+        assert "▾ layers.1.attn " in screen_text(pilot.app) and "folded" not in status(pilot)
+        screen.view.go_to(position(screen, "Functional.linear.7.forward"))
+        await pilot.press("space")  # on a call: folds the module holding it, the cursor on its header
+        assert screen.node.attrs.get("module") == "layers.1.attn"
+        assert "▸ layers.1.attn (+8)" in screen_text(pilot.app)
+        await pilot.press("minus")  # fold all: the top-level modules alone, the cursor on the one holding it
+        text = screen_text(pilot.app)
+        assert "▸ layers.0 (+17)" in text and "▸ layers.1 (+17)" in text and "layers.1.attn" not in text
+        assert screen.node.attrs.get("module") == "layers.1"
+        assert screen.view.row_count == sum(1 for n in screen.graph.nodes if n.attrs["depth"] == 0)
+        await pilot.press("g", "exclamation_mark")  # the first failing call: the modules holding it unfold
+        assert screen.node.name == msprobesim.FAULT_CALL
+        text = screen_text(pilot.app)
+        assert msprobesim.FAULT_CALL in text and "▾ layers.1 " in text and "▾ layers.1.attn " in text
+        assert "▸ layers.0 (+17)" in text and "▸ layers.1.mlp (+3)" in text  # the others stay folded
+        await pilot.press("plus")  # unfold all: the cursor stays on its op
+        here = screen.node.name
+        assert "folded" not in status(pilot) and screen.view.row_count == len(screen.graph.nodes)
+        assert screen.node.name == here
+        await pilot.press("minus", "slash", *"softmax.1", "enter")  # a search unfolds what it finds
+        assert screen.node.name == "Functional.softmax.1.forward" and "Functional.softmax.1.forward" in \
+            screen_text(pilot.app)
+        await pilot.press("minus", "g")  # the mouse: a click on the cursor row, a module header, unfolds it
+        await pilot.click(GraphView, offset=(40, 1 + screen.view.cursor - int(screen.view.scroll_y)))
+        assert "▾ layers.0 " in screen_text(pilot.app) and "Functional.layer_norm.0.forward" in screen_text(pilot.app)
+    drive(AccuscopeApp(demo_ws, open_path=demo_ws / TASK), script)
+
+
+def test_the_status_counts_failing_calls_not_the_module_headers_over_them(demo_ws):
+    async def script(pilot):
+        screen = await open_graph(pilot)
+        table = screen.table
+        failing = set(table.columns["npu_op"][table.columns["fail"]].tolist())
+        headers = {n.name for n in screen.graph.nodes if n.attrs.get("span")}
+        assert failing & headers  # module calls whose own output rows fail too (their last call's output)
+        assert f"✗ {len(failing - headers)} failing ops" in status(pilot)
+        for _ in range(len(failing)):  # ! goes through the calls, never a module header
+            await pilot.press("exclamation_mark")
+            assert screen.node.name in failing - headers
+    drive(AccuscopeApp(demo_ws, open_path=demo_ws / TASK), script)
+
+
+def test_f_on_a_module_shows_the_table_filtered_to_it_and_everything_under_it(demo_ws):
+    async def script(pilot):
+        screen = await open_graph(pilot)
+        screen.view.go_to(position(screen, "layers.1"))
+        await pilot.press("f")
+        await wait_for(pilot, lambda: isinstance(pilot.app.screen, TaskScreen))
+        table = pilot.app.screen.query_one(OperatorTable)
+        assert table.filter == 'under(type, "layers.1")'
+        types = set(table.table.columns["type"][table.view].tolist())
+        assert types == {"layers.1", "layers.1.attn", "layers.1.mlp"}
+        assert msprobesim.FAULT_CALL in set(table.table.columns["npu_op"][table.view].tolist())
+        assert 'filter under(type, "layers.1")' in screen_text(pilot.app)
+    drive(AccuscopeApp(demo_ws, open_path=demo_ws / TASK), script, size=(140, 40))
+
+
+@pytest.fixture(scope="module")
+def ranks_ws(demo_ws, tmp_path_factory):
+    """A task of every step and rank of the demo's msprobe dumps (2 steps x 4 ranks; rank 2 faulty)."""
+    ws = tmp_path_factory.mktemp("ranks-ws")
+    dumps = demo_ws / TASK
+    rankrun.run_ranks(CompareSpec(str(dumps / "npu"), str(dumps / "golden")), ws / "all-ranks", workers=1)
+    return ws
+
+
+def test_a_multi_rank_tasks_graph_shows_one_step_and_rank_at_a_time(ranks_ws):
+    async def script(pilot):
+        screen = await open_graph(pilot)
+        assert "step 0 rank 0 (1/8)" in status(pilot) and "failing" not in status(pilot)
+        assert "0/18" in line_of(screen_text(pilot.app), "▾ layers.1 ")
+        screen.view.go_to(position(screen, "layers.1.attn"))
+        await pilot.press("space", "right_square_bracket", "right_square_bracket")
+        await wait_for(pilot, lambda: not screen.rank_loading)
+        assert "step 0 rank 2 (3/8)" in status(pilot)
+        table = screen.table
+        mine = table.columns["fail"] & (table.columns["rank"] == 2) & (table.columns["step"] == 0)
+        calls = set(table.columns["npu_op"][mine].tolist()) - {n.name for n in screen.graph.nodes if n.attrs.get("span")}
+        assert f"✗ {len(calls)} failing ops" in status(pilot)
+        text = screen_text(pilot.app)
+        assert "▸ layers.1.attn (+8)" in text and "✗" in line_of(text, "▸ layers.1.attn")  # the fold stays
+        assert screen.node.attrs.get("module") == "layers.1.attn"  # so does the cursor
+        assert all(table.columns["rank"][r] == 2 for p in range(len(screen.graph.nodes)) for r in screen.results.rows[p])
+        await pilot.press("left_square_bracket")
+        await wait_for(pilot, lambda: not screen.rank_loading)
+        assert "step 0 rank 1 (2/8)" in status(pilot)
+        assert "✗" not in line_of(screen_text(pilot.app), "▸ layers.1.attn")
+        await pilot.press("right_square_bracket")
+        await wait_for(pilot, lambda: not screen.rank_loading)
+        await pilot.press("f")  # the table follows: the module, of this step and rank
+        await wait_for(pilot, lambda: isinstance(pilot.app.screen, TaskScreen))
+        widget = pilot.app.screen.query_one(OperatorTable)
+        assert widget.filter == 'under(type, "layers.1.attn") and step == 0 and rank == 2'
+        rows = widget.view
+        assert len(rows) and set(widget.table.columns["rank"][rows].tolist()) == {2}
+        assert set(widget.table.columns["step"][rows].tolist()) == {0}
+        assert widget.table.columns["npu_op"][widget.cursor_row] == FAULTY  # the module's own row
+        await pilot.press("escape", "G", "g")  # the graph opens on the table cursor row's rank
+        await wait_for(pilot, lambda: isinstance(pilot.app.screen, GraphScreen) and pilot.app.screen.graph is not None)
+        assert "step 1 rank 3 (8/8)" in status(pilot)
+        graph = pilot.app.screen
+        await pilot.press("right_square_bracket")  # past the last: the first
+        await wait_for(pilot, lambda: not graph.rank_loading)
+        assert "step 0 rank 0 (1/8)" in status(pilot)
+        call = graph.node.name
+        await pilot.press("q")  # the table cursor goes to the call's row of the rank shown
+        cols = widget.table.columns
+        row = widget.cursor_row
+        assert (cols["npu_op"][row], cols["step"][row], cols["rank"][row]) == (call, 0, 0)
+    drive(AccuscopeApp(ranks_ws, open_path=ranks_ws / "all-ranks"), script)

@@ -22,9 +22,15 @@ narrower terminal) shows the op's attributes, inputs and outputs with shapes, pr
 consumers, the framework ops fused into an offline-model device op, the selection's boundary and
 the last export. `s` / `e` choose a submodel (engine.subgraph), `x` exports and re-tests it
 (engine.export) in a thread worker.
+
+On a training dump's module hierarchy (msprobe) `space` folds a module (▸, with how many calls it
+hides), `-` / `+` fold / unfold all, jumps unfold what they land in, `f` leaves with the op table
+filtered to the module under the cursor (`under(type, ...)`). A task of several steps and ranks
+shows one (step, rank) at a time, `[` / `]` the previous / next: its modules and only its rows.
 """
 from __future__ import annotations
 
+import json
 import threading
 from pathlib import Path
 
@@ -37,6 +43,7 @@ from textual.screen import ModalScreen, Screen
 from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option
 
+from ..engine.compare.rankrows import StepRank, step_rank_of, step_rank_rows, step_ranks
 from ..engine.compare.results import ResultTable
 from ..engine.compare.thresholds import Thresholds
 from ..engine.graphs.graph import Graph, Node, load_graph
@@ -53,6 +60,7 @@ from .messages import ExportDone, ExportProgress, FrameworkLoaded, GraphLoaded, 
 from .optable import MARK_EXEMPT, MARK_FAIL, MARK_INVALID
 
 WIDE = 120  # from this width on the detail panel sits right of the graph
+NO_MODULES = "no modules here: folding and f are for a module hierarchy (an msprobe dump's construct.json)"
 VERDICT_WORDS = {
     "inside": "error stays: it lives inside the submodel",
     "upstream": "error gone: it came from upstream",
@@ -114,6 +122,12 @@ class GraphScreen(Screen["int | None"]):
         Binding("exclamation_mark", "next_failing", "next failing op", show=False, id="graph.next_failing"),
         Binding("z", "zoom", "maximize pane", show=False, id="graph.zoom"),
         Binding("escape,q", "back", "back to the table", show=False, id="graph.back"),
+        Binding("space", "fold", "fold module", show=False, id="graph.fold"),
+        Binding("minus", "fold_all(True)", "fold all modules", show=False, id="graph.fold_all"),
+        Binding("plus", "fold_all(False)", "unfold all modules", show=False, id="graph.unfold_all"),
+        Binding("f", "filter_module", "filter the table to the module", show=False, id="graph.filter_module"),
+        Binding("left_square_bracket", "rank(-1)", "previous rank", show=False, id="graph.rank_previous"),
+        Binding("right_square_bracket", "rank(1)", "next rank", show=False, id="graph.rank_next"),
     ]
     DEFAULT_CSS = """
     GraphScreen #body { layout: vertical; height: 1fr; }
@@ -141,6 +155,7 @@ class GraphScreen(Screen["int | None"]):
         "is marked ┃ / ◆ (S and E the ends). The details panel lists the inputs entering and the outputs "
         "leaving it. x exports it with its data and re-tests it: if the error is gone when the framework ops "
         "run on the NPU's own inputs, it came from upstream; if it stays, it lives inside.\n"
+        "msprobe modules: ▾ header (failing/total calls), folded ▸ (+N calls); a task of several ranks: one at a time.\n"
         "Leaving (q / esc) puts the table cursor on the op under the graph cursor."
     )
 
@@ -165,6 +180,13 @@ class GraphScreen(Screen["int | None"]):
         self.exporting = False
         self._progress = ""
         self._positions: dict[int, int] = {}
+        self.table_filter = ""  # set by f: the filter the table takes when the screen is dismissed
+        self.ranks = step_ranks(table)  # (step, rank) of a multi-rank task, one shown at a time
+        self.rank_at = self._rank_of_row(row)
+        self._graphs: dict[tuple, Graph] = {}  # the module graph of each (step, rank) shown
+        self._follow = ""  # the op the cursor stays on when another rank's graph arrives
+        self._rank_shown = self.rank_at
+        self.rank_loading = False
 
     def _say(self, message: str, **kwargs) -> None:
         """A notification of plain text (op names and paths may hold markup characters)."""
@@ -191,7 +213,7 @@ class GraphScreen(Screen["int | None"]):
         self.query_one("#crumbs", Static).update(f"accuscope › tasks › {shown(self.folder.name)} › [b]graph[/]")
         self._set_wide()
         self.view.focus()
-        self.load_worker()
+        self.load_worker(self.rank_at)
         self.set_interval(0.25, self._show_progress)
 
     def on_resize(self) -> None:
@@ -214,26 +236,43 @@ class GraphScreen(Screen["int | None"]):
 
     @property
     def cursor(self) -> int:
-        return self.view.cursor
+        """The op under the cursor (an index into graph.nodes)."""
+        return self.view.position
 
     # ---- loading ------------------------------------------------------------------------------
     def model_path(self) -> Path | None:
         return self.opened_task.path("model") or self.opened_task.framework_model[0]
 
     @work(thread=True, exclusive=True, group="graph", exit_on_error=False)
-    def load_worker(self) -> None:
-        deliver(self, GraphLoaded, self._load)
+    def load_worker(self, at: int = 0) -> None:
+        """The graph of the (step, rank) `ranks[at]` (of the task without ranks), with `at`."""
+        rank = self.ranks[at] if self.ranks else None
+        deliver(self, GraphLoaded, lambda: (*self._load(rank), at))
 
-    def _load(self) -> tuple[Graph, Lanes, OpResults]:
+    def _load(self, rank: StepRank | None) -> tuple[Graph, Lanes, OpResults]:
+        """The graph with its lanes and badges; of a multi-rank task, of `rank` (step, rank): its own
+        module hierarchy (msprobe) and only its rows."""
         path = self.model_path()
-        graph = load_graph(path) if path is not None else self.opened_task.modules
+        if path is not None:
+            graph = self._graphs.get(()) or load_graph(path)
+            key: tuple = ()
+        elif rank is not None:
+            key = rank
+            graph = self._graphs.get(key) or self.opened_task.modules_at(*rank)
+        else:
+            key = ()
+            graph = self.opened_task.modules
         if graph is None:
             raise SourceError("the task names no model (task.json \"model\"): the graph needs the ONNX model or the "
                               "offline-model JSON (atc --mode=1 --om=model.om --json=model.json); give it with "
                               "--model when comparing")
+        self._graphs[key] = graph
         lanes = layout(graph)
-        results = OpResults(self.table, self.thresholds, graph.nodes)
-        results.failing()  # every badge, off the UI thread
+        results = OpResults(self.table, self.thresholds, graph.nodes,
+                            step_rank_rows(self.table, rank) if rank is not None else None)
+        for position in range(len(graph.nodes)):  # every badge, off the UI thread
+            results.badge(position)
+        results.failing()
         return graph, lanes, results
 
     @work(thread=True, exclusive=True, group="framework", exit_on_error=False)
@@ -249,7 +288,14 @@ class GraphScreen(Screen["int | None"]):
     @on(GraphLoaded)
     def graph_loaded(self, message: GraphLoaded) -> None:
         if message.error is None:
-            self._graph_ready(*message.result)
+            *loaded, at = message.result
+            if at == self.rank_at:  # else another rank's is on its way
+                self._graph_ready(*loaded)
+            return
+        if self.graph is not None:  # another rank's graph could not be read: the one shown stays
+            self.rank_at, self.rank_loading = self._rank_shown, False
+            self._say(_error_text(message.error), title="rank", severity="error", timeout=10)
+            self.update_status()
             return
         self.problem = _error_text(message.error)
         self.view.message = self.problem
@@ -267,19 +313,57 @@ class GraphScreen(Screen["int | None"]):
         self.update_panel()
 
     def _graph_ready(self, graph: Graph, lanes: Lanes, results: OpResults) -> None:
+        again = self.graph is not None  # another rank's graph
+        folded = {self.graph.nodes[p].name for p in self.view.folded} if again else set()
+        if graph is not self.graph:
+            self.start = self.end = self.selection = None
+            self.view.set_selection(None, None, set())
         self.graph, self.lanes, self.results = graph, lanes, results
+        self._rank_shown, self.rank_loading = self.rank_at, False
         self._positions = {id(n): i for i, n in enumerate(graph.nodes)}
-        start = results.node_of_row(self.row)
-        self.view.show(graph, lanes, results, start if start is not None else 0)
-        if self.row is not None and start is None:
+        if again:
+            start = next((i for i, n in enumerate(graph.nodes) if n.name == self._follow), None)
+        else:
+            start = results.node_of_row(self.row)
+        self.view.show(graph, lanes, results, start if start is not None else 0, folded)
+        if self.row is not None and start is None and not again:
             name = self.table.columns["npu_op"][self.row] if 0 <= self.row < len(self.table) else ""
             self._say(f"{name or 'the table row'} is not an op of the model graph", severity="warning", timeout=5)
-        for note in graph.notes:
+        for note in graph.notes if not again else ():
             self._say(note, severity="warning", timeout=8)
-        if graph.kind == "om":
+        if graph.kind == "om" and not again:
             self.framework_worker()
         self.update_panel()
         self.update_status()
+
+    # ---- ranks ----------------------------------------------------------------------------------
+    def _rank_of_row(self, row: int | None) -> int:
+        """Which of `ranks` a table row is of (the first without one)."""
+        if not self.ranks or row is None or not 0 <= row < len(self.table):
+            return 0
+        here = step_rank_of(self.table, row)
+        return self.ranks.index(here) if here in self.ranks else 0
+
+    @property
+    def rank_text(self) -> str:
+        """The (step, rank) shown of a multi-rank task, "" otherwise."""
+        if not self.ranks:
+            return ""
+        step, rank = self.ranks[self.rank_at]
+        where = (f"step {step} " if step is not None else "") + f"rank {rank}"
+        return f"{where} ({self.rank_at + 1}/{len(self.ranks)})"
+
+    def action_rank(self, step: int) -> None:
+        if len(self.ranks) < 2:
+            self._say("the task has one rank", timeout=3)
+            return
+        if self.graph is None:
+            return
+        self._follow = self.node.name if self.node is not None else ""
+        self.rank_at = (self.rank_at + step) % len(self.ranks)
+        self.rank_loading = True
+        self.update_status()
+        self.load_worker(self.rank_at)
 
     # ---- panel and status -----------------------------------------------------------------------
     def on_graph_view_highlighted(self, event: GraphView.Highlighted) -> None:
@@ -292,6 +376,10 @@ class GraphScreen(Screen["int | None"]):
             status.update(shown(self.problem or "loading the model…"))
             return
         parts = [f"op {self.cursor + 1:,}/{len(self.graph.nodes):,}"]
+        if self.rank_text:
+            parts.insert(0, self.rank_text + (" loading…" if self.rank_loading else ""))
+        if self.view.folded:
+            parts.append(f"{len(self.view.folded)} folded")
         if self.results is not None and self.results.failing_count():
             parts.append(f"{MARK_FAIL} {self.results.failing_count():,} failing ops")
         if self.lanes is not None:
@@ -458,7 +546,7 @@ class GraphScreen(Screen["int | None"]):
         for k in range(n):
             i = (first + step * k) % n
             if needle in nodes[i].name.lower() or needle in nodes[i].type.lower():
-                self.view.move_cursor(i, center=True)
+                self.view.go_to(i, center=True)
                 return True
         return False
 
@@ -476,7 +564,41 @@ class GraphScreen(Screen["int | None"]):
             self._say("no failing op", timeout=3)
             return
         after = [i for i in failing if i > self.cursor]
-        self.view.move_cursor(after[0] if after else failing[0], center=True)
+        self.view.go_to(after[0] if after else failing[0], center=True)
+
+    # ---- modules ----------------------------------------------------------------------------------
+    def action_fold(self) -> None:
+        if self.graph is None:
+            return
+        if self.view.modules is None:
+            self._say(NO_MODULES, timeout=4)
+        elif not self.view.toggle_fold():
+            self._say(f"{self.node.name} is in no module", timeout=3)
+
+    def action_fold_all(self, fold: bool) -> None:
+        if self.graph is None:
+            return
+        if self.view.modules is None:
+            self._say(NO_MODULES, timeout=4)
+            return
+        self.view.fold_all(fold)
+
+    def action_filter_module(self) -> None:
+        """Back to the table, filtered to the module under the cursor (and to the rank shown)."""
+        tree = self.view.modules
+        if self.graph is None or tree is None:
+            self._say(NO_MODULES, timeout=4)
+            return
+        module = tree.module_of(self.cursor)
+        if module is None:
+            self._say(f"{self.node.name} is in no module: put the cursor on a module or a call inside one", timeout=4)
+            return
+        parts = [f"under(type, {json.dumps(self.graph.nodes[module].attrs['module'], ensure_ascii=False)})"]
+        if self.ranks:
+            step, rank = self.ranks[self.rank_at]
+            parts += ([f"step == {step}"] if step is not None else []) + [f"rank == {rank}"]
+        self.table_filter = " and ".join(parts)
+        self.dismiss(self.result_row())
 
     # ---- producers and consumers -----------------------------------------------------------------
     def neighbours(self, direction: str) -> list[tuple[Node, str]]:
@@ -513,7 +635,7 @@ class GraphScreen(Screen["int | None"]):
                                                                  "the network or are unused)"), timeout=4)
             return
         if len(hits) == 1:
-            self.view.move_cursor(self._positions[id(hits[0][0])], center=True)
+            self.view.go_to(self._positions[id(hits[0][0])], center=True)
             return
         choices = []
         for op, t in hits:
@@ -526,7 +648,7 @@ class GraphScreen(Screen["int | None"]):
 
         def chosen(position: int | None) -> None:
             if position is not None:
-                self.view.move_cursor(position, center=True)
+                self.view.go_to(position, center=True)
         title = f"{len(hits)} {word}s of {self.node.name}: enter jumps, esc stays"
         self.app.push_screen(ChooseDialog(shown(title), choices), chosen)
 

@@ -23,6 +23,7 @@ from ..engine.compare.results import ResultTable
 from ..engine.compare.thresholds import LOWER_IS_WORSE, Thresholds
 from ..engine.graphs.graph import Graph, Node
 from ..engine.graphs.lanes import LIMIT, NODE, Lanes
+from ..engine.graphs.moduletree import ModuleTree
 from ..engine.sources.tensor import sanitize
 from . import formatting as fmt
 from .cursorlist import CursorList
@@ -57,9 +58,10 @@ NO_BADGE = Badge("", "", "none")
 
 
 class OpResults:
-    """The result table seen per graph op: rows of each node (table `npu_op` == node name) and badges."""
+    """The result table seen per graph op: rows of each node (table `npu_op` == node name) and badges;
+    with `keep` (a mask over the table's rows, e.g. one rank's) only those rows."""
 
-    def __init__(self, table: ResultTable, thresholds: Thresholds, nodes: list[Node]):
+    def __init__(self, table: ResultTable, thresholds: Thresholds, nodes: list[Node], keep: np.ndarray | None = None):
         self.table, self.thresholds = table, thresholds
         cols = table.columns
         n = len(table)
@@ -71,6 +73,8 @@ class OpResults:
         self.values = table.numbers(self.metric) if self.metric else np.full(n, math.nan)
         self.io = cols["io"].tolist()
         order = np.argsort(cols["index"], kind="stable") if n else np.zeros(0, dtype=np.int64)
+        if keep is not None:
+            order = order[keep[order]]
         rows_of: dict[str, list[int]] = {}
         ops = cols["npu_op"].tolist()
         for r in order.tolist():
@@ -207,9 +211,11 @@ class OpResults:
         return Badge(mark, fmt.number(worst, NUMBER, toward), state, "" if key == self.metric else key)
 
     def failing(self) -> list[int]:
-        """Positions of the ops whose badge is failing, in execution order."""
+        """Positions of the ops whose own rows fail, in execution order; a module holding calls is
+        not one (its output is its last call's: the calls inside say where the error is)."""
         if self._failing is None:
-            self._failing = [i for i in range(len(self._nodes)) if self.badge(i).state == "fail"]
+            self._failing = [i for i, node in enumerate(self._nodes)
+                             if not node.attrs.get("span") and self.own_badge(i).state == "fail"]
         return self._failing
 
     def failing_count(self) -> int:
@@ -274,7 +280,8 @@ class GraphView(CursorList):
     """What the view says when it shows no op."""
 
     class Highlighted(Message):
-        """The cursor moved to the op at `position` (an index into graph.nodes)."""
+        """The cursor moved to the op at `position` (an index into graph.nodes; the cursor itself is a
+        row among those shown, which differ when modules are folded)."""
 
         def __init__(self, view: GraphView, position: int) -> None:
             super().__init__()
@@ -290,6 +297,10 @@ class GraphView(CursorList):
         self.graph: Graph | None = None
         self.lanes: Lanes | None = None
         self.results: OpResults | None = None
+        self.modules: ModuleTree | None = None
+        self.folded: set[int] = set()  # positions of the folded modules
+        self.rows: list[int] = []  # the positions shown, one per row
+        self._row_of: dict[int, int] = {}
         self.members: set[int] = set()
         self.start: int | None = None
         self.end: int | None = None
@@ -298,29 +309,92 @@ class GraphView(CursorList):
         self._shape_width = 5
 
     # ---- API -----------------------------------------------------------------------------------
-    def show(self, graph: Graph, lanes: Lanes, results: OpResults, position: int = 0) -> None:
+    def show(self, graph: Graph, lanes: Lanes, results: OpResults, position: int = 0,
+             folded: set[str] = frozenset()) -> None:
+        """Show `graph` with the cursor on the op at `position`; the modules named in `folded` (their
+        node names) folded."""
         self.graph, self.lanes, self.results = graph, lanes, results
         self._shapes = [shape_text(n.output_shapes[0]) if n.outputs else "" for n in graph.nodes]
         self._type_width = max(4, min(TYPE_CAP, max((len(n.type) for n in graph.nodes), default=4)))
         self._shape_width = max(5, min(SHAPE_CAP, max(map(len, self._shapes), default=5)))
         self.message = "the model has no operators" if not graph.nodes else ""
-        self.set_reactive(GraphView.cursor, self.validate_cursor(position))
+        self.modules = ModuleTree(graph.nodes) if any("module" in n.attrs for n in graph.nodes) else None
+        self.folded = {p for p in self.modules.headers if graph.nodes[p].name in folded} if self.modules else set()
+        self._layout(position, center=True)
+
+    def _layout(self, position: int, center: bool = False) -> None:
+        """Rows from the folds, the cursor on the row standing for `position`, in view."""
+        tree = self.modules
+        self.rows = tree.shown(self.folded) if tree is not None else list(range(len(self.graph.nodes)))
+        self._row_of = {p: r for r, p in enumerate(self.rows)} if tree is not None else {}
+        if tree is not None and self.rows:
+            position = tree.visible(max(0, min(position, len(self.graph.nodes) - 1)), self.folded)
+        self.set_reactive(GraphView.cursor, self.validate_cursor(self.row_of(position)))
         self._set_virtual_size()
-        self.scroll_to_cursor(center=True)
+        self.scroll_to_cursor(center=center)
         self.refresh()
-        self.post_message(self.Highlighted(self, self.cursor))
+        self.post_message(self.Highlighted(self, self.position))
+
+    def row_of(self, position: int) -> int:
+        """The row showing the op at `position` (it must be shown)."""
+        return self._row_of[position] if self.modules is not None else position
 
     @property
     def row_count(self) -> int:
-        return len(self.graph.nodes) if self.graph is not None else 0
+        return len(self.rows) if self.graph is not None else 0
+
+    @property
+    def position(self) -> int:
+        """The op under the cursor: its index in graph.nodes (0 without ops)."""
+        return self.rows[self.cursor] if self.row_count else 0
 
     @property
     def node(self) -> Node | None:
-        return self.graph.nodes[self.cursor] if self.row_count else None
+        return self.graph.nodes[self.position] if self.row_count else None
 
     def watch_cursor(self, old: int, new: int) -> None:
         super().watch_cursor(old, new)
-        self.post_message(self.Highlighted(self, new))
+        self.post_message(self.Highlighted(self, self.position))
+
+    def go_to(self, position: int, center: bool = False) -> None:
+        """Cursor to the op at `position`, unfolding the modules that hide it."""
+        if not self.row_count:
+            return
+        hiding = [h for h in self.modules.holders(position) if h in self.folded] if self.modules is not None else []
+        if hiding:
+            self.folded -= set(hiding)
+            self._layout(position, center)
+        else:
+            self.move_cursor(self.row_of(position), center)
+
+    # ---- folding modules ---------------------------------------------------------------------------
+    def toggle_fold(self) -> str:
+        """Fold or unfold the module under the cursor (on a call: fold the module holding it, the
+        cursor on its header); what was done, "" when the cursor is on no module."""
+        module = self.modules.module_of(self.position) if self.modules is not None and self.row_count else None
+        if module is None:
+            return ""
+        if module in self.folded:
+            self.folded.discard(module)
+            done = "unfolded"
+        else:
+            self.folded.add(module)
+            done = "folded"
+        self._layout(module)
+        return done
+
+    def action_select(self) -> None:
+        """A click on the cursor row: a module header folds or unfolds."""
+        if self.modules is not None and self.row_count and self.modules.span[self.position]:
+            self.toggle_fold()
+
+    def fold_all(self, fold: bool) -> None:
+        """Fold every module (the cursor on the top-level row holding its op), or unfold every one."""
+        if self.modules is None or not self.row_count:
+            return
+        here = self.position
+        self.folded = set(self.modules.headers) if fold else set()
+        self._layout(here, center=True)
 
     def set_selection(self, start: int | None, end: int | None, members: set[int]) -> None:
         self.start, self.end, self.members = start, end, members
@@ -346,13 +420,18 @@ class GraphView(CursorList):
             name_width = width - fixed
         return cap, lanes_width, self._type_width, max(4, name_width), shape_width
 
-    @staticmethod
-    def _name_cell(node: Node, width: int) -> str:
-        """The op's name; in a module hierarchy (msprobe) indented by its depth, a module as ▾ and its path."""
+    def _name_cell(self, position: int, width: int) -> str:
+        """The op's name; in a module hierarchy (msprobe) indented by its depth, a module as ▾ and its
+        path, folded as ▸ with how many calls it hides."""
+        node = self.graph.nodes[position]
         depth = node.attrs.get("depth", 0) if node.subgraph or "module" in node.attrs else 0
         module = node.attrs.get("module")
-        lead = "  " * min(depth, 8) + ("▾ " if module else "")
-        return fmt.pad(lead + fmt.fit(module or node.name, max(4, width - len(lead)), keep="end"), width)
+        folded = position in self.folded
+        lead = "  " * min(depth, 8) + (("▸ " if folded else "▾ ") if module else "")
+        hidden = node.attrs.get("span", 0)
+        tail = f" (+{hidden:,})" if folded else ""
+        name = fmt.fit(module or node.name, max(4, width - len(lead) - len(tail)), keep="end")
+        return fmt.pad(lead + name + tail, width)
 
     def render_line(self, y: int) -> Strip:
         width = self.scrollable_content_region.width
@@ -372,14 +451,15 @@ class GraphView(CursorList):
                     + (" " + fmt.pad("out shape", shape_width) if shape_width else ""))
             header = base + styles["header"]
             return Strip([Segment(text, header)]).adjust_cell_length(width, header)
-        position = int(self.scroll_y) + y - 1
-        if not 0 <= position < self.row_count:
+        row = int(self.scroll_y) + y - 1
+        if not 0 <= row < self.row_count:
             return Strip.blank(width, base)
+        position = self.rows[row]
         node = self.graph.nodes[position]
         badge = self.results.badge(position) if self.results is not None else NO_BADGE
         member = position in self.members
         row_style = base + styles["member"] if member else base
-        cursor = position == self.cursor
+        cursor = row == self.cursor
         if cursor:
             row_style += styles["cursor"]
         state_style = row_style + styles[badge.state] if badge.state != "none" else row_style
@@ -400,7 +480,7 @@ class GraphView(CursorList):
             segments.append(Segment(fmt.pad(drawn, lanes_width), lane_style))
         badge_text = badge.cell()
         segments += [Segment(" ", row_style), Segment(fmt.pad(badge_text, BADGE), state_style),
-                     Segment(" " + fmt.pad(node.type, type_width) + " " + self._name_cell(node, name_width), row_style)]
+                     Segment(" " + fmt.pad(node.type, type_width) + " " + self._name_cell(position, name_width), row_style)]
         if shape_width:
             segments.append(Segment(" " + fmt.pad(self._shapes[position], shape_width), row_style))
         return Strip(segments).adjust_cell_length(width, row_style)

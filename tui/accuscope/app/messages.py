@@ -106,7 +106,7 @@ class CompareDone(Done):
 
 
 class GraphLoaded(Done):
-    """(graph, lanes, results) of the task's model."""
+    """(graph, lanes, results, which of the screen's ranks) of the task's model."""
 
 
 class FrameworkLoaded(Done):

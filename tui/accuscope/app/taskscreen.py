@@ -64,6 +64,7 @@ class TaskScreen(Screen):
     """
     HELP = ("Filter expressions: comparisons of columns with numbers or text, joined by and/or/not, e.g.\n"
             "  cos < 0.99 and type == \"Conv2D\"      \"conv\" in name      isnan(kl) or max_abs > 1\n"
+            "  under(type, \"layers.1\"): a module path and every one under it (layers.1.attn, not layers.10)\n"
             f"Columns by short key ({', '.join(METRIC)}) or CSV name.\n"
             "Rows breaking a threshold are marked ✗ and red; exempt rows (TransData, inputs, "
             "device-only ops) never fail. Thresholds: t, then e.g. `cos=0.98 kl=off`.")
@@ -300,10 +301,17 @@ class TaskScreen(Screen):
         widget = self.table_widget
 
         def back(row: int | None) -> None:
+            if graph.table_filter:  # f on a module: the table shows that module's rows
+                try:
+                    self.notify(f"{widget.set_filter(graph.table_filter):,} rows: {graph.table_filter}",
+                                markup=False, title="filter", timeout=5)
+                except FilterError as exc:
+                    self.notify(str(exc), markup=False, title="filter", severity="error", timeout=8)
             if row is not None and not widget.move_to(row):
                 self.notify("that op's row is hidden by the filter or the in/out toggle", timeout=4)
-        self.app.push_screen(GraphScreen(self.folder, widget.table, widget.thresholds, widget.cursor_row,
-                                         self.opened.meta if self.opened else None), back)
+        graph = GraphScreen(self.folder, widget.table, widget.thresholds, widget.cursor_row,
+                            self.opened.meta if self.opened else None)
+        self.app.push_screen(graph, back)
 
     # ---- the advisor ------------------------------------------------------------------------
     def start_advice(self) -> None:

@@ -428,6 +428,7 @@ class FilterError(ValueError):
 # A small language read with Python's `ast` and evaluated column-wise with numpy (never eval):
 #   cos < 0.99 and type == "Conv2D"      0.9 < cos < 0.99      "conv" in name      not fail
 #   type in ("Conv2D", "MatMul")         isnan(kl) or nan      abs(max_abs) > 10 * mean_abs
+#   under(type, "layers.1")              (a module path and everything under it: layers.1, layers.1.attn)
 # Text compares case-insensitively; a comparison with a NaN / unknown cell is false (also !=).
 
 _OPS = {ast.Lt: ("<", operator.lt), ast.LtE: ("<=", operator.le), ast.Gt: (">", operator.gt),
@@ -435,7 +436,7 @@ _OPS = {ast.Lt: ("<", operator.lt), ast.LtE: ("<=", operator.le), ast.Gt: (">", 
 _ARITH = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
           ast.Div: operator.truediv}
 _KEYWORDS = {"and", "or", "not", "in", "true", "false"}
-_HELP = 'filters use comparisons (cos < 0.99), and/or/not, "text" in column, isnan(), abs()'
+_HELP = 'filters use comparisons (cos < 0.99), and/or/not, "text" in column, isnan(), abs(), under()'
 MAX_DEPTH = 64  # nesting levels of a filter (not, and/or, operators): deeper is refused
 _TOO_DEEP = f"the filter nests too deeply (at most {MAX_DEPTH} levels of not, and/or and operators)"
 
@@ -546,9 +547,11 @@ class _Filter:
         if isinstance(node.func, ast.Attribute):
             return self.eval_Attribute(node.func)
         name = node.func.id.lower() if isinstance(node.func, ast.Name) else ""
+        if name == "under" and len(node.args) == 2 and not node.keywords:
+            return self.under(node)
         if name not in ("isnan", "abs") or len(node.args) != 1 or node.keywords:
             raise FilterError(f"'{self.source(node.func)}()' is not available; functions: isnan(column), "
-                              "abs(value)", node.col_offset)
+                              'abs(value), under(column, "module.path")', node.col_offset)
         value = self.number(node.args[0])
         if name == "abs":
             return _Val("num", np.abs(value.data), self.source(node), value.const)
@@ -617,6 +620,20 @@ class _Filter:
             return b.data.where(fn(a.data, b.data.values))
         return np.asarray(fn(a.data.take(a.data.values), b.data.take(b.data.values)), dtype=bool)
 
+    def under(self, node: ast.Call) -> _Val:
+        """under(column, "layers.1"): rows whose dotted path is that one or lies under it."""
+        column, path = self.eval(node.args[0]), self.eval(node.args[1])
+        if column.kind == "mixed":
+            column = _side(column, True)
+        if column.kind != "text" or column.const or path.kind != "text" or not path.const:
+            raise FilterError(f'under() takes a text column and a dotted path in quotes, e.g. under(type, '
+                              f'"layers.1"); not {self.source(node)}', node.col_offset)
+        prefix = path.data.strip(".")
+        if not prefix:
+            raise FilterError('under() needs a module path, e.g. under(type, "layers.1")', node.args[1].col_offset)
+        codes = column.data
+        return _Val("bool", codes.where([is_under(s, prefix) for s in codes.values.tolist()]), self.source(node))
+
     def contains(self, left_node: ast.AST, right_node: ast.AST):
         if isinstance(right_node, (ast.Tuple, ast.List, ast.Set)):
             value = self.eval(left_node)
@@ -632,6 +649,12 @@ class _Filter:
                               f"not {needle.label} in {column.label}", left_node.col_offset)
         text, codes = needle.data, column.data
         return codes.where([text in s for s in codes.values.tolist()])
+
+
+def is_under(path: str, module: str) -> bool:
+    """`path` is the dotted path `module` or one under it (`layers.1.attn` is under `layers.1`,
+    `layers.10` is not)."""
+    return path == module or path.startswith(module + ".")
 
 
 def _side(value: _Val, as_text: bool) -> _Val:

@@ -170,11 +170,15 @@ class Task:
     def modules(self) -> Graph | None:
         """The NPU dump's module hierarchy for the graph pane when it is a training dump (msprobe's
         construct.json, see Side.modules), else None; SourceError when the dump is unusable."""
+        return self.modules_at(self.meta.get("step"), self.meta.get("rank"))
+
+    def modules_at(self, step: str | int | None, rank: str | int | None) -> Graph | None:
+        """`modules` of one step and rank of the NPU dump (a multi-rank task's; None: the first)."""
         from accuscope.engine.sources.registry import detect, modules_loader
         npu = self.path("npu")
         if npu is None or not npu.is_dir():
             return None
-        loader = modules_loader(str(npu), detect(str(npu)).kind, self.meta.get("step"), self.meta.get("rank"))
+        loader = modules_loader(str(npu), detect(str(npu)).kind, step, rank)
         return loader() if loader is not None else None
 
     def call_stacks(self, step: str | int | None = None, rank: str | int | None = None) -> tuple[dict[str, list[str]], str]:
