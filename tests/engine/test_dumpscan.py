@@ -155,3 +155,15 @@ def test_recorded_reads_alike_with_and_without_the_scanner(tmp_path, monkeypatch
         assert list(getattr(fast, field)) == list(getattr(slow, field)), field
     assert np.array_equal(fast.stats, slow.stats, equal_nan=True)
     assert (fast.checksums != "").any() and len(set(fast.modules)) > 1
+
+
+def test_the_graph_pane_reads_the_same_calls_from_the_columns(tmp_path, monkeypatch):
+    from accuscope.engine.demo import msprobesim
+    msprobesim.write(str(tmp_path), ranks=2, steps=1)
+
+    def nodes():
+        return [(n.name, n.type, n.inputs, n.outputs, n.output_shapes, n.subgraph, n.attrs)
+                for n in msprobe.graph(str(tmp_path), rank=1).nodes]
+    fast = nodes()
+    monkeypatch.setattr(msprobe, "_as_columns", lambda *a, **k: None)  # dump.json as `read` gives it
+    assert fast == nodes() and len(fast) > 3 and any(n[4] for n in fast)

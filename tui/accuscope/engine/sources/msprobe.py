@@ -484,10 +484,7 @@ def graph(path: str, step: str | int | None = None, rank: str | int | None = Non
     folder = _first(path, step, rank)
     problems: list[Problem] = []
     parents = _construct(folder, problems)
-    tensors, _ = read(folder, stats_only=True)
-    calls: dict[str, list[Tensor]] = {}
-    for t in tensors:
-        calls.setdefault(t.op, []).append(t)
+    calls = _call_tensors(folder)
     order: list[str] = []
     placed: set[str] = set()
 
@@ -512,9 +509,9 @@ def graph(path: str, step: str | int | None = None, rank: str | int | None = Non
         kind = parts[-3] if module and parts[-2] in ("forward", "backward") else parts[-2] if module else \
             parts[1] if len(parts) > 1 else call
         mine = calls.get(call, [])
-        node = Node(call, kind, len(nodes), len(nodes) + 1, [t.tensor_name for t in mine if t.io == INPUT],
-                    [t.tensor_name for t in mine if t.io == OUTPUT], subgraph=parent,
-                    output_shapes=[t.shape for t in mine if t.io == OUTPUT],
+        node = Node(call, kind, len(nodes), len(nodes) + 1, [name for name, io, _ in mine if io == INPUT],
+                    [name for name, io, _ in mine if io == OUTPUT], subgraph=parent,
+                    output_shapes=[shape for _, io, shape in mine if io == OUTPUT],
                     attrs={"depth": depth[call], **({"module": module} if module else {})})
         nodes.append(node)
     inside: list[Node] = []  # the module nodes holding the current one
@@ -527,6 +524,21 @@ def graph(path: str, step: str | int | None = None, rank: str | int | None = Non
             inside.append(node)
     return Graph(os.path.basename(os.path.normpath(path)), KIND, folder, nodes, [], [],
                  notes=[str(p) for p in problems])
+
+
+def _call_tensors(folder: str) -> dict[str, list[tuple[str, str, tuple[int, ...]]]]:
+    """call -> its tensors' (name, io, shape) in dump order: from dump.json's columns (a 100k-call dump
+    in a second), else as `read` finds them (dump.json missing or damaged: the file names)."""
+    found = _as_columns(folder, stats_only=True)
+    calls: dict[str, list] = {}
+    if found is None:
+        for t in read(folder, stats_only=True)[0]:
+            calls.setdefault(t.op, []).append((t.tensor_name, t.io, t.shape))
+        return calls
+    shape_of = {text: tuple(int(d) for d in text[1:-1].split(",") if d) for text in set(found.shapes.tolist())}
+    for call, name, io, shape in zip(found.calls.tolist(), found.names, found.io.tolist(), found.shapes.tolist()):
+        calls.setdefault(call, []).append((name, io, shape_of[shape]))
+    return calls
 
 
 def _first(path: str, step: str | int | None, rank: str | int | None) -> str:
