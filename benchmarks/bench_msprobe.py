@@ -83,6 +83,16 @@ def timed_rss(cmd: list[str], work: Path, **kw) -> tuple[float, float]:
     return seconds, int(out.read_text().split()[-1]) / 1024
 
 
+def warm(root: Path) -> None:
+    """Read every file under root once, so that each tool is timed on files in the page cache (a cold
+    read of 135 MB of .npy after the .pt runs cost 5 s once, and no tool's merit)."""
+    for f in root.rglob("*"):
+        if f.is_file():
+            with open(f, "rb") as fh:
+                while fh.read(1 << 22):
+                    pass
+
+
 def statistics_dump(folder: Path, calls: int, off: float, factor: float) -> None:
     """A statistics-mode dump.json of `calls` calls (2 inputs, 1 output each), as msprobe writes it;
     a share `off` of the outputs' statistics multiplied by `factor` (the side under test)."""
@@ -156,6 +166,7 @@ def bench_versus_msprobe(work: Path, python: str, seq: int, hidden: int, ffn: in
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir()
     msprobe_bin = str(Path(python).parent / "msprobe")
+    warm(pt)
     theirs, rss_theirs = timed_rss([msprobe_bin, "compare", "-m", "auto", "-tp", pt / "npu" / "step0", "-gp",
                                     pt / "golden" / "step0", "-o", out], work, cwd=work)
     written = sorted(p.name for p in out.rglob("*.xlsx")) + sorted(p.name for p in out.rglob("*.csv"))
@@ -166,6 +177,7 @@ def bench_versus_msprobe(work: Path, python: str, seq: int, hidden: int, ffn: in
         """One accuscope process comparing every rank (ranks in parallel on the local pool): seconds, and
         the peak RSS of its largest process (MB)."""
         task = work / f"task-{root.name}"
+        warm(root)
         shutil.rmtree(task, ignore_errors=True)
         return timed_rss([sys.executable, "-m", "accuscope", "compare", "--npu", root / "npu", "--golden",
                           root / "golden", "--out", task], work)

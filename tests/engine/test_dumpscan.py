@@ -3,7 +3,6 @@
 decides) for what it leaves, and never a crash or a different answer on damaged text."""
 from __future__ import annotations
 
-import importlib
 import json
 import math
 import os
@@ -15,17 +14,7 @@ from hypothesis import strategies as st
 
 from accuscope.engine.sources import msprobe
 
-needs_scanner = pytest.mark.skipif(msprobe._dumpscan is None, reason="no compiled scanner (see the first test)")
-
-
-def test_the_compiled_scanner_is_built():
-    if os.environ.get("ACCUSCOPE_KERNEL") == "numpy":
-        pytest.skip("ACCUSCOPE_KERNEL=numpy: the Python twin alone is under test")
-    try:
-        importlib.import_module("accuscope.engine.sources._dumpscan")
-    except ImportError as exc:
-        pytest.fail(f"accuscope.engine.sources._dumpscan did not build ({exc}): install a C compiler and the "
-                    "Python headers, then reinstall, or set ACCUSCOPE_KERNEL=numpy")
+needs_scanner = pytest.mark.skipif(msprobe._dumpscan is None, reason="no compiled scanner (test_kernel says why)")
 
 
 def twin(raw: bytes):

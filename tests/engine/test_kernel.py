@@ -1,4 +1,5 @@
-"""The compiled kernel (engine/compare/_kernel.c): built, and equal to the numpy fallback."""
+"""The compiled kernel (engine/compare/_kernel.c): built, and equal to the numpy fallback; the other
+compiled part, the dump.json scanner, is built too (its equality: test_dumpscan)."""
 from __future__ import annotations
 
 import importlib
@@ -13,14 +14,16 @@ from accuscope.engine.compare.metrics import compare_arrays
 needs_kernel = pytest.mark.skipif(M._kernel is None, reason="no kernel: not built (see the first test) or ACCUSCOPE_KERNEL=numpy")
 
 
-def test_the_compiled_kernel_is_built():
+@pytest.mark.parametrize("module", ["accuscope.engine.compare._kernel",  # the metrics
+                                    "accuscope.engine.sources._dumpscan"])  # msprobe's dump.json (test_dumpscan)
+def test_the_compiled_parts_are_built(module):
     if os.environ.get("ACCUSCOPE_KERNEL") == "numpy":
-        pytest.skip("ACCUSCOPE_KERNEL=numpy: the fallback alone is under test")
+        pytest.skip("ACCUSCOPE_KERNEL=numpy: the fallbacks alone are under test")
     try:
-        importlib.import_module("accuscope.engine.compare._kernel")
+        importlib.import_module(module)
     except ImportError as exc:
-        pytest.fail(f"accuscope.engine.compare._kernel did not build ({exc}): install a C compiler and the "
-                    "Python headers, then reinstall, or set ACCUSCOPE_KERNEL=numpy")
+        pytest.fail(f"{module} did not build ({exc}): install a C compiler and the Python headers, then "
+                    "reinstall, or set ACCUSCOPE_KERNEL=numpy")
 
 
 @needs_kernel
