@@ -492,3 +492,21 @@ def test_a_rank_tree_is_judged_as_a_step_on_every_call_never_by_its_last_one(tmp
     assert verdict["severity"] == "error" and "1 of " in verdict["title"], verdict
     assert next(f for f in findings if f["rule"] == "first_call")["op"] == "Functional.linear.21.forward"
     assert not any("passes" in f["title"] or f["rule"] == "ms.all_pass" for f in findings)
+
+
+def test_a_statistics_pick_of_one_rank_takes_the_ranks_columns_a_tensor_pick_stays_a_task_of_its_own(tmp_path):
+    from accuscope.engine.compare.multirank import is_rank_run
+    msprobesim.write(str(tmp_path / "golden"), ranks=2, steps=2)
+    msprobesim.write(str(tmp_path / "npu"), ranks=2, steps=2, fault_rank=1)
+    npu, golden = str(tmp_path / "npu"), str(tmp_path / "golden")
+    assert is_rank_run(CompareSpec(npu, golden, step="1", rank="1", stats_only=True))
+    assert not is_rank_run(CompareSpec(npu, golden, step="1", rank="1"))  # tensors: re-runnable, one task
+    assert not is_rank_run(CompareSpec(npu, golden, rank="proc7", stats_only=True))  # no number: as before
+    r = accuscope("compare", "--npu", npu, "--golden", golden, "--step", "1", "--rank", "1", "--stats-only",
+                  "--out", tmp_path / "t", "--json", "--advisor")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads((tmp_path / "t" / "task.json").read_text())
+    assert list(doc["ranks"]) == ["step1_rank1"] and doc["rank"] == "1" and doc["step"] == "1"
+    assert [f["op"] for f in json.loads(r.stdout)["findings"] if f["rule"] == "first_call"] == [msprobesim.FAULT_CALL]
+    r = accuscope("compare", "--npu", npu, "--golden", golden, "--step", "1", "--rank", "1", "--out", tmp_path / "u")
+    assert r.returncode == 0 and "ranks" not in json.loads((tmp_path / "u" / "task.json").read_text())

@@ -24,16 +24,6 @@ from ..exitcode import ExitCode
 from .common import add_inputs, add_source_options, err, first_failing_json, out, show
 
 
-def _numbers(text: str | None) -> list[int] | None:
-    """--rank/--step (3, rank3, step1) as the numbers a multi-rank run picks; None: all."""
-    if not text:
-        return None
-    try:
-        return [int(t.strip().removeprefix("rank").removeprefix("step")) for t in str(text).split(",") if t.strip()]
-    except ValueError:
-        raise SourceError(f"{text!r}: give rank and step numbers (3 or rank3) with --cluster") from None
-
-
 def register(p) -> None:
     p.description = ("Compare every tensor of the side under test (--npu) with its counterpart on "
                      "the reference side (--golden) and write a task folder (task.json, "
@@ -233,7 +223,7 @@ def compare_ranks_and_report(spec: engine.CompareSpec, args) -> int:
             say(f"  [red]✗[/] {show(r.rank.label)}: {r.state}: {show(r.error)}", soft_wrap=True)
 
     try:
-        run = run_ranks(spec, args.out, args.cluster, args.workers, _numbers(spec.rank), _numbers(spec.step),
+        run = run_ranks(spec, args.out, args.cluster, args.workers, None, None,
                         landed, cancel, planned)
     except KeyboardInterrupt:
         cancel.set()

@@ -18,7 +18,8 @@ from accuscope.engine.compare import comparison as engine
 from accuscope.engine.compare import statcolumns
 from accuscope.engine.compare.lifetime import die_with_parent, process_context
 from accuscope.engine.compare.results import ResultTable
-from accuscope.engine.sources.ranks import Rank, local_path, ranks
+from accuscope.engine.sources.msprobe import DATA_DIR as msprobe_data_dir
+from accuscope.engine.sources.ranks import Rank, local_path, numbers, pick, ranks
 from accuscope.engine.sources.tensor import SourceError
 
 LOST = "lost"  # a rank whose worker died or left: re-running the task compares it again
@@ -54,8 +55,21 @@ def pair_ranks(npu: str, golden: str) -> tuple[list[Rank], list[str]]:
 
 
 def is_rank_run(spec: engine.CompareSpec) -> bool:
-    """The comparison is of two rank trees, rank by rank (no --step/--rank picking one folder)."""
-    return not spec.rank and not spec.step and bool(pair_ranks(spec.npu, spec.golden)[0])
+    """The comparison is of two rank trees, rank by rank: every rank, or the ranks --step/--rank pick
+    when only their dump.json are compared (statistics: the ranks' columnar path, 10x the general
+    one; a tensor comparison of one picked rank stays a task of its own, dumps re-runnable)."""
+    leaves = pair_ranks(spec.npu, spec.golden)[0]
+    if not leaves:
+        return False
+    if not spec.rank and not spec.step:
+        return True
+    try:
+        picked = pick(leaves, numbers(spec.rank), numbers(spec.step))
+    except SourceError:
+        return False  # a pick the ranks' numbers cannot say (proc folders by name): the general path
+    return bool(picked) and statcolumns.applies(spec) and all(
+        spec.stats_only or not any(os.path.isdir(os.path.join(side, leaf.rel, msprobe_data_dir))
+                                   for side in (spec.npu, spec.golden)) for leaf in picked)
 
 
 def rank_spec(spec: engine.CompareSpec, rank: Rank) -> engine.CompareSpec:

@@ -17,6 +17,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from accuscope.engine.sources.tensor import SourceError
+
 ROOT_MAP = "ACCUSCOPE_ROOT_MAP"
 _STEP, _RANK, _PROC = re.compile(r"step(\d+)$"), re.compile(r"rank(\d*)$"), re.compile(r"proc(\d+)$")
 
@@ -65,6 +67,17 @@ def ranks(root: str | os.PathLike) -> list[Rank]:
             procs = _children(base / rank_name, _PROC)
             out += [Rank(step, rank, proc, f"{rel}/{name}") for proc, name in procs] or [Rank(step, rank, -1, rel)]
     return out
+
+
+def numbers(text: str | int | None) -> list[int] | None:
+    """--rank/--step (3, rank3, step1, "0,2") as the numbers `pick` takes; None: all. SourceError for
+    what names no number."""
+    if text is None or text == "":
+        return None
+    try:
+        return [int(t.strip().removeprefix("rank").removeprefix("step")) for t in str(text).split(",") if t.strip()]
+    except ValueError:
+        raise SourceError(f"{text!r}: give rank and step numbers (3 or rank3)") from None
 
 
 def pick(found: list[Rank], rank: list[int] | None = None, step: list[int] | None = None) -> list[Rank]:

@@ -101,6 +101,8 @@ def run_ranks(spec: engine.CompareSpec, folder: str | os.PathLike, cluster: str 
     """Compare every chosen rank of the two trees into `folder` (see the module's text).
     SourceError: no rank pairs, none chosen, the cluster unreachable, the folder unusable."""
     folder, run = Path(folder), RanksRun()
+    rank = rank if rank is not None else rank_mod.numbers(spec.rank)  # --rank/--step pick among the ranks
+    step = step if step is not None else rank_mod.numbers(spec.step)
     lock = TaskLock(folder)
     started = False
     try:
