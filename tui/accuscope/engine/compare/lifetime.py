@@ -1,7 +1,8 @@
 """Helper processes that never outlive accuscope, and telling whether a recorded process still runs.
 
-Worker and plugin-host processes are forked by multiprocessing's fork server, so a SIGKILL of
-accuscope does not reach them and their queues never close: without care they wait forever.
+Worker and plugin-host processes are forked by accuscope itself (the CLI) or by multiprocessing's
+fork server (the app: see process_context); a SIGKILL of accuscope does not reach them and their
+queues never close: without care they wait forever.
 `die_with_parent` (run first thing in every helper) asks Linux to kill the helper when its parent
 goes (PR_SET_PDEATHSIG; the fork server exits when accuscope does) and, everywhere, watches
 accuscope's pid from a thread and exits once it is gone.
@@ -54,8 +55,13 @@ def die_with_parent(main_pid: int) -> None:
 
 
 def process_context():
-    """The multiprocessing context helpers are started from (fork server, engine preloaded)."""
-    from multiprocessing import get_context
+    """The multiprocessing context helpers are started from: fork where this process runs no other
+    thread (the CLI: a helper starts in milliseconds with the engine already imported, where the fork
+    server first imports it, 0.2-0.3 s), else the fork server, engine preloaded (the app's threads
+    make fork unsafe: a lock one of them holds stays locked in the child)."""
+    from multiprocessing import get_all_start_methods, get_context
+    if threading.active_count() == 1 and "fork" in get_all_start_methods():
+        return get_context("fork")
     _start_process_services()
     return get_context("forkserver")
 
