@@ -179,17 +179,28 @@ def compare_and_report(spec: engine.CompareSpec, args) -> int:
         else:
             say("[yellow]metrics ran on the numpy fallback[/] (the compiled kernel is not built); "
                       "reinstall accuscope where a C compiler is present for 2-3x faster comparisons")
-    advice = None
-    if args.advisor:
-        from ..engine.diagnose.advisor import advise
-        from .advise import print_advice
-        advice = advise(args.out, workers=args.workers)
-        if not args.json:
-            print_advice(advice)
+    advice = _advise_if_asked(args)
     if args.json:
         sys.stdout.write(json.dumps(result_json(args.out, plan, summary, table, advice), indent=1,
                                     ensure_ascii=False) + "\n")
     return ExitCode.FINDINGS if args.fail_on_error and (summary.failing or warnings) else ExitCode.OK
+
+
+def _advise_if_asked(args):
+    """--advisor: the advice on the task just written (printed unless --json); None without it."""
+    if not args.advisor:
+        return None
+    from ..engine.diagnose.advisor import advise
+    from .advise import print_advice
+    advice = advise(args.out, workers=args.workers)
+    if not args.json:
+        print_advice(advice)
+    return advice
+
+
+def _advice_json(advice) -> dict:
+    return {"verdict": None if advice is None or advice.primary is None else advice.primary.to_dict(),
+            "findings": [] if advice is None else [f.to_dict() for f in advice.findings]}
 
 
 def result_json(folder, plan, summary, table, advice) -> dict:
@@ -198,8 +209,7 @@ def result_json(folder, plan, summary, table, advice) -> dict:
             "rows": summary.rows, "failing": summary.failing, "not_compared": summary.not_compared,
             "first_failing": first_failing_json(table, summary),
             "coverage": plan.coverage.to_meta(), "problems": [str(p) for p in plan.problems],
-            "verdict": None if advice is None or advice.primary is None else advice.primary.to_dict(),
-            "findings": [] if advice is None else [f.to_dict() for f in advice.findings]}
+            **_advice_json(advice)}
 
 
 def compare_ranks_and_report(spec: engine.CompareSpec, args) -> int:
@@ -239,13 +249,7 @@ def compare_ranks_and_report(spec: engine.CompareSpec, args) -> int:
     if not_done:
         say(f"[bold yellow]⚠ warning:[/] {not_done} ranks not compared: re-run the same command to compare them "
             "(finished ranks are kept)", soft_wrap=True)
-    advice = None
-    if args.advisor:
-        from ..engine.diagnose.advisor import advise
-        from .advise import print_advice
-        advice = advise(args.out, workers=args.workers)
-        if not args.json:
-            print_advice(advice)
+    advice = _advise_if_asked(args)
     if args.json:
         summary = summarize(run.table, spec.thresholds) if run.table is not None else None
         sides = next((r["sides"] for r in done if r.get("sides")), {})
@@ -253,7 +257,6 @@ def compare_ranks_and_report(spec: engine.CompareSpec, args) -> int:
             "task": str(args.out), "sides": sides, "rows": run.rows, "failing": run.failing,
             "first_failing": first_failing_json(run.table, summary) if summary is not None else None,
             "lost": run.lost, "resumed": run.resumed, "problems": run.problems, "ranks": run.results,
-            "verdict": None if advice is None or advice.primary is None else advice.primary.to_dict(),
-            "findings": [] if advice is None else [f.to_dict() for f in advice.findings]},
+            **_advice_json(advice)},
             indent=1, ensure_ascii=False) + "\n")
     return ExitCode.FINDINGS if args.fail_on_error and (run.failing or not_done) else ExitCode.OK
