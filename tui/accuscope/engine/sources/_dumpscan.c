@@ -47,6 +47,7 @@
 #include <string.h>
 #if defined(__GLIBC__)
 #include <locale.h>
+static locale_t c_locale = (locale_t)0;  /* made once at import: numbers read as C writes them */
 #endif
 
 #define MAX_DEPTH 200   /* nesting of the document; deeper: Python's reader decides */
@@ -232,8 +233,6 @@ static int number(Scan *S, double *value, int *integer, long long *ivalue, int *
         }
         memcpy(text, start, (size_t)n); text[n] = 0;
 #if defined(__GLIBC__)
-        static locale_t c_locale = (locale_t)0;
-        if (!c_locale) c_locale = newlocale(LC_NUMERIC_MASK, "C", (locale_t)0);
         *value = c_locale ? strtod_l(text, NULL, c_locale) : strtod(text, NULL);
 #else
         *value = strtod(text, NULL);  /* Python leaves LC_NUMERIC at "C" */
@@ -591,4 +590,10 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_dumpscan", "msprobe dump.json as columns.", -1, methods};
 
-PyMODINIT_FUNC PyInit__dumpscan(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__dumpscan(void)
+{
+#if defined(__GLIBC__)
+    if (!c_locale) c_locale = newlocale(LC_NUMERIC_MASK, "C", (locale_t)0);
+#endif
+    return PyModule_Create(&module);
+}
