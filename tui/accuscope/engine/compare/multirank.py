@@ -67,9 +67,9 @@ def is_rank_run(spec: engine.CompareSpec) -> bool:
         picked = pick(leaves, numbers(spec.rank), numbers(spec.step))
     except SourceError:
         return False  # a pick the ranks' numbers cannot say (proc folders by name): the general path
-    return bool(picked) and statcolumns.applies(spec) and all(
-        spec.stats_only or not any(os.path.isdir(os.path.join(side, leaf.rel, msprobe_data_dir))
-                                   for side in (spec.npu, spec.golden)) for leaf in picked)
+    tensor_files = any(os.path.isdir(os.path.join(side, leaf.rel, msprobe_data_dir))
+                       for leaf in picked for side in (spec.npu, spec.golden))
+    return bool(picked) and statcolumns.applies(spec) and (spec.stats_only or not tensor_files)
 
 
 def rank_spec(spec: engine.CompareSpec, rank: Rank) -> engine.CompareSpec:

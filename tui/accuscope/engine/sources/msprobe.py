@@ -153,13 +153,13 @@ def read(path: str, *, step: str | int | None = None, rank: str | int | None = N
     if not isinstance(data, dict):
         raise SourceError(f"{os.path.join(folder, DUMP_JSON)}: no \"data\" object (not an msprobe dump.json)")
     tensors = [_tensor(folder, call, io, index, name, info, module, stats_only, problems)
-               for call, io, index, name, info, module in _entries(folder, data, parents, problems)]
+               for call, _slot, io, index, name, info, module in _entries(folder, data, parents, problems)]
     return tensors, problems
 
 
 def _entries(folder: str, data: dict, parents: dict[str, str], problems: list[Problem]):
-    """(call, io, index within the call's io, tensor name, entry, module) of every tensor dump.json
-    records, in msprobe's order."""
+    """(call, slot, io, index within the call's io, tensor name, entry, module) of every tensor
+    dump.json records, in msprobe's order (a call that is not an object: a problem)."""
     for call, entry in data.items():
         if not isinstance(entry, dict):
             problems.append(Problem(os.path.join(folder, DUMP_JSON), f"{call}: not an object"))
@@ -171,7 +171,7 @@ def _entries(folder: str, data: dict, parents: dict[str, str], problems: list[Pr
             if io is None:
                 continue
             for suffix, info in _walk(value, slot):
-                yield call, io, counters[io], f"{call}.{_SLOT_NAME[slot]}{suffix}", info, module
+                yield call, slot, io, counters[io], f"{call}.{_SLOT_NAME[slot]}{suffix}", info, module
                 counters[io] += 1
 
 
@@ -236,24 +236,17 @@ def _as_columns(folder: str, stats_only: bool) -> Recorded | None:
 def _scan(data: dict) -> tuple | None:
     """_dumpscan.scan's columns from the parsed "data" object (its Python twin: the tests hold the two
     to the same columns); None where a call is not an object."""
-    calls, rows = [], []
-    for k, (call, entry) in enumerate(data.items()):
-        if not isinstance(entry, dict):
-            return None
-        calls.append(call)
-        counters = {INPUT: 0, OUTPUT: 0}
-        for slot, value in entry.items():
-            io = _SLOT_IO.get(slot)
-            if io is None:
-                continue
-            for suffix, info in _walk(value, slot):
-                stats = _stats(info)
-                data_name = info.get("data_name")
-                rows.append((k, _SLOTS.index(slot), counters[io], f"{call}.{_SLOT_NAME[slot]}{suffix}",
-                             str(info.get("dtype", "")), "[" + ",".join(map(str, _shape(info))) + "]",
-                             stats or (None,) * 4, stats is not None, str(info.get("md5") or ""),
-                             isinstance(data_name, str) and bool(data_name)))
-                counters[io] += 1
+    calls, problems = list(data), []
+    position = {call: k for k, call in enumerate(calls)}
+    rows = []
+    for call, slot, _io, index, name, info, _module in _entries("", data, {}, problems):
+        stats = _stats(info)
+        data_name = info.get("data_name")
+        rows.append((position[call], _SLOTS.index(slot), index, name, str(info.get("dtype", "")),
+                     "[" + ",".join(map(str, _shape(info))) + "]", stats or (None,) * 4, stats is not None,
+                     str(info.get("md5") or ""), isinstance(data_name, str) and bool(data_name)))
+    if problems:
+        return None
     k, slot, index, names, dtypes, shapes, stats, has, md5, data_name = (list(c) for c in zip(*rows)) if rows else (
         [[] for _ in range(10)])
     return (calls, np.array(k, dtype=np.int64).tobytes(), np.array(slot, dtype=np.uint8).tobytes(),
