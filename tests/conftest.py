@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures"
+FIXTURES = Path(__file__).resolve().parent / "fixtures"  # in the repository: a fresh clone needs nothing beside it
 ASCEND_FIXTURES = FIXTURES / "ascend-dump"
 RAPIDOCR = "rapidocr-onnxruntime==1.4.4"
 CACHE = Path(os.environ.get("ACCUSCOPE_TEST_CACHE", Path.home() / ".cache" / "accuscope-tests"))

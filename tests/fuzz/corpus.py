@@ -1,6 +1,6 @@
 """Fuzz corpus for accuscope's readers: real input files of every class, mutated deterministically.
 
-Seeds are real files: the Ascend dump fixtures (shared/fixtures/ascend-dump), the dumps, golden
+Seeds are real files: the Ascend dump fixtures (tests/fixtures/ascend-dump), the dumps, golden
 npy folders, OM JSON, ONNX models and result CSVs of `accuscope demo`'s workspace, npz and raw
 bin files made from that golden data, a Caffe LeNet prototxt, and msit-style mapping.csv files.
 Each seed gets structural mutations (the damage seen in the field: tokenizer-hostile npy headers,
@@ -56,10 +56,7 @@ GOOD_SIBLINGS = 3
 
 
 def fixtures_dir() -> Path:
-    for base in (REPO.parent / "shared", Path("/work/shared")):
-        if (base / "fixtures" / "ascend-dump").is_dir():
-            return base / "fixtures" / "ascend-dump"
-    raise SystemExit("shared/fixtures/ascend-dump not found")
+    return REPO / "tests" / "fixtures" / "ascend-dump"
 
 
 # ---------------------------------------------------------------- seeds
