@@ -2,7 +2,10 @@
 
 Seeds are real files: the Ascend dump fixtures (tests/fixtures/ascend-dump), the dumps, golden
 npy folders, OM JSON, ONNX models and result CSVs of `accuscope demo`'s workspace, npz and raw
-bin files made from that golden data, a Caffe LeNet prototxt, and msit-style mapping.csv files.
+bin files made from that golden data, a Caffe LeNet prototxt, msit-style mapping.csv files, an
+msprobe rank (dump.json and the .pt files torch.save wrote), and one file of each platform dialect
+in its tool's layout (Polygraphy RunResults JSON, tpu-mlir npz, ATB .bin round, MindSpore kernel
+npy step, GE graph text) and task.json files of the demo's tasks.
 Each seed gets structural mutations (the damage seen in the field: tokenizer-hostile npy headers,
 impossible dimensions, C0 of 0, encrypted npz members, wrong JSON types, deep nesting, FIFOs,
 symlink loops, over-long CSV fields ...) and seeded random byte flips, truncations and extensions.
@@ -49,7 +52,10 @@ import numpy as np  # noqa: E402
 from accuscope.engine.sources import ascend  # noqa: E402
 from accuscope.engine.sources.tensor import SourceError, TensorError  # noqa: E402
 
-CLASSES = ("ascend", "npy", "npz", "bin", "omjson", "onnx", "prototxt", "mapping", "resultcsv")
+CLASSES = ("ascend", "npy", "npz", "bin", "omjson", "onnx", "prototxt", "mapping", "resultcsv",
+           "msprobe", "pt", "polygraphy", "tpumlir", "atb", "mindspore", "gegraph", "taskjson")
+# the dialects opened through the registry, as `inspect` and `compare` do (the rest: their own reader)
+REGISTRY_CLASSES = ("msprobe", "pt", "polygraphy", "tpumlir", "atb", "mindspore", "gegraph")
 MEMORY_LIMIT = 1 << 30  # RLIMIT_AS of the child: a reader that allocates what a header claims dies here
 CASE_TIMEOUT = 30.0
 GOOD_SIBLINGS = 3
@@ -81,6 +87,7 @@ def build_seeds(work: Path) -> dict[str, list[Path]]:
         long = "/".join(["encoder", "layer_11", "attention", "self", "query"] * 12)
         (root / "mapping.csv").write_text(f"1.npy,{long.replace('/', '_')}.0.1717236000000001.npy\n"
                                           f"2.npy,input_{long.replace('/', '_')}.1.1717236000000002.npy\n")
+        _dialect_seeds(root, list(arrays.items()))
         done.write_text("")
     demo = root / "demo"
     fx = fixtures_dir()
@@ -93,7 +100,46 @@ def build_seeds(work: Path) -> dict[str, list[Path]]:
         "npz": [root / "golden.npz", root / "golden_deflated.npz"], "bin": [root / "golden.bin"],
         "omjson": sorted(demo.glob("*/model/*.json")), "onnx": sorted(demo.glob("*/model/*.onnx")),
         "prototxt": [root / "lenet.prototxt"], "mapping": [root / "mapping.csv"], "resultcsv": sorted(demo.glob("*/result_*.csv")),
+        "msprobe": [MSPROBE_RANK / "dump.json"], "pt": sorted((MSPROBE_RANK / "dump_tensor_data").glob("*.pt"))[:1],
+        "polygraphy": [root / "polygraphy.json"], "tpumlir": [root / "cls_top_outputs.npz"],
+        "atb": sorted((root / "atb").rglob("*.bin"))[:1], "mindspore": sorted((root / "mindspore").glob("*.npy"))[:1],
+        "gegraph": [root / "ge_proto_00001_Build.txt"], "taskjson": sorted(demo.glob("*/task.json"))[:2],
     }
+
+
+MSPROBE_RANK = REPO / "tests" / "fixtures" / "msprobe" / "cand" / "step0" / "rank0"  # written by torch.save
+
+
+def _dialect_seeds(root: Path, arrays: list[tuple[str, np.ndarray]]) -> None:
+    """One small, valid file (or folder) of each platform dialect, in the layout its tool writes."""
+    import base64
+    import io
+
+    def npy(a):
+        buf = io.BytesIO()
+        np.save(buf, a, allow_pickle=False)
+        return buf.getvalue()
+    lst = [["onnxrt-runner", [{"outputs": {k: {"array": base64.b64encode(npy(a)).decode(), "polygraphy_class": "ndarray"}
+                                            for k, a in arrays}, "runtime": 0.01, "runner_name": "onnxrt-runner",
+                               "polygraphy_class": "IterationResult"}]]]
+    (root / "polygraphy.json").write_text(json.dumps({"lst": lst, "polygraphy_class": "RunResults"}))
+    np.savez(root / "cls_top_outputs.npz", **{f"t{k}_Conv": a for k, (_, a) in enumerate(arrays)})
+    rnd = root / "atb" / "0_4242" / "0"
+    for k, (_, a) in enumerate(arrays[:3]):
+        layer = rnd / f"{k}_Linear{k}"
+        layer.mkdir(parents=True)
+        head = f"$Version=1.0\nformat=2\ndtype=0\ndims={','.join(map(str, a.shape))}\n$End=1\n"
+        (layer / "outtensor0.bin").write_bytes(head.encode() + np.ascontiguousarray(a, "<f4").tobytes())
+    ms = root / "mindspore"
+    ms.mkdir()
+    for k, (_, a) in enumerate(arrays[:3]):
+        np.save(ms / f"Conv2D.Default--network-conv{k}.{k + 1}.2.{1700000000000000 + k}.output.0.DefaultFormat.float32.npy",
+                np.ascontiguousarray(a, "<f4"))
+    ops = "".join(f'  op {{ name: "conv{k}" type: "Conv2D" input: "{"x:0" if k == 0 else f"conv{k - 1}:0"}" id: {k + 2} }}\n'
+                  for k in range(3))
+    (root / "ge_proto_00001_Build.txt").write_text(
+        'name: "ge_default_1"\ngraph {\n  name: "ge_default_1"\n  op { name: "x" type: "Data" id: 1 }\n' + ops
+        + '  op { name: "out" type: "NetOutput" input: "conv2:0" }\n}\n')
 
 
 # ---------------------------------------------------------------- byte mutations
@@ -458,6 +504,12 @@ def cases(seeds: dict[str, list[Path]], per_seed: int = 20, seed: int = 0,
                 add(cls, ((f"{src.name}: {k}", d) for k, d in onnx_structural(src)), src)
             elif cls == "resultcsv":
                 add(cls, ((f"{src.name}: {k}", d) for k, d in csv_structural(src)), src)
+            elif cls in ("msprobe", "polygraphy", "taskjson"):
+                add(cls, ((f"{src.name}: {k}", d) for k, d in json_structural(src, rng, per_seed * 2)), src)
+            elif cls == "tpumlir":
+                add(cls, ((f"{src.name}: {k}", d) for k, d in npz_structural(src)), src)
+            elif cls == "mindspore":
+                add(cls, npy_structural(), src)
         if cls == "npy":
             add(cls, npy_structural())
         elif cls == "prototxt":
@@ -468,7 +520,8 @@ def cases(seeds: dict[str, list[Path]], per_seed: int = 20, seed: int = 0,
                       ("two files mapped to one name", b"1.npy,same.0.1.npy\n2.npy,same.0.1.npy\n"),
                       ("escape sequence in a name", b"1.npy,\x1b[2Jop.0.1.npy\n"),
                       ("unterminated quote", b'1.npy,"abc\n2.npy,b.0.1.npy\n')])
-        if cls in ("npy", "mapping", "ascend", "npz", "omjson", "resultcsv"):
+        if cls in ("npy", "mapping", "ascend", "npz", "omjson", "resultcsv", "msprobe", "polygraphy", "tpumlir",
+                   "taskjson"):
             out.extend(Case(cls, f"special: {kind}", special=kind) for kind in FS_SPECIALS)
     return out
 
@@ -516,6 +569,32 @@ def _materialize(case: Case, seeds: dict[str, list[Path]], d: Path) -> tuple[Pat
                 with open(target, "r+b") as fh:
                     fh.truncate((3 << 30) + 8)  # sparse: the claim fits in the file
         return folder, {}, good
+    if case.cls in ("msprobe", "pt"):
+        rank = d / "step0" / "rank0"
+        shutil.copytree(MSPROBE_RANK, rank)
+        target = rank / "dump.json" if case.cls == "msprobe" else rank / "dump_tensor_data" / case.seed.name
+        good = [] if case.cls == "msprobe" else sorted(
+            p.name[:-len(".pt")].rsplit(".", 3)[0] for p in (rank / "dump_tensor_data").glob("*.pt")
+            if p.name != case.seed.name and p.name.rsplit(".", 3)[0] != case.seed.name.rsplit(".", 3)[0])
+        _write(target, case)
+        return rank, {}, good
+    if case.cls in ("atb", "mindspore"):
+        src_root = case.seed.parents[2] if case.cls == "atb" else case.seed.parent
+        folder = d / case.cls
+        shutil.copytree(src_root, folder)
+        target = folder / case.seed.relative_to(src_root)
+        _write(target, case)
+        return folder, {}, []
+    if case.cls == "taskjson":
+        task = d / "task"
+        task.mkdir()
+        _write(task / "task.json", case)
+        return task, {}, []
+    name = {"tpumlir": "cls_top_outputs.npz", "gegraph": "ge_proto_00001_Build.txt", "polygraphy": "outputs.json"}
+    if case.cls in name:
+        target = d / name[case.cls]
+        _write(target, case)
+        return target, {}, []
     suffix = {"npz": ".npz", "bin": ".bin", "omjson": ".json", "onnx": ".onnx", "prototxt": ".prototxt",
               "resultcsv": ".csv"}[case.cls]
     target = d / f"input{suffix}"
@@ -529,15 +608,29 @@ def _materialize(case: Case, seeds: dict[str, list[Path]], d: Path) -> tuple[Pat
     return target, options, []
 
 
+def _write(target: Path, case: Case) -> None:
+    target.unlink(missing_ok=True)
+    if case.special:
+        make_special(target, case.special)
+    else:
+        target.write_bytes(case.data)
+
+
 def run_case(case: Case, seeds: dict[str, list[Path]], d: Path) -> tuple[str, str]:
     """(outcome, detail) of one case, run in this process."""
     from accuscope.engine.graphs.graph import load_graph
     from accuscope.engine.sources.convert import convert
     from accuscope.engine.sources.golden import open_golden
     from accuscope.engine.sources.npudump import open_npu_dump
+    from accuscope.engine.sources.registry import open_source
     from accuscope.engine.tasks.csvio import read_result_csv
+    from accuscope.engine.tasks.task import load_task
     path, options, good = _materialize(case, seeds, d)
     try:
+        if case.cls == "taskjson":
+            task = load_task(path)
+            task.spec()
+            return "clean", ""
         if case.cls in ("omjson", "onnx", "prototxt"):
             load_graph(path)
             return "clean", ""
@@ -549,7 +642,9 @@ def run_case(case: Case, seeds: dict[str, list[Path]], d: Path) -> tuple[str, st
             found = {g for g in good if (f := source.find_op(g)) and not f.problem
                      and not any(t.problem for t in f.tensors)}
         else:
-            source = open_golden(path, **options)
+            source = open_source(path) if case.cls in REGISTRY_CLASSES else open_golden(path, **options)
+            if not hasattr(source, "tensors"):  # a model graph (GE text; a damaged RunResults read as OM JSON)
+                return "clean", ""
             found = {t.op for t in source.tensors if not t.problem}
             found |= {v.op for t in source.tensors for v in source.versions(t.op, t.io, t.index)
                       if not v.problem}
@@ -646,7 +741,8 @@ def summary(results: list[tuple[Case, str, str]]) -> dict[str, Counter]:
     return table
 
 
-DATA_CHECKS = ("Bad CRC-32", "while decompressing", "Invalid data stream", "Compressed file ended")
+DATA_CHECKS = ("Bad CRC-32", "while decompressing", "Invalid data stream", "Compressed file ended",
+               "corrupt base64")  # Polygraphy arrays are decoded when read
 OUTCOMES = ("clean", "problems", "refused", "on-load", "late", "lost", "escape", "crash", "hang")
 FAILURES = ("lost", "escape", "crash", "hang")
 
