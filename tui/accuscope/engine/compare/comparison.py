@@ -22,7 +22,7 @@ from accuscope.engine.compare import plugins as plugin_mod
 from accuscope.engine.compare import statistics
 from accuscope.engine.compare.columns import CSV_OF, KEY_OF, METRIC, NUMERIC_METRICS
 from accuscope.engine.compare.lifetime import die_with_parent, process_context
-from accuscope.engine.compare.mapping import DEVICE_ONLY, Pair, map_tensors, read_mapping_file
+from accuscope.engine.compare.mapping import DEVICE_ONLY, FEW, Pair, map_tensors, read_mapping_file
 from accuscope.engine.compare.metrics import CHUNK, PairMetrics, array_chunks, compare_chunks
 from accuscope.engine.compare.results import ResultTable
 from accuscope.engine.compare.thresholds import Thresholds
@@ -35,7 +35,6 @@ from accuscope.engine.tasks import faults
 
 INLINE_BYTES = 64 << 20  # below this, worker processes cost more than they save
 ALGORITHMS = NUMERIC_METRICS + ["std"]
-FEW = 0.5  # a comparison using less than this share of the reference (golden) tensors is suspect
 
 
 PATH_KEYS = ("npu", "golden", "model", "npu_model", "golden_model", "mapping")  # paths task.json records
