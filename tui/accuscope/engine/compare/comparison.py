@@ -263,12 +263,13 @@ def plan(spec: CompareSpec) -> Plan:
             continue
         if pair.golden is not None and (cropped := crop_to(pair.npu, pair.golden.shape)) is not pair.npu:
             pair = replace(pair, npu=cropped)
-        rows.append(_base_row(len(rows), pair, seq.get(id(pair.op), -1), outputs(pair)))
+        rows.append(_base_row(len(rows), pair, seq.get(id(pair.op), -1), outputs[0](pair)))
         pairs.append(pair)
-    if rows and not any(r["is_output"] for r in rows) and (npu_graph is not None or golden.graph is not None):
-        last = _last_op(npu)  # the models name none of the side's tensors: they take nothing away
+    for check in outputs[1:]:  # the first way that names an output among the pairs
+        if any(r["is_output"] for r in rows):
+            break
         for p, r in zip(pairs, rows):
-            r["is_output"] = last(p)
+            r["is_output"] = check(p)
     scope = " in the chosen range/op list" if spec.op_range or spec.ops else ""
     if not pairs:
         raise SourceError(f"{spec.npu}: no tensor to compare{scope}")
@@ -375,12 +376,12 @@ def _selection(spec: CompareSpec, npu: Side, seq: dict[int, int]) -> Callable:
     return lambda df: True
 
 
-def _output_tensors(npu: Side, npu_graph: Graph | None, golden_graph: Graph | None) -> Callable[[Pair], bool]:
-    """Whether a pair is one of the network's outputs: the NPU side's model says (its output ops, or
-    its output values for a side that names tensors by value, as Polygraphy does), or the golden
-    side's (the pair's golden tensor is a network output, or the dump header names an output op);
-    without either, the last op of the NPU side. A model only adds: what either names counts, and
-    when the models name none of the side's tensors the last op does (`plan`)."""
+def _output_tensors(npu: Side, npu_graph: Graph | None, golden_graph: Graph | None) -> list[Callable[[Pair], bool]]:
+    """Whether a pair is one of the network's outputs, each way to tell, strongest first: the NPU
+    side's model (its output ops, or its output values for a side that names tensors by value, as
+    Polygraphy does), the golden side's (the pair's golden tensor is a network output, or the dump
+    header names an output op), the last op of the NPU side. `plan` takes the first that names an
+    output among the pairs: a model only adds, never leaves the outputs unknown."""
     checks: list[Callable[[Pair], bool]] = []
     if npu_graph is not None:
         names = {n.name for n in npu_graph.output_nodes}
@@ -406,9 +407,7 @@ def _output_tensors(npu: Side, npu_graph: Graph | None, golden_graph: Graph | No
             return g.tensor_name in gvalues or (hit is not None and hit.name in gnames and g.index < len(hit.outputs)
                                                 and hit.outputs[g.index] in gvalues)
         checks.append(is_output)
-    if checks:
-        return lambda p: any(check(p) for check in checks)
-    return _last_op(npu)
+    return checks + [_last_op(npu)]
 
 
 def _last_op(npu: Side) -> Callable[[Pair], bool]:
