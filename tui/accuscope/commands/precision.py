@@ -97,7 +97,8 @@ def to_dict(r: PrecisionResult) -> dict:
             "trials": len(o.trials), "ran": o.ran, "resumed": r.resumed, "seconds": round(r.seconds, 3),
             "ranked": r.ranked, "candidates": len(r.candidates),
             "files": {k: str(v) for k, v in r.files.items()}, "task": str(r.task) if r.task else None,
-            "notes": r.notes}
+            "as_is": {"values": r.as_is, "passed": r.as_is_passed, "obstacles": r.obstacles},
+            "command": r.command, "notes": r.notes}
 
 
 def print_result(r: PrecisionResult) -> None:
@@ -128,5 +129,21 @@ def print_result(r: PrecisionResult) -> None:
         out.print(f"  {key:<17} {show(str(path))}", soft_wrap=True)
     if r.task:
         out.print(f"  {'task':<17} {show(str(r.task))}  (accuscope open {show(str(r.task))})", soft_wrap=True)
+    if r.files:
+        print_recipe(r)
     for note in r.notes:
         out.print(f"  [dim]note: {show(note)}[/]", soft_wrap=True)
+
+
+def print_recipe(r: PrecisionResult) -> None:
+    """Whether the list works on the user's model as it is, and the command that reproduces the result."""
+    measured = f": {_values(r.as_is)}" if r.as_is is not None else ""
+    if not r.obstacles:
+        out.print(f"the lists work on your model as it is{measured}", soft_wrap=True)
+    else:
+        verdict = "" if r.as_is_passed is None else (" (meets the target)" if r.as_is_passed else " (misses the target)")
+        out.print(f"[yellow]the lists alone do not act on your model as measured[/]{show(measured)}{verdict}: "
+                  f"{show('; '.join(r.obstacles))}", soft_wrap=True)
+        out.print(f"  they name the nodes of {show(str(r.files['prepared']))} (your model with Constant weights as "
+                  f"initializers, every node named): give the list with that model, as this command does", soft_wrap=True)
+    out.print("reproduce: " + r.command, soft_wrap=True, markup=False)

@@ -40,10 +40,11 @@ def register(p) -> None:
 def run(args) -> int:
     ranking = with_status("ranking…", lambda progress: sensitivity(
         args.task, args.framework_model, progress=progress, workers=args.workers))
+    recipe = ranking.recipe(args.top)
     if args.json:
-        sys.stdout.write(json.dumps(ranking.to_dict(args.top), indent=1, ensure_ascii=False) + "\n")
+        sys.stdout.write(json.dumps(ranking.to_dict(args.top, recipe), indent=1, ensure_ascii=False) + "\n")
         return ExitCode.OK
-    print_ranking(ranking, args.top)
+    print_ranking(ranking, args.top, recipe)
     return ExitCode.OK
 
 
@@ -51,7 +52,7 @@ def _num(v: float | None, digits: int = 4) -> str:
     return "—" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.{digits}g}"
 
 
-def print_ranking(r: Ranking, top: int | None = None) -> None:
+def print_ranking(r: Ranking, top: int | None = None, recipe: dict | None = None) -> None:
     how = (f"own error by re-running framework ops from {show(r.framework_model)}" if r.method == "rerun"
            else "own error by the weaker input/output method")
     out.print(f"[bold]sensitivity[/] of {show(str(r.folder))} · {how}", soft_wrap=True)
@@ -85,5 +86,20 @@ def print_ranking(r: Ranking, top: int | None = None) -> None:
     names = r.block_list(top)
     out.print("node_block_list (onnxconverter-common float16): " + json.dumps(names), soft_wrap=True, markup=False)
     out.print("nodes_to_exclude (onnxruntime.quantization):    " + json.dumps(names), soft_wrap=True, markup=False)
+    if recipe is not None:
+        print_recipe(recipe)
     for note in r.notes:
         out.print(f"  [dim]note: {show(note)}[/]", soft_wrap=True)
+
+
+
+def print_recipe(recipe: dict) -> None:
+    """Whether the lists act on the user's model as they are, else the prepared model they name, and the
+    command giving each converter its list."""
+    for to, converter in (("fp16", "onnxconverter-common"), ("int8", "onnxruntime.quantization")):
+        why = recipe["obstacles"][to]
+        if why:
+            out.print(f"[yellow]{converter}: the list alone does not act on your model[/]: {show('; '.join(why))}; "
+                      f"it names the nodes of {show(str(recipe['prepared']))} (Constant weights as initializers, "
+                      "every node named)", soft_wrap=True)
+        out.print(f"  {to}: " + recipe["commands"][to], soft_wrap=True, markup=False)

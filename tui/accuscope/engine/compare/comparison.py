@@ -22,7 +22,7 @@ from accuscope.engine.compare import plugins as plugin_mod
 from accuscope.engine.compare import statistics
 from accuscope.engine.compare.columns import CSV_OF, KEY_OF, METRIC, NUMERIC_METRICS
 from accuscope.engine.compare.lifetime import die_with_parent, process_context
-from accuscope.engine.compare.mapping import DEVICE_ONLY, Pair, map_tensors, read_mapping_file
+from accuscope.engine.compare.mapping import DEVICE_ONLY, FEW, Pair, map_tensors, read_mapping_file
 from accuscope.engine.compare.metrics import CHUNK, PairMetrics, array_chunks, compare_chunks
 from accuscope.engine.compare.results import ResultTable
 from accuscope.engine.compare.thresholds import Thresholds
@@ -35,7 +35,6 @@ from accuscope.engine.tasks import faults
 
 INLINE_BYTES = 64 << 20  # below this, worker processes cost more than they save
 ALGORITHMS = NUMERIC_METRICS + ["std"]
-FEW = 0.5  # a comparison pairing less than this share of either side's tensors is suspect
 
 
 PATH_KEYS = ("npu", "golden", "model", "npu_model", "golden_model", "mapping")  # paths task.json records
@@ -158,9 +157,7 @@ class Coverage:
 
     @property
     def warnings(self) -> list[str]:
-        found = []
-        if self.npu_total and self.npu_paired < FEW * self.npu_total:
-            found.append(f"only {self.npu_paired:,} of {self.npu_total:,} NPU tensors have a golden counterpart")
+        found = []  # NPU tensors beyond the reference's (a converter's own, device-only) never warn on their own
         if self.golden_total and self.golden_used < FEW * self.golden_total:
             found.append(f"only {self.golden_used:,} of {self.golden_total:,} golden tensors were used")
         if self.outputs_paired == 0:
@@ -266,8 +263,13 @@ def plan(spec: CompareSpec) -> Plan:
             continue
         if pair.golden is not None and (cropped := crop_to(pair.npu, pair.golden.shape)) is not pair.npu:
             pair = replace(pair, npu=cropped)
-        rows.append(_base_row(len(rows), pair, seq.get(id(pair.op), -1), outputs(pair)))
+        rows.append(_base_row(len(rows), pair, seq.get(id(pair.op), -1), outputs[0](pair)))
         pairs.append(pair)
+    for check in outputs[1:]:  # the first way that names an output among the pairs
+        if any(r["is_output"] for r in rows):
+            break
+        for p, r in zip(pairs, rows):
+            r["is_output"] = check(p)
     scope = " in the chosen range/op list" if spec.op_range or spec.ops else ""
     if not pairs:
         raise SourceError(f"{spec.npu}: no tensor to compare{scope}")
@@ -374,19 +376,24 @@ def _selection(spec: CompareSpec, npu: Side, seq: dict[int, int]) -> Callable:
     return lambda df: True
 
 
-def _output_tensors(npu: Side, npu_graph: Graph | None, golden_graph: Graph | None) -> Callable[[Pair], bool]:
-    """Whether a pair is one of the network's outputs: the NPU side's model says (its output ops),
-    else the golden side's (the pair's golden tensor is a network output, or the dump header names
-    an output op), else the last op of the NPU side."""
+def _output_tensors(npu: Side, npu_graph: Graph | None, golden_graph: Graph | None) -> list[Callable[[Pair], bool]]:
+    """Whether a pair is one of the network's outputs, each way to tell, strongest first: the NPU
+    side's model (its output ops, or its output values for a side that names tensors by value, as
+    Polygraphy does), the golden side's (the pair's golden tensor is a network output, or the dump
+    header names an output op), the last op of the NPU side. `plan` takes the first that names an
+    output among the pairs: a model only adds, never leaves the outputs unknown."""
+    checks: list[Callable[[Pair], bool]] = []
     if npu_graph is not None:
         names = {n.name for n in npu_graph.output_nodes}
         values = set(npu_graph.outputs)
-        return lambda p: p.npu.io == OUTPUT and (p.op.op_name in names and (
-            npu_graph.kind == "om" or not p.npu.tensor_name or p.npu.tensor_name in values))
+        om = npu_graph.kind == "om"
+        checks.append(lambda p: p.npu.io == OUTPUT and (
+            (p.op.op_name in names and (om or not p.npu.tensor_name or p.npu.tensor_name in values))
+            or (not om and bool(p.npu.tensor_name) and p.npu.tensor_name in values)))
     if golden_graph is not None:
-        names = {n.name for n in golden_graph.output_nodes}
-        values = set(golden_graph.outputs)
-        by_header = {f.op_name for f in npu.ops if any(t.original_op and t.original_op[0] in names for t in f.outputs)}
+        gnames = {n.name for n in golden_graph.output_nodes}
+        gvalues = set(golden_graph.outputs)
+        by_header = {f.op_name for f in npu.ops if any(t.original_op and t.original_op[0] in gnames for t in f.outputs)}
 
         def is_output(p: Pair) -> bool:
             if p.npu.io != OUTPUT:
@@ -395,11 +402,15 @@ def _output_tensors(npu: Side, npu_graph: Graph | None, golden_graph: Graph | No
                 return True
             g = p.golden
             if g is None:
-                return p.op.op_name in names
+                return p.op.op_name in gnames
             hit = golden_graph.node(g.op)
-            return g.tensor_name in values or (hit is not None and hit.name in names and g.index < len(hit.outputs)
-                                               and hit.outputs[g.index] in values)
-        return is_output
+            return g.tensor_name in gvalues or (hit is not None and hit.name in gnames and g.index < len(hit.outputs)
+                                                and hit.outputs[g.index] in gvalues)
+        checks.append(is_output)
+    return checks + [_last_op(npu)]
+
+
+def _last_op(npu: Side) -> Callable[[Pair], bool]:
     last = npu.ops[-1].op_name if npu.ops else None
     return lambda p: p.npu.io == OUTPUT and p.op.op_name == last
 

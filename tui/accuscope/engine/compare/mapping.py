@@ -19,7 +19,7 @@ import csv
 from dataclasses import dataclass, field
 
 from accuscope.engine.graphs.graph import Graph, Node
-from accuscope.engine.graphs.optypes import INPUT_TYPES, walk_back
+from accuscope.engine.graphs.optypes import CONVERTER_TYPES, INPUT_TYPES, walk_back
 from accuscope.engine.sources import msprobe
 from accuscope.engine.sources.ascend import DumpFile
 from accuscope.engine.sources.golden import GoldenDump
@@ -29,6 +29,7 @@ from accuscope.engine.sources.side import Side
 from accuscope.engine.sources.tensor import INPUT, OUTPUT, SourceError, Tensor
 
 DEVICE_ONLY = "*"
+FEW = 0.5  # a comparison using less than this share of the reference (golden) tensors is suspect
 
 
 @dataclass(frozen=True)
@@ -78,6 +79,7 @@ def map_tensors(npu: Side | NpuDump, golden: Side | GoldenDump, graph: Graph | N
     if npu.kind == golden.kind == msprobe.KIND:
         mapping.pairs = _equal_counts(mapping.pairs, golden)
     used = {id(p.golden) for p in mapping.pairs if p.golden is not None}
+    mapping.pairs = _converter_own(mapping.pairs, golden, used, npu_graph or npu.graph, golden_graph or golden.graph)
     mapping.unmatched_golden = [t for t in golden.tensors if id(t) not in used]
     return mapping
 
@@ -100,6 +102,35 @@ def _equal_counts(pairs: list[Pair], golden: Side) -> list[Pair]:
             p = Pair(p.npu, None, p.op, p.ground_truth, "", (
                 f"{p.npu.op} has {n_in} input and {n_out} output tensors, golden {other} {m_in} and {m_out}: "
                 "msprobe pairs a call only when the counts match (a changed signature, another framework version)"))
+        out.append(p)
+    return out
+
+
+def _converter_own(pairs: list[Pair], golden: Side, used: set[int], npu_graph: Graph | None,
+                   golden_graph: Graph | None) -> list[Pair]:
+    """Unpaired NPU tensors that are the converter's own (device-only, never unpaired), where no
+    reference graph could tell (`_Mapper._not_in_reference` does when there is one): a tensor whose
+    value name the reference run does not hold, when that run names every tensor by its value and most
+    of them were paired (Polygraphy's `--onnx-outputs mark all` on both sides: the candidate holds the
+    reference's tensors, and the quantize/dequantize/cast outputs its converter added), or when the
+    candidate's own model says a converter's op made it (a quantize, dequantize or cast node)."""
+    named = bool(golden.tensors) and all(t.tensor_name for t in golden.tensors)
+    complete = named and golden_graph is None and len(used) >= FEW * len(golden.tensors)
+    values = {t.tensor_name for t in golden.tensors} if named else set()
+    if not complete and npu_graph is None:
+        return pairs
+    out = []
+    for p in pairs:
+        value = p.npu.tensor_name
+        if p.golden is None and p.ground_truth != DEVICE_ONLY and value and value not in values:
+            found = npu_graph.producer(value) if npu_graph is not None and npu_graph.kind != "om" else None
+            if found is not None and found[0].type in CONVERTER_TYPES:
+                p = Pair(p.npu, None, p.op, DEVICE_ONLY, "", f"inserted by the conversion: {value} is the output "
+                                                            f"of a {found[0].type} node of the candidate's model")
+            elif complete:
+                p = Pair(p.npu, None, p.op, DEVICE_ONLY, "", f"only in the candidate: {value} is not in the reference "
+                                                            "run, whose tensors were paired (a tensor the conversion "
+                                                            "added; or one the reference run did not record)")
         out.append(p)
     return out
 

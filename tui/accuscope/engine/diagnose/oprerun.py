@@ -81,7 +81,9 @@ class FrameworkModel:
     """A framework ONNX model, indexed for cutting out single ops and short chains.
 
     Nodes are named as accuscope's graph loader and golden dumps name them (unnamed nodes become
-    `{op_type}_{position}`), so the names in a result's GroundTruth column find their nodes.
+    `{op_type}_{position}`), so the names in a result's GroundTruth column find their nodes. A name
+    that is no node's is read as an ONNX value name, the node producing it (Polygraphy's RunResults
+    and tensor-named npz files name ops by their output tensor).
     """
 
     def __init__(self, path: str | os.PathLike):
@@ -121,15 +123,18 @@ class FrameworkModel:
         self._all_tensors = set(self.producer) | set(self.inputs)
 
     def node(self, name: str):
-        hit = self.nodes.get(name)
-        if hit is None:
-            real = self._by_clean.get(sanitize(name))
-            hit = self.nodes.get(real) if real else None
-        return hit
+        real = self.name_of(name)
+        return self.nodes[real] if real is not None else None
 
     def name_of(self, name: str) -> str | None:
-        """The node name as the model holds it, for a raw or file-name (sanitized) spelling."""
-        return name if name in self.nodes else self._by_clean.get(sanitize(name))
+        """The node name as the model holds it, for a raw or file-name (sanitized) spelling, or the
+        node producing the ONNX value of that name."""
+        if name in self.nodes:
+            return name
+        real = self._by_clean.get(sanitize(name))
+        if real is None and name in self.producer:
+            real = self.producer[name][0]
+        return real
 
     def tensor_of(self, golden: Tensor | None) -> str | None:
         """The framework tensor a golden tensor holds: output j of node op, or a network input."""

@@ -82,12 +82,26 @@ class Ranking:
         """Framework op names of the ops that introduced error, worst first (of the first n ranked)."""
         return list(dict.fromkeys(name for o in self.top(n) if o.blockable for name in o.chain))
 
-    def to_dict(self, n: int | None = None) -> dict:
+    def recipe(self, n: int | None = None) -> dict | None:
+        """The lists of the first n ranked as the converters take them with the user's model
+        (precision.recipe.for_lists, written to TASK/sensitivity/): None without an ONNX framework
+        model or without a name to list."""
         names = self.block_list(n)
+        model = Path(self.framework_model or "")
+        if self.method != "rerun" or not names or model.suffix.lower() != ".onnx" or not model.is_file():
+            return None
+        from accuscope.engine.precision.recipe import for_lists
+        return for_lists(self.folder / "sensitivity", model, names)
+
+    def to_dict(self, n: int | None = None, recipe: dict | None = None) -> dict:
+        names = self.block_list(n)
+        extra = {} if recipe is None else {
+            "prepared": str(recipe["prepared"]) if recipe["prepared"] else None,
+            "obstacles": recipe["obstacles"], "commands": recipe["commands"]}
         return jsonable({"task": str(self.folder), "method": self.method, "framework_model": self.framework_model,
                          "outcome": self.outcome, "verdict": self.verdict, "output_cos": self.output_cos,
                          "output_red": self.output_red, "ops": [o.to_dict() for o in self.top(n)],
-                         "node_block_list": names, "nodes_to_exclude": names, "notes": self.notes}, None)
+                         "node_block_list": names, "nodes_to_exclude": names, **extra, "notes": self.notes}, None)
 
 
 def sensitivity(task_folder: str | os.PathLike, framework_model: str | os.PathLike | None = None, *,

@@ -22,6 +22,10 @@ INPUT_TYPES = frozenset({"Data", "RefData"})  # network inputs of an offline mod
 LAYOUT_ONLY = frozenset({"TransData", "TransDataRNN"})  # values moved, not changed
 INSERTED = LAYOUT_ONLY | {"Cast"}  # what ATC puts between framework ops; walked through
 EXEMPT_TYPES = LAYOUT_ONLY | INPUT_TYPES  # rows no threshold fails
+# ONNX ops a converter inserts around the ops it converts (onnxruntime.quantization's QDQ and dynamic
+# chains, onnxconverter-common's casts): an output of one of these that the reference does not hold
+# is the converter's own, with no counterpart by nature (compare.mapping marks it so, never unpaired)
+CONVERTER_TYPES = frozenset({"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "Cast"})
 
 
 def walk_back(graph: Graph, tensor: str) -> Iterator[tuple[str, tuple[Node, int] | None]]:

@@ -23,10 +23,10 @@ TARGETS = ("fp16", "int8")
 
 def prepare(model_path) -> object:
     """The reference model as the search converts it (see the module doc); SourceError if unreadable."""
-    model = constants_as_initializers(_load(model_path))
-    for node, name in zip(model.graph.node, node_names(model.graph.node)):
+    model = _load(model_path)
+    for node, name in zip(model.graph.node, node_names(model.graph.node)):  # named as in the original's dumps
         node.name = name
-    return model
+    return constants_as_initializers(model)
 
 
 def candidates(model, to: str, calibration: str | None = None) -> list[str]:

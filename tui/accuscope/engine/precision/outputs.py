@@ -6,8 +6,13 @@
   qtable.txt              tpu-mlir's quantize table (`op_name F32` lines; tpu-mlir names ops by
                           their ONNX output tensor)
   polygraphy.txt          Polygraphy/TensorRT arguments: `--layer-precisions name:float32 ...`
-                          (TensorRT's ONNX parser names layers after their nodes)
+                          (TensorRT's ONNX parser names layers after the original model's nodes,
+                          `node_of_{output}` for an unnamed one)
   precision.json          every node with its precision, MagicMind-style per-node list
+  command.txt             the command converting the model with the list as the search did
+  prepared.onnx           only where the list alone cannot act on the user's model (recipe.py:
+                          weights in Constant nodes, names accuscope gave): the model the lists
+                          name, which command.txt converts
 """
 from __future__ import annotations
 
@@ -38,9 +43,16 @@ def node_precisions(model, to: str, keep: list[str], candidates: list[str]) -> l
             for n in model.graph.node]
 
 
-def write_outputs(folder: str | Path, reference, mixed, to: str, keep: list[str], candidates: list[str]) -> dict[str, Path]:
-    """Write the files above into `folder`; returns them by key."""
+def write_outputs(folder: str | Path, reference, mixed, to: str, keep: list[str], candidates: list[str],
+                  original=None, original_path: str | Path | None = None, calibration: str | None = None,
+                  obstacles: list[str] | None = None) -> dict[str, Path]:
+    """Write the files above into `folder`; returns them by key. `original` is the user's own model
+    (read from `original_path`), `reference` the prepared one the search converted; `obstacles`
+    (recipe.obstacles: why the list alone does not act on the original) decide which one
+    command.txt converts."""
     import onnx
+
+    from accuscope.engine.precision.recipe import PREPARED, command, trt_layer_names
     root = Path(folder)
     root.mkdir(parents=True, exist_ok=True)
     files = {"model": root / "model.onnx", "node_block_list": root / "node_block_list.json",
@@ -51,7 +63,18 @@ def write_outputs(folder: str | Path, reference, mixed, to: str, keep: list[str]
     files["node_block_list"].write_text(names, encoding="utf-8")
     files["nodes_to_exclude"].write_text(names, encoding="utf-8")
     files["qtable"].write_text(qtable(reference, keep), encoding="utf-8")
-    files["polygraphy"].write_text(shlex.join(polygraphy_args(to, keep)) + "\n", encoding="utf-8")
+    layers = trt_layer_names(original, reference, keep) if original is not None else list(keep)
+    files["polygraphy"].write_text(shlex.join(polygraphy_args(to, layers)) + "\n", encoding="utf-8")
     files["precision"].write_text(json.dumps(node_precisions(reference, to, keep, candidates), indent=1,
                                              ensure_ascii=False) + "\n", encoding="utf-8")
+    source = original_path
+    if source is None or obstacles:
+        files["prepared"] = root / PREPARED
+        onnx.save(reference, str(files["prepared"]))
+        source = files["prepared"]
+    inputs = [i.name for i in reference.graph.input if i.name not in {t.name for t in reference.graph.initializer}]
+    key = "node_block_list" if to == "fp16" else "nodes_to_exclude"
+    files["command"] = root / "command.txt"
+    files["command"].write_text(command(to, source, files[key], root / f"model-{to}.onnx", calibration, inputs) + "\n",
+                                encoding="utf-8")
     return files

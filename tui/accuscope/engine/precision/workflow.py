@@ -26,9 +26,10 @@ from accuscope.engine.diagnose.sensitivity import sensitivity
 from accuscope.engine.precision.convert import TARGETS, candidates, convert, prepare
 from accuscope.engine.precision.evaluate import Evaluator, Target, run_outputs
 from accuscope.engine.precision.outputs import write_outputs
+from accuscope.engine.precision.recipe import obstacles
 from accuscope.engine.precision.search import Outcome, Search
 from accuscope.engine.precision.trials import Trial, TrialLog
-from accuscope.engine.runs.ortdump import _prepare_inputs, dump_onnx
+from accuscope.engine.runs.ortdump import _load, _prepare_inputs, dump_onnx
 from accuscope.engine.sources.tensor import SourceError
 from accuscope.engine.tasks.taskrun import run_task
 
@@ -72,6 +73,12 @@ class PrecisionResult:
     resumed: int = 0  # trials taken from the log
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
+    # the kept list given with the user's own model as it is (recipe.py): why it cannot act as on the
+    # prepared model, and what that conversion measured (None: not measured, e.g. --check only)
+    obstacles: list[str] = field(default_factory=list)
+    as_is: dict[str, float] | None = None
+    as_is_passed: bool | None = None
+    command: str = ""
 
 
 def run_precision(spec: PrecisionSpec, on_event: Callable[[Event], None] | None = None,
@@ -154,10 +161,29 @@ def run_precision(spec: PrecisionSpec, on_event: Callable[[Event], None] | None 
     if outcome.met and not (cancel is not None and cancel.is_set()):
         emit(Event("writing", "the result files and its task"))
         mixed = convert(reference, spec.to, outcome.keep, spec.calibration)
-        result.files = write_outputs(out / "result", reference, mixed, spec.to, outcome.keep, names)
+        original = _load(spec.model)
+        result.obstacles = obstacles(original, outcome.keep, spec.to)
+        if spec.targets:
+            result.as_is, result.as_is_passed = _as_is(spec, outcome.keep, evaluator)
+            if result.as_is_passed is False and not result.obstacles:
+                result.obstacles = [f"given with {Path(spec.model).name} as it is, the list misses the target"]
+        result.files = write_outputs(out / "result", reference, mixed, spec.to, outcome.keep, names, original=original,
+                                     original_path=spec.model, calibration=spec.calibration,
+                                     obstacles=result.obstacles)
+        result.command = result.files["command"].read_text(encoding="utf-8").strip()
         result.task = _final_task(result.files["model"], out, feeds)
     result.seconds = time.monotonic() - start
     return result
+
+
+def _as_is(spec: PrecisionSpec, keep: list[str], evaluator: Evaluator) -> tuple[dict[str, float] | None, bool | None]:
+    """The list given to the converter with the user's own model, unprepared, measured as a trial is."""
+    try:
+        model = convert(_load(spec.model), spec.to, keep, spec.calibration)
+        values = evaluator.measure(model)
+    except Exception:  # noqa: BLE001 - converters and onnxruntime raise their own exception types
+        return None, False
+    return values, evaluator.passes(values)
 
 
 def _save(model, path: Path) -> None:

@@ -201,7 +201,7 @@ class Task:
     @cached_property
     def framework_model(self) -> tuple[Path | None, str]:
         """The framework model of the task and where it was found: task.json's `framework_model`,
-        its demo section, its `model` when that is an ONNX file, the model copy next to a golden
+        its demo section, its `model` when that is an ONNX file, its `golden_model` (ONNX), the model copy next to a golden
         dump written by `accuscope dump` (golden/model.onnx), the model that dump.json names, else
         a Caffe `model` (a Caffe model is its own framework model). (None, "") when none is found."""
         return _framework_model(self.folder, self.meta)
@@ -529,6 +529,8 @@ def _framework_model(folder: Path, meta: dict) -> tuple[Path | None, str]:
         candidates.append((demo.get("framework_model"), "task.json demo.framework_model"))
     model = meta_path(folder, meta, "model")
     candidates.append((str(model) if model else None, "task.json model"))
+    golden_model = meta_path(folder, meta, "golden_model")  # the reference's own ONNX model (--golden-model)
+    candidates.append((str(golden_model) if golden_model else None, "task.json golden_model"))
     golden = meta_path(folder, meta, "golden")
     if golden is not None:
         gdir = golden if golden.is_dir() else golden.parent
