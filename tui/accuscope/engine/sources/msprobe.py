@@ -334,12 +334,13 @@ def tensor_file(source: str, problems: list[Problem], **fields) -> Tensor:
                            partial(_load_npy, source), mapped=True, **fields)
     try:
         pt = torchpickle.describe(source)
-        payload = torchpickle.payload(source, pt) if pt.dtype_name != "bfloat16" else None
+        payload = torchpickle.payload(source, pt)  # checks the storage whatever the dtype
     except (torchpickle.PtError, OSError) as exc:
         problems.append(Problem(source, str(exc)))
         return Tensor(dtype=None, shape=(), source=source, problem=str(exc), **fields)
     dtype = pt.storage.dtype if pt.dtype_name != "bfloat16" else torchpickle.np.dtype("float32")
-    return Tensor(dtype=dtype, shape=pt.shape, source=source, dtype_name=pt.dtype_name, payload=payload,
+    return Tensor(dtype=dtype, shape=pt.shape, source=source, dtype_name=pt.dtype_name,
+                  payload=payload if pt.dtype_name != "bfloat16" else None,
                   reader=partial(torchpickle.load, source), **fields)
 
 
