@@ -22,7 +22,7 @@ import pytest
 
 from accuscope.engine.compare.comparison import CompareSpec, execute, plan
 from accuscope.engine.sources import torchpickle
-from accuscope.engine.sources.registry import open_side
+from accuscope.engine.sources.registry import detect, open_side
 
 ENV = {**os.environ, "COLUMNS": "250", "NO_COLOR": "1"}
 GOOD = 12  # good tensors per rank beside the hostile ones
@@ -418,3 +418,19 @@ def test_inspect_and_compare_of_a_hostile_rank_exit_politely_with_every_good_row
     r = accuscope("convert", cand, "--out", tmp_path / "conv")
     assert r.returncode == 1 and "Traceback" not in r.stdout + r.stderr, r.stdout + r.stderr
     assert len(list((tmp_path / "conv").glob("*.npy"))) == GOOD
+
+
+# ---------------------------------------------------------------- msprobe: a cut-short or damaged dump.json
+
+
+@pytest.mark.parametrize("text", [b"", b"{", b'{"task": "', b"\0" * 10])
+def test_a_dump_json_cut_short_at_once_is_still_an_msprobe_rank(tmp_path, text):
+    root = rank(tmp_path / "cand", {})
+    (root / "step0" / "rank0" / "dump.json").write_bytes(text)
+    assert detect(str(root)).kind == "msprobe"
+    side = open_side(str(root))
+    assert len(side.tensors) == GOOD and not any(t.problem for t in side.tensors)
+    assert any(p.path.endswith("dump.json") and "cut short" in p.message for p in side.problems), side.problems
+    r = accuscope("inspect", root)
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stdout + r.stderr
+    assert f"tensors {GOOD}" in r.stdout and "cut short" in r.stdout

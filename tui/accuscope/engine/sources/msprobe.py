@@ -70,16 +70,20 @@ DTYPE_NAMES = {"float": "float32", "half": "float16", "double": "float64", "long
 
 
 def _is_rank_dir(path: str) -> bool:
-    """A folder msprobe wrote for one step and rank: its dump.json, or its dump_tensor_data/."""
+    """A folder msprobe wrote for one step and rank: its dump_tensor_data/ (whatever dump.json
+    holds: a run that crashed right after opening it leaves it empty or cut short, and `read` says
+    so), or its dump.json."""
+    if os.path.isdir(os.path.join(path, DATA_DIR)):
+        return True
     doc = os.path.join(path, DUMP_JSON)
-    if os.path.isfile(doc):
-        try:
-            with open(doc, "rb") as fh:
-                head = fh.read(SNIFF_BYTES)
-        except OSError:
-            return False
-        return b'"task"' in head and (b'"dump_data_dir"' in head or b'"level"' in head)
-    return os.path.isdir(os.path.join(path, DATA_DIR))
+    if not os.path.isfile(doc):
+        return False
+    try:
+        with open(doc, "rb") as fh:
+            head = fh.read(SNIFF_BYTES)
+    except OSError:
+        return False
+    return b'"task"' in head and (b'"dump_data_dir"' in head or b'"level"' in head)
 
 
 def _subdirs(path: str, pattern: re.Pattern) -> list[str]:
