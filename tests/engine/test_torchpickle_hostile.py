@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 from accuscope.engine.compare.comparison import CompareSpec, execute, plan
-from accuscope.engine.sources import torchpickle
+from accuscope.engine.sources import msprobe, torchpickle
 from accuscope.engine.sources.registry import detect, open_side
 
 ENV = {**os.environ, "COLUMNS": "250", "NO_COLOR": "1"}
@@ -434,3 +434,37 @@ def test_a_dump_json_cut_short_at_once_is_still_an_msprobe_rank(tmp_path, text):
     r = accuscope("inspect", root)
     assert r.returncode == 1 and "Traceback" not in r.stderr, r.stdout + r.stderr
     assert f"tensors {GOOD}" in r.stdout and "cut short" in r.stdout
+
+
+def test_a_damaged_dump_json_entry_is_a_problem_naming_it(tmp_path):
+    root = rank(tmp_path / "cand", {})
+    doc = root / "step0" / "rank0" / "dump.json"
+    data = json.loads(doc.read_text())
+    del data["data"]["Functional.relu.3.forward"]["output"][0]["shape"]  # damaged: a tensor without its shape
+    del data["data"]["Functional.relu.5.forward"]["output"][0]["dtype"]
+    data["data"]["Functional.relu.7.forward"]["output"][0] = {"type": "torch.Tensor", "Max": 1.0}
+    # not damaged: a keyword argument named dtype (a mapping without "type"), a record of a dtype
+    data["data"]["Functional.relu.8.forward"]["input_kwargs"] = {
+        "dtype": {"type": "torch.dtype", "value": "torch.float32"}, "size": {"type": "torch.Size", "value": [2]}}
+    doc.write_text(json.dumps(data))
+    side = open_side(str(root))
+    named = {p.message.split(":")[0] for p in side.problems if p.path == str(doc)}
+    assert named == {"Functional.relu.3.forward.output.0", "Functional.relu.5.forward.output.0",
+                     "Functional.relu.7.forward.output.0"}, side.problems
+    assert len(side.tensors) == GOOD  # the two with a data file read it; the third is a row with a reason
+    assert side.find("Functional.relu.3.forward", "output", 0).load().shape == (2, 3)
+    assert side.find("Functional.relu.7.forward", "output", 0).problem
+    # statistics mode: the compiled scanner leaves the damaged text to Python, which names it
+    raw = doc.read_bytes()
+    if msprobe._dumpscan is not None:
+        assert msprobe._dumpscan.scan(raw) is None
+        data["data"] = {k: v for k, v in data["data"].items() if k not in (
+            "Functional.relu.3.forward", "Functional.relu.5.forward", "Functional.relu.7.forward")}
+        assert len(msprobe._dumpscan.scan(json.dumps(data).encode())[4]) == GOOD - 3
+    stats = tmp_path / "stats" / "step0" / "rank0"
+    stats.mkdir(parents=True)
+    (stats / "dump.json").write_bytes(raw.replace(b'"tensor"', b'"statistics"', 1))
+    assert msprobe.recorded(str(stats), stats_only=True) is None
+    _, problems = msprobe.read(str(stats))
+    assert len([p for p in problems if "Functional.relu." in p.message]) == 3
+

@@ -66,6 +66,7 @@ _SLOT_IO = {"input_args": INPUT, "input_kwargs": INPUT, "parameters": INPUT, "ou
             "parameters_grad": OUTPUT}
 _SLOT_NAME = {"input_args": "input", "input_kwargs": "input", "parameters": "parameters", "output": "output",
               "parameters_grad": "parameters_grad"}
+DAMAGED = "a damaged tensor entry (its dtype or shape missing): the row has no dtype or shape from dump.json"
 DTYPE_NAMES = {"float": "float32", "half": "float16", "double": "float64", "long": "int64", "int": "int32"}
 
 
@@ -175,7 +176,10 @@ def _entries(folder: str, data: dict, parents: dict[str, str], problems: list[Pr
             if io is None:
                 continue
             for suffix, info in _walk(value, slot):
-                yield call, slot, io, counters[io], f"{call}.{_SLOT_NAME[slot]}{suffix}", info, module
+                name = f"{call}.{_SLOT_NAME[slot]}{suffix}"
+                if not ("dtype" in info and "shape" in info):
+                    problems.append(Problem(os.path.join(folder, DUMP_JSON), f"{name}: {DAMAGED}"))
+                yield call, slot, io, counters[io], name, info, module
                 counters[io] += 1
 
 
@@ -259,9 +263,21 @@ def _scan(data: dict) -> tuple | None:
             np.array(data_name, dtype=np.uint8).tobytes())
 
 
+def _damaged(value: dict) -> bool:
+    """A tensor entry missing its dtype or its shape: a record (it has a "type") of a tensor type
+    (`torch.Tensor`, `mindspore.Tensor`) or naming a data file, without both (`_dumpscan.c` leaves
+    such text to Python, which names the entry). A mapping of keyword arguments has no "type": its
+    `dtype=` argument is no tensor."""
+    if "type" not in value or ("dtype" in value and "shape" in value):
+        return False
+    kind = value["type"]
+    return "data_name" in value or (isinstance(kind, str) and kind.endswith("Tensor"))
+
+
 def _walk(value, slot: str, prefix: str = ""):
-    """(name suffix, tensor entry) of every tensor in an argument structure, in msprobe's order."""
-    if isinstance(value, dict) and "dtype" in value and "shape" in value:
+    """(name suffix, tensor entry) of every tensor in an argument structure, in msprobe's order;
+    a damaged tensor entry (`_damaged`: `_entries` says so) is one too, its row kept."""
+    if isinstance(value, dict) and (("dtype" in value and "shape" in value) or _damaged(value)):
         yield prefix, value
     elif isinstance(value, (list, tuple)):
         for i, v in enumerate(value):
@@ -318,7 +334,8 @@ def _tensor(folder: str, call: str, io: str, index: int, name: str, info: dict, 
     data_name = info.get("data_name")
     doc = os.path.join(folder, DUMP_JSON)
     if stats_only or not isinstance(data_name, str) or not data_name:
-        return Tensor(dtype=None, shape=shape, source=doc, dtype_name=dtype_name(str(info.get("dtype", ""))), **fields)
+        return Tensor(dtype=None, shape=shape, source=doc, dtype_name=dtype_name(str(info.get("dtype", ""))),
+                      problem=DAMAGED if _damaged(info) else "", **fields)
     if os.path.basename(data_name) != data_name or data_name in (".", ".."):
         message = f"data_name {data_name!r} is not a file name"
         problems.append(Problem(doc, f"{name}: {message}"))
