@@ -18,9 +18,10 @@ summary_mode md5: a CRC-32 of the bytes, 8 hex digits). Calls are named
 (module path, class, direction, counter); a tensor is `{call}.input.{i}` (`.{j}` nested, `.{key}`
 for a keyword), `{call}.output.{i}`, `{call}.parameters.{name}`.
 
-msprobe writes dump.json when the step ends: a crashed run leaves tensor files without it. Their
-names still say call, direction and slot, so they are read from the file names (no statistics,
-a problem says why). Each tensor becomes a `Tensor` of op = the call, named `tensor_name` = its
+msprobe writes dump.json when the step ends: a crashed run leaves tensor files without it, or
+with an empty or cut-short one (dump_tensor_data/ still makes the folder msprobe's). Their names
+still say call, direction and slot, so they are read from the file names (no statistics, a problem
+says why). A damaged tensor entry (its dtype or shape missing) is a problem naming it; its row stays. Each tensor becomes a `Tensor` of op = the call, named `tensor_name` = its
 data name (pairing is by identical names), `op_type` = the module holding the call (from
 construct.json; the table filters by it), `stats` and `checksum` from dump.json. With
 `stats_only`, no tensor file is opened.
