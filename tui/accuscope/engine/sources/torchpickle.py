@@ -16,21 +16,22 @@ or the global.
 Bounds, so that a small hostile file can neither hang the reader nor blow up its memory:
 - the pickle: data.pkl is read with an explicit bound of PKL_LIMIT bytes (the size the zip's
   directory states is not trusted), and the same pre-pass that checks the opcodes simulates the
-  pickle's stack: a memo get may fetch only a name, number, class or storage, never a tuple, list
-  or dict, so what the pickle builds is a tree (no shared parts: no 2^40-element "DAG" of tuples
-  that hashing or printing would walk) no deeper than MAX_DEPTH. Messages never format an object
+  pickle's stack: a memo get may fetch only a name, number, class or storage, never a tuple, list,
+  dict or what a call built, so what the pickle builds is a tree (no shared parts: no
+  2^40-element "DAG" of tuples that hashing or printing would walk) no deeper than MAX_DEPTH. Messages never format an object
   the file built (they name its type and length) and clip the names they quote.
 - the zip: every member is read with an explicit limit (`byteorder` BYTEORDER_LIMIT bytes);
   only members stored or deflated are opened, never encrypted or other methods, and a storage
   must be stored (torch.save never compresses one: a deflated storage is refused, so no inflation
   at all); it is memory-mapped, after checking that it holds the pickle's elements inside the file.
-- views: a view's logical size is bounded by its storage. A view onto its storage without
-  repeats (contiguous, permuted, sliced) is never larger than the storage; one that repeats
-  elements (stride 0 as `expand()` makes, overlapping strides) is copied into a new array only
-  when that copy is at most VIEW_FACTOR times the storage's bytes, or VIEW_MIN_BYTES whatever the
-  storage (a 64 MB broadcast mask from a small storage reads; a 593-byte file claiming a 2^31
-  element view does not). msprobe saves the tensors it dumps made contiguous, so such views are
-  rare in a dump; what is refused is a `PtError` naming the shape and the storage's size.
+- views: torch.save writes a view as its storage plus (offset, size, stride), so a view without
+  repeats (contiguous, permuted, sliced) is never larger than its storage, while one repeating
+  elements (stride 0 as `expand()` makes, overlapping strides) may be any size over a small
+  storage, and reading it means copying it. Such a copy is made only when it is at most
+  VIEW_FACTOR times the storage's bytes, or VIEW_MIN_BYTES whatever the storage: a 64 MB
+  broadcast mask over a small storage reads; a 593-byte file claiming a 256 MB (or 2^31 element)
+  view is a `PtError` naming the shape and the storage's size. Memory for one tensor is so at
+  most max(4 x its storage, 64 MB), plus the float32 widening of bfloat16.
 
 Every failure, of the zip (bad data, CRC, a missing member, method, encryption, names) or of the
 pickle, is a `PtError` (a ValueError) with the reason: the caller makes it a problem on that one
