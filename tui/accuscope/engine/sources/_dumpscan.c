@@ -11,13 +11,14 @@
  * object in order; in each, the slots input_args, input_kwargs and parameters (inputs), output and
  * parameters_grad (outputs); in a slot, an object holding "dtype" and "shape" is a tensor, a list
  * is walked by position (".0"), an object without "type" by key (".key"), anything else is no
- * tensor. msprobe.py holds the Python version of the same walk, used when this module is absent and
+ * tensor, except a damaged tensor entry (an object with "type" and "data_name", or a type ending
+ * in "Tensor", without dtype and shape both): that one Python names (None). msprobe.py holds the Python version of the same walk, used when this module is absent and
  * whenever scan() returns None; the tests hold the two to the same columns.
  *
  * None means "not what this scanner interprets; let Python read it" and is never an error: text
  * that is not JSON (Python's json module decides what to say), a document without a "data" object,
- * a call that is not an object, a string with an escape where its value matters (call names, keys
- * walked, dtype, md5), a duplicate key in an object walked, a statistic or md5 of an unexpected
+ * a call that is not an object, a damaged tensor entry, a string with an escape where its value
+ * matters (call names, keys walked, dtype, md5, a record's type), a duplicate key in an object walked, a statistic or md5 of an unexpected
  * type, nesting deeper than MAX_DEPTH. Python's json grammar is followed exactly otherwise,
  * including NaN, Infinity and -Infinity, strict UTF-8 and no control characters in strings.
  *
@@ -417,14 +418,28 @@ static int walk(Scan *S, Where *w, Py_ssize_t suffix_len, int depth)
     Py_ssize_t n = members(S, m, depth);
     if (n < 0) return -1;
     const char *after = S->p;
-    int dtype = 0, shape = 0, type = 0;
+    int dtype = 0, shape = 0, data_name = 0;
+    Py_ssize_t type = -1;
     for (Py_ssize_t i = 0; i < n; i++) {
-        dtype |= key_is(m[i].key, "dtype"); shape |= key_is(m[i].key, "shape"); type |= key_is(m[i].key, "type");
+        dtype |= key_is(m[i].key, "dtype"); shape |= key_is(m[i].key, "shape");
+        data_name |= key_is(m[i].key, "data_name");
+        if (key_is(m[i].key, "type")) type = i;
     }
     if (dtype && shape) {
         Py_ssize_t *counter = &w->counters[w->slot >= 3];
         if (tensor(S, m, n, w->call, w->slot, (*counter)++, suffix_len) < 0) return -1;
-    } else if (!type) {
+    } else if (type >= 0) {
+        /* a record: a tensor's without its dtype or shape (a data_name, a type ending in "Tensor")
+         * is a damaged entry Python names (msprobe._damaged); an escaped type: Python decides */
+        if (data_name) return fail(S);
+        seek(S, m[type].value);
+        if (*S->p == '"') {
+            Span t;
+            int escaped;
+            if (string(S, &t, &escaped) < 0) return -1;
+            if (escaped || (t.n >= 6 && memcmp(t.s + t.n - 6, "Tensor", 6) == 0)) return fail(S);
+        }
+    } else {
         for (Py_ssize_t i = 0; i < n; i++) {
             if (suffix_len + 1 + m[i].key.n > MAX_SUFFIX - 24) return fail(S);
             S->suffix[suffix_len] = '.';

@@ -18,9 +18,10 @@ summary_mode md5: a CRC-32 of the bytes, 8 hex digits). Calls are named
 (module path, class, direction, counter); a tensor is `{call}.input.{i}` (`.{j}` nested, `.{key}`
 for a keyword), `{call}.output.{i}`, `{call}.parameters.{name}`.
 
-msprobe writes dump.json when the step ends: a crashed run leaves tensor files without it. Their
-names still say call, direction and slot, so they are read from the file names (no statistics,
-a problem says why). Each tensor becomes a `Tensor` of op = the call, named `tensor_name` = its
+msprobe writes dump.json when the step ends: a crashed run leaves tensor files without it, or
+with an empty or cut-short one (dump_tensor_data/ still makes the folder msprobe's). Their names
+still say call, direction and slot, so they are read from the file names (no statistics, a problem
+says why). A damaged tensor entry (its dtype or shape missing) is a problem naming it; its row stays. Each tensor becomes a `Tensor` of op = the call, named `tensor_name` = its
 data name (pairing is by identical names), `op_type` = the module holding the call (from
 construct.json; the table filters by it), `stats` and `checksum` from dump.json. With
 `stats_only`, no tensor file is opened.
@@ -66,20 +67,25 @@ _SLOT_IO = {"input_args": INPUT, "input_kwargs": INPUT, "parameters": INPUT, "ou
             "parameters_grad": OUTPUT}
 _SLOT_NAME = {"input_args": "input", "input_kwargs": "input", "parameters": "parameters", "output": "output",
               "parameters_grad": "parameters_grad"}
+DAMAGED = "a damaged tensor entry (its dtype or shape missing): the row has no dtype or shape from dump.json"
 DTYPE_NAMES = {"float": "float32", "half": "float16", "double": "float64", "long": "int64", "int": "int32"}
 
 
 def _is_rank_dir(path: str) -> bool:
-    """A folder msprobe wrote for one step and rank: its dump.json, or its dump_tensor_data/."""
+    """A folder msprobe wrote for one step and rank: its dump_tensor_data/ (whatever dump.json
+    holds: a run that crashed right after opening it leaves it empty or cut short, and `read` says
+    so), or its dump.json."""
+    if os.path.isdir(os.path.join(path, DATA_DIR)):
+        return True
     doc = os.path.join(path, DUMP_JSON)
-    if os.path.isfile(doc):
-        try:
-            with open(doc, "rb") as fh:
-                head = fh.read(SNIFF_BYTES)
-        except OSError:
-            return False
-        return b'"task"' in head and (b'"dump_data_dir"' in head or b'"level"' in head)
-    return os.path.isdir(os.path.join(path, DATA_DIR))
+    if not os.path.isfile(doc):
+        return False
+    try:
+        with open(doc, "rb") as fh:
+            head = fh.read(SNIFF_BYTES)
+    except OSError:
+        return False
+    return b'"task"' in head and (b'"dump_data_dir"' in head or b'"level"' in head)
 
 
 def _subdirs(path: str, pattern: re.Pattern) -> list[str]:
@@ -171,7 +177,10 @@ def _entries(folder: str, data: dict, parents: dict[str, str], problems: list[Pr
             if io is None:
                 continue
             for suffix, info in _walk(value, slot):
-                yield call, slot, io, counters[io], f"{call}.{_SLOT_NAME[slot]}{suffix}", info, module
+                name = f"{call}.{_SLOT_NAME[slot]}{suffix}"
+                if not ("dtype" in info and "shape" in info):
+                    problems.append(Problem(os.path.join(folder, DUMP_JSON), f"{name}: {DAMAGED}"))
+                yield call, slot, io, counters[io], name, info, module
                 counters[io] += 1
 
 
@@ -255,9 +264,21 @@ def _scan(data: dict) -> tuple | None:
             np.array(data_name, dtype=np.uint8).tobytes())
 
 
+def _damaged(value: dict) -> bool:
+    """A tensor entry missing its dtype or its shape: a record (it has a "type") of a tensor type
+    (`torch.Tensor`, `mindspore.Tensor`) or naming a data file, without both (`_dumpscan.c` leaves
+    such text to Python, which names the entry). A mapping of keyword arguments has no "type": its
+    `dtype=` argument is no tensor."""
+    if "type" not in value or ("dtype" in value and "shape" in value):
+        return False
+    kind = value["type"]
+    return "data_name" in value or (isinstance(kind, str) and kind.endswith("Tensor"))
+
+
 def _walk(value, slot: str, prefix: str = ""):
-    """(name suffix, tensor entry) of every tensor in an argument structure, in msprobe's order."""
-    if isinstance(value, dict) and "dtype" in value and "shape" in value:
+    """(name suffix, tensor entry) of every tensor in an argument structure, in msprobe's order;
+    a damaged tensor entry (`_damaged`: `_entries` says so) is one too, its row kept."""
+    if isinstance(value, dict) and (("dtype" in value and "shape" in value) or _damaged(value)):
         yield prefix, value
     elif isinstance(value, (list, tuple)):
         for i, v in enumerate(value):
@@ -314,7 +335,8 @@ def _tensor(folder: str, call: str, io: str, index: int, name: str, info: dict, 
     data_name = info.get("data_name")
     doc = os.path.join(folder, DUMP_JSON)
     if stats_only or not isinstance(data_name, str) or not data_name:
-        return Tensor(dtype=None, shape=shape, source=doc, dtype_name=dtype_name(str(info.get("dtype", ""))), **fields)
+        return Tensor(dtype=None, shape=shape, source=doc, dtype_name=dtype_name(str(info.get("dtype", ""))),
+                      problem=DAMAGED if _damaged(info) else "", **fields)
     if os.path.basename(data_name) != data_name or data_name in (".", ".."):
         message = f"data_name {data_name!r} is not a file name"
         problems.append(Problem(doc, f"{name}: {message}"))
@@ -334,12 +356,13 @@ def tensor_file(source: str, problems: list[Problem], **fields) -> Tensor:
                            partial(_load_npy, source), mapped=True, **fields)
     try:
         pt = torchpickle.describe(source)
-        payload = torchpickle.payload(source, pt) if pt.dtype_name != "bfloat16" else None
+        payload = torchpickle.payload(source, pt)  # checks the storage whatever the dtype
     except (torchpickle.PtError, OSError) as exc:
         problems.append(Problem(source, str(exc)))
         return Tensor(dtype=None, shape=(), source=source, problem=str(exc), **fields)
     dtype = pt.storage.dtype if pt.dtype_name != "bfloat16" else torchpickle.np.dtype("float32")
-    return Tensor(dtype=dtype, shape=pt.shape, source=source, dtype_name=pt.dtype_name, payload=payload,
+    return Tensor(dtype=dtype, shape=pt.shape, source=source, dtype_name=pt.dtype_name,
+                  payload=payload if pt.dtype_name != "bfloat16" else None,
                   reader=partial(torchpickle.load, source), **fields)
 
 

@@ -1,5 +1,5 @@
 """PyTorch `.pt` tensor files (the zip `torch.save` writes) read WITHOUT torch and without running
-anything from the file.
+anything from the file, in bounded time and memory.
 
 A `.pt` is a zip: `{name}/data.pkl` (a pickle describing the tensor), `{name}/data/{key}` (each
 storage's raw little-endian bytes, stored uncompressed), `{name}/byteorder`, `{name}/version`. The
@@ -11,18 +11,46 @@ Two gates keep the file from running code: every opcode of the pickle is checked
 tensor's pickle uses before unpickling starts (`pickletools.genops` only parses), and the unpickler
 resolves only the allowed globals, each to a function of ours that builds a plain description
 (never torch's, never the named object). Anything else is refused with `PtError` naming the opcode
-or the global. Data are read from the zip member (a memory map when the tensor covers its storage
-in C order).
+or the global.
+
+Bounds, so that a small hostile file can neither hang the reader nor blow up its memory:
+- the pickle: data.pkl is read with an explicit bound of PKL_LIMIT bytes (the size the zip's
+  directory states is not trusted), and the same pre-pass that checks the opcodes simulates the
+  pickle's stack: a memo get may fetch only a name, number, class or storage, never a tuple, list,
+  dict or what a call built, so what the pickle builds is a tree (no shared parts: no
+  2^40-element "DAG" of tuples that hashing or printing would walk) no deeper than MAX_DEPTH. Messages never format an object
+  the file built (they name its type and length) and clip the names they quote.
+- the zip: every member is read with an explicit limit (`byteorder` BYTEORDER_LIMIT bytes);
+  only members stored or deflated are opened, never encrypted or other methods, and a storage
+  must be stored (torch.save never compresses one: a deflated storage is refused, so no inflation
+  at all); it is memory-mapped, after checking that it holds the pickle's elements inside the file.
+- views: torch.save writes a view as its storage plus (offset, size, stride), so a view without
+  repeats (contiguous, permuted, sliced) is never larger than its storage, while one repeating
+  elements (stride 0 as `expand()` makes, overlapping strides) may be any size over a small
+  storage, and reading it means copying it. Such a copy is made only when it is at most
+  VIEW_FACTOR times the storage's bytes, or VIEW_MIN_BYTES whatever the storage: a 64 MB
+  broadcast mask over a small storage reads; a 593-byte file claiming a 256 MB (or 2^31 element)
+  view is a `PtError` naming the shape and the storage's size. Memory for one tensor is so at
+  most max(4 x its storage, 64 MB), plus the float32 widening of bfloat16.
+
+Every failure, of the zip (bad data, CRC, a missing member, method, encryption, names) or of the
+pickle, is a `PtError` (a ValueError) with the reason: the caller makes it a problem on that one
+tensor, never a failure of the whole dump.
 """
 from __future__ import annotations
 
 import io
+import lzma
 import math
+import os
 import pickle
 import pickletools
 import struct
 import zipfile
+import zlib
 from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -31,6 +59,11 @@ from accuscope.engine.sources.ascend import bf16_to_float32
 from accuscope.engine.sources.tensor import Payload, read_payload
 
 PKL_LIMIT = 1 << 20  # a tensor's pickle is ~200 bytes; a megabyte is not one
+BYTEORDER_LIMIT = 16  # "little" or "big"
+MAX_DEPTH = 32  # nesting of what the pickle builds; a tensor's is 3
+INDEX_LIMIT = 1 << 62  # offsets, sizes, strides and element counts past this are no tensor's
+VIEW_FACTOR, VIEW_MIN_BYTES = 4, 64 << 20  # a view repeating elements: its copy's bound
+CLIP = 80  # characters of a name from the file quoted in a message
 # storage class name -> (storage dtype, dtype name); bfloat16 is kept as uint16 and widened on load
 STORAGES: dict[str, tuple[np.dtype, str]] = {
     "FloatStorage": (np.dtype("<f4"), "float32"), "DoubleStorage": (np.dtype("<f8"), "float64"),
@@ -39,18 +72,47 @@ STORAGES: dict[str, tuple[np.dtype, str]] = {
     "ShortStorage": (np.dtype("<i2"), "int16"), "CharStorage": (np.dtype("i1"), "int8"),
     "ByteStorage": (np.dtype("u1"), "uint8"), "BoolStorage": (np.dtype("?"), "bool"),
 }
-# the opcodes a torch.save pickle of tensors (and dicts/lists/tuples of them) is made of
+# the opcodes a torch.save pickle of tensors (and dicts/lists/tuples of them) is made of, by what
+# each does to the stack (the pre-pass simulates it: _check_pickle)
+_ATOMS = frozenset({"GLOBAL", "BININT", "BININT1", "BININT2", "LONG1", "BINFLOAT", "NEWTRUE", "NEWFALSE", "NONE",
+                    "BINUNICODE", "SHORT_BINUNICODE", "BINUNICODE8", "SHORT_BINSTRING", "BINSTRING"})
+_POPS = {"TUPLE1": 1, "TUPLE2": 2, "TUPLE3": 3}
 OPCODES = frozenset({
-    "PROTO", "FRAME", "STOP", "MARK", "GLOBAL", "STACK_GLOBAL", "BINPERSID", "REDUCE", "TUPLE", "TUPLE1",
-    "TUPLE2", "TUPLE3", "EMPTY_TUPLE", "EMPTY_LIST", "EMPTY_DICT", "APPEND", "APPENDS", "SETITEM", "SETITEMS",
-    "LIST", "DICT", "BINPUT", "LONG_BINPUT", "MEMOIZE", "BINGET", "LONG_BINGET", "BININT", "BININT1",
-    "BININT2", "LONG1", "BINFLOAT", "NEWTRUE", "NEWFALSE", "NONE", "BINUNICODE", "SHORT_BINUNICODE",
-    "BINUNICODE8", "SHORT_BINSTRING", "BINSTRING",
+    "PROTO", "FRAME", "STOP", "MARK", "STACK_GLOBAL", "BINPERSID", "REDUCE", "TUPLE", "EMPTY_TUPLE", "EMPTY_LIST",
+    "EMPTY_DICT", "APPEND", "APPENDS", "SETITEM", "SETITEMS", "LIST", "DICT", "BINPUT", "LONG_BINPUT", "MEMOIZE",
+    "BINGET", "LONG_BINGET", *_ATOMS, *_POPS,
 })
+# what can go wrong reading a zip member with the zipfile module, besides our own PtError
+_ZIP_ERRORS = (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, KeyError, IndexError, ValueError,
+               NotImplementedError, RuntimeError, zlib.error, lzma.LZMAError, struct.error, OverflowError)
 
 
 class PtError(ValueError):
     """The file is not a tensor `torch.save` wrote, or holds something this reader refuses."""
+
+
+def _clip(text: str, limit: int = CLIP) -> str:
+    """A text from the file (a name, a key) as a message quotes it: at most `limit` characters."""
+    return text if len(text) <= limit else text[:limit] + f"… ({len(text)} characters)"
+
+
+def _what(value) -> str:
+    """What a value the file built is, without formatting it (its repr may be anything)."""
+    kind = type(value).__name__
+    try:
+        return f"a {kind} of {len(value)} items" if isinstance(value, (tuple, list, dict)) else f"a {kind}"
+    except Exception:  # noqa: BLE001 - a len() of ours that fails: the type is enough
+        return f"a {kind}"
+
+
+def _reason(exc: BaseException) -> str:
+    kind = type(exc)
+    name = kind.__qualname__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
+    return f"{name}: {_clip(str(exc), 2 * CLIP)}"
+
+
+def _shape_text(dims: tuple[int, ...]) -> str:
+    return _clip("[" + ", ".join(map(str, dims)) + "]", 2 * CLIP)
 
 
 @dataclass(frozen=True)
@@ -83,16 +145,28 @@ class PtTensor:
         return tuple(reversed(stride)) == self.stride or math.prod(self.shape) <= 1
 
 
+def _index(value) -> bool:
+    return type(value) is int and 0 <= value < INDEX_LIMIT
+
+
 def _rebuild_tensor(storage, offset, size, stride, *_rest) -> PtTensor:
     if not isinstance(storage, _Storage):
-        raise PtError("_rebuild_tensor_v2 without a storage")
-    ints = (offset, *size, *stride)
-    if not all(type(v) is int and v >= 0 for v in ints) or len(size) != len(stride) or len(size) > 64:
-        raise PtError(f"_rebuild_tensor_v2 with offset {offset!r}, size {size!r}, stride {stride!r}: not a tensor view")
-    shape = tuple(size)
-    if math.prod(shape) and offset + sum((d - 1) * s for d, s in zip(shape, stride)) >= storage.numel:
-        raise PtError(f"shape {list(shape)} stride {list(stride)} at offset {offset} reaches past the "
+        raise PtError(f"_rebuild_tensor_v2 with {_what(storage)} where the storage goes")
+    if not (type(size) in (tuple, list) and type(stride) in (tuple, list) and len(size) == len(stride) <= 64
+            and _index(offset) and all(map(_index, size)) and all(map(_index, stride))):
+        raise PtError(f"_rebuild_tensor_v2 with offset {_what(offset)}, size {_what(size)}, stride {_what(stride)}: "
+                      "not a tensor view (an offset and two tuples of as many non-negative ints)")
+    shape, numel = tuple(size), math.prod(size)
+    if numel and offset + sum((d - 1) * s for d, s in zip(shape, stride)) >= storage.numel:
+        raise PtError(f"shape {_shape_text(shape)} stride {_shape_text(stride)} at offset {offset} reaches past the "
                       f"storage's {storage.numel} elements")
+    itemsize = storage.dtype.itemsize
+    bound = max(VIEW_FACTOR * storage.numel * itemsize, VIEW_MIN_BYTES)
+    if numel * itemsize > bound:  # only a view repeating elements can be larger than its storage
+        raise PtError(f"a view of shape {_shape_text(shape)} (stride {_shape_text(stride)}) over a storage of "
+                      f"{storage.numel} elements repeats them: its {numel * itemsize:,} bytes are more than the "
+                      f"{bound:,} read for such a view ({VIEW_FACTOR}x the storage, at least "
+                      f"{VIEW_MIN_BYTES >> 20} MB)")
     return PtTensor(storage, offset, shape, tuple(stride))
 
 
@@ -111,26 +185,138 @@ class _Unpickler(pickle.Unpickler):
     def find_class(self, module: str, name: str):
         found = _GLOBALS.get((module, name))
         if found is None:
-            raise PtError(f"refused global {module}.{name} (only tensor rebuilds and storage types are read)")
+            raise PtError(f"refused global {_clip(module)}.{_clip(name)} (only tensor rebuilds and storage types "
+                          "are read)")
         return found
 
     def persistent_load(self, pid):
-        if not (isinstance(pid, tuple) and len(pid) == 5 and pid[0] == "storage"
-                and isinstance(pid[1], _StorageType) and isinstance(pid[2], str) and type(pid[4]) is int):
-            raise PtError(f"refused persistent id {str(pid)[:80]} (not a storage)")
+        if not (type(pid) is tuple and len(pid) == 5 and type(pid[0]) is str and pid[0] == "storage"
+                and isinstance(pid[1], _StorageType) and type(pid[2]) is str and _index(pid[4])):
+            raise PtError(f"refused persistent id: {_what(pid)}, not ('storage', a storage type, a key, a location, "
+                          "an element count)")
         dtype, name = STORAGES[pid[1].name]
         return _Storage(pid[2], dtype, name, pid[4])
 
 
-def _check_opcodes(data: bytes) -> None:
+def _check_pickle(data: bytes) -> None:
+    """Refuse, before anything is unpickled, an opcode a tensor's pickle does not use, and a pickle
+    whose objects would share parts or nest deeper than MAX_DEPTH. The stack is simulated as the C
+    unpickler keeps it (marks beside it, never popped below the last one): each entry is the depth
+    of what it holds (0 for a name, number, class or storage, 1 + its items' for a container)."""
+    stack: list[int] = []
+    marks: list[int] = []
+    memo: dict[int, int] = {}
+
+    def pop(n: int = 1) -> list[int]:
+        if len(stack) - n < (marks[-1] if marks else 0):
+            raise PtError(f"broken pickle: stack underflow at byte {pos}")
+        items = stack[len(stack) - n:]
+        del stack[len(stack) - n:]
+        return items
+
+    def to_mark() -> list[int]:
+        if not marks:
+            raise PtError(f"broken pickle: no mark at byte {pos}")
+        k = marks.pop()
+        items = stack[k:]
+        del stack[k:]
+        return items
+
+    def push(depth: int) -> None:
+        if depth > MAX_DEPTH:
+            raise PtError(f"refused pickle: nests deeper than {MAX_DEPTH} at byte {pos}")
+        stack.append(depth)
+
+    def holder(items: list[int]) -> int:
+        return 1 + max(items, default=0)
+
+    pos = 0
     try:
-        for op, _arg, pos in pickletools.genops(data):
-            if op.name not in OPCODES:
-                raise PtError(f"refused pickle opcode {op.name} at byte {pos}")
+        for op, arg, pos in pickletools.genops(data):
+            name = op.name
+            if name not in OPCODES:
+                raise PtError(f"refused pickle opcode {name} at byte {pos}")
+            if name in _ATOMS:
+                push(0)
+            elif name in _POPS:
+                push(holder(pop(_POPS[name])))
+            elif name == "MARK":
+                marks.append(len(stack))
+            elif name in ("TUPLE", "LIST", "DICT"):
+                push(holder(to_mark()))
+            elif name in ("EMPTY_TUPLE", "EMPTY_LIST", "EMPTY_DICT"):
+                push(1)
+            elif name in ("APPEND", "SETITEM", "APPENDS", "SETITEMS"):
+                items = pop(1 if name == "APPEND" else 2) if name in ("APPEND", "SETITEM") else to_mark()
+                push(max(pop()[0], holder(items)))
+            elif name in ("STACK_GLOBAL", "BINPERSID"):
+                pop(2 if name == "STACK_GLOBAL" else 1)
+                push(0)
+            elif name == "REDUCE":
+                push(holder(pop(2)))
+            elif name in ("BINPUT", "LONG_BINPUT", "MEMOIZE"):
+                if len(stack) <= (marks[-1] if marks else 0):
+                    raise PtError(f"broken pickle: a memo put with nothing to put at byte {pos}")
+                memo[len(memo) if name == "MEMOIZE" else arg] = stack[-1]
+            elif name in ("BINGET", "LONG_BINGET"):
+                if arg not in memo:
+                    raise PtError(f"broken pickle: memo get of an unset entry at byte {pos}")
+                if memo[arg]:
+                    raise PtError(f"refused pickle: a memo get of a tuple, list, dict or object at byte {pos} (a "
+                                  "tensor's pickle shares only names, numbers and types)")
+                push(0)
+            elif name == "STOP":
+                break
     except PtError:
         raise
     except Exception as exc:  # noqa: BLE001 - any parse failure of the bytes is a broken pickle
-        raise PtError(f"not a pickle: {exc}") from None
+        raise PtError(f"not a pickle: {_reason(exc)}") from None
+
+
+@contextmanager
+def _zip(path: str) -> Iterator[zipfile.ZipFile]:
+    """The `.pt` opened as a zip; whatever the zipfile module raises on it, there or inside the
+    block, becomes a PtError with the reason."""
+    try:
+        zf = zipfile.ZipFile(path)
+    except zipfile.BadZipFile:
+        raise PtError("not a zip (a legacy torch.save file, or not PyTorch at all): not supported") from None
+    except _ZIP_ERRORS as exc:
+        raise PtError(f"cannot read the zip: {_reason(exc)}") from None
+    try:
+        with zf:
+            yield zf
+    except PtError:
+        raise
+    except _ZIP_ERRORS as exc:
+        raise PtError(f"damaged zip: {_reason(exc)}") from None
+
+
+def _member(zf: zipfile.ZipFile, name: str, *, stored: bool = False) -> zipfile.ZipInfo:
+    """A member's entry, refused when missing, encrypted, or compressed with another method than
+    deflate (`stored`: than none)."""
+    try:
+        info = zf.getinfo(name)
+    except KeyError:
+        raise PtError(f"no zip member {_clip(name)}") from None
+    if info.flag_bits & 0x1:
+        raise PtError(f"zip member {_clip(name)} is encrypted")
+    if info.compress_type != zipfile.ZIP_STORED and (stored or info.compress_type != zipfile.ZIP_DEFLATED):
+        raise PtError(f"zip member {_clip(name)} is compressed (method {info.compress_type}): "
+                      + ("torch.save stores storages uncompressed" if stored else "only stored or deflated are read"))
+    return info
+
+
+def _read(zf: zipfile.ZipFile, name: str, limit: int) -> bytes:
+    """A member's bytes, at most `limit` of them (never more inflated, whatever the zip states)."""
+    info = _member(zf, name)
+    if info.file_size > limit:
+        raise PtError(f"zip member {_clip(name)} of {info.file_size:,} bytes: more than the {limit:,} read")
+    with zf.open(info) as fh:
+        data = fh.read(limit + 1)
+    if len(data) > limit:
+        raise PtError(f"zip member {_clip(name)} inflates past the {limit:,} bytes read")
+    return data
 
 
 def _archive(zf: zipfile.ZipFile) -> str:
@@ -143,72 +329,75 @@ def _archive(zf: zipfile.ZipFile) -> str:
 
 def describe(path: str) -> PtTensor:
     """The tensor a `.pt` holds, from its pickle only (no data read); PtError with the reason."""
-    try:
-        with zipfile.ZipFile(path) as zf:
-            prefix = _archive(zf)
-            info = zf.getinfo(prefix + "data.pkl")
-            if info.file_size > PKL_LIMIT:
-                raise PtError(f"data.pkl of {info.file_size} bytes is too large for a tensor")
-            data = zf.read(info)
-            order = zf.read(prefix + "byteorder").strip() if prefix + "byteorder" in zf.namelist() else b"little"
-    except zipfile.BadZipFile:
-        raise PtError("not a zip (a legacy torch.save file, or not PyTorch at all): not supported") from None
-    except (OSError, KeyError, EOFError) as exc:
-        raise PtError(f"cannot read the zip: {exc}") from None
+    with _zip(path) as zf:
+        prefix = _archive(zf)
+        data = _read(zf, prefix + "data.pkl", PKL_LIMIT)
+        order = _read(zf, prefix + "byteorder", BYTEORDER_LIMIT).strip() \
+            if prefix + "byteorder" in zf.NameToInfo else b"little"
     if order != b"little":
         raise PtError(f"byteorder {order[:10]!r}: only little-endian files are read")
-    _check_opcodes(data)
+    _check_pickle(data)
     try:
         found = _Unpickler(io.BytesIO(data)).load()
     except PtError:
         raise
     except Exception as exc:  # noqa: BLE001 - anything the pickle machine raises on a malformed stream
-        raise PtError(f"broken pickle: {exc}") from None
+        raise PtError(f"broken pickle: {_reason(exc)}") from None
     if not isinstance(found, PtTensor):
-        raise PtError(f"holds a {type(found).__name__}, not one tensor")
+        raise PtError(f"holds {_what(found)}, not one tensor")
     return found
 
 
-def _member_offset(path: str, zf: zipfile.ZipFile, info: zipfile.ZipInfo) -> int:
+def _member_offset(path: str, info: zipfile.ZipInfo) -> int:
     """Where a stored (uncompressed) member's bytes start in the file."""
     with open(path, "rb") as fh:
         fh.seek(info.header_offset)
         head = fh.read(30)
     if len(head) < 30 or head[:4] != b"PK\x03\x04":
-        raise PtError(f"zip member {info.filename}: bad local header")
+        raise PtError(f"zip member {_clip(info.filename)}: bad local header")
     name_len, extra_len = struct.unpack("<HH", head[26:30])
     return info.header_offset + 30 + name_len + extra_len
 
 
+def _storage_offset(path: str, t: PtTensor) -> int:
+    """Where the tensor's storage starts in the file, checked: a stored member holding the
+    pickle's elements, all inside the file."""
+    with _zip(path) as zf:
+        name = _archive(zf) + "data/" + t.storage.key
+        info = _member(zf, name, stored=True)
+        need = t.storage.numel * t.storage.dtype.itemsize
+        if min(info.file_size, info.compress_size) < need:
+            raise PtError(f"storage {_clip(t.storage.key)} holds {info.file_size:,} bytes, the pickle says "
+                          f"{t.storage.numel:,} elements of {t.storage.dtype.itemsize}")
+        start = _member_offset(path, info)
+    size = os.path.getsize(path)
+    if start + need > size:
+        raise PtError(f"storage {_clip(t.storage.key)} of {need:,} bytes runs past the end of the file ({size:,} bytes)")
+    return start
+
+
+def _payload(path: str, t: PtTensor, start: int) -> Payload:
+    itemsize, numel = t.storage.dtype.itemsize, math.prod(t.shape)
+    return Payload(path, start + t.offset * itemsize if numel else start, numel * itemsize, t.storage.dtype, t.shape)
+
+
 def payload(path: str, t: PtTensor) -> Payload | None:
-    """Where the tensor's bytes lie in the file, when it covers its storage contiguously from the
-    start of a stored member (torch.save writes storages uncompressed); else None."""
-    if not t.contiguous:
-        return None
-    with zipfile.ZipFile(path) as zf:
-        info = zf.getinfo(_archive(zf) + "data/" + t.storage.key)
-        if info.compress_type != zipfile.ZIP_STORED:
-            return None
-        itemsize = t.storage.dtype.itemsize
-        if info.file_size < (t.offset + math.prod(t.shape)) * itemsize:
-            raise PtError(f"storage {t.storage.key} holds {info.file_size} bytes, the tensor needs more")
-        start = _member_offset(path, zf, info) + t.offset * itemsize
-    return Payload(path, start, math.prod(t.shape) * itemsize, t.storage.dtype, t.shape)
+    """Where the tensor's bytes lie in the file when it covers its storage contiguously, else None;
+    either way the storage is checked first (PtError with the reason, see _storage_offset)."""
+    start = _storage_offset(path, t)
+    return _payload(path, t, start) if t.contiguous else None
 
 
 def load(path: str) -> np.ndarray:
-    """The tensor's data as numpy (bfloat16 widened to float32); PtError with the reason."""
+    """The tensor's data as numpy (bfloat16 widened to float32); PtError with the reason. Memory:
+    the logical data only (the storage is memory-mapped), bounded by _rebuild_tensor."""
     t = describe(path)
-    p = payload(path, t)
-    if p is not None:
-        data = read_payload(p)
+    start = _storage_offset(path, t)
+    if t.contiguous:
+        data = read_payload(_payload(path, t, start))
     else:
-        with zipfile.ZipFile(path) as zf:
-            raw = zf.read(_archive(zf) + "data/" + t.storage.key)
-        base = np.frombuffer(raw, dtype=t.storage.dtype)
-        if base.size < t.storage.numel:
-            raise PtError(f"storage {t.storage.key} holds {base.size} elements, the pickle says {t.storage.numel}")
-        item = base.itemsize
+        item = t.storage.dtype.itemsize
+        base = read_payload(Payload(path, start, t.storage.numel * item, t.storage.dtype, (t.storage.numel,)))
         data = np.lib.stride_tricks.as_strided(base[t.offset:], shape=t.shape,
                                                strides=tuple(s * item for s in t.stride)).copy()
     if t.dtype_name == "bfloat16":
