@@ -122,3 +122,15 @@ def test_md5_rows_msprobe_fails_on_an_unchanged_rank(tmp_path):
     assert {n for n, bad in zip(names, table.columns["fail"]) if bad} == msprobe_failing
     found = firstdiff.first_divergence(table)
     assert found is None or not found.call.startswith("Tensor.add_")
+
+
+def test_a_crashed_run_reads_the_gradients_from_file_names(tmp_path):
+    import shutil
+    rank = tmp_path / "step0" / "rank0"
+    shutil.copytree(TRAIN / "bench" / "step0" / "rank0", rank)
+    (rank / "dump.json").unlink()
+    tensors, problems = msprobe.read(tmp_path)
+    assert len(tensors) == len(theirs("cand/step0/rank0")) and len(problems) == 1
+    grads = [t for t in tensors if t.op == "Module.head.Linear.parameters_grad.0"]
+    assert {t.tensor_name for t in grads} == {f"Module.head.Linear.parameters_grad.0.{p}" for p in ("weight", "bias")}
+    assert {(t.io, t.op_type) for t in grads} == {("output", "head")}
