@@ -647,7 +647,7 @@ def stacks(path: str, step: str | int | None = None, rank: str | int | None = No
 def describe(path: str, tensors: list[Tensor], *, step=None, rank=None, stats_only: bool = False, **_options) -> list[str]:
     """Lines for `inspect`: which step and rank of how many, the dump's mode, calls and modules."""
     found = ranks(path)
-    s, r, _folder = choose(path, step, rank)
+    s, r, folder = choose(path, step, rank)
     mode = ("md5" if any(t.checksum for t in tensors) else
             "tensor" if any(t.reader is not None for t in tensors) else "statistics")
     where = "/".join(p for p in (s, r) if p) or os.path.basename(os.path.normpath(path))
@@ -655,4 +655,55 @@ def describe(path: str, tensors: list[Tensor], *, step=None, rank=None, stats_on
              + f" · {mode} mode" + (" · statistics only (--stats-only)" if stats_only else "")]
     modules = {t.op_type for t in tensors if t.op_type}
     lines.append(f"calls {len({t.op for t in tensors}):,} in {len(modules):,} modules")
+    grads = sum(1 for t in tensors if is_grads(t.op))
+    params = sum(1 for t in tensors if ".parameters." in t.tensor_name)
+    if grads or params:
+        lines.append(f"parameters {params:,} · parameters_grad {grads:,} (weight gradients, under their module)")
+    lines += skipped(folder)
+    return lines
+
+
+def skipped(folder: str) -> list[str]:
+    """What dump.json records that is not read as a tensor, in words for `inspect` (nothing is skipped
+    silently): non-tensor arguments and outputs (msprobe's compare lists them as rows with no tensor to
+    compare), and keys of a call that are no slot this reader knows."""
+    doc, _why = _dump_json(folder)
+    data = doc.get("data") if doc is not None else None
+    if not isinstance(data, dict):
+        return []
+    kinds: dict[str, int] = {}
+    unknown: dict[str, int] = {}
+
+    def leaves(value) -> None:
+        if isinstance(value, dict) and "dtype" in value and "shape" in value:
+            return
+        if isinstance(value, (list, tuple)):
+            for v in value:
+                leaves(v)
+        elif isinstance(value, dict) and "type" not in value:
+            for v in value.values():
+                leaves(v)
+        else:
+            kind = "None" if value is None else str(value.get("type")) if isinstance(value, dict) else type(value).__name__
+            kinds[kind] = kinds.get(kind, 0) + 1
+
+    for call, entry in data.items():
+        if not isinstance(entry, dict):
+            continue
+        if is_grads(call):
+            leaves(entry)
+            continue
+        for slot, value in entry.items():
+            if slot in _SLOT_IO:
+                leaves(value)
+            else:
+                unknown[slot] = unknown.get(slot, 0) + 1
+    lines = []
+    if kinds:
+        lines.append(f"not read: {sum(kinds.values()):,} non-tensor arguments/outputs ("
+                     + ", ".join(f"{k} {n:,}" for k, n in sorted(kinds.items(), key=lambda x: -x[1]))
+                     + "; msprobe's compare lists them with no tensor to compare)")
+    if unknown:
+        lines.append(f"skipped: {sum(unknown.values()):,} entries of unknown slots ("
+                     + ", ".join(f"{k} {n:,}" for k, n in sorted(unknown.items())) + ")")
     return lines
