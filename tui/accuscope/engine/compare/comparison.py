@@ -29,6 +29,7 @@ from accuscope.engine.compare.thresholds import Thresholds
 from accuscope.engine.graphs.graph import Graph, load_graph
 from accuscope.engine.graphs.oprange import OpRange
 from accuscope.engine.sources.ascend import crop_to
+from accuscope.engine.sources.msprobe import KIND as STEP_KIND  # dumps of a step's calls, not of a model
 from accuscope.engine.sources.side import Side
 from accuscope.engine.sources.tensor import INPUT, OUTPUT, Problem, SourceError, Tensor, TensorError
 from accuscope.engine.tasks import faults
@@ -154,13 +155,14 @@ class Coverage:
     npu_only: int = 0  # tensors of device-only ops / ops a converter inserted: no counterpart can exist
     unreachable: list[str] = field(default_factory=list)  # tensors a side's run could not fetch (If/Loop bodies)
     golden_unused: list[tuple[str, str]] = field(default_factory=list)  # (golden tensor, why no NPU tensor pairs it)
+    step: bool = False  # the sides are the calls of a training / inference step (msprobe): no network output
 
     @property
     def warnings(self) -> list[str]:
         found = []  # NPU tensors beyond the reference's (a converter's own, device-only) never warn on their own
         if self.golden_total and self.golden_used < FEW * self.golden_total:
             found.append(f"only {self.golden_used:,} of {self.golden_total:,} golden tensors were used")
-        if self.outputs_paired == 0:
+        if self.outputs_paired == 0 and not self.step:
             found.append("no network output was compared" if self.outputs_total else
                          "the network outputs are unknown (no model names them)")
         return found
@@ -176,9 +178,10 @@ class Coverage:
     def line(self, ops: int) -> str:
         """`paired 64 of 64 NPU tensors (30 ops) · used 30 of 37 golden tensors · network outputs ...`"""
         only = f", {self.npu_only:,} more only on the NPU side" if self.npu_only else ""
+        outputs = ("the calls of a step (judged on every call)" if self.step else
+                   f"network outputs compared {self.outputs_paired} of {self.outputs_total}")
         return (f"paired {self.npu_paired:,} of {self.npu_total:,} NPU tensors ({ops:,} ops{only}) · used "
-                f"{self.golden_used:,} of {self.golden_total:,} golden tensors · network outputs compared "
-                f"{self.outputs_paired} of {self.outputs_total}")
+                f"{self.golden_used:,} of {self.golden_total:,} golden tensors · {outputs}")
 
     @classmethod
     def from_meta(cls, doc: dict) -> Coverage:
@@ -189,14 +192,15 @@ class Coverage:
         return cls(count("npu_paired"), count("npu_total"), count("golden_used"), count("golden_total"),
                    count("outputs_paired"), count("outputs_total"), count("npu_only"),
                    [str(u) for u in doc.get("unreachable") or []],
-                   [(str(u[0]), str(u[1])) for u in doc.get("golden_unused") or [] if isinstance(u, list) and len(u) == 2])
+                   [(str(u[0]), str(u[1])) for u in doc.get("golden_unused") or [] if isinstance(u, list) and len(u) == 2],
+                   doc.get("step") is True)
 
     def to_meta(self) -> dict:
         return {"npu_paired": self.npu_paired, "npu_total": self.npu_total, "golden_used": self.golden_used,
                 "golden_total": self.golden_total, "outputs_paired": self.outputs_paired,
                 "outputs_total": self.outputs_total, "npu_only": self.npu_only,
                 "unreachable": self.unreachable[:1000], "warnings": self.warnings, "notes": self.notes,
-                "golden_unused": [list(u) for u in self.golden_unused[:1000]]}
+                "golden_unused": [list(u) for u in self.golden_unused[:1000]], **({"step": True} if self.step else {})}
 
 
 @dataclass
@@ -281,7 +285,7 @@ def plan(spec: CompareSpec) -> Plan:
                         sum(1 for t in reference if id(t) in used), len(reference), sum(1 for p, r in zip(pairs, rows) if r["is_output"] and p.golden),
                         sum(1 for r in rows if r["is_output"]), len(pairs) - comparable,
                         list(dict.fromkeys(t for side in (npu, golden) for t, _ in side.unreachable)),
-                        _unused_golden(reference, used, npu, npu_graph))
+                        _unused_golden(reference, used, npu, npu_graph), npu.kind == STEP_KIND)
     if not used:
         raise SourceError(_nothing_paired(spec, npu, golden, mapping, scope))
     problems = list(npu.problems) + list(golden.problems) + problems
@@ -411,6 +415,8 @@ def _output_tensors(npu: Side, npu_graph: Graph | None, golden_graph: Graph | No
 
 
 def _last_op(npu: Side) -> Callable[[Pair], bool]:
+    if npu.kind == STEP_KIND:  # a training step's last call is an optimizer update, not the network's output
+        return lambda p: False
     last = npu.ops[-1].op_name if npu.ops else None
     return lambda p: p.npu.io == OUTPUT and p.op.op_name == last
 

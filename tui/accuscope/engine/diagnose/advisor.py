@@ -405,10 +405,17 @@ def _step_verdict(run: _Run) -> Finding:
     groups = firstdiff.groups(run.table)
     bad_groups = sum(1 for _, rows in groups if run.fail[rows].any()) if groups[0][0] else 0
     spread = f" on {bad_groups} of {len(groups)} ranks" if bad_groups and len(groups) > 1 else ""
-    start = (f"It starts at {found[0].call}{' on ' + found[0].where if found[0].where else ''} (the first_call "
-             "finding below)." if found else "No call has agreeing inputs and failing outputs: the first call "
-             f"compared already differs ({run.c['tensor'][row]}); check what the step was fed (inputs, weights, "
-             "random seeds).")
+    near = _near_zero(run, row)
+    if found:
+        start = (f"It starts at {found[0].call}{' on ' + found[0].where if found[0].where else ''} (the first_call "
+                 "finding below)." + (f" There it differs only on values near zero ({near})." if near else ""))
+    elif near:
+        start = (f"No call has agreeing inputs and failing outputs; the first failing tensor, {run.c['tensor'][row]}, "
+                 f"differs on values near zero ({near}): a relative error there is rounding of a value the reference "
+                 "holds at ~0, not a sign of what the step was fed.")
+    else:
+        start = ("No call has agreeing inputs and failing outputs: the first call compared already differs "
+                 f"({run.c['tensor'][row]}); check what the step was fed (inputs, weights, random seeds).")
     return _finding(run, "verdict", "error", row, f"the step diverges: {failing.size:,} of {compared:,} compared "
                     f"tensors fail{spread}", "An msprobe dump holds the calls of a step, so the step is judged on "
                     f"every call, not on its last one. {start}{not_seen}", ev)
@@ -420,8 +427,12 @@ def _in_light_of_verdict(run: _Run, findings: list[Finding]) -> list[Finding]:
     if run.outcome == "fail":
         return findings
     level = "info" if run.outcome == "pass" else "warning"
-    note = (" The network outputs pass: this stays local." if run.outcome == "pass" else
-            " Its effect on the network outputs is unknown (they were not compared).")
+    if _is_msprobe(run):
+        note = (" The step matches: this stays local." if run.outcome == "pass" else
+                " Its effect on the step is unknown (no tensor was compared).")
+    else:
+        note = (" The network outputs pass: this stays local." if run.outcome == "pass" else
+                " Its effect on the network outputs is unknown (they were not compared).")
     out = []
     for f in findings:
         if f.rule != "verdict" and f.severity == "error":
@@ -578,6 +589,8 @@ def _mindstudio(run: _Run, overflow, net_inputs: list[int]) -> list[Finding]:
                          "be judged yet. Feed both the same input file, or fix the preprocessing (see the "
                          "preprocessing finding).", {"cos": c["cos"][r], "red": c["red"][r],
                                                      "inputs_below": len(bad_inputs)})]
+    if _is_msprobe(run):  # a step has no network output: the step verdict judges every call
+        return []
     with np.errstate(invalid="ignore"):
         has_cos = ~np.isnan(c["cos"])
         below = (has_cos & (c["cos"] < thr)) | (run.nonfinite & ~run.exempt)
@@ -648,8 +661,67 @@ def _first_call(run: _Run) -> list[Finding]:
                  + (f"; agreeing everywhere: {', '.join(clean)}" if clean else "") + ".")
     evidence = {"call": first.call, "position": first.position, "rank": first.rank,
                 "ranks": [{"rank": d.rank, "call": d.call, "row": d.row} for d in found]}
+    near = _near_zero(run, first.row)
+    if near:
+        evidence["near_zero"] = near
+        return [_finding(run, "first_call", "warning", first.row, f"{first.call}{where} is the first call that "
+                         "differs, on values near zero", f"Its inputs agree with the reference and its outputs differ "
+                         f"only where the reference is near zero ({near}): rounding of values the reference holds at "
+                         "~0 (a gradient that cancels, a lower precision that cannot hold 1e-9), not a wrong call. "
+                         "Judge it by cos or max_abs, or raise mean_rel's threshold, to see whether a later call "
+                         "diverges." + (text[text.index(" Diverging:"):] if " Diverging:" in text else ""),
+                         evidence)]
     return [_finding(run, "first_call", "error", first.row, f"{first.call}{where} is the first call that diverges",
                      text, evidence)]
+
+
+NEAR_ZERO = 1e-6  # reference values this small, or this small against the tensor's largest, are near zero
+RELATIVE = {"mean_rel", "max_rel"}  # metrics a near-zero reference value alone can break
+NEAR_ZERO_BYTES = 64 << 20  # a reference tensor file up to this size is read to see its magnitudes
+
+
+def _near_zero(run: _Run, row: int) -> str:
+    """How a failing row's reference values are near zero, "" when they are not (or nothing says):
+    all of them (max |golden| below NEAR_ZERO), or some, when the row breaks only relative metrics. From
+    the golden tensor file (msprobe's .pt / .npy), else from msprobe's statistics columns."""
+    c = run.c
+    broken = set(run.thresholds.broken(run.table, row))
+    source = str(c["golden_file"][row]) if "golden_file" in c else ""
+    values = _golden_values(source)
+    if values is not None and values.size:
+        top = float(np.abs(values).max())
+        if top < NEAR_ZERO:
+            return f"max |golden| {top:.3g}"
+        tiny = int((np.abs(values) <= max(NEAR_ZERO * top, 1e-30)).sum())
+        if tiny and broken and broken <= RELATIVE:
+            return (f"{tiny:,} of {values.size:,} golden values are at most {NEAR_ZERO:g} x its max |golden| "
+                    f"{top:.3g}, and it breaks only {', '.join(sorted(broken))}")
+        return ""
+    if "max_diff" in c and "max_relerr" in c and "min_diff" in c and "min_relerr" in c:
+        with np.errstate(invalid="ignore", divide="ignore"):
+            tops = [abs(float(c[d][row])) * 100 / float(c[r][row]) for d, r in (("max_diff", "max_relerr"),
+                                                                                 ("min_diff", "min_relerr"))
+                    if math.isfinite(float(c[r][row])) and float(c[r][row]) > 0]
+        if len(tops) == 2 and max(tops) < NEAR_ZERO:
+            return f"max |golden| {max(tops):.3g}"
+    if broken and broken <= RELATIVE and values is None and source.endswith((".pt", ".npy")):
+        return f"it breaks only {', '.join(sorted(broken))}, large where golden values are near zero"
+    return ""
+
+
+def _golden_values(source: str) -> np.ndarray | None:
+    """A reference tensor file's values (msprobe's .pt through torchpickle, .npy without pickles), None
+    when it is not one or cannot be read."""
+    if not source.endswith((".pt", ".npy")) or not os.path.isfile(source) or \
+            os.path.getsize(source) > NEAR_ZERO_BYTES:
+        return None
+    try:
+        if source.endswith(".npy"):
+            return np.asarray(np.load(source, allow_pickle=False), dtype=np.float64)
+        from accuscope.engine.sources import torchpickle
+        return np.asarray(torchpickle.load(source), dtype=np.float64)
+    except Exception:  # noqa: BLE001 - a damaged or non-numeric file says nothing about magnitudes
+        return None
 
 
 def _finding(run: _Run, rule: str, severity: str, row: int | None, title: str, text: str,
@@ -915,6 +987,9 @@ def _introduced(run: _Run, origins: list[OpOrigin], net_inputs: list[int], findi
         if run.outcome == "fail":
             severity, title = "error", f"{o.op} introduced the error" + (" (input/output heuristic)" if weak else "")
             text += todo
+        elif run.outcome == "pass" and _is_msprobe(run):
+            severity, title = "info", f"{o.op} deviates locally; the step matches"
+            text += "No compared tensor of the step breaks the thresholds."
         elif run.outcome == "pass":
             severity, title = "info", f"{o.op} deviates locally; the network output passes"
             text += "Its error does not reach the network outputs beyond the thresholds: act only if the application's " \

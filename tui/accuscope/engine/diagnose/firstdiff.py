@@ -5,8 +5,9 @@ one call goes wrong, every later call inherits the difference, so the failing ro
 it started. The call that introduced it is the first whose input tensors all agree (compared and not
 failing) while an output fails. Per rank; across ranks, the ranks that diverge and the earliest call
 among them (a fault on one rank of eight is a broken device or a rank-specific input, one on all
-ranks is the code or the precision). Works on any table whose rows are grouped by `npu_op` with an
-`io` column: statistics rows (stat_mag, checksums) as well as tensor metrics.
+ranks is the code or the precision). A training step's updates (an optimizer's in-place writes to the
+parameters, a module's parameters_grad call) store what earlier calls computed: never the call it starts
+at. Works on any table whose rows are grouped by `npu_op` with an `io` column: statistics rows (stat_mag, checksums) as well as tensor metrics.
 """
 from __future__ import annotations
 
@@ -63,12 +64,35 @@ def first_divergence(table: ResultTable, rows: np.ndarray | None = None,
     def per_call(mask: np.ndarray) -> np.ndarray:
         return np.bincount(call_of[mask], minlength=n) > 0
     starts = per_call(~is_input & fail) & ~per_call(is_input & fail) & ~per_call(is_input & ~seen)
+    types = c["type"][order][first_at] if "type" in c else np.full(n, "", dtype=object)
+    starts &= ~updates(calls, types, first_at)
     if not starts.any():
         return None
     candidates = np.flatnonzero(starts)
     j = candidates[np.argmin(first_at[candidates])]
     row = int(order[np.flatnonzero((call_of == j) & ~is_input & fail)[0]])
     return Divergence("", row, str(calls[j]), int((first_at < first_at[j]).sum()))
+
+
+OPTIMIZER = "optimizer"  # the `type` of the calls an optimizer's step made (msprobe's construct.json parent)
+
+
+def updates(calls: np.ndarray, types: np.ndarray, first_at: np.ndarray) -> np.ndarray:
+    """Calls that only store what earlier calls computed, never the call a divergence starts at: an
+    optimizer's updates (type "optimizer"; without construct.json, an in-place API such as Tensor.add_,
+    mul_, addcdiv_ or Torch._foreach_add_ after the step's last backward call) and a module's
+    parameters_grad call (the gradients its backward call already gave)."""
+    names = [str(x) for x in calls]
+    backward = [at for name, at in zip(names, first_at.tolist()) if ".backward" in name]
+    after = max(backward) if backward else None
+    out = np.zeros(len(names), dtype=bool)
+    for j, name in enumerate(names):
+        parts = name.split(".")
+        api = parts[1] if len(parts) > 2 else ""
+        in_place = api.endswith("_") and not api.endswith("__")
+        out[j] = (str(types[j]) == OPTIMIZER or "parameters_grad" in parts
+                  or (in_place and after is not None and first_at[j] > after))
+    return out
 
 
 def groups(table: ResultTable) -> list[tuple[str, np.ndarray]]:

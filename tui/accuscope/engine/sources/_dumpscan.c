@@ -8,8 +8,8 @@
  * scan(data: bytes) -> tuple | None
  *
  * The walk is msprobe.py's (_entries and _walk), rule for rule: the calls of the top-level "data"
- * object in order; in each, the slots input_args, input_kwargs and parameters (inputs), output and
- * parameters_grad (outputs); in a slot, an object holding "dtype" and "shape" is a tensor, a list
+ * object in order; in each, the slots input_args, input_kwargs, parameters and input (inputs), output and
+ * parameters_grad (outputs), or, for a parameters_grad call, the whole entry (outputs); in a slot, an object holding "dtype" and "shape" is a tensor, a list
  * is walked by position (".0"), an object without "type" by key (".key"), anything else is no
  * tensor, except a damaged tensor entry (an object with "type" and "data_name", or a type ending
  * in "Tensor", without dtype and shape both): that one Python names (None). msprobe.py holds the Python version of the same walk, used when this module is absent and
@@ -29,9 +29,10 @@
  *   calls      list[str]  every key of "data", in order (one entry per call)
  *   call_of    bytes      int64 per row: its call's position in calls
  *   slot       bytes      uint8 per row: 0 input_args, 1 input_kwargs, 2 parameters, 3 output,
- *                         4 parameters_grad
- *   index      bytes      int64 per row: its position among its call's inputs (slots 0-2) or
- *                         outputs (3-4)
+ *                         4 parameters_grad, 5 input (a backward call's), 6 a parameters_grad call's
+ *                         whole entry ({parameter: [tensor]}, named {call}.{parameter})
+ *   index      bytes      int64 per row: its position among its call's inputs (slots 0-2, 5) or
+ *                         outputs (3, 4, 6)
  *   names      list[str]  "{call}.{input|parameters|output|parameters_grad}{suffix}"
  *   dtypes     list[str]  as written ("torch.float32")
  *   shapes     list[str]  "[4096,4096]"; "[]" where the shape is not a list of non-negative ints
@@ -77,8 +78,12 @@ typedef struct {
     struct Member *levels[MAX_DEPTH + 2];  /* the members of the object walked at each depth */
 } Scan;
 
-static const char *SLOTS[] = {"input_args", "input_kwargs", "parameters", "output", "parameters_grad"};
-static const char *SLOT_NAMES[] = {".input", ".input", ".parameters", ".output", ".parameters_grad"};
+/* slot codes: msprobe.py's _SLOTS order; GRADS is the whole entry of a parameters_grad call */
+static const char *SLOTS[] = {"input_args", "input_kwargs", "parameters", "output", "parameters_grad", "input"};
+static const char *SLOT_NAMES[] = {".input", ".input", ".parameters", ".output", ".parameters_grad", ".input", ""};
+#define NSLOTS 6
+#define GRADS 6
+#define IS_OUTPUT(slot) ((slot) == 3 || (slot) == 4 || (slot) == GRADS)
 static const char *STATS[] = {"Max", "Min", "Mean", "Norm"};
 
 static int fail(Scan *S) { S->bad = 1; return -1; }
@@ -407,7 +412,8 @@ static int walk(Scan *S, Where *w, Py_ssize_t suffix_len, int depth)
         Py_ssize_t i = 0;
         do {
             if (suffix_len > MAX_SUFFIX - 24) return fail(S);
-            int k = snprintf(S->suffix + suffix_len, 24, ".%zd", i++);
+            /* a parameters_grad call's lists add no position to the name (msprobe's compare names them so) */
+            int k = w->slot == GRADS ? (i++, 0) : snprintf(S->suffix + suffix_len, 24, ".%zd", i++);
             if (walk(S, w, suffix_len + k, depth + 1) < 0) return -1;
         } while (eat(S, ','));
         return eat(S, ']') ? 0 : fail(S);
@@ -426,7 +432,7 @@ static int walk(Scan *S, Where *w, Py_ssize_t suffix_len, int depth)
         if (key_is(m[i].key, "type")) type = i;
     }
     if (dtype && shape) {
-        Py_ssize_t *counter = &w->counters[w->slot >= 3];
+        Py_ssize_t *counter = &w->counters[IS_OUTPUT(w->slot)];
         if (tensor(S, m, n, w->call, w->slot, (*counter)++, suffix_len) < 0) return -1;
     } else if (type >= 0) {
         /* a record: a tensor's without its dtype or shape (a data_name, a type ending in "Tensor")
@@ -452,18 +458,38 @@ static int walk(Scan *S, Where *w, Py_ssize_t suffix_len, int depth)
     return 0;
 }
 
+/* `Module.fc1.Linear.parameters_grad.0` (older msprobe: no counter): msprobe.is_grads */
+static int is_grads(Span name)
+{
+    static const char word[] = "parameters_grad";
+    const Py_ssize_t w = (Py_ssize_t)sizeof word - 1;
+    Py_ssize_t end = name.n, k = end;
+    while (k > 0 && name.s[k - 1] >= '0' && name.s[k - 1] <= '9') k--;
+    if (k < end && k > 0 && name.s[k - 1] == '.') end = k - 1;  /* a counter after it */
+    Py_ssize_t at = end - w;
+    return at >= 1 && name.s[at - 1] == '.' && memcmp(name.s + at, word, (size_t)w) == 0;
+}
+
 static int call_entry(Scan *S, Py_ssize_t call)
 {
     Member *m = level(S, 2);
     if (!m) return -1;
     ws(S);
     if (S->p >= S->end || *S->p != '{') return fail(S);  /* a call that is not an object: Python says so */
+    const char *start = S->p;
     Py_ssize_t n = members(S, m, 2);
     if (n < 0) return -1;
     const char *after = S->p;
     Py_ssize_t counters[2] = {0, 0};
+    if (is_grads(S->calls[call])) {  /* {parameter: [tensor]}: the entry is the slot */
+        Where w = {call, GRADS, counters};
+        S->p = start;
+        if (walk(S, &w, 0, 3) < 0) return -1;
+        S->p = after;
+        return 0;
+    }
     for (Py_ssize_t i = 0; i < n; i++) {
-        for (uint8_t s = 0; s < 5; s++) {
+        for (uint8_t s = 0; s < NSLOTS; s++) {
             if (!key_is(m[i].key, SLOTS[s])) continue;
             Where w = {call, s, counters};
             seek(S, m[i].value);

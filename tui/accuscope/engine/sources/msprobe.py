@@ -61,12 +61,19 @@ STACK_LIMIT, STACK_LINES = 256 << 20, 64  # stack.json bytes read, lines kept pe
 _STEP = re.compile(r"step(\d+)")
 _RANK = re.compile(r"(rank|proc)(\d*)")
 # {call}.{slot}.{rest}: the call ends at its direction (and a module's counter after it)
-_DATA_NAME = re.compile(r"(?P<call>.+?\.(?:forward|backward)(?:\.\d+)?)\.(?P<slot>input|output|parameters_grad|parameters)"
-                        r"\.(?P<rest>.+?)\.(?P<ext>pt|npy)")
+# (a module's weight gradients are a call of their own: {module}.parameters_grad.{n}.{parameter}.pt)
+_DATA_NAME = re.compile(r"(?:(?P<call>.+?\.(?:forward|backward)(?:\.\d+)?)\.(?P<slot>input|output|parameters_grad|parameters)"
+                        r"|(?P<grads>.+?\.parameters_grad(?:\.\d+)?))\.(?P<rest>.+?)\.(?P<ext>pt|npy)")
+# the slots of a call's entry (backward calls write "input" / "output"); GRADS stands for the whole entry of a
+# parameters_grad call ({parameter: [tensor]}: its tensors are named {call}.{parameter}, as msprobe's compare
+# names them, list positions left out)
+GRADS = ""
 _SLOT_IO = {"input_args": INPUT, "input_kwargs": INPUT, "parameters": INPUT, "output": OUTPUT,
-            "parameters_grad": OUTPUT}
-_SLOT_NAME = {"input_args": "input", "input_kwargs": "input", "parameters": "parameters", "output": "output",
-              "parameters_grad": "parameters_grad"}
+            "parameters_grad": OUTPUT, "input": INPUT, GRADS: OUTPUT}
+_SLOT_NAME = {"input_args": ".input", "input_kwargs": ".input", "parameters": ".parameters", "output": ".output",
+              "parameters_grad": ".parameters_grad", "input": ".input", GRADS: ""}
+_GRADS_CALL = re.compile(r".+\.parameters_grad(?:\.[0-9]+)?", re.S)
+OPTIMIZER = "optimizer"  # construct.json's parent of the calls an optimizer's step made (msprobe 26)
 DAMAGED = "a damaged tensor entry (its dtype or shape missing): the row has no dtype or shape from dump.json"
 DTYPE_NAMES = {"float": "float32", "half": "float16", "double": "float64", "long": "int64", "int": "int32"}
 
@@ -172,16 +179,22 @@ def _entries(folder: str, data: dict, parents: dict[str, str], problems: list[Pr
             continue
         counters = {INPUT: 0, OUTPUT: 0}
         module = _module(call, parents)
-        for slot, value in entry.items():
+        slots = [(GRADS, entry)] if is_grads(call) else entry.items()
+        for slot, value in slots:
             io = _SLOT_IO.get(slot)
             if io is None:
                 continue
             for suffix, info in _walk(value, slot):
-                name = f"{call}.{_SLOT_NAME[slot]}{suffix}"
+                name = f"{call}{_SLOT_NAME[slot]}{suffix}"
                 if not ("dtype" in info and "shape" in info):
                     problems.append(Problem(os.path.join(folder, DUMP_JSON), f"{name}: {DAMAGED}"))
                 yield call, slot, io, counters[io], name, info, module
                 counters[io] += 1
+
+
+def is_grads(call: str) -> bool:
+    """`Module.fc1.Linear.parameters_grad.0` (msprobe 26; older: no counter): a module's weight gradients."""
+    return _GRADS_CALL.fullmatch(call) is not None
 
 
 _SLOTS = tuple(_SLOT_IO)  # a slot's code in the columns: its position here (_dumpscan.c's order)
@@ -282,7 +295,7 @@ def _walk(value, slot: str, prefix: str = ""):
         yield prefix, value
     elif isinstance(value, (list, tuple)):
         for i, v in enumerate(value):
-            yield from _walk(v, slot, f"{prefix}.{i}")
+            yield from _walk(v, slot, prefix if slot == GRADS else f"{prefix}.{i}")
     elif isinstance(value, dict) and "type" not in value:
         for k, v in value.items():
             yield from _walk(v, slot, f"{prefix}.{k}")
@@ -438,9 +451,21 @@ def module_path(call: str) -> str:
     return ""
 
 
+def grads_module(call: str) -> str:
+    """The module whose weight gradients a parameters_grad call holds (`Module.attn.qkv.Linear.parameters_grad.0`
+    -> `attn.qkv`), "" for any other call."""
+    if not is_grads(call):
+        return ""
+    parts = call.split(".")
+    parts = parts[:-1] if parts[-1].isdigit() else parts
+    return ".".join(parts[1:-2]) if len(parts) >= 4 and parts[0] in ("Module", "Cell") else ""
+
+
 def _module(call: str, parents: dict[str, str]) -> str:
-    """The module a call belongs to: a module call's own path, else its parent module's."""
-    return module_path(call) or module_path(parents.get(call, ""))
+    """The module a call belongs to: a module call's own path, else its parent module's (a parameters_grad
+    call: the module whose gradients it holds; a call an optimizer's step made: "optimizer")."""
+    parent = parents.get(call, "")
+    return module_path(call) or module_path(parent) or grads_module(call) or (OPTIMIZER if parent == OPTIMIZER else "")
 
 
 def _from_file_names(folder: str, parents: dict[str, str], problems: list[Problem]) -> list[Tensor]:
@@ -460,13 +485,14 @@ def _from_file_names(folder: str, parents: dict[str, str], problems: list[Proble
     named.sort(key=lambda x: (x[0], x[1]))
     first: dict[str, int] = {}
     for k, (*_, m, _p) in enumerate(named):
-        first.setdefault(m.group("call"), k)
-    named.sort(key=lambda x: (first[x[2].group("call")], x[2].group("slot") not in ("input", "parameters"),
-                              x[2].group("slot") == "parameters", x[1]))
+        first.setdefault(m.group("call") or m.group("grads"), k)
+    named.sort(key=lambda x: (first[x[2].group("call") or x[2].group("grads")],
+                              x[2].group("slot") not in ("input", "parameters"), x[2].group("slot") == "parameters", x[1]))
     counters: dict[tuple[str, str], int] = {}
     tensors = []
     for *_, m, source in named:
-        call, io = m.group("call"), OUTPUT if m.group("slot") in ("output", "parameters_grad") else INPUT
+        call = m.group("call") or m.group("grads")
+        io = OUTPUT if m.group("grads") or m.group("slot") in ("output", "parameters_grad") else INPUT
         index = counters.get((call, io), 0)
         counters[(call, io)] = index + 1
         stem = os.path.basename(source).rsplit(".", 1)[0]
@@ -501,6 +527,7 @@ def graph(path: str, step: str | int | None = None, rank: str | int | None = Non
     problems: list[Problem] = []
     parents = _construct(folder, problems)
     calls = _call_tensors(folder)
+    _grads_parents(calls, parents)
     order: list[str] = []
     placed: set[str] = set()
 
@@ -514,16 +541,25 @@ def graph(path: str, step: str | int | None = None, rank: str | int | None = Non
         order.append(call)
 
     for call in calls:
-        place(call)
+        if not grads_module(call) or call not in parents:
+            place(call)
+    grads = [c for c in calls if grads_module(c) and c in parents and c not in placed]
+    if grads:  # gradients after the last call their module holds (msprobe writes them mid-module)
+        last = _last_inside(order, parents)
+        after: dict[int, list[str]] = {}
+        for call in grads:
+            after.setdefault(last.get(parents[call], len(order) - 1), []).append(call)
+        order = [c for k, call in enumerate(order) for c in (call, *after.get(k, ()))] + after.get(-1, [])
+        placed.update(grads)
     depth: dict[str, int] = {}
     nodes: list[Node] = []
     for call in order:
         parent = parents.get(call, "")
         depth[call] = depth.get(parent, -1) + 1 if parent in depth else 0
-        module = module_path(call)
+        module = module_path(call) or (OPTIMIZER if call == OPTIMIZER else "")
         parts = call.split(".")
-        kind = parts[-3] if module and parts[-2] in ("forward", "backward") else parts[-2] if module else \
-            parts[1] if len(parts) > 1 else call
+        kind = call if len(parts) < 3 else parts[-3] if module and parts[-2] in ("forward", "backward") else \
+            parts[-2] if module else parts[1]
         mine = calls.get(call, [])
         node = Node(call, kind, len(nodes), len(nodes) + 1, [name for name, io, _ in mine if io == INPUT],
                     [name for name, io, _ in mine if io == OUTPUT], subgraph=parent,
@@ -540,6 +576,37 @@ def graph(path: str, step: str | int | None = None, rank: str | int | None = Non
             inside.append(node)
     return Graph(os.path.basename(os.path.normpath(path)), KIND, folder, nodes, [], [],
                  notes=[str(p) for p in problems])
+
+
+def _last_inside(order: list[str], parents: dict[str, str]) -> dict[str, int]:
+    """module call -> the position in `order` of the last call it holds (or itself)."""
+    last: dict[str, int] = {}
+    for k, call in enumerate(order):
+        seen, c = set(), call
+        while c and c not in seen:  # construct.json's chain up (a cycle is not followed)
+            last[c] = k
+            seen.add(c)
+            c = parents.get(c, "")
+    return last
+
+
+def _grads_parents(calls, parents: dict[str, str]) -> None:
+    """construct.json names no parent for a parameters_grad call: place it in its module's backward call of
+    the same counter (else the module's first call), so the graph pane shows the gradients under their module."""
+    first: dict[str, str] = {}
+    for call in calls:
+        path = module_path(call)
+        if path:
+            first.setdefault(path, call)
+    for call in calls:
+        module = grads_module(call)
+        if not module or call in parents:
+            continue
+        head, _, counter = call.rpartition(".parameters_grad")
+        backward = f"{head}.backward{counter}"
+        parents[call] = backward if backward in calls else first.get(module, "")
+        if not parents[call]:
+            del parents[call]
 
 
 def _call_tensors(folder: str) -> dict[str, list[tuple[str, str, tuple[int, ...]]]]:
@@ -603,7 +670,7 @@ def stacks(path: str, step: str | int | None = None, rank: str | int | None = No
 def describe(path: str, tensors: list[Tensor], *, step=None, rank=None, stats_only: bool = False, **_options) -> list[str]:
     """Lines for `inspect`: which step and rank of how many, the dump's mode, calls and modules."""
     found = ranks(path)
-    s, r, _folder = choose(path, step, rank)
+    s, r, folder = choose(path, step, rank)
     mode = ("md5" if any(t.checksum for t in tensors) else
             "tensor" if any(t.reader is not None for t in tensors) else "statistics")
     where = "/".join(p for p in (s, r) if p) or os.path.basename(os.path.normpath(path))
@@ -611,4 +678,55 @@ def describe(path: str, tensors: list[Tensor], *, step=None, rank=None, stats_on
              + f" · {mode} mode" + (" · statistics only (--stats-only)" if stats_only else "")]
     modules = {t.op_type for t in tensors if t.op_type}
     lines.append(f"calls {len({t.op for t in tensors}):,} in {len(modules):,} modules")
+    grads = sum(1 for t in tensors if is_grads(t.op))
+    params = sum(1 for t in tensors if ".parameters." in t.tensor_name)
+    if grads or params:
+        lines.append(f"parameters {params:,} · parameters_grad {grads:,} (weight gradients, under their module)")
+    lines += skipped(folder)
+    return lines
+
+
+def skipped(folder: str) -> list[str]:
+    """What dump.json records that is not read as a tensor, in words for `inspect` (nothing is skipped
+    silently): non-tensor arguments and outputs (msprobe's compare lists them as rows with no tensor to
+    compare), and keys of a call that are no slot this reader knows."""
+    doc, _why = _dump_json(folder)
+    data = doc.get("data") if doc is not None else None
+    if not isinstance(data, dict):
+        return []
+    kinds: dict[str, int] = {}
+    unknown: dict[str, int] = {}
+
+    def leaves(value) -> None:
+        if isinstance(value, dict) and "dtype" in value and "shape" in value:
+            return
+        if isinstance(value, (list, tuple)):
+            for v in value:
+                leaves(v)
+        elif isinstance(value, dict) and "type" not in value:
+            for v in value.values():
+                leaves(v)
+        else:
+            kind = "None" if value is None else str(value.get("type")) if isinstance(value, dict) else type(value).__name__
+            kinds[kind] = kinds.get(kind, 0) + 1
+
+    for call, entry in data.items():
+        if not isinstance(entry, dict):
+            continue
+        if is_grads(call):
+            leaves(entry)
+            continue
+        for slot, value in entry.items():
+            if slot in _SLOT_IO:
+                leaves(value)
+            else:
+                unknown[slot] = unknown.get(slot, 0) + 1
+    lines = []
+    if kinds:
+        lines.append(f"not read: {sum(kinds.values()):,} non-tensor arguments/outputs ("
+                     + ", ".join(f"{k} {n:,}" for k, n in sorted(kinds.items(), key=lambda x: -x[1]))
+                     + "; msprobe's compare lists them with no tensor to compare)")
+    if unknown:
+        lines.append(f"skipped: {sum(unknown.values()):,} entries of unknown slots ("
+                     + ", ".join(f"{k} {n:,}" for k, n in sorted(unknown.items())) + ")")
     return lines

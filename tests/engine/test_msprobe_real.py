@@ -1,0 +1,136 @@
+"""msprobe 26.2 training dumps written by the real tool (tests/fixtures/msprobe/train, see
+make_fixtures.py: torch CPU, PrecisionDebugger level mix, 2 ranks over gloo, 2 SGD steps; tensor,
+statistics and md5 modes; a planted fault on rank 1 and a bfloat16 autocast run against fp32) held to
+msprobe's own compare of the same dumps (msprobe_rows.json): every tensor row it lists, parameters and
+gradients included, accuscope reads and compares; the advisor judges a step, never its optimizer update."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from accuscope.engine.compare import statcolumns
+from accuscope.engine.compare.comparison import CompareSpec, execute, plan
+from accuscope.engine.compare.results import ResultTable
+from accuscope.engine.diagnose import firstdiff
+from accuscope.engine.sources import msprobe
+
+TRAIN = Path(__file__).parents[1] / "fixtures" / "msprobe" / "train"
+ROWS = json.loads((TRAIN / "msprobe_rows.json").read_text())
+BENCH = {"cand": "bench", "bf16": "bench", "cand_stats": "bench_stats", "cand_md5": "bench_md5"}
+
+
+def theirs(key: str) -> list[str]:
+    """msprobe's tensor rows (NPU Name) of one "pair/stepN/rankM"."""
+    return [name for name, _result, tensor in ROWS[key] if tensor]
+
+
+def test_fixtures_hold_what_msprobe_compared():
+    assert sorted({k.split("/")[0] for k in ROWS}) == sorted(BENCH)
+    assert len(ROWS) == 16  # 4 pairs x 2 steps x 2 ranks
+    names = theirs("cand/step0/rank0")
+    assert any(".parameters_grad." in n for n in names) and any(".parameters." in n for n in names)
+    assert any(".backward.input." in n for n in names) and any(n.startswith("Tensor.add_.") for n in names)
+
+
+@pytest.mark.parametrize("key", sorted(ROWS))
+def test_every_tensor_row_msprobe_lists_is_compared(key):
+    npu, step, rank = key.split("/")
+    p, table = compare(TRAIN / npu, TRAIN / BENCH[npu], step=step, rank=rank)
+    ours = [pair.npu.tensor_name for pair in p.pairs]
+    missing = [n for n in theirs(key) if n not in set(ours)]
+    assert not missing, f"{key}: {len(missing)} of msprobe's rows missing: {missing[:5]}"
+    assert len(ours) == len(theirs(key))  # and nothing msprobe does not list
+    assert not p.problems
+    done = firstdiff.compared(table)
+    assert done.all(), f"{key}: rows not compared: {table.columns['tensor'][~done][:5]}"
+    grads = [r for r, name in enumerate(ours) if ".parameters_grad." in name]
+    assert grads and all(table.columns["type"][r] for r in grads)  # under their module
+    assert not table.columns["is_output"].any()  # a step has no network output
+
+
+@pytest.mark.parametrize("npu", ["cand_stats", "cand_md5"])
+def test_statistics_columns_hold_the_gradients(npu):
+    spec = CompareSpec(str(TRAIN / npu), str(TRAIN / BENCH[npu]), step=1, rank=1, stats_only=True)
+    table, coverage = statcolumns.compare(spec)
+    assert len(table) == len(theirs(f"{npu}/step1/rank1"))
+    names = [r.rsplit(":", 2)[0] for r in table.columns["tensor"].tolist()]
+    assert sum(".parameters_grad." in n for n in names) == 10
+    assert coverage.step and "network output" not in coverage.line(1)
+    assert not coverage.warnings
+
+
+def test_gradients_sit_under_their_module():
+    g = msprobe.graph(TRAIN / "bench", step=0, rank=0)
+    by_name = {n.name: n for n in g.nodes}
+    node = by_name["Module.attn.qkv.Linear.parameters_grad.0"]
+    assert node.subgraph == "Module.attn.qkv.Linear.backward.0"
+    holder = by_name[node.subgraph]
+    position = g.nodes.index(holder)
+    assert g.nodes.index(node) <= position + holder.attrs["span"]
+    assert by_name["Tensor.add_.0.forward"].subgraph == "optimizer"
+    tensors, problems = msprobe.read(TRAIN / "bench", step=0, rank=0)
+    assert not problems
+    assert {t.op_type for t in tensors if t.op == "Module.norm.LayerNorm.parameters_grad.0"} == {"norm"}
+    assert {t.op_type for t in tensors if t.op.startswith("Tensor.add_")} == {"optimizer"}
+
+
+def test_compiled_scanner_and_python_agree_on_the_real_dumps():
+    if msprobe._dumpscan is None:
+        pytest.skip("built without a C compiler")
+    for doc in sorted(TRAIN.glob("*/step*/rank*/dump.json")):
+        raw = doc.read_bytes()
+        assert msprobe._dumpscan.scan(raw) == msprobe._scan(json.loads(raw)["data"]), doc
+
+
+def test_describe_says_what_it_does_not_read():
+    tensors, _problems = msprobe.read(TRAIN / "bench_md5", step=0, rank=1)
+    lines = "\n".join(msprobe.describe(TRAIN / "bench_md5", tensors, step=0, rank=1))
+    assert "md5 mode" in lines and "parameters_grad 10" in lines
+    n_skipped = len(ROWS["cand_md5/step0/rank1"]) - len(theirs("cand_md5/step0/rank1"))
+    assert f"not read: {n_skipped} non-tensor" in lines
+
+
+def compare(npu, golden, **options):
+    p = plan(CompareSpec(str(npu), str(golden), **options))
+    return p, execute(p, workers=1)
+
+
+def test_optimizer_updates_are_never_the_first_call():
+    # the fault planted in an update alone: the step still has no first call among its updates
+    _p, table = compare(TRAIN / "bf16", TRAIN / "bench", step=0, rank=0)
+    columns = {k: np.array(v) for k, v in table.columns.items()}
+    updates = np.array([str(op).startswith("Tensor.add_") for op in columns["npu_op"]])
+    columns["fail"] = updates & (columns["io"] == "output")
+    planted = ResultTable.from_columns(columns)
+    assert planted.columns["fail"].any() and firstdiff.first_divergence(planted) is None
+    # the same update as an ordinary call (no construct.json, before any backward call) would be the first
+    columns["type"] = np.where(updates, "", columns["type"]).astype(object)
+    columns["npu_op"] = np.where(updates, [str(o).replace("Tensor.add_", "Tensor.add") for o in columns["npu_op"]],
+                                 columns["npu_op"]).astype(object)
+    assert firstdiff.first_divergence(ResultTable.from_columns(columns)).call.startswith("Tensor.add.")
+
+
+def test_md5_rows_msprobe_fails_on_an_unchanged_rank(tmp_path):
+    # msprobe 26.2's md5 of an in-place update's input differs between two identical runs (rank 0): accuscope
+    # fails the same rows, and still names no update as the first call
+    msprobe_failing = {n for n, result, _t in ROWS["cand_md5/step0/rank0"] if result != "pass"}
+    _p, table = compare(TRAIN / "cand_md5", TRAIN / "bench_md5", step=0, rank=0)
+    names = [pair.npu.tensor_name for pair in _p.pairs]
+    assert {n for n, bad in zip(names, table.columns["fail"]) if bad} == msprobe_failing
+    found = firstdiff.first_divergence(table)
+    assert found is None or not found.call.startswith("Tensor.add_")
+
+
+def test_a_crashed_run_reads_the_gradients_from_file_names(tmp_path):
+    import shutil
+    rank = tmp_path / "step0" / "rank0"
+    shutil.copytree(TRAIN / "bench" / "step0" / "rank0", rank)
+    (rank / "dump.json").unlink()
+    tensors, problems = msprobe.read(tmp_path)
+    assert len(tensors) == len(theirs("cand/step0/rank0")) and len(problems) == 1
+    grads = [t for t in tensors if t.op == "Module.head.Linear.parameters_grad.0"]
+    assert {t.tensor_name for t in grads} == {f"Module.head.Linear.parameters_grad.0.{p}" for p in ("weight", "bias")}
+    assert {(t.io, t.op_type) for t in grads} == {("output", "head")}
