@@ -148,6 +148,8 @@ def compare_and_report(spec: engine.CompareSpec, args) -> int:
     summary = summarize(table, spec.thresholds)
     say(f"rows {len(table):,} · failing {summary.failing:,} · not compared {summary.not_compared:,} · "
               f"problems {len(plan.problems)} · open {show(args.out)}")
+    if summary.judged:
+        say(show(summary.judged), soft_wrap=True)
     if summary.first_failing is not None:
         first = table.row(summary.first_failing)
         say(f"first failing: [bold]{show(first['tensor'])}[/] ({show(first['type'])}) "
