@@ -168,6 +168,14 @@ def compare_and_report(spec: engine.CompareSpec, args) -> int:
         names = ", ".join(p.npu.name for p in unpaired[:5])
         more = f" … and {len(unpaired) - 5} more (the table's `x` rows, task.json)" if len(unpaired) > 5 else ""
         say(f"  unpaired NPU tensors: {show(names)}{show(more)}", soft_wrap=True)
+    repaired = plan.coverage.repaired
+    if repaired:
+        say(f"re-paired {len(repaired):,} NPU tensors to the golden tensor their fused op's output stands for "
+            "(identity paired a tensor before the fused ops; both cosines):", soft_wrap=True)
+        for r in repaired[:10]:
+            say(f"  {show(r.text())}", soft_wrap=True)
+        if len(repaired) > 10:
+            say(f"  … {len(repaired) - 10} more (task.json: coverage.repaired)")
     unused = plan.coverage.golden_unused
     if unused:
         reasons = Counter(why for _, why in unused)

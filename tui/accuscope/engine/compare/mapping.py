@@ -19,7 +19,7 @@ import csv
 from dataclasses import dataclass, field
 
 from accuscope.engine.graphs.graph import Graph, Node
-from accuscope.engine.graphs.optypes import INPUT_TYPES, walk_back
+from accuscope.engine.graphs.optypes import CONVERTER_OWN, INPUT_TYPES, walk_back
 from accuscope.engine.sources import msprobe
 from accuscope.engine.sources.ascend import DumpFile
 from accuscope.engine.sources.golden import GoldenDump
@@ -215,6 +215,9 @@ class _Mapper:
     # ---------------------------------------------------------- header and names
 
     def _pair(self, df: DumpFile, t: Tensor) -> Pair:
+        if df.op_type in CONVERTER_OWN and self.golden.find(df.op_name, t.io, t.index) is None:
+            return Pair(t, None, df, DEVICE_ONLY, "", f"inserted by the conversion: {df.op_type} {df.op_name} "
+                                                      "stands for no framework op")
         if t.original_op is not None:
             g = self._golden_output(*t.original_op)
             if g is not None:
