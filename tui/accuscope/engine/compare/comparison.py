@@ -29,6 +29,7 @@ from accuscope.engine.compare.results import ResultTable
 from accuscope.engine.compare.thresholds import Thresholds
 from accuscope.engine.graphs.graph import Graph, load_graph
 from accuscope.engine.graphs.oprange import OpRange
+from accuscope.engine.graphs.optypes import CONVERTER_OWN, walk_back
 from accuscope.engine.sources import tpumlir
 from accuscope.engine.sources.ascend import crop_to
 from accuscope.engine.sources.side import Side
@@ -403,6 +404,11 @@ def _output_tensors(npu: Side, npu_graph: Graph | None, golden_graph: Graph | No
     if npu_graph is not None:
         names = {n.name for n in npu_graph.output_nodes}
         values = set(npu_graph.outputs)
+        for tensor in npu_graph.outputs:  # an output cast to its storage type (tpu-mlir): the op before it too
+            for step, found in walk_back(npu_graph, tensor):
+                if found is not None and found[0].type not in CONVERTER_OWN:
+                    names.add(found[0].name)
+                    values.add(step)
         return lambda p: p.npu.io == OUTPUT and (p.op.op_name in names and (
             npu_graph.kind == "om" or not p.npu.tensor_name or p.npu.tensor_name in values or p.npu.op in values))
     if golden_graph is not None:
