@@ -305,9 +305,8 @@ class _Mapper:
         node = graph.node(op) if graph is not None else None
         if node is None or i >= len(node.inputs):
             return None
-        found = None
-        for _tensor, found in walk_back(graph, node.inputs[i]):
-            pass
+        steps = list(walk_back(graph, node.inputs[i]))
+        found = steps[-1][1]
         if found is None or found[0].type in CONVERTER_OWN:
             return None
         producer, j = found
