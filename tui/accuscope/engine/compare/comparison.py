@@ -405,10 +405,14 @@ def _output_tensors(npu: Side, npu_graph: Graph | None, golden_graph: Graph | No
         names = {n.name for n in npu_graph.output_nodes}
         values = set(npu_graph.outputs)
         for tensor in npu_graph.outputs:  # an output cast to its storage type (tpu-mlir): the op before it too
+            hit = npu_graph.producer(tensor)
+            if hit is None or hit[0].type not in CONVERTER_OWN:
+                continue
             for step, found in walk_back(npu_graph, tensor):
                 if found is not None and found[0].type not in CONVERTER_OWN:
                     names.add(found[0].name)
                     values.add(step)
+                    break
         return lambda p: p.npu.io == OUTPUT and (p.op.op_name in names and (
             npu_graph.kind == "om" or not p.npu.tensor_name or p.npu.tensor_name in values or p.npu.op in values))
     if golden_graph is not None:
