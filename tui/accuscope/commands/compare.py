@@ -148,6 +148,8 @@ def compare_and_report(spec: engine.CompareSpec, args) -> int:
     summary = summarize(table, spec.thresholds)
     say(f"rows {len(table):,} · failing {summary.failing:,} · not compared {summary.not_compared:,} · "
               f"problems {len(plan.problems)} · open {show(args.out)}")
+    if summary.judged:
+        say(show(summary.judged), soft_wrap=True)
     if summary.first_failing is not None:
         first = table.row(summary.first_failing)
         say(f"first failing: [bold]{show(first['tensor'])}[/] ({show(first['type'])}) "
@@ -166,6 +168,14 @@ def compare_and_report(spec: engine.CompareSpec, args) -> int:
         names = ", ".join(p.npu.name for p in unpaired[:5])
         more = f" … and {len(unpaired) - 5} more (the table's `x` rows, task.json)" if len(unpaired) > 5 else ""
         say(f"  unpaired NPU tensors: {show(names)}{show(more)}", soft_wrap=True)
+    repaired = plan.coverage.repaired
+    if repaired:
+        say(f"re-paired {len(repaired):,} NPU tensors to the golden tensor their fused op's output stands for "
+            "(identity paired a tensor before the fused ops; both cosines):", soft_wrap=True)
+        for r in repaired[:10]:
+            say(f"  {show(r.text())}", soft_wrap=True)
+        if len(repaired) > 10:
+            say(f"  … {len(repaired) - 10} more (task.json: coverage.repaired)")
     unused = plan.coverage.golden_unused
     if unused:
         reasons = Counter(why for _, why in unused)

@@ -24,10 +24,13 @@ from accuscope.engine.compare.columns import CSV_OF, KEY_OF, METRIC, NUMERIC_MET
 from accuscope.engine.compare.lifetime import die_with_parent, process_context
 from accuscope.engine.compare.mapping import DEVICE_ONLY, FEW, Pair, map_tensors, read_mapping_file
 from accuscope.engine.compare.metrics import CHUNK, PairMetrics, array_chunks, compare_chunks
+from accuscope.engine.compare.repair import Repair, recheck
 from accuscope.engine.compare.results import ResultTable
 from accuscope.engine.compare.thresholds import Thresholds
 from accuscope.engine.graphs.graph import Graph, load_graph
 from accuscope.engine.graphs.oprange import OpRange
+from accuscope.engine.graphs.optypes import CONVERTER_OWN, walk_back
+from accuscope.engine.sources import tpumlir
 from accuscope.engine.sources.ascend import crop_to
 from accuscope.engine.sources.msprobe import KIND as STEP_KIND  # dumps of a step's calls, not of a model
 from accuscope.engine.sources.side import Side
@@ -156,6 +159,7 @@ class Coverage:
     unreachable: list[str] = field(default_factory=list)  # tensors a side's run could not fetch (If/Loop bodies)
     golden_unused: list[tuple[str, str]] = field(default_factory=list)  # (golden tensor, why no NPU tensor pairs it)
     step: bool = False  # the sides are the calls of a training / inference step (msprobe): no network output
+    repaired: list[Repair] = field(default_factory=list)  # pairs by identity re-paired by their values (repair.py)
 
     @property
     def warnings(self) -> list[str]:
@@ -180,8 +184,21 @@ class Coverage:
         only = f", {self.npu_only:,} more only on the NPU side" if self.npu_only else ""
         outputs = ("the calls of a step (judged on every call)" if self.step else
                    f"network outputs compared {self.outputs_paired} of {self.outputs_total}")
+        fused = f" · re-paired {len(self.repaired):,} in fused chains" if self.repaired else ""
         return (f"paired {self.npu_paired:,} of {self.npu_total:,} NPU tensors ({ops:,} ops{only}) · used "
-                f"{self.golden_used:,} of {self.golden_total:,} golden tensors · {outputs}")
+                f"{self.golden_used:,} of {self.golden_total:,} golden tensors · {outputs}{fused}")
+
+    def repaired_after(self, plan: Plan, repairs: list[Repair]) -> None:
+        """Count the re-pairings of execute(): golden tensors used and unused change with them."""
+        self.repaired = list(repairs)
+        used = {p.golden.name for p in plan.pairs if p.golden is not None}
+        self.golden_used = len(used & {t.name for t in plan.golden.tensors
+                                       if not (plan.golden.is_device_dump and t.io == INPUT)})
+        kept = [(name, why) for name, why in self.golden_unused if name not in used]
+        for r in repairs:
+            if r.was not in used:
+                kept.append((r.was, "paired by identity, but the NPU op holds a fused chain's output: re-paired"))
+        self.golden_unused = kept
 
     @classmethod
     def from_meta(cls, doc: dict) -> Coverage:
@@ -193,14 +210,16 @@ class Coverage:
                    count("outputs_paired"), count("outputs_total"), count("npu_only"),
                    [str(u) for u in doc.get("unreachable") or []],
                    [(str(u[0]), str(u[1])) for u in doc.get("golden_unused") or [] if isinstance(u, list) and len(u) == 2],
-                   doc.get("step") is True)
+                   doc.get("step") is True,
+                   [Repair.from_meta(r) for r in doc.get("repaired") or [] if isinstance(r, dict)])
 
     def to_meta(self) -> dict:
         return {"npu_paired": self.npu_paired, "npu_total": self.npu_total, "golden_used": self.golden_used,
                 "golden_total": self.golden_total, "outputs_paired": self.outputs_paired,
                 "outputs_total": self.outputs_total, "npu_only": self.npu_only,
                 "unreachable": self.unreachable[:1000], "warnings": self.warnings, "notes": self.notes,
-                "golden_unused": [list(u) for u in self.golden_unused[:1000]], **({"step": True} if self.step else {})}
+                "golden_unused": [list(u) for u in self.golden_unused[:1000]], **({"step": True} if self.step else {}),
+                "repaired": [r.to_meta() for r in self.repaired]}
 
 
 @dataclass
@@ -243,7 +262,9 @@ def open_sides(spec: CompareSpec) -> tuple[Side, Side, Graph | None]:
     for side, path in ((npu, spec.npu_model), (golden, spec.golden_model)):
         if path:
             side.use_graph(load_graph(path))
-    if model is not None and model.kind != "om" and not spec.golden_model and golden.graph is None:
+    if model is not None and model.kind == "mlir" and not spec.npu_model and npu.graph is None:
+        npu.use_graph(model)  # tpu-mlir's .mlir describes the converted (NPU) side
+    elif model is not None and model.kind not in ("om", "mlir") and not spec.golden_model and golden.graph is None:
         golden.use_graph(model)  # a framework model names the golden side's tensors
     if model is not None and model.kind == "om" and not spec.npu_model and not npu.is_device_dump:
         raise SourceError(f"{spec.model}: an offline model describes an Ascend dump, but {spec.npu} is "
@@ -302,11 +323,13 @@ def _unused_golden(reference: list[Tensor], used: set[int], npu: Side, npu_graph
     values: set[str] = set()
     if npu_graph is not None and npu_graph.kind != "om":
         values = {v for n in npu_graph.nodes for v in n.outputs} | set(npu_graph.inputs)
+        if npu_graph.kind == "mlir":  # loc names `{onnx output}_{OpType}`: the ONNX output names too
+            values |= {tpumlir.normalize(v) for v in values}
     out = []
     for t in reference:
         if id(t) in used:
             continue
-        if values and t.tensor_name and t.tensor_name not in values:
+        if values and t.tensor_name and t.tensor_name not in values and t.op not in values:
             why = "not in the NPU side's model: fused away or removed by its optimizer or converter"
         elif npu.is_device_dump and npu_graph is not None:
             why = "no device op records it: fused into another op, or optimized away by the compiler"
@@ -390,9 +413,18 @@ def _output_tensors(npu: Side, npu_graph: Graph | None, golden_graph: Graph | No
     if npu_graph is not None:
         names = {n.name for n in npu_graph.output_nodes}
         values = set(npu_graph.outputs)
+        for tensor in npu_graph.outputs:  # an output cast to its storage type (tpu-mlir): the op before it too
+            hit = npu_graph.producer(tensor)
+            if hit is None or hit[0].type not in CONVERTER_OWN:
+                continue
+            for step, found in walk_back(npu_graph, tensor):
+                if found is not None and found[0].type not in CONVERTER_OWN:
+                    names.add(found[0].name)
+                    values.add(step)
+                    break
         om = npu_graph.kind == "om"
         checks.append(lambda p: p.npu.io == OUTPUT and (
-            (p.op.op_name in names and (om or not p.npu.tensor_name or p.npu.tensor_name in values))
+            (p.op.op_name in names and (om or not p.npu.tensor_name or p.npu.tensor_name in values or p.npu.op in values))
             or (not om and bool(p.npu.tensor_name) and p.npu.tensor_name in values)))
     if golden_graph is not None:
         gnames = {n.name for n in golden_graph.output_nodes}
@@ -532,11 +564,13 @@ def execute(plan: Plan, progress: Callable[[Progress, list[tuple[int, dict]]], N
     if recorded:
         results = itertools.chain(_statistics(recorded), results)
     done = 0
+    computed: list[dict] = [{} for _ in rows]
     with plugin_mod.PluginHost(cancel=cancel) as host:
         for batch in results:
             if plan.plugins:
                 batch = [(row, _with_plugins(host, plan, row, cells)) for row, cells in batch]
             for row, cells in batch:
+                computed[row] = cells
                 rows[row] = merged_row(plan, row, cells)
             done += len(batch)
             if progress:
@@ -545,6 +579,11 @@ def execute(plan: Plan, progress: Callable[[Progress, list[tuple[int, dict]]], N
             faults.point("compare")
     if cancel is not None and cancel.is_set():
         return None
+    repairs = recheck(plan, computed)
+    for r in repairs:
+        rows[r.row] = merged_row(plan, r.row, computed[r.row])
+    if plan.coverage is not None and repairs:
+        plan.coverage.repaired_after(plan, repairs)
     table = ResultTable.from_rows(rows, custom=[p.name for p in plan.plugins])
     plan.spec.thresholds.apply(table)
     return table

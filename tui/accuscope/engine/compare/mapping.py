@@ -19,8 +19,8 @@ import csv
 from dataclasses import dataclass, field
 
 from accuscope.engine.graphs.graph import Graph, Node
-from accuscope.engine.graphs.optypes import CONVERTER_TYPES, INPUT_TYPES, walk_back
-from accuscope.engine.sources import msprobe
+from accuscope.engine.graphs.optypes import CONVERTER_OWN, CONVERTER_TYPES, INPUT_TYPES, walk_back
+from accuscope.engine.sources import msprobe, tpumlir
 from accuscope.engine.sources.ascend import DumpFile
 from accuscope.engine.sources.golden import GoldenDump
 from accuscope.engine.sources.names import parse_tensor_name
@@ -248,6 +248,9 @@ class _Mapper:
     # ---------------------------------------------------------- header and names
 
     def _pair(self, df: DumpFile, t: Tensor) -> Pair:
+        if df.op_type in CONVERTER_OWN and self.golden.find(df.op_name, t.io, t.index) is None:
+            return Pair(t, None, df, DEVICE_ONLY, "", f"inserted by the conversion: {df.op_type} {df.op_name} "
+                                                      "stands for no framework op")
         if t.original_op is not None:
             g = self._golden_output(*t.original_op)
             if g is not None:
@@ -260,7 +263,8 @@ class _Mapper:
         if t.io == OUTPUT:
             g = self._golden_output(df.op_name, t.index)
         else:
-            g = self.golden.find(df.op_name, INPUT, t.index) or self._golden_of_graph_input(df.op_name, t.index)
+            g = self.golden.find(df.op_name, INPUT, t.index) or self._golden_of_graph_input(df.op_name, t.index) \
+                or self._through_converter(df.op_name, t.index)
         if g is not None:
             return Pair(t, g, df, df.op_name, "name")
         g = self._by_user_map(df, t)
@@ -326,6 +330,22 @@ class _Mapper:
         if g is None:
             g = self.golden.find_tensor(op) if j == 0 else None
         return g
+
+    def _through_converter(self, op: str, i: int) -> Tensor | None:
+        """Input i of an op of the NPU side's own model, traced back through the converter's own ops
+        (tpu-mlir lowering's casts) to the op whose output it is, and that output's golden tensor."""
+        graph = self.npu_graph
+        node = graph.node(op) if graph is not None else None
+        if node is None or i >= len(node.inputs):
+            return None
+        steps = list(walk_back(graph, node.inputs[i]))
+        found = steps[-1][1]
+        if found is None or found[0].type in CONVERTER_OWN:
+            return None
+        producer, j = found
+        name = producer.outputs[j]
+        return self._golden_output(producer.name, j) or self.golden.find_tensor(name) \
+            or self.golden.find_tensor(tpumlir.normalize(name))
 
     def _golden_of_graph_input(self, op: str, i: int) -> Tensor | None:
         """Input i of an op, as the output of its producer in a framework graph."""

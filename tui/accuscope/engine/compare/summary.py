@@ -21,6 +21,7 @@ class Summary:
     first_failing: int | None  # table row, the earliest in execution order
     broken: list[str]  # thresholds that row breaks, e.g. "cos 0.912 < 0.99"; none turned off
     first_text: str = ""  # "#12 Conv2D: cos 0.912 < 0.99, kl 0.02 > 0.005 · conv1", "" without one
+    judged: str = ""  # how rows were judged when not by msit's thresholds (tpu-mlir's --tolerance)
 
     def counts_text(self) -> str:
         """`3/120 rows fail` or `none of 120 rows breaks a threshold`."""
@@ -43,4 +44,17 @@ def summarize(table: ResultTable, thresholds: Thresholds) -> Summary:
         c = table.columns
         kind = c["type"][first] or c["npu_op"][first]  # an msprobe API call belongs to no module: its name
         text = f"#{c['index'][first]} {kind}: {', '.join(broken)} · {c['npu_op'][first]}"
-    return Summary(n, len(failing), not_compared, nonfinite, first, broken, text)
+    return Summary(n, len(failing), not_compared, nonfinite, first, broken, text, judged_text(state, thresholds))
+
+
+def judged_text(state, thresholds: Thresholds) -> str:
+    """`judged as tpu-mlir's npz_tool compare --tolerance 0.99,0.99: EQUAL 3 · CLOSE 80 · SIMILAR 8 ·
+    NOT_SIMILAR 0` when the thresholds are tpu-mlir's (its ladder decides), else ""."""
+    if not thresholds.ladder or state.tpu_verdict is None:
+        return ""
+    words, counts = np.unique(state.tpu_verdict[state.tpu_verdict != ""], return_counts=True)
+    found = dict(zip(words.tolist(), counts.tolist()))
+    ladder = " · ".join(f"{w} {found.get(w, 0):,}" for w in ("EQUAL", "CLOSE", "SIMILAR", "NOT_SIMILAR"))
+    extra = [str(t) for t in thresholds.items if t.key not in ("cos", "euclid_sim")]
+    return (f"judged as tpu-mlir's npz_tool compare --tolerance {thresholds.tolerance_text()} (fails: NOT_SIMILAR"
+            + (f"; also {', '.join(extra)}" if extra else "") + f"): {ladder}")

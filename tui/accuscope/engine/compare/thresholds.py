@@ -7,10 +7,13 @@ than its golden tensor fails (a float16 overflow is an error whatever the metric
 network inputs (Data / RefData: a mismatch there is an input problem, reported by the advisor),
 and device-only ops (GroundTruth "*": there is no golden tensor).
 
-tpu-mlir's way (`--tolerance COS,EUCLID`, as its npz_tool compare takes it) is two more thresholds,
-cos < COS and euclid_sim < EUCLID, beside msit's (cos replaced): they live in task.json with the
-others. The same two values (0.99 and 0.90, tpu-mlir's defaults, when not set) turn each row's
-tpu_verdict into SIMILAR or NOT_SIMILAR when the pair is neither EQUAL nor CLOSE.
+tpu-mlir's way (`--tolerance COS,EUCLID`, as its npz_tool compare takes it) replaces msit's
+thresholds by two, cos and euclid_sim (a `--threshold` given beside it adds its own): they live in
+task.json like any others. A euclid_sim threshold makes the judging tpu-mlir's: a row fails on them
+exactly when its tpu_verdict is NOT_SIMILAR (neither EQUAL nor CLOSE, and not cos > COS and
+euclid_sim > EUCLID, strictly, NaN not similar), never on a threshold the user did not ask for. The
+same two values (0.99 and 0.90, tpu-mlir's defaults, when not set) turn each row's tpu_verdict into
+SIMILAR or NOT_SIMILAR when the pair is neither EQUAL nor CLOSE.
 """
 from __future__ import annotations
 
@@ -136,6 +139,9 @@ class Thresholds:
         n = len(table)
         free = ~exempt(table) if n else np.ones(0, dtype=bool)
         broken = {t.key: t.broken(table.numbers(t.key)) & free for t in self.items}
+        verdict = self._tpu_verdicts(table) if "tpu_verdict" in table.present else None
+        if verdict is not None and self.ladder:
+            broken.update(self._ladder_broken(table, verdict, free))
         broken.update({k: mask & free for k, mask in self._recorded(table).items()})
         nonfinite = _nonfinite_broken(table)
         fail = nonfinite & free
@@ -144,7 +150,6 @@ class Thresholds:
         keys = table.metric_keys
         no_value = np.logical_and.reduce([np.isnan(table.columns[k]) for k in keys]) if keys and n \
             else np.ones(n, dtype=bool)
-        verdict = self._tpu_verdicts(table) if "tpu_verdict" in table.present else None
         reason = table.codes("reason")
         state = RowState(fail, reason.where(reason.values != "") & no_value, ~free, nonfinite, broken, verdict)
         for mask in (state.fail, state.not_compared, state.exempt, state.nonfinite, verdict, *broken.values()):
@@ -162,9 +167,33 @@ class Thresholds:
         return state
 
     def set_tolerance(self, cos: float, euclid: float) -> None:
-        """tpu-mlir's `--tolerance COS,EUCLID`: fail below either (cos's threshold replaced)."""
+        """tpu-mlir's `--tolerance COS,EUCLID`: judge as its npz_tool, on these two alone (msit's other
+        thresholds removed: the user asked for tpu-mlir's judging, not theirs)."""
+        self.items = [t for t in self.items if t.key in TPU_DEFAULTS]
         self.set("cos", cos, "<")
         self.set("euclid_sim", euclid, "<")
+
+    @property
+    def ladder(self) -> bool:
+        """Judged as tpu-mlir's npz_tool: a euclid_sim threshold (`--tolerance`) is set, so cos and
+        euclid_sim fail a row exactly when its tpu_verdict is NOT_SIMILAR."""
+        return self.get("euclid_sim") is not None
+
+    def tolerance_text(self) -> str:
+        """`0.99,0.90` as `--tolerance` takes it."""
+        return ",".join(f"{v:g}" for v in self.tolerance())
+
+    def _ladder_broken(self, table: ResultTable, verdict: np.ndarray, free: np.ndarray) -> dict[str, np.ndarray]:
+        """cos and euclid_sim as tpu-mlir judges them: only NOT_SIMILAR rows break them (each the
+        one it is not strictly above, NaN included), EQUAL and CLOSE never."""
+        not_similar = (verdict == "NOT_SIMILAR") & free
+        found = {}
+        for key, value in zip(TPU_DEFAULTS, self.tolerance()):
+            if self.get(key) is None:
+                continue
+            with np.errstate(invalid="ignore"):
+                found[key] = not_similar & ~(table.numbers(key) > value)
+        return found
 
     def tolerance(self) -> tuple[float, float]:
         """(cos, euclid_sim) for tpu-mlir's SIMILAR: the thresholds' values, else its defaults."""

@@ -118,6 +118,9 @@ def load_graph(path: str | os.PathLike, **_dump_options) -> Graph:
     from accuscope.engine.graphs import gegraph
     if suffix in (".txt", ".pbtxt") and gegraph.sniff(str(p)):
         kind, load = "GE graph", gegraph.load_ge_graph
+    elif suffix == ".mlir":
+        from accuscope.engine.graphs.mlirgraph import load_mlir as load
+        kind = "tpu-mlir .mlir"
     else:
         kind = {".onnx": "onnx", ".json": "om", ".prototxt": "caffe", ".pbtxt": "caffe"}.get(suffix) or _sniff(p)
         if kind == "onnx":

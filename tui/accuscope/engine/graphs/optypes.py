@@ -11,6 +11,10 @@ walked through it, the thresholds did not exempt it). They answer two questions,
   Cast does change values (rounding, fp16 overflow): its own row is judged like any op, never
   exempt. A Cast the framework model has (it has a golden tensor, or fusion names it) is where a
   walk stops; each caller says which (`walk_back` yields every step so a caller can stop early).
+- `CONVERTER_OWN` (tpu-mlir lowering's `tpu.Cast`): ops a converter adds that stand for no framework
+  op and are named after none (`xconv2d_53.tmp_0_Conv_f16`: the input x cast to f16 for that Conv):
+  their tensors are the converter's own, like a device-only op's (GroundTruth `*`, exempt), never
+  "unpaired". Tracing an input back walks through them as through INSERTED ops.
 """
 from __future__ import annotations
 
@@ -20,12 +24,13 @@ from accuscope.engine.graphs.graph import Graph, Node
 
 INPUT_TYPES = frozenset({"Data", "RefData"})  # network inputs of an offline model
 LAYOUT_ONLY = frozenset({"TransData", "TransDataRNN"})  # values moved, not changed
-INSERTED = LAYOUT_ONLY | {"Cast"}  # what ATC puts between framework ops; walked through
+CONVERTER_OWN = frozenset({"tpu.Cast"})  # tpu-mlir lowering's casts: no framework counterpart
+INSERTED = LAYOUT_ONLY | {"Cast"} | CONVERTER_OWN  # what converters put between framework ops; walked through
 EXEMPT_TYPES = LAYOUT_ONLY | INPUT_TYPES  # rows no threshold fails
 # ONNX ops a converter inserts around the ops it converts (onnxruntime.quantization's QDQ and dynamic
 # chains, onnxconverter-common's casts): an output of one of these that the reference does not hold
 # is the converter's own, with no counterpart by nature (compare.mapping marks it so, never unpaired)
-CONVERTER_TYPES = frozenset({"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "Cast"})
+CONVERTER_TYPES = CONVERTER_OWN | {"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "Cast"}
 
 
 def walk_back(graph: Graph, tensor: str) -> Iterator[tuple[str, tuple[Node, int] | None]]:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from accuscope.engine.graphs import gegraph
+from accuscope.engine.graphs import gegraph, mlirgraph
 from accuscope.engine.graphs.graph import Graph, load_graph
 from accuscope.engine.sources import atb, mindspore, msprobe, polygraphy, tpumlir
 from accuscope.engine.sources.golden import RAW_SUFFIXES, GoldenDump, open_golden
@@ -97,7 +97,8 @@ FORMATS: list[Format] = [
     Format(atb.KIND, "ATB dump ({device}_{pid}/{round}/{id}_{Layer}/.../{in|out}tensorK.bin)", atb.sniff, _dialect(atb)),
     Format("npy", "npy folder (MindStudio/msit naming, `accuscope dump`, msaccucmp convert)", _has_npy,
            _golden("npy")),
-    Format(tpumlir.KIND, "tpu-mlir .npz (model_deploy outputs, {name}_actual/_desired)", tpumlir.sniff,
+    Format(tpumlir.KIND, "tpu-mlir .npz (model_transform, model_deploy, model_runner, npz_tool: "
+           "{tensor}_{OpType} keys, cast suffixes _f32/_f16/_si8..., {name}_actual/_desired)", tpumlir.sniff,
            _dialect(tpumlir)),
     Format("npz", ".npz archive (tensor name per member)", _suffix(".npz"), _golden("npz")),
     Format("polygraphy", "Polygraphy RunResults .json or per-iteration folder (`polygraphy run --save-outputs`)",
@@ -106,6 +107,8 @@ FORMATS: list[Format] = [
     Format("onnx", "ONNX model", _suffix(".onnx"), load_graph, model=True),
     Format("om", "Ascend offline model as JSON (atc --mode=1)", _is_om_json, load_graph, model=True),
     Format(gegraph.KIND, "GE graph dump (ge_proto_*.txt, DUMP_GE_GRAPH)", gegraph.sniff, load_graph, model=True),
+    Format(mlirgraph.KIND, "tpu-mlir .mlir (origin, top or tpu dialect: model_transform, model_deploy)",
+           mlirgraph.sniff, load_graph, model=True),
     Format("caffe", "Caffe .prototxt/.pbtxt", _suffix(".prototxt", ".pbtxt"), load_graph, model=True),
 ]
 DUMP_FORMATS = [f for f in FORMATS if not f.model]

@@ -32,6 +32,7 @@ from accuscope.engine.sources.golden import _read_npz
 from accuscope.engine.sources.tensor import Problem, SourceError, Tensor
 
 KIND = "tpu-mlir-npz"
+CAST = "tpu.Cast"  # lowering's casts: `{what}_{f16|f32|...}`, beside the ops that kept their names
 CAST_SUFFIXES = ("_f32", "_si8", "_ui8", "_f16", "_bf16", "_i8", "_u8", "_si16", "_ui16", "_i16", "_u16",
                  "_si32", "_ui32", "_i32", "_u32", "_f8e4m3", "_f8e5m2", "_i4", "_si4", "_ui4")
 DEPLOY_SUFFIXES = {"top": "_top_outputs.npz", "tpu": "_tpu_outputs.npz", "model": "_model_outputs.npz"}
@@ -171,8 +172,10 @@ def _tensor_type(text: str) -> tuple[str, tuple[int, ...] | None]:
 # --- reading ---------------------------------------------------------------------------------------
 
 def sniff(path: str) -> bool:
-    """A tpu-mlir npz: named as model_transform/model_deploy/failure dumps name them, or holding
-    `_actual`/`_desired` pairs (only the zip directory is read)."""
+    """A tpu-mlir npz, by content (only the zip directory is read): member names as model_transform,
+    model_deploy, model_runner and npz_tool write them (`{tensor}_{OpType}`, a bmodel's with a cast
+    suffix `_f32`, `_f16`, `_si8` ...; the network inputs by their bare names), or `_actual`/`_desired`
+    pairs. Names alone also do for the files model_transform/model_deploy name (`*_top_outputs.npz` ...)."""
     base = os.path.basename(path)
     if not base.endswith(".npz") or not os.path.isfile(path):
         return False
@@ -180,10 +183,20 @@ def sniff(path: str) -> bool:
         return True
     try:
         with zipfile.ZipFile(path) as zf:
-            names = [n[:-4] for n in zf.namelist()[:4096]]
+            names = [n[:-4] for n in zf.namelist()[:4096] if n.endswith(".npy")]
     except (OSError, zipfile.BadZipFile):
         return False
-    return any(n.endswith(ACTUAL) for n in names) and any(n.endswith(DESIRED) for n in names)
+    if any(n.endswith(ACTUAL) for n in names) and any(n.endswith(DESIRED) for n in names):
+        return True
+    return looks_named(names)
+
+
+def looks_named(names: list[str]) -> bool:
+    """Keys named as tpu-mlir names tensors: `{tensor}_{OpType}` (a cast suffix allowed) for all but
+    a few (the network inputs keep their own names: at most one in ten, and never all)."""
+    typed = sum(1 for n in names if split_op_type(strip_cast(n))[1])
+    cast = sum(1 for n in names if strip_cast(n) != n and split_op_type(strip_cast(n))[1])
+    return bool(names) and typed >= 1 and (typed >= 0.9 * len(names) or (cast and typed + 2 >= len(names)))
 
 
 def read(path: str, *, mlir: str | None = None, bf16: bool | None = None, side: str = "actual",
@@ -213,10 +226,20 @@ def _named(path: str, entries: list[Tensor], problems: list[Problem], mlir: str 
         locs = load_mlir_locs(mlir)
         problems = problems + [Problem(mlir, op.problem) for op in locs.values() if op.problem]
     out = []
+    keys = {t.op for t in entries}
+    computed = any(strip_cast(k) == k and split_op_type(k)[1] for k in keys)  # ops that kept their names
     for t in entries:
         key = t.op
         base, op_type = split_op_type(strip_cast(key))
         loc = locs.get(key) or locs.get(strip_cast(key))
+        if strip_cast(key) != key:
+            if computed and (loc is None or loc.type == CAST):
+                # lowering's Cast beside ops that kept their names: `{what}_{f16|f32|...}`, stands for
+                # no ONNX tensor (what it casts has its own key)
+                loc, base = replace(loc) if loc else MlirOp(key, CAST), ""
+                loc.type = CAST
+            elif loc is not None and loc.type == CAST:  # a bmodel's outputs in their storage type
+                loc = locs.get(strip_cast(key))
         if loc and loc.type:
             op_type = loc.type
         elif mlir and not t.problem:
