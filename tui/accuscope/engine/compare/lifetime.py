@@ -18,6 +18,7 @@ left alone: commands of the user's that accuscope runs (`precision --check`) see
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import os
@@ -106,6 +107,29 @@ def module_command(module: str, *args: str, version: tuple[int, ...] | None = No
     if _has_safe_path(version):
         return [sys.executable, "-P", "-m", module, *args]
     return [sys.executable, "-c", _RUN_MODULE, module, *args]
+
+
+_daemonic = threading.Lock()
+
+
+@contextlib.contextmanager
+def children_allowed():
+    """Let a daemonic process start a helper: a Dask worker is one (its nanny starts it so), and
+    multiprocessing refuses it children (`daemonic processes are not allowed to have children`)
+    because a daemonic process is ended without joining them, which would leave them orphaned.
+    accuscope's helpers end with their parent (die_with_parent), so the flag is lifted around the
+    start (restored after)."""
+    from multiprocessing import current_process
+    config = current_process()._config
+    with _daemonic:  # every start: a thread must not read the flag another has lifted
+        daemon = config.get("daemon")
+        if daemon:
+            config["daemon"] = False
+        try:
+            yield
+        finally:
+            if daemon:
+                config["daemon"] = daemon
 
 
 def process_context():
