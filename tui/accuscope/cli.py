@@ -15,7 +15,10 @@ INTERRUPTED = 130  # ExitCode.INTERRUPTED, without importing enum before the sig
 
 
 def _startup(signum, frame):
-    os.write(2, b"interrupted\n")
+    try:
+        os.write(2, b"interrupted\n")
+    except OSError:
+        pass
     raise SystemExit(INTERRUPTED)  # out of any import under way, with no traceback
 
 
