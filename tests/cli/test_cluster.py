@@ -33,6 +33,22 @@ def test_local_cluster_compares_every_rank_on_its_worker_processes(tmp_path):
     assert len(load_task(tmp_path / "t").table) == 16
 
 
+def test_local_cluster_runs_custom_algorithms_on_its_daemonic_workers(tmp_path):
+    """A Dask worker is a daemonic process; the plugin host starts there all the same."""
+    npu, golden = write_rank_tree(tmp_path, ranks=2, tensors=2)
+    (tmp_path / "plugins" / "algorithm").mkdir(parents=True)
+    (tmp_path / "plugins" / "algorithm" / "alg_MaxDiff.py").write_text(
+        "import numpy as np\n"
+        "def compare(my_output_dump_data, ground_truth_dump_data, args):\n"
+        "    return f'{float(np.max(np.abs(my_output_dump_data - ground_truth_dump_data))):.6f}', ''\n")
+    r = accuscope("compare", "--npu", npu, "--golden", golden, "--out", tmp_path / "t", "--cluster", "local:2",
+                  "--custom-algorithms", tmp_path / "plugins")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "ranks 2 · compared 2" in r.stdout and "failed" not in r.stdout
+    values = load_task(tmp_path / "t").table.columns["MaxDiff"]
+    assert len(values) == 4 and all(float(v) > 0 for v in values)
+
+
 def test_cluster_address_that_answers_nothing_is_one_line(tmp_path):
     npu, golden = write_rank_tree(tmp_path, ranks=1, tensors=1)
     r = accuscope("compare", "--npu", npu, "--golden", golden, "--out", tmp_path / "t", "--cluster", "local:many")

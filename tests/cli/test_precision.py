@@ -216,3 +216,24 @@ def test_static_int8_calibrates_on_a_folder_and_excludes_the_named_ops(cls_cliff
     (cal / "bad.npy").write_bytes(b"not numpy")
     with pytest.raises(SourceError, match="bad.npy"):
         convert(model, "int8", [], str(cal))
+
+
+def test_fp16_without_onnxconverter_common_is_exit_2_with_the_install_line(tmp_path):
+    """The [onnx] extra does not bring onnxconverter-common: a stand-in on PYTHONPATH that fails to
+    import plays its absence. The search stops before any work, with the line to install it."""
+    import os
+
+    from accuscope.engine.demo.workspace import build_model
+    ref = tmp_path / "ref.onnx"
+    onnx.save(build_model("cnn", 0), str(ref))
+    standin = tmp_path / "standin" / "onnxconverter_common"
+    standin.mkdir(parents=True)
+    (standin / "__init__.py").write_text("raise ImportError('No module named onnxconverter_common (a stand-in)')\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(standin.parent),
+                                                                      os.environ.get("PYTHONPATH")]))}
+    r = subprocess.run([sys.executable, "-m", "accuscope", "precision", str(ref), "--to", "fp16", "--random-inputs",
+                        "--target", "cos=0.99", "--out", str(tmp_path / "s")], env=env, capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "--to fp16 needs onnxconverter-common: pip install onnxconverter-common" in " ".join(r.stderr.split())
+    assert "Traceback" not in r.stderr and not (tmp_path / "s").exists()

@@ -129,3 +129,52 @@ def test_the_budget_comes_from_the_environment(monkeypatch):
     assert plugins.budget() == 2.5
     monkeypatch.setenv(plugins.BUDGET_ENV, "soon")
     assert plugins.budget() == plugins.TIMEOUT
+
+
+def _host_in(folder: str, conn) -> None:
+    try:
+        found, problems = plugins.discover(folder)
+        usable = {p.name: p for p in found}
+        conn.send(("ok", plugins.run(usable["MaxDiff"], X, Y, ARGS)))
+    except BaseException as exc:  # noqa: BLE001 - sent back to the test
+        conn.send(("raised", repr(exc)))
+
+
+def test_a_daemonic_process_hosts_plugins(found, tmp_path):
+    """A Dask worker is a daemonic process (its nanny starts it so), which multiprocessing refuses
+    children: the plugin host starts there all the same (it ends with its parent)."""
+    import multiprocessing
+    ctx = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
+    mine, theirs = ctx.Pipe()
+    worker = ctx.Process(target=_host_in, args=(str(tmp_path), theirs), daemon=True)
+    worker.start()
+    try:
+        assert mine.poll(120), "no answer from the daemonic process"
+        assert mine.recv() == ("ok", ("0.500000", ""))
+    finally:
+        worker.join(30)
+        if worker.is_alive():
+            worker.kill()
+
+
+def test_a_host_that_cannot_start_says_why_and_closes(monkeypatch):
+    """A start that fails raises its own error: close() (on leaving the block) does not hide it."""
+    from accuscope.engine.compare import lifetime
+
+    class Refused:
+        def __init__(self, ctx):
+            self.ctx = ctx
+
+        def Pipe(self):
+            return self.ctx.Pipe()
+
+        def Process(self, *args, **kwargs):
+            process = self.ctx.Process(*args, **kwargs)
+            process.start = lambda: (_ for _ in ()).throw(OSError("no more processes"))
+            return process
+    real = lifetime.process_context
+    monkeypatch.setattr(lifetime, "process_context", lambda: Refused(real()))
+    with pytest.raises(OSError, match="no more processes"):
+        with plugins.PluginHost() as host:
+            host.check(plugins.Plugin("X", "/nonexistent/alg_X.py"))
+    host.close()  # and again: nothing left to close

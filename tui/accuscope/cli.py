@@ -1,19 +1,58 @@
-"""The `accuscope` command: argparse front door; each subcommand lives in accuscope.commands."""
-from __future__ import annotations
+"""The `accuscope` command: argparse front door; each subcommand lives in accuscope.commands.
 
-import argparse
+Ctrl+C (SIGINT) and SIGTERM end a command with exit 130 and the one line `interrupted`, at any
+moment from the first line of this module on: `_take_signals_early` takes them before anything is
+imported (in the `accuscope` program only: not in a test, nor in a helper that re-runs the script as
+`__mp_main__`); `main` then makes them KeyboardInterrupt (a running task is marked cancelled) and
+imports the rest (argparse, rich, the command's engine: most of the first half second) inside its
+handler; once the command has returned, a signal ends the process at once. A signal before Python
+runs this module (the interpreter's own start) ends it as it ends any program: killed by it.
+(No `from __future__ import annotations` here: it is an import, before the signals are taken.)"""
 import os
-import signal
 import sys
+
+INTERRUPTED = 130  # ExitCode.INTERRUPTED, without importing enum before the signals are taken
+
+
+def _startup(signum, frame):
+    try:
+        os.write(2, b"interrupted\n")
+    except OSError:
+        pass
+    raise SystemExit(INTERRUPTED)  # out of any import under way, with no traceback
+
+
+def _the_program() -> bool:
+    """Whether this process is the `accuscope` program: its script or `python -m accuscope`, run as
+    __main__ (a worker re-running the script for multiprocessing runs it as __mp_main__)."""
+    main = sys.modules.get("__main__")
+    if getattr(main, "__name__", None) != "__main__":
+        return False
+    spec = getattr(main, "__spec__", None)
+    if spec is not None:
+        return spec.name == "accuscope.__main__"
+    name = os.path.basename(getattr(main, "__file__", None) or "")
+    return name in ("accuscope", "accuscope.exe", "accuscope-script.py")
+
+
+def _take_signals_early() -> tuple[int, ...]:
+    """The signals given to `_startup` (SIGINT unless this process was started with it ignored)."""
+    if not _the_program():
+        return ()
+    import _signal  # the C module: `signal` imports enum first, which a signal could interrupt
+    taken = tuple(s for s in (_signal.SIGINT, _signal.SIGTERM) if _signal.getsignal(s) != _signal.SIG_IGN)
+    for s in taken:
+        _signal.signal(s, _startup)
+    return taken
+
+
+_EARLY = _take_signals_early()
+
+import signal  # noqa: E402 - after the signals are taken
 
 # Before numpy loads: one BLAS thread. accuscope spreads work over processes itself; OpenBLAS
 # threads on its chunk-sized dot products made the in-process comparison 1.35x slower (measured).
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-
-from . import __version__
-from .commands import COMMANDS, options
-from .commands.common import err, show
-from .exitcode import ExitCode
 
 
 def _report_to() -> str:
@@ -30,17 +69,20 @@ def _report_to() -> str:
     return "to the accuscope maintainers (the issue tracker of wherever you installed it from)"
 
 
-class _Commands(argparse._SubParsersAction):
-    """The subcommands, each parser filled with its options only when argparse meets its name: only
-    the command given is imported (`accuscope --help` lists them all from COMMANDS)."""
+def build_parser():
+    """The parser; the subcommands' parsers are filled with their options only when argparse meets
+    their name: only the command given is imported (`accuscope --help` lists them all from COMMANDS)."""
+    import argparse
 
-    def __call__(self, parser, namespace, values, option_string=None):
-        if values and values[0] in self.choices:
-            options(values[0], self.choices[values[0]])
-        super().__call__(parser, namespace, values, option_string)
+    from . import __version__
+    from .commands import COMMANDS, options
 
+    class _Commands(argparse._SubParsersAction):
+        def __call__(self, parser, namespace, values, option_string=None):
+            if values and values[0] in self.choices:
+                options(values[0], self.choices[values[0]])
+            super().__call__(parser, namespace, values, option_string)
 
-def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="accuscope",
         description="Compare a converted / lower-precision network's dumps with the original's, operator by "
@@ -65,35 +107,78 @@ def _terminate(signum, frame):
     raise KeyboardInterrupt  # SIGTERM cancels like Ctrl+C: the task is marked cancelled, its result kept
 
 
+def _done(signum, frame):
+    os._exit(INTERRUPTED)  # the command has returned and its output is flushed: nothing left to cancel
+
+
 def main(argv: list[str] | None = None) -> int:
     """Exit codes: see ExitCode. A SourceError (or a place that cannot be written) is 2 with its
-    one-line message; any other exception is 3 with one line saying it is a bug (--debug: traceback)."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if args.command is not None:
-        signal.signal(signal.SIGTERM, _terminate)  # the app handles its own signals
+    one-line message; any other exception is 3 with one line saying it is a bug (--debug: traceback);
+    Ctrl+C or SIGTERM, 130 with the line `interrupted`."""
     try:
+        try:
+            signal.signal(signal.SIGTERM, _terminate)
+            if signal.SIGINT in _EARLY:
+                signal.signal(signal.SIGINT, signal.default_int_handler)
+            return _run(argv)
+        except KeyboardInterrupt:
+            _say("interrupted")
+            return INTERRUPTED
+    except KeyboardInterrupt:  # a second one while saying so
+        return INTERRUPTED
+    finally:
+        if argv is None:  # the program itself (its script, python -m): a signal from here on ends it
+            _flush()
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                if signal.getsignal(sig) != signal.SIG_IGN:
+                    signal.signal(sig, _done)
+
+
+def _run(argv: list[str] | None) -> int:
+    args = None
+    try:
+        args = build_parser().parse_args(argv)
+        if args.command is None:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the app handles its own signals
         return int(args.handler(args) if args.command is not None else _app(args))
-    except KeyboardInterrupt:
-        err.print("interrupted")
-        return ExitCode.INTERRUPTED
     except BrokenPipeError:  # the reader went away (`accuscope show T | head`): not a failure of ours
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing more to flush at exit
+        from .exitcode import ExitCode
         return ExitCode.PIPE_CLOSED
     except Exception as exc:  # noqa: BLE001 - the one place every failure ends
+        from . import __version__
+        from .commands.common import err, show
         from .engine.sources.tensor import SourceError
         from .engine.tasks.task import unwritable
+        from .exitcode import ExitCode
         known = exc if isinstance(exc, SourceError) else unwritable(exc, getattr(exc, "filename", None) or "")
         if known is not None:
             err.print(f"[bold red]error:[/] {show(known)}", soft_wrap=True)
             return ExitCode.UNUSABLE
-        if args.debug:
+        debug = args is not None and args.debug
+        if debug:
             err.print_exception()
         err.print(f"[bold red]internal error:[/] {show(type(exc).__name__)}: {show(exc)} - this is a bug "
                   f"in accuscope {__version__}; please report it {_report_to()} "
-                  f"({'with the traceback above' if args.debug else 'run again with --debug for the traceback'})",
+                  f"({'with the traceback above' if debug else 'run again with --debug for the traceback'})",
                   soft_wrap=True)
         return ExitCode.INTERNAL
+
+
+def _say(line: str) -> None:
+    try:
+        sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+def _flush() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError, AttributeError):
+            pass
 
 
 if __name__ == "__main__":

@@ -5,10 +5,10 @@ import argparse
 import ipaddress
 import shlex
 import socket
-import sys
 from pathlib import Path
 
 from ..app.main import default_workspace
+from ..engine.compare.lifetime import module_command
 from ..engine.sources.tensor import SourceError
 from ..exitcode import ExitCode
 from .common import err, out, show
@@ -45,8 +45,9 @@ def loopback(host: str) -> bool:
 
 
 def app_command(workspace: Path) -> str:
-    """The shell command textual-serve starts for each browser session: this Python, this accuscope."""
-    return shlex.join([sys.executable, "-m", "accuscope", "--workspace", str(workspace)])
+    """The shell command textual-serve starts for each browser session: this Python, this accuscope,
+    the folder serve was started in kept off sys.path (`python -m` would put it first)."""
+    return shlex.join(module_command("accuscope", "--workspace", str(workspace)))
 
 
 def run(args) -> int:

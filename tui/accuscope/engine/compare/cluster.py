@@ -16,6 +16,7 @@ import threading
 from collections.abc import Iterator
 
 from accuscope.engine.compare import comparison as engine
+from accuscope.engine.compare.lifetime import safe_helpers
 from accuscope.engine.compare.multirank import LOST, RankResult, compare_rank, pair_ranks, pool_results
 from accuscope.engine.sources.ranks import Rank, local_path
 from accuscope.engine.sources.tensor import SourceError
@@ -71,6 +72,7 @@ class DaskCluster:
                 if n < 1:
                     raise ValueError
                 import dask
+                safe_helpers()  # the workers (and the fork server they start from) do not run code from the CWD
                 with dask.config.set({"distributed.worker.multiprocessing-method": "forkserver"}):  # as our pool
                     self._cluster = d.LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
                                                    host="127.0.0.1", dashboard_address="127.0.0.1:0")

@@ -6,9 +6,19 @@ queues never close: without care they wait forever.
 `die_with_parent` (run first thing in every helper) asks Linux to kill the helper when its parent
 goes (PR_SET_PDEATHSIG; the fork server exits when accuscope does) and, everywhere, watches
 accuscope's pid from a thread and exits once it is gone.
+
+No Python accuscope starts reads code from the folder it was started in. `python -c` and `python -m`
+put that folder first on sys.path, so a `struct.py` or `numpy.py` lying there would run in the fork
+server, its resource tracker, spawned workers (Dask's) and the app `serve` starts. `safe_helpers()`
+makes every interpreter multiprocessing starts run with -P (3.11+); 3.10 has no -P (nor
+PYTHONSAFEPATH), so there a first `-c` drops that sys.path entry ('' for -c) before the command
+multiprocessing gives runs (the site-packages, user site and PYTHONPATH entries stay; `site` has
+run before the entry is added). `module_command` does the same for `python -m`. The environment is
+left alone: commands of the user's that accuscope runs (`precision --check`) see theirs unchanged.
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import os
@@ -54,12 +64,81 @@ def die_with_parent(main_pid: int) -> None:
     threading.Thread(target=watch, daemon=True, name="accuscope-parent-watch").start()
 
 
+# 3.10: `python [flags] -c DROP -c CMD [args]`: sys.argv is ['-c', '-c', CMD, args]; drop sys.path[0]
+# ('' for -c), then run CMD with sys.argv ['-c', args] as `python -c CMD args` would have it
+_DROP_CWD = ("import sys; sys.path[:1] = [p for p in sys.path[:1] if p]; _accuscope_cmd = sys.argv[2]; "
+             "del sys.argv[1:3]; exec(_accuscope_cmd)")
+_RUN_MODULE = ("import runpy, sys; sys.path[:1] = [p for p in sys.path[:1] if p]; "
+               "runpy.run_module(sys.argv.pop(1), run_name='__main__', alter_sys=True)")
+_install = threading.Lock()
+
+
+def _has_safe_path(version: tuple[int, ...] | None = None) -> bool:
+    return (version or sys.version_info) >= (3, 11)
+
+
+def safe_flags(flags: list[str], version: tuple[int, ...] | None = None) -> list[str]:
+    """Interpreter flags that keep the start folder off sys.path, added to `flags` (those before the
+    `-c CMD` multiprocessing appends)."""
+    if _has_safe_path(version):
+        return flags if "-P" in flags or "-I" in flags else [*flags, "-P"]
+    return [*flags, "-c", _DROP_CWD]
+
+
+def safe_helpers() -> None:
+    """Make every Python that multiprocessing starts from here on (fork server, resource tracker,
+    spawn workers; Dask's LocalCluster goes through the same) run with the safe path: its command
+    line is `[executable] + util._args_from_interpreter_flags() + ['-c', CMD, ...]` (3.10 to 3.13),
+    so the flags gain -P (or, on 3.10, the `-c` that drops the start folder). Idempotent."""
+    from multiprocessing import util
+    with _install:
+        original = util._args_from_interpreter_flags
+        if getattr(original, "accuscope_safe", False):
+            return
+
+        def flags() -> list[str]:
+            return safe_flags(original())
+        flags.accuscope_safe = True
+        util._args_from_interpreter_flags = flags
+
+
+def module_command(module: str, *args: str, version: tuple[int, ...] | None = None) -> list[str]:
+    """`python -m module args` for this interpreter, the start folder kept off sys.path."""
+    if _has_safe_path(version):
+        return [sys.executable, "-P", "-m", module, *args]
+    return [sys.executable, "-c", _RUN_MODULE, module, *args]
+
+
+_daemonic = threading.Lock()
+
+
+@contextlib.contextmanager
+def children_allowed():
+    """Let a daemonic process start a helper: a Dask worker is one (its nanny starts it so), and
+    multiprocessing refuses it children (`daemonic processes are not allowed to have children`)
+    because a daemonic process is ended without joining them, which would leave them orphaned.
+    accuscope's helpers end with their parent (die_with_parent), so the flag is lifted around the
+    start (restored after)."""
+    from multiprocessing import current_process
+    config = current_process()._config
+    with _daemonic:  # every start: a thread must not read the flag another has lifted
+        daemon = config.get("daemon")
+        if daemon:
+            config["daemon"] = False
+        try:
+            yield
+        finally:
+            if daemon:
+                config["daemon"] = daemon
+
+
 def process_context():
     """The multiprocessing context helpers are started from: fork where this process runs no other
     thread (the CLI: a helper starts in milliseconds with the engine already imported, where the fork
     server first imports it, 0.2-0.3 s), else the fork server, engine preloaded (the app's threads
     make fork unsafe: a lock one of them holds stays locked in the child)."""
     from multiprocessing import get_all_start_methods, get_context
+    safe_helpers()
     if threading.active_count() == 1 and "fork" in get_all_start_methods():
         return get_context("fork")
     _start_process_services()

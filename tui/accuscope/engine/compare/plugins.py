@@ -150,19 +150,29 @@ class PluginHost:
         return answer if isinstance(answer, str) else answer.reason
 
     def close(self) -> None:
-        if self._proc is not None:
-            self._conn.close()
-            self._proc.kill()
-            self._proc.join()
-            self._proc = self._conn = None
+        conn, proc, self._conn, self._proc = self._conn, self._proc, None, None
+        if conn is not None:
+            conn.close()
+        if proc is not None:
+            proc.kill()
+            proc.join()
 
     def _start(self) -> None:
-        from accuscope.engine.compare.lifetime import process_context
+        """Start the host; from a daemonic process too (a Dask worker: see children_allowed). A start
+        that fails raises its own error and leaves nothing to close."""
+        from accuscope.engine.compare.lifetime import children_allowed, process_context
         ctx = process_context()
-        self._conn, child = ctx.Pipe()
-        self._proc = ctx.Process(target=_serve, args=(child, os.getpid()), daemon=True, name="accuscope-plugins")
-        self._proc.start()
-        child.close()
+        conn, child = ctx.Pipe()
+        proc = ctx.Process(target=_serve, args=(child, os.getpid()), daemon=True, name="accuscope-plugins")
+        try:
+            with children_allowed():
+                proc.start()
+        except BaseException:
+            conn.close()
+            raise
+        finally:
+            child.close()
+        self._conn, self._proc = conn, proc
 
     def _ask(self, plugin: Plugin, request):
         if self._proc is None:

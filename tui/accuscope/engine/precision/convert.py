@@ -21,6 +21,23 @@ from accuscope.engine.sources.tensor import SourceError
 TARGETS = ("fp16", "int8")
 
 
+def float16():
+    """onnxconverter-common's float16 converter; a SourceError with the install line where it is
+    missing (the [onnx] extra does not bring it)."""
+    try:
+        from onnxconverter_common import float16 as module
+    except ImportError as exc:
+        raise SourceError(f"--to fp16 needs onnxconverter-common: pip install onnxconverter-common "
+                          f"({type(exc).__name__}: {exc})") from None
+    return module
+
+
+def require(to: str) -> None:
+    """SourceError, before any work, when the converter `to` needs is not installed."""
+    if to == "fp16":
+        float16()
+
+
 def prepare(model_path) -> object:
     """The reference model as the search converts it (see the module doc); SourceError if unreadable."""
     model = _load(model_path)
@@ -34,8 +51,7 @@ def candidates(model, to: str, calibration: str | None = None) -> list[str]:
     list can name): for fp16 every node but the converter's own default block list; for int8 the
     op types onnxruntime's quantizer handles (dynamic or, with calibration, static)."""
     if to == "fp16":
-        from onnxconverter_common import float16
-        skip = set(float16.DEFAULT_OP_BLOCK_LIST) | {"Constant"}
+        skip = set(float16().DEFAULT_OP_BLOCK_LIST) | {"Constant"}
         return [n.name for n in model.graph.node if n.op_type not in skip]
     from onnxruntime.quantization import registry
     types = set(registry.QLinearOpsRegistry if calibration else registry.IntegerOpsRegistry)
@@ -91,10 +107,9 @@ def convert(model, to: str, keep: list[str], calibration: str | None = None) -> 
     """`model` converted to `to` with the nodes named in `keep` left in fp32 (a new ModelProto)."""
     import onnx
     if to == "fp16":
-        from onnxconverter_common import float16
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # it warns about every value it truncates
-            return float16.convert_float_to_float16(model, keep_io_types=True, node_block_list=list(keep))
+            return float16().convert_float_to_float16(model, keep_io_types=True, node_block_list=list(keep))
     if to != "int8":
         raise SourceError(f"unknown precision {to!r} (choose {', '.join(TARGETS)})")
     with tempfile.TemporaryDirectory(prefix="accuscope-q") as tmp:

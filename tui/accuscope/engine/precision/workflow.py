@@ -23,7 +23,7 @@ import numpy as np
 
 from accuscope.engine.compare.comparison import CompareSpec
 from accuscope.engine.diagnose.sensitivity import sensitivity
-from accuscope.engine.precision.convert import TARGETS, candidates, convert, prepare
+from accuscope.engine.precision.convert import TARGETS, candidates, convert, prepare, require
 from accuscope.engine.precision.evaluate import Evaluator, Target, run_outputs
 from accuscope.engine.precision.outputs import write_outputs
 from accuscope.engine.precision.recipe import obstacles
@@ -89,6 +89,7 @@ def run_precision(spec: PrecisionSpec, on_event: Callable[[Event], None] | None 
     emit = on_event or (lambda e: None)
     if spec.to not in TARGETS:
         raise SourceError(f"--to {spec.to}: choose {' or '.join(TARGETS)}")
+    require(spec.to)
     if not spec.targets and not spec.check:
         raise SourceError("give a --target (e.g. cos=0.99) or a --check command")
     out = Path(spec.out)
