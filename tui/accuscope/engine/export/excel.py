@@ -23,6 +23,7 @@ from accuscope.engine.compare.results import ResultTable
 from accuscope.engine.compare.thresholds import Thresholds
 from accuscope.engine.graphs.onnxgraph import need
 from accuscope.engine.sources.names import printable
+from accuscope.engine.sources.outputfile import atomic_file
 
 EXCEL_ROWS = 1_048_576  # rows of a worksheet, its header included
 HIGHLIGHT = "FFFF0000"  # red, as msprobe marks a row that misses its accuracy
@@ -99,7 +100,7 @@ def write_xlsx(table: ResultTable, thresholds: Thresholds, path: str | os.PathLi
     fill = PatternFill("solid", start_color=HIGHLIGHT, end_color=HIGHLIGHT)
     per_sheet = max(1, sheet_rows - 1)
     names = []
-    with open(path, "wb") as fh:  # before the sheets: a place that cannot take the file fails at once
+    with atomic_file(path, "wb") as fh:  # before the sheets: a place that cannot take the file fails at once
         book = Workbook(write_only=True)
         for start in range(0, max(len(rows), 1), per_sheet):
             name = SHEET if start == 0 else f"{SHEET} {start // per_sheet + 1}"

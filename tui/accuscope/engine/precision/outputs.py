@@ -15,6 +15,8 @@ import json
 import shlex
 from pathlib import Path
 
+from accuscope.engine.sources.outputfile import atomic_path, write_text
+
 PRECISION = {"fp16": "float16", "int8": "int8"}
 
 
@@ -46,12 +48,13 @@ def write_outputs(folder: str | Path, reference, mixed, to: str, keep: list[str]
     files = {"model": root / "model.onnx", "node_block_list": root / "node_block_list.json",
              "nodes_to_exclude": root / "nodes_to_exclude.json", "qtable": root / "qtable.txt",
              "polygraphy": root / "polygraphy.txt", "precision": root / "precision.json"}
-    onnx.save(mixed, str(files["model"]))
+    with atomic_path(files["model"]) as tmp:
+        onnx.save(mixed, str(tmp))
     names = json.dumps(list(keep), indent=1, ensure_ascii=False) + "\n"
-    files["node_block_list"].write_text(names, encoding="utf-8")
-    files["nodes_to_exclude"].write_text(names, encoding="utf-8")
-    files["qtable"].write_text(qtable(reference, keep), encoding="utf-8")
-    files["polygraphy"].write_text(shlex.join(polygraphy_args(to, keep)) + "\n", encoding="utf-8")
-    files["precision"].write_text(json.dumps(node_precisions(reference, to, keep, candidates), indent=1,
-                                             ensure_ascii=False) + "\n", encoding="utf-8")
+    write_text(files["node_block_list"], names)
+    write_text(files["nodes_to_exclude"], names)
+    write_text(files["qtable"], qtable(reference, keep))
+    write_text(files["polygraphy"], shlex.join(polygraphy_args(to, keep)) + "\n")
+    write_text(files["precision"], json.dumps(node_precisions(reference, to, keep, candidates), indent=1,
+                                              ensure_ascii=False) + "\n")
     return files

@@ -21,8 +21,8 @@ from accuscope.engine.diagnose.opdetail import C_DEFAULT
 from accuscope.engine.diagnose.oppair import open_op
 from accuscope.engine.report.svg import curve_svg, growth_svg, metric_svg
 from accuscope.engine.sources.names import printable
+from accuscope.engine.sources.outputfile import write_text
 from accuscope.engine.sources.tensor import SourceError
-from accuscope.engine.tasks.csvio import atomic_path
 from accuscope.engine.tasks.task import Task, coverage_warnings
 
 CHART_POINTS = 700  # per series: about one per pixel of the chart's width
@@ -212,5 +212,4 @@ def write_report(r: Report, out: str | os.PathLike) -> list[Path]:
 
 
 def _write(path: Path, content: str) -> None:
-    with atomic_path(path) as tmp:
-        Path(tmp).write_text(content, encoding="utf-8")
+    write_text(path, content)

@@ -11,8 +11,6 @@ from __future__ import annotations
 import csv
 import io
 import os
-import tempfile
-from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +18,7 @@ import numpy as np
 from accuscope.engine.compare.columns import EXTRAS, KEY_OF, METRICS
 from accuscope.engine.compare.results import CSV_NAMES, KIND, ResultTable
 from accuscope.engine.sources.inputfile import require_regular
+from accuscope.engine.sources.outputfile import atomic_file
 from accuscope.engine.sources.tensor import SourceError
 
 MSIT_COLUMNS = [("IsNpuOps", "is_npu_only"), ("IsOutputNode", "is_output"), ("IsPrecisionError", "fail")]
@@ -32,39 +31,6 @@ _OPTIONAL_TAIL = {name for name, _ in MSIT_COLUMNS + DETAIL_COLUMNS + RANK_COLUM
 _YES = {"YES", "Yes", "yes", "TRUE", "True", "true", "1", " YES"}
 _MISSING = {"", "-", "nan", "NaN", "NAN", "None", "none", "N/A", "n/a", "null"}
 _BY_NAME = {**CSV_NAMES, **KEY_OF, **dict(DETAIL_COLUMNS)}
-
-
-def _umask() -> int:
-    """The process's umask (Linux reads it without changing it; elsewhere set and restored)."""
-    try:
-        with open("/proc/self/status", encoding="ascii") as f:
-            for line in f:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError, IndexError):
-        pass
-    mask = os.umask(0o22)
-    os.umask(mask)
-    return mask
-
-
-@contextmanager
-def atomic_path(path: str | os.PathLike):
-    """Yield a temporary path beside `path`; rename it over `path` only if the block succeeds.
-    The file gets the permissions of a file created normally (the user's umask), not mkstemp's 0600."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        os.fchmod(fd, 0o666 & ~_umask())
-    except (AttributeError, OSError):  # no fchmod (Windows): the default stands
-        pass
-    os.close(fd)
-    try:
-        yield Path(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 # ---- writing ------------------------------------------------------------------------------------
@@ -113,11 +79,11 @@ def _cells(table: ResultTable, key: str) -> list[str]:
 def write_result_csv(table: ResultTable, path: str | os.PathLike, with_op_sequence: bool = False,
                      with_overflow: bool = False, npu_is_npy: bool = False, golden_is_npy: bool = False,
                      msit_columns: bool = True) -> Path:
-    """Write the result CSV atomically (temporary file in the same folder, then rename)."""
+    """Write the result CSV atomically (a fresh file in the same folder, then renamed over `path`)."""
     columns = result_header(table, with_op_sequence, with_overflow, npu_is_npy, golden_is_npy,
                             msit_columns)
     path = Path(path)
-    with atomic_path(path) as tmp, open(tmp, "w", newline="", encoding="utf-8") as f:
+    with atomic_file(path, "w", newline="", encoding="utf-8") as f:
         writer = csv.writer(f, lineterminator="\n")
         writer.writerow([name for name, _ in columns])
         writer.writerows(zip(*(_cells(table, key) for _, key in columns)))
