@@ -12,7 +12,7 @@ import numpy as np
 from ..engine.compare.columns import BRIEF
 from ..engine.compare.summary import summarize
 from ..engine.export.excel import write_xlsx
-from ..engine.sources.names import printable
+from ..engine.sources.names import markdown_text, printable
 from ..engine.sources.tensor import SourceError
 from ..engine.tasks.csvio import formula_cells, write_rows
 from ..engine.tasks.task import coverage_warnings, load_task, unwritable
@@ -94,9 +94,8 @@ def run(args) -> int:
         write_rows(sys.stdout, csv.writer(sys.stdout, lineterminator="\n"), rows, unsafe)
     else:
         def md(v) -> str:
-            text = "" if v is None else (f"{v:.6g}" if isinstance(v, float) else str(v))
-            return text.replace("|", "\\|")
-        sys.stdout.write("| " + " | ".join(columns) + " |\n|" + "---|" * len(columns) + "\n")
+            return "" if v is None else (f"{v:.6g}" if isinstance(v, float) else markdown_text(v))
+        sys.stdout.write("| " + " | ".join(map(md, columns)) + " |\n|" + "---|" * len(columns) + "\n")
         sys.stdout.writelines("| " + " | ".join(md(v) for v in row) + " |\n" for row in data)
     if args.fail_on_error and (s.failing or warnings):
         return ExitCode.FINDINGS

@@ -22,6 +22,18 @@ def printable(text: str) -> str:
     return _CONTROL.sub("?", text) if _CONTROL.search(text) else text
 
 
+# Markdown (GitHub, GitLab, issue trackers) renders raw HTML, code spans, links and images, and splits
+# table rows at |: a name holding `<img src=x onerror=...>` or `|` must reach it as plain text.
+_MARKDOWN = str.maketrans({"\\": "\\\\", "|": "\\|", "`": "\\`", "[": "\\[", "]": "\\]",
+                           "&": "&amp;", "<": "&lt;", ">": "&gt;"})
+
+
+def markdown_text(text: object) -> str:
+    """`text` from data for Markdown (a table cell, a line): printable, with HTML (`& < >`), code spans
+    (backticks), links and images (`[ ]`) and table columns (`|`) escaped, shown as the characters."""
+    return printable(str(text)).translate(_MARKDOWN)
+
+
 class TensorName(NamedTuple):
     """`{op}:{io}:{index}`: one tensor of an op (the result's TensorIndex, `Tensor.name`)."""
 
