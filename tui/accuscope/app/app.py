@@ -99,9 +99,10 @@ class AccuscopeApp(App):
 
     def notify(self, message: str, *, title: str = "", severity="information", timeout: float | None = None,
                markup: bool = False) -> None:
-        """Notifications show text, often from data (paths, op names, errors): never markup."""
-        super().notify(printable(message), title=printable(title), severity=severity, timeout=timeout,
-                       markup=markup)
+        """Notifications show text, often from data (paths, op names, errors): never markup; control
+        characters as `?`, but a message's line breaks stay (an error's last lines, the export's toast)."""
+        super().notify(printable(message, newlines=True), title=printable(title), severity=severity,
+                       timeout=timeout, markup=markup)
 
     def action_help_quit(self) -> None:
         """ctrl+c (in a text field it copies): say how to quit instead."""

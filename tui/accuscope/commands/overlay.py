@@ -5,6 +5,7 @@ import json
 from pathlib import Path
 
 from ..engine.export.overlay import task_overlay
+from ..engine.sources.outputfile import write_text
 from ..engine.sources.tensor import SourceError
 from ..engine.tasks.task import unwritable
 from ..exitcode import ExitCode
@@ -32,7 +33,7 @@ def run(args) -> int:
     result, model = task_overlay(args.task, args.metric, args.framework_model)
     path = Path(args.out)
     try:
-        path.write_text(json.dumps(result.doc, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+        write_text(path, json.dumps(result.doc, indent=1, ensure_ascii=False) + "\n")
     except OSError as e:
         raise unwritable(e, path) or SourceError(f"{path}: cannot write: {e.strerror or e}") from None
     out.print(f"wrote {show(str(path))}: {result.metric} of {result.nodes:,} nodes of graph "

@@ -12,8 +12,9 @@ import numpy as np
 from ..engine.compare.columns import BRIEF
 from ..engine.compare.summary import summarize
 from ..engine.export.excel import write_xlsx
-from ..engine.sources.names import printable
+from ..engine.sources.names import markdown_text, printable
 from ..engine.sources.tensor import SourceError
+from ..engine.tasks.csvio import formula_cells, write_rows
 from ..engine.tasks.task import coverage_warnings, load_task, unwritable
 from ..exitcode import ExitCode
 from .common import err, first_failing_json, out, show
@@ -87,15 +88,14 @@ def run(args) -> int:
         if any(call in stacks for call in calls):
             doc["stack"] = {printable(call): [printable(line) for line in stacks[call]] for call in calls if call in stacks}
         sys.stdout.write(json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
-    elif args.format == "csv":
-        writer = csv.writer(sys.stdout, lineterminator="\n")
-        writer.writerow(columns)
-        writer.writerows([["" if v is None else v for v in row] for row in data])
+    elif args.format == "csv":  # text a spreadsheet would run as a formula neutralised, as in the result CSV
+        rows = [columns] + [["" if v is None else v for v in row] for row in data]  # a plugin's column names too
+        unsafe = {r: cells for r, row in enumerate(rows) if (cells := formula_cells(row))}
+        write_rows(sys.stdout, csv.writer(sys.stdout, lineterminator="\n"), rows, unsafe)
     else:
         def md(v) -> str:
-            text = "" if v is None else (f"{v:.6g}" if isinstance(v, float) else str(v))
-            return text.replace("|", "\\|")
-        sys.stdout.write("| " + " | ".join(columns) + " |\n|" + "---|" * len(columns) + "\n")
+            return "" if v is None else (f"{v:.6g}" if isinstance(v, float) else markdown_text(v))
+        sys.stdout.write("| " + " | ".join(map(md, columns)) + " |\n|" + "---|" * len(columns) + "\n")
         sys.stdout.writelines("| " + " | ".join(md(v) for v in row) + " |\n" for row in data)
     if args.fail_on_error and (s.failing or warnings):
         return ExitCode.FINDINGS

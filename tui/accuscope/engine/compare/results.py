@@ -437,6 +437,7 @@ _ARITH = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
           ast.Div: operator.truediv}
 _KEYWORDS = {"and", "or", "not", "in", "true", "false"}
 _HELP = 'filters use comparisons (cos < 0.99), and/or/not, "text" in column, isnan(), abs(), under()'
+MAX_LENGTH = 4096  # characters of a filter: longer is refused (no one types more; a script can split it)
 MAX_DEPTH = 64  # nesting levels of a filter (not, and/or, operators): deeper is refused
 _TOO_DEEP = f"the filter nests too deeply (at most {MAX_DEPTH} levels of not, and/or and operators)"
 
@@ -464,6 +465,8 @@ class _Filter:
     def __init__(self, table: ResultTable, expression: str):
         self.table = table
         self.text = expression.replace("\n", " ").replace("\r", " ")
+        self.utf8 = self.text.encode("utf-8", "surrogatepass")  # ast's offsets count its bytes
+        self.keys: dict[str, str] = {}  # column name as written -> column key
 
     def mask(self) -> np.ndarray:
         try:
@@ -478,6 +481,9 @@ class _Filter:
             raise FilterError(_syntax_message(self.text, e), position) from None
         if _depth(tree) > MAX_DEPTH:
             raise FilterError(_TOO_DEEP)
+        if len(self.text) > MAX_LENGTH:  # parsed in linear time; evaluated, it costs a pass over the rows a term
+            raise FilterError(f"the filter is {len(self.text):,} characters long; at most {MAX_LENGTH:,} are read "
+                              "(filter on fewer, broader conditions, or on a column: \"conv\" in name)")
         data = self.condition(tree.body)
         return self.rows(data).copy()
 
@@ -492,7 +498,12 @@ class _Filter:
         return method(node)
 
     def source(self, node: ast.AST) -> str:
-        return ast.get_source_segment(self.text, node) or type(node).__name__
+        """The text of `node` as the user wrote it: a slice of the one line (ast.get_source_segment
+        splits the whole text again at every call: quadratic in the filter's length)."""
+        end = getattr(node, "end_col_offset", None)
+        if end is None:
+            return type(node).__name__
+        return self.utf8[node.col_offset:end].decode("utf-8", "replace") or type(node).__name__
 
     # -- leaves
     def eval_Constant(self, node: ast.Constant) -> _Val:
@@ -511,7 +522,9 @@ class _Filter:
             return _Val("bool", name.lower() == "true", name, True)
         if name.lower() == "nan":
             return _Val("bool", self.table.any_nan(), name)
-        key = self.table.resolve(name, node.col_offset)
+        key = self.keys.get(name)
+        if key is None:  # resolved once per spelling (resolve lists every spelling of every column)
+            key = self.keys[name] = self.table.resolve(name, node.col_offset)
         kind = KIND.get(key, "mixed")
         if kind == "bool":
             return _Val("bool", self.table.columns[key], name)

@@ -14,8 +14,8 @@ import numpy as np
 from accuscope import __version__
 from accuscope.engine.compare.results import ResultTable, text_array
 from accuscope.engine.compare.thresholds import Thresholds
+from accuscope.engine.sources.outputfile import atomic_file
 from accuscope.engine.sources.tensor import SourceError
-from accuscope.engine.tasks.csvio import atomic_path
 from accuscope.engine.tasks.task import ADVICE_JSON, read_json_object
 
 FORMAT = 1
@@ -210,10 +210,9 @@ def load_advice(folder: str | os.PathLike) -> Advice | None:
 
 def save_advice(advice: Advice) -> Path:
     path = advice.folder / ADVICE_JSON
-    with atomic_path(path) as tmp:
-        with open(tmp, "w", encoding="utf-8") as fh:
-            json.dump(advice.to_dict(), fh, indent=1, ensure_ascii=False, allow_nan=False)
-            fh.write("\n")
+    with atomic_file(path) as fh:
+        json.dump(advice.to_dict(), fh, indent=1, ensure_ascii=False, allow_nan=False)
+        fh.write("\n")
     return path
 
 

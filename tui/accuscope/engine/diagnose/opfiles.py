@@ -7,7 +7,7 @@ import math
 from pathlib import Path
 
 from accuscope.engine.diagnose.opdetail import METRICS, WORDS, OpDetail, PairInfo, TopN
-from accuscope.engine.tasks.csvio import atomic_path
+from accuscope.engine.sources.outputfile import atomic_file, write_text
 
 HEADER = ("Index", "{layout}", "NPUDump", "GroundTruth", "AbsoluteError", "RelativeError")
 _MAX_NAME = 255
@@ -66,13 +66,11 @@ def write_detail(d: OpDetail, out_dir, prefix: str | None = None) -> list[Path]:
     prefix = prefix or file_prefix(d.info)
     paths = []
     summary = out / f"{prefix}_summary.txt"
-    with atomic_path(summary) as tmp:
-        tmp.write_text(summary_text(d), encoding="utf-8")
+    write_text(summary, summary_text(d))
     paths.append(summary)
     for m in METRICS:
         path = out / f"{prefix}_{WORDS[m]}_error_topn.csv"
-        with atomic_path(path) as tmp:
-            with open(tmp, "w", newline="", encoding="utf-8") as fh:
-                csv.writer(fh, lineterminator="\n").writerows(topn_rows(d.top(m), d.layout))
+        with atomic_file(path, newline="") as fh:
+            csv.writer(fh, lineterminator="\n").writerows(topn_rows(d.top(m), d.layout))
         paths.append(path)
     return paths

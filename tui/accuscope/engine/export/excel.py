@@ -9,7 +9,8 @@ Excel has no NaN or inf: such cells hold the text nan / inf / -inf, as msprobe's
 (Accuracy Reached or Not = No) are red through one conditional-format rule per sheet (msprobe fills
 each cell; styling millions of cells one by one would take openpyxl minutes). A sheet holds
 at most 1,048,576 rows with its header; more rows continue on sheets `result 2`, `result 3` ...
-Needs openpyxl (the `xlsx` extra); written in openpyxl's streaming mode.
+Text is stored as text, never as a formula (a name starting with = stays a name). Needs openpyxl (the
+`xlsx` extra); written in openpyxl's streaming mode.
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from accuscope.engine.compare.results import ResultTable
 from accuscope.engine.compare.thresholds import Thresholds
 from accuscope.engine.graphs.onnxgraph import need
 from accuscope.engine.sources.names import printable
+from accuscope.engine.sources.outputfile import atomic_file
 
 EXCEL_ROWS = 1_048_576  # rows of a worksheet, its header included
 HIGHLIGHT = "FFFF0000"  # red, as msprobe marks a row that misses its accuracy
@@ -88,6 +90,7 @@ def write_xlsx(table: ResultTable, thresholds: Thresholds, path: str | os.PathLi
     need("openpyxl", "writing .xlsx", "xlsx")
     from openpyxl import Workbook
     from openpyxl.cell import WriteOnlyCell
+    from openpyxl.cell.cell import ERROR_CODES
     from openpyxl.formatting.rule import FormulaRule
     from openpyxl.styles import Font, PatternFill
     from openpyxl.utils import get_column_letter
@@ -98,8 +101,20 @@ def write_xlsx(table: ResultTable, thresholds: Thresholds, path: str | os.PathLi
     last = get_column_letter(len(header))
     fill = PatternFill("solid", start_color=HIGHLIGHT, end_color=HIGHLIGHT)
     per_sheet = max(1, sheet_rows - 1)
+    # openpyxl stores a str starting with = as a formula (and #N/A ... as an error): an op named
+    # `=cmd|'/c calc'!A1` would be live code. Those cells go in as cells typed text (data_type "s").
+    unsafe: dict[int, list[int]] = {}
+    for c, col in enumerate(columns):
+        for r in [r for r, v in enumerate(col) if type(v) is str and (v[:1] == "=" or v in ERROR_CODES)]:
+            unsafe.setdefault(r, []).append(c)
+
+    def text_cell(ws, text: str):
+        cell = WriteOnlyCell(ws, value=text)
+        cell.data_type = "s"
+        return cell
+
     names = []
-    with open(path, "wb") as fh:  # before the sheets: a place that cannot take the file fails at once
+    with atomic_file(path, "wb") as fh:  # before the sheets: a place that cannot take the file fails at once
         book = Workbook(write_only=True)
         for start in range(0, max(len(rows), 1), per_sheet):
             name = SHEET if start == 0 else f"{SHEET} {start // per_sheet + 1}"
@@ -111,7 +126,11 @@ def write_xlsx(table: ResultTable, thresholds: Thresholds, path: str | os.PathLi
                 cell.font = Font(bold=True)
             ws.append(heads)
             end = min(start + per_sheet, len(rows))
-            for values in zip(*(col[start:end] for col in columns)):
+            for r, values in enumerate(zip(*(col[start:end] for col in columns)), start):
+                if r in unsafe:
+                    values = list(values)
+                    for c in unsafe[r]:
+                        values[c] = text_cell(ws, values[c])
                 ws.append(values)
             # the failing rows' highlight: one rule on the sheet, not a style on each of millions of cells
             ws.conditional_formatting.add(f"A2:{last}{max(end - start + 1, 2)}",

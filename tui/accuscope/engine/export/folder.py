@@ -43,6 +43,7 @@ from accuscope.engine.graphs.graph import Graph, load_graph, read_text
 from accuscope.engine.graphs.optypes import walk_back
 from accuscope.engine.graphs.subgraph import BoundaryTensor, Selection, select, to_framework
 from accuscope.engine.sources.names import read_mapping_csv
+from accuscope.engine.sources.outputfile import not_a_link
 from accuscope.engine.sources.tensor import INPUT, OUTPUT, SourceError, Tensor, TensorError, sanitize
 from accuscope.engine.tasks.task import EXPORTS_DIR, Task, read_json_object
 
@@ -228,6 +229,7 @@ def export(task_folder: Task | str | os.PathLike, selection: Selection, out_dir:
     if fw_sel.kind not in ("onnx", "caffe"):
         raise SourceError(f"cannot export from a {fw_sel.kind} graph: an ONNX or Caffe framework model is needed")
     out = Path(out_dir) if out_dir is not None else default_out_dir(folder, selection)
+    _refuse_links(folder, out)
     _check_target(out)
     notes: list[str] = list(fw_sel.notes)
     if device is not None and device is not fw_sel:
@@ -237,9 +239,11 @@ def export(task_folder: Task | str | os.PathLike, selection: Selection, out_dir:
     mapping_graph = device.graph if device is not None else _mapping_graph(task, fw_sel.graph, notes)
     sources = _Sources(task, mapping_graph, notes)
     tmp = out.parent / f".{out.name}.partial-{os.getpid()}"
-    if tmp.exists():
+    if tmp.is_symlink():  # planted: removed, never followed
+        tmp.unlink()
+    elif tmp.exists():
         shutil.rmtree(tmp)
-    tmp.mkdir(parents=True)
+    tmp.mkdir()  # a new folder (mkdir never follows a link): everything below is written into it
     try:
         if _cancelled(cancel):
             return _abandon(tmp)
@@ -309,6 +313,21 @@ def _cancelled(cancel: threading.Event | None) -> bool:
 def _abandon(tmp: Path) -> None:
     shutil.rmtree(tmp, ignore_errors=True)
     return None
+
+
+def _refuse_links(folder: Path, out: Path) -> None:
+    """SourceError when the export would be written through a symlink inside the task folder: TASK/exports
+    or a folder under it (task folders are passed between people; a link there could point anywhere)."""
+    exports = Path(os.path.abspath(folder / EXPORTS_DIR))
+    try:
+        inside = Path(os.path.abspath(out)).relative_to(exports).parts
+    except ValueError:  # an --out elsewhere: where the user said
+        return
+    not_a_link(exports, "task's exports folder")
+    here = exports
+    for part in inside:
+        here = here / part
+        not_a_link(here, "export folder")
 
 
 def _check_target(out: Path) -> None:

@@ -13,6 +13,7 @@ import numpy as np
 
 from accuscope.engine.compare.columns import NUMERIC_METRICS
 from accuscope.engine.compare.metrics import compare_arrays
+from accuscope.engine.sources.outputfile import atomic_path, write_text
 from accuscope.engine.sources.tensor import SourceError
 
 HIGHER_IS_BETTER = {"cos", "euclid_sim", "sqnr"}
@@ -96,8 +97,9 @@ class Evaluator:
         assert self.check and self.workdir
         self.workdir.mkdir(parents=True, exist_ok=True)
         ops, path = self.workdir / "ops.txt", self.workdir / "candidate.onnx"
-        ops.write_text("".join(f"{k}\n" for k in keep), encoding="utf-8")
-        onnx.save(model, str(path))
+        write_text(ops, "".join(f"{k}\n" for k in keep))
+        with atomic_path(path) as tmp:
+            onnx.save(model, str(tmp))
         env = {**os.environ, "ACCUSCOPE_OPS_FILE": str(ops), "ACCUSCOPE_MODEL": str(path)}
         try:
             return subprocess.run([*self.check, str(ops)], env=env, stdin=subprocess.DEVNULL,

@@ -20,6 +20,8 @@ import json
 import shlex
 from pathlib import Path
 
+from accuscope.engine.sources.outputfile import atomic_path, write_text
+
 PRECISION = {"fp16": "float16", "int8": "int8"}
 
 
@@ -52,29 +54,26 @@ def write_outputs(folder: str | Path, reference, mixed, to: str, keep: list[str]
     command.txt converts."""
     import onnx
 
-    from accuscope.engine.precision.recipe import PREPARED, command, trt_layer_names
+    from accuscope.engine.precision.recipe import PREPARED, command, trt_layer_names, write_lists
     root = Path(folder)
     root.mkdir(parents=True, exist_ok=True)
-    files = {"model": root / "model.onnx", "node_block_list": root / "node_block_list.json",
-             "nodes_to_exclude": root / "nodes_to_exclude.json", "qtable": root / "qtable.txt",
+    files = {"model": root / "model.onnx", **write_lists(root, list(keep)), "qtable": root / "qtable.txt",
              "polygraphy": root / "polygraphy.txt", "precision": root / "precision.json"}
-    onnx.save(mixed, str(files["model"]))
-    names = json.dumps(list(keep), indent=1, ensure_ascii=False) + "\n"
-    files["node_block_list"].write_text(names, encoding="utf-8")
-    files["nodes_to_exclude"].write_text(names, encoding="utf-8")
-    files["qtable"].write_text(qtable(reference, keep), encoding="utf-8")
+    with atomic_path(files["model"]) as tmp:
+        onnx.save(mixed, str(tmp))
+    write_text(files["qtable"], qtable(reference, keep))
     layers = trt_layer_names(original, reference, keep) if original is not None else list(keep)
-    files["polygraphy"].write_text(shlex.join(polygraphy_args(to, layers)) + "\n", encoding="utf-8")
-    files["precision"].write_text(json.dumps(node_precisions(reference, to, keep, candidates), indent=1,
-                                             ensure_ascii=False) + "\n", encoding="utf-8")
+    write_text(files["polygraphy"], shlex.join(polygraphy_args(to, layers)) + "\n")
+    write_text(files["precision"], json.dumps(node_precisions(reference, to, keep, candidates), indent=1,
+                                              ensure_ascii=False) + "\n")
     source = original_path
     if source is None or obstacles:
         files["prepared"] = root / PREPARED
-        onnx.save(reference, str(files["prepared"]))
+        with atomic_path(files["prepared"]) as tmp:
+            onnx.save(reference, str(tmp))
         source = files["prepared"]
     inputs = [i.name for i in reference.graph.input if i.name not in {t.name for t in reference.graph.initializer}]
     key = "node_block_list" if to == "fp16" else "nodes_to_exclude"
     files["command"] = root / "command.txt"
-    files["command"].write_text(command(to, source, files[key], root / f"model-{to}.onnx", calibration, inputs) + "\n",
-                                encoding="utf-8")
+    write_text(files["command"], command(to, source, files[key], root / f"model-{to}.onnx", calibration, inputs) + "\n")
     return files

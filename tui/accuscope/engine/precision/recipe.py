@@ -21,6 +21,8 @@ import json
 import shlex
 from pathlib import Path
 
+from accuscope.engine.sources.outputfile import atomic_path, write_text
+
 CONVERTER = {"fp16": "onnxconverter-common", "int8": "onnxruntime.quantization"}
 LIST_KEY = {"fp16": "node_block_list", "int8": "nodes_to_exclude"}
 PREPARED = "prepared.onnx"
@@ -110,7 +112,7 @@ def write_lists(folder: str | Path, names: list[str]) -> dict[str, Path]:
     files = {}
     for key in ("node_block_list", "nodes_to_exclude"):
         files[key] = root / f"{key}.json"
-        files[key].write_text(text, encoding="utf-8")
+        write_text(files[key], text)
     return files
 
 
@@ -130,7 +132,8 @@ def for_lists(folder: str | Path, model_path: str | Path, names: list[str]) -> d
     prepared = None
     if any(found.values()):
         prepared = root / PREPARED
-        onnx.save(prepare(model_path), str(prepared))
+        with atomic_path(prepared) as tmp:
+            onnx.save(prepare(model_path), str(tmp))
     commands = {to: command(to, prepared if found[to] else model_path, files[LIST_KEY[to]], root / f"model-{to}.onnx")
                 for to in ("fp16", "int8")}
     return {"obstacles": found, "commands": commands, "prepared": prepared, "files": files}

@@ -9,6 +9,7 @@ import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from accuscope.engine.sources.outputfile import open_append, write_text
 from accuscope.engine.sources.tensor import SourceError
 
 LOG = "trials.jsonl"
@@ -81,8 +82,7 @@ class TrialLog:
 
     def start(self, header: dict) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.path.write_text(json.dumps({"kind": "accuscope-precision", **header}, ensure_ascii=False) + "\n",
-                             encoding="utf-8")
+        write_text(self.path, json.dumps({"kind": "accuscope-precision", **header}, ensure_ascii=False) + "\n")
 
     def rewrite(self, header: dict, trials: list[Trial], ranking: dict | None) -> None:
         """The log without a torn tail, so appends start on a fresh line."""
@@ -99,7 +99,7 @@ class TrialLog:
         self._append(trial.to_json())
 
     def _append(self, line: str) -> None:
-        with open(self.path, "a", encoding="utf-8") as fh:
+        with open_append(self.path) as fh:
             fh.write(line + "\n")
             fh.flush()
             os.fsync(fh.fileno())

@@ -30,6 +30,7 @@ from accuscope.engine.precision.recipe import obstacles
 from accuscope.engine.precision.search import Outcome, Search
 from accuscope.engine.precision.trials import Trial, TrialLog
 from accuscope.engine.runs.ortdump import _load, _prepare_inputs, dump_onnx
+from accuscope.engine.sources.outputfile import atomic_path
 from accuscope.engine.sources.tensor import SourceError
 from accuscope.engine.tasks.taskrun import run_task
 
@@ -190,7 +191,8 @@ def _as_is(spec: PrecisionSpec, keep: list[str], evaluator: Evaluator) -> tuple[
 def _save(model, path: Path) -> None:
     import onnx
     try:
-        onnx.save(model, str(path))
+        with atomic_path(path) as tmp:
+            onnx.save(model, str(tmp))
     except OSError as exc:
         raise SourceError(f"{path}: cannot write ({exc.strerror})") from None
 

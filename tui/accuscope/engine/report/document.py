@@ -20,9 +20,9 @@ from accuscope.engine.diagnose.chartdata import cumulative_curve, growth_series,
 from accuscope.engine.diagnose.opdetail import C_DEFAULT
 from accuscope.engine.diagnose.oppair import open_op
 from accuscope.engine.report.svg import curve_svg, growth_svg, metric_svg
-from accuscope.engine.sources.names import printable
+from accuscope.engine.sources.names import markdown_text, printable
+from accuscope.engine.sources.outputfile import write_text
 from accuscope.engine.sources.tensor import SourceError
-from accuscope.engine.tasks.csvio import atomic_path
 from accuscope.engine.tasks.task import Task, coverage_warnings
 
 CHART_POINTS = 700  # per series: about one per pixel of the chart's width
@@ -166,12 +166,13 @@ def render_html(r: Report) -> str:
 
 
 def _md(value) -> str:
-    return printable(str(value)).replace("|", "\\|").replace("<", "&lt;")
+    return markdown_text(value)
 
 
 def render_markdown(r: Report, files: dict[str, str]) -> str:
     """The same text; each chart an image link to its SVG file (`files`: chart name -> file name)."""
-    lines = [f"# accuscope report: {_md(r.task)}", "", f"`{_md(r.folder)}` · {r.created} · accuscope {__version__}",
+    lines = [f"# accuscope report: {_md(r.task)}", "",
+             f"<code>{_t(r.folder)}</code> · {_md(r.created)} · accuscope {__version__}",  # no `code span`
              "", "## Verdict", "", f"**{MARKS.get(r.severity, '')} {_md(r.verdict)}**", "", _md(r.account), "",
              "## Coverage", "", _md(r.coverage), ""]
     lines += [f"- ⚠ {_md(w)}: the verdict covers only what was paired" for w in r.warnings]
@@ -212,5 +213,4 @@ def write_report(r: Report, out: str | os.PathLike) -> list[Path]:
 
 
 def _write(path: Path, content: str) -> None:
-    with atomic_path(path) as tmp:
-        Path(tmp).write_text(content, encoding="utf-8")
+    write_text(path, content)

@@ -23,6 +23,7 @@ import numpy as np
 
 from accuscope.engine.graphs.graph import unique_names
 from accuscope.engine.graphs.onnxgraph import need
+from accuscope.engine.sources.outputfile import atomic_file, atomic_path
 from accuscope.engine.sources.tensor import SourceError, sanitize
 
 OPTIMIZATION = {"off": "ORT_DISABLE_ALL", "basic": "ORT_ENABLE_BASIC",
@@ -376,7 +377,8 @@ def dump_onnx(model_path, out_dir, inputs: dict[str, np.ndarray] | None = None, 
             disk = f"{len(mapping) + 1}.npy"
             mapping.append((disk, fname))
         try:
-            np.save(os.path.join(out, disk), arr, allow_pickle=False)
+            with atomic_file(os.path.join(out, disk), "wb") as fh:
+                np.save(fh, arr, allow_pickle=False)
         except ValueError as exc:
             report.skipped.append((tensor, f"cannot be saved as npy: {exc}"))
             return
@@ -404,11 +406,12 @@ def dump_onnx(model_path, out_dir, inputs: dict[str, np.ndarray] | None = None, 
         progress(total, total)  # some tensors were skipped: tell the caller the work is over
 
     if mapping:
-        with open(os.path.join(out, "mapping.csv"), "w", newline="", encoding="utf-8") as fh:
+        with atomic_file(os.path.join(out, "mapping.csv"), newline="") as fh:
             csv.writer(fh).writerows(mapping)
     copy = os.path.join(out, "model.onnx")
     if not (os.path.exists(copy) and os.path.samefile(path, copy)):
-        shutil.copyfile(path, copy)
+        with atomic_path(copy) as tmp:
+            shutil.copyfile(path, tmp)
     meta = {
         "model": os.path.abspath(path),
         "model_copy": "model.onnx",
@@ -424,7 +427,7 @@ def dump_onnx(model_path, out_dir, inputs: dict[str, np.ndarray] | None = None, 
         "written": len(report.written),
         "skipped": [{"tensor": t, "reason": r} for t, r in report.skipped],
     }
-    with open(os.path.join(out, "dump.json"), "w", encoding="utf-8") as fh:
+    with atomic_file(os.path.join(out, "dump.json")) as fh:
         json.dump(meta, fh, indent=1)
     report.seconds = time.perf_counter() - start
     return report

@@ -3,6 +3,7 @@ op, input/output and index apart (the names msaccucmp's convert mode and MindStu
 from __future__ import annotations
 
 import csv
+import errno
 import json
 import os
 from collections.abc import Callable
@@ -12,11 +13,13 @@ import numpy as np
 
 from accuscope.engine.sources.golden import GoldenDump
 from accuscope.engine.sources.npudump import NpuDump
+from accuscope.engine.sources.outputfile import atomic_file
 from accuscope.engine.sources.tensor import INPUT, Problem, SourceError, Tensor, TensorError, sanitize
 
 FORMATS = ("npy", "bin")
 
 
+_FULL = {errno.ENOSPC, errno.EDQUOT}  # the place is full: converting more cannot succeed
 MAX_NAME = 200  # bytes of a file name stem; file systems allow 255 per name
 
 
@@ -80,14 +83,21 @@ def convert(source: NpuDump | GoldenDump, out_dir: str, to: str = "npy",
     manifest = {}
     for done, (t, stem, intended) in enumerate(items, 1):
         name = f"{stem}.{to}"
+        if "\x00" in stem:  # no file system takes the name
+            report.failed.append(Problem(t.source, f"{t.name}: the name holds a NUL character; no file can be named "
+                                                   "after it: not written"))
+            continue
         try:
             data = t.load()
-            _write_atomic(os.path.join(out_dir, name), data, to)
+            _write_tensor(os.path.join(out_dir, name), data, to)
         except TensorError as exc:
             if Problem(t.source, exc.reason) not in known:  # else already among the source's problems
                 report.failed.append(Problem(t.source, f"{t.name}: {exc.reason}"))
             continue
         except OSError as exc:
+            if exc.errno in _FULL:  # every tensor after would fail the same way
+                raise SourceError(f"{out_dir}: {exc.strerror or exc}: {len(report.written):,} of {len(items):,} "
+                                  f"tensors written, the rest not") from None
             report.failed.append(Problem(os.path.join(out_dir, name), f"{t.name}: not written ({exc.strerror or exc})"))
             continue
         report.written.append(name)
@@ -99,24 +109,29 @@ def convert(source: NpuDump | GoldenDump, out_dir: str, to: str = "npy",
         del data
         if progress:
             progress(done, len(items))
-    if to == "bin":
-        with open(os.path.join(out_dir, "tensors.json"), "w", encoding="utf-8") as fh:
-            json.dump(manifest, fh, indent=1)
-    if report.renamed:
-        with open(os.path.join(out_dir, "mapping.csv"), "w", newline="", encoding="utf-8") as fh:
-            csv.writer(fh).writerows(report.renamed.items())
+    try:
+        if to == "bin":
+            with atomic_file(os.path.join(out_dir, "tensors.json"), "w", encoding="utf-8") as fh:
+                json.dump(manifest, fh, indent=1)
+        if report.renamed:
+            with atomic_file(os.path.join(out_dir, "mapping.csv"), "w", newline="", encoding="utf-8") as fh:
+                csv.writer(fh).writerows(report.renamed.items())
+    except OSError as exc:
+        raise SourceError(f"{out_dir}: {exc.strerror or exc}: the tensors are written, "
+                          f"{'tensors.json' if to == 'bin' else 'mapping.csv'} is not") from None
     return report
 
 
-def _write_atomic(path: str, data: np.ndarray, to: str) -> None:
-    tmp = path + ".part"
-    try:
-        with open(tmp, "wb") as fh:
+def _write_tensor(path: str, data: np.ndarray, to: str) -> None:
+    """One tensor's file, through a fresh file renamed over `path` (never through a link there)."""
+    with atomic_file(path, "wb", suffix=".part") as fh:
+        try:
             if to == "npy":
                 np.save(fh, np.asarray(data), allow_pickle=False)
             else:
                 np.ascontiguousarray(data).tofile(fh)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+        except OSError as exc:
+            if exc.errno is None:  # numpy's short write ("N requested and M written") names no cause:
+                fh.flush()         # one more byte does (ENOSPC, EDQUOT, EFBIG ... with its errno)
+                os.write(fh.fileno(), b"\0")
+            raise

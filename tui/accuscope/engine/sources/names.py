@@ -11,15 +11,36 @@ from accuscope.engine.sources.inputfile import not_regular
 from accuscope.engine.sources.tensor import Problem
 
 _TIMESTAMP = re.compile(r"\d{10,}")
-# C0 and C1 control characters (ESC, BEL, CSI ...) and DEL: never sent to a terminal from data.
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+# Never sent to a terminal (or a report) from data: C0 and C1 control characters (ESC, BEL, CSI ...),
+# DEL, and the bidirectional controls (LRM, RLM, ALM, the embeddings, overrides and isolates U+202A-E,
+# U+2066-9), with which a name shows other text than it holds (`abc\u202edcba` is drawn abcabcd).
+_BIDI = "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
+_CONTROL = re.compile(f"[\\x00-\\x1f\\x7f-\\x9f{_BIDI}]")
+_CONTROL_BUT_NEWLINE = re.compile(f"[\\x00-\\x09\\x0b-\\x1f\\x7f-\\x9f{_BIDI}]")
 _INT = re.compile(r"\d+")
 
 
-def printable(text: str) -> str:
+def printable(text: str, newlines: bool = False) -> str:
     """`text` safe to print or draw: control characters (escape sequences in an op name could clear
-    the screen or set the window title) shown as `?`. Identity is untouched: use only for display."""
+    the screen or set the window title) and bidirectional controls shown as `?`; with `newlines`,
+    line breaks (\\n, \\r\\n) stay line breaks (messages of several lines). Identity is untouched:
+    use only for display."""
+    if newlines:
+        text = text.replace("\r\n", "\n") if "\r" in text else text
+        return _CONTROL_BUT_NEWLINE.sub("?", text) if _CONTROL_BUT_NEWLINE.search(text) else text
     return _CONTROL.sub("?", text) if _CONTROL.search(text) else text
+
+
+# Markdown (GitHub, GitLab, issue trackers) renders raw HTML, code spans, links and images, and splits
+# table rows at |: a name holding `<img src=x onerror=...>` or `|` must reach it as plain text.
+_MARKDOWN = str.maketrans({"\\": "\\\\", "|": "\\|", "`": "\\`", "[": "\\[", "]": "\\]",
+                           "&": "&amp;", "<": "&lt;", ">": "&gt;"})
+
+
+def markdown_text(text: object) -> str:
+    """`text` from data for Markdown (a table cell, a line): printable, with HTML (`& < >`), code spans
+    (backticks), links and images (`[ ]`) and table columns (`|`) escaped, shown as the characters."""
+    return printable(str(text)).translate(_MARKDOWN)
 
 
 class TensorName(NamedTuple):

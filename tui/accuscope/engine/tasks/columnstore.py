@@ -27,6 +27,7 @@ import numpy as np
 
 from accuscope.engine.compare.results import DEFAULT_OF, DEFAULTS, KIND, ResultTable
 from accuscope.engine.compare.textcodes import TextCodes
+from accuscope.engine.sources.outputfile import not_a_link
 
 COLUMNS_DIR = "columns"
 _FORMAT = 1
@@ -133,9 +134,12 @@ def write_columns(folder: str | os.PathLike, tables: Iterable[ResultTable]) -> i
     metric that only some ranks computed): a table without one gets its missing value there
     (NaN, -1, False or "" as the column's kind says)."""
     folder = Path(folder)
-    final, tmp = folder / COLUMNS_DIR, folder / f".{COLUMNS_DIR}.{os.getpid()}.partial"
+    final = not_a_link(folder / COLUMNS_DIR, "task's columns folder")
+    tmp = folder / f".{COLUMNS_DIR}.{os.getpid()}.partial"
+    if tmp.is_symlink():  # planted: removed, never followed
+        tmp.unlink()
     shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
+    tmp.mkdir()  # a new folder (mkdir never follows a link): every file below is written into it
     files: dict[str, tuple] = {}
     coders: dict[str, _Coder] = {}
     layout: list[list[str]] = []

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import csv
 import io
+import itertools
 import os
-import tempfile
-from contextlib import contextmanager
+import re
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +20,7 @@ import numpy as np
 from accuscope.engine.compare.columns import EXTRAS, KEY_OF, METRICS
 from accuscope.engine.compare.results import CSV_NAMES, KIND, ResultTable
 from accuscope.engine.sources.inputfile import require_regular
+from accuscope.engine.sources.outputfile import atomic_file
 from accuscope.engine.sources.tensor import SourceError
 
 MSIT_COLUMNS = [("IsNpuOps", "is_npu_only"), ("IsOutputNode", "is_output"), ("IsPrecisionError", "fail")]
@@ -32,39 +33,69 @@ _OPTIONAL_TAIL = {name for name, _ in MSIT_COLUMNS + DETAIL_COLUMNS + RANK_COLUM
 _YES = {"YES", "Yes", "yes", "TRUE", "True", "true", "1", " YES"}
 _MISSING = {"", "-", "nan", "NaN", "NAN", "None", "none", "N/A", "n/a", "null"}
 _BY_NAME = {**CSV_NAMES, **KEY_OF, **dict(DETAIL_COLUMNS)}
+# Spreadsheets (Excel, LibreOffice, WPS) run a cell that starts with = + - @ (or a tab or CR) as a
+# formula: an op named `=cmd|'/c calc'!A1` would be live code in a result CSV opened there. Such
+# a text cell is written with a ' before it (the OWASP rule: a spreadsheet shows it as text) and
+# quoted; a name that itself starts with ' and then one of them gets one more '. The reader takes
+# exactly one ' off a cell starting with ' and one of them: the names come back as they were. A
+# plain number (-0.5, +1e-3) is no formula and stays as it is.
+_FORMULA_CHARS = "=+-@\t\r"
+_FORMULA = re.compile(f"'*[{re.escape(_FORMULA_CHARS)}]")
+_NEUTRALISED = re.compile(f"'+[{re.escape(_FORMULA_CHARS)}]")
+_NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+_STARTS = frozenset(_FORMULA_CHARS + "'")
+_ANY_FORMULA = re.compile(f"\x00'*[{re.escape(_FORMULA_CHARS)}]")  # in "\x00" + the values joined by "\x00"
 
 
-def _umask() -> int:
-    """The process's umask (Linux reads it without changing it; elsewhere set and restored)."""
+def formula_safe(text: str) -> str:
+    """A text cell as it is written to a CSV: `=1+1` -> `'=1+1` (see _FORMULA_CHARS); other text as it is."""
+    if text[:1] in _STARTS and _FORMULA.match(text) and not _NUMBER.fullmatch(text):
+        return "'" + text
+    return text
+
+
+def formula_text(cell: str) -> str:
+    """The text a CSV cell holds: formula_safe undone (one leading ' off `'=1+1`, `''-x`)."""
+    return cell[1:] if cell[:1] == "'" and _NEUTRALISED.match(cell) else cell
+
+
+def formula_rows(values: list) -> list[int]:
+    """Positions of the str values that formula_safe changes (one pass in C when there are none)."""
     try:
-        with open("/proc/self/status", encoding="ascii") as f:
-            for line in f:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError, IndexError):
+        if not _ANY_FORMULA.search("\x00" + "\x00".join(values)):
+            return []
+    except TypeError:  # not all text (a plugin's numbers): look at each
         pass
-    mask = os.umask(0o22)
-    os.umask(mask)
-    return mask
+    return [r for r, v in enumerate(values) if type(v) is str and v[:1] in _STARTS and formula_safe(v) != v]
 
 
-@contextmanager
-def atomic_path(path: str | os.PathLike):
-    """Yield a temporary path beside `path`; rename it over `path` only if the block succeeds.
-    The file gets the permissions of a file created normally (the user's umask), not mkstemp's 0600."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        os.fchmod(fd, 0o666 & ~_umask())
-    except (AttributeError, OSError):  # no fchmod (Windows): the default stands
-        pass
-    os.close(fd)
-    try:
-        yield Path(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+def formula_cells(row) -> set[int]:
+    """Positions of the str cells of `row` that formula_safe changes."""
+    return {i for i, v in enumerate(row) if type(v) is str and v[:1] in _STARTS and formula_safe(v) != v}
+
+
+def write_rows(f, writer, rows, unsafe: dict[int, set[int]]) -> None:
+    """`writer.writerows(rows)`, except that the cells `unsafe` names (row number -> positions) are
+    written formula_safe and quoted (the rest of such a row as the csv module writes it)."""
+    rows = iter(rows)
+    at = 0
+    for r in sorted(unsafe):
+        writer.writerows(itertools.islice(rows, r - at))
+        row = next(rows)
+        f.write(",".join(_quoted(formula_safe(v)) if i in unsafe[r] else _field(v) for i, v in enumerate(row)))
+        f.write("\n")
+        at = r + 1
+    writer.writerows(rows)
+
+
+def _field(value) -> str:
+    """One cell as csv.writer (QUOTE_MINIMAL, ',' and '\\n') writes it."""
+    text = "" if value is None else str(value)
+    return _quoted(text) if any(c in text for c in ',"\r\n') else text
+
+
+def _quoted(text: str) -> str:
+    return '"' + text.replace('"', '""') + '"'
 
 
 # ---- writing ------------------------------------------------------------------------------------
@@ -113,14 +144,22 @@ def _cells(table: ResultTable, key: str) -> list[str]:
 def write_result_csv(table: ResultTable, path: str | os.PathLike, with_op_sequence: bool = False,
                      with_overflow: bool = False, npu_is_npy: bool = False, golden_is_npy: bool = False,
                      msit_columns: bool = True) -> Path:
-    """Write the result CSV atomically (temporary file in the same folder, then rename)."""
+    """Write the result CSV atomically (a fresh file in the same folder, then renamed over `path`).
+    Text cells a spreadsheet would run as a formula are written neutralised (see formula_safe)."""
     columns = result_header(table, with_op_sequence, with_overflow, npu_is_npy, golden_is_npy,
                             msit_columns)
     path = Path(path)
-    with atomic_path(path) as tmp, open(tmp, "w", newline="", encoding="utf-8") as f:
+    cells = [_cells(table, key) for _, key in columns]
+    unsafe: dict[int, set[int]] = {}
+    for pos, (_, key) in enumerate(columns):
+        if KIND.get(key, "text") == "text":
+            for r in formula_rows(cells[pos]):
+                unsafe.setdefault(r, set()).add(pos)
+    header = [name for name, _ in columns]  # a plugin's metric names too
+    with atomic_file(path, "w", newline="", encoding="utf-8") as f:
         writer = csv.writer(f, lineterminator="\n")
-        writer.writerow([name for name, _ in columns])
-        writer.writerows(zip(*(_cells(table, key) for _, key in columns)))
+        write_rows(f, writer, [header], {0: formula_cells(header)} if formula_cells(header) else {})
+        write_rows(f, writer, zip(*cells), unsafe)
     return path
 
 
@@ -138,6 +177,7 @@ def read_result_csv(path: str | os.PathLike) -> tuple[ResultTable, list[str]]:
     header = _find_header(reader, path)
     keys = _header_keys(header, warnings)
     rows, lines = _rows(text, reader, header, warnings)
+    quoted = "'" in text  # else no cell was neutralised (formula_safe): nothing to undo
     grid = np.array(rows, dtype=object) if rows else np.empty((0, len(header)), dtype=object)
     columns, custom = {}, []
     for pos, key in enumerate(keys):
@@ -146,7 +186,7 @@ def read_result_csv(path: str | os.PathLike) -> tuple[ResultTable, list[str]]:
         if key.startswith("custom:"):
             key = key[len("custom:"):]
             custom.append(key)
-        columns[key] = _parse(grid[:, pos], KIND.get(key, "text"), header[pos], lines, warnings)
+        columns[key] = _parse(grid[:, pos], KIND.get(key, "text"), header[pos], lines, warnings, quoted)
     columns.pop("index", None)  # the table's index is the row order
     table = ResultTable.from_columns(columns, custom)
     return table, warnings
@@ -179,7 +219,7 @@ def _find_header(reader, path: Path) -> list[str]:
     first = None
     try:
         for _, row in zip(range(5), reader):
-            row = [c.strip().lstrip("\ufeff") for c in row]
+            row = [formula_text(c.strip().lstrip("\ufeff")) for c in row]
             first = first or row
             if "NPUDump" in row or "GroundTruth" in row:
                 missing = [name for name in REQUIRED if name not in row]
@@ -274,10 +314,16 @@ def _rows_slowly(text: str, first_line: int, warnings: list[str]):
     return rows, lines
 
 
-def _parse(cells: np.ndarray, kind: str, name: str, lines: list[int], warnings: list[str]):
-    """One column of str cells (an object array) as the column kind needs."""
+def _parse(cells: np.ndarray, kind: str, name: str, lines: list[int], warnings: list[str],
+           quoted: bool = True):
+    """One column of str cells (an object array) as the column kind needs; text cells with
+    formula_safe undone (`quoted`: some cell may hold a ')."""
     if kind == "text":
-        return cells.copy()
+        if not quoted:
+            return cells.copy()
+        out = np.empty(len(cells), dtype=object)
+        out[:] = [formula_text(c) if c[:1] == "'" else c for c in cells.tolist()]
+        return out
     if kind == "bool":
         return np.fromiter((c in _YES for c in cells.tolist()), dtype=bool, count=len(cells))
     values = _floats(cells, name, lines, warnings)

@@ -29,6 +29,7 @@ from accuscope.engine.compare.cluster import DaskCluster, LocalPool
 from accuscope.engine.compare.multirank import LOST, RankResult
 from accuscope.engine.compare.results import ResultTable
 from accuscope.engine.sources import ranks as rank_mod
+from accuscope.engine.sources.outputfile import atomic_path, not_a_link
 from accuscope.engine.sources.tensor import SourceError
 from accuscope.engine.tasks.columnstore import COLUMNS_DIR, read_columns, write_columns
 from accuscope.engine.tasks.task import (
@@ -120,7 +121,7 @@ def run_ranks(spec: engine.CompareSpec, folder: str | os.PathLike, cluster: str 
                 raise SourceError(f"{spec.npu}: no rank folder matches --rank/--step (found: {have})")
             _create(folder)
             lock.acquire()
-            (folder / RANKS_DIR).mkdir(exist_ok=True)
+            not_a_link(folder / RANKS_DIR).mkdir(exist_ok=True)
             fingerprint = _fingerprint(spec)
             previous = _previous(folder)
             todo = []
@@ -180,12 +181,8 @@ def _previous(folder: Path) -> dict:
 
 def _save_rank(folder: Path, result: RankResult, fingerprint: str) -> None:
     path = rank_file(folder, result.rank)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.partial")
-    try:
+    with atomic_path(path, f".{os.getpid()}.partial") as tmp:
         _write_npz(result.table, tmp, {"spec": fingerprint, "rank": result.rank.rel, "worker": result.worker})
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def rank_tables(folder: str | os.PathLike, records: dict, warnings: list[str],

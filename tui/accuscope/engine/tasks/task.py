@@ -52,9 +52,10 @@ from accuscope.engine.compare.lifetime import pid_alive
 from accuscope.engine.compare.results import KIND, ResultTable
 from accuscope.engine.compare.thresholds import Thresholds
 from accuscope.engine.sources.names import printable
+from accuscope.engine.sources.outputfile import atomic_file, fresh_file
 from accuscope.engine.sources.tensor import SourceError
 from accuscope.engine.tasks import faults
-from accuscope.engine.tasks.csvio import atomic_path, read_result_csv, write_result_csv
+from accuscope.engine.tasks.csvio import read_result_csv, write_result_csv
 
 if TYPE_CHECKING:
     from accuscope.engine.compare.comparison import Plan
@@ -327,8 +328,8 @@ def mark_state(folder: str | os.PathLike, state: str, **fields) -> dict:
     if state == "running":
         fields = {"pid": os.getpid(), "host": socket.gethostname(), **fields}
     doc.update(fields, state=state, updated=now)
-    with atomic_path(folder / TASK_JSON) as tmp:
-        _write_json(tmp, doc)
+    with atomic_file(folder / TASK_JSON) as fh:
+        _dump_json(fh, doc)
     return doc
 
 
@@ -355,7 +356,8 @@ def _replace_together(files) -> None:
     staged = []
     try:
         for path, write in files:
-            tmp = path.with_name(f".{path.name}.{os.getpid()}.partial")
+            fd, tmp = fresh_file(path, f".{os.getpid()}.partial")  # never a file or link already there
+            os.close(fd)
             staged.append((tmp, path))
             write(tmp)
         faults.point("staged")
@@ -378,9 +380,14 @@ def _remove_dead_partials(folder: Path) -> None:
 
 
 def _write_json(path: Path, doc: dict) -> None:
+    """`path`: a fresh file of _replace_together's (opened by name: it is ours, made with O_EXCL)."""
     with open(path, "w", encoding="utf-8") as f:
-        json.dump(doc, f, indent=2, ensure_ascii=False, default=str)  # Path values become text
-        f.write("\n")
+        _dump_json(f, doc)
+
+
+def _dump_json(f, doc: dict) -> None:
+    json.dump(doc, f, indent=2, ensure_ascii=False, default=str)  # Path values become text
+    f.write("\n")
 
 
 # ---- the typed copy -----------------------------------------------------------------------------
@@ -643,7 +650,12 @@ class TaskLock:
         """SourceError when another run holds the task."""
         if fcntl is None or self._fd is not None:
             return
-        fd = os.open(self.folder / LOCK, os.O_RDWR | os.O_CREAT, 0o666)
+        try:  # never through a link planted at the lock's name (it would create the file it points to)
+            fd = os.open(self.folder / LOCK, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o666)
+        except OSError as exc:
+            if exc.errno != errno.ELOOP:
+                raise
+            raise SourceError(f"{self.folder / LOCK}: the task's lock file is a symbolic link; remove it") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
