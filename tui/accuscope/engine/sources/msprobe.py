@@ -50,7 +50,7 @@ if os.environ.get("ACCUSCOPE_KERNEL") == "numpy":  # the compiled parts off (ben
 from accuscope.engine.graphs.graph import Graph, Node
 from accuscope.engine.sources import torchpickle
 from accuscope.engine.sources.golden import _load_npy, _npy_tensor
-from accuscope.engine.sources.inputfile import not_regular
+from accuscope.engine.sources.inputfile import json_loads, not_regular
 from accuscope.engine.sources.tensor import INPUT, OUTPUT, Problem, SourceError, Tensor
 
 KIND = "msprobe"
@@ -147,7 +147,12 @@ def read(path: str, *, step: str | int | None = None, rank: str | int | None = N
     parents = _construct(folder, problems)
     doc, why = _dump_json(folder)
     if doc is None:
-        problems.append(Problem(os.path.join(folder, DUMP_JSON), why))
+        source = os.path.join(folder, DUMP_JSON)
+        if os.path.exists(source):  # there, but unreadable: the tensor files' names say what they are
+            if not os.path.isdir(os.path.join(folder, DATA_DIR)):
+                raise SourceError(f"{source}: {why} (and no {DATA_DIR}/ to read tensors from)")
+            why += f"; tensors read from {DATA_DIR}/ file names, without statistics"
+        problems.append(Problem(source, why))
         return _from_file_names(folder, parents, problems), problems
     data = doc.get("data")
     if not isinstance(data, dict):
@@ -256,15 +261,17 @@ def _scan(data: dict) -> tuple | None:
 
 
 def _walk(value, slot: str, prefix: str = ""):
-    """(name suffix, tensor entry) of every tensor in an argument structure, in msprobe's order."""
-    if isinstance(value, dict) and "dtype" in value and "shape" in value:
-        yield prefix, value
-    elif isinstance(value, (list, tuple)):
-        for i, v in enumerate(value):
-            yield from _walk(v, slot, f"{prefix}.{i}")
-    elif isinstance(value, dict) and "type" not in value:
-        for k, v in value.items():
-            yield from _walk(v, slot, f"{prefix}.{k}")
+    """(name suffix, tensor entry) of every tensor in an argument structure, in msprobe's order
+    (depth first; a loop, not recursion: a structure nested a thousand deep is valid JSON)."""
+    stack = [(prefix, value)]
+    while stack:
+        prefix, value = stack.pop()
+        if isinstance(value, dict) and "dtype" in value and "shape" in value:
+            yield prefix, value
+        elif isinstance(value, (list, tuple)):
+            stack += [(f"{prefix}.{i}", v) for i, v in enumerate(value)][::-1]
+        elif isinstance(value, dict) and "type" not in value:
+            stack += [(f"{prefix}.{k}", v) for k, v in value.items()][::-1]
 
 
 def _number(value) -> float | None:
@@ -369,9 +376,9 @@ def _parse(raw: bytes) -> tuple[dict | None, str]:
     except UnicodeDecodeError as exc:
         return None, f"cannot read: {exc}"
     except ValueError as exc:
-        return None, (f"cut short or not JSON ({exc}); tensors read from {DATA_DIR}/ file names, without statistics")
+        return None, f"cut short or not JSON ({exc})"
     except RecursionError:
-        return None, f"nested too deeply to read; tensors read from {DATA_DIR}/ file names, without statistics"
+        return None, "nested too deeply to read"
     if not isinstance(found, dict):
         return None, "not a JSON object"
     return found, ""
@@ -396,8 +403,8 @@ def _construct(folder: str, problems: list[Problem]) -> dict[str, str]:
         return {}
     try:
         with open(doc, encoding="utf-8") as fh:
-            found = json.load(fh)
-    except (OSError, ValueError) as exc:
+            found = json_loads(fh.read())
+    except (OSError, ValueError) as exc:  # not JSON, not UTF-8, nested too deeply
         problems.append(Problem(doc, f"unreadable, no module hierarchy ({exc})"))
         return {}
     if not isinstance(found, dict):
@@ -480,18 +487,16 @@ def graph(path: str, step: str | int | None = None, rank: str | int | None = Non
     calls = _call_tensors(folder)
     order: list[str] = []
     placed: set[str] = set()
-
-    def place(call: str, seen: tuple[str, ...] = ()) -> None:
-        if call in placed or call in seen:  # a cycle in construct.json is not followed
-            return
-        parent = parents.get(call)
-        if parent:
-            place(parent, (*seen, call))
-        placed.add(call)
-        order.append(call)
-
-    for call in calls:
-        place(call)
+    for call in calls:  # each call after its parent modules: the chain up to a placed one, outermost first
+        chain, seen = [], set()
+        while call not in placed and call not in seen:  # a cycle in construct.json is not followed
+            chain.append(call)
+            seen.add(call)
+            call = parents.get(call)
+            if not call:
+                break
+        placed.update(chain)
+        order += chain[::-1]
     depth: dict[str, int] = {}
     nodes: list[Node] = []
     for call in order:
@@ -508,15 +513,21 @@ def graph(path: str, step: str | int | None = None, rank: str | int | None = Non
                     attrs={"depth": depth[call], **({"module": module} if module else {})})
         nodes.append(node)
     inside: list[Node] = []  # the module nodes holding the current one
-    for node in nodes:
+    for node in nodes:  # a module holds the nodes from its own to the one that takes it off the stack
         while inside and inside[-1].name != node.subgraph and depth[inside[-1].name] >= node.attrs["depth"]:
-            inside.pop()
-        for holder in inside:
-            holder.attrs["span"] = holder.attrs.get("span", 0) + 1
+            _close(inside.pop(), node.index)
         if "module" in node.attrs:
             inside.append(node)
+    for holder in inside:
+        _close(holder, len(nodes))
     return Graph(os.path.basename(os.path.normpath(path)), KIND, folder, nodes, [], [],
                  notes=[str(p) for p in problems])
+
+
+def _close(module: Node, end: int) -> None:
+    """A module node's span: the nodes after it up to `end` (the first one it does not hold)."""
+    if end - module.index > 1:
+        module.attrs["span"] = end - module.index - 1
 
 
 def _call_tensors(folder: str) -> dict[str, list[tuple[str, str, tuple[int, ...]]]]:
@@ -555,7 +566,7 @@ def stacks(path: str, step: str | int | None = None, rank: str | int | None = No
         return {}, f"{doc}: {why}"
     try:
         with open(doc, encoding="utf-8") as fh:
-            found = json.load(fh)
+            found = json_loads(fh.read())
     except (OSError, UnicodeDecodeError) as exc:
         return {}, f"{doc}: cannot read: {exc}"
     except ValueError as exc:
