@@ -66,6 +66,7 @@ _SLOT_IO = {"input_args": INPUT, "input_kwargs": INPUT, "parameters": INPUT, "ou
             "parameters_grad": OUTPUT}
 _SLOT_NAME = {"input_args": "input", "input_kwargs": "input", "parameters": "parameters", "output": "output",
               "parameters_grad": "parameters_grad"}
+_DIM_LIMIT = 1 << 63  # a dimension is an int64, as torch and numpy keep it
 DTYPE_NAMES = {"float": "float32", "half": "float16", "double": "float64", "long": "int64", "int": "int32"}
 
 
@@ -282,8 +283,8 @@ def _number(value) -> float | None:
     if isinstance(value, (int, float)):
         try:
             return float(value)
-        except OverflowError:  # an integer past float's range: as the JSON number, infinite
-            return math.copysign(math.inf, value)
+        except OverflowError:  # an integer past float's range: infinite, as _dumpscan.c reads it
+            return math.inf if value > 0 else -math.inf
     if isinstance(value, str):
         try:
             return float(value)
@@ -294,7 +295,7 @@ def _number(value) -> float | None:
 
 def _shape(info: dict) -> tuple[int, ...]:
     shape = info.get("shape")
-    return tuple(shape) if isinstance(shape, list) and all(type(d) is int and d >= 0 for d in shape) else ()
+    return tuple(shape) if isinstance(shape, list) and all(type(d) is int and 0 <= d < _DIM_LIMIT for d in shape) else ()
 
 
 def _stats(info: dict) -> tuple | None:
@@ -386,14 +387,29 @@ def _parse(raw: bytes) -> tuple[dict | None, str]:
 
 def _loads(raw: bytes):
     """JSON text as Python objects: orjson when installed (2x faster on a 100 MB dump.json), else, and
-    for what orjson refuses (NaN / Infinity as Python's json writes them, bad UTF-8), the json module
-    and its messages."""
+    for what orjson refuses (NaN / Infinity as Python's json writes them, bad UTF-8, numbers past
+    float's range, nesting deeper than 1,024), the json module and its messages. An integer past
+    Python's digit limit (4,300) is read as float() reads its digits (±inf), not refused: _dumpscan.c
+    reads every number that way."""
     if orjson is not None:
         try:
             return orjson.loads(raw)
         except orjson.JSONDecodeError:
             pass
-    return json.loads(raw.decode("utf-8"))
+    text = raw.decode("utf-8")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        raise
+    except ValueError:  # int() refused a number's digits
+        return json.loads(text, parse_int=_json_int)
+
+
+def _json_int(text: str) -> int | float:
+    try:
+        return int(text)
+    except ValueError:  # past sys.get_int_max_str_digits()
+        return float(text)
 
 
 def _construct(folder: str, problems: list[Problem]) -> dict[str, str]:
