@@ -102,6 +102,8 @@ class OpResults:
         self._sanitized_position: dict[str, int] | None = None
         self._nodes = nodes
         self._badges: list[Badge | None] = [None] * len(nodes)
+        self._own: list[Badge | None] = [None] * len(nodes)
+        self._sums: tuple[np.ndarray, np.ndarray] | None = None  # own badges counted / failing up to a position
         self._failing: list[int] | None = None
 
     def _by_golden(self, order: list[int], golden: list[str]) -> dict[str, list[int]]:
@@ -156,18 +158,27 @@ class OpResults:
         node = self._nodes[position]
         if "module" not in node.attrs:
             return self.own_badge(position)
-        states = [self.own_badge(p).state for p in range(position, position + 1 + node.attrs.get("span", 0))]
-        counted = [s for s in states if s != "none"]
-        fail = states.count("fail")
-        badge = NO_BADGE if not counted else Badge(MARK_FAIL if fail else " ", f"{fail}/{len(counted)}",
-                                                    "fail" if fail else "pass", "")
+        counted, failing = self._counts()
+        end = min(len(self._nodes), position + 1 + int(node.attrs.get("span", 0)))
+        count, fail = int(counted[end] - counted[position]), int(failing[end] - failing[position])
+        badge = NO_BADGE if not count else Badge(MARK_FAIL if fail else " ", f"{fail}/{count}",
+                                                  "fail" if fail else "pass", "")
         self._badges[position] = badge
         return badge
 
+    def _counts(self) -> tuple[np.ndarray, np.ndarray]:
+        """Own badges with a state, and failing ones, before each position (one pass over the ops: a
+        module's count is a difference, not a walk over its calls, so nested modules cost no more)."""
+        if self._sums is None:
+            states = [self.own_badge(p).state for p in range(len(self._nodes))]
+            zero = np.zeros(1, dtype=np.int64)
+            self._sums = (np.concatenate([zero, np.cumsum([s != "none" for s in states], dtype=np.int64)]),
+                          np.concatenate([zero, np.cumsum([s == "fail" for s in states], dtype=np.int64)]))
+        return self._sums
+
     def own_badge(self, position: int) -> Badge:
         """The op's own rows' badge (a module's too, without its calls)."""
-        node = self._nodes[position]
-        cached = self._badges[position] if "module" not in node.attrs else None
+        cached = self._own[position]
         if cached is not None:
             return cached
         rows = self.output_rows(position)
@@ -185,7 +196,8 @@ class OpResults:
             else:
                 mark, state = MARK_EXEMPT, "exempt"
             badge = self._worst(rows, mark, state)
-        if "module" not in node.attrs:
+        self._own[position] = badge
+        if "module" not in self._nodes[position].attrs:
             self._badges[position] = badge
         return badge
 

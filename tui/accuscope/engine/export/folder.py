@@ -42,6 +42,7 @@ from accuscope.engine.export.submodel import onnx_modules, write_onnx, write_pro
 from accuscope.engine.graphs.graph import Graph, load_graph, read_text
 from accuscope.engine.graphs.optypes import walk_back
 from accuscope.engine.graphs.subgraph import BoundaryTensor, Selection, select, to_framework
+from accuscope.engine.sources.inputfile import json_loads
 from accuscope.engine.sources.names import read_mapping_csv
 from accuscope.engine.sources.outputfile import not_a_link
 from accuscope.engine.sources.tensor import INPUT, OUTPUT, SourceError, Tensor, TensorError, sanitize
@@ -510,7 +511,10 @@ def _write_om_excerpt(om: Graph, chosen: list[str], dest: Path) -> None:
     for node in nodes:
         for tensor in node.inputs:
             keep.update(hit[0].name for _, hit in walk_back(om, tensor) if hit is not None)
-    doc = json.loads(read_text(Path(om.path)))
+    try:
+        doc = json_loads(read_text(Path(om.path)))
+    except ValueError as exc:  # read once already (load_graph): changed since, or nested past this thread's stack
+        raise SourceError(f"{om.path}: not usable JSON ({exc})") from None
     referenced = {str(ref).rpartition(":")[0] for g in doc["graph"] if isinstance(g, dict)
                   for op in g.get("op") or () if isinstance(op, dict) and op.get("name") in keep
                   for ref in op.get("input") or ()}

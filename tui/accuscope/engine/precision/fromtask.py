@@ -4,7 +4,6 @@ quantization ops, else fp16), the inputs the task's reference dump was run on, a
 TASK/precision-{fp16|int8}."""
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
@@ -12,6 +11,7 @@ import numpy as np
 
 from accuscope.engine.precision.evaluate import Target, parse_target
 from accuscope.engine.precision.workflow import PrecisionSpec
+from accuscope.engine.sources.inputfile import json_loads
 from accuscope.engine.sources.tensor import SourceError, sanitize
 from accuscope.engine.tasks.task import load_task, meta_path
 
@@ -41,7 +41,7 @@ def spec_from_task(folder: str | os.PathLike, framework_model: str | os.PathLike
 def _dump_doc(golden: Path | None) -> dict:
     path = Path(golden or "") / "dump.json"
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        doc = json_loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         raise SourceError(f"{path}: no ONNX Runtime dump of the reference (a task made by `accuscope run` has one)") from None
     return doc if isinstance(doc, dict) else {}

@@ -9,6 +9,7 @@ import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from accuscope.engine.sources.inputfile import json_loads
 from accuscope.engine.sources.outputfile import open_append, write_text
 from accuscope.engine.sources.tensor import SourceError
 
@@ -59,8 +60,8 @@ class TrialLog:
         except (OSError, UnicodeDecodeError) as exc:
             raise SourceError(f"{self.path}: cannot read the trial log ({exc})") from None
         try:
-            header = json.loads(lines[0]) if lines else {}
-        except json.JSONDecodeError:
+            header = json_loads(lines[0]) if lines else {}
+        except ValueError:
             raise SourceError(f"{self.path}: not a trial log (its first line is not JSON)") from None
         if not isinstance(header, dict) or header.get("kind") != "accuscope-precision":
             raise SourceError(f"{self.path}: not an accuscope precision trial log")
@@ -71,12 +72,12 @@ class TrialLog:
         trials, ranking = [], None
         for line in lines[1:]:
             try:
-                record = json.loads(line)
+                record = json_loads(line)
                 if isinstance(record, dict) and "ranked" in record and "n" not in record:
                     ranking = {"ranked": [str(r) for r in record["ranked"]], "notes": list(record.get("notes") or [])}
                 else:
                     trials.append(Trial.from_dict(record))
-            except (json.JSONDecodeError, KeyError, TypeError, ValueError):
+            except (KeyError, TypeError, ValueError):
                 break  # a line torn by a kill: that trial runs again
         return header, trials, ranking
 

@@ -15,6 +15,16 @@
  * in "Tensor", without dtype and shape both): that one Python names (None). msprobe.py holds the Python version of the same walk, used when this module is absent and
  * whenever scan() returns None; the tests hold the two to the same columns.
  *
+ * Where valid JSON leaves a choice, the rule is what json.loads (and orjson) then float() make of it,
+ * which is what msprobe's own compare reads:
+ *   a call named twice in "data"   one call, where the name first stands, with the last one's
+ *                                  tensors (a dict keeps the last value of a key)
+ *   an integer statistic           float(int): correctly rounded; past float's range (400 digits,
+ *                                  or 5,000: past Python's int() limit too) -inf or inf; -0 is the
+ *                                  integer 0, so 0.0 (-0.0 and -0e0 are floats: -0.0)
+ *   a dimension                    an int64 >= 0 (as msprobe.py's _shape): one past 2^63 makes the
+ *                                  shape "[]", like a negative one
+ *
  * None means "not what this scanner interprets; let Python read it" and is never an error: text
  * that is not JSON (Python's json module decides what to say), a document without a "data" object,
  * a call that is not an object, a damaged tensor entry, a string with an escape where its value
@@ -35,7 +45,7 @@
  *                         outputs (3, 4, 6)
  *   names      list[str]  "{call}.{input|parameters|output|parameters_grad}{suffix}"
  *   dtypes     list[str]  as written ("torch.float32")
- *   shapes     list[str]  "[4096,4096]"; "[]" where the shape is not a list of non-negative ints
+ *   shapes     list[str]  "[4096,4096]"; "[]" where the shape is not a list of int64 >= 0
  *   stats      bytes      float64 x4 per row: Max, Min, Mean, Norm; NaN where not recorded
  *   has        bytes      uint8 per row: any of the four recorded
  *   md5        list[str]  "" where not recorded
@@ -55,7 +65,7 @@ static locale_t c_locale = (locale_t)0;  /* made once at import: numbers read as
 #define MAX_DEPTH 200   /* nesting of the document; deeper: Python's reader decides */
 #define MAX_KEYS 1024    /* keys of one object walked for tensors */
 #define MAX_SUFFIX 4096 /* bytes of a tensor's name after its slot */
-#define MAX_INT_DIGITS 18
+#define MAX_INT_DIGITS 19  /* 10^19 - 1 < 2^64: an int64 or past it, told apart exactly */
 
 typedef struct { const char *s; Py_ssize_t n; } Span;
 
@@ -76,6 +86,11 @@ typedef struct {
     int oom;
     char suffix[MAX_SUFFIX + 1];
     struct Member *levels[MAX_DEPTH + 2];  /* the members of the object walked at each depth */
+    /* call names seen: open addressing over the distinct ones (id + 1; 0 free) */
+    Py_ssize_t *table; Py_ssize_t captable;
+    Py_ssize_t *uid; Py_ssize_t capuid;           /* per call in "data": its distinct name's id */
+    Py_ssize_t *first, *last; Py_ssize_t capfirst, caplast, ndistinct;  /* per distinct name: where it stands */
+    int twice;                                    /* a name stands twice: dedupe() before results */
 } Scan;
 
 /* slot codes: msprobe.py's _SLOTS order; GRADS is the whole entry of a parameters_grad call */
@@ -189,9 +204,8 @@ static int string(Scan *S, Span *out, int *escaped)
 }
 
 /* A number as JSON (and Python's json) writes it, or NaN / Infinity / -Infinity. *value when
- * asked; *integer: digits only (no fraction or exponent), then *ivalue (MAX_INT_DIGITS at most,
- * else *integer stays 0 and *big is set). */
-static int number(Scan *S, double *value, int *integer, long long *ivalue, int *big)
+ * asked; *integer: digits only (no fraction or exponent) within int64 (|v| < 2^63), then *ivalue. */
+static int number(Scan *S, double *value, int *integer, long long *ivalue)
 {
     ws(S);
     const char *p = S->p, *end = S->end, *start = p;
@@ -222,12 +236,13 @@ static int number(Scan *S, double *value, int *integer, long long *ivalue, int *
     }
     S->p = p;
     if (integer) {
-        *integer = 0; if (big) *big = 0;
-        if (is_int && ndigits <= MAX_INT_DIGITS) {
-            long long v = 0;
-            for (const char *q = digits; q < digits + ndigits; q++) v = v * 10 + (*q - '0');
-            *integer = 1; *ivalue = neg ? -v : v;
-        } else if (is_int && big) *big = 1;
+        *integer = 0;
+        unsigned long long v = 0;
+        if (is_int && ndigits <= MAX_INT_DIGITS)
+            for (const char *q = digits; q < digits + ndigits; q++) v = v * 10 + (unsigned long long)(*q - '0');
+        if (is_int && ndigits <= MAX_INT_DIGITS && v < (1ULL << 63)) {
+            *integer = 1; *ivalue = neg ? -(long long)v : (long long)v;
+        }
     }
     if (value) {
         char tmp[64], *heap = NULL, *text = tmp;
@@ -244,6 +259,7 @@ static int number(Scan *S, double *value, int *integer, long long *ivalue, int *
         *value = strtod(text, NULL);  /* Python leaves LC_NUMERIC at "C" */
 #endif
         free(heap);
+        if (is_int && ndigits == 1 && *digits == '0') *value = 0.0;  /* the integer -0 is 0 */
     }
     return 0;
 }
@@ -280,7 +296,7 @@ static int skip(Scan *S, int depth)
     case 't': return literal(S, "true");
     case 'f': return literal(S, "false");
     case 'n': return literal(S, "null");
-    default: return number(S, NULL, NULL, NULL, NULL);
+    default: return number(S, NULL, NULL, NULL);
     }
 }
 
@@ -332,11 +348,10 @@ static int shape_text(Scan *S, Py_ssize_t *at)
         if (!eat(S, ']')) {
             do {
                 ws(S);
-                int integer = 0, big = 0; long long v = 0;
+                int integer = 0; long long v = 0;
                 if (S->p < S->end && (*S->p == '-' || (*S->p >= '0' && *S->p <= '9'))) {
-                    if (number(S, NULL, &integer, &v, &big) < 0) return -1;
-                    if (big) return fail(S);  /* a dimension past 10^18: Python's reader decides */
-                    if (!integer || v < 0) ok = 0;
+                    if (number(S, NULL, &integer, &v) < 0) return -1;
+                    if (!integer || v < 0) ok = 0;  /* a dimension is an int64 >= 0 (big: past it) */
                     else if (ok) {
                         if (n > MAX_SUFFIX) return fail(S);
                         n += snprintf(text + n, 24, n > 1 ? ",%lld" : "%lld", v);
@@ -386,7 +401,7 @@ static int tensor(Scan *S, Member *m, Py_ssize_t n, Py_ssize_t call, uint8_t slo
                 if (!key_is(k, STATS[j])) continue;
                 if (c == 't' || c == 'f') { r->stats[j] = c == 't'; r->has = 1; }
                 else if (c == '-' || c == 'N' || c == 'I' || (c >= '0' && c <= '9')) {
-                    if (number(S, &r->stats[j], NULL, NULL, NULL) < 0) return -1;
+                    if (number(S, &r->stats[j], NULL, NULL) < 0) return -1;
                     r->has = 1;
                 } else if (c == '"') return fail(S);  /* a statistic as text: Python's float() decides */
                 /* null, a list or an object: not recorded */
@@ -500,6 +515,77 @@ static int call_entry(Scan *S, Py_ssize_t call)
     return 0;
 }
 
+static size_t hash_span(Span k)
+{
+    size_t h = 1469598103934665603ULL;  /* FNV-1a */
+    for (Py_ssize_t i = 0; i < k.n; i++) { h ^= (unsigned char)k.s[i]; h *= 1099511628211ULL; }
+    return h;
+}
+
+static int same_span(Span a, Span b) { return a.n == b.n && memcmp(a.s, b.s, (size_t)a.n) == 0; }
+
+/* Call S->ncalls (just read) among the names seen: its distinct id in S->uid, S->twice when seen before. */
+static int note_call(Scan *S)
+{
+    Py_ssize_t k = S->ncalls;
+    if (grow((void **)&S->uid, &S->capuid, k + 1, sizeof(Py_ssize_t), S) < 0) return -1;
+    if (2 * (S->ndistinct + 1) > S->captable) {  /* rehash into a table twice the size */
+        Py_ssize_t cap = S->captable ? S->captable * 2 : 1024;
+        Py_ssize_t *table = calloc((size_t)cap, sizeof(Py_ssize_t));
+        if (!table) { S->oom = 1; return fail(S); }
+        for (Py_ssize_t u = 0; u < S->ndistinct; u++) {
+            size_t i = hash_span(S->calls[S->first[u]]) & (size_t)(cap - 1);
+            while (table[i]) i = (i + 1) & (size_t)(cap - 1);
+            table[i] = u + 1;
+        }
+        free(S->table);
+        S->table = table; S->captable = cap;
+    }
+    Span name = S->calls[k];
+    size_t i = hash_span(name) & (size_t)(S->captable - 1);
+    while (S->table[i]) {
+        Py_ssize_t u = S->table[i] - 1;
+        if (same_span(S->calls[S->first[u]], name)) {
+            S->uid[k] = u; S->last[u] = k; S->twice = 1;
+            return 0;
+        }
+        i = (i + 1) & (size_t)(S->captable - 1);
+    }
+    Py_ssize_t u = S->ndistinct;
+    if (grow((void **)&S->first, &S->capfirst, u + 1, sizeof(Py_ssize_t), S) < 0 ||
+        grow((void **)&S->last, &S->caplast, u + 1, sizeof(Py_ssize_t), S) < 0) return -1;
+    S->first[u] = S->last[u] = k; S->uid[k] = u; S->ndistinct++;
+    S->table[i] = u + 1;
+    return 0;
+}
+
+/* A name standing twice: one call per name where it first stands, with the rows of its last
+ * occurrence (as a dict built from the pairs in order holds it). */
+static int dedupe(Scan *S)
+{
+    Py_ssize_t nd = S->ndistinct, kept = 0;
+    Py_ssize_t *start = calloc((size_t)nd + 1, sizeof(Py_ssize_t));
+    Span *calls = malloc(sizeof(Span) * (size_t)(nd ? nd : 1));
+    if (!start || !calls) { free(start); free(calls); S->oom = 1; return fail(S); }
+    for (Py_ssize_t r = 0; r < S->nrows; r++) {
+        Py_ssize_t u = S->uid[S->rows[r].call];
+        if (S->last[u] == S->rows[r].call) { start[u + 1]++; kept++; }
+    }
+    for (Py_ssize_t u = 0; u < nd; u++) { start[u + 1] += start[u]; calls[u] = S->calls[S->first[u]]; }
+    Row *rows = malloc(sizeof(Row) * (size_t)(kept ? kept : 1));
+    if (!rows) { free(start); free(calls); S->oom = 1; return fail(S); }
+    for (Py_ssize_t r = 0; r < S->nrows; r++) {  /* an occurrence's rows are in order: they stay so */
+        Py_ssize_t u = S->uid[S->rows[r].call];
+        if (S->last[u] != S->rows[r].call) continue;
+        rows[start[u]] = S->rows[r];
+        rows[start[u]++].call = u;
+    }
+    free(start);
+    free(S->rows); S->rows = rows; S->nrows = S->caprows = kept;
+    free(S->calls); S->calls = calls; S->ncalls = S->capcalls = nd;
+    return 0;
+}
+
 static int document(Scan *S)
 {
     Member *top = level(S, 0);
@@ -520,9 +606,10 @@ static int document(Scan *S)
         if (string(S, &name, &escaped) < 0 || escaped || !eat(S, ':')) return fail(S);
         if (grow((void **)&S->calls, &S->capcalls, S->ncalls + 1, sizeof(Span), S) < 0) return -1;
         S->calls[S->ncalls] = name;
-        if (call_entry(S, S->ncalls++) < 0) return -1;
+        if (note_call(S) < 0 || call_entry(S, S->ncalls++) < 0) return -1;
     } while (eat(S, ','));
-    return eat(S, '}') ? 0 : fail(S);
+    if (!eat(S, '}')) return fail(S);
+    return S->twice ? dedupe(S) : 0;
 }
 
 /* ---- Python objects, with the GIL ------------------------------------------------------------ */
@@ -620,7 +707,8 @@ static PyObject *scan(PyObject *self, PyObject *args)
     else out = results(S);
     Py_DECREF(data);
     for (int d = 0; d < MAX_DEPTH + 2; d++) free(S->levels[d]);
-    free(S->rows); free(S->calls); free(S->arena); free(S);
+    free(S->rows); free(S->calls); free(S->arena);
+    free(S->table); free(S->uid); free(S->first); free(S->last); free(S);
     return out;
 }
 

@@ -26,11 +26,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from accuscope.engine.sources.ascend import format_name, stored_tensor
+from accuscope.engine.sources.inputfile import walk
 from accuscope.engine.sources.tensor import INPUT, OUTPUT, Payload, Problem, SourceError, Tensor
 
 KIND = "atb"
 HEADER_LIMIT = 8192
-SNIFF_FOLDERS = 2000  # folders a folder sniff looks through before saying no
+SNIFF_FOLDERS = 2000  # folders a folder sniff looks through before saying no (inputfile.walk bounds the depth)
 END = b"$End=1\n"
 WHEN = ("after", "before")
 DTYPES: dict[int, tuple[np.dtype, str]] = {
@@ -75,7 +76,7 @@ def sniff(path: str) -> bool:
     """An ATB tensor .bin (header starting with `$Version`), or a folder holding one."""
     try:
         if os.path.isdir(path):
-            for seen, (root, dirs, files) in enumerate(os.walk(path)):
+            for seen, (root, dirs, files) in enumerate(walk(path)):
                 dirs.sort(key=_natural)
                 hit = next((f for f in sorted(files) if _TENSOR_FILE.fullmatch(f)), None)
                 if hit or seen >= SNIFF_FOLDERS:
@@ -142,7 +143,7 @@ def rounds(path: str) -> list[str]:
     """Round folders (`{device}_{pid}/{round}`: a numeric name over `{id}_{Layer}` folders) under
     `path`, relative to it ("." when `path` is one), in natural order."""
     found = []
-    for root, dirs, _files in os.walk(path):
+    for root, dirs, _files in walk(path):
         dirs.sort(key=_natural)
         if os.path.basename(root) in WHEN:
             dirs[:] = []
@@ -175,7 +176,7 @@ def read(path: str, *, round: str | None = None, when: str = "after", **_options
     else:
         chosen = path
     entries: list[tuple[tuple, Tensor]] = []
-    for folder, _dirs, files in os.walk(chosen):
+    for folder, _dirs, files in walk(chosen):
         if os.path.basename(folder) != when:
             continue
         ops = _level(folder, chosen)[:-1]

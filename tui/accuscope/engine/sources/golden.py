@@ -21,7 +21,7 @@ from typing import IO
 import numpy as np
 
 from accuscope.engine.sources import polygraphy
-from accuscope.engine.sources.inputfile import not_regular, require_regular
+from accuscope.engine.sources.inputfile import not_regular, require_regular, walk
 from accuscope.engine.sources.names import parse_golden_name, read_mapping_csv
 from accuscope.engine.sources.tensor import OUTPUT, Payload, Problem, SourceError, Tensor, read_payload, sanitize
 
@@ -325,7 +325,7 @@ def _load_npy(path: str) -> np.ndarray:
 def _why_no_npy(folder: str) -> str:
     """Explain an npy-less folder; point at subfolders that do hold npy files (they are not scanned)."""
     found: list[str] = []
-    for root, _dirs, names in os.walk(folder):
+    for root, _dirs, names in walk(folder):
         if root != folder and any(n.lower().endswith(".npy") for n in names):
             found.append(os.path.relpath(root, folder))
             if len(found) == 3:

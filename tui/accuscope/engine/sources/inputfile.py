@@ -1,10 +1,14 @@
 """First contact with a file named by the user or found in a dump folder: regular files only.
 
 A FIFO or device named like a dump would block a reader forever, and a symlink loop named
-`x.npy` fails only when opened: both are found here with `os.stat`, which never blocks.
+`x.npy` fails only when opened: both are found here with `os.stat`, which never blocks. The
+structure inside is bounded here too: JSON text nested past the interpreter's stack (`json_loads`)
+and folder trees nested past any dump layout (`walk`) are errors a reader reports, never a
+RecursionError.
 """
 from __future__ import annotations
 
+import json
 import os
 import stat
 
@@ -32,3 +36,42 @@ def require_regular(path: str) -> None:
     why = not_regular(path)
     if why:
         raise SourceError(f"{path}: {why.removesuffix('; skipped')}")
+
+
+def json_loads(text: str | bytes):
+    """json.loads whose every failure is a ValueError: text that is not JSON (json.JSONDecodeError),
+    an integer past Python's digit limit, bad UTF-8 (UnicodeDecodeError), and nesting deeper than
+    the interpreter's stack allows (json raises RecursionError: a document nested a few thousand
+    deep is a few kilobytes)."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError("nested too deeply to read") from None
+
+
+WALK_DEPTH = 64  # folder levels `walk` goes below its top: dump layouts use a dozen at most
+
+
+def walk(top: str | os.PathLike, max_depth: int = WALK_DEPTH):
+    """os.walk(top) top-down without following links, errors skipped, as a loop (os.walk recurses
+    once per level: a tree a thousand deep raises RecursionError) that does not go below
+    `max_depth` levels under `top` (the folders there are yielded with their names in `dirs`,
+    not entered). Like os.walk, pruning or reordering `dirs` steers the walk."""
+    stack = [(os.fspath(top), 0)]
+    while stack:
+        folder, depth = stack.pop()
+        dirs, files = [], []
+        try:
+            with os.scandir(folder) as it:
+                for entry in it:
+                    try:
+                        is_dir = entry.is_dir()
+                    except OSError:
+                        is_dir = False
+                    (dirs if is_dir else files).append(entry.name)
+        except OSError:
+            continue
+        yield folder, dirs, files
+        if depth < max_depth:
+            below = [os.path.join(folder, d) for d in dirs]
+            stack.extend((p, depth + 1) for p in reversed(below) if not os.path.islink(p))

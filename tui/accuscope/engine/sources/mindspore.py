@@ -23,6 +23,7 @@ import numpy as np
 
 from accuscope.engine.sources.ascend import stored_tensor
 from accuscope.engine.sources.golden import _npy_header
+from accuscope.engine.sources.inputfile import walk
 from accuscope.engine.sources.names import read_mapping_csv
 from accuscope.engine.sources.tensor import INPUT, OUTPUT, Payload, Problem, SourceError, Tensor
 
@@ -81,7 +82,7 @@ def sniff(path: str) -> bool:
 def steps(path: str) -> list[tuple[int | None, int | None, str]]:
     """(rank, step, folder) of every folder holding kernel npy files, ranks then steps in number order."""
     found = []
-    for root, dirs, files in os.walk(path):
+    for root, dirs, files in walk(path):
         dirs.sort()
         mapping = read_mapping_csv(root) if "mapping.csv" in files else {}
         if any(parse_kernel_name(mapping.get(f, f)) for f in files):

@@ -51,7 +51,7 @@ if os.environ.get("ACCUSCOPE_KERNEL") == "numpy":  # the compiled parts off (ben
 from accuscope.engine.graphs.graph import Graph, Node
 from accuscope.engine.sources import torchpickle
 from accuscope.engine.sources.golden import _load_npy, _npy_tensor
-from accuscope.engine.sources.inputfile import not_regular
+from accuscope.engine.sources.inputfile import json_loads, not_regular
 from accuscope.engine.sources.tensor import INPUT, OUTPUT, Problem, SourceError, Tensor
 
 KIND = "msprobe"
@@ -75,6 +75,7 @@ _SLOT_NAME = {"input_args": ".input", "input_kwargs": ".input", "parameters": ".
 _GRADS_CALL = re.compile(r".+\.parameters_grad(?:\.[0-9]+)?", re.S)
 OPTIMIZER = "optimizer"  # construct.json's parent of the calls an optimizer's step made (msprobe 26)
 DAMAGED = "a damaged tensor entry (its dtype or shape missing): the row has no dtype or shape from dump.json"
+_DIM_LIMIT = 1 << 63  # a dimension is an int64, as torch and numpy keep it
 DTYPE_NAMES = {"float": "float32", "half": "float16", "double": "float64", "long": "int64", "int": "int32"}
 
 
@@ -160,7 +161,12 @@ def read(path: str, *, step: str | int | None = None, rank: str | int | None = N
     parents = _construct(folder, problems)
     doc, why = _dump_json(folder)
     if doc is None:
-        problems.append(Problem(os.path.join(folder, DUMP_JSON), why))
+        source = os.path.join(folder, DUMP_JSON)
+        if os.path.exists(source):  # there, but unreadable: the tensor files' names say what they are
+            if not os.path.isdir(os.path.join(folder, DATA_DIR)):
+                raise SourceError(f"{source}: {why} (and no {DATA_DIR}/ to read tensors from)")
+            why += f"; tensors read from {DATA_DIR}/ file names, without statistics"
+        problems.append(Problem(source, why))
         return _from_file_names(folder, parents, problems), problems
     data = doc.get("data")
     if not isinstance(data, dict):
@@ -289,16 +295,18 @@ def _damaged(value: dict) -> bool:
 
 
 def _walk(value, slot: str, prefix: str = ""):
-    """(name suffix, tensor entry) of every tensor in an argument structure, in msprobe's order;
-    a damaged tensor entry (`_damaged`: `_entries` says so) is one too, its row kept."""
-    if isinstance(value, dict) and (("dtype" in value and "shape" in value) or _damaged(value)):
-        yield prefix, value
-    elif isinstance(value, (list, tuple)):
-        for i, v in enumerate(value):
-            yield from _walk(v, slot, prefix if slot == GRADS else f"{prefix}.{i}")
-    elif isinstance(value, dict) and "type" not in value:
-        for k, v in value.items():
-            yield from _walk(v, slot, f"{prefix}.{k}")
+    """(name suffix, tensor entry) of every tensor in an argument structure, in msprobe's order
+    (depth first; a loop, not recursion: a structure nested a thousand deep is valid JSON); a damaged
+    tensor entry (`_damaged`: `_entries` says so) is one too, its row kept."""
+    stack = [(prefix, value)]
+    while stack:
+        prefix, value = stack.pop()
+        if isinstance(value, dict) and (("dtype" in value and "shape" in value) or _damaged(value)):
+            yield prefix, value
+        elif isinstance(value, (list, tuple)):
+            stack += [(prefix if slot == GRADS else f"{prefix}.{i}", v) for i, v in enumerate(value)][::-1]
+        elif isinstance(value, dict) and "type" not in value:
+            stack += [(f"{prefix}.{k}", v) for k, v in value.items()][::-1]
 
 
 def _number(value) -> float | None:
@@ -309,8 +317,8 @@ def _number(value) -> float | None:
     if isinstance(value, (int, float)):
         try:
             return float(value)
-        except OverflowError:  # an integer past float's range: as the JSON number, infinite
-            return math.copysign(math.inf, value)
+        except OverflowError:  # an integer past float's range: infinite, as _dumpscan.c reads it
+            return math.inf if value > 0 else -math.inf
     if isinstance(value, str):
         try:
             return float(value)
@@ -321,7 +329,7 @@ def _number(value) -> float | None:
 
 def _shape(info: dict) -> tuple[int, ...]:
     shape = info.get("shape")
-    return tuple(shape) if isinstance(shape, list) and all(type(d) is int and d >= 0 for d in shape) else ()
+    return tuple(shape) if isinstance(shape, list) and all(type(d) is int and 0 <= d < _DIM_LIMIT for d in shape) else ()
 
 
 def _stats(info: dict) -> tuple | None:
@@ -405,9 +413,9 @@ def _parse(raw: bytes) -> tuple[dict | None, str]:
     except UnicodeDecodeError as exc:
         return None, f"cannot read: {exc}"
     except ValueError as exc:
-        return None, (f"cut short or not JSON ({exc}); tensors read from {DATA_DIR}/ file names, without statistics")
+        return None, f"cut short or not JSON ({exc})"
     except RecursionError:
-        return None, f"nested too deeply to read; tensors read from {DATA_DIR}/ file names, without statistics"
+        return None, "nested too deeply to read"
     if not isinstance(found, dict):
         return None, "not a JSON object"
     return found, ""
@@ -415,14 +423,29 @@ def _parse(raw: bytes) -> tuple[dict | None, str]:
 
 def _loads(raw: bytes):
     """JSON text as Python objects: orjson when installed (2x faster on a 100 MB dump.json), else, and
-    for what orjson refuses (NaN / Infinity as Python's json writes them, bad UTF-8), the json module
-    and its messages."""
+    for what orjson refuses (NaN / Infinity as Python's json writes them, bad UTF-8, numbers past
+    float's range, nesting deeper than 1,024), the json module and its messages. An integer past
+    Python's digit limit (4,300) is read as float() reads its digits (±inf), not refused: _dumpscan.c
+    reads every number that way."""
     if orjson is not None:
         try:
             return orjson.loads(raw)
         except orjson.JSONDecodeError:
             pass
-    return json.loads(raw.decode("utf-8"))
+    text = raw.decode("utf-8")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        raise
+    except ValueError:  # int() refused a number's digits
+        return json.loads(text, parse_int=_json_int)
+
+
+def _json_int(text: str) -> int | float:
+    try:
+        return int(text)
+    except ValueError:  # past sys.get_int_max_str_digits()
+        return float(text)
 
 
 def _construct(folder: str, problems: list[Problem]) -> dict[str, str]:
@@ -432,8 +455,8 @@ def _construct(folder: str, problems: list[Problem]) -> dict[str, str]:
         return {}
     try:
         with open(doc, encoding="utf-8") as fh:
-            found = json.load(fh)
-    except (OSError, ValueError) as exc:
+            found = json_loads(fh.read())
+    except (OSError, ValueError) as exc:  # not JSON, not UTF-8, nested too deeply
         problems.append(Problem(doc, f"unreadable, no module hierarchy ({exc})"))
         return {}
     if not isinstance(found, dict):
@@ -531,14 +554,18 @@ def graph(path: str, step: str | int | None = None, rank: str | int | None = Non
     order: list[str] = []
     placed: set[str] = set()
 
-    def place(call: str, seen: tuple[str, ...] = ()) -> None:
-        if call in placed or call in seen:  # a cycle in construct.json is not followed
-            return
-        parent = parents.get(call)
-        if parent:
-            place(parent, (*seen, call))
-        placed.add(call)
-        order.append(call)
+    def place(call: str) -> None:
+        """The call after its parent modules: the chain up to a placed one, outermost first (a loop:
+        construct.json may chain thousands deep; a cycle in it is not followed)."""
+        chain, seen = [], set()
+        while call not in placed and call not in seen:
+            chain.append(call)
+            seen.add(call)
+            call = parents.get(call, "")
+            if not call:
+                break
+        placed.update(chain)
+        order.extend(reversed(chain))
 
     for call in calls:
         if not grads_module(call) or call not in parents:
@@ -567,13 +594,13 @@ def graph(path: str, step: str | int | None = None, rank: str | int | None = Non
                     attrs={"depth": depth[call], **({"module": module} if module else {})})
         nodes.append(node)
     inside: list[Node] = []  # the module nodes holding the current one
-    for node in nodes:
+    for node in nodes:  # a module holds the nodes from its own to the one that takes it off the stack
         while inside and inside[-1].name != node.subgraph and depth[inside[-1].name] >= node.attrs["depth"]:
-            inside.pop()
-        for holder in inside:
-            holder.attrs["span"] = holder.attrs.get("span", 0) + 1
+            _close(inside.pop(), node.index)
         if "module" in node.attrs:
             inside.append(node)
+    for holder in inside:
+        _close(holder, len(nodes))
     return Graph(os.path.basename(os.path.normpath(path)), KIND, folder, nodes, [], [],
                  notes=[str(p) for p in problems])
 
@@ -607,6 +634,12 @@ def _grads_parents(calls, parents: dict[str, str]) -> None:
         parents[call] = backward if backward in calls else first.get(module, "")
         if not parents[call]:
             del parents[call]
+
+
+def _close(module: Node, end: int) -> None:
+    """A module node's span: the nodes after it up to `end` (the first one it does not hold)."""
+    if end - module.index > 1:
+        module.attrs["span"] = end - module.index - 1
 
 
 def _call_tensors(folder: str) -> dict[str, list[tuple[str, str, tuple[int, ...]]]]:
@@ -645,7 +678,7 @@ def stacks(path: str, step: str | int | None = None, rank: str | int | None = No
         return {}, f"{doc}: {why}"
     try:
         with open(doc, encoding="utf-8") as fh:
-            found = json.load(fh)
+            found = json_loads(fh.read())
     except (OSError, UnicodeDecodeError) as exc:
         return {}, f"{doc}: cannot read: {exc}"
     except ValueError as exc:

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, field
 
 from accuscope.engine.sources.ascend import DumpFile, read_dump_file
-from accuscope.engine.sources.inputfile import not_regular
+from accuscope.engine.sources.inputfile import not_regular, walk
 from accuscope.engine.sources.names import parse_dump_name, read_mapping_csv
 from accuscope.engine.sources.tensor import Problem, SourceError, Tensor, sanitize
 
@@ -46,7 +46,7 @@ class NpuDump:
 def find_runs(root: str) -> list[str]:
     """Folders under `root` holding dump files, preferred first (newest dump time, then path order)."""
     runs = []
-    for folder, dirs, files in os.walk(root):
+    for folder, dirs, files in walk(root):
         dirs.sort()
         mapping = read_mapping_csv(folder) if "mapping.csv" in files else {}
         if any(parse_dump_name(mapping.get(f, f)) for f in files):

@@ -18,7 +18,6 @@ for Ascend dumps, dumped ops); `Side` gives every one of them the same face:
 """
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable
 from dataclasses import replace
@@ -27,11 +26,14 @@ from functools import cached_property
 from accuscope.engine.graphs.graph import Graph
 from accuscope.engine.sources.ascend import DumpFile
 from accuscope.engine.sources.golden import GoldenDump
+from accuscope.engine.sources.inputfile import json_loads
 from accuscope.engine.sources.npudump import NpuDump
 from accuscope.engine.sources.tensor import INPUT, OUTPUT, Problem, Tensor, sanitize
 
 OWN_MODEL = "model.onnx"  # `accuscope dump` leaves the model it ran beside its npy files
 DUMP_JSON = "dump.json"  # and what it ran and skipped
+OWN_DUMP_JSON = {"msprobe"}  # formats whose dump.json is their data, read by their reader
+UNREACHABLE_LIMIT = 16 << 20  # bytes of that dump.json read: `accuscope dump` writes a few KB
 
 
 class Side:
@@ -116,15 +118,22 @@ class Side:
     @cached_property
     def unreachable(self) -> list[tuple[str, str]]:
         """(tensor, why) of tensors the run that wrote this side could not fetch (an `accuscope dump`
-        folder lists those inside If/Loop bodies in its dump.json): absent, but not by mistake."""
+        folder lists those inside If/Loop bodies in its dump.json): absent, but not by mistake. A
+        dump.json that is the format's own data (msprobe's: up to 100 MB, parsed by its reader) is
+        not read again: it lists no such tensors."""
+        if self.kind in OWN_DUMP_JSON:
+            return []
         doc = os.path.join(self.path, DUMP_JSON) if os.path.isdir(self.path) else None
         if doc is None or not os.path.isfile(doc):
             return []
         try:
+            if os.path.getsize(doc) > UNREACHABLE_LIMIT:
+                return []
             with open(doc, encoding="utf-8") as fh:
-                skipped = json.load(fh).get("skipped")
-        except (OSError, ValueError, AttributeError):
+                found = json_loads(fh.read())
+        except (OSError, ValueError):  # not JSON, nested too deeply: nothing known to be unreachable
             return []
+        skipped = found.get("skipped") if isinstance(found, dict) else None
         if not isinstance(skipped, list):
             return []
         return [(str(e.get("tensor")), str(e.get("reason"))) for e in skipped

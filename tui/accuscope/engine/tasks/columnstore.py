@@ -27,6 +27,7 @@ import numpy as np
 
 from accuscope.engine.compare.results import DEFAULT_OF, DEFAULTS, KIND, ResultTable
 from accuscope.engine.compare.textcodes import TextCodes
+from accuscope.engine.sources.inputfile import json_loads
 from accuscope.engine.sources.outputfile import not_a_link
 
 COLUMNS_DIR = "columns"
@@ -263,7 +264,7 @@ def read_columns(folder: str | os.PathLike) -> ResultTable:
     """The table of TASK/columns, paged (nothing read but offsets); ValueError when its files do not
     hold what meta.json claims."""
     base = Path(folder) / COLUMNS_DIR
-    meta = json.loads((base / "meta.json").read_text(encoding="utf-8"))
+    meta = json_loads((base / "meta.json").read_text(encoding="utf-8"))
     if not isinstance(meta, dict) or meta.get("format") != _FORMAT:
         raise ValueError(f"{base / 'meta.json'}: not a column store of format {_FORMAT}")
     n, custom = meta["rows"], list(meta["custom"])

@@ -29,6 +29,7 @@ from accuscope.engine.compare.cluster import DaskCluster, LocalPool
 from accuscope.engine.compare.multirank import LOST, RankResult
 from accuscope.engine.compare.results import ResultTable
 from accuscope.engine.sources import ranks as rank_mod
+from accuscope.engine.sources.inputfile import json_loads
 from accuscope.engine.sources.outputfile import atomic_path, not_a_link
 from accuscope.engine.sources.tensor import SourceError
 from accuscope.engine.tasks.columnstore import COLUMNS_DIR, read_columns, write_columns
@@ -172,7 +173,7 @@ def run_ranks(spec: engine.CompareSpec, folder: str | os.PathLike, cluster: str 
 
 def _previous(folder: Path) -> dict:
     try:
-        doc = json.loads((folder / "task.json").read_text(encoding="utf-8"))
+        doc = json_loads((folder / "task.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
     found = doc.get("ranks") if isinstance(doc, dict) else None

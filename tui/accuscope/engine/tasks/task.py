@@ -51,6 +51,7 @@ from accuscope.engine.compare.comparison import CompareSpec, _relative, recorded
 from accuscope.engine.compare.lifetime import pid_alive
 from accuscope.engine.compare.results import KIND, ResultTable
 from accuscope.engine.compare.thresholds import Thresholds
+from accuscope.engine.sources.inputfile import json_loads, walk
 from accuscope.engine.sources.names import printable
 from accuscope.engine.sources.outputfile import atomic_file, fresh_file
 from accuscope.engine.sources.tensor import SourceError
@@ -75,6 +76,7 @@ _NPZ_FORMAT = 1
 EXPORTS_DIR, RETEST_DIR = "exports", "retest"  # TASK/exports/{start}--{end}/retest is a task too
 DUMPS_DIR = "dumps"  # TASK/dumps/{time}/{golden,npu}: what `accuscope run` dumped for the task
 _MAX_DEPTH = 4  # how deep list_tasks looks under the root (msit: out/{time}/{shape}/result.csv)
+_DUMP_JSON_LIMIT = 16 << 20  # an `accuscope dump` folder's dump.json (a few KB), not msprobe's (100 MB of data)
 
 
 @dataclass(frozen=True)
@@ -421,7 +423,7 @@ def _read_npz(path: Path) -> tuple[ResultTable, dict]:
     """The table and the file's own description; ValueError when its claims do not hold (checked
     before anything of the claimed size is allocated)."""
     with np.load(path, allow_pickle=False) as z:
-        meta = json.loads(z["meta"].tobytes().decode("utf-8"))
+        meta = json_loads(z["meta"].tobytes().decode("utf-8"))
         if not isinstance(meta, dict) or meta.get("format") != _NPZ_FORMAT:
             raise ValueError(f"format {meta.get('format') if isinstance(meta, dict) else None} is not {_NPZ_FORMAT}")
         n, layout, custom = meta.get("rows"), meta.get("columns"), meta.get("custom")
@@ -514,8 +516,8 @@ def read_json_object(path: Path, missing: str) -> dict:
     if not path.is_file():
         raise SourceError(missing)
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        doc = json_loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:  # not JSON, not UTF-8, nested too deeply, an integer of 5,000 digits
         raise SourceError(f"{path}: unreadable: {e}") from None
     if not isinstance(doc, dict):
         raise SourceError(f"{path}: expected a JSON object, found {type(doc).__name__}")
@@ -542,7 +544,7 @@ def _framework_model(folder: Path, meta: dict) -> tuple[Path | None, str]:
     if golden is not None:
         gdir = golden if golden.is_dir() else golden.parent
         candidates.append((str(gdir / "model.onnx"), "the golden dump's model copy"))
-        named = _read_json(gdir / "dump.json", {}).get("model")
+        named = _read_json(gdir / "dump.json", {}, limit=_DUMP_JSON_LIMIT).get("model")
         if isinstance(named, str):
             candidates.append((named if Path(named).is_absolute() else str(gdir / named),
                                "the golden dump's dump.json"))
@@ -717,13 +719,17 @@ def _result_csv(folder: Path, doc: dict) -> Path | None:
     return found[-1] if found else None
 
 
-def _read_json(path: Path, default):
+def _read_json(path: Path, default, limit: int | None = None):
+    """The JSON object in `path`; `default` when it is missing, not an object, unreadable, or over
+    `limit` bytes."""
     if not path.is_file():  # missing, or a named pipe that would block
         return default
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        if limit is not None and path.stat().st_size > limit:
+            return default
+        doc = json_loads(path.read_text(encoding="utf-8"))
         return doc if isinstance(doc, dict) else default
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+    except (OSError, ValueError):
         return default
 
 
@@ -747,7 +753,7 @@ def list_tasks(root: str | os.PathLike) -> list[TaskSummary]:
 
 
 def _walk(root: Path):
-    for folder, dirs, files in os.walk(root):
+    for folder, dirs, files in walk(root, _MAX_DEPTH):
         folder = Path(folder)
         depth = len(folder.relative_to(root).parts)
         dirs[:] = sorted(d for d in dirs if not d.startswith(".")) if depth < _MAX_DEPTH else []
