@@ -263,8 +263,11 @@ class _Mapper:
         if t.io == OUTPUT:
             g = self._golden_output(df.op_name, t.index)
         else:
-            g = self.golden.find(df.op_name, INPUT, t.index) or self._golden_of_graph_input(df.op_name, t.index) \
-                or self._through_converter(df.op_name, t.index)
+            g = self.golden.find(df.op_name, INPUT, t.index) or self._golden_of_graph_input(df.op_name, t.index)
+            if g is None:
+                g = self._through_converter(df.op_name, t.index)
+                if g is not None:  # the producer's output, named by the candidate's own model
+                    return Pair(t, g, df, g.op, "tensor")
         if g is not None:
             return Pair(t, g, df, df.op_name, "name")
         g = self._by_user_map(df, t)

@@ -355,6 +355,10 @@ def _tensor(folder: str, call: str, io: str, index: int, name: str, info: dict, 
                   checksum=str(info.get("md5") or ""))
     data_name = info.get("data_name")
     doc = os.path.join(folder, DUMP_JSON)
+    if not stats_only and "data_name" in info and not (isinstance(data_name, str) and data_name):
+        message = f"data_name is {'empty' if data_name == '' else 'a ' + type(data_name).__name__}, not a file name"
+        problems.append(Problem(doc, f"{name}: {message}"))
+        return Tensor(dtype=None, shape=shape, source=doc, problem=message, **fields)
     if stats_only or not isinstance(data_name, str) or not data_name:
         return Tensor(dtype=None, shape=shape, source=doc, dtype_name=dtype_name(str(info.get("dtype", ""))),
                       problem=DAMAGED if _damaged(info) else "", **fields)
