@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import time
 from pathlib import Path
 
 import numpy as np
@@ -130,16 +129,14 @@ def test_the_mlir_files_load_as_models():
 def test_lowerings_casts_are_the_converters_own_and_the_tolerance_judges_as_npz_tool():
     told = npz_tool("cls_bm1684x_f16_tpu_outputs.npz", "cls_top_outputs.npz")
     assert told["verdict"] == "PASSED" and told["failed"] == 0
-    start = time.perf_counter()
     p, table, summary = run(HERE / "cls_bm1684x_f16_tpu_outputs.npz", HERE / "cls_top_outputs.npz",
-                            tolerance(0.99, 0.90))
-    seconds = time.perf_counter() - start
+                            tolerance(0.99, 0.90))  # its time: benchmarks/bench_tpumlir.py
     casts = [pair for pair in p.pairs if pair.op.op_type == "tpu.Cast"]
     assert len(casts) == 40 and all(c.ground_truth == DEVICE_ONLY and "inserted by the conversion" in c.reason
                                     for c in casts)
     assert not [pair for pair in p.pairs if pair.golden is None and pair.ground_truth != DEVICE_ONLY]
     assert summary.failing == 0  # mean_rel > 1 on a SIMILAR row is not tpu-mlir's judging
-    assert len(p.npu.tensors) == 150 and seconds < 1.5, seconds
+    assert len(p.npu.tensors) == 150
     msit = run(HERE / "cls_bm1684x_f16_tpu_outputs.npz", HERE / "cls_top_outputs.npz", Thresholds())[2]
     assert msit.failing >= 1 and not msit.judged  # msit's thresholds do fail it: only --tolerance changes that
     p, _, summary = run(HERE / "cls_bm1684x_f16_tpu_outputs.npz", HERE / "cls_top_outputs.npz", tolerance(0.99, 0.90),
