@@ -65,7 +65,7 @@ class OpResults:
         self.table, self.thresholds = table, thresholds
         cols = table.columns
         n = len(table)
-        state = thresholds.evaluate(table)
+        state = self.state = thresholds.evaluate(table)
         self.fail, self.exempt, self.invalid, self.nonfinite = state.fail, state.exempt, state.not_compared, \
             state.nonfinite
         keys = table.metric_keys
@@ -205,12 +205,11 @@ class OpResults:
         """The worst value of the main metric; for a failing op, of the first threshold it breaks."""
         key, values, toward = self.metric, self.values[rows], 0
         if state == "fail":
-            for t in self.thresholds.items:
-                if t.key not in self.table.columns:
+            for t in self.thresholds.items:  # the first threshold the judgement says a row of the op breaks
+                if t.key not in self.table.columns or t.key not in self.state.broken:
                     continue
-                numbers = self.table.numbers(t.key)[rows]
-                if t.broken(numbers).any():
-                    key, values, toward = t.key, numbers, (-1 if t.op == "<" else 1)
+                if self.state.broken[t.key][rows].any():
+                    key, values, toward = t.key, self.table.numbers(t.key)[rows], (-1 if t.op == "<" else 1)
                     break
             else:
                 if any(self.nonfinite[r] for r in rows):

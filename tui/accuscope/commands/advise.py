@@ -10,7 +10,7 @@ from ..engine.diagnose.advice import Advice, evidence_text
 from ..engine.diagnose.advisor import advise
 from ..engine.tasks.task import load_task
 from ..exitcode import ExitCode
-from .common import first_failing_json, out, show, with_status
+from .common import first_failing_json, judgement_json, out, show, with_status
 
 MARKS = {"error": "[bold red]✗ error  [/]", "warning": "[yellow]! warning[/]", "info": "[cyan]i info   [/]"}
 
@@ -44,8 +44,9 @@ def advice_json(advice: Advice) -> dict:
     """What `advise --json` prints: advice.json's content, plus the keys compare --json has for the same
     things (verdict, rows, failing, first_failing, coverage), so a script reads either the same way."""
     task = load_task(advice.folder)
-    s = summarize(task.table, task.thresholds)
+    s = summarize(task.table, task.thresholds, task.step)
     return {**advice.to_dict(), "verdict": None if advice.primary is None else advice.primary.to_dict(),
+            "judgement": judgement_json(task.table, s),
             "rows": s.rows, "failing": s.failing, "first_failing": first_failing_json(task.table, s),
             "coverage": task.meta.get("coverage")}
 

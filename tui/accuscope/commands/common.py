@@ -112,6 +112,16 @@ def first_failing_json(table, summary) -> dict | None:
             "tensor": printable(str(first["tensor"])), "broken": summary.broken}
 
 
+def judgement_json(table, summary) -> dict:
+    """The verdict of the judgement (engine/compare/judgement.py) as every JSON output gives it: the
+    same answer as advise's verdict, the task screen, the browser and the report."""
+    from ..engine.sources.names import printable
+    v = summary.verdict
+    worst = None if v.worst is None else printable(str(table.columns["tensor"][v.worst]))
+    return {"outcome": v.outcome, "scope": v.scope, "judged": len(v.judged), "failing": len(v.failing),
+            "worst": worst, **({"why": v.why} if v.why else {})}
+
+
 def with_status(label: str, work):
     """`work(progress)` under a status line that shows the engine's Progress (stage, done/total)."""
     status = err.status(label)

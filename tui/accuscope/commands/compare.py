@@ -21,7 +21,7 @@ from ..engine.sources.tensor import SourceError
 from ..engine.tasks.rankrun import run_ranks
 from ..engine.tasks.taskrun import run_task
 from ..exitcode import ExitCode
-from .common import add_inputs, add_source_options, err, first_failing_json, out, show
+from .common import add_inputs, add_source_options, err, first_failing_json, judgement_json, out, show
 
 
 def register(p) -> None:
@@ -145,7 +145,7 @@ def compare_and_report(spec: engine.CompareSpec, args) -> int:
     if table is None:
         say("\ncancelled: the previous result in the task folder, if any, is untouched")
         return ExitCode.INTERRUPTED
-    summary = summarize(table, spec.thresholds)
+    summary = summarize(table, spec.thresholds, plan.coverage.step)
     say(f"rows {len(table):,} · failing {summary.failing:,} · not compared {summary.not_compared:,} · "
               f"problems {len(plan.problems)} · open {show(args.out)}")
     if summary.judged:
@@ -217,7 +217,7 @@ def result_json(folder, plan, summary, table, advice) -> dict:
     """What `compare --json` prints: stable keys for scripts (documented in the README)."""
     return {"task": str(folder), "sides": {"npu": plan.npu.kind, "golden": plan.golden.kind},
             "rows": summary.rows, "failing": summary.failing, "not_compared": summary.not_compared,
-            "first_failing": first_failing_json(table, summary),
+            "first_failing": first_failing_json(table, summary), "judgement": judgement_json(table, summary),
             "coverage": plan.coverage.to_meta(), "problems": [str(p) for p in plan.problems],
             **_advice_json(advice)}
 
@@ -261,11 +261,13 @@ def compare_ranks_and_report(spec: engine.CompareSpec, args) -> int:
             "(finished ranks are kept)", soft_wrap=True)
     advice = _advise_if_asked(args)
     if args.json:
-        summary = summarize(run.table, spec.thresholds) if run.table is not None else None
         sides = next((r["sides"] for r in done if r.get("sides")), {})
+        summary = summarize(run.table, spec.thresholds, sides.get("npu") == "msprobe") \
+            if run.table is not None else None
         sys.stdout.write(json.dumps({
             "task": str(args.out), "sides": sides, "rows": run.rows, "failing": run.failing,
             "first_failing": first_failing_json(run.table, summary) if summary is not None else None,
+            "judgement": judgement_json(run.table, summary) if summary is not None else None,
             "lost": run.lost, "resumed": run.resumed, "problems": run.problems, "ranks": run.results,
             **_advice_json(advice)},
             indent=1, ensure_ascii=False) + "\n")

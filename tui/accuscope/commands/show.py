@@ -17,7 +17,7 @@ from ..engine.sources.tensor import SourceError
 from ..engine.tasks.csvio import formula_cells, write_rows
 from ..engine.tasks.task import coverage_warnings, load_task, unwritable
 from ..exitcode import ExitCode
-from .common import err, first_failing_json, out, show
+from .common import err, first_failing_json, judgement_json, out, show
 
 DEFAULT_COLUMNS = ("index", "npu_op", "type", "tensor", "golden_op", *BRIEF, "fail", "reason")
 # a comparison of recorded statistics (msprobe statistics / md5 dumps, --stats-only) has no cos ...
@@ -65,7 +65,7 @@ def run(args) -> int:
     unknown = [c for c in columns if c not in table.columns]
     if unknown:
         raise SourceError(f"--columns: no column {', '.join(unknown)} in {args.task}; columns: {', '.join(known)}")
-    s = summarize(table, task.thresholds)
+    s = summarize(table, task.thresholds, task.step)
     rows = np.flatnonzero(task.thresholds.evaluate(table).fail) if args.failing else np.arange(len(table))
     warnings = coverage_warnings(task.meta)
     if args.format == "xlsx":
@@ -80,6 +80,7 @@ def run(args) -> int:
     if args.format == "json":
         doc = {"task": str(task.folder), "state": task.info.state, "rows": s.rows,
                "failing": s.failing, "not_compared": s.not_compared, "first_failing": first_failing_json(table, s),
+               "judgement": judgement_json(table, s),
                "coverage": task.meta.get("coverage"), "warnings": warnings, "columns": columns, "data": data}
         stacks, why = task.call_stacks()
         calls = dict.fromkeys(str(op) for op in table.columns["npu_op"][rows]) if stacks else {}

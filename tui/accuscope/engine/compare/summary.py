@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from accuscope.engine.compare.judgement import Verdict, verdict
 from accuscope.engine.compare.results import ResultTable
 from accuscope.engine.compare.thresholds import Thresholds
 
@@ -22,6 +23,7 @@ class Summary:
     broken: list[str]  # thresholds that row breaks, e.g. "cos 0.912 < 0.99"; none turned off
     first_text: str = ""  # "#12 Conv2D: cos 0.912 < 0.99, kl 0.02 > 0.005 · conv1", "" without one
     judged: str = ""  # how rows were judged when not by msit's thresholds (tpu-mlir's --tolerance)
+    verdict: Verdict | None = None  # on the network outputs, or a step's calls (judgement.verdict)
 
     def counts_text(self) -> str:
         """`3/120 rows fail` or `none of 120 rows breaks a threshold`."""
@@ -30,12 +32,13 @@ class Summary:
         return f"{self.failing:,}/{self.rows:,} rows fail"
 
 
-def summarize(table: ResultTable, thresholds: Thresholds) -> Summary:
-    """The account of `table` under `thresholds` (not its `fail` column, which may be from others)."""
+def summarize(table: ResultTable, thresholds: Thresholds, step: bool = False) -> Summary:
+    """The account of `table` under `thresholds` (not its `fail` column, which may be from others);
+    `step`: the table holds a training step's calls (msprobe), judged on all of them."""
     n = len(table)
     state = thresholds.evaluate(table)
     failing = np.flatnonzero(state.fail)
-    first = int(failing[np.argmin(table.columns["index"][failing])]) if len(failing) else None
+    first = state.first_failing
     broken = thresholds.broken_texts(table, first) if first is not None else []
     not_compared = int(state.not_compared.sum()) if table.metric_keys else 0
     nonfinite = int((table.columns["npu_nonfinite"] > 0).sum())
@@ -44,7 +47,8 @@ def summarize(table: ResultTable, thresholds: Thresholds) -> Summary:
         c = table.columns
         kind = c["type"][first] or c["npu_op"][first]  # an msprobe API call belongs to no module: its name
         text = f"#{c['index'][first]} {kind}: {', '.join(broken)} · {c['npu_op'][first]}"
-    return Summary(n, len(failing), not_compared, nonfinite, first, broken, text, judged_text(state, thresholds))
+    return Summary(n, len(failing), not_compared, nonfinite, first, broken, text, judged_text(state, thresholds),
+                   verdict(table, thresholds, step))
 
 
 def judged_text(state, thresholds: Thresholds) -> str:

@@ -23,31 +23,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from accuscope.engine.compare.columns import CSV_OF, LOWER_IS_WORSE, MSIT_DEFAULTS, THRESHOLD_KEYS, TPU_DEFAULTS
+from accuscope.engine.compare.judgement import RowState, exempt, judge
 from accuscope.engine.compare.results import ResultTable
 from accuscope.engine.compare.statistics import MAGNITUDE
-from accuscope.engine.graphs.optypes import EXEMPT_TYPES
 
-__all__ = ["LOWER_IS_WORSE", "MSIT_DEFAULTS", "THRESHOLD_KEYS", "TPU_DEFAULTS"]  # the metric table's, here too
-
-
-@dataclass(frozen=True, eq=False)
-class RowState:
-    """What the thresholds say about every row of a table: masks over all rows, decided once per
-    change of the table or the thresholds (Thresholds.evaluate). The op table, graph, summary, CSV
-    (through the fail column apply() writes), CLI and advisor read it; none decides it again."""
-
-    fail: np.ndarray  # breaks a threshold or the NaN/inf rule, and is not exempt
-    not_compared: np.ndarray  # has a reason and no metric value (unreadable, no golden, shapes differ)
-    exempt: np.ndarray  # never fails: layout-only ops, network inputs, device-only ops
-    nonfinite: np.ndarray  # the NPU tensor holds more NaN/inf than the golden one
-    broken: dict[str, np.ndarray]  # threshold key -> rows breaking it (exempt rows never do)
-    tpu_verdict: np.ndarray | None  # tpu-mlir's ladder per row; None without the column
-
-    def broken_keys(self, i: int) -> list[str]:
-        """Keys of the thresholds row i breaks, then npu_nonfinite for the NaN/inf rule."""
-        keys = [k for k, mask in self.broken.items() if mask[i]]
-        return keys + ["npu_nonfinite"] if self.nonfinite[i] and not self.exempt[i] and "npu_nonfinite" not in keys \
-            else keys
+# the metric table's, and the judgement's (which rows fail: judgement.py), here too
+__all__ = ["LOWER_IS_WORSE", "MSIT_DEFAULTS", "THRESHOLD_KEYS", "TPU_DEFAULTS", "RowState", "exempt"]
 
 
 @dataclass
@@ -131,31 +112,9 @@ class Thresholds:
 
     # ---- evaluation ---------------------------------------------------------------------------
     def evaluate(self, table: ResultTable) -> RowState:
-        """The table's RowState under these thresholds; built once per change of either."""
+        """The table's RowState under these thresholds (judgement.judge); built once per change of either."""
         key = ("rowstate", tuple((t.key, t.op, t.value) for t in self.items))
-        return table.derived(key, lambda: self._evaluate(table))
-
-    def _evaluate(self, table: ResultTable) -> RowState:
-        n = len(table)
-        free = ~exempt(table) if n else np.ones(0, dtype=bool)
-        broken = {t.key: t.broken(table.numbers(t.key)) & free for t in self.items}
-        verdict = self._tpu_verdicts(table) if "tpu_verdict" in table.present else None
-        if verdict is not None and self.ladder:
-            broken.update(self._ladder_broken(table, verdict, free))
-        broken.update({k: mask & free for k, mask in self._recorded(table).items()})
-        nonfinite = _nonfinite_broken(table)
-        fail = nonfinite & free
-        for mask in broken.values():
-            fail = fail | mask
-        keys = table.metric_keys
-        no_value = np.logical_and.reduce([np.isnan(table.columns[k]) for k in keys]) if keys and n \
-            else np.ones(n, dtype=bool)
-        reason = table.codes("reason")
-        state = RowState(fail, reason.where(reason.values != "") & no_value, ~free, nonfinite, broken, verdict)
-        for mask in (state.fail, state.not_compared, state.exempt, state.nonfinite, verdict, *broken.values()):
-            if mask is not None:
-                mask.flags.writeable = False  # read by all, changed by none
-        return state
+        return table.derived(key, lambda: judge(table, self))
 
     def apply(self, table: ResultTable) -> RowState:
         """Write the table's judged columns (fail, the tpu_verdict ladder) from evaluate(table): the
@@ -183,7 +142,7 @@ class Thresholds:
         """`0.99,0.90` as `--tolerance` takes it."""
         return ",".join(f"{v:g}" for v in self.tolerance())
 
-    def _ladder_broken(self, table: ResultTable, verdict: np.ndarray, free: np.ndarray) -> dict[str, np.ndarray]:
+    def ladder_broken(self, table: ResultTable, verdict: np.ndarray, free: np.ndarray) -> dict[str, np.ndarray]:
         """cos and euclid_sim as tpu-mlir judges them: only NOT_SIMILAR rows break them (each the
         one it is not strictly above, NaN included), EQUAL and CLOSE never."""
         not_similar = (verdict == "NOT_SIMILAR") & free
@@ -200,7 +159,7 @@ class Thresholds:
         return tuple(t.value if (t := self.get(k)) is not None else v  # type: ignore[return-value]
                      for k, v in TPU_DEFAULTS.items())
 
-    def _tpu_verdicts(self, table: ResultTable) -> np.ndarray:
+    def tpu_verdicts(self, table: ResultTable) -> np.ndarray:
         """tpu-mlir's ladder per row: EQUAL and CLOSE as the comparison found them, else SIMILAR
         when cos > COS and euclid_sim > EUCLID (strictly, as tpu-mlir; NaN is not similar), else
         NOT_SIMILAR; "" for rows without a comparison (no golden tensor, unreadable, shapes differ)."""
@@ -235,7 +194,7 @@ class Thresholds:
                 texts.append(f"{key} {table.numbers(key)[i]:.4g} {t.op} {t.value:g}")
         return texts
 
-    def _recorded(self, table: ResultTable) -> dict[str, np.ndarray]:
+    def recorded(self, table: ResultTable) -> dict[str, np.ndarray]:
         """msprobe's rules on rows compared by recorded statistics: stat_mag above 0.5 (its double-check
         rule; a stat_mag threshold replaces the 0.5), checksums that differ (md5 mode)."""
         found = {}
@@ -258,18 +217,6 @@ def recorded_text(table: ResultTable, key: str, i: int) -> str:
     if key == "stat_mag":
         return f"stat_mag {table.numbers(key)[i]:.4g} > {MAGNITUDE:g} (msprobe's double-check rule)"
     return f"CRC-32 {c['npu_md5'][i]} against {c['golden_md5'][i]} in golden"
-
-
-def _nonfinite_broken(table: ResultTable) -> np.ndarray:
-    """Rows whose NPU tensor has more NaN/inf than the golden one (counts of -1: unknown)."""
-    npu, golden = table.columns["npu_nonfinite"], table.columns["golden_nonfinite"]
-    return npu > np.maximum(golden, 0)
-
-
-def exempt(table: ResultTable) -> np.ndarray:
-    """Rows that are never flagged: layout-only ops, network inputs, device-only ops."""
-    types = table.codes("type")  # the distinct types checked, not every row's
-    return types.where(np.isin(types.values, sorted(EXEMPT_TYPES))) | table.columns["is_npu_only"]
 
 
 def default_op(key: str) -> str:

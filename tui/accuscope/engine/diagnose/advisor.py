@@ -34,6 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
+from accuscope.engine.compare import judgement
 from accuscope.engine.compare.columns import COMPUTED_FLOATS
 from accuscope.engine.compare.thresholds import RECORDED_KEYS, recorded_text
 from accuscope.engine.diagnose import firstdiff
@@ -90,8 +91,8 @@ class _Run:
         self.ops: dict[str, list[int]] = {}
         for i, op in enumerate(self.c["npu_op"].tolist()):
             self.ops.setdefault(op, []).append(i)
-        state = self.thresholds.evaluate(self.table)  # the rows as the op table and the CSV see them
-        self.fail, self.exempt, self.nonfinite = state.fail, state.exempt, state.nonfinite
+        self.state = self.thresholds.evaluate(self.table)  # the rows as the op table and the CSV see them
+        self.fail, self.exempt, self.nonfinite = self.state.fail, self.state.exempt, self.state.nonfinite
         t = self.thresholds.get("cos")
         self.cos_min = t.value if t is not None and t.op == "<" else 0.99
         t = self.thresholds.get("red")
@@ -354,38 +355,39 @@ def _verdict(run: _Run) -> Finding:
     if _is_msprobe(run):
         return _step_verdict(run)
     c = run.c
-    outputs = [int(r) for r in np.flatnonzero(c["is_output"] & ~c["is_npu_only"])]
-    measured = [r for r in outputs if any(not math.isnan(run.table.numbers(k)[r]) for k in run.table.metric_keys)
-                or run.nonfinite[r]]
-    if not measured:
-        why = ("no row is a network output (give the model, --model, so its outputs are known)" if not outputs else
-               f"the output rows were not compared ({c['tensor'][outputs[0]]}: {c['reason'][outputs[0]] or 'no value'})")
+    v = judgement.verdict(run.table, run.thresholds)
+    if v.outcome == "unknown":
         return _finding(run, "verdict", "warning", None, "verdict unknown: the network outputs were not compared",
-                        f"The model cannot be judged: {why}. No row below is a verdict on the model.",
-                        {"outputs": len(outputs)})
-    failing = [r for r in measured if run.fail[r]]
+                        f"The model cannot be judged: {v.why}. No row below is a verdict on the model.",
+                        {"outputs": v.outputs})
+    measured = list(v.judged)
     ev = {"outputs": len(measured), "output_cos": [c["cos"][r] for r in measured],
           "output_red": [c["red"][r] for r in measured]}
-    if failing:
+    if v.outcome == "fail":
         run.outcome = "fail"
-        r = min(failing, key=lambda i: (not run.nonfinite[i], -_badness(run, i)))
+        r = v.worst
         broken = _broken_text(run, r)
         return _finding(run, "verdict", "error", r, f"the model fails: output {broken.split(', ')[0]}",
-                        f"{len(failing)} of {len(measured)} network output(s) break the thresholds (worst: "
+                        f"{len(v.failing)} of {len(measured)} network output(s) break the thresholds (worst: "
                         f"{c['tensor'][r]} {broken}). The findings below say which op made the error, most "
                         "harmful first.", ev)
     run.outcome = "pass"
     worst = min(measured, key=lambda i: c["cos"][i] if not math.isnan(c["cos"][i]) else 2.0)
+    noisy = [r for r in measured if run.state.noisy[r]]
+    noise = ("" if not noisy else f" {c['tensor'][noisy[0]]} breaks only {_broken_text(run, noisy[0])}: a relative "
+             "error on values near zero (its relative euclidean distance passes), noise of the precision, not a "
+             "failure.")
     return _finding(run, "verdict", "info", None, f"the model passes: {len(measured)} network output(s) meet the "
                     f"thresholds (worst cos {_f4(c['cos'][worst])})",
-                    "Deviations of single ops below are local: they do not reach the outputs beyond the thresholds.", ev)
+                    "Deviations of single ops below are local: they do not reach the outputs beyond the thresholds."
+                    + noise, ev)
 
 
 def _step_verdict(run: _Run) -> Finding:
     """msprobe dumps hold the calls of a training or inference step, not a model whose outputs decide:
     a call that diverges need not reach the step's last call (a gradient, a rank's shard), so the step
     is judged on every tensor compared, and passes only when none fails."""
-    done = firstdiff.compared(run.table)
+    done = judgement.compared(run.table)
     compared = int(done.sum())
     skipped = run.n - compared
     if not compared:
@@ -441,12 +443,6 @@ def _in_light_of_verdict(run: _Run, findings: list[Finding]) -> list[Finding]:
     return out
 
 
-def _badness(run: _Run, r: int) -> float:
-    """How far a row is from agreeing: the larger of 1 - cos and the relative euclidean distance."""
-    cos, red = run.c["cos"][r], run.c["red"][r]
-    return max(0.0 if math.isnan(cos) else 1.0 - float(cos), 0.0 if math.isnan(red) else float(red))
-
-
 def _broken_text(run: _Run, r: int) -> str:
     parts = []
     for key in run.thresholds.broken(run.table, r):
@@ -496,7 +492,7 @@ def _drift(run: _Run, origins: list[OpOrigin]) -> list[Finding]:
         if max(run.reach.values()) >= CLIFF_SHARE * out_bad:
             return []
     effects = sorted((_effect(o, run) for o in origins if o.origin == "introduced" and o.method == "rerun"
-                      and not (o.broken and set(o.broken) <= MINOR)), reverse=True)
+                      and not (o.broken and set(o.broken) <= judgement.NOISY)), reverse=True)
     if not run.reach and effects and (len(effects) == 1 or effects[0] >= DOMINANT * effects[1]):
         return []  # one op made far more error by itself than any other: a cliff, said as introduced
     if not run.reach and effects and sum(e >= effects[0] / DOMINANT for e in effects) < MANY:
@@ -913,7 +909,6 @@ def _weak_origin(run: _Run, op: str, rerun_problem: str = "") -> OpOrigin:
                     prefix + f"output error {e_out:.3g}, close to its worst input's {e_in:.3g}", ev)
 
 
-MINOR = {"mean_rel"}  # breaking only these says little: relative error where golden values are near zero
 
 
 def _effect(o: OpOrigin, run: _Run | None = None) -> float:
@@ -947,12 +942,12 @@ def _introduced(run: _Run, origins: list[OpOrigin], net_inputs: list[int], findi
     c = run.c
     intro = [o for o in origins if o.origin == "introduced"]
     for o in intro:
-        if o.broken and set(o.broken) <= MINOR:
+        if o.broken and set(o.broken) <= judgement.NOISY:
             o.why += ("; it breaks only mean_rel, the mean relative error, which is large where golden values are "
                       "near zero: not a sign of a wrong op")
     # re-run evidence ranks by the error each op made; the weak method's output-versus-input errors
     # mostly measure amplification, so among those execution order stays
-    candidates = [o for o in intro if not (o.broken and set(o.broken) <= MINOR)]
+    candidates = [o for o in intro if not (o.broken and set(o.broken) <= judgement.NOISY)]
     ranked = sorted(candidates, key=lambda o: (o.method != "rerun", -_effect(o, run) if o.method == "rerun"
                                                else candidates.index(o)))
     _measure_reach(run, ranked)

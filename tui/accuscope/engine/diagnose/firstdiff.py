@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from accuscope.engine.compare.judgement import compared
 from accuscope.engine.compare.results import ResultTable
 
 
@@ -33,18 +34,6 @@ class Divergence:
 def where(label: str) -> str:
     """A group's label in words: "rank 2", "step 1 rank 2", or "" (the table holds one rank)."""
     return label if not label or label.startswith("step") else f"rank {label}"
-
-
-def compared(table: ResultTable) -> np.ndarray:
-    """Rows with a comparison result: a metric, a statistic or a checksum, not only a reason."""
-    c = table.columns
-    done = np.zeros(len(table), dtype=bool)
-    for key in table.metric_keys:
-        done |= ~np.isnan(table.numbers(key))
-    for key in ("npu_md5", "tpu_verdict"):
-        if key in table.present:
-            done |= c[key] != ""
-    return done
 
 
 def first_divergence(table: ResultTable, rows: np.ndarray | None = None,

@@ -15,8 +15,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from accuscope.engine.compare.judgement import NOISY
 from accuscope.engine.diagnose.advice import Advice, Progress, jsonable, load_advice
-from accuscope.engine.diagnose.advisor import MINOR, OpMeasure, advise
+from accuscope.engine.diagnose.advisor import OpMeasure, advise
 from accuscope.engine.sources.tensor import SourceError
 from accuscope.engine.tasks.task import Task, load_task
 
@@ -148,7 +149,7 @@ def rank(task: Task, advice: Advice) -> Ranking:
         reds = [float(r) for r in reds if isinstance(r, (int, float)) and not math.isnan(r)]
         r = RankedOp(o.op, row, str(c["type"][row]) if row is not None else "", chain, o.origin, o.method,
                      measure.effect(o), o.isolated_cos, max(reds) if reds else None, list(o.broken),
-                     bool(o.broken) and set(o.broken) <= MINOR, why=o.why)
+                     bool(o.broken) and set(o.broken) <= NOISY, why=o.why)
         alone = o.evidence.get("output_cos_alone")
         r.output_cos_alone = float(alone) if isinstance(alone, (int, float)) else None
         if r.origin == "introduced" and r.method == "rerun":

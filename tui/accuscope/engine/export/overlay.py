@@ -37,7 +37,7 @@ class Overlay:
     graph_id: str
     metric: str
     doc: dict  # what the JSON file holds
-    failing: int  # nodes coloured as failing
+    failing: int  # nodes whose ops fail (the task's judgement: judgement.py)
     missing: list[str] = field(default_factory=list)  # framework op names the model does not have
 
     @property
@@ -82,10 +82,11 @@ def overlay(task: Task, model: str | Path, metric: str = "cos") -> Overlay:
     threshold = task.thresholds.get(key)
     c, values = table.columns, table.numbers(key)
     state = task.thresholds.evaluate(table)
-    broken_nf, skip = state.nonfinite, state.exempt
+    broken_nf, skip, fails = state.nonfinite, state.exempt, state.fail
     worse = min if low else max
     results: dict[str, float] = {}
     red: set[str] = set()
+    failing: set[str] = set()
     missing: dict[str, None] = {}
     for r in np.flatnonzero((c["io"] == "output") & ~skip):
         chain = [g for g in str(c["golden_op"][r]).split(",") if g and g != "*"]
@@ -104,6 +105,8 @@ def overlay(task: Task, model: str | Path, metric: str = "cos") -> Overlay:
             results[node] = worse(results.get(node, value), value)
             if nonfinite:
                 red.add(node)
+            if fails[r]:  # counted by the judgement (judgement.py): NaN/inf, any threshold, never noise alone
+                failing.add(node)
     if not results:
         raise SourceError(f"{task.folder}: none of its compared ops is a node of {model} (graph "
                           f"{graph_id or 'without a name'}); is it the model the golden side ran?")
@@ -115,11 +118,9 @@ def overlay(task: Task, model: str | Path, metric: str = "cos") -> Overlay:
         data["thresholds"] = ([{"value": float(np.nextafter(t, -np.inf)), "bgColor": FAIL},
                                {"value": WORST, "bgColor": PASS}] if low else
                               [{"value": t, "bgColor": PASS}, {"value": WORST, "bgColor": FAIL}])
-        failing = sum(threshold.broken(np.array([v]))[0] for v in results.values())
     else:
         data["gradient"] = [{"stop": 0, "bgColor": FAIL if low else PASS}, {"stop": 1, "bgColor": PASS if low else FAIL}]
-        failing = len(red)
-    return Overlay(graph_id, key, {graph_id: data}, int(failing), list(missing))
+    return Overlay(graph_id, key, {graph_id: data}, len(failing), list(missing))
 
 
 def task_overlay(folder: str | Path, metric: str = "cos", model: str | Path | None = None) -> tuple[Overlay, Path]:

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
-from accuscope.engine.compare.metrics import PairMetrics, compare_arrays
+from accuscope.engine.compare.judgement import pair_broken
+from accuscope.engine.compare.metrics import compare_arrays
 from accuscope.engine.compare.thresholds import Thresholds
 from accuscope.engine.export.folder import (
     INSIDE,
@@ -200,10 +201,10 @@ def _check_output(root: Path, e: dict, rerun, golden_run: dict, thresholds: Thre
         reasons.append("no NPU tensor")
     if npu is not None and golden is not None:
         m = compare_arrays(npu, golden)
-        check.parent_cos, check.parent_broken = m.values.get("cos", math.nan), _broken(thresholds, m)
+        check.parent_cos, check.parent_broken = m.values.get("cos", math.nan), pair_broken(thresholds, m)
     if npu is not None and mine is not None:
         m = compare_arrays(npu, mine)
-        check.retest_cos, check.retest_broken = m.values.get("cos", math.nan), _broken(thresholds, m)
+        check.retest_cos, check.retest_broken = m.values.get("cos", math.nan), pair_broken(thresholds, m)
         if m.reasons:
             reasons += m.reasons
     elif mine is None:
@@ -212,18 +213,6 @@ def _check_output(root: Path, e: dict, rerun, golden_run: dict, thresholds: Thre
         check.golden_cos = compare_arrays(golden_run[e["name"]], golden).values.get("cos", math.nan)
     check.reason = "; ".join(reasons)
     return check
-
-
-def _broken(thresholds: Thresholds, m: PairMetrics) -> list[str]:
-    keys = []
-    for t in thresholds.items:
-        value = m.values.get(t.key, math.nan) if t.key in m.values else \
-            {"npu_nonfinite": m.npu_nonfinite, "golden_nonfinite": m.golden_nonfinite}.get(t.key, math.nan)
-        if bool(t.broken(np.array([value], dtype=np.float64))[0]):
-            keys.append(t.key)
-    if m.npu_nonfinite > max(m.golden_nonfinite, 0) and "npu_nonfinite" not in keys:
-        keys.append("npu_nonfinite")
-    return keys
 
 
 def _retest_task(root: Path, manifest: dict, rerun_dir: Path, thresholds: Thresholds,

@@ -11,12 +11,10 @@ from pathlib import Path
 
 import numpy as np
 
-from accuscope.engine.compare.columns import NUMERIC_METRICS
+from accuscope.engine.compare.columns import LOWER_IS_WORSE, NUMERIC_METRICS
 from accuscope.engine.compare.metrics import compare_arrays
 from accuscope.engine.sources.outputfile import atomic_path, write_text
 from accuscope.engine.sources.tensor import SourceError
-
-HIGHER_IS_BETTER = {"cos", "euclid_sim", "sqnr"}
 
 
 @dataclass(frozen=True)
@@ -26,7 +24,7 @@ class Target:
 
     @property
     def higher(self) -> bool:
-        return self.metric in HIGHER_IS_BETTER
+        return self.metric in LOWER_IS_WORSE  # the metric table's direction
 
     def met(self, value: float) -> bool:
         return not math.isnan(value) and (value >= self.bound if self.higher else value <= self.bound)

@@ -73,13 +73,13 @@ def build_report(task: Task, advice: Advice | None, worst: int = WORST, metric: 
     """The report of a loaded task with its advice (None: without findings). Opens the dumps of
     the `worst` ops for their error curves; an op whose dumps cannot be read gets a note instead."""
     table, meta = task.table, task.meta
-    s = summarize(table, task.thresholds)
+    s = summarize(table, task.thresholds, task.step)
     account = s.counts_text() + (f" · first: {s.first_text}" if s.first_text else "")
     primary = advice.primary if advice is not None else None
     if primary is not None:
         verdict, severity = primary.title, primary.severity
     else:
-        verdict, severity = account, "error" if s.failing else "ok"
+        verdict, severity = account, {"fail": "error", "unknown": "warning"}.get(s.verdict.outcome, "ok")
     cov = meta.get("coverage")
     coverage = Coverage.from_meta(cov).line(len(set(table.columns["npu_op"]))) if isinstance(cov, dict) else \
         "not recorded (a result read from a CSV)"

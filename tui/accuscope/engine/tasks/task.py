@@ -142,6 +142,12 @@ class Task:
     def info(self) -> TaskInfo:
         return TaskInfo.of(self.folder, self.meta)
 
+    @property
+    def step(self) -> bool:
+        """The task compared a training step's calls (msprobe): judged on every call, it has no outputs."""
+        coverage = self.meta.get("coverage")
+        return isinstance(coverage, dict) and coverage.get("step") is True
+
     def path(self, key: str) -> Path | None:
         """A path task.json records (npu, golden, model ...), found where the task now is."""
         return meta_path(self.folder, self.meta, key)
@@ -223,9 +229,9 @@ class Task:
         if self.table is None or (self.csv is None and not len(self.table)):
             self.mark(state, thresholds=thresholds.to_dict())
             return
-        thresholds.apply(self.table)
+        judged = thresholds.apply(self.table)
         if self.meta.get("columnar") is True:  # its column files stay: loading applies the thresholds
-            self.mark(state, thresholds=thresholds.to_dict(), **_counts(self.table))
+            self.mark(state, thresholds=thresholds.to_dict(), **_counts(self.table, judged))
             return
         table, own = self.table, self.meta.get("custom_columns") or []
         if set(table.custom) - set(own):  # columns added since (the advisor's origin, iso_cos) are not the result
@@ -295,7 +301,7 @@ def save_task(folder: str | os.PathLike, meta: dict, table: ResultTable, thresho
     folder.mkdir(parents=True, exist_ok=True)
     _remove_dead_partials(folder)
     csv_options = dict(csv_options or {})
-    thresholds.apply(table)
+    judged = thresholds.apply(table)
     now = datetime.now()
     csv_path = _new_csv_path(folder, now) if len(table) <= CSV_ROWS else None
     generation = f"{now:%Y%m%d%H%M%S}-{secrets.token_hex(4)}"
@@ -305,7 +311,7 @@ def save_task(folder: str | os.PathLike, meta: dict, table: ResultTable, thresho
     doc.update(tool_version=__version__, saved=now.isoformat(timespec="seconds"), generation=generation,
                state=meta.get("state", "done"), error=meta.get("error", ""),
                thresholds=thresholds.to_dict(), csv=csv_path and csv_path.name, csv_options=csv_options,
-               custom_columns=list(table.custom), **_counts(table))
+               custom_columns=list(table.custom), **_counts(table, judged))
     _replace_together([
         *([(csv_path, lambda tmp: write_result_csv(table, tmp, **csv_options))] if csv_path else []),
         (folder / RESULT_NPZ, lambda tmp: _write_npz(table, tmp, {"csv": doc["csv"], "generation": generation})),
@@ -335,10 +341,10 @@ def mark_state(folder: str | os.PathLike, state: str, **fields) -> dict:
     return doc
 
 
-def _counts(table: ResultTable) -> dict:
-    fail = table.columns["fail"]
-    first = int(np.argmax(fail)) if fail.any() else None
-    return {"rows": len(table), "failing": int(fail.sum()),
+def _counts(table: ResultTable, state) -> dict:
+    """task.json's counts from the judgement (judgement.RowState): failing rows, the first in execution order."""
+    first = state.first_failing
+    return {"rows": len(table), "failing": int(state.fail.sum()),
             "first_failing_op": table.columns["npu_op"][first] if first is not None else "",
             "first_failing_index": int(table.columns["index"][first]) if first is not None else -1}
 
@@ -506,8 +512,7 @@ def load_task(folder: str | os.PathLike) -> Task:
 def _csv_task(path: Path) -> Task:
     table, warnings = read_result_csv(path)
     thresholds = Thresholds()
-    thresholds.apply(table)
-    meta = {"state": "done", "csv": path.name, "foreign": True, **_counts(table)}
+    meta = {"state": "done", "csv": path.name, "foreign": True, **_counts(table, thresholds.apply(table))}
     return Task(path.parent, meta, table, thresholds, path, warnings)
 
 

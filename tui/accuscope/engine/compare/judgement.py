@@ -1,0 +1,205 @@
+"""The one judgement of a result table: which rows fail and why, which break only noise-prone
+metrics, the first failing row, and the verdict on the network outputs (or on a training step).
+
+Every surface reads it (`Thresholds.evaluate(table)` builds it once per change of the table or the
+thresholds): compare's summary and `--json`, `show`, `advise`, the task screen and the browser, the
+report, the overlay, the graph badges, retest, precision and sensitivity. None decides again.
+
+The rules, in order:
+- a row breaks a threshold when its metric is past it (NaN never breaks one); msprobe's recorded
+  rules (stat_mag, checksums) and tpu-mlir's ladder (with `--tolerance`) are thresholds too;
+- a row whose NPU tensor holds more NaN/inf than its golden tensor fails whatever the metrics say;
+- exempt rows never fail: layout-only ops, network inputs, device-only ops;
+- **noise**: a row that breaks only relative-error metrics (`NOISY`: mean_rel, max_rel, acc_rel and
+  the relative-error ratios) while its norm-relative error passes (red, or cos where red is not
+  judged) is *noisy*, not failing. A relative error divides by each golden element: where golden
+  values sit near zero (a probability of 6e-4, a mask, a cancelled gradient) it is large while the
+  tensor as a whole agrees. That the norm-relative error passes is the evidence: the elements that
+  blow the relative error up carry a negligible share of the tensor's magnitude (an absolute floor
+  derived from the tensor's own scale). MindStudio and msit count such a row as failing; accuscope
+  keeps the raw value in the CSV (msaccucmp's number) and reports it as noise;
+- the first failing row is the earliest failing one in execution order (the `index` column);
+- the verdict is on the network outputs (the `is_output` rows that are not device-only and were
+  compared): fail when one fails, pass when all pass, unknown when none was compared; a training
+  step (msprobe) has no network output: it is judged on every compared row.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from accuscope.engine.compare.results import ResultTable
+from accuscope.engine.graphs.optypes import EXEMPT_TYPES
+
+if TYPE_CHECKING:
+    from accuscope.engine.compare.thresholds import Thresholds
+
+# relative error divides by each golden element: near-zero golden values make it large by themselves
+NOISY = frozenset({"mean_rel", "max_rel", "acc_rel", "rel_0.1%", "rel_0.5%"})
+# what says the tensor as a whole agrees: its error relative to its norm (red), else its direction (cos);
+# msit's defaults where the user set no such threshold
+WHOLE_LIMITS = {"red": 0.05, "cos": 0.99}
+
+
+@dataclass(frozen=True, eq=False)
+class RowState:
+    """What the judgement says about every row of a table: masks over all rows, decided once per
+    change of the table or the thresholds (Thresholds.evaluate). The op table, graph, summary, CSV
+    (through the fail column apply() writes), CLI, report, overlay and advisor read it; none decides
+    it again."""
+
+    fail: np.ndarray  # breaks a threshold or the NaN/inf rule, is not exempt and is not only noise
+    not_compared: np.ndarray  # has a reason and no metric value (unreadable, no golden, shapes differ)
+    exempt: np.ndarray  # never fails: layout-only ops, network inputs, device-only ops
+    nonfinite: np.ndarray  # the NPU tensor holds more NaN/inf than the golden one
+    broken: dict[str, np.ndarray]  # threshold key -> rows breaking it (exempt rows never do)
+    tpu_verdict: np.ndarray | None  # tpu-mlir's ladder per row; None without the column
+    noisy: np.ndarray  # breaks only noise-prone relative-error metrics while the tensor agrees: not failing
+    first_failing: int | None  # the earliest failing row in execution order
+
+    def broken_keys(self, i: int) -> list[str]:
+        """Keys of the thresholds row i breaks, then npu_nonfinite for the NaN/inf rule."""
+        keys = [k for k, mask in self.broken.items() if mask[i]]
+        return keys + ["npu_nonfinite"] if self.nonfinite[i] and not self.exempt[i] and "npu_nonfinite" not in keys \
+            else keys
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The verdict on the network outputs, or on a training step's calls."""
+
+    outcome: str  # "pass", "fail" or "unknown"
+    scope: str  # "outputs" or "step"
+    judged: tuple[int, ...]  # the rows the verdict is on (outputs compared; a step's compared rows)
+    failing: tuple[int, ...]  # those of them that fail
+    worst: int | None  # the failing row that decides (NaN/inf first, then the largest error), else None
+    why: str = ""  # for "unknown": why nothing could be judged
+    outputs: int = 0  # output rows found (compared or not)
+
+
+def judge(table: ResultTable, thresholds: Thresholds) -> RowState:
+    """The table's RowState under `thresholds` (call Thresholds.evaluate: it caches this)."""
+    n = len(table)
+    free = ~exempt(table) if n else np.ones(0, dtype=bool)
+    broken = {t.key: t.broken(table.numbers(t.key)) & free for t in thresholds.items}
+    ladder = thresholds.tpu_verdicts(table) if "tpu_verdict" in table.present else None
+    if ladder is not None and thresholds.ladder:
+        broken.update(thresholds.ladder_broken(table, ladder, free))
+    broken.update({k: mask & free for k, mask in thresholds.recorded(table).items()})
+    nonfinite = nonfinite_rows(table)
+    breaks = nonfinite & free
+    for mask in broken.values():
+        breaks = breaks | mask
+    noisy = _noisy(table, thresholds, broken, breaks & ~nonfinite) if n else np.zeros(0, dtype=bool)
+    fail = breaks & ~noisy
+    keys = table.metric_keys
+    no_value = np.logical_and.reduce([np.isnan(table.columns[k]) for k in keys]) if keys and n \
+        else np.ones(n, dtype=bool)
+    reason = table.codes("reason")
+    rows = np.flatnonzero(fail)
+    first = int(rows[np.argmin(table.columns["index"][rows])]) if len(rows) else None
+    state = RowState(fail, reason.where(reason.values != "") & no_value, ~free, nonfinite, broken, ladder,
+                     noisy, first)
+    for mask in (state.fail, state.not_compared, state.exempt, state.nonfinite, state.noisy, ladder,
+                 *broken.values()):
+        if mask is not None:
+            mask.flags.writeable = False  # read by all, changed by none
+    return state
+
+
+def _noisy(table: ResultTable, thresholds: Thresholds, broken: dict[str, np.ndarray],
+           candidates: np.ndarray) -> np.ndarray:
+    """Rows of `candidates` whose broken thresholds are all noise-prone while the tensor as a whole
+    agrees: its red within the red threshold (msit's 0.05 when none is set), or, where red was not
+    computed, its cos within the cos threshold (0.99)."""
+    only_noisy = candidates.copy()
+    for key, mask in broken.items():
+        if key not in NOISY:
+            only_noisy &= ~mask
+    if not only_noisy.any():
+        return only_noisy
+    limit = {k: (t.value if (t := thresholds.get(k)) is not None else v) for k, v in WHOLE_LIMITS.items()}
+    red, cos = table.numbers("red"), table.numbers("cos")
+    with np.errstate(invalid="ignore"):
+        agrees = np.where(np.isnan(red), cos >= limit["cos"], red <= limit["red"])
+    return only_noisy & agrees
+
+
+def nonfinite_rows(table: ResultTable) -> np.ndarray:
+    """Rows whose NPU tensor has more NaN/inf than the golden one (counts of -1: unknown)."""
+    npu, golden = table.columns["npu_nonfinite"], table.columns["golden_nonfinite"]
+    return npu > np.maximum(golden, 0)
+
+
+def exempt(table: ResultTable) -> np.ndarray:
+    """Rows that are never flagged: layout-only ops, network inputs, device-only ops."""
+    types = table.codes("type")  # the distinct types checked, not every row's
+    return types.where(np.isin(types.values, sorted(EXEMPT_TYPES))) | table.columns["is_npu_only"]
+
+
+def compared(table: ResultTable) -> np.ndarray:
+    """Rows with a comparison result: a metric, a statistic or a checksum, not only a reason."""
+    c = table.columns
+    done = np.zeros(len(table), dtype=bool)
+    for key in table.metric_keys:
+        done |= ~np.isnan(table.numbers(key))
+    for key in ("npu_md5", "tpu_verdict"):
+        if key in table.present:
+            done |= c[key] != ""
+    return done
+
+
+def badness(table: ResultTable, r: int) -> float:
+    """How far a row is from agreeing: the larger of 1 - cos and the relative euclidean distance."""
+    cos, red = table.columns["cos"][r], table.columns["red"][r]
+    return max(0.0 if np.isnan(cos) else 1.0 - float(cos), 0.0 if np.isnan(red) else float(red))
+
+
+def verdict(table: ResultTable, thresholds: Thresholds, step: bool = False) -> Verdict:
+    """The verdict on the outputs (or, `step`, on a training step's calls); cached per table version,
+    thresholds and scope."""
+    key = ("verdict", step, tuple((t.key, t.op, t.value) for t in thresholds.items))
+    return table.derived(key, lambda: _verdict(table, thresholds.evaluate(table), step))
+
+
+def _verdict(table: ResultTable, state: RowState, step: bool) -> Verdict:
+    c = table.columns
+    done = compared(table) | state.nonfinite
+    if step:
+        judged = np.flatnonzero(done)
+        if not len(judged):
+            return Verdict("unknown", "step", (), (), None, "no row holds a statistic, a checksum or a metric")
+        failing = np.flatnonzero(state.fail & done)
+        first = state.first_failing if state.first_failing is not None and done[state.first_failing] else \
+            (int(failing[0]) if len(failing) else None)
+        return Verdict("fail" if len(failing) else "pass", "step", tuple(judged.tolist()),
+                       tuple(failing.tolist()), first)
+    outputs = np.flatnonzero(c["is_output"] & ~c["is_npu_only"])
+    judged = [int(r) for r in outputs if done[r]]
+    if not judged:
+        why = ("no row is a network output (give the model, --model, so its outputs are known)" if not len(outputs)
+               else f"the output rows were not compared ({c['tensor'][outputs[0]]}: "
+                    f"{c['reason'][outputs[0]] or 'no value'})")
+        return Verdict("unknown", "outputs", (), (), None, why, len(outputs))
+    failing = [r for r in judged if state.fail[r]]
+    worst = min(failing, key=lambda i: (not state.nonfinite[i], -badness(table, i))) if failing else None
+    return Verdict("fail" if failing else "pass", "outputs", tuple(judged), tuple(failing), worst,
+                   outputs=len(outputs))
+
+
+def pair_broken(thresholds: Thresholds, metrics) -> list[str]:
+    """What one pair's metrics (metrics.PairMetrics, outside any table: a re-test) break, by the same
+    rules as a table's rows: the thresholds, the NaN/inf rule, and nothing when it is only noise."""
+    values = {t.key: metrics.values.get(t.key, np.nan) for t in thresholds.items}
+    keys = [t.key for t in thresholds.items if bool(t.broken(np.array([values[t.key]], dtype=np.float64))[0])]
+    nonfinite = metrics.npu_nonfinite > max(metrics.golden_nonfinite, 0)
+    if nonfinite:
+        return keys + ["npu_nonfinite"]
+    if keys and set(keys) <= NOISY:
+        limit = {k: (t.value if (t := thresholds.get(k)) is not None else v) for k, v in WHOLE_LIMITS.items()}
+        red, cos = metrics.values.get("red", np.nan), metrics.values.get("cos", np.nan)
+        if (red <= limit["red"]) if not np.isnan(red) else (cos >= limit["cos"]):
+            return []
+    return keys
