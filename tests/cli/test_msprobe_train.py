@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from accuscope.engine.tasks.task import load_task
+
 TRAIN = Path(__file__).parents[1] / "fixtures" / "msprobe" / "train"
 ROWS = json.loads((TRAIN / "msprobe_rows.json").read_text())
 BENCH = {"cand": "bench", "bf16": "bench", "cand_stats": "bench_stats", "cand_md5": "bench_md5"}
@@ -62,9 +64,13 @@ def test_bf16_against_fp32_blames_no_optimizer_update(tmp_path):
     for f in advice["findings"]:
         assert not f["op"].startswith("Tensor.add_"), f
         assert "parameters_grad" not in f["op"], f
-    first = next(f for f in advice["findings"] if f["rule"] == "first_call")
-    assert "near zero" in first["title"] and "near zero" in verdict["text"]
-    assert "what the step was fed" not in said(advice)
+    # bf16 differs from fp32 only where the reference is near zero (a key-bias gradient that cancels
+    # through softmax: 8 of 24 values ~1e-9): relative error there is noise, not a divergence
+    task = load_task(tmp_path / "bf16")
+    state = task.thresholds.evaluate(task.table)
+    assert state.noisy.any() and not state.fail.any()
+    assert "the step matches" in verdict["title"] and "what the step was fed" not in said(advice)
+    assert not [f for f in advice["findings"] if f["rule"] == "first_call"]
 
 
 @pytest.mark.parametrize("npu", ["cand_stats", "cand_md5"])
