@@ -5,6 +5,10 @@ feeds all the sums at the same time, so the data are read once whatever the numb
 a tensor larger than memory still compares. The KL divergence needs each side's min and max first,
 so it takes a second walk, which for tensors of one chunk (most of them) reuses the chunk in cache.
 
+On the compiled kernel, a pair of whole float32 arrays (or of dtypes float32 holds exactly)
+takes the fused pass instead (`_fused`, _kernel.c `pair`): a cheap prepass for the ranges, then one
+loop that feeds every sum, KL included; NaN/inf, float64 data and streamed pairs take the chunks.
+
 The per-chunk loops exist twice, with the same arithmetic: in the compiled kernel (_kernel.c: every
 element read once, all sums in float64) and here in numpy (one pass per operation over float64
 copies of the chunk, 2.5-3.5x slower), used when the kernel was not built.
