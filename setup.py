@@ -5,7 +5,7 @@ from setuptools import Extension, setup
 FLAGS = ["-O3", "-std=c99"]
 setup(ext_modules=[
     Extension("accuscope.engine.compare._kernel", ["tui/accuscope/engine/compare/_kernel.c"],
-              extra_compile_args=[*FLAGS, "-fopenmp-simd", "-fno-trapping-math", "-ffp-contract=off"], optional=True),
+              extra_compile_args=[*FLAGS, "-fopenmp-simd", "-fno-trapping-math", "-ffp-contract=off"], extra_link_args=["-pthread"], optional=True),
     Extension("accuscope.engine.sources._dumpscan", ["tui/accuscope/engine/sources/_dumpscan.c"],
               extra_compile_args=[*FLAGS, "-D_GNU_SOURCE"], optional=True),
 ])

@@ -18,6 +18,8 @@
 #include <float.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 /* On x86-64 with GCC and glibc, each loop is also built for AVX2 and the CPU picks at load time
  * (12-15% faster on a Zen 1 core that splits 256-bit operations; more on newer ones). */
@@ -138,6 +140,388 @@ CLONES static void NAME(const T *restrict x, const T *restrict y, Py_ssize_t n, 
 DEFINE_KL(kl_f, float)
 DEFINE_KL(kl_d, double)
 
+/* ------------------------------------------------------------------ the fused pass (float32)
+ *
+ * pair(x, y, kl, threads) -> None when either side holds NaN/inf (metrics.py then takes its
+ * chunked path), else (the 16 fields of moments, notclose, sax, say, f, sx0, sy0).
+ *
+ * Two walks over the data, the second the only one that computes: a prepass in float32 lanes
+ * (each side's min, max and an estimate of its sum, in float32 within a block of 2048 elements,
+ * summed across blocks in float64; a NaN/inf flag) gives the KL walk its scaling, and then one
+ * loop per block feeds every sum of moments() and kl() from one load of each element: products,
+ * differences and sums in float64 lanes, as exact as moments()/kl() (the estimate of the sums
+ * only sets kl's c, whose error the closing term in metrics._kl_finish cancels). Divisions take
+ * a reciprocal estimate and Newton steps (vdivpd costs 16 cycles per 8 lanes): for the KL s that
+ * is within an ulp or two; for r = |x/y - 1| the counts over 0.1% / 0.5% must be those of the
+ * correctly rounded quotient, so a block with any r within 1e-14 of a threshold is counted again
+ * with the division itself. KL elements beyond the series (|s| >= bound) are gathered per block
+ * and take vlog, as in kl().
+ *
+ * The data are cut in units of UNIT elements; each unit's sums are made by one thread and the
+ * units' sums added in unit order, so the result does not depend on the number of threads.
+ * threads > 1 starts that many POSIX threads for each walk (the GIL is released throughout).
+ */
+#define UNIT (1 << 16)
+#define NFUSED 24
+enum { F_SXY, F_SXX, F_SYY, F_SX, F_SY, F_SDD, F_SAD, F_MAD, F_SREL, F_MREL, F_OVER1, F_OVER5,
+       F_XMIN, F_XMAX, F_YMIN, F_YMAX, F_NOTCLOSE, F_SAX, F_SAY, F_F, F_SX0, F_SY0, F_PX, F_PY };
+
+typedef struct { double xmin, xmax, ymin, ymax, sx, sy; int bad; } Pre;
+
+static void pre_scalar(const float *x, const float *y, Py_ssize_t n, Pre *p)
+{
+    double xmin = INFINITY, xmax = -INFINITY, ymin = INFINITY, ymax = -INFINITY, sx = 0, sy = 0;
+    float bad = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        float a = x[i], b = y[i];
+        xmin = a < xmin ? a : xmin; xmax = a > xmax ? a : xmax;
+        ymin = b < ymin ? b : ymin; ymax = b > ymax ? b : ymax;
+        sx += a; sy += b;
+        bad += (a - a) + (b - b);  /* NaN for an inf or a NaN */
+    }
+    *p = (Pre){xmin, xmax, ymin, ymax, sx, sy, bad != 0};
+}
+
+/* One unit's sums, portable: the loops of moments() and kl() over the block, one after the other
+ * (the second reads the block from L1), plus the allclose count. */
+static void fused_portable(const float *x, const float *y, Py_ssize_t n, const double p[6], int kl,
+                           double *o)
+{
+    Moments m;
+    moments_f(x, y, n, &m);
+    double close = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        double a = x[i], b = y[i];
+        close += fabs(a - b) > fabs(b) * 1e-3 + 1e-8 ? 1.0 : 0.0;
+    }
+    double k[3] = {0, 0, 0};
+    if (kl)
+        kl_f(x, y, n, p, k);
+    double v[17] = {m.sxy, m.sxx, m.syy, m.sx, m.sy, m.sdd, m.sad, m.mad, m.srel, m.mrel, m.over1,
+                    m.over5, m.xmin, m.xmax, m.ymin, m.ymax, close};
+    memcpy(o, v, sizeof v);
+    o[F_SAX] = k[0]; o[F_SAY] = k[1]; o[F_F] = k[2];
+}
+
+#if defined(__GNUC__) && defined(__x86_64__)
+#define HAVE_AVX512 1
+#include <immintrin.h>
+#define AVX512 __attribute__((target("avx512f,avx512dq,fma,popcnt")))
+
+AVX512 static void pre_avx512(const float *x, const float *y, Py_ssize_t n, Pre *p)
+{
+    __m512 xmn = _mm512_set1_ps(INFINITY), xmx = _mm512_set1_ps(-INFINITY);
+    __m512 ymn = xmn, ymx = xmx;
+    __m512i bad = _mm512_setzero_si512();
+    double sx = 0, sy = 0;
+    Py_ssize_t i = 0, full = n & ~(Py_ssize_t)15;
+    while (i < full) {
+        Py_ssize_t hi = full - i > BLOCK ? i + BLOCK : full;
+        __m512 fx = _mm512_setzero_ps(), fy = _mm512_setzero_ps();
+        for (; i < hi; i += 16) {
+            __m512 a = _mm512_loadu_ps(x + i), b = _mm512_loadu_ps(y + i);
+            xmn = _mm512_min_ps(xmn, a); xmx = _mm512_max_ps(xmx, a);
+            ymn = _mm512_min_ps(ymn, b); ymx = _mm512_max_ps(ymx, b);
+            fx = _mm512_add_ps(fx, a); fy = _mm512_add_ps(fy, b);
+            bad = _mm512_or_si512(bad, _mm512_castps_si512(_mm512_add_ps(_mm512_sub_ps(a, a), _mm512_sub_ps(b, b))));
+        }
+        sx += _mm512_reduce_add_pd(_mm512_add_pd(_mm512_cvtps_pd(_mm512_castps512_ps256(fx)),
+                                                 _mm512_cvtps_pd(_mm512_extractf32x8_ps(fx, 1))));
+        sy += _mm512_reduce_add_pd(_mm512_add_pd(_mm512_cvtps_pd(_mm512_castps512_ps256(fy)),
+                                                 _mm512_cvtps_pd(_mm512_extractf32x8_ps(fy, 1))));
+    }
+    Pre t;
+    pre_scalar(x + full, y + full, n - full, &t);
+    double a;
+    *p = (Pre){(a = _mm512_reduce_min_ps(xmn)) < t.xmin ? a : t.xmin, (a = _mm512_reduce_max_ps(xmx)) > t.xmax ? a : t.xmax,
+               (a = _mm512_reduce_min_ps(ymn)) < t.ymin ? a : t.ymin, (a = _mm512_reduce_max_ps(ymx)) > t.ymax ? a : t.ymax,
+               sx + t.sx, sy + t.sy, t.bad || _mm512_test_epi32_mask(bad, bad) != 0};
+}
+
+/* 1/v to about 2^-52: the 14-bit estimate and two Newton steps */
+#define RCP(v, out) do { __m512d r_ = _mm512_rcp14_pd(v);                                        \
+        r_ = _mm512_fmadd_pd(r_, _mm512_fnmadd_pd(v, r_, one), r_);                              \
+        out = _mm512_fmadd_pd(r_, _mm512_fnmadd_pd(v, r_, one), r_); } while (0)
+
+AVX512 static void fused_avx512(const float *x, const float *y, Py_ssize_t n, const double p[6], int kl,
+                                double *o)
+{
+    const __m512d one = _mm512_set1_pd(1.0), zero = _mm512_setzero_pd();
+    const __m512d absmask = _mm512_castsi512_pd(_mm512_set1_epi64(0x7fffffffffffffffLL));
+    const __m512d eps = _mm512_set1_pd(DBL_EPSILON), band = _mm512_set1_pd(1e-14);
+    const __m512d t1 = _mm512_set1_pd(0.001), t5 = _mm512_set1_pd(0.005);
+    const __m512d rtol = _mm512_set1_pd(1e-3), atol = _mm512_set1_pd(1e-8);
+    const __m512d xlo = _mm512_set1_pd(p[0]), xfl = _mm512_set1_pd(p[1]), ylo = _mm512_set1_pd(p[2]);
+    const __m512d yfl = _mm512_set1_pd(p[3]), c = _mm512_set1_pd(p[4]), bound = _mm512_set1_pd(p[5]);
+    const __m512d c3 = _mm512_set1_pd(2.0 / 3), c5 = _mm512_set1_pd(2.0 / 5), c7 = _mm512_set1_pd(2.0 / 7),
+                  c9 = _mm512_set1_pd(2.0 / 9);
+    __m512d sxy = zero, sxx = zero, syy = zero, sx = zero, sy = zero, sdd = zero, sad = zero, mad = zero;
+    __m512d srel = zero, mrel = zero, sax = zero, say = zero, f = zero;
+    __m512d xmn = _mm512_set1_pd(INFINITY), xmx = _mm512_set1_pd(-INFINITY), ymn = xmn, ymx = xmx;
+    double over1 = 0, over5 = 0, notclose = 0, fextra = 0;
+    unsigned char farmask[BLOCK / 8];
+    int idx[BLOCK];
+    Py_ssize_t full = n & ~(Py_ssize_t)7;
+    for (Py_ssize_t lo = 0; lo < full; lo += BLOCK) {
+        Py_ssize_t hi = full - lo > BLOCK ? lo + BLOCK : full;
+        long amb = 0, nfar = 0;
+        __m512d o1v = zero, o5v = zero, ncv = zero;
+        for (Py_ssize_t i = lo; i < hi; i += 8) {
+            __m512d a = _mm512_cvtps_pd(_mm256_loadu_ps(x + i)), b = _mm512_cvtps_pd(_mm256_loadu_ps(y + i));
+            sxy = _mm512_fmadd_pd(a, b, sxy); sxx = _mm512_fmadd_pd(a, a, sxx); syy = _mm512_fmadd_pd(b, b, syy);
+            sx = _mm512_add_pd(sx, a); sy = _mm512_add_pd(sy, b);
+            xmn = _mm512_min_pd(xmn, a); xmx = _mm512_max_pd(xmx, a);
+            ymn = _mm512_min_pd(ymn, b); ymx = _mm512_max_pd(ymx, b);
+            __m512d d = _mm512_sub_pd(a, b), ad = _mm512_and_pd(d, absmask), ab = _mm512_and_pd(b, absmask);
+            sdd = _mm512_fmadd_pd(d, d, sdd); sad = _mm512_add_pd(sad, ad); mad = _mm512_max_pd(mad, ad);
+            __mmask8 ncm = _mm512_cmp_pd_mask(ad, _mm512_add_pd(_mm512_mul_pd(ab, rtol), atol), _CMP_GT_OQ);
+            ncv = _mm512_mask_add_pd(ncv, ncm, ncv, one);
+            __mmask8 nz = _mm512_cmp_pd_mask(ab, eps, _CMP_GT_OQ);
+            __m512d rb, q;
+            RCP(b, rb);
+            q = _mm512_mul_pd(a, rb);
+            q = _mm512_fmadd_pd(_mm512_fnmadd_pd(b, q, a), rb, q);  /* a correction step: within an ulp */
+            __m512d r = _mm512_and_pd(_mm512_sub_pd(q, one), absmask);
+            srel = _mm512_mask_add_pd(srel, nz, srel, r); mrel = _mm512_mask_max_pd(mrel, nz, mrel, r);
+            __mmask8 h1 = _mm512_mask_cmp_pd_mask(nz, r, _mm512_add_pd(t1, band), _CMP_GT_OQ);
+            __mmask8 l1 = _mm512_mask_cmp_pd_mask(nz, r, _mm512_sub_pd(t1, band), _CMP_GT_OQ);
+            __mmask8 h5 = _mm512_mask_cmp_pd_mask(nz, r, _mm512_add_pd(t5, band), _CMP_GT_OQ);
+            __mmask8 l5 = _mm512_mask_cmp_pd_mask(nz, r, _mm512_sub_pd(t5, band), _CMP_GT_OQ);
+            o1v = _mm512_mask_add_pd(o1v, h1, o1v, one); o5v = _mm512_mask_add_pd(o5v, h5, o5v, one);
+            amb |= (h1 ^ l1) | (h5 ^ l5);
+            if (kl) {
+                __m512d ax = _mm512_max_pd(_mm512_sub_pd(a, xlo), xfl), ay = _mm512_max_pd(_mm512_sub_pd(b, ylo), yfl);
+                __m512d qq = _mm512_mul_pd(c, ax), den = _mm512_add_pd(qq, ay), rd;
+                sax = _mm512_add_pd(sax, ax); say = _mm512_add_pd(say, ay);
+                RCP(den, rd);
+                __m512d s = _mm512_mul_pd(_mm512_sub_pd(qq, ay), rd), s2 = _mm512_mul_pd(s, s);
+                __mmask8 near = _mm512_cmp_pd_mask(_mm512_and_pd(s, absmask), bound, _CMP_LT_OQ);
+                __m512d rest = _mm512_fmadd_pd(s2, c9, c7);
+                rest = _mm512_fmadd_pd(s2, rest, c5);
+                rest = _mm512_fmadd_pd(s2, rest, c3);
+                rest = _mm512_mul_pd(_mm512_mul_pd(s, s2), rest);
+                __m512d term = _mm512_fmadd_pd(den, s2, _mm512_mul_pd(qq, rest));
+                f = _mm512_mask_add_pd(f, near, f, term);
+                __mmask8 far = (__mmask8)~near;
+                farmask[(i - lo) >> 3] = far;
+                nfar |= far;
+            }
+        }
+        double o1 = _mm512_reduce_add_pd(o1v), o5 = _mm512_reduce_add_pd(o5v), nc = _mm512_reduce_add_pd(ncv);
+        if (amb) {  /* an r within 1e-14 of a threshold: count this block with the division itself */
+            o1 = o5 = 0;
+            for (Py_ssize_t i = lo; i < hi; i++) {
+                double a = x[i], b = y[i], r = fabs(b) > DBL_EPSILON ? fabs(a / b - 1.0) : 0.0;
+                o1 += r > 0.001; o5 += r > 0.005;
+            }
+        }
+        over1 += o1; over5 += o5; notclose += nc;
+        if (nfar) {
+            Py_ssize_t nf = 0;
+            for (Py_ssize_t v = 0; v < (hi - lo) >> 3; v++)
+                for (unsigned m = farmask[v]; m; m &= m - 1)
+                    idx[nf++] = (int)(lo + v * 8 + __builtin_ctz(m));
+            const double xl = p[0], xf = p[1], yl = p[2], yf = p[3], cc = p[4];
+            double g = 0;
+            for (Py_ssize_t j = 0; j < nf; j++) {
+                Py_ssize_t i = idx[j];
+                double ax = x[i] - xl, ay = y[i] - yl;
+                ax = ax > xf ? ax : xf;
+                ay = ay > yf ? ay : yf;
+                double q = cc * ax;
+                g += q * vlog(q / ay) - q + ay;
+            }
+            fextra += g;
+        }
+    }
+    double t[NFUSED];
+    fused_portable(x + full, y + full, n - full, p, kl, t);  /* the last < 8 elements */
+    o[F_SXY] = _mm512_reduce_add_pd(sxy) + t[F_SXY]; o[F_SXX] = _mm512_reduce_add_pd(sxx) + t[F_SXX];
+    o[F_SYY] = _mm512_reduce_add_pd(syy) + t[F_SYY]; o[F_SX] = _mm512_reduce_add_pd(sx) + t[F_SX];
+    o[F_SY] = _mm512_reduce_add_pd(sy) + t[F_SY]; o[F_SDD] = _mm512_reduce_add_pd(sdd) + t[F_SDD];
+    o[F_SAD] = _mm512_reduce_add_pd(sad) + t[F_SAD]; o[F_SREL] = _mm512_reduce_add_pd(srel) + t[F_SREL];
+    double v;
+    o[F_MAD] = (v = _mm512_reduce_max_pd(mad)) > t[F_MAD] ? v : t[F_MAD];
+    o[F_MREL] = (v = _mm512_reduce_max_pd(mrel)) > t[F_MREL] ? v : t[F_MREL];
+    o[F_XMIN] = (v = _mm512_reduce_min_pd(xmn)) < t[F_XMIN] ? v : t[F_XMIN];
+    o[F_XMAX] = (v = _mm512_reduce_max_pd(xmx)) > t[F_XMAX] ? v : t[F_XMAX];
+    o[F_YMIN] = (v = _mm512_reduce_min_pd(ymn)) < t[F_YMIN] ? v : t[F_YMIN];
+    o[F_YMAX] = (v = _mm512_reduce_max_pd(ymx)) > t[F_YMAX] ? v : t[F_YMAX];
+    o[F_OVER1] = over1 + t[F_OVER1]; o[F_OVER5] = over5 + t[F_OVER5]; o[F_NOTCLOSE] = notclose + t[F_NOTCLOSE];
+    o[F_SAX] = _mm512_reduce_add_pd(sax) + t[F_SAX]; o[F_SAY] = _mm512_reduce_add_pd(say) + t[F_SAY];
+    o[F_F] = _mm512_reduce_add_pd(f) + fextra + t[F_F];
+}
+#endif
+
+static int use_simd = -1;  /* -1: not decided yet; 0: the portable loops; 1: AVX-512 */
+
+static int simd_on(void)
+{
+    if (use_simd < 0) {
+#ifdef HAVE_AVX512
+        __builtin_cpu_init();
+        use_simd = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq");
+#else
+        use_simd = 0;
+#endif
+    }
+    return use_simd;
+}
+
+static void unit_pre(const float *x, const float *y, Py_ssize_t n, Pre *p)
+{
+#ifdef HAVE_AVX512
+    if (use_simd) { pre_avx512(x, y, n, p); return; }
+#endif
+    pre_scalar(x, y, n, p);
+}
+
+static void unit_fused(const float *x, const float *y, Py_ssize_t n, const double p[6], int kl, double *o)
+{
+#ifdef HAVE_AVX512
+    if (use_simd) { fused_avx512(x, y, n, p, kl, o); return; }
+#endif
+    fused_portable(x, y, n, p, kl, o);
+}
+
+#include <pthread.h>
+typedef struct {
+    const float *x, *y;
+    Py_ssize_t n, units;
+    int stage, kl;
+    double p[6];
+    Pre *pre;
+    double *sums;
+    Py_ssize_t next;  /* the next unit to take (atomic) */
+} Work;
+
+static void *work_units(void *arg)
+{
+    Work *w = arg;
+    for (;;) {
+        Py_ssize_t u = __atomic_fetch_add(&w->next, 1, __ATOMIC_RELAXED);
+        if (u >= w->units)
+            return NULL;
+        Py_ssize_t lo = u * UNIT, k = w->n - lo < UNIT ? w->n - lo : UNIT;
+        if (w->stage == 0)
+            unit_pre(w->x + lo, w->y + lo, k, &w->pre[u]);
+        else
+            unit_fused(w->x + lo, w->y + lo, k, w->p, w->kl, w->sums + u * NFUSED);
+    }
+}
+
+/* Run one stage over all units on `threads` threads (this one included). */
+static void run_stage(Work *w, int stage, int threads)
+{
+    w->stage = stage;
+    w->next = 0;
+    pthread_t tid[64];
+    int started = 0;
+    if (threads > 64) threads = 64;
+    if (threads > w->units) threads = (int)w->units;
+    for (int t = 1; t < threads; t++)
+        if (pthread_create(&tid[started], NULL, work_units, w) == 0)
+            started++;
+    work_units(w);
+    for (int t = 0; t < started; t++)
+        pthread_join(tid[t], NULL);
+}
+
+/* 0: done, 1: NaN/inf present, -1: out of memory */
+static int fused_pair(const float *x, const float *y, Py_ssize_t n, int kl, int threads, double *o)
+{
+    Work w = {x, y, n, (n + UNIT - 1) / UNIT, 0, kl, {0}, NULL, NULL, 0};
+    w.pre = malloc(w.units * sizeof(Pre));
+    w.sums = malloc(w.units * NFUSED * sizeof(double));
+    if (!w.pre || !w.sums) { free(w.pre); free(w.sums); return -1; }
+    simd_on();
+    run_stage(&w, 0, threads);
+    Pre a = w.pre[0];
+    for (Py_ssize_t u = 1; u < w.units; u++) {
+        Pre *b = &w.pre[u];
+        a.xmin = b->xmin < a.xmin ? b->xmin : a.xmin; a.xmax = b->xmax > a.xmax ? b->xmax : a.xmax;
+        a.ymin = b->ymin < a.ymin ? b->ymin : a.ymin; a.ymax = b->ymax > a.ymax ? b->ymax : a.ymax;
+        a.sx += b->sx; a.sy += b->sy; a.bad |= b->bad;
+    }
+    if (a.bad) { free(w.pre); free(w.sums); return 1; }
+    /* the KL scaling, as metrics._kl_params makes it from exact sums */
+    double rx = a.xmax - a.xmin, ry = a.ymax - a.ymin, xlo = a.xmin, ylo = a.ymin;
+    if (rx == 0) { xlo = 0; rx = 1; }
+    if (ry == 0) { ylo = 0; ry = 1; }
+    double xfl = FLT_EPSILON * rx, yfl = FLT_EPSILON * ry, nn = (double)n;
+    double sx0 = a.sx - nn * xlo, sy0 = a.sy - nn * ylo;
+    sx0 = sx0 > nn * xfl ? sx0 : nn * xfl;
+    sy0 = sy0 > nn * yfl ? sy0 : nn * yfl;
+    double p[6] = {xlo, xfl, ylo, yfl, sy0 / sx0, 0.1};
+    memcpy(w.p, p, sizeof p);
+    run_stage(&w, 1, threads);
+    double *s = w.sums;
+    memcpy(o, s, NFUSED * sizeof(double));
+    for (Py_ssize_t u = 1; u < w.units; u++) {
+        double *b = s + u * NFUSED;
+        for (int k = 0; k < NFUSED; k++) {
+            if (k == F_MAD || k == F_MREL || k == F_XMAX || k == F_YMAX)
+                o[k] = b[k] > o[k] ? b[k] : o[k];
+            else if (k == F_XMIN || k == F_YMIN)
+                o[k] = b[k] < o[k] ? b[k] : o[k];
+            else
+                o[k] += b[k];
+        }
+    }
+    o[F_SX0] = sx0; o[F_SY0] = sy0; o[F_PX] = xlo; o[F_PY] = ylo;
+    free(w.pre);
+    free(w.sums);
+    return 0;
+}
+
+static int get_pair(PyObject *ox, PyObject *oy, Py_buffer *bx, Py_buffer *by, char *type);
+
+static PyObject *pair(PyObject *self, PyObject *args)
+{
+    PyObject *ox, *oy;
+    Py_buffer bx, by;
+    char type;
+    int kl = 1, threads = 1;
+    if (!PyArg_ParseTuple(args, "OO|pi:pair", &ox, &oy, &kl, &threads) || get_pair(ox, oy, &bx, &by, &type) < 0)
+        return NULL;
+    if (type != 'f') {
+        PyBuffer_Release(&bx);
+        PyBuffer_Release(&by);
+        PyErr_SetString(PyExc_TypeError, "pair() takes two float32 buffers");
+        return NULL;
+    }
+    double o[NFUSED];
+    int rc;
+    Py_ssize_t n = bx.len / (Py_ssize_t)sizeof(float);
+    Py_BEGIN_ALLOW_THREADS
+    rc = n ? fused_pair(bx.buf, by.buf, n, kl, threads < 1 ? 1 : threads, o) : 1;
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&bx);
+    PyBuffer_Release(&by);
+    if (rc < 0)
+        return PyErr_NoMemory();
+    if (rc > 0)
+        Py_RETURN_NONE;
+    PyObject *t = PyTuple_New(NFUSED);
+    for (int k = 0; k < NFUSED; k++)
+        PyTuple_SET_ITEM(t, k, PyFloat_FromDouble(o[k]));
+    return t;
+}
+
+/* simd(flag) -> whether the AVX-512 loops run (flag False: the portable ones, for the tests). */
+static PyObject *simd(PyObject *self, PyObject *args)
+{
+    int flag = -1;
+    if (!PyArg_ParseTuple(args, "|p:simd", &flag))
+        return NULL;
+    simd_on();
+#ifdef HAVE_AVX512
+    if (flag == 0) use_simd = 0;
+    else if (flag == 1) { use_simd = -1; simd_on(); }
+#endif
+    return PyBool_FromLong(use_simd);
+}
+
 /* Both buffers C-contiguous, of one length and of one type, 'f' or 'd'; returns that type. */
 static int get_pair(PyObject *ox, PyObject *oy, Py_buffer *bx, Py_buffer *by, char *type)
 {
@@ -207,6 +591,8 @@ static PyObject *kl(PyObject *self, PyObject *args)
 static PyMethodDef methods[] = {
     {"moments", moments, METH_VARARGS, "The sums, extremes and counts of one chunk pair."},
     {"kl", kl, METH_VARARGS, "The three sums of the KL walk over one chunk pair."},
+    {"pair", pair, METH_VARARGS, "Every sum of a float32 pair in one computing pass (None: NaN/inf)."},
+    {"simd", simd, METH_VARARGS, "Whether the AVX-512 loops run; simd(False) forces the portable ones."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -3,15 +3,25 @@
 `plan()` does everything that can fail on bad input (opening sources, mapping, range) before any
 heavy work; `execute()` compares pairs on all cores, reports progress with the rows finished so
 far (the TUI shows them as they arrive), and stops early when `cancel` is set.
+
+Cores: on the compiled kernel everything runs in this process, decided by size in one place
+(`pair_threads`): a pair of n elements gets min(workers, n / 512k) threads inside the kernel,
+which take its 64k-element units in turn with the GIL released and add their sums in unit order
+(the same digits on any number of threads); smaller pairs run `workers` at a time on a thread
+pool. On 64 cores a 32M-element pair uses all 64, a 1M one 2 (the rest of the cores then idle
+through it: big pairs run one after another); a network of small tensors keeps 64 threads busy
+until Python's per-pair work under the GIL (~tens of microseconds a pair) is the limit. The app,
+and the numpy fallback, use worker processes instead (`inline_bytes=0`, or no kernel).
 """
 from __future__ import annotations
 
+import collections
 import itertools
 import os
 import threading
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, ThreadPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import KW_ONLY, dataclass, field, replace
 from pathlib import Path
@@ -23,7 +33,7 @@ from accuscope.engine.compare import statistics
 from accuscope.engine.compare.columns import CSV_OF, KEY_OF, METRIC, NUMERIC_METRICS
 from accuscope.engine.compare.lifetime import die_with_parent, process_context
 from accuscope.engine.compare.mapping import DEVICE_ONLY, FEW, Pair, map_tensors, read_mapping_file
-from accuscope.engine.compare.metrics import CHUNK, PairMetrics, array_chunks, compare_chunks
+from accuscope.engine.compare.metrics import CHUNK, PairMetrics, array_chunks, compare_chunks, compiled_kernel
 from accuscope.engine.compare.repair import Repair, recheck
 from accuscope.engine.compare.results import ResultTable
 from accuscope.engine.compare.thresholds import Thresholds
@@ -476,6 +486,21 @@ class Job:
     npu: Tensor
     golden: Tensor
     metrics: tuple[str, ...]
+    threads: int = 1  # threads inside the kernel for this pair (pair_threads)
+
+
+THREAD_ELEMENTS = 1 << 19  # a pair gets one kernel thread per this many elements, up to the workers
+
+
+def pair_threads(n: int, workers: int) -> int:
+    """How a comparison uses the cores, decided here only, by size: a pair of n elements is
+    split over min(workers, n / THREAD_ELEMENTS) threads inside the kernel (its fused pass
+    cuts the data in 64k-element units that threads take in turn, the GIL released, the
+    units' sums added in order: the same digits on any number of threads); pairs smaller than
+    that run one per thread, `workers` of them at a time (_run_threads). On 64 cores a 1M-element
+    pair takes 2 threads and one of 32M all 64; a network of small tensors keeps every core on
+    its own pairs, and what is left serial is Python's per-pair bookkeeping under the GIL."""
+    return max(1, min(workers, n // THREAD_ELEMENTS))
 
 
 def tensor_chunks(t: Tensor, size: int) -> Iterator[np.ndarray]:
@@ -525,7 +550,7 @@ def run_job(job: Job) -> tuple[int, dict]:
     out: dict = {}
     faults.point("pair", x.name)
     try:
-        m = compare_chunks(pair_chunks(x, y), x.size, x.dtype, y.dtype, kl="kl" in job.metrics)
+        m = compare_chunks(pair_chunks(x, y), x.size, x.dtype, y.dtype, kl="kl" in job.metrics, threads=job.threads)
         out.update(_cells(m, job.metrics))
         out["reason"] = "; ".join(m.reasons)
     except (TensorError, OSError, ValueError, MemoryError) as exc:
@@ -559,8 +584,12 @@ def execute(plan: Plan, progress: Callable[[Progress, list[tuple[int, dict]]], N
     total = len(jobs)
     recorded = [j for j in jobs if j.npu.reader is None or j.golden.reader is None]  # statistics, no data
     jobs = [j for j in jobs if not (j.npu.reader is None or j.golden.reader is None)]
-    inline = workers == 1 or plan.total_bytes < (INLINE_BYTES if inline_bytes is None else inline_bytes)
-    results = _run_inline(jobs, cancel) if inline else _run_pool(jobs, workers, cancel)
+    if compiled_kernel() and inline_bytes != 0:  # threads in this process (the app asks for processes: 0)
+        results = _run_threads(jobs, workers, cancel)
+    elif workers == 1 or plan.total_bytes < (INLINE_BYTES if inline_bytes is None else inline_bytes):
+        results = _run_inline(jobs, cancel)
+    else:
+        results = _run_pool(jobs, workers, cancel)
     if recorded:
         results = itertools.chain(_statistics(recorded), results)
     done = 0
@@ -628,6 +657,37 @@ def _run_inline(jobs: list[Job], cancel) -> Iterator[list[tuple[int, dict]]]:
         if cancel is not None and cancel.is_set():
             return
         yield [run_job(job)]
+
+
+def _run_threads(jobs: list[Job], workers: int, cancel) -> Iterator[list[tuple[int, dict]]]:
+    """On the compiled kernel: pairs big enough to split (pair_threads) one at a time, each on its
+    threads; the rest `workers` at a time on a thread pool (the kernel releases the GIL)."""
+    split = [replace(j, threads=pair_threads(j.npu.size, workers)) for j in jobs]
+    big = [j for j in split if j.threads > 1]
+    small = [j for j in split if j.threads == 1]
+    yield from _run_inline(big, cancel)
+    if workers == 1 or len(small) < 2:
+        yield from _run_inline(small, cancel)
+        return
+    with ThreadPoolExecutor(workers) as pool:  # results in the pairs' order (plugins, progress)
+        pending: collections.deque = collections.deque()
+        queue = iter(small)
+        while True:
+            while len(pending) < 4 * workers and not (cancel is not None and cancel.is_set()):
+                job = next(queue, None)
+                if job is None:
+                    break
+                pending.append(pool.submit(run_job, job))
+            if not pending:
+                return
+            batch = [pending.popleft().result()]
+            while pending and pending[0].done():
+                batch.append(pending.popleft().result())
+            yield batch
+            if cancel is not None and cancel.is_set():
+                for f in pending:
+                    f.cancel()
+                return
 
 
 WORKER_DIED = "the worker process comparing this pair died (out of memory?); not compared"

@@ -5,6 +5,10 @@ feeds all the sums at the same time, so the data are read once whatever the numb
 a tensor larger than memory still compares. The KL divergence needs each side's min and max first,
 so it takes a second walk, which for tensors of one chunk (most of them) reuses the chunk in cache.
 
+On the compiled kernel, a pair of whole float32 arrays (or of dtypes float32 holds exactly)
+takes the fused pass instead (`_fused`, _kernel.c `pair`): a cheap prepass for the ranges, then one
+loop that feeds every sum, KL included; NaN/inf, float64 data and streamed pairs take the chunks.
+
 The per-chunk loops exist twice, with the same arithmetic: in the compiled kernel (_kernel.c: every
 element read once, all sums in float64) and here in numpy (one pass per operation over float64
 copies of the chunk, 2.5-3.5x slower), used when the kernel was not built.
@@ -58,25 +62,35 @@ def array_chunks(x: np.ndarray, y: np.ndarray, size: int | None = None) -> Chunk
     def chunks() -> Iterator[tuple[np.ndarray, np.ndarray]]:
         for lo in range(0, fx.size, size):
             yield fx[lo:lo + size], fy[lo:lo + size]
+    chunks.arrays = (fx, fy)  # the whole pair, for the kernel's fused pass
     return chunks
 
 
-def compare_arrays(x: np.ndarray, y: np.ndarray, kl: bool = True) -> PairMetrics:
+def compare_arrays(x: np.ndarray, y: np.ndarray, kl: bool = True, threads: int = 1) -> PairMetrics:
     if x.size != y.size:
         m = PairMetrics(_nan_values())
         m.reasons.append(f"shape {list(x.shape)} of the NPU tensor does not match shape {list(y.shape)} of golden")
         return m
-    return compare_chunks(array_chunks(x, y), x.size, x.dtype, y.dtype, kl=kl)
+    return compare_chunks(array_chunks(x, y), x.size, x.dtype, y.dtype, kl=kl, threads=threads)
 
 
 def compare_chunks(source: ChunkSource, n: int, x_dtype: np.dtype, y_dtype: np.dtype,
-                   kl: bool = True) -> PairMetrics:
-    """All metrics of a pair whose chunks `source()` yields (callable again for a second walk)."""
+                   kl: bool = True, threads: int = 1) -> PairMetrics:
+    """All metrics of a pair whose chunks `source()` yields (callable again for a second walk).
+    A source over two whole arrays (array_chunks) on the kernel goes to its fused pass, split
+    over `threads` threads (the caller decides: comparison.pair_threads)."""
     result = PairMetrics(_nan_values())
     if n == 0:
         result.reasons.append("empty tensor")
         return result
     with np.errstate(all="ignore"):  # zeros and NaN/inf are handled explicitly
+        fused = _fused(source, kl, threads)
+        if fused is not None:
+            acc, sums = fused
+            _fill(result, acc, n)
+            if kl:
+                _kl_finish(result, *sums)
+            return _bool_cells(result, x_dtype, y_dtype)
         acc = _Sums(min(n, CHUNK))
         for xc, yc in source():
             acc.add(xc, yc)
@@ -87,6 +101,10 @@ def compare_chunks(source: ChunkSource, n: int, x_dtype: np.dtype, y_dtype: np.d
         _fill(result, acc, n)
         if kl:
             _kl(result, acc, n, source)
+    return _bool_cells(result, x_dtype, y_dtype)
+
+
+def _bool_cells(result: PairMetrics, x_dtype: np.dtype, y_dtype: np.dtype) -> PairMetrics:
     if np.dtype(x_dtype) == np.bool_ or np.dtype(y_dtype) == np.bool_:
         for key in result.values:
             if key not in BOOL_MEANINGFUL:
@@ -368,7 +386,11 @@ def _kl(result: PairMetrics, a: _Sums, n: int, source: ChunkSource) -> None:
     for x, y in chunks:
         part = _kernel.kl(x, y, *params) if _kernel is not None else a.kl_chunk(x, y, params)
         sums = [s + p for s, p in zip(sums, part)]
-    sx, sy, f = sums
+    _kl_finish(result, *sums, sx0, sy0)
+
+
+def _kl_finish(result: PairMetrics, sx: float, sy: float, f: float, sx0: float, sy0: float) -> None:
+    """KL from the walk's sums: Sx, Sy (of the scaled values), F, and the Sx', Sy' that set c."""
     if not (sx > 0 and sy > 0):
         result.reasons.append("KL: a side is all zero after scaling")
         return
@@ -376,3 +398,28 @@ def _kl(result: PairMetrics, a: _Sums, n: int, source: ChunkSource) -> None:
     a_, delta = sx / sx0, (sy / sy0) / (sx / sx0) - 1.0
     kl = f / sy0 / a_ + (math.log1p(delta) - delta)
     result.values["kl"] = 0.0 if abs(kl) < EPS64 else kl
+
+
+# dtypes whose every value float32 holds exactly: the kernel's fused pass takes them as float32
+_EXACT_F32 = frozenset(np.dtype(t) for t in (np.float32, np.float16, np.int8, np.uint8, np.int16, np.uint16, np.bool_))
+
+
+def _fused(source: ChunkSource, kl: bool, threads: int) -> tuple[_Sums, tuple] | None:
+    """The kernel's fused pass over a pair of whole arrays: every sum from one computing walk
+    (_kernel.c, `pair`). None when it does not apply (no kernel, a streamed pair, float64 or
+    int32 data, NaN/inf in the data: the chunked path handles those)."""
+    arrays = getattr(source, "arrays", None)
+    if _kernel is None or arrays is None:
+        return None
+    x, y = arrays
+    if x.dtype.newbyteorder("=") not in _EXACT_F32 or y.dtype.newbyteorder("=") not in _EXACT_F32:
+        return None
+    x = np.ascontiguousarray(x, dtype=np.float32)  # no copy for native contiguous float32
+    y = np.ascontiguousarray(y, dtype=np.float32)
+    out = _kernel.pair(x, y, kl, max(1, threads))
+    if out is None:
+        return None
+    acc = _Sums(0)
+    acc.v = list(out[:len(FIELDS)])
+    acc.close = out[16] == 0
+    return acc, out[17:22] if kl else ()

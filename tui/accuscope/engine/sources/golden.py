@@ -274,6 +274,7 @@ def _npy_tensor(op: str, source: str, problems: list[Problem], open_stream: Call
     payload = None
     if mapped and not head.fortran:
         payload = Payload(source, head.offset, head.nbytes, head.dtype, head.shape)
+        reader = partial(read_payload, payload)  # the header is parsed once: here, not again to load
     return _tensor(op, source, dtype=head.dtype, shape=head.shape, payload=payload, reader=reader, **fields)
 
 

@@ -1,0 +1,82 @@
+"""The kernel's fused pass (_kernel.pair): the AVX-512 loops and the portable ones, any number of
+threads, equal to the numpy fallback; the counts over 0.1% / 0.5% exactly those of the division."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import accuscope.engine.compare.metrics as M
+from accuscope.engine.compare.metrics import compare_arrays
+
+needs_kernel = pytest.mark.skipif(M._kernel is None, reason="no kernel: not built or ACCUSCOPE_KERNEL=numpy")
+
+
+@pytest.fixture(params=["simd", "portable"])
+def loops(request):
+    was = M._kernel.simd()
+    if request.param == "portable":
+        M._kernel.simd(False)
+    elif not was:
+        pytest.skip("this CPU has no AVX-512")
+    yield request.param
+    M._kernel.simd(was)
+
+
+def numpy_metrics(monkeypatch, x, y):
+    with monkeypatch.context() as m:
+        m.setattr(M, "_kernel", None)
+        return compare_arrays(x, y)
+
+
+def same(fast, slow):
+    assert fast.std == slow.std and fast.reasons == slow.reasons and fast.tpu_verdict == slow.tpu_verdict
+    for key, value in slow.values.items():
+        assert fast.values[key] == pytest.approx(value, rel=1e-12, abs=1e-15), key
+
+
+@needs_kernel
+@pytest.mark.parametrize("threads", [1, 2, 5])
+@pytest.mark.parametrize("spread", [1e-4, 0.05, 3.0])
+def test_fused_pass_equals_numpy(monkeypatch, loops, threads, spread):
+    rng = np.random.default_rng(11)
+    y = (rng.standard_normal(300_007) * 4).astype(np.float32)
+    y[::89] = 0
+    x = (y + rng.standard_normal(y.size) * spread).astype(np.float32)
+    same(compare_arrays(x, y, threads=threads), numpy_metrics(monkeypatch, x, y))
+
+
+@needs_kernel
+def test_threads_do_not_change_a_digit(loops):
+    rng = np.random.default_rng(12)
+    y = rng.standard_normal(1_000_003).astype(np.float32)
+    x = (y * 1.01 + 0.1).astype(np.float32)
+    one = compare_arrays(x, y, threads=1)
+    for threads in (2, 3, 8):
+        assert compare_arrays(x, y, threads=threads).values == one.values
+
+
+@needs_kernel
+def test_counts_at_the_thresholds_are_those_of_the_division(monkeypatch, loops):
+    """Quotients within an ulp of 1.001 / 0.995: the reciprocal estimate alone would flip some."""
+    rng = np.random.default_rng(13)
+    y = rng.uniform(0.5, 2, 200_000).astype(np.float32)
+    x = np.empty_like(y)
+    for k, t in enumerate((1.001, 0.999, 1.005, 0.995)):
+        part = slice(k, None, 4)
+        x[part] = (y[part].astype(np.float64) * t).astype(np.float32)
+        for _ in range(2):  # nudge by a float32 ulp either way
+            x[part] = np.where(rng.random(x[part].size) < 0.5, np.nextafter(x[part], np.float32(0)), x[part])
+    r = np.abs(x.astype(np.float64) / y.astype(np.float64) - 1)
+    got = compare_arrays(x, y)
+    assert got.values["rel_0.1%"] == np.mean(r > 0.001) and got.values["rel_0.5%"] == np.mean(r > 0.005)
+    same(got, numpy_metrics(monkeypatch, x, y))
+
+
+@needs_kernel
+def test_nan_goes_to_the_chunked_path():
+    x = np.ones(100, np.float32)
+    assert M._kernel.pair(np.r_[x[:-1], np.float32(np.nan)], x) is None
+    assert M._kernel.pair(x, np.r_[x[:-1], np.float32(np.inf)]) is None
+    assert M._kernel.pair(x, x) is not None
+    with pytest.raises(TypeError):
+        M._kernel.pair(np.ones(3), np.ones(3))
