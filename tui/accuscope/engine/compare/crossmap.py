@@ -36,7 +36,6 @@ from dataclasses import dataclass, field
 
 from accuscope.engine.compare import apitable
 from accuscope.engine.sources import msprobe
-from accuscope.engine.sources.inputfile import json_loads
 from accuscope.engine.sources.tensor import SourceError, Tensor
 
 ACCUSCOPE, DATA, LAYER, API, CELL = "accuscope", "data_mapping", "layer_mapping", "api_mapping", "cell_mapping"
@@ -269,11 +268,12 @@ def framework(side) -> str:
 
 
 def rank_folder(side) -> str | None:
-    for t in side.tensors:
-        folder = os.path.dirname(t.source)
-        if os.path.basename(folder) == msprobe.DATA_DIR:
-            folder = os.path.dirname(folder)
-        return folder
+    for df in side.ops:
+        for t in df.tensors:
+            folder = os.path.dirname(t.source)
+            if os.path.basename(folder) == msprobe.DATA_DIR:
+                folder = os.path.dirname(folder)
+            return folder
     return None
 
 
@@ -292,7 +292,8 @@ def pair(npu, golden, mapping: MappingFile | None = None, *, structure: bool = F
                     g = by_name.get(target)
                     decided[id(t)] = Match(g, DATA if g else "", reason="" if g else f"data mapping: no golden {target}")
     elif kind == LAYER:
-        calls = layer_mapping(rank_folder(npu), rank_folder(golden), mapping.layers)
+        calls = layer_mapping(rank_folder(npu), rank_folder(golden), mapping.layers,
+                              [df.op_name for df in npu.ops], [df.op_name for df in golden.ops], found.frameworks)
         for df in npu.ops:
             target = calls.get(df.op_name)
             for t in df.tensors:
@@ -643,19 +644,22 @@ class _Trie:
         self.children: dict[str, _Trie] = {}
 
 
-def _tree(folder: str | None) -> tuple[_Trie, list[_Item]]:
+def _tree(folder: str | None, calls: list[str] | None = None, fw: str = "") -> tuple[_Trie, list[_Item]]:
+    """msprobe's layer tree of one rank folder: `calls` are dump.json's calls in order (read from it
+    when not given), `fw` its framework."""
     root = _Trie(TOP_LAYER)
     if folder is None:
         return root, []
-    doc = _json(os.path.join(folder, msprobe.DUMP_JSON))
+    if calls is None:
+        doc = _json(os.path.join(folder, msprobe.DUMP_JSON))
+        data = doc.get("data") if isinstance(doc, dict) else None
+        calls, fw = (list(data), doc.get("framework") or "") if isinstance(data, dict) else ([], "")
     construct = _json(os.path.join(folder, msprobe.CONSTRUCT_JSON))
     stack = _json(os.path.join(folder, msprobe.STACK_JSON))
-    data = doc.get("data") if isinstance(doc, dict) else None
-    if not isinstance(data, dict) or not construct or not stack:
+    if not calls or not construct or not stack:
         return root, []  # msprobe's layer mapping needs both files
-    fw = doc.get("framework") or ""
     items, named = [], {}
-    for name in data:
+    for name in calls:
         parent = construct.get(name)
         item = _item(name, parent if isinstance(parent, str) else None, stack.get(name), fw)
         if item is not None:
@@ -671,7 +675,10 @@ def _tree(folder: str | None) -> tuple[_Trie, list[_Item]]:
     for item in items:
         node = root
         for part in item.full_scope.split(".")[1:]:
-            node = node.children.setdefault(part, _Trie(part))
+            child = node.children.get(part)
+            if child is None:
+                child = node.children[part] = _Trie(part)
+            node = child
         node.items.setdefault(item.state, []).append(item.name)
         node.type_name = item.type_name
     return root, items
@@ -679,9 +686,9 @@ def _tree(folder: str | None) -> tuple[_Trie, list[_Item]]:
 
 def _json(path: str):
     try:
-        with open(path, encoding="utf-8") as fh:
-            found = json_loads(fh.read())
-    except (OSError, ValueError):
+        with open(path, "rb") as fh:
+            found = msprobe._loads(fh.read())  # orjson where installed
+    except (OSError, ValueError, RecursionError):
         return {}
     return found if isinstance(found, dict) else {}
 
@@ -729,10 +736,12 @@ def _query(root: _Trie, scope: str, state: str, index: int) -> str | None:
     return names[index] if 0 <= index < len(names) or -len(names) <= index < 0 else None
 
 
-def layer_mapping(npu_folder: str | None, golden_folder: str | None, layers: dict) -> dict[str, str]:
-    """npu call -> golden call, as msprobe's layer mapping pairs them (calls it cannot place: absent)."""
-    npu_root, items = _tree(npu_folder)
-    golden_root, _ = _tree(golden_folder)
+def layer_mapping(npu_folder: str | None, golden_folder: str | None, layers: dict, npu_calls: list[str] | None = None,
+                  golden_calls: list[str] | None = None, frameworks: tuple[str, str] = ("", "")) -> dict[str, str]:
+    """npu call -> golden call, as msprobe's layer mapping pairs them (calls it cannot place: absent); the
+    calls of each side in dump.json's order where the caller has them (else dump.json is read)."""
+    npu_root, items = _tree(npu_folder, npu_calls, frameworks[0])
+    golden_root, _ = _tree(golden_folder, golden_calls, frameworks[1])
     rules = _rules(layers)
     found = {}
     for item in items:
