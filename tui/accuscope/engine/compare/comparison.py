@@ -28,11 +28,11 @@ from pathlib import Path
 
 import numpy as np
 
+from accuscope.engine.compare import crossmap, statistics
 from accuscope.engine.compare import plugins as plugin_mod
-from accuscope.engine.compare import statistics
 from accuscope.engine.compare.columns import CSV_OF, KEY_OF, METRIC, NUMERIC_METRICS
 from accuscope.engine.compare.lifetime import die_with_parent, process_context
-from accuscope.engine.compare.mapping import DEVICE_ONLY, FEW, Pair, map_tensors, read_mapping_file
+from accuscope.engine.compare.mapping import DEVICE_ONLY, FEW, Pair, map_tensors
 from accuscope.engine.compare.metrics import CHUNK, PairMetrics, array_chunks, compare_chunks, compiled_kernel
 from accuscope.engine.compare.repair import Repair, recheck
 from accuscope.engine.compare.results import ResultTable
@@ -81,6 +81,7 @@ class CompareSpec:
     step: str | None = None  # msprobe step and rank folders (one each; several: an error listing them)
     rank: str | None = None
     stats_only: bool = False  # compare the statistics dump.json records, never the tensor files
+    match: str | None = None  # "structure": pair what no name or mapping file pairs by module, order, shapes
 
     def to_meta(self, folder: str | os.PathLike | None = None) -> dict:
         """What task.json records about the comparison, enough to re-run it. Paths are stored
@@ -93,7 +94,8 @@ class CompareSpec:
                 "golden_dtype": str(self.golden_dtype) if self.golden_dtype else None,
                 "npu_model": self.npu_model, "golden_model": self.golden_model, "mapping": self.mapping,
                 "npu_runner": self.npu_runner, "golden_runner": self.golden_runner, "iteration": self.iteration,
-                "step": self.step, "rank": self.rank, "stats_only": self.stats_only}
+                "step": self.step, "rank": self.rank, "stats_only": self.stats_only,
+                "match": self.match}
         relative = {}
         for key in PATH_KEYS:
             if meta[key]:
@@ -128,7 +130,7 @@ class CompareSpec:
                    golden_model=path("golden_model"), mapping=path("mapping"),
                    npu_runner=meta.get("npu_runner"), golden_runner=meta.get("golden_runner"),
                    iteration=meta.get("iteration") or 0, step=meta.get("step"), rank=meta.get("rank"),
-                   stats_only=bool(meta.get("stats_only")))
+                   stats_only=bool(meta.get("stats_only")), match=meta.get("match"))
         return replace(spec, **changes)
 
 
@@ -287,8 +289,18 @@ def plan(spec: CompareSpec) -> Plan:
     npu_graph = npu.graph if npu.graph is not None else (graph if graph is not None and graph.kind == "om" else None)
     found, problems = (plugin_mod.discover(spec.custom_dir) if spec.custom_dir else ([], []))
     metrics, chosen_plugins = _algorithms(spec.algorithms, found)
-    user_map = read_mapping_file(spec.mapping) if spec.mapping else None
-    mapping = map_tensors(npu, golden, npu_graph=npu_graph, golden_graph=golden.graph, user_map=user_map)
+    mapping_file = crossmap.load(spec.mapping) if spec.mapping else None
+    user_map = mapping_file.names if mapping_file is not None and mapping_file.kind == crossmap.ACCUSCOPE else None
+    cross = None
+    if npu.kind == golden.kind == STEP_KIND:
+        cross = crossmap.pair(npu, golden, mapping_file, structure=spec.match == "structure")
+        problems = problems + [Problem(spec.mapping or spec.npu, line) for line in crossmap.describe(cross)]
+    elif mapping_file is not None and user_map is None:
+        raise SourceError(f"{spec.mapping}: {mapping_file.what} pair two msprobe dumps; {spec.npu} is a {npu.kind} source")
+    elif spec.match == "structure":
+        raise SourceError("--match structure pairs two msprobe dumps (module paths, call order); "
+                          f"{spec.npu} is a {npu.kind} source")
+    mapping = map_tensors(npu, golden, npu_graph=npu_graph, golden_graph=golden.graph, user_map=user_map, cross=cross)
     seq = _sequence_ids(npu, npu_graph)
     keep = _selection(spec, npu, seq)
     outputs = _output_tensors(npu, npu_graph, golden.graph)

@@ -99,6 +99,15 @@ def _yes_no(text: str) -> bool:
     raise ValueError(f"'{text}': answer yes or no")
 
 
+def _match(text: str) -> str | None:
+    word = text.strip().lower()
+    if word in ("", "name", "names"):
+        return None
+    if word == "structure":
+        return word
+    raise ValueError(f"'{text}': use structure (or name, the default)")
+
+
 def _folder_number(prefix: str):
     """A step or rank folder's number (3, rank3, proc1234 for a rank); a comma list for --cluster."""
     def parse(text: str) -> str:
@@ -129,12 +138,13 @@ KINDS = {  # kind -> text to value (ValueError on bad text)
     "plugins": os.path.expanduser, "out": os.path.expanduser, "text": str, "names": _names,
     "shape": _shape, "dtype": _dtype, "pick": _pick, "count": _count, "range": _range,
     "tolerance": parse_tolerance, "thresholds": _assignments, "flag": _yes_no, "step": _folder_number("step"),
-    "rank": _folder_number("rank"),
+    "rank": _folder_number("rank"), "match": _match,
 }
 
 METAVARS = {"dump": "PATH", "model": "MODEL", "file": "FILE", "plugins": "DIR", "out": "TASK_DIR",
             "names": "A,B,...", "count": "N", "range": "START,END,STEP", "shape": "N,C,H,W", "dtype": "DTYPE",
-            "pick": "newest|oldest|K", "step": "N", "rank": "M"}
+            "pick": "newest|oldest|K", "step": "N", "rank": "M",
+            "match": "name|structure"}
 
 INPUTS: tuple[Input, ...] = (
     Input("npu", "--npu", "NPU dump", "the side under test: any dump accuscope reads", "dump",
@@ -170,8 +180,14 @@ INPUTS: tuple[Input, ...] = (
           "tolerance", "optional: COS,EUCLID as tpu-mlir, e.g. 0.99,0.90", metavar="COS,EUCLID",
           group="judging"),
     Input("mapping", "--mapping", "mapping file", "file pairing names no rule can know: npu_name,golden_name "
-          "per line (CSV) or npu_name: golden_name (YAML); op or tensor names", "file",
-          "optional: npu_name,golden_name per line", group="judging"),
+          "per line (CSV) or npu_name: golden_name (YAML), op or tensor names; or msprobe's own mapping files "
+          "as written (layer -lm, API -am, cell -cm, data -dm YAML), for two msprobe dumps", "file",
+          "optional: npu_name,golden_name per line, or msprobe's layer/API/cell/data mapping YAML",
+          group="judging"),
+    Input("match", "--match", "match", "msprobe dumps: `structure` also pairs what no name, API table or "
+          "mapping file pairs, by module, call order, shapes and dtypes (each such pair marked `structure` "
+          "with its confidence; the doubtful ones listed)", "match", "optional: structure (default: names only)",
+          group="judging"),
     Input("op_range", "--range", "range", "start,end,step over op sequence ids (end -1 = last)", "range",
           "optional: start,end,step over op sequence ids, e.g. 1,-1,1", group="judging"),
     Input("ops", "--ops", "ops", "comma-separated op names to compare", "names",
@@ -227,7 +243,7 @@ def build_spec(values: dict):
         pick=get("pick"), run=get("run"), golden_shape=get("shape"), golden_dtype=None if dtype is None else str(dtype),
         npu_model=get("npu_model"), golden_model=get("golden_model"), mapping=get("mapping"),
         npu_runner=npu_runner, golden_runner=golden_runner, iteration=get("iteration"), step=get("step"),
-        rank=get("rank"), stats_only=bool(get("stats_only")))
+        rank=get("rank"), stats_only=bool(get("stats_only")), match=get("match"))
 
 
 SPEC_FIELD = {"shape": "golden_shape", "dtype": "golden_dtype"}  # input name -> CompareSpec field, where they differ
@@ -291,8 +307,9 @@ def check(item: Input, text: str, golden: str = "", npu: str = "") -> tuple[str,
                 return "exists and is not a task folder", False
             return ("✓ replaces the result of that task" if p.exists() else "✓ new folder"), True
         if item.kind == "file":
-            from accuscope.engine.compare.mapping import read_mapping_file
-            return f"✓ {len(read_mapping_file(value)):,} pairs", True
+            from accuscope.engine.compare.crossmap import load
+            found = load(value)
+            return f"✓ {len(found):,} {found.what}", True
         if item.kind == "plugins" and not os.path.isdir(os.path.join(value, "algorithm")):
             return "no algorithm/ folder inside", False
         if item.kind == "dtype":

@@ -10,14 +10,18 @@ Rules, strongest first, each recorded on the pair (`how`):
 4. `name`: identical op names (raw, or as file names spell them), through the framework graph's
    tensor names where one is given;
 5. `mapping`: the user's mapping file, for renames no rule can know.
-There is no fuzzy or positional fallback: a tensor without a proven counterpart stays unpaired,
+Two msprobe dumps of different implementations (MindSpore against PyTorch, renamed layers) take
+crossmap.py's rules first where given (msprobe's mapping files, the API table, `--match structure`).
+There is no fuzzy or positional fallback unless asked for (`--match structure`, every pair marked
+with its confidence): a tensor without a proven counterpart stays unpaired,
 with the reason.
 """
 from __future__ import annotations
 
-import csv
 from dataclasses import dataclass, field
 
+from accuscope.engine.compare import crossmap
+from accuscope.engine.compare.crossmap import CrossPairs
 from accuscope.engine.graphs.graph import Graph, Node
 from accuscope.engine.graphs.optypes import CONVERTER_OWN, CONVERTER_TYPES, INPUT_TYPES, walk_back
 from accuscope.engine.sources import msprobe, tpumlir
@@ -29,6 +33,7 @@ from accuscope.engine.sources.side import Side
 from accuscope.engine.sources.tensor import INPUT, OUTPUT, SourceError, Tensor
 
 DEVICE_ONLY = "*"
+CROSS_RULES = (*crossmap.EXPLICIT, crossmap.TABLE, crossmap.STRUCTURE)
 FEW = 0.5  # a comparison using less than this share of the reference (golden) tensors is suspect
 
 
@@ -38,8 +43,9 @@ class Pair:
     golden: Tensor | None
     op: DumpFile
     ground_truth: str  # golden op names joined by ",", or "*" for a device-only op
-    how: str  # "fusion", "original_op", "tensor", "name", "mapping", or "" when unmatched
-    reason: str = ""  # why golden is None
+    how: str  # "fusion", "original_op", "tensor", "name", "mapping", a crossmap rule, or "" when unmatched
+    reason: str = ""  # why golden is None (a structural pair: how sure, and why)
+    confidence: float = 1.0  # below 1 only for structural pairs (crossmap.STRUCTURE)
 
 
 @dataclass
@@ -64,17 +70,18 @@ def as_side(source: Side | NpuDump | GoldenDump) -> Side:
 
 def map_tensors(npu: Side | NpuDump, golden: Side | GoldenDump, graph: Graph | None = None, *,
                 npu_graph: Graph | None = None, golden_graph: Graph | None = None,
-                user_map: dict[str, str] | None = None) -> Mapping:
+                user_map: dict[str, str] | None = None, cross: CrossPairs | None = None) -> Mapping:
     """Pair the tensors of two sides. `graph` is the one model of the older interface: an offline
     model belongs to the NPU side, any other model to the golden (framework) side. Each side's
-    own graph (`Side.graph`) is used where no graph is given for it."""
+    own graph (`Side.graph`) is used where no graph is given for it. `cross`: what crossmap's rules
+    decided for two msprobe sides of different implementations (taken before any rule here)."""
     npu, golden = as_side(npu), as_side(golden)
     if graph is not None:
         if graph.kind == "om":
             npu_graph = npu_graph or graph
         else:
             golden_graph = golden_graph or graph
-    mapper = _Mapper(golden, npu_graph or npu.graph, golden_graph or golden.graph, user_map or {})
+    mapper = _Mapper(golden, npu_graph or npu.graph, golden_graph or golden.graph, user_map or {}, cross)
     mapping = Mapping([p for df in npu.ops for p in mapper.pairs_of(df)])
     if npu.kind == golden.kind == msprobe.KIND:
         mapping.pairs = _equal_counts(mapping.pairs, golden)
@@ -89,7 +96,7 @@ def _equal_counts(pairs: list[Pair], golden: Side) -> list[Pair]:
     and as many output tensors; otherwise each tensor of the call is a row saying so, unpaired."""
     theirs = msprobe.counts(golden.tensors)
     ours = msprobe.counts(p.npu for p in pairs)
-    counterpart = {p.npu.op: p.golden.op for p in pairs if p.golden is not None}
+    counterpart = {p.npu.op: p.golden.op for p in pairs if p.golden is not None and p.how not in CROSS_RULES}
 
     def count(table: dict, op: str) -> tuple[int, int]:
         return table.get((op, INPUT), 0), table.get((op, OUTPUT), 0)
@@ -97,6 +104,9 @@ def _equal_counts(pairs: list[Pair], golden: Side) -> list[Pair]:
     out = []
     for p in pairs:
         other = counterpart.get(p.npu.op)
+        if p.how in CROSS_RULES:  # a mapping file, the API table or the structure said which slots pair
+            out.append(p)
+            continue
         if other is not None and count(ours, p.npu.op) != count(theirs, other):
             (n_in, n_out), (m_in, m_out) = count(ours, p.npu.op), count(theirs, other)
             p = Pair(p.npu, None, p.op, p.ground_truth, "", (
@@ -139,38 +149,19 @@ def _converter_own(pairs: list[Pair], golden: Side, used: set[int], npu_graph: G
 
 def read_mapping_file(path: str) -> dict[str, str]:
     """A user's mapping: `npu_name,golden_name` per line (CSV) or `npu_name: golden_name` (YAML).
-    Names are op names (every tensor of the op, index for index) or tensor names `op:output:0`."""
-    try:
-        with open(path, encoding="utf-8", newline="") as fh:
-            text = fh.read(1 << 26)
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SourceError(f"{path}: cannot read the mapping file ({exc})") from None
-    found: dict[str, str] = {}
-    if path.lower().endswith((".yaml", ".yml")):
-        for k, line in enumerate(text.splitlines(), 1):
-            line = line.split(" #", 1)[0].strip()
-            if not line or line.startswith("#") or line == "---":
-                continue
-            key, sep, value = line.partition(": ")  # a tensor name holds ':' itself
-            if not sep or not key.strip() or not value.strip():
-                raise SourceError(f"{path}:{k}: expected `npu_name: golden_name`, got {line[:80]!r}")
-            found[key.strip().strip("'\"")] = value.strip().strip("'\"")
-        return found
-    for k, row in enumerate(csv.reader(text.splitlines()), 1):
-        if not row or (len(row) == 1 and not row[0].strip()) or row[0].lstrip().startswith("#"):
-            continue
-        if len(row) != 2:
-            raise SourceError(f"{path}:{k}: expected `npu_name,golden_name`, got {len(row)} fields")
-        key, value = row[0].strip(), row[1].strip()
-        if k == 1 and key.lower() in ("npu", "npu_name", "npu_op") and value.lower().startswith("golden"):
-            continue  # a header line
-        found[key] = value
-    return found
+    Names are op names (every tensor of the op, index for index) or tensor names `op:output:0`.
+    msprobe's mapping files (layer, API, cell, data) are crossmap.load's: a SourceError here."""
+    found = crossmap.load(path)
+    if found.kind != crossmap.ACCUSCOPE:
+        raise SourceError(f"{path}: {found.what}: they pair two msprobe dumps (compare them with it as --mapping)")
+    return found.names
 
 
 class _Mapper:
-    def __init__(self, golden: Side, npu_graph: Graph | None, golden_graph: Graph | None, user_map: dict[str, str]):
+    def __init__(self, golden: Side, npu_graph: Graph | None, golden_graph: Graph | None, user_map: dict[str, str],
+                 cross: CrossPairs | None = None):
         self.golden = golden
+        self.cross = cross.by_tensor if cross is not None else {}
         self.graph = golden_graph  # the framework graph: golden tensor names of golden ops
         self.om = npu_graph if npu_graph is not None and npu_graph.kind == "om" else None
         self.npu_graph = npu_graph if self.om is None else None  # e.g. the candidate ONNX model
@@ -248,6 +239,11 @@ class _Mapper:
     # ---------------------------------------------------------- header and names
 
     def _pair(self, df: DumpFile, t: Tensor) -> Pair:
+        found = self.cross.get(id(t)) if self.cross else None
+        if found is not None:
+            if found.golden is None:
+                return Pair(t, None, df, df.op_name, "", found.reason)
+            return Pair(t, found.golden, df, found.golden.op, found.how, found.reason, found.confidence)
         if df.op_type in CONVERTER_OWN and self.golden.find(df.op_name, t.io, t.index) is None:
             return Pair(t, None, df, DEVICE_ONLY, "", f"inserted by the conversion: {df.op_type} {df.op_name} "
                                                       "stands for no framework op")

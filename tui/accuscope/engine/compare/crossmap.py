@@ -1,0 +1,758 @@
+"""Pairing across implementations: two msprobe dumps of programs that are not the same program
+(MindSpore against PyTorch, a renamed layer, a new framework version).
+
+Rules, each recorded on the pair it makes (`Pair.how`), strongest first:
+
+- `data_mapping`: msprobe's `-dm` file, `{npu tensor}: {bench tensor}` (data names:
+  `Functional.flash_attention_score.4.forward.input.0: NPU.npu_fusion_attention.4.forward.input.0`);
+- `layer_mapping`: msprobe's `-lm` file, `{Layer class}: {npu child: bench child}` under `TopLayer`
+  (old files: `Cell`); each call's scope (construct.json's module, the call's API name) is rewritten
+  through it and the call takes the bench call at that scope, direction and position, as msprobe's
+  layer mapping does (its stack.json frame scope included where stack.json is msprobe's older,
+  call-keyed form, which is the one msprobe's layer mapping reads);
+- `api_mapping`: msprobe's `-am` file, a list of `{ms_api, pt_api, ms_args, pt_args, ms_outputs,
+  pt_outputs, ...}`: the API renamed, its arguments and outputs paired position by position (a slot
+  the entry leaves out is not compared, as msprobe abandons it);
+- `cell_mapping`: msprobe's `-cm` file, `{cell path.Class}: {module path.Class}` on module calls;
+- identical data names (the `tensor` rule of mapping.py);
+- `api_table`: the two dumps' frameworks differ (dump.json's "framework"): MindSpore calls through
+  accuscope's MindSpore -> PyTorch table (apitable.py); calls it cannot map are listed by name;
+- `structure` (opt-in, `--match structure`): what is left, paired within one module and direction in
+  call order, scored on the API, tensor counts, shapes and dtypes; every pair carries its confidence,
+  and the doubtful ones (below DOUBTFUL) are listed.
+
+accuscope's own mapping file (`npu_name,golden_name` CSV, or flat `npu_name: golden_name` YAML) still
+works as before (mapping.py's `mapping` rule); a flat YAML whose keys are msprobe data names is msprobe's
+data mapping, one whose keys and values are `path.Class` module names (no direction) its cell mapping.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+import re
+from dataclasses import dataclass, field
+
+from accuscope.engine.compare import apitable
+from accuscope.engine.sources import msprobe
+from accuscope.engine.sources.tensor import SourceError, Tensor
+
+ACCUSCOPE, DATA, LAYER, API, CELL = "accuscope", "data_mapping", "layer_mapping", "api_mapping", "cell_mapping"
+TABLE, STRUCTURE = "api_table", "structure"
+EXPLICIT = (DATA, LAYER, API, CELL)  # rules from a mapping file: msprobe's count rule does not apply to them
+DOUBTFUL = 0.8  # a structural pair below this confidence is listed as doubtful
+MIN_CONFIDENCE = 0.5  # below it, no structural pair is made
+WINDOW = 16  # golden calls looked ahead of the last structural pair, per module
+TOP_LAYER = "TopLayer"
+_DATA_NAME = re.compile(r".+\.(forward|backward)(\.\d+)?\.(input|output|parameters)(\..+)?|.+\.parameters_grad(\.\d+)?\..+")
+_DIRECTION = re.compile(r"\.(forward|backward)(\.|$)")
+
+
+# ------------------------------------------------------------------ YAML (the subset mapping files use)
+
+
+def yaml_load(text: str, path: str = "") -> object:
+    """Block mappings nested by indentation, block lists (`- key: value` items), flow lists `[0, 1]`,
+    quoted and plain scalars, comments: what msprobe's and accuscope's mapping files hold (no anchors,
+    tags or multi-line scalars; anything else a SourceError naming the line)."""
+    lines = []
+    for k, raw in enumerate(text.splitlines(), 1):
+        line = _uncomment(raw).rstrip()
+        if line.strip() and line.strip() != "---":
+            if "\t" in line[: len(line) - len(line.lstrip())]:
+                raise SourceError(f"{path}:{k}: a tab in the indentation (YAML indents with spaces)")
+            lines.append((k, len(line) - len(line.lstrip()), line.strip()))
+    if not lines:
+        return {}
+    value, end = _block(lines, 0, lines[0][1], path)
+    if end != len(lines):
+        raise SourceError(f"{path}:{lines[end][0]}: unexpected indentation")
+    return value
+
+
+def _uncomment(line: str) -> str:
+    quote = ""
+    for i, c in enumerate(line):
+        if quote:
+            quote = "" if c == quote else quote
+        elif c in "'\"":
+            quote = c
+        elif c == "#" and (i == 0 or line[i - 1] in " \t"):
+            return line[:i]
+    return line
+
+
+def _block(lines, i: int, indent: int, path: str):
+    if lines[i][2].startswith("- ") or lines[i][2] == "-":
+        items = []
+        while i < len(lines) and lines[i][1] == indent and (lines[i][2].startswith("- ") or lines[i][2] == "-"):
+            k, _, text = lines[i]
+            rest = text[1:].strip()
+            if not rest:
+                value, i = _block(lines, i + 1, lines[i + 1][1], path) if i + 1 < len(lines) and lines[i + 1][1] > indent \
+                    else (None, i + 1)
+            elif _key(rest) is not None:  # `- key: value` opens a mapping at the item's column
+                lines[i] = (k, indent + 2, rest)
+                value, i = _block(lines, i, indent + 2, path)
+            else:
+                value, i = _scalar(rest), i + 1
+            items.append(value)
+        return items, i
+    found: dict = {}
+    while i < len(lines) and lines[i][1] == indent:
+        k, _, text = lines[i]
+        split = _key(text)
+        if split is None:
+            raise SourceError(f"{path}:{k}: expected `key: value`, got {text[:80]!r}")
+        key, rest = split
+        if rest:
+            found[key], i = _scalar(rest), i + 1
+        elif i + 1 < len(lines) and lines[i + 1][1] > indent:
+            found[key], i = _block(lines, i + 1, lines[i + 1][1], path)
+        elif i + 1 < len(lines) and lines[i + 1][1] == indent and lines[i + 1][2].startswith("- "):
+            found[key], i = _block(lines, i + 1, indent, path)  # a list at its key's column
+        else:
+            found[key], i = None, i + 1
+    return found, i
+
+
+def _key(text: str) -> tuple[str, str] | None:
+    if text[:1] in "'\"":
+        end = text.find(text[0], 1)
+        if end > 0 and text[end + 1: end + 2] == ":":
+            return text[1:end], text[end + 2:].strip()
+        return None
+    m = re.match(r"(.+?):(?:\s+(.*)|$)", text)
+    return (m.group(1).strip(), (m.group(2) or "").strip()) if m else None
+
+
+def _scalar(text: str):
+    if text[:1] in "'\"" and text[-1:] == text[:1] and len(text) > 1:
+        return text[1:-1]
+    if text.startswith("[") and text.endswith("]"):
+        return [_scalar(p.strip()) for p in text[1:-1].split(",") if p.strip()]
+    if text in ("null", "~"):
+        return None
+    if re.fullmatch(r"-?\d+", text):
+        return int(text)
+    return text
+
+
+# ------------------------------------------------------------------ mapping files
+
+
+@dataclass
+class MappingFile:
+    """A mapping file as written: accuscope's own names, or one of msprobe's four kinds."""
+
+    kind: str  # ACCUSCOPE, DATA, LAYER, API, CELL
+    path: str
+    names: dict[str, str] = field(default_factory=dict)  # accuscope, data and cell mappings
+    layers: dict = field(default_factory=dict)  # layer mapping, as msprobe nests it
+    apis: list[dict] = field(default_factory=list)  # API mapping entries
+
+    def __len__(self) -> int:
+        return len(self.names) or sum(len(v) for v in self.layers.values() if isinstance(v, dict)) or len(self.apis)
+
+    @property
+    def what(self) -> str:
+        return {ACCUSCOPE: "pairs", DATA: "msprobe data-mapping pairs", LAYER: "msprobe layer-mapping rules",
+                API: "msprobe API-mapping entries", CELL: "msprobe cell-mapping pairs"}[self.kind]
+
+
+def load(path: str) -> MappingFile:
+    """The mapping file at `path`, its kind told by its content (SourceError naming the line otherwise)."""
+    try:
+        with open(path, encoding="utf-8", newline="") as fh:
+            text = fh.read(1 << 26)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SourceError(f"{path}: cannot read the mapping file ({exc})") from None
+    if not path.lower().endswith((".yaml", ".yml")):
+        return MappingFile(ACCUSCOPE, path, _csv(text, path))
+    doc = yaml_load(text, path)
+    if isinstance(doc, list):
+        entries = [e for e in doc if isinstance(e, dict)]
+        if not entries or not all("ms_api" in e and "pt_api" in e for e in entries):
+            raise SourceError(f"{path}: a list, but not msprobe's API mapping (each item needs ms_api and pt_api)")
+        for e in entries:
+            for a, b in (("ms_args", "pt_args"), ("ms_outputs", "pt_outputs"), ("ms_parameters", "pt_parameters"),
+                         ("ms_parameters_grad", "pt_parameters_grad")):
+                if len(e.get(a) or []) != len(e.get(b) or []):
+                    raise SourceError(f"{path}: {e['ms_api']}: {a} and {b} differ in length")
+        return MappingFile(API, path, apis=entries)
+    if not isinstance(doc, dict):
+        raise SourceError(f"{path}: expected a mapping (`npu_name: golden_name`, or msprobe's layer, API, cell or "
+                          "data mapping)")
+    if doc and all(isinstance(v, dict) or v is None for v in doc.values()):
+        layers = {(TOP_LAYER if k == "Cell" else str(k)): {str(a): str(b) for a, b in (v or {}).items()}
+                  for k, v in doc.items()}
+        return MappingFile(LAYER, path, layers=layers)
+    bad = [k for k, v in doc.items() if not isinstance(v, (str, int)) or isinstance(v, bool)]
+    if bad:
+        raise SourceError(f"{path}: {bad[0]}: expected `npu_name: golden_name` (or msprobe's layer mapping: "
+                          "`Class:` over `npu_child: bench_child` lines)")
+    names = {str(k): str(v) for k, v in doc.items()}
+    if names and all(_DATA_NAME.fullmatch(k) for k in names):
+        return MappingFile(DATA, path, names)
+    if names and all("." in k and "." in v and not _DIRECTION.search(k) and not _DIRECTION.search(v)
+                     and ":" not in k for k, v in names.items()) and all(_is_cell(k) for k in names):
+        return MappingFile(CELL, path, names)
+    return MappingFile(ACCUSCOPE, path, names)
+
+
+def _is_cell(name: str) -> bool:
+    """`fc1.Dense`, `layers.0.attention.ParallelAttention`: a module path ending in a class name."""
+    return name.rsplit(".", 1)[-1][:1].isupper()
+
+
+def _csv(text: str, path: str) -> dict[str, str]:
+    found: dict[str, str] = {}
+    for k, row in enumerate(csv.reader(text.splitlines()), 1):
+        if not row or (len(row) == 1 and not row[0].strip()) or row[0].lstrip().startswith("#"):
+            continue
+        if len(row) != 2:
+            raise SourceError(f"{path}:{k}: expected `npu_name,golden_name`, got {len(row)} fields")
+        key, value = row[0].strip(), row[1].strip()
+        if k == 1 and key.lower() in ("npu", "npu_name", "npu_op") and value.lower().startswith("golden"):
+            continue  # a header line
+        found[key] = value
+    return found
+
+
+# ------------------------------------------------------------------ pairing
+
+
+@dataclass(frozen=True)
+class Match:
+    golden: Tensor | None
+    how: str
+    confidence: float = 1.0
+    reason: str = ""  # why golden is None, or how sure a structural pair is
+
+
+@dataclass
+class CrossPairs:
+    """What the rules above decided, per NPU tensor (by id); tensors absent are left to mapping.py."""
+
+    by_tensor: dict[int, Match] = field(default_factory=dict)
+    frameworks: tuple[str, str] = ("", "")
+    unmapped_apis: dict[str, int] = field(default_factory=dict)  # MindSpore API -> calls the table cannot map
+    doubtful: list[tuple[str, str, float]] = field(default_factory=list)  # (npu call, golden call, confidence)
+    notes: list[str] = field(default_factory=list)
+
+    def counts(self) -> dict[str, int]:
+        found: dict[str, int] = {}
+        for m in self.by_tensor.values():
+            if m.golden is not None:
+                found[m.how] = found.get(m.how, 0) + 1
+        return found
+
+
+def framework(side) -> str:
+    """dump.json's "framework" of an msprobe side ("pytorch", "mindspore", "mindtorch"), else as the
+    tensor types tell ("" when nothing does)."""
+    folder = rank_folder(side)
+    if folder is None:
+        return ""
+    try:
+        with open(os.path.join(folder, msprobe.DUMP_JSON), "rb") as fh:
+            head = fh.read(msprobe.SNIFF_BYTES).decode("utf-8", "replace")
+    except OSError:
+        return ""
+    m = re.search(r'"framework"\s*:\s*"(\w+)"', head)
+    if m:
+        return m.group(1)
+    m = re.search(r'"type"\s*:\s*"(mindspore|torch)', head)
+    return {"mindspore": "mindspore", "torch": "pytorch"}.get(m.group(1), "") if m else ""
+
+
+def rank_folder(side) -> str | None:
+    for df in side.ops:
+        for t in df.tensors:
+            folder = os.path.dirname(t.source)
+            if os.path.basename(folder) == msprobe.DATA_DIR:
+                folder = os.path.dirname(folder)
+            return folder
+    return None
+
+
+def pair(npu, golden, mapping: MappingFile | None = None, *, structure: bool = False) -> CrossPairs:
+    """The cross-implementation pairs of two msprobe sides (see the module docstring)."""
+    found = CrossPairs(frameworks=(framework(npu), framework(golden)))
+    by_name = {t.tensor_name: t for t in golden.tensors if t.tensor_name}
+    golden_calls = {df.op_name: df for df in golden.ops}
+    decided = found.by_tensor
+    kind = mapping.kind if mapping is not None else ""
+    if kind == DATA:
+        for df in npu.ops:
+            for t in df.tensors:
+                target = mapping.names.get(t.tensor_name)
+                if target is not None:
+                    g = by_name.get(target)
+                    decided[id(t)] = Match(g, DATA if g else "", reason="" if g else f"data mapping: no golden {target}")
+    elif kind == LAYER:
+        calls = layer_mapping(rank_folder(npu), rank_folder(golden), mapping.layers,
+                              [df.op_name for df in npu.ops], [df.op_name for df in golden.ops], found.frameworks)
+        for df in npu.ops:
+            target = calls.get(df.op_name)
+            for t in df.tensors:
+                g = by_name.get(target + t.tensor_name[len(df.op_name):]) if target else None
+                decided[id(t)] = Match(g, LAYER if g else "", reason="" if g else (
+                    f"layer mapping: no golden call at {df.op_name}'s scope" if not target else
+                    f"layer mapping: {target} has no {t.tensor_name[len(df.op_name):].lstrip('.')}"))
+    elif kind == API:
+        _api_mapping(npu, mapping.apis, by_name, decided)
+    elif kind == CELL:
+        for df in npu.ops:
+            target = cell_rename(df.op_name, mapping.names)
+            if target != df.op_name or df.op_name.startswith("Cell."):
+                for t in df.tensors:
+                    g = by_name.get(target + t.tensor_name[len(df.op_name):])
+                    if g is not None:
+                        decided[id(t)] = Match(g, CELL)
+    cross = found.frameworks[0] != found.frameworks[1] and "" not in found.frameworks
+    if cross and kind in ("", ACCUSCOPE, CELL, API):
+        _by_table(npu, by_name, decided, found.unmapped_apis, _module_map(npu, golden, True))
+    if structure:
+        _by_structure(npu, golden, golden_calls, decided, found, cross)
+    return found
+
+
+def _api_mapping(npu, apis: list[dict], by_name: dict[str, Tensor], decided: dict[int, Match]) -> None:
+    """msprobe's user API mapping: the API renamed, slot k of each listed kind to the entry's slot."""
+    slots = {"input": ("ms_args", "pt_args"), "output": ("ms_outputs", "pt_outputs"),
+             "parameters": ("ms_parameters", "pt_parameters")}
+    entries = {str(e["ms_api"]): e for e in apis}
+    for df in npu.ops:
+        api = ".".join(df.op_name.split(".")[:2])
+        e = entries.get(api)
+        if e is None:
+            continue
+        call = df.op_name.replace(api, str(e["pt_api"]), 1)
+        for t in df.tensors:
+            parts = t.tensor_name[len(df.op_name):].lstrip(".").split(".", 2)
+            slot, position = parts[0], parts[1] if len(parts) > 1 else ""
+            ours, theirs = (e.get(k) or [] for k in slots.get(slot, ("", "")))
+            target = next((str(b) for a, b in zip(ours, theirs) if str(a) == position), None)
+            if target is None:
+                decided[id(t)] = Match(None, "", reason=f"API mapping: {e['ms_api']} lists no {slot} {position} "
+                                                        "(not compared, as msprobe abandons it)")
+                continue
+            name = ".".join([call, slot, target, *parts[2:]])
+            g = by_name.get(name)
+            decided[id(t)] = Match(g, API if g else "", reason="" if g else f"API mapping: no golden {name}")
+
+
+def cell_rename(call: str, cells: dict[str, str]) -> str:
+    """msprobe's cell mapping on one call name: `Cell.fc1.Dense.forward.0` -> `Module.fc1.Linear.forward.0`
+    (the whole `path.Class` looked up, else each entry replaced where it occurs); API calls unchanged."""
+    if not re.search(r"\.(forward|backward|parameters_grad)(\.|$)", call) or not call.startswith(("Cell.", "Module.")):
+        return call
+    renamed = call.replace("Cell", "Module", 1)
+    cell = re.split(r"\.(?:forward|backward|parameters_grad)(?:\.|$)", renamed.split(".", 1)[-1])[0]
+    new = cells.get(cell)
+    if new is None:
+        new = cell
+        for a, b in cells.items():
+            if a in new:
+                new = new.replace(a, b, 1)
+    return renamed.replace(cell, new, 1) if new != cell else renamed
+
+
+def translate(call: str) -> tuple[str, ...]:
+    """A MindSpore call name as the PyTorch call names it may be, likeliest first (() where the table has
+    none): `Mint.matmul.3.forward` -> (`Torch.matmul.3.forward`, ...); `Cell.fc1.Dense.forward.0` ->
+    (`Module.fc1.Linear.forward.0`,)."""
+    parts = call.split(".")
+    if parts[0] == "Cell" and len(parts) >= 4:
+        k = -3 if parts[-2] in ("forward", "backward") else -2
+        parts[k] = apitable.cell_class(parts[k])
+        return (".".join(["Module", *parts[1:]]),)
+    api, rest = _api(parts)
+    return tuple(f"{name}.{rest}" for name in apitable.targets(api)) if rest else ()
+
+
+def _api(parts: list[str]) -> tuple[str, str]:
+    """(`Type.name`, the rest) of an API call's name parts; a Primitive is named by its class
+    (`Primitive.matmul.MatMul.0.forward`: `Primitive.MatMul`, `0.forward`)."""
+    if parts[0] == "Primitive" and len(parts) >= 5 and parts[2][:1].isupper():
+        return f"Primitive.{parts[2]}", ".".join(parts[3:])
+    return ".".join(parts[:2]), ".".join(parts[2:])
+
+
+def _by_table(npu, by_name: dict[str, Tensor], decided: dict[int, Match], unmapped: dict[str, int],
+              modules: dict[str, str]) -> None:
+    """The table's names, where the golden call of that name ran in the same module (through the module
+    map) with the same shapes: counters count per API on each side, and a MindSpore primitive inside a
+    layer (Dense's MatMul) is no call of the PyTorch script's own of the same name."""
+    for df in npu.ops:
+        tensors = [t for t in df.tensors if id(t) not in decided and t.tensor_name not in by_name]
+        if not tensors:
+            continue
+        names = translate(df.op_name)
+        if not names:
+            if not df.op_name.startswith(("Cell.", "Module.")) and not msprobe.is_grads(df.op_name):
+                api = _api(df.op_name.split("."))[0]
+                unmapped[api] = unmapped.get(api, 0) + 1
+            continue
+        module = _module_of(df)
+        module = modules.get(module, module)
+        for t in tensors:
+            suffix = t.tensor_name[len(df.op_name):]
+            g = next((by_name[n + suffix] for n in names if n + suffix in by_name), None)
+            if g is not None and (g.op_type == module or df.op_name.startswith("Cell.")) and \
+                    tuple(g.shape) == tuple(t.shape):
+                decided[id(t)] = Match(g, TABLE)
+
+
+def _kind(call: str, translate_it: bool) -> str:
+    """What a call is, without where or when: `Torch.matmul`, or a module's class `Linear`."""
+    parts = call.split(".")
+    if parts[0] in ("Cell", "Module") and len(parts) >= 4:
+        cls = parts[-3] if parts[-2] in ("forward", "backward") else parts[-2]
+        return apitable.cell_class(cls) if parts[0] == "Cell" else cls
+    api = _api(parts)[0]
+    if translate_it:
+        names = apitable.targets(api)
+        return names[0] if names else api
+    return api
+
+
+def _direction(call: str) -> str:
+    m = _DIRECTION.search(call)
+    return m.group(1) if m else ("parameters_grad" if msprobe.is_grads(call) else "")
+
+
+def _by_structure(npu, golden, golden_calls: dict, decided: dict[int, Match], found: CrossPairs, cross: bool) -> None:
+    """The calls no other rule paired, paired in order within their module and direction."""
+    used = {id(m.golden) for m in decided.values() if m.golden is not None}
+    by_name = {t.tensor_name for t in golden.tensors}
+    free_golden: dict[tuple[str, str], list] = {}
+    for df in golden.ops:
+        if not any(id(t) in used for t in df.tensors):
+            free_golden.setdefault((_module_of(df), _direction(df.op_name)), []).append(df)
+    pointer: dict[tuple[str, str], int] = {}
+    npu_kind_cache: dict[str, str] = {}
+    modules = _module_map(npu, golden, cross)
+    for df in npu.ops:
+        if any(id(t) in decided or t.tensor_name in by_name for t in df.tensors):
+            continue  # paired (or decided) by a stronger rule
+        module = _module_of(df)
+        key = (modules.get(module, module), _direction(df.op_name))
+        candidates = free_golden.get(key)
+        if not candidates:
+            continue
+        start = pointer.get(key, 0)
+        kind = npu_kind_cache.setdefault(df.op_name, _kind(df.op_name, cross))
+        best, best_score, best_why = -1, 0.0, ""
+        for j in range(start, min(len(candidates), start + WINDOW)):
+            score, why = _score(df, candidates[j], kind)
+            if score > best_score + 1e-9:
+                best, best_score, best_why = j, score, why
+            if score >= 0.999:
+                break
+        if best < 0 or best_score < MIN_CONFIDENCE:
+            continue
+        g_df = candidates[best]
+        pointer[key] = best + 1
+        confidence = round(best_score, 2)
+        if confidence < DOUBTFUL:
+            found.doubtful.append((df.op_name, g_df.op_name, confidence))
+        theirs = {(t.io, t.index): t for t in g_df.tensors}
+        reason = f"structural pair (confidence {confidence:.2f}: {best_why})"
+        for t in df.tensors:
+            g = theirs.get((t.io, t.index))
+            if g is not None:
+                decided[id(t)] = Match(g, STRUCTURE, confidence, reason)
+
+
+def _modules(side, cross: bool) -> list[tuple[str, str]]:
+    """(module path, class) of every module a side's forward calls ran, in order of their first call."""
+    found: dict[str, str] = {}
+    for df in side.ops:
+        parts = df.op_name.split(".")
+        if parts[0] in ("Cell", "Module") and len(parts) >= 5 and parts[-2] == "forward":
+            found.setdefault(".".join(parts[1:-3]), _kind(df.op_name, cross))
+    return list(found.items())
+
+
+def _module_map(npu, golden, cross: bool) -> dict[str, str]:
+    """NPU module path -> golden module path: the same path where both have it, else the modules of the
+    same class and depth in the same order (renamed layers: `attention.qkv` ~ `self_attention.query_key_value`)."""
+    ours, theirs = _modules(npu, cross), _modules(golden, False)
+    paths = {p for p, _ in theirs}
+    found = {p: p for p, _ in ours if p in paths}
+    free = [(p, c) for p, c in theirs if p not in found.values()]
+    j = 0
+    for path, cls in ours:
+        if path in found:
+            continue
+        depth = path.count(".")
+        for k in range(j, min(len(free), j + WINDOW)):
+            other, other_cls = free[k]
+            if other_cls == cls and other.count(".") == depth:
+                found[path], j = other, k + 1
+                break
+    return found
+
+
+def _module_of(df) -> str:
+    return df.tensors[0].op_type if df.tensors else ""
+
+
+def _score(df, other, kind: str) -> tuple[float, str]:
+    """How alike two calls are: the same API (0.5), as many inputs and outputs (0.2), the same shapes
+    (0.2) and dtypes (0.1), tensor by tensor."""
+    why, score = [], 0.0
+    if _kind(other.op_name, False) == kind:
+        score += 0.5
+        why.append("same API")
+    ours, theirs = _signature(df), _signature(other)
+    if [k for k, _, _ in ours] == [k for k, _, _ in theirs]:
+        score += 0.2
+        why.append("as many tensors")
+    common = {k: v for k, *v in theirs}
+    n = max(len(ours), len(theirs), 1)
+    shapes = sum(1 for k, s, _ in ours if k in common and common[k][0] == s) / n
+    dtypes = sum(1 for k, _, d in ours if k in common and common[k][1] == d) / n
+    score += 0.2 * shapes + 0.1 * dtypes
+    why.append(f"shapes {shapes:.0%}, dtypes {dtypes:.0%} alike")
+    if shapes < 1 and math.isclose(score, 0.7):
+        why.append("shapes differ")
+    return score, ", ".join(why)
+
+
+def _signature(df) -> list[tuple[tuple[str, int], tuple, str]]:
+    return [((t.io, t.index), tuple(t.shape), t.dtype_name) for t in df.tensors]
+
+
+def describe(found: CrossPairs, limit: int = 12) -> list[str]:
+    """The lines a comparison reports about the cross pairs: the rules' counts, the calls the table cannot
+    map (by name), the doubtful structural pairs."""
+    lines = []
+    a, b = found.frameworks
+    counts = found.counts()
+    if counts:
+        lines.append("paired across implementations: " + ", ".join(f"{how} {n:,}" for how, n in sorted(counts.items()))
+                     + (f" ({a} against {b})" if a != b else ""))
+    if found.unmapped_apis:
+        names = sorted(found.unmapped_apis.items(), key=lambda x: (-x[1], x[0]))
+        lines.append(f"{len(names):,} {a} APIs accuscope's {a}-to-{b} table cannot map (a --mapping file, or "
+                     "--match structure): " + ", ".join(f"{k} ({n})" for k, n in names[:limit])
+                     + (" …" if len(names) > limit else ""))
+    if found.doubtful:
+        lines.append(f"{len(found.doubtful):,} doubtful structural pairs (confidence < {DOUBTFUL}): " + ", ".join(
+            f"{x} ~ {y} ({c:.2f})" for x, y, c in found.doubtful[:limit]) + (" …" if len(found.doubtful) > limit else ""))
+    return lines + found.notes
+
+
+# ------------------------------------------------------------------ msprobe's layer mapping
+
+
+@dataclass
+class _Item:
+    name: str
+    type_name: str
+    api_name: str
+    state: str
+    full_scope: str = ""
+    layer_scope: str = ""
+
+
+def _item(name: str, parent: str | None, stack: list | None, framework_name: str) -> _Item | None:
+    parts = name.split(".")
+    if len(parts) < 4:
+        return None
+    if parts[-1] == "parameters_grad":
+        item = _Item(name, parts[-2], parts[-3], "parameters_grad")
+    elif parts[-2] == "parameters_grad" and parts[-1].isdigit():
+        item = _Item(name, parts[-3], parts[-4], "parameters_grad")
+    elif parts[0] in ("Cell", "Module"):
+        item = _Item(name, parts[-3], parts[-4], parts[-2])
+    else:
+        item = _Item(name, parts[-3], parts[-3], parts[-1])
+    api_type = "parameters_grad" if item.state == "parameters_grad" else parts[0]
+    if api_type in ("Cell", "Module"):
+        scope = parts[:-4] + parts[-3:]
+    elif api_type == "parameters_grad":
+        scope = parts
+    else:
+        scope = parent.split(".") if parent else []
+    item.layer_scope = ".".join(scope[:-3]) if scope else TOP_LAYER
+    frame = ""
+    if api_type not in ("Cell", "Module", "Primitive", "Jit") and isinstance(stack, list) and stack:
+        frame = _frame_scope([str(s) for s in stack], framework_name)
+    item.full_scope = ".".join(p for p in (item.layer_scope, frame, item.api_name) if p)
+    return item
+
+
+_FRAME_FILES = ("site-packages/torch", "package/torch", "site-packages/mindspore", "package/mindspore")
+
+
+def _frame_scope(lines: list[str], framework_name: str) -> str:
+    """The framework function an API was called from (msprobe's frame scope)."""
+    end_sign = "construct" if framework_name == "mindspore" else r"in (for|back)ward,"
+    start, end = -1, len(lines)
+    for k, line in enumerate(lines):
+        if re.search("Template", line):
+            start = k
+        elif start >= 0 and re.search(end_sign, line):
+            end = k
+            break
+    frame, entered = None, False
+    for line in lines[start + 1:end]:
+        if any(f in line.split(",")[0] for f in _FRAME_FILES) and not entered:
+            frame = line
+        else:
+            entered = True
+    if not frame:
+        return ""
+    fields = frame.split(",")
+    if len(fields) < 3 or any(s in fields[0] for s in ("msprobe", "MindSpeed")) or \
+            any(s in fields[2] for s in ("construct", "__call__")):
+        return ""
+    words = fields[2].split()
+    return words[1] if len(words) > 1 else ""
+
+
+def _renumber(items: list[_Item], type_name: str = "ParallelTransformer", suffix: str = "layers") -> None:
+    """msprobe's pass for pipeline stages: a ParallelTransformer's layers numbered from 0 on each side."""
+    prefixes = {f"{it.full_scope}.{suffix}" for it in items if it.type_name == type_name}
+    for prefix in prefixes:
+        pattern = re.compile(rf"^{re.escape(prefix)}\.(\S+?)(?:\.|$)")
+
+        def number(scope: str, pattern=pattern):
+            m = pattern.search(scope)
+            digits = re.findall(r"\d+", m.group(1)) if m else []
+            return int(digits[-1]) if digits else math.inf
+        low = min((number(it.full_scope) for it in items), default=math.inf)
+        for it in items:
+            index = number(it.full_scope) - low
+            m = pattern.search(it.full_scope)
+            if m and not math.isinf(index):
+                it.full_scope = re.sub(rf"^{re.escape(prefix)}\.{re.escape(m.group(1))}", f"{prefix}.{index}",
+                                       it.full_scope, count=1)
+
+
+class _Trie:
+    __slots__ = ("type_name", "items", "children")
+
+    def __init__(self, type_name: str):
+        self.type_name = type_name
+        self.items: dict[str, list[str]] = {}
+        self.children: dict[str, _Trie] = {}
+
+
+def _tree(folder: str | None, calls: list[str] | None = None, fw: str = "") -> tuple[_Trie, list[_Item]]:
+    """msprobe's layer tree of one rank folder: `calls` are dump.json's calls in order (read from it
+    when not given), `fw` its framework."""
+    root = _Trie(TOP_LAYER)
+    if folder is None:
+        return root, []
+    if calls is None:
+        doc = _json(os.path.join(folder, msprobe.DUMP_JSON))
+        data = doc.get("data") if isinstance(doc, dict) else None
+        calls, fw = (list(data), doc.get("framework") or "") if isinstance(data, dict) else ([], "")
+    construct = _json(os.path.join(folder, msprobe.CONSTRUCT_JSON))
+    stack = _json(os.path.join(folder, msprobe.STACK_JSON))
+    if not calls or not construct or not stack:
+        return root, []  # msprobe's layer mapping needs both files
+    items, named = [], {}
+    for name in calls:
+        parent = construct.get(name)
+        item = _item(name, parent if isinstance(parent, str) else None, stack.get(name), fw)
+        if item is not None:
+            items.append(item)
+            named[name] = item
+    for item in items:  # a backward call takes its forward call's scope
+        parts = item.name.split(".")
+        if "backward" in parts[-2:]:
+            forward = named.get(".".join(parts[:-2] + [p.replace("backward", "forward") for p in parts[-2:]]))
+            if forward is not None:
+                item.full_scope, item.layer_scope = forward.full_scope, forward.layer_scope
+    _renumber(items)
+    for item in items:
+        node = root
+        for part in item.full_scope.split(".")[1:]:
+            child = node.children.get(part)
+            if child is None:
+                child = node.children[part] = _Trie(part)
+            node = child
+        node.items.setdefault(item.state, []).append(item.name)
+        node.type_name = item.type_name
+    return root, items
+
+
+def _json(path: str):
+    try:
+        with open(path, "rb") as fh:
+            found = msprobe._loads(fh.read())  # orjson where installed
+    except (OSError, ValueError, RecursionError):
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
+def _rules(layers: dict) -> dict[str, dict[str, list[tuple[str, str, int]]]]:
+    """{Class: {npu child: bench child}} as {Class: {first part: [(npu path, bench child, parts)]}},
+    longest paths first."""
+    rules: dict[str, dict[str, list]] = {}
+    for type_name, names in layers.items():
+        table = rules.setdefault(type_name, {})
+        for key, value in names.items():
+            parts = key.split(".")
+            table.setdefault(parts[0], []).append((key, value.split("(")[0], len(parts)))
+        for entries in table.values():
+            entries.sort(key=lambda e: -e[2])
+    return rules
+
+
+def _convert(root: _Trie, item: _Item, rules) -> tuple[str, str, int]:
+    scope = TOP_LAYER
+    parts = item.full_scope.split(".")
+    node, i = root, 0
+    while i < len(parts) - 1:
+        child = parts[i + 1]
+        step = 1
+        for origin, target, level in [*rules.get(node.type_name, {}).get(child, ()), (child, child, 1)]:
+            if ".".join(parts[i + 1: i + level + 1]) == origin:
+                scope, step = f"{scope}.{target}", level
+                break
+        for _ in range(step):
+            node = node.children[parts[i + 1]]
+            i += 1
+    names = node.items.get(item.state, [])
+    index = max((k for k, n in enumerate(names) if n == item.name), default=-1)
+    return scope, item.state, index
+
+
+def _query(root: _Trie, scope: str, state: str, index: int) -> str | None:
+    node = root
+    for part in scope.split(".")[1:]:
+        node = node.children.get(part)
+        if node is None:
+            return None
+    names = node.items.get(state, [])
+    return names[index] if 0 <= index < len(names) or -len(names) <= index < 0 else None
+
+
+def layer_mapping(npu_folder: str | None, golden_folder: str | None, layers: dict, npu_calls: list[str] | None = None,
+                  golden_calls: list[str] | None = None, frameworks: tuple[str, str] = ("", "")) -> dict[str, str]:
+    """npu call -> golden call, as msprobe's layer mapping pairs them (calls it cannot place: absent); the
+    calls of each side in dump.json's order where the caller has them (else dump.json is read)."""
+    npu_root, items = _tree(npu_folder, npu_calls, frameworks[0])
+    golden_root, _ = _tree(golden_folder, golden_calls, frameworks[1])
+    rules = _rules(layers)
+    found = {}
+    for item in items:
+        target = _query(golden_root, *_convert(npu_root, item, rules))
+        if target is not None:
+            found[item.name] = target
+    return found
+
+
+def save(path: str, pairs: dict[str, str]) -> None:
+    """A data mapping (`npu tensor: golden tensor`, msprobe's -dm form): pairs accepted in the app."""
+    from accuscope.engine.sources.outputfile import write_text
+    write_text(path, "".join(f"{json.dumps(k)}: {json.dumps(v)}\n" for k, v in pairs.items()))
+
