@@ -156,7 +156,7 @@ def document(draw, escapes: bool) -> bytes:
 
 # ---- the tests ------------------------------------------------------------------------------------
 @needs_scanner
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(document(escapes=False))
 def test_the_scanner_reads_every_number_and_a_call_twice_as_python_does(raw):
     fast = msprobe._dumpscan.scan(raw)
@@ -165,7 +165,7 @@ def test_the_scanner_reads_every_number_and_a_call_twice_as_python_does(raw):
 
 
 @needs_scanner
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(document(escapes=True))
 def test_what_the_scanner_reads_python_reads_alike(raw):
     fast, slow = msprobe._dumpscan.scan(raw), python_columns(raw)
@@ -174,7 +174,7 @@ def test_what_the_scanner_reads_python_reads_alike(raw):
         assert_same(fast, slow)
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(document(escapes=True))
 def test_python_reads_alike_with_and_without_orjson(raw):
     assert_same(python_columns(raw), python_columns(raw, orjson=False))
