@@ -80,7 +80,7 @@ def wait_workers(cluster, names: set[str]) -> None:
 
 def test_two_hosts_each_rank_on_the_host_holding_it_a_killed_host_loses_its_ranks_and_a_rerun_resumes(
         tmp_path, scheduler):
-    shared = tmp_path / "shared"  # the dump root as every host names it; absent on this (the client's) host
+    shared = tmp_path / "common-root"  # the dump root as every host names it; absent on this (the client's) host
     for host, ranks in (("hostA", (0, 1)), ("hostB", (2, 3))):
         npu, golden = write_rank_tree(tmp_path / "all", ranks=4, tensors=3, faulty=(3,))
         for side in (npu, golden):

@@ -106,7 +106,7 @@ def module_command(module: str, *args: str, version: tuple[int, ...] | None = No
     """`python -m module args` for this interpreter, the start folder kept off sys.path."""
     if _has_safe_path(version):
         return [sys.executable, "-P", "-m", module, *args]
-    return [sys.executable, "-c", _RUN_MODULE, module, *args]
+    return [sys.executable, "-c", _RUN_MODULE, module, *args]  # 3.10 has no "-P": _RUN_MODULE drops '' first
 
 
 _daemonic = threading.Lock()
