@@ -120,11 +120,15 @@ def _noisy(table: ResultTable, thresholds: Thresholds, broken: dict[str, np.ndar
             only_noisy &= ~mask
     if not only_noisy.any():
         return only_noisy
+    return only_noisy & _agrees(thresholds, table.numbers("red"), table.numbers("cos"))
+
+
+def _agrees(thresholds: Thresholds, red: np.ndarray, cos: np.ndarray) -> np.ndarray:
+    """Whether each tensor as a whole agrees: red within the red threshold (msit's 0.05 when none is
+    set), or, where red was not computed, cos within the cos threshold (0.99)."""
     limit = {k: (t.value if (t := thresholds.get(k)) is not None else v) for k, v in WHOLE_LIMITS.items()}
-    red, cos = table.numbers("red"), table.numbers("cos")
     with np.errstate(invalid="ignore"):
-        agrees = np.where(np.isnan(red), cos >= limit["cos"], red <= limit["red"])
-    return only_noisy & agrees
+        return np.where(np.isnan(red), cos >= limit["cos"], red <= limit["red"])
 
 
 def nonfinite_rows(table: ResultTable) -> np.ndarray:
@@ -197,9 +201,7 @@ def pair_broken(thresholds: Thresholds, metrics) -> list[str]:
     nonfinite = metrics.npu_nonfinite > max(metrics.golden_nonfinite, 0)
     if nonfinite:
         return keys + ["npu_nonfinite"]
-    if keys and set(keys) <= NOISY:
-        limit = {k: (t.value if (t := thresholds.get(k)) is not None else v) for k, v in WHOLE_LIMITS.items()}
-        red, cos = metrics.values.get("red", np.nan), metrics.values.get("cos", np.nan)
-        if (red <= limit["red"]) if not np.isnan(red) else (cos >= limit["cos"]):
-            return []
+    if keys and set(keys) <= NOISY and _agrees(thresholds, np.array([metrics.values.get("red", np.nan)]),
+                                                 np.array([metrics.values.get("cos", np.nan)]))[0]:
+        return []
     return keys

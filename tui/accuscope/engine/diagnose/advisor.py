@@ -387,14 +387,14 @@ def _step_verdict(run: _Run) -> Finding:
     """msprobe dumps hold the calls of a training or inference step, not a model whose outputs decide:
     a call that diverges need not reach the step's last call (a gradient, a rank's shard), so the step
     is judged on every tensor compared, and passes only when none fails."""
-    done = judgement.compared(run.table)
-    compared = int(done.sum())
+    v = judgement.verdict(run.table, run.thresholds, step=True)  # the same answer every surface gives
+    compared = len(v.judged)
     skipped = run.n - compared
-    if not compared:
+    if v.outcome == "unknown":
         return _finding(run, "verdict", "warning", None, "verdict unknown: no tensor was compared",
                         "No row holds a statistic, a checksum or a metric (the reasons column says why for each); "
                         "no row below is a verdict on the step.", {"rows": run.n})
-    failing = np.flatnonzero(run.fail & done)
+    failing = np.array(v.failing, dtype=np.int64)
     not_seen = f" {skipped:,} rows were not compared (their reasons say why)." if skipped else ""
     ev = {"compared": compared, "failing": int(failing.size), "not_compared": skipped}
     if not failing.size:
