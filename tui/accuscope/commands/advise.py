@@ -8,6 +8,7 @@ from pathlib import Path
 from ..engine.compare.summary import summarize
 from ..engine.diagnose.advice import Advice, evidence_text
 from ..engine.diagnose.advisor import advise
+from ..engine.diagnose.replay import BUDGET
 from ..engine.tasks.task import load_task
 from ..exitcode import ExitCode
 from .common import first_failing_json, judgement_json, out, show, with_status
@@ -27,12 +28,17 @@ def register(p) -> None:
                         "task's ONNX model, or golden/model.onnx)")
     p.add_argument("--json", action="store_true", help="print the advice as JSON (the content of advice.json)")
     p.add_argument("--workers", type=int, help="threads re-running ops (default: all cores)")
+    p.add_argument("--verify", type=int, nargs="?", const=BUDGET, default=0, metavar="N",
+                   help=f"when the outputs fail and the candidate is a conversion accuscope can make again (fp16 by "
+                        f"onnxconverter-common, int8 by onnxruntime's dynamic quantizer): convert the reference again "
+                        f"with each of the N top-ranked ops (default {BUDGET}) kept in fp32, run it, and name the op whose "
+                        f"exclusion helps the output most, with the measured gain (cached in TASK_DIR/replay.json)")
     p.set_defaults(handler=run)
 
 
 def run(args) -> int:
     advice = with_status("advising…", lambda progress: advise(
-        args.task, args.framework_model, progress=progress, workers=args.workers))
+        args.task, args.framework_model, progress=progress, workers=args.workers, verify=max(0, args.verify)))
     if args.json:
         sys.stdout.write(json.dumps(advice_json(advice), indent=1, ensure_ascii=False) + "\n")
         return ExitCode.OK

@@ -184,13 +184,15 @@ def current_advice(task: Task, progress: Callable[[Progress], None] | None = Non
 
 def advise(task_folder: str | os.PathLike | Task, framework_model: str | os.PathLike | None = None,
            progress: Callable[[Progress], None] | None = None, cancel: threading.Event | None = None,
-           workers: int | None = None, write: bool = True) -> Advice | None:
+           workers: int | None = None, write: bool = True, verify: int = 0) -> Advice | None:
     """Advise on a finished task (a folder, or a Task already opened: its plan is reused); writes
     `advice.json` into the task folder (unless write=False).
 
     `framework_model`: the framework ONNX model to re-run ops from (default: found through
     task.json, see Task.framework_model). SourceError for an unusable task folder or a given
     framework model that cannot be read. Returns None when `cancel` was set (nothing written).
+    `verify`: how many top-ranked ops to verify by converting the model again without each
+    (diagnose.replay), when the outputs fail; 0: the ranking stays estimated.
     """
     start = time.perf_counter()
     task = task_folder if isinstance(task_folder, Task) else load_task(task_folder)
@@ -251,10 +253,11 @@ def advise(task_folder: str | os.PathLike | Task, framework_model: str | os.Path
                             "explains the output") if f.rule == "introduced" else f for f in findings]
     findings += drift
     findings = _in_light_of_verdict(run, findings)
+    run.timings["rules"] = time.perf_counter() - t0
+    findings = _verified(run, findings, origins, verify)
     method = "rerun" if fw is not None and run.plan is not None else "input-output"
     if method == "input-output" and origins:
         findings.append(_weak_note(fw_path, fw is not None))
-    run.timings["rules"] = time.perf_counter() - t0
     findings.sort(key=lambda f: (f.rule != "verdict", SEVERITIES.index(f.severity), f.rule.startswith("ms."),
                                  f.row if f.row is not None else run.n,
                                  _PRIORITY.index(f.rule) if f.rule in _PRIORITY else len(_PRIORITY)))
@@ -269,6 +272,31 @@ def advise(task_folder: str | os.PathLike | Task, framework_model: str | os.Path
         except OSError as exc:
             advice.notes.append(f"could not write {ADVICE_JSON} into {task.folder}: {exc.strerror or exc}")
     return advice
+
+
+def _verified(run: _Run, findings: list[Finding], origins: list[OpOrigin], budget: int) -> list[Finding]:
+    """The findings told by replaying the conversion (diagnose.replay) when asked and the outputs
+    fail; else, where it could be replayed, the headline says its ranking is estimated."""
+    from accuscope.engine.diagnose import replay
+    if run.outcome != "fail" or not any(f.rule in ("introduced", "drift") for f in findings) or run.cancelled:
+        return findings
+    if budget <= 0:
+        if replay.replayable(run.task) in ("fp16", "int8"):
+            return [replace(f, text=f"{f.text} Ranking estimated: `accuscope advise --verify` converts the model "
+                            "again without each top op and measures the output.", evidence={**f.evidence, "ranking":
+                                                                                             "estimated"})
+                    if f.rule == "introduced" else f for f in findings]
+        return findings
+    t0 = time.perf_counter()
+    c = run.c
+    ops = replay.ranked_ops(findings, origins, lambda r: str(c["golden_op"][r]))
+    run.say("verifying: converting again without each top op", 0, min(budget, len(ops)))
+    v = replay.verify(run.task, ops, budget, run.cancel, lambda i, n: run.say("verifying: converting again "
+                                                                              "without each top op", i, n))
+    run.timings["verify"] = time.perf_counter() - t0
+    if not v.replayed:
+        run.notes.append(f"headline not verified: {v.reason}")
+    return replay.revise(findings, v, lambda op: run.ops.get(op, [None])[-1] if run.ops.get(op) else None)
 
 
 def _previous(folder: Path) -> dict[str, dict]:

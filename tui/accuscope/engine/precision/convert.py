@@ -32,6 +32,31 @@ def float16():
     return module
 
 
+DYNAMIC_INT8 = {"DynamicQuantizeLinear", "ConvInteger", "MatMulInteger"}
+STATIC_INT8 = {"QuantizeLinear", "QLinearConv", "QLinearMatMul"}
+
+
+def recognise(model_path) -> str:
+    """Which conversion made the ONNX model at `model_path`, from its nodes and weights: "int8"
+    (onnxruntime's dynamic quantization), "int8-static" (QuantizeLinear/QLinear ops: calibrated),
+    "fp16" (float16 weights or casts to float16), "" (none of these, or not a readable model)."""
+    import onnx
+    try:
+        graph = onnx.load(str(model_path), load_external_data=False).graph
+    except Exception:  # noqa: BLE001 - protobuf raises several kinds on garbage
+        return ""
+    types = {n.op_type for n in graph.node}
+    if types & DYNAMIC_INT8:
+        return "int8"
+    if types & STATIC_INT8:
+        return "int8-static"
+    f16 = onnx.TensorProto.FLOAT16
+    if any(i.data_type == f16 for i in graph.initializer) or any(
+            n.op_type == "Cast" and any(a.name == "to" and a.i == f16 for a in n.attribute) for n in graph.node):
+        return "fp16"
+    return ""
+
+
 def require(to: str) -> None:
     """SourceError, before any work, when the converter `to` needs is not installed."""
     if to == "fp16":

@@ -9,13 +9,12 @@ from pathlib import Path
 
 import numpy as np
 
+from accuscope.engine.precision.convert import recognise
 from accuscope.engine.precision.evaluate import Target, parse_target
 from accuscope.engine.precision.workflow import PrecisionSpec
 from accuscope.engine.sources.inputfile import json_loads
 from accuscope.engine.sources.tensor import SourceError, sanitize
 from accuscope.engine.tasks.task import load_task, meta_path
-
-QUANT_OPS = {"QuantizeLinear", "DynamicQuantizeLinear", "QLinearConv", "QLinearMatMul", "ConvInteger", "MatMulInteger"}
 
 
 def spec_from_task(folder: str | os.PathLike, framework_model: str | os.PathLike,
@@ -33,7 +32,7 @@ def spec_from_task(folder: str | os.PathLike, framework_model: str | os.PathLike
             raise SourceError(f"{path}: cannot read the reference dump's input {name!r} ({exc})") from None
     if not inputs:
         raise SourceError(f"{folder}: the reference dump names no model input")
-    to = "int8" if _quantized(Path(npu) / "model.onnx" if npu else None) else "fp16"
+    to = "int8" if recognise(Path(npu) / "model.onnx" if npu else "").startswith("int8") else "fp16"
     return PrecisionSpec(str(framework_model), to, str(Path(folder) / f"precision-{to}"),
                          targets or [parse_target("cos=0.99")], inputs)
 
@@ -46,12 +45,3 @@ def _dump_doc(golden: Path | None) -> dict:
         raise SourceError(f"{path}: no ONNX Runtime dump of the reference (a task made by `accuscope run` has one)") from None
     return doc if isinstance(doc, dict) else {}
 
-
-def _quantized(model: Path | None) -> bool:
-    if model is None or not model.is_file():
-        return False
-    import onnx
-    try:
-        return any(n.op_type in QUANT_OPS for n in onnx.load(str(model), load_external_data=False).graph.node)
-    except Exception:  # noqa: BLE001 - protobuf raises several kinds on garbage
-        return False
