@@ -3,6 +3,7 @@ each one made (the sensitivity ranking); enter jumps to the op in the table."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 from textual import on, work
 from textual.app import ComposeResult
@@ -13,14 +14,16 @@ from textual.widgets import DataTable, OptionList, Static
 from textual.widgets.option_list import Option
 
 from ..engine.diagnose.advice import Advice, Finding
+from ..engine.diagnose.advisor import advise
 from ..engine.diagnose.chartdata import growth_series
+from ..engine.diagnose.replay import BUDGET
 from ..engine.diagnose.sensitivity import Ranking, sensitivity
 from ..engine.precision.fromtask import spec_from_task
 from ..engine.sources.tensor import SourceError
 from .chart import GrowthChart
 from .footer import Footer
 from .formatting import shown
-from .messages import RankingDone, deliver
+from .messages import RankingDone, VerifyDone, deliver
 from .precisionscreen import PrecisionScreen
 
 SEVERITY = {"error": ("✗", "$mark-fail"), "warning": ("!", "$mark-warn"), "info": ("i", "$mark-info")}
@@ -39,6 +42,7 @@ class AdviceScreen(Screen["int | None"]):
     BINDINGS = [Binding("enter", "jump", "jump to op", priority=True, id="advice.jump"),
                 Binding("s", "toggle_ranking", "findings/ranked ops", id="advice.toggle_ranking"),
                 Binding("p", "precision", "search mixed precision", id="advice.precision"),
+                Binding("v", "verify", "verify the headline", id="advice.verify"),
                 Binding("escape,q", "dismiss(None)", "back", id="advice.back")]
     DEFAULT_CSS = """
     AdviceScreen OptionList { height: 1fr; }
@@ -50,11 +54,16 @@ class AdviceScreen(Screen["int | None"]):
             "re-running the framework op on the NPU side's inputs; where NaN/inf start; which "
             "preprocessing difference explains an input mismatch). s toggles to the ops ranked by the error each "
             "one made by itself (`accuscope sensitivity`). p starts the search for the fewest ops to keep in fp32 "
-            "(`accuscope precision`), on a task with a framework ONNX model. enter jumps to the op.")
+            "(`accuscope precision`), on a task with a framework ONNX model. v verifies the headline where the "
+            "candidate is a conversion accuscope can make again: each top op kept in fp32, converted again and run "
+            "(`accuscope advise --verify`). enter jumps to the op.")
 
-    def __init__(self, advice: Advice, task_name: str) -> None:
+    def __init__(self, advice: Advice, task_name: str,
+                 on_advice: Callable[[Advice], None] | None = None) -> None:
+        """`on_advice` gets the advice again when `v` verified it (the task screen shows it too)."""
         super().__init__()
-        self.advice, self.task_name = advice, task_name
+        self.advice, self.task_name, self.on_advice = advice, task_name, on_advice
+        self.verifying = False
         self.ranking: Ranking | None = None
         self.ranking_error = ""
 
@@ -62,7 +71,7 @@ class AdviceScreen(Screen["int | None"]):
         a = self.advice
         yield Static(f"accuscope › tasks › {shown(self.task_name)} › [b]advisor[/] · method: "
                      f"{shown(a.method or '-')}", id="crumbs")
-        yield OptionList(*[Option(finding_line(f), id=str(i)) for i, f in enumerate(a.findings)])
+        yield OptionList(*self._options())
         yield DataTable(id="ranked", cursor_type="row", zebra_stripes=True)
         with VerticalScroll(id="text"):
             yield Static("", id="detail")
@@ -73,6 +82,44 @@ class AdviceScreen(Screen["int | None"]):
         if not self.advice.findings:
             self.query_one("#detail", Static).update("The advisor has nothing to say about this task.")
         self.query_one(OptionList).focus()
+
+    def _options(self) -> list[Option]:
+        return [Option(finding_line(f), id=str(i)) for i, f in enumerate(self.advice.findings)]
+
+    # ---- verifying the headline ---------------------------------------------------------------
+    def action_verify(self) -> None:
+        if self.verifying:
+            self.notify("already verifying", timeout=3)
+            return
+        if not any(f.rule in ("introduced", "drift") for f in self.advice.findings) or \
+                (self.advice.primary is not None and self.advice.primary.severity != "error"):
+            self.notify("nothing to verify: the outputs do not fail or no op is named", timeout=4)
+            return
+        self.verifying = True
+        self.query_one("#detail", Static).update("converting the model again without each top op and running it "
+                                                 "(about a second per op)…")
+        self.verify_worker()
+
+    @work(thread=True, exclusive=True, group="verify", exit_on_error=False)
+    def verify_worker(self) -> None:
+        deliver(self, VerifyDone, lambda: advise(self.advice.folder, verify=BUDGET))
+
+    @on(VerifyDone)
+    def verify_done(self, message: VerifyDone) -> None:
+        self.verifying = False
+        if message.error is not None or message.result is None:
+            self.query_one("#detail", Static).update(f"not verified: {shown(str(message.error or 'cancelled'))}")
+            return
+        self.advice = message.result
+        options = self.query_one(OptionList)
+        options.clear_options()
+        options.add_options(self._options())
+        head = next((i for i, f in enumerate(self.advice.findings) if f.rule == "introduced"), 0)
+        if self.advice.findings:
+            options.highlighted = head
+            self._show_finding(head)
+        if self.on_advice is not None:
+            self.on_advice(self.advice)
 
     def on_option_list_option_highlighted(self, event: OptionList.OptionHighlighted) -> None:
         self._show_finding(int(event.option.id))

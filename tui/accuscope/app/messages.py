@@ -151,6 +151,10 @@ class RankingDone(Done):
     """The ops ranked by the error each one made (`Ranking`)."""
 
 
+class VerifyDone(Done):
+    """The advice again, its headline verified by replaying the conversion (`Advice`)."""
+
+
 # ------------------------------------------------------------------ the precision screen
 
 

@@ -356,7 +356,7 @@ class TaskScreen(Screen):
         def jump(row: int | None) -> None:
             if row is not None:
                 self.table_widget.move_to(row)
-        self.app.push_screen(AdviceScreen(self.advice, self.folder.name), jump)
+        self.app.push_screen(AdviceScreen(self.advice, self.folder.name, self.apply_advice), jump)
 
     # ---- running a comparison -----------------------------------------------------------------
     def start_run(self, spec: engine.CompareSpec, folder: Path) -> None:
