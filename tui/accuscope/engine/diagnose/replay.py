@@ -55,6 +55,8 @@ class Verification:
     reason: str = ""
     full_cos: float = math.nan  # the replay with no op kept, against the reference outputs
     reproduces_cos: float = math.nan  # that replay against the candidate's own outputs
+    candidate_cos: float = math.nan  # the candidate's own outputs against the reference's
+    how: str = ""  # the converter and settings replayed
     kept: list[Kept] = field(default_factory=list)  # best first
     together: list[str] = field(default_factory=list)  # the ops that help, kept together
     together_cos: float = math.nan
@@ -72,7 +74,8 @@ class Verification:
 
     def to_dict(self) -> dict:
         return {"to": self.to, "replayed": self.replayed, "reason": self.reason, "full_cos": _num(self.full_cos),
-                "reproduces_cos": _num(self.reproduces_cos), "kept": [k.to_dict() for k in self.kept],
+                "reproduces_cos": _num(self.reproduces_cos), "candidate_cos": _num(self.candidate_cos), "how": self.how,
+                "kept": [k.to_dict() for k in self.kept],
                 "together": self.together, "together_cos": _num(self.together_cos), "cached": self.cached,
                 "seconds": round(self.seconds, 3)}
 
@@ -81,7 +84,7 @@ class Verification:
         kept = [Kept(str(k.get("op", "")), str(k.get("golden_op", "")), _float(k.get("output_cos")))
                 for k in d.get("kept") or [] if isinstance(k, dict)]
         return cls(str(d.get("to", "")), bool(d.get("replayed")), str(d.get("reason", "")), _float(d.get("full_cos")),
-                   _float(d.get("reproduces_cos")), kept, [str(x) for x in d.get("together") or []],
+                   _float(d.get("reproduces_cos")), _float(d.get("candidate_cos")), str(d.get("how", "")), kept, [str(x) for x in d.get("together") or []],
                    _float(d.get("together_cos")), int(d.get("cached") or 0), float(d.get("seconds") or 0.0))
 
 
@@ -103,7 +106,7 @@ def verify(task, ops: list[tuple[str, str]], budget: int = BUDGET, cancel: threa
         setup = _Setup.of(task)
     except SourceError as exc:
         return Verification(reason=str(exc), seconds=time.perf_counter() - start)
-    v = Verification(to=setup.to)
+    v = Verification(to=setup.to, candidate_cos=_worst_cos(setup.candidate, setup.golden), how=setup.how)
     cache = setup.cache()
     wanted = [(op, g) for op, g in dict.fromkeys(ops) if g][:budget]
     try:
@@ -275,11 +278,29 @@ def revise(findings: list, v: Verification, row_of: Callable[[str], int | None])
                 f = replace(f, text=f"{f.text} Replayed: keeping any one of the {len(v.kept)} top ops in fp32 "
                             f"leaves the output at cos {v.full_cos:.4f} or worse; no single op is the cause.{_together(v, ' ')}",
                             evidence=ev)
+        elif f.rule == "verdict" and not math.isnan(v.full_cos):
+            ev["cause"] = "precision" if v.replayed else "settings"
+            f = replace(f, text=f"{f.text} {_branch(v)}", evidence=ev)
         elif f.rule == "drift" and v.replayed and v.together:
             ev["verified"] = v.to_dict()
             f = replace(f, text=f"{f.text}{_together(v, ' ')}", evidence=ev)
         out.append(f)
     return out
+
+
+def _branch(v: Verification) -> str:
+    """Which branch of the three-sided procedure the replay puts the error in: the precision itself
+    (the reference converted again gives the candidate's outputs), or the conversion's settings /
+    the implementation (it does not)."""
+    if v.replayed:
+        return (f"The precision itself: the reference converted to {v.to} again ({v.how}) gives the candidate's "
+                f"outputs (cos {v.reproduces_cos:.6f} against them), so the error is what {v.to} does to this "
+                "model, not a faulty kernel: keep the ops named below in higher precision.")
+    if v.full_cos > v.candidate_cos + 0.1 * (1.0 - v.candidate_cos):
+        return (f"Check the conversion's settings first: converted to {v.to} again with default settings ({v.how}) "
+                f"the output reaches cos {v.full_cos:.4f}, where the candidate's gives {v.candidate_cos:.4f}.")
+    return (f"Not the conversion's settings: converted to {v.to} again with default settings ({v.how}) the output "
+            f"is no better (cos {v.full_cos:.4f}; the candidate's {v.candidate_cos:.4f}).")
 
 
 def _pct(x: float) -> str:
