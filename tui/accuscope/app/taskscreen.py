@@ -17,7 +17,7 @@ from ..engine.compare.columns import CSV_OF, METRIC
 from ..engine.compare.multirank import is_rank_run
 from ..engine.compare.results import FilterError, ResultTable
 from ..engine.compare.thresholds import Thresholds, parse_assignments
-from ..engine.diagnose.advice import Advice, add_origin_columns, load_advice
+from ..engine.diagnose.advice import Advice, add_origin_columns, saved_advice
 from ..engine.diagnose.advisor import advise
 from ..engine.sources.names import printable
 from ..engine.sources.tensor import SourceError
@@ -318,11 +318,8 @@ class TaskScreen(Screen):
         """Show the saved advice when it fits the result and thresholds, else advise in a worker."""
         if self.opened is None or self.opened.meta.get("foreign") or not len(self.opened.table):
             return
-        try:
-            saved = load_advice(self.folder)
-        except SourceError:
-            saved = None
-        if saved is not None and saved.is_current(self.opened.meta, self.thresholds):
+        saved = saved_advice(self.folder, self.opened.meta, self.thresholds)
+        if saved is not None:
             self.apply_advice(saved)
             return
         self.advising = True

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from accuscope.engine.compare.columns import TPU_VERDICTS
 from accuscope.engine.compare.judgement import Verdict, verdict
 from accuscope.engine.compare.results import ResultTable
 from accuscope.engine.compare.thresholds import Thresholds
@@ -58,7 +59,7 @@ def judged_text(state, thresholds: Thresholds) -> str:
         return ""
     words, counts = np.unique(state.tpu_verdict[state.tpu_verdict != ""], return_counts=True)
     found = dict(zip(words.tolist(), counts.tolist()))
-    ladder = " · ".join(f"{w} {found.get(w, 0):,}" for w in ("EQUAL", "CLOSE", "SIMILAR", "NOT_SIMILAR"))
+    ladder = " · ".join(f"{w} {found.get(w, 0):,}" for w in TPU_VERDICTS)
     extra = [str(t) for t in thresholds.items if t.key not in ("cos", "euclid_sim")]
     return (f"judged as tpu-mlir's npz_tool compare --tolerance {thresholds.tolerance_text()} (fails: NOT_SIMILAR"
             + (f"; also {', '.join(extra)}" if extra else "") + f"): {ladder}")

@@ -208,6 +208,22 @@ def load_advice(folder: str | os.PathLike) -> Advice | None:
     return Advice.from_dict(Path(folder), doc)
 
 
+def saved_advice(folder: str | os.PathLike, meta: dict, thresholds: Thresholds | None,
+                 framework_model: str | os.PathLike | None = None) -> Advice | None:
+    """The advice saved in the task folder when it was made for this result and thresholds (and,
+    when given, this framework model); None otherwise, an unreadable advice.json included (the
+    caller advises again, which rewrites it)."""
+    try:
+        advice = load_advice(folder)
+    except SourceError:
+        return None
+    if advice is None or not advice.is_current(meta, thresholds):
+        return None
+    if framework_model is not None and Path(advice.framework_model or "") != Path(framework_model):
+        return None
+    return advice
+
+
 def save_advice(advice: Advice) -> Path:
     path = advice.folder / ADVICE_JSON
     with atomic_file(path) as fh:

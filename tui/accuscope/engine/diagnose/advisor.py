@@ -48,6 +48,7 @@ from accuscope.engine.diagnose.advice import (
     jsonable,
     load_advice,
     save_advice,
+    saved_advice,
 )
 from accuscope.engine.graphs.optypes import INPUT_TYPES, walk_back
 from accuscope.engine.sources.names import parse_tensor_name
@@ -176,10 +177,7 @@ class _Run:
 def current_advice(task: Task, progress: Callable[[Progress], None] | None = None) -> Advice:
     """The task's saved advice when it was made for this result and these thresholds, else fresh
     advice (written to advice.json). SourceError when the task cannot be advised on."""
-    saved = load_advice(task.folder)
-    if saved is not None and saved.is_current(task.meta, task.thresholds):
-        return saved
-    return advise(task, progress=progress)
+    return saved_advice(task.folder, task.meta, task.thresholds) or advise(task, progress=progress)
 
 
 def advise(task_folder: str | os.PathLike | Task, framework_model: str | os.PathLike | None = None,

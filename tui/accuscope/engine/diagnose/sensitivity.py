@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from accuscope.engine.compare.judgement import NOISY
-from accuscope.engine.diagnose.advice import Advice, Progress, jsonable, load_advice
+from accuscope.engine.diagnose.advice import Advice, Progress, jsonable, saved_advice
 from accuscope.engine.diagnose.advisor import OpMeasure, advise
 from accuscope.engine.sources.tensor import SourceError
 from accuscope.engine.tasks.task import Task, load_task
@@ -113,24 +113,12 @@ def sensitivity(task_folder: str | os.PathLike, framework_model: str | os.PathLi
     unusable task folder."""
     task = load_task(task_folder)
     if advice is None:
-        advice = _current(task, framework_model)
+        advice = saved_advice(task.folder, task.meta, task.thresholds, framework_model)
     if advice is None:
         advice = advise(task, framework_model, progress=progress, workers=workers)  # its plan serves rank too
         if advice is None:  # only when cancelled, and nothing cancels here
             raise SourceError(f"{task_folder}: advising was cancelled")
     return rank(task, advice)
-
-
-def _current(task: Task, framework_model) -> Advice | None:
-    try:
-        advice = load_advice(task.folder)
-    except SourceError:
-        return None
-    if advice is None or not advice.is_current(task.meta, task.thresholds):
-        return None
-    if framework_model is not None and Path(advice.framework_model or "") != Path(framework_model):
-        return None
-    return advice
 
 
 def rank(task: Task, advice: Advice) -> Ranking:

@@ -27,6 +27,7 @@ import numpy as np
 
 from accuscope.engine.sources.ascend import format_name, stored_tensor
 from accuscope.engine.sources.inputfile import walk
+from accuscope.engine.sources.names import natural_key
 from accuscope.engine.sources.tensor import INPUT, OUTPUT, Payload, Problem, SourceError, Tensor
 
 KIND = "atb"
@@ -77,7 +78,7 @@ def sniff(path: str) -> bool:
     try:
         if os.path.isdir(path):
             for seen, (root, dirs, files) in enumerate(walk(path)):
-                dirs.sort(key=_natural)
+                dirs.sort(key=natural_key)
                 hit = next((f for f in sorted(files) if _TENSOR_FILE.fullmatch(f)), None)
                 if hit or seen >= SNIFF_FOLDERS:
                     return bool(hit) and sniff(os.path.join(root, hit))
@@ -130,9 +131,6 @@ def read_file(path: str, *, op: str = "", io: str = OUTPUT, index: int = 0, op_t
                          **common)
 
 
-def _natural(text: str):
-    return [(0, int(p), "") if p.isdigit() else (1, 0, p) for p in re.split(r"(\d+)", text) if p]
-
 
 def _level(path: str, start: str) -> list[str]:
     rel = os.path.relpath(path, start)
@@ -144,7 +142,7 @@ def rounds(path: str) -> list[str]:
     `path`, relative to it ("." when `path` is one), in natural order."""
     found = []
     for root, dirs, _files in walk(path):
-        dirs.sort(key=_natural)
+        dirs.sort(key=natural_key)
         if os.path.basename(root) in WHEN:
             dirs[:] = []
         elif os.path.basename(os.path.normpath(root)).isdigit() and any(_NUMBERED.fullmatch(d) for d in dirs):
@@ -183,7 +181,7 @@ def read(path: str, *, round: str | None = None, when: str = "after", **_options
         op = "/".join(ops) or os.path.basename(chosen)
         last = _NUMBERED.fullmatch(ops[-1]) if ops else None
         # a layer's inputs come before its children, its outputs after them
-        steps = tuple((0, tuple(_natural(p))) for p in ops)
+        steps = tuple((0, tuple(natural_key(p))) for p in ops)
         for name in files:
             m = _TENSOR_FILE.fullmatch(name)
             if m:

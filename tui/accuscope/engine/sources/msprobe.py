@@ -52,6 +52,7 @@ from accuscope.engine.graphs.graph import Graph, Node
 from accuscope.engine.sources import torchpickle
 from accuscope.engine.sources.golden import _load_npy, _npy_tensor
 from accuscope.engine.sources.inputfile import json_loads, not_regular
+from accuscope.engine.sources.names import natural_key
 from accuscope.engine.sources.tensor import INPUT, OUTPUT, Problem, SourceError, Tensor
 
 KIND = "msprobe"
@@ -508,7 +509,7 @@ def _from_file_names(folder: str, parents: dict[str, str], problems: list[Proble
         if m is None:
             problems.append(Problem(e.path, "not an msprobe data name ({call}.{input|output|parameters}.{k}.pt|npy)"))
             continue
-        named.append((e.stat().st_mtime_ns, _natural(e.name), m, e.path))
+        named.append((e.stat().st_mtime_ns, natural_key(e.name), m, e.path))
     named.sort(key=lambda x: (x[0], x[1]))
     first: dict[str, int] = {}
     for k, (*_, m, _p) in enumerate(named):
@@ -529,9 +530,6 @@ def _from_file_names(folder: str, parents: dict[str, str], problems: list[Proble
         raise SourceError(f"{folder}: no readable {DUMP_JSON} and no tensor files in {DATA_DIR}/")
     return tensors
 
-
-def _natural(text: str):
-    return [(0, int(p), "") if p.isdigit() else (1, 0, p) for p in re.split(r"(\d+)", text) if p]
 
 
 def counts(tensors) -> dict[tuple[str, str], int]:

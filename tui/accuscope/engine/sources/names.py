@@ -20,6 +20,11 @@ _CONTROL_BUT_NEWLINE = re.compile(f"[\\x00-\\x09\\x0b-\\x1f\\x7f-\\x9f{_BIDI}]")
 _INT = re.compile(r"\d+")
 
 
+def natural_key(text: str) -> list[tuple[int, int, str]]:
+    """Sort key putting `rank10` after `rank9` and `step2` before `step10` (digits compared as numbers)."""
+    return [(0, int(p), "") if p.isdigit() else (1, 0, p) for p in re.split(r"(\d+)", text) if p]
+
+
 def printable(text: str, newlines: bool = False) -> str:
     """`text` safe to print or draw: control characters (escape sequences in an op name could clear
     the screen or set the window title) and bidirectional controls shown as `?`; with `newlines`,

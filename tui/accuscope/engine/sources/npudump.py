@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from accuscope.engine.sources.ascend import DumpFile, read_dump_file
 from accuscope.engine.sources.inputfile import not_regular, walk
-from accuscope.engine.sources.names import parse_dump_name, read_mapping_csv
+from accuscope.engine.sources.names import natural_key, parse_dump_name, read_mapping_csv
 from accuscope.engine.sources.tensor import Problem, SourceError, Tensor, sanitize
 
 _DUMP_TIME_DIR = re.compile(r"\d{14}")
@@ -55,7 +55,7 @@ def find_runs(root: str) -> list[str]:
     def key(run: str):
         parts = os.path.relpath(run, root).split(os.sep)
         stamp = next((int(p) for p in parts if _DUMP_TIME_DIR.fullmatch(p)), 0)
-        return (-stamp, [(0, int(p), "") if p.isdigit() else (1, 0, p) for p in parts])
+        return (-stamp, [k for p in parts for k in natural_key(p)])
 
     return sorted(runs, key=key)
 
