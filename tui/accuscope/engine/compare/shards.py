@@ -181,6 +181,9 @@ def stages(ranks: list[Rank], layout: Layout, path: str) -> list[list[Rank]]:
     else:
         calls = [_calls(r.tensors) for r in ranks]
         tp = next((k for k in range(1, total) if calls[k] != calls[0]), total)
+        if tp == 1:
+            raise SourceError(f"{ranks[1].folder}: its module calls differ from rank0's, so rank0 has no TP group to "
+                              "merge with (a pipeline without tensor parallelism: give tp: 1 and pp in a layout file)")
     if tp < 1 or total % tp or (layout.pp > 1 and total != tp * layout.pp):
         raise SourceError(f"{path}: {total} ranks (rank0..rank{total - 1}) do not divide into TP={tp}"
                           + (f" x PP={layout.pp}" if layout.pp > 1 else "") + (f" ({layout.source})" if layout.source else
@@ -296,6 +299,12 @@ def merge_group(ranks: list[Rank], layout: Layout, problems: list[Problem]) -> l
                 call = calls.pop()
                 ids[path] = [m.get(f"{call}.input.0") or m.get(f"{call}:input:0") for m in by_name]
     labels = ",".join(f"rank{r.number}" for r in ranks)
+    # an API's backward call belongs to its forward call's module (msprobe names no parent for some)
+    forward_module = {}
+    for t in first.tensors:
+        m = _API.fullmatch(t.op)
+        if m is not None and m.group("dir") == "forward" and t.op_type:
+            forward_module[f"{m.group('api')}.{m.group('k')}.backward"] = t.op_type
     out = []
     seen = set()
     for t in first.tensors:
@@ -313,7 +322,7 @@ def merge_group(ranks: list[Rank], layout: Layout, problems: list[Problem]) -> l
             shapes = ", ".join(f"rank{r.number} {list(s.shape)}" for r, s in zip(ranks, shards))
             out.append(_unmerged(t, f"TP merge: shard shapes differ ({shapes})"))
             continue
-        module = t.op_type
+        module = forward_module.get(t.op, t.op_type)
         kind = layout.kind(module, classes.get(module, "")) if module else ""
         out.append(_merge(shards, kind, sizes.get(module), ids.get(module), labels))
     return out
