@@ -417,7 +417,8 @@ def load_merged(how: str, dim: int, readers: tuple, id_reader, labels: str, size
     parts = [np.asarray(r()) for r in readers]
     if how == ONCE:
         for k, part in enumerate(parts[1:], 1):
-            if not np.array_equal(part, parts[0], equal_nan=part.dtype.kind == "f"):
+            if not (np.array_equal(part, parts[0])  # NaN at the same places only where that fails: one pass
+                    or (part.dtype.kind == "f" and np.array_equal(part, parts[0], equal_nan=True))):
                 worst = float(np.max(np.abs(part.astype(np.float64) - parts[0]))) if part.size else 0.0
                 raise TensorError("", "TP merge", f"identical statistics on {labels}, but shard {k} differs from the "
                                                   f"first (max |diff| {worst:.3g}): not a replicated tensor")
