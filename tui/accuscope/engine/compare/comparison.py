@@ -30,6 +30,7 @@ import numpy as np
 
 from accuscope.engine.compare import crossmap, statistics
 from accuscope.engine.compare import plugins as plugin_mod
+from accuscope.engine.compare import shards as shards_mod
 from accuscope.engine.compare.columns import CSV_OF, KEY_OF, METRIC, NUMERIC_METRICS
 from accuscope.engine.compare.lifetime import die_with_parent, process_context
 from accuscope.engine.compare.mapping import DEVICE_ONLY, FEW, Pair, map_tensors
@@ -82,6 +83,7 @@ class CompareSpec:
     rank: str | None = None
     stats_only: bool = False  # compare the statistics dump.json records, never the tensor files
     match: str | None = None  # "structure": pair what no name or mapping file pairs by module, order, shapes
+    shards: str | None = None  # "names" or a layout file: merge a parallel run's ranks into one (compare/shards.py)
 
     def to_meta(self, folder: str | os.PathLike | None = None) -> dict:
         """What task.json records about the comparison, enough to re-run it. Paths are stored
@@ -95,7 +97,8 @@ class CompareSpec:
                 "npu_model": self.npu_model, "golden_model": self.golden_model, "mapping": self.mapping,
                 "npu_runner": self.npu_runner, "golden_runner": self.golden_runner, "iteration": self.iteration,
                 "step": self.step, "rank": self.rank, "stats_only": self.stats_only,
-                "match": self.match}
+                "match": self.match,
+                "shards": self.shards if self.shards in (None, shards_mod.NAMES) else os.path.abspath(self.shards)}
         relative = {}
         for key in PATH_KEYS:
             if meta[key]:
@@ -130,7 +133,8 @@ class CompareSpec:
                    golden_model=path("golden_model"), mapping=path("mapping"),
                    npu_runner=meta.get("npu_runner"), golden_runner=meta.get("golden_runner"),
                    iteration=meta.get("iteration") or 0, step=meta.get("step"), rank=meta.get("rank"),
-                   stats_only=bool(meta.get("stats_only")), match=meta.get("match"))
+                   stats_only=bool(meta.get("stats_only")), match=meta.get("match"),
+                   shards=meta.get("shards") if isinstance(meta.get("shards"), str) else None)
         return replace(spec, **changes)
 
 
@@ -267,9 +271,11 @@ def open_sides(spec: CompareSpec) -> tuple[Side, Side, Graph | None]:
     from accuscope.engine.sources.registry import open_side
     pick = spec.pick
     ranked = {"step": spec.step, "rank": spec.rank, "stats_only": spec.stats_only or None}
-    npu = open_side(spec.npu, pick=pick, run=spec.run, runner=spec.npu_runner, iteration=spec.iteration, **ranked)
-    golden = open_side(spec.golden, shape=spec.golden_shape, dtype=spec.golden_dtype, pick=pick,
-                       runner=spec.golden_runner, iteration=spec.iteration, **ranked)
+    merged = shards_mod.parallel_sides(spec)
+    npu = merged.get("npu") or open_side(spec.npu, pick=pick, run=spec.run, runner=spec.npu_runner,
+                                         iteration=spec.iteration, **ranked)
+    golden = merged.get("golden") or open_side(spec.golden, shape=spec.golden_shape, dtype=spec.golden_dtype,
+                                               pick=pick, runner=spec.golden_runner, iteration=spec.iteration, **ranked)
     model = load_graph(spec.model) if spec.model else None
     for side, path in ((npu, spec.npu_model), (golden, spec.golden_model)):
         if path:

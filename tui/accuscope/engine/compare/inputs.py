@@ -108,6 +108,13 @@ def _match(text: str) -> str | None:
     raise ValueError(f"'{text}': use structure (or name, the default)")
 
 
+def _shards(text: str) -> str | None:
+    """`names` (Megatron's class names say the split) or a layout file; empty: no merge."""
+    if not text:
+        return None
+    return "names" if text.lower() == "names" else os.path.expanduser(text)
+
+
 def _folder_number(prefix: str):
     """A step or rank folder's number (3, rank3, proc1234 for a rank); a comma list for --cluster."""
     def parse(text: str) -> str:
@@ -138,19 +145,25 @@ KINDS = {  # kind -> text to value (ValueError on bad text)
     "plugins": os.path.expanduser, "out": os.path.expanduser, "text": str, "names": _names,
     "shape": _shape, "dtype": _dtype, "pick": _pick, "count": _count, "range": _range,
     "tolerance": parse_tolerance, "thresholds": _assignments, "flag": _yes_no, "step": _folder_number("step"),
-    "rank": _folder_number("rank"), "match": _match,
+    "rank": _folder_number("rank"), "match": _match, "shards": _shards,
 }
 
 METAVARS = {"dump": "PATH", "model": "MODEL", "file": "FILE", "plugins": "DIR", "out": "TASK_DIR",
             "names": "A,B,...", "count": "N", "range": "START,END,STEP", "shape": "N,C,H,W", "dtype": "DTYPE",
             "pick": "newest|oldest|K", "step": "N", "rank": "M",
-            "match": "name|structure"}
+            "match": "name|structure", "shards": "names|LAYOUT.yaml"}
 
 INPUTS: tuple[Input, ...] = (
     Input("npu", "--npu", "NPU dump", "the side under test: any dump accuscope reads", "dump",
           "Ascend dump folder or file, npy folder, .npz, Polygraphy .json ...", required=True),
     Input("golden", "--golden", "golden dump", "the reference side: any dump accuscope reads", "dump",
           "npy folder, .npz, .bin or Polygraphy .json ...", required=True),
+    Input("shards", "--shards", "parallel shards", "msprobe dumps of a tensor/pipeline-parallel run (several ranks "
+          "in a step): merge each call's shards across its TP group and stitch the PP stages into one run, to compare "
+          "against a TP=1 run; `names`: the split from Megatron's class names (ColumnParallelLinear, "
+          "RowParallelLinear, VocabParallelEmbedding), or a layout YAML (tp, pp, layers, modules: pattern -> "
+          "column|row|vocab|replicated); every merged row says its rule", "shards",
+          "optional: names, or a layout .yaml (TP/PP msprobe dumps)"),
     Input("shape", "--shape", "golden shape", "shape of a raw .bin golden file, e.g. 1,3,224,224", "shape",
           "a raw .bin golden only: its shape, e.g. 1,3,224,224", group="source"),
     Input("dtype", "--dtype", "golden dtype", "dtype of a raw .bin golden file, e.g. float32", "dtype",
@@ -243,7 +256,7 @@ def build_spec(values: dict):
         pick=get("pick"), run=get("run"), golden_shape=get("shape"), golden_dtype=None if dtype is None else str(dtype),
         npu_model=get("npu_model"), golden_model=get("golden_model"), mapping=get("mapping"),
         npu_runner=npu_runner, golden_runner=golden_runner, iteration=get("iteration"), step=get("step"),
-        rank=get("rank"), stats_only=bool(get("stats_only")), match=get("match"))
+        rank=get("rank"), stats_only=bool(get("stats_only")), match=get("match"), shards=get("shards"))
 
 
 SPEC_FIELD = {"shape": "golden_shape", "dtype": "golden_dtype"}  # input name -> CompareSpec field, where they differ
@@ -318,6 +331,11 @@ def check(item: Input, text: str, golden: str = "", npu: str = "") -> tuple[str,
             return _tree_has(item.kind, value, npu)
         if item.kind == "flag":
             return ("✓ yes" if value else "✓ no"), True
+        if item.kind == "shards":
+            from accuscope.engine.compare.shards import load_layout
+            layout = load_layout(value)
+            return ("✓ Megatron's class names" if not layout.source else
+                    f"✓ layout: TP={layout.tp or 'ranks/PP'}, PP={layout.pp}, {len(layout.modules)} module patterns"), True
     except (SourceError, ValueError, TypeError, OSError) as exc:
         return str(exc), False
     return "✓", True

@@ -58,6 +58,8 @@ def is_rank_run(spec: engine.CompareSpec) -> bool:
     """The comparison is of two rank trees, rank by rank: every rank, or the ranks --step/--rank pick
     when only their dump.json are compared (statistics: the ranks' columnar path, 10x the general
     one; a tensor comparison of one picked rank stays a task of its own, dumps re-runnable)."""
+    if spec.shards:  # the ranks are merged into one run (compare/shards.py)
+        return False
     leaves = pair_ranks(spec.npu, spec.golden)[0]
     if not leaves:
         return False

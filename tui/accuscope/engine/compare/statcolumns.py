@@ -30,7 +30,7 @@ KIND = msprobe.KIND  # the kind of source both sides are when the columns compar
 def applies(spec: CompareSpec) -> bool:
     """The comparison asks for nothing the columns do not hold (the dumps decide the rest)."""
     if (spec.mapping or spec.op_range or spec.ops or spec.custom_dir or spec.model or spec.npu_model
-            or spec.golden_model or spec.match):
+            or spec.golden_model or spec.match or spec.shards):
         return False
     try:
         return all(detect(path).kind == msprobe.KIND for path in (spec.npu, spec.golden))

@@ -151,6 +151,20 @@ def choose(path: str, step: str | int | None = None, rank: str | int | None = No
     return chosen[0]
 
 
+def of_step(path: str, step: str | int | None = None) -> list[tuple[str, str, str]]:
+    """The (step, rank, folder) of every rank in one step of `path`: the step `step` names, else its only
+    one; SourceError listing the steps when that says none or several."""
+    found = ranks(os.fspath(path))
+    steps = list(dict.fromkeys(s for s, _, _ in found))
+    chosen = [f for f in found if _matches(step, f[0], _STEP)]
+    if not chosen:
+        raise SourceError(f"{path}: no step {step if step is not None else ''} with rank folders (it holds: "
+                          f"{', '.join(s or '.' for s in steps) or 'none'})")
+    if len({s for s, _, _ in chosen}) > 1:
+        raise SourceError(f"{path}: holds steps {', '.join(steps)}: choose one with --step")
+    return chosen
+
+
 def read(path: str, *, step: str | int | None = None, rank: str | int | None = None, stats_only: bool = False,
          **_options) -> tuple[list[Tensor], list[Problem]]:
     """The tensors of one step and rank in execution order, and what could not be read."""

@@ -1,0 +1,160 @@
+"""`--shards`: a tensor/pipeline-parallel msprobe run merged into one, on the files msprobe wrote
+(tests/fixtures/msprobe/tp, make_tp.py: a Megatron-style model at TP=1, TP=2 and TP=2 x PP=2, torch CPU over
+gloo, tensor and statistics mode). Merged TP=2 against TP=1 passes on every call both sides hold; a wrong shard
+order fails exactly the rows a concatenation or a vocabulary split made; statistics merge to TP=1's."""
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from pathlib import Path
+
+import pytest
+
+from accuscope.engine.compare import shards
+from accuscope.engine.compare.comparison import CompareSpec, execute, plan
+from accuscope.engine.sources.tensor import SourceError
+
+TP = Path(__file__).parents[1] / "fixtures" / "msprobe" / "tp"
+MERGED = "TP merge: "
+BOOKKEEPING = shards.BOOKKEEPING
+
+
+def compared(npu, golden, layout: str = "names"):
+    p = plan(CompareSpec(str(npu), str(golden), shards=layout))
+    table = execute(p, workers=1)
+    state = p.spec.thresholds.evaluate(table)
+    return p, [table.row(i) for i in range(len(table))], state.fail
+
+
+def rule(row: dict) -> str:
+    text = row["conversion"]
+    return next((r for r in ("identical", "concat", "sum of", "rows by vocabulary") if r in text), "")
+
+
+@pytest.mark.parametrize("npu", ["tp2", "tp2pp2"])
+def test_merged_run_matches_tp1_on_every_call_both_hold(npu):
+    p, rows, fail = compared(TP / npu, TP / "tp1")
+    assert not fail.any(), [r["tensor"] for r, f in zip(rows, fail) if f]
+    paired = [r for r, pair in zip(rows, p.pairs) if pair.golden is not None]
+    assert len(paired) >= 50
+    for row in paired:
+        assert MERGED in row["conversion"] or BOOKKEEPING in row["reason"], row
+        if BOOKKEEPING in row["reason"]:  # masks and local ids: per-rank values, listed and not compared
+            assert row["npu_op"].startswith(("Tensor.", "Functional.embedding")), row
+            continue
+        assert row["cos"] > 0.9999 and rule(row), row
+    assert {rule(r) for r in paired} >= {"identical", "concat", "sum of" if npu == "tp2" else "concat"}
+    if npu == "tp2":  # the vocabulary-parallel lookups, rows picked from the rank owning each id
+        assert any(rule(r) == "rows by vocabulary" and r["npu_op"] == "Functional.embedding.0.forward" for r in paired)
+
+
+def test_pipeline_stages_stitched_into_one_order():
+    p, rows, _ = compared(TP / "tp2pp2", TP / "tp1")
+    calls = list(dict.fromkeys(r["npu_op"] for r in rows))
+    # stage 1 numbers its layers from 0 again: renumbered after stage 0's; forward of both stages, then the
+    # backward of stage 1 before stage 0's
+    assert calls.index("Module.layers.0.ParallelMLP.forward.0") < calls.index("Module.layers.1.ParallelMLP.forward.0") \
+        < calls.index("Module.head.Linear.forward.0") < calls.index("Module.layers.1.ParallelMLP.backward.0") \
+        < calls.index("Module.layers.0.ParallelMLP.backward.0")
+    stage = {r["npu_op"]: r["conversion"].rsplit("PP stage ", 1)[1] for r in rows}
+    assert stage["Module.layers.1.fc1.ColumnParallelLinear.forward.0"] == "1"
+    assert stage["Module.embedding.VocabParallelEmbedding.forward.0"] == "0"
+    grads = [r for r in rows if r["npu_op"] == "Module.layers.1.fc2.RowParallelLinear.parameters_grad.0"]
+    assert {r["shape"] for r in grads} == {"[8,32]", "[8]"} and all(r["cos"] > 0.9999 for r in grads)
+
+
+def test_wrong_shard_order_fails_the_split_rows(tmp_path):
+    swapped = tmp_path / "swapped"
+    shutil.copytree(TP / "tp2", swapped)
+    step = swapped / "step0"
+    (step / "rank0").rename(step / "tmp")
+    (step / "rank1").rename(step / "rank0")
+    (step / "tmp").rename(step / "rank1")
+    _, rows, fail = compared(swapped, TP / "tp1")
+    split = {r["tensor"] for r in rows if rule(r) in ("concat", "rows by vocabulary")}
+    failing = {r["tensor"] for r, f in zip(rows, fail) if f}
+    assert failing == split and len(split) >= 20
+    assert all(rule(r) in ("identical", "sum of") for r, f in zip(rows, fail) if not f and rule(r))
+
+
+@pytest.mark.parametrize("npu", ["tp2_stats", "tp2pp2_stats"])
+def test_statistics_merge_to_tp1s_and_say_what_cannot(npu):
+    p, rows, fail = compared(TP / npu, TP / "tp1_stats")
+    assert not fail.any(), [r["tensor"] for r, f in zip(rows, fail) if f]
+    checked = {"identical": 0, "concat": 0, "sum of": 0}
+    for pair, row in zip(p.pairs, rows):
+        if pair.golden is None or pair.npu.stats is None:
+            continue
+        for mine, theirs in zip(pair.npu.stats, pair.golden.stats):
+            if mine is not None and theirs is not None:
+                assert math.isclose(mine, theirs, rel_tol=1e-5, abs_tol=1e-6), (row["tensor"], pair.npu.stats,
+                                                                                pair.golden.stats)
+        checked[rule(row)] += 1
+        if rule(row) == "sum of":  # a sum's Mean is the sum of the means; its Max, Min and Norm are not derivable
+            assert pair.npu.stats[2] is not None and pair.npu.stats[0] is None
+            assert "not derivable from the shards' statistics: Max, Min, Norm" in row["conversion"]
+    assert all(n > 3 for n in checked.values()), checked
+    vocab = [r for r in rows if rule(r) == "rows by vocabulary"]
+    assert vocab and all("Max, Min, Mean, Norm" in r["conversion"] and r["reason"] for r in vocab)
+    assert any(BOOKKEEPING in r["reason"] for r in rows)
+
+
+def test_layout_file_says_the_split(tmp_path):
+    layout = tmp_path / "layout.yaml"
+    layout.write_text("tp: 2\npp: 2\nlayers: layers\nmodules:\n  \"layers.*.fc1\": column\n  RowParallelLinear: row\n")
+    _, rows, fail = compared(TP / "tp2pp2", TP / "tp1", str(layout))
+    assert not fail.any() and any("concat dim 0" in r["conversion"] and "fc1" in r["npu_op"] for r in rows)
+    flipped = tmp_path / "flipped.yaml"  # fc1 said to be row-parallel: its weight joined along the wrong dimension
+    flipped.write_text("modules:\n  \"*.fc1\": row\n")
+    _, rows, fail = compared(TP / "tp2", TP / "tp1", str(flipped))
+    assert any(f and "fc1" in r["npu_op"] for r, f in zip(rows, fail))
+
+
+@pytest.mark.parametrize(("text", "said"), [
+    ("modules:\n  fc1: diagonal\n", "'diagonal' is not one of column, row, vocab, replicated"),
+    ("tp: two\n", "tp: 'two' is not a positive whole number"),
+    ("sharding: 2\n", "unknown keys sharding"),
+    ("tp: 3\n", "missing: TP=3 x PP=1 needs rank0..rank2"),
+    ("pp: 3\n", "do not divide into TP=0 x PP=3"),
+])
+def test_bad_layout_is_a_message_naming_the_file(tmp_path, text, said):
+    layout = tmp_path / "layout.yaml"
+    layout.write_text(text)
+    with pytest.raises(SourceError, match=r".*") as err:
+        plan(CompareSpec(str(TP / "tp2"), str(TP / "tp1"), shards=str(layout)))
+    assert said in str(err.value) and (str(layout) in str(err.value) or "rank2" in str(err.value))
+
+
+def test_missing_rank_and_shape_mismatch(tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(TP / "tp2pp2_stats", run)
+    shutil.rmtree(run / "step0" / "rank1")
+    with pytest.raises(SourceError) as err:
+        plan(CompareSpec(str(run), str(TP / "tp1_stats"), shards="names"))
+    assert str(run / "step0" / "rank1") in str(err.value) and "missing" in str(err.value)
+    shutil.copytree(TP / "tp2_stats" / "step0" / "rank1", run / "step0" / "rank1")  # another run's rank
+    with pytest.raises(SourceError, match="module calls differ from rank0's"):
+        plan(CompareSpec(str(run), str(TP / "tp1_stats"), shards="names"))
+    shutil.rmtree(run / "step0" / "rank1")
+    shutil.copytree(TP / "tp2pp2_stats" / "step0" / "rank1", run / "step0" / "rank1")
+    shutil.rmtree(run / "step0" / "rank3")
+    with pytest.raises(SourceError, match=r"3 ranks \(rank0..rank2\) do not divide into TP=2"):
+        plan(CompareSpec(str(run), str(TP / "tp1_stats"), shards="names"))
+
+    bent = tmp_path / "bent"
+    shutil.copytree(TP / "tp2_stats", bent)
+    doc = bent / "step0" / "rank1" / "dump.json"
+    data = json.loads(doc.read_text())
+    data["data"]["Functional.linear.0.forward"]["output"][0]["shape"] = [2, 3, 15]
+    doc.write_text(json.dumps(data))
+    p, rows, _ = compared(bent, TP / "tp1_stats")
+    row = next(r for r in rows if r["tensor"] == "Functional.linear.0.forward:output:0")
+    assert "shard shapes differ (rank0 [2, 3, 16], rank1 [2, 3, 15])" in row["reason"]
+
+
+def test_shards_needs_a_parallel_side():
+    with pytest.raises(SourceError, match="nothing to merge"):
+        plan(CompareSpec(str(TP / "tp1"), str(TP / "tp1"), shards="names"))
+    with pytest.raises(SourceError, match="--rank picks one"):
+        plan(CompareSpec(str(TP / "tp2"), str(TP / "tp1"), shards="names", rank="0"))

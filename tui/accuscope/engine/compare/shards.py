@@ -1,0 +1,530 @@
+"""A tensor- and pipeline-parallel msprobe run read as one run (`--shards`): each call's shards merged across
+the ranks of its tensor-parallel (TP) group, the pipeline (PP) stages stitched into one execution order, so
+that a TP=N, PP=M dump compares against a TP=1 one call by call.
+
+Ranks: Megatron's order, the TP index varying fastest: rank = stage * TP + tp_index. TP is given in the
+layout file, else it is the rank count divided by PP (PP=1 unless given). A rank missing from 0..TP*PP-1 is
+a SourceError naming the folder.
+
+What is split, and how, comes from the module holding a call (its class in msprobe's call names, or a
+pattern of the layout file): `column` (Megatron's ColumnParallelLinear: weight rows and output features
+split), `row` (RowParallelLinear: weight columns and input features split, the products partial sums),
+`vocab` (VocabParallelEmbedding: vocabulary rows split, out-of-range ids masked). The shard size p is the
+module's weight shard (column, vocab: its rows; row: its columns). For each tensor of a call, in this order:
+
+  identical on every rank of the group   (statistics equal in dump.json; the data checked equal when read)
+        -> `once`: a replicated tensor, or an output already all-reduced: taken from the first rank
+  column / row, a dimension of size p    -> `concat`: along it (the last such; a weight's own dimension
+                                            where its shard is square: column 0, row 1)
+  column / row, no dimension of size p   -> `sum`: partial products (a row-parallel matmul before its
+                                            all-reduce, a column-parallel input gradient)
+  vocab, the shape of the ids + hidden   -> `vocab`: each token's row from the rank owning its id (the
+                                            masked partial lookups summed; ids: the module's input)
+  vocab, any other                       -> not merged: per-rank bookkeeping (masks, local ids)
+  outside a parallel module              -> `concat` along the last dimension, said as assumed (an
+                                            elementwise op between a column- and a row-parallel layer)
+
+Statistics-mode dumps merge what is exact: `once` the first rank's; `concat` Max of the maxima, Min of the
+minima, Mean by element counts, Norm as the root of the summed squares; `sum` the Mean (the sum of the
+means), not Max, Min or Norm; `vocab` nothing. A statistic not derivable is left out (no number rather than a
+wrong one) and the row's `conversion` says which; a CRC-32 of a merged tensor is never derivable.
+
+Pipeline stages: each stage's calls split into its forward part (up to its first backward call), its
+backward part and its optimizer's calls; the run is the stages' forward parts in stage order, their
+backward parts in reverse, then the optimizers'. msprobe counts API calls per process (`Functional.linear.3`),
+so API counters are renumbered in that order; a stage numbering its `layers` from 0 again (Megatron) has
+them renumbered after the earlier stages' (the layout's `layers` names the list).
+
+The layout file (YAML; every key optional):
+
+    tp: 2                       # ranks per TP group (default: ranks / pp)
+    pp: 2                       # pipeline stages (default 1)
+    layers: layers              # the module list each stage numbers from 0
+    modules:                    # module path or class (fnmatch patterns) -> column | row | vocab | replicated
+      "*.linear_qkv": column
+      SharedEmbedding: vocab
+
+Every merged tensor records its rule in `conversion` (the result's column), e.g. `TP merge: concat dim 2
+of rank0,rank1 (column)`; what cannot be merged keeps its row, not compared, with the reason.
+"""
+from __future__ import annotations
+
+import fnmatch
+import math
+import os
+import re
+from dataclasses import dataclass, replace
+from functools import partial
+
+import numpy as np
+
+from accuscope.engine.compare.crossmap import yaml_load
+from accuscope.engine.sources import msprobe
+from accuscope.engine.sources.golden import GoldenDump
+from accuscope.engine.sources.inputfile import require_regular
+from accuscope.engine.sources.tensor import Problem, SourceError, Tensor, TensorError
+
+COLUMN, ROW, VOCAB, REPLICATED = "column", "row", "vocab", "replicated"
+KINDS = (COLUMN, ROW, VOCAB, REPLICATED)
+CLASSES = {"ColumnParallelLinear": COLUMN, "RowParallelLinear": ROW, "VocabParallelEmbedding": VOCAB}
+NAMES = "names"  # --shards names: the split from Megatron's class names only
+ONCE, CONCAT, SUM, BY_VOCAB = "once", "concat", "sum", "vocab"
+BOOKKEEPING = "per-rank vocabulary bookkeeping (masks, local ids): no value of the whole run"
+LAYOUT_LIMIT = 1 << 20  # bytes of a layout file read
+_API = re.compile(r"(?!Module\.|Cell\.)(?P<api>.+)\.(?P<k>\d+)\.(?P<dir>forward|backward)")
+_MODULE_CALL = re.compile(r"(?:Module|Cell)\.(?P<path>.+)\.(?P<cls>[^.]+)\.(?P<dir>forward|backward|parameters_grad)"
+                          r"(?:\.\d+)?")
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How the ranks of a parallel run are arranged and which modules split what."""
+
+    tp: int | None = None
+    pp: int = 1
+    layers: str = "layers"
+    modules: tuple[tuple[str, str], ...] = ()  # (pattern, kind), the file's first, Megatron's classes after
+    source: str = ""  # the layout file, "" for the class names only
+
+    def kind(self, path: str, cls: str) -> str:
+        """The split of a module, by its path or class name ("" when it is not a parallel module)."""
+        for pattern, kind in self.modules:
+            if fnmatch.fnmatchcase(path, pattern) or fnmatch.fnmatchcase(cls, pattern):
+                return "" if kind == REPLICATED else kind
+        return CLASSES.get(cls, "")
+
+
+def load_layout(spec: str | None) -> Layout:
+    """`names` (or empty): Megatron's class names; else a layout file (see the module docstring)."""
+    if not spec or spec == NAMES:
+        return Layout()
+    path = os.fspath(spec)
+    if not os.path.exists(path):
+        raise SourceError(f"{path}: no such layout file (--shards takes `names` or a YAML file)")
+    require_regular(path)
+    if os.path.getsize(path) > LAYOUT_LIMIT:
+        raise SourceError(f"{path}: {os.path.getsize(path):,} bytes, more than a layout file holds")
+    try:
+        with open(path, encoding="utf-8") as fh:
+            doc = yaml_load(fh.read(), path)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SourceError(f"{path}: cannot read: {exc}") from None
+    if not isinstance(doc, dict):
+        raise SourceError(f"{path}: expected keys tp, pp, layers, modules")
+    unknown = set(doc) - {"tp", "pp", "layers", "modules"}
+    if unknown:
+        raise SourceError(f"{path}: unknown keys {', '.join(sorted(map(str, unknown)))} (it takes tp, pp, layers, modules)")
+
+    def count(key: str) -> int | None:
+        value = doc.get(key)
+        if value is None:
+            return None
+        if type(value) is not int or value < 1:
+            raise SourceError(f"{path}: {key}: {value!r} is not a positive whole number")
+        return value
+    modules = doc.get("modules") or {}
+    if not isinstance(modules, dict):
+        raise SourceError(f"{path}: modules: expected `pattern: {' | '.join(KINDS)}` lines")
+    for pattern, kind in modules.items():
+        if kind not in KINDS:
+            raise SourceError(f"{path}: modules: {pattern}: {kind!r} is not one of {', '.join(KINDS)}")
+    layers = doc.get("layers") or "layers"
+    return Layout(count("tp"), count("pp") or 1, str(layers), tuple((str(p), str(k)) for p, k in modules.items()), path)
+
+
+# ------------------------------------------------------------------ reading the ranks
+
+
+@dataclass(frozen=True)
+class Rank:
+    number: int
+    folder: str
+    tensors: list[Tensor]
+
+
+def arrange(path: str, layout: Layout, step: str | int | None = None) -> list[tuple[int, str]]:
+    """The (rank number, folder) of every rank of the step, rank0 first; SourceError for a missing one."""
+    chosen = msprobe.of_step(path, step)
+    numbered: dict[int, str] = {}
+    for _, label, folder in chosen:
+        digits = re.fullmatch(r"rank(\d+)", label)
+        if digits is None:
+            raise SourceError(f"{folder}: not a rank{{N}} folder: a parallel run's ranks are numbered (torch.distributed)")
+        numbered[int(digits.group(1))] = folder
+    total = layout.tp * layout.pp if layout.tp else max(numbered) + 1
+    step_dir = os.path.dirname(chosen[0][2])
+    missing = [n for n in range(total) if n not in numbered]
+    if missing:
+        need = f"TP={layout.tp} x PP={layout.pp} needs" if layout.tp else "the ranks run"
+        raise SourceError(f"{os.path.join(step_dir, f'rank{missing[0]}')}: missing: {need} rank0..rank{total - 1}, "
+                          f"and {', '.join(f'rank{n}' for n in missing)} {'is' if len(missing) == 1 else 'are'} not there")
+    extra = sorted(n for n in numbered if n >= total)
+    if extra:
+        raise SourceError(f"{numbered[extra[0]]}: TP={layout.tp} x PP={layout.pp} makes {total} ranks; "
+                          f"{', '.join(f'rank{n}' for n in extra)} lie beyond them ({layout.source})")
+    return [(n, numbered[n]) for n in range(total)]
+
+
+def _calls(tensors: list[Tensor]) -> tuple[str, ...]:
+    """A rank's module calls, in order: the ranks of one TP group make the same ones, stages others."""
+    return tuple(dict.fromkeys(t.op for t in tensors if _MODULE_CALL.fullmatch(t.op)))
+
+
+def stages(ranks: list[Rank], layout: Layout, path: str) -> list[list[Rank]]:
+    """The ranks as TP groups, stage by stage (rank = stage * TP + tp_index). TP and PP from the layout;
+    else TP is the ranks from rank0 on that make rank0's module calls, and PP the rank count over TP."""
+    total = len(ranks)
+    if layout.tp:
+        tp = layout.tp
+    elif layout.pp > 1:
+        tp = total // layout.pp
+    else:
+        calls = [_calls(r.tensors) for r in ranks]
+        tp = next((k for k in range(1, total) if calls[k] != calls[0]), total)
+        if tp == 1:
+            raise SourceError(f"{ranks[1].folder}: its module calls differ from rank0's, so rank0 has no TP group to "
+                              "merge with (a pipeline without tensor parallelism: give tp: 1 and pp in a layout file)")
+    if tp < 1 or total % tp or (layout.pp > 1 and total != tp * layout.pp):
+        raise SourceError(f"{path}: {total} ranks (rank0..rank{total - 1}) do not divide into TP={tp}"
+                          + (f" x PP={layout.pp}" if layout.pp > 1 else "") + (f" ({layout.source})" if layout.source else
+                                                                            ": give tp and pp in a layout file"))
+    groups = [ranks[s * tp:(s + 1) * tp] for s in range(total // tp)]
+    for group in groups:
+        calls = [_calls(r.tensors) for r in group]
+        odd = [r for r, c in zip(group, calls) if c != calls[0]]
+        if odd and not layout.tp:
+            raise SourceError(f"{odd[0].folder}: its module calls differ from rank{group[0].number}'s, in the same "
+                              f"TP group of {tp} (read from rank0..): give tp and pp in a layout file")
+    return groups
+
+
+def read(path: str, *, shards: str | None = None, step: str | int | None = None, stats_only: bool = False,
+         **_options) -> tuple[list[Tensor], list[Problem], str]:
+    """The merged tensors of a parallel run in one execution order, the problems, and a line saying how
+    it was read (`TP=2 x PP=2 of rank0..rank3, merged by ...`)."""
+    layout = load_layout(shards)
+    problems: list[Problem] = []
+    ranks = []
+    for number, folder in arrange(os.fspath(path), layout, step):
+        tensors, found = msprobe.read(folder, stats_only=stats_only)
+        problems += found
+        ranks.append(Rank(number, folder, tensors))
+    groups = stages(ranks, layout, os.fspath(path))
+    merged = stitch([merge_group(group, layout, problems) for group in groups], layout.layers)
+    how = (f"TP={len(groups[0])} x PP={len(groups)} of rank0..rank{len(ranks) - 1} by "
+           + (f"the layout {layout.source}" if layout.source else "Megatron's class names"))
+    return merged, problems, how
+
+
+class MergedRun(GoldenDump):
+    """A parallel run's merged tensors as a source (a Side's reader); `merged` says how it was read."""
+
+    def __init__(self, path: str, tensors: list[Tensor], problems: list[Problem], merged: str):
+        super().__init__(path, msprobe.KIND, tensors, problems)
+        self.merged = merged
+
+
+def open_merged(path: str, **options) -> MergedRun:
+    tensors, problems, how = read(path, **options)
+    if not tensors:
+        raise SourceError(f"{path}: no tensors to merge")
+    return MergedRun(os.fspath(path), tensors, problems, how)
+
+
+def merged_line(side) -> str:
+    """`merged TP=2 x PP=1 of rank0..rank1 by ...` for a side read by open_merged, else ""."""
+    return f"merged {side.reader.merged}" if isinstance(side.reader, MergedRun) else ""
+
+
+# ------------------------------------------------------------------ one TP group
+
+
+def _modules(tensors: list[Tensor]) -> dict[str, str]:
+    """module path -> class, from the module calls' names."""
+    found: dict[str, str] = {}
+    for t in tensors:
+        m = _MODULE_CALL.fullmatch(t.op)
+        if m is not None:
+            found.setdefault(m.group("path"), m.group("cls"))
+    return found
+
+
+def _shard_size(kind: str, path: str, tensors: list[Tensor]) -> int | None:
+    """p: the module's weight shard rows (column, vocab) or columns (row), from its parameters or gradients."""
+    for t in tensors:
+        if t.op_type == path and (t.tensor_name.endswith(".weight") or t.tensor_name.endswith(".parameters.weight")) \
+                and len(t.shape) == 2:
+            return t.shape[1] if kind == ROW else t.shape[0]
+    return None
+
+
+def _identical(shards: list[Tensor]) -> bool:
+    """Equal statistics (and CRC-32) on every rank; for integer and boolean tensors (ids, masks: equal
+    statistics say little) equal data too where the files are there (such tensors are small)."""
+    first = shards[0]
+    if first.stats is None and not first.checksum:
+        return False
+    if not all(s.stats == first.stats and s.checksum == first.checksum for s in shards[1:]):
+        return False
+    if first.dtype is None or first.dtype.kind == "f" or any(s.reader is None or s.problem for s in shards):
+        return True
+    try:
+        data = [np.asarray(s.load()) for s in shards]
+    except TensorError:
+        return True  # the merged tensor's reader says what is wrong
+    return all(np.array_equal(d, data[0]) for d in data[1:])
+
+
+def _is_mask(t: Tensor) -> bool:
+    return t.dtype_name == "bool" or (t.dtype is not None and t.dtype.kind == "b")
+
+
+def merge_group(ranks: list[Rank], layout: Layout, problems: list[Problem]) -> list[Tensor]:
+    """One TP group's tensors merged name by name, in the first rank's order."""
+    first = ranks[0]
+    if len(ranks) == 1:
+        return list(first.tensors)
+    by_name = [{t.tensor_name or t.name: t for t in r.tensors} for r in ranks]
+    classes = _modules(first.tensors)
+    sizes: dict[str, int | None] = {}
+    ids: dict[str, list[Tensor]] = {}
+    for path, cls in classes.items():
+        kind = layout.kind(path, cls)
+        if kind:
+            sizes[path] = _shard_size(kind, path, first.tensors)
+        if kind == VOCAB:
+            calls = {t.op for t in first.tensors if t.op_type == path and t.op.endswith(".forward.0")
+                     and _MODULE_CALL.fullmatch(t.op)}
+            if len(calls) == 1:
+                call = calls.pop()
+                ids[path] = [m.get(f"{call}.input.0") or m.get(f"{call}:input:0") for m in by_name]
+    labels = ",".join(f"rank{r.number}" for r in ranks)
+    # an API's backward call belongs to its forward call's module (msprobe names no parent for some)
+    forward_module = {}
+    for t in first.tensors:
+        m = _API.fullmatch(t.op)
+        if m is not None and m.group("dir") == "forward" and t.op_type:
+            forward_module[f"{m.group('api')}.{m.group('k')}.backward"] = t.op_type
+    out = []
+    seen = set()
+    for t in first.tensors:
+        key = t.tensor_name or t.name
+        if key in seen:
+            continue
+        seen.add(key)
+        shards = [m.get(key) for m in by_name]
+        absent = [f"rank{r.number}" for r, s in zip(ranks, shards) if s is None]
+        if absent:
+            out.append(_unmerged(t, f"TP merge: on rank{first.number} but not on {', '.join(absent)} of its TP group "
+                                    f"({labels})"))
+            continue
+        if len({s.shape for s in shards}) > 1:
+            shapes = ", ".join(f"rank{r.number} {list(s.shape)}" for r, s in zip(ranks, shards))
+            out.append(_unmerged(t, f"TP merge: shard shapes differ ({shapes})"))
+            continue
+        module = forward_module.get(t.op, t.op_type)
+        kind = layout.kind(module, classes.get(module, "")) if module else ""
+        out.append(_merge(shards, kind, sizes.get(module), ids.get(module), labels))
+    return out
+
+
+def _unmerged(t: Tensor, why: str) -> Tensor:
+    return replace(t, dtype=None, reader=None, payload=None, stats=None, checksum="", problem=why, conversion="")
+
+
+def rule(shards: list[Tensor], kind: str, size: int | None, ids: list[Tensor | None] | None) -> tuple[str, int, str]:
+    """(how, dim, note) for one tensor's shards: see the module docstring."""
+    shape = shards[0].shape
+    if kind == VOCAB and _is_mask(shards[0]):
+        return "", 0, BOOKKEEPING
+    if _identical(shards):
+        return ONCE, 0, ""
+    if kind in (COLUMN, ROW):
+        if size is None:
+            return "", 0, f"the {kind}-parallel module's weight shard is not in the dump: its shard size is unknown"
+        dims = [d for d, n in enumerate(shape) if n == size]
+        if not dims:
+            return SUM, 0, ""
+        weight = shards[0].tensor_name.endswith("weight") and len(shape) == 2
+        dim = (1 if kind == ROW else 0) if weight and len(dims) > 1 else dims[-1]
+        return CONCAT, dim, ""
+    if kind == VOCAB:
+        if size is not None and len(shape) == 2 and shape[0] == size:
+            return CONCAT, 0, ""
+        if ids and all(i is not None for i in ids) and shape == (*ids[0].shape, shape[-1]) and len(shape) > len(ids[0].shape):
+            return BY_VOCAB, 0, ""
+        return "", 0, BOOKKEEPING
+    if not shape:
+        return "", 0, "differs across the TP group's ranks outside a parallel module, and is a scalar"
+    return CONCAT, len(shape) - 1, "assumed: differs across the ranks outside a parallel module"
+
+
+def _merge(shards: list[Tensor], kind: str, size: int | None, ids: list[Tensor | None] | None, labels: str) -> Tensor:
+    t = shards[0]
+    how, dim, note = rule(shards, kind, size, ids)
+    where = f" ({kind})" if kind else ""
+    if not how:
+        return _unmerged(t, f"TP merge: not merged{where}: {note}")
+    shape = tuple(n * len(shards) if d == dim and how == CONCAT else n for d, n in enumerate(t.shape))
+    text = {ONCE: f"identical on {labels}, taken once", CONCAT: f"concat dim {dim} of {labels}",
+            SUM: f"sum of {labels} (partial)", BY_VOCAB: f"rows by vocabulary owner of {labels}"}[how]
+    stats, lost = _stats(how, shards, shape)
+    if t.checksum and how != ONCE:
+        lost.append("CRC-32")
+    conversion = f"TP merge: {text}{where}" + (f", {note}" if note else "") + \
+        (f"; not derivable from the shards' statistics: {', '.join(lost)}" if lost else "")
+    readers = tuple(s.reader for s in shards)
+    problem = next((s.problem for s in shards if s.problem), "")
+    reader = None
+    if all(r is not None for r in readers) and not problem:
+        id_reader = ids[0].reader if how == BY_VOCAB and ids and ids[0] is not None else None
+        reader = partial(load_merged, how, dim, readers, id_reader, labels, size)
+    return replace(t, shape=shape, payload=None, reader=reader, stats=stats, conversion=conversion, problem=problem,
+                   checksum=t.checksum if how == ONCE else "")
+
+
+STATS_LOST = ("Max", "Min", "Mean", "Norm")
+
+
+def _stats(how: str, shards: list[Tensor], shape: tuple[int, ...]) -> tuple[tuple | None, list[str]]:
+    """The merged Max, Min, Mean, Norm where exact (None where not), and the names of those that are not."""
+    recorded = [s.stats for s in shards]
+    if any(r is None for r in recorded):
+        return None, []
+    if how == ONCE:
+        return recorded[0], []
+    n = [math.prod(s.shape) for s in shards]
+    col = list(zip(*recorded))  # Max, Min, Mean, Norm each over the shards
+
+    def known(values):
+        return all(v is not None and not (isinstance(v, float) and math.isnan(v)) for v in values)
+    if how == CONCAT:
+        mx = max(col[0]) if known(col[0]) else None
+        mn = min(col[1]) if known(col[1]) else None
+        mean = sum(m * k for m, k in zip(col[2], n)) / sum(n) if known(col[2]) and sum(n) else None
+        norm = math.sqrt(sum(v * v for v in col[3])) if known(col[3]) else None
+        stats = (mx, mn, mean, norm)
+    elif how == SUM:
+        stats = (None, None, sum(col[2]) if known(col[2]) else None, None)
+    else:
+        stats = (None, None, None, None)
+    lost = [name for name, v in zip(STATS_LOST, stats) if v is None]
+    return (None if all(v is None for v in stats) else stats), lost
+
+
+def load_merged(how: str, dim: int, readers: tuple, id_reader, labels: str, size: int | None) -> np.ndarray:
+    """The merged data: each shard read once."""
+    parts = [np.asarray(r()) for r in readers]
+    if how == ONCE:
+        for k, part in enumerate(parts[1:], 1):
+            if not (np.array_equal(part, parts[0])  # NaN at the same places only where that fails: one pass
+                    or (part.dtype.kind == "f" and np.array_equal(part, parts[0], equal_nan=True))):
+                worst = float(np.max(np.abs(part.astype(np.float64) - parts[0]))) if part.size else 0.0
+                raise TensorError("", "TP merge", f"identical statistics on {labels}, but shard {k} differs from the "
+                                                  f"first (max |diff| {worst:.3g}): not a replicated tensor")
+        return parts[0]
+    if how == CONCAT:
+        return np.concatenate(parts, axis=dim)
+    if how == SUM:
+        total = parts[0].copy()
+        for part in parts[1:]:
+            total += part
+        return total
+    token_ids = np.asarray(id_reader()).astype(np.int64)
+    out = np.zeros_like(parts[0])
+    for k, part in enumerate(parts):  # rank k owns vocabulary rows k*size .. (k+1)*size-1
+        owned = (token_ids >= k * size) & (token_ids < (k + 1) * size)
+        out[owned] = part[owned]
+    return out
+
+
+# ------------------------------------------------------------------ pipeline stages
+
+
+def stitch(stages: list[list[Tensor]], layers: str = "layers") -> list[Tensor]:
+    """The stages' merged tensors as one run: forward parts in stage order, backward parts in reverse, then
+    the optimizers'; API counters and restarted layer numbers renumbered (see the module docstring)."""
+    if len(stages) == 1:
+        return stages[0]
+    parts = []
+    for s, tensors in enumerate(stages):
+        first_back = next((k for k, t in enumerate(tensors) if t.op.endswith(".backward") or ".backward." in t.op
+                           or msprobe.is_grads(t.op)), len(tensors))
+        optimizer = [t for t in tensors if t.op_type == msprobe.OPTIMIZER]
+        rest = [t for t in tensors if t.op_type != msprobe.OPTIMIZER]
+        cut = sum(1 for t in tensors[:first_back] if t.op_type != msprobe.OPTIMIZER)
+        parts.append((s, rest[:cut], rest[cut:], optimizer))
+    offsets = _layer_offsets(stages, layers)
+    order = ([(s, t) for s, fwd, _, _ in parts for t in fwd] + [(s, t) for s, _, back, _ in reversed(parts) for t in back]
+             + [(s, t) for s, _, _, opt in parts for t in opt])
+    counters: dict[tuple[int, str, str], int] = {}
+    next_k: dict[str, int] = {}
+    renamed: dict[tuple[int, str], str] = {}
+    out = []
+    for s, t in order:
+        call = renamed.get((s, t.op))
+        if call is None:
+            call = _layer(t.op, layers, offsets[s])
+            m = _API.fullmatch(call)
+            if m is not None:
+                key = (s, m.group("api"), m.group("k"))
+                if key not in counters:
+                    counters[key] = next_k.get(m.group("api"), 0)
+                    next_k[m.group("api")] = counters[key] + 1
+                call = f"{m.group('api')}.{counters[key]}.{m.group('dir')}"
+            renamed[(s, t.op)] = call
+        name = t.tensor_name
+        if name.startswith(t.op):
+            name = call + name[len(t.op):]
+        module = _layer(t.op_type, layers, offsets[s]) if t.op_type else t.op_type
+        out.append(replace(t, op=call, tensor_name=name, op_type=module,
+                           conversion=t.conversion + (f" · PP stage {s}" if t.conversion else f"PP stage {s}")))
+    return out
+
+
+def _layer_offsets(stages: list[list[Tensor]], layers: str) -> list[int]:
+    """Per stage, what to add to its layer numbers: the earlier stages' layer count where this stage
+    numbers its layers from where an earlier one did (Megatron), else 0."""
+    pattern = re.compile(rf"(?:^|\.){re.escape(layers)}\.(\d+)(?:\.|$)")
+    offsets, total, highest = [], 0, -1
+    for tensors in stages:
+        numbers = {int(m.group(1)) for t in tensors if t.op_type for m in [pattern.search(t.op_type)] if m}
+        restarts = bool(numbers) and min(numbers) <= highest
+        offsets.append(total if restarts else 0)
+        if numbers:
+            highest = max(numbers) + (total if restarts else 0)
+            total = highest + 1
+    return offsets
+
+
+def _layer(name: str, layers: str, offset: int) -> str:
+    if not offset or not name:
+        return name
+    return re.sub(rf"((?:^|\.){re.escape(layers)}\.)(\d+)(?=\.|$)", lambda m: f"{m.group(1)}{int(m.group(2)) + offset}",
+                  name, count=1)
+
+
+# ------------------------------------------------------------------ as sides of a comparison
+
+
+def parallel_sides(spec) -> dict:
+    """With --shards: each msprobe side holding several ranks in its step, merged into one Side (by role:
+    "npu", "golden"); the other sides open as usual. A side of one rank is a TP=1 run already."""
+    if not spec.shards:
+        return {}
+    if spec.rank:
+        raise SourceError("--shards merges every rank of a step; --rank picks one: give one or the other")
+    from accuscope.engine.sources.registry import detect
+    from accuscope.engine.sources.side import Side
+    load_layout(spec.shards)  # a bad layout file is named before any dump is read
+    sides = {}
+    for role, path in (("npu", spec.npu), ("golden", spec.golden)):
+        if detect(path).kind != msprobe.KIND:
+            continue
+        if len(msprobe.of_step(path, spec.step)) > 1:
+            dump = open_merged(path, shards=spec.shards, step=spec.step, stats_only=spec.stats_only)
+            sides[role] = Side(dump, msprobe.KIND)
+    if not sides:
+        raise SourceError(f"--shards: neither {spec.npu} nor {spec.golden} is an msprobe dump holding several ranks "
+                          "in one step: nothing to merge")
+    return sides
