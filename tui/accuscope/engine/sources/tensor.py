@@ -73,6 +73,9 @@ class Tensor:
     # and its CRC-32 (md5 mode); a statistics dump has these and no data
     stats: tuple[float | None, float | None, float | None, float | None] | None = None
     checksum: str = ""
+    # a non-tensor argument or output as the dump recorded it (msprobe: an int, float, bool, str, None, a
+    # list of them), as text (sources.msprobe.value_text); compared as a value, equal or not, never by metrics
+    value: str | None = None
     reader: Callable[[], np.ndarray] | None = field(default=None, repr=False)
 
     @property
