@@ -93,6 +93,9 @@ class Tensor:
 
     def load(self) -> np.ndarray:
         """The data in logical layout (a read-only memory map when no conversion is needed)."""
+        if self.value is not None:
+            raise TensorError(self.source, self.name, f"a non-tensor {self.dtype_name} value ({self.value}), "
+                                                      "compared as a value: no tensor data")
         if self.problem or self.reader is None:
             raise TensorError(self.source, self.name, self.problem or "no data")
         try:
