@@ -14,7 +14,11 @@ compares runs made under the same machine load; naive and fallback best of 2):
 and prints naive/ours (target >= 5), ours/read (target <= 4) and fallback/ours. Last, the peak
 RSS above the baseline of a process comparing one ~1 GB tensor pair (target < 300 MB).
 
-    python benchmarks/bench_compare.py [--gb 1.0] [--dir /tmp/accuscope-bench-compare] [--rounds 5]
+With --checks, only the cost of the value checks on pairs (compare/repair.py's recheck, after every
+pair is compared): `ours` with them and with recheck replaced by nothing, alternating round by round,
+best of --rounds each (target: at most 10% more).
+
+    python benchmarks/bench_compare.py [--gb 1.0] [--dir /tmp/accuscope-bench-compare] [--rounds 5] [--checks]
 """
 from __future__ import annotations
 
@@ -106,6 +110,32 @@ def time_ours(npu: str, golden: str, workers: int | None) -> float:
     return time.perf_counter() - start
 
 
+def time_checks(npu: str, golden: str, workers: int | None, rounds: int) -> tuple[float, float, float]:
+    """`ours` with the value checks on pairs and without them (recheck doing nothing), alternating, and
+    the checks alone (recheck's own time in the runs with them)."""
+    real = engine.recheck
+    with_checks, without, alone = [], [], []
+
+    def timed(plan, cells):
+        start = time.perf_counter()
+        try:
+            return real(plan, cells)
+        finally:
+            alone.append(time.perf_counter() - start)
+    for _ in range(rounds):
+        engine.recheck = timed
+        try:
+            with_checks.append(time_ours(npu, golden, workers))
+        finally:
+            engine.recheck = real
+        engine.recheck = lambda plan, cells: []
+        try:
+            without.append(time_ours(npu, golden, workers))
+        finally:
+            engine.recheck = real
+    return min(with_checks), min(without), min(alone)
+
+
 def time_fallback(args) -> float:
     """`ours` on the numpy fallback: a child process, since the choice is made at import."""
     cmd = [sys.executable, __file__, "--time-ours", "--dir", args.dir, "--gb", str(args.gb),
@@ -165,6 +195,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--workers", type=int)
     ap.add_argument("--skip-rss", action="store_true")
+    ap.add_argument("--checks", action="store_true", help="only the value checks' cost (repair.py)")
     ap.add_argument("--rss-child", help=argparse.SUPPRESS)
     ap.add_argument("--time-ours", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -177,6 +208,13 @@ def main() -> None:
     pairs = pairs_of(engine.plan(engine.CompareSpec(npu, golden)))
     gb = sum(a.nbytes + b.nbytes for a, b in pairs) / 2**30
     time_read(pairs)  # warm the page cache
+    if args.checks:
+        time_ours(npu, golden, args.workers)  # starts the worker processes
+        checked, unchecked, alone = time_checks(npu, golden, args.workers, args.rounds)
+        print(f"{len(pairs)} tensor pairs, {gb:.2f} GB in all, {os.cpu_count()} cores, best of {args.rounds}")
+        print(f"accuscope with the value checks on pairs {checked:7.2f} s, without {unchecked:7.2f} s; the checks "
+              f"alone {alone * 1e3:.2f} ms = {100 * alone / checked:.2f}% of the comparison (target <= 10%)")
+        return
     first = time_ours(npu, golden, args.workers)  # starts the worker processes
     # read and ours alternate, so that each ratio compares runs made under the same machine load
     rounds = [(time_read(pairs), time_ours(npu, golden, args.workers)) for _ in range(args.rounds)]

@@ -275,3 +275,28 @@ def test_a_multi_rank_tasks_graph_shows_one_step_and_rank_at_a_time(ranks_ws):
         row = widget.cursor_row
         assert (cols["npu_op"][row], cols["step"][row], cols["rank"][row]) == (call, 0, 0)
     drive(AccuscopeApp(ranks_ws, open_path=ranks_ws / "all-ranks"), script)
+
+
+def test_weight_gradients_sit_in_the_op_table_under_their_module(tmp_path):
+    """The real training fixture (msprobe 26.2, 2 SGD steps): filtered to one module, its forward call's
+    parameters and its parameters_grad call's weight gradients are rows of that module, failing where the
+    planted attention scale reaches them; the argument that differs is the first failing row, both values
+    shown."""
+    train = Path(__file__).parents[1] / "fixtures" / "msprobe" / "train"
+    run_task(CompareSpec(str(train / "cand"), str(train / "bench"), step="0", rank="1"), tmp_path / "ws" / "train")
+
+    async def script(pilot):
+        table = await open_task(pilot)
+        text = screen_text(pilot.app)
+        assert "first: #30 attn: float value 0.5 against 0.3535533905932" in text
+        await pilot.press("f", *'under(type, "attn.qkv")', "enter", "G")
+        c = table.table.columns
+        ops = c["npu_op"][table.view].tolist()
+        assert set(c["type"][table.view].tolist()) == {"attn.qkv"}
+        assert ops.count("Module.attn.qkv.Linear.parameters_grad.0") == 2  # weight and bias
+        assert ops.count("Module.attn.qkv.Linear.forward.0") == 4  # input, weight, bias, output
+        text = screen_text(pilot.app)
+        grads = [line for line in text.splitlines() if "inear.parameters_grad.0" in line]
+        assert len(grads) == 2 and all("attn.qkv" in g and "✗" in g for g in grads)
+        assert [g.split("attn.qkv")[1].split()[0] for g in grads] == ["out:0", "out:1"]
+    drive(AccuscopeApp(tmp_path / "ws", open_path=tmp_path / "ws" / "train"), script)

@@ -51,6 +51,13 @@ def test_advisor_p_runs_the_search_on_screen_and_opens_the_result_task(cls_cliff
         assert "target met keeping 1 op(s) in fp32" in text and bn in text
         assert "greedy" in text and "full" in text and "current op set" in text
         assert "cos of the network outputs by trial" in text and "target 0.99" in text
+        # the recipe: the command that reproduces the result, and the prepared model the lists name
+        r = prec.result
+        assert "reproduce:" in text and r.command.replace("\n", " ")[:60] in " ".join(text.split())
+        if r.obstacles:
+            assert "the lists alone do not act on your model" in text and r.files["prepared"].name in text
+        else:
+            assert "the lists work on your model as it is" in text
         await pilot.press("enter")
         opened = pilot.app.screen
         assert isinstance(opened, TaskScreen) and opened.folder == task / "precision-fp16" / "result" / "task"

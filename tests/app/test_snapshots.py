@@ -19,7 +19,9 @@ from accuscope.app import browser
 from accuscope.app.app import QUIT_QUESTION, AccuscopeApp
 from accuscope.app.dialogs import ConfirmDialog
 from accuscope.app.taskscreen import CANCEL_QUESTION
+from accuscope.engine.compare.comparison import CompareSpec
 from accuscope.engine.demo.workspace import MAIN, build_workspace
+from accuscope.engine.tasks.taskrun import run_task
 from appkit import screen_lines, wait_for
 
 SNAPSHOTS = Path(__file__).parents[1] / "snapshots"
@@ -33,6 +35,17 @@ def task():
     root = Path(tempfile.mkdtemp(prefix="accuscope-snap-", dir="/tmp"))
     build_workspace(root)
     yield root / MAIN.name
+    shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def train_task():
+    """A task of the real msprobe training fixture (tests/fixtures/msprobe/train: cand against bench, step 0,
+    rank 1: the planted attention scale), in a folder named as `task`'s."""
+    root = Path(tempfile.mkdtemp(prefix="accuscope-snap-", dir="/tmp"))
+    train = Path(__file__).parents[1] / "fixtures" / "msprobe" / "train"
+    run_task(CompareSpec(str(train / "cand"), str(train / "bench"), step="0", rank="1"), root / "train")
+    yield root / "train"
     shutil.rmtree(root, ignore_errors=True)
 
 
@@ -89,3 +102,13 @@ def test_snapshot(task, name, size, keys, monkeypatch):
         diff = "\n".join(difflib.unified_diff(screen_lines(expected), screen_lines(svg), "snapshot", "now", lineterm=""))
         pytest.fail(f"{name} differs from {path.name} (same text: styles changed)" if not diff else
                     f"{name} differs from {path.name}:\n{diff}")
+
+
+GRADS = ["f", *'under(type, "attn.qkv")', "enter", "G"]  # one module's calls, its weight gradients last
+
+
+@pytest.mark.parametrize("name, size, keys", [("train-grads-80x24", (80, 24), GRADS),
+                                              ("train-grads-160x50", (160, 50), GRADS)])
+def test_training_snapshot(train_task, name, size, keys, monkeypatch):
+    """msprobe's parameters and parameters_grad rows in the op table under their module (attn.qkv)."""
+    test_snapshot(train_task, name, size, keys, monkeypatch)

@@ -26,11 +26,12 @@ def test_layer_mapping_pairs_what_msprobe_pairs():
     p = plan(CompareSpec(MS, PT, mapping=LAYERS))
     tensors = {x.npu.tensor_name for x in p.pairs}
     expected = {k: v for k, v in theirs.items() if k in tensors and v != "N/A"}
-    assert len(expected) == 126
+    assert len(expected) == 130
     assert paired(p) == expected
     assert {x.how for x in p.pairs if x.golden is not None} == {"layer_mapping"}
-    # msprobe's other non-N/A entries are the scalars it lists (softmax's dim, a scale): no tensor to compare
-    assert {k for k, v in theirs.items() if v != "N/A"} - tensors == {
+    # every non-N/A entry of msprobe's, the scalars it lists too (softmax's dim, a scale): those as values
+    assert not {k for k, v in theirs.items() if v != "N/A"} - tensors
+    assert {x.npu.tensor_name for x in p.pairs if x.npu.value is not None and x.golden is not None} == {
         "Tensor.__mul__.0.forward.input.1", "Mint.softmax.0.forward.input.1", "Tensor.__mul__.1.forward.input.1",
         "Mint.softmax.1.forward.input.1"}
     unpaired = [x for x in p.pairs if x.golden is None]
@@ -40,7 +41,7 @@ def test_layer_mapping_pairs_what_msprobe_pairs():
 def test_frameworks_differ_the_api_table_pairs_and_lists_what_it_cannot():
     p = plan(CompareSpec(MS, PT))
     hows = [x.how for x in p.pairs if x.golden is not None]
-    assert hows.count("api_table") == 49 and hows.count("tensor") == 20
+    assert hows.count("api_table") == 51 and hows.count("tensor") == 22  # 2 and 2 more: scalar arguments
     with open(os.path.join(CROSS, "msprobe_pairs.json")) as fh:
         theirs = json.load(fh)
     for x in p.pairs:  # every pair the table makes is one msprobe's layer mapping makes too

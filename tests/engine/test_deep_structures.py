@@ -105,7 +105,7 @@ def test_arguments_nested_a_thousand_deep_are_walked_without_recursion(tmp_path)
     nested = TENSOR
     for _ in range(depth):
         nested = [nested]
-    assert list(msprobe._walk(nested, "input_args")) == [(".0" * depth, TENSOR)]
+    assert list(msprobe._walk(nested, "input_args")) == [(".0" * depth, TENSOR, False)]
     rank_folder(tmp_path, dump='{"task": "statistics", "level": "L1", "dump_data_dir": null, "data": '
                                '{"Functional.cat.0.forward": {"input_args": ' + "[" * depth + json.dumps(TENSOR)
                                + "]" * depth + "}}}")

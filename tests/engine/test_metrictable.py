@@ -30,13 +30,14 @@ ids = [m.key for m in RECORDS]
 
 
 def every_cell(x, y) -> dict:
-    """A row holding every metric: computed from the tensors, and the recorded statistics and
-    checksums of a statistics dump (msprobe's), as a comparison of each kind fills them."""
+    """A row holding every metric: computed from the tensors, and the recorded statistics, checksums and
+    non-tensor values of a statistics dump (msprobe's), as a comparison of each kind fills them."""
     def recorded(v, crc):
         return Tensor("op", "output", 0, None, (), "dump.json", stats=(v.max(), v.min(), v.mean(), np.linalg.norm(v)),
                       checksum=crc)
     cells = engine._cells(compare_arrays(x, y), tuple(engine.ALGORITHMS))
-    return {**cells, **statistics.compare(recorded(x, "0a1b2c3d"), recorded(y, "0a1b2c3e"))}
+    return {**cells, **statistics.compare(recorded(x, "0a1b2c3d"), recorded(y, "0a1b2c3e")),
+            **statistics.value_cells("1", "int", "2", "int")}
 
 
 def test_records_are_unique_and_well_formed():

@@ -61,16 +61,20 @@ def test_several_ranks_without_a_choice_is_an_error_listing_them():
 def test_pt_tensors_read_without_torch_match_the_statistics_msprobe_recorded():
     side = open_side(str(FIX / "cand"), rank="rank1")
     assert [t.tensor_name for t in side.tensors] == ["Tensor.__mul__.0.forward.input.0",
+                                                       "Tensor.__mul__.0.forward.input.1",
                                                        "Tensor.__mul__.0.forward.output.0"]
-    for t in side.tensors:
+    tensors = list(side.tensors)
+    scale = tensors.pop(1)  # the planted scale: an argument, read as a value
+    assert (scale.value, scale.dtype_name, scale.reader, scale.index) == ("1.5", "float", None, 1)
+    for t in tensors:
         data = t.load()
         assert t.source.endswith(".pt") and t.payload is not None
         mx, mn, mean, norm = t.stats
         assert data.shape == t.shape == (2, 3) and data.dtype == np.float32
         assert math.isclose(data.max(), mx, rel_tol=1e-6) and math.isclose(data.min(), mn, abs_tol=1e-7)
         assert math.isclose(data.mean(), mean, rel_tol=1e-5) and math.isclose(np.linalg.norm(data), norm, rel_tol=1e-5)
-    out = side.tensors[1].load()
-    assert np.allclose(out, side.tensors[0].load() * 1.5)  # the planted scale of rank 1
+    out = tensors[1].load()
+    assert np.allclose(out, tensors[0].load() * 1.5)  # the planted scale of rank 1
 
 
 def test_statistics_mode_calls_modules_and_construct_hierarchy():
@@ -78,7 +82,11 @@ def test_statistics_mode_calls_modules_and_construct_hierarchy():
     calls = list(dict.fromkeys(t.op for t in side.tensors))
     assert calls == ["Functional.linear.0.forward", "Module.fc1.Linear.forward.0", "Functional.relu.0.forward",
                      "Module.act.ReLU.forward.0", "Tensor.__mul__.0.forward", "Functional.softmax.0.forward"]
-    assert all(t.reader is None and t.stats is not None and len(t.checksum) == 8 for t in side.tensors)
+    assert all(t.reader is None and t.stats is not None and len(t.checksum) == 8 for t in side.tensors
+               if t.value is None)
+    assert [(t.tensor_name, t.value) for t in side.tensors if t.value is not None] == [
+        ("Functional.relu.0.forward.input.inplace", "False"), ("Tensor.__mul__.0.forward.input.1", "1.5"),
+        ("Functional.softmax.0.forward.input.dim", "-1")]
     by_op = {t.op: t.op_type for t in side.tensors}
     assert by_op["Functional.linear.0.forward"] == "fc1" and by_op["Module.act.ReLU.forward.0"] == "act"
     assert by_op["Functional.softmax.0.forward"] == ""
@@ -230,7 +238,9 @@ def test_stats_only_reads_no_tensor_file(tmp_path):
     assert not p.problems
     rows = {table.columns["tensor"][i]: i for i in range(len(table))}
     out = rows["Tensor.__mul__.0.forward:output:0"]
-    assert table.columns["max_diff"][out] > 0 and table.columns["fail"].tolist() == [False, False]  # 1.5x < 0.5 rule
+    assert table.columns["max_diff"][out] > 0 and not table.columns["fail"][out]  # 1.5x < 0.5 rule
+    scale = rows["Tensor.__mul__.0.forward:input:1"]  # what does fail: the scale argument, 1.5 against 1.0
+    assert table.columns["fail"].tolist() == [False, True, False] and table.columns["fail"][scale]
     assert math.isclose(table.columns["max_relerr"][out], 50.0, rel_tol=1e-5)
     assert math.isnan(table.columns["cos"][out])
 
@@ -240,7 +250,7 @@ def test_tensor_mode_pairs_by_name_and_the_first_call_diverges_on_rank_1(tmp_pat
                   "--out", tmp_path / "t", "--advisor")
     assert r.returncode == 0, r.stderr
     assert "Tensor.__mul__.0.forward is the first call that diverges" in r.stdout
-    assert "paired 2 of 2" in r.stdout
+    assert "paired 3 of 3" in r.stdout  # the two tensors and the scale argument
 
 
 # ---------------------------------------------------------------- bad input

@@ -1,8 +1,10 @@
 """msprobe 26.2 training dumps written by the real tool (tests/fixtures/msprobe/train, see
 make_fixtures.py: torch CPU, PrecisionDebugger level mix, 2 ranks over gloo, 2 SGD steps; tensor,
 statistics and md5 modes; a planted fault on rank 1 and a bfloat16 autocast run against fp32) held to
-msprobe's own compare of the same dumps (msprobe_rows.json): every tensor row it lists, parameters and
-gradients included, accuscope reads and compares; the advisor judges a step, never its optimizer update."""
+msprobe's own compare of the same dumps (msprobe_rows.json): every row it lists, parameters and
+gradients included, accuscope reads and compares, its non-tensor arguments and outputs as values (also
+on args/: floats, a bool, a str, ints, None outputs, and a planted argument fault); the advisor judges a
+step, never its optimizer update."""
 from __future__ import annotations
 
 import json
@@ -14,11 +16,14 @@ import pytest
 from accuscope.engine.compare import statcolumns
 from accuscope.engine.compare.comparison import CompareSpec, execute, plan
 from accuscope.engine.compare.results import ResultTable
+from accuscope.engine.compare.thresholds import Thresholds
 from accuscope.engine.diagnose import firstdiff
 from accuscope.engine.sources import msprobe
 
 TRAIN = Path(__file__).parents[1] / "fixtures" / "msprobe" / "train"
 ROWS = json.loads((TRAIN / "msprobe_rows.json").read_text())
+ARGS = TRAIN.parent / "args"
+ARG_ROWS = json.loads((ARGS / "msprobe_rows.json").read_text())
 BENCH = {"cand": "bench", "bf16": "bench", "cand_stats": "bench_stats", "cand_md5": "bench_md5"}
 
 
@@ -40,9 +45,13 @@ def test_every_tensor_row_msprobe_lists_is_compared(key):
     npu, step, rank = key.split("/")
     p, table = compare(TRAIN / npu, TRAIN / BENCH[npu], step=step, rank=rank)
     ours = [pair.npu.tensor_name for pair in p.pairs]
-    missing = [n for n in theirs(key) if n not in set(ours)]
+    missing = [n for n, _result, _tensor in ROWS[key] if n not in set(ours)]
     assert not missing, f"{key}: {len(missing)} of msprobe's rows missing: {missing[:5]}"
-    assert len(ours) == len(theirs(key))  # and nothing msprobe does not list
+    assert len(ours) == len(ROWS[key])  # and nothing msprobe does not list
+    values = {pair.npu.tensor_name for pair in p.pairs if pair.npu.value is not None}
+    assert values == {n for n, _result, tensor in ROWS[key] if not tensor}  # its non-tensor rows: our values
+    failing = {n for n, bad in zip(ours, table.columns["fail"]) if bad and n in values}
+    assert failing == {n for n, result, tensor in ROWS[key] if not tensor and result == "error"}
     assert not p.problems
     done = firstdiff.compared(table)
     assert done.all(), f"{key}: rows not compared: {table.columns['tensor'][~done][:5]}"
@@ -55,7 +64,7 @@ def test_every_tensor_row_msprobe_lists_is_compared(key):
 def test_statistics_columns_hold_the_gradients(npu):
     spec = CompareSpec(str(TRAIN / npu), str(TRAIN / BENCH[npu]), step=1, rank=1, stats_only=True)
     table, coverage = statcolumns.compare(spec)
-    assert len(table) == len(theirs(f"{npu}/step1/rank1"))
+    assert len(table) == len(ROWS[f"{npu}/step1/rank1"])
     names = [r.rsplit(":", 2)[0] for r in table.columns["tensor"].tolist()]
     assert sum(".parameters_grad." in n for n in names) == 10
     assert coverage.step and "network output" not in coverage.line(1)
@@ -82,15 +91,19 @@ def test_compiled_scanner_and_python_agree_on_the_real_dumps():
         pytest.skip("built without a C compiler")
     for doc in sorted(TRAIN.glob("*/step*/rank*/dump.json")):
         raw = doc.read_bytes()
-        assert msprobe._dumpscan.scan(raw) == msprobe._scan(json.loads(raw)["data"]), doc
+        fast, slow = msprobe._dumpscan.scan(raw), msprobe._scan(json.loads(raw)["data"])
+        assert fast[:11] == slow[:11], doc
+        assert [v if v is None else msprobe.raw_value_text(v) for v in fast[11]] == \
+            [v if v is None else msprobe.raw_value_text(v) for v in slow[11]], doc
 
 
-def test_describe_says_what_it_does_not_read():
+def test_describe_counts_the_values():
     tensors, _problems = msprobe.read(TRAIN / "bench_md5", step=0, rank=1)
     lines = "\n".join(msprobe.describe(TRAIN / "bench_md5", tensors, step=0, rank=1))
     assert "md5 mode" in lines and "parameters_grad 10" in lines
-    n_skipped = len(ROWS["cand_md5/step0/rank1"]) - len(theirs("cand_md5/step0/rank1"))
-    assert f"not read: {n_skipped} non-tensor" in lines
+    n_values = len(ROWS["cand_md5/step0/rank1"]) - len(theirs("cand_md5/step0/rank1"))
+    assert f"values {n_values} (non-tensor arguments and outputs: float 12, None 3, int 2;" in lines
+    assert "not read" not in lines and "skipped" not in lines
 
 
 def compare(npu, golden, **options):
@@ -134,3 +147,53 @@ def test_a_crashed_run_reads_the_gradients_from_file_names(tmp_path):
     grads = [t for t in tensors if t.op == "Module.head.Linear.parameters_grad.0"]
     assert {t.tensor_name for t in grads} == {f"Module.head.Linear.parameters_grad.0.{p}" for p in ("weight", "bias")}
     assert {(t.io, t.op_type) for t in grads} == {("output", "head")}
+
+
+# ---- non-tensor arguments and outputs (args/) ------------------------------------------------------------
+def test_args_fixture_holds_what_msprobe_compared():
+    assert sorted(ARG_ROWS) == ["cand/step0/rank0", "cand_md5/step0/rank0", "cand_stats/step0/rank0"]
+    kinds = {n.rsplit(".", 1)[-1] for n, _r, tensor, *_v in ARG_ROWS["cand/step0/rank0"] if not tensor}
+    assert {"p", "training", "negative_slope", "mode", "dim"} <= kinds
+
+
+@pytest.mark.parametrize("npu", ["cand", "cand_stats", "cand_md5"])
+def test_arguments_are_compared_as_values_as_msprobe_does(npu):
+    import zlib
+    theirs = {n: (result, tensor, mine, bench) for n, result, tensor, mine, bench in ARG_ROWS[f"{npu}/step0/rank0"]}
+    p, table = compare(ARGS / npu, ARGS / npu.replace("cand", "bench"))
+    c = table.columns
+    names = [pair.npu.tensor_name for pair in p.pairs]
+    assert sorted(names) == sorted(theirs) and not p.problems  # every row msprobe lists, nothing more
+    assert firstdiff.compared(table).all()
+    for r, name in enumerate(names):
+        result, tensor, mine, bench = theirs[name]
+        if tensor:
+            assert c["npu_value"][r] == c["golden_value"][r] == ""
+            continue
+        shown = [json.loads(v) if v.startswith('"') else v for v in (c["npu_value"][r], c["golden_value"][r])]
+        if npu == "cand_md5":  # msprobe's md5 of a value: a CRC-32 of its text (a None output has none)
+            assert [mine, bench] == ["N/A"] * 2 or [f"{zlib.crc32(str(v).encode()):08x}" for v in shown] == \
+                [mine, bench], name
+        else:
+            assert shown == [mine, bench], name  # both values on the row, as msprobe lists them
+        assert bool(c["fail"][r]) == (result == "error"), name
+        assert all(np.isnan(table.numbers(k)[r]) for k in table.metric_keys)  # never a metric on a value
+    bad = int(np.flatnonzero(c["fail"] & (c["npu_value"] != ""))[0])
+    assert names[bad] == "Functional.leaky_relu.0.forward.input.negative_slope"
+    assert Thresholds().broken_texts(table, bad) == ["float value 0.2 against 0.01 in golden"]
+    # the call given another argument is where the step diverges, not a call fed different tensors
+    assert firstdiff.first_divergence(table).call == "Functional.leaky_relu.0.forward"
+    if npu != "cand":  # the statistics columns hold the same rows and findings
+        fast, _coverage = statcolumns.compare(CompareSpec(str(ARGS / npu), str(ARGS / npu.replace("cand", "bench")),
+                                                          stats_only=True))
+        for key in ("tensor", "npu_value", "golden_value", "fail", "reason", "npu_dtype"):
+            assert fast.columns[key].tolist() == c[key].tolist(), key
+
+
+def test_a_value_against_a_tensor_is_not_compared_and_says_why():
+    from accuscope.engine.compare import statistics
+    cells = statistics.value_cells("None", "None", None, "")
+    assert cells["reason"] == "the NPU side holds a None value, the golden side a tensor: not compared"
+    assert statistics.values_differ(np.array(["1", "1.0", "True", "", '"a"'], dtype=object),
+                                    np.array(["1.0", "2", "True", "3", '"b"'], dtype=object)).tolist() == \
+        [False, True, False, False, True]

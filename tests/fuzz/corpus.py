@@ -651,7 +651,7 @@ def run_case(case: Case, seeds: dict[str, list[Path]], d: Path) -> tuple[str, st
         lost = [g for g in good if g not in found]
         late = []
         for t in source.tensors:
-            if t.problem:
+            if t.problem or t.value is not None:  # a non-tensor value (msprobe's dim=1) has no data
                 continue
             try:
                 t.load()

@@ -1,6 +1,8 @@
 """A mixed-precision search as it runs (`accuscope precision`): the trials, the output metric of
 each against the target as a chart, the op set being tried; c cancels (the trials so far stay in
-the log, and starting again resumes); enter opens the final model's task once the target is met."""
+the log, and starting again resumes); enter opens the final model's task once the target is met.
+The result names the command that reproduces it and, where the lists alone do not act on the user's
+model, the prepared model they name (precision/recipe.py)."""
 from __future__ import annotations
 
 import math
@@ -131,6 +133,7 @@ class PrecisionScreen(Screen[None]):
                     lines.append("enter opens the final model's task · files in " + shown(str(self.result.folder / "result")))
             else:
                 lines.append(f"[$mark-fail]✗[/] [b]target not met[/]: {shown(o.reason)}")
+            lines += self._recipe()
             lines.append(f"[dim]{len(o.trials)} trials ({o.ran} run now, {self.result.resumed} from the log), "
                          f"{self.result.seconds:.1f} s[/]")
         rows = self.query_one("#trials", DataTable)
@@ -138,6 +141,22 @@ class PrecisionScreen(Screen[None]):
             last = rows.get_row_at(rows.row_count - 1)
             lines.append(f"[dim]current op set[/] {last[-1] or 'none'}")
         self.query_one("#status", Static).update("\n".join(lines))
+
+    def _recipe(self) -> list[str]:
+        """Where the result's files are and the command that reproduces it (recipe.py): the lists name the
+        prepared model's nodes where they alone do not act on the user's model."""
+        r = self.result
+        if r is None or not r.command:
+            return []
+        lines = []
+        prepared = r.files.get("prepared")
+        if prepared is not None and r.obstacles:
+            lines.append(f"[$mark-warn]![/] the lists alone do not act on your model ({shown('; '.join(r.obstacles))}): "
+                         f"they name the nodes of the prepared model {shown(str(prepared))}")
+        elif prepared is None:
+            lines.append("the lists work on your model as it is")
+        lines.append(f"[b]reproduce:[/] {shown(r.command)}")
+        return lines
 
     def action_cancel(self) -> None:
         if self.result is None and not self.error:

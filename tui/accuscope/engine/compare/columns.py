@@ -104,6 +104,15 @@ METRIC_TABLE: tuple[Metric, ...] = (
            label="npu crc", short="crc", place=24, width=10, recorded=True),
     Metric("golden_md5", "BENCH MD5", "the golden tensor's CRC-32 (msprobe md5 mode); a row fails when they differ",
            origin="msprobe", kind="text", label="gold crc", short="gcrc", place=25, width=10, recorded=True),
+    # a non-tensor argument or output (msprobe's dump.json: dim=1, p=0.1, training=True, None): compared as a
+    # value, equal or not (msprobe's scalar-parameter check), never by a metric; shown beside the first
+    # metrics so the row carries both values where it is seen
+    Metric("npu_value", "NPU Value", "the NPU side's non-tensor argument or output (msprobe: an int, float, bool, "
+           "str, None) as dump.json records it", origin="msprobe", kind="text", label="npu value", short="val",
+           place=2, width=12, recorded=True),
+    Metric("golden_value", "Bench Value", "the golden side's non-tensor argument or output; a row fails when the "
+           "two values differ", origin="msprobe", kind="text", label="gold value", short="gval", place=2, width=12,
+           recorded=True),
 )
 METRIC = {m.key: m for m in METRIC_TABLE}
 

@@ -7,7 +7,8 @@ report, the overlay, the graph badges, retest, precision and sensitivity. None d
 
 The rules, in order:
 - a row breaks a threshold when its metric is past it (NaN never breaks one); msprobe's recorded
-  rules (stat_mag, checksums) and tpu-mlir's ladder (with `--tolerance`) are thresholds too;
+  rules (stat_mag, checksums, non-tensor values that differ) and tpu-mlir's ladder (with
+  `--tolerance`) are thresholds too;
 - a row whose NPU tensor holds more NaN/inf than its golden tensor fails whatever the metrics say;
 - exempt rows never fail: layout-only ops, network inputs, device-only ops;
 - **noise**: a row that breaks only relative-error metrics (`NOISY`: mean_rel, max_rel, acc_rel and
@@ -144,7 +145,7 @@ def exempt(table: ResultTable) -> np.ndarray:
 
 
 def compared(table: ResultTable) -> np.ndarray:
-    """Rows with a comparison result: a metric, a statistic or a checksum, not only a reason."""
+    """Rows with a comparison result: a metric, a statistic, a checksum or two values, not only a reason."""
     c = table.columns
     done = np.zeros(len(table), dtype=bool)
     for key in table.metric_keys:
@@ -152,7 +153,16 @@ def compared(table: ResultTable) -> np.ndarray:
     for key in ("npu_md5", "tpu_verdict"):
         if key in table.present:
             done |= c[key] != ""
+    if "npu_value" in table.present:
+        done |= (c["npu_value"] != "") & (c["golden_value"] != "")
     return done
+
+
+def value_rows(table: ResultTable) -> np.ndarray:
+    """Rows of a non-tensor argument or output (compared as values: statistics.values_differ)."""
+    if "npu_value" not in table.present:
+        return np.zeros(len(table), dtype=bool)
+    return (table.columns["npu_value"] != "") | (table.columns["golden_value"] != "")
 
 
 def badness(table: ResultTable, r: int) -> float:

@@ -70,6 +70,12 @@ def compare(spec: CompareSpec) -> tuple[ResultTable, Coverage] | None:
     reasons = np.full(n, "", dtype=object)
     for x, y in ((False, True), (True, False), (False, False)):
         reasons[(npu_rec == x) & (golden_rec == y)] = statistics.missing_reason(x, y)
+    npu_value, golden_value = ours.values[rows], theirs.values[golden]
+    values = (npu_value != "") | (golden_value != "")
+    reasons[values] = ""  # a non-tensor value: compared as one (statistics.value_cells)
+    for k in np.flatnonzero(values & ((npu_value == "") | (golden_value == ""))):
+        reasons[k] = statistics.value_cells(npu_value[k] or None, ours.dtypes[rows[k]], golden_value[k] or None,
+                                            theirs.dtypes[golden[k]])["reason"]
     calls, ordinal, io = ours.calls[rows], ordinal[rows], ours.io[rows]
     index = ours.index[rows]
     columns = {
@@ -92,6 +98,8 @@ def compare(spec: CompareSpec) -> tuple[ResultTable, Coverage] | None:
         columns["stat_mag"] = np.where(compared, worst, np.nan)
     if ((npu_md5 != "") | (golden_md5 != "")).any():
         columns["npu_md5"], columns["golden_md5"] = npu_md5, golden_md5
+    if values.any():
+        columns["npu_value"], columns["golden_value"] = npu_value, golden_value
     table = ResultTable.from_columns(columns)
     spec.thresholds.apply(table)
     return table, Coverage(n, n, n, n, 0, 0, step=True)  # a step's calls: no network output

@@ -7,6 +7,10 @@ the calls worth a tensor dump are the ones it flags. The columns and rules are m
 in percent (inf when bench is 0 and they differ); a row is worth a double check when some statistic
 differs by more than half its magnitude, |diff| / (max(|npu|, |bench|) + 1e-10) > 0.5 (kept here as
 `stat_mag`, so the threshold can be changed); md5 mode passes a row only with equal checksums.
+
+A non-tensor argument or output (`Tensor.value`: dim=1, p=0.1, training=True, None) is compared as a
+value, equal or not, as msprobe's scalar-parameter check does (`values_differ`); no metric or statistic
+is made of it. Its row carries both values (npu_value, golden_value).
 """
 from __future__ import annotations
 
@@ -24,6 +28,31 @@ EPSILON = 1e-10  # msprobe's CompareConst.EPSILON
 def recorded(t: Tensor) -> bool:
     """The tensor carries statistics or a checksum a comparison can use without its data."""
     return t.stats is not None or bool(t.checksum)
+
+
+def values_differ(npu: np.ndarray, golden: np.ndarray) -> np.ndarray:
+    """Rows where both sides hold a non-tensor value and the two differ: as text, unless both are numbers
+    of equal value (1 and 1.0 as msprobe's Python compare takes them; NaN never equals)."""
+    both = (npu != "") & (golden != "")
+    differ = both & (npu != golden)
+    for k in np.flatnonzero(differ):
+        try:
+            if float(npu[k]) == float(golden[k]):
+                differ[k] = False
+        except ValueError:  # not numbers: the texts decide
+            pass
+    return differ
+
+
+def value_cells(npu: str | None, npu_type: str, golden: str | None, golden_type: str) -> dict:
+    """The cells of a pair where a side is a non-tensor value (None: that side holds a tensor): both
+    values, or why they are not compared."""
+    cells = {"npu_value": npu or "", "golden_value": golden or ""}
+    if npu is None or golden is None:
+        kind = f"a {npu_type if npu is not None else golden_type} value"
+        cells["reason"] = (f"the NPU side holds {kind}, the golden side a tensor" if npu is not None else
+                           f"the NPU side holds a tensor, the golden side {kind}") + ": not compared"
+    return cells
 
 
 def compare(npu: Tensor, golden: Tensor) -> dict:
@@ -44,6 +73,9 @@ def compare_many(pairs: list[tuple[int, Tensor, Tensor]]) -> list[tuple[int, dic
     diff, rel, worst, known = differences(a, b)
     out = []
     for k, (row, x, y) in enumerate(pairs):
+        if x.value is not None or y.value is not None:
+            out.append((row, value_cells(x.value, x.dtype_name, y.value, y.dtype_name)))
+            continue
         cells: dict = {"npu_md5": x.checksum, "golden_md5": y.checksum} if x.checksum or y.checksum else {}
         missing = missing_reason(recorded(x), recorded(y))
         if missing:

@@ -25,7 +25,7 @@ import numpy as np
 from accuscope.engine.compare.columns import CSV_OF, LOWER_IS_WORSE, MSIT_DEFAULTS, THRESHOLD_KEYS, TPU_DEFAULTS
 from accuscope.engine.compare.judgement import RowState, exempt, judge
 from accuscope.engine.compare.results import ResultTable
-from accuscope.engine.compare.statistics import MAGNITUDE
+from accuscope.engine.compare.statistics import MAGNITUDE, values_differ
 
 # the metric table's, and the judgement's (which rows fail: judgement.py), here too
 __all__ = ["LOWER_IS_WORSE", "MSIT_DEFAULTS", "THRESHOLD_KEYS", "TPU_DEFAULTS", "RowState", "exempt"]
@@ -196,7 +196,8 @@ class Thresholds:
 
     def recorded(self, table: ResultTable) -> dict[str, np.ndarray]:
         """msprobe's rules on rows compared by recorded statistics: stat_mag above 0.5 (its double-check
-        rule; a stat_mag threshold replaces the 0.5), checksums that differ (md5 mode)."""
+        rule; a stat_mag threshold replaces the 0.5), checksums that differ (md5 mode), non-tensor values
+        (arguments such as dim=1, p=0.1) that differ (its scalar-parameter check)."""
         found = {}
         if "stat_mag" in table.present and self.get("stat_mag") is None:
             with np.errstate(invalid="ignore"):
@@ -205,10 +206,12 @@ class Thresholds:
             npu, golden = table.codes("npu_md5"), table.codes("golden_md5")  # cached: read once
             found["npu_md5"] = npu.where(npu.values != "") & golden.where(golden.values != "") \
                 & (npu.take(npu.values) != golden.take(golden.values))
+        if "npu_value" in table.present:
+            found["npu_value"] = values_differ(table.columns["npu_value"], table.columns["golden_value"])
         return found
 
 
-RECORDED_KEYS = ("stat_mag", "npu_md5")  # what `broken` names for msprobe's recorded-statistics rules
+RECORDED_KEYS = ("stat_mag", "npu_md5", "npu_value")  # what `broken` names for msprobe's recorded rules
 
 
 def recorded_text(table: ResultTable, key: str, i: int) -> str:
@@ -216,6 +219,8 @@ def recorded_text(table: ResultTable, key: str, i: int) -> str:
     c = table.columns
     if key == "stat_mag":
         return f"stat_mag {table.numbers(key)[i]:.4g} > {MAGNITUDE:g} (msprobe's double-check rule)"
+    if key == "npu_value":
+        return f"{table.columns['npu_dtype'][i]} value {c['npu_value'][i]} against {c['golden_value'][i]} in golden"
     return f"CRC-32 {c['npu_md5'][i]} against {c['golden_md5'][i]} in golden"
 
 

@@ -768,7 +768,7 @@ def _preprocess(run: _Run, net_inputs: list[int]) -> list[Finding]:
         if not (sized or (not math.isnan(cos) and cos < run.cos_min) or (not math.isnan(red) and red > run.red_max)):
             continue
         pair = run.row_pair[r]
-        if pair is None or pair.golden is None:
+        if pair is None or pair.golden is None or pair.npu.value is not None:  # a value: no data to diagnose
             continue
         key = pair.golden.source
         if key in seen or len(seen) >= 4:

@@ -3,7 +3,7 @@
 A training or LLM dump (msprobe) holds every API and module call of a step in execution order; once
 one call goes wrong, every later call inherits the difference, so the failing rows do not say where
 it started. The call that introduced it is the first whose input tensors all agree (compared and not
-failing) while an output fails. Per rank; across ranks, the ranks that diverge and the earliest call
+failing) while an output fails; its non-tensor arguments may differ (a dim, a p: that is then the cause). Per rank; across ranks, the ranks that diverge and the earliest call
 among them (a fault on one rank of eight is a broken device or a rank-specific input, one on all
 ranks is the code or the precision). A training step's updates (an optimizer's in-place writes to the
 parameters, a module's parameters_grad call) store what earlier calls computed: never the call it starts
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from accuscope.engine.compare.judgement import compared
+from accuscope.engine.compare.judgement import compared, value_rows
 from accuscope.engine.compare.results import ResultTable
 
 
@@ -48,11 +48,12 @@ def first_divergence(table: ResultTable, rows: np.ndarray | None = None,
     calls, first_at, call_of = np.unique(c["npu_op"][order], return_index=True, return_inverse=True)
     is_input = c["io"][order] == "input"
     fail, seen = c["fail"][order], done[order]
+    tensors = ~value_rows(table)[order]  # an argument that differs (dim, p) is where a call starts, not what it was fed
     n = len(calls)
 
     def per_call(mask: np.ndarray) -> np.ndarray:
         return np.bincount(call_of[mask], minlength=n) > 0
-    starts = per_call(~is_input & fail) & ~per_call(is_input & fail) & ~per_call(is_input & ~seen)
+    starts = per_call(~is_input & fail) & ~per_call(is_input & fail & tensors) & ~per_call(is_input & ~seen & tensors)
     types = c["type"][order][first_at] if "type" in c else np.full(n, "", dtype=object)
     starts &= ~updates(calls, types, first_at)
     if not starts.any():

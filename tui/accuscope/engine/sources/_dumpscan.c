@@ -10,8 +10,8 @@
  * The walk is msprobe.py's (_entries and _walk), rule for rule: the calls of the top-level "data"
  * object in order; in each, the slots input_args, input_kwargs, parameters and input (inputs), output and
  * parameters_grad (outputs), or, for a parameters_grad call, the whole entry (outputs); in a slot, an object holding "dtype" and "shape" is a tensor, a list
- * is walked by position (".0"), an object without "type" by key (".key"), anything else is no
- * tensor, except a damaged tensor entry (an object with "type" and "data_name", or a type ending
+ * is walked by position (".0"), an object without "type" by key (".key"), an object with one or a
+ * null is a value's row, anything else is no row, except a damaged tensor entry (an object with "type" and "data_name", or a type ending
  * in "Tensor", without dtype and shape both): that one Python names (None). msprobe.py holds the Python version of the same walk, used when this module is absent and
  * whenever scan() returns None; the tests hold the two to the same columns.
  *
@@ -50,6 +50,11 @@
  *   has        bytes      uint8 per row: any of the four recorded
  *   md5        list[str]  "" where not recorded
  *   data_name  bytes      uint8 per row: a non-empty data_name (a tensor file) is named
+ *   values     list       None on a tensor's row; on a non-tensor value's row (a record with a "type"
+ *                         and no dtype and shape, or a null: msprobe's compare lists it as a row with
+ *                         no tensor) its JSON text as written ("null" for a null or a record without
+ *                         "value"), its type in dtypes ("" for a null), shape "[]", nothing recorded;
+ *                         a value takes its place in the call's inputs or outputs as a tensor does
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -71,8 +76,8 @@ typedef struct { const char *s; Py_ssize_t n; } Span;
 
 typedef struct {
     Py_ssize_t call, index;
-    uint8_t slot, has, data_name;
-    Span dtype, md5;
+    uint8_t slot, has, data_name, is_value;
+    Span dtype, md5, value;  /* a value's row: dtype is its type, value its JSON text as written */
     Py_ssize_t suffix_at, shape_at;  /* offsets in the arena: NUL-terminated texts */
     double stats[4];
 } Row;
@@ -414,6 +419,22 @@ static int tensor(Scan *S, Member *m, Py_ssize_t n, Py_ssize_t call, uint8_t slo
 
 typedef struct { Py_ssize_t call; uint8_t slot; Py_ssize_t *counters; } Where;
 
+/* A non-tensor value's row (msprobe.py's _walk): a record with a "type" and no dtype and shape, or a
+ * null; `type` its type ("" for a null or a type that is no string), `value` its JSON text. */
+static int value_row(Scan *S, Where *w, Py_ssize_t suffix_len, Span type, Span value)
+{
+    if (grow((void **)&S->rows, &S->caprows, S->nrows + 1, sizeof(Row), S) < 0) return -1;
+    Row *r = &S->rows[S->nrows];
+    memset(r, 0, sizeof *r);
+    r->call = w->call; r->slot = w->slot; r->index = w->counters[IS_OUTPUT(w->slot)]++;
+    r->is_value = 1; r->dtype = type; r->value = value;
+    for (int j = 0; j < 4; j++) r->stats[j] = NAN;
+    if ((r->suffix_at = arena_put(S, S->suffix, suffix_len)) < 0) return -1;
+    r->shape_at = -1;
+    S->nrows++;
+    return 0;
+}
+
 /* The value at S->p in a slot: tensors found become rows; S->p after the value. */
 static int walk(Scan *S, Where *w, Py_ssize_t suffix_len, int depth)
 {
@@ -432,6 +453,11 @@ static int walk(Scan *S, Where *w, Py_ssize_t suffix_len, int depth)
             if (walk(S, w, suffix_len + k, depth + 1) < 0) return -1;
         } while (eat(S, ','));
         return eat(S, ']') ? 0 : fail(S);
+    }
+    if (c == 'n') {  /* a None argument or output */
+        Span null = {S->p, 4};
+        if (literal(S, "null") < 0) return -1;
+        return value_row(S, w, suffix_len, (Span){NULL, 0}, null);
     }
     if (c != '{') return skip(S, depth);
     Member *m = level(S, depth);
@@ -454,12 +480,20 @@ static int walk(Scan *S, Where *w, Py_ssize_t suffix_len, int depth)
          * is a damaged entry Python names (msprobe._damaged); an escaped type: Python decides */
         if (data_name) return fail(S);
         seek(S, m[type].value);
+        Span t = {NULL, 0}, value = {"null", 4};
         if (*S->p == '"') {
-            Span t;
             int escaped;
             if (string(S, &t, &escaped) < 0) return -1;
             if (escaped || (t.n >= 6 && memcmp(t.s + t.n - 6, "Tensor", 6) == 0)) return fail(S);
         }
+        for (Py_ssize_t i = 0; i < n; i++) {
+            if (!key_is(m[i].key, "value")) continue;
+            seek(S, m[i].value);
+            const char *start = S->p;
+            if (skip(S, depth + 1) < 0) return -1;
+            value.s = start; value.n = S->p - start;
+        }
+        if (value_row(S, w, suffix_len, t, value) < 0) return -1;
     } else {
         for (Py_ssize_t i = 0; i < n; i++) {
             if (suffix_len + 1 + m[i].key.n > MAX_SUFFIX - 24) return fail(S);
@@ -631,14 +665,14 @@ static PyObject *results(Scan *S)
 {
     Py_ssize_t n = S->nrows;
     PyObject *calls = PyList_New(S->ncalls), *names = PyList_New(n), *dtypes = PyList_New(n),
-             *shapes = PyList_New(n), *md5 = PyList_New(n), *empty = PyUnicode_FromString("");
+             *shapes = PyList_New(n), *md5 = PyList_New(n), *values = PyList_New(n), *empty = PyUnicode_FromString("");
     PyObject *call_of = PyBytes_FromStringAndSize(NULL, n * 8), *slot = PyBytes_FromStringAndSize(NULL, n),
              *index = PyBytes_FromStringAndSize(NULL, n * 8), *stats = PyBytes_FromStringAndSize(NULL, n * 32),
              *has = PyBytes_FromStringAndSize(NULL, n), *data_name = PyBytes_FromStringAndSize(NULL, n);
     PyObject *out = NULL, *last_dtype = NULL, *last_shape = NULL;
     Span dtype_span = {0}, shape_span = {0};
     char *name = NULL;
-    if (!calls || !names || !dtypes || !shapes || !md5 || !empty || !call_of || !slot || !index || !stats || !has || !data_name)
+    if (!calls || !names || !dtypes || !shapes || !md5 || !values || !empty || !call_of || !slot || !index || !stats || !has || !data_name)
         goto done;
     for (Py_ssize_t i = 0; i < S->ncalls; i++) {
         PyObject *o = text(S->calls[i].s, S->calls[i].n);
@@ -679,12 +713,15 @@ static PyObject *results(Scan *S)
         if (r->md5.n) { if (!(o = text(r->md5.s, r->md5.n))) goto done; }
         else { o = empty; Py_INCREF(o); }
         PyList_SET_ITEM(md5, i, o);
+        if (r->is_value) { if (!(o = text(r->value.s, r->value.n))) goto done; }
+        else { o = Py_None; Py_INCREF(o); }
+        PyList_SET_ITEM(values, i, o);
     }
-    out = PyTuple_Pack(11, calls, call_of, slot, index, names, dtypes, shapes, stats, has, md5, data_name);
+    out = PyTuple_Pack(12, calls, call_of, slot, index, names, dtypes, shapes, stats, has, md5, data_name, values);
 done:
     free(name);
     Py_XDECREF(last_dtype); Py_XDECREF(last_shape); Py_XDECREF(empty);
-    Py_XDECREF(calls); Py_XDECREF(names); Py_XDECREF(dtypes); Py_XDECREF(shapes); Py_XDECREF(md5);
+    Py_XDECREF(calls); Py_XDECREF(names); Py_XDECREF(dtypes); Py_XDECREF(shapes); Py_XDECREF(md5); Py_XDECREF(values);
     Py_XDECREF(call_of); Py_XDECREF(slot); Py_XDECREF(index); Py_XDECREF(stats); Py_XDECREF(has); Py_XDECREF(data_name);
     return out;
 }

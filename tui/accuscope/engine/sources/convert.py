@@ -82,6 +82,8 @@ def convert(source: NpuDump | GoldenDump, out_dir: str, to: str = "npy",
     known = set(source.problems)
     manifest = {}
     for done, (t, stem, intended) in enumerate(items, 1):
+        if t.value is not None:  # a non-tensor argument (msprobe's dim=1): no tensor file to write
+            continue
         name = f"{stem}.{to}"
         if "\x00" in stem:  # no file system takes the name
             report.failed.append(Problem(t.source, f"{t.name}: the name holds a NUL character; no file can be named "

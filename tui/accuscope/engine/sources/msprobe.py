@@ -32,6 +32,7 @@ import json
 import math
 import os
 import re
+import zlib
 from dataclasses import dataclass
 from functools import lru_cache, partial
 
@@ -186,14 +187,16 @@ def read(path: str, *, step: str | int | None = None, rank: str | int | None = N
     data = doc.get("data")
     if not isinstance(data, dict):
         raise SourceError(f"{os.path.join(folder, DUMP_JSON)}: no \"data\" object (not an msprobe dump.json)")
-    tensors = [_tensor(folder, call, io, index, name, info, module, stats_only, problems)
-               for call, _slot, io, index, name, info, module in _entries(folder, data, parents, problems)]
+    tensors = [_value(folder, call, io, index, name, info, module) if is_value else
+               _tensor(folder, call, io, index, name, info, module, stats_only, problems)
+               for call, _slot, io, index, name, info, module, is_value in _entries(folder, data, parents, problems)]
     return tensors, problems
 
 
 def _entries(folder: str, data: dict, parents: dict[str, str], problems: list[Problem]):
-    """(call, slot, io, index within the call's io, tensor name, entry, module) of every tensor
-    dump.json records, in msprobe's order (a call that is not an object: a problem)."""
+    """(call, slot, io, index within the call's io, tensor name, entry, module, is a value) of every tensor
+    and non-tensor value (`_walk`) dump.json records, in msprobe's order (a call that is not an object: a
+    problem); a value takes its place in the call's inputs or outputs as a tensor does."""
     for call, entry in data.items():
         if not isinstance(entry, dict):
             problems.append(Problem(os.path.join(folder, DUMP_JSON), f"{call}: not an object"))
@@ -205,11 +208,11 @@ def _entries(folder: str, data: dict, parents: dict[str, str], problems: list[Pr
             io = _SLOT_IO.get(slot)
             if io is None:
                 continue
-            for suffix, info in _walk(value, slot):
+            for suffix, info, is_value in _walk(value, slot):
                 name = f"{call}{_SLOT_NAME[slot]}{suffix}"
-                if not ("dtype" in info and "shape" in info):
+                if not is_value and not ("dtype" in info and "shape" in info):
                     problems.append(Problem(os.path.join(folder, DUMP_JSON), f"{name}: {DAMAGED}"))
-                yield call, slot, io, counters[io], name, info, module
+                yield call, slot, io, counters[io], name, info, module, is_value
                 counters[io] += 1
 
 
@@ -238,6 +241,7 @@ class Recorded:
     stats: np.ndarray  # (n, 4) float64: Max, Min, Mean, Norm; NaN where not recorded
     has: np.ndarray  # bool: any of the four recorded
     checksums: np.ndarray  # "" where not recorded
+    values: np.ndarray  # a non-tensor value's text (value_text), "" on a tensor's row
 
 
 def recorded(path: str, *, step: str | int | None = None, rank: str | int | None = None,
@@ -263,17 +267,22 @@ def _as_columns(folder: str, stats_only: bool) -> Recorded | None:
         found = _scan(doc["data"])
         if found is None:
             return None
-    calls, call_of, slot, index, names, dtypes, shapes, stats, has, md5, data_name = found
+    calls, call_of, slot, index, names, dtypes, shapes, stats, has, md5, data_name, raw_values = found
     call_of, slot = np.frombuffer(call_of, dtype=np.int64), np.frombuffer(slot, dtype=np.uint8)
     if not stats_only and np.frombuffer(data_name, dtype=np.uint8).any():
         return None
     modules = np.array([_module(c, parents) for c in calls], dtype=object)
     dtype_of = {d: dtype_name(d) for d in set(dtypes)}
+    values = np.full(len(names), "", dtype=object)
+    for k, raw in enumerate(raw_values):
+        if raw is not None:  # a value's row: its JSON text as written, its type as written
+            values[k] = raw_value_text(raw)
+            dtypes[k] = value_type(dtypes[k])
     return Recorded(os.path.join(folder, DUMP_JSON), np.array(calls, dtype=object)[call_of], _SLOT_IO_BY_CODE[slot],
                     np.frombuffer(index, dtype=np.int64), names, modules[call_of],
-                    np.array([dtype_of[d] for d in dtypes], dtype=object), np.array(shapes, dtype=object),
-                    np.frombuffer(stats, dtype=np.float64).reshape(-1, 4),
-                    np.frombuffer(has, dtype=np.uint8).astype(bool), np.array(md5, dtype=object))
+                    np.array([d if v else dtype_of[d] for d, v in zip(dtypes, values.tolist())], dtype=object),
+                    np.array(shapes, dtype=object), np.frombuffer(stats, dtype=np.float64).reshape(-1, 4),
+                    np.frombuffer(has, dtype=np.uint8).astype(bool), np.array(md5, dtype=object), values)
 
 
 def _scan(data: dict) -> tuple | None:
@@ -282,20 +291,29 @@ def _scan(data: dict) -> tuple | None:
     calls, problems = list(data), []
     position = {call: k for k, call in enumerate(calls)}
     rows = []
-    for call, slot, _io, index, name, info, _module in _entries("", data, {}, problems):
+    for call, slot, _io, index, name, info, _module, is_value in _entries("", data, {}, problems):
+        if is_value:
+            kind = info.get("type") if isinstance(info, dict) else ""
+            try:
+                raw = json.dumps(info.get("value") if isinstance(info, dict) else None)
+            except (RecursionError, ValueError):
+                return None
+            rows.append((position[call], _SLOTS.index(slot), index, name, kind if isinstance(kind, str) else "", "[]",
+                         (None,) * 4, False, "", False, raw))
+            continue
         stats = _stats(info)
         data_name = info.get("data_name")
         rows.append((position[call], _SLOTS.index(slot), index, name, str(info.get("dtype", "")),
                      "[" + ",".join(map(str, _shape(info))) + "]", stats or (None,) * 4, stats is not None,
-                     str(info.get("md5") or ""), isinstance(data_name, str) and bool(data_name)))
+                     str(info.get("md5") or ""), isinstance(data_name, str) and bool(data_name), None))
     if problems:
         return None
-    k, slot, index, names, dtypes, shapes, stats, has, md5, data_name = (list(c) for c in zip(*rows)) if rows else (
-        [[] for _ in range(10)])
+    k, slot, index, names, dtypes, shapes, stats, has, md5, data_name, raw = (list(c) for c in zip(*rows)) if rows else (
+        [[] for _ in range(11)])
     return (calls, np.array(k, dtype=np.int64).tobytes(), np.array(slot, dtype=np.uint8).tobytes(),
             np.array(index, dtype=np.int64).tobytes(), names, dtypes, shapes,
             np.array(stats, dtype=float).reshape(-1, 4).tobytes(), np.array(has, dtype=np.uint8).tobytes(), md5,
-            np.array(data_name, dtype=np.uint8).tobytes())
+            np.array(data_name, dtype=np.uint8).tobytes(), raw)
 
 
 def _damaged(value: dict) -> bool:
@@ -310,18 +328,63 @@ def _damaged(value: dict) -> bool:
 
 
 def _walk(value, slot: str, prefix: str = ""):
-    """(name suffix, tensor entry) of every tensor in an argument structure, in msprobe's order
-    (depth first; a loop, not recursion: a structure nested a thousand deep is valid JSON); a damaged
-    tensor entry (`_damaged`: `_entries` says so) is one too, its row kept."""
+    """(name suffix, entry, is a value) of every tensor and non-tensor value in an argument structure, in
+    msprobe's order (depth first; a loop, not recursion: a structure nested a thousand deep is valid JSON).
+    A damaged tensor entry (`_damaged`: `_entries` says so) is a tensor too, its row kept. A value is what
+    msprobe's compare lists as a row with no tensor: a record with a "type" and no dtype and shape
+    (`{"type": "int", "value": 1}`) and a null (a None argument or output); a bare number, string or empty
+    structure is no row (msprobe's op_item_parse skips them)."""
     stack = [(prefix, value)]
     while stack:
         prefix, value = stack.pop()
         if isinstance(value, dict) and (("dtype" in value and "shape" in value) or _damaged(value)):
-            yield prefix, value
+            yield prefix, value, False
+        elif value is None or (isinstance(value, dict) and "type" in value):
+            yield prefix, value, True
         elif isinstance(value, (list, tuple)):
             stack += [(prefix if slot == GRADS else f"{prefix}.{i}", v) for i, v in enumerate(value)][::-1]
-        elif isinstance(value, dict) and "type" not in value:
+        elif isinstance(value, dict):
             stack += [(f"{prefix}.{k}", v) for k, v in value.items()][::-1]
+
+
+VALUE_CHARS = 240  # a value's text beyond this is cut, with its length and a CRC-32 of the whole kept
+
+
+def value_text(value) -> str:
+    """A non-tensor value as the row shows and compares it: None, True, 1, 0.1 (repr: every digit),
+    "constant" (a string quoted, so "" is a value too), [1, 1] (a list as Python writes it); past
+    VALUE_CHARS, its start, its length and a CRC-32 of the whole (two long values still compare)."""
+    if isinstance(value, str):
+        text = json.dumps(value, ensure_ascii=False)
+    else:
+        try:
+            text = repr(value)
+        except RecursionError:
+            text = "(nested too deeply)"
+    if len(text) <= VALUE_CHARS:
+        return text
+    return f"{text[:VALUE_CHARS]}… ({len(text):,} chars, crc32 {zlib.crc32(text.encode('utf-8', 'replace')):08x})"
+
+
+def raw_value_text(raw: str) -> str:
+    """value_text of a value's JSON text as dump.json holds it (what _dumpscan gives)."""
+    try:
+        return value_text(_loads(raw.encode("utf-8", "surrogatepass")))
+    except (ValueError, RecursionError):
+        return raw[:VALUE_CHARS]
+
+
+def value_type(kind) -> str:
+    """A value's type as msprobe records it (int, float, bool, str, slice, torch.Size ...); a null: None."""
+    return kind if isinstance(kind, str) and kind else "None"
+
+
+def _value(folder: str, call: str, io: str, index: int, name: str, info, module: str) -> Tensor:
+    """A non-tensor argument or output (`_walk`): a row compared as a value."""
+    record = info if isinstance(info, dict) else {}
+    return Tensor(op=call, io=io, index=index, dtype=None, shape=(), source=os.path.join(folder, DUMP_JSON),
+                  op_type=module, tensor_name=name, dtype_name=value_type(record.get("type")),
+                  value=value_text(record.get("value")))
 
 
 def _number(value) -> float | None:
@@ -547,10 +610,12 @@ def _from_file_names(folder: str, parents: dict[str, str], problems: list[Proble
 
 
 def counts(tensors) -> dict[tuple[str, str], int]:
-    """Tensors per (call, io): msprobe pairs a call only when both sides have as many."""
+    """Tensors per (call, io): msprobe pairs a call only when both sides have as many (non-tensor values not
+    counted: a side read from its file names, dump.json lost, has none)."""
     found: dict[tuple[str, str], int] = {}
     for t in tensors:
-        found[(t.op, t.io)] = found.get((t.op, t.io), 0) + 1
+        if t.value is None:
+            found[(t.op, t.io)] = found.get((t.op, t.io), 0) + 1
     return found
 
 
@@ -665,11 +730,14 @@ def _call_tensors(folder: str) -> dict[str, list[tuple[str, str, tuple[int, ...]
     calls: dict[str, list] = {}
     if found is None:
         for t in read(folder, stats_only=True)[0]:
-            calls.setdefault(t.op, []).append((t.tensor_name, t.io, t.shape))
+            if t.value is None:  # a non-tensor value: no edge of the graph
+                calls.setdefault(t.op, []).append((t.tensor_name, t.io, t.shape))
         return calls
     shape_of = {text: tuple(int(d) for d in text[1:-1].split(",") if d) for text in set(found.shapes.tolist())}
-    for call, name, io, shape in zip(found.calls.tolist(), found.names, found.io.tolist(), found.shapes.tolist()):
-        calls.setdefault(call, []).append((name, io, shape_of[shape]))
+    for call, name, io, shape, value in zip(found.calls.tolist(), found.names, found.io.tolist(),
+                                            found.shapes.tolist(), found.values.tolist()):
+        if not value:
+            calls.setdefault(call, []).append((name, io, shape_of[shape]))
     return calls
 
 
@@ -731,51 +799,32 @@ def describe(path: str, tensors: list[Tensor], *, step=None, rank=None, stats_on
     params = sum(1 for t in tensors if ".parameters." in t.tensor_name)
     if grads or params:
         lines.append(f"parameters {params:,} · parameters_grad {grads:,} (weight gradients, under their module)")
+    kinds: dict[str, int] = {}
+    for t in tensors:
+        if t.value is not None:
+            kinds[t.dtype_name] = kinds.get(t.dtype_name, 0) + 1
+    if kinds:
+        lines.append(f"values {sum(kinds.values()):,} (non-tensor arguments and outputs: "
+                     + ", ".join(f"{k} {n:,}" for k, n in sorted(kinds.items(), key=lambda x: -x[1]))
+                     + "; compared as values, equal or not)")
     lines += skipped(folder)
     return lines
 
 
 def skipped(folder: str) -> list[str]:
-    """What dump.json records that is not read as a tensor, in words for `inspect` (nothing is skipped
-    silently): non-tensor arguments and outputs (msprobe's compare lists them as rows with no tensor to
-    compare), and keys of a call that are no slot this reader knows."""
+    """What dump.json records that is not read, in words for `inspect` (nothing is skipped silently): keys
+    of a call that are no slot this reader knows."""
     doc, _why = _dump_json(folder)
     data = doc.get("data") if doc is not None else None
     if not isinstance(data, dict):
         return []
-    kinds: dict[str, int] = {}
     unknown: dict[str, int] = {}
-
-    def leaves(value) -> None:
-        if isinstance(value, dict) and "dtype" in value and "shape" in value:
-            return
-        if isinstance(value, (list, tuple)):
-            for v in value:
-                leaves(v)
-        elif isinstance(value, dict) and "type" not in value:
-            for v in value.values():
-                leaves(v)
-        else:
-            kind = "None" if value is None else str(value.get("type")) if isinstance(value, dict) else type(value).__name__
-            kinds[kind] = kinds.get(kind, 0) + 1
-
     for call, entry in data.items():
-        if not isinstance(entry, dict):
-            continue
-        if is_grads(call):
-            leaves(entry)
-            continue
-        for slot, value in entry.items():
-            if slot in _SLOT_IO:
-                leaves(value)
-            else:
-                unknown[slot] = unknown.get(slot, 0) + 1
-    lines = []
-    if kinds:
-        lines.append(f"not read: {sum(kinds.values()):,} non-tensor arguments/outputs ("
-                     + ", ".join(f"{k} {n:,}" for k, n in sorted(kinds.items(), key=lambda x: -x[1]))
-                     + "; msprobe's compare lists them with no tensor to compare)")
-    if unknown:
-        lines.append(f"skipped: {sum(unknown.values()):,} entries of unknown slots ("
-                     + ", ".join(f"{k} {n:,}" for k, n in sorted(unknown.items())) + ")")
-    return lines
+        if isinstance(entry, dict) and not is_grads(call):
+            for slot in entry:
+                if slot not in _SLOT_IO:
+                    unknown[slot] = unknown.get(slot, 0) + 1
+    if not unknown:
+        return []
+    return [f"skipped: {sum(unknown.values()):,} entries of unknown slots ("
+            + ", ".join(f"{k} {n:,}" for k, n in sorted(unknown.items())) + ")"]

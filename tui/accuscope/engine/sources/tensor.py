@@ -73,6 +73,9 @@ class Tensor:
     # and its CRC-32 (md5 mode); a statistics dump has these and no data
     stats: tuple[float | None, float | None, float | None, float | None] | None = None
     checksum: str = ""
+    # a non-tensor argument or output as the dump recorded it (msprobe: an int, float, bool, str, None, a
+    # list of them), as text (sources.msprobe.value_text); compared as a value, equal or not, never by metrics
+    value: str | None = None
     reader: Callable[[], np.ndarray] | None = field(default=None, repr=False)
 
     @property
@@ -90,6 +93,9 @@ class Tensor:
 
     def load(self) -> np.ndarray:
         """The data in logical layout (a read-only memory map when no conversion is needed)."""
+        if self.value is not None:
+            raise TensorError(self.source, self.name, f"a non-tensor {self.dtype_name} value ({self.value}), "
+                                                      "compared as a value: no tensor data")
         if self.problem or self.reader is None:
             raise TensorError(self.source, self.name, self.problem or "no data")
         try:
