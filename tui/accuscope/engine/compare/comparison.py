@@ -21,15 +21,14 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, ThreadPoolExecutor, wait
-from concurrent.futures.process import BrokenProcessPool
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import KW_ONLY, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 
-from accuscope.engine.compare import crossmap, statistics
 from accuscope.engine.compare import plugins as plugin_mod
+from accuscope.engine.compare import statistics
 from accuscope.engine.compare.columns import CSV_OF, KEY_OF, METRIC, NUMERIC_METRICS
 from accuscope.engine.compare.lifetime import die_with_parent, process_context
 from accuscope.engine.compare.mapping import DEVICE_ONLY, FEW, Pair, map_tensors
@@ -289,17 +288,10 @@ def plan(spec: CompareSpec) -> Plan:
     npu_graph = npu.graph if npu.graph is not None else (graph if graph is not None and graph.kind == "om" else None)
     found, problems = (plugin_mod.discover(spec.custom_dir) if spec.custom_dir else ([], []))
     metrics, chosen_plugins = _algorithms(spec.algorithms, found)
-    mapping_file = crossmap.load(spec.mapping) if spec.mapping else None
-    user_map = mapping_file.names if mapping_file is not None and mapping_file.kind == crossmap.ACCUSCOPE else None
-    cross = None
-    if npu.kind == golden.kind == STEP_KIND:
-        cross = crossmap.pair(npu, golden, mapping_file, structure=spec.match == "structure")
-        problems = problems + [Problem(spec.mapping or spec.npu, line) for line in crossmap.describe(cross)]
-    elif mapping_file is not None and user_map is None:
-        raise SourceError(f"{spec.mapping}: {mapping_file.what} pair two msprobe dumps; {spec.npu} is a {npu.kind} source")
-    elif spec.match == "structure":
-        raise SourceError("--match structure pairs two msprobe dumps (module paths, call order); "
-                          f"{spec.npu} is a {npu.kind} source")
+    user_map, cross = None, None
+    if spec.mapping or spec.match == "structure" or npu.kind == golden.kind == STEP_KIND:
+        user_map, cross, cross_problems = _cross_pairs(spec, npu, golden)
+        problems = problems + cross_problems
     mapping = map_tensors(npu, golden, npu_graph=npu_graph, golden_graph=golden.graph, user_map=user_map, cross=cross)
     seq = _sequence_ids(npu, npu_graph)
     keep = _selection(spec, npu, seq)
@@ -337,6 +329,23 @@ def plan(spec: CompareSpec) -> Plan:
             problems.append(Problem(side.path, side.graph_note))
     return Plan(spec, npu, golden, graph or npu_graph or golden.graph, pairs, rows, metrics, chosen_plugins,
                 problems, mapping.unmatched_golden, coverage)
+
+
+def _cross_pairs(spec: CompareSpec, npu: Side, golden: Side):
+    """(user's name map, crossmap's pairs, problems): what a mapping file, msprobe's rules or --match
+    structure say; crossmap (and the API table) is imported only for those inputs."""
+    from accuscope.engine.compare import crossmap
+    mapping_file = crossmap.load(spec.mapping) if spec.mapping else None
+    user_map = mapping_file.names if mapping_file is not None and mapping_file.kind == crossmap.ACCUSCOPE else None
+    if npu.kind == golden.kind == STEP_KIND:
+        cross = crossmap.pair(npu, golden, mapping_file, structure=spec.match == "structure")
+        return user_map, cross, [Problem(spec.mapping or spec.npu, line) for line in crossmap.describe(cross)]
+    if mapping_file is not None and user_map is None:
+        raise SourceError(f"{spec.mapping}: {mapping_file.what} pair two msprobe dumps; {spec.npu} is a {npu.kind} source")
+    if spec.match == "structure":
+        raise SourceError("--match structure pairs two msprobe dumps (module paths, call order); "
+                          f"{spec.npu} is a {npu.kind} source")
+    return user_map, None, []
 
 
 def _unused_golden(reference: list[Tensor], used: set[int], npu: Side, npu_graph: Graph | None
@@ -745,6 +754,7 @@ def _run_pool(jobs: list[Job], workers: int, cancel) -> Iterator[list[tuple[int,
 
 def _pool_starts() -> bool:
     """Whether worker processes can run at all here (a pool may also break because none starts)."""
+    from concurrent.futures import ProcessPoolExecutor  # multiprocessing: imported when a pool runs, not before
     try:
         with ProcessPoolExecutor(1, mp_context=process_context()) as pool:
             return pool.submit(os.getpid).result(timeout=60) > 0
@@ -753,6 +763,8 @@ def _pool_starts() -> bool:
 
 
 def _pool_batches(order: list[Job], workers: int, cancel) -> Iterator[list[tuple[int, dict]]]:
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # one core per worker; inherited by the pool
     with ProcessPoolExecutor(workers, mp_context=process_context(), initializer=die_with_parent,
                              initargs=(os.getpid(),)) as pool:
