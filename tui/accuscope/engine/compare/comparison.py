@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import KW_ONLY, dataclass, field, replace
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -582,8 +583,13 @@ def run_job(job: Job) -> tuple[int, dict]:
 def _cells(m: PairMetrics, metrics: tuple[str, ...]) -> dict:
     """The row's metric cells: msaccucmp's as selected (--algorithms), the extras always (those
     computed from tensor data; recorded statistics are compared elsewhere)."""
-    return {k: m.values[k] if k in m.values else getattr(m, k) for k, r in METRIC.items()
-            if (k in metrics or r.origin != "msaccucmp") and not r.recorded}
+    values = m.values
+    return {k: values[k] if k in values else getattr(m, k) for k in _cell_keys(metrics)}
+
+
+@lru_cache(maxsize=32)
+def _cell_keys(metrics: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(k for k, r in METRIC.items() if (k in metrics or r.origin != "msaccucmp") and not r.recorded)
 
 
 # ------------------------------------------------------------------ running a plan
@@ -680,30 +686,57 @@ def _run_inline(jobs: list[Job], cancel) -> Iterator[list[tuple[int, dict]]]:
         yield [run_job(job)]
 
 
+GROUP_ELEMENTS, GROUP_PAIRS = 1 << 16, 64  # small pairs go to a thread in groups of up to this many
+
+
+def _groups(jobs: list[Job]) -> Iterator[list[Job]]:
+    """Consecutive small pairs in groups of up to GROUP_PAIRS pairs or GROUP_ELEMENTS elements (a
+    pair larger than that alone): one thread-pool task and one result batch per group instead of
+    per pair, whose cost (~30 us) would otherwise exceed a tiny pair's whole comparison."""
+    group: list[Job] = []
+    elements = 0
+    for job in jobs:
+        if group and (len(group) == GROUP_PAIRS or elements + job.npu.size > GROUP_ELEMENTS):
+            yield group
+            group, elements = [], 0
+        group.append(job)
+        elements += job.npu.size
+    if group:
+        yield group
+
+
+def _run_group(group: list[Job]) -> list[tuple[int, dict]]:
+    return [run_job(job) for job in group]
+
+
 def _run_threads(jobs: list[Job], workers: int, cancel) -> Iterator[list[tuple[int, dict]]]:
     """On the compiled kernel: pairs big enough to split (pair_threads) one at a time, each on its
-    threads; the rest `workers` at a time on a thread pool (the kernel releases the GIL)."""
-    split = [replace(j, threads=pair_threads(j.npu.size, workers)) for j in jobs]
-    big = [j for j in split if j.threads > 1]
-    small = [j for j in split if j.threads == 1]
+    threads; the rest in groups (_groups), `workers` groups at a time on a thread pool (the
+    kernel releases the GIL)."""
+    threads = [pair_threads(j.npu.size, workers) for j in jobs]
+    big = [replace(j, threads=t) for j, t in zip(jobs, threads) if t > 1]
+    small = [j for j, t in zip(jobs, threads) if t == 1]
     yield from _run_inline(big, cancel)
     if workers == 1 or len(small) < 2:
-        yield from _run_inline(small, cancel)
+        for group in _groups(small):
+            if cancel is not None and cancel.is_set():
+                return
+            yield _run_group(group)
         return
     with ThreadPoolExecutor(workers) as pool:  # results in the pairs' order (plugins, progress)
         pending: collections.deque = collections.deque()
-        queue = iter(small)
+        queue = _groups(small)
         while True:
             while len(pending) < 4 * workers and not (cancel is not None and cancel.is_set()):
-                job = next(queue, None)
-                if job is None:
+                group = next(queue, None)
+                if group is None:
                     break
-                pending.append(pool.submit(run_job, job))
+                pending.append(pool.submit(_run_group, group))
             if not pending:
                 return
-            batch = [pending.popleft().result()]
+            batch = pending.popleft().result()
             while pending and pending[0].done():
-                batch.append(pending.popleft().result())
+                batch += pending.popleft().result()
             yield batch
             if cancel is not None and cancel.is_set():
                 for f in pending:
