@@ -717,11 +717,8 @@ def _run_threads(jobs: list[Job], workers: int, cancel) -> Iterator[list[tuple[i
     big = [replace(j, threads=t) for j, t in zip(jobs, threads) if t > 1]
     small = [j for j, t in zip(jobs, threads) if t == 1]
     yield from _run_inline(big, cancel)
-    if workers == 1 or len(small) < 2:
-        for group in _groups(small):
-            if cancel is not None and cancel.is_set():
-                return
-            yield _run_group(group)
+    if workers == 1 or len(small) < 2:  # in this thread: a pair at a time, each its own progress and chance to stop
+        yield from _run_inline(small, cancel)
         return
     with ThreadPoolExecutor(workers) as pool:  # results in the pairs' order (plugins, progress)
         pending: collections.deque = collections.deque()
