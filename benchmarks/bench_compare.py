@@ -1,29 +1,39 @@
-"""Whole-network comparison speed and memory, measured side by side in one run.
+"""Comparison speed and memory, measured side by side in one run. One script, four cases (--case):
 
-Builds a realistic dump pair (300 float32 tensors over 2.5 decades of sizes, a third of them
-ReLU outputs, about --gb GB per side: an Ascend dump folder and a golden npy folder), warms the
-page cache, then times, best of --rounds (read and ours alternating, so that each round's ratio
-compares runs made under the same machine load; naive and fallback best of 2):
-  read      reading both sides of every pair from the page cache (np.fromfile), nothing else
-  naive     a straightforward msaccucmp-style implementation: per pair, both arrays loaded whole
-            as float32, each metric its own numpy pass (one process, like msaccucmp)
-  ours      accuscope's plan() + execute(): all ten metrics in one chunked pass, pairs on all cores
-            (best of the rounds: the worker processes are already started; the first round,
-            which starts them, is printed too)
-  fallback  the same with ACCUSCOPE_KERNEL=numpy (no compiled kernel), in a child process
-and prints naive/ours (target >= 5), ours/read (target <= 4) and fallback/ours. Last, the peak
-RSS above the baseline of a process comparing one ~1 GB tensor pair (target < 300 MB).
+network (default, with rss): a realistic dump pair (300 float32 tensors over 2.5 decades of sizes, a
+  third of them ReLU outputs, about --gb GB per side: an Ascend dump folder and a golden npy folder),
+  page cache warm, in this process, best of --rounds (read and ours alternating, so that each round's
+  ratio compares runs made under the same machine load; naive and fallback best of 2):
+    read      reading both sides of every pair from the page cache (np.fromfile), nothing else
+    naive     a straightforward msaccucmp-style implementation: per pair, both arrays loaded whole
+              as float32, each metric its own numpy pass (one process, like msaccucmp)
+    ours      accuscope's plan() + execute(): all ten metrics in one pass, pairs on all cores
+    fallback  the same with ACCUSCOPE_KERNEL=numpy (no compiled kernel), in a child process
+  and prints naive/ours (target >= 5), ours/read (target <= 4) and fallback/ours (target <= 3).
+rss: the peak RSS above the baseline of a process comparing one ~1 GB tensor pair (target < 300 MB).
+floor: two npy folders of --pairs float32 tensors of --n elements each (default 120 x 1M, 960 MB;
+  golden plus 1e-3 noise, every third a ReLU output); each of these a fresh `python -P` process,
+  alternating round by round, medians of --rounds: `read` (only np.load()s both sides: the floor),
+  `naive` (msaccucmp style), `accuscope compare --workers W` for each W in --workers, and with
+  --base-tui DIR (another checkout's tui folder) the same command from there: before and after.
+small: --small-pairs npy pairs of 16 float32 elements (default 20,000: a network of tiny tensors);
+  whole processes alternating as in floor: `accuscope compare` (this tree and --base-tui) on them
+  and on a one-pair folder (start-up and fixed costs), and a process reading every file's bytes;
+  prints what a row costs beyond start-up, and beyond reading its two files (target < 50 us).
 
-With --checks, only the cost of the value checks on pairs (compare/repair.py's recheck, after every
-pair is compared): `ours` with them and with recheck replaced by nothing, alternating round by round,
-best of --rounds each (target: at most 10% more).
+checks: only the cost of the value checks on pairs (compare/repair.py's recheck, after every pair is
+compared): `ours` with them and with recheck replaced by nothing, alternating round by round, best of
+--rounds each (target: at most 10% more).
 
-    python benchmarks/bench_compare.py [--gb 1.0] [--dir /tmp/accuscope-bench-compare] [--rounds 5] [--checks]
+    python benchmarks/bench_compare.py [--case network rss checks] [--gb 1.0] [--rounds 5] [--workers 1 2]
+        [--pairs 120] [--n 1048576] [--small-pairs 20000] [--base-tui /path/to/other/tui]
+        [--dir /tmp/accuscope-bench-compare]
 """
 from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -63,6 +73,163 @@ def build(root: str, gb: float, count: int = 300) -> tuple[str, str]:
     open(marker, "w").close()
     return npu, golden
 
+
+def build_floor(root: str, pairs: int, n: int) -> tuple[str, str]:
+    npu, golden = os.path.join(root, "npu"), os.path.join(root, "golden")
+    marker = os.path.join(root, f".complete-{pairs}-{n}")
+    if os.path.exists(marker):
+        return npu, golden
+    os.makedirs(npu, exist_ok=True)
+    os.makedirs(golden, exist_ok=True)
+    rng = np.random.default_rng(0)
+    base = rng.standard_normal(n).astype(np.float32)
+    noise = (rng.standard_normal(n) * 1e-3).astype(np.float32)
+    for k in range(pairs):
+        y = base * np.float32(1 + k % 7)
+        x = y + np.roll(noise, k)
+        if k % 3 == 1:
+            x, y = np.maximum(x, 0), np.maximum(y, 0)
+        np.save(os.path.join(npu, f"op_{k:03d}.0.{1700000000000000 + k}.npy"), x)
+        np.save(os.path.join(golden, f"op_{k:03d}.0.{1700000000000000 + k}.npy"), y)
+    open(marker, "w").close()
+    return npu, golden
+
+
+
+READ = """
+import sys, os, numpy as np
+for side in sys.argv[1:3]:
+    for f in sorted(os.listdir(side)):
+        np.load(os.path.join(side, f))
+"""
+
+NAIVE = """
+import sys, os, numpy as np
+EPS64, EPS32 = np.finfo(np.float64).eps, np.finfo(np.float32).eps
+npu, golden = sys.argv[1:3]
+for f in sorted(os.listdir(golden)):
+    x, y = np.load(os.path.join(npu, f)).ravel(), np.load(os.path.join(golden, f)).ravel()
+    r = [np.sum(x * y) / (np.sqrt(np.sum(x * x)) * np.sqrt(np.sum(y * y))),
+         np.sqrt(np.sum((x - y) ** 2)) / np.sqrt(np.sum(y ** 2)), np.max(np.abs(x - y)),
+         np.mean(np.abs(x - y)), np.sqrt(np.mean((x - y) ** 2))]
+    with np.errstate(all="ignore"):
+        rel = np.where(np.abs(y) > EPS64, np.abs(x / y - 1), 0)
+    r += [rel.max(), rel.mean(), rel.sum()]
+    def dist(v):
+        lo, hi = v.min(), v.max()
+        s = np.maximum((v - lo) / (hi - lo) if hi != lo else v, EPS32)
+        return s / s.sum()
+    px, py = dist(x), dist(y)
+    with np.errstate(all="ignore"):
+        r += [np.sum(px * np.log(px / py)), x.mean(), x.std(), y.mean(), y.std()]
+"""
+
+
+def timed(cmd: list[str], env: dict) -> float:
+    start = time.perf_counter()
+    subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.perf_counter() - start
+
+
+
+def floor(args) -> None:
+    """Whole processes: reading both sides, msaccucmp style, `accuscope compare` (this tree, --base-tui)."""
+    npu, golden = build_floor(os.path.join(args.dir, "floor"), args.pairs, args.n)
+    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tui")
+    env = {**os.environ, "PYTHONPATH": os.path.abspath(here)}
+    py = [sys.executable, "-P"]
+    out = os.path.join(args.dir, "floor-task")
+
+    def compare(w: int, tui: str = here) -> tuple[list[str], dict]:
+        return ([*py, "-m", "accuscope.cli", "compare", "--npu", npu, "--golden", golden, "--out", out,
+                 "--workers", str(w)], {**env, "PYTHONPATH": os.path.abspath(tui)})
+    runs = {"read": ([*py, "-c", READ, npu, golden], env), "naive": ([*py, "-c", NAIVE, npu, golden], env)}
+    for w in args.workers or [1, 2]:
+        runs[f"compare -w{w}"] = compare(w)
+        if args.base_tui:
+            runs[f"base compare -w{w}"] = compare(w, args.base_tui)
+    for cmd, e in runs.values():  # warm the page cache and every import
+        timed(cmd, e)
+    times: dict[str, list[float]] = {k: [] for k in runs}
+    for _ in range(args.rounds):
+        for k, (cmd, e) in runs.items():
+            times[k].append(timed(cmd, e))
+    gb = 2 * args.pairs * args.n * 4 / 1e9
+    print(f"{args.pairs} pairs x {args.n:,} float32 ({gb:.2f} GB), {os.cpu_count()} cores, "
+          f"load {os.getloadavg()[0]:.1f}; medians of {args.rounds} alternating rounds, whole processes")
+    med = {k: statistics.median(v) for k, v in times.items()}
+    for k, v in med.items():
+        ratio = statistics.median(t / r for t, r in zip(times[k], times["read"]))
+        naive = statistics.median(n / t for t, n in zip(times[k], times["naive"]))
+        print(f"{k:20s} {v:6.2f} s   / read {ratio:4.1f}x   naive / this {naive:4.1f}x")
+    workers = args.workers or [1, 2]
+    for w1, w2 in ((a, b) for a in workers for b in workers if a < b):
+        for pre in ("", "base ") if args.base_tui else ("",):
+            r = statistics.median(a / b for a, b in zip(times[f"{pre}compare -w{w1}"], times[f"{pre}compare -w{w2}"]))
+            print(f"{pre}compare: --workers {w1} / --workers {w2} = {r:.2f}x")
+
+
+
+
+READ_BYTES = """
+import sys, os
+for side in sys.argv[1:3]:
+    for f in sorted(os.listdir(side)):
+        with open(os.path.join(side, f), "rb") as fh:
+            fh.read()
+"""
+
+
+def build_small(root: str, pairs: int) -> tuple[str, str]:
+    """`pairs` npy pairs of 16 float32 elements, and beside them a folder pair holding the first."""
+    marker = os.path.join(root, f".complete-{pairs}")
+    if not os.path.exists(marker):
+        rng = np.random.default_rng(0)
+        for d in ("npu", "golden", "one-npu", "one-golden"):
+            os.makedirs(os.path.join(root, d), exist_ok=True)
+        for k in range(pairs):
+            y = rng.standard_normal(16).astype(np.float32)
+            name = f"op_{k:05d}.0.{1700000000000000 + k}.npy"
+            for side, data in (("npu", y + np.float32(1e-3)), ("golden", y)):
+                np.save(os.path.join(root, side, name), data)
+                if k == 0:
+                    np.save(os.path.join(root, f"one-{side}", name), data)
+        open(marker, "w").close()
+    return os.path.join(root, "npu"), os.path.join(root, "golden")
+
+
+def small(args) -> None:
+    """Per-row cost on a network of tiny tensors, whole processes, this tree against --base-tui."""
+    root = os.path.join(args.dir, "small")
+    npu, golden = build_small(root, args.small_pairs)
+    here = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tui"))
+    trees = {"this tree": here, **({"base": os.path.abspath(args.base_tui)} if args.base_tui else {})}
+    py = [sys.executable, "-P"]
+    runs = {"read": ([*py, "-c", READ_BYTES, npu, golden], dict(os.environ))}
+    for name, tui in trees.items():
+        env = {**os.environ, "PYTHONPATH": tui}
+        for label, (a, b) in (("", (npu, golden)), (" one pair", (os.path.join(root, "one-npu"),
+                                                                 os.path.join(root, "one-golden")))):
+            runs[f"{name}{label}"] = ([*py, "-m", "accuscope.cli", "compare", "--npu", a, "--golden", b, "--out",
+                                       os.path.join(root, "task"), "--workers", "1"], env)
+    for cmd, e in runs.values():  # warm the page cache and every import
+        timed(cmd, e)
+    times: dict[str, list[float]] = {k: [] for k in runs}
+    for _ in range(args.rounds):
+        for k, (cmd, e) in runs.items():
+            times[k].append(timed(cmd, e))
+    med = {k: statistics.median(v) for k, v in times.items()}
+    n = args.small_pairs
+    print(f"{n:,} npy pairs of 16 float32, {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}; medians of "
+          f"{args.rounds} alternating rounds, whole processes, --workers 1")
+    print(f"reading every file's bytes  {med['read']:6.2f} s  ({med['read'] / n * 1e6:4.0f} us a pair)")
+    for name in trees:
+        row = (med[name] - med[f"{name} one pair"]) / (n - 1)
+        print(f"{name:10s} compare {med[name]:6.2f} s, one pair {med[f'{name} one pair']:5.2f} s: a row {row * 1e6:4.0f} us, "
+              f"{(row - med['read'] / n) * 1e6:4.0f} us beyond reading its two files (target < 50)")
+    if args.base_tui:
+        r = statistics.median(b / t for b, t in zip(times["base"], times["this tree"]))
+        print(f"base / this tree, {n:,} pairs: {r:.2f}x (round by round, median)")
 
 def naive_metrics(x: np.ndarray, y: np.ndarray) -> dict:
     """msaccucmp style: whole float32 arrays, one numpy pass (and temporaries) per metric."""
@@ -139,7 +306,7 @@ def time_checks(npu: str, golden: str, workers: int | None, rounds: int) -> tupl
 def time_fallback(args) -> float:
     """`ours` on the numpy fallback: a child process, since the choice is made at import."""
     cmd = [sys.executable, __file__, "--time-ours", "--dir", args.dir, "--gb", str(args.gb),
-           "--rounds", "2"] + (["--workers", str(args.workers)] if args.workers else [])
+           "--rounds", "2"] + (["--workers", str(args.workers[0])] if args.workers else [])
     res = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "ACCUSCOPE_KERNEL": "numpy"})
     if res.returncode:
         raise RuntimeError(res.stderr)
@@ -188,36 +355,28 @@ def _grow_dump(path: str, n: int, step: int) -> None:
             (np.arange(lo, lo + step, dtype=np.float32) * np.float32(1.0001)).tofile(fh)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--gb", type=float, default=1.0)
-    ap.add_argument("--dir", default="/tmp/accuscope-bench-compare")
-    ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--workers", type=int)
-    ap.add_argument("--skip-rss", action="store_true")
-    ap.add_argument("--checks", action="store_true", help="only the value checks' cost (repair.py)")
-    ap.add_argument("--rss-child", help=argparse.SUPPRESS)
-    ap.add_argument("--time-ours", action="store_true", help=argparse.SUPPRESS)
-    args = ap.parse_args()
-    if args.rss_child:
-        return rss_child(args.rss_child)
+def checks(args) -> None:
     npu, golden = build(args.dir, args.gb)
-    if args.time_ours:
-        print(min(time_ours(npu, golden, args.workers) for _ in range(args.rounds)))
-        return
     pairs = pairs_of(engine.plan(engine.CompareSpec(npu, golden)))
     gb = sum(a.nbytes + b.nbytes for a, b in pairs) / 2**30
+    workers = args.workers[0] if args.workers else None
     time_read(pairs)  # warm the page cache
-    if args.checks:
-        time_ours(npu, golden, args.workers)  # starts the worker processes
-        checked, unchecked, alone = time_checks(npu, golden, args.workers, args.rounds)
-        print(f"{len(pairs)} tensor pairs, {gb:.2f} GB in all, {os.cpu_count()} cores, best of {args.rounds}")
-        print(f"accuscope with the value checks on pairs {checked:7.2f} s, without {unchecked:7.2f} s; the checks "
-              f"alone {alone * 1e3:.2f} ms = {100 * alone / checked:.2f}% of the comparison (target <= 10%)")
-        return
-    first = time_ours(npu, golden, args.workers)  # starts the worker processes
+    time_ours(npu, golden, workers)  # starts the worker processes
+    checked, unchecked, alone = time_checks(npu, golden, workers, args.rounds)
+    print(f"{len(pairs)} tensor pairs, {gb:.2f} GB in all, {os.cpu_count()} cores, best of {args.rounds}")
+    print(f"accuscope with the value checks on pairs {checked:7.2f} s, without {unchecked:7.2f} s; the checks "
+          f"alone {alone * 1e3:.2f} ms = {100 * alone / checked:.2f}% of the comparison (target <= 10%)")
+
+
+def network(args) -> None:
+    npu, golden = build(args.dir, args.gb)
+    pairs = pairs_of(engine.plan(engine.CompareSpec(npu, golden)))
+    gb = sum(a.nbytes + b.nbytes for a, b in pairs) / 2**30
+    workers = args.workers[0] if args.workers else None
+    time_read(pairs)  # warm the page cache
+    first = time_ours(npu, golden, workers)  # starts the worker processes
     # read and ours alternate, so that each ratio compares runs made under the same machine load
-    rounds = [(time_read(pairs), time_ours(npu, golden, args.workers)) for _ in range(args.rounds)]
+    rounds = [(time_read(pairs), time_ours(npu, golden, workers)) for _ in range(args.rounds)]
     read, ours = min(r for r, _ in rounds), min(o for _, o in rounds)
     ratios = sorted(o / r for r, o in rounds)
     naive = min(time_naive(pairs) for _ in range(2))
@@ -230,15 +389,46 @@ def main() -> None:
     print(f"accuscope, numpy only {fallback:7.2f} s")
     print(f"naive / accuscope = {naive / ours:.1f}x (target >= 5)   accuscope / read = {ours / read:.1f}x "
           f"(target <= 4; round by round {ratios[0]:.1f}-{ratios[-1]:.1f}x, median "
-          f"{ratios[len(ratios) // 2]:.1f}x)   numpy fallback / compiled kernel = {fallback / ours:.1f}x")
-    if not args.skip_rss:
-        res = subprocess.run([sys.executable, __file__, "--rss-child", args.dir], capture_output=True, text=True)
-        if res.returncode:
-            print(res.stderr)
-            return
-        base, peak = map(float, res.stdout.split())
-        print(f"one 1.0 GB float32 pair: peak RSS {peak:.0f} MB, {peak - base:.0f} MB above the "
-              f"{base:.0f} MB baseline (target < 300)")
+          f"{ratios[len(ratios) // 2]:.1f}x)   numpy fallback / compiled kernel = {fallback / ours:.1f}x (target <= 3)")
+
+
+def rss(args) -> None:
+    if not os.path.exists(os.path.join(args.dir, ".big-complete")):  # building the pair raises the peak: not measured
+        subprocess.run([sys.executable, __file__, "--rss-child", args.dir], capture_output=True, check=True)
+    res = subprocess.run([sys.executable, __file__, "--rss-child", args.dir], capture_output=True, text=True)
+    if res.returncode:
+        print(res.stderr)
+        return
+    base, peak = map(float, res.stdout.split())
+    print(f"one 1.0 GB float32 pair: peak RSS {peak:.0f} MB, {peak - base:.0f} MB above the "
+          f"{base:.0f} MB baseline (target < 300)")
+
+
+CASES = {"network": network, "rss": rss, "floor": floor, "small": small, "checks": checks}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--case", nargs="+", choices=list(CASES), default=["network", "rss"])
+    ap.add_argument("--gb", type=float, default=1.0, help="network: GB per side")
+    ap.add_argument("--dir", default="/tmp/accuscope-bench-compare")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--workers", type=int, nargs="+", help="floor: each timed (default 1 2); network: the first")
+    ap.add_argument("--pairs", type=int, default=120, help="floor: tensor pairs")
+    ap.add_argument("--n", type=int, default=1 << 20, help="floor: elements per tensor")
+    ap.add_argument("--small-pairs", type=int, default=20_000, help="small: pairs of 16-element tensors")
+    ap.add_argument("--base-tui", help="floor, small: another checkout's tui folder, timed in the same rounds")
+    ap.add_argument("--rss-child", help=argparse.SUPPRESS)
+    ap.add_argument("--time-ours", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.rss_child:
+        return rss_child(args.rss_child)
+    if args.time_ours:
+        npu, golden = build(args.dir, args.gb)
+        print(min(time_ours(npu, golden, args.workers[0] if args.workers else None) for _ in range(args.rounds)))
+        return
+    for case in args.case:
+        CASES[case](args)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import numpy as np
 from test_cli import ENV, accuscope
 
 from accuscope.commands import COMMANDS
@@ -33,6 +34,26 @@ def test_a_command_imports_its_own_module_only():
     loaded = loaded_after("from accuscope.cli import main; main(['inspect', '--help'])")
     commands = {m for m in loaded if m.startswith("accuscope.commands.")}
     assert commands == {"accuscope.commands.common", "accuscope.commands.inspect"}
+
+
+# What a comparison of two npy folders must not import: each belongs to other inputs (a model, Ascend
+# or .pt dumps, mapping files, rank trees, worker processes) or to a terminal (the progress bar).
+NOT_FOR_NPY = ("onnx", "onnxruntime", "yaml", "google.protobuf", "textual", "rich.progress", "multiprocessing",
+               "concurrent.futures.process", "subprocess", "pickletools", "accuscope.app",
+               "accuscope.engine.sources.torchpickle", "accuscope.engine.sources.dumpproto",
+               "accuscope.engine.compare.crossmap", "accuscope.engine.tasks.rankrun",
+               "accuscope.engine.compare.cluster", "accuscope.engine.diagnose")
+
+
+def test_comparing_two_npy_folders_imports_only_what_they_need(tmp_path):
+    for side in ("npu", "golden"):
+        (tmp_path / side).mkdir()
+        for i, name in enumerate(("conv1", "relu1")):
+            np.save(tmp_path / side / f"{name}.0.{1700000000000000 + i}.npy", np.ones((2, 3), np.float32))
+    args = ["compare", "--npu", str(tmp_path / "npu"), "--golden", str(tmp_path / "golden"), "--out", str(tmp_path / "t")]
+    loaded = loaded_after(f"from accuscope.cli import main; main({args!r})")
+    assert "accuscope.engine.compare.metrics" in loaded and (tmp_path / "t" / "task.json").is_file()
+    assert not {m for m in loaded if any(m == n or m.startswith(n + ".") for n in NOT_FOR_NPY)}
 
 
 def test_help_lists_every_command_and_each_command_its_options():

@@ -8,8 +8,6 @@ import threading
 from collections import Counter
 from pathlib import Path
 
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
 from ..engine.compare import comparison as engine
 from ..engine.compare.inputs import build_spec, inputs
 from ..engine.compare.mapping import DEVICE_ONLY
@@ -19,7 +17,6 @@ from ..engine.compare.shards import merged_line
 from ..engine.compare.summary import summarize
 from ..engine.sources.registry import detect
 from ..engine.sources.tensor import SourceError
-from ..engine.tasks.rankrun import run_ranks
 from ..engine.tasks.taskrun import run_task
 from ..exitcode import ExitCode
 from .common import add_inputs, add_source_options, err, first_failing_json, judgement_json, out, show
@@ -121,9 +118,8 @@ def compare_and_report(spec: engine.CompareSpec, args) -> int:
     With --json the summary goes to stderr and one JSON object (see `result_json`) to stdout."""
     say = err.print if args.json else out.print
     cancel = threading.Event()
-    bar = Progress(TextColumn("comparing"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-                   TextColumn("{task.description}"), console=err, transient=True)
-    bar_task = bar.add_task("", total=None)
+    bar = _progress_bar()
+    bar_task = bar.add_task("", total=None) if bar is not None else None
 
     def planned(plan):
         say(f"{show(plan.npu.kind)} {show(spec.npu)} against {show(plan.golden.kind)} "
@@ -132,19 +128,25 @@ def compare_and_report(spec: engine.CompareSpec, args) -> int:
             if merged_line(side):
                 say(f"{role} side: {show(merged_line(side))}", soft_wrap=True)
         say(plan.coverage.line(len(plan.npu.ops)), soft_wrap=True)
-        bar.update(bar_task, total=plan.coverage.npu_paired)
-        bar.start()
+        if bar is not None:
+            bar.update(bar_task, total=plan.coverage.npu_paired)
+            bar.start()
+
+    def progress(p, _rows):
+        if bar is not None:
+            bar.update(bar_task, completed=p.done, description=show(p.current[-40:]))
 
     try:
-        result = run_task(spec, args.out, lambda p, _rows: bar.update(
-            bar_task, completed=p.done, description=show(p.current[-40:])), cancel, args.workers, planned)
+        result = run_task(spec, args.out, progress, cancel, args.workers, planned)
     except KeyboardInterrupt:
         cancel.set()
-        bar.stop()  # first: "cancelled" on a line of its own, not after the bar's
+        if bar is not None:
+            bar.stop()  # first: "cancelled" on a line of its own, not after the bar's
         say("\ncancelled: the previous result in the task folder, if any, is untouched")
         return ExitCode.INTERRUPTED
     finally:
-        bar.stop()
+        if bar is not None:
+            bar.stop()
     table, plan = result.table, result.plan
     if table is None:
         say("\ncancelled: the previous result in the task folder, if any, is untouched")
@@ -200,6 +202,16 @@ def compare_and_report(spec: engine.CompareSpec, args) -> int:
     return ExitCode.FINDINGS if args.fail_on_error and (summary.failing or warnings) else ExitCode.OK
 
 
+def _progress_bar():
+    """The progress bar on stderr when it is a terminal; None where it is not (a pipe, a log: a
+    transient bar would draw nothing there), and then rich.progress is not imported either."""
+    if not err.is_terminal:
+        return None
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+    return Progress(TextColumn("comparing"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                    TextColumn("{task.description}"), console=err, transient=True)
+
+
 def _advise_if_asked(args):
     """--advisor: the advice on the task just written (printed unless --json); None without it."""
     if not args.advisor:
@@ -246,6 +258,7 @@ def compare_ranks_and_report(spec: engine.CompareSpec, args) -> int:
         else:
             say(f"  [red]✗[/] {show(r.rank.label)}: {r.state}: {show(r.error)}", soft_wrap=True)
 
+    from ..engine.tasks.rankrun import run_ranks  # the ranks' pool and cluster: for rank trees only
     try:
         run = run_ranks(spec, args.out, args.cluster, args.workers, None, None,
                         landed, cancel, planned)

@@ -21,16 +21,15 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, ThreadPoolExecutor, wait
-from concurrent.futures.process import BrokenProcessPool
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import KW_ONLY, dataclass, field, replace
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
 
-from accuscope.engine.compare import crossmap, statistics
 from accuscope.engine.compare import plugins as plugin_mod
-from accuscope.engine.compare import shards as shards_mod
+from accuscope.engine.compare import statistics
 from accuscope.engine.compare.columns import CSV_OF, KEY_OF, METRIC, NUMERIC_METRICS
 from accuscope.engine.compare.lifetime import die_with_parent, process_context
 from accuscope.engine.compare.mapping import DEVICE_ONLY, FEW, Pair, map_tensors
@@ -52,6 +51,7 @@ INLINE_BYTES = 64 << 20  # below this, worker processes cost more than they save
 ALGORITHMS = NUMERIC_METRICS + ["std"]
 
 
+SHARDS_BY_NAMES = "names"  # --shards names: the split from Megatron's class names (else a layout file's path)
 PATH_KEYS = ("npu", "golden", "model", "npu_model", "golden_model", "mapping")  # paths task.json records
 
 
@@ -98,7 +98,7 @@ class CompareSpec:
                 "npu_runner": self.npu_runner, "golden_runner": self.golden_runner, "iteration": self.iteration,
                 "step": self.step, "rank": self.rank, "stats_only": self.stats_only,
                 "match": self.match,
-                "shards": self.shards if self.shards in (None, shards_mod.NAMES) else os.path.abspath(self.shards)}
+                "shards": self.shards if self.shards in (None, SHARDS_BY_NAMES) else os.path.abspath(self.shards)}
         relative = {}
         for key in PATH_KEYS:
             if meta[key]:
@@ -271,7 +271,10 @@ def open_sides(spec: CompareSpec) -> tuple[Side, Side, Graph | None]:
     from accuscope.engine.sources.registry import open_side
     pick = spec.pick
     ranked = {"step": spec.step, "rank": spec.rank, "stats_only": spec.stats_only or None}
-    merged = shards_mod.parallel_sides(spec)
+    merged = {}
+    if spec.shards:  # shards.py reads msprobe and YAML: imported only when asked for
+        from accuscope.engine.compare.shards import parallel_sides
+        merged = parallel_sides(spec)
     npu = merged.get("npu") or open_side(spec.npu, pick=pick, run=spec.run, runner=spec.npu_runner,
                                          iteration=spec.iteration, **ranked)
     golden = merged.get("golden") or open_side(spec.golden, shape=spec.golden_shape, dtype=spec.golden_dtype,
@@ -295,17 +298,10 @@ def plan(spec: CompareSpec) -> Plan:
     npu_graph = npu.graph if npu.graph is not None else (graph if graph is not None and graph.kind == "om" else None)
     found, problems = (plugin_mod.discover(spec.custom_dir) if spec.custom_dir else ([], []))
     metrics, chosen_plugins = _algorithms(spec.algorithms, found)
-    mapping_file = crossmap.load(spec.mapping) if spec.mapping else None
-    user_map = mapping_file.names if mapping_file is not None and mapping_file.kind == crossmap.ACCUSCOPE else None
-    cross = None
-    if npu.kind == golden.kind == STEP_KIND:
-        cross = crossmap.pair(npu, golden, mapping_file, structure=spec.match == "structure")
-        problems = problems + [Problem(spec.mapping or spec.npu, line) for line in crossmap.describe(cross)]
-    elif mapping_file is not None and user_map is None:
-        raise SourceError(f"{spec.mapping}: {mapping_file.what} pair two msprobe dumps; {spec.npu} is a {npu.kind} source")
-    elif spec.match == "structure":
-        raise SourceError("--match structure pairs two msprobe dumps (module paths, call order); "
-                          f"{spec.npu} is a {npu.kind} source")
+    user_map, cross = None, None
+    if spec.mapping or spec.match == "structure" or npu.kind == golden.kind == STEP_KIND:
+        user_map, cross, cross_problems = _cross_pairs(spec, npu, golden)
+        problems = problems + cross_problems
     mapping = map_tensors(npu, golden, npu_graph=npu_graph, golden_graph=golden.graph, user_map=user_map, cross=cross)
     seq = _sequence_ids(npu, npu_graph)
     keep = _selection(spec, npu, seq)
@@ -343,6 +339,23 @@ def plan(spec: CompareSpec) -> Plan:
             problems.append(Problem(side.path, side.graph_note))
     return Plan(spec, npu, golden, graph or npu_graph or golden.graph, pairs, rows, metrics, chosen_plugins,
                 problems, mapping.unmatched_golden, coverage)
+
+
+def _cross_pairs(spec: CompareSpec, npu: Side, golden: Side):
+    """(user's name map, crossmap's pairs, problems): what a mapping file, msprobe's rules or --match
+    structure say; crossmap (and the API table) is imported only for those inputs."""
+    from accuscope.engine.compare import crossmap
+    mapping_file = crossmap.load(spec.mapping) if spec.mapping else None
+    user_map = mapping_file.names if mapping_file is not None and mapping_file.kind == crossmap.ACCUSCOPE else None
+    if npu.kind == golden.kind == STEP_KIND:
+        cross = crossmap.pair(npu, golden, mapping_file, structure=spec.match == "structure")
+        return user_map, cross, [Problem(spec.mapping or spec.npu, line) for line in crossmap.describe(cross)]
+    if mapping_file is not None and user_map is None:
+        raise SourceError(f"{spec.mapping}: {mapping_file.what} pair two msprobe dumps; {spec.npu} is a {npu.kind} source")
+    if spec.match == "structure":
+        raise SourceError("--match structure pairs two msprobe dumps (module paths, call order); "
+                          f"{spec.npu} is a {npu.kind} source")
+    return user_map, None, []
 
 
 def _unused_golden(reference: list[Tensor], used: set[int], npu: Side, npu_graph: Graph | None
@@ -579,8 +592,13 @@ def run_job(job: Job) -> tuple[int, dict]:
 def _cells(m: PairMetrics, metrics: tuple[str, ...]) -> dict:
     """The row's metric cells: msaccucmp's as selected (--algorithms), the extras always (those
     computed from tensor data; recorded statistics are compared elsewhere)."""
-    return {k: m.values[k] if k in m.values else getattr(m, k) for k, r in METRIC.items()
-            if (k in metrics or r.origin != "msaccucmp") and not r.recorded}
+    values = m.values
+    return {k: values[k] if k in values else getattr(m, k) for k in _cell_keys(metrics)}
+
+
+@lru_cache(maxsize=32)
+def _cell_keys(metrics: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(k for k, r in METRIC.items() if (k in metrics or r.origin != "msaccucmp") and not r.recorded)
 
 
 # ------------------------------------------------------------------ running a plan
@@ -677,30 +695,54 @@ def _run_inline(jobs: list[Job], cancel) -> Iterator[list[tuple[int, dict]]]:
         yield [run_job(job)]
 
 
+GROUP_ELEMENTS, GROUP_PAIRS = 1 << 16, 64  # small pairs go to a thread in groups of up to this many
+
+
+def _groups(jobs: list[Job]) -> Iterator[list[Job]]:
+    """Consecutive small pairs in groups of up to GROUP_PAIRS pairs or GROUP_ELEMENTS elements (a
+    pair larger than that alone): one thread-pool task and one result batch per group instead of
+    per pair, whose cost (~30 us) would otherwise exceed a tiny pair's whole comparison."""
+    group: list[Job] = []
+    elements = 0
+    for job in jobs:
+        if group and (len(group) == GROUP_PAIRS or elements + job.npu.size > GROUP_ELEMENTS):
+            yield group
+            group, elements = [], 0
+        group.append(job)
+        elements += job.npu.size
+    if group:
+        yield group
+
+
+def _run_group(group: list[Job]) -> list[tuple[int, dict]]:
+    return [run_job(job) for job in group]
+
+
 def _run_threads(jobs: list[Job], workers: int, cancel) -> Iterator[list[tuple[int, dict]]]:
     """On the compiled kernel: pairs big enough to split (pair_threads) one at a time, each on its
-    threads; the rest `workers` at a time on a thread pool (the kernel releases the GIL)."""
-    split = [replace(j, threads=pair_threads(j.npu.size, workers)) for j in jobs]
-    big = [j for j in split if j.threads > 1]
-    small = [j for j in split if j.threads == 1]
+    threads; the rest in groups (_groups), `workers` groups at a time on a thread pool (the
+    kernel releases the GIL)."""
+    threads = [pair_threads(j.npu.size, workers) for j in jobs]
+    big = [replace(j, threads=t) for j, t in zip(jobs, threads) if t > 1]
+    small = [j for j, t in zip(jobs, threads) if t == 1]
     yield from _run_inline(big, cancel)
-    if workers == 1 or len(small) < 2:
+    if workers == 1 or len(small) < 2:  # in this thread: a pair at a time, each its own progress and chance to stop
         yield from _run_inline(small, cancel)
         return
     with ThreadPoolExecutor(workers) as pool:  # results in the pairs' order (plugins, progress)
         pending: collections.deque = collections.deque()
-        queue = iter(small)
+        queue = _groups(small)
         while True:
             while len(pending) < 4 * workers and not (cancel is not None and cancel.is_set()):
-                job = next(queue, None)
-                if job is None:
+                group = next(queue, None)
+                if group is None:
                     break
-                pending.append(pool.submit(run_job, job))
+                pending.append(pool.submit(_run_group, group))
             if not pending:
                 return
-            batch = [pending.popleft().result()]
+            batch = pending.popleft().result()
             while pending and pending[0].done():
-                batch.append(pending.popleft().result())
+                batch += pending.popleft().result()
             yield batch
             if cancel is not None and cancel.is_set():
                 for f in pending:
@@ -751,6 +793,7 @@ def _run_pool(jobs: list[Job], workers: int, cancel) -> Iterator[list[tuple[int,
 
 def _pool_starts() -> bool:
     """Whether worker processes can run at all here (a pool may also break because none starts)."""
+    from concurrent.futures import ProcessPoolExecutor  # multiprocessing: imported when a pool runs, not before
     try:
         with ProcessPoolExecutor(1, mp_context=process_context()) as pool:
             return pool.submit(os.getpid).result(timeout=60) > 0
@@ -759,6 +802,8 @@ def _pool_starts() -> bool:
 
 
 def _pool_batches(order: list[Job], workers: int, cancel) -> Iterator[list[tuple[int, dict]]]:
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # one core per worker; inherited by the pool
     with ProcessPoolExecutor(workers, mp_context=process_context(), initializer=die_with_parent,
                              initargs=(os.getpid(),)) as pool:

@@ -41,6 +41,7 @@ from accuscope.engine.sources.tensor import SourceError, Tensor
 ACCUSCOPE, DATA, LAYER, API, CELL = "accuscope", "data_mapping", "layer_mapping", "api_mapping", "cell_mapping"
 TABLE, STRUCTURE = "api_table", "structure"
 EXPLICIT = (DATA, LAYER, API, CELL)  # rules from a mapping file: msprobe's count rule does not apply to them
+RULES = (*EXPLICIT, TABLE, STRUCTURE)  # every rule here: pairs that say themselves which slots pair
 DOUBTFUL = 0.8  # a structural pair below this confidence is listed as doubtful
 MIN_CONFIDENCE = 0.5  # below it, no structural pair is made
 WINDOW = 16  # golden calls looked ahead of the last structural pair, per module

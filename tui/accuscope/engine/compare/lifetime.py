@@ -19,8 +19,6 @@ left alone: commands of the user's that accuscope runs (`precision --check`) see
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import ctypes.util
 import os
 import signal
 import sys
@@ -49,6 +47,7 @@ def pid_alive(pid: int) -> bool:
 def die_with_parent(main_pid: int) -> None:
     """Make this helper process end when accuscope (pid `main_pid`) ends, however it ends."""
     if sys.platform.startswith("linux"):
+        import ctypes.util  # in the helper only: ctypes.util brings subprocess and tempfile to every importer
         try:
             libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
             libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)

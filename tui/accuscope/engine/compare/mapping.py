@@ -19,9 +19,8 @@ with the reason.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from accuscope.engine.compare import crossmap
-from accuscope.engine.compare.crossmap import CrossPairs
 from accuscope.engine.graphs.graph import Graph, Node
 from accuscope.engine.graphs.optypes import CONVERTER_OWN, CONVERTER_TYPES, INPUT_TYPES, walk_back
 from accuscope.engine.sources import msprobe, tpumlir
@@ -33,7 +32,9 @@ from accuscope.engine.sources.side import Side
 from accuscope.engine.sources.tensor import INPUT, OUTPUT, SourceError, Tensor
 
 DEVICE_ONLY = "*"
-CROSS_RULES = (*crossmap.EXPLICIT, crossmap.TABLE, crossmap.STRUCTURE)
+if TYPE_CHECKING:  # crossmap is imported where its rules apply (msprobe dumps, mapping files), not for every pair
+    from accuscope.engine.compare.crossmap import CrossPairs
+
 FEW = 0.5  # a comparison using less than this share of the reference (golden) tensors is suspect
 
 
@@ -94,6 +95,7 @@ def map_tensors(npu: Side | NpuDump, golden: Side | GoldenDump, graph: Graph | N
 def _equal_counts(pairs: list[Pair], golden: Side) -> list[Pair]:
     """msprobe's rule: a call pairs with its counterpart only when both hold as many input tensors
     and as many output tensors; otherwise each tensor of the call is a row saying so, unpaired."""
+    from accuscope.engine.compare.crossmap import RULES as CROSS_RULES  # msprobe dumps only
     theirs = msprobe.counts(golden.tensors)
     ours = msprobe.counts(p.npu for p in pairs)
     counterpart = {p.npu.op: p.golden.op for p in pairs if p.golden is not None and p.how not in CROSS_RULES}
@@ -151,6 +153,7 @@ def read_mapping_file(path: str) -> dict[str, str]:
     """A user's mapping: `npu_name,golden_name` per line (CSV) or `npu_name: golden_name` (YAML).
     Names are op names (every tensor of the op, index for index) or tensor names `op:output:0`.
     msprobe's mapping files (layer, API, cell, data) are crossmap.load's: a SourceError here."""
+    from accuscope.engine.compare import crossmap
     found = crossmap.load(path)
     if found.kind != crossmap.ACCUSCOPE:
         raise SourceError(f"{path}: {found.what}: they pair two msprobe dumps (compare them with it as --mapping)")

@@ -133,6 +133,7 @@ _SUMMED = [i for i, f in enumerate(FIELDS) if f.startswith(("s", "over"))]
 _MAXED = [FIELDS.index(f) for f in ("mad", "mrel", "xmax", "ymax")]
 _MINED = [FIELDS.index(f) for f in ("xmin", "ymin")]
 _MAD = FIELDS.index("mad")
+_INDEX = {f: i for i, f in enumerate(FIELDS)}
 CLOSE_RTOL, CLOSE_ATOL = 1e-3, 1e-8  # tpu-mlir's CLOSE: allclose at rtol 10^-k for some k >= 3
 
 
@@ -156,10 +157,18 @@ class _Sums:
         self.nonfinite = (0, 0, 0)  # NaN, +inf, -inf at the same positions on both sides (left out)
         self.last: tuple[np.ndarray, np.ndarray] | None = None  # the only chunk, kept for the KL walk
 
+    @classmethod
+    def of(cls, values: list[float], close: bool) -> _Sums:
+        """The sums of a whole pair as the kernel's fused pass returns them (no chunk buffers)."""
+        acc = cls.__new__(cls)
+        acc.v, acc.close, acc.chunks, acc.nonfinite, acc.last = values, close, 0, (0, 0, 0), None
+        return acc
+
     def __getattr__(self, name: str) -> float:
-        if name not in FIELDS:
+        i = _INDEX.get(name)
+        if i is None:
             raise AttributeError(name)
-        return self.v[FIELDS.index(name)]
+        return self.v[i]
 
     def operands(self, xc: np.ndarray, yc: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The chunk as the loops take it: the kernel reads two float32 (or float64) chunks in
@@ -419,7 +428,4 @@ def _fused(source: ChunkSource, kl: bool, threads: int) -> tuple[_Sums, tuple] |
     out = _kernel.pair(x, y, kl, max(1, threads))
     if out is None:
         return None
-    acc = _Sums(0)
-    acc.v = list(out[:len(FIELDS)])
-    acc.close = out[16] == 0
-    return acc, out[17:22] if kl else ()
+    return _Sums.of(list(out[:len(FIELDS)]), out[16] == 0), out[17:22] if kl else ()

@@ -58,6 +58,7 @@ from functools import partial
 
 import numpy as np
 
+from accuscope.engine.compare.comparison import SHARDS_BY_NAMES
 from accuscope.engine.compare.crossmap import yaml_load
 from accuscope.engine.sources import msprobe
 from accuscope.engine.sources.golden import GoldenDump
@@ -67,7 +68,7 @@ from accuscope.engine.sources.tensor import Problem, SourceError, Tensor, Tensor
 COLUMN, ROW, VOCAB, REPLICATED = "column", "row", "vocab", "replicated"
 KINDS = (COLUMN, ROW, VOCAB, REPLICATED)
 CLASSES = {"ColumnParallelLinear": COLUMN, "RowParallelLinear": ROW, "VocabParallelEmbedding": VOCAB}
-NAMES = "names"  # --shards names: the split from Megatron's class names only
+NAMES = SHARDS_BY_NAMES
 ONCE, CONCAT, SUM, BY_VOCAB = "once", "concat", "sum", "vocab"
 BOOKKEEPING = "per-rank vocabulary bookkeeping (masks, local ids): no value of the whole run"
 LAYOUT_LIMIT = 1 << 20  # bytes of a layout file read

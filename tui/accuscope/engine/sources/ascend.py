@@ -12,15 +12,17 @@ import struct
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
+from typing import TYPE_CHECKING
 
 import numpy as np
-from google.protobuf.message import DecodeError
 
 from accuscope.engine.sources import layout
-from accuscope.engine.sources.dumpproto import DumpData
 from accuscope.engine.sources.inputfile import not_regular
 from accuscope.engine.sources.names import DumpName, parse_dump_name
 from accuscope.engine.sources.tensor import INPUT, OUTPUT, Payload, Tensor, read_payload
+
+if TYPE_CHECKING:  # protobuf is imported by the first dump file read or written, not by every command
+    from accuscope.engine.sources.dumpproto import DumpData
 
 DTYPE_NAMES = (
     "UNDEFINED FLOAT FLOAT16 INT8 UINT8 INT16 UINT16 INT32 INT64 UINT32 UINT64 BOOL DOUBLE STRING "
@@ -108,6 +110,9 @@ def read_header(path: str) -> tuple[DumpData, int, int]:
         if hlen > MAX_HEADER:
             raise ValueError(f"header length {hlen} exceeds {MAX_HEADER >> 20} MiB: not a v2 dump")
         raw = fh.read(hlen)
+    from google.protobuf.message import DecodeError
+
+    from accuscope.engine.sources.dumpproto import DumpData
     msg = DumpData()
     try:
         msg.ParseFromString(raw)
@@ -257,6 +262,7 @@ class DumpTensor:
 def build_header(op_name: str, inputs: Sequence[DumpTensor], outputs: Sequence[DumpTensor],
                  dump_time: int = 0, version: str = "2.0") -> tuple[DumpData, list[bytes]]:
     """The header message and the payload bytes, in file order (inputs then outputs)."""
+    from accuscope.engine.sources.dumpproto import DumpData
     msg = DumpData(version=version, dump_time=dump_time, op_name=op_name)
     payloads = []
     for io, items in ((INPUT, inputs), (OUTPUT, outputs)):

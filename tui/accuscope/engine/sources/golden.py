@@ -16,13 +16,13 @@ import zipfile
 import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import partial
+from functools import lru_cache, partial
 from typing import IO
 
 import numpy as np
 
 from accuscope.engine.sources import polygraphy
-from accuscope.engine.sources.inputfile import not_regular, require_regular, walk
+from accuscope.engine.sources.inputfile import regular_size, require_regular, walk
 from accuscope.engine.sources.names import parse_golden_name, read_mapping_csv
 from accuscope.engine.sources.tensor import OUTPUT, Payload, Problem, SourceError, Tensor, read_payload, sanitize
 
@@ -129,6 +129,10 @@ _INT64 = 1 << 63
 # The header is a Python dict literal; these are all the tokens a valid one can hold.
 _NPY_TOKEN = re.compile(r"""[ \t\n]*(?:(?P<str>'[^'\\]*'|"[^"\\]*")|(?P<int>-?\d{1,30})L?|(?P<word>True|False)"""
                         r"""|(?P<punct>[{}():,\[\]]))""")
+# The header exactly as numpy writes it (np.save, np.lib.format): parsed by one match; any other
+# spelling goes through the token parser (_npy_dict), which accepts every valid header.
+_NPY_CANONICAL = re.compile(r"\{'descr': '([^'\\]{1,40})', 'fortran_order': (True|False), "
+                            r"'shape': \(((?:\d{1,30}, ){0,64}\d{1,30},?)?\), \}")
 _NUMERIC_DESCR = re.compile(r"[<>|=]?(?:[?]|b1|[iu][1248]|f[248]|f16|c(?:8|16|32))")
 _MEMBER_ERRORS = (OSError, ValueError, EOFError, RuntimeError, NotImplementedError, zipfile.BadZipFile,
                   zlib.error, lzma.LZMAError)
@@ -161,7 +165,7 @@ def _npy_header(fh: IO[bytes], size: int) -> _NpyHeader:
     raw = fh.read(hlen)
     if len(raw) < hlen:
         raise ValueError(f"npy header truncated ({len(raw)} of {hlen} bytes)")
-    descr, fortran, shape = _npy_dict(raw.decode("utf-8" if major == 3 else "latin-1", "replace"))
+    descr, fortran, shape = _npy_fields(raw.decode("utf-8" if major == 3 else "latin-1", "replace"))
     dtype = _npy_dtype(descr)
     if len(shape) > _NPY_MAX_DIMS:
         raise ValueError(f"{len(shape)} dimensions (at most {_NPY_MAX_DIMS})")
@@ -175,6 +179,19 @@ def _npy_header(fh: IO[bytes], size: int) -> _NpyHeader:
         raise ValueError(f"truncated: header promises {head.nbytes} data bytes, only "
                          f"{max(size - head.offset, 0)} present")
     return head
+
+
+@lru_cache(maxsize=256)
+def _npy_fields(text: str) -> tuple[str | object, bool, tuple[int, ...]]:
+    """(descr, fortran_order, shape) of a header dict literal, each distinct header parsed once (a
+    network of thousands of small tensors repeats a few dozen): numpy's own spelling by one match,
+    any other by the token parser. ValueError for anything but the three keys."""
+    text = text.rstrip(" \t\n")
+    m = _NPY_CANONICAL.fullmatch(text)
+    if m is not None:
+        return m[1], m[2] == "True", tuple(int(d) for d in (m[3] or "").split(",") if d)
+    descr, fortran, shape = _npy_dict(text)
+    return descr, fortran, tuple(shape)
 
 
 def _npy_dict(text: str) -> tuple:
@@ -241,6 +258,7 @@ def _npy_dict(text: str) -> tuple:
     return descr, fortran, shape
 
 
+@lru_cache(maxsize=256)
 def _npy_dtype(descr) -> np.dtype:
     if descr is _RECORD:
         raise ValueError("structured (record) dtype: not supported, only plain numeric arrays")
@@ -255,7 +273,12 @@ def _tensor(op: str, source: str, *, io: str = OUTPUT, index: int = 0, dtype: np
             shape: Sequence[int] = (), **fields) -> Tensor:
     """Every golden tensor is plain ND data in logical layout."""
     return Tensor(op=op, io=io, index=index, dtype=dtype, shape=tuple(shape), source=source,
-                  dtype_name=dtype.name if dtype is not None else "", format="ND", **fields)
+                  dtype_name=_dtype_name(dtype) if dtype is not None else "", format="ND", **fields)
+
+
+@lru_cache(maxsize=256)
+def _dtype_name(dtype: np.dtype) -> str:
+    return dtype.name  # numpy computes it in Python, each time: 20 µs of a tiny tensor's row
 
 
 def _npy_tensor(op: str, source: str, problems: list[Problem], open_stream: Callable[[], IO[bytes]],
@@ -288,9 +311,9 @@ def _read_npy_folder(folder: str) -> tuple[list[Tensor], list[Problem]]:
     except OSError as exc:
         raise SourceError(f"{folder}: cannot list: {exc.strerror or exc}") from None
     problems: list[Problem] = []
-    files = []
+    files, sizes = [], {}
     for fname in names:
-        why = not_regular(os.path.join(folder, fname))
+        why, sizes[fname] = regular_size(os.path.join(folder, fname))
         if why:
             problems.append(Problem(os.path.join(folder, fname), why))
         else:
@@ -303,12 +326,12 @@ def _read_npy_folder(folder: str) -> tuple[list[Tensor], list[Problem]]:
     named = []
     for fname in files:
         original = mapping.get(fname) or mapping.get(fname[:-4]) or fname
-        named.append((parse_golden_name(original), os.path.join(folder, fname)))
+        named.append((parse_golden_name(original), os.path.join(folder, fname), sizes[fname]))
     named.sort(key=lambda item: (item[0].timestamp or 0, item[1]))  # execution order where dated
     entries = []
-    for name, source in named:
+    for name, source, size in named:
         entries.append(_npy_tensor(
-            name.op_name, source, problems, partial(open, source, "rb"), os.path.getsize(source),
+            name.op_name, source, problems, partial(open, source, "rb", buffering=0), size,
             partial(_load_npy, source),
             mapped=True, io=name.io, index=name.index, timestamp=name.timestamp))
     return entries, problems

@@ -17,18 +17,24 @@ from accuscope.engine.sources.tensor import SourceError
 
 def not_regular(path: str) -> str:
     """Why `path` cannot be read as a data file ("" when it is a readable regular file)."""
+    return regular_size(path)[0]
+
+
+def regular_size(path: str) -> tuple[str, int]:
+    """(why `path` cannot be read as a data file or "", its size): not_regular and the size from one stat."""
     try:
-        mode = os.stat(path).st_mode
+        st = os.stat(path)
     except OSError as exc:
-        return f"cannot read: {exc.strerror or exc}"
+        return f"cannot read: {exc.strerror or exc}", 0
+    mode = st.st_mode
     if stat.S_ISREG(mode):
-        return ""
+        return "", st.st_size
     for test, what in ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a named pipe (FIFO)"),
                        (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
                        (stat.S_ISBLK, "a block device")):
         if test(mode):
-            return f"is {what}, not a regular file; skipped"
-    return "not a regular file; skipped"
+            return f"is {what}, not a regular file; skipped", 0
+    return "not a regular file; skipped", 0
 
 
 def require_regular(path: str) -> None:

@@ -50,7 +50,6 @@ if os.environ.get("ACCUSCOPE_KERNEL") == "numpy":  # the compiled parts off (ben
     _dumpscan = None
 
 from accuscope.engine.graphs.graph import Graph, Node
-from accuscope.engine.sources import torchpickle
 from accuscope.engine.sources.golden import _load_npy, _npy_tensor
 from accuscope.engine.sources.inputfile import json_loads, not_regular
 from accuscope.engine.sources.names import natural_key
@@ -457,6 +456,7 @@ def tensor_file(source: str, problems: list[Problem], **fields) -> Tensor:
     if source.endswith(".npy"):
         return _npy_tensor(fields.pop("op"), source, problems, partial(open, source, "rb"), os.path.getsize(source),
                            partial(_load_npy, source), mapped=True, **fields)
+    from accuscope.engine.sources import torchpickle  # pickle, pickletools: imported for .pt dumps only
     try:
         pt = torchpickle.describe(source)
         payload = torchpickle.payload(source, pt)  # checks the storage whatever the dtype

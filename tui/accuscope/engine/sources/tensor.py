@@ -8,6 +8,7 @@ data: a tensor that cannot be decoded carries a `problem` instead, and `load()` 
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -107,10 +108,24 @@ class Tensor:
 
 
 
+SMALL_PAYLOAD = 256 << 10  # read at most this many bytes with one pread; map larger payloads
+
+
 def read_payload(p: Payload) -> np.ndarray:
-    """Memory-map a payload read-only; empty tensors get an empty array (mmap cannot map 0 bytes)."""
+    """A payload's data, read-only: up to SMALL_PAYLOAD bytes read with one pread (mapping a tiny
+    tensor costs ten times its read: the mmap call and numpy's memmap set-up), larger ones memory-
+    mapped; empty tensors get an empty array (mmap cannot map 0 bytes)."""
     if p.nbytes == 0:
         return np.empty(p.shape, dtype=p.dtype)
+    if p.nbytes <= SMALL_PAYLOAD:
+        fd = os.open(p.path, os.O_RDONLY)
+        try:
+            raw = os.pread(fd, p.nbytes, p.offset)
+        finally:
+            os.close(fd)
+        if len(raw) < p.nbytes:
+            raise ValueError(f"file ends before the tensor's last byte ({len(raw)} of {p.nbytes} bytes at {p.offset})")
+        return np.frombuffer(raw, dtype=p.dtype).reshape(p.shape)
     return np.memmap(p.path, dtype=p.dtype, mode="r", offset=p.offset, shape=p.shape)
 
 

@@ -33,7 +33,6 @@ import errno
 import json
 import os
 import re
-import secrets
 import shutil
 import socket
 import time
@@ -304,7 +303,7 @@ def save_task(folder: str | os.PathLike, meta: dict, table: ResultTable, thresho
     judged = thresholds.apply(table)
     now = datetime.now()
     csv_path = _new_csv_path(folder, now) if len(table) <= CSV_ROWS else None
-    generation = f"{now:%Y%m%d%H%M%S}-{secrets.token_hex(4)}"
+    generation = f"{now:%Y%m%d%H%M%S}-{os.urandom(4).hex()}"
     doc = {**_read_json(folder / TASK_JSON, {}), **meta}
     doc.pop("attempt", None)  # what an unfinished run tried: this result is now what was compared
     doc.setdefault("created", now.isoformat(timespec="seconds"))
