@@ -13,7 +13,6 @@ from ..engine.compare.inputs import build_spec, inputs
 from ..engine.compare.mapping import DEVICE_ONLY
 from ..engine.compare.metrics import compiled_kernel
 from ..engine.compare.multirank import is_rank_run
-from ..engine.compare.shards import merged_line
 from ..engine.compare.summary import summarize
 from ..engine.sources.registry import detect
 from ..engine.sources.tensor import SourceError
@@ -124,9 +123,11 @@ def compare_and_report(spec: engine.CompareSpec, args) -> int:
     def planned(plan):
         say(f"{show(plan.npu.kind)} {show(spec.npu)} against {show(plan.golden.kind)} "
                   f"{show(spec.golden)}", soft_wrap=True)
-        for role, side in (("NPU", plan.npu), ("golden", plan.golden)):
-            if merged_line(side):
-                say(f"{role} side: {show(merged_line(side))}", soft_wrap=True)
+        if spec.shards:  # shards.py (msprobe, YAML) only when asked for
+            from ..engine.compare.shards import merged_line
+            for role, side in (("NPU", plan.npu), ("golden", plan.golden)):
+                if merged_line(side):
+                    say(f"{role} side: {show(merged_line(side))}", soft_wrap=True)
         say(plan.coverage.line(len(plan.npu.ops)), soft_wrap=True)
         if bar is not None:
             bar.update(bar_task, total=plan.coverage.npu_paired)

@@ -336,6 +336,12 @@ def _unmerged(t: Tensor, why: str) -> Tensor:
 def rule(shards: list[Tensor], kind: str, size: int | None, ids: list[Tensor | None] | None) -> tuple[str, int, str]:
     """(how, dim, note) for one tensor's shards: see the module docstring."""
     shape = shards[0].shape
+    if shards[0].value is not None:  # a non-tensor argument (dim=1, p=0.1): the same on every rank, or not mergeable
+        same = all(s.value == shards[0].value for s in shards[1:])
+        if same:
+            return ONCE, 0, ""
+        # a vocab-parallel module's differing scalars are its per-rank vocabulary range (vocab_start_index)
+        return "", 0, BOOKKEEPING if kind == VOCAB else "a non-tensor value that differs across the TP group's ranks"
     if kind == VOCAB and _is_mask(shards[0]):
         return "", 0, BOOKKEEPING
     if _identical(shards):
@@ -352,7 +358,8 @@ def rule(shards: list[Tensor], kind: str, size: int | None, ids: list[Tensor | N
     if kind == VOCAB:
         if size is not None and len(shape) == 2 and shape[0] == size:
             return CONCAT, 0, ""
-        if ids and all(i is not None for i in ids) and shape == (*ids[0].shape, shape[-1]) and len(shape) > len(ids[0].shape):
+        if shape and ids and all(i is not None for i in ids) and shape == (*ids[0].shape, shape[-1]) and \
+                len(shape) > len(ids[0].shape):
             return BY_VOCAB, 0, ""
         return "", 0, BOOKKEEPING
     if not shape:
