@@ -102,6 +102,7 @@ class _Run:
         self.fw = None
         self.jobs: dict = {}  # op -> its re-run job (oprerun.RerunJob)
         self.reach: dict[str, float] = {}  # op -> 1 - cos of the outputs with only its own error in
+        self.upstream: dict[str, OpOrigin] = {}  # passing ops re-run because the outputs fail
 
     def say(self, stage: str, done: int = 0, total: int = 0) -> None:
         if self.progress is not None:
@@ -789,6 +790,8 @@ def _origins(run: _Run, fw, previous: dict[str, dict]) -> list[OpOrigin] | None:
     failing = [op for op, rows in run.ops.items() if any(run.fail[r] and c["io"][r] == "output" for r in rows)]
     isolated: dict[str, Isolated] = {}
     problems: dict[str, str] = {}
+    upstream = _upstream_ops(run, failing) if fw is not None and not _is_msprobe(run) and \
+        judgement.verdict(run.table, run.thresholds).outcome == "fail" else []
     if fw is not None:
         jobs = []
         npu_values = {}  # framework tensor -> the NPU side's value of it (an op output paired with it)
@@ -797,7 +800,7 @@ def _origins(run: _Run, fw, previous: dict[str, dict]) -> list[OpOrigin] | None:
                 t = fw.tensor_of(p.golden)
                 if t is not None:
                     npu_values.setdefault(t, (p.npu, p.golden))
-        for op in failing:
+        for op in failing + upstream:
             rows = run.ops[op]
             pairs = [run.row_pair[r] for r in rows if run.row_pair[r] is not None]
             chain = [g for g in str(c["golden_op"][run.op_rows(op, "output")[0]]).split(",") if g]
@@ -807,7 +810,8 @@ def _origins(run: _Run, fw, previous: dict[str, dict]) -> list[OpOrigin] | None:
             try:
                 job = make_job(fw, op, chain, pairs, run.plan.golden, npu_values)
             except SourceError as exc:
-                problems[op] = str(exc)
+                if op not in upstream:
+                    problems[op] = str(exc)
                 continue
             run.jobs[op] = job
             cached = previous.get(op)
@@ -823,6 +827,12 @@ def _origins(run: _Run, fw, previous: dict[str, dict]) -> list[OpOrigin] | None:
             run.say("re-running ops", done, total)
         if run.cancelled:
             return None
+    for op in upstream:  # passing ops re-run: candidates for the culprit whose error grows downstream
+        iso = isolated.pop(op, None)
+        origin = _rerun_origin(run, op, iso) if iso is not None and not iso.problem else None
+        if origin is not None:
+            origin.evidence["row_passes"] = True
+            run.upstream[op] = origin
     failed = {**problems, **{op: i.problem for op, i in isolated.items() if i.problem}}
     if fw is not None and failed:
         op = next(o for o in failing if o in failed)
@@ -838,6 +848,31 @@ def _origins(run: _Run, fw, previous: dict[str, dict]) -> list[OpOrigin] | None:
             origin = _weak_origin(run, op, why)
         out.append(origin)
     return out
+
+
+UPSTREAM_BUDGET = 48  # passing ops re-run when the outputs fail: those whose error grows the most
+
+
+def _upstream_ops(run: _Run, failing: list[str]) -> list[str]:
+    """Passing ops worth a re-run when the outputs fail: a small error of their own (their row
+    passes every threshold) may grow downstream into the failure. Those whose output error exceeds
+    their worst input's by the most come first, UPSTREAM_BUDGET of them."""
+    c = run.c
+    skip = set(failing)
+    scored = []
+    for op, rows in run.ops.items():
+        if op in skip:
+            continue
+        outs = [r for r in rows if c["io"][r] == "output" and not run.exempt[r] and not run.nf(r)]
+        e_out = max((e for e in (run.error_of(r) for r in outs) if not math.isnan(e)), default=0.0)
+        if not e_out > 0:
+            continue
+        e_in = max((e for e in (run.error_of(r) for r in rows if c["io"][r] == "input") if not math.isnan(e)),
+                   default=0.0)
+        if e_out > e_in:
+            scored.append((e_out - e_in, rows[0], op))
+    scored.sort(key=lambda t: (-t[0], t[1]))
+    return [op for *_, op in scored[:UPSTREAM_BUDGET]]
 
 
 def _rerun_origin(run: _Run, op: str, iso) -> OpOrigin | None:
@@ -950,7 +985,17 @@ def _introduced(run: _Run, origins: list[OpOrigin], net_inputs: list[int], findi
     candidates = [o for o in intro if not (o.broken and set(o.broken) <= judgement.NOISY)]
     ranked = sorted(candidates, key=lambda o: (o.method != "rerun", -_effect(o, run) if o.method == "rerun"
                                                else candidates.index(o)))
-    _measure_reach(run, ranked)
+    # the other re-run ops (breaking only mean_rel, reproducing a failing row, passing upstream) whose
+    # own error is the largest: small local errors that may grow into the output's failure
+    taken = {id(o) for o in candidates}
+    others = sorted((o for o in [*origins, *run.upstream.values()] if o.method == "rerun" and id(o) not in taken
+                     and _effect(o, run) > 0), key=lambda o: -_effect(o, run))
+    _measure_reach(run, ranked, others[:REACH_OTHERS])
+    listed = {id(o) for o in origins}
+    for o in _grown(run, others):  # the measured effect on the outputs decides, not the row's thresholds
+        ranked.append(o)
+        if id(o) not in listed:
+            origins.append(o)
     if run.reach:  # how far each one's own error reaches the outputs decides, its local size breaks ties
         ranked.sort(key=lambda o: (o.op not in run.reach, -run.reach.get(o.op, 0.0)))
     if ranked:
@@ -1016,24 +1061,58 @@ def _introduced(run: _Run, origins: list[OpOrigin], net_inputs: list[int], findi
                       "unknown": sum(o.origin == "unknown" for o in origins)})]
 
 
-REACH_TOP = 5  # ops whose reach to the outputs is measured (one run of the reference model each)
+REACH_TOP = 5  # introduced ops whose reach to the outputs is measured (one run of the reference model each)
+REACH_OTHERS = 6  # and other re-run ops, those with the largest own error
 
 
-def _measure_reach(run: _Run, ranked: list[OpOrigin]) -> None:
+def _measure_reach(run: _Run, ranked: list[OpOrigin], others: list[OpOrigin] = ()) -> None:
     """The output effect of the largest local errors, each alone (diagnose.reach), when the
     outputs fail and the reference model and golden network data are at hand."""
     if run.outcome != "fail" or run.fw is None or run.plan is None:
         return
-    from accuscope.engine.diagnose.reach import output_effect
-    for o in [o for o in ranked if o.method == "rerun" and o.op in run.jobs][:REACH_TOP]:
-        if run.cancelled:
-            return
-        try:
-            run.reach[o.op] = output_effect(run.fw, run.jobs[o.op], run.plan.golden)
-            o.evidence["output_cos_alone"] = 1.0 - run.reach[o.op]  # kept in advice.json (the sensitivity ranking)
-        except Exception as exc:  # noqa: BLE001 - onnx/onnxruntime raise their own exception types
-            run.notes.append(f"could not measure how far {o.op}'s error reaches the outputs: {str(exc)[:200]}")
-            return
+    from accuscope.engine.diagnose.reach import output_effects
+    chosen = [o for o in ranked if o.method == "rerun" and o.op in run.jobs][:REACH_TOP]
+    chosen += [o for o in others if o.op in run.jobs and o not in chosen]
+    if not chosen:
+        return
+    try:
+        found = output_effects(run.fw, [run.jobs[o.op] for o in chosen], run.plan.golden, lambda: run.cancelled)
+    except Exception as exc:  # noqa: BLE001 - onnx/onnxruntime raise their own exception types
+        run.notes.append(f"could not measure how far the ops' errors reach the outputs: {str(exc)[:200]}")
+        return
+    for o in chosen:
+        effect = found.get(o.op)
+        if isinstance(effect, float):
+            run.reach[o.op] = effect
+            o.evidence["output_cos_alone"] = 1.0 - effect  # kept in advice.json (the sensitivity ranking)
+        elif effect is not None:
+            run.notes.append(f"could not measure how far {o.op}'s error reaches the outputs: {effect[:200]}")
+
+
+def _output_error(run: _Run) -> float:
+    """1 - cos of the worst judged network output (0 when none has a cos)."""
+    v = judgement.verdict(run.table, run.thresholds)
+    coses = [float(run.c["cos"][r]) for r in v.judged if not math.isnan(run.c["cos"][r])]
+    return 1.0 - min(coses) if coses else 0.0
+
+
+def _grown(run: _Run, others: list[OpOrigin]) -> list[OpOrigin]:
+    """Of the ops whose own error broke no threshold that counts (a passing row, a re-run within the
+    thresholds, only mean_rel broken), those whose error alone makes at least CLIFF_SHARE of the
+    output's: they introduced the error, which grew downstream. Relabelled so, worst first."""
+    out_bad = _output_error(run)
+    found = [o for o in others if o.op in run.reach and out_bad > 0 and run.reach[o.op] >= CLIFF_SHARE * out_bad]
+    for o in found:
+        alone = 1.0 - run.reach[o.op]
+        where = ("its row passes every threshold" if o.evidence.get("row_passes") else
+                 "it breaks only mean_rel" if o.broken and set(o.broken) <= judgement.NOISY else
+                 "its re-run stays within the thresholds")
+        o.origin = "introduced"
+        o.why = (f"re-run on the same NPU inputs, the framework op gives a slightly different result (cos "
+                 f"{_f4(o.isolated_cos)}; {where}), an error that grows downstream (alone, the output's cos "
+                 f"{_f4(alone)})")
+        o.evidence["grows_downstream"] = True
+    return sorted(found, key=lambda o: -run.reach[o.op])
 
 
 def _model_changes(run: _Run, o: OpOrigin) -> list:
