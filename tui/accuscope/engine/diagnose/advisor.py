@@ -1067,12 +1067,22 @@ REACH_OTHERS = 6  # and other re-run ops, those with the largest own error
 
 def _measure_reach(run: _Run, ranked: list[OpOrigin], others: list[OpOrigin] = ()) -> None:
     """The output effect of the largest local errors, each alone (diagnose.reach), when the
-    outputs fail and the reference model and golden network data are at hand."""
+    outputs fail and the reference model and golden network data are at hand: of the introduced
+    ops first; when none of them explains CLIFF_SHARE of the output's error, of `others` too (the
+    small errors that may have grown into it)."""
     if run.outcome != "fail" or run.fw is None or run.plan is None:
         return
+    first = [o for o in ranked if o.method == "rerun" and o.op in run.jobs][:REACH_TOP]
+    _reach_of(run, first)
+    out_bad = _output_error(run)
+    if run.reach and max(run.reach.values()) >= CLIFF_SHARE * out_bad:
+        return  # an op that broke a threshold explains the output: the small errors are not the cause
+    taken = {id(o) for o in first}
+    _reach_of(run, [o for o in others if o.op in run.jobs and id(o) not in taken])
+
+
+def _reach_of(run: _Run, chosen: list[OpOrigin]) -> None:
     from accuscope.engine.diagnose.reach import output_effects
-    chosen = [o for o in ranked if o.method == "rerun" and o.op in run.jobs][:REACH_TOP]
-    chosen += [o for o in others if o.op in run.jobs and o not in chosen]
     if not chosen:
         return
     try:

@@ -397,14 +397,21 @@ def dump_onnx(model_path, out_dir, inputs: dict[str, np.ndarray] | None = None, 
     mapping: list[tuple[str, str]] = []
     total = len(feeds) + len(targets)
 
+    # op names whose file-name form is another op's too (PP-OCRv6 rec: `Mul.21` and `Mul_21`): those
+    # not already in that form keep their own name, in mapping.csv, so each file names its op
+    forms: dict[str, set[str]] = {}
+    for op in [*feeds, *(t.node for t in targets)]:
+        forms.setdefault(sanitize(op), set()).add(op)
+    own_name = {op for clean, ops in forms.items() if len(ops) > 1 for op in ops if op != clean}
+
     def write(op: str, index: int, tensor: str, arr: np.ndarray) -> None:
-        fname = f"{sanitize(op)}.{index}.{ts}.npy"
+        fname = f"{op if op in own_name else sanitize(op)}.{index}.{ts}.npy"
         if fname in used:
             report.skipped.append((tensor, f"file name {fname} already written for another node"))
             return
         used.add(fname)
         disk = fname
-        if len(fname.encode()) > LONG_NAME:
+        if len(fname.encode()) > LONG_NAME or op in own_name:
             disk = f"{len(mapping) + 1}.npy"
             mapping.append((disk, fname))
         try:
