@@ -160,3 +160,8 @@ def test_a_fault_inside_a_branch_is_named_by_the_advisor(tmp_path):
     assert advice.method == "rerun"
     headline = next(f for f in advice.findings if f.rule == "introduced")
     assert headline.severity == "error" and headline.op == "deep/MatMul"
+    # the reference model itself, Ifs and all, as the framework model: expanded as the golden dump ran it
+    given = advise(tmp_path / "task", framework_model=ref, workers=1, write=False)
+    assert any("expanded as the golden dump took them" in n for n in given.notes)
+    headline = next(f for f in given.findings if f.rule == "introduced")
+    assert headline.severity == "error" and headline.op == "deep/MatMul"

@@ -12,6 +12,11 @@ does not say where to look. The advisor reads a finished task and answers that:
   NPU output, the error came with the inputs, otherwise the op made it. Without a framework model
   the op's output error is compared with its inputs' errors instead (a weaker method: ops that
   amplify errors, like Softmax or a division by small numbers, get blamed).
+- Which one to fix: the op whose own error, alone, takes the outputs furthest (`reach`: the reference
+  model run with only that error injected), whatever metric its row breaks. When the outputs fail
+  and no introduced op explains half their error, passing ops are re-run too (those whose error grows
+  the most, a bounded number) with ops that break only mean_rel or reproduce a failing row: a small
+  error of their own may grow downstream into the failure, and their reach says whether it did.
 - NaN/inf origin: the first op whose output holds NaN/inf while its inputs do not.
 - Preprocessing diagnosis when the network inputs disagree (`preprocess`).
 
@@ -221,6 +226,11 @@ def advise(task_folder: str | os.PathLike | Task, framework_model: str | os.Path
     run.timings["framework model"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     run.open_sources()
+    if fw is not None and run.plan is not None and fw.has_if():  # the ops inside, as the golden dump ran them
+        fw.expand(lambda names: _golden_arrays(run, names))
+        if fw.expansion.taken:
+            run.notes.append(f"the framework model's If nodes were expanded as the golden dump took them "
+                             f"({len(fw.expansion.taken)} branches)")
     run.timings["open"] = time.perf_counter() - t0
     if run.cancelled:
         return None
@@ -270,6 +280,19 @@ def advise(task_folder: str | os.PathLike | Task, framework_model: str | os.Path
         except OSError as exc:
             advice.notes.append(f"could not write {ADVICE_JSON} into {task.folder}: {exc.strerror or exc}")
     return advice
+
+
+def _golden_arrays(run: _Run, names: list[str]) -> dict[str, np.ndarray]:
+    """The golden dump's values of these framework tensors (those it holds)."""
+    out = {}
+    for name in names:
+        t = run.plan.golden.find_tensor(name)
+        if t is not None and not t.problem:
+            try:
+                out[name] = np.asarray(t.load())
+            except (TensorError, OSError, ValueError):
+                continue
+    return out
 
 
 def _previous(folder: Path) -> dict[str, dict]:
