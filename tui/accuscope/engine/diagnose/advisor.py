@@ -107,7 +107,8 @@ class _Run:
         self.fw = None
         self.jobs: dict = {}  # op -> its re-run job (oprerun.RerunJob)
         self.reach: dict[str, float] = {}  # op -> 1 - cos of the outputs with only its own error in
-        self.upstream: dict[str, OpOrigin] = {}  # passing ops re-run because the outputs fail
+        self.npu_values: dict | None = None  # framework tensor -> (NPU tensor, golden tensor), for re-runs
+        self.previous: dict[str, dict] = {}  # the last advice's re-runs, by op
 
     def say(self, stage: str, done: int = 0, total: int = 0) -> None:
         if self.progress is not None:
@@ -808,54 +809,15 @@ def _f4(v) -> str:
 
 def _origins(run: _Run, fw, previous: dict[str, dict]) -> list[OpOrigin] | None:
     """Origins of every op with a failing output row, in execution order (None when cancelled)."""
-    from accuscope.engine.diagnose.oprerun import Isolated, make_job, run_jobs
     c = run.c
     failing = [op for op, rows in run.ops.items() if any(run.fail[r] and c["io"][r] == "output" for r in rows)]
-    isolated: dict[str, Isolated] = {}
-    problems: dict[str, str] = {}
-    upstream = _upstream_ops(run, failing) if fw is not None and not _is_msprobe(run) and \
-        judgement.verdict(run.table, run.thresholds).outcome == "fail" else []
+    run.previous = previous
+    isolated, problems = {}, {}
     if fw is not None:
-        jobs = []
-        npu_values = {}  # framework tensor -> the NPU side's value of it (an op output paired with it)
-        for p in run.plan.pairs:
-            if p.golden is not None and p.npu.io == "output" and not p.npu.problem and not p.golden.problem:
-                t = fw.tensor_of(p.golden)
-                if t is not None:
-                    npu_values.setdefault(t, (p.npu, p.golden))
-        for op in failing + upstream:
-            rows = run.ops[op]
-            pairs = [run.row_pair[r] for r in rows if run.row_pair[r] is not None]
-            chain = [g for g in str(c["golden_op"][run.op_rows(op, "output")[0]]).split(",") if g]
-            if not pairs or not chain or chain == ["*"]:
-                problems[op] = "no framework counterpart" if chain == ["*"] else "no tensors of it in the dumps"
-                continue
-            try:
-                job = make_job(fw, op, chain, pairs, run.plan.golden, npu_values)
-            except SourceError as exc:
-                if op not in upstream:
-                    problems[op] = str(exc)
-                continue
-            run.jobs[op] = job
-            cached = previous.get(op)
-            if cached and cached.get("key") == job.key and not cached.get("problem"):
-                isolated[op] = Isolated.from_dict(cached)
-                continue
-            jobs.append(job)
-        total, done = len(jobs), 0
-        run.say("re-running ops", 0, total)
-        for result in run_jobs(fw, jobs, run.workers, run.cancel):
-            isolated[result.op] = result
-            done += 1
-            run.say("re-running ops", done, total)
-        if run.cancelled:
+        done = _rerun(run, fw, failing)
+        if done is None:
             return None
-    for op in upstream:  # passing ops re-run: candidates for the culprit whose error grows downstream
-        iso = isolated.pop(op, None)
-        origin = _rerun_origin(run, op, iso) if iso is not None and not iso.problem else None
-        if origin is not None:
-            origin.evidence["row_passes"] = True
-            run.upstream[op] = origin
+        isolated, problems = done
     failed = {**problems, **{op: i.problem for op, i in isolated.items() if i.problem}}
     if fw is not None and failed:
         op = next(o for o in failing if o in failed)
@@ -871,6 +833,65 @@ def _origins(run: _Run, fw, previous: dict[str, dict]) -> list[OpOrigin] | None:
             origin = _weak_origin(run, op, why)
         out.append(origin)
     return out
+
+
+def _rerun(run: _Run, fw, ops: list[str]) -> tuple[dict, dict[str, str]] | None:
+    """Re-run these ops (oprerun; cached ones from the last advice): op -> Isolated, and op -> why
+    it could not be re-run. None when cancelled."""
+    from accuscope.engine.diagnose.oprerun import Isolated, make_job, run_jobs
+    c = run.c
+    isolated: dict[str, Isolated] = {}
+    problems: dict[str, str] = {}
+    if run.npu_values is None:  # framework tensor -> the NPU side's value of it (an op output paired with it)
+        run.npu_values = {}
+        for p in run.plan.pairs:
+            if p.golden is not None and p.npu.io == "output" and not p.npu.problem and not p.golden.problem:
+                t = fw.tensor_of(p.golden)
+                if t is not None:
+                    run.npu_values.setdefault(t, (p.npu, p.golden))
+    jobs = []
+    for op in ops:
+        rows = run.ops[op]
+        pairs = [run.row_pair[r] for r in rows if run.row_pair[r] is not None]
+        chain = [g for g in str(c["golden_op"][run.op_rows(op, "output")[0]]).split(",") if g]
+        if not pairs or not chain or chain == ["*"]:
+            problems[op] = "no framework counterpart" if chain == ["*"] else "no tensors of it in the dumps"
+            continue
+        try:
+            job = make_job(fw, op, chain, pairs, run.plan.golden, run.npu_values)
+        except SourceError as exc:
+            problems[op] = str(exc)
+            continue
+        run.jobs[op] = job
+        cached = run.previous.get(op)
+        if cached and cached.get("key") == job.key and not cached.get("problem"):
+            isolated[op] = Isolated.from_dict(cached)
+            continue
+        jobs.append(job)
+    total, done = len(jobs), 0
+    run.say("re-running ops", 0, total)
+    for result in run_jobs(fw, jobs, run.workers, run.cancel):
+        isolated[result.op] = result
+        done += 1
+        run.say("re-running ops", done, total)
+    if run.cancelled:
+        return None
+    return isolated, problems
+
+
+def _rerun_upstream(run: _Run, failing: list[str]) -> list[OpOrigin]:
+    """The passing ops re-run (UPSTREAM_BUDGET of them, `_upstream_ops`), as origins marked
+    row_passes: candidates for the culprit whose small error grew downstream."""
+    done = _rerun(run, run.fw, _upstream_ops(run, failing))
+    if done is None:
+        return []
+    found = []
+    for op, iso in done[0].items():
+        origin = _rerun_origin(run, op, iso) if not iso.problem else None
+        if origin is not None:
+            origin.evidence["row_passes"] = True
+            found.append(origin)
+    return found
 
 
 UPSTREAM_BUDGET = 48  # passing ops re-run when the outputs fail: those whose error grows the most
@@ -1010,10 +1031,7 @@ def _introduced(run: _Run, origins: list[OpOrigin], net_inputs: list[int], findi
                                                else candidates.index(o)))
     # the other re-run ops (breaking only mean_rel, reproducing a failing row, passing upstream) whose
     # own error is the largest: small local errors that may grow into the output's failure
-    taken = {id(o) for o in candidates}
-    others = sorted((o for o in [*origins, *run.upstream.values()] if o.method == "rerun" and id(o) not in taken
-                     and _effect(o, run) > 0), key=lambda o: -_effect(o, run))
-    _measure_reach(run, ranked, others[:REACH_OTHERS])
+    others = _measure_reach(run, ranked, origins)
     listed = {id(o) for o in origins}
     for o in _grown(run, others):  # the measured effect on the outputs decides, not the row's thresholds
         ranked.append(o)
@@ -1088,20 +1106,26 @@ REACH_TOP = 5  # introduced ops whose reach to the outputs is measured (one run 
 REACH_OTHERS = 6  # and other re-run ops, those with the largest own error
 
 
-def _measure_reach(run: _Run, ranked: list[OpOrigin], others: list[OpOrigin] = ()) -> None:
+def _measure_reach(run: _Run, ranked: list[OpOrigin], origins: list[OpOrigin]) -> list[OpOrigin]:
     """The output effect of the largest local errors, each alone (diagnose.reach), when the
     outputs fail and the reference model and golden network data are at hand: of the introduced
-    ops first; when none of them explains CLIFF_SHARE of the output's error, of `others` too (the
-    small errors that may have grown into it)."""
+    ops first; when none of them explains CLIFF_SHARE of the output's error, of the small errors
+    that may have grown into it too: the other re-run ops (breaking only mean_rel, reproducing a
+    failing row) and passing ops re-run now, REACH_OTHERS of them with the largest own error. Returns
+    those others."""
     if run.outcome != "fail" or run.fw is None or run.plan is None:
-        return
+        return []
     first = [o for o in ranked if o.method == "rerun" and o.op in run.jobs][:REACH_TOP]
     _reach_of(run, first)
-    out_bad = _output_error(run)
-    if run.reach and max(run.reach.values()) >= CLIFF_SHARE * out_bad:
-        return  # an op that broke a threshold explains the output: the small errors are not the cause
-    taken = {id(o) for o in first}
-    _reach_of(run, [o for o in others if o.op in run.jobs and id(o) not in taken])
+    if run.reach and max(run.reach.values()) >= CLIFF_SHARE * _output_error(run):
+        return []  # an op that broke a threshold explains the output: the small errors are not the cause
+    taken = {id(o) for o in ranked}
+    pool = [o for o in origins if o.method == "rerun" and id(o) not in taken]
+    if not run.cancelled:
+        pool += _rerun_upstream(run, [o.op for o in origins])
+    others = sorted((o for o in pool if _effect(o, run) > 0), key=lambda o: -_effect(o, run))[:REACH_OTHERS]
+    _reach_of(run, [o for o in others if o.op in run.jobs])
+    return others
 
 
 def _reach_of(run: _Run, chosen: list[OpOrigin]) -> None:
