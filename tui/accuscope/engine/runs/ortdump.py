@@ -447,14 +447,22 @@ def dump_onnx(model_path, out_dir, inputs: dict[str, np.ndarray] | None = None, 
         with atomic_file(os.path.join(out, "mapping.csv"), newline="") as fh:
             csv.writer(fh).writerows(mapping)
     copy = os.path.join(out, "model.onnx")
+    saved_expanded = False
     if expansion.taken:  # the model that ran, so that its graph names what was dumped
         expanded = type(model)()
         expanded.CopyFrom(model)
         del expanded.graph.output[:]
         expanded.graph.output.extend(declared)
-        with atomic_path(copy) as tmp:
-            onnx.save(expanded, tmp)
-    elif not (os.path.exists(copy) and os.path.samefile(path, copy)):
+        try:
+            with atomic_path(copy) as tmp:
+                onnx.save(expanded, tmp)
+            saved_expanded = True
+        except ValueError as exc:  # a proto over 2 GB: the original is copied, the note says why
+            report.skipped.append(("model.onnx", f"the expanded model could not be saved ({exc}); the original "
+                                                 "is copied, its If branches are not in its graph"))
+        except OSError as exc:
+            raise SourceError(f"{copy}: cannot write ({exc.strerror})") from None
+    if not saved_expanded and not (os.path.exists(copy) and os.path.samefile(path, copy)):
         with atomic_path(copy) as tmp:
             shutil.copyfile(path, tmp)
     meta = {
