@@ -519,8 +519,8 @@ def prepare(mc: ModelCase, work: Path) -> Reference:
             by_file = {name: disk for disk, name in csv.reader(fh)}
     for n in model.graph.node:
         for k, t in enumerate(n.output):
-            name = f"{sanitize(n.name)}.{k}.1700000000000000.npy"
-            f = folder / "dump" / by_file.get(name, name)
+            raw, name = (f"{op}.{k}.1700000000000000.npy" for op in (n.name, sanitize(n.name)))
+            f = folder / "dump" / by_file.get(raw, by_file.get(name, name))  # raw: a name another op's cleans to
             if t and f.exists():
                 files[t] = f
                 if k == 0:

@@ -155,7 +155,7 @@ def test_stale_declared_types_do_not_break_the_dump(tmp_path):
     assert y.dtype == np.float32 and np.array_equal(y, -np.maximum(x, 0))
 
 
-def test_if_body_tensors_are_reported_skipped(tmp_path):
+def test_if_body_tensors_are_reported_skipped_unless_the_if_is_expanded(tmp_path):
     then_g = h.make_graph([h.make_node("Relu", ["x"], ["t_out"], name="then_relu")], "then", [],
                           [_vi("t_out")])
     else_g = h.make_graph([h.make_node("Neg", ["x"], ["e_mid"]), h.make_node("Abs", ["e_mid"], ["e_out"])],
@@ -163,14 +163,33 @@ def test_if_body_tensors_are_reported_skipped(tmp_path):
     nodes = [h.make_node("If", ["c"], ["y"], name="branch", then_branch=then_g, else_branch=else_g),
              h.make_node("Neg", ["y"], ["z"], name="after")]
     path = _save(_model(nodes, [_vi("x"), _vi("c", T.BOOL, ())], [_vi("z")]), tmp_path / "if.onnx")
-    report = dump_onnx(path, tmp_path / "d", {"x": np.ones((2, 3), np.float32), "c": np.array(True)},
-                       timestamp=TS)
+    feeds = {"x": np.ones((2, 3), np.float32), "c": np.array(True)}
+    report = dump_onnx(path, tmp_path / "d", feeds, timestamp=TS, expand_if=False)
     skipped = dict(report.skipped)
     assert set(skipped) == {"t_out", "e_mid", "e_out"}
     assert all("If node 'branch'" in r and "subgraph" in r for r in skipped.values())
     assert np.array_equal(np.load(tmp_path / "d" / f"branch.0.{TS}.npy"), np.ones((2, 3), np.float32))
     meta = json.loads((tmp_path / "d" / "dump.json").read_text())
     assert {s["tensor"] for s in meta["skipped"]} == {"t_out", "e_mid", "e_out"}
+    # expanded (the default): the taken branch's op writes the If's output under its own name
+    report = dump_onnx(path, tmp_path / "e", feeds, timestamp=TS)
+    assert not report.skipped
+    assert np.array_equal(np.load(tmp_path / "e" / f"then_relu.0.{TS}.npy"), np.ones((2, 3), np.float32))
+    assert json.loads((tmp_path / "e" / "dump.json").read_text())["control_flow"]["expanded"] == \
+        {"branch": "then_branch"}
+
+
+def test_op_names_sharing_a_file_name_each_keep_their_own(tmp_path):
+    """PP-OCRv6 rec holds `Mul.21` and `Mul_21`: both clean to `Mul_21`; each file says its op."""
+    nodes = [h.make_node("Relu", ["x"], ["a"], name="Mul_21"), h.make_node("Neg", ["a"], ["b"], name="Mul.21")]
+    path = _save(_model(nodes, [_vi("x")], [_vi("b")]), tmp_path / "m.onnx")
+    x = np.arange(6, dtype=np.float32).reshape(2, 3) - 2
+    report = dump_onnx(path, tmp_path / "d", {"x": x}, timestamp=TS)
+    assert not report.skipped
+    files = _npys(tmp_path / "d")
+    assert np.array_equal(files[f"Mul_21.0.{TS}.npy"], np.maximum(x, 0))
+    assert np.array_equal(files[f"Mul.21.0.{TS}.npy"], -np.maximum(x, 0))
+    assert parse_golden_name(f"Mul.21.0.{TS}.npy").op_name == "Mul.21"
 
 
 def test_random_inputs_with_fixed_timestamp_and_seed_are_byte_reproducible(cls_model, tmp_path):
@@ -350,3 +369,14 @@ def test_bad_inputs_give_source_errors(cls_model, tmp_path):
     with pytest.raises(SourceError, match="onnxruntime cannot run the model"):
         dump_onnx(broadcast, tmp_path / "d", {"x": np.zeros(4, np.float32), "k": np.zeros(3, np.float32)})
     assert not os.path.exists(tmp_path / "d") or not list((tmp_path / "d").glob("*.npy"))
+
+
+def test_a_network_input_named_input_something_reads_back_as_that_input(tmp_path):
+    """MiniLM's `input_ids`: its file `input_ids.0.{ts}.npy` is the network input, not the input of
+    an op `ids` (the `input_` prefix of MindStudio's golden names)."""
+    from accuscope.engine.sources.golden import open_golden
+    nodes = [h.make_node("Relu", ["input_ids"], ["y"], name="relu")]
+    path = _save(_model(nodes, [_vi("input_ids")], [_vi("y")]), tmp_path / "m.onnx")
+    dump_onnx(path, tmp_path / "d", {"input_ids": np.ones((2, 3), np.float32)}, timestamp=TS)
+    found = {(t.op, t.io) for t in open_golden(tmp_path / "d").tensors}
+    assert ("input_ids", "output") in found and ("ids", "input") not in found

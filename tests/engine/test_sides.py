@@ -208,25 +208,34 @@ def test_a_task_moved_with_its_data_still_works(cls_pair, tmp_path):
 
 
 def test_tensors_inside_control_flow_are_carried_into_the_task(tmp_path):
-    """`accuscope dump` cannot fetch tensors inside If/Loop bodies; the comparison says which."""
+    """`accuscope dump` expands the If its inputs decide and cannot fetch tensors inside a Loop body;
+    the comparison says which."""
     from onnx import TensorProto as T
     from onnx import helper as h
+    from onnx import numpy_helper as nh
     vi = lambda name, elem=T.FLOAT, shape=(2, 3): h.make_tensor_value_info(name, elem, shape)  # noqa: E731
     then_g = h.make_graph([h.make_node("Relu", ["x"], ["t_out"], name="then_relu")], "then", [], [vi("t_out")])
     else_g = h.make_graph([h.make_node("Neg", ["x"], ["e_mid"]), h.make_node("Abs", ["e_mid"], ["e_out"])],
                           "else", [], [vi("e_out")])
+    body = h.make_graph([h.make_node("Identity", ["cond_in"], ["cond_out"]),
+                         h.make_node("Add", ["acc_in", "x"], ["acc_out"], name="body/Add")], "body",
+                        [vi("i", T.INT64, ()), vi("cond_in", T.BOOL, ()), vi("acc_in")],
+                        [vi("cond_out", T.BOOL, ()), vi("acc_out")])
     graph = h.make_graph([h.make_node("If", ["c"], ["y"], name="branch", then_branch=then_g, else_branch=else_g),
-                          h.make_node("Neg", ["y"], ["z"], name="after")], "g", [vi("x"), vi("c", T.BOOL, ())],
-                         [vi("z")])
+                          h.make_node("Loop", ["n", "", "y"], ["acc"], name="loop", body=body),
+                          h.make_node("Neg", ["acc"], ["z"], name="after")], "g", [vi("x"), vi("c", T.BOOL, ())],
+                         [vi("z")], [nh.from_array(np.array(2, np.int64), "n")])
     onnx.save(h.make_model(graph, opset_imports=[h.make_opsetid("", 17)]), str(tmp_path / "if.onnx"))
     np.save(tmp_path / "x.npy", np.arange(6, dtype=np.float32).reshape(2, 3))
     np.save(tmp_path / "c.npy", np.array(True))
     r = accuscope("run", tmp_path / "if.onnx", tmp_path / "if.onnx", "--input", f"x={tmp_path / 'x.npy'}",
                   "--input", f"c={tmp_path / 'c.npy'}", "--out", tmp_path / "t")
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "note: 3 tensors inside If/Loop bodies could not be dumped" in r.stdout
+    assert "note: 2 tensors inside If/Loop bodies could not be dumped" in r.stdout
     cov = json.loads((tmp_path / "t" / "task.json").read_text())["coverage"]
-    assert set(cov["unreachable"]) == {"t_out", "e_mid", "e_out"} and not cov["warnings"]
+    assert set(cov["unreachable"]) == {"cond_out", "acc_out"} and not cov["warnings"]
+    ops = set(load_task(tmp_path / "t").table.columns["npu_op"].tolist())
+    assert "then_relu" in ops and "branch" not in ops  # the If's taken branch, expanded
 
 
 def test_polygraphy_files_on_both_sides_and_one_file_with_two_runners(cls_pair, tmp_path):

@@ -12,6 +12,11 @@ does not say where to look. The advisor reads a finished task and answers that:
   NPU output, the error came with the inputs, otherwise the op made it. Without a framework model
   the op's output error is compared with its inputs' errors instead (a weaker method: ops that
   amplify errors, like Softmax or a division by small numbers, get blamed).
+- Which one to fix: the op whose own error, alone, takes the outputs furthest (`reach`: the reference
+  model run with only that error injected), whatever metric its row breaks. When the outputs fail
+  and no introduced op explains half their error, passing ops are re-run too (those whose error grows
+  the most, a bounded number) with ops that break only mean_rel or reproduce a failing row: a small
+  error of their own may grow downstream into the failure, and their reach says whether it did.
 - NaN/inf origin: the first op whose output holds NaN/inf while its inputs do not.
 - Preprocessing diagnosis when the network inputs disagree (`preprocess`).
 
@@ -103,6 +108,8 @@ class _Run:
         self.fw = None
         self.jobs: dict = {}  # op -> its re-run job (oprerun.RerunJob)
         self.reach: dict[str, float] = {}  # op -> 1 - cos of the outputs with only its own error in
+        self.npu_values: dict | None = None  # framework tensor -> (NPU tensor, golden tensor), for re-runs
+        self.previous: dict[str, dict] = {}  # the last advice's re-runs, by op
 
     def say(self, stage: str, done: int = 0, total: int = 0) -> None:
         if self.progress is not None:
@@ -220,6 +227,11 @@ def advise(task_folder: str | os.PathLike | Task, framework_model: str | os.Path
     run.timings["framework model"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     run.open_sources()
+    if fw is not None and run.plan is not None and fw.has_if():  # the ops inside, as the golden dump ran them
+        fw.expand(lambda names: _golden_arrays(run, names))
+        if fw.expansion.taken:
+            run.notes.append(f"the framework model's If nodes were expanded as the golden dump took them "
+                             f"({len(fw.expansion.taken)} branches)")
     run.timings["open"] = time.perf_counter() - t0
     if run.cancelled:
         return None
@@ -295,6 +307,19 @@ def _verified(run: _Run, findings: list[Finding], origins: list[OpOrigin], budge
     if not v.replayed:
         run.notes.append(f"headline not verified: {v.reason}")
     return replay.revise(findings, v, lambda op: run.ops.get(op, [None])[-1] if run.ops.get(op) else None)
+
+
+def _golden_arrays(run: _Run, names: list[str]) -> dict[str, np.ndarray]:
+    """The golden dump's values of these framework tensors (those it holds)."""
+    out = {}
+    for name in names:
+        t = run.plan.golden.find_tensor(name)
+        if t is not None and not t.problem:
+            try:
+                out[name] = np.asarray(t.load())
+            except (TensorError, OSError, ValueError):
+                continue
+    return out
 
 
 def _previous(folder: Path) -> dict[str, dict]:
@@ -810,45 +835,15 @@ def _f4(v) -> str:
 
 def _origins(run: _Run, fw, previous: dict[str, dict]) -> list[OpOrigin] | None:
     """Origins of every op with a failing output row, in execution order (None when cancelled)."""
-    from accuscope.engine.diagnose.oprerun import Isolated, make_job, run_jobs
     c = run.c
     failing = [op for op, rows in run.ops.items() if any(run.fail[r] and c["io"][r] == "output" for r in rows)]
-    isolated: dict[str, Isolated] = {}
-    problems: dict[str, str] = {}
+    run.previous = previous
+    isolated, problems = {}, {}
     if fw is not None:
-        jobs = []
-        npu_values = {}  # framework tensor -> the NPU side's value of it (an op output paired with it)
-        for p in run.plan.pairs:
-            if p.golden is not None and p.npu.io == "output" and not p.npu.problem and not p.golden.problem:
-                t = fw.tensor_of(p.golden)
-                if t is not None:
-                    npu_values.setdefault(t, (p.npu, p.golden))
-        for op in failing:
-            rows = run.ops[op]
-            pairs = [run.row_pair[r] for r in rows if run.row_pair[r] is not None]
-            chain = [g for g in str(c["golden_op"][run.op_rows(op, "output")[0]]).split(",") if g]
-            if not pairs or not chain or chain == ["*"]:
-                problems[op] = "no framework counterpart" if chain == ["*"] else "no tensors of it in the dumps"
-                continue
-            try:
-                job = make_job(fw, op, chain, pairs, run.plan.golden, npu_values)
-            except SourceError as exc:
-                problems[op] = str(exc)
-                continue
-            run.jobs[op] = job
-            cached = previous.get(op)
-            if cached and cached.get("key") == job.key and not cached.get("problem"):
-                isolated[op] = Isolated.from_dict(cached)
-                continue
-            jobs.append(job)
-        total, done = len(jobs), 0
-        run.say("re-running ops", 0, total)
-        for result in run_jobs(fw, jobs, run.workers, run.cancel):
-            isolated[result.op] = result
-            done += 1
-            run.say("re-running ops", done, total)
-        if run.cancelled:
+        done = _rerun(run, fw, failing)
+        if done is None:
             return None
+        isolated, problems = done
     failed = {**problems, **{op: i.problem for op, i in isolated.items() if i.problem}}
     if fw is not None and failed:
         op = next(o for o in failing if o in failed)
@@ -864,6 +859,90 @@ def _origins(run: _Run, fw, previous: dict[str, dict]) -> list[OpOrigin] | None:
             origin = _weak_origin(run, op, why)
         out.append(origin)
     return out
+
+
+def _rerun(run: _Run, fw, ops: list[str]) -> tuple[dict, dict[str, str]] | None:
+    """Re-run these ops (oprerun; cached ones from the last advice): op -> Isolated, and op -> why
+    it could not be re-run. None when cancelled."""
+    from accuscope.engine.diagnose.oprerun import Isolated, make_job, run_jobs
+    c = run.c
+    isolated: dict[str, Isolated] = {}
+    problems: dict[str, str] = {}
+    if run.npu_values is None:  # framework tensor -> the NPU side's value of it (an op output paired with it)
+        run.npu_values = {}
+        for p in run.plan.pairs:
+            if p.golden is not None and p.npu.io == "output" and not p.npu.problem and not p.golden.problem:
+                t = fw.tensor_of(p.golden)
+                if t is not None:
+                    run.npu_values.setdefault(t, (p.npu, p.golden))
+    jobs = []
+    for op in ops:
+        rows = run.ops[op]
+        pairs = [run.row_pair[r] for r in rows if run.row_pair[r] is not None]
+        chain = [g for g in str(c["golden_op"][run.op_rows(op, "output")[0]]).split(",") if g]
+        if not pairs or not chain or chain == ["*"]:
+            problems[op] = "no framework counterpart" if chain == ["*"] else "no tensors of it in the dumps"
+            continue
+        try:
+            job = make_job(fw, op, chain, pairs, run.plan.golden, run.npu_values)
+        except SourceError as exc:
+            problems[op] = str(exc)
+            continue
+        run.jobs[op] = job
+        cached = run.previous.get(op)
+        if cached and cached.get("key") == job.key and not cached.get("problem"):
+            isolated[op] = Isolated.from_dict(cached)
+            continue
+        jobs.append(job)
+    total, done = len(jobs), 0
+    run.say("re-running ops", 0, total)
+    for result in run_jobs(fw, jobs, run.workers, run.cancel):
+        isolated[result.op] = result
+        done += 1
+        run.say("re-running ops", done, total)
+    if run.cancelled:
+        return None
+    return isolated, problems
+
+
+def _rerun_upstream(run: _Run, failing: list[str]) -> list[OpOrigin]:
+    """The passing ops re-run (UPSTREAM_BUDGET of them, `_upstream_ops`), as origins marked
+    row_passes: candidates for the culprit whose small error grew downstream."""
+    done = _rerun(run, run.fw, _upstream_ops(run, failing))
+    if done is None:
+        return []
+    found = []
+    for op, iso in done[0].items():
+        origin = _rerun_origin(run, op, iso) if not iso.problem else None
+        if origin is not None:
+            origin.evidence["row_passes"] = True
+            found.append(origin)
+    return found
+
+
+UPSTREAM_BUDGET = 48  # passing ops re-run when the outputs fail: those whose error grows the most
+
+
+def _upstream_ops(run: _Run, failing: list[str]) -> list[str]:
+    """Passing ops worth a re-run when the outputs fail: a small error of their own (their row
+    passes every threshold) may grow downstream into the failure. Those whose output error exceeds
+    their worst input's by the most come first, UPSTREAM_BUDGET of them."""
+    c = run.c
+    skip = set(failing)
+    scored = []
+    for op, rows in run.ops.items():
+        if op in skip:
+            continue
+        outs = [r for r in rows if c["io"][r] == "output" and not run.exempt[r] and not run.nf(r)]
+        e_out = max((e for e in (run.error_of(r) for r in outs) if not math.isnan(e)), default=0.0)
+        if not e_out > 0:
+            continue
+        e_in = max((e for e in (run.error_of(r) for r in rows if c["io"][r] == "input") if not math.isnan(e)),
+                   default=0.0)
+        if e_out > e_in:
+            scored.append((e_out - e_in, rows[0], op))
+    scored.sort(key=lambda t: (-t[0], t[1]))
+    return [op for *_, op in scored[:UPSTREAM_BUDGET]]
 
 
 def _rerun_origin(run: _Run, op: str, iso) -> OpOrigin | None:
@@ -976,7 +1055,14 @@ def _introduced(run: _Run, origins: list[OpOrigin], net_inputs: list[int], findi
     candidates = [o for o in intro if not (o.broken and set(o.broken) <= judgement.NOISY)]
     ranked = sorted(candidates, key=lambda o: (o.method != "rerun", -_effect(o, run) if o.method == "rerun"
                                                else candidates.index(o)))
-    _measure_reach(run, ranked)
+    # the other re-run ops (breaking only mean_rel, reproducing a failing row, passing upstream) whose
+    # own error is the largest: small local errors that may grow into the output's failure
+    others = _measure_reach(run, ranked, origins)
+    listed = {id(o) for o in origins}
+    for o in _grown(run, others):  # the measured effect on the outputs decides, not the row's thresholds
+        ranked.append(o)
+        if id(o) not in listed:
+            origins.append(o)
     if run.reach:  # how far each one's own error reaches the outputs decides, its local size breaks ties
         ranked.sort(key=lambda o: (o.op not in run.reach, -run.reach.get(o.op, 0.0)))
     if ranked:
@@ -1042,24 +1128,74 @@ def _introduced(run: _Run, origins: list[OpOrigin], net_inputs: list[int], findi
                       "unknown": sum(o.origin == "unknown" for o in origins)})]
 
 
-REACH_TOP = 5  # ops whose reach to the outputs is measured (one run of the reference model each)
+REACH_TOP = 5  # introduced ops whose reach to the outputs is measured (one run of the reference model each)
+REACH_OTHERS = 6  # and other re-run ops, those with the largest own error
 
 
-def _measure_reach(run: _Run, ranked: list[OpOrigin]) -> None:
+def _measure_reach(run: _Run, ranked: list[OpOrigin], origins: list[OpOrigin]) -> list[OpOrigin]:
     """The output effect of the largest local errors, each alone (diagnose.reach), when the
-    outputs fail and the reference model and golden network data are at hand."""
+    outputs fail and the reference model and golden network data are at hand: of the introduced
+    ops first; when none of them explains CLIFF_SHARE of the output's error, of the small errors
+    that may have grown into it too: the other re-run ops (breaking only mean_rel, reproducing a
+    failing row) and passing ops re-run now, REACH_OTHERS of them with the largest own error. Returns
+    those others."""
     if run.outcome != "fail" or run.fw is None or run.plan is None:
+        return []
+    first = [o for o in ranked if o.method == "rerun" and o.op in run.jobs][:REACH_TOP]
+    _reach_of(run, first)
+    if run.reach and max(run.reach.values()) >= CLIFF_SHARE * _output_error(run):
+        return []  # an op that broke a threshold explains the output: the small errors are not the cause
+    taken = {id(o) for o in ranked}
+    pool = [o for o in origins if o.method == "rerun" and id(o) not in taken]
+    if not run.cancelled:
+        pool += _rerun_upstream(run, [o.op for o in origins])
+    others = sorted((o for o in pool if _effect(o, run) > 0), key=lambda o: -_effect(o, run))[:REACH_OTHERS]
+    _reach_of(run, [o for o in others if o.op in run.jobs])
+    return others
+
+
+def _reach_of(run: _Run, chosen: list[OpOrigin]) -> None:
+    from accuscope.engine.diagnose.reach import output_effects
+    if not chosen:
         return
-    from accuscope.engine.diagnose.reach import output_effect
-    for o in [o for o in ranked if o.method == "rerun" and o.op in run.jobs][:REACH_TOP]:
-        if run.cancelled:
-            return
-        try:
-            run.reach[o.op] = output_effect(run.fw, run.jobs[o.op], run.plan.golden)
-            o.evidence["output_cos_alone"] = 1.0 - run.reach[o.op]  # kept in advice.json (the sensitivity ranking)
-        except Exception as exc:  # noqa: BLE001 - onnx/onnxruntime raise their own exception types
-            run.notes.append(f"could not measure how far {o.op}'s error reaches the outputs: {str(exc)[:200]}")
-            return
+    try:
+        found = output_effects(run.fw, [run.jobs[o.op] for o in chosen], run.plan.golden, lambda: run.cancelled)
+    except Exception as exc:  # noqa: BLE001 - onnx/onnxruntime raise their own exception types
+        run.notes.append(f"could not measure how far the ops' errors reach the outputs: {str(exc)[:200]}")
+        return
+    for o in chosen:
+        effect = found.get(o.op)
+        if isinstance(effect, float):
+            run.reach[o.op] = effect
+            o.evidence["output_cos_alone"] = 1.0 - effect  # kept in advice.json (the sensitivity ranking)
+        elif effect is not None:
+            run.notes.append(f"could not measure how far {o.op}'s error reaches the outputs: {effect[:200]}")
+
+
+def _output_error(run: _Run) -> float:
+    """1 - cos of the worst judged network output (0 when none has a cos)."""
+    v = judgement.verdict(run.table, run.thresholds)
+    coses = [float(run.c["cos"][r]) for r in v.judged if not math.isnan(run.c["cos"][r])]
+    return 1.0 - min(coses) if coses else 0.0
+
+
+def _grown(run: _Run, others: list[OpOrigin]) -> list[OpOrigin]:
+    """Of the ops whose own error broke no threshold that counts (a passing row, a re-run within the
+    thresholds, only mean_rel broken), those whose error alone makes at least CLIFF_SHARE of the
+    output's: they introduced the error, which grew downstream. Relabelled so, worst first."""
+    out_bad = _output_error(run)
+    found = [o for o in others if o.op in run.reach and out_bad > 0 and run.reach[o.op] >= CLIFF_SHARE * out_bad]
+    for o in found:
+        alone = 1.0 - run.reach[o.op]
+        where = ("its row passes every threshold" if o.evidence.get("row_passes") else
+                 "it breaks only mean_rel" if o.broken and set(o.broken) <= judgement.NOISY else
+                 "its re-run stays within the thresholds")
+        o.origin = "introduced"
+        o.why = (f"re-run on the same NPU inputs, the framework op gives a slightly different result (cos "
+                 f"{_f4(o.isolated_cos)}; {where}), an error that grows downstream (alone, the output's cos "
+                 f"{_f4(alone)})")
+        o.evidence["grows_downstream"] = True
+    return sorted(found, key=lambda o: -run.reach[o.op])
 
 
 def _model_changes(run: _Run, o: OpOrigin) -> list:

@@ -87,7 +87,6 @@ class FrameworkModel:
     """
 
     def __init__(self, path: str | os.PathLike):
-        from accuscope.engine.runs.ortdump import node_names
         onnx, _ = _modules()
         self.path = Path(path)
         if not self.path.is_file():
@@ -99,9 +98,28 @@ class FrameworkModel:
         if not model.HasField("graph") or not model.graph.node:
             raise SourceError(f"{self.path}: not an ONNX model (no nodes in the graph)")
         self.model = model
-        g = model.graph
         st = self.path.stat()
         self.fingerprint = f"{self.path.resolve()}:{st.st_size}:{st.st_mtime_ns}"
+        self.expansion = None  # controlflow.Expansion once expand() inlined its Ifs
+        self._index()
+
+    def has_if(self) -> bool:
+        """Whether the main graph still holds an If (a model not expanded by `accuscope dump`)."""
+        return any(n.op_type == "If" for n in self.model.graph.node)
+
+    def expand(self, values) -> None:
+        """Inline the branch each If takes (runs.controlflow), its conditions' values from
+        `values(tensors)` (the golden dump's), so the ops inside are re-run as a dump of the
+        expanded model names them."""
+        from accuscope.engine.runs.controlflow import expand_ifs
+        self.expansion = expand_ifs(self.model, values)
+        if self.expansion.taken:
+            self.fingerprint += ":" + ",".join(f"{k}={v}" for k, v in sorted(self.expansion.taken.items()))
+            self._index()
+
+    def _index(self) -> None:
+        from accuscope.engine.runs.ortdump import node_names
+        g = self.model.graph
         self.initializers = {t.name: t for t in g.initializer}
         self.inputs = [v.name for v in g.input if v.name not in self.initializers]
         self.nodes: dict[str, tuple[int, object]] = {}

@@ -7,6 +7,11 @@ infers, so every `value_info` entry and every output type is dropped before the 
 Outputs are fetched in batches that fit a memory budget, one session per batch, so a big model
 never holds all its activations at once. onnx and onnxruntime are an optional extra: they are
 imported inside the functions.
+
+An `If` whose condition these inputs decide is expanded first (`controlflow`: a run fetching the
+conditions, round by round for nested ones), so the ops of the branch it takes are dumped like any
+other; the dump's model.onnx is then the expanded model, which the graph, the pairing and the
+advisor's re-runs read. Loop and Scan bodies stay: their tensors are listed as skipped.
 """
 from __future__ import annotations
 
@@ -23,6 +28,7 @@ import numpy as np
 
 from accuscope.engine.graphs.graph import unique_names
 from accuscope.engine.graphs.onnxgraph import need
+from accuscope.engine.runs.controlflow import Expansion, expand_ifs, has_control_flow
 from accuscope.engine.sources.outputfile import atomic_file, atomic_path
 from accuscope.engine.sources.tensor import SourceError, sanitize
 
@@ -186,6 +192,21 @@ def make_random_inputs(model_path, seed: int = 0, dims: dict[str, int] | None = 
     return {k: v[0] for k, v in feeds.items()}
 
 
+def _conditions(runner: _Runner) -> Callable[[list[str]], dict[str, np.ndarray]]:
+    """The values of some main-graph tensors for these inputs (expand_ifs's `values`), by a run of
+    the model as it stands; the model's outputs are put back after."""
+    def values(names: list[str]) -> dict[str, np.ndarray]:
+        saved = [type(o)() for o in runner.model.graph.output]
+        for copy, o in zip(saved, runner.model.graph.output):
+            copy.CopyFrom(o)
+        try:
+            return dict(zip(names, runner._run(names)))
+        finally:
+            del runner.model.graph.output[:]
+            runner.model.graph.output.extend(saved)
+    return values
+
+
 def _subgraph_tensors(node):
     """Every node output inside the bodies (If/Loop/Scan, nested) of a node."""
     onnx, _ = _modules()
@@ -315,12 +336,14 @@ class _Runner:
 def dump_onnx(model_path, out_dir, inputs: dict[str, np.ndarray] | None = None, *, random_inputs=False,
               seed=0, optimization="off", include_constants=False, timestamp: int | None = None,
               memory_budget: int | None = None, progress: Callable[[int, int], None] | None = None,
-              dims: dict[str, int] | None = None) -> DumpReport:
+              dims: dict[str, int] | None = None, expand_if: bool = True) -> DumpReport:
     """Run the model with onnxruntime and write every node output as `{node}.{index}.{ts}.npy`.
 
     Network inputs are written as `{input}.0.{ts}.npy` (output 0 of the input's Data op). The folder
     also gets `model.onnx` (a copy, so it carries its graph) and `dump.json` (what was run, how).
     Optimization is off by default so that the node names of the file are the ones executed.
+    `expand_if`: inline the branch each `If` takes for these inputs (module doc); model.onnx is
+    then the expanded model and dump.json's `control_flow` says which branches were taken.
     """
     start = time.perf_counter()
     if optimization not in OPTIMIZATION:
@@ -342,9 +365,15 @@ def dump_onnx(model_path, out_dir, inputs: dict[str, np.ndarray] | None = None, 
 
     # Declared types may be stale (see module doc): onnxruntime infers them all again.
     graph = model.graph
+    declared = [type(o)() for o in graph.output]
+    for copy, o in zip(declared, graph.output):
+        copy.CopyFrom(o)
     graph.ClearField("value_info")
     for o in graph.output:
         o.ClearField("type")
+    expansion = Expansion()
+    if expand_if and has_control_flow(graph):
+        expansion = expand_ifs(model, _conditions(_Runner(model, path, feeds, optimization)))
     sizes = _estimate_sizes(model, feeds)
     guess = max(sizes.values(), default=DEFAULT_GUESS)
 
@@ -358,22 +387,31 @@ def dump_onnx(model_path, out_dir, inputs: dict[str, np.ndarray] | None = None, 
                 report.skipped.append((tensor, "Constant output (weights): dumped only with include_constants"))
                 continue
             targets.append(_Target(name, i, tensor, sizes.get(tensor, guess)))
+        why = expansion.kept.get(name)
         for tensor in _subgraph_tensors(node):
             report.skipped.append((tensor, f"inside the body of {node.op_type} node '{name}': "
-                                           "onnxruntime cannot fetch tensors of subgraphs"))
+                                           "onnxruntime cannot fetch tensors of subgraphs"
+                                           + (f" ({why})" if why else "")))
 
     used: set[str] = set()
     mapping: list[tuple[str, str]] = []
     total = len(feeds) + len(targets)
 
+    # op names whose file-name form is another op's too (PP-OCRv6 rec: `Mul.21` and `Mul_21`): those
+    # not already in that form keep their own name, in mapping.csv, so each file names its op
+    forms: dict[str, set[str]] = {}
+    for op in [*feeds, *(t.node for t in targets)]:
+        forms.setdefault(sanitize(op), set()).add(op)
+    own_name = {op for clean, ops in forms.items() if len(ops) > 1 for op in ops if op != clean}
+
     def write(op: str, index: int, tensor: str, arr: np.ndarray) -> None:
-        fname = f"{sanitize(op)}.{index}.{ts}.npy"
+        fname = f"{op if op in own_name else sanitize(op)}.{index}.{ts}.npy"
         if fname in used:
             report.skipped.append((tensor, f"file name {fname} already written for another node"))
             return
         used.add(fname)
         disk = fname
-        if len(fname.encode()) > LONG_NAME:
+        if len(fname.encode()) > LONG_NAME or op in own_name:
             disk = f"{len(mapping) + 1}.npy"
             mapping.append((disk, fname))
         try:
@@ -409,7 +447,22 @@ def dump_onnx(model_path, out_dir, inputs: dict[str, np.ndarray] | None = None, 
         with atomic_file(os.path.join(out, "mapping.csv"), newline="") as fh:
             csv.writer(fh).writerows(mapping)
     copy = os.path.join(out, "model.onnx")
-    if not (os.path.exists(copy) and os.path.samefile(path, copy)):
+    saved_expanded = False
+    if expansion.taken:  # the model that ran, so that its graph names what was dumped
+        expanded = type(model)()
+        expanded.CopyFrom(model)
+        del expanded.graph.output[:]
+        expanded.graph.output.extend(declared)
+        try:
+            with atomic_path(copy) as tmp:
+                onnx.save(expanded, tmp)
+            saved_expanded = True
+        except ValueError as exc:  # a proto over 2 GB: the original is copied, the note says why
+            report.skipped.append(("model.onnx", f"the expanded model could not be saved ({exc}); the original "
+                                                 "is copied, its If branches are not in its graph"))
+        except OSError as exc:
+            raise SourceError(f"{copy}: cannot write ({exc.strerror})") from None
+    if not saved_expanded and not (os.path.exists(copy) and os.path.samefile(path, copy)):
         with atomic_path(copy) as tmp:
             shutil.copyfile(path, tmp)
     meta = {
@@ -424,6 +477,7 @@ def dump_onnx(model_path, out_dir, inputs: dict[str, np.ndarray] | None = None, 
         "onnx": onnx.__version__,
         "timestamp": ts,
         "batches": len(batches),
+        "control_flow": expansion.to_dict(),
         "written": len(report.written),
         "skipped": [{"tensor": t, "reason": r} for t, r in report.skipped],
     }

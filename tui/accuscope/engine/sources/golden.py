@@ -22,8 +22,8 @@ from typing import IO
 import numpy as np
 
 from accuscope.engine.sources import polygraphy
-from accuscope.engine.sources.inputfile import regular_size, require_regular, walk
-from accuscope.engine.sources.names import parse_golden_name, read_mapping_csv
+from accuscope.engine.sources.inputfile import json_loads, not_regular, regular_size, require_regular, walk
+from accuscope.engine.sources.names import GoldenName, parse_golden_name, read_mapping_csv
 from accuscope.engine.sources.tensor import OUTPUT, Payload, Problem, SourceError, Tensor, read_payload, sanitize
 
 RAW_SUFFIXES = (".bin", ".bmrt", ".dat")
@@ -323,10 +323,14 @@ def _read_npy_folder(folder: str) -> tuple[list[Tensor], list[Problem]]:
             raise SourceError(f"{folder}: no readable .npy file: {problems[0]}")
         raise SourceError(f"{folder}: {_why_no_npy(folder)}")
     mapping = read_mapping_csv(folder, problems)
+    net_inputs = _dumped_inputs(folder)
     named = []
     for fname in files:
         original = mapping.get(fname) or mapping.get(fname[:-4]) or fname
-        named.append((parse_golden_name(original), os.path.join(folder, fname), sizes[fname]))
+        name = parse_golden_name(original)
+        if name.io == "input" and f"input_{name.op_name}" in net_inputs:  # a network input named input_*
+            name = GoldenName(f"input_{name.op_name}", "output", name.index, name.timestamp)
+        named.append((name, os.path.join(folder, fname), sizes[fname]))
     named.sort(key=lambda item: (item[0].timestamp or 0, item[1]))  # execution order where dated
     entries = []
     for name, source, size in named:
@@ -335,6 +339,24 @@ def _read_npy_folder(folder: str) -> tuple[list[Tensor], list[Problem]]:
             partial(_load_npy, source),
             mapped=True, io=name.io, index=name.index, timestamp=name.timestamp))
     return entries, problems
+
+
+DUMP_JSON_LIMIT = 16 << 20  # bytes of an `accuscope dump` folder's dump.json read (it writes a few KB)
+
+
+def _dumped_inputs(folder: str) -> set[str]:
+    """The network inputs an `accuscope dump` folder's dump.json names (written as
+    `{input}.0.{ts}.npy`: one named input_ids is not the input of an op `ids`)."""
+    path = os.path.join(folder, "dump.json")
+    try:
+        if not_regular(path) or os.path.getsize(path) > DUMP_JSON_LIMIT:
+            return set()
+        with open(path, encoding="utf-8") as fh:
+            doc = json_loads(fh.read())
+    except (OSError, ValueError):
+        return set()
+    inputs = doc.get("inputs") if isinstance(doc, dict) else None
+    return {str(k) for k in inputs} if isinstance(inputs, dict) else set()
 
 
 def _load_npy(path: str) -> np.ndarray:
