@@ -52,7 +52,7 @@ ALGORITHMS = NUMERIC_METRICS + ["std"]
 
 
 SHARDS_BY_NAMES = "names"  # --shards names: the split from Megatron's class names (else a layout file's path)
-PATH_KEYS = ("npu", "golden", "model", "npu_model", "golden_model", "mapping")  # paths task.json records
+PATH_KEYS = ("npu", "golden", "model", "npu_model", "golden_model", "mapping", "expected")  # paths task.json records
 
 
 @dataclass
@@ -84,6 +84,7 @@ class CompareSpec:
     stats_only: bool = False  # compare the statistics dump.json records, never the tensor files
     match: str | None = None  # "structure": pair what no name or mapping file pairs by module, order, shapes
     shards: str | None = None  # "names" or a layout file: merge a parallel run's ranks into one (compare/shards.py)
+    expected: str | None = None  # the third side: the reference at the candidate's precision (compare/expected.py)
 
     def to_meta(self, folder: str | os.PathLike | None = None) -> dict:
         """What task.json records about the comparison, enough to re-run it. Paths are stored
@@ -97,7 +98,7 @@ class CompareSpec:
                 "npu_model": self.npu_model, "golden_model": self.golden_model, "mapping": self.mapping,
                 "npu_runner": self.npu_runner, "golden_runner": self.golden_runner, "iteration": self.iteration,
                 "step": self.step, "rank": self.rank, "stats_only": self.stats_only,
-                "match": self.match,
+                "match": self.match, "expected": self.expected,
                 "shards": self.shards if self.shards in (None, SHARDS_BY_NAMES) else os.path.abspath(self.shards)}
         relative = {}
         for key in PATH_KEYS:
@@ -134,7 +135,8 @@ class CompareSpec:
                    npu_runner=meta.get("npu_runner"), golden_runner=meta.get("golden_runner"),
                    iteration=meta.get("iteration") or 0, step=meta.get("step"), rank=meta.get("rank"),
                    stats_only=bool(meta.get("stats_only")), match=meta.get("match"),
-                   shards=meta.get("shards") if isinstance(meta.get("shards"), str) else None)
+                   shards=meta.get("shards") if isinstance(meta.get("shards"), str) else None,
+                   expected=path("expected"))
         return replace(spec, **changes)
 
 
@@ -598,7 +600,8 @@ def _cells(m: PairMetrics, metrics: tuple[str, ...]) -> dict:
 
 @lru_cache(maxsize=32)
 def _cell_keys(metrics: tuple[str, ...]) -> tuple[str, ...]:
-    return tuple(k for k, r in METRIC.items() if (k in metrics or r.origin != "msaccucmp") and not r.recorded)
+    return tuple(k for k, r in METRIC.items() if (k in metrics or r.origin != "msaccucmp") and not r.recorded
+                 and not r.third)
 
 
 # ------------------------------------------------------------------ running a plan
@@ -649,9 +652,31 @@ def execute(plan: Plan, progress: Callable[[Progress, list[tuple[int, dict]]], N
         rows[r.row] = merged_row(plan, r.row, computed[r.row])
     if plan.coverage is not None and repairs:
         plan.coverage.repaired_after(plan, repairs)
+    if plan.spec.expected:
+        third = _expected(plan, computed, workers, cancel)
+        if third is None:
+            return None
+        for row, cells in third.items():
+            rows[row].update(cells)
     table = ResultTable.from_rows(rows, custom=[p.name for p in plan.plugins])
     plan.spec.thresholds.apply(table)
     return table
+
+
+def _expected(plan: Plan, computed: list[dict], workers: int, cancel) -> dict[int, dict] | None:
+    """The third side's cells per row (compare/expected.py), its pairs compared on the same runners
+    as the comparison's own; None when cancelled."""
+    from accuscope.engine.compare import expected
+    jobs = [Job(row, e, plan.pairs[row].golden, ("cos", "red")) for row, e in expected.expected_tensors(plan).items()
+            if computed[row]]
+    found: dict[int, dict] = {}
+    runs = _run_threads(jobs, workers, cancel) if compiled_kernel() else _run_inline(jobs, cancel)
+    for batch in runs:
+        for row, cells in batch:
+            found[row] = expected.excess_cells(computed[row], cells)
+    if cancel is not None and cancel.is_set():
+        return None
+    return {row: cells for row, cells in found.items() if cells}
 
 
 def merged_row(plan: Plan, index: int, cells: dict) -> dict:

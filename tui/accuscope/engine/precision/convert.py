@@ -57,6 +57,20 @@ def recognise(model_path) -> str:
     return ""
 
 
+def as_candidate(reference_path, candidate_path) -> tuple[object, str]:
+    """(the reference converted as the candidate was, with no op kept; "fp16" or "int8"): the third
+    side `accuscope run --expected auto` dumps. SourceError when the candidate is no conversion
+    accuscope can make (`recognise`)."""
+    to = recognise(candidate_path)
+    if to not in TARGETS:
+        why = ("was quantized statically (its calibration data is not at hand)" if to == "int8-static" else
+               "is neither an fp16 conversion nor an int8 one from onnxruntime's dynamic quantizer")
+        raise SourceError(f"--expected auto: {candidate_path} {why}; give the reference run at the candidate's "
+                          "precision as --expected PATH")
+    require(to)
+    return convert(prepare(reference_path), to, []), to
+
+
 def require(to: str) -> None:
     """SourceError, before any work, when the converter `to` needs is not installed."""
     if to == "fp16":
