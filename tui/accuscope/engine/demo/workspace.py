@@ -77,13 +77,14 @@ class DemoTask:
     quantize: tuple[str, ...] = ()  # conv node names whose weights the NPU side quantizes
     bgr: bool = False  # NPU side fed BGR instead of RGB
     onnx_only: bool = False  # the side under test is the float16 ONNX model itself, run by onnxruntime
+    expected: bool = False  # a third side: the model at float16 without the planted quantization (--expected)
 
 
 MAIN = DemoTask(
     name="tinynet-fp16-int4",
     title="fp16 + int4 deployment of a conv/attention net: two planted faults",
     model_name="tinynet", age=0, network="attention", seed=2024,
-    quantize=(QUANTIZED_CONV,),
+    quantize=(QUANTIZED_CONV,), expected=True,
     story=(
         f"The NPU runs the network in float16, with the weights of `{QUANTIZED_CONV}` quantized per "
         f"tensor to {QUANTIZED_BITS} bits (an outlier weight makes the scale coarse for all others).",
@@ -98,6 +99,10 @@ MAIN = DemoTask(
         "Which one breaks the output: the overflow. Each fault alone (re-run on the fp32 model): the int4 "
         "conv leaves the output at cos 0.9995, the float16 overflow takes it to 0.949. The advisor ranks them "
         "so, by how far each op's own error reaches the outputs, not by position.",
+        "The third side (`expected/`, compared with --expected): the same network at float16 without the "
+        "quantized conv, the framework at the device's precision. The overflow is float16's own (the float16 run "
+        "overflows too: the output's error is 0.99 times what float16 itself gives, the verdict's cause); the "
+        "conv's error is hundreds of times float16's: the quantization, not the precision (beyond_expected).",
         "Fixes a user would try: quantize that conv per channel or keep it in int8/fp16; keep the "
         "LayerNorm in float32 (mixed precision) or fuse it into one LayerNorm op.",
     ),
@@ -253,7 +258,17 @@ def _npu_dump(task: DemoTask, folder: Path, model, model_path: Path, image, say)
                            output_cast=True)
     om_json = folder / "model" / f"{task.model_name}.json"
     os.replace(sim.model_json, om_json)
-    return engine.CompareSpec(str(folder / "npu"), str(folder / "golden"), model=str(om_json), thresholds=Thresholds())
+    expected = None
+    if task.expected:  # the framework at the device's precision: float16, no quantized conv
+        say(f"{task.name}: the model at float16 (the third side)")
+        with tempfile.TemporaryDirectory(prefix="accuscope-demo-") as tmp:
+            at_fp16 = Path(tmp) / "fp16.onnx"
+            _modules()[0].save(float16_emulation(model), str(at_fp16))
+            with np.errstate(over="ignore"):
+                dump_onnx(at_fp16, folder / "expected", {INPUT: npu_input}, timestamp=TIMESTAMP_US)
+        expected = str(folder / "expected")
+    return engine.CompareSpec(str(folder / "npu"), str(folder / "golden"), model=str(om_json), thresholds=Thresholds(),
+                              expected=expected)
 
 
 def _onnx_candidate(task: DemoTask, folder: Path, model, image, say) -> engine.CompareSpec:
