@@ -50,9 +50,9 @@ if os.environ.get("ACCUSCOPE_KERNEL") == "numpy":  # the compiled parts off (ben
     _dumpscan = None
 
 from accuscope.engine.graphs.graph import Graph, Node
-from accuscope.engine.sources.golden import _load_npy, _npy_tensor
 from accuscope.engine.sources.inputfile import json_loads, not_regular
 from accuscope.engine.sources.names import natural_key
+from accuscope.engine.sources.npyfile import load_npy, npy_tensor
 from accuscope.engine.sources.tensor import INPUT, OUTPUT, Problem, SourceError, Tensor
 
 KIND = "msprobe"
@@ -454,8 +454,8 @@ def tensor_file(source: str, problems: list[Problem], **fields) -> Tensor:
         problems.append(Problem(source, why))
         return Tensor(dtype=None, shape=(), source=source, problem=why, **fields)
     if source.endswith(".npy"):
-        return _npy_tensor(fields.pop("op"), source, problems, partial(open, source, "rb"), os.path.getsize(source),
-                           partial(_load_npy, source), mapped=True, **fields)
+        return npy_tensor(fields.pop("op"), source, problems, partial(open, source, "rb"), os.path.getsize(source),
+                           partial(load_npy, source), mapped=True, **fields)
     from accuscope.engine.sources import torchpickle  # pickle, pickletools: imported for .pt dumps only
     try:
         pt = torchpickle.describe(source)

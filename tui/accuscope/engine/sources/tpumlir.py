@@ -28,7 +28,7 @@ from functools import partial
 import numpy as np
 
 from accuscope.engine.sources.ascend import bf16_to_float32
-from accuscope.engine.sources.golden import _read_npz
+from accuscope.engine.sources.npyfile import read_npz
 from accuscope.engine.sources.tensor import Problem, SourceError, Tensor
 
 KIND = "tpu-mlir-npz"
@@ -209,7 +209,7 @@ def read(path: str, *, mlir: str | None = None, bf16: bool | None = None, side: 
     bf16 in the `.mlir`. `side`: "actual" or "desired" for files holding both sides.
     """
     path = os.fspath(path)
-    entries, problems = _read_npz(path)
+    entries, problems = read_npz(path)
     keys = [t.op for t in entries]
     if any(k.endswith(ACTUAL) or k.endswith(DESIRED) for k in keys):
         actual, desired, problems = read_actual_desired(path, mlir=mlir, bf16=bf16)
@@ -273,7 +273,7 @@ def read_actual_desired(path: str, *, mlir: str | None = None, bf16: bool | None
     """Both sides of a `{name}_actual` / `{name}_desired` npz (tdb_err.npz, failed_bmodel_outputs.npz),
     each side's tensors named by `{name}` in file order; a name on one side only is a problem."""
     path = os.fspath(path)
-    entries, problems = _read_npz(path)
+    entries, problems = read_npz(path)
     sides: dict[str, dict[str, Tensor]] = {ACTUAL: {}, DESIRED: {}}
     for t in entries:
         suffix = ACTUAL if t.op.endswith(ACTUAL) else DESIRED if t.op.endswith(DESIRED) else ""
