@@ -119,19 +119,19 @@ def load_mlir_locs(path: str) -> dict[str, MlirOp]:
         raise SourceError(f"{path}: no MLIR ops with loc names (expected a top/tpu .mlir file)")
     out: dict[str, MlirOp] = {}
     for order, (number, op_type, ref, result) in enumerate(uses):
-        names = _loc_names(ref, defs)
+        names = loc_names(ref, defs)
         types = _TENSOR_TYPE.findall(result)
         if names is None:
             out.setdefault(ref, MlirOp(ref, op_type, number, order,
                                        problem=f"line {number}: loc {ref} has no '{ref} = loc(...)' entry"))
             continue
         for k, name in enumerate(names):
-            dtype, shape = _tensor_type(types[k] if k < len(types) else "")
+            dtype, shape = tensor_type(types[k] if k < len(types) else "")
             out.setdefault(name, MlirOp(name, op_type, number, order, k, dtype, shape))
     return out
 
 
-def _loc_names(ref: str, defs: dict[str, str], depth: int = 0) -> list[str] | None:
+def loc_names(ref: str, defs: dict[str, str], depth: int = 0) -> list[str] | None:
     """The names a loc stands for: `"name"` (a call-site tail `("file":1:2)` ignored), `#locN`
     looked up, `fused[a, b]` one name per result; None when a `#locN` has no definition."""
     if ref.startswith("#"):
@@ -146,11 +146,11 @@ def _loc_names(ref: str, defs: dict[str, str], depth: int = 0) -> list[str] | No
         if item.group(1) is not None:
             names.append(item.group(1))
         elif depth < 4:
-            names += _loc_names(item.group(0), defs, depth + 1) or []
+            names += loc_names(item.group(0), defs, depth + 1) or []
     return names
 
 
-def _tensor_type(text: str) -> tuple[str, tuple[int, ...] | None]:
+def tensor_type(text: str) -> tuple[str, tuple[int, ...] | None]:
     """`1x64x56x56xbf16` (a quantized type `!quant.uniform<i8:f32, ...>` counts by its storage) ->
     ("bfloat16", (1, 64, 56, 56))."""
     if not text:
