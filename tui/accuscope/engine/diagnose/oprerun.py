@@ -310,7 +310,7 @@ def _key(fw: FrameworkModel, names, inputs, outputs) -> str:
 # ------------------------------------------------------------------ running
 
 
-def _as_framework(arr: np.ndarray, ref: Tensor | None) -> np.ndarray:
+def as_framework(arr: np.ndarray, ref: Tensor | None) -> np.ndarray:
     """An input array in the framework's dtype and shape (taken from its golden tensor)."""
     dtype = ref.dtype if ref is not None and ref.dtype is not None else None
     if dtype is None:
@@ -328,7 +328,7 @@ def run_job(fw: FrameworkModel, job: RerunJob) -> Isolated:
                       fed_golden=[t for t, *_, src in job.inputs if src == "golden"])
     try:
         _, ort = onnx_modules()
-        feeds = {t: _as_framework(data.load(), ref) for t, data, ref, _ in job.inputs}
+        feeds = {t: as_framework(data.load(), ref) for t, data, ref, _ in job.inputs}
         nodes = fw.chain_nodes(job.chain)
         wanted = [(t, g.dtype if g is not None else None, g.shape if g is not None else None)
                   for t, _, g in job.outputs]
