@@ -61,7 +61,8 @@ _TOKEN = re.compile(r"""
 
 
 def _tokens(text: str) -> list[tuple[str, Any, int]]:
-    out, line, pos = [], 1, 0
+    out: list[tuple[str, Any, int]] = []
+    line, pos = 1, 0
     while pos < len(text):
         m = _TOKEN.match(text, pos)
         if not m:

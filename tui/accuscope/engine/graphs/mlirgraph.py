@@ -169,7 +169,8 @@ def _mark_fused(nodes: list[Node], origin: list[Node]) -> None:
 
 def _absorbing_consumer(gone: Node, kept: dict[str, Node], consumers: dict[str, list[Node]]) -> str | None:
     """The kept op downstream of `gone` (through other gone ops) that reads `gone`'s first input itself."""
-    frontier, seen = [gone], set()
+    frontier = [gone]
+    seen: set[str] = set()
     while frontier:
         n = frontier.pop()
         if n.name in seen or len(seen) > 8:

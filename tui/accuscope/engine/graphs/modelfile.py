@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 from accuscope.engine.graphs import gegraph
@@ -30,6 +31,7 @@ def load_graph(path: str | os.PathLike, **_dump_options) -> Graph:
     if suffix == ".om":
         raise SourceError(f"{p}: binary offline model; convert it first: atc --mode=1 --om={p} --json=model.json")
     require_regular(str(p))
+    load: Callable[[Path], Graph]
     if suffix in (".txt", ".pbtxt") and gegraph.sniff(str(p)):
         kind, load = "GE graph", gegraph.load_ge_graph
     elif suffix == ".mlir":

@@ -114,11 +114,12 @@ def _estimate_sizes(model, feeds) -> dict[str, int]:
         dims = [d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim]
         if not tt.elem_type or not tt.HasField("shape") or None in dims:
             continue
+        known: list[int] = [d for d in dims if d is not None]
         try:
             itemsize = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type)).itemsize
         except Exception:  # noqa: BLE001 - onnx/onnxruntime raise their own exception types
             continue
-        sizes[vi.name] = itemsize * math.prod(dims)
+        sizes[vi.name] = itemsize * math.prod(known)
     return sizes
 
 
