@@ -61,7 +61,7 @@ def cls_with_planted_fault(cls_model: Path, root: Path, op: str, breaker):
     import numpy as np
 
     from accuscope.engine.demo.npusim import simulate
-    from accuscope.engine.graphs.graph import load_graph
+    from accuscope.engine.graphs.modelfile import load_graph
     from accuscope.engine.runs.ortdump import dump_onnx
     from accuscope.engine.sources.golden import open_golden
 

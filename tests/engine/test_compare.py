@@ -10,7 +10,7 @@ from test_cli import accuscope
 
 from accuscope.engine.compare import comparison as engine
 from accuscope.engine.compare.metrics import compiled_kernel
-from accuscope.engine.graphs.graph import load_graph
+from accuscope.engine.graphs.modelfile import load_graph
 from accuscope.engine.tasks.task import load_task
 from conftest import cls_with_planted_fault
 

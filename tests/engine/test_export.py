@@ -12,17 +12,10 @@ from test_cli import accuscope
 
 from accuscope.engine.demo import workspace as demo
 from accuscope.engine.demo.npusim import simulate
-from accuscope.engine.export.folder import (
-    INSIDE,
-    NO_ERROR,
-    UPSTREAM,
-    export,
-    read_manifest,
-    select_in_task,
-    task_graphs,
-)
+from accuscope.engine.export.folder import export, select_in_task, task_graphs
+from accuscope.engine.export.layout import INSIDE, NO_ERROR, UPSTREAM, read_manifest
 from accuscope.engine.export.retest import retest
-from accuscope.engine.graphs.graph import load_graph
+from accuscope.engine.graphs.modelfile import load_graph
 from accuscope.engine.graphs.subgraph import SelectionError, select
 from accuscope.engine.runs.ortdump import dump_onnx
 from accuscope.engine.sources.ascend import DumpTensor, write_dump_file

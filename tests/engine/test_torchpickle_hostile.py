@@ -21,8 +21,8 @@ import numpy as np
 import pytest
 
 from accuscope.engine.compare.comparison import CompareSpec, execute, plan
+from accuscope.engine.sides.registry import detect, open_side
 from accuscope.engine.sources import msprobe, torchpickle
-from accuscope.engine.sources.registry import detect, open_side
 
 ENV = {**os.environ, "COLUMNS": "250", "NO_COLOR": "1"}
 GOOD = 12  # good tensors per rank beside the hostile ones

@@ -46,8 +46,9 @@ from textual.widgets.option_list import Option
 from ..engine.compare.rankrows import StepRank, step_rank_of, step_rank_rows, step_ranks
 from ..engine.compare.results import ResultTable
 from ..engine.compare.thresholds import Thresholds
-from ..engine.graphs.graph import Graph, Node, load_graph
+from ..engine.graphs.graph import Graph, Node
 from ..engine.graphs.lanes import Lanes, layout, reads
+from ..engine.graphs.modelfile import load_graph
 from ..engine.graphs.subgraph import Selection, SelectionError, select
 from ..engine.sources.tensor import SourceError
 from ..engine.tasks.task import Task

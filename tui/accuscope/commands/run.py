@@ -12,7 +12,7 @@ from datetime import datetime
 from pathlib import Path
 
 from ..engine.compare.inputs import build_spec, inputs
-from ..engine.sources.registry import detect
+from ..engine.sides.registry import detect
 from ..engine.sources.tensor import SourceError
 from ..engine.tasks.task import DUMPS_DIR, TASK_JSON
 from .common import err, out, show

@@ -23,29 +23,27 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import KW_ONLY, dataclass, field, replace
-from functools import lru_cache
 from pathlib import Path
 
-import numpy as np
-
+from accuscope.engine.compare import faults, statistics
 from accuscope.engine.compare import plugins as plugin_mod
-from accuscope.engine.compare import statistics
-from accuscope.engine.compare.columns import CSV_OF, KEY_OF, METRIC, NUMERIC_METRICS
+from accuscope.engine.compare.columns import CSV_OF, KEY_OF, NUMERIC_METRICS
 from accuscope.engine.compare.lifetime import die_with_parent, process_context
 from accuscope.engine.compare.mapping import DEVICE_ONLY, FEW, Pair, map_tensors
-from accuscope.engine.compare.metrics import CHUNK, PairMetrics, array_chunks, compare_chunks, compiled_kernel
+from accuscope.engine.compare.metrics import compiled_kernel
+from accuscope.engine.compare.pairjob import Job, pair_threads, run_job
 from accuscope.engine.compare.repair import Repair, recheck
 from accuscope.engine.compare.results import ResultTable
 from accuscope.engine.compare.thresholds import Thresholds
-from accuscope.engine.graphs.graph import Graph, load_graph
+from accuscope.engine.graphs.graph import Graph
+from accuscope.engine.graphs.modelfile import load_graph
 from accuscope.engine.graphs.oprange import OpRange
 from accuscope.engine.graphs.optypes import CONVERTER_OWN, walk_back
+from accuscope.engine.sides.side import Side
 from accuscope.engine.sources import tpumlir
 from accuscope.engine.sources.ascend import crop_to
 from accuscope.engine.sources.msprobe import KIND as STEP_KIND  # dumps of a step's calls, not of a model
-from accuscope.engine.sources.side import Side
-from accuscope.engine.sources.tensor import INPUT, OUTPUT, Problem, SourceError, Tensor, TensorError
-from accuscope.engine.tasks import faults
+from accuscope.engine.sources.tensor import INPUT, OUTPUT, Problem, SourceError, Tensor
 
 INLINE_BYTES = 64 << 20  # below this, worker processes cost more than they save
 ALGORITHMS = NUMERIC_METRICS + ["std"]
@@ -270,7 +268,7 @@ class Progress:
 def open_sides(spec: CompareSpec) -> tuple[Side, Side, Graph | None]:
     """Both sides of a comparison, each in whatever format it is, with the models given for them,
     and the graph of `--model` (loaded once: an offline-model JSON can take seconds)."""
-    from accuscope.engine.sources.registry import open_side
+    from accuscope.engine.sides.registry import open_side
     pick = spec.pick
     ranked = {"step": spec.step, "rank": spec.rank, "stats_only": spec.stats_only or None}
     merged = {}
@@ -508,100 +506,6 @@ def _base_row(index: int, pair: Pair, seq: int, is_output: bool) -> dict:
         "is_output": is_output,
         "reason": pair.reason or t.problem,
     }
-
-
-# ------------------------------------------------------------------ the work of one pair
-
-
-@dataclass(frozen=True)
-class Job:
-    row: int
-    npu: Tensor
-    golden: Tensor
-    metrics: tuple[str, ...]
-    threads: int = 1  # threads inside the kernel for this pair (pair_threads)
-
-
-THREAD_ELEMENTS = 1 << 19  # a pair gets one kernel thread per this many elements, up to the workers
-
-
-def pair_threads(n: int, workers: int) -> int:
-    """How a comparison uses the cores, decided here only, by size: a pair of n elements is
-    split over min(workers, n / THREAD_ELEMENTS) threads inside the kernel (its fused pass
-    cuts the data in 64k-element units that threads take in turn, the GIL released, the
-    units' sums added in order: the same digits on any number of threads); pairs smaller than
-    that run one per thread, `workers` of them at a time (_run_threads). On 64 cores a 1M-element
-    pair takes 2 threads and one of 32M all 64; a network of small tensors keeps every core on
-    its own pairs, and what is left serial is Python's per-pair bookkeeping under the GIL."""
-    return max(1, min(workers, n // THREAD_ELEMENTS))
-
-
-def tensor_chunks(t: Tensor, size: int) -> Iterator[np.ndarray]:
-    """The tensor's elements in order, `size` at a time: plain file reads into one reused buffer
-    when the stored bytes already are the logical data (RSS stays at one chunk), else slices of
-    the loaded (converted) array."""
-    p = t.payload
-    if p is not None and not t.conversion and p.dtype == t.dtype and p.nbytes:
-        buf = np.empty(min(size, p.nbytes // p.dtype.itemsize), dtype=p.dtype)
-        with open(p.path, "rb", buffering=0) as fh:
-            fh.seek(p.offset)
-            remaining = p.nbytes // p.dtype.itemsize
-            while remaining:
-                k = min(len(buf), remaining)
-                view = buf[:k]
-                if fh.readinto(memoryview(view).cast("B")) != view.nbytes:
-                    raise TensorError(t.source, t.name, "file ends before the tensor's last byte")
-                yield view
-                remaining -= k
-        return
-    flat = t.load().reshape(-1)
-    for lo in range(0, flat.size, size):
-        yield flat[lo:lo + size]
-
-
-MAPPED_BYTES = 64 << 20  # pairs up to this size are walked memory-mapped, larger ones streamed
-
-
-def pair_chunks(npu: Tensor, golden: Tensor, size: int = CHUNK) -> Callable[[], Iterator]:
-    """A chunk source (metrics.ChunkSource) over a tensor pair; TensorError when sizes differ.
-
-    The metrics walk the pair twice (the KL walk needs each side's range first). A pair of up to
-    MAPPED_BYTES is memory-mapped, so the second walk reads pages already mapped instead of
-    reading the files again; larger pairs are streamed through one chunk buffer per side, which
-    keeps the RSS of a many-GB pair at a few MB."""
-    if npu.size != golden.size:
-        raise TensorError(npu.source, npu.name, f"shape {list(npu.shape)} of the NPU tensor does not match "
-                                                f"shape {list(golden.shape)} of golden {golden.op}")
-    if npu.nbytes + golden.nbytes <= MAPPED_BYTES:
-        return array_chunks(npu.load(), golden.load(), size)
-    return lambda: zip(tensor_chunks(npu, size), tensor_chunks(golden, size))
-
-
-def run_job(job: Job) -> tuple[int, dict]:
-    """Compare one pair; any failure becomes a reason on the row, never an exception."""
-    x, y = job.npu, job.golden
-    out: dict = {}
-    faults.point("pair", x.name)
-    try:
-        m = compare_chunks(pair_chunks(x, y), x.size, x.dtype, y.dtype, kl="kl" in job.metrics, threads=job.threads)
-        out.update(_cells(m, job.metrics))
-        out["reason"] = "; ".join(m.reasons)
-    except (TensorError, OSError, ValueError, MemoryError) as exc:
-        out["reason"] = getattr(exc, "reason", None) or str(exc)
-    return job.row, out
-
-
-def _cells(m: PairMetrics, metrics: tuple[str, ...]) -> dict:
-    """The row's metric cells: msaccucmp's as selected (--algorithms), the extras always (those
-    computed from tensor data; recorded statistics are compared elsewhere)."""
-    values = m.values
-    return {k: values[k] if k in values else getattr(m, k) for k in _cell_keys(metrics)}
-
-
-@lru_cache(maxsize=32)
-def _cell_keys(metrics: tuple[str, ...]) -> tuple[str, ...]:
-    return tuple(k for k, r in METRIC.items() if (k in metrics or r.origin != "msaccucmp") and not r.recorded
-                 and not r.third)
 
 
 # ------------------------------------------------------------------ running a plan

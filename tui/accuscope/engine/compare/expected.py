@@ -46,7 +46,7 @@ def expected_tensors(plan: Plan) -> dict[int, Tensor]:
     """Plan row -> the expected side's tensor paired with that row's golden tensor. SourceError
     when the expected side cannot be opened or pairs with nothing."""
     from accuscope.engine.compare.mapping import map_tensors
-    from accuscope.engine.sources.registry import open_side
+    from accuscope.engine.sides.registry import open_side
     spec = plan.spec
     try:
         side = open_side(spec.expected, pick=spec.pick, runner=spec.golden_runner, iteration=spec.iteration,

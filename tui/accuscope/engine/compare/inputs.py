@@ -17,8 +17,8 @@ import numpy as np
 
 from accuscope.engine.compare.thresholds import TPU_DEFAULTS, Thresholds, parse_assignments, parse_tolerance
 from accuscope.engine.graphs.oprange import OpRange
+from accuscope.engine.sides.registry import detect
 from accuscope.engine.sources.golden import RAW_SUFFIXES
-from accuscope.engine.sources.registry import detect
 from accuscope.engine.sources.tensor import SourceError
 
 

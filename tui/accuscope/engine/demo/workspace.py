@@ -45,8 +45,9 @@ from accuscope.engine.compare import comparison as engine
 from accuscope.engine.compare.thresholds import Thresholds
 from accuscope.engine.demo import msprobesim
 from accuscope.engine.demo.npusim import simulate
-from accuscope.engine.graphs.graph import load_graph
-from accuscope.engine.runs.ortdump import _modules, dump_onnx
+from accuscope.engine.graphs.modelfile import load_graph
+from accuscope.engine.runs.onnxmodel import onnx_modules
+from accuscope.engine.runs.ortdump import dump_onnx
 from accuscope.engine.sources.golden import open_golden
 from accuscope.engine.sources.tensor import SourceError
 from accuscope.engine.tasks.task import TASK_JSON, save_task
@@ -171,7 +172,7 @@ def build_workspace(root: str | os.PathLike, progress: Callable[[str], None] | N
     Only folders the demo made itself (they hold a `.accuscope-demo` marker) are replaced; a
     foreign folder with a demo task's name is a SourceError, and other folders are left alone.
     """
-    _modules()  # SourceError with the pip hint when onnx/onnxruntime are missing
+    onnx_modules()  # SourceError with the pip hint when onnx/onnxruntime are missing
     root = Path(root).expanduser().absolute()
     if root.exists() and not root.is_dir():
         raise SourceError(f"{root}: not a folder; choose another --workspace")
@@ -214,7 +215,7 @@ def build_task(task: DemoTask, folder: Path, progress: Callable[[str], None] | N
 
 def _onnx_task(task: DemoTask, folder: Path, say) -> tuple[engine.CompareSpec, Path]:
     """A model built with onnx.helper, its onnxruntime fp32 golden dump and the side under test."""
-    onnx = _modules()[0]
+    onnx = onnx_modules()[0]
     say(f"{task.name}: building the model")
     model = build_model(task.network, task.seed)
     model_path = folder / "model" / f"{task.model_name}.onnx"
@@ -250,7 +251,7 @@ def _npu_dump(task: DemoTask, folder: Path, model, model_path: Path, image, say)
     npu_input = normalize(image[:, :, ::-1] if task.bgr else image).astype(np.float16).astype(np.float32)
     with tempfile.TemporaryDirectory(prefix="accuscope-demo-") as tmp:
         emulated = Path(tmp) / "npu.onnx"
-        _modules()[0].save(float16_emulation(model, task.quantize), str(emulated))
+        onnx_modules()[0].save(float16_emulation(model, task.quantize), str(emulated))
         dump_onnx(emulated, Path(tmp) / "values", {INPUT: npu_input}, timestamp=TIMESTAMP_US)
         with np.errstate(over="ignore"):  # values beyond 65504 become inf in float16: the point
             sim = simulate(load_graph(model_path), open_golden(Path(tmp) / "values"), str(folder / "npu"),
@@ -263,7 +264,7 @@ def _npu_dump(task: DemoTask, folder: Path, model, model_path: Path, image, say)
         say(f"{task.name}: the model at float16 (the third side)")
         with tempfile.TemporaryDirectory(prefix="accuscope-demo-") as tmp:
             at_fp16 = Path(tmp) / "fp16.onnx"
-            _modules()[0].save(float16_emulation(model), str(at_fp16))
+            onnx_modules()[0].save(float16_emulation(model), str(at_fp16))
             with np.errstate(over="ignore"):
                 dump_onnx(at_fp16, folder / "expected", {INPUT: npu_input}, timestamp=TIMESTAMP_US)
         expected = str(folder / "expected")
@@ -275,7 +276,7 @@ def _onnx_candidate(task: DemoTask, folder: Path, model, image, say) -> engine.C
     """The float16 version as an ONNX model of its own, dumped by onnxruntime like the reference."""
     say(f"{task.name}: float16 model dump (onnxruntime)")
     candidate = folder / "model" / f"{task.model_name}-fp16.onnx"
-    _modules()[0].save(float16_model(model), str(candidate))
+    onnx_modules()[0].save(float16_model(model), str(candidate))
     shutil.rmtree(folder / "npu")
     with np.errstate(over="ignore"):
         dump_onnx(candidate, folder / "npu", {INPUT: normalize(image)}, timestamp=TIMESTAMP_US)

@@ -42,6 +42,7 @@ import numpy as np
 from accuscope.engine.compare import judgement
 from accuscope.engine.compare.columns import COMPUTED_FLOATS
 from accuscope.engine.compare.expected import EXCESS_LIMIT
+from accuscope.engine.compare.pairjob import tensor_chunks
 from accuscope.engine.compare.thresholds import RECORDED_KEYS, recorded_text
 from accuscope.engine.diagnose import firstdiff
 from accuscope.engine.diagnose.advice import (
@@ -367,7 +368,6 @@ def _overflow(run: _Run, net_inputs: list[int]) -> tuple[int, dict] | None:
 
 def _saturated(pair) -> int:
     """Elements at the float16 limit on the NPU side where golden is finite and below SENTINEL."""
-    from accuscope.engine.compare.comparison import tensor_chunks
     x, y = pair.npu, pair.golden
     if x.problem or y.problem or x.size != y.size or x.size == 0:
         return 0
@@ -698,7 +698,7 @@ def _mindstudio(run: _Run, overflow, net_inputs: list[int]) -> list[Finding]:
 def _is_msprobe(run: _Run) -> bool:
     kind = (run.task.meta.get("sides") or {}).get("npu")
     if kind == "ranks":  # a rank tree an earlier accuscope compared: what its folders hold
-        from accuscope.engine.sources.registry import detect
+        from accuscope.engine.sides.registry import detect
         try:
             kind = detect(str(run.task.meta.get("npu", ""))).kind
         except (SourceError, OSError):

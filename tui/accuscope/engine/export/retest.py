@@ -17,14 +17,14 @@ import numpy as np
 from accuscope.engine.compare.judgement import pair_broken
 from accuscope.engine.compare.metrics import compare_arrays
 from accuscope.engine.compare.thresholds import Thresholds
-from accuscope.engine.export.folder import (
+from accuscope.engine.export.layout import (
     INSIDE,
     LONG_NAME,
     NO_ERROR,
     UNKNOWN,
     UPSTREAM,
     Progress,
-    _cancelled,
+    cancelled,
     read_manifest,
 )
 from accuscope.engine.export.submodel import np_dtype, onnx_modules
@@ -134,7 +134,7 @@ def run_retest(export_dir: str | os.PathLike, progress: Progress | None = None,
     else:
         result.notes.append("golden inputs incomplete: the submodel was not checked against golden")
 
-    if _cancelled(cancel):
+    if cancelled(cancel):
         result.message = "cancelled"
         return result
     say("comparing", 3, 4)

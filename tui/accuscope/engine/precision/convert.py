@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from accuscope.engine.runs.onnxedit import constants_as_initializers
-from accuscope.engine.runs.ortdump import _load, node_names
+from accuscope.engine.runs.onnxmodel import load_model, node_names
 from accuscope.engine.sources.tensor import SourceError
 
 TARGETS = ("fp16", "int8")
@@ -79,7 +79,7 @@ def require(to: str) -> None:
 
 def prepare(model_path) -> object:
     """The reference model as the search converts it (see the module doc); SourceError if unreadable."""
-    model = _load(model_path)
+    model = load_model(model_path)
     for node, name in zip(model.graph.node, node_names(model.graph.node)):  # named as in the original's dumps
         node.name = name
     return constants_as_initializers(model)

@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from accuscope import __version__
+from accuscope.engine.compare import faults
 from accuscope.engine.compare.comparison import CompareSpec, _relative, recorded_path
 from accuscope.engine.compare.lifetime import pid_alive
 from accuscope.engine.compare.results import KIND, ResultTable
@@ -54,7 +55,6 @@ from accuscope.engine.sources.inputfile import json_loads, walk
 from accuscope.engine.sources.names import printable
 from accuscope.engine.sources.outputfile import atomic_file, fresh_file
 from accuscope.engine.sources.tensor import SourceError
-from accuscope.engine.tasks import faults
 from accuscope.engine.tasks.csvio import read_result_csv, write_result_csv
 
 if TYPE_CHECKING:
@@ -170,7 +170,7 @@ class Task:
     def graph(self) -> Graph | None:
         """The model graph task.json names (`model`); None when it names none; SourceError when
         that file is unusable."""
-        from accuscope.engine.graphs.graph import load_graph
+        from accuscope.engine.graphs.modelfile import load_graph
         model = self.path("model")
         return load_graph(model) if model is not None else None
 
@@ -182,7 +182,7 @@ class Task:
 
     def modules_at(self, step: str | int | None, rank: str | int | None) -> Graph | None:
         """`modules` of one step and rank of the NPU dump (a multi-rank task's; None: the first)."""
-        from accuscope.engine.sources.registry import detect, modules_loader
+        from accuscope.engine.sides.registry import detect, modules_loader
         npu = self.path("npu")
         if npu is None or not npu.is_dir():
             return None
