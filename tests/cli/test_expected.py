@@ -25,6 +25,7 @@ from onnx import numpy_helper
 
 from accuscope.engine.precision.convert import convert, prepare
 from accuscope.engine.tasks.task import load_task
+from conftest import text_image_nchw
 
 TRAIN = Path(__file__).resolve().parents[1] / "fixtures" / "msprobe" / "train"
 BUGGY_CONV = "p2o.Conv.20"
@@ -33,14 +34,6 @@ BUGGY_CONV = "p2o.Conv.20"
 def accuscope(*args) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-P", "-m", "accuscope", *map(str, args)], capture_output=True, text=True)
 
-
-def text_image() -> np.ndarray:
-    from PIL import Image, ImageDraw, ImageFont
-    img = Image.new("RGB", (320, 96), (255, 255, 255))
-    draw = ImageDraw.Draw(img)
-    draw.text((8, 20), "accuracy 42 hello", fill=(0, 0, 0), font=ImageFont.load_default())
-    draw.text((8, 60), "the quick brown fox", fill=(20, 20, 200), font=ImageFont.load_default())
-    return ((np.asarray(img, np.float32) / 255.0 - 0.5) / 0.5).transpose(2, 0, 1)[None].astype(np.float32)
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +50,7 @@ def det16(det_model, tmp_path_factory):
     a[0] *= 1.3
     w.CopyFrom(numpy_helper.from_array(a, w.name))
     onnx.save(fp16, str(d / "bug16.onnx"))
-    np.save(d / "x.npy", text_image())
+    np.save(d / "x.npy", text_image_nchw())
     found = {}
     for name in ("det16", "bug16"):
         r = accuscope("run", d / "det.onnx", d / f"{name}.onnx", "--input", f"x={d / 'x.npy'}", "--out", d / name,
