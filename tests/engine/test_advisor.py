@@ -135,8 +135,8 @@ def test_advice_json_is_saved_atomically_and_reruns_come_from_the_cache(main_adv
     assert [f.to_dict() for f in loaded.findings] == [f.to_dict() for f in main_advice.findings]
     assert [o.origin for o in loaded.ops] == [o.origin for o in main_advice.ops]
     task = load_task(folder)
-    assert loaded.is_current(task.meta, task.thresholds)
-    assert not loaded.is_current({**task.meta, "saved": "another time"})
+    assert loaded.is_current(task.doc, task.thresholds)
+    assert not loaded.is_current(task.doc.with_fields(saved="another time"))
     assert not [p for p in folder.iterdir() if p.name.startswith(f".{ADVICE_JSON}")]  # no temporary left
     json.loads((folder / ADVICE_JSON).read_text())  # strict JSON (no NaN)
 

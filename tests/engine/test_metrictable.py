@@ -173,7 +173,7 @@ def test_the_csv_and_the_advisor_agree_after_a_threshold_change(cls_model, tmp_p
     assert len(rows) == len(again.table) and in_csv.sum() > before
     assert "origin" not in rows[0] and again.table.custom == [] and np.array_equal(task.table.columns["fail"], in_csv)
     assert np.array_equal(in_csv, state.fail)
-    assert again.meta["failing"] == int(state.fail.sum())
+    assert again.doc.failing == int(state.fail.sum())
     advice = advise(tmp_path / "task")
     c = again.table.columns
     csv_ops = {r["NPUDump"] for r, bad in zip(rows, in_csv) if bad and ":output:" in r["TensorIndex"]}

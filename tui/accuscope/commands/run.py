@@ -89,7 +89,7 @@ def _drop_older_dumps(folder: Path, keep: Path) -> None:
     cancelled run keeps the old result and so its dumps: then both stay)."""
     from ..engine.tasks.task import Task
     try:
-        named = str(Task.at(folder).meta.get("golden") or "")
+        named = Task.at(folder).doc.golden or ""
     except SourceError:
         return
     if not named.startswith(str(keep)):

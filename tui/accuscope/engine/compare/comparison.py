@@ -23,7 +23,6 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import KW_ONLY, dataclass, field, replace
-from pathlib import Path
 
 from accuscope.engine.compare import faults, statistics
 from accuscope.engine.compare import plugins as plugin_mod
@@ -50,13 +49,13 @@ ALGORITHMS = NUMERIC_METRICS + ["std"]
 
 
 SHARDS_BY_NAMES = "names"  # --shards names: the split from Megatron's class names (else a layout file's path)
-PATH_KEYS = ("npu", "golden", "model", "npu_model", "golden_model", "mapping", "expected")  # paths task.json records
 
 
 @dataclass
 class CompareSpec:
     """What to compare. The two sides are positional, everything else by keyword. task.json keeps
-    it as `to_meta()` writes it; `from_meta()` reads that back (from any accuscope's task.json)."""
+    it as `tasks.taskdoc.spec_fields` writes it; `TaskDoc.spec` reads that back (from any
+    accuscope's task.json)."""
 
     npu: str  # the side under test: any source accuscope reads (sources.FORMATS)
     golden: str  # the reference side: any source too
@@ -83,82 +82,6 @@ class CompareSpec:
     match: str | None = None  # "structure": pair what no name or mapping file pairs by module, order, shapes
     shards: str | None = None  # "names" or a layout file: merge a parallel run's ranks into one (compare/shards.py)
     expected: str | None = None  # the third side: the reference at the candidate's precision (compare/expected.py)
-
-    def to_meta(self, folder: str | os.PathLike | None = None) -> dict:
-        """What task.json records about the comparison, enough to re-run it. Paths are stored
-        absolute and, under `relative`, relative to the task folder: a task moved with its data (to
-        another directory or machine) still finds them (see `recorded_path`)."""
-        meta = {"npu": self.npu, "golden": self.golden, "model": self.model, "algorithms": self.algorithms,
-                "range": self.op_range, "ops": self.ops, "custom_algorithms": self.custom_dir,
-                "pick": self.pick, "run": self.run,
-                "golden_shape": list(self.golden_shape) if self.golden_shape else None,
-                "golden_dtype": str(self.golden_dtype) if self.golden_dtype else None,
-                "npu_model": self.npu_model, "golden_model": self.golden_model, "mapping": self.mapping,
-                "npu_runner": self.npu_runner, "golden_runner": self.golden_runner, "iteration": self.iteration,
-                "step": self.step, "rank": self.rank, "stats_only": self.stats_only,
-                "match": self.match, "expected": self.expected,
-                "shards": self.shards if self.shards in (None, SHARDS_BY_NAMES) else os.path.abspath(self.shards)}
-        relative = {}
-        for key in PATH_KEYS:
-            if meta[key]:
-                meta[key] = os.path.abspath(meta[key])
-                if folder is not None:
-                    relative[key] = os.path.relpath(meta[key], os.path.abspath(folder))
-        meta["relative"] = relative
-        return meta
-
-    @classmethod
-    def from_meta(cls, meta: dict, thresholds: Thresholds | None = None, folder: str | os.PathLike | None = None,
-                  **changes) -> CompareSpec:
-        """The inverse of to_meta, for re-running a task (or part of it: `changes` replace fields,
-        e.g. ops=[name]); with `folder`, paths relative to the task folder resolve there.
-
-        Custom algorithms are code: the folder task.json names is never used (a task folder can
-        come from anyone); pass `custom_dir=` to run plugins, after the user said which folder.
-        Without it the plugin names in the task's algorithm list are dropped too."""
-        def path(key: str) -> str | None:
-            value = meta.get(key)
-            resolved = recorded_path(folder, value, _relative(meta, key)) if folder is not None else value
-            return str(resolved) if resolved else None
-        algorithms = meta.get("algorithms")
-        if algorithms and not changes.get("custom_dir"):
-            algorithms = [a for a in algorithms if KEY_OF.get(a, a) in ALGORITHMS] or None
-        spec = cls(path("npu"), path("golden"), model=path("model"), algorithms=algorithms,
-                   op_range=meta.get("range"), ops=meta.get("ops"),
-                   thresholds=thresholds if thresholds is not None else Thresholds(),
-                   pick=meta.get("pick") or "newest", run=meta.get("run"),
-                   golden_shape=tuple(meta["golden_shape"]) if meta.get("golden_shape") else None,
-                   golden_dtype=meta.get("golden_dtype"), npu_model=path("npu_model"),
-                   golden_model=path("golden_model"), mapping=path("mapping"),
-                   npu_runner=meta.get("npu_runner"), golden_runner=meta.get("golden_runner"),
-                   iteration=meta.get("iteration") or 0, step=meta.get("step"), rank=meta.get("rank"),
-                   stats_only=bool(meta.get("stats_only")), match=meta.get("match"),
-                   shards=meta.get("shards") if isinstance(meta.get("shards"), str) else None,
-                   expected=path("expected"))
-        return replace(spec, **changes)
-
-
-def recorded_path(folder: str | os.PathLike | None, value, relative: str | None = None) -> Path | None:
-    """A path task.json holds: as written when it exists, else `relative` (its path relative to
-    the task folder, for a task moved with its data) under the folder, else the written path
-    relative to the folder when it exists there; None when task.json holds no path there."""
-    if not value or not isinstance(value, str):
-        return None
-    p = Path(value).expanduser()
-    if p.exists() or folder is None:
-        return p
-    if relative and (Path(folder) / relative).exists():
-        return Path(folder) / relative
-    if not p.is_absolute() and (Path(folder) / p).exists():
-        return Path(folder) / p
-    return p
-
-
-def _relative(meta: dict, key: str) -> str | None:
-    """task.json's `relative` path of `key`, if it records one."""
-    rel = meta.get("relative")
-    value = rel.get(key) if isinstance(rel, dict) else None
-    return value if isinstance(value, str) else None
 
 
 @dataclass

@@ -51,6 +51,7 @@ from accuscope.engine.runs.ortdump import dump_onnx
 from accuscope.engine.sources.golden import open_golden
 from accuscope.engine.sources.tensor import SourceError
 from accuscope.engine.tasks.task import TASK_JSON, save_task
+from accuscope.engine.tasks.taskdoc import spec_fields
 
 MARKER = ".accuscope-demo"  # in every task folder the demo made: only those are ever replaced
 TIMESTAMP_US = 1717236000000000  # 2024-06-01 10:00:00 UTC: every time stamp inside the dumps
@@ -201,7 +202,7 @@ def build_task(task: DemoTask, folder: Path, progress: Callable[[str], None] | N
     say(f"{task.name}: comparing")
     plan = engine.plan(spec)
     table = engine.execute(plan, workers=1)
-    meta = {**spec.to_meta(folder), "algorithms": plan.metrics, "tool": f"accuscope {__version__}",
+    meta = {**spec_fields(spec, folder), "algorithms": plan.metrics, "tool": f"accuscope {__version__}",
             "created": (datetime.now() - timedelta(seconds=task.age)).isoformat(timespec="seconds"), "workers": 1,
             "problems": [str(p) for p in plan.problems], "sides": {"npu": plan.npu.kind, "golden": plan.golden.kind},
             "coverage": plan.coverage.to_meta(),

@@ -127,7 +127,7 @@ class _Run:
             self.graph = self.task.graph
         except SourceError as exc:
             self.notes.append(f"model graph unusable ({exc}); network inputs and outputs from the table only")
-        if self.task.info.foreign or not self.task.info.names_dumps:
+        if self.task.doc.foreign or not self.task.doc.names_dumps:
             self.notes.append("the task does not name its dumps: no re-run, overflow scan or input diagnosis, "
                               "only the table's numbers")
             return
@@ -135,7 +135,7 @@ class _Run:
             self.notes.append("statistics or checksums only (no tensor data compared): no re-run, overflow scan "
                               "or input diagnosis")
             return
-        if self.task.meta.get("multirank"):
+        if self.task.doc.multirank:
             self.notes.append("a task of several ranks: re-runs, the overflow scan and the input diagnosis open "
                               "one rank's dumps (compare it alone with --step and --rank)")
             return
@@ -186,7 +186,7 @@ class _Run:
 def current_advice(task: Task, progress: Callable[[Progress], None] | None = None) -> Advice:
     """The task's saved advice when it was made for this result and these thresholds, else fresh
     advice (written to advice.json). SourceError when the task cannot be advised on."""
-    return saved_advice(task.folder, task.meta, task.thresholds) or advise(task, progress=progress)
+    return saved_advice(task.folder, task.doc, task.thresholds) or advise(task, progress=progress)
 
 
 def advise(task_folder: str | os.PathLike | Task, framework_model: str | os.PathLike | None = None,
@@ -276,7 +276,7 @@ def advise(task_folder: str | os.PathLike | Task, framework_model: str | os.Path
                                  _PRIORITY.index(f.rule) if f.rule in _PRIORITY else len(_PRIORITY)))
     advice = Advice(task.folder, findings, origins, method, str(fw_path) if fw is not None else "",
                     fw_source if fw is not None else "", run.notes,
-                    {**fingerprint(task.meta, task.thresholds), "rows": run.n},
+                    {**fingerprint(task.doc, task.thresholds), "rows": run.n},
                     datetime.now().isoformat(timespec="seconds"), time.perf_counter() - start, run.timings)
     if write:
         try:
@@ -618,9 +618,8 @@ def _pct(x: float) -> str:
 
 def _coverage(run: _Run) -> list[Finding]:
     """Too little compared to conclude anything (task.json coverage, written by compare)."""
-    cov = run.task.meta.get("coverage")
-    warnings = cov.get("warnings") if isinstance(cov, dict) else None
-    notes = cov.get("notes") if isinstance(cov, dict) else None
+    cov = run.task.doc.coverage
+    warnings, notes = cov.get("warnings"), cov.get("notes")
     if not warnings or not isinstance(warnings, list):
         if notes and isinstance(notes, list):
             return [_finding(run, "coverage", "info", None, f"not compared: {notes[0]}",
@@ -696,11 +695,11 @@ def _mindstudio(run: _Run, overflow, net_inputs: list[int]) -> list[Finding]:
 
 
 def _is_msprobe(run: _Run) -> bool:
-    kind = (run.task.meta.get("sides") or {}).get("npu")
+    kind = run.task.doc.sides.get("npu")
     if kind == "ranks":  # a rank tree an earlier accuscope compared: what its folders hold
         from accuscope.engine.sides.registry import detect
         try:
-            kind = detect(str(run.task.meta.get("npu", ""))).kind
+            kind = detect(run.task.doc.npu or "").kind
         except (SourceError, OSError):
             return False
     return kind == "msprobe"

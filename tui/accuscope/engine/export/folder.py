@@ -49,6 +49,7 @@ from accuscope.engine.sources.names import read_mapping_csv
 from accuscope.engine.sources.outputfile import not_a_link
 from accuscope.engine.sources.tensor import INPUT, OUTPUT, SourceError, Tensor, TensorError, sanitize
 from accuscope.engine.tasks.task import EXPORTS_DIR, Task
+from accuscope.engine.tasks.taskdoc import TaskDoc
 
 DTYPES = ("float32", "float16")
 
@@ -208,7 +209,7 @@ def export(task_folder: Task | str | os.PathLike, selection: Selection, out_dir:
     if dtype not in DTYPES:
         raise SourceError(f"--dtype must be one of {', '.join(DTYPES)}, not {dtype!r}")
     task = _task(task_folder)
-    folder, meta = task.folder, task.meta
+    folder, doc = task.folder, task.doc
     say = progress or (lambda _step, _done, _total: None)
     device = selection if selection.kind == "om" else None
     fw_sel = selection
@@ -274,7 +275,7 @@ def export(task_folder: Task | str | os.PathLike, selection: Selection, out_dir:
                 [n.name for n in (om.node(df.op_name) for df in npu_files) if n is not None]
             _write_om_excerpt(om, chosen, tmp / mapping_model)
         say("writing the manifest", 4, steps)
-        manifest = _manifest(folder, meta, fw_sel, device, dtype, boundary, dumps, model_path.name,
+        manifest = _manifest(folder, doc, fw_sel, device, dtype, boundary, dumps, model_path.name,
                              mapping_model, checker, notes)
         _write_json(tmp / MANIFEST, manifest)
         if cancelled(cancel):
@@ -522,7 +523,7 @@ def _write_mapping(folder: Path, rows: list[tuple[str, str]]) -> None:
 # ------------------------------------------------------------------ manifest
 
 
-def _manifest(folder: Path, meta: dict, sel: Selection, device: Selection | None, dtype: str, boundary: dict,
+def _manifest(folder: Path, doc: TaskDoc, sel: Selection, device: Selection | None, dtype: str, boundary: dict,
               dumps: dict, model_name: str, mapping_model: str | None, checker: str, notes: list[str]) -> dict:
     import platform
     versions = {"accuscope": __version__, "python": platform.python_version(), "numpy": np.__version__}
@@ -536,8 +537,8 @@ def _manifest(folder: Path, meta: dict, sel: Selection, device: Selection | None
         "versions": versions,
         "created": datetime.now().isoformat(timespec="seconds"),
         "parent_task": str(folder.absolute()),
-        "parent": {"npu": meta.get("npu"), "golden": meta.get("golden"), "model": meta.get("model"),
-                   "pick": meta.get("pick"), "run": meta.get("run")},
+        "parent": {"npu": doc.npu, "golden": doc.golden, "model": doc.model, "pick": doc.pick,
+                   "run": doc.run},
         "framework_model": str(Path(sel.graph.path).absolute()),
         "kind": sel.kind,
         "model": model_name,
@@ -553,7 +554,7 @@ def _manifest(folder: Path, meta: dict, sel: Selection, device: Selection | None
         "weights": sel.weights,
         "boundary": boundary,
         "dumps": dumps,
-        "thresholds": meta.get("thresholds"),
+        "thresholds": doc.thresholds,
         "notes": notes,
     }
 

@@ -144,7 +144,7 @@ def run_retest(export_dir: str | os.PathLike, progress: Progress | None = None,
     _verdict(result)
     if result.task_dir is not None:
         task = Task.at(result.task_dir)
-        task.mark(task.info.state or "done", retest={
+        task.mark(task.doc.state or "done", retest={
             "verdict": result.verdict, "message": result.message, "substituted": result.substituted,
             "outputs": [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in vars(o).items()}
                         for o in result.outputs]})
@@ -219,7 +219,7 @@ def _retest_task(root: Path, manifest: dict, rerun_dir: Path, thresholds: Thresh
                  notes: list[str]) -> Path | None:
     """Compare the copied NPU dumps of the ops inside with the re-run, as a task folder."""
     from accuscope.engine.compare import comparison as engine
-    from accuscope.engine.tasks.task import mark_state
+    from accuscope.engine.tasks.taskdoc import mark_state
     from accuscope.engine.tasks.taskrun import run_task
     folder = root / RETEST_DIR
     if not (root / "npu").is_dir() or not any((root / "npu").iterdir()):
