@@ -15,7 +15,7 @@ import pytest
 
 from accuscope.engine.compare import columns as mt
 from accuscope.engine.compare import comparison as engine
-from accuscope.engine.compare import expected, statistics
+from accuscope.engine.compare import expected, pairjob, statistics
 from accuscope.engine.compare.metrics import compare_arrays
 from accuscope.engine.compare.results import KIND, METRIC_COLUMNS, NUMERIC_ORDER, ResultTable
 from accuscope.engine.compare.summary import summarize
@@ -35,7 +35,7 @@ def every_cell(x, y) -> dict:
     def recorded(v, crc):
         return Tensor("op", "output", 0, None, (), "dump.json", stats=(v.max(), v.min(), v.mean(), np.linalg.norm(v)),
                       checksum=crc)
-    cells = engine._cells(compare_arrays(x, y), tuple(engine.ALGORITHMS))
+    cells = pairjob.metric_cells(compare_arrays(x, y), tuple(engine.ALGORITHMS))
     third = expected.excess_cells(cells, compare_arrays(x * 0.999, y).values)  # an expected side beside them
     return {**cells, **statistics.compare(recorded(x, "0a1b2c3d"), recorded(y, "0a1b2c3e")),
             **statistics.value_cells("1", "int", "2", "int"), **third}
@@ -75,7 +75,7 @@ def test_every_engine_list_holds_the_metric(m):
 def test_a_comparison_fills_every_metric_and_the_csv_and_filters_carry_it():
     x = np.linspace(-1, 1, 1000)
     y = x + np.random.default_rng(0).normal(0, 1e-3, x.shape)
-    cells = engine._cells(compare_arrays(x, y), tuple(engine.ALGORITHMS))
+    cells = pairjob.metric_cells(compare_arrays(x, y), tuple(engine.ALGORITHMS))
     assert set(cells) == {r.key for r in RECORDS if not r.recorded and not r.third}  # the tensor comparison's
     cells = every_cell(x, y)
     assert set(cells) == {r.key for r in RECORDS}  # with the recorded statistics' comparison's and the third side's

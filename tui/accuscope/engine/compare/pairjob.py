@@ -87,14 +87,14 @@ def run_job(job: Job) -> tuple[int, dict]:
     faults.point("pair", x.name)
     try:
         m = compare_chunks(pair_chunks(x, y), x.size, x.dtype, y.dtype, kl="kl" in job.metrics, threads=job.threads)
-        out.update(_cells(m, job.metrics))
+        out.update(metric_cells(m, job.metrics))
         out["reason"] = "; ".join(m.reasons)
     except (TensorError, OSError, ValueError, MemoryError) as exc:
         out["reason"] = getattr(exc, "reason", None) or str(exc)
     return job.row, out
 
 
-def _cells(m: PairMetrics, metrics: tuple[str, ...]) -> dict:
+def metric_cells(m: PairMetrics, metrics: tuple[str, ...]) -> dict:
     """The row's metric cells: msaccucmp's as selected (--algorithms), the extras always (those
     computed from tensor data; recorded statistics are compared elsewhere)."""
     values = m.values
