@@ -280,7 +280,8 @@ def revise(findings: list, v: Verification, row_of: Callable[[str], int | None])
                             evidence=ev)
         elif f.rule == "verdict" and not math.isnan(v.full_cos):
             ev["cause"] = "precision" if v.replayed else "settings"
-            f = replace(f, text=f"{f.text} {_branch(v)}", evidence=ev)
+            lead, sep, rest = f.text.partition(" The findings below")  # the cause before the pointer to them
+            f = replace(f, text=f"{lead} {_branch(v)}{sep}{rest}", evidence=ev)
         elif f.rule == "drift" and v.replayed and v.together:
             ev["verified"] = v.to_dict()
             f = replace(f, text=f"{f.text}{_together(v, ' ')}", evidence=ev)
