@@ -109,3 +109,26 @@ def test_a_candidate_made_with_other_settings_is_not_replayed_and_says_estimated
     # this image), so the settings are not what to fix
     assert advice["verdict"]["evidence"]["cause"] == "settings"
     assert "Not the conversion's settings" in advice["verdict"]["text"]
+
+
+def test_rec_int8_verified_headline_kept_out_of_int8_helps(rapidocr_models, tmp_path):
+    """PP-OCRv4 rec, int8 by onnxruntime: where quantization errors interact, keeping some top-estimated
+    ops out makes the output worse; the verified headline, quantized again without it here, helps."""
+    from PIL import Image, ImageDraw, ImageFont
+    onnx.save(prepare(rapidocr_models / "ch_PP-OCRv4_rec_infer.onnx"), str(tmp_path / "rec.onnx"))
+    quantized(tmp_path / "rec.onnx", tmp_path / "rec8.onnx")
+    img = Image.new("RGB", (320, 48), (255, 255, 255))
+    ImageDraw.Draw(img).text((6, 16), "accuracy 42 hello world", fill=(0, 0, 0), font=ImageFont.load_default())
+    x = ((np.asarray(img, np.float32) / 255.0 - 0.5) / 0.5).transpose(2, 0, 1)[None].astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    r = accuscope("run", tmp_path / "rec.onnx", tmp_path / "rec8.onnx", "--input", f"x={tmp_path / 'x.npy'}",
+                  "--out", tmp_path / "task")
+    assert r.returncode in (0, 1), r.stderr
+    found = introduced(json.loads(accuscope("advise", tmp_path / "task", "--verify", "--json").stdout))
+    v = found["evidence"]["verified"]
+    assert found["evidence"]["ranking"] == "verified" and found["op"] == v["kept"][0]["op"]
+    import onnxruntime as ort
+    reference = ort.InferenceSession(str(tmp_path / "rec.onnx"), providers=["CPUExecutionProvider"]).run(
+        None, {"x": x})[0]
+    quantized(tmp_path / "rec.onnx", tmp_path / "best.onnx", nodes_to_exclude=[v["kept"][0]["golden_op"]])
+    assert output_cos(tmp_path / "best.onnx", x, reference) > output_cos(tmp_path / "rec8.onnx", x, reference)
