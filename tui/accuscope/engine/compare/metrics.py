@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections import namedtuple
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
@@ -137,6 +138,7 @@ _MAXED = [FIELDS.index(f) for f in ("mad", "mrel", "xmax", "ymax")]
 _MINED = [FIELDS.index(f) for f in ("xmin", "ymin")]
 _MAD = FIELDS.index("mad")
 _INDEX = {f: i for i, f in enumerate(FIELDS)}
+Fields = namedtuple("Fields", FIELDS)  # the sums by name, read where the metrics are made of them
 CLOSE_RTOL, CLOSE_ATOL = 1e-3, 1e-8  # tpu-mlir's CLOSE: allclose at rtol 10^-k for some k >= 3
 
 
@@ -164,11 +166,9 @@ class _Sums:
         acc.v, acc.close, acc.chunks, acc.nonfinite, acc.last = values, close, 0, (0, 0, 0), None
         return acc
 
-    def __getattr__(self, name: str) -> float:
-        i = _INDEX.get(name)
-        if i is None:
-            raise AttributeError(name)
-        return self.v[i]
+    @property
+    def f(self) -> Fields:
+        return Fields._make(self.v)
 
     def operands(self, xc: np.ndarray, yc: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The chunk as the loops take it: the kernel reads two float32 (or float64) chunks in
@@ -283,7 +283,8 @@ class _Sums:
         return sums[0], sums[1], f
 
     def finite(self) -> bool:
-        return math.isfinite(self.sxx + self.syy + self.sx + self.sy)
+        f = self.f
+        return math.isfinite(f.sxx + f.syy + f.sx + f.sy)
 
 
 _sum, _min, _max = np.add.reduce, np.minimum.reduce, np.maximum.reduce
@@ -331,8 +332,8 @@ def _finite_remainder(source: ChunkSource, n: int, result: PairMetrics) -> tuple
     return acc, kept, finite_chunks
 
 
-def _fill(result: PairMetrics, a: _Sums, n: int) -> None:
-    v = result.values
+def _fill(result: PairMetrics, acc: _Sums, n: int) -> None:
+    v, a, close, nonfinite = result.values, acc.f, acc.close, acc.nonfinite
     nx, ny = math.sqrt(a.sxx), math.sqrt(a.syy)
     if n == 1:
         v["cos"] = 1.0
@@ -355,18 +356,18 @@ def _fill(result: PairMetrics, a: _Sums, n: int) -> None:
         v["acc_rel"] = a.srel
         v["rel_0.1%"] = a.over1 / n
         v["rel_0.5%"] = a.over5 / n
-    _tpu(result, a, n)
+    _tpu(result, a, close, nonfinite, n)
     mx, my = a.sx / n, a.sy / n
     sx, sy = math.sqrt(max(a.sxx / n - mx * mx, 0.0)), math.sqrt(max(a.syy / n - my * my, 0.0))
     result.std = f"({_3(mx)};{_3(sx)}),({_3(my)};{_3(sy)})"
 
 
-def _tpu(result: PairMetrics, a: _Sums, n: int) -> None:
+def _tpu(result: PairMetrics, a: Fields, close: bool, nonfinite: tuple[int, int, int], n: int) -> None:
     """tpu-mlir's euclidean similarity, SQNR and the tolerance-free steps of its ladder, from the
     sums. Non-finite values at the same positions on both sides count as tpu-mlir replaces them
     (NaN -> 0, +-inf -> +-10000): they add to n, and 1e8 / +-1e4 to the sums of squares and
     products / of values, nothing to the differences."""
-    nan, pos, neg = a.nonfinite
+    nan, pos, neg = nonfinite
     big = 1e8 * (pos + neg)
     n, sxx, syy, sxy = n + nan + pos + neg, a.sxx + big, a.syy + big, a.sxy + big
     sx, sy = a.sx + 1e4 * (pos - neg), a.sy + 1e4 * (pos - neg)
@@ -381,7 +382,7 @@ def _tpu(result: PairMetrics, a: _Sums, n: int) -> None:
         result.values["sqnr"] = 10 * math.log10(signal / noise)
     if a.mad == 0 and nan == 0:  # NaN != NaN for tpu-mlir's array_equal, but allclose(equal_nan)
         result.tpu_verdict = "EQUAL"
-    elif a.close:
+    elif close:
         result.tpu_verdict = "CLOSE"
 
 
@@ -412,7 +413,8 @@ def _kl(result: PairMetrics, a: _Sums, n: int, source: ChunkSource) -> None:
     other: almost every element of any pair worth a look) atanh(s) - s is its series
     s^3/3 + ... + s^9/9 (truncated, below s^9/11 < 1e-10 of the term), else the term is computed
     with the logarithm."""
-    params, sx0, sy0 = _kl_params(a.xmin, a.xmax, a.ymin, a.ymax, a.sx, a.sy, n)
+    f = a.f
+    params, sx0, sy0 = _kl_params(f.xmin, f.xmax, f.ymin, f.ymax, f.sx, f.sy, n)
     sums = [0.0, 0.0, 0.0]  # Sx, Sy, Sy' * sum(py' f(px'/py'))
     chunks = [a.last] if a.chunks == 1 else (a.operands(xc, yc) for xc, yc in source() if len(xc))
     for x, y in chunks:
