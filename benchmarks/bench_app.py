@@ -7,13 +7,31 @@ comparison ends, timing each press until the screen state changed. Runs once the
 thread, to show why the app never does that.
 
     python benchmarks/bench_app.py [--gb 0.25] [--dir /tmp/accuscope-bench-app]
+
+--first-frame instead times the whole process from start to its first frame (design target 1 s):
+`accuscope open TASK` in a pseudo-terminal of 80x24, from the fork until the screen written to it
+shows the task's first table row, for the demo's main task and for a task of --rows rows (default
+1M), each alone and while another process keeps a core busy, alternating, medians of --rounds;
+with --base-tui DIR (another checkout's tui folder) the same from there, in the same rounds.
+
+    python benchmarks/bench_app.py --first-frame [--rows 1000000] [--rounds 5] [--base-tui DIR]
 """
 from __future__ import annotations
 
 import argparse
 import asyncio
+import fcntl
+import os
+import pty
+import re
+import select
+import signal
 import statistics
+import struct
+import subprocess
+import sys
 import tempfile
+import termios
 import time
 from pathlib import Path
 
@@ -55,11 +73,108 @@ async def measure(npu: str, golden: str, inline: bool) -> tuple[list[float], flo
             return latencies, time.perf_counter() - start
 
 
+FRAME_TARGET = 1.0
+_ESCAPE = re.compile(rb"\x1b(?:\[[0-9;?<>=$]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[()][0-9A-Za-z]|[=>78])")
+
+
+def first_frame(cmd: list[str], env: dict, marker: str, timeout: float = 60.0) -> float:
+    """Seconds from forking `cmd` in an 80x24 pseudo-terminal until its output shows `marker`
+    (escape sequences removed); the process is then killed."""
+    start = time.perf_counter()
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: the terminal is 80x24 before anything reads its size
+        fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
+        os.execvpe(cmd[0], cmd, env)
+    seen, want = b"", marker.encode()
+    try:
+        while time.perf_counter() - start < timeout:
+            ready, _, _ = select.select([fd], [], [], 0.05)
+            if not ready:
+                continue
+            try:
+                seen += os.read(fd, 1 << 16)
+            except OSError:  # the child closed the terminal: it ended without the marker
+                break
+            if want in _ESCAPE.sub(b"", seen):
+                return time.perf_counter() - start
+        raise RuntimeError(f"no {marker!r} on the screen of {' '.join(cmd)}: {_ESCAPE.sub(b'', seen)[-400:]!r}")
+    finally:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        os.close(fd)
+
+
+def big_task(folder: Path, rows: int) -> Path:
+    """A saved task of `rows` rows (bench_optable's transformer-like table), built once."""
+    from bench_optable import build_table
+
+    from accuscope.engine.compare.thresholds import Thresholds
+    from accuscope.engine.tasks.task import save_task
+    task = folder / f"task-{rows}"
+    if not (task / "task.json").exists():
+        table = build_table(rows)
+        Thresholds().apply(table)
+        save_task(task, {"npu": "bench", "golden": "bench"}, table, Thresholds())
+    return task
+
+
+def first_frames(args) -> None:
+    """Whole-process start to first frame: the demo's main task and a --rows task, alone and with a
+    core kept busy, this tree (and --base-tui) alternating round by round."""
+    from accuscope.engine.demo.workspace import MAIN, build_workspace
+    from accuscope.engine.tasks.task import load_task
+    root = Path(args.dir)
+    demo = root / "demo"
+    if not (demo / MAIN.name / "task.json").exists():
+        build_workspace(demo)
+    tasks = {"demo": demo / MAIN.name, f"{args.rows:,} rows": big_task(root, args.rows)}
+    # the status line's row count ("rows 112/112 · ..."): drawn once the table is loaded in the task screen
+    markers = {name: f"/{len(load_task(folder).table):,} " for name, folder in tasks.items()}
+    here = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tui"))
+    trees = {"this tree": here, **({"base": os.path.abspath(args.base_tui)} if args.base_tui else {})}
+    env0 = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "TEXTUAL_DRIVER")}
+    runs = {}
+    for tree, tui in trees.items():
+        for name, folder in tasks.items():
+            cmd = [sys.executable, "-P", "-m", "accuscope.cli", "--workspace", str(root / "ws"), "open", str(folder)]
+            runs[(tree, name)] = (cmd, {**env0, "PYTHONPATH": tui, "TERM": "xterm-256color"}, markers[name])
+    for cmd, env, marker in runs.values():  # byte-compile and warm the page cache
+        first_frame(cmd, env, marker)
+    times: dict = {(k, busy): [] for k in runs for busy in (False, True)}
+    for _ in range(args.rounds):
+        for busy in (False, True):
+            spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if busy else None
+            try:
+                for key, (cmd, env, marker) in runs.items():
+                    times[(key, busy)].append(first_frame(cmd, env, marker))
+            finally:
+                if spinner is not None:
+                    spinner.kill()
+                    spinner.wait()
+    print(f"first frame at 80x24, whole process (`accuscope open`), {os.cpu_count()} cores, load "
+          f"{os.getloadavg()[0]:.1f}; medians of {args.rounds} alternating rounds (target {FRAME_TARGET:.0f} s)")
+    for (tree, name), _ in runs.items():
+        quiet, busy = (statistics.median(times[((tree, name), b)]) for b in (False, True))
+        print(f"  {tree:10s} {name:12s} {quiet:5.2f} s, with a core kept busy {busy:5.2f} s")
+    if args.base_tui:
+        for name in tasks:
+            for busy in (False, True):
+                r = statistics.median(b / t for b, t in zip(times[(("base", name), busy)], times[(("this tree", name), busy)]))
+                print(f"  base / this tree, {name}{', a core busy' if busy else ''}: {r:.2f}x")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--gb", type=float, default=0.25)
     ap.add_argument("--dir", default="/tmp/accuscope-bench-app")
+    ap.add_argument("--first-frame", action="store_true", help="time process start to the first frame instead")
+    ap.add_argument("--rows", type=int, default=1_000_000, help="--first-frame: rows of the large task")
+    ap.add_argument("--rounds", type=int, default=5, help="--first-frame: alternating rounds")
+    ap.add_argument("--base-tui", help="--first-frame: another checkout's tui folder, timed in the same rounds")
     args = ap.parse_args()
+    if args.first_frame:
+        first_frames(args)
+        return
     npu, golden = build(args.dir, args.gb)
     for inline in (False, True):
         lat, took = asyncio.run(measure(npu, golden, inline))

@@ -31,7 +31,7 @@ class AccuscopeApp(App):
     #crumbs { height: 1; background: $primary-background; padding: 0 1; }  /* every screen's path line */
     """
 
-    def __init__(self, workspace: Path, open_path: Path | None = None,
+    def __init__(self, workspace: Path, open_path: Path | Task | None = None,
                  compare: tuple[CompareSpec, Path] | None = None) -> None:
         super().__init__()
         self.workspace = Path(workspace)
@@ -64,7 +64,8 @@ class AccuscopeApp(App):
     def on_mount(self) -> None:
         self.push_screen(BrowserScreen(self.workspace))
         if self.open_path is not None:
-            self.open_task(load_task(self.open_path))
+            task = self.open_path  # a Task its caller loaded already (`accuscope open`), else its folder
+            self.open_task(task if isinstance(task, Task) else load_task(task))
         elif self.compare is not None:
             self.push_screen(TaskScreen(run=self.compare))
 

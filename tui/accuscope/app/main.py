@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 from ..engine.compare.comparison import CompareSpec
+from ..engine.tasks.task import Task
 from ..exitcode import ExitCode
 
 
@@ -17,10 +18,10 @@ def default_workspace() -> Path:
     return Path(data) / "accuscope"
 
 
-def run(workspace: str | os.PathLike | None = None, task: str | os.PathLike | None = None,
+def run(workspace: str | os.PathLike | None = None, task: str | os.PathLike | Task | None = None,
         compare: tuple[CompareSpec, str | os.PathLike] | None = None) -> int:
-    """Open the task browser on `workspace`; with `task`, that task on top; with `compare`
-    (spec, task folder), a running comparison. Returns the exit code: OK, UNUSABLE without a
+    """Open the task browser on `workspace`; with `task` (a folder, or a Task loaded already), that
+    task on top; with `compare` (spec, task folder), a running comparison. Returns the exit code: OK, UNUSABLE without a
     terminal, INTERNAL after an uncaught exception (its traceback printed when the screen closes)."""
     served = bool(os.environ.get("TEXTUAL_DRIVER"))  # textual-serve's web driver talks over pipes
     if not served and not (sys.stdin.isatty() and sys.stdout.isatty()):
@@ -34,7 +35,7 @@ def run(workspace: str | os.PathLike | None = None, task: str | os.PathLike | No
     except OSError as exc:
         print(f"accuscope: workspace {root}: {exc.strerror or exc}", file=sys.stderr)
         return ExitCode.UNUSABLE
-    app = AccuscopeApp(root, Path(task) if task else None,
+    app = AccuscopeApp(root, task if isinstance(task, Task) or not task else Path(task),
                        (compare[0], Path(compare[1])) if compare else None)
     app.run()
     if app.return_code:

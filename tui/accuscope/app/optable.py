@@ -36,6 +36,7 @@ from textual.strip import Strip
 
 from ..engine.compare.columns import METRIC, TABLE_ORDER, TABLE_TAIL
 from ..engine.compare.results import KIND, FilterError, ResultTable
+from ..engine.compare.textcodes import PAGE
 from ..engine.compare.thresholds import RowState, Thresholds
 from . import formatting as fmt
 from .cursorlist import CursorList
@@ -481,21 +482,19 @@ class OperatorTable(CursorList):
         if done == len(t):
             return
         keys = ["npu_op", "type", "golden_op", "shape", "reason", "std", "overflow"] + list(t.custom)
-        for key in keys:
-            values = t.codes(key).values.tolist() if not done else t.columns[key][done:].tolist()
-            longest = max(map(len, values), default=0)
+        for key in keys:  # a column's stored codes give its distinct values; else page by page, in C
+            paged = not done and hasattr(t.columns[key], "encoded")  # a columnar task's: codes stored
+            values = t.codes(key).values.tolist() if paged else None
+            longest = max(map(len, values), default=0) if values is not None else \
+                max((max(map(len, page), default=0) for page in _pages(t.columns[key], done)), default=0)
             self._lengths[key] = max(self._lengths.get(key, 0), longest)
-        if not done:
-            npu, golden = t.codes("npu_dtype"), t.codes("golden_dtype")
-            both = np.unique(npu.codes.astype(np.int64) * len(golden.values) + golden.codes)
-            pairs = set(zip(npu.values[both // max(len(golden.values), 1)].tolist(),
-                            golden.values[both % max(len(golden.values), 1)].tolist()))
-            new_golden, new_npu = (c.take(c.values) for c in (t.codes("golden_op"), t.codes("npu_op")))
-        else:
-            pairs = set(zip(t.columns["npu_dtype"][done:].tolist(), t.columns["golden_dtype"][done:].tolist()))
-            new_golden, new_npu = t.columns["golden_op"][done:], t.columns["npu_op"][done:]
+        pairs: set = set()
+        differs = False
+        for npu, golden, npu_op, golden_op in zip(*(_pages(t.columns[k], done) for k in (
+                "npu_dtype", "golden_dtype", "npu_op", "golden_op"))):
+            pairs.update(zip(npu, golden))
+            differs = differs or npu_op != golden_op
         self._lengths["dtype"] = max([self._lengths.get("dtype", 0)] + [len(fmt.dtypes(a, b)) for a, b in pairs])
-        differs = bool(len(new_golden)) and bool((new_golden != new_npu).any())
         self._lengths["golden_differs"] = int(self._lengths.get("golden_differs", 0) or differs)
         seq = t.columns["op_seq"][done:]
         self._lengths["op_seq"] = max(self._lengths.get("op_seq", 0), int(seq.max()) if len(seq) else -1)
@@ -788,3 +787,10 @@ class OperatorTable(CursorList):
         else:
             text = "no rows shown: press i or x to show the hidden rows"
         return Strip([Segment(fmt.fit(" " + text, width), style)]).adjust_cell_length(width, style)
+
+
+def _pages(column, start: int):
+    """A text column's rows from `start` as lists of str, PAGE rows at a time (a paged column is
+    never held whole as Python strings)."""
+    for lo in range(start, len(column), PAGE):
+        yield column[lo:lo + PAGE].tolist()

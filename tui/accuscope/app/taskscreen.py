@@ -111,8 +111,8 @@ class TaskScreen(Screen):
                 self.notify(warning, severity="warning", timeout=8)
         if self.run_request is not None:
             self.start_run(*self.run_request)
-        else:
-            self.start_advice()
+        else:  # after the first frame: reading a saved advice.json of a large task takes seconds
+            self.call_after_refresh(self.start_advice)
         self.query_one(OperatorTable).focus()
 
     def on_resize(self) -> None:

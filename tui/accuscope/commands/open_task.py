@@ -22,6 +22,6 @@ def run(args) -> int:
     path = Path(args.path).expanduser()
     if not path.exists():
         raise SourceError(f"{path}: no such file or folder")
-    load_task(path)  # SourceError -> exit 2 with the reason, before any screen is drawn
+    task = load_task(path)  # SourceError -> exit 2 with the reason, before any screen is drawn; the app shows it
     from ..app.main import run as run_app
-    return run_app(args.workspace or (path.parent if path.is_dir() else path.parent), task=path)
+    return run_app(args.workspace or (path.parent if path.is_dir() else path.parent), task=task)

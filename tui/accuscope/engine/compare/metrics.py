@@ -5,13 +5,16 @@ feeds all the sums at the same time, so the data are read once whatever the numb
 a tensor larger than memory still compares. The KL divergence needs each side's min and max first,
 so it takes a second walk, which for tensors of one chunk (most of them) reuses the chunk in cache.
 
-On the compiled kernel, a pair of whole float32 arrays (or of dtypes float32 holds exactly)
-takes the fused pass instead (`_fused`, _kernel.c `pair`): a cheap prepass for the ranges, then one
-loop that feeds every sum, KL included; NaN/inf, float64 data and streamed pairs take the chunks.
+A pair of whole arrays takes the fused pass instead (`_fused`): a cheap prepass for the ranges,
+then one walk that feeds every sum, KL included. On the compiled kernel (_kernel.c `pair`) that is
+one loop, for float32 and the dtypes float32 holds exactly; without it `_fused_numpy` casts each
+chunk to float64 once and runs the moments and the KL on it while it is in cache. NaN/inf and
+streamed pairs (and float64 data on the kernel) take the chunks.
 
 The per-chunk loops exist twice, with the same arithmetic: in the compiled kernel (_kernel.c: every
 element read once, all sums in float64) and here in numpy (one pass per operation over float64
-copies of the chunk, 2.5-3.5x slower), used when the kernel was not built.
+copies of the chunk, about 30 of them; 6-7x slower than the fused kernel), used when the kernel
+was not built.
 
 Degenerate cases are never hidden behind a plausible number (metrics.md section 2): NaN/inf are
 counted per side; at identical positions on both sides the finite remainder is compared and the
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections import namedtuple
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
@@ -134,6 +138,7 @@ _MAXED = [FIELDS.index(f) for f in ("mad", "mrel", "xmax", "ymax")]
 _MINED = [FIELDS.index(f) for f in ("xmin", "ymin")]
 _MAD = FIELDS.index("mad")
 _INDEX = {f: i for i, f in enumerate(FIELDS)}
+Fields = namedtuple("Fields", FIELDS)  # the sums by name, read where the metrics are made of them
 CLOSE_RTOL, CLOSE_ATOL = 1e-3, 1e-8  # tpu-mlir's CLOSE: allclose at rtol 10^-k for some k >= 3
 
 
@@ -141,12 +146,9 @@ class _Sums:
     """Running float64 sums over chunks, with scratch buffers reused for every chunk."""
 
     def __init__(self, size: int):
-        self.x = np.empty(size)
-        self.y = np.empty(size)
-        self.d = np.empty(size)
-        self.r = np.empty(size)
-        self.w = np.empty(size)
+        self.x, self.y, self.d, self.r = (np.empty(size) for _ in range(4))
         self.mask = np.empty(size, dtype=bool)
+        self.small = np.empty(size, dtype=bool)
         self.v = [0.0] * len(FIELDS)
         for i in _MAXED:
             self.v[i] = -math.inf if FIELDS[i].endswith("max") else 0.0
@@ -164,27 +166,29 @@ class _Sums:
         acc.v, acc.close, acc.chunks, acc.nonfinite, acc.last = values, close, 0, (0, 0, 0), None
         return acc
 
-    def __getattr__(self, name: str) -> float:
-        i = _INDEX.get(name)
-        if i is None:
-            raise AttributeError(name)
-        return self.v[i]
+    @property
+    def f(self) -> Fields:
+        return Fields._make(self.v)
 
     def operands(self, xc: np.ndarray, yc: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The chunk as the loops take it: the kernel reads two float32 (or float64) chunks in
-        place; anything else is cast into the float64 buffers."""
-        if (_kernel is not None and xc.dtype == yc.dtype and xc.dtype in (np.float32, np.float64)
-                and xc.dtype.isnative and xc.flags.c_contiguous and yc.flags.c_contiguous):
+        place, numpy two float64 ones; anything else is cast into the float64 buffers."""
+        if (xc.dtype == yc.dtype and xc.dtype.isnative and xc.flags.c_contiguous and yc.flags.c_contiguous
+                and (xc.dtype == np.float64 or (_kernel is not None and xc.dtype == np.float32))):
             return xc, yc
         x, y = self.x[:len(xc)], self.y[:len(yc)]
         np.copyto(x, xc, casting="unsafe")
         np.copyto(y, yc, casting="unsafe")
         return x, y
 
-    def add(self, xc: np.ndarray, yc: np.ndarray) -> None:
+    def add(self, xc: np.ndarray, yc: np.ndarray, ranges: bool = True) -> None:
+        """One chunk's sums; without `ranges` its min and max are left out (the caller has them)."""
         x, y = self.last = self.operands(xc, yc)
         self.chunks += 1
-        m = _kernel.moments(x, y) if _kernel is not None else self._moments(x, y)
+        if _kernel is not None:
+            m, absd = _kernel.moments(x, y), None
+        else:
+            m, absd = self._moments(x, y, yc, ranges), self.d[:len(x)]
         v = self.v
         for i in _SUMMED:
             v[i] += m[i]
@@ -193,74 +197,98 @@ class _Sums:
         for i in _MINED:
             v[i] = min(v[i], m[i])
         if self.close and m[_MAD] > CLOSE_ATOL:
-            self.close = self._allclose(x, y)
+            self.close = self._allclose(x, y, absd)
 
-    def _allclose(self, x: np.ndarray, y: np.ndarray) -> bool:
-        """np.allclose(x, y, rtol=1e-3, atol=1e-8) in float64: |x - y| <= atol + rtol |y| everywhere.
-        tpu-mlir tries rtol 1e-5, 1e-4, 1e-3 and calls a pair CLOSE when any holds; 1e-3 holds
-        whenever a smaller one does, so one check decides. It runs only while the pair is still
-        close and this chunk's max |x - y| exceeds atol: a pair that is not close pays one chunk."""
+    def _allclose(self, x: np.ndarray, y: np.ndarray, absd: np.ndarray | None) -> bool:
+        """np.allclose(x, y, rtol=1e-3, atol=1e-8) in float64: |x - y| <= atol + rtol |y| everywhere
+        (`absd`: |x - y| when the chunk's moments left it in a buffer). tpu-mlir tries rtol 1e-5,
+        1e-4, 1e-3 and calls a pair CLOSE when any holds; 1e-3 holds whenever a smaller one does,
+        so one check decides. It runs only while the pair is still close and this chunk's max
+        |x - y| exceeds atol: a pair that is not close pays one chunk."""
         k = len(x)
         d, r = self.d[:k], self.r[:k]
-        np.subtract(x, y, out=d, dtype=np.float64)
-        np.abs(d, out=d)
+        if absd is None:
+            np.subtract(x, y, out=d, dtype=np.float64)
+            np.abs(d, out=d)
         np.abs(y, out=r, dtype=np.float64)
         np.multiply(r, CLOSE_RTOL, out=r)
         np.add(r, CLOSE_ATOL, out=r)
         return bool(np.all(np.less_equal(d, r, out=self.mask[:k])))
 
-    def _moments(self, x: np.ndarray, y: np.ndarray) -> tuple:
-        """The kernel's `moments` in numpy: one pass per operation, over float64 buffers."""
+    def _moments(self, x: np.ndarray, y: np.ndarray, yc: np.ndarray, ranges: bool = True) -> tuple:
+        """The kernel's `moments` in numpy over two float64 chunks (y is golden's chunk `yc` in
+        float64): one pass per operation, each feeding what it can (dot products for the sums of
+        products, |x - y| for three sums); reductions and masks on yc where it is narrower.
+        Leaves |x - y| in self.d for _allclose."""
         k = len(x)
         d, r, m = self.d[:k], self.r[:k], self.mask[:k]
+        if ranges:
+            xmin, xmax = _min(x), _max(x)
+            ymin, ymax = (_min(yc), _max(yc)) if yc.dtype == np.float32 else (_min(y), _max(y))
+        else:
+            xmin = xmax = ymin = ymax = math.nan  # not read: the caller has the whole pair's
         np.subtract(x, y, out=d)
         sdd = np.dot(d, d)
         np.abs(d, out=d)
-        np.abs(y, out=r)
-        np.greater(r, EPS64, out=m)
-        np.divide(x, y, out=r)  # r = |x/y - 1|, literally (|x-y|/|y| flips counts at 0.1%), where
-        np.subtract(r, 1.0, out=r)  # golden is not ~0 ...
+        g = yc if yc.dtype == np.float32 else y  # where golden is ~0 (|y| <= eps64: exact in
+        keep = np.greater(g, EPS64, out=self.small[:k])  # float32 too), r is 0, not |x/y - 1|
+        keep |= np.less(g, -EPS64, out=m)
+        np.divide(x, y, out=r)  # r = |x/y - 1|, literally (|x-y|/|y| flips counts at 0.1%)
+        np.subtract(r, 1.0, out=r)
         np.abs(r, out=r)
-        if not m.all():
-            r[~m] = 0.0  # ... and 0 where it is (rare: no `where=`, which costs every chunk)
+        if not keep.all():  # zero them without branching on each (a masked copy costs 20x):
+            np.multiply(r, keep, out=r)  # r * 0 is 0, or NaN where x/y was inf or NaN,
+            np.fmax(r, 0.0, out=r)  # which fmax turns into 0
         over1 = np.count_nonzero(np.greater(r, 0.001, out=m))
         over5 = np.count_nonzero(np.greater(r, 0.005, out=m))
-        return (np.dot(x, y), np.dot(x, x), np.dot(y, y), x.sum(), y.sum(), sdd, d.sum(), d.max(),
-                r.sum(), r.max(), over1, over5, x.min(), x.max(), y.min(), y.max())
+        return (np.dot(x, y), np.dot(x, x), np.dot(y, y), _sum(x), _sum(y), sdd, _sum(d), _max(d),
+                _sum(r), _max(r), over1, over5, xmin, xmax, ymin, ymax)
 
     def kl_chunk(self, x: np.ndarray, y: np.ndarray, params: tuple) -> tuple[float, float, float]:
-        """The kernel's `kl` in numpy (see _kl); x and y are float64 buffers, overwritten."""
+        """The kernel's `kl` in numpy (see _kl) over two float64 chunks (which may be this object's
+        buffers: they are overwritten). The series of atanh(s) - s is summed term by term as dot
+        products, and only as far as the chunk's largest |s| makes a term count: the first term
+        left out is below 1e-17 of the sum (the kernel's series, to s^9, otherwise)."""
         xlo, xfloor, ylo, yfloor, c, bound = params
-        for v, lo, floor in ((x, xlo, xfloor), (y, ylo, yfloor)):
-            if lo:
-                np.subtract(v, lo, out=v)
-            np.maximum(v, floor, out=v)
         k = len(x)
-        s, den, w, far = self.d[:k], self.r[:k], self.w[:k], self.mask[:k]
-        sums = x.sum(), y.sum()
-        np.multiply(x, c, out=s)  # q
-        np.add(s, y, out=den)  # q + ay
-        np.subtract(s, y, out=s)
-        np.divide(s, den, out=s)  # s
-        np.abs(s, out=w)
-        np.greater_equal(w, bound, out=far)
+        q, ay, num, s = self.x[:k], self.y[:k], self.r[:k], self.d[:k]
+        np.subtract(x, xlo, out=q)
+        np.maximum(q, xfloor, out=q)
+        np.subtract(y, ylo, out=ay)
+        np.maximum(ay, yfloor, out=ay)
+        sums = float(_sum(q)), float(_sum(ay))
+        np.multiply(q, c, out=q)
+        np.add(q, ay, out=s)
+        np.subtract(q, ay, out=num)
+        np.divide(num, s, out=s)  # s = (q - ay) / (q + ay)
+        top = max(float(_max(s)), -float(_min(s)))
         f = 0.0
-        if np.count_nonzero(far):
-            q, ay = c * x[far], y[far]
-            f += float(np.sum(q * np.log(q / ay) - q + ay))
-            s[far] = 0.0
-        np.multiply(s, s, out=w)  # s^2
-        np.multiply(w, 2 / 9, out=y)  # y = 2 (atanh(s) - s) by Horner in s^2 ...
-        for coef in (2 / 7, 2 / 5, 2 / 3):
-            np.add(y, coef, out=y)
-            np.multiply(y, w, out=y)
-        np.multiply(y, s, out=y)  # ... = s^3 (2/3 + s^2 (2/5 + ...))
-        np.multiply(y, x, out=y)  # 2 ax (atanh(s) - s), which c turns into 2q (atanh(s) - s)
-        f += c * float(y.sum()) + float(np.dot(den, w))
+        if top >= bound:  # elements beyond the series take the logarithm
+            far = np.greater_equal(s, bound, out=self.mask[:k])
+            far |= np.less_equal(s, -bound, out=self.small[:k])
+            at = np.flatnonzero(far)  # indices: gathers and stores at a few places cost little
+            qf, af = q[at], ay[at]
+            f += float(np.sum(qf * np.log(qf / af) - qf + af))
+            s[at] = 0.0
+            num[at] = 0.0
+            top = bound
+        f += float(np.dot(num, s))  # (q + ay) s^2
+        w, p = np.multiply(s, s, out=num), np.multiply(q, s, out=q)
+        for j, coef in enumerate(_SERIES):  # + 2q (atanh(s) - s) = sum_j 2/(2j+3) q s (s^2)^(j+1)
+            if 2 * top ** (2 * j + 1) / (2 * j + 3) < 1e-17:
+                break  # this term is below 1e-17 of the element's (q + ay) s^2, and the rest smaller
+            if j:
+                np.multiply(p, w, out=p)
+            f += coef * float(np.dot(p, w))
         return sums[0], sums[1], f
 
     def finite(self) -> bool:
-        return math.isfinite(self.sxx + self.syy + self.sx + self.sy)
+        f = self.f
+        return math.isfinite(f.sxx + f.syy + f.sx + f.sy)
+
+
+_sum, _min, _max = np.add.reduce, np.minimum.reduce, np.maximum.reduce
+_SERIES = (2 / 3, 2 / 5, 2 / 7, 2 / 9)  # atanh(s) - s = s^3/3 + s^5/5 + ..., to s^9 as in the kernel
 
 
 def _finite_remainder(source: ChunkSource, n: int, result: PairMetrics) -> tuple[_Sums | None, int, ChunkSource]:
@@ -304,8 +332,8 @@ def _finite_remainder(source: ChunkSource, n: int, result: PairMetrics) -> tuple
     return acc, kept, finite_chunks
 
 
-def _fill(result: PairMetrics, a: _Sums, n: int) -> None:
-    v = result.values
+def _fill(result: PairMetrics, acc: _Sums, n: int) -> None:
+    v, a, close, nonfinite = result.values, acc.f, acc.close, acc.nonfinite
     nx, ny = math.sqrt(a.sxx), math.sqrt(a.syy)
     if n == 1:
         v["cos"] = 1.0
@@ -328,18 +356,18 @@ def _fill(result: PairMetrics, a: _Sums, n: int) -> None:
         v["acc_rel"] = a.srel
         v["rel_0.1%"] = a.over1 / n
         v["rel_0.5%"] = a.over5 / n
-    _tpu(result, a, n)
+    _tpu(result, a, close, nonfinite, n)
     mx, my = a.sx / n, a.sy / n
     sx, sy = math.sqrt(max(a.sxx / n - mx * mx, 0.0)), math.sqrt(max(a.syy / n - my * my, 0.0))
     result.std = f"({_3(mx)};{_3(sx)}),({_3(my)};{_3(sy)})"
 
 
-def _tpu(result: PairMetrics, a: _Sums, n: int) -> None:
+def _tpu(result: PairMetrics, a: Fields, close: bool, nonfinite: tuple[int, int, int], n: int) -> None:
     """tpu-mlir's euclidean similarity, SQNR and the tolerance-free steps of its ladder, from the
     sums. Non-finite values at the same positions on both sides count as tpu-mlir replaces them
     (NaN -> 0, +-inf -> +-10000): they add to n, and 1e8 / +-1e4 to the sums of squares and
     products / of values, nothing to the differences."""
-    nan, pos, neg = a.nonfinite
+    nan, pos, neg = nonfinite
     big = 1e8 * (pos + neg)
     n, sxx, syy, sxy = n + nan + pos + neg, a.sxx + big, a.syy + big, a.sxy + big
     sx, sy = a.sx + 1e4 * (pos - neg), a.sy + 1e4 * (pos - neg)
@@ -354,7 +382,7 @@ def _tpu(result: PairMetrics, a: _Sums, n: int) -> None:
         result.values["sqnr"] = 10 * math.log10(signal / noise)
     if a.mad == 0 and nan == 0:  # NaN != NaN for tpu-mlir's array_equal, but allclose(equal_nan)
         result.tpu_verdict = "EQUAL"
-    elif a.close:
+    elif close:
         result.tpu_verdict = "CLOSE"
 
 
@@ -385,17 +413,25 @@ def _kl(result: PairMetrics, a: _Sums, n: int, source: ChunkSource) -> None:
     other: almost every element of any pair worth a look) atanh(s) - s is its series
     s^3/3 + ... + s^9/9 (truncated, below s^9/11 < 1e-10 of the term), else the term is computed
     with the logarithm."""
-    rx, ry = a.xmax - a.xmin, a.ymax - a.ymin
-    (xlo, rx), (ylo, ry) = (a.xmin, rx) if rx != 0 else (0.0, 1.0), (a.ymin, ry) if ry != 0 else (0.0, 1.0)
-    xfloor, yfloor = EPS32 * rx, EPS32 * ry
-    sx0, sy0 = max(a.sx - n * xlo, n * xfloor), max(a.sy - n * ylo, n * yfloor)
-    params = (xlo, xfloor, ylo, yfloor, sy0 / sx0, KL_BOUND)
+    f = a.f
+    params, sx0, sy0 = _kl_params(f.xmin, f.xmax, f.ymin, f.ymax, f.sx, f.sy, n)
     sums = [0.0, 0.0, 0.0]  # Sx, Sy, Sy' * sum(py' f(px'/py'))
     chunks = [a.last] if a.chunks == 1 else (a.operands(xc, yc) for xc, yc in source() if len(xc))
     for x, y in chunks:
         part = _kernel.kl(x, y, *params) if _kernel is not None else a.kl_chunk(x, y, params)
         sums = [s + p for s, p in zip(sums, part)]
     _kl_finish(result, *sums, sx0, sy0)
+
+
+def _kl_params(xmin: float, xmax: float, ymin: float, ymax: float, sx: float, sy: float,
+               n: int) -> tuple[tuple, float, float]:
+    """The KL walk's scaling from each side's range and sum (of the values, or an estimate of
+    it): (xlo, xfloor, ylo, yfloor, c, bound) and Sx', Sy'."""
+    rx, ry = xmax - xmin, ymax - ymin
+    (xlo, rx), (ylo, ry) = (xmin, rx) if rx != 0 else (0.0, 1.0), (ymin, ry) if ry != 0 else (0.0, 1.0)
+    xfloor, yfloor = EPS32 * rx, EPS32 * ry
+    sx0, sy0 = max(sx - n * xlo, n * xfloor), max(sy - n * ylo, n * yfloor)
+    return (xlo, xfloor, ylo, yfloor, sy0 / sx0, KL_BOUND), sx0, sy0
 
 
 def _kl_finish(result: PairMetrics, sx: float, sy: float, f: float, sx0: float, sy0: float) -> None:
@@ -411,16 +447,20 @@ def _kl_finish(result: PairMetrics, sx: float, sy: float, f: float, sx0: float, 
 
 # dtypes whose every value float32 holds exactly: the kernel's fused pass takes them as float32
 _EXACT_F32 = frozenset(np.dtype(t) for t in (np.float32, np.float16, np.int8, np.uint8, np.int16, np.uint16, np.bool_))
+# and float64: the numpy fused pass (_fused_numpy)
+_EXACT_F64 = _EXACT_F32 | {np.dtype(t) for t in (np.float64, np.int32, np.uint32)}
 
 
 def _fused(source: ChunkSource, kl: bool, threads: int) -> tuple[_Sums, tuple] | None:
-    """The kernel's fused pass over a pair of whole arrays: every sum from one computing walk
-    (_kernel.c, `pair`). None when it does not apply (no kernel, a streamed pair, float64 or
-    int32 data, NaN/inf in the data: the chunked path handles those)."""
+    """The fused pass over a pair of whole arrays: every sum from one computing walk (_kernel.c
+    `pair`, or _fused_numpy without the kernel). None when it does not apply (a streamed pair,
+    dtypes it does not take, NaN/inf in the data: the chunked path handles those)."""
     arrays = getattr(source, "arrays", None)
-    if _kernel is None or arrays is None:
+    if arrays is None:
         return None
     x, y = arrays
+    if _kernel is None:
+        return _fused_numpy(x, y, kl)
     if x.dtype.newbyteorder("=") not in _EXACT_F32 or y.dtype.newbyteorder("=") not in _EXACT_F32:
         return None
     x = np.ascontiguousarray(x, dtype=np.float32)  # no copy for native contiguous float32
@@ -429,3 +469,38 @@ def _fused(source: ChunkSource, kl: bool, threads: int) -> tuple[_Sums, tuple] |
     if out is None:
         return None
     return _Sums.of(list(out[:len(FIELDS)]), out[16] == 0), out[17:22] if kl else ()
+
+
+def _fused_numpy(x: np.ndarray, y: np.ndarray, kl: bool) -> tuple[_Sums, tuple] | None:
+    """The kernel's `pair` in numpy: a prepass on the data as they are (each side's min and max,
+    exact in any dtype, and an estimate of its sum) gives the KL walk its scaling, so that each
+    chunk is cast to float64 once and feeds the moments and the KL in one visit, while in cache.
+    The estimate only sets c, whose error _kl_finish's closing term cancels, as in the kernel."""
+    if x.dtype.newbyteorder("=") not in _EXACT_F64 or y.dtype.newbyteorder("=") not in _EXACT_F64:
+        return None
+    ranges = [float(v.min()) for v in (x, y)] + [float(v.max()) for v in (x, y)]
+    if not all(math.isfinite(v) for v in ranges):
+        return None  # NaN or inf somewhere: the chunked path counts them
+    xmin, ymin, xmax, ymax = ranges
+    n = x.size
+    sx, sy = (_sum_estimate(v) for v in (x, y))
+    params, sx0, sy0 = _kl_params(xmin, xmax, ymin, ymax, sx, sy, n)
+    size = min(n, CHUNK)
+    acc, sums = _Sums(size), [0.0, 0.0, 0.0]
+    for lo in range(0, n, size):
+        acc.add(x[lo:lo + size], y[lo:lo + size], ranges=False)
+        if kl:
+            sums = [s + p for s, p in zip(sums, acc.kl_chunk(*acc.last, params))]
+    for name, value in zip(("xmin", "ymin", "xmax", "ymax"), ranges):
+        acc.v[_INDEX[name]] = value
+    return acc, (*sums, sx0, sy0) if kl else ()
+
+
+def _sum_estimate(v: np.ndarray) -> float:
+    """The sum of v, to float32's precision at least: numpy's pairwise sum in float32 where v
+    is float32 (the cheap pass), in float64 otherwise (float16 or bool sums overflow or saturate)."""
+    if v.dtype == np.float32:
+        total = float(v.sum())
+        if math.isfinite(total):
+            return total
+    return float(np.add.reduce(v, dtype=np.float64))

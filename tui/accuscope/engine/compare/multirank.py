@@ -5,7 +5,6 @@ result rows travel back, as a ResultTable with its step and rank columns set.
 from __future__ import annotations
 
 import os
-import socket
 import sys
 import threading
 import time
@@ -86,6 +85,7 @@ def worker_name() -> str:
             return f"{worker.name} ({worker.address})"
         except ValueError:
             pass
+    import socket  # only here: compare imports this module for is_rank_run on every run
     return f"{socket.gethostname()}:{os.getpid()}"
 
 

@@ -173,7 +173,8 @@ class ResultTable:
         for r in rows:
             keys.update(r)
         wanted = [k for k in keys if k in KIND or k in custom]
-        columns = {k: [r.get(k, DEFAULT_OF.get(k, "")) for r in rows] for k in wanted}
+        defaults = {k: DEFAULT_OF.get(k, "") for k in wanted}
+        columns = {k: [r.get(k, defaults[k]) for r in rows] for k in wanted}
         if not columns:
             columns["tensor"] = [""] * len(rows)
         return cls.from_columns(columns, custom, start=start)

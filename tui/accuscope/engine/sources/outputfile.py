@@ -11,7 +11,6 @@ the user's umask, applied by the kernel), not mkstemp's 0600.
 from __future__ import annotations
 
 import os
-import secrets
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -29,7 +28,7 @@ def fresh_file(path: str | os.PathLike, suffix: str = ".tmp") -> tuple[int, Path
     path = Path(path)
     stem = path.name.encode()[:_STEM_BYTES].decode("utf-8", "ignore")
     for _ in range(100):
-        tmp = path.with_name(f".{stem}.{secrets.token_hex(4)}{suffix}")
+        tmp = path.with_name(f".{stem}.{os.urandom(4).hex()}{suffix}")
         try:
             return os.open(tmp, _FLAGS, 0o666), tmp
         except FileExistsError:
