@@ -8,8 +8,8 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+from accuscope.engine.sources.inputfile import read_json_object
 from accuscope.engine.sources.tensor import SourceError
-from accuscope.engine.tasks.task import read_json_object
 
 MANIFEST = "manifest.json"
 FORMAT = 1
