@@ -482,7 +482,8 @@ def read_task_doc(folder: str | os.PathLike) -> TaskDoc:
     """task.json of a task folder (taskdoc.read), its state made true (see true_state); SourceError
     naming the file when it is missing, not JSON, or a field has the wrong type."""
     doc = taskdoc.read(folder)
-    return doc.with_fields(state=true_state(folder, doc))
+    state = true_state(folder, doc)
+    return doc if state == doc.state else doc.with_fields(state=state)  # a document without one keeps ""
 
 
 def true_state(folder: str | os.PathLike, doc: TaskDoc) -> str:
