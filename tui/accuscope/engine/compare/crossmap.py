@@ -33,8 +33,10 @@ import math
 import os
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import NamedTuple
 
-from accuscope.engine.compare import apitable
+from accuscope.engine.compare import apitable, gcpause
 from accuscope.engine.sources import msprobe
 from accuscope.engine.sources.tensor import SourceError, Tensor
 
@@ -224,8 +226,7 @@ def _csv(text: str, path: str) -> dict[str, str]:
 # ------------------------------------------------------------------ pairing
 
 
-@dataclass(frozen=True)
-class Match:
+class Match(NamedTuple):  # a tuple: one made per tensor, 100k calls' worth in a second
     golden: Tensor | None
     how: str
     confidence: float = 1.0
@@ -278,11 +279,11 @@ def rank_folder(side) -> str | None:
     return None
 
 
+@gcpause.paused
 def pair(npu, golden, mapping: MappingFile | None = None, *, structure: bool = False) -> CrossPairs:
     """The cross-implementation pairs of two msprobe sides (see the module docstring)."""
     found = CrossPairs(frameworks=(framework(npu), framework(golden)))
     by_name = {t.tensor_name: t for t in golden.tensors if t.tensor_name}
-    golden_calls = {df.op_name: df for df in golden.ops}
     decided = found.by_tensor
     kind = mapping.kind if mapping is not None else ""
     if kind == DATA:
@@ -296,12 +297,19 @@ def pair(npu, golden, mapping: MappingFile | None = None, *, structure: bool = F
         calls = layer_mapping(rank_folder(npu), rank_folder(golden), mapping.layers,
                               [df.op_name for df in npu.ops], [df.op_name for df in golden.ops], found.frameworks)
         for df in npu.ops:
-            target = calls.get(df.op_name)
-            for t in df.tensors:
-                g = by_name.get(target + t.tensor_name[len(df.op_name):]) if target else None
-                decided[id(t)] = Match(g, LAYER if g else "", reason="" if g else (
-                    f"layer mapping: no golden call at {df.op_name}'s scope" if not target else
-                    f"layer mapping: {target} has no {t.tensor_name[len(df.op_name):].lstrip('.')}"))
+            op = df.op_name
+            target = calls.get(op)
+            if not target:
+                unplaced = Match(None, "", reason=f"layer mapping: no golden call at {op}'s scope")
+                for t in df.inputs + df.outputs:
+                    decided[id(t)] = unplaced
+                continue
+            cut = len(op)
+            for t in df.inputs + df.outputs:
+                suffix = t.tensor_name[cut:]
+                g = by_name.get(target + suffix)
+                decided[id(t)] = Match(g, LAYER) if g is not None else \
+                    Match(None, "", reason=f"layer mapping: {target} has no {suffix.lstrip('.')}")
     elif kind == API:
         _api_mapping(npu, mapping.apis, by_name, decided)
     elif kind == CELL:
@@ -313,10 +321,11 @@ def pair(npu, golden, mapping: MappingFile | None = None, *, structure: bool = F
                     if g is not None:
                         decided[id(t)] = Match(g, CELL)
     cross = found.frameworks[0] != found.frameworks[1] and "" not in found.frameworks
+    modules = _module_map(npu, golden, cross) if structure or cross and kind in ("", ACCUSCOPE, CELL, API) else {}
     if cross and kind in ("", ACCUSCOPE, CELL, API):
-        _by_table(npu, by_name, decided, found.unmapped_apis, _module_map(npu, golden, True))
+        _by_table(npu, by_name, decided, found.unmapped_apis, modules)
     if structure:
-        _by_structure(npu, golden, golden_calls, decided, found, cross)
+        _by_structure(npu, golden, decided, found, cross, modules)
     return found
 
 
@@ -365,6 +374,10 @@ def translate(call: str) -> tuple[str, ...]:
     """A MindSpore call name as the PyTorch call names it may be, likeliest first (() where the table has
     none): `Mint.matmul.3.forward` -> (`Torch.matmul.3.forward`, ...); `Cell.fc1.Dense.forward.0` ->
     (`Module.fc1.Linear.forward.0`,)."""
+    head, _, tail = call.partition(".")
+    if head not in ("Cell", "Primitive"):  # `Type.name.rest`: no split of the whole name
+        name, _, rest = tail.partition(".")
+        return tuple(f"{n}.{rest}" for n in apitable.targets(f"{head}.{name}")) if rest else ()
     parts = call.split(".")
     if parts[0] == "Cell" and len(parts) >= 4:
         k = -3 if parts[-2] in ("forward", "backward") else -2
@@ -388,23 +401,27 @@ def _by_table(npu, by_name: dict[str, Tensor], decided: dict[int, Match], unmapp
     map) with the same shapes: counters count per API on each side, and a MindSpore primitive inside a
     layer (Dense's MatMul) is no call of the PyTorch script's own of the same name."""
     for df in npu.ops:
-        tensors = [t for t in df.tensors if id(t) not in decided and t.tensor_name not in by_name]
+        tensors = [t for t in df.inputs + df.outputs if id(t) not in decided and t.tensor_name not in by_name]
         if not tensors:
             continue
-        names = translate(df.op_name)
+        op = df.op_name
+        names = translate(op)
         if not names:
-            if not df.op_name.startswith(("Cell.", "Module.")) and not msprobe.is_grads(df.op_name):
-                api = _api(df.op_name.split("."))[0]
+            if not op.startswith(("Cell.", "Module.")) and not msprobe.is_grads(op):
+                api = _api(op.split("."))[0]
                 unmapped[api] = unmapped.get(api, 0) + 1
             continue
         module = _module_of(df)
         module = modules.get(module, module)
+        cell, cut = op.startswith("Cell."), len(op)
         for t in tensors:
-            suffix = t.tensor_name[len(df.op_name):]
-            g = next((by_name[n + suffix] for n in names if n + suffix in by_name), None)
-            if g is not None and (g.op_type == module or df.op_name.startswith("Cell.")) and \
-                    tuple(g.shape) == tuple(t.shape):
-                decided[id(t)] = Match(g, TABLE)
+            suffix = t.tensor_name[cut:]
+            for n in names:
+                g = by_name.get(n + suffix)
+                if g is not None:
+                    if (cell or g.op_type == module) and tuple(g.shape) == tuple(t.shape):
+                        decided[id(t)] = Match(g, TABLE)
+                    break
 
 
 def _kind(call: str, translate_it: bool) -> str:
@@ -425,7 +442,8 @@ def _direction(call: str) -> str:
     return m.group(1) if m else ("parameters_grad" if msprobe.is_grads(call) else "")
 
 
-def _by_structure(npu, golden, golden_calls: dict, decided: dict[int, Match], found: CrossPairs, cross: bool) -> None:
+def _by_structure(npu, golden, decided: dict[int, Match], found: CrossPairs, cross: bool,
+                  modules: dict[str, str]) -> None:
     """The calls no other rule paired, paired in order within their module and direction."""
     used = {id(m.golden) for m in decided.values() if m.golden is not None}
     by_name = {t.tensor_name for t in golden.tensors}
@@ -435,7 +453,6 @@ def _by_structure(npu, golden, golden_calls: dict, decided: dict[int, Match], fo
             free_golden.setdefault((_module_of(df), _direction(df.op_name)), []).append(df)
     pointer: dict[tuple[str, str], int] = {}
     npu_kind_cache: dict[str, str] = {}
-    modules = _module_map(npu, golden, cross)
     for df in npu.ops:
         if any(id(t) in decided or t.tensor_name in by_name for t in df.tensors):
             continue  # paired (or decided) by a stronger rule
@@ -472,9 +489,13 @@ def _modules(side, cross: bool) -> list[tuple[str, str]]:
     """(module path, class) of every module a side's forward calls ran, in order of their first call."""
     found: dict[str, str] = {}
     for df in side.ops:
+        if not df.op_name.startswith(("Cell.", "Module.")):
+            continue
         parts = df.op_name.split(".")
-        if parts[0] in ("Cell", "Module") and len(parts) >= 5 and parts[-2] == "forward":
-            found.setdefault(".".join(parts[1:-3]), _kind(df.op_name, cross))
+        if len(parts) >= 5 and parts[-2] == "forward":
+            path = ".".join(parts[1:-3])
+            if path not in found:
+                found[path] = _kind(df.op_name, cross)
     return list(found.items())
 
 
@@ -484,7 +505,8 @@ def _module_map(npu, golden, cross: bool) -> dict[str, str]:
     ours, theirs = _modules(npu, cross), _modules(golden, False)
     paths = {p for p, _ in theirs}
     found = {p: p for p, _ in ours if p in paths}
-    free = [(p, c) for p, c in theirs if p not in found.values()]
+    taken = set(found.values())
+    free = [(p, c) for p, c in theirs if p not in taken]
     j = 0
     for path, cls in ours:
         if path in found:
@@ -559,6 +581,7 @@ class _Item:
     state: str
     full_scope: str = ""
     layer_scope: str = ""
+    index: int = -1  # its place among its trie node's calls of its state
 
 
 def _item(name: str, parent: str | None, stack: list | None, framework_name: str) -> _Item | None:
@@ -579,26 +602,34 @@ def _item(name: str, parent: str | None, stack: list | None, framework_name: str
     elif api_type == "parameters_grad":
         scope = parts
     else:
-        scope = parent.split(".") if parent else []
-    item.layer_scope = ".".join(scope[:-3]) if scope else TOP_LAYER
+        item.layer_scope = _parent_scope(parent) if parent else TOP_LAYER
+        scope = None
+    if scope is not None:
+        item.layer_scope = ".".join(scope[:-3]) if scope else TOP_LAYER
     frame = ""
     if api_type not in ("Cell", "Module", "Primitive", "Jit") and isinstance(stack, list) and stack:
-        frame = _frame_scope([str(s) for s in stack], framework_name)
-    item.full_scope = ".".join(p for p in (item.layer_scope, frame, item.api_name) if p)
+        frame = _frame_scope(tuple(str(s) for s in stack), framework_name)
+    item.full_scope = ".".join([p for p in (item.layer_scope, frame, item.api_name) if p])
     return item
+
+
+@lru_cache(maxsize=4096)  # the calls of one module share it
+def _parent_scope(parent: str) -> str:
+    return ".".join(parent.split(".")[:-3])
 
 
 _FRAME_FILES = ("site-packages/torch", "package/torch", "site-packages/mindspore", "package/mindspore")
 
 
-def _frame_scope(lines: list[str], framework_name: str) -> str:
+@lru_cache(maxsize=4096)  # a layer's calls repeat their stacks layer after layer
+def _frame_scope(lines: tuple[str, ...], framework_name: str) -> str:
     """The framework function an API was called from (msprobe's frame scope)."""
-    end_sign = "construct" if framework_name == "mindspore" else r"in (for|back)ward,"
+    ends = ("construct",) if framework_name == "mindspore" else ("in forward,", "in backward,")
     start, end = -1, len(lines)
     for k, line in enumerate(lines):
-        if re.search("Template", line):
+        if "Template" in line:
             start = k
-        elif start >= 0 and re.search(end_sign, line):
+        elif start >= 0 and any(e in line for e in ends):
             end = k
             break
     frame, entered = None, False
@@ -667,20 +698,30 @@ def _tree(folder: str | None, calls: list[str] | None = None, fw: str = "") -> t
             items.append(item)
             named[name] = item
     for item in items:  # a backward call takes its forward call's scope
+        if "backward" not in item.name:
+            continue
         parts = item.name.split(".")
         if "backward" in parts[-2:]:
             forward = named.get(".".join(parts[:-2] + [p.replace("backward", "forward") for p in parts[-2:]]))
             if forward is not None:
                 item.full_scope, item.layer_scope = forward.full_scope, forward.layer_scope
     _renumber(items)
+    nodes: dict[str, _Trie] = {}  # full scope -> its node: a layer's calls share scopes
     for item in items:
-        node = root
-        for part in item.full_scope.split(".")[1:]:
-            child = node.children.get(part)
-            if child is None:
-                child = node.children[part] = _Trie(part)
-            node = child
-        node.items.setdefault(item.state, []).append(item.name)
+        node = nodes.get(item.full_scope)
+        if node is None:
+            node = root
+            for part in item.full_scope.split(".")[1:]:
+                child = node.children.get(part)
+                if child is None:
+                    child = node.children[part] = _Trie(part)
+                node = child
+            nodes[item.full_scope] = node
+        names = node.items.get(item.state)
+        if names is None:
+            names = node.items[item.state] = []
+        item.index = len(names)  # call names are unique: msprobe's last index of the name is this one
+        names.append(item.name)
         node.type_name = item.type_name
     return root, items
 
@@ -708,47 +749,56 @@ def _rules(layers: dict) -> dict[str, dict[str, list[tuple[str, str, int]]]]:
     return rules
 
 
-def _convert(root: _Trie, item: _Item, rules) -> tuple[str, str, int]:
-    scope = TOP_LAYER
-    parts = item.full_scope.split(".")
-    node, i = root, 0
-    while i < len(parts) - 1:
-        child = parts[i + 1]
-        step = 1
-        for origin, target, level in [*rules.get(node.type_name, {}).get(child, ()), (child, child, 1)]:
-            if ".".join(parts[i + 1: i + level + 1]) == origin:
-                scope, step = f"{scope}.{target}", level
-                break
+def _convert(root: _Trie, full_scope: str, rules) -> str:
+    """An NPU call's scope as the bench side names it: each part, walking the NPU tree, renamed by the
+    rule of its parent's class where one matches (the longest first; a rule may span several parts)."""
+    scope = [TOP_LAYER]
+    parts = full_scope.split(".")
+    node, i, n = root, 1, len(parts)
+    while i < n:
+        child = parts[i]
+        target, step = child, 1
+        table = rules.get(node.type_name)
+        if table:
+            for origin, renamed, level in table.get(child, ()):
+                if level == 1 or ".".join(parts[i: i + level]) == origin:
+                    target, step = renamed, level
+                    break
+        scope.append(target)
         for _ in range(step):
-            node = node.children[parts[i + 1]]
+            node = node.children[parts[i]]
             i += 1
-    names = node.items.get(item.state, [])
-    index = max((k for k, n in enumerate(names) if n == item.name), default=-1)
-    return scope, item.state, index
+    return ".".join(scope)
 
 
-def _query(root: _Trie, scope: str, state: str, index: int) -> str | None:
+def _query(root: _Trie, scope: str) -> _Trie | None:
     node = root
     for part in scope.split(".")[1:]:
         node = node.children.get(part)
         if node is None:
             return None
-    names = node.items.get(state, [])
-    return names[index] if 0 <= index < len(names) or -len(names) <= index < 0 else None
+    return node
 
 
 def layer_mapping(npu_folder: str | None, golden_folder: str | None, layers: dict, npu_calls: list[str] | None = None,
                   golden_calls: list[str] | None = None, frameworks: tuple[str, str] = ("", "")) -> dict[str, str]:
     """npu call -> golden call, as msprobe's layer mapping pairs them (calls it cannot place: absent); the
-    calls of each side in dump.json's order where the caller has them (else dump.json is read)."""
+    calls of each side in dump.json's order where the caller has them (else dump.json is read). Each scope
+    is converted and looked up once (a dict of them): 100k calls hold far fewer scopes."""
     npu_root, items = _tree(npu_folder, npu_calls, frameworks[0])
     golden_root, _ = _tree(golden_folder, golden_calls, frameworks[1])
     rules = _rules(layers)
     found = {}
+    targets: dict[str, _Trie | None] = {}
     for item in items:
-        target = _query(golden_root, *_convert(npu_root, item, rules))
-        if target is not None:
-            found[item.name] = target
+        if item.full_scope in targets:
+            node = targets[item.full_scope]
+        else:
+            node = targets[item.full_scope] = _query(golden_root, _convert(npu_root, item.full_scope, rules))
+        if node is not None:
+            names = node.items.get(item.state)
+            if names is not None and item.index < len(names):
+                found[item.name] = names[item.index]
     return found
 
 
