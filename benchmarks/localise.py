@@ -147,7 +147,7 @@ def graphs(g):
 
 def name_nodes(model) -> None:
     """Give every node the name accuscope's loader gives it, in the file, so edits keep it."""
-    from accuscope.engine.runs.ortdump import node_names
+    from accuscope.engine.runs.onnxmodel import node_names
     g = model.graph
     for node, name in zip(g.node, node_names(g.node)):
         node.name = name

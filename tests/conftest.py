@@ -9,6 +9,7 @@ import sys
 import zipfile
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"  # in the repository: a fresh clone needs nothing beside it
@@ -52,6 +53,17 @@ def det_model(rapidocr_models) -> Path:
     return rapidocr_models / "ch_PP-OCRv4_det_infer.onnx"
 
 
+def text_image_nchw() -> np.ndarray:
+    """A 320x96 RGB image of two lines of text drawn with Pillow's built-in font (one black, one blue),
+    normalised as PP-OCR's detector takes it ((x / 255 - 0.5) / 0.5), NCHW float32."""
+    from PIL import Image, ImageDraw, ImageFont
+    img = Image.new("RGB", (320, 96), (255, 255, 255))
+    draw = ImageDraw.Draw(img)
+    draw.text((8, 20), "accuracy 42 hello", fill=(0, 0, 0), font=ImageFont.load_default())
+    draw.text((8, 60), "the quick brown fox", fill=(20, 20, 200), font=ImageFont.load_default())
+    return ((np.asarray(img, np.float32) / 255.0 - 0.5) / 0.5).transpose(2, 0, 1)[None].astype(np.float32)
+
+
 def cls_with_planted_fault(cls_model: Path, root: Path, op: str, breaker):
     """PP-OCR cls run by onnxruntime into root/golden, and an Ascend-style fp16 NPU dump of it in
     root/npu whose values are the golden ones except op's output 0, replaced by breaker(array).
@@ -61,7 +73,7 @@ def cls_with_planted_fault(cls_model: Path, root: Path, op: str, breaker):
     import numpy as np
 
     from accuscope.engine.demo.npusim import simulate
-    from accuscope.engine.graphs.graph import load_graph
+    from accuscope.engine.graphs.modelfile import load_graph
     from accuscope.engine.runs.ortdump import dump_onnx
     from accuscope.engine.sources.golden import open_golden
 

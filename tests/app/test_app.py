@@ -17,7 +17,6 @@ from accuscope.app.graphscreen import GraphScreen
 from accuscope.app.newtask import NewTaskScreen
 from accuscope.app.optable import OperatorTable
 from accuscope.app.taskscreen import TaskScreen
-from accuscope.engine.compare.comparison import CompareSpec
 from accuscope.engine.demo.workspace import MAIN, TASKS
 from accuscope.engine.tasks.task import Task, load_task
 from appkit import drive, screen_text, wait_for
@@ -212,7 +211,7 @@ def slow_rerun(task, tmp_path, seconds):
         "def compare(my_output_dump_data, ground_truth_dump_data, args):\n"
         f"    time.sleep({seconds})\n"
         "    return '1', ''\n")
-    spec = CompareSpec.from_meta(task.meta, task.thresholds)
+    spec = task.doc.spec(task.thresholds)
     spec.custom_dir = str(tmp_path / "slow")
     spec.algorithms = None
     return spec
@@ -237,7 +236,7 @@ def test_rerun_in_the_app_rows_arrive_and_keys_work_meanwhile(ws, tmp_path):
         assert len(table.table) == len(task.table) and "Slow" in table.table.custom
     drive(AccuscopeApp(ws, compare=(spec, folder)), script)
     after = load_task(folder)
-    assert after.meta["state"] == "done" and after.csv != before and "Slow" in after.table.custom
+    assert after.doc.state == "done" and after.csv != before and "Slow" in after.table.custom
 
 
 def test_cancelled_run_keeps_the_previous_result(ws, tmp_path):
@@ -258,7 +257,7 @@ def test_cancelled_run_keeps_the_previous_result(ws, tmp_path):
         assert len(screen.query_one(OperatorTable).table) == len(task.table)  # the old result, reloaded
     drive(AccuscopeApp(ws, compare=(spec, folder)), script)
     after = load_task(folder)
-    assert after.meta["state"] == "cancelled"
+    assert after.doc.state == "cancelled"
     assert after.csv.read_bytes() == old_csv and len(list(folder.glob("result_*.csv"))) == 1
 
     async def reopened(pilot):
@@ -299,7 +298,7 @@ def test_new_task_form_refuses_a_folder_without_golden_data(ws, tmp_path):
     async def script(pilot):
         await pilot.press("n")
         form = pilot.app.screen
-        form.query_one("#npu").value = load_task(ws / MAIN.name).meta["npu"]
+        form.query_one("#npu").value = load_task(ws / MAIN.name).doc.npu
         form.query_one("#golden").value = str(empty)  # a folder, but no golden dump: no green tick
         await pilot.pause()
         assert "empty folder" in str(form.query_one("#why-golden").render())
@@ -313,7 +312,7 @@ def test_new_task_form_refuses_a_folder_without_golden_data(ws, tmp_path):
 
 def test_a_task_that_failed_shows_its_error_not_an_empty_table(ws, tmp_path):
     task = load_task(ws / MAIN.name)
-    spec = CompareSpec.from_meta(task.meta, task.thresholds)
+    spec = task.doc.spec(task.thresholds)
     spec.npu = str(tmp_path / "moved" / "npu")
 
     async def script(pilot):
@@ -413,8 +412,8 @@ def test_80x24_browser_keeps_its_counts_beside_a_long_task_name(ws):
         text = screen_text(pilot.app)
         task = load_task(ws / long_name)
         line = next(line for line in text.splitlines() if "a-task-whose" in line)
-        assert len(line) <= 80 and f" {task.meta['rows']} " in line and f" {task.meta['failing']} " in line
-        assert "…" in line and task.meta["first_failing_op"][-8:] in line  # cut names, whole counts
+        assert len(line) <= 80 and f" {task.doc.rows} " in line and f" {task.doc.failing} " in line
+        assert "…" in line and task.doc.first_failing_op[-8:] in line  # cut names, whole counts
         footer = text.splitlines()[-1]
         assert footer.rstrip().endswith("palette") and "? help" in footer  # keys are not cut mid-word
     drive(AccuscopeApp(ws), script)
@@ -500,7 +499,7 @@ def test_advisor_strip_and_screen_jump_to_the_op_that_introduced_the_error(ws):
 
 
 def test_new_task_form_checks_fields_and_runs(ws):
-    meta = load_task(ws / MAIN.name).meta
+    meta = load_task(ws / MAIN.name).doc.raw
 
     async def script(pilot):
         await pilot.press("n")
@@ -537,7 +536,7 @@ def test_new_task_form_checks_fields_and_runs(ws):
         assert isinstance(screen, TaskScreen)
         await wait_for(pilot, lambda: not screen.running and len(screen.table_widget.table) > 0)
     drive(AccuscopeApp(ws), script)
-    assert load_task(ws / "fresh").meta["state"] == "done"
+    assert load_task(ws / "fresh").doc.state == "done"
 
 
 def test_graph_follows_the_table_and_back(ws):
@@ -584,7 +583,7 @@ def test_new_task_form_asks_a_raw_bin_golden_for_shape_and_dtype(ws, tmp_path):
         await wait_for(pilot, lambda: not screen.running and len(screen.table_widget.table) > 0)
     drive(AccuscopeApp(ws), script)
     task = load_task(ws / "bin")
-    assert task.meta["golden_shape"] == [1, 8, 4, 4] and task.table.numbers("cos")[-1] > 0.9999
+    assert task.doc.golden_shape == [1, 8, 4, 4] and task.table.numbers("cos")[-1] > 0.9999
 
 
 def test_path_fields_keep_their_text_unselected_and_complete_with_tab(ws):

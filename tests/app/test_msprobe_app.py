@@ -123,7 +123,7 @@ def test_the_new_task_form_checks_step_rank_and_runs_a_rank_tree_rank_by_rank(de
         text = screen_text(pilot.app)
         assert " rank " in text and " step " in text
     drive(AccuscopeApp(ws), script, size=(140, 40))
-    meta = load_task(ws / "all-ranks").meta
+    meta = load_task(ws / "all-ranks").doc.raw
     assert meta["state"] == "done" and len(meta["ranks"]) == 8 and meta["stats_only"] is True
 
 

@@ -135,7 +135,7 @@ def test_compare_tui_runs_in_the_app_and_saves_the_task(tmux, tmp_path):
     """The one-command triage: `accuscope compare ... --tui` shows the comparison as it runs."""
     from accuscope.engine.demo.workspace import build_workspace
     build_workspace(tmp_path / "ws")
-    meta = load_task(tmp_path / "ws" / MAIN.name).meta
+    meta = load_task(tmp_path / "ws" / MAIN.name).doc.raw
     out = tmp_path / "ws" / "again"
     args = " ".join(shlex.quote(str(a)) for a in ("--npu", meta["npu"], "--golden", meta["golden"],
                                                      "--model", meta["model"], "--out", out))
@@ -147,7 +147,7 @@ def test_compare_tui_runs_in_the_app_and_saves_the_task(tmux, tmp_path):
     t.wait_for("first failing op")
     t.keys("q")
     t.wait_for("EXITED 0")
-    assert load_task(out).meta["state"] == "done"
+    assert load_task(out).doc.state == "done"
 
 
 def test_compare_tui_runs_a_rank_tree_in_the_app(tmux, demo_ws, tmp_path):
@@ -162,7 +162,7 @@ def test_compare_tui_runs_a_rank_tree_in_the_app(tmux, demo_ws, tmp_path):
     t.wait_for("first failing op")
     t.keys("q")
     t.wait_for("EXITED 0")
-    assert len(load_task(out).meta["ranks"]) == 8
+    assert len(load_task(out).doc.ranks) == 8
 
 
 @pytest.mark.parametrize("env", ["NO_COLOR=1 TERM=xterm-256color", "TERM=xterm"])  # no colour; 16 colours

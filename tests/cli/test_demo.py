@@ -54,16 +54,16 @@ def test_workspace_holds_finished_openable_tasks(workspace):
         assert s.state == "done" and not s.problem and s.rows and s.failing
     for folder in folders:
         task = load_task(folder)
-        assert not task.warnings and task.meta["demo"]["story"]
+        assert not task.warnings and task.doc.demo["story"]
         assert len(list(folder.glob("result_*.csv"))) == 1 and (folder / "result.npz").is_file()
-        coverage = task.meta["coverage"]
+        coverage = task.doc.coverage
         # a model's outputs are compared; an msprobe step has none (it is judged on every call)
         assert not coverage["warnings"] and (coverage["outputs_paired"] == 1 or coverage.get("step") is True)
         if folder.name == demo.ONNX_FP16.name:
-            assert task.meta["sides"] == {"npu": "npy", "golden": "npy"}
+            assert task.doc.sides == {"npu": "npy", "golden": "npy"}
             continue
         if folder.name == demo.MSPROBE.name:  # no model: msprobe dumps of a numpy network
-            assert task.meta["sides"] == {"npu": "msprobe", "golden": "msprobe"} and task.meta["rank"] == "2"
+            assert task.doc.sides == {"npu": "msprobe", "golden": "msprobe"} and task.doc.rank == "2"
             continue
         om = json.loads(next((folder / "model").glob("*.json")).read_text())
         assert any(a["key"] == "_datadump_original_op_names" for op in om["graph"][0]["op"] for a in op["attr"])
@@ -143,7 +143,7 @@ def test_main_task_first_failure_is_the_quantized_conv_and_followers_only_inheri
     c = table.columns
     first = int(np.argmax(c["fail"]))
     assert c["npu_op"][first] == QUANTIZED_OP and c["io"][first] == "output"
-    assert load_task(folders[0]).meta["first_failing_op"] == QUANTIZED_OP
+    assert load_task(folders[0]).doc.first_failing_op == QUANTIZED_OP
     (inp,) = _rows(table, QUANTIZED_OP, "input")
     assert c["cos"][inp] > 0.9999 and c["red"][inp] < 0.005  # fp16 rounding only
     assert c["red"][first] > 100 * c["red"][inp] and c["cos"][first] < 0.99  # its own error

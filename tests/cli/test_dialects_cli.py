@@ -10,7 +10,7 @@ import numpy as np
 from test_dialects import cls_run as cls_run  # noqa: F401 - a fixture, shared
 from test_dialects import save_npz, write_atb, write_ms_step
 
-from accuscope.engine.sources.registry import detect
+from accuscope.engine.sides.registry import detect
 from accuscope.engine.tasks.task import load_task
 
 

@@ -76,13 +76,13 @@ def start_paused(args, point: str, marker: Path, **env) -> subprocess.Popen:
 
 def snapshot(folder: Path) -> tuple:
     t = load_task(folder)
-    return t.meta.get("generation"), t.meta.get("range"), t.table.columns["cos"].copy()
+    return t.doc.generation, t.doc.range, t.table.columns["cos"].copy()
 
 
 def same_result(folder: Path, before: tuple) -> None:
     gen, rng, cos = before
     t = load_task(folder)
-    assert t.meta["generation"] == gen and t.meta.get("range") == rng
+    assert t.doc.generation == gen and t.doc.range == rng
     np.testing.assert_allclose(t.table.columns["cos"], cos, rtol=0, atol=1e-6)  # the CSV has 6 decimals
 
 
@@ -93,18 +93,18 @@ def test_kill_9_while_comparing_keeps_the_previous_result_and_reads_interrupted(
     before = snapshot(task)
     proc = start_paused(["-m", "accuscope", *compare_args(case, task, "--range", "1,10,1")], "compare",
                         tmp_path / "paused")
-    assert load_task(task).meta["state"] == "running"  # its process is alive
+    assert load_task(task).doc.state == "running"  # its process is alive
     proc.kill()
     proc.wait()
     same_result(task, before)
     t = load_task(task)
-    assert t.meta["state"] == "interrupted" and t.meta["attempt"]["range"] == "1,10,1"
+    assert t.doc.state == "interrupted" and t.doc.attempt["range"] == "1,10,1"
     assert t.warnings == []
     assert [e.state for e in list_tasks(task.parent) if e.path == task] == ["interrupted"]
     r = accuscope(*compare_args(case, task, "--range", "1,10,1"))  # it can be re-run at once
     assert r.returncode == 0, r.stderr
     t = load_task(task)
-    assert t.meta["state"] == "done" and t.meta["range"] == "1,10,1" and "attempt" not in t.meta
+    assert t.doc.state == "done" and t.doc.range == "1,10,1" and "attempt" not in t.doc
     assert len(list(task.glob("result_*.csv"))) == 1
 
 
@@ -119,7 +119,7 @@ def test_kill_9_while_saving_keeps_a_consistent_result(case, task, tmp_path, poi
     proc.wait()
     same_result(task, before)
     t = load_task(task)
-    assert t.meta["state"] == "interrupted"
+    assert t.doc.state == "interrupted"
     if point == "commit":
         assert len(t.warnings) == 1 and "result.npz is from another run than task.json" in t.warnings[0]
     else:
@@ -139,7 +139,7 @@ def test_sigterm_cancels_like_ctrl_c(case, task, tmp_path):
     assert proc.returncode == 130, err
     assert "cancelled: the previous result in the task folder, if any, is untouched" in out
     same_result(task, before)
-    assert load_task(task).meta["state"] == "cancelled"
+    assert load_task(task).doc.state == "cancelled"
 
 
 def _processes() -> dict[int, tuple[int, str]]:
@@ -192,7 +192,7 @@ def test_helper_processes_die_with_a_killed_parent(case, tmp_path):
     proc.kill()
     proc.wait()
     wait_until(lambda: not _alive(helpers), "the helper processes to end")
-    assert load_task(tmp_path / "task").meta["state"] == "interrupted"
+    assert load_task(tmp_path / "task").doc.state == "interrupted"
 
 
 def test_a_worker_that_dies_costs_only_its_own_row(case, tmp_path):
@@ -239,7 +239,7 @@ def test_a_full_disk_is_exit_2_naming_the_place(case, small_fs):
     assert r.returncode == 2, r.stderr
     assert "Traceback" not in r.stderr and "No space left on device" in r.stderr and str(small_fs) in r.stderr
     t = load_task(small_fs / "task")  # what fits says what happened
-    assert t.meta["state"] in ("failed", "interrupted") and len(t.table) == 0
+    assert t.doc.state in ("failed", "interrupted") and len(t.table) == 0
 
 
 def test_a_file_size_limit_is_exit_2(case, tmp_path):
@@ -345,7 +345,7 @@ def test_a_plugin_calling_os_exit_costs_its_row_not_the_run(case, tmp_path):
     r = accuscope(*compare_args(case, tmp_path / "task", "--custom-algorithms", plugins))
     assert r.returncode == 0, r.stderr
     t = load_task(tmp_path / "task")
-    assert t.meta["state"] == "done"
+    assert t.doc.state == "done"
     c = t.table.columns
     died = [i for i in range(len(t.table)) if "Exits ended its process (exit code 9)" in c["reason"][i]]
     assert died and all(FAULTY in c["npu_op"][i] for i in died)
@@ -363,7 +363,7 @@ def test_a_plugin_that_never_returns_is_disabled_after_its_budget(case, tmp_path
     assert r.returncode == 0, r.stderr
     t = load_task(tmp_path / "task")
     reasons = [r for r in t.table.columns["reason"] if "Hangs" in r]
-    assert t.meta["state"] == "done" and len(reasons) >= 2
+    assert t.doc.state == "done" and len(reasons) >= 2
     assert "Hangs: no answer within 0.5 s" in reasons[0]  # the first call uses up the budget
     assert all("Hangs: disabled after using its 0.5 s time budget for this run" in r for r in reasons[1:])
     assert all(v == "NaN" for v in t.table.columns["Hangs"])
@@ -376,7 +376,7 @@ def test_an_internal_error_is_exit_3_with_one_line(case, tmp_path):
     assert len(lines) == 1 and "Traceback" not in r.stderr
     assert "RuntimeError: fault injected at compare" in lines[0] and "bug in accuscope" in lines[0]
     assert "--debug" in lines[0]
-    assert load_task(tmp_path / "task").meta["state"] == "failed"
+    assert load_task(tmp_path / "task").doc.state == "failed"
     r = accuscope("--debug", *compare_args(case, tmp_path / "task"), ACCUSCOPE_FAULT="raise compare")
     assert r.returncode == 3 and "Traceback" in r.stderr and "faults.py" in r.stderr
 
@@ -391,10 +391,10 @@ def test_unusable_input_leaves_an_existing_task_as_it_was(case, task, tmp_path):
 
 def test_a_task_made_ready_by_its_caller_records_why_its_input_was_unusable(tmp_path):
     from accuscope.engine.sources.tensor import SourceError
-    from accuscope.engine.tasks.task import mark_state
+    from accuscope.engine.tasks.taskdoc import mark_state
     from accuscope.engine.tasks.taskrun import run_task
     mark_state(tmp_path / "retest", "running", kind="retest")  # as the re-test of an export does
     with pytest.raises(SourceError, match="no such file or folder"):
         run_task(engine.CompareSpec(str(tmp_path / "missing"), str(tmp_path / "also-missing")), tmp_path / "retest")
     t = load_task(tmp_path / "retest")
-    assert t.meta["state"] == "failed" and "no such file or folder" in t.meta["error"] and t.meta["kind"] == "retest"
+    assert t.doc.state == "failed" and "no such file or folder" in t.doc.error and t.doc.kind == "retest"

@@ -9,7 +9,6 @@ import pytest
 from accuscope.app.app import AccuscopeApp
 from accuscope.app.newtask import NewTaskScreen
 from accuscope.commands import compare, run
-from accuscope.engine.compare.comparison import CompareSpec
 from accuscope.engine.compare.inputs import INPUTS, build_spec, check, inputs
 from accuscope.engine.compare.thresholds import Thresholds
 from accuscope.engine.demo.workspace import MAIN
@@ -47,7 +46,7 @@ def test_every_form_input_is_a_field_of_the_new_task_form(ws):
 
 def test_the_cli_and_the_form_build_the_same_spec_from_the_same_text(ws):
     """The same words typed as options or into the form's fields give one CompareSpec."""
-    meta = load_task(ws / MAIN.name).meta
+    meta = load_task(ws / MAIN.name).doc.raw
     words = {"npu": meta["npu"], "golden": meta["golden"], "model": meta["model"], "out": str(ws / "x"),
              "op_range": "1,-1,1", "threshold": "cos=0.98 kl=off", "tolerance": "0.99,0.9", "pick": "oldest"}
     args = _parser(compare).parse_args(
@@ -89,7 +88,7 @@ def test_a_mapping_file_is_checked_in_the_form(tmp_path):
 
 def test_rerunning_a_task_fills_the_form_with_its_inputs(ws):
     task = load_task(ws / MAIN.name)
-    spec = CompareSpec.from_meta(task.meta, task.thresholds)
+    spec = task.doc.spec(task.thresholds)
     spec.thresholds.set("kl", None)
     spec.thresholds.set("cos", 0.95)
 

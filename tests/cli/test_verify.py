@@ -18,20 +18,12 @@ import onnx
 import pytest
 
 from accuscope.engine.precision.convert import prepare
+from conftest import text_image_nchw
 
 
 def accuscope(*args) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-P", "-m", "accuscope", *map(str, args)], capture_output=True, text=True)
 
-
-def text_image() -> np.ndarray:
-    from PIL import Image, ImageDraw, ImageFont
-    img = Image.new("RGB", (320, 96), (255, 255, 255))
-    draw = ImageDraw.Draw(img)
-    draw.text((8, 20), "accuracy 42 hello", fill=(0, 0, 0), font=ImageFont.load_default())
-    draw.text((8, 60), "the quick brown fox", fill=(20, 20, 200), font=ImageFont.load_default())
-    x = (np.asarray(img, np.float32) / 255.0 - 0.5) / 0.5
-    return x.transpose(2, 0, 1)[None].astype(np.float32)
 
 
 def quantized(ref, dst, **options) -> None:
@@ -51,7 +43,7 @@ def det(det_model, tmp_path_factory):
     d = tmp_path_factory.mktemp("verify")
     onnx.save(prepare(det_model), str(d / "det.onnx"))  # node names as the dumps give them
     quantized(d / "det.onnx", d / "det8.onnx")
-    np.save(d / "x.npy", text_image())
+    np.save(d / "x.npy", text_image_nchw())
     r = accuscope("run", d / "det.onnx", d / "det8.onnx", "--input", f"x={d / 'x.npy'}", "--out", d / "task")
     assert r.returncode in (0, 1), r.stderr
     import onnxruntime as ort

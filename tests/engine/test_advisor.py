@@ -22,8 +22,9 @@ from accuscope.engine.diagnose import oprerun
 from accuscope.engine.diagnose.advice import ADVICE_JSON, add_origin_columns, load_advice
 from accuscope.engine.diagnose.advisor import advise
 from accuscope.engine.diagnose.preprocess import diagnose, resize
-from accuscope.engine.graphs.graph import load_graph
-from accuscope.engine.runs.ortdump import dump_onnx, node_names
+from accuscope.engine.graphs.modelfile import load_graph
+from accuscope.engine.runs.onnxmodel import node_names
+from accuscope.engine.runs.ortdump import dump_onnx
 from accuscope.engine.sources.golden import open_golden
 from accuscope.engine.sources.tensor import SourceError, sanitize
 from accuscope.engine.tasks.task import load_task
@@ -134,8 +135,8 @@ def test_advice_json_is_saved_atomically_and_reruns_come_from_the_cache(main_adv
     assert [f.to_dict() for f in loaded.findings] == [f.to_dict() for f in main_advice.findings]
     assert [o.origin for o in loaded.ops] == [o.origin for o in main_advice.ops]
     task = load_task(folder)
-    assert loaded.is_current(task.meta, task.thresholds)
-    assert not loaded.is_current({**task.meta, "saved": "another time"})
+    assert loaded.is_current(task.doc, task.thresholds)
+    assert not loaded.is_current(task.doc.with_fields(saved="another time"))
     assert not [p for p in folder.iterdir() if p.name.startswith(f".{ADVICE_JSON}")]  # no temporary left
     json.loads((folder / ADVICE_JSON).read_text())  # strict JSON (no NaN)
 

@@ -62,11 +62,15 @@ def test_broken_fixtures_give_a_reason_not_a_traceback(fname, words):
     assert df.tensors == [] and all(w in df.problem for w in words), df.problem
 
 
-def test_nd_tensor_loads_as_read_only_memory_map(tmp_path):
+def test_nd_tensor_loads_read_only_mapped_when_large_read_once_when_small(tmp_path):
+    from accuscope.engine.sources.tensor import SMALL_PAYLOAD
     path = tmp_path / "Add.a.1.1700000000000001"
-    write_dump_file(path, "a", [DumpTensor(np.arange(12, dtype=np.float32).reshape(3, 4))])
-    data = read_dump_file(path).inputs[0].load()
-    assert isinstance(data, np.memmap) and not data.flags.writeable
+    big = np.arange(SMALL_PAYLOAD // 4 + 1024, dtype=np.float32).reshape(-1, 4)
+    write_dump_file(path, "a", [DumpTensor(np.arange(12, dtype=np.float32).reshape(3, 4)), DumpTensor(big)])
+    small, large = (t.load() for t in read_dump_file(path).inputs)
+    assert not isinstance(small, np.memmap) and not small.flags.writeable  # one pread: mapping costs more
+    assert np.array_equal(small, np.arange(12, dtype=np.float32).reshape(3, 4))
+    assert isinstance(large, np.memmap) and not large.flags.writeable and np.array_equal(large, big)
 
 
 def test_header_read_does_not_touch_payload_of_a_huge_sparse_file(tmp_path):

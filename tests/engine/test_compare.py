@@ -10,7 +10,7 @@ from test_cli import accuscope
 
 from accuscope.engine.compare import comparison as engine
 from accuscope.engine.compare.metrics import compiled_kernel
-from accuscope.engine.graphs.graph import load_graph
+from accuscope.engine.graphs.modelfile import load_graph
 from accuscope.engine.tasks.task import load_task
 from conftest import cls_with_planted_fault
 
@@ -100,7 +100,7 @@ def test_cli_compare_writes_a_task_and_flags_failures(case, tmp_path):
     assert "first failing: Conv@7Relu@4:output:0" in r.stdout
     assert ("numpy fallback" in r.stdout) == (not compiled_kernel())
     task = load_task(tmp_path / "task")
-    assert task.meta["state"] == "done" and len(task.table) > 400
+    assert task.doc.state == "done" and len(task.table) > 400
     r = accuscope(*args[:-1], tmp_path / "slow", ACCUSCOPE_KERNEL="numpy")
     assert r.returncode == 0 and "metrics ran on the numpy fallback" in r.stdout
     slow = load_task(tmp_path / "slow").table
@@ -141,7 +141,6 @@ def test_a_plugin_that_ends_its_process_costs_only_its_own_row(case, tmp_path, m
 def test_cli_compare_against_a_raw_bin_golden_needs_and_records_its_shape(tmp_path):
     """A bare .bin golden (e.g. from a TensorRT or bmodel run) is one tensor: shape and dtype come
     from the command line and are kept in task.json, so the task can be re-run."""
-    from accuscope.engine.compare.comparison import CompareSpec
     from accuscope.engine.sources.ascend import DumpTensor, write_dump_file
     y = np.random.default_rng(3).standard_normal((1, 8, 4, 4)).astype(np.float32)
     (tmp_path / "npu").mkdir()
@@ -156,7 +155,7 @@ def test_cli_compare_against_a_raw_bin_golden_needs_and_records_its_shape(tmp_pa
     task = load_task(tmp_path / "task")
     [row] = [task.table.row(i) for i in range(len(task.table)) if task.table.columns["io"][i] == "output"]
     assert row["cos"] > 0.9999 and 0.009 < row["max_rel"] < 0.011
-    spec = CompareSpec.from_meta(task.meta, task.thresholds)
+    spec = task.doc.spec(task.thresholds)
     assert spec.golden_shape == (1, 8, 4, 4) and spec.golden_dtype == "float32"
     assert len(engine.plan(spec).pairs) == 1
 

@@ -11,6 +11,7 @@ from accuscope.engine.compare.comparison import CompareSpec, plan
 from accuscope.engine.compare.inputs import BY_NAME, build_spec, check
 from accuscope.engine.compare.mapping import read_mapping_file
 from accuscope.engine.sources.tensor import SourceError
+from accuscope.engine.tasks.taskdoc import TaskDoc, spec_fields
 
 CROSS = os.path.join(os.path.dirname(__file__), "..", "fixtures", "msprobe", "cross")
 MS, PT, LAYERS = (os.path.join(CROSS, p) for p in ("ms", "pt", "layer_mapping.yaml"))
@@ -161,7 +162,7 @@ def test_inputs():
     assert BY_NAME["match"].parse("") is None
     with pytest.raises(ValueError):
         BY_NAME["match"].parse("fuzzy")
-    assert CompareSpec.from_meta(spec.to_meta()).match == "structure"
+    assert TaskDoc(spec_fields(spec)).spec().match == "structure"
 
 
 def test_yaml_subset():

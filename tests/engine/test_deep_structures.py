@@ -14,8 +14,10 @@ import pytest
 
 from accuscope.engine.graphs.lanes import layout
 from accuscope.engine.graphs.moduletree import ModuleTree
+from accuscope.engine.graphs.msprobegraph import load_msprobe
 from accuscope.engine.precision.trials import TrialLog
-from accuscope.engine.sources import atb, inputfile, msprobe, registry
+from accuscope.engine.sides import registry
+from accuscope.engine.sources import atb, inputfile, msprobe
 from accuscope.engine.sources.tensor import SourceError
 from accuscope.engine.tasks import columnstore
 from accuscope.engine.tasks.task import list_tasks, read_task_doc
@@ -76,7 +78,7 @@ def test_a_deep_construct_json_is_a_problem_naming_it(tmp_path):
     tensors, problems = msprobe.read(str(tmp_path))
     assert len(tensors) == 2
     assert [(Path(p.path).name, "nested too deeply" in p.message) for p in problems] == [("construct.json", True)]
-    graph = msprobe.graph(str(tmp_path))
+    graph = load_msprobe(str(tmp_path))
     assert [n.name for n in graph.nodes] == ["Functional.relu.0.forward"] and "construct.json" in graph.notes[0]
     assert msprobe.recorded(str(folder), stats_only=True) is None  # a problem: `read` says it
 
@@ -137,7 +139,7 @@ def test_an_msprobe_side_does_not_parse_its_dump_json_again(tmp_path, monkeypatc
 
     def parse(*_args):
         raise AssertionError("dump.json parsed a second time")
-    monkeypatch.setattr("accuscope.engine.sources.side.json_loads", parse)
+    monkeypatch.setattr("accuscope.engine.sides.side.json_loads", parse)
     assert side.unreachable == []
 
 
@@ -222,7 +224,7 @@ def chain(root: Path, n: int) -> Path:
 def test_a_module_chain_5000_deep_is_a_graph_of_nested_modules(tmp_path):
     n = 5000
     chain(tmp_path, n)
-    graph = msprobe.graph(str(tmp_path))
+    graph = load_msprobe(str(tmp_path))
     nodes = graph.nodes
     assert [x.name for x in nodes[:2]] == ["Module.m0.Linear.forward.0", "Module.m1.Linear.forward.0"]
     assert nodes[-1].name == "Functional.relu.0.forward" and nodes[-1].attrs["depth"] == n
@@ -238,5 +240,5 @@ def test_a_cycle_in_construct_json_is_not_followed(tmp_path):
     data = {name: {"output": [TENSOR]} for name in ("Functional.relu.0.forward", "Module.a.A.forward.0")}
     rank_folder(tmp_path, dump=json.dumps({"task": "statistics", "level": "L1", "data": data}),
                 construct=json.dumps(construct))
-    names = [x.name for x in msprobe.graph(str(tmp_path)).nodes]
+    names = [x.name for x in load_msprobe(str(tmp_path)).nodes]
     assert names == ["Module.b.B.forward.0", "Module.a.A.forward.0", "Functional.relu.0.forward"]

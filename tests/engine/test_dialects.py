@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from accuscope.engine.graphs import gegraph
-from accuscope.engine.graphs.graph import load_graph
+from accuscope.engine.graphs.modelfile import load_graph
 from accuscope.engine.sources import atb, mindspore, tpumlir
 from accuscope.engine.sources.ascend import bf16_to_float32
 from accuscope.engine.sources.layout import to_storage
@@ -499,9 +499,9 @@ def test_tpumlir_tensor_names_pair_with_an_onnxruntime_reference_side(tmp_path, 
     """Read as the registry reads a dialect (its tensors in a GoldenDump, seen as a Side), the
     tpu-mlir keys pair by tensor name with `accuscope dump`'s onnxruntime run of the same model."""
     from accuscope.engine.runs.ortdump import dump_onnx
+    from accuscope.engine.sides.registry import open_side
+    from accuscope.engine.sides.side import Side
     from accuscope.engine.sources.golden import GoldenDump
-    from accuscope.engine.sources.registry import open_side
-    from accuscope.engine.sources.side import Side
 
     x = np.random.default_rng(7).standard_normal((1, 3, 48, 192)).astype(np.float32)
     dump_onnx(cls_model, tmp_path / "ref", {"x": x})

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from accuscope.engine.graphs.msprobegraph import load_msprobe
 from accuscope.engine.sources import msprobe
 
 needs_scanner = pytest.mark.skipif(msprobe._dumpscan is None, reason="no compiled scanner (test_kernel says why)")
@@ -149,7 +150,7 @@ def test_the_graph_pane_reads_the_same_calls_from_the_columns(tmp_path, monkeypa
 
     def nodes():
         return [(n.name, n.type, n.inputs, n.outputs, n.output_shapes, n.subgraph, n.attrs)
-                for n in msprobe.graph(str(tmp_path), rank=1).nodes]
+                for n in load_msprobe(str(tmp_path), rank=1).nodes]
     fast = nodes()
     monkeypatch.setattr(msprobe, "_as_columns", lambda *a, **k: None)  # dump.json as `read` gives it
     assert fast == nodes() and len(fast) > 3 and any(n[4] for n in fast)

@@ -12,17 +12,10 @@ from test_cli import accuscope
 
 from accuscope.engine.demo import workspace as demo
 from accuscope.engine.demo.npusim import simulate
-from accuscope.engine.export.folder import (
-    INSIDE,
-    NO_ERROR,
-    UPSTREAM,
-    export,
-    read_manifest,
-    select_in_task,
-    task_graphs,
-)
+from accuscope.engine.export.folder import export, select_in_task, task_graphs
+from accuscope.engine.export.layout import INSIDE, NO_ERROR, UPSTREAM, read_manifest
 from accuscope.engine.export.retest import retest
-from accuscope.engine.graphs.graph import load_graph
+from accuscope.engine.graphs.modelfile import load_graph
 from accuscope.engine.graphs.subgraph import SelectionError, select
 from accuscope.engine.runs.ortdump import dump_onnx
 from accuscope.engine.sources.ascend import DumpTensor, write_dump_file
@@ -302,7 +295,7 @@ def test_retest_finds_the_quantized_conv_error_inside_and_later_errors_upstream(
     assert out.parent_cos < 0.99 and out.retest_cos < 0.99 and out.golden_cos > 0.999999
     assert "cos" in out.retest_broken
     task = load_task(r.task_dir)
-    assert task.meta["parent"] == str(demo_task) and task.meta["retest"]["verdict"] == INSIDE
+    assert task.doc.parent == str(demo_task) and task.doc.retest["verdict"] == INSIDE
     assert task.table.columns["fail"].any()
 
     # after it: conv2 .. relu2 with the residual Add inherit the error; given the NPU's own inputs the
@@ -311,7 +304,7 @@ def test_retest_finds_the_quantized_conv_error_inside_and_later_errors_upstream(
                    tmp_path / "later", retest=True).retest
     assert later.verdict == UPSTREAM, later.message
     assert later.outputs[0].parent_cos < 0.99 < 0.9999 < later.outputs[0].retest_cos
-    assert load_task(later.task_dir).meta["parent"] == str(demo_task)
+    assert load_task(later.task_dir).doc.parent == str(demo_task)
 
     # the same region chosen among the framework ops (as the graph of the ONNX model shows them)
     fw = task_graphs(demo_task)[1]

@@ -250,7 +250,7 @@ def tiny_export_task(folder: Path) -> Path:
     onnx = pytest.importorskip("onnx")
     pytest.importorskip("onnxruntime")
     from accuscope.engine.demo.npusim import simulate
-    from accuscope.engine.graphs.graph import load_graph
+    from accuscope.engine.graphs.modelfile import load_graph
     from accuscope.engine.runs.ortdump import dump_onnx
     h, T = onnx.helper, onnx.TensorProto
     graph = h.make_graph([h.make_node("Relu", ["x"], ["r"], name="relu"),

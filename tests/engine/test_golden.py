@@ -270,7 +270,7 @@ def test_unusable_sources_raise_source_error_naming_the_path(tmp_path, case):
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from accuscope.engine.sources.golden import _npy_header  # noqa: E402
+from accuscope.engine.sources.npyfile import npy_header  # noqa: E402
 from fuzz.corpus import npy_bytes as npy_with_header  # noqa: E402
 
 _DESCRS = st.one_of(st.sampled_from(["<f4", ">f8", "|u1", "<i8", "|b1", "<c8", "<f2", "|O", "<U4", "|V0",
@@ -290,7 +290,7 @@ def _header_text(descr, fortran, dims, junk):
 def test_npy_header_parser_accepts_what_numpy_reads_and_nothing_it_cannot(descr, fortran, dims, junk, data_len):
     raw = npy_with_header(_header_text(descr, fortran, dims, junk), bytes(data_len))
     try:
-        head = _npy_header(io.BytesIO(raw), len(raw))
+        head = npy_header(io.BytesIO(raw), len(raw))
     except ValueError:
         return  # refused with a reason: the only way it may fail
     # accepted: a plain numeric array of sane size whose data the stream holds, as numpy reads it
@@ -305,6 +305,6 @@ def test_npy_header_parser_accepts_what_numpy_reads_and_nothing_it_cannot(descr,
 def test_npy_header_parser_on_random_bytes_raises_only_value_error(raw):
     for stream in (raw, b"\x93NUMPY\x01\x00" + raw, b"\x93NUMPY\x02\x00" + raw):
         try:
-            _npy_header(io.BytesIO(stream), len(stream))
+            npy_header(io.BytesIO(stream), len(stream))
         except ValueError:
             pass

@@ -10,7 +10,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from accuscope.engine.graphs.caffegraph import parse_text_format
-from accuscope.engine.graphs.graph import Graph, load_graph
+from accuscope.engine.graphs.graph import Graph
+from accuscope.engine.graphs.modelfile import load_graph
 from accuscope.engine.sources.tensor import SourceError
 
 # ---------------------------------------------------------------- real PP-OCR models

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from test_cli import accuscope
 
-from accuscope.engine.graphs.graph import load_graph
+from accuscope.engine.graphs.modelfile import load_graph
 from accuscope.engine.sources import ascend
 from accuscope.engine.sources.ascend import DumpTensor, write_dump_file
 from accuscope.engine.sources.convert import convert

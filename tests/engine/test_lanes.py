@@ -9,8 +9,9 @@ import pytest
 
 from accuscope.engine.demo import workspace as demo
 from accuscope.engine.demo.npusim import simulate
-from accuscope.engine.graphs.graph import Graph, Node, load_graph
+from accuscope.engine.graphs.graph import Graph, Node
 from accuscope.engine.graphs.lanes import LIMIT, NODE, layout
+from accuscope.engine.graphs.modelfile import load_graph
 from accuscope.engine.runs.ortdump import dump_onnx
 from accuscope.engine.sources.golden import open_golden
 

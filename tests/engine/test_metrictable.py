@@ -15,7 +15,7 @@ import pytest
 
 from accuscope.engine.compare import columns as mt
 from accuscope.engine.compare import comparison as engine
-from accuscope.engine.compare import statistics
+from accuscope.engine.compare import expected, statistics
 from accuscope.engine.compare.metrics import compare_arrays
 from accuscope.engine.compare.results import KIND, METRIC_COLUMNS, NUMERIC_ORDER, ResultTable
 from accuscope.engine.compare.summary import summarize
@@ -36,8 +36,9 @@ def every_cell(x, y) -> dict:
         return Tensor("op", "output", 0, None, (), "dump.json", stats=(v.max(), v.min(), v.mean(), np.linalg.norm(v)),
                       checksum=crc)
     cells = engine._cells(compare_arrays(x, y), tuple(engine.ALGORITHMS))
+    third = expected.excess_cells(cells, compare_arrays(x * 0.999, y).values)  # an expected side beside them
     return {**cells, **statistics.compare(recorded(x, "0a1b2c3d"), recorded(y, "0a1b2c3e")),
-            **statistics.value_cells("1", "int", "2", "int")}
+            **statistics.value_cells("1", "int", "2", "int"), **third}
 
 
 def test_records_are_unique_and_well_formed():
@@ -75,9 +76,9 @@ def test_a_comparison_fills_every_metric_and_the_csv_and_filters_carry_it():
     x = np.linspace(-1, 1, 1000)
     y = x + np.random.default_rng(0).normal(0, 1e-3, x.shape)
     cells = engine._cells(compare_arrays(x, y), tuple(engine.ALGORITHMS))
-    assert set(cells) == {r.key for r in RECORDS if not r.recorded}  # the tensor comparison's
+    assert set(cells) == {r.key for r in RECORDS if not r.recorded and not r.third}  # the tensor comparison's
     cells = every_cell(x, y)
-    assert set(cells) == {r.key for r in RECORDS}  # and the recorded statistics' comparison's
+    assert set(cells) == {r.key for r in RECORDS}  # with the recorded statistics' comparison's and the third side's
     for r in RECORDS:
         if r.kind == "float":
             assert not math.isnan(cells[r.key]), r.key
@@ -172,7 +173,7 @@ def test_the_csv_and_the_advisor_agree_after_a_threshold_change(cls_model, tmp_p
     assert len(rows) == len(again.table) and in_csv.sum() > before
     assert "origin" not in rows[0] and again.table.custom == [] and np.array_equal(task.table.columns["fail"], in_csv)
     assert np.array_equal(in_csv, state.fail)
-    assert again.meta["failing"] == int(state.fail.sum())
+    assert again.doc.failing == int(state.fail.sum())
     advice = advise(tmp_path / "task")
     c = again.table.columns
     csv_ops = {r["NPUDump"] for r, bad in zip(rows, in_csv) if bad and ":output:" in r["TensorIndex"]}

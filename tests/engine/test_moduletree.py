@@ -1,4 +1,4 @@
-"""The module hierarchy a folding graph pane reads (ModuleTree over msprobe.graph's nodes): rows shown
+"""The module hierarchy a folding graph pane reads (ModuleTree over load_msprobe's nodes): rows shown
 with modules folded (nested ones fold with their holder), which modules hold a call, which module a
 row stands for; on a real msprobe dump (the demo's simulated transformer: construct.json)."""
 from __future__ import annotations
@@ -7,14 +7,14 @@ import pytest
 
 from accuscope.engine.demo import msprobesim
 from accuscope.engine.graphs.moduletree import ModuleTree
-from accuscope.engine.sources import msprobe
+from accuscope.engine.graphs.msprobegraph import load_msprobe
 
 
 @pytest.fixture(scope="module")
 def tree(tmp_path_factory):
     root = tmp_path_factory.mktemp("modules")
     msprobesim.write(str(root / "npu"), ranks=1, steps=1)
-    graph = msprobe.graph(str(root / "npu"))
+    graph = load_msprobe(str(root / "npu"))
     return ModuleTree(graph.nodes)
 
 

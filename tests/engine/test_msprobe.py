@@ -21,8 +21,9 @@ import pytest
 from accuscope.engine.compare import statcolumns, statistics
 from accuscope.engine.compare.comparison import CompareSpec, execute, plan
 from accuscope.engine.demo import msprobesim
+from accuscope.engine.graphs.msprobegraph import load_msprobe
+from accuscope.engine.sides.registry import detect, open_side
 from accuscope.engine.sources import msprobe, torchpickle
-from accuscope.engine.sources.registry import detect, open_side
 from accuscope.engine.sources.tensor import SourceError, Tensor
 
 FIX = Path(__file__).parents[1] / "fixtures" / "msprobe"
@@ -93,7 +94,7 @@ def test_statistics_mode_calls_modules_and_construct_hierarchy():
     linear = [t for t in side.tensors if t.op == "Module.fc1.Linear.forward.0"]
     assert [t.tensor_name.split("forward.0.")[1] for t in linear] == ["input.0", "output.0",
                                                                      "parameters.weight", "parameters.bias"]
-    g = msprobe.graph(str(FIX / "cand_md5"), rank=1)
+    g = load_msprobe(str(FIX / "cand_md5"), rank=1)
     assert g.node("Functional.relu.0.forward").subgraph == "Module.act.ReLU.forward.0"
     assert len(g.nodes) == len(calls)
 
@@ -400,7 +401,7 @@ def test_first_divergence_per_rank_and_across_ranks():
 
 
 def test_construct_json_is_the_graph_panes_module_hierarchy(tmp_path):
-    g = msprobe.graph(str(FIX / "cand_md5"), rank=1)
+    g = load_msprobe(str(FIX / "cand_md5"), rank=1)
     assert [(n.attrs["depth"], n.name) for n in g.nodes[:4]] == [
         (0, "Module.fc1.Linear.forward.0"), (1, "Functional.linear.0.forward"),  # a module heads its calls
         (0, "Module.act.ReLU.forward.0"), (1, "Functional.relu.0.forward")]
@@ -409,7 +410,7 @@ def test_construct_json_is_the_graph_panes_module_hierarchy(tmp_path):
     side = open_side(str(FIX / "cand_md5"), rank=1)
     assert side.modules.kind == "msprobe" and side.graph is None  # it groups calls, it names no tensor
     msprobesim.write(str(tmp_path / "npu"), ranks=2, steps=1)
-    g = msprobe.graph(str(tmp_path / "npu"))  # several ranks: the first one's modules
+    g = load_msprobe(str(tmp_path / "npu"))  # several ranks: the first one's modules
     block = g.node("Cell.layers.1.Block.forward.0")
     inside = g.nodes[block.index + 1: block.index + 1 + block.attrs["span"]]
     assert msprobesim.FAULT_CALL in {n.name for n in inside} and len(inside) == 17

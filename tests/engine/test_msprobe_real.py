@@ -18,6 +18,7 @@ from accuscope.engine.compare.comparison import CompareSpec, execute, plan
 from accuscope.engine.compare.results import ResultTable
 from accuscope.engine.compare.thresholds import Thresholds
 from accuscope.engine.diagnose import firstdiff
+from accuscope.engine.graphs.msprobegraph import load_msprobe
 from accuscope.engine.sources import msprobe
 
 TRAIN = Path(__file__).parents[1] / "fixtures" / "msprobe" / "train"
@@ -72,7 +73,7 @@ def test_statistics_columns_hold_the_gradients(npu):
 
 
 def test_gradients_sit_under_their_module():
-    g = msprobe.graph(TRAIN / "bench", step=0, rank=0)
+    g = load_msprobe(TRAIN / "bench", step=0, rank=0)
     by_name = {n.name: n for n in g.nodes}
     node = by_name["Module.attn.qkv.Linear.parameters_grad.0"]
     assert node.subgraph == "Module.attn.qkv.Linear.backward.0"

@@ -14,7 +14,8 @@ from onnx import TensorProto as T  # noqa: E402
 from onnx import helper as h  # noqa: E402
 from onnx import numpy_helper as nh  # noqa: E402
 
-from accuscope.engine.runs.ortdump import DumpReport, dump_onnx, make_random_inputs, node_names  # noqa: E402
+from accuscope.engine.runs.onnxmodel import make_random_inputs, node_names  # noqa: E402
+from accuscope.engine.runs.ortdump import DumpReport, dump_onnx  # noqa: E402
 from accuscope.engine.sources.names import parse_golden_name, read_mapping_csv  # noqa: E402
 from accuscope.engine.sources.tensor import SourceError, sanitize  # noqa: E402
 

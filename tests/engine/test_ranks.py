@@ -114,7 +114,7 @@ def test_above_the_row_limit_a_task_stays_columnar_and_show_exports_the_csv(tree
     folder = tmp_path / "t"
     assert not list(folder.glob("result*")) and len(list((folder / "ranks").iterdir())) == 4
     task = load_task(folder)
-    assert len(task.table) == 24 and task.meta["columnar"] is True
+    assert len(task.table) == 24 and task.doc.columnar is True
     assert isinstance(task.table.columns["tensor"], PagedText) and task.table.row(7)["rank"] == 1
     assert task.table.columns["rank"].tolist() == [r for r in range(4) for _ in range(6)]
     shown = accuscope("show", folder, "--format", "csv", "--failing")
@@ -133,8 +133,8 @@ def test_new_thresholds_on_a_columnar_task_are_recorded_not_written_as_a_csv(tre
     task.set_thresholds(thresholds)
     assert not list(folder.glob("result*"))  # no CSV, no result.npz: the column files stay the result
     again = load_task(folder)
-    assert again.meta["columnar"] is True and again.thresholds.get("cos").value == 1.5
-    assert again.meta["failing"] == int(again.table.columns["fail"].sum()) == int(task.table.columns["fail"].sum()) > 3
+    assert again.doc.columnar is True and again.thresholds.get("cos").value == 1.5
+    assert again.doc.failing == int(again.table.columns["fail"].sum()) == int(task.table.columns["fail"].sum()) > 3
 
 
 def test_rank_files_merge_in_rank_order_and_a_broken_one_is_a_warning(tree, tmp_path):
@@ -198,7 +198,7 @@ def test_a_plugin_column_only_some_ranks_have_is_in_the_column_store_empty_where
     assert peak[:6] == [""] * 6 and all(float(v) > 0 for v in peak[6:])
     assert np.isfinite(table.columns["cos"]).all() and table.columns["rank"].tolist() == [0] * 6 + [1] * 6
     task = load_task(folder)
-    assert task.meta["columnar"] is True and isinstance(task.table.columns["Peak"], PagedText)
+    assert task.doc.columnar is True and isinstance(task.table.columns["Peak"], PagedText)
 
 
 def test_a_rank_without_rows_adds_nothing_to_the_column_store(tmp_path):

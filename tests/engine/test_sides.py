@@ -19,7 +19,7 @@ import pytest
 
 from accuscope.engine.compare.mapping import read_mapping_file
 from accuscope.engine.runs.onnxedit import constants_as_initializers
-from accuscope.engine.sources.registry import detect, open_side
+from accuscope.engine.sides.registry import detect, open_side
 from accuscope.engine.sources.tensor import SourceError
 from accuscope.engine.tasks.task import load_task
 

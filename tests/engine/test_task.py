@@ -15,10 +15,11 @@ from accuscope.engine.compare.results import ResultTable
 from accuscope.engine.compare.thresholds import Thresholds
 from accuscope.engine.sources.tensor import SourceError
 from accuscope.engine.tasks import task as task_module
-from accuscope.engine.tasks.task import list_tasks, load_task, mark_state, save_task
+from accuscope.engine.tasks.task import list_tasks, load_task, save_task
+from accuscope.engine.tasks.taskdoc import TaskDoc, mark_state
 
 META = {"npu": "/data/npu_dump", "golden": "/data/golden_npy", "model": "/data/resnet50.om",
-        "algorithms": ["cos", "max_abs", "kl"], "range": "1,-1,1", "ops": [], "custom_dir": ""}
+        "algorithms": ["cos", "max_abs", "kl"], "range": "1,-1,1", "ops": [], "custom_algorithms": ""}
 
 
 def _table(n=200, seed=0, custom=("Plug",)) -> ResultTable:
@@ -54,7 +55,7 @@ def test_save_then_load_from_npz(tmp_path):
     _same(table, task.table)
     assert task.table.present == table.present and task.warnings == [] and task.csv == csv_path
     assert task.thresholds.get("cos").value == 0.985
-    doc = task.meta
+    doc = task.doc.raw
     assert doc["state"] == "done" and doc["tool_version"] == accuscope.__version__
     assert doc["npu"] == META["npu"] and doc["algorithms"] == ["cos", "max_abs", "kl"]
     fail = table.columns["fail"]
@@ -118,7 +119,7 @@ def test_a_save_that_fails_midway_keeps_the_previous_result(tmp_path, monkeypatc
     assert after == before  # no partial files, nothing replaced
     task = load_task(folder)
     _same(first, task.table)
-    assert task.csv == first_csv and task.meta["state"] == "done"
+    assert task.csv == first_csv and task.doc.state == "done"
 
 
 def test_mark_state_creates_and_updates_task_json(tmp_path):
@@ -139,7 +140,7 @@ def test_save_keeps_earlier_fields_and_created_time(tmp_path):
     folder = tmp_path / "t"
     mark_state(folder, "running", **META, created="2025-01-01T08:00:00")
     save_task(folder, {"state": "cancelled"}, _table(30), Thresholds(), {})
-    doc = load_task(folder).meta
+    doc = load_task(folder).doc.raw
     assert doc["state"] == "cancelled" and doc["created"] == "2025-01-01T08:00:00"
     assert doc["model"] == META["model"] and doc["rows"] == 30
 
@@ -194,8 +195,8 @@ def test_list_tasks_newest_first_with_foreign_csvs_and_problems(tmp_path):
     csv_entry = entries[2]
     assert csv_entry.kind == "csv" and csv_entry.path.is_file()
     foreign = load_task(csv_entry.path)  # opens with the default thresholds
-    assert len(foreign.table) == 10 and foreign.csv == csv_entry.path and foreign.meta["foreign"]
-    assert foreign.meta["failing"] == int(foreign.table.columns["fail"].sum())
+    assert len(foreign.table) == 10 and foreign.csv == csv_entry.path and foreign.doc.foreign
+    assert foreign.doc.failing == int(foreign.table.columns["fail"].sum())
 
 
 def test_list_tasks_on_a_missing_root(tmp_path):
@@ -208,16 +209,16 @@ def test_a_rerun_replaces_the_csv_and_makes_earlier_advice_and_exports_stale(tmp
     from accuscope.engine.diagnose.advice import fingerprint
     folder = tmp_path / "t"
     first_csv = save_task(folder, META, _table(seed=1), Thresholds(), {})
-    meta = load_task(folder).meta
+    meta = load_task(folder).doc
     (folder / "advice.json").write_text(json.dumps({"format": 1, "task": fingerprint(meta)}))
     (folder / "exports" / "conv1--relu1").mkdir(parents=True)
-    (folder / "exports" / "conv1--relu1" / "manifest.json").write_text(json.dumps({"created": meta["saved"]}))
+    (folder / "exports" / "conv1--relu1" / "manifest.json").write_text(json.dumps({"created": meta.saved}))
     assert load_task(folder).stale == []
     (folder / "exports" / "conv1--relu1" / "manifest.json").write_text(json.dumps({"created": "2025-01-01T00:00:00"}))
     second_csv = save_task(folder, META, _table(seed=2), Thresholds(), {})
     assert sorted(p.name for p in folder.glob("result_*.csv")) == [second_csv.name] != [first_csv.name]
     task = load_task(folder)
-    assert task.meta["generation"] != meta["generation"] and task.csv == second_csv
+    assert task.doc.generation != meta.generation and task.csv == second_csv
     assert task.stale == ["advice.json", "exports/conv1--relu1"]
     assert [e.stale for e in list_tasks(tmp_path)] == [["advice.json", "exports/conv1--relu1"]]
 
@@ -238,17 +239,17 @@ def test_a_result_npz_of_another_generation_gives_way_to_the_csv_task_json_names
 def test_running_is_interrupted_once_its_process_is_gone(tmp_path):
     folder = tmp_path / "t"
     mark_state(folder, "running")
-    assert load_task(folder).meta["state"] == "running"  # this process
+    assert load_task(folder).doc.state == "running"  # this process
     doc = json.loads((folder / "task.json").read_text())
     assert doc["pid"] == os.getpid() and doc["host"]
     import subprocess
     import sys
     gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     mark_state(folder, "running", pid=int(gone.stdout))
-    assert load_task(folder).meta["state"] == "interrupted"
+    assert load_task(folder).doc.state == "interrupted"
     assert list_tasks(tmp_path)[0].state == "interrupted"
     mark_state(folder, "running", host="another-host")  # cannot tell from here
-    assert load_task(folder).meta["state"] == "running"
+    assert load_task(folder).doc.state == "running"
 
 
 @pytest.mark.parametrize("field, value, message", [
@@ -291,7 +292,7 @@ def test_result_files_get_the_users_umask(tmp_path):
     old = os.umask(0o027)
     try:
         save_task(tmp_path / "t", META, _table(10), Thresholds(), {})
-        mark_state(tmp_path / "t", "done", note="x")
+        mark_state(tmp_path / "t", "done", error="x")
     finally:
         os.umask(old)
     modes = {p.name: p.stat().st_mode & 0o777 for p in (tmp_path / "t").iterdir()}
@@ -299,11 +300,10 @@ def test_result_files_get_the_users_umask(tmp_path):
 
 
 def test_a_rerun_from_task_json_runs_no_custom_algorithms_unless_asked(tmp_path):
-    from accuscope.engine.compare.comparison import CompareSpec
-    meta = {**META, "algorithms": ["cos", "Plug"], "custom_algorithms": str(tmp_path / "evil")}
-    spec = CompareSpec.from_meta(meta)
+    doc = TaskDoc({**META, "algorithms": ["cos", "Plug"], "custom_algorithms": str(tmp_path / "evil")})
+    spec = doc.spec()
     assert spec.custom_dir is None and spec.algorithms == ["cos"]
-    spec = CompareSpec.from_meta(meta, custom_dir=str(tmp_path / "mine"))
+    spec = doc.spec(custom_dir=str(tmp_path / "mine"))
     assert spec.custom_dir == str(tmp_path / "mine") and spec.algorithms == ["cos", "Plug"]
 
 
@@ -317,7 +317,7 @@ def test_above_csv_rows_a_save_keeps_result_npz_and_the_csv_is_an_export(tmp_pat
     assert not first_csv.exists()
     task = load_task(folder)
     _same(table, task.table)
-    assert task.csv is None and task.warnings == [] and task.meta["csv"] is None and task.meta["rows"] == 150
+    assert task.csv is None and task.warnings == [] and task.doc.csv is None and task.doc.rows == 150
     exported = tmp_path / "export.csv"
     task_module.write_result_csv(task.table, exported)
     assert len(exported.read_text().splitlines()) == 151

@@ -1,5 +1,5 @@
 """The task object: a task folder opened once, its spec, plan, graph and framework model derived
-once, state changes, delete and copy; CompareSpec keyword-only, kept in task.json by to_meta."""
+once, state changes, delete and copy; CompareSpec keyword-only, kept in task.json by taskdoc.spec_fields."""
 import json
 import shutil
 from pathlib import Path
@@ -10,6 +10,7 @@ from accuscope.engine.compare.comparison import CompareSpec
 from accuscope.engine.demo import workspace as demo
 from accuscope.engine.sources.tensor import SourceError
 from accuscope.engine.tasks.task import Task, list_tasks, load_task
+from accuscope.engine.tasks.taskdoc import TaskDoc, spec_fields
 
 MAIN_DEMO_JSON = Path(__file__).parents[1] / "data" / "task-main-demo.json"  # written by accuscope 80ea362's demo
 
@@ -26,8 +27,8 @@ def test_a_task_json_an_older_accuscope_wrote_still_reads_and_replans(demo_task,
     shutil.copytree(demo_task, folder)
     shutil.copy(MAIN_DEMO_JSON, folder / "task.json")
     task = Task.at(folder)
-    assert task.table is None and task.info.state == "done" and task.info.names_dumps
-    assert task.info.coverage["npu_paired"] == 64 and task.info.relative["model"] == "model/tinynet.json"
+    assert task.table is None and task.doc.state == "done" and task.doc.names_dumps
+    assert task.doc.coverage["npu_paired"] == 64 and task.doc.relative["model"] == "model/tinynet.json"
     spec = task.spec()
     assert (spec.npu, spec.golden, spec.model) == (str(folder / "npu"), str(folder / "golden"),
                                                    str(folder / "model" / "tinynet.json"))
@@ -35,7 +36,7 @@ def test_a_task_json_an_older_accuscope_wrote_still_reads_and_replans(demo_task,
     assert task.plan.coverage.npu_paired == 64
     assert task.graph.kind == "om"
     old = json.loads(MAIN_DEMO_JSON.read_text())
-    again = spec.to_meta(folder)
+    again = spec_fields(spec, folder)
     assert {k: again[k] for k in ("algorithms", "range", "ops", "pick", "iteration", "golden_shape")} == \
         {k: old[k] for k in ("algorithms", "range", "ops", "pick", "iteration", "golden_shape")}
     assert again["relative"] == old["relative"]
@@ -47,9 +48,9 @@ def test_spec_is_keyword_only_after_the_two_sides_and_round_trips(tmp_path):
         CompareSpec("a", "b", "model.json")
     spec = CompareSpec(str(tmp_path / "npu"), str(tmp_path / "golden"), model=str(tmp_path / "m.json"),
                        algorithms=["cos"], op_range="1,5", pick=2, golden_shape=(1, 3), iteration=4)
-    meta = spec.to_meta(tmp_path / "task")
-    assert meta["relative"] == {"npu": "../npu", "golden": "../golden", "model": "../m.json"}
-    back = CompareSpec.from_meta(meta)
+    fields = spec_fields(spec, tmp_path / "task")
+    assert fields["relative"] == {"npu": "../npu", "golden": "../golden", "model": "../m.json"}
+    back = TaskDoc(fields).spec()
     assert back == spec
 
 
@@ -65,7 +66,7 @@ def test_plan_graph_and_framework_model_are_found_once_per_opened_task(demo_task
 def test_a_task_that_names_no_dumps_has_no_plan(tmp_path):
     (tmp_path / "task.json").write_text(json.dumps({"state": "failed", "error": "boom"}))
     task = Task.at(tmp_path)
-    assert task.info.error == "boom" and task.graph is None and task.framework_model == (None, "")
+    assert task.doc.error == "boom" and task.graph is None and task.framework_model == (None, "")
     with pytest.raises(SourceError, match="does not name its NPU and golden dumps"):
         _ = task.plan
 
@@ -76,14 +77,14 @@ def test_mark_delete_and_copy(demo_task, tmp_path):
     with pytest.raises(FileExistsError):
         Task.at(demo_task).copy(folder)
     task = load_task(folder)
-    task.mark("done", note="checked")
-    assert task.meta["note"] == "checked" and Task.at(folder).meta["note"] == "checked"
+    task.mark("done", error="checked")
+    assert task.doc.error == "checked" and Task.at(folder).doc.error == "checked"
     csv = task.csv
     foreign = tmp_path / "other" / "result.csv"
     foreign.parent.mkdir()
     shutil.copy(csv, foreign)
     as_task = Task.at(foreign)
-    assert as_task.info.foreign and as_task.copy(tmp_path / "copy.csv").read_bytes() == csv.read_bytes()
+    assert as_task.doc.foreign and as_task.copy(tmp_path / "copy.csv").read_bytes() == csv.read_bytes()
     as_task.delete()
     assert not foreign.exists() and foreign.parent.is_dir()  # only the CSV
     (folder / "task.json").write_text("{broken")

@@ -21,8 +21,8 @@ import numpy as np
 import pytest
 
 from accuscope.engine.compare.comparison import CompareSpec, execute, plan
+from accuscope.engine.sides.registry import detect, open_side
 from accuscope.engine.sources import msprobe, torchpickle
-from accuscope.engine.sources.registry import detect, open_side
 
 ENV = {**os.environ, "COLUMNS": "250", "NO_COLOR": "1"}
 GOOD = 12  # good tensors per rank beside the hostile ones
@@ -451,7 +451,10 @@ def test_a_damaged_dump_json_entry_is_a_problem_naming_it(tmp_path):
     named = {p.message.split(":")[0] for p in side.problems if p.path == str(doc)}
     assert named == {"Functional.relu.3.forward.output.0", "Functional.relu.5.forward.output.0",
                      "Functional.relu.7.forward.output.0"}, side.problems
-    assert len(side.tensors) == GOOD  # the two with a data file read it; the third is a row with a reason
+    # the two with a data file read it; the third is a row with a reason; the two non-tensor keyword arguments
+    # are rows of their own, compared as values
+    assert len(side.tensors) == GOOD + 2
+    assert {t.value for t in side.tensors if t.value is not None} == {"\"torch.float32\"", "[2]"}  # as dump.json spells them
     assert side.find("Functional.relu.3.forward", "output", 0).load().shape == (2, 3)
     assert side.find("Functional.relu.7.forward", "output", 0).problem
     # statistics mode: the compiled scanner leaves the damaged text to Python, which names it
@@ -460,7 +463,7 @@ def test_a_damaged_dump_json_entry_is_a_problem_naming_it(tmp_path):
         assert msprobe._dumpscan.scan(raw) is None
         data["data"] = {k: v for k, v in data["data"].items() if k not in (
             "Functional.relu.3.forward", "Functional.relu.5.forward", "Functional.relu.7.forward")}
-        assert len(msprobe._dumpscan.scan(json.dumps(data).encode())[4]) == GOOD - 3
+        assert len(msprobe._dumpscan.scan(json.dumps(data).encode())[4]) == GOOD - 3 + 2  # + the two values
     stats = tmp_path / "stats" / "step0" / "rank0"
     stats.mkdir(parents=True)
     (stats / "dump.json").write_bytes(raw.replace(b'"tensor"', b'"statistics"', 1))

@@ -20,9 +20,9 @@ from accuscope.engine.compare.judgement import NOISY
 from accuscope.engine.compare.mapping import DEVICE_ONLY
 from accuscope.engine.compare.summary import summarize
 from accuscope.engine.compare.thresholds import Thresholds
-from accuscope.engine.graphs.graph import load_graph
+from accuscope.engine.graphs.modelfile import load_graph
+from accuscope.engine.sides.registry import detect
 from accuscope.engine.sources import tpumlir
-from accuscope.engine.sources.registry import detect
 
 HERE = Path(__file__).resolve().parents[1] / "fixtures" / "tpumlir"
 NPZ = ["cls_in_f32.npz", "cls_top_outputs.npz", "cls_ref_outputs.npz", "cls_bm1684x_f16_tpu_outputs.npz",

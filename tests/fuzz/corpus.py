@@ -618,11 +618,11 @@ def _write(target: Path, case: Case) -> None:
 
 def run_case(case: Case, seeds: dict[str, list[Path]], d: Path) -> tuple[str, str]:
     """(outcome, detail) of one case, run in this process."""
-    from accuscope.engine.graphs.graph import load_graph
+    from accuscope.engine.graphs.modelfile import load_graph
+    from accuscope.engine.sides.registry import open_source
     from accuscope.engine.sources.convert import convert
     from accuscope.engine.sources.golden import open_golden
     from accuscope.engine.sources.npudump import open_npu_dump
-    from accuscope.engine.sources.registry import open_source
     from accuscope.engine.tasks.csvio import read_result_csv
     from accuscope.engine.tasks.task import load_task
     path, options, good = _materialize(case, seeds, d)

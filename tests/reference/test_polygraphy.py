@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 from test_cli import accuscope
 
+from accuscope.engine.sides.registry import detect
 from accuscope.engine.sources import polygraphy
 from accuscope.engine.sources.golden import open_golden
-from accuscope.engine.sources.registry import detect
 from accuscope.engine.sources.tensor import SourceError, TensorError
 
 pg_config = pytest.importorskip("polygraphy.config")

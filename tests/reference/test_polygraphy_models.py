@@ -112,7 +112,7 @@ def test_ops_are_re_run_by_onnx_value_names(pg_det, tasks):
 
 def test_models_only_add(tasks):
     for cand in CANDIDATES:
-        bare, full = (load_task(tasks[cand, m]).meta["coverage"] for m in (False, True))
+        bare, full = (load_task(tasks[cand, m]).doc.coverage for m in (False, True))
         for key in ("npu_paired", "golden_used", "outputs_paired", "outputs_total"):
             assert full[key] >= bare[key], (cand, key, bare, full)
         assert full["outputs_paired"] == 1 and not full["warnings"], (cand, full)
@@ -120,7 +120,7 @@ def test_models_only_add(tasks):
 
 def test_quantizer_tensors_are_the_converters_own_and_no_coverage_warning(pg_det, tasks):
     for models in (False, True):
-        cov = load_task(tasks["int8dyn", models]).meta["coverage"]
+        cov = load_task(tasks["int8dyn", models]).doc.coverage
         assert cov["npu_paired"] == cov["npu_total"] == cov["golden_used"] == cov["golden_total"] == 330
         assert cov["npu_only"] == 467 and not cov["warnings"], cov
     c = load_task(tasks["int8", True]).table.columns

@@ -9,7 +9,7 @@ import pytest
 
 from accuscope.engine.compare.mapping import map_tensors
 from accuscope.engine.demo.npusim import simulate
-from accuscope.engine.graphs.graph import load_graph
+from accuscope.engine.graphs.modelfile import load_graph
 from accuscope.engine.runs.ortdump import dump_onnx
 from accuscope.engine.sources.golden import open_golden
 from accuscope.engine.sources.npudump import open_npu_dump

@@ -15,6 +15,7 @@ from ..engine.tasks.task import Task, load_task
 from .browser import BrowserScreen
 from .dialogs import ConfirmDialog, HelpScreen
 from .formatting import shown
+from .taskscreen import TaskScreen
 
 QUIT_QUESTION = "A comparison is running. Cancel it and quit? (the task keeps its previous result)"
 
@@ -61,12 +62,16 @@ class AccuscopeApp(App):
             "[b]y[/] run them   [b]n[/] re-run without plugins   [b]esc[/] cancel"), answer)
 
     def on_mount(self) -> None:
-        from .taskscreen import TaskScreen
         self.push_screen(BrowserScreen(self.workspace))
         if self.open_path is not None:
-            self.push_screen(TaskScreen(task=load_task(self.open_path)))
+            self.open_task(load_task(self.open_path))
         elif self.compare is not None:
             self.push_screen(TaskScreen(run=self.compare))
+
+    def open_task(self, task: Task) -> None:
+        """A task in its screen, on top of the current one (screens below the task screen, such as
+        the precision search a task's advice started, open tasks through here)."""
+        self.push_screen(TaskScreen(task=task))
 
     @property
     def running_screens(self) -> list[Screen]:

@@ -173,8 +173,7 @@ class BrowserScreen(Screen):
             task = load_task(e.path)
         except SourceError:
             task = None
-        meta = task.meta if task else {}
-        if not meta.get("npu") or not meta.get("golden"):
+        if task is None or not task.doc.names_dumps:
             self.notify(f"{e.path}: task.json does not say what was compared", severity="error")
             return
         self.app.rerun_spec(task, lambda spec: self.app.push_screen(TaskScreen(task=task, run=(spec, e.path))))

@@ -46,11 +46,13 @@ from textual.widgets.option_list import Option
 from ..engine.compare.rankrows import StepRank, step_rank_of, step_rank_rows, step_ranks
 from ..engine.compare.results import ResultTable
 from ..engine.compare.thresholds import Thresholds
-from ..engine.graphs.graph import Graph, Node, load_graph
+from ..engine.graphs.graph import Graph, Node
 from ..engine.graphs.lanes import Lanes, layout, reads
+from ..engine.graphs.modelfile import load_graph
 from ..engine.graphs.subgraph import Selection, SelectionError, select
 from ..engine.sources.tensor import SourceError
 from ..engine.tasks.task import Task
+from ..engine.tasks.taskdoc import TaskDoc
 from . import formatting as fmt
 from .dialogs import AskDialog, ConfirmDialog
 from .footer import Footer
@@ -160,11 +162,11 @@ class GraphScreen(Screen["int | None"]):
     )
 
     def __init__(self, task_folder: Path, table: ResultTable, thresholds: Thresholds, row: int | None = None,
-                 meta: dict | None = None) -> None:
+                 doc: TaskDoc | None = None) -> None:
         super().__init__()
         self.folder = Path(task_folder)
         self.table, self.thresholds, self.row = table, thresholds, row
-        self.opened_task = Task(self.folder, meta) if meta is not None else Task.at(self.folder, strict=False)
+        self.opened_task = Task(self.folder, doc) if doc is not None else Task.at(self.folder, strict=False)
         self.graph: Graph | None = None
         self.lanes: Lanes | None = None
         self.results: OpResults | None = None

@@ -151,7 +151,7 @@ class OpResults:
 
     def badge(self, position: int) -> Badge:
         """The op's badge; a module's (a group of calls: attrs `module` and `span`, see
-        msprobe.graph) counts its calls failing of those with rows, itself included."""
+        msprobegraph.load_msprobe) counts its calls failing of those with rows, itself included."""
         cached = self._badges[position]
         if cached is not None:
             return cached

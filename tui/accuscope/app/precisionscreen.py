@@ -166,8 +166,7 @@ class PrecisionScreen(Screen[None]):
     def action_open_task(self) -> None:
         if self.result is None or self.result.task is None:
             return
-        from .taskscreen import TaskScreen
-        self.app.push_screen(TaskScreen(task=load_task(self.result.task)))
+        self.app.open_task(load_task(self.result.task))  # the app opens tasks: this screen is opened from one
 
     def action_back(self) -> None:
         self.cancel.set()  # a search left running stops after its trial; the log keeps it

@@ -22,7 +22,8 @@ from ..engine.diagnose.advisor import advise
 from ..engine.sources.names import printable
 from ..engine.sources.tensor import SourceError
 from ..engine.tasks.rankrun import RanksRun, run_ranks
-from ..engine.tasks.task import Task, coverage_warnings, load_task
+from ..engine.tasks.task import Task, load_task
+from ..engine.tasks.taskdoc import TaskDoc
 from ..engine.tasks.taskrun import run_task
 from .advicescreen import AdviceScreen
 from .chart import MetricChart
@@ -101,7 +102,7 @@ class TaskScreen(Screen):
 
     def on_mount(self) -> None:
         self.set_class(self.app.size.height >= 40, "-tall")
-        name = self.folder.name if not (self.opened and self.opened.meta.get("foreign")) else self.opened.csv.name
+        name = self.folder.name if not (self.opened and self.opened.doc.foreign) else self.opened.csv.name
         self.title = f"task {name}"
         self.query_one("#crumbs", Static).update(f"accuscope › tasks › [b]{shown(name)}[/]")
         if self.opened is not None:
@@ -137,7 +138,7 @@ class TaskScreen(Screen):
         self.query_one(MetricChart).show(widget.table, widget.view, widget.thresholds, widget.cursor_row)
         lines = summary_lines(widget.table, widget.thresholds, running=self.running, advice=self.advice,
                               advising=self.advising,
-                              warnings=coverage_warnings(self.opened.meta if self.opened else {}))
+                              warnings=self.opened.doc.coverage_warnings if self.opened else [])
         self.query_one("#summary", Static).update("\n".join(lines))
         self.update_status()
 
@@ -155,10 +156,10 @@ class TaskScreen(Screen):
             return "thresholds: saving…"
         if self.run_error:
             return f"failed: {printable(self.run_error)}"
-        meta = self.opened.meta if self.opened else {}
-        state = meta.get("state") or ""
+        doc = self.opened.doc if self.opened else TaskDoc()
+        state = doc.state
         if state in ("failed", "cancelled") or (state == "running" and not len(self.opened.table)):
-            error = printable(str(meta.get("error") or ""))
+            error = printable(doc.error)
             return f"{state}: {error}" if error else state
         return ""
 
@@ -259,7 +260,7 @@ class TaskScreen(Screen):
     def save_thresholds(self) -> bool:
         """Save the result again under the thresholds in a worker (the status says saving… until it
         lands; an edit meanwhile saves once more after it); False when this task is not saved."""
-        if self.opened is None or self.opened.meta.get("foreign") or self.running:
+        if self.opened is None or self.opened.doc.foreign or self.running:
             return False
         if self.saving:
             self._save_again = True
@@ -293,7 +294,7 @@ class TaskScreen(Screen):
             self.maximize(self.focused)
 
     def action_rerun(self) -> None:
-        if self.running or self.saving or self.opened is None or self.opened.meta.get("foreign"):
+        if self.running or self.saving or self.opened is None or self.opened.doc.foreign:
             return
         self.app.rerun_spec(self.opened, lambda spec: self.start_run(spec, self.folder))
 
@@ -310,15 +311,15 @@ class TaskScreen(Screen):
             if row is not None and not widget.move_to(row):
                 self.notify("that op's row is hidden by the filter or the in/out toggle", timeout=4)
         graph = GraphScreen(self.folder, widget.table, widget.thresholds, widget.cursor_row,
-                            self.opened.meta if self.opened else None)
+                            self.opened.doc if self.opened else None)
         self.app.push_screen(graph, back)
 
     # ---- the advisor ------------------------------------------------------------------------
     def start_advice(self) -> None:
         """Show the saved advice when it fits the result and thresholds, else advise in a worker."""
-        if self.opened is None or self.opened.meta.get("foreign") or not len(self.opened.table):
+        if self.opened is None or self.opened.doc.foreign or not len(self.opened.table):
             return
-        saved = saved_advice(self.folder, self.opened.meta, self.thresholds)
+        saved = saved_advice(self.folder, self.opened.doc, self.thresholds)
         if saved is not None:
             self.apply_advice(saved)
             return

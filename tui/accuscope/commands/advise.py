@@ -54,7 +54,7 @@ def advice_json(advice: Advice) -> dict:
     return {**advice.to_dict(), "verdict": None if advice.primary is None else advice.primary.to_dict(),
             "judgement": judgement_json(task.table, s),
             "rows": s.rows, "failing": s.failing, "first_failing": first_failing_json(task.table, s),
-            "coverage": task.meta.get("coverage")}
+            "coverage": task.doc.coverage or None}
 
 
 def print_advice(advice: Advice) -> None:

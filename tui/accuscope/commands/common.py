@@ -119,7 +119,7 @@ def judgement_json(table, summary) -> dict:
     v = summary.verdict
     worst = None if v.worst is None else printable(str(table.columns["tensor"][v.worst]))
     return {"outcome": v.outcome, "scope": v.scope, "judged": len(v.judged), "failing": len(v.failing),
-            "worst": worst, **({"why": v.why} if v.why else {})}
+            "worst": worst, **({"why": v.why} if v.why else {}), **({"cause": v.cause} if v.cause else {})}
 
 
 def with_status(label: str, work):

@@ -14,7 +14,7 @@ from ..engine.compare.mapping import DEVICE_ONLY
 from ..engine.compare.metrics import compiled_kernel
 from ..engine.compare.multirank import is_rank_run
 from ..engine.compare.summary import summarize
-from ..engine.sources.registry import detect
+from ..engine.sides.registry import detect
 from ..engine.sources.tensor import SourceError
 from ..engine.tasks.taskrun import run_task
 from ..exitcode import ExitCode

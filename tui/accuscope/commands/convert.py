@@ -5,9 +5,9 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from ..engine.graphs.graph import Graph
+from ..engine.sides.registry import open_source
 from ..engine.sources.convert import FORMATS, convert
 from ..engine.sources.names import printable
-from ..engine.sources.registry import open_source
 from ..engine.sources.tensor import SourceError
 from ..exitcode import ExitCode
 from .common import add_source_options, err, out, source_options

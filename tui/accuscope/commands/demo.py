@@ -57,11 +57,11 @@ def run(args) -> int:
     seconds = time.perf_counter() - started
     out.print(f"demo workspace: [bold]{escape(str(workspace))}[/] ({len(folders)} tasks, built in {seconds:.1f} s)",
               soft_wrap=True)
-    metas = {folder: load_task(folder).meta for folder in folders}
-    for folder, meta in metas.items():
-        out.print(f"  [bold]{escape(folder.name)}[/]: {escape(meta.get('demo', {}).get('title', ''))}", soft_wrap=True)
-        out.print(f"    {meta.get('rows', 0)} rows, {meta.get('failing', 0)} failing; first failing op: "
-                  f"{escape(meta.get('first_failing_op') or 'none')}", soft_wrap=True)
+    docs = {folder: load_task(folder).doc for folder in folders}
+    for folder, doc in docs.items():
+        out.print(f"  [bold]{escape(folder.name)}[/]: {escape((doc.demo or {}).get('title', ''))}", soft_wrap=True)
+        out.print(f"    {doc.rows or 0} rows, {doc.failing or 0} failing; first failing op: "
+                  f"{escape(doc.first_failing_op or 'none')}", soft_wrap=True)
     main = next(f for f in folders if f.name == MAIN.name)
     tty = interactive()
     if not args.no_tui and tty and (code := launch_tui(workspace, main)) is not None:
@@ -69,7 +69,7 @@ def run(args) -> int:
     out.print(f"look at it:  accuscope --workspace {escape(shlex.quote(str(workspace)))}   (the task browser)",
               soft_wrap=True)
     out.print(f"        or:  accuscope open {escape(shlex.quote(str(main)))}   (the main task)", soft_wrap=True)
-    out.print(f"results:     {escape(str(main / metas[main].get('csv', '')))} (MindStudio-style CSV; "
+    out.print(f"results:     {escape(str(main / (docs[main].csv or '')))} (MindStudio-style CSV; "
               "README.md in each task folder says what was planted)", soft_wrap=True)
     if not args.no_tui and tty:
         out.print("(this version has no terminal UI yet: the task folders hold the results)")

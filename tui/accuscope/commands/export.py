@@ -4,11 +4,11 @@ from __future__ import annotations
 import math
 
 from ..engine.export import folder as engine
+from ..engine.export.layout import INSIDE, NO_ERROR, UNKNOWN, UPSTREAM
 from ..exitcode import ExitCode
 from .common import err, out, show
 
-VERDICT_WORDS = {engine.INSIDE: "INSIDE", engine.UPSTREAM: "UPSTREAM", engine.NO_ERROR: "NO ERROR",
-                 engine.UNKNOWN: "UNKNOWN"}
+VERDICT_WORDS = {INSIDE: "INSIDE", UPSTREAM: "UPSTREAM", NO_ERROR: "NO ERROR", UNKNOWN: "UNKNOWN"}
 
 
 def register(p) -> None:

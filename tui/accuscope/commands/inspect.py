@@ -8,11 +8,11 @@ from rich.markup import escape
 from rich.table import Table
 
 from ..engine.graphs.graph import Graph
+from ..engine.sides.registry import describe, open_source
 from ..engine.sources import polygraphy
 from ..engine.sources.golden import GoldenDump
 from ..engine.sources.names import printable
 from ..engine.sources.npudump import NpuDump
-from ..engine.sources.registry import describe, open_source
 from ..engine.sources.tensor import Problem, Tensor
 from ..exitcode import ExitCode
 from .common import Name, add_source_options, counts, human_bytes, out, shape_text, source_options

@@ -12,7 +12,7 @@ from datetime import datetime
 from pathlib import Path
 
 from ..engine.compare.inputs import build_spec, inputs
-from ..engine.sources.registry import detect
+from ..engine.sides.registry import detect
 from ..engine.sources.tensor import SourceError
 from ..engine.tasks.task import DUMPS_DIR, TASK_JSON
 from .common import err, out, show
@@ -48,6 +48,8 @@ def run(args) -> int:
     try:
         golden = dump_with_progress(args.reference, str(generation / "golden"), "running the reference", **options)
         npu = dump_with_progress(args.candidate, str(generation / "npu"), "running the candidate", **options)
+        if args.expected == "auto":
+            args.expected = _expected_side(args, generation, options)
     except BaseException:
         shutil.rmtree(generation, ignore_errors=True)
         if created:
@@ -65,12 +67,29 @@ def run(args) -> int:
     return code
 
 
+def _expected_side(args, generation: Path, options: dict) -> str:
+    """The third side made here: the reference converted as the candidate was, run on the same inputs
+    and dumped (TASK/dumps/{generation}/expected)."""
+    import onnx
+
+    from ..engine.precision.convert import as_candidate
+    from ..engine.sources.outputfile import atomic_path
+    model, to = as_candidate(args.reference, args.candidate)
+    generation.mkdir(parents=True, exist_ok=True)
+    path = generation / f"expected-{to}.onnx"
+    with atomic_path(path) as tmp:
+        onnx.save(model, str(tmp))
+    dump_with_progress(str(path), str(generation / "expected"), f"running the reference at {to}", **options)
+    path.unlink()
+    return str(generation / "expected")
+
+
 def _drop_older_dumps(folder: Path, keep: Path) -> None:
     """Dumps of earlier runs into this task, once task.json names the new ones (a failed or
     cancelled run keeps the old result and so its dumps: then both stay)."""
     from ..engine.tasks.task import Task
     try:
-        named = str(Task.at(folder).meta.get("golden") or "")
+        named = Task.at(folder).doc.golden or ""
     except SourceError:
         return
     if not named.startswith(str(keep)):

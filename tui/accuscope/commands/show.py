@@ -15,7 +15,7 @@ from ..engine.export.excel import write_xlsx
 from ..engine.sources.names import markdown_text, printable
 from ..engine.sources.tensor import SourceError
 from ..engine.tasks.csvio import formula_cells, write_rows
-from ..engine.tasks.task import coverage_warnings, load_task, unwritable
+from ..engine.tasks.task import load_task, unwritable
 from ..exitcode import ExitCode
 from .common import err, first_failing_json, judgement_json, out, show
 
@@ -67,7 +67,7 @@ def run(args) -> int:
         raise SourceError(f"--columns: no column {', '.join(unknown)} in {args.task}; columns: {', '.join(known)}")
     s = summarize(table, task.thresholds, task.step)
     rows = np.flatnonzero(task.thresholds.evaluate(table).fail) if args.failing else np.arange(len(table))
-    warnings = coverage_warnings(task.meta)
+    warnings = task.doc.coverage_warnings
     if args.format == "xlsx":
         try:
             sheets = write_xlsx(table, task.thresholds, args.out, rows)
@@ -78,10 +78,10 @@ def run(args) -> int:
         return ExitCode.FINDINGS if args.fail_on_error and (s.failing or warnings) else ExitCode.OK
     data = [[_cell(table.columns[c][i]) for c in columns] for i in rows]
     if args.format == "json":
-        doc = {"task": str(task.folder), "state": task.info.state, "rows": s.rows,
+        doc = {"task": str(task.folder), "state": task.doc.state, "rows": s.rows,
                "failing": s.failing, "not_compared": s.not_compared, "first_failing": first_failing_json(table, s),
                "judgement": judgement_json(table, s),
-               "coverage": task.meta.get("coverage"), "warnings": warnings, "columns": columns, "data": data}
+               "coverage": task.doc.coverage or None, "warnings": warnings, "columns": columns, "data": data}
         stacks, why = task.call_stacks()
         calls = dict.fromkeys(str(op) for op in table.columns["npu_op"][rows]) if stacks else {}
         if why:

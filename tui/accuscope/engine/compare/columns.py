@@ -32,6 +32,7 @@ class Metric:
     brief: bool = False  # in the short listing (`accuscope show`'s default columns)
     isolated: bool = False  # recomputed for an op's re-run on its own inputs (advisor)
     recorded: bool = False  # from what the dump recorded (statistics, checksums), not from tensor data
+    third: bool = False  # from the third side (--expected, compare/expected.py): NaN without it
 
     @property
     def title(self) -> str:
@@ -113,6 +114,13 @@ METRIC_TABLE: tuple[Metric, ...] = (
     Metric("golden_value", "Bench Value", "the golden side's non-tensor argument or output; a row fails when the "
            "two values differ", origin="msprobe", kind="text", label="gold value", short="gval", place=2, width=12,
            recorded=True),
+    # the precision's own noise (--expected: the reference run at the candidate's precision)
+    Metric("exp_err", "ExpectedError", "the expected side's error against golden, max(1 - cos, red): what the "
+           "precision itself gives (--expected: the reference run at the candidate's precision)", origin="ours",
+           label="exp.err", short="xerr", place=2, third=True),
+    Metric("excess", "Excess", "the row's error, max(1 - cos, red), over the expected error: at most 2, the "
+           "precision itself (keep the op in higher precision); above, the implementation", origin="ours",
+           short="exc", place=2, third=True),
 )
 METRIC = {m.key: m for m in METRIC_TABLE}
 
@@ -125,7 +133,7 @@ CSV_OF = {m.key: m.csv for m in METRIC_TABLE}
 # msaccucmp's numeric metrics (the ten without std): what --algorithms selects besides std
 NUMERIC_METRICS = [key for _, key in METRICS if METRIC[key].kind == "float"]
 FLOAT_METRICS = [m.key for m in METRIC_TABLE if m.kind == "float"]  # every float metric, NaN when not computed
-COMPUTED_FLOATS = [m.key for m in METRIC_TABLE if m.kind == "float" and not m.recorded]  # from tensor data
+COMPUTED_FLOATS = [m.key for m in METRIC_TABLE if m.kind == "float" and not m.recorded and not m.third]  # from tensor data
 THRESHOLD_KEYS = [m.key for m in METRIC_TABLE if m.numeric]  # keys a threshold may name
 LOWER_IS_WORSE = {m.key for m in METRIC_TABLE if m.lower_is_worse}
 MSIT_DEFAULTS = {m.key: m.msit_threshold for m in METRIC_TABLE if m.msit_threshold is not None}

@@ -23,42 +23,39 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import KW_ONLY, dataclass, field, replace
-from functools import lru_cache
-from pathlib import Path
 
-import numpy as np
-
+from accuscope.engine.compare import faults, statistics
 from accuscope.engine.compare import plugins as plugin_mod
-from accuscope.engine.compare import statistics
-from accuscope.engine.compare.columns import CSV_OF, KEY_OF, METRIC, NUMERIC_METRICS
+from accuscope.engine.compare.columns import CSV_OF, KEY_OF, NUMERIC_METRICS
 from accuscope.engine.compare.lifetime import die_with_parent, process_context
 from accuscope.engine.compare.mapping import DEVICE_ONLY, FEW, Pair, map_tensors
-from accuscope.engine.compare.metrics import CHUNK, PairMetrics, array_chunks, compare_chunks, compiled_kernel
+from accuscope.engine.compare.metrics import compiled_kernel
+from accuscope.engine.compare.pairjob import Job, pair_threads, run_job
 from accuscope.engine.compare.repair import Repair, recheck
 from accuscope.engine.compare.results import ResultTable
 from accuscope.engine.compare.thresholds import Thresholds
-from accuscope.engine.graphs.graph import Graph, load_graph
+from accuscope.engine.graphs.graph import Graph
+from accuscope.engine.graphs.modelfile import load_graph
 from accuscope.engine.graphs.oprange import OpRange
 from accuscope.engine.graphs.optypes import CONVERTER_OWN, walk_back
+from accuscope.engine.sides.side import Side
 from accuscope.engine.sources import tpumlir
 from accuscope.engine.sources.ascend import crop_to
 from accuscope.engine.sources.msprobe import KIND as STEP_KIND  # dumps of a step's calls, not of a model
-from accuscope.engine.sources.side import Side
-from accuscope.engine.sources.tensor import INPUT, OUTPUT, Problem, SourceError, Tensor, TensorError
-from accuscope.engine.tasks import faults
+from accuscope.engine.sources.tensor import INPUT, OUTPUT, Problem, SourceError, Tensor
 
 INLINE_BYTES = 64 << 20  # below this, worker processes cost more than they save
 ALGORITHMS = NUMERIC_METRICS + ["std"]
 
 
 SHARDS_BY_NAMES = "names"  # --shards names: the split from Megatron's class names (else a layout file's path)
-PATH_KEYS = ("npu", "golden", "model", "npu_model", "golden_model", "mapping")  # paths task.json records
 
 
 @dataclass
 class CompareSpec:
     """What to compare. The two sides are positional, everything else by keyword. task.json keeps
-    it as `to_meta()` writes it; `from_meta()` reads that back (from any accuscope's task.json)."""
+    it as `tasks.taskdoc.spec_fields` writes it; `TaskDoc.spec` reads that back (from any
+    accuscope's task.json)."""
 
     npu: str  # the side under test: any source accuscope reads (sources.FORMATS)
     golden: str  # the reference side: any source too
@@ -84,81 +81,7 @@ class CompareSpec:
     stats_only: bool = False  # compare the statistics dump.json records, never the tensor files
     match: str | None = None  # "structure": pair what no name or mapping file pairs by module, order, shapes
     shards: str | None = None  # "names" or a layout file: merge a parallel run's ranks into one (compare/shards.py)
-
-    def to_meta(self, folder: str | os.PathLike | None = None) -> dict:
-        """What task.json records about the comparison, enough to re-run it. Paths are stored
-        absolute and, under `relative`, relative to the task folder: a task moved with its data (to
-        another directory or machine) still finds them (see `recorded_path`)."""
-        meta = {"npu": self.npu, "golden": self.golden, "model": self.model, "algorithms": self.algorithms,
-                "range": self.op_range, "ops": self.ops, "custom_algorithms": self.custom_dir,
-                "pick": self.pick, "run": self.run,
-                "golden_shape": list(self.golden_shape) if self.golden_shape else None,
-                "golden_dtype": str(self.golden_dtype) if self.golden_dtype else None,
-                "npu_model": self.npu_model, "golden_model": self.golden_model, "mapping": self.mapping,
-                "npu_runner": self.npu_runner, "golden_runner": self.golden_runner, "iteration": self.iteration,
-                "step": self.step, "rank": self.rank, "stats_only": self.stats_only,
-                "match": self.match,
-                "shards": self.shards if self.shards in (None, SHARDS_BY_NAMES) else os.path.abspath(self.shards)}
-        relative = {}
-        for key in PATH_KEYS:
-            if meta[key]:
-                meta[key] = os.path.abspath(meta[key])
-                if folder is not None:
-                    relative[key] = os.path.relpath(meta[key], os.path.abspath(folder))
-        meta["relative"] = relative
-        return meta
-
-    @classmethod
-    def from_meta(cls, meta: dict, thresholds: Thresholds | None = None, folder: str | os.PathLike | None = None,
-                  **changes) -> CompareSpec:
-        """The inverse of to_meta, for re-running a task (or part of it: `changes` replace fields,
-        e.g. ops=[name]); with `folder`, paths relative to the task folder resolve there.
-
-        Custom algorithms are code: the folder task.json names is never used (a task folder can
-        come from anyone); pass `custom_dir=` to run plugins, after the user said which folder.
-        Without it the plugin names in the task's algorithm list are dropped too."""
-        def path(key: str) -> str | None:
-            value = meta.get(key)
-            resolved = recorded_path(folder, value, _relative(meta, key)) if folder is not None else value
-            return str(resolved) if resolved else None
-        algorithms = meta.get("algorithms")
-        if algorithms and not changes.get("custom_dir"):
-            algorithms = [a for a in algorithms if KEY_OF.get(a, a) in ALGORITHMS] or None
-        spec = cls(path("npu"), path("golden"), model=path("model"), algorithms=algorithms,
-                   op_range=meta.get("range"), ops=meta.get("ops"),
-                   thresholds=thresholds if thresholds is not None else Thresholds(),
-                   pick=meta.get("pick") or "newest", run=meta.get("run"),
-                   golden_shape=tuple(meta["golden_shape"]) if meta.get("golden_shape") else None,
-                   golden_dtype=meta.get("golden_dtype"), npu_model=path("npu_model"),
-                   golden_model=path("golden_model"), mapping=path("mapping"),
-                   npu_runner=meta.get("npu_runner"), golden_runner=meta.get("golden_runner"),
-                   iteration=meta.get("iteration") or 0, step=meta.get("step"), rank=meta.get("rank"),
-                   stats_only=bool(meta.get("stats_only")), match=meta.get("match"),
-                   shards=meta.get("shards") if isinstance(meta.get("shards"), str) else None)
-        return replace(spec, **changes)
-
-
-def recorded_path(folder: str | os.PathLike | None, value, relative: str | None = None) -> Path | None:
-    """A path task.json holds: as written when it exists, else `relative` (its path relative to
-    the task folder, for a task moved with its data) under the folder, else the written path
-    relative to the folder when it exists there; None when task.json holds no path there."""
-    if not value or not isinstance(value, str):
-        return None
-    p = Path(value).expanduser()
-    if p.exists() or folder is None:
-        return p
-    if relative and (Path(folder) / relative).exists():
-        return Path(folder) / relative
-    if not p.is_absolute() and (Path(folder) / p).exists():
-        return Path(folder) / p
-    return p
-
-
-def _relative(meta: dict, key: str) -> str | None:
-    """task.json's `relative` path of `key`, if it records one."""
-    rel = meta.get("relative")
-    value = rel.get(key) if isinstance(rel, dict) else None
-    return value if isinstance(value, str) else None
+    expected: str | None = None  # the third side: the reference at the candidate's precision (compare/expected.py)
 
 
 @dataclass
@@ -268,7 +191,7 @@ class Progress:
 def open_sides(spec: CompareSpec) -> tuple[Side, Side, Graph | None]:
     """Both sides of a comparison, each in whatever format it is, with the models given for them,
     and the graph of `--model` (loaded once: an offline-model JSON can take seconds)."""
-    from accuscope.engine.sources.registry import open_side
+    from accuscope.engine.sides.registry import open_side
     pick = spec.pick
     ranked = {"step": spec.step, "rank": spec.rank, "stats_only": spec.stats_only or None}
     merged = {}
@@ -508,99 +431,6 @@ def _base_row(index: int, pair: Pair, seq: int, is_output: bool) -> dict:
     }
 
 
-# ------------------------------------------------------------------ the work of one pair
-
-
-@dataclass(frozen=True)
-class Job:
-    row: int
-    npu: Tensor
-    golden: Tensor
-    metrics: tuple[str, ...]
-    threads: int = 1  # threads inside the kernel for this pair (pair_threads)
-
-
-THREAD_ELEMENTS = 1 << 19  # a pair gets one kernel thread per this many elements, up to the workers
-
-
-def pair_threads(n: int, workers: int) -> int:
-    """How a comparison uses the cores, decided here only, by size: a pair of n elements is
-    split over min(workers, n / THREAD_ELEMENTS) threads inside the kernel (its fused pass
-    cuts the data in 64k-element units that threads take in turn, the GIL released, the
-    units' sums added in order: the same digits on any number of threads); pairs smaller than
-    that run one per thread, `workers` of them at a time (_run_threads). On 64 cores a 1M-element
-    pair takes 2 threads and one of 32M all 64; a network of small tensors keeps every core on
-    its own pairs, and what is left serial is Python's per-pair bookkeeping under the GIL."""
-    return max(1, min(workers, n // THREAD_ELEMENTS))
-
-
-def tensor_chunks(t: Tensor, size: int) -> Iterator[np.ndarray]:
-    """The tensor's elements in order, `size` at a time: plain file reads into one reused buffer
-    when the stored bytes already are the logical data (RSS stays at one chunk), else slices of
-    the loaded (converted) array."""
-    p = t.payload
-    if p is not None and not t.conversion and p.dtype == t.dtype and p.nbytes:
-        buf = np.empty(min(size, p.nbytes // p.dtype.itemsize), dtype=p.dtype)
-        with open(p.path, "rb", buffering=0) as fh:
-            fh.seek(p.offset)
-            remaining = p.nbytes // p.dtype.itemsize
-            while remaining:
-                k = min(len(buf), remaining)
-                view = buf[:k]
-                if fh.readinto(memoryview(view).cast("B")) != view.nbytes:
-                    raise TensorError(t.source, t.name, "file ends before the tensor's last byte")
-                yield view
-                remaining -= k
-        return
-    flat = t.load().reshape(-1)
-    for lo in range(0, flat.size, size):
-        yield flat[lo:lo + size]
-
-
-MAPPED_BYTES = 64 << 20  # pairs up to this size are walked memory-mapped, larger ones streamed
-
-
-def pair_chunks(npu: Tensor, golden: Tensor, size: int = CHUNK) -> Callable[[], Iterator]:
-    """A chunk source (metrics.ChunkSource) over a tensor pair; TensorError when sizes differ.
-
-    The metrics walk the pair twice (the KL walk needs each side's range first). A pair of up to
-    MAPPED_BYTES is memory-mapped, so the second walk reads pages already mapped instead of
-    reading the files again; larger pairs are streamed through one chunk buffer per side, which
-    keeps the RSS of a many-GB pair at a few MB."""
-    if npu.size != golden.size:
-        raise TensorError(npu.source, npu.name, f"shape {list(npu.shape)} of the NPU tensor does not match "
-                                                f"shape {list(golden.shape)} of golden {golden.op}")
-    if npu.nbytes + golden.nbytes <= MAPPED_BYTES:
-        return array_chunks(npu.load(), golden.load(), size)
-    return lambda: zip(tensor_chunks(npu, size), tensor_chunks(golden, size))
-
-
-def run_job(job: Job) -> tuple[int, dict]:
-    """Compare one pair; any failure becomes a reason on the row, never an exception."""
-    x, y = job.npu, job.golden
-    out: dict = {}
-    faults.point("pair", x.name)
-    try:
-        m = compare_chunks(pair_chunks(x, y), x.size, x.dtype, y.dtype, kl="kl" in job.metrics, threads=job.threads)
-        out.update(_cells(m, job.metrics))
-        out["reason"] = "; ".join(m.reasons)
-    except (TensorError, OSError, ValueError, MemoryError) as exc:
-        out["reason"] = getattr(exc, "reason", None) or str(exc)
-    return job.row, out
-
-
-def _cells(m: PairMetrics, metrics: tuple[str, ...]) -> dict:
-    """The row's metric cells: msaccucmp's as selected (--algorithms), the extras always (those
-    computed from tensor data; recorded statistics are compared elsewhere)."""
-    values = m.values
-    return {k: values[k] if k in values else getattr(m, k) for k in _cell_keys(metrics)}
-
-
-@lru_cache(maxsize=32)
-def _cell_keys(metrics: tuple[str, ...]) -> tuple[str, ...]:
-    return tuple(k for k, r in METRIC.items() if (k in metrics or r.origin != "msaccucmp") and not r.recorded)
-
-
 # ------------------------------------------------------------------ running a plan
 
 
@@ -649,9 +479,31 @@ def execute(plan: Plan, progress: Callable[[Progress, list[tuple[int, dict]]], N
         rows[r.row] = merged_row(plan, r.row, computed[r.row])
     if plan.coverage is not None and repairs:
         plan.coverage.repaired_after(plan, repairs)
+    if plan.spec.expected:
+        third = _expected(plan, computed, workers, cancel)
+        if third is None:
+            return None
+        for row, cells in third.items():
+            rows[row].update(cells)
     table = ResultTable.from_rows(rows, custom=[p.name for p in plan.plugins])
     plan.spec.thresholds.apply(table)
     return table
+
+
+def _expected(plan: Plan, computed: list[dict], workers: int, cancel) -> dict[int, dict] | None:
+    """The third side's cells per row (compare/expected.py), its pairs compared on the same runners
+    as the comparison's own; None when cancelled."""
+    from accuscope.engine.compare import expected
+    jobs = [Job(row, e, plan.pairs[row].golden, ("cos", "red")) for row, e in expected.expected_tensors(plan).items()
+            if computed[row]]
+    found: dict[int, dict] = {}
+    runs = _run_threads(jobs, workers, cancel) if compiled_kernel() else _run_inline(jobs, cancel)
+    for batch in runs:
+        for row, cells in batch:
+            found[row] = expected.excess_cells(computed[row], cells)
+    if cancel is not None and cancel.is_set():
+        return None
+    return {row: cells for row, cells in found.items() if cells}
 
 
 def merged_row(plan: Plan, index: int, cells: dict) -> dict:

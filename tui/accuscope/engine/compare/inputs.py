@@ -17,8 +17,8 @@ import numpy as np
 
 from accuscope.engine.compare.thresholds import TPU_DEFAULTS, Thresholds, parse_assignments, parse_tolerance
 from accuscope.engine.graphs.oprange import OpRange
+from accuscope.engine.sides.registry import detect
 from accuscope.engine.sources.golden import RAW_SUFFIXES
-from accuscope.engine.sources.registry import detect
 from accuscope.engine.sources.tensor import SourceError
 
 
@@ -158,6 +158,12 @@ INPUTS: tuple[Input, ...] = (
           "Ascend dump folder or file, npy folder, .npz, Polygraphy .json ...", required=True),
     Input("golden", "--golden", "golden dump", "the reference side: any dump accuscope reads", "dump",
           "npy folder, .npz, .bin or Polygraphy .json ...", required=True),
+    Input("expected", "--expected", "expected dump", "the third side: the reference run at the candidate's "
+          "precision (any dump accuscope reads, named as the golden side: e.g. the framework at fp16 or bf16, or "
+          "`accuscope dump` of the reference converted to fp16); each row gets its expected error and the excess "
+          "of its own over it, and failing rows within twice the expected error are the precision's own (`accuscope "
+          "run`: `auto` converts the reference as the candidate was, fp16 or int8, and dumps it)",
+          "dump", "optional: the reference at the candidate's precision (the precision's own noise)", group="judging"),
     Input("shards", "--shards", "parallel shards", "msprobe dumps of a tensor/pipeline-parallel run (several ranks "
           "in a step): merge each call's shards across its TP group and stitch the PP stages into one run, to compare "
           "against a TP=1 run; `names`: the split from Megatron's class names (ColumnParallelLinear, "
@@ -256,7 +262,8 @@ def build_spec(values: dict):
         pick=get("pick"), run=get("run"), golden_shape=get("shape"), golden_dtype=None if dtype is None else str(dtype),
         npu_model=get("npu_model"), golden_model=get("golden_model"), mapping=get("mapping"),
         npu_runner=npu_runner, golden_runner=golden_runner, iteration=get("iteration"), step=get("step"),
-        rank=get("rank"), stats_only=bool(get("stats_only")), match=get("match"), shards=get("shards"))
+        rank=get("rank"), stats_only=bool(get("stats_only")), match=get("match"), shards=get("shards"),
+        expected=get("expected"))
 
 
 SPEC_FIELD = {"shape": "golden_shape", "dtype": "golden_dtype"}  # input name -> CompareSpec field, where they differ

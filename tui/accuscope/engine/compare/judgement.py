@@ -19,10 +19,15 @@ The rules, in order:
   blow the relative error up carry a negligible share of the tensor's magnitude (an absolute floor
   derived from the tensor's own scale). MindStudio and msit count such a row as failing; accuscope
   keeps the raw value in the CSV (msaccucmp's number) and reports it as noise;
-- the first failing row is the earliest failing one in execution order (the `index` column);
+- **the precision's own noise** (with a third side, `--expected`: compare/expected.py): a failing row
+  whose error is at most twice what the reference at the candidate's precision gives is *expected*:
+  it still fails (the user's thresholds say so), but the precision itself explains it;
+- the first failing row is the earliest failing one in execution order (the `index` column), the
+  earliest beyond its expected error when the third side says some are;
 - the verdict is on the network outputs (the `is_output` rows that are not device-only and were
   compared): fail when one fails, pass when all pass, unknown when none was compared; a training
-  step (msprobe) has no network output: it is judged on every compared row.
+  step (msprobe) has no network output: it is judged on every compared row. With a third side the
+  verdict names its cause: "precision" when every failing output is expected, else "implementation".
 """
 from __future__ import annotations
 
@@ -31,6 +36,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from accuscope.engine.compare.expected import SIGNIFICANT, within
 from accuscope.engine.compare.results import ResultTable
 from accuscope.engine.graphs.optypes import EXEMPT_TYPES
 
@@ -58,7 +64,10 @@ class RowState:
     broken: dict[str, np.ndarray]  # threshold key -> rows breaking it (exempt rows never do)
     tpu_verdict: np.ndarray | None  # tpu-mlir's ladder per row; None without the column
     noisy: np.ndarray  # breaks only noise-prone relative-error metrics while the tensor agrees: not failing
-    first_failing: int | None  # the earliest failing row in execution order
+    first_failing: int | None  # the earliest failing row in execution order (beyond its expected error, if any is)
+    expected: np.ndarray  # failing rows within EXCESS_LIMIT times the third side's error: the precision's own
+    first_beyond: int | None = None  # the earliest row, failing or not, past EXCESS_LIMIT times its expected error
+    # with an error of its own (expected.SIGNIFICANT): where the implementation starts to add error
 
     def broken_keys(self, i: int) -> list[str]:
         """Keys of the thresholds row i breaks, then npu_nonfinite for the NaN/inf rule."""
@@ -78,6 +87,8 @@ class Verdict:
     worst: int | None  # the failing row that decides (NaN/inf first, then the largest error), else None
     why: str = ""  # for "unknown": why nothing could be judged
     outputs: int = 0  # output rows found (compared or not)
+    cause: str = ""  # with a third side (--expected): "precision" (every failing output within its expected
+    # error) or "implementation"; "" without one or when nothing fails
 
 
 def judge(table: ResultTable, thresholds: Thresholds) -> RowState:
@@ -99,11 +110,15 @@ def judge(table: ResultTable, thresholds: Thresholds) -> RowState:
     no_value = np.logical_and.reduce([np.isnan(table.columns[k]) for k in keys]) if keys and n \
         else np.ones(n, dtype=bool)
     reason = table.codes("reason")
-    rows = np.flatnonzero(fail)
+    expected = fail & within(table.numbers("excess")) & ~nonfinite if "excess" in table.present \
+        else np.zeros(n, dtype=bool)
+    rows = np.flatnonzero(fail & ~expected) if (fail & ~expected).any() else np.flatnonzero(fail)
     first = int(rows[np.argmin(table.columns["index"][rows])]) if len(rows) else None
+    beyond = np.flatnonzero(past_noise(table) & free) if "excess" in table.present else np.zeros(0, dtype=int)
+    first_beyond = int(beyond[np.argmin(table.columns["index"][beyond])]) if len(beyond) else None
     state = RowState(fail, reason.where(reason.values != "") & no_value, ~free, nonfinite, broken, ladder,
-                     noisy, first)
-    for mask in (state.fail, state.not_compared, state.exempt, state.nonfinite, state.noisy, ladder,
+                     noisy, first, expected, first_beyond)
+    for mask in (state.fail, state.not_compared, state.exempt, state.nonfinite, state.noisy, state.expected, ladder,
                  *broken.values()):
         if mask is not None:
             mask.flags.writeable = False  # read by all, changed by none
@@ -130,6 +145,14 @@ def _agrees(thresholds: Thresholds, red: np.ndarray, cos: np.ndarray) -> np.ndar
     limit = {k: (t.value if (t := thresholds.get(k)) is not None else v) for k, v in WHOLE_LIMITS.items()}
     with np.errstate(invalid="ignore"):
         return np.where(np.isnan(red), cos >= limit["cos"], red <= limit["red"])
+
+
+def past_noise(table: ResultTable) -> np.ndarray:
+    """Rows past EXCESS_LIMIT times their expected error with an error worth naming (SIGNIFICANT)."""
+    cos, red = table.numbers("cos"), table.numbers("red")
+    with np.errstate(invalid="ignore"):
+        error = np.fmax(1.0 - cos, red)
+        return ~within(table.numbers("excess")) & ~np.isnan(table.numbers("excess")) & (error >= SIGNIFICANT)
 
 
 def nonfinite_rows(table: ResultTable) -> np.ndarray:
@@ -188,8 +211,10 @@ def _verdict(table: ResultTable, state: RowState, step: bool) -> Verdict:
         failing = np.flatnonzero(state.fail & done)
         first = state.first_failing if state.first_failing is not None and done[state.first_failing] else \
             (int(failing[0]) if len(failing) else None)
+        cause = "" if not len(failing) or "excess" not in table.present else \
+            ("precision" if state.expected[failing].all() else "implementation")
         return Verdict("fail" if len(failing) else "pass", "step", tuple(judged.tolist()),
-                       tuple(failing.tolist()), first)
+                       tuple(failing.tolist()), first, cause=cause)
     outputs = np.flatnonzero(c["is_output"] & ~c["is_npu_only"])
     judged = [int(r) for r in outputs if done[r]]
     if not judged:
@@ -198,9 +223,12 @@ def _verdict(table: ResultTable, state: RowState, step: bool) -> Verdict:
                     f"{c['reason'][outputs[0]] or 'no value'})")
         return Verdict("unknown", "outputs", (), (), None, why, len(outputs))
     failing = [r for r in judged if state.fail[r]]
-    worst = min(failing, key=lambda i: (not state.nonfinite[i], -badness(table, i))) if failing else None
+    worst = min(failing, key=lambda i: (not state.nonfinite[i], bool(state.expected[i]), -badness(table, i))) \
+        if failing else None
+    cause = "" if not failing or "excess" not in table.present else \
+        ("precision" if all(state.expected[r] for r in failing) else "implementation")
     return Verdict("fail" if failing else "pass", "outputs", tuple(judged), tuple(failing), worst,
-                   outputs=len(outputs))
+                   outputs=len(outputs), cause=cause)
 
 
 def pair_broken(thresholds: Thresholds, metrics) -> list[str]:

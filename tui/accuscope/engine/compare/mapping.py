@@ -24,12 +24,12 @@ from typing import TYPE_CHECKING
 from accuscope.engine.compare import gcpause
 from accuscope.engine.graphs.graph import Graph, Node
 from accuscope.engine.graphs.optypes import CONVERTER_OWN, CONVERTER_TYPES, INPUT_TYPES, walk_back
+from accuscope.engine.sides.side import Side
 from accuscope.engine.sources import msprobe, tpumlir
 from accuscope.engine.sources.ascend import DumpFile
 from accuscope.engine.sources.golden import GoldenDump
 from accuscope.engine.sources.names import parse_tensor_name
 from accuscope.engine.sources.npudump import NpuDump
-from accuscope.engine.sources.side import Side
 from accuscope.engine.sources.tensor import INPUT, OUTPUT, SourceError, Tensor
 
 DEVICE_ONLY = "*"

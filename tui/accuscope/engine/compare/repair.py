@@ -27,10 +27,11 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from accuscope.engine.compare.pairjob import Job, run_job
 from accuscope.engine.graphs.graph import Graph
 from accuscope.engine.graphs.mlirgraph import op_kind
+from accuscope.engine.sides.side import Side
 from accuscope.engine.sources import tpumlir
-from accuscope.engine.sources.side import Side
 from accuscope.engine.sources.tensor import OUTPUT, Tensor, TensorError
 
 AGREE = 0.99  # a pair agrees at this cosine (msit's and tpu-mlir's default)
@@ -200,8 +201,6 @@ class Rechecker:
 def recheck(plan, cells: list[dict]) -> list[Repair]:
     """Re-pair the plan's disagreeing pairs where a fused chain's golden tensor agrees; `cells` are
     the computed cells per row (changed in place for re-paired rows, as are plan.pairs and plan.rows)."""
-    from accuscope.engine.compare.comparison import Job, run_job
-
     suspects = [i for i, p in enumerate(plan.pairs)
                 if p.golden is not None and p.how in IDENTITY_RULES and _disagrees(cells[i])]
     if not suspects:

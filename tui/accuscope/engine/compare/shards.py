@@ -522,8 +522,8 @@ def parallel_sides(spec) -> dict:
         return {}
     if spec.rank:
         raise SourceError("--shards merges every rank of a step; --rank picks one: give one or the other")
-    from accuscope.engine.sources.registry import detect
-    from accuscope.engine.sources.side import Side
+    from accuscope.engine.sides.registry import detect
+    from accuscope.engine.sides.side import Side
     load_layout(spec.shards)  # a bad layout file is named before any dump is read
     sides = {}
     for role, path in (("npu", spec.npu), ("golden", spec.golden)):

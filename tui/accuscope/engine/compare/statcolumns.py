@@ -20,8 +20,8 @@ import numpy as np
 from accuscope.engine.compare import statistics
 from accuscope.engine.compare.comparison import CompareSpec, Coverage
 from accuscope.engine.compare.results import ResultTable
+from accuscope.engine.sides.registry import detect
 from accuscope.engine.sources import msprobe
-from accuscope.engine.sources.registry import detect
 from accuscope.engine.sources.tensor import OUTPUT, SourceError
 
 KIND = msprobe.KIND  # the kind of source both sides are when the columns compare them

@@ -48,8 +48,24 @@ def summarize(table: ResultTable, thresholds: Thresholds, step: bool = False) ->
         c = table.columns
         kind = c["type"][first] or c["npu_op"][first]  # an msprobe API call belongs to no module: its name
         text = f"#{c['index'][first]} {kind}: {', '.join(broken)} · {c['npu_op'][first]}"
-    return Summary(n, len(failing), not_compared, nonfinite, first, broken, text, judged_text(state, thresholds),
-                   verdict(table, thresholds, step))
+    v = verdict(table, thresholds, step)
+    judged = " · ".join(filter(None, [judged_text(state, thresholds), expected_text(table, state, v)]))
+    return Summary(n, len(failing), not_compared, nonfinite, first, broken, text, judged, v)
+
+
+def expected_text(table: ResultTable, state, v: Verdict) -> str:
+    """`against the precision's own noise (--expected): 40 of 52 failing rows within twice their
+    expected error; the outputs' error is the precision's own` with a third side, else ""."""
+    if "excess" not in table.present:
+        return ""
+    known = int((~np.isnan(table.numbers("excess")) & state.fail).sum())
+    text = (f"against the precision's own noise (--expected): {int(state.expected.sum()):,} of {int(state.fail.sum()):,} "
+            f"failing rows within twice their expected error ({known:,} with one)")
+    if v.cause == "precision":
+        text += "; the outputs' error is the precision's own: keep ops in higher precision"
+    elif v.cause == "implementation":
+        text += "; the outputs err beyond what the precision itself gives: the implementation"
+    return text
 
 
 def judged_text(state, thresholds: Thresholds) -> str:

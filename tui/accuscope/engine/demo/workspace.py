@@ -45,11 +45,13 @@ from accuscope.engine.compare import comparison as engine
 from accuscope.engine.compare.thresholds import Thresholds
 from accuscope.engine.demo import msprobesim
 from accuscope.engine.demo.npusim import simulate
-from accuscope.engine.graphs.graph import load_graph
-from accuscope.engine.runs.ortdump import _modules, dump_onnx
+from accuscope.engine.graphs.modelfile import load_graph
+from accuscope.engine.runs.onnxmodel import onnx_modules
+from accuscope.engine.runs.ortdump import dump_onnx
 from accuscope.engine.sources.golden import open_golden
 from accuscope.engine.sources.tensor import SourceError
 from accuscope.engine.tasks.task import TASK_JSON, save_task
+from accuscope.engine.tasks.taskdoc import spec_fields
 
 MARKER = ".accuscope-demo"  # in every task folder the demo made: only those are ever replaced
 TIMESTAMP_US = 1717236000000000  # 2024-06-01 10:00:00 UTC: every time stamp inside the dumps
@@ -77,13 +79,14 @@ class DemoTask:
     quantize: tuple[str, ...] = ()  # conv node names whose weights the NPU side quantizes
     bgr: bool = False  # NPU side fed BGR instead of RGB
     onnx_only: bool = False  # the side under test is the float16 ONNX model itself, run by onnxruntime
+    expected: bool = False  # a third side: the model at float16 without the planted quantization (--expected)
 
 
 MAIN = DemoTask(
     name="tinynet-fp16-int4",
     title="fp16 + int4 deployment of a conv/attention net: two planted faults",
     model_name="tinynet", age=0, network="attention", seed=2024,
-    quantize=(QUANTIZED_CONV,),
+    quantize=(QUANTIZED_CONV,), expected=True,
     story=(
         f"The NPU runs the network in float16, with the weights of `{QUANTIZED_CONV}` quantized per "
         f"tensor to {QUANTIZED_BITS} bits (an outlier weight makes the scale coarse for all others).",
@@ -98,6 +101,10 @@ MAIN = DemoTask(
         "Which one breaks the output: the overflow. Each fault alone (re-run on the fp32 model): the int4 "
         "conv leaves the output at cos 0.9995, the float16 overflow takes it to 0.949. The advisor ranks them "
         "so, by how far each op's own error reaches the outputs, not by position.",
+        "The third side (`expected/`, compared with --expected): the same network at float16 without the "
+        "quantized conv, the framework at the device's precision. The overflow is float16's own (the float16 run "
+        "overflows too: the output's error is 0.99 times what float16 itself gives, the verdict's cause); the "
+        "conv's error is hundreds of times float16's: the quantization, not the precision (beyond_expected).",
         "Fixes a user would try: quantize that conv per channel or keep it in int8/fp16; keep the "
         "LayerNorm in float32 (mixed precision) or fuse it into one LayerNorm op.",
     ),
@@ -166,7 +173,7 @@ def build_workspace(root: str | os.PathLike, progress: Callable[[str], None] | N
     Only folders the demo made itself (they hold a `.accuscope-demo` marker) are replaced; a
     foreign folder with a demo task's name is a SourceError, and other folders are left alone.
     """
-    _modules()  # SourceError with the pip hint when onnx/onnxruntime are missing
+    onnx_modules()  # SourceError with the pip hint when onnx/onnxruntime are missing
     root = Path(root).expanduser().absolute()
     if root.exists() and not root.is_dir():
         raise SourceError(f"{root}: not a folder; choose another --workspace")
@@ -195,7 +202,7 @@ def build_task(task: DemoTask, folder: Path, progress: Callable[[str], None] | N
     say(f"{task.name}: comparing")
     plan = engine.plan(spec)
     table = engine.execute(plan, workers=1)
-    meta = {**spec.to_meta(folder), "algorithms": plan.metrics, "tool": f"accuscope {__version__}",
+    meta = {**spec_fields(spec, folder), "algorithms": plan.metrics, "tool": f"accuscope {__version__}",
             "created": (datetime.now() - timedelta(seconds=task.age)).isoformat(timespec="seconds"), "workers": 1,
             "problems": [str(p) for p in plan.problems], "sides": {"npu": plan.npu.kind, "golden": plan.golden.kind},
             "coverage": plan.coverage.to_meta(),
@@ -209,7 +216,7 @@ def build_task(task: DemoTask, folder: Path, progress: Callable[[str], None] | N
 
 def _onnx_task(task: DemoTask, folder: Path, say) -> tuple[engine.CompareSpec, Path]:
     """A model built with onnx.helper, its onnxruntime fp32 golden dump and the side under test."""
-    onnx = _modules()[0]
+    onnx = onnx_modules()[0]
     say(f"{task.name}: building the model")
     model = build_model(task.network, task.seed)
     model_path = folder / "model" / f"{task.model_name}.onnx"
@@ -245,7 +252,7 @@ def _npu_dump(task: DemoTask, folder: Path, model, model_path: Path, image, say)
     npu_input = normalize(image[:, :, ::-1] if task.bgr else image).astype(np.float16).astype(np.float32)
     with tempfile.TemporaryDirectory(prefix="accuscope-demo-") as tmp:
         emulated = Path(tmp) / "npu.onnx"
-        _modules()[0].save(float16_emulation(model, task.quantize), str(emulated))
+        onnx_modules()[0].save(float16_emulation(model, task.quantize), str(emulated))
         dump_onnx(emulated, Path(tmp) / "values", {INPUT: npu_input}, timestamp=TIMESTAMP_US)
         with np.errstate(over="ignore"):  # values beyond 65504 become inf in float16: the point
             sim = simulate(load_graph(model_path), open_golden(Path(tmp) / "values"), str(folder / "npu"),
@@ -253,14 +260,24 @@ def _npu_dump(task: DemoTask, folder: Path, model, model_path: Path, image, say)
                            output_cast=True)
     om_json = folder / "model" / f"{task.model_name}.json"
     os.replace(sim.model_json, om_json)
-    return engine.CompareSpec(str(folder / "npu"), str(folder / "golden"), model=str(om_json), thresholds=Thresholds())
+    expected = None
+    if task.expected:  # the framework at the device's precision: float16, no quantized conv
+        say(f"{task.name}: the model at float16 (the third side)")
+        with tempfile.TemporaryDirectory(prefix="accuscope-demo-") as tmp:
+            at_fp16 = Path(tmp) / "fp16.onnx"
+            onnx_modules()[0].save(float16_emulation(model), str(at_fp16))
+            with np.errstate(over="ignore"):
+                dump_onnx(at_fp16, folder / "expected", {INPUT: npu_input}, timestamp=TIMESTAMP_US)
+        expected = str(folder / "expected")
+    return engine.CompareSpec(str(folder / "npu"), str(folder / "golden"), model=str(om_json), thresholds=Thresholds(),
+                              expected=expected)
 
 
 def _onnx_candidate(task: DemoTask, folder: Path, model, image, say) -> engine.CompareSpec:
     """The float16 version as an ONNX model of its own, dumped by onnxruntime like the reference."""
     say(f"{task.name}: float16 model dump (onnxruntime)")
     candidate = folder / "model" / f"{task.model_name}-fp16.onnx"
-    _modules()[0].save(float16_model(model), str(candidate))
+    onnx_modules()[0].save(float16_model(model), str(candidate))
     shutil.rmtree(folder / "npu")
     with np.errstate(over="ignore"):
         dump_onnx(candidate, folder / "npu", {INPUT: normalize(image)}, timestamp=TIMESTAMP_US)

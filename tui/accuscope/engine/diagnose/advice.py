@@ -14,9 +14,11 @@ import numpy as np
 from accuscope import __version__
 from accuscope.engine.compare.results import ResultTable, text_array
 from accuscope.engine.compare.thresholds import Thresholds
+from accuscope.engine.sources.inputfile import read_json_object
 from accuscope.engine.sources.outputfile import atomic_file
 from accuscope.engine.sources.tensor import SourceError
-from accuscope.engine.tasks.task import ADVICE_JSON, read_json_object
+from accuscope.engine.tasks.task import ADVICE_JSON
+from accuscope.engine.tasks.taskdoc import TaskDoc
 
 FORMAT = 1
 MS_RULES = ("ms.fp16_overflow", "ms.input_mismatch", "ms.all_pass", "ms.output_fails", "ms.local_deviation")
@@ -136,9 +138,9 @@ class Advice:
         """Ops that introduced error, in execution order."""
         return [o for o in self.ops if o.origin == "introduced"]
 
-    def is_current(self, meta: dict, thresholds: Thresholds | None = None) -> bool:
-        """Whether this advice was made for the task's current result (and thresholds)."""
-        now = fingerprint(meta, thresholds)
+    def is_current(self, doc: TaskDoc, thresholds: Thresholds | None = None) -> bool:
+        """Whether this advice was made for the task's current result (task.json) and thresholds."""
+        now = fingerprint(doc, thresholds)
         return all(self.task.get(k) == v for k, v in now.items())
 
     def columns(self, n: int) -> dict[str, np.ndarray]:
@@ -208,7 +210,7 @@ def load_advice(folder: str | os.PathLike) -> Advice | None:
     return Advice.from_dict(Path(folder), doc)
 
 
-def saved_advice(folder: str | os.PathLike, meta: dict, thresholds: Thresholds | None,
+def saved_advice(folder: str | os.PathLike, doc: TaskDoc, thresholds: Thresholds | None,
                  framework_model: str | os.PathLike | None = None) -> Advice | None:
     """The advice saved in the task folder when it was made for this result and thresholds (and,
     when given, this framework model); None otherwise, an unreadable advice.json included (the
@@ -217,7 +219,7 @@ def saved_advice(folder: str | os.PathLike, meta: dict, thresholds: Thresholds |
         advice = load_advice(folder)
     except SourceError:
         return None
-    if advice is None or not advice.is_current(meta, thresholds):
+    if advice is None or not advice.is_current(doc, thresholds):
         return None
     if framework_model is not None and Path(advice.framework_model or "") != Path(framework_model):
         return None
@@ -232,9 +234,10 @@ def save_advice(advice: Advice) -> Path:
     return path
 
 
-def fingerprint(meta: dict, thresholds: Thresholds | None = None) -> dict:
-    th = thresholds.to_dict() if thresholds is not None else meta.get("thresholds")
-    return {"csv": meta.get("csv"), "saved": meta.get("saved"), "thresholds": th}
+def fingerprint(doc: TaskDoc, thresholds: Thresholds | None = None) -> dict:
+    """Which result (task.json's csv and saved) and thresholds an advice was made for."""
+    th = thresholds.to_dict() if thresholds is not None else doc.thresholds
+    return {"csv": doc.csv, "saved": doc.saved, "thresholds": th}
 
 
 def jsonable(value, digits: int | None = 6):

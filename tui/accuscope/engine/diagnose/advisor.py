@@ -41,6 +41,8 @@ import numpy as np
 
 from accuscope.engine.compare import judgement
 from accuscope.engine.compare.columns import COMPUTED_FLOATS
+from accuscope.engine.compare.expected import EXCESS_LIMIT
+from accuscope.engine.compare.pairjob import tensor_chunks
 from accuscope.engine.compare.thresholds import RECORDED_KEYS, recorded_text
 from accuscope.engine.diagnose import firstdiff
 from accuscope.engine.diagnose.advice import (
@@ -69,7 +71,7 @@ WEIGHTED_TYPES = {"Conv2D", "Conv3D", "Conv2DTranspose", "DepthwiseConv2D", "Con
                   "QuantizedConv", "ConvInteger", "MatMulInteger"}
 INVALID_TYPES = {"Div", "RealDiv", "Log", "Sqrt", "Rsqrt", "Reciprocal", "Pow"}
 # order of findings on the same row and severity (the cause first)
-_PRIORITY = ["verdict", "coverage", "preprocess", "ms.input_mismatch", "first_call", "introduced", "drift", "nonfinite_origin",
+_PRIORITY = ["verdict", "coverage", "preprocess", "ms.input_mismatch", "first_call", "beyond_expected", "introduced", "drift", "nonfinite_origin",
              "ms.fp16_overflow", "no_op_introduced", "ms.output_fails", "ms.local_deviation", "ms.all_pass", "method"]
 
 
@@ -125,7 +127,7 @@ class _Run:
             self.graph = self.task.graph
         except SourceError as exc:
             self.notes.append(f"model graph unusable ({exc}); network inputs and outputs from the table only")
-        if self.task.info.foreign or not self.task.info.names_dumps:
+        if self.task.doc.foreign or not self.task.doc.names_dumps:
             self.notes.append("the task does not name its dumps: no re-run, overflow scan or input diagnosis, "
                               "only the table's numbers")
             return
@@ -133,7 +135,7 @@ class _Run:
             self.notes.append("statistics or checksums only (no tensor data compared): no re-run, overflow scan "
                               "or input diagnosis")
             return
-        if self.task.meta.get("multirank"):
+        if self.task.doc.multirank:
             self.notes.append("a task of several ranks: re-runs, the overflow scan and the input diagnosis open "
                               "one rank's dumps (compare it alone with --step and --rank)")
             return
@@ -184,7 +186,7 @@ class _Run:
 def current_advice(task: Task, progress: Callable[[Progress], None] | None = None) -> Advice:
     """The task's saved advice when it was made for this result and these thresholds, else fresh
     advice (written to advice.json). SourceError when the task cannot be advised on."""
-    return saved_advice(task.folder, task.meta, task.thresholds) or advise(task, progress=progress)
+    return saved_advice(task.folder, task.doc, task.thresholds) or advise(task, progress=progress)
 
 
 def advise(task_folder: str | os.PathLike | Task, framework_model: str | os.PathLike | None = None,
@@ -257,6 +259,7 @@ def advise(task_folder: str | os.PathLike | Task, framework_model: str | os.Path
     # several ranks hold the same op names: which op introduced the error is first_call's, rank by rank
     one_run = len(firstdiff.groups(run.table)) == 1
     findings += _introduced(run, origins, net_inputs, findings) if one_run else []
+    findings += _beyond_expected(run)
     drift = _drift(run, origins) if one_run else []
     if drift:  # the many small introductions are the drift, not one culprit
         findings = [replace(f, severity="warning", title=f"{f.op} introduced the most error, but no single op "
@@ -273,7 +276,7 @@ def advise(task_folder: str | os.PathLike | Task, framework_model: str | os.Path
                                  _PRIORITY.index(f.rule) if f.rule in _PRIORITY else len(_PRIORITY)))
     advice = Advice(task.folder, findings, origins, method, str(fw_path) if fw is not None else "",
                     fw_source if fw is not None else "", run.notes,
-                    {**fingerprint(task.meta, task.thresholds), "rows": run.n},
+                    {**fingerprint(task.doc, task.thresholds), "rows": run.n},
                     datetime.now().isoformat(timespec="seconds"), time.perf_counter() - start, run.timings)
     if write:
         try:
@@ -365,7 +368,6 @@ def _overflow(run: _Run, net_inputs: list[int]) -> tuple[int, dict] | None:
 
 def _saturated(pair) -> int:
     """Elements at the float16 limit on the NPU side where golden is finite and below SENTINEL."""
-    from accuscope.engine.compare.comparison import tensor_chunks
     x, y = pair.npu, pair.golden
     if x.problem or y.problem or x.size != y.size or x.size == 0:
         return 0
@@ -420,8 +422,8 @@ def _verdict(run: _Run) -> Finding:
         broken = _broken_text(run, r)
         return _finding(run, "verdict", "error", r, f"the model fails: output {broken.split(', ')[0]}",
                         f"{len(v.failing)} of {len(measured)} network output(s) break the thresholds (worst: "
-                        f"{c['tensor'][r]} {broken}). The findings below say which op made the error, most "
-                        "harmful first.", ev)
+                        f"{c['tensor'][r]} {broken}).{_cause_text(run, v, r, ev)} The findings below say which op "
+                        "made the error, most harmful first.", ev)
     run.outcome = "pass"
     worst = min(measured, key=lambda i: c["cos"][i] if not math.isnan(c["cos"][i]) else 2.0)
     noisy = [r for r in measured if run.state.noisy[r]]
@@ -432,6 +434,24 @@ def _verdict(run: _Run) -> Finding:
                     f"thresholds (worst cos {_f4(c['cos'][worst])})",
                     "Deviations of single ops below are local: they do not reach the outputs beyond the thresholds."
                     + noise, ev)
+
+
+def _cause_text(run: _Run, v, r: int, ev: dict) -> str:
+    """With a third side (--expected): which branch of the three-sided procedure the failing outputs
+    take, said on the verdict (the cause also in its evidence)."""
+    if not v.cause:
+        return ""
+    c = run.c
+    ev.update(cause=v.cause, expected_error=c["exp_err"][r], excess=c["excess"][r])
+    if v.cause == "precision":
+        return (f" The precision itself: the reference at the candidate's precision (--expected) gives this error "
+                f"too ({_f4(c['exp_err'][r])}; this output's is {c['excess'][r]:.3g} times it), so keep the "
+                "ops named below in higher precision" + ("; an op errs beyond the precision's own too, hidden by it "
+                f"at the outputs: {c['npu_op'][run.state.first_beyond]} (below)." if run.state.first_beyond is not None
+                                                       else "; no kernel adds error of its own."))
+    return (f" Beyond the precision's own noise: {c['excess'][r]:.3g} times the error the reference at the "
+            "candidate's precision (--expected) gives, so the implementation (or the conversion's settings) "
+            "adds it.")
 
 
 def _step_verdict(run: _Run) -> Finding:
@@ -598,9 +618,8 @@ def _pct(x: float) -> str:
 
 def _coverage(run: _Run) -> list[Finding]:
     """Too little compared to conclude anything (task.json coverage, written by compare)."""
-    cov = run.task.meta.get("coverage")
-    warnings = cov.get("warnings") if isinstance(cov, dict) else None
-    notes = cov.get("notes") if isinstance(cov, dict) else None
+    cov = run.task.doc.coverage
+    warnings, notes = cov.get("warnings"), cov.get("notes")
     if not warnings or not isinstance(warnings, list):
         if notes and isinstance(notes, list):
             return [_finding(run, "coverage", "info", None, f"not compared: {notes[0]}",
@@ -676,11 +695,11 @@ def _mindstudio(run: _Run, overflow, net_inputs: list[int]) -> list[Finding]:
 
 
 def _is_msprobe(run: _Run) -> bool:
-    kind = (run.task.meta.get("sides") or {}).get("npu")
+    kind = run.task.doc.sides.get("npu")
     if kind == "ranks":  # a rank tree an earlier accuscope compared: what its folders hold
-        from accuscope.engine.sources.registry import detect
+        from accuscope.engine.sides.registry import detect
         try:
-            kind = detect(str(run.task.meta.get("npu", ""))).kind
+            kind = detect(run.task.doc.npu or "").kind
         except (SourceError, OSError):
             return False
     return kind == "msprobe"
@@ -1065,6 +1084,8 @@ def _introduced(run: _Run, origins: list[OpOrigin], net_inputs: list[int], findi
             origins.append(o)
     if run.reach:  # how far each one's own error reaches the outputs decides, its local size breaks ties
         ranked.sort(key=lambda o: (o.op not in run.reach, -run.reach.get(o.op, 0.0)))
+    if "excess" in run.table.present:  # with a third side, ops beyond the precision's own noise first
+        ranked.sort(key=lambda o: _branch(run, o)[0] == "precision")
     if ranked:
         o = ranked[0]
         r = o.rows[0]
@@ -1088,6 +1109,15 @@ def _introduced(run: _Run, origins: list[OpOrigin], net_inputs: list[int], findi
             ev["changes"] = [d.text for d in changes]
             ev["cause"] = changes[0].cause
         text = f"{o.why[:1].upper()}{o.why[1:]}. "
+        branch, excess = _branch(run, o)
+        if branch:
+            ev.update(branch=branch, excess=excess)
+            todo = ("The precision itself: the reference at the candidate's precision (--expected) shows this op's "
+                    f"error too ({excess:.3g} times it here), so the op does not suit the precision: keep it in higher "
+                    "precision (for a quantized model, run the sensitivity analysis), then compare again."
+                    if branch == "precision" else
+                    f"The implementation: {excess:.3g} times the error the reference at the candidate's precision "
+                    f"(--expected) gives. {todo}")
         if o.op in run.reach:
             text += (f"With only this op's own error, the reference model's output reaches cos "
                      f"{_f4(1.0 - run.reach[o.op])}. ")
@@ -1126,6 +1156,42 @@ def _introduced(run: _Run, origins: list[OpOrigin], net_inputs: list[int], findi
     return [_finding(run, "no_op_introduced", "warning", first, "the failing ops only inherit their error", text,
                      {"failing_ops": len(origins), "inherited": sum(o.origin == "inherited" for o in origins),
                       "unknown": sum(o.origin == "unknown" for o in origins)})]
+
+
+def _beyond_expected(run: _Run) -> list[Finding]:
+    """With a third side: the first row whose error leaves the precision's own (judgement's
+    first_beyond): every earlier row is within twice what the reference at the candidate's precision
+    gives, so the implementation starts adding error at this op."""
+    r = run.state.first_beyond
+    if r is None:
+        return []
+    c = run.c
+    v = judgement.verdict(run.table, run.thresholds, run.task.step)
+    own = max(1.0 - c["cos"][r] if not math.isnan(c["cos"][r]) else 0.0, c["red"][r] if not math.isnan(c["red"][r]) else 0.0)
+    severity = {"implementation": "error", "precision": "warning"}.get(v.cause, "info")
+    after = {"implementation": " The outputs err beyond the precision's own too: start here.",
+             "precision": " The outputs' error is the precision's own and hides this one: it shows once the ops the "
+                          "precision breaks are kept in higher precision.",
+             }.get(v.cause, " The outputs pass.")
+    return [_finding(run, "beyond_expected", severity, r, f"{c['npu_op'][r]}: error {c['excess'][r]:.3g} times the "
+                     "precision's own", f"Every earlier row stays within twice the error the reference at the candidate's "
+                     f"precision (--expected) gives; here the candidate's error ({_f4(own)}, max(1 - cos, red)) is "
+                     f"{c['excess'][r]:.3g} times it ({_f4(c['exp_err'][r])}). So the implementation adds error at this "
+                     "op (a kernel, a fused pattern, the conversion's settings), not the precision: check it first."
+                     + after, {"excess": c["excess"][r], "expected_error": c["exp_err"][r], "error": own,
+                               "passes": not bool(run.fail[r])})]
+
+
+def _branch(run: _Run, o: OpOrigin) -> tuple[str, float]:
+    """("precision" | "implementation", excess) of an op's output rows with a third side (the
+    largest excess among them decides); ("", NaN) without one or where it is unknown."""
+    if "excess" not in run.table.present:
+        return "", math.nan
+    values = [float(run.c["excess"][r]) for r in o.rows if r < run.n and not math.isnan(run.c["excess"][r])]
+    if not values:
+        return "", math.nan
+    worst = max(values)
+    return ("precision" if worst <= EXCESS_LIMIT else "implementation"), worst
 
 
 REACH_TOP = 5  # introduced ops whose reach to the outputs is measured (one run of the reference model each)

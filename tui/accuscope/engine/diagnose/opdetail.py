@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from accuscope.engine.compare.metrics import CHUNK, EPS64, array_chunks
+from accuscope.engine.compare.pairjob import pair_chunks
 from accuscope.engine.sources.tensor import OUTPUT, SourceError, Tensor, TensorError
 
 TOP_DEFAULT, TOP_MAX = 20, 10000
@@ -680,7 +681,6 @@ def array_source(x: np.ndarray, y: np.ndarray, chunk: int = CHUNK) -> ChunkSourc
 
 
 def tensor_source(npu: Tensor, golden: Tensor, chunk: int = CHUNK) -> ChunkSource:
-    from accuscope.engine.compare.comparison import pair_chunks  # compare imports the whole engine; only needed here
     try:
         return pair_chunks(npu, golden, chunk)
     except TensorError as exc:

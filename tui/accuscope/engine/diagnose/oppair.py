@@ -84,10 +84,10 @@ def open_op(task: Task | str | os.PathLike, op: str, io: str | None = None, inde
 
 def _plan(task: Task):
     """The plan of all the task's pairs; SourceError when the task has no result to detail."""
-    info = task.info
-    if not len(task.table) and info.state in ("failed", "cancelled", "running"):
-        why = f": {info.error}" if info.error else ""
-        raise SourceError(f"{task.folder}: the task {info.state if info.state != 'running' else 'is still running'}"
+    doc = task.doc
+    if not len(task.table) and doc.state in ("failed", "cancelled", "running"):
+        why = f": {doc.error}" if doc.error else ""
+        raise SourceError(f"{task.folder}: the task {doc.state if doc.state != 'running' else 'is still running'}"
                           f"{why}; it has no result to detail")
     return task.plan
 

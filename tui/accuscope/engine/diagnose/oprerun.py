@@ -67,7 +67,7 @@ class Isolated:
                    str(d.get("key") or ""), float(d.get("seconds") or 0.0))
 
 
-def _modules():
+def onnx_modules():
     try:
         import onnx
         import onnxruntime
@@ -87,7 +87,7 @@ class FrameworkModel:
     """
 
     def __init__(self, path: str | os.PathLike):
-        onnx, _ = _modules()
+        onnx, _ = onnx_modules()
         self.path = Path(path)
         if not self.path.is_file():
             raise SourceError(f"{self.path}: no such framework model file")
@@ -118,7 +118,7 @@ class FrameworkModel:
             self._index()
 
     def _index(self) -> None:
-        from accuscope.engine.runs.ortdump import node_names
+        from accuscope.engine.runs.onnxmodel import node_names
         g = self.model.graph
         self.initializers = {t.name: t for t in g.initializer}
         self.inputs = [v.name for v in g.input if v.name not in self.initializers]
@@ -203,7 +203,7 @@ class FrameworkModel:
               outputs: list[tuple[str, np.dtype | None, tuple | None]]):
         """A runnable ModelProto of `nodes`: weights copied in, `feeds` as typed graph inputs,
         `outputs` (name, dtype, shape) as graph outputs (untyped where dtype is None)."""
-        onnx, _ = _modules()
+        onnx, _ = onnx_modules()
         h = onnx.helper
         weights, constants = [], []
         seen: set[str] = set()
@@ -310,7 +310,7 @@ def _key(fw: FrameworkModel, names, inputs, outputs) -> str:
 # ------------------------------------------------------------------ running
 
 
-def _as_framework(arr: np.ndarray, ref: Tensor | None) -> np.ndarray:
+def as_framework(arr: np.ndarray, ref: Tensor | None) -> np.ndarray:
     """An input array in the framework's dtype and shape (taken from its golden tensor)."""
     dtype = ref.dtype if ref is not None and ref.dtype is not None else None
     if dtype is None:
@@ -327,8 +327,8 @@ def run_job(fw: FrameworkModel, job: RerunJob) -> Isolated:
     result = Isolated(job.op, job.chain, key=job.key,
                       fed_golden=[t for t, *_, src in job.inputs if src == "golden"])
     try:
-        _, ort = _modules()
-        feeds = {t: _as_framework(data.load(), ref) for t, data, ref, _ in job.inputs}
+        _, ort = onnx_modules()
+        feeds = {t: as_framework(data.load(), ref) for t, data, ref, _ in job.inputs}
         nodes = fw.chain_nodes(job.chain)
         wanted = [(t, g.dtype if g is not None else None, g.shape if g is not None else None)
                   for t, _, g in job.outputs]

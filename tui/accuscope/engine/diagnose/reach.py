@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from accuscope.engine.diagnose.oprerun import FrameworkModel, RerunJob, _as_framework, _modules
+from accuscope.engine.diagnose.oprerun import FrameworkModel, RerunJob, as_framework, onnx_modules
 from accuscope.engine.sources.tensor import SourceError
 
 SUFFIX = "__accuscope_own"
@@ -36,7 +36,7 @@ def _options(ort):
 
 def _injected(fw: FrameworkModel, job: RerunJob, ort) -> dict[str, np.ndarray]:
     """The op's golden outputs plus its own error (NPU output - re-run on the NPU inputs)."""
-    feeds = {t: _as_framework(data.load(), ref) for t, data, ref, _ in job.inputs}
+    feeds = {t: as_framework(data.load(), ref) for t, data, ref, _ in job.inputs}
     sub = fw.build(fw.chain_nodes(job.chain), feeds, [(t, None, None) for t, *_ in job.outputs])
     session = ort.InferenceSession(sub.SerializeToString(), _options(ort), providers=["CPUExecutionProvider"])
     rerun = session.run([t for t, *_ in job.outputs], feeds)
@@ -45,8 +45,8 @@ def _injected(fw: FrameworkModel, job: RerunJob, ort) -> dict[str, np.ndarray]:
         for (t, npu, g), r in zip(job.outputs, rerun):
             if g is None:
                 raise SourceError(f"{t}: no golden tensor to add the op's error to")
-            base = _as_framework(g.load(), g)
-            own = _as_framework(npu.load(), g).astype(np.float64) - np.asarray(r, dtype=np.float64).reshape(base.shape)
+            base = as_framework(g.load(), g)
+            own = as_framework(npu.load(), g).astype(np.float64) - np.asarray(r, dtype=np.float64).reshape(base.shape)
             injected[t] = (base.astype(np.float64) + np.nan_to_num(own)).astype(base.dtype)
     return injected
 
@@ -56,14 +56,14 @@ def output_effects(fw: FrameworkModel, jobs: list[RerunJob], golden,
     """output_effect of each job's op: op -> 1 - cos, or why it could not be measured (a str). The
     golden network inputs and outputs are read once. One session per op: a cut fed its golden value
     would stop the error of an op upstream of it, so each op's run has its own cut only."""
-    onnx, ort = _modules()
+    onnx, ort = onnx_modules()
     h = onnx.helper
     net = {}
     for name in fw.inputs:
         g = golden.find_tensor(name)
         if g is None:
             raise SourceError(f"network input {name} is not in the golden dump")
-        net[name] = _as_framework(g.load(), g)
+        net[name] = as_framework(g.load(), g)
     outputs = [o.name for o in fw.model.graph.output]
     expected = []
     for name in outputs:

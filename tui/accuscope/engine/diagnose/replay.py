@@ -179,7 +179,7 @@ class _Setup:
     @classmethod
     def of(cls, task) -> _Setup:
         from accuscope.engine.precision.fromtask import spec_from_task
-        from accuscope.engine.runs.ortdump import _prepare_inputs
+        from accuscope.engine.runs.onnxmodel import prepare_inputs
         to = replayable(task)
         if not to:
             raise SourceError("the candidate is not a conversion accuscope can make again (an fp16 model from "
@@ -192,7 +192,7 @@ class _Setup:
             raise SourceError("no ONNX reference model to convert again (the task's framework model)")
         spec = spec_from_task(task.folder, fw)
         from accuscope.engine.precision.convert import prepare
-        feeds = {k: v[0] for k, v in _prepare_inputs(prepare(fw), str(fw), spec.inputs, False, 0, None).items()}
+        feeds = {k: v[0] for k, v in prepare_inputs(prepare(fw), str(fw), spec.inputs, False, 0, None).items()}
         return cls(task, fw, to, feeds)
 
     def measure(self, keep: list[str], cache: dict) -> tuple[float, float]:

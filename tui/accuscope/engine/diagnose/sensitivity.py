@@ -113,7 +113,7 @@ def sensitivity(task_folder: str | os.PathLike, framework_model: str | os.PathLi
     unusable task folder."""
     task = load_task(task_folder)
     if advice is None:
-        advice = saved_advice(task.folder, task.meta, task.thresholds, framework_model)
+        advice = saved_advice(task.folder, task.doc, task.thresholds, framework_model)
     if advice is None:
         advice = advise(task, framework_model, progress=progress, workers=workers)  # its plan serves rank too
         if advice is None:  # only when cancelled, and nothing cancels here

@@ -28,36 +28,30 @@ import os
 import shutil
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from accuscope import __version__
 from accuscope.engine.compare.mapping import Pair, map_tensors
+from accuscope.engine.export.layout import FORMAT, LONG_NAME, MANIFEST, UNKNOWN, Progress, cancelled
+from accuscope.engine.export.retest import RetestResult, run_retest
 from accuscope.engine.export.submodel import onnx_modules, write_onnx, write_prototxt
-from accuscope.engine.graphs.graph import Graph, load_graph, read_text
+from accuscope.engine.graphs.graph import Graph, read_text
+from accuscope.engine.graphs.modelfile import load_graph
 from accuscope.engine.graphs.optypes import walk_back
 from accuscope.engine.graphs.subgraph import BoundaryTensor, Selection, select, to_framework
 from accuscope.engine.sources.inputfile import json_loads
 from accuscope.engine.sources.names import read_mapping_csv
 from accuscope.engine.sources.outputfile import not_a_link
 from accuscope.engine.sources.tensor import INPUT, OUTPUT, SourceError, Tensor, TensorError, sanitize
-from accuscope.engine.tasks.task import EXPORTS_DIR, Task, read_json_object
+from accuscope.engine.tasks.task import EXPORTS_DIR, Task
+from accuscope.engine.tasks.taskdoc import TaskDoc
 
-if TYPE_CHECKING:  # retest builds on this module
-    from accuscope.engine.export.retest import RetestResult
-
-MANIFEST = "manifest.json"
-FORMAT = 1
 DTYPES = ("float32", "float16")
-LONG_NAME = 200  # dump file names longer than this are written under a numeric name + mapping.csv
-INSIDE, UPSTREAM, NO_ERROR, UNKNOWN = "inside", "upstream", "none", "unknown"
-
-Progress = Callable[[str, int, int], None]  # (step, done, total)
 
 
 # ------------------------------------------------------------------ results
@@ -143,7 +137,7 @@ class _Sources:
     sources become notes: an export without NPU data still has a model and golden data."""
 
     def __init__(self, task: Task, mapping_graph: Graph | None, notes: list[str]):
-        from accuscope.engine.sources.registry import open_side
+        from accuscope.engine.sides.registry import open_side
         spec = task.spec()
         self.npu = self.golden = None
         try:
@@ -215,7 +209,7 @@ def export(task_folder: Task | str | os.PathLike, selection: Selection, out_dir:
     if dtype not in DTYPES:
         raise SourceError(f"--dtype must be one of {', '.join(DTYPES)}, not {dtype!r}")
     task = _task(task_folder)
-    folder, meta = task.folder, task.meta
+    folder, doc = task.folder, task.doc
     say = progress or (lambda _step, _done, _total: None)
     device = selection if selection.kind == "om" else None
     fw_sel = selection
@@ -246,7 +240,7 @@ def export(task_folder: Task | str | os.PathLike, selection: Selection, out_dir:
         shutil.rmtree(tmp)
     tmp.mkdir()  # a new folder (mkdir never follows a link): everything below is written into it
     try:
-        if _cancelled(cancel):
+        if cancelled(cancel):
             return _abandon(tmp)
         say("boundary data", 1, steps)
         file_dtype = np.dtype(dtype)
@@ -255,7 +249,7 @@ def export(task_folder: Task | str | os.PathLike, selection: Selection, out_dir:
                                for k, b in enumerate(fw_sel.inputs)],
                     "outputs": [_boundary_entry(tmp, "outputs", k, b, fw_sel, sources, file_dtype, inside_ops, notes)
                                 for k, b in enumerate(fw_sel.outputs)]}
-        if _cancelled(cancel):
+        if cancelled(cancel):
             return _abandon(tmp)
         say("writing the submodel", 2, steps)
         data_shapes = {e["name"]: tuple(e[side]["shape"]) for e in boundary["inputs"] + boundary["outputs"]
@@ -266,7 +260,7 @@ def export(task_folder: Task | str | os.PathLike, selection: Selection, out_dir:
         else:
             model_path = tmp / "model.prototxt"
             checker = write_prototxt(fw_sel, model_path, data_shapes, notes)
-        if _cancelled(cancel):
+        if cancelled(cancel):
             return _abandon(tmp)
         say("copying the dumps of the ops inside", 3, steps)
         npu_files = _npu_files(device, fw_sel, sources)
@@ -281,10 +275,10 @@ def export(task_folder: Task | str | os.PathLike, selection: Selection, out_dir:
                 [n.name for n in (om.node(df.op_name) for df in npu_files) if n is not None]
             _write_om_excerpt(om, chosen, tmp / mapping_model)
         say("writing the manifest", 4, steps)
-        manifest = _manifest(folder, meta, fw_sel, device, dtype, boundary, dumps, model_path.name,
+        manifest = _manifest(folder, doc, fw_sel, device, dtype, boundary, dumps, model_path.name,
                              mapping_model, checker, notes)
         _write_json(tmp / MANIFEST, manifest)
-        if _cancelled(cancel):
+        if cancelled(cancel):
             return _abandon(tmp)
         _put_in_place(tmp, out)
     except BaseException:
@@ -297,7 +291,6 @@ def export(task_folder: Task | str | os.PathLike, selection: Selection, out_dir:
                          "onnxruntime)")
         else:
             say("re-testing", 5, steps)
-            from accuscope.engine.export.retest import RetestResult, run_retest  # it builds on this module
             try:
                 result.retest = run_retest(out, cancel=cancel)
             except SourceError as exc:  # the export stands; say why the re-test could not run
@@ -305,10 +298,6 @@ def export(task_folder: Task | str | os.PathLike, selection: Selection, out_dir:
     say("done", steps, steps)
     result.seconds = time.perf_counter() - started
     return result
-
-
-def _cancelled(cancel: threading.Event | None) -> bool:
-    return cancel is not None and cancel.is_set()
 
 
 def _abandon(tmp: Path) -> None:
@@ -534,7 +523,7 @@ def _write_mapping(folder: Path, rows: list[tuple[str, str]]) -> None:
 # ------------------------------------------------------------------ manifest
 
 
-def _manifest(folder: Path, meta: dict, sel: Selection, device: Selection | None, dtype: str, boundary: dict,
+def _manifest(folder: Path, doc: TaskDoc, sel: Selection, device: Selection | None, dtype: str, boundary: dict,
               dumps: dict, model_name: str, mapping_model: str | None, checker: str, notes: list[str]) -> dict:
     import platform
     versions = {"accuscope": __version__, "python": platform.python_version(), "numpy": np.__version__}
@@ -548,8 +537,8 @@ def _manifest(folder: Path, meta: dict, sel: Selection, device: Selection | None
         "versions": versions,
         "created": datetime.now().isoformat(timespec="seconds"),
         "parent_task": str(folder.absolute()),
-        "parent": {"npu": meta.get("npu"), "golden": meta.get("golden"), "model": meta.get("model"),
-                   "pick": meta.get("pick"), "run": meta.get("run")},
+        "parent": {"npu": doc.npu, "golden": doc.golden, "model": doc.model, "pick": doc.pick,
+                   "run": doc.run},
         "framework_model": str(Path(sel.graph.path).absolute()),
         "kind": sel.kind,
         "model": model_name,
@@ -565,17 +554,9 @@ def _manifest(folder: Path, meta: dict, sel: Selection, device: Selection | None
         "weights": sel.weights,
         "boundary": boundary,
         "dumps": dumps,
-        "thresholds": meta.get("thresholds"),
+        "thresholds": doc.thresholds,
         "notes": notes,
     }
-
-
-def read_manifest(export_dir: str | os.PathLike) -> dict:
-    path = Path(export_dir) / MANIFEST
-    doc = read_json_object(path, f"{export_dir}: not an accuscope export (no {MANIFEST})")
-    if doc.get("format") != FORMAT:
-        raise SourceError(f"{path}: not a manifest of format {FORMAT}")
-    return doc
 
 
 def _write_json(path: Path, doc: dict) -> None:

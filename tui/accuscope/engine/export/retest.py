@@ -17,14 +17,14 @@ import numpy as np
 from accuscope.engine.compare.judgement import pair_broken
 from accuscope.engine.compare.metrics import compare_arrays
 from accuscope.engine.compare.thresholds import Thresholds
-from accuscope.engine.export.folder import (
+from accuscope.engine.export.layout import (
     INSIDE,
     LONG_NAME,
     NO_ERROR,
     UNKNOWN,
     UPSTREAM,
     Progress,
-    _cancelled,
+    cancelled,
     read_manifest,
 )
 from accuscope.engine.export.submodel import np_dtype, onnx_modules
@@ -134,7 +134,7 @@ def run_retest(export_dir: str | os.PathLike, progress: Progress | None = None,
     else:
         result.notes.append("golden inputs incomplete: the submodel was not checked against golden")
 
-    if _cancelled(cancel):
+    if cancelled(cancel):
         result.message = "cancelled"
         return result
     say("comparing", 3, 4)
@@ -144,7 +144,7 @@ def run_retest(export_dir: str | os.PathLike, progress: Progress | None = None,
     _verdict(result)
     if result.task_dir is not None:
         task = Task.at(result.task_dir)
-        task.mark(task.info.state or "done", retest={
+        task.mark(task.doc.state or "done", retest={
             "verdict": result.verdict, "message": result.message, "substituted": result.substituted,
             "outputs": [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in vars(o).items()}
                         for o in result.outputs]})
@@ -219,7 +219,7 @@ def _retest_task(root: Path, manifest: dict, rerun_dir: Path, thresholds: Thresh
                  notes: list[str]) -> Path | None:
     """Compare the copied NPU dumps of the ops inside with the re-run, as a task folder."""
     from accuscope.engine.compare import comparison as engine
-    from accuscope.engine.tasks.task import mark_state
+    from accuscope.engine.tasks.taskdoc import mark_state
     from accuscope.engine.tasks.taskrun import run_task
     folder = root / RETEST_DIR
     if not (root / "npu").is_dir() or not any((root / "npu").iterdir()):

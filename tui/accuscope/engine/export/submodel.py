@@ -27,7 +27,7 @@ def write_onnx(sel: Selection, path: Path, data_shapes: dict[str, tuple], bounda
     onnx = onnx_modules()
     from onnx import helper
 
-    from accuscope.engine.runs.ortdump import node_names
+    from accuscope.engine.runs.onnxmodel import node_names
     src = Path(sel.graph.path)
     try:
         model = onnx.load(str(src))
@@ -154,7 +154,7 @@ def _value_info(onnx, name: str, tt, dtype: str | None, data_shape: tuple | None
 def write_prototxt(sel: Selection, path: Path, data_shapes: dict[str, tuple], notes: list[str]) -> str:
     """The chosen layers' text as written in the source prototxt, after an input layer that gives
     the boundary blobs (an `Input` layer; top-level `input:` fields for V1 `layers` nets)."""
-    from accuscope.engine.graphs.caffegraph import _train_only, parse_text_format
+    from accuscope.engine.graphs.caffegraph import parse_text_format, train_only
     src = Path(sel.graph.path)
     text = read_text(src)
     spans = []
@@ -164,7 +164,7 @@ def write_prototxt(sel: Selection, path: Path, data_shapes: dict[str, tuple], no
         except ValueError:
             continue
         layer = parsed.get(key)
-        if layer is not None and not _train_only(layer):
+        if layer is not None and not train_only(layer):
             spans.append((key, lo, hi))
     by_index = {n.index: n for n in sel.ops}
     chosen = [text[lo:hi] for i, (_, lo, hi) in enumerate(spans) if i in by_index]

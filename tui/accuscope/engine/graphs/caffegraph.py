@@ -61,7 +61,8 @@ _TOKEN = re.compile(r"""
 
 
 def _tokens(text: str) -> list[tuple[str, Any, int]]:
-    out, line, pos = [], 1, 0
+    out: list[tuple[str, Any, int]] = []
+    line, pos = 1, 0
     while pos < len(text):
         m = _TOKEN.match(text, pos)
         if not m:
@@ -187,7 +188,7 @@ def load_prototxt(path: str | Path) -> Graph:
     except TextFormatError as e:
         raise SourceError(f"{p}: not a parseable prototxt: {e}") from e
     layers = [(v, k == "layers") for k, v in net
-              if k in ("layer", "layers") and isinstance(v, Msg) and not _train_only(v)]
+              if k in ("layer", "layers") and isinstance(v, Msg) and not train_only(v)]
     if not layers and not net.all("input"):
         raise SourceError(f"{p}: not a Caffe network (no layer and no input)")
 
@@ -245,7 +246,8 @@ def _is_input_layer(layer_type: str) -> bool:
     return layer_type == "Input" or layer_type.endswith("Data")
 
 
-def _train_only(layer: Msg) -> bool:
+def train_only(layer: Msg) -> bool:
+    """A layer the TRAIN phase alone runs (included for TRAIN only, or excluded from TEST): not in the net."""
     def phases(key: str) -> set[str]:
         return {str(rule.get("phase")) for rule in layer.all(key) if isinstance(rule, Msg)}
     included = phases("include")

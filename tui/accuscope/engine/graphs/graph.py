@@ -2,19 +2,17 @@
 
 The comparison views need the same questions answered whatever the model source: which op
 produced a tensor, who consumes it, in which order ops run, what a device op was fused from.
-Loaders (`onnxgraph`, `omgraph`, `caffegraph`) turn their format into `Node`s; `Graph` builds
-the tensor lookups once. Tensor ids are plain strings; a weight has no producer.
+Loaders (`onnxgraph`, `omgraph`, `caffegraph`, ...; modelfile.py picks one) turn their format into
+`Node`s; `Graph` builds the tensor lookups once. Tensor ids are plain strings; a weight has no producer.
 """
 from __future__ import annotations
 
 import heapq
-import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from accuscope.engine.sources.inputfile import require_regular
 from accuscope.engine.sources.tensor import SourceError
 
 Shape = tuple  # dims are ints, None where unknown (symbolic or dynamic)
@@ -98,61 +96,6 @@ class Graph:
             if hit:
                 found.setdefault(id(hit[0]), hit[0])
         return list(found.values())
-
-
-def load_graph(path: str | os.PathLike, **_dump_options) -> Graph:
-    """Load a model graph, choosing the reader by extension, then by content.
-
-    Raises SourceError naming the file and the reason (missing, not parseable, not a model).
-    Options meant for dumps (pick, run, shape ... that `sources` hands every reader) do not apply.
-    """
-    p = Path(path)
-    if not p.exists():
-        raise SourceError(f"{p}: no such file")
-    if p.is_dir():
-        raise SourceError(f"{p}: is a directory, not a model file")
-    suffix = p.suffix.lower()
-    if suffix == ".om":
-        raise SourceError(f"{p}: binary offline model; convert it first: atc --mode=1 --om={p} --json=model.json")
-    require_regular(str(p))
-    from accuscope.engine.graphs import gegraph
-    if suffix in (".txt", ".pbtxt") and gegraph.sniff(str(p)):
-        kind, load = "GE graph", gegraph.load_ge_graph
-    elif suffix == ".mlir":
-        from accuscope.engine.graphs.mlirgraph import load_mlir as load
-        kind = "tpu-mlir .mlir"
-    else:
-        kind = {".onnx": "onnx", ".json": "om", ".prototxt": "caffe", ".pbtxt": "caffe"}.get(suffix) or _sniff(p)
-        if kind == "onnx":
-            from accuscope.engine.graphs.onnxgraph import load_onnx as load
-        elif kind == "om":
-            from accuscope.engine.graphs.omgraph import load_om_json as load
-        else:
-            from accuscope.engine.graphs.caffegraph import load_prototxt as load
-    try:
-        return load(p)
-    except SourceError:
-        raise
-    except (TypeError, AttributeError, KeyError, IndexError, ValueError, OverflowError, RecursionError) as e:
-        # The readers check what they use; a model damaged in a way they did not foresee still
-        # gets one line naming the file, never a traceback.
-        raise SourceError(f"{p}: damaged {kind} model ({type(e).__name__}: {e})") from e
-
-
-def _sniff(p: Path) -> str:
-    """Guess the format of a file with an unhelpful extension from its first bytes."""
-    try:
-        head = p.open("rb").read(4096)
-    except OSError as e:
-        raise SourceError(f"{p}: cannot read ({e.strerror or e})") from e
-    text = head.lstrip()
-    if text.startswith(b"{"):
-        return "om"
-    try:
-        decoded = head.decode("utf-8")
-    except UnicodeDecodeError:
-        return "onnx"
-    return "caffe" if "layer" in decoded or "input" in decoded else "onnx"
 
 
 def read_text(p: Path) -> str:

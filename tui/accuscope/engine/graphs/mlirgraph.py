@@ -23,6 +23,7 @@ from pathlib import Path
 
 from accuscope.engine.graphs.graph import Graph, Node, fill_input_shapes, read_text
 from accuscope.engine.sources.tensor import SourceError
+from accuscope.engine.sources.tpumlir import loc_names, tensor_type  # one reading of locs and types
 
 KIND = "mlir"
 _LOC_DEF = re.compile(r'^\s*(#loc\d*)\s*=\s*loc\((.*)\)\s*$')
@@ -88,7 +89,6 @@ def _parse(p: Path) -> tuple[list[Node], list[str], list[str], set[str], list[st
         d = _LOC_DEF.match(line)
         if d:
             defs[d.group(1)] = d.group(2)
-    from accuscope.engine.sources.tpumlir import _loc_names, _tensor_type  # one reading of locs and types
     names_of: dict[str, str] = {}  # SSA value -> tensor (loc) name
     nodes: list[Node] = []
     inputs: list[str] = []
@@ -107,7 +107,7 @@ def _parse(p: Path) -> tuple[list[Node], list[str], list[str], set[str], list[st
         if op_type in SKIPPED:
             continue
         use = _LOC_USE.search(line)
-        locs = _loc_names(use.group(1), defs) if use else None
+        locs = loc_names(use.group(1), defs) if use else None
         if not locs:
             locs = [f"{value[1:]}" if count == 1 else f"{value[1:]}#{k}" for k in range(count)]
             notes.append(f"line {number}: {op_type} has no loc name; named {locs[0]}")
@@ -123,7 +123,7 @@ def _parse(p: Path) -> tuple[list[Node], list[str], list[str], set[str], list[st
         after = line[line.rfind("->") + 2:] if "->" in line else ""
         shapes, dtypes = [], []
         for t in re.findall(r"tensor<([^>]*)>", after):
-            dtype, shape = _tensor_type(t)
+            dtype, shape = tensor_type(t)
             shapes.append(shape)
             dtypes.append(dtype or None)
         attrs = {k: v.strip('"') for k, v in _ATTR.findall(_attr_text(line))}
@@ -169,7 +169,8 @@ def _mark_fused(nodes: list[Node], origin: list[Node]) -> None:
 
 def _absorbing_consumer(gone: Node, kept: dict[str, Node], consumers: dict[str, list[Node]]) -> str | None:
     """The kept op downstream of `gone` (through other gone ops) that reads `gone`'s first input itself."""
-    frontier, seen = [gone], set()
+    frontier = [gone]
+    seen: set[str] = set()
     while frontier:
         n = frontier.pop()
         if n.name in seen or len(seen) > 8:

@@ -1,5 +1,5 @@
 """The module hierarchy of a graph whose nodes are grouped by module (msprobe's construct.json, see
-msprobe.graph): a module node has attrs `module` (its path) and `span` (how many nodes after it it
+msprobegraph.py): a module node has attrs `module` (its path) and `span` (how many nodes after it it
 holds, nested modules included). ModuleTree answers what a folding view needs: which nodes show
 when some modules are folded, which modules hold a node, which module a row belongs to."""
 from __future__ import annotations

@@ -8,6 +8,7 @@ weights, as in ONNX, since they are never executed or dumped.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -156,6 +157,7 @@ def _resolve(graph: Graph, entry: str) -> list[str]:
 
 def attr_dict(attrs: Any) -> dict[str, Any]:
     """Attributes as {key: plain value}, from a list of {"key", "value"} pairs or a dict."""
+    items: Iterable[tuple[Any, Any]]
     if isinstance(attrs, dict):
         items = attrs.items()
     elif isinstance(attrs, list):

@@ -336,8 +336,7 @@ def to_framework(sel: Selection, framework: Graph) -> Selection:
             if node is not None and node.fused == []:
                 raise SelectionError(f"{role} {name} is a device-only op ({node.type}, inserted by the "
                                      "converter): no framework op to export; choose a neighbour")
-            hits = [framework.node(f) or _by_sanitized(framework, f) for f in fw]
-            hits = [h for h in hits if h is not None]
+            hits = [h for f in fw if (h := framework.node(f) or _by_sanitized(framework, f)) is not None]
             if not hits:
                 raise SelectionError(f"{role} {name} stands for framework op(s) {', '.join(fw)}, none of which is "
                                      f"in the framework model {framework.path}")

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from accuscope.engine.runs.onnxedit import constants_as_initializers
-from accuscope.engine.runs.ortdump import _load, node_names
+from accuscope.engine.runs.onnxmodel import load_model, node_names
 from accuscope.engine.sources.tensor import SourceError
 
 TARGETS = ("fp16", "int8")
@@ -57,6 +57,20 @@ def recognise(model_path) -> str:
     return ""
 
 
+def as_candidate(reference_path, candidate_path) -> tuple[object, str]:
+    """(the reference converted as the candidate was, with no op kept; "fp16" or "int8"): the third
+    side `accuscope run --expected auto` dumps. SourceError when the candidate is no conversion
+    accuscope can make (`recognise`)."""
+    to = recognise(candidate_path)
+    if to not in TARGETS:
+        why = ("was quantized statically (its calibration data is not at hand)" if to == "int8-static" else
+               "is neither an fp16 conversion nor an int8 one from onnxruntime's dynamic quantizer")
+        raise SourceError(f"--expected auto: {candidate_path} {why}; give the reference run at the candidate's "
+                          "precision as --expected PATH")
+    require(to)
+    return convert(prepare(reference_path), to, []), to
+
+
 def require(to: str) -> None:
     """SourceError, before any work, when the converter `to` needs is not installed."""
     if to == "fp16":
@@ -65,7 +79,7 @@ def require(to: str) -> None:
 
 def prepare(model_path) -> object:
     """The reference model as the search converts it (see the module doc); SourceError if unreadable."""
-    model = _load(model_path)
+    model = load_model(model_path)
     for node, name in zip(model.graph.node, node_names(model.graph.node)):  # named as in the original's dumps
         node.name = name
     return constants_as_initializers(model)

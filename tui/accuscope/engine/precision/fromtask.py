@@ -14,14 +14,14 @@ from accuscope.engine.precision.evaluate import Target, parse_target
 from accuscope.engine.precision.workflow import PrecisionSpec
 from accuscope.engine.sources.inputfile import json_loads
 from accuscope.engine.sources.tensor import SourceError, sanitize
-from accuscope.engine.tasks.task import load_task, meta_path
+from accuscope.engine.tasks.task import load_task
 
 
 def spec_from_task(folder: str | os.PathLike, framework_model: str | os.PathLike,
                    targets: list[Target] | None = None) -> PrecisionSpec:
     """SourceError when the task has no ONNX reference dump with its inputs (an `accuscope run` task has)."""
     task = load_task(folder)
-    golden, npu = meta_path(folder, task.meta, "golden"), meta_path(folder, task.meta, "npu")
+    golden, npu = task.path("golden"), task.path("npu")
     doc = _dump_doc(golden)
     inputs = {}
     for name in doc.get("inputs") or {}:

@@ -124,10 +124,10 @@ def for_lists(folder: str | Path, model_path: str | Path, names: list[str]) -> d
     import onnx
 
     from accuscope.engine.precision.convert import prepare
-    from accuscope.engine.runs.ortdump import _load
+    from accuscope.engine.runs.onnxmodel import load_model
     root = Path(folder)
     files = write_lists(root, names)
-    original = _load(model_path)
+    original = load_model(model_path)
     found = {to: obstacles(original, names, to) for to in ("fp16", "int8")}
     prepared = None
     if any(found.values()):

@@ -29,7 +29,8 @@ from accuscope.engine.precision.outputs import write_outputs
 from accuscope.engine.precision.recipe import obstacles
 from accuscope.engine.precision.search import Outcome, Search
 from accuscope.engine.precision.trials import Trial, TrialLog
-from accuscope.engine.runs.ortdump import _load, _prepare_inputs, dump_onnx
+from accuscope.engine.runs.onnxmodel import load_model, prepare_inputs
+from accuscope.engine.runs.ortdump import dump_onnx
 from accuscope.engine.sources.outputfile import atomic_path
 from accuscope.engine.sources.tensor import SourceError
 from accuscope.engine.tasks.taskrun import run_task
@@ -97,7 +98,7 @@ def run_precision(spec: PrecisionSpec, on_event: Callable[[Event], None] | None 
     if out.is_file():
         raise SourceError(f"--out {out}: is a file, not a folder")
     reference = prepare(spec.model)
-    feeds = {k: v[0] for k, v in _prepare_inputs(reference, spec.model, spec.inputs, spec.random_inputs,
+    feeds = {k: v[0] for k, v in prepare_inputs(reference, spec.model, spec.inputs, spec.random_inputs,
                                                   spec.seed, spec.dims).items()}
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -163,7 +164,7 @@ def run_precision(spec: PrecisionSpec, on_event: Callable[[Event], None] | None 
     if outcome.met and not (cancel is not None and cancel.is_set()):
         emit(Event("writing", "the result files and its task"))
         mixed = convert(reference, spec.to, outcome.keep, spec.calibration)
-        original = _load(spec.model)
+        original = load_model(spec.model)
         result.obstacles = obstacles(original, outcome.keep, spec.to)
         if spec.targets:
             result.as_is, result.as_is_passed = _as_is(spec, outcome.keep, evaluator)
@@ -181,7 +182,7 @@ def run_precision(spec: PrecisionSpec, on_event: Callable[[Event], None] | None 
 def _as_is(spec: PrecisionSpec, keep: list[str], evaluator: Evaluator) -> tuple[dict[str, float] | None, bool | None]:
     """The list given to the converter with the user's own model, unprepared, measured as a trial is."""
     try:
-        model = convert(_load(spec.model), spec.to, keep, spec.calibration)
+        model = convert(load_model(spec.model), spec.to, keep, spec.calibration)
         values = evaluator.measure(model)
     except Exception:  # noqa: BLE001 - converters and onnxruntime raise their own exception types
         return None, False

@@ -23,7 +23,7 @@ from accuscope.engine.report.svg import curve_svg, growth_svg, metric_svg
 from accuscope.engine.sources.names import markdown_text, printable
 from accuscope.engine.sources.outputfile import write_text
 from accuscope.engine.sources.tensor import SourceError
-from accuscope.engine.tasks.task import Task, coverage_warnings
+from accuscope.engine.tasks.task import Task
 
 CHART_POINTS = 700  # per series: about one per pixel of the chart's width
 WORST = 3
@@ -72,7 +72,7 @@ def worst_rows(task: Task, advice: Advice | None, k: int) -> list[int]:
 def build_report(task: Task, advice: Advice | None, worst: int = WORST, metric: str = "cos") -> Report:
     """The report of a loaded task with its advice (None: without findings). Opens the dumps of
     the `worst` ops for their error curves; an op whose dumps cannot be read gets a note instead."""
-    table, meta = task.table, task.meta
+    table = task.table
     s = summarize(table, task.thresholds, task.step)
     account = s.counts_text() + (f" · first: {s.first_text}" if s.first_text else "")
     primary = advice.primary if advice is not None else None
@@ -80,10 +80,10 @@ def build_report(task: Task, advice: Advice | None, worst: int = WORST, metric: 
         verdict, severity = primary.title, primary.severity
     else:
         verdict, severity = account, {"fail": "error", "unknown": "warning"}.get(s.verdict.outcome, "ok")
-    cov = meta.get("coverage")
-    coverage = Coverage.from_meta(cov).line(len(set(table.columns["npu_op"]))) if isinstance(cov, dict) else \
+    cov = task.doc.coverage if "coverage" in task.doc else None
+    coverage = Coverage.from_meta(cov).line(len(set(table.columns["npu_op"]))) if cov is not None else \
         "not recorded (a result read from a CSV)"
-    notes = [str(n) for n in (cov or {}).get("notes", [])] if isinstance(cov, dict) else []
+    notes = [str(n) for n in cov.get("notes", [])] if cov is not None else []
     charts = [Chart("metric", "the metric over the execution order, as in the app's chart",
                     metric_svg(metric_series(table, np.arange(len(table)), task.thresholds,
                                              metric if metric in table.metric_keys else table.metric_keys[0],
@@ -109,7 +109,7 @@ def build_report(task: Task, advice: Advice | None, worst: int = WORST, metric: 
         notes += advice.notes
     return Report(task=task.folder.name, folder=str(task.folder), created=time.strftime("%Y-%m-%d %H:%M:%S"),
                   verdict=verdict, severity=severity, account=account, coverage=coverage,
-                  warnings=coverage_warnings(meta), findings=list(advice.findings) if advice else [],
+                  warnings=task.doc.coverage_warnings, findings=list(advice.findings) if advice else [],
                   charts=charts, notes=notes)
 
 

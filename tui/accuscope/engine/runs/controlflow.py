@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from accuscope.engine.runs.onnxmodel import node_names
+
 MAX_ROUNDS = 64  # nesting depth of If inside If expanded at most (one evaluation each)
 CONTROL_FLOW = {"If", "Loop", "Scan"}
 
@@ -152,7 +154,6 @@ def expand_ifs(model, values: Callable[[list[str]], dict[str, np.ndarray]]) -> E
     """Inline, in place, the branch every decidable If of the main graph takes (nested ones too,
     round by round). `values(tensors)` gives the condition tensors' values it can (a run of the
     model as it stands, a dump): one call per round, with the conditions of the Ifs at top level."""
-    from accuscope.engine.runs.ortdump import node_names
     graph = model.graph
     done = Expansion()
     undecided: set[str] = set()

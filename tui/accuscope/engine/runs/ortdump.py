@@ -26,9 +26,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from accuscope.engine.graphs.graph import unique_names
-from accuscope.engine.graphs.onnxgraph import need
 from accuscope.engine.runs.controlflow import Expansion, expand_ifs, has_control_flow
+from accuscope.engine.runs.onnxmodel import (
+    is_constant,
+    load_model,
+    node_names,
+    onnx_modules,
+    prepare_inputs,
+)
 from accuscope.engine.sources.outputfile import atomic_file, atomic_path
 from accuscope.engine.sources.tensor import SourceError, sanitize
 
@@ -36,7 +41,6 @@ OPTIMIZATION = {"off": "ORT_DISABLE_ALL", "basic": "ORT_ENABLE_BASIC",
                 "extended": "ORT_ENABLE_EXTENDED", "all": "ORT_ENABLE_ALL"}
 LONG_NAME = 200          # file names longer than this (bytes) go under a numeric name + mapping.csv
 DEFAULT_GUESS = 16 << 20  # size assumed for a tensor whose shape inference gives no size
-RANDOM_INT_HIGH = 8      # random integer inputs lie in [0, RANDOM_INT_HIGH): small enough for indices
 
 
 @dataclass
@@ -59,139 +63,6 @@ class _Target:
     nbytes: int
 
 
-def _modules():
-    return need("onnx", "running a model"), need("onnxruntime", "running a model")
-
-
-def _is_constant(node) -> bool:
-    return node.op_type == "Constant" and node.domain in ("", "ai.onnx")
-
-
-def node_names(nodes) -> list[str]:
-    """Node names as accuscope's ONNX graph loader gives them, so a dump and the graph agree.
-
-    Non-Constant nodes are named exactly as `onnxgraph.load_onnx` names them (unnamed ones become
-    `{op_type}_{position in the file}`, clashes get `_{k}`). Constant nodes, weights to the loader,
-    get the same kind of name after all others (used only with include_constants).
-    """
-    nodes = list(nodes)
-    kept = [(i, n) for i, n in enumerate(nodes) if not _is_constant(n)]
-    names = dict(zip((i for i, _ in kept), unique_names((n.name for _, n in kept),
-                                                          (f"{n.op_type}_{i}" for i, n in kept))))
-    taken = set(names.values())
-    for i, n in enumerate(nodes):
-        if i not in names:
-            base = n.name or f"{n.op_type}_{i}"
-            name, k = base, 0
-            while name in taken:
-                k += 1
-                name = f"{base}_{k}"
-            taken.add(name)
-            names[i] = name
-    return [names[i] for i in range(len(nodes))]
-
-
-def _load(model_path):
-    onnx, _ = _modules()
-    path = os.fspath(model_path)
-    if not os.path.isfile(path):
-        raise SourceError(f"{path}: no such model file")
-    try:
-        model = onnx.load(path, load_external_data=False)
-    except Exception as exc:  # protobuf raises several kinds on garbage  # noqa: BLE001 - onnx/onnxruntime raise their own exception types
-        raise SourceError(f"{path}: not an ONNX model ({exc})") from None
-    if not model.graph.node and not model.graph.output:
-        raise SourceError(f"{path}: not an ONNX model (no graph)")
-    return model
-
-
-def _input_specs(model, path) -> list[tuple[str, np.dtype, list | None]]:
-    """(name, dtype, dims) of the real inputs; dims hold ints (fixed) or str/None (dynamic)."""
-    onnx, _ = _modules()
-    inits = {i.name for i in model.graph.initializer}
-    specs = []
-    for vi in model.graph.input:
-        if vi.name in inits:
-            continue
-        if vi.type.WhichOneof("value") != "tensor_type":
-            raise SourceError(f"{path}: input '{vi.name}' is not a tensor; only tensor inputs are supported")
-        tt = vi.type.tensor_type
-        try:
-            dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type))
-        except Exception:  # noqa: BLE001 - onnx/onnxruntime raise their own exception types
-            raise SourceError(f"{path}: input '{vi.name}' has an element type numpy cannot hold "
-                              f"({tt.elem_type})") from None
-        dims = None
-        if tt.HasField("shape"):
-            dims = [d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else (d.dim_param or None)
-                    for d in tt.shape.dim]
-        specs.append((vi.name, dtype, dims))
-    return specs
-
-
-def _fmt(dims) -> str:
-    if dims is None:
-        return "(rank unknown)"
-    return "(" + ", ".join(str(d) if d is not None else "?" for d in dims) + ")"
-
-
-def _random(dtype: np.dtype, dims, seed: int, position: int, sizes: dict[str, int], name: str, path: str):
-    if dims is None:
-        raise SourceError(f"{path}: input '{name}' has no declared rank; give its data as NAME=FILE.npy")
-    shape = tuple(d if isinstance(d, int) else sizes[d] if d in sizes else 1 if axis == 0 else 64
-                  for axis, d in enumerate(dims))
-    # One generator per input position: an input's values do not depend on which others were given.
-    rng = np.random.default_rng([seed, position])
-    if dtype.kind == "b":
-        return rng.random(shape) < 0.5
-    if dtype.kind in "iu":
-        return rng.integers(0, RANDOM_INT_HIGH, shape).astype(dtype)
-    try:
-        return rng.standard_normal(shape, dtype=np.float32).astype(dtype)
-    except (TypeError, ValueError):
-        raise SourceError(f"{path}: cannot make random data for input '{name}' of dtype {dtype}") from None
-
-
-def _prepare_inputs(model, path, given, random_inputs, seed, dims):
-    """Check user inputs against the model, fill missing ones with random data; name -> (array, origin)."""
-    specs = _input_specs(model, path)
-    known = {s[0] for s in specs}
-    unknown = sorted(set(given or {}) - known)
-    if unknown:
-        raise SourceError(f"{path}: the model has no input named {', '.join(map(repr, unknown))} "
-                          f"(inputs: {', '.join(sorted(known)) or 'none'})")
-    feeds = {}
-    missing = []
-    for position, (name, dtype, shape) in enumerate(specs):
-        if given and name in given:
-            arr = np.asarray(given[name])
-            if shape is not None and (arr.ndim != len(shape) or any(
-                    isinstance(d, int) and d != n for d, n in zip(shape, arr.shape))):
-                raise SourceError(f"{path}: input '{name}' has shape {tuple(arr.shape)} but the model "
-                                  f"expects {_fmt(shape)}")
-            try:
-                cast = "" if arr.dtype == np.dtype(dtype) else f" as {arr.dtype}, cast to {np.dtype(dtype)}"
-                feeds[name] = (np.ascontiguousarray(arr, dtype=dtype), f"given{cast}")
-            except (TypeError, ValueError) as exc:
-                raise SourceError(f"{path}: input '{name}' of dtype {arr.dtype} cannot become {dtype}: "
-                                  f"{exc}") from None
-        elif random_inputs:
-            feeds[name] = (_random(dtype, shape, seed, position, dims or {}, name, path), "random")
-        else:
-            missing.append(f"{name} {_fmt(shape)} {dtype}")
-    if missing:
-        raise SourceError(f"{path}: missing model inputs: {'; '.join(missing)} "
-                          "(give each with --input NAME=FILE.npy, or generate them with --random-inputs)")
-    return feeds
-
-
-def make_random_inputs(model_path, seed: int = 0, dims: dict[str, int] | None = None) -> dict[str, np.ndarray]:
-    """Deterministic random data for every model input (dynamic dims: `dims[dim_param]`, else 1 for
-    the first axis and 64 for the others: a multiple of 32, as OCR-style models need)."""
-    feeds = _prepare_inputs(_load(model_path), os.fspath(model_path), None, True, seed, dims)
-    return {k: v[0] for k, v in feeds.items()}
-
-
 def _conditions(runner: _Runner) -> Callable[[list[str]], dict[str, np.ndarray]]:
     """The values of some main-graph tensors for these inputs (expand_ifs's `values`), by a run of
     the model as it stands; the model's outputs are put back after."""
@@ -209,7 +80,7 @@ def _conditions(runner: _Runner) -> Callable[[list[str]], dict[str, np.ndarray]]
 
 def _subgraph_tensors(node):
     """Every node output inside the bodies (If/Loop/Scan, nested) of a node."""
-    onnx, _ = _modules()
+    onnx, _ = onnx_modules()
     for attr in node.attribute:
         graphs = [attr.g] if attr.type == onnx.AttributeProto.GRAPH else (
             list(attr.graphs) if attr.type == onnx.AttributeProto.GRAPHS else [])
@@ -221,7 +92,7 @@ def _subgraph_tensors(node):
 
 def _estimate_sizes(model, feeds) -> dict[str, int]:
     """Byte sizes from onnx shape inference run with the actual input shapes (best effort)."""
-    onnx, _ = _modules()
+    onnx, _ = onnx_modules()
     saved = [type(vi)() for vi in model.graph.input]
     for copy, vi in zip(saved, model.graph.input):
         copy.CopyFrom(vi)
@@ -243,11 +114,12 @@ def _estimate_sizes(model, feeds) -> dict[str, int]:
         dims = [d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim]
         if not tt.elem_type or not tt.HasField("shape") or None in dims:
             continue
+        known: list[int] = [d for d in dims if d is not None]
         try:
             itemsize = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type)).itemsize
         except Exception:  # noqa: BLE001 - onnx/onnxruntime raise their own exception types
             continue
-        sizes[vi.name] = itemsize * math.prod(dims)
+        sizes[vi.name] = itemsize * math.prod(known)
     return sizes
 
 
@@ -280,7 +152,7 @@ class _Runner:
     tensors onnxruntime cannot fetch, and turns a model-wide failure into a SourceError."""
 
     def __init__(self, model, path, feeds, optimization):
-        _, ort = _modules()
+        _, ort = onnx_modules()
         self.ort, self.model, self.path = ort, model, path
         self.feeds = {k: v[0] for k, v in feeds.items()}
         self.original_outputs = [o.name for o in model.graph.output]
@@ -293,7 +165,7 @@ class _Runner:
         self.model_checked = False
 
     def _run(self, names: list[str]) -> list:
-        onnx = _modules()[0]
+        onnx = onnx_modules()[0]
         del self.model.graph.output[:]
         self.model.graph.output.extend(onnx.ValueInfoProto(name=n) for n in names)
         session = self.ort.InferenceSession(self.model.SerializeToString(), self.options,
@@ -348,10 +220,10 @@ def dump_onnx(model_path, out_dir, inputs: dict[str, np.ndarray] | None = None, 
     start = time.perf_counter()
     if optimization not in OPTIMIZATION:
         raise SourceError(f"unknown optimization level {optimization!r} (choose {', '.join(OPTIMIZATION)})")
-    onnx, ort = _modules()
+    onnx, ort = onnx_modules()
     path = os.fspath(model_path)
-    model = _load(path)
-    feeds = _prepare_inputs(model, path, inputs, random_inputs, seed, dims)
+    model = load_model(path)
+    feeds = prepare_inputs(model, path, inputs, random_inputs, seed, dims)
     out = os.fspath(out_dir)
     if os.path.isdir(out) and any(f.endswith(".npy") for f in os.listdir(out)):
         raise SourceError(f"{out}: already holds npy files; dump into an empty folder")
@@ -379,7 +251,7 @@ def dump_onnx(model_path, out_dir, inputs: dict[str, np.ndarray] | None = None, 
 
     targets = []
     for node, name in zip(graph.node, node_names(graph.node)):
-        constant = _is_constant(node)
+        constant = is_constant(node)
         for i, tensor in enumerate(node.output):
             if not tensor:
                 continue

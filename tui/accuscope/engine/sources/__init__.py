@@ -1,1 +1,1 @@
-"""What accuscope reads: every dump format (a reader each), the registry that detects them by content, layouts, and `Side`, the one face every source shows on either side of a comparison."""
+"""What accuscope reads: every dump format (a reader each: `read`, `sniff`), the `Tensor` they give, file-name conventions, layouts and the checks on input and output files. Which format a path holds, and a source as a `Side`, are `sides/`."""

@@ -7,23 +7,17 @@ Nothing is ever unpickled: object arrays are refused from their header, before a
 """
 from __future__ import annotations
 
-import lzma
 import math
 import os
-import re
-import threading
-import zipfile
-import zlib
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from functools import lru_cache, partial
-from typing import IO
+from collections.abc import Sequence
+from functools import partial
 
 import numpy as np
 
 from accuscope.engine.sources import polygraphy
 from accuscope.engine.sources.inputfile import json_loads, not_regular, regular_size, require_regular, walk
 from accuscope.engine.sources.names import GoldenName, parse_golden_name, read_mapping_csv
+from accuscope.engine.sources.npyfile import load_npy, nd_tensor, npy_tensor, read_npz
 from accuscope.engine.sources.tensor import OUTPUT, Payload, Problem, SourceError, Tensor, read_payload, sanitize
 
 RAW_SUFFIXES = (".bin", ".bmrt", ".dat")
@@ -96,7 +90,7 @@ def open_golden(path: str | os.PathLike, *, shape: Sequence[int] | int | None = 
     elif os.path.isdir(path):
         kind, (entries, problems) = "npy", _read_npy_folder(path)
     elif lower.endswith(".npz"):
-        kind, (entries, problems) = "npz", _read_npz(path)
+        kind, (entries, problems) = "npz", read_npz(path)
     elif lower.endswith(RAW_SUFFIXES):
         kind, (entries, problems) = "bin", _read_raw(path, shape, dtype)
     elif lower.endswith(".json"):
@@ -106,200 +100,6 @@ def open_golden(path: str | os.PathLike, *, shape: Sequence[int] | int | None = 
         raise SourceError(f"{path}: unknown golden file type (expected a folder of .npy files, .npz, "
                           f".bin/.bmrt/.dat, or Polygraphy RunResults .json){hint}")
     return GoldenDump(path, kind, entries, problems, pick)
-
-
-# --- shared: npy headers and Tensor construction -------------------------------------------------
-
-@dataclass(frozen=True)
-class _NpyHeader:
-    dtype: np.dtype
-    shape: tuple[int, ...]
-    fortran: bool
-    offset: int  # where the data start in the npy stream
-
-    @property
-    def nbytes(self) -> int:
-        return math.prod(self.shape) * self.dtype.itemsize
-
-
-_NPY_MAGIC = b"\x93NUMPY"
-_NPY_MAX_HEADER = 10000  # numpy's own limit (np.load refuses larger headers by default)
-_NPY_MAX_DIMS = 64
-_INT64 = 1 << 63
-# The header is a Python dict literal; these are all the tokens a valid one can hold.
-_NPY_TOKEN = re.compile(r"""[ \t\n]*(?:(?P<str>'[^'\\]*'|"[^"\\]*")|(?P<int>-?\d{1,30})L?|(?P<word>True|False)"""
-                        r"""|(?P<punct>[{}():,\[\]]))""")
-# The header exactly as numpy writes it (np.save, np.lib.format): parsed by one match; any other
-# spelling goes through the token parser (_npy_dict), which accepts every valid header.
-_NPY_CANONICAL = re.compile(r"\{'descr': '([^'\\]{1,40})', 'fortran_order': (True|False), "
-                            r"'shape': \(((?:\d{1,30}, ){0,64}\d{1,30},?)?\), \}")
-_NUMERIC_DESCR = re.compile(r"[<>|=]?(?:[?]|b1|[iu][1248]|f[248]|f16|c(?:8|16|32))")
-_MEMBER_ERRORS = (OSError, ValueError, EOFError, RuntimeError, NotImplementedError, zipfile.BadZipFile,
-                  zlib.error, lzma.LZMAError)
-_RECORD = object()  # a list-valued descr: a structured (record) dtype
-
-
-def _npy_header(fh: IO[bytes], size: int) -> _NpyHeader:
-    """Parse an npy header without reading data, with bounded code (no eval, no recursion); refuse
-    anything but a plain numeric array whose every size is sane and whose data the stream holds.
-    Raises ValueError with the reason."""
-    lead = fh.read(10)
-    if not lead:
-        raise ValueError("empty file")
-    if not lead.startswith(_NPY_MAGIC):
-        raise ValueError("not an npy file (no \\x93NUMPY magic)")
-    if len(lead) < 10:
-        raise ValueError("npy header truncated")
-    major = lead[6]
-    if major == 1:
-        hlen = int.from_bytes(lead[8:10], "little")
-    elif major in (2, 3):
-        more = fh.read(2)
-        if len(more) < 2:
-            raise ValueError("npy header truncated")
-        hlen = int.from_bytes(lead[8:10] + more, "little")
-    else:
-        raise ValueError(f"unknown npy format version {major}.{lead[7]}")
-    if hlen > _NPY_MAX_HEADER:
-        raise ValueError(f"npy header of {hlen} bytes exceeds the {_NPY_MAX_HEADER}-byte limit")
-    raw = fh.read(hlen)
-    if len(raw) < hlen:
-        raise ValueError(f"npy header truncated ({len(raw)} of {hlen} bytes)")
-    descr, fortran, shape = _npy_fields(raw.decode("utf-8" if major == 3 else "latin-1", "replace"))
-    dtype = _npy_dtype(descr)
-    if len(shape) > _NPY_MAX_DIMS:
-        raise ValueError(f"{len(shape)} dimensions (at most {_NPY_MAX_DIMS})")
-    bad = [d for d in shape if not 0 <= d < _INT64]
-    if bad:
-        raise ValueError(f"impossible dimension {bad[0]} in shape {tuple(shape)}")
-    if math.prod(d for d in shape if d) * dtype.itemsize >= _INT64:
-        raise ValueError(f"shape {tuple(shape)} of {dtype.name} is larger than any file")
-    head = _NpyHeader(dtype, tuple(shape), fortran, (12 if major > 1 else 10) + hlen)
-    if size < head.offset + head.nbytes:
-        raise ValueError(f"truncated: header promises {head.nbytes} data bytes, only "
-                         f"{max(size - head.offset, 0)} present")
-    return head
-
-
-@lru_cache(maxsize=256)
-def _npy_fields(text: str) -> tuple[str | object, bool, tuple[int, ...]]:
-    """(descr, fortran_order, shape) of a header dict literal, each distinct header parsed once (a
-    network of thousands of small tensors repeats a few dozen): numpy's own spelling by one match,
-    any other by the token parser. ValueError for anything but the three keys."""
-    text = text.rstrip(" \t\n")
-    m = _NPY_CANONICAL.fullmatch(text)
-    if m is not None:
-        return m[1], m[2] == "True", tuple(int(d) for d in (m[3] or "").split(",") if d)
-    descr, fortran, shape = _npy_dict(text)
-    return descr, fortran, tuple(shape)
-
-
-def _npy_dict(text: str) -> tuple:
-    """(descr, fortran_order, shape) from the header dict literal; ValueError for anything else."""
-    tokens, pos = [], 0
-    text = text.rstrip(" \t\n")
-    while pos < len(text):
-        m = _NPY_TOKEN.match(text, pos)
-        if not m:
-            raise ValueError(f"npy header is not a plain dict literal (at {text[pos:pos + 20]!r})")
-        tokens.append((m.lastgroup, m.group(m.lastgroup)))
-        pos = m.end()
-    tokens.append(("end", ""))
-    fields: dict[str, object] = {}
-    i = 0
-
-    def expect(kind: str, value: str | None = None) -> str:
-        nonlocal i
-        k, v = tokens[i]
-        if k != kind or (value is not None and v != value):
-            raise ValueError(f"npy header is not a plain dict literal (found {v or 'end'!r})")
-        i += 1
-        return v
-
-    expect("punct", "{")
-    while tokens[i] != ("punct", "}"):
-        key = expect("str")[1:-1]
-        expect("punct", ":")
-        kind, value = tokens[i]
-        if kind in ("str", "word"):
-            fields[key] = value[1:-1] if kind == "str" else value == "True"
-            i += 1
-        elif (kind, value) == ("punct", "("):
-            i += 1
-            dims = []
-            while tokens[i] != ("punct", ")"):
-                dims.append(int(expect("int")))
-                if tokens[i] != ("punct", ")"):
-                    expect("punct", ",")
-            i += 1
-            fields[key] = dims
-        elif (kind, value) == ("punct", "["):  # skip a record descr, balanced, without recursion
-            depth = 0
-            while True:
-                kind, value = tokens[i]
-                if kind == "end":
-                    raise ValueError("npy header is not a plain dict literal (unclosed '[')")
-                depth += {"[": 1, "(": 1, "]": -1, ")": -1}.get(value, 0) if kind == "punct" else 0
-                i += 1
-                if depth == 0:
-                    break
-            fields[key] = _RECORD
-        else:
-            raise ValueError(f"npy header: unexpected value {value or 'end'!r} for {key!r}")
-        if tokens[i] != ("punct", "}"):
-            expect("punct", ",")
-    expect("punct", "}")
-    expect("end")
-    if sorted(fields) != ["descr", "fortran_order", "shape"]:
-        raise ValueError(f"npy header keys {sorted(fields)} are not descr, fortran_order, shape")
-    descr, fortran, shape = fields["descr"], fields["fortran_order"], fields["shape"]
-    if not isinstance(fortran, bool) or not isinstance(shape, list) or not (descr is _RECORD or isinstance(descr, str)):
-        raise ValueError("npy header values have the wrong types")
-    return descr, fortran, shape
-
-
-@lru_cache(maxsize=256)
-def _npy_dtype(descr) -> np.dtype:
-    if descr is _RECORD:
-        raise ValueError("structured (record) dtype: not supported, only plain numeric arrays")
-    if descr.lstrip("<>|=").startswith("O"):
-        raise ValueError("holds Python objects (object dtype); refusing to unpickle")
-    if not _NUMERIC_DESCR.fullmatch(descr):
-        raise ValueError(f"dtype {descr!r} is not a plain numeric type: not supported")
-    return np.dtype(descr)
-
-
-def _tensor(op: str, source: str, *, io: str = OUTPUT, index: int = 0, dtype: np.dtype | None = None,
-            shape: Sequence[int] = (), **fields) -> Tensor:
-    """Every golden tensor is plain ND data in logical layout."""
-    return Tensor(op=op, io=io, index=index, dtype=dtype, shape=tuple(shape), source=source,
-                  dtype_name=_dtype_name(dtype) if dtype is not None else "", format="ND", **fields)
-
-
-@lru_cache(maxsize=256)
-def _dtype_name(dtype: np.dtype) -> str:
-    return dtype.name  # numpy computes it in Python, each time: 20 µs of a tiny tensor's row
-
-
-def _npy_tensor(op: str, source: str, problems: list[Problem], open_stream: Callable[[], IO[bytes]],
-                size: int, reader: Callable[[], np.ndarray], *, label: str = "", mapped: bool = False,
-                **fields) -> Tensor:
-    """A Tensor from an npy stream's header; a broken header becomes a Problem and a tensor carrying it.
-
-    `mapped`: the stream is a plain file, so C-ordered data get a Payload for chunked reads.
-    """
-    try:
-        with open_stream() as fh:
-            head = _npy_header(fh, size)
-    except _MEMBER_ERRORS as exc:
-        message = f"{label}: {exc}" if label else str(exc)
-        problems.append(Problem(source, message))
-        return _tensor(op, source, problem=message, **fields)
-    payload = None
-    if mapped and not head.fortran:
-        payload = Payload(source, head.offset, head.nbytes, head.dtype, head.shape)
-        reader = partial(read_payload, payload)  # the header is parsed once: here, not again to load
-    return _tensor(op, source, dtype=head.dtype, shape=head.shape, payload=payload, reader=reader, **fields)
 
 
 # --- npy folder ----------------------------------------------------------------------------------
@@ -334,9 +134,9 @@ def _read_npy_folder(folder: str) -> tuple[list[Tensor], list[Problem]]:
     named.sort(key=lambda item: (item[0].timestamp or 0, item[1]))  # execution order where dated
     entries = []
     for name, source, size in named:
-        entries.append(_npy_tensor(
+        entries.append(npy_tensor(
             name.op_name, source, problems, partial(open, source, "rb", buffering=0), size,
-            partial(_load_npy, source),
+            partial(load_npy, source),
             mapped=True, io=name.io, index=name.index, timestamp=name.timestamp))
     return entries, problems
 
@@ -359,16 +159,6 @@ def _dumped_inputs(folder: str) -> set[str]:
     return {str(k) for k in inputs} if isinstance(inputs, dict) else set()
 
 
-def _load_npy(path: str) -> np.ndarray:
-    """A read-only memory map, placed by our own header parse (numpy's parser never sees the file)."""
-    with open(path, "rb") as fh:
-        head = _npy_header(fh, os.fstat(fh.fileno()).st_size)
-    order = "F" if head.fortran else "C"
-    if head.nbytes == 0:
-        return np.empty(head.shape, dtype=head.dtype, order=order)
-    return np.memmap(path, dtype=head.dtype, mode="r", offset=head.offset, shape=head.shape, order=order)
-
-
 def _why_no_npy(folder: str) -> str:
     """Explain an npy-less folder; point at subfolders that do hold npy files (they are not scanned)."""
     found: list[str] = []
@@ -383,68 +173,6 @@ def _why_no_npy(folder: str) -> str:
     if not os.listdir(folder):
         return "empty folder"
     return "no .npy files in this folder"
-
-
-# --- npz -----------------------------------------------------------------------------------------
-
-def _read_npz(path: str) -> tuple[list[Tensor], list[Problem]]:
-    """One tensor per member, key = tensor name; only member headers are read at open time."""
-    try:
-        zf = zipfile.ZipFile(path)
-    except _MEMBER_ERRORS as exc:
-        raise SourceError(f"{path}: not a readable npz file: {exc}") from exc
-    entries, problems = [], []
-    with zf:
-        for info in zf.infolist():
-            if info.is_dir():
-                continue
-            if not info.filename.endswith(".npy"):
-                problems.append(Problem(path, f"{info.filename}: not an npy member, skipped"))
-                continue
-            key = info.filename[:-4]
-            entries.append(_npy_tensor(key, path, problems, partial(zf.open, info), info.file_size,
-                                       partial(_load_npz_member, path, info.filename),
-                                       label=key, tensor_name=key))
-    if not entries and not problems:
-        raise SourceError(f"{path}: npz file holds no arrays")
-    return entries, problems
-
-
-_ZIPS: dict[tuple[str, int], tuple[tuple[int, int, int], zipfile.ZipFile]] = {}
-_ZIPS_LOCK = threading.Lock()
-ZIPS_KEPT = 8  # npz files whose directory stays parsed
-
-
-def _zip(path: str) -> zipfile.ZipFile:
-    """The npz at `path` opened once per process while it is unchanged (same inode, size, mtime): a zip's
-    central directory is parsed on open, 8 ms for tpu-mlir's 250-member npz, which every member's load paid
-    (the value checks on pairs re-load dozens: 1.6 s of the re-pairing's 1.9 s on the tpu-mlir fixture).
-    ZipFile reads a member under its own lock (threads share it); a forked process opens its own."""
-    st = os.stat(path)
-    stamp, key = (st.st_ino, st.st_size, st.st_mtime_ns), (path, os.getpid())
-    with _ZIPS_LOCK:
-        found = _ZIPS.get(key)
-        if found is not None and found[0] == stamp:
-            return found[1]
-    zf = zipfile.ZipFile(path)
-    with _ZIPS_LOCK:
-        if len(_ZIPS) >= ZIPS_KEPT:  # dropped, not closed: a thread may still read it (closed when unused)
-            _ZIPS.pop(next(iter(_ZIPS)))
-        _ZIPS[key] = (stamp, zf)
-    return zf
-
-
-def _load_npz_member(path: str, member: str) -> np.ndarray:
-    try:
-        zf = _zip(path)
-        with zf.open(member) as fh:
-            head = _npy_header(fh, zf.getinfo(member).file_size)
-            data = fh.read(head.nbytes)  # a damaged stream fails its CRC check here
-    except (KeyError, *_MEMBER_ERRORS) as exc:
-        raise ValueError(f"damaged npz member {member}: {exc}") from exc
-    if len(data) < head.nbytes:
-        raise ValueError(f"damaged npz member {member}: {len(data)} of {head.nbytes} data bytes")
-    return np.frombuffer(data, dtype=head.dtype).reshape(head.shape, order="F" if head.fortran else "C")
 
 
 # --- raw binary ----------------------------------------------------------------------------------
@@ -466,4 +194,4 @@ def _read_raw(path: str, shape, dtype) -> tuple[list[Tensor], list[Problem]]:
         raise SourceError(f"{path}: file holds {size} bytes but shape {dims} of {dt.name} needs {nbytes}")
     payload = Payload(path, 0, nbytes, dt, dims)
     op = os.path.splitext(os.path.basename(path))[0]
-    return [_tensor(op, path, dtype=dt, shape=dims, payload=payload, reader=partial(read_payload, payload))], []
+    return [nd_tensor(op, path, dtype=dt, shape=dims, payload=payload, reader=partial(read_payload, payload))], []

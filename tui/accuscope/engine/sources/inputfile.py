@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+from pathlib import Path
 
 from accuscope.engine.sources.tensor import SourceError
 
@@ -81,3 +82,16 @@ def walk(top: str | os.PathLike, max_depth: int = WALK_DEPTH):
         if depth < max_depth:
             below = [os.path.join(folder, d) for d in dirs]
             stack.extend((p, depth + 1) for p in reversed(below) if not os.path.islink(p))
+
+
+def read_json_object(path: Path, missing: str) -> dict:
+    """A JSON file holding an object; SourceError saying `missing`, or what is wrong with it."""
+    if not path.is_file():
+        raise SourceError(missing)
+    try:
+        doc = json_loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:  # not JSON, not UTF-8, nested too deeply, an integer of 5,000 digits
+        raise SourceError(f"{path}: unreadable: {e}") from None
+    if not isinstance(doc, dict):
+        raise SourceError(f"{path}: expected a JSON object, found {type(doc).__name__}")
+    return doc

@@ -22,9 +22,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from accuscope.engine.sources.ascend import stored_tensor
-from accuscope.engine.sources.golden import _npy_header
 from accuscope.engine.sources.inputfile import walk
 from accuscope.engine.sources.names import read_mapping_csv
+from accuscope.engine.sources.npyfile import npy_header
 from accuscope.engine.sources.tensor import INPUT, OUTPUT, Payload, Problem, SourceError, Tensor
 
 KIND = "mindspore"
@@ -137,7 +137,7 @@ def _tensor(path: str, name: KernelName) -> Tensor:
                   dtype_name=name.dtype, format=fmt, timestamp=name.timestamp)
     try:
         with open(path, "rb") as fh:
-            head = _npy_header(fh, os.path.getsize(path))
+            head = npy_header(fh, os.path.getsize(path))
     except (OSError, ValueError, EOFError) as exc:
         return Tensor(dtype=None, shape=(), problem=f"not a readable npy file: {exc}", **common)
     if name.dtype in PACKED:

@@ -49,10 +49,9 @@ except ImportError:  # pragma: no cover - built without a C compiler: _scan, its
 if os.environ.get("ACCUSCOPE_KERNEL") == "numpy":  # the compiled parts off (benchmarks, tests)
     _dumpscan = None
 
-from accuscope.engine.graphs.graph import Graph, Node
-from accuscope.engine.sources.golden import _load_npy, _npy_tensor
 from accuscope.engine.sources.inputfile import json_loads, not_regular
 from accuscope.engine.sources.names import natural_key
+from accuscope.engine.sources.npyfile import load_npy, npy_tensor
 from accuscope.engine.sources.tensor import INPUT, OUTPUT, Problem, SourceError, Tensor
 
 KIND = "msprobe"
@@ -173,7 +172,7 @@ def read(path: str, *, step: str | int | None = None, rank: str | int | None = N
         raise SourceError(f"{path}: no such file or folder")
     folder = choose(path, step, rank)[2]
     problems: list[Problem] = []
-    parents = _construct(folder, problems)
+    parents = construct_parents(folder, problems)
     doc, why = _dump_json(folder)
     if doc is None:
         source = os.path.join(folder, DUMP_JSON)
@@ -254,7 +253,7 @@ def _as_columns(folder: str, stats_only: bool) -> Recorded | None:
     if not stats_only and os.path.isdir(os.path.join(folder, DATA_DIR)):
         return None  # tensor mode: the files are compared
     problems: list[Problem] = []
-    parents = _construct(folder, problems)
+    parents = construct_parents(folder, problems)
     raw, _why = _dump_bytes(folder)
     if raw is None or problems:
         return None
@@ -454,8 +453,8 @@ def tensor_file(source: str, problems: list[Problem], **fields) -> Tensor:
         problems.append(Problem(source, why))
         return Tensor(dtype=None, shape=(), source=source, problem=why, **fields)
     if source.endswith(".npy"):
-        return _npy_tensor(fields.pop("op"), source, problems, partial(open, source, "rb"), os.path.getsize(source),
-                           partial(_load_npy, source), mapped=True, **fields)
+        return npy_tensor(fields.pop("op"), source, problems, partial(open, source, "rb"), os.path.getsize(source),
+                           partial(load_npy, source), mapped=True, **fields)
     from accuscope.engine.sources import torchpickle  # pickle, pickletools: imported for .pt dumps only
     try:
         pt = torchpickle.describe(source)
@@ -530,7 +529,7 @@ def _json_int(text: str) -> int | float:
         return float(text)
 
 
-def _construct(folder: str, problems: list[Problem]) -> dict[str, str]:
+def construct_parents(folder: str, problems: list[Problem]) -> dict[str, str]:
     """construct.json: call -> the module call it ran inside (absent or broken: no hierarchy)."""
     doc = os.path.join(folder, CONSTRUCT_JSON)
     if not os.path.isfile(doc):
@@ -619,111 +618,7 @@ def counts(tensors) -> dict[tuple[str, str], int]:
     return found
 
 
-def graph(path: str, step: str | int | None = None, rank: str | int | None = None) -> Graph:
-    """construct.json as a Graph for the graph pane: every call of dump.json, each module call
-    placed before the calls it ran (msprobe writes a module when its forward ends, after them), so
-    a module is a header followed by its contents. A module node has attrs `module` (its path),
-    `depth` (how many modules hold it) and `span` (the nodes after it that it holds); a call's
-    `subgraph` names its module call; a module construct.json names without a call of its own
-    still heads its calls. `path` holding several step/rank folders: the first one matching
-    (their modules are the same)."""
-    folder = _first(path, step, rank)
-    problems: list[Problem] = []
-    parents = _construct(folder, problems)
-    calls = _call_tensors(folder)
-    _grads_parents(calls, parents)
-    order: list[str] = []
-    placed: set[str] = set()
-
-    def place(call: str) -> None:
-        """The call after its parent modules: the chain up to a placed one, outermost first (a loop:
-        construct.json may chain thousands deep; a cycle in it is not followed)."""
-        chain, seen = [], set()
-        while call not in placed and call not in seen:
-            chain.append(call)
-            seen.add(call)
-            call = parents.get(call, "")
-            if not call:
-                break
-        placed.update(chain)
-        order.extend(reversed(chain))
-
-    for call in calls:
-        if not grads_module(call) or call not in parents:
-            place(call)
-    grads = [c for c in calls if grads_module(c) and c in parents and c not in placed]
-    if grads:  # gradients after the last call their module holds (msprobe writes them mid-module)
-        last = _last_inside(order, parents)
-        after: dict[int, list[str]] = {}
-        for call in grads:
-            after.setdefault(last.get(parents[call], len(order) - 1), []).append(call)
-        order = [c for k, call in enumerate(order) for c in (call, *after.get(k, ()))] + after.get(-1, [])
-        placed.update(grads)
-    depth: dict[str, int] = {}
-    nodes: list[Node] = []
-    for call in order:
-        parent = parents.get(call, "")
-        depth[call] = depth.get(parent, -1) + 1 if parent in depth else 0
-        module = module_path(call) or (OPTIMIZER if call == OPTIMIZER else "")
-        parts = call.split(".")
-        kind = call if len(parts) < 3 else parts[-3] if module and parts[-2] in ("forward", "backward") else \
-            parts[-2] if module else parts[1]
-        mine = calls.get(call, [])
-        node = Node(call, kind, len(nodes), len(nodes) + 1, [name for name, io, _ in mine if io == INPUT],
-                    [name for name, io, _ in mine if io == OUTPUT], subgraph=parent,
-                    output_shapes=[shape for _, io, shape in mine if io == OUTPUT],
-                    attrs={"depth": depth[call], **({"module": module} if module else {})})
-        nodes.append(node)
-    inside: list[Node] = []  # the module nodes holding the current one
-    for node in nodes:  # a module holds the nodes from its own to the one that takes it off the stack
-        while inside and inside[-1].name != node.subgraph and depth[inside[-1].name] >= node.attrs["depth"]:
-            _close(inside.pop(), node.index)
-        if "module" in node.attrs:
-            inside.append(node)
-    for holder in inside:
-        _close(holder, len(nodes))
-    return Graph(os.path.basename(os.path.normpath(path)), KIND, folder, nodes, [], [],
-                 notes=[str(p) for p in problems])
-
-
-def _last_inside(order: list[str], parents: dict[str, str]) -> dict[str, int]:
-    """module call -> the position in `order` of the last call it holds (or itself)."""
-    last: dict[str, int] = {}
-    for k, call in enumerate(order):
-        seen, c = set(), call
-        while c and c not in seen:  # construct.json's chain up (a cycle is not followed)
-            last[c] = k
-            seen.add(c)
-            c = parents.get(c, "")
-    return last
-
-
-def _grads_parents(calls, parents: dict[str, str]) -> None:
-    """construct.json names no parent for a parameters_grad call: place it in its module's backward call of
-    the same counter (else the module's first call), so the graph pane shows the gradients under their module."""
-    first: dict[str, str] = {}
-    for call in calls:
-        path = module_path(call)
-        if path:
-            first.setdefault(path, call)
-    for call in calls:
-        module = grads_module(call)
-        if not module or call in parents:
-            continue
-        head, _, counter = call.rpartition(".parameters_grad")
-        backward = f"{head}.backward{counter}"
-        parents[call] = backward if backward in calls else first.get(module, "")
-        if not parents[call]:
-            del parents[call]
-
-
-def _close(module: Node, end: int) -> None:
-    """A module node's span: the nodes after it up to `end` (the first one it does not hold)."""
-    if end - module.index > 1:
-        module.attrs["span"] = end - module.index - 1
-
-
-def _call_tensors(folder: str) -> dict[str, list[tuple[str, str, tuple[int, ...]]]]:
+def call_tensors(folder: str) -> dict[str, list[tuple[str, str, tuple[int, ...]]]]:
     """call -> its tensors' (name, io, shape) in dump order: from dump.json's columns (a 100k-call dump
     in a second), else as `read` finds them (dump.json missing or damaged: the file names)."""
     found = _as_columns(folder, stats_only=True)
@@ -741,7 +636,7 @@ def _call_tensors(folder: str) -> dict[str, list[tuple[str, str, tuple[int, ...]
     return calls
 
 
-def _first(path: str, step: str | int | None, rank: str | int | None) -> str:
+def first_folder(path: str, step: str | int | None, rank: str | int | None) -> str:
     """The first step/rank folder of `path` matching step and rank (SourceError when none does)."""
     found = [f for f in ranks(os.fspath(path)) if _matches(step, f[0], _STEP) and _matches(rank, f[1], _RANK)]
     return found[0][2] if found else choose(path, step, rank)[2]
@@ -752,7 +647,7 @@ def stacks(path: str, step: str | int | None = None, rank: str | int | None = No
     of the step/rank folder chosen (else the first one), and why it could not be read ("" when it
     was, or is absent). msprobe writes `{"0": [[calls], [lines]], …}` (older versions `{call:
     [lines]}`); a file above STACK_LIMIT bytes is not read, lines beyond STACK_LINES are cut."""
-    doc = os.path.join(_first(path, step, rank), STACK_JSON)
+    doc = os.path.join(first_folder(path, step, rank), STACK_JSON)
     if not os.path.exists(doc):
         return {}, ""
     why = not_regular(doc)

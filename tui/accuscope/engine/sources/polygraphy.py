@@ -31,7 +31,7 @@ from typing import IO
 import numpy as np
 from numpy.lib import format as npformat
 
-from accuscope.engine.sources import golden
+from accuscope.engine.sources.npyfile import nd_tensor, npy_header, npy_tensor
 from accuscope.engine.sources.tensor import Problem, SourceError, Tensor
 
 try:  # SIMD base64 (~20x binascii on the same core) when installed; binascii otherwise
@@ -187,7 +187,7 @@ class _Scanner:
         if not head.startswith(_B64_NPY):
             return None
         try:
-            npy = golden._npy_header(_b64_head(head), 1 << 62)
+            npy = npy_header(_b64_head(head), 1 << 62)
         except (ValueError, EOFError, binascii.Error):
             return None
         length = -(-(npy.offset + npy.nbytes) // 3) * 4
@@ -411,17 +411,17 @@ def _output(path: str, fh: IO[bytes], name: str, value, problems: list[Problem])
         start = fh.read(min(text.length, _B64_HEAD))
         if start.startswith(_B64_NPY):
             size = _b64_size(fh, text)
-            return golden._npy_tensor(name, path, problems, partial(_b64_head, start), size,
+            return npy_tensor(name, path, problems, partial(_b64_head, start), size,
                                       partial(_load_b64, path, text), label=name, tensor_name=name)
         try:  # older versions: npz inside base64, or npy/npz bytes as latin-1 text (small files)
             data = _legacy_bytes(path, text)
         except ValueError as exc:
             reason = str(exc)
         else:
-            return golden._npy_tensor(name, path, problems, partial(io.BytesIO, data), len(data),
+            return npy_tensor(name, path, problems, partial(io.BytesIO, data), len(data),
                                       partial(_load_legacy, path, text), label=name, tensor_name=name)
     problems.append(Problem(path, f"{name}: {reason}"))
-    return golden._tensor(name, path, tensor_name=name, problem=reason)
+    return nd_tensor(name, path, tensor_name=name, problem=reason)
 
 
 def _b64_size(fh: IO[bytes], text: _Span) -> int:
@@ -439,7 +439,7 @@ def _load_b64(path: str, text: _Span) -> np.ndarray:
     """Decode base64 npy bytes chunk by chunk straight into the array: no copy of the whole text."""
     with open(path, "rb") as fh:
         fh.seek(text.offset)
-        head = golden._npy_header(_b64_head(fh.read(min(text.length, _B64_HEAD))), _b64_size(fh, text))
+        head = npy_header(_b64_head(fh.read(min(text.length, _B64_HEAD))), _b64_size(fh, text))
         out = np.empty(head.nbytes, np.uint8)
         first = head.offset // 3 * 4  # the quad holding the first data byte
         skip = head.offset % 3

@@ -28,7 +28,7 @@ from functools import partial
 import numpy as np
 
 from accuscope.engine.sources.ascend import bf16_to_float32
-from accuscope.engine.sources.golden import _read_npz
+from accuscope.engine.sources.npyfile import read_npz
 from accuscope.engine.sources.tensor import Problem, SourceError, Tensor
 
 KIND = "tpu-mlir-npz"
@@ -119,19 +119,19 @@ def load_mlir_locs(path: str) -> dict[str, MlirOp]:
         raise SourceError(f"{path}: no MLIR ops with loc names (expected a top/tpu .mlir file)")
     out: dict[str, MlirOp] = {}
     for order, (number, op_type, ref, result) in enumerate(uses):
-        names = _loc_names(ref, defs)
+        names = loc_names(ref, defs)
         types = _TENSOR_TYPE.findall(result)
         if names is None:
             out.setdefault(ref, MlirOp(ref, op_type, number, order,
                                        problem=f"line {number}: loc {ref} has no '{ref} = loc(...)' entry"))
             continue
         for k, name in enumerate(names):
-            dtype, shape = _tensor_type(types[k] if k < len(types) else "")
+            dtype, shape = tensor_type(types[k] if k < len(types) else "")
             out.setdefault(name, MlirOp(name, op_type, number, order, k, dtype, shape))
     return out
 
 
-def _loc_names(ref: str, defs: dict[str, str], depth: int = 0) -> list[str] | None:
+def loc_names(ref: str, defs: dict[str, str], depth: int = 0) -> list[str] | None:
     """The names a loc stands for: `"name"` (a call-site tail `("file":1:2)` ignored), `#locN`
     looked up, `fused[a, b]` one name per result; None when a `#locN` has no definition."""
     if ref.startswith("#"):
@@ -146,11 +146,11 @@ def _loc_names(ref: str, defs: dict[str, str], depth: int = 0) -> list[str] | No
         if item.group(1) is not None:
             names.append(item.group(1))
         elif depth < 4:
-            names += _loc_names(item.group(0), defs, depth + 1) or []
+            names += loc_names(item.group(0), defs, depth + 1) or []
     return names
 
 
-def _tensor_type(text: str) -> tuple[str, tuple[int, ...] | None]:
+def tensor_type(text: str) -> tuple[str, tuple[int, ...] | None]:
     """`1x64x56x56xbf16` (a quantized type `!quant.uniform<i8:f32, ...>` counts by its storage) ->
     ("bfloat16", (1, 64, 56, 56))."""
     if not text:
@@ -209,7 +209,7 @@ def read(path: str, *, mlir: str | None = None, bf16: bool | None = None, side: 
     bf16 in the `.mlir`. `side`: "actual" or "desired" for files holding both sides.
     """
     path = os.fspath(path)
-    entries, problems = _read_npz(path)
+    entries, problems = read_npz(path)
     keys = [t.op for t in entries]
     if any(k.endswith(ACTUAL) or k.endswith(DESIRED) for k in keys):
         actual, desired, problems = read_actual_desired(path, mlir=mlir, bf16=bf16)
@@ -273,7 +273,7 @@ def read_actual_desired(path: str, *, mlir: str | None = None, bf16: bool | None
     """Both sides of a `{name}_actual` / `{name}_desired` npz (tdb_err.npz, failed_bmodel_outputs.npz),
     each side's tensors named by `{name}` in file order; a name on one side only is a problem."""
     path = os.fspath(path)
-    entries, problems = _read_npz(path)
+    entries, problems = read_npz(path)
     sides: dict[str, dict[str, Tensor]] = {ACTUAL: {}, DESIRED: {}}
     for t in entries:
         suffix = ACTUAL if t.op.endswith(ACTUAL) else DESIRED if t.op.endswith(DESIRED) else ""

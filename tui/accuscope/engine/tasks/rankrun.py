@@ -29,20 +29,12 @@ from accuscope.engine.compare.cluster import DaskCluster, LocalPool
 from accuscope.engine.compare.multirank import LOST, RankResult
 from accuscope.engine.compare.results import ResultTable
 from accuscope.engine.sources import ranks as rank_mod
-from accuscope.engine.sources.inputfile import json_loads
 from accuscope.engine.sources.outputfile import atomic_path, not_a_link
 from accuscope.engine.sources.tensor import SourceError
+from accuscope.engine.tasks import taskdoc
 from accuscope.engine.tasks.columnstore import COLUMNS_DIR, read_columns, write_columns
-from accuscope.engine.tasks.task import (
-    RESULT_NPZ,
-    TaskLock,
-    _read_json,
-    _read_npz,
-    _write_npz,
-    mark_state,
-    save_task,
-    unwritable,
-)
+from accuscope.engine.tasks.task import RESULT_NPZ, TaskLock, _read_npz, _write_npz, save_task, unwritable
+from accuscope.engine.tasks.taskdoc import mark_state, spec_fields
 from accuscope.engine.tasks.taskrun import _check_target, _create
 
 RANKS_DIR = "ranks"
@@ -69,9 +61,9 @@ class RanksRun:
 
 def _fingerprint(spec: engine.CompareSpec) -> str:
     """What makes a rank's stored rows this comparison's rows."""
-    meta = spec.to_meta()
-    meta.pop("relative", None)
-    return json.dumps(meta, sort_keys=True, default=str)
+    fields = spec_fields(spec)
+    fields.pop("relative", None)
+    return json.dumps(fields, sort_keys=True, default=str)
 
 
 def rank_file(folder: Path, leaf: rank_mod.Rank) -> Path:
@@ -132,7 +124,7 @@ def run_ranks(spec: engine.CompareSpec, folder: str | os.PathLike, cluster: str 
                     run.resumed.append(leaf.key)
                 else:
                     todo.append(leaf)
-            fields = {**spec.to_meta(folder), "multirank": True, "cluster": cluster,
+            fields = {**spec_fields(spec, folder), "multirank": True, "cluster": cluster,
                       "rank_filter": rank, "step_filter": step}
             mark_state(folder, "running", error="", tool=f"accuscope {__version__}",
                        started=datetime.now().isoformat(timespec="seconds"), ranks=run.results, **fields)
@@ -172,12 +164,8 @@ def run_ranks(spec: engine.CompareSpec, folder: str | os.PathLike, cluster: str 
 
 
 def _previous(folder: Path) -> dict:
-    try:
-        doc = json_loads((folder / "task.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    found = doc.get("ranks") if isinstance(doc, dict) else None
-    return {k: v for k, v in found.items() if isinstance(v, dict)} if isinstance(found, dict) else {}
+    """The rank records of the task's task.json (an earlier run's), {} when it has none."""
+    return {k: v for k, v in taskdoc.read_or_empty(folder).ranks.items() if isinstance(v, dict)}
 
 
 def _save_rank(folder: Path, result: RankResult, fingerprint: str) -> None:
@@ -207,12 +195,12 @@ def rank_tables(folder: str | os.PathLike, records: dict, warnings: list[str],
         yield table
 
 
-def load_ranks(folder: str | os.PathLike, records: dict,
-               held: dict[str, ResultTable] | None = None) -> tuple[ResultTable, list[str]]:
-    """The rows of every done rank, merged in memory (a columnar task: its column store, paged);
+def load_ranks(folder: str | os.PathLike, records: dict, held: dict[str, ResultTable] | None = None,
+               columnar: bool = False) -> tuple[ResultTable, list[str]]:
+    """The rows of every done rank, merged in memory (a `columnar` task: its column store, paged);
     `held`: ranks' tables already in memory, by key."""
     warnings: list[str] = []
-    if _read_json(Path(folder) / "task.json", {}).get("columnar") is True:
+    if columnar:
         try:
             return read_columns(folder), warnings
         except (OSError, ValueError, KeyError, TypeError) as exc:

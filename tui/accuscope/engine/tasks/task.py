@@ -8,10 +8,10 @@
     exports/{start}--{end}/       submodels with their data (export.folder), each with retest/, a task
     dumps/{time}/{golden,npu}/    what `accuscope run` dumped for the task
 
-These names are known here only. `Task` is one opened task: its result (table, thresholds, CSV),
-task.json (`meta`, as written; `info`, typed), and what is derived from them once per object: the
-comparison's spec, its plan, the model graph and the framework model. State changes (`mark`),
-`delete` and `copy` go through it too.
+These names are known here only; task.json's keys are declared, read and written in taskdoc.py.
+`Task` is one opened task: its result (table, thresholds, CSV), task.json (`doc`, a TaskDoc), and
+what is derived from them once per object: the comparison's spec, its plan, the model graph and the
+framework model. State changes (`mark`), `delete` and `copy` go through it too.
 
 Saving never damages the previous result: every file is written under a temporary name first and
 only renamed into place once all of them are complete, task.json last: renaming task.json is the
@@ -25,7 +25,7 @@ reading, so the browser shows the truth without anyone having written it. `stale
 files made from an earlier result (advice.json, exports/*) no longer describe the current one.
 
 Listing never raises for a broken folder: it becomes an entry with a problem text. task.json fields
-of the wrong type and a result.npz whose claims do not hold are one line naming the file.
+of the wrong type (taskdoc) and a result.npz whose claims do not hold are one line naming the file.
 """
 from __future__ import annotations
 
@@ -46,29 +46,28 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from accuscope import __version__
-from accuscope.engine.compare.comparison import CompareSpec, _relative, recorded_path
+from accuscope.engine.compare import faults
+from accuscope.engine.compare.comparison import CompareSpec
 from accuscope.engine.compare.lifetime import pid_alive
 from accuscope.engine.compare.results import KIND, ResultTable
 from accuscope.engine.compare.thresholds import Thresholds
 from accuscope.engine.sources.inputfile import json_loads, walk
-from accuscope.engine.sources.names import printable
-from accuscope.engine.sources.outputfile import atomic_file, fresh_file
+from accuscope.engine.sources.outputfile import fresh_file
 from accuscope.engine.sources.tensor import SourceError
-from accuscope.engine.tasks import faults
+from accuscope.engine.tasks import taskdoc
 from accuscope.engine.tasks.csvio import read_result_csv, write_result_csv
+from accuscope.engine.tasks.taskdoc import TASK_JSON, TaskDoc, mark_state, recorded_path
 
 if TYPE_CHECKING:
     from accuscope.engine.compare.comparison import Plan
     from accuscope.engine.graphs.graph import Graph
 
-TASK_JSON = "task.json"
 RESULT_NPZ = "result.npz"
 # Above this many rows a save writes no result CSV: a 300k-row CSV takes 3 s to write (Python's csv
 # module) and 100 MB, three times the rest of a 100k-call statistics triage, for a file no spreadsheet
 # opens comfortably. result.npz holds the same table; `show --format csv|xlsx` exports it.
 CSV_ROWS = 200_000
 ADVICE_JSON = "advice.json"
-STATES = ("running", "done", "cancelled", "failed", "interrupted")
 LOCK = ".lock"  # held (flock) by the process running the task
 _CSV_NAME = re.compile(r"result_(\d{14})(?:_\d+)?\.csv$")
 _NPZ_FORMAT = 1
@@ -78,35 +77,6 @@ _MAX_DEPTH = 4  # how deep list_tasks looks under the root (msit: out/{time}/{sh
 _DUMP_JSON_LIMIT = 16 << 20  # an `accuscope dump` folder's dump.json (a few KB), not msprobe's (100 MB of data)
 
 
-@dataclass(frozen=True)
-class TaskInfo:
-    """task.json, typed: what the task is, as any accuscope version wrote it."""
-
-    name: str
-    state: str  # one of STATES, "" when task.json says none
-    created: str  # ISO time, "" when unknown
-    saved: str
-    error: str  # why the comparison failed (state "failed")
-    foreign: bool  # a result CSV of another tool, not a task folder
-    rows: int | None
-    failing: int | None
-    first_failing_op: str
-    csv: str  # the result CSV's name
-    coverage: dict  # comparison.Coverage.to_meta()
-    relative: dict  # recorded paths relative to the task folder
-    names_dumps: bool  # whether task.json says what was compared (npu and golden)
-
-    @classmethod
-    def of(cls, folder: Path, meta: dict) -> TaskInfo:
-        def text(key: str) -> str:
-            return str(meta.get(key) or "")
-        return cls(folder.name, text("state"), text("created"), text("saved"), text("error"), bool(meta.get("foreign")),
-                   _int(meta.get("rows")), _int(meta.get("failing")), text("first_failing_op"), text("csv"),
-                   meta["coverage"] if isinstance(meta.get("coverage"), dict) else {},
-                   meta["relative"] if isinstance(meta.get("relative"), dict) else {},
-                   bool(meta.get("npu")) and bool(meta.get("golden")))
-
-
 @dataclass(eq=False)
 class Task:
     """One opened task (see the module's docstring): `load_task` opens it with its result,
@@ -114,47 +84,41 @@ class Task:
     the graph, delete, copy)."""
 
     folder: Path
-    meta: dict
+    doc: TaskDoc
     table: ResultTable | None = None
     thresholds: Thresholds | None = None
     csv: Path | None = None
     warnings: list[str] = field(default_factory=list)
     stale: list[str] = field(default_factory=list)  # see stale_parts
-    coverage_warnings: list[str] = field(default_factory=list)  # the comparison saw too little (task.json)
 
     @classmethod
     def at(cls, path: str | os.PathLike, strict: bool = True) -> Task:
         """The task folder (or foreign result CSV) at `path`, its task.json read, its result not.
         SourceError naming task.json when it is unusable; with strict=False such a task has an
-        empty `meta` instead (a broken folder can still be deleted or copied)."""
+        empty `doc` instead (a broken folder can still be deleted or copied)."""
         path = Path(path)
         if path.is_file():
-            return cls(path.parent, {"state": "done", "csv": path.name, "foreign": True}, csv=path)
+            return cls(path.parent, TaskDoc({"state": "done", "csv": path.name, "foreign": True}), csv=path)
         try:
             return cls(path, read_task_doc(path))
         except SourceError:
             if strict:
                 raise
-            return cls(path, {})
-
-    @property
-    def info(self) -> TaskInfo:
-        return TaskInfo.of(self.folder, self.meta)
+            return cls(path, TaskDoc())
 
     @property
     def step(self) -> bool:
         """The task compared a training step's calls (msprobe): judged on every call, it has no outputs."""
-        coverage = self.meta.get("coverage")
-        return isinstance(coverage, dict) and coverage.get("step") is True
+        return self.doc.is_step
 
     def path(self, key: str) -> Path | None:
         """A path task.json records (npu, golden, model ...), found where the task now is."""
-        return meta_path(self.folder, self.meta, key)
+        return self.doc.path(key, self.folder)
 
     def spec(self, **changes) -> CompareSpec:
         """The comparison task.json records, paths resolved from the folder; `changes` replace
-        fields (custom_dir: plugins run only when the caller passes the folder, see from_meta)."""
-        return CompareSpec.from_meta(self.meta, self.thresholds, folder=self.folder, **changes)
+        fields (custom_dir: plugins run only when the caller passes the folder, see TaskDoc.spec)."""
+        return self.doc.spec(self.thresholds, self.folder, **changes)
 
     @cached_property
     def plan(self) -> Plan:
@@ -162,7 +126,7 @@ class Task:
         planning reads every dump header, which takes seconds on a big network, so it is done once
         per opened task. SourceError when the dumps are unusable."""
         from accuscope.engine.compare.comparison import plan
-        if not self.info.names_dumps:
+        if not self.doc.names_dumps:
             raise SourceError(f"{self.folder}: the task does not name its NPU and golden dumps (task.json npu/golden)")
         return plan(self.spec(algorithms=None, op_range=None, ops=None, custom_dir=None))
 
@@ -170,7 +134,7 @@ class Task:
     def graph(self) -> Graph | None:
         """The model graph task.json names (`model`); None when it names none; SourceError when
         that file is unusable."""
-        from accuscope.engine.graphs.graph import load_graph
+        from accuscope.engine.graphs.modelfile import load_graph
         model = self.path("model")
         return load_graph(model) if model is not None else None
 
@@ -178,11 +142,11 @@ class Task:
     def modules(self) -> Graph | None:
         """The NPU dump's module hierarchy for the graph pane when it is a training dump (msprobe's
         construct.json, see Side.modules), else None; SourceError when the dump is unusable."""
-        return self.modules_at(self.meta.get("step"), self.meta.get("rank"))
+        return self.modules_at(self.doc.step, self.doc.rank)
 
     def modules_at(self, step: str | int | None, rank: str | int | None) -> Graph | None:
         """`modules` of one step and rank of the NPU dump (a multi-rank task's; None: the first)."""
-        from accuscope.engine.sources.registry import detect, modules_loader
+        from accuscope.engine.sides.registry import detect, modules_loader
         npu = self.path("npu")
         if npu is None or not npu.is_dir():
             return None
@@ -197,7 +161,7 @@ class Task:
         npu = self.path("npu")
         if npu is None or not msprobe.sniff(str(npu)):
             return {}, ""
-        key = (self.meta.get("step") if step is None else step, self.meta.get("rank") if rank is None else rank)
+        key = (self.doc.step if step is None else step, self.doc.rank if rank is None else rank)
         cache = self.__dict__.setdefault("_stacks", {})
         if key not in cache:
             try:
@@ -212,11 +176,11 @@ class Task:
         its demo section, its `model` when that is an ONNX file, its `golden_model` (ONNX), the model copy next to a golden
         dump written by `accuscope dump` (golden/model.onnx), the model that dump.json names, else
         a Caffe `model` (a Caffe model is its own framework model). (None, "") when none is found."""
-        return _framework_model(self.folder, self.meta)
+        return _framework_model(self.folder, self.doc)
 
     def mark(self, state: str, **fields) -> None:
-        """Set the state (and fields) in task.json; `meta` follows."""
-        self.meta.update(mark_state(self.folder, state, **fields))
+        """Set the state (and fields) in task.json; `doc` follows."""
+        self.doc = mark_state(self.folder, state, **fields)
 
     def set_thresholds(self, thresholds: Thresholds) -> None:
         """New thresholds for an opened task: its result is saved again as a new generation, so the
@@ -224,29 +188,29 @@ class Task:
         without a result, or a columnar one (no CSV; its rows judged when loaded), only records them
         and the counts in task.json."""
         self.thresholds = thresholds
-        state = self.info.state or "done"
+        state = self.doc.state or "done"
         if self.table is None or (self.csv is None and not len(self.table)):
             self.mark(state, thresholds=thresholds.to_dict())
             return
         judged = thresholds.apply(self.table)
-        if self.meta.get("columnar") is True:  # its column files stay: loading applies the thresholds
+        if self.doc.columnar:  # its column files stay: loading applies the thresholds
             self.mark(state, thresholds=thresholds.to_dict(), **_counts(self.table, judged))
             return
-        table, own = self.table, self.meta.get("custom_columns") or []
+        table, own = self.table, self.doc.custom_columns
         if set(table.custom) - set(own):  # columns added since (the advisor's origin, iso_cos) are not the result
             table = ResultTable({k: v for k, v in table.columns.items() if k not in table.custom or k in own},
                                 [c for c in table.custom if c in own], table.present)
-        self.csv = save_task(self.folder, {"state": state, "error": self.info.error}, table, thresholds,
-                             self.meta.get("csv_options"))
-        self.meta.update(read_task_doc(self.folder))
+        self.csv = save_task(self.folder, {"state": state, "error": self.doc.error}, table, thresholds,
+                             self.doc.csv_options)
+        self.doc = read_task_doc(self.folder)
 
     def delete(self) -> None:
         """Remove the task folder (for a foreign result CSV: the file). OSError when it cannot."""
-        remove_task(self.csv if self.info.foreign and self.csv else self.folder)
+        remove_task(self.csv if self.doc.foreign and self.csv else self.folder)
 
     def copy(self, target: str | os.PathLike) -> Path:
         """Copy the task folder (or the foreign result CSV) to `target`, which must not exist."""
-        return copy_task(self.csv if self.info.foreign and self.csv else self.folder, target)
+        return copy_task(self.csv if self.doc.foreign and self.csv else self.folder, target)
 
 
 def remove_task(path: str | os.PathLike) -> None:
@@ -283,6 +247,7 @@ class TaskSummary:
     stale: list[str] = field(default_factory=list)  # see stale_parts
     ranks: int | None = None  # a multi-rank task: how many ranks it holds
     ranks_lost: int = 0  # ... of which not compared (lost worker, unusable input)
+    coverage_warnings: list[str] = field(default_factory=list)  # the comparison saw too little (TaskDoc)
 
 
 # ---- saving -------------------------------------------------------------------------------------
@@ -291,7 +256,7 @@ def save_task(folder: str | os.PathLike, meta: dict, table: ResultTable, thresho
     """Write the result CSV (up to CSV_ROWS rows), result.npz and task.json as one new generation;
     returns the CSV path (None: no CSV).
 
-    `meta` holds what was compared (npu, golden, model, algorithms, range, ops, custom_dir, ...)
+    `meta` holds task.json keys (taskdoc.TaskDoc): what was compared (taskdoc.spec_fields, ...)
     and optionally state (default "done") and error. `csv_options` are write_result_csv's flags.
     Thresholds are applied to the table first, so IsPrecisionError and the counts agree with them.
     The previous result CSV is removed once the new generation is committed.
@@ -304,40 +269,23 @@ def save_task(folder: str | os.PathLike, meta: dict, table: ResultTable, thresho
     now = datetime.now()
     csv_path = _new_csv_path(folder, now) if len(table) <= CSV_ROWS else None
     generation = f"{now:%Y%m%d%H%M%S}-{os.urandom(4).hex()}"
-    doc = {**_read_json(folder / TASK_JSON, {}), **meta}
-    doc.pop("attempt", None)  # what an unfinished run tried: this result is now what was compared
-    doc.setdefault("created", now.isoformat(timespec="seconds"))
-    doc.update(tool_version=__version__, saved=now.isoformat(timespec="seconds"), generation=generation,
-               state=meta.get("state", "done"), error=meta.get("error", ""),
-               thresholds=thresholds.to_dict(), csv=csv_path and csv_path.name, csv_options=csv_options,
-               custom_columns=list(table.custom), **_counts(table, judged))
+    # "attempt": what an unfinished run tried; this result is now what was compared
+    doc = taskdoc.read_or_empty(folder).without("attempt").with_fields(**meta)
+    if "created" not in doc:
+        doc = doc.with_fields(created=now.isoformat(timespec="seconds"))
+    doc = doc.with_fields(tool_version=__version__, saved=now.isoformat(timespec="seconds"), generation=generation,
+                          state=meta.get("state", "done"), error=meta.get("error", ""),
+                          thresholds=thresholds.to_dict(), csv=csv_path and csv_path.name, csv_options=csv_options,
+                          custom_columns=list(table.custom), **_counts(table, judged))
     _replace_together([
         *([(csv_path, lambda tmp: write_result_csv(table, tmp, **csv_options))] if csv_path else []),
-        (folder / RESULT_NPZ, lambda tmp: _write_npz(table, tmp, {"csv": doc["csv"], "generation": generation})),
-        (folder / TASK_JSON, lambda tmp: _write_json(tmp, doc)),
+        (folder / RESULT_NPZ, lambda tmp: _write_npz(table, tmp, {"csv": doc.csv, "generation": generation})),
+        (folder / TASK_JSON, lambda tmp: taskdoc.write_fresh(tmp, doc)),
     ])
     for old in folder.glob("result_*.csv"):  # the previous generation's CSV, and any a killed save left
         if old != csv_path and _CSV_NAME.match(old.name):
             old.unlink(missing_ok=True)
     return csv_path
-
-
-def mark_state(folder: str | os.PathLike, state: str, **fields) -> dict:
-    """Set the state (and e.g. error=..., npu=...) in task.json, creating it if needed."""
-    if state not in STATES:
-        raise ValueError(f"state must be one of {', '.join(STATES)}, not {state!r}")
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    doc = _read_json(folder / TASK_JSON, {})
-    now = datetime.now().isoformat(timespec="seconds")
-    doc.setdefault("created", now)
-    doc.setdefault("tool_version", __version__)
-    if state == "running":
-        fields = {"pid": os.getpid(), "host": socket.gethostname(), **fields}
-    doc.update(fields, state=state, updated=now)
-    with atomic_file(folder / TASK_JSON) as fh:
-        _dump_json(fh, doc)
-    return doc
 
 
 def _counts(table: ResultTable, state) -> dict:
@@ -384,17 +332,6 @@ def _remove_dead_partials(folder: Path) -> None:
         pid = tmp.name.rsplit(".", 2)[-2]
         if pid.isdigit() and not pid_alive(int(pid)):
             tmp.unlink(missing_ok=True)
-
-
-def _write_json(path: Path, doc: dict) -> None:
-    """`path`: a fresh file of _replace_together's (opened by name: it is ours, made with O_EXCL)."""
-    with open(path, "w", encoding="utf-8") as f:
-        _dump_json(f, doc)
-
-
-def _dump_json(f, doc: dict) -> None:
-    json.dump(doc, f, indent=2, ensure_ascii=False, default=str)  # Path values become text
-    f.write("\n")
 
 
 # ---- the typed copy -----------------------------------------------------------------------------
@@ -476,15 +413,15 @@ def load_task(folder: str | os.PathLike) -> Task:
     doc = read_task_doc(folder)
     warnings: list[str] = []
     try:
-        thresholds = Thresholds.from_dict(doc.get("thresholds"))
+        thresholds = Thresholds.from_dict(doc.thresholds)
     except (ValueError, TypeError, AttributeError) as e:
         warnings.append(f"thresholds in task.json unusable ({e}); using the defaults")
         thresholds = Thresholds()
     table = None
-    csv_path = _result_csv(folder, doc)
-    if doc.get("columnar") is True and isinstance(doc.get("ranks"), dict):  # a multi-rank task of many rows
+    csv_path = _result_csv(folder, doc.csv)
+    if doc.columnar and "ranks" in doc:  # a multi-rank task of many rows
         from accuscope.engine.tasks.rankrun import load_ranks
-        table, rank_warnings = load_ranks(folder, doc["ranks"])
+        table, rank_warnings = load_ranks(folder, doc.ranks, columnar=True)
         warnings += rank_warnings
     elif (folder / RESULT_NPZ).exists():
         try:
@@ -492,7 +429,7 @@ def load_task(folder: str | os.PathLike) -> Task:
         except (OSError, ValueError, KeyError, TypeError, MemoryError, zipfile.BadZipFile) as e:
             warnings.append(f"{RESULT_NPZ} unreadable ({e}); reading the result CSV instead")
         else:
-            if doc.get("generation") and npz_meta.get("generation") != doc["generation"]:
+            if doc.generation and npz_meta.get("generation") != doc.generation:
                 table = None
                 warnings.append(f"{RESULT_NPZ} is from another run than {TASK_JSON} (a save was "
                                 f"interrupted); reading {csv_path.name if csv_path else 'the result CSV'}, "
@@ -501,9 +438,9 @@ def load_task(folder: str | os.PathLike) -> Task:
         table, csv_warnings = read_result_csv(csv_path)
         warnings += csv_warnings
     if table is None:
-        if doc.get("state") == "done" or "state" not in doc:
+        if doc.state == "done" or "state" not in doc:
             raise SourceError(f"{folder}: the task has no result ({RESULT_NPZ} or result_*.csv)")
-        table = ResultTable.empty(doc.get("custom_columns") or [])
+        table = ResultTable.empty(doc.custom_columns)
     thresholds.apply(table)
     return Task(folder, doc, table, thresholds, csv_path, warnings, stale_parts(folder, doc))
 
@@ -511,40 +448,20 @@ def load_task(folder: str | os.PathLike) -> Task:
 def _csv_task(path: Path) -> Task:
     table, warnings = read_result_csv(path)
     thresholds = Thresholds()
-    meta = {"state": "done", "csv": path.name, "foreign": True, **_counts(table, thresholds.apply(table))}
-    return Task(path.parent, meta, table, thresholds, path, warnings)
+    doc = TaskDoc({"state": "done", "csv": path.name, "foreign": True, **_counts(table, thresholds.apply(table))})
+    return Task(path.parent, doc, table, thresholds, path, warnings)
 
 
-def read_json_object(path: Path, missing: str) -> dict:
-    """A JSON file holding an object; SourceError saying `missing`, or what is wrong with it."""
-    if not path.is_file():
-        raise SourceError(missing)
-    try:
-        doc = json_loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:  # not JSON, not UTF-8, nested too deeply, an integer of 5,000 digits
-        raise SourceError(f"{path}: unreadable: {e}") from None
-    if not isinstance(doc, dict):
-        raise SourceError(f"{path}: expected a JSON object, found {type(doc).__name__}")
-    return doc
-
-
-def meta_path(folder: str | os.PathLike, meta: dict, key: str) -> Path | None:
-    """comparison.recorded_path of task.json's `key` (npu, golden, model ...), trying its relative
-    form too."""
-    return recorded_path(folder, meta.get(key), _relative(meta, key))
-
-
-def _framework_model(folder: Path, meta: dict) -> tuple[Path | None, str]:
+def _framework_model(folder: Path, doc: TaskDoc) -> tuple[Path | None, str]:
     """Task.framework_model."""
-    candidates: list[tuple[object, str]] = [(meta.get("framework_model"), "task.json framework_model")]
-    demo = meta.get("demo")
-    if isinstance(demo, dict):
-        candidates.append((demo.get("framework_model"), "task.json demo.framework_model"))
-    model = meta_path(folder, meta, "model")
+    candidates: list[tuple[object, str]] = [(doc.framework_model, "task.json framework_model")]
+    if doc.demo is not None:
+        candidates.append((doc.demo.get("framework_model"), "task.json demo.framework_model"))
+    model = doc.path("model", folder)
     candidates.append((str(model) if model else None, "task.json model"))
-    golden_model = meta_path(folder, meta, "golden_model")  # the reference's own ONNX model (--golden-model)
+    golden_model = doc.path("golden_model", folder)  # the reference's own ONNX model (--golden-model)
     candidates.append((str(golden_model) if golden_model else None, "task.json golden_model"))
-    golden = meta_path(folder, meta, "golden")
+    golden = doc.path("golden", folder)
     if golden is not None:
         gdir = golden if golden.is_dir() else golden.parent
         candidates.append((str(gdir / "model.onnx"), "the golden dump's model copy"))
@@ -561,75 +478,37 @@ def _framework_model(folder: Path, meta: dict) -> tuple[Path | None, str]:
     return None, ""
 
 
-def read_task_doc(folder: str | os.PathLike) -> dict:
-    """task.json of a task folder, its state made true (see true_state); SourceError naming the
-    file when it is missing, not JSON, or a field has the wrong type."""
-    folder = Path(folder)
-    doc = read_json_object(folder / TASK_JSON, f"{folder}: not a task folder (no {TASK_JSON})")
-    problem = _doc_problem(doc)
-    if problem:
-        raise SourceError(f"{folder / TASK_JSON}: {problem}")
-    doc["state"] = true_state(folder, doc)
-    return doc
+def read_task_doc(folder: str | os.PathLike) -> TaskDoc:
+    """task.json of a task folder (taskdoc.read), its state made true (see true_state); SourceError
+    naming the file when it is missing, not JSON, or a field has the wrong type."""
+    doc = taskdoc.read(folder)
+    return doc.with_fields(state=true_state(folder, doc))
 
 
-_TEXT, _INT, _LIST, _OBJECT = (str,), (int,), (list,), (dict,)
-_FIELDS = {
-    **dict.fromkeys(("state", "npu", "golden", "model", "csv", "created", "saved", "updated", "error",
-                     "generation", "first_failing_op", "host", "range", "run", "custom_algorithms",
-                     "golden_dtype", "tool", "tool_version", "framework_model", "npu_model", "golden_model",
-                     "mapping", "npu_runner", "golden_runner", "step", "rank"), _TEXT),
-    **dict.fromkeys(("rows", "failing", "first_failing_index", "pid", "iteration"), _INT),
-    **dict.fromkeys(("algorithms", "ops", "custom_columns", "problems", "golden_shape"), _LIST),
-    **dict.fromkeys(("thresholds", "csv_options", "attempt", "sides", "coverage"), _OBJECT),
-    "pick": (str, int),
-    "stats_only": (bool,),
-}
-_TYPE_WORDS = {str: "text", int: "a whole number", list: "a list", dict: "an object", bool: "true/false"}
-
-
-def _doc_problem(doc: dict) -> str:
-    """What is wrong with task.json's fields ("" when nothing); null is fine everywhere."""
-    for key, types in _FIELDS.items():
-        value = doc.get(key)
-        if value is None:
-            continue
-        if not isinstance(value, types) or (isinstance(value, bool) and int in types):
-            want = " or ".join(_TYPE_WORDS[t] for t in types)
-            found = "true/false" if isinstance(value, bool) else {str: "text", int: "a number", float: "a number",
-                                                                   list: "a list", dict: "an object"}[type(value)]
-            return f"field {key!r} should be {want}, not {found}"
-    if doc.get("state") not in (None, *STATES):
-        return f"field 'state' is {printable(str(doc['state']))!r}, not one of {', '.join(STATES)}"
-    if not all(isinstance(c, str) for c in doc.get("custom_columns") or []):
-        return "field 'custom_columns' should be a list of names"
-    return ""
-
-
-def true_state(folder: str | os.PathLike, doc: dict) -> str:
+def true_state(folder: str | os.PathLike, doc: TaskDoc) -> str:
     """The recorded state, except that a task recorded as running whose process is gone from this
     host (or which nobody holds the lock of) is "interrupted"."""
-    state = doc.get("state") or ""
-    if state != "running" or doc.get("host") != socket.gethostname():
+    state = doc.state
+    if state != "running" or doc.host != socket.gethostname():
         return state  # running elsewhere: this host cannot tell
-    if not pid_alive(doc.get("pid")) or lock_is_free(folder):
+    if not pid_alive(doc.pid) or lock_is_free(folder):
         return "interrupted"
     return state
 
 
-def stale_parts(folder: str | os.PathLike, doc: dict) -> list[str]:
+def stale_parts(folder: str | os.PathLike, doc: TaskDoc) -> list[str]:
     """Files in the task folder made from an earlier result than the current one: "advice.json"
     when its `task.saved`/`task.csv` are not task.json's `saved`/`csv`, and "exports/NAME" for each
     export whose manifest was created before the current result was saved. They stay readable;
     the advisor and the browser show them as out of date (re-advise, re-export)."""
-    folder, saved = Path(folder), doc.get("saved")
+    folder, saved = Path(folder), doc.saved
     if not saved:
         return []
     out = []
     advice = _read_json(folder / ADVICE_JSON, None)
     if advice is not None:
         made_for = advice.get("task") if isinstance(advice.get("task"), dict) else {}
-        if made_for.get("saved") != saved or made_for.get("csv") != doc.get("csv"):
+        if made_for.get("saved") != saved or made_for.get("csv") != doc.csv:
             out.append(ADVICE_JSON)
     for manifest in sorted(folder.glob(f"{EXPORTS_DIR}/*/manifest.json")):
         created = _read_json(manifest, {}).get("created")
@@ -666,8 +545,8 @@ class TaskLock:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             os.close(fd)
-            doc = _read_json(self.folder / TASK_JSON, {})
-            who = f" (pid {doc.get('pid')} on {doc.get('host')})" if doc.get("pid") else ""
+            doc = taskdoc.read_or_empty(self.folder)
+            who = f" (pid {doc.pid} on {doc.host or None})" if doc.pid else ""
             raise SourceError(f"{self.folder}: the task is running{who}; wait for it, or cancel it first") from None
         self._fd = fd
 
@@ -710,13 +589,12 @@ def unwritable(exc: BaseException, path: str | os.PathLike) -> SourceError | Non
 
 def has_result(folder: Path) -> bool:
     """Whether the folder holds a result (result.npz or a result CSV)."""
-    return (folder / RESULT_NPZ).exists() or _result_csv(folder, {}) is not None
+    return (folder / RESULT_NPZ).exists() or _result_csv(folder, None) is not None
 
 
-def _result_csv(folder: Path, doc: dict) -> Path | None:
-    """The CSV task.json names, else the newest result_*.csv in the folder."""
-    named = doc.get("csv")
-    if isinstance(named, str) and (folder / named).is_file():
+def _result_csv(folder: Path, named: str | None) -> Path | None:
+    """The CSV task.json names (`named`), else the newest result_*.csv in the folder."""
+    if named and (folder / named).is_file():
         return folder / named
     found = sorted((p for p in folder.glob("result_*.csv") if _CSV_NAME.match(p.name)),
                    key=lambda p: (_CSV_NAME.match(p.name).group(1), p.stat().st_mtime))
@@ -764,13 +642,6 @@ def _walk(root: Path):
         yield folder, dirs, files
 
 
-def coverage_warnings(doc: dict) -> list[str]:
-    """What task.json's coverage says the comparison did not see (few pairs, no output compared)."""
-    cov = doc.get("coverage")
-    found = cov.get("warnings") if isinstance(cov, dict) else None
-    return [str(w) for w in found] if isinstance(found, list) else []
-
-
 def _summarize_task(root: Path, folder: Path) -> TaskSummary:
     name = str(folder.relative_to(root)) if folder != root else folder.name
     summary = TaskSummary(folder, "task", name, _mtime(folder / TASK_JSON))
@@ -779,20 +650,19 @@ def _summarize_task(root: Path, folder: Path) -> TaskSummary:
     except SourceError as e:
         summary.problem = str(e).replace(f"{folder / TASK_JSON}: ", f"{TASK_JSON}: ")
         return summary
-    summary.when = _parse_time(doc.get("created"), summary.when)
-    summary.state = doc.get("state") or ""
+    summary.when = _parse_time(doc.created, summary.when)
+    summary.state = doc.state
     summary.stale = stale_parts(folder, doc)
-    summary.rows, summary.failing = _int(doc.get("rows")), _int(doc.get("failing"))
-    summary.first_failing_op = str(doc.get("first_failing_op") or "")
-    summary.npu, summary.golden = str(doc.get("npu") or ""), str(doc.get("golden") or "")
-    summary.error = str(doc.get("error") or "")
-    summary.coverage_warnings = coverage_warnings(doc)
-    ranks = doc.get("ranks")
-    if doc.get("multirank") and isinstance(ranks, dict):
-        states = [r.get("state") for r in ranks.values() if isinstance(r, dict)]
+    summary.rows, summary.failing = doc.rows, doc.failing
+    summary.first_failing_op = doc.first_failing_op
+    summary.npu, summary.golden = doc.npu or "", doc.golden or ""
+    summary.error = doc.error
+    summary.coverage_warnings = doc.coverage_warnings
+    if doc.multirank and "ranks" in doc:
+        states = [r.get("state") for r in doc.ranks.values() if isinstance(r, dict)]
         summary.ranks, summary.ranks_lost = len(states), sum(1 for s in states if s != "done")
-    has_result = ((folder / RESULT_NPZ).exists() or _result_csv(folder, doc) is not None
-                  or bool(doc.get("columnar")))
+    has_result = ((folder / RESULT_NPZ).exists() or _result_csv(folder, doc.csv) is not None
+                  or doc.columnar)
     if not has_result and summary.state in ("done", ""):
         summary.problem = f"no result file ({RESULT_NPZ} or result_*.csv)"
     return summary
@@ -832,6 +702,3 @@ def _mtime(path: Path) -> float:
     except OSError:
         return time.time()
 
-
-def _int(value) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None

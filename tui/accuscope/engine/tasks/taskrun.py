@@ -22,16 +22,8 @@ from accuscope import __version__
 from accuscope.engine.compare import comparison as engine
 from accuscope.engine.compare.results import ResultTable
 from accuscope.engine.sources.tensor import SourceError
-from accuscope.engine.tasks.task import (
-    DUMPS_DIR,
-    LOCK,
-    TASK_JSON,
-    TaskLock,
-    has_result,
-    mark_state,
-    save_task,
-    unwritable,
-)
+from accuscope.engine.tasks.task import DUMPS_DIR, LOCK, TASK_JSON, TaskLock, has_result, save_task, unwritable
+from accuscope.engine.tasks.taskdoc import mark_state, spec_fields
 
 
 @dataclass
@@ -68,7 +60,7 @@ def run_task(spec: engine.CompareSpec, folder: str | Path,
         lock.acquire()
         if planned:
             planned(plan)
-        fields = spec.to_meta(folder)
+        fields = spec_fields(spec, folder)
         mark_state(folder, "running", error="", tool=f"accuscope {__version__}",
                    started=datetime.now().isoformat(timespec="seconds"),
                    **({"attempt": fields} if has_result(folder) else fields))
@@ -94,7 +86,7 @@ def run_task(spec: engine.CompareSpec, folder: str | Path,
                 mark_state(folder, "cancelled" if interrupted else "failed",
                            error="" if interrupted else str(place or exc) or type(exc).__name__)
             elif existing and isinstance(exc, SourceError) and not has_result(folder):
-                mark_state(folder, "failed", error=str(exc), **spec.to_meta(folder))  # a task made ready by its caller
+                mark_state(folder, "failed", error=str(exc), **spec_fields(spec, folder))  # a task made ready by its caller
         except OSError:
             pass  # the folder cannot take even that: task.json says running, read as interrupted
         if place is not None:

@@ -24,7 +24,7 @@ from dataclasses import replace
 from functools import cached_property
 from operator import attrgetter
 
-from accuscope.engine.graphs.graph import Graph
+from accuscope.engine.graphs.graph import Graph, Node
 from accuscope.engine.sources.ascend import DumpFile
 from accuscope.engine.sources.golden import GoldenDump
 from accuscope.engine.sources.inputfile import json_loads
@@ -77,7 +77,7 @@ class Side:
     @cached_property
     def ops(self) -> list[DumpFile]:
         if isinstance(self.reader, NpuDump):
-            self._as_read = {}
+            self._as_read: dict[int, Tensor] = {}
             return list(self.reader.files)
         ops, self._as_read = _ops_of(self.reader.tensors, self.graph)
         return ops
@@ -174,7 +174,7 @@ class Side:
 
     def versions(self, op: str, io: str = OUTPUT, index: int = 0) -> list[Tensor]:
         if isinstance(self.reader, GoldenDump):
-            return [self._seen(t) for t in self.reader.versions(op, io, index)]
+            return [s for t in self.reader.versions(op, io, index) if (s := self._seen(t)) is not None]
         t = self.find(op, io, index)
         return [t] if t is not None else []
 
@@ -217,7 +217,7 @@ def _ops_of(tensors: list[Tensor], graph: Graph | None) -> tuple[list[DumpFile],
             op.outputs = [rename(t, tensor_name=t.tensor_name or name) if t.index == 0 else t for t in op.outputs]
             ops.append(op)
     written = {id(op) for op in ops}
-    node_of: dict[int, object] = {}
+    node_of: dict[int, Node] = {}
     for node in graph.nodes:
         op = grouped.get(node.name) or grouped.get(sanitize(node.name))
         if op is None or id(op) in written:
@@ -233,12 +233,12 @@ def _ops_of(tensors: list[Tensor], graph: Graph | None) -> tuple[list[DumpFile],
         ops.append(op)
     produced = {t.tensor_name: t for op in ops for t in op.outputs if t.tensor_name}
     for op in ops:
-        node = node_of.get(id(op))
-        if op.inputs or node is None:
+        of_op = node_of.get(id(op))
+        if op.inputs or of_op is None:
             op.inputs.sort(key=lambda t: t.index)
             continue
         op.inputs = [replace(produced[v], op=op.op_name, io=INPUT, index=i, op_type=op.op_type)
-                     for i, v in enumerate(node.inputs) if v in produced]
+                     for i, v in enumerate(of_op.inputs) if v in produced]
     return ops + [op for op in grouped.values() if id(op) not in written], renamed
 
 

@@ -14,13 +14,15 @@ from functools import partial
 from typing import Any
 
 from accuscope.engine.graphs import gegraph, mlirgraph
-from accuscope.engine.graphs.graph import Graph, load_graph
+from accuscope.engine.graphs.graph import Graph
+from accuscope.engine.graphs.modelfile import load_graph
+from accuscope.engine.graphs.msprobegraph import load_msprobe
+from accuscope.engine.sides.side import Side, own_model
 from accuscope.engine.sources import atb, mindspore, msprobe, polygraphy, tpumlir
 from accuscope.engine.sources.golden import RAW_SUFFIXES, GoldenDump, open_golden
 from accuscope.engine.sources.inputfile import not_regular, require_regular
 from accuscope.engine.sources.names import parse_dump_name
 from accuscope.engine.sources.npudump import NpuDump, find_runs, open_npu_dump
-from accuscope.engine.sources.side import Side, own_model
 from accuscope.engine.sources.tensor import SourceError
 
 Source = NpuDump | GoldenDump | Graph
@@ -190,4 +192,4 @@ def modules_loader(path: str, kind: str, step=None, rank=None, **_options) -> Ca
     """How to load a training dump's module hierarchy (Side.modules): msprobe's construct.json,
     of the --step/--rank chosen, else of the dump's first step/rank folder (ranks run the same
     modules); None for other formats."""
-    return partial(msprobe.graph, path, step, rank) if kind == msprobe.KIND else None
+    return partial(load_msprobe, path, step, rank) if kind == msprobe.KIND else None

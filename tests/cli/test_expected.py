@@ -1,0 +1,122 @@
+"""The precision's own noise as a third side (`--expected`, engine/compare/expected.py), through the real
+entry point, on files the real tools wrote.
+
+- PP-OCRv4 det (rapidocr-onnxruntime's wheel) converted to fp16 by onnxconverter-common and run by
+  `accuscope run --expected auto` (the reference converted again, as the candidate was, and dumped):
+  the output fails, and every failing row is within its expected error: the precision itself, the
+  BatchNormalization named; nothing errs beyond it.
+- The same fp16 model with a "kernel bug" planted in one Conv (one output channel's weights x1.3): the
+  first row beyond the precision's own noise is that Conv, though its row passes every threshold;
+  without the bug (the case above) there is no such row: fixing it removes the finding.
+- msprobe 26.2's own dumps (tests/fixtures/msprobe/train): the faulty fp32 run against fp32 with the
+  bf16 autocast run as the third side: the planted call is where the error leaves bf16's own, the
+  step's cause the implementation; rank 0, without the fault, has none."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import numpy_helper
+
+from accuscope.engine.precision.convert import convert, prepare
+from accuscope.engine.tasks.task import load_task
+from conftest import text_image_nchw
+
+TRAIN = Path(__file__).resolve().parents[1] / "fixtures" / "msprobe" / "train"
+BUGGY_CONV = "p2o.Conv.20"
+
+
+def accuscope(*args) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-P", "-m", "accuscope", *map(str, args)], capture_output=True, text=True)
+
+
+
+@pytest.fixture(scope="module")
+def det16(det_model, tmp_path_factory):
+    """(folder, json of `run --expected auto` for the clean fp16 model, the same with the planted bug)."""
+    d = tmp_path_factory.mktemp("expected")
+    reference = prepare(det_model)
+    onnx.save(reference, str(d / "det.onnx"))
+    fp16 = convert(reference, "fp16", [])
+    onnx.save(fp16, str(d / "det16.onnx"))
+    weights = {i.name: i for i in fp16.graph.initializer}
+    w = weights[next(n for n in fp16.graph.node if n.name == BUGGY_CONV).input[1]]
+    a = numpy_helper.to_array(w).copy()
+    a[0] *= 1.3
+    w.CopyFrom(numpy_helper.from_array(a, w.name))
+    onnx.save(fp16, str(d / "bug16.onnx"))
+    np.save(d / "x.npy", text_image_nchw())
+    found = {}
+    for name in ("det16", "bug16"):
+        r = accuscope("run", d / "det.onnx", d / f"{name}.onnx", "--input", f"x={d / 'x.npy'}", "--out", d / name,
+                      "--expected", "auto", "--json")
+        assert r.returncode in (0, 1), r.stderr
+        found[name] = json.loads(r.stdout)
+    return d, found
+
+
+def test_fp16_itself_explains_every_failing_row_and_the_batchnorm_is_named(det16):
+    d, found = det16
+    clean = found["det16"]
+    assert clean["judgement"]["outcome"] == "fail" and clean["judgement"]["cause"] == "precision"
+    task = load_task(d / "det16")
+    assert task.spec().expected and Path(task.spec().expected).name == "expected"  # task.json keeps the third side
+    state = task.thresholds.evaluate(task.table)
+    assert state.fail.any() and (state.expected == state.fail).all() and state.first_beyond is None
+    c = task.table.columns
+    assert np.nanmax(np.abs(c["excess"][state.fail] - 1.0)) < 0.01  # the candidate is the fp16 conversion itself
+    advice = json.loads(accuscope("advise", d / "det16", "--json").stdout)
+    assert "The precision itself" in advice["verdict"]["text"] and advice["verdict"]["evidence"]["cause"] == "precision"
+    head = next(f for f in advice["findings"] if f["rule"] == "introduced")
+    assert head["op"].startswith("p2o.BatchNormalization") and head["evidence"]["branch"] == "precision"
+    assert not any(f["rule"] == "beyond_expected" for f in advice["findings"])
+
+
+def test_a_kernel_bug_is_where_the_error_leaves_the_precisions_own(det16):
+    d, found = det16
+    task = load_task(d / "bug16")
+    state = task.thresholds.evaluate(task.table)
+    c = task.table.columns
+    r = state.first_beyond
+    assert r is not None and c["npu_op"][r] == BUGGY_CONV and c["io"][r] == "output"
+    assert not state.fail[r] and c["excess"][r] > 5  # it passes the thresholds: only the third side sees it
+    advice = json.loads(accuscope("advise", d / "bug16", "--json").stdout)
+    beyond = next(f for f in advice["findings"] if f["rule"] == "beyond_expected")
+    assert beyond["op"] == BUGGY_CONV and beyond["evidence"]["passes"]
+    assert BUGGY_CONV in advice["verdict"]["text"]  # the verdict says the precision hides it
+    shown = json.loads(accuscope("show", d / "bug16", "--format", "json").stdout)
+    assert shown["judgement"]["cause"] == "precision" == found["bug16"]["judgement"]["cause"]  # the outputs: fp16's own
+
+
+def test_msprobe_bf16_as_the_third_side_of_a_faulty_fp32_step(tmp_path):
+    r = accuscope("compare", "--npu", TRAIN / "cand", "--golden", TRAIN / "bench", "--expected", TRAIN / "bf16",
+                  "--step", "0", "--rank", "1", "--out", tmp_path / "r1", "--json")
+    assert r.returncode in (0, 1), r.stderr
+    assert json.loads(r.stdout)["judgement"]["cause"] == "implementation"
+    advice = json.loads(accuscope("advise", tmp_path / "r1", "--json").stdout)
+    beyond = next(f for f in advice["findings"] if f["rule"] == "beyond_expected")
+    first_call = next(f for f in advice["findings"] if f["rule"] == "first_call")
+    assert beyond["op"] == first_call["op"] == "Tensor.__mul__.0.forward"  # the planted attention scale
+    r = accuscope("compare", "--npu", TRAIN / "cand", "--golden", TRAIN / "bench", "--expected", TRAIN / "bf16",
+                  "--step", "0", "--rank", "0", "--out", tmp_path / "r0", "--json")
+    assert r.returncode == 0, r.stderr
+    assert "cause" not in json.loads(r.stdout)["judgement"]  # rank 0 holds no fault: nothing fails
+    assert load_task(tmp_path / "r0").thresholds.evaluate(load_task(tmp_path / "r0").table).first_beyond is None
+
+
+def test_unusable_third_sides_exit_2_naming_them(det16, tmp_path):
+    d, _ = det16
+    golden = next((d / "det16" / "dumps").iterdir()) / "golden"
+    r = accuscope("compare", "--npu", golden, "--golden", golden, "--expected", TRAIN / "bf16", "--out", tmp_path / "t")
+    assert r.returncode == 2 and "--expected" in r.stderr and "choose one with --step and --rank" in r.stderr
+    r = accuscope("compare", "--npu", golden, "--golden", golden, "--expected", TRAIN / "bf16" / "step0" / "rank0",
+                  "--out", tmp_path / "t")
+    assert r.returncode == 2 and "--expected" in r.stderr and "pairs with the golden side" in r.stderr
+    r = accuscope("run", d / "det.onnx", d / "det.onnx", "--input", f"x={d / 'x.npy'}", "--out", tmp_path / "u",
+                  "--expected", "auto")
+    assert r.returncode == 2 and "--expected auto" in r.stderr and "det.onnx" in r.stderr

@@ -1,0 +1,80 @@
+"""The precision's own noise: a third side beside the NPU and the golden one.
+
+The procedure MagicMind's Debugtools describe compares three runs: the device, the framework at the
+device's precision, and the framework in fp32. An op whose error the framework at that precision
+shows too does not suit the precision (keep it in higher precision); an op that errs on the device
+only points at the device's implementation. `--expected PATH` (any source accuscope reads, e.g. the
+reference run at fp16 or bf16, or an fp16 conversion of the reference model run by `accuscope run
+--expected auto`) is that third run. Its tensors pair with the golden side's by the same identity
+rules as the NPU side's (mapping.map_tensors), and every compared row gets two numbers:
+
+- `exp_err`: the expected error, how far the expected side is from golden (the larger of 1 - cos and
+  the relative Euclidean distance, judgement.badness's measure);
+- `excess`: the row's own error over the expected one (floored at FLOOR, float32's resolution).
+
+A failing row whose excess is at most EXCESS_LIMIT is the precision's own error (judgement's
+`expected` rows); the first failing row, the verdict's cause and the advisor's headline read them.
+Cost: one more read of the expected and golden tensors, on the same kernel and threads as the
+comparison's own pairs (comparison.execute runs them)."""
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from accuscope.engine.sources.tensor import SourceError, Tensor
+
+if TYPE_CHECKING:
+    from accuscope.engine.compare.comparison import Plan
+
+EXCESS_LIMIT = 2.0  # at most this many times the expected error: the precision itself
+FLOOR = 1e-6  # an expected error below this is float32 noise: the excess divides by at least this
+SIGNIFICANT = 1e-3  # a row's own error (max(1 - cos, red)) worth naming where it is past the limit
+COLUMNS = ("exp_err", "excess")
+
+
+def error_of(cells: dict) -> float:
+    """A pair's error as judgement.badness measures a row: max(1 - cos, red), NaN when neither."""
+    cos, red = cells.get("cos", math.nan), cells.get("red", math.nan)
+    parts = [1.0 - cos] if not math.isnan(cos) else []
+    parts += [red] if not math.isnan(red) else []
+    return max(parts) if parts else math.nan
+
+
+def expected_tensors(plan: Plan) -> dict[int, Tensor]:
+    """Plan row -> the expected side's tensor paired with that row's golden tensor. SourceError
+    when the expected side cannot be opened or pairs with nothing."""
+    from accuscope.engine.compare.mapping import map_tensors
+    from accuscope.engine.sides.registry import open_side
+    spec = plan.spec
+    try:
+        side = open_side(spec.expected, pick=spec.pick, runner=spec.golden_runner, iteration=spec.iteration,
+                         step=spec.step, rank=spec.rank)
+    except SourceError as exc:
+        raise SourceError(f"--expected: {exc}") from None
+    by_golden: dict[int, Tensor] = {}
+    for pair in map_tensors(side, plan.golden).pairs:
+        if pair.golden is not None and not pair.npu.problem:
+            by_golden.setdefault(id(pair.golden), pair.npu)
+    if not by_golden:
+        raise SourceError(f"--expected {spec.expected}: none of its tensors pairs with the golden side's "
+                          f"({side.kind}: {len(side.tensors):,} tensors; give the reference run at the candidate's "
+                          "precision, named as the golden side is)")
+    return {row: by_golden[id(p.golden)] for row, p in enumerate(plan.pairs)
+            if p.golden is not None and not p.golden.problem and id(p.golden) in by_golden}
+
+
+def excess_cells(observed: dict, expected: dict) -> dict:
+    """A row's expected error and excess from its own cells and the expected side's (both a pair's
+    metric cells); {} when either error is unknown."""
+    seen, err = error_of(observed), error_of(expected)
+    if math.isnan(seen) or math.isnan(err):
+        return {}
+    return {"exp_err": err, "excess": seen / max(err, FLOOR)}
+
+
+def within(excess: np.ndarray) -> np.ndarray:
+    """Rows whose error is at most EXCESS_LIMIT times the expected one (NaN: not known, False)."""
+    with np.errstate(invalid="ignore"):
+        return excess <= EXCESS_LIMIT

@@ -1,0 +1,107 @@
+"""One pair's comparison as a unit of work: a `Job` (row, tensors, metrics, kernel threads), the
+pair's data in chunks (memory-mapped or streamed, `pair_chunks`), how many threads a pair of its
+size takes (`pair_threads`), and `run_job`: the row's metric cells, any failure a reason on the row.
+comparison.execute runs many; repair.recheck re-runs the re-paired ones."""
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from accuscope.engine.compare import faults
+from accuscope.engine.compare.columns import METRIC
+from accuscope.engine.compare.metrics import CHUNK, PairMetrics, array_chunks, compare_chunks
+from accuscope.engine.sources.tensor import Tensor, TensorError
+
+
+@dataclass(frozen=True)
+class Job:
+    row: int
+    npu: Tensor
+    golden: Tensor
+    metrics: tuple[str, ...]
+    threads: int = 1  # threads inside the kernel for this pair (pair_threads)
+
+
+THREAD_ELEMENTS = 1 << 19  # a pair gets one kernel thread per this many elements, up to the workers
+
+
+def pair_threads(n: int, workers: int) -> int:
+    """How a comparison uses the cores, decided here only, by size: a pair of n elements is
+    split over min(workers, n / THREAD_ELEMENTS) threads inside the kernel (its fused pass
+    cuts the data in 64k-element units that threads take in turn, the GIL released, the
+    units' sums added in order: the same digits on any number of threads); pairs smaller than
+    that run one per thread, `workers` of them at a time (_run_threads). On 64 cores a 1M-element
+    pair takes 2 threads and one of 32M all 64; a network of small tensors keeps every core on
+    its own pairs, and what is left serial is Python's per-pair bookkeeping under the GIL."""
+    return max(1, min(workers, n // THREAD_ELEMENTS))
+
+
+def tensor_chunks(t: Tensor, size: int) -> Iterator[np.ndarray]:
+    """The tensor's elements in order, `size` at a time: plain file reads into one reused buffer
+    when the stored bytes already are the logical data (RSS stays at one chunk), else slices of
+    the loaded (converted) array."""
+    p = t.payload
+    if p is not None and not t.conversion and p.dtype == t.dtype and p.nbytes:
+        buf = np.empty(min(size, p.nbytes // p.dtype.itemsize), dtype=p.dtype)
+        with open(p.path, "rb", buffering=0) as fh:
+            fh.seek(p.offset)
+            remaining = p.nbytes // p.dtype.itemsize
+            while remaining:
+                k = min(len(buf), remaining)
+                view = buf[:k]
+                if fh.readinto(memoryview(view).cast("B")) != view.nbytes:
+                    raise TensorError(t.source, t.name, "file ends before the tensor's last byte")
+                yield view
+                remaining -= k
+        return
+    flat = t.load().reshape(-1)
+    for lo in range(0, flat.size, size):
+        yield flat[lo:lo + size]
+
+
+MAPPED_BYTES = 64 << 20  # pairs up to this size are walked memory-mapped, larger ones streamed
+
+
+def pair_chunks(npu: Tensor, golden: Tensor, size: int = CHUNK) -> Callable[[], Iterator]:
+    """A chunk source (metrics.ChunkSource) over a tensor pair; TensorError when sizes differ.
+
+    The metrics walk the pair twice (the KL walk needs each side's range first). A pair of up to
+    MAPPED_BYTES is memory-mapped, so the second walk reads pages already mapped instead of
+    reading the files again; larger pairs are streamed through one chunk buffer per side, which
+    keeps the RSS of a many-GB pair at a few MB."""
+    if npu.size != golden.size:
+        raise TensorError(npu.source, npu.name, f"shape {list(npu.shape)} of the NPU tensor does not match "
+                                                f"shape {list(golden.shape)} of golden {golden.op}")
+    if npu.nbytes + golden.nbytes <= MAPPED_BYTES:
+        return array_chunks(npu.load(), golden.load(), size)
+    return lambda: zip(tensor_chunks(npu, size), tensor_chunks(golden, size))
+
+
+def run_job(job: Job) -> tuple[int, dict]:
+    """Compare one pair; any failure becomes a reason on the row, never an exception."""
+    x, y = job.npu, job.golden
+    out: dict = {}
+    faults.point("pair", x.name)
+    try:
+        m = compare_chunks(pair_chunks(x, y), x.size, x.dtype, y.dtype, kl="kl" in job.metrics, threads=job.threads)
+        out.update(_cells(m, job.metrics))
+        out["reason"] = "; ".join(m.reasons)
+    except (TensorError, OSError, ValueError, MemoryError) as exc:
+        out["reason"] = getattr(exc, "reason", None) or str(exc)
+    return job.row, out
+
+
+def _cells(m: PairMetrics, metrics: tuple[str, ...]) -> dict:
+    """The row's metric cells: msaccucmp's as selected (--algorithms), the extras always (those
+    computed from tensor data; recorded statistics are compared elsewhere)."""
+    values = m.values
+    return {k: values[k] if k in values else getattr(m, k) for k in _cell_keys(metrics)}
+
+
+@lru_cache(maxsize=32)
+def _cell_keys(metrics: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(k for k, r in METRIC.items() if (k in metrics or r.origin != "msaccucmp") and not r.recorded
+                 and not r.third)

@@ -1,0 +1,148 @@
+"""An ONNX model as the runs take it: onnx and onnxruntime needed (`onnx_modules`, an optional
+extra: imported when called), a model file loaded and checked (`load_model`), its node names as the
+graph loader gives them (`node_names`, so a dump, a re-run and the graph agree), and its inputs
+checked against the model or made up (`prepare_inputs`, `make_random_inputs`)."""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from accuscope.engine.graphs.graph import unique_names
+from accuscope.engine.graphs.onnxgraph import need
+from accuscope.engine.sources.tensor import SourceError
+
+RANDOM_INT_HIGH = 8      # random integer inputs lie in [0, RANDOM_INT_HIGH): small enough for indices
+
+
+def onnx_modules():
+    return need("onnx", "running a model"), need("onnxruntime", "running a model")
+
+
+def is_constant(node) -> bool:
+    return node.op_type == "Constant" and node.domain in ("", "ai.onnx")
+
+
+def node_names(nodes) -> list[str]:
+    """Node names as accuscope's ONNX graph loader gives them, so a dump and the graph agree.
+
+    Non-Constant nodes are named exactly as `onnxgraph.load_onnx` names them (unnamed ones become
+    `{op_type}_{position in the file}`, clashes get `_{k}`). Constant nodes, weights to the loader,
+    get the same kind of name after all others (used only with include_constants).
+    """
+    nodes = list(nodes)
+    kept = [(i, n) for i, n in enumerate(nodes) if not is_constant(n)]
+    names = dict(zip((i for i, _ in kept), unique_names((n.name for _, n in kept),
+                                                          (f"{n.op_type}_{i}" for i, n in kept))))
+    taken = set(names.values())
+    for i, n in enumerate(nodes):
+        if i not in names:
+            base = n.name or f"{n.op_type}_{i}"
+            name, k = base, 0
+            while name in taken:
+                k += 1
+                name = f"{base}_{k}"
+            taken.add(name)
+            names[i] = name
+    return [names[i] for i in range(len(nodes))]
+
+
+def load_model(model_path):
+    onnx, _ = onnx_modules()
+    path = os.fspath(model_path)
+    if not os.path.isfile(path):
+        raise SourceError(f"{path}: no such model file")
+    try:
+        model = onnx.load(path, load_external_data=False)
+    except Exception as exc:  # protobuf raises several kinds on garbage  # noqa: BLE001 - onnx/onnxruntime raise their own exception types
+        raise SourceError(f"{path}: not an ONNX model ({exc})") from None
+    if not model.graph.node and not model.graph.output:
+        raise SourceError(f"{path}: not an ONNX model (no graph)")
+    return model
+
+
+def _input_specs(model, path) -> list[tuple[str, np.dtype, list | None]]:
+    """(name, dtype, dims) of the real inputs; dims hold ints (fixed) or str/None (dynamic)."""
+    onnx, _ = onnx_modules()
+    inits = {i.name for i in model.graph.initializer}
+    specs = []
+    for vi in model.graph.input:
+        if vi.name in inits:
+            continue
+        if vi.type.WhichOneof("value") != "tensor_type":
+            raise SourceError(f"{path}: input '{vi.name}' is not a tensor; only tensor inputs are supported")
+        tt = vi.type.tensor_type
+        try:
+            dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type))
+        except Exception:  # noqa: BLE001 - onnx/onnxruntime raise their own exception types
+            raise SourceError(f"{path}: input '{vi.name}' has an element type numpy cannot hold "
+                              f"({tt.elem_type})") from None
+        dims = None
+        if tt.HasField("shape"):
+            dims = [d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else (d.dim_param or None)
+                    for d in tt.shape.dim]
+        specs.append((vi.name, dtype, dims))
+    return specs
+
+
+def _fmt(dims) -> str:
+    if dims is None:
+        return "(rank unknown)"
+    return "(" + ", ".join(str(d) if d is not None else "?" for d in dims) + ")"
+
+
+def _random(dtype: np.dtype, dims, seed: int, position: int, sizes: dict[str, int], name: str, path: str):
+    if dims is None:
+        raise SourceError(f"{path}: input '{name}' has no declared rank; give its data as NAME=FILE.npy")
+    shape = tuple(d if isinstance(d, int) else sizes[d] if d in sizes else 1 if axis == 0 else 64
+                  for axis, d in enumerate(dims))
+    # One generator per input position: an input's values do not depend on which others were given.
+    rng = np.random.default_rng([seed, position])
+    if dtype.kind == "b":
+        return rng.random(shape) < 0.5
+    if dtype.kind in "iu":
+        return rng.integers(0, RANDOM_INT_HIGH, shape).astype(dtype)
+    try:
+        return rng.standard_normal(shape, dtype=np.float32).astype(dtype)
+    except (TypeError, ValueError):
+        raise SourceError(f"{path}: cannot make random data for input '{name}' of dtype {dtype}") from None
+
+
+def prepare_inputs(model, path, given, random_inputs, seed, dims):
+    """Check user inputs against the model, fill missing ones with random data; name -> (array, origin)."""
+    specs = _input_specs(model, path)
+    known = {s[0] for s in specs}
+    unknown = sorted(set(given or {}) - known)
+    if unknown:
+        raise SourceError(f"{path}: the model has no input named {', '.join(map(repr, unknown))} "
+                          f"(inputs: {', '.join(sorted(known)) or 'none'})")
+    feeds = {}
+    missing = []
+    for position, (name, dtype, shape) in enumerate(specs):
+        if given and name in given:
+            arr = np.asarray(given[name])
+            if shape is not None and (arr.ndim != len(shape) or any(
+                    isinstance(d, int) and d != n for d, n in zip(shape, arr.shape))):
+                raise SourceError(f"{path}: input '{name}' has shape {tuple(arr.shape)} but the model "
+                                  f"expects {_fmt(shape)}")
+            try:
+                cast = "" if arr.dtype == np.dtype(dtype) else f" as {arr.dtype}, cast to {np.dtype(dtype)}"
+                feeds[name] = (np.ascontiguousarray(arr, dtype=dtype), f"given{cast}")
+            except (TypeError, ValueError) as exc:
+                raise SourceError(f"{path}: input '{name}' of dtype {arr.dtype} cannot become {dtype}: "
+                                  f"{exc}") from None
+        elif random_inputs:
+            feeds[name] = (_random(dtype, shape, seed, position, dims or {}, name, path), "random")
+        else:
+            missing.append(f"{name} {_fmt(shape)} {dtype}")
+    if missing:
+        raise SourceError(f"{path}: missing model inputs: {'; '.join(missing)} "
+                          "(give each with --input NAME=FILE.npy, or generate them with --random-inputs)")
+    return feeds
+
+
+def make_random_inputs(model_path, seed: int = 0, dims: dict[str, int] | None = None) -> dict[str, np.ndarray]:
+    """Deterministic random data for every model input (dynamic dims: `dims[dim_param]`, else 1 for
+    the first axis and 64 for the others: a multiple of 32, as OCR-style models need)."""
+    feeds = prepare_inputs(load_model(model_path), os.fspath(model_path), None, True, seed, dims)
+    return {k: v[0] for k, v in feeds.items()}

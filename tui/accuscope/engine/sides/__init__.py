@@ -1,0 +1,1 @@
+"""Any path opened as one side of a comparison: the registry of every format, dumps and models (`FORMATS`, `detect`, `open_side`), and `Side`, the one face every source shows (ops in execution order, with its graph). Above `sources` (the readers) and `graphs` (the models): it joins the two."""

@@ -1,0 +1,394 @@
+"""task.json, owned here: every key accuscope writes, declared once (its JSON type, its default, what
+it means), read into a typed `TaskDoc`, checked, migrated from what older accuscopes wrote, and
+written back with the keys this accuscope does not know kept.
+
+    version                  the schema version of the accuscope that last wrote the file
+                             (absent: 1, written before versions; now VERSION)
+    what was compared        npu, golden, model ... relative (see CompareSpec and `spec_fields`)
+    the run                  state, error, tool, pid, host, times, attempt
+    the result               generation, csv, csv_options, thresholds, custom_columns, counts,
+                             problems, sides, coverage
+    multi-rank, demo, re-test   ranks, columnar ...; demo; parent, export, kind, retest
+
+Reading is strict where a task is opened (`read`: SourceError naming the file for a missing file,
+text that is not a JSON object, a declared key of the wrong type, an unknown state) and lenient
+where a file is about to be rewritten (`read_or_empty`). A typed attribute never returns a value
+of the wrong type: absent, null or mistyped, it is the key's default. Writing (`TaskDoc.with_fields`)
+refuses keys the schema does not declare and values of the wrong type (a programmer's error, a
+ValueError), and `dump` writes every key the file held, a newer accuscope's included.
+
+Migrations (`MIGRATIONS`) lift a file from its version to this one as it is read; the file keeps
+its old form until something rewrites it. Each is written so that running it over a document that
+already has the newer form changes nothing: a newer accuscope may find its keys rewritten by this
+one with `version` set back to VERSION.
+
+No other module parses task.json (tests/engine/test_taskdoc.py checks the source).
+"""
+from __future__ import annotations
+
+import json
+import os
+import socket
+from collections.abc import Callable
+from dataclasses import replace
+from datetime import datetime
+from pathlib import Path
+from types import MappingProxyType
+from typing import IO, TYPE_CHECKING, Any, Generic, TypeVar
+
+from accuscope import __version__
+from accuscope.engine.compare.columns import KEY_OF
+from accuscope.engine.compare.comparison import ALGORITHMS, SHARDS_BY_NAMES, CompareSpec
+from accuscope.engine.compare.thresholds import Thresholds
+from accuscope.engine.sources.inputfile import read_json_object
+from accuscope.engine.sources.names import printable
+from accuscope.engine.sources.outputfile import atomic_file
+from accuscope.engine.sources.tensor import SourceError
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+TASK_JSON = "task.json"
+VERSION = 2
+STATES = ("running", "done", "cancelled", "failed", "interrupted")
+PATH_KEYS = ("npu", "golden", "model", "npu_model", "golden_model", "mapping", "expected")  # paths kept with `relative`
+
+T = TypeVar("T")
+_TYPE_WORDS = {str: "text", int: "a whole number", list: "a list", dict: "an object", bool: "true/false"}
+_FOUND_WORDS = {str: "text", int: "a number", float: "a number", list: "a list", dict: "an object"}
+
+
+class Key(Generic[T]):
+    """One key of task.json: its JSON types, its default (absent, null or of another type), its meaning.
+    As a class attribute of TaskDoc it is the typed attribute of that name."""
+
+    def __init__(self, types: type | tuple[type, ...], default: T, meaning: str):
+        self.types = types if isinstance(types, tuple) else (types,)
+        self.default, self.meaning, self.name = default, meaning, ""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def fits(self, value: object) -> bool:
+        """Whether `value` is of the key's types (null always is: every key may be null)."""
+        if value is None:
+            return True
+        if isinstance(value, bool):
+            return bool in self.types
+        return isinstance(value, self.types)
+
+    def problem(self, value: object) -> str:
+        if self.fits(value):
+            return ""
+        want = " or ".join(_TYPE_WORDS[t] for t in self.types)
+        found = "true/false" if isinstance(value, bool) else _FOUND_WORDS.get(type(value), type(value).__name__)
+        return f"field {self.name!r} should be {want}, not {found}"
+
+    def __get__(self, doc: TaskDoc | None, owner: type) -> T:
+        if doc is None:
+            return self  # type: ignore[return-value]  # the Key itself, on the class
+        value = doc._raw.get(self.name)
+        if value is None or not self.fits(value):
+            return self.default.copy() if isinstance(self.default, (dict, list)) else self.default
+        return value
+
+
+class TaskDoc:
+    """task.json as one accuscope reads it: each declared key a typed attribute (its default when the
+    file holds none), `raw` the whole document (keys of newer accuscopes too). Immutable: `with_fields`
+    and `without` return new documents."""
+
+    version = Key(int, 1, "schema version of the accuscope that last wrote the file (absent: 1, before versions)")
+    # ---- what was compared (spec_fields / spec) ----
+    npu: Key[str | None] = Key(str, None, "the side under test: any source accuscope reads (absolute path)")
+    golden: Key[str | None] = Key(str, None, "the reference side (absolute path)")
+    model: Key[str | None] = Key(str, None, "an offline model (NPU side) or a framework model (golden side)")
+    algorithms: Key[list | None] = Key(list, None, "metric keys and plugin names compared (null: all)")
+    range: Key[str | None] = Key(str, None, "the op range compared (--range)")
+    ops: Key[list | None] = Key(list, None, "the ops compared (--ops; null: all)")
+    custom_algorithms: Key[str | None] = Key(str, None, "the plugin folder named (never run from here unasked)")
+    pick = Key((str, int), "newest", "which of several dumps of a tensor: newest, oldest or a number")
+    run: Key[str | None] = Key(str, None, "which run folder of a dump tree (--run)")
+    golden_shape: Key[list | None] = Key(list, None, "a raw .bin golden file's shape")
+    golden_dtype: Key[str | None] = Key(str, None, "a raw .bin golden file's dtype")
+    npu_model: Key[str | None] = Key(str, None, "the NPU side's own model, when both sides have one")
+    golden_model: Key[str | None] = Key(str, None, "the golden side's own model (an ONNX reference)")
+    mapping: Key[str | None] = Key(str, None, "the user's npu_name,golden_name mapping file")
+    npu_runner: Key[str | None] = Key(str, None, "the Polygraphy runner of the NPU side")
+    golden_runner: Key[str | None] = Key(str, None, "the Polygraphy runner of the golden side")
+    iteration = Key(int, 0, "the Polygraphy iteration compared")
+    step: Key[str | None] = Key(str, None, "the msprobe step folder (--step)")
+    rank: Key[str | None] = Key(str, None, "the msprobe rank folder (--rank)")
+    stats_only = Key(bool, False, "the statistics dump.json records compared, never tensor files")
+    match: Key[str | None] = Key(str, None, "pairing across implementations (--match structure)")
+    shards: Key[str | None] = Key(str, None, "\"names\" or a layout file: a parallel run's shards merged")
+    expected: Key[str | None] = Key(str, None, "the third side: the reference at the candidate's precision (--expected)")
+    relative = Key(dict, {}, "the paths above relative to the task folder (a task moved with its data)")
+    framework_model: Key[str | None] = Key(str, None, "the framework ONNX model (set by hand; see Task.framework_model)")
+    # ---- the run ----
+    state = Key(str, "", f"one of {', '.join(STATES)} (\"\": none recorded)")
+    error = Key(str, "", "why the comparison failed (state failed)")
+    tool = Key(str, "", "\"accuscope VERSION\" that ran the comparison")
+    tool_version = Key(str, "", "the accuscope version that created or saved the task")
+    created = Key(str, "", "ISO time the task was created")
+    started = Key(str, "", "ISO time the last run started")
+    updated = Key(str, "", "ISO time the state last changed")
+    saved: Key[str | None] = Key(str, None, "ISO time the current result was saved")
+    pid: Key[int | None] = Key(int, None, "the process running the task (state running)")
+    host = Key(str, "", "the host running the task (state running)")
+    attempt: Key[dict | None] = Key(dict, None, "what a run that did not finish tried (the result is of the rest)")
+    workers: Key[int | None] = Key(int, None, "worker count the result was compared with (demo tasks)")
+    # ---- the result ----
+    generation = Key(str, "", "the save's id, also in result.npz: a result.npz of another one is ignored")
+    csv: Key[str | None] = Key(str, None, "the result CSV's name (null: none, above CSV_ROWS rows)")
+    csv_options = Key(dict, {}, "csvio.write_result_csv's flags the CSV was written with")
+    thresholds: Key[dict | None] = Key(dict, None, "Thresholds.to_dict(): the limits the rows are judged by")
+    custom_columns = Key(list, [], "plugin columns of the result")
+    rows: Key[int | None] = Key(int, None, "rows of the result")
+    failing: Key[int | None] = Key(int, None, "failing rows")
+    first_failing_op = Key(str, "", "the first failing row's op in execution order")
+    first_failing_index = Key(int, -1, "its row index (-1: none fails)")
+    problems = Key(list, [], "what could not be read or paired, one line each")
+    sides = Key(dict, {}, "the kind of source on each side: {npu: KIND, golden: KIND}")
+    coverage = Key(dict, {}, "comparison.Coverage.to_meta(): how much of each side was compared")
+    # ---- a multi-rank task (tasks/rankrun.py) ----
+    multirank = Key(bool, False, "compared rank by rank (ranks holds them)")
+    cluster: Key[str | None] = Key(str, None, "the Dask scheduler the ranks ran on (null: local)")
+    rank_filter: Key[list | None] = Key(list, None, "the ranks chosen (--rank)")
+    step_filter: Key[list | None] = Key(list, None, "the steps chosen (--step)")
+    ranks = Key(dict, {}, "per rank: state, step, rank, proc, rel, rows, failing, worker, seconds, error ...")
+    columnar = Key(bool, False, "the rows live in columns/ only (above rankrun.COLUMNAR_ROWS)")
+    # ---- made by others ----
+    demo: Key[dict | None] = Key(dict, None, "a demo task's title, story and framework_model (demo/workspace.py)")
+    parent: Key[str | None] = Key(str, None, "a re-test task: the task its export came from")
+    export: Key[str | None] = Key(str, None, "a re-test task: its export folder")
+    kind = Key(str, "", "\"retest\" for the re-test task of an export")
+    retest: Key[dict | None] = Key(dict, None, "a re-test's verdict, message and outputs (export/retest.py)")
+    foreign = Key(bool, False, "in memory only, never written: a result CSV of another tool")
+
+    def __init__(self, raw: Mapping[str, Any] | None = None):
+        self._raw: dict[str, Any] = dict(raw or {})
+
+    @property
+    def raw(self) -> Mapping[str, Any]:
+        """The whole document, read-only: the declared keys as the file holds them, and the others."""
+        return MappingProxyType(self._raw)
+
+    def __contains__(self, key: str) -> bool:
+        """Whether the file holds a value (not null) under `key`."""
+        return self._raw.get(key) is not None
+
+    def __repr__(self) -> str:
+        return f"TaskDoc({self._raw!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, TaskDoc) and other._raw == self._raw
+
+    __hash__ = None  # type: ignore[assignment]
+
+    # ---- derived ----
+    @property
+    def names_dumps(self) -> bool:
+        """Whether task.json says what was compared (npu and golden)."""
+        return bool(self.npu) and bool(self.golden)
+
+    @property
+    def coverage_warnings(self) -> list[str]:
+        """What the coverage says the comparison did not see (few pairs, no output compared)."""
+        found = self.coverage.get("warnings")
+        return [str(w) for w in found] if isinstance(found, list) else []
+
+    @property
+    def is_step(self) -> bool:
+        """The comparison was of a training step's calls (msprobe): no network outputs."""
+        return self.coverage.get("step") is True
+
+    def path(self, key: str, folder: str | os.PathLike | None) -> Path | None:
+        """recorded_path of the path under `key` (npu, golden, model ... custom_algorithms), trying
+        its form relative to `folder`."""
+        rel = self.relative.get(key)
+        return recorded_path(folder, self._raw.get(key), rel if isinstance(rel, str) else None)
+
+    def spec(self, thresholds: Thresholds | None = None, folder: str | os.PathLike | None = None,
+             **changes) -> CompareSpec:
+        """The comparison this document records (the inverse of spec_fields), for re-running a task
+        or part of it: `changes` replace fields (e.g. ops=[name]); with `folder`, paths relative
+        to the task folder resolve there.
+
+        Custom algorithms are code: the folder task.json names is never used (a task folder can
+        come from anyone); pass `custom_dir=` to run plugins, after the user said which folder.
+        Without it the plugin names in the task's algorithm list are dropped too."""
+        def path(key: str) -> str | None:
+            resolved = self.path(key, folder) if folder is not None else self._raw.get(key)
+            return str(resolved) if resolved else None
+        algorithms = self.algorithms
+        if algorithms and not changes.get("custom_dir"):
+            algorithms = [a for a in algorithms if KEY_OF.get(a, a) in ALGORITHMS] or None
+        spec = CompareSpec(path("npu"), path("golden"), model=path("model"), algorithms=algorithms,
+                           op_range=self.range, ops=self.ops,
+                           thresholds=thresholds if thresholds is not None else Thresholds(),
+                           pick=self.pick or "newest", run=self.run,
+                           golden_shape=tuple(self.golden_shape) if self.golden_shape else None,
+                           golden_dtype=self.golden_dtype, npu_model=path("npu_model"),
+                           golden_model=path("golden_model"), mapping=path("mapping"),
+                           npu_runner=self.npu_runner, golden_runner=self.golden_runner,
+                           iteration=self.iteration, step=self.step, rank=self.rank,
+                           stats_only=self.stats_only, match=self.match, shards=self.shards,
+                           expected=path("expected"))
+        return replace(spec, **changes)
+
+    # ---- changed ----
+    def with_fields(self, **fields) -> TaskDoc:
+        """A new document with `fields` set (paths become text). ValueError for a key the schema does
+        not declare or a value of the wrong type: every key accuscope writes is declared here."""
+        for key, value in fields.items():
+            declared = SCHEMA.get(key)
+            if declared is None:
+                raise ValueError(f"{TASK_JSON} declares no key {key!r} (declare it in engine/tasks/taskdoc.py)")
+            if isinstance(value, os.PathLike):
+                fields[key] = value = os.fspath(value)
+            if declared.problem(value):
+                raise ValueError(f"{TASK_JSON}: {declared.problem(value)}")
+        if fields.get("state") not in (None, *STATES):
+            raise ValueError(f"state must be one of {', '.join(STATES)}, not {fields['state']!r}")
+        return TaskDoc({**self._raw, **fields})
+
+    def without(self, *keys: str) -> TaskDoc:
+        return TaskDoc({k: v for k, v in self._raw.items() if k not in keys})
+
+    def dump(self, fh: IO[str]) -> None:
+        """Write the document (every key it holds, `version` this accuscope's) as indented JSON."""
+        doc = {"version": VERSION, **{k: v for k, v in self._raw.items() if k not in ("version", "foreign")}}
+        json.dump(doc, fh, indent=2, ensure_ascii=False, default=str)
+        fh.write("\n")
+
+    def problem(self) -> str:
+        """What is wrong with the declared keys ("" when nothing); null is fine everywhere."""
+        for key in KEYS:
+            found = key.problem(self._raw.get(key.name))
+            if found:
+                return found
+        state = self._raw.get("state")
+        if state not in (None, *STATES):
+            return f"field 'state' is {printable(str(state))!r}, not one of {', '.join(STATES)}"
+        if not all(isinstance(c, str) for c in self._raw.get("custom_columns") or []):
+            return "field 'custom_columns' should be a list of names"
+        return ""
+
+
+KEYS: tuple[Key, ...] = tuple(v for v in vars(TaskDoc).values() if isinstance(v, Key))
+SCHEMA: dict[str, Key] = {k.name: k for k in KEYS}
+
+
+# ---- what older accuscopes wrote ----------------------------------------------------------------
+def _v1_shards(raw: dict) -> dict:
+    """Version 1 (no `version`): --shards "auto" is now "names" (Megatron's class names)."""
+    if raw.get("shards") == "auto":
+        raw["shards"] = SHARDS_BY_NAMES
+    return raw
+
+
+MIGRATIONS: dict[int, Callable[[dict], dict]] = {1: _v1_shards}  # from version k to k + 1
+
+
+def migrate(raw: dict) -> dict:
+    """`raw` (a document of any version) in this version's form; a newer version's as it is."""
+    version = raw.get("version", 1)
+    if not isinstance(version, int) or isinstance(version, bool):
+        return raw  # problem() names it
+    while version < VERSION:
+        raw = MIGRATIONS[version](raw)
+        version += 1
+    return raw
+
+
+# ---- reading and writing ------------------------------------------------------------------------
+def read(folder: str | os.PathLike) -> TaskDoc:
+    """task.json of a task folder, migrated; SourceError naming the file when it is missing, not a
+    JSON object, or a declared key has the wrong type."""
+    folder = Path(folder)
+    raw = read_json_object(folder / TASK_JSON, f"{folder}: not a task folder (no {TASK_JSON})")
+    doc = TaskDoc(migrate(raw))
+    problem = doc.problem()
+    if problem:
+        raise SourceError(f"{folder / TASK_JSON}: {problem}")
+    return doc
+
+
+def read_or_empty(folder: str | os.PathLike) -> TaskDoc:
+    """task.json as far as it can be read, for rewriting it: an empty document when it is missing or
+    not a JSON object (its typed attributes hold their defaults where a value has the wrong type)."""
+    try:
+        return TaskDoc(migrate(read_json_object(Path(folder) / TASK_JSON, "")))
+    except SourceError:
+        return TaskDoc()
+
+
+def write(folder: str | os.PathLike, doc: TaskDoc) -> None:
+    """Replace task.json atomically (outputfile.atomic_file)."""
+    with atomic_file(Path(folder) / TASK_JSON) as fh:
+        doc.dump(fh)
+
+
+def write_fresh(path: Path, doc: TaskDoc) -> None:
+    """`path`: a fresh file made for this write (O_EXCL, see task._replace_together), opened by name."""
+    with open(path, "w", encoding="utf-8") as fh:
+        doc.dump(fh)
+
+
+def mark_state(folder: str | os.PathLike, state: str, **fields) -> TaskDoc:
+    """Set the state (and e.g. error=..., npu=...) in task.json, creating it if needed; running
+    records this process and host."""
+    if state not in STATES:
+        raise ValueError(f"state must be one of {', '.join(STATES)}, not {state!r}")
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    doc = read_or_empty(folder)
+    now = datetime.now().isoformat(timespec="seconds")
+    defaults = {k: v for k, v in (("created", now), ("tool_version", __version__)) if k not in doc}
+    if state == "running":
+        fields = {"pid": os.getpid(), "host": socket.gethostname(), **fields}
+    doc = doc.with_fields(**{**defaults, **fields, "state": state, "updated": now})
+    write(folder, doc)
+    return doc
+
+
+# ---- what was compared --------------------------------------------------------------------------
+def spec_fields(spec: CompareSpec, folder: str | os.PathLike | None = None) -> dict:
+    """What task.json records about a comparison, enough to re-run it (TaskDoc.spec reads it back).
+    Paths are stored absolute and, under `relative`, relative to the task folder: a task moved
+    with its data (to another directory or machine) still finds them (see `recorded_path`)."""
+    fields = {"npu": spec.npu, "golden": spec.golden, "model": spec.model, "algorithms": spec.algorithms,
+              "range": spec.op_range, "ops": spec.ops, "custom_algorithms": spec.custom_dir,
+              "pick": spec.pick, "run": spec.run,
+              "golden_shape": list(spec.golden_shape) if spec.golden_shape else None,
+              "golden_dtype": str(spec.golden_dtype) if spec.golden_dtype else None,
+              "npu_model": spec.npu_model, "golden_model": spec.golden_model, "mapping": spec.mapping,
+              "npu_runner": spec.npu_runner, "golden_runner": spec.golden_runner, "iteration": spec.iteration,
+              "step": spec.step, "rank": spec.rank, "stats_only": spec.stats_only,
+              "match": spec.match, "expected": spec.expected,
+              "shards": spec.shards if spec.shards in (None, SHARDS_BY_NAMES) else os.path.abspath(spec.shards)}
+    relative = {}
+    for key in PATH_KEYS:
+        if fields[key]:
+            fields[key] = os.path.abspath(fields[key])
+            if folder is not None:
+                relative[key] = os.path.relpath(fields[key], os.path.abspath(folder))
+    fields["relative"] = relative
+    return fields
+
+
+def recorded_path(folder: str | os.PathLike | None, value: object, relative: str | None = None) -> Path | None:
+    """A path task.json holds: as written when it exists, else `relative` (its path relative to
+    the task folder, for a task moved with its data) under the folder, else the written path
+    relative to the folder when it exists there; None when task.json holds no path there."""
+    if not value or not isinstance(value, str):
+        return None
+    p = Path(value).expanduser()
+    if p.exists() or folder is None:
+        return p
+    if relative and (Path(folder) / relative).exists():
+        return Path(folder) / relative
+    if not p.is_absolute() and (Path(folder) / p).exists():
+        return Path(folder) / p
+    return p
