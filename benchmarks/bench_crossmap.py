@@ -22,7 +22,11 @@ import time
 
 from accuscope.engine.compare import crossmap
 from accuscope.engine.compare.mapping import map_tensors
-from accuscope.engine.sides.registry import open_side
+
+try:
+    from accuscope.engine.sides.registry import open_side
+except ImportError:  # a --base-tui from before engine/sides/
+    from accuscope.engine.sources.registry import open_side
 
 STATS = {"Max": 1.0, "Min": -1.0, "Mean": 0.0, "Norm": 2.0, "requires_grad": False}
 

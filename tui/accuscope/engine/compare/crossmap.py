@@ -34,9 +34,9 @@ import os
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import NamedTuple
 
 from accuscope.engine.compare import apitable, gcpause
+from accuscope.engine.compare.mapping import Pair
 from accuscope.engine.sources import msprobe
 from accuscope.engine.sources.tensor import SourceError, Tensor
 
@@ -226,18 +226,19 @@ def _csv(text: str, path: str) -> dict[str, str]:
 # ------------------------------------------------------------------ pairing
 
 
-class Match(NamedTuple):  # a tuple: one made per tensor, 100k calls' worth in a second
-    golden: Tensor | None
-    how: str
-    confidence: float = 1.0
-    reason: str = ""  # why golden is None, or how sure a structural pair is
+def _paired(t: Tensor, df, g: Tensor, how: str, confidence: float = 1.0, reason: str = "") -> Pair:
+    return Pair(t, g, df, g.op, how, reason, confidence)
+
+
+def _unpaired(t: Tensor, df, reason: str) -> Pair:
+    return Pair(t, None, df, df.op_name, "", reason)
 
 
 @dataclass
 class CrossPairs:
     """What the rules above decided, per NPU tensor (by id); tensors absent are left to mapping.py."""
 
-    by_tensor: dict[int, Match] = field(default_factory=dict)
+    by_tensor: dict[int, Pair] = field(default_factory=dict)  # the pairs as mapping.py takes them
     frameworks: tuple[str, str] = ("", "")
     unmapped_apis: dict[str, int] = field(default_factory=dict)  # MindSpore API -> calls the table cannot map
     doubtful: list[tuple[str, str, float]] = field(default_factory=list)  # (npu call, golden call, confidence)
@@ -292,7 +293,8 @@ def pair(npu, golden, mapping: MappingFile | None = None, *, structure: bool = F
                 target = mapping.names.get(t.tensor_name)
                 if target is not None:
                     g = by_name.get(target)
-                    decided[id(t)] = Match(g, DATA if g else "", reason="" if g else f"data mapping: no golden {target}")
+                    decided[id(t)] = _paired(t, df, g, DATA) if g is not None else \
+                        _unpaired(t, df, f"data mapping: no golden {target}")
     elif kind == LAYER:
         calls = layer_mapping(rank_folder(npu), rank_folder(golden), mapping.layers,
                               [df.op_name for df in npu.ops], [df.op_name for df in golden.ops], found.frameworks)
@@ -300,16 +302,16 @@ def pair(npu, golden, mapping: MappingFile | None = None, *, structure: bool = F
             op = df.op_name
             target = calls.get(op)
             if not target:
-                unplaced = Match(None, "", reason=f"layer mapping: no golden call at {op}'s scope")
+                reason = f"layer mapping: no golden call at {op}'s scope"
                 for t in df.inputs + df.outputs:
-                    decided[id(t)] = unplaced
+                    decided[id(t)] = Pair(t, None, df, op, "", reason)
                 continue
             cut = len(op)
             for t in df.inputs + df.outputs:
                 suffix = t.tensor_name[cut:]
                 g = by_name.get(target + suffix)
-                decided[id(t)] = Match(g, LAYER) if g is not None else \
-                    Match(None, "", reason=f"layer mapping: {target} has no {suffix.lstrip('.')}")
+                decided[id(t)] = Pair(t, g, df, g.op, LAYER) if g is not None else \
+                    Pair(t, None, df, op, "", f"layer mapping: {target} has no {suffix.lstrip('.')}")
     elif kind == API:
         _api_mapping(npu, mapping.apis, by_name, decided)
     elif kind == CELL:
@@ -319,7 +321,7 @@ def pair(npu, golden, mapping: MappingFile | None = None, *, structure: bool = F
                 for t in df.tensors:
                     g = by_name.get(target + t.tensor_name[len(df.op_name):])
                     if g is not None:
-                        decided[id(t)] = Match(g, CELL)
+                        decided[id(t)] = _paired(t, df, g, CELL)
     cross = found.frameworks[0] != found.frameworks[1] and "" not in found.frameworks
     modules = _module_map(npu, golden, cross) if structure or cross and kind in ("", ACCUSCOPE, CELL, API) else {}
     if cross and kind in ("", ACCUSCOPE, CELL, API):
@@ -329,7 +331,7 @@ def pair(npu, golden, mapping: MappingFile | None = None, *, structure: bool = F
     return found
 
 
-def _api_mapping(npu, apis: list[dict], by_name: dict[str, Tensor], decided: dict[int, Match]) -> None:
+def _api_mapping(npu, apis: list[dict], by_name: dict[str, Tensor], decided: dict[int, Pair]) -> None:
     """msprobe's user API mapping: the API renamed, slot k of each listed kind to the entry's slot."""
     slots = {"input": ("ms_args", "pt_args"), "output": ("ms_outputs", "pt_outputs"),
              "parameters": ("ms_parameters", "pt_parameters")}
@@ -346,12 +348,12 @@ def _api_mapping(npu, apis: list[dict], by_name: dict[str, Tensor], decided: dic
             ours, theirs = (e.get(k) or [] for k in slots.get(slot, ("", "")))
             target = next((str(b) for a, b in zip(ours, theirs) if str(a) == position), None)
             if target is None:
-                decided[id(t)] = Match(None, "", reason=f"API mapping: {e['ms_api']} lists no {slot} {position} "
-                                                        "(not compared, as msprobe abandons it)")
+                decided[id(t)] = _unpaired(t, df, f"API mapping: {e['ms_api']} lists no {slot} {position} "
+                                                  "(not compared, as msprobe abandons it)")
                 continue
             name = ".".join([call, slot, target, *parts[2:]])
             g = by_name.get(name)
-            decided[id(t)] = Match(g, API if g else "", reason="" if g else f"API mapping: no golden {name}")
+            decided[id(t)] = _paired(t, df, g, API) if g is not None else _unpaired(t, df, f"API mapping: no golden {name}")
 
 
 def cell_rename(call: str, cells: dict[str, str]) -> str:
@@ -395,7 +397,7 @@ def _api(parts: list[str]) -> tuple[str, str]:
     return ".".join(parts[:2]), ".".join(parts[2:])
 
 
-def _by_table(npu, by_name: dict[str, Tensor], decided: dict[int, Match], unmapped: dict[str, int],
+def _by_table(npu, by_name: dict[str, Tensor], decided: dict[int, Pair], unmapped: dict[str, int],
               modules: dict[str, str]) -> None:
     """The table's names, where the golden call of that name ran in the same module (through the module
     map) with the same shapes: counters count per API on each side, and a MindSpore primitive inside a
@@ -411,16 +413,18 @@ def _by_table(npu, by_name: dict[str, Tensor], decided: dict[int, Match], unmapp
                 api = _api(op.split("."))[0]
                 unmapped[api] = unmapped.get(api, 0) + 1
             continue
-        module = _module_of(df)
-        module = modules.get(module, module)
+        module = None  # the golden module this call's module stands for, found on the first hit
         cell, cut = op.startswith("Cell."), len(op)
         for t in tensors:
             suffix = t.tensor_name[cut:]
             for n in names:
                 g = by_name.get(n + suffix)
                 if g is not None:
+                    if module is None:
+                        module = _module_of(df)
+                        module = modules.get(module, module)
                     if (cell or g.op_type == module) and tuple(g.shape) == tuple(t.shape):
-                        decided[id(t)] = Match(g, TABLE)
+                        decided[id(t)] = Pair(t, g, df, g.op, TABLE)
                     break
 
 
@@ -442,7 +446,7 @@ def _direction(call: str) -> str:
     return m.group(1) if m else ("parameters_grad" if msprobe.is_grads(call) else "")
 
 
-def _by_structure(npu, golden, decided: dict[int, Match], found: CrossPairs, cross: bool,
+def _by_structure(npu, golden, decided: dict[int, Pair], found: CrossPairs, cross: bool,
                   modules: dict[str, str]) -> None:
     """The calls no other rule paired, paired in order within their module and direction."""
     used = {id(m.golden) for m in decided.values() if m.golden is not None}
@@ -482,7 +486,7 @@ def _by_structure(npu, golden, decided: dict[int, Match], found: CrossPairs, cro
         for t in df.tensors:
             g = theirs.get((t.io, t.index))
             if g is not None:
-                decided[id(t)] = Match(g, STRUCTURE, confidence, reason)
+                decided[id(t)] = _paired(t, df, g, STRUCTURE, confidence, reason)
 
 
 def _modules(side, cross: bool) -> list[tuple[str, str]]:
@@ -573,49 +577,46 @@ def describe(found: CrossPairs, limit: int = 12) -> list[str]:
 # ------------------------------------------------------------------ msprobe's layer mapping
 
 
-@dataclass
+@dataclass(slots=True)
 class _Item:
     name: str
     type_name: str
-    api_name: str
-    state: str
-    full_scope: str = ""
-    layer_scope: str = ""
+    state: str  # forward, backward, parameters_grad
+    full_scope: str  # the layer path, the framework function (stack.json's frame) and the API
     index: int = -1  # its place among its trie node's calls of its state
 
 
-def _item(name: str, parent: str | None, stack: list | None, framework_name: str) -> _Item | None:
+_NO_FRAME = ("Cell", "Module", "Primitive", "Jit")
+
+
+def _item(name: str, parent: str | None, stack: list | None, framework_name: str,
+          parent_scopes: dict[str, str]) -> _Item | None:
+    """msprobe's layer-mapping view of one call; `parent_scopes` remembers each parent module's scope
+    (the calls of one module share it)."""
     parts = name.split(".")
     if len(parts) < 4:
         return None
-    if parts[-1] == "parameters_grad":
-        item = _Item(name, parts[-2], parts[-3], "parameters_grad")
-    elif parts[-2] == "parameters_grad" and parts[-1].isdigit():
-        item = _Item(name, parts[-3], parts[-4], "parameters_grad")
-    elif parts[0] in ("Cell", "Module"):
-        item = _Item(name, parts[-3], parts[-4], parts[-2])
+    head, state, last = parts[0], parts[-2], parts[-1]
+    if last == "parameters_grad" or state == "parameters_grad" and last.isdigit():
+        k = -2 if last == "parameters_grad" else -3
+        type_name, api_name, state, head = parts[k], parts[k - 1], "parameters_grad", "parameters_grad"
+        layer = ".".join(parts[:-3])
+    elif head in ("Cell", "Module"):
+        type_name, api_name = parts[-3], parts[-4]
+        layer = ".".join(parts[:-4])
     else:
-        item = _Item(name, parts[-3], parts[-3], parts[-1])
-    api_type = "parameters_grad" if item.state == "parameters_grad" else parts[0]
-    if api_type in ("Cell", "Module"):
-        scope = parts[:-4] + parts[-3:]
-    elif api_type == "parameters_grad":
-        scope = parts
-    else:
-        item.layer_scope = _parent_scope(parent) if parent else TOP_LAYER
-        scope = None
-    if scope is not None:
-        item.layer_scope = ".".join(scope[:-3]) if scope else TOP_LAYER
+        type_name = api_name = parts[-3]
+        state = last
+        if parent:
+            layer = parent_scopes.get(parent)
+            if layer is None:
+                layer = parent_scopes[parent] = ".".join(parent.split(".")[:-3])
+        else:
+            layer = TOP_LAYER
     frame = ""
-    if api_type not in ("Cell", "Module", "Primitive", "Jit") and isinstance(stack, list) and stack:
+    if head not in _NO_FRAME and isinstance(stack, list) and stack:
         frame = _frame_scope(tuple(str(s) for s in stack), framework_name)
-    item.full_scope = ".".join([p for p in (item.layer_scope, frame, item.api_name) if p])
-    return item
-
-
-@lru_cache(maxsize=4096)  # the calls of one module share it
-def _parent_scope(parent: str) -> str:
-    return ".".join(parent.split(".")[:-3])
+    return _Item(name, type_name, state, ".".join([p for p in (layer, frame, api_name) if p]))
 
 
 _FRAME_FILES = ("site-packages/torch", "package/torch", "site-packages/mindspore", "package/mindspore")
@@ -648,7 +649,10 @@ def _frame_scope(lines: tuple[str, ...], framework_name: str) -> str:
     return words[1] if len(words) > 1 else ""
 
 
-def _renumber(items: list[_Item], type_name: str = "ParallelTransformer", suffix: str = "layers") -> None:
+_PIPELINED = "ParallelTransformer"
+
+
+def _renumber(items: list[_Item], type_name: str = _PIPELINED, suffix: str = "layers") -> None:
     """msprobe's pass for pipeline stages: a ParallelTransformer's layers numbered from 0 on each side."""
     prefixes = {f"{it.full_scope}.{suffix}" for it in items if it.type_name == type_name}
     for prefix in prefixes:
@@ -690,22 +694,26 @@ def _tree(folder: str | None, calls: list[str] | None = None, fw: str = "") -> t
     stack = _json(os.path.join(folder, msprobe.STACK_JSON))
     if not calls or not construct or not stack:
         return root, []  # msprobe's layer mapping needs both files
-    items, named = [], {}
+    items, named, parent_scopes = [], {}, {}
+    backward = pipelined = False
     for name in calls:
         parent = construct.get(name)
-        item = _item(name, parent if isinstance(parent, str) else None, stack.get(name), fw)
+        item = _item(name, parent if isinstance(parent, str) else None, stack.get(name), fw, parent_scopes)
         if item is not None:
             items.append(item)
             named[name] = item
-    for item in items:  # a backward call takes its forward call's scope
+            backward = backward or item.state == "backward" or "backward" in name
+            pipelined = pipelined or item.type_name == _PIPELINED
+    for item in items if backward else ():  # a backward call takes its forward call's scope
         if "backward" not in item.name:
             continue
         parts = item.name.split(".")
         if "backward" in parts[-2:]:
             forward = named.get(".".join(parts[:-2] + [p.replace("backward", "forward") for p in parts[-2:]]))
             if forward is not None:
-                item.full_scope, item.layer_scope = forward.full_scope, forward.layer_scope
-    _renumber(items)
+                item.full_scope = forward.full_scope
+    if pipelined:
+        _renumber(items)
     nodes: dict[str, _Trie] = {}  # full scope -> its node: a layer's calls share scopes
     for item in items:
         node = nodes.get(item.full_scope)
@@ -729,7 +737,7 @@ def _tree(folder: str | None, calls: list[str] | None = None, fw: str = "") -> t
 def _json(path: str):
     try:
         with open(path, "rb") as fh:
-            found = msprobe._loads(fh.read())  # orjson where installed
+            found = msprobe.loads(fh.read())  # orjson where installed
     except (OSError, ValueError, RecursionError):
         return {}
     return found if isinstance(found, dict) else {}

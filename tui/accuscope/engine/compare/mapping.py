@@ -108,13 +108,13 @@ def _equal_counts(pairs: list[Pair], golden: Side) -> list[Pair]:
     def count(table: dict, op: str) -> tuple[int, int]:
         return table.get((op, INPUT), 0), table.get((op, OUTPUT), 0)
 
+    differ = {op: other for op, other in counterpart.items() if count(ours, op) != count(theirs, other)}
+    if not differ:
+        return pairs
     out = []
     for p in pairs:
-        other = counterpart.get(p.npu.op)
-        if p.how in CROSS_RULES:  # a mapping file, the API table or the structure said which slots pair
-            out.append(p)
-            continue
-        if other is not None and count(ours, p.npu.op) != count(theirs, other):
+        other = differ.get(p.npu.op)
+        if other is not None and p.how not in CROSS_RULES:  # crossmap's rules said which slots pair
             (n_in, n_out), (m_in, m_out) = count(ours, p.npu.op), count(theirs, other)
             p = Pair(p.npu, None, p.op, p.ground_truth, "", (
                 f"{p.npu.op} has {n_in} input and {n_out} output tensors, golden {other} {m_in} and {m_out}: "
@@ -188,17 +188,9 @@ class _Mapper:
         node = self._om_node(df)
         if node is not None:
             return self._by_fusion(df, node)
-        if self.cross:  # crossmap decided most of them: its pairs without a call each
-            out = []
-            for t in df.inputs + df.outputs:
-                found = self.cross.get(id(t))
-                if found is None:
-                    out.append(self._pair(df, t))
-                elif found.golden is None:
-                    out.append(Pair(t, None, df, df.op_name, "", found.reason))
-                else:
-                    out.append(Pair(t, found.golden, df, found.golden.op, found.how, found.reason, found.confidence))
-            return out
+        if self.cross:  # crossmap's pairs as it made them, the rest by the rules here
+            cross = self.cross
+            return [cross.get(id(t)) or self._pair(df, t) for t in df.inputs + df.outputs]
         return [self._pair(df, t) for t in df.tensors]
 
     def _om_node(self, df: DumpFile) -> Node | None:
