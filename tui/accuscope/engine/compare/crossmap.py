@@ -41,8 +41,8 @@ from accuscope.engine.sources import msprobe
 from accuscope.engine.sources.tensor import SourceError, Tensor
 
 ACCUSCOPE, DATA, LAYER, API, CELL = "accuscope", "data_mapping", "layer_mapping", "api_mapping", "cell_mapping"
-TABLE, STRUCTURE = "api_table", "structure"
-EXPLICIT = (DATA, LAYER, API, CELL)  # rules from a mapping file: msprobe's count rule does not apply to them
+TABLE, STRUCTURE, NAMES = "api_table", "structure", "mapping"  # NAMES: mapping.py's rule for the user's own file
+EXPLICIT = (NAMES, DATA, LAYER, API, CELL)  # rules from a mapping file: msprobe's count rule does not apply to them
 RULES = (*EXPLICIT, TABLE, STRUCTURE)  # every rule here: pairs that say themselves which slots pair
 DOUBTFUL = 0.8  # a structural pair below this confidence is listed as doubtful
 MIN_CONFIDENCE = 0.5  # below it, no structural pair is made
@@ -287,6 +287,8 @@ def pair(npu, golden, mapping: MappingFile | None = None, *, structure: bool = F
     by_name = {t.tensor_name: t for t in golden.tensors if t.tensor_name}
     decided = found.by_tensor
     kind = mapping.kind if mapping is not None else ""
+    if kind == ACCUSCOPE:
+        _by_names(npu, golden, mapping, by_name, decided)
     if kind == DATA:
         for df in npu.ops:
             for t in df.tensors:
@@ -329,6 +331,29 @@ def pair(npu, golden, mapping: MappingFile | None = None, *, structure: bool = F
     if structure:
         _by_structure(npu, golden, decided, found, cross, modules)
     return found
+
+
+def _by_names(npu, golden, mapping: MappingFile, by_name: dict[str, Tensor], decided: dict[int, Pair]) -> None:
+    """accuscope's own file on two msprobe dumps, first of all: a call named there pairs with the golden
+    call named (slot for slot), a data name with the golden data name; an empty golden name leaves the
+    call (or tensor) unpaired: a pair rejected in the app (`decide`)."""
+    names = mapping.names
+    for df in npu.ops:
+        call = names.get(df.op_name)
+        for t in df.tensors:
+            target, whole = names.get(t.tensor_name), False
+            if target is None:
+                target, whole = call, True
+                if target is None:
+                    continue
+            if target == "":
+                decided[id(t)] = _unpaired(t, df, f"no counterpart: rejected in {mapping.path}")
+                continue
+            g = by_name.get(target + t.tensor_name[len(df.op_name):] if whole else target)
+            if g is None and whole:
+                g = golden.find(target, t.io, t.index)
+            decided[id(t)] = _paired(t, df, g, NAMES) if g is not None else \
+                _unpaired(t, df, f"{mapping.path}: no golden {target} {t.io} {t.index}")
 
 
 def _api_mapping(npu, apis: list[dict], by_name: dict[str, Tensor], decided: dict[int, Pair]) -> None:
@@ -810,8 +835,28 @@ def layer_mapping(npu_folder: str | None, golden_folder: str | None, layers: dic
     return found
 
 
-def save(path: str, pairs: dict[str, str]) -> None:
-    """A data mapping (`npu tensor: golden tensor`, msprobe's -dm form): pairs accepted in the app."""
-    from accuscope.engine.sources.outputfile import write_text
-    write_text(path, "".join(f"{json.dumps(k)}: {json.dumps(v)}\n" for k, v in pairs.items()))
+DECISIONS = "pairs.yaml"  # in a task folder: the structural pairs accepted or rejected in the app
 
+
+def decide(folder: str | os.PathLike, current: str | None, npu_call: str, golden_call: str | None) -> str:
+    """Record one decision on a structural pair in `folder`/pairs.yaml, accuscope's own mapping file
+    (`npu call: golden call`; an empty golden name: rejected, no counterpart), keeping the decisions
+    before it and the names of the accuscope mapping file the task used (`current`); the path written.
+    msprobe's mapping files are not rewritten: SourceError saying so."""
+    from accuscope.engine.sources.outputfile import not_a_link, write_text
+    path = os.path.join(not_a_link(folder, "task folder"), DECISIONS)
+    names: dict[str, str] = {}
+    if current and os.path.exists(current):
+        found = load(current)
+        if found.kind != ACCUSCOPE:
+            raise SourceError(f"{current}: {found.what}: this task pairs by it, and accuscope does not rewrite "
+                              f"msprobe's files; add `{npu_call}` to it, or compare with --match structure alone")
+        names = dict(found.names)
+    names[npu_call] = golden_call or ""
+    carried = f"# with the names of {current}\n" if current and os.path.abspath(current) != os.path.abspath(path) \
+        else ""
+    write_text(path, "# accuscope mapping: structural pairs decided in the app (+ accept, - reject); the task's\n"
+                     "# next run reads it (R, or accuscope compare --mapping pairs.yaml). `npu call: golden call`;\n"
+                     '# an empty golden name ("") leaves the call unpaired.\n' + carried
+               + "".join(f"{json.dumps(k)}: {json.dumps(v)}\n" for k, v in names.items()))
+    return path
