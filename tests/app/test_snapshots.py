@@ -112,3 +112,29 @@ GRADS = ["f", *'under(type, "attn.qkv")', "enter", "G"]  # one module's calls, i
 def test_training_snapshot(train_task, name, size, keys, monkeypatch):
     """msprobe's parameters and parameters_grad rows in the op table under their module (attn.qkv)."""
     test_snapshot(train_task, name, size, keys, monkeypatch)
+
+
+@pytest.fixture(scope="module")
+def cross_task():
+    """The real cross-framework msprobe fixture (tests/fixtures/msprobe/cross: MindSpore against PyTorch) with
+    --match structure, in a folder named as `task`'s."""
+    root = Path(tempfile.mkdtemp(prefix="accuscope-snap-", dir="/tmp"))
+    cross = Path(__file__).parents[1] / "fixtures" / "msprobe" / "cross"
+    run_task(CompareSpec(str(cross / "ms"), str(cross / "pt"), match="structure"), root / "cross")
+    yield root / "cross"
+    shutil.rmtree(root, ignore_errors=True)
+
+
+PAIR = ["f", *'how == "structure"', "enter", "plus"]  # the first structural pair accepted
+
+
+@pytest.mark.parametrize("name, size, keys", [("pair-accepted-80x24", (80, 24), PAIR),
+                                              ("pair-accepted-160x50", (160, 50), PAIR)])
+def test_pair_decision_snapshot(cross_task, name, size, keys, monkeypatch):
+    """A structural pair accepted with +: the status line counts the decisions the re-run (R) will read."""
+    doc = (cross_task / "task.json").read_bytes()
+    try:
+        test_snapshot(cross_task, name, size, keys, monkeypatch)
+    finally:  # the next snapshot starts from the task as run
+        (cross_task / "pairs.yaml").unlink(missing_ok=True)
+        (cross_task / "task.json").write_bytes(doc)

@@ -170,3 +170,25 @@ def test_yaml_subset():
     assert doc == {"a": {"b": "c: d", "e": [1, "x"]}, "list": [{"k": 1, "j": 2}, 3]}
     with pytest.raises(SourceError, match="expected `key: value`"):
         crossmap.yaml_load("a: 1\njust text\n", "f.yaml")
+
+
+def test_structural_pairs_decided_are_read_by_the_next_run(tmp_path):
+    """An accepted structural pair becomes a mapping-file pair (slot for slot, as the structure paired
+    it), a rejected call stays unpaired; the decisions file is accuscope's own mapping file."""
+    first = plan(CompareSpec(MS, PT, match="structure"))
+    structural = {x.npu.tensor_name: x.golden.tensor_name for x in first.pairs if x.how == "structure"}
+    qkv, proj = "Cell.layers.0.attention.qkv.Dense.forward.0", "Cell.layers.0.attention.proj.Dense.forward.0"
+    path = crossmap.decide(tmp_path, None, qkv, "Module.layers.0.self_attention.query_key_value.Linear.forward.0")
+    assert crossmap.decide(tmp_path, path, proj, None) == path
+    assert crossmap.load(path).kind == "accuscope" and read_mapping_file(path)[proj] == ""
+    again = plan(CompareSpec(MS, PT, match="structure", mapping=path))
+    by = {x.npu.tensor_name: x for x in again.pairs}
+    accepted = [x for x in again.pairs if x.op.op_name == qkv]
+    assert len(accepted) == 4 and all(x.how == "mapping" and x.confidence == 1.0 for x in accepted)
+    assert {x.npu.tensor_name: x.golden.tensor_name for x in accepted} == \
+        {k: v for k, v in structural.items() if k.startswith(qkv)}
+    rejected = [x for x in again.pairs if x.op.op_name == proj]
+    assert rejected and all(x.golden is None and "rejected in" in x.reason for x in rejected)
+    assert by["Cell.layers.1.attention.qkv.Dense.forward.0.output.0"].how == "structure"  # the rest as before
+    with pytest.raises(SourceError, match="does not rewrite msprobe's files"):
+        crossmap.decide(tmp_path, LAYERS, qkv, None)

@@ -47,6 +47,10 @@ class TaskScreen(Screen):
         Binding("t", "thresholds", "thresholds", id="task.thresholds"), Binding("c", "chart_metric(1)", "chart metric", id="task.chart_metric_next"),
         Binding("C", "chart_metric(-1)", "previous chart metric", show=False, id="task.chart_metric_previous"),
         Binding("z", "zoom", "maximize pane", id="task.zoom"),
+        Binding("plus", "decide_pair(True)", "accept the structural pair", key_display="+", show=False,
+                id="task.accept_pair"),
+        Binding("minus", "decide_pair(False)", "reject the structural pair", key_display="-", show=False,
+                id="task.reject_pair"),
         Binding("R", "rerun", "re-run", show=False, id="task.rerun"), Binding("D", "row_details", "row details", show=False, id="task.row_details"),
         Binding("escape", "back", "back / clear / cancel", show=False, id="task.back"),
         Binding("q", "back(True)", "back to the tasks", show=False, id="task.back_to_tasks"),
@@ -68,7 +72,10 @@ class TaskScreen(Screen):
             "  under(type, \"layers.1\"): a module path and every one under it (layers.1.attn, not layers.10)\n"
             f"Columns by short key ({', '.join(METRIC)}) or CSV name.\n"
             "Rows breaking a threshold are marked ✗ and red; exempt rows (TransData, inputs, "
-            "device-only ops) never fail. Thresholds: t, then e.g. `cos=0.98 kl=off`.")
+            "device-only ops) never fail. Thresholds: t, then e.g. `cos=0.98 kl=off`.\n"
+            "Pairs made by --match structure (how == \"structure\", their confidence in the reason): + accepts\n"
+            "the row's pair, - rejects it; saved in the task's pairs.yaml, which its next run (R) reads:\n"
+            "accepted pairs by the mapping file (how: mapping), rejected calls unpaired.")
 
     def __init__(self, task: Task | None = None, run: tuple[engine.CompareSpec, Path] | None = None) -> None:
         super().__init__()
@@ -87,6 +94,7 @@ class TaskScreen(Screen):
         self.advising = False
         self.saving, self._save_again = False, False  # thresholds being saved by save_worker
         self.run_error = ""  # why the last run started here failed
+        self.decided: dict[str, bool] = {}  # NPU call -> accepted: the pairs decided since the last run
 
     # ---- layout -------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -144,7 +152,12 @@ class TaskScreen(Screen):
 
     def update_status(self) -> None:
         state = self.state_line()
-        self.query_one("#status", Static).update(shown(" · ".join(p for p in (self.table_widget.status, state) if p)))
+        decided = ""
+        if self.decided:  # first: the pairs the re-run will read
+            accepted = sum(self.decided.values())
+            decided = f"pairs +{accepted} -{len(self.decided) - accepted} (R re-runs with them)"
+        self.query_one("#status", Static).update(
+            shown(" · ".join(p for p in (decided, self.table_widget.status, state) if p)))
         self.table_widget.empty_text = state or "no rows"  # a reactive: repaints when it changes
 
     def state_line(self) -> str:
@@ -293,6 +306,28 @@ class TaskScreen(Screen):
         elif self.focused is not None:
             self.maximize(self.focused)
 
+    def action_decide_pair(self, accept: bool) -> None:
+        """+ / -: accept or reject the structural pair under the cursor, for the task's next run."""
+        widget = self.table_widget
+        if widget.cursor_row is None or self.running or self.opened is None or self.opened.doc.foreign:
+            return
+        row = widget.table.row(widget.cursor_row)
+        npu, golden = str(row.get("npu_op", "")), str(row.get("golden_op", ""))
+        if row.get("how") != "structure":
+            how = row.get("how") or "unpaired"
+            self.notify(f"{npu} is not a structural pair (how: {how}): + and - decide the pairs "
+                        "--match structure made", markup=False, timeout=5)
+            return
+        try:
+            path = self.opened.decide_pair(npu, golden if accept else None)
+        except (SourceError, OSError) as exc:
+            self.notify(printable(str(exc)), title="pair", markup=False, severity="error", timeout=10)
+            return
+        self.decided[npu] = accept
+        self.notify(f"{'accepted' if accept else 'rejected'}: {npu} ~ {golden} (saved in {path.name})",
+                    markup=False, timeout=5)
+        self.update_status()
+
     def action_rerun(self) -> None:
         if self.running or self.saving or self.opened is None or self.opened.doc.foreign:
             return
@@ -358,7 +393,7 @@ class TaskScreen(Screen):
 
     # ---- running a comparison -----------------------------------------------------------------
     def start_run(self, spec: engine.CompareSpec, folder: Path) -> None:
-        self.running, self.run_error = True, ""
+        self.running, self.run_error, self.decided = True, "", {}
         self.cancel.clear()
         self._live, self._plan, self._done, self._arrived = None, None, 0, []
         self.query_one(ProgressBar).add_class("running")

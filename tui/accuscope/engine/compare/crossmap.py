@@ -33,14 +33,16 @@ import math
 import os
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 
-from accuscope.engine.compare import apitable
+from accuscope.engine.compare import apitable, gcpause
+from accuscope.engine.compare.mapping import Pair
 from accuscope.engine.sources import msprobe
 from accuscope.engine.sources.tensor import SourceError, Tensor
 
 ACCUSCOPE, DATA, LAYER, API, CELL = "accuscope", "data_mapping", "layer_mapping", "api_mapping", "cell_mapping"
-TABLE, STRUCTURE = "api_table", "structure"
-EXPLICIT = (DATA, LAYER, API, CELL)  # rules from a mapping file: msprobe's count rule does not apply to them
+TABLE, STRUCTURE, NAMES = "api_table", "structure", "mapping"  # NAMES: mapping.py's rule for the user's own file
+EXPLICIT = (NAMES, DATA, LAYER, API, CELL)  # rules from a mapping file: msprobe's count rule does not apply to them
 RULES = (*EXPLICIT, TABLE, STRUCTURE)  # every rule here: pairs that say themselves which slots pair
 DOUBTFUL = 0.8  # a structural pair below this confidence is listed as doubtful
 MIN_CONFIDENCE = 0.5  # below it, no structural pair is made
@@ -224,19 +226,19 @@ def _csv(text: str, path: str) -> dict[str, str]:
 # ------------------------------------------------------------------ pairing
 
 
-@dataclass(frozen=True)
-class Match:
-    golden: Tensor | None
-    how: str
-    confidence: float = 1.0
-    reason: str = ""  # why golden is None, or how sure a structural pair is
+def _paired(t: Tensor, df, g: Tensor, how: str, confidence: float = 1.0, reason: str = "") -> Pair:
+    return Pair(t, g, df, g.op, how, reason, confidence)
+
+
+def _unpaired(t: Tensor, df, reason: str) -> Pair:
+    return Pair(t, None, df, df.op_name, "", reason)
 
 
 @dataclass
 class CrossPairs:
     """What the rules above decided, per NPU tensor (by id); tensors absent are left to mapping.py."""
 
-    by_tensor: dict[int, Match] = field(default_factory=dict)
+    by_tensor: dict[int, Pair] = field(default_factory=dict)  # the pairs as mapping.py takes them
     frameworks: tuple[str, str] = ("", "")
     unmapped_apis: dict[str, int] = field(default_factory=dict)  # MindSpore API -> calls the table cannot map
     doubtful: list[tuple[str, str, float]] = field(default_factory=list)  # (npu call, golden call, confidence)
@@ -278,30 +280,40 @@ def rank_folder(side) -> str | None:
     return None
 
 
+@gcpause.paused
 def pair(npu, golden, mapping: MappingFile | None = None, *, structure: bool = False) -> CrossPairs:
     """The cross-implementation pairs of two msprobe sides (see the module docstring)."""
     found = CrossPairs(frameworks=(framework(npu), framework(golden)))
     by_name = {t.tensor_name: t for t in golden.tensors if t.tensor_name}
-    golden_calls = {df.op_name: df for df in golden.ops}
     decided = found.by_tensor
     kind = mapping.kind if mapping is not None else ""
+    if kind == ACCUSCOPE:
+        _by_names(npu, golden, mapping, by_name, decided)
     if kind == DATA:
         for df in npu.ops:
             for t in df.tensors:
                 target = mapping.names.get(t.tensor_name)
                 if target is not None:
                     g = by_name.get(target)
-                    decided[id(t)] = Match(g, DATA if g else "", reason="" if g else f"data mapping: no golden {target}")
+                    decided[id(t)] = _paired(t, df, g, DATA) if g is not None else \
+                        _unpaired(t, df, f"data mapping: no golden {target}")
     elif kind == LAYER:
         calls = layer_mapping(rank_folder(npu), rank_folder(golden), mapping.layers,
                               [df.op_name for df in npu.ops], [df.op_name for df in golden.ops], found.frameworks)
         for df in npu.ops:
-            target = calls.get(df.op_name)
-            for t in df.tensors:
-                g = by_name.get(target + t.tensor_name[len(df.op_name):]) if target else None
-                decided[id(t)] = Match(g, LAYER if g else "", reason="" if g else (
-                    f"layer mapping: no golden call at {df.op_name}'s scope" if not target else
-                    f"layer mapping: {target} has no {t.tensor_name[len(df.op_name):].lstrip('.')}"))
+            op = df.op_name
+            target = calls.get(op)
+            if not target:
+                reason = f"layer mapping: no golden call at {op}'s scope"
+                for t in df.inputs + df.outputs:
+                    decided[id(t)] = Pair(t, None, df, op, "", reason)
+                continue
+            cut = len(op)
+            for t in df.inputs + df.outputs:
+                suffix = t.tensor_name[cut:]
+                g = by_name.get(target + suffix)
+                decided[id(t)] = Pair(t, g, df, g.op, LAYER) if g is not None else \
+                    Pair(t, None, df, op, "", f"layer mapping: {target} has no {suffix.lstrip('.')}")
     elif kind == API:
         _api_mapping(npu, mapping.apis, by_name, decided)
     elif kind == CELL:
@@ -311,16 +323,40 @@ def pair(npu, golden, mapping: MappingFile | None = None, *, structure: bool = F
                 for t in df.tensors:
                     g = by_name.get(target + t.tensor_name[len(df.op_name):])
                     if g is not None:
-                        decided[id(t)] = Match(g, CELL)
+                        decided[id(t)] = _paired(t, df, g, CELL)
     cross = found.frameworks[0] != found.frameworks[1] and "" not in found.frameworks
+    modules = _module_map(npu, golden, cross) if structure or cross and kind in ("", ACCUSCOPE, CELL, API) else {}
     if cross and kind in ("", ACCUSCOPE, CELL, API):
-        _by_table(npu, by_name, decided, found.unmapped_apis, _module_map(npu, golden, True))
+        _by_table(npu, by_name, decided, found.unmapped_apis, modules)
     if structure:
-        _by_structure(npu, golden, golden_calls, decided, found, cross)
+        _by_structure(npu, golden, decided, found, cross, modules)
     return found
 
 
-def _api_mapping(npu, apis: list[dict], by_name: dict[str, Tensor], decided: dict[int, Match]) -> None:
+def _by_names(npu, golden, mapping: MappingFile, by_name: dict[str, Tensor], decided: dict[int, Pair]) -> None:
+    """accuscope's own file on two msprobe dumps, first of all: a call named there pairs with the golden
+    call named (slot for slot), a data name with the golden data name; an empty golden name leaves the
+    call (or tensor) unpaired: a pair rejected in the app (`decide`)."""
+    names = mapping.names
+    for df in npu.ops:
+        call = names.get(df.op_name)
+        for t in df.tensors:
+            target, whole = names.get(t.tensor_name), False
+            if target is None:
+                target, whole = call, True
+                if target is None:
+                    continue
+            if target == "":
+                decided[id(t)] = _unpaired(t, df, f"no counterpart: rejected in {mapping.path}")
+                continue
+            g = by_name.get(target + t.tensor_name[len(df.op_name):] if whole else target)
+            if g is None and whole:
+                g = golden.find(target, t.io, t.index)
+            decided[id(t)] = _paired(t, df, g, NAMES) if g is not None else \
+                _unpaired(t, df, f"{mapping.path}: no golden {target} {t.io} {t.index}")
+
+
+def _api_mapping(npu, apis: list[dict], by_name: dict[str, Tensor], decided: dict[int, Pair]) -> None:
     """msprobe's user API mapping: the API renamed, slot k of each listed kind to the entry's slot."""
     slots = {"input": ("ms_args", "pt_args"), "output": ("ms_outputs", "pt_outputs"),
              "parameters": ("ms_parameters", "pt_parameters")}
@@ -337,12 +373,12 @@ def _api_mapping(npu, apis: list[dict], by_name: dict[str, Tensor], decided: dic
             ours, theirs = (e.get(k) or [] for k in slots.get(slot, ("", "")))
             target = next((str(b) for a, b in zip(ours, theirs) if str(a) == position), None)
             if target is None:
-                decided[id(t)] = Match(None, "", reason=f"API mapping: {e['ms_api']} lists no {slot} {position} "
-                                                        "(not compared, as msprobe abandons it)")
+                decided[id(t)] = _unpaired(t, df, f"API mapping: {e['ms_api']} lists no {slot} {position} "
+                                                  "(not compared, as msprobe abandons it)")
                 continue
             name = ".".join([call, slot, target, *parts[2:]])
             g = by_name.get(name)
-            decided[id(t)] = Match(g, API if g else "", reason="" if g else f"API mapping: no golden {name}")
+            decided[id(t)] = _paired(t, df, g, API) if g is not None else _unpaired(t, df, f"API mapping: no golden {name}")
 
 
 def cell_rename(call: str, cells: dict[str, str]) -> str:
@@ -365,6 +401,10 @@ def translate(call: str) -> tuple[str, ...]:
     """A MindSpore call name as the PyTorch call names it may be, likeliest first (() where the table has
     none): `Mint.matmul.3.forward` -> (`Torch.matmul.3.forward`, ...); `Cell.fc1.Dense.forward.0` ->
     (`Module.fc1.Linear.forward.0`,)."""
+    head, _, tail = call.partition(".")
+    if head not in ("Cell", "Primitive"):  # `Type.name.rest`: no split of the whole name
+        name, _, rest = tail.partition(".")
+        return tuple(f"{n}.{rest}" for n in apitable.targets(f"{head}.{name}")) if rest else ()
     parts = call.split(".")
     if parts[0] == "Cell" and len(parts) >= 4:
         k = -3 if parts[-2] in ("forward", "backward") else -2
@@ -382,29 +422,35 @@ def _api(parts: list[str]) -> tuple[str, str]:
     return ".".join(parts[:2]), ".".join(parts[2:])
 
 
-def _by_table(npu, by_name: dict[str, Tensor], decided: dict[int, Match], unmapped: dict[str, int],
+def _by_table(npu, by_name: dict[str, Tensor], decided: dict[int, Pair], unmapped: dict[str, int],
               modules: dict[str, str]) -> None:
     """The table's names, where the golden call of that name ran in the same module (through the module
     map) with the same shapes: counters count per API on each side, and a MindSpore primitive inside a
     layer (Dense's MatMul) is no call of the PyTorch script's own of the same name."""
     for df in npu.ops:
-        tensors = [t for t in df.tensors if id(t) not in decided and t.tensor_name not in by_name]
+        tensors = [t for t in df.inputs + df.outputs if id(t) not in decided and t.tensor_name not in by_name]
         if not tensors:
             continue
-        names = translate(df.op_name)
+        op = df.op_name
+        names = translate(op)
         if not names:
-            if not df.op_name.startswith(("Cell.", "Module.")) and not msprobe.is_grads(df.op_name):
-                api = _api(df.op_name.split("."))[0]
+            if not op.startswith(("Cell.", "Module.")) and not msprobe.is_grads(op):
+                api = _api(op.split("."))[0]
                 unmapped[api] = unmapped.get(api, 0) + 1
             continue
-        module = _module_of(df)
-        module = modules.get(module, module)
+        module = None  # the golden module this call's module stands for, found on the first hit
+        cell, cut = op.startswith("Cell."), len(op)
         for t in tensors:
-            suffix = t.tensor_name[len(df.op_name):]
-            g = next((by_name[n + suffix] for n in names if n + suffix in by_name), None)
-            if g is not None and (g.op_type == module or df.op_name.startswith("Cell.")) and \
-                    tuple(g.shape) == tuple(t.shape):
-                decided[id(t)] = Match(g, TABLE)
+            suffix = t.tensor_name[cut:]
+            for n in names:
+                g = by_name.get(n + suffix)
+                if g is not None:
+                    if module is None:
+                        module = _module_of(df)
+                        module = modules.get(module, module)
+                    if (cell or g.op_type == module) and tuple(g.shape) == tuple(t.shape):
+                        decided[id(t)] = Pair(t, g, df, g.op, TABLE)
+                    break
 
 
 def _kind(call: str, translate_it: bool) -> str:
@@ -425,7 +471,8 @@ def _direction(call: str) -> str:
     return m.group(1) if m else ("parameters_grad" if msprobe.is_grads(call) else "")
 
 
-def _by_structure(npu, golden, golden_calls: dict, decided: dict[int, Match], found: CrossPairs, cross: bool) -> None:
+def _by_structure(npu, golden, decided: dict[int, Pair], found: CrossPairs, cross: bool,
+                  modules: dict[str, str]) -> None:
     """The calls no other rule paired, paired in order within their module and direction."""
     used = {id(m.golden) for m in decided.values() if m.golden is not None}
     by_name = {t.tensor_name for t in golden.tensors}
@@ -435,7 +482,6 @@ def _by_structure(npu, golden, golden_calls: dict, decided: dict[int, Match], fo
             free_golden.setdefault((_module_of(df), _direction(df.op_name)), []).append(df)
     pointer: dict[tuple[str, str], int] = {}
     npu_kind_cache: dict[str, str] = {}
-    modules = _module_map(npu, golden, cross)
     for df in npu.ops:
         if any(id(t) in decided or t.tensor_name in by_name for t in df.tensors):
             continue  # paired (or decided) by a stronger rule
@@ -465,16 +511,20 @@ def _by_structure(npu, golden, golden_calls: dict, decided: dict[int, Match], fo
         for t in df.tensors:
             g = theirs.get((t.io, t.index))
             if g is not None:
-                decided[id(t)] = Match(g, STRUCTURE, confidence, reason)
+                decided[id(t)] = _paired(t, df, g, STRUCTURE, confidence, reason)
 
 
 def _modules(side, cross: bool) -> list[tuple[str, str]]:
     """(module path, class) of every module a side's forward calls ran, in order of their first call."""
     found: dict[str, str] = {}
     for df in side.ops:
+        if not df.op_name.startswith(("Cell.", "Module.")):
+            continue
         parts = df.op_name.split(".")
-        if parts[0] in ("Cell", "Module") and len(parts) >= 5 and parts[-2] == "forward":
-            found.setdefault(".".join(parts[1:-3]), _kind(df.op_name, cross))
+        if len(parts) >= 5 and parts[-2] == "forward":
+            path = ".".join(parts[1:-3])
+            if path not in found:
+                found[path] = _kind(df.op_name, cross)
     return list(found.items())
 
 
@@ -484,7 +534,8 @@ def _module_map(npu, golden, cross: bool) -> dict[str, str]:
     ours, theirs = _modules(npu, cross), _modules(golden, False)
     paths = {p for p, _ in theirs}
     found = {p: p for p, _ in ours if p in paths}
-    free = [(p, c) for p, c in theirs if p not in found.values()]
+    taken = set(found.values())
+    free = [(p, c) for p, c in theirs if p not in taken]
     j = 0
     for path, cls in ours:
         if path in found:
@@ -551,54 +602,60 @@ def describe(found: CrossPairs, limit: int = 12) -> list[str]:
 # ------------------------------------------------------------------ msprobe's layer mapping
 
 
-@dataclass
+@dataclass(slots=True)
 class _Item:
     name: str
     type_name: str
-    api_name: str
-    state: str
-    full_scope: str = ""
-    layer_scope: str = ""
+    state: str  # forward, backward, parameters_grad
+    full_scope: str  # the layer path, the framework function (stack.json's frame) and the API
+    index: int = -1  # its place among its trie node's calls of its state
 
 
-def _item(name: str, parent: str | None, stack: list | None, framework_name: str) -> _Item | None:
+_NO_FRAME = ("Cell", "Module", "Primitive", "Jit")
+
+
+def _item(name: str, parent: str | None, stack: list | None, framework_name: str,
+          parent_scopes: dict[str, str]) -> _Item | None:
+    """msprobe's layer-mapping view of one call; `parent_scopes` remembers each parent module's scope
+    (the calls of one module share it)."""
     parts = name.split(".")
     if len(parts) < 4:
         return None
-    if parts[-1] == "parameters_grad":
-        item = _Item(name, parts[-2], parts[-3], "parameters_grad")
-    elif parts[-2] == "parameters_grad" and parts[-1].isdigit():
-        item = _Item(name, parts[-3], parts[-4], "parameters_grad")
-    elif parts[0] in ("Cell", "Module"):
-        item = _Item(name, parts[-3], parts[-4], parts[-2])
+    head, state, last = parts[0], parts[-2], parts[-1]
+    if last == "parameters_grad" or state == "parameters_grad" and last.isdigit():
+        k = -2 if last == "parameters_grad" else -3
+        type_name, api_name, state, head = parts[k], parts[k - 1], "parameters_grad", "parameters_grad"
+        layer = ".".join(parts[:-3])
+    elif head in ("Cell", "Module"):
+        type_name, api_name = parts[-3], parts[-4]
+        layer = ".".join(parts[:-4])
     else:
-        item = _Item(name, parts[-3], parts[-3], parts[-1])
-    api_type = "parameters_grad" if item.state == "parameters_grad" else parts[0]
-    if api_type in ("Cell", "Module"):
-        scope = parts[:-4] + parts[-3:]
-    elif api_type == "parameters_grad":
-        scope = parts
-    else:
-        scope = parent.split(".") if parent else []
-    item.layer_scope = ".".join(scope[:-3]) if scope else TOP_LAYER
+        type_name = api_name = parts[-3]
+        state = last
+        if parent:
+            layer = parent_scopes.get(parent)
+            if layer is None:
+                layer = parent_scopes[parent] = ".".join(parent.split(".")[:-3])
+        else:
+            layer = TOP_LAYER
     frame = ""
-    if api_type not in ("Cell", "Module", "Primitive", "Jit") and isinstance(stack, list) and stack:
-        frame = _frame_scope([str(s) for s in stack], framework_name)
-    item.full_scope = ".".join(p for p in (item.layer_scope, frame, item.api_name) if p)
-    return item
+    if head not in _NO_FRAME and isinstance(stack, list) and stack:
+        frame = _frame_scope(tuple(str(s) for s in stack), framework_name)
+    return _Item(name, type_name, state, ".".join([p for p in (layer, frame, api_name) if p]))
 
 
 _FRAME_FILES = ("site-packages/torch", "package/torch", "site-packages/mindspore", "package/mindspore")
 
 
-def _frame_scope(lines: list[str], framework_name: str) -> str:
+@lru_cache(maxsize=4096)  # a layer's calls repeat their stacks layer after layer
+def _frame_scope(lines: tuple[str, ...], framework_name: str) -> str:
     """The framework function an API was called from (msprobe's frame scope)."""
-    end_sign = "construct" if framework_name == "mindspore" else r"in (for|back)ward,"
+    ends = ("construct",) if framework_name == "mindspore" else ("in forward,", "in backward,")
     start, end = -1, len(lines)
     for k, line in enumerate(lines):
-        if re.search("Template", line):
+        if "Template" in line:
             start = k
-        elif start >= 0 and re.search(end_sign, line):
+        elif start >= 0 and any(e in line for e in ends):
             end = k
             break
     frame, entered = None, False
@@ -617,7 +674,10 @@ def _frame_scope(lines: list[str], framework_name: str) -> str:
     return words[1] if len(words) > 1 else ""
 
 
-def _renumber(items: list[_Item], type_name: str = "ParallelTransformer", suffix: str = "layers") -> None:
+_PIPELINED = "ParallelTransformer"
+
+
+def _renumber(items: list[_Item], type_name: str = _PIPELINED, suffix: str = "layers") -> None:
     """msprobe's pass for pipeline stages: a ParallelTransformer's layers numbered from 0 on each side."""
     prefixes = {f"{it.full_scope}.{suffix}" for it in items if it.type_name == type_name}
     for prefix in prefixes:
@@ -659,28 +719,42 @@ def _tree(folder: str | None, calls: list[str] | None = None, fw: str = "") -> t
     stack = _json(os.path.join(folder, msprobe.STACK_JSON))
     if not calls or not construct or not stack:
         return root, []  # msprobe's layer mapping needs both files
-    items, named = [], {}
+    items, named, parent_scopes = [], {}, {}
+    backward = pipelined = False
     for name in calls:
         parent = construct.get(name)
-        item = _item(name, parent if isinstance(parent, str) else None, stack.get(name), fw)
+        item = _item(name, parent if isinstance(parent, str) else None, stack.get(name), fw, parent_scopes)
         if item is not None:
             items.append(item)
             named[name] = item
-    for item in items:  # a backward call takes its forward call's scope
+            backward = backward or item.state == "backward" or "backward" in name
+            pipelined = pipelined or item.type_name == _PIPELINED
+    for item in items if backward else ():  # a backward call takes its forward call's scope
+        if "backward" not in item.name:
+            continue
         parts = item.name.split(".")
         if "backward" in parts[-2:]:
             forward = named.get(".".join(parts[:-2] + [p.replace("backward", "forward") for p in parts[-2:]]))
             if forward is not None:
-                item.full_scope, item.layer_scope = forward.full_scope, forward.layer_scope
-    _renumber(items)
+                item.full_scope = forward.full_scope
+    if pipelined:
+        _renumber(items)
+    nodes: dict[str, _Trie] = {}  # full scope -> its node: a layer's calls share scopes
     for item in items:
-        node = root
-        for part in item.full_scope.split(".")[1:]:
-            child = node.children.get(part)
-            if child is None:
-                child = node.children[part] = _Trie(part)
-            node = child
-        node.items.setdefault(item.state, []).append(item.name)
+        node = nodes.get(item.full_scope)
+        if node is None:
+            node = root
+            for part in item.full_scope.split(".")[1:]:
+                child = node.children.get(part)
+                if child is None:
+                    child = node.children[part] = _Trie(part)
+                node = child
+            nodes[item.full_scope] = node
+        names = node.items.get(item.state)
+        if names is None:
+            names = node.items[item.state] = []
+        item.index = len(names)  # call names are unique: msprobe's last index of the name is this one
+        names.append(item.name)
         node.type_name = item.type_name
     return root, items
 
@@ -688,7 +762,7 @@ def _tree(folder: str | None, calls: list[str] | None = None, fw: str = "") -> t
 def _json(path: str):
     try:
         with open(path, "rb") as fh:
-            found = msprobe._loads(fh.read())  # orjson where installed
+            found = msprobe.loads(fh.read())  # orjson where installed
     except (OSError, ValueError, RecursionError):
         return {}
     return found if isinstance(found, dict) else {}
@@ -708,52 +782,81 @@ def _rules(layers: dict) -> dict[str, dict[str, list[tuple[str, str, int]]]]:
     return rules
 
 
-def _convert(root: _Trie, item: _Item, rules) -> tuple[str, str, int]:
-    scope = TOP_LAYER
-    parts = item.full_scope.split(".")
-    node, i = root, 0
-    while i < len(parts) - 1:
-        child = parts[i + 1]
-        step = 1
-        for origin, target, level in [*rules.get(node.type_name, {}).get(child, ()), (child, child, 1)]:
-            if ".".join(parts[i + 1: i + level + 1]) == origin:
-                scope, step = f"{scope}.{target}", level
-                break
+def _convert(root: _Trie, full_scope: str, rules) -> str:
+    """An NPU call's scope as the bench side names it: each part, walking the NPU tree, renamed by the
+    rule of its parent's class where one matches (the longest first; a rule may span several parts)."""
+    scope = [TOP_LAYER]
+    parts = full_scope.split(".")
+    node, i, n = root, 1, len(parts)
+    while i < n:
+        child = parts[i]
+        target, step = child, 1
+        table = rules.get(node.type_name)
+        if table:
+            for origin, renamed, level in table.get(child, ()):
+                if level == 1 or ".".join(parts[i: i + level]) == origin:
+                    target, step = renamed, level
+                    break
+        scope.append(target)
         for _ in range(step):
-            node = node.children[parts[i + 1]]
+            node = node.children[parts[i]]
             i += 1
-    names = node.items.get(item.state, [])
-    index = max((k for k, n in enumerate(names) if n == item.name), default=-1)
-    return scope, item.state, index
+    return ".".join(scope)
 
 
-def _query(root: _Trie, scope: str, state: str, index: int) -> str | None:
+def _query(root: _Trie, scope: str) -> _Trie | None:
     node = root
     for part in scope.split(".")[1:]:
         node = node.children.get(part)
         if node is None:
             return None
-    names = node.items.get(state, [])
-    return names[index] if 0 <= index < len(names) or -len(names) <= index < 0 else None
+    return node
 
 
 def layer_mapping(npu_folder: str | None, golden_folder: str | None, layers: dict, npu_calls: list[str] | None = None,
                   golden_calls: list[str] | None = None, frameworks: tuple[str, str] = ("", "")) -> dict[str, str]:
     """npu call -> golden call, as msprobe's layer mapping pairs them (calls it cannot place: absent); the
-    calls of each side in dump.json's order where the caller has them (else dump.json is read)."""
+    calls of each side in dump.json's order where the caller has them (else dump.json is read). Each scope
+    is converted and looked up once (a dict of them): 100k calls hold far fewer scopes."""
     npu_root, items = _tree(npu_folder, npu_calls, frameworks[0])
     golden_root, _ = _tree(golden_folder, golden_calls, frameworks[1])
     rules = _rules(layers)
     found = {}
+    targets: dict[str, _Trie | None] = {}
     for item in items:
-        target = _query(golden_root, *_convert(npu_root, item, rules))
-        if target is not None:
-            found[item.name] = target
+        if item.full_scope in targets:
+            node = targets[item.full_scope]
+        else:
+            node = targets[item.full_scope] = _query(golden_root, _convert(npu_root, item.full_scope, rules))
+        if node is not None:
+            names = node.items.get(item.state)
+            if names is not None and item.index < len(names):
+                found[item.name] = names[item.index]
     return found
 
 
-def save(path: str, pairs: dict[str, str]) -> None:
-    """A data mapping (`npu tensor: golden tensor`, msprobe's -dm form): pairs accepted in the app."""
-    from accuscope.engine.sources.outputfile import write_text
-    write_text(path, "".join(f"{json.dumps(k)}: {json.dumps(v)}\n" for k, v in pairs.items()))
+DECISIONS = "pairs.yaml"  # in a task folder: the structural pairs accepted or rejected in the app
 
+
+def decide(folder: str | os.PathLike, current: str | None, npu_call: str, golden_call: str | None) -> str:
+    """Record one decision on a structural pair in `folder`/pairs.yaml, accuscope's own mapping file
+    (`npu call: golden call`; an empty golden name: rejected, no counterpart), keeping the decisions
+    before it and the names of the accuscope mapping file the task used (`current`); the path written.
+    msprobe's mapping files are not rewritten: SourceError saying so."""
+    from accuscope.engine.sources.outputfile import not_a_link, write_text
+    path = os.path.join(not_a_link(folder, "task folder"), DECISIONS)
+    names: dict[str, str] = {}
+    if current and os.path.exists(current):
+        found = load(current)
+        if found.kind != ACCUSCOPE:
+            raise SourceError(f"{current}: {found.what}: this task pairs by it, and accuscope does not rewrite "
+                              f"msprobe's files; add `{npu_call}` to it, or compare with --match structure alone")
+        names = dict(found.names)
+    names[npu_call] = golden_call or ""
+    carried = f"# with the names of {current}\n" if current and os.path.abspath(current) != os.path.abspath(path) \
+        else ""
+    write_text(path, "# accuscope mapping: structural pairs decided in the app (+ accept, - reject); the task's\n"
+                     "# next run reads it (R, or accuscope compare --mapping pairs.yaml). `npu call: golden call`;\n"
+                     '# an empty golden name ("") leaves the call unpaired.\n' + carried
+               + "".join(f"{json.dumps(k)}: {json.dumps(v)}\n" for k, v in names.items()))
+    return path

@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from accuscope.engine.compare import gcpause
 from accuscope.engine.graphs.graph import Graph, Node
 from accuscope.engine.graphs.optypes import CONVERTER_OWN, CONVERTER_TYPES, INPUT_TYPES, walk_back
 from accuscope.engine.sides.side import Side
@@ -69,6 +70,7 @@ def as_side(source: Side | NpuDump | GoldenDump) -> Side:
     return Side(source, "ascend" if isinstance(source, NpuDump) else source.kind)
 
 
+@gcpause.paused
 def map_tensors(npu: Side | NpuDump, golden: Side | GoldenDump, graph: Graph | None = None, *,
                 npu_graph: Graph | None = None, golden_graph: Graph | None = None,
                 user_map: dict[str, str] | None = None, cross: CrossPairs | None = None) -> Mapping:
@@ -96,20 +98,23 @@ def _equal_counts(pairs: list[Pair], golden: Side) -> list[Pair]:
     """msprobe's rule: a call pairs with its counterpart only when both hold as many input tensors
     and as many output tensors; otherwise each tensor of the call is a row saying so, unpaired."""
     from accuscope.engine.compare.crossmap import RULES as CROSS_RULES  # msprobe dumps only
-    theirs = msprobe.counts(golden.tensors)
-    ours = msprobe.counts(p.npu for p in pairs)
     counterpart = {p.npu.op: p.golden.op for p in pairs if p.golden is not None and p.how not in CROSS_RULES}
+    if not counterpart:
+        return pairs
+    wanted = set(counterpart.values())  # only the calls paired here are counted (crossmap's are most)
+    theirs = msprobe.counts(t for t in golden.tensors if t.op in wanted)
+    ours = msprobe.counts(p.npu for p in pairs if p.npu.op in counterpart)
 
     def count(table: dict, op: str) -> tuple[int, int]:
         return table.get((op, INPUT), 0), table.get((op, OUTPUT), 0)
 
+    differ = {op: other for op, other in counterpart.items() if count(ours, op) != count(theirs, other)}
+    if not differ:
+        return pairs
     out = []
     for p in pairs:
-        other = counterpart.get(p.npu.op)
-        if p.how in CROSS_RULES:  # a mapping file, the API table or the structure said which slots pair
-            out.append(p)
-            continue
-        if other is not None and count(ours, p.npu.op) != count(theirs, other):
+        other = differ.get(p.npu.op)
+        if other is not None and p.how not in CROSS_RULES:  # crossmap's rules said which slots pair
             (n_in, n_out), (m_in, m_out) = count(ours, p.npu.op), count(theirs, other)
             p = Pair(p.npu, None, p.op, p.ground_truth, "", (
                 f"{p.npu.op} has {n_in} input and {n_out} output tensors, golden {other} {m_in} and {m_out}: "
@@ -183,6 +188,9 @@ class _Mapper:
         node = self._om_node(df)
         if node is not None:
             return self._by_fusion(df, node)
+        if self.cross:  # crossmap's pairs as it made them, the rest by the rules here
+            cross = self.cross
+            return [cross.get(id(t)) or self._pair(df, t) for t in df.inputs + df.outputs]
         return [self._pair(df, t) for t in df.tensors]
 
     def _om_node(self, df: DumpFile) -> Node | None:
@@ -242,11 +250,6 @@ class _Mapper:
     # ---------------------------------------------------------- header and names
 
     def _pair(self, df: DumpFile, t: Tensor) -> Pair:
-        found = self.cross.get(id(t)) if self.cross else None
-        if found is not None:
-            if found.golden is None:
-                return Pair(t, None, df, df.op_name, "", found.reason)
-            return Pair(t, found.golden, df, found.golden.op, found.how, found.reason, found.confidence)
         if df.op_type in CONVERTER_OWN and self.golden.find(df.op_name, t.io, t.index) is None:
             return Pair(t, None, df, DEVICE_ONLY, "", f"inserted by the conversion: {df.op_type} {df.op_name} "
                                                       "stands for no framework op")

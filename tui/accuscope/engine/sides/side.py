@@ -22,6 +22,7 @@ import os
 from collections.abc import Callable
 from dataclasses import replace
 from functools import cached_property
+from operator import attrgetter
 
 from accuscope.engine.graphs.graph import Graph, Node
 from accuscope.engine.sources.ascend import DumpFile
@@ -85,6 +86,8 @@ class Side:
     def tensors(self) -> list[Tensor]:
         """Every tensor the source holds (not the inputs `ops` derives from their producers)."""
         self.ops  # noqa: B018 - names and types come from the graph when the ops are built
+        if not self._as_read:  # no graph renamed any (msprobe, most dumps): a copy of the reader's list
+            return list(self.reader.tensors)
         return [self._as_read.get(id(t), t) for t in self.reader.tensors]
 
     def _seen(self, t: Tensor | None) -> Tensor | None:
@@ -176,6 +179,9 @@ class Side:
         return [t] if t is not None else []
 
 
+_INDEX = attrgetter("index")
+
+
 def _ops_of(tensors: list[Tensor], graph: Graph | None) -> tuple[list[DumpFile], dict[int, Tensor]]:
     """Group a tensor list into ops, in the reader's order (dump time, then file order).
 
@@ -192,8 +198,10 @@ def _ops_of(tensors: list[Tensor], graph: Graph | None) -> tuple[list[DumpFile],
         (op.inputs if t.io == INPUT else op.outputs).append(t)
     if graph is None:
         for op in grouped.values():
-            op.inputs.sort(key=lambda t: t.index)
-            op.outputs.sort(key=lambda t: t.index)
+            if len(op.inputs) > 1:
+                op.inputs.sort(key=_INDEX)
+            if len(op.outputs) > 1:
+                op.outputs.sort(key=_INDEX)
         return list(grouped.values()), {}
     ops, renamed = [], {}
 

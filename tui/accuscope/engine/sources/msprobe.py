@@ -367,7 +367,7 @@ def value_text(value) -> str:
 def raw_value_text(raw: str) -> str:
     """value_text of a value's JSON text as dump.json holds it (what _dumpscan gives)."""
     try:
-        return value_text(_loads(raw.encode("utf-8", "surrogatepass")))
+        return value_text(loads(raw.encode("utf-8", "surrogatepass")))
     except (ValueError, RecursionError):
         return raw[:VALUE_CHARS]
 
@@ -490,7 +490,7 @@ def _dump_bytes(folder: str) -> tuple[bytes | None, str]:
 
 def _parse(raw: bytes) -> tuple[dict | None, str]:
     try:
-        found = _loads(raw)
+        found = loads(raw)
     except UnicodeDecodeError as exc:
         return None, f"cannot read: {exc}"
     except ValueError as exc:
@@ -502,7 +502,7 @@ def _parse(raw: bytes) -> tuple[dict | None, str]:
     return found, ""
 
 
-def _loads(raw: bytes):
+def loads(raw: bytes):
     """JSON text as Python objects: orjson when installed (2x faster on a 100 MB dump.json), else, and
     for what orjson refuses (NaN / Infinity as Python's json writes them, bad UTF-8, numbers past
     float's range, nesting deeper than 1,024), the json module and its messages. An integer past

@@ -1,0 +1,65 @@
+"""Structural pairs decided in the task screen (+ accept, - reject) on the real cross-framework msprobe
+fixture (tests/fixtures/msprobe/cross: a MindSpore and a PyTorch step), saved as the task's pairs.yaml and
+read by its re-run (R)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from accuscope.app.app import AccuscopeApp
+from accuscope.engine.compare import crossmap
+from accuscope.engine.compare.comparison import CompareSpec
+from accuscope.engine.tasks.task import load_task
+from accuscope.engine.tasks.taskrun import run_task
+from appkit import drive, screen_text, wait_for
+
+CROSS = Path(__file__).parents[1] / "fixtures" / "msprobe" / "cross"
+QKV = "Cell.layers.0.attention.qkv.Dense.forward.0"
+PROJ = "Cell.layers.0.attention.proj.Dense.forward.0"
+
+
+def cross_task(root: Path) -> Path:
+    run_task(CompareSpec(str(CROSS / "ms"), str(CROSS / "pt"), match="structure"), root / "cross")
+    return root / "cross"
+
+
+def calls(table, how: str) -> dict[str, str]:
+    rows = [table.row(i) for i in range(len(table))]
+    return {r["npu_op"]: r["golden_op"] for r in rows if r["how"] == how}
+
+
+def test_plus_accepts_minus_rejects_and_the_rerun_reads_them(tmp_path):
+    folder = cross_task(tmp_path)
+    app = AccuscopeApp(tmp_path, open_path=folder)
+
+    async def script(pilot):
+        await wait_for(pilot, lambda: not app.screen.advising)
+        screen = app.screen
+        await pilot.press("f", *f'npu_op == "{QKV}"', "enter")
+        await pilot.press("plus")
+        await pilot.pause()
+        accepted = screen_text(app)
+        await pilot.press("f", *f'npu_op == "{PROJ}"', "enter")
+        await pilot.press("minus")
+        await pilot.pause()
+        rejected = screen_text(app)
+        await pilot.press("f", *'how == "api_table"', "enter", "plus")
+        await pilot.pause()
+        refused = " ".join(n.message for n in app._notifications)
+        await pilot.press("R")
+        await wait_for(pilot, lambda: not screen.running and screen.opened is not None)
+        await pilot.press("f", *'how == "mapping"', "enter")
+        await pilot.pause()
+        return accepted, rejected, refused, screen_text(app)
+
+    accepted, rejected, refused, after = drive(app, script, size=(160, 50))
+    assert "pairs +1 -0 (R re-runs with them)" in accepted
+    assert "pairs +1 -1 (R re-runs with them)" in rejected
+    assert "is not a structural pair (how: api_table)" in refused and f"rejected: {PROJ}" in refused
+    assert "rows 4/237" in after and QKV in after and "pairs +" not in after  # paired by the file now
+    task = load_task(folder)
+    assert Path(task.doc.path("mapping", folder)).name == crossmap.DECISIONS
+    assert task.doc.match == "structure"
+    assert list(calls(task.table, "mapping")) == [QKV]
+    assert QKV not in calls(task.table, "structure") and PROJ not in calls(task.table, "structure")
+    rows = [task.table.row(i) for i in range(len(task.table))]
+    assert all(r["how"] == "" and "rejected in" in r["reason"] for r in rows if r["npu_op"] == PROJ)
