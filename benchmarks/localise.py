@@ -921,6 +921,85 @@ def report(cases: list[Case], skipped: list[str], seconds: float) -> list[str]:
 REFS: dict[str, Reference] = {}
 
 
+# ------------------------------------------------------------------ whole-model conversions, by outcome
+
+def conversion_cases(mc: ModelCase, ref: Reference, work: Path) -> list[dict]:
+    """The whole reference converted as users convert it (int8 by onnxruntime's dynamic quantizer,
+    fp16 by onnxconverter-common), each conversion whose output fails run like a case and advised on
+    twice: estimated, and verified (advise --verify); each headline op is then kept out of the
+    conversion, converted again and measured. No truth is planted here: the score is the outcome,
+    whether keeping the named op out makes the output recover."""
+    import onnx
+
+    from accuscope.engine.compare.inputs import build_spec
+    from accuscope.engine.diagnose.advisor import advise
+    from accuscope.engine.precision.convert import convert
+    from accuscope.engine.precision.convert import prepare as convertible
+    from accuscope.engine.runs.ortdump import dump_onnx
+    from accuscope.engine.tasks.task import load_task
+    from accuscope.engine.tasks.taskrun import run_task
+    found = []
+    base = convertible(ref.path)
+    for to in ("int8", "fp16"):
+        folder = work / "conversions" / mc.name / to
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(parents=True)
+        try:
+            onnx.save(convert(base, to, []), str(folder / "cand.onnx"))
+            outputs = run_outputs(folder / "cand.onnx", ref.feeds)
+        except Exception as exc:  # noqa: BLE001 - a converter that cannot convert this model: no case
+            found.append({"model": mc.name, "to": to, "skipped": f"{type(exc).__name__}: {str(exc)[:120]}"})
+            continue
+        full = output_cos(ref, outputs)
+        if full >= COS_MIN and output_red(ref, outputs) <= RED_MAX:
+            continue  # the conversion passes: nothing to keep out
+        dump_onnx(folder / "cand.onnx", folder / "npu", ref.feeds, timestamp=1700000000000000)
+        run_task(build_spec({"npu": str(folder / "npu"), "golden": str(ref.dump)}), folder / "task")
+        case = {"model": mc.name, "to": to, "output_cos": full}
+        for mode, budget in (("estimated", 0), ("verified", 8)):
+            t0 = time.perf_counter()
+            advice = advise(folder / "task", verify=budget)
+            head = next((f for f in advice.findings if f.rule == "introduced"), None)
+            table = load_task(folder / "task").table
+            golden = str(table.columns["golden_op"][head.row]) if head is not None and head.row is not None else ""
+            kept = math.nan
+            if golden:
+                kept = output_cos(ref, run_outputs_of(convert(base, to, [golden]), ref.feeds, folder / "kept.onnx"))
+            case[mode] = {"op": golden, "kept_cos": kept, "seconds": time.perf_counter() - t0,
+                          "ranking": (head.evidence.get("ranking", "") if head is not None else "")}
+        found.append(case)
+    return found
+
+
+def run_outputs_of(model, feeds, path: Path) -> dict:
+    import onnx
+    onnx.save(model, str(path))
+    return run_outputs(path, feeds)
+
+
+def recovers(case: dict, mode: str) -> bool:
+    """Keeping the mode's headline op out of the conversion raised the output's cos."""
+    kept = case.get(mode, {}).get("kept_cos", math.nan)
+    return not math.isnan(kept) and kept > case["output_cos"] + 1e-4
+
+
+def conversion_report(conversions: list[dict]) -> list[str]:
+    done = [c for c in conversions if "estimated" in c]
+    if not done:
+        return []
+    lines = ["", "whole-model conversions whose output fails: the headline op kept out, converted again "
+             "(output cos: the conversion, with the estimated headline kept out, with the verified one)", "",
+             "| model | to | output cos | estimated headline | kept out | verified headline | kept out | s (verify) |",
+             "|---|---|---|---|---|---|---|---|"]
+    for c in done:
+        e, v = c["estimated"], c["verified"]
+        lines.append(f"| {c['model']} | {c['to']} | {c['output_cos']:.4f} | {e['op'] or '-'} | {e['kept_cos']:.4f} | "
+                     f"{v['op'] or '-'} ({v['ranking'] or '-'}) | {v['kept_cos']:.4f} | {v['seconds']:.1f} |")
+    lines += ["", f"kept out, the output recovers: estimated headline {sum(recovers(c, 'estimated') for c in done)}/"
+                  f"{len(done)} · verified headline {sum(recovers(c, 'verified') for c in done)}/{len(done)}"]
+    return lines
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="three models, two faults, an input mistake and a pass each")
@@ -928,6 +1007,8 @@ def main(argv=None) -> int:
     ap.add_argument("--models", default="", help="comma-separated model names (default: all, or the quick ones)")
     ap.add_argument("--json", default="", help="write every case with its truth and answers here")
     ap.add_argument("--keep", action="store_true", help="keep each case's task folder")
+    ap.add_argument("--no-conversions", action="store_true",
+                    help="skip the whole-model conversions scored by outcome (--quick skips them too)")
     args = ap.parse_args(argv)
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     sys.path.insert(0, str(ROOT / "tests"))
@@ -936,6 +1017,7 @@ def main(argv=None) -> int:
     chosen = [m for m in MODEL_CASES if (m.name in args.models.split(",") if args.models else (m.quick or not args.quick))]
     start = time.perf_counter()
     cases: list[Case] = []
+    conversions: list[dict] = []
     skipped: list[str] = []
     for mc in chosen:
         t0 = time.perf_counter()
@@ -958,7 +1040,14 @@ def main(argv=None) -> int:
                         f"{'HIT ' if hit(case, 'first_failing', 1) else 'miss'}")
             print(f"  {case.kind:6s} {case.label:20s} truth {case.truth[:40]:40s} {said} {r['seconds']:.1f} s", flush=True)
         cases += mine
-    lines = report(cases, skipped, time.perf_counter() - start)
+        if not (args.quick or args.no_conversions):
+            for c in conversion_cases(mc, ref, work):
+                conversions.append(c)
+                if "estimated" in c:
+                    print(f"  convert {c['to']:5s} output cos {c['output_cos']:.4f}: estimated {c['estimated']['op']} "
+                          f"kept out {c['estimated']['kept_cos']:.4f}, verified {c['verified']['op']} kept out "
+                          f"{c['verified']['kept_cos']:.4f}", flush=True)
+    lines = conversion_report(conversions) + report(cases, skipped, time.perf_counter() - start)
     print("\n".join(lines))
     if args.json:
         Path(args.json).write_text(json.dumps([{k: (str(v) if isinstance(v, Path) else v) for k, v in vars(c).items()
