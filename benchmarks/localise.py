@@ -995,8 +995,10 @@ def conversion_report(conversions: list[dict]) -> list[str]:
         e, v = c["estimated"], c["verified"]
         lines.append(f"| {c['model']} | {c['to']} | {c['output_cos']:.4f} | {e['op'] or '-'} | {e['kept_cos']:.4f} | "
                      f"{v['op'] or '-'} ({v['ranking'] or '-'}) | {v['kept_cos']:.4f} | {v['seconds']:.1f} |")
+    named = {m: sum(bool(c[m]["op"]) for c in done) for m in ("estimated", "verified")}
     lines += ["", f"kept out, the output recovers: estimated headline {sum(recovers(c, 'estimated') for c in done)}/"
-                  f"{len(done)} · verified headline {sum(recovers(c, 'verified') for c in done)}/{len(done)}"]
+                  f"{len(done)} ({named['estimated']} named one) · verified headline "
+                  f"{sum(recovers(c, 'verified') for c in done)}/{len(done)} ({named['verified']} named one)"]
     return lines
 
 
