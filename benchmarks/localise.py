@@ -602,6 +602,7 @@ class Case:
     out_cos: float = math.nan
     note: str = ""
     result: dict = field(default_factory=dict)
+    expected: Path | None = None  # a fault planted under a passing conversion: that conversion, the third side
 
 
 def site_order(sites: list[str], key: str) -> list[str]:
@@ -653,7 +654,8 @@ def build_cases(mc: ModelCase, ref: Reference, work: Path, quick: bool) -> tuple
                 skipped.append(f"{mc.name} {label} at {site}: {str(exc).splitlines()[0][:120]}")
                 continue
             if math.isnan(c) or c < COS_MIN:
-                cases.append(Case(mc.name, fault.kind, label, site, path, ref.feeds, c))
+                cases.append(Case(mc.name, fault.kind, label, site, path, ref.feeds, c,
+                                  expected=folder / f"background-{bg}.onnx" if bg else None))
                 done = True
                 break
         if not done:
@@ -738,6 +740,16 @@ def run_case(case: Case, ref: Reference, work: Path, keep: bool) -> None:
         "first_failing": first_failing(rows)[:3], "msprobe": msprobe_first(rows)[:3], "max_error": max_error(rows)[:3],
         "truth_row_cos": rows.cos_of(case.truth),
     }
+    if case.expected is not None:  # again with the background conversion of the clean model as the third side
+        expected = case.expected.with_name(case.expected.stem + "-dump")
+        if not (expected / "dump.json").exists():
+            dump_onnx(case.expected, expected, case.feeds, timestamp=1700000000000000)
+        run_task(build_spec({"npu": str(folder / "npu"), "golden": str(ref.dump), "expected": str(expected)}),
+                 folder / "third")
+        third = advise(folder / "third")
+        rows = Rows(load_task(folder / "third").table, ref)
+        beyond = [rows.to_reference(f.op) for f in third.findings if f.rule == "beyond_expected" and f.op]
+        case.result["third_side"] = _dedupe(beyond + advisor_ranking(third, rows))[:5]
     if not keep:
         shutil.rmtree(folder, ignore_errors=True)
 
@@ -893,6 +905,11 @@ def report(cases: list[Case], skipped: list[str], seconds: float) -> list[str]:
     for key, title in METHODS:
         lines.append(f"| {title} | {sum(hit(c, key, 1) for c in faults)}/{len(faults)} | "
                      f"{sum(hit(c, key, 3) for c in faults)}/{len(faults)} |")
+    third = [c for c in faults if "third_side" in c.result]
+    if third:
+        lines += ["", f"faults planted under a passing conversion, that conversion of the clean model given as the "
+                      f"third side (--expected): advisor top-1 {sum(hit(c, 'third_side', 1) for c in third)}/{len(third)} "
+                      f"with it, {sum(hit(c, 'advisor', 1) for c in third)}/{len(third)} without"]
     lines += ["", "misses (advisor's top-1 is not the truth) and false alarms:"]
     for c in faults:
         if not hit(c, "advisor", 1):
