@@ -309,7 +309,7 @@ def _verified(run: _Run, findings: list[Finding], origins: list[OpOrigin], budge
     run.timings["verify"] = time.perf_counter() - t0
     if not v.replayed:
         run.notes.append(f"headline not verified: {v.reason}")
-    return replay.revise(findings, v, lambda op: run.ops.get(op, [None])[-1] if run.ops.get(op) else None)
+    return replay.revise(findings, v, lambda op: (run.ops.get(op) or [None])[-1])
 
 
 def _golden_arrays(run: _Run, names: list[str]) -> dict[str, np.ndarray]:
