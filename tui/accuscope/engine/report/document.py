@@ -74,7 +74,8 @@ def build_report(task: Task, advice: Advice | None, worst: int = WORST, metric: 
     the `worst` ops for their error curves; an op whose dumps cannot be read gets a note instead."""
     table = task.table
     s = summarize(table, task.thresholds, task.step)
-    account = s.counts_text() + (f" · first: {s.first_text}" if s.first_text else "")
+    account = s.counts_text() + (f" · first: {s.first_text}" if s.first_text else "") + \
+        (f" · {s.judged}" if s.judged else "")  # tpu-mlir's ladder, the precision's own noise
     primary = advice.primary if advice is not None else None
     if primary is not None:
         verdict, severity = primary.title, primary.severity
