@@ -125,6 +125,18 @@ for f in sorted(os.listdir(golden)):
 """
 
 
+def alternate(runs: dict, rounds: int) -> dict[str, list[float]]:
+    """Each run's times over `rounds` rounds, the runs alternating within a round (so every ratio
+    compares runs made under the same load), after one warming run each (page cache, imports)."""
+    for cmd, e in runs.values():
+        timed(cmd, e)
+    times: dict[str, list[float]] = {k: [] for k in runs}
+    for _ in range(rounds):
+        for k, (cmd, e) in runs.items():
+            times[k].append(timed(cmd, e))
+    return times
+
+
 def timed(cmd: list[str], env: dict) -> float:
     start = time.perf_counter()
     subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -148,12 +160,7 @@ def floor(args) -> None:
         runs[f"compare -w{w}"] = compare(w)
         if args.base_tui:
             runs[f"base compare -w{w}"] = compare(w, args.base_tui)
-    for cmd, e in runs.values():  # warm the page cache and every import
-        timed(cmd, e)
-    times: dict[str, list[float]] = {k: [] for k in runs}
-    for _ in range(args.rounds):
-        for k, (cmd, e) in runs.items():
-            times[k].append(timed(cmd, e))
+    times = alternate(runs, args.rounds)
     gb = 2 * args.pairs * args.n * 4 / 1e9
     print(f"{args.pairs} pairs x {args.n:,} float32 ({gb:.2f} GB), {os.cpu_count()} cores, "
           f"load {os.getloadavg()[0]:.1f}; medians of {args.rounds} alternating rounds, whole processes")
@@ -212,12 +219,7 @@ def small(args) -> None:
                                                                  os.path.join(root, "one-golden")))):
             runs[f"{name}{label}"] = ([*py, "-m", "accuscope.cli", "compare", "--npu", a, "--golden", b, "--out",
                                        os.path.join(root, "task"), "--workers", "1"], env)
-    for cmd, e in runs.values():  # warm the page cache and every import
-        timed(cmd, e)
-    times: dict[str, list[float]] = {k: [] for k in runs}
-    for _ in range(args.rounds):
-        for k, (cmd, e) in runs.items():
-            times[k].append(timed(cmd, e))
+    times = alternate(runs, args.rounds)
     med = {k: statistics.median(v) for k, v in times.items()}
     n = args.small_pairs
     print(f"{n:,} npy pairs of 16 float32, {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}; medians of "
