@@ -298,5 +298,7 @@ def test_weight_gradients_sit_in_the_op_table_under_their_module(tmp_path):
         text = screen_text(pilot.app)
         grads = [line for line in text.splitlines() if "inear.parameters_grad.0" in line]
         assert len(grads) == 2 and all("attn.qkv" in g and "✗" in g for g in grads)
-        assert [g.split("attn.qkv")[1].split()[0] for g in grads] == ["out:0", "out:1"]
+        assert [g.split("attn.qkv")[1].split()[0] for g in grads] == ["bias", "weight"]  # by the parameter's name
+        forward = [r for r in table.view.tolist() if c["npu_op"][r] == "Module.attn.qkv.Linear.forward.0"]
+        assert c["param"][forward].tolist() == ["", "weight", "bias", ""]  # the call's own weights named too
     drive(AccuscopeApp(tmp_path / "ws", open_path=tmp_path / "ws" / "train"), script)

@@ -58,6 +58,10 @@ def test_every_tensor_row_msprobe_lists_is_compared(key):
     assert done.all(), f"{key}: rows not compared: {table.columns['tensor'][~done][:5]}"
     grads = [r for r, name in enumerate(ours) if ".parameters_grad." in name]
     assert grads and all(table.columns["type"][r] for r in grads)  # under their module
+    named = {n.rsplit(".", 1)[-1] for n in ours if ".parameters_grad." in n or ".parameters." in n}
+    assert named <= {"weight", "bias"}  # each row says which parameter it is, as msprobe's own name does
+    assert [table.columns["param"][r] for r, n in enumerate(ours) if n in named or ".parameters" in n] == \
+        [n.rsplit(".", 1)[-1] for n in ours if ".parameters" in n]
     assert not table.columns["is_output"].any()  # a step has no network output
 
 
@@ -68,6 +72,8 @@ def test_statistics_columns_hold_the_gradients(npu):
     assert len(table) == len(ROWS[f"{npu}/step1/rank1"])
     names = [r.rsplit(":", 2)[0] for r in table.columns["tensor"].tolist()]
     assert sum(".parameters_grad." in n for n in names) == 10
+    params = table.columns["param"]
+    assert sorted(params[[".parameters_grad." in n for n in names]].tolist()) == ["bias"] * 5 + ["weight"] * 5
     assert coverage.step and "network output" not in coverage.line(1)
     assert not coverage.warnings
 

@@ -103,8 +103,11 @@ def pad(text: str, width: int, right: bool = False) -> str:
     return gap + text if right else text + gap
 
 
-def slot(tensor: str, io: str) -> str:
-    """Which tensor of its operator a row compares: conv1:output:0 -> out:0, x:input:1 -> in:1."""
+def slot(tensor: str, io: str, param: str = "") -> str:
+    """Which tensor of its operator a row compares: conv1:output:0 -> out:0, x:input:1 -> in:1; a module
+    parameter or its gradient by the parameter's name (weight, bias)."""
+    if param:
+        return param
     named = parse_tensor_name(tensor)
     if named:
         return f"{'in' if named.io == 'input' else 'out'}:{named.index}"

@@ -455,7 +455,7 @@ class GraphScreen(Screen["int | None"]):
                             else MARK_EXEMPT if results.exempt[r] else " ")
                     text = fmt.number(float(value), 9) if results.metric else ""
                     reason = str(cols["reason"][r])
-                    slot = fmt.slot(str(cols["tensor"][r]), cols["io"][r])
+                    slot = fmt.slot(str(cols["tensor"][r]), cols["io"][r], cols["param"][r])
                     lines.append(f"  {shown(mark)} #{cols['index'][r]} {slot}"
                                  f" {results.metric} {text}" + (f"  {shown(fmt.fit(reason, 50))}" if reason else ""))
                 if len(rows) > 8:

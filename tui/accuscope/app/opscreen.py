@@ -74,6 +74,7 @@ class TensorRef:
     op: str
     io: str
     index: int
+    param: str = ""  # a module parameter's name (weight, bias): the slot it is shown by
 
     @property
     def key(self) -> tuple[str, str, int]:
@@ -85,7 +86,7 @@ class TensorRef:
 
     @property
     def slot(self) -> str:
-        return ("in:" if self.io == "input" else "out:") + str(self.index)
+        return self.param or ("in:" if self.io == "input" else "out:") + str(self.index)
 
 
 def tensor_refs(table: ResultTable, row: int) -> list[TensorRef]:
@@ -107,10 +108,10 @@ def tensor_refs(table: ResultTable, row: int) -> list[TensorRef]:
 def _ref(table: ResultTable, row: int) -> TensorRef:
     cols = table.columns
     op, tensor, io = str(cols["npu_op"][row]), str(cols["tensor"][row]), str(cols["io"][row])
-    named = parse_tensor_name(tensor)
+    named, param = parse_tensor_name(tensor), str(cols["param"][row])
     if named:
-        return TensorRef(row, op or named.op, named.io, named.index)
-    return TensorRef(row, op or tensor, io if io in ("input", "output") else "output", 0)
+        return TensorRef(row, op or named.op, named.io, named.index, param)
+    return TensorRef(row, op or tensor, io if io in ("input", "output") else "output", 0, param)
 
 
 # ------------------------------------------------------------------ the screen

@@ -51,7 +51,7 @@ LABELS = {"index": "#", "op_seq": "seq", "npu_op": "NPU op", "golden_op": "golde
 MARK_FAIL, MARK_INVALID, MARK_EXEMPT = "✗", "?", "·"
 NUMBER_WIDTH = 9
 CAPS = {"type": 14, "golden_op": 40, "shape": 18, "reason": 60, "overflow": 8,
-        "custom": 14, "npu_op": 100}
+        "custom": 14, "npu_op": 100, "param": 12}
 DIVIDER = "│"
 
 
@@ -481,7 +481,7 @@ class OperatorTable(CursorList):
             self._lengths, done = {}, 0
         if done == len(t):
             return
-        keys = ["npu_op", "type", "golden_op", "shape", "reason", "std", "overflow"] + list(t.custom)
+        keys = ["npu_op", "type", "golden_op", "shape", "reason", "std", "overflow", "param"] + list(t.custom)
         for key in keys:  # a column's stored codes give its distinct values; else page by page, in C
             paged = not done and hasattr(t.columns[key], "encoded")  # a columnar task's: codes stored
             values = t.codes(key).values.tolist() if paged else None
@@ -518,7 +518,7 @@ class OperatorTable(CursorList):
                 cols.append(_Column(key, key, max(4, len(str(lengths[key]))), True, sort_key=key))
         if lengths.get("type", 0):
             cols.append(_Column("type", "type", max(4, min(lengths["type"], CAPS["type"])), sort_key="type"))
-        cols.append(_Column("slot", "io", 5, sort_key="io"))
+        cols.append(_Column("slot", "io", max(5, min(lengths.get("param", 0), CAPS["param"])), sort_key="io"))
         present = set(t.metric_keys) | {k for k in t.present if METRIC[k].kind == "text"}
         for m in (METRIC[k] for k in TABLE_ORDER if k in present):
             if m.kind == "text":  # sized to the content (when measured), at most its width
@@ -680,7 +680,7 @@ class OperatorTable(CursorList):
         if key == "npu_op":
             return fmt.fit(cols["npu_op"][row], width, keep="end"), False
         if key == "slot":
-            return fmt.slot(cols["tensor"][row], cols["io"][row]), False
+            return fmt.fit(fmt.slot(cols["tensor"][row], cols["io"][row], cols["param"][row]), width), False
         if key == "dtype":
             return fmt.dtypes(cols["npu_dtype"][row], cols["golden_dtype"][row]), False
         if key == "shape":

@@ -42,6 +42,7 @@ from accuscope.engine.sides.side import Side
 from accuscope.engine.sources import tpumlir
 from accuscope.engine.sources.ascend import crop_to
 from accuscope.engine.sources.msprobe import KIND as STEP_KIND  # dumps of a step's calls, not of a model
+from accuscope.engine.sources.names import parameter
 from accuscope.engine.sources.tensor import INPUT, OUTPUT, Problem, SourceError, Tensor
 
 INLINE_BYTES = 64 << 20  # below this, worker processes cost more than they save
@@ -423,6 +424,7 @@ def _base_row(index: int, pair: Pair, seq: int, is_output: bool) -> dict:
         "index": index, "op_seq": seq, "type": pair.op.op_type, "npu_op": pair.op.op_name,
         "npu_dtype": t.dtype_name, "golden_op": pair.ground_truth,
         "golden_dtype": g.dtype_name if g is not None else "", "tensor": t.name, "io": t.io,
+        "param": parameter(t.tensor_name),
         "shape": "[" + ",".join(map(str, t.shape)) + "]", "conversion": t.conversion, "how": pair.how,
         "npu_file": t.source, "golden_file": g.source if g is not None else "",
         "is_npu_only": pair.ground_truth == DEVICE_ONLY,

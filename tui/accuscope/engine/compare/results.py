@@ -32,7 +32,7 @@ COLUMNS: list[tuple[str, str]] = (
     [("index", "int"), ("op_seq", "int"), ("type", "text"),
      ("npu_op", "text"), ("npu_dtype", "text"), ("npu_address", "text"),
      ("golden_op", "text"), ("golden_dtype", "text"), ("golden_address", "text"),
-     ("tensor", "text"), ("io", "text"), ("shape", "text"), ("overflow", "text")]
+     ("tensor", "text"), ("io", "text"), ("param", "text"), ("shape", "text"), ("overflow", "text")]
     + [(m.key, m.kind) for m in METRIC_TABLE]
     + [("reason", "text"), ("is_npu_only", "bool"), ("is_output", "bool"), ("fail", "bool"),
        ("conversion", "text"), ("how", "text"), ("npu_file", "text"), ("golden_file", "text"),

@@ -22,6 +22,7 @@ from accuscope.engine.compare.comparison import CompareSpec, Coverage
 from accuscope.engine.compare.results import ResultTable
 from accuscope.engine.sides.registry import detect
 from accuscope.engine.sources import msprobe
+from accuscope.engine.sources.names import parameter
 from accuscope.engine.sources.tensor import OUTPUT, SourceError
 
 KIND = msprobe.KIND  # the kind of source both sides are when the columns compare them
@@ -83,6 +84,7 @@ def compare(spec: CompareSpec) -> tuple[ResultTable, Coverage] | None:
         "npu_dtype": ours.dtypes[rows], "golden_op": theirs.calls[golden],
         "golden_dtype": theirs.dtypes[golden], "io": io,
         "tensor": [f"{c}:{d}:{k}" for c, d, k in zip(calls.tolist(), io.tolist(), index.tolist())],
+        "param": [parameter(name) for name in (ours.names[k] for k in rows.tolist())],
         "shape": ours.shapes[rows],
         "how": np.full(n, "tensor", dtype=object), "npu_file": np.full(n, ours.doc, dtype=object),
         "golden_file": np.full(n, theirs.doc, dtype=object), "is_output": np.zeros(n, dtype=bool),

@@ -25,7 +25,7 @@ from accuscope.engine.sources.tensor import SourceError
 
 MSIT_COLUMNS = [("IsNpuOps", "is_npu_only"), ("IsOutputNode", "is_output"), ("IsPrecisionError", "fail")]
 # Ours, beyond the extras of columns.py: what the detail view needs to reopen the tensors.
-DETAIL_COLUMNS = [("Conversion", "conversion"), ("MappedBy", "how"), ("NPUFile", "npu_file"),
+DETAIL_COLUMNS = [("Parameter", "param"), ("Conversion", "conversion"), ("MappedBy", "how"), ("NPUFile", "npu_file"),
                   ("GoldenFile", "golden_file")]
 REQUIRED = ("NPUDump", "GroundTruth", "TensorIndex")
 RANK_COLUMNS = [("Step", "step"), ("Rank", "rank")]  # a multi-rank task's rows
