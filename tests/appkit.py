@@ -2,14 +2,21 @@
 from __future__ import annotations
 
 import asyncio
+import difflib
 import html
+import os
 import re
 import shutil
 import time
+from pathlib import Path
 
 import pytest
 
 from accuscope.engine.demo.workspace import build_workspace
+
+
+SNAPSHOTS = Path(__file__).parent / "snapshots"
+UPDATE = os.environ.get("ACCUSCOPE_UPDATE_SNAPSHOTS") == "1"  # regenerate them, after checking the new look
 
 
 @pytest.fixture(scope="session")
@@ -61,3 +68,27 @@ def screen_lines(svg: str) -> list[str]:
 def screen_text(app) -> str:
     """What a user reads on the app's screen now."""
     return "\n".join(screen_lines(app.export_screenshot()))
+
+
+def normalized(svg: str) -> str:
+    """Textual names the SVG's CSS classes after a hash that changes between runs; the operator
+    detail says how long it took."""
+    svg = re.sub(r"terminal-\d+", "terminal", svg)
+    svg = re.sub(r"accuscope-snap-[A-Za-z0-9_]{8}", "accuscope-snap-XXXXXXXX", svg)
+    return re.sub(r"·&#160;\d+\.\d\d&#160;s<", "·&#160;0.00&#160;s<", svg)
+
+
+def check_snapshot(name: str, svg: str) -> None:
+    """The screenshot matches tests/snapshots/{name}.svg; if not, fail with both screens' text side by side
+    (ACCUSCOPE_UPDATE_SNAPSHOTS=1 writes it instead)."""
+    svg = normalized(svg)
+    path = SNAPSHOTS / f"{name}.svg"
+    if UPDATE or not path.exists():
+        path.write_text(svg, encoding="utf-8")
+        if not UPDATE:
+            pytest.fail(f"{path} did not exist; written now: check it and commit it")
+    expected = path.read_text(encoding="utf-8")
+    if svg != expected:
+        diff = "\n".join(difflib.unified_diff(screen_lines(expected), screen_lines(svg), "snapshot", "now", lineterm=""))
+        pytest.fail(f"{name} differs from {path.name} (same text: styles changed)" if not diff else
+                    f"{name} differs from {path.name}:\n{diff}")

@@ -6,9 +6,6 @@ checking the new look, regenerate with ACCUSCOPE_UPDATE_SNAPSHOTS=1 python -m py
 from __future__ import annotations
 
 import asyncio
-import difflib
-import os
-import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -22,10 +19,8 @@ from accuscope.app.taskscreen import CANCEL_QUESTION
 from accuscope.engine.compare.comparison import CompareSpec
 from accuscope.engine.demo.workspace import MAIN, build_workspace
 from accuscope.engine.tasks.taskrun import run_task
-from appkit import screen_lines, wait_for
+from appkit import check_snapshot, wait_for
 
-SNAPSHOTS = Path(__file__).parents[1] / "snapshots"
-UPDATE = os.environ.get("ACCUSCOPE_UPDATE_SNAPSHOTS") == "1"
 
 
 @pytest.fixture(scope="module")
@@ -68,14 +63,6 @@ def svg_of(task: Path, size: tuple[int, int], keys: list[str]) -> str:
     return asyncio.run(go())
 
 
-def normalized(svg: str) -> str:
-    """Textual names the SVG's CSS classes after a hash that changes between runs; the operator
-    detail says how long it took."""
-    svg = re.sub(r"terminal-\d+", "terminal", svg)
-    svg = re.sub(r"accuscope-snap-[A-Za-z0-9_]{8}", "accuscope-snap-XXXXXXXX", svg)
-    return re.sub(r"·&#160;\d+\.\d\d&#160;s<", "·&#160;0.00&#160;s<", svg)
-
-
 @pytest.mark.parametrize("name, size, keys", [
     ("task-80x24", (80, 24), ["exclamation_mark"]),
     ("task-160x50", (160, 50), ["exclamation_mark"]),
@@ -91,17 +78,7 @@ def normalized(svg: str) -> str:
 ])
 def test_snapshot(task, name, size, keys, monkeypatch):
     monkeypatch.setattr(browser, "ago", lambda when, now=None: "1h ago")  # the browser's ages move
-    svg = normalized(svg_of(task, size, keys))
-    path = SNAPSHOTS / f"{name}.svg"
-    if UPDATE or not path.exists():
-        path.write_text(svg, encoding="utf-8")
-        if not UPDATE:
-            pytest.fail(f"{path} did not exist; written now: check it and commit it")
-    expected = path.read_text(encoding="utf-8")
-    if svg != expected:
-        diff = "\n".join(difflib.unified_diff(screen_lines(expected), screen_lines(svg), "snapshot", "now", lineterm=""))
-        pytest.fail(f"{name} differs from {path.name} (same text: styles changed)" if not diff else
-                    f"{name} differs from {path.name}:\n{diff}")
+    check_snapshot(name, svg_of(task, size, keys))
 
 
 GRADS = ["f", *'under(type, "attn.qkv")', "enter", "G"]  # one module's calls, its weight gradients last

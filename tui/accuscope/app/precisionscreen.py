@@ -129,15 +129,13 @@ class PrecisionScreen(Screen[None]):
             if o.met:
                 lines.append(f"[$mark-info]✓[/] [b]target met[/] keeping {len(o.keep)} op(s) in fp32: "
                              f"{shown(', '.join(o.keep)) or 'none'}")
-                if self.result.task:
-                    lines.append("enter opens the final model's task · files in " + shown(str(self.result.folder / "result")))
             else:
                 lines.append(f"[$mark-fail]✗[/] [b]target not met[/]: {shown(o.reason)}")
             lines += self._recipe()
             lines.append(f"[dim]{len(o.trials)} trials ({o.ran} run now, {self.result.resumed} from the log), "
                          f"{self.result.seconds:.1f} s[/]")
         rows = self.query_one("#trials", DataTable)
-        if rows.row_count:
+        if rows.row_count and self.result is None:
             last = rows.get_row_at(rows.row_count - 1)
             lines.append(f"[dim]current op set[/] {last[-1] or 'none'}")
         self.query_one("#status", Static).update("\n".join(lines))
@@ -146,16 +144,18 @@ class PrecisionScreen(Screen[None]):
         """Where the result's files are and the command that reproduces it (recipe.py): the lists name the
         prepared model's nodes where they alone do not act on the user's model."""
         r = self.result
-        if r is None or not r.command:
+        if r is None:
             return []
-        lines = []
+        lines = ["files in " + shown(str(r.folder / "result")) + (" · enter opens the final model's task" if r.task else "")]
+        if not r.command:
+            return lines
         prepared = r.files.get("prepared")
         if prepared is not None and r.obstacles:
             lines.append(f"[$mark-warn]![/] the lists alone do not act on your model ({shown('; '.join(r.obstacles))}): "
-                         f"they name the nodes of the prepared model {shown(str(prepared))}")
+                         f"they name the nodes of the prepared model {shown(prepared.name)} there")
         elif prepared is None:
             lines.append("the lists work on your model as it is")
-        lines.append(f"[b]reproduce:[/] {shown(r.command)}")
+        lines.append(f"[b]reproduce:[/] sh {shown(r.files['command'].name)} there (the converter with the list)")
         return lines
 
     def action_cancel(self) -> None:
