@@ -14,7 +14,6 @@ import pytest
 
 from accuscope.engine.demo.workspace import build_workspace
 
-
 SNAPSHOTS = Path(__file__).parent / "snapshots"
 UPDATE = os.environ.get("ACCUSCOPE_UPDATE_SNAPSHOTS") == "1"  # regenerate them, after checking the new look
 

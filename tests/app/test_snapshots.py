@@ -22,7 +22,6 @@ from accuscope.engine.tasks.taskrun import run_task
 from appkit import check_snapshot, wait_for
 
 
-
 @pytest.fixture(scope="module")
 def task():
     """The demo task in a folder whose path has the same length every run (the browser and its

@@ -20,6 +20,7 @@ from accuscope.engine.compare.thresholds import Thresholds
 from accuscope.engine.diagnose import firstdiff
 from accuscope.engine.graphs.msprobegraph import load_msprobe
 from accuscope.engine.sources import msprobe
+from accuscope.engine.sources.names import parameter
 
 TRAIN = Path(__file__).parents[1] / "fixtures" / "msprobe" / "train"
 ROWS = json.loads((TRAIN / "msprobe_rows.json").read_text())
@@ -204,3 +205,16 @@ def test_a_value_against_a_tensor_is_not_compared_and_says_why():
     assert statistics.values_differ(np.array(["1", "1.0", "True", "", '"a"'], dtype=object),
                                     np.array(["1.0", "2", "True", "3", '"b"'], dtype=object)).tolist() == \
         [False, True, False, False, True]
+
+
+@pytest.mark.parametrize("name, param", [
+    ("Module.fc.Linear.parameters_grad.0.weight", "weight"),  # msprobe 26: the call's counter
+    ("Module.head.Linear.parameters_grad.bias", "bias"),  # older: none
+    ("Module.inp.Linear.forward.0.parameters.weight", "weight"),  # a forward call's own weights
+    ("Module.blk.Block.parameters_grad.0.norm.weight", "norm.weight"),
+    ("Module.x.forward.0.parameters.w.0", "w"),  # a list position is none of its name
+    ("Functional.linear.1.forward.input.1", ""),
+    ("Module.parameters.X.forward.0.output.0", ""),  # a module named `parameters` holds no parameter row
+])
+def test_a_parameter_is_named_by_its_tensor_name(name, param):
+    assert parameter(name) == param

@@ -71,16 +71,14 @@ def parse_tensor_name(text: str) -> TensorName | None:
 
 # a module parameter in msprobe's tensor names: `{call}.parameters.{p}` (a forward call's weights) and
 # `{module}.parameters_grad[.{n}].{p}` (their gradients); list positions after it are none of its name
-_PARAMETER = re.compile(r"\.parameters(?:_grad(?:\.[0-9]+)?)?\.(?P<p>[^.]+(?:\.[^.0-9][^.]*)*)(?:\.[0-9]+)*", re.DOTALL)
+_PARAMETER = re.compile(r".*\.parameters(?:_grad(?:\.[0-9]+)?)?\.(?P<p>[^.]+(?:\.[^.0-9][^.]*)*)(?:\.[0-9]+)*", re.DOTALL)
 
 
 def parameter(tensor_name: str) -> str:
     """The parameter a tensor holds or is the gradient of (`weight`, `bias`), "" for any other tensor:
     `Module.fc.Linear.parameters_grad.0.weight` -> `weight`."""
-    m = None
-    for m in _PARAMETER.finditer(tensor_name):
-        pass
-    return m.group("p") if m is not None and m.end() == len(tensor_name) else ""
+    m = _PARAMETER.fullmatch(tensor_name)  # the last `.parameters` of the name: `.*` takes all it can
+    return m.group("p") if m else ""
 
 
 @dataclass(frozen=True)
