@@ -8,6 +8,11 @@ entry point, on files the real tools wrote.
 - The same fp16 model with a "kernel bug" planted in one Conv (one output channel's weights x1.3): the
   first row beyond the precision's own noise is that Conv, though its row passes every threshold;
   without the bug (the case above) there is no such row: fixing it removes the finding.
+- PP-OCR cls quantized statically by onnxruntime (QOperator and QDQ formats; the calibration is not at
+  hand): `--expected auto` simulates the candidate's own quantization in float with its own scales; every
+  failing row is int8's own. A "runtime" whose requantization of one QLinearConv is off by 1.3x (the
+  simulation with that one fault) run against it: the first row beyond int8's own noise is downstream
+  of that conv and nothing upstream is.
 - msprobe 26.2's own dumps (tests/fixtures/msprobe/train): the faulty fp32 run against fp32 with the
   bf16 autocast run as the third side: the planted call is where the error leaves bf16's own, the
   step's cause the implementation; rank 0, without the fault, has none."""
@@ -120,3 +125,70 @@ def test_unusable_third_sides_exit_2_naming_them(det16, tmp_path):
     r = accuscope("run", d / "det.onnx", d / "det.onnx", "--input", f"x={d / 'x.npy'}", "--out", tmp_path / "u",
                   "--expected", "auto")
     assert r.returncode == 2 and "--expected auto" in r.stderr and "det.onnx" in r.stderr
+
+
+@pytest.fixture(scope="module")
+def cls8(cls_model, tmp_path_factory):
+    """(folder with ref.onnx, x.npy and the static int8 conversions qop.onnx and qdq.onnx)."""
+    from onnxruntime.quantization import QuantFormat, QuantType, quantize_static
+    d = tmp_path_factory.mktemp("static8")
+    onnx.save(prepare(cls_model), str(d / "ref.onnx"))
+    x = np.random.default_rng(1).standard_normal((1, 3, 48, 192)).astype(np.float32)
+    np.save(d / "x.npy", x)
+    for name, form in (("qop", QuantFormat.QOperator), ("qdq", QuantFormat.QDQ)):
+        samples = iter([{"x": x}])
+        reader = type("Reader", (), {"get_next": lambda self: next(samples, None)})()
+        quantize_static(str(d / "ref.onnx"), str(d / f"{name}.onnx"), reader, quant_format=form,
+                        activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
+    return d
+
+
+@pytest.mark.parametrize("form", ["qop", "qdq"])
+def test_a_static_int8_candidate_is_simulated_with_its_own_scales(cls8, form):
+    r = accuscope("run", cls8 / "ref.onnx", cls8 / f"{form}.onnx", "--input", f"x={cls8 / 'x.npy'}",
+                  "--out", cls8 / f"t-{form}", "--expected", "auto", "--json")
+    assert r.returncode in (0, 1), r.stderr
+    task = load_task(cls8 / f"t-{form}")
+    state = task.thresholds.evaluate(task.table)
+    c = task.table.columns
+    assert state.fail.any() and (state.expected == state.fail).all() and state.first_beyond is None
+    assert np.nanmax(np.abs(c["excess"][state.fail] - 1.0)) < 0.01  # onnxruntime's int8 kernels are the simulation
+    assert json.loads(r.stdout)["judgement"].get("cause", "precision") == "precision"
+    if form == "qop":  # the QLinear ops became float ops between DequantizeLinear and QuantizeLinear
+        sim = onnx.load(str(next((cls8 / f"t-{form}" / "dumps").iterdir()) / "expected" / "model.onnx"))
+        assert not any(n.op_type.startswith("QLinear") for n in sim.graph.node)
+        assert sum(n.op_type == "Conv" for n in sim.graph.node) == 53
+
+
+def test_a_requantization_fault_is_where_the_error_leaves_int8s_own(cls8):
+    from onnx import helper
+
+    from accuscope.engine.precision.simulate import simulate
+    healthy = cls8 / "t-healthy"
+    r = accuscope("run", cls8 / "ref.onnx", cls8 / "qop.onnx", "--input", f"x={cls8 / 'x.npy'}", "--out", healthy,
+                  "--expected", "auto")
+    assert r.returncode in (0, 1), r.stderr
+    expected = next((healthy / "dumps").iterdir()) / "expected"
+    m = simulate(onnx.load(str(cls8 / "qop.onnx")))  # a runtime whose one QLinearConv requantizes 1.3x off
+    conv = [n for n in m.graph.node if n.op_type == "Conv"][20]
+    k, out = list(m.graph.node).index(conv), conv.output[0]
+    conv.output[0] = out + "_fault"
+    m.graph.initializer.append(numpy_helper.from_array(np.array(1.3, np.float32), "fault_scale"))
+    m.graph.node.insert(k + 1, helper.make_node("Mul", [out + "_fault", "fault_scale"], [out], name=conv.name + "_fault"))
+    onnx.save(m, str(cls8 / "faulty.onnx"))
+    r = accuscope("run", cls8 / "ref.onnx", cls8 / "faulty.onnx", "--input", f"x={cls8 / 'x.npy'}",
+                  "--out", cls8 / "t-faulty", "--expected", expected)
+    assert r.returncode in (0, 1), r.stderr
+    task = load_task(cls8 / "t-faulty")
+    state = task.thresholds.evaluate(task.table)
+    c = task.table.columns
+    downstream, frontier = set(), {out}  # the tensors the faulty conv reaches
+    for node in m.graph.node:
+        if frontier & set(node.input) or downstream & set(node.input):
+            downstream.update(node.output)
+    downstream.add(out)
+    first = state.first_beyond
+    assert first is not None and c["excess"][first] > 2
+    reached = {n.name for n in m.graph.node if set(n.output) & downstream}
+    beyond = np.flatnonzero(c["excess"] > 2)
+    assert c["npu_op"][first] in reached and all(c["npu_op"][b] in reached for b in beyond)

@@ -54,14 +54,18 @@ def expected_tensors(plan: Plan) -> dict[int, Tensor]:
     except SourceError as exc:
         raise SourceError(f"--expected: {exc}") from None
     by_golden: dict[int, Tensor] = {}
+    by_both: dict[tuple[int, str], Tensor] = {}  # several of its tensors may pair with one golden tensor
     for pair in map_tensors(side, plan.golden).pairs:
         if pair.golden is not None and not pair.npu.problem:
             by_golden.setdefault(id(pair.golden), pair.npu)
+            by_both.setdefault((id(pair.golden), pair.npu.name), pair.npu)
     if not by_golden:
         raise SourceError(f"--expected {spec.expected}: none of its tensors pairs with the golden side's "
                           f"({side.kind}: {len(side.tensors):,} tensors; give the reference run at the candidate's "
                           "precision, named as the golden side is)")
-    return {row: by_golden[id(p.golden)] for row, p in enumerate(plan.pairs)
+    # a row's expected tensor: the one named as its NPU tensor (the same model's, as a QDQ candidate's
+    # simulation is), else the first that pairs with its golden tensor
+    return {row: by_both.get((id(p.golden), p.npu.name)) or by_golden[id(p.golden)] for row, p in enumerate(plan.pairs)
             if p.golden is not None and not p.golden.problem and id(p.golden) in by_golden}
 
 

@@ -162,7 +162,7 @@ INPUTS: tuple[Input, ...] = (
           "precision (any dump accuscope reads, named as the golden side: e.g. the framework at fp16 or bf16, or "
           "`accuscope dump` of the reference converted to fp16); each row gets its expected error and the excess "
           "of its own over it, and failing rows within twice the expected error are the precision's own (`accuscope "
-          "run`: `auto` converts the reference as the candidate was, fp16 or int8, and dumps it)",
+          "run`: `auto` converts the reference as the candidate was, fp16 or dynamic int8, or simulates a statically quantized candidate in float with its own scales, and dumps it)",
           "dump", "optional: the reference at the candidate's precision (the precision's own noise)", group="judging"),
     Input("shards", "--shards", "parallel shards", "msprobe dumps of a tensor/pipeline-parallel run (several ranks "
           "in a step): merge each call's shards across its TP group and stitch the PP stages into one run, to compare "

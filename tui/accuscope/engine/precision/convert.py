@@ -58,15 +58,22 @@ def recognise(model_path) -> str:
 
 
 def as_candidate(reference_path, candidate_path) -> tuple[object, str]:
-    """(the reference converted as the candidate was, with no op kept; "fp16" or "int8"): the third
-    side `accuscope run --expected auto` dumps. SourceError when the candidate is no conversion
-    accuscope can make (`recognise`)."""
+    """(the model of the third side `accuscope run --expected auto` dumps, the candidate's precision as
+    `recognise` names it): the reference converted as the candidate was, with no op kept (fp16, int8
+    dynamic), or, for a statically quantized candidate (its calibration data not at hand), the
+    candidate's own quantization simulated in float with its own scales (simulate.py). SourceError when
+    the candidate is none of these."""
     to = recognise(candidate_path)
+    if to == "int8-static":
+        from accuscope.engine.precision.simulate import simulate
+        try:
+            return simulate(load_model(candidate_path)), to
+        except SourceError as exc:
+            raise SourceError(f"--expected auto: {candidate_path}: {exc}") from None
     if to not in TARGETS:
-        why = ("was quantized statically (its calibration data is not at hand)" if to == "int8-static" else
-               "is neither an fp16 conversion nor an int8 one from onnxruntime's dynamic quantizer")
-        raise SourceError(f"--expected auto: {candidate_path} {why}; give the reference run at the candidate's "
-                          "precision as --expected PATH")
+        raise SourceError(f"--expected auto: {candidate_path} is neither an fp16 conversion nor an int8 one from "
+                          "onnxruntime's quantizers; give the reference run at the candidate's precision as "
+                          "--expected PATH")
     require(to)
     return convert(prepare(reference_path), to, []), to
 
