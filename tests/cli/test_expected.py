@@ -136,8 +136,7 @@ def cls8(cls_model, tmp_path_factory):
     x = np.random.default_rng(1).standard_normal((1, 3, 48, 192)).astype(np.float32)
     np.save(d / "x.npy", x)
     for name, form in (("qop", QuantFormat.QOperator), ("qdq", QuantFormat.QDQ)):
-        samples = iter([{"x": x}])
-        reader = type("Reader", (), {"get_next": lambda self: next(samples, None)})()
+        reader = type("Reader", (), {"samples": iter([{"x": x}]), "get_next": lambda self: next(self.samples, None)})()
         quantize_static(str(d / "ref.onnx"), str(d / f"{name}.onnx"), reader, quant_format=form,
                         activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
     return d
