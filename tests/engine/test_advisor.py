@@ -71,6 +71,10 @@ def test_pow_overflow_is_the_float16_rule_and_the_nan_origin(main_advice, demo_t
     (origin,) = main_advice.by_rule("nonfinite_origin")
     assert origin.op == POW_OP and origin.row == verdict.row and "first appears" in origin.title
     assert origin.evidence["inputs_nonfinite"] == [0]
+    # the third side (the net at float16) overflows there too: float16's own overflow, said on the op
+    assert origin.evidence["branch"] == "precision" and "overflows here too" in origin.text
+    state = load_task(demo_tasks[0]).thresholds.evaluate(table)
+    assert state.expected[origin.row] and table.columns["exp_err"][origin.row] == float("inf")
     pow_origin = main_advice.origin_of(POW_OP)
     assert pow_origin.origin == "introduced" and pow_origin.broken == ["npu_nonfinite"]
     assert pow_origin.isolated["outputs"][0]["rerun_nonfinite"] == 0  # the framework op stays finite

@@ -12,6 +12,10 @@ rules as the NPU side's (mapping.map_tensors), and every compared row gets two n
   the relative Euclidean distance, judgement.badness's measure);
 - `excess`: the row's own error over the expected one (floored at FLOOR, float32's resolution).
 
+A row whose NPU tensor overflows (NaN/inf beyond golden's) has no error to divide: where the expected
+side overflows there too, its expected error is inf and its excess the ratio of the two overflow
+counts (1: the precision's own overflow); where it does not, the excess is inf.
+
 A failing row whose excess is at most EXCESS_LIMIT is the precision's own error (judgement's
 `expected` rows); the first failing row, the verdict's cause and the advisor's headline read them.
 Cost: one more read of the expected and golden tensors, on the same kernel and threads as the
@@ -72,10 +76,19 @@ def expected_tensors(plan: Plan) -> dict[int, Tensor]:
 def excess_cells(observed: dict, expected: dict) -> dict:
     """A row's expected error and excess from its own cells and the expected side's (both a pair's
     metric cells); {} when either error is unknown."""
+    over, shared = _overflow(observed), _overflow(expected)
+    if over:  # NaN/inf beyond golden's: the precision's own when its reference overflows as much
+        return {"exp_err": math.inf if shared else error_of(expected), "excess": over / shared if shared else math.inf}
     seen, err = error_of(observed), error_of(expected)
     if math.isnan(seen) or math.isnan(err):
         return {}
     return {"exp_err": err, "excess": seen / max(err, FLOOR)}
+
+
+def _overflow(cells: dict) -> int:
+    """NaN/inf in a pair's NPU-side tensor beyond the golden one's (0 where the counts are unknown)."""
+    npu, golden = cells.get("npu_nonfinite", -1), cells.get("golden_nonfinite", -1)
+    return max(int(npu) - int(golden), 0) if npu is not None and golden is not None and npu >= 0 and golden >= 0 else 0
 
 
 def within(excess: np.ndarray) -> np.ndarray:

@@ -21,7 +21,8 @@ The rules, in order:
   keeps the raw value in the CSV (msaccucmp's number) and reports it as noise;
 - **the precision's own noise** (with a third side, `--expected`: compare/expected.py): a failing row
   whose error is at most twice what the reference at the candidate's precision gives is *expected*:
-  it still fails (the user's thresholds say so), but the precision itself explains it;
+  it still fails (the user's thresholds say so), but the precision itself explains it; so is an
+  overflow (NaN/inf) the reference at that precision shares;
 - the first failing row is the earliest failing one in execution order (the `index` column), the
   earliest beyond its expected error when the third side says some are;
 - the verdict is on the network outputs (the `is_output` rows that are not device-only and were
@@ -110,7 +111,7 @@ def judge(table: ResultTable, thresholds: Thresholds) -> RowState:
     no_value = np.logical_and.reduce([np.isnan(table.columns[k]) for k in keys]) if keys and n \
         else np.ones(n, dtype=bool)
     reason = table.codes("reason")
-    expected = fail & within(table.numbers("excess")) & ~nonfinite if "excess" in table.present \
+    expected = fail & within(table.numbers("excess")) if "excess" in table.present \
         else np.zeros(n, dtype=bool)
     rows = np.flatnonzero(fail & ~expected) if (fail & ~expected).any() else np.flatnonzero(fail)
     first = int(rows[np.argmin(table.columns["index"][rows])]) if len(rows) else None
@@ -152,7 +153,8 @@ def past_noise(table: ResultTable) -> np.ndarray:
     cos, red = table.numbers("cos"), table.numbers("red")
     with np.errstate(invalid="ignore"):
         error = np.fmax(1.0 - cos, red)
-        return ~within(table.numbers("excess")) & ~np.isnan(table.numbers("excess")) & (error >= SIGNIFICANT)
+        excess = table.numbers("excess")
+        return ~within(excess) & ~np.isnan(excess) & ((error >= SIGNIFICANT) | np.isinf(excess))  # inf: an overflow of its own
 
 
 def nonfinite_rows(table: ResultTable) -> np.ndarray:

@@ -1084,7 +1084,10 @@ def _introduced(run: _Run, origins: list[OpOrigin], net_inputs: list[int], findi
             origins.append(o)
     if run.reach:  # how far each one's own error reaches the outputs decides, its local size breaks ties
         ranked.sort(key=lambda o: (o.op not in run.reach, -run.reach.get(o.op, 0.0)))
-    if "excess" in run.table.present:  # with a third side, ops beyond the precision's own noise first
+    # with a third side, ops beyond the precision's own noise first, unless the outputs' error is the
+    # precision's own: then the ops it breaks explain the outputs (those beyond it are hidden there, and the
+    # verdict names them)
+    if "excess" in run.table.present and judgement.verdict(run.table, run.thresholds, run.task.step).cause != "precision":
         ranked.sort(key=lambda o: _branch(run, o)[0] == "precision")
     if ranked:
         o = ranked[0]
@@ -1317,6 +1320,20 @@ def _effect_text(o: OpOrigin, run: _Run) -> str:
     return f"isolated cos {_f4(o.isolated_cos)}" if o.isolated_cos is not None else f"+{_effect(o, run):.3g} rel. error"
 
 
+def _overflow_branch(run: _Run, r: int, ev: dict) -> str:
+    """With a third side (--expected, expected.excess_cells): whether the reference at the candidate's
+    precision overflows at row r too (the precision's own overflow) or not (the implementation's); the
+    branch joins `ev`. "" without one."""
+    if "excess" not in run.table.present or math.isnan(excess := float(run.c["excess"][r])):
+        return ""
+    ev["branch"] = "precision" if excess <= EXCESS_LIMIT else "implementation"
+    if ev["branch"] == "precision":
+        return ("The precision itself: the reference at the candidate's precision (--expected) overflows here too "
+                f"({excess:.2f} times its NaN/inf count), so the op does not suit it. ")
+    return ("The implementation: the reference at the candidate's precision (--expected) does not overflow here, so "
+            "the device's kernel (or its fused pattern) does: check it first. ")
+
+
 def _nonfinite_origin(run: _Run, origins: list[OpOrigin]) -> list[Finding]:
     c = run.c
     rows = np.flatnonzero(run.nonfinite & ~c["is_npu_only"])
@@ -1341,8 +1358,8 @@ def _nonfinite_origin(run: _Run, origins: list[OpOrigin]) -> list[Finding]:
             ev["rerun_nonfinite"] = [x.get("rerun_nonfinite") for x in o.isolated.get("outputs", [])]
         return [_finding(run, "nonfinite_origin", "error", r, f"NaN/inf first appears in {op}",
                          f"Its inputs are finite, its output holds {ev['npu_nonfinite']} NaN/inf (golden: "
-                         f"{ev['golden_nonfinite']}): {cause} inside this op. Keep it in float32 or scale its "
-                         "inputs down; the NaN/inf after it are inherited.", ev)]
+                         f"{ev['golden_nonfinite']}): {cause} inside this op. " + _overflow_branch(run, r, ev)
+                         + "Keep it in float32 or scale its inputs down; the NaN/inf after it are inherited.", ev)]
     r = int(rows[0])
     return [_finding(run, "nonfinite_origin", "error", r, f"NaN/inf already in the inputs of {c['npu_op'][r]}",
                      "No compared op turns finite inputs into NaN/inf: they come from the network input or from "
