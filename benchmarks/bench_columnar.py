@@ -61,6 +61,7 @@ def build(folder: Path, ranks: int, tensors: int, repeat: int) -> int:
     from accuscope.engine.demo.ranktree import write_rank_tree
     from accuscope.engine.tasks import rankrun
     from accuscope.engine.tasks.columnstore import write_columns
+    from accuscope.engine.tasks.rankfiles import rank_tables
 
     task = folder / "task"
     doc = task / "task.json"
@@ -71,7 +72,7 @@ def build(folder: Path, ranks: int, tensors: int, repeat: int) -> int:
     rankrun.COLUMNAR_ROWS = 0  # columnar whatever its size, as the app test does
     rankrun.run_ranks(engine.CompareSpec(str(npu), str(golden)), task, workers=2)
     meta = json.loads(doc.read_text())
-    tables = list(rankrun.rank_tables(task, meta["ranks"], []))
+    tables = list(rank_tables(task, meta["ranks"], []))
 
     def copies():
         for step in range(repeat):

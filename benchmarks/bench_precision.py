@@ -63,7 +63,8 @@ def main() -> None:
     args = ap.parse_args()
     from accuscope.engine.precision.convert import prepare
     from accuscope.engine.precision.evaluate import parse_target
-    from accuscope.engine.precision.workflow import PrecisionSpec, run_precision
+    from accuscope.engine.precision.spec import PrecisionSpec
+    from accuscope.engine.precision.workflow import run_precision
     from conftest import _rapidocr_models
 
     root = Path(args.dir)

@@ -11,6 +11,7 @@ from accuscope.engine.compare.comparison import CompareSpec, plan
 from accuscope.engine.compare.inputs import BY_NAME, build_spec, check
 from accuscope.engine.compare.mapping import read_mapping_file
 from accuscope.engine.sources.tensor import SourceError
+from accuscope.engine.sources.yamltext import yaml_load
 from accuscope.engine.tasks.taskdoc import TaskDoc, spec_fields
 
 CROSS = os.path.join(os.path.dirname(__file__), "..", "fixtures", "msprobe", "cross")
@@ -166,10 +167,10 @@ def test_inputs():
 
 
 def test_yaml_subset():
-    doc = crossmap.yaml_load("a:\n  b: 'c: d'  # note\n  e: [1, x]\nlist:\n- k: 1\n  j: 2\n- 3\n")
+    doc = yaml_load("a:\n  b: 'c: d'  # note\n  e: [1, x]\nlist:\n- k: 1\n  j: 2\n- 3\n")
     assert doc == {"a": {"b": "c: d", "e": [1, "x"]}, "list": [{"k": 1, "j": 2}, 3]}
     with pytest.raises(SourceError, match="expected `key: value`"):
-        crossmap.yaml_load("a: 1\njust text\n", "f.yaml")
+        yaml_load("a: 1\njust text\n", "f.yaml")
 
 
 def test_structural_pairs_decided_are_read_by_the_next_run(tmp_path):

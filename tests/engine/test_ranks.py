@@ -16,6 +16,7 @@ from accuscope.engine.demo.ranktree import write_rank_tree
 from accuscope.engine.sources.ranks import Rank, local_path, pick, ranks
 from accuscope.engine.tasks import rankrun
 from accuscope.engine.tasks.columnstore import PagedText, read_columns, write_columns
+from accuscope.engine.tasks.rankfiles import load_ranks
 from accuscope.engine.tasks.task import list_tasks, load_task
 
 
@@ -143,7 +144,7 @@ def test_rank_files_merge_in_rank_order_and_a_broken_one_is_a_warning(tree, tmp_
     rankrun.run_ranks(engine.CompareSpec(str(npu), str(golden)), folder, workers=1, step=[0])
     (folder / "ranks" / "step0_rank1.npz").write_bytes(b"not a zip")
     doc = json.loads((folder / "task.json").read_text())
-    table, warnings = rankrun.load_ranks(folder, doc["ranks"])
+    table, warnings = load_ranks(folder, doc["ranks"])
     assert len(table) == 18 and np.array_equal(np.unique(table.columns["rank"]), [0, 2, 3])
     assert len(warnings) == 1 and "step0_rank1.npz: unreadable" in warnings[0]
 

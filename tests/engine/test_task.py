@@ -14,6 +14,7 @@ import accuscope
 from accuscope.engine.compare.results import ResultTable
 from accuscope.engine.compare.thresholds import Thresholds
 from accuscope.engine.sources.tensor import SourceError
+from accuscope.engine.tasks import npztable
 from accuscope.engine.tasks import task as task_module
 from accuscope.engine.tasks.task import list_tasks, load_task, save_task
 from accuscope.engine.tasks.taskdoc import TaskDoc, mark_state
@@ -88,7 +89,7 @@ def test_npz_never_unpickles(tmp_path, monkeypatch):
     save_task(tmp_path / "t", META, _table(20), Thresholds(), {})
     seen = []
     real_load = np.load
-    monkeypatch.setattr(task_module.np, "load", lambda *a, **kw: seen.append(kw) or real_load(*a, **kw))
+    monkeypatch.setattr(npztable.np, "load", lambda *a, **kw: seen.append(kw) or real_load(*a, **kw))
     load_task(tmp_path / "t")
     assert seen == [{"allow_pickle": False}]
 
@@ -112,7 +113,7 @@ def test_a_save_that_fails_midway_keeps_the_previous_result(tmp_path, monkeypatc
         path.write_bytes(b"PK partial")
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(task_module, "_write_npz", npz_fails)
+    monkeypatch.setattr(task_module, "write_npz", npz_fails)
     with pytest.raises(KeyboardInterrupt):
         save_task(folder, META, _table(seed=3), Thresholds(), {})
     after = {p.name: p.read_bytes() for p in folder.iterdir()}

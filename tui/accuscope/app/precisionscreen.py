@@ -14,8 +14,9 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
+from ..engine.precision.spec import PrecisionSpec
 from ..engine.precision.trials import Trial
-from ..engine.precision.workflow import Event, PrecisionResult, PrecisionSpec, run_precision
+from ..engine.precision.workflow import Event, PrecisionResult, run_precision
 from ..engine.tasks.task import load_task
 from .chart import Chart
 from .footer import Footer

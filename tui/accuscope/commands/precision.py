@@ -13,7 +13,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from ..engine.precision.convert import TARGETS
 from ..engine.precision.evaluate import parse_target
-from ..engine.precision.workflow import Event, PrecisionResult, PrecisionSpec, run_precision
+from ..engine.precision.spec import PrecisionSpec
+from ..engine.precision.workflow import Event, PrecisionResult, run_precision
 from ..exitcode import ExitCode
 from .common import err, out, show
 from .dump import add_input_options, dump_options

@@ -33,6 +33,7 @@ from accuscope.engine.compare.metrics import compiled_kernel
 from accuscope.engine.compare.pairjob import Job, pair_threads, run_job
 from accuscope.engine.compare.repair import Repair, recheck
 from accuscope.engine.compare.results import ResultTable
+from accuscope.engine.compare.shards import parallel_sides
 from accuscope.engine.compare.thresholds import Thresholds
 from accuscope.engine.graphs.graph import Graph
 from accuscope.engine.graphs.modelfile import load_graph
@@ -47,9 +48,6 @@ from accuscope.engine.sources.tensor import INPUT, OUTPUT, Problem, SourceError,
 
 INLINE_BYTES = 64 << 20  # below this, worker processes cost more than they save
 ALGORITHMS = NUMERIC_METRICS + ["std"]
-
-
-SHARDS_BY_NAMES = "names"  # --shards names: the split from Megatron's class names (else a layout file's path)
 
 
 @dataclass
@@ -81,7 +79,7 @@ class CompareSpec:
     rank: str | None = None
     stats_only: bool = False  # compare the statistics dump.json records, never the tensor files
     match: str | None = None  # "structure": pair what no name or mapping file pairs by module, order, shapes
-    shards: str | None = None  # "names" or a layout file: merge a parallel run's ranks into one (compare/shards.py)
+    shards: str | None = None  # shards.SHARDS_BY_NAMES or a layout file: merge a parallel run's ranks into one (compare/shards.py)
     expected: str | None = None  # the third side: the reference at the candidate's precision (compare/expected.py)
 
 
@@ -196,8 +194,7 @@ def open_sides(spec: CompareSpec) -> tuple[Side, Side, Graph | None]:
     pick = spec.pick
     ranked = {"step": spec.step, "rank": spec.rank, "stats_only": spec.stats_only or None}
     merged = {}
-    if spec.shards:  # shards.py reads msprobe and YAML: imported only when asked for
-        from accuscope.engine.compare.shards import parallel_sides
+    if spec.shards:
         merged = parallel_sides(spec)
     npu = merged.get("npu") or open_side(spec.npu, pick=pick, run=spec.run, runner=spec.npu_runner,
                                          iteration=spec.iteration, **ranked)

@@ -39,6 +39,7 @@ from accuscope.engine.compare import apitable, gcpause
 from accuscope.engine.compare.mapping import Pair
 from accuscope.engine.sources import msprobe
 from accuscope.engine.sources.tensor import SourceError, Tensor
+from accuscope.engine.sources.yamltext import yaml_load
 
 ACCUSCOPE, DATA, LAYER, API, CELL = "accuscope", "data_mapping", "layer_mapping", "api_mapping", "cell_mapping"
 TABLE, STRUCTURE, NAMES = "api_table", "structure", "mapping"  # NAMES: mapping.py's rule for the user's own file
@@ -53,93 +54,6 @@ _DIRECTION = re.compile(r"\.(forward|backward)(\.|$)")
 
 
 # ------------------------------------------------------------------ YAML (the subset mapping files use)
-
-
-def yaml_load(text: str, path: str = "") -> object:
-    """Block mappings nested by indentation, block lists (`- key: value` items), flow lists `[0, 1]`,
-    quoted and plain scalars, comments: what msprobe's and accuscope's mapping files hold (no anchors,
-    tags or multi-line scalars; anything else a SourceError naming the line)."""
-    lines = []
-    for k, raw in enumerate(text.splitlines(), 1):
-        line = _uncomment(raw).rstrip()
-        if line.strip() and line.strip() != "---":
-            if "\t" in line[: len(line) - len(line.lstrip())]:
-                raise SourceError(f"{path}:{k}: a tab in the indentation (YAML indents with spaces)")
-            lines.append((k, len(line) - len(line.lstrip()), line.strip()))
-    if not lines:
-        return {}
-    value, end = _block(lines, 0, lines[0][1], path)
-    if end != len(lines):
-        raise SourceError(f"{path}:{lines[end][0]}: unexpected indentation")
-    return value
-
-
-def _uncomment(line: str) -> str:
-    quote = ""
-    for i, c in enumerate(line):
-        if quote:
-            quote = "" if c == quote else quote
-        elif c in "'\"":
-            quote = c
-        elif c == "#" and (i == 0 or line[i - 1] in " \t"):
-            return line[:i]
-    return line
-
-
-def _block(lines, i: int, indent: int, path: str):
-    if lines[i][2].startswith("- ") or lines[i][2] == "-":
-        items = []
-        while i < len(lines) and lines[i][1] == indent and (lines[i][2].startswith("- ") or lines[i][2] == "-"):
-            k, _, text = lines[i]
-            rest = text[1:].strip()
-            if not rest:
-                value, i = _block(lines, i + 1, lines[i + 1][1], path) if i + 1 < len(lines) and lines[i + 1][1] > indent \
-                    else (None, i + 1)
-            elif _key(rest) is not None:  # `- key: value` opens a mapping at the item's column
-                lines[i] = (k, indent + 2, rest)
-                value, i = _block(lines, i, indent + 2, path)
-            else:
-                value, i = _scalar(rest), i + 1
-            items.append(value)
-        return items, i
-    found: dict = {}
-    while i < len(lines) and lines[i][1] == indent:
-        k, _, text = lines[i]
-        split = _key(text)
-        if split is None:
-            raise SourceError(f"{path}:{k}: expected `key: value`, got {text[:80]!r}")
-        key, rest = split
-        if rest:
-            found[key], i = _scalar(rest), i + 1
-        elif i + 1 < len(lines) and lines[i + 1][1] > indent:
-            found[key], i = _block(lines, i + 1, lines[i + 1][1], path)
-        elif i + 1 < len(lines) and lines[i + 1][1] == indent and lines[i + 1][2].startswith("- "):
-            found[key], i = _block(lines, i + 1, indent, path)  # a list at its key's column
-        else:
-            found[key], i = None, i + 1
-    return found, i
-
-
-def _key(text: str) -> tuple[str, str] | None:
-    if text[:1] in "'\"":
-        end = text.find(text[0], 1)
-        if end > 0 and text[end + 1: end + 2] == ":":
-            return text[1:end], text[end + 2:].strip()
-        return None
-    m = re.match(r"(.+?):(?:\s+(.*)|$)", text)
-    return (m.group(1).strip(), (m.group(2) or "").strip()) if m else None
-
-
-def _scalar(text: str):
-    if text[:1] in "'\"" and text[-1:] == text[:1] and len(text) > 1:
-        return text[1:-1]
-    if text.startswith("[") and text.endswith("]"):
-        return [_scalar(p.strip()) for p in text[1:-1].split(",") if p.strip()]
-    if text in ("null", "~"):
-        return None
-    if re.fullmatch(r"-?\d+", text):
-        return int(text)
-    return text
 
 
 # ------------------------------------------------------------------ mapping files

@@ -58,17 +58,16 @@ from functools import partial
 
 import numpy as np
 
-from accuscope.engine.compare.comparison import SHARDS_BY_NAMES
-from accuscope.engine.compare.crossmap import yaml_load
 from accuscope.engine.sources import msprobe
 from accuscope.engine.sources.golden import GoldenDump
 from accuscope.engine.sources.inputfile import require_regular
 from accuscope.engine.sources.tensor import Problem, SourceError, Tensor, TensorError
+from accuscope.engine.sources.yamltext import yaml_load
 
 COLUMN, ROW, VOCAB, REPLICATED = "column", "row", "vocab", "replicated"
 KINDS = (COLUMN, ROW, VOCAB, REPLICATED)
+SHARDS_BY_NAMES = "names"  # --shards names: the split from Megatron's class names (else a layout file's path)
 CLASSES = {"ColumnParallelLinear": COLUMN, "RowParallelLinear": ROW, "VocabParallelEmbedding": VOCAB}
-NAMES = SHARDS_BY_NAMES
 ONCE, CONCAT, SUM, BY_VOCAB = "once", "concat", "sum", "vocab"
 BOOKKEEPING = "per-rank vocabulary bookkeeping (masks, local ids): no value of the whole run"
 LAYOUT_LIMIT = 1 << 20  # bytes of a layout file read
@@ -97,7 +96,7 @@ class Layout:
 
 def load_layout(spec: str | None) -> Layout:
     """`names` (or empty): Megatron's class names; else a layout file (see the module docstring)."""
-    if not spec or spec == NAMES:
+    if not spec or spec == SHARDS_BY_NAMES:
         return Layout()
     path = os.fspath(spec)
     if not os.path.exists(path):

@@ -27,7 +27,10 @@ import numpy as np
 
 from accuscope.engine.compare.columns import ISOLATED
 from accuscope.engine.compare.metrics import compare_arrays
+from accuscope.engine.runs.onnxmodel import onnx_modules
 from accuscope.engine.sources.tensor import INPUT, OUTPUT, SourceError, Tensor, TensorError, sanitize
+
+RERUNNING = "re-running framework ops"  # what onnx and onnxruntime are needed for, in their message
 
 
 @dataclass
@@ -67,16 +70,6 @@ class Isolated:
                    str(d.get("key") or ""), float(d.get("seconds") or 0.0))
 
 
-def onnx_modules():
-    try:
-        import onnx
-        import onnxruntime
-    except ImportError as exc:
-        raise SourceError("re-running framework ops needs onnx and onnxruntime "
-                          f"(pip install 'accuscope[onnx]'): {exc}") from None
-    return onnx, onnxruntime
-
-
 class FrameworkModel:
     """A framework ONNX model, indexed for cutting out single ops and short chains.
 
@@ -87,7 +80,7 @@ class FrameworkModel:
     """
 
     def __init__(self, path: str | os.PathLike):
-        onnx, _ = onnx_modules()
+        onnx, _ = onnx_modules(RERUNNING)
         self.path = Path(path)
         if not self.path.is_file():
             raise SourceError(f"{self.path}: no such framework model file")
@@ -203,7 +196,7 @@ class FrameworkModel:
               outputs: list[tuple[str, np.dtype | None, tuple | None]]):
         """A runnable ModelProto of `nodes`: weights copied in, `feeds` as typed graph inputs,
         `outputs` (name, dtype, shape) as graph outputs (untyped where dtype is None)."""
-        onnx, _ = onnx_modules()
+        onnx, _ = onnx_modules(RERUNNING)
         h = onnx.helper
         weights, constants = [], []
         seen: set[str] = set()
@@ -327,7 +320,7 @@ def run_job(fw: FrameworkModel, job: RerunJob) -> Isolated:
     result = Isolated(job.op, job.chain, key=job.key,
                       fed_golden=[t for t, *_, src in job.inputs if src == "golden"])
     try:
-        _, ort = onnx_modules()
+        _, ort = onnx_modules(RERUNNING)
         feeds = {t: as_framework(data.load(), ref) for t, data, ref, _ in job.inputs}
         nodes = fw.chain_nodes(job.chain)
         wanted = [(t, g.dtype if g is not None else None, g.shape if g is not None else None)

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from accuscope.engine.diagnose.oprerun import FrameworkModel, RerunJob, as_framework, onnx_modules
+from accuscope.engine.diagnose.oprerun import RERUNNING, FrameworkModel, RerunJob, as_framework
+from accuscope.engine.runs.onnxmodel import onnx_modules
 from accuscope.engine.sources.tensor import SourceError
 
 SUFFIX = "__accuscope_own"
@@ -56,7 +57,7 @@ def output_effects(fw: FrameworkModel, jobs: list[RerunJob], golden,
     """output_effect of each job's op: op -> 1 - cos, or why it could not be measured (a str). The
     golden network inputs and outputs are read once. One session per op: a cut fed its golden value
     would stop the error of an op upstream of it, so each op's run has its own cut only."""
-    onnx, ort = onnx_modules()
+    onnx, ort = onnx_modules(RERUNNING)
     h = onnx.helper
     net = {}
     for name in fw.inputs:

@@ -39,11 +39,12 @@ from accuscope import __version__
 from accuscope.engine.compare.mapping import Pair, map_tensors
 from accuscope.engine.export.layout import FORMAT, LONG_NAME, MANIFEST, UNKNOWN, Progress, cancelled
 from accuscope.engine.export.retest import RetestResult, run_retest
-from accuscope.engine.export.submodel import onnx_modules, write_onnx, write_prototxt
+from accuscope.engine.export.submodel import EXPORTING, write_onnx, write_prototxt
 from accuscope.engine.graphs.graph import Graph, read_text
 from accuscope.engine.graphs.modelfile import load_graph
 from accuscope.engine.graphs.optypes import walk_back
 from accuscope.engine.graphs.subgraph import BoundaryTensor, Selection, select, to_framework
+from accuscope.engine.runs.onnxmodel import onnx_module
 from accuscope.engine.sources.inputfile import json_loads
 from accuscope.engine.sources.names import read_mapping_csv
 from accuscope.engine.sources.outputfile import not_a_link
@@ -528,7 +529,7 @@ def _manifest(folder: Path, doc: TaskDoc, sel: Selection, device: Selection | No
     import platform
     versions = {"accuscope": __version__, "python": platform.python_version(), "numpy": np.__version__}
     if sel.kind == "onnx":
-        versions["onnx"] = onnx_modules().__version__
+        versions["onnx"] = onnx_module(EXPORTING).__version__
     chosen = device or sel
     return {
         "format": FORMAT,

@@ -27,7 +27,8 @@ from accuscope.engine.export.layout import (
     cancelled,
     read_manifest,
 )
-from accuscope.engine.export.submodel import np_dtype, onnx_modules
+from accuscope.engine.export.submodel import EXPORTING, np_dtype
+from accuscope.engine.runs.onnxmodel import onnx_module
 from accuscope.engine.sources.tensor import OUTPUT, SourceError, TensorError, sanitize
 from accuscope.engine.tasks.task import RETEST_DIR, Task
 
@@ -90,7 +91,7 @@ def run_retest(export_dir: str | os.PathLike, progress: Progress | None = None,
     thresholds = _thresholds(manifest)
     result = RetestResult(root, None, UNKNOWN, "")
     entries_in, entries_out = manifest["boundary"]["inputs"], manifest["boundary"]["outputs"]
-    onnx = onnx_modules()
+    onnx = onnx_module(EXPORTING)
     sub = onnx.load(str(model_path), load_external_data=False)
     want_dtype = {v.name: np_dtype(onnx, v.type.tensor_type.elem_type) for v in sub.graph.input}
 

@@ -9,22 +9,20 @@ import numpy as np
 
 from accuscope import __version__
 from accuscope.engine.graphs.graph import read_text
-from accuscope.engine.graphs.onnxgraph import need
 from accuscope.engine.graphs.subgraph import Selection
+from accuscope.engine.runs.onnxmodel import onnx_module
 from accuscope.engine.sources.tensor import SourceError
 
 # ------------------------------------------------------------------ the ONNX submodel
+EXPORTING = "exporting an ONNX submodel"  # what onnx is needed for, in its message
 
-
-def onnx_modules():
-    return need("onnx", "exporting an ONNX submodel")
 
 
 def write_onnx(sel: Selection, path: Path, data_shapes: dict[str, tuple], boundary: dict,
                 notes: list[str]) -> str:
     """The framework model's nodes of the selection, its weights (initializers and Constant nodes),
     the boundary as graph inputs and outputs; shapes inferred; checked. Returns the checker verdict."""
-    onnx = onnx_modules()
+    onnx = onnx_module(EXPORTING)
     from onnx import helper
 
     from accuscope.engine.runs.onnxmodel import node_names

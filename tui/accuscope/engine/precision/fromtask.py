@@ -11,7 +11,7 @@ import numpy as np
 
 from accuscope.engine.precision.convert import recognise
 from accuscope.engine.precision.evaluate import Target, parse_target
-from accuscope.engine.precision.workflow import PrecisionSpec
+from accuscope.engine.precision.spec import PrecisionSpec
 from accuscope.engine.sources.inputfile import json_loads
 from accuscope.engine.sources.tensor import SourceError, sanitize
 from accuscope.engine.tasks.task import load_task

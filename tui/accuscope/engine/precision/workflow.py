@@ -28,28 +28,13 @@ from accuscope.engine.precision.evaluate import Evaluator, Target, run_outputs
 from accuscope.engine.precision.outputs import write_outputs
 from accuscope.engine.precision.recipe import obstacles
 from accuscope.engine.precision.search import Outcome, Search
+from accuscope.engine.precision.spec import PrecisionSpec
 from accuscope.engine.precision.trials import Trial, TrialLog
 from accuscope.engine.runs.onnxmodel import load_model, prepare_inputs
 from accuscope.engine.runs.ortdump import dump_onnx
 from accuscope.engine.sources.outputfile import atomic_path
 from accuscope.engine.sources.tensor import SourceError
 from accuscope.engine.tasks.taskrun import run_task
-
-
-@dataclass
-class PrecisionSpec:
-    model: str  # the reference (fp32) ONNX model
-    to: str  # "fp16" or "int8"
-    out: str  # the search folder
-    targets: list[Target]
-    inputs: dict[str, np.ndarray] = field(default_factory=dict)
-    random_inputs: bool = False
-    seed: int = 0
-    dims: dict[str, int] | None = None
-    calibration: str | None = None  # a folder of .npy/.npz samples: int8 static quantization
-    check: str | None = None  # a command judging each candidate (exit 0: acceptable)
-    max_trials: int | None = None
-    seconds: float | None = None
 
 
 @dataclass

@@ -1,5 +1,5 @@
-"""An ONNX model as the runs take it: onnx and onnxruntime needed (`onnx_modules`, an optional
-extra: imported when called), a model file loaded and checked (`load_model`), its node names as the
+"""An ONNX model as the runs take it: onnx and onnxruntime needed (`onnx_modules`, `onnx_module`:
+an optional extra, imported when called), a model file loaded and checked (`load_model`), its node names as the
 graph loader gives them (`node_names`, so a dump, a re-run and the graph agree), and its inputs
 checked against the model or made up (`prepare_inputs`, `make_random_inputs`)."""
 from __future__ import annotations
@@ -15,8 +15,14 @@ from accuscope.engine.sources.tensor import SourceError
 RANDOM_INT_HIGH = 8      # random integer inputs lie in [0, RANDOM_INT_HIGH): small enough for indices
 
 
-def onnx_modules():
-    return need("onnx", "running a model"), need("onnxruntime", "running a model")
+def onnx_module(purpose: str = "running a model"):
+    """onnx itself (the optional extra), else a SourceError naming `purpose` and the pip extra."""
+    return need("onnx", purpose)
+
+
+def onnx_modules(purpose: str = "running a model"):
+    """(onnx, onnxruntime), else a SourceError naming `purpose` and the pip extra."""
+    return onnx_module(purpose), need("onnxruntime", purpose)
 
 
 def is_constant(node) -> bool:

@@ -18,7 +18,7 @@ import json
 import os
 import shutil
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -32,12 +32,19 @@ from accuscope.engine.sources import ranks as rank_mod
 from accuscope.engine.sources.outputfile import atomic_path, not_a_link
 from accuscope.engine.sources.tensor import SourceError
 from accuscope.engine.tasks import taskdoc
-from accuscope.engine.tasks.columnstore import COLUMNS_DIR, read_columns, write_columns
-from accuscope.engine.tasks.task import RESULT_NPZ, TaskLock, _read_npz, _write_npz, save_task, unwritable
+from accuscope.engine.tasks.columnstore import COLUMNS_DIR, write_columns
+from accuscope.engine.tasks.npztable import read_npz, write_npz
+from accuscope.engine.tasks.rankfiles import RANKS_DIR, load_ranks, rank_file, rank_tables
+from accuscope.engine.tasks.task import (
+    RESULT_NPZ,
+    TaskLock,
+    check_task_folder,
+    create_task_folder,
+    save_task,
+    unwritable,
+)
 from accuscope.engine.tasks.taskdoc import mark_state, spec_fields
-from accuscope.engine.tasks.taskrun import _check_target, _create
 
-RANKS_DIR = "ranks"
 COLUMNAR_ROWS = 1_000_000  # above this many rows a task keeps its rows per rank only
 
 
@@ -66,13 +73,9 @@ def _fingerprint(spec: engine.CompareSpec) -> str:
     return json.dumps(fields, sort_keys=True, default=str)
 
 
-def rank_file(folder: Path, leaf: rank_mod.Rank) -> Path:
-    return folder / RANKS_DIR / f"{leaf.key}.npz"
-
-
 def _stored(folder: Path, leaf: rank_mod.Rank, fingerprint: str) -> bool:
     try:
-        _, meta = _read_npz(rank_file(folder, leaf))
+        _, meta = read_npz(rank_file(folder, leaf.key))
     except (OSError, ValueError, KeyError, TypeError):
         return False
     return meta.get("spec") == fingerprint
@@ -100,7 +103,7 @@ def run_ranks(spec: engine.CompareSpec, folder: str | os.PathLike, cluster: str 
     lock = TaskLock(folder)
     started = False
     try:
-        if _check_target(folder):
+        if check_task_folder(folder):
             lock.acquire()
         with (DaskCluster(cluster) if cluster else LocalPool(workers)) as where:
             run.where = where.where
@@ -112,7 +115,7 @@ def run_ranks(spec: engine.CompareSpec, folder: str | os.PathLike, cluster: str 
             if not run.leaves:
                 have = ", ".join(r.label for r in found[:8]) + (" …" if len(found) > 8 else "")
                 raise SourceError(f"{spec.npu}: no rank folder matches --rank/--step (found: {have})")
-            _create(folder)
+            create_task_folder(folder)
             lock.acquire()
             not_a_link(folder / RANKS_DIR).mkdir(exist_ok=True)
             fingerprint = _fingerprint(spec)
@@ -169,43 +172,9 @@ def _previous(folder: Path) -> dict:
 
 
 def _save_rank(folder: Path, result: RankResult, fingerprint: str) -> None:
-    path = rank_file(folder, result.rank)
+    path = rank_file(folder, result.rank.key)
     with atomic_path(path, f".{os.getpid()}.partial") as tmp:
-        _write_npz(result.table, tmp, {"spec": fingerprint, "rank": result.rank.rel, "worker": result.worker})
-
-
-def rank_tables(folder: str | os.PathLike, records: dict, warnings: list[str],
-                held: dict[str, ResultTable] | None = None) -> Iterator[ResultTable]:
-    """The table of every done rank of a task, one at a time in (step, rank, proc) order (from `held`
-    when it has the rank, else its file); a rank file that cannot be read is a warning, the other
-    ranks still come."""
-    folder = Path(folder)
-    done = sorted((r.get("step", -1), r.get("rank", -1), r.get("proc", -1), key) for key, r in records.items()
-                  if isinstance(r, dict) and r.get("state") == "done")
-    for *_, key in done:
-        if held and key in held:
-            yield held[key]
-            continue
-        path = folder / RANKS_DIR / f"{key}.npz"
-        try:
-            table = _read_npz(path)[0]
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            warnings.append(f"{path}: unreadable ({exc}); its rank is not shown")
-            continue
-        yield table
-
-
-def load_ranks(folder: str | os.PathLike, records: dict, held: dict[str, ResultTable] | None = None,
-               columnar: bool = False) -> tuple[ResultTable, list[str]]:
-    """The rows of every done rank, merged in memory (a `columnar` task: its column store, paged);
-    `held`: ranks' tables already in memory, by key."""
-    warnings: list[str] = []
-    if columnar:
-        try:
-            return read_columns(folder), warnings
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            warnings.append(f"{Path(folder) / COLUMNS_DIR}: unreadable ({exc}); merging the rank files instead")
-    return ResultTable.concat(list(rank_tables(folder, records, warnings, held))), warnings
+        write_npz(result.table, tmp, {"spec": fingerprint, "rank": result.rank.rel, "worker": result.worker})
 
 
 def _sides(records: dict) -> dict:

@@ -30,7 +30,6 @@ of the wrong type (taskdoc) and a result.npz whose claims do not hold are one li
 from __future__ import annotations
 
 import errno
-import json
 import os
 import re
 import shutil
@@ -43,19 +42,19 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from accuscope import __version__
 from accuscope.engine.compare import faults
 from accuscope.engine.compare.comparison import CompareSpec
 from accuscope.engine.compare.lifetime import pid_alive
-from accuscope.engine.compare.results import KIND, ResultTable
+from accuscope.engine.compare.results import ResultTable
 from accuscope.engine.compare.thresholds import Thresholds
 from accuscope.engine.sources.inputfile import json_loads, walk
 from accuscope.engine.sources.outputfile import fresh_file
 from accuscope.engine.sources.tensor import SourceError
 from accuscope.engine.tasks import taskdoc
 from accuscope.engine.tasks.csvio import read_result_csv, write_result_csv
+from accuscope.engine.tasks.npztable import read_npz, write_npz
+from accuscope.engine.tasks.rankfiles import load_ranks
 from accuscope.engine.tasks.taskdoc import TASK_JSON, TaskDoc, mark_state, recorded_path
 
 if TYPE_CHECKING:
@@ -70,7 +69,6 @@ CSV_ROWS = 200_000
 ADVICE_JSON = "advice.json"
 LOCK = ".lock"  # held (flock) by the process running the task
 _CSV_NAME = re.compile(r"result_(\d{14})(?:_\d+)?\.csv$")
-_NPZ_FORMAT = 1
 EXPORTS_DIR, RETEST_DIR = "exports", "retest"  # TASK/exports/{start}--{end}/retest is a task too
 DUMPS_DIR = "dumps"  # TASK/dumps/{time}/{golden,npu}: what `accuscope run` dumped for the task
 _MAX_DEPTH = 4  # how deep list_tasks looks under the root (msit: out/{time}/{shape}/result.csv)
@@ -290,7 +288,7 @@ def save_task(folder: str | os.PathLike, meta: dict, table: ResultTable, thresho
                           custom_columns=list(table.custom), **_counts(table, judged))
     _replace_together([
         *([(csv_path, lambda tmp: write_result_csv(table, tmp, **csv_options))] if csv_path else []),
-        (folder / RESULT_NPZ, lambda tmp: _write_npz(table, tmp, {"csv": doc.csv, "generation": generation})),
+        (folder / RESULT_NPZ, lambda tmp: write_npz(table, tmp, {"csv": doc.csv, "generation": generation})),
         (folder / TASK_JSON, lambda tmp: taskdoc.write_fresh(tmp, doc)),
     ])
     for old in folder.glob("result_*.csv"):  # the previous generation's CSV, and any a killed save left
@@ -345,71 +343,6 @@ def _remove_dead_partials(folder: Path) -> None:
             tmp.unlink(missing_ok=True)
 
 
-# ---- the typed copy -----------------------------------------------------------------------------
-# Numeric and bool columns are stored as they are. Text columns are stored as UTF-8 bytes joined
-# by NUL: fixed-width unicode arrays measured 115 MB for 50k rows with dump paths (every cell as
-# wide as the longest, 4 bytes a character) against 12 MB packed, and the packed form loads as fast.
-def _write_npz(table: ResultTable, path: Path, about: dict) -> None:
-    """`about`: which result this is (csv: the CSV's name, generation), kept in the file's meta."""
-    arrays, layout = {}, []
-    for i, (key, col) in enumerate(table.columns.items()):
-        name = f"c{i}"
-        if col.dtype == object:
-            joined = "\x00".join(col.tolist())
-            if joined.count("\x00") == max(len(col) - 1, 0):
-                arrays[name] = np.frombuffer(joined.encode("utf-8"), dtype=np.uint8)
-                layout.append([key, "packed"])
-            else:  # a value holds NUL itself
-                arrays[name] = np.array(col.tolist(), dtype=str)
-                layout.append([key, "unicode"])
-        else:
-            arrays[name] = col
-            layout.append([key, "array"])
-    meta = {"format": _NPZ_FORMAT, "rows": len(table), "columns": layout, "custom": table.custom,
-            "present": sorted(table.present), **about}
-    arrays["meta"] = np.frombuffer(json.dumps(meta).encode("utf-8"), dtype=np.uint8)
-    with open(path, "wb") as f:
-        np.savez(f, **arrays)
-
-
-def _read_npz(path: Path) -> tuple[ResultTable, dict]:
-    """The table and the file's own description; ValueError when its claims do not hold (checked
-    before anything of the claimed size is allocated)."""
-    with np.load(path, allow_pickle=False) as z:
-        meta = json_loads(z["meta"].tobytes().decode("utf-8"))
-        if not isinstance(meta, dict) or meta.get("format") != _NPZ_FORMAT:
-            raise ValueError(f"format {meta.get('format') if isinstance(meta, dict) else None} is not {_NPZ_FORMAT}")
-        n, layout, custom = meta.get("rows"), meta.get("columns"), meta.get("custom")
-        if not isinstance(n, int) or isinstance(n, bool) or n < 0:
-            raise ValueError(f"rows {n!r} is not a row count")
-        if not (isinstance(layout, list) and all(isinstance(c, list) and len(c) == 2 and all(isinstance(v, str) for v in c)
-                                                 for c in layout)):
-            raise ValueError("its column list is not a list of [name, layout] pairs")
-        if not (isinstance(custom, list) and all(isinstance(c, str) for c in custom)
-                and isinstance(meta.get("present"), list)):
-            raise ValueError("its custom or present column lists are not lists of names")
-        columns = {}
-        for i, (key, how) in enumerate(layout):
-            if key not in KIND and key not in custom:
-                continue
-            data = z[f"c{i}"]
-            if how == "packed":
-                values = data.tobytes().decode("utf-8").split("\x00") if data.size else []
-                if len(values) != n:
-                    raise ValueError(f"column {key!r} holds {len(values):,} values, not the {n:,} rows it claims")
-                data = np.empty(n, dtype=object)
-                data[:] = values
-            else:
-                if data.ndim != 1 or len(data) != n:
-                    raise ValueError(f"column {key!r} holds {data.size:,} values, not the {n:,} rows it claims")
-                if how == "unicode":
-                    data = data.astype(object)
-            columns[key] = data
-        if n and not columns:
-            raise ValueError(f"it claims {n:,} rows but holds no column")
-    return ResultTable.from_columns(columns, custom, meta["present"]), meta
-
-
 # ---- loading ------------------------------------------------------------------------------------
 def load_task(folder: str | os.PathLike) -> Task:
     """Open a task folder: result.npz when usable, else its newest result CSV.
@@ -431,12 +364,11 @@ def load_task(folder: str | os.PathLike) -> Task:
     table = None
     csv_path = _result_csv(folder, doc.csv)
     if doc.columnar and "ranks" in doc:  # a multi-rank task of many rows
-        from accuscope.engine.tasks.rankrun import load_ranks
         table, rank_warnings = load_ranks(folder, doc.ranks, columnar=True)
         warnings += rank_warnings
     elif (folder / RESULT_NPZ).exists():
         try:
-            table, npz_meta = _read_npz(folder / RESULT_NPZ)
+            table, npz_meta = read_npz(folder / RESULT_NPZ)
         except (OSError, ValueError, KeyError, TypeError, MemoryError, zipfile.BadZipFile) as e:
             warnings.append(f"{RESULT_NPZ} unreadable ({e}); reading the result CSV instead")
         else:
@@ -597,6 +529,33 @@ def unwritable(exc: BaseException, path: str | os.PathLike) -> SourceError | Non
         return None
     where = exc.filename if exc.filename else path
     return SourceError(f"{where}: cannot write there: {exc.strerror or exc}")
+
+
+def check_task_folder(folder: Path) -> bool:
+    """Whether `folder` is already a task (or an empty folder); SourceError when it is a file or a
+    folder that holds other things."""
+    try:
+        if folder.exists() and not folder.is_dir():
+            raise SourceError(f"{folder}: exists and is not a folder")
+        if not folder.is_dir():
+            return False
+        if (folder / TASK_JSON).exists():
+            return True
+        if any(p.name not in (LOCK, DUMPS_DIR) for p in folder.iterdir()):  # dumps: `accuscope run` made them
+            raise SourceError(f"{folder}: exists, is not empty and holds no {TASK_JSON}: not writing into a "
+                              "folder that is not an accuscope task; choose another --out")
+    except OSError as exc:
+        raise unwritable(exc, folder) or SourceError(f"{folder}: {exc.strerror or exc}") from None
+    return False
+
+
+def create_task_folder(folder: Path) -> None:
+    """`folder` and its parents, made if missing; a SourceError saying why it cannot be."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise unwritable(exc, folder) or SourceError(f"{folder}: cannot create the folder ({exc.strerror or exc})") \
+            from None
 
 
 def has_result(folder: Path) -> bool:

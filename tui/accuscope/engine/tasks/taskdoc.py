@@ -38,7 +38,8 @@ from typing import IO, TYPE_CHECKING, Any, Generic, TypeVar
 
 from accuscope import __version__
 from accuscope.engine.compare.columns import KEY_OF
-from accuscope.engine.compare.comparison import ALGORITHMS, SHARDS_BY_NAMES, CompareSpec
+from accuscope.engine.compare.comparison import ALGORITHMS, CompareSpec
+from accuscope.engine.compare.shards import SHARDS_BY_NAMES
 from accuscope.engine.compare.thresholds import Thresholds
 from accuscope.engine.sources.inputfile import read_json_object
 from accuscope.engine.sources.names import printable

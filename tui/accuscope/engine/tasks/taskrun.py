@@ -22,7 +22,15 @@ from accuscope import __version__
 from accuscope.engine.compare import comparison as engine
 from accuscope.engine.compare.results import ResultTable
 from accuscope.engine.sources.tensor import SourceError
-from accuscope.engine.tasks.task import DUMPS_DIR, LOCK, TASK_JSON, TaskLock, has_result, save_task, unwritable
+from accuscope.engine.tasks.task import (
+    TASK_JSON,
+    TaskLock,
+    check_task_folder,
+    create_task_folder,
+    has_result,
+    save_task,
+    unwritable,
+)
 from accuscope.engine.tasks.taskdoc import mark_state, spec_fields
 
 
@@ -52,11 +60,11 @@ def run_task(spec: engine.CompareSpec, folder: str | Path,
     lock = TaskLock(folder)
     started = existing = False
     try:
-        if _check_target(folder):
+        if check_task_folder(folder):
             lock.acquire()  # before planning: a second run is refused at once
             existing = (folder / TASK_JSON).exists()
         plan = result.plan = engine.plan(spec)
-        _create(folder)
+        create_task_folder(folder)
         lock.acquire()
         if planned:
             planned(plan)
@@ -97,29 +105,3 @@ def run_task(spec: engine.CompareSpec, folder: str | Path,
     result.timings = {"open and map": t_plan - start, "compare": t_cmp - t_plan,
                       "write": time.perf_counter() - t_cmp}
     return result
-
-
-def _check_target(folder: Path) -> bool:
-    """Whether `folder` is already a task (or an empty folder); SourceError when it is a file or a
-    folder that holds other things."""
-    try:
-        if folder.exists() and not folder.is_dir():
-            raise SourceError(f"{folder}: exists and is not a folder")
-        if not folder.is_dir():
-            return False
-        if (folder / TASK_JSON).exists():
-            return True
-        if any(p.name not in (LOCK, DUMPS_DIR) for p in folder.iterdir()):  # dumps: `accuscope run` made them
-            raise SourceError(f"{folder}: exists, is not empty and holds no {TASK_JSON}: not writing into a "
-                              "folder that is not an accuscope task; choose another --out")
-    except OSError as exc:
-        raise unwritable(exc, folder) or SourceError(f"{folder}: {exc.strerror or exc}") from None
-    return False
-
-
-def _create(folder: Path) -> None:
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise unwritable(exc, folder) or SourceError(f"{folder}: cannot create the folder ({exc.strerror or exc})") \
-            from None
