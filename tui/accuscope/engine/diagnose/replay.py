@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -135,8 +136,13 @@ def verify(task, ops: list[tuple[str, str]], budget: int = BUDGET, cancel: threa
 
 def _each(setup: _Setup, wanted: list[tuple[str, str]], cache: dict, cancel: threading.Event | None,
           progress: Callable[[int, int], None] | None) -> list[Kept]:
-    """One replay per op, one after another: the converters are not thread-safe (they set the root
-    logger's level and the warning filters), and on 2 cores two threads measured no faster."""
+    """One replay per op. Those not cached run in a pool of processes, one per core (the converters are
+    not thread-safe: they set the root logger's level and the warning filters; each process converts
+    and runs its own), in this process where one core or one replay is all there is."""
+    todo = [g for _, g in wanted if g not in cache]
+    workers = min(os.cpu_count() or 1, len(todo))
+    if workers > 1 and not (cancel is not None and cancel.is_set()):
+        _in_pool(setup, todo, cache, workers, cancel, lambda k: progress(k, len(wanted)) if progress else None)
     done: list[Kept] = []
     for op, golden in wanted:
         if cancel is not None and cancel.is_set():
@@ -145,6 +151,57 @@ def _each(setup: _Setup, wanted: list[tuple[str, str]], cache: dict, cancel: thr
         if progress is not None:
             progress(len(done), len(wanted))
     return done
+
+
+def _in_pool(setup: _Setup, todo: list[str], cache: dict, workers: int, cancel: threading.Event | None,
+             progress: Callable[[int], None]) -> None:
+    """The replays of `todo` (one op kept each) in `workers` processes (lifetime.process_context: the
+    safe path, ended with this process), their results into `cache` as they finish."""
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+
+    from accuscope.engine.compare.lifetime import process_context
+    state = (setup.reference.SerializeToString(), setup.to, setup.feeds, setup.golden, setup.candidate)
+    with ProcessPoolExecutor(workers, mp_context=process_context(), initializer=_worker_start,
+                             initargs=(os.getpid(), state)) as pool:
+        pending = {pool.submit(_replay_one, golden): golden for golden in todo}
+        while pending:
+            if cancel is not None and cancel.is_set():
+                for f in pending:
+                    f.cancel()
+                return
+            finished, _ = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
+            for f in finished:
+                cache[pending.pop(f)] = list(f.result())
+                progress(len(todo) - len(pending))
+
+
+_WORKER: dict = {}  # a pool process's reference model, inputs and outputs to measure against
+
+
+def _worker_start(main_pid: int, state: tuple) -> None:
+    import onnx
+
+    from accuscope.engine.compare.lifetime import die_with_parent
+    die_with_parent(main_pid)
+    model, to, feeds, golden, candidate = state
+    _WORKER.update(reference=onnx.load_model_from_string(model), to=to, feeds=feeds, golden=golden,
+                   candidate=candidate)
+
+
+def _replay_one(golden_op: str) -> tuple[float, float]:
+    w = _WORKER
+    return conversion_cos(w["reference"], w["to"], [golden_op], w["feeds"], w["golden"], w["candidate"], threads=1)
+
+
+def conversion_cos(reference, to: str, keep: list[str], feeds: dict, golden: list, candidate: list,
+                   threads: int = 0) -> tuple[float, float]:
+    """(worst output cos against the reference's outputs, against the candidate's) of the reference
+    converted to `to` with `keep` kept in fp32, run on `feeds` (with `threads` onnxruntime threads: one
+    in a pool process, the pool being one per core)."""
+    from accuscope.engine.precision.convert import convert
+    from accuscope.engine.precision.evaluate import run_outputs
+    outputs = run_outputs(convert(reference, to, keep), feeds, threads)
+    return _worst_cos(outputs, golden), _worst_cos(outputs, candidate)
 
 
 def replayable(task) -> str:
@@ -203,10 +260,7 @@ class _Setup:
             self.hits += 1
             got = cache[key]
             return _float(got[0]), _float(got[1])
-        from accuscope.engine.precision.convert import convert
-        from accuscope.engine.precision.evaluate import run_outputs
-        outputs = run_outputs(convert(self.reference, self.to, keep), self.feeds)
-        got = (_worst_cos(outputs, self.golden), _worst_cos(outputs, self.candidate))
+        got = conversion_cos(self.reference, self.to, keep, self.feeds, self.golden, self.candidate)
         cache[key] = list(got)
         return got
 

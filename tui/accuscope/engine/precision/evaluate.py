@@ -54,17 +54,19 @@ def parse_target(text: str) -> Target:
     return Target(metric, bound)
 
 
-def session(model):
-    """An onnxruntime CPU session of a ModelProto (quiet)."""
+def session(model, threads: int = 0):
+    """An onnxruntime CPU session of a ModelProto (quiet; `threads` intra-op threads, 0: onnxruntime's
+    default, one per core)."""
     import onnxruntime as ort
     options = ort.SessionOptions()
     options.log_severity_level = 3
+    options.intra_op_num_threads = threads
     return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
 
 
-def run_outputs(model, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+def run_outputs(model, feeds: dict[str, np.ndarray], threads: int = 0) -> list[np.ndarray]:
     """The model's network outputs on `feeds` (SourceError-free: onnxruntime's errors propagate)."""
-    return [np.asarray(a) for a in session(model).run(None, feeds)]
+    return [np.asarray(a) for a in session(model, threads).run(None, feeds)]
 
 
 class Evaluator:
