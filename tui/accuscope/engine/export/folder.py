@@ -47,7 +47,7 @@ from accuscope.engine.graphs.subgraph import BoundaryTensor, Selection, select, 
 from accuscope.engine.runs.onnxmodel import onnx_module
 from accuscope.engine.sources.inputfile import json_loads
 from accuscope.engine.sources.names import read_mapping_csv
-from accuscope.engine.sources.outputfile import not_a_link
+from accuscope.engine.sources.outputfile import not_a_link, ours
 from accuscope.engine.sources.tensor import INPUT, OUTPUT, SourceError, Tensor, TensorError, sanitize
 from accuscope.engine.tasks.task import EXPORTS_DIR, Task
 from accuscope.engine.tasks.taskdoc import TaskDoc
@@ -322,11 +322,7 @@ def _refuse_links(folder: Path, out: Path) -> None:
 
 
 def _check_target(out: Path) -> None:
-    if out.exists() and not out.is_dir():
-        raise SourceError(f"{out}: exists and is not a folder")
-    if out.is_dir() and any(out.iterdir()) and not (out / MANIFEST).is_file():
-        raise SourceError(f"{out}: exists, is not empty and holds no {MANIFEST}: not replacing a folder that is "
-                          "not an accuscope export; choose another --out")
+    ours(out, MANIFEST, "an accuscope export")
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

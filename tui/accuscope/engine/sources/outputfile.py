@@ -92,3 +92,24 @@ def open_append(path: str | os.PathLike, encoding: str = "utf-8") -> IO:
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
                  | getattr(os, "O_CLOEXEC", 0), 0o666)
     return os.fdopen(fd, "a", encoding=encoding)
+
+
+def ours(folder: str | os.PathLike, marker: str, kind: str, also: tuple[str, ...] = ()) -> bool:
+    """Whether the output folder `folder` already holds one of ours (its `marker` file is there: it may be
+    replaced); False when it is missing or empty (or holds only the names in `also`). SourceError when
+    it is a file, or holds other things and no marker: accuscope never writes into a folder that is not
+    its own."""
+    path = Path(folder)
+    try:
+        if path.exists() and not path.is_dir():
+            raise SourceError(f"{path}: exists and is not a folder")
+        if not path.is_dir():
+            return False
+        if (path / marker).exists():
+            return True
+        if any(p.name not in also for p in path.iterdir()):
+            raise SourceError(f"{path}: exists, is not empty and holds no {marker}: not writing into a folder that "
+                              f"is not {kind}; choose another --out")
+    except OSError as exc:
+        raise SourceError(f"{path}: {exc.strerror or exc}") from None
+    return False

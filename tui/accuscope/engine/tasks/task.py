@@ -49,7 +49,7 @@ from accuscope.engine.compare.lifetime import pid_alive
 from accuscope.engine.compare.results import ResultTable
 from accuscope.engine.compare.thresholds import Thresholds
 from accuscope.engine.sources.inputfile import json_loads, walk
-from accuscope.engine.sources.outputfile import fresh_file
+from accuscope.engine.sources.outputfile import fresh_file, ours
 from accuscope.engine.sources.tensor import SourceError
 from accuscope.engine.tasks import taskdoc
 from accuscope.engine.tasks.csvio import read_result_csv, write_result_csv
@@ -534,19 +534,7 @@ def unwritable(exc: BaseException, path: str | os.PathLike) -> SourceError | Non
 def check_task_folder(folder: Path) -> bool:
     """Whether `folder` is already a task (or an empty folder); SourceError when it is a file or a
     folder that holds other things."""
-    try:
-        if folder.exists() and not folder.is_dir():
-            raise SourceError(f"{folder}: exists and is not a folder")
-        if not folder.is_dir():
-            return False
-        if (folder / TASK_JSON).exists():
-            return True
-        if any(p.name not in (LOCK, DUMPS_DIR) for p in folder.iterdir()):  # dumps: `accuscope run` made them
-            raise SourceError(f"{folder}: exists, is not empty and holds no {TASK_JSON}: not writing into a "
-                              "folder that is not an accuscope task; choose another --out")
-    except OSError as exc:
-        raise unwritable(exc, folder) or SourceError(f"{folder}: {exc.strerror or exc}") from None
-    return False
+    return ours(folder, TASK_JSON, "an accuscope task", also=(LOCK, DUMPS_DIR))  # dumps: `accuscope run` made them
 
 
 def create_task_folder(folder: Path) -> None:
