@@ -21,7 +21,6 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import KW_ONLY, dataclass, field, replace
 
 from accuscope.engine.compare import faults, statistics
@@ -580,12 +579,17 @@ def _run_threads(jobs: list[Job], workers: int, cancel) -> Iterator[list[tuple[i
     big = [replace(j, threads=t) for j, t in zip(jobs, threads) if t > 1]
     small = [j for j, t in zip(jobs, threads) if t == 1]
     yield from _run_inline(big, cancel)
-    if workers == 1 or len(small) < 2:  # in this thread: a pair at a time, each its own progress and chance to stop
+    groups = _groups(small)
+    first = next(groups, None)
+    if workers == 1 or (second := next(groups, None)) is None:
+        # in this thread (one group would take one pool thread): a pair at a time, each its own
+        # progress and chance to stop; concurrent.futures (and logging) is not even imported
         yield from _run_inline(small, cancel)
         return
+    from concurrent.futures import ThreadPoolExecutor  # with logging ~10 ms of start-up: only when a pool runs
     with ThreadPoolExecutor(workers) as pool:  # results in the pairs' order (plugins, progress)
         pending: collections.deque = collections.deque()
-        queue = _groups(small)
+        queue = itertools.chain((first, second), groups)
         while True:
             while len(pending) < 4 * workers and not (cancel is not None and cancel.is_set()):
                 group = next(queue, None)
@@ -656,7 +660,7 @@ def _pool_starts() -> bool:
 
 
 def _pool_batches(order: list[Job], workers: int, cancel) -> Iterator[list[tuple[int, dict]]]:
-    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
     from concurrent.futures.process import BrokenProcessPool
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # one core per worker; inherited by the pool
     with ProcessPoolExecutor(workers, mp_context=process_context(), initializer=die_with_parent,
