@@ -1,7 +1,8 @@
 """CLI start-up, this tree against another revision's (default: main), side by side in one run:
 `import accuscope.cli` (python -X importtime, its cumulative line), the wall time of
 `accuscope inspect --help`, of a small real command (`accuscope inspect` on a 4-tensor npy
-folder) and of `accuscope compare` on two such folders (target <= 250 ms). Both trees are byte-compiled
+folder) and of `accuscope compare` on two such folders (target <= 250 ms), and how many modules that compare
+imports (-X importtime's lines: fewer modules is the lasting part of a start-up gain). Both trees are byte-compiled
 first (as an installed package is), so no run pays for compiling modules. Each figure is the median of
 --repeat runs, the two trees' runs interleaved.
 
@@ -54,6 +55,12 @@ def wall_ms(tui: Path, *args: str) -> float:
     return elapsed
 
 
+def modules(tui: Path, *args: str) -> float:
+    r = subprocess.run([sys.executable, "-X", "importtime", "-m", "accuscope", *args], capture_output=True,
+                       text=True, env=_env(tui), check=True)
+    return sum(1 for ln in r.stderr.splitlines() if re.match(r"import time:\s+\d", ln))
+
+
 def _env(tui: Path) -> dict:
     return {**os.environ, "PYTHONPATH": str(tui), "COLUMNS": "120", "NO_COLOR": "1"}
 
@@ -80,6 +87,8 @@ def main() -> None:
             "accuscope inspect --help (wall, ms)": lambda t: wall_ms(t, "inspect", "--help"),
             "accuscope inspect NPY_DIR (wall, ms)": lambda t: wall_ms(t, "inspect", str(dump)),
             "accuscope compare NPY_DIR NPY_DIR (wall, ms)": lambda t: wall_ms(
+                t, "compare", "--npu", str(dump), "--golden", str(golden), "--out", str(tmp / "task")),
+            "accuscope compare: modules imported": lambda t: modules(
                 t, "compare", "--npu", str(dump), "--golden", str(golden), "--out", str(tmp / "task")),
         }
         print(f"{'':46} {args.base:>10} {'this tree':>10} {'ratio':>7}   (load {os.getloadavg()[0]:.1f})")

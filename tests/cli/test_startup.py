@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 from test_cli import ENV, accuscope
@@ -42,7 +43,14 @@ NOT_FOR_NPY = ("onnx", "onnxruntime", "yaml", "google.protobuf", "textual", "ric
                "concurrent.futures.process", "subprocess", "pickletools", "accuscope.app",
                "accuscope.engine.sources.torchpickle", "accuscope.engine.sources.dumpproto",
                "accuscope.engine.compare.crossmap", "accuscope.engine.tasks.rankrun",
-               "accuscope.engine.compare.cluster", "accuscope.engine.diagnose")
+               "accuscope.engine.compare.cluster", "accuscope.engine.diagnose",
+               # readers and loaders of the formats after the npy folder in the registry, and what
+               # only a pool or a lock check needs (sides/registry.py, compare/comparison.py)
+               "accuscope.engine.sources.tpumlir", "accuscope.engine.graphs.modelfile",
+               "accuscope.engine.graphs.onnxgraph", "accuscope.engine.graphs.gegraph",
+               "accuscope.engine.graphs.mlirgraph", "accuscope.engine.graphs.caffegraph",
+               "accuscope.engine.graphs.omgraph", "accuscope.engine.graphs.msprobegraph",
+               "concurrent.futures", "logging", "socket")
 
 
 def test_comparing_two_npy_folders_imports_only_what_they_need(tmp_path):
@@ -74,3 +82,33 @@ def test_help_lists_every_command_and_each_command_its_options():
 def test_an_unknown_command_names_the_choices():
     r = accuscope("inpsect", "x")
     assert r.returncode == 2 and "invalid choice: 'inpsect'" in r.stderr and "inspect" in r.stderr
+
+
+def test_every_accuscope_import_names_something_that_exists():
+    """Lazy imports (inside functions, run only for some inputs) are seen by no import at start-up:
+    every `from accuscope... import X`, `from .x import X` and `import accuscope.x` in the package,
+    at any depth, is resolved here by importing the module and looking X up."""
+    import ast
+    root = Path(__import__("accuscope").__file__).parent
+    wanted = set()
+    for path in sorted(root.rglob("*.py")):
+        package = ".".join(("accuscope", *path.relative_to(root).with_suffix("").parts))
+        if path.name != "__init__.py":
+            package = package.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom):
+                base = package.split(".")[:len(package.split(".")) - node.level + 1] if node.level else []
+                module = ".".join(base + ([node.module] if node.module else []))
+                if module.split(".")[0] == "accuscope":
+                    wanted |= {(module, a.name, path.name) for a in node.names}
+            elif isinstance(node, ast.Import):
+                wanted |= {(a.name, "", path.name) for a in node.names if a.name.split(".")[0] == "accuscope"}
+    assert len(wanted) > 300
+    code = ("import importlib, sys\nbad = []\n"
+            f"for module, name, where in {sorted(wanted)!r}:\n"
+            "    try:\n        m = importlib.import_module(module)\n"
+            "        if name and not hasattr(m, name):\n            importlib.import_module(module + '.' + name)\n"
+            "    except ImportError as exc:\n        bad.append(f'{where}: from {module} import {name}: {exc}')\n"
+            "print('\\n'.join(bad))\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=ENV, timeout=300)
+    assert r.returncode == 0 and not r.stdout.strip(), r.stdout + r.stderr[-2000:]

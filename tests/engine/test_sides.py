@@ -296,3 +296,14 @@ def test_npu_against_npu_pairs_through_the_framework_names_both_record(ws, tmp_p
     assert set(c["how"][c["how"] != ""]) == {"fusion"}
     first = int(np.flatnonzero(c["fail"])[0])
     assert c["npu_op"][first].startswith("/block1/conv1/Conv") and c["io"][first] == "output"
+
+
+def test_the_registry_spells_each_lazily_imported_format_as_its_module_does():
+    """The formats whose modules the registry imports only on use name their kind in the registry;
+    it is the module's KIND, and `describe` reaches tpu-mlir's reader."""
+    from accuscope.engine.graphs import gegraph, mlirgraph
+    from accuscope.engine.sides import registry
+    from accuscope.engine.sources import tpumlir
+    kinds = {f.kind for f in registry.FORMATS}
+    assert {tpumlir.KIND, gegraph.KIND, mlirgraph.KIND} <= kinds
+    assert registry._DIALECTS[tpumlir.KIND]() is tpumlir

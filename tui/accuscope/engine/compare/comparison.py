@@ -21,7 +21,6 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import KW_ONLY, dataclass, field, replace
 
 from accuscope.engine.compare import faults, statistics
@@ -36,11 +35,9 @@ from accuscope.engine.compare.results import ResultTable
 from accuscope.engine.compare.shards import parallel_sides
 from accuscope.engine.compare.thresholds import Thresholds
 from accuscope.engine.graphs.graph import Graph
-from accuscope.engine.graphs.modelfile import load_graph
 from accuscope.engine.graphs.oprange import OpRange
 from accuscope.engine.graphs.optypes import CONVERTER_OWN, walk_back
 from accuscope.engine.sides.side import Side
-from accuscope.engine.sources import tpumlir
 from accuscope.engine.sources.ascend import crop_to
 from accuscope.engine.sources.msprobe import KIND as STEP_KIND  # dumps of a step's calls, not of a model
 from accuscope.engine.sources.names import parameter
@@ -200,10 +197,10 @@ def open_sides(spec: CompareSpec) -> tuple[Side, Side, Graph | None]:
                                          iteration=spec.iteration, **ranked)
     golden = merged.get("golden") or open_side(spec.golden, shape=spec.golden_shape, dtype=spec.golden_dtype,
                                                pick=pick, runner=spec.golden_runner, iteration=spec.iteration, **ranked)
-    model = load_graph(spec.model) if spec.model else None
+    model = _load_graph(spec.model) if spec.model else None
     for side, path in ((npu, spec.npu_model), (golden, spec.golden_model)):
         if path:
-            side.use_graph(load_graph(path))
+            side.use_graph(_load_graph(path))
     if model is not None and model.kind == "mlir" and not spec.npu_model and npu.graph is None:
         npu.use_graph(model)  # tpu-mlir's .mlir describes the converted (NPU) side
     elif model is not None and model.kind not in ("om", "mlir") and not spec.golden_model and golden.graph is None:
@@ -279,6 +276,11 @@ def _cross_pairs(spec: CompareSpec, npu: Side, golden: Side):
     return user_map, None, []
 
 
+def _load_graph(path: str) -> Graph:
+    from accuscope.engine.graphs.modelfile import load_graph  # every graph loader: only with a model
+    return load_graph(path)
+
+
 def _unused_golden(reference: list[Tensor], used: set[int], npu: Side, npu_graph: Graph | None
                    ) -> list[tuple[str, str]]:
     """The golden tensors no NPU tensor paired with, each with the likeliest reason."""
@@ -286,7 +288,8 @@ def _unused_golden(reference: list[Tensor], used: set[int], npu: Side, npu_graph
     if npu_graph is not None and npu_graph.kind != "om":
         values = {v for n in npu_graph.nodes for v in n.outputs} | set(npu_graph.inputs)
         if npu_graph.kind == "mlir":  # loc names `{onnx output}_{OpType}`: the ONNX output names too
-            values |= {tpumlir.normalize(v) for v in values}
+            from accuscope.engine.sources.tpumlir import normalize
+            values |= {normalize(v) for v in values}
     out = []
     for t in reference:
         if id(t) in used:
@@ -577,12 +580,17 @@ def _run_threads(jobs: list[Job], workers: int, cancel) -> Iterator[list[tuple[i
     big = [replace(j, threads=t) for j, t in zip(jobs, threads) if t > 1]
     small = [j for j, t in zip(jobs, threads) if t == 1]
     yield from _run_inline(big, cancel)
-    if workers == 1 or len(small) < 2:  # in this thread: a pair at a time, each its own progress and chance to stop
+    groups = _groups(small)
+    first = next(groups, None)
+    if workers == 1 or (second := next(groups, None)) is None:
+        # in this thread (one group would take one pool thread): a pair at a time, each its own
+        # progress and chance to stop; concurrent.futures (and logging) is not even imported
         yield from _run_inline(small, cancel)
         return
+    from concurrent.futures import ThreadPoolExecutor  # with logging ~10 ms of start-up: only when a pool runs
     with ThreadPoolExecutor(workers) as pool:  # results in the pairs' order (plugins, progress)
         pending: collections.deque = collections.deque()
-        queue = _groups(small)
+        queue = itertools.chain((first, second), groups)
         while True:
             while len(pending) < 4 * workers and not (cancel is not None and cancel.is_set()):
                 group = next(queue, None)
@@ -653,7 +661,7 @@ def _pool_starts() -> bool:
 
 
 def _pool_batches(order: list[Job], workers: int, cancel) -> Iterator[list[tuple[int, dict]]]:
-    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
     from concurrent.futures.process import BrokenProcessPool
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # one core per worker; inherited by the pool
     with ProcessPoolExecutor(workers, mp_context=process_context(), initializer=die_with_parent,

@@ -25,7 +25,7 @@ from accuscope.engine.compare import gcpause
 from accuscope.engine.graphs.graph import Graph, Node
 from accuscope.engine.graphs.optypes import CONVERTER_OWN, CONVERTER_TYPES, INPUT_TYPES, walk_back
 from accuscope.engine.sides.side import Side
-from accuscope.engine.sources import msprobe, tpumlir
+from accuscope.engine.sources import msprobe
 from accuscope.engine.sources.ascend import DumpFile
 from accuscope.engine.sources.golden import GoldenDump
 from accuscope.engine.sources.names import parse_tensor_name
@@ -349,8 +349,9 @@ class _Mapper:
             return None
         producer, j = found
         name = producer.outputs[j]
+        from accuscope.engine.sources.tpumlir import normalize  # tpu-mlir's reader: only where this runs
         return self._golden_output(producer.name, j) or self.golden.find_tensor(name) \
-            or self.golden.find_tensor(tpumlir.normalize(name))
+            or self.golden.find_tensor(normalize(name))
 
     def _golden_of_graph_input(self, op: str, i: int) -> Tensor | None:
         """Input i of an op, as the output of its producer in a framework graph."""

@@ -9,7 +9,6 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from concurrent.futures import FIRST_COMPLETED, wait
 from dataclasses import dataclass, field, replace
 
 from accuscope.engine.compare import comparison as engine
@@ -134,7 +133,7 @@ def pool_results(spec: engine.CompareSpec, leaves: list[Rank], workers: int | No
                 return
             yield compare_rank(spec, leaf)
         return
-    from concurrent.futures import ProcessPoolExecutor  # multiprocessing: imported when a pool runs, not before
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait  # imported when a pool runs, not before
     from concurrent.futures.process import BrokenProcessPool
     while remaining:
         with ProcessPoolExecutor(workers, mp_context=process_context(), initializer=_initializer,

@@ -29,9 +29,8 @@ import numpy as np
 
 from accuscope.engine.compare.pairjob import Job, run_job
 from accuscope.engine.graphs.graph import Graph
-from accuscope.engine.graphs.mlirgraph import op_kind
+from accuscope.engine.graphs.optypes import op_kind
 from accuscope.engine.sides.side import Side
-from accuscope.engine.sources import tpumlir
 from accuscope.engine.sources.tensor import OUTPUT, Tensor, TensorError
 
 AGREE = 0.99  # a pair agrees at this cosine (msit's and tpu-mlir's default)
@@ -129,8 +128,9 @@ class Rechecker:
         return out
 
     def _golden_of(self, name: str) -> Tensor | None:
+        from accuscope.engine.sources.tpumlir import normalize  # tpu-mlir's reader: only where this runs
         g = self.golden.find(name, OUTPUT, 0) or self.golden.find_tensor(name)
-        return g or self.golden.find_tensor(tpumlir.normalize(name))
+        return g or self.golden.find_tensor(normalize(name))
 
     def _type_of(self, t: Tensor) -> str:
         if t.op_type:

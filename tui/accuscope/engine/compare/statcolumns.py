@@ -12,7 +12,6 @@ execute (the general path) compare it; where it applies, the rows are those plan
 """
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 
 import numpy as np
@@ -111,6 +110,7 @@ def _both(spec: CompareSpec) -> tuple[msprobe.Recorded | None, msprobe.Recorded 
     """The two sides' columns, read at once (the compiled scanner lets go of the GIL: two threads
     read two dump.json on two cores)."""
     read = partial(msprobe.recorded, step=spec.step, rank=spec.rank, stats_only=spec.stats_only)
+    from concurrent.futures import ThreadPoolExecutor  # with logging: only when this runs
     with ThreadPoolExecutor(2) as pool:
         ours, theirs = pool.map(read, (spec.npu, spec.golden))
     return ours, theirs

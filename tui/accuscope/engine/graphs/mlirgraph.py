@@ -198,7 +198,3 @@ def _absorbing_producer(gone: Node, kept: dict[str, Node], producer: dict[str, N
         current = up
     return None
 
-
-def op_kind(op_type: str) -> str:
-    """`top.Conv` -> `Conv`, `tpu.Conv2D` -> `Conv2D`: the op without its dialect."""
-    return op_type.split(".", 1)[1] if op_type.startswith(("top.", "tpu.")) else op_type

@@ -48,3 +48,8 @@ def walk_back(graph: Graph, tensor: str) -> Iterator[tuple[str, tuple[Node, int]
             return
         seen.add(node.name)
         tensor = node.inputs[0]
+
+
+def op_kind(op_type: str) -> str:
+    """`top.Conv` -> `Conv`, `tpu.Conv2D` -> `Conv2D`: the op without its tpu-mlir dialect."""
+    return op_type.split(".", 1)[1] if op_type.startswith(("top.", "tpu.")) else op_type

@@ -4,6 +4,11 @@ Every command and screen that takes a path asks here (`detect`, `open_side`, `op
 format is added in one place: one `Format` entry with a `sniff` that looks at the path's content
 and an `open` that returns the format's reader object. Dump formats may stand on either side of a
 comparison (`open_side`); model formats are graphs (`load_graph`).
+
+A format found after the npy folder in FORMATS (tpu-mlir's npz, the model graphs) has its module
+imported only when its sniff or reader runs: `compare` on two npy folders loads none of them (they
+cost ~10 ms of start-up; benchmarks/bench_startup.py). Its kind is spelled here, and
+tests/engine/test_sides.py holds it to the module's KIND.
 """
 from __future__ import annotations
 
@@ -11,14 +16,12 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
+from types import ModuleType
 from typing import Any
 
-from accuscope.engine.graphs import gegraph, mlirgraph
 from accuscope.engine.graphs.graph import Graph
-from accuscope.engine.graphs.modelfile import load_graph
-from accuscope.engine.graphs.msprobegraph import load_msprobe
 from accuscope.engine.sides.side import Side, own_model
-from accuscope.engine.sources import atb, mindspore, msprobe, polygraphy, tpumlir
+from accuscope.engine.sources import atb, mindspore, msprobe, polygraphy
 from accuscope.engine.sources.golden import RAW_SUFFIXES, GoldenDump, open_golden
 from accuscope.engine.sources.inputfile import not_regular, require_regular
 from accuscope.engine.sources.names import parse_dump_name
@@ -56,6 +59,27 @@ def _suffix(*suffixes: str) -> Callable[[str], bool]:
     return lambda path: os.path.isfile(path) and path.lower().endswith(suffixes)
 
 
+def _tpumlir() -> ModuleType:
+    from accuscope.engine.sources import tpumlir
+    return tpumlir
+
+
+def _gegraph() -> ModuleType:
+    from accuscope.engine.graphs import gegraph
+    return gegraph
+
+
+def _mlirgraph() -> ModuleType:
+    from accuscope.engine.graphs import mlirgraph
+    return mlirgraph
+
+
+def load_graph(path: str | os.PathLike, **options) -> Graph:
+    """graphs.modelfile.load_graph, imported on the first model (it imports every graph loader)."""
+    from accuscope.engine.graphs.modelfile import load_graph as load
+    return load(path, **options)
+
+
 def _golden(kind: str) -> Callable[..., GoldenDump]:
     def open_(path: str, **o) -> GoldenDump:
         pick = o.get("pick", "newest")
@@ -65,10 +89,12 @@ def _golden(kind: str) -> Callable[..., GoldenDump]:
     return open_
 
 
-def _dialect(module) -> Callable[..., GoldenDump]:
-    """A platform dialect's reader (module.read -> tensors in execution order, problems) as a source.
-    `runner` names the part of a file holding both sides (tpu-mlir's actual/desired)."""
+def _dialect(load: Callable[[], ModuleType]) -> Callable[..., GoldenDump]:
+    """A platform dialect's reader (module.read -> tensors in execution order, problems) as a source,
+    its module from `load()` when a path is opened. `runner` names the part of a file holding both
+    sides (tpu-mlir's actual/desired)."""
     def open_(path: str, **o) -> GoldenDump:
+        module = load()
         options = {k: v for k, v in o.items() if v is not None and k not in ("pick", "runner", "iteration")}
         if o.get("runner"):
             options["side"] = o["runner"]
@@ -93,36 +119,38 @@ FORMATS: list[Format] = [
     Format("ascend", "Ascend dump (file or any level of the {time}/{device}/{model}/{id}/{index} tree)",
            lambda p: _is_dump_file(p) or _has_runs(p), _ascend),
     Format(msprobe.KIND, "msprobe dump (step{N}/rank{M}/dump.json, dump_tensor_data/*.pt|npy; --step/--rank)",
-           msprobe.sniff, _dialect(msprobe)),
+           msprobe.sniff, _dialect(lambda: msprobe)),
     Format(mindspore.KIND, "MindSpore kernel dump (rank_{i}/{time}/step_{k}/...{io}.{idx}.{format}.{dtype}.npy)",
-           mindspore.sniff, _dialect(mindspore)),
-    Format(atb.KIND, "ATB dump ({device}_{pid}/{round}/{id}_{Layer}/.../{in|out}tensorK.bin)", atb.sniff, _dialect(atb)),
+           mindspore.sniff, _dialect(lambda: mindspore)),
+    Format(atb.KIND, "ATB dump ({device}_{pid}/{round}/{id}_{Layer}/.../{in|out}tensorK.bin)", atb.sniff, _dialect(lambda: atb)),
     Format("npy", "npy folder (MindStudio/msit naming, `accuscope dump`, msaccucmp convert)", _has_npy,
            _golden("npy")),
-    Format(tpumlir.KIND, "tpu-mlir .npz (model_transform, model_deploy, model_runner, npz_tool: "
-           "{tensor}_{OpType} keys, cast suffixes _f32/_f16/_si8..., {name}_actual/_desired)", tpumlir.sniff,
-           _dialect(tpumlir)),
+    Format("tpu-mlir-npz", "tpu-mlir .npz (model_transform, model_deploy, model_runner, npz_tool: "
+           "{tensor}_{OpType} keys, cast suffixes _f32/_f16/_si8..., {name}_actual/_desired)",
+           lambda p: _tpumlir().sniff(p), _dialect(_tpumlir)),
     Format("npz", ".npz archive (tensor name per member)", _suffix(".npz"), _golden("npz")),
     Format("polygraphy", "Polygraphy RunResults .json or per-iteration folder (`polygraphy run --save-outputs`)",
            polygraphy.is_run_results, _golden("polygraphy")),
     Format("bin", "raw .bin/.bmrt/.dat with --shape and --dtype", _suffix(*RAW_SUFFIXES), _golden("bin")),
     Format("onnx", "ONNX model", _suffix(".onnx"), load_graph, model=True),
     Format("om", "Ascend offline model as JSON (atc --mode=1)", _is_om_json, load_graph, model=True),
-    Format(gegraph.KIND, "GE graph dump (ge_proto_*.txt, DUMP_GE_GRAPH)", gegraph.sniff, load_graph, model=True),
-    Format(mlirgraph.KIND, "tpu-mlir .mlir (origin, top or tpu dialect: model_transform, model_deploy)",
-           mlirgraph.sniff, load_graph, model=True),
+    Format("ge-graph", "GE graph dump (ge_proto_*.txt, DUMP_GE_GRAPH)", lambda p: _gegraph().sniff(p), load_graph,
+           model=True),
+    Format("mlir", "tpu-mlir .mlir (origin, top or tpu dialect: model_transform, model_deploy)",
+           lambda p: _mlirgraph().sniff(p), load_graph, model=True),
     Format("caffe", "Caffe .prototxt/.pbtxt", _suffix(".prototxt", ".pbtxt"), load_graph, model=True),
 ]
 DUMP_FORMATS = [f for f in FORMATS if not f.model]
 
 
-_DIALECTS = {m.KIND: m for m in (atb, mindspore, msprobe, tpumlir)}
+_DIALECTS: dict[str, Callable[[], ModuleType]] = {
+    atb.KIND: lambda: atb, mindspore.KIND: lambda: mindspore, msprobe.KIND: lambda: msprobe, "tpu-mlir-npz": _tpumlir}
 
 
 def describe(source: GoldenDump, **options) -> list[str]:
     """Lines a platform dialect adds to `inspect` (the run, rank or round chosen, bf16 kept raw ...)."""
-    module = _DIALECTS.get(getattr(source, "kind", ""))
-    return module.describe(source.path, source.tensors, **options) if module is not None else []
+    load = _DIALECTS.get(getattr(source, "kind", ""))
+    return load().describe(source.path, source.tensors, **options) if load is not None else []
 
 
 def accepted(models: bool = True) -> str:
@@ -192,4 +220,7 @@ def modules_loader(path: str, kind: str, step=None, rank=None, **_options) -> Ca
     """How to load a training dump's module hierarchy (Side.modules): msprobe's construct.json,
     of the --step/--rank chosen, else of the dump's first step/rank folder (ranks run the same
     modules); None for other formats."""
-    return partial(load_msprobe, path, step, rank) if kind == msprobe.KIND else None
+    if kind != msprobe.KIND:
+        return None
+    from accuscope.engine.graphs.msprobegraph import load_msprobe
+    return partial(load_msprobe, path, step, rank)

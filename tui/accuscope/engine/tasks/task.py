@@ -33,7 +33,6 @@ import errno
 import os
 import re
 import shutil
-import socket
 import time
 import zipfile
 from dataclasses import dataclass, field
@@ -433,7 +432,7 @@ def true_state(folder: str | os.PathLike, doc: TaskDoc) -> str:
     """The recorded state, except that a task recorded as running whose process is gone from this
     host (or which nobody holds the lock of) is "interrupted"."""
     state = doc.state
-    if state != "running" or doc.host != socket.gethostname():
+    if state != "running" or doc.host != taskdoc.host_name():
         return state  # running elsewhere: this host cannot tell
     if not pid_alive(doc.pid) or lock_is_free(folder):
         return "interrupted"
