@@ -3,8 +3,11 @@ the ranks of its tensor-parallel (TP) group, the pipeline (PP) stages stitched i
 that a TP=N, PP=M dump compares against a TP=1 one call by call.
 
 Ranks: Megatron's order, the TP index varying fastest: rank = stage * TP + tp_index. TP is given in the
-layout file, else it is the rank count divided by PP (PP=1 unless given). A rank missing from 0..TP*PP-1 is
-a SourceError naming the folder.
+layout file, else the rank count divided by a given PP, else read from the ranks: the ranks from rank0 on
+that make rank0's module calls (a TP group's ranks make the same ones), PP the rank count over TP. Where rank1
+already makes other module calls than rank0, TP=1 and every rank is a pipeline stage, provided each module
+outside the `layers` list (embedding, head) is called on one rank only (else the ranks are not the stages of
+one run: a SourceError). A rank missing from 0..TP*PP-1 is a SourceError naming the folder.
 
 What is split, and how, comes from the module holding a call (its class in msprobe's call names, or a
 pattern of the layout file): `column` (Megatron's ColumnParallelLinear: weight rows and output features
@@ -60,6 +63,7 @@ import numpy as np
 
 from accuscope.engine.compare.comparison import SHARDS_BY_NAMES
 from accuscope.engine.compare.crossmap import yaml_load
+from accuscope.engine.compare.statistics import MERGED
 from accuscope.engine.sources import msprobe
 from accuscope.engine.sources.golden import GoldenDump
 from accuscope.engine.sources.inputfile import require_regular
@@ -171,20 +175,30 @@ def _calls(tensors: list[Tensor]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(t.op for t in tensors if _MODULE_CALL.fullmatch(t.op)))
 
 
-def stages(ranks: list[Rank], layout: Layout, path: str) -> list[list[Rank]]:
-    """The ranks as TP groups, stage by stage (rank = stage * TP + tp_index). TP and PP from the layout;
-    else TP is the ranks from rank0 on that make rank0's module calls, and PP the rank count over TP."""
+def stages(ranks: list[Rank], layout: Layout, path: str) -> tuple[list[list[Rank]], str]:
+    """The ranks as TP groups, stage by stage (rank = stage * TP + tp_index), and how TP and PP were found.
+    TP and PP from the layout; else TP is the ranks from rank0 on that make rank0's module calls (the ranks of
+    one TP group make the same calls), and PP the rank count over TP. Where rank1 already makes other module
+    calls than rank0, no TP group holds two ranks: TP=1, every rank a pipeline stage (PP = the rank count)."""
     total = len(ranks)
     if layout.tp:
-        tp = layout.tp
+        tp, found = layout.tp, f"tp: {layout.tp} from {layout.source}"
     elif layout.pp > 1:
-        tp = total // layout.pp
+        tp, found = total // layout.pp, f"pp: {layout.pp} from {layout.source}, TP the {total} ranks over it"
     else:
         calls = [_calls(r.tensors) for r in ranks]
         tp = next((k for k in range(1, total) if calls[k] != calls[0]), total)
         if tp == 1:
-            raise SourceError(f"{ranks[1].folder}: its module calls differ from rank0's, so rank0 has no TP group to "
-                              "merge with (a pipeline without tensor parallelism: give tp: 1 and pp in a layout file)")
+            if not calls[0] or not calls[1]:
+                empty = ranks[0] if not calls[0] else ranks[1]
+                raise SourceError(f"{empty.folder}: no module calls (Module.* / Cell.*) in its dump.json, so the ranks' "
+                                  "TP and PP cannot be read from them: give tp and pp in a layout file")
+            _one_pipeline(ranks, layout.layers)
+            found = (f"TP=1: rank1 makes other module calls than rank0 (a TP group's ranks make the same ones), "
+                     f"so each of the {total} ranks is a pipeline stage")
+        else:
+            found = (f"TP={tp}: rank0..rank{tp - 1} make the same module calls" + (f", rank{tp} others" if tp < total
+                                                                                  else ""))
     if tp < 1 or total % tp or (layout.pp > 1 and total != tp * layout.pp):
         raise SourceError(f"{path}: {total} ranks (rank0..rank{total - 1}) do not divide into TP={tp}"
                           + (f" x PP={layout.pp}" if layout.pp > 1 else "") + (f" ({layout.source})" if layout.source else
@@ -196,13 +210,47 @@ def stages(ranks: list[Rank], layout: Layout, path: str) -> list[list[Rank]]:
         if odd and not layout.tp:
             raise SourceError(f"{odd[0].folder}: its module calls differ from rank{group[0].number}'s, in the same "
                               f"TP group of {tp} (read from rank0..): give tp and pp in a layout file")
-    return groups
+    return groups, found
 
 
-def read(path: str, *, shards: str | None = None, step: str | int | None = None, stats_only: bool = False,
-         **_options) -> tuple[list[Tensor], list[Problem], str]:
-    """The merged tensors of a parallel run in one execution order, the problems, and a line saying how
-    it was read (`TP=2 x PP=2 of rank0..rank3, merged by ...`)."""
+@dataclass(frozen=True)
+class Decision:
+    """What the merge did with one tensor of a TP group (`inspect --shards` counts them)."""
+
+    stage: int
+    call: str
+    tensor: str
+    kind: str  # column | row | vocab, "" outside a parallel module
+    how: str  # once | concat | sum | vocab, "" not merged
+    dim: int
+    why: str  # the rule's note, or why it is not merged
+
+
+@dataclass
+class Merge:
+    """A parallel run read and merged: the tensors in one order and what was done to get them."""
+
+    path: str
+    layout: Layout
+    tp: int
+    pp: int
+    ranks: int
+    found: str  # how TP and PP were found
+    tensors: list[Tensor]
+    problems: list[Problem]
+    decisions: list[Decision]
+    stitched: int  # tensors placed by stitching the stages (0 at PP=1)
+    renamed: int  # of them, calls renamed (API counters, restarted layer numbers)
+
+    @property
+    def how(self) -> str:
+        return (f"TP={self.tp} x PP={self.pp} of rank0..rank{self.ranks - 1} by "
+                + (f"the layout {self.layout.source}" if self.layout.source else "Megatron's class names"))
+
+
+def merge(path: str, *, shards: str | None = None, step: str | int | None = None, stats_only: bool = False,
+          **_options) -> Merge:
+    """Every rank of the step read, each TP group merged, the stages stitched (see the module docstring)."""
     layout = load_layout(shards)
     problems: list[Problem] = []
     ranks = []
@@ -210,11 +258,37 @@ def read(path: str, *, shards: str | None = None, step: str | int | None = None,
         tensors, found = msprobe.read(folder, stats_only=stats_only)
         problems += found
         ranks.append(Rank(number, folder, tensors))
-    groups = stages(ranks, layout, os.fspath(path))
-    merged = stitch([merge_group(group, layout, problems) for group in groups], layout.layers)
-    how = (f"TP={len(groups[0])} x PP={len(groups)} of rank0..rank{len(ranks) - 1} by "
-           + (f"the layout {layout.source}" if layout.source else "Megatron's class names"))
-    return merged, problems, how
+    groups, how_found = stages(ranks, layout, os.fspath(path))
+    decisions: list[Decision] = []
+    moves: list[bool] = []
+    merged = stitch([merge_group(group, layout, problems, decisions, s) for s, group in enumerate(groups)],
+                    layout.layers, moves)
+    return Merge(os.fspath(path), layout, len(groups[0]), len(groups), len(ranks), how_found, merged, problems,
+                 decisions, len(moves), sum(moves))
+
+
+def _one_pipeline(ranks: list[Rank], layers: str) -> None:
+    """TP=1 read from the module calls: the ranks must look like the stages of one model, each module outside
+    the `layers` list (embedding, head) called on one stage only; else a SourceError naming the rank."""
+    pattern = re.compile(rf"(?:^|\.){re.escape(layers)}\.\d+(?:\.|$)")
+    owner: dict[str, int] = {}
+    for r in ranks:
+        for module in _modules(r.tensors):
+            if pattern.search(module):
+                continue
+            k = owner.setdefault(module, r.number)
+            if k != r.number:
+                raise SourceError(f"{r.folder}: its module calls differ from rank0's, so TP=1 and each rank would be a "
+                                  f"pipeline stage, but it calls {module}, which rank{k} calls too (outside "
+                                  f"`{layers}`, a module lives on one stage): not the stages of one run; give tp and "
+                                  "pp in a layout file")
+
+
+def read(path: str, **options) -> tuple[list[Tensor], list[Problem], str]:
+    """The merged tensors of a parallel run in one execution order, the problems, and a line saying how
+    it was read (`TP=2 x PP=2 of rank0..rank3, merged by ...`)."""
+    run = merge(path, **options)
+    return run.tensors, run.problems, run.how
 
 
 class MergedRun(GoldenDump):
@@ -280,8 +354,10 @@ def _is_mask(t: Tensor) -> bool:
     return t.dtype_name == "bool" or (t.dtype is not None and t.dtype.kind == "b")
 
 
-def merge_group(ranks: list[Rank], layout: Layout, problems: list[Problem]) -> list[Tensor]:
-    """One TP group's tensors merged name by name, in the first rank's order."""
+def merge_group(ranks: list[Rank], layout: Layout, problems: list[Problem], decisions: list[Decision] | None = None,
+                stage: int = 0) -> list[Tensor]:
+    """One TP group's tensors merged name by name, in the first rank's order (each one's Decision added to
+    `decisions`)."""
     first = ranks[0]
     if len(ranks) == 1:
         return list(first.tensors)
@@ -315,17 +391,21 @@ def merge_group(ranks: list[Rank], layout: Layout, problems: list[Problem]) -> l
         seen.add(key)
         shards = [m.get(key) for m in by_name]
         absent = [f"rank{r.number}" for r, s in zip(ranks, shards) if s is None]
-        if absent:
-            out.append(_unmerged(t, f"TP merge: on rank{first.number} but not on {', '.join(absent)} of its TP group "
-                                    f"({labels})"))
-            continue
-        if len({s.shape for s in shards}) > 1:
-            shapes = ", ".join(f"rank{r.number} {list(s.shape)}" for r, s in zip(ranks, shards))
-            out.append(_unmerged(t, f"TP merge: shard shapes differ ({shapes})"))
-            continue
         module = forward_module.get(t.op, t.op_type)
         kind = layout.kind(module, classes.get(module, "")) if module else ""
-        out.append(_merge(shards, kind, sizes.get(module), ids.get(module), labels))
+        if absent:
+            why = f"on rank{first.number} but not on {', '.join(absent)} of its TP group ({labels})"
+            how, dim = "", 0
+            out.append(_unmerged(t, f"{MERGED}{why}"))
+        elif len({s.shape for s in shards}) > 1:
+            why = f"shard shapes differ ({', '.join(f'rank{r.number} {list(s.shape)}' for r, s in zip(ranks, shards))})"
+            how, dim = "", 0
+            out.append(_unmerged(t, f"{MERGED}{why}"))
+        else:
+            how, dim, why = rule(shards, kind, sizes.get(module), ids.get(module))
+            out.append(_merge(shards, kind, sizes.get(module), ids.get(module), labels, (how, dim, why)))
+        if decisions is not None:
+            decisions.append(Decision(stage, t.op, key, kind, how, dim, why))
     return out
 
 
@@ -367,19 +447,20 @@ def rule(shards: list[Tensor], kind: str, size: int | None, ids: list[Tensor | N
     return CONCAT, len(shape) - 1, "assumed: differs across the ranks outside a parallel module"
 
 
-def _merge(shards: list[Tensor], kind: str, size: int | None, ids: list[Tensor | None] | None, labels: str) -> Tensor:
+def _merge(shards: list[Tensor], kind: str, size: int | None, ids: list[Tensor | None] | None, labels: str,
+           decided: tuple[str, int, str]) -> Tensor:
     t = shards[0]
-    how, dim, note = rule(shards, kind, size, ids)
+    how, dim, note = decided
     where = f" ({kind})" if kind else ""
     if not how:
-        return _unmerged(t, f"TP merge: not merged{where}: {note}")
+        return _unmerged(t, f"{MERGED}not merged{where}: {note}")
     shape = tuple(n * len(shards) if d == dim and how == CONCAT else n for d, n in enumerate(t.shape))
     text = {ONCE: f"identical on {labels}, taken once", CONCAT: f"concat dim {dim} of {labels}",
             SUM: f"sum of {labels} (partial)", BY_VOCAB: f"rows by vocabulary owner of {labels}"}[how]
     stats, lost = _stats(how, shards, shape)
     if t.checksum and how != ONCE:
         lost.append("CRC-32")
-    conversion = f"TP merge: {text}{where}" + (f", {note}" if note else "") + \
+    conversion = f"{MERGED}{text}{where}" + (f", {note}" if note else "") + \
         (f"; not derivable from the shards' statistics: {', '.join(lost)}" if lost else "")
     readers = tuple(s.reader for s in shards)
     problem = next((s.problem for s in shards if s.problem), "")
@@ -449,9 +530,10 @@ def load_merged(how: str, dim: int, readers: tuple, id_reader, labels: str, size
 # ------------------------------------------------------------------ pipeline stages
 
 
-def stitch(stages: list[list[Tensor]], layers: str = "layers") -> list[Tensor]:
+def stitch(stages: list[list[Tensor]], layers: str = "layers", moves: list[bool] | None = None) -> list[Tensor]:
     """The stages' merged tensors as one run: forward parts in stage order, backward parts in reverse, then
-    the optimizers'; API counters and restarted layer numbers renumbered (see the module docstring)."""
+    the optimizers'; API counters and restarted layer numbers renumbered (see the module docstring). `moves`
+    gets, per tensor placed, whether its call was renamed."""
     if len(stages) == 1:
         return stages[0]
     parts = []
@@ -485,6 +567,8 @@ def stitch(stages: list[list[Tensor]], layers: str = "layers") -> list[Tensor]:
         if name.startswith(t.op):
             name = call + name[len(t.op):]
         module = _layer(t.op_type, layers, offsets[s]) if t.op_type else t.op_type
+        if moves is not None:
+            moves.append(call != t.op)
         out.append(replace(t, op=call, tensor_name=name, op_type=module,
                            conversion=t.conversion + (f" · PP stage {s}" if t.conversion else f"PP stage {s}")))
     return out
