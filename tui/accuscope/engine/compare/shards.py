@@ -147,8 +147,9 @@ class Rank:
     tensors: list[Tensor]
 
 
-def arrange(path: str, layout: Layout, step: str | int | None = None) -> list[tuple[int, str]]:
-    """The (rank number, folder) of every rank of the step, rank0 first; SourceError for a missing one."""
+def rank_folders(path: str, step: str | int | None = None) -> dict[int, str]:
+    """rank number -> folder of the step's ranks; SourceError for a rank folder holding no msprobe dump (its
+    shards would be missing from the merge)."""
     chosen = msprobe.of_step(path, step)
     numbered: dict[int, str] = {}
     for _, label, folder in chosen:
@@ -156,8 +157,24 @@ def arrange(path: str, layout: Layout, step: str | int | None = None) -> list[tu
         if digits is None:
             raise SourceError(f"{folder}: not a rank{{N}} folder: a parallel run's ranks are numbered (torch.distributed)")
         numbered[int(digits.group(1))] = folder
-    total = layout.tp * layout.pp if layout.tp else max(numbered) + 1
     step_dir = os.path.dirname(chosen[0][2])
+    try:
+        beside = sorted(name for name in os.listdir(step_dir) if re.fullmatch(r"rank\d+", name)
+                        and int(name[4:]) not in numbered and os.path.isdir(os.path.join(step_dir, name)))
+    except OSError:
+        beside = []
+    if beside:
+        raise SourceError(f"{os.path.join(step_dir, beside[0], msprobe.DUMP_JSON)}: not a dump.json msprobe wrote (and no "
+                          f"{msprobe.DATA_DIR}/ beside it): {beside[0]} of the run cannot be read, and its shards "
+                          "are needed for the merge")
+    return numbered
+
+
+def arrange(path: str, layout: Layout, step: str | int | None = None) -> list[tuple[int, str]]:
+    """The (rank number, folder) of every rank of the step, rank0 first; SourceError for a missing one."""
+    numbered = rank_folders(path, step)
+    step_dir = os.path.dirname(numbered[min(numbered)])
+    total = layout.tp * layout.pp if layout.tp else max(numbered) + 1
     missing = [n for n in range(total) if n not in numbered]
     if missing:
         need = f"TP={layout.tp} x PP={layout.pp} needs" if layout.tp else "the ranks run"
@@ -224,6 +241,7 @@ class Decision:
     how: str  # once | concat | sum | vocab, "" not merged
     dim: int
     why: str  # the rule's note, or why it is not merged
+    lost: tuple[str, ...] = ()  # the statistics the shards' do not give (statistics mode)
 
 
 @dataclass
@@ -309,6 +327,43 @@ def open_merged(path: str, **options) -> MergedRun:
 def merged_line(side) -> str:
     """`merged TP=2 x PP=1 of rank0..rank1 by ...` for a side read by open_merged, else ""."""
     return f"merged {side.reader.merged}" if isinstance(side.reader, MergedRun) else ""
+
+
+def survey(run: Merge, examples: int = 3) -> dict:
+    """What the merge did, as `inspect --shards` says it (and prints with --json): the layout and how it was
+    found, per module kind the tensors by rule, the replicated ones, the PP-stitched ones, the statistics
+    not derivable, and what was not merged, by reason with a few tensors each."""
+    kinds = {COLUMN: "column", ROW: "row", VOCAB: "vocab", "": "outside"}
+    rules = {ONCE: "replicated", CONCAT: "concat", SUM: "sum", BY_VOCAB: "vocab"}
+    by_kind: dict[str, dict[str, int]] = {}
+    totals = dict.fromkeys(rules.values(), 0)
+    lost: dict[str, int] = {}
+    unmerged: dict[str, dict] = {}
+    assumed = 0
+    for d in run.decisions:
+        if not d.how:
+            key = re.sub(r" \(.*\)$", "", d.why)  # `shard shapes differ (rank0 [..], ..)`: one reason
+            entry = unmerged.setdefault(key, {"reason": key, "count": 0, "kind": kinds[d.kind], "tensors": []})
+            entry["count"] += 1
+            if len(entry["tensors"]) < examples:
+                entry["tensors"].append(d.tensor if run.pp == 1 else f"{d.tensor} (stage {d.stage})")
+            continue
+        counts = by_kind.setdefault(kinds[d.kind], {})
+        counts[rules[d.how]] = counts.get(rules[d.how], 0) + 1
+        totals[rules[d.how]] += 1
+        assumed += d.how == CONCAT and d.why.startswith("assumed")
+        if d.lost:
+            lost[", ".join(d.lost)] = lost.get(", ".join(d.lost), 0) + 1
+    return {
+        "path": run.path, "ranks": run.ranks, "tp": run.tp, "pp": run.pp, "found": run.found,
+        "split_by": run.layout.source or NAMES, "tensors": len(run.tensors),
+        "merged": {k: by_kind[k] for k in kinds.values() if k in by_kind}, "rules": totals,
+        "concat_dim_assumed": assumed,
+        "stitched": {"stages": run.pp, "tensors": run.stitched, "renamed": run.renamed},
+        "statistics_not_derivable": lost,
+        "not_merged": sorted(unmerged.values(), key=lambda e: -e["count"]),
+        "problems": [str(p) for p in run.problems],
+    }
 
 
 # ------------------------------------------------------------------ one TP group
@@ -403,7 +458,11 @@ def merge_group(ranks: list[Rank], layout: Layout, problems: list[Problem], deci
             out.append(_unmerged(t, f"{MERGED}{why}"))
         else:
             how, dim, why = rule(shards, kind, sizes.get(module), ids.get(module))
-            out.append(_merge(shards, kind, sizes.get(module), ids.get(module), labels, (how, dim, why)))
+            merged, lost = _merge(shards, kind, sizes.get(module), ids.get(module), labels, (how, dim, why))
+            out.append(merged)
+            if decisions is not None:
+                decisions.append(Decision(stage, t.op, key, kind, how, dim, why, tuple(lost)))
+            continue
         if decisions is not None:
             decisions.append(Decision(stage, t.op, key, kind, how, dim, why))
     return out
@@ -448,12 +507,13 @@ def rule(shards: list[Tensor], kind: str, size: int | None, ids: list[Tensor | N
 
 
 def _merge(shards: list[Tensor], kind: str, size: int | None, ids: list[Tensor | None] | None, labels: str,
-           decided: tuple[str, int, str]) -> Tensor:
+           decided: tuple[str, int, str]) -> tuple[Tensor, list[str]]:
+    """The merged tensor and the statistics the shards' do not give."""
     t = shards[0]
     how, dim, note = decided
     where = f" ({kind})" if kind else ""
     if not how:
-        return _unmerged(t, f"{MERGED}not merged{where}: {note}")
+        return _unmerged(t, f"{MERGED}not merged{where}: {note}"), []
     shape = tuple(n * len(shards) if d == dim and how == CONCAT else n for d, n in enumerate(t.shape))
     text = {ONCE: f"identical on {labels}, taken once", CONCAT: f"concat dim {dim} of {labels}",
             SUM: f"sum of {labels} (partial)", BY_VOCAB: f"rows by vocabulary owner of {labels}"}[how]
@@ -469,7 +529,7 @@ def _merge(shards: list[Tensor], kind: str, size: int | None, ids: list[Tensor |
         id_reader = ids[0].reader if how == BY_VOCAB and ids and ids[0] is not None else None
         reader = partial(load_merged, how, dim, readers, id_reader, labels, size)
     return replace(t, shape=shape, payload=None, reader=reader, stats=stats, conversion=conversion, problem=problem,
-                   checksum=t.checksum if how == ONCE else "")
+                   checksum=t.checksum if how == ONCE else ""), lost
 
 
 STATS_LOST = ("Max", "Min", "Mean", "Norm")
@@ -613,7 +673,7 @@ def parallel_sides(spec) -> dict:
     for role, path in (("npu", spec.npu), ("golden", spec.golden)):
         if detect(path).kind != msprobe.KIND:
             continue
-        if len(msprobe.of_step(path, spec.step)) > 1:
+        if len(rank_folders(path, spec.step)) > 1:
             dump = open_merged(path, shards=spec.shards, step=spec.step, stats_only=spec.stats_only)
             sides[role] = Side(dump, msprobe.KIND)
     if not sides:
