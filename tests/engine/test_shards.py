@@ -9,6 +9,7 @@ import math
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from accuscope.engine.compare import shards
@@ -205,3 +206,33 @@ def test_shards_needs_a_parallel_side():
         plan(CompareSpec(str(TP / "tp1"), str(TP / "tp1"), shards="names"))
     with pytest.raises(SourceError, match="--rank picks one"):
         plan(CompareSpec(str(TP / "tp2"), str(TP / "tp1"), shards="names", rank="0"))
+
+
+def test_split_dimension_from_parameter_shapes_and_the_other_side():
+    """Outside a parallel module (the optimizer's updates, the GELU between fc1 and fc2) nothing but sizes said
+    the dimension: a parallel module's parameter shard of the same shape decides it, else the other side's shape,
+    and a dimension still guessed says so on the row."""
+    run = shards.merge(str(TP / "tp2_stats"), shards="names")
+    by_parameter = [d for d in run.decisions if "as the shard of" in d.why]
+    assert len(by_parameter) == 21 and all(d.call.startswith("Tensor.add_.") for d in by_parameter)
+    assert {d.dim for d in by_parameter if "embedding.weight" in d.why} == {0}
+    guessed = [d for d in run.decisions if d.why.startswith(shards.GUESSED)]
+    assert len(guessed) == shards.survey(run)["concat_dim_guessed"] == 8
+    assert {d.call.split(".")[1] for d in guessed} == {"gelu"}
+    p, rows, fail = compared(TP / "tp2_stats", TP / "tp1_stats")
+    assert not fail.any() and not any(shards.GUESSED in r["conversion"] for r in rows)
+    assert not any("does not match" in r["reason"] for r in rows)  # the updates of the (16, 8) shards: (32, 8)
+    gelu = [r for r in rows if r["npu_op"].startswith("Functional.gelu.")]
+    assert len(gelu) == 8 and all("dim 2 as the golden side's shape [2, 3, 32] says" in r["conversion"] for r in gelu)
+
+
+def test_settle_joins_along_the_dimension_the_other_side_makes():
+    tensors, _, _ = shards.read(str(TP / "tp2"), shards="names")
+    gelu = next(t for t in tensors if t.name == "Functional.gelu.0.forward:output:0")
+    assert gelu.shape == (2, 3, 32) and shards.GUESSED in gelu.conversion
+    assert shards.settle(gelu, (2, 3, 32)).shape == (2, 3, 32)
+    assert shards.settle(gelu, (4, 3, 32)) is gelu  # no dimension makes it: left guessed (a shape mismatch)
+    moved = shards.settle(gelu, (2, 6, 16), "NPU")
+    assert moved.shape == (2, 6, 16) and "concat dim 1 of rank0,rank1, dim 1 as the NPU side's shape" in moved.conversion
+    whole = gelu.load()
+    assert (moved.load() == np.concatenate([whole[..., :16], whole[..., 16:]], axis=1)).all()

@@ -136,9 +136,9 @@ def _shards(args) -> int:
         out.print(f"  [bold]{'by rule':<25}[/] replicated (identical on every rank, taken once) {totals['replicated']:,}"
                   f" · concatenated {totals['concat']:,} · summed {totals['sum']:,} · rows by vocabulary owner "
                   f"{totals['vocab']:,}")
-        if doc["concat_dim_assumed"]:
-            out.print(f"  {doc['concat_dim_assumed']:,} concatenated outside parallel modules along the last "
-                      "dimension, assumed")
+        if doc["concat_dim_guessed"]:
+            out.print(f"  {doc['concat_dim_guessed']:,} concatenated along a dimension guessed by size (the "
+                      "comparison settles it by the other side's shape where that has one; the row says so)")
     else:
         out.print("  TP=1: no shards to merge, the stages' tensors taken as they are")
     stitched = doc["stitched"]

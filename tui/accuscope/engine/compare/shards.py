@@ -17,15 +17,23 @@ module's weight shard (column, vocab: its rows; row: its columns). For each tens
 
   identical on every rank of the group   (statistics equal in dump.json; the data checked equal when read)
         -> `once`: a replicated tensor, or an output already all-reduced: taken from the first rank
-  column / row, a dimension of size p    -> `concat`: along it (the last such; a weight's own dimension
-                                            where its shard is square: column 0, row 1)
+  column / row, a dimension of size p    -> `concat`: along it (a weight's own dimension where its shard is
+                                            square: column 0, row 1; where several have size p, the one a
+                                            parallel parameter's shard of that shape splits, else the last,
+                                            said as guessed)
   column / row, no dimension of size p   -> `sum`: partial products (a row-parallel matmul before its
                                             all-reduce, a column-parallel input gradient)
   vocab, the shape of the ids + hidden   -> `vocab`: each token's row from the rank owning its id (the
                                             masked partial lookups summed; ids: the module's input)
   vocab, any other                       -> not merged: per-rank bookkeeping (masks, local ids)
-  outside a parallel module              -> `concat` along the last dimension, said as assumed (an
-                                            elementwise op between a column- and a row-parallel layer)
+  outside a parallel module              -> `concat`: the shape of a parallel module's weight or bias shard
+                                            along its split (an optimizer's update, a gradient: column and
+                                            vocab weights dim 0, row weights dim 1), else along the last
+                                            dimension, said as guessed (an elementwise op between a column-
+                                            and a row-parallel layer)
+
+A guessed dimension is settled by the other side's shape where a comparison has one (`settle`): the one
+dimension along which the shards make that shape, and the row says so.
 
 Statistics-mode dumps merge what is exact: `once` the first rank's; `concat` Max of the maxima, Min of the
 minima, Mean by element counts, Norm as the root of the summed squares; `sum` the Mean (the sum of the
@@ -339,7 +347,7 @@ def survey(run: Merge, examples: int = 3) -> dict:
     totals = dict.fromkeys(rules.values(), 0)
     lost: dict[str, int] = {}
     unmerged: dict[str, dict] = {}
-    assumed = 0
+    guessed = 0
     for d in run.decisions:
         if not d.how:
             key = re.sub(r" \(.*\)$", "", d.why)  # `shard shapes differ (rank0 [..], ..)`: one reason
@@ -351,14 +359,14 @@ def survey(run: Merge, examples: int = 3) -> dict:
         counts = by_kind.setdefault(kinds[d.kind], {})
         counts[rules[d.how]] = counts.get(rules[d.how], 0) + 1
         totals[rules[d.how]] += 1
-        assumed += d.how == CONCAT and d.why.startswith("assumed")
+        guessed += d.how == CONCAT and d.why.startswith(GUESSED)
         if d.lost:
             lost[", ".join(d.lost)] = lost.get(", ".join(d.lost), 0) + 1
     return {
         "path": run.path, "ranks": run.ranks, "tp": run.tp, "pp": run.pp, "found": run.found,
         "split_by": run.layout.source or NAMES, "tensors": len(run.tensors),
         "merged": {k: by_kind[k] for k in kinds.values() if k in by_kind}, "rules": totals,
-        "concat_dim_assumed": assumed,
+        "concat_dim_guessed": guessed,
         "stitched": {"stages": run.pp, "tensors": run.stitched, "renamed": run.renamed},
         "statistics_not_derivable": lost,
         "not_merged": sorted(unmerged.values(), key=lambda e: -e["count"]),
@@ -431,6 +439,7 @@ def merge_group(ranks: list[Rank], layout: Layout, problems: list[Problem], deci
                 call = calls.pop()
                 ids[path] = [m.get(f"{call}.input.0") or m.get(f"{call}:input:0") for m in by_name]
     labels = ",".join(f"rank{r.number}" for r in ranks)
+    params = parameter_dims(first.tensors, layout, classes)
     # an API's backward call belongs to its forward call's module (msprobe names no parent for some)
     forward_module = {}
     for t in first.tensors:
@@ -457,7 +466,7 @@ def merge_group(ranks: list[Rank], layout: Layout, problems: list[Problem], deci
             how, dim = "", 0
             out.append(_unmerged(t, f"{MERGED}{why}"))
         else:
-            how, dim, why = rule(shards, kind, sizes.get(module), ids.get(module))
+            how, dim, why = rule(shards, kind, sizes.get(module), ids.get(module), params)
             merged, lost = _merge(shards, kind, sizes.get(module), ids.get(module), labels, (how, dim, why))
             out.append(merged)
             if decisions is not None:
@@ -472,8 +481,28 @@ def _unmerged(t: Tensor, why: str) -> Tensor:
     return replace(t, dtype=None, reader=None, payload=None, stats=None, checksum="", problem=why, conversion="")
 
 
-def rule(shards: list[Tensor], kind: str, size: int | None, ids: list[Tensor | None] | None) -> tuple[str, int, str]:
-    """(how, dim, note) for one tensor's shards: see the module docstring."""
+GUESSED = "dim guessed"  # how a note starts where nothing but sizes chose the concatenation's dimension
+
+
+def parameter_dims(tensors: list[Tensor], layout: Layout, classes: dict[str, str]) -> dict[tuple[int, ...], set]:
+    """shard shape -> {(dim, "module's parameter")}: the split dimension of every parallel module's weight and
+    bias shards in a rank's dump (column: weight rows, bias; row: weight columns; vocab: table rows)."""
+    found: dict[tuple[int, ...], set] = {}
+    for t in tensors:
+        kind = layout.kind(t.op_type, classes.get(t.op_type, "")) if t.op_type else ""
+        param = t.tensor_name.rsplit(".", 1)[-1]
+        if not kind or param not in ("weight", "bias") or t.value is not None:
+            continue
+        dim = {(COLUMN, "weight", 2): 0, (COLUMN, "bias", 1): 0, (ROW, "weight", 2): 1,
+               (VOCAB, "weight", 2): 0}.get((kind, param, len(t.shape)))
+        if dim is not None:
+            found.setdefault(tuple(t.shape), set()).add((dim, f"{t.op_type}.{param}"))
+    return found
+
+
+def rule(shards: list[Tensor], kind: str, size: int | None, ids: list[Tensor | None] | None,
+         params: dict[tuple[int, ...], set] | None = None) -> tuple[str, int, str]:
+    """(how, dim, note) for one tensor's shards: see the module docstring. `params`: parameter_dims."""
     shape = shards[0].shape
     if shards[0].value is not None:  # a non-tensor argument (dim=1, p=0.1): the same on every rank, or not mergeable
         same = all(s.value == shards[0].value for s in shards[1:])
@@ -492,8 +521,12 @@ def rule(shards: list[Tensor], kind: str, size: int | None, ids: list[Tensor | N
         if not dims:
             return SUM, 0, ""
         weight = shards[0].tensor_name.endswith("weight") and len(shape) == 2
-        dim = (1 if kind == ROW else 0) if weight and len(dims) > 1 else dims[-1]
-        return CONCAT, dim, ""
+        if len(dims) == 1 or weight:
+            return CONCAT, (1 if kind == ROW else 0) if weight and len(dims) > 1 else dims[-1], ""
+        known = _by_parameter(shape, params)
+        if known:
+            return CONCAT, known[0], known[1]
+        return CONCAT, dims[-1], f"{GUESSED}: dimensions {', '.join(map(str, dims))} all have the shard size {size}, the last taken"
     if kind == VOCAB:
         if size is not None and len(shape) == 2 and shape[0] == size:
             return CONCAT, 0, ""
@@ -503,7 +536,20 @@ def rule(shards: list[Tensor], kind: str, size: int | None, ids: list[Tensor | N
         return "", 0, BOOKKEEPING
     if not shape:
         return "", 0, "differs across the TP group's ranks outside a parallel module, and is a scalar"
-    return CONCAT, len(shape) - 1, "assumed: differs across the ranks outside a parallel module"
+    known = _by_parameter(shape, params)
+    if known:
+        return CONCAT, known[0], f"outside a parallel module, {known[1]}"
+    return CONCAT, len(shape) - 1, f"{GUESSED}: differs across the ranks outside a parallel module, the last taken"
+
+
+def _by_parameter(shape: tuple[int, ...], params: dict[tuple[int, ...], set] | None) -> tuple[int, str] | None:
+    """(dim, note) where the shape is a parallel module's parameter shard of one split dimension (an optimizer's
+    update of it, a gradient), else None."""
+    found = (params or {}).get(tuple(shape), set())
+    if len({dim for dim, _ in found}) != 1:
+        return None
+    dim, name = min(found)
+    return dim, f"dim {dim} as the shard of {name}" + (f" (and {len(found) - 1} more)" if len(found) > 1 else "")
 
 
 def _merge(shards: list[Tensor], kind: str, size: int | None, ids: list[Tensor | None] | None, labels: str,
@@ -585,6 +631,37 @@ def load_merged(how: str, dim: int, readers: tuple, id_reader, labels: str, size
         owned = (token_ids >= k * size) & (token_ids < (k + 1) * size)
         out[owned] = part[owned]
     return out
+
+
+_CONCAT = re.compile(r"concat dim (?P<dim>\d+) of (?P<labels>(?:rank\d+,)*rank\d+)")
+
+
+def settle(t: Tensor, other: tuple[int, ...], side: str = "golden") -> Tensor:
+    """A merged tensor whose concatenation dimension was guessed (GUESSED in its conversion), against the other
+    side's shape: where exactly one dimension makes that shape of the shards, concatenated along it (the
+    data's reader too) and the row says so; else unchanged (the row says guessed; a shape that differs is its
+    reason)."""
+    note = re.search(rf"{GUESSED}[^;·]*", t.conversion)
+    found = _CONCAT.search(t.conversion)
+    if note is None or found is None or len(other) != len(t.shape):
+        return t
+    dim, n = int(found.group("dim")), found.group("labels").count("rank")
+    shard = tuple(k // n if d == dim else k for d, k in enumerate(t.shape))
+    dims = [d for d in range(len(shard)) if shard[d] * n == other[d]
+            and all(shard[j] == other[j] for j in range(len(shard)) if j != d)]
+    if len(dims) != 1:
+        return t
+    new = dims[0]
+    said = f"dim {new} as the {side} side's shape {list(other)} says"
+    conversion = t.conversion.replace(note.group(0).rstrip(), said, 1)
+    if new == dim:
+        return replace(t, conversion=conversion)
+    conversion = conversion.replace(found.group(0), f"concat dim {new} of {found.group('labels')}", 1)
+    reader = t.reader
+    if isinstance(reader, partial) and reader.func is load_merged:
+        how, _, readers, id_reader, labels, size = reader.args
+        reader = partial(load_merged, how, new, readers, id_reader, labels, size)
+    return replace(t, shape=tuple(other), conversion=conversion, reader=reader)
 
 
 # ------------------------------------------------------------------ pipeline stages
