@@ -213,7 +213,7 @@ def stages(ranks: list[Rank], layout: Layout, path: str) -> tuple[list[list[Rank
     else:
         calls = [_calls(r.tensors) for r in ranks]
         tp = next((k for k in range(1, total) if calls[k] != calls[0]), total)
-        if tp == 1:
+        if tp == 1 and total > 1:
             if not calls[0] or not calls[1]:
                 empty = ranks[0] if not calls[0] else ranks[1]
                 raise SourceError(f"{empty.folder}: no module calls (Module.* / Cell.*) in its dump.json, so the ranks' "
