@@ -1,6 +1,6 @@
 """`--shards`: a tensor/pipeline-parallel msprobe run merged into one, on the files msprobe wrote
-(tests/fixtures/msprobe/tp, make_tp.py: a Megatron-style model at TP=1, TP=2 and TP=2 x PP=2, torch CPU over
-gloo, tensor and statistics mode). Merged TP=2 against TP=1 passes on every call both sides hold; a wrong shard
+(tests/fixtures/msprobe/tp, make_tp.py: a Megatron-style model at TP=1, TP=2, TP=2 x PP=2 and TP=1 x PP=2, torch
+CPU over gloo, tensor and statistics mode). Merged TP=2 against TP=1 passes on every call both sides hold; a wrong shard
 order fails exactly the rows a concatenation or a vocabulary split made; statistics merge to TP=1's."""
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import math
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from accuscope.engine.compare import shards
@@ -114,6 +115,50 @@ def test_layout_file_says_the_split(tmp_path):
     assert any(f and "fc1" in r["npu_op"] for r, f in zip(rows, fail))
 
 
+def test_statistics_shape_mismatch_is_the_rows_reason(tmp_path):
+    """fc1 said to be row-parallel: its (16, 8) weight shards joined along dim 1 into (16, 16), statistics all equal
+    to TP=1's (32, 8) weight's; the shape is what tells, and the row says so instead of passing."""
+    flipped = tmp_path / "flipped.yaml"
+    flipped.write_text("modules:\n  \"*.fc1\": row\n")
+    _, rows, fail = compared(TP / "tp2_stats", TP / "tp1_stats", str(flipped))
+    wrong = [r for r in rows if "fc1" in r["npu_op"] and "does not match" in r["reason"]]
+    assert not fail.any() and sum("does not match" in r["reason"] for r in rows) > len(wrong)
+    assert len(wrong) == 12  # fc1's module calls (forward, backward, parameter gradients); its linear calls too
+    row = next(r for r in wrong if r["tensor"] == "Module.layers.0.fc1.ColumnParallelLinear.parameters_grad.0:output:1")
+    assert "shape [16, 16] of the NPU tensor does not match shape [32, 8] of golden" in row["reason"]
+    assert math.isnan(row["max_diff"]) and math.isnan(row["stat_mag"])
+    _, rows, _ = compared(TP / "tp2_stats", TP / "tp1_stats")  # the class names: fc1's shapes are right
+    assert not [r for r in rows if "fc1" in r["npu_op"] and "does not match" in r["reason"]]
+
+
+@pytest.mark.parametrize(("npu", "golden", "paired"), [("tp1pp2", "tp1", 53), ("tp1pp2_stats", "tp1_stats", 209)])
+def test_pipeline_without_tensor_parallelism_needs_no_layout(npu, golden, paired):
+    """TP=1 x PP=2 (make_tp.py): rank1 makes other module calls than rank0, so no TP group holds two ranks; the
+    stages are stitched with no layout file and every call both runs make agrees with TP=1's."""
+    run = shards.merge(str(TP / npu), shards="names")
+    assert (run.tp, run.pp) == (1, 2) and not run.decisions and "TP=1: rank1 makes other module calls" in run.found
+    assert run.stitched == len(run.tensors) and run.renamed > 0
+    p, rows, fail = compared(TP / npu, TP / golden)
+    assert not fail.any(), [r["tensor"] for r, f in zip(rows, fail) if f]
+    both = [r for r, pair in zip(rows, p.pairs) if pair.golden is not None]
+    assert len(both) == paired and all("PP stage" in r["conversion"] for r in rows)
+    alone = {r["npu_op"].split(".")[1] for r, pair in zip(rows, p.pairs) if pair.golden is None}
+    assert alone <= {"send", "recv"}  # the stages' point-to-point calls: TP=1 makes none
+    calls = list(dict.fromkeys(r["npu_op"] for r in rows))
+    assert calls.index("Module.layers.0.ParallelMLP.forward.0") < calls.index("Module.layers.1.ParallelMLP.forward.0") \
+        < calls.index("Module.layers.1.ParallelMLP.backward.0") < calls.index("Module.layers.0.ParallelMLP.backward.0")
+
+
+def test_ranks_of_different_runs_are_not_a_pipeline(tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(TP / "tp1pp2_stats", run)
+    shutil.rmtree(run / "step0" / "rank1")
+    shutil.copytree(TP / "tp1_stats" / "step0" / "rank0", run / "step0" / "rank1")  # the whole model: embedding too
+    with pytest.raises(SourceError) as err:
+        shards.merge(str(run), shards="names")
+    assert str(run / "step0" / "rank1") in str(err.value) and "which rank0 calls too" in str(err.value)
+
+
 @pytest.mark.parametrize(("text", "said"), [
     ("modules:\n  fc1: diagonal\n", "'diagonal' is not one of column, row, vocab, replicated"),
     ("tp: two\n", "tp: 'two' is not a positive whole number"),
@@ -161,3 +206,33 @@ def test_shards_needs_a_parallel_side():
         plan(CompareSpec(str(TP / "tp1"), str(TP / "tp1"), shards="names"))
     with pytest.raises(SourceError, match="--rank picks one"):
         plan(CompareSpec(str(TP / "tp2"), str(TP / "tp1"), shards="names", rank="0"))
+
+
+def test_split_dimension_from_parameter_shapes_and_the_other_side():
+    """Outside a parallel module (the optimizer's updates, the GELU between fc1 and fc2) nothing but sizes said
+    the dimension: a parallel module's parameter shard of the same shape decides it, else the other side's shape,
+    and a dimension still guessed says so on the row."""
+    run = shards.merge(str(TP / "tp2_stats"), shards="names")
+    by_parameter = [d for d in run.decisions if "as the shard of" in d.why]
+    assert len(by_parameter) == 21 and all(d.call.startswith("Tensor.add_.") for d in by_parameter)
+    assert {d.dim for d in by_parameter if "embedding.weight" in d.why} == {0}
+    guessed = [d for d in run.decisions if d.why.startswith(shards.GUESSED)]
+    assert len(guessed) == shards.survey(run)["concat_dim_guessed"] == 8
+    assert {d.call.split(".")[1] for d in guessed} == {"gelu"}
+    p, rows, fail = compared(TP / "tp2_stats", TP / "tp1_stats")
+    assert not fail.any() and not any(shards.GUESSED in r["conversion"] for r in rows)
+    assert not any("does not match" in r["reason"] for r in rows)  # the updates of the (16, 8) shards: (32, 8)
+    gelu = [r for r in rows if r["npu_op"].startswith("Functional.gelu.")]
+    assert len(gelu) == 8 and all("dim 2 as the golden side's shape [2, 3, 32] says" in r["conversion"] for r in gelu)
+
+
+def test_settle_joins_along_the_dimension_the_other_side_makes():
+    tensors, _, _ = shards.read(str(TP / "tp2"), shards="names")
+    gelu = next(t for t in tensors if t.name == "Functional.gelu.0.forward:output:0")
+    assert gelu.shape == (2, 3, 32) and shards.GUESSED in gelu.conversion
+    assert shards.settle(gelu, (2, 3, 32)).shape == (2, 3, 32)
+    assert shards.settle(gelu, (4, 3, 32)) is gelu  # no dimension makes it: left guessed (a shape mismatch)
+    moved = shards.settle(gelu, (2, 6, 16), "NPU")
+    assert moved.shape == (2, 6, 16) and "concat dim 1 of rank0,rank1, dim 1 as the NPU side's shape" in moved.conversion
+    whole = gelu.load()
+    assert (moved.load() == np.concatenate([whole[..., :16], whole[..., 16:]], axis=1)).all()

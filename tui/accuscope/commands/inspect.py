@@ -2,18 +2,19 @@
 from __future__ import annotations
 
 import os
+import sys
 from collections import Counter
 
 from rich.markup import escape
 from rich.table import Table
 
 from ..engine.graphs.graph import Graph
-from ..engine.sides.registry import describe, open_source
-from ..engine.sources import polygraphy
+from ..engine.sides.registry import describe, detect, open_source
+from ..engine.sources import msprobe, polygraphy
 from ..engine.sources.golden import GoldenDump
 from ..engine.sources.names import printable
 from ..engine.sources.npudump import NpuDump
-from ..engine.sources.tensor import Problem, Tensor
+from ..engine.sources.tensor import Problem, SourceError, Tensor
 from ..exitcode import ExitCode
 from .common import Name, add_source_options, counts, human_bytes, out, shape_text, source_options
 
@@ -25,10 +26,28 @@ def register(p) -> None:
     p.add_argument("path")
     p.add_argument("--limit", type=int, default=30, help="rows of the tensor/op table (0 = all; default 30)")
     add_source_options(p)
+    p.add_argument("--shards", type=_shards_option, metavar="names|LAYOUT.yaml",
+                   help="an msprobe dump of a tensor/pipeline-parallel run (several ranks in a step): say what "
+                        "`compare --shards` would merge: the TP/PP layout found (or given), the tensors per module "
+                        "kind and rule, the PP-stitched ones, what cannot be merged and why (exit 1 when something "
+                        "cannot)")
+    p.add_argument("--json", action="store_true", help="with --shards: the same as one JSON object on stdout")
     p.set_defaults(handler=run)
 
 
+def _shards_option(text: str) -> str | None:
+    import argparse
+
+    from ..engine.compare.inputs import BY_NAME
+    try:
+        return BY_NAME["shards"].parse(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def run(args) -> int:
+    if args.shards or args.json:
+        return _shards(args)
     source = open_source(args.path, **source_options(args))
     if isinstance(source, Graph):
         return _graph(source, args.limit)
@@ -78,6 +97,67 @@ def _dump(source: NpuDump | GoldenDump, limit: int, options: dict | None = None)
     problems = list(source.problems) + [Problem(t.source, f"{t.name}: {t.problem}") for t in tensors
                                         if t.problem and Problem(t.source, t.problem) not in known]
     return _problems(problems, usable=bool(readable))
+
+
+def _shards(args) -> int:
+    """--shards: what merging the run's ranks would do (shards.survey), as text or JSON."""
+    import json
+
+    from ..engine.compare import shards
+    if not args.shards:
+        raise SourceError("--json goes with --shards (inspect prints a dump's summary as text)")
+    if args.rank:
+        raise SourceError("--shards merges every rank of a step; --rank picks one: give one or the other")
+    path = os.path.expanduser(args.path)
+    if not os.path.exists(path):
+        raise SourceError(f"{path}: no such file or folder")
+    shards.load_layout(args.shards)  # a bad layout file is named before any dump is read
+    if detect(path).kind != msprobe.KIND:
+        raise SourceError(f"{path}: not an msprobe dump (--shards merges the ranks of an msprobe run)")
+    found = shards.rank_folders(path, args.step)
+    if len(found) < 2:
+        raise SourceError(f"{next(iter(found.values()))}: the only rank of its step: nothing to merge")
+    doc = shards.survey(shards.merge(path, shards=args.shards, step=args.step, stats_only=bool(args.stats_only)))
+    findings = bool(doc["not_merged"] or doc["problems"])
+    if args.json:
+        sys.stdout.write(json.dumps(doc, indent=1) + "\n")
+        return ExitCode.FINDINGS if findings else ExitCode.OK
+    split = "Megatron's class names" if doc["split_by"] == shards.NAMES else f"the layout {_show(doc['split_by'])}"
+    out.print(f"[bold]parallel msprobe run[/] {_show(path)}")
+    out.print(f"  {doc['ranks']} ranks as [bold]TP={doc['tp']} x PP={doc['pp']}[/], split by {split}")
+    out.print(f"  [dim]{_show(doc['found'])}[/]")
+    out.print(f"  tensors {doc['tensors']:,} after the merge")
+    names = {"column": "column-parallel", "row": "row-parallel", "vocab": "vocab-parallel",
+             "outside": "outside parallel modules"}
+    for kind, rules in doc["merged"].items():
+        out.print(f"  [bold]{names[kind]:<25}[/] " + " · ".join(f"{rule} {n:,}" for rule, n in rules.items()))
+    totals = doc["rules"]
+    if doc["tp"] > 1:
+        out.print(f"  [bold]{'by rule':<25}[/] replicated (identical on every rank, taken once) {totals['replicated']:,}"
+                  f" · concatenated {totals['concat']:,} · summed {totals['sum']:,} · rows by vocabulary owner "
+                  f"{totals['vocab']:,}")
+        if doc["concat_dim_guessed"]:
+            out.print(f"  {doc['concat_dim_guessed']:,} concatenated along a dimension guessed by size (the "
+                      "comparison settles it by the other side's shape where that has one; the row says so)")
+    else:
+        out.print("  TP=1: no shards to merge, the stages' tensors taken as they are")
+    stitched = doc["stitched"]
+    if doc["pp"] > 1:
+        out.print(f"  [bold]{'PP-stitched':<25}[/] {stitched['tensors']:,} tensors of {stitched['stages']} stages "
+                  f"in one order, {stitched['renamed']:,} on renamed calls (API counters, restarted layer numbers)")
+    for lost, n in doc["statistics_not_derivable"].items():
+        out.print(f"  statistics not derivable from the shards': {lost} of {n:,} tensors")
+    if doc["not_merged"]:
+        out.print(f"[bold red]not merged {sum(e['count'] for e in doc['not_merged']):,}[/]")
+        for entry in doc["not_merged"]:
+            out.print(f"  [red]✗[/] {entry['count']:,} ({names[entry['kind']]}): {_show(entry['reason'])}: "
+                      + ", ".join(_show(t) for t in entry["tensors"]) + (" …" if entry["count"] > len(entry["tensors"])
+                                                                         else ""), soft_wrap=True)
+    if doc["problems"]:
+        out.print(f"[bold red]{len(doc['problems'])} problem{'s' if len(doc['problems']) > 1 else ''}[/]")
+        for problem in doc["problems"]:
+            out.print(f"  [red]✗[/] {_show(problem)}", soft_wrap=True)
+    return ExitCode.FINDINGS if findings else ExitCode.OK
 
 
 def _tensor_table(tensors: list[Tensor], npu: bool, limit: int) -> Table:

@@ -225,9 +225,14 @@ def plan(spec: CompareSpec) -> Plan:
     keep = _selection(spec, npu, seq)
     outputs = _output_tensors(npu, npu_graph, golden.graph)
     pairs, rows = [], []
+    settle = None
+    if spec.shards:  # a merged tensor's guessed concatenation dimension, settled by the other side's shape
+        from accuscope.engine.compare.shards import settle
     for pair in mapping.pairs:
         if not keep(pair.op):
             continue
+        if settle is not None and pair.golden is not None:
+            pair = replace(pair, npu=settle(pair.npu, pair.golden.shape), golden=settle(pair.golden, pair.npu.shape, "NPU"))
         if pair.golden is not None and (cropped := crop_to(pair.npu, pair.golden.shape)) is not pair.npu:
             pair = replace(pair, npu=cropped)
         rows.append(_base_row(len(rows), pair, seq.get(id(pair.op), -1), outputs[0](pair)))

@@ -3,8 +3,11 @@ the ranks of its tensor-parallel (TP) group, the pipeline (PP) stages stitched i
 that a TP=N, PP=M dump compares against a TP=1 one call by call.
 
 Ranks: Megatron's order, the TP index varying fastest: rank = stage * TP + tp_index. TP is given in the
-layout file, else it is the rank count divided by PP (PP=1 unless given). A rank missing from 0..TP*PP-1 is
-a SourceError naming the folder.
+layout file, else the rank count divided by a given PP, else read from the ranks: the ranks from rank0 on
+that make rank0's module calls (a TP group's ranks make the same ones), PP the rank count over TP. Where rank1
+already makes other module calls than rank0, TP=1 and every rank is a pipeline stage, provided each module
+outside the `layers` list (embedding, head) is called on one rank only (else the ranks are not the stages of
+one run: a SourceError). A rank missing from 0..TP*PP-1 is a SourceError naming the folder.
 
 What is split, and how, comes from the module holding a call (its class in msprobe's call names, or a
 pattern of the layout file): `column` (Megatron's ColumnParallelLinear: weight rows and output features
@@ -14,15 +17,23 @@ module's weight shard (column, vocab: its rows; row: its columns). For each tens
 
   identical on every rank of the group   (statistics equal in dump.json; the data checked equal when read)
         -> `once`: a replicated tensor, or an output already all-reduced: taken from the first rank
-  column / row, a dimension of size p    -> `concat`: along it (the last such; a weight's own dimension
-                                            where its shard is square: column 0, row 1)
+  column / row, a dimension of size p    -> `concat`: along it (a weight's own dimension where its shard is
+                                            square: column 0, row 1; where several have size p, the one a
+                                            parallel parameter's shard of that shape splits, else the last,
+                                            said as guessed)
   column / row, no dimension of size p   -> `sum`: partial products (a row-parallel matmul before its
                                             all-reduce, a column-parallel input gradient)
   vocab, the shape of the ids + hidden   -> `vocab`: each token's row from the rank owning its id (the
                                             masked partial lookups summed; ids: the module's input)
   vocab, any other                       -> not merged: per-rank bookkeeping (masks, local ids)
-  outside a parallel module              -> `concat` along the last dimension, said as assumed (an
-                                            elementwise op between a column- and a row-parallel layer)
+  outside a parallel module              -> `concat`: the shape of a parallel module's weight or bias shard
+                                            along its split (an optimizer's update, a gradient: column and
+                                            vocab weights dim 0, row weights dim 1), else along the last
+                                            dimension, said as guessed (an elementwise op between a column-
+                                            and a row-parallel layer)
+
+A guessed dimension is settled by the other side's shape where a comparison has one (`settle`): the one
+dimension along which the shards make that shape, and the row says so.
 
 Statistics-mode dumps merge what is exact: `once` the first rank's; `concat` Max of the maxima, Min of the
 minima, Mean by element counts, Norm as the root of the summed squares; `sum` the Mean (the sum of the
@@ -58,6 +69,7 @@ from functools import partial
 
 import numpy as np
 
+from accuscope.engine.compare.statistics import MERGED
 from accuscope.engine.sources import msprobe
 from accuscope.engine.sources.golden import GoldenDump
 from accuscope.engine.sources.inputfile import require_regular
@@ -142,8 +154,9 @@ class Rank:
     tensors: list[Tensor]
 
 
-def arrange(path: str, layout: Layout, step: str | int | None = None) -> list[tuple[int, str]]:
-    """The (rank number, folder) of every rank of the step, rank0 first; SourceError for a missing one."""
+def rank_folders(path: str, step: str | int | None = None) -> dict[int, str]:
+    """rank number -> folder of the step's ranks; SourceError for a rank folder holding no msprobe dump (its
+    shards would be missing from the merge)."""
     chosen = msprobe.of_step(path, step)
     numbered: dict[int, str] = {}
     for _, label, folder in chosen:
@@ -151,8 +164,24 @@ def arrange(path: str, layout: Layout, step: str | int | None = None) -> list[tu
         if digits is None:
             raise SourceError(f"{folder}: not a rank{{N}} folder: a parallel run's ranks are numbered (torch.distributed)")
         numbered[int(digits.group(1))] = folder
-    total = layout.tp * layout.pp if layout.tp else max(numbered) + 1
     step_dir = os.path.dirname(chosen[0][2])
+    try:
+        beside = sorted(name for name in os.listdir(step_dir) if re.fullmatch(r"rank\d+", name)
+                        and int(name[4:]) not in numbered and os.path.isdir(os.path.join(step_dir, name)))
+    except OSError:
+        beside = []
+    if beside:
+        raise SourceError(f"{os.path.join(step_dir, beside[0], msprobe.DUMP_JSON)}: not a dump.json msprobe wrote (and no "
+                          f"{msprobe.DATA_DIR}/ beside it): {beside[0]} of the run cannot be read, and its shards "
+                          "are needed for the merge")
+    return numbered
+
+
+def arrange(path: str, layout: Layout, step: str | int | None = None) -> list[tuple[int, str]]:
+    """The (rank number, folder) of every rank of the step, rank0 first; SourceError for a missing one."""
+    numbered = rank_folders(path, step)
+    step_dir = os.path.dirname(numbered[min(numbered)])
+    total = layout.tp * layout.pp if layout.tp else max(numbered) + 1
     missing = [n for n in range(total) if n not in numbered]
     if missing:
         need = f"TP={layout.tp} x PP={layout.pp} needs" if layout.tp else "the ranks run"
@@ -170,20 +199,30 @@ def _calls(tensors: list[Tensor]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(t.op for t in tensors if _MODULE_CALL.fullmatch(t.op)))
 
 
-def stages(ranks: list[Rank], layout: Layout, path: str) -> list[list[Rank]]:
-    """The ranks as TP groups, stage by stage (rank = stage * TP + tp_index). TP and PP from the layout;
-    else TP is the ranks from rank0 on that make rank0's module calls, and PP the rank count over TP."""
+def stages(ranks: list[Rank], layout: Layout, path: str) -> tuple[list[list[Rank]], str]:
+    """The ranks as TP groups, stage by stage (rank = stage * TP + tp_index), and how TP and PP were found.
+    TP and PP from the layout; else TP is the ranks from rank0 on that make rank0's module calls (the ranks of
+    one TP group make the same calls), and PP the rank count over TP. Where rank1 already makes other module
+    calls than rank0, no TP group holds two ranks: TP=1, every rank a pipeline stage (PP = the rank count)."""
     total = len(ranks)
     if layout.tp:
-        tp = layout.tp
+        tp, found = layout.tp, f"tp: {layout.tp} from {layout.source}"
     elif layout.pp > 1:
-        tp = total // layout.pp
+        tp, found = total // layout.pp, f"pp: {layout.pp} from {layout.source}, TP the {total} ranks over it"
     else:
         calls = [_calls(r.tensors) for r in ranks]
         tp = next((k for k in range(1, total) if calls[k] != calls[0]), total)
-        if tp == 1:
-            raise SourceError(f"{ranks[1].folder}: its module calls differ from rank0's, so rank0 has no TP group to "
-                              "merge with (a pipeline without tensor parallelism: give tp: 1 and pp in a layout file)")
+        if tp == 1 and total > 1:
+            if not calls[0] or not calls[1]:
+                empty = ranks[0] if not calls[0] else ranks[1]
+                raise SourceError(f"{empty.folder}: no module calls (Module.* / Cell.*) in its dump.json, so the ranks' "
+                                  "TP and PP cannot be read from them: give tp and pp in a layout file")
+            _one_pipeline(ranks, layout.layers)
+            found = (f"TP=1: rank1 makes other module calls than rank0 (a TP group's ranks make the same ones), "
+                     f"so each of the {total} ranks is a pipeline stage")
+        else:
+            found = (f"TP={tp}: rank0..rank{tp - 1} make the same module calls" + (f", rank{tp} others" if tp < total
+                                                                                  else ""))
     if tp < 1 or total % tp or (layout.pp > 1 and total != tp * layout.pp):
         raise SourceError(f"{path}: {total} ranks (rank0..rank{total - 1}) do not divide into TP={tp}"
                           + (f" x PP={layout.pp}" if layout.pp > 1 else "") + (f" ({layout.source})" if layout.source else
@@ -195,13 +234,48 @@ def stages(ranks: list[Rank], layout: Layout, path: str) -> list[list[Rank]]:
         if odd and not layout.tp:
             raise SourceError(f"{odd[0].folder}: its module calls differ from rank{group[0].number}'s, in the same "
                               f"TP group of {tp} (read from rank0..): give tp and pp in a layout file")
-    return groups
+    return groups, found
 
 
-def read(path: str, *, shards: str | None = None, step: str | int | None = None, stats_only: bool = False,
-         **_options) -> tuple[list[Tensor], list[Problem], str]:
-    """The merged tensors of a parallel run in one execution order, the problems, and a line saying how
-    it was read (`TP=2 x PP=2 of rank0..rank3, merged by ...`)."""
+@dataclass(frozen=True)
+class Decision:
+    """What the merge did with one tensor of a TP group (`inspect --shards` counts them)."""
+
+    stage: int
+    call: str
+    tensor: str
+    kind: str  # column | row | vocab, "" outside a parallel module
+    how: str  # once | concat | sum | vocab, "" not merged
+    dim: int
+    why: str  # the rule's note, or why it is not merged
+    lost: tuple[str, ...] = ()  # the statistics the shards' do not give (statistics mode)
+
+
+@dataclass
+class Merge:
+    """A parallel run read and merged: the tensors in one order and what was done to get them."""
+
+    path: str
+    layout: Layout
+    tp: int
+    pp: int
+    ranks: int
+    found: str  # how TP and PP were found
+    tensors: list[Tensor]
+    problems: list[Problem]
+    decisions: list[Decision]
+    stitched: int  # tensors placed by stitching the stages (0 at PP=1)
+    renamed: int  # of them, calls renamed (API counters, restarted layer numbers)
+
+    @property
+    def how(self) -> str:
+        return (f"TP={self.tp} x PP={self.pp} of rank0..rank{self.ranks - 1} by "
+                + (f"the layout {self.layout.source}" if self.layout.source else "Megatron's class names"))
+
+
+def merge(path: str, *, shards: str | None = None, step: str | int | None = None, stats_only: bool = False,
+          **_options) -> Merge:
+    """Every rank of the step read, each TP group merged, the stages stitched (see the module docstring)."""
     layout = load_layout(shards)
     problems: list[Problem] = []
     ranks = []
@@ -209,11 +283,37 @@ def read(path: str, *, shards: str | None = None, step: str | int | None = None,
         tensors, found = msprobe.read(folder, stats_only=stats_only)
         problems += found
         ranks.append(Rank(number, folder, tensors))
-    groups = stages(ranks, layout, os.fspath(path))
-    merged = stitch([merge_group(group, layout, problems) for group in groups], layout.layers)
-    how = (f"TP={len(groups[0])} x PP={len(groups)} of rank0..rank{len(ranks) - 1} by "
-           + (f"the layout {layout.source}" if layout.source else "Megatron's class names"))
-    return merged, problems, how
+    groups, how_found = stages(ranks, layout, os.fspath(path))
+    decisions: list[Decision] = []
+    moves: list[bool] = []
+    merged = stitch([merge_group(group, layout, problems, decisions, s) for s, group in enumerate(groups)],
+                    layout.layers, moves)
+    return Merge(os.fspath(path), layout, len(groups[0]), len(groups), len(ranks), how_found, merged, problems,
+                 decisions, len(moves), sum(moves))
+
+
+def _one_pipeline(ranks: list[Rank], layers: str) -> None:
+    """TP=1 read from the module calls: the ranks must look like the stages of one model, each module outside
+    the `layers` list (embedding, head) called on one stage only; else a SourceError naming the rank."""
+    pattern = re.compile(rf"(?:^|\.){re.escape(layers)}\.\d+(?:\.|$)")
+    owner: dict[str, int] = {}
+    for r in ranks:
+        for module in _modules(r.tensors):
+            if pattern.search(module):
+                continue
+            k = owner.setdefault(module, r.number)
+            if k != r.number:
+                raise SourceError(f"{r.folder}: its module calls differ from rank0's, so TP=1 and each rank would be a "
+                                  f"pipeline stage, but it calls {module}, which rank{k} calls too (outside "
+                                  f"`{layers}`, a module lives on one stage): not the stages of one run; give tp and "
+                                  "pp in a layout file")
+
+
+def read(path: str, **options) -> tuple[list[Tensor], list[Problem], str]:
+    """The merged tensors of a parallel run in one execution order, the problems, and a line saying how
+    it was read (`TP=2 x PP=2 of rank0..rank3, merged by ...`)."""
+    run = merge(path, **options)
+    return run.tensors, run.problems, run.how
 
 
 class MergedRun(GoldenDump):
@@ -234,6 +334,43 @@ def open_merged(path: str, **options) -> MergedRun:
 def merged_line(side) -> str:
     """`merged TP=2 x PP=1 of rank0..rank1 by ...` for a side read by open_merged, else ""."""
     return f"merged {side.reader.merged}" if isinstance(side.reader, MergedRun) else ""
+
+
+def survey(run: Merge, examples: int = 3) -> dict:
+    """What the merge did, as `inspect --shards` says it (and prints with --json): the layout and how it was
+    found, per module kind the tensors by rule, the replicated ones, the PP-stitched ones, the statistics
+    not derivable, and what was not merged, by reason with a few tensors each."""
+    kinds = {COLUMN: "column", ROW: "row", VOCAB: "vocab", "": "outside"}
+    rules = {ONCE: "replicated", CONCAT: "concat", SUM: "sum", BY_VOCAB: "vocab"}
+    by_kind: dict[str, dict[str, int]] = {}
+    totals = dict.fromkeys(rules.values(), 0)
+    lost: dict[str, int] = {}
+    unmerged: dict[str, dict] = {}
+    guessed = 0
+    for d in run.decisions:
+        if not d.how:
+            key = re.sub(r" \(.*\)$", "", d.why)  # `shard shapes differ (rank0 [..], ..)`: one reason
+            entry = unmerged.setdefault(key, {"reason": key, "count": 0, "kind": kinds[d.kind], "tensors": []})
+            entry["count"] += 1
+            if len(entry["tensors"]) < examples:
+                entry["tensors"].append(d.tensor if run.pp == 1 else f"{d.tensor} (stage {d.stage})")
+            continue
+        counts = by_kind.setdefault(kinds[d.kind], {})
+        counts[rules[d.how]] = counts.get(rules[d.how], 0) + 1
+        totals[rules[d.how]] += 1
+        guessed += d.how == CONCAT and d.why.startswith(GUESSED)
+        if d.lost:
+            lost[", ".join(d.lost)] = lost.get(", ".join(d.lost), 0) + 1
+    return {
+        "path": run.path, "ranks": run.ranks, "tp": run.tp, "pp": run.pp, "found": run.found,
+        "split_by": run.layout.source or SHARDS_BY_NAMES, "tensors": len(run.tensors),
+        "merged": {k: by_kind[k] for k in kinds.values() if k in by_kind}, "rules": totals,
+        "concat_dim_guessed": guessed,
+        "stitched": {"stages": run.pp, "tensors": run.stitched, "renamed": run.renamed},
+        "statistics_not_derivable": lost,
+        "not_merged": sorted(unmerged.values(), key=lambda e: -e["count"]),
+        "problems": [str(p) for p in run.problems],
+    }
 
 
 # ------------------------------------------------------------------ one TP group
@@ -279,8 +416,10 @@ def _is_mask(t: Tensor) -> bool:
     return t.dtype_name == "bool" or (t.dtype is not None and t.dtype.kind == "b")
 
 
-def merge_group(ranks: list[Rank], layout: Layout, problems: list[Problem]) -> list[Tensor]:
-    """One TP group's tensors merged name by name, in the first rank's order."""
+def merge_group(ranks: list[Rank], layout: Layout, problems: list[Problem], decisions: list[Decision] | None = None,
+                stage: int = 0) -> list[Tensor]:
+    """One TP group's tensors merged name by name, in the first rank's order (each one's Decision added to
+    `decisions`)."""
     first = ranks[0]
     if len(ranks) == 1:
         return list(first.tensors)
@@ -299,6 +438,7 @@ def merge_group(ranks: list[Rank], layout: Layout, problems: list[Problem]) -> l
                 call = calls.pop()
                 ids[path] = [m.get(f"{call}.input.0") or m.get(f"{call}:input:0") for m in by_name]
     labels = ",".join(f"rank{r.number}" for r in ranks)
+    params = parameter_dims(first.tensors, layout, classes)
     # an API's backward call belongs to its forward call's module (msprobe names no parent for some)
     forward_module = {}
     for t in first.tensors:
@@ -314,17 +454,25 @@ def merge_group(ranks: list[Rank], layout: Layout, problems: list[Problem]) -> l
         seen.add(key)
         shards = [m.get(key) for m in by_name]
         absent = [f"rank{r.number}" for r, s in zip(ranks, shards) if s is None]
-        if absent:
-            out.append(_unmerged(t, f"TP merge: on rank{first.number} but not on {', '.join(absent)} of its TP group "
-                                    f"({labels})"))
-            continue
-        if len({s.shape for s in shards}) > 1:
-            shapes = ", ".join(f"rank{r.number} {list(s.shape)}" for r, s in zip(ranks, shards))
-            out.append(_unmerged(t, f"TP merge: shard shapes differ ({shapes})"))
-            continue
         module = forward_module.get(t.op, t.op_type)
         kind = layout.kind(module, classes.get(module, "")) if module else ""
-        out.append(_merge(shards, kind, sizes.get(module), ids.get(module), labels))
+        if absent:
+            why = f"on rank{first.number} but not on {', '.join(absent)} of its TP group ({labels})"
+            how, dim = "", 0
+            out.append(_unmerged(t, f"{MERGED}{why}"))
+        elif len({s.shape for s in shards}) > 1:
+            why = f"shard shapes differ ({', '.join(f'rank{r.number} {list(s.shape)}' for r, s in zip(ranks, shards))})"
+            how, dim = "", 0
+            out.append(_unmerged(t, f"{MERGED}{why}"))
+        else:
+            how, dim, why = rule(shards, kind, sizes.get(module), ids.get(module), params)
+            merged, lost = _merge(shards, kind, sizes.get(module), ids.get(module), labels, (how, dim, why))
+            out.append(merged)
+            if decisions is not None:
+                decisions.append(Decision(stage, t.op, key, kind, how, dim, why, tuple(lost)))
+            continue
+        if decisions is not None:
+            decisions.append(Decision(stage, t.op, key, kind, how, dim, why))
     return out
 
 
@@ -332,8 +480,28 @@ def _unmerged(t: Tensor, why: str) -> Tensor:
     return replace(t, dtype=None, reader=None, payload=None, stats=None, checksum="", problem=why, conversion="")
 
 
-def rule(shards: list[Tensor], kind: str, size: int | None, ids: list[Tensor | None] | None) -> tuple[str, int, str]:
-    """(how, dim, note) for one tensor's shards: see the module docstring."""
+GUESSED = "dim guessed"  # how a note starts where nothing but sizes chose the concatenation's dimension
+
+
+def parameter_dims(tensors: list[Tensor], layout: Layout, classes: dict[str, str]) -> dict[tuple[int, ...], set]:
+    """shard shape -> {(dim, "module's parameter")}: the split dimension of every parallel module's weight and
+    bias shards in a rank's dump (column: weight rows, bias; row: weight columns; vocab: table rows)."""
+    found: dict[tuple[int, ...], set] = {}
+    for t in tensors:
+        kind = layout.kind(t.op_type, classes.get(t.op_type, "")) if t.op_type else ""
+        param = t.tensor_name.rsplit(".", 1)[-1]
+        if not kind or param not in ("weight", "bias") or t.value is not None:
+            continue
+        dim = {(COLUMN, "weight", 2): 0, (COLUMN, "bias", 1): 0, (ROW, "weight", 2): 1,
+               (VOCAB, "weight", 2): 0}.get((kind, param, len(t.shape)))
+        if dim is not None:
+            found.setdefault(tuple(t.shape), set()).add((dim, f"{t.op_type}.{param}"))
+    return found
+
+
+def rule(shards: list[Tensor], kind: str, size: int | None, ids: list[Tensor | None] | None,
+         params: dict[tuple[int, ...], set] | None = None) -> tuple[str, int, str]:
+    """(how, dim, note) for one tensor's shards: see the module docstring. `params`: parameter_dims."""
     shape = shards[0].shape
     if shards[0].value is not None:  # a non-tensor argument (dim=1, p=0.1): the same on every rank, or not mergeable
         same = all(s.value == shards[0].value for s in shards[1:])
@@ -352,8 +520,12 @@ def rule(shards: list[Tensor], kind: str, size: int | None, ids: list[Tensor | N
         if not dims:
             return SUM, 0, ""
         weight = shards[0].tensor_name.endswith("weight") and len(shape) == 2
-        dim = (1 if kind == ROW else 0) if weight and len(dims) > 1 else dims[-1]
-        return CONCAT, dim, ""
+        if len(dims) == 1 or weight:
+            return CONCAT, (1 if kind == ROW else 0) if weight and len(dims) > 1 else dims[-1], ""
+        known = _by_parameter(shape, params)
+        if known:
+            return CONCAT, known[0], known[1]
+        return CONCAT, dims[-1], f"{GUESSED}: dimensions {', '.join(map(str, dims))} all have the shard size {size}, the last taken"
     if kind == VOCAB:
         if size is not None and len(shape) == 2 and shape[0] == size:
             return CONCAT, 0, ""
@@ -363,22 +535,37 @@ def rule(shards: list[Tensor], kind: str, size: int | None, ids: list[Tensor | N
         return "", 0, BOOKKEEPING
     if not shape:
         return "", 0, "differs across the TP group's ranks outside a parallel module, and is a scalar"
-    return CONCAT, len(shape) - 1, "assumed: differs across the ranks outside a parallel module"
+    known = _by_parameter(shape, params)
+    if known:
+        return CONCAT, known[0], f"outside a parallel module, {known[1]}"
+    return CONCAT, len(shape) - 1, f"{GUESSED}: differs across the ranks outside a parallel module, the last taken"
 
 
-def _merge(shards: list[Tensor], kind: str, size: int | None, ids: list[Tensor | None] | None, labels: str) -> Tensor:
+def _by_parameter(shape: tuple[int, ...], params: dict[tuple[int, ...], set] | None) -> tuple[int, str] | None:
+    """(dim, note) where the shape is a parallel module's parameter shard of one split dimension (an optimizer's
+    update of it, a gradient), else None."""
+    found = (params or {}).get(tuple(shape), set())
+    if len({dim for dim, _ in found}) != 1:
+        return None
+    dim, name = min(found)
+    return dim, f"dim {dim} as the shard of {name}" + (f" (and {len(found) - 1} more)" if len(found) > 1 else "")
+
+
+def _merge(shards: list[Tensor], kind: str, size: int | None, ids: list[Tensor | None] | None, labels: str,
+           decided: tuple[str, int, str]) -> tuple[Tensor, list[str]]:
+    """The merged tensor and the statistics the shards' do not give."""
     t = shards[0]
-    how, dim, note = rule(shards, kind, size, ids)
+    how, dim, note = decided
     where = f" ({kind})" if kind else ""
     if not how:
-        return _unmerged(t, f"TP merge: not merged{where}: {note}")
+        return _unmerged(t, f"{MERGED}not merged{where}: {note}"), []
     shape = tuple(n * len(shards) if d == dim and how == CONCAT else n for d, n in enumerate(t.shape))
     text = {ONCE: f"identical on {labels}, taken once", CONCAT: f"concat dim {dim} of {labels}",
             SUM: f"sum of {labels} (partial)", BY_VOCAB: f"rows by vocabulary owner of {labels}"}[how]
     stats, lost = _stats(how, shards, shape)
     if t.checksum and how != ONCE:
         lost.append("CRC-32")
-    conversion = f"TP merge: {text}{where}" + (f", {note}" if note else "") + \
+    conversion = f"{MERGED}{text}{where}" + (f", {note}" if note else "") + \
         (f"; not derivable from the shards' statistics: {', '.join(lost)}" if lost else "")
     readers = tuple(s.reader for s in shards)
     problem = next((s.problem for s in shards if s.problem), "")
@@ -387,7 +574,7 @@ def _merge(shards: list[Tensor], kind: str, size: int | None, ids: list[Tensor |
         id_reader = ids[0].reader if how == BY_VOCAB and ids and ids[0] is not None else None
         reader = partial(load_merged, how, dim, readers, id_reader, labels, size)
     return replace(t, shape=shape, payload=None, reader=reader, stats=stats, conversion=conversion, problem=problem,
-                   checksum=t.checksum if how == ONCE else "")
+                   checksum=t.checksum if how == ONCE else ""), lost
 
 
 STATS_LOST = ("Max", "Min", "Mean", "Norm")
@@ -445,12 +632,44 @@ def load_merged(how: str, dim: int, readers: tuple, id_reader, labels: str, size
     return out
 
 
+_CONCAT = re.compile(r"concat dim (?P<dim>\d+) of (?P<labels>(?:rank\d+,)*rank\d+)")
+
+
+def settle(t: Tensor, other: tuple[int, ...], side: str = "golden") -> Tensor:
+    """A merged tensor whose concatenation dimension was guessed (GUESSED in its conversion), against the other
+    side's shape: where exactly one dimension makes that shape of the shards, concatenated along it (the
+    data's reader too) and the row says so; else unchanged (the row says guessed; a shape that differs is its
+    reason)."""
+    note = re.search(rf"{GUESSED}[^;·]*", t.conversion)
+    found = _CONCAT.search(t.conversion)
+    if note is None or found is None or len(other) != len(t.shape):
+        return t
+    dim, n = int(found.group("dim")), found.group("labels").count("rank")
+    shard = tuple(k // n if d == dim else k for d, k in enumerate(t.shape))
+    dims = [d for d in range(len(shard)) if shard[d] * n == other[d]
+            and all(shard[j] == other[j] for j in range(len(shard)) if j != d)]
+    if len(dims) != 1:
+        return t
+    new = dims[0]
+    said = f"dim {new} as the {side} side's shape {list(other)} says"
+    conversion = t.conversion.replace(note.group(0).rstrip(), said, 1)
+    if new == dim:
+        return replace(t, conversion=conversion)
+    conversion = conversion.replace(found.group(0), f"concat dim {new} of {found.group('labels')}", 1)
+    reader = t.reader
+    if isinstance(reader, partial) and reader.func is load_merged:
+        how, _, readers, id_reader, labels, size = reader.args
+        reader = partial(load_merged, how, new, readers, id_reader, labels, size)
+    return replace(t, shape=tuple(other), conversion=conversion, reader=reader)
+
+
 # ------------------------------------------------------------------ pipeline stages
 
 
-def stitch(stages: list[list[Tensor]], layers: str = "layers") -> list[Tensor]:
+def stitch(stages: list[list[Tensor]], layers: str = "layers", moves: list[bool] | None = None) -> list[Tensor]:
     """The stages' merged tensors as one run: forward parts in stage order, backward parts in reverse, then
-    the optimizers'; API counters and restarted layer numbers renumbered (see the module docstring)."""
+    the optimizers'; API counters and restarted layer numbers renumbered (see the module docstring). `moves`
+    gets, per tensor placed, whether its call was renamed."""
     if len(stages) == 1:
         return stages[0]
     parts = []
@@ -484,6 +703,8 @@ def stitch(stages: list[list[Tensor]], layers: str = "layers") -> list[Tensor]:
         if name.startswith(t.op):
             name = call + name[len(t.op):]
         module = _layer(t.op_type, layers, offsets[s]) if t.op_type else t.op_type
+        if moves is not None:
+            moves.append(call != t.op)
         out.append(replace(t, op=call, tensor_name=name, op_type=module,
                            conversion=t.conversion + (f" · PP stage {s}" if t.conversion else f"PP stage {s}")))
     return out
@@ -528,7 +749,7 @@ def parallel_sides(spec) -> dict:
     for role, path in (("npu", spec.npu), ("golden", spec.golden)):
         if detect(path).kind != msprobe.KIND:
             continue
-        if len(msprobe.of_step(path, spec.step)) > 1:
+        if len(rank_folders(path, spec.step)) > 1:
             dump = open_merged(path, shards=spec.shards, step=spec.step, stats_only=spec.stats_only)
             sides[role] = Side(dump, msprobe.KIND)
     if not sides:

@@ -11,6 +11,10 @@ differs by more than half its magnitude, |diff| / (max(|npu|, |bench|) + 1e-10) 
 A non-tensor argument or output (`Tensor.value`: dim=1, p=0.1, training=True, None) is compared as a
 value, equal or not, as msprobe's scalar-parameter check does (`values_differ`); no metric or statistic
 is made of it. Its row carries both values (npu_value, golden_value).
+
+A tensor merged from a parallel run's shards (`--shards`) has a shape the merge made, not one the dumper
+recorded: where it differs from the other side's, the row is not compared and its reason says so, as a
+tensor comparison's is (a concatenation along a wrong dimension keeps every statistic, not the shape).
 """
 from __future__ import annotations
 
@@ -19,6 +23,7 @@ import numpy as np
 from accuscope.engine.compare.columns import STATS
 from accuscope.engine.sources.tensor import Tensor
 
+MERGED = "TP merge: "  # how a tensor merged from a parallel run's shards (shards.py) starts its conversion
 DIFF_KEYS = tuple(f"{s}_diff" for s in STATS)
 REL_KEYS = tuple(f"{s}_relerr" for s in STATS)
 MAGNITUDE = 0.5  # msprobe's CompareConst.MAGNITUDE
@@ -80,6 +85,8 @@ def compare_many(pairs: list[tuple[int, Tensor, Tensor]]) -> list[tuple[int, dic
         missing = missing_reason(recorded(x), recorded(y))
         if missing:
             cells["reason"] = missing
+        elif x.shape != y.shape and (x.conversion.startswith(MERGED) or y.conversion.startswith(MERGED)):
+            cells["reason"] = shape_mismatch(x, y)
         elif both[k]:
             for j in range(4):
                 if known[k, j]:
@@ -102,6 +109,11 @@ def differences(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray, n
         worst = np.where(np.isnan(mag).all(axis=1), np.where(np.isnan(a).all(axis=1), np.nan, 0.0),
                          np.nanmax(np.where(np.isnan(mag), -np.inf, mag), axis=1))
     return diff, rel, worst, ~np.isnan(a) & ~np.isnan(b)
+
+
+def shape_mismatch(npu: Tensor, golden: Tensor) -> str:
+    """A pair's reason where the shapes differ (the same words as a tensor comparison's)."""
+    return f"shape {list(npu.shape)} of the NPU tensor does not match shape {list(golden.shape)} of golden {golden.op}"
 
 
 def missing_reason(npu_recorded: bool, golden_recorded: bool) -> str:
