@@ -122,7 +122,7 @@ def _shards(args) -> int:
     if args.json:
         sys.stdout.write(json.dumps(doc, indent=1) + "\n")
         return ExitCode.FINDINGS if findings else ExitCode.OK
-    split = "Megatron's class names" if doc["split_by"] == shards.NAMES else f"the layout {_show(doc['split_by'])}"
+    split = "Megatron's class names" if doc["split_by"] == shards.SHARDS_BY_NAMES else f"the layout {_show(doc['split_by'])}"
     out.print(f"[bold]parallel msprobe run[/] {_show(path)}")
     out.print(f"  {doc['ranks']} ranks as [bold]TP={doc['tp']} x PP={doc['pp']}[/], split by {split}")
     out.print(f"  [dim]{_show(doc['found'])}[/]")
