@@ -90,6 +90,12 @@ class Task:
     csv: Path | None = None
     warnings: list[str] = field(default_factory=list)
     stale: list[str] = field(default_factory=list)  # see stale_parts
+    total: int | None = None  # `table` holds only the first rows of this many (load_task's head)
+
+    @property
+    def partial(self) -> bool:
+        """The table is the first rows only (load_task(head=...)): load_task without head reads it all."""
+        return self.total is not None
 
     @classmethod
     def at(cls, path: str | os.PathLike, strict: bool = True) -> Task:
@@ -372,9 +378,11 @@ def _write_npz(table: ResultTable, path: Path, about: dict) -> None:
         np.savez(f, **arrays)
 
 
-def _read_npz(path: Path) -> tuple[ResultTable, dict]:
+def _read_npz(path: Path, head: int | None = None) -> tuple[ResultTable, dict]:
     """The table and the file's own description; ValueError when its claims do not hold (checked
-    before anything of the claimed size is allocated)."""
+    before anything of the claimed size is allocated). `head`: only the first `head` rows, each
+    column read only as far as they go (the first screen of a 1M-row task: milliseconds, where the
+    whole table takes seconds to decode its text columns)."""
     with np.load(path, allow_pickle=False) as z:
         meta = json_loads(z["meta"].tobytes().decode("utf-8"))
         if not isinstance(meta, dict) or meta.get("format") != _NPZ_FORMAT:
@@ -388,9 +396,13 @@ def _read_npz(path: Path) -> tuple[ResultTable, dict]:
         if not (isinstance(custom, list) and all(isinstance(c, str) for c in custom)
                 and isinstance(meta.get("present"), list)):
             raise ValueError("its custom or present column lists are not lists of names")
+        rows = n if head is None else min(n, head)
         columns = {}
         for i, (key, how) in enumerate(layout):
             if key not in KIND and key not in custom:
+                continue
+            if rows < n:
+                columns[key] = _member_head(z.zip, f"c{i}.npy", rows, how == "packed")
                 continue
             data = z[f"c{i}"]
             if how == "packed":
@@ -410,9 +422,45 @@ def _read_npz(path: Path) -> tuple[ResultTable, dict]:
     return ResultTable.from_columns(columns, custom, meta["present"]), meta
 
 
+def _member_head(archive: zipfile.ZipFile, name: str, rows: int, packed: bool) -> np.ndarray:
+    """The first `rows` values of one npz member, read no further than they go: a packed text
+    column (UTF-8, NUL between values) as an object array of str, any other as its 1-D array.
+    ValueError when the member holds fewer or is not a plain 1-D array."""
+    with archive.open(name) as f:
+        version = np.lib.format.read_magic(f)
+        read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+        shape, fortran, dtype = read_header(f)
+        if dtype.hasobject or len(shape) != 1 or fortran or (packed and dtype != np.uint8):
+            raise ValueError(f"{name} is not a plain 1-D array")
+        if not packed:
+            if shape[0] < rows:
+                raise ValueError(f"{name} holds {shape[0]:,} values, fewer than {rows:,}")
+            raw = f.read(rows * dtype.itemsize)
+            data = np.frombuffer(bytearray(raw), dtype=dtype)
+            if len(data) != rows:
+                raise ValueError(f"{name} ends before its {rows:,}th value")
+            return data.astype(object) if dtype.kind == "U" else data
+        raw, found = b"", 0
+        while found < rows:  # values end at the rows-th NUL (the last value: at the member's end)
+            chunk = f.read(1 << 16)
+            if not chunk:
+                break
+            raw += chunk
+            found += chunk.count(b"\x00")
+        values = raw.split(b"\x00", rows)[:rows]
+        if len(values) < rows:
+            raise ValueError(f"{name} holds {len(values):,} values, fewer than {rows:,}")
+        column = np.empty(rows, dtype=object)
+        column[:] = [v.decode("utf-8") for v in values]
+        return column
+
+
 # ---- loading ------------------------------------------------------------------------------------
-def load_task(folder: str | os.PathLike) -> Task:
+def load_task(folder: str | os.PathLike, head: int | None = None) -> Task:
     """Open a task folder: result.npz when usable, else its newest result CSV.
+
+    `head`: a result.npz of more rows gives only its first `head` rows (`Task.partial`, `total` the
+    count): what the first screen of a large task needs; load_task without head then reads it all.
 
     A result CSV path (a "csv" entry of list_tasks) opens as a task with default thresholds.
     SourceError when there is no task.json, it is not JSON, or a finished task has no result.
@@ -428,7 +476,7 @@ def load_task(folder: str | os.PathLike) -> Task:
     except (ValueError, TypeError, AttributeError) as e:
         warnings.append(f"thresholds in task.json unusable ({e}); using the defaults")
         thresholds = Thresholds()
-    table = None
+    table, total = None, None
     csv_path = _result_csv(folder, doc.csv)
     if doc.columnar and "ranks" in doc:  # a multi-rank task of many rows
         from accuscope.engine.tasks.rankrun import load_ranks
@@ -436,7 +484,7 @@ def load_task(folder: str | os.PathLike) -> Task:
         warnings += rank_warnings
     elif (folder / RESULT_NPZ).exists():
         try:
-            table, npz_meta = _read_npz(folder / RESULT_NPZ)
+            table, npz_meta = _read_npz(folder / RESULT_NPZ, head)
         except (OSError, ValueError, KeyError, TypeError, MemoryError, zipfile.BadZipFile) as e:
             warnings.append(f"{RESULT_NPZ} unreadable ({e}); reading the result CSV instead")
         else:
@@ -445,6 +493,8 @@ def load_task(folder: str | os.PathLike) -> Task:
                 warnings.append(f"{RESULT_NPZ} is from another run than {TASK_JSON} (a save was "
                                 f"interrupted); reading {csv_path.name if csv_path else 'the result CSV'}, "
                                 f"which {TASK_JSON} names, instead")
+            elif len(table) < npz_meta["rows"]:
+                total = npz_meta["rows"]
     if table is None and csv_path is not None:
         table, csv_warnings = read_result_csv(csv_path)
         warnings += csv_warnings
@@ -453,7 +503,9 @@ def load_task(folder: str | os.PathLike) -> Task:
             raise SourceError(f"{folder}: the task has no result ({RESULT_NPZ} or result_*.csv)")
         table = ResultTable.empty(doc.custom_columns)
     thresholds.apply(table)
-    return Task(folder, doc, table, thresholds, csv_path, warnings, stale_parts(folder, doc))
+    # stale_parts reads advice.json whole (40 MB for 1M rows): a partial task leaves it to the full load
+    return Task(folder, doc, table, thresholds, csv_path, warnings, stale_parts(folder, doc) if total is None else [],
+                total)
 
 
 def _csv_task(path: Path) -> Task:
