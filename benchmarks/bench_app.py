@@ -38,10 +38,10 @@ from pathlib import Path
 from bench_compare import build
 from textual import events
 
-from accuscope.app import taskscreen
 from accuscope.app.app import AccuscopeApp
 from accuscope.app.optable import OperatorTable
 from accuscope.engine.compare import comparison as engine
+from accuscope.engine.tasks import taskrun
 from accuscope.engine.tasks.taskrun import run_task
 
 TARGET = 0.100
@@ -50,7 +50,7 @@ TARGET = 0.100
 async def measure(npu: str, golden: str, inline: bool) -> tuple[list[float], float]:
     """inline=True: the comparison in the app's worker thread, as the app did before it always
     used worker processes (kept to show why)."""
-    taskscreen.run_task = (lambda *a, **k: run_task(*a, **{**k, "workers": 1})) if inline else run_task
+    taskrun.run_task = (lambda *a, **k: run_task(*a, **{**k, "workers": 1})) if inline else run_task
     spec = engine.CompareSpec(npu, golden)
     with tempfile.TemporaryDirectory() as tmp:
         app = AccuscopeApp(Path(tmp), compare=(spec, Path(tmp) / "task"))
@@ -132,7 +132,10 @@ def first_frames(args) -> None:
     markers = {name: f"/{len(load_task(folder).table):,} " for name, folder in tasks.items()}
     here = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tui"))
     trees = {"this tree": here, **({"base": os.path.abspath(args.base_tui)} if args.base_tui else {})}
-    env0 = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "TEXTUAL_DRIVER")}
+    # as installed: bytecode cached (PYTHONDONTWRITEBYTECODE made each start compile 460 modules, 0.5 s),
+    # in a folder of its own, so the trees compared are not written into
+    env0 = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "TEXTUAL_DRIVER", "PYTHONDONTWRITEBYTECODE")}
+    env0["PYTHONPYCACHEPREFIX"] = os.path.join(tempfile.gettempdir(), "accuscope-bench-pycache")
     runs = {}
     for tree, tui in trees.items():
         for name, folder in tasks.items():

@@ -61,6 +61,10 @@ class StackLoaded(Done):
     """(call stack lines, why they could not be read) of a row's call (msprobe's stack.json)."""
 
 
+class TaskLoaded(Done):
+    """The whole task (`Task`) whose first rows the screen shows."""
+
+
 class AdviceDone(Done):
     """The advisor's `Advice` for the task."""
 

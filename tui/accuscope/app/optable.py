@@ -202,6 +202,7 @@ class OperatorTable(CursorList):
         self._invalid = np.zeros(0, dtype=bool)
         self._broken: dict[str, tuple[np.ndarray, int]] = {}  # key -> (mask, rounding direction)
         self._failing_shown = 0
+        self._total: int | None = None  # the table is the first rows of this many (load's total)
         self._lengths: dict[str, int] = {}  # longest text per measured column
         self._measured = (None, 0)  # (table, rows measured)
         self._columns: list[_Column] = []
@@ -210,8 +211,10 @@ class OperatorTable(CursorList):
         self._scroll_width = 0
 
     # ---- the API for the hosting screen --------------------------------------------------------
-    def load(self, table: ResultTable, thresholds: Thresholds | None = None) -> None:
-        """Show `table`, applying `thresholds` to it (this sets its `fail` column).
+    def load(self, table: ResultTable, thresholds: Thresholds | None = None, total: int | None = None) -> None:
+        """Show `table`, applying `thresholds` to it (this sets its `fail` column). `total`: the
+        table is the first rows of this many, the rest being read: the status says so, and the keys
+        that need every row (sort, next failing, toggles, next match) wait for the whole table.
 
         Call again whenever rows were appended or thresholds changed: the cursor stays on the same
         operator row (by row number for the same table object, by tensor name for a new one) at the
@@ -225,7 +228,7 @@ class OperatorTable(CursorList):
             tensors = table.codes("tensor")
             hits = np.flatnonzero(tensors.where(tensors.values == old_name)) if len(table) else []
             old_row = int(hits[0]) if len(hits) else None
-        self._table = table
+        self._table, self._total = table, total
         if thresholds is not None:
             self._thresholds = thresholds
         self._flags(self._thresholds.apply(table))
@@ -401,6 +404,8 @@ class OperatorTable(CursorList):
     @property
     def status(self) -> str:
         """One line for the status bar: `rows 312/18,204 · ✗ 12 · sort cos↑ · filter cos<0.99`."""
+        if self._total is not None:
+            return f"rows {fmt.count(len(self._view))}/{fmt.count(self._total)} · reading the rest…"
         parts = [f"rows {fmt.count(len(self._view))}/{fmt.count(len(self._table))}"]
         if self._failing_shown:
             parts.append(f"{MARK_FAIL} {fmt.count(self._failing_shown)} failing")
@@ -621,20 +626,32 @@ class OperatorTable(CursorList):
     def action_column_right(self) -> None:
         self.move_column(1)
 
+    def waiting(self) -> bool:
+        """Whether the table is its first rows only (load's total), saying so: keys that need
+        every row wait for the rest."""
+        if self._total is not None:
+            self.notify(f"still reading the table ({fmt.count(self._total)} rows): a moment", timeout=3)
+        return self._total is not None
+
     def action_sort(self, descending: bool) -> None:
-        self.sort_current(descending)
+        if not self.waiting():
+            self.sort_current(descending)
 
     def action_next_failing(self) -> None:
-        if not self.next_failing():
+        if not self.waiting() and not self.next_failing():
             self.notify("no failing rows in the view", timeout=3)
 
     def action_toggle_io(self) -> None:
-        self.toggle_io()
+        if not self.waiting():
+            self.toggle_io()
 
     def action_toggle_invalid(self) -> None:
-        self.toggle_invalid()
+        if not self.waiting():
+            self.toggle_invalid()
 
     def action_search_next(self, backwards: bool) -> None:
+        if self.waiting():
+            return
         if not self._search:
             self.notify("nothing to repeat: search with / first", timeout=3)
         elif not self.search_next(backwards):
@@ -648,7 +665,7 @@ class OperatorTable(CursorList):
     def click_header(self, x: int) -> None:
         """Sort by the clicked column; again: the other way."""
         column = self._column_at(x)
-        if column is not None and column.sort_key is not None:
+        if column is not None and column.sort_key is not None and not self.waiting():
             self._column_key = column.key
             same = self._sort is not None and self._sort[0] == self._table.resolve(column.sort_key)
             self.sort(column.sort_key, descending=same and not self._sort[1])
@@ -656,7 +673,7 @@ class OperatorTable(CursorList):
     def click_row(self, position: int, x: int) -> None:
         """The column cursor goes to the clicked column too."""
         column = self._column_at(x)
-        if column is not None and column.sort_key is not None:
+        if column is not None and column.sort_key is not None and not self.waiting():
             self._column_key = column.key
         super().click_row(position, x)
         self.refresh()

@@ -1,19 +1,25 @@
 """The summary strip of the task screen (the advisor's place once it has findings)."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ..engine.compare.results import ResultTable
 from ..engine.compare.summary import summarize
 from ..engine.compare.thresholds import Thresholds
-from ..engine.diagnose.advice import Advice
-from .advicescreen import finding_line
 from .formatting import shown
+
+if TYPE_CHECKING:
+    from ..engine.diagnose.advice import Advice
 
 
 def summary_lines(table: ResultTable, thresholds: Thresholds, running: bool = False,
-                  advice: Advice | None = None, advising: bool = False, warnings: list[str] | None = None
-                  ) -> list[str]:
+                  advice: Advice | None = None, advising: bool = False, warnings: list[str] | None = None,
+                  counting: int | None = None) -> list[str]:
     """Two lines at most: the advisor's main finding when there is advice, else the first failing
-    row; then counts."""
+    row; then counts. `counting`: the table holds the first rows of this many while the rest is read:
+    no count and no verdict yet (the first rows passing says nothing of the rest)."""
+    if counting is not None:
+        return [f"[dim]counting: reading {counting:,} rows…[/]"]
     s = summarize(table, thresholds)
     if not s.rows:
         return ["[dim]comparing: rows appear as they are computed…[/]" if running else "[dim]no rows[/]"]
@@ -21,6 +27,7 @@ def summary_lines(table: ResultTable, thresholds: Thresholds, running: bool = Fa
     if warnings and not running:  # the comparison saw too little: say so before any verdict
         lines.append(f"[$mark-warn]! saw too little:[/] {shown(warnings[0])}")
     if advice is not None and advice.primary is not None:
+        from .advicescreen import finding_line
         top = [advice.primary] + ([advice.cause] if advice.cause is not None and advice.primary.rule == "verdict"
                                   else [])
         lines.append(" · ".join(finding_line(f) for f in top) + (f" · [dim]a: {len(advice.findings)} findings[/]"

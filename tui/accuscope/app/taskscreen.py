@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from textual import on, work
 from textual.app import ComposeResult
@@ -12,30 +13,36 @@ from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.widgets import Input, ProgressBar, Static
 
-from ..engine.compare import comparison as engine
 from ..engine.compare.columns import CSV_OF, METRIC
-from ..engine.compare.multirank import is_rank_run
 from ..engine.compare.results import FilterError, ResultTable
 from ..engine.compare.thresholds import Thresholds, parse_assignments
-from ..engine.diagnose.advice import Advice, add_origin_columns, saved_advice
-from ..engine.diagnose.advisor import advise
 from ..engine.sources.names import printable
 from ..engine.sources.tensor import SourceError
-from ..engine.tasks.rankrun import RanksRun, run_ranks
 from ..engine.tasks.task import Task, load_task
 from ..engine.tasks.taskdoc import TaskDoc
-from ..engine.tasks.taskrun import run_task
-from .advicescreen import AdviceScreen
 from .chart import MetricChart
 from .dialogs import AskDialog, ConfirmDialog
 from .footer import Footer
 from .formatting import shown
-from .graphscreen import GraphScreen
-from .messages import AdviceDone, CompareDone, ComparePlanned, CompareRows, RankCompared, ThresholdsSaved, deliver
-from .opscreen import OpScreen
+from .messages import (
+    AdviceDone,
+    CompareDone,
+    ComparePlanned,
+    CompareRows,
+    RankCompared,
+    TaskLoaded,
+    ThresholdsSaved,
+    deliver,
+)
 from .optable import OperatorTable
-from .rowdetail import RowDetail
 from .summary import summary_lines
+
+if TYPE_CHECKING:
+    from ..engine.compare import comparison as engine
+    from ..engine.diagnose.advice import Advice
+
+# Imported where they are used, not before the first frame: the advisor, the comparison runners and
+# the screens a key opens (advice, graph, op, row detail) cost 0.2 s of a start that has 1 s.
 
 CANCEL_QUESTION = "Cancel the running comparison? (the previous result stays)"
 
@@ -119,12 +126,43 @@ class TaskScreen(Screen):
                 self.notify(warning, severity="warning", timeout=8)
         if self.run_request is not None:
             self.start_run(*self.run_request)
+        elif self.loading:  # after the first frame: the rest of the table, then the advisor
+            self.call_after_refresh(self.load_worker, self.folder)
         else:  # after the first frame: reading a saved advice.json of a large task takes seconds
             self.call_after_refresh(self.start_advice)
         self.query_one(OperatorTable).focus()
 
     def on_resize(self) -> None:
         self.set_class(self.app.size.height >= 40, "-tall")
+
+    @property
+    def loading(self) -> bool:
+        """The table holds the task's first rows only (load_task's head) while the rest is read."""
+        return self.opened is not None and self.opened.partial
+
+    def still_loading(self) -> bool:
+        """Whether the table is still being read (then it says so): keys that need every row wait."""
+        if self.loading:
+            self.notify(f"still reading the table ({self.opened.total:,} rows): a moment", timeout=3)
+        return self.loading
+
+    @work(thread=True, exclusive=True, group="load", exit_on_error=False)
+    def load_worker(self, folder: Path) -> None:
+        deliver(self, TaskLoaded, lambda: load_task(folder))
+
+    @on(TaskLoaded)
+    def task_loaded(self, message: TaskLoaded) -> None:
+        """The whole table replaces its first rows (the cursor stays on its row), then the advisor."""
+        if message.error is not None:
+            self.notify(f"reading the task: {printable(str(message.error))}", severity="error", timeout=15)
+            self.opened.total = None  # what is shown is all there is
+            self.refresh_views()
+            return
+        self.opened = message.result
+        self.show_table(self.opened.table, self.opened.thresholds)
+        for warning in self.opened.warnings:
+            self.notify(warning, severity="warning", timeout=8)
+        self.start_advice()
 
     @property
     def table_widget(self) -> OperatorTable:
@@ -139,14 +177,16 @@ class TaskScreen(Screen):
         chart = self.query_one(MetricChart)
         if chart.metric not in table.metric_keys and table.metric_keys:
             chart.metric = table.metric_keys[0]
-        self.table_widget.load(table, thresholds)
+        self.table_widget.load(table, thresholds, total=self.opened.total if self.loading else None)
 
     def refresh_views(self) -> None:
         widget = self.table_widget
-        self.query_one(MetricChart).show(widget.table, widget.view, widget.thresholds, widget.cursor_row)
+        if not self.loading:  # a chart of the first rows would look like the whole
+            self.query_one(MetricChart).show(widget.table, widget.view, widget.thresholds, widget.cursor_row)
         lines = summary_lines(widget.table, widget.thresholds, running=self.running, advice=self.advice,
                               advising=self.advising,
-                              warnings=self.opened.doc.coverage_warnings if self.opened else [])
+                              warnings=self.opened.doc.coverage_warnings if self.opened else [],
+                              counting=self.opened.total if self.loading else None)
         self.query_one("#summary", Static).update("\n".join(lines))
         self.update_status()
 
@@ -184,17 +224,23 @@ class TaskScreen(Screen):
         self.refresh_views()
 
     def on_operator_table_selected(self, event: OperatorTable.Selected) -> None:
+        if self.still_loading():
+            return
+        from .opscreen import OpScreen
         self.app.push_screen(OpScreen(self.folder, self.table_widget.table, event.row,
                                       None if self.running else self.opened))
 
     def action_row_details(self) -> None:
         widget = self.table_widget
-        if widget.cursor_row is not None:
+        if widget.cursor_row is not None and not self.still_loading():
+            from .rowdetail import RowDetail
             self.app.push_screen(RowDetail(widget.table, widget.cursor_row, widget.thresholds,
                                            self.opened or Task.at(self.folder, strict=False)))
 
     # ---- prompt: search and filter ------------------------------------------------------------
     def action_prompt(self, mode: str) -> None:
+        if self.still_loading():
+            return
         prompt = self.query_one("#prompt", Input)
         self.prompt_mode = mode
         widget = self.table_widget
@@ -252,6 +298,8 @@ class TaskScreen(Screen):
         self.notify(f"chart: {CSV_OF.get(chart.metric, chart.metric)}", timeout=2)
 
     def action_thresholds(self) -> None:
+        if self.still_loading():
+            return
         def check(text: str) -> str:
             try:
                 parse_assignments(text)
@@ -309,7 +357,8 @@ class TaskScreen(Screen):
     def action_decide_pair(self, accept: bool) -> None:
         """+ / -: accept or reject the structural pair under the cursor, for the task's next run."""
         widget = self.table_widget
-        if widget.cursor_row is None or self.running or self.opened is None or self.opened.doc.foreign:
+        if widget.cursor_row is None or self.running or self.opened is None or self.opened.doc.foreign \
+                or self.still_loading():
             return
         row = widget.table.row(widget.cursor_row)
         npu, golden = str(row.get("npu_op", "")), str(row.get("golden_op", ""))
@@ -329,11 +378,14 @@ class TaskScreen(Screen):
         self.update_status()
 
     def action_rerun(self) -> None:
-        if self.running or self.saving or self.opened is None or self.opened.doc.foreign:
+        if self.running or self.saving or self.opened is None or self.opened.doc.foreign or self.still_loading():
             return
         self.app.rerun_spec(self.opened, lambda spec: self.start_run(spec, self.folder))
 
     def action_graph(self) -> None:
+        if self.still_loading():
+            return
+        from .graphscreen import GraphScreen
         widget = self.table_widget
 
         def back(row: int | None) -> None:
@@ -352,19 +404,19 @@ class TaskScreen(Screen):
     # ---- the advisor ------------------------------------------------------------------------
     def start_advice(self) -> None:
         """Show the saved advice when it fits the result and thresholds, else advise in a worker."""
-        if self.opened is None or self.opened.doc.foreign or not len(self.opened.table):
-            return
-        saved = saved_advice(self.folder, self.opened.doc, self.thresholds)
-        if saved is not None:
-            self.apply_advice(saved)
+        if self.opened is None or self.opened.doc.foreign or not len(self.opened.table) or self.loading:
             return
         self.advising = True
-        self.advice_worker()
+        self.advice_worker(self.opened.doc, self.thresholds)
         self.refresh_views()
 
     @work(thread=True, exclusive=True, group="advice", exit_on_error=False)
-    def advice_worker(self) -> None:
-        deliver(self, AdviceDone, lambda: advise(self.folder))
+    def advice_worker(self, doc: TaskDoc, thresholds: Thresholds) -> None:
+        """The saved advice when it fits the result and thresholds (advice.json: 40 MB for 1M rows,
+        read here, not on the screen's thread), else the advisor's."""
+        from ..engine.diagnose.advice import saved_advice
+        from ..engine.diagnose.advisor import advise
+        deliver(self, AdviceDone, lambda: saved_advice(self.folder, doc, thresholds) or advise(self.folder))
 
     @on(AdviceDone)
     def advice_done(self, message: AdviceDone) -> None:
@@ -373,6 +425,7 @@ class TaskScreen(Screen):
         self.apply_advice(message.result)
 
     def apply_advice(self, advice: Advice | None) -> None:
+        from ..engine.diagnose.advice import add_origin_columns
         self.advice, self.advising = advice, False
         table = self.table_widget.table
         if advice is not None and advice.task.get("rows") in (None, len(table)):
@@ -383,9 +436,10 @@ class TaskScreen(Screen):
 
     def action_advice(self) -> None:
         if self.advice is None:
-            self.notify("the advisor is still working" if self.advising else "no advice for this task",
+            self.notify("the advisor is still working" if self.advising or self.loading else "no advice for this task",
                         timeout=3)
             return
+        from .advicescreen import AdviceScreen
         def jump(row: int | None) -> None:
             if row is not None:
                 self.table_widget.move_to(row)
@@ -403,10 +457,13 @@ class TaskScreen(Screen):
 
     @work(thread=True, exclusive=True, group="compare", exit_on_error=False)
     def compare_worker(self, spec: engine.CompareSpec, folder: Path) -> None:
+        from ..engine.compare.multirank import is_rank_run
+        from ..engine.tasks.rankrun import run_ranks
+        from ..engine.tasks.taskrun import run_task
         def planned(plan: engine.Plan) -> None:
             self.post_message(ComparePlanned(plan))
 
-        def progress(p: engine.Progress, batch) -> None:
+        def progress(p, batch) -> None:  # engine.Progress
             self.post_message(CompareRows(list(batch), p.done, f"comparing {p.done:,}/{p.total:,} · {p.elapsed:.0f} s"))
         if is_rank_run(spec):  # two rank trees: rank by rank on the local pool, rows arriving per rank
             deliver(self, CompareDone, lambda: run_ranks(
@@ -452,7 +509,8 @@ class TaskScreen(Screen):
         if not batch:
             self.update_status()
             return
-        rows = [engine.merged_row(plan, index, cells) for index, cells in batch]
+        from ..engine.compare.comparison import merged_row
+        rows = [merged_row(plan, index, cells) for index, cells in batch]
         rows.sort(key=lambda r: r["index"])
         if self._live is None:
             self._live = ResultTable.from_rows(rows, custom=[p.name for p in plan.plugins])
@@ -462,6 +520,7 @@ class TaskScreen(Screen):
 
     @on(CompareDone)
     def compare_done(self, message: CompareDone) -> None:
+        from ..engine.tasks.rankrun import RanksRun
         self.running = False
         self._timer.stop()
         self.query_one(ProgressBar).remove_class("running")

@@ -7,6 +7,8 @@ from pathlib import Path
 from ..engine.sources.tensor import SourceError
 from ..engine.tasks.task import load_task
 
+HEAD_ROWS = 1000  # more than any terminal shows at once
+
 
 def register(p) -> None:
     p.description = ("Open a task folder, or a result CSV written by MindStudio, msaccucmp or "
@@ -22,6 +24,8 @@ def run(args) -> int:
     path = Path(args.path).expanduser()
     if not path.exists():
         raise SourceError(f"{path}: no such file or folder")
-    task = load_task(path)  # SourceError -> exit 2 with the reason, before any screen is drawn; the app shows it
+    # SourceError -> exit 2 with the reason, before any screen is drawn. A large task: its first
+    # rows only (milliseconds), the app reads the rest after its first frame
+    task = load_task(path, head=HEAD_ROWS)
     from ..app.main import run as run_app
     return run_app(args.workspace or (path.parent if path.is_dir() else path.parent), task=task)

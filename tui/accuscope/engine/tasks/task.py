@@ -87,6 +87,12 @@ class Task:
     csv: Path | None = None
     warnings: list[str] = field(default_factory=list)
     stale: list[str] = field(default_factory=list)  # see stale_parts
+    total: int | None = None  # `table` holds only the first rows of this many (load_task's head)
+
+    @property
+    def partial(self) -> bool:
+        """The table is the first rows only (load_task(head=...)): load_task without head reads it all."""
+        return self.total is not None
 
     @classmethod
     def at(cls, path: str | os.PathLike, strict: bool = True) -> Task:
@@ -343,8 +349,11 @@ def _remove_dead_partials(folder: Path) -> None:
 
 
 # ---- loading ------------------------------------------------------------------------------------
-def load_task(folder: str | os.PathLike) -> Task:
+def load_task(folder: str | os.PathLike, head: int | None = None) -> Task:
     """Open a task folder: result.npz when usable, else its newest result CSV.
+
+    `head`: a result.npz of more rows gives only its first `head` rows (`Task.partial`, `total` the
+    count): what the first screen of a large task needs; load_task without head then reads it all.
 
     A result CSV path (a "csv" entry of list_tasks) opens as a task with default thresholds.
     SourceError when there is no task.json, it is not JSON, or a finished task has no result.
@@ -360,14 +369,14 @@ def load_task(folder: str | os.PathLike) -> Task:
     except (ValueError, TypeError, AttributeError) as e:
         warnings.append(f"thresholds in task.json unusable ({e}); using the defaults")
         thresholds = Thresholds()
-    table = None
+    table, total = None, None
     csv_path = _result_csv(folder, doc.csv)
     if doc.columnar and "ranks" in doc:  # a multi-rank task of many rows
         table, rank_warnings = load_ranks(folder, doc.ranks, columnar=True)
         warnings += rank_warnings
     elif (folder / RESULT_NPZ).exists():
         try:
-            table, npz_meta = read_npz(folder / RESULT_NPZ)
+            table, npz_meta = read_npz(folder / RESULT_NPZ, head)
         except (OSError, ValueError, KeyError, TypeError, MemoryError, zipfile.BadZipFile) as e:
             warnings.append(f"{RESULT_NPZ} unreadable ({e}); reading the result CSV instead")
         else:
@@ -376,6 +385,8 @@ def load_task(folder: str | os.PathLike) -> Task:
                 warnings.append(f"{RESULT_NPZ} is from another run than {TASK_JSON} (a save was "
                                 f"interrupted); reading {csv_path.name if csv_path else 'the result CSV'}, "
                                 f"which {TASK_JSON} names, instead")
+            elif len(table) < npz_meta["rows"]:
+                total = npz_meta["rows"]
     if table is None and csv_path is not None:
         table, csv_warnings = read_result_csv(csv_path)
         warnings += csv_warnings
@@ -384,7 +395,9 @@ def load_task(folder: str | os.PathLike) -> Task:
             raise SourceError(f"{folder}: the task has no result ({RESULT_NPZ} or result_*.csv)")
         table = ResultTable.empty(doc.custom_columns)
     thresholds.apply(table)
-    return Task(folder, doc, table, thresholds, csv_path, warnings, stale_parts(folder, doc))
+    # stale_parts reads advice.json whole (40 MB for 1M rows): a partial task leaves it to the full load
+    return Task(folder, doc, table, thresholds, csv_path, warnings, stale_parts(folder, doc) if total is None else [],
+                total)
 
 
 def _csv_task(path: Path) -> Task:
