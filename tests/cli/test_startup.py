@@ -84,64 +84,65 @@ def test_an_unknown_command_names_the_choices():
     assert r.returncode == 2 and "invalid choice: 'inpsect'" in r.stderr and "inspect" in r.stderr
 
 
+def _package_sources():
+    """(file name, AST, the accuscope modules its `from ... import` statements name (absolute and relative)
+    with the names they import) of every module of the package."""
+    import ast
+    root = Path(__import__("accuscope").__file__).parent
+    for path in sorted(root.rglob("*.py")):
+        package = ".".join(("accuscope", *path.relative_to(root).with_suffix("").parts))
+        if path.name != "__init__.py":
+            package = package.rpartition(".")[0]
+        tree = ast.parse(path.read_text(), str(path))
+        froms = []
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                base = package.split(".")[:len(package.split(".")) - node.level + 1] if node.level else []
+                module = ".".join(base + ([node.module] if node.module else []))
+                if module.split(".")[0] == "accuscope":
+                    froms.append((module, node.names))
+        yield path.name, tree, froms
+
+
+def _unresolved(code_body: str, wanted: set) -> str:
+    """What a fresh interpreter finds wrong running `code_body` over `wanted` (collected into `bad`)."""
+    code = f"import importlib, types\nbad = []\nfor module, name, where in {sorted(wanted)!r}:\n{code_body}" \
+           "print('\\n'.join(bad))\n"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=ENV, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return r.stdout.strip()
+
+
 def test_every_accuscope_import_names_something_that_exists():
     """Lazy imports (inside functions, run only for some inputs) are seen by no import at start-up:
     every `from accuscope... import X`, `from .x import X` and `import accuscope.x` in the package,
     at any depth, is resolved here by importing the module and looking X up."""
     import ast
-    root = Path(__import__("accuscope").__file__).parent
     wanted = set()
-    for path in sorted(root.rglob("*.py")):
-        package = ".".join(("accuscope", *path.relative_to(root).with_suffix("").parts))
-        if path.name != "__init__.py":
-            package = package.rpartition(".")[0]
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            if isinstance(node, ast.ImportFrom):
-                base = package.split(".")[:len(package.split(".")) - node.level + 1] if node.level else []
-                module = ".".join(base + ([node.module] if node.module else []))
-                if module.split(".")[0] == "accuscope":
-                    wanted |= {(module, a.name, path.name) for a in node.names}
-            elif isinstance(node, ast.Import):
-                wanted |= {(a.name, "", path.name) for a in node.names if a.name.split(".")[0] == "accuscope"}
+    for where, tree, froms in _package_sources():
+        wanted |= {(module, a.name, where) for module, names in froms for a in names}
+        wanted |= {(a.name, "", where) for node in ast.walk(tree) if isinstance(node, ast.Import)
+                   for a in node.names if a.name.split(".")[0] == "accuscope"}
     assert len(wanted) > 300
-    code = ("import importlib, sys\nbad = []\n"
-            f"for module, name, where in {sorted(wanted)!r}:\n"
-            "    try:\n        m = importlib.import_module(module)\n"
-            "        if name and not hasattr(m, name):\n            importlib.import_module(module + '.' + name)\n"
-            "    except ImportError as exc:\n        bad.append(f'{where}: from {module} import {name}: {exc}')\n"
-            "print('\\n'.join(bad))\n")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=ENV, timeout=300)
-    assert r.returncode == 0 and not r.stdout.strip(), r.stdout + r.stderr[-2000:]
+    bad = _unresolved("    try:\n        m = importlib.import_module(module)\n"
+                      "        if name and not hasattr(m, name):\n            importlib.import_module(module + '.' + name)\n"
+                      "    except ImportError as exc:\n        bad.append(f'{where}: from {module} import {name}: {exc}')\n",
+                      wanted)
+    assert not bad, bad
 
 
 def test_every_attribute_of_an_accuscope_module_exists():
     """`shards.NAMES` where `shards` is `from accuscope.engine.compare import shards`: an attribute of an
     imported module, read only on some paths, that a rename left behind (ruff sees no module's contents)."""
     import ast
-    root = Path(__import__("accuscope").__file__).parent
     wanted = set()
-    for path in sorted(root.rglob("*.py")):
-        package = ".".join(("accuscope", *path.relative_to(root).with_suffix("").parts))
-        if path.name != "__init__.py":
-            package = package.rpartition(".")[0]
-        tree = ast.parse(path.read_text(), str(path))
-        bound = {}
-        for node in ast.walk(tree):
-            if isinstance(node, ast.ImportFrom):
-                base = package.split(".")[:len(package.split(".")) - node.level + 1] if node.level else []
-                module = ".".join(base + ([node.module] if node.module else []))
-                if module.split(".")[0] == "accuscope":
-                    bound.update({a.asname or a.name: f"{module}.{a.name}" for a in node.names})
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in bound \
-                    and isinstance(node.ctx, ast.Load):
-                wanted.add((bound[node.value.id], node.attr, f"{path.name}:{node.lineno}"))
+    for where, tree, froms in _package_sources():
+        bound = {a.asname or a.name: f"{module}.{a.name}" for module, names in froms for a in names}
+        wanted |= {(bound[node.value.id], node.attr, f"{where}:{node.lineno}") for node in ast.walk(tree)
+                   if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                   and node.value.id in bound and isinstance(node.ctx, ast.Load)}
     assert len(wanted) > 100
-    code = ("import importlib, types\nbad = []\n"
-            f"for module, name, where in {sorted(wanted)!r}:\n"
-            "    try:\n        m = importlib.import_module(module)\n    except ImportError:\n        continue\n"
-            "    if isinstance(m, types.ModuleType) and not hasattr(m, name):\n"
-            "        bad.append(f'{where}: {module}.{name} does not exist')\n"
-            "print('\\n'.join(bad))\n")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=ENV, timeout=300)
-    assert r.returncode == 0 and not r.stdout.strip(), r.stdout + r.stderr[-2000:]
+    bad = _unresolved("    try:\n        m = importlib.import_module(module)\n    except ImportError:\n        continue\n"
+                      "    if isinstance(m, types.ModuleType) and not hasattr(m, name):\n"
+                      "        bad.append(f'{where}: {module}.{name} does not exist')\n", wanted)
+    assert not bad, bad
