@@ -10,7 +10,8 @@ entry point, on files the real tools wrote.
   without the bug (the case above) there is no such row: fixing it removes the finding.
 - PP-OCR cls quantized statically by onnxruntime (QOperator and QDQ formats; the calibration is not at
   hand): `--expected auto` simulates the candidate's own quantization in float with its own scales; every
-  failing row is int8's own. A "runtime" whose requantization of one QLinearConv is off by 1.3x (the
+  failing row is int8's own. A QLinear op's int8 output is compared with its golden tensor, read on its
+  own grid (its output scale and zero point). A "runtime" whose requantization of one QLinearConv is off by 1.3x (the
   simulation with that one fault) run against it: the first row beyond int8's own noise is downstream
   of that conv and nothing upstream is.
 - msprobe 26.2's own dumps (tests/fixtures/msprobe/train): the faulty fp32 run against fp32 with the
@@ -153,7 +154,10 @@ def test_a_static_int8_candidate_is_simulated_with_its_own_scales(cls8, form):
     assert state.fail.any() and (state.expected == state.fail).all() and state.first_beyond is None
     assert np.nanmax(np.abs(c["excess"][state.fail] - 1.0)) < 0.01  # onnxruntime's int8 kernels are the simulation
     assert json.loads(r.stdout)["judgement"].get("cause", "precision") == "precision"
-    if form == "qop":  # the QLinear ops became float ops between DequantizeLinear and QuantizeLinear
+    if form == "qop":  # each QLinear op's int8 output pairs with its golden tensor, read on its own grid
+        dequantized = np.array([str(x).startswith("dequantized") for x in c["conversion"]])
+        assert (c["type"][dequantized] == "QLinearConv").sum() == 53 and np.nanmedian(c["cos"][dequantized]) > 0.99
+        # the QLinear ops became float ops between DequantizeLinear and QuantizeLinear
         sim = onnx.load(str(next((cls8 / f"t-{form}" / "dumps").iterdir()) / "expected" / "model.onnx"))
         assert not any(n.op_type.startswith("QLinear") for n in sim.graph.node)
         assert sum(n.op_type == "Conv" for n in sim.graph.node) == 53

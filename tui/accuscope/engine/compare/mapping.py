@@ -18,12 +18,21 @@ with the reason.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
+
+import numpy as np
 
 from accuscope.engine.compare import gcpause
 from accuscope.engine.graphs.graph import Graph, Node
-from accuscope.engine.graphs.optypes import CONVERTER_OWN, CONVERTER_TYPES, INPUT_TYPES, walk_back
+from accuscope.engine.graphs.optypes import (
+    CONVERTER_OWN,
+    CONVERTER_TYPES,
+    INPUT_TYPES,
+    QLINEAR,
+    QUANTIZED_SUFFIX,
+    walk_back,
+)
 from accuscope.engine.sides.side import Side
 from accuscope.engine.sources import msprobe
 from accuscope.engine.sources.ascend import DumpFile
@@ -174,6 +183,7 @@ class _Mapper:
         self.om = npu_graph if npu_graph is not None and npu_graph.kind == "om" else None
         self.npu_graph = npu_graph if self.om is None else None  # e.g. the candidate ONNX model
         self.user_map = user_map
+        self._initializers: dict | None = None  # the NPU model's, read once a QLinear output needs them
         # NPU against NPU: the golden side is a device dump too; its offline model says which
         # framework op each of its device outputs stands for, the names both sides record
         self.golden_origin: dict[tuple[str, int], tuple[str, int]] = {}
@@ -258,6 +268,11 @@ class _Mapper:
             if g is not None:
                 return Pair(t, g, df, t.original_op[0], "original_op")
         value = self._value_name(df, t)
+        if value.endswith(QUANTIZED_SUFFIX) and t.io == OUTPUT:  # a QLinear op's output, on its int8 grid
+            g = self.golden.find_tensor(value[:-len(QUANTIZED_SUFFIX)])
+            dequantized = self._dequantized(df, t) if g is not None else None
+            if dequantized is not None:
+                return Pair(dequantized, g, df, g.op, "tensor")
         if value:
             g = self.golden.find_tensor(value) or self._golden_of_value(value)
             if g is not None:
@@ -281,6 +296,28 @@ class _Mapper:
         hint = f" or {t.original_op[0]}:output:{t.original_op[1]} (original_op)" if t.original_op else ""
         hint += f" or tensor {value}" if value and value != df.op_name else ""
         return Pair(t, None, df, df.op_name, "", f"no golden tensor named {df.op_name}:{t.io}:{t.index}{hint}")
+
+    def _dequantized(self, df: DumpFile, t: Tensor) -> Tensor | None:
+        """Output `t` of a QLinear op (graphs.optypes.QLINEAR) or QuantizeLinear of the NPU side's own ONNX
+        model, named `{tensor}_quantized` as onnxruntime's QOperator format names them, read as
+        the float tensor it stands for: (q - zero point) * scale, with the op's own output scale and zero
+        point (initializers of that model); None where they are not at hand."""
+        node = self.npu_graph.node(df.op_name) if self.npu_graph is not None else None
+        if node is None or node.type not in QLINEAR and node.type != "QuantizeLinear" or t.index:
+            return None
+        at = QLINEAR[node.type][2] if node.type in QLINEAR else 1  # QuantizeLinear(x, scale, zero point)
+        if len(node.inputs) <= at + 1:
+            return None
+        if self._initializers is None:
+            from accuscope.engine.graphs.onnxgraph import small_initializers
+            self._initializers = small_initializers(self.npu_graph.path)
+        scale, zero = (self._initializers.get(node.inputs[k]) for k in (at, at + 1))
+        if scale is None or zero is None or scale.size != 1 or zero.size != 1:
+            return None
+        s, z, load = float(scale.reshape(-1)[0]), float(zero.reshape(-1)[0]), t.load
+        return replace(t, dtype=np.dtype(np.float32), payload=None, dtype_name="float32",
+                       conversion=f"dequantized: (q - {z:g}) * {s:.6g}, {node.type}'s own output scale",
+                       reader=lambda: ((load().astype(np.float64) - z) * s).astype(np.float32))
 
     def _value_name(self, df: DumpFile, t: Tensor) -> str:
         """The graph tensor name of an NPU-side tensor: recorded by its reader, or from its own graph."""

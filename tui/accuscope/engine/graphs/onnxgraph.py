@@ -71,6 +71,28 @@ def load_onnx(path: str | Path) -> Graph:
                  outputs=[_s(v.name) for v in g.output], weights=weights, notes=notes)
 
 
+SMALL = 16  # elements: an initializer this small is a scale, a zero point, a shape (small_initializers)
+
+
+def small_initializers(path: str | Path) -> dict[str, Any]:
+    """The model's initializers of at most SMALL elements (quantization scales and zero points) as numpy
+    arrays, by name; {} where the model cannot be read."""
+    onnx = need("onnx", "reading a model's quantization scales")
+    from onnx import numpy_helper
+    try:
+        model = onnx.load(str(path), load_external_data=False)
+    except Exception:  # noqa: BLE001 - protobuf raises several kinds on garbage
+        return {}
+    found = {}
+    for t in model.graph.initializer:
+        count = 1
+        for d in t.dims:
+            count *= d
+        if count <= SMALL and not t.data_location:
+            found[t.name] = numpy_helper.to_array(t)
+    return found
+
+
 def _elem_type(onnx, code: int) -> str | None:
     """Numpy-style name of an ONNX element type; None for a code this onnx does not know."""
     try:

@@ -31,6 +31,15 @@ EXEMPT_TYPES = LAYOUT_ONLY | INPUT_TYPES  # rows no threshold fails
 # chains, onnxconverter-common's casts): an output of one of these that the reference does not hold
 # is the converter's own, with no counterpart by nature (compare.mapping marks it so, never unpaired)
 CONVERTER_TYPES = CONVERTER_OWN | {"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "Cast"}
+# onnxruntime's QOperator ops (QLinearConv, QLinearMatMul, com.microsoft QLinear*): the float op each
+# computes in integers, the positions of its quantized inputs (each a value, scale, zero point triple)
+# and of its output's scale and zero point; its output `{tensor}_quantized` is `{tensor}` on the grid
+QLINEAR = {"QLinearConv": ("Conv", (0, 3), 6), "QLinearMatMul": ("MatMul", (0, 3), 6),
+           "QLinearAdd": ("Add", (0, 3), 6), "QLinearMul": ("Mul", (0, 3), 6),
+           "QLinearSigmoid": ("Sigmoid", (0,), 3), "QLinearLeakyRelu": ("LeakyRelu", (0,), 3),
+           "QLinearGlobalAveragePool": ("GlobalAveragePool", (0,), 3), "QLinearAveragePool": ("AveragePool", (0,), 3),
+           "QLinearSoftmax": ("Softmax", (0,), 3), "QLinearConcat": ("Concat", (), 0)}  # Concat: (Y_scale, Y_zp, then triples)
+QUANTIZED_SUFFIX = "_quantized"
 
 
 def walk_back(graph: Graph, tensor: str) -> Iterator[tuple[str, tuple[Node, int] | None]]:

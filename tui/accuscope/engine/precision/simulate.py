@@ -17,17 +17,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from accuscope.engine.graphs.optypes import QLINEAR
 from accuscope.engine.sources.tensor import SourceError
 
 MS = "com.microsoft"
-# QLinear op -> (float op, positions of its quantized inputs as (value, scale, zero point), position of
-# the output's scale and zero point); the ops onnxruntime's QOperator format writes
-_INPUTS_THEN_OUTPUT = {"QLinearConv": ("Conv", [0, 3], 6), "QLinearMatMul": ("MatMul", [0, 3], 6),
-                       "QLinearAdd": ("Add", [0, 3], 6), "QLinearMul": ("Mul", [0, 3], 6),
-                       "QLinearSigmoid": ("Sigmoid", [0], 3), "QLinearLeakyRelu": ("LeakyRelu", [0], 3),
-                       "QLinearGlobalAveragePool": ("GlobalAveragePool", [0], 3),
-                       "QLinearAveragePool": ("AveragePool", [0], 3), "QLinearSoftmax": ("Softmax", [0], 3),
-                       "QLinearConcat": ("Concat", [], 0)}  # (Y_scale, Y_zp, then X, X_scale, X_zp per input)
 # attributes of the com.microsoft ops the float op does not take
 _NOT_FLOAT = {"channels_last", "opset"}
 
@@ -76,18 +69,18 @@ def simulate(model):
         return name
 
     for node in graph.node:
-        if node.domain not in ("", "ai.onnx", MS) or node.op_type not in _INPUTS_THEN_OUTPUT:
+        if node.domain not in ("", "ai.onnx", MS) or node.op_type not in QLINEAR:
             if node.op_type.startswith("QLinear") or node.op_type in ("ConvInteger", "MatMulInteger"):
                 raise SourceError(f"{node.name or node.op_type}: {node.op_type} has no float simulation here "
                                   "(give the reference run at int8 as --expected PATH)")
             nodes.append(node)
             continue
-        float_op, quantized, output_at = _INPUTS_THEN_OUTPUT[node.op_type]
+        float_op, quantized, output_at = QLINEAR[node.op_type]
         if any(a.name == "channels_last" and a.i for a in node.attribute):
             raise SourceError(f"{node.name}: {node.op_type} in channels-last layout has no float simulation here")
         args = list(node.input)
         if node.op_type == "QLinearConcat":
-            quantized = list(range(2, len(args), 3))
+            quantized = tuple(range(2, len(args), 3))
         inputs = [dequantized(args[k], args[k + 1], args[k + 2] if len(args) > k + 2 else "",
                               axis=0 if node.op_type == "QLinearConv" and k == 3 else -1)
                   for k in quantized]
