@@ -58,25 +58,23 @@ def expected_tensors(plan: Plan) -> dict[int, Tensor]:
     except SourceError as exc:
         raise SourceError(f"--expected: {exc}") from None
     by_golden: dict[int, Tensor] = {}
-    by_both: dict[tuple[int, str], Tensor] = {}  # several of its tensors may pair with one golden tensor
     by_name: dict[str, Tensor] = {}
     for pair in map_tensors(side, plan.golden).pairs:
         if pair.golden is not None and not pair.npu.problem:
             by_golden.setdefault(id(pair.golden), pair.npu)
-            by_both.setdefault((id(pair.golden), pair.npu.name), pair.npu)
             by_name.setdefault(pair.npu.name, pair.npu)
     if not by_golden:
         raise SourceError(f"--expected {spec.expected}: none of its tensors pairs with the golden side's "
                           f"({side.kind}: {len(side.tensors):,} tensors; give the reference run at the candidate's "
                           "precision, named as the golden side is)")
-    # a row's expected tensor: the one named as its NPU tensor and paired with its golden tensor (the same
-    # model's, as a QDQ candidate's simulation is), else the one named as its NPU tensor (a row the plan
-    # re-paired to a fused chain's output: measured against that golden tensor too), else the first that
-    # pairs with its golden tensor
+    # a row's expected tensor: the one named as its NPU tensor (the same model's, as a QDQ candidate's
+    # simulation is: several of its tensors may pair with one golden tensor, and a row the plan re-paired to
+    # a fused chain's output is measured against that golden tensor too), else the first that pairs with its
+    # golden tensor
     found = {}
     for row, p in enumerate(plan.pairs):
         if p.golden is not None and not p.golden.problem:
-            e = by_both.get((id(p.golden), p.npu.name)) or by_name.get(p.npu.name) or by_golden.get(id(p.golden))
+            e = by_name.get(p.npu.name) or by_golden.get(id(p.golden))
             if e is not None:
                 found[row] = e
     return found

@@ -141,22 +141,24 @@ def _each(setup: _Setup, wanted: list[tuple[str, str]], cache: dict, cancel: thr
     and runs its own), in this process where one core or one replay is all there is."""
     todo = [g for _, g in wanted if g not in cache]
     workers = min(os.cpu_count() or 1, len(todo))
+    pooled: set[str] = set()  # replayed now, in the pool: no cache hits
     if workers > 1 and not (cancel is not None and cancel.is_set()):
-        _in_pool(setup, todo, cache, workers, cancel, lambda k: progress(k, len(wanted)) if progress else None)
+        pooled = _in_pool(setup, todo, cache, workers, cancel, lambda k: progress(k, len(wanted)) if progress else None)
     done: list[Kept] = []
     for op, golden in wanted:
         if cancel is not None and cancel.is_set():
             break
-        done.append(Kept(op, golden, setup.measure([golden], cache)[0]))
+        cos = _float(cache[golden][0]) if golden in pooled else setup.measure([golden], cache)[0]
+        done.append(Kept(op, golden, cos))
         if progress is not None:
             progress(len(done), len(wanted))
     return done
 
 
 def _in_pool(setup: _Setup, todo: list[str], cache: dict, workers: int, cancel: threading.Event | None,
-             progress: Callable[[int], None]) -> None:
+             progress: Callable[[int], None]) -> set[str]:
     """The replays of `todo` (one op kept each) in `workers` processes (lifetime.process_context: the
-    safe path, ended with this process), their results into `cache` as they finish."""
+    safe path, ended with this process), their results into `cache` as they finish; the ops replayed."""
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
     from accuscope.engine.compare.lifetime import process_context
@@ -164,15 +166,19 @@ def _in_pool(setup: _Setup, todo: list[str], cache: dict, workers: int, cancel: 
     with ProcessPoolExecutor(workers, mp_context=process_context(), initializer=_worker_start,
                              initargs=(os.getpid(), state)) as pool:
         pending = {pool.submit(_replay_one, golden): golden for golden in todo}
+        replayed: set[str] = set()
         while pending:
             if cancel is not None and cancel.is_set():
                 for f in pending:
                     f.cancel()
-                return
+                break
             finished, _ = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
             for f in finished:
-                cache[pending.pop(f)] = list(f.result())
-                progress(len(todo) - len(pending))
+                golden = pending.pop(f)
+                cache[golden] = list(f.result())
+                replayed.add(golden)
+                progress(len(replayed))
+    return replayed
 
 
 _WORKER: dict = {}  # a pool process's reference model, inputs and outputs to measure against
