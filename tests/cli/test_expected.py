@@ -14,6 +14,11 @@ entry point, on files the real tools wrote.
   own grid (its output scale and zero point). A "runtime" whose requantization of one QLinearConv is off by 1.3x (the
   simulation with that one fault) run against it: the first row beyond int8's own noise is downstream
   of that conv and nothing upstream is.
+- PP-OCR cls quantized dynamically with settings other than onnxruntime's defaults (per channel, reduced
+  range): `--expected auto` simulates the candidate's own DynamicQuantizeLinear chains (ConvInteger as a
+  float Conv on the centred integers), so every failing row is int8's own; re-quantizing the reference
+  with default settings would not have reproduced the candidate. onnxruntime's fused integer MatMuls
+  (DynamicQuantizeMatMul, MatMulIntegerToFloat, written by its graph optimizer) are simulated bit-exactly.
 - msprobe 26.2's own dumps (tests/fixtures/msprobe/train): the faulty fp32 run against fp32 with the
   bf16 autocast run as the third side: the planted call is where the error leaves bf16's own, the
   step's cause the implementation; rank 0, without the fault, has none."""
@@ -195,3 +200,64 @@ def test_a_requantization_fault_is_where_the_error_leaves_int8s_own(cls8):
     reached = {n.name for n in m.graph.node if set(n.output) & downstream}
     beyond = np.flatnonzero(c["excess"] > 2)
     assert c["npu_op"][first] in reached and all(c["npu_op"][b] in reached for b in beyond)
+
+
+def test_a_dynamic_int8_candidate_is_simulated_with_its_own_settings(cls_model, tmp_path):
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+    onnx.save(prepare(cls_model), str(tmp_path / "ref.onnx"))
+    np.save(tmp_path / "x.npy", np.random.default_rng(1).standard_normal((1, 3, 48, 192)).astype(np.float32))
+    quantize_dynamic(str(tmp_path / "ref.onnx"), str(tmp_path / "q.onnx"), weight_type=QuantType.QInt8,
+                     per_channel=True, reduce_range=True)
+    r = accuscope("run", tmp_path / "ref.onnx", tmp_path / "q.onnx", "--input", f"x={tmp_path / 'x.npy'}",
+                  "--out", tmp_path / "t", "--expected", "auto", "--json")
+    assert r.returncode in (0, 1), r.stderr
+    task = load_task(tmp_path / "t")
+    state = task.thresholds.evaluate(task.table)
+    c = task.table.columns
+    assert state.fail.any() and (state.expected == state.fail).all() and state.first_beyond is None
+    assert np.nanmax(np.abs(c["excess"][state.fail] - 1.0)) < 0.01
+    sim = onnx.load(str(next((tmp_path / "t" / "dumps").iterdir()) / "expected" / "model.onnx"))
+    types = [n.op_type for n in sim.graph.node]
+    candidate = [n.op_type for n in onnx.load(str(tmp_path / "q.onnx")).graph.node]
+    assert "ConvInteger" not in types and types.count("Conv") == candidate.count("ConvInteger") == 53
+    assert types.count("DynamicQuantizeLinear") == candidate.count("DynamicQuantizeLinear")  # the precision, kept
+    # the reference re-quantized with the defaults is another int8 model: not the candidate's own noise
+    x = {"x": np.load(tmp_path / "x.npy")}
+    out = {name: _run(model, x) for name, model in (("q", onnx.load(str(tmp_path / "q.onnx"))), ("sim", sim),
+                                                    ("default", convert(prepare(cls_model), "int8", [])))}
+    assert np.array_equal(out["q"], out["sim"]) and not np.allclose(out["q"], out["default"], atol=1e-3)
+
+
+def _run(model, feeds) -> np.ndarray:
+    import onnxruntime as ort
+    return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+
+
+def test_onnxruntimes_fused_integer_matmuls_are_simulated_bit_exactly(tmp_path):
+    import onnxruntime as ort
+    from onnx import TensorProto, helper
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    from accuscope.engine.precision.simulate import simulate
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array(rng.standard_normal(shape).astype(np.float32), name)
+             for name, shape in (("w0", (16, 16)), ("w1", (16, 16)), ("w2", (16, 16)), ("b0", (16,)))]
+    nodes = [helper.make_node("MatMul", ["x", "w0"], ["m0"], name="mm0"), helper.make_node("Add", ["m0", "b0"], ["h"], name="add0"),
+             helper.make_node("MatMul", ["h", "w1"], ["m1"], name="mm1"), helper.make_node("MatMul", ["h", "w2"], ["m2"], name="mm2"),
+             helper.make_node("Add", ["m1", "m2"], ["y"], name="sum")]
+    graph = helper.make_graph(nodes, "mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 16])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 16])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, str(tmp_path / "r.onnx"))
+    quantize_dynamic(str(tmp_path / "r.onnx"), str(tmp_path / "q.onnx"), weight_type=QuantType.QInt8)
+    so = ort.SessionOptions()  # onnxruntime's optimizer fuses the DynamicQuantizeLinear chains
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
+    so.optimized_model_filepath = str(tmp_path / "fused.onnx")
+    ort.InferenceSession(str(tmp_path / "q.onnx"), so, providers=["CPUExecutionProvider"])
+    fused = onnx.load(str(tmp_path / "fused.onnx"))
+    assert {"DynamicQuantizeMatMul", "MatMulIntegerToFloat"} <= {n.op_type for n in fused.graph.node}
+    sim = simulate(fused)
+    assert not {"DynamicQuantizeMatMul", "MatMulIntegerToFloat", "MatMulInteger"} & {n.op_type for n in sim.graph.node}
+    x = {"x": rng.standard_normal((4, 16)).astype(np.float32)}
+    assert np.array_equal(_run(fused, x), _run(sim, x))

@@ -68,8 +68,8 @@ def run(args) -> int:
 
 
 def _expected_side(args, generation: Path, options: dict) -> str:
-    """The third side made here (convert.as_candidate: the reference converted as the candidate was, or a
-    static int8 candidate's own quantization simulated in float), run on the same inputs and dumped
+    """The third side made here (convert.as_candidate: the reference converted to fp16 as the candidate
+    was, or an int8 candidate's own quantization simulated in float), run on the same inputs and dumped
     (TASK/dumps/{generation}/expected)."""
     import onnx
 
@@ -80,7 +80,7 @@ def _expected_side(args, generation: Path, options: dict) -> str:
     path = generation / f"expected-{to}.onnx"
     with atomic_path(path) as tmp:
         onnx.save(model, str(tmp))
-    what = "the candidate's int8 simulated in float" if to == "int8-static" else f"the reference at {to}"
+    what = "the candidate's int8 simulated in float" if to.startswith("int8") else f"the reference at {to}"
     dump_with_progress(str(path), str(generation / "expected"), f"running {what}", **options)
     path.unlink()
     return str(generation / "expected")

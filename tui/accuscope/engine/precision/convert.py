@@ -32,7 +32,7 @@ def float16():
     return module
 
 
-DYNAMIC_INT8 = {"DynamicQuantizeLinear", "ConvInteger", "MatMulInteger"}
+DYNAMIC_INT8 = {"DynamicQuantizeLinear", "ConvInteger", "MatMulInteger", "DynamicQuantizeMatMul", "MatMulIntegerToFloat"}
 STATIC_INT8 = {"QuantizeLinear", "QLinearConv", "QLinearMatMul"}
 
 
@@ -59,12 +59,12 @@ def recognise(model_path) -> str:
 
 def as_candidate(reference_path, candidate_path) -> tuple[object, str]:
     """(the model of the third side `accuscope run --expected auto` dumps, the candidate's precision as
-    `recognise` names it): the reference converted as the candidate was, with no op kept (fp16, int8
-    dynamic), or, for a statically quantized candidate (its calibration data not at hand), the
-    candidate's own quantization simulated in float with its own scales (simulate.py). SourceError when
-    the candidate is none of these."""
+    `recognise` names it): for fp16 the reference converted as the candidate was; for int8 (static or
+    dynamic) the candidate's own quantization simulated in float with its own scales (simulate.py), so
+    neither its calibration data nor its quantizer settings need be at hand. SourceError when the
+    candidate is none of these."""
     to = recognise(candidate_path)
-    if to == "int8-static":
+    if to in ("int8", "int8-static"):
         from accuscope.engine.precision.simulate import simulate
         try:
             return simulate(load_model(candidate_path)), to
