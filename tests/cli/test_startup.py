@@ -146,3 +146,48 @@ def test_every_attribute_of_an_accuscope_module_exists():
                       "    if isinstance(m, types.ModuleType) and not hasattr(m, name):\n"
                       "        bad.append(f'{where}: {module}.{name} does not exist')\n", wanted)
     assert not bad, bad
+
+
+def test_no_module_imports_itself_back():
+    """No import cycle between modules, lazy imports (inside functions) included: a module that needs
+    another's names at run time and is needed by it is one concept in two files. Imports under
+    `if TYPE_CHECKING:` are annotations only and are not counted."""
+    import ast
+    root = Path(__import__("accuscope").__file__).parent
+    paths = {".".join(("accuscope", *p.relative_to(root).with_suffix("").parts)).removesuffix(".__init__"): p
+             for p in root.rglob("*.py")}
+    edges: dict[str, set[str]] = {}
+    for name, path in paths.items():
+        tree = ast.parse(path.read_text())
+        typing_only = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+                       for b in node.body for n in ast.walk(b)}
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        targets = []
+        for node in ast.walk(tree):
+            if id(node) in typing_only:
+                continue
+            if isinstance(node, ast.ImportFrom):
+                base = package.split(".")[:len(package.split(".")) - node.level + 1] if node.level else []
+                module = ".".join(base + ([node.module] if node.module else []))
+                targets += [f"{module}.{a.name}" if f"{module}.{a.name}" in paths else module for a in node.names]
+            elif isinstance(node, ast.Import):
+                targets += [a.name for a in node.names]
+        edges[name] = set()
+        for t in targets:
+            while t and t not in paths:
+                t = t.rpartition(".")[0]
+            if t and t != name and not name.startswith(t + "."):  # a module's own package is not a cycle
+                edges[name].add(t)
+    assert len(edges) > 150 and sum(map(len, edges.values())) > 500
+    cycles = []
+    for start in edges:  # a path back to `start` from one of its imports
+        seen, todo = set(), [(t, (start, t)) for t in edges[start]]
+        while todo:
+            node, route = todo.pop()
+            if node == start:
+                cycles.append(" -> ".join(route))
+                break
+            if node not in seen:
+                seen.add(node)
+                todo += [(t, (*route, t)) for t in edges.get(node, ())]
+    assert not cycles, cycles

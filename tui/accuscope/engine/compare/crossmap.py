@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from accuscope.engine.compare import apitable, gcpause
-from accuscope.engine.compare.mapping import Pair
+from accuscope.engine.compare.pair import Pair
 from accuscope.engine.sources import msprobe
 from accuscope.engine.sources.tensor import SourceError, Tensor
 from accuscope.engine.sources.yamltext import yaml_load

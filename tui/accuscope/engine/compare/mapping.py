@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from accuscope.engine.compare import gcpause
+from accuscope.engine.compare.pair import Pair
 from accuscope.engine.graphs.graph import Graph, Node
 from accuscope.engine.graphs.optypes import (
     CONVERTER_OWN,
@@ -46,17 +47,6 @@ if TYPE_CHECKING:  # crossmap is imported where its rules apply (msprobe dumps, 
     from accuscope.engine.compare.crossmap import CrossPairs
 
 FEW = 0.5  # a comparison using less than this share of the reference (golden) tensors is suspect
-
-
-@dataclass(frozen=True)
-class Pair:
-    npu: Tensor
-    golden: Tensor | None
-    op: DumpFile
-    ground_truth: str  # golden op names joined by ",", or "*" for a device-only op
-    how: str  # "fusion", "original_op", "tensor", "name", "mapping", a crossmap rule, or "" when unmatched
-    reason: str = ""  # why golden is None (a structural pair: how sure, and why)
-    confidence: float = 1.0  # below 1 only for structural pairs (crossmap.STRUCTURE)
 
 
 @dataclass

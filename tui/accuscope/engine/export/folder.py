@@ -36,7 +36,8 @@ from typing import Any
 import numpy as np
 
 from accuscope import __version__
-from accuscope.engine.compare.mapping import Pair, map_tensors
+from accuscope.engine.compare.mapping import map_tensors
+from accuscope.engine.compare.pair import Pair
 from accuscope.engine.export.layout import FORMAT, LONG_NAME, MANIFEST, UNKNOWN, Progress, cancelled
 from accuscope.engine.export.retest import RetestResult, run_retest
 from accuscope.engine.export.submodel import EXPORTING, write_onnx, write_prototxt
