@@ -22,6 +22,9 @@ import linecache
 import os
 import sys
 from collections.abc import Callable
+from functools import partial
+from types import FrameType
+from typing import Any
 
 import numpy as np
 
@@ -69,7 +72,7 @@ class _Writer:
         out = (fault or fn)(*inputs, *(params or {}).values())
         if self.rounding is not None:
             out = self.rounding(out)
-        entry = {"input_args": [self._entry(f"{call}.input.{i}", x) for i, x in enumerate(inputs)],
+        entry: dict[str, Any] = {"input_args": [self._entry(f"{call}.input.{i}", x) for i, x in enumerate(inputs)],
                  "input_kwargs": {}}
         if params:
             entry["input_args"] += [self._entry(f"{call}.input.{len(inputs) + k}", p)
@@ -108,7 +111,8 @@ def _python_stack() -> tuple[str, ...]:
     `File {path}, line {n}, in {function}, \n {source line}` per frame with a source line, the
     dumper's own frames (here the writer's) left out. Only this module's frames, the model's code
     up to `write`: what called `write` is not the model."""
-    lines, frame = [], sys._getframe(1)
+    lines: list[str] = []
+    frame: FrameType | None = sys._getframe(1)
     while frame is not None and frame.f_code.co_filename == __file__:
         code = frame.f_code
         source = linecache.getline(code.co_filename, frame.f_lineno).strip()
@@ -184,7 +188,7 @@ def run_rank(folder: str, w: dict[str, np.ndarray], x: np.ndarray, *, under_test
 
     h = x
     for i in range(LAYERS):
-        h = d.module(f"layers.{i}", "Block", lambda t, i=i: block(i, t), h)
+        h = d.module(f"layers.{i}", "Block", partial(block, i), h)
     d.close()
 
 

@@ -149,12 +149,12 @@ def _json_op(op: DeviceOp, seq: int, reads: list[str], producer: dict, outs: lis
         names = [m.name for m in op.members]
         attrs.append({"key": "_datadump_original_op_names", "value": {"list": {"s": names}}})
     output_desc = []
-    for j, t in enumerate(outs):
-        desc_attrs = [{"key": "origin_shape", "value": {"list": {"i": list(t.data.shape)}}},
-                      {"key": "_datadump_origin_format", "value": {"s": "NCHW" if t.data.ndim == 4 else "ND"}}]
+    for j, out in enumerate(outs):
+        desc_attrs = [{"key": "origin_shape", "value": {"list": {"i": list(out.data.shape)}}},
+                      {"key": "_datadump_origin_format", "value": {"s": "NCHW" if out.data.ndim == 4 else "ND"}}]
         if op.members:
             desc_attrs += [{"key": "_datadump_origin_name", "value": {"s": op.members[-1].name}},
                            {"key": "_datadump_origin_output_index", "value": {"i": j}}]
-        output_desc.append({"dtype": DTYPE_NAMES.get(t.data.dtype.name, "DT_UNDEFINED"), "layout": t.format,
-                            "shape": {"dim": list(t.data.shape)}, "attr": desc_attrs})
+        output_desc.append({"dtype": DTYPE_NAMES.get(out.data.dtype.name, "DT_UNDEFINED"), "layout": out.format,
+                            "shape": {"dim": list(out.data.shape)}, "attr": desc_attrs})
     return {"name": op.name, "type": op.type, "id": seq, "input": inputs, "attr": attrs, "output_desc": output_desc}

@@ -202,6 +202,7 @@ def build_task(task: DemoTask, folder: Path, progress: Callable[[str], None] | N
     say(f"{task.name}: comparing")
     plan = engine.plan(spec)
     table = engine.execute(plan, workers=1)
+    assert table is not None and plan.coverage is not None  # a demo task is small: a table, planned coverage
     meta = {**spec_fields(spec, folder), "algorithms": plan.metrics, "tool": f"accuscope {__version__}",
             "created": (datetime.now() - timedelta(seconds=task.age)).isoformat(timespec="seconds"), "workers": 1,
             "problems": [str(p) for p in plan.problems], "sides": {"npu": plan.npu.kind, "golden": plan.golden.kind},

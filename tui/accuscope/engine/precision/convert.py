@@ -11,12 +11,16 @@ import os
 import tempfile
 import warnings
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from accuscope.engine.runs.onnxedit import constants_as_initializers
 from accuscope.engine.runs.onnxmodel import load_model, node_names
 from accuscope.engine.sources.tensor import SourceError
+
+if TYPE_CHECKING:
+    import onnx
 
 TARGETS = ("fp16", "int8")
 
@@ -84,7 +88,7 @@ def require(to: str) -> None:
         float16()
 
 
-def prepare(model_path) -> object:
+def prepare(model_path) -> onnx.ModelProto:
     """The reference model as the search converts it (see the module doc); SourceError if unreadable."""
     model = load_model(model_path)
     for node, name in zip(model.graph.node, node_names(model.graph.node)):  # named as in the original's dumps

@@ -22,6 +22,8 @@ def spec_from_task(folder: str | os.PathLike, framework_model: str | os.PathLike
     """SourceError when the task has no ONNX reference dump with its inputs (an `accuscope run` task has)."""
     task = load_task(folder)
     golden, npu = task.path("golden"), task.path("npu")
+    if golden is None:
+        raise SourceError(f"{folder}: the task names no reference dump (a task made by `accuscope run` has one)")
     doc = _dump_doc(golden)
     inputs = {}
     for name in doc.get("inputs") or {}:
@@ -37,8 +39,8 @@ def spec_from_task(folder: str | os.PathLike, framework_model: str | os.PathLike
                          targets or [parse_target("cos=0.99")], inputs)
 
 
-def _dump_doc(golden: Path | None) -> dict:
-    path = Path(golden or "") / "dump.json"
+def _dump_doc(golden: Path) -> dict:
+    path = Path(golden) / "dump.json"
     try:
         doc = json_loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):

@@ -134,6 +134,7 @@ def for_lists(folder: str | Path, model_path: str | Path, names: list[str]) -> d
         prepared = root / PREPARED
         with atomic_path(prepared) as tmp:
             onnx.save(prepare(model_path), str(tmp))
-    commands = {to: command(to, prepared if found[to] else model_path, files[LIST_KEY[to]], root / f"model-{to}.onnx")
+    commands = {to: command(to, prepared if prepared is not None and found[to] else model_path, files[LIST_KEY[to]],
+                            root / f"model-{to}.onnx")
                 for to in ("fp16", "int8")}
     return {"obstacles": found, "commands": commands, "prepared": prepared, "files": files}
