@@ -266,3 +266,16 @@ def test_inspect_of_a_real_model_through_the_cli(cls_model):
     r = accuscope("inspect", cls_model)
     assert_polite(r, 0)
     assert "ONNX model" in r.stdout and "nodes " in r.stdout
+
+
+def test_precision_from_a_task_without_a_reference_dump_reads_nothing_from_the_working_directory(tmp_path, monkeypatch):
+    from accuscope.engine.compare.results import ResultTable
+    from accuscope.engine.compare.thresholds import Thresholds
+    from accuscope.engine.precision.fromtask import spec_from_task
+    from accuscope.engine.tasks.task import save_task
+    save_task(tmp_path / "task", {"model": None}, ResultTable.from_rows([]), Thresholds())
+    (tmp_path / "cwd").mkdir()
+    (tmp_path / "cwd" / "dump.json").write_text('{"inputs": {"x": [1]}, "timestamp": 1}')
+    monkeypatch.chdir(tmp_path / "cwd")
+    with pytest.raises(SourceError, match="names no reference dump"):
+        spec_from_task(tmp_path / "task", tmp_path / "model.onnx")
