@@ -8,7 +8,7 @@ import pytest
 
 from accuscope.app.app import AccuscopeApp
 from accuscope.app.newtask import NewTaskScreen
-from accuscope.commands import compare, run
+from accuscope.commands import compare, convert, inspect, run
 from accuscope.engine.compare.inputs import INPUTS, build_spec, check, inputs
 from accuscope.engine.compare.thresholds import Thresholds
 from accuscope.engine.demo.workspace import MAIN
@@ -27,8 +27,10 @@ def _flags(parser) -> set[str]:
 
 
 def test_every_input_is_an_option_of_compare_and_the_judging_ones_of_run():
-    assert {i.flag for i in INPUTS} <= _flags(_parser(compare))
+    assert {i.flag for i in INPUTS if i.group != "path"} <= _flags(_parser(compare))
     assert {i.flag for i in inputs("judging")} <= _flags(_parser(run))
+    assert {i.flag for i in inputs("source", "path")} <= _flags(_parser(inspect)) & _flags(_parser(convert))
+    assert "--option" not in _flags(_parser(compare))  # compare takes a format's options per side
 
 
 def test_every_form_input_is_a_field_of_the_new_task_form(ws):

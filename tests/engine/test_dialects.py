@@ -331,7 +331,7 @@ def test_atb_round_gives_back_values_in_execution_order(tmp_path, cls_run):
         assert t.dtype_name == "float32" and t.shape == a.shape
         np.testing.assert_array_equal(t.load(), a)
     assert atb.describe(str(tmp_path), tensors) == [
-        f"round {os.path.join('0_4242', '0')} of 2 (choose with round=) · tensors as each op ended (after/)",
+        f"round {os.path.join('0_4242', '0')} of 2 (choose with --option round=NAME) · tensors as each op ended (after/)",
         "ops 10 under 1 top-level layer(s)"]
     before, _ = atb.read(str(tmp_path), when="before")
     assert not before[1].load().any()

@@ -306,4 +306,4 @@ def test_the_registry_spells_each_lazily_imported_format_as_its_module_does():
     from accuscope.engine.sources import tpumlir
     kinds = {f.kind for f in registry.FORMATS}
     assert {tpumlir.KIND, gegraph.KIND, mlirgraph.KIND} <= kinds
-    assert registry._DIALECTS[tpumlir.KIND]() is tpumlir
+    assert registry.BY_KIND[tpumlir.KIND].reader() is tpumlir

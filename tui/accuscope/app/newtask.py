@@ -80,12 +80,14 @@ class NewTaskScreen(Screen):
     def on_input_changed(self, event: Input.Changed) -> None:
         if event.input.id:
             self.show_check(event.input.id)
-        if event.input.id == "golden":  # whether shape and dtype are needed follows the golden path
+        if event.input.id == "golden":  # shape and dtype needed, and the options there are, follow the golden path
             self.show_check("shape")
             self.show_check("dtype")
-        if event.input.id == "npu":  # a step or rank must be one of the NPU dump's folders
+            self.show_check("golden_options")
+        if event.input.id == "npu":  # a step or rank must be one of the NPU dump's folders; its format's options
             self.show_check("step")
             self.show_check("rank")
+            self.show_check("npu_options")
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         self.action_start()

@@ -47,19 +47,27 @@ def add_inputs(p: argparse.ArgumentParser, *groups: str, optional: tuple[str, ..
         if item.kind == "flag":
             p.add_argument(item.flag, dest=item.name, action="store_true", help=item.help)
             continue
-        extra = {"action": "append"} if item.kind == "thresholds" else {}
+        extra = {"action": "append"} if item.kind in ("thresholds", "options") else {}
         p.add_argument(item.flag, dest=item.name, type=parse, default=item.default, metavar=item.cli_metavar,
                        required=item.required and item.name not in optional, help=item.help, **extra)
 
 
-def add_source_options(p: argparse.ArgumentParser) -> None:
-    """Options every command reading a dump understands."""
-    add_inputs(p, "source")
+def add_source_options(p: argparse.ArgumentParser, one_path: bool = False) -> None:
+    """Options every command reading a dump understands; `one_path`: also the path's format options
+    (--option NAME=VALUE: inspect, convert; compare takes them per side)."""
+    add_inputs(p, "source", *(("path",) if one_path else ()))
 
 
 def source_options(args) -> dict:
+    """The keywords of registry.open_source for the options add_source_options(p, one_path=True) added."""
+    from ..engine.sides.registry import option_texts
+    from ..engine.sources.tensor import SourceError
+    try:
+        options = option_texts(getattr(args, "options", None))
+    except ValueError as exc:
+        raise SourceError(f"--option: {exc}") from None
     return {"pick": args.pick, "run": args.run, "shape": args.shape, "dtype": args.dtype, "step": args.step,
-            "rank": args.rank, "stats_only": args.stats_only or None}
+            "rank": args.rank, "stats_only": args.stats_only or None, "options": options or None}
 
 
 def show(text) -> str:

@@ -15,6 +15,7 @@ from ..engine.compare.metrics import compiled_kernel
 from ..engine.compare.multirank import is_rank_run
 from ..engine.compare.summary import summarize
 from ..engine.sides.registry import detect
+from ..engine.sources import kinds
 from ..engine.sources.tensor import SourceError
 from ..engine.tasks.taskrun import run_task
 from ..exitcode import ExitCode
@@ -87,7 +88,7 @@ def swapped_hint(spec: engine.CompareSpec) -> str:
         npu, golden = detect(spec.npu).kind, detect(spec.golden).kind
     except SourceError:
         return ""
-    if golden == "ascend" and npu != "ascend":
+    if golden == kinds.ASCEND and npu != kinds.ASCEND:
         return (f"--golden is a device (Ascend) dump and --npu a {npu} source: swapped? the usual order is "
                 f"--npu {spec.golden} --golden {spec.npu}")
     return ""

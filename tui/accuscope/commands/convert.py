@@ -23,7 +23,7 @@ def register(p) -> None:
     p.add_argument("path")
     p.add_argument("--out", required=True, help="output folder (created)")
     p.add_argument("--to", choices=FORMATS, default="npy")
-    add_source_options(p)
+    add_source_options(p, one_path=True)
     p.set_defaults(handler=run)
 
 

@@ -10,7 +10,7 @@ from rich.table import Table
 
 from ..engine.graphs.graph import Graph
 from ..engine.sides.registry import describe, detect, open_source
-from ..engine.sources import msprobe, polygraphy
+from ..engine.sources import kinds, polygraphy
 from ..engine.sources.golden import GoldenDump
 from ..engine.sources.names import printable
 from ..engine.sources.npudump import NpuDump
@@ -25,7 +25,7 @@ def register(p) -> None:
                      "Exit 0: clean; 1: problems found; 2: nothing usable.")
     p.add_argument("path")
     p.add_argument("--limit", type=int, default=30, help="rows of the tensor/op table (0 = all; default 30)")
-    add_source_options(p)
+    add_source_options(p, one_path=True)
     p.add_argument("--shards", type=_shards_option, metavar="names|LAYOUT.yaml",
                    help="an msprobe dump of a tensor/pipeline-parallel run (several ranks in a step): say what "
                         "`compare --shards` would merge: the TP/PP layout found (or given), the tensors per module "
@@ -78,7 +78,7 @@ def _dump(source: NpuDump | GoldenDump, limit: int, options: dict | None = None)
     facts.append(human_bytes(sum(t.nbytes for t in readable)))
     out.print(title)
     out.print("  " + " · ".join(facts))
-    if not npu and source.kind == "polygraphy":
+    if not npu and source.kind == kinds.POLYGRAPHY:
         runs = polygraphy.runners(source.path)
         out.print("  [bold]runners[/]  " + " · ".join(
             f"{_show(name)} ({n} iteration{'s' if n != 1 else ''})" for name, n in runs)
@@ -112,7 +112,7 @@ def _shards(args) -> int:
     if not os.path.exists(path):
         raise SourceError(f"{path}: no such file or folder")
     shards.load_layout(args.shards)  # a bad layout file is named before any dump is read
-    if detect(path).kind != msprobe.KIND:
+    if detect(path).kind != kinds.MSPROBE:
         raise SourceError(f"{path}: not an msprobe dump (--shards merges the ranks of an msprobe run)")
     found = shards.rank_folders(path, args.step)
     if len(found) < 2:

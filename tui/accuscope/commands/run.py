@@ -13,6 +13,7 @@ from pathlib import Path
 
 from ..engine.compare.inputs import build_spec, inputs
 from ..engine.sides.registry import detect
+from ..engine.sources import kinds
 from ..engine.sources.tensor import SourceError
 from ..engine.tasks.task import DUMPS_DIR, TASK_JSON
 from .common import err, out, show
@@ -35,7 +36,7 @@ def register(p) -> None:
 
 def run(args) -> int:
     for flag, path in (("REF", args.reference), ("CAND", args.candidate)):
-        if detect(path).kind != "onnx":
+        if detect(path).kind != kinds.ONNX:
             raise SourceError(f"{flag} {path}: not an ONNX model")
     folder = Path(args.out)
     if folder.is_file():

@@ -79,6 +79,8 @@ class CompareSpec:
     match: str | None = None  # "structure": pair what no name or mapping file pairs by module, order, shapes
     shards: str | None = None  # shards.SHARDS_BY_NAMES or a layout file: merge a parallel run's ranks into one (compare/shards.py)
     expected: str | None = None  # the third side: the reference at the candidate's precision (compare/expected.py)
+    npu_options: dict[str, str] | None = None  # each side's format options, text by name (sides.registry.Option)
+    golden_options: dict[str, str] | None = None
 
 
 @dataclass
@@ -195,9 +197,10 @@ def open_sides(spec: CompareSpec) -> tuple[Side, Side, Graph | None]:
     if spec.shards:
         merged = parallel_sides(spec)
     npu = merged.get("npu") or open_side(spec.npu, pick=pick, run=spec.run, runner=spec.npu_runner,
-                                         iteration=spec.iteration, **ranked)
+                                         iteration=spec.iteration, options=spec.npu_options, **ranked)
     golden = merged.get("golden") or open_side(spec.golden, shape=spec.golden_shape, dtype=spec.golden_dtype,
-                                               pick=pick, runner=spec.golden_runner, iteration=spec.iteration, **ranked)
+                                               pick=pick, runner=spec.golden_runner, iteration=spec.iteration,
+                                               options=spec.golden_options, **ranked)
     model = _load_graph(spec.model) if spec.model else None
     for side, path in ((npu, spec.npu_model), (golden, spec.golden_model)):
         if path:

@@ -17,7 +17,8 @@ import numpy as np
 
 from accuscope.engine.compare.thresholds import TPU_DEFAULTS, Thresholds, parse_assignments, parse_tolerance
 from accuscope.engine.graphs.oprange import OpRange
-from accuscope.engine.sides.registry import detect
+from accuscope.engine.sides.registry import detect, format_options, option_texts, options_help
+from accuscope.engine.sources import kinds
 from accuscope.engine.sources.golden import RAW_SUFFIXES
 from accuscope.engine.sources.tensor import SourceError
 
@@ -31,7 +32,8 @@ class Input:
     kind: str = "text"  # see KINDS
     placeholder: str = ""  # the form's grey text
     metavar: str | None = None
-    group: str = "sides"  # sides (compare only), judging (compare and run), source (also inspect, convert)
+    group: str = "sides"  # sides (compare only), judging (compare and run), source (also inspect, convert),
+    # path (inspect and convert only)
     form: bool = True  # a field of the new-task form
     required: bool = False
     default: object = None
@@ -99,6 +101,11 @@ def _yes_no(text: str) -> bool:
     raise ValueError(f"'{text}': answer yes or no")
 
 
+def _options(text: str) -> str:
+    option_texts(text)  # raises on a part that is not NAME=VALUE; the names are checked against the format
+    return text
+
+
 def _match(text: str) -> str | None:
     word = text.strip().lower()
     if word in ("", "name", "names"):
@@ -145,13 +152,13 @@ KINDS = {  # kind -> text to value (ValueError on bad text)
     "plugins": os.path.expanduser, "out": os.path.expanduser, "text": str, "names": _names,
     "shape": _shape, "dtype": _dtype, "pick": _pick, "count": _count, "range": _range,
     "tolerance": parse_tolerance, "thresholds": _assignments, "flag": _yes_no, "step": _folder_number("step"),
-    "rank": _folder_number("rank"), "match": _match, "shards": _shards,
+    "rank": _folder_number("rank"), "match": _match, "shards": _shards, "options": _options,
 }
 
 METAVARS = {"dump": "PATH", "model": "MODEL", "file": "FILE", "plugins": "DIR", "out": "TASK_DIR",
             "names": "A,B,...", "count": "N", "range": "START,END,STEP", "shape": "N,C,H,W", "dtype": "DTYPE",
             "pick": "newest|oldest|K", "step": "N", "rank": "M",
-            "match": "name|structure", "shards": "names|LAYOUT.yaml"}
+            "match": "name|structure", "shards": "names|LAYOUT.yaml", "options": "NAME=VALUE"}
 
 INPUTS: tuple[Input, ...] = (
     Input("npu", "--npu", "NPU dump", "the side under test: any dump accuscope reads", "dump",
@@ -170,6 +177,14 @@ INPUTS: tuple[Input, ...] = (
           "RowParallelLinear, VocabParallelEmbedding), or a layout YAML (tp, pp, layers, modules: pattern -> "
           "column|row|vocab|replicated); every merged row says its rule", "shards",
           "optional: names, or a layout .yaml (TP/PP msprobe dumps)"),
+    Input("npu_options", "--npu-option", "NPU options", "a setting of the NPU side's format, NAME=VALUE "
+          f"(repeatable; {options_help()}: see `inspect`)", "options",
+          "optional: NAME=VALUE ..., the NPU dump's format options"),
+    Input("golden_options", "--golden-option", "golden options", "a setting of the golden side's format, "
+          f"NAME=VALUE (repeatable; {options_help()})", "options",
+          "optional: NAME=VALUE ..., the golden dump's format options"),
+    Input("options", "--option", "options", "a setting of this path's format, NAME=VALUE (repeatable; "
+          f"{options_help()})", "options", group="path", form=False),
     Input("shape", "--shape", "golden shape", "shape of a raw .bin golden file, e.g. 1,3,224,224", "shape",
           "a raw .bin golden only: its shape, e.g. 1,3,224,224", group="source"),
     Input("dtype", "--dtype", "golden dtype", "dtype of a raw .bin golden file, e.g. float32", "dtype",
@@ -263,7 +278,8 @@ def build_spec(values: dict):
         npu_model=get("npu_model"), golden_model=get("golden_model"), mapping=get("mapping"),
         npu_runner=npu_runner, golden_runner=golden_runner, iteration=get("iteration"), step=get("step"),
         rank=get("rank"), stats_only=bool(get("stats_only")), match=get("match"), shards=get("shards"),
-        expected=get("expected"))
+        expected=get("expected"), npu_options=option_texts(get("npu_options")) or None,
+        golden_options=option_texts(get("golden_options")) or None)
 
 
 SPEC_FIELD = {"shape": "golden_shape", "dtype": "golden_dtype"}  # input name -> CompareSpec field, where they differ
@@ -279,6 +295,8 @@ def texts_of(spec) -> dict[str, str]:
             return "yes" if value else "no"
         if isinstance(value, (list, tuple)):
             return ",".join(str(v) for v in value)
+        if isinstance(value, dict):
+            return " ".join(f"{k}={v}" for k, v in value.items())
         return str(value)
     texts = {i.name: text(getattr(spec, SPEC_FIELD.get(i.name, i.name), None)) for i in INPUTS
              if i.name not in ("out", "threshold", "tolerance")}
@@ -290,9 +308,9 @@ def two_runners(path: str, npu_runner: str | None, golden_runner: str | None) ->
     """One file on both sides: a Polygraphy file with several runners, the second against the first;
     tpu-mlir's actual against desired (any other source against itself is a plain self-check)."""
     kind = detect(path).kind
-    if kind == "tpu-mlir-npz":
+    if kind == kinds.TPU_MLIR_NPZ:
         return npu_runner or "actual", golden_runner or "desired"
-    if kind != "polygraphy":
+    if kind != kinds.POLYGRAPHY:
         return npu_runner, golden_runner
     from accuscope.engine.sources import polygraphy
     names = [name for name, _ in polygraphy.runners(path)]
@@ -303,6 +321,17 @@ def two_runners(path: str, npu_runner: str | None, golden_runner: str | None) ->
     return npu_runner, golden_runner
 
 
+def _options_on_offer(path: str) -> str:
+    """What the form shows under an empty options field: the options the side's format takes, if any."""
+    try:
+        fmt = detect(os.path.expanduser(path.strip())) if path.strip() else None
+    except SourceError:
+        return ""
+    if fmt is None or not fmt.options:
+        return ""
+    return f"{fmt.kind} takes: " + " · ".join(f"{o.name}={o.metavar} ({o.help})" for o in fmt.options)
+
+
 def check(item: Input, text: str, golden: str = "", npu: str = "") -> tuple[str, bool]:
     """(message, ok) for the form, as the user types: what the text is, or what is wrong with it.
     `golden` is the golden field's text (a raw .bin golden needs its shape and dtype), `npu` the NPU
@@ -310,6 +339,8 @@ def check(item: Input, text: str, golden: str = "", npu: str = "") -> tuple[str,
     text = text.strip()
     if item.kind in ("shape", "dtype") and not text and golden.strip().lower().endswith(RAW_SUFFIXES):
         return "a raw binary golden file needs its shape and dtype", False
+    if item.kind == "options" and not text:
+        return _options_on_offer(npu if item.name == "npu_options" else golden), True
     if not text:
         return ("required", False) if item.required else ("", True)
     try:
@@ -334,6 +365,13 @@ def check(item: Input, text: str, golden: str = "", npu: str = "") -> tuple[str,
             return "no algorithm/ folder inside", False
         if item.kind == "dtype":
             return f"✓ {value}", True
+        if item.kind == "options":
+            side = npu if item.name == "npu_options" else golden
+            if not side.strip():
+                return "give the dump first: its format says which options there are", False
+            fmt = detect(os.path.expanduser(side.strip()))
+            format_options(fmt, option_texts(value))
+            return f"✓ {fmt.kind}: {' '.join(f'{k}={v}' for k, v in option_texts(value).items())}", True
         if item.kind in ("step", "rank"):
             return _tree_has(item.kind, value, npu)
         if item.kind == "flag":

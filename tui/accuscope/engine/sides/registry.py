@@ -1,43 +1,72 @@
 """The registry of what accuscope reads: every dump format and model format, detected by content.
 
 Every command and screen that takes a path asks here (`detect`, `open_side`, `open_source`), so a
-format is added in one place: one `Format` entry with a `sniff` that looks at the path's content
-and an `open` that returns the format's reader object. Dump formats may stand on either side of a
-comparison (`open_side`); model formats are graphs (`load_graph`).
+format is added in one place: one `Format` entry with a `sniff` that looks at the path's content,
+an `open` that returns the format's source, and the `options` a user can set for it (each an
+`Option`: `compare --npu-option/--golden-option NAME=VALUE`, `inspect`/`convert --option`, the
+new-task form's option fields; all rendered from these declarations). Dump formats may stand on
+either side of a comparison (`open_side`); model formats are graphs (`load_graph`).
+
+Detection runs once per path: `detect` keeps each answer under the path's resolved name and its
+mtime (and size), so the commands, the comparison and the form that each ask about one path read
+its content once (tests/engine/test_formatregistry.py counts the sniffs of a compare).
 
 A format found after the npy folder in FORMATS (tpu-mlir's npz, the model graphs) has its module
 imported only when its sniff or reader runs: `compare` on two npy folders loads none of them (they
-cost ~10 ms of start-up; benchmarks/bench_startup.py). Its kind is spelled here, and
-tests/engine/test_sides.py holds it to the module's KIND.
+cost ~10 ms of start-up; benchmarks/bench_startup.py). Kind names come from `sources.kinds`, and a
+dialect's reader module is typed `Reader` here, so mypy holds it to the protocol.
 """
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+import stat
+import threading
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import partial
-from types import ModuleType
 from typing import Any
 
 from accuscope.engine.graphs.graph import Graph
 from accuscope.engine.sides.side import Side, own_model
-from accuscope.engine.sources import atb, mindspore, msprobe, polygraphy
-from accuscope.engine.sources.golden import RAW_SUFFIXES, GoldenDump, open_golden
+from accuscope.engine.sources import atb, kinds, mindspore, msprobe, polygraphy
+from accuscope.engine.sources.golden import RAW_SUFFIXES, GoldenDump, open_kind
 from accuscope.engine.sources.inputfile import not_regular, require_regular
 from accuscope.engine.sources.names import parse_dump_name
 from accuscope.engine.sources.npudump import NpuDump, find_runs, open_npu_dump
+from accuscope.engine.sources.reader import Reader
 from accuscope.engine.sources.tensor import SourceError
 
 Source = NpuDump | GoldenDump | Graph
 
 
 @dataclass(frozen=True)
+class Option:
+    """One setting of one format, passed to its reader as the keyword `name` (atb.read(round=...)).
+    `parse` turns the user's text into the value (ValueError saying what is wrong)."""
+
+    name: str
+    help: str
+    parse: Callable[[str], Any] = str
+    metavar: str = "VALUE"
+
+
+@dataclass(frozen=True)
 class Format:
-    kind: str
+    kind: str  # a name from sources.kinds
     what: str  # how a user would name it, for messages
     sniff: Callable[[str], bool]
     open: Callable[..., Any]
     model: bool = False  # a model graph rather than dumped tensors
+    reader: Callable[[], Reader] | None = None  # a dialect's reader module (imported when called)
+    options: tuple[Option, ...] = ()  # what a user may set for this format
+
+    def option(self, name: str) -> Option:
+        found = next((o for o in self.options if o.name == name), None)
+        if found is None:
+            takes = (f"its options: {', '.join(o.name for o in self.options)}" if self.options
+                     else "it takes none")
+            raise SourceError(f"{self.kind} has no option {name!r} ({takes})")
+        return found
 
 
 def _is_dump_file(path: str) -> bool:
@@ -59,17 +88,17 @@ def _suffix(*suffixes: str) -> Callable[[str], bool]:
     return lambda path: os.path.isfile(path) and path.lower().endswith(suffixes)
 
 
-def _tpumlir() -> ModuleType:
+def _tpumlir() -> Reader:
     from accuscope.engine.sources import tpumlir
     return tpumlir
 
 
-def _gegraph() -> ModuleType:
+def _gegraph():
     from accuscope.engine.graphs import gegraph
     return gegraph
 
 
-def _mlirgraph() -> ModuleType:
+def _mlirgraph():
     from accuscope.engine.graphs import mlirgraph
     return mlirgraph
 
@@ -83,19 +112,22 @@ def load_graph(path: str | os.PathLike, **options) -> Graph:
 def _golden(kind: str) -> Callable[..., GoldenDump]:
     def open_(path: str, **o) -> GoldenDump:
         pick = o.get("pick", "newest")
-        return open_golden(path, shape=o.get("shape"), dtype=o.get("dtype"),
-                           pick=pick if pick in ("newest", "oldest") else "newest",
-                           runner=o.get("runner"), iteration=o.get("iteration") or 0)
+        return open_kind(kind, path, shape=o.get("shape"), dtype=o.get("dtype"),
+                         pick=pick if pick in ("newest", "oldest") else "newest",
+                         runner=o.get("runner"), iteration=o.get("iteration") or 0)
     return open_
 
 
-def _dialect(load: Callable[[], ModuleType]) -> Callable[..., GoldenDump]:
+_NOT_READER_OPTIONS = ("pick", "runner", "iteration", "run", "shape", "dtype")
+
+
+def _dialect(load: Callable[[], Reader]) -> Callable[..., GoldenDump]:
     """A platform dialect's reader (module.read -> tensors in execution order, problems) as a source,
     its module from `load()` when a path is opened. `runner` names the part of a file holding both
     sides (tpu-mlir's actual/desired)."""
     def open_(path: str, **o) -> GoldenDump:
         module = load()
-        options = {k: v for k, v in o.items() if v is not None and k not in ("pick", "runner", "iteration")}
+        options = {k: v for k, v in o.items() if v is not None and k not in _NOT_READER_OPTIONS}
         if o.get("runner"):
             options["side"] = o["runner"]
         entries, problems = module.read(path, **options)
@@ -114,56 +146,151 @@ def _is_om_json(path: str) -> bool:
     return _suffix(".json")(path) and not polygraphy.is_run_results(path)
 
 
+def _choice(*words: str) -> Callable[[str], str]:
+    def parse(text: str) -> str:
+        if text not in words:
+            raise ValueError(f"{text!r}: use {' or '.join(words)}")
+        return text
+    return parse
+
+
+def _yes_no(text: str) -> bool:
+    word = text.strip().lower()
+    if word in ("yes", "y", "true", "1", "on"):
+        return True
+    if word in ("no", "n", "false", "0", "off"):
+        return False
+    raise ValueError(f"{text!r}: answer yes or no")
+
+
+def _file(text: str) -> str:
+    path = os.path.expanduser(text)
+    if not os.path.isfile(path):
+        raise ValueError(f"{path}: no such file")
+    return path
+
+
+ATB_OPTIONS = (
+    Option("round", "the round (token) folder to read, as `inspect` lists them (default: the first)",
+           metavar="NAME"),
+    Option("when", "after (default): tensors as each op ended; before: as it started", _choice(*atb.WHEN),
+           metavar="after|before"),
+)
+TPU_MLIR_OPTIONS = (
+    Option("mlir", "the run's top/tpu .mlir: op types, bf16-ness and result shapes of the npz keys", _file,
+           metavar="FILE.mlir"),
+    Option("bf16", "yes: every uint16 array is bfloat16 (default: those named _bf16 or typed bf16 in the .mlir)",
+           _yes_no, metavar="yes|no"),
+)
+
 # Order matters only where two formats could claim one path: the first whose sniff accepts wins.
 FORMATS: list[Format] = [
-    Format("ascend", "Ascend dump (file or any level of the {time}/{device}/{model}/{id}/{index} tree)",
+    Format(kinds.ASCEND, "Ascend dump (file or any level of the {time}/{device}/{model}/{id}/{index} tree)",
            lambda p: _is_dump_file(p) or _has_runs(p), _ascend),
-    Format(msprobe.KIND, "msprobe dump (step{N}/rank{M}/dump.json, dump_tensor_data/*.pt|npy; --step/--rank)",
-           msprobe.sniff, _dialect(lambda: msprobe)),
-    Format(mindspore.KIND, "MindSpore kernel dump (rank_{i}/{time}/step_{k}/...{io}.{idx}.{format}.{dtype}.npy)",
-           mindspore.sniff, _dialect(lambda: mindspore)),
-    Format(atb.KIND, "ATB dump ({device}_{pid}/{round}/{id}_{Layer}/.../{in|out}tensorK.bin)", atb.sniff, _dialect(lambda: atb)),
-    Format("npy", "npy folder (MindStudio/msit naming, `accuscope dump`, msaccucmp convert)", _has_npy,
-           _golden("npy")),
-    Format("tpu-mlir-npz", "tpu-mlir .npz (model_transform, model_deploy, model_runner, npz_tool: "
+    Format(kinds.MSPROBE, "msprobe dump (step{N}/rank{M}/dump.json, dump_tensor_data/*.pt|npy; --step/--rank)",
+           msprobe.sniff, _dialect(lambda: msprobe), reader=lambda: msprobe),
+    Format(kinds.MINDSPORE, "MindSpore kernel dump (rank_{i}/{time}/step_{k}/...{io}.{idx}.{format}.{dtype}.npy)",
+           mindspore.sniff, _dialect(lambda: mindspore), reader=lambda: mindspore),
+    Format(kinds.ATB, "ATB dump ({device}_{pid}/{round}/{id}_{Layer}/.../{in|out}tensorK.bin)", atb.sniff,
+           _dialect(lambda: atb), reader=lambda: atb, options=ATB_OPTIONS),
+    Format(kinds.NPY, "npy folder (MindStudio/msit naming, `accuscope dump`, msaccucmp convert)", _has_npy,
+           _golden(kinds.NPY)),
+    Format(kinds.TPU_MLIR_NPZ, "tpu-mlir .npz (model_transform, model_deploy, model_runner, npz_tool: "
            "{tensor}_{OpType} keys, cast suffixes _f32/_f16/_si8..., {name}_actual/_desired)",
-           lambda p: _tpumlir().sniff(p), _dialect(_tpumlir)),
-    Format("npz", ".npz archive (tensor name per member)", _suffix(".npz"), _golden("npz")),
-    Format("polygraphy", "Polygraphy RunResults .json or per-iteration folder (`polygraphy run --save-outputs`)",
-           polygraphy.is_run_results, _golden("polygraphy")),
-    Format("bin", "raw .bin/.bmrt/.dat with --shape and --dtype", _suffix(*RAW_SUFFIXES), _golden("bin")),
-    Format("onnx", "ONNX model", _suffix(".onnx"), load_graph, model=True),
-    Format("om", "Ascend offline model as JSON (atc --mode=1)", _is_om_json, load_graph, model=True),
-    Format("ge-graph", "GE graph dump (ge_proto_*.txt, DUMP_GE_GRAPH)", lambda p: _gegraph().sniff(p), load_graph,
+           lambda p: _tpumlir().sniff(p), _dialect(_tpumlir), reader=_tpumlir, options=TPU_MLIR_OPTIONS),
+    Format(kinds.NPZ, ".npz archive (tensor name per member)", _suffix(".npz"), _golden(kinds.NPZ)),
+    Format(kinds.POLYGRAPHY, "Polygraphy RunResults .json or per-iteration folder (`polygraphy run --save-outputs`)",
+           polygraphy.is_run_results, _golden(kinds.POLYGRAPHY)),
+    Format(kinds.BIN, "raw .bin/.bmrt/.dat with --shape and --dtype", _suffix(*RAW_SUFFIXES), _golden(kinds.BIN)),
+    Format(kinds.ONNX, "ONNX model", _suffix(".onnx"), load_graph, model=True),
+    Format(kinds.OM, "Ascend offline model as JSON (atc --mode=1)", _is_om_json, load_graph, model=True),
+    Format(kinds.GE_GRAPH, "GE graph dump (ge_proto_*.txt, DUMP_GE_GRAPH)", lambda p: _gegraph().sniff(p), load_graph,
            model=True),
-    Format("mlir", "tpu-mlir .mlir (origin, top or tpu dialect: model_transform, model_deploy)",
+    Format(kinds.MLIR, "tpu-mlir .mlir (origin, top or tpu dialect: model_transform, model_deploy)",
            lambda p: _mlirgraph().sniff(p), load_graph, model=True),
-    Format("caffe", "Caffe .prototxt/.pbtxt", _suffix(".prototxt", ".pbtxt"), load_graph, model=True),
+    Format(kinds.CAFFE, "Caffe .prototxt/.pbtxt", _suffix(".prototxt", ".pbtxt"), load_graph, model=True),
 ]
 DUMP_FORMATS = [f for f in FORMATS if not f.model]
+BY_KIND = {f.kind: f for f in FORMATS}
 
 
-_DIALECTS: dict[str, Callable[[], ModuleType]] = {
-    atb.KIND: lambda: atb, mindspore.KIND: lambda: mindspore, msprobe.KIND: lambda: msprobe, "tpu-mlir-npz": _tpumlir}
-
-
-def describe(source: GoldenDump, **options) -> list[str]:
-    """Lines a platform dialect adds to `inspect` (the run, rank or round chosen, bf16 kept raw ...)."""
-    load = _DIALECTS.get(getattr(source, "kind", ""))
-    return load().describe(source.path, source.tensors, **options) if load is not None else []
+def describe(source: GoldenDump, *, options: Mapping[str, str] | None = None, **common) -> list[str]:
+    """Lines a platform dialect adds to `inspect` (the run, rank or round chosen, bf16 kept raw ...),
+    for the source opened with these options (as `open_source` takes them)."""
+    fmt = BY_KIND.get(getattr(source, "kind", ""))
+    if fmt is None or fmt.reader is None:
+        return []
+    return fmt.reader().describe(source.path, source.tensors, **common, **format_options(fmt, options))
 
 
 def accepted(models: bool = True) -> str:
     return "; ".join(f.what for f in FORMATS if models or not f.model)
 
 
-def detect(path: str) -> Format:
-    """The format of `path`, from its content; SourceError saying what it looks like otherwise."""
+def options_help() -> str:
+    """Every format's options, for a flag's help and the form's placeholder: `atb: round, when; ...`."""
+    return "; ".join(f"{f.kind}: {', '.join(o.name for o in f.options)}" for f in FORMATS if f.options)
+
+
+def option_texts(texts: str | Iterable[str] | None) -> dict[str, str]:
+    """`NAME=VALUE` texts (the form's one field, separated by spaces, or a repeated flag's values) as
+    {name: text}; ValueError on a part without `=`."""
+    found: dict[str, str] = {}
+    for text in [texts] if isinstance(texts, str) else texts or ():
+        for part in text.split() if isinstance(texts, str) else [text]:
+            name, sep, value = part.partition("=")
+            if not sep or not name.strip():
+                raise ValueError(f"{part!r}: expected NAME=VALUE (format options: {options_help()})")
+            found[name.strip()] = value.strip()
+    return found
+
+
+def format_options(fmt: Format, texts: Mapping[str, str] | None, path: str = "") -> dict[str, Any]:
+    """The reader keywords of the options given for `path` of format `fmt` (text by name), parsed by
+    their declarations; SourceError naming an option the format does not have or a bad value."""
+    values = {}
+    at = f"{path}: " if path else ""
+    for name, text in (texts or {}).items():
+        try:
+            option = fmt.option(name)
+        except SourceError as exc:
+            raise SourceError(f"{at}{exc}") from None
+        try:
+            values[name] = option.parse(text)
+        except ValueError as exc:
+            raise SourceError(f"{at}{fmt.kind} option {name}: {exc}") from None
+    return values
+
+
+_DETECTED: dict[tuple[str, int, int], Format] = {}
+_DETECTED_MAX = 4096
+_DETECTED_LOCK = threading.Lock()
+
+
+def detect(path: str | os.PathLike) -> Format:
+    """The format of `path`, from its content; SourceError saying what it looks like otherwise.
+    Asked again about a path whose resolved name, mtime and size are unchanged, it answers from
+    memory without reading the path again."""
     path = os.fspath(path)
-    if not os.path.exists(path):
-        raise SourceError(f"{path}: no such file or folder")
-    if not os.path.isdir(path):
+    try:
+        st = os.stat(path)
+    except OSError:
+        raise SourceError(f"{path}: no such file or folder") from None
+    if not stat.S_ISDIR(st.st_mode):
         require_regular(path)  # a FIFO named like a dump would block the first sniff forever
+    key = (os.path.realpath(path), st.st_mtime_ns, st.st_size)
+    found = _DETECTED.get(key)
+    if found is None:
+        found = sniff_format(path)
+        with _DETECTED_LOCK:
+            if len(_DETECTED) >= _DETECTED_MAX:
+                _DETECTED.clear()
+            _DETECTED[key] = found
+    return found
+
+
+def sniff_format(path: str) -> Format:
+    """The first format whose sniff accepts `path` (reading its content): what `detect` remembers."""
     for fmt in FORMATS:
         try:
             if fmt.sniff(path):
@@ -197,15 +324,18 @@ def _looks_like(path: str) -> str:
     return "a file of unknown kind"
 
 
-def open_source(path: str | os.PathLike, **options) -> Source:
+def open_source(path: str | os.PathLike, *, options: Mapping[str, str] | None = None, **common) -> Source:
     """Open `path` as what it is: a dump format's reader, or a model graph.
-    options: shape/dtype for raw .bin, pick/run for Ascend dumps, runner/iteration for Polygraphy."""
+    common: shape/dtype for raw .bin, pick/run for Ascend dumps, runner/iteration for Polygraphy,
+    step/rank/stats_only for msprobe; `options`: the format's own (`Format.options`), as text by name."""
     path = os.fspath(path)
-    return detect(path).open(path, **options)
+    fmt = detect(path)
+    return fmt.open(path, **common, **format_options(fmt, options, path))
 
 
-def open_side(path: str | os.PathLike, **options) -> Side:
-    """Open `path` as one side of a comparison, whatever format it is in."""
+def open_side(path: str | os.PathLike, *, options: Mapping[str, str] | None = None, **common) -> Side:
+    """Open `path` as one side of a comparison, whatever format it is in (`common` and `options` as
+    for `open_source`)."""
     path = os.fspath(path)
     fmt = detect(path)
     if fmt.model:
@@ -213,14 +343,15 @@ def open_side(path: str | os.PathLike, **options) -> Side:
                           f"dump it first (`accuscope dump {path} --out DIR`, or `accuscope run REF CAND`)")
     model = own_model(path)
     loader = (lambda: load_graph(model)) if model else None
-    return Side(fmt.open(path, **options), fmt.kind, graph_loader=loader, modules_loader=modules_loader(path, fmt.kind, **options))
+    source = fmt.open(path, **common, **format_options(fmt, options, path))
+    return Side(source, fmt.kind, graph_loader=loader, modules_loader=modules_loader(path, fmt.kind, **common))
 
 
 def modules_loader(path: str, kind: str, step=None, rank=None, **_options) -> Callable[[], Graph] | None:
     """How to load a training dump's module hierarchy (Side.modules): msprobe's construct.json,
     of the --step/--rank chosen, else of the dump's first step/rank folder (ranks run the same
     modules); None for other formats."""
-    if kind != msprobe.KIND:
+    if kind != kinds.MSPROBE:
         return None
     from accuscope.engine.graphs.msprobegraph import load_msprobe
     return partial(load_msprobe, path, step, rank)

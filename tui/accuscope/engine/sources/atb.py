@@ -25,12 +25,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from accuscope.engine.sources import kinds
 from accuscope.engine.sources.ascend import format_name, stored_tensor
 from accuscope.engine.sources.inputfile import walk
 from accuscope.engine.sources.names import natural_key
 from accuscope.engine.sources.tensor import INPUT, OUTPUT, Payload, Problem, SourceError, Tensor
 
-KIND = "atb"
+KIND = kinds.ATB
 HEADER_LIMIT = 8192
 SNIFF_FOLDERS = 2000  # folders a folder sniff looks through before saying no (inputfile.walk bounds the depth)
 END = b"$End=1\n"
@@ -201,7 +202,7 @@ def describe(path: str, tensors: list[Tensor], *, round: str | None = None, when
     """Lines for `inspect`: which round of how many, and which side of each op was read."""
     found = rounds(path) if os.path.isdir(path) else []
     shown = round or (found[0] if found else os.path.basename(path))
-    lines = [f"round {shown}" + (f" of {len(found)} (choose with round=)" if len(found) > 1 else "")
+    lines = [f"round {shown}" + (f" of {len(found)} (choose with --option round=NAME)" if len(found) > 1 else "")
              + f" · tensors as each op {'ended' if when == 'after' else 'started'} ({when}/)"]
     layers = {t.op.split("/")[0] for t in tensors}
     lines.append(f"ops {len({t.op for t in tensors}):,} under {len(layers)} top-level layer(s)")

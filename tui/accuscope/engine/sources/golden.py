@@ -14,7 +14,7 @@ from functools import partial
 
 import numpy as np
 
-from accuscope.engine.sources import polygraphy
+from accuscope.engine.sources import kinds, polygraphy
 from accuscope.engine.sources.inputfile import json_loads, not_regular, regular_size, require_regular, walk
 from accuscope.engine.sources.names import GoldenName, parse_golden_name, read_mapping_csv
 from accuscope.engine.sources.npyfile import load_npy, nd_tensor, npy_tensor, read_npz
@@ -72,34 +72,53 @@ class GoldenDump:
 
 def open_golden(path: str | os.PathLike, *, shape: Sequence[int] | int | None = None, dtype=None,
                 pick: str = "newest", runner: str | None = None, iteration: int = 0) -> GoldenDump:
-    """Open a golden dump, its kind detected from the path.
+    """Open a golden dump whose kind its name says (a folder: npy or Polygraphy; .npz, .bin/.bmrt/.dat,
+    .json): for callers that know they hold framework data. Any other path goes through
+    `sides.registry` (detected by content, once) which calls `open_kind` itself.
 
     `shape`/`dtype` are needed (only) for raw .bin/.bmrt/.dat files; `runner`/`iteration` select a
     Polygraphy run (default: first runner, iteration 0); `pick` chooses among several timestamps.
     """
     path = os.fspath(path)
-    if pick not in PICKS:
-        raise ValueError(f"pick must be one of {PICKS}, not {pick!r}")
     if not os.path.exists(path):
         raise SourceError(f"{path}: no such file or folder")
     lower = path.lower()
-    if not os.path.isdir(path):
-        require_regular(path)
-    if os.path.isdir(path) and polygraphy.is_run_results(path):  # `polygraphy run --save-outputs DIR`
-        kind, (entries, problems) = "polygraphy", polygraphy.read(path, runner, iteration)
-    elif os.path.isdir(path):
-        kind, (entries, problems) = "npy", _read_npy_folder(path)
+    if os.path.isdir(path):
+        kind = kinds.POLYGRAPHY if polygraphy.is_run_results(path) else kinds.NPY
     elif lower.endswith(".npz"):
-        kind, (entries, problems) = "npz", read_npz(path)
+        kind = kinds.NPZ
     elif lower.endswith(RAW_SUFFIXES):
-        kind, (entries, problems) = "bin", _read_raw(path, shape, dtype)
+        kind = kinds.BIN
     elif lower.endswith(".json"):
-        kind, (entries, problems) = "polygraphy", polygraphy.read(path, runner, iteration)
+        kind = kinds.POLYGRAPHY
     else:
         hint = "; open the folder that holds it" if lower.endswith(".npy") else ""
         raise SourceError(f"{path}: unknown golden file type (expected a folder of .npy files, .npz, "
                           f".bin/.bmrt/.dat, or Polygraphy RunResults .json){hint}")
+    return open_kind(kind, path, shape=shape, dtype=dtype, pick=pick, runner=runner, iteration=iteration)
+
+
+def open_kind(kind: str, path: str, *, shape: Sequence[int] | int | None = None, dtype=None,
+              pick: str = "newest", runner: str | None = None, iteration: int = 0) -> GoldenDump:
+    """`path` read as the golden kind the caller found (kinds.NPY, NPZ, POLYGRAPHY or BIN): no detection."""
+    if pick not in PICKS:
+        raise ValueError(f"pick must be one of {PICKS}, not {pick!r}")
+    if not os.path.isdir(path):
+        require_regular(path)
+    if kind == kinds.POLYGRAPHY:
+        entries, problems = polygraphy.read(path, runner, iteration)
+    elif kind == kinds.NPY:
+        entries, problems = _read_npy_folder(path)
+    elif kind == kinds.NPZ:
+        entries, problems = read_npz(path)
+    elif kind == kinds.BIN:
+        entries, problems = _read_raw(path, shape, dtype)
+    else:
+        raise ValueError(f"{kind!r} is not a golden kind ({', '.join(GOLDEN_KINDS)})")
     return GoldenDump(path, kind, entries, problems, pick)
+
+
+GOLDEN_KINDS = (kinds.NPY, kinds.NPZ, kinds.POLYGRAPHY, kinds.BIN)
 
 
 # --- npy folder ----------------------------------------------------------------------------------

@@ -21,13 +21,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from accuscope.engine.sources import kinds
 from accuscope.engine.sources.ascend import stored_tensor
 from accuscope.engine.sources.inputfile import walk
 from accuscope.engine.sources.names import read_mapping_csv
 from accuscope.engine.sources.npyfile import npy_header
 from accuscope.engine.sources.tensor import INPUT, OUTPUT, Payload, Problem, SourceError, Tensor
 
-KIND = "mindspore"
+KIND = kinds.MINDSPORE
 _RANK = re.compile(r"rank_?(\d+)")
 _STEP = re.compile(r"step_?(\d+)")
 _INT = re.compile(r"\d+")

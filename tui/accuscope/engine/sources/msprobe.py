@@ -50,11 +50,12 @@ if os.environ.get("ACCUSCOPE_KERNEL") == "numpy":  # the compiled parts off (ben
     _dumpscan = None
 
 from accuscope.engine.sources.inputfile import json_loads, not_regular
+from accuscope.engine.sources.kinds import MSPROBE
 from accuscope.engine.sources.names import natural_key
 from accuscope.engine.sources.npyfile import load_npy, npy_tensor
 from accuscope.engine.sources.tensor import INPUT, OUTPUT, Problem, SourceError, Tensor
 
-KIND = "msprobe"
+KIND = MSPROBE
 DUMP_JSON, CONSTRUCT_JSON, STACK_JSON, DATA_DIR = "dump.json", "construct.json", "stack.json", "dump_tensor_data"
 SNIFF_BYTES = 4096
 STACK_LIMIT, STACK_LINES = 256 << 20, 64  # stack.json bytes read, lines kept per call

@@ -124,6 +124,8 @@ class TaskDoc:
     match: Key[str | None] = Key(str, None, "pairing across implementations (--match structure)")
     shards: Key[str | None] = Key(str, None, "\"names\" or a layout file: a parallel run's shards merged")
     expected: Key[str | None] = Key(str, None, "the third side: the reference at the candidate's precision (--expected)")
+    npu_options: Key[dict | None] = Key(dict, None, "the NPU side's format options, text by name (--npu-option)")
+    golden_options: Key[dict | None] = Key(dict, None, "the golden side's format options (--golden-option)")
     relative = Key(dict, {}, "the paths above relative to the task folder (a task moved with its data)")
     framework_model: Key[str | None] = Key(str, None, "the framework ONNX model (set by hand; see Task.framework_model)")
     # ---- the run ----
@@ -235,7 +237,8 @@ class TaskDoc:
                            npu_runner=self.npu_runner, golden_runner=self.golden_runner,
                            iteration=self.iteration, step=self.step, rank=self.rank,
                            stats_only=self.stats_only, match=self.match, shards=self.shards,
-                           expected=path("expected"))
+                           expected=path("expected"), npu_options=self.npu_options,
+                           golden_options=self.golden_options)
         return replace(spec, **changes)
 
     # ---- changed ----
@@ -374,6 +377,7 @@ def spec_fields(spec: CompareSpec, folder: str | os.PathLike | None = None) -> d
               "npu_runner": spec.npu_runner, "golden_runner": spec.golden_runner, "iteration": spec.iteration,
               "step": spec.step, "rank": spec.rank, "stats_only": spec.stats_only,
               "match": spec.match, "expected": spec.expected,
+              "npu_options": spec.npu_options, "golden_options": spec.golden_options,
               "shards": spec.shards if spec.shards in (None, SHARDS_BY_NAMES) else os.path.abspath(spec.shards)}
     relative = {}
     for key in PATH_KEYS:

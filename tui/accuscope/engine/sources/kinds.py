@@ -1,0 +1,23 @@
+"""The kind names of what accuscope reads, spelled once: every format's `kind` (sides.registry's
+`Format.kind`, a source's `.kind`, a `Graph.kind` for the models) and what task.json and the
+result's messages call it. Compare against these names, never against a string literal."""
+from __future__ import annotations
+
+from typing import Final
+
+# dumped tensors (either side of a comparison)
+ASCEND: Final = "ascend"
+MSPROBE: Final = "msprobe"
+MINDSPORE: Final = "mindspore"
+ATB: Final = "atb"
+NPY: Final = "npy"
+TPU_MLIR_NPZ: Final = "tpu-mlir-npz"
+NPZ: Final = "npz"
+POLYGRAPHY: Final = "polygraphy"
+BIN: Final = "bin"
+# model graphs
+ONNX: Final = "onnx"
+OM: Final = "om"
+GE_GRAPH: Final = "ge-graph"
+MLIR: Final = "mlir"
+CAFFE: Final = "caffe"

@@ -1,0 +1,25 @@
+"""What a dump-format reader module is (`Reader`): the shape `sides.registry` holds every platform
+dialect to (atb, mindspore, msprobe, tpumlir), checked by mypy where the registry names the module.
+
+A reader is a module, not a class: `KIND` (its name in `kinds`), `sniff(path)` (a bounded look at the
+content, never an exception), `read(path, **options)` (the tensors in execution order and the problems
+found, `SourceError` when nothing is usable) and `describe(path, tensors, **options)` (the lines it
+adds to `inspect`). The options a user can set are declared beside the format in the registry
+(`registry.Option`), by the keyword `read` takes them as.
+"""
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from accuscope.engine.sources.tensor import Problem, Tensor
+
+
+class Reader(Protocol):
+    @property
+    def KIND(self) -> str: ...  # noqa: N802 (a module constant)
+
+    def sniff(self, path: str) -> bool: ...
+
+    def read(self, path: str, **options: Any) -> tuple[list[Tensor], list[Problem]]: ...
+
+    def describe(self, path: str, tensors: list[Tensor], **options: Any) -> list[str]: ...
