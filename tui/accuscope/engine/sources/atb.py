@@ -22,6 +22,7 @@ import math
 import os
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -82,7 +83,7 @@ def sniff(path: str) -> bool:
                 dirs.sort(key=natural_key)
                 hit = next((f for f in sorted(files) if _TENSOR_FILE.fullmatch(f)), None)
                 if hit or seen >= SNIFF_FOLDERS:
-                    return bool(hit) and sniff(os.path.join(root, hit))
+                    return hit is not None and sniff(os.path.join(root, hit))
             return False
         if not path.endswith(".bin"):
             return False
@@ -95,7 +96,7 @@ def sniff(path: str) -> bool:
 
 def read_file(path: str, *, op: str = "", io: str = OUTPUT, index: int = 0, op_type: str = "") -> Tensor:
     """One tensor file as a Tensor; a bad header or a size mismatch becomes the tensor's problem."""
-    common = dict(op=op or os.path.splitext(os.path.basename(path))[0], io=io, index=index, source=path,
+    common: dict[str, Any] = dict(op=op or os.path.splitext(os.path.basename(path))[0], io=io, index=index, source=path,
                   op_type=op_type)
     try:
         head = read_header(path)

@@ -11,6 +11,7 @@ import math
 import os
 from collections.abc import Sequence
 from functools import partial
+from typing import IO
 
 import numpy as np
 
@@ -154,13 +155,17 @@ def _read_npy_folder(folder: str) -> tuple[list[Tensor], list[Problem]]:
     entries = []
     for name, source, size in named:
         entries.append(npy_tensor(
-            name.op_name, source, problems, partial(open, source, "rb", buffering=0), size,
+            name.op_name, source, problems, partial(_open_raw, source), size,
             partial(load_npy, source),
             mapped=True, io=name.io, index=name.index, timestamp=name.timestamp))
     return entries, problems
 
 
 DUMP_JSON_LIMIT = 16 << 20  # bytes of an `accuscope dump` folder's dump.json read (it writes a few KB)
+
+
+def _open_raw(path: str) -> IO[bytes]:
+    return open(path, "rb", buffering=0)
 
 
 def _dumped_inputs(folder: str) -> set[str]:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -134,7 +135,7 @@ def read(path: str, *, rank: int | None = None, step: int | None = None, **_opti
 
 def _tensor(path: str, name: KernelName) -> Tensor:
     fmt = _PLAIN.get(name.format, name.format)
-    common = dict(op=name.op_name, io=name.io, index=name.index, source=path, op_type=name.op_type,
+    common: dict[str, Any] = dict(op=name.op_name, io=name.io, index=name.index, source=path, op_type=name.op_type,
                   dtype_name=name.dtype, format=fmt, timestamp=name.timestamp)
     try:
         with open(path, "rb") as fh:

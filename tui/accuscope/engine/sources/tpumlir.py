@@ -197,7 +197,7 @@ def looks_named(names: list[str]) -> bool:
     a few (the network inputs keep their own names: at most one in ten, and never all)."""
     typed = sum(1 for n in names if split_op_type(strip_cast(n))[1])
     cast = sum(1 for n in names if strip_cast(n) != n and split_op_type(strip_cast(n))[1])
-    return bool(names) and typed >= 1 and (typed >= 0.9 * len(names) or (cast and typed + 2 >= len(names)))
+    return bool(names) and typed >= 1 and (typed >= 0.9 * len(names) or (cast > 0 and typed + 2 >= len(names)))
 
 
 def read(path: str, *, mlir: str | None = None, bf16: bool | None = None, side: str = "actual",
