@@ -25,6 +25,7 @@ from functools import cached_property
 from operator import attrgetter
 
 from accuscope.engine.graphs.graph import Graph, Node
+from accuscope.engine.sources import kinds
 from accuscope.engine.sources.ascend import DumpFile
 from accuscope.engine.sources.golden import GoldenDump
 from accuscope.engine.sources.inputfile import json_loads
@@ -33,7 +34,7 @@ from accuscope.engine.sources.tensor import INPUT, OUTPUT, Problem, Tensor, sani
 
 OWN_MODEL = "model.onnx"  # `accuscope dump` leaves the model it ran beside its npy files
 DUMP_JSON = "dump.json"  # and what it ran and skipped
-OWN_DUMP_JSON = {"msprobe"}  # formats whose dump.json is their data, read by their reader
+OWN_DUMP_JSON = {kinds.MSPROBE}  # formats whose dump.json is their data, read by their reader
 UNREACHABLE_LIMIT = 16 << 20  # bytes of that dump.json read: `accuscope dump` writes a few KB
 
 
