@@ -35,15 +35,16 @@ import re
 import zlib
 from dataclasses import dataclass
 from functools import lru_cache, partial
+from typing import IO, Any
 
 try:
     import orjson  # optional: accuscope[fast]
 except ImportError:  # pragma: no cover - the json module does the same, slower
-    orjson = None
+    orjson = None  # type: ignore[assignment]
 import numpy as np
 
 try:
-    from accuscope.engine.sources import _dumpscan  # compiled: dump.json straight to columns
+    from accuscope.engine.sources import _dumpscan  # type: ignore[attr-defined]  # compiled: dump.json straight to columns
 except ImportError:  # pragma: no cover - built without a C compiler: _scan, its Python twin
     _dumpscan = None
 if os.environ.get("ACCUSCOPE_KERNEL") == "numpy":  # the compiled parts off (benchmarks, tests)
@@ -287,9 +288,10 @@ def _as_columns(folder: str, stats_only: bool) -> Recorded | None:
 def _scan(data: dict) -> tuple | None:
     """_dumpscan.scan's columns from the parsed "data" object (its Python twin: the tests hold the two
     to the same columns); None where a call is not an object."""
-    calls, problems = list(data), []
+    calls = list(data)
+    problems: list[Problem] = []
     position = {call: k for k, call in enumerate(calls)}
-    rows = []
+    rows: list[tuple] = []
     for call, slot, _io, index, name, info, _module, is_value in _entries("", data, {}, problems):
         if is_value:
             kind = info.get("type") if isinstance(info, dict) else ""
@@ -307,12 +309,12 @@ def _scan(data: dict) -> tuple | None:
                      str(info.get("md5") or ""), isinstance(data_name, str) and bool(data_name), None))
     if problems:
         return None
-    k, slot, index, names, dtypes, shapes, stats, has, md5, data_name, raw = (list(c) for c in zip(*rows)) if rows else (
-        [[] for _ in range(11)])
-    return (calls, np.array(k, dtype=np.int64).tobytes(), np.array(slot, dtype=np.uint8).tobytes(),
-            np.array(index, dtype=np.int64).tobytes(), names, dtypes, shapes,
-            np.array(stats, dtype=float).reshape(-1, 4).tobytes(), np.array(has, dtype=np.uint8).tobytes(), md5,
-            np.array(data_name, dtype=np.uint8).tobytes(), raw)
+    columns: list[list] = [list(c) for c in zip(*rows)] if rows else [[] for _ in range(11)]
+    c_call, c_slot, c_index, c_names, c_dtypes, c_shapes, c_stats, c_has, c_md5, c_data, c_raw = columns
+    return (calls, np.array(c_call, dtype=np.int64).tobytes(), np.array(c_slot, dtype=np.uint8).tobytes(),
+            np.array(c_index, dtype=np.int64).tobytes(), c_names, c_dtypes, c_shapes,
+            np.array(c_stats, dtype=float).reshape(-1, 4).tobytes(), np.array(c_has, dtype=np.uint8).tobytes(), c_md5,
+            np.array(c_data, dtype=np.uint8).tobytes(), c_raw)
 
 
 def _damaged(value: dict) -> bool:
@@ -414,8 +416,8 @@ def _stats(info: dict) -> tuple | None:
     stats = (info.get("Max"), info.get("Min"), info.get("Mean"), info.get("Norm"))
     if type(stats[0]) is type(stats[1]) is type(stats[2]) is type(stats[3]) is float:
         return stats  # as msprobe writes them
-    stats = tuple(map(_number, stats))
-    return None if stats == (None, None, None, None) else stats
+    numbers = tuple(map(_number, stats))
+    return None if numbers == (None, None, None, None) else numbers
 
 
 @lru_cache(maxsize=256)
@@ -428,7 +430,7 @@ def dtype_name(text: str) -> str:
 def _tensor(folder: str, call: str, io: str, index: int, name: str, info: dict, module: str, stats_only: bool,
             problems: list[Problem]) -> Tensor:
     shape = _shape(info)
-    fields = dict(op=call, io=io, index=index, op_type=module, tensor_name=name, stats=_stats(info),
+    fields: dict[str, Any] = dict(op=call, io=io, index=index, op_type=module, tensor_name=name, stats=_stats(info),
                   checksum=str(info.get("md5") or ""))
     data_name = info.get("data_name")
     doc = os.path.join(folder, DUMP_JSON)
@@ -447,6 +449,10 @@ def _tensor(folder: str, call: str, io: str, index: int, name: str, info: dict, 
     return tensor_file(os.path.join(folder, DATA_DIR, data_name), problems, **fields)
 
 
+def _open_binary(path: str) -> IO[bytes]:
+    return open(path, "rb")
+
+
 def tensor_file(source: str, problems: list[Problem], **fields) -> Tensor:
     """One dump_tensor_data file (.npy through the bounded npy parser, .pt through torchpickle)."""
     why = "no such file" if not os.path.exists(source) else not_regular(source)
@@ -454,7 +460,7 @@ def tensor_file(source: str, problems: list[Problem], **fields) -> Tensor:
         problems.append(Problem(source, why))
         return Tensor(dtype=None, shape=(), source=source, problem=why, **fields)
     if source.endswith(".npy"):
-        return npy_tensor(fields.pop("op"), source, problems, partial(open, source, "rb"), os.path.getsize(source),
+        return npy_tensor(fields.pop("op"), source, problems, partial(_open_binary, source), os.path.getsize(source),
                            partial(load_npy, source), mapped=True, **fields)
     from accuscope.engine.sources import torchpickle  # pickle, pickletools: imported for .pt dumps only
     try:
