@@ -4,8 +4,10 @@ once per path in one compare."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -42,6 +44,8 @@ def atb_pair(tmp_path) -> tuple[Path, Path]:
                 scale = 1.5 if (side, rnd) == ("npu", "1") else 1.0
                 write_atb(layer / f"{k}_ConvOperation" / "after" / "outtensor0.bin", a * scale)
                 write_atb(layer / f"{k}_ConvOperation" / "before" / "intensor0.bin", a)
+    for root in tmp_path.rglob("*"):  # written a moment ago, as a dump is (registry.RACY_NS)
+        os.utime(root, ns=(time.time_ns() - 10**9, time.time_ns() - 10**9))
     return tmp_path / "npu", tmp_path / "gold"
 
 
@@ -130,11 +134,18 @@ def test_detection_is_asked_again_when_the_path_changes(tmp_path, monkeypatch):
     monkeypatch.setattr(registry, "_DETECTED", {})
     path = tmp_path / "a.npz"
     np.savez(path, x=np.zeros(3))
+    past = time.time_ns() - 10**9
+    os.utime(path, ns=(past, past))
     assert registry.detect(path).kind == "npz" and registry.detect(str(path)).kind == "npz"
     assert len(seen) == 1
     np.savez(path, x=np.zeros(3), y_Conv=np.zeros(4), z_Relu=np.zeros(2))  # another content, another mtime/size
     registry.detect(path)
     assert len(seen) == 2
+    soon = time.time_ns() + 10**9  # modified as late as sniffed (one clock tick): racy, never trusted
+    os.utime(path, ns=(soon, soon))
+    registry.detect(path)
+    registry.detect(path)
+    assert len(seen) == 4
 
 
 def test_the_form_checks_options_against_the_sides_format(atb_pair):

@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import stat
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import partial
@@ -262,15 +263,17 @@ def format_options(fmt: Format, texts: Mapping[str, str] | None, path: str = "")
     return values
 
 
-_DETECTED: dict[tuple[str, int, int], Format] = {}
+_DETECTED: dict[tuple[str, int, int], tuple[Format, int]] = {}  # key -> (format, when it was sniffed)
 _DETECTED_MAX = 4096
 _DETECTED_LOCK = threading.Lock()
+RACY_NS = 20_000_000  # file times tick in jiffies (up to 10 ms): a path changed this close to its sniff may change unseen
 
 
 def detect(path: str | os.PathLike) -> Format:
     """The format of `path`, from its content; SourceError saying what it looks like otherwise.
     Asked again about a path whose resolved name, mtime and size are unchanged, it answers from
-    memory without reading the path again."""
+    memory without reading the path again; unless the path was modified within RACY_NS of that
+    sniff (as git's "racily clean" entries: a change in the same clock tick keeps the mtime)."""
     path = os.fspath(path)
     try:
         st = os.stat(path)
@@ -279,13 +282,15 @@ def detect(path: str | os.PathLike) -> Format:
     if not stat.S_ISDIR(st.st_mode):
         require_regular(path)  # a FIFO named like a dump would block the first sniff forever
     key = (os.path.realpath(path), st.st_mtime_ns, st.st_size)
-    found = _DETECTED.get(key)
-    if found is None:
-        found = sniff_format(path)
-        with _DETECTED_LOCK:
-            if len(_DETECTED) >= _DETECTED_MAX:
-                _DETECTED.clear()
-            _DETECTED[key] = found
+    known = _DETECTED.get(key)
+    if known is not None and st.st_mtime_ns + RACY_NS < known[1]:
+        return known[0]
+    sniffed_at = time.time_ns()
+    found = sniff_format(path)
+    with _DETECTED_LOCK:
+        if len(_DETECTED) >= _DETECTED_MAX:
+            _DETECTED.clear()
+        _DETECTED[key] = (found, sniffed_at)
     return found
 
 
