@@ -62,10 +62,10 @@ from accuscope.engine.diagnose.rules.verify import verified
 from accuscope.engine.sources.tensor import SourceError, TensorError
 from accuscope.engine.tasks.task import Task, load_task
 
-__all__ = ["advise", "current_advice", "OpMeasure",  # and the rules' constants, where they were before the split
+__all__ = ["advise", "current_advice", "OpMeasure",  # and the rules' constants, still importable from here
            "CLIFF_SHARE", "DOMINANT", "DRIFT_START", "FP16_MAX", "INVALID_TYPES", "MANY", "NEAR_ZERO",
-           "NEAR_ZERO_BYTES", "QUANTIZED_TYPES", "REACH_OTHERS", "REACH_TOP", "RELATIVE", "SENTINEL", "SEVERITIES", "UPSTREAM_BUDGET",
-           "WEAK_FACTOR", "WEIGHTED_TYPES"]
+           "NEAR_ZERO_BYTES", "QUANTIZED_TYPES", "REACH_OTHERS", "REACH_TOP", "RELATIVE", "SENTINEL",
+           "SEVERITIES", "UPSTREAM_BUDGET", "WEAK_FACTOR", "WEIGHTED_TYPES"]
 
 
 def current_advice(task: Task, progress: Callable[[Progress], None] | None = None) -> Advice:
@@ -124,6 +124,7 @@ def advise(task_folder: str | os.PathLike | Task, framework_model: str | os.Path
     if run.cancelled:
         return None
 
+    # the facts every rule may read (rules.context.FACTS), gathered before the first one runs
     t0 = time.perf_counter()
     run.net_inputs = run.network_input_rows()
     run.overflow = overflow_scan(run)
@@ -139,6 +140,7 @@ def advise(task_folder: str | os.PathLike | Task, framework_model: str | os.Path
     t0 = time.perf_counter()
     # several ranks hold the same op names: which op introduced the error is first_call's, rank by rank
     run.one_run = len(firstdiff.groups(run.table)) == 1
+    # the rules in their stated order (rules.registry), then every finding read in the light of the verdict
     findings = in_light_of_verdict(run, run_rules(run, registry.RULES))
     run.timings["rules"] = time.perf_counter() - t0
     findings = verified(run, findings, origins, verify)

@@ -57,4 +57,4 @@ def preprocess(run: Context) -> list[Finding]:
     return out
 
 
-RULE = Rule(PREPROCESS, preprocess, reads=("net_inputs", "plan", "thresholds"))
+RULE = Rule(PREPROCESS, preprocess, reads=("net_inputs", "plan", "table", "thresholds"))

@@ -141,5 +141,5 @@ def mindstudio(run: Context) -> list[Finding]:
                      "application's result is wrong.", ev)]
 
 
-RULE = Rule("mindstudio", mindstudio, reads=("overflow", "net_inputs", "state", "thresholds", "task"),
-            makes=MS_RULES)
+RULE = Rule("mindstudio", mindstudio, reads=("overflow", "net_inputs", "table", "state", "thresholds", "task"),
+            makes=MS_RULES)  # first match wins: one finding of the five

@@ -62,4 +62,4 @@ def nonfinite_origin(run: Context) -> list[Finding]:
                      {"npu_nonfinite": int(c["npu_nonfinite"][r])})]
 
 
-RULE = Rule(NONFINITE_ORIGIN, nonfinite_origin, reads=("state", "origins"))
+RULE = Rule(NONFINITE_ORIGIN, nonfinite_origin, reads=("table", "state", "origins"))
