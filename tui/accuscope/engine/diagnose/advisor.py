@@ -125,8 +125,8 @@ def advise(task_folder: str | os.PathLike | Task, framework_model: str | os.Path
         return None
 
     # the facts every rule may read (rules.context.FACTS), gathered before the first one runs
-    t0 = time.perf_counter()
     run.net_inputs = run.network_input_rows()
+    t0 = time.perf_counter()
     run.overflow = overflow_scan(run)
     run.timings["overflow scan"] = time.perf_counter() - t0
     if run.cancelled:

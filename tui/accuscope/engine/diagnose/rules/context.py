@@ -164,6 +164,7 @@ class Context:
 
 def finding(run: Context, rule: str, severity: str, row: int | None, title: str, text: str,
              evidence: dict | None = None) -> Finding:
+    """A finding of `rule` (its name constant), about `row` (its op and tensor named; None: no row)."""
     op = tensor = ""
     if row is not None:
         op, tensor = str(run.c["npu_op"][row]), str(run.c["tensor"][row])
