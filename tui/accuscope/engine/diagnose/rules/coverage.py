@@ -2,11 +2,9 @@
 compare), or what was left out on purpose."""
 from __future__ import annotations
 
-from accuscope.engine.diagnose.advice import Finding
+from accuscope.engine.diagnose.advice import COVERAGE, Finding
 from accuscope.engine.diagnose.rules.context import Context, finding
 from accuscope.engine.diagnose.rules.rule import Rule
-
-COVERAGE = "coverage"
 
 
 def coverage(run: Context) -> list[Finding]:

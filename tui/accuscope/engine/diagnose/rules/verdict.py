@@ -11,12 +11,10 @@ import numpy as np
 from accuscope.engine.compare import judgement
 from accuscope.engine.compare.thresholds import RECORDED_KEYS, recorded_text
 from accuscope.engine.diagnose import firstdiff
-from accuscope.engine.diagnose.advice import Finding
+from accuscope.engine.diagnose.advice import VERDICT, Finding
 from accuscope.engine.diagnose.rules.context import Context, f4, finding, is_msprobe
 from accuscope.engine.diagnose.rules.firstcall import near_zero
 from accuscope.engine.diagnose.rules.rule import Rule
-
-VERDICT = "verdict"
 
 
 def verdict(run: Context) -> list[Finding]:
