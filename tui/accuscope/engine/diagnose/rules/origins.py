@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from accuscope.engine.compare.pair import DEVICE_ONLY, golden_ops
 from accuscope.engine.diagnose.advice import OpOrigin, load_advice
 from accuscope.engine.diagnose.rules.context import Context, f4
 from accuscope.engine.sources.tensor import SourceError
@@ -80,9 +81,10 @@ def _rerun(run: Context, fw, ops: list[str]) -> tuple[dict, dict[str, str]] | No
     for op in ops:
         rows = run.ops[op]
         pairs = [run.row_pair[r] for r in rows if run.row_pair[r] is not None]
-        chain = [g for g in str(c["golden_op"][run.op_rows(op, "output")[0]]).split(",") if g]
-        if not pairs or not chain or chain == ["*"]:
-            problems[op] = "no framework counterpart" if chain == ["*"] else "no tensors of it in the dumps"
+        truth = str(c["golden_op"][run.op_rows(op, "output")[0]])
+        chain = golden_ops(truth)
+        if not pairs or not chain:
+            problems[op] = "no framework counterpart" if truth == DEVICE_ONLY else "no tensors of it in the dumps"
             continue
         try:
             job = make_job(fw, op, chain, pairs, run.plan.golden, run.npu_values)
