@@ -296,3 +296,20 @@ def test_thresholds_editing_and_round_trip():
 def test_threshold_assignment_errors(text, message):
     with pytest.raises(ValueError, match=message.replace("?", r"\?")):
         parse_assignment(text)
+
+
+def test_every_result_column_has_one_record():
+    from accuscope.engine.compare.columns import METRIC
+    from accuscope.engine.compare.fields import CSV_NAMES, FIELD, FIELD_TABLE
+    from accuscope.engine.compare.results import COLUMNS
+    keys = [k for k, _ in COLUMNS]
+    assert len(keys) == len(set(keys)) and set(keys) == set(FIELD) | set(METRIC) and not set(FIELD) & set(METRIC)
+    assert all(f.kind in ("int", "text", "bool") for f in FIELD_TABLE)
+    # a CSV name read back names one column: the sides' DataType and Address are placed by position
+    assert "DataType" not in CSV_NAMES and "Address" not in CSV_NAMES and CSV_NAMES["NPUDump"] == "npu_op"
+
+
+def test_golden_ops_of_a_ground_truth():
+    from accuscope.engine.compare.pair import DEVICE_ONLY, golden_ops
+    assert golden_ops("conv1,bn1,relu1") == ["conv1", "bn1", "relu1"]
+    assert golden_ops(DEVICE_ONLY) == [] and golden_ops("") == [] and golden_ops("conv1") == ["conv1"]

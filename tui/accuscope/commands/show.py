@@ -9,7 +9,7 @@ import sys
 
 import numpy as np
 
-from ..engine.compare.columns import BRIEF
+from ..engine.compare.columns import BRIEF, BRIEF_RECORDED
 from ..engine.compare.summary import summarize
 from ..engine.export.excel import write_xlsx
 from ..engine.sources.names import markdown_text, printable
@@ -19,10 +19,10 @@ from ..engine.tasks.task import load_task, unwritable
 from ..exitcode import ExitCode
 from .common import err, first_failing_json, judgement_json, out, show
 
-DEFAULT_COLUMNS = ("index", "npu_op", "type", "tensor", "golden_op", *BRIEF, "fail", "reason")
+IDENTITY = ("index", "npu_op", "type", "tensor", "golden_op")
+DEFAULT_COLUMNS = (*IDENTITY, *BRIEF, "fail", "reason")
 # a comparison of recorded statistics (msprobe statistics / md5 dumps, --stats-only) has no cos ...
-STATS_COLUMNS = ("index", "npu_op", "type", "tensor", "golden_op", "max_diff", "min_diff", "mean_diff", "norm_diff",
-                 "norm_relerr", "stat_mag", "npu_md5", "golden_md5", "fail", "reason")
+STATS_COLUMNS = (*IDENTITY, *BRIEF_RECORDED, "fail", "reason")
 
 
 def register(p) -> None:

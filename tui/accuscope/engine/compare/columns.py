@@ -29,10 +29,12 @@ class Metric:
     tpu_threshold: float | None = None  # tpu-mlir's npz_tool --tolerance default
     place: int | None = None  # position among the op table's metric columns; None: after the plugin columns
     width: int = 9  # op table cells (for text: at most, sized to the content)
-    brief: bool = False  # in the short listing (`accuscope show`'s default columns)
+    brief: bool = False  # in the short listing (`accuscope show`'s default columns; a recorded one: of a
+    # comparison of recorded statistics)
     isolated: bool = False  # recomputed for an op's re-run on its own inputs (advisor)
     recorded: bool = False  # from what the dump recorded (statistics, checksums), not from tensor data
     third: bool = False  # from the third side (--expected, compare/expected.py): NaN without it
+    msprobe: str = ""  # its column in msprobe's compare result (the .xlsx export's layout)
 
     @property
     def title(self) -> str:
@@ -50,9 +52,10 @@ class Metric:
 METRIC_TABLE: tuple[Metric, ...] = (
     Metric("cos", "CosineSimilarity",
            "cosine similarity of the flattened tensors (1 = same direction; ignores scale)",
-           lower_is_worse=True, msit_threshold=0.99, tpu_threshold=0.99, place=0, brief=True, isolated=True),
+           lower_is_worse=True, msit_threshold=0.99, tpu_threshold=0.99, place=0, brief=True, isolated=True,
+           msprobe="Cosine"),
     Metric("max_abs", "MaxAbsoluteError", "largest |npu - golden|",
-           short="xabs", place=3, brief=True, isolated=True),
+           short="xabs", place=3, brief=True, isolated=True, msprobe="MaxAbsErr"),
     Metric("acc_rel", "AccumulatedRelativeError",
            "sum of |npu/golden - 1| over elements whose golden value is not zero",
            short="arel", place=8, isolated=True),
@@ -66,16 +69,16 @@ METRIC_TABLE: tuple[Metric, ...] = (
     Metric("rmse", "RootMeanSquareError", "root mean square of npu - golden",
            msit_threshold=1.0, place=5, isolated=True),
     Metric("max_rel", "MaxRelativeError", "largest |npu/golden - 1| (golden zeros count as 0)",
-           short="xrel", place=6, isolated=True),
+           short="xrel", place=6, isolated=True, msprobe="MaxRelativeErr"),
     Metric("mean_rel", "MeanRelativeError",
            "mean |npu/golden - 1| over all elements (golden zeros count as 0)",
            short="mrel", msit_threshold=1.0, place=7, brief=True, isolated=True),
     # Ours, beside the compatible ones: share of elements whose relative error exceeds 0.1% / 0.5%
     # (msprobe's "one thousandth / five thousandths" ratios) and NaN/inf counts per side.
     Metric("rel_0.1%", "RelErrRatio0.1%", "share of elements whose relative error exceeds 0.1%",
-           origin="msprobe", short="r.1%", place=10, isolated=True),
+           origin="msprobe", short="r.1%", place=10, isolated=True, msprobe="One Thousandth Err Ratio"),
     Metric("rel_0.5%", "RelErrRatio0.5%", "share of elements whose relative error exceeds 0.5%",
-           origin="msprobe", short="r.5%", place=11, isolated=True),
+           origin="msprobe", short="r.5%", place=11, isolated=True, msprobe="Five Thousandths Err Ratio"),
     Metric("npu_nonfinite", "NPUNonFinite", "NaN/inf count in the NPU tensor",
            origin="ours", kind="int", label="npu_nf", short="inf", width=len("npu_nf")),
     Metric("golden_nonfinite", "GoldenNonFinite", "NaN/inf count in the golden tensor",
@@ -94,17 +97,18 @@ METRIC_TABLE: tuple[Metric, ...] = (
     # them), its md5 mode's checksums, and our stat_mag (its "double check" rule as a number).
     *(Metric(f"{s}_diff", f"{s.title() if s != 'norm' else 'L2norm'} diff",
              f"msprobe's {s.replace('norm', 'L2 norm')} of npu minus that of golden (from dump.json)",
-             origin="msprobe", short=f"{s[:3]}d", place=16 + k, recorded=True) for k, s in enumerate(STATS)),
+             origin="msprobe", short=f"{s[:3]}d", place=16 + k, recorded=True, brief=True) for k, s in enumerate(STATS)),
     *(Metric(f"{s}_relerr", f"{s.title()}RelativeErr",
              f"|{s}_diff / golden {s}| in percent (inf when the golden one is 0)",
-             origin="msprobe", label=f"{s}_rel%", short=f"{s[:3]}%", place=20 + k, recorded=True) for k, s in enumerate(STATS)),
+             origin="msprobe", label=f"{s}_rel%", short=f"{s[:3]}%", place=20 + k, recorded=True, brief=s == "norm")
+      for k, s in enumerate(STATS)),
     Metric("stat_mag", "StatMagnitude", "largest |diff| / max(|npu|, |golden|) over the four statistics; msprobe "
            "asks for a double check above 0.5 (a row fails above it unless a stat_mag threshold says otherwise)",
-           origin="msprobe", short="smag", place=15, recorded=True),
+           origin="msprobe", short="smag", place=15, recorded=True, brief=True),
     Metric("npu_md5", "NPU MD5", "the NPU tensor's CRC-32 (msprobe md5 mode)", origin="msprobe", kind="text",
-           label="npu crc", short="crc", place=24, width=10, recorded=True),
+           label="npu crc", short="crc", place=24, width=10, recorded=True, brief=True),
     Metric("golden_md5", "BENCH MD5", "the golden tensor's CRC-32 (msprobe md5 mode); a row fails when they differ",
-           origin="msprobe", kind="text", label="gold crc", short="gcrc", place=25, width=10, recorded=True),
+           origin="msprobe", kind="text", label="gold crc", short="gcrc", place=25, width=10, recorded=True, brief=True),
     # a non-tensor argument or output (msprobe's dump.json: dim=1, p=0.1, training=True, None): compared as a
     # value, equal or not (msprobe's scalar-parameter check), never by a metric; shown beside the first
     # metrics so the row carries both values where it is seen
@@ -142,7 +146,8 @@ TPU_DEFAULTS = {m.key: m.tpu_threshold for m in METRIC_TABLE if m.tpu_threshold 
 # terminal shows them without scrolling; the rest (the non-finite counts) follow the plugin columns.
 TABLE_ORDER = [m.key for m in sorted((m for m in METRIC_TABLE if m.place is not None), key=lambda m: m.place)]
 TABLE_TAIL = [m.key for m in METRIC_TABLE if m.place is None]
-BRIEF = [m.key for m in sorted((m for m in METRIC_TABLE if m.brief), key=lambda m: m.place)]
+BRIEF = [m.key for m in sorted((m for m in METRIC_TABLE if m.brief and not m.recorded), key=lambda m: m.place)]
+BRIEF_RECORDED = [m.key for m in METRIC_TABLE if m.brief and m.recorded]  # a statistics comparison's, table order
 ISOLATED = [m.key for m in METRIC_TABLE if m.isolated]
 HELP = {m.key: m.help for m in METRIC_TABLE}
 # The ladder's words, best first (tpu-mlir spells the last one NOT_SIMLIAR; we do not).

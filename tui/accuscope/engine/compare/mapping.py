@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from accuscope.engine.compare import gcpause
-from accuscope.engine.compare.pair import Pair
+from accuscope.engine.compare.pair import DEVICE_ONLY, Pair
 from accuscope.engine.graphs.graph import Graph, Node
 from accuscope.engine.graphs.optypes import (
     CONVERTER_OWN,
@@ -42,7 +42,6 @@ from accuscope.engine.sources.names import parse_tensor_name
 from accuscope.engine.sources.npudump import NpuDump
 from accuscope.engine.sources.tensor import INPUT, OUTPUT, SourceError, Tensor
 
-DEVICE_ONLY = "*"
 if TYPE_CHECKING:  # crossmap is imported where its rules apply (msprobe dumps, mapping files), not for every pair
     from accuscope.engine.compare.crossmap import CrossPairs
 

@@ -3,9 +3,19 @@ mapping.py and crossmap.py's rules make and the comparison reads."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from accuscope.engine.sources.ascend import DumpFile
-from accuscope.engine.sources.tensor import Tensor
+if TYPE_CHECKING:  # the result table reads golden_ops without loading a reader
+    from accuscope.engine.sources.ascend import DumpFile
+    from accuscope.engine.sources.tensor import Tensor
+
+DEVICE_ONLY = "*"  # the ground truth of a device-only op (inserted by the conversion): no golden op
+
+
+def golden_ops(ground_truth: object) -> list[str]:
+    """The golden ops of a ground truth (a Pair's, or a result row's golden_op cell): the framework ops
+    the device op was fused from, in order; none for a device-only op or an empty cell."""
+    return [g for g in str(ground_truth).split(",") if g and g != DEVICE_ONLY]
 
 
 @dataclass(frozen=True)
@@ -13,7 +23,7 @@ class Pair:
     npu: Tensor
     golden: Tensor | None
     op: DumpFile
-    ground_truth: str  # golden op names joined by ",", or "*" for a device-only op
+    ground_truth: str  # golden op names joined by "," (golden_ops reads them), or DEVICE_ONLY
     how: str  # "fusion", "original_op", "tensor", "name", "mapping", a crossmap rule, or "" when unmatched
     reason: str = ""  # why golden is None (a structural pair: how sure, and why)
     confidence: float = 1.0  # below 1 only for structural pairs (crossmap.STRUCTURE)

@@ -24,38 +24,30 @@ from typing import NamedTuple
 import numpy as np
 
 from accuscope.engine.compare.columns import CSV_OF, FLOAT_METRICS, METRIC_TABLE, NUMERIC_METRICS
+from accuscope.engine.compare.fields import CSV_NAMES, FIELD_TABLE
+from accuscope.engine.compare.pair import DEVICE_ONLY
 from accuscope.engine.compare.textcodes import TextCodes, encode
 from accuscope.engine.sources.names import parse_tensor_name
 
-# (key, kind) in display order; kind is one of float, int, bool, text
+# (key, kind) in display order (fields.py's records around columns.py's); kind: float, int, bool, text
 COLUMNS: list[tuple[str, str]] = (
-    [("index", "int"), ("op_seq", "int"), ("type", "text"),
-     ("npu_op", "text"), ("npu_dtype", "text"), ("npu_address", "text"),
-     ("golden_op", "text"), ("golden_dtype", "text"), ("golden_address", "text"),
-     ("tensor", "text"), ("io", "text"), ("param", "text"), ("shape", "text"), ("overflow", "text")]
+    [(f.key, f.kind) for f in FIELD_TABLE if not f.after_metrics]
     + [(m.key, m.kind) for m in METRIC_TABLE]
-    + [("reason", "text"), ("is_npu_only", "bool"), ("is_output", "bool"), ("fail", "bool"),
-       ("conversion", "text"), ("how", "text"), ("npu_file", "text"), ("golden_file", "text"),
-       ("step", "int"), ("rank", "int")]  # a multi-rank task's rows: which step*/rank* folder (-1: none)
+    + [(f.key, f.kind) for f in FIELD_TABLE if f.after_metrics]
 )
 KIND = dict(COLUMNS)
 DEFAULTS = {"float": math.nan, "int": -1, "bool": False, "text": ""}
 DEFAULT_OF = {key: DEFAULTS[kind] for key, kind in COLUMNS}
-DEFAULT_OF.update(npu_address="NaN", golden_address="NaN")
+DEFAULT_OF.update({f.key: f.default for f in FIELD_TABLE if f.default is not None})
 DTYPE = {"float": np.float64, "int": np.int64, "bool": np.bool_, "text": object}
 # Metric columns that may be absent (a subset of algorithms, a foreign CSV): tracked in `present`.
 METRIC_COLUMNS = [m.key for m in METRIC_TABLE]
 # Numeric metrics in display order (the ten without std, then the error-ratio extras).
 NUMERIC_ORDER = FLOAT_METRICS
-# Result-CSV names of the non-metric columns; filters and sort accept them as well.
-CSV_NAMES = {"Index": "index", "OpSequence": "op_seq", "OpType": "type", "NPUDump": "npu_op",
-             "GroundTruth": "golden_op", "TensorIndex": "tensor", "Shape": "shape",
-             "OverFlow": "overflow", "CompareFailReason": "reason", "IsNpuOps": "is_npu_only",
-             "IsOutputNode": "is_output", "IsPrecisionError": "fail", "Step": "step", "Rank": "rank"}
 ALIASES = {"name": "npu_op", "op": "npu_op", "golden": "golden_op"}
 SEARCHED = ("npu_op", "golden_op", "type", "tensor")
 # Integer columns where -1 means "unknown": they sort last and never match a comparison.
-_INT_MISSING = {"op_seq", "npu_nonfinite", "golden_nonfinite", "step", "rank"}
+_INT_MISSING = {f.key for f in FIELD_TABLE if f.unknown_is_minus_one} | {m.key for m in METRIC_TABLE if m.kind == "int"}
 # Columns that hold the thresholds' judgement of the others (thresholds.RowState): setting them is
 # no change of the table's data, so it keeps what was derived from the table (the RowState itself).
 JUDGED = ("fail", "tpu_verdict")
@@ -158,7 +150,7 @@ class ResultTable:
             empty = cols["io"] == ""
             derived = text_array(named.io if (named := parse_tensor_name(t)) else "" for t in cols["tensor"].tolist())
             cols["io"] = np.where(empty, derived, cols["io"]) if n else cols["io"]
-        cols["is_npu_only"] = cols["golden_op"] == "*" if n else np.zeros(0, dtype=bool)
+        cols["is_npu_only"] = cols["golden_op"] == DEVICE_ONLY if n else np.zeros(0, dtype=bool)
         for name in custom:
             given = columns.get(name)
             cols[name] = _filled("text", "", n) if given is None else _column(given, "text")

@@ -32,6 +32,10 @@ EVIDENCE_SHOWN = ("cos", "cos_before", "cos_after", "red_before", "red_after", "
 # ------------------------------------------------------------------ what the advisor says
 
 
+# the findings the advice itself reads (rules/verdict.py and rules/coverage.py make them): a verdict on
+# the outputs and what the comparison covered come before the cause
+VERDICT, COVERAGE = "verdict", "coverage"
+
 @dataclass
 class Finding:
     """One piece of advice. `row` is the table row (position in the task's table) to jump to,
@@ -120,7 +124,7 @@ class Advice:
     @property
     def cause(self) -> Finding | None:
         """What the advisor says first after its verdict on the model (the op that matters)."""
-        return next((f for f in self.findings if f.rule not in ("verdict", "coverage")), None)
+        return next((f for f in self.findings if f.rule not in (VERDICT, COVERAGE)), None)
 
     @property
     def verdict(self) -> Finding | None:

@@ -27,6 +27,9 @@ from pathlib import Path
 
 import numpy as np
 
+from accuscope.engine.diagnose.advice import VERDICT
+from accuscope.engine.diagnose.rules.drift import DRIFT
+from accuscope.engine.diagnose.rules.introduced import INTRODUCED
 from accuscope.engine.sources.inputfile import json_loads
 from accuscope.engine.sources.outputfile import write_text
 from accuscope.engine.sources.tensor import SourceError
@@ -302,7 +305,7 @@ def _worst_cos(outputs: list[np.ndarray], against: list[np.ndarray]) -> float:
 def ranked_ops(findings: list, origins: list, golden_op_of: Callable[[int], str]) -> list[tuple[str, str]]:
     """(candidate op, reference node) to replay, best-estimated first: the introduced-op finding's
     op and its runners-up, then every other op that introduced error."""
-    intro = next((f for f in findings if f.rule == "introduced"), None)
+    intro = next((f for f in findings if f.rule == INTRODUCED), None)
     names = ([intro.op, *intro.evidence.get("also", [])] if intro is not None else [])
     rows = {o.op: o.rows for o in origins if o.rows}
     names += [o.op for o in origins if o.origin == "introduced"]
@@ -317,7 +320,7 @@ def revise(findings: list, v: Verification, row_of: Callable[[str], int | None])
     out = []
     for f in findings:
         ev = {**f.evidence}
-        if f.rule == "introduced":
+        if f.rule == INTRODUCED:
             if not v.replayed:
                 ev["ranking"] = "estimated"
                 f = replace(f, text=f"{f.text} Ranking estimated: {v.reason}.", evidence=ev)
@@ -338,11 +341,11 @@ def revise(findings: list, v: Verification, row_of: Callable[[str], int | None])
                 f = replace(f, text=f"{f.text} Replayed: keeping any one of the {len(v.kept)} top ops in fp32 "
                             f"leaves the output at cos {v.full_cos:.4f} or worse; no single op is the cause.{_together(v, ' ')}",
                             evidence=ev)
-        elif f.rule == "verdict" and not math.isnan(v.full_cos):
+        elif f.rule == VERDICT and not math.isnan(v.full_cos):
             ev["cause"] = "precision" if v.replayed else "settings"
             lead, sep, rest = f.text.partition(" The findings below")  # the cause before the pointer to them
             f = replace(f, text=f"{lead} {_branch(v)}{sep}{rest}", evidence=ev)
-        elif f.rule == "drift" and v.replayed and v.together:
+        elif f.rule == DRIFT and v.replayed and v.together:
             ev["verified"] = v.to_dict()
             f = replace(f, text=f"{f.text}{_together(v, ' ')}", evidence=ev)
         out.append(f)

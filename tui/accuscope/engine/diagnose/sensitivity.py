@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from accuscope.engine.compare.judgement import NOISY
+from accuscope.engine.compare.pair import golden_ops
 from accuscope.engine.diagnose.advice import Advice, Progress, jsonable, saved_advice
 from accuscope.engine.diagnose.advisor import OpMeasure, advise
 from accuscope.engine.sources.tensor import SourceError
@@ -129,10 +130,9 @@ def rank(task: Task, advice: Advice) -> Ranking:
     ranked = []
     for k, o in enumerate(advice.ops):
         row = o.rows[0] if o.rows and 0 <= o.rows[0] < n else None
-        chain = o.evidence.get("chain")
-        if not isinstance(chain, list):
-            chain = str(c["golden_op"][row]).split(",") if row is not None else []
-        chain = [str(g) for g in chain if g and g != "*"]
+        given = o.evidence.get("chain")  # the advisor's, else the row's golden ops
+        chain = golden_ops(",".join(map(str, given)) if isinstance(given, list)
+                           else c["golden_op"][row] if row is not None else "")
         reds = [x.get("red") for x in (o.isolated or {}).get("outputs", []) if isinstance(x, dict)]
         reds = [float(r) for r in reds if isinstance(r, (int, float)) and not math.isnan(r)]
         r = RankedOp(o.op, row, str(c["type"][row]) if row is not None else "", chain, o.origin, o.method,

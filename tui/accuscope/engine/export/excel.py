@@ -19,7 +19,8 @@ import os
 
 import numpy as np
 
-from accuscope.engine.compare.columns import CSV_OF
+from accuscope.engine.compare.columns import CSV_OF, METRIC_TABLE
+from accuscope.engine.compare.fields import FIELD
 from accuscope.engine.compare.results import ResultTable
 from accuscope.engine.compare.thresholds import Thresholds
 from accuscope.engine.graphs.onnxgraph import need
@@ -31,10 +32,8 @@ HIGHLIGHT = "FFFF0000"  # red, as msprobe marks a row that misses its accuracy
 SHEET = "result"
 
 # (msprobe's header, our column key); ratios are turned round (see the module doc)
-MSPROBE = [("NPU Name", "tensor"), ("Bench Name", "golden_op"), ("NPU Dtype", "npu_dtype"),
-           ("Bench Dtype", "golden_dtype"), ("NPU Tensor Shape", "shape"), ("Cosine", "cos"),
-           ("MaxAbsErr", "max_abs"), ("MaxRelativeErr", "max_rel"), ("One Thousandth Err Ratio", "rel_0.1%"),
-           ("Five Thousandths Err Ratio", "rel_0.5%")]
+MSPROBE = [(f.msprobe, f.key) for f in (FIELD["tensor"], FIELD["golden_op"], FIELD["npu_dtype"], FIELD["golden_dtype"],
+                                         FIELD["shape"])] + [(m.msprobe, m.key) for m in METRIC_TABLE if m.msprobe]
 OURS = [("Index", "index"), ("NPU Op", "npu_op"), ("OpType", "type"), ("IO", "io")]
 WITHIN = {"rel_0.1%", "rel_0.5%"}
 

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
+from accuscope.engine.compare.pair import golden_ops
 from accuscope.engine.compare.thresholds import default_op, resolve_key
 from accuscope.engine.graphs.modelfile import load_graph
 from accuscope.engine.graphs.onnxgraph import need
@@ -89,7 +90,7 @@ def overlay(task: Task, model: str | Path, metric: str = "cos") -> Overlay:
     failing: set[str] = set()
     missing: dict[str, None] = {}
     for r in np.flatnonzero((c["io"] == "output") & ~skip):
-        chain = [g for g in str(c["golden_op"][r]).split(",") if g and g != "*"]
+        chain = golden_ops(c["golden_op"][r])
         value, nonfinite = float(values[r]), bool(broken_nf[r])
         if nonfinite:
             value = -WORST if low else WORST

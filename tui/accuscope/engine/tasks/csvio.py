@@ -18,21 +18,18 @@ from pathlib import Path
 import numpy as np
 
 from accuscope.engine.compare.columns import EXTRAS, KEY_OF, METRICS
-from accuscope.engine.compare.results import CSV_NAMES, KIND, ResultTable
+from accuscope.engine.compare.fields import CSV_NAMES, CSV_PART, DETAIL, FIELD, HEAD, MSIT, RANKS
+from accuscope.engine.compare.results import KIND, ResultTable
 from accuscope.engine.sources.inputfile import require_regular
 from accuscope.engine.sources.outputfile import atomic_file
 from accuscope.engine.sources.tensor import SourceError
 
-MSIT_COLUMNS = [("IsNpuOps", "is_npu_only"), ("IsOutputNode", "is_output"), ("IsPrecisionError", "fail")]
-# Ours, beyond the extras of columns.py: what the detail view needs to reopen the tensors.
-DETAIL_COLUMNS = [("Parameter", "param"), ("Conversion", "conversion"), ("MappedBy", "how"), ("NPUFile", "npu_file"),
-                  ("GoldenFile", "golden_file")]
-REQUIRED = ("NPUDump", "GroundTruth", "TensorIndex")
-RANK_COLUMNS = [("Step", "step"), ("Rank", "rank")]  # a multi-rank task's rows
+MSIT_COLUMNS, DETAIL_COLUMNS, RANK_COLUMNS = CSV_PART[MSIT], CSV_PART[DETAIL], CSV_PART[RANKS]
+REQUIRED = tuple(FIELD[k].csv for k in ("npu_op", "golden_op", "tensor"))
 _OPTIONAL_TAIL = {name for name, _ in MSIT_COLUMNS + DETAIL_COLUMNS + RANK_COLUMNS} | {csv for csv, _ in EXTRAS}
 _YES = {"YES", "Yes", "yes", "TRUE", "True", "true", "1", " YES"}
 _MISSING = {"", "-", "nan", "NaN", "NAN", "None", "none", "N/A", "n/a", "null"}
-_BY_NAME = {**CSV_NAMES, **KEY_OF, **dict(DETAIL_COLUMNS)}
+_BY_NAME = {**CSV_NAMES, **KEY_OF}
 # Spreadsheets (Excel, LibreOffice, WPS) run a cell that starts with = + - @ (or a tab or CR) as a
 # formula: an op named `=cmd|'/c calc'!A1` would be live code in a result CSV opened there. Such
 # a text cell is written with a ' before it (the OWASP rule: a spreadsheet shows it as text) and
@@ -103,22 +100,13 @@ def result_header(table: ResultTable, with_op_sequence: bool = False, with_overf
                   npu_is_npy: bool = False, golden_is_npy: bool = False,
                   msit_columns: bool = True) -> list[tuple[str, str]]:
     """(CSV header, column key) pairs in file order."""
-    out = [("Index", "index")]
-    if with_op_sequence:
-        out.append(("OpSequence", "op_seq"))
-    out += [("OpType", "type"), ("NPUDump", "npu_op"), ("DataType", "npu_dtype")]
-    if not npu_is_npy:
-        out.append(("Address", "npu_address"))
-    out += [("GroundTruth", "golden_op"), ("DataType", "golden_dtype")]
-    if not golden_is_npy:
-        out.append(("Address", "golden_address"))
-    out += [("TensorIndex", "tensor"), ("Shape", "shape")]
-    if with_overflow:
-        out.append(("OverFlow", "overflow"))
+    left_out = {"op_seq": not with_op_sequence, "npu_address": npu_is_npy, "golden_address": golden_is_npy,
+                "overflow": not with_overflow}
+    out = [(csv, key) for csv, key in CSV_PART[HEAD] if not left_out.get(key)]
     metrics = [(csv, key) for csv, key in METRICS if key in table.present]
     out += metrics or METRICS  # a table without data still gets msaccucmp's full header
     out += [(name, name) for name in table.custom]
-    out.append(("CompareFailReason", "reason"))
+    out.append((FIELD["reason"].csv, "reason"))
     if msit_columns:
         out += MSIT_COLUMNS
     out += [(csv, key) for csv, key in EXTRAS if key in table.present]
