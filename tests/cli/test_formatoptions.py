@@ -106,10 +106,14 @@ def test_tpumlir_mlir_and_bf16_options(tmp_path):
     assert r.returncode == 0 and "(tpu.Conv2D)" not in r.stdout
     r = accuscope("inspect", npz, "--option", "bf16=maybe")
     assert r.returncode == 2 and "tpu-mlir-npz option bf16: 'maybe': answer yes or no" in " ".join(r.stderr.split())
-    r = accuscope("compare", "--npu", npz, "--golden", TPU / "cls_top_outputs.npz", "--out", tmp_path / "t",
-                  "--npu-option", f"mlir={mlir}", "--npu-option", "bf16=no")
+    r = subprocess.run([sys.executable, "-P", "-m", "accuscope", "compare", "--npu", npz.name, "--golden",
+                        "cls_top_outputs.npz", "--out", tmp_path / "t", "--npu-option", f"mlir={mlir.name}",
+                        "--npu-option", "bf16=no"], capture_output=True, text=True, timeout=300, cwd=TPU)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert json.loads((tmp_path / "t" / "task.json").read_text())["npu_options"] == {"mlir": str(mlir), "bf16": "no"}
+    options = json.loads((tmp_path / "t" / "task.json").read_text())["npu_options"]
+    assert options == {"mlir": str(mlir), "bf16": "no"}  # a file option kept absolute: `R` from elsewhere finds it
+    r = accuscope("inspect", npz, "--option", f"mlir={tmp_path}")
+    assert r.returncode == 2 and "not a regular file" in r.stderr
 
 
 def test_one_compare_detects_each_path_once(atb_pair, tmp_path, monkeypatch):

@@ -17,7 +17,7 @@ import numpy as np
 
 from accuscope.engine.compare.thresholds import TPU_DEFAULTS, Thresholds, parse_assignments, parse_tolerance
 from accuscope.engine.graphs.oprange import OpRange
-from accuscope.engine.sides.registry import detect, format_options, option_texts, options_help
+from accuscope.engine.sides.registry import absolute_options, detect, format_options, option_texts, options_help
 from accuscope.engine.sources import kinds
 from accuscope.engine.sources.golden import RAW_SUFFIXES
 from accuscope.engine.sources.tensor import SourceError
@@ -278,8 +278,8 @@ def build_spec(values: dict):
         npu_model=get("npu_model"), golden_model=get("golden_model"), mapping=get("mapping"),
         npu_runner=npu_runner, golden_runner=golden_runner, iteration=get("iteration"), step=get("step"),
         rank=get("rank"), stats_only=bool(get("stats_only")), match=get("match"), shards=get("shards"),
-        expected=get("expected"), npu_options=option_texts(get("npu_options")) or None,
-        golden_options=option_texts(get("golden_options")) or None)
+        expected=get("expected"), npu_options=absolute_options(npu, option_texts(get("npu_options"))),
+        golden_options=absolute_options(golden, option_texts(get("golden_options"))))
 
 
 SPEC_FIELD = {"shape": "golden_shape", "dtype": "golden_dtype"}  # input name -> CompareSpec field, where they differ

@@ -49,6 +49,7 @@ class Option:
     help: str
     parse: Callable[[str], Any] = str
     metavar: str = "VALUE"
+    path: bool = False  # a file name: kept absolute in task.json (`absolute_options`)
 
 
 @dataclass(frozen=True)
@@ -166,8 +167,10 @@ def _yes_no(text: str) -> bool:
 
 def _file(text: str) -> str:
     path = os.path.expanduser(text)
-    if not os.path.isfile(path):
+    if not os.path.exists(path):
         raise ValueError(f"{path}: no such file")
+    if not os.path.isfile(path):
+        raise ValueError(f"{path}: not a regular file")
     return path
 
 
@@ -179,7 +182,7 @@ ATB_OPTIONS = (
 )
 TPU_MLIR_OPTIONS = (
     Option("mlir", "the run's top/tpu .mlir: op types, bf16-ness and result shapes of the npz keys", _file,
-           metavar="FILE.mlir"),
+           metavar="FILE.mlir", path=True),
     Option("bf16", "yes: every uint16 array is bfloat16 (default: those named _bf16 or typed bf16 in the .mlir)",
            _yes_no, metavar="yes|no"),
 )
@@ -261,6 +264,20 @@ def format_options(fmt: Format, texts: Mapping[str, str] | None, path: str = "")
         except ValueError as exc:
             raise SourceError(f"{at}{fmt.kind} option {name}: {exc}") from None
     return values
+
+
+def absolute_options(path: str | None, texts: Mapping[str, str] | None) -> dict[str, str] | None:
+    """`texts` with the file names among them (Option.path) made absolute, as task.json keeps them:
+    a task re-run from another folder finds them. Left as they are where `path` cannot be detected
+    (the comparison names that problem)."""
+    if not texts or not path:
+        return dict(texts) if texts else None
+    try:
+        fmt = detect(path)
+    except SourceError:
+        return dict(texts)
+    paths = {o.name for o in fmt.options if o.path}
+    return {k: os.path.abspath(os.path.expanduser(v)) if k in paths and v else v for k, v in texts.items()}
 
 
 _DETECTED: dict[tuple[str, int, int], tuple[Format, int]] = {}  # key -> (format, when it was sniffed)
