@@ -232,8 +232,8 @@ def accepted(models: bool = True) -> str:
 
 
 def options_help() -> str:
-    """Every format's options, for a flag's help and the form's placeholder: `atb: round, when; ...`."""
-    return "; ".join(f"{f.kind}: {', '.join(o.name for o in f.options)}" for f in FORMATS if f.options)
+    """Every format's options, for a flag's help: `atb: round=NAME, when=after|before; ...`."""
+    return "; ".join(f"{f.kind}: {', '.join(f'{o.name}={o.metavar}' for o in f.options)}" for f in FORMATS if f.options)
 
 
 def option_texts(texts: str | Iterable[str] | None) -> dict[str, str]:
