@@ -9,7 +9,8 @@ either side of a comparison (`open_side`); model formats are graphs (`load_graph
 
 Detection runs once per path: `detect` keeps each answer under the path's resolved name and its
 mtime (and size), so the commands, the comparison and the form that each ask about one path read
-its content once (tests/engine/test_formatregistry.py counts the sniffs of a compare).
+its content once (tests/cli/test_formatoptions.py counts the sniffs of a compare; a path changed within
+a clock tick of its sniff is sniffed again).
 
 A format found after the npy folder in FORMATS (tpu-mlir's npz, the model graphs) has its module
 imported only when its sniff or reader runs: `compare` on two npy folders loads none of them (they
