@@ -33,7 +33,6 @@ from accuscope.engine.compare.pair import Pair
 from accuscope.engine.compare.pairjob import Job, pair_threads, run_job
 from accuscope.engine.compare.repair import Repair, recheck
 from accuscope.engine.compare.results import ResultTable
-from accuscope.engine.compare.shards import parallel_sides
 from accuscope.engine.compare.thresholds import Thresholds
 from accuscope.engine.graphs.graph import Graph
 from accuscope.engine.graphs.oprange import OpRange
@@ -192,7 +191,8 @@ def open_sides(spec: CompareSpec) -> tuple[Side, Side, Graph | None]:
     pick = spec.pick
     ranked = {"step": spec.step, "rank": spec.rank, "stats_only": spec.stats_only or None}
     merged = {}
-    if spec.shards:
+    if spec.shards:  # shards.py (8 ms of imports) only when asked for
+        from accuscope.engine.compare.shards import parallel_sides
         merged = parallel_sides(spec)
     npu = merged.get("npu") or open_side(spec.npu, pick=pick, run=spec.run, runner=spec.npu_runner,
                                          iteration=spec.iteration, **ranked)
