@@ -2,6 +2,7 @@
 plugins, cancellation, and the `accuscope compare` command end to end."""
 from __future__ import annotations
 
+import gc
 import threading
 
 import numpy as np
@@ -64,6 +65,18 @@ def test_range_keeps_ops_by_sequence_id(case):
     seqs = sorted(set(r["op_seq"] for r in plan.rows))
     last = max(n.seq_id for n in load_graph(sim.model_json).nodes)
     assert seqs[0] == 3 and seqs[-1] == last and all((s - 3) % 50 == 0 for s in seqs[:-1])
+
+
+def test_batch_callers_compare_with_the_collector_paused_and_interactive_ones_keep_it(case):
+    """A row's objects hold no cycle: execute pauses the cyclic collector (gcpause), except for the app
+    (inline_bytes=0), whose UI thread runs beside it; either way it is on again afterwards."""
+    root, sim = case
+    plan = engine.plan(spec(root, sim))
+    for inline_bytes, on in ((None, False), (0, True)):
+        seen: list[bool] = []
+        table = engine.execute(plan, lambda p, rows, seen=seen: seen.append(gc.isenabled()), workers=1,
+                               inline_bytes=inline_bytes)
+        assert table is not None and seen and set(seen) == {on} and gc.isenabled()
 
 
 def test_cancel_stops_early_and_returns_nothing(case):

@@ -457,7 +457,8 @@ def execute(plan: Plan, progress: Callable[[Progress, list[tuple[int, dict]]], N
         return _execute(plan, progress, cancel, workers, inline_bytes)
 
 
-def _execute(plan: Plan, progress, cancel, workers, inline_bytes) -> ResultTable | None:
+def _execute(plan: Plan, progress: Callable[[Progress, list[tuple[int, dict]]], None] | None,
+             cancel: threading.Event | None, workers: int | None, inline_bytes: int | None) -> ResultTable | None:
     start = time.perf_counter()
     jobs = [Job(i, p.npu, p.golden, tuple(plan.metrics))
             for i, p in enumerate(plan.pairs) if p.golden is not None and not p.npu.problem and not p.golden.problem]
