@@ -19,7 +19,8 @@ floor: two npy folders of --pairs float32 tensors of --n elements each (default 
 small: --small-pairs npy pairs of 16 float32 elements (default 20,000: a network of tiny tensors);
   whole processes alternating as in floor: `accuscope compare` (this tree and --base-tui) on them
   and on a one-pair folder (start-up and fixed costs), and a process reading every file's bytes;
-  prints what a row costs beyond start-up, and beyond reading its two files (target < 50 us).
+  prints what a row costs beyond start-up, and beyond reading its two files (target < 50 us), then
+  where a row's time goes (opening the sides, planning, comparing, writing: each stage timed in a process).
 
 checks: only the cost of the value checks on pairs (compare/repair.py's recheck, after every pair is
 compared): `ours` with them and with recheck replaced by nothing, alternating round by round, best of
@@ -205,6 +206,35 @@ def build_small(root: str, pairs: int) -> tuple[str, str]:
     return os.path.join(root, "npu"), os.path.join(root, "golden")
 
 
+STAGES = """
+import json, sys, tempfile, time
+t0 = time.perf_counter()
+from accuscope.engine.compare import comparison as engine
+from accuscope.engine.compare.mapping import map_tensors
+from accuscope.engine.tasks.task import save_task
+t = {"imports": time.perf_counter() - t0}
+spec = engine.CompareSpec(sys.argv[1], sys.argv[2])
+t0 = time.perf_counter(); engine.open_sides(spec); t["open both sides"] = time.perf_counter() - t0
+t0 = time.perf_counter(); plan = engine.plan(spec); t["plan (the open above again, pairing, rows)"] = time.perf_counter() - t0
+t0 = time.perf_counter(); table = engine.execute(plan, workers=1); t["execute (compare, the table)"] = time.perf_counter() - t0
+with tempfile.TemporaryDirectory() as out:
+    t0 = time.perf_counter(); save_task(out, {}, table, spec.thresholds, {}); t["write the task"] = time.perf_counter() - t0
+print(json.dumps(t))
+"""
+
+
+def stages(trees: dict[str, str], npu: str, golden: str, rounds: int) -> dict[str, dict[str, float]]:
+    """Where a row's time goes, per tree: each stage in one process (medians of alternating rounds)."""
+    import json
+    runs: dict[str, list[dict]] = {name: [] for name in trees}
+    for _ in range(rounds):
+        for name, tui in trees.items():
+            r = subprocess.run([sys.executable, "-P", "-c", STAGES, npu, golden], capture_output=True, text=True,
+                               check=True, env={**os.environ, "PYTHONPATH": tui})
+            runs[name].append(json.loads(r.stdout))
+    return {name: {k: statistics.median(d[k] for d in ds) for k in ds[0]} for name, ds in runs.items()}
+
+
 def small(args) -> None:
     """Per-row cost on a network of tiny tensors, whole processes, this tree against --base-tui."""
     root = os.path.join(args.dir, "small")
@@ -232,6 +262,11 @@ def small(args) -> None:
     if args.base_tui:
         r = statistics.median(b / t for b, t in zip(times["base"], times["this tree"]))
         print(f"base / this tree, {n:,} pairs: {r:.2f}x (round by round, median)")
+    parts = stages(trees, npu, golden, args.rounds)
+    print("where a row goes (us a row, in one process each; medians of alternating rounds):")
+    print(f"{'':44s}" + "".join(f"{name:>12s}" for name in trees))
+    for stage in next(iter(parts.values())):
+        print(f"{stage:44s}" + "".join(f"{parts[name][stage] / n * 1e6:12.1f}" for name in trees))
 
 def naive_metrics(x: np.ndarray, y: np.ndarray) -> dict:
     """msaccucmp style: whole float32 arrays, one numpy pass (and temporaries) per metric."""
@@ -309,7 +344,10 @@ def time_fallback(args) -> float:
     """`ours` on the numpy fallback: a child process, since the choice is made at import."""
     cmd = [sys.executable, __file__, "--time-ours", "--dir", args.dir, "--gb", str(args.gb),
            "--rounds", "2"] + (["--workers", str(args.workers[0])] if args.workers else [])
-    res = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "ACCUSCOPE_KERNEL": "numpy"})
+    # OpenBLAS on one thread as the `accuscope` command runs it (cli.py): its threads made the fallback's
+    # chunk-sized dot products 5.6x slower on this loaded 2-core machine (22.9 s against 4.1 s here)
+    res = subprocess.run(cmd, capture_output=True, text=True,
+                         env={**os.environ, "ACCUSCOPE_KERNEL": "numpy", "OPENBLAS_NUM_THREADS": "1"})
     if res.returncode:
         raise RuntimeError(res.stderr)
     return float(res.stdout)

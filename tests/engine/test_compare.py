@@ -2,6 +2,7 @@
 plugins, cancellation, and the `accuscope compare` command end to end."""
 from __future__ import annotations
 
+import gc
 import threading
 
 import numpy as np
@@ -66,6 +67,18 @@ def test_range_keeps_ops_by_sequence_id(case):
     assert seqs[0] == 3 and seqs[-1] == last and all((s - 3) % 50 == 0 for s in seqs[:-1])
 
 
+def test_batch_callers_compare_with_the_collector_paused_and_interactive_ones_keep_it(case):
+    """A row's objects hold no cycle: execute pauses the cyclic collector (gcpause), except for the app
+    (inline_bytes=0), whose UI thread runs beside it; either way it is on again afterwards."""
+    root, sim = case
+    plan = engine.plan(spec(root, sim))
+    for inline_bytes, on in ((None, False), (0, True)):
+        seen: list[bool] = []
+        table = engine.execute(plan, lambda p, rows, seen=seen: seen.append(gc.isenabled()), workers=1,
+                               inline_bytes=inline_bytes)
+        assert table is not None and seen and set(seen) == {on} and gc.isenabled()
+
+
 def test_cancel_stops_early_and_returns_nothing(case):
     root, sim = case
     cancel = threading.Event()
@@ -74,8 +87,9 @@ def test_cancel_stops_early_and_returns_nothing(case):
     def progress(p, rows):
         seen.append(p.done)
         cancel.set()
-    assert engine.execute(engine.plan(spec(root, sim)), progress, cancel, workers=1) is None
-    assert seen == [1]
+    plan = engine.plan(spec(root, sim))
+    assert engine.execute(plan, progress, cancel, workers=1) is None
+    assert len(seen) == 1 and seen[0] < len(plan.pairs)  # stopped after the first batch (a group of small pairs)
 
 
 def test_plugin_column_and_failure_reason(case, tmp_path):

@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import KW_ONLY, dataclass, field, replace
 
-from accuscope.engine.compare import faults, statistics
+from accuscope.engine.compare import faults, gcpause, statistics
 from accuscope.engine.compare import plugins as plugin_mod
 from accuscope.engine.compare.columns import CSV_OF, KEY_OF, NUMERIC_METRICS
 from accuscope.engine.compare.lifetime import die_with_parent, process_context
@@ -33,7 +33,6 @@ from accuscope.engine.compare.pair import Pair
 from accuscope.engine.compare.pairjob import Job, pair_threads, run_job
 from accuscope.engine.compare.repair import Repair, recheck
 from accuscope.engine.compare.results import ResultTable
-from accuscope.engine.compare.shards import parallel_sides
 from accuscope.engine.compare.thresholds import Thresholds
 from accuscope.engine.graphs.graph import Graph
 from accuscope.engine.graphs.oprange import OpRange
@@ -194,7 +193,8 @@ def open_sides(spec: CompareSpec) -> tuple[Side, Side, Graph | None]:
     pick = spec.pick
     ranked = {"step": spec.step, "rank": spec.rank, "stats_only": spec.stats_only or None}
     merged = {}
-    if spec.shards:
+    if spec.shards:  # shards.py (8 ms of imports) only when asked for
+        from accuscope.engine.compare.shards import parallel_sides
         merged = parallel_sides(spec)
     npu = merged.get("npu") or open_side(spec.npu, pick=pick, run=spec.run, runner=spec.npu_runner,
                                          iteration=spec.iteration, options=spec.npu_options, **ranked)
@@ -215,6 +215,7 @@ def open_sides(spec: CompareSpec) -> tuple[Side, Side, Graph | None]:
     return npu, golden, model
 
 
+@gcpause.paused  # opening the sides makes a few objects a tensor, which set off the collector's full walks
 def plan(spec: CompareSpec) -> Plan:
     npu, golden, graph = open_sides(spec)
     npu_graph = npu.graph if npu.graph is not None else (graph if graph is not None and graph.kind == "om" else None)
@@ -452,11 +453,19 @@ def execute(plan: Plan, progress: Callable[[Progress, list[tuple[int, dict]]], N
 
     Pairs of less than `inline_bytes` in all (default INLINE_BYTES) are compared in this thread.
     An interactive caller passes 0: numpy drops and retakes the GIL dozens of times per chunk,
-    so a comparison thread next to a busy UI thread slows both down (measured 3x)."""
+    so a comparison thread next to a busy UI thread slows both down (measured 3x). Other callers
+    run with the cyclic collector paused (gcpause): a row's objects hold no cycle, and its full
+    walks over the plan's tensors took 12 us of a small pair's row (bench_compare.py --case small)."""
+    with gcpause.pause(inline_bytes != 0):
+        return _execute(plan, progress, cancel, workers, inline_bytes)
+
+
+def _execute(plan: Plan, progress: Callable[[Progress, list[tuple[int, dict]]], None] | None,
+             cancel: threading.Event | None, workers: int | None, inline_bytes: int | None) -> ResultTable | None:
     start = time.perf_counter()
     jobs = [Job(i, p.npu, p.golden, tuple(plan.metrics))
             for i, p in enumerate(plan.pairs) if p.golden is not None and not p.npu.problem and not p.golden.problem]
-    rows = [merged_row(plan, i, {}) for i in range(len(plan.rows))]
+    merged: list[dict | None] = [None] * len(plan.rows)  # each row merged once: computed, or as planned at the end
     workers = workers or os.cpu_count() or 1
     total = len(jobs)
     recorded = [j for j in jobs if j.npu.reader is None or j.golden.reader is None]  # statistics, no data
@@ -470,14 +479,14 @@ def execute(plan: Plan, progress: Callable[[Progress, list[tuple[int, dict]]], N
     if recorded:
         results = itertools.chain(_statistics(recorded), results)
     done = 0
-    computed: list[dict] = [{} for _ in rows]
+    computed: list[dict] = [{} for _ in merged]
     with plugin_mod.PluginHost(cancel=cancel) as host:
         for batch in results:
             if plan.plugins:
                 batch = [(row, _with_plugins(host, plan, row, cells)) for row, cells in batch]
             for row, cells in batch:
                 computed[row] = cells
-                rows[row] = merged_row(plan, row, cells)
+                merged[row] = merged_row(plan, row, cells)
             done += len(batch)
             if progress:
                 progress(Progress(done, total, time.perf_counter() - start,
@@ -485,6 +494,7 @@ def execute(plan: Plan, progress: Callable[[Progress, list[tuple[int, dict]]], N
             faults.point("compare")
     if cancel is not None and cancel.is_set():
         return None
+    rows = [merged_row(plan, i, {}) if r is None else r for i, r in enumerate(merged)]
     repairs = recheck(plan, computed)
     for r in repairs:
         rows[r.row] = merged_row(plan, r.row, computed[r.row])
@@ -592,9 +602,12 @@ def _run_threads(jobs: list[Job], workers: int, cancel) -> Iterator[list[tuple[i
     groups = _groups(small)
     first = next(groups, None)
     if workers == 1 or (second := next(groups, None)) is None:
-        # in this thread (one group would take one pool thread): a pair at a time, each its own
-        # progress and chance to stop; concurrent.futures (and logging) is not even imported
-        yield from _run_inline(small, cancel)
+        # in this thread (one group would take one pool thread): a group at a time (a few ms), each
+        # its own progress and chance to stop; concurrent.futures (and logging) is not even imported
+        for group in itertools.chain((first,) if first else (), groups):  # (no second group if workers > 1)
+            if cancel is not None and cancel.is_set():
+                return
+            yield _run_group(group)
         return
     from concurrent.futures import ThreadPoolExecutor  # with logging ~10 ms of start-up: only when a pool runs
     with ThreadPoolExecutor(workers) as pool:  # results in the pairs' order (plugins, progress)

@@ -8,9 +8,11 @@ the collector runs again when the outermost pause ends (threads pausing at once 
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import gc
 import threading
+from collections.abc import Iterator
 
 _lock = threading.Lock()
 _depth = 0
@@ -28,6 +30,19 @@ def paused(fn):
         finally:
             _leave()
     return wrapper
+
+
+@contextlib.contextmanager
+def pause(on: bool = True) -> Iterator[None]:
+    """The collector off inside the block (when `on`)."""
+    if not on:
+        yield
+        return
+    _enter()
+    try:
+        yield
+    finally:
+        _leave()
 
 
 def _enter() -> None:

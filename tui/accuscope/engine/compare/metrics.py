@@ -5,7 +5,7 @@ feeds all the sums at the same time, so the data are read once whatever the numb
 a tensor larger than memory still compares. The KL divergence needs each side's min and max first,
 so it takes a second walk, which for tensors of one chunk (most of them) reuses the chunk in cache.
 
-A pair of whole arrays takes the fused pass instead (`_fused`): a cheap prepass for the ranges,
+A pair of whole arrays takes the fused pass instead (`_fused_kernel`): a cheap prepass for the ranges,
 then one walk that feeds every sum, KL included. On the compiled kernel (_kernel.c `pair`) that is
 one loop, for float32 and the dtypes float32 holds exactly; without it `_fused_numpy` casts each
 chunk to float64 once and runs the moments and the KL on it while it is in cache. NaN/inf and
@@ -36,6 +36,7 @@ EPS64 = float(np.finfo(np.float64).eps)
 EPS32 = float(np.finfo(np.float32).eps)
 CHUNK = 1 << 16
 BOOL_MEANINGFUL = ("cos", "red")
+_BOOL = np.dtype(np.bool_)
 
 ChunkSource = Callable[[], Iterable[tuple[np.ndarray, np.ndarray]]]
 
@@ -87,8 +88,17 @@ def compare_chunks(source: ChunkSource, n: int, x_dtype: np.dtype, y_dtype: np.d
     if n == 0:
         result.reasons.append("empty tensor")
         return result
+    arrays = getattr(source, "arrays", None)
+    if arrays is not None and _kernel is not None:  # the kernel's fused pass: no numpy arithmetic, no errstate
+        fused = _fused_kernel(*arrays, kl, threads)
+        if fused is not None:
+            values, close, sums = fused
+            _fill_values(result, values, close, (0, 0, 0), n)
+            if kl:
+                _kl_finish(result, *sums)
+            return _bool_cells(result, x_dtype, y_dtype)
     with np.errstate(all="ignore"):  # zeros and NaN/inf are handled explicitly
-        fused = _fused(source, kl, threads)
+        fused = _fused_numpy(*arrays, kl) if arrays is not None and _kernel is None else None
         if fused is not None:
             acc, sums = fused
             _fill(result, acc, n)
@@ -109,7 +119,7 @@ def compare_chunks(source: ChunkSource, n: int, x_dtype: np.dtype, y_dtype: np.d
 
 
 def _bool_cells(result: PairMetrics, x_dtype: np.dtype, y_dtype: np.dtype) -> PairMetrics:
-    if np.dtype(x_dtype) == np.bool_ or np.dtype(y_dtype) == np.bool_:
+    if _BOOL in (x_dtype, y_dtype):
         for key in result.values:
             if key not in BOOL_MEANINGFUL:
                 result.values[key] = math.nan
@@ -333,8 +343,16 @@ def _finite_remainder(source: ChunkSource, n: int, result: PairMetrics) -> tuple
 
 
 def _fill(result: PairMetrics, acc: _Sums, n: int) -> None:
-    v, a, close, nonfinite = result.values, acc.f, acc.close, acc.nonfinite
-    nx, ny = math.sqrt(a.sxx), math.sqrt(a.syy)
+    _fill_values(result, acc.v, acc.close, acc.nonfinite, n)
+
+
+def _fill_values(result: PairMetrics, sums: list[float] | tuple, close: bool, nonfinite: tuple[int, int, int],
+                 n: int) -> None:
+    """The cells from a pair's sums (FIELDS, in order: read by name through one unpacking; a small
+    pair's whole comparison is a few microseconds, so this is most of it)."""
+    sxy, sxx, syy, sx, sy, sdd, sad, mad, srel, mrel, over1, over5 = sums[:12]
+    v = result.values
+    nx, ny = math.sqrt(sxx), math.sqrt(syy)
     if n == 1:
         v["cos"] = 1.0
         result.reasons.append("this tensor is scalar")
@@ -343,44 +361,46 @@ def _fill(result: PairMetrics, acc: _Sums, n: int) -> None:
     elif nx < EPS64 or ny < EPS64:
         result.reasons.append(f"all the data is zero in the {'NPU' if nx < EPS64 else 'golden'} tensor")
     else:
-        v["cos"] = min(a.sxy / (nx * ny), 1.0)
-    v["max_abs"] = a.mad
-    v["mean_abs"] = a.sad / n
-    v["rmse"] = math.sqrt(a.sdd / n)
+        v["cos"] = min(sxy / (nx * ny), 1.0)
+    v["max_abs"] = mad
+    v["mean_abs"] = sad / n
+    v["rmse"] = math.sqrt(sdd / n)
     if ny <= EPS64 and nx > EPS64:
         result.reasons.append("golden is all zero: relative metrics are undefined")
     else:
-        v["red"] = math.sqrt(a.sdd / a.syy) if ny > EPS64 else 0.0
-        v["max_rel"] = a.mrel
-        v["mean_rel"] = a.srel / n
-        v["acc_rel"] = a.srel
-        v["rel_0.1%"] = a.over1 / n
-        v["rel_0.5%"] = a.over5 / n
-    _tpu(result, a, close, nonfinite, n)
-    mx, my = a.sx / n, a.sy / n
-    sx, sy = math.sqrt(max(a.sxx / n - mx * mx, 0.0)), math.sqrt(max(a.syy / n - my * my, 0.0))
-    result.std = f"({_3(mx)};{_3(sx)}),({_3(my)};{_3(sy)})"
+        v["red"] = math.sqrt(sdd / syy) if ny > EPS64 else 0.0
+        v["max_rel"] = mrel
+        v["mean_rel"] = srel / n
+        v["acc_rel"] = srel
+        v["rel_0.1%"] = over1 / n
+        v["rel_0.5%"] = over5 / n
+    _tpu(result, sxy, sxx, syy, sx, sy, sdd, mad, close, nonfinite, n)
+    mx, my = sx / n, sy / n
+    ox, oy = math.sqrt(max(sxx / n - mx * mx, 0.0)), math.sqrt(max(syy / n - my * my, 0.0))
+    result.std = f"({_3(mx)};{_3(ox)}),({_3(my)};{_3(oy)})"
 
 
-def _tpu(result: PairMetrics, a: Fields, close: bool, nonfinite: tuple[int, int, int], n: int) -> None:
+def _tpu(result: PairMetrics, sxy: float, sxx: float, syy: float, sx: float, sy: float, sdd: float, mad: float,
+         close: bool, nonfinite: tuple[int, int, int], n: int) -> None:
     """tpu-mlir's euclidean similarity, SQNR and the tolerance-free steps of its ladder, from the
     sums. Non-finite values at the same positions on both sides count as tpu-mlir replaces them
     (NaN -> 0, +-inf -> +-10000): they add to n, and 1e8 / +-1e4 to the sums of squares and
     products / of values, nothing to the differences."""
     nan, pos, neg = nonfinite
-    big = 1e8 * (pos + neg)
-    n, sxx, syy, sxy = n + nan + pos + neg, a.sxx + big, a.syy + big, a.sxy + big
-    sx, sy = a.sx + 1e4 * (pos - neg), a.sy + 1e4 * (pos - neg)
-    ed, sr = math.sqrt(a.sdd), 0.5 * math.sqrt(max(sxx + 2 * sxy + syy, 0.0)) + 1e-7
+    if pos or neg or nan:
+        big = 1e8 * (pos + neg)
+        n, sxx, syy, sxy = n + nan + pos + neg, sxx + big, syy + big, sxy + big
+        sx, sy = sx + 1e4 * (pos - neg), sy + 1e4 * (pos - neg)
+    ed, sr = math.sqrt(sdd), 0.5 * math.sqrt(max(sxx + 2 * sxy + syy, 0.0)) + 1e-7
     result.values["euclid_sim"] = 0.0 if math.isinf(ed) or math.isinf(sr) else 1.0 - ed / sr
     # sums of squares about the mean; below the rounding of the sums they are 0 (constant sides)
     signal = syy - sy * sy / n
-    noise = a.sdd - (sy - sx) ** 2 / n
-    if signal <= VAR_FLOOR * syy or noise <= VAR_FLOOR * a.sdd:
+    noise = sdd - (sy - sx) ** 2 / n
+    if signal <= VAR_FLOOR * syy or noise <= VAR_FLOOR * sdd:
         result.values["sqnr"] = math.inf
     else:
         result.values["sqnr"] = 10 * math.log10(signal / noise)
-    if a.mad == 0 and nan == 0:  # NaN != NaN for tpu-mlir's array_equal, but allclose(equal_nan)
+    if mad == 0 and nan == 0:  # NaN != NaN for tpu-mlir's array_equal, but allclose(equal_nan)
         result.tpu_verdict = "EQUAL"
     elif close:
         result.tpu_verdict = "CLOSE"
@@ -390,7 +410,7 @@ VAR_FLOOR = 64 * EPS64
 
 
 def _3(value: float) -> str:
-    return "0.000" if abs(value) < 0.001 else f"{value:.3f}"
+    return "0.000" if -0.001 < value < 0.001 else f"{value:.3f}"
 
 
 KL_BOUND = 0.1  # |s| below this: the series of _kl
@@ -451,24 +471,24 @@ _EXACT_F32 = frozenset(np.dtype(t) for t in (np.float32, np.float16, np.int8, np
 _EXACT_F64 = _EXACT_F32 | {np.dtype(t) for t in (np.float64, np.int32, np.uint32)}
 
 
-def _fused(source: ChunkSource, kl: bool, threads: int) -> tuple[_Sums, tuple] | None:
-    """The fused pass over a pair of whole arrays: every sum from one computing walk (_kernel.c
-    `pair`, or _fused_numpy without the kernel). None when it does not apply (a streamed pair,
-    dtypes it does not take, NaN/inf in the data: the chunked path handles those)."""
-    arrays = getattr(source, "arrays", None)
-    if arrays is None:
-        return None
-    x, y = arrays
-    if _kernel is None:
-        return _fused_numpy(x, y, kl)
+def _fused_kernel(x: np.ndarray, y: np.ndarray, kl: bool, threads: int) -> tuple[tuple, bool, tuple] | None:
+    """The kernel's fused pass over a pair of whole arrays (_kernel.c `pair`): every sum from one
+    computing walk, split over `threads` threads; (sums in FIELDS order, close, KL sums). None when
+    it does not apply (dtypes float32 does not hold exactly, NaN/inf in the data: the chunked path
+    handles those)."""
     if x.dtype.newbyteorder("=") not in _EXACT_F32 or y.dtype.newbyteorder("=") not in _EXACT_F32:
         return None
-    x = np.ascontiguousarray(x, dtype=np.float32)  # no copy for native contiguous float32
-    y = np.ascontiguousarray(y, dtype=np.float32)
-    out = _kernel.pair(x, y, kl, max(1, threads))
+    if x.dtype != _F32 or not x.flags.c_contiguous:
+        x = np.ascontiguousarray(x, dtype=np.float32)
+    if y.dtype != _F32 or not y.flags.c_contiguous:
+        y = np.ascontiguousarray(y, dtype=np.float32)
+    out = _kernel.pair(x, y, kl, threads if threads > 1 else 1)
     if out is None:
         return None
-    return _Sums.of(list(out[:len(FIELDS)]), out[16] == 0), out[17:22] if kl else ()
+    return out, out[16] == 0, out[17:22] if kl else ()
+
+
+_F32 = np.dtype(np.float32)
 
 
 def _fused_numpy(x: np.ndarray, y: np.ndarray, kl: bool) -> tuple[_Sums, tuple] | None:

@@ -11,7 +11,7 @@ from functools import lru_cache
 import numpy as np
 
 from accuscope.engine.compare import faults
-from accuscope.engine.compare.columns import METRIC
+from accuscope.engine.compare.columns import COMPUTED_FLOATS, METRIC
 from accuscope.engine.compare.metrics import CHUNK, PairMetrics, array_chunks, compare_chunks
 from accuscope.engine.sources.tensor import Tensor, TensorError
 
@@ -72,10 +72,11 @@ def pair_chunks(npu: Tensor, golden: Tensor, size: int = CHUNK) -> Callable[[], 
     MAPPED_BYTES is memory-mapped, so the second walk reads pages already mapped instead of
     reading the files again; larger pairs are streamed through one chunk buffer per side, which
     keeps the RSS of a many-GB pair at a few MB."""
-    if npu.size != golden.size:
+    n = npu.size
+    if n != golden.size:
         raise TensorError(npu.source, npu.name, f"shape {list(npu.shape)} of the NPU tensor does not match "
                                                 f"shape {list(golden.shape)} of golden {golden.op}")
-    if npu.nbytes + golden.nbytes <= MAPPED_BYTES:
+    if n * ((npu.dtype.itemsize if npu.dtype else 0) + (golden.dtype.itemsize if golden.dtype else 0)) <= MAPPED_BYTES:
         return array_chunks(npu.load(), golden.load(), size)
     return lambda: zip(tensor_chunks(npu, size), tensor_chunks(golden, size))
 
@@ -83,25 +84,30 @@ def pair_chunks(npu: Tensor, golden: Tensor, size: int = CHUNK) -> Callable[[], 
 def run_job(job: Job) -> tuple[int, dict]:
     """Compare one pair; any failure becomes a reason on the row, never an exception."""
     x, y = job.npu, job.golden
-    out: dict = {}
     faults.point("pair", x.name)
     try:
         m = compare_chunks(pair_chunks(x, y), x.size, x.dtype, y.dtype, kl="kl" in job.metrics, threads=job.threads)
-        out.update(metric_cells(m, job.metrics))
-        out["reason"] = "; ".join(m.reasons)
     except (TensorError, OSError, ValueError, MemoryError) as exc:
-        out["reason"] = getattr(exc, "reason", None) or str(exc)
+        return job.row, {"reason": getattr(exc, "reason", None) or str(exc)}
+    out = metric_cells(m, job.metrics)
+    out["reason"] = "; ".join(m.reasons)
     return job.row, out
 
 
 def metric_cells(m: PairMetrics, metrics: tuple[str, ...]) -> dict:
     """The row's metric cells: msaccucmp's as selected (--algorithms), the extras always (those
     computed from tensor data; recorded statistics are compared elsewhere)."""
+    values_of, attributes = _cell_keys(metrics)
     values = m.values
-    return {k: values[k] if k in values else getattr(m, k) for k in _cell_keys(metrics)}
+    cells = {k: values[k] for k in values_of}
+    for k in attributes:
+        cells[k] = getattr(m, k)
+    return cells
 
 
 @lru_cache(maxsize=32)
-def _cell_keys(metrics: tuple[str, ...]) -> tuple[str, ...]:
-    return tuple(k for k, r in METRIC.items() if (k in metrics or r.origin != "msaccucmp") and not r.recorded
-                 and not r.third)
+def _cell_keys(metrics: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The cells' keys: (those in PairMetrics.values, those that are its attributes)."""
+    keys = [k for k, r in METRIC.items() if (k in metrics or r.origin != "msaccucmp") and not r.recorded
+            and not r.third]
+    return tuple(k for k in keys if k in COMPUTED_FLOATS), tuple(k for k in keys if k not in COMPUTED_FLOATS)

@@ -69,7 +69,7 @@ from functools import partial
 
 import numpy as np
 
-from accuscope.engine.compare.statistics import MERGED
+from accuscope.engine.compare.statistics import MERGED, SHARDS_BY_NAMES
 from accuscope.engine.sources import msprobe
 from accuscope.engine.sources.golden import GoldenDump
 from accuscope.engine.sources.inputfile import require_regular
@@ -78,7 +78,6 @@ from accuscope.engine.sources.yamltext import yaml_load
 
 COLUMN, ROW, VOCAB, REPLICATED = "column", "row", "vocab", "replicated"
 KINDS = (COLUMN, ROW, VOCAB, REPLICATED)
-SHARDS_BY_NAMES = "names"  # --shards names: the split from Megatron's class names (else a layout file's path)
 CLASSES = {"ColumnParallelLinear": COLUMN, "RowParallelLinear": ROW, "VocabParallelEmbedding": VOCAB}
 ONCE, CONCAT, SUM, BY_VOCAB = "once", "concat", "sum", "vocab"
 BOOKKEEPING = "per-rank vocabulary bookkeeping (masks, local ids): no value of the whole run"

@@ -24,6 +24,8 @@ from accuscope.engine.compare.columns import STATS
 from accuscope.engine.sources.tensor import Tensor
 
 MERGED = "TP merge: "  # how a tensor merged from a parallel run's shards (shards.py) starts its conversion
+SHARDS_BY_NAMES = "names"  # --shards names: the split from Megatron's class names (else a layout file's path);
+# here, not in shards.py, so that task.json's reader does not import the merge (8 ms of every compare's start)
 DIFF_KEYS = tuple(f"{s}_diff" for s in STATS)
 REL_KEYS = tuple(f"{s}_relerr" for s in STATS)
 MAGNITUDE = 0.5  # msprobe's CompareConst.MAGNITUDE
