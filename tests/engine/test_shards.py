@@ -111,8 +111,16 @@ def test_layout_file_says_the_split(tmp_path):
     assert not fail.any() and any("concat dim 0" in r["conversion"] and "fc1" in r["npu_op"] for r in rows)
     flipped = tmp_path / "flipped.yaml"  # fc1 said to be row-parallel: its weight joined along the wrong dimension
     flipped.write_text("modules:\n  \"*.fc1\": row\n")
-    _, rows, fail = compared(TP / "tp2", TP / "tp1", str(flipped))
-    assert any(f and "fc1" in r["npu_op"] for r, f in zip(rows, fail))
+    p, rows, fail = compared(TP / "tp2", TP / "tp1", str(flipped))
+    # its (16, 8) weight shards joined along dim 1 hold as many elements as TP=1's (32, 8) weight: the shape
+    # tells, the row is not compared element by element, and the comparison is never a pass
+    weight = next(r for r in rows if r["tensor"] == "Module.layers.0.fc1.ColumnParallelLinear.forward.0:input:1")
+    assert "shape [16, 16] of the NPU tensor does not match shape [32, 8]" in weight["reason"]
+    assert "(merged from shards)" in weight["reason"] and math.isnan(weight["cos"])
+    assert not any(f and "fc1" in r["npu_op"] for r, f in zip(rows, fail))
+    assert any("do not have the other side's shape" in w and "--shards" in w for w in p.coverage.warnings)
+    p, _, _ = compared(TP / "tp2", TP / "tp1")
+    assert not p.coverage.misshapen and not p.coverage.warnings
 
 
 def test_statistics_shape_mismatch_is_the_rows_reason(tmp_path):

@@ -97,6 +97,7 @@ class Coverage:
     golden_unused: list[tuple[str, str]] = field(default_factory=list)  # (golden tensor, why no NPU tensor pairs it)
     step: bool = False  # the sides are the calls of a training / inference step (msprobe): no network output
     repaired: list[Repair] = field(default_factory=list)  # pairs by identity re-paired by their values (repair.py)
+    misshapen: list[str] = field(default_factory=list)  # tensors merged from shards without the other side's shape
 
     @property
     def warnings(self) -> list[str]:
@@ -106,6 +107,9 @@ class Coverage:
         if self.outputs_paired == 0 and not self.step:
             found.append("no network output was compared" if self.outputs_total else
                          "the network outputs are unknown (no model names them)")
+        if self.misshapen:  # a merge along a wrong dimension keeps the element count: never a pass
+            found.append(f"{len(self.misshapen):,} tensors merged from shards do not have the other side's shape, so "
+                         f"were not compared (first: {self.misshapen[0]}): the split is wrong for them (--shards)")
         return found
 
     @property
@@ -258,7 +262,9 @@ def plan(spec: CompareSpec) -> Plan:
                         sum(1 for t in reference if id(t) in used), len(reference), sum(1 for p, r in zip(pairs, rows) if r["is_output"] and p.golden),
                         sum(1 for r in rows if r["is_output"]), len(pairs) - comparable,
                         list(dict.fromkeys(t for side in (npu, golden) for t, _ in side.unreachable)),
-                        _unused_golden(reference, used, npu, npu_graph), npu.kind == STEP_KIND)
+                        _unused_golden(reference, used, npu, npu_graph), npu.kind == STEP_KIND,
+                        misshapen=[p.npu.name for p in pairs if spec.shards and p.golden is not None
+                                   and statistics.shape_mismatch(p.npu, p.golden, data=False)])
     if not used:
         raise SourceError(_nothing_paired(spec, npu, golden, mapping, scope))
     problems = list(npu.problems) + list(golden.problems) + problems

@@ -13,6 +13,7 @@ import numpy as np
 from accuscope.engine.compare import faults
 from accuscope.engine.compare.columns import COMPUTED_FLOATS, METRIC
 from accuscope.engine.compare.metrics import CHUNK, PairMetrics, array_chunks, compare_chunks
+from accuscope.engine.compare.statistics import shape_mismatch
 from accuscope.engine.sources.tensor import Tensor, TensorError
 
 
@@ -66,16 +67,18 @@ MAPPED_BYTES = 64 << 20  # pairs up to this size are walked memory-mapped, large
 
 
 def pair_chunks(npu: Tensor, golden: Tensor, size: int = CHUNK) -> Callable[[], Iterator]:
-    """A chunk source (metrics.ChunkSource) over a tensor pair; TensorError when sizes differ.
+    """A chunk source (metrics.ChunkSource) over a tensor pair; TensorError when their shapes do not
+    allow it (statistics.shape_mismatch).
 
     The metrics walk the pair twice (the KL walk needs each side's range first). A pair of up to
     MAPPED_BYTES is memory-mapped, so the second walk reads pages already mapped instead of
     reading the files again; larger pairs are streamed through one chunk buffer per side, which
     keeps the RSS of a many-GB pair at a few MB."""
     n = npu.size
-    if n != golden.size:
-        raise TensorError(npu.source, npu.name, f"shape {list(npu.shape)} of the NPU tensor does not match "
-                                                f"shape {list(golden.shape)} of golden {golden.op}")
+    if n != golden.size or npu.conversion or golden.conversion:  # (a merged tensor's shape is checked whole)
+        reason = shape_mismatch(npu, golden)
+        if reason:
+            raise TensorError(npu.source, npu.name, reason)
     if n * ((npu.dtype.itemsize if npu.dtype else 0) + (golden.dtype.itemsize if golden.dtype else 0)) <= MAPPED_BYTES:
         return array_chunks(npu.load(), golden.load(), size)
     return lambda: zip(tensor_chunks(npu, size), tensor_chunks(golden, size))

@@ -87,8 +87,8 @@ def compare_many(pairs: list[tuple[int, Tensor, Tensor]]) -> list[tuple[int, dic
         missing = missing_reason(recorded(x), recorded(y))
         if missing:
             cells["reason"] = missing
-        elif x.shape != y.shape and (x.conversion.startswith(MERGED) or y.conversion.startswith(MERGED)):
-            cells["reason"] = shape_mismatch(x, y)
+        elif reason := shape_mismatch(x, y, data=False):
+            cells["reason"] = reason
         elif both[k]:
             for j in range(4):
                 if known[k, j]:
@@ -113,9 +113,21 @@ def differences(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray, n
     return diff, rel, worst, ~np.isnan(a) & ~np.isnan(b)
 
 
-def shape_mismatch(npu: Tensor, golden: Tensor) -> str:
-    """A pair's reason where the shapes differ (the same words as a tensor comparison's)."""
-    return f"shape {list(npu.shape)} of the NPU tensor does not match shape {list(golden.shape)} of golden {golden.op}"
+def shape_mismatch(npu: Tensor, golden: Tensor, data: bool = True) -> str:
+    """Why a pair cannot be compared by its shapes ("" when it can). Data compared element by element
+    (`data`) needs as many elements on both sides (each side's layout already converted); a tensor
+    merged from a parallel run's shards (--shards) needs the other side's very shape, size-1
+    dimensions aside: a concatenation along a wrong dimension keeps the element count and every
+    statistic, not the shape."""
+    merged = npu.conversion.startswith(MERGED) or golden.conversion.startswith(MERGED)
+    if (data and npu.size != golden.size) or (merged and _squeezed(npu.shape) != _squeezed(golden.shape)):
+        return (f"shape {list(npu.shape)} of the NPU tensor does not match shape {list(golden.shape)} of golden "
+                f"{golden.op}" + (" (merged from shards)" if merged and npu.size == golden.size else ""))
+    return ""
+
+
+def _squeezed(shape: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(d for d in shape if d != 1)
 
 
 def missing_reason(npu_recorded: bool, golden_recorded: bool) -> str:
