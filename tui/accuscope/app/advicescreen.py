@@ -17,6 +17,8 @@ from ..engine.diagnose.advice import Advice, Finding
 from ..engine.diagnose.advisor import advise
 from ..engine.diagnose.chartdata import growth_series
 from ..engine.diagnose.replay import BUDGET
+from ..engine.diagnose.rules.drift import DRIFT
+from ..engine.diagnose.rules.introduced import INTRODUCED
 from ..engine.diagnose.sensitivity import Ranking, sensitivity
 from ..engine.precision.fromtask import spec_from_task
 from ..engine.sources.tensor import SourceError
@@ -91,7 +93,7 @@ class AdviceScreen(Screen["int | None"]):
         if self.verifying:
             self.notify("already verifying", timeout=3)
             return
-        if not any(f.rule in ("introduced", "drift") for f in self.advice.findings) or \
+        if not any(f.rule in (INTRODUCED, DRIFT) for f in self.advice.findings) or \
                 (self.advice.primary is not None and self.advice.primary.severity != "error"):
             self.notify("nothing to verify: the outputs do not fail or no op is named", timeout=4)
             return
@@ -114,7 +116,7 @@ class AdviceScreen(Screen["int | None"]):
         options = self.query_one(OptionList)
         options.clear_options()
         options.add_options(self._options())
-        head = next((i for i, f in enumerate(self.advice.findings) if f.rule == "introduced"), 0)
+        head = next((i for i, f in enumerate(self.advice.findings) if f.rule == INTRODUCED), 0)
         if self.advice.findings:
             options.highlighted = head
             self._show_finding(head)

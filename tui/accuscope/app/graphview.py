@@ -19,6 +19,7 @@ from textual.reactive import reactive
 from textual.strip import Strip
 
 from ..engine.compare.columns import METRIC
+from ..engine.compare.pair import golden_ops
 from ..engine.compare.results import ResultTable
 from ..engine.compare.thresholds import LOWER_IS_WORSE, Thresholds
 from ..engine.graphs.graph import Graph, Node
@@ -111,7 +112,7 @@ class OpResults:
         its output rows to its last (the fused op computes the last one's output)."""
         found: dict[str, list[int]] = {}
         for r in order:
-            names = [g for g in golden[r].split(",") if g and g != "*"]
+            names = golden_ops(golden[r])
             if names:
                 found.setdefault(names[0] if self.io[r] == "input" else names[-1], []).append(r)
         return found
@@ -129,7 +130,7 @@ class OpResults:
                     self._sanitized_position.setdefault(sanitize(n), i)
             hit = self._sanitized_position.get(sanitize(name))
         if hit is None:
-            names = [g for g in str(self.table.columns["golden_op"][row]).split(",") if g and g != "*"]
+            names = golden_ops(self.table.columns["golden_op"][row])
             if names:
                 hit = self._position.get(names[0] if self.io[row] == "input" else names[-1])
         return hit

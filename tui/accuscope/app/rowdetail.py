@@ -13,16 +13,18 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from ..engine.compare.columns import CSV_OF
+from ..engine.compare.fields import FIELD
 from ..engine.compare.results import ResultTable
 from ..engine.compare.thresholds import Thresholds
 from ..engine.tasks.task import Task
 from .formatting import number, shown
 from .messages import StackLoaded, deliver
 
-FIELDS = [("index", "Index"), ("op_seq", "OpSequence"), ("type", "OpType"), ("npu_op", "NPU op"),
-          ("golden_op", "golden op"), ("tensor", "tensor"), ("shape", "shape"), ("npu_dtype", "NPU dtype"),
-          ("golden_dtype", "golden dtype"), ("npu_nonfinite", "NaN/inf NPU"), ("golden_nonfinite", "NaN/inf golden"), ("conversion", "layout conversion"), ("how", "mapped by"),
-          ("npu_file", "NPU file"), ("golden_file", "golden file")]
+# the row's identity as the detail lists it (labels: fields.py's records), the NaN/inf counts among them
+FIELDS = [*((k, FIELD[k].title) for k in ("index", "op_seq", "type", "npu_op", "golden_op", "tensor", "shape",
+                                          "npu_dtype", "golden_dtype")),
+          ("npu_nonfinite", "NaN/inf NPU"), ("golden_nonfinite", "NaN/inf golden"),
+          *((k, FIELD[k].title) for k in ("conversion", "how", "npu_file", "golden_file"))]
 
 
 class RowDetail(ModalScreen[None]):

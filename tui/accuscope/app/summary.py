@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 from ..engine.compare.results import ResultTable
 from ..engine.compare.summary import summarize
 from ..engine.compare.thresholds import Thresholds
+from ..engine.diagnose.advice import VERDICT
 from .formatting import shown
 
 if TYPE_CHECKING:
@@ -28,7 +29,7 @@ def summary_lines(table: ResultTable, thresholds: Thresholds, running: bool = Fa
         lines.append(f"[$mark-warn]! saw too little:[/] {shown(warnings[0])}")
     if advice is not None and advice.primary is not None:
         from .advicescreen import finding_line
-        top = [advice.primary] + ([advice.cause] if advice.cause is not None and advice.primary.rule == "verdict"
+        top = [advice.primary] + ([advice.cause] if advice.cause is not None and advice.primary.rule == VERDICT
                                   else [])
         lines.append(" · ".join(finding_line(f) for f in top) + (f" · [dim]a: {len(advice.findings)} findings[/]"
                                                                   if len(advice.findings) > len(top) else ""))
