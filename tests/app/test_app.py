@@ -599,3 +599,25 @@ def test_path_fields_keep_their_text_unselected_and_complete_with_tab(ws):
         await pilot.press("backspace", "enter")
         assert isinstance(pilot.app.screen, TaskScreen)
     drive(AccuscopeApp(ws), script)
+
+
+def test_the_advisor_works_on_the_opened_task_not_a_copy_read_again(ws, monkeypatch):
+    """After a threshold edit the advisor advises on the task the screen shows (its thresholds as edited,
+    its table as loaded): no second load of the task from disk."""
+    import accuscope.engine.diagnose.advisor as advisor
+    loads = []
+    real = advisor.load_task
+
+    def counted(folder, *args, **kwargs):
+        loads.append(folder)
+        return real(folder, *args, **kwargs)
+
+    async def script(pilot):
+        screen = pilot.app.screen
+        await wait_for(pilot, lambda: screen.advice is not None)
+        monkeypatch.setattr(advisor, "load_task", counted)
+        await _edit_thresholds(pilot, "cos=0.5")
+        await wait_for(pilot, lambda: not screen.saving and not screen.advising)
+        assert screen.advice.task["thresholds"]["cos"]["value"] == 0.5  # made for the edited thresholds
+    drive(AccuscopeApp(ws, open_path=ws / MAIN.name), script)
+    assert not loads

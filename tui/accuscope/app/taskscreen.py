@@ -407,16 +407,16 @@ class TaskScreen(Screen):
         if self.opened is None or self.opened.doc.foreign or not len(self.opened.table) or self.loading:
             return
         self.advising = True
-        self.advice_worker(self.opened.doc, self.thresholds)
+        self.advice_worker(self.opened)
         self.refresh_views()
 
     @work(thread=True, exclusive=True, group="advice", exit_on_error=False)
-    def advice_worker(self, doc: TaskDoc, thresholds: Thresholds) -> None:
+    def advice_worker(self, task: Task) -> None:
         """The saved advice when it fits the result and thresholds (advice.json: 40 MB for 1M rows,
-        read here, not on the screen's thread), else the advisor's."""
-        from ..engine.diagnose.advice import saved_advice
-        from ..engine.diagnose.advisor import advise
-        deliver(self, AdviceDone, lambda: saved_advice(self.folder, doc, thresholds) or advise(self.folder))
+        read here, not on the screen's thread), else the advisor's on the opened task as shown (its
+        thresholds as edited; the table not read again)."""
+        from ..engine.diagnose.advisor import current_advice
+        deliver(self, AdviceDone, lambda: current_advice(task))
 
     @on(AdviceDone)
     def advice_done(self, message: AdviceDone) -> None:
