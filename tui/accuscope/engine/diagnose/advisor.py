@@ -35,6 +35,7 @@ import time
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -62,6 +63,9 @@ from accuscope.engine.diagnose.rules.verify import verified
 from accuscope.engine.sources.tensor import SourceError, TensorError
 from accuscope.engine.tasks.task import Task, load_task
 
+if TYPE_CHECKING:
+    from accuscope.engine.sides.side import Side
+
 __all__ = ["advise", "current_advice", "OpMeasure",  # and the rules' constants, still importable from here
            "CLIFF_SHARE", "DOMINANT", "DRIFT_START", "FP16_MAX", "INVALID_TYPES", "MANY", "NEAR_ZERO",
            "NEAR_ZERO_BYTES", "QUANTIZED_TYPES", "REACH_OTHERS", "REACH_TOP", "RELATIVE", "SENTINEL",
@@ -71,7 +75,10 @@ __all__ = ["advise", "current_advice", "OpMeasure",  # and the rules' constants,
 def current_advice(task: Task, progress: Callable[[Progress], None] | None = None) -> Advice:
     """The task's saved advice when it was made for this result and these thresholds, else fresh
     advice (written to advice.json). SourceError when the task cannot be advised on."""
-    return saved_advice(task.folder, task.doc, task.thresholds) or advise(task, progress=progress)
+    advice = saved_advice(task.folder, task.doc, task.thresholds) or advise(task, progress=progress)
+    if advice is None:  # advise returns None only when cancelled, and nothing cancels it here
+        raise SourceError(f"{task.folder}: advising was cancelled")
+    return advice
 
 
 def advise(task_folder: str | os.PathLike | Task, framework_model: str | os.PathLike | None = None,
@@ -88,7 +95,7 @@ def advise(task_folder: str | os.PathLike | Task, framework_model: str | os.Path
     """
     start = time.perf_counter()
     task = task_folder if isinstance(task_folder, Task) else load_task(task_folder)
-    if not len(task.table):
+    if not len(task.result[0]):
         raise SourceError(f"{task.folder}: the task has no result rows to advise on")
     run = Context(task, progress, cancel, workers)
     run.say("opening the dumps")
@@ -116,8 +123,9 @@ def advise(task_folder: str | os.PathLike | Task, framework_model: str | os.Path
     t0 = time.perf_counter()
     run.open_sources()
     if fw is not None and run.plan is not None and fw.has_if():  # the ops inside, as the golden dump ran them
-        fw.expand(lambda names: _golden_arrays(run, names))
-        if fw.expansion.taken:
+        golden = run.plan.golden
+        fw.expand(lambda names: _golden_arrays(golden, names))
+        if fw.expansion is not None and fw.expansion.taken:
             run.notes.append(f"the framework model's If nodes were expanded as the golden dump took them "
                              f"({len(fw.expansion.taken)} branches)")
     run.timings["open"] = time.perf_counter() - t0
@@ -158,11 +166,11 @@ def advise(task_folder: str | os.PathLike | Task, framework_model: str | os.Path
     return advice
 
 
-def _golden_arrays(run: Context, names: list[str]) -> dict[str, np.ndarray]:
+def _golden_arrays(golden: Side, names: list[str]) -> dict[str, np.ndarray]:
     """The golden dump's values of these framework tensors (those it holds)."""
     out = {}
     for name in names:
-        t = run.plan.golden.find_tensor(name)
+        t = golden.find_tensor(name)
         if t is not None and not t.problem:
             try:
                 out[name] = np.asarray(t.load())

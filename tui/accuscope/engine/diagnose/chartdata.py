@@ -22,13 +22,13 @@ def downsample(x: np.ndarray, y: np.ndarray, buckets: int) -> tuple[np.ndarray, 
     if len(x) <= 2 * buckets:
         return x, y
     edges = np.linspace(0, len(x), buckets + 1).astype(int)
-    keep = []
+    keep: list[int] = []
     for lo, hi in zip(edges[:-1], edges[1:]):
         if hi > lo:
             part = y[lo:hi]
             keep += sorted({lo + int(np.argmin(part)), lo + int(np.argmax(part))})
-    keep = np.asarray(keep)
-    return x[keep], y[keep]
+    at = np.asarray(keep)
+    return x[at], y[at]
 
 
 @dataclass
@@ -93,7 +93,7 @@ def threshold_stops(sketch: ErrorSketch) -> np.ndarray:
 def decade_ticks(lo: float, hi: float) -> tuple[list[float], list[str]]:
     """Ticks at the powers of ten between lo and hi (log10 values), thinned to at most 6."""
     first, last = math.ceil(lo - 1e-9), math.floor(hi + 1e-9)
-    ticks = list(range(first, last + 1))
+    ticks: list[float] = list(range(first, last + 1))
     if not ticks:
         ticks = [round((lo + hi) / 2, 1)]
     stride = max(1, math.ceil(len(ticks) / 6))

@@ -90,7 +90,8 @@ def _replacement(ref: ModelView, cand: ModelView, r, output: str) -> list[Differ
     """The candidate computes the reference node's output with other nodes (a quantizer's chain):
     walk back from that output to tensors the reference also has, and say what stands there."""
     known = set(ref.producer) | {i.name for i in ref.model.graph.input} | set(ref.weights)
-    chain, todo, seen = [], [output], set()
+    chain: list = []
+    todo, seen = [output], set()
     while todo and len(chain) < 12:
         t = todo.pop()
         node = cand.producer.get(t)

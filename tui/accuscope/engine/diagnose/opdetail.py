@@ -427,6 +427,7 @@ class _Channels:
         self.cnt = np.zeros(self.c, np.int64)
         self.mad = np.zeros(self.c)
         self.bad = np.zeros(self.c, np.int64)
+        self._tmp: np.ndarray | None = None  # a scratch buffer, grown as chunks need
 
     def add(self, lo: int, x: np.ndarray, y: np.ndarray, ad: np.ndarray, buf: np.ndarray,
             mixed: bool) -> tuple[float, float, float, float, int]:
@@ -444,7 +445,7 @@ class _Channels:
             np.copyto(dsrc, ad)
             dsrc[~ok] = 0.0
             cnt = np.add.reduceat(ok.astype(np.int64), starts)
-            peak = np.fmax
+            peak: np.ufunc = np.fmax
         else:
             dsrc = ad
             cnt = np.diff(np.append(starts, k))
@@ -454,16 +455,16 @@ class _Channels:
             peaks = np.empty(len(segs))
             bounds = np.append(starts, k)
             for j in range(len(segs)):
-                a, b = bounds[j], bounds[j + 1]
+                a, b = int(bounds[j]), int(bounds[j + 1])
                 xs, ys = x[a:b], y[a:b]
                 sums[:, j] = (_dot(xs, ys), _dot(xs, xs), _dot(ys, ys), float(dsrc[a:b].sum()))
                 peaks[j] = peak.reduce(ad[a:b])
         else:
             sums = np.empty((4, len(segs)))
-            for row, (u, v) in enumerate(((x, y), (x, x), (y, y))):
+            for i, (u, v) in enumerate(((x, y), (x, x), (y, y))):
                 tmp = self._scratch(k)
                 np.multiply(u, v, out=tmp)
-                sums[row] = np.add.reduceat(tmp, starts)
+                sums[i] = np.add.reduceat(tmp, starts)
             sums[3] = np.add.reduceat(dsrc, starts)
             peaks = peak.reduceat(ad, starts)
         for acc, row in zip((self.sxy, self.sxx, self.syy, self.sad), sums):
@@ -474,7 +475,7 @@ class _Channels:
         return float(t[0]), float(t[1]), float(t[2]), float(t[3]), int(cnt.sum())
 
     def _scratch(self, k: int) -> np.ndarray:
-        if getattr(self, "_tmp", None) is None or len(self._tmp) < k:
+        if self._tmp is None or len(self._tmp) < k:
             self._tmp = np.empty(k)
         return self._tmp[:k]
 

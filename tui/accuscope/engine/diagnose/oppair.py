@@ -48,7 +48,8 @@ def open_op(task: Task | str | os.PathLike, op: str, io: str | None = None, inde
     index = 0 if index is None else index
     if io not in (INPUT, OUTPUT):
         raise SourceError(f"tensor kind must be input or output, not {io!r}")
-    known = list(dict.fromkeys(str(o) for o in task.table.columns["npu_op"])) if len(task.table) else []
+    table, _ = task.result
+    known = list(dict.fromkeys(str(o) for o in table.columns["npu_op"])) if len(table) else []
     if known and op not in known:
         found = [k for k in known if sanitize(k) == sanitize(op)]
         if not found:
@@ -85,7 +86,7 @@ def open_op(task: Task | str | os.PathLike, op: str, io: str | None = None, inde
 def _plan(task: Task):
     """The plan of all the task's pairs; SourceError when the task has no result to detail."""
     doc = task.doc
-    if not len(task.table) and doc.state in ("failed", "cancelled", "running"):
+    if not len(task.result[0]) and doc.state in ("failed", "cancelled", "running"):
         why = f": {doc.error}" if doc.error else ""
         raise SourceError(f"{task.folder}: the task {doc.state if doc.state != 'running' else 'is still running'}"
                           f"{why}; it has no result to detail")

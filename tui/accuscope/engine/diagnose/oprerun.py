@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -29,6 +30,9 @@ from accuscope.engine.compare.columns import ISOLATED
 from accuscope.engine.compare.metrics import compare_arrays
 from accuscope.engine.runs.onnxmodel import onnx_modules
 from accuscope.engine.sources.tensor import INPUT, OUTPUT, SourceError, Tensor, TensorError, sanitize
+
+if TYPE_CHECKING:
+    from accuscope.engine.runs.controlflow import Expansion
 
 RERUNNING = "re-running framework ops"  # what onnx and onnxruntime are needed for, in their message
 
@@ -93,7 +97,7 @@ class FrameworkModel:
         self.model = model
         st = self.path.stat()
         self.fingerprint = f"{self.path.resolve()}:{st.st_size}:{st.st_mtime_ns}"
-        self.expansion = None  # controlflow.Expansion once expand() inlined its Ifs
+        self.expansion: Expansion | None = None  # once expand() inlined its Ifs
         self._index()
 
     def has_if(self) -> bool:
@@ -105,9 +109,9 @@ class FrameworkModel:
         `values(tensors)` (the golden dump's), so the ops inside are re-run as a dump of the
         expanded model names them."""
         from accuscope.engine.runs.controlflow import expand_ifs
-        self.expansion = expand_ifs(self.model, values)
-        if self.expansion.taken:
-            self.fingerprint += ":" + ",".join(f"{k}={v}" for k, v in sorted(self.expansion.taken.items()))
+        self.expansion = expansion = expand_ifs(self.model, values)
+        if expansion.taken:
+            self.fingerprint += ":" + ",".join(f"{k}={v}" for k, v in sorted(expansion.taken.items()))
             self._index()
 
     def _index(self) -> None:
@@ -115,7 +119,7 @@ class FrameworkModel:
         g = self.model.graph
         self.initializers = {t.name: t for t in g.initializer}
         self.inputs = [v.name for v in g.input if v.name not in self.initializers]
-        self.nodes: dict[str, tuple[int, object]] = {}
+        self.nodes: dict[str, tuple[int, Any]] = {}  # an onnx NodeProto each
         self.constants: dict[str, object] = {}  # tensor -> the Constant node producing it
         self.producer: dict[str, tuple[str, int]] = {}
         for pos, (node, name) in enumerate(zip(g.node, node_names(g.node))):
@@ -127,7 +131,7 @@ class FrameworkModel:
             for j, o in enumerate(node.output):
                 if o:
                     self.producer.setdefault(o, (name, j))
-        self._by_clean = {}
+        self._by_clean: dict[str, str] = {}
         for name in self.nodes:
             self._by_clean.setdefault(sanitize(name), name)
         self._inputs_clean = {sanitize(n): n for n in self.inputs}
@@ -396,10 +400,10 @@ def run_jobs(fw: FrameworkModel, jobs: list[RerunJob], workers: int | None = Non
         queue = iter(jobs)
         while True:
             while len(pending) < 2 * workers and not (cancel is not None and cancel.is_set()):
-                job = next(queue, None)
-                if job is None:
+                queued = next(queue, None)
+                if queued is None:
                     break
-                pending.add(pool.submit(run_job, fw, job))
+                pending.add(pool.submit(run_job, fw, queued))
             if not pending:
                 return
             finished, pending = wait(pending, return_when=FIRST_COMPLETED)

@@ -220,9 +220,9 @@ def diagnose(npu: np.ndarray, golden: np.ndarray, cos_min: float = 0.99, red_max
     else:
         return None
     image_like = axis is not None and y4.shape[1] in (3, 4)
-    candidates = []
+    candidates: list = []
     for steps, base in bases:
-        layouts = [([], base)]
+        layouts: list[tuple[list[str], np.ndarray]] = [([], base)]
         if axis is not None and y4.shape[1] > 1 and y4.shape[2] * y4.shape[3] > 1:
             layouts += [(["hwc_in_chw"], _hwc_in_chw(base)), (["chw_in_hwc"], _chw_in_hwc(base))]
         for (lay, arr), swap in itertools.product(layouts, (False, True) if image_like else (False,)):
@@ -263,7 +263,7 @@ def diagnose(npu: np.ndarray, golden: np.ndarray, cos_min: float = 0.99, red_max
 
 
 def _title(steps: list[str], details: dict) -> str:
-    parts = []
+    parts: list[str] = []
     for k, s in enumerate(steps):
         if s == "affine" and k and steps[k - 1] == "channels":
             parts[-1] += ", normalized with the other order's mean/std"

@@ -125,16 +125,17 @@ def sensitivity(task_folder: str | os.PathLike, framework_model: str | os.PathLi
 def rank(task: Task, advice: Advice) -> Ranking:
     """The ranking of an advice's failing ops on its task (reads both models when they are ONNX)."""
     measure = OpMeasure(task, advice.framework_model if advice.method == "rerun" else None)
-    c = task.table.columns
-    n = len(task.table)
+    table, _ = task.result
+    c = table.columns
+    n = len(table)
     ranked = []
     for k, o in enumerate(advice.ops):
         row = o.rows[0] if o.rows and 0 <= o.rows[0] < n else None
         given = o.evidence.get("chain")  # the advisor's, else the row's golden ops
         chain = golden_ops(",".join(map(str, given)) if isinstance(given, list)
                            else c["golden_op"][row] if row is not None else "")
-        reds = [x.get("red") for x in (o.isolated or {}).get("outputs", []) if isinstance(x, dict)]
-        reds = [float(r) for r in reds if isinstance(r, (int, float)) and not math.isnan(r)]
+        given_reds = [x.get("red") for x in (o.isolated or {}).get("outputs", []) if isinstance(x, dict)]
+        reds = [float(r) for r in given_reds if isinstance(r, (int, float)) and not math.isnan(r)]
         r = RankedOp(o.op, row, str(c["type"][row]) if row is not None else "", chain, o.origin, o.method,
                      measure.effect(o), o.isolated_cos, max(reds) if reds else None, list(o.broken),
                      bool(o.broken) and set(o.broken) <= NOISY, why=o.why)

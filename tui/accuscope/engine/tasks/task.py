@@ -94,6 +94,14 @@ class Task:
         """The table is the first rows only (load_task(head=...)): load_task without head reads it all."""
         return self.total is not None
 
+    @property
+    def result(self) -> tuple[ResultTable, Thresholds]:
+        """(table, thresholds) of a task opened with its result (load_task: an empty table for a task
+        that has none yet); SourceError for one opened with `Task.at` (task.json only)."""
+        if self.table is None or self.thresholds is None:
+            raise SourceError(f"{self.folder}: the task was opened without its result")
+        return self.table, self.thresholds
+
     @classmethod
     def at(cls, path: str | os.PathLike, strict: bool = True) -> Task:
         """The task folder (or foreign result CSV) at `path`, its task.json read, its result not.
