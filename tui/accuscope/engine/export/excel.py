@@ -126,11 +126,10 @@ def write_xlsx(table: ResultTable, thresholds: Thresholds, path: str | os.PathLi
             ws.append(heads)
             end = min(start + per_sheet, len(rows))
             for r, values in enumerate(zip(*(col[start:end] for col in columns)), start):
-                if r in unsafe:
-                    values = list(values)
-                    for c in unsafe[r]:
-                        values[c] = text_cell(ws, values[c])
-                ws.append(values)
+                cells = list(values)
+                for c in unsafe.get(r, ()):
+                    cells[c] = text_cell(ws, cells[c])
+                ws.append(cells)
             # the failing rows' highlight: one rule on the sheet, not a style on each of millions of cells
             ws.conditional_formatting.add(f"A2:{last}{max(end - start + 1, 2)}",
                                           FormulaRule(formula=[f'${verdict}2="No"'], fill=fill))

@@ -96,6 +96,8 @@ def task_graphs(task: Task | str | os.PathLike, framework_model: str | os.PathLi
     fw = load_graph(fw_path) if fw_path is not None else None
     if model is not None:
         graph = fw if fw is not None and fw_path is not None and _same(model, fw_path) else task.graph
+        if graph is None:
+            raise SourceError(f"{model}: the task's model cannot be read")
         if graph.kind == "om":
             return graph, fw
         return (fw, fw) if fw is not None else (graph, graph)
@@ -192,9 +194,9 @@ class _Sources:
             for t in df.outputs:
                 if t.original_op == (b.producer, b.index) and not t.problem:
                     return t
-        df = self.npu.find_op(b.producer)
-        if df is not None and b.index < len(df.outputs) and not df.outputs[b.index].problem:
-            return df.outputs[b.index]
+        op = self.npu.find_op(b.producer)
+        if op is not None and b.index < len(op.outputs) and not op.outputs[b.index].problem:
+            return op.outputs[b.index]
         return None
 
 
@@ -215,14 +217,14 @@ def export(task_folder: Task | str | os.PathLike, selection: Selection, out_dir:
     say = progress or (lambda _step, _done, _total: None)
     device = selection if selection.kind == "om" else None
     fw_sel = selection
-    if device is not None:
+    if device is not None and device.framework is not None:
         fw_sel = device.framework
-        if fw_sel is None:
-            fw_path = framework_model_path(task, framework_model)
-            if fw_path is None:
-                raise SourceError(f"{folder}: the selection is made of device ops; exporting needs the framework "
-                                  "ONNX model: give --framework-model (or \"framework_model\" in task.json)")
-            fw_sel = to_framework(device, load_graph(fw_path))
+    elif device is not None:
+        fw_path = framework_model_path(task, framework_model)
+        if fw_path is None:
+            raise SourceError(f"{folder}: the selection is made of device ops; exporting needs the framework "
+                              "ONNX model: give --framework-model (or \"framework_model\" in task.json)")
+        fw_sel = to_framework(device, load_graph(fw_path))
     if fw_sel.kind not in ("onnx", "caffe"):
         raise SourceError(f"cannot export from a {fw_sel.kind} graph: an ONNX or Caffe framework model is needed")
     out = Path(out_dir) if out_dir is not None else default_out_dir(folder, selection)
@@ -243,7 +245,8 @@ def export(task_folder: Task | str | os.PathLike, selection: Selection, out_dir:
     tmp.mkdir()  # a new folder (mkdir never follows a link): everything below is written into it
     try:
         if cancelled(cancel):
-            return _abandon(tmp)
+            _abandon(tmp)
+            return None
         say("boundary data", 1, steps)
         file_dtype = np.dtype(dtype)
         inside_ops = {n.name for n in (device or fw_sel).ops}
@@ -252,7 +255,8 @@ def export(task_folder: Task | str | os.PathLike, selection: Selection, out_dir:
                     "outputs": [_boundary_entry(tmp, "outputs", k, b, fw_sel, sources, file_dtype, inside_ops, notes)
                                 for k, b in enumerate(fw_sel.outputs)]}
         if cancelled(cancel):
-            return _abandon(tmp)
+            _abandon(tmp)
+            return None
         say("writing the submodel", 2, steps)
         data_shapes = {e["name"]: tuple(e[side]["shape"]) for e in boundary["inputs"] + boundary["outputs"]
                        for side in ("golden", "npu") if e.get(side)}
@@ -263,7 +267,8 @@ def export(task_folder: Task | str | os.PathLike, selection: Selection, out_dir:
             model_path = tmp / "model.prototxt"
             checker = write_prototxt(fw_sel, model_path, data_shapes, notes)
         if cancelled(cancel):
-            return _abandon(tmp)
+            _abandon(tmp)
+            return None
         say("copying the dumps of the ops inside", 3, steps)
         npu_files = _npu_files(device, fw_sel, sources)
         dumps = {"golden": _copy_golden(tmp / "golden", fw_sel, sources),
@@ -281,7 +286,8 @@ def export(task_folder: Task | str | os.PathLike, selection: Selection, out_dir:
                              mapping_model, checker, notes)
         _write_json(tmp / MANIFEST, manifest)
         if cancelled(cancel):
-            return _abandon(tmp)
+            _abandon(tmp)
+            return None
         _put_in_place(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -304,7 +310,6 @@ def export(task_folder: Task | str | os.PathLike, selection: Selection, out_dir:
 
 def _abandon(tmp: Path) -> None:
     shutil.rmtree(tmp, ignore_errors=True)
-    return None
 
 
 def _refuse_links(folder: Path, out: Path) -> None:
@@ -368,14 +373,14 @@ def _boundary_entry(root: Path, kind: str, k: int, b: BoundaryTensor, sel: Selec
                              "network_output": b.is_network_output, "golden": None, "npu": None}
     golden = sources.golden_of(b, sel.graph)
     g_arr = _load(golden, f"golden {b.tensor}", notes)
-    if g_arr is not None:
+    if g_arr is not None and golden is not None:
         entry["golden"] = _save_pair(root / kind / "golden", _file_stem(k, b.tensor), g_arr, file_dtype,
                                      golden.source)
     elif sources.golden is not None:
         notes.append(f"no golden tensor for {kind[:-1]} {b.tensor}")
     npu = sources.npu_of(b, golden, inside_ops, kind == "inputs")
     n_arr = _load(npu, f"NPU {b.tensor}", notes)
-    if n_arr is not None:
+    if n_arr is not None and npu is not None:
         want = g_arr.shape if g_arr is not None else (tuple(b.shape) if b.shape and None not in b.shape else None)
         if want is not None and n_arr.shape != want:
             if n_arr.size == math.prod(want):
@@ -384,7 +389,7 @@ def _boundary_entry(root: Path, kind: str, k: int, b: BoundaryTensor, sel: Selec
                 notes.append(f"NPU tensor {npu.name} for {b.tensor} has shape {list(n_arr.shape)}, the framework "
                              f"tensor {list(want)}: not used")
                 n_arr = None
-    if n_arr is not None:
+    if n_arr is not None and npu is not None:
         entry["npu"] = _save_pair(root / kind / "npu", _file_stem(k, b.tensor), n_arr, file_dtype, npu.source)
         entry["npu"].update(tensor=npu.name, conversion=npu.conversion, stored_dtype=npu.dtype_name,
                             format=npu.format)
@@ -428,7 +433,8 @@ def _copy_golden(folder: Path, sel: Selection, sources: _Sources) -> list[str]:
     if g is None:
         return []
     folder.mkdir()
-    written, long_names = [], []
+    written: list[str] = []
+    long_names: list[tuple[str, str]] = []
     wanted = [(n.name, j) for n in sel.ops for j in range(len(n.outputs))]
     wanted += [(b.producer or b.tensor, b.index) for b in sel.inputs]
     for op, j in dict.fromkeys(wanted):

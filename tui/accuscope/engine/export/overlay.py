@@ -74,15 +74,15 @@ def overlay(task: Task, model: str | Path, metric: str = "cos") -> Overlay:
         key = resolve_key(metric, purpose="to colour the graph by")
     except ValueError as e:
         raise SourceError(f"--metric: {e}") from None
-    table = task.table
+    table, thresholds = task.result
     if key not in table.metric_keys:
         raise SourceError(f"--metric {metric}: {task.folder} has no {key} values "
                           f"(its metrics: {', '.join(table.metric_keys)})")
     graph_id, ids = explorer_ids(model)
     low = default_op(key) == "<"
-    threshold = task.thresholds.get(key)
+    threshold = thresholds.get(key)
     c, values = table.columns, table.numbers(key)
-    state = task.thresholds.evaluate(table)
+    state = thresholds.evaluate(table)
     broken_nf, skip, fails = state.nonfinite, state.exempt, state.fail
     worse = min if low else max
     results: dict[str, float] = {}
@@ -133,9 +133,10 @@ def task_overlay(folder: str | Path, metric: str = "cos", model: str | Path | No
         if not path.is_file():
             raise SourceError(f"{path}: no such framework model file")
     else:
-        path, _ = task.framework_model
-        if path is None:
+        found, _ = task.framework_model
+        if found is None:
             raise SourceError(f"{folder}: no framework ONNX model to key the overlay by (none in task.json "
                               "framework_model or model, no golden/model.onnx beside the golden dump); give "
                               "--framework-model FILE.onnx")
+        path = found
     return overlay(task, path, metric), path

@@ -74,7 +74,7 @@ def write_onnx(sel: Selection, path: Path, data_shapes: dict[str, tuple], bounda
         notes.append(f"shape inference of the submodel failed ({type(exc).__name__}: {exc})")
     for out, b in zip(sub.graph.output, sel.outputs):
         if not out.type.tensor_type.elem_type:  # the checker needs a type: fall back to the data
-            entry = next((e for e in boundary["outputs"] if e["name"] == b.tensor), {})
+            entry: dict = next((e for e in boundary["outputs"] if e["name"] == b.tensor), {})
             side = entry.get("golden") or entry.get("npu")
             out.CopyFrom(_value_info(onnx, b.tensor, None, b.dtype or (side or {}).get("dtype") or "float32",
                                      tuple(side["shape"]) if side else None, fill_unknown=True))

@@ -54,16 +54,18 @@ class Report:
 def worst_rows(task: Task, advice: Advice | None, k: int) -> list[int]:
     """Up to k failing output rows of distinct ops: the ops the advisor says introduced the error
     (execution order), then the lowest cosine."""
-    c = task.table.columns
-    fail = task.thresholds.evaluate(task.table).fail & (c["io"] == "output")
-    picked, ops = [], set()
+    table, thresholds = task.result
+    c = table.columns
+    fail = thresholds.evaluate(table).fail & (c["io"] == "output")
+    picked: list[int] = []
+    ops = set()
     introduced = [r for o in (advice.introduced if advice else []) for r in o.rows[:1]]
-    cos = task.table.numbers("cos") if "cos" in task.table.metric_keys else np.full(len(task.table), math.nan)
+    cos = table.numbers("cos") if "cos" in table.metric_keys else np.full(len(table), math.nan)
     by_cos = [int(r) for r in np.flatnonzero(fail)[np.argsort(np.nan_to_num(cos[fail], nan=2.0), kind="stable")]]
     for r in introduced + by_cos:
         if len(picked) >= k:
             break
-        if 0 <= r < len(task.table) and fail[r] and c["npu_op"][r] not in ops:
+        if 0 <= r < len(table) and fail[r] and c["npu_op"][r] not in ops:
             picked.append(r)
             ops.add(c["npu_op"][r])
     return picked
@@ -72,21 +74,22 @@ def worst_rows(task: Task, advice: Advice | None, k: int) -> list[int]:
 def build_report(task: Task, advice: Advice | None, worst: int = WORST, metric: str = "cos") -> Report:
     """The report of a loaded task with its advice (None: without findings). Opens the dumps of
     the `worst` ops for their error curves; an op whose dumps cannot be read gets a note instead."""
-    table = task.table
-    s = summarize(table, task.thresholds, task.step)
+    table, thresholds = task.result
+    s = summarize(table, thresholds, task.step)
     account = s.counts_text() + (f" · first: {s.first_text}" if s.first_text else "") + \
         (f" · {s.judged}" if s.judged else "")  # tpu-mlir's ladder, the precision's own noise
     primary = advice.primary if advice is not None else None
     if primary is not None:
         verdict, severity = primary.title, primary.severity
     else:
-        verdict, severity = account, {"fail": "error", "unknown": "warning"}.get(s.verdict.outcome, "ok")
+        outcome = s.verdict.outcome if s.verdict is not None else "unknown"
+        verdict, severity = account, {"fail": "error", "unknown": "warning"}.get(outcome, "ok")
     cov = task.doc.coverage if "coverage" in task.doc else None
     coverage = Coverage.from_meta(cov).line(len(set(table.columns["npu_op"]))) if cov is not None else \
         "not recorded (a result read from a CSV)"
     notes = [str(n) for n in cov.get("notes", [])] if cov is not None else []
     charts = [Chart("metric", "the metric over the execution order, as in the app's chart",
-                    metric_svg(metric_series(table, np.arange(len(table)), task.thresholds,
+                    metric_svg(metric_series(table, np.arange(len(table)), thresholds,
                                              metric if metric in table.metric_keys else table.metric_keys[0],
                                              CHART_POINTS // 2)))] if len(table) and table.metric_keys else []
     for f in advice.findings if advice else []:
