@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Iterator
+from typing import Any
 
 from accuscope.engine.compare import comparison as engine
 from accuscope.engine.compare.lifetime import safe_helpers
@@ -60,7 +61,9 @@ class DaskCluster:
         except ImportError:
             raise SourceError("--cluster needs Dask distributed: pip install 'accuscope[cluster]'") from None
         self._distributed = distributed
-        self.address, self._cluster, self.client = address, None, None
+        self.address = address
+        self._cluster: Any = None  # dask's LocalCluster and Client, made by __enter__
+        self.client: Any = None
         self._where: dict[str, set[str]] = {}  # leaf rel -> addresses of the workers that see it
         self.where = address
 

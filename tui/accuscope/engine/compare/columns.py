@@ -144,9 +144,9 @@ MSIT_DEFAULTS = {m.key: m.msit_threshold for m in METRIC_TABLE if m.msit_thresho
 TPU_DEFAULTS = {m.key: m.tpu_threshold for m in METRIC_TABLE if m.tpu_threshold is not None}
 # The op table's metric columns in display order: the thresholded ones first, so an 80-column
 # terminal shows them without scrolling; the rest (the non-finite counts) follow the plugin columns.
-TABLE_ORDER = [m.key for m in sorted((m for m in METRIC_TABLE if m.place is not None), key=lambda m: m.place)]
+TABLE_ORDER = [m.key for m in sorted((m for m in METRIC_TABLE if m.place is not None), key=lambda m: m.place or 0)]
 TABLE_TAIL = [m.key for m in METRIC_TABLE if m.place is None]
-BRIEF = [m.key for m in sorted((m for m in METRIC_TABLE if m.brief and not m.recorded), key=lambda m: m.place)]
+BRIEF = [m.key for m in sorted((m for m in METRIC_TABLE if m.brief and not m.recorded), key=lambda m: m.place or 0)]
 BRIEF_RECORDED = [m.key for m in METRIC_TABLE if m.brief and m.recorded]  # a statistics comparison's, table order
 ISOLATED = [m.key for m in METRIC_TABLE if m.isolated]
 HELP = {m.key: m.help for m in METRIC_TABLE}

@@ -52,6 +52,8 @@ def expected_tensors(plan: Plan) -> dict[int, Tensor]:
     from accuscope.engine.compare.mapping import map_tensors
     from accuscope.engine.sides.registry import open_side
     spec = plan.spec
+    if spec.expected is None:
+        raise SourceError("no expected side was given (--expected)")
     try:
         side = open_side(spec.expected, pick=spec.pick, runner=spec.golden_runner, iteration=spec.iteration,
                          step=spec.step, rank=spec.rank)

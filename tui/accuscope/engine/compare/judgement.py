@@ -207,16 +207,16 @@ def _verdict(table: ResultTable, state: RowState, step: bool) -> Verdict:
     c = table.columns
     done = compared(table) | state.nonfinite
     if step:
-        judged = np.flatnonzero(done)
-        if not len(judged):
+        calls = np.flatnonzero(done)
+        if not len(calls):
             return Verdict("unknown", "step", (), (), None, "no row holds a statistic, a checksum or a metric")
-        failing = np.flatnonzero(state.fail & done)
+        failing_rows = np.flatnonzero(state.fail & done)
         first = state.first_failing if state.first_failing is not None and done[state.first_failing] else \
-            (int(failing[0]) if len(failing) else None)
-        cause = "" if not len(failing) or "excess" not in table.present else \
-            ("precision" if state.expected[failing].all() else "implementation")
-        return Verdict("fail" if len(failing) else "pass", "step", tuple(judged.tolist()),
-                       tuple(failing.tolist()), first, cause=cause)
+            (int(failing_rows[0]) if len(failing_rows) else None)
+        cause = "" if not len(failing_rows) or "excess" not in table.present else \
+            ("precision" if state.expected[failing_rows].all() else "implementation")
+        return Verdict("fail" if len(failing_rows) else "pass", "step", tuple(calls.tolist()),
+                       tuple(failing_rows.tolist()), first, cause=cause)
     outputs = np.flatnonzero(c["is_output"] & ~c["is_npu_only"])
     judged = [int(r) for r in outputs if done[r]]
     if not judged:

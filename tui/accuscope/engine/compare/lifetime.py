@@ -91,14 +91,14 @@ def safe_helpers() -> None:
     so the flags gain -P (or, on 3.10, the `-c` that drops the start folder). Idempotent."""
     from multiprocessing import util
     with _install:
-        original = util._args_from_interpreter_flags
+        original = util._args_from_interpreter_flags  # type: ignore[attr-defined]
         if getattr(original, "accuscope_safe", False):
             return
 
         def flags() -> list[str]:
             return safe_flags(original())
-        flags.accuscope_safe = True
-        util._args_from_interpreter_flags = flags
+        setattr(flags, "accuscope_safe", True)  # noqa: B010 - an attribute functions do not declare
+        util._args_from_interpreter_flags = flags  # type: ignore[attr-defined]
 
 
 def module_command(module: str, *args: str, version: tuple[int, ...] | None = None) -> list[str]:

@@ -79,7 +79,7 @@ def compare_arrays(x: np.ndarray, y: np.ndarray, kl: bool = True, threads: int =
     return compare_chunks(array_chunks(x, y), x.size, x.dtype, y.dtype, kl=kl, threads=threads)
 
 
-def compare_chunks(source: ChunkSource, n: int, x_dtype: np.dtype, y_dtype: np.dtype,
+def compare_chunks(source: ChunkSource, n: int, x_dtype: np.dtype | None, y_dtype: np.dtype | None,
                    kl: bool = True, threads: int = 1) -> PairMetrics:
     """All metrics of a pair whose chunks `source()` yields (callable again for a second walk).
     A source over two whole arrays (array_chunks) on the kernel goes to its fused pass, split
@@ -118,7 +118,7 @@ def compare_chunks(source: ChunkSource, n: int, x_dtype: np.dtype, y_dtype: np.d
     return _bool_cells(result, x_dtype, y_dtype)
 
 
-def _bool_cells(result: PairMetrics, x_dtype: np.dtype, y_dtype: np.dtype) -> PairMetrics:
+def _bool_cells(result: PairMetrics, x_dtype: np.dtype | None, y_dtype: np.dtype | None) -> PairMetrics:
     if _BOOL in (x_dtype, y_dtype):
         for key in result.values:
             if key not in BOOL_MEANINGFUL:

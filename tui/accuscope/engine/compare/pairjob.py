@@ -4,7 +4,7 @@ size takes (`pair_threads`), and `run_job`: the row's metric cells, any failure 
 comparison.execute runs many; repair.recheck re-runs the re-paired ones."""
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -53,7 +53,7 @@ def tensor_chunks(t: Tensor, size: int) -> Iterator[np.ndarray]:
             while remaining:
                 k = min(len(buf), remaining)
                 view = buf[:k]
-                if fh.readinto(memoryview(view).cast("B")) != view.nbytes:
+                if fh.readinto(view.data.cast("B")) != view.nbytes:
                     raise TensorError(t.source, t.name, "file ends before the tensor's last byte")
                 yield view
                 remaining -= k
@@ -66,7 +66,7 @@ def tensor_chunks(t: Tensor, size: int) -> Iterator[np.ndarray]:
 MAPPED_BYTES = 64 << 20  # pairs up to this size are walked memory-mapped, larger ones streamed
 
 
-def pair_chunks(npu: Tensor, golden: Tensor, size: int = CHUNK) -> Callable[[], Iterator]:
+def pair_chunks(npu: Tensor, golden: Tensor, size: int = CHUNK) -> Callable[[], Iterable]:
     """A chunk source (metrics.ChunkSource) over a tensor pair; TensorError when their shapes do not
     allow it (statistics.shape_mismatch).
 

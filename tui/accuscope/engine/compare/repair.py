@@ -137,8 +137,8 @@ class Rechecker:
             return op_kind(t.op_type)
         if self.golden_graph is not None:
             node = self.golden_graph.node(t.op)
-            hit = node or (self.golden_graph.producer(t.tensor_name)[0] if self.golden_graph.producer(t.tensor_name)
-                           else None)
+            produced = self.golden_graph.producer(t.tensor_name)
+            hit = node or (produced[0] if produced else None)
             if hit is not None:
                 return op_kind(hit.type)
         return t.op

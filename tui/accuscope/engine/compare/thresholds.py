@@ -106,6 +106,8 @@ class Thresholds:
                 op, value = None, spec
             if op not in (None, "<", ">"):
                 raise ValueError(f"threshold {key}: fail_if must be '<' or '>', not {op!r}")
+            if value is None:
+                raise ValueError(f"threshold {key}: no value")
             key = resolve_key(key)
             items.append(Threshold(key, op or default_op(key), float(value)))
         return cls(items)
