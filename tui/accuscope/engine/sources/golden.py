@@ -15,7 +15,7 @@ from operator import itemgetter
 
 import numpy as np
 
-from accuscope.engine.sources import kinds, polygraphy
+from accuscope.engine.sources import kinds
 from accuscope.engine.sources.inputfile import NotRegular, json_loads, not_regular, regular_size, require_regular, walk
 from accuscope.engine.sources.names import GoldenName, parse_golden_name, read_mapping_csv
 from accuscope.engine.sources.npyfile import MEMBER_ERRORS, nd_tensor, npy_file_tensor, read_npy_file, read_npz
@@ -101,6 +101,7 @@ def open_golden(path: str | os.PathLike, *, shape: Sequence[int] | int | None = 
         raise SourceError(f"{path}: no such file or folder")
     lower = path.lower()
     if os.path.isdir(path):
+        from accuscope.engine.sources import polygraphy
         kind = kinds.POLYGRAPHY if polygraphy.is_run_results(path) else kinds.NPY
     elif lower.endswith(".npz"):
         kind = kinds.NPZ
@@ -123,6 +124,7 @@ def open_kind(kind: str, path: str, *, shape: Sequence[int] | int | None = None,
     if not os.path.isdir(path):
         require_regular(path)
     if kind == kinds.POLYGRAPHY:
+        from accuscope.engine.sources import polygraphy  # 6-8 ms of imports an npy folder does not need
         entries, problems = polygraphy.read(path, runner, iteration)
     elif kind == kinds.NPY:
         entries, problems = _read_npy_folder(path)
