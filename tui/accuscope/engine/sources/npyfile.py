@@ -30,7 +30,6 @@ from accuscope.engine.sources.tensor import (
     Problem,
     SourceError,
     Tensor,
-    make_tensor,
     read_payload,
 )
 
@@ -218,9 +217,8 @@ def _npy_dtype(descr) -> np.dtype:
 def nd_tensor(op: str, source: str, *, io: str = OUTPUT, index: int = 0, dtype: np.dtype | None = None,
             shape: Sequence[int] = (), **fields) -> Tensor:
     """A tensor of plain ND data in logical layout (as every golden-style reader gives them)."""
-    fields.update(op=op, io=io, index=index, dtype=dtype, shape=tuple(shape), source=source,
-                  dtype_name=_dtype_name(dtype) if dtype is not None else "", format="ND")
-    return make_tensor(fields)
+    return Tensor(op=op, io=io, index=index, dtype=dtype, shape=tuple(shape), source=source,
+                  dtype_name=_dtype_name(dtype) if dtype is not None else "", format="ND", **fields)
 
 
 @lru_cache(maxsize=256)
@@ -304,9 +302,8 @@ def npy_file_tensor(op: str, path: str, meta: NpyMeta, offset: int, data: bytes 
         reader = partial(read_payload, payload)
     else:
         reader = partial(_map_npy, path, offset, meta)
-    fields.update(op=op, dtype=dtype, shape=shape, source=path, dtype_name=_dtype_name(dtype), format="ND",
-                  payload=payload, reader=reader)
-    return make_tensor(fields)
+    return Tensor(op=op, dtype=dtype, shape=shape, source=path, dtype_name=_dtype_name(dtype), format="ND",
+                  payload=payload, reader=reader, **fields)
 
 
 def _from_bytes(data: bytes, offset: int, meta: NpyMeta) -> np.ndarray:
