@@ -46,7 +46,8 @@ NOT_FOR_NPY = ("onnx", "onnxruntime", "yaml", "google.protobuf", "textual", "ric
                "accuscope.engine.compare.cluster", "accuscope.engine.diagnose",
                # readers and loaders of the formats after the npy folder in the registry, and what
                # only a pool or a lock check needs (sides/registry.py, compare/comparison.py)
-               "accuscope.engine.sources.tpumlir", "accuscope.engine.graphs.modelfile",
+               "accuscope.engine.sources.tpumlir", "accuscope.engine.sources.polygraphy",
+               "accuscope.engine.graphs.modelfile",
                "accuscope.engine.graphs.onnxgraph", "accuscope.engine.graphs.gegraph",
                "accuscope.engine.graphs.mlirgraph", "accuscope.engine.graphs.caffegraph",
                "accuscope.engine.graphs.omgraph", "accuscope.engine.graphs.msprobegraph",

@@ -4,6 +4,7 @@ from __future__ import annotations
 import base64
 import io
 import json
+import os
 import pathlib
 import time
 
@@ -171,6 +172,41 @@ def test_big_npy_opens_without_reading_data(tmp_path, monkeypatch):
     assert full.offset == t.payload.offset
     assert t.load()[0, 0, 7] == 42 and read_payload(t.payload)[0, 0, 7] == 42
 
+
+
+def test_npy_folder_opens_each_file_once_and_loads_small_ones_from_that_read(tmp_path, monkeypatch):
+    """A file of up to HEAD_READ bytes is read whole with its header; a larger one is read again to load."""
+    from accuscope.engine.sources import npyfile
+    small, large = sample(np.float32, (4, 4)), sample(np.float32, (npyfile.HEAD_READ,))
+    fortran = np.asfortranarray(sample(np.int8, (3, 5)))
+    for name, arr in (("small", small), ("large", large), ("fortran", fortran)):
+        np.save(tmp_path / f"{name}.0.1.npy", arr)
+    opened: list[str] = []
+    real_open = os.open
+    monkeypatch.setattr(os, "open", lambda path, *a, **k: opened.append(path) or real_open(path, *a, **k))
+    dump = open_golden(tmp_path)
+    assert sorted(pathlib.Path(p).name for p in opened) == ["fortran.0.1.npy", "large.0.1.npy", "small.0.1.npy"]
+    opened.clear()
+    for name, arr in (("small", small), ("fortran", fortran), ("large", large)):
+        data = dump.find(name).load()
+        assert np.array_equal(data, arr) and data.shape == arr.shape and not data.flags.writeable
+    assert dump.find("fortran").load().flags.f_contiguous
+    assert [pathlib.Path(p).name for p in opened] == ["large.0.1.npy"]  # the small ones not opened again
+
+
+def test_npy_header_longer_than_one_read_is_read_to_its_end(tmp_path):
+    from accuscope.engine.sources import npyfile
+    arr = np.arange(6, dtype=np.float32).reshape(2, 3)
+    header = "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }" + " " * (npyfile.HEAD_READ + 500)
+    body = header.encode() + b"\n"
+    body += b" " * (-(12 + len(body)) % 64)
+    raw = b"\x93NUMPY\x02\x00" + len(body).to_bytes(4, "little") + body + arr.tobytes()
+    (tmp_path / "long.0.1.npy").write_bytes(raw)
+    (tmp_path / "cut.0.1.npy").write_bytes(raw[:npyfile.HEAD_READ + 100])
+    dump = open_golden(tmp_path)
+    assert np.array_equal(dump.find("long").load(), arr)
+    assert [pathlib.Path(p.path).name for p in dump.problems] == ["cut.0.1.npy"]
+    assert "truncated" in dump.problems[0].message
 
 # --- problems with single files ------------------------------------------------------------------
 

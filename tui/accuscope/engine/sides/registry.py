@@ -12,7 +12,7 @@ mtime (and size), so the commands, the comparison and the form that each ask abo
 its content once (tests/cli/test_formatoptions.py counts the sniffs of a compare; a path changed within
 a clock tick of its sniff is sniffed again).
 
-A format found after the npy folder in FORMATS (tpu-mlir's npz, the model graphs) has its module
+A format found after the npy folder in FORMATS (tpu-mlir's npz, Polygraphy's, the model graphs) has its module
 imported only when its sniff or reader runs: `compare` on two npy folders loads none of them (they
 cost ~10 ms of start-up; benchmarks/bench_startup.py). Kind names come from `sources.kinds`, and a
 dialect's reader module is typed `Reader` here, so mypy holds it to the protocol.
@@ -30,7 +30,7 @@ from typing import Any
 
 from accuscope.engine.graphs.graph import Graph
 from accuscope.engine.sides.side import Side, own_model
-from accuscope.engine.sources import atb, kinds, mindspore, msprobe, polygraphy
+from accuscope.engine.sources import atb, kinds, mindspore, msprobe
 from accuscope.engine.sources.golden import RAW_SUFFIXES, GoldenDump, open_kind
 from accuscope.engine.sources.inputfile import not_regular, require_regular
 from accuscope.engine.sources.names import parse_dump_name
@@ -96,6 +96,15 @@ def _tpumlir() -> Reader:
     return tpumlir
 
 
+def _polygraphy():
+    from accuscope.engine.sources import polygraphy
+    return polygraphy
+
+
+def _is_run_results(path: str) -> bool:
+    return _polygraphy().is_run_results(path)
+
+
 def _gegraph():
     from accuscope.engine.graphs import gegraph
     return gegraph
@@ -146,7 +155,7 @@ def _ascend(path: str, **o) -> NpuDump:
 
 
 def _is_om_json(path: str) -> bool:
-    return _suffix(".json")(path) and not polygraphy.is_run_results(path)
+    return _suffix(".json")(path) and not _is_run_results(path)
 
 
 def _choice(*words: str) -> Callable[[str], str]:
@@ -205,7 +214,7 @@ FORMATS: list[Format] = [
            lambda p: _tpumlir().sniff(p), _dialect(_tpumlir), reader=_tpumlir, options=TPU_MLIR_OPTIONS),
     Format(kinds.NPZ, ".npz archive (tensor name per member)", _suffix(".npz"), _golden(kinds.NPZ)),
     Format(kinds.POLYGRAPHY, "Polygraphy RunResults .json or per-iteration folder (`polygraphy run --save-outputs`)",
-           polygraphy.is_run_results, _golden(kinds.POLYGRAPHY)),
+           _is_run_results, _golden(kinds.POLYGRAPHY)),
     Format(kinds.BIN, "raw .bin/.bmrt/.dat with --shape and --dtype", _suffix(*RAW_SUFFIXES), _golden(kinds.BIN)),
     Format(kinds.ONNX, "ONNX model", _suffix(".onnx"), load_graph, model=True),
     Format(kinds.OM, "Ascend offline model as JSON (atc --mode=1)", _is_om_json, load_graph, model=True),

@@ -10,20 +10,24 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Sequence
-from functools import partial
-from typing import IO
+from functools import cached_property, partial
+from operator import itemgetter
 
 import numpy as np
 
-from accuscope.engine.sources import kinds, polygraphy
-from accuscope.engine.sources.inputfile import json_loads, not_regular, regular_size, require_regular, walk
+from accuscope.engine.sources import kinds
+from accuscope.engine.sources.inputfile import NotRegular, json_loads, not_regular, regular_size, require_regular, walk
 from accuscope.engine.sources.names import GoldenName, parse_golden_name, read_mapping_csv
-from accuscope.engine.sources.npyfile import load_npy, nd_tensor, npy_tensor, read_npz
+from accuscope.engine.sources.npyfile import MEMBER_ERRORS, nd_tensor, npy_file_tensor, read_npy_file, read_npz
 from accuscope.engine.sources.tensor import OUTPUT, Payload, Problem, SourceError, Tensor, read_payload, sanitize
 
 RAW_SUFFIXES = (".bin", ".bmrt", ".dat")
 PICKS = ("newest", "oldest")
 _Key = tuple[str, str, int]
+
+
+def _stamp(t: Tensor) -> int:
+    return -1 if t.timestamp is None else t.timestamp
 
 
 class GoldenDump:
@@ -35,18 +39,30 @@ class GoldenDump:
         self.kind = kind
         self.problems = problems
         self._versions: dict[_Key, list[Tensor]] = {}
+        several = []
         for t in entries:
-            self._versions.setdefault((t.op, t.io, t.index), []).append(t)
-        for group in self._versions.values():  # newest first; undated files count as oldest
-            group.sort(key=lambda t: -1 if t.timestamp is None else t.timestamp, reverse=True)
+            key = (t.op, t.io, t.index)
+            group = self._versions.get(key)
+            if group is None:
+                self._versions[key] = [t]
+            else:
+                group.append(t)
+                several.append(group)
+        for group in several:  # newest first; undated files count as oldest
+            group.sort(key=_stamp, reverse=True)
         chosen = 0 if pick == "newest" else -1
         self._chosen = {key: group[chosen] for key, group in self._versions.items()}
         self.tensors: list[Tensor] = list(self._chosen.values())
-        # Dump writers sanitize op names in file names: look ops up through sanitize() on both sides.
-        self._clean: dict[_Key, _Key] = {}
-        for op, io_, index in self._versions:
-            self._clean.setdefault((sanitize(op), io_, index), (op, io_, index))
         self._by_tensor_name = {t.tensor_name: t for t in self.tensors if t.tensor_name}
+
+    @cached_property
+    def _clean(self) -> dict[_Key, _Key]:
+        """Dump writers sanitize op names in file names: ops are looked up through sanitize() on both
+        sides (built at the first name not found as it is)."""
+        clean: dict[_Key, _Key] = {}
+        for op, io_, index in self._versions:
+            clean.setdefault((sanitize(op), io_, index), (op, io_, index))
+        return clean
 
     def _key(self, op: str, io_: str, index: int) -> _Key | None:
         key = (op, io_, index)
@@ -85,6 +101,7 @@ def open_golden(path: str | os.PathLike, *, shape: Sequence[int] | int | None = 
         raise SourceError(f"{path}: no such file or folder")
     lower = path.lower()
     if os.path.isdir(path):
+        from accuscope.engine.sources import polygraphy
         kind = kinds.POLYGRAPHY if polygraphy.is_run_results(path) else kinds.NPY
     elif lower.endswith(".npz"):
         kind = kinds.NPZ
@@ -107,6 +124,7 @@ def open_kind(kind: str, path: str, *, shape: Sequence[int] | int | None = None,
     if not os.path.isdir(path):
         require_regular(path)
     if kind == kinds.POLYGRAPHY:
+        from accuscope.engine.sources import polygraphy  # 6-8 ms of imports an npy folder does not need
         entries, problems = polygraphy.read(path, runner, iteration)
     elif kind == kinds.NPY:
         entries, problems = _read_npy_folder(path)
@@ -124,20 +142,31 @@ GOLDEN_KINDS = (kinds.NPY, kinds.NPZ, kinds.POLYGRAPHY, kinds.BIN)
 
 # --- npy folder ----------------------------------------------------------------------------------
 
+KEEP_BYTES = 16 << 20
+"""Bytes of small files' data a folder keeps from the reads that listed it (each file of up to
+npyfile.HEAD_READ bytes read whole with its header): loading them opens no file again."""
+
+
 def _read_npy_folder(folder: str) -> tuple[list[Tensor], list[Problem]]:
-    """MindStudio/msit naming `[input_]{op}.{index}.{timestamp}.npy`; `mapping.csv` restores long names."""
+    """MindStudio/msit naming `[input_]{op}.{index}.{timestamp}.npy`; `mapping.csv` restores long names.
+
+    Each file is opened once (`read_npy_file`: its header parsed there, not again to load; a small
+    file's data read with it); only entries the listing does not show to be regular files (links, a
+    file system without entry types) are stat'ed first, so that a FIFO or a device is never opened."""
     try:
-        names = sorted(n for n in os.listdir(folder) if n.lower().endswith(".npy"))
+        with os.scandir(folder) as it:
+            listed = sorted((e.name, e.path, e.is_file(follow_symlinks=False)) for e in it
+                            if e.name.lower().endswith(".npy"))
     except OSError as exc:
         raise SourceError(f"{folder}: cannot list: {exc.strerror or exc}") from None
     problems: list[Problem] = []
-    files, sizes = [], {}
-    for fname in names:
-        why, sizes[fname] = regular_size(os.path.join(folder, fname))
+    files = []
+    for fname, source, regular in listed:
+        why = "" if regular else regular_size(source)[0]
         if why:
-            problems.append(Problem(os.path.join(folder, fname), why))
+            problems.append(Problem(source, why))
         else:
-            files.append(fname)
+            files.append((fname, source))
     if not files:
         if problems:
             raise SourceError(f"{folder}: no readable .npy file: {problems[0]}")
@@ -145,27 +174,34 @@ def _read_npy_folder(folder: str) -> tuple[list[Tensor], list[Problem]]:
     mapping = read_mapping_csv(folder, problems)
     net_inputs = _dumped_inputs(folder)
     named = []
-    for fname in files:
-        original = mapping.get(fname) or mapping.get(fname[:-4]) or fname
+    for fname, source in files:
+        original = (mapping.get(fname) or mapping.get(fname[:-4]) or fname) if mapping else fname
         name = parse_golden_name(original)
-        if name.io == "input" and f"input_{name.op_name}" in net_inputs:  # a network input named input_*
+        if name.io == "input" and net_inputs and f"input_{name.op_name}" in net_inputs:  # a network input named input_*
             name = GoldenName(f"input_{name.op_name}", "output", name.index, name.timestamp)
-        named.append((name, os.path.join(folder, fname), sizes[fname]))
-    named.sort(key=lambda item: (item[0].timestamp or 0, item[1]))  # execution order where dated
+        named.append((name.timestamp or 0, source, name))
+    named.sort(key=itemgetter(0, 1))  # execution order where dated
     entries = []
-    for name, source, size in named:
-        entries.append(npy_tensor(
-            name.op_name, source, problems, partial(_open_raw, source), size,
-            partial(load_npy, source),
-            mapped=True, io=name.io, index=name.index, timestamp=name.timestamp))
+    kept = 0
+    for _, source, name in named:
+        try:
+            meta, offset, data = read_npy_file(source, keep=kept < KEEP_BYTES)
+        except NotRegular as exc:  # replaced by a FIFO or a folder since it was listed
+            problems.append(Problem(source, str(exc)))
+            continue
+        except MEMBER_ERRORS as exc:
+            problems.append(Problem(source, str(exc)))
+            entries.append(nd_tensor(name.op_name, source, problem=str(exc), io=name.io, index=name.index,
+                                     timestamp=name.timestamp))
+            continue
+        if data is not None:
+            kept += len(data)
+        entries.append(npy_file_tensor(name.op_name, source, meta, offset, data, io=name.io, index=name.index,
+                                       timestamp=name.timestamp))
     return entries, problems
 
 
 DUMP_JSON_LIMIT = 16 << 20  # bytes of an `accuscope dump` folder's dump.json read (it writes a few KB)
-
-
-def _open_raw(path: str) -> IO[bytes]:
-    return open(path, "rb", buffering=0)
 
 
 def _dumped_inputs(folder: str) -> set[str]:

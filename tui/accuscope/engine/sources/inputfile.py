@@ -27,15 +27,29 @@ def regular_size(path: str) -> tuple[str, int]:
         st = os.stat(path)
     except OSError as exc:
         return f"cannot read: {exc.strerror or exc}", 0
-    mode = st.st_mode
+    why = mode_problem(st.st_mode)
+    return why, 0 if why else st.st_size
+
+
+def mode_problem(mode: int) -> str:
+    """Why a file of this `st_mode` cannot be read as a data file ("" for a regular file)."""
     if stat.S_ISREG(mode):
-        return "", st.st_size
+        return ""
     for test, what in ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a named pipe (FIFO)"),
                        (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
                        (stat.S_ISBLK, "a block device")):
         if test(mode):
-            return f"is {what}, not a regular file; skipped", 0
-    return "not a regular file; skipped", 0
+            return f"is {what}, not a regular file; skipped"
+    return "not a regular file; skipped"
+
+
+class NotRegular(OSError):
+    """A file found to be no regular file only once opened (it changed after its folder was listed):
+    skipped with the reason, as `regular_size` says it."""
+
+
+OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0)
+"""How a file that should be regular is opened: never waiting on a FIFO, never taking a terminal."""
 
 
 def require_regular(path: str) -> None:

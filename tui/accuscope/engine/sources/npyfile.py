@@ -1,6 +1,8 @@
 """npy streams and npz files, read without unpickling: the header parsed by bounded code
-(`npy_header`), a lazy `Tensor` on one npy stream (`npy_tensor`), an npy file memory-mapped
-(`load_npy`), an npz's members (`read_npz`).
+(`npy_header`; `npy_meta`: each distinct header text once), a lazy `Tensor` on one npy stream
+(`npy_tensor`), an npy file memory-mapped (`load_npy`), a folder's npy file from one open and one read
+(`read_npy_file`, `npy_file_tensor`: the header kept for loading, a small file's data with it), an npz's
+members (`read_npz`).
 
 Every golden-style reader builds on these (golden's npy folders and npz, Polygraphy's base64 npy,
 tpu-mlir's npz, MindSpore's and msprobe's npy files): a plain numeric array or a `Problem`.
@@ -21,7 +23,15 @@ from typing import IO
 
 import numpy as np
 
-from accuscope.engine.sources.tensor import OUTPUT, Payload, Problem, SourceError, Tensor, read_payload
+from accuscope.engine.sources.inputfile import OPEN_FLAGS, NotRegular, mode_problem
+from accuscope.engine.sources.tensor import (
+    OUTPUT,
+    Payload,
+    Problem,
+    SourceError,
+    Tensor,
+    read_payload,
+)
 
 
 @dataclass(frozen=True)
@@ -58,6 +68,20 @@ def npy_header(fh: IO[bytes], size: int) -> NpyHeader:
     anything but a plain numeric array whose every size is sane and whose data the stream holds.
     Raises ValueError with the reason."""
     lead = fh.read(10)
+    if len(lead) == 10 and lead.startswith(_NPY_MAGIC) and lead[6] in (2, 3):
+        lead += fh.read(2)
+    major, start, hlen = _npy_prefix(lead)
+    raw = fh.read(hlen)
+    if len(raw) < hlen:
+        raise ValueError(f"npy header truncated ({len(raw)} of {hlen} bytes)")
+    dtype, shape, fortran, nbytes = npy_meta(raw, major)
+    _check_size(start + hlen, nbytes, size)
+    return NpyHeader(dtype, shape, fortran, start + hlen)
+
+
+def _npy_prefix(lead: bytes) -> tuple[int, int, int]:
+    """(format version, where the header text starts, its length) from an npy stream's first 10 bytes
+    (12 for versions 2 and 3); ValueError with the reason."""
     if not lead:
         raise ValueError("empty file")
     if not lead.startswith(_NPY_MAGIC):
@@ -66,19 +90,26 @@ def npy_header(fh: IO[bytes], size: int) -> NpyHeader:
         raise ValueError("npy header truncated")
     major = lead[6]
     if major == 1:
-        hlen = int.from_bytes(lead[8:10], "little")
+        start, hlen = 10, int.from_bytes(lead[8:10], "little")
     elif major in (2, 3):
-        more = fh.read(2)
-        if len(more) < 2:
+        if len(lead) < 12:
             raise ValueError("npy header truncated")
-        hlen = int.from_bytes(lead[8:10] + more, "little")
+        start, hlen = 12, int.from_bytes(lead[8:12], "little")
     else:
         raise ValueError(f"unknown npy format version {major}.{lead[7]}")
     if hlen > _NPY_MAX_HEADER:
         raise ValueError(f"npy header of {hlen} bytes exceeds the {_NPY_MAX_HEADER}-byte limit")
-    raw = fh.read(hlen)
-    if len(raw) < hlen:
-        raise ValueError(f"npy header truncated ({len(raw)} of {hlen} bytes)")
+    return major, start, hlen
+
+
+NpyMeta = tuple[np.dtype, tuple[int, ...], bool, int]  # dtype, shape, fortran order, data bytes
+
+
+@lru_cache(maxsize=1024)
+def npy_meta(raw: bytes, major: int) -> NpyMeta:
+    """(dtype, shape, fortran_order, data bytes) of an npy header's text, checked (ValueError with the
+    reason). Each distinct header text is parsed once (a network of thousands of small tensors repeats
+    a few dozen): numpy's own spelling by one match, any other by the token parser."""
     descr, fortran, shape = _npy_fields(raw.decode("utf-8" if major == 3 else "latin-1", "replace"))
     dtype = _npy_dtype(descr)
     if len(shape) > _NPY_MAX_DIMS:
@@ -88,18 +119,18 @@ def npy_header(fh: IO[bytes], size: int) -> NpyHeader:
         raise ValueError(f"impossible dimension {bad[0]} in shape {tuple(shape)}")
     if math.prod(d for d in shape if d) * dtype.itemsize >= _INT64:
         raise ValueError(f"shape {tuple(shape)} of {dtype.name} is larger than any file")
-    head = NpyHeader(dtype, tuple(shape), fortran, (12 if major > 1 else 10) + hlen)
-    if size < head.offset + head.nbytes:
-        raise ValueError(f"truncated: header promises {head.nbytes} data bytes, only "
-                         f"{max(size - head.offset, 0)} present")
-    return head
+    return dtype, shape, fortran, math.prod(shape) * dtype.itemsize
 
 
-@lru_cache(maxsize=256)
+def _check_size(offset: int, nbytes: int, size: int) -> None:
+    if size < offset + nbytes:
+        raise ValueError(f"truncated: header promises {nbytes} data bytes, only "
+                         f"{max(size - offset, 0)} present")
+
+
 def _npy_fields(text: str) -> tuple[str | object, bool, tuple[int, ...]]:
-    """(descr, fortran_order, shape) of a header dict literal, each distinct header parsed once (a
-    network of thousands of small tensors repeats a few dozen): numpy's own spelling by one match,
-    any other by the token parser. ValueError for anything but the three keys."""
+    """(descr, fortran_order, shape) of a header dict literal: numpy's own spelling by one match, any
+    other by the token parser. ValueError for anything but the three keys."""
     text = text.rstrip(" \t\n")
     m = _NPY_CANONICAL.fullmatch(text)
     if m is not None:
@@ -225,6 +256,69 @@ def load_npy(path: str) -> np.ndarray:
         return np.empty(head.shape, dtype=head.dtype, order=order)
     return np.memmap(path, dtype=head.dtype, mode="r", offset=head.offset, shape=head.shape, order=order)
 
+
+
+# --- npy files in a folder ------------------------------------------------------------------------
+
+HEAD_READ = 4096
+"""Bytes of an npy file read at once when its folder is listed: the header (numpy writes it 64-byte
+aligned: 128 bytes for most arrays) and, for a file this small, the data too."""
+
+
+def read_npy_file(path: str, *, keep: bool = False) -> tuple[NpyMeta, int, bytes | None]:
+    """An npy file's header from one open and one read: its `NpyMeta`, where its data start, and (with
+    `keep`) the file's bytes when that read held the whole file: its data, with no second open to load
+    them. The descriptor read is checked to be a regular file (NotRegular: skipped, with the reason); a
+    bad header is a ValueError with the reason, as `npy_header` gives it."""
+    fd = os.open(path, OPEN_FLAGS)
+    try:
+        st = os.fstat(fd)
+        why = mode_problem(st.st_mode)
+        if why:
+            raise NotRegular(why)
+        raw = os.pread(fd, HEAD_READ, 0)
+        major, start, hlen = _npy_prefix(raw[:12])
+        if start + hlen > len(raw) and len(raw) == HEAD_READ:  # a header longer than one read (up to 10 KB)
+            raw += os.pread(fd, start + hlen - len(raw), len(raw))
+    finally:
+        os.close(fd)
+    head = raw[start:start + hlen]
+    if len(head) < hlen:
+        raise ValueError(f"npy header truncated ({len(head)} of {hlen} bytes)")
+    meta = npy_meta(head, major)
+    _check_size(start + hlen, meta[3], st.st_size)
+    return meta, start + hlen, raw if keep and st.st_size <= len(raw) else None
+
+
+def npy_file_tensor(op: str, path: str, meta: NpyMeta, offset: int, data: bytes | None, **fields) -> Tensor:
+    """The Tensor of an npy file `read_npy_file` read (the header parsed there, not again to load): C-ordered
+    data get a Payload (chunked reads); its data come from `data` when that read held them, else from the
+    file (read when small, memory-mapped when large)."""
+    dtype, shape, fortran, nbytes = meta
+    payload = None if fortran else Payload(path, offset, nbytes, dtype, shape)
+    if data is not None:
+        reader = partial(_from_bytes, data, offset, meta)
+    elif payload is not None:
+        reader = partial(read_payload, payload)
+    else:
+        reader = partial(_map_npy, path, offset, meta)
+    return Tensor(op=op, dtype=dtype, shape=shape, source=path, dtype_name=_dtype_name(dtype), format="ND",
+                  payload=payload, reader=reader, **fields)
+
+
+def _from_bytes(data: bytes, offset: int, meta: NpyMeta) -> np.ndarray:
+    dtype, shape, fortran, nbytes = meta
+    if nbytes == 0:
+        return np.empty(shape, dtype=dtype, order="F" if fortran else "C")
+    flat = np.frombuffer(data, dtype=dtype, count=nbytes // dtype.itemsize, offset=offset)
+    return flat.reshape(shape, order="F" if fortran else "C")
+
+
+def _map_npy(path: str, offset: int, meta: NpyMeta) -> np.ndarray:
+    dtype, shape, fortran, nbytes = meta
+    if nbytes == 0:
+        return np.empty(shape, dtype=dtype, order="F" if fortran else "C")
+    return np.memmap(path, dtype=dtype, mode="r", offset=offset, shape=shape, order="F" if fortran else "C")
 
 
 # --- npz ---------------------------------------------------------------------------------------
