@@ -160,7 +160,7 @@ class TaskDoc:
     rank_filter: Key[list | None] = Key(list, None, "the ranks chosen (--rank)")
     step_filter: Key[list | None] = Key(list, None, "the steps chosen (--step)")
     ranks = Key(dict, {}, "per rank: state, step, rank, proc, rel, rows, failing, worker, seconds, error ...")
-    columnar = Key(bool, False, "the rows live in columns/ only (above rankrun.COLUMNAR_ROWS)")
+    columnar = Key(bool, False, "the rows live in columns/ only (above storage.COLUMNAR_ROWS)")
     # ---- made by others ----
     demo: Key[dict | None] = Key(dict, None, "a demo task's title, story and framework_model (demo/workspace.py)")
     parent: Key[str | None] = Key(str, None, "a re-test task: the task its export came from")
