@@ -163,6 +163,7 @@ def _previous(folder: Path) -> dict:
 
 
 def _save_rank(folder: Path, result: RankResult, fingerprint: str) -> None:
+    assert result.table is not None  # a rank with rows
     path = rank_file(folder, result.rank.key)
     with atomic_path(path, f".{os.getpid()}.partial") as tmp:
         write_npz(result.table, tmp, {"spec": fingerprint, "rank": result.rank.rel, "worker": result.worker})

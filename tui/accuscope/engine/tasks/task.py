@@ -453,7 +453,7 @@ def true_state(folder: str | os.PathLike, doc: TaskDoc) -> str:
     state = doc.state
     if state != "running" or doc.host != taskdoc.host_name():
         return state  # running elsewhere: this host cannot tell
-    if not pid_alive(doc.pid) or lock_is_free(folder):
+    if doc.pid is None or not pid_alive(doc.pid) or lock_is_free(folder):
         return "interrupted"
     return state
 
@@ -483,7 +483,7 @@ def stale_parts(folder: str | os.PathLike, doc: TaskDoc) -> list[str]:
 try:
     import fcntl
 except ImportError:  # Windows: no lock; a second run into one folder is not refused there
-    fcntl = None
+    fcntl = None  # type: ignore[assignment]  # Windows: the module is absent
 
 
 class TaskLock:
@@ -574,7 +574,7 @@ def _result_csv(folder: Path, named: str | None) -> Path | None:
     if named and (folder / named).is_file():
         return folder / named
     found = sorted((p for p in folder.glob("result_*.csv") if _CSV_NAME.match(p.name)),
-                   key=lambda p: (_CSV_NAME.match(p.name).group(1), p.stat().st_mtime))
+                   key=lambda p: (p.name[len("result_"):len("result_") + 14], p.stat().st_mtime))
     return found[-1] if found else None
 
 
