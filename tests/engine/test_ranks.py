@@ -14,7 +14,7 @@ from accuscope.engine.compare import comparison as engine
 from accuscope.engine.compare.multirank import pair_ranks
 from accuscope.engine.demo.ranktree import write_rank_tree
 from accuscope.engine.sources.ranks import Rank, local_path, pick, ranks
-from accuscope.engine.tasks import rankrun
+from accuscope.engine.tasks import rankrun, storage
 from accuscope.engine.tasks.columnstore import PagedText, read_columns, write_columns
 from accuscope.engine.tasks.rankfiles import load_ranks
 from accuscope.engine.tasks.task import list_tasks, load_task
@@ -109,7 +109,7 @@ def test_a_rank_that_cannot_be_compared_is_a_row_of_the_report_the_rest_land(tmp
 
 def test_above_the_row_limit_a_task_stays_columnar_and_show_exports_the_csv(tree, tmp_path, monkeypatch):
     npu, golden = tree
-    monkeypatch.setattr(rankrun, "COLUMNAR_ROWS", 20)
+    monkeypatch.setattr(storage, "COLUMNAR_ROWS", 20)
     run = rankrun.run_ranks(engine.CompareSpec(str(npu), str(golden)), tmp_path / "t", workers=1, step=[0])
     assert run.rows == 24 and run.table is None
     folder = tmp_path / "t"
@@ -125,7 +125,7 @@ def test_above_the_row_limit_a_task_stays_columnar_and_show_exports_the_csv(tree
 
 def test_new_thresholds_on_a_columnar_task_are_recorded_not_written_as_a_csv(tree, tmp_path, monkeypatch):
     npu, golden = tree
-    monkeypatch.setattr(rankrun, "COLUMNAR_ROWS", 20)
+    monkeypatch.setattr(storage, "COLUMNAR_ROWS", 20)
     folder = tmp_path / "t"
     rankrun.run_ranks(engine.CompareSpec(str(npu), str(golden)), folder, workers=1, step=[0])
     task = load_task(folder)
@@ -174,7 +174,7 @@ def test_a_plugin_column_only_some_ranks_have_is_in_the_column_store_empty_where
     swaps the plugin for another (Peak); the resumed run keeps rank 0 as it was. The store holds both
     columns, "" where a rank did not compute one, and is read as such (no merging of rank files)."""
     npu, golden = write_rank_tree(tmp_path, ranks=2, tensors=6)
-    monkeypatch.setattr(rankrun, "COLUMNAR_ROWS", 5)
+    monkeypatch.setattr(storage, "COLUMNAR_ROWS", 5)
     plugins = tmp_path / "plugins" / "algorithm"
     plugins.mkdir(parents=True)
     body = ("import numpy as np\n"

@@ -14,7 +14,7 @@ import accuscope
 from accuscope.engine.compare.results import ResultTable
 from accuscope.engine.compare.thresholds import Thresholds
 from accuscope.engine.sources.tensor import SourceError
-from accuscope.engine.tasks import npztable
+from accuscope.engine.tasks import npztable, storage
 from accuscope.engine.tasks import task as task_module
 from accuscope.engine.tasks.task import list_tasks, load_task, save_task
 from accuscope.engine.tasks.taskdoc import TaskDoc, mark_state
@@ -311,7 +311,7 @@ def test_a_rerun_from_task_json_runs_no_custom_algorithms_unless_asked(tmp_path)
 def test_above_csv_rows_a_save_keeps_result_npz_and_the_csv_is_an_export(tmp_path, monkeypatch):
     folder = tmp_path / "t"
     first_csv = save_task(folder, META, _table(50), Thresholds(), {})
-    monkeypatch.setattr(task_module, "CSV_ROWS", 100)
+    monkeypatch.setattr(storage, "CSV_ROWS", 100)
     table = _table(150, seed=4)
     assert save_task(folder, META, table, Thresholds(), {}) is None
     assert sorted(p.name for p in folder.iterdir()) == ["result.npz", "task.json"]  # the smaller result's CSV gone

@@ -15,7 +15,7 @@ from accuscope.engine.compare.thresholds import Thresholds
 from accuscope.engine.demo import workspace as demo
 from accuscope.engine.demo.ranktree import write_rank_tree
 from accuscope.engine.sources.tensor import SourceError
-from accuscope.engine.tasks import rankrun, taskdoc
+from accuscope.engine.tasks import rankrun, storage, taskdoc
 from accuscope.engine.tasks.task import list_tasks, load_task, save_task
 from accuscope.engine.tasks.taskdoc import KEYS, SCHEMA, TASK_JSON, VERSION, TaskDoc, mark_state
 from accuscope.engine.tasks.taskrun import run_task
@@ -151,7 +151,7 @@ def test_every_key_real_tasks_write_is_declared(tmp_path, monkeypatch):
     npu, golden = write_rank_tree(tmp_path / "tree", ranks=2, steps=1, tensors=3, size=64)
     rankrun.run_ranks(taskdoc.TaskDoc({"npu": str(npu), "golden": str(golden)}).spec(), tmp_path / "ranks", workers=1)
     _keys_of(tmp_path / "ranks", seen)
-    monkeypatch.setattr(rankrun, "COLUMNAR_ROWS", 2)
+    monkeypatch.setattr(storage, "COLUMNAR_ROWS", 2)
     rankrun.run_ranks(taskdoc.TaskDoc({"npu": str(npu), "golden": str(golden)}).spec(), tmp_path / "cols", workers=1)
     _keys_of(tmp_path / "cols", seen)
     assert set(SCHEMA) - seen == WRITTEN_ELSEWHERE  # nothing declared that nobody writes

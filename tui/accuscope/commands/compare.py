@@ -12,12 +12,11 @@ from ..engine.compare import comparison as engine
 from ..engine.compare.inputs import build_spec, inputs
 from ..engine.compare.mapping import DEVICE_ONLY
 from ..engine.compare.metrics import compiled_kernel
-from ..engine.compare.multirank import is_rank_run
 from ..engine.compare.summary import summarize
 from ..engine.sides.registry import detect
 from ..engine.sources import kinds
 from ..engine.sources.tensor import SourceError
-from ..engine.tasks.taskrun import run_task
+from ..engine.tasks.taskrun import RunResult, ranked, run_comparison
 from ..exitcode import ExitCode
 from .common import add_inputs, add_source_options, err, first_failing_json, judgement_json, out, show
 
@@ -96,26 +95,32 @@ def swapped_hint(spec: engine.CompareSpec) -> str:
 
 def run(args) -> int:
     spec = spec_of(args)
-    hint = swapped_hint(spec)
-    ranked = not args.source and is_rank_run(spec)
     if args.cluster and args.tui:
         raise SourceError("--tui does not run on a cluster: run it without --tui, then open the task with "
                           f"`accuscope open {args.out}`")
-    if args.cluster or (ranked and not args.tui):
-        return compare_ranks_and_report(spec, args)
     if args.tui:
-        if not ranked:
+        if not ranked(spec, one_source=bool(args.source)):
             preflight(spec)
         from ..app.main import run as run_app
         return run_app(str(Path(args.out).parent), compare=(spec, args.out))
+    return compare_and_report(spec, args, warn_swapped=True)
+
+
+def compare_and_report(spec: engine.CompareSpec, args, warn_swapped: bool = False) -> int:
+    """Run the comparison into args.out (taskrun.run_comparison, which picks the path), print what it
+    did, advise if asked. With --json the summary goes to stderr and one JSON object (see
+    `result_json`) to stdout. `warn_swapped`: say when the sides look swapped (`swapped_hint`)."""
+    one_source = bool(getattr(args, "source", None))
+    if ranked(spec, getattr(args, "cluster", None), one_source):
+        return compare_ranks_and_report(spec, args, one_source)
+    hint = swapped_hint(spec) if warn_swapped else ""
     if hint:
         err.print(f"[yellow]warning:[/] {show(hint)}", soft_wrap=True)
-    return compare_and_report(spec, args)
+    return _compare_one_and_report(spec, args, one_source)
 
 
-def compare_and_report(spec: engine.CompareSpec, args) -> int:
-    """Run the comparison into args.out with a progress bar, print the summary, advise if asked.
-    With --json the summary goes to stderr and one JSON object (see `result_json`) to stdout."""
+def _compare_one_and_report(spec: engine.CompareSpec, args, one_source: bool) -> int:
+    """One comparison, with a progress bar."""
     say = err.print if args.json else out.print
     cancel = threading.Event()
     bar = _progress_bar()
@@ -139,7 +144,9 @@ def compare_and_report(spec: engine.CompareSpec, args) -> int:
             bar.update(bar_task, completed=p.done, description=show(p.current[-40:]))
 
     try:
-        result = run_task(spec, args.out, progress, cancel, args.workers, planned)
+        result = run_comparison(spec, args.out, workers=args.workers, cancel=cancel, one_source=one_source,
+                                planned=planned, progress=progress)
+        assert isinstance(result, RunResult)  # `ranked` said so
     except KeyboardInterrupt:
         cancel.set()
         if bar is not None:
@@ -240,7 +247,7 @@ def result_json(folder, plan, summary, table, advice) -> dict:
             **_advice_json(advice)}
 
 
-def compare_ranks_and_report(spec: engine.CompareSpec, args) -> int:
+def compare_ranks_and_report(spec: engine.CompareSpec, args, one_source: bool = False) -> int:
     """A multi-rank comparison: one line per rank as it lands, then the totals (see rankrun)."""
     say = err.print if args.json else out.print
     cancel = threading.Event()
@@ -260,10 +267,11 @@ def compare_ranks_and_report(spec: engine.CompareSpec, args) -> int:
         else:
             say(f"  [red]✗[/] {show(r.rank.label)}: {r.state}: {show(r.error)}", soft_wrap=True)
 
-    from ..engine.tasks.rankrun import run_ranks  # the ranks' pool and cluster: for rank trees only
+    from ..engine.tasks.rankrun import RanksRun
     try:
-        run = run_ranks(spec, args.out, args.cluster, args.workers, None, None,
-                        landed, cancel, planned)
+        run = run_comparison(spec, args.out, workers=args.workers, cancel=cancel, cluster=args.cluster,
+                             one_source=one_source, ranks_planned=planned, rank_done=landed)
+        assert isinstance(run, RanksRun)  # `ranked` said so
     except KeyboardInterrupt:
         cancel.set()
         say("\ncancelled: the ranks already compared are kept; re-run to resume")

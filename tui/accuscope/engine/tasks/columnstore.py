@@ -22,6 +22,7 @@ import os
 import shutil
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -126,7 +127,7 @@ class PagedText:
     def __ne__(self, other):
         return self._compare(other, np.not_equal)
 
-    __hash__ = None
+    __hash__ = None  # type: ignore[assignment]  # elementwise ==: unhashable, as an ndarray
 
 
 def write_columns(folder: str | os.PathLike, tables: Iterable[ResultTable]) -> int:
@@ -268,7 +269,7 @@ def read_columns(folder: str | os.PathLike) -> ResultTable:
     if not isinstance(meta, dict) or meta.get("format") != _FORMAT:
         raise ValueError(f"{base / 'meta.json'}: not a column store of format {_FORMAT}")
     n, custom = meta["rows"], list(meta["custom"])
-    columns = {}
+    columns: dict[str, Any] = {}  # PagedText stands in for a text column's ndarray
     for i, (key, kind) in enumerate(meta["columns"]):
         if kind == "text":
             offsets = np.load(base / f"{i}.off.npy", mmap_mode="r", allow_pickle=False)

@@ -254,6 +254,8 @@ def _rows(text: str, reader, header: list[str], warnings: list[str]) -> tuple[li
     width = len(header)
     needed = max(pos for pos, name in enumerate(header) if name not in _OPTIONAL_TAIL) + 1
     first_line = reader.line_num + 1
+    rows: list[list[str]] | None
+    lines: range | list[int] | None
     try:
         rows = list(reader)  # the fast path; line numbers follow unless a field spans lines
         lines = range(first_line, first_line + len(rows))
@@ -261,7 +263,7 @@ def _rows(text: str, reader, header: list[str], warnings: list[str]) -> tuple[li
             lines = None
     except csv.Error:
         rows, lines = None, None
-    if lines is None:
+    if rows is None or lines is None:
         rows, lines = _rows_slowly(text, first_line, warnings)
     if all(len(r) == width for r in rows):
         return rows, list(lines)

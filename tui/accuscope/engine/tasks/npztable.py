@@ -42,7 +42,7 @@ def write_npz(table: ResultTable, path: Path, about: dict) -> None:
             "present": sorted(table.present), **about}
     arrays["meta"] = np.frombuffer(json.dumps(meta).encode("utf-8"), dtype=np.uint8)
     with open(path, "wb") as f:
-        np.savez(f, **arrays)
+        np.savez(f, **arrays)  # type: ignore[arg-type]  # numpy's stub types allow_pickle, not **kwds
 
 
 def read_npz(path: Path, head: int | None = None) -> tuple[ResultTable, dict]:

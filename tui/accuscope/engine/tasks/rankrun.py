@@ -7,16 +7,15 @@
 
 A re-run of the same comparison into the task resumes: ranks whose file holds this comparison's
 rows (same inputs and algorithms) are not compared again. Once every rank has an outcome the task
-is done: up to COLUMNAR_ROWS rows, the ranks are also merged into the usual result CSV and
-result.npz; above, the task is columnar (task.json `columnar`): the ranks are streamed, one at a
-time, into TASK/columns (tasks/columnstore.py), which load_task opens paged, and
-`accuscope show --format csv` exports the CSV.
+is done and written by tasks/taskwriter.py, in the storage tasks/storage.py picks by size: up to
+COLUMNAR_ROWS rows, the ranks are also merged into the usual result CSV and result.npz; above, the
+task is columnar (task.json `columnar`): the ranks are streamed, one at a time, into TASK/columns
+(tasks/columnstore.py), which load_task opens paged, and `accuscope show --format csv` exports the CSV.
 """
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -32,20 +31,12 @@ from accuscope.engine.sources import ranks as rank_mod
 from accuscope.engine.sources.outputfile import atomic_path, not_a_link
 from accuscope.engine.sources.tensor import SourceError
 from accuscope.engine.tasks import taskdoc
-from accuscope.engine.tasks.columnstore import COLUMNS_DIR, write_columns
 from accuscope.engine.tasks.npztable import read_npz, write_npz
-from accuscope.engine.tasks.rankfiles import RANKS_DIR, load_ranks, rank_file, rank_tables
-from accuscope.engine.tasks.task import (
-    RESULT_NPZ,
-    TaskLock,
-    check_task_folder,
-    create_task_folder,
-    save_task,
-    unwritable,
-)
+from accuscope.engine.tasks.rankfiles import RANKS_DIR, rank_file
+from accuscope.engine.tasks.storage import Storage, storage
+from accuscope.engine.tasks.task import TaskLock, check_task_folder, create_task_folder, unwritable
 from accuscope.engine.tasks.taskdoc import mark_state, spec_fields
-
-COLUMNAR_ROWS = 1_000_000  # above this many rows a task keeps its rows per rank only
+from accuscope.engine.tasks.taskwriter import Ranks, write_result
 
 
 @dataclass
@@ -138,7 +129,7 @@ def run_ranks(spec: engine.CompareSpec, folder: str | os.PathLike, cluster: str 
                 if result.table is not None:
                     _save_rank(folder, result, fingerprint)
                     run.held[result.rank.key] = result.table
-                    if sum(len(t) for t in run.held.values()) > COLUMNAR_ROWS:
+                    if storage(sum(len(t) for t in run.held.values()), ranks=True) is Storage.COLUMNS:
                         run.held.clear()  # a columnar task: the store is written from the rank files
                 run.results[result.rank.key] = _record(result)
                 mark_state(folder, "running", ranks=run.results)
@@ -172,6 +163,7 @@ def _previous(folder: Path) -> dict:
 
 
 def _save_rank(folder: Path, result: RankResult, fingerprint: str) -> None:
+    assert result.table is not None  # a rank with rows
     path = rank_file(folder, result.rank.key)
     with atomic_path(path, f".{os.getpid()}.partial") as tmp:
         write_npz(result.table, tmp, {"spec": fingerprint, "rank": result.rank.rel, "worker": result.worker})
@@ -194,22 +186,7 @@ def _finish(folder: Path, spec: engine.CompareSpec, run: RanksRun, fields: dict)
             "state": "done", "error": "", "ranks": records, "sides": _sides(records),
             "coverage": {"warnings": [f"{len(lost)} of {len(records)} ranks not compared (task.json `ranks`)"]
                          if lost else []}}
-    if run.rows > COLUMNAR_ROWS:
-        first = next((r for r in sorted(records.values(), key=lambda r: (r["step"], r["rank"], r["proc"]))
-                      if r["failing"]), None)
-        warnings: list[str] = []
-        write_columns(folder, rank_tables(folder, records, warnings))
-        run.problems += warnings
-        for old in [folder / RESULT_NPZ, *folder.glob("result_*.csv")]:  # an earlier, smaller result
-            old.unlink(missing_ok=True)
-        meta.pop("state")
-        mark_state(folder, "done", **meta, columnar=True, rows=run.rows, failing=run.failing,
-                   first_failing_op=first["rel"] if first else "", csv=None, generation=None,
-                   thresholds=spec.thresholds.to_dict())
-        return
-    shutil.rmtree(folder / COLUMNS_DIR, ignore_errors=True)  # an earlier, columnar result
-    table, warnings = load_ranks(folder, records, run.held)
-    run.held = {}
-    run.problems += warnings
-    run.table = table
-    save_task(folder, {**meta, "columnar": False}, table, spec.thresholds, {"golden_is_npy": True})
+    held, run.held = run.held, {}
+    written = write_result(folder, meta, Ranks(records, held), spec.thresholds, {"golden_is_npy": True})
+    run.problems += written.warnings
+    run.table = written.table

@@ -2,7 +2,7 @@
 
     task.json                     paths, algorithms, range, thresholds, version, times, state, counts
     result_{YYYYMMDDhhmmss}.csv   MindStudio-compatible result (for people and other tools), up to
-                                  CSV_ROWS rows; above, an export (`show --format csv`)
+                                  storage.CSV_ROWS rows; above, an export (`show --format csv`)
     result.npz                    the same table as numpy columns, loaded by the TUI in milliseconds
     advice.json                   what the advisor said about this result (diagnose.advice)
     exports/{start}--{end}/       submodels with their data (export.folder), each with retest/, a task
@@ -54,6 +54,7 @@ from accuscope.engine.tasks import taskdoc
 from accuscope.engine.tasks.csvio import read_result_csv, write_result_csv
 from accuscope.engine.tasks.npztable import read_npz, write_npz
 from accuscope.engine.tasks.rankfiles import load_ranks
+from accuscope.engine.tasks.storage import Storage, storage
 from accuscope.engine.tasks.taskdoc import TASK_JSON, TaskDoc, mark_state, recorded_path
 
 if TYPE_CHECKING:
@@ -61,10 +62,6 @@ if TYPE_CHECKING:
     from accuscope.engine.graphs.graph import Graph
 
 RESULT_NPZ = "result.npz"
-# Above this many rows a save writes no result CSV: a 300k-row CSV takes 3 s to write (Python's csv
-# module) and 100 MB, three times the rest of a 100k-call statistics triage, for a file no spreadsheet
-# opens comfortably. result.npz holds the same table; `show --format csv|xlsx` exports it.
-CSV_ROWS = 200_000
 ADVICE_JSON = "advice.json"
 LOCK = ".lock"  # held (flock) by the process running the task
 _CSV_NAME = re.compile(r"result_(\d{14})(?:_\d+)?\.csv$")
@@ -275,8 +272,9 @@ class TaskSummary:
 # ---- saving -------------------------------------------------------------------------------------
 def save_task(folder: str | os.PathLike, meta: dict, table: ResultTable, thresholds: Thresholds,
               csv_options: dict | None = None) -> Path | None:
-    """Write the result CSV (up to CSV_ROWS rows), result.npz and task.json as one new generation;
-    returns the CSV path (None: no CSV).
+    """Write the result CSV (when tasks/storage.py says so: up to CSV_ROWS rows), result.npz and
+    task.json as one new generation; returns the CSV path (None: no CSV). A comparison's result is
+    written through tasks/taskwriter.py, which picks this or the column store.
 
     `meta` holds task.json keys (taskdoc.TaskDoc): what was compared (taskdoc.spec_fields, ...)
     and optionally state (default "done") and error. `csv_options` are write_result_csv's flags.
@@ -289,7 +287,7 @@ def save_task(folder: str | os.PathLike, meta: dict, table: ResultTable, thresho
     csv_options = dict(csv_options or {})
     judged = thresholds.apply(table)
     now = datetime.now()
-    csv_path = _new_csv_path(folder, now) if len(table) <= CSV_ROWS else None
+    csv_path = _new_csv_path(folder, now) if storage(len(table)) is Storage.CSV else None
     generation = f"{now:%Y%m%d%H%M%S}-{os.urandom(4).hex()}"
     # "attempt": what an unfinished run tried; this result is now what was compared
     doc = taskdoc.read_or_empty(folder).without("attempt").with_fields(**meta)
@@ -455,7 +453,7 @@ def true_state(folder: str | os.PathLike, doc: TaskDoc) -> str:
     state = doc.state
     if state != "running" or doc.host != taskdoc.host_name():
         return state  # running elsewhere: this host cannot tell
-    if not pid_alive(doc.pid) or lock_is_free(folder):
+    if doc.pid is None or not pid_alive(doc.pid) or lock_is_free(folder):
         return "interrupted"
     return state
 
@@ -485,7 +483,7 @@ def stale_parts(folder: str | os.PathLike, doc: TaskDoc) -> list[str]:
 try:
     import fcntl
 except ImportError:  # Windows: no lock; a second run into one folder is not refused there
-    fcntl = None
+    fcntl = None  # type: ignore[assignment]  # Windows: the module is absent
 
 
 class TaskLock:
@@ -576,7 +574,7 @@ def _result_csv(folder: Path, named: str | None) -> Path | None:
     if named and (folder / named).is_file():
         return folder / named
     found = sorted((p for p in folder.glob("result_*.csv") if _CSV_NAME.match(p.name)),
-                   key=lambda p: (_CSV_NAME.match(p.name).group(1), p.stat().st_mtime))
+                   key=lambda p: (p.name[len("result_"):len("result_") + 14], p.stat().st_mtime))
     return found[-1] if found else None
 
 

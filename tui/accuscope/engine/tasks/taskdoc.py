@@ -34,7 +34,7 @@ from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from types import MappingProxyType
-from typing import IO, TYPE_CHECKING, Any, Generic, TypeVar
+from typing import IO, TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 from accuscope import __version__
 from accuscope.engine.compare.columns import KEY_OF
@@ -90,8 +90,8 @@ class Key(Generic[T]):
             return self  # type: ignore[return-value]  # the Key itself, on the class
         value = doc._raw.get(self.name)
         if value is None or not self.fits(value):
-            return self.default.copy() if isinstance(self.default, (dict, list)) else self.default
-        return value
+            return cast(T, self.default.copy()) if isinstance(self.default, (dict, list)) else self.default
+        return cast(T, value)
 
 
 class TaskDoc:
@@ -126,7 +126,7 @@ class TaskDoc:
     expected: Key[str | None] = Key(str, None, "the third side: the reference at the candidate's precision (--expected)")
     npu_options: Key[dict | None] = Key(dict, None, "the NPU side's format options, text by name (--npu-option)")
     golden_options: Key[dict | None] = Key(dict, None, "the golden side's format options (--golden-option)")
-    relative = Key(dict, {}, "the paths above relative to the task folder (a task moved with its data)")
+    relative: Key[dict] = Key(dict, {}, "the paths above relative to the task folder (a task moved with its data)")
     framework_model: Key[str | None] = Key(str, None, "the framework ONNX model (set by hand; see Task.framework_model)")
     # ---- the run ----
     state = Key(str, "", f"one of {', '.join(STATES)} (\"\": none recorded)")
@@ -144,23 +144,23 @@ class TaskDoc:
     # ---- the result ----
     generation = Key(str, "", "the save's id, also in result.npz: a result.npz of another one is ignored")
     csv: Key[str | None] = Key(str, None, "the result CSV's name (null: none, above CSV_ROWS rows)")
-    csv_options = Key(dict, {}, "csvio.write_result_csv's flags the CSV was written with")
+    csv_options: Key[dict] = Key(dict, {}, "csvio.write_result_csv's flags the CSV was written with")
     thresholds: Key[dict | None] = Key(dict, None, "Thresholds.to_dict(): the limits the rows are judged by")
-    custom_columns = Key(list, [], "plugin columns of the result")
+    custom_columns: Key[list] = Key(list, [], "plugin columns of the result")
     rows: Key[int | None] = Key(int, None, "rows of the result")
     failing: Key[int | None] = Key(int, None, "failing rows")
     first_failing_op = Key(str, "", "the first failing row's op in execution order")
     first_failing_index = Key(int, -1, "its row index (-1: none fails)")
-    problems = Key(list, [], "what could not be read or paired, one line each")
-    sides = Key(dict, {}, "the kind of source on each side: {npu: KIND, golden: KIND}")
-    coverage = Key(dict, {}, "comparison.Coverage.to_meta(): how much of each side was compared")
+    problems: Key[list] = Key(list, [], "what could not be read or paired, one line each")
+    sides: Key[dict] = Key(dict, {}, "the kind of source on each side: {npu: KIND, golden: KIND}")
+    coverage: Key[dict] = Key(dict, {}, "comparison.Coverage.to_meta(): how much of each side was compared")
     # ---- a multi-rank task (tasks/rankrun.py) ----
     multirank = Key(bool, False, "compared rank by rank (ranks holds them)")
     cluster: Key[str | None] = Key(str, None, "the Dask scheduler the ranks ran on (null: local)")
     rank_filter: Key[list | None] = Key(list, None, "the ranks chosen (--rank)")
     step_filter: Key[list | None] = Key(list, None, "the steps chosen (--step)")
-    ranks = Key(dict, {}, "per rank: state, step, rank, proc, rel, rows, failing, worker, seconds, error ...")
-    columnar = Key(bool, False, "the rows live in columns/ only (above rankrun.COLUMNAR_ROWS)")
+    ranks: Key[dict] = Key(dict, {}, "per rank: state, step, rank, proc, rel, rows, failing, worker, seconds, error ...")
+    columnar = Key(bool, False, "the rows live in columns/ only (above storage.COLUMNAR_ROWS)")
     # ---- made by others ----
     demo: Key[dict | None] = Key(dict, None, "a demo task's title, story and framework_model (demo/workspace.py)")
     parent: Key[str | None] = Key(str, None, "a re-test task: the task its export came from")
@@ -227,7 +227,8 @@ class TaskDoc:
         algorithms = self.algorithms
         if algorithms and not changes.get("custom_dir"):
             algorithms = [a for a in algorithms if KEY_OF.get(a, a) in ALGORITHMS] or None
-        spec = CompareSpec(path("npu"), path("golden"), model=path("model"), algorithms=algorithms,
+        # a task.json without a side gives a spec without it (planning says so): typed as given
+        spec = CompareSpec(cast(str, path("npu")), cast(str, path("golden")), model=path("model"), algorithms=algorithms,
                            op_range=self.range, ops=self.ops,
                            thresholds=thresholds if thresholds is not None else Thresholds(),
                            pick=self.pick or "newest", run=self.run,
@@ -368,7 +369,7 @@ def spec_fields(spec: CompareSpec, folder: str | os.PathLike | None = None) -> d
     """What task.json records about a comparison, enough to re-run it (TaskDoc.spec reads it back).
     Paths are stored absolute and, under `relative`, relative to the task folder: a task moved
     with its data (to another directory or machine) still finds them (see `recorded_path`)."""
-    fields = {"npu": spec.npu, "golden": spec.golden, "model": spec.model, "algorithms": spec.algorithms,
+    fields: dict[str, Any] = {"npu": spec.npu, "golden": spec.golden, "model": spec.model, "algorithms": spec.algorithms,
               "range": spec.op_range, "ops": spec.ops, "custom_algorithms": spec.custom_dir,
               "pick": spec.pick, "run": spec.run,
               "golden_shape": list(spec.golden_shape) if spec.golden_shape else None,
@@ -379,7 +380,7 @@ def spec_fields(spec: CompareSpec, folder: str | os.PathLike | None = None) -> d
               "match": spec.match, "expected": spec.expected,
               "npu_options": spec.npu_options, "golden_options": spec.golden_options,
               "shards": spec.shards if spec.shards in (None, SHARDS_BY_NAMES) else os.path.abspath(spec.shards)}
-    relative = {}
+    relative: dict[str, str] = {}
     for key in PATH_KEYS:
         if fields[key]:
             fields[key] = os.path.abspath(fields[key])

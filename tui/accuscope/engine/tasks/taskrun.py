@@ -1,10 +1,14 @@
 """Running a comparison into a task folder, the same way for the CLI and the TUI.
 
+`run_comparison` is the entry point: it picks the path (`ranked`): two rank trees (or --cluster) go
+rank by rank through tasks/rankrun.py (each rank statistics-as-columns where compare/statcolumns.py
+applies), anything else is one comparison (`run_task`). Both write through tasks/taskwriter.py.
+
 Unusable input changes nothing on disk: the comparison is planned and the folder checked (a file,
 or a non-empty folder that is not a task, is refused) before the folder is created or touched.
 Then the run holds the task's lock (a second run into the folder is refused), task.json says
 "running" with the pid and host, and ends "done" (the new result committed atomically, see
-task.save_task), "cancelled" or "failed" (with the error); a previous result stays intact in both,
+tasks/taskwriter.py), "cancelled" or "failed" (with the error); a previous result stays intact in both,
 and task.json keeps describing it: the inputs of a run that did not finish are kept under
 `attempt`, never over the inputs of the result in the folder. A folder that cannot be written (full
 disk, read-only, no permission, name too long) is a SourceError naming the path.
@@ -17,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING, Union
 
 from accuscope import __version__
 from accuscope.engine.compare import comparison as engine
@@ -28,10 +33,14 @@ from accuscope.engine.tasks.task import (
     check_task_folder,
     create_task_folder,
     has_result,
-    save_task,
     unwritable,
 )
 from accuscope.engine.tasks.taskdoc import mark_state, spec_fields
+from accuscope.engine.tasks.taskwriter import write_result
+
+if TYPE_CHECKING:
+    from accuscope.engine.compare.multirank import RankResult
+    from accuscope.engine.tasks.rankrun import RanksRun
 
 
 @dataclass
@@ -43,8 +52,37 @@ class RunResult:
 
     @property
     def slowest(self) -> tuple[str, float]:
-        part = max(self.timings, key=self.timings.get)
+        part = max(self.timings, key=lambda k: self.timings[k])
         return part, self.timings[part]
+
+
+Outcome = Union[RunResult, "RanksRun"]  # what run_comparison returns: one comparison's, or the ranks'
+
+
+def ranked(spec: engine.CompareSpec, cluster: str | None = None, one_source: bool = False) -> bool:
+    """The comparison runs rank by rank (rankrun): on a cluster, or two rank trees (`one_source`: both
+    sides are one file, never ranks)."""
+    if cluster:
+        return True
+    from accuscope.engine.compare.multirank import is_rank_run
+    return not one_source and is_rank_run(spec)
+
+
+def run_comparison(spec: engine.CompareSpec, folder: str | Path, *, workers: int | None = None,
+                   cancel: threading.Event | None = None, cluster: str | None = None,
+                   one_source: bool = False,
+                   planned: Callable[[engine.Plan], None] | None = None,
+                   progress: Callable[[engine.Progress, list], None] | None = None,
+                   ranks_planned: Callable[[RanksRun], None] | None = None,
+                   rank_done: Callable[[RanksRun, RankResult], None] | None = None,
+                   inline_bytes: int | None = None) -> Outcome:
+    """Run the comparison `spec` into the task `folder` on the path it calls for (`ranked`): a
+    RanksRun (`ranks_planned` once the ranks are known, `rank_done` as each lands) or a RunResult
+    (`planned`, `progress`; see run_task). Errors as run_task and rankrun.run_ranks."""
+    if ranked(spec, cluster, one_source):
+        from accuscope.engine.tasks.rankrun import run_ranks  # the ranks' pool and cluster: rank trees only
+        return run_ranks(spec, folder, cluster, workers, None, None, rank_done, cancel, ranks_planned)
+    return run_task(spec, folder, progress, cancel, workers, planned, inline_bytes)
 
 
 def run_task(spec: engine.CompareSpec, folder: str | Path,
@@ -83,9 +121,9 @@ def run_task(spec: engine.CompareSpec, folder: str | Path,
                 "tool": f"accuscope {__version__}", "created": datetime.now().isoformat(timespec="seconds"),
                 "problems": [str(p) for p in plan.problems], "state": "done", "error": "",
                 "sides": {"npu": plan.npu.kind, "golden": plan.golden.kind}, "coverage": plan.coverage.to_meta()}
-        result.csv = save_task(folder, meta, result.table, spec.thresholds, {
+        result.csv = write_result(folder, meta, result.table, spec.thresholds, {
             "with_op_sequence": bool(spec.op_range), "npu_is_npy": False,
-            "golden_is_npy": plan.golden.kind == "npy"})
+            "golden_is_npy": plan.golden.kind == "npy"}).csv
     except BaseException as exc:
         place = unwritable(exc, folder)
         try:
