@@ -154,6 +154,25 @@ def test_thresholds_are_saved_by_a_worker_while_the_table_answers(ws, monkeypatc
     assert json.loads((ws / MAIN.name / "task.json").read_text())["thresholds"]["cos"]["value"] == 0.5
 
 
+def test_the_advice_follows_thresholds_edited_here_before_they_are_saved(ws, monkeypatch):
+    """The advisor works on the opened task: thresholds edited in the app count although task.json
+    still holds the old ones (here the save never writes them)."""
+    monkeypatch.setattr(Task, "set_thresholds", lambda task, thresholds: None)
+
+    async def script(pilot):
+        screen = pilot.app.screen
+        await wait_for(pilot, lambda: screen.advice is not None)
+        assert screen.advice.task["thresholds"]["cos"]["value"] == 0.99
+        await _edit_thresholds(pilot, "cos=0.5 kl=off")
+        await wait_for(pilot, lambda: not screen.saving and not screen.advising and screen.advice is not None)
+        await pilot.press("a")
+        assert isinstance(pilot.app.screen, AdviceScreen)
+        made_for = pilot.app.screen.advice.task["thresholds"]
+        assert made_for["cos"]["value"] == 0.5 and "kl" not in made_for
+    drive(AccuscopeApp(ws, open_path=ws / MAIN.name), script, size=(160, 50))
+    assert json.loads((ws / MAIN.name / "task.json").read_text())["thresholds"]["cos"]["value"] == 0.99
+
+
 def test_a_threshold_save_that_fails_says_why(ws):
     async def script(pilot):
         screen = pilot.app.screen

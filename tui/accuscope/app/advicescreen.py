@@ -22,6 +22,7 @@ from ..engine.diagnose.rules.introduced import INTRODUCED
 from ..engine.diagnose.sensitivity import Ranking, sensitivity
 from ..engine.precision.fromtask import spec_from_task
 from ..engine.sources.tensor import SourceError
+from ..engine.tasks.task import Task
 from .chart import GrowthChart
 from .footer import Footer
 from .formatting import shown
@@ -60,11 +61,13 @@ class AdviceScreen(Screen["int | None"]):
             "candidate is a conversion accuscope can make again: each top op kept in fp32, converted again and run "
             "(`accuscope advise --verify`). enter jumps to the op.")
 
-    def __init__(self, advice: Advice, task_name: str,
+    def __init__(self, advice: Advice, task: Task,
                  on_advice: Callable[[Advice], None] | None = None) -> None:
-        """`on_advice` gets the advice again when `v` verified it (the task screen shows it too)."""
+        """`task`: the opened task the advice is on (`v` advises on it again, its thresholds as
+        shown); `on_advice` gets the advice again when `v` verified it (the task screen shows it too)."""
         super().__init__()
-        self.advice, self.task_name, self.on_advice = advice, task_name, on_advice
+        self.advice, self.opened_task, self.on_advice = advice, task, on_advice
+        self.task_name = task.folder.name
         self.verifying = False
         self.ranking: Ranking | None = None
         self.ranking_error = ""
@@ -104,7 +107,7 @@ class AdviceScreen(Screen["int | None"]):
 
     @work(thread=True, exclusive=True, group="verify", exit_on_error=False)
     def verify_worker(self) -> None:
-        deliver(self, VerifyDone, lambda: advise(self.advice.folder, verify=BUDGET))
+        deliver(self, VerifyDone, lambda: advise(self.opened_task, verify=BUDGET))
 
     @on(VerifyDone)
     def verify_done(self, message: VerifyDone) -> None:

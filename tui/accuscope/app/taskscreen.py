@@ -407,16 +407,16 @@ class TaskScreen(Screen):
         if self.opened is None or self.opened.doc.foreign or not len(self.opened.table) or self.loading:
             return
         self.advising = True
-        self.advice_worker(self.opened.doc, self.thresholds)
+        self.advice_worker(self.opened)
         self.refresh_views()
 
     @work(thread=True, exclusive=True, group="advice", exit_on_error=False)
-    def advice_worker(self, doc: TaskDoc, thresholds: Thresholds) -> None:
-        """The saved advice when it fits the result and thresholds (advice.json: 40 MB for 1M rows,
-        read here, not on the screen's thread), else the advisor's."""
-        from ..engine.diagnose.advice import saved_advice
-        from ..engine.diagnose.advisor import advise
-        deliver(self, AdviceDone, lambda: saved_advice(self.folder, doc, thresholds) or advise(self.folder))
+    def advice_worker(self, task: Task) -> None:
+        """The saved advice when it fits the result and the thresholds shown (advice.json: 40 MB for
+        1M rows, read here, not on the screen's thread), else the advisor's on the opened task: its
+        thresholds as edited here, saved or not, and its plan reused."""
+        from ..engine.diagnose.advisor import current_advice
+        deliver(self, AdviceDone, lambda: current_advice(task))
 
     @on(AdviceDone)
     def advice_done(self, message: AdviceDone) -> None:
@@ -443,7 +443,7 @@ class TaskScreen(Screen):
         def jump(row: int | None) -> None:
             if row is not None:
                 self.table_widget.move_to(row)
-        self.app.push_screen(AdviceScreen(self.advice, self.folder.name, self.apply_advice), jump)
+        self.app.push_screen(AdviceScreen(self.advice, self.opened, self.apply_advice), jump)
 
     # ---- running a comparison -----------------------------------------------------------------
     def start_run(self, spec: engine.CompareSpec, folder: Path) -> None:
