@@ -36,13 +36,16 @@ class RowDetail(ModalScreen[None]):
     """
     BINDINGS = [Binding("escape,q,enter", "dismiss", "close", id="rowdetail.dismiss")]
 
-    def __init__(self, table: ResultTable, row: int, thresholds: Thresholds, task: Task | None = None) -> None:
+    def __init__(self, task: Task, row: int) -> None:
+        """`task`: the opened task with the table the task screen shows (and its thresholds); `row`:
+        the table row shown."""
         super().__init__()
-        self.table, self.row, self.thresholds, self.opened_task = table, row, thresholds, task
+        self.opened_task, self.row = task, row
+        self.table: ResultTable = task.table if task.table is not None else ResultTable.empty()
+        self.thresholds: Thresholds = task.thresholds if task.thresholds is not None else Thresholds()
 
     def on_mount(self) -> None:
-        if self.opened_task is not None:
-            self.stack_worker()
+        self.stack_worker()
 
     @work(thread=True, exclusive=True, group="stack", exit_on_error=False)
     def stack_worker(self) -> None:

@@ -223,19 +223,27 @@ class TaskScreen(Screen):
     def on_operator_table_view_changed(self, event: OperatorTable.ViewChanged) -> None:
         self.refresh_views()
 
+    def shown_task(self) -> Task:
+        """The task whose table is shown, handed with a row to the screens a key opens: the opened
+        one; during a run (or when none could be opened) the folder's task.json with the rows shown
+        so far and the thresholds they are judged by."""
+        if self.opened is not None and not self.running:
+            return self.opened
+        task = Task.at(self.folder, strict=False)
+        task.table, task.thresholds = self.table_widget.table, self.table_widget.thresholds
+        return task
+
     def on_operator_table_selected(self, event: OperatorTable.Selected) -> None:
         if self.still_loading():
             return
         from .opscreen import OpScreen
-        self.app.push_screen(OpScreen(self.folder, self.table_widget.table, event.row,
-                                      None if self.running else self.opened))
+        self.app.push_screen(OpScreen(self.shown_task(), event.row))
 
     def action_row_details(self) -> None:
         widget = self.table_widget
         if widget.cursor_row is not None and not self.still_loading():
             from .rowdetail import RowDetail
-            self.app.push_screen(RowDetail(widget.table, widget.cursor_row, widget.thresholds,
-                                           self.opened or Task.at(self.folder, strict=False)))
+            self.app.push_screen(RowDetail(self.shown_task(), widget.cursor_row))
 
     # ---- prompt: search and filter ------------------------------------------------------------
     def action_prompt(self, mode: str) -> None:
@@ -385,21 +393,21 @@ class TaskScreen(Screen):
     def action_graph(self) -> None:
         if self.still_loading():
             return
-        from .graphscreen import GraphScreen
+        from .graphscreen import GraphResult, GraphScreen
         widget = self.table_widget
 
-        def back(row: int | None) -> None:
-            if graph.table_filter:  # f on a module: the table shows that module's rows
+        def back(result: GraphResult | None) -> None:
+            if result is None:
+                return
+            if result.table_filter:  # f on a module: the table shows that module's rows
                 try:
-                    self.notify(f"{widget.set_filter(graph.table_filter):,} rows: {graph.table_filter}",
+                    self.notify(f"{widget.set_filter(result.table_filter):,} rows: {result.table_filter}",
                                 markup=False, title="filter", timeout=5)
                 except FilterError as exc:
                     self.notify(str(exc), markup=False, title="filter", severity="error", timeout=8)
-            if row is not None and not widget.move_to(row):
+            if result.row is not None and not widget.move_to(result.row):
                 self.notify("that op's row is hidden by the filter or the in/out toggle", timeout=4)
-        graph = GraphScreen(self.folder, widget.table, widget.thresholds, widget.cursor_row,
-                            self.opened.doc if self.opened else None)
-        self.app.push_screen(graph, back)
+        self.app.push_screen(GraphScreen(self.shown_task(), widget.cursor_row), back)
 
     # ---- the advisor ------------------------------------------------------------------------
     def start_advice(self) -> None:
