@@ -512,7 +512,10 @@ def test_advisor_strip_and_screen_jump_to_the_op_that_introduced_the_error(ws):
         assert pilot.app.screen is screen
         table = screen.query_one(OperatorTable)
         assert table.cursor_row == first.row
-        assert table.table.columns["origin"][first.row] == "introduced"
+        assert table.extra["origin"][first.row] == "introduced"  # the app's column, beside the table
+        assert "origin" not in table.table.columns and "origin" not in table.table.custom
+        assert table.set_filter('origin == "introduced"') and all(  # filters see the app's columns
+            table.extra["origin"][r] == "introduced" for r in table.view)
     drive(AccuscopeApp(ws, open_path=ws / MAIN.name), script)
     assert (ws / MAIN.name / "advice.json").exists()
 

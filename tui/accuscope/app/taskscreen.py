@@ -2,10 +2,12 @@
 comparison in a thread worker, rows appearing as they are computed."""
 from __future__ import annotations
 
+import math
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import numpy as np
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -14,7 +16,7 @@ from textual.screen import Screen
 from textual.widgets import Input, ProgressBar, Static
 
 from ..engine.compare.columns import CSV_OF, METRIC
-from ..engine.compare.results import FilterError, ResultTable
+from ..engine.compare.results import FilterError, ResultTable, text_array
 from ..engine.compare.thresholds import Thresholds, parse_assignments
 from ..engine.sources.names import printable
 from ..engine.sources.tensor import SourceError
@@ -45,6 +47,14 @@ if TYPE_CHECKING:
 # the screens a key opens (advice, graph, op, row detail) cost 0.2 s of a start that has 1 s.
 
 CANCEL_QUESTION = "Cancel the running comparison? (the previous result stays)"
+
+
+def advice_columns(advice: Advice, rows: int) -> dict[str, np.ndarray]:
+    """The advice's per-row columns as the op table shows them beside the result (filters like
+    `origin == "introduced"` or `iso_cos < 0.99` and sorting see them): `origin` and `iso_cos` as text."""
+    columns = advice.columns(rows)
+    return {"origin": columns["origin"],
+            "iso_cos": text_array("" if math.isnan(v) else f"{v:.6f}" for v in columns["iso_cos"])}
 
 
 class TaskScreen(Screen):
@@ -243,7 +253,7 @@ class TaskScreen(Screen):
         widget = self.table_widget
         if widget.cursor_row is not None and not self.still_loading():
             from .rowdetail import RowDetail
-            self.app.push_screen(RowDetail(self.shown_task(), widget.cursor_row))
+            self.app.push_screen(RowDetail(self.shown_task(), widget.cursor_row, widget.extra))
 
     # ---- prompt: search and filter ------------------------------------------------------------
     def action_prompt(self, mode: str) -> None:
@@ -433,13 +443,13 @@ class TaskScreen(Screen):
         self.apply_advice(message.result)
 
     def apply_advice(self, advice: Advice | None) -> None:
-        from ..engine.diagnose.advice import add_origin_columns
+        """Show the advice in the summary and its per-row columns in the op table (beside the
+        engine's table, never in it: the task saves only the comparison's columns)."""
         self.advice, self.advising = advice, False
         table = self.table_widget.table
         if advice is not None and advice.task.get("rows") in (None, len(table)):
-            add_origin_columns(table, advice)
-            self.table_widget.load(table, self.thresholds)  # its ViewChanged refreshes the views
-        else:
+            self.table_widget.load(table, self.thresholds, extra=advice_columns(advice, len(table)))
+        else:  # load's ViewChanged refreshed the views above
             self.refresh_views()
 
     def action_advice(self) -> None:
