@@ -173,6 +173,28 @@ def test_the_advice_follows_thresholds_edited_here_before_they_are_saved(ws, mon
     assert json.loads((ws / MAIN.name / "task.json").read_text())["thresholds"]["cos"]["value"] == 0.99
 
 
+def test_the_save_worker_saves_a_snapshot_and_the_opened_task_takes_what_it_wrote(ws, monkeypatch):
+    """The worker never changes the task the screen renders: it saves its own copy, and the opened
+    task takes the new result file and task.json from its message."""
+    saved, real = [], Task.set_thresholds
+
+    def recording(task, thresholds):
+        saved.append((task, task.table, thresholds))
+        real(task, thresholds)
+    monkeypatch.setattr(Task, "set_thresholds", recording)
+
+    async def script(pilot):
+        screen = pilot.app.screen
+        opened, csv_before = screen.opened, screen.opened.csv
+        await _edit_thresholds(pilot, "cos=0.5")
+        await wait_for(pilot, lambda: not screen.saving)
+        (task, table, thresholds), = saved
+        assert task is not opened and table is not opened.table and thresholds is not opened.thresholds
+        assert screen.opened is opened and opened.doc.thresholds["cos"]["value"] == 0.5
+        assert opened.csv == task.csv != csv_before and opened.csv.is_file()
+    drive(AccuscopeApp(ws, open_path=ws / MAIN.name), script, size=(160, 50))
+
+
 def test_a_threshold_save_that_fails_says_why(ws):
     async def script(pilot):
         screen = pilot.app.screen

@@ -2,6 +2,8 @@
 comparison in a thread worker, rows appearing as they are computed."""
 from __future__ import annotations
 
+import copy
+import dataclasses
 import math
 import threading
 from pathlib import Path
@@ -47,6 +49,16 @@ if TYPE_CHECKING:
 # the screens a key opens (advice, graph, op, row detail) cost 0.2 s of a start that has 1 s.
 
 CANCEL_QUESTION = "Cancel the running comparison? (the previous result stays)"
+
+
+def snapshot(task: Task) -> Task:
+    """A copy of the opened task for a worker to save: its own thresholds and table object (the
+    column arrays shared: the judged columns it sets replace them, nothing is written in place), so
+    the task the screen shows never changes under it."""
+    table = task.table
+    return dataclasses.replace(
+        task, thresholds=copy.deepcopy(task.thresholds), warnings=list(task.warnings), stale=list(task.stale),
+        table=None if table is None else ResultTable(dict(table.columns), table.custom, table.present))
 
 
 def advice_columns(advice: Advice, rows: int) -> dict[str, np.ndarray]:
@@ -346,16 +358,24 @@ class TaskScreen(Screen):
             return True
         self.saving, self._save_again = True, False
         self.update_status()
-        self.save_worker(self.opened)
+        self.save_worker(snapshot(self.opened))
         return True
 
     @work(thread=True, exclusive=True, group="save", exit_on_error=False)
     def save_worker(self, task: Task) -> None:
-        deliver(self, ThresholdsSaved, lambda: task.set_thresholds(task.thresholds))
+        """Save `task`, the worker's own snapshot of the opened task, under its thresholds; what it
+        wrote (result file, task.json) comes back to `thresholds_saved`."""
+        def save() -> Task:
+            task.set_thresholds(task.thresholds)
+            return task
+        deliver(self, ThresholdsSaved, save)
 
     @on(ThresholdsSaved)
     def thresholds_saved(self, message: ThresholdsSaved) -> None:
         self.saving = False
+        if message.error is None and self.opened is not None:  # the opened task names what was written
+            saved: Task = message.result
+            self.opened.csv, self.opened.doc = saved.csv, saved.doc
         if self._save_again:
             self.save_thresholds()
             return
