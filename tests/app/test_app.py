@@ -157,12 +157,21 @@ def test_thresholds_are_saved_by_a_worker_while_the_table_answers(ws, monkeypatc
 def test_the_advice_follows_thresholds_edited_here_before_they_are_saved(ws, monkeypatch):
     """The advisor works on the opened task: thresholds edited in the app count although task.json
     still holds the old ones (here the save never writes them)."""
+    from accuscope.engine.diagnose import advisor
     monkeypatch.setattr(Task, "set_thresholds", lambda task, thresholds: None)
+    advised, real = [], advisor.current_advice
+
+    def recording(task, progress=None):
+        advised.append(task)
+        return real(task, progress)
+    monkeypatch.setattr(advisor, "current_advice", recording)
 
     async def script(pilot):
         screen = pilot.app.screen
         await wait_for(pilot, lambda: screen.advice is not None)
         assert screen.advice.task["thresholds"]["cos"]["value"] == 0.99
+        # the worker's own snapshot: the thresholds edited below never change under it
+        assert advised and advised[0] is not screen.opened and advised[0].thresholds is not screen.thresholds
         await _edit_thresholds(pilot, "cos=0.5 kl=off")
         await wait_for(pilot, lambda: not screen.saving and not screen.advising and screen.advice is not None)
         await pilot.press("a")

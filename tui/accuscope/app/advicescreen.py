@@ -28,6 +28,7 @@ from .footer import Footer
 from .formatting import shown
 from .messages import RankingDone, VerifyDone, deliver
 from .precisionscreen import PrecisionScreen
+from .tasksnapshot import snapshot
 
 SEVERITY = {"error": ("✗", "$mark-fail"), "warning": ("!", "$mark-warn"), "info": ("i", "$mark-info")}
 
@@ -103,11 +104,11 @@ class AdviceScreen(Screen["int | None"]):
         self.verifying = True
         self.query_one("#detail", Static).update("converting the model again without each top op and running it "
                                                  "(about a second per op)…")
-        self.verify_worker()
+        self.verify_worker(snapshot(self.opened_task))
 
     @work(thread=True, exclusive=True, group="verify", exit_on_error=False)
-    def verify_worker(self) -> None:
-        deliver(self, VerifyDone, lambda: advise(self.opened_task, verify=BUDGET))
+    def verify_worker(self, task: Task) -> None:
+        deliver(self, VerifyDone, lambda: advise(task, verify=BUDGET))
 
     @on(VerifyDone)
     def verify_done(self, message: VerifyDone) -> None:

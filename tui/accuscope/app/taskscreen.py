@@ -2,8 +2,6 @@
 comparison in a thread worker, rows appearing as they are computed."""
 from __future__ import annotations
 
-import copy
-import dataclasses
 import math
 import threading
 from pathlib import Path
@@ -40,6 +38,7 @@ from .messages import (
 )
 from .optable import OperatorTable
 from .summary import summary_lines
+from .tasksnapshot import snapshot
 
 if TYPE_CHECKING:
     from ..engine.compare import comparison as engine
@@ -49,16 +48,6 @@ if TYPE_CHECKING:
 # the screens a key opens (advice, graph, op, row detail) cost 0.2 s of a start that has 1 s.
 
 CANCEL_QUESTION = "Cancel the running comparison? (the previous result stays)"
-
-
-def snapshot(task: Task) -> Task:
-    """A copy of the opened task for a worker to save: its own thresholds and table object (the
-    column arrays shared: the judged columns it sets replace them, nothing is written in place), so
-    the task the screen shows never changes under it."""
-    table = task.table
-    return dataclasses.replace(
-        task, thresholds=copy.deepcopy(task.thresholds), warnings=list(task.warnings), stale=list(task.stale),
-        table=None if table is None else ResultTable(dict(table.columns), table.custom, table.present))
 
 
 def advice_columns(advice: Advice, rows: int) -> dict[str, np.ndarray]:
@@ -445,14 +434,14 @@ class TaskScreen(Screen):
         if self.opened is None or self.opened.doc.foreign or not len(self.opened.table) or self.loading:
             return
         self.advising = True
-        self.advice_worker(self.opened)
+        self.advice_worker(snapshot(self.opened))
         self.refresh_views()
 
     @work(thread=True, exclusive=True, group="advice", exit_on_error=False)
     def advice_worker(self, task: Task) -> None:
         """The saved advice when it fits the result and the thresholds shown (advice.json: 40 MB for
-        1M rows, read here, not on the screen's thread), else the advisor's on the opened task: its
-        thresholds as edited here, saved or not, and its plan reused."""
+        1M rows, read here, not on the screen's thread), else the advisor's on `task`, a snapshot of
+        the opened task: its thresholds as edited here, saved or not, and its plan when found."""
         from ..engine.diagnose.advisor import current_advice
         deliver(self, AdviceDone, lambda: current_advice(task))
 
