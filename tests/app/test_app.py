@@ -154,6 +154,56 @@ def test_thresholds_are_saved_by_a_worker_while_the_table_answers(ws, monkeypatc
     assert json.loads((ws / MAIN.name / "task.json").read_text())["thresholds"]["cos"]["value"] == 0.5
 
 
+def test_the_advice_follows_thresholds_edited_here_before_they_are_saved(ws, monkeypatch):
+    """The advisor works on the opened task: thresholds edited in the app count although task.json
+    still holds the old ones (here the save never writes them)."""
+    from accuscope.engine.diagnose import advisor
+    monkeypatch.setattr(Task, "set_thresholds", lambda task, thresholds: None)
+    advised, real = [], advisor.current_advice
+
+    def recording(task, progress=None):
+        advised.append(task)
+        return real(task, progress)
+    monkeypatch.setattr(advisor, "current_advice", recording)
+
+    async def script(pilot):
+        screen = pilot.app.screen
+        await wait_for(pilot, lambda: screen.advice is not None)
+        assert screen.advice.task["thresholds"]["cos"]["value"] == 0.99
+        # the worker's own snapshot: the thresholds edited below never change under it
+        assert advised and advised[0] is not screen.opened and advised[0].thresholds is not screen.thresholds
+        await _edit_thresholds(pilot, "cos=0.5 kl=off")
+        await wait_for(pilot, lambda: not screen.saving and not screen.advising and screen.advice is not None)
+        await pilot.press("a")
+        assert isinstance(pilot.app.screen, AdviceScreen)
+        made_for = pilot.app.screen.advice.task["thresholds"]
+        assert made_for["cos"]["value"] == 0.5 and "kl" not in made_for
+    drive(AccuscopeApp(ws, open_path=ws / MAIN.name), script, size=(160, 50))
+    assert json.loads((ws / MAIN.name / "task.json").read_text())["thresholds"]["cos"]["value"] == 0.99
+
+
+def test_the_save_worker_saves_a_snapshot_and_the_opened_task_takes_what_it_wrote(ws, monkeypatch):
+    """The worker never changes the task the screen renders: it saves its own copy, and the opened
+    task takes the new result file and task.json from its message."""
+    saved, real = [], Task.set_thresholds
+
+    def recording(task, thresholds):
+        saved.append((task, task.table, thresholds))
+        real(task, thresholds)
+    monkeypatch.setattr(Task, "set_thresholds", recording)
+
+    async def script(pilot):
+        screen = pilot.app.screen
+        opened, csv_before = screen.opened, screen.opened.csv
+        await _edit_thresholds(pilot, "cos=0.5")
+        await wait_for(pilot, lambda: not screen.saving)
+        (task, table, thresholds), = saved
+        assert task is not opened and table is not opened.table and thresholds is not opened.thresholds
+        assert screen.opened is opened and opened.doc.thresholds["cos"]["value"] == 0.5
+        assert opened.csv == task.csv != csv_before and opened.csv.is_file()
+    drive(AccuscopeApp(ws, open_path=ws / MAIN.name), script, size=(160, 50))
+
+
 def test_a_threshold_save_that_fails_says_why(ws):
     async def script(pilot):
         screen = pilot.app.screen
@@ -493,7 +543,10 @@ def test_advisor_strip_and_screen_jump_to_the_op_that_introduced_the_error(ws):
         assert pilot.app.screen is screen
         table = screen.query_one(OperatorTable)
         assert table.cursor_row == first.row
-        assert table.table.columns["origin"][first.row] == "introduced"
+        assert table.extra["origin"][first.row] == "introduced"  # the app's column, beside the table
+        assert "origin" not in table.table.columns and "origin" not in table.table.custom
+        assert table.set_filter('origin == "introduced"') and all(  # filters see the app's columns
+            table.extra["origin"][r] == "introduced" for r in table.view)
     drive(AccuscopeApp(ws, open_path=ws / MAIN.name), script)
     assert (ws / MAIN.name / "advice.json").exists()
 

@@ -2,8 +2,8 @@
 follows producers and consumers, selects a submodel (and refuses invalid ones with the reason),
 exports it, and puts the table cursor on the op under the graph cursor when leaving.
 
-Here the screen is pushed the way the task screen's `g` pushes it: `GraphScreen(folder, table,
-thresholds, row)` with a callback moving the table cursor (test_app presses `g` itself).
+Here the screen is pushed the way the task screen's `g` pushes it: `GraphScreen(task, row)` with a
+callback moving the table cursor to the GraphResult's row (test_app presses `g` itself).
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from accuscope.app.graphscreen import ChooseDialog, GraphScreen
 from accuscope.app.graphview import GraphView
 from accuscope.app.optable import OperatorTable
 from accuscope.engine.demo.workspace import MAIN
-from accuscope.engine.tasks.task import load_task
+from accuscope.engine.tasks.task import Task, load_task
 from appkit import drive, screen_text, wait_for
 
 STEM = "/stem/conv/Conv/stem/relu/Relu"
@@ -42,11 +42,11 @@ async def open_graph(pilot, op: str | None = None, io: str = "input") -> tuple[G
         assert table.move_to(row_of(table.table, op, io))
     dismissed: list = []
 
-    def back(row):
-        dismissed.append(row)
-        if row is not None:
-            table.move_to(row)
-    app.push_screen(GraphScreen(app.screen.folder, table.table, table.thresholds, table.cursor_row), back)
+    def back(result):
+        dismissed.append(result.row)
+        if result.row is not None:
+            table.move_to(result.row)
+    app.push_screen(GraphScreen(app.screen.shown_task(), table.cursor_row), back)
     await pilot.pause()
     screen = app.screen
     assert isinstance(screen, GraphScreen)
@@ -214,7 +214,9 @@ def test_a_task_without_a_model_says_so(demo_ws, tmp_path):
 
     async def script(pilot):
         dismissed = []
-        pilot.app.push_screen(GraphScreen(folder, task.table, task.thresholds, 3), dismissed.append)
+        alone = Task.at(folder)
+        alone.table, alone.thresholds = task.table, task.thresholds
+        pilot.app.push_screen(GraphScreen(alone, 3), lambda result: dismissed.append(result.row))
         await pilot.pause()
         screen = pilot.app.screen
         await wait_for(pilot, lambda: bool(screen.problem))

@@ -148,7 +148,6 @@ def test_the_csv_and_the_advisor_agree_after_a_threshold_change(cls_model, tmp_p
     """A real task (PP-OCR cls against an fp16 NPU dump with one op broken), its thresholds
     tightened as the app does it: the re-saved CSV, task.json's counts, the reloaded task's row
     state and the advisor's failing ops say the same rows fail."""
-    from accuscope.engine.diagnose.advice import add_origin_columns
     from accuscope.engine.diagnose.advisor import advise
     from accuscope.engine.tasks.task import load_task
     from accuscope.engine.tasks.taskrun import run_task
@@ -160,7 +159,7 @@ def test_the_csv_and_the_advisor_agree_after_a_threshold_change(cls_model, tmp_p
     run_task(spec, tmp_path / "task", workers=1)
     task = load_task(tmp_path / "task")
     before = int(task.table.columns["fail"].sum())
-    add_origin_columns(task.table, advise(tmp_path / "task"))  # as the app shows the advice: not the result
+    advise(tmp_path / "task")  # the app shows its origin and iso_cos beside the table, never in it (tests/app)
     tight = Thresholds.from_dict(task.thresholds.to_dict())
     tight.edit("max_abs=0.0001 red=off")  # fp16 rounding now fails rows; the planted fault still does
     task.set_thresholds(tight)

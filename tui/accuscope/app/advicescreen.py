@@ -22,11 +22,13 @@ from ..engine.diagnose.rules.introduced import INTRODUCED
 from ..engine.diagnose.sensitivity import Ranking, sensitivity
 from ..engine.precision.fromtask import spec_from_task
 from ..engine.sources.tensor import SourceError
+from ..engine.tasks.task import Task
 from .chart import GrowthChart
 from .footer import Footer
 from .formatting import shown
 from .messages import RankingDone, VerifyDone, deliver
 from .precisionscreen import PrecisionScreen
+from .tasksnapshot import snapshot
 
 SEVERITY = {"error": ("✗", "$mark-fail"), "warning": ("!", "$mark-warn"), "info": ("i", "$mark-info")}
 
@@ -60,11 +62,13 @@ class AdviceScreen(Screen["int | None"]):
             "candidate is a conversion accuscope can make again: each top op kept in fp32, converted again and run "
             "(`accuscope advise --verify`). enter jumps to the op.")
 
-    def __init__(self, advice: Advice, task_name: str,
+    def __init__(self, advice: Advice, task: Task,
                  on_advice: Callable[[Advice], None] | None = None) -> None:
-        """`on_advice` gets the advice again when `v` verified it (the task screen shows it too)."""
+        """`task`: the opened task the advice is on (`v` advises on it again, its thresholds as
+        shown); `on_advice` gets the advice again when `v` verified it (the task screen shows it too)."""
         super().__init__()
-        self.advice, self.task_name, self.on_advice = advice, task_name, on_advice
+        self.advice, self.opened_task, self.on_advice = advice, task, on_advice
+        self.task_name = task.folder.name
         self.verifying = False
         self.ranking: Ranking | None = None
         self.ranking_error = ""
@@ -100,11 +104,11 @@ class AdviceScreen(Screen["int | None"]):
         self.verifying = True
         self.query_one("#detail", Static).update("converting the model again without each top op and running it "
                                                  "(about a second per op)…")
-        self.verify_worker()
+        self.verify_worker(snapshot(self.opened_task))
 
     @work(thread=True, exclusive=True, group="verify", exit_on_error=False)
-    def verify_worker(self) -> None:
-        deliver(self, VerifyDone, lambda: advise(self.advice.folder, verify=BUDGET))
+    def verify_worker(self, task: Task) -> None:
+        deliver(self, VerifyDone, lambda: advise(task, verify=BUDGET))
 
     @on(VerifyDone)
     def verify_done(self, message: VerifyDone) -> None:

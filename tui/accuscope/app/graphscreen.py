@@ -1,8 +1,9 @@
 """The graph screen: the task's model graph in execution order, one op per row, git-log style.
 
-Opened from the task screen with the table's cursor op under the graph cursor; leaving (q / esc)
-dismisses with the result-table row of the op under the graph cursor (its first output row, None
-when the op has no row) so the table follows.
+Opened from the task screen with the opened task and the table's cursor row, that row's op under
+the graph cursor; leaving (q / esc) dismisses with a `GraphResult`: the result-table row of the op
+under the graph cursor (its first output row, None when the op has no row) so the table follows,
+and after `f` the filter the table takes.
 
     S ├─◆      ✗ 0.95617      Conv2D      …nv1/Conv/block1/relu1/Relu [1,16,32,32]
     ┃ │ ◆      ✗ 0.96889      Conv2D      …ck1/bn2/BatchNormalization [1,16,32,32]
@@ -32,6 +33,7 @@ from __future__ import annotations
 
 import json
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 
 from rich.text import Text
@@ -52,7 +54,6 @@ from ..engine.graphs.modelfile import load_graph
 from ..engine.graphs.subgraph import Selection, SelectionError, select
 from ..engine.sources.tensor import SourceError
 from ..engine.tasks.task import Task
-from ..engine.tasks.taskdoc import TaskDoc
 from . import formatting as fmt
 from .dialogs import AskDialog, ConfirmDialog
 from .footer import Footer
@@ -107,8 +108,18 @@ class ChooseDialog(ModalScreen["int | None"]):
 # ------------------------------------------------------------------ the screen
 
 
-class GraphScreen(Screen["int | None"]):
-    """The model graph of a task; dismisses with the table row to put the table cursor on (or None)."""
+@dataclass(frozen=True)
+class GraphResult:
+    """What the graph screen leaves with: the table row to put the table cursor on (None: none),
+    and the filter the table takes ("" : it keeps its own; set by `f` on a module)."""
+
+    row: int | None
+    table_filter: str = ""
+
+
+class GraphScreen(Screen[GraphResult]):
+    """The model graph of an opened task (its table, thresholds, graph and framework model); dismisses
+    with a GraphResult."""
 
     BINDINGS = [
         Binding("slash", "search", "search", id="graph.search"),
@@ -161,12 +172,14 @@ class GraphScreen(Screen["int | None"]):
         "Leaving (q / esc) puts the table cursor on the op under the graph cursor."
     )
 
-    def __init__(self, task_folder: Path, table: ResultTable, thresholds: Thresholds, row: int | None = None,
-                 doc: TaskDoc | None = None) -> None:
+    def __init__(self, task: Task, row: int | None = None) -> None:
+        """`task`: the opened task with the table the task screen shows (and its thresholds); `row`:
+        the table row whose op the graph cursor starts on."""
         super().__init__()
-        self.folder = Path(task_folder)
-        self.table, self.thresholds, self.row = table, thresholds, row
-        self.opened_task = Task(self.folder, doc) if doc is not None else Task.at(self.folder, strict=False)
+        self.opened_task, self.row = task, row
+        self.folder = task.folder
+        self.table: ResultTable = task.table if task.table is not None else ResultTable.empty()
+        self.thresholds: Thresholds = task.thresholds if task.thresholds is not None else Thresholds()
         self.graph: Graph | None = None
         self.lanes: Lanes | None = None
         self.results: OpResults | None = None
@@ -182,10 +195,9 @@ class GraphScreen(Screen["int | None"]):
         self.exporting = False
         self._progress = ""
         self._positions: dict[int, int] = {}
-        self.table_filter = ""  # set by f: the filter the table takes when the screen is dismissed
-        self.ranks = step_ranks(table)  # (step, rank) of a multi-rank task, one shown at a time
+        self.ranks = step_ranks(self.table)  # (step, rank) of a multi-rank task, one shown at a time
         self.rank_at = self._rank_of_row(row)
-        self._graphs: dict[tuple, Graph] = {}  # the module graph of each (step, rank) shown
+        self._graphs: dict[tuple, Graph] = {}  # the graph of each (step, rank) shown (the task's own: ())
         self._follow = ""  # the op the cursor stays on when another rank's graph arrives
         self._rank_shown = self.rank_at
         self.rank_loading = False
@@ -255,9 +267,10 @@ class GraphScreen(Screen["int | None"]):
         """The graph with its lanes and badges; of a multi-rank task, of `rank` (step, rank): its own
         module hierarchy (msprobe) and only its rows."""
         path = self.model_path()
-        if path is not None:
-            graph = self._graphs.get(()) or load_graph(path)
+        if path is not None:  # the task's model graph (read once per opened task), else its framework model
             key: tuple = ()
+            graph = self._graphs.get(key) or (self.opened_task.graph if self.opened_task.path("model") is not None
+                                              else load_graph(path))
         elif rank is not None:
             key = rank
             graph = self._graphs.get(key) or self.opened_task.modules_at(*rank)
@@ -599,8 +612,7 @@ class GraphScreen(Screen["int | None"]):
         if self.ranks:
             step, rank = self.ranks[self.rank_at]
             parts += ([f"step == {step}"] if step is not None else []) + [f"rank == {rank}"]
-        self.table_filter = " and ".join(parts)
-        self.dismiss(self.result_row())
+        self.dismiss(GraphResult(self.result_row(), " and ".join(parts)))
 
     # ---- producers and consumers -----------------------------------------------------------------
     def neighbours(self, direction: str) -> list[tuple[Node, str]]:
@@ -817,10 +829,10 @@ class GraphScreen(Screen["int | None"]):
             def answer(yes: bool | None) -> None:
                 if yes:
                     self.cancel.set()
-                    self.dismiss(self.result_row())
+                    self.dismiss(GraphResult(self.result_row()))
             self.app.push_screen(ConfirmDialog("An export is running. Cancel it and leave?"), answer)
             return
-        self.dismiss(self.result_row())
+        self.dismiss(GraphResult(self.result_row()))
 
 
 def _error_text(error: BaseException | None) -> str:

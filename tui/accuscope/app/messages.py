@@ -70,7 +70,8 @@ class AdviceDone(Done):
 
 
 class ThresholdsSaved(Done):
-    """The task's result saved again under edited thresholds (result None)."""
+    """The task's result saved again under edited thresholds: `result` the worker's snapshot `Task`
+    that saved it (its `csv` and `doc` name what was written)."""
 
 
 class ComparePlanned(Message):

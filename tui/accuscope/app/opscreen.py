@@ -23,7 +23,6 @@ import math
 import threading
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 from textual import on, work
@@ -178,12 +177,13 @@ class OpScreen(Screen):
         "  (? no cosine, ! inf) with ^ under the worst.\n"
         "The same numbers headless: accuscope op TASK_DIR OP --top N --above C (msaccucmp files).")
 
-    def __init__(self, folder: Path, table: ResultTable, row: int, task: Task | None = None) -> None:
+    def __init__(self, task: Task, row: int) -> None:
+        """`task`: the opened task with the table the task screen shows (its plan serves every
+        tensor); `row`: the table row opened."""
         super().__init__()
-        self.folder = Path(folder)
-        self.opened_task = task  # the opened task, whose plan serves every tensor (else each is opened afresh)
-        self.table = table
-        self.refs = tensor_refs(table, row) or [_ref(table, row)]
+        self.opened_task, self.folder = task, task.folder
+        self.table: ResultTable = task.table if task.table is not None else ResultTable.empty()
+        self.refs = tensor_refs(self.table, row) or [_ref(self.table, row)]
         self.pos = next((i for i, r in enumerate(self.refs) if r.row == row), 0)
         self.metric = "abs"
         self.top_n = TOP_DEFAULT
@@ -283,7 +283,7 @@ class OpScreen(Screen):
         def run():
             pair = self._pairs.get(ref.key)
             if pair is None:
-                pair = open_op(self.opened_task or self.folder, ref.op, ref.io, ref.index)
+                pair = open_op(self.opened_task, ref.op, ref.io, ref.index)
             return serial, ref, pair, pair.detail(top=top, progress=progress, cancel=cancel)
         deliver(self, DetailDone, run)
 

@@ -187,7 +187,9 @@ class OperatorTable(CursorList):
     def __init__(self, *, name: str | None = None, id: str | None = None, classes: str | None = None,
                  disabled: bool = False) -> None:
         super().__init__(name=name, id=id, classes=classes, disabled=disabled)
-        self._table = ResultTable.empty()
+        self._table = ResultTable.empty()  # the engine's table, as loaded
+        self._extra: dict[str, np.ndarray] = {}  # the app's columns beside it (the advisor's origin, iso_cos)
+        self._shown = self._table  # what the rows show, filter and sort: the table with the app's columns
         self._thresholds = Thresholds()
         self._base = np.zeros(0, dtype=np.int64)  # rows passing filter and toggles, in row order
         self._view = self._base  # _base in display order
@@ -211,10 +213,14 @@ class OperatorTable(CursorList):
         self._scroll_width = 0
 
     # ---- the API for the hosting screen --------------------------------------------------------
-    def load(self, table: ResultTable, thresholds: Thresholds | None = None, total: int | None = None) -> None:
+    def load(self, table: ResultTable, thresholds: Thresholds | None = None, total: int | None = None,
+             extra: dict[str, np.ndarray] | None = None) -> None:
         """Show `table`, applying `thresholds` to it (this sets its `fail` column). `total`: the
         table is the first rows of this many, the rest being read: the status says so, and the keys
         that need every row (sort, next failing, toggles, next match) wait for the whole table.
+        `extra`: the app's own columns, one value per row, shown, filtered and sorted by after the
+        table's plugin columns but never written into it (the advisor's origin and iso_cos); None
+        keeps the ones given before while the table is the same object with as many rows.
 
         Call again whenever rows were appended or thresholds changed: the cursor stays on the same
         operator row (by row number for the same table object, by tensor name for a new one) at the
@@ -228,10 +234,21 @@ class OperatorTable(CursorList):
             tensors = table.codes("tensor")
             hits = np.flatnonzero(tensors.where(tensors.values == old_name)) if len(table) else []
             old_row = int(hits[0]) if len(hits) else None
-        self._table, self._total = table, total
+        same = table is self._table and all(len(v) == len(table) for v in self._extra.values())
+        if extra is None:
+            extra = self._extra if same else {}
+        kept = same and extra is self._extra and len(self._shown) == len(table)  # its text codes stay cached
+        self._table, self._total, self._extra = table, total, extra
         if thresholds is not None:
             self._thresholds = thresholds
         self._flags(self._thresholds.apply(table))
+        if not extra:
+            self._shown = table
+        elif kept and self._shown is not table:
+            self._shown.columns.update(table.columns)  # the judged columns apply() just set
+        else:  # the engine's arrays, not copied
+            self._shown = ResultTable({**table.columns, **extra},
+                                      [*table.custom, *(k for k in extra if k not in table.custom)], table.present)
         self._measure()
         try:
             self._base = self._filtered(self._filter)
@@ -245,7 +262,13 @@ class OperatorTable(CursorList):
 
     @property
     def table(self) -> ResultTable:
+        """The engine's table loaded (without the app's columns: see `extra`)."""
         return self._table
+
+    @property
+    def extra(self) -> dict[str, np.ndarray]:
+        """The app's columns shown beside the table (see load); do not modify."""
+        return self._extra
 
     @property
     def thresholds(self) -> Thresholds:
@@ -313,7 +336,7 @@ class OperatorTable(CursorList):
         The cursor stays on its row (home goes to the extremes).
         """
         if key is not None:
-            key = self._table.resolve(key)
+            key = self._shown.resolve(key)
             if key == "index" and not descending:
                 key = None
         self._sort = None if key is None else (key, descending)
@@ -376,7 +399,7 @@ class OperatorTable(CursorList):
             start += 1 if backwards else -1
         elif start < 0:
             start = len(self._view) if backwards else -1
-        hit = self._table.search(text, self._view, start, backwards)
+        hit = self._shown.search(text, self._view, start, backwards)
         if hit is None:
             return False
         self.move_cursor(hit)
@@ -390,7 +413,7 @@ class OperatorTable(CursorList):
         """Cursor to the next failing row in execution order (by row number), wrapping."""
         if not len(self._view):
             return False
-        hit = self._table.next_failing(self._view, self.cursor)
+        hit = self._shown.next_failing(self._view, self.cursor)
         if hit is None:
             return False
         self.move_cursor(hit)
@@ -406,7 +429,7 @@ class OperatorTable(CursorList):
         """One line for the status bar: `rows 312/18,204 · ✗ 12 · sort cos↑ · filter cos<0.99`."""
         if self._total is not None:
             return f"rows {fmt.count(len(self._view))}/{fmt.count(self._total)} · reading the rest…"
-        parts = [f"rows {fmt.count(len(self._view))}/{fmt.count(len(self._table))}"]
+        parts = [f"rows {fmt.count(len(self._view))}/{fmt.count(len(self._shown))}"]
         if self._failing_shown:
             parts.append(f"{MARK_FAIL} {fmt.count(self._failing_shown)} failing")
         if self._sort is not None:
@@ -426,7 +449,7 @@ class OperatorTable(CursorList):
         self._broken = {t.key: (state.broken[t.key], -1 if t.op == "<" else 1) for t in self._thresholds.items}
 
     def _filtered(self, expression: str) -> np.ndarray:
-        t = self._table
+        t = self._shown
         mask = t.filter_mask(expression) if expression.strip() else None
         io = t.columns["io"]
         if self._io == 1:
@@ -446,7 +469,7 @@ class OperatorTable(CursorList):
         base = self._base
         if self._sort is not None:
             key, descending = self._sort
-            self._view = self._table.sort_order(key, descending, rows=base)
+            self._view = self._shown.sort_order(key, descending, rows=base)
         else:
             self._view = base
         view = self._view
@@ -511,7 +534,7 @@ class OperatorTable(CursorList):
 
     def _column_specs(self) -> list[_Column]:
         """The columns to show, without offsets; the name column gets its width in _layout."""
-        t, lengths = self._table, self._lengths
+        t, lengths = self._shown, self._lengths
         cols = [_Column("mark", "", 1, sticky=True),
                 _Column("index", "#", max(2, len(str(lengths.get("index", 0)))), True, True, "index"),
                 _Column("npu_op", "NPU op", max(6, min(lengths.get("npu_op", 0), CAPS["npu_op"])),
@@ -667,7 +690,7 @@ class OperatorTable(CursorList):
         column = self._column_at(x)
         if column is not None and column.sort_key is not None and not self.waiting():
             self._column_key = column.key
-            same = self._sort is not None and self._sort[0] == self._table.resolve(column.sort_key)
+            same = self._sort is not None and self._sort[0] == self._shown.resolve(column.sort_key)
             self.sort(column.sort_key, descending=same and not self._sort[1])
 
     def click_row(self, position: int, x: int) -> None:
@@ -687,7 +710,7 @@ class OperatorTable(CursorList):
     # ---- rendering ---------------------------------------------------------------------------------
     def _cell(self, column: _Column, row: int, width: int) -> tuple[str, bool]:
         """(text, breaks its threshold) of one cell."""
-        key, cols = column.key, self._table.columns
+        key, cols = column.key, self._shown.columns
         if key == "mark":
             if self._fail[row]:
                 return MARK_FAIL, False
@@ -797,7 +820,7 @@ class OperatorTable(CursorList):
         return Strip(segments, length).adjust_cell_length(width, fill)
 
     def _message(self, width: int, style: Style) -> Strip:
-        if not len(self._table):
+        if not len(self._shown):
             text = self.empty_text
         elif self._filter:
             text = f"no row matches the filter: {self._filter}"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 from rich.table import Table
 from textual import on, work
 from textual.app import ComposeResult
@@ -36,13 +37,17 @@ class RowDetail(ModalScreen[None]):
     """
     BINDINGS = [Binding("escape,q,enter", "dismiss", "close", id="rowdetail.dismiss")]
 
-    def __init__(self, table: ResultTable, row: int, thresholds: Thresholds, task: Task | None = None) -> None:
+    def __init__(self, task: Task, row: int, extra: dict[str, np.ndarray] | None = None) -> None:
+        """`task`: the opened task with the table the task screen shows (and its thresholds); `row`:
+        the table row shown; `extra`: the app's columns the op table shows beside the table (the
+        advisor's origin and iso_cos), listed after its plugin columns."""
         super().__init__()
-        self.table, self.row, self.thresholds, self.opened_task = table, row, thresholds, task
+        self.opened_task, self.row, self.extra = task, row, extra or {}
+        self.table: ResultTable = task.table if task.table is not None else ResultTable.empty()
+        self.thresholds: Thresholds = task.thresholds if task.thresholds is not None else Thresholds()
 
     def on_mount(self) -> None:
-        if self.opened_task is not None:
-            self.stack_worker()
+        self.stack_worker()
 
     @work(thread=True, exclusive=True, group="stack", exit_on_error=False)
     def stack_worker(self) -> None:
@@ -83,6 +88,8 @@ class RowDetail(ModalScreen[None]):
                             f"{t.op} {t.value:g}" if t else "", mark)
         for name in self.table.custom:
             metrics.add_row(name, shown(str(r.get(name, ""))), "", "")
+        for name, values in self.extra.items():
+            metrics.add_row(name, shown(str(values[self.row])), "", "")
         with VerticalScroll():
             status = "[red]✗ breaks " + ", ".join(sorted(broken)) + "[/]" if broken else (
                 "[green]✓ within all thresholds[/]" if not r.get("reason") else "")

@@ -2,10 +2,12 @@
 comparison in a thread worker, rows appearing as they are computed."""
 from __future__ import annotations
 
+import math
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import numpy as np
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -14,7 +16,7 @@ from textual.screen import Screen
 from textual.widgets import Input, ProgressBar, Static
 
 from ..engine.compare.columns import CSV_OF, METRIC
-from ..engine.compare.results import FilterError, ResultTable
+from ..engine.compare.results import FilterError, ResultTable, text_array
 from ..engine.compare.thresholds import Thresholds, parse_assignments
 from ..engine.sources.names import printable
 from ..engine.sources.tensor import SourceError
@@ -36,6 +38,7 @@ from .messages import (
 )
 from .optable import OperatorTable
 from .summary import summary_lines
+from .tasksnapshot import snapshot
 
 if TYPE_CHECKING:
     from ..engine.compare import comparison as engine
@@ -45,6 +48,14 @@ if TYPE_CHECKING:
 # the screens a key opens (advice, graph, op, row detail) cost 0.2 s of a start that has 1 s.
 
 CANCEL_QUESTION = "Cancel the running comparison? (the previous result stays)"
+
+
+def advice_columns(advice: Advice, rows: int) -> dict[str, np.ndarray]:
+    """The advice's per-row columns as the op table shows them beside the result (filters like
+    `origin == "introduced"` or `iso_cos < 0.99` and sorting see them): `origin` and `iso_cos` as text."""
+    columns = advice.columns(rows)
+    return {"origin": columns["origin"],
+            "iso_cos": text_array("" if math.isnan(v) else f"{v:.6f}" for v in columns["iso_cos"])}
 
 
 class TaskScreen(Screen):
@@ -223,19 +234,27 @@ class TaskScreen(Screen):
     def on_operator_table_view_changed(self, event: OperatorTable.ViewChanged) -> None:
         self.refresh_views()
 
+    def shown_task(self) -> Task:
+        """The task whose table is shown, handed with a row to the screens a key opens: the opened
+        one; during a run (or when none could be opened) the folder's task.json with the rows shown
+        so far and the thresholds they are judged by."""
+        if self.opened is not None and not self.running:
+            return self.opened
+        task = Task.at(self.folder, strict=False)
+        task.table, task.thresholds = self.table_widget.table, self.table_widget.thresholds
+        return task
+
     def on_operator_table_selected(self, event: OperatorTable.Selected) -> None:
         if self.still_loading():
             return
         from .opscreen import OpScreen
-        self.app.push_screen(OpScreen(self.folder, self.table_widget.table, event.row,
-                                      None if self.running else self.opened))
+        self.app.push_screen(OpScreen(self.shown_task(), event.row))
 
     def action_row_details(self) -> None:
         widget = self.table_widget
         if widget.cursor_row is not None and not self.still_loading():
             from .rowdetail import RowDetail
-            self.app.push_screen(RowDetail(widget.table, widget.cursor_row, widget.thresholds,
-                                           self.opened or Task.at(self.folder, strict=False)))
+            self.app.push_screen(RowDetail(self.shown_task(), widget.cursor_row, widget.extra))
 
     # ---- prompt: search and filter ------------------------------------------------------------
     def action_prompt(self, mode: str) -> None:
@@ -328,16 +347,24 @@ class TaskScreen(Screen):
             return True
         self.saving, self._save_again = True, False
         self.update_status()
-        self.save_worker(self.opened)
+        self.save_worker(snapshot(self.opened))
         return True
 
     @work(thread=True, exclusive=True, group="save", exit_on_error=False)
     def save_worker(self, task: Task) -> None:
-        deliver(self, ThresholdsSaved, lambda: task.set_thresholds(task.thresholds))
+        """Save `task`, the worker's own snapshot of the opened task, under its thresholds; what it
+        wrote (result file, task.json) comes back to `thresholds_saved`."""
+        def save() -> Task:
+            task.set_thresholds(task.thresholds)
+            return task
+        deliver(self, ThresholdsSaved, save)
 
     @on(ThresholdsSaved)
     def thresholds_saved(self, message: ThresholdsSaved) -> None:
         self.saving = False
+        if message.error is None and self.opened is not None:  # the opened task names what was written
+            saved: Task = message.result
+            self.opened.csv, self.opened.doc = saved.csv, saved.doc
         if self._save_again:
             self.save_thresholds()
             return
@@ -385,21 +412,21 @@ class TaskScreen(Screen):
     def action_graph(self) -> None:
         if self.still_loading():
             return
-        from .graphscreen import GraphScreen
+        from .graphscreen import GraphResult, GraphScreen
         widget = self.table_widget
 
-        def back(row: int | None) -> None:
-            if graph.table_filter:  # f on a module: the table shows that module's rows
+        def back(result: GraphResult | None) -> None:
+            if result is None:
+                return
+            if result.table_filter:  # f on a module: the table shows that module's rows
                 try:
-                    self.notify(f"{widget.set_filter(graph.table_filter):,} rows: {graph.table_filter}",
+                    self.notify(f"{widget.set_filter(result.table_filter):,} rows: {result.table_filter}",
                                 markup=False, title="filter", timeout=5)
                 except FilterError as exc:
                     self.notify(str(exc), markup=False, title="filter", severity="error", timeout=8)
-            if row is not None and not widget.move_to(row):
+            if result.row is not None and not widget.move_to(result.row):
                 self.notify("that op's row is hidden by the filter or the in/out toggle", timeout=4)
-        graph = GraphScreen(self.folder, widget.table, widget.thresholds, widget.cursor_row,
-                            self.opened.doc if self.opened else None)
-        self.app.push_screen(graph, back)
+        self.app.push_screen(GraphScreen(self.shown_task(), widget.cursor_row), back)
 
     # ---- the advisor ------------------------------------------------------------------------
     def start_advice(self) -> None:
@@ -407,14 +434,14 @@ class TaskScreen(Screen):
         if self.opened is None or self.opened.doc.foreign or not len(self.opened.table) or self.loading:
             return
         self.advising = True
-        self.advice_worker(self.opened)
+        self.advice_worker(snapshot(self.opened))
         self.refresh_views()
 
     @work(thread=True, exclusive=True, group="advice", exit_on_error=False)
     def advice_worker(self, task: Task) -> None:
-        """The saved advice when it fits the result and thresholds (advice.json: 40 MB for 1M rows,
-        read here, not on the screen's thread), else the advisor's on the opened task as shown (its
-        thresholds as edited; the table not read again)."""
+        """The saved advice when it fits the result and the thresholds shown (advice.json: 40 MB for
+        1M rows, read here, not on the screen's thread), else the advisor's on `task`, a snapshot of
+        the opened task: its thresholds as edited here, saved or not, and its plan when found."""
         from ..engine.diagnose.advisor import current_advice
         deliver(self, AdviceDone, lambda: current_advice(task))
 
@@ -425,13 +452,13 @@ class TaskScreen(Screen):
         self.apply_advice(message.result)
 
     def apply_advice(self, advice: Advice | None) -> None:
-        from ..engine.diagnose.advice import add_origin_columns
+        """Show the advice in the summary and its per-row columns in the op table (beside the
+        engine's table, never in it: the task saves only the comparison's columns)."""
         self.advice, self.advising = advice, False
         table = self.table_widget.table
         if advice is not None and advice.task.get("rows") in (None, len(table)):
-            add_origin_columns(table, advice)
-            self.table_widget.load(table, self.thresholds)  # its ViewChanged refreshes the views
-        else:
+            self.table_widget.load(table, self.thresholds, extra=advice_columns(advice, len(table)))
+        else:  # load's ViewChanged refreshed the views above
             self.refresh_views()
 
     def action_advice(self) -> None:
@@ -443,7 +470,7 @@ class TaskScreen(Screen):
         def jump(row: int | None) -> None:
             if row is not None:
                 self.table_widget.move_to(row)
-        self.app.push_screen(AdviceScreen(self.advice, self.folder.name, self.apply_advice), jump)
+        self.app.push_screen(AdviceScreen(self.advice, self.opened, self.apply_advice), jump)
 
     # ---- running a comparison -----------------------------------------------------------------
     def start_run(self, spec: engine.CompareSpec, folder: Path) -> None:

@@ -215,11 +215,7 @@ class Task:
         if self.doc.columnar:  # its column files stay: loading applies the thresholds
             self.mark(state, thresholds=thresholds.to_dict(), **_counts(self.table, judged))
             return
-        table, own = self.table, self.doc.custom_columns
-        if set(table.custom) - set(own):  # columns added since (the advisor's origin, iso_cos) are not the result
-            table = ResultTable({k: v for k, v in table.columns.items() if k not in table.custom or k in own},
-                                [c for c in table.custom if c in own], table.present)
-        self.csv = save_task(self.folder, {"state": state, "error": self.doc.error}, table, thresholds,
+        self.csv = save_task(self.folder, {"state": state, "error": self.doc.error}, self.table, thresholds,
                              self.doc.csv_options)
         self.doc = read_task_doc(self.folder)
 
