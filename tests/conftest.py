@@ -3,19 +3,14 @@ from __future__ import annotations
 
 pytest_plugins = ["appkit"]  # the demo workspace fixtures of the app tests
 
-import os
 import subprocess
 import sys
 import zipfile
 from pathlib import Path
 
-import numpy as np
 import pytest
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures"  # in the repository: a fresh clone needs nothing beside it
-ASCEND_FIXTURES = FIXTURES / "ascend-dump"
-RAPIDOCR = "rapidocr-onnxruntime==1.4.4"
-CACHE = Path(os.environ.get("ACCUSCOPE_TEST_CACHE", Path.home() / ".cache" / "accuscope-tests"))
+from support.data import CACHE, RAPIDOCR
 
 
 def _rapidocr_models() -> Path:
@@ -53,33 +48,26 @@ def det_model(rapidocr_models) -> Path:
     return rapidocr_models / "ch_PP-OCRv4_det_infer.onnx"
 
 
-def text_image_nchw() -> np.ndarray:
-    """A 320x96 RGB image of two lines of text drawn with Pillow's built-in font (one black, one blue),
-    normalised as PP-OCR's detector takes it ((x / 255 - 0.5) / 0.5), NCHW float32."""
-    from PIL import Image, ImageDraw, ImageFont
-    img = Image.new("RGB", (320, 96), (255, 255, 255))
-    draw = ImageDraw.Draw(img)
-    draw.text((8, 20), "accuracy 42 hello", fill=(0, 0, 0), font=ImageFont.load_default())
-    draw.text((8, 60), "the quick brown fox", fill=(20, 20, 200), font=ImageFont.load_default())
-    return ((np.asarray(img, np.float32) / 255.0 - 0.5) / 0.5).transpose(2, 0, 1)[None].astype(np.float32)
-
-
-def cls_with_planted_fault(cls_model: Path, root: Path, op: str, breaker):
-    """PP-OCR cls run by onnxruntime into root/golden, and an Ascend-style fp16 NPU dump of it in
-    root/npu whose values are the golden ones except op's output 0, replaced by breaker(array).
-    Returns npusim's Simulation (model_json, ...)."""
-    import shutil
-
+@pytest.fixture(scope="module")
+def cls_cliff(cls_model, tmp_path_factory):
+    """(root, fp32 model, its fp16 conversion, the planted BatchNormalization, input)."""
     import numpy as np
+    import onnx
+    from onnx import numpy_helper
+    from onnxconverter_common import float16
 
-    from accuscope.engine.demo.npusim import simulate
-    from accuscope.engine.graphs.modelfile import load_graph
-    from accuscope.engine.runs.ortdump import dump_onnx
-    from accuscope.engine.sources.golden import open_golden
-
-    x = np.random.default_rng(11).standard_normal((1, 3, 48, 192)).astype(np.float32)
-    dump_onnx(cls_model, root / "golden", {"x": x}, timestamp=1700000000000000)
-    shutil.copytree(root / "golden", root / "npu-values")
-    bad = root / "npu-values" / f"{op}.0.1700000000000000.npy"
-    np.save(bad, breaker(np.load(bad)))
-    return simulate(load_graph(cls_model), open_golden(root / "npu-values"), str(root / "npu"), model_name="cls")
+    from accuscope.engine.runs.onnxedit import constants_as_initializers
+    root = tmp_path_factory.mktemp("cliff")
+    m = constants_as_initializers(onnx.load(str(cls_model)))
+    inits = {t.name: t for t in m.graph.initializer}
+    bn = [n for n in m.graph.node if n.op_type == "BatchNormalization"][12]
+    k = 1e4  # variance * k^2 and scale * k: the same function in fp32, far beyond float16 in fp16
+    for name, f in ((bn.input[4], lambda v: (v + 1e-5) * k * k - 1e-5), (bn.input[1], lambda s: s * k)):
+        a = numpy_helper.to_array(inits[name])
+        inits[name].CopyFrom(numpy_helper.from_array(f(a).astype(a.dtype), name))
+    onnx.save(m, str(root / "ref.onnx"))
+    with pytest.warns(UserWarning):  # the converter says it truncates
+        onnx.save(float16.convert_float_to_float16(m, keep_io_types=True), str(root / "fp16.onnx"))
+    x = np.random.default_rng(5).standard_normal((1, 3, 48, 192)).astype(np.float32)
+    np.save(root / "x.npy", x)
+    return root, root / "ref.onnx", root / "fp16.onnx", bn.name, x

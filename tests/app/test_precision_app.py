@@ -8,13 +8,12 @@ import tempfile
 import threading
 from pathlib import Path
 
-from test_diagnosis import accuscope, cls_cliff  # noqa: F401 - cls_cliff is a fixture
-
 from accuscope.app import precisionscreen
 from accuscope.app.app import AccuscopeApp
 from accuscope.app.precisionscreen import PrecisionScreen
 from accuscope.app.taskscreen import TaskScreen
 from appkit import check_snapshot, drive, screen_text, wait_for
+from support.cli import accuscope
 
 
 def test_advisor_p_runs_the_search_on_screen_and_opens_the_result_task(cls_cliff, tmp_path, monkeypatch):  # noqa: F811

@@ -2,23 +2,14 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
 from accuscope.engine.sources.ascend import DumpTensor, write_dump_file
-from conftest import ASCEND_FIXTURES
-
-ENV = {**os.environ, "COLUMNS": "200", "NO_COLOR": "1"}
-
-
-def accuscope(*args: str, **env: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "accuscope", *map(str, args)],
-                          capture_output=True, text=True, env={**ENV, **env}, timeout=120)
+from support.cli import accuscope
+from support.data import ASCEND_FIXTURES
 
 
 @pytest.fixture

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_cli import accuscope
 
 from accuscope.commands import demo as demo_cmd
 from accuscope.engine.demo import workspace as demo
@@ -18,6 +17,7 @@ from accuscope.engine.sources.golden import open_golden
 from accuscope.engine.sources.npudump import open_npu_dump
 from accuscope.engine.sources.tensor import SourceError
 from accuscope.engine.tasks.task import list_tasks, load_task
+from support.cli import accuscope
 
 pytest.importorskip("onnxruntime")
 

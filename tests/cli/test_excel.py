@@ -6,11 +6,11 @@ import os
 
 import numpy as np
 import openpyxl
-from test_cli import accuscope
 
 from accuscope.engine.demo.workspace import MAIN
 from accuscope.engine.export.excel import EXCEL_ROWS, write_xlsx
 from accuscope.engine.tasks.task import load_task
+from support.cli import accuscope
 
 
 def sheets(path) -> dict[str, list[tuple]]:

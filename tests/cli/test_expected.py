@@ -36,7 +36,7 @@ from onnx import numpy_helper
 
 from accuscope.engine.precision.convert import convert, prepare
 from accuscope.engine.tasks.task import load_task
-from conftest import text_image_nchw
+from support.data import text_image_nchw
 
 TRAIN = Path(__file__).resolve().parents[1] / "fixtures" / "msprobe" / "train"
 BUGGY_CONV = "p2o.Conv.20"

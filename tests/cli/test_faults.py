@@ -17,11 +17,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_cli import ENV, accuscope
 
 from accuscope.engine.compare import comparison as engine
 from accuscope.engine.tasks.task import list_tasks, load_task
-from conftest import cls_with_planted_fault
+from support.cli import ENV, accuscope
+from support.data import cls_with_planted_fault
 
 FAULTY = "Relu@4"
 

@@ -10,7 +10,6 @@ import onnx
 import pytest
 from model_explorer import node_data_builder as ndb
 from onnx import TensorProto, helper
-from test_cli import accuscope
 
 from accuscope.engine.compare.comparison import CompareSpec
 from accuscope.engine.compare.thresholds import exempt
@@ -18,7 +17,8 @@ from accuscope.engine.demo.workspace import MAIN, ONNX_FP16
 from accuscope.engine.export.overlay import explorer_ids, task_overlay
 from accuscope.engine.tasks.task import load_task
 from accuscope.engine.tasks.taskrun import run_task
-from conftest import cls_with_planted_fault
+from support.cli import accuscope
+from support.data import cls_with_planted_fault
 
 
 def load_node_data(path) -> ndb.ModelNodeData:

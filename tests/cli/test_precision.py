@@ -13,13 +13,14 @@ import time
 import numpy as np
 import onnx
 import pytest
-from test_diagnosis import accuscope, cls_cliff, cos, output  # noqa: F401 - cls_cliff is a fixture
 
 from accuscope.engine.precision.evaluate import parse_target
 from accuscope.engine.precision.search import Search
 from accuscope.engine.precision.trials import Trial
 from accuscope.engine.sources.tensor import SourceError
 from accuscope.engine.tasks.task import load_task
+from support.cli import accuscope
+from support.models import cos, output
 
 
 @pytest.fixture(scope="module")

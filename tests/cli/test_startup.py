@@ -8,10 +8,10 @@ import sys
 from pathlib import Path
 
 import numpy as np
-from test_cli import ENV, accuscope
 
 from accuscope.commands import COMMANDS
 from accuscope.engine.compare.inputs import INPUTS
+from support.cli import ENV, accuscope
 
 
 def loaded_after(code: str) -> set[str]:

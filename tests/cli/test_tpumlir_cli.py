@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from test_cli import accuscope
+from support.cli import accuscope
 
 HERE = Path(__file__).resolve().parents[1] / "fixtures" / "tpumlir"
 

@@ -18,7 +18,7 @@ import onnx
 import pytest
 
 from accuscope.engine.precision.convert import prepare
-from conftest import text_image_nchw
+from support.data import text_image_nchw
 
 
 def accuscope(*args) -> subprocess.CompletedProcess:

@@ -19,7 +19,7 @@ from accuscope.engine.sources.ascend import (
     write_raw,
 )
 from accuscope.engine.sources.tensor import TensorError
-from conftest import ASCEND_FIXTURES
+from support.data import ASCEND_FIXTURES
 
 GOOD = {
     "Conv2D.block1_conv_bn_relu.17.1763812800000123": ("block1/conv_bn_relu", 2, 1),

@@ -7,13 +7,13 @@ import threading
 
 import numpy as np
 import pytest
-from test_cli import accuscope
 
 from accuscope.engine.compare import comparison as engine
 from accuscope.engine.compare.metrics import compiled_kernel
 from accuscope.engine.graphs.modelfile import load_graph
 from accuscope.engine.tasks.task import load_task
-from conftest import cls_with_planted_fault
+from support.cli import accuscope
+from support.data import cls_with_planted_fault
 
 FAULTY = "Relu@4"  # last member of a fused Conv+BatchNorm+Relu device op
 

@@ -12,52 +12,15 @@ its expected verdict established independently of the advisor:
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import numpy as np
 import onnx
 import onnxruntime as ort
-import pytest
-from onnx import numpy_helper
 
 from accuscope.engine.diagnose.advisor import advise
 from accuscope.engine.runs.onnxedit import constants_as_initializers
-
-
-def accuscope(*args) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "accuscope", *map(str, args)], capture_output=True, text=True,
-                          timeout=600)
-
-
-def output(model, x: np.ndarray) -> np.ndarray:
-    s = ort.InferenceSession(model if isinstance(model, str) else model.SerializeToString(),
-                             providers=["CPUExecutionProvider"])
-    return s.run(None, {s.get_inputs()[0].name: x})[0].ravel().astype(np.float64)
-
-
-def cos(a: np.ndarray, b: np.ndarray) -> float:
-    return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
-
-
-@pytest.fixture(scope="module")
-def cls_cliff(cls_model, tmp_path_factory):
-    """(root, fp32 model, its fp16 conversion, the planted BatchNormalization, input)."""
-    from onnxconverter_common import float16
-    root = tmp_path_factory.mktemp("cliff")
-    m = constants_as_initializers(onnx.load(str(cls_model)))
-    inits = {t.name: t for t in m.graph.initializer}
-    bn = [n for n in m.graph.node if n.op_type == "BatchNormalization"][12]
-    k = 1e4  # variance * k^2 and scale * k: the same function in fp32, far beyond float16 in fp16
-    for name, f in ((bn.input[4], lambda v: (v + 1e-5) * k * k - 1e-5), (bn.input[1], lambda s: s * k)):
-        a = numpy_helper.to_array(inits[name])
-        inits[name].CopyFrom(numpy_helper.from_array(f(a).astype(a.dtype), name))
-    onnx.save(m, str(root / "ref.onnx"))
-    with pytest.warns(UserWarning):  # the converter says it truncates
-        onnx.save(float16.convert_float_to_float16(m, keep_io_types=True), str(root / "fp16.onnx"))
-    x = np.random.default_rng(5).standard_normal((1, 3, 48, 192)).astype(np.float32)
-    np.save(root / "x.npy", x)
-    return root, root / "ref.onnx", root / "fp16.onnx", bn.name, x
+from support.cli import accuscope
+from support.models import cos, output
 
 
 def test_single_op_cliff_is_named_with_its_cause(cls_cliff, tmp_path):

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_cli import accuscope
 
 from accuscope.engine.demo import workspace as demo
 from accuscope.engine.demo.npusim import simulate
@@ -22,6 +21,7 @@ from accuscope.engine.sources.ascend import DumpTensor, write_dump_file
 from accuscope.engine.sources.golden import open_golden
 from accuscope.engine.sources.tensor import SourceError
 from accuscope.engine.tasks.task import load_task
+from support.cli import accuscope
 
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")

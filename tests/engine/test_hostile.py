@@ -15,7 +15,6 @@ import sys
 
 import numpy as np
 import pytest
-from test_cli import accuscope
 
 from accuscope.engine.graphs.modelfile import load_graph
 from accuscope.engine.sources import ascend
@@ -26,6 +25,7 @@ from accuscope.engine.sources.npudump import open_npu_dump
 from accuscope.engine.sources.tensor import SourceError
 from accuscope.engine.tasks.csvio import read_result_csv
 from fuzz.corpus import npy_bytes
+from support.cli import accuscope
 
 GOOD = "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }"
 

@@ -23,7 +23,7 @@ from accuscope.engine.compare.thresholds import Thresholds, resolve_key
 from accuscope.engine.diagnose.oprerun import metrics as isolated_metrics
 from accuscope.engine.sources.tensor import Tensor
 from accuscope.engine.tasks.csvio import read_result_csv, write_result_csv
-from conftest import cls_with_planted_fault
+from support.data import cls_with_planted_fault
 
 RECORDS = mt.METRIC_TABLE
 ids = [m.key for m in RECORDS]

@@ -10,7 +10,7 @@ from accuscope.engine.sources.ascend import DumpTensor, write_dump_file
 from accuscope.engine.sources.names import parse_dump_name
 from accuscope.engine.sources.npudump import open_npu_dump
 from accuscope.engine.sources.tensor import SourceError
-from conftest import ASCEND_FIXTURES
+from support.data import ASCEND_FIXTURES
 
 
 @pytest.mark.parametrize("name, expected", [

@@ -8,7 +8,6 @@ import threading
 
 import numpy as np
 import pytest
-from test_cli import accuscope
 
 from accuscope.engine.compare import comparison as engine
 from accuscope.engine.diagnose import opdetail as od
@@ -17,7 +16,8 @@ from accuscope.engine.sources.ascend import DumpTensor, write_dump_file
 from accuscope.engine.sources.tensor import SourceError
 from accuscope.engine.tasks.task import load_task, save_task
 from accuscope.engine.tasks.taskrun import run_task
-from conftest import cls_with_planted_fault
+from support.cli import accuscope
+from support.data import cls_with_planted_fault
 
 EPS64 = np.finfo(np.float64).eps
 

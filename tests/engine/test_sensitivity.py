@@ -7,9 +7,10 @@ import json
 
 import onnx
 import pytest
-from test_diagnosis import accuscope, cls_cliff, cos, output  # noqa: F401 - cls_cliff is a fixture
 
 from accuscope.engine.diagnose.sensitivity import sensitivity
+from support.cli import accuscope
+from support.models import cos, output
 
 
 @pytest.fixture(scope="module")

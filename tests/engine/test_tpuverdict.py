@@ -10,12 +10,12 @@ import re
 
 import numpy as np
 import pytest
-from test_cli import accuscope
 from test_dialects import cls_run  # noqa: F401 (the fixture)
 
 from accuscope.engine.compare import metrics as M
 from accuscope.engine.compare.thresholds import Thresholds, parse_tolerance
 from accuscope.engine.tasks.task import load_task
+from support.cli import accuscope
 
 
 def tpu_reference(x, y, cos_tol=0.99, euclid_tol=0.90):

@@ -36,7 +36,7 @@ import pytest
 
 from accuscope.engine.compare.columns import KEY_OF
 from accuscope.engine.compare.metrics import compare_arrays
-from conftest import CACHE
+from support.data import CACHE
 
 MINDSTUDIO_PROBE = "mindstudio-probe==26.2.0"  # 26.x: the first releases whose wheel holds msaccucmp
 EPS32 = float(np.finfo(np.float32).eps)

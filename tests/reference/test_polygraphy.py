@@ -9,12 +9,12 @@ import sys
 
 import numpy as np
 import pytest
-from test_cli import accuscope
 
 from accuscope.engine.sides.registry import detect
 from accuscope.engine.sources import polygraphy
 from accuscope.engine.sources.golden import open_golden
 from accuscope.engine.sources.tensor import SourceError, TensorError
+from support.cli import accuscope
 
 pg_config = pytest.importorskip("polygraphy.config")
 from polygraphy.comparator import RunResults  # noqa: E402

@@ -14,17 +14,17 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from test_cli import accuscope
 
 from accuscope.engine.diagnose.advisor import advise
 from accuscope.engine.tasks.task import load_task
+from support.cli import accuscope
 
 pytest.importorskip("polygraphy")
 pytest.importorskip("onnxconverter_common")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures" / "polygraphy"))
 import make_fixtures  # noqa: E402
 
-from conftest import CACHE  # noqa: E402
+from support.data import CACHE  # noqa: E402
 
 POLYGRAPHY = make_fixtures.polygraphy()
 OUTPUT = "sigmoid_0.tmp_0"

@@ -1,0 +1,16 @@
+"""accuscope through its real entry point, in a fresh interpreter, with a wide console and no colour."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+ENV = {**os.environ, "COLUMNS": "200", "NO_COLOR": "1"}
+
+
+def accuscope(*args, timeout: float = 600, **env: str) -> subprocess.CompletedProcess:
+    """`accuscope ARGS` in a fresh interpreter (`env`: more environment), its output captured; a run
+    longer than `timeout` seconds is a hang (a model conversion and its advice take minutes on a
+    loaded 2-core machine)."""
+    return subprocess.run([sys.executable, "-m", "accuscope", *map(str, args)],
+                          capture_output=True, text=True, env={**ENV, **env}, timeout=timeout)
