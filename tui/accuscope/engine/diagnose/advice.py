@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from accuscope import __version__
-from accuscope.engine.compare.results import ResultTable, text_array
+from accuscope.engine.compare.results import text_array
 from accuscope.engine.compare.thresholds import Thresholds
 from accuscope.engine.sources.inputfile import read_json_object
 from accuscope.engine.sources.outputfile import atomic_file
@@ -190,14 +190,6 @@ def evidence_text(ev: dict) -> str:
     if ev.get("chain") and len(ev["chain"]) > 1:
         parts.append("re-ran " + " → ".join(ev["chain"]))
     return " · ".join(parts)
-
-
-def add_origin_columns(table: ResultTable, advice: Advice) -> None:
-    """Put `origin` and `iso_cos` into the table as extra (plugin-style) columns, so filters like
-    `origin == "introduced"` or `iso_cos < 0.99` work. In place; calling it again replaces them."""
-    cols = advice.columns(len(table))
-    table.set_column("origin", cols["origin"])
-    table.set_column("iso_cos", text_array("" if math.isnan(v) else f"{v:.6f}" for v in cols["iso_cos"]))
 
 
 # ------------------------------------------------------------------ reading and writing
