@@ -484,22 +484,20 @@ class TaskScreen(Screen):
 
     @work(thread=True, exclusive=True, group="compare", exit_on_error=False)
     def compare_worker(self, spec: engine.CompareSpec, folder: Path) -> None:
-        from ..engine.compare.multirank import is_rank_run
-        from ..engine.tasks.rankrun import run_ranks
-        from ..engine.tasks.taskrun import run_task
+        """The comparison on the path it calls for (taskrun.run_comparison): two rank trees rank by rank
+        on the local pool, their rows arriving per rank; else pair by pair, rows arriving in batches."""
+        from ..engine.tasks.taskrun import run_comparison
         def planned(plan: engine.Plan) -> None:
             self.post_message(ComparePlanned(plan))
 
         def progress(p, batch) -> None:  # engine.Progress
             self.post_message(CompareRows(list(batch), p.done, f"comparing {p.done:,}/{p.total:,} · {p.elapsed:.0f} s"))
-        if is_rank_run(spec):  # two rank trees: rank by rank on the local pool, rows arriving per rank
-            deliver(self, CompareDone, lambda: run_ranks(
-                spec, folder, progress=lambda run, result: self.post_message(
-                    RankCompared(result, len(run.results) - len(run.resumed), len(run.leaves) - len(run.resumed))),
-                cancel=self.cancel))
-            return
+
+        def rank_done(run, result) -> None:
+            self.post_message(RankCompared(result, len(run.results) - len(run.resumed), len(run.leaves) - len(run.resumed)))
         deliver(self, CompareDone,  # inline_bytes: see execute()
-                lambda: run_task(spec, folder, progress, self.cancel, planned=planned, inline_bytes=0))
+                lambda: run_comparison(spec, folder, cancel=self.cancel, planned=planned, progress=progress,
+                                       rank_done=rank_done, inline_bytes=0))
 
     @on(RankCompared)
     def rank_compared(self, message: RankCompared) -> None:
