@@ -59,7 +59,7 @@ from .dialogs import AskDialog, ConfirmDialog
 from .footer import Footer
 from .formatting import shown
 from .graphview import NO_BADGE, GraphView, OpResults, shape_text, value_text
-from .messages import ExportDone, ExportProgress, FrameworkLoaded, GraphLoaded, deliver
+from .messages import ExportDone, Exported, ExportProgress, FrameworkLoaded, GraphLoaded, LoadedGraph, deliver
 from .optable import MARK_EXEMPT, MARK_FAIL, MARK_INVALID
 
 WIDE = 120  # from this width on the detail panel sits right of the graph
@@ -261,7 +261,7 @@ class GraphScreen(Screen[GraphResult]):
     def load_worker(self, at: int = 0) -> None:
         """The graph of the (step, rank) `ranks[at]` (of the task without ranks), with `at`."""
         rank = self.ranks[at] if self.ranks else None
-        deliver(self, GraphLoaded, lambda: (*self._load(rank), at))
+        deliver(self, GraphLoaded, lambda: LoadedGraph(*self._load(rank), at))
 
     def _load(self, rank: StepRank | None) -> tuple[Graph, Lanes, OpResults]:
         """The graph with its lanes and badges; of a multi-rank task, of `rank` (step, rank): its own
@@ -302,10 +302,10 @@ class GraphScreen(Screen[GraphResult]):
 
     @on(GraphLoaded)
     def graph_loaded(self, message: GraphLoaded) -> None:
-        if message.error is None:
-            *loaded, at = message.result
-            if at == self.rank_at:  # else another rank's is on its way
-                self._graph_ready(*loaded)
+        if message.result is not None:
+            loaded = message.result
+            if loaded.at == self.rank_at:  # else another rank's is on its way
+                self._graph_ready(loaded.graph, loaded.lanes, loaded.results)
             return
         if self.graph is not None:  # another rank's graph could not be read: the one shown stays
             self.rank_at, self.rank_loading = self._rank_shown, False
@@ -767,7 +767,7 @@ class GraphScreen(Screen[GraphResult]):
 
         def run():
             result = export(self.folder, selection, out, retest=True, progress=progress, cancel=self.cancel)
-            return result, sum(1 for p in out.rglob("*") if p.is_file()) if result is not None else 0
+            return Exported(result, sum(1 for p in out.rglob("*") if p.is_file()) if result is not None else 0)
         deliver(self, ExportDone, run)
 
     @on(ExportProgress)
@@ -779,8 +779,8 @@ class GraphScreen(Screen[GraphResult]):
     def export_done(self, message: ExportDone) -> None:
         self.exporting = False
         self._progress = ""
-        if message.error is None:
-            self._export_done(*message.result)
+        if message.result is not None:
+            self._export_done(message.result.result, message.result.files)
         else:
             self._say(_error_text(message.error), title="export failed", severity="error", timeout=15)
         self.update_status()

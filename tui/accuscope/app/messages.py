@@ -12,7 +12,7 @@ and repaints on its own timer tick, not once per message.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from textual.message import Message
 from textual.message_pump import MessagePump
@@ -57,8 +57,15 @@ def deliver(node: MessagePump, done: type[Done], call: Callable[[], Any]) -> Non
 # ------------------------------------------------------------------ the task screen
 
 
+class Stack(NamedTuple):
+    lines: list[str]  # a row's call stack, innermost first (msprobe's stack.json)
+    why: str  # why there is none ("" when there is)
+
+
 class StackLoaded(Done):
-    """(call stack lines, why they could not be read) of a row's call (msprobe's stack.json)."""
+    """A row's call `Stack`."""
+
+    result: Stack | None
 
 
 class TaskLoaded(Done):
@@ -110,8 +117,17 @@ class CompareDone(Done):
 # ------------------------------------------------------------------ the graph screen
 
 
+class LoadedGraph(NamedTuple):
+    graph: Any  # graphs.graph.Graph
+    lanes: Any  # graphs.lanes.Lanes
+    results: Any  # graphview.OpResults: the badges
+    at: int  # which of the screen's ranks
+
+
 class GraphLoaded(Done):
-    """(graph, lanes, results, which of the screen's ranks) of the task's model."""
+    """The task's model as the graph screen draws it (`LoadedGraph`)."""
+
+    result: LoadedGraph | None
 
 
 class FrameworkLoaded(Done):
@@ -126,8 +142,15 @@ class ExportProgress(Progress):
         self.text = text
 
 
+class Exported(NamedTuple):
+    result: Any  # export.folder.ExportResult, None when cancelled
+    files: int  # files written
+
+
 class ExportDone(Done):
-    """(export result or None when cancelled, files written)."""
+    """A submodel export's `Exported`."""
+
+    result: Exported | None
 
 
 # ------------------------------------------------------------------ the operator detail
@@ -141,12 +164,28 @@ class DetailProgress(Progress):
         self.done, self.total = done, total
 
 
+class Detailed(NamedTuple):
+    serial: int  # the request it answers (a newer one makes it stale)
+    ref: Any  # opscreen.TensorRef
+    pair: Any  # diagnose.oppair.OpPair
+    detail: Any  # diagnose.opdetail.OpDetail, None when cancelled
+
+
 class DetailDone(Done):
-    """(serial, tensor ref, op pair, detail) of one tensor pair."""
+    """One tensor pair's `Detailed`."""
+
+    result: Detailed | None
+
+
+class Counted(NamedTuple):
+    key: Any  # what was counted (opscreen's count key)
+    count: int  # the exact count above a typed threshold
 
 
 class CountDone(Done):
-    """(key, count): the exact count above a typed threshold."""
+    """An exact count (`Counted`)."""
+
+    result: Counted | None
 
 
 # ------------------------------------------------------------------ the advisor screen

@@ -58,7 +58,7 @@ from .errorchart import (
 )
 from .footer import Footer
 from .formatting import shown
-from .messages import CountDone, DetailDone, DetailProgress, deliver
+from .messages import CountDone, Counted, DetailDone, Detailed, DetailProgress, deliver
 from .toptable import TopTable
 
 WIDE = (140, 36)  # from this terminal size on, the three panes sit side by side
@@ -284,7 +284,7 @@ class OpScreen(Screen):
             pair = self._pairs.get(ref.key)
             if pair is None:
                 pair = open_op(self.opened_task, ref.op, ref.io, ref.index)
-            return serial, ref, pair, pair.detail(top=top, progress=progress, cancel=cancel)
+            return Detailed(serial, ref, pair, pair.detail(top=top, progress=progress, cancel=cancel))
         deliver(self, DetailDone, run)
 
     @on(DetailProgress)
@@ -315,27 +315,27 @@ class OpScreen(Screen):
                 if cancel.is_set():
                     raise _Stop
                 yield chunk
-        deliver(self, CountDone, lambda: (key, exact_count(source, c, by)))
+        deliver(self, CountDone, lambda: Counted(key, exact_count(source, c, by)))
 
     @on(DetailDone)
     def detail_done(self, message: DetailDone) -> None:
-        if message.error is not None:
+        if message.result is None:
             self._stop_computing()
             self.show_error(message.error)
             return
-        serial, ref, pair, detail = message.result
-        if serial != self._serial or detail is None:
+        done = message.result
+        if done.serial != self._serial or done.detail is None:
             return
-        self._pairs[ref.key] = pair
+        self._pairs[done.ref.key] = done.pair
         self._stop_computing()
         self.took = time.perf_counter() - self._started
-        self.show_detail(ref, pair, detail)
+        self.show_detail(done.ref, done.pair, done.detail)
 
     @on(CountDone)
     def count_done(self, message: CountDone) -> None:
-        if message.error is None:
-            key, count = message.result
-            self._exact[key] = count
+        if message.result is not None:
+            key = message.result.key
+            self._exact[key] = message.result.count
             if key == self._count_key():
                 self.update_threshold()
         elif not isinstance(message.error, _Stop):

@@ -19,7 +19,7 @@ from ..engine.compare.results import ResultTable
 from ..engine.compare.thresholds import Thresholds
 from ..engine.tasks.task import Task
 from .formatting import number, shown
-from .messages import StackLoaded, deliver
+from .messages import Stack, StackLoaded, deliver
 
 # the row's identity as the detail lists it (labels: fields.py's records), the NaN/inf counts among them
 FIELDS = [*((k, FIELD[k].title) for k in ("index", "op_seq", "type", "npu_op", "golden_op", "tensor", "shape",
@@ -53,17 +53,18 @@ class RowDetail(ModalScreen[None]):
     def stack_worker(self) -> None:
         r = self.table.row(self.row)
 
-        def read() -> tuple[list[str], str]:
+        def read() -> Stack:
             where = {k: r[k] for k in ("step", "rank") if k in r and r[k] not in (None, "", -1)}
             stacks, why = self.opened_task.call_stacks(**where)
-            return stacks.get(str(r["npu_op"]), []), why
+            return Stack(stacks.get(str(r["npu_op"]), []), why)
         deliver(self, StackLoaded, read)
 
     @on(StackLoaded)
     def stack_loaded(self, message: StackLoaded) -> None:
-        lines, why = message.result if message.error is None else ([], str(message.error))
+        stack = message.result or Stack([], str(message.error))
+        lines = stack.lines
         text = "\n".join(f"  {shown(line.replace(chr(10), ' ').strip())}" for line in lines)
-        shown_why = f"[dim]{shown(why)}[/]" if why else ""
+        shown_why = f"[dim]{shown(stack.why)}[/]" if stack.why else ""
         self.query_one("#stack", Static).update(f"[b]call stack[/] (stack.json, innermost first)\n{text}" if lines
                                                 else shown_why)
 
