@@ -11,6 +11,9 @@ from pathlib import Path
 import pytest
 
 from support.data import CACHE, RAPIDOCR
+from support.dialects import cls_run  # noqa: F401 - fixtures every folder uses
+from support.hostile import full_disk  # noqa: F401
+from support.ranks import tree  # noqa: F401
 
 
 def _rapidocr_models() -> Path:

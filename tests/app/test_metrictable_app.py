@@ -3,8 +3,6 @@ label, and the task screen's help names every metric (Pilot, text on screen)."""
 from __future__ import annotations
 
 import numpy as np
-from test_metrictable import every_cell
-from test_optable import lines, run
 
 from accuscope.app.app import AccuscopeApp
 from accuscope.app.dialogs import HelpScreen
@@ -12,6 +10,8 @@ from accuscope.engine.compare.columns import METRIC_TABLE
 from accuscope.engine.compare.results import ResultTable
 from accuscope.engine.demo.workspace import MAIN
 from appkit import drive, screen_text
+from support.metrics import every_cell
+from support.optable import lines, run
 
 
 def test_the_op_table_has_a_column_for_every_metric():

@@ -7,7 +7,6 @@ import shutil
 import time
 
 import numpy as np
-from test_opdetail import brute_errors, brute_top
 
 from accuscope.app.app import AccuscopeApp
 from accuscope.app.errorchart import sparkline, step_threshold, threshold_stops
@@ -20,6 +19,7 @@ from accuscope.engine.diagnose import opdetail as od
 from accuscope.engine.diagnose import oppair
 from accuscope.engine.tasks.task import load_task
 from appkit import drive, screen_text, wait_for
+from support.errors import brute_errors, brute_top
 
 EPS64 = np.finfo(np.float64).eps
 POW = "/attn/norm/Pow:output:0"

@@ -2,8 +2,6 @@
 and filters by rank (Pilot, text on screen)."""
 from __future__ import annotations
 
-from test_ranks import tree  # noqa: F401 - a fixture
-
 from accuscope.app.app import AccuscopeApp
 from accuscope.app.browser import BrowserScreen
 from accuscope.app.optable import OperatorTable

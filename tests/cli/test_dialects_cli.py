@@ -7,11 +7,10 @@ import subprocess
 import sys
 
 import numpy as np
-from test_dialects import cls_run as cls_run  # noqa: F401 - a fixture, shared
-from test_dialects import save_npz, write_atb, write_ms_step
 
 from accuscope.engine.sides.registry import detect
 from accuscope.engine.tasks.task import load_task
+from support.dialects import save_npz, write_atb, write_ms_step
 
 
 def accuscope(*args) -> subprocess.CompletedProcess:

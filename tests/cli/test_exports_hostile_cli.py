@@ -14,19 +14,17 @@ import sys
 
 import numpy as np
 import pytest
-from test_exports_hostile import (
+
+from support.hostile import (
     BIDI,
     FORMULA,
     FORMULAS,
     HTML,
-    full_disk,
     golden_json,
     hostile_rows,
     hostile_task,
     tiny_export_task,
 )
-
-__all__ = ["full_disk"]  # a fixture, used by name
 
 ENV = {**os.environ, "COLUMNS": "200", "NO_COLOR": "1"}
 BIDI_CHARS = "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c"

@@ -18,9 +18,9 @@ import time
 from pathlib import Path
 
 import pytest
-from test_lifetime import plant, sprung
 
 from accuscope.engine.demo.ranktree import write_rank_tree
+from support.lifetime import plant, sprung
 
 SCRIPT = Path(sys.executable).parent / "accuscope"
 pytestmark = pytest.mark.skipif(not SCRIPT.exists(), reason="no installed accuscope script beside this Python")

@@ -12,8 +12,6 @@ import csv
 import io
 import json
 import os
-import subprocess
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -28,29 +26,17 @@ from accuscope.engine.sources.outputfile import atomic_file, atomic_path, open_a
 from accuscope.engine.sources.tensor import SourceError
 from accuscope.engine.tasks.csvio import formula_safe, formula_text, read_result_csv, write_result_csv
 from accuscope.engine.tasks.task import load_task, save_task
-
-FORMULA = "=cmd|'/c calc'!A1"
-FORMULAS = [FORMULA, "+1+cmd|' /C calc'!A0", "-2+3+cmd|' /C calc'!A0", "@SUM(1+1)*cmd|' /C calc'!A0",
-            "\t=1+1", "\r=1+1", "'=already quoted", "''+twice"]
-HTML = ["<script>alert(1)</script>", "<img src=x onerror=alert(1)>", "a|b`c`&amp;d", "[x](javascript:alert(1))"]
-BIDI = ["evil\u202egnp.exe", "\u2066isolate\u2069", "\u200emark\u200f", "arabic\u061cmark", "\u202aembed\u202c"]
-PLAIN = ["conv1", "-0.5", "+3", "'quote", "-"]
-
-
-def hostile_rows() -> list[dict]:
-    rows = []
-    for k, name in enumerate(FORMULAS + HTML + BIDI + PLAIN):
-        rows.append({"type": "Conv2D", "npu_op": name, "golden_op": name, "tensor": f"{name}:output:0",
-                     "io": "output", "shape": "[1, 4]", "npu_dtype": "float16", "golden_dtype": "float32",
-                     "cos": -0.5 if k % 2 else 0.25, "max_abs": -1.0, "mean_abs": 1e-3 * k,
-                     "reason": name if k % 3 == 0 else "", "npu_nonfinite": 0, "golden_nonfinite": 0,
-                     "is_output": True})
-    return rows
-
-
-def hostile_task(folder: Path) -> Path:
-    save_task(folder, {"model": None}, ResultTable.from_rows(hostile_rows()), Thresholds())
-    return folder
+from support.hostile import (
+    BIDI,
+    FORMULA,
+    FORMULAS,
+    HTML,
+    PLAIN,
+    golden_json,
+    hostile_rows,
+    hostile_task,
+    tiny_export_task,
+)
 
 
 # ---- 1. exports that cannot carry code --------------------------------------------------------------
@@ -188,11 +174,6 @@ def test_the_task_lock_and_the_columns_folder_are_never_taken_through_a_planted_
     assert not (tmp_path / "created-elsewhere").exists() and list(elsewhere.iterdir()) == []
 
 
-def golden_json(path: Path, tensors: dict[str, np.ndarray]) -> Path:
-    from test_golden import polygraphy_json
-    return polygraphy_json(path, {"trt": [tensors]})
-
-
 def test_convert_replaces_links_planted_in_out_and_writes_nothing_through_them(tmp_path):
     source = golden_json(tmp_path / "p.json", {"a/b": np.ones(3, np.float32), "a.b": np.zeros(2, np.float32),
                                                "c": np.full(4, 2, np.float32)})
@@ -218,21 +199,6 @@ def test_convert_a_name_holding_nul_is_a_problem_and_the_others_are_written(tmp_
     assert len(report.failed) == 1 and "NUL character" in report.failed[0].message
 
 
-def _tmpfs(folder: Path, size: str = "64k") -> None:
-    folder.mkdir()
-    if os.geteuid() != 0:
-        pytest.skip("mounting a tiny tmpfs (a full disk) needs root")
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)], capture_output=True)
-    if r.returncode:
-        pytest.skip(f"cannot mount a tmpfs here: {r.stderr.decode(errors='replace').strip()}")
-
-
-@pytest.fixture
-def full_disk(tmp_path):
-    folder = tmp_path / "full"
-    _tmpfs(folder)
-    yield folder
-    subprocess.run(["umount", str(folder)], check=False)
 
 
 @pytest.mark.parametrize("to", ["npy", "bin"])
@@ -245,28 +211,6 @@ def test_convert_on_a_full_disk_stops_with_a_source_error_and_leaves_no_half_fil
 
 
 # export: a symlinked TASK/exports (or a folder in it) is refused
-def tiny_export_task(folder: Path) -> Path:
-    """relu -> sigmoid: an ONNX model, its onnxruntime golden dump, a simulated NPU dump, task.json."""
-    onnx = pytest.importorskip("onnx")
-    pytest.importorskip("onnxruntime")
-    from accuscope.engine.demo.npusim import simulate
-    from accuscope.engine.graphs.modelfile import load_graph
-    from accuscope.engine.runs.ortdump import dump_onnx
-    h, T = onnx.helper, onnx.TensorProto
-    graph = h.make_graph([h.make_node("Relu", ["x"], ["r"], name="relu"),
-                          h.make_node("Sigmoid", ["r"], ["out"], name="sigmoid")], "tiny",
-                         [h.make_tensor_value_info("x", T.FLOAT, [1, 4])],
-                         [h.make_tensor_value_info("out", T.FLOAT, [1, 4])])
-    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)])
-    model.ir_version = 8
-    folder.mkdir(parents=True)
-    path = folder / "tiny.onnx"
-    onnx.save(model, str(path))
-    dump_onnx(path, folder / "golden", {"x": np.array([[1.0, -2.0, 3.0, 0.5]], np.float32)}, timestamp=1700000000000000)
-    simulate(load_graph(path), open_golden(folder / "golden"), str(folder / "npu"), model_name="tiny")
-    (folder / "task.json").write_text(json.dumps({"state": "done", "npu": str(folder / "npu"),
-                                                  "golden": str(folder / "golden"), "model": str(path)}))
-    return folder
 
 
 def test_export_refuses_a_symlinked_exports_folder_and_a_symlinked_target_in_it(tmp_path):

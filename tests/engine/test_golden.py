@@ -1,7 +1,6 @@
 """Golden dump readers: npy folders, npz, raw binaries and Polygraphy RunResults JSON."""
 from __future__ import annotations
 
-import base64
 import io
 import json
 import os
@@ -13,6 +12,7 @@ import pytest
 
 from accuscope.engine.sources.golden import GoldenDump, open_golden
 from accuscope.engine.sources.tensor import SourceError, TensorError, read_payload
+from support.polygraphy import polygraphy_json
 
 DTYPES = [np.float16, np.float32, np.int8, np.bool_]
 
@@ -26,23 +26,6 @@ def sample(dtype, shape=(2, 3, 4), seed=0) -> np.ndarray:
     return rng.standard_normal(shape).astype(dtype)
 
 
-def npy_bytes(arr: np.ndarray) -> bytes:
-    buf = io.BytesIO()
-    np.save(buf, arr, allow_pickle=False)
-    return buf.getvalue()
-
-
-def polygraphy_json(path, runs: dict[str, list[dict[str, np.ndarray]]], lazy=True) -> pathlib.Path:
-    """A RunResults file as `polygraphy run --save-outputs` writes it."""
-    def encode(arr):
-        nd = {"array": base64.b64encode(npy_bytes(arr)).decode(), "polygraphy_class": "ndarray"}
-        return {"values": nd, "polygraphy_class": "LazyArray"} if lazy else nd
-
-    lst = [[name, [{"outputs": {k: encode(v) for k, v in it.items()}, "runtime": 0.01, "runner_name": name,
-                    "polygraphy_class": "IterationResult"} for it in iters]]
-           for name, iters in runs.items()]
-    path.write_text(json.dumps({"lst": lst, "polygraphy_class": "RunResults"}))
-    return path
 
 
 def write_golden(kind: str, tmp_path: pathlib.Path, arr: np.ndarray) -> GoldenDump:
@@ -171,7 +154,6 @@ def test_big_npy_opens_without_reading_data(tmp_path, monkeypatch):
     full = np.load(path, mmap_mode="r")
     assert full.offset == t.payload.offset
     assert t.load()[0, 0, 7] == 42 and read_payload(t.payload)[0, 0, 7] == 42
-
 
 
 def test_npy_folder_opens_each_file_once_and_loads_small_ones_from_that_read(tmp_path, monkeypatch):

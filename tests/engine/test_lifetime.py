@@ -9,9 +9,9 @@ import os
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 from accuscope.engine.compare import lifetime
+from support.lifetime import plant, sprung
 
 TRAPS = ("struct", "socket", "numpy")
 TRAP = '''
@@ -28,21 +28,6 @@ try:
 finally:
     _sys.path[:] = _saved
 '''
-
-
-def plant(root: Path) -> tuple[Path, Path]:
-    """(a folder holding struct.py, socket.py, numpy.py; the folder where they leave markers)."""
-    cwd, markers = root / "cwd", root / "markers"
-    cwd.mkdir(parents=True)
-    markers.mkdir()
-    for name in TRAPS:
-        (cwd / f"{name}.py").write_text(TRAP.format(markers=str(markers), name=name))
-    return cwd, markers
-
-
-def sprung(markers: Path) -> list[str]:
-    """'module: command line' of every process that imported a planted module."""
-    return [f"{f.name.split('-')[0]}: {f.read_text()[:300]}" for f in sorted(markers.iterdir())]
 
 
 def test_the_traps_catch_a_plain_python_c(tmp_path):

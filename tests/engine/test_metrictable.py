@@ -15,30 +15,18 @@ import pytest
 
 from accuscope.engine.compare import columns as mt
 from accuscope.engine.compare import comparison as engine
-from accuscope.engine.compare import expected, pairjob, statistics
+from accuscope.engine.compare import pairjob
 from accuscope.engine.compare.metrics import compare_arrays
 from accuscope.engine.compare.results import KIND, METRIC_COLUMNS, NUMERIC_ORDER, ResultTable
 from accuscope.engine.compare.summary import summarize
 from accuscope.engine.compare.thresholds import Thresholds, resolve_key
 from accuscope.engine.diagnose.oprerun import metrics as isolated_metrics
-from accuscope.engine.sources.tensor import Tensor
 from accuscope.engine.tasks.csvio import read_result_csv, write_result_csv
 from support.data import cls_with_planted_fault
+from support.metrics import every_cell
 
 RECORDS = mt.METRIC_TABLE
 ids = [m.key for m in RECORDS]
-
-
-def every_cell(x, y) -> dict:
-    """A row holding every metric: computed from the tensors, and the recorded statistics, checksums and
-    non-tensor values of a statistics dump (msprobe's), as a comparison of each kind fills them."""
-    def recorded(v, crc):
-        return Tensor("op", "output", 0, None, (), "dump.json", stats=(v.max(), v.min(), v.mean(), np.linalg.norm(v)),
-                      checksum=crc)
-    cells = pairjob.metric_cells(compare_arrays(x, y), tuple(engine.ALGORITHMS))
-    third = expected.excess_cells(cells, compare_arrays(x * 0.999, y).values)  # an expected side beside them
-    return {**cells, **statistics.compare(recorded(x, "0a1b2c3d"), recorded(y, "0a1b2c3e")),
-            **statistics.value_cells("1", "int", "2", "int"), **third}
 
 
 def test_records_are_unique_and_well_formed():

@@ -25,12 +25,6 @@ def accuscope(*args, env=None) -> subprocess.CompletedProcess:
                           timeout=300, env=env)
 
 
-@pytest.fixture(scope="module")
-def tree(tmp_path_factory):
-    """2 steps x 4 ranks of 6 tensors; rank 2 breaks from its 4th tensor on."""
-    return write_rank_tree(tmp_path_factory.mktemp("ranks"), ranks=4, steps=2, tensors=6, faulty=(2,), bad_from=3)
-
-
 def test_ranks_finds_steps_ranks_and_procs(tmp_path):
     for rel in ("step0/rank0", "step0/rank10", "step0/rank2/proc0", "step0/rank2/proc1", "step1/rank0",
                 "step1/other"):

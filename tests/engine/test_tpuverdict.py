@@ -10,7 +10,6 @@ import re
 
 import numpy as np
 import pytest
-from test_dialects import cls_run  # noqa: F401 (the fixture)
 
 from accuscope.engine.compare import metrics as M
 from accuscope.engine.compare.thresholds import Thresholds, parse_tolerance
@@ -206,9 +205,8 @@ def test_cli_tolerance_judges_cls_outputs_as_tpu_mlir(tmp_path, cls_run, impleme
 
 
 def test_op_table_shows_euclid_sqnr_and_the_verdict(implementation):
-    from test_optable import lines, run
-
     from accuscope.engine.compare.results import ResultTable
+    from support.optable import lines, run
 
     y = BASE[:4096]
     pairs = {"same": y, "fp16": y.astype(np.float16).astype(np.float64), "noisy": y + 0.3 * rng.standard_normal(y.size)}
