@@ -13,13 +13,9 @@ from accuscope.app import formatting as fmt
 from accuscope.app.optable import OperatorTable
 from accuscope.engine.compare.results import FilterError, ResultTable
 from accuscope.engine.compare.thresholds import Thresholds
-from support.optable import Host, _rows, _table, lines, run
+from support.optable import EXEMPT_BAD, INVALID, Host, _rows, _table, lines, nan, run
 
-nan = math.nan
-TYPES = ["Conv2D", "Relu", "Add", "MatMul", "TransData"]
 FAILING = [7, 13, 27]  # rows breaking a default threshold, in execution order
-INVALID = 21  # could not be compared
-EXEMPT_BAD = 4  # TransData with a terrible cos: exempt, never failing
 
 
 def line_of(widget: OperatorTable, row: int) -> str:

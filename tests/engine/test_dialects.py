@@ -241,9 +241,6 @@ def test_mindspore_sniff_and_bad_paths(tmp_path):
 
 # --- ATB tensor dumps ----------------------------------------------------------------------------------
 
-ATB_CODES = {np.dtype(np.float32): 0, np.dtype(np.float16): 1, np.dtype(np.int8): 2, np.dtype(np.int32): 3,
-             np.dtype(np.int64): 9, np.dtype(np.bool_): 12}
-
 
 def test_atb_round_gives_back_values_in_execution_order(tmp_path, cls_run):
     run = cls_run[:10]

@@ -13,22 +13,6 @@ import textwrap
 from accuscope.engine.compare import lifetime
 from support.lifetime import plant, sprung
 
-TRAPS = ("struct", "socket", "numpy")
-TRAP = '''
-import os as _os, sys as _sys
-with open(_os.path.join({markers!r}, "{name}-%d" % _os.getpid()), "w") as _f:
-    with open("/proc/self/cmdline", "rb") as _c:
-        _f.write(_c.read().replace(b"\\0", b" ").decode(errors="replace"))
-_here, _saved = _os.path.dirname(_os.path.abspath(__file__)), list(_sys.path)
-_sys.path[:] = [p for p in _sys.path if _os.path.abspath(p or ".") != _here]
-del _sys.modules[__name__]
-try:
-    import importlib as _importlib
-    _sys.modules[__name__] = _importlib.import_module(__name__)
-finally:
-    _sys.path[:] = _saved
-'''
-
 
 def test_the_traps_catch_a_plain_python_c(tmp_path):
     cwd, markers = plant(tmp_path)

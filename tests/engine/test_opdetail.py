@@ -18,9 +18,7 @@ from accuscope.engine.tasks.task import load_task, save_task
 from accuscope.engine.tasks.taskrun import run_task
 from support.cli import accuscope
 from support.data import cls_with_planted_fault
-from support.errors import brute_errors, brute_top
-
-EPS64 = np.finfo(np.float64).eps
+from support.errors import EPS64, brute_errors, brute_top
 
 
 def nasty_pair(shape, seed=0):
