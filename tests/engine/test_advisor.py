@@ -29,6 +29,7 @@ from accuscope.engine.sources.golden import open_golden
 from accuscope.engine.sources.tensor import SourceError, sanitize
 from accuscope.engine.tasks.task import load_task
 from accuscope.engine.tasks.taskrun import run_task
+from support.tasks import table_task
 
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
@@ -179,32 +180,16 @@ def test_without_a_framework_model_the_weaker_method_still_finds_both_faults(dem
         advise(task, framework_model=tmp_path / "broken.onnx")
 
 
-def _table_task(folder: Path, out_cos: float, out_red: float, is_output: bool = True,
-                mid: tuple[float, float] = (0.95, 0.3)) -> Path:
-    """A task holding only a result table (no dumps named): input -> conv1 -> relu (the output)."""
-    from accuscope.engine.compare.results import ResultTable
-    from accuscope.engine.tasks.task import save_task
-    rows = [("Data", "image", "output", 1.0, 0.0, False),
-            ("Conv2D", "conv1", "input", 0.9999, 0.001, False), ("Conv2D", "conv1", "output", *mid, False),
-            ("Relu", "relu", "input", *mid, False), ("Relu", "relu", "output", out_cos, out_red, is_output)]
-    table = ResultTable.from_rows([
-        {"type": t, "npu_op": op, "golden_op": op, "tensor": f"{op}:{io}:0", "io": io, "cos": cos, "red": red,
-         "npu_dtype": "float16", "npu_nonfinite": 0, "golden_nonfinite": 0, "is_output": out}
-        for t, op, io, cos, red, out in rows])
-    save_task(folder, {"model": None}, table, Thresholds())
-    return folder
-
-
 def test_mindstudio_verdicts_on_a_table_alone(tmp_path):
-    a = advise(_table_task(tmp_path / "fails", 0.9, 0.4))
+    a = advise(table_task(tmp_path / "fails", 0.9, 0.4))
     assert a.verdict.rule == "ms.output_fails" and a.verdict.op == "conv1" and a.verdict.row == 2
     assert a.method == "input-output" and any("does not name its dumps" in n for n in a.notes)
     assert a.origin_of("conv1").origin == "introduced" and a.origin_of("relu").origin == "inherited"
-    a = advise(_table_task(tmp_path / "local", 0.999, 0.01))
+    a = advise(table_task(tmp_path / "local", 0.999, 0.01))
     assert a.verdict.rule == "ms.local_deviation" and a.verdict.row == 2 and a.verdict.severity == "warning"
-    a = advise(_table_task(tmp_path / "unknown-output", 0.9, 0.4, is_output=False))
+    a = advise(table_task(tmp_path / "unknown-output", 0.9, 0.4, is_output=False))
     assert a.verdict.rule == "ms.output_fails" and "last compared row" in a.verdict.text
-    a = advise(_table_task(tmp_path / "pass", 0.9999, 0.001, mid=(0.9999, 0.001)))
+    a = advise(table_task(tmp_path / "pass", 0.9999, 0.001, mid=(0.9999, 0.001)))
     assert a.verdict.rule == "ms.all_pass" and a.verdict.row is None and not a.ops and a.findings[1:] == [a.verdict]
     assert a.primary.rule == "verdict" and a.primary.severity == "info" and "the model passes" in a.primary.title
     # progress is reported; a cancelled run returns None and leaves the previous advice alone

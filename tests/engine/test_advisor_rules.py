@@ -8,31 +8,17 @@ from pathlib import Path
 
 import pytest
 
-from accuscope.engine.compare.results import ResultTable
-from accuscope.engine.compare.thresholds import Thresholds
 from accuscope.engine.diagnose import rules
 from accuscope.engine.diagnose.advice import COVERAGE, MS_RULES, VERDICT, Finding, load_advice
 from accuscope.engine.diagnose.advisor import advise
 from accuscope.engine.diagnose.rules import registry
 from accuscope.engine.diagnose.rules.context import FACTS, Context, finding
 from accuscope.engine.diagnose.rules.rule import Rule, ordered
-from accuscope.engine.tasks.task import load_task, save_task
+from accuscope.engine.tasks.task import load_task
+from support.tasks import table_task
 
 PACKAGE = Path(rules.__file__).parent
 FINDINGS = [name for rule in registry.RULES for name in rule.findings]
-
-
-def table_task(folder: Path, out_cos: float) -> Path:
-    """A task holding only a result table: image -> conv1 -> relu (the output, at out_cos)."""
-    rows = [("Data", "image", "output", 1.0, 0.0, False), ("Conv2D", "conv1", "input", 0.9999, 0.001, False),
-            ("Conv2D", "conv1", "output", 0.95, 0.3, False), ("Relu", "relu", "input", 0.95, 0.3, False),
-            ("Relu", "relu", "output", out_cos, 0.4, True)]
-    table = ResultTable.from_rows([
-        {"type": t, "npu_op": op, "golden_op": op, "tensor": f"{op}:{io}:0", "io": io, "cos": cos, "red": red,
-         "npu_dtype": "float16", "npu_nonfinite": 0, "golden_nonfinite": 0, "is_output": out}
-        for t, op, io, cos, red, out in rows])
-    save_task(folder, {"model": None}, table, Thresholds())
-    return folder
 
 
 def test_rule_and_finding_names_are_unique_and_every_finding_has_its_priority():
