@@ -50,6 +50,16 @@ async def wait_for(pilot, condition, timeout=60.0):
         await pilot.pause(0.02)
 
 
+async def start_from_form(pilot):
+    """ctrl+s on the new-task form: the task screen it opens, once the comparison has run and shown rows."""
+    from accuscope.app.taskscreen import TaskScreen
+    await pilot.press("ctrl+s")
+    screen = pilot.app.screen
+    assert isinstance(screen, TaskScreen)
+    await wait_for(pilot, lambda: not screen.running and len(screen.table_widget.table) > 0)
+    return screen
+
+
 def screen_lines(svg: str) -> list[str]:
     """The characters of an SVG screenshot, line by line, each text run placed at its column."""
     rows: dict[float, list[tuple[int, str]]] = {}

@@ -19,7 +19,7 @@ from accuscope.app.optable import OperatorTable
 from accuscope.app.taskscreen import TaskScreen
 from accuscope.engine.demo.workspace import MAIN, TASKS
 from accuscope.engine.tasks.task import Task, load_task
-from appkit import drive, screen_text, wait_for
+from appkit import drive, screen_text, start_from_form, wait_for
 
 
 def test_browser_lists_tasks_and_opens_one(ws):
@@ -584,10 +584,7 @@ def test_new_task_form_checks_fields_and_runs(ws):
         form.query_one("#op_range").value = ""
         await pilot.pause()
         assert "✓" in str(form.query_one("#why-npu").render())
-        await pilot.press("ctrl+s")
-        screen = pilot.app.screen
-        assert isinstance(screen, TaskScreen)
-        await wait_for(pilot, lambda: not screen.running and len(screen.table_widget.table) > 0)
+        await start_from_form(pilot)
     drive(AccuscopeApp(ws), script)
     assert load_task(ws / "fresh").doc.state == "done"
 
@@ -630,10 +627,7 @@ def test_new_task_form_asks_a_raw_bin_golden_for_shape_and_dtype(ws, tmp_path):
         form.query_one("#shape").value = "1,8,4,4"
         form.query_one("#dtype").value = "float32"
         await pilot.pause()
-        await pilot.press("ctrl+s")
-        screen = pilot.app.screen
-        assert isinstance(screen, TaskScreen)
-        await wait_for(pilot, lambda: not screen.running and len(screen.table_widget.table) > 0)
+        await start_from_form(pilot)
     drive(AccuscopeApp(ws), script)
     task = load_task(ws / "bin")
     assert task.doc.golden_shape == [1, 8, 4, 4] and task.table.numbers("cos")[-1] > 0.9999

@@ -18,7 +18,7 @@ from accuscope.engine.demo import msprobesim
 from accuscope.engine.tasks import rankrun
 from accuscope.engine.tasks.task import load_task
 from accuscope.engine.tasks.taskrun import run_task
-from appkit import drive, screen_text, wait_for
+from appkit import drive, screen_text, start_from_form, wait_for
 
 TASK = "llm-msprobe-4ranks"
 FAULTY = "Cell.layers.1.attn.Attention.forward.0"  # the module holding msprobesim.FAULT_CALL
@@ -112,10 +112,7 @@ def test_the_new_task_form_checks_step_rank_and_runs_a_rank_tree_rank_by_rank(de
         form.query_one("#stats_only").value = "yes"
         await pilot.pause()
         assert "✓ yes" in str(form.query_one("#why-stats_only").render())
-        await pilot.press("ctrl+s")
-        screen = pilot.app.screen
-        assert isinstance(screen, TaskScreen)
-        await wait_for(pilot, lambda: not screen.running and len(screen.table_widget.table) > 0)
+        screen = await start_from_form(pilot)
         await pilot.pause()
         table = screen.table_widget.table
         assert sorted(set(table.columns["rank"].tolist())) == [0, 1, 2, 3]

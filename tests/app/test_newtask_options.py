@@ -9,8 +9,7 @@ import numpy as np
 
 from accuscope.app.app import AccuscopeApp
 from accuscope.app.newtask import NewTaskScreen
-from accuscope.app.taskscreen import TaskScreen
-from appkit import drive, wait_for
+from appkit import drive, start_from_form
 
 
 def _atb(root: Path, scale_round1: float) -> Path:
@@ -43,10 +42,7 @@ def test_option_fields_follow_the_sides_format_and_reach_the_task(tmp_path):
         form.query_one("#out").value = str(tmp_path / "task")
         await pilot.pause()
         assert "✓ atb: round=0_4242/1" in str(form.query_one("#why-npu_options").render())
-        await pilot.press("ctrl+s")
-        screen = pilot.app.screen
-        assert isinstance(screen, TaskScreen)
-        await wait_for(pilot, lambda: not screen.running and len(screen.table_widget.table) > 0)
+        await start_from_form(pilot)
     drive(AccuscopeApp(tmp_path), script, size=(120, 60))
     meta = json.loads((tmp_path / "task" / "task.json").read_text())
     assert meta["npu_options"] == {"round": "0_4242/1"} and meta["golden_options"] == {"round": "0_4242/1"}

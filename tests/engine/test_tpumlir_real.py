@@ -17,7 +17,7 @@ import pytest
 
 from accuscope.engine.compare.comparison import CompareSpec, execute, plan
 from accuscope.engine.compare.judgement import NOISY
-from accuscope.engine.compare.mapping import DEVICE_ONLY
+from accuscope.engine.compare.pair import DEVICE_ONLY
 from accuscope.engine.compare.summary import summarize
 from accuscope.engine.compare.thresholds import Thresholds
 from accuscope.engine.graphs.modelfile import load_graph

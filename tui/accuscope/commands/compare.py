@@ -10,8 +10,8 @@ from pathlib import Path
 
 from ..engine.compare import comparison as engine
 from ..engine.compare.inputs import build_spec, inputs
-from ..engine.compare.mapping import DEVICE_ONLY
 from ..engine.compare.metrics import compiled_kernel
+from ..engine.compare.pair import DEVICE_ONLY
 from ..engine.compare.summary import summarize
 from ..engine.sides.registry import detect
 from ..engine.sources import kinds

@@ -27,9 +27,9 @@ from accuscope.engine.compare import faults, gcpause, statistics
 from accuscope.engine.compare import plugins as plugin_mod
 from accuscope.engine.compare.columns import CSV_OF, KEY_OF, NUMERIC_METRICS
 from accuscope.engine.compare.lifetime import die_with_parent, process_context
-from accuscope.engine.compare.mapping import DEVICE_ONLY, FEW, map_tensors
+from accuscope.engine.compare.mapping import FEW, map_tensors
 from accuscope.engine.compare.metrics import compiled_kernel
-from accuscope.engine.compare.pair import Pair
+from accuscope.engine.compare.pair import DEVICE_ONLY, Pair
 from accuscope.engine.compare.pairjob import Job, pair_threads, run_job
 from accuscope.engine.compare.repair import Repair, recheck
 from accuscope.engine.compare.results import ResultTable
