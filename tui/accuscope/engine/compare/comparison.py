@@ -26,7 +26,7 @@ from dataclasses import KW_ONLY, dataclass, field, replace
 from accuscope.engine.compare import faults, gcpause, statistics
 from accuscope.engine.compare import plugins as plugin_mod
 from accuscope.engine.compare.columns import CSV_OF, KEY_OF, NUMERIC_METRICS
-from accuscope.engine.compare.lifetime import die_with_parent, process_context
+from accuscope.engine.compare.lifetime import die_with_parent, end_pool, process_context
 from accuscope.engine.compare.mapping import FEW, map_tensors
 from accuscope.engine.compare.metrics import compiled_kernel
 from accuscope.engine.compare.pair import DEVICE_ONLY, Pair
@@ -717,8 +717,7 @@ def _pool_batches(order: list[Job], workers: int, cancel) -> Iterator[list[tuple
                 if cancel is not None and cancel.is_set():
                     return
         except BaseException:  # Ctrl+C, SIGTERM, a closed generator: do not wait for pairs in flight
-            for process in list((pool._processes or {}).values()):
-                process.kill()
+            end_pool(pool)
             raise
         finally:
             for f in pending:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 
 from accuscope.engine.compare import comparison as engine
 from accuscope.engine.compare import statcolumns
-from accuscope.engine.compare.lifetime import die_with_parent, process_context
+from accuscope.engine.compare.lifetime import die_with_parent, end_pool, process_context
 from accuscope.engine.compare.results import ResultTable
 from accuscope.engine.sources.msprobe import DATA_DIR as msprobe_data_dir
 from accuscope.engine.sources.ranks import Rank, local_path, numbers, pick, ranks
@@ -142,6 +142,7 @@ def pool_results(spec: engine.CompareSpec, leaves: list[Rank], workers: int | No
             try:
                 while pending:
                     if cancel is not None and cancel.is_set():
+                        end_pool(pool)
                         return
                     done, _ = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
                     for f in done:
@@ -161,6 +162,9 @@ def pool_results(spec: engine.CompareSpec, leaves: list[Rank], workers: int | No
                     remaining.remove(leaf)
                     yield RankResult(leaf, state=LOST, error="the process comparing this rank died "
                                                              "(out of memory?); re-run the task to compare it")
+            except BaseException:  # Ctrl+C, SIGTERM, a closed generator: do not wait for ranks in flight
+                end_pool(pool)
+                raise
             finally:
                 for f in pending:
                     f.cancel()
