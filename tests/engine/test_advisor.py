@@ -19,7 +19,7 @@ from accuscope.engine.compare.thresholds import Thresholds
 from accuscope.engine.demo import workspace as demo
 from accuscope.engine.demo.npusim import fuse, simulate
 from accuscope.engine.diagnose import oprerun
-from accuscope.engine.diagnose.advice import ADVICE_JSON, load_advice
+from accuscope.engine.diagnose.advice import ADVICE_JSON, load_advice, saved_advice, saved_fingerprint
 from accuscope.engine.diagnose.advisor import advise
 from accuscope.engine.diagnose.preprocess import diagnose, resize
 from accuscope.engine.graphs.modelfile import load_graph
@@ -140,6 +140,18 @@ def test_advice_json_is_saved_atomically_and_reruns_come_from_the_cache(main_adv
     task = load_task(folder)
     assert loaded.is_current(task.doc, task.thresholds)
     assert not loaded.is_current(task.doc.with_fields(saved="another time"))
+    # staleness is read from the file's head: the ops after it (40 MB for 1M rows) are not parsed
+    assert saved_fingerprint(folder) == loaded.task
+    assert saved_advice(folder, task.doc, task.thresholds) is not None
+    stale = task.doc.with_fields(saved="another time")
+    text = (folder / ADVICE_JSON).read_text()
+    try:
+        (folder / ADVICE_JSON).write_text(text[:text.index('\n "findings"')] + "\n not JSON")
+        assert saved_fingerprint(folder) == loaded.task  # the head alone still says which result
+        assert saved_advice(folder, stale, task.thresholds) is None
+        assert saved_advice(folder, task.doc, task.thresholds) is None  # current head, unreadable rest
+    finally:
+        (folder / ADVICE_JSON).write_text(text)
     assert not [p for p in folder.iterdir() if p.name.startswith(f".{ADVICE_JSON}")]  # no temporary left
     json.loads((folder / ADVICE_JSON).read_text())  # strict JSON (no NaN)
 

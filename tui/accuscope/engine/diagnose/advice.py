@@ -211,6 +211,9 @@ def saved_advice(folder: str | os.PathLike, doc: TaskDoc, thresholds: Thresholds
     """The advice saved in the task folder when it was made for this result and thresholds (and,
     when given, this framework model); None otherwise, an unreadable advice.json included (the
     caller advises again, which rewrites it)."""
+    made_for = saved_fingerprint(folder)
+    if made_for is not None and any(made_for.get(k) != v for k, v in fingerprint(doc, thresholds).items()):
+        return None  # stale: known from the file's head, without reading its ops (40 MB for 1M rows)
     try:
         advice = load_advice(folder)
     except SourceError:
@@ -220,6 +223,29 @@ def saved_advice(folder: str | os.PathLike, doc: TaskDoc, thresholds: Thresholds
     if framework_model is not None and Path(advice.framework_model or "") != Path(framework_model):
         return None
     return advice
+
+
+HEAD_BYTES = 65536  # advice.json's "task" member comes before its findings and ops (Advice.to_dict)
+_TASK_MEMBER = '\n "task": '
+
+
+def saved_fingerprint(folder: str | os.PathLike) -> dict | None:
+    """The fingerprint (`task`) of the advice saved in `folder`, read from the file's head alone;
+    None when there is none or the head does not hold it as save_advice writes it (the caller then
+    reads the whole file)."""
+    try:
+        with open(Path(folder) / ADVICE_JSON, "rb") as fh:
+            head = fh.read(HEAD_BYTES).decode("utf-8", "replace")
+    except OSError:
+        return None
+    at = head.find(_TASK_MEMBER)
+    if at < 0:
+        return None
+    try:
+        task, _ = json.JSONDecoder().raw_decode(head, at + len(_TASK_MEMBER))
+    except ValueError:
+        return None
+    return task if isinstance(task, dict) else None
 
 
 def save_advice(advice: Advice) -> Path:
