@@ -184,8 +184,8 @@ def _tensor(df: DumpFile, io: str, index: int, item: OpInputMessage, path: str, 
     sdtype = STORAGE_DTYPES.get(code)
     name = "bfloat16" if code == BF16 else sdtype.name if sdtype is not None else dtype_name(code).lower()
     common: _TensorFields = dict(op=df.op_name, io=io, index=index, source=path, op_type=df.op_type,
-                  dtype_name=name, format=fmt, storage_shape=storage,
-                  original_op=orig_op, timestamp=df.timestamp)
+                                 dtype_name=name, format=fmt, storage_shape=storage,
+                                 original_op=orig_op, timestamp=df.timestamp)
     if huge:
         return Tensor(dtype=None, shape=storage, problem=f"impossible dimension {huge[0]}", **common)
     if max(len(storage), len(original or ())) > MAX_RANK:
