@@ -22,6 +22,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import KW_ONLY, dataclass, field, replace
+from typing import cast
 
 from accuscope.engine.compare import faults, gcpause, statistics
 from accuscope.engine.compare import plugins as plugin_mod
@@ -233,8 +234,9 @@ def plan(spec: CompareSpec) -> Plan:
     seq = _sequence_ids(npu, npu_graph)
     keep = _selection(spec, npu, seq)
     outputs = _output_tensors(npu, npu_graph, golden.graph)
-    pairs, rows = [], []
-    settle = None
+    pairs: list[Pair] = []
+    rows: list[dict] = []
+    settle: Callable[..., Tensor] | None = None
     if spec.shards:  # a merged tensor's guessed concatenation dimension, settled by the other side's shape
         from accuscope.engine.compare.shards import settle
     for pair in mapping.pairs:
@@ -521,8 +523,8 @@ def _expected(plan: Plan, computed: list[dict], workers: int, cancel) -> dict[in
     """The third side's cells per row (compare/expected.py), its pairs compared on the same runners
     as the comparison's own; None when cancelled."""
     from accuscope.engine.compare import expected
-    jobs = [Job(row, e, plan.pairs[row].golden, ("cos", "red")) for row, e in expected.expected_tensors(plan).items()
-            if computed[row]]
+    jobs = [Job(row, e, cast(Tensor, plan.pairs[row].golden), ("cos", "red"))  # a computed row has one
+            for row, e in expected.expected_tensors(plan).items() if computed[row]]
     found: dict[int, dict] = {}
     runs = _run_threads(jobs, workers, cancel) if compiled_kernel() else _run_inline(jobs, cancel)
     for batch in runs:
@@ -548,7 +550,7 @@ def merged_row(plan: Plan, index: int, cells: dict) -> dict:
 
 def _with_plugins(host: plugin_mod.PluginHost, plan: Plan, row: int, cells: dict) -> dict:
     """The pair's cells with every plugin's value (computed in the plugin host) added."""
-    x, y = plan.pairs[row].npu, plan.pairs[row].golden
+    x, y = plan.pairs[row].npu, cast(Tensor, plan.pairs[row].golden)  # a computed row has one
     reasons = [cells.get("reason", "")]
     cells = dict(cells)
     for plugin in plan.plugins:
@@ -621,10 +623,10 @@ def _run_threads(jobs: list[Job], workers: int, cancel) -> Iterator[list[tuple[i
         queue = itertools.chain((first, second), groups)
         while True:
             while len(pending) < 4 * workers and not (cancel is not None and cancel.is_set()):
-                group = next(queue, None)
-                if group is None:
+                ready = next(queue, None)
+                if ready is None:
                     break
-                pending.append(pool.submit(_run_group, group))
+                pending.append(pool.submit(_run_group, ready))
             if not pending:
                 return
             batch = pending.popleft().result()

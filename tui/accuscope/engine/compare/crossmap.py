@@ -200,7 +200,9 @@ def pair(npu, golden, mapping: MappingFile | None = None, *, structure: bool = F
     found = CrossPairs(frameworks=(framework(npu), framework(golden)))
     by_name = {t.tensor_name: t for t in golden.tensors if t.tensor_name}
     decided = found.by_tensor
-    kind = mapping.kind if mapping is not None else ""
+    if mapping is None:
+        mapping = MappingFile("", "")  # no file: kind ""
+    kind = mapping.kind
     if kind == ACCUSCOPE:
         _by_names(npu, golden, mapping, by_name, decided)
     if kind == DATA:
@@ -547,9 +549,10 @@ def _item(name: str, parent: str | None, stack: list | None, framework_name: str
         type_name = api_name = parts[-3]
         state = last
         if parent:
-            layer = parent_scopes.get(parent)
-            if layer is None:
-                layer = parent_scopes[parent] = ".".join(parent.split(".")[:-3])
+            scope = parent_scopes.get(parent)
+            if scope is None:
+                scope = parent_scopes[parent] = ".".join(parent.split(".")[:-3])
+            layer = scope
         else:
             layer = TOP_LAYER
     frame = ""
@@ -633,7 +636,8 @@ def _tree(folder: str | None, calls: list[str] | None = None, fw: str = "") -> t
     stack = _json(os.path.join(folder, msprobe.STACK_JSON))
     if not calls or not construct or not stack:
         return root, []  # msprobe's layer mapping needs both files
-    items, named, parent_scopes = [], {}, {}
+    items, named = [], {}
+    parent_scopes: dict[str, str] = {}
     backward = pipelined = False
     for name in calls:
         parent = construct.get(name)
@@ -721,9 +725,10 @@ def _convert(root: _Trie, full_scope: str, rules) -> str:
 def _query(root: _Trie, scope: str) -> _Trie | None:
     node = root
     for part in scope.split(".")[1:]:
-        node = node.children.get(part)
-        if node is None:
+        child = node.children.get(part)
+        if child is None:
             return None
+        node = child
     return node
 
 

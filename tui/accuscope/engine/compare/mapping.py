@@ -230,10 +230,11 @@ class _Mapper:
 
     def _input_origin(self, node: Node, i: int) -> tuple[tuple[str, int] | None, str]:
         """Trace input i back through layout-only ops (those without a golden tensor of their own)."""
-        if i >= len(node.inputs):
+        om = self.om  # set: node is one of its nodes
+        if i >= len(node.inputs) or om is None:
             return None, f"input {i} of {node.name} is not in the model graph"
-        for tensor, found in walk_back(self.om, node.inputs[i]):
-            if tensor in self.om.weights:
+        for tensor, found in walk_back(om, node.inputs[i]):
+            if tensor in om.weights:
                 return None, f"input {i} of {node.name} is a weight ({tensor.split(':')[0]}): no golden dump of weights"
             if found is None:
                 return None, f"input {i} of {node.name}: producer of {tensor} not in the model graph"
@@ -260,7 +261,7 @@ class _Mapper:
         if value.endswith(QUANTIZED_SUFFIX) and t.io == OUTPUT:  # a QLinear op's output, on its int8 grid
             g = self.golden.find_tensor(value[:-len(QUANTIZED_SUFFIX)])
             dequantized = self._dequantized(df, t) if g is not None else None
-            if dequantized is not None:
+            if dequantized is not None and g is not None:
                 return Pair(dequantized, g, df, g.op, "tensor")
         if value:
             g = self.golden.find_tensor(value) or self._golden_of_value(value)
@@ -291,15 +292,16 @@ class _Mapper:
         model, named `{tensor}_quantized` as onnxruntime's QOperator format names them, read as
         the float tensor it stands for: (q - zero point) * scale, with the op's own output scale and zero
         point (initializers of that model); None where they are not at hand."""
-        node = self.npu_graph.node(df.op_name) if self.npu_graph is not None else None
-        if node is None or node.type not in QLINEAR and node.type != "QuantizeLinear" or t.index:
+        graph = self.npu_graph
+        node = graph.node(df.op_name) if graph is not None else None
+        if node is None or graph is None or node.type not in QLINEAR and node.type != "QuantizeLinear" or t.index:
             return None
         at = QLINEAR[node.type][2] if node.type in QLINEAR else 1  # QuantizeLinear(x, scale, zero point)
         if len(node.inputs) <= at + 1:
             return None
         if self._initializers is None:
             from accuscope.engine.graphs.onnxgraph import small_initializers
-            self._initializers = small_initializers(self.npu_graph.path)
+            self._initializers = small_initializers(graph.path)
         scale, zero = (self._initializers.get(node.inputs[k]) for k in (at, at + 1))
         if scale is None or zero is None or scale.size != 1 or zero.size != 1:
             return None
@@ -340,7 +342,7 @@ class _Mapper:
             return None
         target = self.user_map.get(t.name)
         whole_op = target is None
-        if whole_op:
+        if target is None:
             target = self.user_map.get(df.op_name)
             if target is None:
                 return None
@@ -367,7 +369,7 @@ class _Mapper:
         (tpu-mlir lowering's casts) to the op whose output it is, and that output's golden tensor."""
         graph = self.npu_graph
         node = graph.node(op) if graph is not None else None
-        if node is None or i >= len(node.inputs):
+        if node is None or graph is None or i >= len(node.inputs):
             return None
         steps = list(walk_back(graph, node.inputs[i]))
         found = steps[-1][1]

@@ -24,9 +24,9 @@ from __future__ import annotations
 
 import math
 import os
-from collections import namedtuple
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import NamedTuple, Protocol, cast
 
 import numpy as np
 
@@ -38,7 +38,8 @@ CHUNK = 1 << 16
 BOOL_MEANINGFUL = ("cos", "red")
 _BOOL = np.dtype(np.bool_)
 
-ChunkSource = Callable[[], Iterable[tuple[np.ndarray, np.ndarray]]]
+Chunk = tuple[np.ndarray, np.ndarray]
+ChunkSource = Callable[[], Iterable[Chunk]]
 
 
 @dataclass
@@ -59,16 +60,25 @@ def _nan_values() -> dict[str, float]:
     return dict.fromkeys(COMPUTED_FLOATS, math.nan)
 
 
+class ArrayChunks:
+    """A chunk source over two whole arrays, which it keeps as `arrays` for the kernel's fused pass."""
+
+    __slots__ = ("arrays", "size")
+
+    def __init__(self, fx: np.ndarray, fy: np.ndarray, size: int):
+        self.arrays = (fx, fy)
+        self.size = size
+
+    def __call__(self) -> Iterator[Chunk]:
+        (fx, fy), size = self.arrays, self.size
+        for lo in range(0, fx.size, size):
+            yield fx[lo:lo + size], fy[lo:lo + size]
+
+
 def array_chunks(x: np.ndarray, y: np.ndarray, size: int | None = None) -> ChunkSource:
     """A chunk source over two arrays (memory maps included) of equal element count."""
     fx, fy = np.asarray(x).reshape(-1), np.asarray(y).reshape(-1)  # plain views slice faster than memmaps
-    size = size or CHUNK
-
-    def chunks() -> Iterator[tuple[np.ndarray, np.ndarray]]:
-        for lo in range(0, fx.size, size):
-            yield fx[lo:lo + size], fy[lo:lo + size]
-    chunks.arrays = (fx, fy)  # the whole pair, for the kernel's fused pass
-    return chunks
+    return ArrayChunks(fx, fy, size or CHUNK)
 
 
 def compare_arrays(x: np.ndarray, y: np.ndarray, kl: bool = True, threads: int = 1) -> PairMetrics:
@@ -88,7 +98,7 @@ def compare_chunks(source: ChunkSource, n: int, x_dtype: np.dtype | None, y_dtyp
     if n == 0:
         result.reasons.append("empty tensor")
         return result
-    arrays = getattr(source, "arrays", None)
+    arrays: Chunk | None = getattr(source, "arrays", None)
     if arrays is not None and _kernel is not None:  # the kernel's fused pass: no numpy arithmetic, no errstate
         fused = _fused_kernel(*arrays, kl, threads)
         if fused is not None:
@@ -97,13 +107,14 @@ def compare_chunks(source: ChunkSource, n: int, x_dtype: np.dtype | None, y_dtyp
             if kl:
                 _kl_finish(result, *sums)
             return _bool_cells(result, x_dtype, y_dtype)
+    acc: _Sums | None
     with np.errstate(all="ignore"):  # zeros and NaN/inf are handled explicitly
-        fused = _fused_numpy(*arrays, kl) if arrays is not None and _kernel is None else None
-        if fused is not None:
-            acc, sums = fused
+        fused_np = _fused_numpy(*arrays, kl) if arrays is not None and _kernel is None else None
+        if fused_np is not None:
+            acc, kl_sums = fused_np
             _fill(result, acc, n)
             if kl:
-                _kl_finish(result, *sums)
+                _kl_finish(result, *kl_sums)
             return _bool_cells(result, x_dtype, y_dtype)
         acc = _Sums(min(n, CHUNK))
         for xc, yc in source():
@@ -128,6 +139,20 @@ def _bool_cells(result: PairMetrics, x_dtype: np.dtype | None, y_dtype: np.dtype
     return result
 
 
+class Kernel(Protocol):
+    """What the compiled kernel offers (_kernel.c; its stub _kernel.pyi is checked against this)."""
+
+    def moments(self, x: np.ndarray, y: np.ndarray, /) -> tuple[float, ...]: ...
+
+    def kl(self, x: np.ndarray, y: np.ndarray, xlo: float, xfloor: float, ylo: float, yfloor: float, c: float,
+           bound: float, /) -> tuple[float, float, float]: ...
+
+    def pair(self, x: np.ndarray, y: np.ndarray, kl: bool = ..., threads: int = ..., /) -> tuple[float, ...] | None: ...
+
+    def simd(self, flag: bool = ..., /) -> bool: ...
+
+
+_kernel: Kernel | None
 try:
     from . import _kernel  # the fused C loops; absent when installed without a C compiler
 except ImportError:
@@ -141,14 +166,35 @@ def compiled_kernel() -> bool:
     return _kernel is not None
 
 
-# What one chunk contributes (the C kernel returns the same tuple): summed, max-ed or min-ed.
-FIELDS = "sxy sxx syy sx sy sdd sad mad srel mrel over1 over5 xmin xmax ymin ymax".split()
+class Fields(NamedTuple):
+    """What one chunk contributes (the C kernel returns the same tuple), by name: read where the
+    metrics are made of them."""
+
+    sxy: float
+    sxx: float
+    syy: float
+    sx: float
+    sy: float
+    sdd: float
+    sad: float
+    mad: float
+    srel: float
+    mrel: float
+    over1: float
+    over5: float
+    xmin: float
+    xmax: float
+    ymin: float
+    ymax: float
+
+
+# Each field summed, max-ed or min-ed over the chunks.
+FIELDS = list(Fields._fields)
 _SUMMED = [i for i, f in enumerate(FIELDS) if f.startswith(("s", "over"))]
 _MAXED = [FIELDS.index(f) for f in ("mad", "mrel", "xmax", "ymax")]
 _MINED = [FIELDS.index(f) for f in ("xmin", "ymin")]
 _MAD = FIELDS.index("mad")
 _INDEX = {f: i for i, f in enumerate(FIELDS)}
-Fields = namedtuple("Fields", FIELDS)  # the sums by name, read where the metrics are made of them
 CLOSE_RTOL, CLOSE_ATOL = 1e-3, 1e-8  # tpu-mlir's CLOSE: allclose at rtol 10^-k for some k >= 3
 
 
@@ -167,7 +213,7 @@ class _Sums:
         self.chunks = 0
         self.close = True  # every element so far within tpu-mlir's allclose (see add)
         self.nonfinite = (0, 0, 0)  # NaN, +inf, -inf at the same positions on both sides (left out)
-        self.last: tuple[np.ndarray, np.ndarray] | None = None  # the only chunk, kept for the KL walk
+        self.last: Chunk | None = None  # the only chunk, kept for the KL walk
 
     @classmethod
     def of(cls, values: list[float], close: bool) -> _Sums:
@@ -436,11 +482,13 @@ def _kl(result: PairMetrics, a: _Sums, n: int, source: ChunkSource) -> None:
     f = a.f
     params, sx0, sy0 = _kl_params(f.xmin, f.xmax, f.ymin, f.ymax, f.sx, f.sy, n)
     sums = [0.0, 0.0, 0.0]  # Sx, Sy, Sy' * sum(py' f(px'/py'))
-    chunks = [a.last] if a.chunks == 1 else (a.operands(xc, yc) for xc, yc in source() if len(xc))
+    last = a.last
+    chunks = [last] if a.chunks == 1 and last is not None else (a.operands(xc, yc) for xc, yc in source() if len(xc))
     for x, y in chunks:
         part = _kernel.kl(x, y, *params) if _kernel is not None else a.kl_chunk(x, y, params)
         sums = [s + p for s, p in zip(sums, part)]
-    _kl_finish(result, *sums, sx0, sy0)
+    sx, sy, fsum = sums
+    _kl_finish(result, sx, sy, fsum, sx0, sy0)
 
 
 def _kl_params(xmin: float, xmax: float, ymin: float, ymax: float, sx: float, sy: float,
@@ -476,7 +524,7 @@ def _fused_kernel(x: np.ndarray, y: np.ndarray, kl: bool, threads: int) -> tuple
     computing walk, split over `threads` threads; (sums in FIELDS order, close, KL sums). None when
     it does not apply (dtypes float32 does not hold exactly, NaN/inf in the data: the chunked path
     handles those)."""
-    if x.dtype.newbyteorder("=") not in _EXACT_F32 or y.dtype.newbyteorder("=") not in _EXACT_F32:
+    if _kernel is None or x.dtype.newbyteorder("=") not in _EXACT_F32 or y.dtype.newbyteorder("=") not in _EXACT_F32:
         return None
     if x.dtype != _F32 or not x.flags.c_contiguous:
         x = np.ascontiguousarray(x, dtype=np.float32)
@@ -510,7 +558,7 @@ def _fused_numpy(x: np.ndarray, y: np.ndarray, kl: bool) -> tuple[_Sums, tuple] 
     for lo in range(0, n, size):
         acc.add(x[lo:lo + size], y[lo:lo + size], ranges=False)
         if kl:
-            sums = [s + p for s, p in zip(sums, acc.kl_chunk(*acc.last, params))]
+            sums = [s + p for s, p in zip(sums, acc.kl_chunk(*cast(Chunk, acc.last), params))]
     for name, value in zip(("xmin", "ymin", "xmax", "ymax"), ranges):
         acc.v[_INDEX[name]] = value
     return acc, (*sums, sx0, sy0) if kl else ()

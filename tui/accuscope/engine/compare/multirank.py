@@ -10,6 +10,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
+from typing import cast
 
 from accuscope.engine.compare import comparison as engine
 from accuscope.engine.compare import statcolumns
@@ -101,7 +102,7 @@ def compare_rank(spec: engine.CompareSpec, rank: Rank) -> RankResult:
             result.sides = {"npu": statcolumns.KIND, "golden": statcolumns.KIND}
         else:
             plan = engine.plan(one)
-            table = engine.execute(plan, workers=1)
+            table = cast(ResultTable, engine.execute(plan, workers=1))  # None only when cancelled: no cancel here
             coverage, problems = plan.coverage, plan.problems
             result.sides = {"npu": plan.npu.kind, "golden": plan.golden.kind}
     except SourceError as exc:

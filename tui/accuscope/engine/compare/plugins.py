@@ -17,11 +17,15 @@ import re
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from accuscope.engine.sources.tensor import Problem, SourceError
+
+if TYPE_CHECKING:
+    from multiprocessing.connection import Connection
+    from multiprocessing.process import BaseProcess
 
 NAME = re.compile(r"alg_([A-Za-z0-9_]+)\.py")
 TIMEOUT = 60.0
@@ -71,6 +75,8 @@ _CACHE: dict[str, Any] = {}
 def _load(path: str):
     if path not in _CACHE:
         spec = importlib.util.spec_from_file_location(f"accuscope_alg_{abs(hash(path))}", path)
+        if spec is None or spec.loader is None:  # not for a .py file, as every plugin is
+            raise ImportError("not loadable as a Python module")
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
         func = getattr(module, "compare", None)
@@ -127,7 +133,8 @@ class PluginHost:
         self.cancel = cancel
         self.used: dict[str, float] = {}
         self.disabled: dict[str, str] = {}  # plugin name -> the reason its remaining cells carry
-        self._proc = self._conn = None
+        self._proc: BaseProcess | None = None
+        self._conn: Connection | None = None
 
     def __enter__(self) -> PluginHost:
         return self
@@ -157,7 +164,7 @@ class PluginHost:
             proc.kill()
             proc.join()
 
-    def _start(self) -> None:
+    def _start(self) -> tuple[Connection, BaseProcess]:
         """Start the host; from a daemonic process too (a Dask worker: see children_allowed). A start
         that fails raises its own error and leaves nothing to close."""
         from accuscope.engine.compare.lifetime import children_allowed, process_context
@@ -173,17 +180,19 @@ class PluginHost:
         finally:
             child.close()
         self._conn, self._proc = conn, proc
+        return conn, proc
 
     def _ask(self, plugin: Plugin, request):
-        if self._proc is None:
-            self._start()
+        conn, proc = self._conn, self._proc
+        if conn is None or proc is None:
+            conn, proc = self._start()
         before, start = self.used.get(plugin.name, 0.0), time.perf_counter()
 
         def spent() -> float:
             return before + time.perf_counter() - start
         try:
-            self._conn.send(request)
-            while not self._conn.poll(0.1):
+            conn.send(request)
+            while not conn.poll(0.1):
                 if spent() >= self.budget:
                     self.close()
                     self.disabled[plugin.name] = (f"{plugin.name}: disabled after using its {self.budget:g} s "
@@ -192,11 +201,11 @@ class PluginHost:
                 if self.cancel is not None and self.cancel.is_set():
                     self.close()
                     return _Failed(f"{plugin.name}: cancelled")
-            return self._conn.recv()
+            return conn.recv()
         except (EOFError, OSError):  # the plugin ended the host process
-            self._proc.join()
-            code = self._proc.exitcode
-            self._conn.close()
+            proc.join()
+            code = proc.exitcode
+            conn.close()
             self._proc = self._conn = None
             return _Failed(f"{plugin.name} ended its process (exit code {code}); not computed")
         finally:

@@ -19,7 +19,7 @@ import math
 import operator
 import tokenize
 from collections.abc import Callable, Iterable, Sequence
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar, cast
 
 import numpy as np
 
@@ -110,6 +110,9 @@ def _ranks(lower: np.ndarray) -> np.ndarray:
         s = lower[order]
         ranks[order] = np.concatenate(([0], np.cumsum(s[1:] != s[:-1])))
     return ranks
+
+
+_T = TypeVar("_T")
 
 
 class ResultTable:
@@ -267,7 +270,7 @@ class ResultTable:
 
     def _spellings(self) -> dict[str, tuple[str, str]]:
         """lowercase spelling -> (column key, spelling to suggest)."""
-        out = {}
+        out: dict[str, tuple[str, str]] = {}
         pairs = [(k, k) for k in self.columns] + [(csv, k) for k, csv in CSV_OF.items()] \
             + [(csv, k) for csv, k in CSV_NAMES.items()] + list(ALIASES.items())
         for spelled, key in pairs:
@@ -275,7 +278,7 @@ class ResultTable:
                 out.setdefault(form.lower(), (key, form))
         return out
 
-    def cached(self, tag: str, deps: tuple[str, ...], build: Callable) -> np.ndarray:
+    def cached(self, tag: str, deps: tuple[str, ...], build: Callable[..., _T]) -> _T:
         """A value derived from columns `deps`, rebuilt only when one of those arrays is replaced."""
         arrays = tuple(self.columns[k] for k in deps)
         hit = self._cache.get((tag, deps))
@@ -463,6 +466,27 @@ class _Val(NamedTuple):
     label: str  # as the user wrote it, for messages
     const: bool = False
 
+    # `data` as its kind holds it (the filter reads each only where the kind says so)
+    @property
+    def num(self) -> float | np.ndarray:
+        """A "num" or "bool" value: a number or bool, or an array over the rows."""
+        return cast("float | np.ndarray", self.data)
+
+    @property
+    def text(self) -> str:
+        """A "text" constant (lowercased)."""
+        return cast(str, self.data)
+
+    @property
+    def codes(self) -> TextCodes:
+        """A "text" column: its lowercased codes."""
+        return cast(TextCodes, self.data)
+
+    @property
+    def mixed(self) -> tuple[np.ndarray, TextCodes]:
+        """A "mixed" column: (its numbers, its lowercased codes)."""
+        return cast("tuple[np.ndarray, TextCodes]", self.data)
+
 
 class _Filter:
     def __init__(self, table: ResultTable, expression: str):
@@ -477,8 +501,9 @@ class _Filter:
         except (RecursionError, MemoryError):
             raise FilterError(_TOO_DEEP) from None
         except SyntaxError as e:
-            at_end = not e.offset or e.offset > len(self.text.rstrip())
-            position = len(self.text.rstrip()) if at_end else e.offset - 1
+            offset = e.offset or 0  # None: no position, read as the end
+            at_end = not offset or offset > len(self.text.rstrip())
+            position = len(self.text.rstrip()) if at_end else offset - 1
             for pair in ("&&", "||"):  # Python points at the second character
                 position = self.text.find(pair) if pair in self.text else position
             raise FilterError(_syntax_message(self.text, e), position) from None
@@ -494,13 +519,13 @@ class _Filter:
         """A condition as a mask over all rows (a constant such as `True` holds for every row)."""
         return np.broadcast_to(np.asarray(data, dtype=bool), (len(self.table),))
 
-    def eval(self, node: ast.AST) -> _Val:
+    def eval(self, node: ast.expr) -> _Val:
         method = getattr(self, "eval_" + type(node).__name__, None)
         if method is None:
             raise FilterError(f"'{self.source(node)}' is not supported; {_HELP}", node.col_offset)
         return method(node)
 
-    def source(self, node: ast.AST) -> str:
+    def source(self, node: ast.expr) -> str:
         """The text of `node` as the user wrote it: a slice of the one line (ast.get_source_segment
         splits the whole text again at every call: quadratic in the filter's length)."""
         end = getattr(node, "end_col_offset", None)
@@ -547,7 +572,7 @@ class _Filter:
         if isinstance(node.op, ast.Not):
             return _Val("bool", np.logical_not(self.condition(node.operand)), self.source(node))
         value = self.number(node.operand)
-        return _Val("num", -value.data if isinstance(node.op, ast.USub) else value.data,
+        return _Val("num", -value.num if isinstance(node.op, ast.USub) else value.num,
                     self.source(node), value.const)
 
     def eval_BinOp(self, node: ast.BinOp) -> _Val:
@@ -557,7 +582,7 @@ class _Filter:
                               node.col_offset)
         left, right = self.number(node.left), self.number(node.right)
         with np.errstate(all="ignore"):
-            return _Val("num", op(left.data, right.data), self.source(node), left.const and right.const)
+            return _Val("num", op(left.num, right.num), self.source(node), left.const and right.const)
 
     def eval_Call(self, node: ast.Call) -> _Val:
         if isinstance(node.func, ast.Attribute):
@@ -570,8 +595,8 @@ class _Filter:
                               'abs(value), under(column, "module.path")', node.col_offset)
         value = self.number(node.args[0])
         if name == "abs":
-            return _Val("num", np.abs(value.data), self.source(node), value.const)
-        return _Val("bool", np.isnan(value.data), self.source(node))
+            return _Val("num", np.abs(value.num), self.source(node), value.const)
+        return _Val("bool", np.isnan(value.num), self.source(node))
 
     def eval_Attribute(self, node: ast.Attribute) -> _Val:
         raise FilterError(f"'{self.source(node)}' is not supported; to look for text inside a column "
@@ -592,24 +617,24 @@ class _Filter:
         return _Val("bool", result, self.source(node))
 
     # -- helpers
-    def condition(self, node: ast.AST):
+    def condition(self, node: ast.expr):
         value = self.eval(node)
         if value.kind != "bool":
             hint = f", e.g. {value.label} < 0.99" if value.kind == "num" and not value.const else ""
             raise FilterError(f"'{value.label}' is not a condition{hint}; {_HELP}", node.col_offset)
         return value.data
 
-    def number(self, node: ast.AST) -> _Val:
+    def number(self, node: ast.expr) -> _Val:
         value = self.eval(node)
         if value.kind == "mixed":
-            return _Val("num", value.data[0], value.label)
+            return _Val("num", value.mixed[0], value.label)
         if value.kind == "bool" and not value.const:
             return _Val("num", np.asarray(value.data, dtype=np.float64), value.label)
         if value.kind != "num":
             raise FilterError(f"{value.label} is not a number", node.col_offset)
         return value
 
-    def compare(self, a: _Val, op: ast.cmpop, b: _Val, left: ast.AST, right: ast.AST):
+    def compare(self, a: _Val, op: ast.cmpop, b: _Val, left: ast.expr, right: ast.expr):
         symbol, fn = _OPS[type(op)]
         at = right if b.const or not a.const else left  # point at the constant, else the left side
         if {a.kind, b.kind} == {"bool", "num"} and "nan" in (a.label.lower(), b.label.lower()):
@@ -620,21 +645,21 @@ class _Filter:
             a, b = (_side(v, as_text) for v in (a, b))
         if (a.kind == "text") != (b.kind == "text"):
             raise FilterError(_mismatch(a, symbol, b), at.col_offset)
-        a, b = (_Val("num", np.asarray(v.data, dtype=np.float64) if not v.const else float(v.data),
+        a, b = (_Val("num", np.asarray(v.data, dtype=np.float64) if not v.const else float(v.num),
                      v.label, v.const) if v.kind == "bool" else v for v in (a, b))
         if a.kind == "num":
             with np.errstate(invalid="ignore"):
-                out = fn(a.data, b.data)
+                out = fn(a.num, b.num)
                 if symbol == "!=":
-                    out = np.logical_and(out, ~np.isnan(a.data) & ~np.isnan(b.data))
+                    out = np.logical_and(out, ~np.isnan(a.num) & ~np.isnan(b.num))
             return out
         if a.const and b.const:
-            return fn(a.data, b.data)
+            return fn(a.text, b.text)
         if b.const:  # a text column against a text: compared on its distinct values
-            return a.data.where(fn(a.data.values, b.data))
+            return a.codes.where(fn(a.codes.values, b.text))
         if a.const:
-            return b.data.where(fn(a.data, b.data.values))
-        return np.asarray(fn(a.data.take(a.data.values), b.data.take(b.data.values)), dtype=bool)
+            return b.codes.where(fn(a.text, b.codes.values))
+        return np.asarray(fn(a.codes.take(a.codes.values), b.codes.take(b.codes.values)), dtype=bool)
 
     def under(self, node: ast.Call) -> _Val:
         """under(column, "layers.1"): rows whose dotted path is that one or lies under it."""
@@ -644,13 +669,13 @@ class _Filter:
         if column.kind != "text" or column.const or path.kind != "text" or not path.const:
             raise FilterError(f'under() takes a text column and a dotted path in quotes, e.g. under(type, '
                               f'"layers.1"); not {self.source(node)}', node.col_offset)
-        prefix = path.data.strip(".")
+        prefix = path.text.strip(".")
         if not prefix:
             raise FilterError('under() needs a module path, e.g. under(type, "layers.1")', node.args[1].col_offset)
-        codes = column.data
+        codes = column.codes
         return _Val("bool", codes.where([is_under(s, prefix) for s in codes.values.tolist()]), self.source(node))
 
-    def contains(self, left_node: ast.AST, right_node: ast.AST):
+    def contains(self, left_node: ast.expr, right_node: ast.expr):
         if isinstance(right_node, (ast.Tuple, ast.List, ast.Set)):
             value = self.eval(left_node)
             options = [self.eval(e) for e in right_node.elts]
@@ -663,7 +688,7 @@ class _Filter:
         if needle.kind != "text" or not needle.const or column.kind != "text" or column.const:
             raise FilterError(f"'in' looks for a text inside a text column, e.g. \"conv\" in name; "
                               f"not {needle.label} in {column.label}", left_node.col_offset)
-        text, codes = needle.data, column.data
+        text, codes = needle.text, column.codes
         return codes.where([text in s for s in codes.values.tolist()])
 
 
@@ -676,7 +701,7 @@ def is_under(path: str, module: str) -> bool:
 def _side(value: _Val, as_text: bool) -> _Val:
     if value.kind != "mixed":
         return value
-    return _Val("text" if as_text else "num", value.data[1 if as_text else 0], value.label)
+    return _Val("text" if as_text else "num", value.mixed[1 if as_text else 0], value.label)
 
 
 def _mismatch(a: _Val, symbol: str, b: _Val) -> str:

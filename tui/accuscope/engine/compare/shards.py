@@ -66,6 +66,7 @@ import os
 import re
 from dataclasses import dataclass, replace
 from functools import partial
+from typing import cast
 
 import numpy as np
 
@@ -425,7 +426,7 @@ def merge_group(ranks: list[Rank], layout: Layout, problems: list[Problem], deci
     by_name = [{t.tensor_name or t.name: t for t in r.tensors} for r in ranks]
     classes = _modules(first.tensors)
     sizes: dict[str, int | None] = {}
-    ids: dict[str, list[Tensor]] = {}
+    ids: dict[str, list[Tensor | None]] = {}
     for path, cls in classes.items():
         kind = layout.kind(path, cls)
         if kind:
@@ -453,19 +454,20 @@ def merge_group(ranks: list[Rank], layout: Layout, problems: list[Problem], deci
         seen.add(key)
         shards = [m.get(key) for m in by_name]
         absent = [f"rank{r.number}" for r, s in zip(ranks, shards) if s is None]
+        present = cast("list[Tensor]", shards)  # read where none is absent
         module = forward_module.get(t.op, t.op_type)
         kind = layout.kind(module, classes.get(module, "")) if module else ""
         if absent:
             why = f"on rank{first.number} but not on {', '.join(absent)} of its TP group ({labels})"
             how, dim = "", 0
             out.append(_unmerged(t, f"{MERGED}{why}"))
-        elif len({s.shape for s in shards}) > 1:
-            why = f"shard shapes differ ({', '.join(f'rank{r.number} {list(s.shape)}' for r, s in zip(ranks, shards))})"
+        elif len({s.shape for s in present}) > 1:
+            why = f"shard shapes differ ({', '.join(f'rank{r.number} {list(s.shape)}' for r, s in zip(ranks, present))})"
             how, dim = "", 0
             out.append(_unmerged(t, f"{MERGED}{why}"))
         else:
-            how, dim, why = rule(shards, kind, sizes.get(module), ids.get(module), params)
-            merged, lost = _merge(shards, kind, sizes.get(module), ids.get(module), labels, (how, dim, why))
+            how, dim, why = rule(present, kind, sizes.get(module), ids.get(module), params)
+            merged, lost = _merge(present, kind, sizes.get(module), ids.get(module), labels, (how, dim, why))
             out.append(merged)
             if decisions is not None:
                 decisions.append(Decision(stage, t.op, key, kind, how, dim, why, tuple(lost)))
@@ -528,8 +530,8 @@ def rule(shards: list[Tensor], kind: str, size: int | None, ids: list[Tensor | N
     if kind == VOCAB:
         if size is not None and len(shape) == 2 and shape[0] == size:
             return CONCAT, 0, ""
-        if shape and ids and all(i is not None for i in ids) and shape == (*ids[0].shape, shape[-1]) and \
-                len(shape) > len(ids[0].shape):
+        if shape and ids and (first := ids[0]) is not None and all(i is not None for i in ids) and \
+                shape == (*first.shape, shape[-1]) and len(shape) > len(first.shape):
             return BY_VOCAB, 0, ""
         return "", 0, BOOKKEEPING
     if not shape:
@@ -625,6 +627,7 @@ def load_merged(how: str, dim: int, readers: tuple, id_reader, labels: str, size
         return total
     token_ids = np.asarray(id_reader()).astype(np.int64)
     out = np.zeros_like(parts[0])
+    size = cast(int, size)  # BY_VOCAB: the shard size the vocabulary rows are split by
     for k, part in enumerate(parts):  # rank k owns vocabulary rows k*size .. (k+1)*size-1
         owned = (token_ids >= k * size) & (token_ids < (k + 1) * size)
         out[owned] = part[owned]

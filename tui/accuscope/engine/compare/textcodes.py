@@ -8,6 +8,7 @@ so a paged (columnar) column is never held whole as Python strings.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import NamedTuple
 
 import numpy as np
@@ -25,7 +26,7 @@ class TextCodes(NamedTuple):
         """An array over the distinct values, spread to the rows."""
         return per_value[self.codes]
 
-    def where(self, per_value: np.ndarray) -> np.ndarray:
+    def where(self, per_value: np.ndarray | Sequence[bool]) -> np.ndarray:
         """A boolean mask over the distinct values as a mask over rows."""
         per_value = np.asarray(per_value, dtype=bool)
         if not per_value.any():

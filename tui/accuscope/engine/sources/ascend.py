@@ -12,7 +12,7 @@ import struct
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypedDict, cast
 
 import numpy as np
 
@@ -22,7 +22,7 @@ from accuscope.engine.sources.names import DumpName, parse_dump_name
 from accuscope.engine.sources.tensor import INPUT, OUTPUT, Payload, Tensor, read_payload
 
 if TYPE_CHECKING:  # protobuf is imported by the first dump file read or written, not by every command
-    from accuscope.engine.sources.dumpproto import DumpData
+    from accuscope.engine.sources.dumpproto import DumpDataMessage, OpInputMessage, OpOutputMessage
 
 DTYPE_NAMES = (
     "UNDEFINED FLOAT FLOAT16 INT8 UINT8 INT16 UINT16 INT32 INT64 UINT32 UINT64 BOOL DOUBLE STRING "
@@ -94,7 +94,7 @@ class DumpFile:
         return self.inputs + self.outputs
 
 
-def read_header(path: str) -> tuple[DumpData, int, int]:
+def read_header(path: str) -> tuple[DumpDataMessage, int, int]:
     """(header message, offset of the first payload, file size). Raises ValueError with the reason."""
     why = not_regular(path)
     if why:
@@ -149,7 +149,7 @@ def read_dump_file(path: str | os.PathLike, original_name: str | None = None) ->
         df.problem = (f"{what}: header {offset - 8} bytes + payloads {total} bytes + 8 = {offset + total}"
                       f" bytes, but the file has {size}")
         return df
-    for io, items in sections[:2]:
+    for io, items in ((INPUT, msg.input), (OUTPUT, msg.output)):
         out = df.inputs if io == INPUT else df.outputs
         for i, item in enumerate(items):
             out.append(_tensor(df, io, i, item, path, offset))
@@ -157,20 +157,35 @@ def read_dump_file(path: str | os.PathLike, original_name: str | None = None) ->
     return df
 
 
-def _tensor(df: DumpFile, io: str, index: int, item, path: str, offset: int) -> Tensor:
+class _TensorFields(TypedDict):
+    """The Tensor fields every tensor of a dump file is made with."""
+
+    op: str
+    io: str
+    index: int
+    source: str
+    op_type: str
+    dtype_name: str
+    format: str
+    storage_shape: tuple[int, ...]
+    original_op: tuple[str, int] | None
+    timestamp: int
+
+
+def _tensor(df: DumpFile, io: str, index: int, item: OpInputMessage, path: str, offset: int) -> Tensor:
     storage = tuple(int(d) for d in item.shape.dim)
     original = tuple(int(d) for d in item.original_shape.dim) if item.HasField("original_shape") else None
     huge = [d for d in storage + (original or ()) if d >= _INT64]
     fmt = format_name(item.format)
     code = item.data_type
     orig_op = None
-    if io == OUTPUT and item.HasField("original_op") and item.original_op.name:
-        orig_op = (item.original_op.name, int(item.original_op.output_index))
+    if io == OUTPUT and item.HasField("original_op") and (op := cast("OpOutputMessage", item).original_op).name:
+        orig_op = (op.name, int(op.output_index))
     sdtype = STORAGE_DTYPES.get(code)
     name = "bfloat16" if code == BF16 else sdtype.name if sdtype is not None else dtype_name(code).lower()
-    common = dict(op=df.op_name, io=io, index=index, source=path, op_type=df.op_type,
-                  dtype_name=name, format=fmt, storage_shape=storage,
-                  original_op=orig_op, timestamp=df.timestamp)
+    common: _TensorFields = dict(op=df.op_name, io=io, index=index, source=path, op_type=df.op_type,
+                                 dtype_name=name, format=fmt, storage_shape=storage,
+                                 original_op=orig_op, timestamp=df.timestamp)
     if huge:
         return Tensor(dtype=None, shape=storage, problem=f"impossible dimension {huge[0]}", **common)
     if max(len(storage), len(original or ())) > MAX_RANK:
@@ -226,7 +241,7 @@ def crop_to(t: Tensor, shape: tuple[int, ...]) -> Tensor:
     golden counterpart's) when the storage fits it, so the pair compares instead of failing on
     the padding; any other tensor unchanged."""
     shape = tuple(shape)
-    if not t.conversion.endswith(UNCROPPED) or t.payload is None or shape == t.shape:
+    if not t.conversion.endswith(UNCROPPED) or t.payload is None or t.storage_shape is None or shape == t.shape:
         return t
     try:
         layout.check(t.format, t.storage_shape, shape)
@@ -260,7 +275,7 @@ class DumpTensor:
 
 
 def build_header(op_name: str, inputs: Sequence[DumpTensor], outputs: Sequence[DumpTensor],
-                 dump_time: int = 0, version: str = "2.0") -> tuple[DumpData, list[bytes]]:
+                 dump_time: int = 0, version: str = "2.0") -> tuple[DumpDataMessage, list[bytes]]:
     """The header message and the payload bytes, in file order (inputs then outputs)."""
     from accuscope.engine.sources.dumpproto import DumpData
     msg = DumpData(version=version, dump_time=dump_time, op_name=op_name)
@@ -283,7 +298,8 @@ def build_header(op_name: str, inputs: Sequence[DumpTensor], outputs: Sequence[D
             item.original_shape.dim.extend(arr.shape)
             item.size = len(raw)
             if io == OUTPUT and t.original_op:
-                item.original_op.name, item.original_op.output_index = t.original_op
+                op = cast("OpOutputMessage", item).original_op
+                op.name, op.output_index = t.original_op
             payloads.append(raw)
     return msg, payloads
 
@@ -294,7 +310,7 @@ def write_dump_file(path: str | os.PathLike, op_name: str, inputs: Sequence[Dump
     write_raw(path, msg, payloads)
 
 
-def write_raw(path: str | os.PathLike, msg: DumpData, payloads: Sequence[bytes]) -> None:
+def write_raw(path: str | os.PathLike, msg: DumpDataMessage, payloads: Sequence[bytes]) -> None:
     """Write a header message and its payloads (deterministic: same inputs, same bytes)."""
     header = msg.SerializeToString(deterministic=True)
     with open(path, "wb") as fh:

@@ -6,6 +6,9 @@ protoc/protobuf version pairing. Enums are plain ints on the wire; their names l
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, MutableSequence
+from typing import Protocol, TypeVar
+
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
 _F = descriptor_pb2.FieldDescriptorProto
@@ -88,7 +91,73 @@ def _build() -> dict[str, type]:
     }
 
 
+# The messages as accuscope reads and writes them (the classes are built at run time, so the
+# type checker sees them through these; the fields as in SCHEMA)
+_M = TypeVar("_M", covariant=True)
+
+
+class Repeated(Protocol[_M]):
+    """A repeated message field."""
+
+    def __iter__(self) -> Iterator[_M]: ...
+
+    def __len__(self) -> int: ...
+
+    def add(self) -> _M: ...
+
+
+class ShapeMessage(Protocol):
+    dim: MutableSequence[int]
+
+
+class OriginalOpMessage(Protocol):
+    name: str
+    output_index: int
+    data_type: int
+    format: int
+
+
+class PayloadMessage(Protocol):
+    """What every section's item has: its bytes in the header (legacy) and their size in the file."""
+
+    data: bytes
+    size: int
+
+
+class OpInputMessage(PayloadMessage, Protocol):
+    data_type: int
+    format: int
+    shape: ShapeMessage
+    original_shape: ShapeMessage
+
+    def HasField(self, name: str, /) -> bool: ...
+
+
+class OpOutputMessage(OpInputMessage, Protocol):
+    original_op: OriginalOpMessage
+
+
+class OpAttrMessage(Protocol):
+    name: str
+    value: str
+
+
+class DumpDataMessage(Protocol):
+    version: str
+    dump_time: int
+    op_name: str
+    output: Repeated[OpOutputMessage]
+    input: Repeated[OpInputMessage]
+    buffer: Repeated[PayloadMessage]
+    attr: Repeated[OpAttrMessage]
+    space: Repeated[PayloadMessage]
+
+    def ParseFromString(self, serialized: bytes, /) -> int: ...
+
+    def SerializeToString(self, *, deterministic: bool = ...) -> bytes: ...
+
+
 _CLASSES = _build()
-DumpData = _CLASSES["DumpData"]
+DumpData: Callable[..., DumpDataMessage] = _CLASSES["DumpData"]  # the fields as keywords
 OpInput = _CLASSES["OpInput"]
 OpOutput = _CLASSES["OpOutput"]

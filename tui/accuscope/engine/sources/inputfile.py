@@ -81,7 +81,8 @@ def walk(top: str | os.PathLike, max_depth: int = WALK_DEPTH):
     stack = [(os.fspath(top), 0)]
     while stack:
         folder, depth = stack.pop()
-        dirs, files = [], []
+        dirs: list[str] = []
+        files: list[str] = []
         try:
             with os.scandir(folder) as it:
                 for entry in it:

@@ -48,12 +48,12 @@ def markdown_text(text: object) -> str:
     return printable(str(text)).translate(_MARKDOWN)
 
 
-class TensorName(NamedTuple):
+# the fields in the functional form: a field named `index` shadows tuple.index, which the class
+# form's type check refuses as an override (python/mypy#4507)
+class TensorName(NamedTuple("TensorName", [("op", str), ("io", str), ("index", int)])):  # io: "input" or "output"
     """`{op}:{io}:{index}`: one tensor of an op (the result's TensorIndex, `Tensor.name`)."""
 
-    op: str
-    io: str  # "input" or "output"
-    index: int
+    __slots__ = ()
 
     def __str__(self) -> str:
         return f"{self.op}:{self.io}:{self.index}"

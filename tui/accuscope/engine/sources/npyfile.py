@@ -19,7 +19,7 @@ import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache, partial
-from typing import IO
+from typing import IO, Literal, cast
 
 import numpy as np
 
@@ -147,7 +147,8 @@ def _npy_dict(text: str) -> tuple:
         m = _NPY_TOKEN.match(text, pos)
         if not m:
             raise ValueError(f"npy header is not a plain dict literal (at {text[pos:pos + 20]!r})")
-        tokens.append((m.lastgroup, m.group(m.lastgroup)))
+        kind = cast(str, m.lastgroup)  # every alternative is a named group
+        tokens.append((kind, m.group(kind)))
         pos = m.end()
     tokens.append(("end", ""))
     fields: dict[str, object] = {}
@@ -251,7 +252,7 @@ def load_npy(path: str) -> np.ndarray:
     """A read-only memory map, placed by our own header parse (numpy's parser never sees the file)."""
     with open(path, "rb") as fh:
         head = npy_header(fh, os.fstat(fh.fileno()).st_size)
-    order = "F" if head.fortran else "C"
+    order: Literal["C", "F"] = "F" if head.fortran else "C"
     if head.nbytes == 0:
         return np.empty(head.shape, dtype=head.dtype, order=order)
     return np.memmap(path, dtype=head.dtype, mode="r", offset=head.offset, shape=head.shape, order=order)

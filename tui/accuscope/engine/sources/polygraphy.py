@@ -24,9 +24,10 @@ import json
 import os
 import re
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache, partial
-from typing import IO
+from typing import IO, cast
 
 import numpy as np
 from numpy.lib import format as npformat
@@ -34,6 +35,7 @@ from numpy.lib import format as npformat
 from accuscope.engine.sources.npyfile import nd_tensor, npy_header, npy_tensor
 from accuscope.engine.sources.tensor import Problem, SourceError, Tensor
 
+_simd_b64decode: Callable[..., bytes] | None
 try:  # SIMD base64 (~20x binascii on the same core) when installed; binascii otherwise
     from pybase64 import b64decode as _simd_b64decode
 except ImportError:  # pragma: no cover - depends on the environment
@@ -102,7 +104,7 @@ class _Scanner:
     def _peek(self) -> bytes:
         """The next non-blank byte, not consumed."""
         while True:
-            self.pos = _WS.match(self.buf, self.pos).end()
+            self.pos = cast("re.Match[bytes]", _WS.match(self.buf, self.pos)).end()  # matches anywhere
             if self.pos < len(self.buf):
                 return self.buf[self.pos:self.pos + 1]
             if not self._more(self.base + self.pos):

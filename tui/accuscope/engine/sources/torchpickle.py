@@ -52,6 +52,7 @@ from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 
@@ -230,7 +231,7 @@ def _check_pickle(data: bytes) -> None:
     def holder(items: list[int]) -> int:
         return 1 + max(items, default=0)
 
-    pos = 0
+    pos: int | None = 0
     try:
         for op, arg, pos in pickletools.genops(data):
             name = op.name
@@ -257,7 +258,7 @@ def _check_pickle(data: bytes) -> None:
             elif name in ("BINPUT", "LONG_BINPUT", "MEMOIZE"):
                 if len(stack) <= (marks[-1] if marks else 0):
                     raise PtError(f"broken pickle: a memo put with nothing to put at byte {pos}")
-                memo[len(memo) if name == "MEMOIZE" else arg] = stack[-1]
+                memo[len(memo) if name == "MEMOIZE" else cast(int, arg)] = stack[-1]
             elif name in ("BINGET", "LONG_BINGET"):
                 if arg not in memo:
                     raise PtError(f"broken pickle: memo get of an unset entry at byte {pos}")
