@@ -14,7 +14,7 @@ import pytest
 
 from accuscope.engine.compare import shards
 from accuscope.engine.compare.comparison import CompareSpec, execute, plan
-from accuscope.engine.sources.tensor import SourceError
+from accuscope.engine.sources.tensor import SourceError, Tensor
 
 TP = Path(__file__).parents[1] / "fixtures" / "msprobe" / "tp"
 MERGED = "TP merge: "
@@ -244,3 +244,17 @@ def test_settle_joins_along_the_dimension_the_other_side_makes():
     assert moved.shape == (2, 6, 16) and "concat dim 1 of rank0,rank1, dim 1 as the NPU side's shape" in moved.conversion
     whole = gelu.load()
     assert (moved.load() == np.concatenate([whole[..., :16], whole[..., 16:]], axis=1)).all()
+
+
+def test_vocabulary_split_needs_the_shard_size():
+    """A vocab-parallel lookup's rows are picked by the rank owning each token id: rank k owns rows k*size
+    and on, so without the embedding weight's shard (its size) the output is not merged, and says why
+    (it was merged by vocabulary before, and loading it raised a TypeError)."""
+    f32 = np.dtype(np.float32)
+
+    def shard(rank: int) -> Tensor:
+        return Tensor("embedding", "output", 0, f32, (2, 3, 8), f"rank{rank}", stats=(float(rank), 0.0, 0.0, 0.0))
+    ids = [Tensor("embedding", "input", 0, np.dtype(np.int64), (2, 3), f"rank{r}") for r in (0, 1)]
+    how, _, why = shards.rule([shard(0), shard(1)], shards.VOCAB, None, ids)
+    assert how == "" and "shard size is unknown" in why
+    assert shards.rule([shard(0), shard(1)], shards.VOCAB, 16, ids)[0] == shards.BY_VOCAB

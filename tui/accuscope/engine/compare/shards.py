@@ -532,6 +532,8 @@ def rule(shards: list[Tensor], kind: str, size: int | None, ids: list[Tensor | N
             return CONCAT, 0, ""
         if shape and ids and (first := ids[0]) is not None and all(i is not None for i in ids) and \
                 shape == (*first.shape, shape[-1]) and len(shape) > len(first.shape):
+            if size is None:  # which rank owns a token's row follows from the shard size
+                return "", 0, "the vocab-parallel embedding's weight shard is not in the dump: its shard size is unknown"
             return BY_VOCAB, 0, ""
         return "", 0, BOOKKEEPING
     if not shape:
@@ -571,8 +573,8 @@ def _merge(shards: list[Tensor], kind: str, size: int | None, ids: list[Tensor |
     readers = tuple(s.reader for s in shards)
     problem = next((s.problem for s in shards if s.problem), "")
     reader = None
-    if all(r is not None for r in readers) and not problem:
-        id_reader = ids[0].reader if how == BY_VOCAB and ids and ids[0] is not None else None
+    id_reader = ids[0].reader if how == BY_VOCAB and ids and ids[0] is not None else None
+    if all(r is not None for r in readers) and not problem and (how != BY_VOCAB or id_reader is not None):
         reader = partial(load_merged, how, dim, readers, id_reader, labels, size)
     return replace(t, shape=shape, payload=None, reader=reader, stats=stats, conversion=conversion, problem=problem,
                    checksum=t.checksum if how == ONCE else ""), lost
@@ -627,7 +629,7 @@ def load_merged(how: str, dim: int, readers: tuple, id_reader, labels: str, size
         return total
     token_ids = np.asarray(id_reader()).astype(np.int64)
     out = np.zeros_like(parts[0])
-    size = cast(int, size)  # BY_VOCAB: the shard size the vocabulary rows are split by
+    assert size is not None and id_reader is not None  # BY_VOCAB is decided only with both (decide, _merge)
     for k, part in enumerate(parts):  # rank k owns vocabulary rows k*size .. (k+1)*size-1
         owned = (token_ids >= k * size) & (token_ids < (k + 1) * size)
         out[owned] = part[owned]
