@@ -74,7 +74,7 @@ def test_batch_callers_compare_with_the_collector_paused_and_interactive_ones_ke
     plan = engine.plan(spec(root, sim))
     for inline_bytes, on in ((None, False), (0, True)):
         seen: list[bool] = []
-        table = engine.execute(plan, lambda p, rows, seen=seen: seen.append(gc.isenabled()), workers=1,
+        table = engine.execute(plan, lambda p, seen=seen: seen.append(gc.isenabled()), workers=1,
                                inline_bytes=inline_bytes)
         assert table is not None and seen and set(seen) == {on} and gc.isenabled()
 
@@ -84,7 +84,7 @@ def test_cancel_stops_early_and_returns_nothing(case):
     cancel = threading.Event()
     seen = []
 
-    def progress(p, rows):
+    def progress(p):
         seen.append(p.done)
         cancel.set()
     plan = engine.plan(spec(root, sim))

@@ -164,7 +164,7 @@ def test_degenerate_inputs():
     cancel.set()
     assert od.detail_arrays(np.ones(10), np.ones(10), cancel=cancel) is None
     seen = []
-    od.detail_arrays(np.ones(1000), np.ones(1000), chunk=100, progress=lambda done, n: seen.append((done, n)))
+    od.detail_arrays(np.ones(1000), np.ones(1000), chunk=100, progress=lambda p: seen.append((p.done, p.total)))
     assert seen[-1] == (1000, 1000)
 
 

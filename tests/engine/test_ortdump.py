@@ -207,7 +207,7 @@ def test_small_memory_budget_gives_the_same_files_as_one_batch(cls_model, cls_in
     ref, _ = cls_dump
     done = []
     report = dump_onnx(cls_model, tmp_path / "d", {"x": cls_input}, timestamp=TS, memory_budget=1_500_000,
-                       progress=lambda i, n: done.append((i, n)))
+                       progress=lambda p: done.append((p.done, p.total)))
     batches = json.loads((tmp_path / "d" / "dump.json").read_text())["batches"]
     assert batches >= 4
     assert json.loads((ref / "dump.json").read_text())["batches"] == 1

@@ -52,6 +52,7 @@ from ..engine.graphs.graph import Graph, Node
 from ..engine.graphs.lanes import Lanes, layout, reads
 from ..engine.graphs.modelfile import load_graph
 from ..engine.graphs.subgraph import Selection, SelectionError, select
+from ..engine.progress import Progress
 from ..engine.sources.tensor import SourceError
 from ..engine.tasks.task import Task
 from . import formatting as fmt
@@ -762,8 +763,8 @@ class GraphScreen(Screen[GraphResult]):
     def export_worker(self, selection: Selection, out: Path) -> None:
         from ..engine.export.folder import export
 
-        def progress(step: str, done: int, total: int) -> None:
-            self.post_message(ExportProgress(f"export: {step} ({done}/{total})"))
+        def progress(p: Progress) -> None:
+            self.post_message(ExportProgress(f"export: {p.what} ({p.done}/{p.total})"))
 
         def run():
             result = export(self.folder, selection, out, retest=True, progress=progress, cancel=self.cancel)

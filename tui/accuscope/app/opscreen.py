@@ -42,6 +42,7 @@ from ..engine.diagnose.opdetail import (
     exact_count,
 )
 from ..engine.diagnose.oppair import OpPair, open_op
+from ..engine.progress import Progress
 from ..engine.sources.names import parse_tensor_name
 from ..engine.sources.tensor import SourceError
 from ..engine.tasks.task import Task
@@ -277,8 +278,8 @@ class OpScreen(Screen):
 
     @work(thread=True, exclusive=True, group="opdetail", exit_on_error=False)
     def _detail_worker(self, serial: int, ref: TensorRef, top: int, cancel: threading.Event) -> None:
-        def progress(done: int, n: int) -> None:
-            self.post_message(DetailProgress(done, n))
+        def progress(p: Progress) -> None:
+            self.post_message(DetailProgress(p.done, p.total))
 
         def run():
             pair = self._pairs.get(ref.key)

@@ -43,6 +43,7 @@ from .tasksnapshot import snapshot
 if TYPE_CHECKING:
     from ..engine.compare import comparison as engine
     from ..engine.diagnose.advice import Advice
+    from ..engine.progress import Progress
 
 # Imported where they are used, not before the first frame: the advisor, the comparison runners and
 # the screens a key opens (advice, graph, op, row detail) cost 0.2 s of a start that has 1 s.
@@ -490,14 +491,19 @@ class TaskScreen(Screen):
         def planned(plan: engine.Plan) -> None:
             self.post_message(ComparePlanned(plan))
 
-        def progress(p, batch) -> None:  # engine.Progress
-            self.post_message(CompareRows(list(batch), p.done, f"comparing {p.done:,}/{p.total:,} · {p.elapsed:.0f} s"))
+        arrived: list = []  # the rows, or the rank, that the next `progress` counts: sent on in one message
+        landed: list = []
 
-        def rank_done(run, result) -> None:
-            self.post_message(RankCompared(result, len(run.results) - len(run.resumed), len(run.leaves) - len(run.resumed)))
+        def progress(p: Progress) -> None:
+            if landed:
+                self.post_message(RankCompared(landed.pop(), p.done, p.total))
+                return
+            batch = arrived[:]
+            arrived.clear()
+            self.post_message(CompareRows(batch, p.done, f"comparing {p.done:,}/{p.total:,} · {p.elapsed:.0f} s"))
         deliver(self, CompareDone,  # inline_bytes: see execute()
                 lambda: run_comparison(spec, folder, cancel=self.cancel, planned=planned, progress=progress,
-                                       rank_done=rank_done, inline_bytes=0))
+                                       rows=arrived.extend, rank_done=landed.append, inline_bytes=0))
 
     @on(RankCompared)
     def rank_compared(self, message: RankCompared) -> None:

@@ -131,14 +131,10 @@ def judgement_json(table, summary) -> dict:
 
 
 def with_status(label: str, work):
-    """`work(progress)` under a status line that shows the engine's Progress (stage, done/total)."""
+    """`work(progress)` under a status line that shows the engine's Progress (what, done/total)."""
     status = err.status(label)
     status.start()
-
-    def progress(p) -> None:
-        status.update(f"{p.stage} {p.done}/{p.total}" if p.total else p.stage)
-
     try:
-        return work(progress)
+        return work(lambda p: status.update(p.line()))
     finally:
         status.stop()

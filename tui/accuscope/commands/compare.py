@@ -139,9 +139,9 @@ def _compare_one_and_report(spec: engine.CompareSpec, args, one_source: bool) ->
             bar.update(bar_task, total=plan.coverage.npu_paired)
             bar.start()
 
-    def progress(p, _rows):
+    def progress(p):
         if bar is not None:
-            bar.update(bar_task, completed=p.done, description=show(p.current[-40:]))
+            bar.update(bar_task, completed=p.done, description=show(p.what[-40:]))
 
     try:
         result = run_comparison(spec, args.out, workers=args.workers, cancel=cancel, one_source=one_source,
@@ -259,7 +259,7 @@ def compare_ranks_and_report(spec: engine.CompareSpec, args, one_source: bool = 
         for p in run.problems:
             say(f"  [red]✗[/] {show(p)}", soft_wrap=True)
 
-    def landed(run, r):
+    def landed(r):
         where = f" on {show(r.worker)}" if r.worker else ""
         if r.table is not None:
             failing = int(r.table.columns["fail"].sum())

@@ -35,7 +35,7 @@ def run(args) -> int:
                   transient=True) as bar:
         task = bar.add_task("convert", total=None)
         report = convert(source, args.out, args.to,
-                         progress=lambda done, total: bar.update(task, completed=done, total=total))
+                         progress=lambda p: bar.update(task, completed=p.done, total=p.total))
     problems = list(source.problems) + report.failed
     out.print(f"wrote {len(report.written):,} files to {escape(printable(report.out_dir))}")
     if report.renamed:

@@ -53,7 +53,7 @@ def run(args) -> int:
     workspace = (Path(args.workspace) if args.workspace else default_workspace()).expanduser().absolute()
     started = time.perf_counter()
     with err.status(f"building the demo workspace in {escape(str(workspace))}") as status:
-        folders = build_workspace(workspace, lambda text: status.update(escape(text)))
+        folders = build_workspace(workspace, lambda p: status.update(escape(p.what)))
     seconds = time.perf_counter() - started
     out.print(f"demo workspace: [bold]{escape(str(workspace))}[/] ({len(folders)} tasks, built in {seconds:.1f} s)",
               soft_wrap=True)

@@ -64,7 +64,7 @@ def dump_with_progress(model: str, out_dir: str, label: str = "dumping", **optio
     with Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=err, transient=True) as bar:
         task = bar.add_task("dump", total=None)
-        return dump_onnx(model, out_dir, progress=lambda done, total: bar.update(task, completed=done, total=total),
+        return dump_onnx(model, out_dir, progress=lambda p: bar.update(task, completed=p.done, total=p.total),
                          **options)
 
 

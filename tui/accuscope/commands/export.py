@@ -45,8 +45,8 @@ def run(args) -> int:
     if args.dry_run:
         return ExitCode.OK
 
-    def progress(step: str, done: int, total: int) -> None:
-        err.print(f"[{done}/{total}] {show(step)}", highlight=False)
+    def progress(p) -> None:
+        err.print(f"[{p.done}/{p.total}] {show(p.what)}", highlight=False)
 
     result = engine.export(args.task, selection, args.out, dtype=args.dtype, retest=args.retest,
                            progress=progress if err.is_terminal else None, framework_model=args.framework_model)

@@ -86,7 +86,7 @@ def run(args) -> int:
         with Progress(TextColumn("reading"), BarColumn(), TaskProgressColumn(), TimeRemainingColumn(),
                       console=err, transient=True) as bar:
             job = bar.add_task("", total=pair.npu.size)
-            detail = pair.detail(top=args.top, progress=lambda done, _n: bar.update(job, completed=done))
+            detail = pair.detail(top=args.top, progress=lambda p: bar.update(job, completed=p.done))
     else:
         detail = pair.detail(top=args.top)
     folder = Path(args.out) if args.out else Path(args.task) / "op" / _folder_name(info.npu_op)

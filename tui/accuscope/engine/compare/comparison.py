@@ -38,6 +38,7 @@ from accuscope.engine.compare.thresholds import Thresholds
 from accuscope.engine.graphs.graph import Graph
 from accuscope.engine.graphs.oprange import OpRange
 from accuscope.engine.graphs.optypes import CONVERTER_OWN, walk_back
+from accuscope.engine.progress import OnProgress, Progress
 from accuscope.engine.sides.side import Side
 from accuscope.engine.sources.ascend import crop_to
 from accuscope.engine.sources.msprobe import KIND as STEP_KIND  # dumps of a step's calls, not of a model
@@ -181,14 +182,6 @@ class Plan:
     @property
     def total_bytes(self) -> int:
         return sum(p.npu.nbytes + p.golden.nbytes for p in self.pairs if p.golden is not None)
-
-
-@dataclass
-class Progress:
-    done: int
-    total: int
-    elapsed: float
-    current: str = ""
 
 
 def open_sides(spec: CompareSpec) -> tuple[Side, Side, Graph | None]:
@@ -453,11 +446,15 @@ def _base_row(index: int, pair: Pair, seq: int, is_output: bool) -> dict:
 
 # ------------------------------------------------------------------ running a plan
 
+OnRows = Callable[[list[tuple[int, dict]]], None]  # execute's finished rows as they come: (plan row, cells)
 
-def execute(plan: Plan, progress: Callable[[Progress, list[tuple[int, dict]]], None] | None = None,
+
+def execute(plan: Plan, progress: OnProgress | None = None,
             cancel: threading.Event | None = None, workers: int | None = None,
-            inline_bytes: int | None = None) -> ResultTable | None:
+            inline_bytes: int | None = None, *, rows: OnRows | None = None) -> ResultTable | None:
     """Compare every mapped pair. Returns None when cancelled (nothing written by us).
+    `rows(batch)` gets each batch of finished rows ((plan row, cells)), then `progress` counts the
+    pairs done of those to compare, `what` the batch's last NPU tensor.
 
     Pairs of less than `inline_bytes` in all (default INLINE_BYTES) are compared in this thread.
     An interactive caller passes 0: numpy drops and retakes the GIL dozens of times per chunk,
@@ -465,11 +462,11 @@ def execute(plan: Plan, progress: Callable[[Progress, list[tuple[int, dict]]], N
     run with the cyclic collector paused (gcpause): a row's objects hold no cycle, and its full
     walks over the plan's tensors took 12 us of a small pair's row (bench_compare.py --case small)."""
     with gcpause.pause(inline_bytes != 0):
-        return _execute(plan, progress, cancel, workers, inline_bytes)
+        return _execute(plan, progress, cancel, workers, inline_bytes, rows)
 
 
-def _execute(plan: Plan, progress: Callable[[Progress, list[tuple[int, dict]]], None] | None,
-             cancel: threading.Event | None, workers: int | None, inline_bytes: int | None) -> ResultTable | None:
+def _execute(plan: Plan, progress: OnProgress | None, cancel: threading.Event | None, workers: int | None,
+             inline_bytes: int | None, on_rows: OnRows | None) -> ResultTable | None:
     start = time.perf_counter()
     jobs = [Job(i, p.npu, p.golden, tuple(plan.metrics))
             for i, p in enumerate(plan.pairs) if p.golden is not None and not p.npu.problem and not p.golden.problem]
@@ -496,9 +493,11 @@ def _execute(plan: Plan, progress: Callable[[Progress, list[tuple[int, dict]]], 
                 computed[row] = cells
                 merged[row] = merged_row(plan, row, cells)
             done += len(batch)
+            if on_rows:
+                on_rows(batch)
             if progress:
-                progress(Progress(done, total, time.perf_counter() - start,
-                                  plan.pairs[batch[-1][0]].npu.name if batch else ""), batch)
+                progress(Progress(done, total, plan.pairs[batch[-1][0]].npu.name if batch else "",
+                                  time.perf_counter() - start))
             faults.point("compare")
     if cancel is not None and cancel.is_set():
         return None

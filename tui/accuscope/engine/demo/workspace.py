@@ -33,7 +33,6 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -46,6 +45,7 @@ from accuscope.engine.compare.thresholds import Thresholds
 from accuscope.engine.demo import msprobesim
 from accuscope.engine.demo.npusim import simulate
 from accuscope.engine.graphs.modelfile import load_graph
+from accuscope.engine.progress import OnProgress, Reporter
 from accuscope.engine.runs.onnxmodel import onnx_modules
 from accuscope.engine.runs.ortdump import dump_onnx
 from accuscope.engine.sources.golden import open_golden
@@ -167,8 +167,9 @@ def default_workspace() -> Path:
     return Path(base) / "accuscope" / "demo"
 
 
-def build_workspace(root: str | os.PathLike, progress: Callable[[str], None] | None = None) -> list[Path]:
+def build_workspace(root: str | os.PathLike, progress: OnProgress | None = None) -> list[Path]:
     """Build (or rebuild) every demo task under root; returns the task folders, main task first.
+    `progress` names each step (not counted: `what` only).
 
     Only folders the demo made itself (they hold a `.accuscope-demo` marker) are replaced; a
     foreign folder with a demo task's name is a SourceError, and other folders are left alone.
@@ -186,8 +187,8 @@ def build_workspace(root: str | os.PathLike, progress: Callable[[str], None] | N
     return [build_task(task, root / task.name, progress) for task in TASKS]
 
 
-def build_task(task: DemoTask, folder: Path, progress: Callable[[str], None] | None = None) -> Path:
-    say = progress or (lambda _text: None)
+def build_task(task: DemoTask, folder: Path, progress: OnProgress | None = None) -> Path:
+    say = Reporter(progress)
     _check_replaceable(folder)
     if folder.exists():
         shutil.rmtree(folder)

@@ -95,13 +95,6 @@ class OpOrigin:
 
 
 @dataclass
-class Progress:
-    stage: str
-    done: int
-    total: int
-
-
-@dataclass
 class Advice:
     folder: Path
     findings: list[Finding]

@@ -32,7 +32,6 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -44,7 +43,6 @@ from accuscope.engine.diagnose.advice import (
     ADVICE_JSON,
     Advice,
     OpOrigin,
-    Progress,
     fingerprint,
     save_advice,
     saved_advice,
@@ -60,6 +58,7 @@ from accuscope.engine.diagnose.rules.origins import UPSTREAM_BUDGET, WEAK_FACTOR
 from accuscope.engine.diagnose.rules.rule import run_rules
 from accuscope.engine.diagnose.rules.verdict import in_light_of_verdict
 from accuscope.engine.diagnose.rules.verify import verified
+from accuscope.engine.progress import OnProgress
 from accuscope.engine.sources.tensor import SourceError, TensorError
 from accuscope.engine.tasks.task import Task, load_task
 
@@ -72,7 +71,7 @@ __all__ = ["advise", "current_advice", "OpMeasure",  # and the rules' constants,
            "SEVERITIES", "UPSTREAM_BUDGET", "WEAK_FACTOR", "WEIGHTED_TYPES"]
 
 
-def current_advice(task: Task, progress: Callable[[Progress], None] | None = None) -> Advice:
+def current_advice(task: Task, progress: OnProgress | None = None) -> Advice:
     """The task's saved advice when it was made for this result and these thresholds, else fresh
     advice (written to advice.json). SourceError when the task cannot be advised on."""
     advice = saved_advice(task.folder, task.doc, task.thresholds) or advise(task, progress=progress)
@@ -82,7 +81,7 @@ def current_advice(task: Task, progress: Callable[[Progress], None] | None = Non
 
 
 def advise(task_folder: str | os.PathLike | Task, framework_model: str | os.PathLike | None = None,
-           progress: Callable[[Progress], None] | None = None, cancel: threading.Event | None = None,
+           progress: OnProgress | None = None, cancel: threading.Event | None = None,
            workers: int | None = None, write: bool = True, verify: int = 0) -> Advice | None:
     """Advise on a finished task (a folder, or a Task already opened: its plan is reused); writes
     `advice.json` into the task folder (unless write=False).

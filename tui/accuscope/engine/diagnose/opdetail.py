@@ -44,6 +44,7 @@ import numpy as np
 
 from accuscope.engine.compare.metrics import CHUNK, EPS64, array_chunks
 from accuscope.engine.compare.pairjob import pair_chunks
+from accuscope.engine.progress import OnProgress, Progress
 from accuscope.engine.sources.tensor import OUTPUT, SourceError, Tensor, TensorError
 
 TOP_DEFAULT, TOP_MAX = 20, 10000
@@ -644,10 +645,10 @@ class _Pass:
 
 
 def detail_chunks(source: ChunkSource, n: int, shape: tuple[int, ...] | None = None, *, top: int = TOP_DEFAULT,
-                  progress: Callable[[int, int], None] | None = None,
+                  progress: OnProgress | None = None,
                   cancel: threading.Event | None = None) -> OpDetail | None:
     """The detail of a pair whose chunks `source()` yields in flat order (n elements in all).
-    `progress(done, n)` is called now and then; returns None when `cancel` gets set."""
+    `progress` (elements done of n) is called now and then; returns None when `cancel` gets set."""
     if not 1 <= top <= TOP_MAX:
         raise ValueError(f"TopN must be within 1..{TOP_MAX}, not {top}")
     shape = tuple(shape) if shape is not None else (n,)
@@ -665,11 +666,11 @@ def detail_chunks(source: ChunkSource, n: int, shape: tuple[int, ...] | None = N
                 return None
             if progress is not None and time.perf_counter() - last > 0.1:
                 last = time.perf_counter()
-                progress(acc.done, n)
+                progress(Progress(acc.done, n))
     if acc.done != n:
         raise ValueError(f"the tensors gave {acc.done} elements, expected {n}")
     if progress is not None:
-        progress(n, n)
+        progress(Progress(n, n))
     result = acc.result()
     result.elapsed = time.perf_counter() - started
     return result

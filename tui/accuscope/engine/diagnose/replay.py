@@ -30,6 +30,7 @@ import numpy as np
 from accuscope.engine.diagnose.advice import VERDICT
 from accuscope.engine.diagnose.rules.drift import DRIFT
 from accuscope.engine.diagnose.rules.introduced import INTRODUCED
+from accuscope.engine.progress import OnProgress, Progress
 from accuscope.engine.sources.inputfile import json_loads
 from accuscope.engine.sources.outputfile import write_text
 from accuscope.engine.sources.tensor import SourceError
@@ -101,10 +102,10 @@ def _float(v) -> float:
 
 
 def verify(task, ops: list[tuple[str, str]], budget: int = BUDGET, cancel: threading.Event | None = None,
-           progress: Callable[[int, int], None] | None = None) -> Verification:
+           progress: OnProgress | None = None) -> Verification:
     """Replay the conversion of `task`'s candidate once per op of `ops` ((candidate op, reference
-    node) best-estimated first, the first `budget`), each with only that op kept in fp32. Never
-    raises for a task that cannot be replayed: the Verification says why."""
+    node) best-estimated first, the first `budget`), each with only that op kept in fp32 (`progress`:
+    replays done). Never raises for a task that cannot be replayed: the Verification says why."""
     start = time.perf_counter()
     try:
         setup = _Setup.of(task)
@@ -138,7 +139,7 @@ def verify(task, ops: list[tuple[str, str]], budget: int = BUDGET, cancel: threa
 
 
 def _each(setup: _Setup, wanted: list[tuple[str, str]], cache: dict, cancel: threading.Event | None,
-          progress: Callable[[int, int], None] | None) -> list[Kept]:
+          progress: OnProgress | None) -> list[Kept]:
     """One replay per op. Those not cached run in a pool of processes, one per core (the converters are
     not thread-safe: they set the root logger's level and the warning filters; each process converts
     and runs its own), in this process where one core or one replay is all there is."""
@@ -146,7 +147,7 @@ def _each(setup: _Setup, wanted: list[tuple[str, str]], cache: dict, cancel: thr
     workers = min(os.cpu_count() or 1, len(todo))
     pooled: set[str] = set()  # replayed now, in the pool: no cache hits
     if workers > 1 and not (cancel is not None and cancel.is_set()):
-        pooled = _in_pool(setup, todo, cache, workers, cancel, lambda k: progress(k, len(wanted)) if progress else None)
+        pooled = _in_pool(setup, todo, cache, workers, cancel, progress, len(wanted))
     done: list[Kept] = []
     for op, golden in wanted:
         if cancel is not None and cancel.is_set():
@@ -154,12 +155,12 @@ def _each(setup: _Setup, wanted: list[tuple[str, str]], cache: dict, cancel: thr
         cos = _float(cache[golden][0]) if golden in pooled else setup.measure([golden], cache)[0]
         done.append(Kept(op, golden, cos))
         if progress is not None:
-            progress(len(done), len(wanted))
+            progress(Progress(len(done), len(wanted), "replaying"))
     return done
 
 
 def _in_pool(setup: _Setup, todo: list[str], cache: dict, workers: int, cancel: threading.Event | None,
-             progress: Callable[[int], None]) -> set[str]:
+             progress: OnProgress | None, total: int) -> set[str]:
     """The replays of `todo` (one op kept each) in `workers` processes (lifetime.process_context: the
     safe path, ended with this process), their results into `cache` as they finish; the ops replayed."""
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
@@ -180,7 +181,8 @@ def _in_pool(setup: _Setup, todo: list[str], cache: dict, workers: int, cancel: 
                 golden = pending.pop(f)
                 cache[golden] = list(f.result())
                 replayed.add(golden)
-                progress(len(replayed))
+                if progress is not None:
+                    progress(Progress(len(replayed), total, "replaying"))
     return replayed
 
 

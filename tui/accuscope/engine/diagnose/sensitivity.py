@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from accuscope.engine.compare.judgement import NOISY
 from accuscope.engine.compare.pair import golden_ops
-from accuscope.engine.diagnose.advice import Advice, Progress, jsonable, saved_advice
+from accuscope.engine.diagnose.advice import Advice, jsonable, saved_advice
 from accuscope.engine.diagnose.advisor import OpMeasure, advise
+from accuscope.engine.progress import OnProgress
 from accuscope.engine.sources.tensor import SourceError
 from accuscope.engine.tasks.task import Task, load_task
 
@@ -107,7 +107,7 @@ class Ranking:
 
 
 def sensitivity(task_folder: str | os.PathLike, framework_model: str | os.PathLike | None = None, *,
-                advice: Advice | None = None, progress: Callable[[Progress], None] | None = None,
+                advice: Advice | None = None, progress: OnProgress | None = None,
                 workers: int | None = None) -> Ranking:
     """Rank the ops of a finished task. `advice`: the advice to rank (else advice.json when made
     for the current result and the same framework model, else the advisor runs). SourceError for an

@@ -38,13 +38,14 @@ import numpy as np
 from accuscope import __version__
 from accuscope.engine.compare.mapping import map_tensors
 from accuscope.engine.compare.pair import Pair
-from accuscope.engine.export.layout import FORMAT, LONG_NAME, MANIFEST, UNKNOWN, Progress, cancelled
+from accuscope.engine.export.layout import FORMAT, LONG_NAME, MANIFEST, UNKNOWN, cancelled
 from accuscope.engine.export.retest import RetestResult, run_retest
 from accuscope.engine.export.submodel import EXPORTING, write_onnx, write_prototxt
 from accuscope.engine.graphs.graph import Graph, read_text
 from accuscope.engine.graphs.modelfile import load_graph
 from accuscope.engine.graphs.optypes import walk_back
 from accuscope.engine.graphs.subgraph import BoundaryTensor, Selection, select, to_framework
+from accuscope.engine.progress import OnProgress, Reporter
 from accuscope.engine.runs.onnxmodel import onnx_module
 from accuscope.engine.sources.inputfile import json_loads
 from accuscope.engine.sources.names import read_mapping_csv
@@ -204,7 +205,7 @@ class _Sources:
 
 
 def export(task_folder: Task | str | os.PathLike, selection: Selection, out_dir: str | os.PathLike | None = None,
-           dtype: str = "float32", retest: bool = False, progress: Progress | None = None,
+           dtype: str = "float32", retest: bool = False, progress: OnProgress | None = None,
            framework_model: str | os.PathLike | None = None,
            cancel: threading.Event | None = None) -> ExportResult | None:
     """Write the export folder of `selection` (made on the task's model graph) and, if asked,
@@ -214,7 +215,7 @@ def export(task_folder: Task | str | os.PathLike, selection: Selection, out_dir:
         raise SourceError(f"--dtype must be one of {', '.join(DTYPES)}, not {dtype!r}")
     task = _task(task_folder)
     folder, doc = task.folder, task.doc
-    say = progress or (lambda _step, _done, _total: None)
+    say = Reporter(progress)
     device = selection if selection.kind == "om" else None
     fw_sel = selection
     if device is not None and device.framework is not None:

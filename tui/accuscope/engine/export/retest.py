@@ -23,11 +23,11 @@ from accuscope.engine.export.layout import (
     NO_ERROR,
     UNKNOWN,
     UPSTREAM,
-    Progress,
     cancelled,
     read_manifest,
 )
 from accuscope.engine.export.submodel import EXPORTING, np_dtype
+from accuscope.engine.progress import OnProgress, Reporter
 from accuscope.engine.runs.onnxmodel import onnx_module
 from accuscope.engine.sources.tensor import OUTPUT, SourceError, TensorError, sanitize
 from accuscope.engine.tasks.task import RETEST_DIR, Task
@@ -68,7 +68,7 @@ class RetestResult:
 # ------------------------------------------------------------------ re-test
 
 
-def run_retest(export_dir: str | os.PathLike, progress: Progress | None = None,
+def run_retest(export_dir: str | os.PathLike, progress: OnProgress | None = None,
                cancel: threading.Event | None = None) -> RetestResult:
     """Run the exported submodel on the NPU side's inputs and compare with the NPU side's outputs.
 
@@ -86,7 +86,7 @@ def run_retest(export_dir: str | os.PathLike, progress: Progress | None = None,
         import onnxruntime as ort
     except ImportError as exc:
         raise SourceError(f"re-testing needs onnxruntime (pip install 'accuscope[onnx]'): {exc}") from None
-    say = progress or (lambda _step, _done, _total: None)
+    say = Reporter(progress)
     model_path = root / manifest["model"]
     thresholds = _thresholds(manifest)
     result = RetestResult(root, None, UNKNOWN, "")

@@ -213,7 +213,7 @@ def _rank(reference, ref_path: Path, spec: PrecisionSpec, feeds, out: Path, emit
         dump_onnx(full, npu, feeds, optimization="off")
         emit(Event("ranking", "comparing"))
         run_task(CompareSpec(str(npu), str(golden)), task)
-        ranking = sensitivity(task, ref_path, progress=lambda p: emit(Event("ranking", f"{p.stage} {p.done}/{p.total}")))
+        ranking = sensitivity(task, ref_path, progress=lambda p: emit(Event("ranking", f"{p.what} {p.done}/{p.total}")))
     except SourceError as exc:
         return [], [f"no ranking ({exc}): bisection over execution order only"]
     return ranking.block_list(), list(ranking.notes)

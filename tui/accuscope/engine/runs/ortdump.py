@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from accuscope.engine.progress import OnProgress, Progress
 from accuscope.engine.runs.controlflow import Expansion, expand_ifs, has_control_flow
 from accuscope.engine.runs.onnxmodel import (
     is_constant,
@@ -207,7 +208,7 @@ class _Runner:
 
 def dump_onnx(model_path, out_dir, inputs: dict[str, np.ndarray] | None = None, *, random_inputs=False,
               seed=0, optimization="off", include_constants=False, timestamp: int | None = None,
-              memory_budget: int | None = None, progress: Callable[[int, int], None] | None = None,
+              memory_budget: int | None = None, progress: OnProgress | None = None,
               dims: dict[str, int] | None = None, expand_if: bool = True) -> DumpReport:
     """Run the model with onnxruntime and write every node output as `{node}.{index}.{ts}.npy`.
 
@@ -216,6 +217,7 @@ def dump_onnx(model_path, out_dir, inputs: dict[str, np.ndarray] | None = None, 
     Optimization is off by default so that the node names of the file are the ones executed.
     `expand_if`: inline the branch each `If` takes for these inputs (module doc); model.onnx is
     then the expanded model and dump.json's `control_flow` says which branches were taken.
+    `progress` counts the tensors written of those to write.
     """
     start = time.perf_counter()
     if optimization not in OPTIMIZATION:
@@ -296,7 +298,7 @@ def dump_onnx(model_path, out_dir, inputs: dict[str, np.ndarray] | None = None, 
             raise SourceError(f"{os.path.join(out, disk)}: cannot write ({exc.strerror})") from None
         report.written.append(disk)
         if progress:
-            progress(len(report.written), total)
+            progress(Progress(len(report.written), total))
 
     runner = _Runner(model, path, feeds, optimization)
     batches = _batches(targets, memory_budget or default_budget())
@@ -313,7 +315,7 @@ def dump_onnx(model_path, out_dir, inputs: dict[str, np.ndarray] | None = None, 
             os.remove(os.path.join(out, f))
         raise
     if progress and len(report.written) < total:
-        progress(total, total)  # some tensors were skipped: tell the caller the work is over
+        progress(Progress(total, total))  # some tensors were skipped: tell the caller the work is over
 
     if mapping:
         with atomic_file(os.path.join(out, "mapping.csv"), newline="") as fh:

@@ -6,11 +6,11 @@ import csv
 import errno
 import json
 import os
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from accuscope.engine.progress import OnProgress, Progress
 from accuscope.engine.sources.golden import GoldenDump
 from accuscope.engine.sources.npudump import NpuDump
 from accuscope.engine.sources.outputfile import atomic_file
@@ -68,9 +68,9 @@ def tensor_file_names(source: NpuDump | GoldenDump) -> list[tuple[Tensor, str, s
 
 
 def convert(source: NpuDump | GoldenDump, out_dir: str, to: str = "npy",
-            progress: Callable[[int, int], None] | None = None) -> ConvertReport:
-    """Write every loadable tensor; a tensor that cannot be decoded or written becomes a Problem,
-    not an abort. Renamed files are listed in `mapping.csv` (written name, intended name)."""
+            progress: OnProgress | None = None) -> ConvertReport:
+    """Write every loadable tensor (`progress`: tensors done); a tensor that cannot be decoded or
+    written becomes a Problem, not an abort. Renamed files are listed in `mapping.csv` (written name, intended name)."""
     if to not in FORMATS:
         raise ValueError(f"unknown output format {to!r}; choose from {', '.join(FORMATS)}")
     try:
@@ -110,7 +110,7 @@ def convert(source: NpuDump | GoldenDump, out_dir: str, to: str = "npy",
                           "conversion": t.conversion, "source": t.source}
         del data
         if progress:
-            progress(done, len(items))
+            progress(Progress(done, len(items), t.name))
     try:
         if to == "bin":
             with atomic_file(os.path.join(out_dir, "tensors.json"), "w", encoding="utf-8") as fh:

@@ -27,6 +27,7 @@ from accuscope.engine.compare import comparison as engine
 from accuscope.engine.compare.cluster import DaskCluster, LocalPool
 from accuscope.engine.compare.multirank import LOST, RankResult
 from accuscope.engine.compare.results import ResultTable
+from accuscope.engine.progress import OnProgress, Progress
 from accuscope.engine.sources import ranks as rank_mod
 from accuscope.engine.sources.outputfile import atomic_path, not_a_link
 from accuscope.engine.sources.tensor import SourceError
@@ -83,10 +84,13 @@ def _record(result: RankResult) -> dict:
 
 def run_ranks(spec: engine.CompareSpec, folder: str | os.PathLike, cluster: str | None = None,
               workers: int | None = None, rank: list[int] | None = None, step: list[int] | None = None,
-              progress: Callable[[RanksRun, RankResult], None] | None = None,
+              progress: OnProgress | None = None,
               cancel: threading.Event | None = None,
-              planned: Callable[[RanksRun], None] | None = None) -> RanksRun:
-    """Compare every chosen rank of the two trees into `folder` (see the module's text).
+              planned: Callable[[RanksRun], None] | None = None, *,
+              rank_done: Callable[[RankResult], None] | None = None) -> RanksRun:
+    """Compare every chosen rank of the two trees into `folder` (see the module's text): `planned(run)`
+    once the ranks are known, then as each rank lands `rank_done(result)` and `progress`, counting the
+    ranks compared of those to compare on this run (resumed ones left out), `what` the rank's label.
     SourceError: no rank pairs, none chosen, the cluster unreachable, the folder unusable."""
     folder, run = Path(folder), RanksRun()
     rank = rank if rank is not None else rank_mod.numbers(spec.rank)  # --rank/--step pick among the ranks
@@ -133,8 +137,11 @@ def run_ranks(spec: engine.CompareSpec, folder: str | os.PathLike, cluster: str 
                         run.held.clear()  # a columnar task: the store is written from the rank files
                 run.results[result.rank.key] = _record(result)
                 mark_state(folder, "running", ranks=run.results)
+                if rank_done:
+                    rank_done(result)
                 if progress:
-                    progress(run, result)
+                    progress(Progress(len(run.results) - len(run.resumed), len(run.leaves) - len(run.resumed),
+                                      result.rank.label))
         if cancel is not None and cancel.is_set():
             run.cancelled = True
             mark_state(folder, "cancelled")

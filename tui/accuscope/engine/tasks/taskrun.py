@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Union
 from accuscope import __version__
 from accuscope.engine.compare import comparison as engine
 from accuscope.engine.compare.results import ResultTable
+from accuscope.engine.progress import OnProgress
 from accuscope.engine.sources.tensor import SourceError
 from accuscope.engine.tasks.task import (
     TASK_JSON,
@@ -71,28 +72,32 @@ def ranked(spec: engine.CompareSpec, cluster: str | None = None, one_source: boo
 def run_comparison(spec: engine.CompareSpec, folder: str | Path, *, workers: int | None = None,
                    cancel: threading.Event | None = None, cluster: str | None = None,
                    one_source: bool = False,
+                   progress: OnProgress | None = None,
                    planned: Callable[[engine.Plan], None] | None = None,
-                   progress: Callable[[engine.Progress, list], None] | None = None,
+                   rows: engine.OnRows | None = None,
                    ranks_planned: Callable[[RanksRun], None] | None = None,
-                   rank_done: Callable[[RanksRun, RankResult], None] | None = None,
+                   rank_done: Callable[[RankResult], None] | None = None,
                    inline_bytes: int | None = None) -> Outcome:
     """Run the comparison `spec` into the task `folder` on the path it calls for (`ranked`): a
-    RanksRun (`ranks_planned` once the ranks are known, `rank_done` as each lands) or a RunResult
-    (`planned`, `progress`; see run_task). Errors as run_task and rankrun.run_ranks."""
+    RanksRun (`ranks_planned` once the ranks are known, `rank_done` as each lands, `progress`
+    counting ranks) or a RunResult (`planned`, `rows`, `progress` counting pairs; see run_task).
+    Errors as run_task and rankrun.run_ranks."""
     if ranked(spec, cluster, one_source):
         from accuscope.engine.tasks.rankrun import run_ranks  # the ranks' pool and cluster: rank trees only
-        return run_ranks(spec, folder, cluster, workers, None, None, rank_done, cancel, ranks_planned)
-    return run_task(spec, folder, progress, cancel, workers, planned, inline_bytes)
+        return run_ranks(spec, folder, cluster, workers, None, None, progress, cancel, ranks_planned,
+                         rank_done=rank_done)
+    return run_task(spec, folder, progress, cancel, workers, planned, inline_bytes, rows=rows)
 
 
 def run_task(spec: engine.CompareSpec, folder: str | Path,
-             progress: Callable[[engine.Progress, list], None] | None = None,
+             progress: OnProgress | None = None,
              cancel: threading.Event | None = None, workers: int | None = None,
              planned: Callable[[engine.Plan], None] | None = None,
-             inline_bytes: int | None = None) -> RunResult:
+             inline_bytes: int | None = None, *, rows: engine.OnRows | None = None) -> RunResult:
     """Plan, compare and save into `folder`. SourceError for unusable input (nothing written), a
     folder that cannot hold the task, or a task another run holds; `planned(plan)` is called once
-    the pairs are known. KeyboardInterrupt (Ctrl+C, SIGTERM) marks the task cancelled and propagates."""
+    the pairs are known, then `rows` and `progress` as comparison.execute calls them.
+    KeyboardInterrupt (Ctrl+C, SIGTERM) marks the task cancelled and propagates."""
     folder, result = Path(folder), RunResult()
     start = time.perf_counter()
     lock = TaskLock(folder)
@@ -112,7 +117,7 @@ def run_task(spec: engine.CompareSpec, folder: str | Path,
                    **({"attempt": fields} if has_result(folder) else fields))
         started = True
         t_plan = time.perf_counter()
-        result.table = engine.execute(plan, progress, cancel, workers, inline_bytes)
+        result.table = engine.execute(plan, progress, cancel, workers, inline_bytes, rows=rows)
         t_cmp = time.perf_counter()
         if result.table is None:
             mark_state(folder, "cancelled")

@@ -12,13 +12,13 @@ from __future__ import annotations
 import math
 import os
 import threading
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from accuscope.engine.compare.columns import COMPUTED_FLOATS
-from accuscope.engine.diagnose.advice import Finding, OpOrigin, Progress, jsonable
+from accuscope.engine.diagnose.advice import Finding, OpOrigin, jsonable
 from accuscope.engine.graphs.optypes import INPUT_TYPES, walk_back
+from accuscope.engine.progress import OnProgress, Reporter
 from accuscope.engine.sources.names import parse_tensor_name
 from accuscope.engine.sources.tensor import SourceError
 from accuscope.engine.tasks.task import Task
@@ -41,7 +41,7 @@ class Context:
     """What one advise() call knows, typed: the task and its rows, the facts gathered before the rules
     (FACTS) and those rules hand on (`outcome`, `reach`, `grown`)."""
 
-    def __init__(self, task: Task, progress: Callable[[Progress], None] | None, cancel: threading.Event | None,
+    def __init__(self, task: Task, progress: OnProgress | None, cancel: threading.Event | None,
                  workers: int | None):
         table, thresholds = task.table, task.thresholds
         if table is None or thresholds is None:  # load_task gives both
@@ -93,8 +93,7 @@ class Context:
         return "rerun" if self.fw is not None and self.plan is not None else "input-output"
 
     def say(self, stage: str, done: int = 0, total: int = 0) -> None:
-        if self.progress is not None:
-            self.progress(Progress(stage, done, total))
+        Reporter(self.progress)(stage, done, total)
 
     @property
     def cancelled(self) -> bool:

@@ -29,8 +29,8 @@ def verified(run: Context, findings: list[Finding], origins: list[OpOrigin], bud
     c = run.c
     ops = replay.ranked_ops(findings, origins, lambda r: str(c["golden_op"][r]))
     run.say("verifying: converting again without each top op", 0, min(budget, len(ops)))
-    v = replay.verify(run.task, ops, budget, run.cancel, lambda i, n: run.say("verifying: converting again "
-                                                                              "without each top op", i, n))
+    v = replay.verify(run.task, ops, budget, run.cancel, lambda p: run.say("verifying: converting again "
+                                                                           "without each top op", p.done, p.total))
     run.timings["verify"] = time.perf_counter() - t0
     if not v.replayed:
         run.notes.append(f"headline not verified: {v.reason}")
