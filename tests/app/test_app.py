@@ -289,6 +289,25 @@ def test_rerun_in_the_app_rows_arrive_and_keys_work_meanwhile(ws, tmp_path):
     assert after.doc.state == "done" and after.csv != before and "Slow" in after.table.custom
 
 
+def test_thresholds_edited_during_a_run_leave_the_run_alone_and_judge_its_result(ws, tmp_path):
+    """An edit while the comparison runs is a new value: the running comparison keeps its own
+    thresholds (never half-edited under it); its result, once landed, is judged and saved under the edit."""
+    folder = ws / MAIN.name
+    spec = slow_rerun(load_task(folder), tmp_path, 0.05)
+
+    async def script(pilot):
+        screen = pilot.app.screen
+        await wait_for(pilot, lambda: screen.running and screen._plan is not None, 60)
+        await _edit_thresholds(pilot, "cos=0.5 kl=off")
+        assert screen.running and screen.thresholds.get("cos").value == 0.5
+        assert spec.thresholds.get("cos").value == 0.99 and spec.thresholds.get("kl") is not None  # the run's
+        await wait_for(pilot, lambda: not screen.running and not screen.saving, 120)
+        await wait_for(pilot, lambda: screen.opened is not None and screen.opened.doc.thresholds["cos"]["value"] == 0.5)
+    drive(AccuscopeApp(ws, compare=(spec, folder)), script)
+    doc = json.loads((folder / "task.json").read_text())
+    assert doc["state"] == "done" and doc["thresholds"]["cos"]["value"] == 0.5 and "kl" not in doc["thresholds"]
+
+
 def test_cancelled_run_keeps_the_previous_result(ws, tmp_path):
     folder = ws / MAIN.name
     task = load_task(folder)

@@ -17,6 +17,21 @@ def test_edit_changes_only_the_named_thresholds():
     assert t.get("max_abs").value == 2 and t.get("cos").value == 0.9 and t.get("red").value == 0.05
 
 
+def test_edited_is_a_new_value_and_leaves_the_old_one_alone():
+    """The app's edits: a worker holding the old thresholds (or one of their items) never sees them change."""
+    old = Thresholds()
+    cos, items = old.get("cos"), list(old.items)
+    new = old.edited("cos=0.5 kl=off max_abs=2")
+    assert old.items == items and old.get("cos") is cos and cos.value == 0.99 and old == Thresholds()
+    assert new.get("cos").value == 0.5 and new.get("kl") is None and new.get("max_abs").value == 2
+    with pytest.raises(ValueError, match="cos=x"):
+        old.edited("cos=x")
+    with pytest.raises(AttributeError):
+        cos.value = 0.1  # frozen: `set` makes a new item
+    old.set("cos", 0.9)
+    assert cos.value == 0.99 and old.get("cos").value == 0.9
+
+
 def test_a_bad_part_changes_nothing():
     t = Thresholds()
     with pytest.raises(ValueError, match="cos=x"):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import threading
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -112,6 +113,7 @@ class TaskScreen(Screen):
         self.advice: Advice | None = None
         self.advising = False
         self.saving, self._save_again = False, False  # thresholds being saved by save_worker
+        self._edited_while_running: Thresholds | None = None  # applied to the run's result (reload)
         self.run_error = ""  # why the last run started here failed
         self.decided: dict[str, bool] = {}  # NPU call -> accepted: the pairs decided since the last run
 
@@ -328,15 +330,26 @@ class TaskScreen(Screen):
             return ""
 
         def done(text: str | None) -> None:
-            if not text or not text.strip():
-                return
-            self.thresholds.edit(text)  # only the named ones change
-            self.show_table(self.table_widget.table, self.thresholds)  # the RowState shows them at once
-            if not self.save_thresholds():
-                self.start_advice()
+            if text and text.strip():
+                self.use_thresholds(self.thresholds.edited(text))  # only the named ones change
         self.app.push_screen(AskDialog(f"Thresholds now: {shown(self.thresholds)}\nChange (NAME=VALUE, e.g. "
                                        "cos=0.98 kl=off; off removes one; cos fails below, the rest above):",
                                        "", check), done)
+
+    def use_thresholds(self, thresholds: Thresholds) -> None:
+        """Judge the rows by `thresholds`, a new value in place of the task's (what a worker holds, the
+        running comparison's included, never changes under it), and save them; edited during a run,
+        they are applied to its result when it lands (`reload`)."""
+        if self.opened is not None:
+            self.opened.thresholds = thresholds
+        else:
+            spec, folder = self.run_request
+            self.run_request = (replace(spec, thresholds=thresholds), folder)
+        if self.running:
+            self._edited_while_running = thresholds
+        self.show_table(self.table_widget.table, thresholds)  # the RowState shows them at once
+        if not self.save_thresholds():
+            self.start_advice()
 
     def save_thresholds(self) -> bool:
         """Save the result again under the thresholds in a worker (the status says saving… until it
@@ -348,15 +361,16 @@ class TaskScreen(Screen):
             return True
         self.saving, self._save_again = True, False
         self.update_status()
-        self.save_worker(snapshot(self.opened))
+        task = snapshot(self.opened)
+        self.save_worker(task, task.thresholds)
         return True
 
     @work(thread=True, exclusive=True, group="save", exit_on_error=False)
-    def save_worker(self, task: Task) -> None:
-        """Save `task`, the worker's own snapshot of the opened task, under its thresholds; what it
-        wrote (result file, task.json) comes back to `thresholds_saved`."""
+    def save_worker(self, task: Task, thresholds: Thresholds) -> None:
+        """Save `task`, the worker's own snapshot of the opened task, under `thresholds` (its copy of
+        those shown); what it wrote (result file, task.json) comes back to `thresholds_saved`."""
         def save() -> Task:
-            task.set_thresholds(task.thresholds)
+            task.set_thresholds(thresholds)
             return task
         deliver(self, ThresholdsSaved, save)
 
@@ -574,7 +588,10 @@ class TaskScreen(Screen):
         except SourceError:
             self.opened = None
         self.advice = None
-        if self.opened is not None:
+        edited, self._edited_while_running = self._edited_while_running, None
+        if self.opened is not None and edited is not None:  # the result of the run, under them
+            self.use_thresholds(edited)
+        elif self.opened is not None:
             self.show_table(self.opened.table, self.opened.thresholds)
             self.start_advice()
         else:

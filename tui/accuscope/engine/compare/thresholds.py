@@ -31,7 +31,7 @@ from accuscope.engine.compare.statistics import MAGNITUDE, values_differ
 __all__ = ["LOWER_IS_WORSE", "MSIT_DEFAULTS", "THRESHOLD_KEYS", "TPU_DEFAULTS", "RowState", "exempt"]
 
 
-@dataclass
+@dataclass(frozen=True)
 class Threshold:
     key: str
     op: str  # "<": fails below value; ">": fails above value
@@ -58,16 +58,17 @@ class Thresholds:
         return next((t for t in self.items if t.key == key), None)
 
     def set(self, key: str, value: float | None, op: str | None = None) -> None:
-        """Change, add (value given) or remove (value None) the threshold of one metric."""
+        """Change, add (value given) or remove (value None) the threshold of one metric (a new item: a
+        Threshold is never changed in place)."""
         key = resolve_key(key)
         current = self.get(key)
         if value is None:
             self.items = [t for t in self.items if t.key != key]
         elif current is not None:
-            current.value = float(value)
-            current.op = op or current.op
+            new = Threshold(key, op or current.op, float(value))
+            self.items = [new if t is current else t for t in self.items]
         else:
-            self.items.append(Threshold(key, op or default_op(key), float(value)))
+            self.items = [*self.items, Threshold(key, op or default_op(key), float(value))]
 
     def edit(self, text: str) -> list[tuple[str, float | None]]:
         """Apply `NAME=VALUE ...` (spaces or commas between): only the named thresholds change (VALUE
@@ -77,6 +78,13 @@ class Thresholds:
         for key, value in changes:
             self.set(key, value)
         return changes
+
+    def edited(self, text: str) -> Thresholds:
+        """New thresholds: these with `NAME=VALUE ...` applied as `edit` does; these stay as they are
+        (the app's edits: a worker holding these never sees them half-changed). ValueError as edit."""
+        new = Thresholds(list(self.items))
+        new.edit(text)
+        return new
 
     def as_edit(self) -> str:
         """The `NAME=VALUE ...` text that `edit` turns the defaults into these thresholds with."""
