@@ -61,7 +61,7 @@ from .footer import Footer
 from .formatting import shown
 from .graphview import NO_BADGE, GraphView, OpResults, shape_text, value_text
 from .messages import ExportDone, Exported, ExportProgress, FrameworkLoaded, GraphLoaded, LoadedGraph, deliver
-from .optable import MARK_EXEMPT, MARK_FAIL, MARK_INVALID
+from .opcolumns import MARK_EXEMPT, MARK_FAIL, MARK_INVALID
 
 WIDE = 120  # from this width on the detail panel sits right of the graph
 NO_MODULES = "no modules here: folding and f are for a module hierarchy (an msprobe dump's construct.json)"

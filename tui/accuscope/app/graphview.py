@@ -28,7 +28,7 @@ from ..engine.graphs.moduletree import ModuleTree
 from ..engine.sources.tensor import sanitize
 from . import formatting as fmt
 from .cursorlist import CursorList
-from .optable import MARK_EXEMPT, MARK_FAIL, MARK_INVALID
+from .opcolumns import MARK_EXEMPT, MARK_FAIL, MARK_INVALID
 
 MEMBER_NODE = "◆"
 MARK_START, MARK_END, MARK_MEMBER = "S", "E", "┃"

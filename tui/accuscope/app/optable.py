@@ -18,10 +18,12 @@ Defaults: both input and output rows are shown (as MindStudio does; `i` cycles o
 inputs only / both), and rows that could not be compared are shown with their reasons (`x` hides
 them). The hosting screen shows the prompts for `/` (search) and `f` (filter) and calls
 `search` / `set_filter`; this widget does not bind those keys.
+
+Which columns show, their widths and offsets and each cell's text are opcolumns.py's; this module
+holds the widget: its state (table, view, sort, filter, toggles, column cursor), keys and drawing.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
@@ -34,36 +36,17 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.strip import Strip
 
-from ..engine.compare.columns import METRIC, TABLE_ORDER, TABLE_TAIL
-from ..engine.compare.results import KIND, FilterError, ResultTable
-from ..engine.compare.textcodes import PAGE
+from ..engine.compare.columns import METRIC
+from ..engine.compare.results import FilterError, ResultTable
 from ..engine.compare.thresholds import RowState, Thresholds
 from . import formatting as fmt
 from .cursorlist import CursorList
+from .opcolumns import DIVIDER, LABELS, MARK_FAIL, Column, Flags, cell, column_specs, measure, place
 
 __all__ = ["OperatorTable", "FilterError", "IO_MODES"]
 
 IO_MODES = ("both", "outputs", "inputs")
 """What `toggle_io` cycles through; "outputs" keeps rows whose io is not "input"."""
-
-LABELS = {"index": "#", "op_seq": "seq", "npu_op": "NPU op", "golden_op": "golden op",
-          "slot": "io", "overflow": "ovf"}
-MARK_FAIL, MARK_INVALID, MARK_EXEMPT = "✗", "?", "·"
-NUMBER_WIDTH = 9
-CAPS = {"type": 14, "golden_op": 40, "shape": 18, "reason": 60, "overflow": 8,
-        "custom": 14, "npu_op": 100, "param": 12}
-DIVIDER = "│"
-
-
-@dataclass
-class _Column:
-    key: str  # table column key, plugin column name, or one of mark / slot / dtype
-    label: str
-    width: int
-    right: bool = False
-    sticky: bool = False
-    sort_key: str | None = None  # table column the sort keys act on; None: not sortable
-    offset: int = 0  # x of the cell: in the line for sticky columns, in the scrolled part otherwise
 
 
 class _FromTable(Message):
@@ -199,15 +182,12 @@ class OperatorTable(CursorList):
         self._io = 0  # index into IO_MODES
         self._show_invalid = True
         self._search = ""
-        self._fail = np.zeros(0, dtype=bool)
-        self._exempt = np.zeros(0, dtype=bool)
-        self._invalid = np.zeros(0, dtype=bool)
-        self._broken: dict[str, tuple[np.ndarray, int]] = {}  # key -> (mask, rounding direction)
+        self._marks = Flags()  # the judged rows' fail / exempt / not compared, the cells breaking a threshold
         self._failing_shown = 0
         self._total: int | None = None  # the table is the first rows of this many (load's total)
         self._lengths: dict[str, int] = {}  # longest text per measured column
         self._measured = (None, 0)  # (table, rows measured)
-        self._columns: list[_Column] = []
+        self._columns: list[Column] = []
         self._column_key = ""  # the column cursor, by key, so it survives re-layouts
         self._sticky_width = 0
         self._scroll_width = 0
@@ -440,13 +420,12 @@ class OperatorTable(CursorList):
         if self._io:
             parts.append(f"{IO_MODES[self._io]} only")
         if not self._show_invalid:
-            parts.append(f"{fmt.count(int(self._invalid.sum()))} invalid hidden")
+            parts.append(f"{fmt.count(int(self._marks.invalid.sum()))} invalid hidden")
         return " · ".join(parts)
 
     # ---- view computation -----------------------------------------------------------------------
     def _flags(self, state: RowState) -> None:
-        self._fail, self._exempt, self._invalid = state.fail, state.exempt, state.not_compared
-        self._broken = {t.key: (state.broken[t.key], -1 if t.op == "<" else 1) for t in self._thresholds.items}
+        self._marks = Flags.of(state, self._thresholds)
 
     def _filtered(self, expression: str) -> np.ndarray:
         t = self._shown
@@ -457,7 +436,7 @@ class OperatorTable(CursorList):
         elif self._io == 2:
             mask = (io == "input") if mask is None else mask & (io == "input")
         if not self._show_invalid:
-            mask = ~self._invalid if mask is None else mask & ~self._invalid
+            mask = ~self._marks.invalid if mask is None else mask & ~self._marks.invalid
         return np.arange(len(t), dtype=np.int64) if mask is None else np.flatnonzero(mask)
 
     def _refilter(self) -> None:
@@ -473,7 +452,7 @@ class OperatorTable(CursorList):
         else:
             self._view = base
         view = self._view
-        self._failing_shown = int(np.count_nonzero(self._fail[view])) if len(view) else 0
+        self._failing_shown = int(np.count_nonzero(self._marks.fail[view])) if len(view) else 0
         position = -1
         if len(view):
             position = 0
@@ -501,112 +480,32 @@ class OperatorTable(CursorList):
 
     # ---- columns ---------------------------------------------------------------------------------
     def _measure(self) -> None:
-        """Longest text per text column; only the new rows when the same table grew (a new table: its
-        columns' distinct values, through their codes)."""
+        """Longest text per text column (opcolumns.measure); only the new rows when the same table
+        grew (a new table: its columns' distinct values, through their codes)."""
         t = self._table
         table, done = self._measured
         if table is not t or done > len(t):
             self._lengths, done = {}, 0
         if done == len(t):
             return
-        keys = ["npu_op", "type", "golden_op", "shape", "reason", "std", "overflow", "param"] + list(t.custom)
-        for key in keys:  # a column's stored codes give its distinct values; else page by page, in C
-            paged = not done and hasattr(t.columns[key], "encoded")  # a columnar task's: codes stored
-            values = t.codes(key).values.tolist() if paged else None
-            longest = max(map(len, values), default=0) if values is not None else \
-                max((max(map(len, page), default=0) for page in _pages(t.columns[key], done)), default=0)
-            self._lengths[key] = max(self._lengths.get(key, 0), longest)
-        pairs: set = set()
-        differs = False
-        for npu, golden, npu_op, golden_op in zip(*(_pages(t.columns[k], done) for k in (
-                "npu_dtype", "golden_dtype", "npu_op", "golden_op"))):
-            pairs.update(zip(npu, golden))
-            differs = differs or npu_op != golden_op
-        self._lengths["dtype"] = max([self._lengths.get("dtype", 0)] + [len(fmt.dtypes(a, b)) for a, b in pairs])
-        self._lengths["golden_differs"] = int(self._lengths.get("golden_differs", 0) or differs)
-        seq = t.columns["op_seq"][done:]
-        self._lengths["op_seq"] = max(self._lengths.get("op_seq", 0), int(seq.max()) if len(seq) else -1)
-        for key in ("step", "rank"):  # a multi-rank task's rows
-            part = t.columns[key][done:]
-            self._lengths[key] = max(self._lengths.get(key, -1), int(part.max()) if len(part) else -1)
-        self._lengths["index"] = int(t.columns["index"].max()) if len(t) else 0
+        measure(t, self._lengths, done)
         self._measured = (t, len(t))
-
-    def _column_specs(self) -> list[_Column]:
-        """The columns to show, without offsets; the name column gets its width in _layout."""
-        t, lengths = self._shown, self._lengths
-        cols = [_Column("mark", "", 1, sticky=True),
-                _Column("index", "#", max(2, len(str(lengths.get("index", 0)))), True, True, "index"),
-                _Column("npu_op", "NPU op", max(6, min(lengths.get("npu_op", 0), CAPS["npu_op"])),
-                        sticky=True, sort_key="npu_op")]
-        if lengths.get("op_seq", -1) >= 0:
-            cols.append(_Column("op_seq", "seq", max(3, len(str(lengths["op_seq"]))), True, sort_key="op_seq"))
-        for key in ("step", "rank"):
-            if lengths.get(key, -1) >= 0:
-                cols.append(_Column(key, key, max(4, len(str(lengths[key]))), True, sort_key=key))
-        if lengths.get("type", 0):
-            cols.append(_Column("type", "type", max(4, min(lengths["type"], CAPS["type"])), sort_key="type"))
-        cols.append(_Column("slot", "io", max(5, min(lengths.get("param", 0), CAPS["param"])), sort_key="io"))
-        present = set(t.metric_keys) | {k for k in t.present if METRIC[k].kind == "text"}
-        for m in (METRIC[k] for k in TABLE_ORDER if k in present):
-            if m.kind == "text":  # sized to the content (when measured), at most its width
-                width = max(len(m.title), min(lengths[m.key], m.width)) if m.key in lengths else m.width
-                cols.append(_Column(m.key, m.title, width, sort_key=m.key))
-            else:
-                cols.append(_Column(m.key, m.title, m.width, True, sort_key=m.key))
-        for name in t.custom:
-            width = max(len(name), min(max(lengths.get(name, 0), NUMBER_WIDTH), CAPS["custom"]))
-            cols.append(_Column(name, name, width, True, sort_key=name))
-        for m in (METRIC[k] for k in TABLE_TAIL if k in t.present):
-            cols.append(_Column(m.key, m.title, m.width, True, sort_key=m.key))
-        if lengths.get("shape", 0):
-            cols.append(_Column("shape", "shape", max(5, min(lengths["shape"], CAPS["shape"])), sort_key="shape"))
-        if lengths.get("dtype", 0):
-            cols.append(_Column("dtype", "dtype", max(5, lengths["dtype"]), sort_key="npu_dtype"))
-        if lengths.get("golden_differs"):
-            cols.append(_Column("golden_op", "golden op", max(9, min(lengths.get("golden_op", 0),
-                                                                     CAPS["golden_op"])), sort_key="golden_op"))
-        if lengths.get("overflow", 0):
-            cols.append(_Column("overflow", "ovf", max(3, min(lengths["overflow"], CAPS["overflow"])),
-                                sort_key="overflow"))
-        if lengths.get("reason", 0):
-            cols.append(_Column("reason", "reason", max(6, min(lengths["reason"], CAPS["reason"])),
-                                sort_key="reason"))
-        return cols
 
     def _layout(self) -> None:
         """Column widths and offsets for the current widget width; sets the virtual size."""
-        cols = self._column_specs()
-        width = self.scrollable_content_region.width or 160
-        sticky = [c for c in cols if c.sticky]
-        scrolled = [c for c in cols if not c.sticky]
-        scroll_width = sum(c.width + 1 for c in scrolled)
-        other = sum(c.width + 1 for c in sticky if c.key != "npu_op") + len(DIVIDER)
-        name = next(c for c in sticky if c.key == "npu_op")
-        if other + name.width + 1 + scroll_width > width:  # it does not all fit: cap the name
-            cap = max(12, int((width - other) * 0.35))
-            name.width = min(name.width, cap)
-        x = 0
-        for c in sticky:
-            c.offset = x
-            x += c.width + 1
-        self._sticky_width = x + len(DIVIDER)
-        x = 0
-        for c in scrolled:
-            c.offset = x
-            x += c.width + 1
-        self._scroll_width = x
+        cols = column_specs(self._shown, self._lengths)
+        self._sticky_width, self._scroll_width = place(cols, self.scrollable_content_region.width or 160)
         self._columns = cols
         keys = [c.key for c in cols if c.sort_key is not None]
         if self._column_key not in keys:
-            first_metric = next((c.key for c in scrolled if c.right and c.key != "op_seq"), None)
+            first_metric = next((c.key for c in cols if not c.sticky and c.right and c.key != "op_seq"), None)
             self._column_key = first_metric or "index"
         self._set_virtual_size()
 
     def _set_virtual_size(self) -> None:
         self.virtual_size = Size(self._sticky_width + self._scroll_width, len(self._view) + 1)
 
-    def _current_column(self) -> _Column | None:
+    def _current_column(self) -> Column | None:
         return next((c for c in self._columns if c.key == self._column_key), None)
 
     # ---- cursor and scrolling ------------------------------------------------------------------
@@ -701,47 +600,13 @@ class OperatorTable(CursorList):
         super().click_row(position, x)
         self.refresh()
 
-    def _column_at(self, x: int) -> _Column | None:
+    def _column_at(self, x: int) -> Column | None:
         if x < self._sticky_width:
             return next((c for c in self._columns if c.sticky and c.offset <= x < c.offset + c.width + 1), None)
         x = x - self._sticky_width + int(self.scroll_x)
         return next((c for c in self._columns if not c.sticky and c.offset <= x < c.offset + c.width + 1), None)
 
     # ---- rendering ---------------------------------------------------------------------------------
-    def _cell(self, column: _Column, row: int, width: int) -> tuple[str, bool]:
-        """(text, breaks its threshold) of one cell."""
-        key, cols = column.key, self._shown.columns
-        if key == "mark":
-            if self._fail[row]:
-                return MARK_FAIL, False
-            if self._invalid[row]:
-                return MARK_INVALID, False
-            return (MARK_EXEMPT if self._exempt[row] else " "), False
-        if key == "npu_op":
-            return fmt.fit(cols["npu_op"][row], width, keep="end"), False
-        if key == "slot":
-            return fmt.fit(fmt.slot(cols["tensor"][row], cols["io"][row], cols["param"][row]), width), False
-        if key == "dtype":
-            return fmt.dtypes(cols["npu_dtype"][row], cols["golden_dtype"][row]), False
-        if key == "shape":
-            return fmt.shape(cols["shape"][row]), False
-        kind = KIND.get(key, "custom")
-        value = cols[key][row]
-        if kind == "float":
-            broken = self._broken.get(key)
-            if broken is not None and broken[0][row]:
-                return fmt.number(float(value), width, broken[1]), True
-            return fmt.number(float(value), width), False
-        if kind == "int":
-            broken = self._broken.get(key)
-            return fmt.integer(int(value)), bool(broken is not None and broken[0][row])
-        if kind == "custom":
-            try:
-                return fmt.number(float(value), width), False
-            except (TypeError, ValueError):
-                return value, False
-        return value, False
-
     def render_line(self, y: int) -> Strip:
         width = self.scrollable_content_region.width
         styles = self.component_styles
@@ -755,11 +620,11 @@ class OperatorTable(CursorList):
             return Strip.blank(width, base)
         row = int(self._view[position])
         row_style = base
-        if self._fail[row]:
+        if self._marks.fail[row]:
             row_style += styles["fail"]
-        elif self._invalid[row]:
+        elif self._marks.invalid[row]:
             row_style += styles["invalid"]
-        elif self._exempt[row]:
+        elif self._marks.exempt[row]:
             row_style += styles["exempt"]
         cursor = position == self.cursor
         if cursor:
@@ -768,10 +633,10 @@ class OperatorTable(CursorList):
         if cursor:
             fail_cell += styles["cursor"] + Style(bold=True, underline=True)
 
-        def cells(columns: list[_Column]) -> list[Segment]:
+        def cells(columns: list[Column]) -> list[Segment]:
             out = []
             for c in columns:
-                text, broken = self._cell(c, row, c.width)
+                text, broken = cell(c, row, self._shown.columns, self._marks)
                 if broken:
                     out.append(Segment(fmt.pad(text, c.width, c.right), fail_cell))
                     out.append(Segment(" ", row_style))
@@ -787,7 +652,7 @@ class OperatorTable(CursorList):
         current = header + styles["header-cursor"]
         sort_key, descending = self._sort if self._sort is not None else (None, False)
 
-        def cells(columns: list[_Column]) -> list[Segment]:
+        def cells(columns: list[Column]) -> list[Segment]:
             out = []
             for c in columns:
                 label = c.label
@@ -827,10 +692,3 @@ class OperatorTable(CursorList):
         else:
             text = "no rows shown: press i or x to show the hidden rows"
         return Strip([Segment(fmt.fit(" " + text, width), style)]).adjust_cell_length(width, style)
-
-
-def _pages(column, start: int):
-    """A text column's rows from `start` as lists of str, PAGE rows at a time (a paged column is
-    never held whole as Python strings)."""
-    for lo in range(start, len(column), PAGE):
-        yield column[lo:lo + PAGE].tolist()
