@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from accuscope.app.app import AccuscopeApp
-from accuscope.app.dialogs import AskDialog, HelpScreen
-from accuscope.app.graphscreen import ChooseDialog, GraphScreen
+from accuscope.app.dialogs import AskDialog, ChooseDialog, HelpScreen
+from accuscope.app.graphscreen import GraphScreen
 from accuscope.app.graphview import GraphView
 from accuscope.app.optable import OperatorTable
 from accuscope.engine.demo.workspace import MAIN

@@ -1,15 +1,17 @@
-"""Modal dialogs: confirm, ask for a line of text, and the per-screen help."""
+"""Modal dialogs: confirm, ask for a line of text, choose among several ops, and the per-screen help."""
 from __future__ import annotations
 
 import os
 from collections.abc import Callable
 
 from rich.table import Table
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen, Screen
-from textual.widgets import Input, Static
+from textual.widgets import Input, OptionList, Static
+from textual.widgets.option_list import Option
 
 from .formatting import shown
 
@@ -108,6 +110,36 @@ def complete_path(text: str) -> tuple[str, list[str]]:
     if len(names) == 1 and os.path.isdir(os.path.join(folder or ".", common)):
         done += os.sep
     return done, names
+
+
+class ChooseDialog(ModalScreen["int | None"]):
+    """A list of ops to jump to (several producers or consumers); dismisses with a graph position."""
+
+    DEFAULT_CSS = """
+    ChooseDialog { align: center middle; }
+    ChooseDialog > Vertical { width: 90%; max-width: 110; height: auto; max-height: 80%;
+                              border: thick $accent; padding: 0 1; background: $surface; }
+    ChooseDialog OptionList { height: auto; max-height: 20; }
+    """
+    BINDINGS = [Binding("escape,q", "cancel", "cancel", id="choose.cancel")]
+
+    def __init__(self, title: str, choices: list[tuple[str, int]]) -> None:
+        super().__init__()
+        self.title_text, self.choices = title, choices
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Static(self.title_text)
+            yield OptionList(*[Option(Text(label), id=str(position)) for label, position in self.choices])
+
+    def on_mount(self) -> None:
+        self.query_one(OptionList).focus()
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        self.dismiss(int(event.option.id))
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
 
 
 class HelpScreen(ModalScreen[None]):

@@ -24,6 +24,9 @@ consumers, the framework ops fused into an offline-model device op, the selectio
 the last export. `s` / `e` choose a submodel (engine.subgraph), `x` exports and re-tests it
 (engine.export) in a thread worker.
 
+The panel's text is graphpanel.py's; the export flow (its question, worker, progress and result) is
+graphexport.py's `SubmodelExport`, this screen's base; the graph itself is drawn by graphview.py.
+
 On a training dump's module hierarchy (msprobe) `space` folds a module (▸, with how many calls it
 hides), `-` / `+` fold / unfold all, jumps unfold what they land in, `f` leaves with the op table
 filtered to the module under the cursor (`under(type, ...)`). A task of several steps and ranks
@@ -32,7 +35,6 @@ shows one (step, rank) at a time, `[` / `]` the previous / next: its modules and
 from __future__ import annotations
 
 import json
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,10 +42,9 @@ from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Container, Vertical, VerticalScroll
-from textual.screen import ModalScreen, Screen
-from textual.widgets import Input, OptionList, Static
-from textual.widgets.option_list import Option
+from textual.containers import Container, VerticalScroll
+from textual.screen import Screen
+from textual.widgets import Input, Static
 
 from ..engine.compare.rankrows import StepRank, step_rank_of, step_rank_rows, step_ranks
 from ..engine.compare.results import ResultTable
@@ -52,61 +53,19 @@ from ..engine.graphs.graph import Graph, Node
 from ..engine.graphs.lanes import Lanes, layout, reads
 from ..engine.graphs.modelfile import load_graph
 from ..engine.graphs.subgraph import Selection, SelectionError, select
-from ..engine.progress import Progress
 from ..engine.sources.tensor import SourceError
 from ..engine.tasks.task import Task
-from . import formatting as fmt
-from .dialogs import AskDialog, ConfirmDialog
+from .dialogs import ChooseDialog, ConfirmDialog
 from .footer import Footer
 from .formatting import shown
-from .graphview import NO_BADGE, GraphView, OpResults, shape_text, value_text
-from .messages import ExportDone, Exported, ExportProgress, FrameworkLoaded, GraphLoaded, LoadedGraph, deliver
-from .opcolumns import MARK_EXEMPT, MARK_FAIL, MARK_INVALID
+from .graphexport import VERDICT_WORDS, SubmodelExport
+from .graphpanel import node_lines, selection_lines
+from .graphview import NO_BADGE, GraphView, OpResults
+from .messages import FrameworkLoaded, GraphLoaded, LoadedGraph, deliver, error_text
+from .opcolumns import MARK_FAIL
 
 WIDE = 120  # from this width on the detail panel sits right of the graph
 NO_MODULES = "no modules here: folding and f are for a module hierarchy (an msprobe dump's construct.json)"
-VERDICT_WORDS = {
-    "inside": "error stays: it lives inside the submodel",
-    "upstream": "error gone: it came from upstream",
-    "none": "no error at the submodel's outputs",
-    "unknown": "no verdict",
-}
-
-
-# ------------------------------------------------------------------ choosing among several ops
-
-
-class ChooseDialog(ModalScreen["int | None"]):
-    """A list of ops to jump to (several producers or consumers); dismisses with a graph position."""
-
-    DEFAULT_CSS = """
-    ChooseDialog { align: center middle; }
-    ChooseDialog > Vertical { width: 90%; max-width: 110; height: auto; max-height: 80%;
-                              border: thick $accent; padding: 0 1; background: $surface; }
-    ChooseDialog OptionList { height: auto; max-height: 20; }
-    """
-    BINDINGS = [Binding("escape,q", "cancel", "cancel", id="choose.cancel")]
-
-    def __init__(self, title: str, choices: list[tuple[str, int]]) -> None:
-        super().__init__()
-        self.title_text, self.choices = title, choices
-
-    def compose(self) -> ComposeResult:
-        with Vertical():
-            yield Static(self.title_text)
-            yield OptionList(*[Option(Text(label), id=str(position)) for label, position in self.choices])
-
-    def on_mount(self) -> None:
-        self.query_one(OptionList).focus()
-
-    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
-        self.dismiss(int(event.option.id))
-
-    def action_cancel(self) -> None:
-        self.dismiss(None)
-
-
-# ------------------------------------------------------------------ the screen
 
 
 @dataclass(frozen=True)
@@ -118,7 +77,7 @@ class GraphResult:
     table_filter: str = ""
 
 
-class GraphScreen(Screen[GraphResult]):
+class GraphScreen(SubmodelExport, Screen[GraphResult]):
     """The model graph of an opened task (its table, thresholds, graph and framework model); dismisses
     with a GraphResult."""
 
@@ -191,10 +150,6 @@ class GraphScreen(Screen[GraphResult]):
         self.end: int | None = None
         self.selection: Selection | None = None
         self.search_text = ""
-        self.last_export: dict | None = None
-        self.cancel = threading.Event()
-        self.exporting = False
-        self._progress = ""
         self._positions: dict[int, int] = {}
         self.ranks = step_ranks(self.table)  # (step, rank) of a multi-rank task, one shown at a time
         self.rank_at = self._rank_of_row(row)
@@ -202,15 +157,6 @@ class GraphScreen(Screen[GraphResult]):
         self._follow = ""  # the op the cursor stays on when another rank's graph arrives
         self._rank_shown = self.rank_at
         self.rank_loading = False
-
-    def _say(self, message: str, **kwargs) -> None:
-        """A notification of plain text (op names and paths may hold markup characters)."""
-        self.notify(message, markup=False, **kwargs)
-
-    @property
-    def running(self) -> bool:
-        """An export is running (the app asks before quitting and sets `cancel`)."""
-        return self.exporting
 
     # ---- layout -------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -310,10 +256,10 @@ class GraphScreen(Screen[GraphResult]):
             return
         if self.graph is not None:  # another rank's graph could not be read: the one shown stays
             self.rank_at, self.rank_loading = self._rank_shown, False
-            self._say(_error_text(message.error), title="rank", severity="error", timeout=10)
+            self._say(error_text(message.error), title="rank", severity="error", timeout=10)
             self.update_status()
             return
-        self.problem = _error_text(message.error)
+        self.problem = error_text(message.error)
         self.view.message = self.problem
         self.update_panel()
         self.update_status()
@@ -325,7 +271,7 @@ class GraphScreen(Screen[GraphResult]):
             if self.start is not None and self.end is not None:
                 self._reselect()
         else:
-            self.framework_problem = _error_text(message.error)
+            self.framework_problem = error_text(message.error)
         self.update_panel()
 
     def _graph_ready(self, graph: Graph, lanes: Lanes, results: OpResults) -> None:
@@ -413,10 +359,6 @@ class GraphScreen(Screen[GraphResult]):
             parts.insert(1, f"re-test: {VERDICT_WORDS.get(verdict, verdict)}")
         status.update(shown(" · ".join(parts)))
 
-    def _show_progress(self) -> None:
-        if self.exporting:
-            self.update_status()
-
     def action_toggle_panel(self) -> None:
         self.toggle_class("-toggled")
         self.update_panel()
@@ -433,97 +375,11 @@ class GraphScreen(Screen[GraphResult]):
         lines: list[str] = []
         node = self.node
         if node is not None:
-            lines += self._node_lines(node, self.cursor)
-        lines += self._selection_lines()
+            lines += node_lines(self.graph, self.results, self.table, node, self.cursor)
+        lines += selection_lines(self.graph, self.start, self.end, self.selection, self.framework_problem)
         if self.last_export:
             lines += ["", "[b]last export[/]"] + [shown(s) for s in self.last_export["lines"]]
         return "\n".join(lines)
-
-    def _node_lines(self, node: Node, position: int) -> list[str]:
-        graph = self.graph
-        lines = [f"[b]{shown(node.name)}[/]", f"{shown(node.type)} · op {position + 1} of {len(graph.nodes)} · "
-                 f"seq {node.seq_id}" + (f" · subgraph {shown(node.subgraph)}" if node.subgraph else "")]
-        results = self.results
-        if results is not None:
-            rows = results.rows[position]
-            badge = results.own_badge(position)
-            if "module" in node.attrs:
-                group = results.badge(position)
-                fails, _, total = group.text.partition("/")
-                lines.append(f"module {shown(node.attrs['module'])}: " + (f"{fails} of {total} calls failing"
-                                                                        if group.text else "no call has a row"))
-            if not rows:
-                lines.append("result: no row in the result table")
-            else:
-                cols = self.table.columns
-                if badge.state == "none":
-                    lines.append("result: its output has no row (fused into a device op); its input rows:")
-                else:
-                    word = {"fail": "failing", "pass": "passing", "invalid": "not compared", "exempt": "exempt"}
-                    lines.append(f"result: {shown(badge.mark.strip() or '✓')} {word[badge.state]}"
-                                 + (f", worst {badge.key or results.metric} {shown(badge.text)}" if badge.text else "")
-                                 + f" ({len(rows)} row{'s' if len(rows) != 1 else ''})")
-                for r in rows[:8]:
-                    value = results.values[r]
-                    mark = (MARK_FAIL if results.fail[r] else MARK_INVALID if results.invalid[r]
-                            else MARK_EXEMPT if results.exempt[r] else " ")
-                    text = fmt.number(float(value), 9) if results.metric else ""
-                    reason = str(cols["reason"][r])
-                    slot = fmt.slot(str(cols["tensor"][r]), cols["io"][r], cols["param"][r])
-                    lines.append(f"  {shown(mark)} #{cols['index'][r]} {slot}"
-                                 f" {results.metric} {text}" + (f"  {shown(fmt.fit(reason, 50))}" if reason else ""))
-                if len(rows) > 8:
-                    lines.append(f"  … {len(rows) - 8} more rows")
-        if node.fused is not None:
-            if node.fused:
-                lines += ["", f"[b]fused framework ops[/] ({len(node.fused)})"]
-                lines += [f"  {shown(f)}" for f in node.fused]
-            else:
-                lines += ["", "[b]fused framework ops[/]: none (device-only op inserted by the converter)"]
-        lines += ["", f"[b]inputs[/] ({len(node.inputs)})"]
-        for j, (t, s) in enumerate(zip(node.inputs, node.input_shapes)):
-            hit = graph.producer(t)
-            where = (f"← {hit[0].name}" if hit else "← network input" if t in graph.inputs
-                     else "weight" if t in graph.weights else "← (no producer)")
-            lines.append(f"  {j} {shown(t)} {shown(shape_text(s))}  {shown(where)}")
-        hidden = [t for t in reads(node) if t not in node.inputs]
-        for t in hidden:
-            hit = graph.producer(t)
-            lines.append(f"  body reads {shown(t)}" + (f"  ← {shown(hit[0].name)}" if hit else ""))
-        lines += ["", f"[b]outputs[/] ({len(node.outputs)})"]
-        for j, (t, s, d) in enumerate(zip(node.outputs, node.output_shapes, node.output_dtypes)):
-            users = [c.name for c, _ in graph.consumers(t)]
-            more = f" … {len(users) - 4} more" if len(users) > 4 else ""
-            where = "→ " + ", ".join(users[:4]) + more if users else ""
-            if t in graph.outputs:
-                where = (where + " " if where else "") + "→ network output"
-            lines.append(f"  {j} {shown(t)} {shown(shape_text(s))} {shown(d or '')}  {shown(where or '(unused)')}")
-        attrs = [(k, v) for k, v in node.attrs.items() if not k.startswith("_")]
-        internal = [(k, v) for k, v in node.attrs.items() if k.startswith("_") and k != "_subgraph_inputs"]
-        if attrs or internal:
-            lines += ["", f"[b]attributes[/] ({len(attrs) + len(internal)})"]
-            for k, v in attrs + internal:
-                lines.append(f"  {shown(k)} = {shown(value_text(v))}")
-        return lines
-
-    def _selection_lines(self) -> list[str]:
-        graph = self.graph
-        if self.start is None and self.end is None:
-            return ["", "[dim]s: mark the start op, e: the end op of a submodel to export[/]"]
-        lines = ["", "[b]submodel[/]"]
-        if self.start is not None:
-            lines.append(f"  S start {shown(graph.nodes[self.start].name)}")
-        if self.end is not None:
-            lines.append(f"  E end   {shown(graph.nodes[self.end].name)}")
-        sel = self.selection
-        if sel is None:
-            lines.append("  [dim]" + ("e: mark the end op" if self.end is None else "s: mark the start op") + "[/]")
-            return lines
-        lines += [f"  {shown(s)}" for s in sel.describe()]
-        if graph.kind == "om" and sel.framework is None:
-            lines.append("  " + shown(self.framework_problem or "framework model: loading…"))
-        lines.append("  [dim]x: export and re-test[/]")
-        return lines
 
     # ---- search -------------------------------------------------------------------------------
     def action_search(self) -> None:
@@ -716,98 +572,6 @@ class GraphScreen(Screen[GraphResult]):
         """Names of the ops highlighted as the submodel, in execution order."""
         return [self.graph.nodes[i].name for i in sorted(self.view.members)] if self.graph is not None else []
 
-    # ---- export -------------------------------------------------------------------------------
-    def action_export(self) -> None:
-        if self.selection is None:
-            self._say("mark the start (s) and the end (e) of the submodel first", timeout=4)
-            return
-        if self.exporting:
-            self._say("an export is running", timeout=3)
-            return
-        from ..engine.export.folder import default_out_dir
-        selection = self.selection
-        default = str(default_out_dir(self.folder, selection))
-
-        def check(text: str) -> str:
-            if not text.strip():
-                return "give a folder"
-            out = Path(text.strip()).expanduser()
-            try:
-                if out.exists() and not out.is_dir():
-                    return f"{out} exists and is not a folder"
-                if out.is_dir() and any(out.iterdir()) and not (out / "manifest.json").is_file():
-                    return f"{out} is not empty and is not an accuscope export: choose another folder"
-            except OSError as exc:
-                return f"{out}: {exc.strerror or exc}"
-            return ""
-
-        def answer(text: str | None) -> None:
-            if text is None:
-                return
-            out = Path(text.strip()).expanduser()
-            self.exporting = True
-            self.cancel.clear()
-            self._progress = "exporting…"
-            self._say(f"exporting {len(selection.ops)} ops to {out} and re-testing…", title="export", timeout=5)
-            self.update_status()
-            self.export_worker(selection, out)
-
-        described = selection.describe()
-        if len(described) > 12:
-            described = described[:11] + [f"  … {len(described) - 11} more lines in the details panel"]
-        title = "\n".join(shown(line) for line in described)
-        self.app.push_screen(AskDialog(f"{title}\n\nExport this submodel with its data and re-test it, into the "
-                                       "folder:", default, check, path=True), answer)
-
-    @work(thread=True, exclusive=True, group="export", exit_on_error=False)
-    def export_worker(self, selection: Selection, out: Path) -> None:
-        from ..engine.export.folder import export
-
-        def progress(p: Progress) -> None:
-            self.post_message(ExportProgress(f"export: {p.what} ({p.done}/{p.total})"))
-
-        def run():
-            result = export(self.folder, selection, out, retest=True, progress=progress, cancel=self.cancel)
-            return Exported(result, sum(1 for p in out.rglob("*") if p.is_file()) if result is not None else 0)
-        deliver(self, ExportDone, run)
-
-    @on(ExportProgress)
-    def export_progress(self, message: ExportProgress) -> None:
-        if self.exporting:  # (the status line shows it on the next tick)
-            self._progress = message.text
-
-    @on(ExportDone)
-    def export_done(self, message: ExportDone) -> None:
-        self.exporting = False
-        self._progress = ""
-        if message.result is not None:
-            self._export_done(message.result.result, message.result.files)
-        else:
-            self._say(_error_text(message.error), title="export failed", severity="error", timeout=15)
-        self.update_status()
-
-    def _export_done(self, result, files: int) -> None:
-        if result is None:
-            self._say("export cancelled: nothing written", timeout=5)
-            return
-        lines = [f"{files} files in {result.out_dir}", f"model {result.model.name}, "
-                 f"{len(result.selection.ops)} framework ops, {result.seconds:.1f} s"]
-        retest = result.retest
-        severity = "information"
-        if retest is not None:
-            lines.append(f"re-test: {VERDICT_WORDS.get(retest.verdict, retest.verdict)}")
-            lines.append(retest.message)
-            lines += retest.notes
-            if retest.task_dir is not None:
-                lines.append(f"re-test task: {retest.task_dir}")
-            severity = "warning" if retest.verdict == "unknown" else "information"
-        lines += [f"note: {n}" for n in result.notes[:5]]
-        self.last_export = {"out": result.out_dir, "files": files, "lines": lines,
-                            "verdict": retest.verdict if retest is not None else None}
-        self._say("\n".join(lines[:4]), title="export written", severity=severity, timeout=20)
-        self.update_panel()
-        self.update_status()
-
     def action_zoom(self) -> None:
         if self.maximized is not None:
             self.minimize()
@@ -835,8 +599,3 @@ class GraphScreen(Screen[GraphResult]):
             return
         self.dismiss(GraphResult(self.result_row()))
 
-
-def _error_text(error: BaseException | None) -> str:
-    if isinstance(error, SourceError):
-        return str(error)
-    return f"{type(error).__name__}: {error}"

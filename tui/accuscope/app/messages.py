@@ -43,6 +43,14 @@ class Progress(Message):
         """Take over what `older` carried and this one does not repeat (nothing by default)."""
 
 
+def error_text(error: BaseException | None) -> str:
+    """A worker's error as a screen says it: a SourceError's own words, else its type and text."""
+    from ..engine.sources.tensor import SourceError
+    if isinstance(error, SourceError):
+        return str(error)
+    return f"{type(error).__name__}: {error}"
+
+
 def deliver(node: MessagePump, done: type[Done], call: Callable[[], Any]) -> None:
     """Run `call` in this worker and post `done(result)` or `done(error=...)` to `node`, unless the
     worker was cancelled meanwhile."""
