@@ -43,10 +43,11 @@ class Progress(Message):
         """Take over what `older` carried and this one does not repeat (nothing by default)."""
 
 
-def error_text(error: BaseException | None) -> str:
-    """A worker's error as a screen says it: a SourceError's own words, else its type and text."""
+def error_text(error: BaseException | None, *plain: type[BaseException]) -> str:
+    """A worker's error as a screen says it: a SourceError's own words (and those of the `plain` types:
+    a tensor's OSError or ValueError names its file and problem), else its type and text."""
     from ..engine.sources.tensor import SourceError
-    if isinstance(error, SourceError):
+    if isinstance(error, (SourceError, *plain)):
         return str(error)
     return f"{type(error).__name__}: {error}"
 

@@ -44,7 +44,6 @@ from ..engine.diagnose.opdetail import (
 from ..engine.diagnose.oppair import OpPair, open_op
 from ..engine.progress import Progress
 from ..engine.sources.names import parse_tensor_name
-from ..engine.sources.tensor import SourceError
 from ..engine.tasks.task import Task
 from . import formatting as fmt
 from .dialogs import AskDialog
@@ -59,7 +58,7 @@ from .errorchart import (
 )
 from .footer import Footer
 from .formatting import shown
-from .messages import CountDone, Counted, DetailDone, Detailed, DetailProgress, deliver
+from .messages import CountDone, Counted, DetailDone, Detailed, DetailProgress, deliver, error_text
 from .toptable import TopTable
 
 WIDE = (140, 36)  # from this terminal size on, the three panes sit side by side
@@ -357,11 +356,7 @@ class OpScreen(Screen):
         self._show_channels()
 
     def show_error(self, error: BaseException | None) -> None:
-        if isinstance(error, (SourceError, OSError, ValueError)):
-            text = str(error)
-        else:
-            text = f"{type(error).__name__}: {error}"
-        self.error = text
+        self.error = text = error_text(error, OSError, ValueError)
         self.detail = None
         self.add_class("-failed")
         others = "   [b]\\[ ][/] another tensor of the op" if len(self.refs) > 1 else ""

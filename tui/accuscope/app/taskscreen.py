@@ -36,6 +36,7 @@ from .messages import (
     TaskLoaded,
     ThresholdsSaved,
     deliver,
+    error_text,
 )
 from .optable import OperatorTable
 from .summary import summary_lines
@@ -576,8 +577,7 @@ class TaskScreen(Screen):
         elif message.error is None:
             self.reload("cancelled: the previous result is kept")
         else:
-            error = message.error
-            text = str(error) if isinstance(error, SourceError) else f"{type(error).__name__}: {error}"
+            text = error_text(message.error)
             self.notify(text, title="comparison failed", severity="error", timeout=15)
             self.run_error = text  # before reload: its views say so
             self.reload(None)
