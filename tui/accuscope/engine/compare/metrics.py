@@ -164,6 +164,7 @@ class _Sums:
         self.mask = np.empty(size, dtype=bool)
         self.small = np.empty(size, dtype=bool)
         self.g32 = np.empty(size, dtype=np.float32)  # |golden| where golden's chunk is float32
+        self.full = [True, True, False, False]  # kl_chunk: series terms taken over whole chunks
         self.v = [0.0] * len(FIELDS)
         for i in _MAXED:
             self.v[i] = -math.inf if FIELDS[i].endswith("max") else 0.0
@@ -290,9 +291,8 @@ class _Sums:
         top2 = float(_max(w))  # the largest s^2
         f = 0.0
         if top2 >= bound * bound:  # elements beyond the series take the logarithm
-            far = np.greater_equal(s, bound, out=self.mask[:k])
-            far |= np.less_equal(s, -bound, out=self.small[:k])
-            at = np.flatnonzero(far)  # indices: gathers and stores at a few places cost little
+            at = np.flatnonzero(np.greater_equal(w, bound * bound, out=self.mask[:k]))  # every |s| >= bound
+            at = at[np.abs(s[at]) >= bound]  # indices: gathers and stores at a few places cost little
             if len(at):
                 qf, af = q[at], ay[at]
                 f += float(np.sum(qf * np.log(qf / af) - qf + af))
@@ -305,9 +305,10 @@ class _Sums:
         for j, (coef, need) in enumerate(zip(_SERIES, _SERIES_NEED)):  # + 2q (atanh(s) - s) =
             if top2 < need:  # sum_j 2/(2j+3) q s (s^2)^(j+1); term j counts where s^2 >= need
                 break
-            if j > 1:  # the higher terms: over the elements that need them when those are few
-                many = np.greater_equal(w, need, out=self.mask[:k])
-                if 16 * np.count_nonzero(many) < k:
+            if j > 1 and not self.full[j]:  # the higher terms: over the elements that need them
+                many = np.greater_equal(w, need, out=self.mask[:k])  # when those are few (once
+                self.full[j] = 16 * np.count_nonzero(many) >= k  # many in a chunk: every chunk)
+                if not self.full[j]:
                     at = np.flatnonzero(many)
                     pf, wf = p[at], w[at]
                     for coef_, need_ in zip(_SERIES[j:], _SERIES_NEED[j:]):
