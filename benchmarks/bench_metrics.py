@@ -5,12 +5,17 @@ All ten metrics (the KL walk included) of 16M float32 element pairs in memory, o
 sides' scaled values are within ~20% of each other and a logarithm elsewhere, so the kinds differ
 in how many elements need the logarithm (the `far` column).
 
-    python benchmarks/bench_metrics.py [--n 16777216] [--rounds 3]
+    python benchmarks/bench_metrics.py [--n 16777216] [--rounds 3] [--base-tui /path/to/other/tui]
+
+--base-tui: that checkout's numpy fallback (its compare/metrics.py) too, round by round with this
+one's, to measure a change of the fallback before and after in one run.
 """
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
+import sys
 import time
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # one core, as in a worker process
@@ -42,33 +47,54 @@ def far_share(x: np.ndarray, y: np.ndarray) -> float:
         return float(np.mean(np.abs((ax - ay) / (ax + ay)) >= metrics.KL_BOUND))
 
 
-def best(x: np.ndarray, y: np.ndarray, rounds: int) -> float:
-    times = []
-    for _ in range(rounds):
-        start = time.perf_counter()
-        metrics.compare_arrays(x, y)
-        times.append(time.perf_counter() - start)
-    return min(times)
+def base_metrics(tui: str):
+    """Another checkout's metrics module, loaded beside this one (its kernel switched off)."""
+    path = os.path.join(tui, "accuscope", "engine", "compare", "metrics.py")
+    spec = importlib.util.spec_from_file_location("accuscope.engine.compare._base_metrics", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    module._kernel = None
+    return module
+
+
+def timed(module, x: np.ndarray, y: np.ndarray) -> float:
+    start = time.perf_counter()
+    module.compare_arrays(x, y)
+    return time.perf_counter() - start
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=1 << 24)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--base-tui", help="another checkout's tui folder: its numpy fallback alongside")
     args = ap.parse_args()
     kernel = metrics._kernel
     if kernel is None:
         raise SystemExit("the compiled kernel is not built: nothing to compare the fallback with")
-    print(f"{args.n:,} float32 element pairs, all metrics, ns per element on one core")
-    print(f"{'pair':26s} {'kernel':>7s} {'numpy':>7s} {'ratio':>6s} {'far':>5s}")
+    base = base_metrics(args.base_tui) if args.base_tui else None
+    print(f"{args.n:,} float32 element pairs, all metrics, ns per element on one core, best of "
+          f"{args.rounds} rounds (run by run alternating); load average {os.getloadavg()[0]:.1f}")
+    print(f"{'pair':26s} {'kernel':>7s} {'numpy':>7s} {'ratio':>6s}"
+          + (f" {'base':>7s} {'ratio':>6s}" if base else "") + f" {'far':>5s}")
     for name, (x, y) in pairs(args.n).items():
-        metrics._kernel = kernel
-        fast = best(x, y, args.rounds)
-        metrics._kernel = None
-        slow = best(x, y, args.rounds)
-        print(f"{name:26s} {fast / args.n * 1e9:7.1f} {slow / args.n * 1e9:7.1f} {slow / fast:5.1f}x "
-              f"{far_share(x, y):5.0%}")
+        times: dict[str, list[float]] = {"kernel": [], "numpy": [], "base": []}
+        for _ in range(args.rounds):
+            metrics._kernel = kernel
+            times["kernel"].append(timed(metrics, x, y))
+            metrics._kernel = None
+            times["numpy"].append(timed(metrics, x, y))
+            if base:
+                times["base"].append(timed(base, x, y))
+        fast, slow = min(times["kernel"]), min(times["numpy"])
+        line = f"{name:26s} {fast / args.n * 1e9:7.1f} {slow / args.n * 1e9:7.1f} {slow / fast:5.1f}x"
+        if base:
+            old = min(times["base"])
+            line += f" {old / args.n * 1e9:7.1f} {old / fast:5.1f}x"
+        print(f"{line} {far_share(x, y):5.0%}")
     metrics._kernel = kernel
+    print(f"load average after: {os.getloadavg()[0]:.1f}")
 
 
 if __name__ == "__main__":

@@ -31,7 +31,7 @@ def numpy_metrics(monkeypatch, x, y):
 def same(fast, slow):
     assert fast.std == slow.std and fast.reasons == slow.reasons and fast.tpu_verdict == slow.tpu_verdict
     for key, value in slow.values.items():
-        assert fast.values[key] == pytest.approx(value, rel=1e-12, abs=1e-15), key
+        assert fast.values[key] == pytest.approx(value, rel=1e-12, abs=1e-15, nan_ok=True), key
 
 
 @needs_kernel
@@ -80,3 +80,38 @@ def test_nan_goes_to_the_chunked_path():
     assert M._kernel.pair(x, x) is not None
     with pytest.raises(TypeError):
         M._kernel.pair(np.ones(3), np.ones(3))
+
+
+def varied_pairs(n):
+    """(npu, golden) shaped like real ones (benchmarks/bench_metrics.py's kinds) and the degenerate ones."""
+    rng = np.random.default_rng(14)
+    g = rng.standard_normal(n).astype(np.float32)
+    noise = rng.standard_normal(n).astype(np.float32)
+    step = float(np.abs(g).max()) / 127
+    int8 = (np.round(g / step) * step).astype(np.float32)
+    nan = g.copy()
+    nan[::1000] = np.nan
+    nan[7::1000] = np.inf
+    return {
+        "fp16-like noise": (g + noise * np.float32(1e-3), g),
+        "ReLU output": (np.maximum(g + noise * np.float32(1e-3), 0), np.maximum(g, 0)),
+        "int8 quantized": (int8, g),
+        "ReLU of int8": (np.maximum(int8, 0), np.maximum(g, 0)),
+        "unrelated": (noise, g),
+        "nearly equal": (g + noise * np.float32(1e-6), g),
+        "zero golden": (g, np.zeros_like(g)),
+        "both zero": (np.zeros_like(g), np.zeros_like(g)),
+        "golden within eps64 of 0": (g, np.where(np.arange(n) % 3 == 0, np.float32(1e-20), g).astype(np.float32)),
+        "NaN/inf at the same positions": (nan, (nan + np.float32(1e-3)).astype(np.float32)),
+        "NaN/inf at different positions": (nan, g),
+        "float16": (g.astype(np.float16), (g + noise * np.float32(2e-3)).astype(np.float16)),
+    }
+
+
+@needs_kernel
+@pytest.mark.parametrize("kind", list(varied_pairs(10)))
+def test_numpy_fallback_equals_the_kernel_on_varied_pairs(monkeypatch, kind):
+    """Several of the fallback's chunks (and a short last one): its floor skipped or not, its series
+    cut per element, its far elements, its zero goldens, against the kernel's fused pass."""
+    x, y = varied_pairs(3 * M.NUMPY_CHUNK + 1001)[kind]
+    same(compare_arrays(x, y), numpy_metrics(monkeypatch, x, y))

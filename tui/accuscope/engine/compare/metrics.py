@@ -13,8 +13,8 @@ streamed pairs (and float64 data on the kernel) take the chunks.
 
 The per-chunk loops exist twice, with the same arithmetic: in the compiled kernel (_kernel.c: every
 element read once, all sums in float64) and here in numpy (one pass per operation over float64
-copies of the chunk, about 30 of them; 6-7x slower than the fused kernel), used when the kernel
-was not built.
+copies of the chunk, about 30 of them, the sums as BLAS products; 5-7x slower than the fused
+kernel), used when the kernel was not built.
 
 Degenerate cases are never hidden behind a plausible number (metrics.md section 2): NaN/inf are
 counted per side; at identical positions on both sides the finite remainder is compared and the
@@ -35,6 +35,7 @@ from accuscope.engine.compare.columns import COMPUTED_FLOATS
 EPS64 = float(np.finfo(np.float64).eps)
 EPS32 = float(np.finfo(np.float32).eps)
 CHUNK = 1 << 16
+NUMPY_CHUNK = 1 << 15  # the numpy fallback's fused pass: its five float64 rows (1.3 MB) stay in L2
 BOOL_MEANINGFUL = ("cos", "red")
 _BOOL = np.dtype(np.bool_)
 
@@ -202,9 +203,14 @@ class _Sums:
     """Running float64 sums over chunks, with scratch buffers reused for every chunk."""
 
     def __init__(self, size: int):
-        self.x, self.y, self.d, self.r = (np.empty(size) for _ in range(4))
+        # rows: x, y, |x - y|, r, w; x to r summed by one matrix-vector product (_moments), the
+        # KL walk's q, ay, num, s, s^2 in the same rows (kl_chunk)
+        self.rows = np.empty((5, size))
+        self.x, self.y, self.d, self.r, self.w = self.rows
         self.mask = np.empty(size, dtype=bool)
         self.small = np.empty(size, dtype=bool)
+        self.g32 = np.empty(size, dtype=np.float32)  # |golden| where golden's chunk is float32
+        self.full = [True, True, False, False]  # kl_chunk: series terms taken over whole chunks
         self.v = [0.0] * len(FIELDS)
         for i in _MAXED:
             self.v[i] = -math.inf if FIELDS[i].endswith("max") else 0.0
@@ -273,9 +279,10 @@ class _Sums:
 
     def _moments(self, x: np.ndarray, y: np.ndarray, yc: np.ndarray, ranges: bool = True) -> tuple:
         """The kernel's `moments` in numpy over two float64 chunks (y is golden's chunk `yc` in
-        float64): one pass per operation, each feeding what it can (dot products for the sums of
-        products, |x - y| for three sums); reductions and masks on yc where it is narrower.
-        Leaves |x - y| in self.d for _allclose."""
+        float64): one pass per operation, each feeding what it can: BLAS dot products for the
+        sums of products, one matrix-vector product with ones for the four plain sums (x, y,
+        |x - y|, r: rows of self.rows), |x - y| for three sums; the zero-golden mask only where
+        golden has a value within eps64 of 0. Leaves |x - y| in self.d for _allclose."""
         k = len(x)
         d, r, m = self.d[:k], self.r[:k], self.mask[:k]
         if ranges:
@@ -286,57 +293,80 @@ class _Sums:
         np.subtract(x, y, out=d)
         sdd = np.dot(d, d)
         np.abs(d, out=d)
-        g = yc if yc.dtype == np.float32 else y  # where golden is ~0 (|y| <= eps64: exact in
-        keep = np.greater(g, EPS64, out=self.small[:k])  # float32 too), r is 0, not |x/y - 1|
-        keep |= np.less(g, -EPS64, out=m)
         np.divide(x, y, out=r)  # r = |x/y - 1|, literally (|x-y|/|y| flips counts at 0.1%)
         np.subtract(r, 1.0, out=r)
         np.abs(r, out=r)
-        if not keep.all():  # zero them without branching on each (a masked copy costs 20x):
-            np.multiply(r, keep, out=r)  # r * 0 is 0, or NaN where x/y was inf or NaN,
-            np.fmax(r, 0.0, out=r)  # which fmax turns into 0
+        # where golden is ~0 (|y| <= eps64: exact in float32 too), r is 0, not |x/y - 1|
+        g = np.abs(yc, out=self.g32[:k]) if yc.dtype == np.float32 else np.abs(y, out=self.w[:k])
+        if _min(g) <= EPS64:  # zero them without branching on each (a masked copy costs 20x):
+            np.multiply(r, np.greater(g, EPS64, out=m), out=r)  # r * 0 is 0, or NaN where x/y
+            np.fmax(r, 0.0, out=r)  # was inf or NaN, which fmax turns into 0
         over1 = np.count_nonzero(np.greater(r, 0.001, out=m))
         over5 = np.count_nonzero(np.greater(r, 0.005, out=m))
-        return (np.dot(x, y), np.dot(x, x), np.dot(y, y), _sum(x), _sum(y), sdd, _sum(d), _max(d),
-                _sum(r), _max(r), over1, over5, xmin, xmax, ymin, ymax)
+        ones = _ones(k)
+        if x.base is self.rows and y.base is self.rows:  # x, y, |d|, r: consecutive rows
+            sx, sy, sad, srel = np.dot(self.rows[:4, :k], ones)
+        else:
+            (sad, srel), sx, sy = np.dot(self.rows[2:4, :k], ones), np.dot(x, ones), np.dot(y, ones)
+        return (np.dot(x, y), np.dot(x, x), np.dot(y, y), sx, sy, sdd, sad, _max(d),
+                srel, _max(r), over1, over5, xmin, xmax, ymin, ymax)
 
-    def kl_chunk(self, x: np.ndarray, y: np.ndarray, params: tuple) -> tuple[float, float, float]:
+    def kl_chunk(self, x: np.ndarray, y: np.ndarray, params: tuple,
+                 floors: tuple[bool, bool] = (True, True)) -> tuple[float, float, float]:
         """The kernel's `kl` in numpy (see _kl) over two float64 chunks (which may be this object's
-        buffers: they are overwritten). The series of atanh(s) - s is summed term by term as dot
-        products, and only as far as the chunk's largest |s| makes a term count: the first term
-        left out is below 1e-17 of the sum (the kernel's series, to s^9, otherwise)."""
+        rows x and y: they are overwritten). `floors`: whether a side's chunk may hold values the
+        eps floor lifts (False when its smallest value clears it: the maximum is skipped). The
+        series of atanh(s) - s is summed term by term as dot products, each element only as far as
+        its own |s| makes a term count: the first term left out is below 1e-17 of the element's
+        (q + ay) s^2 (the kernel's series, to s^9, otherwise); terms few elements need are summed
+        over those elements alone."""
         xlo, xfloor, ylo, yfloor, c, bound = params
         k = len(x)
-        q, ay, num, s = self.x[:k], self.y[:k], self.r[:k], self.d[:k]
+        q, ay, num, s, w = (row[:k] for row in self.rows)
         np.subtract(x, xlo, out=q)
-        np.maximum(q, xfloor, out=q)
+        if floors[0]:
+            np.maximum(q, xfloor, out=q)
         np.subtract(y, ylo, out=ay)
-        np.maximum(ay, yfloor, out=ay)
-        sums = float(_sum(q)), float(_sum(ay))
+        if floors[1]:
+            np.maximum(ay, yfloor, out=ay)
+        sums = np.dot(self.rows[:2, :k], _ones(k))
         np.multiply(q, c, out=q)
-        np.add(q, ay, out=s)
-        np.subtract(q, ay, out=num)
+        np.matmul(_DIFF_SUM, self.rows[:2, :k], out=self.rows[2:4, :k])  # q - ay, q + ay in one
         np.divide(num, s, out=s)  # s = (q - ay) / (q + ay)
-        top = max(float(_max(s)), -float(_min(s)))
+        np.multiply(s, s, out=w)
+        top2 = float(_max(w))  # the largest s^2
         f = 0.0
-        if top >= bound:  # elements beyond the series take the logarithm
-            far = np.greater_equal(s, bound, out=self.mask[:k])
-            far |= np.less_equal(s, -bound, out=self.small[:k])
-            at = np.flatnonzero(far)  # indices: gathers and stores at a few places cost little
-            qf, af = q[at], ay[at]
-            f += float(np.sum(qf * np.log(qf / af) - qf + af))
-            s[at] = 0.0
-            num[at] = 0.0
-            top = bound
+        if top2 >= bound * bound:  # elements beyond the series take the logarithm
+            at = np.flatnonzero(np.greater_equal(w, bound * bound, out=self.mask[:k]))  # every |s| >= bound
+            at = at[np.abs(s[at]) >= bound]  # indices: gathers and stores at a few places cost little
+            if len(at):
+                qf, af = q[at], ay[at]
+                f += float(np.sum(qf * np.log(qf / af) - qf + af))
+                s[at] = 0.0
+                num[at] = 0.0
+                w[at] = 0.0
+                top2 = min(top2, bound * bound)
         f += float(np.dot(num, s))  # (q + ay) s^2
-        w, p = np.multiply(s, s, out=num), np.multiply(q, s, out=q)
-        for j, coef in enumerate(_SERIES):  # + 2q (atanh(s) - s) = sum_j 2/(2j+3) q s (s^2)^(j+1)
-            if 2 * top ** (2 * j + 1) / (2 * j + 3) < 1e-17:
-                break  # this term is below 1e-17 of the element's (q + ay) s^2, and the rest smaller
+        p = np.multiply(q, s, out=q)
+        for j, (coef, need) in enumerate(zip(_SERIES, _SERIES_NEED)):  # + 2q (atanh(s) - s) =
+            if top2 < need:  # sum_j 2/(2j+3) q s (s^2)^(j+1); term j counts where s^2 >= need
+                break
+            if j > 1 and not self.full[j]:  # the higher terms: over the elements that need them
+                many = np.greater_equal(w, need, out=self.mask[:k])  # when those are few (once
+                self.full[j] = 16 * np.count_nonzero(many) >= k  # many in a chunk: every chunk)
+                if not self.full[j]:
+                    at = np.flatnonzero(many)
+                    pf, wf = p[at], w[at]
+                    for coef_, need_ in zip(_SERIES[j:], _SERIES_NEED[j:]):
+                        if top2 < need_:
+                            break
+                        np.multiply(pf, wf, out=pf)
+                        f += coef_ * float(np.dot(pf, wf))
+                    break
             if j:
                 np.multiply(p, w, out=p)
             f += coef * float(np.dot(p, w))
-        return sums[0], sums[1], f
+        return float(sums[0]), float(sums[1]), f
 
     def finite(self) -> bool:
         f = self.f
@@ -345,6 +375,20 @@ class _Sums:
 
 _sum, _min, _max = np.add.reduce, np.minimum.reduce, np.maximum.reduce
 _SERIES = (2 / 3, 2 / 5, 2 / 7, 2 / 9)  # atanh(s) - s = s^3/3 + s^5/5 + ..., to s^9 as in the kernel
+# the s^2 from which term j counts: 2 |s|^(2j+1) / (2j+3) >= 1e-17 (of the element's (q + ay) s^2)
+_SERIES_NEED = tuple((1e-17 * (2 * j + 3) / 2) ** (2 / (2 * j + 1)) for j in range(len(_SERIES)))
+_DIFF_SUM = np.array([[1.0, -1.0], [1.0, 1.0]])  # (q - ay, q + ay) as one BLAS product: exact as the ufuncs
+_ones_cache: dict[np.dtype, np.ndarray] = {}
+
+
+def _ones(k: int, dtype: np.dtype = np.dtype(np.float64)) -> np.ndarray:
+    """k ones (sums as BLAS products), from one read-only array per dtype grown on demand."""
+    ones = _ones_cache.get(dtype)
+    if ones is None or len(ones) < k:
+        ones = np.ones(max(k, CHUNK), dtype)
+        ones.flags.writeable = False
+        _ones_cache[dtype] = ones
+    return ones[:k]
 
 
 def _finite_remainder(source: ChunkSource, n: int, result: PairMetrics) -> tuple[_Sums | None, int, ChunkSource]:
@@ -540,35 +584,50 @@ _F32 = np.dtype(np.float32)
 
 
 def _fused_numpy(x: np.ndarray, y: np.ndarray, kl: bool) -> tuple[_Sums, tuple] | None:
-    """The kernel's `pair` in numpy: a prepass on the data as they are (each side's min and max,
-    exact in any dtype, and an estimate of its sum) gives the KL walk its scaling, so that each
-    chunk is cast to float64 once and feeds the moments and the KL in one visit, while in cache.
-    The estimate only sets c, whose error _kl_finish's closing term cancels, as in the kernel."""
+    """The kernel's `pair` in numpy: a prepass on the data as they are (each side's min per chunk
+    and max, exact in any dtype, and an estimate of its sum) gives the KL walk its scaling, so that
+    each chunk is cast to float64 once and feeds the moments and the KL in one visit, while in
+    cache (chunks of NUMPY_CHUNK: all five rows of float64 stay in L2). The estimate only sets c,
+    whose error _kl_finish's closing term cancels, as in the kernel; a chunk whose smallest value
+    clears the eps floor skips the floor's pass."""
     if x.dtype.newbyteorder("=") not in _EXACT_F64 or y.dtype.newbyteorder("=") not in _EXACT_F64:
         return None
-    ranges = [float(v.min()) for v in (x, y)] + [float(v.max()) for v in (x, y)]
+    n = x.size
+    size = min(n, NUMPY_CHUNK)
+    (xmins, xmax, sx), (ymins, ymax, sy) = _prepass(x, size), _prepass(y, size)
+    ranges = [float(xmins.min()), float(ymins.min()), xmax, ymax]
     if not all(math.isfinite(v) for v in ranges):
         return None  # NaN or inf somewhere: the chunked path counts them
-    xmin, ymin, xmax, ymax = ranges
-    n = x.size
-    sx, sy = (_sum_estimate(v) for v in (x, y))
+    xmin, ymin = ranges[:2]
     params, sx0, sy0 = _kl_params(xmin, xmax, ymin, ymax, sx, sy, n)
-    size = min(n, CHUNK)
+    xlo, xfloor, ylo, yfloor = params[:4]
     acc, sums = _Sums(size), [0.0, 0.0, 0.0]
-    for lo in range(0, n, size):
+    for i, lo in enumerate(range(0, n, size)):
         acc.add(x[lo:lo + size], y[lo:lo + size], ranges=False)
         if kl:
-            sums = [s + p for s, p in zip(sums, acc.kl_chunk(*cast(Chunk, acc.last), params))]
+            floors = float(xmins[i]) - xlo < xfloor, float(ymins[i]) - ylo < yfloor
+            sums = [s + p for s, p in zip(sums, acc.kl_chunk(*cast(Chunk, acc.last), params, floors))]
     for name, value in zip(("xmin", "ymin", "xmax", "ymax"), ranges):
         acc.v[_INDEX[name]] = value
     return acc, (*sums, sx0, sy0) if kl else ()
 
 
-def _sum_estimate(v: np.ndarray) -> float:
-    """The sum of v, to float32's precision at least: numpy's pairwise sum in float32 where v
-    is float32 (the cheap pass), in float64 otherwise (float16 or bool sums overflow or saturate)."""
-    if v.dtype == np.float32:
-        total = float(v.sum())
-        if math.isfinite(total):
-            return total
-    return float(np.add.reduce(v, dtype=np.float64))
+def _prepass(v: np.ndarray, size: int) -> tuple[np.ndarray, float, float]:
+    """v's min in each chunk of `size`, its max and an estimate of its sum, read block by block
+    (each block read from memory once, its three reductions from cache). The sum is to float32's
+    precision at least: in float32 BLAS dot products with ones over blocks added in float64 where v
+    is float32 (as exact as numpy's pairwise sum here, 3x faster), in float64 otherwise (float16
+    or bool sums overflow or saturate)."""
+    n, step = v.size, size * _PREPASS_CHUNKS
+    mins, top, total = [], -math.inf, 0.0
+    f32 = v.dtype == _F32 and v.flags.c_contiguous
+    for lo in range(0, n, step):
+        block = v[lo:lo + step]
+        mins.append(np.minimum.reduceat(block, np.arange(0, len(block), size)))
+        top = max(top, float(_max(block)))
+        part = float(np.dot(block, _ones(len(block), _F32))) if f32 else math.inf
+        total += part if math.isfinite(part) else float(np.add.reduce(block, dtype=np.float64))
+    return np.concatenate(mins), top, total
+
+
+_PREPASS_CHUNKS = 4  # chunks per block of the prepass: 512 KB of float32 a side
