@@ -18,7 +18,8 @@ from textual.widgets import Input, ProgressBar, Static
 from ..engine.compare.columns import CSV_OF, METRIC
 from ..engine.compare.results import FilterError, ResultTable, text_array
 from ..engine.compare.thresholds import Thresholds, parse_assignments
-from ..engine.sources.names import printable
+from ..engine.sources.kinds import MSPROBE
+from ..engine.sources.names import parse_tensor_name, printable
 from ..engine.sources.tensor import SourceError
 from ..engine.tasks.task import Task, load_task
 from ..engine.tasks.taskdoc import TaskDoc
@@ -69,6 +70,10 @@ class TaskScreen(Screen):
                 id="task.accept_pair"),
         Binding("minus", "decide_pair(False)", "reject the structural pair", key_display="-", show=False,
                 id="task.reject_pair"),
+        Binding("equals_sign", "decide_tensor(True)", "accept this tensor's pair", key_display="=", show=False,
+                id="task.accept_tensor"),
+        Binding("underscore", "decide_tensor(False)", "reject this tensor's pair", key_display="_", show=False,
+                id="task.reject_tensor"),
         Binding("R", "rerun", "re-run", show=False, id="task.rerun"), Binding("D", "row_details", "row details", show=False, id="task.row_details"),
         Binding("escape", "back", "back / clear / cancel", show=False, id="task.back"),
         Binding("q", "back(True)", "back to the tasks", show=False, id="task.back_to_tasks"),
@@ -93,7 +98,9 @@ class TaskScreen(Screen):
             "device-only ops) never fail. Thresholds: t, then e.g. `cos=0.98 kl=off`.\n"
             "Pairs made by --match structure (how == \"structure\", their confidence in the reason): + accepts\n"
             "the row's pair, - rejects it; saved in the task's pairs.yaml, which its next run (R) reads:\n"
-            "accepted pairs by the mapping file (how: mapping), rejected calls unpaired.")
+            "accepted pairs by the mapping file (how: mapping), rejected calls unpaired. On any paired row of\n"
+            "two msprobe dumps, = accepts that one tensor's pair and _ rejects it (the rest of its call as before);\n"
+            "to pair a tensor with another one, edit pairs.yaml: \"call:input:1\": \"golden call:input:2\".")
 
     def __init__(self, task: Task | None = None, run: tuple[engine.CompareSpec, Path] | None = None) -> None:
         super().__init__()
@@ -112,7 +119,7 @@ class TaskScreen(Screen):
         self.advising = False
         self.saving, self._save_again = False, False  # thresholds being saved by save_worker
         self.run_error = ""  # why the last run started here failed
-        self.decided: dict[str, bool] = {}  # NPU call -> accepted: the pairs decided since the last run
+        self.decided: dict[str, bool] = {}  # NPU call or tensor -> accepted: the pairs decided since the last run
 
     # ---- layout -------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -401,6 +408,37 @@ class TaskScreen(Screen):
             return
         self.decided[npu] = accept
         self.notify(f"{'accepted' if accept else 'rejected'}: {npu} ~ {golden} (saved in {path.name})",
+                    markup=False, timeout=5)
+        self.update_status()
+
+    def action_decide_tensor(self, accept: bool) -> None:
+        """= / _: accept or reject the pair of the one tensor under the cursor (`call:input:1`), for the task's
+        next run; the other tensors of its call are paired as before."""
+        widget = self.table_widget
+        if widget.cursor_row is None or self.running or self.opened is None or self.opened.doc.foreign \
+                or self.still_loading():
+            return
+        row = widget.table.row(widget.cursor_row)
+        tensor, golden = parse_tensor_name(str(row.get("tensor", ""))), str(row.get("golden_op", ""))
+        if set(self.opened.doc.sides.values()) != {MSPROBE} or tensor is None:
+            self.notify("= and _ decide one tensor's pair between two msprobe dumps", markup=False, timeout=5)
+            return
+        name = f"{tensor.op}:{tensor.io}:{tensor.index}"
+        if not row.get("how") or not golden:
+            self.notify(f"{name} is not paired: pair it by hand in the task's pairs.yaml "
+                        f'("{name}": "golden call:{tensor.io}:{tensor.index}")', markup=False, timeout=8)
+            return
+        if accept and row.get("how") == "mapping":
+            self.notify(f"{name} is paired by the task's mapping file already", markup=False, timeout=5)
+            return
+        counterpart = f"{golden}:{tensor.io}:{tensor.index}"  # every rule a decision may follow pairs slot for slot
+        try:
+            path = self.opened.decide_pair(name, counterpart if accept else None)
+        except (SourceError, OSError) as exc:
+            self.notify(printable(str(exc)), title="pair", markup=False, severity="error", timeout=10)
+            return
+        self.decided[name] = accept
+        self.notify(f"tensor {'accepted' if accept else 'rejected'}: {name} ~ {counterpart} (saved in {path.name})",
                     markup=False, timeout=5)
         self.update_status()
 

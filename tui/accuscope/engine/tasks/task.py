@@ -190,13 +190,14 @@ class Task:
         """Set the state (and fields) in task.json; `doc` follows."""
         self.doc = mark_state(self.folder, state, **fields)
 
-    def decide_pair(self, npu_call: str, golden_call: str | None) -> Path:
-        """A structural pair accepted (`golden_call`) or rejected (None) for the task's next run: saved in
-        the folder's pairs.yaml (crossmap.decide), which task.json then names as the task's mapping file;
-        the path written. SourceError when the task pairs by one of msprobe's mapping files."""
+    def decide_pair(self, npu_name: str, golden_name: str | None) -> Path:
+        """A pair accepted (`golden_name`) or rejected (None) for the task's next run, a call's or one
+        tensor's (`call:input:1`): saved in the folder's pairs.yaml (crossmap.decide), which task.json then
+        names as the task's mapping file; the path written. SourceError when the task pairs by one of
+        msprobe's mapping files."""
         from accuscope.engine.compare import crossmap
         current = self.doc.path("mapping", self.folder)
-        path = Path(crossmap.decide(self.folder, str(current) if current else None, npu_call, golden_call))
+        path = Path(crossmap.decide(self.folder, str(current) if current else None, npu_name, golden_name))
         self.mark(self.doc.state or "done", mapping=str(path.resolve()),
                   relative={**self.doc.relative, "mapping": path.name})
         return path
