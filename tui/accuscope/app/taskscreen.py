@@ -96,11 +96,11 @@ class TaskScreen(Screen):
             f"Columns by short key ({', '.join(METRIC)}) or CSV name.\n"
             "Rows breaking a threshold are marked ✗ and red; exempt rows (TransData, inputs, "
             "device-only ops) never fail. Thresholds: t, then e.g. `cos=0.98 kl=off`.\n"
-            "Pairs made by --match structure (how == \"structure\", their confidence in the reason): + accepts\n"
-            "the row's pair, - rejects it; saved in the task's pairs.yaml, which its next run (R) reads:\n"
-            "accepted pairs by the mapping file (how: mapping), rejected calls unpaired. On any paired row of\n"
-            "two msprobe dumps, = accepts that one tensor's pair and _ rejects it (the rest of its call as before);\n"
-            "to pair a tensor with another one, edit pairs.yaml: \"call:input:1\": \"golden call:input:2\".")
+            "Two msprobe dumps: + accepts a --match structure row's call pair (how == \"structure\", its "
+            "confidence in the reason) and - rejects it; = accepts the row's one tensor pair and _ rejects it, "
+            "the rest of its call as before. Saved in the task's pairs.yaml, which its next run (R) reads "
+            "(accepted: how mapping; rejected: unpaired); to pair a tensor with another, edit it: "
+            "\"call:input:1\": \"golden call:input:2\".")
 
     def __init__(self, task: Task | None = None, run: tuple[engine.CompareSpec, Path] | None = None) -> None:
         super().__init__()
