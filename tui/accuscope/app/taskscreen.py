@@ -388,37 +388,46 @@ class TaskScreen(Screen):
         elif self.focused is not None:
             self.maximize(self.focused)
 
-    def action_decide_pair(self, accept: bool) -> None:
-        """+ / -: accept or reject the structural pair under the cursor, for the task's next run."""
+    def decision_row(self) -> dict | None:
+        """The row under the cursor where a pair may be decided now (a task of ours, not running or loading)."""
         widget = self.table_widget
         if widget.cursor_row is None or self.running or self.opened is None or self.opened.doc.foreign \
                 or self.still_loading():
-            return
-        row = widget.table.row(widget.cursor_row)
-        npu, golden = str(row.get("npu_op", "")), str(row.get("golden_op", ""))
-        if row.get("how") != "structure":
-            how = row.get("how") or "unpaired"
-            self.notify(f"{npu} is not a structural pair (how: {how}): + and - decide the pairs "
-                        "--match structure made", markup=False, timeout=5)
-            return
+            return None
+        return widget.table.row(widget.cursor_row)
+
+    def save_decision(self, npu: str, golden: str, accept: bool, what: str = "") -> None:
+        """Save one decision in the task's pairs.yaml (Task.decide_pair) and say so; an error is a notice."""
+        assert self.opened is not None
         try:
             path = self.opened.decide_pair(npu, golden if accept else None)
         except (SourceError, OSError) as exc:
             self.notify(printable(str(exc)), title="pair", markup=False, severity="error", timeout=10)
             return
         self.decided[npu] = accept
-        self.notify(f"{'accepted' if accept else 'rejected'}: {npu} ~ {golden} (saved in {path.name})",
+        self.notify(f"{what}{'accepted' if accept else 'rejected'}: {npu} ~ {golden} (saved in {path.name})",
                     markup=False, timeout=5)
         self.update_status()
+
+    def action_decide_pair(self, accept: bool) -> None:
+        """+ / -: accept or reject the structural pair under the cursor, for the task's next run."""
+        row = self.decision_row()
+        if row is None:
+            return
+        npu, golden = str(row.get("npu_op", "")), str(row.get("golden_op", ""))
+        if row.get("how") != "structure":
+            how = row.get("how") or "unpaired"
+            self.notify(f"{npu} is not a structural pair (how: {how}): + and - decide the pairs "
+                        "--match structure made", markup=False, timeout=5)
+            return
+        self.save_decision(npu, golden, accept)
 
     def action_decide_tensor(self, accept: bool) -> None:
         """= / _: accept or reject the pair of the one tensor under the cursor (`call:input:1`), for the task's
         next run; the other tensors of its call are paired as before."""
-        widget = self.table_widget
-        if widget.cursor_row is None or self.running or self.opened is None or self.opened.doc.foreign \
-                or self.still_loading():
+        row = self.decision_row()
+        if row is None or self.opened is None:
             return
-        row = widget.table.row(widget.cursor_row)
         tensor, golden = parse_tensor_name(str(row.get("tensor", ""))), str(row.get("golden_op", ""))
         if set(self.opened.doc.sides.values()) != {MSPROBE} or tensor is None:
             self.notify("= and _ decide one tensor's pair between two msprobe dumps", markup=False, timeout=5)
@@ -431,16 +440,8 @@ class TaskScreen(Screen):
         if accept and row.get("how") == "mapping":
             self.notify(f"{name} is paired by the task's mapping file already", markup=False, timeout=5)
             return
-        counterpart = f"{golden}:{tensor.io}:{tensor.index}"  # every rule a decision may follow pairs slot for slot
-        try:
-            path = self.opened.decide_pair(name, counterpart if accept else None)
-        except (SourceError, OSError) as exc:
-            self.notify(printable(str(exc)), title="pair", markup=False, severity="error", timeout=10)
-            return
-        self.decided[name] = accept
-        self.notify(f"tensor {'accepted' if accept else 'rejected'}: {name} ~ {counterpart} (saved in {path.name})",
-                    markup=False, timeout=5)
-        self.update_status()
+        # every rule a decision may follow pairs slot for slot: the golden tensor is the golden call's same slot
+        self.save_decision(name, f"{golden}:{tensor.io}:{tensor.index}", accept, "tensor ")
 
     def action_rerun(self) -> None:
         if self.running or self.saving or self.opened is None or self.opened.doc.foreign or self.still_loading():
