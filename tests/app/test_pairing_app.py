@@ -63,3 +63,38 @@ def test_plus_accepts_minus_rejects_and_the_rerun_reads_them(tmp_path):
     assert QKV not in calls(task.table, "structure") and PROJ not in calls(task.table, "structure")
     rows = [task.table.row(i) for i in range(len(task.table))]
     assert all(r["how"] == "" and "rejected in" in r["reason"] for r in rows if r["npu_op"] == PROJ)
+
+
+def test_equals_accepts_underscore_rejects_one_tensor_and_the_file_says_it(tmp_path):
+    folder = cross_task(tmp_path)
+    app = AccuscopeApp(tmp_path, open_path=folder)
+    weight, output = f"{PROJ}:input:1", f"{QKV}:output:0"
+
+    async def script(pilot):
+        await wait_for(pilot, lambda: not app.screen.advising)
+        screen = app.screen
+        await pilot.press("f", *f'tensor == "{weight}"', "enter", "underscore")
+        await pilot.pause()
+        rejected = screen_text(app)
+        notices = " ".join(n.message for n in app._notifications)
+        await pilot.press("f", *f'tensor == "{output}"', "enter", "equals_sign")
+        await pilot.pause()
+        accepted = screen_text(app)
+        notices += " ".join(n.message for n in app._notifications)
+        await pilot.press("R")
+        await wait_for(pilot, lambda: not screen.running and screen.opened is not None)
+        return rejected, accepted, notices
+
+    rejected, accepted, notices = drive(app, script, size=(160, 50))
+    assert "pairs +0 -1 (R re-runs with them)" in rejected
+    assert "pairs +1 -1 (R re-runs with them)" in accepted
+    assert f"tensor rejected: {weight} ~ " in notices and "(saved in pairs.yaml)" in notices
+    assert f"tensor accepted: {output} ~ Module.layers.0.self_attention.query_key_value.Linear.forward.0:output:0" \
+        in notices
+    text = (folder / crossmap.DECISIONS).read_text()
+    assert f'"{weight}": ""' in text
+    assert f'"{output}": "Module.layers.0.self_attention.query_key_value.Linear.forward.0:output:0"' in text
+    rows = {r["tensor"]: r for r in (load_task(folder).table.row(i) for i in range(len(load_task(folder).table)))}
+    assert rows[weight]["how"] == "" and "rejected in" in rows[weight]["reason"]
+    assert rows[output]["how"] == "mapping"
+    assert rows[f"{PROJ}:input:0"]["how"] == rows[f"{QKV}:input:0"]["how"] == "structure"  # the rest as before

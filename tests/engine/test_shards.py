@@ -258,3 +258,27 @@ def test_vocabulary_split_needs_the_shard_size():
     how, _, why = shards.rule([shard(0), shard(1)], shards.VOCAB, None, ids)
     assert how == "" and "shard size is unknown" in why
     assert shards.rule([shard(0), shard(1)], shards.VOCAB, 16, ids)[0] == shards.BY_VOCAB
+
+
+@pytest.mark.parametrize("npu", ["tp2pp2_stats", "tp1pp2", "tp2"])
+def test_merged_module_tree_is_one_tree_of_the_rows_names(npu):
+    """The graph pane's modules of a merged side: every stage's modules in one tree (not rank0's alone), its
+    calls named as the merged rows are (layers and API counters renumbered), TP=1's module calls."""
+    from accuscope.engine.graphs.msprobegraph import load_msprobe
+    graph = shards.merged_modules(str(TP / npu), shards="names")
+    run = shards.merge(str(TP / npu), shards="names", stats_only=True)
+    names = [n.name for n in graph.nodes]
+    assert len(names) == len(set(names))
+    assert {t.op for t in run.tensors if t.value is None} <= set(names)  # every merged row's call is a node
+    assert f"(merged TP={run.tp} x PP={run.pp})" in graph.name
+    modules = {n.attrs["module"] for n in graph.nodes if "module" in n.attrs}
+    rank0 = {n.attrs["module"] for n in load_msprobe(str(TP / npu), rank=0).nodes if "module" in n.attrs}
+    assert rank0 <= modules and {"layers.0", "layers.1"} <= modules
+    tp1 = load_msprobe(str(TP / ("tp1_stats" if npu.endswith("_stats") else "tp1")))
+    ours = [n.name for n in graph.nodes if "module" in n.attrs and ".forward" in n.name]
+    assert ours == [n.name for n in tp1.nodes if "module" in n.attrs and ".forward" in n.name]
+    module = {n.name: n.attrs.get("module") for n in graph.nodes}
+    held = {n.name: module.get(n.subgraph) for n in graph.nodes}  # each call under its module, stage 1's renumbered
+    calls = [t for t in run.tensors if t.op_type and not t.op.startswith("Module.") and not t.op_type == "optimizer"]
+    assert all(held[t.op] == t.op_type for t in calls)
+    assert any(held[name] == "layers.1" for name in names)

@@ -195,5 +195,6 @@ def help_rows(screen: Screen) -> list[tuple[str, str]]:
 
 def _key_name(key: str) -> str:
     names = {"question_mark": "?", "exclamation_mark": "!", "left_square_bracket": "[",
-             "right_square_bracket": "]", "slash": "/", "escape": "esc", "plus": "+", "minus": "-"}
+             "right_square_bracket": "]", "slash": "/", "escape": "esc", "plus": "+", "minus": "-",
+             "equals_sign": "=", "underscore": "_"}
     return names.get(key.strip(), key.strip())

@@ -19,7 +19,8 @@ from textual.widgets import Input, ProgressBar, Static
 from ..engine.compare.columns import CSV_OF, METRIC
 from ..engine.compare.results import FilterError, ResultTable, text_array
 from ..engine.compare.thresholds import Thresholds, parse_assignments
-from ..engine.sources.names import printable
+from ..engine.sources.kinds import MSPROBE
+from ..engine.sources.names import parse_tensor_name, printable
 from ..engine.sources.tensor import SourceError
 from ..engine.tasks.task import Task, load_task
 from ..engine.tasks.taskdoc import TaskDoc
@@ -72,6 +73,10 @@ class TaskScreen(Screen):
                 id="task.accept_pair"),
         Binding("minus", "decide_pair(False)", "reject the structural pair", key_display="-", show=False,
                 id="task.reject_pair"),
+        Binding("equals_sign", "decide_tensor(True)", "accept this tensor's pair", key_display="=", show=False,
+                id="task.accept_tensor"),
+        Binding("underscore", "decide_tensor(False)", "reject this tensor's pair", key_display="_", show=False,
+                id="task.reject_tensor"),
         Binding("R", "rerun", "re-run", show=False, id="task.rerun"), Binding("D", "row_details", "row details", show=False, id="task.row_details"),
         Binding("escape", "back", "back / clear / cancel", show=False, id="task.back"),
         Binding("q", "back(True)", "back to the tasks", show=False, id="task.back_to_tasks"),
@@ -94,9 +99,11 @@ class TaskScreen(Screen):
             f"Columns by short key ({', '.join(METRIC)}) or CSV name.\n"
             "Rows breaking a threshold are marked ✗ and red; exempt rows (TransData, inputs, "
             "device-only ops) never fail. Thresholds: t, then e.g. `cos=0.98 kl=off`.\n"
-            "Pairs made by --match structure (how == \"structure\", their confidence in the reason): + accepts\n"
-            "the row's pair, - rejects it; saved in the task's pairs.yaml, which its next run (R) reads:\n"
-            "accepted pairs by the mapping file (how: mapping), rejected calls unpaired.")
+            "Two msprobe dumps: + accepts a --match structure row's call pair (how == \"structure\", its "
+            "confidence in the reason) and - rejects it; = accepts the row's one tensor pair and _ rejects it, "
+            "the rest of its call as before. Saved in the task's pairs.yaml, which its next run (R) reads "
+            "(accepted: how mapping; rejected: unpaired); to pair a tensor with another, edit it: "
+            "\"call:input:1\": \"golden call:input:2\".")
 
     def __init__(self, task: Task | None = None, run: tuple[engine.CompareSpec, Path] | None = None) -> None:
         super().__init__()
@@ -116,7 +123,7 @@ class TaskScreen(Screen):
         self.saving, self._save_again = False, False  # thresholds being saved by save_worker
         self._edited_while_running: Thresholds | None = None  # applied to the run's result (reload)
         self.run_error = ""  # why the last run started here failed
-        self.decided: dict[str, bool] = {}  # NPU call -> accepted: the pairs decided since the last run
+        self.decided: dict[str, bool] = {}  # NPU call or tensor -> accepted: the pairs decided since the last run
 
     # ---- layout -------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -397,28 +404,60 @@ class TaskScreen(Screen):
         elif self.focused is not None:
             self.maximize(self.focused)
 
-    def action_decide_pair(self, accept: bool) -> None:
-        """+ / -: accept or reject the structural pair under the cursor, for the task's next run."""
+    def decision_row(self) -> dict | None:
+        """The row under the cursor where a pair may be decided now (a task of ours, not running or loading)."""
         widget = self.table_widget
         if widget.cursor_row is None or self.running or self.opened is None or self.opened.doc.foreign \
                 or self.still_loading():
-            return
-        row = widget.table.row(widget.cursor_row)
-        npu, golden = str(row.get("npu_op", "")), str(row.get("golden_op", ""))
-        if row.get("how") != "structure":
-            how = row.get("how") or "unpaired"
-            self.notify(f"{npu} is not a structural pair (how: {how}): + and - decide the pairs "
-                        "--match structure made", markup=False, timeout=5)
-            return
+            return None
+        return widget.table.row(widget.cursor_row)
+
+    def save_decision(self, npu: str, golden: str, accept: bool, what: str = "") -> None:
+        """Save one decision in the task's pairs.yaml (Task.decide_pair) and say so; an error is a notice."""
+        assert self.opened is not None
         try:
             path = self.opened.decide_pair(npu, golden if accept else None)
         except (SourceError, OSError) as exc:
             self.notify(printable(str(exc)), title="pair", markup=False, severity="error", timeout=10)
             return
         self.decided[npu] = accept
-        self.notify(f"{'accepted' if accept else 'rejected'}: {npu} ~ {golden} (saved in {path.name})",
+        self.notify(f"{what}{'accepted' if accept else 'rejected'}: {npu} ~ {golden} (saved in {path.name})",
                     markup=False, timeout=5)
         self.update_status()
+
+    def action_decide_pair(self, accept: bool) -> None:
+        """+ / -: accept or reject the structural pair under the cursor, for the task's next run."""
+        row = self.decision_row()
+        if row is None:
+            return
+        npu, golden = str(row.get("npu_op", "")), str(row.get("golden_op", ""))
+        if row.get("how") != "structure":
+            how = row.get("how") or "unpaired"
+            self.notify(f"{npu} is not a structural pair (how: {how}): + and - decide the pairs "
+                        "--match structure made", markup=False, timeout=5)
+            return
+        self.save_decision(npu, golden, accept)
+
+    def action_decide_tensor(self, accept: bool) -> None:
+        """= / _: accept or reject the pair of the one tensor under the cursor (`call:input:1`), for the task's
+        next run; the other tensors of its call are paired as before."""
+        row = self.decision_row()
+        if row is None or self.opened is None:
+            return
+        tensor, golden = parse_tensor_name(str(row.get("tensor", ""))), str(row.get("golden_op", ""))
+        if set(self.opened.doc.sides.values()) != {MSPROBE} or tensor is None:
+            self.notify("= and _ decide one tensor's pair between two msprobe dumps", markup=False, timeout=5)
+            return
+        name = f"{tensor.op}:{tensor.io}:{tensor.index}"
+        if not row.get("how") or not golden:
+            self.notify(f"{name} is not paired: pair it by hand in the task's pairs.yaml "
+                        f'("{name}": "golden call:{tensor.io}:{tensor.index}")', markup=False, timeout=8)
+            return
+        if accept and row.get("how") == "mapping":
+            self.notify(f"{name} is paired by the task's mapping file already", markup=False, timeout=5)
+            return
+        # every rule a decision may follow pairs slot for slot: the golden tensor is the golden call's same slot
+        self.save_decision(name, f"{golden}:{tensor.io}:{tensor.index}", accept, "tensor ")
 
     def action_rerun(self) -> None:
         if self.running or self.saving or self.opened is None or self.opened.doc.foreign or self.still_loading():

@@ -22,7 +22,8 @@ Rules, each recorded on the pair it makes (`Pair.how`), strongest first:
   and the doubtful ones (below DOUBTFUL) are listed.
 
 accuscope's own mapping file (`npu_name,golden_name` CSV, or flat `npu_name: golden_name` YAML) still
-works as before (mapping.py's `mapping` rule); a flat YAML whose keys are msprobe data names is msprobe's
+works as before (mapping.py's `mapping` rule), calls and single tensors (`call:input:1`, an empty golden
+name rejecting one: the app's pairs.yaml) first of all; a flat YAML whose keys are msprobe data names is msprobe's
 data mapping, one whose keys and values are `path.Class` module names (no direction) its cell mapping.
 """
 from __future__ import annotations
@@ -38,6 +39,7 @@ from functools import lru_cache
 from accuscope.engine.compare import apitable, gcpause
 from accuscope.engine.compare.pair import Pair
 from accuscope.engine.sources import msprobe
+from accuscope.engine.sources.names import parse_tensor_name
 from accuscope.engine.sources.tensor import SourceError, Tensor
 from accuscope.engine.sources.yamltext import yaml_load
 
@@ -203,8 +205,9 @@ def pair(npu, golden, mapping: MappingFile | None = None, *, structure: bool = F
     if mapping is None:
         mapping = MappingFile("", "")  # no file: kind ""
     kind = mapping.kind
+    pinned: set[int] = set()  # NPU tensors decided one by one in accuscope's own file
     if kind == ACCUSCOPE:
-        _by_names(npu, golden, mapping, by_name, decided)
+        _by_names(npu, golden, mapping, by_name, decided, pinned)
     if kind == DATA:
         for df in npu.ops:
             for t in df.tensors:
@@ -245,31 +248,43 @@ def pair(npu, golden, mapping: MappingFile | None = None, *, structure: bool = F
     if cross and kind in ("", ACCUSCOPE, CELL, API):
         _by_table(npu, by_name, decided, found.unmapped_apis, modules)
     if structure:
-        _by_structure(npu, golden, decided, found, cross, modules)
+        _by_structure(npu, golden, decided, found, cross, modules, pinned)
     return found
 
 
-def _by_names(npu, golden, mapping: MappingFile, by_name: dict[str, Tensor], decided: dict[int, Pair]) -> None:
+def _by_names(npu, golden, mapping: MappingFile, by_name: dict[str, Tensor], decided: dict[int, Pair],
+              pinned: set[int]) -> None:
     """accuscope's own file on two msprobe dumps, first of all: a call named there pairs with the golden
-    call named (slot for slot), a data name with the golden data name; an empty golden name leaves the
-    call (or tensor) unpaired: a pair rejected in the app (`decide`)."""
+    call named (slot for slot); a tensor named there, by its data name or as the table names it
+    (`call:input:1`), pairs with the golden tensor named (`call:input:2`, a data name, or a golden call:
+    the same slot); an empty golden name leaves the call (or the tensor) unpaired: a pair rejected in
+    the app (`decide`). A tensor's own line wins over its call's; the tensors decided one by one are
+    `pinned` (the structural rule still pairs the rest of their call)."""
     names = mapping.names
     for df in npu.ops:
         call = names.get(df.op_name)
         for t in df.tensors:
             target, whole = names.get(t.tensor_name), False
             if target is None:
+                target = names.get(t.name)
+            if target is None:
                 target, whole = call, True
                 if target is None:
                     continue
+            if not whole:
+                pinned.add(id(t))
             if target == "":
                 decided[id(t)] = _unpaired(t, df, f"no counterpart: rejected in {mapping.path}")
                 continue
-            g = by_name.get(target + t.tensor_name[len(df.op_name):] if whole else target)
-            if g is None and whole:
-                g = golden.find(target, t.io, t.index)
+            named = None if whole else parse_tensor_name(target)
+            if named is not None:
+                g = golden.find(*named)
+            else:
+                g = by_name.get(target + t.tensor_name[len(df.op_name):] if whole else target)
+                if g is None:  # a golden call: the same slot
+                    g = golden.find(target, t.io, t.index)
             decided[id(t)] = _paired(t, df, g, NAMES) if g is not None else \
-                _unpaired(t, df, f"{mapping.path}: no golden {target} {t.io} {t.index}")
+                _unpaired(t, df, f"{mapping.path}: no golden {target}" + (f" {t.io} {t.index}" if named is None else ""))
 
 
 def _api_mapping(npu, apis: list[dict], by_name: dict[str, Tensor], decided: dict[int, Pair]) -> None:
@@ -388,9 +403,10 @@ def _direction(call: str) -> str:
 
 
 def _by_structure(npu, golden, decided: dict[int, Pair], found: CrossPairs, cross: bool,
-                  modules: dict[str, str]) -> None:
-    """The calls no other rule paired, paired in order within their module and direction."""
-    used = {id(m.golden) for m in decided.values() if m.golden is not None}
+                  modules: dict[str, str], pinned: set[int]) -> None:
+    """The calls no other rule paired, paired in order within their module and direction; a call with
+    tensors decided one by one (`pinned`) too, those tensors keeping their decision."""
+    used = {id(m.golden) for k, m in decided.items() if m.golden is not None and k not in pinned}
     by_name = {t.tensor_name for t in golden.tensors}
     free_golden: dict[tuple[str, str], list] = {}
     for df in golden.ops:
@@ -399,7 +415,7 @@ def _by_structure(npu, golden, decided: dict[int, Pair], found: CrossPairs, cros
     pointer: dict[tuple[str, str], int] = {}
     npu_kind_cache: dict[str, str] = {}
     for df in npu.ops:
-        if any(id(t) in decided or t.tensor_name in by_name for t in df.tensors):
+        if any(id(t) in decided and id(t) not in pinned or t.tensor_name in by_name for t in df.tensors):
             continue  # paired (or decided) by a stronger rule
         module = _module_of(df)
         key = (modules.get(module, module), _direction(df.op_name))
@@ -426,7 +442,7 @@ def _by_structure(npu, golden, decided: dict[int, Pair], found: CrossPairs, cros
         reason = f"structural pair (confidence {confidence:.2f}: {best_why})"
         for t in df.tensors:
             g = theirs.get((t.io, t.index))
-            if g is not None:
+            if g is not None and id(t) not in pinned:
                 decided[id(t)] = _paired(t, df, g, STRUCTURE, confidence, reason)
 
 
@@ -754,14 +770,15 @@ def layer_mapping(npu_folder: str | None, golden_folder: str | None, layers: dic
     return found
 
 
-DECISIONS = "pairs.yaml"  # in a task folder: the structural pairs accepted or rejected in the app
+DECISIONS = "pairs.yaml"  # in a task folder: the pairs accepted or rejected in the app
 
 
-def decide(folder: str | os.PathLike, current: str | None, npu_call: str, golden_call: str | None) -> str:
-    """Record one decision on a structural pair in `folder`/pairs.yaml, accuscope's own mapping file
-    (`npu call: golden call`; an empty golden name: rejected, no counterpart), keeping the decisions
-    before it and the names of the accuscope mapping file the task used (`current`); the path written.
-    msprobe's mapping files are not rewritten: SourceError saying so."""
+def decide(folder: str | os.PathLike, current: str | None, npu_name: str, golden_name: str | None) -> str:
+    """Record one decision in `folder`/pairs.yaml, accuscope's own mapping file: a call's
+    (`npu call: golden call`) or one tensor's (`npu call:input:1: golden call:input:1`, the table's tensor
+    names); an empty golden name: rejected, no counterpart. The decisions before it and the names of the
+    accuscope mapping file the task used (`current`) are kept; the path written. msprobe's mapping files
+    are not rewritten: SourceError saying so."""
     from accuscope.engine.sources.outputfile import not_a_link, write_text
     path = os.path.join(not_a_link(folder, "task folder"), DECISIONS)
     names: dict[str, str] = {}
@@ -769,13 +786,14 @@ def decide(folder: str | os.PathLike, current: str | None, npu_call: str, golden
         found = load(current)
         if found.kind != ACCUSCOPE:
             raise SourceError(f"{current}: {found.what}: this task pairs by it, and accuscope does not rewrite "
-                              f"msprobe's files; add `{npu_call}` to it, or compare with --match structure alone")
+                              f"msprobe's files; add `{npu_name}` to it, or compare with --match structure alone")
         names = dict(found.names)
-    names[npu_call] = golden_call or ""
+    names[npu_name] = golden_name or ""
     carried = f"# with the names of {current}\n" if current and os.path.abspath(current) != os.path.abspath(path) \
         else ""
-    write_text(path, "# accuscope mapping: structural pairs decided in the app (+ accept, - reject); the task's\n"
-                     "# next run reads it (R, or accuscope compare --mapping pairs.yaml). `npu call: golden call`;\n"
-                     '# an empty golden name ("") leaves the call unpaired.\n' + carried
+    write_text(path, "# accuscope mapping: pairs decided in the app (+ accept, - reject a call's structural pair;\n"
+                     "# = accept, _ reject one tensor's pair); the task's next run reads it (R, or accuscope compare\n"
+                     "# --mapping pairs.yaml). `npu call: golden call`, or one tensor: `npu call:input:1: golden\n"
+                     "# call:input:2`; an empty golden name (\"\") leaves the call or the tensor unpaired.\n" + carried
                + "".join(f"{json.dumps(k)}: {json.dumps(v)}\n" for k, v in names.items()))
     return path

@@ -64,13 +64,14 @@ import fnmatch
 import math
 import os
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import cast
 
 import numpy as np
 
 from accuscope.engine.compare.statistics import MERGED, SHARDS_BY_NAMES
+from accuscope.engine.graphs.graph import Graph
 from accuscope.engine.sources import msprobe
 from accuscope.engine.sources.golden import GoldenDump
 from accuscope.engine.sources.inputfile import require_regular
@@ -266,6 +267,16 @@ class Merge:
     decisions: list[Decision]
     stitched: int  # tensors placed by stitching the stages (0 at PP=1)
     renamed: int  # of them, calls renamed (API counters, restarted layer numbers)
+    stage_folders: list[str] = field(default_factory=list)  # each stage's first rank (its construct.json)
+    names: dict[tuple[int, str], str] = field(default_factory=dict)  # (stage, call) -> the merged run's call
+    offsets: list[int] = field(default_factory=list)  # per stage, added to its layer numbers
+
+    def call(self, stage: int, call: str) -> str:
+        """A stage's call as the merged run names it (a module call without tensors too: its layer renumbered)."""
+        found = self.names.get((stage, call))
+        if found is not None:
+            return found
+        return _layer(call, self.layout.layers, self.offsets[stage]) if stage < len(self.offsets) else call
 
     @property
     def how(self) -> str:
@@ -286,10 +297,12 @@ def merge(path: str, *, shards: str | None = None, step: str | int | None = None
     groups, how_found = stages(ranks, layout, os.fspath(path))
     decisions: list[Decision] = []
     moves: list[bool] = []
+    names: dict[tuple[int, str], str] = {}
+    offsets: list[int] = []
     merged = stitch([merge_group(group, layout, problems, decisions, s) for s, group in enumerate(groups)],
-                    layout.layers, moves)
+                    layout.layers, moves, names, offsets)
     return Merge(os.fspath(path), layout, len(groups[0]), len(groups), len(ranks), how_found, merged, problems,
-                 decisions, len(moves), sum(moves))
+                 decisions, len(moves), sum(moves), [group[0].folder for group in groups], names, offsets)
 
 
 def _one_pipeline(ranks: list[Rank], layers: str) -> None:
@@ -334,6 +347,25 @@ def open_merged(path: str, **options) -> MergedRun:
 def merged_line(side) -> str:
     """`merged TP=2 x PP=1 of rank0..rank1 by ...` for a side read by open_merged, else ""."""
     return f"merged {side.reader.merged}" if isinstance(side.reader, MergedRun) else ""
+
+
+def merged_modules(path: str, *, shards: str | None = None, step: str | int | None = None) -> Graph:
+    """The graph pane's module tree of a parallel run as one run: the calls of the merged side (the names its
+    rows have, each stage's layers and API counters renumbered, shapes merged), under each stage's
+    construct.json renamed alike (a TP group's ranks run the same modules: its first rank's)."""
+    from accuscope.engine.graphs.msprobegraph import module_graph
+    run = merge(path, shards=shards, step=step, stats_only=True)
+    problems: list[Problem] = []
+    parents: dict[str, str] = {}
+    for stage, folder in enumerate(run.stage_folders):
+        for call, parent in msprobe.construct_parents(folder, problems).items():
+            parents[run.call(stage, call)] = run.call(stage, parent)
+    calls: dict[str, list[tuple[str, str, tuple[int, ...]]]] = {}
+    for t in run.tensors:
+        if t.value is None:  # a non-tensor value: no edge of the graph
+            calls.setdefault(t.op, []).append((t.tensor_name, t.io, tuple(t.shape)))
+    name = f"{os.path.basename(os.path.normpath(path))} (merged TP={run.tp} x PP={run.pp})"
+    return module_graph(name, run.stage_folders[0], calls, parents, problems)
 
 
 def survey(run: Merge, examples: int = 3) -> dict:
@@ -670,11 +702,15 @@ def settle(t: Tensor, other: tuple[int, ...], side: str = "golden") -> Tensor:
 # ------------------------------------------------------------------ pipeline stages
 
 
-def stitch(stages: list[list[Tensor]], layers: str = "layers", moves: list[bool] | None = None) -> list[Tensor]:
+def stitch(stages: list[list[Tensor]], layers: str = "layers", moves: list[bool] | None = None,
+           names: dict[tuple[int, str], str] | None = None, offsets_out: list[int] | None = None) -> list[Tensor]:
     """The stages' merged tensors as one run: forward parts in stage order, backward parts in reverse, then
     the optimizers'; API counters and restarted layer numbers renumbered (see the module docstring). `moves`
-    gets, per tensor placed, whether its call was renamed."""
+    gets, per tensor placed, whether its call was renamed; `names` each (stage, call) -> its new name,
+    `offsets_out` what each stage's layer numbers got added."""
     if len(stages) == 1:
+        if offsets_out is not None:
+            offsets_out.append(0)
         return stages[0]
     parts = []
     for s, tensors in enumerate(stages):
@@ -685,6 +721,8 @@ def stitch(stages: list[list[Tensor]], layers: str = "layers", moves: list[bool]
         cut = sum(1 for t in tensors[:first_back] if t.op_type != msprobe.OPTIMIZER)
         parts.append((s, rest[:cut], rest[cut:], optimizer))
     offsets = _layer_offsets(stages, layers)
+    if offsets_out is not None:
+        offsets_out.extend(offsets)
     order = ([(s, t) for s, fwd, _, _ in parts for t in fwd] + [(s, t) for s, _, back, _ in reversed(parts) for t in back]
              + [(s, t) for s, _, _, opt in parts for t in opt])
     counters: dict[tuple[int, str, str], int] = {}
@@ -711,6 +749,8 @@ def stitch(stages: list[list[Tensor]], layers: str = "layers", moves: list[bool]
             moves.append(call != t.op)
         out.append(replace(t, op=call, tensor_name=name, op_type=module,
                            conversion=t.conversion + (f" · PP stage {s}" if t.conversion else f"PP stage {s}")))
+    if names is not None:
+        names.update(renamed)
     return out
 
 

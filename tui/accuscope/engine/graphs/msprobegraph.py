@@ -21,7 +21,15 @@ def load_msprobe(path: str, step: str | int | None = None, rank: str | int | Non
     folder = msprobe.first_folder(path, step, rank)
     problems: list[Problem] = []
     parents = msprobe.construct_parents(folder, problems)
-    calls = msprobe.call_tensors(folder)
+    return module_graph(os.path.basename(os.path.normpath(path)), folder, msprobe.call_tensors(folder), parents,
+                        problems)
+
+
+def module_graph(name: str, folder: str, calls: dict[str, list[tuple[str, str, tuple[int, ...]]]],
+                 parents: dict[str, str], problems: list[Problem]) -> Graph:
+    """The graph pane's Graph of one run's calls (call -> its tensors' (name, io, shape), in execution order)
+    and construct.json's `parents` (call -> the module call it ran inside), as `load_msprobe` describes it;
+    a run merged from several ranks (compare/shards.py) gives its merged calls and parents, renamed alike."""
     _grads_parents(calls, parents)
     order: list[str] = []
     placed: set[str] = set()
@@ -73,8 +81,7 @@ def load_msprobe(path: str, step: str | int | None = None, rank: str | int | Non
             inside.append(node)
     for holder in inside:
         _close(holder, len(nodes))
-    return Graph(os.path.basename(os.path.normpath(path)), KIND, folder, nodes, [], [],
-                 notes=[str(p) for p in problems])
+    return Graph(name, KIND, folder, nodes, [], [], notes=[str(p) for p in problems])
 
 
 def _last_inside(order: list[str], parents: dict[str, str]) -> dict[str, int]:

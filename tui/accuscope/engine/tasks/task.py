@@ -48,6 +48,7 @@ from accuscope.engine.compare.lifetime import pid_alive
 from accuscope.engine.compare.results import ResultTable
 from accuscope.engine.compare.thresholds import Thresholds
 from accuscope.engine.sources.inputfile import json_loads, walk
+from accuscope.engine.sources.kinds import MSPROBE
 from accuscope.engine.sources.outputfile import fresh_file, ours
 from accuscope.engine.sources.tensor import SourceError
 from accuscope.engine.tasks import taskdoc
@@ -153,12 +154,18 @@ class Task:
         return self.modules_at(self.doc.step, self.doc.rank)
 
     def modules_at(self, step: str | int | None, rank: str | int | None) -> Graph | None:
-        """`modules` of one step and rank of the NPU dump (a multi-rank task's; None: the first)."""
+        """`modules` of one step and rank of the NPU dump (a multi-rank task's; None: the first); of a task
+        compared with --shards whose NPU dump holds several ranks, the merged run's one tree (its rows' names)."""
         from accuscope.engine.sides.registry import detect, modules_loader
         npu = self.path("npu")
         if npu is None or not npu.is_dir():
             return None
-        loader = modules_loader(str(npu), detect(str(npu)).kind, step, rank)
+        kind = detect(str(npu)).kind
+        if self.doc.shards and rank is None and kind == MSPROBE:
+            from accuscope.engine.compare import shards
+            if len(shards.rank_folders(str(npu), step)) > 1:
+                return shards.merged_modules(str(npu), shards=self.doc.shards, step=step)
+        loader = modules_loader(str(npu), kind, step, rank)
         return loader() if loader is not None else None
 
     def call_stacks(self, step: str | int | None = None, rank: str | int | None = None) -> tuple[dict[str, list[str]], str]:
@@ -190,13 +197,14 @@ class Task:
         """Set the state (and fields) in task.json; `doc` follows."""
         self.doc = mark_state(self.folder, state, **fields)
 
-    def decide_pair(self, npu_call: str, golden_call: str | None) -> Path:
-        """A structural pair accepted (`golden_call`) or rejected (None) for the task's next run: saved in
-        the folder's pairs.yaml (crossmap.decide), which task.json then names as the task's mapping file;
-        the path written. SourceError when the task pairs by one of msprobe's mapping files."""
+    def decide_pair(self, npu_name: str, golden_name: str | None) -> Path:
+        """A pair accepted (`golden_name`) or rejected (None) for the task's next run, a call's or one
+        tensor's (`call:input:1`): saved in the folder's pairs.yaml (crossmap.decide), which task.json then
+        names as the task's mapping file; the path written. SourceError when the task pairs by one of
+        msprobe's mapping files."""
         from accuscope.engine.compare import crossmap
         current = self.doc.path("mapping", self.folder)
-        path = Path(crossmap.decide(self.folder, str(current) if current else None, npu_call, golden_call))
+        path = Path(crossmap.decide(self.folder, str(current) if current else None, npu_name, golden_name))
         self.mark(self.doc.state or "done", mapping=str(path.resolve()),
                   relative={**self.doc.relative, "mapping": path.name})
         return path
