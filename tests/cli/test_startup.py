@@ -68,8 +68,9 @@ def test_comparing_two_npy_folders_imports_only_what_they_need(tmp_path):
 
 
 # What `accuscope open TASK` must not import before its first frame: the comparison (pairing, the
-# readers), the op detail's sketch, the advisor; they come when a key or a re-run needs them.
-NOT_FOR_FIRST_FRAME = ("accuscope.engine.compare.comparison", "accuscope.engine.compare.mapping",
+# readers), the op detail's sketch, the advisor; they come when a key or a re-run needs them; plotext
+# at a chart's first draw, after the first frame (app/chart.py).
+NOT_FOR_FIRST_FRAME = ("plotext", "textual_plotext", "accuscope.engine.compare.comparison", "accuscope.engine.compare.mapping",
                        "accuscope.engine.compare.pairjob", "accuscope.engine.compare.metrics",
                        "accuscope.engine.sides", "accuscope.engine.diagnose.opdetail",
                        "accuscope.engine.diagnose.advisor", "accuscope.engine.sources.ascend",
