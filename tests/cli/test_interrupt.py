@@ -2,7 +2,7 @@
 traceback, from the first line of accuscope's code on: in the imports that take most of a command's
 first half second too. Through the installed `accuscope` script, as a user runs it.
 
-Two ways of sending them: deterministically, by a stand-in for `rich` or `numpy` (on PYTHONPATH)
+Two ways of sending them: deterministically, by a stand-in for `json` or `numpy` (on PYTHONPATH)
 that signals its own process while the command imports it; and at fixed delays after the start, as
 a user would. The delays are only when the signal goes: whether accuscope had taken the signals by
 then is read from the process (/proc/PID/status SigCgt: only accuscope catches SIGTERM, and it takes
@@ -50,7 +50,7 @@ def compare(tree, out: Path, **popen) -> subprocess.Popen:
 
 
 @pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
-@pytest.mark.parametrize("module", ["rich", "numpy"])  # the front door's output; the command's engine
+@pytest.mark.parametrize("module", ["json", "numpy"])  # the command's own module; the command's engine
 def test_a_signal_during_the_imports_is_exit_130_without_a_traceback(tree, tmp_path, module, sig):
     standin = tmp_path / "standin" / module
     standin.mkdir(parents=True)

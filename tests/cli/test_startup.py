@@ -51,7 +51,9 @@ NOT_FOR_NPY = ("onnx", "onnxruntime", "yaml", "google.protobuf", "textual", "ric
                "accuscope.engine.graphs.onnxgraph", "accuscope.engine.graphs.gegraph",
                "accuscope.engine.graphs.mlirgraph", "accuscope.engine.graphs.caffegraph",
                "accuscope.engine.graphs.omgraph", "accuscope.engine.graphs.msprobegraph",
-               "concurrent.futures", "logging", "socket")
+               "concurrent.futures", "logging", "socket",
+               # the summary printed to a pipe is plain text (commands/common.py: Printer)
+               "rich")
 
 
 def test_comparing_two_npy_folders_imports_only_what_they_need(tmp_path):
@@ -63,6 +65,57 @@ def test_comparing_two_npy_folders_imports_only_what_they_need(tmp_path):
     loaded = loaded_after(f"from accuscope.cli import main; main({args!r})")
     assert "accuscope.engine.compare.metrics" in loaded and (tmp_path / "t" / "task.json").is_file()
     assert not {m for m in loaded if any(m == n or m.startswith(n + ".") for n in NOT_FOR_NPY)}
+
+
+# What `accuscope open TASK` must not import before its first frame: the comparison (pairing, the
+# readers), the op detail's sketch, the advisor; they come when a key or a re-run needs them; plotext
+# at a chart's first draw, after the first frame (app/chart.py).
+NOT_FOR_FIRST_FRAME = ("plotext", "textual_plotext", "accuscope.engine.compare.comparison", "accuscope.engine.compare.mapping",
+                       "accuscope.engine.compare.pairjob", "accuscope.engine.compare.metrics",
+                       "accuscope.engine.sides", "accuscope.engine.diagnose.opdetail",
+                       "accuscope.engine.diagnose.advisor", "accuscope.engine.sources.ascend",
+                       "accuscope.engine.sources.msprobe", "accuscope.engine.sources.npyfile")
+
+
+def test_the_app_opening_a_task_imports_no_comparison():
+    loaded = loaded_after("import accuscope.commands.open_task, accuscope.app.main, accuscope.app.app")
+    assert "accuscope.app.taskscreen" in loaded and "accuscope.engine.tasks.task" in loaded
+    assert not {m for m in loaded if any(m == n or m.startswith(n + ".") for n in NOT_FOR_FIRST_FRAME)}
+
+
+def test_plain_printing_writes_what_rich_writes(monkeypatch):
+    """commands.common.Printer: markup printed to a pipe without rich, byte for byte what rich's Console
+    writes (escapes, tags, control characters, lines at and past the width, wide characters)."""
+    import io
+    import random
+
+    from rich.console import Console
+    from rich.markup import escape as rich_escape
+
+    from accuscope.commands import common
+    atoms = ["a", "word", " ", "  ", "[", "]", "\\", "[bold]", "[/]", "[/bold]", "[bold yellow]", "[/bold yellow]",
+             "[red]", "[1, 2]", "[x=1]", "[/x]", "[@click]", "·", "✗", "⚠", "é", "中", "\n", "\r", "\t", ":smile:"]
+    rng = random.Random(0)
+    plain = 0
+    for _ in range(3000):
+        text = "".join(rng.choice(atoms) for _ in range(rng.randint(0, 40)))
+        text = rich_escape(text) if rng.random() < 0.3 else text
+        assert common.escape(text) == rich_escape(text)
+        options = rng.choice([{}, {"soft_wrap": True}, {"soft_wrap": False}])
+        monkeypatch.setenv("COLUMNS", str(rng.choice([10, 24, 80])))
+        written = []
+        for make in (lambda: common.Printer(highlight=False, soft_wrap=False, emoji=False),
+                     lambda: Console(highlight=False, soft_wrap=False, emoji=False)):
+            printer = make()
+            monkeypatch.setattr("sys.stdout", io.StringIO())
+            try:
+                printer.print(text, **options)
+                written.append(sys.stdout.getvalue())
+            except Exception as exc:  # noqa: BLE001 - rich's own errors (broken markup), raised by both
+                written.append(type(exc).__name__)
+            plain += getattr(printer, "_console", 1) is None
+        assert written[0] == written[1], (text, options)
+    assert plain > 300  # a good part of them without rich (not: tabs, wide characters, wrapped lines)
 
 
 def test_help_lists_every_command_and_each_command_its_options():

@@ -4,18 +4,22 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from textual.app import App, SystemCommand
+from textual.await_complete import AwaitComplete
 from textual.binding import Binding
 from textual.screen import Screen
 
-from ..engine.compare.comparison import CompareSpec
 from ..engine.sources.names import printable
 from ..engine.tasks.task import Task, load_task
 from .browser import BrowserScreen
 from .dialogs import ConfirmDialog, HelpScreen
 from .formatting import shown
 from .taskscreen import TaskScreen
+
+if TYPE_CHECKING:
+    from ..engine.compare.comparison import CompareSpec
 
 QUIT_QUESTION = "A comparison is running. Cancel it and quit? (the task keeps its previous result)"
 
@@ -62,12 +66,22 @@ class AccuscopeApp(App):
             "[b]y[/] run them   [b]n[/] re-run without plugins   [b]esc[/] cancel"), answer)
 
     def on_mount(self) -> None:
-        self.push_screen(BrowserScreen(self.workspace))
+        # The task browser under a task given at start is made when the task screen is left (see
+        # pop_screen): its list and keys cost the task's first frame a tenth of a second or more.
         if self.open_path is not None:
             task = self.open_path  # a Task its caller loaded already (`accuscope open`), else its folder
             self.open_task(task if isinstance(task, Task) else load_task(task))
         elif self.compare is not None:
             self.push_screen(TaskScreen(run=self.compare))
+        else:
+            self.push_screen(BrowserScreen(self.workspace))
+
+    def pop_screen(self) -> AwaitComplete:
+        """Back from the first screen over textual's default one (a task given at start): the task
+        browser of the workspace takes its place."""
+        if len(self.screen_stack) == 2 and not isinstance(self.screen_stack[0], BrowserScreen):
+            return self.switch_screen(BrowserScreen(self.workspace))
+        return super().pop_screen()
 
     def open_task(self, task: Task) -> None:
         """A task in its screen, on top of the current one (screens below the task screen, such as

@@ -1,8 +1,13 @@
 """The metric chart: one metric over the execution order, like MindStudio's scatter diagram."""
 from __future__ import annotations
 
+import sys
+
 import numpy as np
-from textual_plotext import PlotextPlot
+from rich.text import Text
+from textual.color import Color
+from textual.reactive import reactive
+from textual.widget import Widget
 
 from ..engine.compare.results import ResultTable
 from ..engine.compare.thresholds import Thresholds
@@ -11,26 +16,93 @@ from ..engine.diagnose.chartdata import downsample, metric_series
 __all__ = ["Chart", "GrowthChart", "MetricChart", "downsample"]
 
 
-class Chart(PlotextPlot):
+class Chart(Widget):
     """A plotext chart drawn again from its data whenever the data or its size change:
-    subclasses implement draw(plt), which returns the border title."""
+    subclasses implement draw(plt), which returns the border title.
+
+    textual-plotext's PlotextPlot, with plotext imported at the first draw and that first draw made
+    after the screen's first frame (plotext's import is 40-100 ms of the app's start); once it is
+    imported charts draw at once."""
 
     DEFAULT_CSS = """
+    Chart { width: 1fr; height: 1fr; }
     Chart { border-title-color: $text-muted; }  /* the title says what is drawn: readable, not border-dim */
     """
+
+    theme: reactive[str] = reactive("auto")  # PlotextPlot's: "auto" follows the app's theme
+
+    def __init__(self, *, name: str | None = None, id: str | None = None, classes: str | None = None,
+                 disabled: bool = False) -> None:
+        super().__init__(name=name, id=id, classes=classes, disabled=disabled)
+        self._plot = None
+        self._waiting = False  # a draw waits for the first frame
+
+    @property
+    def plt(self):
+        """The plotext plotting object (PlotextPlot.plt)."""
+        if self._plot is None:
+            from textual_plotext.plot import Plot
+            self._plot = Plot()
+        return self._plot
+
+    def on_mount(self) -> None:
+        self.app.theme_changed_signal.subscribe(self, lambda theme: self._register_theme(theme.name))
+        if _plotext_loaded():
+            self._register_theme(self.app.theme)
 
     def on_resize(self) -> None:
         self.replot()
 
     def replot(self) -> None:
+        if self._plot is None and not _plotext_loaded():  # the first frame goes out first
+            if not self._waiting:
+                self._waiting = True
+                self.call_after_refresh(self._first_draw)
+            return
         plt = self.plt
         plt.clear_data()
         plt.clear_figure()
         self.border_title = self.draw(plt)
         self.refresh()
 
+    def _first_draw(self) -> None:
+        self._waiting = False
+        _ = self.plt  # imports plotext
+        self._register_theme(self.app.theme)
+        self.replot()
+
     def draw(self, plt) -> str:
         raise NotImplementedError
+
+    def render(self):
+        """PlotextPlot.render; nothing before the first draw."""
+        if self._plot is None:
+            return ""
+        self._plot.plotsize(self.size.width, self.size.height)
+        self._plot._set_size(self.size.width, self.size.height)  # as PlotextPlot does (textual-plotext#5)
+        self._plot.theme(self._plotext_theme(self.app.theme))
+        return Text.from_ansi(self._plot.build())
+
+    def _register_theme(self, app_theme_name: str) -> None:
+        """PlotextPlot._register_theme: the app's theme as a plotext theme (for theme "auto")."""
+        if self.theme != "auto" or not _plotext_loaded():
+            return
+        from plotext._dict import themes
+        from textual_plotext.plot import _rgbify_theme, _sequence
+        name = self._plotext_theme(app_theme_name)
+        variables = self.app.theme_variables
+        if name not in themes:
+            themes[name] = _rgbify_theme(Color.parse(variables.get("surface")).rgb,
+                                         Color.parse(variables.get("surface")).rgb,
+                                         Color.parse(variables.get("foreground")).rgb, "default", _sequence)
+        self.refresh()
+
+    def _plotext_theme(self, app_theme_name: str) -> str:
+        return f"textual-auto-{app_theme_name}" if self.theme == "auto" else self.theme
+
+
+def _plotext_loaded() -> bool:
+    return "textual_plotext.plot" in sys.modules
 
 
 class MetricChart(Chart, can_focus=True):

@@ -4,10 +4,13 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from ..engine.compare.comparison import CompareSpec
 from ..engine.tasks.task import Task
 from ..exitcode import ExitCode
+
+if TYPE_CHECKING:
+    from ..engine.compare.comparison import CompareSpec
 
 
 def default_workspace() -> Path:

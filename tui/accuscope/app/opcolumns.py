@@ -7,6 +7,7 @@ sits in a line (`place`: the sticky ones, the divider, the scrolled ones) and th
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import cast
 
 import numpy as np
 
@@ -20,6 +21,8 @@ LABELS = {"index": "#", "op_seq": "seq", "npu_op": "NPU op", "golden_op": "golde
           "slot": "io", "overflow": "ovf"}
 MARK_FAIL, MARK_INVALID, MARK_EXEMPT = "✗", "?", "·"
 NUMBER_WIDTH = 9
+TEXT_MEASURED = ("npu_op", "type", "golden_op", "shape", "reason", "std", "overflow", "param")
+MEASURED = (*TEXT_MEASURED, "npu_dtype", "golden_dtype", "op_seq", "step", "rank", "index")  # measure's columns
 CAPS = {"type": 14, "golden_op": 40, "shape": 18, "reason": 60, "overflow": 8,
         "custom": 14, "npu_op": 100, "param": 12}
 DIVIDER = "│"
@@ -52,12 +55,21 @@ class Flags:
                    {t.key: (state.broken[t.key], -1 if t.op == "<" else 1) for t in thresholds.items})
 
 
+def measured(t: ResultTable) -> dict[str, int]:
+    """`measure` of the whole table, kept with it (the measured columns' arrays unchanged): a worker
+    that read the table calls it, so the app's thread does not (seconds for 1M rows); do not modify."""
+    def whole(*_) -> dict[str, int]:
+        lengths: dict[str, int] = {}
+        measure(t, lengths)
+        return lengths
+    return cast("dict[str, int]", t.cached("lengths", (*MEASURED, *t.custom), whole))
+
+
 def measure(t: ResultTable, lengths: dict[str, int], done: int = 0) -> None:
     """Update `lengths`, the longest text per text column (and the widest number of each counted
     column), with rows `done` on of `t` (0: all of them, each column's distinct values through its
     codes where it has them stored)."""
-    keys = ["npu_op", "type", "golden_op", "shape", "reason", "std", "overflow", "param"] + list(t.custom)
-    for key in keys:  # a column's stored codes give its distinct values; else page by page, in C
+    for key in (*TEXT_MEASURED, *t.custom):  # a column's stored codes give its distinct values; else page by page, in C
         paged = not done and hasattr(t.columns[key], "encoded")  # a columnar task's: codes stored
         values = t.codes(key).values.tolist() if paged else None
         longest = max(map(len, values), default=0) if values is not None else \

@@ -41,7 +41,7 @@ from ..engine.compare.results import FilterError, ResultTable
 from ..engine.compare.thresholds import RowState, Thresholds
 from . import formatting as fmt
 from .cursorlist import CursorList
-from .opcolumns import DIVIDER, LABELS, MARK_FAIL, Column, Flags, cell, column_specs, measure, place
+from .opcolumns import DIVIDER, LABELS, MARK_FAIL, Column, Flags, cell, column_specs, measure, measured, place
 
 __all__ = ["OperatorTable", "FilterError", "IO_MODES"]
 
@@ -211,8 +211,12 @@ class OperatorTable(CursorList):
         old_name = self._table.columns["tensor"][old_row] if old_row is not None else None
         keep_offset = self.cursor - int(self.scroll_y) if old_row is not None else None
         if table is not self._table and old_name is not None:
-            tensors = table.codes("tensor")
-            hits = np.flatnonzero(tensors.where(tensors.values == old_name)) if len(table) else []
+            names = table.columns["tensor"]
+            if isinstance(names, np.ndarray):  # one pass in C; encoding 1M names took seconds here
+                hits = np.flatnonzero(names == old_name)
+            else:
+                tensors = table.codes("tensor")
+                hits = np.flatnonzero(tensors.where(tensors.values == old_name)) if len(table) else []
             old_row = int(hits[0]) if len(hits) else None
         same = table is self._table and all(len(v) == len(table) for v in self._extra.values())
         if extra is None:
@@ -488,7 +492,10 @@ class OperatorTable(CursorList):
             self._lengths, done = {}, 0
         if done == len(t):
             return
-        measure(t, self._lengths, done)
+        if done:
+            measure(t, self._lengths, done)
+        else:  # a new table: measured once (a loading worker may have done it)
+            self._lengths = dict(measured(t))
         self._measured = (t, len(t))
 
     def _layout(self) -> None:

@@ -39,6 +39,7 @@ from .messages import (
     deliver,
     error_text,
 )
+from .opcolumns import measured
 from .optable import OperatorTable
 from .summary import summary_lines
 from .tasksnapshot import snapshot
@@ -170,7 +171,11 @@ class TaskScreen(Screen):
 
     @work(thread=True, exclusive=True, group="load", exit_on_error=False)
     def load_worker(self, folder: Path) -> None:
-        deliver(self, TaskLoaded, lambda: load_task(folder))
+        def load() -> Task:
+            task = load_task(folder)
+            measured(task.table)  # the op table's column widths, here rather than on the app's thread
+            return task
+        deliver(self, TaskLoaded, load)
 
     @on(TaskLoaded)
     def task_loaded(self, message: TaskLoaded) -> None:

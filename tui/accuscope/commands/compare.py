@@ -218,7 +218,7 @@ def _progress_bar():
         return None
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
     return Progress(TextColumn("comparing"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-                    TextColumn("{task.description}"), console=err, transient=True)
+                    TextColumn("{task.description}"), console=err.console, transient=True)
 
 
 def _advise_if_asked(args):

@@ -31,7 +31,7 @@ def run(args) -> int:
     source = open_source(args.path, **source_options(args))
     if isinstance(source, Graph):
         raise SourceError(f"{args.path}: a model graph holds no dumped tensors to convert")
-    with Progress(TextColumn("converting"), BarColumn(), MofNCompleteColumn(), console=err,
+    with Progress(TextColumn("converting"), BarColumn(), MofNCompleteColumn(), console=err.console,
                   transient=True) as bar:
         task = bar.add_task("convert", total=None)
         report = convert(source, args.out, args.to,

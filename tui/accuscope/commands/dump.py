@@ -62,7 +62,7 @@ def dump_options(args) -> dict:
 
 def dump_with_progress(model: str, out_dir: str, label: str = "dumping", **options):
     with Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=err, transient=True) as bar:
+                  console=err.console, transient=True) as bar:
         task = bar.add_task("dump", total=None)
         return dump_onnx(model, out_dir, progress=lambda p: bar.update(task, completed=p.done, total=p.total),
                          **options)

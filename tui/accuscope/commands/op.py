@@ -84,7 +84,7 @@ def run(args) -> int:
     info = pair.info
     if pair.npu.size > PROGRESS_ABOVE:
         with Progress(TextColumn("reading"), BarColumn(), TaskProgressColumn(), TimeRemainingColumn(),
-                      console=err, transient=True) as bar:
+                      console=err.console, transient=True) as bar:
             job = bar.add_task("", total=pair.npu.size)
             detail = pair.detail(top=args.top, progress=lambda p: bar.update(job, completed=p.done))
     else:

@@ -69,7 +69,7 @@ def spec_of(args) -> PrecisionSpec:
 def run(args) -> int:
     spec = spec_of(args)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=err, transient=True) as bar:
+                  console=err.console, transient=True) as bar:
         task = bar.add_task("ranking the ops", total=args.max_trials)
 
         def on_event(e: Event) -> None:

@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from accuscope.engine.compare.columns import CSV_OF
 from accuscope.engine.compare.results import ResultTable
 from accuscope.engine.compare.thresholds import Threshold, Thresholds
-from accuscope.engine.diagnose.advice import Finding
-from accuscope.engine.diagnose.opdetail import INF_BIN, ErrorSketch, bin_edges
+
+if TYPE_CHECKING:  # the op detail's sketch (metrics, pair reading) only where an op's curve is drawn
+    from accuscope.engine.diagnose.advice import Finding
+    from accuscope.engine.diagnose.opdetail import ErrorSketch
 
 # ------------------------------------------------------------------ the metric over the rows
 
@@ -85,6 +88,7 @@ def metric_series(table: ResultTable | None, rows: np.ndarray, thresholds: Thres
 def threshold_stops(sketch: ErrorSketch) -> np.ndarray:
     """The thresholds C where the count above C changes and is known exactly: 0, then the upper
     edge of every non-empty fine bin of finite nonzero errors (increasing)."""
+    from accuscope.engine.diagnose.opdetail import INF_BIN, bin_edges
     ks = np.arange(sketch.first, sketch.first + len(sketch.counts))
     used = (sketch.counts > 0) & (ks >= 1) & (ks < INF_BIN)
     return np.concatenate([[0.0], bin_edges(ks[used])])

@@ -43,7 +43,6 @@ from typing import TYPE_CHECKING
 
 from accuscope import __version__
 from accuscope.engine.compare import faults
-from accuscope.engine.compare.comparison import CompareSpec
 from accuscope.engine.compare.lifetime import pid_alive
 from accuscope.engine.compare.results import ResultTable
 from accuscope.engine.compare.thresholds import Thresholds
@@ -59,7 +58,7 @@ from accuscope.engine.tasks.storage import Storage, storage
 from accuscope.engine.tasks.taskdoc import TASK_JSON, TaskDoc, mark_state, recorded_path
 
 if TYPE_CHECKING:
-    from accuscope.engine.compare.comparison import Plan
+    from accuscope.engine.compare.comparison import CompareSpec, Plan
     from accuscope.engine.graphs.graph import Graph
 
 RESULT_NPZ = "result.npz"
