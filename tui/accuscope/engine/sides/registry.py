@@ -133,16 +133,23 @@ def _golden(kind: str) -> Callable[..., GoldenDump]:
 _NOT_READER_OPTIONS = ("pick", "runner", "iteration", "run", "shape", "dtype")
 
 
+def reader_keywords(o: Mapping[str, Any]) -> dict[str, Any]:
+    """What a dialect's `read` and `describe` are given of a side's settings: the format's own options
+    and the selectors the user set (msprobe's step, rank, stats_only ...); not the settings of other
+    kinds of source, and nothing left unset."""
+    keywords = {k: v for k, v in o.items() if v is not None and k not in _NOT_READER_OPTIONS}
+    if o.get("runner"):
+        keywords["side"] = o["runner"]
+    return keywords
+
+
 def _dialect(load: Callable[[], Reader]) -> Callable[..., GoldenDump]:
     """A platform dialect's reader (module.read -> tensors in execution order, problems) as a source,
     its module from `load()` when a path is opened. `runner` names the part of a file holding both
     sides (tpu-mlir's actual/desired)."""
     def open_(path: str, **o) -> GoldenDump:
         module = load()
-        options = {k: v for k, v in o.items() if v is not None and k not in _NOT_READER_OPTIONS}
-        if o.get("runner"):
-            options["side"] = o["runner"]
-        entries, problems = module.read(path, **options)
+        entries, problems = module.read(path, **reader_keywords(o))
         if not entries:
             raise SourceError(f"{path}: no tensors in this {module.KIND} source"
                               + (f" ({problems[0].message})" if problems else ""))
@@ -234,7 +241,7 @@ def describe(source: GoldenDump, *, options: Mapping[str, str] | None = None, **
     fmt = BY_KIND.get(getattr(source, "kind", ""))
     if fmt is None or fmt.reader is None:
         return []
-    return fmt.reader().describe(source.path, source.tensors, **common, **format_options(fmt, options))
+    return fmt.reader().describe(source.path, source.tensors, **reader_keywords({**common, **format_options(fmt, options)}))
 
 
 def accepted(models: bool = True) -> str:

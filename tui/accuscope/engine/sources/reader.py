@@ -4,7 +4,8 @@ dialect to (atb, mindspore, msprobe, tpumlir), checked by mypy where the registr
 A reader is a module, not a class: `KIND` (its name in `kinds`), `sniff(path)` (a bounded look at the
 content, never an exception), `read(path, **options)` (the tensors in execution order and the problems
 found, `SourceError` when nothing is usable) and `describe(path, tensors, **options)` (the lines it
-adds to `inspect`). The options a user can set are declared beside the format in the registry
+adds to `inspect`). Both are given the format's options and the side's selectors the user set
+(`registry.reader_keywords`), so both take `**_options` for those they do not use. The options a user can set are declared beside the format in the registry
 (`registry.Option`), by the keyword `read` takes them as.
 """
 from __future__ import annotations

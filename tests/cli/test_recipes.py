@@ -1,0 +1,142 @@
+"""ARCHITECTURE.md's "Where to add" recipes followed once as written, on a copy of the package: a
+command, and a dump format with an option. Each edit is the one the recipe names (a module, one
+line in a table); the real entry point then runs the new thing, so a recipe that under-counts the
+files to touch fails here. (The advisor-rule recipe: tests/engine/test_advisor_rules.py; the
+metric and result-column records: tests/engine/test_metrictable.py.)"""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+import accuscope
+from support.cli import accuscope as run_accuscope
+
+PACKAGE = Path(accuscope.__file__).parent
+
+
+@pytest.fixture
+def copy(tmp_path) -> Path:
+    """A copy of the accuscope package (compiled modules included) to follow a recipe in."""
+    root = tmp_path / "tree"
+    shutil.copytree(PACKAGE, root / "accuscope", ignore=shutil.ignore_patterns("__pycache__"))
+    return root
+
+
+def edit(path: Path, after: str, line: str) -> None:
+    """Insert `line` after the first line containing `after` (one line added, as a recipe says)."""
+    lines = path.read_text().splitlines(keepends=True)
+    at = next(i for i, text in enumerate(lines) if after in text)
+    lines.insert(at + 1, line if line.endswith("\n") else line + "\n")
+    path.write_text("".join(lines))
+
+
+def in_copy(root: Path, *args):
+    return run_accuscope(*args, PYTHONPATH=str(root))
+
+
+HELLO = '''"""accuscope hello: a command added as ARCHITECTURE.md says."""
+from __future__ import annotations
+
+
+def register(p):
+    p.description = "Say hello to NAME."
+    p.add_argument("name")
+    p.set_defaults(handler=run)
+
+
+def run(args) -> int:
+    print(f"hello, {args.name}")
+    return 0
+'''
+
+
+def test_a_command_added_as_the_recipe_says(copy):
+    commands = copy / "accuscope" / "commands"
+    (commands / "hello.py").write_text(HELLO)
+    edit(commands / "__init__.py", 'Command("serve"', '    Command("hello", "hello", "say hello"),')
+    r = in_copy(copy, "hello", "world")
+    assert (r.returncode, r.stdout) == (0, "hello, world\n"), r.stderr
+    r = in_copy(copy, "--help")
+    assert r.returncode == 0 and "say hello" in r.stdout
+    # the recipe's warning holds: without set_defaults(handler=run) the command exits 3
+    (commands / "hello.py").write_text(HELLO.replace("    p.set_defaults(handler=run)\n", ""))
+    r = in_copy(copy, "hello", "world")
+    assert r.returncode == 3 and "Traceback" not in r.stderr
+
+
+TOY = '''"""Toy dumps: one text file, a line `op v1 v2 ...` per op output; a format added as ARCHITECTURE.md says."""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from accuscope.engine.sources import kinds
+from accuscope.engine.sources.tensor import OUTPUT, Problem, SourceError, Tensor
+
+KIND = kinds.TOY
+
+
+def sniff(path: str) -> bool:
+    return os.path.isfile(path) and path.endswith(".toy")
+
+
+def read(path: str, scale: float = 1.0, **_options) -> tuple[list[Tensor], list[Problem]]:
+    tensors, problems = [], []
+    try:
+        text = open(path, encoding="utf-8").read()
+    except OSError as exc:
+        raise SourceError(f"{path}: {exc.strerror}") from None
+    for n, line in enumerate(text.splitlines(), 1):
+        op, *values = line.split()
+        try:
+            data = np.array([float(v) * scale for v in values], dtype=np.float32)
+        except ValueError:
+            problems.append(Problem(path, f"line {n}: not numbers"))
+            continue
+        tensors.append(Tensor(op, OUTPUT, 0, data.dtype, data.shape, path, op_type="Toy",
+                              reader=lambda data=data: data))
+    return tensors, problems
+
+
+def describe(path: str, tensors: list[Tensor], scale: float = 1.0, **_options) -> list[str]:
+    return [f"toy dump: {len(tensors)} ops, values scaled by {scale:g}"]
+'''
+
+
+def test_a_dump_format_and_its_option_added_as_the_recipe_says(copy, tmp_path):
+    engine = copy / "accuscope" / "engine"
+    edit(engine / "sources" / "kinds.py", 'BIN: Final = "bin"', 'TOY: Final = "toy"')
+    (engine / "sources" / "toy.py").write_text(TOY)
+    registry = engine / "sides" / "registry.py"
+    text = registry.read_text()  # the reader's loader, and the one Format line (first: nothing else claims .toy)
+    registry.write_text(text.replace("FORMATS: list[Format] = [\n", (
+        "def _toy() -> Reader:\n    from accuscope.engine.sources import toy\n    return toy\n\n\n"
+        "FORMATS: list[Format] = [\n"
+        '    Format(kinds.TOY, "toy dump (.toy text)", lambda p: p.endswith(".toy"), _dialect(_toy), reader=_toy,\n'
+        '           options=(Option("scale", "multiply every value", float, metavar="X"),)),\n'), 1))
+
+    npu, golden = tmp_path / "npu.toy", tmp_path / "golden.toy"
+    npu.write_text("conv1 1 2 3 4\nrelu1 1 0 3 0\n")
+    golden.write_text("conv1 1 2 3 4\nrelu1 1 0 3 0\n")
+    r = in_copy(copy, "inspect", npu, "--option", "scale=2")
+    assert r.returncode == 0, r.stderr
+    assert "toy dump: 2 ops, values scaled by 2" in r.stdout
+
+    same = in_copy(copy, "compare", "--npu", npu, "--golden", golden, "--out", tmp_path / "same")
+    assert same.returncode == 0, same.stderr
+    doc = json.loads((tmp_path / "same" / "task.json").read_text())
+    assert doc["sides"] == {"npu": "toy", "golden": "toy"}
+    assert "paired 2 of 2" in same.stdout and "fail" not in same.stdout.lower().split("paired")[0]
+
+    scaled = in_copy(copy, "compare", "--npu", npu, "--golden", golden, "--golden-option", "scale=2",
+                     "--out", tmp_path / "scaled", "--fail-on-error")
+    assert scaled.returncode == 1, (scaled.stdout, scaled.stderr)  # every value doubled: the rows fail
+    assert json.loads((tmp_path / "scaled" / "task.json").read_text())["golden_options"] == {"scale": "2"}
+
+    bad = in_copy(copy, "compare", "--npu", npu, "--golden", golden, "--golden-option", "scale=two",
+                  "--out", tmp_path / "bad")
+    assert bad.returncode == 2 and "scale" in bad.stderr and "Traceback" not in bad.stderr
