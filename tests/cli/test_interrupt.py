@@ -63,6 +63,67 @@ def test_a_signal_during_the_imports_is_exit_130_without_a_traceback(tree, tmp_p
     assert err.strip() == "interrupted" and out == ""
 
 
+# numpy's C extension imports datetime through PyCapsule_Import, which turns a KeyboardInterrupt landing there
+# into an ImportError; numpy then stays unimportable in that process (seen once in ~20 runs of the test below)
+CONVERTED = '''
+import os, signal, sys, time
+if getattr(sys, "standin_failed", False):
+    raise ImportError("cannot load module more than once per process")
+sys.standin_failed = True
+try:
+    os.kill(os.getpid(), signal.{sig})
+    time.sleep(5)
+except KeyboardInterrupt:
+    raise ImportError('PyCapsule_Import could not import module "datetime"') from None
+'''
+
+
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
+def test_a_signal_that_c_code_turns_into_another_error_is_still_an_interruption(tree, tmp_path, sig):
+    standin = tmp_path / "standin" / "numpy"
+    standin.mkdir(parents=True)
+    (standin / "__init__.py").write_text(CONVERTED.format(sig=sig))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(standin.parent),
+                                                                      os.environ.get("PYTHONPATH")]))}
+    proc = compare(tree, tmp_path / "t", env=env)
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == INTERRUPTED, (proc.returncode, err)
+    assert err.strip() == "interrupted" and out == ""
+
+
+# a signal whose handler runs where Python cannot raise (here a __del__; in the wild the import system's
+# weakref callbacks): Python prints "Exception ignored" and goes on, so accuscope delivers it again
+IN_DEL = '''
+import importlib, os, signal, sys, time
+
+
+class Lands:
+    def __del__(self):
+        os.kill(os.getpid(), signal.{sig})
+        time.sleep(5)  # the handler runs here; its KeyboardInterrupt cannot leave __del__
+
+
+Lands()
+_here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _here]
+del sys.modules[__name__]
+sys.modules[__name__] = importlib.import_module(__name__)
+'''
+
+
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
+def test_a_signal_where_python_cannot_raise_is_delivered_again(tree, tmp_path, sig):
+    standin = tmp_path / "standin" / "json"
+    standin.mkdir(parents=True)
+    (standin / "__init__.py").write_text(IN_DEL.format(sig=sig))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(standin.parent),
+                                                                      os.environ.get("PYTHONPATH")]))}
+    proc = compare(tree, tmp_path / "t", env=env)
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == INTERRUPTED, (proc.returncode, err)
+    assert err.strip() == "interrupted" and out == ""
+
+
 def caught(pid: int, sig: int) -> bool:
     """Whether process `pid` has a handler for `sig` now (False once it has ended)."""
     try:

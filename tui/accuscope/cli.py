@@ -5,7 +5,10 @@ moment from the first line of this module on: `_take_signals_early` takes them b
 imported (in the `accuscope` program only: not in a test, nor in a helper that re-runs the script as
 `__mp_main__`); `main` then makes them KeyboardInterrupt (a running task is marked cancelled) and
 imports the rest (argparse, rich, the command's engine: most of the first half second) inside its
-handler; once the command has returned, a signal ends the process at once. A signal before Python
+handler; once the command has returned, a signal ends the process at once. A signal whose
+KeyboardInterrupt lands where Python cannot raise it (a __del__, an import-system callback) is
+delivered again a millisecond later, and one that C code turned into another error (an extension's
+import) still ends the command as interrupted, never as a bug. A signal before Python
 runs this module (the interpreter's own start) ends it as it ends any program: killed by it.
 (No `from __future__ import annotations` here: it is an import, before the signals are taken.)"""
 import os
@@ -103,8 +106,32 @@ def _app(args) -> int:
     return run_app(args.workspace)
 
 
-def _terminate(signum, frame):
-    raise KeyboardInterrupt  # SIGTERM cancels like Ctrl+C: the task is marked cancelled, its result kept
+_signalled = False  # whether Ctrl+C or SIGTERM came during this command
+
+
+def _interrupt(signum, frame):
+    """Ctrl+C and SIGTERM: KeyboardInterrupt (a running task is marked cancelled, its result kept),
+    remembered: C code running when it lands may turn it into another error (an extension module's
+    import says ImportError), which is then still an interruption, not a bug."""
+    global _signalled
+    _signalled = True
+    raise KeyboardInterrupt
+
+
+_ALARM = (signal.SIGALRM,) if hasattr(signal, "setitimer") else ()  # not on Windows
+
+
+def _unraisable(unraisable) -> None:
+    """sys.unraisablehook: a KeyboardInterrupt raised where Python cannot raise (a weakref callback of
+    the import system, a __del__) would be printed and lost; it is delivered again, at once, where it
+    can be raised. Anything else: as Python says it."""
+    if unraisable.exc_type is not None and issubclass(unraisable.exc_type, KeyboardInterrupt):
+        # a millisecond later by SIGALRM (its handler: _interrupt): raised now, it would land in this hook
+        # again; if it lands in such a place once more, this hook asks again
+        if _ALARM:
+            signal.setitimer(signal.ITIMER_REAL, 0.001)
+        return
+    sys.__unraisablehook__(unraisable)
 
 
 def _done(signum, frame):
@@ -115,11 +142,16 @@ def main(argv: list[str] | None = None) -> int:
     """Exit codes: see ExitCode. A SourceError (or a place that cannot be written) is 2 with its
     one-line message; any other exception is 3 with one line saying it is a bug (--debug: traceback);
     Ctrl+C or SIGTERM, 130 with the line `interrupted`."""
+    global _signalled
+    _signalled = False
+    hook, sys.unraisablehook = sys.unraisablehook, _unraisable
     try:
         try:
-            signal.signal(signal.SIGTERM, _terminate)
+            signal.signal(signal.SIGTERM, _interrupt)
+            for sig in _ALARM:
+                signal.signal(sig, _interrupt)  # a lost interruption delivered again (_unraisable)
             if signal.SIGINT in _EARLY:
-                signal.signal(signal.SIGINT, signal.default_int_handler)
+                signal.signal(signal.SIGINT, _interrupt)
             return _run(argv)
         except KeyboardInterrupt:
             _say("interrupted")
@@ -127,9 +159,10 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:  # a second one while saying so
         return INTERRUPTED
     finally:
+        sys.unraisablehook = hook
         if argv is None:  # the program itself (its script, python -m): a signal from here on ends it
             _flush()
-            for sig in (signal.SIGINT, signal.SIGTERM):
+            for sig in (signal.SIGINT, signal.SIGTERM, *_ALARM):
                 if signal.getsignal(sig) != signal.SIG_IGN:
                     signal.signal(sig, _done)
 
@@ -146,12 +179,12 @@ def _run(argv: list[str] | None) -> int:
         from .exitcode import ExitCode
         return ExitCode.PIPE_CLOSED
     except Exception as exc:  # noqa: BLE001 - the one place every failure ends
+        if _signalled:  # the signal's KeyboardInterrupt, turned into this by C code it interrupted
+            raise KeyboardInterrupt from None
         from . import __version__
         from .commands.common import err, show
-        from .engine.sources.tensor import SourceError
-        from .engine.tasks.task import unwritable
         from .exitcode import ExitCode
-        known = exc if isinstance(exc, SourceError) else unwritable(exc, getattr(exc, "filename", None) or "")
+        known = _known(exc)
         if known is not None:
             err.print(f"[bold red]error:[/] {show(known)}", soft_wrap=True)
             return ExitCode.UNUSABLE
@@ -163,6 +196,17 @@ def _run(argv: list[str] | None) -> int:
                   f"({'with the traceback above' if debug else 'run again with --debug for the traceback'})",
                   soft_wrap=True)
         return ExitCode.INTERNAL
+
+
+def _known(exc: Exception) -> Exception | None:
+    """The user's problem `exc` says (a SourceError, a place that cannot be written), or None for a bug.
+    An engine that cannot be imported (a broken numpy) is a bug to report, not a second traceback."""
+    try:
+        from .engine.sources.tensor import SourceError
+        from .engine.tasks.task import unwritable
+    except ImportError:
+        return None
+    return exc if isinstance(exc, SourceError) else unwritable(exc, getattr(exc, "filename", None) or "")
 
 
 def _say(line: str) -> None:
