@@ -346,7 +346,7 @@ class GraphScreen(Screen[GraphResult]):
             self._say(f"{name or 'the table row'} is not an op of the model graph", severity="warning", timeout=5)
         for note in graph.notes if not again else ():
             self._say(note, severity="warning", timeout=8)
-        if graph.kind == "om" and not again:
+        if graph.is_device and not again:
             self.framework_worker()
         self.update_panel()
         self.update_status()
@@ -519,7 +519,7 @@ class GraphScreen(Screen[GraphResult]):
             lines.append("  [dim]" + ("e: mark the end op" if self.end is None else "s: mark the start op") + "[/]")
             return lines
         lines += [f"  {shown(s)}" for s in sel.describe()]
-        if graph.kind == "om" and sel.framework is None:
+        if graph.is_device and sel.framework is None:
             lines.append("  " + shown(self.framework_problem or "framework model: loading…"))
         lines.append("  [dim]x: export and re-test[/]")
         return lines
@@ -687,7 +687,7 @@ class GraphScreen(Screen[GraphResult]):
 
     def _select(self, start: int, end: int) -> Selection:
         nodes = self.graph.nodes
-        framework = self.framework if self.graph.kind == "om" else None
+        framework = self.framework if self.graph.is_device else None
         return select(self.graph, nodes[start].name, nodes[end].name, framework=framework)
 
     def _reselect(self) -> None:

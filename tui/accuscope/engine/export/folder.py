@@ -98,7 +98,7 @@ def task_graphs(task: Task | str | os.PathLike, framework_model: str | os.PathLi
         graph = fw if fw is not None and fw_path is not None and _same(model, fw_path) else task.graph
         if graph is None:
             raise SourceError(f"{model}: the task's model cannot be read")
-        if graph.kind == "om":
+        if graph.is_device:
             return graph, fw
         return (fw, fw) if fw is not None else (graph, graph)
     if fw is None:
@@ -120,11 +120,11 @@ def select_in_task(task_folder: Task | str | os.PathLike, start, end,
     SourceError when an offline-model task has no framework model to map to."""
     task = _task(task_folder)
     graph, fw = task_graphs(task, framework_model)
-    if graph.kind == "om" and fw is None:
+    if graph.is_device and fw is None:
         raise SourceError(f"{task.folder}: the task's model is an offline-model JSON; exporting needs the framework "
                           "ONNX model it was converted from: give --framework-model (or \"framework_model\" in "
                           "task.json)")
-    return select(graph, start, end, framework=fw if graph.kind == "om" else None)
+    return select(graph, start, end, framework=fw if graph.is_device else None)
 
 
 def default_out_dir(task_folder: str | os.PathLike, selection: Selection) -> Path:
@@ -215,7 +215,7 @@ def export(task_folder: Task | str | os.PathLike, selection: Selection, out_dir:
     task = _task(task_folder)
     folder, doc = task.folder, task.doc
     say = progress or (lambda _step, _done, _total: None)
-    device = selection if selection.kind == "om" else None
+    device = selection if selection.graph.is_device else None
     fw_sel = selection
     if device is not None and device.framework is not None:
         fw_sel = device.framework
@@ -225,7 +225,7 @@ def export(task_folder: Task | str | os.PathLike, selection: Selection, out_dir:
             raise SourceError(f"{folder}: the selection is made of device ops; exporting needs the framework "
                               "ONNX model: give --framework-model (or \"framework_model\" in task.json)")
         fw_sel = to_framework(device, load_graph(fw_path))
-    if fw_sel.kind not in ("onnx", "caffe"):
+    if not fw_sel.graph.cuttable:
         raise SourceError(f"cannot export from a {fw_sel.kind} graph: an ONNX or Caffe framework model is needed")
     out = Path(out_dir) if out_dir is not None else default_out_dir(folder, selection)
     _refuse_links(folder, out)
@@ -260,7 +260,7 @@ def export(task_folder: Task | str | os.PathLike, selection: Selection, out_dir:
         say("writing the submodel", 2, steps)
         data_shapes = {e["name"]: tuple(e[side]["shape"]) for e in boundary["inputs"] + boundary["outputs"]
                        for side in ("golden", "npu") if e.get(side)}
-        if fw_sel.kind == "onnx":
+        if fw_sel.graph.runnable:
             model_path = tmp / "model.onnx"
             checker = write_onnx(fw_sel, model_path, data_shapes, boundary, notes)
         else:
@@ -275,7 +275,7 @@ def export(task_folder: Task | str | os.PathLike, selection: Selection, out_dir:
                  "npu": _copy_npu(tmp / "npu", npu_files) if sources.npu is not None else []}
         mapping_model = None
         om = device.graph if device is not None else mapping_graph
-        if om is not None and om.kind == "om":
+        if om is not None and om.is_device:
             (tmp / "model").mkdir()
             mapping_model = f"model/{Path(om.path).name}"
             chosen = [n.name for n in device.ops] if device is not None else \
@@ -294,7 +294,7 @@ def export(task_folder: Task | str | os.PathLike, selection: Selection, out_dir:
         raise
     result = ExportResult(out, out / model_path.name, fw_sel, device, manifest, notes)
     if retest:
-        if fw_sel.kind != "onnx":
+        if not fw_sel.graph.runnable:
             notes.append("re-test skipped: a Caffe submodel cannot be run here (only ONNX submodels run with "
                          "onnxruntime)")
         else:
@@ -531,7 +531,7 @@ def _manifest(folder: Path, doc: TaskDoc, sel: Selection, device: Selection | No
               dumps: dict, model_name: str, mapping_model: str | None, checker: str, notes: list[str]) -> dict:
     import platform
     versions = {"accuscope": __version__, "python": platform.python_version(), "numpy": np.__version__}
-    if sel.kind == "onnx":
+    if sel.graph.runnable:
         versions["onnx"] = onnx_module(EXPORTING).__version__
     chosen = device or sel
     return {

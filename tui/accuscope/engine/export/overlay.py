@@ -51,7 +51,7 @@ def explorer_ids(model: str | Path) -> tuple[str, dict[str, str]]:
     gives each node, by accuscope's node name and by each output tensor name."""
     onnx = need("onnx", "reading ONNX models")
     graph = load_graph(model)
-    if graph.kind != "onnx":
+    if not graph.runnable:
         raise SourceError(f"{model}: not an ONNX model ({graph.kind}); Model Explorer overlays key ONNX nodes")
     proto = onnx.load(str(model), load_external_data=False).graph
     by_tensor = {}
