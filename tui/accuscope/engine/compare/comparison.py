@@ -25,7 +25,7 @@ from dataclasses import KW_ONLY, dataclass, field, replace
 
 from accuscope.engine.compare import faults, gcpause, statistics
 from accuscope.engine.compare import plugins as plugin_mod
-from accuscope.engine.compare.columns import CSV_OF, KEY_OF, NUMERIC_METRICS
+from accuscope.engine.compare.columns import ALGORITHMS, CSV_OF, KEY_OF
 from accuscope.engine.compare.lifetime import die_with_parent, end_pool, process_context
 from accuscope.engine.compare.mapping import FEW, map_tensors
 from accuscope.engine.compare.metrics import compiled_kernel
@@ -45,7 +45,6 @@ from accuscope.engine.sources.names import parameter
 from accuscope.engine.sources.tensor import INPUT, OUTPUT, Problem, SourceError, Tensor
 
 INLINE_BYTES = 64 << 20  # below this, worker processes cost more than they save
-ALGORITHMS = NUMERIC_METRICS + ["std"]
 
 
 @dataclass

@@ -37,8 +37,8 @@ from types import MappingProxyType
 from typing import IO, TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 from accuscope import __version__
-from accuscope.engine.compare.columns import KEY_OF
-from accuscope.engine.compare.comparison import ALGORITHMS, CompareSpec
+from accuscope.engine.compare.columns import ALGORITHMS, KEY_OF
+from accuscope.engine.compare.comparison import CompareSpec
 from accuscope.engine.compare.statistics import SHARDS_BY_NAMES
 from accuscope.engine.compare.thresholds import Thresholds
 from accuscope.engine.sources.inputfile import read_json_object
