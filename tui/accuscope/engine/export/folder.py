@@ -137,7 +137,8 @@ def default_out_dir(task_folder: str | os.PathLike, selection: Selection) -> Pat
 
 
 class _Sources:
-    """The parent task's dumps opened once, mapped the way the comparison maps them. Unusable
+    """The parent task's dumps opened once, read and mapped the way the comparison read and mapped
+    them (the task's format options: atb's round, tpu-mlir's bf16 ...). Unusable
     sources become notes: an export without NPU data still has a model and golden data."""
 
     def __init__(self, task: Task, mapping_graph: Graph | None, notes: list[str]):
@@ -146,12 +147,13 @@ class _Sources:
         self.npu = self.golden = None
         try:
             self.golden = open_side(spec.golden or "", shape=spec.golden_shape, dtype=spec.golden_dtype,
-                                    pick=spec.pick, runner=spec.golden_runner, iteration=spec.iteration)
+                                    pick=spec.pick, runner=spec.golden_runner, iteration=spec.iteration,
+                                    options=spec.golden_options)
         except SourceError as exc:
             notes.append(f"golden dump unusable: {exc}")
         try:
             self.npu = open_side(spec.npu or "", pick=spec.pick, run=spec.run, runner=spec.npu_runner,
-                                 iteration=spec.iteration)
+                                 iteration=spec.iteration, options=spec.npu_options)
         except SourceError as exc:
             notes.append(f"NPU dump unusable: {exc}")
         self.pairs: list[Pair] = []
