@@ -50,8 +50,8 @@ from ..engine.compare.results import ResultTable
 from ..engine.compare.thresholds import Thresholds
 from ..engine.graphs.graph import Graph, Node
 from ..engine.graphs.lanes import Lanes, layout, reads
-from ..engine.graphs.modelfile import load_graph
 from ..engine.graphs.subgraph import Selection, SelectionError, select
+from ..engine.sides.registry import load_graph
 from ..engine.sources.tensor import SourceError
 from ..engine.tasks.task import Task
 from . import formatting as fmt

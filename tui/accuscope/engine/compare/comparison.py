@@ -293,7 +293,7 @@ def _cross_pairs(spec: CompareSpec, npu: Side, golden: Side):
 
 
 def _load_graph(path: str) -> Graph:
-    from accuscope.engine.graphs.modelfile import load_graph  # every graph loader: only with a model
+    from accuscope.engine.sides.registry import load_graph  # the graph loaders are imported with the first model
     return load_graph(path)
 
 

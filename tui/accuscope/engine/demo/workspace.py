@@ -45,9 +45,9 @@ from accuscope.engine.compare import comparison as engine
 from accuscope.engine.compare.thresholds import Thresholds
 from accuscope.engine.demo import msprobesim
 from accuscope.engine.demo.npusim import simulate
-from accuscope.engine.graphs.modelfile import load_graph
 from accuscope.engine.runs.onnxmodel import onnx_modules
 from accuscope.engine.runs.ortdump import dump_onnx
+from accuscope.engine.sides.registry import load_graph
 from accuscope.engine.sources import kinds
 from accuscope.engine.sources.golden import open_golden
 from accuscope.engine.sources.tensor import SourceError

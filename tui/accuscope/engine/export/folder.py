@@ -42,10 +42,10 @@ from accuscope.engine.export.layout import FORMAT, LONG_NAME, MANIFEST, UNKNOWN,
 from accuscope.engine.export.retest import RetestResult, run_retest
 from accuscope.engine.export.submodel import EXPORTING, write_onnx, write_prototxt
 from accuscope.engine.graphs.graph import Graph, read_text
-from accuscope.engine.graphs.modelfile import load_graph
 from accuscope.engine.graphs.optypes import walk_back
 from accuscope.engine.graphs.subgraph import BoundaryTensor, Selection, select, to_framework
 from accuscope.engine.runs.onnxmodel import onnx_module
+from accuscope.engine.sides.registry import load_graph
 from accuscope.engine.sources.inputfile import json_loads
 from accuscope.engine.sources.names import read_mapping_csv
 from accuscope.engine.sources.outputfile import not_a_link, ours

@@ -24,8 +24,8 @@ import numpy as np
 
 from accuscope.engine.compare.pair import golden_ops
 from accuscope.engine.compare.thresholds import default_op, resolve_key
-from accuscope.engine.graphs.modelfile import load_graph
 from accuscope.engine.graphs.onnxgraph import need
+from accuscope.engine.sides.registry import load_graph
 from accuscope.engine.sources.tensor import SourceError
 from accuscope.engine.tasks.task import Task, load_task
 

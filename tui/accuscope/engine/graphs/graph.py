@@ -2,8 +2,9 @@
 
 The comparison views need the same questions answered whatever the model source: which op
 produced a tensor, who consumes it, in which order ops run, what a device op was fused from.
-Loaders (`onnxgraph`, `omgraph`, `caffegraph`, ...; modelfile.py picks one) turn their format into
-`Node`s; `Graph` builds the tensor lookups once. Tensor ids are plain strings; a weight has no producer.
+Loaders (`onnxgraph`, `omgraph`, `caffegraph`, ...; modelfile.py holds them by kind, sides.registry picks
+one by the kind it detects) turn their format into `Node`s; `Graph` builds the tensor lookups once.
+Tensor ids are plain strings; a weight has no producer.
 """
 from __future__ import annotations
 
