@@ -10,7 +10,7 @@ import pytest
 
 from accuscope.engine.compare import comparison as engine
 from accuscope.engine.compare.metrics import compiled_kernel
-from accuscope.engine.graphs.modelfile import load_graph
+from accuscope.engine.sides.registry import load_graph
 from accuscope.engine.tasks.task import load_task
 from support.cli import accuscope
 from support.data import cls_with_planted_fault

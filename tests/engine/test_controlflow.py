@@ -16,9 +16,9 @@ from onnx import numpy_helper as nh  # noqa: E402
 
 from accuscope.engine.compare.inputs import build_spec  # noqa: E402
 from accuscope.engine.diagnose.advisor import advise  # noqa: E402
-from accuscope.engine.graphs.modelfile import load_graph  # noqa: E402
 from accuscope.engine.runs.controlflow import expand_ifs  # noqa: E402
 from accuscope.engine.runs.ortdump import dump_onnx  # noqa: E402
+from accuscope.engine.sides.registry import load_graph  # noqa: E402
 from accuscope.engine.tasks.taskrun import run_task  # noqa: E402
 
 TS = 1700000000000000

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from accuscope.engine.graphs import gegraph
-from accuscope.engine.graphs.modelfile import load_graph
+from accuscope.engine.sides.registry import load_graph
 from accuscope.engine.sources import atb, mindspore, tpumlir
 from accuscope.engine.sources.ascend import bf16_to_float32
 from accuscope.engine.sources.layout import to_storage

@@ -14,9 +14,9 @@ from accuscope.engine.demo.npusim import simulate
 from accuscope.engine.export.folder import export, select_in_task, task_graphs
 from accuscope.engine.export.layout import INSIDE, NO_ERROR, UPSTREAM, read_manifest
 from accuscope.engine.export.retest import retest
-from accuscope.engine.graphs.modelfile import load_graph
 from accuscope.engine.graphs.subgraph import SelectionError, select
 from accuscope.engine.runs.ortdump import dump_onnx
+from accuscope.engine.sides.registry import load_graph
 from accuscope.engine.sources.ascend import DumpTensor, write_dump_file
 from accuscope.engine.sources.golden import open_golden
 from accuscope.engine.sources.tensor import SourceError

@@ -11,7 +11,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from accuscope.engine.graphs.caffegraph import parse_text_format
 from accuscope.engine.graphs.graph import Graph
-from accuscope.engine.graphs.modelfile import load_graph
+from accuscope.engine.sides.registry import detect, load_graph
 from accuscope.engine.sources.tensor import SourceError
 
 # ---------------------------------------------------------------- real PP-OCR models
@@ -361,9 +361,12 @@ def test_directory_and_binary_om(tmp_path):
 
 
 def test_format_guessed_from_content(tmp_path):
+    """A model's kind is the registry's one answer for its path (`detect`, as inspect and compare ask):
+    a file whose name says nothing is known by its content; a name a format claims keeps its format."""
     (tmp_path / "model_json").write_text(json.dumps(OM_MODEL))
     (tmp_path / "deploy.txt").write_text(PROTOTXT)
     (tmp_path / "model.bin").write_bytes(_tiny_onnx(tmp_path).read_bytes())
-    assert load_graph(tmp_path / "model_json").kind == "om"
-    assert load_graph(tmp_path / "deploy.txt").kind == "caffe"
-    assert load_graph(tmp_path / "model.bin").kind == "onnx"
+    assert load_graph(tmp_path / "model_json").kind == detect(tmp_path / "model_json").kind == "om"
+    assert load_graph(tmp_path / "deploy.txt").kind == detect(tmp_path / "deploy.txt").kind == "caffe"
+    with pytest.raises(SourceError, match=r"model\.bin: is dumped tensors \(raw \.bin"):  # as `compare` reads it
+        load_graph(tmp_path / "model.bin")

@@ -16,7 +16,7 @@ import sys
 import numpy as np
 import pytest
 
-from accuscope.engine.graphs.modelfile import load_graph
+from accuscope.engine.sides.registry import load_graph
 from accuscope.engine.sources import ascend
 from accuscope.engine.sources.ascend import DumpTensor, write_dump_file
 from accuscope.engine.sources.convert import convert

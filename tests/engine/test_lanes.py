@@ -11,8 +11,8 @@ from accuscope.engine.demo import workspace as demo
 from accuscope.engine.demo.npusim import simulate
 from accuscope.engine.graphs.graph import Graph, Node
 from accuscope.engine.graphs.lanes import LIMIT, NODE, layout
-from accuscope.engine.graphs.modelfile import load_graph
 from accuscope.engine.runs.ortdump import dump_onnx
+from accuscope.engine.sides.registry import load_graph
 from accuscope.engine.sources.golden import open_golden
 
 

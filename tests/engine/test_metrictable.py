@@ -56,14 +56,14 @@ def test_every_engine_list_holds_the_metric(m):
         assert Thresholds().get(m.key).value == m.msit_threshold
     else:
         assert Thresholds().get(m.key) is None
-    assert (m.key in engine.ALGORITHMS) == (m.origin == "msaccucmp")
+    assert (m.key in mt.ALGORITHMS) == (m.origin == "msaccucmp")
     assert (m.key in mt.TABLE_ORDER) != (m.key in mt.TABLE_TAIL)  # the op table shows it, once
 
 
 def test_a_comparison_fills_every_metric_and_the_csv_and_filters_carry_it():
     x = np.linspace(-1, 1, 1000)
     y = x + np.random.default_rng(0).normal(0, 1e-3, x.shape)
-    cells = pairjob.metric_cells(compare_arrays(x, y), tuple(engine.ALGORITHMS))
+    cells = pairjob.metric_cells(compare_arrays(x, y), tuple(mt.ALGORITHMS))
     assert set(cells) == {r.key for r in RECORDS if not r.recorded and not r.third}  # the tensor comparison's
     cells = every_cell(x, y)
     assert set(cells) == {r.key for r in RECORDS}  # with the recorded statistics' comparison's and the third side's

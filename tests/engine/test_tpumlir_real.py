@@ -20,8 +20,7 @@ from accuscope.engine.compare.judgement import NOISY
 from accuscope.engine.compare.pair import DEVICE_ONLY
 from accuscope.engine.compare.summary import summarize
 from accuscope.engine.compare.thresholds import Thresholds
-from accuscope.engine.graphs.modelfile import load_graph
-from accuscope.engine.sides.registry import detect
+from accuscope.engine.sides.registry import detect, load_graph
 from accuscope.engine.sources import tpumlir
 
 HERE = Path(__file__).resolve().parents[1] / "fixtures" / "tpumlir"

@@ -73,8 +73,8 @@ def tiny_export_task(folder: Path) -> Path:
     onnx = pytest.importorskip("onnx")
     pytest.importorskip("onnxruntime")
     from accuscope.engine.demo.npusim import simulate
-    from accuscope.engine.graphs.modelfile import load_graph
     from accuscope.engine.runs.ortdump import dump_onnx
+    from accuscope.engine.sides.registry import load_graph
     h, T = onnx.helper, onnx.TensorProto
     graph = h.make_graph([h.make_node("Relu", ["x"], ["r"], name="relu"),
                           h.make_node("Sigmoid", ["r"], ["out"], name="sigmoid")], "tiny",

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from accuscope.engine.compare import comparison as engine
 from accuscope.engine.compare import expected, pairjob, statistics
+from accuscope.engine.compare.columns import ALGORITHMS
 from accuscope.engine.compare.metrics import compare_arrays
 from accuscope.engine.sources.tensor import Tensor
 
@@ -15,7 +15,7 @@ def every_cell(x, y) -> dict:
     def recorded(v, crc):
         return Tensor("op", "output", 0, None, (), "dump.json", stats=(v.max(), v.min(), v.mean(), np.linalg.norm(v)),
                       checksum=crc)
-    cells = pairjob.metric_cells(compare_arrays(x, y), tuple(engine.ALGORITHMS))
+    cells = pairjob.metric_cells(compare_arrays(x, y), tuple(ALGORITHMS))
     third = expected.excess_cells(cells, compare_arrays(x * 0.999, y).values)  # an expected side beside them
     return {**cells, **statistics.compare(recorded(x, "0a1b2c3d"), recorded(y, "0a1b2c3e")),
             **statistics.value_cells("1", "int", "2", "int"), **third}

@@ -98,7 +98,7 @@ def selection_lines(graph: Graph, start: int | None, end: int | None, selection:
         lines.append("  [dim]" + ("e: mark the end op" if end is None else "s: mark the start op") + "[/]")
         return lines
     lines += [f"  {shown(s)}" for s in selection.describe()]
-    if graph.kind == "om" and selection.framework is None:
+    if graph.is_device and selection.framework is None:
         lines.append("  " + shown(framework_problem or "framework model: loading…"))
     lines.append("  [dim]x: export and re-test[/]")
     return lines

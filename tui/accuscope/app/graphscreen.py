@@ -51,8 +51,8 @@ from ..engine.compare.results import ResultTable
 from ..engine.compare.thresholds import Thresholds
 from ..engine.graphs.graph import Graph, Node
 from ..engine.graphs.lanes import Lanes, layout, reads
-from ..engine.graphs.modelfile import load_graph
 from ..engine.graphs.subgraph import Selection, SelectionError, select
+from ..engine.sides.registry import load_graph
 from ..engine.sources.tensor import SourceError
 from ..engine.tasks.task import Task
 from .dialogs import ChooseDialog, ConfirmDialog
@@ -293,7 +293,7 @@ class GraphScreen(SubmodelExport, Screen[GraphResult]):
             self._say(f"{name or 'the table row'} is not an op of the model graph", severity="warning", timeout=5)
         for note in graph.notes if not again else ():
             self._say(note, severity="warning", timeout=8)
-        if graph.kind == "om" and not again:
+        if graph.is_device and not again:
             self.framework_worker()
         self.update_panel()
         self.update_status()
@@ -544,7 +544,7 @@ class GraphScreen(SubmodelExport, Screen[GraphResult]):
 
     def _select(self, start: int, end: int) -> Selection:
         nodes = self.graph.nodes
-        framework = self.framework if self.graph.kind == "om" else None
+        framework = self.framework if self.graph.is_device else None
         return select(self.graph, nodes[start].name, nodes[end].name, framework=framework)
 
     def _reselect(self) -> None:

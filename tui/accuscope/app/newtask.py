@@ -10,8 +10,8 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Input, Label, SelectionList, Static
 
-from ..engine.compare.columns import CSV_OF
-from ..engine.compare.comparison import ALGORITHMS, CompareSpec
+from ..engine.compare.columns import ALGORITHMS, CSV_OF
+from ..engine.compare.comparison import CompareSpec
 from ..engine.compare.inputs import BY_NAME, INPUTS, build_spec, check, texts_of
 from ..engine.sources.tensor import SourceError
 from .footer import Footer

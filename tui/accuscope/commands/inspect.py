@@ -186,7 +186,7 @@ def _graph(g: Graph, limit: int) -> int:
     facts = [f"nodes {len(g.nodes):,}", f"inputs {len(g.inputs)}", f"outputs {len(g.outputs)}"]
     if g.weights:
         facts.append(f"weights {len(g.weights):,}")
-    if g.kind == "om":
+    if g.is_device:
         facts.append(f"fused ops {sum(1 for n in g.nodes if n.fused and len(n.fused) > 1):,}")
         facts.append(f"device-only ops {sum(1 for n in g.nodes if n.fused == []):,}")
     out.print("  " + " · ".join(facts))
@@ -199,12 +199,12 @@ def _graph(g: Graph, limit: int) -> int:
         out.print(f"  [bold]{label}[/] " + ", ".join(shown) + (" …" if len(names) > 8 else ""))
     out.print(f"  [bold]op types[/] {counts(Counter(printable(n.type) for n in g.nodes))}")
     table = Table(box=None, pad_edge=False, header_style="bold")
-    for col in ("id", "type", "name", "output shapes") + (("fused framework ops",) if g.kind == "om" else ()):
+    for col in ("id", "type", "name", "output shapes") + (("fused framework ops",) if g.is_device else ()):
         table.add_column(col, overflow="fold")
     nodes = g.nodes if limit <= 0 else g.nodes[:limit]
     for n in nodes:
         row = [str(n.seq_id), _show(n.type), _show(n.name), " ".join(shape_text(s) for s in n.output_shapes)]
-        if g.kind == "om":
+        if g.is_device:
             row.append("*" if n.fused == [] else _show(",".join(n.fused or [])))
         table.add_row(*row)
     if len(nodes) < len(g.nodes):

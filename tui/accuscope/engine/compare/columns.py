@@ -136,6 +136,8 @@ KEY_OF = {m.csv: m.key for m in METRIC_TABLE}
 CSV_OF = {m.key: m.csv for m in METRIC_TABLE}
 # msaccucmp's numeric metrics (the ten without std): what --algorithms selects besides std
 NUMERIC_METRICS = [key for _, key in METRICS if METRIC[key].kind == "float"]
+# what --algorithms may choose (msaccucmp's ten): the numeric ones, then the rest (std's text)
+ALGORITHMS = NUMERIC_METRICS + [key for _, key in METRICS if key not in NUMERIC_METRICS]
 FLOAT_METRICS = [m.key for m in METRIC_TABLE if m.kind == "float"]  # every float metric, NaN when not computed
 COMPUTED_FLOATS = [m.key for m in METRIC_TABLE if m.kind == "float" and not m.recorded and not m.third]  # from tensor data
 THRESHOLD_KEYS = [m.key for m in METRIC_TABLE if m.numeric]  # keys a threshold may name

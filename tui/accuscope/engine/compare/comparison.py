@@ -26,7 +26,7 @@ from typing import cast
 
 from accuscope.engine.compare import faults, gcpause, statistics
 from accuscope.engine.compare import plugins as plugin_mod
-from accuscope.engine.compare.columns import CSV_OF, KEY_OF, NUMERIC_METRICS
+from accuscope.engine.compare.columns import ALGORITHMS, CSV_OF, KEY_OF
 from accuscope.engine.compare.lifetime import die_with_parent, end_pool, process_context
 from accuscope.engine.compare.mapping import FEW, map_tensors
 from accuscope.engine.compare.metrics import compiled_kernel
@@ -40,13 +40,13 @@ from accuscope.engine.graphs.oprange import OpRange
 from accuscope.engine.graphs.optypes import CONVERTER_OWN, walk_back
 from accuscope.engine.progress import OnProgress, Progress
 from accuscope.engine.sides.side import Side
+from accuscope.engine.sources import kinds
 from accuscope.engine.sources.ascend import crop_to
 from accuscope.engine.sources.msprobe import KIND as STEP_KIND  # dumps of a step's calls, not of a model
 from accuscope.engine.sources.names import parameter
 from accuscope.engine.sources.tensor import INPUT, OUTPUT, Problem, SourceError, Tensor
 
 INLINE_BYTES = 64 << 20  # below this, worker processes cost more than they save
-ALGORITHMS = NUMERIC_METRICS + ["std"]
 
 
 @dataclass
@@ -203,11 +203,11 @@ def open_sides(spec: CompareSpec) -> tuple[Side, Side, Graph | None]:
     for side, path in ((npu, spec.npu_model), (golden, spec.golden_model)):
         if path:
             side.use_graph(_load_graph(path))
-    if model is not None and model.kind == "mlir" and not spec.npu_model and npu.graph is None:
+    if model is not None and model.kind == kinds.MLIR and not spec.npu_model and npu.graph is None:
         npu.use_graph(model)  # tpu-mlir's .mlir describes the converted (NPU) side
-    elif model is not None and model.kind not in ("om", "mlir") and not spec.golden_model and golden.graph is None:
+    elif model is not None and not model.converted and not spec.golden_model and golden.graph is None:
         golden.use_graph(model)  # a framework model names the golden side's tensors
-    if model is not None and model.kind == "om" and not spec.npu_model and not npu.is_device_dump:
+    if model is not None and model.is_device and not spec.npu_model and not npu.is_device_dump:
         raise SourceError(f"{spec.model}: an offline model describes an Ascend dump, but {spec.npu} is "
                           f"a {npu.kind} source")
     return npu, golden, model
@@ -216,7 +216,7 @@ def open_sides(spec: CompareSpec) -> tuple[Side, Side, Graph | None]:
 @gcpause.paused  # opening the sides makes a few objects a tensor, which set off the collector's full walks
 def plan(spec: CompareSpec) -> Plan:
     npu, golden, graph = open_sides(spec)
-    npu_graph = npu.graph if npu.graph is not None else (graph if graph is not None and graph.kind == "om" else None)
+    npu_graph = npu.graph if npu.graph is not None else (graph if graph is not None and graph.is_device else None)
     found, problems = (plugin_mod.discover(spec.custom_dir) if spec.custom_dir else ([], []))
     metrics, chosen_plugins = _algorithms(spec.algorithms, found)
     user_map, cross = None, None
@@ -288,7 +288,7 @@ def _cross_pairs(spec: CompareSpec, npu: Side, golden: Side):
 
 
 def _load_graph(path: str) -> Graph:
-    from accuscope.engine.graphs.modelfile import load_graph  # every graph loader: only with a model
+    from accuscope.engine.sides.registry import load_graph  # the graph loaders are imported with the first model
     return load_graph(path)
 
 
@@ -296,9 +296,9 @@ def _unused_golden(reference: list[Tensor], used: set[int], npu: Side, npu_graph
                    ) -> list[tuple[str, str]]:
     """The golden tensors no NPU tensor paired with, each with the likeliest reason."""
     values: set[str] = set()
-    if npu_graph is not None and npu_graph.kind != "om":
+    if npu_graph is not None and not npu_graph.is_device:
         values = {v for n in npu_graph.nodes for v in n.outputs} | set(npu_graph.inputs)
-        if npu_graph.kind == "mlir":  # loc names `{onnx output}_{OpType}`: the ONNX output names too
+        if npu_graph.kind == kinds.MLIR:  # loc names `{onnx output}_{OpType}`: the ONNX output names too
             from accuscope.engine.sources.tpumlir import normalize
             values |= {normalize(v) for v in values}
     out = []
@@ -359,7 +359,7 @@ def _sequence_ids(npu: Side, graph: Graph | None) -> dict[int, int]:
     """Op sequence id per op: the offline model's op id, else the execution position."""
     seq = {}
     for k, df in enumerate(npu.ops, 1):
-        node = graph.node(df.op_name) if graph is not None and graph.kind == "om" else None
+        node = graph.node(df.op_name) if graph is not None and graph.is_device else None
         seq[id(df)] = node.seq_id if node is not None else k
     return seq
 
@@ -398,7 +398,7 @@ def _output_tensors(npu: Side, npu_graph: Graph | None, golden_graph: Graph | No
                     names.add(found[0].name)
                     values.add(step)
                     break
-        om = npu_graph.kind == "om"
+        om = npu_graph.is_device
         checks.append(lambda p: p.npu.io == OUTPUT and (
             (p.op.op_name in names and (om or not p.npu.tensor_name or p.npu.tensor_name in values or p.npu.op in values))
             or (not om and bool(p.npu.tensor_name) and p.npu.tensor_name in values)))

@@ -30,7 +30,8 @@ import numpy as np
 from accuscope.engine.sources.tensor import SourceError, Tensor
 
 if TYPE_CHECKING:
-    from accuscope.engine.compare.comparison import Plan
+    from accuscope.engine.compare.comparison import CompareSpec, Plan
+    from accuscope.engine.sides.side import Side
 
 EXCESS_LIMIT = 2.0  # at most this many times the expected error: the precision itself
 FLOOR = 1e-6  # an expected error below this is float32 noise: the excess divides by at least this
@@ -46,6 +47,17 @@ def error_of(cells: dict) -> float:
     return max(parts) if parts else math.nan
 
 
+def expected_options(spec: CompareSpec, golden: Side, npu: Side) -> dict[str, str] | None:
+    """The format options the expected side is read with: the golden side's where it is in the golden
+    side's format (the reference run, at another precision), else the NPU side's where it is in theirs;
+    none for a format neither side has (each option belongs to one format)."""
+    from accuscope.engine.sides.registry import detect
+    kind = detect(spec.expected or "").kind
+    if kind == golden.kind:
+        return spec.golden_options
+    return spec.npu_options if kind == npu.kind else None
+
+
 def expected_tensors(plan: Plan) -> dict[int, Tensor]:
     """Plan row -> the expected side's tensor paired with that row's golden tensor. SourceError
     when the expected side cannot be opened or pairs with nothing."""
@@ -56,7 +68,7 @@ def expected_tensors(plan: Plan) -> dict[int, Tensor]:
         raise SourceError("no expected side was given (--expected)")
     try:
         side = open_side(spec.expected, pick=spec.pick, runner=spec.golden_runner, iteration=spec.iteration,
-                         step=spec.step, rank=spec.rank)
+                         step=spec.step, rank=spec.rank, options=expected_options(spec, plan.golden, plan.npu))
     except SourceError as exc:
         raise SourceError(f"--expected: {exc}") from None
     by_golden: dict[int, Tensor] = {}

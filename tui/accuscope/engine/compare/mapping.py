@@ -35,7 +35,7 @@ from accuscope.engine.graphs.optypes import (
     walk_back,
 )
 from accuscope.engine.sides.side import Side
-from accuscope.engine.sources import msprobe
+from accuscope.engine.sources import kinds, msprobe
 from accuscope.engine.sources.ascend import DumpFile
 from accuscope.engine.sources.golden import GoldenDump
 from accuscope.engine.sources.names import parse_tensor_name
@@ -65,7 +65,7 @@ class Mapping:
 def as_side(source: Side | NpuDump | GoldenDump) -> Side:
     if isinstance(source, Side):
         return source
-    return Side(source, "ascend" if isinstance(source, NpuDump) else source.kind)
+    return Side(source, kinds.ASCEND if isinstance(source, NpuDump) else source.kind)
 
 
 @gcpause.paused
@@ -78,7 +78,7 @@ def map_tensors(npu: Side | NpuDump, golden: Side | GoldenDump, graph: Graph | N
     decided for two msprobe sides of different implementations (taken before any rule here)."""
     npu, golden = as_side(npu), as_side(golden)
     if graph is not None:
-        if graph.kind == "om":
+        if graph.is_device:
             npu_graph = npu_graph or graph
         else:
             golden_graph = golden_graph or graph
@@ -140,7 +140,7 @@ def _converter_own(pairs: list[Pair], golden: Side, used: set[int], npu_graph: G
     for p in pairs:
         value = p.npu.tensor_name
         if p.golden is None and p.ground_truth != DEVICE_ONLY and value and value not in values:
-            found = npu_graph.producer(value) if npu_graph is not None and npu_graph.kind != "om" else None
+            found = npu_graph.producer(value) if npu_graph is not None and not npu_graph.is_device else None
             if found is not None and found[0].type in CONVERTER_TYPES:
                 p = Pair(p.npu, None, p.op, DEVICE_ONLY, "", f"inserted by the conversion: {value} is the output "
                                                             f"of a {found[0].type} node of the candidate's model")
@@ -169,14 +169,14 @@ class _Mapper:
         self.golden = golden
         self.cross = cross.by_tensor if cross is not None else {}
         self.graph = golden_graph  # the framework graph: golden tensor names of golden ops
-        self.om = npu_graph if npu_graph is not None and npu_graph.kind == "om" else None
+        self.om = npu_graph if npu_graph is not None and npu_graph.is_device else None
         self.npu_graph = npu_graph if self.om is None else None  # e.g. the candidate ONNX model
         self.user_map = user_map
         self._initializers: dict | None = None  # the NPU model's, read once a QLinear output needs them
         # NPU against NPU: the golden side is a device dump too; its offline model says which
         # framework op each of its device outputs stands for, the names both sides record
         self.golden_origin: dict[tuple[str, int], tuple[str, int]] = {}
-        if golden_graph is not None and golden_graph.kind == "om" and golden.is_device_dump:
+        if golden_graph is not None and golden_graph.is_device and golden.is_device_dump:
             for node in golden_graph.nodes:
                 for j in range(len(node.outputs)):
                     origin = self._origin(node, j)

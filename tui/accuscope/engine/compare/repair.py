@@ -206,7 +206,7 @@ def recheck(plan, cells: list[dict]) -> list[Repair]:
     if not suspects:
         return []
     npu_graph = plan.npu.graph if plan.npu.graph is not None else (
-        plan.graph if plan.graph is not None and plan.graph.kind in ("om", "mlir") else None)
+        plan.graph if plan.graph is not None and plan.graph.converted else None)
     checker = Rechecker(plan.npu, plan.golden, npu_graph, plan.golden.graph)
     used = {id(p.golden) for p in plan.pairs if p.golden is not None}
     repairs = []

@@ -44,10 +44,11 @@ from accuscope.engine.compare import comparison as engine
 from accuscope.engine.compare.thresholds import Thresholds
 from accuscope.engine.demo import msprobesim
 from accuscope.engine.demo.npusim import simulate
-from accuscope.engine.graphs.modelfile import load_graph
 from accuscope.engine.progress import OnProgress, Reporter
 from accuscope.engine.runs.onnxmodel import onnx_modules
 from accuscope.engine.runs.ortdump import dump_onnx
+from accuscope.engine.sides.registry import load_graph
+from accuscope.engine.sources import kinds
 from accuscope.engine.sources.golden import open_golden
 from accuscope.engine.sources.tensor import SourceError
 from accuscope.engine.tasks.task import TASK_JSON, save_task
@@ -211,7 +212,7 @@ def build_task(task: DemoTask, folder: Path, progress: OnProgress | None = None)
             "demo": {"title": task.title, "story": list(task.story),
                      "framework_model": str(model_path) if model_path else None}}
     save_task(folder, meta, table, spec.thresholds, {"with_op_sequence": False, "npu_is_npy": task.onnx_only,
-                                                     "golden_is_npy": plan.golden.kind == "npy"})
+                                                     "golden_is_npy": plan.golden.kind == kinds.NPY})
     (folder / "README.md").write_text(_readme(task), encoding="utf-8")
     return folder
 

@@ -42,11 +42,11 @@ from accuscope.engine.export.layout import FORMAT, LONG_NAME, MANIFEST, UNKNOWN,
 from accuscope.engine.export.retest import RetestResult, run_retest
 from accuscope.engine.export.submodel import EXPORTING, write_onnx, write_prototxt
 from accuscope.engine.graphs.graph import Graph, read_text
-from accuscope.engine.graphs.modelfile import load_graph
 from accuscope.engine.graphs.optypes import walk_back
 from accuscope.engine.graphs.subgraph import BoundaryTensor, Selection, select, to_framework
 from accuscope.engine.progress import OnProgress, Reporter
 from accuscope.engine.runs.onnxmodel import onnx_module
+from accuscope.engine.sides.registry import load_graph
 from accuscope.engine.sources.inputfile import json_loads
 from accuscope.engine.sources.names import read_mapping_csv
 from accuscope.engine.sources.outputfile import not_a_link, ours
@@ -99,7 +99,7 @@ def task_graphs(task: Task | str | os.PathLike, framework_model: str | os.PathLi
         graph = fw if fw is not None and fw_path is not None and _same(model, fw_path) else task.graph
         if graph is None:
             raise SourceError(f"{model}: the task's model cannot be read")
-        if graph.kind == "om":
+        if graph.is_device:
             return graph, fw
         return (fw, fw) if fw is not None else (graph, graph)
     if fw is None:
@@ -121,11 +121,11 @@ def select_in_task(task_folder: Task | str | os.PathLike, start, end,
     SourceError when an offline-model task has no framework model to map to."""
     task = _task(task_folder)
     graph, fw = task_graphs(task, framework_model)
-    if graph.kind == "om" and fw is None:
+    if graph.is_device and fw is None:
         raise SourceError(f"{task.folder}: the task's model is an offline-model JSON; exporting needs the framework "
                           "ONNX model it was converted from: give --framework-model (or \"framework_model\" in "
                           "task.json)")
-    return select(graph, start, end, framework=fw if graph.kind == "om" else None)
+    return select(graph, start, end, framework=fw if graph.is_device else None)
 
 
 def default_out_dir(task_folder: str | os.PathLike, selection: Selection) -> Path:
@@ -138,7 +138,8 @@ def default_out_dir(task_folder: str | os.PathLike, selection: Selection) -> Pat
 
 
 class _Sources:
-    """The parent task's dumps opened once, mapped the way the comparison maps them. Unusable
+    """The parent task's dumps opened once, read and mapped the way the comparison read and mapped
+    them (the task's format options: atb's round, tpu-mlir's bf16 ...). Unusable
     sources become notes: an export without NPU data still has a model and golden data."""
 
     def __init__(self, task: Task, mapping_graph: Graph | None, notes: list[str]):
@@ -147,12 +148,13 @@ class _Sources:
         self.npu = self.golden = None
         try:
             self.golden = open_side(spec.golden or "", shape=spec.golden_shape, dtype=spec.golden_dtype,
-                                    pick=spec.pick, runner=spec.golden_runner, iteration=spec.iteration)
+                                    pick=spec.pick, runner=spec.golden_runner, iteration=spec.iteration,
+                                    options=spec.golden_options)
         except SourceError as exc:
             notes.append(f"golden dump unusable: {exc}")
         try:
             self.npu = open_side(spec.npu or "", pick=spec.pick, run=spec.run, runner=spec.npu_runner,
-                                 iteration=spec.iteration)
+                                 iteration=spec.iteration, options=spec.npu_options)
         except SourceError as exc:
             notes.append(f"NPU dump unusable: {exc}")
         self.pairs: list[Pair] = []
@@ -216,7 +218,7 @@ def export(task_folder: Task | str | os.PathLike, selection: Selection, out_dir:
     task = _task(task_folder)
     folder, doc = task.folder, task.doc
     say = Reporter(progress)
-    device = selection if selection.kind == "om" else None
+    device = selection if selection.graph.is_device else None
     fw_sel = selection
     if device is not None and device.framework is not None:
         fw_sel = device.framework
@@ -226,7 +228,7 @@ def export(task_folder: Task | str | os.PathLike, selection: Selection, out_dir:
             raise SourceError(f"{folder}: the selection is made of device ops; exporting needs the framework "
                               "ONNX model: give --framework-model (or \"framework_model\" in task.json)")
         fw_sel = to_framework(device, load_graph(fw_path))
-    if fw_sel.kind not in ("onnx", "caffe"):
+    if not fw_sel.graph.cuttable:
         raise SourceError(f"cannot export from a {fw_sel.kind} graph: an ONNX or Caffe framework model is needed")
     out = Path(out_dir) if out_dir is not None else default_out_dir(folder, selection)
     _refuse_links(folder, out)
@@ -261,7 +263,7 @@ def export(task_folder: Task | str | os.PathLike, selection: Selection, out_dir:
         say("writing the submodel", 2, steps)
         data_shapes = {e["name"]: tuple(e[side]["shape"]) for e in boundary["inputs"] + boundary["outputs"]
                        for side in ("golden", "npu") if e.get(side)}
-        if fw_sel.kind == "onnx":
+        if fw_sel.graph.runnable:
             model_path = tmp / "model.onnx"
             checker = write_onnx(fw_sel, model_path, data_shapes, boundary, notes)
         else:
@@ -276,7 +278,7 @@ def export(task_folder: Task | str | os.PathLike, selection: Selection, out_dir:
                  "npu": _copy_npu(tmp / "npu", npu_files) if sources.npu is not None else []}
         mapping_model = None
         om = device.graph if device is not None else mapping_graph
-        if om is not None and om.kind == "om":
+        if om is not None and om.is_device:
             (tmp / "model").mkdir()
             mapping_model = f"model/{Path(om.path).name}"
             chosen = [n.name for n in device.ops] if device is not None else \
@@ -295,7 +297,7 @@ def export(task_folder: Task | str | os.PathLike, selection: Selection, out_dir:
         raise
     result = ExportResult(out, out / model_path.name, fw_sel, device, manifest, notes)
     if retest:
-        if fw_sel.kind != "onnx":
+        if not fw_sel.graph.runnable:
             notes.append("re-test skipped: a Caffe submodel cannot be run here (only ONNX submodels run with "
                          "onnxruntime)")
         else:
@@ -532,7 +534,7 @@ def _manifest(folder: Path, doc: TaskDoc, sel: Selection, device: Selection | No
               dumps: dict, model_name: str, mapping_model: str | None, checker: str, notes: list[str]) -> dict:
     import platform
     versions = {"accuscope": __version__, "python": platform.python_version(), "numpy": np.__version__}
-    if sel.kind == "onnx":
+    if sel.graph.runnable:
         versions["onnx"] = onnx_module(EXPORTING).__version__
     chosen = device or sel
     return {

@@ -24,8 +24,8 @@ import numpy as np
 
 from accuscope.engine.compare.pair import golden_ops
 from accuscope.engine.compare.thresholds import default_op, resolve_key
-from accuscope.engine.graphs.modelfile import load_graph
 from accuscope.engine.graphs.onnxgraph import need
+from accuscope.engine.sides.registry import load_graph
 from accuscope.engine.sources.tensor import SourceError
 from accuscope.engine.tasks.task import Task, load_task
 
@@ -51,7 +51,7 @@ def explorer_ids(model: str | Path) -> tuple[str, dict[str, str]]:
     gives each node, by accuscope's node name and by each output tensor name."""
     onnx = need("onnx", "reading ONNX models")
     graph = load_graph(model)
-    if graph.kind != "onnx":
+    if not graph.runnable:
         raise SourceError(f"{model}: not an ONNX model ({graph.kind}); Model Explorer overlays key ONNX nodes")
     proto = onnx.load(str(model), load_external_data=False).graph
     by_tensor = {}

@@ -29,6 +29,7 @@ from accuscope.engine.export.layout import (
 from accuscope.engine.export.submodel import EXPORTING, np_dtype
 from accuscope.engine.progress import OnProgress, Reporter
 from accuscope.engine.runs.onnxmodel import onnx_module
+from accuscope.engine.sources import kinds
 from accuscope.engine.sources.tensor import OUTPUT, SourceError, TensorError, sanitize
 from accuscope.engine.tasks.task import RETEST_DIR, Task
 
@@ -79,7 +80,7 @@ def run_retest(export_dir: str | os.PathLike, progress: OnProgress | None = None
     started = time.perf_counter()
     root = Path(export_dir)
     manifest = read_manifest(root)
-    if manifest.get("kind") != "onnx":
+    if manifest.get("kind") != kinds.ONNX:
         raise SourceError(f"{root}: a {manifest.get('kind')} submodel cannot be re-tested here (only ONNX "
                           "submodels run, with onnxruntime)")
     try:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from accuscope.engine.graphs.graph import Graph, Node, fill_input_shapes, read_text, unique_names
+from accuscope.engine.sources import kinds
 from accuscope.engine.sources.tensor import SourceError
 
 # V1 `layers { type: ENUM }` names whose CamelCase spelling is not the plain conversion.
@@ -215,7 +216,7 @@ def load_prototxt(path: str | Path) -> Graph:
                 node.output_shapes[j] = _dims(shape)
         nodes.append(node)
     fill_input_shapes(nodes, known)
-    graph = Graph(name=_str(net.get("name")) or p.stem, kind="caffe", path=str(p), nodes=nodes, inputs=inputs,
+    graph = Graph(name=_str(net.get("name")) or p.stem, kind=kinds.CAFFE, path=str(p), nodes=nodes, inputs=inputs,
                   outputs=[], weights=set())
     graph.outputs = [t for n in nodes for t in n.outputs if not graph.consumers(t) and t not in inputs]
     return graph

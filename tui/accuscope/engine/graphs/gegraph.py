@@ -23,9 +23,10 @@ from typing import Any
 
 from accuscope.engine.graphs.graph import Graph, read_text
 from accuscope.engine.graphs.omgraph import model_graph
+from accuscope.engine.sources import kinds
 from accuscope.engine.sources.tensor import SourceError, sanitize
 
-KIND = "ge-graph"
+KIND = kinds.GE_GRAPH
 MAX_DEPTH = 64
 # fields of ModelDef/GraphDef/OpDef/TensorDescriptor/ShapeDef that are repeated (kept as lists)
 REPEATED = {"graph", "op", "input", "output", "attr", "input_desc", "output_desc", "dim", "subgraph_name",
@@ -197,7 +198,7 @@ def sniff(path: str) -> bool:
 
 
 def load_ge_graph(path: str | os.PathLike) -> Graph:
-    """A GE graph dump file as a Graph (kind "om": the device graph, as from atc's JSON)."""
+    """A GE graph dump file as a Graph (kind OM: the device graph, as from atc's JSON)."""
     p = Path(path)
     doc = _plain(parse_text_format(read_text(p), str(p)))
     if not isinstance(doc.get("graph"), list) or not doc["graph"]:

@@ -2,8 +2,9 @@
 
 The comparison views need the same questions answered whatever the model source: which op
 produced a tensor, who consumes it, in which order ops run, what a device op was fused from.
-Loaders (`onnxgraph`, `omgraph`, `caffegraph`, ...; modelfile.py picks one) turn their format into
-`Node`s; `Graph` builds the tensor lookups once. Tensor ids are plain strings; a weight has no producer.
+Loaders (`onnxgraph`, `omgraph`, `caffegraph`, ...; modelfile.py holds them by kind, sides.registry picks
+one by the kind it detects) turn their format into `Node`s; `Graph` builds the tensor lookups once.
+Tensor ids are plain strings; a weight has no producer.
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from accuscope.engine.sources import kinds
 from accuscope.engine.sources.tensor import SourceError
 
 Shape = tuple  # dims are ints, None where unknown (symbolic or dynamic)
@@ -53,6 +55,9 @@ class Graph:
     """A model's operators in execution order plus tensor lookups built once at construction.
 
     `notes` says what the loader could not do (e.g. shape inference failed), for the user to see.
+    `kind` is a model kind from `sources.kinds`; what a kind means to the comparison, the views and
+    the exports is asked of the properties below (`is_device`, `converted`, `cuttable`,
+    `runnable`), never of the kind's name.
     """
 
     name: str
@@ -75,6 +80,29 @@ class Graph:
                 self._producer.setdefault(tensor, (node, j))
             for i, tensor in enumerate(node.inputs):
                 self._consumers.setdefault(tensor, []).append((node, i))
+
+    @property
+    def is_device(self) -> bool:
+        """An Ascend device graph (atc's offline-model JSON, a GE graph dump): its ops are fused from a
+        framework model's (`Node.fused`, `origins`), so names a user knows and an export come from that
+        framework graph; its op ids are the dump's sequence, and it describes an Ascend dump."""
+        return self.kind == kinds.OM
+
+    @property
+    def converted(self) -> bool:
+        """A converted model, the candidate (NPU) side's: a device graph or tpu-mlir's .mlir. Any other
+        model is a framework model and names the reference (golden) side's tensors."""
+        return self.kind in (kinds.OM, kinds.MLIR)
+
+    @property
+    def cuttable(self) -> bool:
+        """A framework graph an export can cut into a submodel (ONNX, Caffe)."""
+        return self.kind in (kinds.ONNX, kinds.CAFFE)
+
+    @property
+    def runnable(self) -> bool:
+        """An ONNX graph: its submodels run here (onnxruntime), its nodes carry Model Explorer's data."""
+        return self.kind == kinds.ONNX
 
     def node(self, name: str) -> Node | None:
         return self._by_name.get(name)

@@ -22,10 +22,11 @@ import re
 from pathlib import Path
 
 from accuscope.engine.graphs.graph import Graph, Node, fill_input_shapes, read_text
+from accuscope.engine.sources import kinds
 from accuscope.engine.sources.tensor import SourceError
 from accuscope.engine.sources.tpumlir import loc_names, tensor_type  # one reading of locs and types
 
-KIND = "mlir"
+KIND = kinds.MLIR
 _LOC_DEF = re.compile(r'^\s*(#loc\d*)\s*=\s*loc\((.*)\)\s*$')
 _OP = re.compile(r'^\s*(?:(%[\w.$-]+)(?::(\d+))?\s*=\s*)?"?((?:top|tpu)\.[A-Za-z0-9_]+)"?\s*(?:\(([^)]*)\))?')
 _LOC_USE = re.compile(r'loc\((#loc\d*|"(?:[^"\\]|\\.)*"(?:\([^)]*\))?|fused\[.*\])\)\s*$')

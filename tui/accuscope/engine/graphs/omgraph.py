@@ -22,6 +22,7 @@ from accuscope.engine.graphs.graph import (
     unique_names,
 )
 from accuscope.engine.graphs.optypes import INPUT_TYPES
+from accuscope.engine.sources import kinds
 from accuscope.engine.sources.ascend import DTYPE_NAMES
 from accuscope.engine.sources.tensor import SourceError
 
@@ -47,7 +48,7 @@ def load_om_json(path: str | Path) -> Graph:
 
 def model_graph(doc: dict, p: Path) -> Graph:
     """A Graph from a GE `ModelDef` as plain data (graph[] -> op[] with name, type, input[], attr,
-    input_desc/output_desc, id), from atc's JSON or a GE graph dump's text format; kind "om" either
+    input_desc/output_desc, id), from atc's JSON or a GE graph dump's text format; kind OM either
     way (the same device graph, fusion attributes included)."""
     graphs = [g for g in doc["graph"] if isinstance(g, dict)]
     # the first graph is the model itself (subgraph ""), the others its subgraphs
@@ -67,7 +68,7 @@ def model_graph(doc: dict, p: Path) -> Graph:
     root_data = [n for n in nodes if n.type in INPUT_TYPES and not n.subgraph]
     inputs = [t for n in root_data or [n for n in nodes if n.type in INPUT_TYPES] for t in n.outputs]
     name = doc.get("name") or (graphs[0].get("name") if graphs else "") or p.stem
-    graph = Graph(name=str(name), kind="om", path=str(p), nodes=nodes, inputs=inputs, outputs=[], weights=weights)
+    graph = Graph(name=str(name), kind=kinds.OM, path=str(p), nodes=nodes, inputs=inputs, outputs=[], weights=weights)
     graph.outputs = _network_outputs(graph, attr_dict(doc.get("attr")).get(OUT_NODES), graph.notes)
     return graph
 

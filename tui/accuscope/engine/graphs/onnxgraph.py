@@ -20,6 +20,7 @@ from accuscope.engine.graphs.graph import (
     tensor_summary,
     unique_names,
 )
+from accuscope.engine.sources import kinds
 from accuscope.engine.sources.tensor import SourceError
 
 _SMALL_TENSOR = 8  # tensor attributes with at most this many values show them (e.g. ConstantOfShape value)
@@ -67,7 +68,7 @@ def load_onnx(path: str | Path) -> Graph:
     for i, node in enumerate(nodes):
         node.index, node.seq_id = i, i + 1
     fill_input_shapes(nodes, {t: s for t, (s, _) in types.items()}, {t: d for t, (_, d) in types.items()})
-    return Graph(name=_s(g.name) or p.stem, kind="onnx", path=str(p), nodes=nodes, inputs=inputs,
+    return Graph(name=_s(g.name) or p.stem, kind=kinds.ONNX, path=str(p), nodes=nodes, inputs=inputs,
                  outputs=[_s(v.name) for v in g.output], weights=weights, notes=notes)
 
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from accuscope.engine.graphs.graph import Graph, Node, Shape
 from accuscope.engine.graphs.optypes import INPUT_TYPES
+from accuscope.engine.sources import kinds
 from accuscope.engine.sources.tensor import SourceError, sanitize
 
 
@@ -167,7 +168,7 @@ def find_op(graph: Graph, name: str) -> Node:
     for n in graph.nodes:
         if sanitize(n.name) == wanted:
             return n
-    if graph.kind == "om":
+    if graph.is_device:
         holders = [n for n in graph.nodes if n.fused and (name in n.fused or wanted in map(sanitize, n.fused))]
         if holders:
             return holders[0]
@@ -196,7 +197,7 @@ def select(graph: Graph, start: str | Sequence[str], end: str | Sequence[str],
             raise SelectionError(f"{node.name} is a network input ({node.type}), not an operator: choose the "
                                  "first op that reads it")
     sel = _between(graph, starts, ends)
-    if graph.kind == "om":
+    if graph.is_device:
         sel.unmapped = [n.name for n in sel.ops if n.fused == []]
         if framework is not None:
             sel.framework = to_framework(sel, framework)
@@ -251,7 +252,7 @@ def _constant_ancestors(graph: Graph, edges: _Edges, inside: set[int]) -> list[N
 
 def _is_input(node: Node, kind: str) -> bool:
     """A network-input op: Data/RefData, and Caffe's Input and *Data layers."""
-    return node.type in INPUT_TYPES or (kind == "caffe" and (node.type == "Input" or node.type.endswith("Data")))
+    return node.type in INPUT_TYPES or (kind == kinds.CAFFE and (node.type == "Input" or node.type.endswith("Data")))
 
 
 def _unreachable(edges: _Edges, starts: list[Node], end: Node) -> str:
@@ -324,7 +325,7 @@ def framework_names(node: Node) -> list[str]:
 def to_framework(sel: Selection, framework: Graph) -> Selection:
     """The region of the framework graph the device ops of `sel` stand for: every framework op
     reachable from a member of a start device op that leads to a member of an end device op."""
-    if sel.graph.kind != "om":
+    if not sel.graph.is_device:
         return sel
     om = sel.graph
 

@@ -20,6 +20,7 @@ dialect's reader module is typed `Reader` here, so mypy holds it to the protocol
 from __future__ import annotations
 
 import os
+import re
 import stat
 import threading
 import time
@@ -115,10 +116,13 @@ def _mlirgraph():
     return mlirgraph
 
 
-def load_graph(path: str | os.PathLike, **options) -> Graph:
-    """graphs.modelfile.load_graph, imported on the first model (it imports every graph loader)."""
-    from accuscope.engine.graphs.modelfile import load_graph as load
-    return load(path, **options)
+def _model(kind: str) -> Callable[..., Graph]:
+    """A model format's opener: graphs.modelfile's loader of `kind`, imported on the first model (it
+    imports every graph loader). Options meant for dumps (pick, run, shape ...) do not apply."""
+    def open_(path: str, **_dump_options) -> Graph:
+        from accuscope.engine.graphs.modelfile import load_model
+        return load_model(kind, path)
+    return open_
 
 
 def _golden(kind: str) -> Callable[..., GoldenDump]:
@@ -161,8 +165,34 @@ def _ascend(path: str, **o) -> NpuDump:
     return open_npu_dump(path, pick=o.get("pick", "newest"), run=o.get("run"))
 
 
+# names that say what a file is: a file named otherwise may still be a model, known by its content
+_NAMED = (".onnx", ".json", ".prototxt", ".pbtxt", ".mlir", ".om", ".npy", ".npz", ".pt", ".pth", *RAW_SUFFIXES)
+_CAFFE_LINE = re.compile(rb"^\s*(layers?|input)\s*[{:]", re.MULTILINE)
+
+
+def _unnamed_head(path: str) -> bytes | None:
+    """The first 4 KiB of a file whose name says nothing of its format (`model_json`, `deploy.txt`), for
+    a model format to know it by; None for a folder or a file named as a format names its files."""
+    if not os.path.isfile(path) or path.lower().endswith(_NAMED):
+        return None
+    with open(path, "rb") as fh:
+        return fh.read(4096)
+
+
 def _is_om_json(path: str) -> bool:
-    return _suffix(".json")(path) and not _is_run_results(path)
+    """An offline-model JSON: a .json file that is no Polygraphy RunResults, or an unnamed file of JSON."""
+    if _suffix(".json")(path):
+        return not _is_run_results(path)
+    head = _unnamed_head(path)
+    return head is not None and head.lstrip().startswith(b"{") and not _is_run_results(path)
+
+
+def _is_prototxt(path: str) -> bool:
+    """A Caffe net: a .prototxt/.pbtxt file, or an unnamed text file with `layer {` or `input:` lines."""
+    if _suffix(".prototxt", ".pbtxt")(path):
+        return True
+    head = _unnamed_head(path)
+    return head is not None and bool(_CAFFE_LINE.search(head))
 
 
 def _choice(*words: str) -> Callable[[str], str]:
@@ -223,13 +253,13 @@ FORMATS: list[Format] = [
     Format(kinds.POLYGRAPHY, "Polygraphy RunResults .json or per-iteration folder (`polygraphy run --save-outputs`)",
            _is_run_results, _golden(kinds.POLYGRAPHY)),
     Format(kinds.BIN, "raw .bin/.bmrt/.dat with --shape and --dtype", _suffix(*RAW_SUFFIXES), _golden(kinds.BIN)),
-    Format(kinds.ONNX, "ONNX model", _suffix(".onnx"), load_graph, model=True),
-    Format(kinds.OM, "Ascend offline model as JSON (atc --mode=1)", _is_om_json, load_graph, model=True),
-    Format(kinds.GE_GRAPH, "GE graph dump (ge_proto_*.txt, DUMP_GE_GRAPH)", lambda p: _gegraph().sniff(p), load_graph,
-           model=True),
+    Format(kinds.ONNX, "ONNX model", _suffix(".onnx"), _model(kinds.ONNX), model=True),
+    Format(kinds.OM, "Ascend offline model as JSON (atc --mode=1)", _is_om_json, _model(kinds.OM), model=True),
+    Format(kinds.GE_GRAPH, "GE graph dump (ge_proto_*.txt, DUMP_GE_GRAPH)", lambda p: _gegraph().sniff(p),
+           _model(kinds.GE_GRAPH), model=True),
     Format(kinds.MLIR, "tpu-mlir .mlir (origin, top or tpu dialect: model_transform, model_deploy)",
-           lambda p: _mlirgraph().sniff(p), load_graph, model=True),
-    Format(kinds.CAFFE, "Caffe .prototxt/.pbtxt", _suffix(".prototxt", ".pbtxt"), load_graph, model=True),
+           lambda p: _mlirgraph().sniff(p), _model(kinds.MLIR), model=True),
+    Format(kinds.CAFFE, "Caffe .prototxt/.pbtxt", _is_prototxt, _model(kinds.CAFFE), model=True),
 ]
 DUMP_FORMATS = [f for f in FORMATS if not f.model]
 BY_KIND = {f.kind: f for f in FORMATS}
@@ -361,6 +391,30 @@ def _looks_like(path: str) -> str:
     if name.endswith(".json"):
         return "a JSON file that is neither a Polygraphy RunResults nor an offline-model JSON"
     return "a file of unknown kind"
+
+
+def load_graph(path: str | os.PathLike) -> Graph:
+    """The model at `path` as a Graph, read by the loader of the model format `detect` finds (the one
+    classification of a path: `inspect`, the form's checks and the comparison agree on it).
+
+    Raises SourceError naming the file and the reason (missing, a folder, a binary offline model, not
+    a model, not parseable)."""
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise SourceError(f"{path}: no such file")
+    if os.path.isdir(path):
+        raise SourceError(f"{path}: is a directory, not a model file")
+    if path.lower().endswith(".om"):
+        raise SourceError(f"{path}: binary offline model; convert it first: atc --mode=1 --om={path} "
+                          "--json=model.json")
+    fmt = detect(path)
+    if not fmt.model:
+        raise SourceError(f"{path}: is dumped tensors ({fmt.what}), not a model file; models: {_models()}")
+    return fmt.open(path)
+
+
+def _models() -> str:
+    return "; ".join(f.what for f in FORMATS if f.model)
 
 
 def open_source(path: str | os.PathLike, *, options: Mapping[str, str] | None = None, **common) -> Source:

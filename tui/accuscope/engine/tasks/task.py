@@ -142,7 +142,7 @@ class Task:
     def graph(self) -> Graph | None:
         """The model graph task.json names (`model`); None when it names none; SourceError when
         that file is unusable."""
-        from accuscope.engine.graphs.modelfile import load_graph
+        from accuscope.engine.sides.registry import load_graph
         model = self.path("model")
         return load_graph(model) if model is not None else None
 

@@ -37,7 +37,7 @@ from types import MappingProxyType
 from typing import IO, TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 from accuscope import __version__
-from accuscope.engine.compare.columns import KEY_OF
+from accuscope.engine.compare.columns import ALGORITHMS, KEY_OF
 from accuscope.engine.compare.statistics import SHARDS_BY_NAMES
 from accuscope.engine.compare.thresholds import Thresholds
 from accuscope.engine.sources.inputfile import read_json_object
@@ -223,7 +223,7 @@ class TaskDoc:
         come from anyone); pass `custom_dir=` to run plugins, after the user said which folder.
         Without it the plugin names in the task's algorithm list are dropped too."""
         # the comparison (pairing, readers) is imported by whoever re-runs, not by opening a task
-        from accuscope.engine.compare.comparison import ALGORITHMS, CompareSpec
+        from accuscope.engine.compare.comparison import CompareSpec
 
         def path(key: str) -> str | None:
             resolved = self.path(key, folder) if folder is not None else self._raw.get(key)

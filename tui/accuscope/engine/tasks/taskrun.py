@@ -27,6 +27,7 @@ from accuscope import __version__
 from accuscope.engine.compare import comparison as engine
 from accuscope.engine.compare.results import ResultTable
 from accuscope.engine.progress import OnProgress
+from accuscope.engine.sources import kinds
 from accuscope.engine.sources.tensor import SourceError
 from accuscope.engine.tasks.task import (
     TASK_JSON,
@@ -128,7 +129,7 @@ def run_task(spec: engine.CompareSpec, folder: str | Path,
                 "sides": {"npu": plan.npu.kind, "golden": plan.golden.kind}, "coverage": plan.coverage.to_meta()}
         result.csv = write_result(folder, meta, result.table, spec.thresholds, {
             "with_op_sequence": bool(spec.op_range), "npu_is_npy": False,
-            "golden_is_npy": plan.golden.kind == "npy"}).csv
+            "golden_is_npy": plan.golden.kind == kinds.NPY}).csv
     except BaseException as exc:
         place = unwritable(exc, folder)
         try:

@@ -19,6 +19,7 @@ from accuscope.engine.compare.columns import COMPUTED_FLOATS
 from accuscope.engine.diagnose.advice import Finding, OpOrigin, jsonable
 from accuscope.engine.graphs.optypes import INPUT_TYPES, walk_back
 from accuscope.engine.progress import OnProgress, Reporter
+from accuscope.engine.sources import kinds
 from accuscope.engine.sources.names import parse_tensor_name
 from accuscope.engine.sources.tensor import SourceError
 from accuscope.engine.tasks.task import Task
@@ -201,7 +202,7 @@ def is_msprobe(run: Context) -> bool:
             kind = detect(run.task.doc.npu or "").kind
         except (SourceError, OSError):
             return False
-    return kind == "msprobe"
+    return kind == kinds.MSPROBE
 
 
 def _is_network_input(graph, tensor: str) -> bool:

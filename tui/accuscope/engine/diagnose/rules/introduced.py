@@ -19,6 +19,7 @@ from accuscope.engine.diagnose.rules.inputs import PREPROCESS
 from accuscope.engine.diagnose.rules.mindstudio import INPUT_MISMATCH
 from accuscope.engine.diagnose.rules.origins import effect, rerun_upstream
 from accuscope.engine.diagnose.rules.rule import Rule
+from accuscope.engine.sources import kinds
 
 INTRODUCED = "introduced"
 NO_OP_INTRODUCED = "no_op_introduced"
@@ -220,7 +221,7 @@ def model_changes(run: Context, o: OpOrigin) -> list:
     reference (the re-runs' framework model) and the candidate (the NPU side's own model)."""
     side = run.plan.npu if run.plan is not None else None
     cand = side.graph if side is not None else None
-    if run.fw_path is None or cand is None or cand.kind != "onnx":
+    if run.fw_path is None or cand is None or cand.kind != kinds.ONNX:
         return []
     from accuscope.engine.diagnose.modeldiff import ModelView, differences
     pair = run.row_pair[o.rows[0]] if o.rows else None
