@@ -16,19 +16,10 @@ import pytest
 from accuscope.cli import main
 from accuscope.engine.sides import registry
 from accuscope.engine.tasks.task import load_task
+from support.cli import accuscope
+from support.dialects import write_atb
 
 TPU = Path(__file__).resolve().parents[1] / "fixtures" / "tpumlir"
-
-
-def accuscope(*args) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-P", "-m", "accuscope", *map(str, args)], capture_output=True,
-                          text=True, timeout=300)
-
-
-def write_atb(path: Path, a: np.ndarray) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    head = f"$Version=1.0\nformat=2\ndtype=0\ndims={','.join(map(str, a.shape))}\n$End=1\n"
-    path.write_bytes(head.encode() + np.ascontiguousarray(a, dtype="<f4").tobytes())
 
 
 @pytest.fixture
