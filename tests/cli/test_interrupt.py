@@ -49,18 +49,24 @@ def compare(tree, out: Path, **popen) -> subprocess.Popen:
                              "--workers", "2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen)
 
 
-@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
-@pytest.mark.parametrize("module", ["json", "numpy"])  # the command's own module; the command's engine
-def test_a_signal_during_the_imports_is_exit_130_without_a_traceback(tree, tmp_path, module, sig):
+def assert_interrupted(tree, tmp_path: Path, module: str, standin_text: str) -> None:
+    """`compare` with `module` replaced by a stand-in (its text) put first on PYTHONPATH: exit 130 and the
+    one line `interrupted`, nothing else."""
     standin = tmp_path / "standin" / module
     standin.mkdir(parents=True)
-    (standin / "__init__.py").write_text(STANDIN.format(sig=sig))
+    (standin / "__init__.py").write_text(standin_text)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(standin.parent),
                                                                       os.environ.get("PYTHONPATH")]))}
     proc = compare(tree, tmp_path / "t", env=env)
     out, err = proc.communicate(timeout=300)
     assert proc.returncode == INTERRUPTED, (proc.returncode, err)
     assert err.strip() == "interrupted" and out == ""
+
+
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
+@pytest.mark.parametrize("module", ["json", "numpy"])  # the command's own module; the command's engine
+def test_a_signal_during_the_imports_is_exit_130_without_a_traceback(tree, tmp_path, module, sig):
+    assert_interrupted(tree, tmp_path, module, STANDIN.format(sig=sig))
 
 
 # numpy's C extension imports datetime through PyCapsule_Import, which turns a KeyboardInterrupt landing there
@@ -80,15 +86,7 @@ except KeyboardInterrupt:
 
 @pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
 def test_a_signal_that_c_code_turns_into_another_error_is_still_an_interruption(tree, tmp_path, sig):
-    standin = tmp_path / "standin" / "numpy"
-    standin.mkdir(parents=True)
-    (standin / "__init__.py").write_text(CONVERTED.format(sig=sig))
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(standin.parent),
-                                                                      os.environ.get("PYTHONPATH")]))}
-    proc = compare(tree, tmp_path / "t", env=env)
-    out, err = proc.communicate(timeout=300)
-    assert proc.returncode == INTERRUPTED, (proc.returncode, err)
-    assert err.strip() == "interrupted" and out == ""
+    assert_interrupted(tree, tmp_path, "numpy", CONVERTED.format(sig=sig))
 
 
 # a signal whose handler runs where Python cannot raise (here a __del__; in the wild the import system's
@@ -113,15 +111,7 @@ sys.modules[__name__] = importlib.import_module(__name__)
 
 @pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
 def test_a_signal_where_python_cannot_raise_is_delivered_again(tree, tmp_path, sig):
-    standin = tmp_path / "standin" / "json"
-    standin.mkdir(parents=True)
-    (standin / "__init__.py").write_text(IN_DEL.format(sig=sig))
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(standin.parent),
-                                                                      os.environ.get("PYTHONPATH")]))}
-    proc = compare(tree, tmp_path / "t", env=env)
-    out, err = proc.communicate(timeout=300)
-    assert proc.returncode == INTERRUPTED, (proc.returncode, err)
-    assert err.strip() == "interrupted" and out == ""
+    assert_interrupted(tree, tmp_path, "json", IN_DEL.format(sig=sig))
 
 
 def caught(pid: int, sig: int) -> bool:

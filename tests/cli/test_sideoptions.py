@@ -29,15 +29,9 @@ def _bf16_bits(a: np.ndarray) -> np.ndarray:
 def test_export_copies_the_npu_data_read_with_the_tasks_options(tmp_path):
     """A bf16 tpu-mlir run (uint16 arrays, names that do not say bf16) compared with --npu-option bf16=yes:
     the export's NPU boundary data are those bfloat16 values, not the raw uint16 bits."""
-    onnx = pytest.importorskip("onnx")
-    h, T = onnx.helper, onnx.TensorProto
-    graph = h.make_graph([h.make_node("Relu", ["x"], ["r"], name="relu"),
-                          h.make_node("Sigmoid", ["r"], ["out"], name="sigmoid")], "tiny",
-                         [h.make_tensor_value_info("x", T.FLOAT, [1, 4])],
-                         [h.make_tensor_value_info("out", T.FLOAT, [1, 4])])
-    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)])
-    model.ir_version = 8
-    onnx.save(model, str(tmp_path / "tiny.onnx"))
+    pytest.importorskip("onnx")
+    from support.models import relu_sigmoid  # onnxruntime: with the onnx extra
+    relu_sigmoid(tmp_path / "tiny.onnx")
     x = np.array([[1.0, -2.0, 3.0, 0.5]], np.float32)
     r = np.maximum(x, 0)
     out = (1 / (1 + np.exp(-r))).astype(np.float32)

@@ -70,21 +70,15 @@ def full_disk(tmp_path):
 
 def tiny_export_task(folder: Path) -> Path:
     """relu -> sigmoid: an ONNX model, its onnxruntime golden dump, a simulated NPU dump, task.json."""
-    onnx = pytest.importorskip("onnx")
+    pytest.importorskip("onnx")
     pytest.importorskip("onnxruntime")
     from accuscope.engine.demo.npusim import simulate
     from accuscope.engine.runs.ortdump import dump_onnx
     from accuscope.engine.sides.registry import load_graph
-    h, T = onnx.helper, onnx.TensorProto
-    graph = h.make_graph([h.make_node("Relu", ["x"], ["r"], name="relu"),
-                          h.make_node("Sigmoid", ["r"], ["out"], name="sigmoid")], "tiny",
-                         [h.make_tensor_value_info("x", T.FLOAT, [1, 4])],
-                         [h.make_tensor_value_info("out", T.FLOAT, [1, 4])])
-    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)])
-    model.ir_version = 8
+    from support.models import relu_sigmoid
     folder.mkdir(parents=True)
     path = folder / "tiny.onnx"
-    onnx.save(model, str(path))
+    relu_sigmoid(path)
     dump_onnx(path, folder / "golden", {"x": np.array([[1.0, -2.0, 3.0, 0.5]], np.float32)}, timestamp=1700000000000000)
     simulate(load_graph(path), open_golden(folder / "golden"), str(folder / "npu"), model_name="tiny")
     (folder / "task.json").write_text(json.dumps({"state": "done", "npu": str(folder / "npu"),
