@@ -50,7 +50,7 @@ except ImportError:  # pragma: no cover - built without a C compiler: _scan, its
 if os.environ.get("ACCUSCOPE_KERNEL") == "numpy":  # the compiled parts off (benchmarks, tests)
     _dumpscan = None
 
-from accuscope.engine.sources.inputfile import json_loads, not_regular
+from accuscope.engine.sources.inputfile import json_loads, listing, not_regular
 from accuscope.engine.sources.kinds import MSPROBE
 from accuscope.engine.sources.names import natural_key
 from accuscope.engine.sources.npyfile import load_npy, npy_tensor
@@ -100,7 +100,7 @@ def _is_rank_dir(path: str) -> bool:
 
 def _subdirs(path: str, pattern: re.Pattern) -> list[str]:
     try:
-        names = [e.name for e in os.scandir(path) if e.is_dir() and pattern.fullmatch(e.name)]
+        names = [n for n in listing(path)[0] if pattern.fullmatch(n)]
     except OSError:
         return []
     return sorted(names, key=lambda n: (int(re.sub(r"\D", "", n) or -1), n))

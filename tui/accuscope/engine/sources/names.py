@@ -95,6 +95,8 @@ class DumpName:
 
 def parse_dump_name(name: str) -> DumpName | None:
     """Parse an Ascend dump file name; None when it does not follow the convention."""
+    if not name[-1:].isdecimal():  # the timestamp ends it (`\d` is Unicode's Nd, as isdecimal): no split
+        return None
     parts = name.split(".")
     if len(parts) not in (4, 5, 7, 8) or not _TIMESTAMP.fullmatch(parts[-1]):
         return None
