@@ -122,6 +122,37 @@ def test_one_compare_detects_each_path_once(atb_pair, tmp_path, monkeypatch):
     assert sorted(seen) == sorted([str(npu), str(gold)])
 
 
+def test_one_compare_lists_each_npy_folder_a_few_times(tmp_path, monkeypatch):
+    """The format sniffs before the npy folder's (Ascend, msprobe, MindSpore, ATB) share one listing of
+    it (inputfile.shared_listings): a folder of 20,000 files took ~10 ms a listing. One compare lists
+    each side's folder 4 times: the sniffs, twice the rank-tree check (step and rank folders from one
+    listing each time), the reader."""
+    for side in ("npu", "gold"):
+        (tmp_path / side).mkdir()
+        for k in range(3):
+            np.save(tmp_path / side / f"op{k}.0.{1700000000000000 + k}.npy", np.arange(4, dtype=np.float32) + k)
+        past = time.time_ns() - 10**9  # not modified within a clock tick of its sniff: detected once
+        os.utime(tmp_path / side, ns=(past, past))
+    listed: list[str] = []
+    scandir, listdir = os.scandir, os.listdir
+
+    def counted(real):
+        def call(path="."):
+            listed.append(os.path.basename(os.fspath(path)))
+            return real(path)
+        return call
+    monkeypatch.setattr(os, "scandir", counted(scandir))
+    monkeypatch.setattr(os, "listdir", counted(listdir))
+    monkeypatch.setattr(registry, "_DETECTED", {})
+    assert registry.sniff_format(str(tmp_path / "npu")).kind == "npy"
+    assert listed == ["npu"]
+    listed.clear()
+    monkeypatch.setattr(registry, "_DETECTED", {})
+    assert main(["compare", "--npu", str(tmp_path / "npu"), "--golden", str(tmp_path / "gold"),
+                 "--out", str(tmp_path / "t")]) == 0
+    assert listed.count("npu") == listed.count("gold") == 4
+
+
 def test_detection_is_asked_again_when_the_path_changes(tmp_path, monkeypatch):
     seen: list[str] = []
     sniff = registry.sniff_format

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from accuscope.engine.sources.golden import GoldenDump, open_golden
-from accuscope.engine.sources.tensor import SourceError, TensorError, read_payload
+from accuscope.engine.sources.tensor import SourceError, Tensor, TensorError, file_tensor, read_payload
 from support.polygraphy import polygraphy_json
 
 DTYPES = [np.float16, np.float32, np.int8, np.bool_]
@@ -326,3 +326,21 @@ def test_npy_header_parser_on_random_bytes_raises_only_value_error(raw):
             npy_header(io.BytesIO(stream), len(stream))
         except ValueError:
             pass
+
+
+def test_file_tensor_is_the_tensor_its_constructor_makes():
+    """tensor.file_tensor sets ten fields and leaves the rest to the class's defaults: every field reads
+    as `Tensor(...)` gives it (a field added without a plain default would break it here), and it is
+    compared, replaced and pickled as any tensor."""
+    import dataclasses
+    import pickle
+    args = dict(op="conv", io="input", index=2, dtype=np.dtype("float16"), shape=(2, 3), source="a.npy",
+                dtype_name="float16", payload=None, reader=None, timestamp=17)
+    fast, slow = file_tensor(**args), Tensor(**args)
+    for f in dataclasses.fields(Tensor):
+        assert f.default_factory is dataclasses.MISSING
+        assert getattr(fast, f.name) == getattr(slow, f.name), f.name
+    assert repr(fast) == repr(slow) and repr(pickle.loads(pickle.dumps(fast))) == repr(slow)
+    assert dataclasses.replace(fast, op="x").op == "x" and fast.name == "conv:input:2"
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        fast.op = "y"

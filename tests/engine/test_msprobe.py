@@ -254,6 +254,22 @@ def test_tensor_mode_pairs_by_name_and_the_first_call_diverges_on_rank_1(tmp_pat
     assert "paired 3 of 3" in r.stdout  # the two tensors and the scale argument
 
 
+def test_npy_tensors_are_opened_once(tmp_path, monkeypatch):
+    """An npy dump's files are opened once, when read: the header parsed there and a small file's data
+    kept, so loading it opens nothing (it was opened twice: for the header, again for the data)."""
+    msprobesim.write(str(tmp_path / "d"), ranks=1, steps=1)
+    opened: list[str] = []
+    real = os.open
+    monkeypatch.setattr(os, "open", lambda path, *a, **k: opened.append(os.fspath(path)) or real(path, *a, **k))
+    tensors, problems = msprobe.read(str(tmp_path / "d"), step=0, rank=0)
+    files = [t for t in tensors if t.source.endswith(".npy")]
+    assert files and not problems and len(opened) == len(set(opened)) >= len(files)
+    opened.clear()
+    for t in files:
+        assert np.array_equal(t.load(), np.load(t.source))
+    assert opened == []
+
+
 # ---------------------------------------------------------------- bad input
 
 

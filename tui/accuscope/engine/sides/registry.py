@@ -33,7 +33,7 @@ from accuscope.engine.graphs.graph import Graph
 from accuscope.engine.sides.side import Side, own_model
 from accuscope.engine.sources import atb, kinds, mindspore, msprobe
 from accuscope.engine.sources.golden import RAW_SUFFIXES, GoldenDump, open_kind
-from accuscope.engine.sources.inputfile import not_regular, require_regular
+from accuscope.engine.sources.inputfile import folder_names, not_regular, require_regular, shared_listings
 from accuscope.engine.sources.names import parse_dump_name
 from accuscope.engine.sources.npudump import NpuDump, find_runs, open_npu_dump
 from accuscope.engine.sources.reader import Reader
@@ -84,8 +84,7 @@ def _has_runs(path: str) -> bool:
 def _has_npy(path: str) -> bool:
     if not os.path.isdir(path):
         return False
-    with os.scandir(path) as it:
-        return any(e.name.lower().endswith(".npy") and not not_regular(e.path) for e in it)
+    return any(n.lower().endswith(".npy") and not not_regular(os.path.join(path, n)) for n in folder_names(path))
 
 
 def _suffix(*suffixes: str) -> Callable[[str], bool]:
@@ -359,13 +358,15 @@ def detect(path: str | os.PathLike) -> Format:
 
 
 def sniff_format(path: str) -> Format:
-    """The first format whose sniff accepts `path` (reading its content): what `detect` remembers."""
-    for fmt in FORMATS:
-        try:
-            if fmt.sniff(path):
-                return fmt
-        except OSError as exc:
-            raise SourceError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    """The first format whose sniff accepts `path` (reading its content): what `detect` remembers.
+    The sniffs share each folder's listing (`shared_listings`): a folder is listed once, not by each."""
+    with shared_listings():
+        for fmt in FORMATS:
+            try:
+                if fmt.sniff(path):
+                    return fmt
+            except OSError as exc:
+                raise SourceError(f"{path}: cannot read ({exc.strerror or exc})") from None
     raise SourceError(f"{path}: not a dump, golden data or model file accuscope knows ({_looks_like(path)}); "
                       f"it reads: {accepted()}")
 

@@ -81,7 +81,7 @@ def sniff(path: str) -> bool:
         if os.path.isdir(path):
             for seen, (root, dirs, files) in enumerate(walk(path)):
                 dirs.sort(key=natural_key)
-                hit = next((f for f in sorted(files) if _TENSOR_FILE.fullmatch(f)), None)
+                hit = min((f for f in files if f.endswith(".bin") and _TENSOR_FILE.fullmatch(f)), default=None)
                 if hit or seen >= SNIFF_FOLDERS:
                     return hit is not None and sniff(os.path.join(root, hit))
             return False

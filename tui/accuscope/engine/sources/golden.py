@@ -17,7 +17,7 @@ import numpy as np
 
 from accuscope.engine.sources import kinds
 from accuscope.engine.sources.inputfile import NotRegular, json_loads, not_regular, regular_size, require_regular, walk
-from accuscope.engine.sources.names import GoldenName, parse_golden_name, read_mapping_csv
+from accuscope.engine.sources.names import golden_name_parts, read_mapping_csv
 from accuscope.engine.sources.npyfile import MEMBER_ERRORS, nd_tensor, npy_file_tensor, read_npy_file, read_npz
 from accuscope.engine.sources.tensor import OUTPUT, Payload, Problem, SourceError, Tensor, read_payload, sanitize
 
@@ -176,14 +176,14 @@ def _read_npy_folder(folder: str) -> tuple[list[Tensor], list[Problem]]:
     named = []
     for fname, source in files:
         original = (mapping.get(fname) or mapping.get(fname[:-4]) or fname) if mapping else fname
-        name = parse_golden_name(original)
-        if name.io == "input" and net_inputs and f"input_{name.op_name}" in net_inputs:  # a network input named input_*
-            name = GoldenName(f"input_{name.op_name}", "output", name.index, name.timestamp)
-        named.append((name.timestamp or 0, source, name))
+        op, io, index, ts = golden_name_parts(original)  # parse_golden_name's fields, without the record
+        if io == "input" and net_inputs and f"input_{op}" in net_inputs:  # a network input named input_*
+            op, io = f"input_{op}", "output"
+        named.append((ts or 0, source, op, io, index, ts))
     named.sort(key=itemgetter(0, 1))  # execution order where dated
     entries = []
     kept = 0
-    for _, source, name in named:
+    for _, source, op, io, index, ts in named:
         try:
             meta, offset, data = read_npy_file(source, keep=kept < KEEP_BYTES)
         except NotRegular as exc:  # replaced by a FIFO or a folder since it was listed
@@ -191,13 +191,11 @@ def _read_npy_folder(folder: str) -> tuple[list[Tensor], list[Problem]]:
             continue
         except MEMBER_ERRORS as exc:
             problems.append(Problem(source, str(exc)))
-            entries.append(nd_tensor(name.op_name, source, problem=str(exc), io=name.io, index=name.index,
-                                     timestamp=name.timestamp))
+            entries.append(nd_tensor(op, source, problem=str(exc), io=io, index=index, timestamp=ts))
             continue
         if data is not None:
             kept += len(data)
-        entries.append(npy_file_tensor(name.op_name, source, meta, offset, data, io=name.io, index=name.index,
-                                       timestamp=name.timestamp))
+        entries.append(npy_file_tensor(op, source, meta, offset, data, io=io, index=index, timestamp=ts))
     return entries, problems
 
 

@@ -11,6 +11,9 @@ from __future__ import annotations
 import json
 import os
 import stat
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from accuscope.engine.sources.tensor import SourceError
@@ -70,6 +73,70 @@ def json_loads(text: str | bytes):
         raise ValueError("nested too deeply to read") from None
 
 
+_SHARED = threading.local()  # .memo: folder -> its listing or the OSError listing it raised, inside `shared_listings`
+
+
+@contextmanager
+def shared_listings() -> Iterator[None]:
+    """Within this block (in this thread) each folder is listed once: `listing` (and so `walk`) answer a
+    folder listed before from memory. The format sniffs of one detection run in one: each of them looks
+    at the folder's names (Ascend, msprobe, MindSpore, ATB before the npy folder's), and a folder of
+    20,000 files took a listing of its own for each (~10 ms). Nested blocks share the outermost's."""
+    if getattr(_SHARED, "memo", None) is not None:
+        yield
+        return
+    _SHARED.memo = {}
+    try:
+        yield
+    finally:
+        _SHARED.memo = None
+
+
+def listing(folder: str) -> tuple[list[str], list[str]]:
+    """(subfolder names, other names) of `folder` in listing order, as `walk` yields them (links to
+    folders are folders; an entry whose type cannot be read is not); OSError when it cannot be listed.
+    Fresh lists each call (callers sort and prune them); inside `shared_listings`, one listing."""
+    _names, dirs, files = _listed(folder)
+    return list(dirs), list(files)
+
+
+def folder_names(folder: str) -> list[str]:
+    """Every name in `folder` in listing order (os.listdir's); OSError when it cannot be listed.
+    Inside `shared_listings`, the one listing `listing` and `walk` share."""
+    return list(_listed(folder)[0])
+
+
+def _listed(folder: str) -> tuple[list[str], list[str], list[str]]:
+    memo = getattr(_SHARED, "memo", None)
+    if memo is None:
+        return _list(folder)
+    found = memo.get(folder)
+    if found is None:
+        try:
+            found = _list(folder)
+        except OSError as exc:
+            found = exc
+        memo[folder] = found
+    if isinstance(found, OSError):
+        raise found
+    return found
+
+
+def _list(folder: str) -> tuple[list[str], list[str], list[str]]:
+    names: list[str] = []
+    dirs: list[str] = []
+    files: list[str] = []
+    with os.scandir(folder) as it:
+        for entry in it:
+            try:
+                is_dir = entry.is_dir()
+            except OSError:
+                is_dir = False
+            names.append(entry.name)
+            (dirs if is_dir else files).append(entry.name)
+    return names, dirs, files
+
+
 WALK_DEPTH = 64  # folder levels `walk` goes below its top: dump layouts use a dozen at most
 
 
@@ -81,16 +148,8 @@ def walk(top: str | os.PathLike, max_depth: int = WALK_DEPTH):
     stack = [(os.fspath(top), 0)]
     while stack:
         folder, depth = stack.pop()
-        dirs: list[str] = []
-        files: list[str] = []
         try:
-            with os.scandir(folder) as it:
-                for entry in it:
-                    try:
-                        is_dir = entry.is_dir()
-                    except OSError:
-                        is_dir = False
-                    (dirs if is_dir else files).append(entry.name)
+            dirs, files = listing(folder)
         except OSError:
             continue
         yield folder, dirs, files

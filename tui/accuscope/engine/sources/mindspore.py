@@ -24,7 +24,7 @@ import numpy as np
 
 from accuscope.engine.sources import kinds
 from accuscope.engine.sources.ascend import stored_tensor
-from accuscope.engine.sources.inputfile import walk
+from accuscope.engine.sources.inputfile import folder_names, walk
 from accuscope.engine.sources.names import read_mapping_csv
 from accuscope.engine.sources.npyfile import npy_header
 from accuscope.engine.sources.tensor import INPUT, OUTPUT, Payload, Problem, SourceError, Tensor
@@ -53,7 +53,7 @@ class KernelName:
 
 def parse_kernel_name(name: str) -> KernelName | None:
     """`{OpType}.{op}.{task}.{stream}.{timestamp}.{input|output}.{idx}.{format}.{dtype}.npy`; None otherwise."""
-    if not name.endswith(".npy"):
+    if not name.endswith(".npy") or name.count(".") < 9:  # fewer than 9 parts: rejected before the split
         return None
     parts = name[:-4].split(".")
     if len(parts) < 9:
@@ -72,10 +72,10 @@ def sniff(path: str) -> bool:
     if not os.path.isdir(path):
         return False
     try:
-        names = os.listdir(path)
+        names = folder_names(path)
     except OSError:
         return False
-    if any(_RANK.fullmatch(n) or _STEP.fullmatch(n) for n in names):
+    if any(_RANK.fullmatch(n) or _STEP.fullmatch(n) for n in names if n.startswith(("rank", "step"))):
         return True
     mapping = read_mapping_csv(path) if "mapping.csv" in names else {}
     return any(parse_kernel_name(mapping.get(n, n)) for n in names[:4096])

@@ -35,7 +35,7 @@ import re
 import zlib
 from dataclasses import dataclass
 from functools import lru_cache, partial
-from typing import IO, Any
+from typing import Any
 
 try:
     import orjson  # optional: accuscope[fast]
@@ -50,10 +50,10 @@ except ImportError:  # pragma: no cover - built without a C compiler: _scan, its
 if os.environ.get("ACCUSCOPE_KERNEL") == "numpy":  # the compiled parts off (benchmarks, tests)
     _dumpscan = None
 
-from accuscope.engine.sources.inputfile import json_loads, not_regular
+from accuscope.engine.sources.inputfile import json_loads, listing, not_regular
 from accuscope.engine.sources.kinds import MSPROBE
 from accuscope.engine.sources.names import natural_key
-from accuscope.engine.sources.npyfile import load_npy, npy_tensor
+from accuscope.engine.sources.npyfile import MEMBER_ERRORS, nd_tensor, npy_file_tensor, read_npy_file
 from accuscope.engine.sources.tensor import INPUT, OUTPUT, Problem, SourceError, Tensor
 
 KIND = MSPROBE
@@ -100,7 +100,7 @@ def _is_rank_dir(path: str) -> bool:
 
 def _subdirs(path: str, pattern: re.Pattern) -> list[str]:
     try:
-        names = [e.name for e in os.scandir(path) if e.is_dir() and pattern.fullmatch(e.name)]
+        names = [n for n in listing(path)[0] if pattern.fullmatch(n)]
     except OSError:
         return []
     return sorted(names, key=lambda n: (int(re.sub(r"\D", "", n) or -1), n))
@@ -187,8 +187,9 @@ def read(path: str, *, step: str | int | None = None, rank: str | int | None = N
     data = doc.get("data")
     if not isinstance(data, dict):
         raise SourceError(f"{os.path.join(folder, DUMP_JSON)}: no \"data\" object (not an msprobe dump.json)")
+    kept = [0]
     tensors = [_value(folder, call, io, index, name, info, module) if is_value else
-               _tensor(folder, call, io, index, name, info, module, stats_only, problems)
+               _tensor(folder, call, io, index, name, info, module, stats_only, problems, kept)
                for call, _slot, io, index, name, info, module, is_value in _entries(folder, data, parents, problems)]
     return tensors, problems
 
@@ -428,7 +429,7 @@ def dtype_name(text: str) -> str:
 
 
 def _tensor(folder: str, call: str, io: str, index: int, name: str, info: dict, module: str, stats_only: bool,
-            problems: list[Problem]) -> Tensor:
+            problems: list[Problem], kept: list[int] | None = None) -> Tensor:
     shape = _shape(info)
     fields: dict[str, Any] = dict(op=call, io=io, index=index, op_type=module, tensor_name=name, stats=_stats(info),
                   checksum=str(info.get("md5") or ""))
@@ -446,22 +447,31 @@ def _tensor(folder: str, call: str, io: str, index: int, name: str, info: dict, 
         problems.append(Problem(doc, f"{name}: {message}"))
         return Tensor(dtype=None, shape=shape, source=doc, problem=message, **fields)
     fields["tensor_name"] = os.path.splitext(data_name)[0]
-    return tensor_file(os.path.join(folder, DATA_DIR, data_name), problems, **fields)
+    return tensor_file(os.path.join(folder, DATA_DIR, data_name), problems, kept, **fields)
 
 
-def _open_binary(path: str) -> IO[bytes]:
-    return open(path, "rb")
+KEEP_BYTES = 16 << 20
+"""Bytes of small npy files' data one `read` keeps from the read that parsed their headers (as golden's npy
+folder does): loading them opens no file again."""
 
 
-def tensor_file(source: str, problems: list[Problem], **fields) -> Tensor:
-    """One dump_tensor_data file (.npy through the bounded npy parser, .pt through torchpickle)."""
+def tensor_file(source: str, problems: list[Problem], kept: list[int] | None = None, **fields) -> Tensor:
+    """One dump_tensor_data file (.npy through the bounded npy parser, .pt through torchpickle); `kept`:
+    the bytes of small files' data kept so far by this read, [0] (none kept without it)."""
     why = "no such file" if not os.path.exists(source) else not_regular(source)
     if why:
         problems.append(Problem(source, why))
         return Tensor(dtype=None, shape=(), source=source, problem=why, **fields)
-    if source.endswith(".npy"):
-        return npy_tensor(fields.pop("op"), source, problems, partial(_open_binary, source), os.path.getsize(source),
-                           partial(load_npy, source), mapped=True, **fields)
+    if source.endswith(".npy"):  # opened once: the header parsed there, a small file's data kept (kept[0]: bytes so far)
+        op = fields.pop("op")
+        try:
+            meta, offset, data = read_npy_file(source, keep=kept is not None and kept[0] < KEEP_BYTES)
+        except MEMBER_ERRORS as exc:
+            problems.append(Problem(source, str(exc)))
+            return nd_tensor(op, source, problem=str(exc), **fields)
+        if data is not None and kept is not None:
+            kept[0] += len(data)
+        return npy_file_tensor(op, source, meta, offset, data, **fields)
     from accuscope.engine.sources import torchpickle  # pickle, pickletools: imported for .pt dumps only
     try:
         pt = torchpickle.describe(source)
@@ -601,13 +611,14 @@ def _from_file_names(folder: str, parents: dict[str, str], problems: list[Proble
                               x[2].group("slot") not in ("input", "parameters"), x[2].group("slot") == "parameters", x[1]))
     counters: dict[tuple[str, str], int] = {}
     tensors = []
+    kept = [0]
     for *_, m, source in named:
         call = m.group("call") or m.group("grads")
         io = OUTPUT if m.group("grads") or m.group("slot") in ("output", "parameters_grad") else INPUT
         index = counters.get((call, io), 0)
         counters[(call, io)] = index + 1
         stem = os.path.basename(source).rsplit(".", 1)[0]
-        tensors.append(tensor_file(source, problems, op=call, io=io, index=index, op_type=_module(call, parents),
+        tensors.append(tensor_file(source, problems, kept, op=call, io=io, index=index, op_type=_module(call, parents),
                                    tensor_name=stem))
     if not tensors:
         raise SourceError(f"{folder}: no readable {DUMP_JSON} and no tensor files in {DATA_DIR}/")

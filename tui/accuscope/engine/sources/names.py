@@ -95,6 +95,8 @@ class DumpName:
 
 def parse_dump_name(name: str) -> DumpName | None:
     """Parse an Ascend dump file name; None when it does not follow the convention."""
+    if not name[-1:].isdecimal():  # the timestamp ends it (`\d` is Unicode's Nd, as isdecimal): no split
+        return None
     parts = name.split(".")
     if len(parts) not in (4, 5, 7, 8) or not _TIMESTAMP.fullmatch(parts[-1]):
         return None
@@ -119,18 +121,24 @@ class GoldenName:
 
 def parse_golden_name(name: str) -> GoldenName:
     """Parse a golden npy file name; names off the convention become output 0 of an op so named."""
+    return GoldenName(*golden_name_parts(name))
+
+
+def golden_name_parts(name: str) -> tuple[str, str, int, int | None]:
+    """`parse_golden_name`'s fields as a tuple (op, io, index, timestamp): what a folder of 20,000
+    files parses without a record each. Digits are `\\d+`'s (str.isdecimal: Unicode's Nd)."""
     stem = name[:-4] if name.endswith(".npy") else name
     io = "output"
     parts = stem.rsplit(".", 2)
-    if len(parts) == 3 and _INT.fullmatch(parts[1]) and _INT.fullmatch(parts[2]):
+    if len(parts) == 3 and parts[1].isdecimal() and parts[2].isdecimal():
         op, index, ts = parts[0], int(parts[1]), int(parts[2])
-    elif len(parts) >= 2 and _INT.fullmatch(parts[-1]):
+    elif len(parts) >= 2 and parts[-1].isdecimal():
         op, index, ts = stem.rsplit(".", 1)[0], int(parts[-1]), None
     else:
         op, index, ts = stem, 0, None
     if op.startswith("input_"):
-        io, op = "input", op[len("input_"):]
-    return GoldenName(op, io, index, ts)
+        io, op = "input", op[6:]
+    return op, io, index, ts
 
 
 def read_mapping_csv(directory: str, problems: list | None = None) -> dict[str, str]:

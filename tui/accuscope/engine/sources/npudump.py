@@ -49,7 +49,9 @@ def find_runs(root: str) -> list[str]:
     for folder, dirs, files in walk(root):
         dirs.sort()
         mapping = read_mapping_csv(folder) if "mapping.csv" in files else {}
-        if any(parse_dump_name(mapping.get(f, f)) for f in files):
+        # a dump name ends in its timestamp's digit: other names (a folder of npy files) are passed over here
+        names = [mapping.get(n, n) for n in files] if mapping else files
+        if any(parse_dump_name(n) for n in names if n[-1:].isdecimal()):
             runs.append(folder)
 
     def key(run: str):

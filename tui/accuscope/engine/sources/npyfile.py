@@ -30,6 +30,7 @@ from accuscope.engine.sources.tensor import (
     Problem,
     SourceError,
     Tensor,
+    file_tensor,
     read_payload,
 )
 
@@ -291,7 +292,8 @@ def read_npy_file(path: str, *, keep: bool = False) -> tuple[NpyMeta, int, bytes
     return meta, start + hlen, raw if keep and st.st_size <= len(raw) else None
 
 
-def npy_file_tensor(op: str, path: str, meta: NpyMeta, offset: int, data: bytes | None, **fields) -> Tensor:
+def npy_file_tensor(op: str, path: str, meta: NpyMeta, offset: int, data: bytes | None, *, io: str = OUTPUT, index: int = 0,
+                    timestamp: int | None = None, **fields) -> Tensor:
     """The Tensor of an npy file `read_npy_file` read (the header parsed there, not again to load): C-ordered
     data get a Payload (chunked reads); its data come from `data` when that read held them, else from the
     file (read when small, memory-mapped when large)."""
@@ -303,8 +305,10 @@ def npy_file_tensor(op: str, path: str, meta: NpyMeta, offset: int, data: bytes 
         reader = partial(read_payload, payload)
     else:
         reader = partial(_map_npy, path, offset, meta)
-    return Tensor(op=op, dtype=dtype, shape=shape, source=path, dtype_name=_dtype_name(dtype), format="ND",
-                  payload=payload, reader=reader, **fields)
+    if fields:  # a reader's other fields (msprobe: op_type, tensor_name, stats, checksum)
+        return Tensor(op=op, io=io, index=index, dtype=dtype, shape=shape, source=path, dtype_name=_dtype_name(dtype),
+                      format="ND", payload=payload, reader=reader, timestamp=timestamp, **fields)
+    return file_tensor(op, io, index, dtype, shape, path, _dtype_name(dtype), payload, reader, timestamp)
 
 
 def _from_bytes(data: bytes, offset: int, meta: NpyMeta) -> np.ndarray:

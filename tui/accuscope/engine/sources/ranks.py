@@ -17,6 +17,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from accuscope.engine.sources.inputfile import listing, shared_listings
 from accuscope.engine.sources.tensor import SourceError
 
 ROOT_MAP = "ACCUSCOPE_ROOT_MAP"
@@ -43,7 +44,7 @@ class Rank:
 
 def _children(folder: Path, pattern: re.Pattern) -> list[tuple[int, str]]:
     try:
-        names = [e.name for e in os.scandir(folder) if e.is_dir()]
+        names = listing(os.fspath(folder))[0]
     except OSError:
         return []
     found = []
@@ -58,14 +59,15 @@ def ranks(root: str | os.PathLike) -> list[Rank]:
     """The rank leaves under `root` (step*/rank*[/proc*] or rank*[/proc*]); [] when root is not a
     multi-rank tree (a folder named rank* itself is one source, not a tree)."""
     root = Path(local_path(os.fspath(root)))
-    steps = _children(root, _STEP) or [(-1, "")]
-    out = []
-    for step, step_name in steps:
-        base = root / step_name if step_name else root
-        for rank, rank_name in _children(base, _RANK):
-            rel = f"{step_name}/{rank_name}" if step_name else rank_name
-            procs = _children(base / rank_name, _PROC)
-            out += [Rank(step, rank, proc, f"{rel}/{name}") for proc, name in procs] or [Rank(step, rank, -1, rel)]
+    with shared_listings():  # the root is listed once for its step and its rank folders
+        steps = _children(root, _STEP) or [(-1, "")]
+        out = []
+        for step, step_name in steps:
+            base = root / step_name if step_name else root
+            for rank, rank_name in _children(base, _RANK):
+                rel = f"{step_name}/{rank_name}" if step_name else rank_name
+                procs = _children(base / rank_name, _PROC)
+                out += [Rank(step, rank, proc, f"{rel}/{name}") for proc, name in procs] or [Rank(step, rank, -1, rel)]
     return out
 
 
