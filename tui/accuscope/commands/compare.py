@@ -145,8 +145,8 @@ def _compare_one_and_report(spec: engine.CompareSpec, args, one_source: bool) ->
 
     try:
         result = run_comparison(spec, args.out, workers=args.workers, cancel=cancel, one_source=one_source,
-                                planned=planned, progress=progress)
-        assert isinstance(result, RunResult)  # `ranked` said so
+                                planned=planned, progress=progress, by_rank=False)
+        assert isinstance(result, RunResult)
     except KeyboardInterrupt:
         cancel.set()
         if bar is not None:
@@ -270,8 +270,8 @@ def compare_ranks_and_report(spec: engine.CompareSpec, args, one_source: bool = 
     from ..engine.tasks.rankrun import RanksRun
     try:
         run = run_comparison(spec, args.out, workers=args.workers, cancel=cancel, cluster=args.cluster,
-                             one_source=one_source, ranks_planned=planned, rank_done=landed)
-        assert isinstance(run, RanksRun)  # `ranked` said so
+                             one_source=one_source, ranks_planned=planned, rank_done=landed, by_rank=True)
+        assert isinstance(run, RanksRun)
     except KeyboardInterrupt:
         cancel.set()
         say("\ncancelled: the ranks already compared are kept; re-run to resume")

@@ -78,12 +78,13 @@ def run_comparison(spec: engine.CompareSpec, folder: str | Path, *, workers: int
                    rows: engine.OnRows | None = None,
                    ranks_planned: Callable[[RanksRun], None] | None = None,
                    rank_done: Callable[[RankResult], None] | None = None,
-                   inline_bytes: int | None = None) -> Outcome:
+                   inline_bytes: int | None = None, by_rank: bool | None = None) -> Outcome:
     """Run the comparison `spec` into the task `folder` on the path it calls for (`ranked`): a
     RanksRun (`ranks_planned` once the ranks are known, `rank_done` as each lands, `progress`
     counting ranks) or a RunResult (`planned`, `rows`, `progress` counting pairs; see run_task).
-    Errors as run_task and rankrun.run_ranks."""
-    if ranked(spec, cluster, one_source):
+    Errors as run_task and rankrun.run_ranks. `by_rank`: what `ranked` said, when the caller has asked
+    it already (it lists both sides' folders)."""
+    if ranked(spec, cluster, one_source) if by_rank is None else by_rank:
         from accuscope.engine.tasks.rankrun import run_ranks  # the ranks' pool and cluster: rank trees only
         return run_ranks(spec, folder, cluster, workers, None, None, progress, cancel, ranks_planned,
                          rank_done=rank_done)
