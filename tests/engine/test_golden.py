@@ -11,7 +11,14 @@ import numpy as np
 import pytest
 
 from accuscope.engine.sources.golden import GoldenDump, open_golden
-from accuscope.engine.sources.tensor import SourceError, Tensor, TensorError, file_tensor, read_payload
+from accuscope.engine.sources.tensor import (
+    SourceError,
+    Tensor,
+    TensorError,
+    file_tensor,
+    read_payload,
+    recorded_tensor,
+)
 from support.polygraphy import polygraphy_json
 
 DTYPES = [np.float16, np.float32, np.int8, np.bool_]
@@ -328,19 +335,24 @@ def test_npy_header_parser_on_random_bytes_raises_only_value_error(raw):
             pass
 
 
-def test_file_tensor_is_the_tensor_its_constructor_makes():
-    """tensor.file_tensor sets ten fields and leaves the rest to the class's defaults: every field reads
-    as `Tensor(...)` gives it (a field added without a plain default would break it here), and it is
-    compared, replaced and pickled as any tensor."""
+@pytest.mark.parametrize("build, args", [
+    (file_tensor, dict(op="conv", io="input", index=2, dtype=np.dtype("float16"), shape=(2, 3), source="a.npy",
+                       dtype_name="float16", payload=None, reader=None, timestamp=17)),
+    (recorded_tensor, dict(op="Functional.linear.0.forward", io="output", index=0, shape=(2, 8), source="dump.json",
+                           op_type="Linear", dtype_name="bfloat16", tensor_name="Functional.linear.0.forward.output.0",
+                           stats=(1.0, -1.0, 0.0, 2.5), checksum="", problem="")),
+], ids=["file_tensor", "recorded_tensor"])
+def test_fast_tensors_are_the_tensor_the_constructor_makes(build, args):
+    """tensor.file_tensor and recorded_tensor set their fields and leave the rest to the class's defaults:
+    every field reads as `Tensor(...)` gives it (a field added without a plain default would break it
+    here), and it is compared, replaced and pickled as any tensor."""
     import dataclasses
     import pickle
-    args = dict(op="conv", io="input", index=2, dtype=np.dtype("float16"), shape=(2, 3), source="a.npy",
-                dtype_name="float16", payload=None, reader=None, timestamp=17)
-    fast, slow = file_tensor(**args), Tensor(**args)
+    fast, slow = build(**args), Tensor(**{"dtype": None, **args})
     for f in dataclasses.fields(Tensor):
         assert f.default_factory is dataclasses.MISSING
         assert getattr(fast, f.name) == getattr(slow, f.name), f.name
     assert repr(fast) == repr(slow) and repr(pickle.loads(pickle.dumps(fast))) == repr(slow)
-    assert dataclasses.replace(fast, op="x").op == "x" and fast.name == "conv:input:2"
+    assert dataclasses.replace(fast, op="x").op == "x" and fast.name == f"{args['op']}:{args['io']}:{args['index']}"
     with pytest.raises(dataclasses.FrozenInstanceError):
         fast.op = "y"

@@ -54,7 +54,7 @@ from accuscope.engine.sources.inputfile import json_loads, listing, not_regular
 from accuscope.engine.sources.kinds import MSPROBE
 from accuscope.engine.sources.names import natural_key
 from accuscope.engine.sources.npyfile import MEMBER_ERRORS, nd_tensor, npy_file_tensor, read_npy_file
-from accuscope.engine.sources.tensor import INPUT, OUTPUT, Problem, SourceError, Tensor
+from accuscope.engine.sources.tensor import INPUT, OUTPUT, Problem, SourceError, Tensor, recorded_tensor
 
 KIND = MSPROBE
 DUMP_JSON, CONSTRUCT_JSON, STACK_JSON, DATA_DIR = "dump.json", "construct.json", "stack.json", "dump_tensor_data"
@@ -409,7 +409,17 @@ def _number(value) -> float | None:
 
 def _shape(info: dict) -> tuple[int, ...]:
     shape = info.get("shape")
-    return tuple(shape) if isinstance(shape, list) and all(type(d) is int and 0 <= d < _DIM_LIMIT for d in shape) else ()
+    if type(shape) is not list:
+        return ()
+    try:
+        return _valid_shape(tuple(shape))  # a run has few distinct shapes: each checked once
+    except TypeError:  # a list or dict inside: not hashable, not a shape
+        return ()
+
+
+@lru_cache(maxsize=4096)
+def _valid_shape(shape: tuple) -> tuple[int, ...]:
+    return shape if all(type(d) is int and 0 <= d < _DIM_LIMIT for d in shape) else ()
 
 
 def _stats(info: dict) -> tuple | None:
@@ -419,6 +429,12 @@ def _stats(info: dict) -> tuple | None:
         return stats  # as msprobe writes them
     numbers = tuple(map(_number, stats))
     return None if numbers == (None, None, None, None) else numbers
+
+
+@lru_cache(maxsize=64)
+def _doc(folder: str) -> str:
+    """`folder`/dump.json, joined once a folder (not once for each of its 500k tensors)."""
+    return os.path.join(folder, DUMP_JSON)
 
 
 @lru_cache(maxsize=256)
@@ -434,14 +450,14 @@ def _tensor(folder: str, call: str, io: str, index: int, name: str, info: dict, 
     fields: dict[str, Any] = dict(op=call, io=io, index=index, op_type=module, tensor_name=name, stats=_stats(info),
                   checksum=str(info.get("md5") or ""))
     data_name = info.get("data_name")
-    doc = os.path.join(folder, DUMP_JSON)
+    doc = _doc(folder)
     if not stats_only and "data_name" in info and not (isinstance(data_name, str) and data_name):
         message = f"data_name is {'empty' if data_name == '' else 'a ' + type(data_name).__name__}, not a file name"
         problems.append(Problem(doc, f"{name}: {message}"))
         return Tensor(dtype=None, shape=shape, source=doc, problem=message, **fields)
     if stats_only or not isinstance(data_name, str) or not data_name:
-        return Tensor(dtype=None, shape=shape, source=doc, dtype_name=dtype_name(str(info.get("dtype", ""))),
-                      problem=DAMAGED if _damaged(info) else "", **fields)
+        return recorded_tensor(call, io, index, shape, doc, module, dtype_name(str(info.get("dtype", ""))), name,
+                               fields["stats"], fields["checksum"], DAMAGED if _damaged(info) else "")
     if os.path.basename(data_name) != data_name or data_name in (".", ".."):
         message = f"data_name {data_name!r} is not a file name"
         problems.append(Problem(doc, f"{name}: {message}"))

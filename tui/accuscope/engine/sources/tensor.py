@@ -133,6 +133,26 @@ def file_tensor(op: str, io: str, index: int, dtype: np.dtype, shape: tuple[int,
     return t
 
 
+def recorded_tensor(op: str, io: str, index: int, shape: tuple[int, ...], source: str, op_type: str,
+                    dtype_name: str, tensor_name: str, stats: tuple | None, checksum: str, problem: str) -> Tensor:
+    """`Tensor(op=op, ..., dtype=None, problem=problem)` as `file_tensor` builds one: a tensor a dump records
+    by its statistics alone (msprobe's statistics mode: 100k calls make 500k of them)."""
+    t = _new(Tensor)
+    _set(t, "op", op)
+    _set(t, "io", io)
+    _set(t, "index", index)
+    _set(t, "dtype", None)
+    _set(t, "shape", shape)
+    _set(t, "source", source)
+    _set(t, "op_type", op_type)
+    _set(t, "dtype_name", dtype_name)
+    _set(t, "tensor_name", tensor_name)
+    _set(t, "stats", stats)
+    _set(t, "checksum", checksum)
+    _set(t, "problem", problem)
+    return t
+
+
 SMALL_PAYLOAD = 256 << 10  # read at most this many bytes with one pread; map larger payloads
 
 
