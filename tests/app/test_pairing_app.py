@@ -98,3 +98,54 @@ def test_equals_accepts_underscore_rejects_one_tensor_and_the_file_says_it(tmp_p
     assert rows[weight]["how"] == "" and "rejected in" in rows[weight]["reason"]
     assert rows[output]["how"] == "mapping"
     assert rows[f"{PROJ}:input:0"]["how"] == rows[f"{QKV}:input:0"]["how"] == "structure"  # the rest as before
+
+
+NORM = "Primitive.layer_norm.LayerNorm.0.forward"  # its weight (input:1) is left unpaired by the run
+NORM_PT = "Functional.layer_norm.0.forward"
+
+
+def test_p_picks_a_golden_counterpart_and_the_rerun_pairs_with_it(tmp_path):
+    folder = cross_task(tmp_path)
+    app = AccuscopeApp(tmp_path, open_path=folder)
+    weight = f"{NORM}:input:1"
+
+    async def script(pilot):
+        from accuscope.app.pairpicker import PairPicker
+        await wait_for(pilot, lambda: not app.screen.advising)
+        screen = app.screen
+        await pilot.press("f", *f'tensor == "{weight}"', "enter", "p")
+        picker = app.screen
+        assert isinstance(picker, PairPicker)
+        await wait_for(pilot, lambda: not picker.computing)
+        listed = screen_text(app)
+        await pilot.press(*"input:2 8")  # filtered by name and shape
+        await pilot.pause()
+        filtered = screen_text(app)
+        await pilot.press("escape")  # cancelled: nothing saved
+        await pilot.pause()
+        cancelled = app.screen is screen and not (folder / crossmap.DECISIONS).exists()
+        await pilot.press("p")
+        await wait_for(pilot, lambda: isinstance(app.screen, PairPicker) and not app.screen.computing)
+        await pilot.press(*"input:2 8", "enter")
+        await pilot.pause()
+        notices = " ".join(n.message for n in app._notifications)
+        status = screen_text(app)
+        await pilot.press("R")
+        await wait_for(pilot, lambda: not screen.running and screen.opened is not None)
+        await pilot.press("f", *f'tensor == "{weight}" and how == "mapping"', "enter")
+        await pilot.pause()
+        return listed, filtered, cancelled, notices, status, screen_text(app)
+
+    listed, filtered, cancelled, notices, status, after = drive(app, script, size=(160, 50))
+    assert f"golden counterpart of {weight}" in listed
+    assert listed.index(f"{NORM_PT}:input:0") < listed.index("Module.layers.0.input_layernorm")  # same call first
+    assert "same call" in listed and "shape+dtype" in listed
+    assert f"{NORM_PT}:input:2" in filtered and f"{NORM_PT}:input:0" not in filtered
+    assert cancelled
+    assert f"tensor picked: {weight} ~ {NORM_PT}:input:2 (saved in pairs.yaml); R re-runs with it" in notices
+    assert "pairs +1 -0 (R re-runs with them)" in status
+    assert f'"{weight}": "{NORM_PT}:input:2"' in (folder / crossmap.DECISIONS).read_text()
+    assert "rows 1/237" in after  # paired now, by the file
+    task = load_task(folder)
+    paired = next(p for p in task.plan.pairs if p.npu.name == weight)
+    assert paired.how == "mapping" and paired.golden is not None and paired.golden.name == f"{NORM_PT}:input:2"

@@ -54,6 +54,7 @@ def test_the_graph_pane_shows_the_merged_runs_one_module_tree_with_verdicts(shar
     screen, text, _ = graph_on_head(shards_task, (160, 50))
     graph = screen.graph
     assert "(merged TP=2 x PP=2)" in graph.name
+    assert text.splitlines()[0].strip() == "accuscope › tasks › tp › graph · merged TP=2 x PP=2"  # the pane says it
     names = [n.name for n in graph.nodes]
     assert "Module.layers.1.ParallelMLP.forward.0" in names and HEAD in names  # the second stage's, not rank0's alone
     assert "Functional.linear.4.forward" in names  # its API counters renumbered, as the rows are

@@ -114,3 +114,13 @@ def test_pair_decision_snapshot(cross_task, name, size, keys, monkeypatch):
     finally:  # the next snapshot starts from the task as run
         (cross_task / "pairs.yaml").unlink(missing_ok=True)
         (cross_task / "task.json").write_bytes(doc)
+
+
+PICK = ["f", *'tensor == "Primitive.layer_norm.LayerNorm.0.forward:input:1"', "enter", "p", *"layer_norm"]
+
+
+@pytest.mark.parametrize("name, size, keys", [("pair-picker-80x24", (80, 24), PICK),
+                                              ("pair-picker-160x50", (160, 50), PICK)])
+def test_pair_picker_snapshot(cross_task, name, size, keys, monkeypatch):
+    """p on an unpaired tensor: the golden side's tensors, its call's first, filtered by what was typed."""
+    test_snapshot(cross_task, name, size, keys, monkeypatch)

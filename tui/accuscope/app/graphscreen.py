@@ -171,7 +171,7 @@ class GraphScreen(SubmodelExport, Screen[GraphResult]):
 
     def on_mount(self) -> None:
         self.title = f"graph {self.folder.name}"
-        self.query_one("#crumbs", Static).update(f"accuscope › tasks › {shown(self.folder.name)} › [b]graph[/]")
+        self._name_graph(None)
         self._set_wide()
         self.view.focus()
         self.load_worker(self.rank_at)
@@ -282,6 +282,7 @@ class GraphScreen(SubmodelExport, Screen[GraphResult]):
             self.view.set_selection(None, None, set())
         self.graph, self.lanes, self.results = graph, lanes, results
         self._rank_shown, self.rank_loading = self.rank_at, False
+        self._name_graph(graph)
         self._positions = {id(n): i for i, n in enumerate(graph.nodes)}
         if again:
             start = next((i for i, n in enumerate(graph.nodes) if n.name == self._follow), None)
@@ -297,6 +298,15 @@ class GraphScreen(SubmodelExport, Screen[GraphResult]):
             self.framework_worker()
         self.update_panel()
         self.update_status()
+
+    def _name_graph(self, graph: Graph | None) -> None:
+        """The path line: the task and its graph; a --shards task's merged run says so (`merged TP=2 x PP=2`)."""
+        merged = ""
+        if graph is not None and self.opened_task.doc.shards:
+            from ..engine.compare.shards import merged_label
+            merged = merged_label(graph.name)
+        self.query_one("#crumbs", Static).update(f"accuscope › tasks › {shown(self.folder.name)} › [b]graph[/]"
+                                                 + (f" · {shown(merged)}" if merged else ""))
 
     # ---- ranks ----------------------------------------------------------------------------------
     def _rank_of_row(self, row: int | None) -> int:

@@ -77,6 +77,10 @@ class StackLoaded(Done):
     result: Stack | None
 
 
+class CandidatesFound(Done):
+    """The golden tensors one NPU tensor may be paired with, best first (counterpart.Candidate list)."""
+
+
 class TaskLoaded(Done):
     """The whole task (`Task`) whose first rows the screen shows."""
 

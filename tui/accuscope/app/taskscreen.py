@@ -78,6 +78,7 @@ class TaskScreen(Screen):
                 id="task.accept_tensor"),
         Binding("underscore", "decide_tensor(False)", "reject this tensor's pair", key_display="_", show=False,
                 id="task.reject_tensor"),
+        Binding("p", "pick_pair", "pick this tensor's golden counterpart", show=False, id="task.pick_pair"),
         Binding("R", "rerun", "re-run", show=False, id="task.rerun"), Binding("D", "row_details", "row details", show=False, id="task.row_details"),
         Binding("escape", "back", "back / clear / cancel", show=False, id="task.back"),
         Binding("q", "back(True)", "back to the tasks", show=False, id="task.back_to_tasks"),
@@ -102,9 +103,10 @@ class TaskScreen(Screen):
             "device-only ops) never fail. Thresholds: t, then e.g. `cos=0.98 kl=off`.\n"
             "Two msprobe dumps: + accepts a --match structure row's call pair (how == \"structure\", its "
             "confidence in the reason) and - rejects it; = accepts the row's one tensor pair and _ rejects it, "
-            "the rest of its call as before. Saved in the task's pairs.yaml, which its next run (R) reads "
-            "(accepted: how mapping; rejected: unpaired); to pair a tensor with another, edit it: "
-            "\"call:input:1\": \"golden call:input:2\".")
+            "the rest of its call as before; p picks the row's golden counterpart from a list (same call first, then "
+            "alike in shape and dtype; type to filter). Saved in the task's pairs.yaml, which its next run (R) "
+            "reads (accepted or picked: how mapping; rejected: unpaired), as \"call:input:1\": \"golden "
+            "call:input:2\".")
 
     def __init__(self, task: Task | None = None, run: tuple[engine.CompareSpec, Path] | None = None) -> None:
         super().__init__()
@@ -417,7 +419,7 @@ class TaskScreen(Screen):
             return None
         return widget.table.row(widget.cursor_row)
 
-    def save_decision(self, npu: str, golden: str, accept: bool, what: str = "") -> None:
+    def save_decision(self, npu: str, golden: str, accept: bool, what: str = "", verb: str = "") -> None:
         """Save one decision in the task's pairs.yaml (Task.decide_pair) and say so; an error is a notice."""
         assert self.opened is not None
         try:
@@ -426,8 +428,9 @@ class TaskScreen(Screen):
             self.notify(printable(str(exc)), title="pair", markup=False, severity="error", timeout=10)
             return
         self.decided[npu] = accept
-        self.notify(f"{what}{'accepted' if accept else 'rejected'}: {npu} ~ {golden} (saved in {path.name})",
-                    markup=False, timeout=5)
+        verb = verb or ("accepted" if accept else "rejected")
+        self.notify(f"{what}{verb}: {npu} ~ {golden} (saved in {path.name})"
+                    + ("; R re-runs with it" if verb == "picked" else ""), markup=False, timeout=8 if verb == "picked" else 5)
         self.update_status()
 
     def action_decide_pair(self, accept: bool) -> None:
@@ -463,6 +466,24 @@ class TaskScreen(Screen):
             return
         # every rule a decision may follow pairs slot for slot: the golden tensor is the golden call's same slot
         self.save_decision(name, f"{golden}:{tensor.io}:{tensor.index}", accept, "tensor ")
+
+    def action_pick_pair(self) -> None:
+        """p: choose the golden tensor the row's NPU tensor pairs with (paired wrongly, or unpaired), from the
+        golden side's tensors (PairPicker); saved as `npu call:input:1: golden call:input:2` for the next run."""
+        row = self.decision_row()
+        if row is None or self.opened is None:
+            return
+        tensor = parse_tensor_name(str(row.get("tensor", "")))
+        if set(self.opened.doc.sides.values()) != {MSPROBE} or tensor is None:
+            self.notify("p picks one tensor's golden counterpart between two msprobe dumps", markup=False, timeout=5)
+            return
+        from .pairpicker import PairPicker
+        name = f"{tensor.op}:{tensor.io}:{tensor.index}"
+
+        def picked(golden: str | None) -> None:
+            if golden:
+                self.save_decision(name, golden, True, "tensor ", "picked")
+        self.app.push_screen(PairPicker(self.opened, name), picked)
 
     def action_rerun(self) -> None:
         if self.running or self.saving or self.opened is None or self.opened.doc.foreign or self.still_loading():
