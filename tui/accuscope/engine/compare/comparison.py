@@ -703,7 +703,10 @@ def _pool_batches(order: list[Job], workers: int, cancel) -> Iterator[list[tuple
                     job = next(queue, None)
                     if job is None:
                         break
-                    pending[pool.submit(run_job, job)] = job
+                    try:
+                        pending[pool.submit(run_job, job)] = job
+                    except BrokenProcessPool:  # a worker died since the last wait: `job` runs in the next pool
+                        raise _PoolBroke(list(pending.values())) from None
                 if not pending:
                     return
                 done, _ = wait(pending, timeout=0.1, return_when=FIRST_COMPLETED)

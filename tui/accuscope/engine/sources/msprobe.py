@@ -407,19 +407,16 @@ def _number(value) -> float | None:
     return None
 
 
+_INT = {int}
+
+
 def _shape(info: dict) -> tuple[int, ...]:
+    """The recorded shape when it is one: a list of ints (not 2.0, not True) from 0 to _DIM_LIMIT."""
     shape = info.get("shape")
-    if type(shape) is not list:
+    if type(shape) is not list or not shape:
         return ()
-    try:
-        return _valid_shape(tuple(shape))  # a run has few distinct shapes: each checked once
-    except TypeError:  # a list or dict inside: not hashable, not a shape
-        return ()
-
-
-@lru_cache(maxsize=4096)
-def _valid_shape(shape: tuple) -> tuple[int, ...]:
-    return shape if all(type(d) is int and 0 <= d < _DIM_LIMIT for d in shape) else ()
+    # each test in C: the types as a set, then the range (a cache keyed by the tuple would take [2.0] for [2])
+    return tuple(shape) if set(map(type, shape)) == _INT and 0 <= min(shape) and max(shape) < _DIM_LIMIT else ()
 
 
 def _stats(info: dict) -> tuple | None:
