@@ -1,5 +1,5 @@
 """ARCHITECTURE.md's "Where to add" recipes followed once as written, on a copy of the package: a
-command, and a dump format with an option. Each edit is the one the recipe names (a module, one
+command, a dump format with an option, and a comparison option. Each edit is the one the recipe names (a module, one
 line in a table); the real entry point then runs the new thing, so a recipe that under-counts the
 files to touch fails here. (The advisor-rule recipe: tests/engine/test_advisor_rules.py; the
 metric and result-column records: tests/engine/test_metrictable.py.)"""
@@ -7,11 +7,15 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import accuscope
+from support.cli import ENV
 from support.cli import accuscope as run_accuscope
 
 PACKAGE = Path(accuscope.__file__).parent
@@ -35,6 +39,12 @@ def edit(path: Path, after: str, line: str) -> None:
 
 def in_copy(root: Path, *args):
     return run_accuscope(*args, PYTHONPATH=str(root))
+
+
+def run_accuscope_python(root: Path, code: str, *args) -> subprocess.CompletedProcess:
+    """`python -c CODE ARGS` with the copy first on the path."""
+    return subprocess.run([sys.executable, "-P", "-c", code, *map(str, args)], capture_output=True, text=True,
+                          env={**ENV, "PYTHONPATH": str(root)}, timeout=300)
 
 
 HELLO = '''"""accuscope hello: a command added as ARCHITECTURE.md says."""
@@ -140,3 +150,39 @@ def test_a_dump_format_and_its_option_added_as_the_recipe_says(copy, tmp_path):
     bad = in_copy(copy, "compare", "--npu", npu, "--golden", golden, "--golden-option", "scale=two",
                   "--out", tmp_path / "bad")
     assert bad.returncode == 2 and "scale" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def replace_once(path: Path, old: str, new: str) -> None:
+    """One line changed as a recipe says (fails when `old` is not there exactly once)."""
+    text = path.read_text()
+    assert text.count(old) == 1, (path, old)
+    path.write_text(text.replace(old, new))
+
+
+def test_a_comparison_option_added_as_the_recipe_says(copy, tmp_path):
+    """`--label TEXT`, kept with the task: one Input, its CompareSpec field and build_spec line, its Key in
+    TaskDoc, spec_fields and TaskDoc.spec: `compare` takes it, task.json keeps it, the task re-runs with it."""
+    engine = copy / "accuscope" / "engine"
+    replace_once(engine / "compare" / "inputs.py", '    Input("op_range", ',
+                 '    Input("label", "--label", "label", "a label kept with the task", form=False),\n'
+                 '    Input("op_range", ')
+    edit(engine / "compare" / "comparison.py", "    expected: str | None = None", "    label: str | None = None")
+    replace_once(engine / "compare" / "inputs.py", 'expected=get("expected"),', 'expected=get("expected"), label=get("label"),')
+    edit(engine / "tasks" / "taskdoc.py", "    expected: Key[str | None] = Key(",
+         '    label: Key[str | None] = Key(str, None, "a label kept with the task (--label)")')
+    replace_once(engine / "tasks" / "taskdoc.py", '"expected": spec.expected,', '"expected": spec.expected, "label": spec.label,')
+    replace_once(engine / "tasks" / "taskdoc.py", "golden_options=self.golden_options)",
+                 "golden_options=self.golden_options, label=self.label)")
+
+    npu, golden = tmp_path / "npu", tmp_path / "golden"
+    for side in (npu, golden):
+        side.mkdir()
+        np.save(side / "conv1.0.1700000000000000.npy", np.arange(8, dtype=np.float32))
+    r = in_copy(copy, "compare", "--help")
+    assert "--label" in r.stdout and "a label kept with the task" in r.stdout
+    r = in_copy(copy, "compare", "--npu", npu, "--golden", golden, "--out", tmp_path / "t", "--label", "fp16 try 3")
+    assert r.returncode == 0, r.stderr
+    assert json.loads((tmp_path / "t" / "task.json").read_text())["label"] == "fp16 try 3"
+    again = run_accuscope_python(copy, "from accuscope.engine.tasks.task import load_task; import sys; "
+                                       "print(load_task(sys.argv[1]).doc.spec().label)", tmp_path / "t")
+    assert again.stdout.strip() == "fp16 try 3", again.stderr  # what `R` re-runs with
