@@ -186,3 +186,37 @@ def test_a_comparison_option_added_as_the_recipe_says(copy, tmp_path):
     again = run_accuscope_python(copy, "from accuscope.engine.tasks.task import load_task; import sys; "
                                        "print(load_task(sys.argv[1]).doc.spec().label)", tmp_path / "t")
     assert again.stdout.strip() == "fp16 try 3", again.stderr  # what `R` re-runs with
+
+
+def test_a_metric_added_as_the_recipe_says(copy, tmp_path):
+    """The mean squared error from the sums every pair already has (`sdd`): its value where the comparison
+    fills the cells (metrics.py) and ONE Metric record (columns.py), with an msit-style default threshold.
+    The CSV, `show`, the filter and the thresholds take it from there."""
+    engine = copy / "accuscope" / "engine"
+    replace_once(engine / "compare" / "metrics.py", '    v["rmse"] = math.sqrt(sdd / n)\n',
+                 '    v["rmse"] = math.sqrt(sdd / n)\n    v["mse"] = sdd / n\n')
+    replace_once(engine / "compare" / "columns.py", "METRIC_TABLE: tuple[Metric, ...] = (\n",
+                 "METRIC_TABLE: tuple[Metric, ...] = (\n"
+                 '    Metric("mse", "MeanSquaredError", "mean of (npu - golden) squared", origin="ours",\n'
+                 "           msit_threshold=0.01, brief=True),\n")
+    npu, golden = tmp_path / "npu", tmp_path / "golden"
+    for side, shift in ((npu, 0.5), (golden, 0.0)):
+        side.mkdir()
+        np.save(side / "conv1.0.1700000000000000.npy", np.arange(8, dtype=np.float32))
+        np.save(side / "relu1.0.1700000000000001.npy", np.arange(8, dtype=np.float32) + shift)
+    r = in_copy(copy, "compare", "--npu", npu, "--golden", golden, "--out", tmp_path / "t", "--fail-on-error")
+    assert r.returncode == 1, r.stdout + r.stderr  # relu1 is 0.5 off everywhere: mse 0.25 > 0.01
+    csv = next((tmp_path / "t").glob("*.csv")).read_text().splitlines()
+    assert "MeanSquaredError" in csv[0].split(",")
+    shown = json.loads(in_copy(copy, "show", tmp_path / "t", "--format", "json").stdout)  # brief: a default column
+    rows = [dict(zip(shown["columns"], row)) for row in shown["data"]]
+    assert [(row["npu_op"], round(row["mse"], 6), row["fail"]) for row in rows] == [("conv1", 0.0, False),
+                                                                                  ("relu1", 0.25, True)]
+    where = run_accuscope_python(copy, "import sys; from accuscope.engine.tasks.task import load_task; "
+                                       "t = load_task(sys.argv[1]).table; print(t.filter_mask('mse > 0.1').nonzero()[0].tolist())",
+                                 tmp_path / "t")
+    assert where.stdout.strip() == "[1]", where.stderr  # the filter language knows it
+    loose = in_copy(copy, "compare", "--npu", npu, "--golden", golden, "--out", tmp_path / "t2",
+                    "--threshold", "mse=1", "--threshold", "cos=0", "--threshold", "red=1", "--threshold", "mean_rel=1",
+                    "--fail-on-error")
+    assert loose.returncode == 0, loose.stdout + loose.stderr
