@@ -43,10 +43,18 @@ def tree(tmp_path_factory) -> tuple[Path, Path]:
     return write_rank_tree(tmp_path_factory.mktemp("tree"), ranks=2, tensors=2)
 
 
+def as_from_a_terminal() -> None:
+    """In the child before exec: Ctrl+C's default disposition, as a program started from a shell prompt has
+    it. A test run started in the background by a script (`cmd &` without job control) ignores SIGINT, and
+    a child inherits that: accuscope rightly leaves an ignored SIGINT ignored."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def compare(tree, out: Path, **popen) -> subprocess.Popen:
     npu, golden = tree
     return subprocess.Popen([str(SCRIPT), "compare", "--npu", str(npu), "--golden", str(golden), "--out", str(out),
-                             "--workers", "2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen)
+                             "--workers", "2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=as_from_a_terminal, **popen)
 
 
 def assert_interrupted(tree, tmp_path: Path, module: str, standin_text: str) -> None:
