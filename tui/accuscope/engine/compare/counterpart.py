@@ -51,7 +51,8 @@ class Candidate:
 
 
 def dtype_of(t: Tensor) -> str:
-    """The dtype's plain name: numpy's, else the dump's without a framework prefix, lower case."""
+    """The dtype's plain name: numpy's, else the dump's without a framework prefix, lower case (a value's
+    type as written: `int`, not msprobe.dtype_name's `int32`)."""
     if t.dtype is not None:
         return str(t.dtype)
     return t.dtype_name.rsplit(".", 1)[-1].lower()
@@ -77,7 +78,7 @@ def anchors(pairs: Sequence[Pair], npu: Pair) -> list[str]:
     return found
 
 
-def _tier(npu: Tensor, g: Tensor, calls: set[str]) -> int:
+def _tier(npu: Tensor, g: Tensor, calls: dict[str, int]) -> int:
     if g.op in calls:
         return 0
     return _likeness(npu, g)
@@ -100,17 +101,15 @@ def candidates(pairs: Sequence[Pair], golden: Sequence[Tensor], tensor_name: str
     if mine is None:
         return []
     calls = anchors(pairs, mine)
-    order = {id(g): k for k, g in enumerate(golden)}
     first: dict[str, int] = {}
     for k, g in enumerate(golden):
         first.setdefault(g.op, k)
-    rank = {c: k for k, c in enumerate(calls)}
+    rank = {c: k for k, c in enumerate(calls)}  # also the set of anchor calls
     home = min((first[c] for c in calls if c in first), default=None)
     current = id(mine.golden) if mine.golden is not None else None
     keyed = []
-    for g in golden:
-        tier = _tier(mine.npu, g, set(calls))
-        k = order[id(g)]
+    for k, g in enumerate(golden):
+        tier = _tier(mine.npu, g, rank)
         if tier == 0:  # the calls in order, each call's tensors most alike first
             key = (0, rank[g.op], _likeness(mine.npu, g), k)
         else:
