@@ -6,6 +6,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 
 import numpy as np
 import pytest
@@ -120,6 +121,9 @@ def test_runners_iterations_dtypes_and_layouts(tmp_path, monkeypatch):
     """Two runners, three iterations; fp16/int8/bool/int64, 0-d, empty and Fortran-ordered arrays; arrays
     above Polygraphy's swap threshold (LazyArray kept on disk while writing)."""
     monkeypatch.setattr(pg_config, "ARRAY_SWAP_THRESHOLD_MB", 0)
+    swap = tmp_path / "swap"  # Polygraphy's swap files (under tempfile.gettempdir(), never deleted): kept here
+    swap.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(swap))
     runs = {
         runner: [{"probs": sample(np.float16, (2, 5)), "quant": sample(np.int8, (3, 4)),
                   "mask": sample(np.bool_, (7,)), "ids": sample(np.int64, (2, 2)),
@@ -290,6 +294,7 @@ def test_detection_reads_head_and_tail(tmp_path):
 
 MEMORY_PROBE = """
 import sys
+import tempfile
 from accuscope.engine.sources import polygraphy
 
 def status(field):  # VmHWM: this process's own peak (ru_maxrss would carry the parent's over fork + exec)
