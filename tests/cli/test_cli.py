@@ -132,3 +132,15 @@ def test_cluster_address_in_the_error_is_the_one_given(tmp_path):
     r = accuscope("compare", "--npu", npu, "--golden", golden, "--out", tmp_path / "t", "--cluster", "local:zero")
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert "--cluster local:zero: give tcp://HOST:PORT or local:N" in r.stderr
+
+
+def test_summary_path_is_never_broken_across_lines_in_a_log(tmp_path):
+    """Piped into a log (80 columns), the closing summary keeps the task's path on its line: a path a
+    user copies from the log must be whole."""
+    for side in ("npu", "golden"):
+        (tmp_path / side).mkdir()
+        np.save(tmp_path / side / "conv.0.1700000000000001.npy", np.ones(4, np.float32))
+    out = tmp_path / ("task-" + "x" * 70)
+    r = accuscope("compare", "--npu", tmp_path / "npu", "--golden", tmp_path / "golden", "--out", out)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert any(line.startswith("rows 1 ") and line.endswith(f"open {out}") for line in r.stdout.splitlines()), r.stdout

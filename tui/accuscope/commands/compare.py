@@ -162,7 +162,7 @@ def _compare_one_and_report(spec: engine.CompareSpec, args, one_source: bool) ->
         return ExitCode.INTERRUPTED
     summary = summarize(table, spec.thresholds, plan.coverage.step)
     say(f"rows {len(table):,} · failing {summary.failing:,} · not compared {summary.not_compared:,} · "
-              f"problems {len(plan.problems)} · open {show(args.out)}")
+              f"problems {len(plan.problems)} · open {show(args.out)}", soft_wrap=True)  # a path never broken
     if summary.judged:
         say(show(summary.judged), soft_wrap=True)
     if summary.first_failing is not None:
@@ -254,7 +254,7 @@ def compare_ranks_and_report(spec: engine.CompareSpec, args, one_source: bool = 
 
     def planned(run):
         again = f", {len(run.resumed)} already compared (resumed)" if run.resumed else ""
-        say(f"{len(run.leaves)} ranks of {show(spec.npu)} against {show(spec.golden)} on {show(run.where)}{again}",
+        say(f"{len(run.leaves)} rank{'s' * (len(run.leaves) != 1)} of {show(spec.npu)} against {show(spec.golden)} on {show(run.where)}{again}",
             soft_wrap=True)
         for p in run.problems:
             say(f"  [red]✗[/] {show(p)}", soft_wrap=True)
@@ -282,7 +282,7 @@ def compare_ranks_and_report(spec: engine.CompareSpec, args, one_source: bool = 
         raise SourceError(f"{spec.npu}: no rank could be compared ({first.get('rel', '')}: {first.get('error', '')})")
     not_done = len(run.results) - len(done)
     say(f"ranks {len(run.results)} · compared {len(done)} · not compared {not_done} · rows {run.rows:,} · "
-        f"failing {run.failing:,} · open {show(args.out)}" + (" (columnar)" if run.table is None else ""))
+        f"failing {run.failing:,} · open {show(args.out)}" + (" (columnar)" if run.table is None else ""), soft_wrap=True)
     if not_done:
         say(f"[bold yellow]⚠ warning:[/] {not_done} ranks not compared: re-run the same command to compare them "
             "(finished ranks are kept)", soft_wrap=True)
