@@ -141,6 +141,6 @@ def test_summary_path_is_never_broken_across_lines_in_a_log(tmp_path):
         (tmp_path / side).mkdir()
         np.save(tmp_path / side / "conv.0.1700000000000001.npy", np.ones(4, np.float32))
     out = tmp_path / ("task-" + "x" * 70)
-    r = accuscope("compare", "--npu", tmp_path / "npu", "--golden", tmp_path / "golden", "--out", out)
+    r = accuscope("compare", "--npu", tmp_path / "npu", "--golden", tmp_path / "golden", "--out", out, COLUMNS="80")
     assert r.returncode == 0, r.stdout + r.stderr
     assert any(line.startswith("rows 1 ") and line.endswith(f"open {out}") for line in r.stdout.splitlines()), r.stdout
