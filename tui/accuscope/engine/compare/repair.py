@@ -27,6 +27,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from accuscope.engine.compare.metrics import compare_arrays
 from accuscope.engine.compare.pairjob import Job, run_job
 from accuscope.engine.graphs.graph import Graph
 from accuscope.engine.graphs.optypes import op_kind
@@ -84,18 +85,18 @@ def _number(v) -> float:
 
 
 def similarity(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
-    """(cosine, tpu-mlir's euclidean similarity) as the metrics define them, in float64; NaN when a
-    side is all zero or holds NaN/inf."""
+    """(cosine, tpu-mlir's euclidean similarity) as the metrics define them, from the pair's sums in
+    float64 (metrics.compare_arrays: the kernel's fused pass, no KL); NaN when a side is all zero or
+    holds NaN/inf (anything the metrics have a reason for)."""
     nan = float("nan")
-    x = np.asarray(x, dtype=np.float64).reshape(-1)
-    y = np.asarray(y, dtype=np.float64).reshape(-1)
+    x, y = x.reshape(-1), y.reshape(-1)
     if x.size != y.size or not x.size:
         return nan, nan
-    nx, ny = float(np.linalg.norm(x)), float(np.linalg.norm(y))
-    if not (np.isfinite(nx) and np.isfinite(ny)) or nx == 0 or ny == 0:
+    m = compare_arrays(x, y, kl=False)
+    cos, euclid = m.values.get("cos", nan), m.values.get("euclid_sim", nan)
+    if m.reasons or cos != cos:
         return nan, nan
-    euclid = 1 - float(np.linalg.norm(x - y)) / (float(np.linalg.norm((x + y) / 2)) + 1e-7)
-    return min(float(np.dot(x, y)) / (nx * ny), 1.0), euclid
+    return min(cos, 1.0), euclid
 
 
 @dataclass
@@ -119,10 +120,10 @@ class Rechecker:
         found += self._from_npu_model(pair)
         found += self._from_golden_model(pair)
         if not found:
-            found += self._from_order(pair, used)
+            found += self._from_order(pair)
         seen, out = {id(pair.golden)}, []
-        for c in found:
-            if id(c.tensor) not in seen and c.tensor.size == pair.npu.size:
+        for c in found:  # a golden tensor another NPU tensor pairs with was computed there: no fold
+            if id(c.tensor) not in seen and id(c.tensor) not in used and c.tensor.size == pair.npu.size:
                 seen.add(id(c.tensor))
                 out.append(c)
         return out
@@ -183,7 +184,7 @@ class Rechecker:
                 out.append(_Candidate(found, list(chain), "golden model: the ops after " + node.name))
         return out
 
-    def _from_order(self, pair, used: set[int]) -> list[_Candidate]:
+    def _from_order(self, pair) -> list[_Candidate]:
         """Golden tensors after the paired one in execution order, same shape, paired with nothing."""
         start = self.order.get(id(pair.golden))
         if start is None:
@@ -193,8 +194,7 @@ class Rechecker:
             if t.shape != pair.golden.shape:
                 continue  # a side branch (a bias reshaped): not the chain's value
             chain.append(self._type_of(t))
-            if id(t) not in used:
-                out.append(_Candidate(t, list(chain), "execution order: the values alone"))
+            out.append(_Candidate(t, list(chain), "execution order: the values alone"))
         return out
 
 
