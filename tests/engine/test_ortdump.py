@@ -15,7 +15,7 @@ from onnx import helper as h  # noqa: E402
 from onnx import numpy_helper as nh  # noqa: E402
 
 from accuscope.engine.runs.onnxmodel import make_random_inputs, node_names  # noqa: E402
-from accuscope.engine.runs.ortdump import DumpReport, dump_onnx  # noqa: E402
+from accuscope.engine.runs.ortdump import DumpReport, Writes, dump_onnx  # noqa: E402
 from accuscope.engine.sources.names import parse_golden_name, read_mapping_csv  # noqa: E402
 from accuscope.engine.sources.tensor import SourceError, sanitize  # noqa: E402
 
@@ -381,3 +381,53 @@ def test_a_network_input_named_input_something_reads_back_as_that_input(tmp_path
     dump_onnx(path, tmp_path / "d", {"input_ids": np.ones((2, 3), np.float32)}, timestamp=TS)
     found = {(t.op, t.io) for t in open_golden(tmp_path / "d").tensors}
     assert ("input_ids", "output") in found and ("ids", "input") not in found
+
+
+def test_two_dumps_sharing_background_writes_land_whole_when_finished(cls_model, cls_input, cls_dump, tmp_path):
+    """`accuscope run`'s way: the reference's files are written while the candidate runs; with room for
+    one array at a time in the queue (save() waits) both folders are the plain dump's, byte for byte."""
+    ref, _ = cls_dump
+    files = Writes(limit=1)
+    for side in ("a", "b"):
+        dump_onnx(cls_model, tmp_path / side, {"x": cls_input}, timestamp=TS, files=files)
+    files.finish()
+    want = _files(ref)
+    want.pop("dump.json")
+    for side in ("a", "b"):
+        got = _files(tmp_path / side)
+        got.pop("dump.json")
+        assert got == want
+
+
+WRITE_LIMITED = """
+import resource, signal, sys
+import numpy as np
+from accuscope.engine.runs.ortdump import dump_onnx
+from accuscope.engine.sources.tensor import SourceError
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+limit = int(sys.argv[3])
+resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))  # a disk that fills up at `limit` bytes a file
+try:
+    dump_onnx(sys.argv[1], sys.argv[2], {"x": np.ones((1, 3, 48, 192), np.float32)})
+except SourceError as exc:
+    print(exc)
+"""
+
+
+@pytest.mark.parametrize("limit, what", [(100_000, "x.0.*.npy"), (300_000, "model.onnx")],
+                         ids=["a tensor (written in the background)", "the model's copy"])
+def test_a_file_that_cannot_be_written_fails_the_dump_naming_it_and_leaves_no_half_dump(cls_model, tmp_path, limit,
+                                                                                       what):
+    """A real write failure (the file size limit: EFBIG, as a full disk gives ENOSPC): one SourceError
+    naming the file, and the folder as it was (a retry into it would be refused)."""
+    import fnmatch
+    import subprocess
+    import sys
+    assert os.path.getsize(cls_model) > 300_000
+    out = tmp_path / "d"
+    r = subprocess.run([sys.executable, "-c", WRITE_LIMITED, str(cls_model), str(out), str(limit)], capture_output=True,
+                       text=True, env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2] / "tui")}, timeout=300)
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    path, _, why = r.stdout.strip().partition(": ")
+    assert fnmatch.fnmatch(path, str(out / what)) and why.startswith("cannot write ("), r.stdout  # EFBIG or a short write
+    assert list(out.iterdir()) == []

@@ -12,6 +12,7 @@ from datetime import datetime
 from pathlib import Path
 
 from ..engine.compare.inputs import build_spec, inputs
+from ..engine.runs.ortdump import Writes
 from ..engine.sides.registry import detect
 from ..engine.sources import kinds
 from ..engine.sources.tensor import SourceError
@@ -46,12 +47,17 @@ def run(args) -> int:
     options = dump_options(args)
     generation = folder.resolve() / DUMPS / datetime.now().strftime("%Y%m%d%H%M%S%f")
     created = not folder.exists()
+    files = Writes()  # the reference's files are written while the candidate runs
     try:
-        golden = dump_with_progress(args.reference, str(generation / "golden"), "running the reference", **options)
-        npu = dump_with_progress(args.candidate, str(generation / "npu"), "running the candidate", **options)
+        golden = dump_with_progress(args.reference, str(generation / "golden"), "running the reference",
+                                    files=files, **options)
+        npu = dump_with_progress(args.candidate, str(generation / "npu"), "running the candidate",
+                                 files=files, **options)
+        files.finish()
         if args.expected == "auto":
             args.expected = _expected_side(args, generation, options)
     except BaseException:
+        files.abandon()
         shutil.rmtree(generation, ignore_errors=True)
         if created:
             shutil.rmtree(folder, ignore_errors=True)

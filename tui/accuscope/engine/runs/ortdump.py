@@ -15,6 +15,7 @@ advisor's re-runs read. Loop and Scan bodies stay: their tensors are listed as s
 """
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import math
@@ -148,6 +149,66 @@ def _batches(targets: list[_Target], budget: int) -> list[list[_Target]]:
     return out
 
 
+class Writes:
+    """npy files written on one background thread, in order, while the caller goes on (onnxruntime's
+    next run, the next model): np.save releases the GIL while it writes. Arrays wait in a queue of at
+    most `limit` bytes (save() blocks beyond it, so memory stays bounded); finish() waits for every
+    file and raises the first error, a SourceError naming the file; abandon() drops what is queued."""
+
+    def __init__(self, limit: int | None = None) -> None:
+        import queue
+        import threading
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._room = threading.Condition()
+        self._pending, self._limit = 0, limit or default_budget()
+        self._error: SourceError | None = None
+        self._dropped = False
+        self._thread = threading.Thread(target=self._work, name="accuscope-npy-writes", daemon=True)
+        self._thread.start()
+
+    def save(self, path: str, arr: np.ndarray, done: Callable[[], None] | None = None) -> None:
+        if self._error is not None:
+            raise self._error
+        with self._room:
+            while self._pending and self._pending + arr.nbytes > self._limit and self._error is None:
+                self._room.wait()
+            self._pending += arr.nbytes
+        self._queue.put((path, arr, done))
+
+    def _work(self) -> None:
+        while (item := self._queue.get()) is not None:
+            path, arr, done = item
+            try:
+                if self._error is None and not self._dropped:
+                    with atomic_file(path, "wb") as fh:
+                        np.save(fh, arr, allow_pickle=False)
+                    if done is not None:
+                        done()
+            except OSError as exc:
+                self._error = SourceError(f"{path}: cannot write ({exc.strerror or exc}; is the disk full?)"
+                                          if exc.errno is None else f"{path}: cannot write ({exc.strerror})")
+            finally:
+                with self._room:
+                    self._pending -= arr.nbytes
+                    self._room.notify_all()
+                del item, arr
+
+    def finish(self) -> None:
+        if self._thread.is_alive():
+            self._queue.put(None)
+            self._thread.join()
+        if self._error is not None:
+            raise self._error
+
+    def abandon(self) -> None:
+        """Write nothing more (an interrupted or failed dump), and wait for the file being written."""
+        self._dropped = True
+        try:
+            self.finish()
+        except SourceError:
+            pass
+
+
 class _Runner:
     """Runs the model with a chosen set of graph outputs; splits a failing batch to isolate the
     tensors onnxruntime cannot fetch, and turns a model-wide failure into a SourceError."""
@@ -209,7 +270,7 @@ class _Runner:
 def dump_onnx(model_path, out_dir, inputs: dict[str, np.ndarray] | None = None, *, random_inputs=False,
               seed=0, optimization="off", include_constants=False, timestamp: int | None = None,
               memory_budget: int | None = None, progress: OnProgress | None = None,
-              dims: dict[str, int] | None = None, expand_if: bool = True) -> DumpReport:
+              dims: dict[str, int] | None = None, expand_if: bool = True, files: Writes | None = None) -> DumpReport:
     """Run the model with onnxruntime and write every node output as `{node}.{index}.{ts}.npy`.
 
     Network inputs are written as `{input}.0.{ts}.npy` (output 0 of the input's Data op). The folder
@@ -217,7 +278,9 @@ def dump_onnx(model_path, out_dir, inputs: dict[str, np.ndarray] | None = None, 
     Optimization is off by default so that the node names of the file are the ones executed.
     `expand_if`: inline the branch each `If` takes for these inputs (module doc); model.onnx is
     then the expanded model and dump.json's `control_flow` says which branches were taken.
-    `progress` counts the tensors written of those to write.
+    `progress` counts the tensors written of those to write. The files are written on a background
+    thread (Writes) while onnxruntime runs the next batch; `files`: the caller's Writes, shared with
+    its next dump, which it finish()es before reading the folder (else they are all written on return).
     """
     start = time.perf_counter()
     if optimization not in OPTIMIZATION:
@@ -288,20 +351,24 @@ def dump_onnx(model_path, out_dir, inputs: dict[str, np.ndarray] | None = None, 
         if len(fname.encode()) > LONG_NAME or op in own_name:
             disk = f"{len(mapping) + 1}.npy"
             mapping.append((disk, fname))
-        try:
-            with atomic_file(os.path.join(out, disk), "wb") as fh:
-                np.save(fh, arr, allow_pickle=False)
-        except ValueError as exc:
-            report.skipped.append((tensor, f"cannot be saved as npy: {exc}"))
+        if arr.dtype.hasobject:  # np.save's own refusal, said before the file is queued
+            report.skipped.append((tensor, "cannot be saved as npy: Object arrays cannot be saved when "
+                                           "allow_pickle=False"))
             return
-        except OSError as exc:
-            raise SourceError(f"{os.path.join(out, disk)}: cannot write ({exc.strerror})") from None
         report.written.append(disk)
+        writes.save(os.path.join(out, disk), arr, landed)
+
+    landed_count = [0]
+
+    def landed() -> None:  # on the writing thread
+        landed_count[0] += 1
         if progress:
-            progress(Progress(len(report.written), total))
+            progress(Progress(landed_count[0], total))
 
     runner = _Runner(model, path, feeds, optimization)
     batches = _batches(targets, memory_budget or default_budget())
+    writes = files or Writes()
+    made: list[str] = []  # mapping.csv, model.onnx, dump.json as this dump writes them
     try:
         for name, (arr, _) in feeds.items():
             write(name, 0, name, arr)
@@ -309,53 +376,70 @@ def dump_onnx(model_path, out_dir, inputs: dict[str, np.ndarray] | None = None, 
             for t, arr in runner.fetch(batch, report.skipped):
                 write(t.node, t.index, t.tensor, arr)
                 del arr
-    except SourceError:
+        _companions(out, path, model, declared, expansion, mapping, report, made, {
+            "model": os.path.abspath(path),
+            "model_copy": "model.onnx",
+            "external_data_not_copied": any(i.data_location == 1 for i in graph.initializer),
+            "inputs": {k: {"shape": list(a.shape), "dtype": str(a.dtype), "origin": origin}
+                       for k, (a, origin) in feeds.items()},
+            "seed": seed if any(o == "random" for _, o in feeds.values()) else None,
+            "optimization": optimization,
+            "onnxruntime": ort.__version__,
+            "onnx": onnx.__version__,
+            "timestamp": ts,
+            "batches": len(batches),
+            "control_flow": expansion.to_dict(),
+        })
+        if files is None:
+            writes.finish()
+    except BaseException:
         # Leave no half dump behind: a retry into the same folder would be refused.
-        for f in report.written:
-            os.remove(os.path.join(out, f))
+        writes.abandon()
+        for f in [*report.written, *made]:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(os.path.join(out, f))
         raise
     if progress and len(report.written) < total:
         progress(Progress(total, total))  # some tensors were skipped: tell the caller the work is over
-
-    if mapping:
-        with atomic_file(os.path.join(out, "mapping.csv"), newline="") as fh:
-            csv.writer(fh).writerows(mapping)
-    copy = os.path.join(out, "model.onnx")
-    saved_expanded = False
-    if expansion.taken:  # the model that ran, so that its graph names what was dumped
-        expanded = type(model)()
-        expanded.CopyFrom(model)
-        del expanded.graph.output[:]
-        expanded.graph.output.extend(declared)
-        try:
-            with atomic_path(copy) as tmp:
-                onnx.save(expanded, tmp)
-            saved_expanded = True
-        except ValueError as exc:  # a proto over 2 GB: the original is copied, the note says why
-            report.skipped.append(("model.onnx", f"the expanded model could not be saved ({exc}); the original "
-                                                 "is copied, its If branches are not in its graph"))
-        except OSError as exc:
-            raise SourceError(f"{copy}: cannot write ({exc.strerror})") from None
-    if not saved_expanded and not (os.path.exists(copy) and os.path.samefile(path, copy)):
-        with atomic_path(copy) as tmp:
-            shutil.copyfile(path, tmp)
-    meta = {
-        "model": os.path.abspath(path),
-        "model_copy": "model.onnx",
-        "external_data_not_copied": any(i.data_location == 1 for i in graph.initializer),
-        "inputs": {k: {"shape": list(a.shape), "dtype": str(a.dtype), "origin": origin}
-                   for k, (a, origin) in feeds.items()},
-        "seed": seed if any(o == "random" for _, o in feeds.values()) else None,
-        "optimization": optimization,
-        "onnxruntime": ort.__version__,
-        "onnx": onnx.__version__,
-        "timestamp": ts,
-        "batches": len(batches),
-        "control_flow": expansion.to_dict(),
-        "written": len(report.written),
-        "skipped": [{"tensor": t, "reason": r} for t, r in report.skipped],
-    }
-    with atomic_file(os.path.join(out, "dump.json")) as fh:
-        json.dump(meta, fh, indent=1)
     report.seconds = time.perf_counter() - start
     return report
+
+
+def _companions(out: str, path: str, model, declared: list, expansion: Expansion, mapping: list[tuple[str, str]],
+                report: DumpReport, made: list[str], meta: dict) -> None:
+    """The files beside the tensors: mapping.csv, model.onnx (the model that ran) and dump.json, each
+    named in `made` once written; a file that cannot be written is a SourceError naming it."""
+    onnx = onnx_modules()[0]
+    target = ""
+    try:
+        if mapping:
+            target = os.path.join(out, "mapping.csv")
+            with atomic_file(target, newline="") as fh:
+                csv.writer(fh).writerows(mapping)
+            made.append("mapping.csv")
+        target = os.path.join(out, "model.onnx")
+        saved_expanded = False
+        if expansion.taken:  # the model that ran, so that its graph names what was dumped
+            expanded = type(model)()
+            expanded.CopyFrom(model)
+            del expanded.graph.output[:]
+            expanded.graph.output.extend(declared)
+            try:
+                with atomic_path(target) as tmp:
+                    onnx.save(expanded, tmp)
+                saved_expanded = True
+                made.append("model.onnx")
+            except ValueError as exc:  # a proto over 2 GB: the original is copied, the note says why
+                report.skipped.append(("model.onnx", f"the expanded model could not be saved ({exc}); the "
+                                                     "original is copied, its If branches are not in its graph"))
+        if not saved_expanded and not (os.path.exists(target) and os.path.samefile(path, target)):
+            with atomic_path(target) as tmp:
+                shutil.copyfile(path, tmp)
+            made.append("model.onnx")
+        target = os.path.join(out, "dump.json")
+        meta.update(written=len(report.written), skipped=[{"tensor": t, "reason": r} for t, r in report.skipped])
+        with atomic_file(target) as fh:
+            json.dump(meta, fh, indent=1)
+        made.append("dump.json")
+    except OSError as exc:
+        raise SourceError(f"{target}: cannot write ({exc.strerror})") from None
