@@ -1,9 +1,10 @@
 """accuscope against Polygraphy on Polygraphy's own files and flow, measured side by side in one run.
 
-Setup (not timed, kept in --dir): the PP-OCRv4 text detector from the rapidocr-onnxruntime wheel (the
-test suite's cache), its onnxruntime `quantize_dynamic` int8 version, one input image tensor x.npy
-(1x3xSIZExSIZE), and `polygraphy run MODEL --onnxrt --onnx-outputs mark all --save-outputs` of both models
-(ref.json, cand.json: every tensor of the network, about 0.9 and 1.3 GB at SIZE 640).
+Setup (not timed, kept in --dir): the PP-OCRv4 text detector (--model det, input 1x3xSIZExSIZE) or
+recognizer (--model rec, input 1x3x48x320) from the rapidocr-onnxruntime wheel (the test suite's cache),
+its onnxruntime `quantize_dynamic` int8 version, one input tensor x.npy, and for (a) `polygraphy run
+MODEL --onnxrt --onnx-outputs mark all --save-outputs` of both models (ref.json, cand.json: every tensor
+of the network, about 0.9 and 1.3 GB for the detector at SIZE 640).
 
   (a) two RunResults files compared
       polygraphy  polygraphy run --load-outputs ref.json cand.json       (its default `simple` comparison)
@@ -17,15 +18,18 @@ test suite's cache), its onnxruntime `quantize_dynamic` int8 version, one input 
       tensor visited once: Polygraphy's RunResults.load against accuscope's streaming reader
 
 Each command runs in its own process; wall time, and the peak RSS of its whole process tree (summed
-VmRSS sampled every 20 ms, or the largest single VmHWM when higher). Prints time and memory ratios.
+VmRSS sampled every 20 ms, or the largest single VmHWM when higher). Prints time and memory ratios;
+(b) over --rounds alternating rounds, the median of the rounds' ratios.
 
-    python benchmarks/bench_polygraphy.py [--size 640] [--dir /tmp/accuscope-bench-polygraphy] [--only a,b,c]
+    python benchmarks/bench_polygraphy.py [--model det|rec] [--size 640] [--rounds 1]
+        [--dir /tmp/accuscope-bench-polygraphy] [--only a,b,c]
 """
 from __future__ import annotations
 
 import argparse
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import threading
@@ -117,15 +121,23 @@ def ratios(name: str, theirs: tuple[float, float], ours: tuple[float, float], ta
 
 # --- setup -------------------------------------------------------------------------------------
 
-def models() -> Path:
+MODELS = {"det": "ch_PP-OCRv4_det_infer.onnx", "rec": "ch_PP-OCRv4_rec_infer.onnx"}
+
+
+def models(which: str = "det") -> Path:
     sys.path.insert(0, str(ROOT / "tests"))
     from conftest import _rapidocr_models  # the test suite's cached PyPI wheel models
-    return _rapidocr_models() / "ch_PP-OCRv4_det_infer.onnx"
+    return _rapidocr_models() / MODELS[which]
+
+
+def input_shape(which: str, size: int) -> tuple[int, ...]:
+    """det: a SIZE x SIZE image; rec: a text line of 48 x 320 (rapidocr's recognizer input)."""
+    return (1, 3, size, size) if which == "det" else (1, 3, 48, 320)
 
 
 def quantized(ref: Path, folder: Path) -> Path:
-    """onnxruntime's quantize_dynamic of the detector (its weights moved from Constant nodes first)."""
-    target = folder / "det_int8.onnx"
+    """onnxruntime's quantize_dynamic of the model (its weights moved from Constant nodes first)."""
+    target = folder / f"{ref.stem}_int8.onnx"
     if target.exists():
         return target
     import onnx
@@ -133,27 +145,20 @@ def quantized(ref: Path, folder: Path) -> Path:
 
     from accuscope.engine.runs.onnxedit import constants_as_initializers
     model = constants_as_initializers(onnx.load(str(ref)))
-    weights = folder / "det_initializers.onnx"
+    weights = folder / f"{ref.stem}_initializers.onnx"
     onnx.save(model, str(weights))
     quantize_dynamic(str(weights), str(target))
     return target
 
 
-def setup(folder: Path, size: int) -> tuple[Path, Path, Path]:
+def setup(folder: Path, size: int, which: str = "det") -> tuple[Path, Path, Path]:
     folder.mkdir(parents=True, exist_ok=True)
-    ref = models()
+    ref = models(which)
     cand = quantized(ref, folder)
-    x = folder / f"x-{size}.npy"
+    shape = input_shape(which, size)
+    x = folder / f"x-{'x'.join(map(str, shape[2:]))}.npy"
     if not x.exists():
-        np.save(x, np.random.default_rng(0).random((1, 3, size, size), dtype=np.float32))
-    (folder / "loader.py").write_text(LOADER % str(x))
-    for model, out in ((ref, "ref"), (cand, "cand")):
-        path = folder / f"{out}-{size}.json"
-        if not path.exists():
-            print(f"setup: polygraphy run {model.name} ... --save-outputs {path.name}")
-            subprocess.run([POLYGRAPHY, "run", str(model), "--onnxrt", "--onnx-outputs", "mark", "all",
-                            "--data-loader-script", str(folder / "loader.py"), "--save-outputs", str(path)],
-                           env=ENV, check=True, capture_output=True)
+        np.save(x, np.random.default_rng(0).random(shape, dtype=np.float32))
     return ref, cand, x
 
 
@@ -164,8 +169,15 @@ def has_run_command() -> bool:
 
 # --- the three comparisons ---------------------------------------------------------------------
 
-def bench_files(folder: Path, size: int) -> None:
-    a, b = folder / f"ref-{size}.json", folder / f"cand-{size}.json"
+def bench_files(folder: Path, ref: Path, cand: Path, x: Path) -> None:
+    (folder / "loader.py").write_text(LOADER % str(x))
+    a, b = (folder / f"{model.stem}-{x.stem}.json" for model in (ref, cand))
+    for model, path in ((ref, a), (cand, b)):
+        if not path.exists():
+            print(f"setup: polygraphy run {model.name} ... --save-outputs {path.name}")
+            subprocess.run([POLYGRAPHY, "run", str(model), "--onnxrt", "--onnx-outputs", "mark", "all",
+                            "--data-loader-script", str(folder / "loader.py"), "--save-outputs", str(path)],
+                           env=ENV, check=True, capture_output=True)
     print(f"(a) two RunResults files: {a.name} {a.stat().st_size / 1e9:.2f} GB, "
           f"{b.name} {b.stat().st_size / 1e9:.2f} GB")
     theirs = measure("polygraphy run --load-outputs A B", [POLYGRAPHY, "run", "--load-outputs", str(a), str(b)],
@@ -177,25 +189,33 @@ def bench_files(folder: Path, size: int) -> None:
     ratios("(a)", theirs, ours, 3)
 
 
-def bench_flow(folder: Path, ref: Path, cand: Path, x: Path) -> None:
-    print(f"(b) whole ONNX flow: {ref.name} vs {cand.name}, input {x.name}")
-    saved = folder / "flow-ref.json"
-    first = measure("polygraphy run REF --save-outputs", [POLYGRAPHY, "run", str(ref), "--onnxrt", "--onnx-outputs",
-                    "mark", "all", "--data-loader-script", str(folder / "loader.py"), "--save-outputs", str(saved)])
-    second = measure("polygraphy run CAND --load-outputs (cosine)", [POLYGRAPHY, "run", str(cand), "--onnxrt",
-                     "--onnx-outputs", "mark", "all", "--data-loader-script", str(folder / "loader.py"),
-                     "--load-outputs", str(saved), "--compare", "cosine_similarity"], ok=(0, 1))
-    saved.unlink()
-    theirs = (first[0] + second[0], max(first[1], second[1]))
-    print(f"  {'polygraphy, both steps':<44} {theirs[0]:8.1f} s  {theirs[1]:8.0f} MB")
+def bench_flow(folder: Path, ref: Path, cand: Path, x: Path, rounds: int = 1) -> None:
+    """Polygraphy's two steps and `accuscope run`, alternating round by round; the median of the
+    rounds' ratios (both see the same load in a round)."""
+    print(f"(b) whole ONNX flow: {ref.name} vs {cand.name}, input {x.name}, {rounds} alternating round(s)")
     if not has_run_command():
-        print("  accuscope run: not in this tree yet; Polygraphy side only")
+        print("  accuscope run: not in this tree yet")
         return
-    task = folder / "task-b"
-    shutil.rmtree(task, ignore_errors=True)
-    ours = measure("accuscope run REF CAND --input x=x.npy", [sys.executable, "-m", "accuscope", "run", str(ref),
-                   str(cand), "--input", f"x={x}", "--out", str(task)], ok=(0, 1))
-    ratios("(b)", theirs, ours, 5)
+    loader = folder / "loader.py"
+    loader.write_text(LOADER % str(x))
+    saved, task = folder / "flow-ref.json", folder / "task-b"
+    speed, memory = [], []
+    for _ in range(rounds):
+        first = measure("polygraphy run REF --save-outputs", [POLYGRAPHY, "run", str(ref), "--onnxrt", "--onnx-outputs",
+                        "mark", "all", "--data-loader-script", str(loader), "--save-outputs", str(saved)])
+        second = measure("polygraphy run CAND --load-outputs (cosine)", [POLYGRAPHY, "run", str(cand), "--onnxrt",
+                         "--onnx-outputs", "mark", "all", "--data-loader-script", str(loader),
+                         "--load-outputs", str(saved), "--compare", "cosine_similarity"], ok=(0, 1))
+        saved.unlink()
+        theirs = (first[0] + second[0], max(first[1], second[1]))
+        print(f"  {'polygraphy, both steps':<44} {theirs[0]:8.1f} s  {theirs[1]:8.0f} MB")
+        shutil.rmtree(task, ignore_errors=True)
+        ours = measure("accuscope run REF CAND --input x=x.npy", [sys.executable, "-m", "accuscope", "run", str(ref),
+                       str(cand), "--input", f"x={x}", "--out", str(task)], ok=(0, 1))
+        speed.append(theirs[0] / ours[0])
+        memory.append(theirs[1] / ours[1])
+    print(f"  => (b): accuscope {statistics.median(speed):.1f}x faster (rounds: "
+          f"{', '.join(f'{r:.1f}' for r in speed)}; target >= 5x), {statistics.median(memory):.1f}x less memory")
 
 
 def bench_read(folder: Path) -> None:
@@ -222,14 +242,17 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=640, help="input image side (default 640)")
     parser.add_argument("--dir", default="/tmp/accuscope-bench-polygraphy")
     parser.add_argument("--only", default="a,b,c", help="which comparisons, e.g. a,c")
+    parser.add_argument("--model", choices=sorted(MODELS), default="det",
+                        help="(a), (b): PP-OCRv4's detector (default) or recognizer, against its int8 version")
+    parser.add_argument("--rounds", type=int, default=1, help="(b): alternating rounds (median of their ratios)")
     args = parser.parse_args()
     folder = Path(args.dir)
     only = set(args.only.split(","))
-    ref, cand, x = setup(folder, args.size) if only & {"a", "b"} else (None, None, None)
+    ref, cand, x = setup(folder, args.size, args.model) if only & {"a", "b"} else (None, None, None)
     if "a" in only:
-        bench_files(folder, args.size)
+        bench_files(folder, ref, cand, x)
     if "b" in only:
-        bench_flow(folder, ref, cand, x)
+        bench_flow(folder, ref, cand, x, args.rounds)
     if "c" in only:
         bench_read(folder)
 

@@ -300,13 +300,11 @@ class GraphScreen(SubmodelExport, Screen[GraphResult]):
         self.update_status()
 
     def _name_graph(self, graph: Graph | None) -> None:
-        """The path line: the task and its graph; a --shards task's merged run says so (`merged TP=2 x PP=2`)."""
-        merged = ""
-        if graph is not None and self.opened_task.doc.shards:
-            from ..engine.compare.shards import merged_label
-            merged = merged_label(graph.name)
+        """The path line: the task and its graph, and what the graph is a view of (Graph.label: a --shards
+        task's merged run, `merged TP=2 x PP=2`)."""
+        label = graph.label if graph is not None else ""
         self.query_one("#crumbs", Static).update(f"accuscope › tasks › {shown(self.folder.name)} › [b]graph[/]"
-                                                 + (f" · {shown(merged)}" if merged else ""))
+                                                 + (f" · {shown(label)}" if label else ""))
 
     # ---- ranks ----------------------------------------------------------------------------------
     def _rank_of_row(self, row: int | None) -> int:

@@ -349,10 +349,6 @@ def merged_line(side) -> str:
     return f"merged {side.reader.merged}" if isinstance(side.reader, MergedRun) else ""
 
 
-MERGED_GRAPH = "merged TP={tp} x PP={pp}"  # what merged_modules' graph name ends with, in brackets
-_MERGED_NAME = re.compile(r"\((merged TP=\d+ x PP=\d+)\)$")
-
-
 def merged_modules(path: str, *, shards: str | None = None, step: str | int | None = None) -> Graph:
     """The graph pane's module tree of a parallel run as one run: the calls of the merged side (the names its
     rows have, each stage's layers and API counters renumbered, shapes merged), under each stage's
@@ -368,14 +364,11 @@ def merged_modules(path: str, *, shards: str | None = None, step: str | int | No
     for t in run.tensors:
         if t.value is None:  # a non-tensor value: no edge of the graph
             calls.setdefault(t.op, []).append((t.tensor_name, t.io, tuple(t.shape)))
-    name = f"{os.path.basename(os.path.normpath(path))} ({MERGED_GRAPH.format(tp=run.tp, pp=run.pp)})"
-    return module_graph(name, run.stage_folders[0], calls, parents, problems)
-
-
-def merged_label(graph_name: str) -> str:
-    """`merged TP=2 x PP=2` of a graph merged_modules made (from its name), else "": the graph pane says it."""
-    found = _MERGED_NAME.search(graph_name)
-    return found.group(1) if found else ""
+    label = f"merged TP={run.tp} x PP={run.pp}"
+    graph = module_graph(f"{os.path.basename(os.path.normpath(path))} ({label})", run.stage_folders[0], calls,
+                         parents, problems)
+    graph.label = label
+    return graph
 
 
 def survey(run: Merge, examples: int = 3) -> dict:

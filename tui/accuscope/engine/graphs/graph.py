@@ -54,7 +54,8 @@ class Node:
 class Graph:
     """A model's operators in execution order plus tensor lookups built once at construction.
 
-    `notes` says what the loader could not do (e.g. shape inference failed), for the user to see.
+    `notes` says what the loader could not do (e.g. shape inference failed), for the user to see;
+    `label` what the graph is a view of, said beside its name (a merged TP/PP run: `merged TP=2 x PP=2`).
     `kind` is a model kind from `sources.kinds`; what a kind means to the comparison, the views and
     the exports is asked of the properties below (`is_device`, `converted`, `cuttable`,
     `runnable`), never of the kind's name.
@@ -68,6 +69,7 @@ class Graph:
     outputs: list[str]
     weights: set[str] = field(default_factory=set)
     notes: list[str] = field(default_factory=list)
+    label: str = ""
     _by_name: dict[str, Node] = field(init=False, repr=False)
     _producer: dict[str, tuple[Node, int]] = field(init=False, repr=False)
     _consumers: dict[str, list[tuple[Node, int]]] = field(init=False, repr=False)
