@@ -238,69 +238,107 @@ AVX512 static void pre_avx512(const float *x, const float *y, Py_ssize_t n, Pre 
                sx + t.sx, sy + t.sy, t.bad || _mm512_test_epi32_mask(bad, bad) != 0};
 }
 
-/* 1/v to about 2^-52: the 14-bit estimate and two Newton steps */
-#define RCP(v, out) do { __m512d r_ = _mm512_rcp14_pd(v);                                        \
-        r_ = _mm512_fmadd_pd(r_, _mm512_fnmadd_pd(v, r_, one), r_);                              \
+/* 1/v to about 2^-28: the 14-bit estimate and one Newton step. Every quotient below takes one more
+ * correction step on the quotient itself, q + (a - v q)/v, which leaves it within an ulp. */
+#define RCP1(v, out) do { __m512d r_ = _mm512_rcp14_pd(v);                                       \
         out = _mm512_fmadd_pd(r_, _mm512_fnmadd_pd(v, r_, one), r_); } while (0)
+#define QUOT(a, v, rv) _mm512_fmadd_pd(_mm512_fnmadd_pd(v, _mm512_mul_pd(a, rv), a), rv, _mm512_mul_pd(a, rv))
+
+/* vlog() in 8 lanes, the same steps (the series by FMAs, the quotient t by RCP1 and QUOT). */
+AVX512 static inline __m512d vlog8(__m512d z)
+{
+    const __m512d one = _mm512_set1_pd(1.0);
+    __m512i b = _mm512_castpd_si512(z);
+    __m512d m = _mm512_castsi512_pd(_mm512_or_si512(_mm512_and_si512(b, _mm512_set1_epi64(0x000fffffffffffffLL)),
+                                                    _mm512_set1_epi64(0x3ff0000000000000LL)));
+    __m512d e = _mm512_castsi512_pd(_mm512_or_si512(_mm512_srli_epi64(b, 52), _mm512_set1_epi64(0x4330000000000000LL)));
+    __mmask8 above = _mm512_cmp_pd_mask(m, _mm512_set1_pd(1.4142135623730951), _CMP_GT_OQ);
+    m = _mm512_mask_mul_pd(m, above, m, _mm512_set1_pd(0.5));
+    __m512d k = _mm512_sub_pd(e, _mm512_set1_pd(4503599627370496.0 + 1023.0));
+    k = _mm512_mask_add_pd(k, above, k, one);
+    __m512d num = _mm512_sub_pd(m, one), den = _mm512_add_pd(m, one), rd;
+    RCP1(den, rd);
+    __m512d t = QUOT(num, den, rd), t2 = _mm512_mul_pd(t, t);
+    __m512d p = _mm512_fmadd_pd(t2, _mm512_set1_pd(1.0 / 17), _mm512_set1_pd(1.0 / 15));
+    p = _mm512_fmadd_pd(t2, p, _mm512_set1_pd(1.0 / 13));
+    p = _mm512_fmadd_pd(t2, p, _mm512_set1_pd(1.0 / 11));
+    p = _mm512_fmadd_pd(t2, p, _mm512_set1_pd(1.0 / 9));
+    p = _mm512_fmadd_pd(t2, p, _mm512_set1_pd(1.0 / 7));
+    p = _mm512_fmadd_pd(t2, p, _mm512_set1_pd(1.0 / 5));
+    p = _mm512_fmadd_pd(t2, p, _mm512_set1_pd(1.0 / 3));
+    p = _mm512_fmadd_pd(t2, p, one);
+    __m512d lo = _mm512_fmadd_pd(k, _mm512_set1_pd(1.90821492927058770002e-10), _mm512_mul_pd(_mm512_add_pd(t, t), p));
+    return _mm512_fmadd_pd(k, _mm512_set1_pd(6.93147180369123816490e-01), lo);
+}
+
+/* The KL terms q ln(q/ay) - q + ay of n gathered pairs (q, ay), 8 at a time; the buffers hold
+ * n rounded up to 8 (the padding 1.0, whose term is 0). */
+AVX512 static double far_terms(const double *fq, const double *fa, Py_ssize_t n)
+{
+    const __m512d one = _mm512_set1_pd(1.0);
+    __m512d g = _mm512_setzero_pd();
+    for (Py_ssize_t j = 0; j < n; j += 8) {
+        __m512d q = _mm512_loadu_pd(fq + j), ay = _mm512_loadu_pd(fa + j), ra;
+        RCP1(ay, ra);
+        __m512d l = vlog8(QUOT(q, ay, ra));
+        g = _mm512_add_pd(g, _mm512_add_pd(_mm512_fmsub_pd(q, l, q), ay));
+    }
+    return _mm512_reduce_add_pd(g);
+}
 
 AVX512 static void fused_avx512(const float *x, const float *y, Py_ssize_t n, const double p[6], int kl,
                                 double *o)
 {
     const __m512d one = _mm512_set1_pd(1.0), zero = _mm512_setzero_pd();
     const __m512d absmask = _mm512_castsi512_pd(_mm512_set1_epi64(0x7fffffffffffffffLL));
-    const __m512d eps = _mm512_set1_pd(DBL_EPSILON), band = _mm512_set1_pd(1e-14);
-    const __m512d t1 = _mm512_set1_pd(0.001), t5 = _mm512_set1_pd(0.005);
+    const __m512d eps = _mm512_set1_pd(DBL_EPSILON);
+    const __m512d h1t = _mm512_set1_pd(0.001 + 1e-14), l1t = _mm512_set1_pd(0.001 - 1e-14);
+    const __m512d h5t = _mm512_set1_pd(0.005 + 1e-14), l5t = _mm512_set1_pd(0.005 - 1e-14);
     const __m512d rtol = _mm512_set1_pd(1e-3), atol = _mm512_set1_pd(1e-8);
     const __m512d xlo = _mm512_set1_pd(p[0]), xfl = _mm512_set1_pd(p[1]), ylo = _mm512_set1_pd(p[2]);
-    const __m512d yfl = _mm512_set1_pd(p[3]), c = _mm512_set1_pd(p[4]), bound = _mm512_set1_pd(p[5]);
+    const __m512d yfl = _mm512_set1_pd(p[3]), c = _mm512_set1_pd(p[4]), bound2 = _mm512_set1_pd(p[5] * p[5]);
     const __m512d c3 = _mm512_set1_pd(2.0 / 3), c5 = _mm512_set1_pd(2.0 / 5), c7 = _mm512_set1_pd(2.0 / 7),
                   c9 = _mm512_set1_pd(2.0 / 9);
     __m512d sxy = zero, sxx = zero, syy = zero, sx = zero, sy = zero, sdd = zero, sad = zero, mad = zero;
     __m512d srel = zero, mrel = zero, sax = zero, say = zero, f = zero;
-    __m512d xmn = _mm512_set1_pd(INFINITY), xmx = _mm512_set1_pd(-INFINITY), ymn = xmn, ymx = xmx;
     double over1 = 0, over5 = 0, notclose = 0, fextra = 0;
     unsigned char farmask[BLOCK / 8];
-    int idx[BLOCK];
+    double fq[BLOCK + 8], fa[BLOCK + 8];
     Py_ssize_t full = n & ~(Py_ssize_t)7;
     for (Py_ssize_t lo = 0; lo < full; lo += BLOCK) {
         Py_ssize_t hi = full - lo > BLOCK ? lo + BLOCK : full;
-        long amb = 0, nfar = 0;
-        __m512d o1v = zero, o5v = zero, ncv = zero;
+        __mmask8 nfar = 0;
+        __m512d o1v = zero, o5v = zero, a1v = zero, a5v = zero, ncv = zero;
         for (Py_ssize_t i = lo; i < hi; i += 8) {
             __m512d a = _mm512_cvtps_pd(_mm256_loadu_ps(x + i)), b = _mm512_cvtps_pd(_mm256_loadu_ps(y + i));
             sxy = _mm512_fmadd_pd(a, b, sxy); sxx = _mm512_fmadd_pd(a, a, sxx); syy = _mm512_fmadd_pd(b, b, syy);
             sx = _mm512_add_pd(sx, a); sy = _mm512_add_pd(sy, b);
-            xmn = _mm512_min_pd(xmn, a); xmx = _mm512_max_pd(xmx, a);
-            ymn = _mm512_min_pd(ymn, b); ymx = _mm512_max_pd(ymx, b);
             __m512d d = _mm512_sub_pd(a, b), ad = _mm512_and_pd(d, absmask), ab = _mm512_and_pd(b, absmask);
             sdd = _mm512_fmadd_pd(d, d, sdd); sad = _mm512_add_pd(sad, ad); mad = _mm512_max_pd(mad, ad);
             __mmask8 ncm = _mm512_cmp_pd_mask(ad, _mm512_add_pd(_mm512_mul_pd(ab, rtol), atol), _CMP_GT_OQ);
             ncv = _mm512_mask_add_pd(ncv, ncm, ncv, one);
             __mmask8 nz = _mm512_cmp_pd_mask(ab, eps, _CMP_GT_OQ);
-            __m512d rb, q;
-            RCP(b, rb);
-            q = _mm512_mul_pd(a, rb);
-            q = _mm512_fmadd_pd(_mm512_fnmadd_pd(b, q, a), rb, q);  /* a correction step: within an ulp */
-            __m512d r = _mm512_and_pd(_mm512_sub_pd(q, one), absmask);
+            __m512d rb;
+            RCP1(b, rb);
+            __m512d r = _mm512_and_pd(_mm512_sub_pd(QUOT(a, b, rb), one), absmask);
             srel = _mm512_mask_add_pd(srel, nz, srel, r); mrel = _mm512_mask_max_pd(mrel, nz, mrel, r);
-            __mmask8 h1 = _mm512_mask_cmp_pd_mask(nz, r, _mm512_add_pd(t1, band), _CMP_GT_OQ);
-            __mmask8 l1 = _mm512_mask_cmp_pd_mask(nz, r, _mm512_sub_pd(t1, band), _CMP_GT_OQ);
-            __mmask8 h5 = _mm512_mask_cmp_pd_mask(nz, r, _mm512_add_pd(t5, band), _CMP_GT_OQ);
-            __mmask8 l5 = _mm512_mask_cmp_pd_mask(nz, r, _mm512_sub_pd(t5, band), _CMP_GT_OQ);
-            o1v = _mm512_mask_add_pd(o1v, h1, o1v, one); o5v = _mm512_mask_add_pd(o5v, h5, o5v, one);
-            amb |= (h1 ^ l1) | (h5 ^ l5);
+            /* the counts over t + 1e-14 and over t - 1e-14: where they differ, an r is too near t */
+            o1v = _mm512_mask_add_pd(o1v, _mm512_mask_cmp_pd_mask(nz, r, h1t, _CMP_GT_OQ), o1v, one);
+            a1v = _mm512_mask_add_pd(a1v, _mm512_mask_cmp_pd_mask(nz, r, l1t, _CMP_GT_OQ), a1v, one);
+            o5v = _mm512_mask_add_pd(o5v, _mm512_mask_cmp_pd_mask(nz, r, h5t, _CMP_GT_OQ), o5v, one);
+            a5v = _mm512_mask_add_pd(a5v, _mm512_mask_cmp_pd_mask(nz, r, l5t, _CMP_GT_OQ), a5v, one);
             if (kl) {
                 __m512d ax = _mm512_max_pd(_mm512_sub_pd(a, xlo), xfl), ay = _mm512_max_pd(_mm512_sub_pd(b, ylo), yfl);
                 __m512d qq = _mm512_mul_pd(c, ax), den = _mm512_add_pd(qq, ay), rd;
                 sax = _mm512_add_pd(sax, ax); say = _mm512_add_pd(say, ay);
-                RCP(den, rd);
-                __m512d s = _mm512_mul_pd(_mm512_sub_pd(qq, ay), rd), s2 = _mm512_mul_pd(s, s);
-                __mmask8 near = _mm512_cmp_pd_mask(_mm512_and_pd(s, absmask), bound, _CMP_LT_OQ);
+                RCP1(den, rd);
+                __m512d s = QUOT(_mm512_sub_pd(qq, ay), den, rd), s2 = _mm512_mul_pd(s, s);
+                __mmask8 near = _mm512_cmp_pd_mask(s2, bound2, _CMP_LT_OQ);
                 __m512d rest = _mm512_fmadd_pd(s2, c9, c7);
                 rest = _mm512_fmadd_pd(s2, rest, c5);
                 rest = _mm512_fmadd_pd(s2, rest, c3);
-                rest = _mm512_mul_pd(_mm512_mul_pd(s, s2), rest);
-                __m512d term = _mm512_fmadd_pd(den, s2, _mm512_mul_pd(qq, rest));
+                /* den s^2 + q s^3 rest = s^2 (den + (q s) rest) */
+                __m512d term = _mm512_mul_pd(s2, _mm512_fmadd_pd(_mm512_mul_pd(qq, s), rest, den));
                 f = _mm512_mask_add_pd(f, near, f, term);
                 __mmask8 far = (__mmask8)~near;
                 farmask[(i - lo) >> 3] = far;
@@ -308,7 +346,8 @@ AVX512 static void fused_avx512(const float *x, const float *y, Py_ssize_t n, co
             }
         }
         double o1 = _mm512_reduce_add_pd(o1v), o5 = _mm512_reduce_add_pd(o5v), nc = _mm512_reduce_add_pd(ncv);
-        if (amb) {  /* an r within 1e-14 of a threshold: count this block with the division itself */
+        if (o1 != _mm512_reduce_add_pd(a1v) || o5 != _mm512_reduce_add_pd(a5v)) {
+            /* an r within 1e-14 of a threshold: count this block with the division itself */
             o1 = o5 = 0;
             for (Py_ssize_t i = lo; i < hi; i++) {
                 double a = x[i], b = y[i], r = fabs(b) > DBL_EPSILON ? fabs(a / b - 1.0) : 0.0;
@@ -316,22 +355,22 @@ AVX512 static void fused_avx512(const float *x, const float *y, Py_ssize_t n, co
             }
         }
         over1 += o1; over5 += o5; notclose += nc;
-        if (nfar) {
+        if (nfar) {  /* the far elements' (q, ay), packed, then their logarithms 8 at a time */
             Py_ssize_t nf = 0;
-            for (Py_ssize_t v = 0; v < (hi - lo) >> 3; v++)
-                for (unsigned m = farmask[v]; m; m &= m - 1)
-                    idx[nf++] = (int)(lo + v * 8 + __builtin_ctz(m));
-            const double xl = p[0], xf = p[1], yl = p[2], yf = p[3], cc = p[4];
-            double g = 0;
-            for (Py_ssize_t j = 0; j < nf; j++) {
-                Py_ssize_t i = idx[j];
-                double ax = x[i] - xl, ay = y[i] - yl;
-                ax = ax > xf ? ax : xf;
-                ay = ay > yf ? ay : yf;
-                double q = cc * ax;
-                g += q * vlog(q / ay) - q + ay;
+            for (Py_ssize_t v = 0; v < (hi - lo) >> 3; v++) {
+                __mmask8 m = farmask[v];
+                if (!m)
+                    continue;
+                Py_ssize_t i = lo + v * 8;
+                __m512d a = _mm512_cvtps_pd(_mm256_loadu_ps(x + i)), b = _mm512_cvtps_pd(_mm256_loadu_ps(y + i));
+                __m512d ax = _mm512_max_pd(_mm512_sub_pd(a, xlo), xfl), ay = _mm512_max_pd(_mm512_sub_pd(b, ylo), yfl);
+                _mm512_storeu_pd(fq + nf, _mm512_maskz_compress_pd(m, _mm512_mul_pd(c, ax)));
+                _mm512_storeu_pd(fa + nf, _mm512_maskz_compress_pd(m, ay));
+                nf += __builtin_popcount(m);
             }
-            fextra += g;
+            _mm512_storeu_pd(fq + nf, one);
+            _mm512_storeu_pd(fa + nf, one);
+            fextra += far_terms(fq, fa, nf);
         }
     }
     double t[NFUSED];
@@ -343,10 +382,8 @@ AVX512 static void fused_avx512(const float *x, const float *y, Py_ssize_t n, co
     double v;
     o[F_MAD] = (v = _mm512_reduce_max_pd(mad)) > t[F_MAD] ? v : t[F_MAD];
     o[F_MREL] = (v = _mm512_reduce_max_pd(mrel)) > t[F_MREL] ? v : t[F_MREL];
-    o[F_XMIN] = (v = _mm512_reduce_min_pd(xmn)) < t[F_XMIN] ? v : t[F_XMIN];
-    o[F_XMAX] = (v = _mm512_reduce_max_pd(xmx)) > t[F_XMAX] ? v : t[F_XMAX];
-    o[F_YMIN] = (v = _mm512_reduce_min_pd(ymn)) < t[F_YMIN] ? v : t[F_YMIN];
-    o[F_YMAX] = (v = _mm512_reduce_max_pd(ymx)) > t[F_YMAX] ? v : t[F_YMAX];
+    /* the extremes are the prepass's (fused_pair sets them) */
+    o[F_XMIN] = o[F_YMIN] = INFINITY; o[F_XMAX] = o[F_YMAX] = -INFINITY;
     o[F_OVER1] = over1 + t[F_OVER1]; o[F_OVER5] = over5 + t[F_OVER5]; o[F_NOTCLOSE] = notclose + t[F_NOTCLOSE];
     o[F_SAX] = _mm512_reduce_add_pd(sax) + t[F_SAX]; o[F_SAY] = _mm512_reduce_add_pd(say) + t[F_SAY];
     o[F_F] = _mm512_reduce_add_pd(f) + fextra + t[F_F];
@@ -468,6 +505,7 @@ static int fused_pair(const float *x, const float *y, Py_ssize_t n, int kl, int 
                 o[k] += b[k];
         }
     }
+    o[F_XMIN] = a.xmin; o[F_XMAX] = a.xmax; o[F_YMIN] = a.ymin; o[F_YMAX] = a.ymax;  /* exact in float32 */
     o[F_SX0] = sx0; o[F_SY0] = sy0; o[F_PX] = xlo; o[F_PY] = ylo;
     free(w.pre);
     free(w.sums);
