@@ -263,6 +263,12 @@ AVX512 static double far_terms(const double *fq, const double *fa, Py_ssize_t n)
  * float32 lanes (exact there); and the unit's Pre: its extremes, its exact sums, and `bad` from
  * the sums, which a NaN or an inf in the unit makes NaN or inf (a float64 sum of float32 values
  * cannot overflow). */
+#define COUNT_R(m) do {                                                                          \
+    cnt = _mm512_mask_add_epi64(cnt, _mm512_mask_cmp_pd_mask(m, r, h1t, _CMP_GT_OQ), cnt, _mm512_set1_epi64(1LL << 12)); \
+    cnt = _mm512_mask_add_epi64(cnt, _mm512_mask_cmp_pd_mask(m, r, l1t, _CMP_GT_OQ), cnt, _mm512_set1_epi64(1LL << 24)); \
+    cnt = _mm512_mask_add_epi64(cnt, _mm512_mask_cmp_pd_mask(m, r, h5t, _CMP_GT_OQ), cnt, _mm512_set1_epi64(1LL << 36)); \
+    cnt = _mm512_mask_add_epi64(cnt, _mm512_mask_cmp_pd_mask(m, r, l5t, _CMP_GT_OQ), cnt, _mm512_set1_epi64(1LL << 48)); \
+    } while (0)
 AVX512 static void moments_avx512(const float *x, const float *y, Py_ssize_t n, Pre *pre, double *o)
 {
     const __m512d one = _mm512_set1_pd(1.0), zero = _mm512_setzero_pd();
@@ -281,6 +287,8 @@ AVX512 static void moments_avx512(const float *x, const float *y, Py_ssize_t n, 
         /* five counts in one int64 lane each, 12 bits apiece (a block holds 2048 elements): notclose,
            r over 0.1% + 1e-14, over 0.1% - 1e-14, over 0.5% + 1e-14, over 0.5% - 1e-14 */
         __m512i cnt = _mm512_setzero_si512();
+        __m512d qp = one;
+        __mmask8 nzp = 0;
         for (Py_ssize_t i = lo; i < hi; i += 16) {
             __m512 fa = _mm512_loadu_ps(x + i), fb = _mm512_loadu_ps(y + i);
             xmn = _mm512_min_ps(xmn, fa); xmx = _mm512_max_ps(xmx, fa);
@@ -296,14 +304,20 @@ AVX512 static void moments_avx512(const float *x, const float *y, Py_ssize_t n, 
                 __mmask8 nz = _mm512_cmp_pd_mask(ab, eps, _CMP_GT_OQ);
                 __m512d rb;
                 RCP2(b, rb);  /* r as numpy's, to the last bit: Σr of x within ulps of y stays exact */
-                __m512d r = _mm512_and_pd(_mm512_sub_pd(QUOT(a, b, rb), one), absmask);
-                srel = _mm512_mask_add_pd(srel, nz, srel, r); mrel = _mm512_mask_max_pd(mrel, nz, mrel, r);
+                __m512d q = QUOT(a, b, rb);
+                /* software-pipelined: r, its sums and counts are those of the 8 elements before */
+                __m512d r = _mm512_and_pd(_mm512_sub_pd(qp, one), absmask);
+                __mmask8 nzr = nzp;
+                qp = q; nzp = nz;
+                srel = _mm512_mask_add_pd(srel, nzr, srel, r); mrel = _mm512_mask_max_pd(mrel, nzr, mrel, r);
                 /* the counts over t + 1e-14 and over t - 1e-14: where they differ, an r is too near t */
-                cnt = _mm512_mask_add_epi64(cnt, _mm512_mask_cmp_pd_mask(nz, r, h1t, _CMP_GT_OQ), cnt, _mm512_set1_epi64(1LL << 12));
-                cnt = _mm512_mask_add_epi64(cnt, _mm512_mask_cmp_pd_mask(nz, r, l1t, _CMP_GT_OQ), cnt, _mm512_set1_epi64(1LL << 24));
-                cnt = _mm512_mask_add_epi64(cnt, _mm512_mask_cmp_pd_mask(nz, r, h5t, _CMP_GT_OQ), cnt, _mm512_set1_epi64(1LL << 36));
-                cnt = _mm512_mask_add_epi64(cnt, _mm512_mask_cmp_pd_mask(nz, r, l5t, _CMP_GT_OQ), cnt, _mm512_set1_epi64(1LL << 48));
+                COUNT_R(nzr);
             }
+        }
+        {  /* the last 8 of the block */
+            __m512d r = _mm512_and_pd(_mm512_sub_pd(qp, one), absmask);
+            srel = _mm512_mask_add_pd(srel, nzp, srel, r); mrel = _mm512_mask_max_pd(mrel, nzp, mrel, r);
+            COUNT_R(nzp);
         }
         long long all = _mm512_reduce_add_epi64(cnt);
         double nc = (double)(all & 0xfff), o1 = (double)(all >> 12 & 0xfff), o5 = (double)(all >> 36 & 0xfff);
@@ -345,32 +359,44 @@ AVX512 static void kl_avx512(const float *x, const float *y, Py_ssize_t n, const
                   c9 = _mm512_set1_pd(2.0 / 9);
     __m512d sax = zero, say = zero, f = zero;
     double fextra = 0;
-    unsigned char farmask[BLOCK / 8];
+    unsigned char farmask[BLOCK / 8 + 1];  /* [0]: the pipeline's empty first turn */
     double fq[BLOCK + 8], fa[BLOCK + 8];
     Py_ssize_t full = n & ~(Py_ssize_t)7;
     for (Py_ssize_t lo = 0; lo < full; lo += BLOCK) {
         Py_ssize_t hi = full - lo > BLOCK ? lo + BLOCK : full;
+        /* software-pipelined: each turn starts the quotient s of 8 elements and finishes the 8
+           before (whose s is ready by then), so fewer instructions wait in the scheduler */
         __mmask8 nfar = 0;
+        __m512d sp = zero, qp = zero, dp = zero;
+        Py_ssize_t vp = -1;
+#define KL_FINISH                                                                                 \
+        do {                                                                                      \
+            __m512d s2 = _mm512_mul_pd(sp, sp);                                                   \
+            __mmask8 near = _mm512_cmp_pd_mask(s2, bound2, _CMP_LT_OQ);                           \
+            /* (2/3 + 2/5 s2) + s2^2 (2/7 + 2/9 s2); den s^2 + q s^3 rest = s^2 (den + (q s) rest) */ \
+            __m512d rest = _mm512_fmadd_pd(_mm512_mul_pd(s2, s2), _mm512_fmadd_pd(s2, c9, c7), _mm512_fmadd_pd(s2, c5, c3)); \
+            __m512d term = _mm512_mul_pd(s2, _mm512_fmadd_pd(_mm512_mul_pd(qp, sp), rest, dp));  \
+            f = _mm512_mask_add_pd(f, near, f, term);                                             \
+            __mmask8 far = (__mmask8)~near;                                                       \
+            farmask[vp + 1] = far;                                                                \
+            nfar |= far;                                                                          \
+        } while (0)
         for (Py_ssize_t i = lo; i < hi; i += 8) {
             __m512d a = _mm512_cvtps_pd(_mm256_loadu_ps(x + i)), b = _mm512_cvtps_pd(_mm256_loadu_ps(y + i));
             __m512d ax = _mm512_max_pd(_mm512_sub_pd(a, xlo), xfl), ay = _mm512_max_pd(_mm512_sub_pd(b, ylo), yfl);
             __m512d qq = _mm512_mul_pd(c, ax), den = _mm512_add_pd(qq, ay), rd;
             sax = _mm512_add_pd(sax, ax); say = _mm512_add_pd(say, ay);
             RCP1(den, rd);
-            __m512d s = QUOT(_mm512_sub_pd(qq, ay), den, rd), s2 = _mm512_mul_pd(s, s);
-            __mmask8 near = _mm512_cmp_pd_mask(s2, bound2, _CMP_LT_OQ);
-            /* (2/3 + 2/5 s2) + s2^2 (2/7 + 2/9 s2), and den s^2 + q s^3 rest = s^2 (den + (q s) rest) */
-            __m512d rest = _mm512_fmadd_pd(_mm512_mul_pd(s2, s2), _mm512_fmadd_pd(s2, c9, c7), _mm512_fmadd_pd(s2, c5, c3));
-            __m512d term = _mm512_mul_pd(s2, _mm512_fmadd_pd(_mm512_mul_pd(qq, s), rest, den));
-            f = _mm512_mask_add_pd(f, near, f, term);
-            __mmask8 far = (__mmask8)~near;
-            farmask[(i - lo) >> 3] = far;
-            nfar |= far;
+            __m512d s = QUOT(_mm512_sub_pd(qq, ay), den, rd);
+            KL_FINISH;
+            sp = s; qp = qq; dp = den; vp = (i - lo) >> 3;
         }
+        KL_FINISH;
+#undef KL_FINISH
         if (nfar) {  /* the far elements' (q, ay), packed, then their logarithms 8 at a time */
             Py_ssize_t nf = 0;
             for (Py_ssize_t v = 0; v < (hi - lo) >> 3; v++) {
-                __mmask8 m = farmask[v];
+                __mmask8 m = farmask[v + 1];
                 if (!m)
                     continue;
                 Py_ssize_t i = lo + v * 8;
