@@ -359,14 +359,14 @@ AVX512 static void kl_avx512(const float *x, const float *y, Py_ssize_t n, const
                   c9 = _mm512_set1_pd(2.0 / 9);
     __m512d sax = zero, say = zero, f = zero;
     double fextra = 0;
-    unsigned char farmask[BLOCK / 8 + 1];  /* [0]: the pipeline's empty first turn */
+    __mmask8 nearmask[BLOCK / 8 + 1];  /* [0]: the pipeline's empty first turn */
     double fq[BLOCK + 8], fa[BLOCK + 8];
     Py_ssize_t full = n & ~(Py_ssize_t)7;
     for (Py_ssize_t lo = 0; lo < full; lo += BLOCK) {
         Py_ssize_t hi = full - lo > BLOCK ? lo + BLOCK : full;
         /* software-pipelined: each turn starts the quotient s of 8 elements and finishes the 8
            before (whose s is ready by then), so fewer instructions wait in the scheduler */
-        __mmask8 nfar = 0;
+        __mmask8 allnear = 0xff;
         __m512d sp = zero, qp = zero, dp = zero;
         Py_ssize_t vp = -1;
 #define KL_FINISH                                                                                 \
@@ -377,9 +377,8 @@ AVX512 static void kl_avx512(const float *x, const float *y, Py_ssize_t n, const
             __m512d rest = _mm512_fmadd_pd(_mm512_mul_pd(s2, s2), _mm512_fmadd_pd(s2, c9, c7), _mm512_fmadd_pd(s2, c5, c3)); \
             __m512d term = _mm512_mul_pd(s2, _mm512_fmadd_pd(_mm512_mul_pd(qp, sp), rest, dp));  \
             f = _mm512_mask_add_pd(f, near, f, term);                                             \
-            __mmask8 far = (__mmask8)~near;                                                       \
-            farmask[vp + 1] = far;                                                                \
-            nfar |= far;                                                                          \
+            _store_mask8(&nearmask[vp + 1], near);  /* a store, no arithmetic */                  \
+            allnear = _kand_mask8(allnear, near);                                                 \
         } while (0)
         for (Py_ssize_t i = lo; i < hi; i += 8) {
             __m512d a = _mm512_cvtps_pd(_mm256_loadu_ps(x + i)), b = _mm512_cvtps_pd(_mm256_loadu_ps(y + i));
@@ -393,10 +392,10 @@ AVX512 static void kl_avx512(const float *x, const float *y, Py_ssize_t n, const
         }
         KL_FINISH;
 #undef KL_FINISH
-        if (nfar) {  /* the far elements' (q, ay), packed, then their logarithms 8 at a time */
+        if (allnear != 0xff) {  /* the far elements' (q, ay), packed, then their logarithms 8 at a time */
             Py_ssize_t nf = 0;
             for (Py_ssize_t v = 0; v < (hi - lo) >> 3; v++) {
-                __mmask8 m = farmask[v + 1];
+                __mmask8 m = (__mmask8)~nearmask[v + 1];
                 if (!m)
                     continue;
                 Py_ssize_t i = lo + v * 8;
