@@ -1,7 +1,7 @@
 """Per-element cost of the metrics of one pair: compiled kernel against the numpy fallback.
 
-All ten metrics (the KL walk included) of 16M float32 element pairs in memory, one core, best of
---rounds, for pairs shaped like real ones. The KL divergence takes its fast series where the two
+All ten metrics (the KL walk included) of 16M float32 element pairs in memory, CPU time of one core,
+best of --rounds, for pairs shaped like real ones. The KL divergence takes its fast series where the two
 sides' scaled values are within ~20% of each other and a logarithm elsewhere, so the kinds differ
 in how many elements need the logarithm (the `far` column).
 
@@ -59,9 +59,11 @@ def base_metrics(tui: str):
 
 
 def timed(module, x: np.ndarray, y: np.ndarray) -> float:
-    start = time.perf_counter()
+    """CPU seconds of this process (one thread computes): on a machine shared with other work,
+    wall time counts their turns too."""
+    start = time.process_time()
     module.compare_arrays(x, y)
-    return time.perf_counter() - start
+    return time.process_time() - start
 
 
 def main() -> None:
@@ -74,7 +76,7 @@ def main() -> None:
     if kernel is None:
         raise SystemExit("the compiled kernel is not built: nothing to compare the fallback with")
     base = base_metrics(args.base_tui) if args.base_tui else None
-    print(f"{args.n:,} float32 element pairs, all metrics, ns per element on one core, best of "
+    print(f"{args.n:,} float32 element pairs, all metrics, CPU ns per element on one core, best of "
           f"{args.rounds} rounds (run by run alternating); load average {os.getloadavg()[0]:.1f}")
     print(f"{'pair':26s} {'kernel':>7s} {'numpy':>7s} {'ratio':>6s}"
           + (f" {'base':>7s} {'ratio':>6s}" if base else "") + f" {'far':>5s}")

@@ -82,6 +82,19 @@ def test_nan_goes_to_the_chunked_path():
         M._kernel.pair(np.ones(3), np.ones(3))
 
 
+@needs_kernel
+@pytest.mark.parametrize("where", [0, 70_000, 131_071, 140_000])  # first unit, a later one, a unit's end, the tail
+def test_nan_or_inf_anywhere_is_seen(loops, where):
+    """The AVX-512 walk flags NaN/inf by the sums (a float64 sum of float32 values does not overflow)."""
+    x = np.full(140_007, np.float32(3e38))  # the largest finite values are not taken for inf
+    x[1::2] = np.float32(-3.4e38)
+    assert M._kernel.pair(x, x) is not None
+    for bad in ([np.inf], [np.nan], [np.inf, -np.inf]):
+        y = x.copy()
+        y[where:where + len(bad)] = bad
+        assert M._kernel.pair(x, y) is None and M._kernel.pair(y, x) is None
+
+
 def varied_pairs(n):
     """(npu, golden) shaped like real ones (benchmarks/bench_metrics.py's kinds) and the degenerate ones."""
     rng = np.random.default_rng(14)

@@ -145,17 +145,18 @@ DEFINE_KL(kl_d, double)
  * pair(x, y, kl, threads) -> None when either side holds NaN/inf (metrics.py then takes its
  * chunked path), else (the 16 fields of moments, notclose, sax, say, f, sx0, sy0).
  *
- * Two walks over the data, the second the only one that computes: a prepass in float32 lanes
- * (each side's min, max and an estimate of its sum, in float32 within a block of 2048 elements,
- * summed across blocks in float64; a NaN/inf flag) gives the KL walk its scaling, and then one
- * loop per block feeds every sum of moments() and kl() from one load of each element: products,
- * differences and sums in float64 lanes, as exact as moments()/kl() (the estimate of the sums
- * only sets kl's c, whose error the closing term in metrics._kl_finish cancels). Divisions take
- * a reciprocal estimate and Newton steps (vdivpd costs 16 cycles per 8 lanes): for the KL s that
- * is within an ulp or two; for r = |x/y - 1| the counts over 0.1% / 0.5% must be those of the
- * correctly rounded quotient, so a block with any r within 1e-14 of a threshold is counted again
- * with the division itself. KL elements beyond the series (|s| >= bound) are gathered per block
- * and take vlog, as in kl().
+ * Two walks over the data; the KL walk needs each side's min and max (its scaling) before it starts.
+ * AVX-512: the first walk makes every field but the KL's, in float64 lanes (products, differences
+ * and sums as exact as moments()), the extremes in float32 lanes (exact there), and the exact sums
+ * x and y, which also flag a NaN/inf; the second, only where kl, makes the KL's three sums. Each
+ * walk has its own registers (one loop holding all the running values spilled them). Portable:
+ * a prepass (pre_scalar) for the extremes and the sums, then moments() and kl() per unit.
+ * Divisions take a reciprocal estimate, Newton steps and a correction of the quotient (vdivpd
+ * costs 16 cycles per 8 lanes): for the KL s that is within an ulp; r = |x/y - 1| is that of the
+ * correctly rounded quotient but in the rarest cases, and for the counts over 0.1% / 0.5%, which
+ * must be those of the division, a block with any r within 1e-14 of a threshold is counted again
+ * with the division itself. KL elements beyond the series (|s| >= bound) are packed per block
+ * and take the logarithm 8 lanes at a time (vlog8; portable: vlog one by one, as in kl()).
  *
  * The data are cut in units of UNIT elements; each unit's sums are made by one thread and the
  * units' sums added in unit order, so the result does not depend on the number of threads.
@@ -208,107 +209,120 @@ static void fused_portable(const float *x, const float *y, Py_ssize_t n, const d
 #include <immintrin.h>
 #define AVX512 __attribute__((target("avx512f,avx512dq,fma,popcnt")))
 
-AVX512 static void pre_avx512(const float *x, const float *y, Py_ssize_t n, Pre *p)
+/* 1/v to about 2^-28: the 14-bit estimate and one Newton step; RCP2, two steps: about 2^-53. Every
+ * quotient below takes one more correction step on the quotient itself, q + (a - v q)/v: after RCP1
+ * within an ulp, after RCP2 the correctly rounded quotient but in the rarest cases. */
+#define RCP1(v, out) do { __m512d r_ = _mm512_rcp14_pd(v);                                       \
+        out = _mm512_fmadd_pd(r_, _mm512_fnmadd_pd(v, r_, one), r_); } while (0)
+#define RCP2(v, out) do { RCP1(v, out); out = _mm512_fmadd_pd(out, _mm512_fnmadd_pd(v, out, one), out); } while (0)
+#define QUOT(a, v, rv) _mm512_fmadd_pd(_mm512_fnmadd_pd(v, _mm512_mul_pd(a, rv), a), rv, _mm512_mul_pd(a, rv))
+
+/* vlog() in 8 lanes, the same steps (the series by FMAs, the quotient t by RCP1 and QUOT). */
+AVX512 static inline __m512d vlog8(__m512d z)
 {
-    __m512 xmn = _mm512_set1_ps(INFINITY), xmx = _mm512_set1_ps(-INFINITY);
-    __m512 ymn = xmn, ymx = xmx;
-    __m512i bad = _mm512_setzero_si512();
-    double sx = 0, sy = 0;
-    Py_ssize_t i = 0, full = n & ~(Py_ssize_t)15;
-    while (i < full) {
-        Py_ssize_t hi = full - i > BLOCK ? i + BLOCK : full;
-        __m512 fx = _mm512_setzero_ps(), fy = _mm512_setzero_ps();
-        for (; i < hi; i += 16) {
-            __m512 a = _mm512_loadu_ps(x + i), b = _mm512_loadu_ps(y + i);
-            xmn = _mm512_min_ps(xmn, a); xmx = _mm512_max_ps(xmx, a);
-            ymn = _mm512_min_ps(ymn, b); ymx = _mm512_max_ps(ymx, b);
-            fx = _mm512_add_ps(fx, a); fy = _mm512_add_ps(fy, b);
-            bad = _mm512_or_si512(bad, _mm512_castps_si512(_mm512_add_ps(_mm512_sub_ps(a, a), _mm512_sub_ps(b, b))));
-        }
-        sx += _mm512_reduce_add_pd(_mm512_add_pd(_mm512_cvtps_pd(_mm512_castps512_ps256(fx)),
-                                                 _mm512_cvtps_pd(_mm512_extractf32x8_ps(fx, 1))));
-        sy += _mm512_reduce_add_pd(_mm512_add_pd(_mm512_cvtps_pd(_mm512_castps512_ps256(fy)),
-                                                 _mm512_cvtps_pd(_mm512_extractf32x8_ps(fy, 1))));
-    }
-    Pre t;
-    pre_scalar(x + full, y + full, n - full, &t);
-    double a;
-    *p = (Pre){(a = _mm512_reduce_min_ps(xmn)) < t.xmin ? a : t.xmin, (a = _mm512_reduce_max_ps(xmx)) > t.xmax ? a : t.xmax,
-               (a = _mm512_reduce_min_ps(ymn)) < t.ymin ? a : t.ymin, (a = _mm512_reduce_max_ps(ymx)) > t.ymax ? a : t.ymax,
-               sx + t.sx, sy + t.sy, t.bad || _mm512_test_epi32_mask(bad, bad) != 0};
+    const __m512d one = _mm512_set1_pd(1.0);
+    __m512i b = _mm512_castpd_si512(z);
+    __m512d m = _mm512_castsi512_pd(_mm512_or_si512(_mm512_and_si512(b, _mm512_set1_epi64(0x000fffffffffffffLL)),
+                                                    _mm512_set1_epi64(0x3ff0000000000000LL)));
+    __m512d e = _mm512_castsi512_pd(_mm512_or_si512(_mm512_srli_epi64(b, 52), _mm512_set1_epi64(0x4330000000000000LL)));
+    __mmask8 above = _mm512_cmp_pd_mask(m, _mm512_set1_pd(1.4142135623730951), _CMP_GT_OQ);
+    m = _mm512_mask_mul_pd(m, above, m, _mm512_set1_pd(0.5));
+    __m512d k = _mm512_sub_pd(e, _mm512_set1_pd(4503599627370496.0 + 1023.0));
+    k = _mm512_mask_add_pd(k, above, k, one);
+    __m512d num = _mm512_sub_pd(m, one), den = _mm512_add_pd(m, one), rd;
+    RCP1(den, rd);
+    __m512d t = QUOT(num, den, rd), t2 = _mm512_mul_pd(t, t);
+    __m512d p = _mm512_fmadd_pd(t2, _mm512_set1_pd(1.0 / 17), _mm512_set1_pd(1.0 / 15));
+    p = _mm512_fmadd_pd(t2, p, _mm512_set1_pd(1.0 / 13));
+    p = _mm512_fmadd_pd(t2, p, _mm512_set1_pd(1.0 / 11));
+    p = _mm512_fmadd_pd(t2, p, _mm512_set1_pd(1.0 / 9));
+    p = _mm512_fmadd_pd(t2, p, _mm512_set1_pd(1.0 / 7));
+    p = _mm512_fmadd_pd(t2, p, _mm512_set1_pd(1.0 / 5));
+    p = _mm512_fmadd_pd(t2, p, _mm512_set1_pd(1.0 / 3));
+    p = _mm512_fmadd_pd(t2, p, one);
+    __m512d lo = _mm512_fmadd_pd(k, _mm512_set1_pd(1.90821492927058770002e-10), _mm512_mul_pd(_mm512_add_pd(t, t), p));
+    return _mm512_fmadd_pd(k, _mm512_set1_pd(6.93147180369123816490e-01), lo);
 }
 
-/* 1/v to about 2^-52: the 14-bit estimate and two Newton steps */
-#define RCP(v, out) do { __m512d r_ = _mm512_rcp14_pd(v);                                        \
-        r_ = _mm512_fmadd_pd(r_, _mm512_fnmadd_pd(v, r_, one), r_);                              \
-        out = _mm512_fmadd_pd(r_, _mm512_fnmadd_pd(v, r_, one), r_); } while (0)
+/* The KL terms q ln(q/ay) - q + ay of n gathered pairs (q, ay), 8 at a time; the buffers hold
+ * n rounded up to 8 (the padding 1.0, whose term is 0). */
+AVX512 static double far_terms(const double *fq, const double *fa, Py_ssize_t n)
+{
+    const __m512d one = _mm512_set1_pd(1.0);
+    __m512d g = _mm512_setzero_pd();
+    for (Py_ssize_t j = 0; j < n; j += 8) {
+        __m512d q = _mm512_loadu_pd(fq + j), ay = _mm512_loadu_pd(fa + j), ra;
+        RCP1(ay, ra);
+        __m512d l = vlog8(QUOT(q, ay, ra));
+        g = _mm512_add_pd(g, _mm512_add_pd(_mm512_fmsub_pd(q, l, q), ay));
+    }
+    return _mm512_reduce_add_pd(g);
+}
 
-AVX512 static void fused_avx512(const float *x, const float *y, Py_ssize_t n, const double p[6], int kl,
-                                double *o)
+/* Walk 1 of a unit, AVX-512: every field but the KL's (those 0), in float64 lanes, the extremes in
+ * float32 lanes (exact there); and the unit's Pre: its extremes, its exact sums, and `bad` from
+ * the sums, which a NaN or an inf in the unit makes NaN or inf (a float64 sum of float32 values
+ * cannot overflow). */
+#define COUNT_R(m) do {                                                                          \
+    cnt = _mm512_mask_add_epi64(cnt, _mm512_mask_cmp_pd_mask(m, r, h1t, _CMP_GT_OQ), cnt, _mm512_set1_epi64(1LL << 12)); \
+    cnt = _mm512_mask_add_epi64(cnt, _mm512_mask_cmp_pd_mask(m, r, l1t, _CMP_GT_OQ), cnt, _mm512_set1_epi64(1LL << 24)); \
+    cnt = _mm512_mask_add_epi64(cnt, _mm512_mask_cmp_pd_mask(m, r, h5t, _CMP_GT_OQ), cnt, _mm512_set1_epi64(1LL << 36)); \
+    cnt = _mm512_mask_add_epi64(cnt, _mm512_mask_cmp_pd_mask(m, r, l5t, _CMP_GT_OQ), cnt, _mm512_set1_epi64(1LL << 48)); \
+    } while (0)
+AVX512 static void moments_avx512(const float *x, const float *y, Py_ssize_t n, Pre *pre, double *o)
 {
     const __m512d one = _mm512_set1_pd(1.0), zero = _mm512_setzero_pd();
     const __m512d absmask = _mm512_castsi512_pd(_mm512_set1_epi64(0x7fffffffffffffffLL));
-    const __m512d eps = _mm512_set1_pd(DBL_EPSILON), band = _mm512_set1_pd(1e-14);
-    const __m512d t1 = _mm512_set1_pd(0.001), t5 = _mm512_set1_pd(0.005);
+    const __m512d eps = _mm512_set1_pd(DBL_EPSILON);
+    const __m512d h1t = _mm512_set1_pd(0.001 + 1e-14), l1t = _mm512_set1_pd(0.001 - 1e-14);
+    const __m512d h5t = _mm512_set1_pd(0.005 + 1e-14), l5t = _mm512_set1_pd(0.005 - 1e-14);
     const __m512d rtol = _mm512_set1_pd(1e-3), atol = _mm512_set1_pd(1e-8);
-    const __m512d xlo = _mm512_set1_pd(p[0]), xfl = _mm512_set1_pd(p[1]), ylo = _mm512_set1_pd(p[2]);
-    const __m512d yfl = _mm512_set1_pd(p[3]), c = _mm512_set1_pd(p[4]), bound = _mm512_set1_pd(p[5]);
-    const __m512d c3 = _mm512_set1_pd(2.0 / 3), c5 = _mm512_set1_pd(2.0 / 5), c7 = _mm512_set1_pd(2.0 / 7),
-                  c9 = _mm512_set1_pd(2.0 / 9);
     __m512d sxy = zero, sxx = zero, syy = zero, sx = zero, sy = zero, sdd = zero, sad = zero, mad = zero;
-    __m512d srel = zero, mrel = zero, sax = zero, say = zero, f = zero;
-    __m512d xmn = _mm512_set1_pd(INFINITY), xmx = _mm512_set1_pd(-INFINITY), ymn = xmn, ymx = xmx;
-    double over1 = 0, over5 = 0, notclose = 0, fextra = 0;
-    unsigned char farmask[BLOCK / 8];
-    int idx[BLOCK];
-    Py_ssize_t full = n & ~(Py_ssize_t)7;
+    __m512d srel = zero, mrel = zero;
+    __m512 xmn = _mm512_set1_ps(INFINITY), xmx = _mm512_set1_ps(-INFINITY), ymn = xmn, ymx = xmx;
+    double over1 = 0, over5 = 0, notclose = 0;
+    Py_ssize_t full = n & ~(Py_ssize_t)15;
     for (Py_ssize_t lo = 0; lo < full; lo += BLOCK) {
         Py_ssize_t hi = full - lo > BLOCK ? lo + BLOCK : full;
-        long amb = 0, nfar = 0;
-        __m512d o1v = zero, o5v = zero, ncv = zero;
-        for (Py_ssize_t i = lo; i < hi; i += 8) {
-            __m512d a = _mm512_cvtps_pd(_mm256_loadu_ps(x + i)), b = _mm512_cvtps_pd(_mm256_loadu_ps(y + i));
-            sxy = _mm512_fmadd_pd(a, b, sxy); sxx = _mm512_fmadd_pd(a, a, sxx); syy = _mm512_fmadd_pd(b, b, syy);
-            sx = _mm512_add_pd(sx, a); sy = _mm512_add_pd(sy, b);
-            xmn = _mm512_min_pd(xmn, a); xmx = _mm512_max_pd(xmx, a);
-            ymn = _mm512_min_pd(ymn, b); ymx = _mm512_max_pd(ymx, b);
-            __m512d d = _mm512_sub_pd(a, b), ad = _mm512_and_pd(d, absmask), ab = _mm512_and_pd(b, absmask);
-            sdd = _mm512_fmadd_pd(d, d, sdd); sad = _mm512_add_pd(sad, ad); mad = _mm512_max_pd(mad, ad);
-            __mmask8 ncm = _mm512_cmp_pd_mask(ad, _mm512_add_pd(_mm512_mul_pd(ab, rtol), atol), _CMP_GT_OQ);
-            ncv = _mm512_mask_add_pd(ncv, ncm, ncv, one);
-            __mmask8 nz = _mm512_cmp_pd_mask(ab, eps, _CMP_GT_OQ);
-            __m512d rb, q;
-            RCP(b, rb);
-            q = _mm512_mul_pd(a, rb);
-            q = _mm512_fmadd_pd(_mm512_fnmadd_pd(b, q, a), rb, q);  /* a correction step: within an ulp */
-            __m512d r = _mm512_and_pd(_mm512_sub_pd(q, one), absmask);
-            srel = _mm512_mask_add_pd(srel, nz, srel, r); mrel = _mm512_mask_max_pd(mrel, nz, mrel, r);
-            __mmask8 h1 = _mm512_mask_cmp_pd_mask(nz, r, _mm512_add_pd(t1, band), _CMP_GT_OQ);
-            __mmask8 l1 = _mm512_mask_cmp_pd_mask(nz, r, _mm512_sub_pd(t1, band), _CMP_GT_OQ);
-            __mmask8 h5 = _mm512_mask_cmp_pd_mask(nz, r, _mm512_add_pd(t5, band), _CMP_GT_OQ);
-            __mmask8 l5 = _mm512_mask_cmp_pd_mask(nz, r, _mm512_sub_pd(t5, band), _CMP_GT_OQ);
-            o1v = _mm512_mask_add_pd(o1v, h1, o1v, one); o5v = _mm512_mask_add_pd(o5v, h5, o5v, one);
-            amb |= (h1 ^ l1) | (h5 ^ l5);
-            if (kl) {
-                __m512d ax = _mm512_max_pd(_mm512_sub_pd(a, xlo), xfl), ay = _mm512_max_pd(_mm512_sub_pd(b, ylo), yfl);
-                __m512d qq = _mm512_mul_pd(c, ax), den = _mm512_add_pd(qq, ay), rd;
-                sax = _mm512_add_pd(sax, ax); say = _mm512_add_pd(say, ay);
-                RCP(den, rd);
-                __m512d s = _mm512_mul_pd(_mm512_sub_pd(qq, ay), rd), s2 = _mm512_mul_pd(s, s);
-                __mmask8 near = _mm512_cmp_pd_mask(_mm512_and_pd(s, absmask), bound, _CMP_LT_OQ);
-                __m512d rest = _mm512_fmadd_pd(s2, c9, c7);
-                rest = _mm512_fmadd_pd(s2, rest, c5);
-                rest = _mm512_fmadd_pd(s2, rest, c3);
-                rest = _mm512_mul_pd(_mm512_mul_pd(s, s2), rest);
-                __m512d term = _mm512_fmadd_pd(den, s2, _mm512_mul_pd(qq, rest));
-                f = _mm512_mask_add_pd(f, near, f, term);
-                __mmask8 far = (__mmask8)~near;
-                farmask[(i - lo) >> 3] = far;
-                nfar |= far;
+        /* five counts in one int64 lane each, 12 bits apiece (a block holds 2048 elements): notclose,
+           r over 0.1% + 1e-14, over 0.1% - 1e-14, over 0.5% + 1e-14, over 0.5% - 1e-14 */
+        __m512i cnt = _mm512_setzero_si512();
+        __m512d qp = one;
+        __mmask8 nzp = 0;
+        for (Py_ssize_t i = lo; i < hi; i += 16) {
+            __m512 fa = _mm512_loadu_ps(x + i), fb = _mm512_loadu_ps(y + i);
+            xmn = _mm512_min_ps(xmn, fa); xmx = _mm512_max_ps(xmx, fa);
+            ymn = _mm512_min_ps(ymn, fb); ymx = _mm512_max_ps(ymx, fb);
+            for (int h = 0; h < 16; h += 8) {
+                __m512d a = _mm512_cvtps_pd(_mm256_loadu_ps(x + i + h)), b = _mm512_cvtps_pd(_mm256_loadu_ps(y + i + h));
+                sxy = _mm512_fmadd_pd(a, b, sxy); sxx = _mm512_fmadd_pd(a, a, sxx); syy = _mm512_fmadd_pd(b, b, syy);
+                sx = _mm512_add_pd(sx, a); sy = _mm512_add_pd(sy, b);
+                __m512d d = _mm512_sub_pd(a, b), ad = _mm512_and_pd(d, absmask), ab = _mm512_and_pd(b, absmask);
+                sdd = _mm512_fmadd_pd(d, d, sdd); sad = _mm512_add_pd(sad, ad); mad = _mm512_max_pd(mad, ad);
+                __mmask8 ncm = _mm512_cmp_pd_mask(ad, _mm512_add_pd(_mm512_mul_pd(ab, rtol), atol), _CMP_GT_OQ);
+                cnt = _mm512_mask_add_epi64(cnt, ncm, cnt, _mm512_set1_epi64(1));
+                __mmask8 nz = _mm512_cmp_pd_mask(ab, eps, _CMP_GT_OQ);
+                __m512d rb;
+                RCP2(b, rb);  /* r as numpy's, to the last bit: Σr of x within ulps of y stays exact */
+                __m512d q = QUOT(a, b, rb);
+                /* software-pipelined: r, its sums and counts are those of the 8 elements before */
+                __m512d r = _mm512_and_pd(_mm512_sub_pd(qp, one), absmask);
+                __mmask8 nzr = nzp;
+                qp = q; nzp = nz;
+                srel = _mm512_mask_add_pd(srel, nzr, srel, r); mrel = _mm512_mask_max_pd(mrel, nzr, mrel, r);
+                /* the counts over t + 1e-14 and over t - 1e-14: where they differ, an r is too near t */
+                COUNT_R(nzr);
             }
         }
-        double o1 = _mm512_reduce_add_pd(o1v), o5 = _mm512_reduce_add_pd(o5v), nc = _mm512_reduce_add_pd(ncv);
-        if (amb) {  /* an r within 1e-14 of a threshold: count this block with the division itself */
+        {  /* the last 8 of the block */
+            __m512d r = _mm512_and_pd(_mm512_sub_pd(qp, one), absmask);
+            srel = _mm512_mask_add_pd(srel, nzp, srel, r); mrel = _mm512_mask_max_pd(mrel, nzp, mrel, r);
+            COUNT_R(nzp);
+        }
+        long long all = _mm512_reduce_add_epi64(cnt);
+        double nc = (double)(all & 0xfff), o1 = (double)(all >> 12 & 0xfff), o5 = (double)(all >> 36 & 0xfff);
+        if (o1 != (double)(all >> 24 & 0xfff) || o5 != (double)(all >> 48 & 0xfff)) {
+            /* an r within 1e-14 of a threshold: count this block with the division itself */
             o1 = o5 = 0;
             for (Py_ssize_t i = lo; i < hi; i++) {
                 double a = x[i], b = y[i], r = fabs(b) > DBL_EPSILON ? fabs(a / b - 1.0) : 0.0;
@@ -316,26 +330,9 @@ AVX512 static void fused_avx512(const float *x, const float *y, Py_ssize_t n, co
             }
         }
         over1 += o1; over5 += o5; notclose += nc;
-        if (nfar) {
-            Py_ssize_t nf = 0;
-            for (Py_ssize_t v = 0; v < (hi - lo) >> 3; v++)
-                for (unsigned m = farmask[v]; m; m &= m - 1)
-                    idx[nf++] = (int)(lo + v * 8 + __builtin_ctz(m));
-            const double xl = p[0], xf = p[1], yl = p[2], yf = p[3], cc = p[4];
-            double g = 0;
-            for (Py_ssize_t j = 0; j < nf; j++) {
-                Py_ssize_t i = idx[j];
-                double ax = x[i] - xl, ay = y[i] - yl;
-                ax = ax > xf ? ax : xf;
-                ay = ay > yf ? ay : yf;
-                double q = cc * ax;
-                g += q * vlog(q / ay) - q + ay;
-            }
-            fextra += g;
-        }
     }
     double t[NFUSED];
-    fused_portable(x + full, y + full, n - full, p, kl, t);  /* the last < 8 elements */
+    fused_portable(x + full, y + full, n - full, NULL, 0, t);  /* the last < 16 elements */
     o[F_SXY] = _mm512_reduce_add_pd(sxy) + t[F_SXY]; o[F_SXX] = _mm512_reduce_add_pd(sxx) + t[F_SXX];
     o[F_SYY] = _mm512_reduce_add_pd(syy) + t[F_SYY]; o[F_SX] = _mm512_reduce_add_pd(sx) + t[F_SX];
     o[F_SY] = _mm512_reduce_add_pd(sy) + t[F_SY]; o[F_SDD] = _mm512_reduce_add_pd(sdd) + t[F_SDD];
@@ -343,13 +340,80 @@ AVX512 static void fused_avx512(const float *x, const float *y, Py_ssize_t n, co
     double v;
     o[F_MAD] = (v = _mm512_reduce_max_pd(mad)) > t[F_MAD] ? v : t[F_MAD];
     o[F_MREL] = (v = _mm512_reduce_max_pd(mrel)) > t[F_MREL] ? v : t[F_MREL];
-    o[F_XMIN] = (v = _mm512_reduce_min_pd(xmn)) < t[F_XMIN] ? v : t[F_XMIN];
-    o[F_XMAX] = (v = _mm512_reduce_max_pd(xmx)) > t[F_XMAX] ? v : t[F_XMAX];
-    o[F_YMIN] = (v = _mm512_reduce_min_pd(ymn)) < t[F_YMIN] ? v : t[F_YMIN];
-    o[F_YMAX] = (v = _mm512_reduce_max_pd(ymx)) > t[F_YMAX] ? v : t[F_YMAX];
+    o[F_XMIN] = (v = _mm512_reduce_min_ps(xmn)) < t[F_XMIN] ? v : t[F_XMIN];
+    o[F_XMAX] = (v = _mm512_reduce_max_ps(xmx)) > t[F_XMAX] ? v : t[F_XMAX];
+    o[F_YMIN] = (v = _mm512_reduce_min_ps(ymn)) < t[F_YMIN] ? v : t[F_YMIN];
+    o[F_YMAX] = (v = _mm512_reduce_max_ps(ymx)) > t[F_YMAX] ? v : t[F_YMAX];
     o[F_OVER1] = over1 + t[F_OVER1]; o[F_OVER5] = over5 + t[F_OVER5]; o[F_NOTCLOSE] = notclose + t[F_NOTCLOSE];
-    o[F_SAX] = _mm512_reduce_add_pd(sax) + t[F_SAX]; o[F_SAY] = _mm512_reduce_add_pd(say) + t[F_SAY];
-    o[F_F] = _mm512_reduce_add_pd(f) + fextra + t[F_F];
+    o[F_SAX] = o[F_SAY] = o[F_F] = 0;
+    *pre = (Pre){o[F_XMIN], o[F_XMAX], o[F_YMIN], o[F_YMAX], o[F_SX], o[F_SY], !isfinite(o[F_SX] + o[F_SY])};
+}
+
+/* Walk 2 of a unit, AVX-512: the KL's three sums into o. */
+AVX512 static void kl_avx512(const float *x, const float *y, Py_ssize_t n, const double p[6], double *o)
+{
+    const __m512d one = _mm512_set1_pd(1.0), zero = _mm512_setzero_pd();
+    const __m512d xlo = _mm512_set1_pd(p[0]), xfl = _mm512_set1_pd(p[1]), ylo = _mm512_set1_pd(p[2]);
+    const __m512d yfl = _mm512_set1_pd(p[3]), c = _mm512_set1_pd(p[4]), bound2 = _mm512_set1_pd(p[5] * p[5]);
+    const __m512d c3 = _mm512_set1_pd(2.0 / 3), c5 = _mm512_set1_pd(2.0 / 5), c7 = _mm512_set1_pd(2.0 / 7),
+                  c9 = _mm512_set1_pd(2.0 / 9);
+    __m512d sax = zero, say = zero, f = zero;
+    double fextra = 0;
+    __mmask8 nearmask[BLOCK / 8 + 1];  /* [0]: the pipeline's empty first turn */
+    double fq[BLOCK + 8], fa[BLOCK + 8];
+    Py_ssize_t full = n & ~(Py_ssize_t)7;
+    for (Py_ssize_t lo = 0; lo < full; lo += BLOCK) {
+        Py_ssize_t hi = full - lo > BLOCK ? lo + BLOCK : full;
+        /* software-pipelined: each turn starts the quotient s of 8 elements and finishes the 8
+           before (whose s is ready by then), so fewer instructions wait in the scheduler */
+        __mmask8 allnear = 0xff;
+        __m512d sp = zero, qp = zero, dp = zero;
+        Py_ssize_t vp = -1;
+#define KL_FINISH                                                                                 \
+        do {                                                                                      \
+            __m512d s2 = _mm512_mul_pd(sp, sp);                                                   \
+            __mmask8 near = _mm512_cmp_pd_mask(s2, bound2, _CMP_LT_OQ);                           \
+            /* (2/3 + 2/5 s2) + s2^2 (2/7 + 2/9 s2); den s^2 + q s^3 rest = s^2 (den + (q s) rest) */ \
+            __m512d rest = _mm512_fmadd_pd(_mm512_mul_pd(s2, s2), _mm512_fmadd_pd(s2, c9, c7), _mm512_fmadd_pd(s2, c5, c3)); \
+            __m512d term = _mm512_mul_pd(s2, _mm512_fmadd_pd(_mm512_mul_pd(qp, sp), rest, dp));  \
+            f = _mm512_mask_add_pd(f, near, f, term);                                             \
+            _store_mask8(&nearmask[vp + 1], near);  /* a store, no arithmetic */                  \
+            allnear = _kand_mask8(allnear, near);                                                 \
+        } while (0)
+        for (Py_ssize_t i = lo; i < hi; i += 8) {
+            __m512d a = _mm512_cvtps_pd(_mm256_loadu_ps(x + i)), b = _mm512_cvtps_pd(_mm256_loadu_ps(y + i));
+            __m512d ax = _mm512_max_pd(_mm512_sub_pd(a, xlo), xfl), ay = _mm512_max_pd(_mm512_sub_pd(b, ylo), yfl);
+            __m512d qq = _mm512_mul_pd(c, ax), den = _mm512_add_pd(qq, ay), rd;
+            sax = _mm512_add_pd(sax, ax); say = _mm512_add_pd(say, ay);
+            RCP1(den, rd);
+            __m512d s = QUOT(_mm512_sub_pd(qq, ay), den, rd);
+            KL_FINISH;
+            sp = s; qp = qq; dp = den; vp = (i - lo) >> 3;
+        }
+        KL_FINISH;
+#undef KL_FINISH
+        if (allnear != 0xff) {  /* the far elements' (q, ay), packed, then their logarithms 8 at a time */
+            Py_ssize_t nf = 0;
+            for (Py_ssize_t v = 0; v < (hi - lo) >> 3; v++) {
+                __mmask8 m = (__mmask8)~nearmask[v + 1];
+                if (!m)
+                    continue;
+                Py_ssize_t i = lo + v * 8;
+                __m512d a = _mm512_cvtps_pd(_mm256_loadu_ps(x + i)), b = _mm512_cvtps_pd(_mm256_loadu_ps(y + i));
+                __m512d ax = _mm512_max_pd(_mm512_sub_pd(a, xlo), xfl), ay = _mm512_max_pd(_mm512_sub_pd(b, ylo), yfl);
+                _mm512_storeu_pd(fq + nf, _mm512_maskz_compress_pd(m, _mm512_mul_pd(c, ax)));
+                _mm512_storeu_pd(fa + nf, _mm512_maskz_compress_pd(m, ay));
+                nf += __builtin_popcount(m);
+            }
+            _mm512_storeu_pd(fq + nf, one);
+            _mm512_storeu_pd(fa + nf, one);
+            fextra += far_terms(fq, fa, nf);
+        }
+    }
+    double k[3] = {0, 0, 0};
+    kl_f(x + full, y + full, n - full, p, k);  /* the last < 8 elements */
+    o[F_SAX] = _mm512_reduce_add_pd(sax) + k[0]; o[F_SAY] = _mm512_reduce_add_pd(say) + k[1];
+    o[F_F] = _mm512_reduce_add_pd(f) + fextra + k[2];
 }
 #endif
 
@@ -368,18 +432,21 @@ static int simd_on(void)
     return use_simd;
 }
 
-static void unit_pre(const float *x, const float *y, Py_ssize_t n, Pre *p)
+/* Walk 1 of a unit (AVX-512: every field but the KL's, and its Pre; portable: its Pre alone) and
+ * walk 2 (AVX-512: the KL's sums, where kl; portable: every field). */
+static void unit_walk1(const float *x, const float *y, Py_ssize_t n, Pre *p, double *o)
 {
 #ifdef HAVE_AVX512
-    if (use_simd) { pre_avx512(x, y, n, p); return; }
+    if (use_simd) { moments_avx512(x, y, n, p, o); return; }
 #endif
+    (void)o;
     pre_scalar(x, y, n, p);
 }
 
-static void unit_fused(const float *x, const float *y, Py_ssize_t n, const double p[6], int kl, double *o)
+static void unit_walk2(const float *x, const float *y, Py_ssize_t n, const double p[6], int kl, double *o)
 {
 #ifdef HAVE_AVX512
-    if (use_simd) { fused_avx512(x, y, n, p, kl, o); return; }
+    if (use_simd) { kl_avx512(x, y, n, p, o); return; }
 #endif
     fused_portable(x, y, n, p, kl, o);
 }
@@ -404,9 +471,9 @@ static void *work_units(void *arg)
             return NULL;
         Py_ssize_t lo = u * UNIT, k = w->n - lo < UNIT ? w->n - lo : UNIT;
         if (w->stage == 0)
-            unit_pre(w->x + lo, w->y + lo, k, &w->pre[u]);
+            unit_walk1(w->x + lo, w->y + lo, k, &w->pre[u], w->sums + u * NFUSED);
         else
-            unit_fused(w->x + lo, w->y + lo, k, w->p, w->kl, w->sums + u * NFUSED);
+            unit_walk2(w->x + lo, w->y + lo, k, w->p, w->kl, w->sums + u * NFUSED);
     }
 }
 
@@ -454,7 +521,8 @@ static int fused_pair(const float *x, const float *y, Py_ssize_t n, int kl, int 
     sy0 = sy0 > nn * yfl ? sy0 : nn * yfl;
     double p[6] = {xlo, xfl, ylo, yfl, sy0 / sx0, 0.1};
     memcpy(w.p, p, sizeof p);
-    run_stage(&w, 1, threads);
+    if (kl || !use_simd)  /* AVX-512: the KL walk; portable: the computing one */
+        run_stage(&w, 1, threads);
     double *s = w.sums;
     memcpy(o, s, NFUSED * sizeof(double));
     for (Py_ssize_t u = 1; u < w.units; u++) {

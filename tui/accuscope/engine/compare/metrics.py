@@ -5,10 +5,12 @@ feeds all the sums at the same time, so the data are read once whatever the numb
 a tensor larger than memory still compares. The KL divergence needs each side's min and max first,
 so it takes a second walk, which for tensors of one chunk (most of them) reuses the chunk in cache.
 
-A pair of whole arrays takes the fused pass instead (`_fused_kernel`): a cheap prepass for the ranges,
-then one walk that feeds every sum, KL included. On the compiled kernel (_kernel.c `pair`) that is
-one loop, for float32 and the dtypes float32 holds exactly; without it `_fused_numpy` casts each
-chunk to float64 once and runs the moments and the KL on it while it is in cache. NaN/inf and
+A pair of whole arrays takes the fused pass instead (`_fused_kernel`): the ranges first, then every
+sum, KL included, with each element cast once. On the compiled kernel (_kernel.c `pair`, for float32
+and the dtypes float32 holds exactly) that is, with AVX-512, one loop for the moments and the ranges
+and one for the KL; without AVX-512 a prepass for the ranges and one loop per chunk for the rest;
+without the kernel `_fused_numpy` casts each chunk to float64 once and runs the moments and the KL
+on it while it is in cache. NaN/inf and
 streamed pairs (and float64 data on the kernel) take the chunks.
 
 The per-chunk loops exist twice, with the same arithmetic: in the compiled kernel (_kernel.c: every
