@@ -612,12 +612,11 @@ def _merge(shards: list[Tensor], kind: str, size: int | None, ids: list[Tensor |
         lost.append("CRC-32")
     conversion = f"{MERGED}{text}{where}" + (f", {note}" if note else "") + \
         (f"; not derivable from the shards' statistics: {', '.join(lost)}" if lost else "")
-    readers = tuple(s.reader for s in shards)
     problem = next((s.problem for s in shards if s.problem), "")
     reader = None
-    id_reader = ids[0].reader if how == BY_VOCAB and ids and ids[0] is not None else None
-    if all(r is not None for r in readers) and not problem and (how != BY_VOCAB or id_reader is not None):
-        reader = partial(load_merged, how, dim, readers, id_reader, labels, size)
+    id_tensor = ids[0] if how == BY_VOCAB and ids and ids[0] is not None and ids[0].reader is not None else None
+    if all(s.reader is not None for s in shards) and not problem and (how != BY_VOCAB or id_tensor is not None):
+        reader = partial(load_merged, how, dim, tuple(shards), id_tensor, labels, size)
     return replace(t, shape=shape, payload=None, reader=reader, stats=stats, conversion=conversion, problem=problem,
                    checksum=t.checksum if how == ONCE else ""), lost
 
@@ -651,31 +650,57 @@ def _stats(how: str, shards: list[Tensor], shape: tuple[int, ...]) -> tuple[tupl
     return (None if all(v is None for v in stats) else stats), lost
 
 
-def load_merged(how: str, dim: int, readers: tuple, id_reader, labels: str, size: int | None) -> np.ndarray:
-    """The merged data: each shard read once."""
-    parts = [np.asarray(r()) for r in readers]
-    if how == ONCE:
-        for k, part in enumerate(parts[1:], 1):
-            if not (np.array_equal(part, parts[0])  # NaN at the same places only where that fails: one pass
-                    or (part.dtype.kind == "f" and np.array_equal(part, parts[0], equal_nan=True))):
-                worst = float(np.max(np.abs(part.astype(np.float64) - parts[0]))) if part.size else 0.0
-                raise TensorError("", "TP merge", f"identical statistics on {labels}, but shard {k} differs from the "
-                                                  f"first (max |diff| {worst:.3g}): not a replicated tensor")
-        return parts[0]
+def load_merged(how: str, dim: int, shards: tuple[Tensor, ...], ids: Tensor | None, labels: str,
+                size: int | None) -> np.ndarray:
+    """The merged data, each shard read once: straight into its place in the output where that is one run of
+    memory (concat along the first dimension that is not 1, the first shard of a sum or a replicated
+    tensor), else into one scratch buffer reused across the shards (concatenated, added or compared from
+    there). No shard is memory-mapped or copied whole: `bench_shards.py` (merging costs less than reading)."""
+    first = shards[0]
+    if how == BY_VOCAB:
+        assert size is not None and ids is not None  # BY_VOCAB is decided only with both (decide, _merge)
+        parts = [np.asarray(s.load()) for s in shards]
+        token_ids = np.asarray(ids.load()).astype(np.int64)
+        out = np.zeros_like(parts[0])
+        for k, part in enumerate(parts):  # rank k owns vocabulary rows k*size .. (k+1)*size-1
+            owned = (token_ids >= k * size) & (token_ids < (k + 1) * size)
+            out[owned] = part[owned]
+        return out
+    assert first.dtype is not None  # a shard with a reader has its dtype (_merge)
+    scratch = np.empty(first.shape, first.dtype)
     if how == CONCAT:
-        return np.concatenate(parts, axis=dim)
+        out = np.empty(tuple(n * len(shards) if d == dim else n for d, n in enumerate(first.shape)), first.dtype)
+        n = first.shape[dim]
+        for k, shard in enumerate(shards):
+            _place(shard, out[(slice(None),) * dim + (slice(k * n, (k + 1) * n),)], scratch)
+        return out
+    out = np.empty(first.shape, first.dtype)
     if how == SUM:
-        total = parts[0].copy()
-        for part in parts[1:]:
-            total += part
-        return total
-    token_ids = np.asarray(id_reader()).astype(np.int64)
-    out = np.zeros_like(parts[0])
-    assert size is not None and id_reader is not None  # BY_VOCAB is decided only with both (decide, _merge)
-    for k, part in enumerate(parts):  # rank k owns vocabulary rows k*size .. (k+1)*size-1
-        owned = (token_ids >= k * size) & (token_ids < (k + 1) * size)
-        out[owned] = part[owned]
+        _place(first, out, scratch)
+        for shard in shards[1:]:
+            np.add(out, _read(shard, scratch), out=out)
+        return out
+    out = _read(first, out)
+    for k, shard in enumerate(shards[1:], 1):  # ONCE: every shard equal to the first
+        part = _read(shard, scratch)
+        if not (np.array_equal(part, out)  # NaN at the same places only where that fails: one pass
+                or (part.dtype.kind == "f" and np.array_equal(part, out, equal_nan=True))):
+            worst = float(np.max(np.abs(part.astype(np.float64) - out))) if part.size else 0.0
+            raise TensorError("", "TP merge", f"identical statistics on {labels}, but shard {k} differs from the "
+                                              f"first (max |diff| {worst:.3g}): not a replicated tensor")
     return out
+
+
+def _read(shard: Tensor, into: np.ndarray) -> np.ndarray:
+    """A shard's data, read into `into` where they lie in its file as they are (Tensor.load), else loaded."""
+    return np.asarray(shard.load(into))
+
+
+def _place(shard: Tensor, place: np.ndarray, scratch: np.ndarray) -> None:
+    """A shard's data into `place`: read there where it is one run of memory, else through `scratch`."""
+    part = _read(shard, place if place.flags.c_contiguous else scratch)
+    if part is not place:
+        place[...] = part
 
 
 _CONCAT = re.compile(r"concat dim (?P<dim>\d+) of (?P<labels>(?:rank\d+,)*rank\d+)")
@@ -704,8 +729,7 @@ def settle(t: Tensor, other: tuple[int, ...], side: str = "golden") -> Tensor:
     conversion = conversion.replace(found.group(0), f"concat dim {new} of {found.group('labels')}", 1)
     reader = t.reader
     if isinstance(reader, partial) and reader.func is load_merged:
-        how, _, readers, id_reader, labels, size = reader.args
-        reader = partial(load_merged, how, new, readers, id_reader, labels, size)
+        reader = partial(load_merged, reader.args[0], new, *reader.args[2:])
     return replace(t, shape=tuple(other), conversion=conversion, reader=reader)
 
 
