@@ -7,7 +7,9 @@ linear), read two ways in one run, side by side:
   merge   the merged run (`--shards names`: shards.read) and every merged tensor's data (once: 8 shards read
           and checked equal; concat: joined; sum: added)
 
-Prints the seconds of each (the best of R rounds, the files in the page cache) and merge / read.
+Prints the seconds of each (the best of R rounds, the files in the page cache) and merge / read, by the
+wall clock and by this process's CPU time (steadier on a machine other jobs share: waiting for a core is not
+counted).
 
     python -P benchmarks/bench_shards.py [LAYERS] [ROUNDS]   (default 16 layers, 5 rounds)
 """
@@ -91,15 +93,18 @@ def main() -> None:
         shard_bytes = read_all(root)
         merged_bytes = merge_all(root)
         best = {"read": float("inf"), "merge": float("inf")}
+        cpu = dict(best)
         for _ in range(rounds):  # alternated, so both see the same machine
             for name, fn in (("read", read_all), ("merge", merge_all)):
-                start = time.perf_counter()
+                start, start_cpu = time.perf_counter(), time.process_time()
                 fn(root)
                 best[name] = min(best[name], time.perf_counter() - start)
+                cpu[name] = min(cpu[name], time.process_time() - start_cpu)
     print(f"TP={TP}, {layers} layers: {shard_bytes / 2**20:.0f} MiB of shards, {merged_bytes / 2**20:.0f} MiB merged")
     print(f"read  {best['read']:.3f} s   (8 ranks' dumps and every shard's data)")
     print(f"merge {best['merge']:.3f} s   (the merged run and every merged tensor's data)")
-    print(f"merge / read = {best['merge'] / best['read']:.2f}")
+    print(f"merge / read = {best['merge'] / best['read']:.2f}   (CPU time: {cpu['merge'] / cpu['read']:.2f}; "
+          f"load {os.getloadavg()[0]:.1f})")
 
 
 if __name__ == "__main__":

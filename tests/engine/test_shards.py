@@ -14,7 +14,8 @@ import pytest
 
 from accuscope.engine.compare import shards
 from accuscope.engine.compare.comparison import CompareSpec, execute, plan
-from accuscope.engine.sources.tensor import SourceError, Tensor
+from accuscope.engine.sources.npyfile import npy_file_tensor, read_npy_file
+from accuscope.engine.sources.tensor import SourceError, Tensor, TensorError
 
 TP = Path(__file__).parents[1] / "fixtures" / "msprobe" / "tp"
 MERGED = "TP merge: "
@@ -283,3 +284,34 @@ def test_merged_module_tree_is_one_tree_of_the_rows_names(npu):
     calls = [t for t in run.tensors if t.op_type and not t.op.startswith("Module.") and not t.op_type == "optimizer"]
     assert all(held[t.op] == t.op_type for t in calls)
     assert any(held[name] == "layers.1" for name in names)
+
+
+def test_merged_data_read_into_place_are_the_shards_joined(tmp_path):
+    """Shards too large to be kept from their header's read are read from their files straight into the merged
+    tensor (a concatenation along dim 0, a sum's or a replicated tensor's first shard) or through one scratch
+    buffer (along a later dim, the other shards): the values numpy's concatenate and sum of the shards give; a
+    replicated shard that differs, or one cut short, is a TensorError."""
+    rng = np.random.default_rng(0)
+    parts = [rng.standard_normal((64, 48), dtype=np.float32) for _ in range(4)]  # 12 KB: not kept, read from the file
+
+    def shard(name: str, data: np.ndarray) -> Tensor:
+        path = str(tmp_path / f"{name}.npy")
+        np.save(path, data)
+        meta, offset, kept = read_npy_file(path, keep=True)
+        assert kept is None
+        return npy_file_tensor(name, path, meta, offset, None)
+    split = tuple(shard(f"part{k}", p) for k, p in enumerate(parts))
+    labels = "rank0,rank1,rank2,rank3"
+    for dim in (0, 1):
+        assert np.array_equal(shards.load_merged(shards.CONCAT, dim, split, None, labels, 64), np.concatenate(parts, dim))
+    assert np.array_equal(shards.load_merged(shards.SUM, 0, split, None, labels, None),
+                          ((parts[0] + parts[1]) + parts[2]) + parts[3])
+    copies = tuple(shard(f"copy{k}", parts[0]) for k in range(4))
+    assert np.array_equal(shards.load_merged(shards.ONCE, 0, copies, None, labels, None), parts[0])
+    with pytest.raises(TensorError, match="shard 2 differs from the first"):
+        shards.load_merged(shards.ONCE, 0, (copies[0], copies[1], split[1], copies[3]), None, labels, None)
+    with open(split[2].source, "r+b") as fh:
+        fh.truncate(1000)
+    with pytest.raises(TensorError, match="file ends before the tensor's last byte") as err:
+        shards.load_merged(shards.CONCAT, 1, split, None, labels, 48)
+    assert split[2].source in str(err.value)

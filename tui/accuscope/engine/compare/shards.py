@@ -64,7 +64,7 @@ import fnmatch
 import math
 import os
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import partial
 from typing import cast
 
@@ -75,7 +75,7 @@ from accuscope.engine.graphs.graph import Graph
 from accuscope.engine.sources import msprobe
 from accuscope.engine.sources.golden import GoldenDump
 from accuscope.engine.sources.inputfile import require_regular
-from accuscope.engine.sources.tensor import Problem, SourceError, Tensor, TensorError
+from accuscope.engine.sources.tensor import Problem, SourceError, Tensor, TensorError, replaced
 from accuscope.engine.sources.yamltext import yaml_load
 
 COLUMN, ROW, VOCAB, REPLICATED = "column", "row", "vocab", "replicated"
@@ -197,7 +197,7 @@ def arrange(path: str, layout: Layout, step: str | int | None = None) -> list[tu
 
 def _calls(tensors: list[Tensor]) -> tuple[str, ...]:
     """A rank's module calls, in order: the ranks of one TP group make the same ones, stages others."""
-    return tuple(dict.fromkeys(t.op for t in tensors if _MODULE_CALL.fullmatch(t.op)))
+    return tuple(op for op in dict.fromkeys(t.op for t in tensors) if _MODULE_CALL.fullmatch(op))
 
 
 def stages(ranks: list[Rank], layout: Layout, path: str) -> tuple[list[list[Rank]], str]:
@@ -206,12 +206,12 @@ def stages(ranks: list[Rank], layout: Layout, path: str) -> tuple[list[list[Rank
     one TP group make the same calls), and PP the rank count over TP. Where rank1 already makes other module
     calls than rank0, no TP group holds two ranks: TP=1, every rank a pipeline stage (PP = the rank count)."""
     total = len(ranks)
+    calls = [] if layout.tp else [_calls(r.tensors) for r in ranks]  # what TP is read from, and checked by
     if layout.tp:
         tp, found = layout.tp, f"tp: {layout.tp} from {layout.source}"
     elif layout.pp > 1:
         tp, found = total // layout.pp, f"pp: {layout.pp} from {layout.source}, TP the {total} ranks over it"
     else:
-        calls = [_calls(r.tensors) for r in ranks]
         tp = next((k for k in range(1, total) if calls[k] != calls[0]), total)
         if tp == 1 and total > 1:
             if not calls[0] or not calls[1]:
@@ -229,10 +229,9 @@ def stages(ranks: list[Rank], layout: Layout, path: str) -> tuple[list[list[Rank
                           + (f" x PP={layout.pp}" if layout.pp > 1 else "") + (f" ({layout.source})" if layout.source else
                                                                             ": give tp and pp in a layout file"))
     groups = [ranks[s * tp:(s + 1) * tp] for s in range(total // tp)]
-    for group in groups:
-        calls = [_calls(r.tensors) for r in group]
-        odd = [r for r, c in zip(group, calls) if c != calls[0]]
-        if odd and not layout.tp:
+    for s, group in enumerate(groups if calls else []):
+        odd = [r for r, c in zip(group, calls[s * tp:(s + 1) * tp]) if c != calls[s * tp]]
+        if odd:
             raise SourceError(f"{odd[0].folder}: its module calls differ from rank{group[0].number}'s, in the same "
                               f"TP group of {tp} (read from rank0..): give tp and pp in a layout file")
     return groups, found
@@ -414,20 +413,21 @@ def survey(run: Merge, examples: int = 3) -> dict:
 def _modules(tensors: list[Tensor]) -> dict[str, str]:
     """module path -> class, from the module calls' names."""
     found: dict[str, str] = {}
-    for t in tensors:
-        m = _MODULE_CALL.fullmatch(t.op)
+    for op in dict.fromkeys(t.op for t in tensors):  # a call's tensors share its name: each matched once
+        m = _MODULE_CALL.fullmatch(op)
         if m is not None:
             found.setdefault(m.group("path"), m.group("cls"))
     return found
 
 
-def _shard_size(kind: str, path: str, tensors: list[Tensor]) -> int | None:
-    """p: the module's weight shard rows (column, vocab) or columns (row), from its parameters or gradients."""
+def _weight_shapes(tensors: list[Tensor]) -> dict[str, tuple[int, ...]]:
+    """module path -> the shape of its first 2-D weight (parameter or gradient) in the dump, in one pass: its
+    shard size p, the rows (column, vocab) or columns (row)."""
+    found: dict[str, tuple[int, ...]] = {}
     for t in tensors:
-        if t.op_type == path and (t.tensor_name.endswith(".weight") or t.tensor_name.endswith(".parameters.weight")) \
-                and len(t.shape) == 2:
-            return t.shape[1] if kind == ROW else t.shape[0]
-    return None
+        if t.op_type and len(t.shape) == 2 and t.tensor_name.endswith(".weight"):
+            found.setdefault(t.op_type, t.shape)
+    return found
 
 
 def _identical(shards: list[Tensor]) -> bool:
@@ -460,12 +460,14 @@ def merge_group(ranks: list[Rank], layout: Layout, problems: list[Problem], deci
         return list(first.tensors)
     by_name = [{t.tensor_name or t.name: t for t in r.tensors} for r in ranks]
     classes = _modules(first.tensors)
+    weights = _weight_shapes(first.tensors)
     sizes: dict[str, int | None] = {}
     ids: dict[str, list[Tensor | None]] = {}
     for path, cls in classes.items():
         kind = layout.kind(path, cls)
         if kind:
-            sizes[path] = _shard_size(kind, path, first.tensors)
+            shape = weights.get(path)
+            sizes[path] = None if shape is None else shape[1] if kind == ROW else shape[0]
         if kind == VOCAB:
             calls = {t.op for t in first.tensors if t.op_type == path and t.op.endswith(".forward.0")
                      and _MODULE_CALL.fullmatch(t.op)}
@@ -476,10 +478,10 @@ def merge_group(ranks: list[Rank], layout: Layout, problems: list[Problem], deci
     params = parameter_dims(first.tensors, layout, classes)
     # an API's backward call belongs to its forward call's module (msprobe names no parent for some)
     forward_module = {}
-    for t in first.tensors:
-        m = _API.fullmatch(t.op)
-        if m is not None and m.group("dir") == "forward" and t.op_type:
-            forward_module[f"{m.group('api')}.{m.group('k')}.backward"] = t.op_type
+    for op, module in {t.op: t.op_type for t in first.tensors}.items():  # a call's tensors share its module
+        m = _API.fullmatch(op)
+        if m is not None and m.group("dir") == "forward" and module:
+            forward_module[f"{m.group('api')}.{m.group('k')}.backward"] = module
     out = []
     seen = set()
     for t in first.tensors:
@@ -513,7 +515,7 @@ def merge_group(ranks: list[Rank], layout: Layout, problems: list[Problem], deci
 
 
 def _unmerged(t: Tensor, why: str) -> Tensor:
-    return replace(t, dtype=None, reader=None, payload=None, stats=None, checksum="", problem=why, conversion="")
+    return replaced(t, dtype=None, reader=None, payload=None, stats=None, checksum="", problem=why, conversion="")
 
 
 GUESSED = "dim guessed"  # how a note starts where nothing but sizes chose the concatenation's dimension
@@ -589,6 +591,10 @@ def _by_parameter(shape: tuple[int, ...], params: dict[tuple[int, ...], set] | N
     return dim, f"dim {dim} as the shard of {name}" + (f" (and {len(found) - 1} more)" if len(found) > 1 else "")
 
 
+_SAID = {ONCE: "identical on {labels}, taken once", CONCAT: "concat dim {dim} of {labels}",
+         SUM: "sum of {labels} (partial)", BY_VOCAB: "rows by vocabulary owner of {labels}"}  # a rule in `conversion`
+
+
 def _merge(shards: list[Tensor], kind: str, size: int | None, ids: list[Tensor | None] | None, labels: str,
            decided: tuple[str, int, str]) -> tuple[Tensor, list[str]]:
     """The merged tensor and the statistics the shards' do not give."""
@@ -598,20 +604,18 @@ def _merge(shards: list[Tensor], kind: str, size: int | None, ids: list[Tensor |
     if not how:
         return _unmerged(t, f"{MERGED}not merged{where}: {note}"), []
     shape = tuple(n * len(shards) if d == dim and how == CONCAT else n for d, n in enumerate(t.shape))
-    text = {ONCE: f"identical on {labels}, taken once", CONCAT: f"concat dim {dim} of {labels}",
-            SUM: f"sum of {labels} (partial)", BY_VOCAB: f"rows by vocabulary owner of {labels}"}[how]
+    text = _SAID[how].format(labels=labels, dim=dim)
     stats, lost = _stats(how, shards, shape)
     if t.checksum and how != ONCE:
         lost.append("CRC-32")
     conversion = f"{MERGED}{text}{where}" + (f", {note}" if note else "") + \
         (f"; not derivable from the shards' statistics: {', '.join(lost)}" if lost else "")
-    readers = tuple(s.reader for s in shards)
     problem = next((s.problem for s in shards if s.problem), "")
     reader = None
-    id_reader = ids[0].reader if how == BY_VOCAB and ids and ids[0] is not None else None
-    if all(r is not None for r in readers) and not problem and (how != BY_VOCAB or id_reader is not None):
-        reader = partial(load_merged, how, dim, readers, id_reader, labels, size)
-    return replace(t, shape=shape, payload=None, reader=reader, stats=stats, conversion=conversion, problem=problem,
+    id_tensor = ids[0] if how == BY_VOCAB and ids and ids[0] is not None and ids[0].reader is not None else None
+    if all(s.reader is not None for s in shards) and not problem and (how != BY_VOCAB or id_tensor is not None):
+        reader = partial(load_merged, how, dim, tuple(shards), id_tensor, labels, size)
+    return replaced(t, shape=shape, payload=None, reader=reader, stats=stats, conversion=conversion, problem=problem,
                    checksum=t.checksum if how == ONCE else ""), lost
 
 
@@ -626,49 +630,74 @@ def _stats(how: str, shards: list[Tensor], shape: tuple[int, ...]) -> tuple[tupl
     if how == ONCE:
         return recorded[0], []
     n = [math.prod(s.shape) for s in shards]
+    elements = sum(n)
     col = list(zip(*recorded))  # Max, Min, Mean, Norm each over the shards
-
-    def known(values):
-        return all(v is not None and not (isinstance(v, float) and math.isnan(v)) for v in values)
+    known = [None not in values and not any(map(math.isnan, values)) for values in col]  # a number on every shard
     if how == CONCAT:
-        mx = max(col[0]) if known(col[0]) else None
-        mn = min(col[1]) if known(col[1]) else None
-        mean = sum(m * k for m, k in zip(col[2], n)) / sum(n) if known(col[2]) and sum(n) else None
-        norm = math.sqrt(sum(v * v for v in col[3])) if known(col[3]) else None
+        mx = max(col[0]) if known[0] else None
+        mn = min(col[1]) if known[1] else None
+        mean = sum(m * k for m, k in zip(col[2], n)) / elements if known[2] and elements else None
+        norm = math.sqrt(sum(v * v for v in col[3])) if known[3] else None
         stats = (mx, mn, mean, norm)
     elif how == SUM:
-        stats = (None, None, sum(col[2]) if known(col[2]) else None, None)
+        stats = (None, None, sum(col[2]) if known[2] else None, None)
     else:
         stats = (None, None, None, None)
     lost = [name for name, v in zip(STATS_LOST, stats) if v is None]
     return (None if all(v is None for v in stats) else stats), lost
 
 
-def load_merged(how: str, dim: int, readers: tuple, id_reader, labels: str, size: int | None) -> np.ndarray:
-    """The merged data: each shard read once."""
-    parts = [np.asarray(r()) for r in readers]
-    if how == ONCE:
-        for k, part in enumerate(parts[1:], 1):
-            if not (np.array_equal(part, parts[0])  # NaN at the same places only where that fails: one pass
-                    or (part.dtype.kind == "f" and np.array_equal(part, parts[0], equal_nan=True))):
-                worst = float(np.max(np.abs(part.astype(np.float64) - parts[0]))) if part.size else 0.0
-                raise TensorError("", "TP merge", f"identical statistics on {labels}, but shard {k} differs from the "
-                                                  f"first (max |diff| {worst:.3g}): not a replicated tensor")
-        return parts[0]
+def load_merged(how: str, dim: int, shards: tuple[Tensor, ...], ids: Tensor | None, labels: str,
+                size: int | None) -> np.ndarray:
+    """The merged data, each shard read once: straight into its place in the output where that is one run of
+    memory (concat along the first dimension that is not 1, the first shard of a sum or a replicated
+    tensor), else into one scratch buffer reused across the shards (concatenated, added or compared from
+    there). No shard is memory-mapped or copied whole: `bench_shards.py` (merging costs less than reading)."""
+    first = shards[0]
+    if how == BY_VOCAB:
+        assert size is not None and ids is not None  # BY_VOCAB is decided only with both (decide, _merge)
+        parts = [np.asarray(s.load()) for s in shards]
+        token_ids = np.asarray(ids.load()).astype(np.int64)
+        out = np.zeros_like(parts[0])
+        for k, part in enumerate(parts):  # rank k owns vocabulary rows k*size .. (k+1)*size-1
+            owned = (token_ids >= k * size) & (token_ids < (k + 1) * size)
+            out[owned] = part[owned]
+        return out
+    assert first.dtype is not None  # a shard with a reader has its dtype (_merge)
+    scratch = np.empty(first.shape, first.dtype)
     if how == CONCAT:
-        return np.concatenate(parts, axis=dim)
+        out = np.empty(tuple(n * len(shards) if d == dim else n for d, n in enumerate(first.shape)), first.dtype)
+        n = first.shape[dim]
+        for k, shard in enumerate(shards):
+            _place(shard, out[(slice(None),) * dim + (slice(k * n, (k + 1) * n),)], scratch)
+        return out
+    out = np.empty(first.shape, first.dtype)
     if how == SUM:
-        total = parts[0].copy()
-        for part in parts[1:]:
-            total += part
-        return total
-    token_ids = np.asarray(id_reader()).astype(np.int64)
-    out = np.zeros_like(parts[0])
-    assert size is not None and id_reader is not None  # BY_VOCAB is decided only with both (decide, _merge)
-    for k, part in enumerate(parts):  # rank k owns vocabulary rows k*size .. (k+1)*size-1
-        owned = (token_ids >= k * size) & (token_ids < (k + 1) * size)
-        out[owned] = part[owned]
+        _place(first, out, scratch)
+        for shard in shards[1:]:
+            np.add(out, _read(shard, scratch), out=out)
+        return out
+    out = _read(first, out)
+    for k, shard in enumerate(shards[1:], 1):  # ONCE: every shard equal to the first
+        part = _read(shard, scratch)
+        if not (np.array_equal(part, out)  # NaN at the same places only where that fails: one pass
+                or (part.dtype.kind == "f" and np.array_equal(part, out, equal_nan=True))):
+            worst = float(np.max(np.abs(part.astype(np.float64) - out))) if part.size else 0.0
+            raise TensorError("", "TP merge", f"identical statistics on {labels}, but shard {k} differs from the "
+                                              f"first (max |diff| {worst:.3g}): not a replicated tensor")
     return out
+
+
+def _read(shard: Tensor, into: np.ndarray) -> np.ndarray:
+    """A shard's data, read into `into` where they lie in its file as they are (Tensor.load), else loaded."""
+    return np.asarray(shard.load(into))
+
+
+def _place(shard: Tensor, place: np.ndarray, scratch: np.ndarray) -> None:
+    """A shard's data into `place`: read there where it is one run of memory, else through `scratch`."""
+    part = _read(shard, place if place.flags.c_contiguous else scratch)
+    if part is not place:
+        place[...] = part
 
 
 _CONCAT = re.compile(r"concat dim (?P<dim>\d+) of (?P<labels>(?:rank\d+,)*rank\d+)")
@@ -693,13 +722,12 @@ def settle(t: Tensor, other: tuple[int, ...], side: str = "golden") -> Tensor:
     said = f"dim {new} as the {side} side's shape {list(other)} says"
     conversion = t.conversion.replace(note.group(0).rstrip(), said, 1)
     if new == dim:
-        return replace(t, conversion=conversion)
+        return replaced(t, conversion=conversion)
     conversion = conversion.replace(found.group(0), f"concat dim {new} of {found.group('labels')}", 1)
     reader = t.reader
     if isinstance(reader, partial) and reader.func is load_merged:
-        how, _, readers, id_reader, labels, size = reader.args
-        reader = partial(load_merged, how, new, readers, id_reader, labels, size)
-    return replace(t, shape=tuple(other), conversion=conversion, reader=reader)
+        reader = partial(load_merged, reader.args[0], new, *reader.args[2:])
+    return replaced(t, shape=tuple(other), conversion=conversion, reader=reader)
 
 
 # ------------------------------------------------------------------ pipeline stages
@@ -750,7 +778,7 @@ def stitch(stages: list[list[Tensor]], layers: str = "layers", moves: list[bool]
         module = _layer(t.op_type, layers, offsets[s]) if t.op_type else t.op_type
         if moves is not None:
             moves.append(call != t.op)
-        out.append(replace(t, op=call, tensor_name=name, op_type=module,
+        out.append(replaced(t, op=call, tensor_name=name, op_type=module,
                            conversion=t.conversion + (f" · PP stage {s}" if t.conversion else f"PP stage {s}")))
     if names is not None:
         names.update(renamed)

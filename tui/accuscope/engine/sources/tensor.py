@@ -11,6 +11,7 @@ import math
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 
@@ -92,15 +93,22 @@ class Tensor:
     def nbytes(self) -> int:
         return self.size * (self.dtype.itemsize if self.dtype is not None else 0)
 
-    def load(self) -> np.ndarray:
-        """The data in logical layout (a read-only memory map when no conversion is needed)."""
+    def load(self, into: np.ndarray | None = None) -> np.ndarray:
+        """The data in logical layout (a read-only memory map when no conversion is needed). `into`: a
+        C-contiguous array of this shape and dtype: where the reader would read the data from a file as they
+        lie (a Payload), they are read straight into it and it is returned (no map, no copy); else the same."""
         if self.value is not None:
             raise TensorError(self.source, self.name, f"a non-tensor {self.dtype_name} value ({self.value}), "
                                                       "compared as a value: no tensor data")
         if self.problem or self.reader is None:
             raise TensorError(self.source, self.name, self.problem or "no data")
         try:
-            return self.reader()
+            reader = self.reader
+            if into is not None and isinstance(reader, partial) and reader.func is read_payload:
+                p = reader.args[0]
+                if into.flags.c_contiguous and into.dtype == p.dtype and into.shape == p.shape:
+                    return read_payload(p, into)
+            return reader()
         except TensorError:
             raise
         except (OSError, ValueError) as exc:
@@ -122,6 +130,16 @@ def _built(names: tuple[str, ...], values: tuple) -> Tensor:
     for name, value in zip(names, values):
         _set(t, name, value)
     return t
+
+
+def replaced(t: Tensor, **changes) -> Tensor:
+    """`dataclasses.replace(t, **changes)` built as `_built` builds: t's attributes copied, the changes set
+    (5x faster: a TP merge makes one per merged tensor, `compare.shards`)."""
+    new = _new(Tensor)
+    attributes = new.__dict__
+    attributes.update(t.__dict__)
+    attributes.update(changes)
+    return new
 
 
 _FILE_FIELDS = ("op", "io", "index", "dtype", "shape", "source", "dtype_name", "timestamp", "payload", "reader")
@@ -146,22 +164,31 @@ def recorded_tensor(op: str, io: str, index: int, shape: tuple[int, ...], source
 SMALL_PAYLOAD = 256 << 10  # read at most this many bytes with one pread; map larger payloads
 
 
-def read_payload(p: Payload) -> np.ndarray:
+def read_payload(p: Payload, into: np.ndarray | None = None) -> np.ndarray:
     """A payload's data, read-only: up to SMALL_PAYLOAD bytes read with one pread (mapping a tiny
     tensor costs ten times its read: the mmap call and numpy's memmap set-up), larger ones memory-
-    mapped; empty tensors get an empty array (mmap cannot map 0 bytes)."""
+    mapped; empty tensors get an empty array (mmap cannot map 0 bytes). `into` (C-contiguous, p.nbytes
+    bytes): whatever the size, the bytes read straight into it, and it returned (a TP merge's shards
+    read into their place in the merged tensor: `compare.shards.load_merged`)."""
     if p.nbytes == 0:
-        return np.empty(p.shape, dtype=p.dtype)
-    if p.nbytes <= SMALL_PAYLOAD:
-        fd = os.open(p.path, os.O_RDONLY)
-        try:
+        return np.empty(p.shape, dtype=p.dtype) if into is None else into
+    if into is None and p.nbytes > SMALL_PAYLOAD:
+        return np.memmap(p.path, dtype=p.dtype, mode="r", offset=p.offset, shape=p.shape)
+    fd = os.open(p.path, os.O_RDONLY)
+    try:
+        if into is None:
             raw = os.pread(fd, p.nbytes, p.offset)
-        finally:
-            os.close(fd)
-        if len(raw) < p.nbytes:
-            raise ValueError(f"file ends before the tensor's last byte ({len(raw)} of {p.nbytes} bytes at {p.offset})")
-        return np.frombuffer(raw, dtype=p.dtype).reshape(p.shape)
-    return np.memmap(p.path, dtype=p.dtype, mode="r", offset=p.offset, shape=p.shape)
+            done = len(raw)
+        else:
+            os.lseek(fd, p.offset, os.SEEK_SET)
+            view, done = into.data.cast("B"), 0
+            while done < p.nbytes and (got := os.readv(fd, [view[done:]])):
+                done += got
+    finally:
+        os.close(fd)
+    if done < p.nbytes:
+        raise ValueError(f"file ends before the tensor's last byte ({done} of {p.nbytes} bytes at {p.offset})")
+    return np.frombuffer(raw, dtype=p.dtype).reshape(p.shape) if into is None else into
 
 
 def sanitize(name: str) -> str:
