@@ -300,9 +300,13 @@ class _Sums:
         np.abs(dr, out=dr)
         # where golden is ~0 (|y| <= eps64: exact in float32 too), r is 0, not |x/y - 1|
         g = np.abs(yc, out=self.g32[:k]) if yc.dtype == np.float32 else np.abs(y, out=self.w[:k])
-        if _min(g) <= EPS64:  # zero them without branching on each (a masked copy costs 20x):
-            np.multiply(r, np.greater(g, EPS64, out=m), out=r)  # r * 0 is 0, or NaN where x/y
-            np.fmax(r, 0.0, out=r)  # was inf or NaN, which fmax turns into 0
+        if _min(g) <= EPS64:
+            small = np.less_equal(g, EPS64, out=m)
+            if 16 * np.count_nonzero(small) < k:  # a few (what a ReLU's pairs (0, 0) leave): by index
+                r[np.flatnonzero(small)] = 0.0
+            else:  # many: zeroed without branching on each (a masked copy costs 20x)
+                np.multiply(r, np.logical_not(small, out=m), out=r)  # r * 0 is 0, or NaN where x/y
+                np.fmax(r, 0.0, out=r)  # was inf or NaN, which fmax turns into 0
         over1 = np.count_nonzero(np.greater(r, 0.001, out=m))
         over5 = np.count_nonzero(np.greater(r, 0.005, out=m)) if over1 else 0
         mad, mrel = _max(dr, axis=1)
