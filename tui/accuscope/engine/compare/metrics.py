@@ -13,7 +13,7 @@ streamed pairs (and float64 data on the kernel) take the chunks.
 
 The per-chunk loops exist twice, with the same arithmetic: in the compiled kernel (_kernel.c: every
 element read once, all sums in float64) and here in numpy (one pass per operation over float64
-copies of the chunk, about 30 of them, the sums as BLAS products; 5-7x slower than the fused
+copies of the chunk, about 30 of them, the sums as BLAS products; 5-6x slower than the fused
 kernel), used when the kernel was not built.
 
 Degenerate cases are never hidden behind a plausible number (metrics.md section 2): NaN/inf are
