@@ -128,3 +128,18 @@ def test_numpy_fallback_equals_the_kernel_on_varied_pairs(monkeypatch, kind):
     cut per element, its far elements, its zero goldens, against the kernel's fused pass."""
     x, y = varied_pairs(3 * M.NUMPY_CHUNK + 1001)[kind]
     same(compare_arrays(x, y), numpy_metrics(monkeypatch, x, y))
+
+
+@needs_kernel
+def test_numpy_fallback_where_zero_pairs_or_zero_goldens_come_and_go(monkeypatch):
+    """The fallback drops the pairs (0, 0) from chunks where they are many and stops looking after a
+    chunk with few; it zeroes r by index where a chunk has few goldens within eps64 of 0: pairs whose
+    chunks change kind midway, against the kernel."""
+    relu_x, relu_y = varied_pairs(3 * M.NUMPY_CHUNK)["ReLU output"]
+    x, y = varied_pairs(2 * M.NUMPY_CHUNK + 777)["fp16-like noise"]
+    y = y.copy()
+    y[::50] = np.float32(1e-20)  # a few tiny goldens per chunk: r is 0 there
+    y[7::97] = 0
+    for a, b in (((relu_x, x), (relu_y, y)), ((x, relu_x), (y, relu_y))):
+        xs, ys = np.concatenate(a), np.concatenate(b)
+        same(compare_arrays(xs, ys), numpy_metrics(monkeypatch, xs, ys))

@@ -15,7 +15,7 @@ streamed pairs (and float64 data on the kernel) take the chunks.
 
 The per-chunk loops exist twice, with the same arithmetic: in the compiled kernel (_kernel.c: every
 element read once, all sums in float64) and here in numpy (one pass per operation over float64
-copies of the chunk, about 30 of them, the sums as BLAS products; 5-7x slower than the fused
+copies of the chunk, about 30 of them, the sums as BLAS products; 5-6x slower than the fused
 kernel), used when the kernel was not built.
 
 Degenerate cases are never hidden behind a plausible number (metrics.md section 2): NaN/inf are
@@ -212,7 +212,8 @@ class _Sums:
         self.mask = np.empty(size, dtype=bool)
         self.small = np.empty(size, dtype=bool)
         self.g32 = np.empty(size, dtype=np.float32)  # |golden| where golden's chunk is float32
-        self.full = [True, True, False, False]  # kl_chunk: series terms taken over whole chunks
+        self.full = False  # kl_chunk: the series' terms of s^7 and s^9 taken over whole chunks
+        self.m: tuple = ()  # the last chunk's moments
         self.v = [0.0] * len(FIELDS)
         for i in _MAXED:
             self.v[i] = -math.inf if FIELDS[i].endswith("max") else 0.0
@@ -253,6 +254,7 @@ class _Sums:
             m, absd = _kernel.moments(x, y), None
         else:
             m, absd = self._moments(x, y, yc, ranges), self.d[:len(x)]
+        self.m = m
         v = self.v
         for i in _SUMMED:
             v[i] += m[i]
@@ -294,48 +296,54 @@ class _Sums:
             xmin = xmax = ymin = ymax = math.nan  # not read: the caller has the whole pair's
         np.subtract(x, y, out=d)
         sdd = np.dot(d, d)
-        np.abs(d, out=d)
         np.divide(x, y, out=r)  # r = |x/y - 1|, literally (|x-y|/|y| flips counts at 0.1%)
         np.subtract(r, 1.0, out=r)
-        np.abs(r, out=r)
+        dr = self.rows[2:4, :k]  # |x - y| and r: one call each for both rows
+        np.abs(dr, out=dr)
         # where golden is ~0 (|y| <= eps64: exact in float32 too), r is 0, not |x/y - 1|
         g = np.abs(yc, out=self.g32[:k]) if yc.dtype == np.float32 else np.abs(y, out=self.w[:k])
-        if _min(g) <= EPS64:  # zero them without branching on each (a masked copy costs 20x):
-            np.multiply(r, np.greater(g, EPS64, out=m), out=r)  # r * 0 is 0, or NaN where x/y
-            np.fmax(r, 0.0, out=r)  # was inf or NaN, which fmax turns into 0
+        if _min(g) <= EPS64:
+            small = np.less_equal(g, EPS64, out=m)
+            if 16 * np.count_nonzero(small) < k:  # a few (what a ReLU's pairs (0, 0) leave): by index
+                r[np.flatnonzero(small)] = 0.0
+            else:  # many: zeroed without branching on each (a masked copy costs 20x)
+                np.multiply(r, np.logical_not(small, out=m), out=r)  # r * 0 is 0, or NaN where x/y
+                np.fmax(r, 0.0, out=r)  # was inf or NaN, which fmax turns into 0
         over1 = np.count_nonzero(np.greater(r, 0.001, out=m))
-        over5 = np.count_nonzero(np.greater(r, 0.005, out=m))
+        over5 = np.count_nonzero(np.greater(r, 0.005, out=m)) if over1 else 0
+        mad, mrel = _max(dr, axis=1)
         ones = _ones(k)
         if x.base is self.rows and y.base is self.rows:  # x, y, |d|, r: consecutive rows
             sx, sy, sad, srel = np.dot(self.rows[:4, :k], ones)
+            sxx, sxy = np.dot(self.rows[:2, :k], x)
         else:
-            (sad, srel), sx, sy = np.dot(self.rows[2:4, :k], ones), np.dot(x, ones), np.dot(y, ones)
-        return (np.dot(x, y), np.dot(x, x), np.dot(y, y), sx, sy, sdd, sad, _max(d),
-                srel, _max(r), over1, over5, xmin, xmax, ymin, ymax)
+            (sad, srel), sx, sy = np.dot(dr, ones), np.dot(x, ones), np.dot(y, ones)
+            sxx, sxy = np.dot(x, x), np.dot(x, y)
+        return (sxy, sxx, np.dot(y, y), sx, sy, sdd, sad, mad, srel, mrel, over1, over5, xmin, xmax, ymin, ymax)
 
-    def kl_chunk(self, x: np.ndarray, y: np.ndarray, params: tuple,
-                 floors: tuple[bool, bool] = (True, True)) -> tuple[float, float, float]:
+    def kl_chunk(self, x: np.ndarray, y: np.ndarray, params: tuple, floors: tuple[bool, bool] = (True, True),
+                 plain: tuple[float, float] | None = None) -> tuple[float, float, float]:
         """The kernel's `kl` in numpy (see _kl) over two float64 chunks (which may be this object's
         rows x and y: they are overwritten). `floors`: whether a side's chunk may hold values the
-        eps floor lifts (False when its smallest value clears it: the maximum is skipped). The
-        series of atanh(s) - s is summed term by term as dot products, each element only as far as
-        its own |s| makes a term count: the first term left out is below 1e-17 of the element's
-        (q + ay) s^2 (the kernel's series, to s^9, otherwise); terms few elements need are summed
-        over those elements alone."""
+        eps floor lifts (False when its smallest value clears it: the maximum is skipped); `plain`:
+        the chunk's sums of x and y (its moments'), which give those of the shifted values where
+        no floor applies. The series of atanh(s) - s is summed term by term as dot products, each
+        element only as far as its own |s| makes a term count: the first term left out is below
+        1e-17 of the element's (q + ay) s^2 (the kernel's series, to s^9, otherwise); the terms of
+        s^7 and s^9 over the elements that need them while those are few."""
         xlo, xfloor, ylo, yfloor, c, bound = params
         k = len(x)
         q, ay, num, s, w = (row[:k] for row in self.rows)
-        np.subtract(x, xlo, out=q)
-        if floors[0]:
-            np.maximum(q, xfloor, out=q)
-        np.subtract(y, ylo, out=ay)
-        if floors[1]:
-            np.maximum(ay, yfloor, out=ay)
-        sums = np.dot(self.rows[:2, :k], _ones(k))
+        _shifted(x, xlo, xfloor if floors[0] else None, q)
+        _shifted(y, ylo, yfloor if floors[1] else None, ay)
+        if plain is None or floors[0] or floors[1]:
+            sums = np.dot(self.rows[:2, :k], _ones(k))
+        else:  # sum(x - xlo) as sum(x) - k xlo: the same to the rounding of the sums
+            sums = (plain[0] - k * xlo, plain[1] - k * ylo)
         np.multiply(q, c, out=q)
         np.matmul(_DIFF_SUM, self.rows[:2, :k], out=self.rows[2:4, :k])  # q - ay, q + ay in one
         np.divide(num, s, out=s)  # s = (q - ay) / (q + ay)
-        np.multiply(s, s, out=w)
+        np.square(s, out=w)
         top2 = float(_max(w))  # the largest s^2
         f = 0.0
         if top2 >= bound * bound:  # elements beyond the series take the logarithm
@@ -349,25 +357,31 @@ class _Sums:
                 w[at] = 0.0
                 top2 = min(top2, bound * bound)
         f += float(np.dot(num, s))  # (q + ay) s^2
-        p = np.multiply(q, s, out=q)
-        for j, (coef, need) in enumerate(zip(_SERIES, _SERIES_NEED)):  # + 2q (atanh(s) - s) =
-            if top2 < need:  # sum_j 2/(2j+3) q s (s^2)^(j+1); term j counts where s^2 >= need
-                break
-            if j > 1 and not self.full[j]:  # the higher terms: over the elements that need them
-                many = np.greater_equal(w, need, out=self.mask[:k])  # when those are few (once
-                self.full[j] = 16 * np.count_nonzero(many) >= k  # many in a chunk: every chunk)
-                if not self.full[j]:
-                    at = np.flatnonzero(many)
-                    pf, wf = p[at], w[at]
-                    for coef_, need_ in zip(_SERIES[j:], _SERIES_NEED[j:]):
-                        if top2 < need_:
-                            break
-                        np.multiply(pf, wf, out=pf)
-                        f += coef_ * float(np.dot(pf, wf))
-                    break
-            if j:
-                np.multiply(p, w, out=p)
-            f += coef * float(np.dot(p, w))
+        if top2 < _SERIES_NEED[0]:
+            return float(sums[0]), float(sums[1]), f
+        p = np.multiply(q, s, out=q)  # + 2q (atanh(s) - s) = sum_j 2/(2j+3) q s (s^2)^(j+1)
+        if top2 < _SERIES_NEED[1]:
+            return float(sums[0]), float(sums[1]), f + _SERIES[0] * float(np.dot(p, w))
+        ww = self.rows[3:5, :k]  # s^4 (over s, no longer needed), s^2: both terms by one product
+        np.square(w, out=ww[0])
+        t1, t0 = np.dot(ww, p)
+        f += _SERIES[0] * float(t0) + _SERIES[1] * float(t1)
+        if top2 < _SERIES_NEED[2]:
+            return float(sums[0]), float(sums[1]), f
+        if not self.full:  # the terms of s^7, s^9: over the elements that need them when those are
+            many = np.greater_equal(w, _SERIES_NEED[2], out=self.mask[:k])  # few (once many in a
+            self.full = 16 * np.count_nonzero(many) >= k  # chunk: over every chunk from then on)
+            if not self.full:
+                at = np.flatnonzero(many)
+                pf = p[at] * ww[0, at]  # q s^5
+                wf = w[at]
+                f += _SERIES[2] * float(np.dot(pf, wf))
+                if top2 >= _SERIES_NEED[3]:
+                    f += _SERIES[3] * float(np.dot(pf, np.square(wf, out=wf)))
+                return float(sums[0]), float(sums[1]), f
+        np.multiply(p, ww[0], out=p)  # q s^5
+        t3, t2 = np.dot(ww, p)
+        f += _SERIES[2] * float(t2) + (_SERIES[3] * float(t3) if top2 >= _SERIES_NEED[3] else 0.0)
         return float(sums[0]), float(sums[1]), f
 
     def finite(self) -> bool:
@@ -381,6 +395,17 @@ _SERIES = (2 / 3, 2 / 5, 2 / 7, 2 / 9)  # atanh(s) - s = s^3/3 + s^5/5 + ..., to
 _SERIES_NEED = tuple((1e-17 * (2 * j + 3) / 2) ** (2 / (2 * j + 1)) for j in range(len(_SERIES)))
 _DIFF_SUM = np.array([[1.0, -1.0], [1.0, 1.0]])  # (q - ay, q + ay) as one BLAS product: exact as the ufuncs
 _ones_cache: dict[np.dtype, np.ndarray] = {}
+
+
+def _shifted(v: np.ndarray, lo: float, floor: float | None, out: np.ndarray) -> None:
+    """out = max(v - lo, floor) (no floor: v - lo); a shift by 0 (a ReLU output's) is no pass."""
+    if lo != 0:
+        np.subtract(v, lo, out=out)
+        v = out
+    if floor is not None:
+        np.maximum(v, floor, out=out)
+    elif v is not out:
+        np.copyto(out, v)
 
 
 def _ones(k: int, dtype: np.dtype = np.dtype(np.float64)) -> np.ndarray:
@@ -604,14 +629,61 @@ def _fused_numpy(x: np.ndarray, y: np.ndarray, kl: bool) -> tuple[_Sums, tuple] 
     params, sx0, sy0 = _kl_params(xmin, xmax, ymin, ymax, sx, sy, n)
     xlo, xfloor, ylo, yfloor = params[:4]
     acc, sums = _Sums(size), [0.0, 0.0, 0.0]
+    pairs = _ZeroPairs(x.dtype, y.dtype, size) if xmin <= 0 <= xmax and ymin <= 0 <= ymax else None
     for i, lo in enumerate(range(0, n, size)):
-        acc.add(x[lo:lo + size], y[lo:lo + size], ranges=False)
+        xc, yc = x[lo:lo + size], y[lo:lo + size]
+        if pairs is not None and not pairs.off:
+            xc, yc = pairs.drop(xc, yc)
+            if len(xc) == 0:
+                continue
+        acc.add(xc, yc, ranges=False)
         if kl:
             floors = float(xmins[i]) - xlo < xfloor, float(ymins[i]) - ylo < yfloor
-            sums = [s + p for s, p in zip(sums, acc.kl_chunk(*cast(Chunk, acc.last), params, floors))]
+            part = acc.kl_chunk(*cast(Chunk, acc.last), params, floors, (acc.m[3], acc.m[4]))
+            sums = [s + p for s, p in zip(sums, part)]
+    if pairs is not None and pairs.zeros and kl:  # each pair (0, 0) adds the same to the KL's sums
+        ax, ay = max(0.0 - xlo, xfloor), max(0.0 - ylo, yfloor)
+        sums = [s + pairs.zeros * p for s, p in zip(sums, (ax, ay, _kl_term(ax, ay, *params[4:])))]
     for name, value in zip(("xmin", "ymin", "xmax", "ymax"), ranges):
         acc.v[_INDEX[name]] = value
     return acc, (*sums, sx0, sy0) if kl else ()
+
+
+class _ZeroPairs:
+    """Drops the pairs (0, 0) from chunks where they are many (a ReLU output against its golden:
+    about half of them): they add nothing to the moments and one same term each to the KL
+    (_fused_numpy adds that `zeros` times). After a chunk with few of them the pair is no longer
+    looked at (`off`)."""
+
+    def __init__(self, x_dtype: np.dtype, y_dtype: np.dtype, size: int):
+        self.keep, self.ynz = np.empty(size, dtype=bool), np.empty(size, dtype=bool)
+        self.x, self.y = np.empty(size, dtype=x_dtype), np.empty(size, dtype=y_dtype)
+        self.zeros, self.off = 0, False
+
+    def drop(self, xc: np.ndarray, yc: np.ndarray) -> Chunk:
+        k = len(xc)
+        keep, ynz = self.keep[:k], self.ynz[:k]
+        np.not_equal(xc, 0, out=keep)
+        np.logical_or(keep, np.not_equal(yc, 0, out=ynz), out=keep)
+        kept = int(np.count_nonzero(keep))
+        if 4 * (k - kept) < k:  # under a quarter: finding and gathering the rest costs more
+            self.off = True
+            return xc, yc
+        self.zeros += k - kept
+        at = np.flatnonzero(keep)
+        return np.take(xc, at, out=self.x[:kept], mode="clip"), np.take(yc, at, out=self.y[:kept], mode="clip")
+
+
+def _kl_term(ax: float, ay: float, c: float, bound: float) -> float:
+    """One element's term of the KL walk (kl_chunk's arithmetic, in Python floats) from its
+    floored, shifted values ax, ay."""
+    q = c * ax
+    num, den = q - ay, q + ay
+    s = num / den
+    if abs(s) >= bound:
+        return q * math.log(q / ay) - q + ay
+    w = s * s
+    return num * s + q * s * w * (_SERIES[0] + w * (_SERIES[1] + w * (_SERIES[2] + w * _SERIES[3])))
 
 
 def _prepass(v: np.ndarray, size: int) -> tuple[np.ndarray, float, float]:
