@@ -25,7 +25,6 @@ from ..engine.sources.tensor import SourceError
 from ..engine.tasks.task import Task, load_task
 from ..engine.tasks.taskdoc import TaskDoc
 from .chart import MetricChart
-from .dialogs import AskDialog, ConfirmDialog
 from .footer import Footer
 from .formatting import shown
 from .messages import (
@@ -50,7 +49,7 @@ if TYPE_CHECKING:
     from ..engine.progress import Progress
 
 # Imported where they are used, not before the first frame: the advisor, the comparison runners and
-# the screens a key opens (advice, graph, op, row detail) cost 0.2 s of a start that has 1 s.
+# the screens and dialogs a key opens (advice, graph, op, row detail) cost 0.2 s of a start that has 1 s.
 
 CANCEL_QUESTION = "Cancel the running comparison? (the previous result stays)"
 
@@ -316,6 +315,7 @@ class TaskScreen(Screen):
         if self.prompt_mode:
             self.close_prompt()
         elif self.running:
+            from .dialogs import ConfirmDialog
             self.app.push_screen(ConfirmDialog(CANCEL_QUESTION),
                                  lambda yes: yes and self.cancel.set())
         elif self.table_widget.filter and not leave:
@@ -347,6 +347,7 @@ class TaskScreen(Screen):
         def done(text: str | None) -> None:
             if text and text.strip():
                 self.use_thresholds(self.thresholds.edited(text))  # only the named ones change
+        from .dialogs import AskDialog
         self.app.push_screen(AskDialog(f"Thresholds now: {shown(self.thresholds)}\nChange (NAME=VALUE, e.g. "
                                        "cos=0.98 kl=off; off removes one; cos fails below, the rest above):",
                                        "", check), done)
