@@ -69,9 +69,7 @@ class AccuscopeApp(App):
             "[b]y[/] run them   [b]n[/] re-run without plugins   [b]esc[/] cancel"), answer)
 
     def on_mount(self) -> None:
-        # the cyclic collector, held off by the CLI while it imported the app (cli.py), on again once
-        # the first screen is drawn
-        self.call_after_refresh(gc.enable)
+        self.call_after_refresh(_collect_again)
         # The task browser under a task given at start is made when the task screen is left (see
         # pop_screen): its list and keys cost the task's first frame a tenth of a second or more.
         if self.open_path is not None:
@@ -158,6 +156,15 @@ class AccuscopeApp(App):
                     yield SystemCommand(binding.description.capitalize(), f"key {key}",
                                         _runner(node, binding.action))
         yield from textual
+
+
+def _collect_again() -> None:
+    """After the first frame: the cyclic collector, held off by the CLI while it imported the app
+    (cli.py), on again; what start-up made (modules, classes, the first screen: ~80,000 objects) is
+    frozen first, so its first walks do not visit all of it (a no-op where it was never held off)."""
+    if not gc.isenabled():
+        gc.freeze()
+        gc.enable()
 
 
 def _runner(node, action: str):
