@@ -1,6 +1,7 @@
 """The Textual application: screens, global keys, the command palette."""
 from __future__ import annotations
 
+import gc
 import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -13,13 +14,14 @@ from textual.screen import Screen
 
 from ..engine.sources.names import printable
 from ..engine.tasks.task import Task, load_task
-from .browser import BrowserScreen
-from .dialogs import ConfirmDialog, HelpScreen
 from .formatting import shown
 from .taskscreen import TaskScreen
 
 if TYPE_CHECKING:
     from ..engine.compare.comparison import CompareSpec
+
+# The task browser and the dialogs are imported when shown: `accuscope open TASK` draws neither in its
+# first frame.
 
 QUIT_QUESTION = "A comparison is running. Cancel it and quit? (the task keeps its previous result)"
 
@@ -54,6 +56,7 @@ class AccuscopeApp(App):
         if path is None or os.path.realpath(path) in self.trusted_plugins:
             then(spec(path is not None))
             return
+        from .dialogs import ConfirmDialog
 
         def answer(yes: bool | None) -> None:
             if yes:
@@ -66,6 +69,7 @@ class AccuscopeApp(App):
             "[b]y[/] run them   [b]n[/] re-run without plugins   [b]esc[/] cancel"), answer)
 
     def on_mount(self) -> None:
+        self.call_after_refresh(_collect_again)
         # The task browser under a task given at start is made when the task screen is left (see
         # pop_screen): its list and keys cost the task's first frame a tenth of a second or more.
         if self.open_path is not None:
@@ -74,11 +78,13 @@ class AccuscopeApp(App):
         elif self.compare is not None:
             self.push_screen(TaskScreen(run=self.compare))
         else:
+            from .browser import BrowserScreen
             self.push_screen(BrowserScreen(self.workspace))
 
     def pop_screen(self) -> AwaitComplete:
         """Back from the first screen over textual's default one (a task given at start): the task
         browser of the workspace takes its place."""
+        from .browser import BrowserScreen
         if len(self.screen_stack) == 2 and not isinstance(self.screen_stack[0], BrowserScreen):
             return self.switch_screen(BrowserScreen(self.workspace))
         return super().pop_screen()
@@ -96,6 +102,7 @@ class AccuscopeApp(App):
         if not self.running_screens:
             self.exit()
             return
+        from .dialogs import ConfirmDialog
 
         def answer(yes: bool | None) -> None:
             if yes:
@@ -130,6 +137,7 @@ class AccuscopeApp(App):
                     title="Quit?", timeout=5)
 
     def action_help(self) -> None:
+        from .dialogs import HelpScreen
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen(self.screen, getattr(self.screen, "HELP", "")))
 
@@ -148,6 +156,15 @@ class AccuscopeApp(App):
                     yield SystemCommand(binding.description.capitalize(), f"key {key}",
                                         _runner(node, binding.action))
         yield from textual
+
+
+def _collect_again() -> None:
+    """After the first frame: the cyclic collector, held off by the CLI while it imported the app
+    (cli.py), on again; what start-up made (modules, classes, the first screen: ~80,000 objects) is
+    frozen first, so its first walks do not visit all of it (a no-op where it was never held off)."""
+    if not gc.isenabled():
+        gc.freeze()
+        gc.enable()
 
 
 def _runner(node, action: str):

@@ -6,7 +6,6 @@ from typing import TYPE_CHECKING
 from ..engine.compare.results import ResultTable
 from ..engine.compare.summary import summarize
 from ..engine.compare.thresholds import Thresholds
-from ..engine.diagnose.advice import VERDICT
 from .formatting import shown
 
 if TYPE_CHECKING:
@@ -28,6 +27,7 @@ def summary_lines(table: ResultTable, thresholds: Thresholds, running: bool = Fa
     if warnings and not running:  # the comparison saw too little: say so before any verdict
         lines.append(f"[$mark-warn]! saw too little:[/] {shown(warnings[0])}")
     if advice is not None and advice.primary is not None:
+        from ..engine.diagnose.advice import VERDICT  # loaded with the advice: not before the first frame
         from .advicescreen import finding_line
         top = [advice.primary] + ([advice.cause] if advice.cause is not None and advice.primary.rule == VERDICT
                                   else [])

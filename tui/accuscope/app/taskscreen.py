@@ -25,7 +25,6 @@ from ..engine.sources.tensor import SourceError
 from ..engine.tasks.task import Task, load_task
 from ..engine.tasks.taskdoc import TaskDoc
 from .chart import MetricChart
-from .dialogs import AskDialog, ConfirmDialog
 from .footer import Footer
 from .formatting import shown
 from .messages import (
@@ -45,12 +44,14 @@ from .summary import summary_lines
 from .tasksnapshot import snapshot
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from ..engine.compare import comparison as engine
     from ..engine.diagnose.advice import Advice
     from ..engine.progress import Progress
 
 # Imported where they are used, not before the first frame: the advisor, the comparison runners and
-# the screens a key opens (advice, graph, op, row detail) cost 0.2 s of a start that has 1 s.
+# the screens and dialogs a key opens (advice, graph, op, row detail) cost 0.2 s of a start that has 1 s.
 
 CANCEL_QUESTION = "Cancel the running comparison? (the previous result stays)"
 
@@ -152,10 +153,17 @@ class TaskScreen(Screen):
         if self.run_request is not None:
             self.start_run(*self.run_request)
         elif self.loading:  # after the first frame: the rest of the table, then the advisor
-            self.call_after_refresh(self.load_worker, self.folder)
+            self.after_first_frame(self.load_worker, self.folder)
         else:  # after the first frame: reading a saved advice.json of a large task takes seconds
-            self.call_after_refresh(self.start_advice)
+            self.after_first_frame(self.start_advice)
         self.query_one(OperatorTable).focus()
+
+    def after_first_frame(self, callback: Callable[..., object], *args: object) -> None:
+        """`callback(*args)` once the screen's first frame is written. One call_after_refresh from
+        on_mount runs before it (the footer's keys arrive by a refresh of their own, and the frame
+        with them comes after): a worker started there took the GIL from the first paint (importing
+        the advisor, 25-40 ms; the demo task's first frame 4-6% later). Two run after it."""
+        self.call_after_refresh(self.call_after_refresh, callback, *args)
 
     def on_resize(self) -> None:
         self.set_class(self.app.size.height >= 40, "-tall")
@@ -316,6 +324,7 @@ class TaskScreen(Screen):
         if self.prompt_mode:
             self.close_prompt()
         elif self.running:
+            from .dialogs import ConfirmDialog
             self.app.push_screen(ConfirmDialog(CANCEL_QUESTION),
                                  lambda yes: yes and self.cancel.set())
         elif self.table_widget.filter and not leave:
@@ -347,6 +356,7 @@ class TaskScreen(Screen):
         def done(text: str | None) -> None:
             if text and text.strip():
                 self.use_thresholds(self.thresholds.edited(text))  # only the named ones change
+        from .dialogs import AskDialog
         self.app.push_screen(AskDialog(f"Thresholds now: {shown(self.thresholds)}\nChange (NAME=VALUE, e.g. "
                                        "cos=0.98 kl=off; off removes one; cos fails below, the rest above):",
                                        "", check), done)

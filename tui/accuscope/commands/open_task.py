@@ -17,7 +17,7 @@ def register(p) -> None:
     p.add_argument("path", help="task folder (with task.json) or result CSV")
     p.add_argument("--workspace", default=argparse.SUPPRESS,  # absent: the global --workspace stays
                    help="workspace shown behind it (default: the task's parent folder)")
-    p.set_defaults(handler=run)
+    p.set_defaults(handler=run, app=True)  # the cyclic collector stays off until its first frame (cli.py)
 
 
 def run(args) -> int:

@@ -19,8 +19,10 @@ walked through it, the thresholds did not exempt it). They answer two questions,
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
-from accuscope.engine.graphs.graph import Graph, Node
+if TYPE_CHECKING:  # the op vocabulary is read where no graph is (judging a task's rows at the app's start)
+    from accuscope.engine.graphs.graph import Graph, Node
 
 INPUT_TYPES = frozenset({"Data", "RefData"})  # network inputs of an offline model
 LAYOUT_ONLY = frozenset({"TransData", "TransDataRNN"})  # values moved, not changed
