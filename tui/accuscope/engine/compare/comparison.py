@@ -468,7 +468,8 @@ def execute(plan: Plan, progress: OnProgress | None = None,
 def _execute(plan: Plan, progress: OnProgress | None, cancel: threading.Event | None, workers: int | None,
              inline_bytes: int | None, on_rows: OnRows | None) -> ResultTable | None:
     start = time.perf_counter()
-    jobs = [Job(i, p.npu, p.golden, tuple(plan.metrics))
+    metrics = tuple(plan.metrics)
+    jobs = [Job(i, p.npu, p.golden, metrics)
             for i, p in enumerate(plan.pairs) if p.golden is not None and not p.npu.problem and not p.golden.problem]
     merged: list[dict | None] = [None] * len(plan.rows)  # each row merged once: computed, or as planned at the end
     workers = workers or os.cpu_count() or 1
