@@ -468,7 +468,8 @@ def execute(plan: Plan, progress: OnProgress | None = None,
 def _execute(plan: Plan, progress: OnProgress | None, cancel: threading.Event | None, workers: int | None,
              inline_bytes: int | None, on_rows: OnRows | None) -> ResultTable | None:
     start = time.perf_counter()
-    jobs = [Job(i, p.npu, p.golden, tuple(plan.metrics))
+    metrics = tuple(plan.metrics)
+    jobs = [Job(i, p.npu, p.golden, metrics)
             for i, p in enumerate(plan.pairs) if p.golden is not None and not p.npu.problem and not p.golden.problem]
     merged: list[dict | None] = [None] * len(plan.rows)  # each row merged once: computed, or as planned at the end
     workers = workers or os.cpu_count() or 1
@@ -537,13 +538,14 @@ def _expected(plan: Plan, computed: list[dict], workers: int, cancel) -> dict[in
 def merged_row(plan: Plan, index: int, cells: dict) -> dict:
     """The plan's row `index` with a pair's computed cells: the one merge of execute() and the live
     table of `compare --tui`. A golden tensor's problem and the comparison's reason join in `reason`."""
-    row = dict(plan.rows[index])
+    base = plan.rows[index]
+    reason = base["reason"]
     golden = plan.pairs[index].golden
-    if golden is not None and golden.problem and not row["reason"]:
-        row["reason"] = f"golden {golden.problem}"
-    row.update({k: v for k, v in cells.items() if k != "reason"})
-    if cells.get("reason"):
-        row["reason"] = "; ".join(filter(None, [row["reason"], cells["reason"]]))
+    if golden is not None and golden.problem and not reason:
+        reason = f"golden {golden.problem}"
+    row = {**base, **cells}  # one copy: cells' own reason is replaced just below
+    more = cells.get("reason")
+    row["reason"] = "; ".join(filter(None, [reason, more])) if more else reason
     return row
 
 

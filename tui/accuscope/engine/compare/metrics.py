@@ -80,8 +80,13 @@ class ArrayChunks:
 
 def array_chunks(x: np.ndarray, y: np.ndarray, size: int | None = None) -> ChunkSource:
     """A chunk source over two arrays (memory maps included) of equal element count."""
-    fx, fy = np.asarray(x).reshape(-1), np.asarray(y).reshape(-1)  # plain views slice faster than memmaps
+    fx, fy = _flat(x), _flat(y)
     return ArrayChunks(fx, fy, size or CHUNK)
+
+
+def _flat(a: np.ndarray) -> np.ndarray:
+    """`a` as a plain 1-D array (views slice faster than memmaps); a plain 1-D array as it is."""
+    return a if type(a) is np.ndarray and a.ndim == 1 else np.asarray(a).reshape(-1)
 
 
 def compare_arrays(x: np.ndarray, y: np.ndarray, kl: bool = True, threads: int = 1) -> PairMetrics:
@@ -595,11 +600,15 @@ def _fused_kernel(x: np.ndarray, y: np.ndarray, kl: bool, threads: int) -> tuple
     computing walk, split over `threads` threads; (sums in FIELDS order, close, KL sums). None when
     it does not apply (dtypes float32 does not hold exactly, NaN/inf in the data: the chunked path
     handles those)."""
-    if _kernel is None or x.dtype.newbyteorder("=") not in _EXACT_F32 or y.dtype.newbyteorder("=") not in _EXACT_F32:
+    if _kernel is None:
         return None
-    if x.dtype != _F32 or not x.flags.c_contiguous:
+    if x.dtype != _F32 or not x.flags.c_contiguous:  # (a float32 pair, the common case, checks nothing else)
+        if x.dtype.newbyteorder("=") not in _EXACT_F32:
+            return None
         x = np.ascontiguousarray(x, dtype=np.float32)
     if y.dtype != _F32 or not y.flags.c_contiguous:
+        if y.dtype.newbyteorder("=") not in _EXACT_F32:
+            return None
         y = np.ascontiguousarray(y, dtype=np.float32)
     out = _kernel.pair(x, y, kl, threads if threads > 1 else 1)
     if out is None:
