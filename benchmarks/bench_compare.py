@@ -126,6 +126,15 @@ for f in sorted(os.listdir(golden)):
 """
 
 
+def as_installed(*tuis: str) -> None:
+    """Each tree's bytecode compiled, as `pip install` leaves it: with PYTHONDONTWRITEBYTECODE set (as on
+    the development machine) every process would compile the modules changed since the last compile
+    again (tens of ms of each whole-process time)."""
+    for tui in tuis:
+        subprocess.run([sys.executable, "-m", "compileall", "-q", tui], check=True, stdout=subprocess.DEVNULL,
+                       env={k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"})
+
+
 def alternate(runs: dict, rounds: int) -> dict[str, list[float]]:
     """Each run's times over `rounds` rounds, the runs alternating within a round (so every ratio
     compares runs made under the same load), after one warming run each (page cache, imports)."""
@@ -156,6 +165,7 @@ def floor(args) -> None:
     def compare(w: int, tui: str = here) -> tuple[list[str], dict]:
         return ([*py, "-m", "accuscope.cli", "compare", "--npu", npu, "--golden", golden, "--out", out,
                  "--workers", str(w)], {**env, "PYTHONPATH": os.path.abspath(tui)})
+    as_installed(here, *([args.base_tui] if args.base_tui else []))
     runs = {"read": ([*py, "-c", READ, npu, golden], env), "naive": ([*py, "-c", NAIVE, npu, golden], env)}
     for w in args.workers or [1, 2]:
         runs[f"compare -w{w}"] = compare(w)
@@ -242,6 +252,7 @@ def small(args) -> None:
     here = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tui"))
     trees = {"this tree": here, **({"base": os.path.abspath(args.base_tui)} if args.base_tui else {})}
     py = [sys.executable, "-P"]
+    as_installed(*trees.values())
     runs = {"read": ([*py, "-c", READ_BYTES, npu, golden], dict(os.environ))}
     for name, tui in trees.items():
         env = {**os.environ, "PYTHONPATH": tui}
