@@ -144,3 +144,20 @@ def test_summary_path_is_never_broken_across_lines_in_a_log(tmp_path):
     r = accuscope("compare", "--npu", tmp_path / "npu", "--golden", tmp_path / "golden", "--out", out, COLUMNS="80")
     assert r.returncode == 0, r.stdout + r.stderr
     assert any(line.startswith("rows 1 ") and line.endswith(f"open {out}") for line in r.stdout.splitlines()), r.stdout
+
+
+MSPROBE_RANK = ASCEND_FIXTURES.parent / "msprobe" / "cand" / "step0" / "rank0"
+
+
+def test_a_folder_of_pt_files_says_what_to_give_instead(tmp_path):
+    """msprobe's tensor folder given alone (files msprobe wrote) names its rank folder; loose .pt files say
+    what accuscope reads instead. Both exit 2, as any unusable input."""
+    r = accuscope("inspect", MSPROBE_RANK / "dump_tensor_data")
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert f"the tensor files of an msprobe dump (2 .pt files); give the folder with its dump.json: {MSPROBE_RANK}" \
+        in " ".join((r.stdout + r.stderr).split())
+    for f in (MSPROBE_RANK / "dump_tensor_data").iterdir():
+        shutil.copy(f, tmp_path / f.name)
+    r = accuscope("inspect", tmp_path)
+    assert r.returncode == 2 and "a folder of 2 .pt files (torch.save) without msprobe's dump.json" in \
+        " ".join((r.stdout + r.stderr).split())

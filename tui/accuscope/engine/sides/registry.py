@@ -382,6 +382,14 @@ def _looks_like(path: str) -> str:
         subdirs = [n for n in names if os.path.isdir(os.path.join(path, n))]
         if "task.json" in names:
             return "a task folder (open it with `accuscope open`), not a dump"
+        pt = sum(n.endswith(".pt") for n in names)
+        if pt:
+            parent = os.path.dirname(os.path.normpath(path))
+            if os.path.isfile(os.path.join(parent, "dump.json")):
+                return (f"the tensor files of an msprobe dump ({pt} .pt files); give the folder with its dump.json: "
+                        f"{parent}")
+            return (f"a folder of {pt} .pt files (torch.save) without msprobe's dump.json beside them: accuscope "
+                    f"reads .pt tensors inside an msprobe dump; save loose tensors as .npy (numpy.save) instead")
         return (f"a folder of {len(names)} entries ({len(subdirs)} folders) with no .npy file and no Ascend "
                 f"dump file directly inside")
     name = os.path.basename(path).lower()
