@@ -187,6 +187,8 @@ class Writes:
             except OSError as exc:
                 self._error = SourceError(f"{path}: cannot write ({exc.strerror or exc}; is the disk full?)"
                                           if exc.errno is None else f"{path}: cannot write ({exc.strerror})")
+            except Exception as exc:  # noqa: BLE001 - never a thread that dies silently with files unwritten
+                self._error = SourceError(f"{path}: cannot write ({type(exc).__name__}: {exc})")
             finally:
                 with self._room:
                     self._pending -= arr.nbytes
