@@ -79,6 +79,23 @@ def test_batch_callers_compare_with_the_collector_paused_and_interactive_ones_ke
         assert table is not None and seen and set(seen) == {on} and gc.isenabled()
 
 
+def test_a_pause_empties_the_young_generations_and_leaves_what_another_froze_frozen():
+    """After a pause what it made is in the oldest generation (no young collection walks it); where something
+    is frozen already (the app's start-up), it stays frozen."""
+    from accuscope.engine.compare import gcpause
+    with gcpause.pause():
+        made = [[k] for k in range(1000)]
+    assert gc.isenabled() and gc.get_count()[0] < 10 and gc.get_freeze_count() == 0 and made  # not its 1,000
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        with gcpause.pause():
+            more = [[k] for k in range(1000)]
+        assert frozen and gc.get_freeze_count() == frozen and gc.isenabled() and more
+    finally:
+        gc.unfreeze()
+
+
 def test_cancel_stops_early_and_returns_nothing(case):
     root, sim = case
     cancel = threading.Event()
