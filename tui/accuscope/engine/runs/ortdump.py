@@ -360,12 +360,13 @@ def dump_onnx(model_path, out_dir, inputs: dict[str, np.ndarray] | None = None, 
         report.written.append(disk)
         writes.save(os.path.join(out, disk), arr, landed)
 
-    landed_count = [0]
+    landed_count = 0
 
     def landed() -> None:  # on the writing thread
-        landed_count[0] += 1
+        nonlocal landed_count
+        landed_count += 1
         if progress:
-            progress(Progress(landed_count[0], total))
+            progress(Progress(landed_count, total))
 
     runner = _Runner(model, path, feeds, optimization)
     batches = _batches(targets, memory_budget or default_budget())
