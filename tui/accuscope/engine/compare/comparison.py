@@ -16,16 +16,16 @@ and the numpy fallback, use worker processes instead (`inline_bytes=0`, or no ke
 from __future__ import annotations
 
 import collections
+import contextlib
 import itertools
 import os
 import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import KW_ONLY, dataclass, field, replace
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 from accuscope.engine.compare import faults, gcpause, statistics
-from accuscope.engine.compare import plugins as plugin_mod
 from accuscope.engine.compare.columns import ALGORITHMS, CSV_OF, KEY_OF
 from accuscope.engine.compare.lifetime import die_with_parent, end_pool, process_context
 from accuscope.engine.compare.mapping import FEW, map_tensors
@@ -45,6 +45,9 @@ from accuscope.engine.sources.ascend import crop_to
 from accuscope.engine.sources.msprobe import KIND as STEP_KIND  # dumps of a step's calls, not of a model
 from accuscope.engine.sources.names import parameter
 from accuscope.engine.sources.tensor import INPUT, OUTPUT, Problem, SourceError, Tensor
+
+if TYPE_CHECKING:  # plugins are imported only for a run that names a folder of them (--custom-dir)
+    from accuscope.engine.compare import plugins as plugin_mod
 
 INLINE_BYTES = 64 << 20  # below this, worker processes cost more than they save
 
@@ -217,7 +220,7 @@ def open_sides(spec: CompareSpec) -> tuple[Side, Side, Graph | None]:
 def plan(spec: CompareSpec) -> Plan:
     npu, golden, graph = open_sides(spec)
     npu_graph = npu.graph if npu.graph is not None else (graph if graph is not None and graph.is_device else None)
-    found, problems = (plugin_mod.discover(spec.custom_dir) if spec.custom_dir else ([], []))
+    found, problems = _discover(spec.custom_dir) if spec.custom_dir else ([], [])
     metrics, chosen_plugins = _algorithms(spec.algorithms, found)
     user_map, cross = None, None
     if spec.mapping or spec.match == "structure" or npu.kind == golden.kind == STEP_KIND:
@@ -336,6 +339,11 @@ def _nothing_paired(spec: CompareSpec, npu: Side, golden: Side, mapping, scope: 
             f"among {len(golden.tensors):,} golden tensors in {spec.golden}. NPU side: "
             f"{sample([p.npu.name for p in mapping.pairs])}; golden side: {sample([t.name for t in golden.tensors])}. "
             "Likely causes: " + "; ".join(causes))
+
+
+def _discover(folder: str) -> tuple[list[plugin_mod.Plugin], list[Problem]]:
+    from accuscope.engine.compare import plugins as plugin_mod
+    return plugin_mod.discover(folder)
 
 
 def _algorithms(names: list[str] | None, found: list[plugin_mod.Plugin]):
@@ -486,7 +494,7 @@ def _execute(plan: Plan, progress: OnProgress | None, cancel: threading.Event | 
         results = itertools.chain(_statistics(recorded), results)
     done = 0
     computed: list[dict] = [{} for _ in merged]
-    with plugin_mod.PluginHost(cancel=cancel) as host:
+    with _plugin_host(plan, cancel) as host:
         for batch in results:
             if plan.plugins:
                 batch = [(row, _with_plugins(host, plan, row, cells)) for row, cells in batch]
@@ -547,6 +555,14 @@ def merged_row(plan: Plan, index: int, cells: dict) -> dict:
     more = cells.get("reason")
     row["reason"] = "; ".join(filter(None, [reason, more])) if more else reason
     return row
+
+
+def _plugin_host(plan: Plan, cancel: threading.Event | None) -> contextlib.AbstractContextManager:
+    """The host the plan's plugins run in (a helper process, started at their first value); none without them."""
+    if not plan.plugins:
+        return contextlib.nullcontext()
+    from accuscope.engine.compare import plugins as plugin_mod
+    return plugin_mod.PluginHost(cancel=cancel)
 
 
 def _with_plugins(host: plugin_mod.PluginHost, plan: Plan, row: int, cells: dict) -> dict:

@@ -34,13 +34,9 @@ import os
 import re
 import zlib
 from dataclasses import dataclass
-from functools import lru_cache, partial
+from functools import cache, lru_cache, partial
 from typing import Any
 
-try:
-    import orjson  # optional: accuscope[fast]
-except ImportError:  # pragma: no cover - the json module does the same, slower
-    orjson = None  # type: ignore[assignment]
 import numpy as np
 
 try:
@@ -532,12 +528,23 @@ def _parse(raw: bytes) -> tuple[dict | None, str]:
     return found, ""
 
 
+@cache
+def _orjson():
+    """orjson (optional: accuscope[fast]) when installed, imported at the first dump.json read."""
+    try:
+        import orjson
+    except ImportError:  # pragma: no cover - the json module does the same, slower
+        return None
+    return orjson
+
+
 def loads(raw: bytes):
     """JSON text as Python objects: orjson when installed (2x faster on a 100 MB dump.json), else, and
     for what orjson refuses (NaN / Infinity as Python's json writes them, bad UTF-8, numbers past
     float's range, nesting deeper than 1,024), the json module and its messages. An integer past
     Python's digit limit (4,300) is read as float() reads its digits (±inf), not refused: _dumpscan.c
     reads every number that way."""
+    orjson = _orjson()
     if orjson is not None:
         try:
             return orjson.loads(raw)
