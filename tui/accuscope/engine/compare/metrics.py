@@ -229,6 +229,7 @@ class _Sums:
         self.nonfinite = (0, 0, 0)  # NaN, +inf, -inf at the same positions on both sides (left out)
         self.last: Chunk | None = None  # the only chunk, kept for the KL walk
         self.at: dict[int, _Views] = {}  # a chunk length's views of the rows (_views)
+        self.dense: np.ndarray | None = None  # _far's two rows, made where first needed
 
     @classmethod
     def of(cls, values: list[float], close: bool) -> _Sums:
@@ -366,16 +367,9 @@ class _Sums:
         _square(s, w)
         top2 = float(_max(w))  # the largest s^2
         f = 0.0
-        if top2 >= bound * bound:  # elements beyond the series take the logarithm
-            at = _greater_equal(w, bound * bound, v.mask).nonzero()[0]  # every |s| >= bound
-            at = at[np.abs(s[at]) >= bound]  # indices: gathers and stores at a few places cost little
-            if len(at):
-                qf, af = q[at], ay[at]
-                f += float(np.sum(qf * np.log(qf / af) - qf + af))
-                s[at] = 0.0
-                num[at] = 0.0
-                w[at] = 0.0
-                top2 = min(top2, bound * bound)
+        if top2 >= bound * bound:  # elements beyond the series take the logarithm, and leave it
+            f += self._far(v, q, ay, num, s, w, bound)  # (their num and s^2 zeroed)
+            top2 = min(top2, bound * bound)
         f += float(num.dot(s))  # (q + ay) s^2
         if top2 < _SERIES_NEED[0]:
             return sx, sy, f
@@ -403,6 +397,44 @@ class _Sums:
         t3, t2 = ww.dot(p).tolist()
         f += _SERIES[2] * t2 + (_SERIES[3] * t3 if top2 >= _SERIES_NEED[3] else 0.0)
         return sx, sy, f
+
+    def _far(self, v: _Views, q: np.ndarray, ay: np.ndarray, num: np.ndarray, s: np.ndarray, w: np.ndarray,
+             bound: float) -> float:
+        """kl_chunk's elements with |s| >= bound: the sum of their terms q ln(q/ay) - q + ay, and
+        their num and w (s^2) zeroed, which takes them out of every term of the series (s itself
+        is read only in products with those). A few by index (gathers and stores at a few places
+        cost little); many (an unrelated pair: about half, at random places, where gathers and
+        stores cost 2-3 ns an element) over the whole chunk, picked by a float mask."""
+        k = len(q)
+        far = _greater_equal(w, bound * bound, v.mask)  # every |s| >= bound, and a few at rounding's edge
+        if 8 * _count(far) < k:
+            at = far.nonzero()[0]
+            at = at[np.abs(s[at]) >= bound]
+            if not len(at):
+                return 0.0
+            qf, af = q[at], ay[at]
+            t = qf / af
+            np.log(t, t)
+            _multiply(t, qf, t)
+            _subtract(t, qf, t)
+            np.add(t, af, t)
+            num[at] = 0.0
+            w[at] = 0.0
+            return float(_sum(t))
+        if self.dense is None or len(self.dense[0]) < k:
+            self.dense = np.empty((2, len(self.x)))
+        t, mask = self.dense[0, :k], self.dense[1, :k]
+        mask[...] = _greater_equal(_absolute(s, t), bound, v.mask)  # 1.0 where far
+        _divide(q, ay, t)
+        np.log(t, t)
+        _multiply(t, q, t)
+        _subtract(t, q, t)
+        np.add(t, ay, t)
+        total = float(t.dot(mask))
+        _subtract(1.0, mask, mask)  # 1.0 where near
+        _multiply(num, mask, num)
+        _multiply(w, mask, w)
+        return total
 
     def finite(self) -> bool:
         f = self.f
