@@ -162,6 +162,8 @@ def edge_pairs(n):
                  np.clip(np.round(g * 30 + noise), -128, 127).astype(np.int8)),
         "int32": ((g * 1e5).astype(np.int32), (g * 1e5 + noise * 10).astype(np.int32)),
         "float16": ((g + noise * np.float32(1e-2)).astype(np.float16), g.astype(np.float16)),
+        "float16 ReLU outputs, some -0": (np.maximum(g + noise * np.float32(1e-2), 0).astype(np.float16),
+                                          np.where(np.arange(n) % 7 == 0, np.float16(-0.0), np.maximum(g, 0)).astype(np.float16)),
         "bfloat16 values": (((bf16 * np.float32(1.004)).view(np.uint32) & np.uint32(0xFFFF0000)).view(np.float32), bf16),
         "inf at the same positions": (inf, np.where(np.isinf(inf), inf, inf + noise * np.float32(1e-3))),
         "NaN on one side": (np.where(np.arange(n) == n // 2, np.float32(np.nan), g).astype(np.float32), g),
