@@ -185,3 +185,22 @@ def test_empty_tensors_on_both(monkeypatch):
     x = np.zeros(0, np.float32)
     fast, slow = compare_arrays(x, x), numpy_metrics(monkeypatch, x, x)
     assert fast.reasons == slow.reasons == ["empty tensor"]
+
+
+@needs_kernel
+@pytest.mark.parametrize("n", [5, 3 * M.CHUNK + 1001])
+@pytest.mark.parametrize("kind", ["fp16-like noise", "ReLU output", "unrelated", "denormal golden", "denormals on both sides",
+                                  "int8", "float16", "inf at the same positions"])
+def test_numpy_fallback_on_a_streamed_pair_equals_the_kernel(monkeypatch, kind, n):
+    """A pair read chunk by chunk (as pairjob streams those over MAPPED_BYTES; NaN/inf pairs take the same
+    walks): the chunked moments and the KL walk, its floors and sums per chunk from the moments'. The
+    chunk's range is a Python float there too (a float32 one made the KL's scale in float32: 5e-9 off,
+    inf on denormals)."""
+    x, y = {**varied_pairs(n), **edge_pairs(n)}[kind]
+    with np.errstate(all="ignore"):
+        fast = compare_arrays(x, y)
+        with monkeypatch.context() as m:
+            m.setattr(M, "_kernel", None)
+            slow = M.compare_chunks(lambda: ((x[lo:lo + M.CHUNK], y[lo:lo + M.CHUNK]) for lo in range(0, n, M.CHUNK)),
+                                    n, x.dtype, y.dtype)
+    same(fast, slow)

@@ -230,6 +230,7 @@ class _Sums:
         self.last: Chunk | None = None  # the only chunk, kept for the KL walk
         self.at: dict[int, _Views] = {}  # a chunk length's views of the rows (_views)
         self.dense: np.ndarray | None = None  # _far's two rows, made where first needed
+        self.trace: list[tuple[float, float, float, float]] = []  # numpy: each chunk's xmin, ymin, sx, sy
 
     @classmethod
     def of(cls, values: list[float], close: bool) -> _Sums:
@@ -270,7 +271,9 @@ class _Sums:
         if _kernel is not None:
             m, absd = _kernel.moments(x, y), None
         else:
-            m, absd = self._moments(x, y, yc, ranges), self.d[:len(x)]
+            m, absd = self._moments(x, y, xc, yc, ranges), self.d[:len(x)]
+            if ranges:  # for the KL walk (_kl): the chunk's minima and plain sums
+                self.trace.append((m[12], m[14], m[3], m[4]))
         self.m = m
         v = self.v
         for i in _SUMMED:
@@ -298,8 +301,8 @@ class _Sums:
         np.add(r, CLOSE_ATOL, out=r)
         return bool(np.all(np.less_equal(d, r, out=self.mask[:k])))
 
-    def _moments(self, x: np.ndarray, y: np.ndarray, yc: np.ndarray, ranges: bool = True) -> tuple:
-        """The kernel's `moments` in numpy over two float64 chunks (y is golden's chunk `yc` in
+    def _moments(self, x: np.ndarray, y: np.ndarray, xc: np.ndarray, yc: np.ndarray, ranges: bool = True) -> tuple:
+        """The kernel's `moments` in numpy over two float64 chunks (x, y: the chunks `xc`, `yc` in
         float64): one pass per operation, each feeding what it can: BLAS dot products for the
         sums of products, one matrix-vector product with ones for the four plain sums (x, y,
         |x - y|, r: rows of self.rows), |x - y| for three sums; the zero-golden mask only where
@@ -310,8 +313,8 @@ class _Sums:
         k = len(x)
         v = self.at.get(k) or self._views(k)
         d, r, m, dr = v.d, v.r, v.mask, v.dr
-        if ranges:
-            xmin, xmax = float(_min(x)), float(_max(x))
+        if ranges:  # in float32 where the chunk is (half the bytes; exact)
+            xmin, xmax = (float(_min(xc)), float(_max(xc))) if xc.dtype == _F32 else (float(_min(x)), float(_max(x)))
             ymin, ymax = (float(_min(yc)), float(_max(yc))) if yc.dtype == _F32 else (float(_min(y)), float(_max(y)))
         else:
             xmin = xmax = ymin = ymax = math.nan  # not read: the caller has the whole pair's
@@ -625,8 +628,16 @@ def _kl(result: PairMetrics, a: _Sums, n: int, source: ChunkSource) -> None:
     sums = [0.0, 0.0, 0.0]  # Sx, Sy, Sy' * sum(py' f(px'/py'))
     last = a.last
     chunks = [last] if a.chunks == 1 and last is not None else (a.operands(xc, yc) for xc, yc in source() if len(xc))
-    for x, y in chunks:
-        part = _kernel.kl(x, y, *params) if _kernel is not None else a.kl_chunk(x, y, params)
+    xlo, xfloor, ylo, yfloor = params[:4]
+    trace = a.trace if _kernel is None and len(a.trace) == a.chunks else None
+    for i, (x, y) in enumerate(chunks):
+        if _kernel is not None:
+            part = _kernel.kl(x, y, *params)
+        elif trace is not None:  # the floor's pass only where the chunk's minimum needs it, the sums from the moments'
+            cxmin, cymin, csx, csy = trace[i]
+            part = a.kl_chunk(x, y, params, (cxmin - xlo < xfloor, cymin - ylo < yfloor), (csx, csy))
+        else:
+            part = a.kl_chunk(x, y, params)
         sums = [s + p for s, p in zip(sums, part)]
     sx, sy, fsum = sums
     _kl_finish(result, sx, sy, fsum, sx0, sy0)
