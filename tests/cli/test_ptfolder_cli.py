@@ -3,12 +3,11 @@ a hostile file as a row (tests/fixtures/ptfolder: what torch wrote, make_fixture
 from __future__ import annotations
 
 import csv
-import pickle
 import shutil
-import zipfile
 
 from support.cli import accuscope
 from support.data import FIXTURES
+from support.pickles import hostile_pt
 
 PT = FIXTURES / "ptfolder"
 
@@ -40,23 +39,12 @@ def test_compare_a_pt_folder_with_pt_and_with_npy(tmp_path):
     assert r.returncode in (0, 1) and "paired 8 of 8 NPU tensors" in r.stdout, r.stdout + r.stderr
 
 
-class _RunsCode:
-    def __init__(self, marker: str):
-        self.marker = marker
-
-    def __reduce__(self):
-        import os
-        return (os.system, (f"touch {self.marker}",))
-
-
 def test_a_hostile_pt_is_a_row_with_its_reason_and_runs_nothing(tmp_path):
     cand, ref = tmp_path / "cand", tmp_path / "ref"
     shutil.copytree(PT / "cand", cand)
     shutil.copytree(PT / "ref", ref)
     marker = tmp_path / "pwned"
-    with zipfile.ZipFile(cand / "layer1.0.relu.pt", "w") as zf:  # os.system in place of a tensor
-        zf.writestr("archive/data.pkl", pickle.dumps(_RunsCode(str(marker)), protocol=2))
-        zf.writestr("archive/byteorder", "little")
+    hostile_pt(cand / "layer1.0.relu.pt", marker)  # os.system in place of a tensor
     r = accuscope("inspect", cand)
     assert r.returncode == 1 and "layer1.0.relu.pt: refused global" in r.stdout, r.stdout + r.stderr
     r = accuscope("compare", "--npu", cand, "--golden", ref, "--out", tmp_path / "t")

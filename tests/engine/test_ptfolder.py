@@ -7,9 +7,7 @@ from __future__ import annotations
 import os
 import pickle
 import shutil
-import zipfile
 from functools import partial
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,6 +17,7 @@ from accuscope.engine.sides.registry import detect, open_side
 from accuscope.engine.sources import kinds
 from accuscope.engine.sources.tensor import SourceError, read_payload
 from support.data import FIXTURES
+from support.pickles import RunsCode, hostile_pt, write_pt
 
 PT = FIXTURES / "ptfolder"
 MSPROBE_RANK = FIXTURES / "msprobe" / "cand" / "step0" / "rank0"
@@ -109,28 +108,12 @@ def test_msprobe_still_wins_and_its_tensor_folder_alone_is_named(tmp_path):
                                               "Tensor.__mul__.0.forward.output:output:0"}
 
 
-def _zip_pt(path: Path, pkl: bytes) -> Path:
-    with zipfile.ZipFile(path, "w") as zf:
-        zf.writestr("archive/data.pkl", pkl)
-        zf.writestr("archive/byteorder", "little")
-        zf.writestr("archive/data/0", bytes(16))
-    return path
-
-
-class _RunsCode:
-    def __init__(self, marker: str):
-        self.marker = marker
-
-    def __reduce__(self):
-        return (os.system, (f"touch {self.marker}",))
-
-
 def test_unreadable_files_are_rows_naming_the_file_and_nothing_runs(tmp_path):
     folder = tmp_path / "cand"
     shutil.copytree(PT / "cand", folder)
     marker = tmp_path / "pwned"
-    _zip_pt(folder / "evil.pt", pickle.dumps(_RunsCode(str(marker)), protocol=2))
-    _zip_pt(folder / "head_and_evil.pt", pickle.dumps([1.5, _RunsCode(str(marker))], protocol=2))
+    hostile_pt(folder / "evil.pt", marker)
+    write_pt(folder / "head_and_evil.pt", pickle.dumps([1.5, RunsCode(marker)], protocol=2))
     (folder / "garbage.pt").write_bytes(b"not a zip at all")
     (folder / "module.pt").write_bytes(b"")
     side = open_side(folder)
