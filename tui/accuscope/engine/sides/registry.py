@@ -401,7 +401,7 @@ def _looks_like(path: str) -> str:
             return f"the tensor files of an msprobe dump ({pt} .pt files); give its rank folder: {parent}"
         if pt:
             return f"a folder of {pt} .pt files, none of them a regular file"
-        return (f"a folder of {len(names)} entries ({len(subdirs)} folders) with no .npy file and no Ascend "
+        return (f"a folder of {len(names)} entries ({len(subdirs)} folders) with no .npy or .pt file and no Ascend "
                 f"dump file directly inside")
     name = os.path.basename(path).lower()
     if name.endswith(".npy"):
