@@ -164,8 +164,9 @@ def _read_tensor_folder(folder: str, kind: str) -> tuple[list[Tensor], list[Prob
     `torchpickle` without torch, imported only when the folder holds one), side by side. MindStudio/msit
     naming `[input_]{op}.{index}.{timestamp}.npy` (the same for `.pt`); `mapping.csv` restores long names.
 
-    Each file is opened once (`read_npy_file`: its header parsed there, not again to load; a small
-    file's data read with it); only entries the listing does not show to be regular files (links, a
+    Each npy file is opened once (`read_npy_file`: its header parsed there, not again to load; a small
+    file's data read with it); a .pt file's zip directory and pickle are read once (`torchpickle.contents`,
+    0.4-0.8 ms a file: 10-20x an npy file's, mostly the zipfile module and the pickle's checks); only entries the listing does not show to be regular files (links, a
     file system without entry types) are stat'ed first, so that a FIFO or a device is never opened."""
     try:
         with os.scandir(folder) as it:
@@ -215,8 +216,6 @@ def _read_tensor_folder(folder: str, kind: str) -> tuple[list[Tensor], list[Prob
     return entries, problems
 
 
-
-
 def _name_parts(name: str, net_inputs: set[str]) -> tuple[str, str, int, int | None]:
     """A tensor file's (op, io, index, timestamp) from its name (`golden_name_parts`): a network input
     an `accuscope dump` folder's dump.json names `input_*` is that input's output, not an op's input."""
@@ -252,8 +251,8 @@ def _pt_file_tensors(source: str, name: str, net_inputs: set[str], problems: lis
         elif e.tensor is not None:
             out.append(torchpickle.tensor(source, e.tensor, e.start, **named))
         else:
-            out.append(Tensor(dtype=None, shape=(), source=source, dtype_name=type(e.value).__name__ if e.value is not None else "None",
-                              value=value_text(e.value), **named))
+            kind = "None" if e.value is None else type(e.value).__name__  # as msprobe names a value's type
+            out.append(Tensor(dtype=None, shape=(), source=source, dtype_name=kind, value=value_text(e.value), **named))
     return out
 
 

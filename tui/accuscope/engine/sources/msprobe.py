@@ -103,10 +103,9 @@ def _is_rank_dir(path: str) -> bool:
 
 
 def is_tensor_folder(path: str) -> bool:
-    """A rank's dump_tensor_data/ given alone (named so, or beside an msprobe dump.json): its rank folder is
-    the dump, not it (sides.registry says so rather than read its files as loose tensors)."""
-    folder = os.path.normpath(path)
-    return os.path.basename(folder) == DATA_DIR or _is_rank_dir(os.path.dirname(folder))
+    """A rank's dump_tensor_data/ given alone: its rank folder is the dump, not it (sides.registry says so
+    rather than read its files as loose tensors, whose names would lose each tensor's call and slot)."""
+    return os.path.basename(os.path.normpath(path)) == DATA_DIR
 
 
 def _subdirs(path: str, pattern: re.Pattern) -> list[str]:
