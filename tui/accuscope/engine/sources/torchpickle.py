@@ -106,7 +106,7 @@ def _clip(text: str, limit: int = CLIP) -> str:
 
 def _what(value) -> str:
     """What a value the file built is, without formatting it (its repr may be anything)."""
-    kind = type(value).__name__
+    kind = "dict" if isinstance(value, dict) else type(value).__name__  # a state_dict: our OrderedDict stand-in
     try:
         return f"a {kind} of {len(value)} items" if isinstance(value, (tuple, list, dict)) else f"a {kind}"
     except Exception:  # noqa: BLE001 - a len() of ours that fails: the type is enough
