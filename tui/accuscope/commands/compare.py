@@ -168,8 +168,8 @@ def _compare_one_and_report(spec: engine.CompareSpec, args, one_source: bool) ->
         say(show(summary.judged), soft_wrap=True)
     if summary.first_failing is not None:
         first = table.row(summary.first_failing)
-        say(f"first failing: [bold]{show(first['tensor'])}[/] ({show(first['type'])}) "
-                  f"{show('; '.join(summary.broken))}", soft_wrap=True)
+        kind = f" ({show(first['type'])})" if first["type"] else ""  # a dump of npy files names no op type
+        say(f"first failing: [bold]{show(first['tensor'])}[/]{kind} {show('; '.join(summary.broken))}", soft_wrap=True)
     warnings = plan.coverage.warnings
     for note in plan.coverage.notes:
         say(f"note: {show(note)}", soft_wrap=True)
