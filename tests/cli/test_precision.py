@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 import numpy as np
@@ -131,14 +133,16 @@ def test_check_command_decides_and_a_killed_search_resumes_without_redoing_trial
     args = [sys.executable, "-m", "accuscope", "precision", str(ref), "--to", "fp16", "--input",
             f"x={root / 'x.npy'}", "--check", f"{sys.executable} {script}", "--out", str(tmp_path / "s")]
     log = tmp_path / "s" / "trials.jsonl"
-    first = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,  # killed: its pool's
-                             env={**os.environ, "TMPDIR": str(tmp_path)})  # folders stay in tmp_path
+    scratch = tempfile.mkdtemp(prefix="accuscope-pool-")  # killed, it leaves its pool's folders: here, removed
+    first = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,  # (short: a socket path
+                             env={**os.environ, "TMPDIR": scratch})  # under it stays within AF_UNIX's 108 bytes)
     try:
         while first.poll() is None and (not log.exists() or len(_trials(log)) < 4):
             time.sleep(0.05)
     finally:
         first.send_signal(signal.SIGKILL)
         first.wait()
+        shutil.rmtree(scratch, ignore_errors=True)
     before = _trials(log)
     assert len(before) >= 4
     r = subprocess.run(args, capture_output=True, text=True, timeout=600)

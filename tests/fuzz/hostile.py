@@ -475,12 +475,13 @@ def _size_mb(folder: Path) -> float:
 
 def run_case(case: Case, work: Path, timeout: float = HANG_SECONDS) -> Outcome:
     d = Path(tempfile.mkdtemp(dir=work, prefix=case.cls + "-"))
+    # a killed run's worker-pool folders (pymp-*) go here, removed after it; short: a forkserver's socket
+    # path under it must stay within AF_UNIX's 108 bytes
+    scratch = tempfile.mkdtemp(prefix="accuscope-case-")
     try:
         run = case.build(d)
         size = _size_mb(d)
-        scratch = Path(f"{d}.tmp")  # a killed run's worker-pool folders (pymp-*): removed with the case's
-        scratch.mkdir()
-        env = {**os.environ, "NO_COLOR": "1", "COLUMNS": "120", "TMPDIR": str(scratch), **run.env}
+        env = {**os.environ, "NO_COLOR": "1", "COLUMNS": "120", "TMPDIR": scratch, **run.env}
         env.pop("PYTHONSAFEPATH", None)
         proc = subprocess.Popen([*accuscope_command(), *run.argv], cwd=d, env=env, stdin=subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace",
@@ -499,7 +500,7 @@ def run_case(case: Case, work: Path, timeout: float = HANG_SECONDS) -> Outcome:
         detail = run.check(done) if run.check else ""
         return Outcome(case, proc.returncode, "Traceback (most recent call last)" in stderr, rss, size, detail)
     finally:
-        subprocess.run(["rm", "-rf", str(d), f"{d}.tmp"], check=False)  # shutil.rmtree recurses: 1,100 levels break it
+        subprocess.run(["rm", "-rf", str(d), scratch], check=False)  # shutil.rmtree recurses: 1,100 levels break it
 
 
 def _limit_memory() -> None:
