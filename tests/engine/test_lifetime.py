@@ -97,3 +97,23 @@ def test_safe_helpers_change_only_what_multiprocessing_starts(monkeypatch):
     flags = util._args_from_interpreter_flags()
     assert flags == lifetime.safe_flags(subprocess._args_from_interpreter_flags())
     assert dict(os.environ) == before
+
+
+def test_a_temporary_folder_too_long_for_the_fork_servers_socket_is_said_not_a_bug(tmp_path):
+    """The fork server listens on TMPDIR/pymp-XXXXXXXX/listener-XXXXXXXX: past AF_UNIX's 108 bytes for a
+    TMPDIR over ~75 characters. That is the environment's limit, said as such (SourceError: exit 2)."""
+    long = tmp_path / ("t" * (99 - len(str(tmp_path))))  # with its separator: 100 characters
+    long.mkdir()
+    code = textwrap.dedent("""
+        import threading, time
+        threading.Thread(target=time.sleep, args=(3,), daemon=True).start()  # a thread: the fork server's path
+        from accuscope.engine.compare.lifetime import process_context
+        from accuscope.engine.sources.tensor import SourceError
+        try:
+            process_context()
+        except SourceError as exc:
+            print(exc)
+    """)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "TMPDIR": str(long)})
+    assert f"the temporary folder {long} (100 characters) is too long" in r.stdout, r.stdout + r.stderr

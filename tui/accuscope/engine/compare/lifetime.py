@@ -170,6 +170,16 @@ def _start_process_services() -> None:
             sys.stderr = sys.__stderr__
         resource_tracker.ensure_running()
         forkserver.set_forkserver_preload(["accuscope.engine.compare.comparison"])  # helpers fork with the engine imported
-        forkserver.ensure_running()
+        try:
+            forkserver.ensure_running()
+        except OSError as exc:  # its socket lies in TMPDIR/pymp-XXXXXXXX/: past 108 bytes for a TMPDIR over ~75
+            if "too long" not in str(exc):
+                raise
+            import tempfile
+
+            from accuscope.engine.sources.tensor import SourceError
+            folder = tempfile.gettempdir()
+            raise SourceError(f"the temporary folder {folder} ({len(folder)} characters) is too long a path for the "
+                              "socket helper processes are started through: set TMPDIR to a shorter one") from None
     finally:
         sys.stderr = saved
