@@ -31,7 +31,7 @@ from accuscope.engine.compare.lifetime import die_with_parent, end_pool, process
 from accuscope.engine.compare.mapping import FEW, map_tensors
 from accuscope.engine.compare.metrics import compiled_kernel
 from accuscope.engine.compare.pair import DEVICE_ONLY, Pair
-from accuscope.engine.compare.pairjob import Job, pair_threads, run_job
+from accuscope.engine.compare.pairjob import Job, pair_threads, run_job, run_small
 from accuscope.engine.compare.repair import Repair, recheck
 from accuscope.engine.compare.results import ResultTable
 from accuscope.engine.compare.thresholds import Thresholds
@@ -596,8 +596,6 @@ def _groups(jobs: list[Job]) -> Iterator[list[Job]]:
         yield group
 
 
-def _run_group(group: list[Job]) -> list[tuple[int, dict]]:
-    return [run_job(job) for job in group]
 
 
 def _run_threads(jobs: list[Job], workers: int, cancel) -> Iterator[list[tuple[int, dict]]]:
@@ -616,7 +614,7 @@ def _run_threads(jobs: list[Job], workers: int, cancel) -> Iterator[list[tuple[i
         for group in itertools.chain((first,) if first else (), groups):  # (no second group if workers > 1)
             if cancel is not None and cancel.is_set():
                 return
-            yield _run_group(group)
+            yield run_small(group)
         return
     from concurrent.futures import ThreadPoolExecutor  # with logging ~10 ms of start-up: only when a pool runs
     with ThreadPoolExecutor(workers) as pool:  # results in the pairs' order (plugins, progress)
@@ -627,7 +625,7 @@ def _run_threads(jobs: list[Job], workers: int, cancel) -> Iterator[list[tuple[i
                 ready = next(queue, None)
                 if ready is None:
                     break
-                pending.append(pool.submit(_run_group, ready))
+                pending.append(pool.submit(run_small, ready))
             if not pending:
                 return
             batch = pending.popleft().result()

@@ -311,6 +311,18 @@ def npy_file_tensor(op: str, path: str, meta: NpyMeta, offset: int, data: bytes 
     return file_tensor(op, io, index, dtype, shape, path, _dtype_name(dtype), payload, reader, timestamp)
 
 
+def held_data(t: Tensor) -> memoryview | None:
+    """The data bytes of a tensor `npy_file_tensor` made from a read that held its whole file (C order),
+    without an array made of them: a group of tiny tensors joins them into one (compare.pairjob.run_small);
+    None for any other tensor."""
+    reader = t.reader
+    if type(reader) is partial and reader.func is _from_bytes and not t.problem and t.value is None:
+        data, offset, (_, _, fortran, nbytes) = reader.args
+        if not fortran:
+            return memoryview(data)[offset:offset + nbytes]
+    return None
+
+
 def _from_bytes(data: bytes, offset: int, meta: NpyMeta) -> np.ndarray:
     dtype, shape, fortran, nbytes = meta
     if nbytes == 0:
