@@ -294,11 +294,12 @@ def read_npy_file(path: str, *, keep: bool = False) -> tuple[NpyMeta, int, bytes
 
 def npy_file_tensor(op: str, path: str, meta: NpyMeta, offset: int, data: bytes | None, *, io: str = OUTPUT, index: int = 0,
                     timestamp: int | None = None, **fields) -> Tensor:
-    """The Tensor of an npy file `read_npy_file` read (the header parsed there, not again to load): C-ordered
-    data get a Payload (chunked reads); its data come from `data` when that read held them, else from the
-    file (read when small, memory-mapped when large)."""
+    """The Tensor of an npy file `read_npy_file` read (the header parsed there, not again to load): its data
+    come from `data` when that read held them (a file of a few KB: no Payload, whose chunked reads a tensor
+    this small never takes; 2 us of a tiny tensor's 8), else from the file: C-ordered data through a Payload
+    (chunked reads; read when small, memory-mapped when large), others memory-mapped."""
     dtype, shape, fortran, nbytes = meta
-    payload = None if fortran else Payload(path, offset, nbytes, dtype, shape)
+    payload = None if fortran or data is not None else Payload(path, offset, nbytes, dtype, shape)
     if data is not None:
         reader = partial(_from_bytes, data, offset, meta)
     elif payload is not None:

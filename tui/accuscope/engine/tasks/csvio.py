@@ -93,7 +93,7 @@ def write_columns(f, columns: list[list], unsafe: dict[int, set[int]]) -> None:
     ready = []
     for column in columns:
         try:
-            plain = not any(c in "".join(column) for c in _CSV_QUOTES)
+            plain = not _QUOTES_IN("".join(column))
         except TypeError:  # not all text (a plugin's numbers)
             plain = False
         ready.append(column if plain else [_field(v) for v in column])
@@ -120,12 +120,13 @@ def _csv_quotes() -> str:
 
 
 _CSV_QUOTES = _csv_quotes()
+_QUOTES_IN = re.compile(f"[{re.escape(_CSV_QUOTES)}]").search
 
 
 def _field(value) -> str:
     """One cell as csv.writer (QUOTE_MINIMAL, ',' and '\n') writes it."""
-    text = "" if value is None else str(value)
-    return _quoted(text) if any(c in text for c in _CSV_QUOTES) else text
+    text = value if type(value) is str else "" if value is None else str(value)
+    return _quoted(text) if _QUOTES_IN(text) else text
 
 
 def _quoted(text: str) -> str:
