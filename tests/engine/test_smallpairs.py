@@ -14,6 +14,7 @@ from accuscope.engine.compare import comparison as engine
 from accuscope.engine.compare import pairjob
 from accuscope.engine.compare.columns import ALGORITHMS
 from accuscope.engine.compare.pairjob import Job, run_job, run_small
+from accuscope.engine.compare.results import ResultTable
 from accuscope.engine.sources.npyfile import held_data, npy_file_tensor, read_npy_file
 from accuscope.engine.sources.tensor import Tensor
 
@@ -126,7 +127,7 @@ def test_tiny_npy_files_are_grouped_from_the_bytes_their_listing_read(tmp_path):
 
 
 @needs_kernel
-def test_a_comparison_of_small_pairs_writes_the_table_of_the_per_pair_path(tmp_path, monkeypatch):
+def test_a_comparison_of_small_pairs_makes_the_table_of_the_per_pair_path(tmp_path, monkeypatch):
     rng = np.random.default_rng(7)
     for side in ("npu", "golden"):
         (tmp_path / side).mkdir()
@@ -134,15 +135,22 @@ def test_a_comparison_of_small_pairs_writes_the_table_of_the_per_pair_path(tmp_p
         x, y = values(rng, k % 8, int(rng.choice([1, 16, 50])))
         name = f"op_{k:04d}.0.{1700000000000000 + k}.npy"
         np.save(tmp_path / "npu" / name, x.astype(np.float32))
-        np.save(tmp_path / "golden" / name, y.astype(np.float32 if k % 3 else np.float16))
+        if k % 50 == 7:  # a broken golden file: the row says so
+            (tmp_path / "golden" / name).write_bytes(b"\x93NUMPY broken")
+        elif k % 50 != 9:  # (9: no golden file at all)
+            np.save(tmp_path / "golden" / name, y.astype(np.float32 if k % 3 else np.float16))
     spec = engine.CompareSpec(str(tmp_path / "npu"), str(tmp_path / "golden"))
     tables = {}
     for how in ("group", "per pair"):
-        if how == "per pair":
+        if how == "per pair":  # run_job a pair, the table from merged_row's rows
             monkeypatch.setattr(engine, "run_small", lambda jobs: [run_job(j) for j in jobs])
+            monkeypatch.setattr(engine, "_table", lambda plan, computed, third: ResultTable.from_rows(
+                [{**engine.merged_row(plan, i, c), **third.get(i, {})} for i, c in enumerate(computed)],
+                custom=[p.name for p in plan.plugins]))
         tables[how] = engine.execute(engine.plan(spec), workers=2)
     group, per_pair = tables["group"], tables["per pair"]
-    assert list(group.columns) == list(per_pair.columns)
+    assert list(group.columns) == list(per_pair.columns) and group.present == per_pair.present
+    assert any(r.startswith("golden ") for r in group.columns["reason"].tolist())
     for key, column in per_pair.columns.items():
         got = group.columns[key]
         if column.dtype.kind == "f":
