@@ -18,7 +18,7 @@ import numpy as np
 from accuscope.engine.sources import kinds
 from accuscope.engine.sources.inputfile import NotRegular, json_loads, not_regular, regular_size, require_regular, walk
 from accuscope.engine.sources.names import golden_name_parts, read_mapping_csv
-from accuscope.engine.sources.npyfile import MEMBER_ERRORS, nd_tensor, npy_file_tensor, read_npy_file, read_npz
+from accuscope.engine.sources.npyfile import nd_tensor, npy_file_tensor, read_npy_files, read_npz
 from accuscope.engine.sources.tensor import OUTPUT, Payload, Problem, SourceError, Tensor, read_payload, sanitize
 
 RAW_SUFFIXES = (".bin", ".bmrt", ".dat")
@@ -183,16 +183,16 @@ def _read_npy_folder(folder: str) -> tuple[list[Tensor], list[Problem]]:
     named.sort(key=itemgetter(0, 1))  # execution order where dated
     entries = []
     kept = 0
-    for _, source, op, io, index, ts in named:
-        try:
-            meta, offset, data = read_npy_file(source, keep=kept < KEEP_BYTES)
-        except NotRegular as exc:  # replaced by a FIFO or a folder since it was listed
-            problems.append(Problem(source, str(exc)))
+    for (_, source, op, io, index, ts), read in zip(named, read_npy_files([n[1] for n in named])):
+        if isinstance(read, NotRegular):  # replaced by a FIFO or a folder since it was listed
+            problems.append(Problem(source, str(read)))
             continue
-        except MEMBER_ERRORS as exc:
-            problems.append(Problem(source, str(exc)))
-            entries.append(nd_tensor(op, source, problem=str(exc), io=io, index=index, timestamp=ts))
+        if isinstance(read, Exception):
+            problems.append(Problem(source, str(read)))
+            entries.append(nd_tensor(op, source, problem=str(read), io=io, index=index, timestamp=ts))
             continue
+        meta, offset, whole = read
+        data = whole if kept < KEEP_BYTES else None
         if data is not None:
             kept += len(data)
         entries.append(npy_file_tensor(op, source, meta, offset, data, io=io, index=index, timestamp=ts))

@@ -16,7 +16,7 @@ import re
 import threading
 import zipfile
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache, partial
 from typing import IO, Literal, cast
@@ -33,6 +33,11 @@ from accuscope.engine.sources.tensor import (
     file_tensor,
     read_payload,
 )
+
+try:  # the first bytes of many small files in one call; absent when installed without a C compiler
+    from accuscope.engine.sources import _npyread  # type: ignore[attr-defined]
+except ImportError:
+    _npyread = None
 
 
 @dataclass(frozen=True)
@@ -279,17 +284,63 @@ def read_npy_file(path: str, *, keep: bool = False) -> tuple[NpyMeta, int, bytes
         if why:
             raise NotRegular(why)
         raw = os.pread(fd, HEAD_READ, 0)
-        major, start, hlen = _npy_prefix(raw[:12])
-        if start + hlen > len(raw) and len(raw) == HEAD_READ:  # a header longer than one read (up to 10 KB)
+        if _longer_header(raw):  # (up to 10 KB)
+            _, start, hlen = _npy_prefix(raw[:12])
             raw += os.pread(fd, start + hlen - len(raw), len(raw))
     finally:
         os.close(fd)
+    meta, offset, whole = _npy_file_head(raw, st.st_size)
+    return meta, offset, whole if keep else None
+
+
+def _npy_file_head(raw: bytes, size: int) -> tuple[NpyMeta, int, bytes | None]:
+    """read_npy_file's result from a file's first bytes `raw` (all of its header) and its size, with
+    `raw` where it is the whole file."""
+    major, start, hlen = _npy_prefix(raw[:12])
     head = raw[start:start + hlen]
     if len(head) < hlen:
         raise ValueError(f"npy header truncated ({len(head)} of {hlen} bytes)")
     meta = npy_meta(head, major)
-    _check_size(start + hlen, meta[3], st.st_size)
-    return meta, start + hlen, raw if keep and st.st_size <= len(raw) else None
+    _check_size(start + hlen, meta[3], size)
+    return meta, start + hlen, raw if size <= len(raw) else None
+
+
+def _longer_header(raw: bytes) -> bool:
+    """Whether an npy file's header goes on beyond the HEAD_READ bytes `raw` holds."""
+    if len(raw) < HEAD_READ:
+        return False
+    _, start, hlen = _npy_prefix(raw[:12])
+    return start + hlen > len(raw)
+
+
+READ_BATCH = 1024  # files whose first bytes the compiled reader reads in one call (4 MB)
+NpyFileRead = tuple[NpyMeta, int, bytes | None]
+
+
+def read_npy_files(paths: Sequence[str]) -> Iterator[NpyFileRead | Exception]:
+    """`read_npy_file(path, keep=True)` of each path in turn, or the error it raises (NotRegular, OSError,
+    ValueError: MEMBER_ERRORS), READ_BATCH files at a time: their system calls in one call of the compiled reader
+    (_npyread.c: a folder of 20,000 tiny npy files without Python's objects between them, 3 us a file
+    less), else one by one. A file whose header is longer than that read is read by read_npy_file."""
+    for lo in range(0, len(paths), READ_BATCH):
+        batch = list(paths[lo:lo + READ_BATCH])
+        if _npyread is None:
+            for path in batch:
+                try:
+                    yield read_npy_file(path, keep=True)
+                except MEMBER_ERRORS as exc:
+                    yield exc
+            continue
+        for path, (raw, size, mode, err, call) in zip(batch, _npyread.heads(batch, HEAD_READ, OPEN_FLAGS)):
+            try:
+                if err:  # os.open's error names the file, fstat's and pread's do not
+                    raise OSError(err, os.strerror(err), path) if call == 0 else OSError(err, os.strerror(err))
+                why = mode_problem(mode)
+                if why:
+                    raise NotRegular(why)
+                yield read_npy_file(path, keep=True) if _longer_header(raw) else _npy_file_head(raw, size)
+            except MEMBER_ERRORS as exc:
+                yield exc
 
 
 def npy_file_tensor(op: str, path: str, meta: NpyMeta, offset: int, data: bytes | None, *, io: str = OUTPUT, index: int = 0,
