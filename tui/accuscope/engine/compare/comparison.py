@@ -602,8 +602,9 @@ GROUP_ELEMENTS, GROUP_PAIRS = 1 << 16, 64  # small pairs go to a thread in group
 
 def _groups(jobs: list[Job]) -> Iterator[list[Job]]:
     """Consecutive small pairs in groups of up to GROUP_PAIRS pairs or GROUP_ELEMENTS elements (a
-    pair larger than that alone): one thread-pool task and one result batch per group instead of
-    per pair, whose cost (~30 us) would otherwise exceed a tiny pair's whole comparison."""
+    pair larger than that alone): one thread-pool task, one result batch and, for the pairs the
+    fused pass takes, one kernel call and their cells as columns (pairjob.run_small) per group
+    instead of per pair, whose cost (~30 us) would otherwise exceed a tiny pair's whole comparison."""
     group: list[Job] = []
     elements = 0
     for job in jobs:
@@ -614,8 +615,6 @@ def _groups(jobs: list[Job]) -> Iterator[list[Job]]:
         elements += job.npu.size
     if group:
         yield group
-
-
 
 
 def _run_threads(jobs: list[Job], workers: int, cancel) -> Iterator[list[tuple[int, dict]]]:
