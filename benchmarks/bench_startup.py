@@ -2,7 +2,9 @@
 `import accuscope.cli` (python -X importtime, its cumulative line), the wall time of
 `accuscope inspect --help`, of a small real command (`accuscope inspect` on a 4-tensor npy
 folder) and of `accuscope compare` on two such folders (target <= 250 ms), and how many modules that compare
-imports (-X importtime's lines: fewer modules is the lasting part of a start-up gain). Both trees are byte-compiled
+imports (-X importtime's lines: fewer modules is the lasting part of a start-up gain), and, where valgrind is
+installed, the instructions that compare executes (callgrind's count: the same on every run, so a change of
+1% shows on a machine whose wall times drift 30% within the hour). Both trees are byte-compiled
 first (as an installed package is), so no run pays for compiling modules. Each figure is the median of
 --repeat runs, the two trees' runs interleaved.
 
@@ -61,6 +63,14 @@ def modules(tui: Path, *args: str) -> float:
     return sum(1 for ln in r.stderr.splitlines() if re.match(r"import time:\s+\d", ln))
 
 
+def instructions(tui: Path, *args: str) -> float:
+    """Millions of instructions the whole process executes (valgrind's callgrind: deterministic)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        r = subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={tmp}/out", sys.executable, "-m",
+                            "accuscope", *args], capture_output=True, text=True, env=_env(tui), check=True)
+    return int(re.search(r"Collected : (\d+)", r.stderr).group(1)) / 1e6
+
+
 def _env(tui: Path) -> dict:
     return {**os.environ, "PYTHONPATH": str(tui), "COLUMNS": "120", "NO_COLOR": "1"}
 
@@ -91,10 +101,14 @@ def main() -> None:
             "accuscope compare: modules imported": lambda t: modules(
                 t, "compare", "--npu", str(dump), "--golden", str(golden), "--out", str(tmp / "task")),
         }
+        if shutil.which("valgrind"):
+            measures["accuscope compare: M instructions (callgrind)"] = lambda t: instructions(
+                t, "compare", "--npu", str(dump), "--golden", str(golden), "--out", str(tmp / "task"))
         print(f"{'':46} {args.base:>10} {'this tree':>10} {'ratio':>7}   (load {os.getloadavg()[0]:.1f})")
         for label, measure in measures.items():
             runs = {name: [] for name in trees}
-            for name, tui in list(trees.items()) * (args.repeat + 1):  # interleaved; the first pair warms up
+            repeat = 1 if "callgrind" in label else args.repeat  # the same count every run
+            for name, tui in list(trees.items()) * (repeat + 1):  # interleaved; the first pair warms up
                 runs[name].append(measure(tui))
             old, new = (statistics.median(r[1:]) for r in runs.values())
             print(f"{label:46} {old:10.0f} {new:10.0f} {old / new:6.2f}x")

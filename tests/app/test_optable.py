@@ -179,10 +179,32 @@ def test_i_cycles_outputs_inputs_both():
 def test_x_hides_rows_that_could_not_be_compared():
     async def test(pilot, w, app):
         await pilot.press("x")
-        assert INVALID not in w.view and len(w.view) == 39 and "1 invalid hidden" in w.status
+        assert INVALID not in w.view and len(w.view) == 39 and "1 not compared hidden" in w.status
         await pilot.press("x")
         assert INVALID in w.view and "hidden" not in w.status
     run(test)
+
+
+def test_a_device_only_op_is_exempt_and_x_hides_it_with_the_rows_not_compared():
+    """An op the conversion inserted (golden `*`) has nothing to compare: `·` (dim), not the `?` of a row
+    worth a look; the summary counts it apart; x hides both kinds."""
+    from accuscope.app.summary import summary_lines
+    from accuscope.engine.compare.summary import summarize
+
+    rows = _rows()
+    rows[30].update({k: nan for k in ("cos", "red", "kl", "max_abs", "mean_abs", "rmse", "max_rel", "mean_rel",
+                                      "acc_rel")}, golden_op="*", reason="inserted by the conversion: quantize")
+    table = ResultTable.from_rows(rows)
+    s = summarize(table, Thresholds())
+    assert (s.not_compared, s.device_only) == (2, 1)
+    text = " ".join(summary_lines(table, Thresholds()))
+    assert "1 rows not compared" in text and "1 device-only ops" in text
+
+    async def test(pilot, w, app):
+        assert line_of(w, 30).startswith("·") and line_of(w, INVALID).startswith("?")
+        await pilot.press("x")
+        assert not {INVALID, 30} & set(w.view.tolist()) and "2 not compared hidden" in w.status
+    run(test, table=table)
 
 
 def test_search_and_n_N_wrap():

@@ -118,3 +118,23 @@ def test_demo_tasks_get_one_answer_everywhere(demo_ws, name):
     if name == demo.MAIN.name:
         overlay, _ = task_overlay(folder)
         assert overlay.failing > 0  # the nodes of failing ops, counted from the same judgement
+
+
+@pytest.mark.parametrize("dated", [True, False])
+def test_a_folder_of_files_named_without_timestamps_has_no_guessed_output(tmp_path, dated):
+    """npy (or .pt) files named `{op}.npy` stand in name order, not execution order: the last name is no
+    network output, so a passing last file never makes a pass while an op before it fails. With the dump's
+    timestamps the order is the run's, and its last op is the output."""
+    rng = np.random.default_rng(0)
+    for side in ("npu", "golden"):
+        (tmp_path / side).mkdir()
+    for k, (name, noise) in enumerate((("conv_broken", 1.0), ("zz_head", 0.0))):
+        y = rng.standard_normal(64).astype(np.float32)
+        stem = f"{name}.0.{1700000000000000 + k}" if dated else name
+        np.save(tmp_path / "golden" / f"{stem}.npy", y)
+        np.save(tmp_path / "npu" / f"{stem}.npy", y + np.float32(noise) * rng.standard_normal(64).astype(np.float32))
+    r = accuscope("compare", "--npu", tmp_path / "npu", "--golden", tmp_path / "golden", "--out", tmp_path / "t", "--json")
+    doc = json.loads(r.stdout)
+    assert doc["failing"] == 1 and doc["first_failing"]["op"] == "conv_broken"
+    assert doc["judgement"]["outcome"] == ("pass" if dated else "unknown")
+    assert "first failing: conv_broken:output:0 cos" in " ".join(r.stderr.split())  # no "()" for a type npy lacks

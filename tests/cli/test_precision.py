@@ -5,6 +5,7 @@ file the search writes is read back by the tool that consumes it."""
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -130,7 +131,8 @@ def test_check_command_decides_and_a_killed_search_resumes_without_redoing_trial
     args = [sys.executable, "-m", "accuscope", "precision", str(ref), "--to", "fp16", "--input",
             f"x={root / 'x.npy'}", "--check", f"{sys.executable} {script}", "--out", str(tmp_path / "s")]
     log = tmp_path / "s" / "trials.jsonl"
-    first = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    first = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,  # killed: its pool's
+                             env={**os.environ, "TMPDIR": str(tmp_path)})  # folders stay in tmp_path
     try:
         while first.poll() is None and (not log.exists() or len(_trials(log)) < 4):
             time.sleep(0.05)

@@ -21,7 +21,7 @@ def test_json_has_stable_keys_and_agrees_with_the_task(ws):
     r = accuscope("show", task)
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
-    assert set(doc) == {"task", "state", "rows", "failing", "not_compared", "first_failing", "judgement", "coverage", "warnings",
+    assert set(doc) == {"task", "state", "rows", "failing", "not_compared", "device_only", "first_failing", "judgement", "coverage", "warnings",
                         "columns", "data"}
     table = load_task(task).table
     assert doc["rows"] == len(table) == len(doc["data"]) and doc["failing"] == int(table.columns["fail"].sum())
@@ -63,7 +63,7 @@ def test_compare_json_is_one_object_on_stdout(ws, tmp_path):
                   "--out", tmp_path / "t", "--advisor", "--json")
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)  # nothing else on stdout: the human summary went to stderr
-    assert set(doc) == {"task", "sides", "rows", "failing", "not_compared", "first_failing", "judgement", "coverage",
+    assert set(doc) == {"task", "sides", "rows", "failing", "not_compared", "device_only", "first_failing", "judgement", "coverage",
                         "problems", "verdict", "findings"}
     assert doc["sides"] == {"npu": "ascend", "golden": "npy"} and doc["coverage"]["outputs_paired"] == 1
     assert doc["verdict"]["rule"] == "verdict" and "the model fails" in doc["verdict"]["title"]

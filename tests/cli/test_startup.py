@@ -52,6 +52,9 @@ NOT_FOR_NPY = ("onnx", "onnxruntime", "yaml", "google.protobuf", "textual", "ric
                "accuscope.engine.graphs.mlirgraph", "accuscope.engine.graphs.caffegraph",
                "accuscope.engine.graphs.omgraph", "accuscope.engine.graphs.msprobegraph",
                "concurrent.futures", "logging", "socket",
+               # plugins only for a run that names their folder; a spelling suggestion only on a misspelling;
+               # orjson at the first dump.json read
+               "accuscope.engine.compare.plugins", "difflib", "orjson",
                # the summary printed to a pipe is plain text (commands/common.py: Printer)
                "rich")
 

@@ -35,13 +35,13 @@ NAMES = ("calls", "call_of", "slot", "index", "names", "dtypes", "shapes", "stat
 
 def python_columns(raw: bytes, *, orjson: bool = True):
     """The Python twin's columns (None where `read` would not give them), through msprobe's own parse."""
-    saved = msprobe.orjson
+    saved = msprobe._orjson
     if not orjson:
-        msprobe.orjson = None
+        msprobe._orjson = lambda: None
     try:
         doc, _why = msprobe._parse(raw)
     finally:
-        msprobe.orjson = saved
+        msprobe._orjson = saved
     if doc is None or not isinstance(doc.get("data"), dict):
         return None
     return msprobe._scan(doc["data"])

@@ -143,3 +143,64 @@ def test_numpy_fallback_where_zero_pairs_or_zero_goldens_come_and_go(monkeypatch
     for a, b in (((relu_x, x), (relu_y, y)), ((x, relu_x), (y, relu_y))):
         xs, ys = np.concatenate(a), np.concatenate(b)
         same(compare_arrays(xs, ys), numpy_metrics(monkeypatch, xs, ys))
+
+
+def edge_pairs(n):
+    """(npu, golden) at the edges of the data: float32 denormals, integer and half-precision dtypes,
+    bfloat16 values (as the dumps hold them: float32 with the low 16 bits cleared), inf and NaN."""
+    rng = np.random.default_rng(15)
+    g = rng.standard_normal(n).astype(np.float32)
+    noise = rng.standard_normal(n).astype(np.float32)
+    tiny = (g * np.float32(1e-39)).astype(np.float32)  # below float32's smallest normal
+    bf16 = (g.view(np.uint32) & np.uint32(0xFFFF0000)).view(np.float32)
+    inf = g.copy()
+    inf[::5] = np.inf
+    return {
+        "denormal golden": (g, tiny),
+        "denormals on both sides": (tiny, (tiny * np.float32(1.01)).astype(np.float32)),
+        "int8": (np.clip(np.round(g * 30), -128, 127).astype(np.int8),
+                 np.clip(np.round(g * 30 + noise), -128, 127).astype(np.int8)),
+        "int32": ((g * 1e5).astype(np.int32), (g * 1e5 + noise * 10).astype(np.int32)),
+        "float16": ((g + noise * np.float32(1e-2)).astype(np.float16), g.astype(np.float16)),
+        "float16 ReLU outputs, some -0": (np.maximum(g + noise * np.float32(1e-2), 0).astype(np.float16),
+                                          np.where(np.arange(n) % 7 == 0, np.float16(-0.0), np.maximum(g, 0)).astype(np.float16)),
+        "bfloat16 values": (((bf16 * np.float32(1.004)).view(np.uint32) & np.uint32(0xFFFF0000)).view(np.float32), bf16),
+        "inf at the same positions": (inf, np.where(np.isinf(inf), inf, inf + noise * np.float32(1e-3))),
+        "NaN on one side": (np.where(np.arange(n) == n // 2, np.float32(np.nan), g).astype(np.float32), g),
+    }
+
+
+@needs_kernel
+@pytest.mark.parametrize("n", [1, 2, 7, M.NUMPY_CHUNK - 1, M.NUMPY_CHUNK, 2 * M.NUMPY_CHUNK + 1])
+@pytest.mark.parametrize("kind", list(edge_pairs(10)))
+def test_numpy_fallback_equals_the_kernel_on_edge_data(monkeypatch, kind, n):
+    """Lengths of one element to a chunk and one more, not a multiple of the chunk, on the edges of the data."""
+    x, y = edge_pairs(n)[kind]
+    with np.errstate(all="ignore"):
+        same(compare_arrays(x, y), numpy_metrics(monkeypatch, x, y))
+
+
+@needs_kernel
+def test_empty_tensors_on_both(monkeypatch):
+    x = np.zeros(0, np.float32)
+    fast, slow = compare_arrays(x, x), numpy_metrics(monkeypatch, x, x)
+    assert fast.reasons == slow.reasons == ["empty tensor"]
+
+
+@needs_kernel
+@pytest.mark.parametrize("n", [5, 3 * M.CHUNK + 1001])
+@pytest.mark.parametrize("kind", ["fp16-like noise", "ReLU output", "unrelated", "denormal golden", "denormals on both sides",
+                                  "int8", "float16", "inf at the same positions"])
+def test_numpy_fallback_on_a_streamed_pair_equals_the_kernel(monkeypatch, kind, n):
+    """A pair read chunk by chunk (as pairjob streams those over MAPPED_BYTES; NaN/inf pairs take the same
+    walks): the chunked moments and the KL walk, its floors and sums per chunk from the moments'. The
+    chunk's range is a Python float there too (a float32 one made the KL's scale in float32: 5e-9 off,
+    inf on denormals)."""
+    x, y = {**varied_pairs(n), **edge_pairs(n)}[kind]
+    with np.errstate(all="ignore"):
+        fast = compare_arrays(x, y)
+        with monkeypatch.context() as m:
+            m.setattr(M, "_kernel", None)
+            slow = M.compare_chunks(lambda: ((x[lo:lo + M.CHUNK], y[lo:lo + M.CHUNK]) for lo in range(0, n, M.CHUNK)),
+                                    n, x.dtype, y.dtype)
+    same(fast, slow)

@@ -12,7 +12,6 @@ import re
 import shutil
 import subprocess
 import sys
-import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +24,7 @@ from accuscope.engine.graphs.msprobegraph import load_msprobe
 from accuscope.engine.sides.registry import detect, open_side
 from accuscope.engine.sources import msprobe, torchpickle
 from accuscope.engine.sources.tensor import SourceError, Tensor
+from support.pickles import hostile_pt, write_pt
 
 FIX = Path(__file__).parents[1] / "fixtures" / "msprobe"
 ENV = {**os.environ, "COLUMNS": "200", "NO_COLOR": "1"}
@@ -117,9 +117,9 @@ def test_statistics_cells_follow_msprobes_rules():
 
 
 def test_dump_json_reads_alike_with_and_without_orjson_and_with_nan(tmp_path, monkeypatch):
-    assert msprobe.orjson is not None  # the test extra installs it: both parsers are exercised here
+    assert msprobe._orjson() is not None  # the test extra installs it: both parsers are exercised here
     fast, _ = msprobe.read(str(FIX / "cand_md5"), rank=1)
-    monkeypatch.setattr(msprobe, "orjson", None)
+    monkeypatch.setattr(msprobe, "_orjson", lambda: None)
     plain, _ = msprobe.read(str(FIX / "cand_md5"), rank=1)
     assert [(t.tensor_name, t.stats, t.checksum, t.shape, t.dtype_name) for t in fast] == [
         (t.tensor_name, t.stats, t.checksum, t.shape, t.dtype_name) for t in plain]
@@ -325,21 +325,7 @@ def test_a_mapping_file_pairs_renamed_calls(tmp_path):
 
 
 def _pt_with(tmp_path: Path, payload: bytes) -> Path:
-    path = tmp_path / "dump_tensor_data" / "Functional.relu.0.forward.output.0.pt"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with zipfile.ZipFile(path, "w") as zf:
-        zf.writestr("archive/data.pkl", payload)
-        zf.writestr("archive/byteorder", "little")
-        zf.writestr("archive/data/0", b"\0" * 16)
-    return path
-
-
-class _RunsCode:
-    def __init__(self, marker: str):
-        self.marker = marker
-
-    def __reduce__(self):
-        return (os.system, (f"touch {self.marker}",))
+    return write_pt(tmp_path / "dump_tensor_data" / "Functional.relu.0.forward.output.0.pt", payload)
 
 
 class _Plain:
@@ -348,7 +334,7 @@ class _Plain:
 
 def test_a_malicious_pt_is_refused_and_runs_nothing(tmp_path):
     marker = tmp_path / "pwned"
-    path = _pt_with(tmp_path, pickle.dumps(_RunsCode(str(marker)), protocol=2))
+    path = hostile_pt(tmp_path / "dump_tensor_data" / "Functional.relu.0.forward.output.0.pt", marker)
     with pytest.raises(torchpickle.PtError, match=r"refused global (posix|os)\.system"):
         torchpickle.describe(str(path))
     assert not marker.exists()

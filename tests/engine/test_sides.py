@@ -175,7 +175,7 @@ def test_a_model_or_an_unknown_folder_is_no_side(cls_pair, tmp_path):
     r = accuscope("compare", "--npu", ref, "--golden", tmp_path / "notes", "--out", tmp_path / "t")
     assert r.returncode == 2 and "is a model" in r.stderr and "accuscope run" in r.stderr
     r = accuscope("compare", "--npu", tmp_path / "notes", "--golden", tmp_path / "notes", "--out", tmp_path / "t")
-    assert r.returncode == 2 and "no .npy file and no Ascend dump file" in r.stderr and "Polygraphy" in r.stderr
+    assert r.returncode == 2 and "no .npy or .pt file and no Ascend dump file" in r.stderr and "Polygraphy" in r.stderr
     assert not (tmp_path / "t").exists()  # unusable input leaves no task folder behind
 
 

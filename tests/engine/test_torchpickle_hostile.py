@@ -471,3 +471,52 @@ def test_a_damaged_dump_json_entry_is_a_problem_naming_it(tmp_path):
     _, problems = msprobe.read(str(stats))
     assert len([p for p in problems if "Functional.relu." in p.message]) == 3
 
+
+
+# ---------------------------------------------------------------- what a loose .pt may hold besides one tensor
+
+
+def _body(pkl: bytes) -> bytes:
+    """A pickle without its PROTO and STOP: to build others around it."""
+    assert pkl.startswith(b"\x80\x02") and pkl.endswith(b".")
+    return pkl[2:-1]
+
+
+def test_a_state_dict_reads_and_build_applies_to_nothing_else(tmp_path):
+    storage = np.arange(6, dtype=np.float32).tobytes()
+    odict = b"ccollections\nOrderedDict\n)R"
+    state = b"}" + _str("_metadata") + odict + b"s"  # {"_metadata": OrderedDict()}: dropped
+    ok = b"\x80\x02" + odict + b"(" + _str("w") + _body(tensor_pickle()) + b"u" + state + b"b."
+    found = torchpickle.contents(str(write_pt(tmp_path / "sd.pt", ok, storage)))
+    assert [(e.key, e.tensor.shape if e.tensor else None) for e in found] == [("w", (2, 3))]
+    cases = {  # BUILD would set attributes: on a tensor (its shape), on a storage type all files share
+        "on a tensor": _body(tensor_pickle()) + b"}" + _str("shape") + _tuple(_int(9)) + b"sb.",
+        "on a storage type": b"ctorch\nFloatStorage\n}" + _str("name") + _str("BFloat16Storage") + b"sb.",
+        "on a list": b"]" + state + b"b.",
+    }
+    for label, pkl in cases.items():
+        with pytest.raises(torchpickle.PtError, match="BUILD at byte [0-9]+ on something other than an OrderedDict"):
+            torchpickle.contents(str(write_pt(tmp_path / "b.pt", b"\x80\x02" + pkl, storage)))
+        assert torchpickle.STORAGES["FloatStorage"][1] == "float32", label
+    assert torchpickle.load(str(write_pt(tmp_path / "t.pt", tensor_pickle(), storage))).dtype == np.float32
+
+
+def test_a_tensor_may_be_shared_a_container_may_not(tmp_path):
+    storage = np.arange(6, dtype=np.float32).tobytes()
+    shared = b"\x80\x02" + _body(tensor_pickle()) + _put(90) + _get(90) + b"\x86."  # (t, t)
+    found = torchpickle.contents(str(write_pt(tmp_path / "s.pt", shared, storage)))
+    assert [e.key for e in found] == ["0", "1"] and found[0].tensor == found[1].tensor
+    listed = b"\x80\x02]" + _put(90) + _get(90) + b"\x86."  # ([], []) through the memo: a container shared
+    with pytest.raises(torchpickle.PtError, match="memo get of a tuple, list, dict or object"):
+        torchpickle.contents(str(write_pt(tmp_path / "l.pt", listed, storage)))
+    odict = b"\x80\x02ccollections\nOrderedDict\n)R" + _put(90) + _get(90) + b"\x86."
+    with pytest.raises(torchpickle.PtError, match="memo get"):
+        torchpickle.contents(str(write_pt(tmp_path / "o.pt", odict, storage)))
+
+
+def test_leaves_past_the_limit_are_refused(tmp_path, monkeypatch):
+    storage = np.arange(6, dtype=np.float32).tobytes()
+    many = b"\x80\x02" + _body(tensor_pickle()) + _put(90) + b"(" + _get(90) * 9 + b"l."  # [t] * 10
+    monkeypatch.setattr(torchpickle, "ENTRY_LIMIT", 8)
+    with pytest.raises(torchpickle.PtError, match="more than 8 tensors and values"):
+        torchpickle.contents(str(write_pt(tmp_path / "m.pt", many, storage)))

@@ -53,9 +53,9 @@ from accuscope.engine.sources import ascend  # noqa: E402
 from accuscope.engine.sources.tensor import SourceError, TensorError  # noqa: E402
 
 CLASSES = ("ascend", "npy", "npz", "bin", "omjson", "onnx", "prototxt", "mapping", "resultcsv",
-           "msprobe", "pt", "polygraphy", "tpumlir", "atb", "mindspore", "gegraph", "taskjson")
+           "msprobe", "pt", "ptfolder", "polygraphy", "tpumlir", "atb", "mindspore", "gegraph", "taskjson")
 # the dialects opened through the registry, as `inspect` and `compare` do (the rest: their own reader)
-REGISTRY_CLASSES = ("msprobe", "pt", "polygraphy", "tpumlir", "atb", "mindspore", "gegraph")
+REGISTRY_CLASSES = ("msprobe", "pt", "ptfolder", "polygraphy", "tpumlir", "atb", "mindspore", "gegraph")
 MEMORY_LIMIT = 1 << 30  # RLIMIT_AS of the child: a reader that allocates what a header claims dies here
 CASE_TIMEOUT = 30.0
 GOOD_SIBLINGS = 3
@@ -101,6 +101,7 @@ def build_seeds(work: Path) -> dict[str, list[Path]]:
         "omjson": sorted(demo.glob("*/model/*.json")), "onnx": sorted(demo.glob("*/model/*.onnx")),
         "prototxt": [root / "lenet.prototxt"], "mapping": [root / "mapping.csv"], "resultcsv": sorted(demo.glob("*/result_*.csv")),
         "msprobe": [MSPROBE_RANK / "dump.json"], "pt": sorted((MSPROBE_RANK / "dump_tensor_data").glob("*.pt"))[:1],
+        "ptfolder": [PT_FOLDER / "head.pt", PT_FOLDER / "weights.pt"],
         "polygraphy": [root / "polygraphy.json"], "tpumlir": [root / "cls_top_outputs.npz"],
         "atb": sorted((root / "atb").rglob("*.bin"))[:1], "mindspore": sorted((root / "mindspore").glob("*.npy"))[:1],
         "gegraph": [root / "ge_proto_00001_Build.txt"], "taskjson": sorted(demo.glob("*/task.json"))[:2],
@@ -108,6 +109,10 @@ def build_seeds(work: Path) -> dict[str, list[Path]]:
 
 
 MSPROBE_RANK = REPO / "tests" / "fixtures" / "msprobe" / "cand" / "step0" / "rank0"  # written by torch.save
+PT_FOLDER = REPO / "tests" / "fixtures" / "ptfolder" / "ref"  # loose torch.save files (make_fixtures.py there)
+PT_FOLDER_OPS = {"conv1.output.0.pt": ["conv1.output"], "head.pt": ["head"], "input_image.pt": ["image"],
+                 "layer1.0.conv.pt": ["layer1.0.conv"], "layer1.0.relu.pt": ["layer1.0.relu"],
+                 "meta.pt": ["meta.step", "meta.lr"], "weights.pt": ["weights.weight", "weights.bias"]}
 
 
 def _dialect_seeds(root: Path, arrays: list[tuple[str, np.ndarray]]) -> None:
@@ -448,6 +453,30 @@ def onnx_structural(seed: Path) -> Iterator[tuple[str, bytes]]:
         yield label, m.SerializeToString()
 
 
+def pt_structural() -> Iterator[tuple[str, bytes]]:
+    """torch.save zips around hostile pickles: code, objects, nesting, sharing, BUILD where torch writes none."""
+    import io
+    import pickle
+
+    def zipped(pkl: bytes) -> bytes:
+        out = io.BytesIO()
+        with zipfile.ZipFile(out, "w") as zf:
+            zf.writestr("archive/data.pkl", pkl)
+            zf.writestr("archive/byteorder", "little")
+            zf.writestr("archive/data/0", bytes(24))
+        return out.getvalue()
+
+    tensor = (b"ctorch._utils\n_rebuild_tensor_v2\n((X\x07\x00\x00\x00storagectorch\nFloatStorage\nX\x01\x00\x00\x000"
+              b"X\x03\x00\x00\x00cpuK\x06tQK\x00K\x02K\x03\x86K\x03K\x01\x86\x89ccollections\nOrderedDict\n)RtR")
+    yield "os.system", zipped(b"\x80\x02cposix\nsystem\nX\x04\x00\x00\x00true\x85R.")
+    yield "an object (NEWOBJ)", zipped(pickle.dumps(Case("x", "y"), protocol=2))
+    yield "lists 100000 deep", zipped(b"\x80\x02" + b"]" * 100_000 + b"a" * 99_999 + b".")
+    yield "BUILD on a tensor", zipped(b"\x80\x02" + tensor + b"}X\x05\x00\x00\x00shapeK\tsb.")
+    yield "a tensor 100000 times", zipped(b"\x80\x02" + tensor + b"q\x00(" + b"h\x00" * 100_000 + b"l.")
+    yield "a dict of a tensor and values", zipped(b"\x80\x02}(X\x01\x00\x00\x00a" + tensor
+                                                  + b"K\x01NX\x01\x00\x00\x00b]u.")
+
+
 def prototxt_structural() -> Iterator[tuple[str, bytes]]:
     yield "nested 20000 deep", b"layer " + b"{ a " * 20000 + b"}" * 20000
     yield "nested 150 deep", b"layer " + b"{ a " * 150 + b"}" * 150
@@ -520,8 +549,10 @@ def cases(seeds: dict[str, list[Path]], per_seed: int = 20, seed: int = 0,
                       ("two files mapped to one name", b"1.npy,same.0.1.npy\n2.npy,same.0.1.npy\n"),
                       ("escape sequence in a name", b"1.npy,\x1b[2Jop.0.1.npy\n"),
                       ("unterminated quote", b'1.npy,"abc\n2.npy,b.0.1.npy\n')])
+        elif cls == "ptfolder":
+            add(cls, pt_structural())
         if cls in ("npy", "mapping", "ascend", "npz", "omjson", "resultcsv", "msprobe", "polygraphy", "tpumlir",
-                   "taskjson"):
+                   "taskjson", "ptfolder"):
             out.extend(Case(cls, f"special: {kind}", special=kind) for kind in FS_SPECIALS)
     return out
 
@@ -578,6 +609,12 @@ def _materialize(case: Case, seeds: dict[str, list[Path]], d: Path) -> tuple[Pat
             if p.name != case.seed.name and p.name.rsplit(".", 3)[0] != case.seed.name.rsplit(".", 3)[0])
         _write(target, case)
         return rank, {}, good
+    if case.cls == "ptfolder":
+        folder = d / "pt"
+        shutil.copytree(PT_FOLDER, folder)
+        name = case.seed.name if case.seed else "head.pt"
+        _write(folder / name, case)
+        return folder, {}, [op for f, ops in PT_FOLDER_OPS.items() if f != name for op in ops]
     if case.cls in ("atb", "mindspore"):
         src_root = case.seed.parents[2] if case.cls == "atb" else case.seed.parent
         folder = d / case.cls

@@ -478,7 +478,9 @@ def run_case(case: Case, work: Path, timeout: float = HANG_SECONDS) -> Outcome:
     try:
         run = case.build(d)
         size = _size_mb(d)
-        env = {**os.environ, "NO_COLOR": "1", "COLUMNS": "120", **run.env}
+        scratch = Path(f"{d}.tmp")  # a killed run's worker-pool folders (pymp-*): removed with the case's
+        scratch.mkdir()
+        env = {**os.environ, "NO_COLOR": "1", "COLUMNS": "120", "TMPDIR": str(scratch), **run.env}
         env.pop("PYTHONSAFEPATH", None)
         proc = subprocess.Popen([*accuscope_command(), *run.argv], cwd=d, env=env, stdin=subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace",
@@ -497,7 +499,7 @@ def run_case(case: Case, work: Path, timeout: float = HANG_SECONDS) -> Outcome:
         detail = run.check(done) if run.check else ""
         return Outcome(case, proc.returncode, "Traceback (most recent call last)" in stderr, rss, size, detail)
     finally:
-        subprocess.run(["rm", "-rf", str(d)], check=False)  # shutil.rmtree recurses: 1,100 levels break it
+        subprocess.run(["rm", "-rf", str(d), f"{d}.tmp"], check=False)  # shutil.rmtree recurses: 1,100 levels break it
 
 
 def _limit_memory() -> None:

@@ -162,6 +162,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         sys.unraisablehook = hook
         if argv is None:  # the program itself (its script, python -m): a signal from here on ends it
+            gc.freeze()  # the exit's last collection skips what is left (it walked every object: 5% of a small compare)
             _flush()
             for sig in (signal.SIGINT, signal.SIGTERM, *_ALARM):
                 if signal.getsignal(sig) != signal.SIG_IGN:

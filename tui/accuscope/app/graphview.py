@@ -67,8 +67,8 @@ class OpResults:
         cols = table.columns
         n = len(table)
         state = self.state = thresholds.evaluate(table)
-        self.fail, self.exempt, self.invalid, self.nonfinite = state.fail, state.exempt, state.not_compared, \
-            state.nonfinite
+        self.fail, self.exempt, self.invalid, self.nonfinite = state.fail, state.exempt, \
+            state.not_compared & ~state.device_only, state.nonfinite  # a device-only op: exempt, nothing wrong
         keys = table.metric_keys
         self.metric = "cos" if "cos" in keys else (keys[0] if keys else "")
         self.values = table.numbers(self.metric) if self.metric else np.full(n, math.nan)

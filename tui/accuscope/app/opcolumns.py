@@ -47,11 +47,12 @@ class Flags:
     fail: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
     exempt: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
     invalid: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    device_only: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))  # not compared, nothing wrong
     broken: dict[str, tuple[np.ndarray, int]] = field(default_factory=dict)
 
     @classmethod
     def of(cls, state: RowState, thresholds: Thresholds) -> Flags:
-        return cls(state.fail, state.exempt, state.not_compared,
+        return cls(state.fail, state.exempt, state.not_compared & ~state.device_only, state.device_only,
                    {t.key: (state.broken[t.key], -1 if t.op == "<" else 1) for t in thresholds.items})
 
 

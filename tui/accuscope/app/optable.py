@@ -126,7 +126,7 @@ class OperatorTable(CursorList):
         Binding("]", "sort(True)", "Sort ↓", key_display="]", id="optable.sort_descending"),
         Binding("!", "next_failing", "Next failing", key_display="!", id="optable.next_failing"),
         Binding("i", "toggle_io", "In/out", id="optable.toggle_io"),
-        Binding("x", "toggle_invalid", "Invalid rows", id="optable.toggle_invalid"),
+        Binding("x", "toggle_invalid", "Rows not compared", id="optable.toggle_invalid"),
         Binding("n", "search_next(False)", "Next match", show=False, id="optable.search_next"),
         Binding("N", "search_next(True)", "Previous match", show=False, id="optable.search_previous"),
         Binding("enter", "select", "Detail", id="optable.select"),
@@ -424,7 +424,7 @@ class OperatorTable(CursorList):
         if self._io:
             parts.append(f"{IO_MODES[self._io]} only")
         if not self._show_invalid:
-            parts.append(f"{fmt.count(int(self._marks.invalid.sum()))} invalid hidden")
+            parts.append(f"{fmt.count(int(self._uncompared().sum()))} not compared hidden")
         return " · ".join(parts)
 
     # ---- view computation -----------------------------------------------------------------------
@@ -440,8 +440,12 @@ class OperatorTable(CursorList):
         elif self._io == 2:
             mask = (io == "input") if mask is None else mask & (io == "input")
         if not self._show_invalid:
-            mask = ~self._marks.invalid if mask is None else mask & ~self._marks.invalid
+            mask = ~self._uncompared() if mask is None else mask & ~self._uncompared()
         return np.arange(len(t), dtype=np.int64) if mask is None else np.flatnonzero(mask)
+
+    def _uncompared(self) -> np.ndarray:
+        """Rows `x` hides: not compared (`?`) and the conversion's own ops (`·`, not compared either)."""
+        return self._marks.invalid | self._marks.device_only
 
     def _refilter(self) -> None:
         self._base = self._filtered(self._filter)

@@ -40,8 +40,10 @@ def summary_lines(table: ResultTable, thresholds: Thresholds, running: bool = Fa
     extra = ["[dim]advisor working…[/]"] if advising else []
     if s.nonfinite:
         extra.append(f"[$mark-fail]{s.nonfinite:,} rows with NaN/inf on the NPU side[/]")
-    if s.not_compared:
-        extra.append(f"[$mark-warn]{s.not_compared:,} rows not compared[/] (x shows their reasons)")
+    if s.not_compared > s.device_only:
+        extra.append(f"[$mark-warn]{s.not_compared - s.device_only:,} rows not compared[/] (see reason; x hides)")
+    if s.device_only:
+        extra.append(f"[dim]{s.device_only:,} device-only ops: the conversion's own, not compared (x hides)[/]")
     if extra:
         lines.append(" · ".join(extra))
     return lines[:2]

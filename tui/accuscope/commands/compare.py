@@ -164,14 +164,15 @@ def _compare_one_and_report(spec: engine.CompareSpec, args, one_source: bool) ->
         say("\ncancelled: the previous result in the task folder, if any, is untouched")
         return ExitCode.INTERRUPTED
     summary = summarize(table, spec.thresholds, plan.coverage.step)
-    say(f"rows {len(table):,} · failing {summary.failing:,} · not compared {summary.not_compared:,} · "
+    own = f" ({summary.device_only:,} the conversion's own ops)" if summary.device_only else ""
+    say(f"rows {len(table):,} · failing {summary.failing:,} · not compared {summary.not_compared:,}{own} · "
               f"problems {len(plan.problems)} · open {show(args.out)}", soft_wrap=True)  # a path never broken
     if summary.judged:
         say(show(summary.judged), soft_wrap=True)
     if summary.first_failing is not None:
         first = table.row(summary.first_failing)
-        say(f"first failing: [bold]{show(first['tensor'])}[/] ({show(first['type'])}) "
-                  f"{show('; '.join(summary.broken))}", soft_wrap=True)
+        kind = f" ({show(first['type'])})" if first["type"] else ""  # a dump of npy files names no op type
+        say(f"first failing: [bold]{show(first['tensor'])}[/]{kind} {show('; '.join(summary.broken))}", soft_wrap=True)
     warnings = plan.coverage.warnings
     for note in plan.coverage.notes:
         say(f"note: {show(note)}", soft_wrap=True)
@@ -245,6 +246,7 @@ def result_json(folder, plan, summary, table, advice) -> dict:
     """What `compare --json` prints: stable keys for scripts (documented in the README)."""
     return {"task": str(folder), "sides": {"npu": plan.npu.kind, "golden": plan.golden.kind},
             "rows": summary.rows, "failing": summary.failing, "not_compared": summary.not_compared,
+            "device_only": summary.device_only,
             "first_failing": first_failing_json(table, summary), "judgement": judgement_json(table, summary),
             "coverage": plan.coverage.to_meta(), "problems": [str(p) for p in plan.problems],
             **_advice_json(advice)}

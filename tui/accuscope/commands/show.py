@@ -79,7 +79,8 @@ def run(args) -> int:
     data = [[_cell(table.columns[c][i]) for c in columns] for i in rows]
     if args.format == "json":
         doc = {"task": str(task.folder), "state": task.doc.state, "rows": s.rows,
-               "failing": s.failing, "not_compared": s.not_compared, "first_failing": first_failing_json(table, s),
+               "failing": s.failing, "not_compared": s.not_compared,
+               "device_only": s.device_only, "first_failing": first_failing_json(table, s),
                "judgement": judgement_json(table, s),
                "coverage": task.doc.coverage or None, "warnings": warnings, "columns": columns, "data": data}
         stacks, why = task.call_stacks()

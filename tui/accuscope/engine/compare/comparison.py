@@ -16,16 +16,16 @@ and the numpy fallback, use worker processes instead (`inline_bytes=0`, or no ke
 from __future__ import annotations
 
 import collections
+import contextlib
 import itertools
 import os
 import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import KW_ONLY, dataclass, field, replace
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 from accuscope.engine.compare import faults, gcpause, statistics
-from accuscope.engine.compare import plugins as plugin_mod
 from accuscope.engine.compare.columns import ALGORITHMS, CSV_OF, KEY_OF
 from accuscope.engine.compare.lifetime import die_with_parent, end_pool, process_context
 from accuscope.engine.compare.mapping import FEW, map_tensors
@@ -45,6 +45,9 @@ from accuscope.engine.sources.ascend import crop_to
 from accuscope.engine.sources.msprobe import KIND as STEP_KIND  # dumps of a step's calls, not of a model
 from accuscope.engine.sources.names import parameter
 from accuscope.engine.sources.tensor import INPUT, OUTPUT, Problem, SourceError, Tensor
+
+if TYPE_CHECKING:  # plugins are imported only for a run that names a folder of them (--custom-dir)
+    from accuscope.engine.compare import plugins as plugin_mod
 
 INLINE_BYTES = 64 << 20  # below this, worker processes cost more than they save
 
@@ -217,7 +220,7 @@ def open_sides(spec: CompareSpec) -> tuple[Side, Side, Graph | None]:
 def plan(spec: CompareSpec) -> Plan:
     npu, golden, graph = open_sides(spec)
     npu_graph = npu.graph if npu.graph is not None else (graph if graph is not None and graph.is_device else None)
-    found, problems = (plugin_mod.discover(spec.custom_dir) if spec.custom_dir else ([], []))
+    found, problems = _discover(spec.custom_dir) if spec.custom_dir else ([], [])
     metrics, chosen_plugins = _algorithms(spec.algorithms, found)
     user_map, cross = None, None
     if spec.mapping or spec.match == "structure" or npu.kind == golden.kind == STEP_KIND:
@@ -338,6 +341,11 @@ def _nothing_paired(spec: CompareSpec, npu: Side, golden: Side, mapping, scope: 
             "Likely causes: " + "; ".join(causes))
 
 
+def _discover(folder: str) -> tuple[list[plugin_mod.Plugin], list[Problem]]:
+    from accuscope.engine.compare import plugins as plugin_mod
+    return plugin_mod.discover(folder)
+
+
 def _algorithms(names: list[str] | None, found: list[plugin_mod.Plugin]):
     if names is None or names == ["all"]:
         return list(ALGORITHMS), list(found)
@@ -423,7 +431,12 @@ def _output_tensors(npu: Side, npu_graph: Graph | None, golden_graph: Graph | No
 
 
 def _last_op(npu: Side) -> Callable[[Pair], bool]:
+    """The last op of the NPU side's execution order is an output; no op where that order is unknown."""
     if npu.kind == STEP_KIND:  # a training step's last call is an optimizer update, not the network's output
+        return lambda p: False
+    if npu.kind in (kinds.NPY, kinds.PT) and not all(t.timestamp for t in npu.tensors):
+        # files named without the dump's timestamp ({op}.{k}.{timestamp}.npy) stand in name order: the last
+        # name is no output (a verdict on it would be a guess; the model, --model, says which are)
         return lambda p: False
     last = npu.ops[-1].op_name if npu.ops else None
     return lambda p: p.npu.io == OUTPUT and p.op.op_name == last
@@ -485,7 +498,7 @@ def _execute(plan: Plan, progress: OnProgress | None, cancel: threading.Event | 
         results = itertools.chain(_statistics(recorded), results)
     done = 0
     computed: list[dict] = [{} for _ in plan.rows]  # each row's cells; {}: not compared
-    with plugin_mod.PluginHost(cancel=cancel) as host:
+    with _plugin_host(plan, cancel) as host:
         for batch in results:
             if plan.plugins:
                 batch = [(row, _with_plugins(host, plan, row, cells)) for row, cells in batch]
@@ -567,6 +580,14 @@ def merged_reason(plan: Plan, index: int, more: str | None) -> str:
         if golden is not None and golden.problem:
             reason = f"golden {golden.problem}"
     return "; ".join(filter(None, [reason, more])) if more else reason
+
+
+def _plugin_host(plan: Plan, cancel: threading.Event | None) -> contextlib.AbstractContextManager:
+    """The host the plan's plugins run in (a helper process, started at their first value); none without them."""
+    if not plan.plugins:
+        return contextlib.nullcontext()
+    from accuscope.engine.compare import plugins as plugin_mod
+    return plugin_mod.PluginHost(cancel=cancel)
 
 
 def _with_plugins(host: plugin_mod.PluginHost, plan: Plan, row: int, cells: dict) -> dict:

@@ -67,6 +67,8 @@ class RowState:
     noisy: np.ndarray  # breaks only noise-prone relative-error metrics while the tensor agrees: not failing
     first_failing: int | None  # the earliest failing row in execution order (beyond its expected error, if any is)
     expected: np.ndarray  # failing rows within EXCESS_LIMIT times the third side's error: the precision's own
+    device_only: np.ndarray  # not compared because the conversion inserted the op (a quantize, a cast, a weight
+    # reshape): no counterpart by construction, nothing wrong; the rest of not_compared is worth a look
     first_beyond: int | None = None  # the earliest row, failing or not, past EXCESS_LIMIT times its expected error
     # with an error of its own (expected.SIGNIFICANT): where the implementation starts to add error
 
@@ -117,10 +119,11 @@ def judge(table: ResultTable, thresholds: Thresholds) -> RowState:
     first = int(rows[np.argmin(table.columns["index"][rows])]) if len(rows) else None
     beyond = np.flatnonzero(past_noise(table) & free) if "excess" in table.present else np.zeros(0, dtype=int)
     first_beyond = int(beyond[np.argmin(table.columns["index"][beyond])]) if len(beyond) else None
-    state = RowState(fail, reason.where(reason.values != "") & no_value, ~free, nonfinite, broken, ladder,
-                     noisy, first, expected, first_beyond)
-    for mask in (state.fail, state.not_compared, state.exempt, state.nonfinite, state.noisy, state.expected, ladder,
-                 *broken.values()):
+    not_compared = reason.where(reason.values != "") & no_value
+    state = RowState(fail, not_compared, ~free, nonfinite, broken, ladder, noisy, first, expected,
+                     not_compared & table.columns["is_npu_only"], first_beyond)
+    for mask in (state.fail, state.not_compared, state.exempt, state.nonfinite, state.noisy, state.expected,
+                 state.device_only, ladder, *broken.values()):
         if mask is not None:
             mask.flags.writeable = False  # read by all, changed by none
     return state

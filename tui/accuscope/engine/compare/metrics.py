@@ -15,8 +15,9 @@ streamed pairs (and float64 data on the kernel) take the chunks.
 
 The per-chunk loops exist twice, with the same arithmetic: in the compiled kernel (_kernel.c: every
 element read once, all sums in float64) and here in numpy (one pass per operation over float64
-copies of the chunk, about 30 of them, the sums as BLAS products; 5-6x slower than the fused
-kernel), used when the kernel was not built.
+copies of the chunk, about 30 of them, the sums as BLAS products; 5-7x slower than the fused
+kernel on float32, about as fast as those calls alone without any Python around them, 2-3x on
+float16, which the kernel too casts in numpy), used when the kernel was not built.
 
 Degenerate cases are never hidden behind a plausible number (metrics.md section 2): NaN/inf are
 counted per side; at identical positions on both sides the finite remainder is compared and the
@@ -235,6 +236,9 @@ class _Sums:
         self.close = True  # every element so far within tpu-mlir's allclose (see add)
         self.nonfinite = (0, 0, 0)  # NaN, +inf, -inf at the same positions on both sides (left out)
         self.last: Chunk | None = None  # the only chunk, kept for the KL walk
+        self.at: dict[int, _Views] = {}  # a chunk length's views of the rows (_views)
+        self.dense: np.ndarray | None = None  # _far's two rows, made where first needed
+        self.trace: list[tuple[float, float, float, float]] = []  # numpy: each chunk's xmin, ymin, sx, sy
 
     @classmethod
     def of(cls, values: list[float], close: bool) -> _Sums:
@@ -253,10 +257,20 @@ class _Sums:
         if (xc.dtype == yc.dtype and xc.dtype.isnative and xc.flags.c_contiguous and yc.flags.c_contiguous
                 and (xc.dtype == np.float64 or (_kernel is not None and xc.dtype == np.float32))):
             return xc, yc
-        x, y = self.x[:len(xc)], self.y[:len(yc)]
-        np.copyto(x, xc, casting="unsafe")
-        np.copyto(y, yc, casting="unsafe")
+        v = self.at.get(len(xc)) or self._views(len(xc))
+        x, y = v.x, v.y
+        x[...] = xc  # a cast as copyto(casting="unsafe") makes it, at a third of the call's cost
+        y[...] = yc
         return x, y
+
+    def _views(self, k: int) -> _Views:
+        """The views for chunks of k elements, kept for a full chunk's length and the last other
+        one (lengths vary where pairs (0, 0) are dropped)."""
+        size = len(self.x)
+        for other in [key for key in self.at if key != size]:
+            del self.at[other]
+        v = self.at[k] = _Views(self, k)
+        return v
 
     def add(self, xc: np.ndarray, yc: np.ndarray, ranges: bool = True) -> None:
         """One chunk's sums; without `ranges` its min and max are left out (the caller has them)."""
@@ -265,7 +279,9 @@ class _Sums:
         if _kernel is not None:
             m, absd = _kernel.moments(x, y), None
         else:
-            m, absd = self._moments(x, y, yc, ranges), self.d[:len(x)]
+            m, absd = self._moments(x, y, xc, yc, ranges), self.d[:len(x)]
+            if ranges:  # for the KL walk (_kl): the chunk's minima and plain sums
+                self.trace.append((m[12], m[14], m[3], m[4]))
         self.m = m
         v = self.v
         for i in _SUMMED:
@@ -293,45 +309,48 @@ class _Sums:
         np.add(r, CLOSE_ATOL, out=r)
         return bool(np.all(np.less_equal(d, r, out=self.mask[:k])))
 
-    def _moments(self, x: np.ndarray, y: np.ndarray, yc: np.ndarray, ranges: bool = True) -> tuple:
-        """The kernel's `moments` in numpy over two float64 chunks (y is golden's chunk `yc` in
+    def _moments(self, x: np.ndarray, y: np.ndarray, xc: np.ndarray, yc: np.ndarray, ranges: bool = True) -> tuple:
+        """The kernel's `moments` in numpy over two float64 chunks (x, y: the chunks `xc`, `yc` in
         float64): one pass per operation, each feeding what it can: BLAS dot products for the
         sums of products, one matrix-vector product with ones for the four plain sums (x, y,
         |x - y|, r: rows of self.rows), |x - y| for three sums; the zero-golden mask only where
-        golden has a value within eps64 of 0. Leaves |x - y| in self.d for _allclose."""
+        golden has a value within eps64 of 0, the counts over 0.1% / 0.5% only where the largest r
+        is over them. Leaves |x - y| in self.d for _allclose. (Each call's views are made once per
+        chunk length (_Views) and its numbers come back as Python floats: at 32k elements a chunk,
+        the calls' own cost is a fifth of the walk.)"""
         k = len(x)
-        d, r, m = self.d[:k], self.r[:k], self.mask[:k]
-        if ranges:
-            xmin, xmax = _min(x), _max(x)
-            ymin, ymax = (_min(yc), _max(yc)) if yc.dtype == np.float32 else (_min(y), _max(y))
+        v = self.at.get(k) or self._views(k)
+        d, r, m, dr = v.d, v.r, v.mask, v.dr
+        if ranges:  # in float32 where the chunk is (half the bytes; exact)
+            xmin, xmax = (float(_min(xc)), float(_max(xc))) if xc.dtype == _F32 else (float(_min(x)), float(_max(x)))
+            ymin, ymax = (float(_min(yc)), float(_max(yc))) if yc.dtype == _F32 else (float(_min(y)), float(_max(y)))
         else:
             xmin = xmax = ymin = ymax = math.nan  # not read: the caller has the whole pair's
-        np.subtract(x, y, out=d)
-        sdd = np.dot(d, d)
-        np.divide(x, y, out=r)  # r = |x/y - 1|, literally (|x-y|/|y| flips counts at 0.1%)
-        np.subtract(r, 1.0, out=r)
-        dr = self.rows[2:4, :k]  # |x - y| and r: one call each for both rows
-        np.abs(dr, out=dr)
+        _subtract(x, y, d)
+        sdd = float(d.dot(d))
+        _divide(x, y, r)  # r = |x/y - 1|, literally (|x-y|/|y| flips counts at 0.1%)
+        _subtract(r, 1.0, r)
+        _absolute(dr, dr)  # |x - y| and r: one call for both rows
         # where golden is ~0 (|y| <= eps64: exact in float32 too), r is 0, not |x/y - 1|
-        g = np.abs(yc, out=self.g32[:k]) if yc.dtype == np.float32 else np.abs(y, out=self.w[:k])
+        g = _absolute(yc, v.g32) if yc.dtype == _F32 else _absolute(y, v.w)
         if _min(g) <= EPS64:
-            small = np.less_equal(g, EPS64, out=m)
-            if 16 * np.count_nonzero(small) < k:  # a few (what a ReLU's pairs (0, 0) leave): by index
-                r[np.flatnonzero(small)] = 0.0
+            small = _less_equal(g, EPS64, m)
+            if 16 * _count(small) < k:  # a few (what a ReLU's pairs (0, 0) leave): by index
+                r[small.nonzero()[0]] = 0.0
             else:  # many: zeroed without branching on each (a masked copy costs 20x)
-                np.multiply(r, np.logical_not(small, out=m), out=r)  # r * 0 is 0, or NaN where x/y
+                _multiply(r, np.logical_not(small, out=m), r)  # r * 0 is 0, or NaN where x/y
                 np.fmax(r, 0.0, out=r)  # was inf or NaN, which fmax turns into 0
-        over1 = np.count_nonzero(np.greater(r, 0.001, out=m))
-        over5 = np.count_nonzero(np.greater(r, 0.005, out=m)) if over1 else 0
-        mad, mrel = _max(dr, axis=1)
-        ones = _ones(k)
+        mad, mrel = _max(dr, 1).tolist()
+        # none over a threshold that the largest r is not over (a NaN r: counted as it is)
+        over1 = _count(_greater(r, 0.001, m)) if not mrel <= 0.001 else 0
+        over5 = _count(_greater(r, 0.005, m)) if over1 and not mrel <= 0.005 else 0
         if x.base is self.rows and y.base is self.rows:  # x, y, |d|, r: consecutive rows
-            sx, sy, sad, srel = np.dot(self.rows[:4, :k], ones)
-            sxx, sxy = np.dot(self.rows[:2, :k], x)
+            sx, sy, sad, srel = v.xydr.dot(v.ones).tolist()
+            sxx, sxy = v.xy.dot(x).tolist()
         else:
-            (sad, srel), sx, sy = np.dot(dr, ones), np.dot(x, ones), np.dot(y, ones)
-            sxx, sxy = np.dot(x, x), np.dot(x, y)
-        return (sxy, sxx, np.dot(y, y), sx, sy, sdd, sad, mad, srel, mrel, over1, over5, xmin, xmax, ymin, ymax)
+            (sad, srel), sx, sy = dr.dot(v.ones).tolist(), float(x.dot(v.ones)), float(y.dot(v.ones))
+            sxx, sxy = float(x.dot(x)), float(x.dot(y))
+        return (sxy, sxx, float(y.dot(y)), sx, sy, sdd, sad, mad, srel, mrel, over1, over5, xmin, xmax, ymin, ymax)
 
     def kl_chunk(self, x: np.ndarray, y: np.ndarray, params: tuple, floors: tuple[bool, bool] = (True, True),
                  plain: tuple[float, float] | None = None) -> tuple[float, float, float]:
@@ -345,56 +364,88 @@ class _Sums:
         s^7 and s^9 over the elements that need them while those are few."""
         xlo, xfloor, ylo, yfloor, c, bound = params
         k = len(x)
-        q, ay, num, s, w = (row[:k] for row in self.rows)
+        v = self.at.get(k) or self._views(k)
+        q, ay, num, s, w = v.x, v.y, v.d, v.r, v.w
         _shifted(x, xlo, xfloor if floors[0] else None, q)
         _shifted(y, ylo, yfloor if floors[1] else None, ay)
         if plain is None or floors[0] or floors[1]:
-            sums = np.dot(self.rows[:2, :k], _ones(k))
+            sx, sy = v.xy.dot(v.ones).tolist()
         else:  # sum(x - xlo) as sum(x) - k xlo: the same to the rounding of the sums
-            sums = (plain[0] - k * xlo, plain[1] - k * ylo)
-        np.multiply(q, c, out=q)
-        np.matmul(_DIFF_SUM, self.rows[:2, :k], out=self.rows[2:4, :k])  # q - ay, q + ay in one
-        np.divide(num, s, out=s)  # s = (q - ay) / (q + ay)
-        np.square(s, out=w)
+            sx, sy = plain[0] - k * xlo, plain[1] - k * ylo
+        _multiply(q, c, q)
+        np.matmul(_DIFF_SUM, v.xy, out=v.dr)  # q - ay, q + ay in one
+        _divide(num, s, s)  # s = (q - ay) / (q + ay)
+        _square(s, w)
         top2 = float(_max(w))  # the largest s^2
         f = 0.0
-        if top2 >= bound * bound:  # elements beyond the series take the logarithm
-            at = np.flatnonzero(np.greater_equal(w, bound * bound, out=self.mask[:k]))  # every |s| >= bound
-            at = at[np.abs(s[at]) >= bound]  # indices: gathers and stores at a few places cost little
-            if len(at):
-                qf, af = q[at], ay[at]
-                f += float(np.sum(qf * np.log(qf / af) - qf + af))
-                s[at] = 0.0
-                num[at] = 0.0
-                w[at] = 0.0
-                top2 = min(top2, bound * bound)
-        f += float(np.dot(num, s))  # (q + ay) s^2
+        if top2 >= bound * bound:  # elements beyond the series take the logarithm, and leave it
+            f += self._far(v, q, ay, num, s, w, bound)  # (their num and s^2 zeroed)
+            top2 = min(top2, bound * bound)
+        f += float(num.dot(s))  # (q + ay) s^2
         if top2 < _SERIES_NEED[0]:
-            return float(sums[0]), float(sums[1]), f
-        p = np.multiply(q, s, out=q)  # + 2q (atanh(s) - s) = sum_j 2/(2j+3) q s (s^2)^(j+1)
+            return sx, sy, f
+        p = _multiply(q, s, q)  # + 2q (atanh(s) - s) = sum_j 2/(2j+3) q s (s^2)^(j+1)
         if top2 < _SERIES_NEED[1]:
-            return float(sums[0]), float(sums[1]), f + _SERIES[0] * float(np.dot(p, w))
-        ww = self.rows[3:5, :k]  # s^4 (over s, no longer needed), s^2: both terms by one product
-        np.square(w, out=ww[0])
-        t1, t0 = np.dot(ww, p)
-        f += _SERIES[0] * float(t0) + _SERIES[1] * float(t1)
+            return sx, sy, f + _SERIES[0] * float(p.dot(w))
+        ww = v.ww  # s^4 (over s, no longer needed), s^2: both terms by one product
+        _square(w, s)
+        t1, t0 = ww.dot(p).tolist()
+        f += _SERIES[0] * t0 + _SERIES[1] * t1
         if top2 < _SERIES_NEED[2]:
-            return float(sums[0]), float(sums[1]), f
+            return sx, sy, f
         if not self.full:  # the terms of s^7, s^9: over the elements that need them when those are
-            many = np.greater_equal(w, _SERIES_NEED[2], out=self.mask[:k])  # few (once many in a
-            self.full = 16 * np.count_nonzero(many) >= k  # chunk: over every chunk from then on)
+            many = _greater_equal(w, _SERIES_NEED[2], v.mask)  # few (once many in a
+            self.full = 16 * _count(many) >= k  # chunk: over every chunk from then on)
             if not self.full:
-                at = np.flatnonzero(many)
-                pf = p[at] * ww[0, at]  # q s^5
+                at = many.nonzero()[0]
+                pf = p[at] * s[at]  # q s^5
                 wf = w[at]
-                f += _SERIES[2] * float(np.dot(pf, wf))
+                f += _SERIES[2] * float(pf.dot(wf))
                 if top2 >= _SERIES_NEED[3]:
-                    f += _SERIES[3] * float(np.dot(pf, np.square(wf, out=wf)))
-                return float(sums[0]), float(sums[1]), f
-        np.multiply(p, ww[0], out=p)  # q s^5
-        t3, t2 = np.dot(ww, p)
-        f += _SERIES[2] * float(t2) + (_SERIES[3] * float(t3) if top2 >= _SERIES_NEED[3] else 0.0)
-        return float(sums[0]), float(sums[1]), f
+                    f += _SERIES[3] * float(pf.dot(_square(wf, wf)))
+                return sx, sy, f
+        _multiply(p, s, p)  # q s^5
+        t3, t2 = ww.dot(p).tolist()
+        f += _SERIES[2] * t2 + (_SERIES[3] * t3 if top2 >= _SERIES_NEED[3] else 0.0)
+        return sx, sy, f
+
+    def _far(self, v: _Views, q: np.ndarray, ay: np.ndarray, num: np.ndarray, s: np.ndarray, w: np.ndarray,
+             bound: float) -> float:
+        """kl_chunk's elements with |s| >= bound: the sum of their terms q ln(q/ay) - q + ay, and
+        their num and w (s^2) zeroed, which takes them out of every term of the series (s itself
+        is read only in products with those). A few by index (gathers and stores at a few places
+        cost little); many (an unrelated pair: about half, at random places, where gathers and
+        stores cost 2-3 ns an element) over the whole chunk, picked by a float mask."""
+        k = len(q)
+        far = _greater_equal(w, bound * bound, v.mask)  # every |s| >= bound, and a few at rounding's edge
+        if 8 * _count(far) < k:
+            at = far.nonzero()[0]
+            at = at[np.abs(s[at]) >= bound]
+            if not len(at):
+                return 0.0
+            qf, af = q[at], ay[at]
+            t = qf / af
+            np.log(t, t)
+            _multiply(t, qf, t)
+            _subtract(t, qf, t)
+            np.add(t, af, t)
+            num[at] = 0.0
+            w[at] = 0.0
+            return float(_sum(t))
+        if self.dense is None or len(self.dense[0]) < k:
+            self.dense = np.empty((2, len(self.x)))
+        t, mask = self.dense[0, :k], self.dense[1, :k]
+        mask[...] = _greater_equal(_absolute(s, t), bound, v.mask)  # 1.0 where far
+        _divide(q, ay, t)
+        np.log(t, t)
+        _multiply(t, q, t)
+        _subtract(t, q, t)
+        np.add(t, ay, t)
+        total = float(t.dot(mask))
+        _subtract(1.0, mask, mask)  # 1.0 where near
+        _multiply(num, mask, num)
+        _multiply(w, mask, w)
+        return total
 
     def finite(self) -> bool:
         f = self.f
@@ -402,6 +453,24 @@ class _Sums:
 
 
 _sum, _min, _max = np.add.reduce, np.minimum.reduce, np.maximum.reduce
+# the ufuncs the chunk loops call, out given by position (a call costs about a microsecond here,
+# a third less than with out=)
+_subtract, _divide, _multiply, _square, _absolute = np.subtract, np.divide, np.multiply, np.square, np.absolute
+_greater, _greater_equal, _less_equal, _count = np.greater, np.greater_equal, np.less_equal, np.count_nonzero
+
+
+class _Views:
+    """A _Sums' rows cut to one chunk length k, made once per length: x, y, d (|x - y|), r, w,
+    the row pairs (x, y), (d, r), (r, w) and the four x to r, k ones, the boolean mask and the
+    float32 scratch."""
+
+    __slots__ = ("x", "y", "d", "r", "w", "xy", "dr", "ww", "xydr", "ones", "mask", "g32")
+
+    def __init__(self, acc: _Sums, k: int):
+        rows = acc.rows[:, :k]
+        self.x, self.y, self.d, self.r, self.w = rows
+        self.xy, self.dr, self.ww, self.xydr = rows[:2], rows[2:4], rows[3:5], rows[:4]
+        self.ones, self.mask, self.g32 = _ones(k), acc.mask[:k], acc.g32[:k]
 _SERIES = (2 / 3, 2 / 5, 2 / 7, 2 / 9)  # atanh(s) - s = s^3/3 + s^5/5 + ..., to s^9 as in the kernel
 # the s^2 from which term j counts: 2 |s|^(2j+1) / (2j+3) >= 1e-17 (of the element's (q + ay) s^2)
 _SERIES_NEED = tuple((1e-17 * (2 * j + 3) / 2) ** (2 / (2 * j + 1)) for j in range(len(_SERIES)))
@@ -567,8 +636,16 @@ def _kl(result: PairMetrics, a: _Sums, n: int, source: ChunkSource) -> None:
     sums = [0.0, 0.0, 0.0]  # Sx, Sy, Sy' * sum(py' f(px'/py'))
     last = a.last
     chunks = [last] if a.chunks == 1 and last is not None else (a.operands(xc, yc) for xc, yc in source() if len(xc))
-    for x, y in chunks:
-        part = _kernel.kl(x, y, *params) if _kernel is not None else a.kl_chunk(x, y, params)
+    xlo, xfloor, ylo, yfloor = params[:4]
+    trace = a.trace if _kernel is None and len(a.trace) == a.chunks else None
+    for i, (x, y) in enumerate(chunks):
+        if _kernel is not None:
+            part = _kernel.kl(x, y, *params)
+        elif trace is not None:  # the floor's pass only where the chunk's minimum needs it, the sums from the moments'
+            cxmin, cymin, csx, csy = trace[i]
+            part = a.kl_chunk(x, y, params, (cxmin - xlo < xfloor, cymin - ylo < yfloor), (csx, csy))
+        else:
+            part = a.kl_chunk(x, y, params)
         sums = [s + p for s, p in zip(sums, part)]
     sx, sy, fsum = sums
     _kl_finish(result, sx, sy, fsum, sx0, sy0)
@@ -681,7 +758,7 @@ def _fused_kernel(x: np.ndarray, y: np.ndarray, kl: bool, threads: int) -> tuple
     return out, out[16] == 0, out[17:22] if kl else ()
 
 
-_F32 = np.dtype(np.float32)
+_F32, _F16, _F64 = np.dtype(np.float32), np.dtype(np.float16), np.dtype(np.float64)  # native byte order
 # the dtypes of the pairs a group takes (pairjob.run_small): those _fused_kernel casts to float32, but bool
 GROUP_DTYPES = frozenset(t for d in _EXACT_F32 if d != _BOOL for t in (d.newbyteorder("<"), d.newbyteorder(">")))
 
@@ -713,8 +790,11 @@ def _fused_numpy(x: np.ndarray, y: np.ndarray, kl: bool) -> tuple[_Sums, tuple] 
     xmin, ymin = ranges[:2]
     params, sx0, sy0 = _kl_params(xmin, xmax, ymin, ymax, sx, sy, n)
     xlo, xfloor, ylo, yfloor = params[:4]
-    acc, sums = _Sums(size), [0.0, 0.0, 0.0]
+    acc, sax, say, fsum = _Sums(size), 0.0, 0.0, 0.0
     pairs = _ZeroPairs(x.dtype, y.dtype, size) if xmin <= 0 <= xmax and ymin <= 0 <= ymax else None
+    # per chunk: whether a side may hold values the eps floor lifts
+    xfloors = (xmins.astype(np.float64) - xlo < xfloor).tolist()
+    yfloors = (ymins.astype(np.float64) - ylo < yfloor).tolist()
     for i, lo in enumerate(range(0, n, size)):
         xc, yc = x[lo:lo + size], y[lo:lo + size]
         if pairs is not None and not pairs.off:
@@ -723,9 +803,10 @@ def _fused_numpy(x: np.ndarray, y: np.ndarray, kl: bool) -> tuple[_Sums, tuple] 
                 continue
         acc.add(xc, yc, ranges=False)
         if kl:
-            floors = float(xmins[i]) - xlo < xfloor, float(ymins[i]) - ylo < yfloor
-            part = acc.kl_chunk(*cast(Chunk, acc.last), params, floors, (acc.m[3], acc.m[4]))
-            sums = [s + p for s, p in zip(sums, part)]
+            m = acc.m
+            a, b, f = acc.kl_chunk(*cast(Chunk, acc.last), params, (xfloors[i], yfloors[i]), (m[3], m[4]))
+            sax, say, fsum = sax + a, say + b, fsum + f
+    sums = [sax, say, fsum]
     if pairs is not None and pairs.zeros and kl:  # each pair (0, 0) adds the same to the KL's sums
         ax, ay = max(0.0 - xlo, xfloor), max(0.0 - ylo, yfloor)
         sums = [s + pairs.zeros * p for s, p in zip(sums, (ax, ay, _kl_term(ax, ay, *params[4:])))]
@@ -744,19 +825,27 @@ class _ZeroPairs:
         self.keep, self.ynz = np.empty(size, dtype=bool), np.empty(size, dtype=bool)
         self.x, self.y = np.empty(size, dtype=x_dtype), np.empty(size, dtype=y_dtype)
         self.zeros, self.off = 0, False
+        # float16, whose comparisons numpy makes one element at a time: != 0 on its bits, sign cleared
+        self.bits = np.empty(size, dtype=np.uint16) if _F16 in (x_dtype, y_dtype) else None
 
     def drop(self, xc: np.ndarray, yc: np.ndarray) -> Chunk:
         k = len(xc)
         keep, ynz = self.keep[:k], self.ynz[:k]
-        np.not_equal(xc, 0, out=keep)
-        np.logical_or(keep, np.not_equal(yc, 0, out=ynz), out=keep)
-        kept = int(np.count_nonzero(keep))
+        self._nonzero(xc, keep)
+        np.logical_or(keep, self._nonzero(yc, ynz), keep)
+        kept = _count(keep)
         if 4 * (k - kept) < k:  # under a quarter: finding and gathering the rest costs more
             self.off = True
             return xc, yc
         self.zeros += k - kept
-        at = np.flatnonzero(keep)
-        return np.take(xc, at, out=self.x[:kept], mode="clip"), np.take(yc, at, out=self.y[:kept], mode="clip")
+        at = keep.nonzero()[0]
+        return xc.take(at, out=self.x[:kept], mode="clip"), yc.take(at, out=self.y[:kept], mode="clip")
+
+    def _nonzero(self, c: np.ndarray, out: np.ndarray) -> np.ndarray:
+        if c.dtype != _F16 or self.bits is None:
+            return np.not_equal(c, 0, out)
+        bits = np.bitwise_and(c.view(np.uint16), 0x7FFF, self.bits[:len(c)])
+        return np.not_equal(bits, 0, out)
 
 
 def _kl_term(ax: float, ay: float, c: float, bound: float) -> float:
@@ -775,16 +864,25 @@ def _prepass(v: np.ndarray, size: int) -> tuple[np.ndarray, float, float]:
     """v's min in each chunk of `size`, its max and an estimate of its sum, read block by block
     (each block read from memory once, its three reductions from cache). The sum is to float32's
     precision at least: in float32 BLAS dot products with ones over blocks added in float64 where v
-    is float32 (as exact as numpy's pairwise sum here, 3x faster), in float64 otherwise (float16
-    or bool sums overflow or saturate)."""
+    is float32 (as exact as numpy's pairwise sum here, 3x faster), in float64 ones where it is
+    float64, exactly in int64 for integers and bool, in float64 otherwise (float16 sums overflow).
+    float16, whose reductions numpy makes one element at a time (25-30 ns an element, 3 ns the
+    cast), is cast to float64 block by block first."""
     n, step = v.size, size * _PREPASS_CHUNKS
     mins, top, total = [], -math.inf, 0.0
     f32 = v.dtype == _F32 and v.flags.c_contiguous
+    wide = np.empty(min(n, step)) if v.dtype.kind == "f" and v.dtype.itemsize == 2 else None
     for lo in range(0, n, step):
         block = v[lo:lo + step]
+        if wide is not None:
+            block = wide[:len(block)]
+            block[...] = v[lo:lo + step]
         mins.append(np.minimum.reduceat(block, np.arange(0, len(block), size)))
         top = max(top, float(_max(block)))
-        part = float(np.dot(block, _ones(len(block), _F32))) if f32 else math.inf
+        if f32 or block.dtype == _F64:
+            part = float(np.dot(block, _ones(len(block), block.dtype)))
+        else:  # integers and bool: exact in int64, 2x faster than in float64
+            part = float(np.add.reduce(block, dtype=np.int64)) if block.dtype.kind in "biu" else math.inf
         total += part if math.isfinite(part) else float(np.add.reduce(block, dtype=np.float64))
     return np.concatenate(mins), top, total
 

@@ -13,7 +13,6 @@ the distinct values are lowercased, compared and searched, the rows reached by a
 from __future__ import annotations
 
 import ast
-import difflib
 import io
 import math
 import operator
@@ -269,6 +268,7 @@ class ResultTable:
         key = spellings.get(name.lower())
         if key is not None:
             return key[0]
+        import difflib  # only to suggest a spelling
         close = difflib.get_close_matches(name.lower(), list(spellings), n=1, cutoff=0.6)
         hint = f"; did you mean {spellings[close[0]][1]}?" if close else ""
         raise FilterError(f"unknown column '{name}'{hint}", position)

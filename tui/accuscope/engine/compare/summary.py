@@ -25,6 +25,7 @@ class Summary:
     first_text: str = ""  # "#12 Conv2D: cos 0.912 < 0.99, kl 0.02 > 0.005 · conv1", "" without one
     judged: str = ""  # how rows were judged when not by msit's thresholds (tpu-mlir's --tolerance)
     verdict: Verdict | None = None  # on the network outputs, or a step's calls (judgement.verdict)
+    device_only: int = 0  # of not_compared: ops the conversion inserted, with no counterpart by construction
 
     def counts_text(self) -> str:
         """`3/120 rows fail` or `none of 120 rows breaks a threshold`."""
@@ -42,6 +43,7 @@ def summarize(table: ResultTable, thresholds: Thresholds, step: bool = False) ->
     first = state.first_failing
     broken = thresholds.broken_texts(table, first) if first is not None else []
     not_compared = int(state.not_compared.sum()) if table.metric_keys else 0
+    device_only = int(state.device_only.sum()) if table.metric_keys else 0
     nonfinite = int((table.columns["npu_nonfinite"] > 0).sum())
     text = ""
     if first is not None:  # the metrics before the op's name: a narrow screen cuts the end
@@ -50,7 +52,7 @@ def summarize(table: ResultTable, thresholds: Thresholds, step: bool = False) ->
         text = f"#{c['index'][first]} {kind}: {', '.join(broken)} · {c['npu_op'][first]}"
     v = verdict(table, thresholds, step)
     judged = " · ".join(filter(None, [judged_text(state, thresholds), expected_text(table, state, v)]))
-    return Summary(n, len(failing), not_compared, nonfinite, first, broken, text, judged, v)
+    return Summary(n, len(failing), not_compared, nonfinite, first, broken, text, judged, v, device_only)
 
 
 def expected_text(table: ResultTable, state, v: Verdict) -> str:

@@ -17,7 +17,6 @@ SIMILAR or NOT_SIMILAR when the pair is neither EQUAL nor CLOSE.
 """
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -246,6 +245,7 @@ def resolve_key(name: str, purpose: str = "for a threshold") -> str:
     key = by_lower.get(name.strip().lower())
     if key is not None:
         return key
+    import difflib  # only to suggest a spelling
     close = difflib.get_close_matches(name.strip().lower(), list(by_lower), n=1, cutoff=0.6)
     hint = f"; did you mean {by_lower[close[0]]}?" if close else ""
     raise ValueError(f"unknown metric '{name}' {purpose}{hint} "

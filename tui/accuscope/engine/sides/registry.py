@@ -32,7 +32,7 @@ from typing import Any
 from accuscope.engine.graphs.graph import Graph
 from accuscope.engine.sides.side import Side, own_model
 from accuscope.engine.sources import atb, kinds, mindspore, msprobe
-from accuscope.engine.sources.golden import RAW_SUFFIXES, GoldenDump, open_kind
+from accuscope.engine.sources.golden import PT_SUFFIXES, RAW_SUFFIXES, GoldenDump, open_kind
 from accuscope.engine.sources.inputfile import folder_names, not_regular, require_regular, shared_listings
 from accuscope.engine.sources.names import parse_dump_name
 from accuscope.engine.sources.npudump import NpuDump, find_runs, open_npu_dump
@@ -85,6 +85,14 @@ def _has_npy(path: str) -> bool:
     if not os.path.isdir(path):
         return False
     return any(n.lower().endswith(".npy") and not not_regular(os.path.join(path, n)) for n in folder_names(path))
+
+
+def _has_pt(path: str) -> bool:
+    """A folder of torch.save files (.pt, .pth) directly inside; not msprobe's dump_tensor_data (its rank
+    folder is the dump: `_looks_like` says so)."""
+    if not os.path.isdir(path) or msprobe.is_tensor_folder(path):
+        return False
+    return any(n.lower().endswith(PT_SUFFIXES) and not not_regular(os.path.join(path, n)) for n in folder_names(path))
 
 
 def _suffix(*suffixes: str) -> Callable[[str], bool]:
@@ -243,8 +251,10 @@ FORMATS: list[Format] = [
            mindspore.sniff, _dialect(lambda: mindspore), reader=lambda: mindspore),
     Format(kinds.ATB, "ATB dump ({device}_{pid}/{round}/{id}_{Layer}/.../{in|out}tensorK.bin)", atb.sniff,
            _dialect(lambda: atb), reader=lambda: atb, options=ATB_OPTIONS),
-    Format(kinds.NPY, "npy folder (MindStudio/msit naming, `accuscope dump`, msaccucmp convert)", _has_npy,
-           _golden(kinds.NPY)),
+    Format(kinds.NPY, "npy folder (MindStudio/msit naming, `accuscope dump`, msaccucmp convert; .pt files beside "
+           "them read too)", _has_npy, _golden(kinds.NPY)),
+    Format(kinds.PT, "PyTorch tensor folder (torch.save(tensor, 'name.pt'), one file a tensor, named as npy files are; "
+           "a dict, list or tuple of tensors as name.key; read without torch)", _has_pt, _golden(kinds.PT)),
     Format(kinds.TPU_MLIR_NPZ, "tpu-mlir .npz (model_transform, model_deploy, model_runner, npz_tool: "
            "{tensor}_{OpType} keys, cast suffixes _f32/_f16/_si8..., {name}_actual/_desired)",
            lambda p: _tpumlir().sniff(p), _dialect(_tpumlir), reader=_tpumlir, options=TPU_MLIR_OPTIONS),
@@ -382,15 +392,16 @@ def _looks_like(path: str) -> str:
         subdirs = [n for n in names if os.path.isdir(os.path.join(path, n))]
         if "task.json" in names:
             return "a task folder (open it with `accuscope open`), not a dump"
-        pt = sum(n.endswith(".pt") for n in names)
-        if pt:
+        pt = sum(n.lower().endswith(PT_SUFFIXES) for n in names)
+        if pt and msprobe.is_tensor_folder(path):
             parent = os.path.dirname(os.path.normpath(path))
             if os.path.isfile(os.path.join(parent, "dump.json")):
                 return (f"the tensor files of an msprobe dump ({pt} .pt files); give the folder with its dump.json: "
                         f"{parent}")
-            return (f"a folder of {pt} .pt files (torch.save) without msprobe's dump.json beside them: accuscope "
-                    f"reads .pt tensors inside an msprobe dump; save loose tensors as .npy (numpy.save) instead")
-        return (f"a folder of {len(names)} entries ({len(subdirs)} folders) with no .npy file and no Ascend "
+            return f"the tensor files of an msprobe dump ({pt} .pt files); give its rank folder: {parent}"
+        if pt:
+            return f"a folder of {pt} .pt files, none of them a regular file"
+        return (f"a folder of {len(names)} entries ({len(subdirs)} folders) with no .npy or .pt file and no Ascend "
                 f"dump file directly inside")
     name = os.path.basename(path).lower()
     if name.endswith(".npy"):

@@ -1,9 +1,10 @@
-"""Golden (framework-side) dumps: npy folders, npz files, raw .bin/.bmrt and Polygraphy RunResults.
+"""Golden (framework-side) dumps: npy and .pt folders, npz files, raw .bin/.bmrt and Polygraphy RunResults.
 
 `open_golden` reads only what it needs to list tensors (npy headers, file sizes); data are read
 when `Tensor.load()` is called. A source that is unusable as a whole raises `SourceError`; a single
 bad file or entry becomes a `Problem` (and a `Tensor` carrying that problem) while the rest loads.
-Nothing is ever unpickled: object arrays are refused from their header, before any data is read.
+Nothing is ever unpickled by Python's own rules: object arrays are refused from their header, before any
+data is read; a .pt file's pickle goes through `torchpickle`'s restricted unpickler (nothing in it runs).
 """
 from __future__ import annotations
 
@@ -17,11 +18,22 @@ import numpy as np
 
 from accuscope.engine.sources import kinds
 from accuscope.engine.sources.inputfile import NotRegular, json_loads, not_regular, regular_size, require_regular, walk
-from accuscope.engine.sources.names import golden_name_parts, read_mapping_csv
+from accuscope.engine.sources.names import TENSOR_FILE_SUFFIXES, golden_name_parts, read_mapping_csv, tensor_file_stem
 from accuscope.engine.sources.npyfile import nd_tensor, npy_file_tensor, read_npy_files, read_npz
-from accuscope.engine.sources.tensor import OUTPUT, Payload, Problem, SourceError, Tensor, read_payload, sanitize
+from accuscope.engine.sources.tensor import (
+    OUTPUT,
+    Payload,
+    Problem,
+    SourceError,
+    Tensor,
+    read_payload,
+    sanitize,
+    value_text,
+)
 
 RAW_SUFFIXES = (".bin", ".bmrt", ".dat")
+PT_SUFFIXES = tuple(s for s in TENSOR_FILE_SUFFIXES if s != ".npy")  # torch.save's files
+_FILES = {kinds.NPY: ".npy", kinds.PT: ".pt"}  # what a tensor folder of each kind is known by
 PICKS = ("newest", "oldest")
 _Key = tuple[str, str, int]
 
@@ -126,8 +138,8 @@ def open_kind(kind: str, path: str, *, shape: Sequence[int] | int | None = None,
     if kind == kinds.POLYGRAPHY:
         from accuscope.engine.sources import polygraphy  # 6-8 ms of imports an npy folder does not need
         entries, problems = polygraphy.read(path, runner, iteration)
-    elif kind == kinds.NPY:
-        entries, problems = _read_npy_folder(path)
+    elif kind in (kinds.NPY, kinds.PT):
+        entries, problems = _read_tensor_folder(path, kind)
     elif kind == kinds.NPZ:
         entries, problems = read_npz(path)
     elif kind == kinds.BIN:
@@ -137,7 +149,7 @@ def open_kind(kind: str, path: str, *, shape: Sequence[int] | int | None = None,
     return GoldenDump(path, kind, entries, problems, pick)
 
 
-GOLDEN_KINDS = (kinds.NPY, kinds.NPZ, kinds.POLYGRAPHY, kinds.BIN)
+GOLDEN_KINDS = (kinds.NPY, kinds.PT, kinds.NPZ, kinds.POLYGRAPHY, kinds.BIN)
 
 
 # --- npy folder ----------------------------------------------------------------------------------
@@ -147,16 +159,19 @@ KEEP_BYTES = 16 << 20
 npyfile.HEAD_READ bytes read whole with its header): loading them opens no file again."""
 
 
-def _read_npy_folder(folder: str) -> tuple[list[Tensor], list[Problem]]:
-    """MindStudio/msit naming `[input_]{op}.{index}.{timestamp}.npy`; `mapping.csv` restores long names.
+def _read_tensor_folder(folder: str, kind: str) -> tuple[list[Tensor], list[Problem]]:
+    """A folder of tensor files, one tensor a file: `.npy` (numpy.save) and `.pt`/`.pth` (torch.save, read by
+    `torchpickle` without torch, imported only when the folder holds one), side by side. MindStudio/msit
+    naming `[input_]{op}.{index}.{timestamp}.npy` (the same for `.pt`); `mapping.csv` restores long names.
 
-    Each file is opened once (`read_npy_file`: its header parsed there, not again to load; a small
-    file's data read with it); only entries the listing does not show to be regular files (links, a
+    Each npy file is opened once (`read_npy_files`: its header parsed there, not again to load; a small
+    file's data read with it); a .pt file's zip directory and pickle are read once (`torchpickle.contents`,
+    0.4-0.8 ms a file: 10-20x an npy file's, mostly the zipfile module and the pickle's checks); only entries the listing does not show to be regular files (links, a
     file system without entry types) are stat'ed first, so that a FIFO or a device is never opened."""
     try:
         with os.scandir(folder) as it:
             listed = sorted((e.name, e.path, e.is_file(follow_symlinks=False)) for e in it
-                            if e.name.lower().endswith(".npy"))
+                            if e.name.lower().endswith(TENSOR_FILE_SUFFIXES))
     except OSError as exc:
         raise SourceError(f"{folder}: cannot list: {exc.strerror or exc}") from None
     problems: list[Problem] = []
@@ -169,21 +184,25 @@ def _read_npy_folder(folder: str) -> tuple[list[Tensor], list[Problem]]:
             files.append((fname, source))
     if not files:
         if problems:
-            raise SourceError(f"{folder}: no readable .npy file: {problems[0]}")
-        raise SourceError(f"{folder}: {_why_no_npy(folder)}")
+            raise SourceError(f"{folder}: no readable {_FILES[kind]} file: {problems[0]}")
+        raise SourceError(f"{folder}: {_why_no_files(folder, kind)}")
     mapping = read_mapping_csv(folder, problems)
     net_inputs = _dumped_inputs(folder)
     named = []
     for fname, source in files:
-        original = (mapping.get(fname) or mapping.get(fname[:-4]) or fname) if mapping else fname
-        op, io, index, ts = golden_name_parts(original)  # parse_golden_name's fields, without the record
-        if io == "input" and net_inputs and f"input_{op}" in net_inputs:  # a network input named input_*
-            op, io = f"input_{op}", "output"
-        named.append((ts or 0, source, op, io, index, ts))
+        original = (mapping.get(fname) or mapping.get(tensor_file_stem(fname)) or fname) if mapping else fname
+        op, io, index, ts = _name_parts(original, net_inputs)
+        named.append((ts or 0, source, op, io, index, ts, original))
     named.sort(key=itemgetter(0, 1))  # execution order where dated
     entries = []
     kept = 0
-    for (_, source, op, io, index, ts), read in zip(named, read_npy_files([n[1] for n in named])):
+    reads = read_npy_files([n[1] for n in named if not n[1].lower().endswith(PT_SUFFIXES)])
+    for _, source, op, io, index, ts, original in named:
+        if source.lower().endswith(PT_SUFFIXES):
+            entries.extend(_pt_file_tensors(source, original, net_inputs, problems, op=op, io=io, index=index,
+                                            timestamp=ts))
+            continue
+        read = next(reads)  # (the npy files' reads, in this order)
         if isinstance(read, NotRegular):  # replaced by a FIFO or a folder since it was listed
             problems.append(Problem(source, str(read)))
             continue
@@ -197,6 +216,46 @@ def _read_npy_folder(folder: str) -> tuple[list[Tensor], list[Problem]]:
             kept += len(data)
         entries.append(npy_file_tensor(op, source, meta, offset, data, io=io, index=index, timestamp=ts))
     return entries, problems
+
+
+def _name_parts(name: str, net_inputs: set[str]) -> tuple[str, str, int, int | None]:
+    """A tensor file's (op, io, index, timestamp) from its name (`golden_name_parts`): a network input
+    an `accuscope dump` folder's dump.json names `input_*` is that input's output, not an op's input."""
+    op, io, index, ts = golden_name_parts(name)  # parse_golden_name's fields, without the record
+    if io == "input" and net_inputs and f"input_{op}" in net_inputs:
+        op, io = f"input_{op}", "output"
+    return op, io, index, ts
+
+
+def _pt_file_tensors(source: str, name: str, net_inputs: set[str], problems: list[Problem], **fields) -> list[Tensor]:
+    """The tensors of one torch.save file, named by `name` (its file name, or mapping.csv's): one tensor
+    as its name says (`fields`); a dict, list or tuple as if each leaf were saved in its own file
+    `{stem}.{key}.pt` (a state_dict's `fc.weight`, a tuple's `0`, `1`); a plain value (a number, a string,
+    None) as a value compared equal or not; what cannot be read a tensor with the reason (so a row)."""
+    from accuscope.engine.sources import torchpickle  # pickle, pickletools: imported for .pt files only
+    try:
+        found = torchpickle.contents(source)
+    except (torchpickle.PtError, OSError) as exc:
+        problems.append(Problem(source, str(exc)))
+        return [nd_tensor(fields.pop("op"), source, problem=str(exc), **fields)]
+    stem = tensor_file_stem(name)
+    out = []
+    for e in found:
+        named = fields
+        if e.key:
+            op, io, index, ts = _name_parts(f"{stem}.{e.key}", net_inputs)
+            named = dict(op=op, io=io, index=index, timestamp=ts if ts is not None else fields["timestamp"])
+        if e.problem:
+            message = f"{e.key}: {e.problem}" if e.key else e.problem
+            problems.append(Problem(source, message))
+            rest = dict(named)
+            out.append(nd_tensor(rest.pop("op"), source, problem=message, **rest))
+        elif e.tensor is not None:
+            out.append(torchpickle.tensor(source, e.tensor, e.start, **named))
+        else:
+            kind = "None" if e.value is None else type(e.value).__name__  # as msprobe names a value's type
+            out.append(Tensor(dtype=None, shape=(), source=source, dtype_name=kind, value=value_text(e.value), **named))
+    return out
 
 
 DUMP_JSON_LIMIT = 16 << 20  # bytes of an `accuscope dump` folder's dump.json read (it writes a few KB)
@@ -217,20 +276,21 @@ def _dumped_inputs(folder: str) -> set[str]:
     return {str(k) for k in inputs} if isinstance(inputs, dict) else set()
 
 
-def _why_no_npy(folder: str) -> str:
-    """Explain an npy-less folder; point at subfolders that do hold npy files (they are not scanned)."""
+def _why_no_files(folder: str, kind: str) -> str:
+    """Explain a folder without the kind's files; point at subfolders that do hold them (they are not scanned)."""
+    suffix = _FILES[kind]
     found: list[str] = []
     for root, _dirs, names in walk(folder):
-        if root != folder and any(n.lower().endswith(".npy") for n in names):
+        if root != folder and any(n.lower().endswith(suffix) for n in names):
             found.append(os.path.relpath(root, folder))
             if len(found) == 3:
                 break
     if found:
-        return (f"no .npy files directly in this folder (subfolders are not scanned); .npy files found in "
+        return (f"no {suffix} files directly in this folder (subfolders are not scanned); {suffix} files found in "
                 f"{', '.join(found)}: open one of those")
     if not os.listdir(folder):
         return "empty folder"
-    return "no .npy files in this folder"
+    return f"no {suffix} files in this folder"
 
 
 # --- raw binary ----------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ MSPROBE: Final = "msprobe"
 MINDSPORE: Final = "mindspore"
 ATB: Final = "atb"
 NPY: Final = "npy"
+PT: Final = "pt"  # a folder of torch.save files, one tensor (or a dict, list, tuple of them) a file
 TPU_MLIR_NPZ: Final = "tpu-mlir-npz"
 NPZ: Final = "npz"
 POLYGRAPHY: Final = "polygraphy"

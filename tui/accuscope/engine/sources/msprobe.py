@@ -32,15 +32,10 @@ import json
 import math
 import os
 import re
-import zlib
 from dataclasses import dataclass
-from functools import lru_cache, partial
+from functools import cache, lru_cache
 from typing import Any
 
-try:
-    import orjson  # optional: accuscope[fast]
-except ImportError:  # pragma: no cover - the json module does the same, slower
-    orjson = None  # type: ignore[assignment]
 import numpy as np
 
 try:
@@ -54,7 +49,16 @@ from accuscope.engine.sources.inputfile import json_loads, listing, not_regular
 from accuscope.engine.sources.kinds import MSPROBE
 from accuscope.engine.sources.names import natural_key
 from accuscope.engine.sources.npyfile import MEMBER_ERRORS, nd_tensor, npy_file_tensor, read_npy_file
-from accuscope.engine.sources.tensor import INPUT, OUTPUT, Problem, SourceError, Tensor, recorded_tensor
+from accuscope.engine.sources.tensor import (
+    INPUT,
+    OUTPUT,
+    VALUE_CHARS,
+    Problem,
+    SourceError,
+    Tensor,
+    recorded_tensor,
+    value_text,
+)
 
 KIND = MSPROBE
 DUMP_JSON, CONSTRUCT_JSON, STACK_JSON, DATA_DIR = "dump.json", "construct.json", "stack.json", "dump_tensor_data"
@@ -96,6 +100,12 @@ def _is_rank_dir(path: str) -> bool:
     except OSError:
         return False
     return b'"task"' in head and (b'"dump_data_dir"' in head or b'"level"' in head)
+
+
+def is_tensor_folder(path: str) -> bool:
+    """A rank's dump_tensor_data/ given alone: its rank folder is the dump, not it (sides.registry says so
+    rather than read its files as loose tensors, whose names would lose each tensor's call and slot)."""
+    return os.path.basename(os.path.normpath(path)) == DATA_DIR
 
 
 def _subdirs(path: str, pattern: re.Pattern) -> list[str]:
@@ -349,25 +359,6 @@ def _walk(value, slot: str, prefix: str = ""):
             stack += [(f"{prefix}.{k}", v) for k, v in value.items()][::-1]
 
 
-VALUE_CHARS = 240  # a value's text beyond this is cut, with its length and a CRC-32 of the whole kept
-
-
-def value_text(value) -> str:
-    """A non-tensor value as the row shows and compares it: None, True, 1, 0.1 (repr: every digit),
-    "constant" (a string quoted, so "" is a value too), [1, 1] (a list as Python writes it); past
-    VALUE_CHARS, its start, its length and a CRC-32 of the whole (two long values still compare)."""
-    if isinstance(value, str):
-        text = json.dumps(value, ensure_ascii=False)
-    else:
-        try:
-            text = repr(value)
-        except RecursionError:
-            text = "(nested too deeply)"
-    if len(text) <= VALUE_CHARS:
-        return text
-    return f"{text[:VALUE_CHARS]}… ({len(text):,} chars, crc32 {zlib.crc32(text.encode('utf-8', 'replace')):08x})"
-
-
 def raw_value_text(raw: str) -> str:
     """value_text of a value's JSON text as dump.json holds it (what _dumpscan gives)."""
     try:
@@ -488,14 +479,11 @@ def tensor_file(source: str, problems: list[Problem], kept: list[int] | None = N
     from accuscope.engine.sources import torchpickle  # pickle, pickletools: imported for .pt dumps only
     try:
         pt = torchpickle.describe(source)
-        payload = torchpickle.payload(source, pt)  # checks the storage whatever the dtype
+        start = torchpickle.storage_offset(source, pt)  # checks the storage whatever the dtype
     except (torchpickle.PtError, OSError) as exc:
         problems.append(Problem(source, str(exc)))
         return Tensor(dtype=None, shape=(), source=source, problem=str(exc), **fields)
-    dtype = pt.storage.dtype if pt.dtype_name != "bfloat16" else torchpickle.np.dtype("float32")
-    return Tensor(dtype=dtype, shape=pt.shape, source=source, dtype_name=pt.dtype_name,
-                  payload=payload if pt.dtype_name != "bfloat16" else None,
-                  reader=partial(torchpickle.load, source), **fields)
+    return torchpickle.tensor(source, pt, start, **fields)
 
 
 def _dump_json(folder: str) -> tuple[dict | None, str]:
@@ -532,12 +520,23 @@ def _parse(raw: bytes) -> tuple[dict | None, str]:
     return found, ""
 
 
+@cache
+def _orjson():
+    """orjson (optional: accuscope[fast]) when installed, imported at the first dump.json read."""
+    try:
+        import orjson
+    except ImportError:  # pragma: no cover - the json module does the same, slower
+        return None
+    return orjson
+
+
 def loads(raw: bytes):
     """JSON text as Python objects: orjson when installed (2x faster on a 100 MB dump.json), else, and
     for what orjson refuses (NaN / Infinity as Python's json writes them, bad UTF-8, numbers past
     float's range, nesting deeper than 1,024), the json module and its messages. An integer past
     Python's digit limit (4,300) is read as float() reads its digits (±inf), not refused: _dumpscan.c
     reads every number that way."""
+    orjson = _orjson()
     if orjson is not None:
         try:
             return orjson.loads(raw)

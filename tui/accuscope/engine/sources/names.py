@@ -124,10 +124,14 @@ def parse_golden_name(name: str) -> GoldenName:
     return GoldenName(*golden_name_parts(name))
 
 
+TENSOR_FILE_SUFFIXES = (".npy", ".pt", ".pth")  # a tensor folder's files: numpy.save's and torch.save's
+
+
 def golden_name_parts(name: str) -> tuple[str, str, int, int | None]:
     """`parse_golden_name`'s fields as a tuple (op, io, index, timestamp): what a folder of 20,000
-    files parses without a record each. Digits are `\\d+`'s (str.isdecimal: Unicode's Nd)."""
-    stem = name[:-4] if name.endswith(".npy") else name
+    files parses without a record each. Digits are `\\d+`'s (str.isdecimal: Unicode's Nd). A `.pt`
+    file's name (torch.save) parses as an `.npy` file's."""
+    stem = tensor_file_stem(name)
     io = "output"
     parts = stem.rsplit(".", 2)
     if len(parts) == 3 and parts[1].isdecimal() and parts[2].isdecimal():
@@ -139,6 +143,14 @@ def golden_name_parts(name: str) -> tuple[str, str, int, int | None]:
     if op.startswith("input_"):
         io, op = "input", op[6:]
     return op, io, index, ts
+
+
+def tensor_file_stem(name: str) -> str:
+    """A tensor file's name without its suffix (`.npy`, `.pt`, `.pth`); any other name as it is."""
+    for suffix in TENSOR_FILE_SUFFIXES:
+        if name.endswith(suffix):
+            return name[:-len(suffix)]
+    return name
 
 
 def read_mapping_csv(directory: str, problems: list | None = None) -> dict[str, str]:

@@ -7,8 +7,10 @@ data: a tensor that cannot be decoded carries a `problem` instead, and `load()` 
 """
 from __future__ import annotations
 
+import json
 import math
 import os
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
@@ -76,7 +78,7 @@ class Tensor:
     stats: tuple[float | None, float | None, float | None, float | None] | None = None
     checksum: str = ""
     # a non-tensor argument or output as the dump recorded it (msprobe: an int, float, bool, str, None, a
-    # list of them), as text (sources.msprobe.value_text); compared as a value, equal or not, never by metrics
+    # list of them), as text (value_text); compared as a value, equal or not, never by metrics
     value: str | None = None
     reader: Callable[[], np.ndarray] | None = field(default=None, repr=False)
 
@@ -189,6 +191,25 @@ def read_payload(p: Payload, into: np.ndarray | None = None) -> np.ndarray:
     if done < p.nbytes:
         raise ValueError(f"file ends before the tensor's last byte ({done} of {p.nbytes} bytes at {p.offset})")
     return np.frombuffer(raw, dtype=p.dtype).reshape(p.shape) if into is None else into
+
+
+VALUE_CHARS = 240  # a value's text beyond this is cut, with its length and a CRC-32 of the whole kept
+
+
+def value_text(value) -> str:
+    """A non-tensor value as the row shows and compares it: None, True, 1, 0.1 (repr: every digit),
+    "constant" (a string quoted, so "" is a value too), [1, 1] (a list as Python writes it); past
+    VALUE_CHARS, its start, its length and a CRC-32 of the whole (two long values still compare)."""
+    if isinstance(value, str):
+        text = json.dumps(value, ensure_ascii=False)
+    else:
+        try:
+            text = repr(value)
+        except RecursionError:
+            text = "(nested too deeply)"
+    if len(text) <= VALUE_CHARS:
+        return text
+    return f"{text[:VALUE_CHARS]}… ({len(text):,} chars, crc32 {zlib.crc32(text.encode('utf-8', 'replace')):08x})"
 
 
 def sanitize(name: str) -> str:

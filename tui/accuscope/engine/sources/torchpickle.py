@@ -5,7 +5,11 @@ A `.pt` is a zip: `{name}/data.pkl` (a pickle describing the tensor), `{name}/da
 storage's raw little-endian bytes, stored uncompressed), `{name}/byteorder`, `{name}/version`. The
 pickle of one tensor calls `torch._utils._rebuild_tensor_v2(storage, offset, size, stride,
 requires_grad, backward_hooks)`, the storage being a persistent id `('storage', torch.FloatStorage,
-key, location, numel)` and the hooks an empty `collections.OrderedDict`.
+key, location, numel)` and the hooks an empty `collections.OrderedDict`. A file may hold more than
+one tensor (`contents`): dicts, lists and tuples of them (a module's tuple of outputs), a state_dict
+(an OrderedDict, its `_metadata` set by BUILD and dropped here: BUILD applies to nothing else), an
+nn.Parameter (`_rebuild_parameter` around the tensor), plain values beside them (numbers, strings,
+None); `describe` and `load` read a file of one tensor (msprobe's).
 
 Two gates keep the file from running code: every opcode of the pickle is checked against the few a
 tensor's pickle uses before unpickling starts (`pickletools.genops` only parses), and the unpickler
@@ -16,10 +20,12 @@ or the global.
 Bounds, so that a small hostile file can neither hang the reader nor blow up its memory:
 - the pickle: data.pkl is read with an explicit bound of PKL_LIMIT bytes (the size the zip's
   directory states is not trusted), and the same pre-pass that checks the opcodes simulates the
-  pickle's stack: a memo get may fetch only a name, number, class or storage, never a tuple, list,
-  dict or what a call built, so what the pickle builds is a tree (no shared parts: no
-  2^40-element "DAG" of tuples that hashing or printing would walk) no deeper than MAX_DEPTH. Messages never format an object
-  the file built (they name its type and length) and clip the names they quote.
+  pickle's stack: a memo get may fetch only a name, number, class, storage or rebuilt tensor (a
+  leaf: each use of it is one opcode of the bounded pickle), never a tuple, list, dict or what
+  another call built, so what the pickle builds is a tree (no shared parts: no 2^40-element "DAG"
+  of tuples that hashing or printing would walk) no deeper than MAX_DEPTH, of at most ENTRY_LIMIT
+  leaves read. Messages never format an object the file built (they name its type and length) and
+  clip the names they quote.
 - the zip: every member is read with an explicit limit (`byteorder` BYTEORDER_LIMIT bytes);
   only members stored or deflated are opened, never encrypted or other methods, and a storage
   must be stored (torch.save never compresses one: a deflated storage is refused, so no inflation
@@ -52,12 +58,13 @@ from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from typing import cast
 
 import numpy as np
 
 from accuscope.engine.sources.ascend import bf16_to_float32
-from accuscope.engine.sources.tensor import Payload, read_payload
+from accuscope.engine.sources.tensor import Payload, Tensor, read_payload
 
 PKL_LIMIT = 1 << 20  # a tensor's pickle is ~200 bytes; a megabyte is not one
 BYTEORDER_LIMIT = 16  # "little" or "big"
@@ -81,7 +88,7 @@ _POPS = {"TUPLE1": 1, "TUPLE2": 2, "TUPLE3": 3}
 OPCODES = frozenset({
     "PROTO", "FRAME", "STOP", "MARK", "STACK_GLOBAL", "BINPERSID", "REDUCE", "TUPLE", "EMPTY_TUPLE", "EMPTY_LIST",
     "EMPTY_DICT", "APPEND", "APPENDS", "SETITEM", "SETITEMS", "LIST", "DICT", "BINPUT", "LONG_BINPUT", "MEMOIZE",
-    "BINGET", "LONG_BINGET", *_ATOMS, *_POPS,
+    "BINGET", "LONG_BINGET", "BUILD", *_ATOMS, *_POPS,
 })
 # what can go wrong reading a zip member with the zipfile module, besides our own PtError
 _ZIP_ERRORS = (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, KeyError, IndexError, ValueError,
@@ -99,7 +106,7 @@ def _clip(text: str, limit: int = CLIP) -> str:
 
 def _what(value) -> str:
     """What a value the file built is, without formatting it (its repr may be anything)."""
-    kind = type(value).__name__
+    kind = "dict" if isinstance(value, dict) else type(value).__name__  # a state_dict: our OrderedDict stand-in
     try:
         return f"a {kind} of {len(value)} items" if isinstance(value, (tuple, list, dict)) else f"a {kind}"
     except Exception:  # noqa: BLE001 - a len() of ours that fails: the type is enough
@@ -171,23 +178,49 @@ def _rebuild_tensor(storage, offset, size, stride, *_rest) -> PtTensor:
     return PtTensor(storage, offset, shape, tuple(stride))
 
 
+def _rebuild_parameter(data, *_rest) -> PtTensor:
+    """An nn.Parameter (`torch.save(layer.weight)`): its tensor, read as any other."""
+    if not isinstance(data, PtTensor):
+        raise PtError(f"_rebuild_parameter with {_what(data)} where the tensor goes")
+    return data
+
+
+class _OrderedDict(OrderedDict):
+    """What `collections.OrderedDict` stands for: a tensor's empty hooks, a state_dict. A state_dict's
+    pickle ends with BUILD of its `_metadata` (versions of each module), which this drops: nothing
+    of the file is set on any object (the pre-pass allows BUILD on nothing else)."""
+
+    def __setstate__(self, _state) -> None:
+        pass
+
+
 class _StorageType:
     def __init__(self, name: str):
         self.name = name
 
 
-_GLOBALS = {("torch._utils", "_rebuild_tensor_v2"): _rebuild_tensor,
-            ("torch._utils", "_rebuild_tensor"): _rebuild_tensor,
-            ("collections", "OrderedDict"): OrderedDict}
+# module, name -> what it is to us; the rebuilds make tensors (a memo get may share them: leaves)
+_REBUILDS = {("torch._utils", "_rebuild_tensor_v2"): _rebuild_tensor, ("torch._utils", "_rebuild_tensor"): _rebuild_tensor,
+             ("torch._utils", "_rebuild_parameter"): _rebuild_parameter}
+_GLOBALS: dict[tuple[str, str], object] = {**_REBUILDS, ("collections", "OrderedDict"): _OrderedDict}
 _GLOBALS.update({("torch", name): _StorageType(name) for name in STORAGES})
+
+
+_HINTS = {  # what a refused global of torch's own says of the file
+    ("torch._utils", "_rebuild_tensor_v3"): ": a tensor of a dtype without a typed storage, float8, uint16/32/64, is "
+                                            "not read; save it as float32",
+    ("torch", "Storage"): ": complex and quantized tensors are not read",
+}
 
 
 class _Unpickler(pickle.Unpickler):
     def find_class(self, module: str, name: str):
         found = _GLOBALS.get((module, name))
         if found is None:
+            hint = _HINTS.get((module, name)) or (_HINTS[("torch", "Storage")] if module == "torch" and
+                                                  name.endswith("Storage") else "")
             raise PtError(f"refused global {_clip(module)}.{_clip(name)} (only tensor rebuilds and storage types "
-                          "are read)")
+                          f"are read{hint})")
         return found
 
     def persistent_load(self, pid):
@@ -199,23 +232,33 @@ class _Unpickler(pickle.Unpickler):
         return _Storage(pid[2], dtype, name, pid[4])
 
 
+# what a stack entry of the pre-pass holds, besides its depth: a tensor rebuild or OrderedDict (a global), a
+# tensor or an OrderedDict those made (by REDUCE), or anything else
+_REBUILD, _ODICT, _TENSOR, _DICT, _OTHER = range(5)
+_GLOBAL_KINDS = {**{f"{m} {n}": _REBUILD for m, n in _REBUILDS}, "collections OrderedDict": _ODICT}
+_MADE_BY = {_REBUILD: _TENSOR, _ODICT: _DICT}
+
+
 def _check_pickle(data: bytes) -> None:
     """Refuse, before anything is unpickled, an opcode a tensor's pickle does not use, and a pickle
     whose objects would share parts or nest deeper than MAX_DEPTH. The stack is simulated as the C
     unpickler keeps it (marks beside it, never popped below the last one): each entry is the depth
-    of what it holds (0 for a name, number, class or storage, 1 + its items' for a container)."""
-    stack: list[int] = []
+    of what it holds (0 for a name, number, class or storage, 1 + its items' for a container) and
+    what it is (`_TENSOR`: a tensor rebuild's result, which a memo get may share, as torch.save writes
+    the same tensor saved twice: a leaf, whose every use is one opcode; `_DICT`: an OrderedDict, the
+    one object BUILD may be applied to, as a state_dict's pickle does)."""
+    stack: list[tuple[int, int]] = []
     marks: list[int] = []
-    memo: dict[int, int] = {}
+    memo: dict[int, tuple[int, int]] = {}
 
-    def pop(n: int = 1) -> list[int]:
+    def pop(n: int = 1) -> list[tuple[int, int]]:
         if len(stack) - n < (marks[-1] if marks else 0):
             raise PtError(f"broken pickle: stack underflow at byte {pos}")
         items = stack[len(stack) - n:]
         del stack[len(stack) - n:]
         return items
 
-    def to_mark() -> list[int]:
+    def to_mark() -> list[tuple[int, int]]:
         if not marks:
             raise PtError(f"broken pickle: no mark at byte {pos}")
         k = marks.pop()
@@ -223,21 +266,24 @@ def _check_pickle(data: bytes) -> None:
         del stack[k:]
         return items
 
-    def push(depth: int) -> None:
+    def push(depth: int, kind: int = _OTHER) -> None:
         if depth > MAX_DEPTH:
             raise PtError(f"refused pickle: nests deeper than {MAX_DEPTH} at byte {pos}")
-        stack.append(depth)
+        stack.append((depth, kind))
 
-    def holder(items: list[int]) -> int:
-        return 1 + max(items, default=0)
+    def holder(items: list[tuple[int, int]]) -> int:
+        return 1 + max((d for d, _ in items), default=0)
 
     pos: int | None = 0
     try:
         for op, arg, pos in pickletools.genops(data):
             name = op.name
             if name not in OPCODES:
-                raise PtError(f"refused pickle opcode {name} at byte {pos}")
-            if name in _ATOMS:
+                raise PtError(f"refused pickle opcode {name} at byte {pos} (an object other than tensors and dicts, "
+                              "lists, tuples of them, such as a whole module: save its state_dict() instead)")
+            if name == "GLOBAL":
+                push(0, _GLOBAL_KINDS.get(cast(str, arg), _OTHER))
+            elif name in _ATOMS:
                 push(0)
             elif name in _POPS:
                 push(holder(pop(_POPS[name])))
@@ -247,14 +293,19 @@ def _check_pickle(data: bytes) -> None:
                 push(holder(to_mark()))
             elif name in ("EMPTY_TUPLE", "EMPTY_LIST", "EMPTY_DICT"):
                 push(1)
-            elif name in ("APPEND", "SETITEM", "APPENDS", "SETITEMS"):
-                items = pop(1 if name == "APPEND" else 2) if name in ("APPEND", "SETITEM") else to_mark()
-                push(max(pop()[0], holder(items)))
+            elif name in ("APPEND", "SETITEM", "APPENDS", "SETITEMS", "BUILD"):
+                sizes = {"APPEND": 1, "SETITEM": 2, "BUILD": 1}
+                items = pop(sizes[name]) if name in sizes else to_mark()
+                depth, kind = pop()[0]
+                if name == "BUILD" and kind != _DICT:
+                    raise PtError(f"refused pickle: BUILD at byte {pos} on something other than an OrderedDict")
+                push(max(depth, holder(items)), kind)
             elif name in ("STACK_GLOBAL", "BINPERSID"):
                 pop(2 if name == "STACK_GLOBAL" else 1)
                 push(0)
             elif name == "REDUCE":
-                push(holder(pop(2)))
+                items = pop(2)
+                push(holder(items), _MADE_BY.get(items[0][1], _OTHER))
             elif name in ("BINPUT", "LONG_BINPUT", "MEMOIZE"):
                 if len(stack) <= (marks[-1] if marks else 0):
                     raise PtError(f"broken pickle: a memo put with nothing to put at byte {pos}")
@@ -262,10 +313,10 @@ def _check_pickle(data: bytes) -> None:
             elif name in ("BINGET", "LONG_BINGET"):
                 if arg not in memo:
                     raise PtError(f"broken pickle: memo get of an unset entry at byte {pos}")
-                if memo[arg]:
+                if memo[arg][0] and memo[arg][1] != _TENSOR:
                     raise PtError(f"refused pickle: a memo get of a tuple, list, dict or object at byte {pos} (a "
-                                  "tensor's pickle shares only names, numbers and types)")
-                push(0)
+                                  "tensor's pickle shares only names, numbers, types and tensors)")
+                push(*memo[arg])
             elif name == "STOP":
                 break
     except PtError:
@@ -328,25 +379,88 @@ def _archive(zf: zipfile.ZipFile) -> str:
     return names[0][: -len("data.pkl")]
 
 
-def describe(path: str) -> PtTensor:
-    """The tensor a `.pt` holds, from its pickle only (no data read); PtError with the reason."""
-    with _zip(path) as zf:
-        prefix = _archive(zf)
-        data = _read(zf, prefix + "data.pkl", PKL_LIMIT)
-        order = _read(zf, prefix + "byteorder", BYTEORDER_LIMIT).strip() \
-            if prefix + "byteorder" in zf.NameToInfo else b"little"
+def _unpickled(zf: zipfile.ZipFile) -> tuple[object, str]:
+    """What the `.pt` holds, from its pickle only (no data read), and the folder inside the zip holding it."""
+    prefix = _archive(zf)
+    data = _read(zf, prefix + "data.pkl", PKL_LIMIT)
+    order = _read(zf, prefix + "byteorder", BYTEORDER_LIMIT).strip() if prefix + "byteorder" in zf.NameToInfo else b"little"
     if order != b"little":
         raise PtError(f"byteorder {order[:10]!r}: only little-endian files are read")
     _check_pickle(data)
     try:
-        found = _Unpickler(io.BytesIO(data)).load()
+        return _Unpickler(io.BytesIO(data)).load(), prefix
     except PtError:
         raise
     except Exception as exc:  # noqa: BLE001 - anything the pickle machine raises on a malformed stream
         raise PtError(f"broken pickle: {_reason(exc)}") from None
+
+
+def describe(path: str) -> PtTensor:
+    """The tensor a `.pt` holds, from its pickle only (no data read); PtError with the reason."""
+    with _zip(path) as zf:
+        found, _prefix = _unpickled(zf)
     if not isinstance(found, PtTensor):
         raise PtError(f"holds {_what(found)}, not one tensor")
     return found
+
+
+ENTRY_LIMIT = 1 << 16  # tensors and values one file may hold (a large model's state_dict holds a few thousand)
+
+
+@dataclass(frozen=True)
+class PtEntry:
+    """One thing a `.pt` holds, at `key`: a tensor (`tensor`, its storage checked to start at `start` in the
+    file), a plain value (`value`: a number, a string, a bool, None, an empty list or dict), or neither
+    (`problem` says what it is, or why its storage cannot be read)."""
+
+    key: str  # "" for the file's one object; else its dict keys and list positions, dotted: "0", "fc.weight"
+    tensor: PtTensor | None = None
+    start: int = -1
+    value: object = None
+    problem: str = ""
+
+
+_PLAIN = (int, float, bool, str, type(None))
+
+
+def _key(k, position: int) -> str:
+    return str(k) if type(k) in _PLAIN else str(position)
+
+
+def contents(path: str) -> list[PtEntry]:
+    """Every tensor and plain value a `.pt` holds, in the order it holds them: one tensor (key ""), or
+    the leaves of dicts, lists and tuples of them (a state_dict, a module's tuple of outputs) keyed by
+    their dict keys and list positions, dotted. Each tensor's storage is checked in the same opening of
+    the zip (a problem on that entry when it cannot be read). PtError when the file as a whole cannot
+    be read (see describe) or holds more than ENTRY_LIMIT leaves."""
+    out: list[PtEntry] = []
+    with _zip(path) as zf:
+        found, prefix = _unpickled(zf)
+        stack: list[tuple[str, object]] = [("", found)]  # what it built is a tree no deeper than MAX_DEPTH
+        while stack:
+            key, value = stack.pop()
+            if isinstance(value, dict) and value:
+                items = [(_key(k, i), v) for i, (k, v) in enumerate(value.items())]
+            elif type(value) in (list, tuple) and value:
+                items = [(str(i), v) for i, v in enumerate(cast(list, value))]
+            else:
+                out.append(_entry(path, zf, prefix, key, value))
+                if len(out) > ENTRY_LIMIT:
+                    raise PtError(f"holds more than {ENTRY_LIMIT:,} tensors and values")
+                continue
+            stack.extend((f"{key}.{k}" if key else k, v) for k, v in reversed(items))
+    return out
+
+
+def _entry(path: str, zf: zipfile.ZipFile, prefix: str, key: str, value) -> PtEntry:
+    if isinstance(value, PtTensor):
+        try:
+            return PtEntry(key, value, _storage_start(path, zf, prefix, value))
+        except PtError as exc:
+            return PtEntry(key, value, problem=str(exc))
+    if type(value) in _PLAIN or (type(value) in (list, tuple, dict, _OrderedDict) and not value):
+        return PtEntry(key, value=dict(value) if isinstance(value, dict) else value)
+    return PtEntry(key, problem=f"holds {_what(value)}, neither a tensor nor a plain value")
 
 
 def _member_offset(path: str, info: zipfile.ZipInfo) -> int:
@@ -360,21 +474,26 @@ def _member_offset(path: str, info: zipfile.ZipInfo) -> int:
     return info.header_offset + 30 + name_len + extra_len
 
 
-def _storage_offset(path: str, t: PtTensor) -> int:
-    """Where the tensor's storage starts in the file, checked: a stored member holding the
-    pickle's elements, all inside the file."""
-    with _zip(path) as zf:
-        name = _archive(zf) + "data/" + t.storage.key
-        info = _member(zf, name, stored=True)
-        need = t.storage.numel * t.storage.dtype.itemsize
-        if min(info.file_size, info.compress_size) < need:
-            raise PtError(f"storage {_clip(t.storage.key)} holds {info.file_size:,} bytes, the pickle says "
-                          f"{t.storage.numel:,} elements of {t.storage.dtype.itemsize}")
-        start = _member_offset(path, info)
+def _storage_start(path: str, zf: zipfile.ZipFile, prefix: str, t: PtTensor) -> int:
+    """Where the tensor's storage starts in the file, checked: a stored member of the open zip holding
+    the pickle's elements, all inside the file."""
+    name = prefix + "data/" + t.storage.key
+    info = _member(zf, name, stored=True)
+    need = t.storage.numel * t.storage.dtype.itemsize
+    if min(info.file_size, info.compress_size) < need:
+        raise PtError(f"storage {_clip(t.storage.key)} holds {info.file_size:,} bytes, the pickle says "
+                      f"{t.storage.numel:,} elements of {t.storage.dtype.itemsize}")
+    start = _member_offset(path, info)
     size = os.path.getsize(path)
     if start + need > size:
         raise PtError(f"storage {_clip(t.storage.key)} of {need:,} bytes runs past the end of the file ({size:,} bytes)")
     return start
+
+
+def storage_offset(path: str, t: PtTensor) -> int:
+    """Where the tensor's storage starts in the file, checked (_storage_start), the zip opened for it."""
+    with _zip(path) as zf:
+        return _storage_start(path, zf, _archive(zf), t)
 
 
 def _payload(path: str, t: PtTensor, start: int) -> Payload:
@@ -382,18 +501,15 @@ def _payload(path: str, t: PtTensor, start: int) -> Payload:
     return Payload(path, start + t.offset * itemsize if numel else start, numel * itemsize, t.storage.dtype, t.shape)
 
 
-def payload(path: str, t: PtTensor) -> Payload | None:
-    """Where the tensor's bytes lie in the file when it covers its storage contiguously, else None;
-    either way the storage is checked first (PtError with the reason, see _storage_offset)."""
-    start = _storage_offset(path, t)
-    return _payload(path, t, start) if t.contiguous else None
-
-
 def load(path: str) -> np.ndarray:
-    """The tensor's data as numpy (bfloat16 widened to float32); PtError with the reason. Memory:
-    the logical data only (the storage is memory-mapped), bounded by _rebuild_tensor."""
+    """The data of the tensor the file holds as numpy (bfloat16 widened to float32); PtError with the
+    reason. Memory: the logical data only (the storage is memory-mapped), bounded by _rebuild_tensor."""
     t = describe(path)
-    start = _storage_offset(path, t)
+    return load_at(path, t, storage_offset(path, t))
+
+
+def load_at(path: str, t: PtTensor, start: int) -> np.ndarray:
+    """The data of tensor `t` whose storage starts at `start` (as `contents` found them)."""
     if t.contiguous:
         data = read_payload(_payload(path, t, start))
     else:
@@ -404,3 +520,14 @@ def load(path: str) -> np.ndarray:
     if t.dtype_name == "bfloat16":
         return bf16_to_float32(np.asarray(data))
     return data
+
+
+def tensor(path: str, t: PtTensor, start: int, **fields) -> Tensor:
+    """The Tensor of tensor `t` of the file at `path` (its storage at `start`), its data read when loaded:
+    a contiguous tensor of a numpy dtype through its Payload (chunked reads, as an npy file's), any other
+    (a strided view, bfloat16 widened to float32) by `load_at`. `fields`: op, io, index and the reader's own."""
+    bf16 = t.dtype_name == "bfloat16"
+    data = _payload(path, t, start) if t.contiguous and not bf16 else None
+    return Tensor(dtype=np.dtype("float32") if bf16 else t.storage.dtype, shape=t.shape, source=path,
+                  dtype_name=t.dtype_name, payload=data,
+                  reader=partial(read_payload, data) if data is not None else partial(load_at, path, t, start), **fields)

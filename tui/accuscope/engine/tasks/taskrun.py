@@ -130,7 +130,7 @@ def run_task(spec: engine.CompareSpec, folder: str | Path,
                 "sides": {"npu": plan.npu.kind, "golden": plan.golden.kind}, "coverage": plan.coverage.to_meta()}
         result.csv = write_result(folder, meta, result.table, spec.thresholds, {
             "with_op_sequence": bool(spec.op_range), "npu_is_npy": False,
-            "golden_is_npy": plan.golden.kind == kinds.NPY}).csv
+            "golden_is_npy": plan.golden.kind in (kinds.NPY, kinds.PT)}).csv
     except BaseException as exc:
         place = unwritable(exc, folder)
         try:
