@@ -23,6 +23,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import KW_ONLY, dataclass, field, replace
+from functools import lru_cache
 from typing import TYPE_CHECKING, cast
 
 from accuscope.engine.compare import faults, gcpause, statistics
@@ -442,6 +443,12 @@ def _last_op(npu: Side) -> Callable[[Pair], bool]:
     return lambda p: p.npu.io == OUTPUT and p.op.op_name == last
 
 
+@lru_cache(maxsize=4096)
+def _shape_text(shape: tuple[int, ...]) -> str:
+    """`[1,3,224,224]`: each distinct shape written once (a network repeats a few dozen)."""
+    return "[" + ",".join(map(str, shape)) + "]"
+
+
 def _base_row(index: int, pair: Pair, seq: int, is_output: bool) -> dict:
     t, g = pair.npu, pair.golden
     return {
@@ -449,7 +456,7 @@ def _base_row(index: int, pair: Pair, seq: int, is_output: bool) -> dict:
         "npu_dtype": t.dtype_name, "golden_op": pair.ground_truth,
         "golden_dtype": g.dtype_name if g is not None else "", "tensor": t.name, "io": t.io,
         "param": parameter(t.tensor_name),
-        "shape": "[" + ",".join(map(str, t.shape)) + "]", "conversion": t.conversion, "how": pair.how,
+        "shape": _shape_text(tuple(t.shape)), "conversion": t.conversion, "how": pair.how,
         "npu_file": t.source, "golden_file": g.source if g is not None else "",
         "is_npu_only": pair.ground_truth == DEVICE_ONLY,
         "is_output": is_output,
