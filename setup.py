@@ -8,4 +8,6 @@ setup(ext_modules=[
               extra_compile_args=[*FLAGS, "-fopenmp-simd", "-fno-trapping-math", "-ffp-contract=off"], extra_link_args=["-pthread"], optional=True),
     Extension("accuscope.engine.sources._dumpscan", ["tui/accuscope/engine/sources/_dumpscan.c"],
               extra_compile_args=[*FLAGS, "-D_GNU_SOURCE"], optional=True),
+    Extension("accuscope.engine.sources._npyread", ["tui/accuscope/engine/sources/_npyread.c"],
+              extra_compile_args=FLAGS, optional=True),
 ])

@@ -298,3 +298,30 @@ def test_fifty_thousand_rows_round_trip(tmp_path):
     assert warnings == [] and len(back) == n
     assert np.array_equal(back.columns["cos"], np.round(cos, 6), equal_nan=True)
     assert back.columns["npu_op"][n - 1] == f"op{n - 1}"
+
+
+def test_rows_written_column_by_column_are_the_bytes_the_csv_module_writes():
+    """write_columns (the result CSV's rows, made column by column) against csv.writer row by row
+    (write_rows): cells with commas, quotes, CR, LF, formula starts, None and numbers."""
+    import io
+    import random
+    rng = random.Random(3)
+    pieces = ["a", "op/1", ",", '"', "\r", "\n", "=1+1", "-x", "+", "@", "'=", " ", "0.5", "-0.5", "", "名"]
+    for _ in range(30):
+        rows = rng.randint(0, 40)
+        columns: list[list] = []
+        for _ in range(rng.randint(1, 6)):
+            if rng.random() < 0.1:
+                columns.append([rng.choice([None, 1.5, 7, True, "x"]) for _ in range(rows)])
+            elif rng.random() < 0.5:
+                columns.append([f"{rng.random():.6f}" for _ in range(rows)])
+            else:
+                columns.append(["".join(rng.choice(pieces) for _ in range(rng.randint(0, 4))) for _ in range(rows)])
+        unsafe: dict[int, set[int]] = {}
+        for pos, column in enumerate(columns):
+            for r in csvio.formula_rows(column):
+                unsafe.setdefault(r, set()).add(pos)
+        by_rows, by_columns = io.StringIO(), io.StringIO()
+        csvio.write_rows(by_rows, csv.writer(by_rows, lineterminator="\n"), zip(*columns), unsafe)
+        csvio.write_columns(by_columns, columns, unsafe)
+        assert by_columns.getvalue() == by_rows.getvalue()

@@ -173,6 +173,7 @@ def test_npy_folder_opens_each_file_once_and_loads_small_ones_from_that_read(tmp
     opened: list[str] = []
     real_open = os.open
     monkeypatch.setattr(os, "open", lambda path, *a, **k: opened.append(path) or real_open(path, *a, **k))
+    monkeypatch.setattr(npyfile, "_npyread", None)  # the listing's reads in Python, where os.open sees them
     dump = open_golden(tmp_path)
     assert sorted(pathlib.Path(p).name for p in opened) == ["fortran.0.1.npy", "large.0.1.npy", "small.0.1.npy"]
     opened.clear()
@@ -356,3 +357,43 @@ def test_fast_tensors_are_the_tensor_the_constructor_makes(build, args):
     assert dataclasses.replace(fast, op="x").op == "x" and fast.name == f"{args['op']}:{args['io']}:{args['index']}"
     with pytest.raises(dataclasses.FrozenInstanceError):
         fast.op = "y"
+
+
+def test_the_compiled_reader_of_a_folder_gives_what_read_npy_file_gives(tmp_path, monkeypatch):
+    """npyfile.read_npy_files (the compiled reader: _npyread.c) and read_npy_file one file at a time: the
+    same headers, bytes and errors, for every kind of entry a folder of npy files may hold."""
+    import os
+
+    from accuscope.engine.sources import npyfile
+    if npyfile._npyread is None:
+        pytest.skip("the compiled reader is not built")
+    files = {}
+    for name, data in (("small", np.arange(16, dtype=np.float32)), ("scalar", np.float16(3)),
+                       ("empty", np.zeros(0, np.int8)), ("fortran", np.asfortranarray(np.ones((3, 4)))),
+                       ("large", np.arange(5000, dtype=np.float64)), ("exact", np.zeros(4096 - 128, np.uint8))):
+        np.save(tmp_path / f"{name}.npy", data)
+        files[name] = str(tmp_path / f"{name}.npy")
+    long_header = tmp_path / "long.npy"  # a header longer than one read (version 2: a 4-byte length)
+    text = ("{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }" + " " * 5000).encode("latin-1") + b"\n"
+    long_header.write_bytes(b"\x93NUMPY\x02\x00" + len(text).to_bytes(4, "little") + text + b"\x00" * 8)
+    files["long"] = str(long_header)
+    for name, raw in (("zero", b""), ("junk", b"not an npy file"), ("cut", open(files["small"], "rb").read()[:140])):
+        (tmp_path / f"{name}.npy").write_bytes(raw)
+        files[name] = str(tmp_path / f"{name}.npy")
+    os.mkfifo(tmp_path / "fifo.npy")
+    (tmp_path / "folder.npy").mkdir()
+    os.symlink(tmp_path / "nowhere", tmp_path / "dangling.npy")
+    files.update(fifo=str(tmp_path / "fifo.npy"), folder=str(tmp_path / "folder.npy"),
+                 dangling=str(tmp_path / "dangling.npy"), missing=str(tmp_path / "missing.npy"))
+    paths = list(files.values()) * 3
+    monkeypatch.setattr(npyfile, "READ_BATCH", 7)  # batches that split the list
+    compiled = list(npyfile.read_npy_files(paths))
+    monkeypatch.setattr(npyfile, "_npyread", None)
+    one_by_one = list(npyfile.read_npy_files(paths))
+    assert len(compiled) == len(one_by_one) == len(paths)
+    for path, a, b in zip(paths, compiled, one_by_one):
+        if isinstance(b, Exception):
+            assert type(a) is type(b) and str(a) == str(b), path
+        else:
+            assert a == b, path
+    assert {type(r).__name__ for r in compiled} >= {"tuple", "NotRegular", "FileNotFoundError", "ValueError"}

@@ -15,6 +15,7 @@ from ..engine.compare.pair import DEVICE_ONLY
 from ..engine.compare.summary import summarize
 from ..engine.sides.registry import detect
 from ..engine.sources import kinds
+from ..engine.sources.inputfile import shared_listings
 from ..engine.sources.tensor import SourceError
 from ..engine.tasks.taskrun import RunResult, ranked, run_comparison
 from ..exitcode import ExitCode
@@ -111,9 +112,11 @@ def compare_and_report(spec: engine.CompareSpec, args, warn_swapped: bool = Fals
     did, advise if asked. With --json the summary goes to stderr and one JSON object (see
     `result_json`) to stdout. `warn_swapped`: say when the sides look swapped (`swapped_hint`)."""
     one_source = bool(getattr(args, "source", None))
-    if ranked(spec, getattr(args, "cluster", None), one_source):
+    with shared_listings():  # the rank search and the format sniffs list each side's folder once between them
+        rank_run = ranked(spec, getattr(args, "cluster", None), one_source)
+        hint = swapped_hint(spec) if warn_swapped and not rank_run else ""
+    if rank_run:
         return compare_ranks_and_report(spec, args, one_source)
-    hint = swapped_hint(spec) if warn_swapped else ""
     if hint:
         err.print(f"[yellow]warning:[/] {show(hint)}", soft_wrap=True)
     return _compare_one_and_report(spec, args, one_source)

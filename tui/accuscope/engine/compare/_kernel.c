@@ -576,6 +576,83 @@ static PyObject *pair(PyObject *self, PyObject *args)
     return t;
 }
 
+/* pairs(x, y, bounds, out, kl) -> the positions of the pairs holding NaN/inf (their rows of `out` are
+ * NaN; metrics.py takes its chunked path for them). Many small pairs in one call, with the GIL
+ * released once: pair k is x[bounds[k]:bounds[k+1]] against y's same elements, and its row k of `out`
+ * (float64, C-contiguous, at least NFUSED columns) gets what pair() returns for it, computed by the
+ * same fused_pair on one thread (a network of thousands of tiny tensors: one call per group instead
+ * of one per pair, comparison.py). An empty pair counts as one holding NaN/inf, as in pair(). */
+static PyObject *pairs(PyObject *self, PyObject *args)
+{
+    PyObject *ox, *oy, *ob, *oo;
+    Py_buffer bx, by, bb, bo;
+    char type;
+    int kl = 1;
+    if (!PyArg_ParseTuple(args, "OOOO|p:pairs", &ox, &oy, &ob, &oo, &kl) || get_pair(ox, oy, &bx, &by, &type) < 0)
+        return NULL;
+    if (PyObject_GetBuffer(ob, &bb, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0)
+        goto fail_xy;
+    if (PyObject_GetBuffer(oo, &bo, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | PyBUF_WRITABLE) < 0)
+        goto fail_b;
+    const char *fb = bb.format ? bb.format : "B", *fo = bo.format ? bo.format : "B";
+    if (fb[0] == '<' || fb[0] == '=' || fb[0] == '@') fb++;
+    if (fo[0] == '<' || fo[0] == '=' || fo[0] == '@') fo++;
+    Py_ssize_t count = bb.len / (Py_ssize_t)sizeof(int64_t) - 1, nx = bx.len / (Py_ssize_t)sizeof(float);
+    Py_ssize_t width = bo.ndim == 2 ? bo.shape[1] : 0;
+    if (type != 'f' || !(strcmp(fb, "q") == 0 || strcmp(fb, "l") == 0) || bb.itemsize != 8 || strcmp(fo, "d") != 0) {
+        PyErr_SetString(PyExc_TypeError, "pairs() takes float32 x and y, int64 bounds and a float64 out");
+        goto fail;
+    }
+    if (count < 0 || width < NFUSED || bo.shape[0] < count) {
+        PyErr_SetString(PyExc_ValueError, "pairs(): out needs a row of at least 24 columns per pair");
+        goto fail;
+    }
+    const int64_t *b = bb.buf;
+    for (Py_ssize_t k = 0; k < count; k++)
+        if (b[k] < 0 || b[k] > b[k + 1] || b[k + 1] > nx) {
+            PyErr_SetString(PyExc_ValueError, "pairs(): bounds must rise within x and y");
+            goto fail;
+        }
+    char *bad = calloc(count ? count : 1, 1);
+    int rc = 0;
+    if (!bad) { PyErr_NoMemory(); goto fail; }
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t k = 0; k < count && rc >= 0; k++) {
+        double *o = (double *)bo.buf + k * width;
+        Py_ssize_t n = (Py_ssize_t)(b[k + 1] - b[k]);
+        rc = n ? fused_pair((const float *)bx.buf + b[k], (const float *)by.buf + b[k], n, kl, 1, o) : 1;
+        if (rc > 0) {
+            bad[k] = 1;
+            for (int j = 0; j < NFUSED; j++)
+                o[j] = NAN;
+            rc = 0;
+        }
+    }
+    Py_END_ALLOW_THREADS
+    PyObject *found = rc < 0 ? PyErr_NoMemory() : PyList_New(0);
+    for (Py_ssize_t k = 0; found && k < count; k++) {
+        if (!bad[k])
+            continue;
+        PyObject *i = PyLong_FromSsize_t(k);
+        if (!i || PyList_Append(found, i) < 0) { Py_XDECREF(i); Py_CLEAR(found); break; }
+        Py_DECREF(i);
+    }
+    free(bad);
+    PyBuffer_Release(&bo);
+    PyBuffer_Release(&bb);
+    PyBuffer_Release(&bx);
+    PyBuffer_Release(&by);
+    return found;
+fail:
+    PyBuffer_Release(&bo);
+fail_b:
+    PyBuffer_Release(&bb);
+fail_xy:
+    PyBuffer_Release(&bx);
+    PyBuffer_Release(&by);
+    return NULL;
+}
+
 /* simd(flag) -> whether the AVX-512 loops run (flag False: the portable ones, for the tests). */
 static PyObject *simd(PyObject *self, PyObject *args)
 {
@@ -660,6 +737,7 @@ static PyMethodDef methods[] = {
     {"moments", moments, METH_VARARGS, "The sums, extremes and counts of one chunk pair."},
     {"kl", kl, METH_VARARGS, "The three sums of the KL walk over one chunk pair."},
     {"pair", pair, METH_VARARGS, "Every sum of a float32 pair in one computing pass (None: NaN/inf)."},
+    {"pairs", pairs, METH_VARARGS, "pair() of many small float32 pairs in one call, into rows of out (NaN/inf: listed)."},
     {"simd", simd, METH_VARARGS, "Whether the AVX-512 loops run; simd(False) forces the portable ones."},
     {NULL, NULL, 0, NULL},
 };

@@ -23,6 +23,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import KW_ONLY, dataclass, field, replace
+from functools import lru_cache
 from typing import TYPE_CHECKING, cast
 
 from accuscope.engine.compare import faults, gcpause, statistics
@@ -31,9 +32,9 @@ from accuscope.engine.compare.lifetime import die_with_parent, end_pool, process
 from accuscope.engine.compare.mapping import FEW, map_tensors
 from accuscope.engine.compare.metrics import compiled_kernel
 from accuscope.engine.compare.pair import DEVICE_ONLY, Pair
-from accuscope.engine.compare.pairjob import Job, pair_threads, run_job
+from accuscope.engine.compare.pairjob import Job, pair_threads, run_job, run_small
 from accuscope.engine.compare.repair import Repair, recheck
-from accuscope.engine.compare.results import ResultTable
+from accuscope.engine.compare.results import DEFAULT_OF, KIND, ResultTable, row_columns
 from accuscope.engine.compare.thresholds import Thresholds
 from accuscope.engine.graphs.graph import Graph
 from accuscope.engine.graphs.oprange import OpRange
@@ -442,6 +443,12 @@ def _last_op(npu: Side) -> Callable[[Pair], bool]:
     return lambda p: p.npu.io == OUTPUT and p.op.op_name == last
 
 
+@lru_cache(maxsize=4096)
+def _shape_text(shape: tuple[int, ...]) -> str:
+    """`[1,3,224,224]`: each distinct shape written once (a network repeats a few dozen)."""
+    return "[" + ",".join(map(str, shape)) + "]"
+
+
 def _base_row(index: int, pair: Pair, seq: int, is_output: bool) -> dict:
     t, g = pair.npu, pair.golden
     return {
@@ -449,7 +456,7 @@ def _base_row(index: int, pair: Pair, seq: int, is_output: bool) -> dict:
         "npu_dtype": t.dtype_name, "golden_op": pair.ground_truth,
         "golden_dtype": g.dtype_name if g is not None else "", "tensor": t.name, "io": t.io,
         "param": parameter(t.tensor_name),
-        "shape": "[" + ",".join(map(str, t.shape)) + "]", "conversion": t.conversion, "how": pair.how,
+        "shape": _shape_text(tuple(t.shape)), "conversion": t.conversion, "how": pair.how,
         "npu_file": t.source, "golden_file": g.source if g is not None else "",
         "is_npu_only": pair.ground_truth == DEVICE_ONLY,
         "is_output": is_output,
@@ -484,7 +491,6 @@ def _execute(plan: Plan, progress: OnProgress | None, cancel: threading.Event | 
     metrics = tuple(plan.metrics)
     jobs = [Job(i, p.npu, p.golden, metrics)
             for i, p in enumerate(plan.pairs) if p.golden is not None and not p.npu.problem and not p.golden.problem]
-    merged: list[dict | None] = [None] * len(plan.rows)  # each row merged once: computed, or as planned at the end
     workers = workers or os.cpu_count() or 1
     total = len(jobs)
     recorded = [j for j in jobs if j.npu.reader is None or j.golden.reader is None]  # statistics, no data
@@ -498,14 +504,13 @@ def _execute(plan: Plan, progress: OnProgress | None, cancel: threading.Event | 
     if recorded:
         results = itertools.chain(_statistics(recorded), results)
     done = 0
-    computed: list[dict] = [{} for _ in merged]
+    computed: list[dict] = [{} for _ in plan.rows]  # each row's cells; {}: not compared
     with _plugin_host(plan, cancel) as host:
         for batch in results:
             if plan.plugins:
                 batch = [(row, _with_plugins(host, plan, row, cells)) for row, cells in batch]
             for row, cells in batch:
                 computed[row] = cells
-                merged[row] = merged_row(plan, row, cells)
             done += len(batch)
             if on_rows:
                 on_rows(batch)
@@ -515,21 +520,38 @@ def _execute(plan: Plan, progress: OnProgress | None, cancel: threading.Event | 
             faults.point("compare")
     if cancel is not None and cancel.is_set():
         return None
-    rows = [merged_row(plan, i, {}) if r is None else r for i, r in enumerate(merged)]
     repairs = recheck(plan, computed)
-    for r in repairs:
-        rows[r.row] = merged_row(plan, r.row, computed[r.row])
     if plan.coverage is not None and repairs:
         plan.coverage.repaired_after(plan, repairs)
+    third: dict[int, dict] = {}
     if plan.spec.expected:
-        third = _expected(plan, computed, workers, cancel)
-        if third is None:
+        found = _expected(plan, computed, workers, cancel)
+        if found is None:
             return None
-        for row, cells in third.items():
-            rows[row].update(cells)
-    table = ResultTable.from_rows(rows, custom=[p.name for p in plan.plugins])
+        third = found
+    table = _table(plan, computed, third)
     plan.spec.thresholds.apply(table)
     return table
+
+
+def _table(plan: Plan, computed: list[dict], third: dict[int, dict]) -> ResultTable:
+    """The table of the plan's rows, each merged with its computed cells as merged_row merges them and
+    then the third side's cells, made column by column: the plan's rows' columns and the cells' own,
+    the reason of each row merged (merged_row's), the third side's set in place. No merged dict a row:
+    from_rows of merged_row's rows took 5 us of a tiny tensor's row (bench_compare.py --case small)."""
+    custom = [p.name for p in plan.plugins]
+    columns, cells = row_columns(plan.rows, custom), row_columns(computed, custom)
+    if set(columns) & set(cells) - {"reason"}:  # cells that replace a planned column: row by row
+        return ResultTable.from_rows([{**merged_row(plan, i, c), **third.get(i, {})} for i, c in enumerate(computed)],
+                                     custom=custom)
+    more = cells.pop("reason", None) or [""] * len(computed)
+    columns.update(cells)
+    columns["reason"] = [merged_reason(plan, i, m) for i, m in enumerate(more)]
+    for row, found in third.items():
+        for key, value in found.items():
+            if key in KIND or key in custom:
+                columns.setdefault(key, [DEFAULT_OF.get(key, "")] * len(computed))[row] = value
+    return ResultTable.from_columns(columns, custom)
 
 
 def _expected(plan: Plan, computed: list[dict], workers: int, cancel) -> dict[int, dict] | None:
@@ -551,15 +573,20 @@ def _expected(plan: Plan, computed: list[dict], workers: int, cancel) -> dict[in
 def merged_row(plan: Plan, index: int, cells: dict) -> dict:
     """The plan's row `index` with a pair's computed cells: the one merge of execute() and the live
     table of `compare --tui`. A golden tensor's problem and the comparison's reason join in `reason`."""
-    base = plan.rows[index]
-    reason = base["reason"]
-    golden = plan.pairs[index].golden
-    if golden is not None and golden.problem and not reason:
-        reason = f"golden {golden.problem}"
-    row = {**base, **cells}  # one copy: cells' own reason is replaced just below
-    more = cells.get("reason")
-    row["reason"] = "; ".join(filter(None, [reason, more])) if more else reason
+    row = {**plan.rows[index], **cells}  # one copy: cells' own reason is replaced just below
+    row["reason"] = merged_reason(plan, index, cells.get("reason"))
     return row
+
+
+def merged_reason(plan: Plan, index: int, more: str | None) -> str:
+    """Row `index`'s reason with its computed cells' own (`more`): the plan's, or the golden tensor's
+    problem, then `more`."""
+    reason = plan.rows[index]["reason"]
+    if not reason:
+        golden = plan.pairs[index].golden
+        if golden is not None and golden.problem:
+            reason = f"golden {golden.problem}"
+    return "; ".join(filter(None, [reason, more])) if more else reason
 
 
 def _plugin_host(plan: Plan, cancel: threading.Event | None) -> contextlib.AbstractContextManager:
@@ -603,8 +630,9 @@ GROUP_ELEMENTS, GROUP_PAIRS = 1 << 16, 64  # small pairs go to a thread in group
 
 def _groups(jobs: list[Job]) -> Iterator[list[Job]]:
     """Consecutive small pairs in groups of up to GROUP_PAIRS pairs or GROUP_ELEMENTS elements (a
-    pair larger than that alone): one thread-pool task and one result batch per group instead of
-    per pair, whose cost (~30 us) would otherwise exceed a tiny pair's whole comparison."""
+    pair larger than that alone): one thread-pool task, one result batch and, for the pairs the
+    fused pass takes, one kernel call and their cells as columns (pairjob.run_small) per group
+    instead of per pair, whose cost (~30 us) would otherwise exceed a tiny pair's whole comparison."""
     group: list[Job] = []
     elements = 0
     for job in jobs:
@@ -615,10 +643,6 @@ def _groups(jobs: list[Job]) -> Iterator[list[Job]]:
         elements += job.npu.size
     if group:
         yield group
-
-
-def _run_group(group: list[Job]) -> list[tuple[int, dict]]:
-    return [run_job(job) for job in group]
 
 
 def _run_threads(jobs: list[Job], workers: int, cancel) -> Iterator[list[tuple[int, dict]]]:
@@ -637,7 +661,7 @@ def _run_threads(jobs: list[Job], workers: int, cancel) -> Iterator[list[tuple[i
         for group in itertools.chain((first,) if first else (), groups):  # (no second group if workers > 1)
             if cancel is not None and cancel.is_set():
                 return
-            yield _run_group(group)
+            yield run_small(group)
         return
     from concurrent.futures import ThreadPoolExecutor  # with logging ~10 ms of start-up: only when a pool runs
     with ThreadPoolExecutor(workers) as pool:  # results in the pairs' order (plugins, progress)
@@ -648,7 +672,7 @@ def _run_threads(jobs: list[Job], workers: int, cancel) -> Iterator[list[tuple[i
                 ready = next(queue, None)
                 if ready is None:
                     break
-                pending.append(pool.submit(_run_group, ready))
+                pending.append(pool.submit(run_small, ready))
             if not pending:
                 return
             batch = pending.popleft().result()

@@ -20,6 +20,11 @@ ENV = "ACCUSCOPE_FAULT"
 _SPEC = os.environ.get(ENV, "")
 
 
+def armed() -> bool:
+    """Whether any point is set (a caller that makes a point's detail only then)."""
+    return bool(_SPEC)
+
+
 def point(name: str, detail: str = "") -> None:
     spec = _SPEC
     if not spec:

@@ -40,6 +40,10 @@ EPS32 = float(np.finfo(np.float32).eps)
 CHUNK = 1 << 16
 NUMPY_CHUNK = 1 << 15  # the numpy fallback's fused pass: its five float64 rows (1.3 MB) stay in L2
 BOOL_MEANINGFUL = ("cos", "red")
+# the reasons a pair's cells may carry, spelled once for the per-pair and the group path (fused_columns)
+EMPTY, SCALAR, GOLDEN_ZERO = "empty tensor", "this tensor is scalar", "golden is all zero: relative metrics are undefined"
+ZERO_NPU, ZERO_GOLDEN = "all the data is zero in the NPU tensor", "all the data is zero in the golden tensor"
+KL_ZERO = "KL: a side is all zero after scaling"
 _BOOL = np.dtype(np.bool_)
 
 Chunk = tuple[np.ndarray, np.ndarray]
@@ -105,7 +109,7 @@ def compare_chunks(source: ChunkSource, n: int, x_dtype: np.dtype | None, y_dtyp
     over `threads` threads (the caller decides: comparison.pair_threads)."""
     result = PairMetrics(_nan_values())
     if n == 0:
-        result.reasons.append("empty tensor")
+        result.reasons.append(EMPTY)
         return result
     arrays: Chunk | None = getattr(source, "arrays", None)
     if arrays is not None and _kernel is not None:  # the kernel's fused pass: no numpy arithmetic, no errstate
@@ -157,6 +161,9 @@ class Kernel(Protocol):
            bound: float, /) -> tuple[float, float, float]: ...
 
     def pair(self, x: np.ndarray, y: np.ndarray, kl: bool = ..., threads: int = ..., /) -> tuple[float, ...] | None: ...
+
+    def pairs(self, x: np.ndarray, y: np.ndarray, bounds: np.ndarray, out: np.ndarray, kl: bool = ...,
+              /) -> list[int]: ...
 
     def simd(self, flag: bool = ..., /) -> bool: ...
 
@@ -546,18 +553,18 @@ def _fill_values(result: PairMetrics, sums: list[float] | tuple, close: bool, no
     nx, ny = math.sqrt(sxx), math.sqrt(syy)
     if n == 1:
         v["cos"] = 1.0
-        result.reasons.append("this tensor is scalar")
+        result.reasons.append(SCALAR)
     elif nx < EPS64 and ny < EPS64:
         v["cos"] = 1.0
     elif nx < EPS64 or ny < EPS64:
-        result.reasons.append(f"all the data is zero in the {'NPU' if nx < EPS64 else 'golden'} tensor")
+        result.reasons.append(ZERO_NPU if nx < EPS64 else ZERO_GOLDEN)
     else:
         v["cos"] = min(sxy / (nx * ny), 1.0)
     v["max_abs"] = mad
     v["mean_abs"] = sad / n
     v["rmse"] = math.sqrt(sdd / n)
     if ny <= EPS64 and nx > EPS64:
-        result.reasons.append("golden is all zero: relative metrics are undefined")
+        result.reasons.append(GOLDEN_ZERO)
     else:
         v["red"] = math.sqrt(sdd / syy) if ny > EPS64 else 0.0
         v["max_rel"] = mrel
@@ -658,12 +665,70 @@ def _kl_params(xmin: float, xmax: float, ymin: float, ymax: float, sx: float, sy
 def _kl_finish(result: PairMetrics, sx: float, sy: float, f: float, sx0: float, sy0: float) -> None:
     """KL from the walk's sums: Sx, Sy (of the scaled values), F, and the Sx', Sy' that set c."""
     if not (sx > 0 and sy > 0):
-        result.reasons.append("KL: a side is all zero after scaling")
+        result.reasons.append(KL_ZERO)
         return
     # KL = F/A + ln(B/A) + 1 - B/A with A = Sx/Sx', B = Sy/Sy', F = sum(py' f(px'/py'))
     a_, delta = sx / sx0, (sy / sy0) / (sx / sx0) - 1.0
     kl = f / sy0 / a_ + (math.log1p(delta) - delta)
     result.values["kl"] = 0.0 if abs(kl) < EPS64 else kl
+
+
+def fused_columns(sums: np.ndarray, n: np.ndarray, kl: bool) -> dict[str, list]:
+    """What _fill_values and _kl_finish make of the kernel's fused sums, for many pairs at once
+    (`sums`: one row per pair as _kernel.pairs writes them, finite data only; `n`: each pair's
+    element count): every PairMetrics value as a column of Python values, keyed as metric_cells
+    keys them (std, tpu_verdict and the non-finite counts included), and `reason`, the reasons
+    joined as run_job joins them. The same arithmetic, operation by operation, in float64 arrays
+    (+, -, *, / and sqrt round as Python's floats do, min and max pick alike); the logarithms and
+    the one power through math, element by element, as _fill_values takes them (numpy's own
+    log10 and log1p may differ in the last bit). tests/engine/test_smallpairs.py holds it to the
+    per-pair path."""
+    (sxy, sxx, syy, sx, sy, sdd, sad, mad, srel, mrel, over1, over5, xmin, xmax, ymin, ymax, notclose,
+     sax, say, f, sx0, sy0) = sums[:, :22].T
+    nf = n.astype(np.float64)
+    with np.errstate(all="ignore"):  # the branches _fill_values takes are chosen below, per row
+        nx, ny = np.sqrt(sxx), np.sqrt(syy)
+        xz, yz, scalar = nx < EPS64, ny < EPS64, n == 1
+        cos = np.where(scalar | (xz & yz), 1.0, np.where(xz | yz, math.nan, np.minimum(sxy / (nx * ny), 1.0)))
+        gzero = (ny <= EPS64) & (nx > EPS64)
+        red = np.where(ny > EPS64, np.sqrt(sdd / syy), 0.0)
+        relative = {"red": red, "max_rel": mrel, "mean_rel": srel / nf, "acc_rel": srel,
+                    "rel_0.1%": over1 / nf, "rel_0.5%": over5 / nf}
+        ed, sr = np.sqrt(sdd), 0.5 * np.sqrt(np.maximum(sxx + 2 * sxy + syy, 0.0)) + 1e-7
+        euclid = np.where(np.isinf(ed) | np.isinf(sr), 0.0, 1.0 - ed / sr)
+        signal = syy - sy * sy / nf
+        noise = sdd - np.array([d ** 2 for d in (sy - sx).tolist()]) / nf
+        floored = (signal <= VAR_FLOOR * syy) | (noise <= VAR_FLOOR * sdd)
+        sqnr = [math.inf if off else 10 * math.log10(v) for off, v in zip(floored.tolist(), (signal / noise).tolist())]
+        mx, my = sx / nf, sy / nf
+        ox, oy = np.sqrt(np.maximum(sxx / nf - mx * mx, 0.0)), np.sqrt(np.maximum(syy / nf - my * my, 0.0))
+        columns: dict[str, list] = {"cos": cos.tolist(), "max_abs": mad.tolist(), "mean_abs": (sad / nf).tolist(),
+                                    "rmse": np.sqrt(sdd / nf).tolist()}
+        for key, values in relative.items():
+            columns[key] = np.where(gzero, math.nan, values).tolist()
+        columns["euclid_sim"], columns["sqnr"] = euclid.tolist(), sqnr
+        kl_bad = ~((sax > 0) & (say > 0)) if kl else np.zeros(len(nf), dtype=bool)
+        if kl:
+            delta = (say / sy0) / (sax / sx0) - 1.0
+            logs = np.array([math.nan if bad else math.log1p(d) for bad, d in zip(kl_bad.tolist(), delta.tolist())])
+            value = f / sy0 / (sax / sx0) + (logs - delta)
+            columns["kl"] = np.where(np.abs(value) < EPS64, 0.0, value).tolist()
+        else:
+            columns["kl"] = [math.nan] * len(nf)
+    # std as _3 writes each value: one format of the whole column ("%.3f" is f"{v:.3f}"), values that
+    # _3 writes "0.000" set to +0.0 first (which "%.3f" writes so, unlike -0.0)
+    four = np.column_stack((mx, ox, my, oy))
+    four[(four > -0.001) & (four < 0.001)] = 0.0
+    columns["std"] = ("(%.3f;%.3f),(%.3f;%.3f)\n" * len(four) % tuple(four.ravel().tolist())).split("\n")[:-1]
+    columns["tpu_verdict"] = np.where(mad == 0, "EQUAL", np.where(notclose == 0, "CLOSE", "")).tolist()
+    columns["npu_nonfinite"] = columns["golden_nonfinite"] = [0] * len(nf)
+    reasons = [""] * len(nf)
+    for i in np.flatnonzero(scalar | (xz ^ yz) | gzero | kl_bad).tolist():
+        why = [SCALAR if scalar[i] else (ZERO_NPU if xz[i] else ZERO_GOLDEN) if xz[i] != yz[i] else "",
+               GOLDEN_ZERO if gzero[i] else "", KL_ZERO if kl_bad[i] else ""]
+        reasons[i] = "; ".join(filter(None, why))
+    columns["reason"] = reasons
+    return columns
 
 
 # dtypes whose every value float32 holds exactly: the kernel's fused pass takes them as float32
@@ -694,6 +759,17 @@ def _fused_kernel(x: np.ndarray, y: np.ndarray, kl: bool, threads: int) -> tuple
 
 
 _F32, _F16, _F64 = np.dtype(np.float32), np.dtype(np.float16), np.dtype(np.float64)  # native byte order
+# the dtypes of the pairs a group takes (pairjob.run_small): those _fused_kernel casts to float32, but bool
+GROUP_DTYPES = frozenset(t for d in _EXACT_F32 if d != _BOOL for t in (d.newbyteorder("<"), d.newbyteorder(">")))
+
+
+def kernel_pairs(x: np.ndarray, y: np.ndarray, bounds: np.ndarray, out: np.ndarray, kl: bool) -> list[int]:
+    """_fused_kernel for many small float32 pairs in one kernel call (_kernel.pairs: pair k is
+    x[bounds[k]:bounds[k + 1]] against y's, its sums into out[k]); the positions of the pairs it
+    leaves to the chunked path (NaN/inf). Only on the compiled kernel."""
+    if _kernel is None:
+        raise RuntimeError("kernel_pairs needs the compiled kernel")
+    return _kernel.pairs(x, y, bounds, out, kl)
 
 
 def _fused_numpy(x: np.ndarray, y: np.ndarray, kl: bool) -> tuple[_Sums, tuple] | None:

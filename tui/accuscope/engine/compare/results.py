@@ -111,6 +111,26 @@ def _ranks(lower: np.ndarray) -> np.ndarray:
     return ranks
 
 
+def row_columns(rows: Sequence[dict], custom: Sequence[str] = ()) -> dict[str, list]:
+    """The columns of one dict per row: every column key (or plugin column name) any row has, a row
+    without it its default; keys that name no column are left out."""
+    keys: set[str] = set()
+    for r in rows:
+        keys.update(r)
+    wanted = [k for k in keys if k in KIND or k in custom]
+    defaults = {k: DEFAULT_OF.get(k, "") for k in wanted}
+    if len(wanted) > 1:  # each row's values in one call, the columns by one transposition (3x the gets)
+        get = operator.itemgetter(*wanted)
+        values = []
+        for r in rows:
+            try:
+                values.append(get(r))
+            except KeyError:  # a row without some columns (not compared): their defaults
+                values.append(get({**defaults, **r}))
+        return dict(zip(wanted, map(list, zip(*values))))
+    return {k: [r.get(k, defaults[k]) for r in rows] for k in wanted}
+
+
 _T = TypeVar("_T")
 
 
@@ -163,22 +183,7 @@ class ResultTable:
     @classmethod
     def from_rows(cls, rows: Sequence[dict], custom: Sequence[str] = (), start: int = 0) -> ResultTable:
         """One dict per row, keyed by column key (or plugin column name); absent keys get defaults."""
-        keys: set[str] = set()
-        for r in rows:
-            keys.update(r)
-        wanted = [k for k in keys if k in KIND or k in custom]
-        defaults = {k: DEFAULT_OF.get(k, "") for k in wanted}
-        if len(wanted) > 1:  # each row's values in one call, the columns by one transposition (3x the gets)
-            get = operator.itemgetter(*wanted)
-            values = []
-            for r in rows:
-                try:
-                    values.append(get(r))
-                except KeyError:  # a row without some columns (not compared): their defaults
-                    values.append(get({**defaults, **r}))
-            columns = dict(zip(wanted, map(list, zip(*values))))
-        else:
-            columns = {k: [r.get(k, defaults[k]) for r in rows] for k in wanted}
+        columns = row_columns(rows, custom)
         if not columns:
             columns["tensor"] = [""] * len(rows)
         return cls.from_columns(columns, custom, start=start)

@@ -19,7 +19,7 @@ import numpy as np
 from accuscope.engine.sources import kinds
 from accuscope.engine.sources.inputfile import NotRegular, json_loads, not_regular, regular_size, require_regular, walk
 from accuscope.engine.sources.names import TENSOR_FILE_SUFFIXES, golden_name_parts, read_mapping_csv, tensor_file_stem
-from accuscope.engine.sources.npyfile import MEMBER_ERRORS, nd_tensor, npy_file_tensor, read_npy_file, read_npz
+from accuscope.engine.sources.npyfile import nd_tensor, npy_file_tensor, read_npy_files, read_npz
 from accuscope.engine.sources.tensor import (
     OUTPUT,
     Payload,
@@ -164,7 +164,7 @@ def _read_tensor_folder(folder: str, kind: str) -> tuple[list[Tensor], list[Prob
     `torchpickle` without torch, imported only when the folder holds one), side by side. MindStudio/msit
     naming `[input_]{op}.{index}.{timestamp}.npy` (the same for `.pt`); `mapping.csv` restores long names.
 
-    Each npy file is opened once (`read_npy_file`: its header parsed there, not again to load; a small
+    Each npy file is opened once (`read_npy_files`: its header parsed there, not again to load; a small
     file's data read with it); a .pt file's zip directory and pickle are read once (`torchpickle.contents`,
     0.4-0.8 ms a file: 10-20x an npy file's, mostly the zipfile module and the pickle's checks); only entries the listing does not show to be regular files (links, a
     file system without entry types) are stat'ed first, so that a FIFO or a device is never opened."""
@@ -196,20 +196,22 @@ def _read_tensor_folder(folder: str, kind: str) -> tuple[list[Tensor], list[Prob
     named.sort(key=itemgetter(0, 1))  # execution order where dated
     entries = []
     kept = 0
+    reads = read_npy_files([n[1] for n in named if not n[1].lower().endswith(PT_SUFFIXES)])
     for _, source, op, io, index, ts, original in named:
         if source.lower().endswith(PT_SUFFIXES):
             entries.extend(_pt_file_tensors(source, original, net_inputs, problems, op=op, io=io, index=index,
                                             timestamp=ts))
             continue
-        try:
-            meta, offset, data = read_npy_file(source, keep=kept < KEEP_BYTES)
-        except NotRegular as exc:  # replaced by a FIFO or a folder since it was listed
-            problems.append(Problem(source, str(exc)))
+        read = next(reads)  # (the npy files' reads, in this order)
+        if isinstance(read, NotRegular):  # replaced by a FIFO or a folder since it was listed
+            problems.append(Problem(source, str(read)))
             continue
-        except MEMBER_ERRORS as exc:
-            problems.append(Problem(source, str(exc)))
-            entries.append(nd_tensor(op, source, problem=str(exc), io=io, index=index, timestamp=ts))
+        if isinstance(read, Exception):
+            problems.append(Problem(source, str(read)))
+            entries.append(nd_tensor(op, source, problem=str(read), io=io, index=index, timestamp=ts))
             continue
+        meta, offset, whole = read
+        data = whole if kept < KEEP_BYTES else None
         if data is not None:
             kept += len(data)
         entries.append(npy_file_tensor(op, source, meta, offset, data, io=io, index=index, timestamp=ts))

@@ -77,6 +77,8 @@ _PARAMETER = re.compile(r".*\.parameters(?:_grad(?:\.[0-9]+)?)?\.(?P<p>[^.]+(?:\
 def parameter(tensor_name: str) -> str:
     """The parameter a tensor holds or is the gradient of (`weight`, `bias`), "" for any other tensor:
     `Module.fc.Linear.parameters_grad.0.weight` -> `weight`."""
+    if not tensor_name:  # (most tensors carry no name of their own)
+        return ""
     m = _PARAMETER.fullmatch(tensor_name)  # the last `.parameters` of the name: `.*` takes all it can
     return m.group("p") if m else ""
 
