@@ -13,6 +13,7 @@ import pytest
 from support.data import CACHE, RAPIDOCR
 from support.dialects import cls_run  # noqa: F401 - fixtures every folder uses
 from support.hostile import full_disk  # noqa: F401
+from support.kernel import loops  # noqa: F401 - the kernel's loops, each in turn
 from support.ranks import tree  # noqa: F401
 
 

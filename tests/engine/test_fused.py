@@ -7,19 +7,7 @@ import pytest
 
 import accuscope.engine.compare.metrics as M
 from accuscope.engine.compare.metrics import compare_arrays
-
-needs_kernel = pytest.mark.skipif(M._kernel is None, reason="no kernel: not built or ACCUSCOPE_KERNEL=numpy")
-
-
-@pytest.fixture(params=["simd", "portable"])
-def loops(request):
-    was = M._kernel.simd()
-    if request.param == "portable":
-        M._kernel.simd(False)
-    elif not was:
-        pytest.skip("this CPU has no AVX-512")
-    yield request.param
-    M._kernel.simd(was)
+from support.kernel import needs_kernel
 
 
 def numpy_metrics(monkeypatch, x, y):

@@ -17,20 +17,9 @@ from accuscope.engine.compare.pairjob import Job, run_job, run_small
 from accuscope.engine.compare.results import ResultTable
 from accuscope.engine.sources.npyfile import held_data, npy_file_tensor, read_npy_file
 from accuscope.engine.sources.tensor import Tensor
+from support.kernel import needs_kernel
 
-needs_kernel = pytest.mark.skipif(M._kernel is None, reason="no kernel: not built or ACCUSCOPE_KERNEL=numpy")
 DTYPES = ("float32", "float16", "int8", "uint8", "int16", "uint16", ">f4", "float64", "int32", "bool")
-
-
-@pytest.fixture(params=["simd", "portable"])
-def loops(request):
-    was = M._kernel.simd()
-    if request.param == "portable":
-        M._kernel.simd(False)
-    elif not was:
-        pytest.skip("this CPU has no AVX-512")
-    yield request.param
-    M._kernel.simd(was)
 
 
 def tensor(name: str, data: np.ndarray) -> Tensor:
