@@ -80,7 +80,7 @@ def test_a_mapped_payload_cut_short_is_a_value_error_and_a_vanished_one_an_os_er
     payload = read_dump_file(path).inputs[0].payload
     with open(path, "r+b") as fh:
         fh.truncate(payload.offset + payload.nbytes - 4)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="file ends before the tensor's last byte"):
         read_payload(payload)
     path.unlink()
     with pytest.raises(OSError):

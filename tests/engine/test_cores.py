@@ -56,3 +56,38 @@ def test_the_digits_do_not_depend_on_the_workers_or_the_split(mid_pairs, monkeyp
             else:
                 assert list(column) == list(other), key
     assert np.all(one["cos"] > 0.999)
+
+
+def _copy(src, dst):
+    import shutil
+    shutil.copytree(src, dst)
+    return dst
+
+
+def test_a_file_gone_or_cut_short_after_planning_is_its_row_with_a_reason_on_the_pool(mid_pairs, tmp_path):
+    root = _copy(mid_pairs, tmp_path / "pairs")
+    plan = engine.plan(engine.CompareSpec(str(root / "npu"), str(root / "golden")))
+    names = [p.npu.name.split(":")[0] for p in plan.pairs]
+    gone, cut = (root / "npu" / "op_1.0.1700000000000001.npy"), (root / "golden" / "op_3.0.1700000000000003.npy")
+    gone.unlink()
+    with open(cut, "r+b") as fh:
+        fh.truncate(cut.stat().st_size - 4)
+    table = engine.execute(plan, workers=2)
+    reasons = dict(zip(names, table.columns["reason"]))
+    cos = dict(zip(names, table.columns["cos"]))
+    assert "No such file" in reasons["op_1"] and np.isnan(cos["op_1"])
+    assert "file ends before the tensor's last byte" in reasons["op_3"] and np.isnan(cos["op_3"])
+    assert all(cos[n] > 0.999 and not reasons[n] for n in names if n not in ("op_1", "op_3"))
+
+
+def test_cancel_stops_whole_pairs_on_the_pool(mid_pairs):
+    import threading
+    plan = engine.plan(engine.CompareSpec(str(mid_pairs / "npu"), str(mid_pairs / "golden")))
+    cancel = threading.Event()
+    seen = []
+
+    def progress(p):
+        seen.append(p.done)
+        cancel.set()
+    assert engine.execute(plan, progress, cancel, workers=2) is None
+    assert seen and seen[-1] < len(plan.pairs)
