@@ -38,10 +38,10 @@ def pair_threads(n: int, workers: int) -> int:
     number of threads); smaller pairs run whole, one per thread, `workers` of them at a time
     (_run_threads). Whole pairs side by side keep every core busy with no barrier: a split pair
     waits twice for its slowest thread, starts threads twice, and leaves the other cores idle
-    while Python opens the next pair and makes the row (on 2 busy cores, 120 pairs of 1M
-    elements took 198 ms whole, two at a time, against 231 ms split; best of 15). On 64 cores a 1M-element
-    pair takes 1 thread, 64 such pairs at a time, and one of 8M 16; what is left serial is
-    Python's per-pair bookkeeping under the GIL."""
+    while Python opens the next pair and makes the row (2 idle cores of a Xeon, 120 pairs of 1M
+    elements: 192-199 ms whole, two at a time, against 206-214 ms split, 337-397 on one worker;
+    medians of 9 processes). On 64 cores a 1M-element pair takes 1 thread, 64 such pairs at a
+    time, and one of 8M 16; what is left serial is Python's per-pair bookkeeping under the GIL."""
     if n < SPLIT_ELEMENTS:
         return 1
     return max(1, min(workers, n // THREAD_ELEMENTS))
