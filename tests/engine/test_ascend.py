@@ -68,9 +68,30 @@ def test_nd_tensor_loads_read_only_mapped_when_large_read_once_when_small(tmp_pa
     big = np.arange(SMALL_PAYLOAD // 4 + 1024, dtype=np.float32).reshape(-1, 4)
     write_dump_file(path, "a", [DumpTensor(np.arange(12, dtype=np.float32).reshape(3, 4)), DumpTensor(big)])
     small, large = (t.load() for t in read_dump_file(path).inputs)
-    assert not isinstance(small, np.memmap) and not small.flags.writeable  # one pread: mapping costs more
+    assert not _mapped(small) and not small.flags.writeable  # one pread: mapping costs more
     assert np.array_equal(small, np.arange(12, dtype=np.float32).reshape(3, 4))
-    assert isinstance(large, np.memmap) and not large.flags.writeable and np.array_equal(large, big)
+    assert _mapped(large) and not large.flags.writeable and np.array_equal(large, big) and large.shape == big.shape
+
+
+def test_a_mapped_payload_cut_short_is_a_value_error_and_a_vanished_one_an_os_error(tmp_path):
+    from accuscope.engine.sources.tensor import SMALL_PAYLOAD, read_payload
+    path = tmp_path / "Add.a.1.1700000000000001"
+    write_dump_file(path, "a", [DumpTensor(np.ones(SMALL_PAYLOAD, dtype=np.float32))])
+    payload = read_dump_file(path).inputs[0].payload
+    with open(path, "r+b") as fh:
+        fh.truncate(payload.offset + payload.nbytes - 4)
+    with pytest.raises(ValueError, match="file ends before the tensor's last byte"):
+        read_payload(payload)
+    path.unlink()
+    with pytest.raises(OSError):
+        read_payload(payload)
+
+
+def _mapped(a: np.ndarray) -> bool:
+    import mmap
+    while isinstance(a, np.ndarray):
+        a = a.base
+    return isinstance(a.obj if isinstance(a, memoryview) else a, mmap.mmap)
 
 
 def test_header_read_does_not_touch_payload_of_a_huge_sparse_file(tmp_path):

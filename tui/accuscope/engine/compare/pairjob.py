@@ -35,17 +35,24 @@ class Job:
     threads: int = 1  # threads inside the kernel for this pair (pair_threads)
 
 
-THREAD_ELEMENTS = 1 << 19  # a pair gets one kernel thread per this many elements, up to the workers
+THREAD_ELEMENTS = 1 << 19  # a split pair gets one kernel thread per this many elements, up to the workers
+SPLIT_ELEMENTS = 1 << 22  # pairs of fewer elements run whole, one per thread, `workers` at a time
 
 
 def pair_threads(n: int, workers: int) -> int:
-    """How a comparison uses the cores, decided here only, by size: a pair of n elements is
-    split over min(workers, n / THREAD_ELEMENTS) threads inside the kernel (its fused pass
-    cuts the data in 64k-element units that threads take in turn, the GIL released, the
-    units' sums added in order: the same digits on any number of threads); pairs smaller than
-    that run one per thread, `workers` of them at a time (_run_threads). On 64 cores a 1M-element
-    pair takes 2 threads and one of 32M all 64; a network of small tensors keeps every core on
-    its own pairs, and what is left serial is Python's per-pair bookkeeping under the GIL."""
+    """How a comparison uses the cores, decided here only, by size: a pair of at least
+    SPLIT_ELEMENTS (16 MB of float32 a side) is split over min(workers, n / THREAD_ELEMENTS)
+    threads inside the kernel (its fused pass cuts the data in 64k-element units that threads
+    take in turn, the GIL released, the units' sums added in order: the same digits on any
+    number of threads); smaller pairs run whole, one per thread, `workers` of them at a time
+    (_run_threads). Whole pairs side by side keep every core busy with no barrier: a split pair
+    waits twice for its slowest thread, starts threads twice, and leaves the other cores idle
+    while Python opens the next pair and makes the row (2 idle cores of a Xeon, 120 pairs of 1M
+    elements: 192-199 ms whole, two at a time, against 206-214 ms split, 337-397 on one worker;
+    medians of 9 processes). On 64 cores a 1M-element pair takes 1 thread, 64 such pairs at a
+    time, and one of 8M 16; what is left serial is Python's per-pair bookkeeping under the GIL."""
+    if n < SPLIT_ELEMENTS:
+        return 1
     return max(1, min(workers, n // THREAD_ELEMENTS))
 
 
