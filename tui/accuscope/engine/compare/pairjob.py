@@ -161,8 +161,9 @@ def run_small(jobs: list[Job]) -> list[tuple[int, dict]]:
         columns = fused_columns(sums, counts, kl)
         values_of, attributes = _cell_keys(metrics)
         keys = (*values_of, *attributes, "reason")
-        for job, values in zip(taken, zip(*[columns[k] for k in keys])):
-            found[job.row] = dict(zip(keys, values))
+        if all(k in columns for k in keys):  # else a metric _fill_values alone makes (a recipe's): run_job's cells
+            for job, values in zip(taken, zip(*[columns[k] for k in keys])):
+                found[job.row] = dict(zip(keys, values))
     return [(job.row, found[job.row]) if job.row in found else run_job(job) for job in jobs]
 
 
