@@ -146,3 +146,38 @@ def test_a_comparison_of_small_pairs_makes_the_table_of_the_per_pair_path(tmp_pa
             assert np.array_equal(got.view(np.int64), column.view(np.int64)), key
         else:
             assert got.tolist() == column.tolist(), key
+
+
+def test_the_objects_of_a_row_built_without_setattr_are_the_dataclasses_own():
+    """A row's Tensor (tensor._built), Pair and Job are made by one update of their dict, not the frozen
+    dataclass's __init__: the same fields, defaults, equality, replace(), pickling and frozenness."""
+    import dataclasses
+    import pickle
+
+    from accuscope.engine.compare.pair import Pair
+    from accuscope.engine.sources.ascend import DumpFile
+    from accuscope.engine.sources.tensor import file_tensor, recorded_tensor
+
+    def fields(t: Tensor) -> list:  # (a Tensor is equal to itself alone: eq=False)
+        return [getattr(t, f.name) for f in dataclasses.fields(Tensor)]
+
+    f32 = np.dtype(np.float32)
+    built = file_tensor("op", "output", 1, f32, (2, 3), "op.npy", "float32", None, None, 7)
+    assert fields(built) == fields(Tensor(op="op", io="output", index=1, dtype=f32, shape=(2, 3), source="op.npy",
+                                          dtype_name="float32", timestamp=7))
+    stats = (1.0, 0.0, 0.5, None)
+    recorded = recorded_tensor("op", "input", 0, (4,), "dump.json", "Add", "float16", "t", stats, "ab", "why")
+    assert fields(recorded) == fields(Tensor(op="op", io="input", index=0, dtype=None, shape=(4,), source="dump.json",
+                                             op_type="Add", dtype_name="float16", tensor_name="t", stats=stats,
+                                             checksum="ab", problem="why"))
+    op = DumpFile(path="op.npy", name=None, op_name="op")
+    for cls, given in ((Pair, (built, recorded, op, "op", "name")), (Job, (3, built, recorded, ("cos",)))):
+        made = cls(*given)
+        names = [f.name for f in dataclasses.fields(cls)]
+        assert vars(made) == {**{f.name: f.default for f in dataclasses.fields(cls)}, **dict(zip(names, given))}
+        assert made == cls(*given) and repr(made).startswith(cls.__name__)
+        assert repr(pickle.loads(pickle.dumps(made))) == repr(made)  # (new tensors: equal to themselves alone)
+        changed = dataclasses.replace(made, **{names[-1]: made})
+        assert getattr(changed, names[-1]) is made and changed != made
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            made.npu = recorded  # type: ignore[misc]

@@ -547,7 +547,11 @@ def _table(plan: Plan, computed: list[dict], third: dict[int, dict]) -> ResultTa
                                      custom=custom)
     more = cells.pop("reason", None) or [""] * len(computed)
     columns.update(cells)
-    columns["reason"] = [merged_reason(plan, i, m) for i, m in enumerate(more)]
+    # merged_reason where there is anything to merge (the cells' own reason, a golden tensor's problem); the
+    # plan's reason as it is elsewhere (a call a row less: most rows of a network of tiny tensors)
+    spoilt = {i for i, p in enumerate(plan.pairs) if p.golden is not None and p.golden.problem}
+    columns["reason"] = [merged_reason(plan, i, m) if m or i in spoilt else r
+                         for i, (r, m) in enumerate(zip(columns["reason"], more))]
     for row, found in third.items():
         for key, value in found.items():
             if key in KIND or key in custom:

@@ -18,7 +18,7 @@ def golden_ops(ground_truth: object) -> list[str]:
     return [g for g in str(ground_truth).split(",") if g and g != DEVICE_ONLY]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Pair:
     npu: Tensor
     golden: Tensor | None
@@ -27,3 +27,10 @@ class Pair:
     how: str  # "fusion", "original_op", "tensor", "name", "mapping", a crossmap rule, or "" when unmatched
     reason: str = ""  # why golden is None (a structural pair: how sure, and why)
     confidence: float = 1.0  # below 1 only for structural pairs (crossmap.STRUCTURE)
+
+    def __init__(self, npu: Tensor, golden: Tensor | None, op: DumpFile, ground_truth: str, how: str,
+                 reason: str = "", confidence: float = 1.0):
+        """The frozen dataclass's __init__ without its object.__setattr__ call a field: one update of the
+        instance's dict (as sources.tensor builds a Tensor), half the time; one a row of a plan."""
+        self.__dict__.update(npu=npu, golden=golden, op=op, ground_truth=ground_truth, how=how, reason=reason,
+                             confidence=confidence)

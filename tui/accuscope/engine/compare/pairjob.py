@@ -26,13 +26,17 @@ from accuscope.engine.sources.npyfile import held_data
 from accuscope.engine.sources.tensor import Tensor, TensorError
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Job:
     row: int
     npu: Tensor
     golden: Tensor
     metrics: tuple[str, ...]
     threads: int = 1  # threads inside the kernel for this pair (pair_threads)
+
+    def __init__(self, row: int, npu: Tensor, golden: Tensor, metrics: tuple[str, ...], threads: int = 1):
+        """The frozen dataclass's __init__ as Pair's: one update of the instance's dict (one Job a row)."""
+        self.__dict__.update(row=row, npu=npu, golden=golden, metrics=metrics, threads=threads)
 
 
 THREAD_ELEMENTS = 1 << 19  # a split pair gets one kernel thread per this many elements, up to the workers

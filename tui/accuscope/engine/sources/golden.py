@@ -192,23 +192,21 @@ def _read_tensor_folder(folder: str, kind: str) -> tuple[list[Tensor], list[Prob
     for fname, source in files:
         original = (mapping.get(fname) or mapping.get(tensor_file_stem(fname)) or fname) if mapping else fname
         op, io, index, ts = _name_parts(original, net_inputs)
-        named.append((ts or 0, source, op, io, index, ts, original))
+        named.append((ts or 0, source, op, io, index, ts, original, source.lower().endswith(PT_SUFFIXES)))
     named.sort(key=itemgetter(0, 1))  # execution order where dated
     entries = []
     kept = 0
-    reads = read_npy_files([n[1] for n in named if not n[1].lower().endswith(PT_SUFFIXES)])
-    for _, source, op, io, index, ts, original in named:
-        if source.lower().endswith(PT_SUFFIXES):
+    reads = read_npy_files([n[1] for n in named if not n[7]])
+    for _, source, op, io, index, ts, original, pt in named:
+        if pt:
             entries.extend(_pt_file_tensors(source, original, net_inputs, problems, op=op, io=io, index=index,
                                             timestamp=ts))
             continue
         read = next(reads)  # (the npy files' reads, in this order)
-        if isinstance(read, NotRegular):  # replaced by a FIFO or a folder since it was listed
+        if type(read) is not tuple:  # an error: (meta, offset, data) else
             problems.append(Problem(source, str(read)))
-            continue
-        if isinstance(read, Exception):
-            problems.append(Problem(source, str(read)))
-            entries.append(nd_tensor(op, source, problem=str(read), io=io, index=index, timestamp=ts))
+            if not isinstance(read, NotRegular):  # (NotRegular: replaced by a FIFO or a folder since it was listed)
+                entries.append(nd_tensor(op, source, problem=str(read), io=io, index=index, timestamp=ts))
             continue
         meta, offset, whole = read
         data = whole if kept < KEEP_BYTES else None

