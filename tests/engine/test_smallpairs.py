@@ -181,3 +181,19 @@ def test_the_objects_of_a_row_built_without_setattr_are_the_dataclasses_own():
         assert getattr(changed, names[-1]) is made and changed != made
         with pytest.raises(dataclasses.FrozenInstanceError):
             made.npu = recorded  # type: ignore[misc]
+
+
+def test_a_pair_larger_than_a_group_runs_through_run_job(monkeypatch):
+    """A pair over GROUP_ELEMENTS is a group of its own: run_job's chunked reads compare it, not the group's
+    whole load (a mapped file, faulted in 4 KB at a time where the kernel maps no more around a fault:
+    250k page faults and 10x the system time on 1 GB of such pairs)."""
+    rng = np.random.default_rng(5)
+    big = rng.standard_normal(pairjob.GROUP_ELEMENTS + 1).astype(np.float32)
+    small = big[:16].copy()
+    jobs = [Job(0, tensor("a", small), tensor("a", small + 1), tuple(ALGORITHMS)),
+            Job(1, tensor("b", big), tensor("b", big + 1), tuple(ALGORITHMS))]
+    ran: list[int] = []
+    real = pairjob.run_job
+    monkeypatch.setattr(pairjob, "run_job", lambda job: ran.append(job.row) or real(job))
+    cells = dict(run_small(jobs))
+    assert ran == [1] and set(cells) == {0, 1} and cells[1] == real(jobs[1])[1]

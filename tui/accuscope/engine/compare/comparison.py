@@ -33,7 +33,7 @@ from accuscope.engine.compare.lifetime import die_with_parent, end_pool, process
 from accuscope.engine.compare.mapping import FEW, map_tensors
 from accuscope.engine.compare.metrics import compiled_kernel
 from accuscope.engine.compare.pair import DEVICE_ONLY, Pair
-from accuscope.engine.compare.pairjob import Job, pair_threads, run_job, run_small
+from accuscope.engine.compare.pairjob import GROUP_ELEMENTS, Job, pair_threads, run_job, run_small
 from accuscope.engine.compare.repair import Repair, recheck
 from accuscope.engine.compare.results import DEFAULT_OF, KIND, ResultTable, row_columns
 from accuscope.engine.compare.thresholds import Thresholds
@@ -630,7 +630,7 @@ def _run_inline(jobs: list[Job], cancel) -> Iterator[list[tuple[int, dict]]]:
         yield [run_job(job)]
 
 
-GROUP_ELEMENTS, GROUP_PAIRS = 1 << 16, 64  # small pairs go to a thread in groups of up to this many
+GROUP_PAIRS = 64  # small pairs go to a thread in groups of up to this many pairs or GROUP_ELEMENTS
 
 
 def _groups(jobs: list[Job]) -> Iterator[list[Job]]:

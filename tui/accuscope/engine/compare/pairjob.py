@@ -117,6 +117,10 @@ def run_job(job: Job) -> tuple[int, dict]:
     return job.row, out
 
 
+GROUP_ELEMENTS = 1 << 16  # a group's elements at most (comparison._groups); a pair larger than this runs alone,
+# through run_job's chunked reads: joined into a group it would be loaded whole (a mapped file faults a page at a time)
+
+
 def run_small(jobs: list[Job]) -> list[tuple[int, dict]]:
     """Compare a group of small pairs (each on one thread), in the jobs' order: the cells run_job
     gives, made for the pairs the kernel's fused pass takes whole (float32 and the dtypes it holds
@@ -137,8 +141,8 @@ def run_small(jobs: list[Job]) -> list[tuple[int, dict]]:
                 or y.dtype not in GROUP_DTYPES):
             continue
         n = x.size
-        if n == 0 or (x.shape != y.shape and n != y.size):  # empty, or sizes that differ: run_job says so
-            continue
+        if n == 0 or n > GROUP_ELEMENTS or (x.shape != y.shape and n != y.size):  # empty, alone, or sizes that
+            continue  # differ: run_job (it says why)
         if armed:
             faults.point("pair", x.name)
         try:
