@@ -247,7 +247,7 @@ def stages(trees: dict[str, str], npu: str, golden: str, rounds: int) -> dict[st
 
 def small(args) -> None:
     """Per-row cost on a network of tiny tensors, whole processes, this tree against --base-tui."""
-    root = os.path.join(args.dir, "small")
+    root = os.path.join(args.dir, f"small-{args.small_pairs}")  # (one folder a count: a row's cost divides by it)
     npu, golden = build_small(root, args.small_pairs)
     here = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tui"))
     trees = {"this tree": here, **({"base": os.path.abspath(args.base_tui)} if args.base_tui else {})}
