@@ -51,6 +51,8 @@ NOT_FOR_NPY = ("onnx", "onnxruntime", "yaml", "google.protobuf", "textual", "ric
                "accuscope.engine.graphs.onnxgraph", "accuscope.engine.graphs.gegraph",
                "accuscope.engine.graphs.mlirgraph", "accuscope.engine.graphs.caffegraph",
                "accuscope.engine.graphs.omgraph", "accuscope.engine.graphs.msprobegraph",
+               # the graph with a model (a side's own, --model), the range with --op-range
+               "accuscope.engine.graphs.graph", "accuscope.engine.graphs.oprange",
                "concurrent.futures", "logging", "socket",
                # plugins only for a run that names their folder; a spelling suggestion only on a misspelling;
                # orjson at the first dump.json read

@@ -37,19 +37,18 @@ from accuscope.engine.compare.pairjob import GROUP_ELEMENTS, Job, pair_threads, 
 from accuscope.engine.compare.repair import Repair, recheck
 from accuscope.engine.compare.results import DEFAULT_OF, KIND, ResultTable, row_columns
 from accuscope.engine.compare.thresholds import Thresholds
-from accuscope.engine.graphs.graph import Graph
-from accuscope.engine.graphs.oprange import OpRange
 from accuscope.engine.graphs.optypes import CONVERTER_OWN, walk_back
 from accuscope.engine.progress import OnProgress, Progress
 from accuscope.engine.sides.side import Side
 from accuscope.engine.sources import kinds
 from accuscope.engine.sources.ascend import crop_to
-from accuscope.engine.sources.msprobe import KIND as STEP_KIND  # dumps of a step's calls, not of a model
 from accuscope.engine.sources.names import parameter
 from accuscope.engine.sources.tensor import INPUT, OUTPUT, Problem, SourceError, Tensor
 
-if TYPE_CHECKING:  # plugins are imported only for a run that names a folder of them (--custom-dir)
+if TYPE_CHECKING:  # plugins are imported only for a run that names a folder of them (--custom-dir), graphs.graph
+    # with a model
     from accuscope.engine.compare import plugins as plugin_mod
+    from accuscope.engine.graphs.graph import Graph
 
 INLINE_BYTES = 64 << 20  # below this, worker processes cost more than they save
 
@@ -225,7 +224,7 @@ def plan(spec: CompareSpec) -> Plan:
     found, problems = _discover(spec.custom_dir) if spec.custom_dir else ([], [])
     metrics, chosen_plugins = _algorithms(spec.algorithms, found)
     user_map, cross = None, None
-    if spec.mapping or spec.match == "structure" or npu.kind == golden.kind == STEP_KIND:
+    if spec.mapping or spec.match == "structure" or npu.kind == golden.kind == kinds.MSPROBE:
         user_map, cross, cross_problems = _cross_pairs(spec, npu, golden)
         problems = problems + cross_problems
     mapping = map_tensors(npu, golden, npu_graph=npu_graph, golden_graph=golden.graph, user_map=user_map, cross=cross)
@@ -262,7 +261,7 @@ def plan(spec: CompareSpec) -> Plan:
                         sum(1 for t in reference if id(t) in used), len(reference), sum(1 for p, r in zip(pairs, rows) if r["is_output"] and p.golden),
                         sum(1 for r in rows if r["is_output"]), len(pairs) - comparable,
                         list(dict.fromkeys(t for side in (npu, golden) for t, _ in side.unreachable)),
-                        _unused_golden(reference, used, npu, npu_graph), npu.kind == STEP_KIND,
+                        _unused_golden(reference, used, npu, npu_graph), npu.kind == kinds.MSPROBE,
                         misshapen=[p.npu.name for p in pairs if spec.shards and p.golden is not None
                                    and statistics.shape_mismatch(p.npu, p.golden, data=False)])
     if not used:
@@ -281,7 +280,7 @@ def _cross_pairs(spec: CompareSpec, npu: Side, golden: Side):
     from accuscope.engine.compare import crossmap
     mapping_file = crossmap.load(spec.mapping) if spec.mapping else None
     user_map = mapping_file.names if mapping_file is not None and mapping_file.kind == crossmap.ACCUSCOPE else None
-    if npu.kind == golden.kind == STEP_KIND:
+    if npu.kind == golden.kind == kinds.MSPROBE:
         cross = crossmap.pair(npu, golden, mapping_file, structure=spec.match == "structure")
         return user_map, cross, [Problem(spec.mapping or spec.npu, line) for line in crossmap.describe(cross)]
     if mapping_file is not None and user_map is None:
@@ -376,6 +375,7 @@ def _sequence_ids(npu: Side, graph: Graph | None) -> dict[int, int]:
 
 def _selection(spec: CompareSpec, npu: Side, seq: dict[int, int]) -> Callable:
     if spec.op_range:
+        from accuscope.engine.graphs.oprange import OpRange  # --op-range only
         rng = OpRange.parse(spec.op_range, len(npu.ops))
         last = max(seq.values(), default=0)
         return lambda df: rng.keeps(seq[id(df)], last)
@@ -434,7 +434,7 @@ def _output_tensors(npu: Side, npu_graph: Graph | None, golden_graph: Graph | No
 
 def _last_op(npu: Side) -> Callable[[Pair], bool]:
     """The last op of the NPU side's execution order is an output; no op where that order is unknown."""
-    if npu.kind == STEP_KIND:  # a training step's last call is an optimizer update, not the network's output
+    if npu.kind == kinds.MSPROBE:  # a training step's last call is an optimizer update, not the network's output
         return lambda p: False
     if npu.kind in (kinds.NPY, kinds.PT) and not all(t.timestamp for t in npu.tensors):
         # files named without the dump's timestamp ({op}.{k}.{timestamp}.npy) stand in name order: the last

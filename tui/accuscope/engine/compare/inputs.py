@@ -16,7 +16,6 @@ from pathlib import Path
 import numpy as np
 
 from accuscope.engine.compare.thresholds import TPU_DEFAULTS, Thresholds, parse_assignments, parse_tolerance
-from accuscope.engine.graphs.oprange import OpRange
 from accuscope.engine.sides.registry import absolute_options, detect, format_options, option_texts, options_help
 from accuscope.engine.sources import kinds
 from accuscope.engine.sources.golden import RAW_SUFFIXES
@@ -83,6 +82,7 @@ def _count(text: str) -> int:
 
 
 def _range(text: str) -> str:
+    from accuscope.engine.graphs.oprange import OpRange  # a given --op-range only
     OpRange.parse(text)
     return text
 

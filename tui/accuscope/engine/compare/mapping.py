@@ -25,7 +25,6 @@ import numpy as np
 
 from accuscope.engine.compare import gcpause
 from accuscope.engine.compare.pair import DEVICE_ONLY, Pair
-from accuscope.engine.graphs.graph import Graph, Node
 from accuscope.engine.graphs.optypes import (
     CONVERTER_OWN,
     CONVERTER_TYPES,
@@ -35,15 +34,17 @@ from accuscope.engine.graphs.optypes import (
     walk_back,
 )
 from accuscope.engine.sides.side import Side
-from accuscope.engine.sources import kinds, msprobe
+from accuscope.engine.sources import kinds
 from accuscope.engine.sources.ascend import DumpFile
 from accuscope.engine.sources.golden import GoldenDump
 from accuscope.engine.sources.names import parse_tensor_name
 from accuscope.engine.sources.npudump import NpuDump
 from accuscope.engine.sources.tensor import INPUT, OUTPUT, SourceError, Tensor
 
-if TYPE_CHECKING:  # crossmap is imported where its rules apply (msprobe dumps, mapping files), not for every pair
+if TYPE_CHECKING:  # crossmap is imported where its rules apply (msprobe dumps, mapping files), not for every pair;
+    # graphs.graph with a model
     from accuscope.engine.compare.crossmap import CrossPairs
+    from accuscope.engine.graphs.graph import Graph, Node
 
 FEW = 0.5  # a comparison using less than this share of the reference (golden) tensors is suspect
 
@@ -84,7 +85,7 @@ def map_tensors(npu: Side | NpuDump, golden: Side | GoldenDump, graph: Graph | N
             golden_graph = golden_graph or graph
     mapper = _Mapper(golden, npu_graph or npu.graph, golden_graph or golden.graph, user_map or {}, cross)
     mapping = Mapping([p for df in npu.ops for p in mapper.pairs_of(df)])
-    if npu.kind == golden.kind == msprobe.KIND:
+    if npu.kind == golden.kind == kinds.MSPROBE:
         mapping.pairs = _equal_counts(mapping.pairs, golden)
     used = {id(p.golden) for p in mapping.pairs if p.golden is not None}
     mapping.pairs = _converter_own(mapping.pairs, golden, used, npu_graph or npu.graph, golden_graph or golden.graph)
@@ -96,6 +97,7 @@ def _equal_counts(pairs: list[Pair], golden: Side) -> list[Pair]:
     """msprobe's rule: a call pairs with its counterpart only when both hold as many input tensors
     and as many output tensors; otherwise each tensor of the call is a row saying so, unpaired."""
     from accuscope.engine.compare.crossmap import RULES as CROSS_RULES  # msprobe dumps only
+    from accuscope.engine.sources import msprobe
     counterpart = {p.npu.op: p.golden.op for p in pairs if p.golden is not None and p.how not in CROSS_RULES}
     if not counterpart:
         return pairs
@@ -129,7 +131,7 @@ def _converter_own(pairs: list[Pair], golden: Side, used: set[int], npu_graph: G
     of them were paired (Polygraphy's `--onnx-outputs mark all` on both sides: the candidate holds the
     reference's tensors, and the quantize/dequantize/cast outputs its converter added), or when the
     candidate's own model says a converter's op made it (a quantize, dequantize or cast node)."""
-    if golden.kind == msprobe.KIND:  # two runs of one training program: no converter inserted anything
+    if golden.kind == kinds.MSPROBE:  # two runs of one training program: no converter inserted anything
         return pairs
     named = bool(golden.tensors) and all(t.tensor_name for t in golden.tensors)
     complete = named and golden_graph is None and len(used) >= FEW * len(golden.tensors)

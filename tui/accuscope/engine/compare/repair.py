@@ -24,15 +24,18 @@ is listed with both cosines (`Repair`, the coverage's `repaired`). Never a silen
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from accuscope.engine.compare.metrics import compare_arrays
 from accuscope.engine.compare.pairjob import Job, run_job
-from accuscope.engine.graphs.graph import Graph
 from accuscope.engine.graphs.optypes import op_kind
-from accuscope.engine.sides.side import Side
 from accuscope.engine.sources.tensor import OUTPUT, Tensor, TensorError
+
+if TYPE_CHECKING:  # graphs.graph comes with a model
+    from accuscope.engine.graphs.graph import Graph
+    from accuscope.engine.sides.side import Side
 
 AGREE = 0.99  # a pair agrees at this cosine (msit's and tpu-mlir's default)
 WINDOW = 4  # golden tensors after the paired one that the values alone may choose from

@@ -27,9 +27,8 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from accuscope.engine.graphs.graph import Graph
 from accuscope.engine.sides.side import Side, own_model
 from accuscope.engine.sources import atb, kinds, mindspore, msprobe
 from accuscope.engine.sources.golden import PT_SUFFIXES, RAW_SUFFIXES, GoldenDump, open_kind
@@ -39,7 +38,10 @@ from accuscope.engine.sources.npudump import NpuDump, find_runs, open_npu_dump
 from accuscope.engine.sources.reader import Reader
 from accuscope.engine.sources.tensor import SourceError
 
-Source = NpuDump | GoldenDump | Graph
+if TYPE_CHECKING:  # graphs.graph comes with the first model (the model formats' loaders)
+    from accuscope.engine.graphs.graph import Graph
+
+    Source = NpuDump | GoldenDump | Graph
 
 
 @dataclass(frozen=True)

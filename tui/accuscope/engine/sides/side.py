@@ -23,14 +23,17 @@ from collections.abc import Callable
 from dataclasses import replace
 from functools import cached_property
 from operator import attrgetter
+from typing import TYPE_CHECKING
 
-from accuscope.engine.graphs.graph import Graph, Node
 from accuscope.engine.sources import kinds
 from accuscope.engine.sources.ascend import DumpFile
 from accuscope.engine.sources.golden import GoldenDump
 from accuscope.engine.sources.inputfile import json_loads
 from accuscope.engine.sources.npudump import NpuDump
 from accuscope.engine.sources.tensor import INPUT, OUTPUT, Problem, Tensor, sanitize
+
+if TYPE_CHECKING:  # a side's graph comes with its model (graph_loader): sides without one never import graphs.graph
+    from accuscope.engine.graphs.graph import Graph, Node
 
 OWN_MODEL = "model.onnx"  # `accuscope dump` leaves the model it ran beside its npy files
 DUMP_JSON = "dump.json"  # and what it ran and skipped
