@@ -53,6 +53,8 @@ NOT_FOR_NPY = ("onnx", "onnxruntime", "yaml", "google.protobuf", "textual", "ric
                "accuscope.engine.graphs.omgraph", "accuscope.engine.graphs.msprobegraph",
                # the graph with a model (a side's own, --model), the range with --op-range
                "accuscope.engine.graphs.graph", "accuscope.engine.graphs.oprange",
+               # the ranks' pool and their statistics as columns, with the first rank tree (tasks/taskrun.py: ranked)
+               "accuscope.engine.compare.multirank", "accuscope.engine.compare.statcolumns",
                "concurrent.futures", "logging", "socket",
                # plugins only for a run that names their folder; a spelling suggestion only on a misspelling;
                # orjson at the first dump.json read

@@ -508,13 +508,13 @@ def test_a_rank_tree_is_judged_as_a_step_on_every_call_never_by_its_last_one(tmp
 
 
 def test_a_statistics_pick_of_one_rank_takes_the_ranks_columns_a_tensor_pick_stays_a_task_of_its_own(tmp_path):
-    from accuscope.engine.compare.multirank import is_rank_run
+    from accuscope.engine.tasks.taskrun import ranked
     msprobesim.write(str(tmp_path / "golden"), ranks=2, steps=2)
     msprobesim.write(str(tmp_path / "npu"), ranks=2, steps=2, fault_rank=1)
     npu, golden = str(tmp_path / "npu"), str(tmp_path / "golden")
-    assert is_rank_run(CompareSpec(npu, golden, step="1", rank="1", stats_only=True))
-    assert not is_rank_run(CompareSpec(npu, golden, step="1", rank="1"))  # tensors: re-runnable, one task
-    assert not is_rank_run(CompareSpec(npu, golden, rank="proc7", stats_only=True))  # no number: as before
+    assert ranked(CompareSpec(npu, golden, step="1", rank="1", stats_only=True))
+    assert not ranked(CompareSpec(npu, golden, step="1", rank="1"))  # tensors: re-runnable, one task
+    assert not ranked(CompareSpec(npu, golden, rank="proc7", stats_only=True))  # no number: as before
     r = accuscope("compare", "--npu", npu, "--golden", golden, "--step", "1", "--rank", "1", "--stats-only",
                   "--out", tmp_path / "t", "--json", "--advisor")
     assert r.returncode == 0, r.stderr

@@ -11,9 +11,8 @@ import numpy as np
 import pytest
 
 from accuscope.engine.compare import comparison as engine
-from accuscope.engine.compare.multirank import pair_ranks
 from accuscope.engine.demo.ranktree import write_rank_tree
-from accuscope.engine.sources.ranks import Rank, local_path, pick, ranks
+from accuscope.engine.sources.ranks import Rank, local_path, pair_ranks, pick, ranks
 from accuscope.engine.tasks import rankrun, storage
 from accuscope.engine.tasks.columnstore import PagedText, read_columns, write_columns
 from accuscope.engine.tasks.rankfiles import load_ranks

@@ -18,8 +18,8 @@ from typing import Any
 
 from accuscope.engine.compare import comparison as engine
 from accuscope.engine.compare.lifetime import safe_helpers
-from accuscope.engine.compare.multirank import LOST, RankResult, compare_rank, pair_ranks, pool_results
-from accuscope.engine.sources.ranks import Rank, local_path
+from accuscope.engine.compare.multirank import LOST, RankResult, compare_rank, pool_results
+from accuscope.engine.sources.ranks import Rank, local_path, pair_ranks
 from accuscope.engine.sources.tensor import SourceError
 
 POLL = 0.5  # seconds between looks at which workers are still there

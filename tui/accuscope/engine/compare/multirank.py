@@ -16,8 +16,7 @@ from accuscope.engine.compare import comparison as engine
 from accuscope.engine.compare import statcolumns
 from accuscope.engine.compare.lifetime import die_with_parent, end_pool, process_context
 from accuscope.engine.compare.results import ResultTable
-from accuscope.engine.sources.msprobe import DATA_DIR as msprobe_data_dir
-from accuscope.engine.sources.ranks import Rank, local_path, numbers, pick, ranks
+from accuscope.engine.sources.ranks import Rank, local_path
 from accuscope.engine.sources.tensor import SourceError
 
 LOST = "lost"  # a rank whose worker died or left: re-running the task compares it again
@@ -36,42 +35,6 @@ class RankResult:
     sides: dict = field(default_factory=dict)  # the kind of source of each side: {"npu": "msprobe", ...}
 
 
-def pair_ranks(npu: str, golden: str) -> tuple[list[Rank], list[str]]:
-    """The rank leaves found on both sides, and one problem line per leaf on one side only;
-    ([], []) when neither side is a multi-rank tree."""
-    ours, theirs = ranks(npu), ranks(golden)
-    if not ours and not theirs:
-        return [], []
-    by_rel = {r.rel: r for r in theirs}
-    both = [r for r in ours if r.rel in by_rel]
-    problems = [f"{os.path.join(npu, r.rel)}: {r.label} has no folder on the golden side ({golden})"
-                for r in ours if r.rel not in by_rel]
-    mine = {r.rel for r in ours}
-    problems += [f"{os.path.join(golden, r.rel)}: {r.label} has no folder on the NPU side ({npu})"
-                 for r in theirs if r.rel not in mine]
-    return both, problems
-
-
-def is_rank_run(spec: engine.CompareSpec) -> bool:
-    """The comparison is of two rank trees, rank by rank: every rank, or the ranks --step/--rank pick
-    when only their dump.json are compared (statistics: the ranks' columnar path, 10x the general
-    one; a tensor comparison of one picked rank stays a task of its own, dumps re-runnable)."""
-    if spec.shards:  # the ranks are merged into one run (compare/shards.py)
-        return False
-    leaves = pair_ranks(spec.npu, spec.golden)[0]
-    if not leaves:
-        return False
-    if not spec.rank and not spec.step:
-        return True
-    try:
-        picked = pick(leaves, numbers(spec.rank), numbers(spec.step))
-    except SourceError:
-        return False  # a pick the ranks' numbers cannot say (proc folders by name): the general path
-    tensor_files = any(os.path.isdir(os.path.join(side, leaf.rel, msprobe_data_dir))
-                       for leaf in picked for side in (spec.npu, spec.golden))
-    return bool(picked) and statcolumns.applies(spec) and (spec.stats_only or not tensor_files)
-
-
 def rank_spec(spec: engine.CompareSpec, rank: Rank) -> engine.CompareSpec:
     return replace(spec, npu=os.path.join(spec.npu, rank.rel), golden=os.path.join(spec.golden, rank.rel),
                    rank=None, step=None)  # the leaf is one rank's folder
@@ -85,7 +48,7 @@ def worker_name() -> str:
             return f"{worker.name} ({worker.address})"
         except ValueError:
             pass
-    import socket  # only here: compare imports this module for is_rank_run on every run
+    import socket  # only here: a rank's worker, not the ranks' process, needs it
     return f"{socket.gethostname()}:{os.getpid()}"
 
 

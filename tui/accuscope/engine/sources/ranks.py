@@ -71,6 +71,22 @@ def ranks(root: str | os.PathLike) -> list[Rank]:
     return out
 
 
+def pair_ranks(npu: str, golden: str) -> tuple[list[Rank], list[str]]:
+    """The rank leaves found on both sides, and one problem line per leaf on one side only;
+    ([], []) when neither side is a multi-rank tree."""
+    ours, theirs = ranks(npu), ranks(golden)
+    if not ours and not theirs:
+        return [], []
+    by_rel = {r.rel: r for r in theirs}
+    both = [r for r in ours if r.rel in by_rel]
+    problems = [f"{os.path.join(npu, r.rel)}: {r.label} has no folder on the golden side ({golden})"
+                for r in ours if r.rel not in by_rel]
+    mine = {r.rel for r in ours}
+    problems += [f"{os.path.join(golden, r.rel)}: {r.label} has no folder on the NPU side ({npu})"
+                 for r in theirs if r.rel not in mine]
+    return both, problems
+
+
 def numbers(text: str | int | None) -> list[int] | None:
     """--rank/--step (3, rank3, step1, "0,2") as the numbers `pick` takes; None: all. SourceError for
     what names no number."""

@@ -15,6 +15,7 @@ disk, read-only, no permission, name too long) is a SourceError naming the path.
 """
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -63,11 +64,30 @@ Outcome = Union[RunResult, "RanksRun"]  # what run_comparison returns: one compa
 
 def ranked(spec: engine.CompareSpec, cluster: str | None = None, one_source: bool = False) -> bool:
     """The comparison runs rank by rank (rankrun): on a cluster, or two rank trees (`one_source`: both
-    sides are one file, never ranks)."""
+    sides are one file, never ranks): every rank, or the ranks --step/--rank pick when only their
+    dump.json are compared (statistics: the ranks' columnar path, 10x the general one; a tensor
+    comparison of one picked rank stays a task of its own, dumps re-runnable).
+    Asked on every run, so it imports no more than the trees' search (sources.ranks): the ranks'
+    pool (compare.multirank, its RankResult) comes with the first rank tree."""
     if cluster:
         return True
-    from accuscope.engine.compare.multirank import is_rank_run
-    return not one_source and is_rank_run(spec)
+    if one_source or spec.shards:  # shards: the ranks are merged into one run (compare/shards.py)
+        return False
+    from accuscope.engine.sources.ranks import numbers, pair_ranks, pick
+    leaves = pair_ranks(spec.npu, spec.golden)[0]
+    if not leaves:
+        return False
+    if not spec.rank and not spec.step:
+        return True
+    try:
+        picked = pick(leaves, numbers(spec.rank), numbers(spec.step))
+    except SourceError:
+        return False  # a pick the ranks' numbers cannot say (proc folders by name): the general path
+    from accuscope.engine.compare import statcolumns
+    from accuscope.engine.sources.msprobe import DATA_DIR
+    tensor_files = any(os.path.isdir(os.path.join(side, leaf.rel, DATA_DIR))
+                       for leaf in picked for side in (spec.npu, spec.golden))
+    return bool(picked) and statcolumns.applies(spec) and (spec.stats_only or not tensor_files)
 
 
 def run_comparison(spec: engine.CompareSpec, folder: str | Path, *, workers: int | None = None,
