@@ -55,6 +55,8 @@ NOT_FOR_NPY = ("onnx", "onnxruntime", "yaml", "google.protobuf", "textual", "ric
                "accuscope.engine.graphs.graph", "accuscope.engine.graphs.oprange",
                # the ranks' pool and their statistics as columns, with the first rank tree (tasks/taskrun.py: ranked)
                "accuscope.engine.compare.multirank", "accuscope.engine.compare.statcolumns",
+               # the Ascend reader with an Ascend dump (its sniff reads file names: sources/names.py find_runs)
+               "accuscope.engine.sources.npudump",
                "concurrent.futures", "logging", "socket",
                # plugins only for a run that names their folder; a spelling suggestion only on a misspelling;
                # orjson at the first dump.json read

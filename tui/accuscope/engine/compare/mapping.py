@@ -38,13 +38,13 @@ from accuscope.engine.sources import kinds
 from accuscope.engine.sources.ascend import DumpFile
 from accuscope.engine.sources.golden import GoldenDump
 from accuscope.engine.sources.names import parse_tensor_name
-from accuscope.engine.sources.npudump import NpuDump
 from accuscope.engine.sources.tensor import INPUT, OUTPUT, SourceError, Tensor
 
 if TYPE_CHECKING:  # crossmap is imported where its rules apply (msprobe dumps, mapping files), not for every pair;
-    # graphs.graph with a model
+    # graphs.graph with a model, the Ascend reader (npudump) with an Ascend dump
     from accuscope.engine.compare.crossmap import CrossPairs
     from accuscope.engine.graphs.graph import Graph, Node
+    from accuscope.engine.sources.npudump import NpuDump
 
 FEW = 0.5  # a comparison using less than this share of the reference (golden) tensors is suspect
 
@@ -66,7 +66,7 @@ class Mapping:
 def as_side(source: Side | NpuDump | GoldenDump) -> Side:
     if isinstance(source, Side):
         return source
-    return Side(source, kinds.ASCEND if isinstance(source, NpuDump) else source.kind)
+    return Side(source, source.kind if isinstance(source, GoldenDump) else kinds.ASCEND)
 
 
 @gcpause.paused

@@ -33,13 +33,14 @@ from accuscope.engine.sides.side import Side, own_model
 from accuscope.engine.sources import atb, kinds, mindspore, msprobe
 from accuscope.engine.sources.golden import PT_SUFFIXES, RAW_SUFFIXES, GoldenDump, open_kind
 from accuscope.engine.sources.inputfile import folder_names, not_regular, require_regular, shared_listings
-from accuscope.engine.sources.names import parse_dump_name
-from accuscope.engine.sources.npudump import NpuDump, find_runs, open_npu_dump
+from accuscope.engine.sources.names import find_runs, parse_dump_name
 from accuscope.engine.sources.reader import Reader
 from accuscope.engine.sources.tensor import SourceError
 
-if TYPE_CHECKING:  # graphs.graph comes with the first model (the model formats' loaders)
+if TYPE_CHECKING:  # graphs.graph comes with the first model (the model formats' loaders), npudump with the first
+    # Ascend dump (`_ascend`)
     from accuscope.engine.graphs.graph import Graph
+    from accuscope.engine.sources.npudump import NpuDump
 
     Source = NpuDump | GoldenDump | Graph
 
@@ -171,6 +172,7 @@ def _dialect(load: Callable[[], Reader]) -> Callable[..., GoldenDump]:
 
 
 def _ascend(path: str, **o) -> NpuDump:
+    from accuscope.engine.sources.npudump import open_npu_dump
     return open_npu_dump(path, pick=o.get("pick", "newest"), run=o.get("run"))
 
 

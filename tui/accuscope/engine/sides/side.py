@@ -29,11 +29,11 @@ from accuscope.engine.sources import kinds
 from accuscope.engine.sources.ascend import DumpFile
 from accuscope.engine.sources.golden import GoldenDump
 from accuscope.engine.sources.inputfile import json_loads
-from accuscope.engine.sources.npudump import NpuDump
 from accuscope.engine.sources.tensor import INPUT, OUTPUT, Problem, Tensor, sanitize
 
-if TYPE_CHECKING:  # a side's graph comes with its model (graph_loader): sides without one never import graphs.graph
+if TYPE_CHECKING:  # graphs.graph is imported with a model (graph_loader), npudump with an Ascend dump
     from accuscope.engine.graphs.graph import Graph, Node
+    from accuscope.engine.sources.npudump import NpuDump
 
 OWN_MODEL = "model.onnx"  # `accuscope dump` leaves the model it ran beside its npy files
 DUMP_JSON = "dump.json"  # and what it ran and skipped
@@ -60,8 +60,9 @@ class Side:
 
     @property
     def is_device_dump(self) -> bool:
-        """Written by an accelerator's dump tool (device op names, fused ops), not by a framework run."""
-        return isinstance(self.reader, NpuDump)
+        """Written by an accelerator's dump tool (device op names, fused ops), not by a framework run: an
+        NpuDump, told as the reader that is no GoldenDump (a side of npy files imports no Ascend reader)."""
+        return not isinstance(self.reader, GoldenDump)
 
     @cached_property
     def graph(self) -> Graph | None:
@@ -80,7 +81,7 @@ class Side:
 
     @cached_property
     def ops(self) -> list[DumpFile]:
-        if isinstance(self.reader, NpuDump):
+        if not isinstance(self.reader, GoldenDump):
             return list(self.reader.files)
         ops, self.__dict__["_as_read"] = _ops_of(self.reader.tensors, self.graph)
         return ops
@@ -90,7 +91,7 @@ class Side:
         """The tensors `ops` renamed after the side's graph, by id of the one read. Without a graph
         none is, and the ops are not built for it: a golden npy folder's 20,000 tiny tensors, whose
         ops no comparison asks for, took 2 us each."""
-        if isinstance(self.reader, NpuDump) or self.graph is None:
+        if self.is_device_dump or self.graph is None:
             return {}
         self.ops  # noqa: B018 - names and types come from the graph when the ops are built
         return self.__dict__["_as_read"]

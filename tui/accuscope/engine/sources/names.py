@@ -7,10 +7,11 @@ import re
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from accuscope.engine.sources.inputfile import not_regular
+from accuscope.engine.sources.inputfile import not_regular, walk
 from accuscope.engine.sources.tensor import Problem
 
 _TIMESTAMP = re.compile(r"\d{10,}")
+_DUMP_TIME_DIR = re.compile(r"\d{14}")  # a dump time folder: {time}/{device}/{model}/...
 # Never sent to a terminal (or a report) from data: C0 and C1 control characters (ESC, BEL, CSI ...),
 # DEL, and the bidirectional controls (LRM, RLM, ALM, the embeddings, overrides and isolates U+202A-E,
 # U+2066-9), with which a name shows other text than it holds (`abc\u202edcba` is drawn abcabcd).
@@ -188,3 +189,24 @@ def read_mapping_csv(directory: str, problems: list | None = None) -> dict[str, 
         more = f" (and {len(skipped) - 1} more rows)" if len(skipped) > 1 else ""
         problems.append(Problem(path, f"{skipped[0]}{more}"))
     return out
+
+
+def find_runs(root: str) -> list[str]:
+    """Folders under `root` holding Ascend dump files, preferred first (newest dump time, then path order):
+    the registry's sniff of an Ascend dump, from the file names alone (sources.npudump, the reader, is
+    imported with the first dump)."""
+    runs = []
+    for folder, dirs, files in walk(root):
+        dirs.sort()
+        mapping = read_mapping_csv(folder) if "mapping.csv" in files else {}
+        # a dump name ends in its timestamp's digit: other names (a folder of npy files) are passed over here
+        names = [mapping.get(n, n) for n in files] if mapping else files
+        if any(parse_dump_name(n) for n in names if n[-1:].isdecimal()):
+            runs.append(folder)
+
+    def key(run: str):
+        parts = os.path.relpath(run, root).split(os.sep)
+        stamp = next((int(p) for p in parts if _DUMP_TIME_DIR.fullmatch(p)), 0)
+        return (-stamp, [k for p in parts for k in natural_key(p)])
+
+    return sorted(runs, key=key)

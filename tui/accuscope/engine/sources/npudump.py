@@ -7,15 +7,13 @@ names one. Within a run, an op dumped several times (loops) keeps its newest fil
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass, field
 
 from accuscope.engine.sources.ascend import DumpFile, read_dump_file
-from accuscope.engine.sources.inputfile import not_regular, walk
-from accuscope.engine.sources.names import natural_key, parse_dump_name, read_mapping_csv
+from accuscope.engine.sources.inputfile import not_regular
+from accuscope.engine.sources.names import find_runs, parse_dump_name, read_mapping_csv
 from accuscope.engine.sources.tensor import Problem, SourceError, Tensor, sanitize
 
-_DUMP_TIME_DIR = re.compile(r"\d{14}")
 OPDEBUG_PREFIX = "Opdebug.Node_OpDebug."
 
 
@@ -41,25 +39,6 @@ class NpuDump:
             for f in self.files:
                 self._by_name.setdefault(sanitize(f.op_name), f)
         return self._by_name.get(sanitize(name))
-
-
-def find_runs(root: str) -> list[str]:
-    """Folders under `root` holding dump files, preferred first (newest dump time, then path order)."""
-    runs = []
-    for folder, dirs, files in walk(root):
-        dirs.sort()
-        mapping = read_mapping_csv(folder) if "mapping.csv" in files else {}
-        # a dump name ends in its timestamp's digit: other names (a folder of npy files) are passed over here
-        names = [mapping.get(n, n) for n in files] if mapping else files
-        if any(parse_dump_name(n) for n in names if n[-1:].isdecimal()):
-            runs.append(folder)
-
-    def key(run: str):
-        parts = os.path.relpath(run, root).split(os.sep)
-        stamp = next((int(p) for p in parts if _DUMP_TIME_DIR.fullmatch(p)), 0)
-        return (-stamp, [k for p in parts for k in natural_key(p)])
-
-    return sorted(runs, key=key)
 
 
 def open_npu_dump(path: str | os.PathLike, *, pick: str | int = "newest", run: str | None = None) -> NpuDump:
