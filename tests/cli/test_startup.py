@@ -57,6 +57,8 @@ NOT_FOR_NPY = ("onnx", "onnxruntime", "yaml", "google.protobuf", "textual", "ric
                "accuscope.engine.compare.multirank", "accuscope.engine.compare.statcolumns",
                # the Ascend reader with an Ascend dump (its sniff reads file names: sources/names.py find_runs)
                "accuscope.engine.sources.npudump",
+               # the re-pairing of fused chains, where a pair by identity disagrees (compare/pair.py: suspect)
+               "accuscope.engine.compare.repair",
                "concurrent.futures", "logging", "socket",
                # plugins only for a run that names their folder; a spelling suggestion only on a misspelling;
                # orjson at the first dump.json read

@@ -32,9 +32,8 @@ from accuscope.engine.compare.columns import ALGORITHMS, CSV_OF, KEY_OF
 from accuscope.engine.compare.lifetime import die_with_parent, end_pool, process_context
 from accuscope.engine.compare.mapping import FEW, map_tensors
 from accuscope.engine.compare.metrics import compiled_kernel
-from accuscope.engine.compare.pair import DEVICE_ONLY, Pair
+from accuscope.engine.compare.pair import DEVICE_ONLY, Pair, suspect
 from accuscope.engine.compare.pairjob import GROUP_ELEMENTS, Job, pair_threads, run_job, run_small
-from accuscope.engine.compare.repair import Repair, recheck
 from accuscope.engine.compare.results import DEFAULT_OF, KIND, ResultTable, row_columns
 from accuscope.engine.compare.thresholds import Thresholds
 from accuscope.engine.graphs.optypes import CONVERTER_OWN, walk_back
@@ -46,8 +45,9 @@ from accuscope.engine.sources.names import parameter
 from accuscope.engine.sources.tensor import INPUT, OUTPUT, Problem, SourceError, Tensor
 
 if TYPE_CHECKING:  # plugins are imported only for a run that names a folder of them (--custom-dir), graphs.graph
-    # with a model
+    # with a model, repair where a pair disagrees (execute)
     from accuscope.engine.compare import plugins as plugin_mod
+    from accuscope.engine.compare.repair import Repair
     from accuscope.engine.graphs.graph import Graph
 
 INLINE_BYTES = 64 << 20  # below this, worker processes cost more than they save
@@ -150,6 +150,8 @@ class Coverage:
     @classmethod
     def from_meta(cls, doc: dict) -> Coverage:
         """The coverage as task.json keeps it (to_meta); missing counts are 0."""
+        from accuscope.engine.compare.repair import Repair
+
         def count(key: str) -> int:
             v = doc.get(key)
             return v if isinstance(v, int) else 0
@@ -521,9 +523,11 @@ def _execute(plan: Plan, progress: OnProgress | None, cancel: threading.Event | 
             faults.point("compare")
     if cancel is not None and cancel.is_set():
         return None
-    repairs = recheck(plan, computed)
-    if plan.coverage is not None and repairs:
-        plan.coverage.repaired_after(plan, repairs)
+    if any(map(suspect, plan.pairs, computed)):  # repair.py and its records only then (~8M instructions of start-up)
+        from accuscope.engine.compare.repair import recheck
+        repairs = recheck(plan, computed)
+        if plan.coverage is not None and repairs:
+            plan.coverage.repaired_after(plan, repairs)
     third: dict[int, dict] = {}
     if plan.spec.expected:
         found = _expected(plan, computed, workers, cancel)

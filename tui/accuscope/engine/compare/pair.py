@@ -34,3 +34,17 @@ class Pair:
         instance's dict (as sources.tensor builds a Tensor), half the time; one a row of a plan."""
         self.__dict__.update(npu=npu, golden=golden, op=op, ground_truth=ground_truth, how=how, reason=reason,
                              confidence=confidence)
+
+
+AGREE = 0.99  # a pair agrees at this cosine (msit's and tpu-mlir's default)
+IDENTITY_RULES = ("tensor", "name", "original_op", "fusion")  # the mapping's rules a value check may overrule
+
+
+def suspect(pair: Pair, cells: dict) -> bool:
+    """A pair by identity whose computed cells disagree: below AGREE in cosine, or in euclidean
+    similarity (a folded bias or scale leaves the cosine high and moves the values). compare/repair.py
+    re-checks these; the comparison imports it only where there is one (all agree: no import)."""
+    if pair.golden is None or pair.how not in IDENTITY_RULES:
+        return False
+    cos, euclid = cells.get("cos"), cells.get("euclid_sim")
+    return isinstance(cos, float) and cos == cos and (cos < AGREE or (isinstance(euclid, float) and euclid < AGREE))

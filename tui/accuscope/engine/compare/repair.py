@@ -8,8 +8,8 @@ fused op's output with the framework op's own output (before the BN): two differ
 failing row that is no error.
 
 Identity stays the rule. Only a pair whose cosine is below AGREE (computed as every pair's is) is
-checked, so a comparison where everything agrees costs nothing more. Its candidates are the golden
-tensors the chain can end in:
+checked (`pair.suspect`), so a comparison where everything agrees costs nothing more: it does not
+even import this module. Its candidates are the golden tensors the chain can end in:
 - the NPU side's model, when given, says what the op absorbed (`Node.fused`: tpu-mlir MLIR with its
   origin file, the Ascend offline-model JSON's fusion attributes, a GE graph's);
 - the golden side's model (ONNX, ...) gives the chain: from the paired tensor's producer forward
@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from accuscope.engine.compare.metrics import compare_arrays
+from accuscope.engine.compare.pair import AGREE, suspect
 from accuscope.engine.compare.pairjob import Job, run_job
 from accuscope.engine.graphs.optypes import op_kind
 from accuscope.engine.sources.tensor import OUTPUT, Tensor, TensorError
@@ -37,7 +38,6 @@ if TYPE_CHECKING:  # graphs.graph comes with a model
     from accuscope.engine.graphs.graph import Graph
     from accuscope.engine.sides.side import Side
 
-AGREE = 0.99  # a pair agrees at this cosine (msit's and tpu-mlir's default)
 WINDOW = 4  # golden tensors after the paired one that the values alone may choose from
 CHAIN = 4  # ops a graph's chain may hold after the paired one
 MAX_BYTES = 256 << 20  # candidates above this size are not loaded (a pair this large is compared streamed)
@@ -48,7 +48,6 @@ FOLDABLE = frozenset({
 })
 LAYOUT = frozenset({"Reshape", "Transpose", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Permute", "View",
                     "TransData", "ExpandDims"})
-IDENTITY_RULES = ("tensor", "name", "original_op", "fusion")  # the mapping's rules a value check may overrule
 
 
 @dataclass(frozen=True)
@@ -204,8 +203,7 @@ class Rechecker:
 def recheck(plan, cells: list[dict]) -> list[Repair]:
     """Re-pair the plan's disagreeing pairs where a fused chain's golden tensor agrees; `cells` are
     the computed cells per row (changed in place for re-paired rows, as are plan.pairs and plan.rows)."""
-    suspects = [i for i, p in enumerate(plan.pairs)
-                if p.golden is not None and p.how in IDENTITY_RULES and _disagrees(cells[i])]
+    suspects = [i for i, p in enumerate(plan.pairs) if suspect(p, cells[i])]
     if not suspects:
         return []
     npu_graph = plan.npu.graph if plan.npu.graph is not None else (
@@ -251,13 +249,6 @@ def recheck(plan, cells: list[dict]) -> list[Repair]:
         plan.rows[i] = row
         cells[i] = run_job(Job(i, new.npu, new.golden, tuple(plan.metrics)))[1]
     return repairs
-
-
-def _disagrees(cells: dict) -> bool:
-    """Below AGREE in cosine, or in euclidean similarity (a folded bias or scale leaves the cosine
-    high and moves the values)."""
-    cos, euclid = cells.get("cos"), cells.get("euclid_sim")
-    return isinstance(cos, float) and cos == cos and (cos < AGREE or (isinstance(euclid, float) and euclid < AGREE))
 
 
 def _better(cells: dict, cos: float, euclid: float) -> bool:
