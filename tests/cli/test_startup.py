@@ -59,6 +59,8 @@ NOT_FOR_NPY = ("onnx", "onnxruntime", "yaml", "google.protobuf", "textual", "ric
                "accuscope.engine.sources.npudump",
                # the re-pairing of fused chains, where a pair by identity disagrees (compare/pair.py: suspect)
                "accuscope.engine.compare.repair",
+               # the readers of the dialects sniffed before an npy folder: their sniffs are sources/sniffs.py
+               "accuscope.engine.sources.msprobe", "accuscope.engine.sources.mindspore", "accuscope.engine.sources.atb",
                "concurrent.futures", "logging", "socket",
                # plugins only for a run that names their folder; a spelling suggestion only on a misspelling;
                # orjson at the first dump.json read

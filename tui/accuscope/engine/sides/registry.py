@@ -12,10 +12,13 @@ mtime (and size), so the commands, the comparison and the form that each ask abo
 its content once (tests/cli/test_formatoptions.py counts the sniffs of a compare; a path changed within
 a clock tick of its sniff is sniffed again).
 
-A format found after the npy folder in FORMATS (tpu-mlir's npz, Polygraphy's, the model graphs) has its module
-imported only when its sniff or reader runs: `compare` on two npy folders loads none of them (they
-cost ~10 ms of start-up; benchmarks/bench_startup.py). Kind names come from `sources.kinds`, and a
-dialect's reader module is typed `Reader` here, so mypy holds it to the protocol.
+Every path is sniffed by the formats before its own, so a format's module is imported only where its
+path is: one found after the npy folder in FORMATS (tpu-mlir's npz, Polygraphy's, the model graphs)
+when its sniff or reader runs, one before it (Ascend, msprobe, MindSpore, ATB dumps) when its reader
+runs, its sniff reading names and headers without it (sources/sniffs.py; names.find_runs). `compare` on
+two npy folders loads none of them (~20M instructions of its start-up; benchmarks/bench_startup.py).
+Kind names come from `sources.kinds`, and a dialect's reader module is typed `Reader` here, so mypy
+holds it to the protocol.
 """
 from __future__ import annotations
 
@@ -30,7 +33,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from accuscope.engine.sides.side import Side, own_model
-from accuscope.engine.sources import atb, kinds, mindspore, msprobe
+from accuscope.engine.sources import kinds, sniffs
 from accuscope.engine.sources.golden import PT_SUFFIXES, RAW_SUFFIXES, GoldenDump, open_kind
 from accuscope.engine.sources.inputfile import folder_names, not_regular, require_regular, shared_listings
 from accuscope.engine.sources.names import find_runs, parse_dump_name
@@ -93,13 +96,28 @@ def _has_npy(path: str) -> bool:
 def _has_pt(path: str) -> bool:
     """A folder of torch.save files (.pt, .pth) directly inside; not msprobe's dump_tensor_data (its rank
     folder is the dump: `_looks_like` says so)."""
-    if not os.path.isdir(path) or msprobe.is_tensor_folder(path):
+    if not os.path.isdir(path) or sniffs.is_msprobe_tensor_folder(path):
         return False
     return any(n.lower().endswith(PT_SUFFIXES) and not not_regular(os.path.join(path, n)) for n in folder_names(path))
 
 
 def _suffix(*suffixes: str) -> Callable[[str], bool]:
     return lambda path: os.path.isfile(path) and path.lower().endswith(suffixes)
+
+
+def _msprobe() -> Reader:
+    from accuscope.engine.sources import msprobe
+    return msprobe
+
+
+def _mindspore() -> Reader:
+    from accuscope.engine.sources import mindspore
+    return mindspore
+
+
+def _atb() -> Reader:
+    from accuscope.engine.sources import atb
+    return atb
 
 
 def _tpumlir() -> Reader:
@@ -235,7 +253,7 @@ def _file(text: str) -> str:
 ATB_OPTIONS = (
     Option("round", "the round (token) folder to read, as `inspect` lists them (default: the first)",
            metavar="NAME"),
-    Option("when", "after (default): tensors as each op ended; before: as it started", _choice(*atb.WHEN),
+    Option("when", "after (default): tensors as each op ended; before: as it started", _choice(*sniffs.ATB_WHEN),
            metavar="after|before"),
 )
 TPU_MLIR_OPTIONS = (
@@ -250,11 +268,11 @@ FORMATS: list[Format] = [
     Format(kinds.ASCEND, "Ascend dump (file or any level of the {time}/{device}/{model}/{id}/{index} tree)",
            lambda p: _is_dump_file(p) or _has_runs(p), _ascend),
     Format(kinds.MSPROBE, "msprobe dump (step{N}/rank{M}/dump.json, dump_tensor_data/*.pt|npy; --step/--rank)",
-           msprobe.sniff, _dialect(lambda: msprobe), reader=lambda: msprobe),
+           sniffs.msprobe, _dialect(_msprobe), reader=_msprobe),
     Format(kinds.MINDSPORE, "MindSpore kernel dump (rank_{i}/{time}/step_{k}/...{io}.{idx}.{format}.{dtype}.npy)",
-           mindspore.sniff, _dialect(lambda: mindspore), reader=lambda: mindspore),
-    Format(kinds.ATB, "ATB dump ({device}_{pid}/{round}/{id}_{Layer}/.../{in|out}tensorK.bin)", atb.sniff,
-           _dialect(lambda: atb), reader=lambda: atb, options=ATB_OPTIONS),
+           sniffs.mindspore, _dialect(_mindspore), reader=_mindspore),
+    Format(kinds.ATB, "ATB dump ({device}_{pid}/{round}/{id}_{Layer}/.../{in|out}tensorK.bin)", sniffs.atb,
+           _dialect(_atb), reader=_atb, options=ATB_OPTIONS),
     Format(kinds.NPY, "npy folder (MindStudio/msit naming, `accuscope dump`, msaccucmp convert; .pt files beside "
            "them read too)", _has_npy, _golden(kinds.NPY)),
     Format(kinds.PT, "PyTorch tensor folder (torch.save(tensor, 'name.pt'), one file a tensor, named as npy files are; "
@@ -397,7 +415,7 @@ def _looks_like(path: str) -> str:
         if "task.json" in names:
             return "a task folder (open it with `accuscope open`), not a dump"
         pt = sum(n.lower().endswith(PT_SUFFIXES) for n in names)
-        if pt and msprobe.is_tensor_folder(path):
+        if pt and sniffs.is_msprobe_tensor_folder(path):
             parent = os.path.dirname(os.path.normpath(path))
             if os.path.isfile(os.path.join(parent, "dump.json")):
                 return (f"the tensor files of an msprobe dump ({pt} .pt files); give the folder with its dump.json: "

@@ -26,24 +26,23 @@ from typing import Any
 
 import numpy as np
 
-from accuscope.engine.sources import kinds
+from accuscope.engine.sources import kinds, sniffs
 from accuscope.engine.sources.ascend import format_name, stored_tensor
 from accuscope.engine.sources.inputfile import walk
 from accuscope.engine.sources.names import natural_key
 from accuscope.engine.sources.tensor import INPUT, OUTPUT, Payload, Problem, SourceError, Tensor
 
 KIND = kinds.ATB
-HEADER_LIMIT = 8192
-SNIFF_FOLDERS = 2000  # folders a folder sniff looks through before saying no (inputfile.walk bounds the depth)
-END = b"$End=1\n"
-WHEN = ("after", "before")
+HEADER_LIMIT, END = sniffs.ATB_HEADER_LIMIT, sniffs.ATB_END
+sniff = sniffs.atb  # as sides.registry sniffs it, without this module (sources/sniffs.py)
+WHEN = sniffs.ATB_WHEN
 DTYPES: dict[int, tuple[np.dtype, str]] = {
     0: (np.dtype("<f4"), "float32"), 1: (np.dtype("<f2"), "float16"), 2: (np.dtype("i1"), "int8"),
     3: (np.dtype("<i4"), "int32"), 9: (np.dtype("<i8"), "int64"), 12: (np.dtype("?"), "bool"),
     27: (np.dtype("<u2"), "bfloat16"),
 }
 BF16 = 27
-_TENSOR_FILE = re.compile(r"(in|out)tensor(\d+)\.bin")
+_TENSOR_FILE = sniffs.ATB_TENSOR_FILE
 _NUMBERED = re.compile(r"(\d+)_(.+)")
 
 
@@ -73,25 +72,6 @@ def read_header(path: str) -> BinHeader:
         except UnicodeDecodeError:
             raise ValueError(f"header line {number} is not ASCII") from None
     return out
-
-
-def sniff(path: str) -> bool:
-    """An ATB tensor .bin (header starting with `$Version`), or a folder holding one."""
-    try:
-        if os.path.isdir(path):
-            for seen, (root, dirs, files) in enumerate(walk(path)):
-                dirs.sort(key=natural_key)
-                hit = min((f for f in files if f.endswith(".bin") and _TENSOR_FILE.fullmatch(f)), default=None)
-                if hit or seen >= SNIFF_FOLDERS:
-                    return hit is not None and sniff(os.path.join(root, hit))
-            return False
-        if not path.endswith(".bin"):
-            return False
-        with open(path, "rb") as fh:
-            head = fh.read(HEADER_LIMIT)
-    except OSError:
-        return False
-    return head.startswith(b"$Version=") and END in head
 
 
 def read_file(path: str, *, op: str = "", io: str = OUTPUT, index: int = 0, op_type: str = "") -> Tensor:

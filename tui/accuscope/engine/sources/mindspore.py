@@ -22,17 +22,16 @@ from typing import Any
 
 import numpy as np
 
-from accuscope.engine.sources import kinds
+from accuscope.engine.sources import kinds, sniffs
 from accuscope.engine.sources.ascend import stored_tensor
-from accuscope.engine.sources.inputfile import folder_names, walk
+from accuscope.engine.sources.inputfile import walk
 from accuscope.engine.sources.names import read_mapping_csv
 from accuscope.engine.sources.npyfile import npy_header
-from accuscope.engine.sources.tensor import INPUT, OUTPUT, Payload, Problem, SourceError, Tensor
+from accuscope.engine.sources.tensor import INPUT, Payload, Problem, SourceError, Tensor
 
 KIND = kinds.MINDSPORE
-_RANK = re.compile(r"rank_?(\d+)")
-_STEP = re.compile(r"step_?(\d+)")
-_INT = re.compile(r"\d+")
+_RANK, _STEP = sniffs.MINDSPORE_RANK, sniffs.MINDSPORE_STEP
+sniff = sniffs.mindspore  # as sides.registry sniffs it, without this module (sources/sniffs.py)
 # format names in file names that are a plain logical order
 _PLAIN = {"DefaultFormat": "ND"}
 PACKED = {"int4": "int4 data are stored packed two values a byte without their logical shape: not decoded"}
@@ -53,32 +52,8 @@ class KernelName:
 
 def parse_kernel_name(name: str) -> KernelName | None:
     """`{OpType}.{op}.{task}.{stream}.{timestamp}.{input|output}.{idx}.{format}.{dtype}.npy`; None otherwise."""
-    if not name.endswith(".npy") or name.count(".") < 9:  # fewer than 9 parts: rejected before the split
-        return None
-    parts = name[:-4].split(".")
-    if len(parts) < 9:
-        return None
-    op_type, op_parts, (task, stream, ts, io, idx, fmt, dtype) = parts[0], parts[1:-7], parts[-7:]
-    if (io not in (INPUT, OUTPUT) or not all(_INT.fullmatch(p) for p in (task, stream, ts, idx))
-            or not op_type or not fmt or not dtype):
-        return None
-    return KernelName(op_type, ".".join(op_parts), int(task), int(stream), int(ts), io, int(idx), fmt, dtype)
-
-
-def sniff(path: str) -> bool:
-    """A kernel-dump npy file, or a folder with a `rank_N` / `step_N` level or kernel npy files."""
-    if os.path.isfile(path):
-        return parse_kernel_name(os.path.basename(path)) is not None
-    if not os.path.isdir(path):
-        return False
-    try:
-        names = folder_names(path)
-    except OSError:
-        return False
-    if any(_RANK.fullmatch(n) or _STEP.fullmatch(n) for n in names if n.startswith(("rank", "step"))):
-        return True
-    mapping = read_mapping_csv(path) if "mapping.csv" in names else {}
-    return any(parse_kernel_name(mapping.get(n, n)) for n in names[:4096])
+    fields = sniffs.kernel_name_fields(name)
+    return KernelName(*fields) if fields is not None else None
 
 
 def steps(path: str) -> list[tuple[int | None, int | None, str]]:

@@ -45,7 +45,8 @@ except ImportError:  # pragma: no cover - built without a C compiler: _scan, its
 if os.environ.get("ACCUSCOPE_KERNEL") == "numpy":  # the compiled parts off (benchmarks, tests)
     _dumpscan = None
 
-from accuscope.engine.sources.inputfile import json_loads, listing, not_regular
+from accuscope.engine.sources import sniffs
+from accuscope.engine.sources.inputfile import json_loads, not_regular
 from accuscope.engine.sources.kinds import MSPROBE
 from accuscope.engine.sources.names import natural_key
 from accuscope.engine.sources.npyfile import MEMBER_ERRORS, nd_tensor, npy_file_tensor, read_npy_file
@@ -61,11 +62,12 @@ from accuscope.engine.sources.tensor import (
 )
 
 KIND = MSPROBE
-DUMP_JSON, CONSTRUCT_JSON, STACK_JSON, DATA_DIR = "dump.json", "construct.json", "stack.json", "dump_tensor_data"
-SNIFF_BYTES = 4096
+DUMP_JSON, DATA_DIR, SNIFF_BYTES = sniffs.MSPROBE_JSON, sniffs.MSPROBE_DATA, sniffs.MSPROBE_SNIFF_BYTES
+CONSTRUCT_JSON, STACK_JSON = "construct.json", "stack.json"
 STACK_LIMIT, STACK_LINES = 256 << 20, 64  # stack.json bytes read, lines kept per call
-_STEP = re.compile(r"step(\d+)")
-_RANK = re.compile(r"(rank|proc)(\d*)")
+_STEP, _RANK = sniffs.MSPROBE_STEP, sniffs.MSPROBE_RANK
+# the layout as sides.registry sniffs it, without this module (sources/sniffs.py)
+sniff, ranks, is_tensor_folder = sniffs.msprobe, sniffs.msprobe_folders, sniffs.is_msprobe_tensor_folder
 # {call}.{slot}.{rest}: the call ends at its direction (and a module's counter after it)
 # (a module's weight gradients are a call of their own: {module}.parameters_grad.{n}.{parameter}.pt)
 _DATA_NAME = re.compile(r"(?:(?P<call>.+?\.(?:forward|backward)(?:\.\d+)?)\.(?P<slot>input|output|parameters_grad|parameters)"
@@ -83,60 +85,6 @@ OPTIMIZER = "optimizer"  # construct.json's parent of the calls an optimizer's s
 DAMAGED = "a damaged tensor entry (its dtype or shape missing): the row has no dtype or shape from dump.json"
 _DIM_LIMIT = 1 << 63  # a dimension is an int64, as torch and numpy keep it
 DTYPE_NAMES = {"float": "float32", "half": "float16", "double": "float64", "long": "int64", "int": "int32"}
-
-
-def _is_rank_dir(path: str) -> bool:
-    """A folder msprobe wrote for one step and rank: its dump_tensor_data/ (whatever dump.json
-    holds: a run that crashed right after opening it leaves it empty or cut short, and `read` says
-    so), or its dump.json."""
-    if os.path.isdir(os.path.join(path, DATA_DIR)):
-        return True
-    doc = os.path.join(path, DUMP_JSON)
-    if not os.path.isfile(doc):
-        return False
-    try:
-        with open(doc, "rb") as fh:
-            head = fh.read(SNIFF_BYTES)
-    except OSError:
-        return False
-    return b'"task"' in head and (b'"dump_data_dir"' in head or b'"level"' in head)
-
-
-def is_tensor_folder(path: str) -> bool:
-    """A rank's dump_tensor_data/ given alone: its rank folder is the dump, not it (sides.registry says so
-    rather than read its files as loose tensors, whose names would lose each tensor's call and slot)."""
-    return os.path.basename(os.path.normpath(path)) == DATA_DIR
-
-
-def _subdirs(path: str, pattern: re.Pattern) -> list[str]:
-    try:
-        names = [n for n in listing(path)[0] if pattern.fullmatch(n)]
-    except OSError:
-        return []
-    return sorted(names, key=lambda n: (int(re.sub(r"\D", "", n) or -1), n))
-
-
-def ranks(root: str) -> list[tuple[str, str, str]]:
-    """Every `step*/rank*` (or `proc*`) folder under `root` as (step, rank, path), steps and ranks
-    in numeric order; `root` may be the dump path, one step folder or one rank folder (then its
-    step and rank come from the folder names, "" where they say nothing)."""
-    root = os.fspath(root)
-    if _is_rank_dir(root):
-        name, parent = os.path.basename(os.path.normpath(root)), os.path.basename(os.path.dirname(os.path.normpath(root)))
-        return [(parent if _STEP.fullmatch(parent) else "", name if _RANK.fullmatch(name) else "", root)]
-    steps = [os.path.join(root, s) for s in _subdirs(root, _STEP)] or [root]
-    found = []
-    for step in steps:
-        label = os.path.basename(step) if step != root or _STEP.fullmatch(os.path.basename(root)) else ""
-        for rank in _subdirs(step, _RANK):
-            folder = os.path.join(step, rank)
-            if _is_rank_dir(folder):
-                found.append((label, rank, folder))
-    return found
-
-
-def sniff(path: str) -> bool:
-    return os.path.isdir(path) and bool(ranks(path))
 
 
 def _matches(wanted: str | int | None, label: str, pattern: re.Pattern) -> bool:
