@@ -11,7 +11,6 @@ from accuscope.engine.sources.inputfile import not_regular, walk
 from accuscope.engine.sources.tensor import Problem
 
 _TIMESTAMP = re.compile(r"\d{10,}")
-_DUMP_TIME_DIR = re.compile(r"\d{14}")  # a dump time folder: {time}/{device}/{model}/...
 # Never sent to a terminal (or a report) from data: C0 and C1 control characters (ESC, BEL, CSI ...),
 # DEL, and the bidirectional controls (LRM, RLM, ALM, the embeddings, overrides and isolates U+202A-E,
 # U+2066-9), with which a name shows other text than it holds (`abc\u202edcba` is drawn abcabcd).
@@ -206,7 +205,7 @@ def find_runs(root: str) -> list[str]:
 
     def key(run: str):
         parts = os.path.relpath(run, root).split(os.sep)
-        stamp = next((int(p) for p in parts if _DUMP_TIME_DIR.fullmatch(p)), 0)
+        stamp = next((int(p) for p in parts if len(p) == 14 and p.isdecimal()), 0)  # the {time} folder
         return (-stamp, [k for p in parts for k in natural_key(p)])
 
     return sorted(runs, key=key)
