@@ -4,7 +4,6 @@ from __future__ import annotations
 import csv
 import os
 import re
-from dataclasses import dataclass
 from typing import NamedTuple
 
 from accuscope.engine.sources.inputfile import not_regular, walk
@@ -83,8 +82,10 @@ def parameter(tensor_name: str) -> str:
     return m.group("p") if m else ""
 
 
-@dataclass(frozen=True)
-class DumpName:
+# The parsed names are NamedTuples, as TensorName: every command imports this module, and a frozen
+# dataclass took 1-2 ms to create (6.5M instructions of a compare for these two, which an npy folder
+# never builds: golden.py parses its names as plain tuples, golden_name_parts).
+class DumpName(NamedTuple):
     """`{op_type}.{op_name}.{task_id}[.{stream_id}][.x.y.z].{timestamp}`"""
 
     op_type: str
@@ -111,14 +112,11 @@ def parse_dump_name(name: str) -> DumpName | None:
     return DumpName(parts[0], parts[1], nums[0], stream, thread, int(parts[-1]))
 
 
-@dataclass(frozen=True)
-class GoldenName:
+class GoldenName(NamedTuple("GoldenName", [("op_name", str), ("io", str), ("index", int),  # `index`: as TensorName
+                                             ("timestamp", int | None)])):
     """`[input_]{op_name}.{index}.{timestamp}.npy` (MindStudio / msit golden dumps)."""
 
-    op_name: str
-    io: str
-    index: int
-    timestamp: int | None
+    __slots__ = ()
 
 
 def parse_golden_name(name: str) -> GoldenName:
