@@ -523,7 +523,7 @@ def _execute(plan: Plan, progress: OnProgress | None, cancel: threading.Event | 
             faults.point("compare")
     if cancel is not None and cancel.is_set():
         return None
-    if any(map(suspect, plan.pairs, computed)):  # repair.py and its records only then (~8M instructions of start-up)
+    if any(map(suspect, plan.pairs, computed)):  # repair.py and its records only then (7M instructions of start-up)
         from accuscope.engine.compare.repair import recheck
         repairs = recheck(plan, computed)
         if plan.coverage is not None and repairs:

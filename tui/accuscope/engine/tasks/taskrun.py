@@ -84,8 +84,8 @@ def ranked(spec: engine.CompareSpec, cluster: str | None = None, one_source: boo
     except SourceError:
         return False  # a pick the ranks' numbers cannot say (proc folders by name): the general path
     from accuscope.engine.compare import statcolumns
-    from accuscope.engine.sources.msprobe import DATA_DIR
-    tensor_files = any(os.path.isdir(os.path.join(side, leaf.rel, DATA_DIR))
+    from accuscope.engine.sources.sniffs import MSPROBE_DATA
+    tensor_files = any(os.path.isdir(os.path.join(side, leaf.rel, MSPROBE_DATA))
                        for leaf in picked for side in (spec.npu, spec.golden))
     return bool(picked) and statcolumns.applies(spec) and (spec.stats_only or not tensor_files)
 
