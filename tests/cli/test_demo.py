@@ -16,7 +16,8 @@ from accuscope.engine.demo import workspace as demo
 from accuscope.engine.sources.golden import open_golden
 from accuscope.engine.sources.npudump import open_npu_dump
 from accuscope.engine.sources.tensor import SourceError
-from accuscope.engine.tasks.task import list_tasks, load_task
+from accuscope.engine.tasks.task import load_task
+from accuscope.engine.tasks.tasklist import list_tasks
 from support.cli import accuscope
 
 pytest.importorskip("onnxruntime")

@@ -19,7 +19,8 @@ import numpy as np
 import pytest
 
 from accuscope.engine.compare import comparison as engine
-from accuscope.engine.tasks.task import list_tasks, load_task
+from accuscope.engine.tasks.task import load_task
+from accuscope.engine.tasks.tasklist import list_tasks
 from support.cli import ENV, accuscope
 from support.data import cls_with_planted_fault
 

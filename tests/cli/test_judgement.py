@@ -22,7 +22,8 @@ from accuscope.engine.diagnose.advisor import advise
 from accuscope.engine.export.overlay import task_overlay
 from accuscope.engine.report.document import build_report
 from accuscope.engine.runs.onnxedit import constants_as_initializers
-from accuscope.engine.tasks.task import list_tasks, load_task
+from accuscope.engine.tasks.task import load_task
+from accuscope.engine.tasks.tasklist import list_tasks
 
 
 def accuscope(*args) -> subprocess.CompletedProcess:

@@ -61,6 +61,8 @@ NOT_FOR_NPY = ("onnx", "onnxruntime", "yaml", "google.protobuf", "textual", "ric
                "accuscope.engine.compare.repair",
                # the readers of the dialects sniffed before an npy folder: their sniffs are sources/sniffs.py
                "accuscope.engine.sources.msprobe", "accuscope.engine.sources.mindspore", "accuscope.engine.sources.atb",
+               # the task browser's list (a comparison writes a task, never lists them)
+               "accuscope.engine.tasks.tasklist",
                "concurrent.futures", "logging", "socket",
                # plugins only for a run that names their folder; a spelling suggestion only on a misspelling;
                # orjson at the first dump.json read

@@ -20,7 +20,8 @@ from accuscope.engine.sides import registry
 from accuscope.engine.sources import atb, inputfile, msprobe
 from accuscope.engine.sources.tensor import SourceError
 from accuscope.engine.tasks import columnstore
-from accuscope.engine.tasks.task import list_tasks, read_task_doc
+from accuscope.engine.tasks.task import read_task_doc
+from accuscope.engine.tasks.tasklist import list_tasks
 
 DEEP = 3000
 NESTED = "[" * DEEP + "]" * DEEP

@@ -16,7 +16,8 @@ from accuscope.engine.sources.ranks import Rank, local_path, pair_ranks, pick, r
 from accuscope.engine.tasks import rankrun, storage
 from accuscope.engine.tasks.columnstore import PagedText, read_columns, write_columns
 from accuscope.engine.tasks.rankfiles import load_ranks
-from accuscope.engine.tasks.task import list_tasks, load_task
+from accuscope.engine.tasks.task import load_task
+from accuscope.engine.tasks.tasklist import list_tasks
 
 
 def accuscope(*args, env=None) -> subprocess.CompletedProcess:

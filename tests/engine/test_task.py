@@ -16,8 +16,9 @@ from accuscope.engine.compare.thresholds import Thresholds
 from accuscope.engine.sources.tensor import SourceError
 from accuscope.engine.tasks import npztable, storage
 from accuscope.engine.tasks import task as task_module
-from accuscope.engine.tasks.task import list_tasks, load_task, save_task
+from accuscope.engine.tasks.task import load_task, save_task
 from accuscope.engine.tasks.taskdoc import TaskDoc, mark_state
+from accuscope.engine.tasks.tasklist import list_tasks
 
 META = {"npu": "/data/npu_dump", "golden": "/data/golden_npy", "model": "/data/resnet50.om",
         "algorithms": ["cos", "max_abs", "kl"], "range": "1,-1,1", "ops": [], "custom_algorithms": ""}
@@ -329,7 +330,7 @@ def test_listing_skips_named_pipes_instead_of_blocking_on_them(tmp_path):
     os.mkfifo(tmp_path / "result_20250101120000.csv")  # a pipe with a result CSV's name
     (tmp_path / "piped").mkdir()
     os.mkfifo(tmp_path / "piped" / "task.json")
-    code = ("import sys; from accuscope.engine.tasks.task import list_tasks\n"
+    code = ("import sys; from accuscope.engine.tasks.tasklist import list_tasks\n"
             "for s in list_tasks(sys.argv[1]): print(s.name, '|', s.problem)")
     done = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr

@@ -16,8 +16,9 @@ from accuscope.engine.demo import workspace as demo
 from accuscope.engine.demo.ranktree import write_rank_tree
 from accuscope.engine.sources.tensor import SourceError
 from accuscope.engine.tasks import rankrun, storage, taskdoc
-from accuscope.engine.tasks.task import list_tasks, load_task, save_task
+from accuscope.engine.tasks.task import load_task, save_task
 from accuscope.engine.tasks.taskdoc import KEYS, SCHEMA, TASK_JSON, VERSION, TaskDoc, mark_state
+from accuscope.engine.tasks.tasklist import list_tasks
 from accuscope.engine.tasks.taskrun import run_task
 
 ENGINE = Path(taskdoc.__file__).parents[1]

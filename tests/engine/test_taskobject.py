@@ -9,8 +9,9 @@ import pytest
 from accuscope.engine.compare.comparison import CompareSpec
 from accuscope.engine.demo import workspace as demo
 from accuscope.engine.sources.tensor import SourceError
-from accuscope.engine.tasks.task import Task, list_tasks, load_task
+from accuscope.engine.tasks.task import Task, load_task
 from accuscope.engine.tasks.taskdoc import TaskDoc, spec_fields
+from accuscope.engine.tasks.tasklist import list_tasks
 
 MAIN_DEMO_JSON = Path(__file__).parents[1] / "data" / "task-main-demo.json"  # written by accuscope 80ea362's demo
 

@@ -11,7 +11,8 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
 from ..engine.sources.tensor import SourceError
-from ..engine.tasks.task import TASK_JSON, Task, TaskSummary, list_tasks, load_task
+from ..engine.tasks.task import TASK_JSON, Task, load_task
+from ..engine.tasks.tasklist import TaskSummary, list_tasks
 from . import formatting as fmt
 from .dialogs import AskDialog, ConfirmDialog
 from .footer import Footer

@@ -24,8 +24,8 @@ task recorded as running whose process is gone from this host (killed, crashed);
 reading, so the browser shows the truth without anyone having written it. `stale_parts` says which
 files made from an earlier result (advice.json, exports/*) no longer describe the current one.
 
-Listing never raises for a broken folder: it becomes an entry with a problem text. task.json fields
-of the wrong type (taskdoc) and a result.npz whose claims do not hold are one line naming the file.
+task.json fields of the wrong type (taskdoc) and a result.npz whose claims do not hold are one line
+naming the file. The task browser's list of tasks is tasklist.py's.
 """
 from __future__ import annotations
 
@@ -33,7 +33,6 @@ import errno
 import os
 import re
 import shutil
-import time
 import zipfile
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -46,7 +45,7 @@ from accuscope.engine.compare import faults
 from accuscope.engine.compare.lifetime import pid_alive
 from accuscope.engine.compare.results import ResultTable
 from accuscope.engine.compare.thresholds import Thresholds
-from accuscope.engine.sources.inputfile import json_loads, walk
+from accuscope.engine.sources.inputfile import json_loads
 from accuscope.engine.sources.kinds import MSPROBE
 from accuscope.engine.sources.outputfile import fresh_file, ours
 from accuscope.engine.sources.tensor import SourceError
@@ -64,10 +63,9 @@ if TYPE_CHECKING:
 RESULT_NPZ = "result.npz"
 ADVICE_JSON = "advice.json"
 LOCK = ".lock"  # held (flock) by the process running the task
-_CSV_NAME = re.compile(r"result_(\d{14})(?:_\d+)?\.csv$")
+CSV_NAME = re.compile(r"result_(\d{14})(?:_\d+)?\.csv$")
 EXPORTS_DIR, RETEST_DIR = "exports", "retest"  # TASK/exports/{start}--{end}/retest is a task too
 DUMPS_DIR = "dumps"  # TASK/dumps/{time}/{golden,npu}: what `accuscope run` dumped for the task
-_MAX_DEPTH = 4  # how deep list_tasks looks under the root (msit: out/{time}/{shape}/result.csv)
 _DUMP_JSON_LIMIT = 16 << 20  # an `accuscope dump` folder's dump.json (a few KB), not msprobe's (100 MB of data)
 
 
@@ -250,28 +248,6 @@ def copy_task(path: str | os.PathLike, target: str | os.PathLike) -> Path:
     return target
 
 
-@dataclass
-class TaskSummary:
-    """One line of the task browser."""
-
-    path: Path  # the task folder, or the CSV file for kind "csv"
-    kind: str  # "task" or "csv"
-    name: str  # path relative to the listed root
-    when: float  # seconds since the epoch: creation time, else modification time
-    state: str = ""  # one of STATES ("interrupted" derived: recorded running, its process gone)
-    rows: int | None = None
-    failing: int | None = None
-    first_failing_op: str = ""
-    npu: str = ""
-    golden: str = ""
-    error: str = ""  # why the comparison failed (state "failed")
-    problem: str = ""  # why the entry cannot be opened as it is; "" when fine
-    stale: list[str] = field(default_factory=list)  # see stale_parts
-    ranks: int | None = None  # a multi-rank task: how many ranks it holds
-    ranks_lost: int = 0  # ... of which not compared (lost worker, unusable input)
-    coverage_warnings: list[str] = field(default_factory=list)  # the comparison saw too little (TaskDoc)
-
-
 # ---- saving -------------------------------------------------------------------------------------
 def save_task(folder: str | os.PathLike, meta: dict, table: ResultTable, thresholds: Thresholds,
               csv_options: dict | None = None) -> Path | None:
@@ -306,7 +282,7 @@ def save_task(folder: str | os.PathLike, meta: dict, table: ResultTable, thresho
         (folder / TASK_JSON, lambda tmp: taskdoc.write_fresh(tmp, doc)),
     ])
     for old in folder.glob("result_*.csv"):  # the previous generation's CSV, and any a killed save left
-        if old != csv_path and _CSV_NAME.match(old.name):
+        if old != csv_path and CSV_NAME.match(old.name):
             old.unlink(missing_ok=True)
     return csv_path
 
@@ -379,7 +355,7 @@ def load_task(folder: str | os.PathLike, head: int | None = None) -> Task:
         warnings.append(f"thresholds in task.json unusable ({e}); using the defaults")
         thresholds = Thresholds()
     table, total = None, None
-    csv_path = _result_csv(folder, doc.csv)
+    csv_path = result_csv(folder, doc.csv)
     if doc.columnar and "ranks" in doc:  # a multi-rank task of many rows
         table, rank_warnings = load_ranks(folder, doc.ranks, columnar=True)
         warnings += rank_warnings
@@ -569,14 +545,14 @@ def create_task_folder(folder: Path) -> None:
 
 def has_result(folder: Path) -> bool:
     """Whether the folder holds a result (result.npz or a result CSV)."""
-    return (folder / RESULT_NPZ).exists() or _result_csv(folder, None) is not None
+    return (folder / RESULT_NPZ).exists() or result_csv(folder, None) is not None
 
 
-def _result_csv(folder: Path, named: str | None) -> Path | None:
+def result_csv(folder: Path, named: str | None) -> Path | None:
     """The CSV task.json names (`named`), else the newest result_*.csv in the folder."""
     if named and (folder / named).is_file():
         return folder / named
-    found = sorted((p for p in folder.glob("result_*.csv") if _CSV_NAME.match(p.name)),
+    found = sorted((p for p in folder.glob("result_*.csv") if CSV_NAME.match(p.name)),
                    key=lambda p: (p.name[len("result_"):len("result_") + 14], p.stat().st_mtime))
     return found[-1] if found else None
 
@@ -593,92 +569,3 @@ def _read_json(path: Path, default, limit: int | None = None):
         return doc if isinstance(doc, dict) else default
     except (OSError, ValueError):
         return default
-
-
-# ---- listing ------------------------------------------------------------------------------------
-def list_tasks(root: str | os.PathLike) -> list[TaskSummary]:
-    """Task folders and foreign result CSVs under root (a few levels deep), newest first."""
-    root = Path(root)
-    if not root.is_dir():
-        raise SourceError(f"{root}: no such folder")
-    out: list[TaskSummary] = []
-    for folder, dirs, files in _walk(root):
-        if TASK_JSON in files:
-            out.append(_summarize_task(root, folder))
-            out += [_summarize_task(root, t.parent)  # the re-tests of its exports (named by their path)
-                    for t in sorted(folder.glob(f"{EXPORTS_DIR}/*/{RETEST_DIR}/{TASK_JSON}"))]
-            dirs.clear()  # its CSVs and exports belong to it
-            continue
-        out += [s for name in files if name.lower().endswith(".csv")
-                for s in [_summarize_csv(root, folder / name)] if s is not None]
-    return sorted(out, key=lambda s: s.when, reverse=True)
-
-
-def _walk(root: Path):
-    for folder, dirs, files in walk(root, _MAX_DEPTH):
-        folder = Path(folder)
-        depth = len(folder.relative_to(root).parts)
-        dirs[:] = sorted(d for d in dirs if not d.startswith(".")) if depth < _MAX_DEPTH else []
-        yield folder, dirs, files
-
-
-def _summarize_task(root: Path, folder: Path) -> TaskSummary:
-    name = str(folder.relative_to(root)) if folder != root else folder.name
-    summary = TaskSummary(folder, "task", name, _mtime(folder / TASK_JSON))
-    try:
-        doc = read_task_doc(folder)
-    except SourceError as e:
-        summary.problem = str(e).replace(f"{folder / TASK_JSON}: ", f"{TASK_JSON}: ")
-        return summary
-    summary.when = _parse_time(doc.created, summary.when)
-    summary.state = doc.state
-    summary.stale = stale_parts(folder, doc)
-    summary.rows, summary.failing = doc.rows, doc.failing
-    summary.first_failing_op = doc.first_failing_op
-    summary.npu, summary.golden = doc.npu or "", doc.golden or ""
-    summary.error = doc.error
-    summary.coverage_warnings = doc.coverage_warnings
-    if doc.multirank and "ranks" in doc:
-        states = [r.get("state") for r in doc.ranks.values() if isinstance(r, dict)]
-        summary.ranks, summary.ranks_lost = len(states), sum(1 for s in states if s != "done")
-    has_result = ((folder / RESULT_NPZ).exists() or _result_csv(folder, doc.csv) is not None
-                  or doc.columnar)
-    if not has_result and summary.state in ("done", ""):
-        summary.problem = f"no result file ({RESULT_NPZ} or result_*.csv)"
-    return summary
-
-
-def _summarize_csv(root: Path, path: Path) -> TaskSummary | None:
-    """A CSV whose first line is a result header; None for any other CSV (and for what is not a regular
-    file: a named pipe would block the listing for ever)."""
-    if not path.is_file():
-        return None
-    try:
-        with open(path, "rb") as f:
-            first = f.readline(65536).decode("utf-8", "replace")
-    except OSError:
-        return None
-    if "NPUDump" not in first or "TensorIndex" not in first:
-        return None
-    match = _CSV_NAME.match(path.name)
-    when = _mtime(path)
-    if match:
-        when = _parse_time(match.group(1), when)
-    return TaskSummary(path, "csv", str(path.relative_to(root)), when)
-
-
-def _parse_time(text, default: float) -> float:
-    for fmt in ("%Y-%m-%dT%H:%M:%S", "%Y%m%d%H%M%S"):
-        try:
-            return datetime.strptime(str(text)[:19], fmt).timestamp()
-        except ValueError:
-            continue
-    return default
-
-
-def _mtime(path: Path) -> float:
-    try:
-        return path.stat().st_mtime
-    except OSError:
-        return time.time()
-
