@@ -63,6 +63,8 @@ NOT_FOR_NPY = ("onnx", "onnxruntime", "yaml", "google.protobuf", "textual", "ric
                "accuscope.engine.sources.msprobe", "accuscope.engine.sources.mindspore", "accuscope.engine.sources.atb",
                # the task browser's list (a comparison writes a task, never lists them)
                "accuscope.engine.tasks.tasklist",
+               # the readers' protocol: for mypy (sides/registry.py)
+               "accuscope.engine.sources.reader",
                "concurrent.futures", "logging", "socket",
                # plugins only for a run that names their folder; a spelling suggestion only on a misspelling;
                # orjson at the first dump.json read

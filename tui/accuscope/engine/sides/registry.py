@@ -37,13 +37,13 @@ from accuscope.engine.sources import kinds, sniffs
 from accuscope.engine.sources.golden import PT_SUFFIXES, RAW_SUFFIXES, GoldenDump, open_kind
 from accuscope.engine.sources.inputfile import folder_names, not_regular, require_regular, shared_listings
 from accuscope.engine.sources.names import find_runs, parse_dump_name
-from accuscope.engine.sources.reader import Reader
 from accuscope.engine.sources.tensor import SourceError
 
 if TYPE_CHECKING:  # graphs.graph comes with the first model (the model formats' loaders), npudump with the first
     # Ascend dump (`_ascend`)
     from accuscope.engine.graphs.graph import Graph
     from accuscope.engine.sources.npudump import NpuDump
+    from accuscope.engine.sources.reader import Reader  # the protocol, for mypy only
 
     Source = NpuDump | GoldenDump | Graph
 
