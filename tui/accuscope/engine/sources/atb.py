@@ -33,16 +33,15 @@ from accuscope.engine.sources.names import natural_key
 from accuscope.engine.sources.tensor import INPUT, OUTPUT, Payload, Problem, SourceError, Tensor
 
 KIND = kinds.ATB
-HEADER_LIMIT, END = sniffs.ATB_HEADER_LIMIT, sniffs.ATB_END
-sniff = sniffs.atb  # as sides.registry sniffs it, without this module (sources/sniffs.py)
-WHEN = sniffs.ATB_WHEN
+# the sniff and the layout facts it shares with the reader: sources/sniffs.py (the registry sniffs without this module)
+sniff = sniffs.atb
+HEADER_LIMIT, END, WHEN, _TENSOR_FILE = sniffs.ATB_HEADER_LIMIT, sniffs.ATB_END, sniffs.ATB_WHEN, sniffs.ATB_TENSOR_FILE
 DTYPES: dict[int, tuple[np.dtype, str]] = {
     0: (np.dtype("<f4"), "float32"), 1: (np.dtype("<f2"), "float16"), 2: (np.dtype("i1"), "int8"),
     3: (np.dtype("<i4"), "int32"), 9: (np.dtype("<i8"), "int64"), 12: (np.dtype("?"), "bool"),
     27: (np.dtype("<u2"), "bfloat16"),
 }
 BF16 = 27
-_TENSOR_FILE = sniffs.ATB_TENSOR_FILE
 _NUMBERED = re.compile(r"(\d+)_(.+)")
 
 

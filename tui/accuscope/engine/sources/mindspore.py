@@ -30,8 +30,9 @@ from accuscope.engine.sources.npyfile import npy_header
 from accuscope.engine.sources.tensor import INPUT, Payload, Problem, SourceError, Tensor
 
 KIND = kinds.MINDSPORE
+# the sniff and the layout facts it shares with the reader: sources/sniffs.py (the registry sniffs without this module)
+sniff = sniffs.mindspore
 _RANK, _STEP = sniffs.MINDSPORE_RANK, sniffs.MINDSPORE_STEP
-sniff = sniffs.mindspore  # as sides.registry sniffs it, without this module (sources/sniffs.py)
 # format names in file names that are a plain logical order
 _PLAIN = {"DefaultFormat": "ND"}
 PACKED = {"int4": "int4 data are stored packed two values a byte without their logical shape: not decoded"}

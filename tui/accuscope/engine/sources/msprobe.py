@@ -62,12 +62,12 @@ from accuscope.engine.sources.tensor import (
 )
 
 KIND = MSPROBE
+# the sniff and the layout facts it shares with the reader: sources/sniffs.py (the registry sniffs without this module)
+sniff, ranks, is_tensor_folder = sniffs.msprobe, sniffs.msprobe_folders, sniffs.is_msprobe_tensor_folder
 DUMP_JSON, DATA_DIR, SNIFF_BYTES = sniffs.MSPROBE_JSON, sniffs.MSPROBE_DATA, sniffs.MSPROBE_SNIFF_BYTES
+_STEP, _RANK = sniffs.MSPROBE_STEP, sniffs.MSPROBE_RANK
 CONSTRUCT_JSON, STACK_JSON = "construct.json", "stack.json"
 STACK_LIMIT, STACK_LINES = 256 << 20, 64  # stack.json bytes read, lines kept per call
-_STEP, _RANK = sniffs.MSPROBE_STEP, sniffs.MSPROBE_RANK
-# the layout as sides.registry sniffs it, without this module (sources/sniffs.py)
-sniff, ranks, is_tensor_folder = sniffs.msprobe, sniffs.msprobe_folders, sniffs.is_msprobe_tensor_folder
 # {call}.{slot}.{rest}: the call ends at its direction (and a module's counter after it)
 # (a module's weight gradients are a call of their own: {module}.parameters_grad.{n}.{parameter}.pt)
 _DATA_NAME = re.compile(r"(?:(?P<call>.+?\.(?:forward|backward)(?:\.\d+)?)\.(?P<slot>input|output|parameters_grad|parameters)"
