@@ -14,6 +14,7 @@ import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
+from typing import NamedTuple
 
 import numpy as np
 
@@ -33,8 +34,9 @@ class SourceError(ValueError):
     """A whole source (folder, file, model) is unusable; the message names the path and the reason."""
 
 
-@dataclass(frozen=True)
-class Problem:
+# Problem and Payload are NamedTuples (frozen, compared field by field): every command imports this module, a
+# frozen dataclass took 1 ms to make (5M instructions of a compare for these two), and a tuple is quicker to build.
+class Problem(NamedTuple):
     """Something wrong with one file or entry; the rest of the source still loads."""
 
     path: str
@@ -44,8 +46,7 @@ class Problem:
         return f"{self.path}: {self.message}"
 
 
-@dataclass(frozen=True)
-class Payload:
+class Payload(NamedTuple):
     """Where a tensor's storage bytes lie: one contiguous run in a file (for chunked reads)."""
 
     path: str
