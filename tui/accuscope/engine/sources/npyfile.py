@@ -338,9 +338,8 @@ def read_npy_files(paths: Sequence[str]) -> Iterator[NpyFileRead | Exception]:
             try:
                 if err:  # os.open's error names the file, fstat's and pread's do not
                     raise OSError(err, os.strerror(err), path) if call == 0 else OSError(err, os.strerror(err))
-                why = mode_problem(mode)
-                if why:
-                    raise NotRegular(why)
+                if raw is None:  # no regular file: the reader reads none (mode_problem's test, a call a file less)
+                    raise NotRegular(mode_problem(mode))
                 yield read_npy_file(path, keep=True) if _longer_header(raw) else _npy_file_head(raw, size)
             except MEMBER_ERRORS as exc:
                 yield exc
