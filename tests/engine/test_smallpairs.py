@@ -149,7 +149,7 @@ def test_a_comparison_of_small_pairs_makes_the_table_of_the_per_pair_path(tmp_pa
 
 
 def test_the_objects_of_a_row_built_without_setattr_are_the_dataclasses_own():
-    """A row's Tensor (tensor._built), Pair and Job are made by one update of their dict, not the frozen
+    """A row's Tensor (tensor.file_tensor, recorded_tensor), Pair and Job are made without the frozen
     dataclass's __init__: the same fields, defaults, equality, replace(), pickling and frozenness."""
     import dataclasses
     import pickle

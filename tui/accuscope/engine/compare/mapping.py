@@ -260,12 +260,12 @@ class _Mapper:
             if g is not None:
                 return Pair(t, g, df, t.original_op[0], "original_op")
         value = self._value_name(df, t)
-        if value.endswith(QUANTIZED_SUFFIX) and t.io == OUTPUT:  # a QLinear op's output, on its int8 grid
-            g = self.golden.find_tensor(value[:-len(QUANTIZED_SUFFIX)])
-            dequantized = self._dequantized(df, t) if g is not None else None
-            if dequantized is not None and g is not None:
-                return Pair(dequantized, g, df, g.op, "tensor")
-        if value:
+        if value:  # (most tensors of a folder of npy files have none)
+            if value.endswith(QUANTIZED_SUFFIX) and t.io == OUTPUT:  # a QLinear op's output, on its int8 grid
+                g = self.golden.find_tensor(value[:-len(QUANTIZED_SUFFIX)])
+                dequantized = self._dequantized(df, t) if g is not None else None
+                if dequantized is not None and g is not None:
+                    return Pair(dequantized, g, df, g.op, "tensor")
             g = self.golden.find_tensor(value) or self._golden_of_value(value)
             if g is not None:
                 return Pair(t, g, df, g.op, "tensor")

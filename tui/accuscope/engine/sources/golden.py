@@ -12,7 +12,6 @@ import math
 import os
 from collections.abc import Sequence
 from functools import cached_property, partial
-from operator import itemgetter
 
 import numpy as np
 
@@ -51,12 +50,13 @@ class GoldenDump:
         self.kind = kind
         self.problems = problems
         self._versions: dict[_Key, list[Tensor]] = {}
+        versions = self._versions
         several = []
         for t in entries:
             key = (t.op, t.io, t.index)
-            group = self._versions.get(key)
+            group = versions.get(key)
             if group is None:
-                self._versions[key] = [t]
+                versions[key] = [t]
             else:
                 group.append(t)
                 several.append(group)
@@ -193,7 +193,7 @@ def _read_tensor_folder(folder: str, kind: str) -> tuple[list[Tensor], list[Prob
         original = (mapping.get(fname) or mapping.get(tensor_file_stem(fname)) or fname) if mapping else fname
         op, io, index, ts = _name_parts(original, net_inputs)
         named.append((ts or 0, source, op, io, index, ts, original, source.lower().endswith(PT_SUFFIXES)))
-    named.sort(key=itemgetter(0, 1))  # execution order where dated
+    named.sort()  # execution order where dated, then by path (unique: no later field is compared)
     entries = []
     kept = 0
     reads = read_npy_files([n[1] for n in named if not n[7]])
@@ -219,10 +219,10 @@ def _read_tensor_folder(folder: str, kind: str) -> tuple[list[Tensor], list[Prob
 def _name_parts(name: str, net_inputs: set[str]) -> tuple[str, str, int, int | None]:
     """A tensor file's (op, io, index, timestamp) from its name (`golden_name_parts`): a network input
     an `accuscope dump` folder's dump.json names `input_*` is that input's output, not an op's input."""
-    op, io, index, ts = golden_name_parts(name)  # parse_golden_name's fields, without the record
-    if io == "input" and net_inputs and f"input_{op}" in net_inputs:
-        op, io = f"input_{op}", "output"
-    return op, io, index, ts
+    parts = golden_name_parts(name)  # parse_golden_name's fields, without the record
+    if net_inputs and parts[1] == "input" and f"input_{parts[0]}" in net_inputs:
+        return f"input_{parts[0]}", "output", parts[2], parts[3]
+    return parts
 
 
 def _pt_file_tensors(source: str, name: str, net_inputs: set[str], problems: list[Problem], **fields) -> list[Tensor]:
