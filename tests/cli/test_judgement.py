@@ -74,7 +74,7 @@ def surfaces(folder, compare_json: dict | None = None) -> dict[str, tuple]:
     c = task.table.columns
     first_op = c["npu_op"][task.thresholds.evaluate(task.table).first_failing] if listed.failing else ""
     assert listed.first_failing_op == first_op
-    s = summarize(task.table, task.thresholds, task.step)
+    s = summarize(task.table, task.thresholds, task.basis)
     found["task browser / summary line"] = (listed.failing, c["tensor"][s.first_failing] if s.first_failing is not None
                                            else None, s.verdict.outcome)
     report = build_report(task, advise(task, write=False), worst=1)
@@ -114,7 +114,7 @@ def test_demo_tasks_get_one_answer_everywhere(demo_ws, name):
     folder = demo_ws / name
     failing, first, outcome = assert_one_answer(surfaces(folder))
     task = load_task(folder)
-    assert outcome == verdict(task.table, task.thresholds, task.step).outcome
+    assert outcome == verdict(task.table, task.thresholds, task.basis).outcome
     assert failing == int(task.thresholds.evaluate(task.table).fail.sum()) and (first is None) == (failing == 0)
     if name == demo.MAIN.name:
         overlay, _ = task_overlay(folder)

@@ -124,7 +124,8 @@ def test_metric_chart_draws_the_apps_points():
 def test_report_of_the_demo_task_without_advice_has_the_account_as_verdict(demo_ws):
     task = load_task(demo_ws / MAIN.name)
     report = build_report(task, None, worst=0)
-    assert report.verdict.startswith("60/68 rows fail") and report.severity == "error"
+    assert report.verdict.startswith("fail: 1 of 1 network output breaks") and report.severity == "error"
+    assert "60/68 rows fail" in report.account
     assert report.findings == [] and [c.name for c in report.charts] == ["metric"]
     assert CHART_POINTS >= 2 * len(task.table)  # a small network: every row drawn
 

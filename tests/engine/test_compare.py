@@ -137,8 +137,13 @@ def test_cli_compare_writes_a_task_and_flags_failures(case, tmp_path):
     slow = load_task(tmp_path / "slow").table
     for key in ("cos", "red", "kl", "mean_rel", "rel_0.1%"):
         np.testing.assert_allclose(slow.columns[key], task.table.columns[key], rtol=1e-11, err_msg=key)
-    r = accuscope(*args, "--fail-on-error", "--threshold", "cos=0.5")
-    assert r.returncode == 1
+    # the exit code is the verdict's: the planted fault stays local (the output passes), so 0 with rows failing ...
+    r = accuscope(*args[:-1], tmp_path / "local", "--fail-on-error")
+    assert r.returncode == 0 and "verdict ✓ pass" in r.stdout and "first failing: Conv@7Relu@4" in r.stdout, r.stdout
+    # ... and 1 once the output itself breaks a threshold
+    r = accuscope(*args[:-1], tmp_path / "judged", "--fail-on-error", "--threshold", "cos=0.99999999999")
+    assert r.returncode == 1, r.stdout
+    assert load_task(tmp_path / "judged").doc.verdict == "fail" and "verdict ✗ fail" in r.stdout
     r = accuscope(*args, "--threshold", "coss=0.5")
     assert r.returncode == 2 and "did you mean cos" in r.stderr
     r = accuscope(*args[:-1], tmp_path / "t2", "--algorithms", "cos,nope")

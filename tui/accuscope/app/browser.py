@@ -20,6 +20,7 @@ from .formatting import shown
 
 STATE_MARK = {"done": ("✓", "mark-pass"), "running": ("…", "mark-warn"), "cancelled": ("-", "mark-warn"),
               "failed": ("✗", "mark-fail"), "": ("?", "")}  # the app's mark styles (see AccuscopeApp)
+VERDICT_MARK = {"pass": ("✓", "mark-pass"), "fail": ("✗", "mark-fail"), "unknown": ("?", "mark-warn")}
 FIXED_COLUMNS = 36  # cells of the columns beside the two names (when, mark, rows, failing, padding)
 
 
@@ -100,7 +101,9 @@ class BrowserScreen(Screen):
         name_width = max(10, min(max((len(_label(e)) for e in self.entries), default=0), room // 2))
         for e in self.entries:
             mark, style = STATE_MARK.get(e.state, STATE_MARK[""]) if e.kind == "task" else ("csv", "mark-info")
-            if e.state == "done" and e.coverage_warnings:  # never a pass for what was not compared
+            if e.state == "done" and e.verdict in VERDICT_MARK:  # the verdict task.json records (judgement.verdict)
+                mark, style = VERDICT_MARK[e.verdict]
+            elif e.state == "done" and e.coverage_warnings:  # a task of an older accuscope: never a pass unseen
                 mark, style = "!", "mark-warn"
             failing = "" if e.failing is None else f"{e.failing:,}"
             table.add_row(ago(e.when, now), Text(mark, style=styles.get(style, "")),

@@ -9,18 +9,24 @@ from ..engine.compare.thresholds import Thresholds
 from .formatting import shown
 
 if TYPE_CHECKING:
+    from ..engine.compare.judgement import Basis
     from ..engine.diagnose.advice import Advice
+
+
+# the verdict's outcome as the summary line starts (a mark and a word: never colour alone)
+VERDICT_WORDS = {"pass": "[$mark-pass]✓ pass[/]", "fail": "[$mark-fail]✗ fail[/]", "unknown": "[$mark-warn]? unknown[/]"}
 
 
 def summary_lines(table: ResultTable, thresholds: Thresholds, running: bool = False,
                   advice: Advice | None = None, advising: bool = False, warnings: list[str] | None = None,
-                  counting: int | None = None) -> list[str]:
+                  counting: int | None = None, basis: Basis | None = None) -> list[str]:
     """Two lines at most: the advisor's main finding when there is advice, else the first failing
-    row; then counts. `counting`: the table holds the first rows of this many while the rest is read:
-    no count and no verdict yet (the first rows passing says nothing of the rest)."""
+    row; then counts, after the verdict (judgement.verdict under `basis`: the one compare, show, advise
+    and the report give) once the comparison is done. `counting`: the table holds the first rows of this
+    many while the rest is read: no count and no verdict yet (the first rows passing says nothing of the rest)."""
     if counting is not None:
         return [f"[dim]counting: reading {counting:,} rows…[/]"]
-    s = summarize(table, thresholds)
+    s = summarize(table, thresholds, basis)
     if not s.rows:
         return ["[dim]comparing: rows appear as they are computed…[/]" if running else "[dim]no rows[/]"]
     lines = []
@@ -33,10 +39,11 @@ def summary_lines(table: ResultTable, thresholds: Thresholds, running: bool = Fa
                                   else [])
         lines.append(" · ".join(finding_line(f) for f in top) + (f" · [dim]a: {len(advice.findings)} findings[/]"
                                                                   if len(advice.findings) > len(top) else ""))
+    said = "" if running or s.verdict is None else f"{VERDICT_WORDS[s.verdict.outcome]} · "
     if s.first_failing is None:
-        lines.append(f"[$mark-pass]✓[/] {s.counts_text()}" + (" so far" if running else ""))
+        lines.append(f"{said or '[$mark-pass]✓[/] '}{s.counts_text()}" + (" so far" if running else ""))
     else:
-        lines.append(f"[$mark-fail]✗ {s.counts_text()}[/] · first: {shown(s.first_text)}")
+        lines.append(f"{said or '[$mark-fail]✗[/] '}[$mark-fail]{s.counts_text()}[/] · first: {shown(s.first_text)}")
     extra = ["[dim]advisor working…[/]"] if advising else []
     if s.nonfinite:
         extra.append(f"[$mark-fail]{s.nonfinite:,} rows with NaN/inf on the NPU side[/]")

@@ -223,7 +223,8 @@ class TaskScreen(Screen):
         lines = summary_lines(widget.table, widget.thresholds, running=self.running, advice=self.advice,
                               advising=self.advising,
                               warnings=self.opened.doc.coverage_warnings if self.opened else [],
-                              counting=self.opened.total if self.loading else None)
+                              counting=self.opened.total if self.loading else None,
+                              basis=self.opened.basis if self.opened else None)
         self.query_one("#summary", Static).update("\n".join(lines))
         self.update_status()
 

@@ -50,7 +50,7 @@ def advice_json(advice: Advice) -> dict:
     """What `advise --json` prints: advice.json's content, plus the keys compare --json has for the same
     things (verdict, rows, failing, first_failing, coverage), so a script reads either the same way."""
     task = load_task(advice.folder)
-    s = summarize(task.table, task.thresholds, task.step)
+    s = summarize(task.table, task.thresholds, task.basis)
     return {**advice.to_dict(), "verdict": None if advice.primary is None else advice.primary.to_dict(),
             "judgement": judgement_json(task.table, s),
             "rows": s.rows, "failing": s.failing, "first_failing": first_failing_json(task.table, s),

@@ -257,6 +257,23 @@ def first_failing_json(table, summary) -> dict | None:
             "tensor": printable(str(first["tensor"])), "broken": summary.broken}
 
 
+VERDICT_MARKS = {"pass": "[green]✓[/]", "fail": "[bold red]✗[/]", "unknown": "[bold yellow]?[/]"}
+
+
+def verdict_markup(v, table) -> str:
+    """`verdict ✓ pass: ...`: the one verdict (judgement.Verdict.line) as the commands print it."""
+    return f"[bold]verdict[/] {VERDICT_MARKS[v.outcome]} {show(v.line(table.columns['tensor']))}"
+
+
+def verdict_exit(summary, fail_on_error: bool) -> int:
+    """The exit code of a command that judges (compare, show): with --fail-on-error, 1 exactly when the
+    verdict (judgement.verdict: the one every surface reads) is not a pass, "unknown" included; 0
+    otherwise. Coverage notes are said beside the verdict and never change it."""
+    from ..exitcode import ExitCode
+    v = summary.verdict if summary is not None else None
+    return ExitCode.FINDINGS if fail_on_error and (v is None or v.outcome != "pass") else ExitCode.OK
+
+
 def judgement_json(table, summary) -> dict:
     """The verdict of the judgement (engine/compare/judgement.py) as every JSON output gives it: the
     same answer as advise's verdict, the task screen, the browser and the report."""

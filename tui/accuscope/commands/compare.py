@@ -10,6 +10,7 @@ from pathlib import Path
 
 from ..engine.compare import comparison as engine
 from ..engine.compare.inputs import build_spec, inputs
+from ..engine.compare.judgement import Basis
 from ..engine.compare.metrics import compiled_kernel
 from ..engine.compare.pair import DEVICE_ONLY
 from ..engine.compare.summary import summarize
@@ -19,7 +20,17 @@ from ..engine.sources.inputfile import shared_listings
 from ..engine.sources.tensor import SourceError
 from ..engine.tasks.taskrun import RunResult, ranked, run_comparison
 from ..exitcode import ExitCode
-from .common import add_inputs, add_source_options, err, first_failing_json, judgement_json, out, show
+from .common import (
+    add_inputs,
+    add_source_options,
+    err,
+    first_failing_json,
+    judgement_json,
+    out,
+    show,
+    verdict_exit,
+    verdict_markup,
+)
 
 
 def register(p) -> None:
@@ -163,10 +174,11 @@ def _compare_one_and_report(spec: engine.CompareSpec, args, one_source: bool) ->
     if table is None:
         say("\ncancelled: the previous result in the task folder, if any, is untouched")
         return ExitCode.INTERRUPTED
-    summary = summarize(table, spec.thresholds, plan.coverage.step)
+    summary = summarize(table, spec.thresholds, plan.coverage.basis)
     own = f" ({summary.device_only:,} the conversion's own ops)" if summary.device_only else ""
     say(f"rows {len(table):,} · failing {summary.failing:,} · not compared {summary.not_compared:,}{own} · "
               f"problems {len(plan.problems)} · open {show(args.out)}", soft_wrap=True)  # a path never broken
+    say(verdict_markup(summary.verdict, table), soft_wrap=True)
     if summary.judged:
         say(show(summary.judged), soft_wrap=True)
     if summary.first_failing is not None:
@@ -212,7 +224,7 @@ def _compare_one_and_report(spec: engine.CompareSpec, args, one_source: bool) ->
     if args.json:
         sys.stdout.write(json.dumps(result_json(args.out, plan, summary, table, advice), indent=1,
                                     ensure_ascii=False) + "\n")
-    return ExitCode.FINDINGS if args.fail_on_error and (summary.failing or warnings) else ExitCode.OK
+    return verdict_exit(summary, args.fail_on_error)
 
 
 def _progress_bar():
@@ -292,10 +304,10 @@ def compare_ranks_and_report(spec: engine.CompareSpec, args, one_source: bool = 
         say(f"[bold yellow]⚠ warning:[/] {not_done} ranks not compared: re-run the same command to compare them "
             "(finished ranks are kept)", soft_wrap=True)
     advice = _advise_if_asked(args)
+    sides = next((r["sides"] for r in done if r.get("sides")), {})
+    summary = summarize(run.table, spec.thresholds, Basis.from_coverage(run.coverage)) \
+        if run.table is not None else None
     if args.json:
-        sides = next((r["sides"] for r in done if r.get("sides")), {})
-        summary = summarize(run.table, spec.thresholds, sides.get("npu") == "msprobe") \
-            if run.table is not None else None
         sys.stdout.write(json.dumps({
             "task": str(args.out), "sides": sides, "rows": run.rows, "failing": run.failing,
             "first_failing": first_failing_json(run.table, summary) if summary is not None else None,
@@ -303,4 +315,6 @@ def compare_ranks_and_report(spec: engine.CompareSpec, args, one_source: bool = 
             "lost": run.lost, "resumed": run.resumed, "problems": run.problems, "ranks": run.results,
             **_advice_json(advice)},
             indent=1, ensure_ascii=False) + "\n")
-    return ExitCode.FINDINGS if args.fail_on_error and (run.failing or not_done) else ExitCode.OK
+    if summary is None:  # a columnar task (too large for one table): judged on its failing count
+        return ExitCode.FINDINGS if args.fail_on_error and (run.failing or not_done) else ExitCode.OK
+    return verdict_exit(summary, args.fail_on_error)

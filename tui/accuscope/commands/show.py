@@ -16,8 +16,7 @@ from ..engine.sources.names import markdown_text, printable
 from ..engine.sources.tensor import SourceError
 from ..engine.tasks.csvio import formula_cells, write_rows
 from ..engine.tasks.task import load_task, unwritable
-from ..exitcode import ExitCode
-from .common import err, first_failing_json, judgement_json, out, show
+from .common import err, first_failing_json, judgement_json, out, show, verdict_exit
 
 IDENTITY = ("index", "npu_op", "type", "tensor", "golden_op")
 DEFAULT_COLUMNS = (*IDENTITY, *BRIEF, "fail", "reason")
@@ -65,7 +64,7 @@ def run(args) -> int:
     unknown = [c for c in columns if c not in table.columns]
     if unknown:
         raise SourceError(f"--columns: no column {', '.join(unknown)} in {args.task}; columns: {', '.join(known)}")
-    s = summarize(table, task.thresholds, task.step)
+    s = summarize(table, task.thresholds, task.basis)
     rows = np.flatnonzero(task.thresholds.evaluate(table).fail) if args.failing else np.arange(len(table))
     warnings = task.doc.coverage_warnings
     if args.format == "xlsx":
@@ -75,7 +74,7 @@ def run(args) -> int:
             raise unwritable(e, args.out) or SourceError(f"{args.out}: cannot write: {e.strerror or e}") from None
         out.print(f"wrote {show(args.out)}: {len(rows):,} rows ({s.failing:,} failing) on "
                   f"{len(sheets)} sheet{'s' if len(sheets) > 1 else ''}", soft_wrap=True)
-        return ExitCode.FINDINGS if args.fail_on_error and (s.failing or warnings) else ExitCode.OK
+        return verdict_exit(s, args.fail_on_error)
     data = [[_cell(table.columns[c][i]) for c in columns] for i in rows]
     if args.format == "json":
         doc = {"task": str(task.folder), "state": task.doc.state, "rows": s.rows,
@@ -99,9 +98,7 @@ def run(args) -> int:
             return "" if v is None else (f"{v:.6g}" if isinstance(v, float) else markdown_text(v))
         sys.stdout.write("| " + " | ".join(map(md, columns)) + " |\n|" + "---|" * len(columns) + "\n")
         sys.stdout.writelines("| " + " | ".join(md(v) for v in row) + " |\n" for row in data)
-    if args.fail_on_error and (s.failing or warnings):
-        return ExitCode.FINDINGS
-    return ExitCode.OK
+    return verdict_exit(s, args.fail_on_error)
 
 
 def _statistics_only(table) -> bool:

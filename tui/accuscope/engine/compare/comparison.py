@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, cast
 
 from accuscope.engine.compare import faults, gcpause, statistics
 from accuscope.engine.compare.columns import ALGORITHMS, CSV_OF, KEY_OF
+from accuscope.engine.compare.judgement import Basis
 from accuscope.engine.compare.lifetime import die_with_parent, end_pool, process_context
 from accuscope.engine.compare.mapping import FEW, map_tensors
 from accuscope.engine.compare.metrics import compiled_kernel
@@ -104,6 +105,8 @@ class Coverage:
     step: bool = False  # the sides are the calls of a training / inference step (msprobe): no network output
     repaired: list[Repair] = field(default_factory=list)  # pairs by identity re-paired by their values (repair.py)
     misshapen: list[str] = field(default_factory=list)  # tensors merged from shards without the other side's shape
+    unread: list[str] = field(default_factory=list)  # rows left unjudged by an input: `tensor: why` (never a pass)
+    unread_count: int = 0  # all of them (unread keeps the first 1000)
 
     @property
     def warnings(self) -> list[str]:
@@ -125,6 +128,14 @@ class Coverage:
             return []
         return [f"{len(self.unreachable):,} tensors inside If/Loop bodies could not be dumped, so were not compared "
                 f"(first: {self.unreachable[0]})"]
+
+    def unread_are(self, found: list[str]) -> None:
+        self.unread, self.unread_count = found[:1000], len(found)
+
+    @property
+    def basis(self) -> Basis:
+        """What the verdict rests on besides the table (judgement.Basis), as task.json will say it."""
+        return Basis.from_coverage(self.to_meta())
 
     def line(self, ops: int) -> str:
         """`paired 64 of 64 NPU tensors (30 ops) · used 30 of 37 golden tensors · network outputs ...`"""
@@ -160,7 +171,8 @@ class Coverage:
                    [str(u) for u in doc.get("unreachable") or []],
                    [(str(u[0]), str(u[1])) for u in doc.get("golden_unused") or [] if isinstance(u, list) and len(u) == 2],
                    doc.get("step") is True,
-                   [Repair.from_meta(r) for r in doc.get("repaired") or [] if isinstance(r, dict)])
+                   [Repair.from_meta(r) for r in doc.get("repaired") or [] if isinstance(r, dict)],
+                   unread=[str(u) for u in doc.get("unread") or []], unread_count=count("unread_count"))
 
     def to_meta(self) -> dict:
         return {"npu_paired": self.npu_paired, "npu_total": self.npu_total, "golden_used": self.golden_used,
@@ -168,7 +180,8 @@ class Coverage:
                 "outputs_total": self.outputs_total, "npu_only": self.npu_only,
                 "unreachable": self.unreachable[:1000], "warnings": self.warnings, "notes": self.notes,
                 "golden_unused": [list(u) for u in self.golden_unused[:1000]], **({"step": True} if self.step else {}),
-                "repaired": [r.to_meta() for r in self.repaired]}
+                "repaired": [r.to_meta() for r in self.repaired],
+                **({"unread": self.unread, "unread_count": self.unread_count} if self.unread_count else {})}
 
 
 @dataclass
@@ -188,6 +201,23 @@ class Plan:
     @property
     def total_bytes(self) -> int:
         return sum(p.npu.nbytes + p.golden.nbytes for p in self.pairs if p.golden is not None)
+
+
+TPU_OUTPUT_CAST = "_f32"  # tpu-mlir's name for an output cast to float32: {output}_f32
+
+
+def _unread(pairs: list[Pair], misshapen: list[str]) -> list[str]:
+    """The rows an input left unjudged, `tensor: why`: a tensor of either side that could not be read
+    (truncated, corrupt: its problem), a shard merged without the other side's shape. Not the calls a
+    parallel run's merge leaves unmerged by its rules (statistics.MERGED: per-rank bookkeeping, said
+    on their rows): they hold no value of the whole run to judge."""
+    found = []
+    for p in pairs:
+        if p.npu.problem and not p.npu.problem.startswith(statistics.MERGED):
+            found.append(f"{p.npu.name}: {p.npu.problem}")
+        elif p.golden is not None and p.golden.problem and not p.golden.problem.startswith(statistics.MERGED):
+            found.append(f"{p.npu.name}: golden {p.golden.problem}")
+    return found + [f"{name}: merged from shards without the other side's shape" for name in misshapen]
 
 
 def open_sides(spec: CompareSpec) -> tuple[Side, Side, Graph | None]:
@@ -266,6 +296,7 @@ def plan(spec: CompareSpec) -> Plan:
                         _unused_golden(reference, used, npu, npu_graph), npu.kind == kinds.MSPROBE,
                         misshapen=[p.npu.name for p in pairs if spec.shards and p.golden is not None
                                    and statistics.shape_mismatch(p.npu, p.golden, data=False)])
+    coverage.unread_are(_unread(pairs, coverage.misshapen))
     if not used:
         raise SourceError(_nothing_paired(spec, npu, golden, mapping, scope))
     problems = list(npu.problems) + list(golden.problems) + problems
@@ -442,8 +473,28 @@ def _last_op(npu: Side) -> Callable[[Pair], bool]:
         # files named without the dump's timestamp ({op}.{k}.{timestamp}.npy) stand in name order: the last
         # name is no output (a verdict on it would be a guess; the model, --model, says which are)
         return lambda p: False
+    if npu.kind == kinds.TPU_MLIR_NPZ:
+        names = _tpu_outputs([f.op_name for f in npu.ops])
+        return lambda p: p.npu.io == OUTPUT and p.op.op_name in names
     last = npu.ops[-1].op_name if npu.ops else None
     return lambda p: p.npu.io == OUTPUT and p.op.op_name == last
+
+
+def _tpu_outputs(names: list[str]) -> set[str]:
+    """The network outputs of a tpu-mlir npz (its ops' names in execution order): the last op, and where
+    tpu-mlir ends the network with output casts (`{output}_f32`: model_deploy casts each output to
+    float32 unless --quant_output) the outputs those trailing casts cast, in their place: a cast has no
+    counterpart in the top or ONNX outputs (it is the conversion's own op), the output it casts has."""
+    if not names:
+        return set()
+    known, found = set(names), {names[-1]}
+    for name in reversed(names):
+        base = name[:-len(TPU_OUTPUT_CAST)] if name.endswith(TPU_OUTPUT_CAST) else ""
+        if not base or base not in known:
+            break
+        found.discard(name)
+        found.add(base)
+    return found
 
 
 @lru_cache(maxsize=4096)

@@ -27,8 +27,20 @@ The rules, in order:
   earliest beyond its expected error when the third side says some are;
 - the verdict is on the network outputs (the `is_output` rows that are not device-only and were
   compared): fail when one fails, pass when all pass, unknown when none was compared; a training
-  step (msprobe) has no network output: it is judged on every compared row. With a third side the
-  verdict names its cause: "precision" when every failing output is expected, else "implementation".
+  step (msprobe) has no network output: it is judged on every compared row; judged as tpu-mlir's
+  npz_tool (`--tolerance`), on every compared tensor, as npz_tool itself passes a comparison only when
+  no tensor it compares is NOT_SIMILAR. With a third side the verdict names its cause: "precision"
+  when every failing output is expected, else "implementation";
+- a pass needs every input read: a side's tensor that could not be read (truncated, corrupt) or a
+  shard merged without the other side's shape leaves a row unjudged, so such a run is "unknown",
+  never "pass" (`Basis.unread`); coverage notes (golden tensors unused, outputs fused away) never
+  change the verdict: they are said beside it.
+
+The verdict is the one value every surface reads: compare's summary and `--json`, the exit code
+under `--fail-on-error` (1 exactly when the verdict is not "pass"), advise's first finding, the
+report, the app's summary line and the overlay. `Basis` is what the verdict needs beyond the table
+and the thresholds, read from the comparison's coverage (compare) or task.json's copy of it (every
+other surface), so that all of them give the same answer.
 """
 from __future__ import annotations
 
@@ -84,7 +96,7 @@ class Verdict:
     """The verdict on the network outputs, or on a training step's calls."""
 
     outcome: str  # "pass", "fail" or "unknown"
-    scope: str  # "outputs" or "step"
+    scope: str  # "outputs", "step" (a training step's calls) or "tensors" (every compared tensor, as npz_tool)
     judged: tuple[int, ...]  # the rows the verdict is on (outputs compared; a step's compared rows)
     failing: tuple[int, ...]  # those of them that fail
     worst: int | None  # the failing row that decides (NaN/inf first, then the largest error), else None
@@ -92,6 +104,41 @@ class Verdict:
     outputs: int = 0  # output rows found (compared or not)
     cause: str = ""  # with a third side (--expected): "precision" (every failing output within its expected
     # error) or "implementation"; "" without one or when nothing fails
+
+    def line(self, tensor_names=None) -> str:
+        """The verdict in one line, as every surface states it: `pass: 2 network outputs meet the thresholds`,
+        `fail: 1 of 2 network outputs breaks the thresholds (worst: out:output:0)`, `unknown: why`.
+        `tensor_names`: the table's tensor column, to name the worst row."""
+        if self.outcome == "unknown":
+            return f"unknown: {self.why}"
+        what = {"outputs": "network output", "step": "compared tensor of the step",
+                "tensors": "compared tensor"}[self.scope]
+        n = len(self.judged)
+        if self.outcome == "pass":
+            return f"pass: {'all ' if n > 1 else ''}{n:,} {what}{'s' * (n != 1)} meet{'s' * (n == 1)} the thresholds"
+        worst = f" (worst: {tensor_names[self.worst]})" if tensor_names is not None and self.worst is not None else ""
+        return (f"fail: {len(self.failing):,} of {n:,} {what}{'s' * (n != 1)} break{'s' * (len(self.failing) == 1)} "
+                f"the thresholds{worst}")
+
+
+@dataclass(frozen=True)
+class Basis:
+    """What the verdict rests on beyond the table and the thresholds: whether the rows are a training
+    step's calls (no network output) and what could not be read (a pass cannot cover it). Made from
+    the comparison's coverage (`from_coverage`: its task.json form), so every surface judges alike."""
+
+    step: bool = False
+    unread: int = 0  # inputs that left rows unjudged: unreadable tensors, shards merged without the other's shape
+    first_unread: str = ""  # the first of them, as its problem says it
+
+    @classmethod
+    def from_coverage(cls, meta: dict | None) -> Basis:
+        """From Coverage.to_meta() (task.json's `coverage`); {} or None: a run that said nothing."""
+        meta = meta or {}
+        unread = [str(u) for u in (meta.get("unread") or []) if u]
+        count = meta.get("unread_count")
+        return cls(meta.get("step") is True, count if isinstance(count, int) and count >= len(unread) else len(unread),
+                   unread[0] if unread else "")
 
 
 def judge(table: ResultTable, thresholds: Thresholds) -> RowState:
@@ -199,26 +246,39 @@ def badness(table: ResultTable, r: int) -> float:
     return max(0.0 if np.isnan(cos) else 1.0 - float(cos), 0.0 if np.isnan(red) else float(red))
 
 
-def verdict(table: ResultTable, thresholds: Thresholds, step: bool = False) -> Verdict:
-    """The verdict on the outputs (or, `step`, on a training step's calls); cached per table version,
-    thresholds and scope."""
-    key = ("verdict", step, tuple((t.key, t.op, t.value) for t in thresholds.items))
-    return table.derived(key, lambda: _verdict(table, thresholds.evaluate(table), step))
+def verdict(table: ResultTable, thresholds: Thresholds, basis: Basis | None = None) -> Verdict:
+    """The verdict (see the module's docstring): on the outputs, a training step's calls (`basis.step`)
+    or every compared tensor (tpu-mlir's ladder); "unknown" instead of a pass where `basis` says an
+    input could not be read. Cached per table version, thresholds and basis."""
+    basis = basis or Basis()
+    key = ("verdict", basis, tuple((t.key, t.op, t.value) for t in thresholds.items))
+    return table.derived(key, lambda: _unread(_verdict(table, thresholds.evaluate(table), basis.step,
+                                                       thresholds.ladder), basis))
 
 
-def _verdict(table: ResultTable, state: RowState, step: bool) -> Verdict:
+def _unread(v: Verdict, basis: Basis) -> Verdict:
+    """A pass turned "unknown" when an input could not be read: the rows it left unjudged may fail."""
+    if v.outcome != "pass" or not basis.unread:
+        return v
+    return Verdict("unknown", v.scope, v.judged, v.failing, None,
+                   f"{basis.unread:,} input{'s' * (basis.unread != 1)} could not be read, so their rows were not "
+                   f"judged (first: {basis.first_unread}); everything that was judged passes", v.outputs)
+
+
+def _verdict(table: ResultTable, state: RowState, step: bool, every: bool) -> Verdict:
     c = table.columns
     done = compared(table) | state.nonfinite
-    if step:
-        calls = np.flatnonzero(done)
+    if step or every:
+        scope = "step" if step else "tensors"
+        calls = np.flatnonzero(done & ~state.exempt) if every and not step else np.flatnonzero(done)
         if not len(calls):
-            return Verdict("unknown", "step", (), (), None, "no row holds a statistic, a checksum or a metric")
+            return Verdict("unknown", scope, (), (), None, "no row holds a statistic, a checksum or a metric")
         failing_rows = np.flatnonzero(state.fail & done)
         first = state.first_failing if state.first_failing is not None and done[state.first_failing] else \
             (int(failing_rows[0]) if len(failing_rows) else None)
         cause = "" if not len(failing_rows) or "excess" not in table.present else \
             ("precision" if state.expected[failing_rows].all() else "implementation")
-        return Verdict("fail" if len(failing_rows) else "pass", "step", tuple(calls.tolist()),
+        return Verdict("fail" if len(failing_rows) else "pass", scope, tuple(calls.tolist()),
                        tuple(failing_rows.tolist()), first, cause=cause)
     outputs = np.flatnonzero(c["is_output"] & ~c["is_npu_only"])
     judged = [int(r) for r in outputs if done[r]]

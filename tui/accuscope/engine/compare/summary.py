@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from accuscope.engine.compare.columns import TPU_VERDICTS
-from accuscope.engine.compare.judgement import Verdict, verdict
+from accuscope.engine.compare.judgement import Basis, Verdict, verdict
 from accuscope.engine.compare.results import ResultTable
 from accuscope.engine.compare.thresholds import Thresholds
 
@@ -34,9 +34,9 @@ class Summary:
         return f"{self.failing:,}/{self.rows:,} rows fail"
 
 
-def summarize(table: ResultTable, thresholds: Thresholds, step: bool = False) -> Summary:
+def summarize(table: ResultTable, thresholds: Thresholds, basis: Basis | None = None) -> Summary:
     """The account of `table` under `thresholds` (not its `fail` column, which may be from others);
-    `step`: the table holds a training step's calls (msprobe), judged on all of them."""
+    `basis`: what the verdict rests on besides them (a step's calls, inputs not read: judgement.Basis)."""
     n = len(table)
     state = thresholds.evaluate(table)
     failing = np.flatnonzero(state.fail)
@@ -50,7 +50,7 @@ def summarize(table: ResultTable, thresholds: Thresholds, step: bool = False) ->
         c = table.columns
         kind = c["type"][first] or c["npu_op"][first]  # an msprobe API call belongs to no module: its name
         text = f"#{c['index'][first]} {kind}: {', '.join(broken)} · {c['npu_op'][first]}"
-    v = verdict(table, thresholds, step)
+    v = verdict(table, thresholds, basis)
     judged = " · ".join(filter(None, [judged_text(state, thresholds), expected_text(table, state, v)]))
     return Summary(n, len(failing), not_compared, nonfinite, first, broken, text, judged, v, device_only)
 

@@ -75,7 +75,7 @@ def build_report(task: Task, advice: Advice | None, worst: int = WORST, metric: 
     """The report of a loaded task with its advice (None: without findings). Opens the dumps of
     the `worst` ops for their error curves; an op whose dumps cannot be read gets a note instead."""
     table, thresholds = task.result
-    s = summarize(table, thresholds, task.step)
+    s = summarize(table, thresholds, task.basis)
     account = s.counts_text() + (f" · first: {s.first_text}" if s.first_text else "") + \
         (f" · {s.judged}" if s.judged else "")  # tpu-mlir's ladder, the precision's own noise
     primary = advice.primary if advice is not None else None
@@ -83,7 +83,8 @@ def build_report(task: Task, advice: Advice | None, worst: int = WORST, metric: 
         verdict, severity = primary.title, primary.severity
     else:
         outcome = s.verdict.outcome if s.verdict is not None else "unknown"
-        verdict, severity = account, {"fail": "error", "unknown": "warning"}.get(outcome, "ok")
+        verdict, severity = (s.verdict.line(table.columns["tensor"]) if s.verdict is not None else account,
+                             {"fail": "error", "unknown": "warning"}.get(outcome, "ok"))
     cov = task.doc.coverage if "coverage" in task.doc else None
     coverage = Coverage.from_meta(cov).line(len(set(table.columns["npu_op"]))) if cov is not None else \
         "not recorded (a result read from a CSV)"

@@ -29,6 +29,7 @@ from accuscope.engine.compare.multirank import LOST, RankResult
 from accuscope.engine.compare.results import ResultTable
 from accuscope.engine.progress import OnProgress, Progress
 from accuscope.engine.sources import ranks as rank_mod
+from accuscope.engine.sources.kinds import MSPROBE
 from accuscope.engine.sources.outputfile import atomic_path, not_a_link
 from accuscope.engine.sources.tensor import SourceError
 from accuscope.engine.tasks import taskdoc
@@ -52,6 +53,7 @@ class RanksRun:
     failing: int = 0
     cancelled: bool = False
     where: str = ""
+    coverage: dict = field(default_factory=dict)  # task.json's coverage of the whole run (its basis: judgement.Basis)
 
     @property
     def lost(self) -> list[str]:
@@ -79,7 +81,9 @@ def _record(result: RankResult) -> dict:
             "rel": result.rank.rel, "rows": len(t) if t is not None else 0,
             "failing": int(t.columns["fail"].sum()) if t is not None else 0, "worker": result.worker,
             "seconds": round(result.seconds, 3), "error": result.error, "problems": result.problems[:100],
-            "coverage_warnings": (result.coverage or {}).get("warnings", []), "sides": result.sides}
+            "coverage_warnings": (result.coverage or {}).get("warnings", []), "sides": result.sides,
+            "unread": (result.coverage or {}).get("unread", [])[:100],
+            "unread_count": (result.coverage or {}).get("unread_count", 0)}
 
 
 def run_ranks(spec: engine.CompareSpec, folder: str | os.PathLike, cluster: str | None = None,
@@ -188,11 +192,15 @@ def _finish(folder: Path, spec: engine.CompareSpec, run: RanksRun, fields: dict)
     run.rows = sum(r["rows"] for r in records.values())
     run.failing = sum(r["failing"] for r in records.values())
     lost = [f"{r['rel']}: {r['state']}: {r['error']}" for r in records.values() if r["state"] != "done"]
+    unread = lost + [f"{r['rel']}: {u}" for r in records.values() for u in r.get("unread") or []]
+    sides = _sides(records)
+    run.coverage = {"warnings": [f"{len(lost)} of {len(records)} ranks not compared (task.json `ranks`)"] if lost else [],
+                    **({"step": True} if sides["npu"] == MSPROBE else {}),
+                    **({"unread": unread[:1000], "unread_count": len(lost) + sum(
+                        r.get("unread_count") or 0 for r in records.values())} if unread else {})}
     meta = {**fields, "tool": f"accuscope {__version__}", "created": datetime.now().isoformat(timespec="seconds"),
             "problems": run.problems + lost + [p for r in records.values() for p in r.get("problems", [])][:1000],
-            "state": "done", "error": "", "ranks": records, "sides": _sides(records),
-            "coverage": {"warnings": [f"{len(lost)} of {len(records)} ranks not compared (task.json `ranks`)"]
-                         if lost else []}}
+            "state": "done", "error": "", "ranks": records, "sides": sides, "coverage": run.coverage}
     held, run.held = run.held, {}
     written = write_result(folder, meta, Ranks(records, held), spec.thresholds, {"golden_is_npy": True})
     run.problems += written.warnings

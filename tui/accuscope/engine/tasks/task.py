@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING
 
 from accuscope import __version__
 from accuscope.engine.compare import faults
+from accuscope.engine.compare.judgement import Basis, verdict
 from accuscope.engine.compare.lifetime import pid_alive
 from accuscope.engine.compare.results import ResultTable
 from accuscope.engine.compare.thresholds import Thresholds
@@ -116,6 +117,11 @@ class Task:
     def step(self) -> bool:
         """The task compared a training step's calls (msprobe): judged on every call, it has no outputs."""
         return self.doc.is_step
+
+    @property
+    def basis(self) -> Basis:
+        """What the verdict rests on besides the table (judgement.Basis), from task.json's coverage."""
+        return Basis.from_coverage(self.doc.coverage)
 
     def path(self, key: str) -> Path | None:
         """A path task.json records (npu, golden, model ...), found where the task now is."""
@@ -216,9 +222,9 @@ class Task:
         if self.table is None or (self.csv is None and not len(self.table)):
             self.mark(state, thresholds=thresholds.to_dict())
             return
-        judged = thresholds.apply(self.table)
+        thresholds.apply(self.table)
         if self.doc.columnar:  # its column files stay: loading applies the thresholds
-            self.mark(state, thresholds=thresholds.to_dict(), **_counts(self.table, judged))
+            self.mark(state, thresholds=thresholds.to_dict(), **_counts(self.table, thresholds, self.doc.coverage))
             return
         self.csv = save_task(self.folder, {"state": state, "error": self.doc.error}, self.table, thresholds,
                              self.doc.csv_options)
@@ -264,7 +270,7 @@ def save_task(folder: str | os.PathLike, meta: dict, table: ResultTable, thresho
     folder.mkdir(parents=True, exist_ok=True)
     _remove_dead_partials(folder)
     csv_options = dict(csv_options or {})
-    judged = thresholds.apply(table)
+    thresholds.apply(table)
     now = datetime.now()
     csv_path = _new_csv_path(folder, now) if storage(len(table)) is Storage.CSV else None
     generation = f"{now:%Y%m%d%H%M%S}-{os.urandom(4).hex()}"
@@ -275,7 +281,7 @@ def save_task(folder: str | os.PathLike, meta: dict, table: ResultTable, thresho
     doc = doc.with_fields(tool_version=__version__, saved=now.isoformat(timespec="seconds"), generation=generation,
                           state=meta.get("state", "done"), error=meta.get("error", ""),
                           thresholds=thresholds.to_dict(), csv=csv_path and csv_path.name, csv_options=csv_options,
-                          custom_columns=list(table.custom), **_counts(table, judged))
+                          custom_columns=list(table.custom), **_counts(table, thresholds, doc.coverage))
     _replace_together([
         *([(csv_path, lambda tmp: write_result_csv(table, tmp, **csv_options))] if csv_path else []),
         (folder / RESULT_NPZ, lambda tmp: write_npz(table, tmp, {"csv": doc.csv, "generation": generation})),
@@ -287,12 +293,16 @@ def save_task(folder: str | os.PathLike, meta: dict, table: ResultTable, thresho
     return csv_path
 
 
-def _counts(table: ResultTable, state) -> dict:
-    """task.json's counts from the judgement (judgement.RowState): failing rows, the first in execution order."""
+def _counts(table: ResultTable, thresholds: Thresholds, coverage: dict | None) -> dict:
+    """task.json's counts and verdict from the judgement (judgement.RowState, judgement.verdict under the
+    coverage's Basis): failing rows, the first in execution order, the verdict and its line (the browser's)."""
+    state = thresholds.evaluate(table)
     first = state.first_failing
+    v = verdict(table, thresholds, Basis.from_coverage(coverage))
     return {"rows": len(table), "failing": int(state.fail.sum()),
             "first_failing_op": table.columns["npu_op"][first] if first is not None else "",
-            "first_failing_index": int(table.columns["index"][first]) if first is not None else -1}
+            "first_failing_index": int(table.columns["index"][first]) if first is not None else -1,
+            "verdict": v.outcome, "verdict_line": v.line(table.columns["tensor"])}
 
 
 def _new_csv_path(folder: Path, now: datetime) -> Path:
@@ -388,7 +398,8 @@ def load_task(folder: str | os.PathLike, head: int | None = None) -> Task:
 def _csv_task(path: Path) -> Task:
     table, warnings = read_result_csv(path)
     thresholds = Thresholds()
-    doc = TaskDoc({"state": "done", "csv": path.name, "foreign": True, **_counts(table, thresholds.apply(table))})
+    thresholds.apply(table)
+    doc = TaskDoc({"state": "done", "csv": path.name, "foreign": True, **_counts(table, thresholds, None)})
     return Task(path.parent, doc, table, thresholds, path, warnings)
 
 

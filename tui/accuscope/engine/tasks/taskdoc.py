@@ -152,6 +152,8 @@ class TaskDoc:
     failing: Key[int | None] = Key(int, None, "failing rows")
     first_failing_op = Key(str, "", "the first failing row's op in execution order")
     first_failing_index = Key(int, -1, "its row index (-1: none fails)")
+    verdict = Key(str, "", "judgement.verdict's outcome under these thresholds: pass, fail or unknown (\"\": before it)")
+    verdict_line = Key(str, "", "the verdict in one line, as every surface states it (Verdict.line)")
     problems: Key[list] = Key(list, [], "what could not be read or paired, one line each")
     sides: Key[dict] = Key(dict, {}, "the kind of source on each side: {npu: KIND, golden: KIND}")
     coverage: Key[dict] = Key(dict, {}, "comparison.Coverage.to_meta(): how much of each side was compared")

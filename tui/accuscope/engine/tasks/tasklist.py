@@ -49,6 +49,7 @@ class TaskSummary:
     ranks: int | None = None  # a multi-rank task: how many ranks it holds
     ranks_lost: int = 0  # ... of which not compared (lost worker, unusable input)
     coverage_warnings: list[str] = field(default_factory=list)  # the comparison saw too little (TaskDoc)
+    verdict: str = ""  # judgement.verdict's outcome as task.json records it ("" from an older accuscope)
 
 
 def list_tasks(root: str | os.PathLike) -> list[TaskSummary]:
@@ -93,6 +94,7 @@ def _summarize_task(root: Path, folder: Path) -> TaskSummary:
     summary.npu, summary.golden = doc.npu or "", doc.golden or ""
     summary.error = doc.error
     summary.coverage_warnings = doc.coverage_warnings
+    summary.verdict = doc.verdict
     if doc.multirank and "ranks" in doc:
         states = [r.get("state") for r in doc.ranks.values() if isinstance(r, dict)]
         summary.ranks, summary.ranks_lost = len(states), sum(1 for s in states if s != "done")

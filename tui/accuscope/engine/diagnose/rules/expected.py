@@ -20,7 +20,7 @@ def beyond_expected(run: Context) -> list[Finding]:
     if r is None:
         return []
     c = run.c
-    v = judgement.verdict(run.table, run.thresholds, run.task.step)
+    v = judgement.verdict(run.table, run.thresholds, run.task.basis)
     own = max(1.0 - c["cos"][r] if not math.isnan(c["cos"][r]) else 0.0, c["red"][r] if not math.isnan(c["red"][r]) else 0.0)
     severity = {"implementation": "error", "precision": "warning"}.get(v.cause, "info")
     after = {"implementation": " The outputs err beyond the precision's own too: start here.",

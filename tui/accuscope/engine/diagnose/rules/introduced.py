@@ -57,7 +57,7 @@ def introduced(run: Context) -> list[Finding]:
     # with a third side, ops beyond the precision's own noise first, unless the outputs' error is the
     # precision's own: then the ops it breaks explain the outputs (those beyond it are hidden there, and the
     # verdict names them)
-    if "excess" in run.table.present and judgement.verdict(run.table, run.thresholds, run.task.step).cause != "precision":
+    if "excess" in run.table.present and judgement.verdict(run.table, run.thresholds, run.task.basis).cause != "precision":
         ranked.sort(key=lambda o: _branch(run, o)[0] == "precision")
     if ranked:
         o = ranked[0]
@@ -192,7 +192,7 @@ def _reach_of(run: Context, chosen: list[OpOrigin]) -> None:
 
 def _output_error(run: Context) -> float:
     """1 - cos of the worst judged network output (0 when none has a cos)."""
-    v = judgement.verdict(run.table, run.thresholds)
+    v = judgement.verdict(run.table, run.thresholds, run.task.basis)
     coses = [float(run.c["cos"][r]) for r in v.judged if not math.isnan(run.c["cos"][r])]
     return 1.0 - min(coses) if coses else 0.0
 

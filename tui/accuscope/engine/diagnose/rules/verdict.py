@@ -26,11 +26,15 @@ def verdict(run: Context) -> list[Finding]:
 
 def _model_verdict(run: Context) -> Finding:
     c = run.c
-    v = judgement.verdict(run.table, run.thresholds)
+    v = judgement.verdict(run.table, run.thresholds, run.task.basis)
     if v.outcome == "unknown":
-        return finding(run, VERDICT, "warning", None, "verdict unknown: the network outputs were not compared",
+        title = ("verdict unknown: an input could not be read" if run.task.basis.unread and v.judged else
+                 "verdict unknown: the network outputs were not compared")
+        return finding(run, VERDICT, "warning", None, title,
                         f"The model cannot be judged: {v.why}. No row below is a verdict on the model.",
                         {"outputs": v.outputs})
+    if v.scope == "tensors":
+        return _tensors_verdict(run, v)
     measured = list(v.judged)
     ev = {"outputs": len(measured), "output_cos": [c["cos"][r] for r in measured],
           "output_red": [c["red"][r] for r in measured]}
@@ -55,6 +59,27 @@ def _model_verdict(run: Context) -> Finding:
                     + noise, ev)
 
 
+def _tensors_verdict(run: Context, v) -> Finding:
+    """Judged as tpu-mlir's npz_tool (--tolerance): the comparison passes only when no tensor it
+    compares is NOT_SIMILAR, as npz_tool's own PASSED / FAILED says."""
+    tol = run.thresholds.tolerance_text()
+    ev = {"compared": len(v.judged), "failing": len(v.failing), "tolerance": tol}
+    if v.outcome == "pass":
+        run.outcome = "pass"
+        return finding(run, VERDICT, "info", None, f"passes as npz_tool compare --tolerance {tol} judges: all "
+                        f"{len(v.judged):,} compared tensors are similar",
+                        "tpu-mlir's npz_tool passes a comparison when no tensor it compares is NOT_SIMILAR; none "
+                        "is. Deviations of single ops below are local.", ev)
+    run.outcome = "fail"
+    r = v.worst
+    assert r is not None  # a failing verdict names a row
+    return finding(run, VERDICT, "error", r, f"fails as npz_tool compare --tolerance {tol} judges: "
+                    f"{len(v.failing):,} of {len(v.judged):,} tensors NOT_SIMILAR",
+                    f"tpu-mlir's npz_tool fails a comparison when any tensor it compares is NOT_SIMILAR; the first "
+                    f"is {run.c['tensor'][r]} ({_broken_text(run, r)}). The findings below say which op made the "
+                    "error, most harmful first.", ev)
+
+
 def _cause_text(run: Context, v, r: int, ev: dict) -> str:
     """With a third side (--expected): which branch of the three-sided procedure the failing outputs
     take, said on the verdict (the cause also in its evidence)."""
@@ -77,7 +102,7 @@ def _step_verdict(run: Context) -> Finding:
     """msprobe dumps hold the calls of a training or inference step, not a model whose outputs decide:
     a call that diverges need not reach the step's last call (a gradient, a rank's shard), so the step
     is judged on every tensor compared, and passes only when none fails."""
-    v = judgement.verdict(run.table, run.thresholds, step=True)  # the same answer every surface gives
+    v = judgement.verdict(run.table, run.thresholds, run.task.basis)  # the same answer every surface gives
     compared = len(v.judged)
     skipped = run.n - compared
     if v.outcome == "unknown":
