@@ -8,6 +8,7 @@ import onnx
 
 from accuscope.engine.compare.comparison import CompareSpec, execute, plan
 from accuscope.engine.compare.repair import similarity
+from accuscope.engine.compare.thresholds import Thresholds
 
 TS = 1700000000000000
 
@@ -61,3 +62,28 @@ def test_similarity_is_the_metrics_cosine_and_euclidean_similarity():
     assert abs(cos - 1) < 1e-12 and abs(euclid - (1 - norm / (1.5 * norm + 1e-7))) < 1e-12
     assert all(v != v for v in similarity(x, np.zeros(8, np.float32)))  # a side all zero: undefined
     assert all(v != v for v in similarity(np.where(x > 4, np.nan, x), x))  # NaN: undefined
+
+
+def test_a_fold_that_only_the_users_thresholds_see_is_re_paired(tmp_path):
+    """A bias small enough that the identity pair agrees by cosine and euclidean similarity (AGREE) but
+    breaks the threshold the verdict judges by (red 0.005): the value check uses the verdict's own rules,
+    so the row is re-paired to the fused chain's output (which passes them) rather than failed."""
+    x = np.random.default_rng(0).standard_normal(64).astype(np.float32)
+    folded = x * 2 + 0.01  # the NPU's `scale` holds scale + a small bias: the Add was folded into it
+    golden = {"scale": x * 2, "bias": folded.copy()}
+    for side, tensors in (("npu", {"scale": folded}), ("golden", golden)):
+        (tmp_path / side).mkdir()
+        for k, (op, arr) in enumerate(tensors.items()):
+            np.save(tmp_path / side / f"{op}.0.{TS + k}.npy", arr)
+    scale_bias(tmp_path / "m.onnx")
+    cos, euclid = similarity(folded, golden["scale"])
+    red = float(np.linalg.norm(folded - golden["scale"]) / np.linalg.norm(golden["scale"]))
+    assert cos > 0.99 and euclid > 0.99 and 0.005 < red < 0.05  # only the user's red=0.005 sees it
+    thresholds = Thresholds()
+    thresholds.set("red", 0.005)
+    for spec_thresholds, paired in ((Thresholds(), "scale"), (thresholds, "bias")):
+        p = plan(CompareSpec(str(tmp_path / "npu"), str(tmp_path / "golden"), golden_model=str(tmp_path / "m.onnx"),
+                             thresholds=spec_thresholds))
+        table = execute(p, workers=1)
+        assert table.columns["golden_op"][0] == paired
+        assert not table.columns["fail"].any()

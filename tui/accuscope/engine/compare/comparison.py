@@ -24,12 +24,12 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import KW_ONLY, dataclass, field, replace
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import TYPE_CHECKING, cast
 
 from accuscope.engine.compare import faults, gcpause, statistics
 from accuscope.engine.compare.columns import ALGORITHMS, CSV_OF, KEY_OF
-from accuscope.engine.compare.judgement import Basis
+from accuscope.engine.compare.judgement import Basis, cells_broken
 from accuscope.engine.compare.lifetime import die_with_parent, end_pool, process_context
 from accuscope.engine.compare.mapping import FEW, map_tensors
 from accuscope.engine.compare.metrics import compiled_kernel
@@ -574,9 +574,10 @@ def _execute(plan: Plan, progress: OnProgress | None, cancel: threading.Event | 
             faults.point("compare")
     if cancel is not None and cancel.is_set():
         return None
-    if any(map(suspect, plan.pairs, computed)):  # repair.py and its records only then (7M instructions of start-up)
+    broken = partial(cells_broken, plan.spec.thresholds)  # the verdict's own rules, the user's thresholds
+    if any(suspect(p, c, broken) for p, c in zip(plan.pairs, computed)):  # repair.py only then (7M instructions)
         from accuscope.engine.compare.repair import recheck
-        repairs = recheck(plan, computed)
+        repairs = recheck(plan, computed, broken)
         if plan.coverage is not None and repairs:
             plan.coverage.repaired_after(plan, repairs)
     third: dict[int, dict] = {}

@@ -299,12 +299,25 @@ def _verdict(table: ResultTable, state: RowState, step: bool, every: bool) -> Ve
 def pair_broken(thresholds: Thresholds, metrics) -> list[str]:
     """What one pair's metrics (metrics.PairMetrics, outside any table: a re-test) break, by the same
     rules as a table's rows: the thresholds, the NaN/inf rule, and nothing when it is only noise."""
-    values = {t.key: metrics.values.get(t.key, np.nan) for t in thresholds.items}
-    keys = [t.key for t in thresholds.items if bool(t.broken(np.array([values[t.key]], dtype=np.float64))[0])]
-    nonfinite = metrics.npu_nonfinite > max(metrics.golden_nonfinite, 0)
-    if nonfinite:
+    return values_broken(thresholds, metrics.values, metrics.npu_nonfinite, metrics.golden_nonfinite)
+
+
+def cells_broken(thresholds: Thresholds, cells: dict) -> list[str]:
+    """What one row's computed cells (a comparison's, before its table exists: the value check of a pair
+    by identity, compare/repair.py) break, by the same rules as pair_broken."""
+    values = {k: v for k, v in cells.items() if isinstance(v, float)}
+    return values_broken(thresholds, values, int(cells.get("npu_nonfinite", 0) or 0),
+                         int(cells.get("golden_nonfinite", 0) or 0))
+
+
+def values_broken(thresholds: Thresholds, values: dict, npu_nonfinite: int, golden_nonfinite: int) -> list[str]:
+    """The thresholds one pair's metric values break, then npu_nonfinite for the NaN/inf rule; none when
+    it breaks only noise-prone metrics while the tensor as a whole agrees (the table's rules, one pair)."""
+    keys = [t.key for t in thresholds.items
+            if bool(t.broken(np.array([values.get(t.key, np.nan)], dtype=np.float64))[0])]
+    if npu_nonfinite > max(golden_nonfinite, 0):
         return keys + ["npu_nonfinite"]
-    if keys and set(keys) <= NOISY and _agrees(thresholds, np.array([metrics.values.get("red", np.nan)]),
-                                                 np.array([metrics.values.get("cos", np.nan)]))[0]:
+    if keys and set(keys) <= NOISY and _agrees(thresholds, np.array([values.get("red", np.nan)]),
+                                                 np.array([values.get("cos", np.nan)]))[0]:
         return []
     return keys

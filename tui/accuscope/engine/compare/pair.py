@@ -2,6 +2,7 @@
 mapping.py and crossmap.py's rules make and the comparison reads."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -40,11 +41,15 @@ AGREE = 0.99  # a pair agrees at this cosine (msit's and tpu-mlir's default)
 IDENTITY_RULES = ("tensor", "name", "original_op", "fusion")  # the mapping's rules a value check may overrule
 
 
-def suspect(pair: Pair, cells: dict) -> bool:
+def suspect(pair: Pair, cells: dict, broken: Callable[[dict], list[str]] | None = None) -> bool:
     """A pair by identity whose computed cells disagree: below AGREE in cosine, or in euclidean
-    similarity (a folded bias or scale leaves the cosine high and moves the values). compare/repair.py
-    re-checks these; the comparison imports it only where there is one (all agree: no import)."""
+    similarity (a folded bias or scale leaves the cosine high and moves the values), or breaking the
+    thresholds the verdict judges by (`broken`: judgement.cells_broken under them; a bias-add folded into
+    a Conv gives cos 0.9917 and euclid_sim 0.867 against the tensor before the Add: tpu-mlir's 0.99,0.90
+    fails it). compare/repair.py re-checks these; the comparison imports it only where there is one."""
     if pair.golden is None or pair.how not in IDENTITY_RULES:
         return False
     cos, euclid = cells.get("cos"), cells.get("euclid_sim")
-    return isinstance(cos, float) and cos == cos and (cos < AGREE or (isinstance(euclid, float) and euclid < AGREE))
+    if not (isinstance(cos, float) and cos == cos):
+        return False
+    return cos < AGREE or (isinstance(euclid, float) and euclid < AGREE) or (broken is not None and bool(broken(cells)))

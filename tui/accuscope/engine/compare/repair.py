@@ -23,6 +23,7 @@ is listed with both cosines (`Repair`, the coverage's `repaired`). Never a silen
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -200,10 +201,11 @@ class Rechecker:
         return out
 
 
-def recheck(plan, cells: list[dict]) -> list[Repair]:
+def recheck(plan, cells: list[dict], broken: Callable[[dict], list[str]] | None = None) -> list[Repair]:
     """Re-pair the plan's disagreeing pairs where a fused chain's golden tensor agrees; `cells` are
-    the computed cells per row (changed in place for re-paired rows, as are plan.pairs and plan.rows)."""
-    suspects = [i for i, p in enumerate(plan.pairs) if suspect(p, cells[i])]
+    the computed cells per row (changed in place for re-paired rows, as are plan.pairs and plan.rows);
+    `broken`: what a row's cells break under the thresholds the verdict judges by (judgement.cells_broken)."""
+    suspects = [i for i, p in enumerate(plan.pairs) if suspect(p, cells[i], broken)]
     if not suspects:
         return []
     npu_graph = plan.npu.graph if plan.npu.graph is not None else (
@@ -232,8 +234,15 @@ def recheck(plan, cells: list[dict]) -> list[Repair]:
                 continue
             if value == value and (best is None or (value, euclid) > (best_cos, best_euclid)):
                 best, best_cos, best_euclid = c, value, euclid
-        if best is None or not _better(cells[i], best_cos, best_euclid):
+        if best is None:
             continue
+        if not _better(cells[i], best_cos, best_euclid):
+            # by the verdict's own thresholds: the identity pair breaks them, the candidate (every metric) does not
+            if broken is None or best_cos < cells[i]["cos"] or not broken(cells[i]):
+                continue
+            candidate = run_job(Job(i, pair.npu, best.tensor, tuple(plan.metrics)))[1]
+            if broken(candidate):
+                continue
         was_cos = cells[i]["cos"]
         anchor = checker._type_of(pair.golden)
         rule = f"fused: {', '.join(best.chain)} folded into {anchor}"
