@@ -16,9 +16,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from support.cli import accuscope
 
 from accuscope.engine.tasks.task import load_task
+from support.cli import accuscope
 
 TPU = Path(__file__).resolve().parents[1] / "fixtures" / "tpumlir"
 COMPARES = json.loads((TPU / "npz_tool.json").read_text())["compares"]

@@ -192,6 +192,15 @@ def test_without_a_framework_model_the_weaker_method_still_finds_both_faults(dem
         advise(task, framework_model=tmp_path / "broken.onnx")
 
 
+def test_mindstudio_rule_reads_the_verdict_not_the_outputs_cosine(tmp_path):
+    """An output at cos 0.995 whose red (0.3) breaks msit's 0.05: the verdict fails, and MindStudio's rule
+    says the output fails with it, never "local deviations only; the network output passes" below it."""
+    a = advise(table_task(tmp_path / "red", 0.995, 0.3))
+    assert a.primary.rule == "verdict" and a.primary.severity == "error" and "the model fails" in a.primary.title
+    assert a.verdict.rule == "ms.output_fails"
+    assert not a.by_rule("ms.local_deviation")
+
+
 def test_mindstudio_verdicts_on_a_table_alone(tmp_path):
     a = advise(table_task(tmp_path / "fails", 0.9, 0.4))
     assert a.verdict.rule == "ms.output_fails" and a.verdict.op == "conv1" and a.verdict.row == 2
@@ -200,7 +209,10 @@ def test_mindstudio_verdicts_on_a_table_alone(tmp_path):
     a = advise(table_task(tmp_path / "local", 0.999, 0.01))
     assert a.verdict.rule == "ms.local_deviation" and a.verdict.row == 2 and a.verdict.severity == "warning"
     a = advise(table_task(tmp_path / "unknown-output", 0.9, 0.4, is_output=False))
-    assert a.verdict.rule == "ms.output_fails" and "last compared row" in a.verdict.text
+    # no output is known, so the verdict is unknown: MindStudio's rule says the deviations' effect is unknown,
+    # never "the output fails" from a row it took for the output itself
+    assert a.primary.rule == "verdict" and a.primary.severity == "warning"
+    assert a.verdict.rule == "ms.local_deviation" and "unknown" in a.verdict.title
     a = advise(table_task(tmp_path / "pass", 0.9999, 0.001, mid=(0.9999, 0.001)))
     assert a.verdict.rule == "ms.all_pass" and a.verdict.row is None and not a.ops and a.findings[1:] == [a.verdict]
     assert a.primary.rule == "verdict" and a.primary.severity == "info" and "the model passes" in a.primary.title

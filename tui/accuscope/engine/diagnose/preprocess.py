@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from accuscope.engine.compare.judgement import WHOLE_LIMITS
+
 # (title, what to do) per step id; affine steps get their title from the fitted numbers
 STEPS = {
     "channels": ("channel order reversed (RGB vs BGR)",
@@ -182,7 +184,8 @@ def _name_affine(a: np.ndarray, b: np.ndarray, y: np.ndarray) -> tuple[str, dict
     return "affine", details
 
 
-def diagnose(npu: np.ndarray, golden: np.ndarray, cos_min: float = 0.99, red_max: float = 0.05) -> Diagnosis | None:
+def diagnose(npu: np.ndarray, golden: np.ndarray, cos_min: float = WHOLE_LIMITS["cos"],
+             red_max: float = WHOLE_LIMITS["red"]) -> Diagnosis | None:
     """The preprocessing difference that makes the NPU input agree with the golden one.
 
     Both arrays are network inputs (NCHW, NHWC, CHW or HWC; any numeric dtype). Returns the

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from accuscope.engine.compare.columns import COMPUTED_FLOATS
+from accuscope.engine.compare.judgement import WHOLE_LIMITS
 from accuscope.engine.diagnose.advice import Finding, OpOrigin, jsonable
 from accuscope.engine.graphs.optypes import INPUT_TYPES, walk_back
 from accuscope.engine.progress import OnProgress, Reporter
@@ -66,10 +67,10 @@ class Context:
             self.ops.setdefault(op, []).append(i)
         self.state = self.thresholds.evaluate(self.table)  # the rows as the op table and the CSV see them
         self.fail, self.exempt, self.nonfinite = self.state.fail, self.state.exempt, self.state.nonfinite
-        t = self.thresholds.get("cos")
-        self.cos_min = t.value if t is not None and t.op == "<" else 0.99
+        t = self.thresholds.get("cos")  # the user's limits, else the judgement's whole-tensor ones (msit's)
+        self.cos_min = t.value if t is not None and t.op == "<" else WHOLE_LIMITS["cos"]
         t = self.thresholds.get("red")
-        self.red_max = t.value if t is not None and t.op == ">" else 0.05
+        self.red_max = t.value if t is not None and t.op == ">" else WHOLE_LIMITS["red"]
         self.outcome = "unknown"  # the verdict on the network outputs: "pass", "fail" or "unknown"
         self.fw_path: Path | None = None  # the framework (reference) model the re-runs use
         self.fw_found: Path | None = None  # the framework model found or given, whether or not it was read

@@ -10,6 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from accuscope.engine.compare import judgement
 from accuscope.engine.compare.pairjob import tensor_chunks
 from accuscope.engine.diagnose.advice import MS_RULES, Finding
 from accuscope.engine.diagnose.rules.context import Context, finding, is_msprobe
@@ -118,28 +119,27 @@ def mindstudio(run: Context) -> list[Finding]:
                          "wrong, look at the post-processing of the model outputs (decoding, thresholds, label "
                          f"order).{extra}", {"rows_with_cos": int(has_cos.sum()), "rows_failing": others})]
     first = int(np.argmax(below))
-    outputs = np.flatnonzero(c["is_output"])
-    note = ""
-    if not len(outputs):
-        with_cos = np.flatnonzero(has_cos)
-        outputs = with_cos[-1:]
-        note = " (no output op is known: the last compared row stands for the output)"
-    failing_out = [int(o) for o in outputs if below[o]]
-    ev = {"cos": c["cos"][first], "rows_below": int(below.sum()), "output_rows": [int(o) for o in outputs],
-          "output_cos": [c["cos"][o] for o in outputs]}
-    if failing_out:
-        o = failing_out[0]
+    # whether the outputs fail is the verdict's to say (run.outcome, written by the verdict rule under every
+    # threshold the user gave), never this rule's reading of the output's cosine alone
+    v = judgement.verdict(run.table, run.thresholds, run.task.basis)
+    ev = {"cos": c["cos"][first], "rows_below": int(below.sum()), "output_rows": list(v.judged),
+          "output_cos": [c["cos"][o] for o in v.judged]}
+    if run.outcome == "fail":
+        o = v.worst if v.worst is not None else first
         return [finding(run, OUTPUT_FAILS, "error", first,
                          f"the network output fails; the first deviation is at {c['npu_op'][first]}",
-                         f"The output {c['tensor'][o]} has cos {c['cos'][o]:.4f}{note}. Start at the first row below "
-                         f"{thr:g}: quantization is the usual cause, so calibrate that op or keep it in higher "
+                         f"The verdict fails on {c['tensor'][o]} (cos {c['cos'][o]:.4f}). Start at the first row "
+                         f"below {thr:g}: quantization is the usual cause, so calibrate that op or keep it in higher "
                          "precision; the origin column tells which failing ops made their error.", ev)]
-    return [finding(run, LOCAL_DEVIATION, "warning", first,
-                     f"local deviations only; the network output passes{note}",
-                     f"Some tensors are below {thr:g} (first: {c['tensor'][first]}) but the output meets the "
-                     "thresholds. This is typical of the device compiler's internal optimizations; act only if the "
-                     "application's result is wrong.", ev)]
+    if run.outcome == "pass":
+        return [finding(run, LOCAL_DEVIATION, "warning", first, "local deviations only; the network output passes",
+                         f"Some tensors are below {thr:g} (first: {c['tensor'][first]}) but the verdict passes on "
+                         "the outputs. This is typical of the device compiler's internal optimizations; act only if "
+                         "the application's result is wrong.", ev)]
+    return [finding(run, LOCAL_DEVIATION, "warning", first, f"tensors below cos {thr:g}; their effect is unknown",
+                     f"Some tensors are below {thr:g} (first: {c['tensor'][first]}); whether they reach the network "
+                     f"output is unknown ({v.why}).", ev)]
 
 
-RULE = Rule("mindstudio", mindstudio, reads=("overflow", "net_inputs", "table", "state", "thresholds", "task"),
+RULE = Rule("mindstudio", mindstudio, reads=("overflow", "net_inputs", "table", "state", "thresholds", "task", "outcome"),
             makes=MS_RULES)  # first match wins: one finding of the five

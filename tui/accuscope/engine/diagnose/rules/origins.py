@@ -12,8 +12,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-import numpy as np
-
+from accuscope.engine.compare.judgement import values_broken
 from accuscope.engine.compare.pair import DEVICE_ONLY, golden_ops
 from accuscope.engine.diagnose.advice import OpOrigin, load_advice
 from accuscope.engine.diagnose.rules.context import Context, f4
@@ -153,13 +152,11 @@ def _rerun_origin(run: Context, op: str, iso) -> OpOrigin | None:
     if not usable:
         return None
     broken: list[str] = []
-    for o in usable:
-        for t in run.thresholds.items:
-            v = o.get(t.key)
-            if isinstance(v, (int, float)) and t.broken(np.array([float(v)]))[0] and t.key not in broken:
-                broken.append(t.key)
-        if o.get("npu_nonfinite", 0) > o.get("rerun_nonfinite", 0) and "npu_nonfinite" not in broken:
-            broken.append("npu_nonfinite")
+    for o in usable:  # the verdict's own rules (judgement.values_broken: noise included), the re-run as golden
+        values = {k: float(v) for k, v in o.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+        for key in values_broken(run.thresholds, values, int(o.get("npu_nonfinite", 0)), int(o.get("rerun_nonfinite", 0))):
+            if key not in broken:
+                broken.append(key)
     coses = [o["cos"] for o in usable if isinstance(o.get("cos"), (int, float))]
     cos = min(coses) if coses else None
     gcos = [o["golden_cos"] for o in usable if isinstance(o.get("golden_cos"), (int, float))]
