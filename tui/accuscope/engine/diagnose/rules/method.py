@@ -2,9 +2,12 @@
 would make them re-runs."""
 from __future__ import annotations
 
+import os
+
 from accuscope.engine.diagnose.advice import Finding
-from accuscope.engine.diagnose.rules.context import Context
+from accuscope.engine.diagnose.rules.context import Context, is_msprobe
 from accuscope.engine.diagnose.rules.rule import Rule
+from accuscope.engine.sources import kinds
 
 METHOD = "method"
 
@@ -12,6 +15,8 @@ METHOD = "method"
 def method_note(run: Context) -> list[Finding]:
     if run.method != "input-output" or not run.origins:
         return []
+    if is_msprobe(run):
+        return [_msprobe_next_step(run)]
     fw_path = run.fw_found
     why = ("the dumps could not be opened" if run.fw is not None else
            "the framework model could not be read" if fw_path else "no framework ONNX model was found")
@@ -23,4 +28,20 @@ def method_note(run: Context) -> list[Finding]:
                     evidence={"framework_model": str(fw_path) if fw_path else None})]
 
 
-RULE = Rule(METHOD, method_note, reads=("method", "origins", "fw"))
+def _msprobe_next_step(run: Context) -> Finding:
+    """A training step's calls have no ONNX model to re-run: msprobe's own pre-check re-runs an API on
+    its dumped inputs against a CPU reference (run_ut), so that is the step after this one."""
+    framework = "mindspore" if run.task.doc.sides.get("golden") == kinds.MINDSPORE or \
+        run.task.doc.sides.get("npu") == kinds.MINDSPORE else "pytorch"
+    npu = run.task.doc.npu or "."
+    dump = os.path.join(npu, "dump.json") if os.path.isfile(os.path.join(npu, "dump.json")) else \
+        os.path.join(npu, "stepN", "rankM", "dump.json")
+    return Finding(METHOD, "info", "origins judged by each call's inputs and outputs",
+                   "A call is blamed when its output error is much larger than its inputs' (a training step's "
+                   "dump has no model accuscope re-runs). To re-run a failing API on the dumped inputs against "
+                   f"a CPU reference, use msprobe's own pre-check: `msprobe -f {framework} run_ut -api_info "
+                   f"{dump}` (with the dump in tensor mode, level L1).",
+                   evidence={"framework": framework})
+
+
+RULE = Rule(METHOD, method_note, reads=("method", "origins", "fw", "task"))
