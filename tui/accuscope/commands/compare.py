@@ -281,6 +281,8 @@ def compare_ranks_and_report(spec: engine.CompareSpec, args, one_source: bool = 
         if r.table is not None:
             failing = int(r.table.columns["fail"].sum())
             say(f"  {show(r.rank.label)}: {len(r.table):,} rows, {failing:,} failing{where} ({r.seconds:.1f} s)")
+            for note in (r.coverage or {}).get("notes", []):  # pairing across implementations: what it could not map
+                say(f"    note: {show(note)}", soft_wrap=True)
         else:
             say(f"  [red]✗[/] {show(r.rank.label)}: {r.state}: {show(r.error)}", soft_wrap=True)
 
@@ -303,10 +305,12 @@ def compare_ranks_and_report(spec: engine.CompareSpec, args, one_source: bool = 
     if not_done:
         say(f"[bold yellow]⚠ warning:[/] {not_done} ranks not compared: re-run the same command to compare them "
             "(finished ranks are kept)", soft_wrap=True)
-    advice = _advise_if_asked(args)
     sides = next((r["sides"] for r in done if r.get("sides")), {})
     summary = summarize(run.table, spec.thresholds, Basis.from_coverage(run.coverage)) \
         if run.table is not None else None
+    if summary is not None:
+        say(verdict_markup(summary.verdict, run.table), soft_wrap=True)
+    advice = _advise_if_asked(args)
     if args.json:
         sys.stdout.write(json.dumps({
             "task": str(args.out), "sides": sides, "rows": run.rows, "failing": run.failing,

@@ -107,6 +107,7 @@ class Coverage:
     misshapen: list[str] = field(default_factory=list)  # tensors merged from shards without the other side's shape
     unread: list[str] = field(default_factory=list)  # rows left unjudged by an input: `tensor: why` (never a pass)
     unread_count: int = 0  # all of them (unread keeps the first 1000)
+    pairing: list[str] = field(default_factory=list)  # what pairing across implementations says (crossmap.describe)
 
     @property
     def warnings(self) -> list[str]:
@@ -123,11 +124,13 @@ class Coverage:
 
     @property
     def notes(self) -> list[str]:
-        """What was not compared for a known reason (not a warning on its own)."""
-        if not self.unreachable:
-            return []
-        return [f"{len(self.unreachable):,} tensors inside If/Loop bodies could not be dumped, so were not compared "
-                f"(first: {self.unreachable[0]})"]
+        """What was not compared for a known reason, and how pairing across implementations went (each
+        rule's count, the APIs a table cannot map: what to put in a mapping file); never a warning on its own."""
+        found = list(self.pairing)
+        if self.unreachable:
+            found.append(f"{len(self.unreachable):,} tensors inside If/Loop bodies could not be dumped, so were not "
+                         f"compared (first: {self.unreachable[0]})")
+        return found
 
     def unread_are(self, found: list[str]) -> None:
         self.unread, self.unread_count = found[:1000], len(found)
@@ -172,7 +175,8 @@ class Coverage:
                    [(str(u[0]), str(u[1])) for u in doc.get("golden_unused") or [] if isinstance(u, list) and len(u) == 2],
                    doc.get("step") is True,
                    [Repair.from_meta(r) for r in doc.get("repaired") or [] if isinstance(r, dict)],
-                   unread=[str(u) for u in doc.get("unread") or []], unread_count=count("unread_count"))
+                   unread=[str(u) for u in doc.get("unread") or []], unread_count=count("unread_count"),
+                   pairing=[str(u) for u in doc.get("pairing") or []])
 
     def to_meta(self) -> dict:
         return {"npu_paired": self.npu_paired, "npu_total": self.npu_total, "golden_used": self.golden_used,
@@ -181,7 +185,8 @@ class Coverage:
                 "unreachable": self.unreachable[:1000], "warnings": self.warnings, "notes": self.notes,
                 "golden_unused": [list(u) for u in self.golden_unused[:1000]], **({"step": True} if self.step else {}),
                 "repaired": [r.to_meta() for r in self.repaired],
-                **({"unread": self.unread, "unread_count": self.unread_count} if self.unread_count else {})}
+                **({"unread": self.unread, "unread_count": self.unread_count} if self.unread_count else {}),
+                **({"pairing": self.pairing} if self.pairing else {})}
 
 
 @dataclass
@@ -197,6 +202,7 @@ class Plan:
     problems: list[Problem]
     unmatched_golden: list[Tensor]
     coverage: Coverage | None = None
+    across: bool = False  # the sides are two frameworks' (MindSpore against PyTorch: crossmap.framework)
 
     @property
     def total_bytes(self) -> int:
@@ -255,10 +261,9 @@ def plan(spec: CompareSpec) -> Plan:
     npu_graph = npu.graph if npu.graph is not None else (graph if graph is not None and graph.is_device else None)
     found, problems = _discover(spec.custom_dir) if spec.custom_dir else ([], [])
     metrics, chosen_plugins = _algorithms(spec.algorithms, found)
-    user_map, cross = None, None
+    user_map, cross, pairing = None, None, []
     if spec.mapping or spec.match == "structure" or npu.kind == golden.kind == kinds.MSPROBE:
-        user_map, cross, cross_problems = _cross_pairs(spec, npu, golden)
-        problems = problems + cross_problems
+        user_map, cross, pairing = _cross_pairs(spec, npu, golden)
     mapping = map_tensors(npu, golden, npu_graph=npu_graph, golden_graph=golden.graph, user_map=user_map, cross=cross)
     seq = _sequence_ids(npu, npu_graph)
     keep = _selection(spec, npu, seq)
@@ -297,25 +302,28 @@ def plan(spec: CompareSpec) -> Plan:
                         misshapen=[p.npu.name for p in pairs if spec.shards and p.golden is not None
                                    and statistics.shape_mismatch(p.npu, p.golden, data=False)])
     coverage.unread_are(_unread(pairs, coverage.misshapen))
+    coverage.pairing = pairing
     if not used:
         raise SourceError(_nothing_paired(spec, npu, golden, mapping, scope))
     problems = list(npu.problems) + list(golden.problems) + problems
     for side in (npu, golden):
         if side.graph_note:
             problems.append(Problem(side.path, side.graph_note))
+    across = cross is not None and cross.frameworks[0] != cross.frameworks[1] and "" not in cross.frameworks
     return Plan(spec, npu, golden, graph or npu_graph or golden.graph, pairs, rows, metrics, chosen_plugins,
-                problems, mapping.unmatched_golden, coverage)
+                problems, mapping.unmatched_golden, coverage, across)
 
 
 def _cross_pairs(spec: CompareSpec, npu: Side, golden: Side):
-    """(user's name map, crossmap's pairs, problems): what a mapping file, msprobe's rules or --match
-    structure say; crossmap (and the API table) is imported only for those inputs."""
+    """(user's name map, crossmap's pairs, what the pairing says): what a mapping file, msprobe's rules or
+    --match structure say (each rule's count, the APIs the table cannot map: coverage notes, not problems);
+    crossmap (and the API table) is imported only for those inputs."""
     from accuscope.engine.compare import crossmap
     mapping_file = crossmap.load(spec.mapping) if spec.mapping else None
     user_map = mapping_file.names if mapping_file is not None and mapping_file.kind == crossmap.ACCUSCOPE else None
     if npu.kind == golden.kind == kinds.MSPROBE:
         cross = crossmap.pair(npu, golden, mapping_file, structure=spec.match == "structure")
-        return user_map, cross, [Problem(spec.mapping or spec.npu, line) for line in crossmap.describe(cross)]
+        return user_map, cross, crossmap.describe(cross)
     if mapping_file is not None and user_map is None:
         raise SourceError(f"{spec.mapping}: {mapping_file.what} pair two msprobe dumps; {spec.npu} is a {npu.kind} source")
     if spec.match == "structure":
@@ -556,7 +564,7 @@ def _execute(plan: Plan, progress: OnProgress | None, cancel: threading.Event | 
     else:
         results = _run_pool(jobs, workers, cancel)
     if recorded:
-        results = itertools.chain(_statistics(recorded), results)
+        results = itertools.chain(_statistics(recorded, plan.across), results)
     done = 0
     computed: list[dict] = [{} for _ in plan.rows]  # each row's cells; {}: not compared
     with _plugin_host(plan, cancel) as host:
@@ -672,11 +680,11 @@ def _with_plugins(host: plugin_mod.PluginHost, plan: Plan, row: int, cells: dict
     return cells
 
 
-def _statistics(jobs: list[Job], batch: int = 20_000) -> Iterator[list[tuple[int, dict]]]:
+def _statistics(jobs: list[Job], across: bool, batch: int = 20_000) -> Iterator[list[tuple[int, dict]]]:
     """Pairs with a side without data (a statistics dump, --stats-only): what the dumps recorded, compared
-    in vectorized batches, no tensor read."""
+    in vectorized batches, no tensor read; `across`: two frameworks' sides (statistics.compare_many)."""
     for lo in range(0, len(jobs), batch):
-        yield statistics.compare_many([(j.row, j.npu, j.golden) for j in jobs[lo:lo + batch]])
+        yield statistics.compare_many([(j.row, j.npu, j.golden) for j in jobs[lo:lo + batch]], across)
 
 
 def _run_inline(jobs: list[Job], cancel) -> Iterator[list[tuple[int, dict]]]:

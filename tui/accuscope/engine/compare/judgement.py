@@ -111,13 +111,14 @@ class Verdict:
         `tensor_names`: the table's tensor column, to name the worst row."""
         if self.outcome == "unknown":
             return f"unknown: {self.why}"
-        what = {"outputs": "network output", "step": "compared tensor of the step",
-                "tensors": "compared tensor"}[self.scope]
+        what = "network output" if self.scope == "outputs" else "compared tensor"
+        of = " of the step" if self.scope == "step" else ""
         n = len(self.judged)
         if self.outcome == "pass":
-            return f"pass: {'all ' if n > 1 else ''}{n:,} {what}{'s' * (n != 1)} meet{'s' * (n == 1)} the thresholds"
+            return (f"pass: {'all ' if n > 1 else ''}{n:,} {what}{'s' * (n != 1)}{of} meet{'s' * (n == 1)} "
+                    "the thresholds")
         worst = f" (worst: {tensor_names[self.worst]})" if tensor_names is not None and self.worst is not None else ""
-        return (f"fail: {len(self.failing):,} of {n:,} {what}{'s' * (n != 1)} break{'s' * (len(self.failing) == 1)} "
+        return (f"fail: {len(self.failing):,} of {n:,} {what}{'s' * (n != 1)}{of} break{'s' * (len(self.failing) == 1)} "
                 f"the thresholds{worst}")
 
 

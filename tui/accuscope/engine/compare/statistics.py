@@ -67,10 +67,37 @@ def compare(npu: Tensor, golden: Tensor) -> dict:
     return compare_many([(0, npu, golden)])[0][1]
 
 
-def compare_many(pairs: list[tuple[int, Tensor, Tensor]]) -> list[tuple[int, dict]]:
+# keyword arguments that name a thing rather than compute with it (a process group, a device, a tag)
+NAMING_KEYS = frozenset({"group", "process_group", "pg", "group_name", "device", "device_type", "tag", "name"})
+
+
+def names_not_computes(x: Tensor, y: Tensor) -> str:
+    """Why two non-tensor values name rather than compute, across frameworks: the argument's keyword is a
+    name's (NAMING_KEYS: `group`, `device` ...), a side's value is a process group or a device, or a string on
+    one side stands where the other passes None (MindSpore's group name for PyTorch's default group);
+    "" when they compute (numbers, flags, a mode such as "nearest", which still fail when they differ)."""
+    key = x.tensor_name.rsplit(".", 1)[-1] if x.tensor_name else ""
+    if key in NAMING_KEYS:
+        return f"the argument `{key}` names"
+    for t in (x, y):
+        if "processgroup" in t.dtype_name.lower() or "device" in t.dtype_name.lower():
+            return f"a {t.dtype_name} names"
+    if {x.dtype_name, y.dtype_name} == {"str", "None"}:
+        return "a name on one side stands for the default (None) on the other"
+    return ""
+
+
+def naming_cells(x: Tensor, y: Tensor, why: str) -> dict:
+    """A pair of values that name (names_not_computes) across frameworks: shown in the reason, not judged."""
+    return {"reason": f"{why}, not computes: {x.value} against {y.value} in golden (across frameworks: shown, "
+                      "not judged)"}
+
+
+def compare_many(pairs: list[tuple[int, Tensor, Tensor]], across: bool = False) -> list[tuple[int, dict]]:
     """(row, cells) of every (row, npu, golden): diffs, relative errors in %, stat_mag, checksums, and
     a reason when a side recorded nothing to compare. One vectorized pass: 100k pairs in well under
-    a second."""
+    a second. `across`: the sides are two frameworks' (MindSpore against PyTorch): values that name
+    (names_not_computes) are shown, not judged."""
     none = (None,) * 4  # float arrays read None as NaN
     both = np.array([x.stats is not None and y.stats is not None for _row, x, y in pairs], dtype=bool)
     a = np.array([x.stats if x.stats is not None and y.stats is not None else none for _row, x, y in pairs],
@@ -81,7 +108,9 @@ def compare_many(pairs: list[tuple[int, Tensor, Tensor]]) -> list[tuple[int, dic
     out = []
     for k, (row, x, y) in enumerate(pairs):
         if x.value is not None or y.value is not None:
-            out.append((row, value_cells(x.value, x.dtype_name, y.value, y.dtype_name)))
+            why = names_not_computes(x, y) if across and x.value is not None and y.value is not None else ""
+            out.append((row, naming_cells(x, y, why) if why else value_cells(x.value, x.dtype_name, y.value,
+                                                                              y.dtype_name)))
             continue
         cells: dict = {"npu_md5": x.checksum, "golden_md5": y.checksum} if x.checksum or y.checksum else {}
         missing = missing_reason(recorded(x), recorded(y))
