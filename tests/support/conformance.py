@@ -1,0 +1,223 @@
+"""The conformance corpus: files the real tools wrote, with each tool's own verdict recorded, and what
+accuscope concludes on the same files held against it (benchmarks/conformance.py prints the whole
+account; tests/cli/test_conformance.py asserts it on the committed cases).
+
+Layout (one folder a tool, written by that folder's make_corpus.py in the tool's own venv):
+`tests/fixtures/conformance/<tool>/cases.json` (committed: the small cases' files beside it) and the same
+under `~/.cache/accuscope-tests/conformance/<tool>/` (every case, large ones too; the cache's manifest
+replaces the committed one for that tool when present). A case:
+
+    {"id", "what", "tool_command", "accuscope": {"npu", "golden"} or {"source"}, "options": [...]},
+     "verdict": "pass" | "fail", "verdict_text", "rows": {tool's name: {"pass": bool, "label": str}},
+     "planted": null | {"what", "op"}, "cached": bool}
+
+Each case runs through the real entry point (`accuscope compare ... --json`); its rows are matched by
+the tool's own names (tpu-mlir: the op, as npz_tool names an npz member; msprobe: the data name,
+`{call}.{io}.{k}`; Polygraphy: the output). Where accuscope departs from the tool on purpose the row
+says why, and the departure counts as explained:
+- `re-paired`: the tool compared a fused op's tensor by name with the tensor before the fused ops;
+  accuscope re-paired it by its values to the chain's output (the row's `how`: `fused: ...`);
+- `noise`: the row breaks only relative-error metrics while the tensor as a whole agrees
+  (judgement.NOISY): a relative error on values near zero;
+- `names`: across frameworks, a value that names (a process group) is shown, not judged.
+Every other difference is a disagreement: a bug in accuscope or a departure not yet explained.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+COMMITTED = Path(__file__).resolve().parents[1] / "fixtures" / "conformance"
+CACHE = Path(os.path.expanduser("~/.cache/accuscope-tests/conformance"))
+OUTCOMES = ("pass", "fail")
+
+
+@dataclass
+class Case:
+    tool: str
+    id: str
+    root: Path  # the folder of its cases.json: the case's paths are relative to it
+    what: str
+    args: list[str]  # `accuscope compare` arguments (paths made absolute), --out and --json not included
+    verdict: str  # the tool's own: "pass" or "fail"
+    rows: dict[str, dict]  # the tool's name -> {"pass": bool, "label": its word}
+    planted: dict | None = None
+    verdict_text: str = ""
+
+    @property
+    def key(self) -> str:
+        return f"{self.tool}/{self.id}"
+
+
+@dataclass
+class Outcome:
+    """What accuscope concluded on a case, held against the tool's verdict."""
+
+    case: Case
+    exit_code: int
+    verdict: str  # accuscope's: pass, fail or unknown
+    rows_agree: int = 0
+    rows_total: int = 0
+    departures: list[str] = field(default_factory=list)  # explained differences, one line each
+    disagreements: list[str] = field(default_factory=list)  # unexplained: bugs
+
+    @property
+    def verdict_agrees(self) -> bool:
+        return self.verdict == self.case.verdict
+
+    @property
+    def verdict_explained(self) -> bool:
+        """The verdicts differ and every row behind the difference is an explained departure."""
+        return not self.verdict_agrees and bool(self.departures) and not self.disagreements \
+            and self.verdict in OUTCOMES
+
+
+def manifests() -> dict[str, tuple[Path, dict]]:
+    """tool -> (folder, manifest): the cache's where it has one, else the committed one."""
+    found: dict[str, tuple[Path, dict]] = {}
+    for base in (COMMITTED, CACHE):
+        for path in sorted(base.glob("*/cases.json")) if base.is_dir() else []:
+            found[path.parent.name] = (path.parent, json.loads(path.read_text()))
+    return found
+
+
+def load_cases(committed_only: bool = False) -> list[Case]:
+    """Every case whose files are here (the committed ones only: what CI has)."""
+    cases = []
+    for folder, doc in manifests().values() if not committed_only else _committed():
+        for c in doc["cases"]:
+            if c.get("cached") and folder.is_relative_to(COMMITTED):
+                continue  # its files are in the cache only
+            cases.append(_case(doc["tool"], folder, c))
+    return [c for c in cases if all(Path(a).exists() for a in _paths(c))]
+
+
+def _committed():
+    for path in sorted(COMMITTED.glob("*/cases.json")) if COMMITTED.is_dir() else []:
+        yield path.parent, json.loads(path.read_text())
+
+
+def _case(tool: str, folder: Path, c: dict) -> Case:
+    spec = c["accuscope"]
+    args: list[str] = []
+    for side in ("npu", "golden"):
+        if spec.get(side):
+            args += [f"--{side}", str(folder / spec[side])]
+    if spec.get("source"):
+        args.append(str(folder / spec["source"]))
+    options = list(spec.get("options", []))
+    for i, a in enumerate(options):  # a path among the options (a mapping file): relative to the manifest
+        if i and options[i - 1] in ("--mapping", "--model", "--npu-model", "--golden-model", "--expected"):
+            options[i] = str(folder / a)
+    return Case(tool, c["id"], folder, c.get("what", ""), args + options, c["verdict"], c.get("rows", {}),
+                c.get("planted"), c.get("verdict_text", ""))
+
+
+def _paths(case: Case) -> list[str]:
+    return [a for a in case.args if a.startswith(str(case.root))]
+
+
+def run(case: Case, out: Path, timeout: float = 600) -> Outcome:
+    """accuscope on the case through its real entry point, its verdict and rows held against the tool's."""
+    r = subprocess.run([sys.executable, "-m", "accuscope", "compare", *case.args, "--out", str(out), "--json",
+                        "--fail-on-error"], capture_output=True, text=True, timeout=timeout,
+                       env={**os.environ, "NO_COLOR": "1", "COLUMNS": "200"})
+    if r.returncode not in (0, 1):
+        said = (r.stderr or r.stdout).strip().splitlines()
+        return Outcome(case, r.returncode, "error",
+                       disagreements=[f"accuscope exited {r.returncode}: {said[-1] if said else ''}"])
+    doc = json.loads(r.stdout)
+    outcome = Outcome(case, r.returncode, doc["judgement"]["outcome"] if doc.get("judgement") else "unknown")
+    _rows(outcome, out)
+    if not outcome.verdict_agrees and not outcome.departures and not outcome.disagreements:
+        why = doc["judgement"].get("why", "") if doc.get("judgement") else ""
+        outcome.disagreements.append(f"verdict {outcome.verdict} against the tool's {case.verdict}"
+                                     + (f" ({why})" if why else ""))
+    return outcome
+
+
+def _rows(outcome: Outcome, folder: Path) -> None:
+    """Each row the tool judged, matched to accuscope's by the tool's own name, pass against pass."""
+    from accuscope.engine.tasks.task import load_task
+    case = outcome.case
+    if not case.rows:
+        return
+    task = load_task(folder)
+    table, thresholds = task.result
+    state = thresholds.evaluate(table)
+    c = table.columns
+    by_name = _row_names(case, task)
+    for name, theirs in case.rows.items():
+        rows = by_name.get(name)
+        if not rows:
+            outcome.disagreements.append(f"{name}: the tool judged it, accuscope has no row of that name")
+            continue
+        outcome.rows_total += 1
+        fails = any(bool(state.fail[r]) for r in rows)
+        if fails == (not theirs["pass"]):
+            outcome.rows_agree += 1
+            continue
+        r = rows[0]
+        why = _departure(state, c, r) if not fails else ""
+        line = (f"{name}: the tool says {theirs.get('label') or ('pass' if theirs['pass'] else 'fail')}, "
+                f"accuscope {'fails' if fails else 'passes'} it")
+        if why:
+            outcome.departures.append(f"{line} ({why})")
+        else:
+            outcome.disagreements.append(line + (f" ({'; '.join(thresholds.broken_texts(table, r))})" if fails
+                                                  else ""))
+
+
+def _departure(state, c, r: int) -> str:
+    """Why accuscope passes a row the tool fails, where that is on purpose; "" where it is not."""
+    if str(c["how"][r]).startswith("fused:"):
+        return f"re-paired: {c['how'][r]}"
+    if state.noisy[r]:
+        return "noise: only relative errors on values near zero break, the tensor agrees"
+    if "not judged" in str(c["reason"][r]):
+        return f"names: {c['reason'][r]}"
+    return ""
+
+
+def _row_names(case: Case, task) -> dict[str, list[int]]:
+    """The tool's row name -> accuscope's rows: tpu-mlir names an npz member (accuscope's op), msprobe a
+    data name ({call}.{io}.{k}, the tensor's name in its source), Polygraphy an output (the op)."""
+    c = task.table.columns
+    names: dict[str, list[int]] = {}
+    if case.tool != "msprobe":
+        for r, op in enumerate(c["npu_op"].tolist()):
+            names.setdefault(str(op), []).append(r)
+        return names
+    from accuscope.engine.sides.registry import open_side
+    side = open_side(case.args[case.args.index("--npu") + 1], **_selectors(case.args))
+    data = {t.name: t.tensor_name for t in side.tensors}
+    for r, tensor in enumerate(c["tensor"].tolist()):
+        names.setdefault(data.get(str(tensor), str(tensor)), []).append(r)
+    return names
+
+
+def _selectors(args: list[str]) -> dict:
+    found = {}
+    for key in ("step", "rank"):
+        if f"--{key}" in args:
+            found[key] = args[args.index(f"--{key}") + 1]
+    return found
+
+
+def account(outcomes: list[Outcome]) -> str:
+    """`conformance: verdicts A/N · rows B/M · departures explained C/D · tools K`: verdicts that agree or
+    depart explained (A) of N cases, rows that agree (B) of M, explained departures (C) of all
+    differences (D), K tools."""
+    n = len(outcomes)
+    agree = sum(1 for o in outcomes if o.verdict_agrees or o.verdict_explained)
+    rows = sum(o.rows_agree for o in outcomes)
+    total = sum(o.rows_total for o in outcomes)
+    explained = sum(len(o.departures) for o in outcomes)
+    differences = explained + sum(len(o.disagreements) for o in outcomes)
+    tools = len({o.case.tool for o in outcomes})
+    return (f"conformance: verdicts {agree}/{n} · rows {rows}/{total} · departures explained "
+            f"{explained}/{differences} · tools {tools}")
