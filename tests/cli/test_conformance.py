@@ -6,6 +6,7 @@ verdict is the tool's, or differs only by departures the rows explain; the exit 
 from __future__ import annotations
 
 import pytest
+
 from support import conformance
 
 CASES = conformance.load_cases(committed_only=True)
