@@ -19,7 +19,16 @@ says why, and the departure counts as explained:
   accuscope re-paired it by its values to the chain's output (the row's `how`: `fused: ...`);
 - `noise`: the row breaks only relative-error metrics while the tensor as a whole agrees
   (judgement.NOISY): a relative error on values near zero;
-- `names`: across frameworks, a value that names (a process group) is shown, not judged.
+- `noise floor`: reference values zero in exact arithmetic (a key projection's bias gradient), the error
+  within rounding at the scale of its operands (compare/noisefloor.py);
+- `names`: across frameworks, a value that names (a process group) is shown, not judged;
+- msprobe only, whose per-row Result judges whether an API *made* an error, by per-API rules, rather
+  than whether its values agree: `dtype` (it marks any dtype difference an error: bf16 autocast against
+  fp32), `API-level` (an API's worst row marks all its rows), `inherited` (accuscope fails a value that
+  differs because the call was fed differing values; msprobe passes the API that did not add to it),
+  `double-check` (a statistic that moved by more than half: msprobe warns "Need double check", accuscope
+  fails it, having no values to clear it: in statistics mode this catches the planted bugs msprobe misses);
+- `planted`: the row is the planted bug's own op, which the tool's rules miss.
 Every other difference is a disagreement: a bug in accuscope or a departure not yet explained.
 """
 from __future__ import annotations
@@ -113,7 +122,7 @@ def _case(tool: str, folder: Path, c: dict) -> Case:
     for i, a in enumerate(options):  # a path among the options (a mapping file): relative to the manifest
         if i and options[i - 1] in ("--mapping", "--model", "--npu-model", "--golden-model", "--expected"):
             options[i] = str(folder / a)
-    return Case(tool, c["id"], folder, c.get("what", ""), args + options, c["verdict"], c.get("rows", {}),
+    return Case(tool, c["id"], folder, c.get("what", ""), args + options, c["verdict"], c.get("rows") or {},
                 c.get("planted"), c.get("verdict_text", ""))
 
 
@@ -162,7 +171,7 @@ def _rows(outcome: Outcome, folder: Path) -> None:
             outcome.rows_agree += 1
             continue
         r = rows[0]
-        why = _departure(state, c, r) if not fails else ""
+        why = _departure(case, state, c, r, fails)
         line = (f"{name}: the tool says {theirs.get('label') or ('pass' if theirs['pass'] else 'fail')}, "
                 f"accuscope {'fails' if fails else 'passes'} it")
         if why:
@@ -172,15 +181,47 @@ def _rows(outcome: Outcome, folder: Path) -> None:
                                                   else ""))
 
 
-def _departure(state, c, r: int) -> str:
-    """Why accuscope passes a row the tool fails, where that is on purpose; "" where it is not."""
-    if str(c["how"][r]).startswith("fused:"):
-        return f"re-paired: {c['how'][r]}"
-    if state.noisy[r]:
-        return "noise: only relative errors on values near zero break, the tensor agrees"
-    if "not judged" in str(c["reason"][r]):
-        return f"names: {c['reason'][r]}"
+def _departure(case: Case, state, c, r: int, fails: bool) -> str:
+    """Why accuscope departs from the tool on row r, where that is on purpose; "" where it is not."""
+    if not fails:  # the tool fails the row, accuscope passes it
+        if str(c["how"][r]).startswith("fused:"):
+            return f"re-paired: {c['how'][r]}"
+        if state.floor is not None and state.floor[r]:
+            return "noise floor: reference values zero in exact arithmetic, the error within rounding of its operands"
+        if state.noisy[r]:
+            return "noise: only relative errors on values near zero break, the tensor agrees"
+        if "not judged" in str(c["reason"][r]):
+            return f"names: {c['reason'][r]}"
+        if case.tool == "msprobe" and c["npu_dtype"][r] != c["golden_dtype"][r]:
+            return (f"dtype: msprobe marks an API whose dtypes differ ({c['npu_dtype'][r]} against "
+                    f"{c['golden_dtype'][r]}) an error whatever its values; accuscope judges the values")
+        if case.tool == "msprobe" and _call_rows(c, r, lambda k: bool(state.fail[k]) or
+                                                 c["npu_dtype"][k] != c["golden_dtype"][k]):
+            return "API-level: msprobe marks every row of an API by its worst row; accuscope judges each tensor"
+        return ""
+    if case.planted and str(c["npu_op"][r]).startswith(case.planted.get("op", "\0")):  # the tool passes it
+        return f"planted: the bug planted here ({case.planted.get('what', '')}), which the tool's rules miss"
+    if case.tool == "msprobe" and set(state.broken_keys(r)) == {"stat_mag"}:
+        return ("double-check: a statistic moved by more than half (msprobe's own 'Need double check' rule, "
+                "which only warns or, by its per-API rules, passes); accuscope, seeing no values to clear it, fails it")
+    if case.tool == "msprobe":  # the tool passes the row, accuscope fails it
+        if c["io"][r] != "output" or _call_rows(c, r, lambda k: c["io"][k] != "output" and bool(state.fail[k])) \
+                or _call_rows(c, r, lambda k: bool(state.fail[k]), related=True):
+            return ("inherited: msprobe's Result says whether an API made an error (its outputs worse than its "
+                    "inputs); this row's call was fed values that already differ, and accuscope judges values")
     return ""
+
+
+def _call_rows(c, r: int, test, related: bool = False) -> bool:
+    """Whether another row of row r's call (same op, step and rank) passes `test`; `related`: a row of the
+    call's other half instead (a backward's forward call, a parameter gradient's module calls), whose
+    values a backward computes with."""
+    op = str(c["npu_op"][r])
+    ops = {op.replace(".backward", ".forward"), op.replace(".parameters_grad", ".forward"),
+           op.replace(".parameters_grad", ".backward")} - {op} if related else {op}
+    same = [k for k in range(len(c["npu_op"])) if k != r and c["npu_op"][k] in ops
+            and ("step" not in c or (c["step"][k] == c["step"][r] and c["rank"][k] == c["rank"][r]))]
+    return any(test(k) for k in same)
 
 
 def _row_names(case: Case, task) -> dict[str, list[int]]:

@@ -310,6 +310,8 @@ def compare_ranks_and_report(spec: engine.CompareSpec, args, one_source: bool = 
         if run.table is not None else None
     if summary is not None:
         say(verdict_markup(summary.verdict, run.table), soft_wrap=True)
+        if summary.judged:
+            say(show(summary.judged), soft_wrap=True)
     advice = _advise_if_asked(args)
     if args.json:
         sys.stdout.write(json.dumps({

@@ -19,6 +19,10 @@ The rules, in order:
   blow the relative error up carry a negligible share of the tensor's magnitude (an absolute floor
   derived from the tensor's own scale). MindStudio and msit count such a row as failing; accuscope
   keeps the raw value in the CSV (msaccucmp's number) and reports it as noise;
+- **noise at the scale of the computation** (compare/noisefloor.py): a failing row whose reference
+  values sit at the noise floor of the operation that made them (a gradient zero in exact arithmetic,
+  a cancellation) and whose error is within that floor is noisy too: judged against the floor, not
+  against values that carry no signal;
 - **the precision's own noise** (with a third side, `--expected`: compare/expected.py): a failing row
   whose error is at most twice what the reference at the candidate's precision gives is *expected*:
   it still fails (the user's thresholds say so), but the precision itself explains it; so is an
@@ -49,6 +53,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from accuscope.engine.compare import noisefloor
 from accuscope.engine.compare.expected import SIGNIFICANT, within
 from accuscope.engine.compare.results import ResultTable
 from accuscope.engine.graphs.optypes import EXEMPT_TYPES
@@ -83,6 +88,8 @@ class RowState:
     # reshape): no counterpart by construction, nothing wrong; the rest of not_compared is worth a look
     first_beyond: int | None = None  # the earliest row, failing or not, past EXCESS_LIMIT times its expected error
     # with an error of its own (expected.SIGNIFICANT): where the implementation starts to add error
+    floor: np.ndarray | None = None  # of noisy: reference values at the noise floor of their computation, the
+    # error within it (noisefloor.py: a gradient zero in exact arithmetic, the calls carrying it on)
 
     def broken_keys(self, i: int) -> list[str]:
         """Keys of the thresholds row i breaks, then npu_nonfinite for the NaN/inf rule."""
@@ -156,6 +163,8 @@ def judge(table: ResultTable, thresholds: Thresholds) -> RowState:
     for mask in broken.values():
         breaks = breaks | mask
     noisy = _noisy(table, thresholds, broken, breaks & ~nonfinite) if n else np.zeros(0, dtype=bool)
+    floor = noisefloor.at_floor(table, breaks & ~nonfinite & ~noisy) if n else np.zeros(0, dtype=bool)
+    noisy = noisy | floor
     fail = breaks & ~noisy
     keys = table.metric_keys
     no_value = np.logical_and.reduce([np.isnan(table.columns[k]) for k in keys]) if keys and n \
@@ -169,9 +178,9 @@ def judge(table: ResultTable, thresholds: Thresholds) -> RowState:
     first_beyond = int(beyond[np.argmin(table.columns["index"][beyond])]) if len(beyond) else None
     not_compared = reason.where(reason.values != "") & no_value
     state = RowState(fail, not_compared, ~free, nonfinite, broken, ladder, noisy, first, expected,
-                     not_compared & table.columns["is_npu_only"], first_beyond)
+                     not_compared & table.columns["is_npu_only"], first_beyond, floor)
     for mask in (state.fail, state.not_compared, state.exempt, state.nonfinite, state.noisy, state.expected,
-                 state.device_only, ladder, *broken.values()):
+                 state.device_only, ladder, state.floor, *broken.values()):
         if mask is not None:
             mask.flags.writeable = False  # read by all, changed by none
     return state

@@ -51,7 +51,8 @@ def summarize(table: ResultTable, thresholds: Thresholds, basis: Basis | None = 
         kind = c["type"][first] or c["npu_op"][first]  # an msprobe API call belongs to no module: its name
         text = f"#{c['index'][first]} {kind}: {', '.join(broken)} · {c['npu_op'][first]}"
     v = verdict(table, thresholds, basis)
-    judged = " · ".join(filter(None, [judged_text(state, thresholds), expected_text(table, state, v)]))
+    judged = " · ".join(filter(None, [judged_text(state, thresholds), expected_text(table, state, v),
+                                      floor_text(state)]))
     return Summary(n, len(failing), not_compared, nonfinite, first, broken, text, judged, v, device_only)
 
 
@@ -68,6 +69,15 @@ def expected_text(table: ResultTable, state, v: Verdict) -> str:
     elif v.cause == "implementation":
         text += "; the outputs err beyond what the precision itself gives: the implementation"
     return text
+
+
+def floor_text(state) -> str:
+    """`3 rows break thresholds only at the noise floor of their computation (...): noise, not failures`, else ""."""
+    n = int(state.floor.sum()) if state.floor is not None else 0
+    if not n:
+        return ""
+    return (f"{n:,} row{'s' * (n != 1)} break thresholds only at the noise floor of their computation (reference "
+            "values zero in exact arithmetic, the error rounding at the scale of the operands): noise, not failures")
 
 
 def judged_text(state, thresholds: Thresholds) -> str:
