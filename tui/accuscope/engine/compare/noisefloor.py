@@ -16,14 +16,17 @@ to judge it at: the noise floor of a row is
   the bias gradient's call holds the weight gradient), the reference RMS being rmse / red;
 - C = 16: rounding of a reduction over many terms (a gradient summed over tokens) grows with their
   count; 16 covers the corpus' reductions and leaves every planted bug failing (conformance corpus);
-- what a call's inputs carry in: an output's floor is at least the sum of its call's input rows'
-  floors (an all_reduce adds the ranks' noise), and rows holding the same tensor (the same error
+- what a call's inputs carry in: an output's floor is at least the sum of the floors of its call's
+  inputs that are noise themselves (an all_reduce of noise adds the ranks' noise; a softmax of real
+  scores carries nothing), and rows holding the same tensor (the same error
   signature: step, rank, shape, rmse and red) share the largest floor among them, a few hops along the
   step's calls.
 
-A failing row (not NaN/inf) is at the floor when its reference RMS and its error RMS are both within
-F: judged against the floor, it is noise, not a failure, and the row and the verdict say so. In float32
-against float32 u is 6e-8: only exact cancellations qualify, never a planted bug's error.
+A failing row (not NaN/inf) is at the floor when its reference RMS is within F / C (no more than one
+rounding of its operands: zero in exact arithmetic, a cancellation; a softmax's small probabilities or a
+normalization's output are far above it) and its error RMS within F: judged against the floor, it is
+noise, not a failure, and the summary says so. In float32 against float32 u is 6e-8: only exact
+cancellations qualify, never a planted bug's error.
 """
 from __future__ import annotations
 
@@ -73,11 +76,12 @@ def at_floor(table: ResultTable, candidates: np.ndarray) -> np.ndarray:
         shared = np.zeros(same.max() + 1)
         np.fmax.at(shared, same, floor)
         floor = np.fmax(floor, shared[same])
+        noise = inputs & (np.nan_to_num(g, nan=np.inf) <= floor / C)  # inputs that are noise themselves
         carried = np.zeros(calls.max() + 1)
-        np.add.at(carried, calls[inputs], floor[inputs])
+        np.add.at(carried, calls[noise], floor[noise])
         floor = np.where(inputs, floor, np.fmax(floor, carried[calls]))
     with np.errstate(invalid="ignore"):
-        found = candidates & known & (np.nan_to_num(g, nan=np.inf) <= floor) & (rmse <= floor)
+        found = candidates & known & (np.nan_to_num(g, nan=np.inf) <= floor / C) & (rmse <= floor)
     return found
 
 
