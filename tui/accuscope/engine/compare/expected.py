@@ -39,12 +39,17 @@ SIGNIFICANT = 1e-3  # a row's own error (max(1 - cos, red)) worth naming where i
 COLUMNS = ("exp_err", "excess")
 
 
+def error(cos, red):
+    """How far from agreeing, the one formula (rows, pairs, the verdict's worst, the excess): the larger
+    of 1 - cos and the relative euclidean distance, either where the other is NaN, NaN when both are.
+    Numbers or arrays alike."""
+    with np.errstate(invalid="ignore"):
+        return np.fmax(1.0 - np.asarray(cos, dtype=np.float64), np.asarray(red, dtype=np.float64))
+
+
 def error_of(cells: dict) -> float:
-    """A pair's error as judgement.badness measures a row: max(1 - cos, red), NaN when neither."""
-    cos, red = cells.get("cos", math.nan), cells.get("red", math.nan)
-    parts = [1.0 - cos] if not math.isnan(cos) else []
-    parts += [red] if not math.isnan(red) else []
-    return max(parts) if parts else math.nan
+    """A pair's error (`error`) from its computed cells."""
+    return float(error(cells.get("cos", math.nan), cells.get("red", math.nan)))
 
 
 def expected_options(spec: CompareSpec, golden: Side, npu: Side) -> dict[str, str] | None:

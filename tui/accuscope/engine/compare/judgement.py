@@ -54,7 +54,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from accuscope.engine.compare import noisefloor
-from accuscope.engine.compare.expected import SIGNIFICANT, within
+from accuscope.engine.compare.expected import SIGNIFICANT, error, within
 from accuscope.engine.compare.results import ResultTable
 from accuscope.engine.graphs.optypes import EXEMPT_TYPES
 
@@ -211,10 +211,10 @@ def _agrees(thresholds: Thresholds, red: np.ndarray, cos: np.ndarray) -> np.ndar
 def past_noise(table: ResultTable) -> np.ndarray:
     """Rows past EXCESS_LIMIT times their expected error with an error worth naming (SIGNIFICANT)."""
     cos, red = table.numbers("cos"), table.numbers("red")
+    own = error(cos, red)
+    excess = table.numbers("excess")
     with np.errstate(invalid="ignore"):
-        error = np.fmax(1.0 - cos, red)
-        excess = table.numbers("excess")
-        return ~within(excess) & ~np.isnan(excess) & ((error >= SIGNIFICANT) | np.isinf(excess))  # inf: an overflow of its own
+        return ~within(excess) & ~np.isnan(excess) & ((own >= SIGNIFICANT) | np.isinf(excess))  # inf: an overflow of its own
 
 
 def nonfinite_rows(table: ResultTable) -> np.ndarray:
@@ -252,8 +252,8 @@ def value_rows(table: ResultTable) -> np.ndarray:
 
 def badness(table: ResultTable, r: int) -> float:
     """How far a row is from agreeing: the larger of 1 - cos and the relative euclidean distance."""
-    cos, red = table.columns["cos"][r], table.columns["red"][r]
-    return max(0.0 if np.isnan(cos) else 1.0 - float(cos), 0.0 if np.isnan(red) else float(red))
+    found = float(error(table.columns["cos"][r], table.columns["red"][r]))
+    return 0.0 if np.isnan(found) else found
 
 
 def verdict(table: ResultTable, thresholds: Thresholds, basis: Basis | None = None) -> Verdict:
