@@ -38,8 +38,8 @@ def register(p) -> None:
                      "the reference side (--golden) and write a task folder (task.json, "
                      "MindStudio-compatible result CSV, fast typed copy). Either side may be any "
                      "source accuscope reads: an Ascend dump, an npy folder, .npz, Polygraphy JSON, "
-                     "raw .bin. Exit 0: it ran; 1: with --fail-on-error, some row breaks a "
-                     "threshold or the comparison saw too little (few pairs, no network output); "
+                     "raw .bin. Exit 0: it ran; 1: with --fail-on-error, the verdict is not a pass "
+                     "(it fails, or it is unknown: no network output compared, an unreadable input); "
                      "2: unusable input (including: nothing paired), an --out that cannot hold the task, "
                      "or the task is running; 3: a bug in accuscope; 130: cancelled (Ctrl+C or "
                      "SIGTERM; the previous result is kept).")
@@ -61,7 +61,7 @@ def add_comparison_options(p) -> None:
     """How a comparison is run and judged: the options of `compare` and `run`."""
     add_inputs(p, "judging")
     p.add_argument("--fail-on-error", action="store_true",
-                   help="exit 1 when any row breaks a threshold or the comparison saw too little")
+                   help="exit 1 when the verdict is not a pass: it fails, or it is unknown")
     p.add_argument("--workers", type=int, help="processes comparing pairs (default: all cores)")
     p.add_argument("--advisor", action="store_true", help="after the run, advise on it (as `accuscope advise`)")
     p.add_argument("--json", action="store_true", help="one JSON object on stdout (the summary goes to stderr)")

@@ -30,7 +30,7 @@ def register(p) -> None:
                      "warnings, columns, data; stack: each NPU call's Python stack when the dump has msprobe's stack.json), CSV, a Markdown table, or an .xlsx workbook in "
                      "msprobe's compare layout (--out FILE.xlsx; failing rows red; a new sheet "
                      "every 1,048,575 rows; needs pip install 'accuscope[xlsx]'). Exit 0: shown; 1 "
-                     "with --fail-on-error when rows fail or the comparison saw too little; 2: "
+                     "with --fail-on-error when the task's verdict is not a pass; 2: "
                      "unusable task or column, or openpyxl missing for xlsx.")
     p.add_argument("task", metavar="TASK_DIR")
     p.add_argument("--format", choices=("json", "csv", "md", "xlsx"), default="json")
