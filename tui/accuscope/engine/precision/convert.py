@@ -17,7 +17,7 @@ import numpy as np
 
 from accuscope.engine.runs.onnxedit import constants_as_initializers
 from accuscope.engine.runs.onnxmodel import load_model, node_names
-from accuscope.engine.sources.inputfile import user_path
+from accuscope.engine.sources.inputfile import not_regular, user_path
 from accuscope.engine.sources.npyfile import user_npy, user_npz
 from accuscope.engine.sources.tensor import SourceError
 
@@ -47,6 +47,8 @@ def recognise(model_path) -> str:
     (onnxruntime's dynamic quantization), "int8-static" (QuantizeLinear/QLinear ops: calibrated),
     "fp16" (float16 weights or casts to float16), "" (none of these, or not a readable model)."""
     import onnx
+    if not_regular(os.fspath(model_path)):  # missing, or a FIFO onnx.load would wait on
+        return ""
     try:
         graph = onnx.load(str(model_path), load_external_data=False).graph
     except Exception:  # noqa: BLE001 - protobuf raises several kinds on garbage
