@@ -7,7 +7,8 @@
    prints cases and outcomes per class and the failures one per line.
 2. tests/fuzz/hostile.py: crafted payloads (DAG reprs, zip bombs, odd zips and stride tricks in .pt
    files, deep JSON and folders, huge integers, NUL and bidi names, symlinks in output folders,
-   modules planted in the working directory), each run as `accuscope ...` in a fresh process. It
+   modules planted in the working directory, a FIFO and /dev/zero given to every path option, deep, huge,
+   anchored and tagged YAML, billions of ranks), each run as `accuscope ...` in a fresh process. It
    prints per class: inputs, tracebacks, exit codes outside 0/1/2, hangs (> 60 s), peak RSS.
 
 Exit 1 when anything escaped, crashed, hung, lost a good file or failed a hostile case.

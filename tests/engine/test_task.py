@@ -335,5 +335,5 @@ def test_listing_skips_named_pipes_instead_of_blocking_on_them(tmp_path):
     done = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     lines = sorted(done.stdout.splitlines())
-    assert lines[0].startswith("piped | ") and "not a task folder" in lines[0]
+    assert lines[0] == "piped | task.json: is a named pipe (FIFO), not a regular file (the JSON file)"
     assert lines[1] == "real | " and len(lines) == 2

@@ -16,7 +16,9 @@ a time limit. Each run gets:
 Payload classes (CLASSES): DAG reprs, zip bombs, odd zips and stride tricks in `.pt` files of an
 msprobe dump; deep JSON (task.json, construct.json, dump.json, Polygraphy, offline-model JSON) and
 deep folders; huge integers in dump.json statistics; NUL and bidi characters in names; symlinks in
-output folders; modules planted in the working directory.
+output folders; modules planted in the working directory; a FIFO and a character device given to every path
+option (fifo, device); YAML mapping, layout and pairs.yaml files deep, huge, with anchors or tags (yaml); rank
+folders and layouts numbering billions of ranks (rank-numbers).
 
     python tests/fuzz/hostile.py [--classes pt,deep,...]   # prints the table (benchmarks/fuzz_corpus.py too)
 """
@@ -29,6 +31,7 @@ import os
 import resource
 import shutil
 import signal
+import stat
 import struct
 import subprocess
 import sys
@@ -430,10 +433,259 @@ def cases() -> list[Case]:
     out.append(Case("cwd-modules", "struct.py, numpy.py, socket.py in the CWD (compare --workers 2)", planted("pool")))
     out.append(Case("cwd-modules", "struct.py, numpy.py, socket.py in the CWD (compare --cluster local:2)",
                     planted("cluster")))
+    out += path_cases()
     return out
 
 
-CLASSES = ("pt-dag", "zip-bomb", "odd-zip", "stride", "deep", "huge-int", "names", "symlink", "cwd-modules")
+# ---------------------------------------------------------------- user-named paths (issue 43, fourth pass)
+# Every option of compare/run/inspect/convert/dump/precision/advise/export/overlay/sensitivity/show/report/op/demo that
+# names a file or folder, given a FIFO (`fifo`) and a character device (`device`: a link to /dev/zero named as the
+# option expects, so a regression writing an output replaces the link, never the device); the YAML a mapping, a
+# --shards layout and a task's pairs.yaml hold (`yaml`: deep, huge, anchors and aliases, tags); rank folders and
+# layouts with huge numbers (`rank-numbers`). Each ends with exit 2 and a message naming the path.
+
+TP = Path(__file__).resolve().parents[1] / "fixtures" / "msprobe" / "tp"
+TPU = Path(__file__).resolve().parents[1] / "fixtures" / "tpumlir"
+
+
+def _refused(path: Path | str, text: str = "", codes: tuple[int, ...] = (2,)) -> Callable:
+    """The case's check: exit 2 (one of `codes`), `path` (and `text`) in what it says (rich wraps long lines:
+    compared unwrapped)."""
+    def check(proc) -> str:
+        if proc is None:
+            return ""
+        said = "".join((proc.stderr + proc.stdout).split())
+        if proc.returncode not in codes:
+            return f"exit {proc.returncode}, not {codes}: {proc.stderr.strip()[-200:]!r}"
+        if "".join(str(path).split()) not in said or "".join(text.split()) not in said:
+            return f"the message does not name {path} ({text}): {proc.stderr.strip()[-200:]!r}"
+        return "internal error" if "internalerror" in said else ""
+    return check
+
+
+def _npy_sides(d: Path) -> tuple[Path, Path]:
+    import numpy as np
+    for side in ("npu", "golden"):
+        (d / side).mkdir(exist_ok=True)
+        np.save(d / side / "conv1.0.1.npy", np.ones((2, 3), np.float32))
+    return d / "npu", d / "golden"
+
+
+def _small_task(d: Path) -> Path:
+    """A finished task of relu -> sigmoid (an ONNX model, its onnxruntime golden dump, a simulated NPU dump),
+    compared here with its model: what advise, export, overlay and op take."""
+    from accuscope.engine.compare.comparison import CompareSpec
+    from accuscope.engine.tasks.taskrun import run_comparison
+    from support.hostile import tiny_export_task
+    tiny = tiny_export_task(d / "tiny")
+    run_comparison(CompareSpec(str(tiny / "npu"), str(tiny / "golden"), model=str(tiny / "tiny.onnx")), d / "task",
+                   workers=1)
+    return d / "task"
+
+
+def _onnx(d: Path) -> Path:
+    from support.models import relu_sigmoid
+    relu_sigmoid(d / "model.onnx")
+    return d / "model.onnx"
+
+
+def _hostile_path(d: Path, kind: str, name: str) -> Path:
+    """`d/name` a FIFO (`fifo`), or a character device (`device`): /dev/zero's twin made here (root), else a link
+    to /dev/zero (an output written through the link replaces the link, as it should, never the device)."""
+    path = d / name
+    if kind == "fifo":
+        os.mkfifo(path)
+        return path
+    try:
+        os.mknod(path, stat.S_IFCHR | 0o666, os.makedev(1, 5))
+    except PermissionError:
+        path.symlink_to("/dev/zero")
+    return path
+
+
+def _replaced_link(path: Path) -> Callable:
+    """An output named by a link to /dev/zero: the link replaced by a file, the device untouched."""
+    def check(proc) -> str:
+        if not stat.S_ISCHR(os.stat("/dev/zero").st_mode):
+            return "/dev/zero is no longer a character device"
+        if proc is not None and proc.returncode not in (0, 2):
+            return f"exit {proc.returncode}"
+        return "" if proc is None or proc.returncode == 2 or not path.is_symlink() else f"{path}: still the link"
+    return check
+
+
+def path_options() -> dict[str, tuple[str, Callable[[Path, Path], list[str]]]]:
+    """Each path option: label -> (the hostile file's name, its suffix as the option expects; argv given the
+    case's folder and the hostile path). The label says the command and the option."""
+    def sides(d):
+        return [str(p) for p in _npy_sides(d)]
+
+    def compare(*extra):
+        return lambda d, p: ["compare", "--npu", sides(d)[0], "--golden", sides(d)[1], "--out", str(d / "t"),
+                             *[str(p) if a is None else a for a in extra]]
+
+    def task(*argv):
+        return lambda d, p: [argv[0], str(_small_task(d)), *[str(p) if a is None else a for a in argv[1:]]]
+
+    def onnx(*argv):
+        return lambda d, p: [*[str(_onnx(d)) if a == "MODEL" else str(p) if a is None else a for a in argv]]
+    return {
+        "compare --npu": ("dump.npy", lambda d, p: ["compare", "--npu", str(p), "--golden", sides(d)[1], "--out",
+                                                    str(d / "t")]),
+        "compare --golden": ("dump.npy", lambda d, p: ["compare", "--npu", sides(d)[0], "--golden", str(p), "--out",
+                                                       str(d / "t")]),
+        "compare SOURCE": ("both.json", lambda d, p: ["compare", str(p), "--out", str(d / "t")]),
+        "compare --expected": ("expected.npy", compare("--expected", None)),
+        "compare --model": ("model.onnx", compare("--model", None)),
+        "compare --npu-model": ("npu.onnx", compare("--npu-model", None)),
+        "compare --golden-model": ("golden.onnx", compare("--golden-model", None)),
+        "compare --mapping (CSV)": ("mapping.csv", compare("--mapping", None)),
+        "compare --mapping (YAML)": ("mapping.yaml", compare("--mapping", None)),
+        "compare --shards": ("layout.yaml", lambda d, p: ["compare", "--npu", str(TP / "tp2_stats"), "--golden",
+                                                          str(TP / "tp1_stats"), "--shards", str(p), "--out", str(d / "t")]),
+        "compare --custom-algorithms": ("plugins", compare("--custom-algorithms", None)),
+        "compare --custom-algorithms (a plugin file)": ("alg_x.py", lambda d, p: compare(
+            "--custom-algorithms", str(p.parent.parent))(d, p)),
+        "compare --npu-option mlir=": ("top.mlir", lambda d, p: [
+            "compare", "--npu", str(TPU / "cls_bm1684x_f16_tpu_outputs.npz"), "--golden",
+            str(TPU / "cls_top_outputs.npz"), "--npu-option", f"mlir={p}", "--out", str(d / "t")]),
+        "compare --out": ("task", lambda d, p: ["compare", "--npu", sides(d)[0], "--golden", sides(d)[1], "--out",
+                                                str(p)]),
+        "inspect PATH": ("dump.npz", lambda d, p: ["inspect", str(p)]),
+        "inspect --shards": ("layout.yaml", lambda d, p: ["inspect", str(TP / "tp2_stats"), "--shards", str(p)]),
+        "inspect --option mlir=": ("top.mlir", lambda d, p: ["inspect", str(TPU / "cls_bm1684x_f16_tpu_outputs.npz"),
+                                                            "--option", f"mlir={p}"]),
+        "convert PATH": ("dump.npz", lambda d, p: ["convert", str(p), "--out", str(d / "out")]),
+        "convert --out": ("out", lambda d, p: ["convert", sides(d)[1], "--out", str(p)]),
+        "run REF": ("ref.onnx", onnx("run", None, "MODEL", "--out", "t")),
+        "run CAND": ("cand.onnx", onnx("run", "MODEL", None, "--out", "t")),
+        "run --mapping": ("mapping.csv", onnx("run", "MODEL", "MODEL", "--random-inputs", "--mapping", None, "--out", "t")),
+        "run --out": ("task", onnx("run", "MODEL", "MODEL", "--random-inputs", "--out", None)),
+        "dump MODEL": ("model.onnx", lambda d, p: ["dump", str(p), "--out", str(d / "out")]),
+        "dump --input": ("x.npy", onnx("dump", "MODEL", "--input", "x=PATH", "--out", "out")),
+        "dump --out": ("out", onnx("dump", "MODEL", "--random-inputs", "--out", None)),
+        "precision MODEL": ("ref.onnx", lambda d, p: ["precision", str(p), "--to", "fp16", "--out", str(d / "out")]),
+        "precision --calibration": ("samples", onnx("precision", "MODEL", "--to", "int8", "--random-inputs",
+                                                    "--calibration", None, "--out", "out")),
+        "precision --calibration (a sample)": ("x.npy", lambda d, p: onnx(
+            "precision", "MODEL", "--to", "int8", "--random-inputs", "--calibration", str(p.parent), "--out",
+            "out")(d, p)),
+        "precision --out": ("out", onnx("precision", "MODEL", "--to", "fp16", "--random-inputs", "--out", None)),
+        "advise TASK": ("task", lambda d, p: ["advise", str(p)]),
+        "advise --framework-model": ("fw.onnx", task("advise", "--framework-model", None)),
+        "export --framework-model": ("fw.onnx", task("export", "--start", "relu", "--end", "sigmoid",
+                                                     "--framework-model", None)),
+        "export --out": ("export", task("export", "--start", "relu", "--end", "sigmoid", "--out", None)),
+        "overlay --framework-model": ("fw.onnx", task("overlay", "--out", "o.json", "--framework-model", None)),
+        "overlay --out": ("overlay.json", task("overlay", "--out", None)),
+        "sensitivity --framework-model": ("fw.onnx", task("sensitivity", "--framework-model", None)),
+        "show TASK": ("task", lambda d, p: ["show", str(p)]),
+        "show --out": ("rows.xlsx", task("show", "--format", "xlsx", "--out", None)),
+        "report TASK": ("task", lambda d, p: ["report", str(p), "--out", str(d / "r.html")]),
+        "report --out": ("report.html", task("report", "--out", None)),
+        "op TASK": ("task", lambda d, p: ["op", str(p), "relu"]),
+        "op --out": ("op", task("op", "relu", "--out", None)),
+        "demo --workspace": ("ws", lambda d, p: ["demo", "--workspace", str(p), "--no-tui"]),
+    }
+
+
+def _path_case(kind: str, label: str, name: str, argv: Callable[[Path, Path], list[str]]) -> Case:
+    def build(d: Path) -> Run:
+        folder = d
+        if name in ("alg_x.py", "x.npy") and ("plugin" in label or "sample" in label):
+            folder = d / ("plugins/algorithm" if name == "alg_x.py" else "samples")
+            folder.mkdir(parents=True)
+        path = _hostile_path(folder, kind, name)
+        args = [a.replace("PATH", str(path)) if a.endswith("=PATH") else a for a in argv(d, path)]
+        if name == "alg_x.py":  # a plugin that cannot serve is a problem of the run, named, as any such plugin
+            return Run(args, _refused(path, "not usable", codes=(0, 1)))
+        if path.is_symlink() and label.endswith("--out"):
+            return Run(args, _replaced_link(path))
+        return Run(args, _refused(path))
+    return Case(kind, f"{'a FIFO' if kind == 'fifo' else '/dev/zero'} as {label}", build)
+
+
+def _deep_yaml(levels: int) -> str:
+    return "".join(" " * i + f"k{i}:" + (" v" if i == levels - 1 else "") + "\n" for i in range(levels))
+
+
+YAML_PAYLOADS = {  # label -> (the text, what the message says)
+    "nested 1,200 deep (728 KB)": (_deep_yaml(1200), "nested more than 64 levels deep"),
+    "a flow list nested 5,000 deep": ("a: " + "[" * 5000 + "b" + "]" * 5000 + "\n", "nested more than 64"),
+    "anchors and aliases (a billion laughs)": ("a: &a [x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a]\n"
+                                               "c: [*b, *b, *b, *b, *b, *b, *b]\n", "an anchor"),
+    "a Python tag": ("conv1: !!python/object/apply:os.system ['echo pwned']\n", "a tag"),
+}
+
+
+def _yaml_case(role: str, label: str, text: str | None, said: str) -> Case:
+    """One YAML payload as a mapping file, a --shards layout or a task's pairs.yaml (`text` None: a file past
+    the role's size limit, sparse)."""
+    def build(d: Path) -> Run:
+        path = d / ("layout.yaml" if role == "layout" else "pairs.yaml")
+        if text is None:
+            with open(path, "wb") as fh:
+                fh.truncate((1 << 26 if role != "layout" else 1 << 20) + 1)
+        else:
+            path.write_text(text)
+        if role == "layout":
+            return Run(["inspect", str(TP / "tp2_stats"), "--shards", str(path)], _refused(path, said))
+        if role == "pairs.yaml":  # a task's own decisions (the app's), given back as its mapping file
+            task = _small_task(d)
+            os.replace(path, task / "pairs.yaml")
+            path = task / "pairs.yaml"
+        npu, golden = _npy_sides(d)
+        return Run(["compare", "--npu", str(npu), "--golden", str(golden), "--mapping", str(path), "--out",
+                    str(d / "t")], _refused(path, said))
+    return Case("yaml", f"{role}: {label}", build)
+
+
+def _big_mapping_over_ranks(d: Path) -> Run:
+    """A mapping of 400,000 short lines (6.6 MB, some 20x that while parsed) over two ranks on two processes: read
+    once by the run and handed to the workers, not parsed again by each."""
+    from accuscope.engine.demo.ranktree import write_rank_tree
+    npu, golden = write_rank_tree(d / "tree", ranks=2, tensors=2, size=8)
+    path = d / "big.yaml"
+    with open(path, "w") as fh:
+        fh.writelines(f"a{i}: b{i}\n" for i in range(400_000))
+    return Run(["compare", "--npu", str(npu), "--golden", str(golden), "--mapping", str(path), "--workers", "2",
+                "--out", str(d / "t")])
+
+
+def _rank_numbers_cases() -> list[Case]:
+    def layout(d: Path) -> Run:
+        path = d / "layout.yaml"
+        path.write_text("tp: 1000000000\npp: 1000000000\n")
+        return Run(["compare", "--npu", str(TP / "tp2_stats"), "--golden", str(TP / "tp1_stats"), "--shards",
+                    str(path), "--out", str(d / "t")], _refused(path, "of them are not there"))
+
+    def folder(command: str) -> Callable[[Path], Run]:
+        def build(d: Path) -> Run:
+            run = d / "run"
+            shutil.copytree(TP / "tp2_stats", run)
+            shutil.copytree(run / "step0" / "rank1", run / "step0" / "rank99999999999")
+            argv = (["inspect", str(run)] if command == "inspect" else
+                    ["compare", "--npu", str(run), "--golden", str(TP / "tp1_stats"), "--out", str(d / "t")])
+            return Run([*argv, "--shards", "names"], _refused(run / "step0" / "rank2", "of them are not there"))
+        return build
+    return [Case("rank-numbers", "layout tp: 1000000000, pp: 1000000000 (compare --shards)", layout),
+            Case("rank-numbers", "a folder rank99999999999 beside rank0, rank1 (inspect --shards names)", folder("inspect")),
+            Case("rank-numbers", "a folder rank99999999999 beside rank0, rank1 (compare --shards names)", folder("compare"))]
+
+
+def path_cases() -> list[Case]:
+    out = [_path_case(kind, label, name, argv) for kind in ("fifo", "device")
+           for label, (name, argv) in path_options().items()]
+    for role in ("mapping", "layout", "pairs.yaml"):
+        for label, (text, said) in YAML_PAYLOADS.items():
+            out.append(_yaml_case(role, label, text, said))
+        out.append(_yaml_case(role, "huge: one byte past its size limit (sparse)", None, "bytes, more than a"))
+    out.append(Case("yaml", "mapping: 400,000 lines (6.6 MB) over 2 ranks (compare --workers 2)", _big_mapping_over_ranks))
+    return out + _rank_numbers_cases()
+
+
+CLASSES = ("pt-dag", "zip-bomb", "odd-zip", "stride", "deep", "huge-int", "names", "symlink", "cwd-modules",
+           "fifo", "device", "yaml", "rank-numbers")
 
 
 # ---------------------------------------------------------------- running

@@ -75,6 +75,8 @@ def spec_of(args) -> engine.CompareSpec:
                           "Polygraphy JSON with two runners)")
     try:
         return build_spec(values)
+    except SourceError:  # a side that cannot be read (one SOURCE holding both sides): it names itself
+        raise
     except ValueError as exc:
         raise SourceError(f"--threshold: {exc}") from None
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 import argparse
 from collections import Counter
 
-import numpy as np
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ..engine.runs.ortdump import OPTIMIZATION, dump_onnx
@@ -45,12 +44,8 @@ def add_input_options(p) -> None:
 
 def dump_options(args) -> dict:
     """dump_onnx's keyword arguments from add_input_options' flags (input files read here)."""
-    inputs = {}
-    for name, path in args.input:
-        try:
-            inputs[name] = np.load(path, allow_pickle=False)
-        except (OSError, ValueError) as exc:
-            raise SourceError(f"--input {name}={path}: cannot read it as .npy ({exc})") from None
+    from ..engine.sources.npyfile import user_npy
+    inputs = {name: user_npy(path, f"--input {name}= file") for name, path in args.input}
     dims = {}
     for name, value in args.dim:
         if not value.isdigit():

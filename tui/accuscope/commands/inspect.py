@@ -111,13 +111,13 @@ def _shards(args) -> int:
     path = os.path.expanduser(args.path)
     if not os.path.exists(path):
         raise SourceError(f"{path}: no such file or folder")
-    shards.load_layout(args.shards)  # a bad layout file is named before any dump is read
+    layout = shards.load_layout(args.shards)  # read once, and a bad layout file named before any dump is read
     if detect(path).kind != kinds.MSPROBE:
         raise SourceError(f"{path}: not an msprobe dump (--shards merges the ranks of an msprobe run)")
     found = shards.rank_folders(path, args.step)
     if len(found) < 2:
         raise SourceError(f"{next(iter(found.values()))}: the only rank of its step: nothing to merge")
-    doc = shards.survey(shards.merge(path, shards=args.shards, step=args.step, stats_only=bool(args.stats_only)))
+    doc = shards.survey(shards.merge(path, shards=layout, step=args.step, stats_only=bool(args.stats_only)))
     findings = bool(doc["not_merged"] or doc["problems"])
     if args.json:
         sys.stdout.write(json.dumps(doc, indent=1) + "\n")

@@ -7,6 +7,7 @@ by ONNX tensor names, which survive the renaming of nodes by converters and quan
 """
 from __future__ import annotations
 
+import os
 import shutil
 from datetime import datetime
 from pathlib import Path
@@ -40,8 +41,8 @@ def run(args) -> int:
         if detect(path).kind != kinds.ONNX:
             raise SourceError(f"{flag} {path}: not an ONNX model")
     folder = Path(args.out)
-    if folder.is_file():
-        raise SourceError(f"--out {folder}: is a file, not a task folder")
+    if os.path.lexists(folder) and not folder.is_dir():  # a file, a FIFO, a device: no task folder
+        raise SourceError(f"--out {folder}: is {'a file' if folder.is_file() else 'no folder'}, not a task folder")
     if folder.is_dir() and any(folder.iterdir()) and not (folder / TASK_JSON).exists():
         raise SourceError(f"--out {folder}: exists, holds files and is not a task folder; choose another")
     options = dump_options(args)

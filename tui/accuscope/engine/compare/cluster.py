@@ -14,13 +14,16 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from accuscope.engine.compare import comparison as engine
 from accuscope.engine.compare.lifetime import safe_helpers
 from accuscope.engine.compare.multirank import LOST, RankResult, compare_rank, pool_results
 from accuscope.engine.sources.ranks import Rank, local_path, pair_ranks
 from accuscope.engine.sources.tensor import SourceError
+
+if TYPE_CHECKING:  # crossmap only where a mapping file is given
+    from accuscope.engine.compare.crossmap import MappingFile
 
 POLL = 0.5  # seconds between looks at which workers are still there
 
@@ -41,9 +44,9 @@ class LocalPool:
     def discover(self, npu: str, golden: str) -> tuple[list[Rank], list[str]]:
         return pair_ranks(npu, golden)
 
-    def results(self, spec: engine.CompareSpec, leaves: list[Rank],
-                cancel: threading.Event | None = None) -> Iterator[RankResult]:
-        return pool_results(spec, leaves, self.workers, cancel)
+    def results(self, spec: engine.CompareSpec, leaves: list[Rank], cancel: threading.Event | None = None,
+                mapping: MappingFile | None = None) -> Iterator[RankResult]:
+        return pool_results(spec, leaves, self.workers, cancel, mapping)
 
 
 def _visible(npu: str, golden: str) -> tuple[list[Rank], list[tuple[str, str]]]:
@@ -115,12 +118,14 @@ class DaskCluster:
                     if not any(path.endswith("/" + rel) for rel in leaves)]
         return sorted(leaves.values()), problems
 
-    def results(self, spec: engine.CompareSpec, leaves: list[Rank],
-                cancel: threading.Event | None = None) -> Iterator[RankResult]:
+    def results(self, spec: engine.CompareSpec, leaves: list[Rank], cancel: threading.Event | None = None,
+                mapping: MappingFile | None = None) -> Iterator[RankResult]:
+        """Each rank on a worker that sees its folders; `mapping` (spec.mapping read) sent to every worker once."""
         d = self._distributed
         pending = {}
+        given = self.client.scatter(mapping, broadcast=True, hash=False) if mapping is not None else None
         for leaf in leaves:
-            future = self.client.submit(compare_rank, spec, leaf, workers=sorted(self._where[leaf.rel]),
+            future = self.client.submit(compare_rank, spec, leaf, given, workers=sorted(self._where[leaf.rel]),
                                         allow_other_workers=False, pure=False, retries=0,
                                         key=f"accuscope-{leaf.key}-{id(self)}")
             pending[future] = leaf

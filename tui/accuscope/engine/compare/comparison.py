@@ -48,6 +48,7 @@ from accuscope.engine.sources.tensor import INPUT, OUTPUT, Problem, SourceError,
 if TYPE_CHECKING:  # plugins are imported only for a run that names a folder of them (--custom-dir), graphs.graph
     # with a model, repair where a pair disagrees (execute)
     from accuscope.engine.compare import plugins as plugin_mod
+    from accuscope.engine.compare.crossmap import MappingFile
     from accuscope.engine.compare.repair import Repair
     from accuscope.engine.graphs.graph import Graph
 
@@ -256,14 +257,16 @@ def open_sides(spec: CompareSpec) -> tuple[Side, Side, Graph | None]:
 
 
 @gcpause.paused  # opening the sides makes a few objects a tensor, which set off the collector's full walks
-def plan(spec: CompareSpec) -> Plan:
+def plan(spec: CompareSpec, *, mapping_file: MappingFile | None = None) -> Plan:
+    """`mapping_file`: spec.mapping as crossmap.load read it, where the run has read it already (its ranks'
+    workers are handed it, not each reading the file again)."""
     npu, golden, graph = open_sides(spec)
     npu_graph = npu.graph if npu.graph is not None else (graph if graph is not None and graph.is_device else None)
     found, problems = _discover(spec.custom_dir) if spec.custom_dir else ([], [])
     metrics, chosen_plugins = _algorithms(spec.algorithms, found)
     user_map, cross, pairing = None, None, []
     if spec.mapping or spec.match == "structure" or npu.kind == golden.kind == kinds.MSPROBE:
-        user_map, cross, pairing = _cross_pairs(spec, npu, golden)
+        user_map, cross, pairing = _cross_pairs(spec, npu, golden, mapping_file)
     mapping = map_tensors(npu, golden, npu_graph=npu_graph, golden_graph=golden.graph, user_map=user_map, cross=cross)
     seq = _sequence_ids(npu, npu_graph)
     keep = _selection(spec, npu, seq)
@@ -314,12 +317,13 @@ def plan(spec: CompareSpec) -> Plan:
                 problems, mapping.unmatched_golden, coverage, across)
 
 
-def _cross_pairs(spec: CompareSpec, npu: Side, golden: Side):
-    """(user's name map, crossmap's pairs, what the pairing says): what a mapping file, msprobe's rules or
-    --match structure say (each rule's count, the APIs the table cannot map: coverage notes, not problems);
-    crossmap (and the API table) is imported only for those inputs."""
+def _cross_pairs(spec: CompareSpec, npu: Side, golden: Side, mapping_file: MappingFile | None = None):
+    """(user's name map, crossmap's pairs, what the pairing says): what a mapping file (`mapping_file`, else
+    spec.mapping read here), msprobe's rules or --match structure say (each rule's count, the APIs the table
+    cannot map: coverage notes, not problems); crossmap (and the API table) is imported only for those inputs."""
     from accuscope.engine.compare import crossmap
-    mapping_file = crossmap.load(spec.mapping) if spec.mapping else None
+    if mapping_file is None and spec.mapping:
+        mapping_file = crossmap.load(spec.mapping)
     user_map = mapping_file.names if mapping_file is not None and mapping_file.kind == crossmap.ACCUSCOPE else None
     if npu.kind == golden.kind == kinds.MSPROBE:
         cross = crossmap.pair(npu, golden, mapping_file, structure=spec.match == "structure")

@@ -33,12 +33,14 @@ import json
 import math
 import os
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
 
 from accuscope.engine.compare import apitable, gcpause
 from accuscope.engine.compare.pair import Pair
 from accuscope.engine.sources import msprobe
+from accuscope.engine.sources.inputfile import read_user_file
 from accuscope.engine.sources.names import parse_tensor_name
 from accuscope.engine.sources.tensor import SourceError, Tensor
 from accuscope.engine.sources.yamltext import yaml_load
@@ -80,13 +82,14 @@ class MappingFile:
                 API: "msprobe API-mapping entries", CELL: "msprobe cell-mapping pairs"}[self.kind]
 
 
+MAPPING_LIMIT = 1 << 26  # bytes of a mapping file: msprobe's data mapping of 100,000 tensors is 8 MB
+
+
 def load(path: str) -> MappingFile:
-    """The mapping file at `path`, its kind told by its content (SourceError naming the line otherwise)."""
-    try:
-        with open(path, encoding="utf-8", newline="") as fh:
-            text = fh.read(1 << 26)
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SourceError(f"{path}: cannot read the mapping file ({exc})") from None
+    """The mapping file at `path`, its kind told by its content (SourceError naming the line otherwise).
+    Read through the checked opener (a regular file of at most MAPPING_LIMIT bytes, UTF-8): a run reads it
+    once and hands what it holds to its rank workers (compare/multirank.py)."""
+    text = read_user_file(path, "mapping file", MAPPING_LIMIT)
     if not path.lower().endswith((".yaml", ".yml")):
         return MappingFile(ACCUSCOPE, path, _csv(text, path))
     doc = yaml_load(text, path)
@@ -127,7 +130,7 @@ def _is_cell(name: str) -> bool:
 
 def _csv(text: str, path: str) -> dict[str, str]:
     found: dict[str, str] = {}
-    for k, row in enumerate(csv.reader(text.splitlines()), 1):
+    for k, row in enumerate(_csv_rows(text, path), 1):
         if not row or (len(row) == 1 and not row[0].strip()) or row[0].lstrip().startswith("#"):
             continue
         if len(row) != 2:
@@ -137,6 +140,15 @@ def _csv(text: str, path: str) -> dict[str, str]:
             continue  # a header line
         found[key] = value
     return found
+
+
+def _csv_rows(text: str, path: str) -> Iterator[list[str]]:
+    """csv.reader's rows of `text`; what it cannot read (a field past its 128 KB limit) a SourceError naming the line."""
+    rows = csv.reader(text.splitlines())
+    try:
+        yield from rows
+    except csv.Error as exc:
+        raise SourceError(f"{path}:{rows.line_num}: not a CSV line of `npu_name,golden_name` ({exc})") from None
 
 
 # ------------------------------------------------------------------ pairing

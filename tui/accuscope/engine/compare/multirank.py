@@ -1,6 +1,11 @@
 """Comparing many ranks: one rank is one unit of work (plan + execute on that rank's two folders),
 run on the local process pool here, or on a Dask cluster (compare/cluster.py). Only a rank's
 result rows travel back, as a ResultTable with its step and rank columns set.
+
+A mapping file is read once, by the run (`given_mapping`), and what it holds is handed to the workers:
+to each process of the pool once, as it starts, and to a cluster's workers once (scattered). Read again
+for each rank it cost every worker its parse (a YAML mapping takes some 20x its size while parsed, 5 s
+for 400,000 lines) and the cluster's every host a copy of the file at the same path.
 """
 from __future__ import annotations
 
@@ -10,7 +15,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 from accuscope.engine.compare import comparison as engine
 from accuscope.engine.compare import statcolumns
@@ -19,7 +24,11 @@ from accuscope.engine.compare.results import ResultTable
 from accuscope.engine.sources.ranks import Rank, local_path
 from accuscope.engine.sources.tensor import SourceError
 
+if TYPE_CHECKING:  # crossmap only where a mapping file is given
+    from accuscope.engine.compare.crossmap import MappingFile
+
 LOST = "lost"  # a rank whose worker died or left: re-running the task compares it again
+_POOL_MAPPING: list[MappingFile | None] = [None]  # in a pool's process: the mapping the pool was started with
 
 
 @dataclass
@@ -52,8 +61,17 @@ def worker_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-def compare_rank(spec: engine.CompareSpec, rank: Rank) -> RankResult:
-    """Compare one rank's two folders (read as this host sees them); never raises for bad input."""
+def given_mapping(spec: engine.CompareSpec) -> MappingFile | None:
+    """spec.mapping read (once, by the run; SourceError naming it), for `compare_rank`; None without one."""
+    if not spec.mapping:
+        return None
+    from accuscope.engine.compare import crossmap
+    return crossmap.load(spec.mapping)
+
+
+def compare_rank(spec: engine.CompareSpec, rank: Rank, mapping: MappingFile | None = None) -> RankResult:
+    """Compare one rank's two folders (read as this host sees them); never raises for bad input. `mapping`:
+    spec.mapping as `given_mapping` read it (else the file is read here)."""
     start = time.perf_counter()
     one = rank_spec(spec, rank)
     one = replace(one, npu=local_path(one.npu), golden=local_path(one.golden))
@@ -64,7 +82,7 @@ def compare_rank(spec: engine.CompareSpec, rank: Rank) -> RankResult:
             (table, coverage), problems = fast, []
             result.sides = {"npu": statcolumns.KIND, "golden": statcolumns.KIND}
         else:
-            plan = engine.plan(one)
+            plan = engine.plan(one, mapping_file=mapping)
             table = cast(ResultTable, engine.execute(plan, workers=1))  # None only when cancelled: no cancel here
             coverage, problems = plan.coverage, plan.problems
             result.sides = {"npu": plan.npu.kind, "golden": plan.golden.kind}
@@ -80,29 +98,36 @@ def compare_rank(spec: engine.CompareSpec, rank: Rank) -> RankResult:
     return result
 
 
-def _initializer(main_pid: int) -> None:
+def _initializer(main_pid: int, mapping: MappingFile | None) -> None:
     die_with_parent(main_pid)
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    _POOL_MAPPING[0] = mapping
+
+
+def _pooled_rank(spec: engine.CompareSpec, rank: Rank) -> RankResult:
+    """compare_rank in a pool's process, with the mapping the process was started with."""
+    return compare_rank(spec, rank, _POOL_MAPPING[0])
 
 
 def pool_results(spec: engine.CompareSpec, leaves: list[Rank], workers: int | None = None,
-                 cancel: threading.Event | None = None) -> Iterator[RankResult]:
-    """Each rank in a process of the local pool, results as they finish. A process that dies
-    (out of memory) breaks the pool: the ranks in flight are reported lost, the rest still run."""
+                 cancel: threading.Event | None = None, mapping: MappingFile | None = None) -> Iterator[RankResult]:
+    """Each rank in a process of the local pool, results as they finish (`mapping`: spec.mapping read, handed
+    to each process once). A process that dies (out of memory) breaks the pool: the ranks in flight are
+    reported lost, the rest still run."""
     remaining = list(leaves)
     workers = max(1, min(workers or os.cpu_count() or 1, len(leaves)))
     if workers == 1:
         for leaf in leaves:
             if cancel is not None and cancel.is_set():
                 return
-            yield compare_rank(spec, leaf)
+            yield compare_rank(spec, leaf, mapping)
         return
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait  # imported when a pool runs, not before
     from concurrent.futures.process import BrokenProcessPool
     while remaining:
         with ProcessPoolExecutor(workers, mp_context=process_context(), initializer=_initializer,
-                                 initargs=(os.getpid(),)) as pool:
-            pending = {pool.submit(compare_rank, spec, leaf): leaf for leaf in remaining}
+                                 initargs=(os.getpid(), mapping)) as pool:
+            pending = {pool.submit(_pooled_rank, spec, leaf): leaf for leaf in remaining}
             try:
                 while pending:
                     if cancel is not None and cancel.is_set():

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from accuscope.engine.sources.inputfile import not_regular, user_path
 from accuscope.engine.sources.tensor import Problem, SourceError
 
 if TYPE_CHECKING:
@@ -50,6 +51,7 @@ def budget() -> float:
 def discover(directory: str) -> tuple[list[Plugin], list[Problem]]:
     """Plugins under `directory/algorithm/`; a file that cannot serve is a Problem, not an error.
     The files are loaded in a plugin host process, not in this one."""
+    user_path(directory, "plugin folder", folder=True)
     folder = os.path.join(directory, "algorithm")
     if not os.path.isdir(folder):
         raise SourceError(f"{directory}: no 'algorithm' folder with alg_<Name>.py files")
@@ -60,7 +62,8 @@ def discover(directory: str) -> tuple[list[Plugin], list[Problem]]:
         return [], []
     with PluginHost() as host:
         for name, path in candidates:
-            error = host.check(Plugin(name, path))
+            why = not_regular(path)  # a FIFO named alg_x.py would block its import for ever
+            error = why.removesuffix("; skipped") or host.check(Plugin(name, path))
             if error:
                 problems.append(Problem(path, f"not usable: {error}"))
             else:

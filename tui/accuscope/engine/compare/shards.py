@@ -61,6 +61,7 @@ of rank0,rank1 (column)`; what cannot be merged keeps its row, not compared, wit
 from __future__ import annotations
 
 import fnmatch
+import itertools
 import math
 import os
 import re
@@ -74,7 +75,7 @@ from accuscope.engine.compare.statistics import MERGED, SHARDS_BY_NAMES
 from accuscope.engine.graphs.graph import Graph
 from accuscope.engine.sources import msprobe
 from accuscope.engine.sources.golden import GoldenDump
-from accuscope.engine.sources.inputfile import require_regular
+from accuscope.engine.sources.inputfile import read_user_file
 from accuscope.engine.sources.tensor import Problem, SourceError, Tensor, TensorError, replaced
 from accuscope.engine.sources.yamltext import yaml_load
 
@@ -84,6 +85,7 @@ CLASSES = {"ColumnParallelLinear": COLUMN, "RowParallelLinear": ROW, "VocabParal
 ONCE, CONCAT, SUM, BY_VOCAB = "once", "concat", "sum", "vocab"
 BOOKKEEPING = "per-rank vocabulary bookkeeping (masks, local ids): no value of the whole run"
 LAYOUT_LIMIT = 1 << 20  # bytes of a layout file read
+MISSING_NAMED = 8  # missing ranks named in the message saying so
 _API = re.compile(r"(?!Module\.|Cell\.)(?P<api>.+)\.(?P<k>\d+)\.(?P<dir>forward|backward)")
 _MODULE_CALL = re.compile(r"(?:Module|Cell)\.(?P<path>.+)\.(?P<cls>[^.]+)\.(?P<dir>forward|backward|parameters_grad)"
                           r"(?:\.\d+)?")
@@ -112,16 +114,8 @@ def load_layout(spec: str | None) -> Layout:
     if not spec or spec == SHARDS_BY_NAMES:
         return Layout()
     path = os.fspath(spec)
-    if not os.path.exists(path):
-        raise SourceError(f"{path}: no such layout file (--shards takes `names` or a YAML file)")
-    require_regular(path)
-    if os.path.getsize(path) > LAYOUT_LIMIT:
-        raise SourceError(f"{path}: {os.path.getsize(path):,} bytes, more than a layout file holds")
-    try:
-        with open(path, encoding="utf-8") as fh:
-            doc = yaml_load(fh.read(), path)
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SourceError(f"{path}: cannot read: {exc}") from None
+    doc = yaml_load(read_user_file(path, "layout file", LAYOUT_LIMIT, missing=f"{path}: no such layout file (--shards "
+                                   "takes `names` or a YAML file)"), path)
     if not isinstance(doc, dict):
         raise SourceError(f"{path}: expected keys tp, pp, layers, modules")
     unknown = set(doc) - {"tp", "pp", "layers", "modules"}
@@ -182,12 +176,17 @@ def arrange(path: str, layout: Layout, step: str | int | None = None) -> list[tu
     """The (rank number, folder) of every rank of the step, rank0 first; SourceError for a missing one."""
     numbered = rank_folders(path, step)
     step_dir = os.path.dirname(numbered[min(numbered)])
-    total = layout.tp * layout.pp if layout.tp else max(numbered) + 1
-    missing = [n for n in range(total) if n not in numbered]
-    if missing:
+    total = layout.tp * layout.pp if layout.tp else max(numbered) + 1  # from the file and folder names: bounded below
+    absent = total - sum(n < total for n in numbered)
+    if absent:  # name the first few missing, never counting to `total` (tp: 1000000000, a folder rank99999999999)
+        missing = list(itertools.islice((n for n in range(total) if n not in numbered), MISSING_NAMED))
         need = f"TP={layout.tp} x PP={layout.pp} needs" if layout.tp else "the ranks run"
         raise SourceError(f"{os.path.join(step_dir, f'rank{missing[0]}')}: missing: {need} rank0..rank{total - 1}, "
-                          f"and {', '.join(f'rank{n}' for n in missing)} {'is' if len(missing) == 1 else 'are'} not there")
+                          + (f"and {', '.join(f'rank{n}' for n in missing)} {'is' if absent == 1 else 'are'} not there"
+                             if absent <= MISSING_NAMED else
+                             f"and {absent:,} of them are not there ({', '.join(f'rank{n}' for n in missing)}, ...): "
+                             f"{step_dir} holds {len(numbered):,}")
+                          + (f" ({layout.source})" if layout.source else ""))
     extra = sorted(n for n in numbered if n >= total)
     if extra:
         raise SourceError(f"{numbered[extra[0]]}: TP={layout.tp} x PP={layout.pp} makes {total} ranks; "
@@ -283,10 +282,11 @@ class Merge:
                 + (f"the layout {self.layout.source}" if self.layout.source else "Megatron's class names"))
 
 
-def merge(path: str, *, shards: str | None = None, step: str | int | None = None, stats_only: bool = False,
+def merge(path: str, *, shards: str | Layout | None = None, step: str | int | None = None, stats_only: bool = False,
           **_options) -> Merge:
-    """Every rank of the step read, each TP group merged, the stages stitched (see the module docstring)."""
-    layout = load_layout(shards)
+    """Every rank of the step read, each TP group merged, the stages stitched (see the module docstring).
+    `shards`: --shards's text, or the Layout it was read as (a run reads its layout file once)."""
+    layout = shards if isinstance(shards, Layout) else load_layout(shards)
     problems: list[Problem] = []
     ranks = []
     for number, folder in arrange(os.fspath(path), layout, step):
@@ -819,13 +819,13 @@ def parallel_sides(spec) -> dict:
         raise SourceError("--shards merges every rank of a step; --rank picks one: give one or the other")
     from accuscope.engine.sides.registry import detect
     from accuscope.engine.sides.side import Side
-    load_layout(spec.shards)  # a bad layout file is named before any dump is read
+    layout = load_layout(spec.shards)  # read once, and a bad layout file named before any dump is read
     sides = {}
     for role, path in (("npu", spec.npu), ("golden", spec.golden)):
         if detect(path).kind != msprobe.KIND:
             continue
         if len(rank_folders(path, spec.step)) > 1:
-            dump = open_merged(path, shards=spec.shards, step=spec.step, stats_only=spec.stats_only)
+            dump = open_merged(path, shards=layout, step=spec.step, stats_only=spec.stats_only)
             sides[role] = Side(dump, msprobe.KIND)
     if not sides:
         raise SourceError(f"--shards: neither {spec.npu} nor {spec.golden} is an msprobe dump holding several ranks "

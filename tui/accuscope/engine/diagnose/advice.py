@@ -14,7 +14,7 @@ import numpy as np
 from accuscope import __version__
 from accuscope.engine.compare.results import text_array
 from accuscope.engine.compare.thresholds import Thresholds
-from accuscope.engine.sources.inputfile import read_json_object
+from accuscope.engine.sources.inputfile import open_user_file, read_json_object
 from accuscope.engine.sources.outputfile import atomic_file
 from accuscope.engine.sources.tensor import SourceError
 from accuscope.engine.tasks.task import ADVICE_JSON
@@ -227,9 +227,9 @@ def saved_fingerprint(folder: str | os.PathLike) -> dict | None:
     None when there is none or the head does not hold it as save_advice writes it (the caller then
     reads the whole file)."""
     try:
-        with open(Path(folder) / ADVICE_JSON, "rb") as fh:
+        with open_user_file(Path(folder) / ADVICE_JSON, ADVICE_JSON) as fh:  # a FIFO there: no fingerprint, no wait
             head = fh.read(HEAD_BYTES).decode("utf-8", "replace")
-    except OSError:
+    except (OSError, SourceError):
         return None
     at = head.find(_TASK_MEMBER)
     if at < 0:

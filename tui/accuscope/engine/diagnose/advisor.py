@@ -59,6 +59,7 @@ from accuscope.engine.diagnose.rules.rule import run_rules
 from accuscope.engine.diagnose.rules.verdict import in_light_of_verdict
 from accuscope.engine.diagnose.rules.verify import verified
 from accuscope.engine.progress import OnProgress
+from accuscope.engine.sources.inputfile import user_path
 from accuscope.engine.sources.tensor import SourceError, TensorError
 from accuscope.engine.tasks.task import Task, load_task
 
@@ -101,9 +102,7 @@ def advise(task_folder: str | os.PathLike | Task, framework_model: str | os.Path
     t0 = time.perf_counter()
     fw, fw_path, fw_source = None, None, ""
     if framework_model is not None:
-        fw_path, fw_source = Path(framework_model), "given"
-        if not fw_path.is_file():
-            raise SourceError(f"{fw_path}: no such framework model file")
+        fw_path, fw_source = Path(user_path(framework_model, "framework model file")), "given"
     elif task.framework_model[0] is not None and task.framework_model[0].suffix.lower() == ".onnx":
         fw_path, fw_source = task.framework_model  # ops are re-run with onnxruntime
     failing_outputs = bool((run.fail & (run.c["io"] == "output")).any())

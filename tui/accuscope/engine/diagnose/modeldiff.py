@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from accuscope.engine.sources.inputfile import user_path
+
 FP16_MAX = 65504.0
 LEVELS_QUANTIZED = 256  # a weight tensor with at most this many distinct values is quantized
 
@@ -28,7 +30,7 @@ class ModelView:
     def __init__(self, path: str):
         import onnx
         from onnx import numpy_helper
-        self.model = onnx.load(str(path), load_external_data=False)
+        self.model = onnx.load(user_path(path, "model file"), load_external_data=False)
         g = self.model.graph
         self._to_array = numpy_helper.to_array
         self.weights = {t.name: t for t in g.initializer}

@@ -29,6 +29,7 @@ import numpy as np
 from accuscope.engine.compare.columns import ISOLATED
 from accuscope.engine.compare.metrics import compare_arrays
 from accuscope.engine.runs.onnxmodel import onnx_modules
+from accuscope.engine.sources.inputfile import user_path
 from accuscope.engine.sources.tensor import INPUT, OUTPUT, SourceError, Tensor, TensorError, sanitize
 
 if TYPE_CHECKING:
@@ -85,9 +86,7 @@ class FrameworkModel:
 
     def __init__(self, path: str | os.PathLike):
         onnx, _ = onnx_modules(RERUNNING)
-        self.path = Path(path)
-        if not self.path.is_file():
-            raise SourceError(f"{self.path}: no such framework model file")
+        self.path = Path(user_path(path, "framework model file"))
         try:
             model = onnx.load(str(self.path))
         except Exception as exc:  # protobuf and external-data errors come in several kinds  # noqa: BLE001 - onnx/onnxruntime raise their own exception types

@@ -31,7 +31,7 @@ from accuscope.engine.diagnose.advice import VERDICT
 from accuscope.engine.diagnose.rules.drift import DRIFT
 from accuscope.engine.diagnose.rules.introduced import INTRODUCED
 from accuscope.engine.progress import OnProgress, Progress
-from accuscope.engine.sources.inputfile import json_loads
+from accuscope.engine.sources.inputfile import json_loads, user_path
 from accuscope.engine.sources.outputfile import write_text
 from accuscope.engine.sources.tensor import SourceError
 
@@ -235,7 +235,7 @@ class _Setup:
         self.golden = run_outputs(self.reference, feeds)
         candidate = task.path("npu") / "model.onnx"
         import onnx
-        self.candidate = run_outputs(onnx.load(str(candidate)), feeds)
+        self.candidate = run_outputs(onnx.load(user_path(candidate, "candidate model")), feeds)
         digest = hashlib.sha256(self.reference.SerializeToString())
         digest.update(to.encode())
         for k in sorted(feeds):

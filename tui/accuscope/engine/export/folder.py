@@ -47,7 +47,7 @@ from accuscope.engine.graphs.subgraph import BoundaryTensor, Selection, select, 
 from accuscope.engine.progress import OnProgress, Reporter
 from accuscope.engine.runs.onnxmodel import onnx_module
 from accuscope.engine.sides.registry import load_graph
-from accuscope.engine.sources.inputfile import json_loads
+from accuscope.engine.sources.inputfile import json_loads, user_path
 from accuscope.engine.sources.names import read_mapping_csv
 from accuscope.engine.sources.outputfile import not_a_link, ours
 from accuscope.engine.sources.tensor import INPUT, OUTPUT, SourceError, Tensor, TensorError, sanitize
@@ -80,10 +80,7 @@ def _task(task: Task | str | os.PathLike) -> Task:
 def framework_model_path(task: Task | str | os.PathLike, explicit: str | os.PathLike | None = None) -> Path | None:
     """The framework model of a task: `explicit`, else Task.framework_model. None when there is none."""
     if explicit:
-        p = Path(explicit).expanduser()
-        if not p.is_file():
-            raise SourceError(f"{p}: no such framework model file")
-        return p
+        return Path(user_path(os.path.expanduser(explicit), "framework model file"))
     return _task(task).framework_model[0]
 
 

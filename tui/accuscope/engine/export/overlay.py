@@ -16,6 +16,7 @@ an infinite metric (SQNR of identical tensors) is +-1.79e308 too, JSON having no
 from __future__ import annotations
 
 import math
+import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +27,7 @@ from accuscope.engine.compare.pair import golden_ops
 from accuscope.engine.compare.thresholds import default_op, resolve_key
 from accuscope.engine.graphs.onnxgraph import need
 from accuscope.engine.sides.registry import load_graph
+from accuscope.engine.sources.inputfile import user_path
 from accuscope.engine.sources.tensor import SourceError
 from accuscope.engine.tasks.task import Task, load_task
 
@@ -129,9 +131,7 @@ def task_overlay(folder: str | Path, metric: str = "cos", model: str | Path | No
     Task.framework_model); SourceError naming what is missing when there is none."""
     task = load_task(folder)
     if model is not None:
-        path = Path(model).expanduser()
-        if not path.is_file():
-            raise SourceError(f"{path}: no such framework model file")
+        path = Path(user_path(os.path.expanduser(model), "framework model file"))
     else:
         found, _ = task.framework_model
         if found is None:

@@ -30,6 +30,7 @@ from accuscope.engine.export.submodel import EXPORTING, np_dtype
 from accuscope.engine.progress import OnProgress, Reporter
 from accuscope.engine.runs.onnxmodel import onnx_module
 from accuscope.engine.sources import kinds
+from accuscope.engine.sources.npyfile import user_npy
 from accuscope.engine.sources.tensor import OUTPUT, SourceError, TensorError, sanitize
 from accuscope.engine.tasks.task import RETEST_DIR, Task
 
@@ -170,8 +171,8 @@ def _read_side(root: Path, entry: dict, side: str) -> np.ndarray | None:
     if not info:
         return None
     try:
-        return np.load(root / info["npy"], allow_pickle=False)
-    except (OSError, ValueError, KeyError):
+        return user_npy(str(root / info["npy"]), "exported data file")
+    except (OSError, ValueError, KeyError):  # SourceError too (a ValueError): missing, a FIFO, damaged
         return None
 
 

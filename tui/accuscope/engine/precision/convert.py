@@ -17,6 +17,8 @@ import numpy as np
 
 from accuscope.engine.runs.onnxedit import constants_as_initializers
 from accuscope.engine.runs.onnxmodel import load_model, node_names
+from accuscope.engine.sources.inputfile import not_regular, user_path
+from accuscope.engine.sources.npyfile import user_npy, user_npz
 from accuscope.engine.sources.tensor import SourceError
 
 if TYPE_CHECKING:
@@ -45,6 +47,8 @@ def recognise(model_path) -> str:
     (onnxruntime's dynamic quantization), "int8-static" (QuantizeLinear/QLinear ops: calibrated),
     "fp16" (float16 weights or casts to float16), "" (none of these, or not a readable model)."""
     import onnx
+    if not_regular(os.fspath(model_path)):  # missing, or a FIFO onnx.load would wait on
+        return ""
     try:
         graph = onnx.load(str(model_path), load_external_data=False).graph
     except Exception:  # noqa: BLE001 - protobuf raises several kinds on garbage
@@ -127,27 +131,22 @@ class CalibrationReader:
 
 
 def calibration_samples(folder: str, input_names: list[str]) -> list[dict[str, np.ndarray]]:
-    root = Path(folder)
-    if not root.is_dir():
-        raise SourceError(f"--calibration {folder}: not a folder")
+    root = Path(user_path(folder, "calibration folder", folder=True))
     samples = []
     for f in sorted(root.iterdir()):
         if f.suffix not in (".npy", ".npz"):
             continue
-        try:
-            if f.suffix == ".npy":
-                if len(input_names) != 1:
-                    raise SourceError(f"{f}: an .npy sample fits a model with one input; this one has "
-                                      f"{len(input_names)}: give .npz files keyed by input name")
-                samples.append({input_names[0]: np.load(f, allow_pickle=False)})
-            else:
-                with np.load(f, allow_pickle=False) as z:
-                    missing = sorted(set(input_names) - set(z.files))
-                    if missing:
-                        raise SourceError(f"{f}: no array for input(s) {', '.join(missing)}")
-                    samples.append({k: z[k] for k in input_names})
-        except (OSError, ValueError) as exc:
-            raise SourceError(f"{f}: cannot read it as a calibration sample ({exc})") from None
+        if f.suffix == ".npy":
+            if len(input_names) != 1:
+                raise SourceError(f"{f}: an .npy sample fits a model with one input; this one has "
+                                  f"{len(input_names)}: give .npz files keyed by input name")
+            samples.append({input_names[0]: user_npy(str(f), "calibration sample")})
+        else:
+            arrays = user_npz(str(f), "calibration sample")
+            missing = sorted(set(input_names) - set(arrays))
+            if missing:
+                raise SourceError(f"{f}: no array for input(s) {', '.join(missing)}")
+            samples.append({k: arrays[k] for k in input_names})
     if not samples:
         raise SourceError(f"--calibration {folder}: holds no .npy or .npz sample")
     return samples

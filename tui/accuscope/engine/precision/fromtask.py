@@ -7,12 +7,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import numpy as np
-
 from accuscope.engine.precision.convert import recognise
 from accuscope.engine.precision.evaluate import Target, parse_target
 from accuscope.engine.precision.spec import PrecisionSpec
 from accuscope.engine.sources.inputfile import json_loads
+from accuscope.engine.sources.npyfile import user_npy
 from accuscope.engine.sources.tensor import SourceError, sanitize
 from accuscope.engine.tasks.task import load_task
 
@@ -28,10 +27,7 @@ def spec_from_task(folder: str | os.PathLike, framework_model: str | os.PathLike
     inputs = {}
     for name in doc.get("inputs") or {}:
         path = Path(golden) / f"{sanitize(name)}.0.{doc.get('timestamp')}.npy"
-        try:
-            inputs[name] = np.load(path, allow_pickle=False)
-        except (OSError, ValueError) as exc:
-            raise SourceError(f"{path}: cannot read the reference dump's input {name!r} ({exc})") from None
+        inputs[name] = user_npy(str(path), f"reference dump's input {name!r}")
     if not inputs:
         raise SourceError(f"{folder}: the reference dump names no model input")
     to = "int8" if recognise(Path(npu) / "model.onnx" if npu else "").startswith("int8") else "fp16"

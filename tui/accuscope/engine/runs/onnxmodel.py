@@ -10,6 +10,7 @@ import numpy as np
 
 from accuscope.engine.graphs.graph import unique_names
 from accuscope.engine.graphs.onnxgraph import need
+from accuscope.engine.sources.inputfile import user_path
 from accuscope.engine.sources.tensor import SourceError
 
 RANDOM_INT_HIGH = 8      # random integer inputs lie in [0, RANDOM_INT_HIGH): small enough for indices
@@ -55,9 +56,7 @@ def node_names(nodes) -> list[str]:
 
 def load_model(model_path):
     onnx, _ = onnx_modules()
-    path = os.fspath(model_path)
-    if not os.path.isfile(path):
-        raise SourceError(f"{path}: no such model file")
+    path = user_path(model_path, "model file")
     try:
         model = onnx.load(path, load_external_data=False)
     except Exception as exc:  # protobuf raises several kinds on garbage  # noqa: BLE001 - onnx/onnxruntime raise their own exception types

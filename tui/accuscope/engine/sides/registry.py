@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 from accuscope.engine.sides.side import Side, own_model
 from accuscope.engine.sources import kinds, sniffs
 from accuscope.engine.sources.golden import PT_SUFFIXES, RAW_SUFFIXES, GoldenDump, open_kind
-from accuscope.engine.sources.inputfile import folder_names, not_regular, require_regular, shared_listings
+from accuscope.engine.sources.inputfile import folder_names, not_regular, require_regular, shared_listings, user_path
 from accuscope.engine.sources.names import find_runs, parse_dump_name
 from accuscope.engine.sources.tensor import SourceError
 
@@ -242,12 +242,7 @@ def _yes_no(text: str) -> bool:
 
 
 def _file(text: str) -> str:
-    path = os.path.expanduser(text)
-    if not os.path.exists(path):
-        raise ValueError(f"{path}: no such file")
-    if not os.path.isfile(path):
-        raise ValueError(f"{path}: not a regular file")
-    return path
+    return user_path(os.path.expanduser(text), "file")  # a SourceError is the ValueError an option's parse raises
 
 
 ATB_OPTIONS = (

@@ -5,9 +5,17 @@ A FIFO or device named like a dump would block a reader forever, and a symlink l
 structure inside is bounded here too: JSON text nested past the interpreter's stack (`json_loads`)
 and folder trees nested past any dump layout (`walk`) are errors a reader reports, never a
 RecursionError.
+
+Every path an option names (a mapping file, a layout, a model, an input .npy, a plugin folder, a
+task's own files) is opened here, by one checked opener: `user_path` (it is there, a regular file or
+a folder as meant, within a size limit; os.stat only), `open_user_file` (the same, then opened without
+waiting on a FIFO and fstat'd again: a file swapped for a FIFO after the check never blocks) and
+`read_user_file` (its bytes, or its UTF-8 text). Each failure is a SourceError naming the path.
 """
 from __future__ import annotations
 
+import errno
+import io
 import json
 import os
 import stat
@@ -15,6 +23,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Literal, overload
 
 from accuscope.engine.sources.tensor import SourceError
 
@@ -38,12 +47,17 @@ def mode_problem(mode: int) -> str:
     """Why a file of this `st_mode` cannot be read as a data file ("" for a regular file)."""
     if stat.S_ISREG(mode):
         return ""
+    what = _file_type(mode)
+    return f"is {what}, not a regular file; skipped" if what else "not a regular file; skipped"
+
+
+def _file_type(mode: int) -> str:
     for test, what in ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a named pipe (FIFO)"),
                        (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
-                       (stat.S_ISBLK, "a block device")):
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISREG, "a file")):
         if test(mode):
-            return f"is {what}, not a regular file; skipped"
-    return "not a regular file; skipped"
+            return what
+    return ""
 
 
 class NotRegular(OSError):
@@ -60,6 +74,85 @@ def require_regular(path: str) -> None:
     why = not_regular(path)
     if why:
         raise SourceError(f"{path}: {why.removesuffix('; skipped')}")
+
+
+def user_path(path: str | os.PathLike, what: str, *, folder: bool = False, limit: int | None = None,
+              missing: str = "") -> str:
+    """`path`, an input the user named (or a task's own file), checked with os.stat, which never blocks:
+    it is there (else SourceError `missing`, by default `PATH: no such WHAT`), it is a regular file (a
+    folder where `folder`; a FIFO or device would block its reader, or feed it for ever) and it holds at
+    most `limit` bytes (None: any size). Every SourceError names the path."""
+    path = os.fspath(path)
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+            raise SourceError(missing or f"{path}: no such {what}") from None
+        raise SourceError(f"{path}: cannot read the {what} ({exc.strerror or exc})") from None
+    if folder:
+        if not stat.S_ISDIR(st.st_mode):
+            raise SourceError(f"{path}: is {_file_type(st.st_mode) or 'no folder'}, not a folder (the {what})")
+        return path
+    _check_file(path, what, st, limit)
+    return path
+
+
+def _check_file(path: str, what: str, st: os.stat_result, limit: int | None) -> None:
+    why = mode_problem(st.st_mode)
+    if why:
+        raise SourceError(f"{path}: {why.removesuffix('; skipped')} (the {what})")
+    if limit is not None and st.st_size > limit:
+        raise SourceError(f"{path}: {st.st_size:,} bytes, more than a {what} holds ({limit:,} at most)")
+
+
+def open_user_file(path: str | os.PathLike, what: str, *, limit: int | None = None, missing: str = "") -> io.BufferedReader:
+    """`path` checked as `user_path` checks a file, opened for reading in binary: opened without waiting
+    (O_NONBLOCK: a FIFO put in its place after the check does not block the open) and checked again on the
+    open descriptor, so what is read is the regular file the check saw."""
+    path = user_path(path, what, limit=limit, missing=missing)
+    try:
+        fd = os.open(path, OPEN_FLAGS)
+    except OSError as exc:
+        raise SourceError(f"{path}: cannot read the {what} ({exc.strerror or exc})") from None
+    try:
+        _check_file(path, what, os.fstat(fd), limit)
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+@overload
+def read_user_file(path: str | os.PathLike, what: str, limit: int, *, text: Literal[True] = ...,
+                   missing: str = "") -> str: ...
+
+
+@overload
+def read_user_file(path: str | os.PathLike, what: str, limit: int, *, text: Literal[False],
+                   missing: str = "") -> bytes: ...
+
+
+def read_user_file(path: str | os.PathLike, what: str, limit: int, *, text: bool = True,
+                   missing: str = "") -> str | bytes:
+    """The content of a file the user named (`open_user_file`'s checks; at most `limit` bytes, a file grown
+    past it since the check refused too): UTF-8 text, or the bytes where not `text`. SourceError naming the
+    path for anything wrong, text that is not UTF-8 included (with where it stops being)."""
+    with open_user_file(path, what, limit=limit, missing=missing) as fh:
+        try:
+            data = fh.read(limit + 1)
+        except OSError as exc:
+            raise SourceError(f"{os.fspath(path)}: cannot read the {what} ({exc.strerror or exc})") from None
+    if len(data) > limit:
+        raise SourceError(f"{os.fspath(path)}: more than {limit:,} bytes, more than a {what} holds")
+    if not text:
+        return data
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise SourceError(f"{os.fspath(path)}:{line}: the {what} is not UTF-8 text (byte {exc.start:,}: "
+                          f"{data[exc.start:exc.start + 1]!r})") from None
 
 
 def json_loads(text: str | bytes):
@@ -158,13 +251,16 @@ def walk(top: str | os.PathLike, max_depth: int = WALK_DEPTH):
             stack.extend((p, depth + 1) for p in reversed(below) if not os.path.islink(p))
 
 
-def read_json_object(path: Path, missing: str) -> dict:
-    """A JSON file holding an object; SourceError saying `missing`, or what is wrong with it."""
-    if not path.is_file():
-        raise SourceError(missing)
+JSON_LIMIT = 1 << 28  # bytes of a JSON document read whole (task.json of 10,000 ranks: a few MB)
+
+
+def read_json_object(path: Path, missing: str, limit: int = JSON_LIMIT) -> dict:
+    """A JSON file holding an object (read through `read_user_file`); SourceError saying `missing`, or what is
+    wrong with it."""
+    data = read_user_file(path, "JSON file", limit, text=False, missing=missing)
     try:
-        doc = json_loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:  # not JSON, not UTF-8, nested too deeply, an integer of 5,000 digits
+        doc = json_loads(data)
+    except ValueError as e:  # not JSON, not UTF-8, nested too deeply, an integer of 5,000 digits
         raise SourceError(f"{path}: unreadable: {e}") from None
     if not isinstance(doc, dict):
         raise SourceError(f"{path}: expected a JSON object, found {type(doc).__name__}")

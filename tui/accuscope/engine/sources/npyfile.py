@@ -22,7 +22,7 @@ from typing import IO, Literal, NamedTuple, cast
 
 import numpy as np
 
-from accuscope.engine.sources.inputfile import OPEN_FLAGS, NotRegular, mode_problem
+from accuscope.engine.sources.inputfile import OPEN_FLAGS, NotRegular, mode_problem, open_user_file, user_path
 from accuscope.engine.sources.tensor import (
     OUTPUT,
     Payload,
@@ -267,6 +267,35 @@ def load_npy(path: str) -> np.ndarray:
         return np.empty(head.shape, dtype=head.dtype, order=order)
     return np.memmap(path, dtype=head.dtype, mode="r", offset=head.offset, shape=head.shape, order=order)
 
+
+
+def user_npy(path: str, what: str) -> np.ndarray:
+    """An .npy file the user named (a model input, a calibration sample) read into a writable array: through
+    the checked opener (inputfile.open_user_file: a FIFO or device refused, never waited on) and our own header
+    parse (no pickle); SourceError naming the path and what it was given as for anything else."""
+    with open_user_file(path, what) as fh:
+        try:
+            head = npy_header(fh, os.fstat(fh.fileno()).st_size)
+            data = bytearray(head.nbytes)
+            got = fh.readinto(data)
+        except (OSError, ValueError) as exc:
+            raise SourceError(f"{path}: cannot read it as an .npy {what} ({exc})") from None
+    if got < head.nbytes:
+        raise SourceError(f"{path}: cannot read it as an .npy {what} ({got:,} of {head.nbytes:,} data bytes)")
+    return np.frombuffer(data, dtype=head.dtype).reshape(head.shape, order="F" if head.fortran else "C")
+
+
+def user_npz(path: str, what: str) -> dict[str, np.ndarray]:
+    """An .npz file the user named, every array by its name: the checked opener's checks, then `read_npz`;
+    SourceError naming the path (and the member) for a damaged one."""
+    user_path(path, what)
+    tensors, problems = read_npz(path)
+    if problems:
+        raise SourceError(f"{path}: cannot read it as an .npz {what} ({problems[0].message})")
+    try:
+        return {t.op: np.array(t.load()) for t in tensors}  # read_npz names each tensor's op by its key
+    except MEMBER_ERRORS as exc:
+        raise SourceError(f"{path}: cannot read it as an .npz {what} ({exc})") from None
 
 
 # --- npy files in a folder ------------------------------------------------------------------------

@@ -11,11 +11,13 @@ the user's umask, applied by the kernel), not mkstemp's 0600.
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
 
+from accuscope.engine.sources.inputfile import mode_problem
 from accuscope.engine.sources.tensor import SourceError
 
 _FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0) \
@@ -24,8 +26,17 @@ _STEM_BYTES = 180  # of the target's name in the temporary name: names stay unde
 
 
 def fresh_file(path: str | os.PathLike, suffix: str = ".tmp") -> tuple[int, Path]:
-    """(fd open for writing, its path): a new empty file `.{name}.{random}{suffix}` beside `path`."""
+    """(fd open for writing, its path): a new empty file `.{name}.{random}{suffix}` beside `path`. SourceError
+    when `path` is a FIFO, a device or a socket: renamed over, `--out /dev/zero.html` run as root replaced the
+    device node with a report (a link is replaced, as said above; a folder refuses the rename itself)."""
     path = Path(path)
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError:
+        mode = 0
+    if mode and not (stat.S_ISREG(mode) or stat.S_ISLNK(mode) or stat.S_ISDIR(mode)):
+        raise SourceError(f"{path}: {mode_problem(mode).removesuffix('; skipped')}: not replaced by what accuscope "
+                          "writes (give a file name)")
     stem = path.name.encode()[:_STEM_BYTES].decode("utf-8", "ignore")
     for _ in range(100):
         tmp = path.with_name(f".{stem}.{os.urandom(4).hex()}{suffix}")

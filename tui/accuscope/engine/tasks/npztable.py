@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from accuscope.engine.compare.results import KIND, ResultTable
-from accuscope.engine.sources.inputfile import json_loads
+from accuscope.engine.sources.inputfile import json_loads, open_user_file
 
 NPZ_FORMAT = 1
 
@@ -49,8 +49,9 @@ def read_npz(path: Path, head: int | None = None) -> tuple[ResultTable, dict]:
     """The table and the file's own description; ValueError when its claims do not hold (checked
     before anything of the claimed size is allocated). `head`: only the first `head` rows, each
     column read only as far as they go (the first screen of a 1M-row task: milliseconds, where the
-    whole table takes seconds to decode its text columns)."""
-    with np.load(path, allow_pickle=False) as z:
+    whole table takes seconds to decode its text columns). Opened by the checked opener: a FIFO in its place is
+    a SourceError (a ValueError), never waited on."""
+    with open_user_file(path, "result file") as fh, np.load(fh, allow_pickle=False) as z:
         meta = json_loads(z["meta"].tobytes().decode("utf-8"))
         if not isinstance(meta, dict) or meta.get("format") != NPZ_FORMAT:
             raise ValueError(f"format {meta.get('format') if isinstance(meta, dict) else None} is not {NPZ_FORMAT}")

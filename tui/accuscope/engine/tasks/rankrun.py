@@ -25,7 +25,7 @@ from pathlib import Path
 from accuscope import __version__
 from accuscope.engine.compare import comparison as engine
 from accuscope.engine.compare.cluster import DaskCluster, LocalPool
-from accuscope.engine.compare.multirank import LOST, RankResult
+from accuscope.engine.compare.multirank import LOST, RankResult, given_mapping
 from accuscope.engine.compare.results import ResultTable
 from accuscope.engine.progress import OnProgress, Progress
 from accuscope.engine.sources import ranks as rank_mod
@@ -104,6 +104,7 @@ def run_ranks(spec: engine.CompareSpec, folder: str | os.PathLike, cluster: str 
     try:
         if check_task_folder(folder):
             lock.acquire()
+        mapping = given_mapping(spec)  # read once here (a bad one named before any rank), handed to the workers
         with (DaskCluster(cluster) if cluster else LocalPool(workers)) as where:
             run.where = where.where
             found, run.problems = where.discover(spec.npu, spec.golden)
@@ -133,7 +134,7 @@ def run_ranks(spec: engine.CompareSpec, folder: str | os.PathLike, cluster: str 
             started = True
             if planned:
                 planned(run)
-            for result in where.results(spec, todo, cancel):
+            for result in where.results(spec, todo, cancel, mapping):
                 if result.table is not None:
                     _save_rank(folder, result, fingerprint)
                     run.held[result.rank.key] = result.table
