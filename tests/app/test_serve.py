@@ -1,16 +1,22 @@
 """`accuscope serve`: the app in a real browser (headless Chromium through Playwright) over textual-serve,
-read back by replaying the terminal bytes the page received into a terminal emulator (pyte)."""
+read back by replaying the terminal bytes the page received into a terminal emulator (pyte); its door
+(the secret it prints) and the terminal size it allows, through aiohttp's client against the real server."""
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import io
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
 import sys
 import time
+from urllib.parse import urlsplit
 
+import aiohttp
 import pytest
 from PIL import Image
 
@@ -43,6 +49,23 @@ def wait_until(condition, what: str, timeout: float = 60.0, pause=lambda: time.s
 def listening(port: int) -> bool:
     with socket.socket() as s:
         return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+@contextlib.contextmanager
+def served(workspace, *args):
+    """A running `accuscope serve` on a free port: (port, the secret its first line printed, the server)."""
+    port = free_port()
+    server = start("--port", port, "--workspace", workspace, *args)
+    try:
+        first = server.stdout.readline()
+        found = re.search(r"serving the app on http://[^/ ]+/\?token=([\w-]+) ", first)
+        assert found, (first, server.poll() is None or server.communicate())
+        wait_until(lambda: listening(port) or server.poll() is not None, "the server listening")
+        assert server.poll() is None, server.communicate()
+        yield port, found[1], server
+    finally:
+        if server.returncode is None:
+            stop(server)
 
 
 def stop(server: subprocess.Popen) -> tuple[str, str]:
@@ -84,17 +107,17 @@ class Terminal:
 def test_serve_shows_the_demo_task_in_a_browser(demo_ws, tmp_path):
     executable = chromium()
     from playwright.sync_api import sync_playwright
-    port = free_port()
-    server = start("--port", port, "--workspace", demo_ws)
-    try:
-        wait_until(lambda: listening(port) or server.poll() is not None, "the server listening")
-        assert server.poll() is None, server.communicate()
+    with served(demo_ws) as (port, token, server):
+        hint = server.stdout.readline()  # the line after the address
         terminal = Terminal()
+        requested: list[str] = []
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=executable, args=["--no-sandbox"])
             page = browser.new_page(viewport={"width": 1280, "height": 800})
             page.on("websocket", terminal.attach)
-            page.goto(f"http://127.0.0.1:{port}/")
+            page.on("websocket", lambda ws: requested.append(ws.url))
+            page.on("request", lambda request: requested.append(request.url))
+            page.goto(f"http://127.0.0.1:{port}/?token={token}")
             page_pause = lambda: page.wait_for_timeout(100)  # noqa: E731
             wait_until(lambda: MAIN.name in terminal.text(), "the task browser", pause=page_pause)
             assert f"{len(TASKS)} tasks" in terminal.text()
@@ -105,7 +128,6 @@ def test_serve_shows_the_demo_task_in_a_browser(demo_ws, tmp_path):
             screen = terminal.text()
             shot = page.screenshot()
             browser.close()
-    finally:
         out, err = stop(server)
     lines = screen.splitlines()
     assert f"accuscope › tasks › {MAIN.name}" in lines[0]
@@ -116,40 +138,113 @@ def test_serve_shows_the_demo_task_in_a_browser(demo_ws, tmp_path):
     assert image.size == (1280, 800)
     assert len(image.getcolors(256)) > 8, "the page is blank"  # text, table and chart in several shades
     assert server.returncode == 0, err
-    assert f"http://127.0.0.1:{port}" in out and f"ssh -L {port}:127.0.0.1:{port}" in out
+    assert f"ssh -L {port}:127.0.0.1:{port}" in hint and hint.endswith(f"then open http://127.0.0.1:{port}/?token={token}\n")
+    # the page, its script, stylesheet, font and websocket: nothing from another host (no font service)
+    assert f"ws://127.0.0.1:{port}/ws/{token}?width=" in " ".join(requested)
+    assert {urlsplit(url).netloc for url in requested} - {""} == {f"127.0.0.1:{port}"}, requested
 
 
-def test_serve_refuses_a_websocket_from_another_site(demo_ws):
-    import asyncio
+async def status(url: str) -> tuple[int, str]:
+    async with aiohttp.ClientSession() as session, session.get(url) as response:
+        return response.status, await response.text()
 
-    import aiohttp
-    port = free_port()
-    server = start("--port", port, "--workspace", demo_ws)
 
-    async def handshake(origin: str) -> int:
-        async with aiohttp.ClientSession() as session:
-            try:
-                async with session.ws_connect(f"http://127.0.0.1:{port}/ws", origin=origin) as ws:
-                    await ws.close()
-                    return 101
-            except aiohttp.WSServerHandshakeError as exc:
-                return exc.status
-    try:
-        wait_until(lambda: listening(port) or server.poll() is not None, "the server listening")
-        assert asyncio.run(handshake("http://evil.example")) == 403
-        assert asyncio.run(handshake(f"http://127.0.0.1:{port}")) == 101
-    finally:
-        stop(server)
+async def handshake(url: str, origin: str | None = None) -> int:
+    """The status of a websocket handshake at `url` (101: opened), with that Origin header or none."""
+    async with aiohttp.ClientSession() as session:
+        try:
+            async with session.ws_connect(url, origin=origin) as ws:
+                await ws.close()
+                return 101
+        except aiohttp.WSServerHandshakeError as exc:
+            return exc.status
+
+
+def test_serve_opens_the_page_only_with_its_secret(demo_ws):
+    with served(demo_ws) as (port, token, _):
+        page = f"http://127.0.0.1:{port}/"
+        assert asyncio.run(status(page))[0] == 403
+        assert asyncio.run(status(page + "?token="))[0] == 403
+        assert asyncio.run(status(page + "?token=" + token[:-1]))[0] == 403
+        assert asyncio.run(status(page + "?token=" + token + "x"))[0] == 403
+        code, text = asyncio.run(status(page + "?token=" + token))
+    assert code == 200 and f'data-session-websocket-url="ws://127.0.0.1:{port}/ws/{token}"' in text
+
+
+def test_serve_page_names_no_other_host(demo_ws):
+    """No font service, CDN or anything else: every address the page names is the server's own."""
+    with served(demo_ws) as (port, token, _):
+        code, text = asyncio.run(status(f"http://127.0.0.1:{port}/?token={token}"))
+    assert code == 200
+    addresses = re.findall(r"(?:https?|wss?)://[^\s\"'<>()]+", text)
+    assert addresses and all(urlsplit(a).netloc == f"127.0.0.1:{port}" for a in addresses), addresses
+
+
+def test_serve_opens_a_websocket_only_with_its_secret(demo_ws):
+    with served(demo_ws) as (port, token, _):
+        own = f"http://127.0.0.1:{port}"
+        for url in (f"ws://127.0.0.1:{port}/ws", f"ws://127.0.0.1:{port}/ws/x",
+                    f"ws://127.0.0.1:{port}/ws/{token[:-1]}", f"ws://127.0.0.1:{port}/ws/{token}x",
+                    f"ws://127.0.0.1:{port}/ws?token={token}"):
+            for origin in (None, own, "http://evil.example", "null"):
+                assert asyncio.run(handshake(url, origin)) == 403, (url, origin)
+        with_secret = f"ws://127.0.0.1:{port}/ws/{token}"
+        assert asyncio.run(handshake(with_secret, "http://evil.example")) == 403  # another site's page
+        assert asyncio.run(handshake(with_secret, own)) == 101
+        assert asyncio.run(handshake(with_secret)) == 101
+
+
+HOME = b"\x1b[1;1H"
+ROW = re.compile(rb"\x1b\[(\d+);1H")
+STYLE = re.compile(rb"\x1b\[[\d;]*m")
+
+
+def screen_size(drawn: bytes, last: int) -> tuple[int, int] | None:
+    """The size of the latest full redraw in `drawn` that reached row `last` (None: none yet): its first
+    row's length in cells (the header bar, to the right edge) and its last row's number. Textual draws a
+    screen as each row after a cursor move to its start, from row 1, then moves the cursor home."""
+    for screen in reversed(drawn.split(HOME)):
+        if b"\x1b[%d;1H" % last in screen:
+            return len(STYLE.sub(b"", screen[:screen.index(b"\n")]).decode()), max(map(int, ROW.findall(screen)))
+    return None
+
+
+async def redraws(port: int, token: str, asked: list[tuple], rows: list[int]) -> list[tuple[int, int]]:
+    """The screen sizes the app drew: at the handshake's size asked[0], then after each resize message
+    asking asked[1:]; each read once a screen reaching its last row, rows[i], is drawn."""
+    (width, height), *resizes = asked
+    sizes = []
+    url = f"ws://127.0.0.1:{port}/ws/{token}?width={width}&height={height}"
+    async with aiohttp.ClientSession() as session, session.ws_connect(url) as ws:
+        for resize, last in zip([None, *resizes], rows):
+            if resize is not None:
+                await ws.send_str(json.dumps(["resize", {"width": resize[0], "height": resize[1]}]))
+            drawn = b""
+            while (size := screen_size(drawn, last)) is None:
+                message = await ws.receive(timeout=60)
+                assert message.type in (aiohttp.WSMsgType.BINARY, aiohttp.WSMsgType.TEXT), message
+                if message.type == aiohttp.WSMsgType.BINARY:
+                    drawn += message.data
+            sizes.append(size)
+    return sizes
+
+
+def test_serve_bounds_the_terminal_a_browser_asks_for(demo_ws):
+    """A terminal of 30000 x 30000 cells (at the handshake or in a resize message) is drawn at 500 x 200:
+    unbounded, the app grew to 1.15 GB in 10 s. A size that is no number is 80 x 24. (Each screen asked
+    for after the first is taller than the one before: a redraw of the size before, still arriving after
+    the resize, is never taken for the new size.)"""
+    with served(demo_ws) as (port, token, _):
+        assert asyncio.run(redraws(port, token, [(30000, 30000)], [200])) == [(500, 200)]
+        sizes = asyncio.run(redraws(port, token, [("x", None), (100, 30), (30000, 30000)], [24, 30, 200]))
+    assert sizes == [(80, 24), (100, 30), (500, 200)]
 
 
 def test_serve_on_another_host_warns(demo_ws):
-    port = free_port()
-    server = start("--port", port, "--host", "0.0.0.0", "--workspace", demo_ws)
-    try:
-        wait_until(lambda: listening(port) or server.poll() is not None, "the server listening")
-    finally:
+    with served(demo_ws, "--host", "0.0.0.0") as (port, _, server):
         out, err = stop(server)
-    assert "warning: listening on 0.0.0.0: anyone who can reach port" in " ".join(err.split())
+    assert f"warning: listening on 0.0.0.0: plain HTTP: anyone who can watch the traffic to port {port}" \
+        in " ".join(err.split())
 
 
 def test_serve_on_a_busy_port_is_exit_2():

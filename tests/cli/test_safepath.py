@@ -122,12 +122,13 @@ def test_serve_and_the_app_it_starts_for_a_browser_tab(trap, tmp_path):
     port = free_port()
     server = subprocess.Popen([str(SCRIPT), "serve", "--port", str(port), "--workspace", str(tmp_path / "ws")],
                               cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    token = server.stdout.readline().partition("?token=")[2].split()[0]  # the secret in the address it prints
 
     async def session() -> bytes:
         """What the app a tab gets draws, until it draws its title (or the socket closes)."""
         received = b""
         async with aiohttp.ClientSession() as client:
-            async with client.ws_connect(f"http://127.0.0.1:{port}/ws?width=120&height=40",
+            async with client.ws_connect(f"http://127.0.0.1:{port}/ws/{token}?width=120&height=40",
                                          origin=f"http://127.0.0.1:{port}") as ws:
                 while b"accuscope" not in received:
                     message = await ws.receive(timeout=120)
