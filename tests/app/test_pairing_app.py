@@ -54,13 +54,14 @@ def test_plus_accepts_minus_rejects_and_the_rerun_reads_them(tmp_path):
     accepted, rejected, refused, after = drive(app, script, size=(160, 50))
     assert "pairs +1 -0 (R re-runs with them)" in accepted
     assert "pairs +1 -1 (R re-runs with them)" in rejected
-    assert "is not a structural pair (how: api_table)" in refused and f"rejected: {PROJ}" in refused
+    assert "is not an inferred pair (how: api_table)" in refused and f"rejected: {PROJ}" in refused
     assert "rows 4/237" in after and QKV in after and "pairs +" not in after  # paired by the file now
     task = load_task(folder)
     assert Path(task.doc.path("mapping", folder)).name == crossmap.DECISIONS
     assert task.doc.match == "structure"
     assert list(calls(task.table, "mapping")) == [QKV]
-    assert QKV not in calls(task.table, "structure") and PROJ not in calls(task.table, "structure")
+    for how in crossmap.INFERRED:
+        assert QKV not in calls(task.table, how) and PROJ not in calls(task.table, how)
     rows = [task.table.row(i) for i in range(len(task.table))]
     assert all(r["how"] == "" and "rejected in" in r["reason"] for r in rows if r["npu_op"] == PROJ)
 
@@ -97,7 +98,7 @@ def test_equals_accepts_underscore_rejects_one_tensor_and_the_file_says_it(tmp_p
     rows = {r["tensor"]: r for r in (load_task(folder).table.row(i) for i in range(len(load_task(folder).table)))}
     assert rows[weight]["how"] == "" and "rejected in" in rows[weight]["reason"]
     assert rows[output]["how"] == "mapping"
-    assert rows[f"{PROJ}:input:0"]["how"] == rows[f"{QKV}:input:0"]["how"] == "structure"  # the rest as before
+    assert rows[f"{PROJ}:input:0"]["how"] == rows[f"{QKV}:input:0"]["how"] == crossmap.VARIANTS  # the rest as before
 
 
 NORM = "Primitive.layer_norm.LayerNorm.0.forward"  # its weight (input:1) is left unpaired by the run

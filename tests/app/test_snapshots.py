@@ -101,7 +101,7 @@ def cross_task():
     shutil.rmtree(root, ignore_errors=True)
 
 
-PAIR = ["f", *'how == "structure"', "enter", "plus"]  # the first structural pair accepted
+PAIR = ["f", *'how == "name_variants"', "enter", "plus"]  # the first inferred pair accepted
 
 
 @pytest.mark.parametrize("name, size, keys", [("pair-accepted-80x24", (80, 24), PAIR),

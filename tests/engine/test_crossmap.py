@@ -8,6 +8,7 @@ import pytest
 
 from accuscope.engine.compare import apitable, crossmap
 from accuscope.engine.compare.comparison import CompareSpec, plan
+from accuscope.engine.compare.crossmap import PARAMETER_NAMES
 from accuscope.engine.compare.inputs import BY_NAME, build_spec, check
 from accuscope.engine.compare.mapping import read_mapping_file
 from accuscope.engine.sources.tensor import SourceError
@@ -43,12 +44,20 @@ def test_layer_mapping_pairs_what_msprobe_pairs():
 def test_frameworks_differ_the_api_table_pairs_and_lists_what_it_cannot():
     p = plan(CompareSpec(MS, PT))
     hows = [x.how for x in p.pairs if x.golden is not None]
-    assert hows.count("api_table") == 51 and hows.count("tensor") == 22  # 2 and 2 more: scalar arguments
+    assert hows.count("tensor") == 22  # 2 and 2 more: scalar arguments
     with open(os.path.join(CROSS, "msprobe_pairs.json")) as fh:
         theirs = json.load(fh)
-    for x in p.pairs:  # every pair the table makes is one msprobe's layer mapping makes too
-        if x.how == "api_table":
-            assert theirs[x.npu.tensor_name] == x.golden.tensor_name
+    for x in p.pairs:  # every pair the table and the name variants make is one msprobe's layer mapping makes too
+        if x.how in ("api_table", "name_variants") and x.npu.tensor_name.rpartition(".")[2] not in PARAMETER_NAMES:
+            assert theirs[x.npu.tensor_name] == x.golden.tensor_name  # (msprobe renames no parameter: gamma -> weight)
+    # without a mapping file, of the 130 pairs msprobe's own layer mapping makes: 73 by the API table and
+    # identical names alone, 103 with the module names read through crossmap.LAYER_NAMES
+    expected = {k: v for k, v in theirs.items() if v != "N/A"}
+    assert len(expected) == 130
+    ours = {x.npu.tensor_name: x.golden.tensor_name for x in p.pairs if x.golden is not None}
+    assert sum(1 for k, v in expected.items() if ours.get(k) == v) >= 103
+    assert all(theirs[k] in (v, "N/A") for k, v in ours.items())
+    assert hows.count("name_variants") >= 60
     # what pairing says is a coverage note (shown with the result), never a problem of the input
     text = " ".join(p.coverage.notes)
     assert "mindspore against pytorch" in text and "Primitive.Shape (9)" in text
@@ -59,10 +68,10 @@ def test_structure_is_opt_in_marked_and_confident():
     base = plan(CompareSpec(MS, PT))
     p = plan(CompareSpec(MS, PT, match="structure"))
     structural = [x for x in p.pairs if x.how == "structure"]
-    assert len(paired(p)) > len(paired(base)) and len(structural) == 36
+    assert len(paired(p)) >= len(paired(base))
     assert all(0.5 <= x.confidence <= 1 and "structural pair (confidence" in x.reason for x in structural)
     assert all(x.confidence == 1.0 for x in p.pairs if x.how != "structure")
-    names = {x.npu.tensor_name: x.golden.tensor_name for x in structural}
+    names = {x.npu.tensor_name: x.golden.tensor_name for x in p.pairs if x.how in ("structure", "name_variants")}
     assert names["Cell.layers.0.attention.qkv.Dense.forward.0.output.0"] == \
         "Module.layers.0.self_attention.query_key_value.Linear.forward.0.output.0"
     assert names["Cell.final_norm.LayerNorm.forward.0.parameters.gamma"] == \
@@ -179,7 +188,7 @@ def test_structural_pairs_decided_are_read_by_the_next_run(tmp_path):
     """An accepted structural pair becomes a mapping-file pair (slot for slot, as the structure paired
     it), a rejected call stays unpaired; the decisions file is accuscope's own mapping file."""
     first = plan(CompareSpec(MS, PT, match="structure"))
-    structural = {x.npu.tensor_name: x.golden.tensor_name for x in first.pairs if x.how == "structure"}
+    structural = {x.npu.tensor_name: x.golden.tensor_name for x in first.pairs if x.how in ("structure", "name_variants")}
     qkv, proj = "Cell.layers.0.attention.qkv.Dense.forward.0", "Cell.layers.0.attention.proj.Dense.forward.0"
     path = crossmap.decide(tmp_path, None, qkv, "Module.layers.0.self_attention.query_key_value.Linear.forward.0")
     assert crossmap.decide(tmp_path, path, proj, None) == path
@@ -192,6 +201,6 @@ def test_structural_pairs_decided_are_read_by_the_next_run(tmp_path):
         {k: v for k, v in structural.items() if k.startswith(qkv)}
     rejected = [x for x in again.pairs if x.op.op_name == proj]
     assert rejected and all(x.golden is None and "rejected in" in x.reason for x in rejected)
-    assert by["Cell.layers.1.attention.qkv.Dense.forward.0.output.0"].how == "structure"  # the rest as before
+    assert by["Cell.layers.1.attention.qkv.Dense.forward.0.output.0"].how == "name_variants"  # the rest as before
     with pytest.raises(SourceError, match="does not rewrite msprobe's files"):
         crossmap.decide(tmp_path, LAYERS, qkv, None)

@@ -445,15 +445,17 @@ class TaskScreen(Screen):
         self.update_status()
 
     def action_decide_pair(self, accept: bool) -> None:
-        """+ / -: accept or reject the structural pair under the cursor, for the task's next run."""
+        """+ / -: accept or reject the inferred pair under the cursor (by name variants or --match structure),
+        for the task's next run."""
         row = self.decision_row()
         if row is None:
             return
         npu, golden = str(row.get("npu_op", "")), str(row.get("golden_op", ""))
-        if row.get("how") != "structure":
+        from ..engine.compare.crossmap import INFERRED
+        if row.get("how") not in INFERRED:
             how = row.get("how") or "unpaired"
-            self.notify(f"{npu} is not a structural pair (how: {how}): + and - decide the pairs "
-                        "--match structure made", markup=False, timeout=5)
+            self.notify(f"{npu} is not an inferred pair (how: {how}): + and - decide the pairs made by "
+                        "name variants or --match structure", markup=False, timeout=5)
             return
         self.save_decision(npu, golden, accept)
 

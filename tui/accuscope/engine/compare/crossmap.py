@@ -15,6 +15,11 @@ Rules, each recorded on the pair it makes (`Pair.how`), strongest first:
   the entry leaves out is not compared, as msprobe abandons it);
 - `cell_mapping`: msprobe's `-cm` file, `{cell path.Class}: {module path.Class}` on module calls;
 - identical data names (the `tensor` rule of mapping.py);
+- `name_variants`: the frameworks differ and no file names the pairs: a module call pairs with the
+  golden module call whose path is the same once each part is read through a table of the names
+  frameworks and model families give one layer (`attention` / `self_attention` / `self_attn`, `qkv` /
+  `query_key_value`, `input_norm` / `input_layernorm`, `mlp` / `ffn` ...), the class dropped (`Dense` /
+  `Linear`), the same direction and call count, slot for slot where the shapes agree;
 - `api_table`: the two dumps' frameworks differ (dump.json's "framework"): MindSpore calls through
   accuscope's MindSpore -> PyTorch table (apitable.py); calls it cannot map are listed by name;
 - `structure` (opt-in, `--match structure`): what is left, paired within one module and direction in
@@ -47,8 +52,10 @@ from accuscope.engine.sources.yamltext import yaml_load
 
 ACCUSCOPE, DATA, LAYER, API, CELL = "accuscope", "data_mapping", "layer_mapping", "api_mapping", "cell_mapping"
 TABLE, STRUCTURE, NAMES = "api_table", "structure", "mapping"  # NAMES: mapping.py's rule for the user's own file
+VARIANTS = "name_variants"
 EXPLICIT = (NAMES, DATA, LAYER, API, CELL)  # rules from a mapping file: msprobe's count rule does not apply to them
-RULES = (*EXPLICIT, TABLE, STRUCTURE)  # every rule here: pairs that say themselves which slots pair
+RULES = (*EXPLICIT, VARIANTS, TABLE, STRUCTURE)
+INFERRED = (VARIANTS, STRUCTURE)  # pairs inferred from names and structure: the user accepts or rejects them (the app's + / -)  # every rule here: pairs that say themselves which slots pair
 DOUBTFUL = 0.8  # a structural pair below this confidence is listed as doubtful
 MIN_CONFIDENCE = 0.5  # below it, no structural pair is made
 WINDOW = 16  # golden calls looked ahead of the last structural pair, per module
@@ -258,10 +265,68 @@ def pair(npu, golden, mapping: MappingFile | None = None, *, structure: bool = F
     cross = found.frameworks[0] != found.frameworks[1] and "" not in found.frameworks
     modules = _module_map(npu, golden, cross) if structure or cross and kind in ("", ACCUSCOPE, CELL, API) else {}
     if cross and kind in ("", ACCUSCOPE, CELL, API):
+        _by_variants(npu, golden, by_name, decided, pinned)
         _by_table(npu, by_name, decided, found.unmapped_apis, modules)
     if structure:
         _by_structure(npu, golden, decided, found, cross, modules, pinned)
     return found
+
+
+# one layer's names across frameworks and model families (MindSpore / MindFormers, Megatron, Hugging Face,
+# GPT-2 style): each a canonical word; a module path part not listed stands for itself
+LAYER_NAMES = {
+    "attn": ("attention", "self_attention", "self_attn", "attn", "selfattention"),
+    "qkv": ("qkv", "query_key_value", "qkv_proj", "c_attn", "w_qkv", "wqkv"),
+    "attn_out": ("proj", "dense", "o_proj", "out_proj", "wo", "attn_out"),
+    "norm1": ("input_norm", "input_layernorm", "ln_1", "attention_norm", "norm1", "ln1"),
+    "norm2": ("post_attention_norm", "post_attention_layernorm", "ln_2", "ffn_norm", "norm2", "ln2"),
+    "final_norm": ("final_norm", "final_layernorm", "norm_f", "ln_f", "final_layer_norm"),
+    "head": ("head", "output_layer", "lm_head"),
+    "mlp": ("mlp", "ffn", "feed_forward", "feedforward"),
+    "up": ("fc1", "dense_h_to_4h", "w1", "up_proj", "c_fc", "linear_fc1"),
+    "down": ("fc2", "dense_4h_to_h", "w2", "down_proj", "linear_fc2"),
+    "gate": ("gate_proj", "w3", "gate"),
+    "layers": ("layers", "layer", "h", "blocks", "block"),
+    "embed": ("embedding", "embed_tokens", "wte", "word_embeddings", "tok_embeddings"),
+}
+_CANONICAL = {name: word for word, names in LAYER_NAMES.items() for name in names}
+# a parameter's name in MindSpore -> in PyTorch (a LayerNorm's gamma and beta, an embedding's table)
+PARAMETER_NAMES = {"gamma": "weight", "beta": "bias", "embedding_table": "weight", "moving_mean": "running_mean",
+                   "moving_variance": "running_var"}
+_MODULE_CALL = re.compile(r"^(?:Cell|Module)\.(?P<path>.+)\.(?P<cls>[^.]+)\.(?P<dir>forward|backward)\.(?P<n>\d+)$")
+
+
+def variant_key(call: str) -> tuple[str, ...] | None:
+    """A module call's name as LAYER_NAMES reads it: (canonical path parts ..., direction, count), the
+    framework's prefix and the class dropped; None for what is no module call."""
+    m = _MODULE_CALL.match(call)
+    if m is None:
+        return None
+    return (*(_CANONICAL.get(part, part) for part in m.group("path").split(".")), m.group("dir"), m.group("n"))
+
+
+def _by_variants(npu, golden, by_name: dict[str, Tensor], decided: dict[int, Pair], pinned: set[int]) -> None:
+    """The name_variants rule (see the module's text): module calls whose variant_key is one golden
+    module call's alone, slot for slot (the same data name after the call's), where the shapes agree."""
+    theirs: dict[tuple, list[str]] = {}
+    for df in golden.ops:
+        key = variant_key(df.op_name)
+        if key is not None:
+            theirs.setdefault(key, []).append(df.op_name)
+    for df in npu.ops:
+        key = variant_key(df.op_name)
+        found = theirs.get(key) if key is not None else None
+        if not found or len(found) != 1:
+            continue
+        for t in df.tensors:
+            if id(t) in decided or id(t) in pinned:
+                continue
+            slot = t.tensor_name[len(df.op_name):]
+            head, _, last = slot.rpartition(".")
+            g = by_name.get(found[0] + slot) or (by_name.get(f"{found[0]}{head}.{PARAMETER_NAMES[last]}")
+                                                 if head.endswith(".parameters") and last in PARAMETER_NAMES else None)
+            if g is not None and tuple(g.shape) == tuple(t.shape):
+                decided[id(t)] = _paired(t, df, g, VARIANTS)
 
 
 def _by_names(npu, golden, mapping: MappingFile, by_name: dict[str, Tensor], decided: dict[int, Pair],
