@@ -186,7 +186,7 @@ def _departure(case: Case, state, c, r: int, fails: bool) -> str:
     if not fails:  # the tool fails the row, accuscope passes it
         if str(c["how"][r]).startswith("fused:"):
             return f"re-paired: {c['how'][r]}"
-        if state.floor is not None and state.floor[r]:
+        if getattr(state, "floor", None) is not None and state.floor[r]:
             return "noise floor: reference values zero in exact arithmetic, the error within rounding of its operands"
         if state.noisy[r]:
             return "noise: only relative errors on values near zero break, the tensor agrees"
