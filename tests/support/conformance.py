@@ -76,7 +76,8 @@ class Outcome:
 
     @property
     def verdict_agrees(self) -> bool:
-        return self.verdict == self.case.verdict
+        """The tool's verdict, and the exit code under --fail-on-error that says it (0 pass, 1 fail)."""
+        return self.verdict == self.case.verdict and self.exit_code == (0 if self.verdict == "pass" else 1)
 
     @property
     def verdict_explained(self) -> bool:
@@ -171,7 +172,7 @@ def _rows(outcome: Outcome, folder: Path) -> None:
             outcome.rows_agree += 1
             continue
         r = rows[0]
-        why = _departure(case, state, c, r, fails)
+        why = _departure(case, state, c, r, fails, theirs)
         line = (f"{name}: the tool says {theirs.get('label') or ('pass' if theirs['pass'] else 'fail')}, "
                 f"accuscope {'fails' if fails else 'passes'} it")
         if why:
@@ -181,7 +182,7 @@ def _rows(outcome: Outcome, folder: Path) -> None:
                                                   else ""))
 
 
-def _departure(case: Case, state, c, r: int, fails: bool) -> str:
+def _departure(case: Case, state, c, r: int, fails: bool, theirs: dict) -> str:
     """Why accuscope departs from the tool on row r, where that is on purpose; "" where it is not."""
     if not fails:  # the tool fails the row, accuscope passes it
         if str(c["how"][r]).startswith("fused:"):
@@ -198,6 +199,9 @@ def _departure(case: Case, state, c, r: int, fails: bool) -> str:
         if case.tool == "msprobe" and _call_rows(c, r, lambda k: bool(state.fail[k]) or
                                                  c["npu_dtype"][k] != c["golden_dtype"][k]):
             return "API-level: msprobe marks every row of an API by its worst row; accuscope judges each tensor"
+        if case.tool == "msprobe" and "One Thousandth" in str(theirs.get("err", "")):
+            return ("one-thousandth: msprobe's rule on the share of elements within 0.1% (inputs > 0.9, output < "
+                    "0.6) is finer than the thresholds accuscope judges by; `--threshold rel_0.1%=...` judges so too")
         return ""
     if case.planted and str(c["npu_op"][r]).startswith(case.planted.get("op", "\0")):  # the tool passes it
         return f"planted: the bug planted here ({case.planted.get('what', '')}), which the tool's rules miss"

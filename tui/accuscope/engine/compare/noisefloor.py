@@ -18,7 +18,8 @@ to judge it at: the noise floor of a row is
   count; 16 covers the corpus' reductions and leaves every planted bug failing (conformance corpus);
 - what a call's inputs carry in: an output's floor is at least the sum of the floors of its call's
   inputs that are noise themselves (an all_reduce of noise adds the ranks' noise; a softmax of real
-  scores carries nothing), and rows holding the same tensor (the same error
+  scores carries nothing), the outputs of a call fed noise alone are noise up to that floor (an
+  all_reduce of a near-zero gradient sums the ranks' noise), and rows holding the same tensor (the same error
   signature: step, rank, shape, rmse and red) share the largest floor among them, a few hops along the
   step's calls.
 
@@ -72,16 +73,22 @@ def at_floor(table: ResultTable, candidates: np.ndarray) -> np.ndarray:
     same = np.where(known, same, -1 - np.arange(len(table)))  # rows without metrics share with none
     same = np.unique(same, return_inverse=True)[1]
     inputs = np.asarray(c["io"], dtype=object) == "input"
+    tensors = inputs & np.isfinite(g)  # the call's inputs that hold values (not an argument)
+    signal = np.zeros(len(table), dtype=bool)  # outputs of a call fed noise alone: noise at the inputs' floor
     for _ in range(HOPS):
         shared = np.zeros(same.max() + 1)
         np.fmax.at(shared, same, floor)
         floor = np.fmax(floor, shared[same])
-        noise = inputs & (np.nan_to_num(g, nan=np.inf) <= floor / C)  # inputs that are noise themselves
+        noise = tensors & (g <= floor / C)  # inputs that are noise themselves
         carried = np.zeros(calls.max() + 1)
         np.add.at(carried, calls[noise], floor[noise])
+        clean = np.zeros(calls.max() + 1, dtype=np.int64)
+        np.add.at(clean, calls[tensors & ~noise], 1)
         floor = np.where(inputs, floor, np.fmax(floor, carried[calls]))
+        signal = ~inputs & (carried[calls] > 0) & (clean[calls] == 0)
     with np.errstate(invalid="ignore"):
-        found = candidates & known & (np.nan_to_num(g, nan=np.inf) <= floor / C) & (rmse <= floor)
+        level = np.where(signal, floor, floor / C)  # what a reference at the floor may reach
+        found = candidates & known & (np.nan_to_num(g, nan=np.inf) <= level) & (rmse <= floor)
     return found
 
 
