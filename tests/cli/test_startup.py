@@ -11,6 +11,7 @@ import numpy as np
 
 from accuscope.commands import COMMANDS
 from accuscope.engine.compare.inputs import INPUTS
+from support.bounded import ends
 from support.cli import ENV, accuscope
 
 
@@ -133,6 +134,24 @@ def test_plain_printing_writes_what_rich_writes(monkeypatch):
             plain += getattr(printer, "_console", 1) is None
         assert written[0] == written[1], (text, options)
     assert plain > 300  # a good part of them without rich (not: tabs, wide characters, wrapped lines)
+
+
+def _plain_print(text: str) -> str:
+    import io
+
+    from accuscope.commands import common
+    sys.stdout = io.StringIO()  # (in the child `ends` forks)
+    common.Printer(highlight=False, soft_wrap=True, emoji=False).print(text)
+    return sys.stdout.getvalue()
+
+
+def test_a_long_run_of_backslashes_is_escaped_and_printed_at_once():
+    """rich's markup patterns tried a run of backslashes from each of them (1 MB: minutes, issue 43)."""
+    from accuscope.commands import common
+    name = "\\" * 1_000_000 + "[1]"  # no tag after them: each backslash was a start to try
+    assert ends(common.escape, name) == name
+    assert ends(_plain_print, f"[bold]{name}[/bold] x") == "\\" * 999_999 + "[1] x\n"  # as rich prints it
+    assert common.escape("\\" * 3 + "[b]") == "\\" * 6 + "\\[b]"
 
 
 def test_help_lists_every_command_and_each_command_its_options():

@@ -11,6 +11,7 @@ from accuscope.engine.compare.results import ResultTable
 from accuscope.engine.sources.tensor import SourceError
 from accuscope.engine.tasks import csvio
 from accuscope.engine.tasks.csvio import read_result_csv, write_result_csv
+from support.bounded import ends
 
 nan, inf = math.nan, math.inf
 METRIC_HEADER = ("CosineSimilarity,MaxAbsoluteError,AccumulatedRelativeError,RelativeEuclideanDistance,"
@@ -209,6 +210,14 @@ def test_subset_of_algorithms_and_custom_columns(tmp_path):
     assert table.filter_mask('Top1Match == "yes"').tolist() == [True, False]
     assert table.sort_order("CustomCos", descending=True).tolist() == [0, 1]
     assert np.isnan(table.columns["red"]).all()  # not chosen: all NaN, not in metric_keys
+
+
+def test_a_name_of_digits_that_is_no_number_is_neutralised_at_once():
+    """`\\d+\\.?\\d*` split a name's 200,000 digits each possible way before its letter (minutes, issue 43)."""
+    name = "-" + "1" * 200_000 + "x"
+    assert ends(csvio.formula_safe, name) == "'" + name
+    assert [csvio.formula_safe(t) for t in ("-1.5e3", "+12.", "-.5", "-1e", "-1.2.3", "-")] == [
+        "-1.5e3", "+12.", "-.5", "'-1e", "'-1.2.3", "'-"]
 
 
 def test_bom_crlf_quotes_and_odd_cells(tmp_path):

@@ -21,6 +21,7 @@ from accuscope.engine.sources import atb, mindspore, tpumlir
 from accuscope.engine.sources.ascend import bf16_to_float32
 from accuscope.engine.sources.layout import to_storage
 from accuscope.engine.sources.tensor import SourceError
+from support.bounded import ends
 from support.dialects import ms_name, save_npz, write_atb, write_ms_step
 
 
@@ -380,6 +381,22 @@ def test_ge_graph_parser_bounds_and_messages(tmp_path):
     with pytest.raises(SourceError, match=r"no graph \{ \.\.\. \} in this file"):
         load_graph(empty)
     assert gegraph.parse_text_format('s: "a" \'b\' "\\303\\251\\n" x: -inf y: 2.5f z: true')["s"] == ["ab\u00e9\n"]
+
+
+def test_ge_graph_text_crafted_to_hang_a_tokenizer_is_read_once(tmp_path):
+    """Trailing blanks, a 1 MB line of `\\"` and blank lines were tried from each of their characters
+    (minutes each, issue 43); now each ends at once, the parse saying where it failed."""
+    blanks = tmp_path / "ge_proto_1_blanks.txt"
+    blanks.write_text('graph {\n  op { name: "a" }\n}' + " " * 1_000_000)
+    assert ends(gegraph.parse_text_format, blanks.read_text(), "f.txt")["graph"][0]["op"][0]["name"] == ["a"]
+    quotes = 'graph {\n  op { name: "' + '\\"' * 500_000 + "\n}\n"
+    with pytest.raises(SourceError, match=r"^f\.txt: line 2: a string not closed on its line"):
+        ends(gegraph.parse_text_format, quotes, "f.txt")
+    text = tmp_path / "graph.txt"
+    text.write_text("\n" * 65536 + 'graph {\n  op {\n    name: "a"\n  }\n}\n')
+    assert ends(gegraph.sniff, str(text)) is False  # its first 64 KB hold no `graph {` line
+    text.write_text("\n" * 1_000_000 + 'graph {\n op {\n \t name: "a\\"b"\n  }\n}\n')
+    assert ends(gegraph.op_names, str(text)) == {'a\\"b'}
 
 
 def test_ge_pick_build_graph_by_dump_coverage(tmp_path, cls_run):

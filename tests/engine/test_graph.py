@@ -13,6 +13,7 @@ from accuscope.engine.graphs.caffegraph import parse_text_format
 from accuscope.engine.graphs.graph import Graph
 from accuscope.engine.sides.registry import detect, load_graph
 from accuscope.engine.sources.tensor import SourceError
+from support.bounded import ends
 
 # ---------------------------------------------------------------- real PP-OCR models
 
@@ -339,6 +340,16 @@ def test_json_that_is_not_a_model(tmp_path):
         load_graph(tmp_path / "broken.json")
 
 
+def test_a_long_number_that_is_no_number_is_refused_once(tmp_path):
+    """`\\d+\\.?\\d*` split 200,000 digits each possible way before the letter refused them (minutes, issue 43)."""
+    path = tmp_path / "net.prototxt"
+    path.write_text('name: "n"\nx: ' + "1" * 200_000 + "a\n")
+    with pytest.raises(SourceError, match=r"net\.prototxt: .*line 2: unexpected character '1'"):
+        ends(load_graph, path)
+    assert parse_text_format("a: 12 b: 1.5e3 c: 0x1F d: .5 e: 3.f f: -2.") == [
+        ("a", 12), ("b", 1500.0), ("c", 31), ("d", 0.5), ("e", 3.0), ("f", -2.0)]
+
+
 def test_prototxt_parse_error_names_the_line(tmp_path):
     path = tmp_path / "bad.prototxt"
     path.write_text('name: "n"\nlayer {\n  name: "a"\n  top: "b" }\n}\n')
@@ -368,5 +379,10 @@ def test_format_guessed_from_content(tmp_path):
     (tmp_path / "model.bin").write_bytes(_tiny_onnx(tmp_path).read_bytes())
     assert load_graph(tmp_path / "model_json").kind == detect(tmp_path / "model_json").kind == "om"
     assert load_graph(tmp_path / "deploy.txt").kind == detect(tmp_path / "deploy.txt").kind == "caffe"
+    (tmp_path / "padded.txt").write_text("\n" * 3000 + " \t" + PROTOTXT)  # a `layer {` line after blank ones
+    (tmp_path / "blank.txt").write_text("\n" * 4096)
+    assert detect(tmp_path / "padded.txt").kind == "caffe"
+    with pytest.raises(SourceError, match="a file of unknown kind"):
+        detect(tmp_path / "blank.txt")
     with pytest.raises(SourceError, match=r"model\.bin: is dumped tensors \(raw \.bin"):  # as `compare` reads it
         load_graph(tmp_path / "model.bin")

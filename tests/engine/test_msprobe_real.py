@@ -21,6 +21,7 @@ from accuscope.engine.diagnose import firstdiff
 from accuscope.engine.graphs.msprobegraph import load_msprobe
 from accuscope.engine.sources import msprobe
 from accuscope.engine.sources.names import parameter
+from support.bounded import ends
 
 TRAIN = Path(__file__).parents[1] / "fixtures" / "msprobe" / "train"
 ROWS = json.loads((TRAIN / "msprobe_rows.json").read_text())
@@ -218,3 +219,12 @@ def test_a_value_against_a_tensor_is_not_compared_and_says_why():
 ])
 def test_a_parameter_is_named_by_its_tensor_name(name, param):
     assert parameter(name) == param
+
+
+@pytest.mark.parametrize("name, param", [
+    ("Module.a" + ".parameters" * 9_000 + ".w" * 50_000 + ".", ""),  # 200 KB whose last part is empty
+    ("Module.a" + ".parameters" * 9_000 + ".w" * 50_000 + ".0.1", ".".join(["w"] * 50_000)),
+])
+def test_a_name_of_thousands_of_parameter_parts_is_read_once(name, param):
+    """Each `.parameters` was tried against the whole rest of the name (200 KB: minutes, issue 43)."""
+    assert ends(parameter, name) == param

@@ -18,7 +18,9 @@ msprobe dump; deep JSON (task.json, construct.json, dump.json, Polygraphy, offli
 deep folders; huge integers in dump.json statistics; NUL and bidi characters in names; symlinks in
 output folders; modules planted in the working directory; a FIFO and a character device given to every path
 option (fifo, device); YAML mapping, layout and pairs.yaml files deep, huge, with anchors or tags (yaml); rank
-folders and layouts numbering billions of ranks (rank-numbers).
+folders and layouts numbering billions of ranks (rank-numbers); `.mlir` lines crafted against its parsers
+(long words, fused locations, locs over locs, huge result groups and dimensions) and msprobe call
+names of thousands of `.parameters` parts (issue 43: parsers whose cost grew faster than the input).
 
     python tests/fuzz/hostile.py [--classes pt,deep,...]   # prints the table (benchmarks/fuzz_corpus.py too)
 """
@@ -433,7 +435,7 @@ def cases() -> list[Case]:
     out.append(Case("cwd-modules", "struct.py, numpy.py, socket.py in the CWD (compare --workers 2)", planted("pool")))
     out.append(Case("cwd-modules", "struct.py, numpy.py, socket.py in the CWD (compare --cluster local:2)",
                     planted("cluster")))
-    out += path_cases()
+    out += path_cases() + mlir_cases() + long_name_cases()
     return out
 
 
@@ -683,9 +685,64 @@ def path_cases() -> list[Case]:
     out.append(Case("yaml", "mapping: 400,000 lines (6.6 MB) over 2 ranks (compare --workers 2)", _big_mapping_over_ranks))
     return out + _rank_numbers_cases()
 
+MLIR_OP = '  %1 = "top.Relu"(%0) {A} : (tensor<1x8xf32>) -> tensor<1x8xf32> loc(#loc1)\n'
+MLIR_LOCS = '#loc0 = loc("x")\n#loc1 = loc("y_Relu")\n'
+
+
+def write_mlir(path: Path, body: str, locs: str = MLIR_LOCS) -> Path:
+    """A top .mlir: the input op, `body`, the loc table `locs`."""
+    path.write_text('module {\n  %0 = "top.Input"(%arg0) : (tensor<1x8xf32>) -> tensor<1x8xf32> loc(#loc0)\n'
+                    + body + "}\n" + locs)
+    return path
+
+
+def _not_shown(text: str) -> Callable:
+    return lambda proc: "" if proc is None or text not in proc.stdout + proc.stderr else f"{text[:20]}... shown in full"
+
+
+def mlir_cases() -> list[Case]:
+    """.mlir files read as a model (inspect) and as the loc table of a tpu-mlir npz (--option mlir=)."""
+    bomb = MLIR_LOCS.replace('"y_Relu"', "fused[" + ", ".join(["#loc2"] * 100) + "]") + "".join(
+        f"#loc{d} = loc(fused[" + ", ".join([f"#loc{d + 1}"] * 100) + "])\n" for d in (2, 3, 4)) + '#loc5 = loc("z")\n'
+    inputs = {
+        "one 200 KB word in an op's {...}": (MLIR_OP.replace("A", "w" * 200_000), MLIR_LOCS),
+        "a 3 MB line of repeated loc(fused[": (MLIR_OP.replace("loc(#loc1)", "loc(fused[" * 300_000 + "x)"), MLIR_LOCS),
+        "1 MB of `\\\"` in a fused loc": (MLIR_OP, MLIR_LOCS.replace('"y_Relu"', 'fused["' + '\\"' * 500_000 + "]")),
+        "1 MB of `tensor<` after ->": (MLIR_OP.replace("-> tensor<1x8xf32>", "-> " + "tensor<" * 140_000), MLIR_LOCS),
+        "fused locs over fused locs (100**4 names)": (MLIR_OP, bomb),
+        "a result group %1:999999999": (MLIR_OP.replace("%1 =", "%1:999999999 ="), MLIR_LOCS),
+        "a 400-digit dimension": (MLIR_OP.replace("-> tensor<1x8xf32>", "-> tensor<" + "9" * 400 + "x8xf32>"), MLIR_LOCS),
+    }
+    out = []
+    for label, (body, locs) in inputs.items():
+        def model(d: Path, body=body, locs=locs) -> Run:
+            return Run(["inspect", str(write_mlir(d / "m.mlir", body, locs))], _not_shown("9" * 40))
+
+        def npz(d: Path, body=body, locs=locs) -> Run:
+            import numpy as np
+            np.savez(d / "m_top_outputs.npz", x_Input=np.ones(8, np.float32), y_Relu=np.ones(8, np.float32))
+            return Run(["inspect", str(d / "m_top_outputs.npz"), "--option",
+                        f"mlir={write_mlir(d / 'm.mlir', body, locs)}"], _not_shown("9" * 40))
+        out += [Case("mlir", f"{label} (inspect)", model), Case("mlir", f"{label} (npz --option mlir=)", npz)]
+    return out
+
+
+def long_name_cases() -> list[Case]:
+    """msprobe calls whose names hold thousands of `.parameters` parts (each was tried against the rest)."""
+    def build(d: Path) -> Run:
+        long = "Module." + "parameters." * 18_000 + "Linear.forward.0"  # 200 KB
+        for side in ("npu", "golden"):
+            rank = msprobe_rank(d / side, {})
+            doc = json.loads((rank / "dump.json").read_text())
+            doc["data"][long] = doc["data"].pop("Functional.relu.2.forward")
+            (rank / "dump.json").write_text(json.dumps(doc))
+        return Run(["compare", "--npu", str(d / "npu"), "--golden", str(d / "golden"), "--out", str(d / "task"),
+                    "--stats-only"], _kept_good_rows(d, 2))
+    return [Case("long-names", "a 200 KB call name of `.parameters.` parts, both sides (compare --stats-only)", build)]
+
 
 CLASSES = ("pt-dag", "zip-bomb", "odd-zip", "stride", "deep", "huge-int", "names", "symlink", "cwd-modules",
-           "fifo", "device", "yaml", "rank-numbers")
+           "fifo", "device", "yaml", "rank-numbers", "mlir", "long-names")
 
 
 # ---------------------------------------------------------------- running

@@ -15,9 +15,10 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from rich.console import Console
 
-# rich's markup tags and its escape (rich.markup: importing it imports rich's Text and styles)
-_TAGS = re.compile(r"((\\*)\[([a-z#/@][^[]*?)])")
-_ESCAPE = re.compile(r"(\\*)(\[[a-z#/@][^[]*?])")
+# rich's markup tags and its escape (rich.markup: importing it imports rich's Text and styles), each run of
+# backslashes taken from its first (rich's `\\*` tried each run from every backslash: 1 MB of them, minutes)
+_TAGS = re.compile(r"(?<!\\)((\\*)\[([a-z#/@][^[]*?)])")
+_ESCAPE = re.compile(r"(?<!\\)(\\*)(\[[a-z#/@][^[]*?])")
 _CONTROL = dict.fromkeys((7, 8, 11, 12, 13))  # what rich's Text strips
 FORCING = ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE")  # what rich reads to decide on a terminal
 _NARROW = frozenset("·✗⚠…─│✓×→←≤≥±°—–")  # one cell each, as ASCII (the summaries' marks)

@@ -55,7 +55,7 @@ class Msg(list):
 _TOKEN = re.compile(r"""
     (?P<space>[ \t\r\f\v]+) | (?P<newline>\n) | (?P<comment>\#[^\n]*)
   | (?P<string>"(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*')
-  | (?P<number>[-+]?(?:0[xX][0-9a-fA-F]+|(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)[fF]?(?![\w.]))
+  | (?P<number>[-+]?(?:0[xX][0-9a-fA-F]+|(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?)[fF]?(?![\w.]))
   | (?P<word>-?[A-Za-z_][\w.]*|\[[\w.]+\])
   | (?P<punct>[{}<>\[\]:;,])
 """, re.VERBOSE)

@@ -32,20 +32,24 @@ MAX_DEPTH = 64
 REPEATED = {"graph", "op", "input", "output", "attr", "input_desc", "output_desc", "dim", "subgraph_name",
             "input_name", "src_name", "src_index", "dst_name", "dst_index", "input_i", "output_i",
             "workspace", "workspace_bytes", "is_input_const"}
-# one token per match, leading spaces absorbed: (comment, string, number, identifier, punctuation, other)
+# one token per match, leading spaces absorbed: (comment, string, number, identifier, punctuation, other).
+# Every position but trailing blanks (cut off each chunk) starts a token, so none is tried twice; a
+# string that does not close on its line is one `other` token (tried from each of its quotes, it cost
+# the rest of the line each time: a 1 MB line of `\"`, minutes)
 _TOKEN = re.compile(r"""\s*(?:
     (\#[^\n]*)
-  | ("(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*')
+  | ("(?:[^"\\\n]|\\.)*+"|'(?:[^'\\\n]|\\.)*+')
   | ([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?[fF]?|-(?:inf|nan|infinity)\b)
   | ([A-Za-z_][\w.]*)
   | ([{}<>:\[\],;])
-  | (\S))""", re.VERBOSE)
+  | ("(?:[^"\\\n]|\\.)*+|'(?:[^'\\\n]|\\.)*+|\S))""", re.VERBOSE)
 _CHUNK = 1 << 20  # text tokenized this many characters at a time (cut at a line end: no token spans lines)
 _ESCAPE = re.compile(r"\\(?:([0-7]{1,3})|x([0-9a-fA-F]{1,2})|u([0-9a-fA-F]{4})|U([0-9a-fA-F]{8})|(.))", re.DOTALL)
 _SIMPLE = {"n": b"\n", "t": b"\t", "r": b"\r", "a": b"\a", "b": b"\b", "f": b"\f", "v": b"\v"}
 _CLOSE = {"{": "}", "<": ">"}
 _BUILD = re.compile(r"ge_proto_(\d+)_.*Build\.txt")
-_OP_NAME = re.compile(r'^\s*name:\s*"((?:[^"\\]|\\.)*)"', re.MULTILINE)
+# a line's own leading blanks (`^\s*` ran on over the blank lines after it, from each), a string on one line
+_OP_NAME = re.compile(r'^[^\S\n]*name:\s*"((?:[^"\\\n]|\\.)*+)"', re.MULTILINE)
 
 
 # parser states
@@ -53,12 +57,13 @@ _FIELD, _NAMED, _VALUE, _STRING, _LIST = range(5)
 
 
 def _chunks(text: str):
-    """(text, first line number) pieces of about `_CHUNK` characters, cut after a newline."""
+    """(text, first line number) pieces of about `_CHUNK` characters, cut after a newline, without
+    their trailing blanks (where `_TOKEN` finds no token)."""
     start, line = 0, 1
     while start < len(text):
         end = text.find("\n", start + _CHUNK)
         end = len(text) if end < 0 else end + 1
-        yield text[start:end], line
+        yield text[start:end].rstrip(), line
         line += text.count("\n", start, end)
         start = end
 
@@ -89,7 +94,8 @@ def parse_text_format(text: str, path: str = "<text>") -> dict[str, list]:
             if comment:
                 continue
             if bad:
-                _fail(path, chunk, first_line, k, f"unexpected character {bad!r}")
+                _fail(path, chunk, first_line, k, "a string not closed on its line" if len(bad) > 1
+                      else f"unexpected character {bad!r}")
             if state == _STRING:
                 if string:  # adjacent strings concatenate
                     values = message[name]
@@ -194,7 +200,7 @@ def sniff(path: str) -> bool:
             head = fh.read(1 << 16).decode("utf-8", errors="replace")
     except OSError:
         return False
-    return bool(re.search(r"^\s*graph\s*\{", head, re.MULTILINE) and re.search(r"^\s*op\s*\{", head, re.MULTILINE))
+    return bool(re.search(r"^[^\S\n]*graph\s*\{", head, re.MULTILINE) and re.search(r"^[^\S\n]*op\s*\{", head, re.MULTILINE))
 
 
 def load_ge_graph(path: str | os.PathLike) -> Graph:

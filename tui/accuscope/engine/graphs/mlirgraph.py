@@ -23,16 +23,16 @@ from pathlib import Path
 
 from accuscope.engine.graphs.graph import Graph, Node, fill_input_shapes, read_text
 from accuscope.engine.sources import kinds
+from accuscope.engine.sources.mlirtext import LocTable, loc_use, tensor_type, tensor_types  # one reading of op lines
 from accuscope.engine.sources.tensor import SourceError
-from accuscope.engine.sources.tpumlir import loc_names, tensor_type  # one reading of locs and types
 
 KIND = kinds.MLIR
-_LOC_DEF = re.compile(r'^\s*(#loc\d*)\s*=\s*loc\((.*)\)\s*$')
+# each pattern runs at one start (match), or from where a word starts (_ATTR's lookbehind: a long
+# word is not tried again from each of its letters), with no two quantifiers over the same characters
 _OP = re.compile(r'^\s*(?:(%[\w.$-]+)(?::(\d+))?\s*=\s*)?"?((?:top|tpu)\.[A-Za-z0-9_]+)"?\s*(?:\(([^)]*)\))?')
-_LOC_USE = re.compile(r'loc\((#loc\d*|"(?:[^"\\]|\\.)*"(?:\([^)]*\))?|fused\[.*\])\)\s*$')
 _RETURN = re.compile(r'^\s*(?:return|func\.return)\s+([^:]+):')
 _VALUE = re.compile(r'%[\w.$-]+(?:#\d+)?')
-_ATTR = re.compile(r'(\w+)\s*=\s*(true|false|-?\d+(?:\.\d+)?(?:e[+-]?\d+)?(?:\s*:\s*\w+)?|"[^"]*")')
+_ATTR = re.compile(r'(?<!\w)(\w++)\s*+=\s*+(true|false|-?\d++(?:\.\d++)?(?:e[+-]?\d++)?(?:\s*+:\s*+\w++)?|"[^"]*+")')
 SKIPPED = frozenset({"top.None"})
 INPUT_OPS = frozenset({"top.Input"})
 WEIGHT_OPS = frozenset({"top.Weight"})
@@ -84,12 +84,10 @@ def _origin_beside(p: Path) -> Path | None:
 
 def _parse(p: Path) -> tuple[list[Node], list[str], list[str], set[str], list[str]]:
     text = read_text(p)
-    defs: dict[str, str] = {}
+    table = LocTable(str(p))
     lines = text.splitlines()
     for line in lines:
-        d = _LOC_DEF.match(line)
-        if d:
-            defs[d.group(1)] = d.group(2)
+        table.read(line)
     names_of: dict[str, str] = {}  # SSA value -> tensor (loc) name
     nodes: list[Node] = []
     inputs: list[str] = []
@@ -104,11 +102,13 @@ def _parse(p: Path) -> tuple[list[Node], list[str], list[str], set[str], list[st
         m = _OP.match(line)
         if not m or not m.group(1):
             continue
-        value, count, op_type, operands = m.group(1), int(m.group(2) or 1), m.group(3), m.group(4) or ""
+        value, op_type, operands = m.group(1), m.group(3), m.group(4) or ""
         if op_type in SKIPPED:
             continue
-        use = _LOC_USE.search(line)
-        locs = loc_names(use.group(1), defs) if use else None
+        after = line[line.rfind("->") + 2:] if "->" in line else ""
+        count = _result_count(p, number, after, len(text), m.group(2))
+        use = loc_use(line)
+        locs = table.names(use) if use else None
         if not locs:
             locs = [f"{value[1:]}" if count == 1 else f"{value[1:]}#{k}" for k in range(count)]
             notes.append(f"line {number}: {op_type} has no loc name; named {locs[0]}")
@@ -121,10 +121,12 @@ def _parse(p: Path) -> tuple[list[Node], list[str], list[str], set[str], list[st
             continue
         if op_type in INPUT_OPS:
             inputs += outs
-        after = line[line.rfind("->") + 2:] if "->" in line else ""
         shapes, dtypes = [], []
-        for t in re.findall(r"tensor<([^>]*)>", after):
-            dtype, shape = tensor_type(t)
+        for t in tensor_types(after):
+            try:
+                dtype, shape = tensor_type(t)
+            except ValueError as exc:
+                raise SourceError(f"{p}: line {number}: {exc}") from None
             shapes.append(shape)
             dtypes.append(dtype or None)
         attrs = {k: v.strip('"') for k, v in _ATTR.findall(_attr_text(line))}
@@ -134,16 +136,33 @@ def _parse(p: Path) -> tuple[list[Node], list[str], list[str], set[str], list[st
     return nodes, inputs, outputs, weights, notes
 
 
+def _result_count(p: Path, number: int, after: str, size: int, digits: str | None) -> int:
+    """How many results `%5:2 = ...` declares (1 without `:N`), no more than the line's result types
+    after `->` can name (one per comma and one; an op with regions has them on a later line: no more
+    than the file has characters); SourceError above that."""
+    if digits is None:
+        return 1
+    most = after.count(",") + 1 if after else size
+    if len(digits) > len(str(most)) or not 1 <= int(digits) <= most:
+        shown = digits if len(digits) <= 24 else f"{digits[:12]}... ({len(digits)} digits)"
+        where = f"its result types after `->` name at most {most}" if after else f"the file has {size} characters"
+        raise SourceError(f"{p}: line {number}: a group of {shown} results, but {where}")
+    return int(digits)
+
+
+_BRACE = re.compile(r"[{}]")
+
+
 def _attr_text(line: str) -> str:
     """The `{...}` attribute dictionary of an op line (braces balanced), '' without one."""
     start = line.find("{", line.find(")"))
     if start < 0:
         return ""
     depth = 0
-    for k in range(start, len(line)):
-        depth += {"{": 1, "}": -1}.get(line[k], 0)
+    for m in _BRACE.finditer(line, start):
+        depth += 1 if m.group() == "{" else -1
         if depth == 0:
-            return line[start + 1:k]
+            return line[start + 1:m.start()]
     return ""
 
 

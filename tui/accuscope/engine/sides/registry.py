@@ -196,7 +196,8 @@ def _ascend(path: str, **o) -> NpuDump:
 
 # names that say what a file is: a file named otherwise may still be a model, known by its content
 _NAMED = (".onnx", ".json", ".prototxt", ".pbtxt", ".mlir", ".om", ".npy", ".npz", ".pt", ".pth", *RAW_SUFFIXES)
-_CAFFE_LINE = re.compile(rb"^\s*(layers?|input)\s*[{:]", re.MULTILINE)
+# a line's own leading blanks: `^\s*` ran on over the blank lines after it, from each of them (4 KB: 0.2 s)
+_CAFFE_LINE = re.compile(rb"^[^\S\n]*(layers?|input)\s*[{:]", re.MULTILINE)
 
 
 def _unnamed_head(path: str) -> bytes | None:

@@ -69,8 +69,11 @@ def parse_tensor_name(text: str) -> TensorName | None:
 
 
 # a module parameter in msprobe's tensor names: `{call}.parameters.{p}` (a forward call's weights) and
-# `{module}.parameters_grad[.{n}].{p}` (their gradients); list positions after it are none of its name
-_PARAMETER = re.compile(r".*\.parameters(?:_grad(?:\.[0-9]+)?)?\.(?P<p>[^.]+(?:\.[^.0-9][^.]*)*)(?:\.[0-9]+)*", re.DOTALL)
+# `{module}.parameters_grad[.{n}].{p}` (their gradients); list positions after it are none of its name.
+# Matched once, at the last `.parameters` part: an earlier one's rest holds the later one's, so it fails
+# where that fails (`.*\.parameters...` tried each of them against the rest: a 200 KB name took minutes)
+_PARAMETER = re.compile(r"parameters(?:_grad(?:\.[0-9]+)?)?\.(?P<p>[^.]+(?:\.[^.0-9][^.]*)*)(?:\.[0-9]+)*", re.DOTALL)
+_PARAMETER_PARTS = (".parameters.", ".parameters_grad.")
 
 
 def parameter(tensor_name: str) -> str:
@@ -78,8 +81,15 @@ def parameter(tensor_name: str) -> str:
     `Module.fc.Linear.parameters_grad.0.weight` -> `weight`."""
     if not tensor_name:  # (most tensors carry no name of their own)
         return ""
-    m = _PARAMETER.fullmatch(tensor_name)  # the last `.parameters` of the name: `.*` takes all it can
-    return m.group("p") if m else ""
+    at = tensor_name.rfind(".parameters")
+    while at >= 0:
+        m = _PARAMETER.fullmatch(tensor_name, at + 1)
+        if m:
+            return m.group("p")
+        if tensor_name.startswith(_PARAMETER_PARTS, at):  # the last part: an earlier one fails as well
+            return ""
+        at = tensor_name.rfind(".parameters", 0, at)  # `.parametersX`: no part of its own
+    return ""
 
 
 # The parsed names are NamedTuples, as TensorName: every command imports this module, and a frozen

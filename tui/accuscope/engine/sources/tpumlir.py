@@ -14,7 +14,8 @@ the developer manual):
 - failure dumps (`tdb_err.npz`, `failed_bmodel_outputs.npz`) hold both sides in one file as
   `{name}_actual` / `{name}_desired`.
 `load_mlir_locs` reads a `.mlir` text file's loc table (`#locN = loc("name")`, op lines ending in
-`loc(#locN)`) into {name: MlirOp}: op type, result types and order, to name and type the npz entries.
+`loc(#locN)`: sources.mlirtext reads them) into {name: MlirOp}: op type, result types and order, to
+name and type the npz entries.
 """
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ import numpy as np
 
 from accuscope.engine.sources import kinds
 from accuscope.engine.sources.ascend import bf16_to_float32
+from accuscope.engine.sources.mlirtext import LocTable, loc_use, tensor_type, tensor_types
 from accuscope.engine.sources.npyfile import read_npz
 from accuscope.engine.sources.tensor import Problem, SourceError, Tensor
 
@@ -42,15 +44,8 @@ ACTUAL, DESIRED = "_actual", "_desired"
 BOTH_SIDES = ("tdb_err.npz", "failed_bmodel_outputs.npz")
 # `{output}_{OpType}`: an ONNX op type is CamelCase (Conv, MatMul, Relu, GlobalAveragePool ...)
 _OP_TYPE = re.compile(r"^(?P<base>.+)_(?P<type>[A-Z][a-z][A-Za-z0-9]*)$")
-_LOC_DEF = re.compile(r'^\s*(#loc\d*)\s*=\s*loc\((.*)\)\s*$')
-_LOC_USE = re.compile(r'loc\((#loc\d*|"(?:[^"\\]|\\.)*"(?:\([^)]*\))?|fused\[.*\])\)\s*$')
+# one start (match); `%[\w.#:]+` and the `\s*,\s*%` between results share no character
 _OP_LINE = re.compile(r'^\s*(?:(%[\w.#:]+(?:\s*,\s*%[\w.#:]+)*)\s*=\s*)?"?([a-z_]+\.[A-Za-z0-9_]+)"?')
-_QUOTED = re.compile(r'"((?:[^"\\]|\\.)*)"')
-_LOC_ITEM = re.compile(r'"((?:[^"\\]|\\.)*)"(?:\([^)]*\))?|#loc\d+')  # an element of fused[...]
-_TENSOR_TYPE = re.compile(r"tensor<([^>]*)>")
-_MLIR_DTYPES = {"f32": "float32", "f16": "float16", "bf16": "bfloat16", "si8": "int8", "i8": "int8", "ui8": "uint8",
-                "si16": "int16", "i16": "int16", "ui16": "uint16", "si32": "int32", "i32": "int32",
-                "ui32": "uint32", "i64": "int64", "si64": "int64", "f64": "float64", "i1": "bool"}
 
 
 # --- names -----------------------------------------------------------------------------------------
@@ -99,75 +94,40 @@ class MlirOp:
 
 def load_mlir_locs(path: str) -> dict[str, MlirOp]:
     """{tensor name: MlirOp} from a top/tpu `.mlir` file. An op whose `loc(#locN)` has no
-    `#locN = loc(...)` entry is kept under `#locN` with `problem` saying so."""
-    defs: dict[str, str] = {}
+    `#locN = loc(...)` entry is kept under `#locN` with `problem` saying so. SourceError for a file
+    that is no such table, or that holds a shape no tensor has."""
     uses: list[tuple[int, str, str, str]] = []  # line, op type, loc ref, result type text
     try:
         fh = open(path, encoding="utf-8", errors="replace")
     except OSError as exc:
         raise SourceError(f"{path}: cannot read ({exc.strerror or exc})") from exc
+    table = LocTable(path)
     with fh:
         for number, line in enumerate(fh, 1):
-            d = _LOC_DEF.match(line)
-            if d:
-                defs[d.group(1)] = d.group(2)
+            if table.read(line):
                 continue
             op = _OP_LINE.match(line)
-            use = _LOC_USE.search(line)
-            if op and use and op.group(2).split(".")[0] in ("top", "tpu") and op.group(1):
-                uses.append((number, op.group(2), use.group(1), line[line.rfind("->") + 2:] if "->" in line else line))
-    if not defs and not uses:
+            if op and op.group(1) and op.group(2).split(".")[0] in ("top", "tpu"):
+                use = loc_use(line)
+                if use is not None:
+                    uses.append((number, op.group(2), use, line[line.rfind("->") + 2:] if "->" in line else line))
+    if not table.defs and not uses:
         raise SourceError(f"{path}: no MLIR ops with loc names (expected a top/tpu .mlir file)")
     out: dict[str, MlirOp] = {}
     for order, (number, op_type, ref, result) in enumerate(uses):
-        names = loc_names(ref, defs)
-        types = _TENSOR_TYPE.findall(result)
+        names = table.names(ref)
+        types = tensor_types(result)
         if names is None:
             out.setdefault(ref, MlirOp(ref, op_type, number, order,
                                        problem=f"line {number}: loc {ref} has no '{ref} = loc(...)' entry"))
             continue
         for k, name in enumerate(names):
-            dtype, shape = tensor_type(types[k] if k < len(types) else "")
+            try:
+                dtype, shape = tensor_type(types[k] if k < len(types) else "")
+            except ValueError as exc:
+                raise SourceError(f"{path}: line {number}: {exc}") from None
             out.setdefault(name, MlirOp(name, op_type, number, order, k, dtype, shape))
     return out
-
-
-def loc_names(ref: str, defs: dict[str, str], depth: int = 0) -> list[str] | None:
-    """The names a loc stands for: `"name"` (a call-site tail `("file":1:2)` ignored), `#locN`
-    looked up, `fused[a, b]` one name per result; None when a `#locN` has no definition."""
-    if ref.startswith("#"):
-        if ref not in defs:
-            return None
-        ref = defs[ref]
-    if not ref.startswith("fused"):
-        first = _QUOTED.search(ref)
-        return [first.group(1)] if first else []
-    names: list[str] = []
-    for item in _LOC_ITEM.finditer(ref[ref.find("[") + 1:]):
-        if item.group(1) is not None:
-            names.append(item.group(1))
-        elif depth < 4:
-            names += loc_names(item.group(0), defs, depth + 1) or []
-    return names
-
-
-def tensor_type(text: str) -> tuple[str, tuple[int, ...] | None]:
-    """`1x64x56x56xbf16` (a quantized type `!quant.uniform<i8:f32, ...>` counts by its storage) ->
-    ("bfloat16", (1, 64, 56, 56))."""
-    if not text:
-        return "", None
-    parts = text.split(",")[0].split("x")
-    elem = parts[-1].strip()
-    q = re.search(r"uniform<(\w+)", text)
-    if q:
-        elem = q.group(1)
-        parts = text.split("!")[0].rstrip("x").split("x") + ["_"]
-    dims = []
-    for p in parts[:-1]:
-        if not p.strip().isdigit():
-            return _MLIR_DTYPES.get(elem, elem), None
-        dims.append(int(p))
-    return _MLIR_DTYPES.get(elem, elem), tuple(dims)
 
 
 # --- reading ---------------------------------------------------------------------------------------
