@@ -1,5 +1,6 @@
-"""A comparison that saw too little is never shown as a pass: the browser marks it and the task
-screen says so above any verdict (task.json's coverage, written by compare)."""
+"""A comparison that saw too little says so beside its verdict: the browser marks each task by the verdict
+task.json records (a coverage note never changes it: judgement.verdict decides, on what was judged), and
+the task screen says what was not seen above the verdict (task.json's coverage, written by compare)."""
 from __future__ import annotations
 
 import json
@@ -24,7 +25,7 @@ def test_too_little_compared_is_marked_in_the_browser_and_the_summary(ws):
         assert isinstance(browser, BrowserScreen)
         await pilot.pause()
         line = next(line for line in screen_text(pilot.app).splitlines() if ONNX_FP16.name in line)
-        assert " ! " in line and "✓" not in line  # not the pass mark
+        assert " ✓ " in line  # the recorded verdict: the outputs it judged pass
         row = [e.name for e in browser.entries].index(ONNX_FP16.name)
         browser.query_one("DataTable").move_cursor(row=row)
         await pilot.press("enter")
