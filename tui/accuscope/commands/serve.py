@@ -4,7 +4,6 @@ from __future__ import annotations
 import argparse
 import html
 import ipaddress
-import json
 import re
 import secrets
 import shlex
@@ -168,42 +167,6 @@ class _BoundedTerminal:
         await self._service.set_terminal_size(*terminal_size(width, height))
 
 
-# the messages the page's own script sends: (type, what its payload must be)
-MESSAGES = {"stdin": lambda d: isinstance(d, str), "resize": lambda d: isinstance(d, dict),
-            "ping": lambda d: isinstance(d, (str, int, float)), "blur": lambda d: True, "focus": lambda d: True}
-
-
-def well_formed(text: str) -> list | None:
-    """A websocket message as the page's script sends it (`["resize", {...}]`, `["stdin", "..."]` ...),
-    else None: anything else (not JSON, not a list, an unknown type, a payload of another shape) is
-    dropped, where textual-serve's loop would end the session with a traceback in the server's log."""
-    try:
-        envelope = json.loads(text)
-    except (ValueError, RecursionError):
-        return None
-    if not isinstance(envelope, list) or not envelope or not isinstance(envelope[0], str):
-        return None
-    check = MESSAGES.get(envelope[0])
-    payload = envelope[1] if len(envelope) > 1 else None
-    return envelope if check is not None and check(payload) else None
-
-
-class _WellFormed:
-    """A websocket whose text messages textual-serve reads are the well-formed ones (well_formed)."""
-
-    def __init__(self, websocket) -> None:
-        self._websocket = websocket
-
-    def __getattr__(self, name: str):
-        return getattr(self._websocket, name)
-
-    async def __aiter__(self):
-        from aiohttp import WSMsgType
-        async for message in self._websocket:
-            if message.type != WSMsgType.TEXT or well_formed(message.data) is not None:
-                yield message
-
-
 def guarded(server_class, token: str):
     """textual-serve's Server behind the secret `token`: the page opens only at /?token=TOKEN, its
     websocket only at /ws/TOKEN (the page's own script appends ?width=..&height=.. to the URL it is
@@ -251,7 +214,7 @@ def guarded(server_class, token: str):
             """Nothing: serve printed the address, with its secret (textual-serve's banner has none)."""
 
         async def _process_messages(self, websocket: web.WebSocketResponse, app_service) -> None:
-            await super()._process_messages(_WellFormed(websocket), _BoundedTerminal(app_service))
+            await super()._process_messages(websocket, _BoundedTerminal(app_service))
 
     return Server
 
