@@ -5,7 +5,8 @@ npy folders, OM JSON, ONNX models and result CSVs of `accuscope demo`'s workspac
 bin files made from that golden data, a Caffe LeNet prototxt, msit-style mapping.csv files, an
 msprobe rank (dump.json and the .pt files torch.save wrote), and one file of each platform dialect
 in its tool's layout (Polygraphy RunResults JSON, tpu-mlir npz, ATB .bin round, MindSpore kernel
-npy step, GE graph text) and task.json files of the demo's tasks.
+npy step, GE graph text; GE's ONNX text form as CANN wrote it, tests/fixtures/ge) and task.json files
+of the demo's tasks.
 Each seed gets structural mutations (the damage seen in the field: tokenizer-hostile npy headers,
 impossible dimensions, C0 of 0, encrypted npz members, wrong JSON types, deep nesting, FIFOs,
 symlink loops, over-long CSV fields ...) and seeded random byte flips, truncations and extensions.
@@ -104,11 +105,12 @@ def build_seeds(work: Path) -> dict[str, list[Path]]:
         "ptfolder": [PT_FOLDER / "head.pt", PT_FOLDER / "weights.pt"],
         "polygraphy": [root / "polygraphy.json"], "tpumlir": [root / "cls_top_outputs.npz"],
         "atb": sorted((root / "atb").rglob("*.bin"))[:1], "mindspore": sorted((root / "mindspore").glob("*.npy"))[:1],
-        "gegraph": [root / "ge_proto_00001_Build.txt"], "taskjson": sorted(demo.glob("*/task.json"))[:2],
+        "gegraph": [root / "ge_proto_00001_Build.txt", GE_ONNX], "taskjson": sorted(demo.glob("*/task.json"))[:2],
     }
 
 
 MSPROBE_RANK = REPO / "tests" / "fixtures" / "msprobe" / "cand" / "step0" / "rank0"  # written by torch.save
+GE_ONNX = REPO / "tests" / "fixtures" / "ge" / "ge_onnx_00000000_graph_1_Build.pbtxt"  # written by CANN (its README)
 PT_FOLDER = REPO / "tests" / "fixtures" / "ptfolder" / "ref"  # loose torch.save files (make_fixtures.py there)
 PT_FOLDER_OPS = {"conv1.output.0.pt": ["conv1.output"], "head.pt": ["head"], "input_image.pt": ["image"],
                  "layer1.0.conv.pt": ["layer1.0.conv"], "layer1.0.relu.pt": ["layer1.0.relu"],
@@ -501,6 +503,23 @@ def csv_structural(seed: Path) -> Iterator[tuple[str, bytes]]:
     yield "UTF-16", data.decode("utf-8", "replace").encode("utf-16")
 
 
+def ge_onnx_structural(seed: Path) -> Iterator[tuple[str, bytes]]:
+    """GE's ONNX text form damaged where its reader turns it back into GE's ModelDef."""
+    data = seed.read_bytes()
+    head = b'ir_version: 6\nproducer_name: "GE"\n'
+    yield "cut inside a node", data[:len(data) // 2]
+    yield "no graph", head
+    yield "graph is a number", head + b"graph: 5\n"
+    yield "subgraph node with g a number", head + b'graph { node { name: "s" op_type: "subgraph" attribute { name: "graph" g: 5 type: GRAPH } } }'
+    yield "subgraphs nested 5000 deep", head + b"graph { " + b'node { op_type: "subgraph" attribute { g { ' * 5000
+    yield "descriptor index of 30 digits", data.replace(b'"output_desc_dtype:0"', b'"output_desc_dtype:' + b"9" * 30 + b'"', 1)
+    yield "descriptor shape a string", data.replace(b"type: INTS", b"type: STRING", 3)
+    yield "attribute type 99", data.replace(b"type: INT\n", b"type: 99\n", 5)
+    yield "input a number", data.replace(b'input: "Variable:0"', b"input: 12", 1)
+    yield "node a number", head + b"graph { node: 7 }"
+    yield "not UTF-8", data.replace(b"Variable", b"\xff\xfe", 1)
+
+
 # ---------------------------------------------------------------- cases
 
 class Case:
@@ -539,6 +558,8 @@ def cases(seeds: dict[str, list[Path]], per_seed: int = 20, seed: int = 0,
                 add(cls, ((f"{src.name}: {k}", d) for k, d in npz_structural(src)), src)
             elif cls == "mindspore":
                 add(cls, npy_structural(), src)
+            elif cls == "gegraph" and src.suffix == ".pbtxt":
+                add(cls, ((f"{src.name}: {k}", d) for k, d in ge_onnx_structural(src)), src)
         if cls == "npy":
             add(cls, npy_structural())
         elif cls == "prototxt":
@@ -629,7 +650,7 @@ def _materialize(case: Case, seeds: dict[str, list[Path]], d: Path) -> tuple[Pat
         return task, {}, []
     name = {"tpumlir": "cls_top_outputs.npz", "gegraph": "ge_proto_00001_Build.txt", "polygraphy": "outputs.json"}
     if case.cls in name:
-        target = d / name[case.cls]
+        target = d / (case.seed.name if case.cls == "gegraph" and case.seed else name[case.cls])
         _write(target, case)
         return target, {}, []
     suffix = {"npz": ".npz", "bin": ".bin", "omjson": ".json", "onnx": ".onnx", "prototxt": ".prototxt",

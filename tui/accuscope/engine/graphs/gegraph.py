@@ -1,4 +1,5 @@
-"""GE graph dumps (`DUMP_GE_GRAPH=1|2|3`, `DUMP_GRAPH_LEVEL`): `ge_proto_{seq}_{stage}.txt` -> Graph.
+"""GE graph dumps (`DUMP_GE_GRAPH=1|2|3`, `DUMP_GRAPH_LEVEL`): `ge_proto_{seq}_{stage}.txt` and
+`ge_onnx_{seq}_graph_{id}_{stage}.pbtxt` -> Graph.
 
 Each file is the protobuf TEXT format of GE's `ModelDef` (ge_ir.proto): `graph { name op { name
 type input: "producer:idx" attr { key value { s|i|f|b|list } } input_desc { dtype shape { dim }
@@ -9,6 +10,17 @@ included. GE writes one file per compile stage (`..._PreRunBegin.txt`, ..., `...
 `Build` stage is the graph that runs, and a training job compiles several graphs, so
 `pick_build_graph` chooses the Build file whose op names cover most of a dump's files.
 Facts from the CANN docs ("Dumping graphs", DUMP_GE_GRAPH) and GE's public ge_ir.proto.
+
+GE writes each graph a second time as ONNX text (`ge_onnx_*.pbtxt`, an onnx `ModelProto` with
+`producer_name: "GE"`, for Netron; metadef's graph/utils/ge_ir_utils.cc `OnnxUtils`): each op a
+`node` of `op_type: "ge:{type}"` with the same `input` refs (`""` unconnected, `name:-1` control), its
+attributes as ONNX `attribute`s (bools as INT 0/1), its OpDef members (`id`, `src_name`, ...) and its
+tensor descriptors flattened into attributes named `{input|output}_desc_{field}:{k}` (the
+descriptor's own attributes `..._desc_attr_{key}:{k}`), and each subgraph a node of op_type
+`subgraph` holding it in its `graph` attribute. `_onnx_model_def` turns that back into the ModelDef,
+so both forms give the same Graph (tests/engine/test_ge_onnx.py on a pair CANN wrote). One loss: GE
+writes string attributes into the ONNX form only at DUMP_GE_GRAPH=1, so at 2 and 3 it holds no
+`_datadump_original_op_names` (a graph note says so); the ge_proto form of the same graph has them.
 
 The text-format parser is written here (protobuf's own needs the .proto compiled in): an
 iterative tokenizer and stack, nesting bounded by `MAX_DEPTH`, nothing executed.
@@ -50,6 +62,8 @@ _CLOSE = {"{": "}", "<": ">"}
 _BUILD = re.compile(r"ge_proto_(\d+)_.*Build\.txt")
 # a line's own leading blanks (`^\s*` ran on over the blank lines after it, from each), a string on one line
 _OP_NAME = re.compile(r'^[^\S\n]*name:\s*"((?:[^"\\\n]|\\.)*+)"', re.MULTILINE)
+_ONNX_MARK = re.compile(r'^[^\S\n]*producer_name[^\S\n]*:[^\S\n]*"GE"', re.MULTILINE)  # GE's ONNX text form
+_ONNX_HEAD = 4096  # characters of a file the mark is looked for in (GE writes it on line 2)
 
 
 # parser states
@@ -189,29 +203,137 @@ def _plain(message: dict[str, list], in_list: bool = False) -> dict[str, Any]:
 
 
 def sniff(path: str) -> bool:
-    """A GE graph dump: `ge_proto_*.txt`, or text whose first KiBs open `graph {` and `op {`."""
+    """A GE graph dump: `ge_proto_*.txt` or `ge_onnx_*.pbtxt`, or text whose first KiBs open `graph {`
+    and `op {`, or say `producer_name: "GE"` (the ONNX form)."""
     base = os.path.basename(path)
     if not os.path.isfile(path):
         return False
-    if base.startswith("ge_proto_") and base.endswith(".txt"):
+    if (base.startswith("ge_proto_") and base.endswith(".txt")) or (base.startswith("ge_onnx_") and base.endswith(".pbtxt")):
         return True
     try:
         with open(path, "rb") as fh:
             head = fh.read(1 << 16).decode("utf-8", errors="replace")
     except OSError:
         return False
-    return bool(re.search(r"^[^\S\n]*graph\s*\{", head, re.MULTILINE) and re.search(r"^[^\S\n]*op\s*\{", head, re.MULTILINE))
+    return bool(re.search(r"^[^\S\n]*graph\s*\{", head, re.MULTILINE) and re.search(r"^[^\S\n]*op\s*\{", head, re.MULTILINE)
+                or _ONNX_MARK.search(head[:_ONNX_HEAD]))
 
 
 def load_ge_graph(path: str | os.PathLike) -> Graph:
-    """A GE graph dump file as a Graph (kind OM: the device graph, as from atc's JSON)."""
+    """A GE graph dump file, in either form, as a Graph (kind OM: the device graph, as from atc's JSON)."""
     p = Path(path)
-    doc = _plain(parse_text_format(read_text(p), str(p)))
+    parsed = parse_text_format(read_text(p), str(p))
+    onnx_form = _is_onnx_form(parsed)
+    doc = _onnx_model_def(parsed) if onnx_form else _plain(parsed)
     if not isinstance(doc.get("graph"), list) or not doc["graph"]:
-        raise SourceError(f"{p}: no graph {{ ... }} in this file (expected a GE ge_proto_*.txt graph dump)")
+        raise SourceError(f"{p}: no graph {{ ... }} in this file (expected a GE ge_proto_*.txt or ge_onnx_*.pbtxt "
+                          "graph dump)")
     graph = model_graph(doc, p)
-    graph.notes.append(f"GE graph dump {p.name}")
+    graph.notes.append(f"GE graph dump {p.name}" + (" (GE's ONNX text form)" if onnx_form else ""))
+    if onnx_form and all(n.fused is None for n in graph.nodes):
+        graph.notes.append("no op names its original framework ops: GE writes string attributes "
+                           "(_datadump_original_op_names) into ge_onnx_*.pbtxt only at DUMP_GE_GRAPH=1; the "
+                           "ge_proto_*.txt form of the same graph has them")
     return graph
+
+
+# --- GE's ONNX text form -------------------------------------------------------------------------------------
+
+# ONNX AttributeType numbers, for a file that writes them as numbers rather than names
+_ATTR_TYPES = {1: "FLOAT", 2: "INT", 3: "STRING", 4: "TENSOR", 5: "GRAPH", 6: "FLOATS", 7: "INTS", 8: "STRINGS"}
+# attribute -> AttrDef value: a scalar ONNX type's field, or a list type's field and the ListValue field it fills
+_SCALARS = {"INT": ("i", "i", 0), "FLOAT": ("f", "f", 0.0), "STRING": ("s", "s", "")}
+_LISTS = {"INTS": ("ints", "i"), "FLOATS": ("floats", "f"), "STRINGS": ("strings", "s")}
+_DESC_ATTR = re.compile(r"(input|output)_desc_(.+):(\d+)")
+# OpDef members GE writes as attributes (ge_ir_utils.cc AddCommonAttrIntoProto, AddAttrProtoForOpInDesc/OutDesc):
+# not attributes in the ModelDef
+_OP_MEMBERS = {"id", "stream_id", "input_name", "src_name", "src_index", "dst_name", "dst_index", "input_i", "output_i",
+               "workspace", "workspace_bytes", "input_desc_nums", "output_desc_nums"}
+# descriptor fields GE writes as `{in|out}put_desc_{field}:k` that are TensorDescriptor attributes in the ModelDef
+_DESC_ATTRS = {"origin_shape": "origin_shape", "origin_dtype": "origin_data_type", "origin_layout": "origin_format"}
+
+
+def _is_onnx_form(parsed: dict[str, list]) -> bool:
+    """An onnx ModelProto (`ir_version`, `producer_name`, a graph of `node`s) rather than GE's ModelDef."""
+    return ("ir_version" in parsed or "producer_name" in parsed
+            or any(isinstance(g, dict) and "node" in g for g in parsed.get("graph", ())))
+
+
+def _last(message: dict[str, list], field: str, default: Any = None) -> Any:
+    values = message.get(field)
+    return values[-1] if values else default
+
+
+def _onnx_model_def(parsed: dict[str, list]) -> dict[str, Any]:
+    """GE's ONNX text form (parsed) as the ModelDef `model_graph` reads: the model's graph first, then
+    each subgraph its `subgraph` nodes hold (breadth first, no recursion: nesting is the parser's bound)."""
+    queue = [g for g in parsed.get("graph", ())[-1:] if isinstance(g, dict)]
+    graphs = []
+    while queue:
+        graph = queue.pop(0)
+        ops = []
+        for node in graph.get("node", ()):
+            if not isinstance(node, dict):
+                continue
+            if _last(node, "op_type") == "subgraph":
+                queue += [g for a in node.get("attribute", ()) if isinstance(a, dict)
+                          for g in a.get("g", ()) if isinstance(g, dict)]
+            else:
+                ops.append(_onnx_op(node))
+        graphs.append({"name": str(_last(graph, "name", "")), "op": ops})
+    return {"graph": graphs}
+
+
+def _onnx_op(node: dict[str, list]) -> dict[str, Any]:
+    """One `node` as a ModelDef OpDef: `ge:` dropped from its type, its descriptors gathered from their
+    attributes (in index order, by the index each attribute names). An `id` of 0 is no id, as in the
+    ModelDef (proto3 writes no zero there)."""
+    attrs, members = [], {}
+    descs: dict[str, dict[int, dict[str, Any]]] = {"input": {}, "output": {}}
+    for a in node.get("attribute", ()):
+        if not isinstance(a, dict):
+            continue
+        name, value = str(_last(a, "name", "")), _onnx_attr_value(a)
+        described = _DESC_ATTR.fullmatch(name)
+        if described:
+            side, field, k = described.groups()
+            desc = descs[side].setdefault(int(k), {})
+            if field.startswith("attr_") or field in _DESC_ATTRS:
+                key = field[5:] if field.startswith("attr_") else _DESC_ATTRS[field]
+                desc.setdefault("attr", []).append({"key": key, "value": value})
+            elif field == "shape":
+                desc["shape"] = {"dim": value.get("list", {}).get("i", [])}
+            else:
+                desc[field] = next(iter(value.values()), None)
+        elif name in _OP_MEMBERS:
+            members[name] = next(iter(value.values()), None)
+        elif not name.startswith(("input_desc_", "output_desc_")):  # not a descriptor's list of lists (`...:k_j`)
+            attrs.append({"key": name, "value": value})
+    op_type = str(_last(node, "op_type", ""))
+    return {"name": _last(node, "name"), "type": op_type[3:] if op_type.startswith("ge:") else op_type,
+            "id": members.get("id") or None, "input": [str(ref) for ref in node.get("input", ())], "attr": attrs,
+            "input_desc": [descs["input"][k] for k in sorted(descs["input"])],
+            "output_desc": [descs["output"][k] for k in sorted(descs["output"])]}
+
+
+def _onnx_attr_value(a: dict[str, list]) -> dict[str, Any]:
+    """An ONNX AttributeProto as a ModelDef AttrDef value ({"i"}, {"s"}, {"list": {"i": [...]}}, ...);
+    proto3 leaves a zero, an empty string and an empty list out of the text, so they are restored."""
+    kind = _last(a, "type", "")
+    kind = _ATTR_TYPES.get(kind, "") if isinstance(kind, int) else str(kind)
+    if not kind:  # no type written: the field that is there says it
+        kind = next((k for k, (field, _, _) in _SCALARS.items() if field in a), "")
+        kind = kind or next((k for k, (field, _) in _LISTS.items() if field in a), "")
+    if kind in _SCALARS:
+        field, key, zero = _SCALARS[kind]
+        return {key: _last(a, field, zero)}
+    if kind in _LISTS:
+        field, key = _LISTS[kind]
+        return {"list": {key: list(a.get(field, ()))}}
+    if kind == "GRAPH":
+        graph = _last(a, "g")
+        return {"g": {"name": _last(graph, "name", "") if isinstance(graph, dict) else ""}}
+    return {"s": f"<{kind.lower() or 'unknown'} attribute>"}
 
 
 def build_graphs(folder: str) -> list[str]:

@@ -282,7 +282,8 @@ FORMATS: list[Format] = [
     Format(kinds.BIN, "raw .bin/.bmrt/.dat with --shape and --dtype", _suffix(*RAW_SUFFIXES), _golden(kinds.BIN)),
     Format(kinds.ONNX, "ONNX model", _suffix(".onnx"), _model(kinds.ONNX), model=True),
     Format(kinds.OM, "Ascend offline model as JSON (atc --mode=1)", _is_om_json, _model(kinds.OM), model=True),
-    Format(kinds.GE_GRAPH, "GE graph dump (ge_proto_*.txt, DUMP_GE_GRAPH)", lambda p: _gegraph().sniff(p),
+    Format(kinds.GE_GRAPH, "GE graph dump (ge_proto_*.txt, or ge_onnx_*.pbtxt: its ONNX text form, read first of the "
+           ".pbtxt; DUMP_GE_GRAPH)", lambda p: _gegraph().sniff(p),
            _model(kinds.GE_GRAPH), model=True),
     Format(kinds.MLIR, "tpu-mlir .mlir (origin, top or tpu dialect: model_transform, model_deploy)",
            lambda p: _mlirgraph().sniff(p), _model(kinds.MLIR), model=True),
