@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from textual import events
 
 from accuscope.engine.demo.workspace import build_workspace
 
@@ -41,6 +42,16 @@ def drive(app, script, size=(80, 24)):
             await pilot.pause()
             return await script(pilot)
     return asyncio.run(go())
+
+
+async def type_fast(pilot, *keys):
+    """`keys` as a terminal sends keys typed faster than the app answers them: all in its queue before it
+    handles the first (Pilot.press waits for the app to settle after each); then the app settles."""
+    for key in keys:
+        event = events.Key(key, key if len(key) == 1 else {"enter": "\r"}.get(key))
+        event.set_sender(pilot.app)
+        pilot.app.post_message(event)
+    await pilot.pause()
 
 
 async def wait_for(pilot, condition, timeout=60.0):

@@ -19,7 +19,7 @@ from accuscope.app.optable import OperatorTable
 from accuscope.app.taskscreen import TaskScreen
 from accuscope.engine.demo.workspace import MAIN, TASKS
 from accuscope.engine.tasks.task import Task, load_task
-from appkit import drive, screen_text, start_from_form, wait_for
+from appkit import drive, screen_text, start_from_form, type_fast, wait_for
 
 
 def test_browser_lists_tasks_and_opens_one(ws):
@@ -664,6 +664,33 @@ def test_path_fields_keep_their_text_unselected_and_complete_with_tab(ws):
         assert answer.value == f"{ws}/{MAIN.name}/" and answer.cursor_position == len(answer.value)
         await pilot.press("backspace", "enter")
         assert isinstance(pilot.app.screen, TaskScreen)
+    drive(AccuscopeApp(ws), script)
+
+
+def test_browser_home_end_and_G_go_to_the_first_and_last_task(ws):
+    async def script(pilot):
+        table = pilot.app.screen.query_one("DataTable")
+        last = len(pilot.app.screen.entries) - 1
+        moves = []
+        for key in ("end", "home", "G", "k", "home"):
+            await pilot.press(key)
+            moves.append(table.cursor_row)
+        assert moves == [last, 0, last, last - 1, 0]
+    drive(AccuscopeApp(ws), script)
+
+
+def test_keys_typed_fast_all_move_the_cursor_before_enter_opens_the_row(ws):
+    async def script(pilot):
+        browser = pilot.app.screen
+        await type_fast(pilot, "j", "j", "j", "k")
+        assert browser.query_one("DataTable").cursor_row == 2
+        await type_fast(pilot, "k", "k", "j", "enter")  # enter takes the row the keys before it moved to
+        await pilot.pause()
+        screen = pilot.app.screen
+        assert isinstance(screen, TaskScreen) and screen.folder == browser.entries[1].path
+        assert screen.table_widget.cursor == 0  # no key typed in the browser moved the task's table
+        await type_fast(pilot, *"j" * 12)
+        assert screen.table_widget.cursor == 12
     drive(AccuscopeApp(ws), script)
 
 
