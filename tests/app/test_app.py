@@ -667,6 +667,21 @@ def test_path_fields_keep_their_text_unselected_and_complete_with_tab(ws):
     drive(AccuscopeApp(ws), script)
 
 
+def test_a_path_typed_from_the_root_or_home_after_the_workspace_is_the_path_opened(ws, monkeypatch):
+    monkeypatch.setenv("HOME", str(ws.parent))
+    for typed, name in ((str(ws / TASKS[1].name), TASKS[1].name), (f"~/{ws.name}/{TASKS[2].name}", TASKS[2].name)):
+        async def script(pilot, typed=typed):
+            await pilot.press("o")
+            answer = pilot.app.screen.query_one("#answer")
+            await pilot.press(*typed)  # typed after the prefilled workspace: it starts the path again
+            assert answer.value == typed and answer.cursor_position == len(typed)
+            await pilot.press("enter")
+            await pilot.pause()
+            return pilot.app.screen
+        screen = drive(AccuscopeApp(ws), script)
+        assert isinstance(screen, TaskScreen) and screen.folder == ws / name
+
+
 def test_browser_home_end_and_G_go_to_the_first_and_last_task(ws):
     async def script(pilot):
         table = pilot.app.screen.query_one("DataTable")
