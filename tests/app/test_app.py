@@ -7,12 +7,14 @@ import shutil
 import threading
 
 import numpy as np
+from textual.geometry import Region
 
 from accuscope.app.advicescreen import AdviceScreen
 from accuscope.app.app import AccuscopeApp
 from accuscope.app.browser import BrowserScreen
 from accuscope.app.chart import MetricChart, downsample
 from accuscope.app.dialogs import ConfirmDialog, HelpScreen
+from accuscope.app.footer import Footer
 from accuscope.app.graphscreen import GraphScreen
 from accuscope.app.newtask import NewTaskScreen
 from accuscope.app.optable import OperatorTable
@@ -495,6 +497,8 @@ def test_the_chart_takes_the_focus_and_z_maximizes_it(ws):
         assert isinstance(screen.focused, MetricChart)
         await pilot.press("z")
         assert screen.maximized is screen.focused
+        await pilot.pause()  # 80x24: the chart takes every row above the footer (not 8 rows amid hatching)
+        assert screen.focused.region == Region(0, 0, 80, 23) and screen.query_one(Footer).region.y == 23
         await pilot.press("z")
         assert screen.maximized is None
         palette = [c.title for c in pilot.app.get_system_commands(screen)]

@@ -95,6 +95,7 @@ class TaskScreen(Screen):
     TaskScreen ProgressBar { width: auto; display: none; }
     TaskScreen ProgressBar.running { display: block; }
     TaskScreen.-tall MetricChart { height: 14; }
+    TaskScreen MetricChart.-maximized { height: 1fr; }  /* z: the whole screen, not its 8 rows amid hatching */
     """
     HELP = ("Filter expressions: comparisons of columns with numbers or text, joined by and/or/not, e.g.\n"
             "  cos < 0.99 and type == \"Conv2D\"      \"conv\" in name      isnan(kl) or max_abs > 1\n"
