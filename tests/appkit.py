@@ -35,10 +35,11 @@ def ws(demo_ws, tmp_path):
     return root
 
 
-def drive(app, script, size=(80, 24)):
-    """Run `await script(pilot)` against the app in a headless terminal of `size`."""
+def drive(app, script, size=(80, 24), notifications=False):
+    """Run `await script(pilot)` against the app in a headless terminal of `size`; `notifications`: the
+    notices are drawn (as toasts: Pilot leaves them out unless asked)."""
     async def go():
-        async with app.run_test(size=size) as pilot:
+        async with app.run_test(size=size, notifications=notifications) as pilot:
             await pilot.pause()
             return await script(pilot)
     return asyncio.run(go())
