@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from textual import events
 
 from accuscope.engine.demo.workspace import build_workspace
 
@@ -34,13 +35,24 @@ def ws(demo_ws, tmp_path):
     return root
 
 
-def drive(app, script, size=(80, 24)):
-    """Run `await script(pilot)` against the app in a headless terminal of `size`."""
+def drive(app, script, size=(80, 24), notifications=False):
+    """Run `await script(pilot)` against the app in a headless terminal of `size`; `notifications`: the
+    notices are drawn (as toasts: Pilot leaves them out unless asked)."""
     async def go():
-        async with app.run_test(size=size) as pilot:
+        async with app.run_test(size=size, notifications=notifications) as pilot:
             await pilot.pause()
             return await script(pilot)
     return asyncio.run(go())
+
+
+async def type_fast(pilot, *keys):
+    """`keys` as a terminal sends keys typed faster than the app answers them: all in its queue before it
+    handles the first (Pilot.press waits for the app to settle after each); then the app settles."""
+    for key in keys:
+        event = events.Key(key, key if len(key) == 1 else {"enter": "\r"}.get(key))
+        event.set_sender(pilot.app)
+        pilot.app.post_message(event)
+    await pilot.pause()
 
 
 async def wait_for(pilot, condition, timeout=60.0):

@@ -7,19 +7,21 @@ import shutil
 import threading
 
 import numpy as np
+from textual.geometry import Region
 
 from accuscope.app.advicescreen import AdviceScreen
 from accuscope.app.app import AccuscopeApp
 from accuscope.app.browser import BrowserScreen
 from accuscope.app.chart import MetricChart, downsample
 from accuscope.app.dialogs import ConfirmDialog, HelpScreen
+from accuscope.app.footer import Footer
 from accuscope.app.graphscreen import GraphScreen
 from accuscope.app.newtask import NewTaskScreen
 from accuscope.app.optable import OperatorTable
 from accuscope.app.taskscreen import TaskScreen
 from accuscope.engine.demo.workspace import MAIN, TASKS
 from accuscope.engine.tasks.task import Task, load_task
-from appkit import drive, screen_text, start_from_form, wait_for
+from appkit import drive, screen_text, start_from_form, type_fast, wait_for
 
 
 def test_browser_lists_tasks_and_opens_one(ws):
@@ -495,6 +497,8 @@ def test_the_chart_takes_the_focus_and_z_maximizes_it(ws):
         assert isinstance(screen.focused, MetricChart)
         await pilot.press("z")
         assert screen.maximized is screen.focused
+        await pilot.pause()  # 80x24: the chart takes every row above the footer (not 8 rows amid hatching)
+        assert screen.focused.region == Region(0, 0, 80, 23) and screen.query_one(Footer).region.y == 23
         await pilot.press("z")
         assert screen.maximized is None
         palette = [c.title for c in pilot.app.get_system_commands(screen)]
@@ -664,6 +668,48 @@ def test_path_fields_keep_their_text_unselected_and_complete_with_tab(ws):
         assert answer.value == f"{ws}/{MAIN.name}/" and answer.cursor_position == len(answer.value)
         await pilot.press("backspace", "enter")
         assert isinstance(pilot.app.screen, TaskScreen)
+    drive(AccuscopeApp(ws), script)
+
+
+def test_a_path_typed_from_the_root_or_home_after_the_workspace_is_the_path_opened(ws, monkeypatch):
+    monkeypatch.setenv("HOME", str(ws.parent))
+    for typed, name in ((str(ws / TASKS[1].name), TASKS[1].name), (f"~/{ws.name}/{TASKS[2].name}", TASKS[2].name)):
+        async def script(pilot, typed=typed):
+            await pilot.press("o")
+            answer = pilot.app.screen.query_one("#answer")
+            await pilot.press(*typed)  # typed after the prefilled workspace: it starts the path again
+            assert answer.value == typed and answer.cursor_position == len(typed)
+            await pilot.press("enter")
+            await pilot.pause()
+            return pilot.app.screen
+        screen = drive(AccuscopeApp(ws), script)
+        assert isinstance(screen, TaskScreen) and screen.folder == ws / name
+
+
+def test_browser_home_end_and_G_go_to_the_first_and_last_task(ws):
+    async def script(pilot):
+        table = pilot.app.screen.query_one("DataTable")
+        last = len(pilot.app.screen.entries) - 1
+        moves = []
+        for key in ("end", "home", "G", "k", "home"):
+            await pilot.press(key)
+            moves.append(table.cursor_row)
+        assert moves == [last, 0, last, last - 1, 0]
+    drive(AccuscopeApp(ws), script)
+
+
+def test_keys_typed_fast_all_move_the_cursor_before_enter_opens_the_row(ws):
+    async def script(pilot):
+        browser = pilot.app.screen
+        await type_fast(pilot, "j", "j", "j", "k")
+        assert browser.query_one("DataTable").cursor_row == 2
+        await type_fast(pilot, "k", "k", "j", "enter")  # enter takes the row the keys before it moved to
+        await pilot.pause()
+        screen = pilot.app.screen
+        assert isinstance(screen, TaskScreen) and screen.folder == browser.entries[1].path
+        assert screen.table_widget.cursor == 0  # no key typed in the browser moved the task's table
+        await type_fast(pilot, *"j" * 12)
+        assert screen.table_widget.cursor == 12
     drive(AccuscopeApp(ws), script)
 
 

@@ -256,8 +256,11 @@ def test_export_writes_the_folder_and_says_where_the_error_lives(demo_ws, tmp_pa
         assert "re-test: error stays" in str(screen.query_one("#status").render())  # not only in a toast
         assert screen.last_export["files"] > 5
         written = [n for n in pilot.app._notifications if n.title == "export written"]
-        assert written and "error stays" in written[-1].message and str(out) in written[-1].message
-    drive(AccuscopeApp(demo_ws, open_path=demo_ws / MAIN.name), script)
+        assert written and "error stays" in written[-1].message and written[-1].timeout <= 5
+        toast = next(t for t in pilot.app.screen.query("Toast") if t._notification is written[-1])
+        assert toast.region.height <= 5 and toast.region.width <= 40  # a corner of the 80x24 screen, not half of it
+        assert str(out) in screen.panel_markup()  # the details stay in the panel
+    drive(AccuscopeApp(demo_ws, open_path=demo_ws / MAIN.name), script, notifications=True)
 
 
 def test_module_and_rank_keys_on_a_model_graph_say_why_they_do_nothing(demo_ws):

@@ -18,7 +18,7 @@ from accuscope.app.dialogs import HelpScreen, _key_name
 from accuscope.app.graphscreen import GraphScreen
 from accuscope.app.opscreen import OpScreen
 from accuscope.app.taskscreen import TaskScreen
-from accuscope.engine.demo.workspace import MAIN
+from accuscope.engine.demo.workspace import MAIN, MSPROBE, ONNX_FP16
 from appkit import drive, wait_for
 
 
@@ -85,3 +85,18 @@ def test_each_screen_help_lists_the_keys_it_answers(demo_ws):
         await pilot.press("escape", "q")
         await check_help(pilot, BrowserScreen)  # (dialogs have no help: ? is not a key they answer)
     drive(AccuscopeApp(demo_ws, open_path=demo_ws / MAIN.name), script, size=(160, 50))
+
+
+def test_the_keys_deciding_msprobe_pairs_are_in_the_help_of_msprobe_tasks_only(demo_ws):
+    ids = {"task.accept_pair", "task.reject_pair", "task.accept_tensor", "task.reject_tensor", "task.pick_pair"}
+    pair_keys = {b.description for b in TaskScreen.BINDINGS if b.id in ids}  # + - = _ p
+    assert len(pair_keys) == 5
+
+    async def script(pilot):
+        await wait_for(pilot, lambda: not pilot.app.screen.advising)
+        await pilot.press("f1")
+        return help_text(pilot.app.screen)
+    onnx = drive(AccuscopeApp(demo_ws, open_path=demo_ws / ONNX_FP16.name), script, size=(160, 50))
+    msprobe = drive(AccuscopeApp(demo_ws, open_path=demo_ws / MSPROBE.name), script, size=(160, 50))
+    assert "filter" in onnx and not [d for d in pair_keys if d in onnx] and "msprobe" not in onnx
+    assert all(d in msprobe for d in pair_keys) and "Two msprobe dumps: + accepts" in msprobe

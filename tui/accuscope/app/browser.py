@@ -37,14 +37,26 @@ def _label(e) -> str:
     return f"{e.name} [{e.ranks} ranks]" if e.ranks else e.name
 
 
+class TaskList(DataTable):
+    """The browser's table of tasks: enter, home and end are the screen's keys (open, first and last
+    task), not the table's (select, scroll sideways). They are ordinary bindings that its own actions
+    give way to, never priority ones: a priority key runs as it arrives, before the j / k typed just
+    ahead of it have moved the cursor (they still travel through the table), so `jjj⏎` opened the first task."""
+
+    def check_action(self, action: str, parameters: tuple) -> bool | None:
+        return action not in ("select_cursor", "scroll_home", "scroll_end")
+
+
 class BrowserScreen(Screen):
     TITLE = "tasks"
     BINDINGS = [
-        Binding("enter", "open", "open", priority=True, id="browser.open"), Binding("n", "new", "new task", id="browser.new"),
+        Binding("enter", "open", "open", id="browser.open"), Binding("n", "new", "new task", id="browser.new"),
         Binding("d", "delete", "delete", id="browser.delete"), Binding("r", "refresh", "refresh", id="browser.refresh"),
         Binding("o", "open_path", "open path", id="browser.open_path"), Binding("R", "rerun", "re-run", id="browser.rerun"),
         Binding("s", "save_as", "save as", id="browser.save_as"), Binding("q", "app.quit", "quit", id="browser.quit"),
         Binding("j", "cursor(1)", "down", show=False, id="browser.cursor_next"), Binding("k", "cursor(-1)", "up", show=False, id="browser.cursor_previous"),
+        Binding("home", "first", "first task", show=False, id="browser.first"),
+        Binding("end,G", "last", "last task", show=False, id="browser.last"),
     ]
     DEFAULT_CSS = """
     BrowserScreen DataTable { height: 1fr; }
@@ -60,7 +72,7 @@ class BrowserScreen(Screen):
 
     def compose(self) -> ComposeResult:
         yield Static("", id="crumbs")
-        table = DataTable(cursor_type="row", zebra_stripes=True)
+        table = TaskList(cursor_type="row", zebra_stripes=True)
         table.add_columns("when", "", "task", "rows", "failing", "first failing op")
         yield table
         yield Static("", id="detail")
@@ -135,6 +147,13 @@ class BrowserScreen(Screen):
     def action_cursor(self, step: int) -> None:
         table = self.query_one(DataTable)
         table.move_cursor(row=max(0, table.cursor_row + step))
+
+    def action_first(self) -> None:
+        self.query_one(DataTable).move_cursor(row=0)
+
+    def action_last(self) -> None:
+        table = self.query_one(DataTable)
+        table.move_cursor(row=max(0, table.row_count - 1))
 
     def action_open(self) -> None:
         if self.selected is not None:

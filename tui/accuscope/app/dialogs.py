@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable
 
 from rich.table import Table
@@ -43,7 +44,8 @@ class ConfirmDialog(ModalScreen["bool | None"]):
 
 class AskDialog(ModalScreen["str | None"]):
     """One line of input, the cursor after the prefilled text (nothing selected); `check(text)`
-    returns an error message or "" (shown as you type). With `path`, tab completes a path."""
+    returns an error message or "" (shown as you type). With `path`, tab completes a path, and a path
+    typed from the root or home after the prefilled folder takes its place (`restarted`)."""
 
     DEFAULT_CSS = """
     AskDialog { align: center middle; }
@@ -82,6 +84,10 @@ class AskDialog(ModalScreen["str | None"]):
             self.query_one("#problem", Static).update(shown("  ".join(choices[:8]) + more))
 
     def on_input_changed(self, event: Input.Changed) -> None:
+        if self.path and restarted(event.value) != event.value:  # its Changed comes next
+            event.input.value = restarted(event.value)
+            event.input.cursor_position = len(event.input.value)
+            return
         self.query_one("#problem", Static).update(shown(self.check(event.value)))
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
@@ -93,6 +99,15 @@ class AskDialog(ModalScreen["str | None"]):
 
     def action_cancel(self) -> None:
         self.dismiss(None)
+
+
+RESTART = re.compile(r".*/(?=/|~(?:/|$))")
+
+
+def restarted(text: str) -> str:
+    """The path a field holds once a path typed from the root or home after a folder starts it again,
+    as in Emacs: `/ws//data/x` is /data/x, `/ws/~/x` is ~/x (`/ws/~x` stays: a name starting with ~)."""
+    return RESTART.sub("", text, count=1)
 
 
 def complete_path(text: str) -> tuple[str, list[str]]:

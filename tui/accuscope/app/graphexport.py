@@ -145,6 +145,9 @@ class SubmodelExport(Screen):
         lines += [f"note: {n}" for n in result.notes[:5]]
         self.last_export = {"out": result.out_dir, "files": files, "lines": lines,
                             "verdict": retest.verdict if retest is not None else None}
-        self._say("\n".join(lines[:4]), title="export written", severity=severity, timeout=20)
+        # a short toast, the verdict (its lines, long paths wrapped, covered the graph for 20 s): the details
+        # panel keeps them all, the status line the verdict
+        self._say(f"re-test: {VERDICT_WORDS.get(retest.verdict, retest.verdict)}" if retest is not None
+                  else f"{files} files", title="export written", severity=severity)
         self.update_panel()
         self.update_status()

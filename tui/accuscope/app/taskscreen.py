@@ -95,19 +95,21 @@ class TaskScreen(Screen):
     TaskScreen ProgressBar { width: auto; display: none; }
     TaskScreen ProgressBar.running { display: block; }
     TaskScreen.-tall MetricChart { height: 14; }
+    TaskScreen MetricChart.-maximized { height: 1fr; }  /* z: the whole screen, not its 8 rows amid hatching */
     """
-    HELP = ("Filter expressions: comparisons of columns with numbers or text, joined by and/or/not, e.g.\n"
-            "  cos < 0.99 and type == \"Conv2D\"      \"conv\" in name      isnan(kl) or max_abs > 1\n"
-            "  under(type, \"layers.1\"): a module path and every one under it (layers.1.attn, not layers.10)\n"
-            f"Columns by short key ({', '.join(METRIC)}) or CSV name.\n"
-            "Rows breaking a threshold are marked ✗ and red; exempt rows (TransData, inputs, "
-            "device-only ops) never fail. Thresholds: t, then e.g. `cos=0.98 kl=off`.\n"
-            "Two msprobe dumps: + accepts a --match structure row's call pair (how == \"structure\", its "
-            "confidence in the reason) and - rejects it; = accepts the row's one tensor pair and _ rejects it, "
-            "the rest of its call as before; p picks the row's golden counterpart from a list (same call first, then "
-            "alike in shape and dtype; type to filter). Saved in the task's pairs.yaml, which its next run (R) "
-            "reads (accepted or picked: how mapping; rejected: unpaired), as \"call:input:1\": \"golden "
-            "call:input:2\".")
+    HELP_TEXT = ("Filter expressions: comparisons of columns with numbers or text, joined by and/or/not, e.g.\n"
+                 "  cos < 0.99 and type == \"Conv2D\"      \"conv\" in name      isnan(kl) or max_abs > 1\n"
+                 "  under(type, \"layers.1\"): a module path and every one under it (layers.1.attn, not layers.10)\n"
+                 f"Columns by short key ({', '.join(METRIC)}) or CSV name.\n"
+                 "Rows breaking a threshold are marked ✗ and red; exempt rows (TransData, inputs, "
+                 "device-only ops) never fail. Thresholds: t, then e.g. `cos=0.98 kl=off`.")
+    PAIRS_HELP = ("Two msprobe dumps: + accepts a --match structure row's call pair (how == \"structure\", its "
+                "confidence in the reason) and - rejects it; = accepts the row's one tensor pair and _ rejects it, "
+                "the rest of its call as before; p picks the row's golden counterpart from a list (same call first, then "
+                "alike in shape and dtype; type to filter). Saved in the task's pairs.yaml, which its next run (R) "
+                "reads (accepted or picked: how mapping; rejected: unpaired), as \"call:input:1\": \"golden "
+                "call:input:2\".")
+    PAIR_ACTIONS = ("decide_pair", "decide_tensor", "pick_pair")  # the keys of PAIRS_HELP: + - = _ p
 
     def __init__(self, task: Task | None = None, run: tuple[engine.CompareSpec, Path] | None = None) -> None:
         super().__init__()
@@ -128,6 +130,20 @@ class TaskScreen(Screen):
         self._edited_while_running: Thresholds | None = None  # applied to the run's result (reload)
         self.run_error = ""  # why the last run started here failed
         self.decided: dict[str, bool] = {}  # NPU call or tensor -> accepted: the pairs decided since the last run
+
+    @property
+    def HELP(self) -> str:  # what HelpScreen shows below the keys
+        return f"{self.HELP_TEXT}\n{self.PAIRS_HELP}" if self.msprobe_pairs else self.HELP_TEXT
+
+    @property
+    def msprobe_pairs(self) -> bool:
+        """The task compares two msprobe dumps: its pairs may be decided here (PAIR_ACTIONS)."""
+        return self.opened is not None and set(self.opened.doc.sides.values()) == {MSPROBE}
+
+    def check_action(self, action: str, parameters: tuple) -> bool | None:
+        """The keys deciding pairs are keys of a task of two msprobe dumps only: elsewhere neither they
+        nor the help know them."""
+        return self.msprobe_pairs if action in self.PAIR_ACTIONS else True
 
     # ---- layout -------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -466,7 +482,7 @@ class TaskScreen(Screen):
         if row is None or self.opened is None:
             return
         tensor, golden = parse_tensor_name(str(row.get("tensor", ""))), str(row.get("golden_op", ""))
-        if set(self.opened.doc.sides.values()) != {MSPROBE} or tensor is None:
+        if not self.msprobe_pairs or tensor is None:
             self.notify("= and _ decide one tensor's pair between two msprobe dumps", markup=False, timeout=5)
             return
         name = f"{tensor.op}:{tensor.io}:{tensor.index}"
@@ -487,7 +503,7 @@ class TaskScreen(Screen):
         if row is None or self.opened is None:
             return
         tensor = parse_tensor_name(str(row.get("tensor", "")))
-        if set(self.opened.doc.sides.values()) != {MSPROBE} or tensor is None:
+        if not self.msprobe_pairs or tensor is None:
             self.notify("p picks one tensor's golden counterpart between two msprobe dumps", markup=False, timeout=5)
             return
         from .pairpicker import PairPicker
