@@ -64,7 +64,7 @@ def test_a_comparison_fills_every_metric_and_the_csv_and_filters_carry_it():
     x = np.linspace(-1, 1, 1000)
     y = x + np.random.default_rng(0).normal(0, 1e-3, x.shape)
     cells = pairjob.metric_cells(compare_arrays(x, y), tuple(mt.ALGORITHMS))
-    assert set(cells) == {r.key for r in RECORDS if not r.recorded and not r.third}  # the tensor comparison's
+    assert set(cells) == {r.key for r in RECORDS if not r.recorded and not r.apart}  # the tensor comparison's
     cells = every_cell(x, y)
     assert set(cells) == {r.key for r in RECORDS}  # with the recorded statistics' comparison's and the third side's
     for r in RECORDS:

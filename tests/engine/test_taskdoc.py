@@ -23,7 +23,7 @@ from accuscope.engine.tasks.taskrun import run_task
 
 ENGINE = Path(taskdoc.__file__).parents[1]
 OLD_JSON = Path(__file__).parents[1] / "data" / "task-main-demo.json"  # written by accuscope 80ea362, no version
-SAMPLE = {str: "text", int: 3, list: ["a", "b"], dict: {"k": [1, 2]}, bool: True}
+SAMPLE = {str: "text", int: 3, list: ["a", "b"], dict: {"k": [1, 2]}, bool: True, float: 0.5}
 # declared keys no task built below writes: the re-test's (export/retest.py, tests/engine/test_export.py),
 # one set by hand, and one that only lives in memory
 WRITTEN_ELSEWHERE = {"parent", "export", "kind", "retest", "framework_model", "foreign"}

@@ -28,6 +28,9 @@ says why, and the departure counts as explained:
   differs because the call was fed differing values; msprobe passes the API that did not add to it),
   `double-check` (a statistic that moved by more than half: msprobe warns "Need double check", accuscope
   fails it, having no values to clear it: in statistics mode this catches the planted bugs msprobe misses);
+- `by position` (Polygraphy): a tensor the reference lacks (an int8 model's weight dequantized), which
+  Polygraphy's comparator paired with the reference's tensor at its index and failed; accuscope pairs by
+  identity and leaves it uncompared;
 - `planted`: the row is the planted bug's own op, which the tool's rules miss.
 Every other difference is a disagreement: a bug in accuscope or a departure not yet explained.
 """
@@ -193,6 +196,9 @@ def _departure(case: Case, state, c, r: int, fails: bool, theirs: dict) -> str:
             return "noise: only relative errors on values near zero break, the tensor agrees"
         if "not judged" in str(c["reason"][r]):
             return f"names: {c['reason'][r]}"
+        if case.tool == "polygraphy" and state.not_compared[r]:
+            return ("by position: the reference holds no tensor of this name; Polygraphy compared the one at its index "
+                    "instead, accuscope pairs by identity")
         if case.tool == "msprobe" and c["npu_dtype"][r] != c["golden_dtype"][r]:
             return (f"dtype: msprobe marks an API whose dtypes differ ({c['npu_dtype'][r]} against "
                     f"{c['golden_dtype'][r]}) an error whatever its values; accuscope judges the values")

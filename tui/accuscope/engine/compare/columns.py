@@ -20,7 +20,8 @@ class Metric:
     key: str  # short key: filter expressions, thresholds, task.json, --algorithms
     csv: str  # column name in the result CSV (msaccucmp's for its ten)
     help: str
-    origin: str = "msaccucmp"  # msaccucmp (its ten, selectable with --algorithms), msprobe, ours, tpu-mlir
+    origin: str = "msaccucmp"  # msaccucmp (its ten, selectable with --algorithms), msprobe, ours, tpu-mlir,
+    # polygraphy
     kind: str = "float"  # float; int (counts, -1 unknown); text (std's "mean;std" pairs, the verdict)
     label: str = ""  # op table header; default: the key
     short: str = ""  # the graph badge's 4-cell name; default: the key cut to 4
@@ -34,6 +35,8 @@ class Metric:
     isolated: bool = False  # recomputed for an op's re-run on its own inputs (advisor)
     recorded: bool = False  # from what the dump recorded (statistics, checksums), not from tensor data
     third: bool = False  # from the third side (--expected, compare/expected.py): NaN without it
+    polygraphy: bool = False  # from Polygraphy's rule (--atol/--rtol/--check-error-stat, compare/polytol.py):
+    # NaN without it
     msprobe: str = ""  # its column in msprobe's compare result (the .xlsx export's layout)
 
     @property
@@ -47,6 +50,11 @@ class Metric:
     @property
     def numeric(self) -> bool:
         return self.kind in ("float", "int")
+
+    @property
+    def apart(self) -> bool:
+        """Made by a pass of its own after the pairs' (the third side's, Polygraphy's rule), only when asked."""
+        return self.third or self.polygraphy
 
 
 METRIC_TABLE: tuple[Metric, ...] = (
@@ -125,6 +133,14 @@ METRIC_TABLE: tuple[Metric, ...] = (
     Metric("excess", "Excess", "the row's error, max(1 - cos, red), over the expected error: at most 2, the "
            "precision itself (keep the op in higher precision); above, the implementation", origin="ours",
            short="exc", place=2, third=True),
+    # Polygraphy's own rule, when asked (--atol, --rtol, --check-error-stat: compare/polytol.py)
+    Metric("pg_abs", "PolygraphyAbsDiff", "Polygraphy's checked statistic (--check-error-stat: max for elemwise, "
+           "mean, median) of |npu - golden|", origin="polygraphy", short="pgab", polygraphy=True),
+    Metric("pg_rel", "PolygraphyRelDiff", "the same of |npu - golden| / |golden| (golden zeros raised by 2.2e-16)",
+           origin="polygraphy", short="pgre", polygraphy=True),
+    Metric("pg_mismatch", "PolygraphyMismatches", "elements beyond both --atol and --rtol (NaN beyond), counted at "
+           "the comparison's tolerances: elemwise fails a tensor holding one", origin="polygraphy", kind="int",
+           label="pg_mism", short="pgmm", polygraphy=True),
 )
 METRIC = {m.key: m for m in METRIC_TABLE}
 
@@ -139,7 +155,7 @@ NUMERIC_METRICS = [key for _, key in METRICS if METRIC[key].kind == "float"]
 # what --algorithms may choose (msaccucmp's ten): the numeric ones, then the rest (std's text)
 ALGORITHMS = NUMERIC_METRICS + [key for _, key in METRICS if key not in NUMERIC_METRICS]
 FLOAT_METRICS = [m.key for m in METRIC_TABLE if m.kind == "float"]  # every float metric, NaN when not computed
-COMPUTED_FLOATS = [m.key for m in METRIC_TABLE if m.kind == "float" and not m.recorded and not m.third]  # from tensor data
+COMPUTED_FLOATS = [m.key for m in METRIC_TABLE if m.kind == "float" and not m.recorded and not m.apart]  # from tensor data
 THRESHOLD_KEYS = [m.key for m in METRIC_TABLE if m.numeric]  # keys a threshold may name
 LOWER_IS_WORSE = {m.key for m in METRIC_TABLE if m.lower_is_worse}
 MSIT_DEFAULTS = {m.key: m.msit_threshold for m in METRIC_TABLE if m.msit_threshold is not None}

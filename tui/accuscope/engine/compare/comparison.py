@@ -27,7 +27,7 @@ from dataclasses import KW_ONLY, dataclass, field, replace
 from functools import lru_cache, partial
 from typing import TYPE_CHECKING, cast
 
-from accuscope.engine.compare import faults, gcpause, statistics
+from accuscope.engine.compare import faults, gcpause, polytol, statistics
 from accuscope.engine.compare.columns import ALGORITHMS, CSV_OF, KEY_OF
 from accuscope.engine.compare.judgement import Basis, cells_broken
 from accuscope.engine.compare.lifetime import die_with_parent, end_pool, process_context
@@ -88,6 +88,9 @@ class CompareSpec:
     expected: str | None = None  # the third side: the reference at the candidate's precision (compare/expected.py)
     npu_options: dict[str, str] | None = None  # each side's format options, text by name (sides.registry.Option)
     golden_options: dict[str, str] | None = None
+    atol: float | None = None  # Polygraphy's rule (compare/polytol.py): its tolerances and error statistic
+    rtol: float | None = None
+    check_error_stat: str | None = None
 
 
 @dataclass
@@ -598,6 +601,9 @@ def _execute(plan: Plan, progress: OnProgress | None, cancel: threading.Event | 
         if found is None:
             return None
         third = found
+    if (rule := polytol.of(plan.spec)) is not None:  # Polygraphy's rule: one more pass over the compared pairs
+        for row, cells in polytol.pair_cells(plan, computed, rule).items():
+            third.setdefault(row, {}).update(cells)
     table = _table(plan, computed, third)
     plan.spec.thresholds.apply(table)
     return table

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from accuscope.engine.compare import polytol
 from accuscope.engine.compare.thresholds import TPU_DEFAULTS, Thresholds, parse_assignments, parse_tolerance
 from accuscope.engine.sides.registry import absolute_options, detect, format_options, option_texts, options_help
 from accuscope.engine.sources import kinds
@@ -153,6 +154,7 @@ KINDS = {  # kind -> text to value (ValueError on bad text)
     "shape": _shape, "dtype": _dtype, "pick": _pick, "count": _count, "range": _range,
     "tolerance": parse_tolerance, "thresholds": _assignments, "flag": _yes_no, "step": _folder_number("step"),
     "rank": _folder_number("rank"), "match": _match, "shards": _shards, "options": _options,
+    "tol": polytol.parse_tolerance, "errorstat": polytol.parse_stat,
 }
 
 METAVARS = {"dump": "PATH", "model": "MODEL", "file": "FILE", "plugins": "DIR", "out": "TASK_DIR",
@@ -213,6 +215,17 @@ INPUTS: tuple[Input, ...] = (
           "the same pair decides tpu_verdict",
           "tolerance", "optional: COS,EUCLID as tpu-mlir, e.g. 0.99,0.90", metavar="COS,EUCLID",
           group="judging"),
+    Input("atol", "--atol", "atol", "judge as Polygraphy's comparator (`polygraphy run --atol A --rtol R "
+          "--check-error-stat S`, the same flags): a compared tensor fails exactly when Polygraphy fails it: "
+          "elemwise, an element beyond both tolerances; max, mean or median, that statistic beyond both "
+          f"(Polygraphy's defaults {polytol.ATOL:g}, {polytol.RTOL:g}, {polytol.STAT}; any of the three turns it on)",
+          "tol", "optional: Polygraphy's --atol, e.g. 1e-3", metavar="A", group="judging"),
+    Input("rtol", "--rtol", "rtol", "Polygraphy's relative tolerance, |npu - golden| / |golden| (see --atol)",
+          "tol", "optional: Polygraphy's --rtol, e.g. 1e-3", metavar="R", group="judging"),
+    Input("check_error_stat", "--check-error-stat", "error statistic", "Polygraphy's error statistic: "
+          f"{', '.join(polytol.STATS)} (see --atol)", "errorstat",
+          f"optional: {' | '.join(polytol.STATS)} (Polygraphy's --check-error-stat)", metavar="|".join(polytol.STATS),
+          group="judging"),
     Input("mapping", "--mapping", "mapping file", "file pairing names no rule can know: npu_name,golden_name "
           "per line (CSV) or npu_name: golden_name (YAML), op or tensor names; or msprobe's own mapping files "
           "as written (layer -lm, API -am, cell -cm, data -dm YAML), for two msprobe dumps", "file",
@@ -250,12 +263,15 @@ def inputs(*groups: str) -> list[Input]:
     return [i for i in INPUTS if i.group in groups]
 
 
-def thresholds_from(assignments, tolerance: tuple[float, float] | None) -> Thresholds:
-    """msit's defaults, tpu-mlir's tolerance when given, then the NAME=VALUE texts (the form's one
-    field or the CLI's repeated option; ValueError on a bad one)."""
+def thresholds_from(assignments, tolerance: tuple[float, float] | None,
+                    polygraphy: polytol.Rule | None = None) -> Thresholds:
+    """msit's defaults, tpu-mlir's tolerance or Polygraphy's rule when given, then the NAME=VALUE texts
+    (the form's one field or the CLI's repeated option; ValueError on a bad one)."""
     thresholds = Thresholds()
     if tolerance is not None:
         thresholds.set_tolerance(*tolerance)
+    if polygraphy is not None:
+        thresholds.set_polygraphy(polygraphy)
     for text in [assignments] if isinstance(assignments, str) else assignments or ():
         thresholds.edit(text)
     return thresholds
@@ -273,13 +289,15 @@ def build_spec(values: dict):
     dtype = get("dtype")
     return CompareSpec(
         npu=npu, golden=golden, model=get("model"), algorithms=get("algorithms"), op_range=get("op_range"),
-        ops=get("ops"), custom_dir=get("custom_dir"), thresholds=thresholds_from(get("threshold"), get("tolerance")),
+        ops=get("ops"), custom_dir=get("custom_dir"), thresholds=thresholds_from(
+            get("threshold"), get("tolerance"), polytol.rule(get("atol"), get("rtol"), get("check_error_stat"))),
         pick=get("pick"), run=get("run"), golden_shape=get("shape"), golden_dtype=None if dtype is None else str(dtype),
         npu_model=get("npu_model"), golden_model=get("golden_model"), mapping=get("mapping"),
         npu_runner=npu_runner, golden_runner=golden_runner, iteration=get("iteration"), step=get("step"),
         rank=get("rank"), stats_only=bool(get("stats_only")), match=get("match"), shards=get("shards"),
         expected=get("expected"), npu_options=absolute_options(npu, option_texts(get("npu_options"))),
-        golden_options=absolute_options(golden, option_texts(get("golden_options"))))
+        golden_options=absolute_options(golden, option_texts(get("golden_options"))), atol=get("atol"),
+        rtol=get("rtol"), check_error_stat=get("check_error_stat"))
 
 
 SPEC_FIELD = {"shape": "golden_shape", "dtype": "golden_dtype"}  # input name -> CompareSpec field, where they differ

@@ -7,8 +7,9 @@ report, the overlay, the graph badges, retest, precision and sensitivity. None d
 
 The rules, in order:
 - a row breaks a threshold when its metric is past it (NaN never breaks one); msprobe's recorded
-  rules (stat_mag, checksums, non-tensor values that differ) and tpu-mlir's ladder (with
-  `--tolerance`) are thresholds too;
+  rules (stat_mag, checksums, non-tensor values that differ), tpu-mlir's ladder (with
+  `--tolerance`) and Polygraphy's rule (with `--atol`/`--rtol`: compare/polytol.py, NaN failing
+  there, no noise) are thresholds too;
 - a row whose NPU tensor holds more NaN/inf than its golden tensor fails whatever the metrics say;
 - exempt rows never fail: layout-only ops, network inputs, device-only ops;
 - **noise**: a row that breaks only relative-error metrics (`NOISY`: mean_rel, max_rel, acc_rel and
@@ -33,7 +34,8 @@ The rules, in order:
   compared): fail when one fails, pass when all pass, unknown when none was compared; a training
   step (msprobe) has no network output: it is judged on every compared row; judged as tpu-mlir's
   npz_tool (`--tolerance`), on every compared tensor, as npz_tool itself passes a comparison only when
-  no tensor it compares is NOT_SIMILAR. With a third side the verdict names its cause: "precision"
+  no tensor it compares is NOT_SIMILAR; so too as Polygraphy (`--atol`/`--rtol`), which judges every
+  output its results hold. With a third side the verdict names its cause: "precision"
   when every failing output is expected, else "implementation";
 - a pass needs every input read: a side's tensor that could not be read (truncated, corrupt) or a
   shard merged without the other side's shape leaves a row unjudged, so such a run is "unknown",
@@ -157,13 +159,16 @@ def judge(table: ResultTable, thresholds: Thresholds) -> RowState:
     ladder = thresholds.tpu_verdicts(table) if "tpu_verdict" in table.present else None
     if ladder is not None and thresholds.ladder:
         broken.update(thresholds.ladder_broken(table, ladder, free))
+    if thresholds.polygraphy:
+        broken.update(thresholds.polygraphy_broken(table, free))
     broken.update({k: mask & free for k, mask in thresholds.recorded(table).items()})
     nonfinite = nonfinite_rows(table)
     breaks = nonfinite & free
     for mask in broken.values():
         breaks = breaks | mask
     noisy = _noisy(table, thresholds, broken, breaks & ~nonfinite) if n else np.zeros(0, dtype=bool)
-    floor = noisefloor.at_floor(table, breaks & ~nonfinite & ~noisy) if n else np.zeros(0, dtype=bool)
+    floor = noisefloor.at_floor(table, breaks & ~nonfinite & ~noisy) if n and not thresholds.polygraphy \
+        else np.zeros(n, dtype=bool)  # Polygraphy's rule is its own: no floor
     noisy = noisy | floor
     fail = breaks & ~noisy
     keys = table.metric_keys
@@ -263,7 +268,7 @@ def verdict(table: ResultTable, thresholds: Thresholds, basis: Basis | None = No
     basis = basis or Basis()
     key = ("verdict", basis, tuple((t.key, t.op, t.value) for t in thresholds.items))
     return table.derived(key, lambda: _unread(_verdict(table, thresholds.evaluate(table), basis.step,
-                                                       thresholds.ladder), basis))
+                                                       thresholds.ladder or thresholds.polygraphy), basis))
 
 
 def _unread(v: Verdict, basis: Basis) -> Verdict:

@@ -200,5 +200,5 @@ def metric_cells(m: PairMetrics, metrics: tuple[str, ...]) -> dict:
 def _cell_keys(metrics: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """The cells' keys: (those in PairMetrics.values, those that are its attributes)."""
     keys = [k for k, r in METRIC.items() if (k in metrics or r.origin != "msaccucmp") and not r.recorded
-            and not r.third]
+            and not r.apart]
     return tuple(k for k in keys if k in COMPUTED_FLOATS), tuple(k for k in keys if k not in COMPUTED_FLOATS)

@@ -14,10 +14,15 @@ exactly when its tpu_verdict is NOT_SIMILAR (neither EQUAL nor CLOSE, and not co
 euclid_sim > EUCLID, strictly, NaN not similar), never on a threshold the user did not ask for. The
 same two values (0.99 and 0.90, tpu-mlir's defaults, when not set) turn each row's tpu_verdict into
 SIMILAR or NOT_SIMILAR when the pair is neither EQUAL nor CLOSE.
+
+Polygraphy's way (`--atol A --rtol R --check-error-stat S`, as `polygraphy run` takes them) replaces
+them by its rule (compare/polytol.py): `pg_abs > A` and `pg_rel > R`, with elemwise `pg_mismatch > 0`,
+broken together (a row fails only when every one is), NaN beyond.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -25,6 +30,9 @@ from accuscope.engine.compare.columns import CSV_OF, LOWER_IS_WORSE, MSIT_DEFAUL
 from accuscope.engine.compare.judgement import RowState, exempt, judge
 from accuscope.engine.compare.results import ResultTable
 from accuscope.engine.compare.statistics import MAGNITUDE, values_differ
+
+if TYPE_CHECKING:
+    from accuscope.engine.compare.polytol import Rule
 
 # the metric table's, and the judgement's (which rows fail: judgement.py), here too
 __all__ = ["LOWER_IS_WORSE", "MSIT_DEFAULTS", "THRESHOLD_KEYS", "TPU_DEFAULTS", "RowState", "exempt"]
@@ -146,6 +154,26 @@ class Thresholds:
         """Judged as tpu-mlir's npz_tool: a euclid_sim threshold (`--tolerance`) is set, so cos and
         euclid_sim fail a row exactly when its tpu_verdict is NOT_SIMILAR."""
         return self.get("euclid_sim") is not None
+
+    def set_polygraphy(self, rule: Rule) -> None:
+        """Polygraphy's `--atol A --rtol R --check-error-stat S`: judge as its comparator, on its rule alone
+        (msit's thresholds removed, as set_tolerance does)."""
+        self.items = [Threshold("pg_abs", ">", rule.atol), Threshold("pg_rel", ">", rule.rtol)]
+        if rule.stat == "elemwise":
+            self.items.append(Threshold("pg_mismatch", ">", 0))
+
+    @property
+    def polygraphy(self) -> bool:
+        """Judged as Polygraphy's comparator (`--atol`/`--rtol`): its two tolerances are set."""
+        return self.get("pg_abs") is not None and self.get("pg_rel") is not None
+
+    def polygraphy_broken(self, table: ResultTable, free: np.ndarray) -> dict[str, np.ndarray]:
+        """pg_abs, pg_rel (and pg_mismatch) as Polygraphy judges them: each broken where the rule fails."""
+        from accuscope.engine.compare import polytol
+        count = self.get("pg_mismatch")
+        fails = polytol.broken(table, self.get("pg_abs").value, self.get("pg_rel").value,  # type: ignore[union-attr]
+                               None if count is None else count.value, free)
+        return {t.key: fails for t in self.items if t.key in polytol.COLUMNS}
 
     def tolerance_text(self) -> str:
         """`0.99,0.90` as `--tolerance` takes it."""

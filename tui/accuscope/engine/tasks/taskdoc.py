@@ -56,7 +56,7 @@ STATES = ("running", "done", "cancelled", "failed", "interrupted")
 PATH_KEYS = ("npu", "golden", "model", "npu_model", "golden_model", "mapping", "expected")  # paths kept with `relative`
 
 T = TypeVar("T")
-_TYPE_WORDS = {str: "text", int: "a whole number", list: "a list", dict: "an object", bool: "true/false"}
+_TYPE_WORDS = {str: "text", int: "a whole number", list: "a list", dict: "an object", bool: "true/false", float: "a number"}
 _FOUND_WORDS = {str: "text", int: "a number", float: "a number", list: "a list", dict: "an object"}
 
 
@@ -127,6 +127,9 @@ class TaskDoc:
     expected: Key[str | None] = Key(str, None, "the third side: the reference at the candidate's precision (--expected)")
     npu_options: Key[dict | None] = Key(dict, None, "the NPU side's format options, text by name (--npu-option)")
     golden_options: Key[dict | None] = Key(dict, None, "the golden side's format options (--golden-option)")
+    atol: Key[float | None] = Key((float, int), None, "Polygraphy's absolute tolerance (--atol)")
+    rtol: Key[float | None] = Key((float, int), None, "Polygraphy's relative tolerance (--rtol)")
+    check_error_stat: Key[str | None] = Key(str, None, "Polygraphy's error statistic (--check-error-stat)")
     relative: Key[dict] = Key(dict, {}, "the paths above relative to the task folder (a task moved with its data)")
     framework_model: Key[str | None] = Key(str, None, "the framework ONNX model (set by hand; see Task.framework_model)")
     # ---- the run ----
@@ -245,7 +248,8 @@ class TaskDoc:
                            iteration=self.iteration, step=self.step, rank=self.rank,
                            stats_only=self.stats_only, match=self.match, shards=self.shards,
                            expected=path("expected"), npu_options=self.npu_options,
-                           golden_options=self.golden_options)
+                           golden_options=self.golden_options, atol=self.atol, rtol=self.rtol,
+                           check_error_stat=self.check_error_stat)
         return replace(spec, **changes)
 
     # ---- changed ----
@@ -385,6 +389,7 @@ def spec_fields(spec: CompareSpec, folder: str | os.PathLike | None = None) -> d
               "step": spec.step, "rank": spec.rank, "stats_only": spec.stats_only,
               "match": spec.match, "expected": spec.expected,
               "npu_options": spec.npu_options, "golden_options": spec.golden_options,
+              "atol": spec.atol, "rtol": spec.rtol, "check_error_stat": spec.check_error_stat,
               "shards": spec.shards if spec.shards in (None, SHARDS_BY_NAMES) else os.path.abspath(spec.shards)}
     relative: dict[str, str] = {}
     for key in PATH_KEYS:

@@ -1,0 +1,105 @@
+"""Judged as Polygraphy judges when asked (`--atol A --rtol R --check-error-stat S`, compare/polytol.py): on
+RunResults Polygraphy itself saves, accuscope's verdict is the verdict of Polygraphy's own comparator
+(SimpleCompareFunc, run here in-process on the same arrays), at the boundaries of its rule: an element
+whose difference equals the tolerance passes, NaN fails, an element fails only beyond both tolerances,
+and each error statistic checks its own number."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from support.cli import accuscope
+
+pytest.importorskip("polygraphy")
+from polygraphy.comparator import RunResults  # noqa: E402
+from polygraphy.comparator.compare import SimpleCompareFunc  # noqa: E402
+from polygraphy.comparator.struct import IterationResult  # noqa: E402
+
+ONES = np.ones(4, dtype=np.float32)
+CASES = {  # id: (npu, golden, atol, rtol, stat, Polygraphy's verdict)
+    "abs-equal-to-atol-passes": (ONES + [0.25, 0, 0, 0], ONES, 0.25, 0.0, "elemwise", True),
+    "abs-just-beyond-atol-fails": (ONES + [0.25, 0, 0, 0], ONES, 0.2499, 0.0, "elemwise", False),
+    "rel-equal-to-rtol-passes": (2 * ONES + [0.5, 0, 0, 0], 2 * ONES, 0.0, 0.25, "elemwise", True),
+    "beyond-atol-within-rtol-passes": (1000 * ONES + [0.5, 0, 0, 0], 1000 * ONES, 0.1, 1e-3, "elemwise", True),
+    "nan-fails": (ONES + [np.nan, 0, 0, 0], ONES, 1.0, 1.0, "elemwise", False),
+    "matching-infinities-fail": (ONES + [np.inf, 0, 0, 0], ONES + [np.inf, 0, 0, 0], 1.0, 1.0, "elemwise", False),
+    "zero-reference-within-atol-passes": (np.float32([1e-6, 1, 1, 1]), np.float32([0, 1, 1, 1]), 1e-5, 1e-5,
+                                          "elemwise", True),
+    "max-fails-on-one-element": (ONES + [0.5, 0, 0, 0], ONES, 0.1, 0.1, "max", False),
+    "mean-fails-where-median-passes": (ONES + [0.5, 0, 0, 0], ONES, 0.1, 0.1, "mean", False),
+    "median-passes-where-mean-fails": (ONES + [0.5, 0, 0, 0], ONES, 0.1, 0.1, "median", True),
+    "median-fails-where-mean-passes": (ONES + [0.2, 0.2, 0.2, 0], ONES, 0.16, 0.16, "median", False),
+    "mean-passes-where-median-fails": (ONES + [0.2, 0.2, 0.2, 0], ONES, 0.16, 0.16, "mean", True),
+    "mean-nan-fails": (ONES + [np.nan, 0, 0, 0], ONES, 1.0, 1.0, "mean", False),
+}
+
+
+def polygraphys(npu, golden, atol, rtol, stat) -> bool:
+    """Polygraphy's own verdict on the output (its comparator: the candidate first, the reference second)."""
+    compare = SimpleCompareFunc(atol=atol, rtol=rtol, check_error_stat=stat)
+    found = compare(IterationResult({"out": npu}, runner_name="cand"), IterationResult({"out": golden}, runner_name="ref"))
+    return bool(found["out"])
+
+
+def save(path, name: str, array) -> str:
+    results = RunResults()
+    results.append((name, [IterationResult({"out": np.asarray(array, dtype=np.float32)}, runner_name=name)]))
+    results.save(str(path))
+    return str(path)
+
+
+@pytest.mark.parametrize("case", CASES, ids=list(CASES))
+def test_the_verdict_is_polygraphys_at_the_boundaries(case, tmp_path):
+    npu, golden, atol, rtol, stat, passes = CASES[case]
+    npu, golden = np.asarray(npu, dtype=np.float32), np.asarray(golden, dtype=np.float32)
+    assert polygraphys(npu, golden, atol, rtol, stat) == passes  # the case says what Polygraphy says
+    r = accuscope("compare", "--npu", save(tmp_path / "cand.json", "cand", npu),
+                  "--golden", save(tmp_path / "ref.json", "ref", golden), "--atol", repr(atol), "--rtol", repr(rtol),
+                  "--check-error-stat", stat, "--out", tmp_path / "t", "--json", "--fail-on-error")
+    assert r.returncode == (0 if passes else 1), r.stderr
+    judgement = json.loads(r.stdout)["judgement"]
+    assert (judgement["outcome"], judgement["scope"]) == ("pass" if passes else "fail", "tensors")
+
+
+def test_without_the_flags_msits_thresholds_judge(tmp_path):
+    """Without the flags msit's thresholds judge (cos, red ...); with only --rtol given the other two are
+    Polygraphy's defaults (atol 1e-5, elemwise), and task.json keeps what was given."""
+    reference = np.linspace(1, 2, 64, dtype=np.float32)
+    candidate = reference.copy()
+    candidate[7] += 1e-4
+    npu, golden = save(tmp_path / "c.json", "cand", candidate), save(tmp_path / "r.json", "ref", reference)
+    r = accuscope("compare", "--npu", npu, "--golden", golden, "--out", tmp_path / "a", "--fail-on-error")
+    assert r.returncode == 0, r.stdout  # msit's thresholds pass a 1e-4 in one of 64 values
+    r = accuscope("compare", "--npu", npu, "--golden", golden, "--rtol", "1e-5", "--out", tmp_path / "b", "--json",
+                  "--fail-on-error")
+    assert r.returncode == 1 and not polygraphys(candidate, reference, 1e-5, 1e-5, "elemwise")
+    doc = json.loads((tmp_path / "b" / "task.json").read_text())
+    assert (doc["atol"], doc["rtol"], doc["check_error_stat"]) == (None, 1e-5, None)
+    assert set(doc["thresholds"]) == {"pg_abs", "pg_rel", "pg_mismatch"}
+
+
+@pytest.mark.parametrize("bad", [["--atol", "x"], ["--rtol", "-1"], ["--check-error-stat", "quantile"]])
+def test_a_bad_flag_is_refused_by_name(bad, tmp_path):
+    npu = save(tmp_path / "c.json", "cand", ONES)
+    r = accuscope("compare", "--npu", npu, "--golden", npu, *bad, "--out", tmp_path / "t")
+    assert r.returncode == 2 and bad[1] in r.stderr and "Traceback" not in r.stderr
+
+
+def test_the_columns_are_polygraphys_numbers():
+    """pg_abs / pg_rel: the statistic Polygraphy checks (its 'Minimum Required Tolerance' for elemwise),
+    float16 cast up as it does; pg_mismatch: the elements beyond both tolerances."""
+    from accuscope.engine.compare import polytol
+    rng = np.random.default_rng(0)
+    golden = rng.standard_normal(1000).astype(np.float16)
+    golden[:10] = 0
+    npu = (golden.astype(np.float32) + rng.normal(0, 1e-3, 1000)).astype(np.float16)
+    for stat in polytol.STATS:
+        found = polytol.cells(npu, golden, polytol.Rule(1e-3, 1e-3, stat))
+        compare = SimpleCompareFunc(atol=1e-3, rtol=1e-3, check_error_stat=stat)
+        theirs = compare(IterationResult({"o": npu}, runner_name="a"), IterationResult({"o": golden}, runner_name="b"))["o"]
+        checked = "max" if stat == "elemwise" else stat
+        assert (found["pg_abs"], found["pg_rel"]) == (getattr(theirs, f"{checked}_absdiff"),
+                                                      getattr(theirs, f"{checked}_reldiff")), stat
+        assert (found["pg_mismatch"] == 0) == bool(theirs) if stat == "elemwise" else found["pg_mismatch"] > 0

@@ -1,0 +1,136 @@
+"""Polygraphy's own rule, when asked (`--atol A --rtol R --check-error-stat S`, as `polygraphy run` takes
+them): a compared tensor fails exactly when Polygraphy's default comparator (SimpleCompareFunc,
+polygraphy/comparator/compare.py, 0.53) prints `FAILED | Output: ...` for it.
+
+Polygraphy compares the run under test (output0) with the reference (output1, its `--load-outputs`):
+
+    absdiff = |cast_up(out0) - cast_up(out1)|    (float16 -> float32, 8/16-bit ints -> int32, uint32 -> int64)
+    reldiff = absdiff / |cast_up(out1)|, out1's zeros raised by 2.220446049250313e-16 (float outputs)
+
+- `elemwise` (its default): fails when any element has (absdiff > atol or NaN) and (reldiff > rtol or
+  NaN), compared in the outputs' own precision (numpy's weak scalars: float32 against atol as float32);
+- `max`, `mean`, `median`: fails when (stat(absdiff) > atol or NaN) and (stat(reldiff) > rtol or NaN),
+  the statistic (the max in the array's dtype, the mean summed in float32, the median cast up) against
+  the tolerance as Python floats (float64).
+Its defaults: atol = rtol = 1e-5, elemwise. Matching infinities differ by NaN (its
+infinities_compare_equal is off by default), so they fail.
+
+The columns (one pass of numpy over each compared pair, only when asked: comparison.execute): `pg_abs`
+and `pg_rel`, the checked statistic (the max for elemwise, as Polygraphy's "Minimum Required
+Tolerance"), and `pg_mismatch`, the elements beyond both tolerances. The count is made at the
+comparison's tolerances: like Polygraphy's own elemwise verdict it cannot be re-thresholded.
+`Thresholds.set_polygraphy` makes the judging Polygraphy's (`pg_abs > A`, `pg_rel > R`, with elemwise
+`pg_mismatch > 0`), `broken` is the rule on the table, and the verdict is on every compared tensor, as
+`polygraphy run` judges every output its results hold.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, NamedTuple
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from accuscope.engine.compare.comparison import CompareSpec, Plan
+    from accuscope.engine.compare.results import ResultTable
+
+STATS = ("elemwise", "max", "mean", "median")  # --check-error-stat's choices (quantile is not taken)
+ATOL = RTOL = 1e-5  # Polygraphy's defaults
+STAT = "elemwise"
+EPSILON = 2.220446049250313e-16  # what Polygraphy adds to the reference's zeros
+COLUMNS = ("pg_abs", "pg_rel", "pg_mismatch")
+
+
+class Rule(NamedTuple):
+    atol: float
+    rtol: float
+    stat: str
+
+
+def rule(atol: float | None, rtol: float | None, stat: str | None) -> Rule | None:
+    """The rule a spec's `--atol/--rtol/--check-error-stat` ask for (Polygraphy's defaults for those not
+    given); None when none is given."""
+    if atol is None and rtol is None and stat is None:
+        return None
+    return Rule(ATOL if atol is None else float(atol), RTOL if rtol is None else float(rtol), stat or STAT)
+
+
+def of(spec: CompareSpec) -> Rule | None:
+    return rule(spec.atol, spec.rtol, spec.check_error_stat)
+
+
+def parse_stat(text: str) -> str:
+    word = text.strip().lower()
+    if word not in STATS:
+        raise ValueError(f"'{text}': use one of {', '.join(STATS)} (Polygraphy's --check-error-stat)")
+    return word
+
+
+def parse_tolerance(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"'{text}' is not a number, e.g. 1e-3") from None
+    if not value >= 0:
+        raise ValueError(f"'{text}': a tolerance is a number >= 0")
+    return value
+
+
+def _cast_up(a: np.ndarray) -> np.ndarray:
+    if a.dtype == np.float16:
+        return a.astype(np.float32)
+    if a.dtype in (np.int8, np.uint8, np.int16, np.uint16):
+        return a.astype(np.int32)
+    return a.astype(np.int64) if a.dtype == np.uint32 else a
+
+
+def cells(npu: np.ndarray, golden: np.ndarray, r: Rule) -> dict:
+    """One pair's columns under the rule, Polygraphy's arithmetic step by step (see the module's text)."""
+    out0, out1 = _cast_up(np.asarray(npu).reshape(-1)), _cast_up(np.asarray(golden).reshape(-1))
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        if out0.dtype == bool and out1.dtype == bool:
+            absdiff = np.logical_xor(out0, out1)
+            denominator = out1
+        else:
+            absdiff = np.abs(np.subtract(out0, out1))
+            denominator = out1.copy()
+            if denominator.dtype.kind == "f":
+                denominator[denominator == 0] += EPSILON
+            denominator = np.abs(denominator)
+        reldiff = np.divide(absdiff, denominator)
+        mismatches = (np.greater(absdiff, r.atol) | np.isnan(absdiff)) & (np.greater(reldiff, r.rtol) | np.isnan(reldiff))
+        if not absdiff.size:
+            return {"pg_abs": np.nan, "pg_rel": np.nan, "pg_mismatch": 0}
+        return {"pg_abs": _stat(absdiff, r.stat), "pg_rel": _stat(reldiff, r.stat), "pg_mismatch": int(mismatches.sum())}
+
+
+def _stat(diff: np.ndarray, stat: str) -> float:
+    if stat == "mean":
+        return float(np.mean(diff, dtype=np.float32))
+    if stat == "median":
+        return float(np.median(_cast_up(diff)))
+    return float(np.amax(_cast_up(diff)))  # max, and elemwise's "Minimum Required Tolerance"
+
+
+def pair_cells(plan: Plan, computed: list[dict], r: Rule) -> dict[int, dict]:
+    """Plan row -> its columns under the rule, for every compared pair of equal size (Polygraphy fails
+    outputs whose shapes differ; accuscope does not compare them)."""
+    found: dict[int, dict] = {}
+    for row, pair in enumerate(plan.pairs):
+        if not computed[row] or pair.golden is None or pair.npu.problem or pair.golden.problem:
+            continue
+        npu, golden = pair.npu.load(), pair.golden.load()
+        if npu.size == golden.size:
+            found[row] = cells(npu, golden, r)
+    return found
+
+
+def broken(table: ResultTable, atol: float, rtol: float, mismatches: float | None, free: np.ndarray) -> np.ndarray:
+    """Rows failing Polygraphy's rule: both statistics beyond their tolerance (NaN beyond, as
+    Polygraphy's `isnan(diff) or diff > tol`) and, for elemwise (`mismatches`: the pg_mismatch
+    threshold), more than that many elements beyond both; only rows the rule was computed on."""
+    pg_abs, pg_rel, count = table.numbers("pg_abs"), table.numbers("pg_rel"), table.numbers("pg_mismatch")
+    with np.errstate(invalid="ignore"):
+        beyond = (np.isnan(pg_abs) | (pg_abs > atol)) & (np.isnan(pg_rel) | (pg_rel > rtol)) & (count >= 0)
+        if mismatches is not None:
+            beyond &= count > mismatches
+    return beyond & free
