@@ -36,6 +36,7 @@ COMMANDS = (
     Command("demo", "demo", "build a workspace of demo comparison tasks with planted faults and open it"),
     Command("open", "open_task", "open a task folder or a result CSV in the app"),
     Command("serve", "serve", "serve the app to a web browser (textual-serve), on 127.0.0.1 by default"),
+    Command("mcp", "mcpserver", "serve the commands as tools to an agent (Model Context Protocol over stdio)"),
 )
 
 _BY_NAME = {c.name: c for c in COMMANDS}

@@ -5,13 +5,12 @@ import json
 import sys
 from pathlib import Path
 
-from ..engine.compare.summary import summarize
 from ..engine.diagnose.advice import Advice, evidence_text
 from ..engine.diagnose.advisor import advise
 from ..engine.diagnose.replay import BUDGET
-from ..engine.tasks.task import load_task
 from ..exitcode import ExitCode
-from .common import first_failing_json, judgement_json, out, show, with_status
+from .answers import advice_json
+from .common import out, show, with_status
 
 MARKS = {"error": "[bold red]✗ error  [/]", "warning": "[yellow]! warning[/]", "info": "[cyan]i info   [/]"}
 
@@ -44,17 +43,6 @@ def run(args) -> int:
         return ExitCode.OK
     print_advice(advice)
     return ExitCode.OK
-
-
-def advice_json(advice: Advice) -> dict:
-    """What `advise --json` prints: advice.json's content, plus the keys compare --json has for the same
-    things (verdict, rows, failing, first_failing, coverage), so a script reads either the same way."""
-    task = load_task(advice.folder)
-    s = summarize(task.table, task.thresholds, task.basis)
-    return {**advice.to_dict(), "verdict": None if advice.primary is None else advice.primary.to_dict(),
-            "judgement": judgement_json(task.table, s),
-            "rows": s.rows, "failing": s.failing, "first_failing": first_failing_json(task.table, s),
-            "coverage": task.doc.coverage or None}
 
 
 def print_advice(advice: Advice) -> None:

@@ -248,16 +248,6 @@ class Name:
         yield Text("\n".join(lines), style=self.style, no_wrap=True, overflow="fold")
 
 
-def first_failing_json(table, summary) -> dict | None:
-    """The first failing row as the JSON outputs give it (show, compare --json, advise --json)."""
-    if summary.first_failing is None:
-        return None
-    from ..engine.sources.names import printable
-    first = table.row(summary.first_failing)
-    return {"row": int(summary.first_failing), "op": printable(str(first["npu_op"])),
-            "tensor": printable(str(first["tensor"])), "broken": summary.broken}
-
-
 VERDICT_MARKS = {"pass": "[green]✓[/]", "fail": "[bold red]✗[/]", "unknown": "[bold yellow]?[/]"}
 
 
@@ -273,16 +263,6 @@ def verdict_exit(summary, fail_on_error: bool) -> int:
     from ..exitcode import ExitCode
     v = summary.verdict if summary is not None else None
     return ExitCode.FINDINGS if fail_on_error and (v is None or v.outcome != "pass") else ExitCode.OK
-
-
-def judgement_json(table, summary) -> dict:
-    """The verdict of the judgement (engine/compare/judgement.py) as every JSON output gives it: the
-    same answer as advise's verdict, the task screen, the browser and the report."""
-    from ..engine.sources.names import printable
-    v = summary.verdict
-    worst = None if v.worst is None else printable(str(table.columns["tensor"][v.worst]))
-    return {"outcome": v.outcome, "scope": v.scope, "judged": len(v.judged), "failing": len(v.failing),
-            "worst": worst, **({"why": v.why} if v.why else {}), **({"cause": v.cause} if v.cause else {})}
 
 
 def with_status(label: str, work):

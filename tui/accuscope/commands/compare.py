@@ -20,12 +20,11 @@ from ..engine.sources.inputfile import shared_listings
 from ..engine.sources.tensor import SourceError
 from ..engine.tasks.taskrun import RunResult, ranked, run_comparison
 from ..exitcode import ExitCode
+from .answers import ranks_json, result_json
 from .common import (
     add_inputs,
     add_source_options,
     err,
-    first_failing_json,
-    judgement_json,
     out,
     show,
     verdict_exit,
@@ -251,19 +250,13 @@ def _advise_if_asked(args):
     return advice
 
 
-def _advice_json(advice) -> dict:
-    return {"verdict": None if advice is None or advice.primary is None else advice.primary.to_dict(),
-            "findings": [] if advice is None else [f.to_dict() for f in advice.findings]}
-
-
-def result_json(folder, plan, summary, table, advice) -> dict:
-    """What `compare --json` prints: stable keys for scripts (documented in the README)."""
-    return {"task": str(folder), "sides": {"npu": plan.npu.kind, "golden": plan.golden.kind},
-            "rows": summary.rows, "failing": summary.failing, "not_compared": summary.not_compared,
-            "device_only": summary.device_only,
-            "first_failing": first_failing_json(table, summary), "judgement": judgement_json(table, summary),
-            "coverage": plan.coverage.to_meta(), "problems": [str(p) for p in plan.problems],
-            **_advice_json(advice)}
+def ranks_summary(spec: engine.CompareSpec, run):
+    """The judgement of a multi-rank run (rankrun.RanksRun); None for a columnar task (too large for one
+    table). SourceError when no rank could be compared."""
+    if not any(r["state"] == "done" for r in run.results.values()):
+        first = next(iter(run.results.values()), {})
+        raise SourceError(f"{spec.npu}: no rank could be compared ({first.get('rel', '')}: {first.get('error', '')})")
+    return summarize(run.table, spec.thresholds, Basis.from_coverage(run.coverage)) if run.table is not None else None
 
 
 def compare_ranks_and_report(spec: engine.CompareSpec, args, one_source: bool = False) -> int:
@@ -297,32 +290,21 @@ def compare_ranks_and_report(spec: engine.CompareSpec, args, one_source: bool = 
         cancel.set()
         say("\ncancelled: the ranks already compared are kept; re-run to resume")
         return ExitCode.INTERRUPTED
+    summary = ranks_summary(spec, run)
     done = [r for r in run.results.values() if r["state"] == "done"]
-    if not done:
-        first = next(iter(run.results.values()), {})
-        raise SourceError(f"{spec.npu}: no rank could be compared ({first.get('rel', '')}: {first.get('error', '')})")
     not_done = len(run.results) - len(done)
     say(f"ranks {len(run.results)} · compared {len(done)} · not compared {not_done} · rows {run.rows:,} · "
         f"failing {run.failing:,} · open {show(args.out)}" + (" (columnar)" if run.table is None else ""), soft_wrap=True)
     if not_done:
         say(f"[bold yellow]⚠ warning:[/] {not_done} ranks not compared: re-run the same command to compare them "
             "(finished ranks are kept)", soft_wrap=True)
-    sides = next((r["sides"] for r in done if r.get("sides")), {})
-    summary = summarize(run.table, spec.thresholds, Basis.from_coverage(run.coverage)) \
-        if run.table is not None else None
     if summary is not None:
         say(verdict_markup(summary.verdict, run.table), soft_wrap=True)
         if summary.judged:
             say(show(summary.judged), soft_wrap=True)
     advice = _advise_if_asked(args)
     if args.json:
-        sys.stdout.write(json.dumps({
-            "task": str(args.out), "sides": sides, "rows": run.rows, "failing": run.failing,
-            "first_failing": first_failing_json(run.table, summary) if summary is not None else None,
-            "judgement": judgement_json(run.table, summary) if summary is not None else None,
-            "lost": run.lost, "resumed": run.resumed, "problems": run.problems, "ranks": run.results,
-            **_advice_json(advice)},
-            indent=1, ensure_ascii=False) + "\n")
+        sys.stdout.write(json.dumps(ranks_json(args.out, run, summary, advice), indent=1, ensure_ascii=False) + "\n")
     if summary is None:  # a columnar task (too large for one table): judged on its failing count
         return ExitCode.FINDINGS if args.fail_on_error and (run.failing or not_done) else ExitCode.OK
     return verdict_exit(summary, args.fail_on_error)

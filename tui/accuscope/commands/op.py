@@ -81,27 +81,21 @@ def run(args) -> int:
     io = "input" if args.input is not None else "output" if args.output is not None else None
     index = args.input if args.input is not None else args.output
     pair = open_op(args.task, args.op, io, index)
-    info = pair.info
     if pair.npu.size > PROGRESS_ABOVE:
         with Progress(TextColumn("reading"), BarColumn(), TaskProgressColumn(), TimeRemainingColumn(),
                       console=err.console, transient=True) as bar:
             job = bar.add_task("", total=pair.npu.size)
-            detail = pair.detail(top=args.top, progress=lambda p: bar.update(job, completed=p.done))
+            measured = measure(pair, args.task, args.top, args.by, args.above, args.out,
+                               progress=lambda p: bar.update(job, completed=p.done))
     else:
-        detail = pair.detail(top=args.top)
-    folder = Path(args.out) if args.out else Path(args.task) / "op" / _folder_name(info.npu_op)
-    try:
-        files = write_detail(detail, folder)
-    except OSError as exc:
-        raise SourceError(f"{folder}: cannot write the detail files: {exc.strerror or exc}") from None
-
+        measured = measure(pair, args.task, args.top, args.by, args.above, args.out)
+    detail, folder, files, count = measured
+    info = pair.info
     out.print(f"[bold]{show(info.tensor)}[/] ({show(info.op_type)}) vs golden {show(info.golden_op)} · "
               f"shape {list(detail.shape)} · {detail.n:,} elements · {show(info.npu_dtype)} vs "
               f"{show(info.golden_dtype)} · {detail.elapsed:.2f} s")
     out.print(_top_table(detail, args.by))
     sketch = detail.sketch(args.by)
-    low, high = sketch.count_above(args.above)
-    count = low if low == high else opdetail.exact_count(pair.source(), args.above, args.by)
     out.print(sketch.sentence(args.above, count))
     notes = []
     if sketch.nonfinite:
@@ -124,6 +118,21 @@ def run(args) -> int:
               f"max rel {_num(detail.rel.max)}")
     out.print(f"wrote {show(str(folder))}/: " + ", ".join(show(f.name) for f in files), soft_wrap=True)
     return ExitCode.OK
+
+
+def measure(pair, task: str, top: int, by: str, above: float, out: str | None, progress=None):
+    """One op's detail (`pair`: oppair.open_op's), its files written into `out` (default
+    TASK/op/<op name>/) and the count of elements whose `by` error is above `above`:
+    (detail, folder, files, count)."""
+    detail = pair.detail(top=top, progress=progress)
+    folder = Path(out) if out else Path(task) / "op" / _folder_name(pair.info.npu_op)
+    try:
+        files = write_detail(detail, folder)
+    except OSError as exc:
+        raise SourceError(f"{folder}: cannot write the detail files: {exc.strerror or exc}") from None
+    low, high = detail.sketch(by).count_above(above)
+    count = low if low == high else opdetail.exact_count(pair.source(), above, by)
+    return detail, folder, files, count
 
 
 def _folder_name(op: str) -> str:

@@ -16,6 +16,7 @@ from ..engine.precision.evaluate import parse_target
 from ..engine.precision.spec import PrecisionSpec
 from ..engine.precision.workflow import Event, PrecisionResult, run_precision
 from ..exitcode import ExitCode
+from .answers import precision_json
 from .common import err, out, show
 from .dump import add_input_options, dump_options
 
@@ -29,6 +30,7 @@ def _positive(kind):
         if not value > 0:
             raise argparse.ArgumentTypeError(f"{text!r} is not a positive number")
         return value
+    parse.__annotations__["return"] = kind  # what the MCP tool's parameter is typed as (mcptools)
     return parse
 
 
@@ -82,7 +84,7 @@ def run(args) -> int:
 
         result = run_precision(spec, on_event, threading.Event())
     if args.json:
-        sys.stdout.write(json.dumps(to_dict(result), indent=1, ensure_ascii=False) + "\n")
+        sys.stdout.write(json.dumps(precision_json(result), indent=1, ensure_ascii=False) + "\n")
     else:
         print_result(result)
     return ExitCode.OK if result.outcome.met else ExitCode.FINDINGS
@@ -90,16 +92,6 @@ def run(args) -> int:
 
 def _values(values: dict[str, float]) -> str:
     return " ".join(f"{k} {'—' if math.isnan(v) else f'{v:.6g}'}" for k, v in values.items()) or "checked"
-
-
-def to_dict(r: PrecisionResult) -> dict:
-    o = r.outcome
-    return {"met": o.met, "keep": o.keep, "reason": o.reason, "targets": [str(t) for t in r.targets],
-            "trials": len(o.trials), "ran": o.ran, "resumed": r.resumed, "seconds": round(r.seconds, 3),
-            "ranked": r.ranked, "candidates": len(r.candidates),
-            "files": {k: str(v) for k, v in r.files.items()}, "task": str(r.task) if r.task else None,
-            "as_is": {"values": r.as_is, "passed": r.as_is_passed, "obstacles": r.obstacles},
-            "command": r.command, "notes": r.notes}
 
 
 def print_result(r: PrecisionResult) -> None:

@@ -11,6 +11,7 @@ import os
 import shutil
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING, NamedTuple
 
 from ..engine.compare.inputs import build_spec, inputs
 from ..engine.runs.ortdump import Writes
@@ -21,6 +22,10 @@ from ..engine.tasks.task import DUMPS_DIR, TASK_JSON
 from .common import err, out, show
 from .compare import add_comparison_options, compare_and_report
 from .dump import add_input_options, dump_options, dump_with_progress
+
+if TYPE_CHECKING:
+    from ..engine.compare.comparison import CompareSpec
+    from ..engine.runs.ortdump import DumpReport
 
 DUMPS = DUMPS_DIR
 
@@ -37,6 +42,29 @@ def register(p) -> None:
 
 
 def run(args) -> int:
+    dumped = dump_sides(args, dump_with_progress)
+    for name, how in {**dumped.golden.casts, **dumped.npu.casts}.items():
+        err.print(f"[yellow]note:[/] input {show(name)} {show(how)} (the model's input type)")
+    shapes = ", ".join(f"{show(k)} {list(v)}" for k, v in dumped.golden.inputs.items())
+    (err if args.json else out).print(f"dumped {len(dumped.golden.written):,} reference and "
+                                      f"{len(dumped.npu.written):,} candidate tensors "
+                                      f"({dumped.golden.seconds + dumped.npu.seconds:.1f} s; inputs: {shapes})")
+    code = compare_and_report(dumped.spec, args)
+    drop_older_dumps(Path(args.out), dumped.generation)
+    return code
+
+
+class Dumped(NamedTuple):
+    spec: CompareSpec  # the candidate's dump against the reference's, as `args` asks to judge them
+    generation: Path  # TASK/dumps/{generation}: this run's dumps
+    golden: DumpReport
+    npu: DumpReport
+
+
+def dump_sides(args, dump) -> Dumped:
+    """Both models of `args` (REF, CAND, the input and judging options of `run`) dumped into the task
+    folder args.out by `dump(model, out_dir, label, **options)` (dump.dump_with_progress, or the MCP
+    server's, reporting progress to its client); on any failure nothing of this run is left."""
     for flag, path in (("REF", args.reference), ("CAND", args.candidate)):
         if detect(path).kind != kinds.ONNX:
             raise SourceError(f"{flag} {path}: not an ONNX model")
@@ -50,32 +78,23 @@ def run(args) -> int:
     created = not folder.exists()
     files = Writes()  # the reference's files are written while the candidate runs
     try:
-        golden = dump_with_progress(args.reference, str(generation / "golden"), "running the reference",
-                                    files=files, **options)
-        npu = dump_with_progress(args.candidate, str(generation / "npu"), "running the candidate",
-                                 files=files, **options)
+        golden = dump(args.reference, str(generation / "golden"), "running the reference", files=files, **options)
+        npu = dump(args.candidate, str(generation / "npu"), "running the candidate", files=files, **options)
         files.finish()
         if args.expected == "auto":
-            args.expected = _expected_side(args, generation, options)
+            args.expected = _expected_side(args, generation, options, dump)
     except BaseException:
         files.abandon()
         shutil.rmtree(generation, ignore_errors=True)
         if created:
             shutil.rmtree(folder, ignore_errors=True)
         raise
-    for name, how in {**golden.casts, **npu.casts}.items():
-        err.print(f"[yellow]note:[/] input {show(name)} {show(how)} (the model's input type)")
-    shapes = ", ".join(f"{show(k)} {list(v)}" for k, v in golden.inputs.items())
-    (err if args.json else out).print(f"dumped {len(golden.written):,} reference and {len(npu.written):,} candidate tensors "
-              f"({golden.seconds + npu.seconds:.1f} s; inputs: {shapes})")
     values = {i.name: getattr(args, i.name) for i in inputs("judging")}
     spec = build_spec({**values, "npu": str(generation / "npu"), "golden": str(generation / "golden")})
-    code = compare_and_report(spec, args)
-    _drop_older_dumps(folder, generation)
-    return code
+    return Dumped(spec, generation, golden, npu)
 
 
-def _expected_side(args, generation: Path, options: dict) -> str:
+def _expected_side(args, generation: Path, options: dict, dump) -> str:
     """The third side made here (convert.as_candidate: the reference converted to fp16 as the candidate
     was, or an int8 candidate's own quantization simulated in float), run on the same inputs and dumped
     (TASK/dumps/{generation}/expected)."""
@@ -89,12 +108,12 @@ def _expected_side(args, generation: Path, options: dict) -> str:
     with atomic_path(path) as tmp:
         onnx.save(model, str(tmp))
     what = "the candidate's int8 simulated in float" if to.startswith("int8") else f"the reference at {to}"
-    dump_with_progress(str(path), str(generation / "expected"), f"running {what}", **options)
+    dump(str(path), str(generation / "expected"), f"running {what}", **options)
     path.unlink()
     return str(generation / "expected")
 
 
-def _drop_older_dumps(folder: Path, keep: Path) -> None:
+def drop_older_dumps(folder: Path, keep: Path) -> None:
     """Dumps of earlier runs into this task, once task.json names the new ones (a failed or
     cancelled run keeps the old result and so its dumps: then both stay)."""
     from ..engine.tasks.task import Task

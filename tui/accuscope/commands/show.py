@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import csv
 import json
-import math
 import sys
 
 import numpy as np
@@ -16,7 +15,8 @@ from ..engine.sources.names import markdown_text, printable
 from ..engine.sources.tensor import SourceError
 from ..engine.tasks.csvio import formula_cells, write_rows
 from ..engine.tasks.task import load_task, unwritable
-from .common import err, first_failing_json, judgement_json, out, show, verdict_exit
+from .answers import cell, show_json
+from .common import err, out, show, verdict_exit
 
 IDENTITY = ("index", "npu_op", "type", "tensor", "golden_op")
 DEFAULT_COLUMNS = (*IDENTITY, *BRIEF, "fail", "reason")
@@ -41,15 +41,6 @@ def register(p) -> None:
     p.set_defaults(handler=run)
 
 
-def _cell(value):
-    """A JSON-safe cell: NaN and inf become null, numpy scalars plain numbers, names printable."""
-    if isinstance(value, (np.generic,)):
-        value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return printable(value) if isinstance(value, str) else value
-
-
 def run(args) -> int:
     if (args.format == "xlsx") != bool(args.out):
         raise SourceError("--format xlsx writes a workbook: give --out FILE.xlsx" if args.out is None else
@@ -58,15 +49,9 @@ def run(args) -> int:
         raise SourceError("--columns: the xlsx workbook has msprobe's columns; use --format csv to choose them")
     task = load_task(args.task)
     table = task.table
-    known = list(table.columns)
-    columns = [c.strip() for c in args.columns.split(",") if c.strip()] if args.columns else \
-        [c for c in (STATS_COLUMNS if _statistics_only(table) else DEFAULT_COLUMNS) if c in table.columns]
-    unknown = [c for c in columns if c not in table.columns]
-    if unknown:
-        raise SourceError(f"--columns: no column {', '.join(unknown)} in {args.task}; columns: {', '.join(known)}")
+    columns = columns_of(task, args.columns)
     s = summarize(table, task.thresholds, task.basis)
     rows = np.flatnonzero(task.thresholds.evaluate(table).fail) if args.failing else np.arange(len(table))
-    warnings = task.doc.coverage_warnings
     if args.format == "xlsx":
         try:
             sheets = write_xlsx(table, task.thresholds, args.out, rows)
@@ -75,30 +60,35 @@ def run(args) -> int:
         out.print(f"wrote {show(args.out)}: {len(rows):,} rows ({s.failing:,} failing) on "
                   f"{len(sheets)} sheet{'s' if len(sheets) > 1 else ''}", soft_wrap=True)
         return verdict_exit(s, args.fail_on_error)
-    data = [[_cell(table.columns[c][i]) for c in columns] for i in rows]
     if args.format == "json":
-        doc = {"task": str(task.folder), "state": task.doc.state, "rows": s.rows,
-               "failing": s.failing, "not_compared": s.not_compared,
-               "device_only": s.device_only, "first_failing": first_failing_json(table, s),
-               "judgement": judgement_json(table, s),
-               "coverage": task.doc.coverage or None, "warnings": warnings, "columns": columns, "data": data}
-        stacks, why = task.call_stacks()
-        calls = dict.fromkeys(str(op) for op in table.columns["npu_op"][rows]) if stacks else {}
+        doc, why = show_json(task, s, columns, rows)
         if why:
             err.print(f"accuscope: warning: {printable(why)}", markup=False, soft_wrap=True)
-        if any(call in stacks for call in calls):
-            doc["stack"] = {printable(call): [printable(line) for line in stacks[call]] for call in calls if call in stacks}
         sys.stdout.write(json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
-    elif args.format == "csv":  # text a spreadsheet would run as a formula neutralised, as in the result CSV
-        rows = [columns] + [["" if v is None else v for v in row] for row in data]  # a plugin's column names too
-        unsafe = {r: cells for r, row in enumerate(rows) if (cells := formula_cells(row))}
-        write_rows(sys.stdout, csv.writer(sys.stdout, lineterminator="\n"), rows, unsafe)
     else:
-        def md(v) -> str:
-            return "" if v is None else (f"{v:.6g}" if isinstance(v, float) else markdown_text(v))
-        sys.stdout.write("| " + " | ".join(map(md, columns)) + " |\n|" + "---|" * len(columns) + "\n")
-        sys.stdout.writelines("| " + " | ".join(md(v) for v in row) + " |\n" for row in data)
+        data = [[cell(table.columns[c][i]) for c in columns] for i in rows]
+        if args.format == "csv":  # text a spreadsheet would run as a formula neutralised, as in the result CSV
+            lines = [columns] + [["" if v is None else v for v in row] for row in data]  # a plugin's column names too
+            unsafe = {r: cells for r, row in enumerate(lines) if (cells := formula_cells(row))}
+            write_rows(sys.stdout, csv.writer(sys.stdout, lineterminator="\n"), lines, unsafe)
+        else:
+            def md(v) -> str:
+                return "" if v is None else (f"{v:.6g}" if isinstance(v, float) else markdown_text(v))
+            sys.stdout.write("| " + " | ".join(map(md, columns)) + " |\n|" + "---|" * len(columns) + "\n")
+            sys.stdout.writelines("| " + " | ".join(md(v) for v in row) + " |\n" for row in data)
     return verdict_exit(s, args.fail_on_error)
+
+
+def columns_of(task, text: str | None) -> list[str]:
+    """The column keys `--columns` names (comma-separated), else the default ones the table has."""
+    table = task.table
+    columns = [c.strip() for c in text.split(",") if c.strip()] if text else \
+        [c for c in (STATS_COLUMNS if _statistics_only(table) else DEFAULT_COLUMNS) if c in table.columns]
+    unknown = [c for c in columns if c not in table.columns]
+    if unknown:
+        raise SourceError(f"--columns: no column {', '.join(unknown)} in {task.folder}; "
+                          f"columns: {', '.join(table.columns)}")
+    return columns
 
 
 def _statistics_only(table) -> bool:
