@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -140,13 +141,15 @@ def dump_openvino(model_path, out_dir, inputs: dict[str, np.ndarray] | None = No
                 continue
             wanted += [(node.name, k, tensor) for k, tensor in enumerate(node.outputs)]
         given = {i: feeds[name][0] for i, name in enumerate(feeds)}
-        plain = compile_model(core, model, path, precision)
-        own = _infer(plain, given, path)
-        outputs = dict(zip(_sources(model), own))  # the network outputs as OpenVINO computes them alone
-        model.add_outputs([ops[name].output(k) for name, k, _ in wanted])
-        place = {source: i for i, source in enumerate(_sources(model))}
-        compiled = compile_model(core, model, path, precision)
-        values = _infer(compiled, given, path)
+        alone = model.clone()  # compiled and run as it is on a thread of its own, beside the instrumented one
+        with ThreadPoolExecutor(1) as pool:
+            own = pool.submit(lambda: _infer(compile_model(core, alone, path, precision), given, path))
+            sources = _sources(alone)
+            model.add_outputs([ops[name].output(k) for name, k, _ in wanted])
+            place = {source: i for i, source in enumerate(_sources(model))}
+            compiled = compile_model(core, model, path, precision)
+            values = _infer(compiled, given, path)
+            outputs = dict(zip(sources, own.result()))  # the network outputs as OpenVINO computes them alone
         moved = max((float(np.max(np.abs(values[place[s]].astype(np.float64) - v)))
                      for s, v in outputs.items() if s in place and v.dtype.kind == "f" and v.size
                      and v.shape == values[place[s]].shape), default=0.0)
