@@ -1,4 +1,5 @@
-"""`accuscope dump MODEL.onnx --out DIR`: a golden npy dump of every node output, via onnxruntime."""
+"""`accuscope dump MODEL --out DIR`: an npy dump of every node output, by onnxruntime (an ONNX model) or
+OpenVINO (an IR .xml, or an ONNX model with `--runtime openvino`)."""
 from __future__ import annotations
 
 import argparse
@@ -6,10 +7,14 @@ from collections import Counter
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from ..engine.runs.openvinorun import PRECISIONS, dump_openvino
 from ..engine.runs.ortdump import OPTIMIZATION, dump_onnx
 from ..engine.sources.tensor import SourceError
 from ..exitcode import ExitCode
 from .common import err, out, show
+
+ONNXRUNTIME, OPENVINO = "onnxruntime", "openvino"
+RUNTIMES = (ONNXRUNTIME, OPENVINO)
 
 
 def _assignment(text: str) -> tuple[str, str]:
@@ -20,10 +25,11 @@ def _assignment(text: str) -> tuple[str, str]:
 
 
 def register(p) -> None:
-    p.description = ("Run MODEL with onnxruntime, fetching every node output, and write a golden "
-                     "npy folder in MindStudio naming ({node}.{output}.{timestamp}.npy) plus "
-                     "model.onnx and dump.json. Works on fp32, fp16 and int8 models alike.")
-    p.add_argument("model")
+    p.description = ("Run MODEL with onnxruntime (an ONNX model) or OpenVINO's CPU plugin (an IR .xml, or ONNX "
+                     "with --runtime openvino), fetching every node output, and write an npy folder in "
+                     "MindStudio naming ({node}.{output}.{timestamp}.npy) plus the model that ran (model.onnx, "
+                     "model.xml) and dump.json. Works on fp32, fp16 and int8 models alike.")
+    p.add_argument("model", help="an ONNX model or an OpenVINO IR .xml (its .bin beside it)")
     p.add_argument("--out", required=True, help="output folder (must not hold npy files yet)")
     add_input_options(p)
     p.add_argument("--include-constants", action="store_true", help="also dump Constant node outputs (weights)")
@@ -40,6 +46,12 @@ def add_input_options(p) -> None:
                    help="size of a dynamic dimension for random inputs (repeatable)")
     p.add_argument("--ort-optimization", choices=list(OPTIMIZATION), default="off",
                    help="onnxruntime graph optimization (default off, so node names survive)")
+    p.add_argument("--runtime", choices=RUNTIMES, default=None,
+                   help="what runs an ONNX model: onnxruntime (default) or openvino (its CPU plugin; pip install "
+                        "'accuscope[openvino]'); an OpenVINO IR .xml always runs on openvino")
+    p.add_argument("--ov-precision", choices=PRECISIONS, default="f32",
+                   help="OpenVINO's inference precision (default f32; `default`: the CPU plugin's own, bf16 on "
+                        "CPUs with AVX512-BF16 or AMX, as deployed)")
 
 
 def dump_options(args) -> dict:
@@ -52,19 +64,50 @@ def dump_options(args) -> dict:
             raise SourceError(f"--dim {name}={value}: the size must be a positive integer")
         dims[name] = int(value)
     return {"inputs": inputs, "random_inputs": args.random_inputs, "seed": args.seed,
-            "optimization": args.ort_optimization, "dims": dims or None}
+            "optimization": args.ort_optimization, "dims": dims or None, "ov_precision": args.ov_precision}
 
 
-def dump_with_progress(model: str, out_dir: str, label: str = "dumping", **options):
+def runtime_of(model: str, runtime: str | None, flag: str = "--runtime") -> str:
+    """What runs `model`: an IR runs on openvino, an ONNX model on `runtime` (onnxruntime unless named);
+    SourceError for a file neither is, or an IR asked to run on onnxruntime."""
+    from ..engine.sides.registry import detect
+    from ..engine.sources import kinds
+    kind = detect(model).kind
+    if kind == kinds.OPENVINO_IR:
+        if runtime == ONNXRUNTIME:
+            raise SourceError(f"{model}: an OpenVINO IR runs on openvino, not onnxruntime ({flag})")
+        return OPENVINO
+    if kind != kinds.ONNX:
+        raise SourceError(f"{model}: not a model that runs here (an ONNX model or an OpenVINO IR .xml)")
+    return runtime or ONNXRUNTIME
+
+
+def dump_with_progress(model: str, out_dir: str, label: str = "dumping", runtime: str | None = None,
+                       ov_precision: str = "f32", include_constants: bool = False, **options):
+    """Dump `model` on its runtime (dump_on_runtime), a bar on the terminal meanwhile."""
     with Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=err.console, transient=True) as bar:
         task = bar.add_task("dump", total=None)
-        return dump_onnx(model, out_dir, progress=lambda p: bar.update(task, completed=p.done, total=p.total),
-                         **options)
+        progress = lambda p: bar.update(task, completed=p.done, total=p.total)  # noqa: E731
+        return dump_on_runtime(model, out_dir, progress, runtime, ov_precision, include_constants, **options)
+
+
+def dump_on_runtime(model: str, out_dir: str, progress, runtime: str | None = None, ov_precision: str = "f32",
+                    include_constants: bool = False, **options):
+    """Dump `model` on its runtime (runtime_of: onnxruntime, or OpenVINO for an IR or when asked),
+    `progress` fed meanwhile; the options one runtime does not have are refused naming it."""
+    if runtime_of(model, runtime) == ONNXRUNTIME:
+        return dump_onnx(model, out_dir, progress=progress, include_constants=include_constants, **options)
+    if options.pop("optimization", "off") != "off":
+        raise SourceError(f"{model}: --ort-optimization is onnxruntime's; OpenVINO runs the model as it reads it")
+    if include_constants:
+        raise SourceError(f"{model}: --include-constants is onnxruntime's; OpenVINO's weights are not dumped")
+    return dump_openvino(model, out_dir, progress=progress, precision=ov_precision, **options)
 
 
 def run(args) -> int:
-    report = dump_with_progress(args.model, args.out, include_constants=args.include_constants, **dump_options(args))
+    report = dump_with_progress(args.model, args.out, runtime=args.runtime, include_constants=args.include_constants,
+                                **dump_options(args))
     for name, how in report.casts.items():
         err.print(f"[yellow]note:[/] input {show(name)} {show(how)} (the model's input type)")
     shapes = ", ".join(f"{show(k)} {list(v)}" for k, v in report.inputs.items())

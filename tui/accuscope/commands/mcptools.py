@@ -323,12 +323,12 @@ def build_server(workspace: str | os.PathLike) -> Server:
 
     @tool("run", MAKES_TASK)
     async def run(args, extras, reporter):
-        from ..engine.runs.ortdump import dump_onnx
+        from .dump import dump_on_runtime
         from .run import drop_older_dumps, dump_sides
 
         def dump(model, out_dir, label, **kw):
             reporter.stage = label
-            return dump_onnx(model, out_dir, progress=reporter, **kw)
+            return dump_on_runtime(model, out_dir, reporter, **kw)
 
         def work(cancel):
             dumped = dump_sides(args, dump)

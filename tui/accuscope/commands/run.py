@@ -1,8 +1,10 @@
-"""`accuscope run REF.onnx CAND.onnx --out TASK`: the ONNX-only flow in one command.
+"""`accuscope run REF CAND --out TASK`: the model-to-model flow in one command.
 
-Both models are run by onnxruntime on the same inputs, every node output dumped into the task
+Both models are run on the same inputs (an ONNX model by onnxruntime, or OpenVINO with `--runtime` /
+`--reference-runtime openvino`; an OpenVINO IR .xml by OpenVINO), every node output dumped into the task
 folder (`TASK/dumps/{generation}/golden` and `.../npu`), then compared as `compare` does (pairing
-by ONNX tensor names, which survive the renaming of nodes by converters and quantizers) and, with
+by ONNX tensor names, which survive the renaming of nodes by converters and quantizers, OpenVINO's
+included) and, with
 `--advisor`, advised on with the reference model as the framework model.
 """
 from __future__ import annotations
@@ -21,7 +23,7 @@ from ..engine.sources.tensor import SourceError
 from ..engine.tasks.task import DUMPS_DIR, TASK_JSON
 from .common import err, out, show
 from .compare import add_comparison_options, compare_and_report
-from .dump import add_input_options, dump_options, dump_with_progress
+from .dump import RUNTIMES, add_input_options, dump_options, dump_with_progress, runtime_of
 
 if TYPE_CHECKING:
     from ..engine.compare.comparison import CompareSpec
@@ -31,12 +33,14 @@ DUMPS = DUMPS_DIR
 
 
 def register(p) -> None:
-    p.description = ("Run REF and CAND (e.g. the fp16 or int8 conversion of REF) with onnxruntime "
-                     "on the same inputs, dump every node output of both into the task folder, "
+    p.description = ("Run REF and CAND (e.g. the fp16 or int8 conversion of REF, an ONNX model or an OpenVINO "
+                     "IR) on the same inputs, dump every node output of both into the task folder, "
                      "and compare CAND against REF operator by operator. Exit codes as compare.")
-    p.add_argument("reference", metavar="REF.onnx", help="the reference model (the golden side)")
-    p.add_argument("candidate", metavar="CAND.onnx", help="the model under test (the NPU side)")
+    p.add_argument("reference", metavar="REF", help="the reference model (the golden side): ONNX or OpenVINO IR .xml")
+    p.add_argument("candidate", metavar="CAND", help="the model under test (the NPU side): ONNX or OpenVINO IR .xml")
     add_input_options(p)
+    p.add_argument("--reference-runtime", choices=RUNTIMES, default=None,
+                   help="what runs REF when it is ONNX (--runtime is CAND's): onnxruntime (default) or openvino")
     add_comparison_options(p)
     p.set_defaults(handler=run)
 
@@ -65,9 +69,13 @@ def dump_sides(args, dump) -> Dumped:
     """Both models of `args` (REF, CAND, the input and judging options of `run`) dumped into the task
     folder args.out by `dump(model, out_dir, label, **options)` (dump.dump_with_progress, or the MCP
     server's, reporting progress to its client); on any failure nothing of this run is left."""
-    for flag, path in (("REF", args.reference), ("CAND", args.candidate)):
-        if detect(path).kind != kinds.ONNX:
-            raise SourceError(f"{flag} {path}: not an ONNX model")
+    runtimes = {}
+    for flag, path, runtime, option in (("REF", args.reference, args.reference_runtime, "--reference-runtime"),
+                                        ("CAND", args.candidate, args.runtime, "--runtime")):
+        try:
+            runtimes[flag] = runtime_of(path, runtime, option)
+        except SourceError as exc:
+            raise SourceError(f"{flag} {exc}") from None
     folder = Path(args.out)
     if os.path.lexists(folder) and not folder.is_dir():  # a file, a FIFO, a device: no task folder
         raise SourceError(f"--out {folder}: is {'a file' if folder.is_file() else 'no folder'}, not a task folder")
@@ -78,8 +86,10 @@ def dump_sides(args, dump) -> Dumped:
     created = not folder.exists()
     files = Writes()  # the reference's files are written while the candidate runs
     try:
-        golden = dump(args.reference, str(generation / "golden"), "running the reference", files=files, **options)
-        npu = dump(args.candidate, str(generation / "npu"), "running the candidate", files=files, **options)
+        golden = dump(args.reference, str(generation / "golden"), "running the reference",
+                      runtime=runtimes["REF"], files=files, **options)
+        npu = dump(args.candidate, str(generation / "npu"), "running the candidate",
+                   runtime=runtimes["CAND"], files=files, **options)
         files.finish()
         if args.expected == "auto":
             args.expected = _expected_side(args, generation, options, dump)
@@ -101,6 +111,9 @@ def _expected_side(args, generation: Path, options: dict, dump) -> str:
     import onnx
 
     from ..engine.precision.convert import as_candidate
+    if detect(args.reference).kind != kinds.ONNX or detect(args.candidate).kind != kinds.ONNX:
+        raise SourceError("--expected auto: made for two ONNX models (the reference converted as the candidate "
+                          "was); for an OpenVINO IR give the reference run at the candidate's precision as a dump")
     from ..engine.sources.outputfile import atomic_path
     model, to = as_candidate(args.reference, args.candidate)
     generation.mkdir(parents=True, exist_ok=True)

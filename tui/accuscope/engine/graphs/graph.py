@@ -92,9 +92,9 @@ class Graph:
 
     @property
     def converted(self) -> bool:
-        """A converted model, the candidate (NPU) side's: a device graph or tpu-mlir's .mlir. Any other
-        model is a framework model and names the reference (golden) side's tensors."""
-        return self.kind in (kinds.OM, kinds.MLIR)
+        """A converted model, the candidate (NPU) side's: a device graph, tpu-mlir's .mlir or an OpenVINO IR.
+        Any other model is a framework model and names the reference (golden) side's tensors."""
+        return self.kind in (kinds.OM, kinds.MLIR, kinds.OPENVINO_IR)
 
     @property
     def cuttable(self) -> bool:

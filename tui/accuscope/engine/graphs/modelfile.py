@@ -1,5 +1,5 @@
 """A model file to a `Graph` by its kind (`load_model`): each model kind's loader (onnxgraph, omgraph,
-gegraph, mlirgraph, caffegraph), every failure one `SourceError` naming the file.
+gegraph, mlirgraph, caffegraph, irgraph), every failure one `SourceError` naming the file.
 
 Which kind a path is, is sides.registry's to say (`detect`: once per path, by content; its
 `load_graph` is the entry point for a path): nothing here looks at a file's name or content to
@@ -13,6 +13,7 @@ from pathlib import Path
 from accuscope.engine.graphs import gegraph
 from accuscope.engine.graphs.caffegraph import load_prototxt
 from accuscope.engine.graphs.graph import Graph
+from accuscope.engine.graphs.irgraph import load_ir
 from accuscope.engine.graphs.mlirgraph import load_mlir
 from accuscope.engine.graphs.omgraph import load_om_json
 from accuscope.engine.graphs.onnxgraph import load_onnx
@@ -27,6 +28,7 @@ LOADERS: dict[str, tuple[str, Callable[[Path], Graph]]] = {
     kinds.GE_GRAPH: ("GE graph", gegraph.load_ge_graph),
     kinds.MLIR: ("tpu-mlir .mlir", load_mlir),
     kinds.CAFFE: ("Caffe", load_prototxt),
+    kinds.OPENVINO_IR: ("OpenVINO IR", load_ir),
 }
 
 

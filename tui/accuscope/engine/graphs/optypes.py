@@ -11,7 +11,7 @@ walked through it, the thresholds did not exempt it). They answer two questions,
   Cast does change values (rounding, fp16 overflow): its own row is judged like any op, never
   exempt. A Cast the framework model has (it has a golden tensor, or fusion names it) is where a
   walk stops; each caller says which (`walk_back` yields every step so a caller can stop early).
-- `CONVERTER_OWN` (tpu-mlir lowering's `tpu.Cast`): ops a converter adds that stand for no framework
+- `CONVERTER_OWN` (tpu-mlir lowering's `tpu.Cast`, an OpenVINO IR's FakeQuantize): ops a converter adds that stand for no framework
   op and are named after none (`xconv2d_53.tmp_0_Conv_f16`: the input x cast to f16 for that Conv):
   their tensors are the converter's own, like a device-only op's (GroundTruth `*`, exempt), never
   "unpaired". Tracing an input back walks through them as through INSERTED ops.
@@ -26,7 +26,8 @@ if TYPE_CHECKING:  # the op vocabulary is read where no graph is (judging a task
 
 INPUT_TYPES = frozenset({"Data", "RefData"})  # network inputs of an offline model
 LAYOUT_ONLY = frozenset({"TransData", "TransDataRNN"})  # values moved, not changed
-CONVERTER_OWN = frozenset({"tpu.Cast"})  # tpu-mlir lowering's casts: no framework counterpart
+CONVERTER_OWN = frozenset({"tpu.Cast", "FakeQuantize"})  # tpu-mlir lowering's casts, OpenVINO IR's (NNCF's) int8
+# fake quantization: no framework counterpart
 INSERTED = LAYOUT_ONLY | {"Cast"} | CONVERTER_OWN  # what converters put between framework ops; walked through
 EXEMPT_TYPES = LAYOUT_ONLY | INPUT_TYPES  # rows no threshold fails
 # ONNX ops a converter inserts around the ops it converts (onnxruntime.quantization's QDQ and dynamic

@@ -1,7 +1,8 @@
 """An ONNX model as the runs take it: onnx and onnxruntime needed (`onnx_modules`, `onnx_module`:
 an optional extra, imported when called), a model file loaded and checked (`load_model`), its node names as the
 graph loader gives them (`node_names`, so a dump, a re-run and the graph agree), and its inputs
-checked against the model or made up (`prepare_inputs`, `make_random_inputs`)."""
+checked against the model or made up (`prepare_inputs`, `make_random_inputs`; `feeds_for`: the same
+for another runtime's model, given its inputs)."""
 from __future__ import annotations
 
 import os
@@ -115,7 +116,12 @@ def _random(dtype: np.dtype, dims, seed: int, position: int, sizes: dict[str, in
 
 def prepare_inputs(model, path, given, random_inputs, seed, dims):
     """Check user inputs against the model, fill missing ones with random data; name -> (array, origin)."""
-    specs = _input_specs(model, path)
+    return feeds_for(_input_specs(model, path), path, given, random_inputs, seed, dims)
+
+
+def feeds_for(specs: list[tuple[str, np.dtype, list | None]], path, given, random_inputs, seed, dims):
+    """`prepare_inputs` for any runtime's model: its inputs' (name, dtype, dims: ints where fixed,
+    str or None where dynamic), in the model's order (an input's random values depend on its place)."""
     known = {s[0] for s in specs}
     unknown = sorted(set(given or {}) - known)
     if unknown:

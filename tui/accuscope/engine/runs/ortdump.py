@@ -291,13 +291,7 @@ def dump_onnx(model_path, out_dir, inputs: dict[str, np.ndarray] | None = None, 
     path = os.fspath(model_path)
     model = load_model(path)
     feeds = prepare_inputs(model, path, inputs, random_inputs, seed, dims)
-    out = os.fspath(out_dir)
-    if os.path.isdir(out) and any(f.endswith(".npy") for f in os.listdir(out)):
-        raise SourceError(f"{out}: already holds npy files; dump into an empty folder")
-    try:
-        os.makedirs(out, exist_ok=True)
-    except OSError as exc:
-        raise SourceError(f"{out}: cannot create the folder ({exc.strerror})") from None
+    out = new_dump_folder(out_dir)
     ts = int(time.time() * 1e6) if timestamp is None else int(timestamp)
     report = DumpReport(out, inputs={k: tuple(v[0].shape) for k, v in feeds.items()},
                         casts={k: o for k, (_, o) in feeds.items() if o.startswith("given as")})
@@ -332,54 +326,19 @@ def dump_onnx(model_path, out_dir, inputs: dict[str, np.ndarray] | None = None, 
                                            "onnxruntime cannot fetch tensors of subgraphs"
                                            + (f" ({why})" if why else "")))
 
-    used: set[str] = set()
-    mapping: list[tuple[str, str]] = []
     total = len(feeds) + len(targets)
-
-    # op names whose file-name form is another op's too (PP-OCRv6 rec: `Mul.21` and `Mul_21`): those
-    # not already in that form keep their own name, in mapping.csv, so each file names its op
-    forms: dict[str, set[str]] = {}
-    for op in [*feeds, *(t.node for t in targets)]:
-        forms.setdefault(sanitize(op), set()).add(op)
-    own_name = {op for clean, ops in forms.items() if len(ops) > 1 for op in ops if op != clean}
-
-    def write(op: str, index: int, tensor: str, arr: np.ndarray) -> None:
-        fname = f"{op if op in own_name else sanitize(op)}.{index}.{ts}.npy"
-        if fname in used:
-            report.skipped.append((tensor, f"file name {fname} already written for another node"))
-            return
-        used.add(fname)
-        disk = fname
-        if len(fname.encode()) > LONG_NAME or op in own_name:
-            disk = f"{len(mapping) + 1}.npy"
-            mapping.append((disk, fname))
-        if arr.dtype.hasobject:  # np.save's own refusal, said before the file is queued
-            report.skipped.append((tensor, "cannot be saved as npy: Object arrays cannot be saved when "
-                                           "allow_pickle=False"))
-            return
-        report.written.append(disk)
-        writes.save(os.path.join(out, disk), arr, landed)
-
-    landed_count = 0
-
-    def landed() -> None:  # on the writing thread
-        nonlocal landed_count
-        landed_count += 1
-        if progress:
-            progress(Progress(landed_count, total))
-
     runner = _Runner(model, path, feeds, optimization)
     batches = _batches(targets, memory_budget or default_budget())
-    writes = files or Writes()
-    made: list[str] = []  # mapping.csv, model.onnx, dump.json as this dump writes them
+    folder = DumpFolder(out, ts, [*feeds, *(t.node for t in targets)], report, files, progress, total)
     try:
         for name, (arr, _) in feeds.items():
-            write(name, 0, name, arr)
+            folder.write(name, 0, name, arr)
         for batch in batches:
             for t, arr in runner.fetch(batch, report.skipped):
-                write(t.node, t.index, t.tensor, arr)
+                folder.write(t.node, t.index, t.tensor, arr)
                 del arr
-        _companions(out, path, model, declared, expansion, mapping, report, made, {
+        _model_copy(out, path, model, declared, expansion, report, made=folder.made)
+        folder.finish({
             "model": os.path.abspath(path),
             "model_copy": "model.onnx",
             "external_data_not_copied": any(i.data_location == 1 for i in graph.initializer),
@@ -393,35 +352,110 @@ def dump_onnx(model_path, out_dir, inputs: dict[str, np.ndarray] | None = None, 
             "batches": len(batches),
             "control_flow": expansion.to_dict(),
         })
-        if files is None:
-            writes.finish()
     except BaseException:
-        # Leave no half dump behind: a retry into the same folder would be refused.
-        writes.abandon()
-        for f in [*report.written, *made]:
-            with contextlib.suppress(FileNotFoundError):
-                os.remove(os.path.join(out, f))
+        folder.discard()
         raise
-    if progress and len(report.written) < total:
-        progress(Progress(total, total))  # some tensors were skipped: tell the caller the work is over
     report.seconds = time.perf_counter() - start
     return report
 
 
-def _companions(out: str, path: str, model, declared: list, expansion: Expansion, mapping: list[tuple[str, str]],
-                report: DumpReport, made: list[str], meta: dict) -> None:
-    """The files beside the tensors: mapping.csv, model.onnx (the model that ran) and dump.json, each
-    named in `made` once written; a file that cannot be written is a SourceError naming it."""
-    onnx = onnx_modules()[0]
-    target = ""
+def new_dump_folder(out_dir) -> str:
+    """The folder a dump writes into, made if needed: refused (SourceError) where it holds npy files."""
+    out = os.fspath(out_dir)
+    if os.path.isdir(out) and any(f.endswith(".npy") for f in os.listdir(out)):
+        raise SourceError(f"{out}: already holds npy files; dump into an empty folder")
     try:
-        if mapping:
-            target = os.path.join(out, "mapping.csv")
-            with atomic_file(target, newline="") as fh:
-                csv.writer(fh).writerows(mapping)
-            made.append("mapping.csv")
-        target = os.path.join(out, "model.onnx")
-        saved_expanded = False
+        os.makedirs(out, exist_ok=True)
+    except OSError as exc:
+        raise SourceError(f"{out}: cannot create the folder ({exc.strerror})") from None
+    return out
+
+
+class DumpFolder:
+    """The files of one dump, whatever ran the model: each tensor as `{op}.{index}.{ts}.npy` (op
+    names sanitized; a long name, or one whose file-name form another op's name has too, under a
+    numeric name restored by mapping.csv), written on `files` (a Writes; one of its own, finished
+    here, when None), then the companions (the model that ran, its runtime's to write, named in `made`;
+    `finish`: mapping.csv and dump.json). `discard` leaves no half dump behind (a retry into the same folder would be refused).
+    `ops`: every op name the dump will write, so that clashing file-name forms are known up front;
+    `progress` counts the files landed of `total`."""
+
+    def __init__(self, out: str, ts: int, ops: list[str], report: DumpReport, files: Writes | None,
+                 progress: OnProgress | None, total: int) -> None:
+        self.out, self.ts, self.report, self.progress, self.total = out, ts, report, progress, total
+        self.own_writes = files is None
+        self.writes = files or Writes()
+        self.used: set[str] = set()
+        self.mapping: list[tuple[str, str]] = []
+        self.made: list[str] = []  # mapping.csv, the model, dump.json as this dump writes them
+        self.landed_count = 0
+        # op names whose file-name form is another op's too (PP-OCRv6 rec: `Mul.21` and `Mul_21`): those
+        # not already in that form keep their own name, in mapping.csv, so each file names its op
+        forms: dict[str, set[str]] = {}
+        for op in ops:
+            forms.setdefault(sanitize(op), set()).add(op)
+        self.own_name = {op for clean, names in forms.items() if len(names) > 1 for op in names if op != clean}
+
+    def write(self, op: str, index: int, tensor: str, arr: np.ndarray) -> None:
+        report = self.report
+        fname = f"{op if op in self.own_name else sanitize(op)}.{index}.{self.ts}.npy"
+        if fname in self.used:
+            report.skipped.append((tensor, f"file name {fname} already written for another node"))
+            return
+        self.used.add(fname)
+        disk = fname
+        if len(fname.encode()) > LONG_NAME or op in self.own_name:
+            disk = f"{len(self.mapping) + 1}.npy"
+            self.mapping.append((disk, fname))
+        if arr.dtype.hasobject:  # np.save's own refusal, said before the file is queued
+            report.skipped.append((tensor, "cannot be saved as npy: Object arrays cannot be saved when "
+                                           "allow_pickle=False"))
+            return
+        report.written.append(disk)
+        self.writes.save(os.path.join(self.out, disk), arr, self._landed)
+
+    def _landed(self) -> None:  # on the writing thread
+        self.landed_count += 1
+        if self.progress:
+            self.progress(Progress(self.landed_count, self.total))
+
+    def finish(self, meta: dict) -> None:
+        """mapping.csv and dump.json (`meta`, with what was written and skipped), then every file waited
+        for where the Writes is this dump's own; the closing progress where some tensors were skipped."""
+        target = ""
+        try:
+            if self.mapping:
+                target = os.path.join(self.out, "mapping.csv")
+                with atomic_file(target, newline="") as fh:
+                    csv.writer(fh).writerows(self.mapping)
+                self.made.append("mapping.csv")
+            target = os.path.join(self.out, "dump.json")
+            meta.update(written=len(self.report.written),
+                        skipped=[{"tensor": t, "reason": r} for t, r in self.report.skipped])
+            with atomic_file(target) as fh:
+                json.dump(meta, fh, indent=1)
+            self.made.append("dump.json")
+        except OSError as exc:
+            raise SourceError(f"{target}: cannot write ({exc.strerror})") from None
+        if self.own_writes:
+            self.writes.finish()
+        if self.progress and len(self.report.written) < self.total:
+            self.progress(Progress(self.total, self.total))  # some were skipped: the work is over
+
+    def discard(self) -> None:
+        self.writes.abandon()
+        for f in [*self.report.written, *self.made]:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(os.path.join(self.out, f))
+
+
+def _model_copy(out: str, path: str, model, declared: list, expansion: Expansion, report: DumpReport, *,
+                made: list[str]) -> None:
+    """model.onnx: the model that ran (the expanded one where an If was inlined), else a copy of the file."""
+    onnx = onnx_modules()[0]
+    target = os.path.join(out, "model.onnx")
+    saved_expanded = False
+    try:
         if expansion.taken:  # the model that ran, so that its graph names what was dumped
             expanded = type(model)()
             expanded.CopyFrom(model)
@@ -439,10 +473,5 @@ def _companions(out: str, path: str, model, declared: list, expansion: Expansion
             with atomic_path(target) as tmp:
                 shutil.copyfile(path, tmp)
             made.append("model.onnx")
-        target = os.path.join(out, "dump.json")
-        meta.update(written=len(report.written), skipped=[{"tensor": t, "reason": r} for t, r in report.skipped])
-        with atomic_file(target) as fh:
-            json.dump(meta, fh, indent=1)
-        made.append("dump.json")
     except OSError as exc:
         raise SourceError(f"{target}: cannot write ({exc.strerror})") from None

@@ -195,7 +195,7 @@ def _ascend(path: str, **o) -> NpuDump:
 
 
 # names that say what a file is: a file named otherwise may still be a model, known by its content
-_NAMED = (".onnx", ".json", ".prototxt", ".pbtxt", ".mlir", ".om", ".npy", ".npz", ".pt", ".pth", *RAW_SUFFIXES)
+_NAMED = (".onnx", ".xml", ".json", ".prototxt", ".pbtxt", ".mlir", ".om", ".npy", ".npz", ".pt", ".pth", *RAW_SUFFIXES)
 # a line's own leading blanks: `^\s*` ran on over the blank lines after it, from each of them (4 KB: 0.2 s)
 _CAFFE_LINE = re.compile(rb"^[^\S\n]*(layers?|input)\s*[{:]", re.MULTILINE)
 
@@ -215,6 +215,15 @@ def _is_om_json(path: str) -> bool:
         return not _is_run_results(path)
     head = _unnamed_head(path)
     return head is not None and head.lstrip().startswith(b"{") and not _is_run_results(path)
+
+
+def _is_openvino_ir(path: str) -> bool:
+    """An OpenVINO IR: a .xml file whose root element is <net>."""
+    if not _suffix(".xml")(path):
+        return False
+    from accuscope.engine.graphs.irgraph import sniff
+    with open(path, "rb") as fh:
+        return sniff(fh.read(4096))
 
 
 def _is_prototxt(path: str) -> bool:
@@ -288,6 +297,8 @@ FORMATS: list[Format] = [
     Format(kinds.MLIR, "tpu-mlir .mlir (origin, top or tpu dialect: model_transform, model_deploy)",
            lambda p: _mlirgraph().sniff(p), _model(kinds.MLIR), model=True),
     Format(kinds.CAFFE, "Caffe .prototxt/.pbtxt", _is_prototxt, _model(kinds.CAFFE), model=True),
+    Format(kinds.OPENVINO_IR, "OpenVINO IR .xml (its .bin beside it; ov.save_model, ovc)", _is_openvino_ir,
+           _model(kinds.OPENVINO_IR), model=True),
 ]
 DUMP_FORMATS = [f for f in FORMATS if not f.model]
 BY_KIND = {f.kind: f for f in FORMATS}

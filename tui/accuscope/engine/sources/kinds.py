@@ -22,3 +22,4 @@ OM: Final = "om"
 GE_GRAPH: Final = "ge-graph"
 MLIR: Final = "mlir"
 CAFFE: Final = "caffe"
+OPENVINO_IR: Final = "openvino-ir"  # OpenVINO IR: model.xml (+ model.bin)
