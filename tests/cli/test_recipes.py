@@ -171,8 +171,8 @@ def test_a_comparison_option_added_as_the_recipe_says(copy, tmp_path):
     edit(engine / "tasks" / "taskdoc.py", "    expected: Key[str | None] = Key(",
          '    label: Key[str | None] = Key(str, None, "a label kept with the task (--label)")')
     replace_once(engine / "tasks" / "taskdoc.py", '"expected": spec.expected,', '"expected": spec.expected, "label": spec.label,')
-    replace_once(engine / "tasks" / "taskdoc.py", "golden_options=self.golden_options)",
-                 "golden_options=self.golden_options, label=self.label)")
+    replace_once(engine / "tasks" / "taskdoc.py", "check_error_stat=self.check_error_stat)",
+                 "check_error_stat=self.check_error_stat, label=self.label)")
 
     npu, golden = tmp_path / "npu", tmp_path / "golden"
     for side in (npu, golden):

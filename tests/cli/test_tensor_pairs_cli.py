@@ -30,7 +30,7 @@ def compare(tmp_path: Path, name: str, *more) -> Path:
 
 def test_a_tensor_line_repairs_or_rejects_one_tensor_and_structure_pairs_the_rest(tmp_path):
     before = rows_of(compare(tmp_path, "before"), QKV)
-    assert {r["how"] for r in before.values()} == {"structure"}
+    assert {r["how"] for r in before.values()} == {"name_variants"}
     pairs = tmp_path / "pairs.yaml"
     pairs.write_text(f'"{QKV}:input:1": "{QKV_PT}:input:2"\n'  # weight and bias swapped, on purpose
                      f'"{QKV}:input:2": "{QKV_PT}:input:1"\n'
@@ -42,8 +42,8 @@ def test_a_tensor_line_repairs_or_rejects_one_tensor_and_structure_pairs_the_res
     # the weight now against the bias and the bias against the weight: their statistics' differences mirror
     assert qkv["input:1"]["max_diff"] == -qkv["input:2"]["max_diff"] != 0
     assert abs(qkv["input:1"]["max_diff"]) > 100 * abs(before["input:1"]["max_diff"])
-    # the call's other tensors are still paired by structure, beside the tensors decided one by one
-    assert qkv["input:0"]["how"] == qkv["output:0"]["how"] == "structure"
+    # the call's other tensors are still paired by name variants, beside the tensors decided one by one
+    assert qkv["input:0"]["how"] == qkv["output:0"]["how"] == "name_variants"
     assert qkv["input:0"]["max_diff"] == before["input:0"]["max_diff"]
     assert proj["output:0"]["how"] == "" and "rejected in" in proj["output:0"]["reason"]
-    assert {proj[k]["how"] for k in ("input:0", "input:1", "input:2")} == {"structure"}
+    assert {proj[k]["how"] for k in ("input:0", "input:1", "input:2")} == {"name_variants"}

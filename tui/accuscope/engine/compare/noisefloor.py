@@ -27,7 +27,8 @@ A failing row (not NaN/inf) is at the floor when its reference RMS is within F /
 rounding of its operands: zero in exact arithmetic, a cancellation; a softmax's small probabilities or a
 normalization's output are far above it) and its error RMS within F: judged against the floor, it is
 noise, not a failure, and the summary says so. In float32 against float32 u is 6e-8: only exact
-cancellations qualify, never a planted bug's error.
+cancellations qualify, never a planted bug's error. A network output is never at the floor: the verdict
+judges it on its values (a sigmoid of large negative logits is small, not zero in exact arithmetic).
 """
 from __future__ import annotations
 
@@ -88,7 +89,7 @@ def at_floor(table: ResultTable, candidates: np.ndarray) -> np.ndarray:
         signal = ~inputs & (carried[calls] > 0) & (clean[calls] == 0)
     with np.errstate(invalid="ignore"):
         level = np.where(signal, floor, floor / C)  # what a reference at the floor may reach
-        found = candidates & known & (np.nan_to_num(g, nan=np.inf) <= level) & (rmse <= floor)
+        found = candidates & known & (np.nan_to_num(g, nan=np.inf) <= level) & (rmse <= floor) & ~c["is_output"]
     return found
 
 

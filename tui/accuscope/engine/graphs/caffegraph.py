@@ -28,7 +28,10 @@ MAX_DEPTH = 100  # real networks nest 3 or 4 deep; the parser recurses once per 
 class TextFormatError(ValueError):
     def __init__(self, line: int, message: str):
         super().__init__(f"line {line}: {message}")
-        self.line = line
+        self.line, self.message = line, message
+
+    def __reduce__(self):  # pickled as it was made (a SourceError's cause crosses a process boundary)
+        return (TextFormatError, (self.line, self.message))
 
 
 class Msg(list):
