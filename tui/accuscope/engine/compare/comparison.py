@@ -141,8 +141,9 @@ class Coverage:
 
     @property
     def basis(self) -> Basis:
-        """What the verdict rests on besides the table (judgement.Basis), as task.json will say it."""
-        return Basis.from_coverage(self.to_meta())
+        """What the verdict rests on besides the table (judgement.Basis): what Basis.from_coverage reads back
+        from task.json's copy of this coverage."""
+        return Basis(self.step, self.unread_count, self.unread[0] if self.unread else "")
 
     def line(self, ops: int) -> str:
         """`paired 64 of 64 NPU tensors (30 ops) · used 30 of 37 golden tensors · network outputs ...`"""
