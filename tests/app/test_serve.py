@@ -274,3 +274,45 @@ def test_serve_rejects_a_port_out_of_range(port):
     r = subprocess.run([sys.executable, "-m", "accuscope", "serve", "--port", port], env=ENV, capture_output=True,
                        text=True, timeout=60)
     assert r.returncode == 2 and "not a TCP port" in r.stderr
+
+
+GARBAGE = ["{", "[]", "42", '{"a": 1}', '["resize"]', '["resize", 5]', '["resize", {}]', '["stdin", {"x": 1}]',
+           '["nope", 1]', "[" * 100_000 + "]" * 100_000, "[1, 2]", '["ping", {"deep": [[[]]]}]']
+
+
+async def survives_garbage(port: int, token: str) -> tuple[list, tuple[int, int]]:
+    """The first screen drawn; then malformed messages (not JSON, not a list, unknown types, payloads of
+    another shape, nesting past the parser's depth) and a binary frame; then a ping and a well-formed
+    resize: (the text replies, the size of the screen drawn after the resize)."""
+    url = f"ws://127.0.0.1:{port}/ws/{token}?width=80&height=24"
+    replies, drawn = [], b""
+    async with aiohttp.ClientSession() as session, session.ws_connect(url) as ws:
+        async def until(done) -> None:
+            nonlocal drawn
+            while not done():
+                frame = await ws.receive(timeout=60)
+                assert frame.type in (aiohttp.WSMsgType.BINARY, aiohttp.WSMsgType.TEXT), frame
+                if frame.type == aiohttp.WSMsgType.BINARY:
+                    drawn += frame.data
+                else:
+                    replies.append(json.loads(frame.data))
+        await until(lambda: screen_size(drawn, 24) is not None)
+        for text in GARBAGE:
+            await ws.send_str(text)
+        await ws.send_bytes(b"\x00\xff binary")
+        await ws.send_str(json.dumps(["ping", "after"]))
+        await until(lambda: ["pong", "after"] in replies)
+        drawn = b""
+        await ws.send_str(json.dumps(["resize", {"width": 100, "height": 30}]))
+        await until(lambda: screen_size(drawn, 30) is not None)
+        return replies, screen_size(drawn, 30)
+
+
+def test_serve_drops_malformed_websocket_messages(demo_ws):
+    """A message the page's script would never send is dropped: the session lives on (answers a ping,
+    redraws at a new size) and the server logs no traceback (textual-serve's loop ended the session)."""
+    with served(demo_ws) as (port, token, server):
+        replies, size = asyncio.run(asyncio.wait_for(survives_garbage(port, token), 120))
+        out, err = stop(server)
+    assert replies == [["pong", "after"]] and size == (100, 30)
+    assert "Traceback" not in out + err

@@ -20,16 +20,19 @@ output folders; modules planted in the working directory; a FIFO and a character
 option (fifo, device); YAML mapping, layout and pairs.yaml files deep, huge, with anchors or tags (yaml); rank
 folders and layouts numbering billions of ranks (rank-numbers); `.mlir` lines crafted against its parsers
 (long words, fused locations, locs over locs, huge result groups and dimensions) and msprobe call
-names of thousands of `.parameters` parts (issue 43: parsers whose cost grew faster than the input).
+names of thousands of `.parameters` parts (issue 43: parsers whose cost grew faster than the input); messages
+on `serve`'s websocket that its page never sends (websocket: the session must live on and answer a ping).
 
     python tests/fuzz/hostile.py [--classes pt,deep,...]   # prints the table (benchmarks/fuzz_corpus.py too)
 """
 from __future__ import annotations
 
 import argparse
+import asyncio
 import csv
 import json
 import os
+import re
 import resource
 import shutil
 import signal
@@ -232,6 +235,8 @@ class Run:
     argv: list[str]
     check: Callable[[subprocess.CompletedProcess | None], str] | None = None  # '' when it holds
     env: dict[str, str] = field(default_factory=dict)
+    # drives the running command (`serve`), then ends it: '' when what it must hold held
+    drive: Callable[[subprocess.Popen], str] | None = None
 
 
 @dataclass
@@ -435,7 +440,7 @@ def cases() -> list[Case]:
     out.append(Case("cwd-modules", "struct.py, numpy.py, socket.py in the CWD (compare --workers 2)", planted("pool")))
     out.append(Case("cwd-modules", "struct.py, numpy.py, socket.py in the CWD (compare --cluster local:2)",
                     planted("cluster")))
-    out += path_cases() + mlir_cases() + long_name_cases()
+    out += path_cases() + mlir_cases() + long_name_cases() + websocket_cases()
     return out
 
 
@@ -741,8 +746,87 @@ def long_name_cases() -> list[Case]:
     return [Case("long-names", "a 200 KB call name of `.parameters.` parts, both sides (compare --stats-only)", build)]
 
 
+def _free_port() -> int:
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+async def _session(address: str, token: str, frames: list[str | bytes]) -> str:
+    """Open the app's websocket (retrying while serve starts listening), wait for the app's first bytes,
+    send `frames`, then a ping: '' when its pong comes back, else how the session ended."""
+    import aiohttp
+    url = f"ws://{address}/ws/{token}?width=80&height=24"
+    async with aiohttp.ClientSession() as session:
+        for _ in range(600):
+            try:
+                ws = await session.ws_connect(url)
+                break
+            except aiohttp.ClientConnectorError:
+                await asyncio.sleep(0.1)
+        else:
+            return "serve never listened"
+        async with ws:
+            async def until(wanted) -> str:
+                while True:
+                    frame = await ws.receive()
+                    if frame.type not in (aiohttp.WSMsgType.BINARY, aiohttp.WSMsgType.TEXT):
+                        return f"the session ended ({frame.type.name} {frame.data!r})"
+                    if wanted(frame):
+                        return ""
+            if said := await until(lambda f: f.type == aiohttp.WSMsgType.BINARY):
+                return said
+            for frame in frames:
+                await (ws.send_bytes(frame) if isinstance(frame, bytes) else ws.send_str(frame))
+            await ws.send_str('["ping", "alive"]')
+            return await until(lambda f: f.type == aiohttp.WSMsgType.TEXT and f.data == '["pong", "alive"]')
+
+
+def _conversation(frames: list[str | bytes]) -> Callable[[subprocess.Popen], str]:
+    def drive(proc: subprocess.Popen) -> str:
+        try:
+            first = proc.stdout.readline() if proc.stdout else ""
+            found = re.search(r"http://([^/ ]+)/\?token=([\w-]+)", first)
+            if not found:
+                return f"serve printed no address: {first!r}"
+            return asyncio.run(asyncio.wait_for(_session(found[1], found[2], frames), HANG_SECONDS))
+        except (TimeoutError, OSError) as exc:
+            return f"no answer to a ping after the frames ({exc!r})"
+        finally:
+            proc.send_signal(signal.SIGINT)
+    return drive
+
+
+def websocket_cases() -> list[Case]:
+    """Messages on `serve`'s websocket (opened with its secret) that the page's script never sends; after each
+    set, a ping must still be answered (textual-serve's own loop ended the session with a traceback)."""
+    sets: dict[str, list[str | bytes]] = {
+        "not JSON (truncated, empty, words)": ["{", "", '["stdin", "a', "hello"],
+        "JSON of other shapes ([], 42, {}, null, [1, 2])": ["[]", "42", '{"a": 1}', "null", "[1, 2]"],
+        "known types, payloads of another shape": ['["resize"]', '["resize", 5]', '["resize", {}]',
+                                                   '["stdin", {"x": 1}]', '["stdin"]', '["ping", {"a": [1]}]',
+                                                   '["nope", 1]'],
+        "nesting past the parser's depth (100,000 brackets)": ["[" * 100_000 + "]" * 100_000],
+        "binary frames": [b"\x00\xff", bytes(range(256)) * 64],
+        "sizes: 30000x30000, -5x0, words, 1e308, 200 resizes": [
+            json.dumps(["resize", {"width": w, "height": h}])
+            for w, h in [(30000, 30000), (-5, 0), ("x", None), (1e308, 1e308), *[(40 + i, 10 + i % 50) for i in range(200)]]],
+        "keys: 20 KB of escape sequences, control bytes, a lone surrogate": [
+            json.dumps(["stdin", ("\x1b[" + "9" * 30 + ";" * 10 + "\x1b]" + "\x00\x07\x7f") * 400]),
+            '["stdin", "\\ud800"]'],
+    }
+
+    def case(frames: list[str | bytes]) -> Callable[[Path], Run]:
+        def build(d: Path) -> Run:
+            (d / "ws").mkdir()
+            return Run(["serve", "--port", str(_free_port()), "--workspace", str(d / "ws")], drive=_conversation(frames))
+        return build
+    return [Case("websocket", label, case(frames)) for label, frames in sets.items()]
+
+
 CLASSES = ("pt-dag", "zip-bomb", "odd-zip", "stride", "deep", "huge-int", "names", "symlink", "cwd-modules",
-           "fifo", "device", "yaml", "rank-numbers", "mlir", "long-names")
+           "fifo", "device", "yaml", "rank-numbers", "mlir", "long-names", "websocket")
 
 
 # ---------------------------------------------------------------- running
@@ -795,6 +879,7 @@ def run_case(case: Case, work: Path, timeout: float = HANG_SECONDS) -> Outcome:
         proc = subprocess.Popen([*accuscope_command(), *run.argv], cwd=d, env=env, stdin=subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace",
                                 start_new_session=True, preexec_fn=_limit_memory)
+        driven = run.drive(proc) if run.drive else ""
         try:
             stdout, stderr = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -806,7 +891,7 @@ def run_case(case: Case, work: Path, timeout: float = HANG_SECONDS) -> Outcome:
                 os.killpg(proc.pid, signal.SIGKILL)  # helpers it left behind
         rss = _peak_rss_mb(proc)
         done = subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
-        detail = run.check(done) if run.check else ""
+        detail = driven or (run.check(done) if run.check else "")
         return Outcome(case, proc.returncode, "Traceback (most recent call last)" in stderr, rss, size, detail)
     finally:
         subprocess.run(["rm", "-rf", str(d), scratch], check=False)  # shutil.rmtree recurses: 1,100 levels break it

@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import html
 import ipaddress
+import json
 import re
 import secrets
 import shlex
@@ -154,17 +155,42 @@ def terminal_size(width: Any, height: Any) -> tuple[int, int]:
     return cells(width, 80, MAX_COLUMNS), cells(height, 24, MAX_ROWS)
 
 
-class _BoundedTerminal:
-    """textual-serve's AppService whose resizes from the browser stay within terminal_size."""
+def message(text: str) -> tuple[str, Any] | None:
+    """A websocket message as the page's script sends it: (its type, its payload), `["stdin", "keys"]`,
+    `["resize", {"width": w, "height": h}]`, `["ping", stamp]`, `["blur"]`, `["focus"]`; None for anything
+    else (not JSON, nested past the parser's depth, not a list, an unknown type, a payload of another
+    shape), which serve drops where textual-serve's own loop ends the session with a traceback."""
+    try:
+        envelope = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(envelope, list) or not envelope or not isinstance(envelope[0], str):
+        return None
+    kind, payload = envelope[0], (envelope[1] if len(envelope) > 1 else None)
+    shaped = {"stdin": isinstance(payload, str), "ping": isinstance(payload, (str, int, float)),
+              "resize": isinstance(payload, dict), "blur": True, "focus": True}
+    return (kind, payload) if shaped.get(kind, False) else None
 
-    def __init__(self, service) -> None:
-        self._service = service
 
-    def __getattr__(self, name: str):
-        return getattr(self._service, name)
-
-    async def set_terminal_size(self, width: Any, height: Any) -> None:
-        await self._service.set_terminal_size(*terminal_size(width, height))
+async def converse(websocket, app_service) -> None:
+    """The page's messages to the app until the page goes: keys, resizes (within terminal_size), pings
+    (answered), blur and focus. Binary frames and malformed messages (message()) are dropped."""
+    from aiohttp import WSMsgType
+    async for frame in websocket:
+        said = message(frame.data) if frame.type == WSMsgType.TEXT else None
+        if said is None:
+            continue
+        kind, payload = said
+        if kind == "stdin":
+            await app_service.send_bytes(payload.encode("utf-8", "replace"))
+        elif kind == "resize":
+            await app_service.set_terminal_size(*terminal_size(payload.get("width"), payload.get("height")))
+        elif kind == "ping":
+            await websocket.send_json(["pong", payload])
+        elif kind == "blur":
+            await app_service.blur()
+        else:
+            await app_service.focus()
 
 
 def guarded(server_class, token: str):
@@ -214,7 +240,7 @@ def guarded(server_class, token: str):
             """Nothing: serve printed the address, with its secret (textual-serve's banner has none)."""
 
         async def _process_messages(self, websocket: web.WebSocketResponse, app_service) -> None:
-            await super()._process_messages(websocket, _BoundedTerminal(app_service))
+            await converse(websocket, app_service)
 
     return Server
 
