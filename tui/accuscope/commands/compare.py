@@ -26,6 +26,7 @@ from .common import (
     add_source_options,
     err,
     out,
+    said_verdict,
     show,
     verdict_exit,
     verdict_markup,
@@ -302,9 +303,11 @@ def compare_ranks_and_report(spec: engine.CompareSpec, args, one_source: bool = 
         say(verdict_markup(summary.verdict, run.table), soft_wrap=True)
         if summary.judged:
             say(show(summary.judged), soft_wrap=True)
+    else:
+        say(said_verdict(*run.verdict), soft_wrap=True)
     advice = _advise_if_asked(args)
     if args.json:
         sys.stdout.write(json.dumps(ranks_json(args.out, run, summary, advice), indent=1, ensure_ascii=False) + "\n")
-    if summary is None:  # a columnar task (too large for one table): judged on its failing count
-        return ExitCode.FINDINGS if args.fail_on_error and (run.failing or not_done) else ExitCode.OK
+    if summary is None:  # a columnar task (too large for one table): the verdict of its ranks, each judged alone
+        return ExitCode.FINDINGS if args.fail_on_error and run.verdict[0] != "pass" else ExitCode.OK
     return verdict_exit(summary, args.fail_on_error)

@@ -271,6 +271,21 @@ def verdict(table: ResultTable, thresholds: Thresholds, basis: Basis | None = No
                                                        thresholds.ladder or thresholds.polygraphy), basis))
 
 
+def combined(parts: dict[str, tuple[str, str]]) -> tuple[str, str]:
+    """The verdict of parts judged one by one where no merged table exists (a columnar task's ranks:
+    each rank's label -> its own verdict's outcome and line, ("", why) for a rank not compared): "fail"
+    when one fails, "unknown" when one was not compared or could not be judged, else "pass"; with its line."""
+    failing = [k for k, (o, _) in parts.items() if o == "fail"]
+    unsure = [k for k, (o, _) in parts.items() if o not in ("fail", "pass")]
+    n = len(parts)
+    if failing:
+        return "fail", f"fail: {len(failing):,} of {n:,} ranks fail, each judged alone ({failing[0]}: {parts[failing[0]][1]})"
+    if unsure:
+        return "unknown", (f"unknown: {len(unsure):,} of {n:,} ranks were not compared or could not be judged "
+                           f"({unsure[0]}: {parts[unsure[0]][1]})")
+    return ("pass", f"pass: all {n:,} ranks pass, each judged alone") if n else ("unknown", "unknown: no rank was compared")
+
+
 def _unread(v: Verdict, basis: Basis) -> Verdict:
     """A pass turned "unknown" when an input could not be read: the rows it left unjudged may fail."""
     if v.outcome != "pass" or not basis.unread:

@@ -25,8 +25,10 @@ from pathlib import Path
 from accuscope import __version__
 from accuscope.engine.compare import comparison as engine
 from accuscope.engine.compare.cluster import DaskCluster, LocalPool
+from accuscope.engine.compare.judgement import Basis, combined, verdict
 from accuscope.engine.compare.multirank import LOST, RankResult, given_mapping
 from accuscope.engine.compare.results import ResultTable
+from accuscope.engine.compare.thresholds import Thresholds
 from accuscope.engine.progress import OnProgress, Progress
 from accuscope.engine.sources import ranks as rank_mod
 from accuscope.engine.sources.kinds import MSPROBE
@@ -38,7 +40,7 @@ from accuscope.engine.tasks.rankfiles import RANKS_DIR, rank_file
 from accuscope.engine.tasks.storage import Storage, storage
 from accuscope.engine.tasks.task import TaskLock, check_task_folder, create_task_folder, unwritable
 from accuscope.engine.tasks.taskdoc import mark_state, spec_fields
-from accuscope.engine.tasks.taskwriter import Ranks, write_result
+from accuscope.engine.tasks.taskwriter import Ranks, ranks_outcomes, write_result
 
 
 @dataclass
@@ -54,6 +56,7 @@ class RanksRun:
     cancelled: bool = False
     where: str = ""
     coverage: dict = field(default_factory=dict)  # task.json's coverage of the whole run (its basis: judgement.Basis)
+    verdict: tuple[str, str] = ("", "")  # a columnar task's verdict and its line, from its ranks' (judgement.combined)
 
     @property
     def lost(self) -> list[str]:
@@ -75,9 +78,11 @@ def _stored(folder: Path, leaf: rank_mod.Rank, fingerprint: str) -> bool:
     return meta.get("spec") == fingerprint
 
 
-def _record(result: RankResult) -> dict:
+def _record(result: RankResult, thresholds: Thresholds) -> dict:
     t = result.table
-    return {"state": result.state, "step": result.rank.step, "rank": result.rank.rank, "proc": result.rank.proc,
+    judged = verdict(t, thresholds, Basis.from_coverage(result.coverage)) if t is not None else None
+    return {"verdict": judged.outcome if judged else "", "verdict_line": judged.line(t.columns["tensor"]) if judged else "",
+            "state": result.state, "step": result.rank.step, "rank": result.rank.rank, "proc": result.rank.proc,
             "rel": result.rank.rel, "rows": len(t) if t is not None else 0,
             "failing": int(t.columns["fail"].sum()) if t is not None else 0, "worker": result.worker,
             "seconds": round(result.seconds, 3), "error": result.error, "problems": result.problems[:100],
@@ -140,7 +145,7 @@ def run_ranks(spec: engine.CompareSpec, folder: str | os.PathLike, cluster: str 
                     run.held[result.rank.key] = result.table
                     if storage(sum(len(t) for t in run.held.values()), ranks=True) is Storage.COLUMNS:
                         run.held.clear()  # a columnar task: the store is written from the rank files
-                run.results[result.rank.key] = _record(result)
+                run.results[result.rank.key] = _record(result, spec.thresholds)
                 mark_state(folder, "running", ranks=run.results)
                 if rank_done:
                     rank_done(result)
@@ -206,3 +211,5 @@ def _finish(folder: Path, spec: engine.CompareSpec, run: RanksRun, fields: dict)
     written = write_result(folder, meta, Ranks(records, held), spec.thresholds, {"golden_is_npy": True})
     run.problems += written.warnings
     run.table = written.table
+    if run.table is None:
+        run.verdict = combined(ranks_outcomes(records))
