@@ -78,11 +78,16 @@ def _stored(folder: Path, leaf: rank_mod.Rank, fingerprint: str) -> bool:
     return meta.get("spec") == fingerprint
 
 
+def _verdict(table: ResultTable, thresholds: Thresholds, coverage: dict | None) -> tuple[str, str]:
+    """One rank's own verdict and its line (judgement.verdict under its coverage's Basis)."""
+    v = verdict(table, thresholds, Basis.from_coverage(coverage))
+    return v.outcome, v.line(table.columns["tensor"])
+
+
 def _record(result: RankResult, thresholds: Thresholds) -> dict:
     t = result.table
-    judged = verdict(t, thresholds, Basis.from_coverage(result.coverage)) if t is not None else None
-    return {"verdict": judged.outcome if judged else "", "verdict_line": judged.line(t.columns["tensor"]) if judged else "",
-            "state": result.state, "step": result.rank.step, "rank": result.rank.rank, "proc": result.rank.proc,
+    judged = ("", "") if t is None else _verdict(t, thresholds, result.coverage)
+    return {"verdict": judged[0], "verdict_line": judged[1], "state": result.state, "step": result.rank.step, "rank": result.rank.rank, "proc": result.rank.proc,
             "rel": result.rank.rel, "rows": len(t) if t is not None else 0,
             "failing": int(t.columns["fail"].sum()) if t is not None else 0, "worker": result.worker,
             "seconds": round(result.seconds, 3), "error": result.error, "problems": result.problems[:100],
