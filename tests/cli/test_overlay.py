@@ -11,7 +11,7 @@ import pytest
 from model_explorer import node_data_builder as ndb
 from onnx import TensorProto, helper
 
-from accuscope.engine.compare.comparison import CompareSpec
+from accuscope.engine.compare.spec import CompareSpec
 from accuscope.engine.compare.thresholds import exempt
 from accuscope.engine.demo.workspace import MAIN, ONNX_FP16
 from accuscope.engine.export.overlay import explorer_ids, task_overlay

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from accuscope.engine.compare import comparison as engine
+from accuscope.engine.compare.spec import CompareSpec
 from accuscope.engine.compare.thresholds import Thresholds
 from accuscope.engine.demo import workspace as demo
 from accuscope.engine.demo.npusim import fuse, simulate
@@ -285,7 +285,7 @@ def _npu_task(fp32_path: Path, converted, root: Path, thresholds: Thresholds) ->
                 np.save(root / "values" / f"{sanitize(name)}.{j}.{TS}.npy", values[t])
     dump_onnx(fp32_path, root / "golden", {"x": x}, timestamp=TS)
     sim = simulate(load_graph(fp32_path), open_golden(root / "values"), str(root / "npu"), model_name="cls")
-    spec = engine.CompareSpec(str(root / "npu"), str(root / "golden"), model=sim.model_json,
+    spec = CompareSpec(str(root / "npu"), str(root / "golden"), model=sim.model_json,
                               algorithms=["cos", "red", "rmse", "mean_rel"], thresholds=thresholds)
     run_task(spec, root / "task", workers=1)
     golden = _run_all(fp32, x, names)

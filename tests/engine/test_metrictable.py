@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 
 from accuscope.engine.compare import columns as mt
-from accuscope.engine.compare import comparison as engine
 from accuscope.engine.compare import pairjob
 from accuscope.engine.compare.metrics import compare_arrays
 from accuscope.engine.compare.results import KIND, METRIC_COLUMNS, NUMERIC_ORDER, ResultTable
+from accuscope.engine.compare.spec import CompareSpec
 from accuscope.engine.compare.summary import summarize
 from accuscope.engine.compare.thresholds import Thresholds, resolve_key
 from accuscope.engine.diagnose.oprerun import metrics as isolated_metrics
@@ -143,7 +143,7 @@ def test_the_csv_and_the_advisor_agree_after_a_threshold_change(cls_model, tmp_p
     noise = np.random.default_rng(1)
     sim = cls_with_planted_fault(cls_model, tmp_path, "Relu@4", lambda a: a + noise.standard_normal(
         a.shape).astype(np.float32) * a.std())
-    spec = engine.CompareSpec(str(tmp_path / "npu" / "dump"), str(tmp_path / "golden"), model=sim.model_json)
+    spec = CompareSpec(str(tmp_path / "npu" / "dump"), str(tmp_path / "golden"), model=sim.model_json)
     run_task(spec, tmp_path / "task", workers=1)
     task = load_task(tmp_path / "task")
     before = int(task.table.columns["fail"].sum())

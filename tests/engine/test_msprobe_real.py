@@ -14,8 +14,9 @@ import numpy as np
 import pytest
 
 from accuscope.engine.compare import statcolumns
-from accuscope.engine.compare.comparison import CompareSpec, execute, plan
+from accuscope.engine.compare.comparison import execute, plan
 from accuscope.engine.compare.results import ResultTable
+from accuscope.engine.compare.spec import CompareSpec
 from accuscope.engine.compare.thresholds import Thresholds
 from accuscope.engine.diagnose import firstdiff
 from accuscope.engine.graphs.msprobegraph import load_msprobe

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import numpy as np
 
-from accuscope.engine.compare.comparison import CompareSpec, execute, plan
+from accuscope.engine.compare.comparison import execute, plan
 from accuscope.engine.compare.noisefloor import roundoff
+from accuscope.engine.compare.spec import CompareSpec
 from accuscope.engine.compare.summary import summarize
 from accuscope.engine.compare.thresholds import Thresholds
 

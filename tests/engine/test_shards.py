@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 from accuscope.engine.compare import shards
-from accuscope.engine.compare.comparison import CompareSpec, execute, plan
+from accuscope.engine.compare.comparison import execute, plan
+from accuscope.engine.compare.spec import CompareSpec
 from accuscope.engine.sources.npyfile import npy_file_tensor, read_npy_file
 from accuscope.engine.sources.tensor import SourceError, Tensor, TensorError
 

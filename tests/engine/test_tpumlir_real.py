@@ -15,9 +15,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from accuscope.engine.compare.comparison import CompareSpec, execute, plan
+from accuscope.engine.compare.comparison import execute, plan
 from accuscope.engine.compare.judgement import NOISY
 from accuscope.engine.compare.pair import DEVICE_ONLY
+from accuscope.engine.compare.spec import CompareSpec
 from accuscope.engine.compare.summary import summarize
 from accuscope.engine.compare.thresholds import Thresholds
 from accuscope.engine.sides.registry import detect, load_graph

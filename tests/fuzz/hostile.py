@@ -481,7 +481,7 @@ def _npy_sides(d: Path) -> tuple[Path, Path]:
 def _small_task(d: Path) -> Path:
     """A finished task of relu -> sigmoid (an ONNX model, its onnxruntime golden dump, a simulated NPU dump),
     compared here with its model: what advise, export, overlay and op take."""
-    from accuscope.engine.compare.comparison import CompareSpec
+    from accuscope.engine.compare.spec import CompareSpec
     from accuscope.engine.tasks.taskrun import run_comparison
     from support.hostile import tiny_export_task
     tiny = tiny_export_task(d / "tiny")

@@ -30,7 +30,8 @@ import numpy as np
 from accuscope.engine.sources.tensor import SourceError, Tensor
 
 if TYPE_CHECKING:
-    from accuscope.engine.compare.comparison import CompareSpec, Plan
+    from accuscope.engine.compare.comparison import Plan
+    from accuscope.engine.compare.spec import CompareSpec
     from accuscope.engine.sides.side import Side
 
 EXCESS_LIMIT = 2.0  # at most this many times the expected error: the precision itself

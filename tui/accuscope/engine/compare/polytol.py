@@ -30,8 +30,9 @@ from typing import TYPE_CHECKING, NamedTuple
 import numpy as np
 
 if TYPE_CHECKING:
-    from accuscope.engine.compare.comparison import CompareSpec, Plan
+    from accuscope.engine.compare.comparison import Plan
     from accuscope.engine.compare.results import ResultTable
+    from accuscope.engine.compare.spec import CompareSpec
 
 STATS = ("elemwise", "max", "mean", "median")  # --check-error-stat's choices (quantile is not taken)
 ATOL = RTOL = 1e-5  # Polygraphy's defaults

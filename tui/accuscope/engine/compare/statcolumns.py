@@ -17,8 +17,9 @@ from functools import partial
 import numpy as np
 
 from accuscope.engine.compare import statistics
-from accuscope.engine.compare.comparison import CompareSpec, Coverage
+from accuscope.engine.compare.comparison import Coverage
 from accuscope.engine.compare.results import ResultTable
+from accuscope.engine.compare.spec import CompareSpec
 from accuscope.engine.sides.registry import detect
 from accuscope.engine.sources import msprobe
 from accuscope.engine.sources.names import parameter

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from accuscope.engine.compare.comparison import CompareSpec
+from accuscope.engine.compare.spec import CompareSpec
 from accuscope.engine.diagnose.sensitivity import sensitivity
 from accuscope.engine.precision.convert import TARGETS, candidates, convert, prepare, require
 from accuscope.engine.precision.evaluate import Evaluator, Target, run_outputs

@@ -58,7 +58,8 @@ from accuscope.engine.tasks.storage import Storage, storage
 from accuscope.engine.tasks.taskdoc import TASK_JSON, TaskDoc, mark_state, recorded_path
 
 if TYPE_CHECKING:
-    from accuscope.engine.compare.comparison import CompareSpec, Plan
+    from accuscope.engine.compare.comparison import Plan
+    from accuscope.engine.compare.spec import CompareSpec
     from accuscope.engine.graphs.graph import Graph
 
 RESULT_NPZ = "result.npz"
@@ -154,7 +155,8 @@ class Task:
     def modules(self) -> Graph | None:
         """The NPU dump's module hierarchy for the graph pane when it is a training dump (msprobe's
         construct.json, see Side.modules), else None; SourceError when the dump is unusable."""
-        return self.modules_at(self.doc.step, self.doc.rank)
+        recorded = self.doc.spec()
+        return self.modules_at(recorded.step, recorded.rank)
 
     def modules_at(self, step: str | int | None, rank: str | int | None) -> Graph | None:
         """`modules` of one step and rank of the NPU dump (a multi-rank task's; None: the first); of a task
@@ -164,10 +166,11 @@ class Task:
         if npu is None or not npu.is_dir():
             return None
         kind = detect(str(npu)).kind
-        if self.doc.shards and rank is None and kind == MSPROBE:
+        merged = self.doc.spec().shards
+        if merged and rank is None and kind == MSPROBE:
             from accuscope.engine.compare import shards
             if len(shards.rank_folders(str(npu), step)) > 1:
-                return shards.merged_modules(str(npu), shards=self.doc.shards, step=step)
+                return shards.merged_modules(str(npu), shards=merged, step=step)
         loader = modules_loader(str(npu), kind, step, rank)
         return loader() if loader is not None else None
 
@@ -179,7 +182,8 @@ class Task:
         npu = self.path("npu")
         if npu is None or not msprobe.sniff(str(npu)):
             return {}, ""
-        key = (self.doc.step if step is None else step, self.doc.rank if rank is None else rank)
+        recorded = self.doc.spec()
+        key = (recorded.step if step is None else step, recorded.rank if rank is None else rank)
         cache = self.__dict__.setdefault("_stacks", {})
         if key not in cache:
             try:
