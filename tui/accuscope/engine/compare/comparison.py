@@ -27,7 +27,7 @@ from dataclasses import KW_ONLY, dataclass, field, replace
 from functools import lru_cache, partial
 from typing import TYPE_CHECKING, cast
 
-from accuscope.engine.compare import faults, gcpause, polytol, statistics
+from accuscope.engine.compare import faults, gcpause, judgement, polytol, statistics
 from accuscope.engine.compare.columns import ALGORITHMS, CSV_OF, KEY_OF
 from accuscope.engine.compare.judgement import Basis, cells_broken
 from accuscope.engine.compare.lifetime import die_with_parent, end_pool, process_context
@@ -606,7 +606,7 @@ def _execute(plan: Plan, progress: OnProgress | None, cancel: threading.Event | 
         for row, cells in polytol.pair_cells(plan, computed, rule).items():
             third.setdefault(row, {}).update(cells)
     table = _table(plan, computed, third)
-    plan.spec.thresholds.apply(table)
+    judgement.apply(table, plan.spec.thresholds)
     return table
 
 

@@ -20,7 +20,7 @@ and `pg_rel`, the checked statistic (the max for elemwise, as Polygraphy's "Mini
 Tolerance"), and `pg_mismatch`, the elements beyond both tolerances. The count is made at the
 comparison's tolerances: like Polygraphy's own elemwise verdict it cannot be re-thresholded.
 `Thresholds.set_polygraphy` makes the judging Polygraphy's (`pg_abs > A`, `pg_rel > R`, with elemwise
-`pg_mismatch > 0`), `broken` is the rule on the table, and the verdict is on every compared tensor, as
+`pg_mismatch > 0`), `broken` is the rule on the table (judgement.polygraphy_broken applies it), and the verdict is on every compared tensor, as
 `polygraphy run` judges every output its results hold.
 """
 from __future__ import annotations
