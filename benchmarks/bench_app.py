@@ -108,12 +108,13 @@ def big_task(folder: Path, rows: int) -> Path:
     """A saved task of `rows` rows (bench_optable's transformer-like table), built once."""
     from bench_optable import build_table
 
+    from accuscope.engine.compare import judgement
     from accuscope.engine.compare.thresholds import Thresholds
     from accuscope.engine.tasks.task import save_task
     task = folder / f"task-{rows}"
     if not (task / "task.json").exists():
         table = build_table(rows)
-        Thresholds().apply(table)
+        judgement.apply(table, Thresholds())
         save_task(task, {"npu": "bench", "golden": "bench"}, table, Thresholds())
     return task
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from accuscope.engine.compare import judgement
 from accuscope.engine.compare.spec import CompareSpec
 from accuscope.engine.compare.thresholds import Thresholds
 from accuscope.engine.demo import workspace as demo
@@ -74,7 +75,7 @@ def test_pow_overflow_is_the_float16_rule_and_the_nan_origin(main_advice, demo_t
     assert origin.evidence["inputs_nonfinite"] == [0]
     # the third side (the net at float16) overflows there too: float16's own overflow, said on the op
     assert origin.evidence["branch"] == "precision" and "overflows here too" in origin.text
-    state = load_task(demo_tasks[0]).thresholds.evaluate(table)
+    state = judgement.evaluate(table, load_task(demo_tasks[0]).thresholds)
     assert state.expected[origin.row] and table.columns["exp_err"][origin.row] == float("inf")
     pow_origin = main_advice.origin_of(POW_OP)
     assert pow_origin.origin == "introduced" and pow_origin.broken == ["npu_nonfinite"]

@@ -158,13 +158,14 @@ def run(case: Case, out: Path, timeout: float = 600) -> Outcome:
 
 def _rows(outcome: Outcome, folder: Path) -> None:
     """Each row the tool judged, matched to accuscope's by the tool's own name, pass against pass."""
+    from accuscope.engine.compare import judgement
     from accuscope.engine.tasks.task import load_task
     case = outcome.case
     if not case.rows:
         return
     task = load_task(folder)
     table, thresholds = task.result
-    state = thresholds.evaluate(table)
+    state = judgement.evaluate(table, thresholds)
     c = table.columns
     by_name = _row_names(case, task)
     for name, theirs in case.rows.items():
@@ -184,7 +185,7 @@ def _rows(outcome: Outcome, folder: Path) -> None:
         if why:
             outcome.departures.append(f"{line} ({why})")
         else:
-            outcome.disagreements.append(line + (f" ({'; '.join(thresholds.broken_texts(table, r))})" if fails
+            outcome.disagreements.append(line + (f" ({'; '.join(judgement.broken_texts(table, thresholds, r))})" if fails
                                                   else ""))
 
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache, partial
 from typing import TYPE_CHECKING, cast
 
-from accuscope.engine.compare import faults, gcpause, polytol, statistics
+from accuscope.engine.compare import faults, gcpause, judgement, polytol, statistics
 from accuscope.engine.compare.columns import ALGORITHMS, CSV_OF, KEY_OF
 from accuscope.engine.compare.judgement import Basis, cells_broken
 from accuscope.engine.compare.lifetime import die_with_parent, end_pool, process_context
@@ -564,11 +564,12 @@ def _execute(plan: Plan, progress: OnProgress | None, cancel: threading.Event | 
         if found is None:
             return None
         third = found
-    if (rule := polytol.of(plan.spec)) is not None:  # Polygraphy's rule: one more pass over the compared pairs
-        for row, cells in polytol.pair_cells(plan, computed, rule).items():
+    spec = plan.spec  # Polygraphy's rule, when asked: one more pass over the compared pairs
+    if (rule := polytol.rule(spec.atol, spec.rtol, spec.check_error_stat)) is not None:
+        for row, cells in polytol.pair_cells(plan.pairs, computed, rule).items():
             third.setdefault(row, {}).update(cells)
     table = _table(plan, computed, third)
-    plan.spec.thresholds.apply(table)
+    judgement.apply(table, plan.spec.thresholds)
     return table
 
 
@@ -601,7 +602,8 @@ def _expected(plan: Plan, computed: list[dict], workers: int, cancel) -> dict[in
     as the comparison's own; None when cancelled."""
     from accuscope.engine.compare import expected
     jobs = [Job(row, e, cast(Tensor, plan.pairs[row].golden), ("cos", "red"))  # a computed row has one
-            for row, e in expected.expected_tensors(plan).items() if computed[row]]
+            for row, e in expected.expected_tensors(plan.spec, plan.golden, plan.npu, plan.pairs).items()
+            if computed[row]]
     found: dict[int, dict] = {}
     runs = _run_threads(jobs, workers, cancel) if compiled_kernel() else _run_inline(jobs, cancel)
     for batch in runs:

@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from accuscope import __version__
-from accuscope.engine.compare import faults
+from accuscope.engine.compare import faults, judgement
 from accuscope.engine.compare.judgement import Basis, verdict
 from accuscope.engine.compare.lifetime import pid_alive
 from accuscope.engine.compare.results import ResultTable
@@ -226,7 +226,7 @@ class Task:
         if self.table is None or (self.csv is None and not len(self.table)):
             self.mark(state, thresholds=thresholds.to_dict())
             return
-        thresholds.apply(self.table)
+        judgement.apply(self.table, thresholds)
         if self.doc.columnar:  # its column files stay: loading applies the thresholds
             self.mark(state, thresholds=thresholds.to_dict(), **_counts(self.table, thresholds, self.doc.coverage))
             return
@@ -274,7 +274,7 @@ def save_task(folder: str | os.PathLike, meta: dict, table: ResultTable, thresho
     folder.mkdir(parents=True, exist_ok=True)
     _remove_dead_partials(folder)
     csv_options = dict(csv_options or {})
-    thresholds.apply(table)
+    judgement.apply(table, thresholds)
     now = datetime.now()
     csv_path = _new_csv_path(folder, now) if storage(len(table)) is Storage.CSV else None
     generation = f"{now:%Y%m%d%H%M%S}-{os.urandom(4).hex()}"
@@ -300,7 +300,7 @@ def save_task(folder: str | os.PathLike, meta: dict, table: ResultTable, thresho
 def _counts(table: ResultTable, thresholds: Thresholds, coverage: dict | None) -> dict:
     """task.json's counts and verdict from the judgement (judgement.RowState, judgement.verdict under the
     coverage's Basis): failing rows, the first in execution order, the verdict and its line (the browser's)."""
-    state = thresholds.evaluate(table)
+    state = judgement.evaluate(table, thresholds)
     first = state.first_failing
     v = verdict(table, thresholds, Basis.from_coverage(coverage))
     return {"rows": len(table), "failing": int(state.fail.sum()),
@@ -393,7 +393,7 @@ def load_task(folder: str | os.PathLike, head: int | None = None) -> Task:
         if doc.state == "done" or "state" not in doc:
             raise SourceError(f"{folder}: the task has no result ({RESULT_NPZ} or result_*.csv)")
         table = ResultTable.empty(doc.custom_columns)
-    thresholds.apply(table)
+    judgement.apply(table, thresholds)
     # stale_parts reads advice.json whole (40 MB for 1M rows): a partial task leaves it to the full load
     return Task(folder, doc, table, thresholds, csv_path, warnings, stale_parts(folder, doc) if total is None else [],
                 total)
@@ -402,7 +402,7 @@ def load_task(folder: str | os.PathLike, head: int | None = None) -> Task:
 def _csv_task(path: Path) -> Task:
     table, warnings = read_result_csv(path)
     thresholds = Thresholds()
-    thresholds.apply(table)
+    judgement.apply(table, thresholds)
     doc = TaskDoc({"state": "done", "csv": path.name, "foreign": True, **_counts(table, thresholds, None)})
     return Task(path.parent, doc, table, thresholds, path, warnings)
 
