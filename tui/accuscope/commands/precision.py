@@ -14,6 +14,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from ..engine.precision.convert import TARGETS
 from ..engine.precision.evaluate import parse_target
 from ..engine.precision.spec import PrecisionSpec
+from ..engine.precision.trials import LOG
 from ..engine.precision.workflow import Event, PrecisionResult, run_precision
 from ..exitcode import ExitCode
 from .answers import precision_json
@@ -120,6 +121,8 @@ def print_result(r: PrecisionResult) -> None:
         out.print(f"  [yellow]stopped early[/]: {show(o.reason)}; the set is the smallest passing one tried", soft_wrap=True)
     for key, path in r.files.items():
         out.print(f"  {key:<17} {show(str(path))}", soft_wrap=True)
+    out.print(f"  {'trials':<17} {show(str(r.folder / LOG))}  (one JSON line a trial, then the list found)",
+              soft_wrap=True)
     if r.task:
         out.print(f"  {'task':<17} {show(str(r.task))}  (accuscope open {show(str(r.task))})", soft_wrap=True)
     if r.files:
