@@ -19,7 +19,7 @@ mapping is the whole pairing. The pairs are the task's plan (the pairing by iden
 above, rank by rank for a multi-rank task, the names of every rank merged), not the value check's
 re-pairs (compare/repair.py) that only a run makes. crossmap.load reads both files back (its DATA and
 CELL kinds): tests/cli/test_msprobemap.py holds the round trip, and tests/fixtures/msprobe/cross/
-check_mapping.py runs the real msprobe on the data mapping (msprobe_dm_pairs.json, its pairs).
+check_mapping.py runs the real msprobe on the data mapping (export/*/msprobe_pairs.json, its pairs).
 """
 from __future__ import annotations
 
