@@ -1,7 +1,7 @@
 """`accuscope pairs TASK_DIR --to msprobe --out DIR`: a task's pairing as msprobe's mapping files."""
 from __future__ import annotations
 
-from ..engine.export.msprobemap import CELL_FILE, DATA_FILE, task_mapping, write_mapping
+from ..engine.export.msprobemap import CELL_FILE, DATA_FILE, output_folder, task_mapping, write_mapping
 from ..exitcode import ExitCode
 from .common import out, show
 
@@ -21,6 +21,7 @@ def register(p) -> None:
 
 
 def run(args) -> int:
+    output_folder(args.out)  # refused before the task is planned
     found = task_mapping(args.task)
     written = {path.name: path for path in write_mapping(found, args.out)}
     rules = ", ".join(f"{how} {n:,}" for how, n in sorted(found.rules.items()))

@@ -120,12 +120,19 @@ def task_mapping(folder: str | os.PathLike) -> MsprobeMapping:
     return found
 
 
-def write_mapping(found: MsprobeMapping, out: str | os.PathLike) -> list[Path]:
-    """data_mapping.yaml and cell_mapping.yaml in the folder `out` (made if missing; never through a
-    symbolic link, each file replaced whole), those with something to say: the paths written."""
+def output_folder(out: str | os.PathLike) -> Path:
+    """`out` as the folder the files go into: SourceError naming it when it is a symbolic link or something
+    other than a folder (checked before a task is planned, and again when written)."""
     root = not_a_link(out, "output folder")
     if root.exists() and not root.is_dir():
         raise SourceError(f"{root}: exists and is not a folder")
+    return root
+
+
+def write_mapping(found: MsprobeMapping, out: str | os.PathLike) -> list[Path]:
+    """data_mapping.yaml and cell_mapping.yaml in the folder `out` (made if missing; never through a
+    symbolic link, each file replaced whole), those with something to say: the paths written."""
+    root = output_folder(out)
     try:
         root.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
