@@ -66,6 +66,8 @@ RUNS = (  # the skill's lines that act on a model, run as written where ref.onnx
     "accuscope run ref.onnx ref-fp16.onnx --out task --random-inputs --json",
     "accuscope show task --failing --format json",
     "accuscope advise task --json",
+    "accuscope advise task --verify 8 --json",
+    "accuscope sensitivity task --top 10 --json",
     "accuscope precision ref.onnx --to fp16 --target cos=0.999 --out prec --random-inputs --json",
 )
 
@@ -82,6 +84,6 @@ def test_the_skills_workflow_runs_as_written(tmp_path):
         assert r.returncode == 0, f"{line}: {r.stderr}"
         answers.append(json.loads(r.stdout))
     assert answers[0]["judgement"]["outcome"] == "pass"  # the fields the skill tells the agent to read
-    assert "findings" in answers[2] and answers[3]["met"] and answers[3]["keep"] == []
+    assert "findings" in answers[2] and "findings" in answers[3] and answers[5]["met"] and answers[5]["keep"] == []
     final = json.loads((tmp_path / "prec" / "trials.jsonl").read_text().splitlines()[-1])["final"]
     assert final["met"] and final["files"]["nodes_to_exclude"] == "result/nodes_to_exclude.json"
