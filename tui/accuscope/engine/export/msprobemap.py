@@ -34,6 +34,7 @@ from accuscope.engine.sources.outputfile import not_a_link, write_text
 from accuscope.engine.sources.tensor import SourceError
 
 DATA_FILE, CELL_FILE = "data_mapping.yaml", "cell_mapping.yaml"
+UNPAIRED = "unpaired"  # MsprobeMapping.rules' key for the N/A lines
 
 
 @dataclass
@@ -54,25 +55,28 @@ class MsprobeMapping:
             if not name:
                 continue
             if p.golden is None:
-                if name in bench:
-                    self._put(self.data, name, crossmap.NO_COUNTERPART)
-                    self.rules["rejected"] = self.rules.get("rejected", 0) + 1
+                if name in bench:  # left unpaired (rejected in the app): msprobe would pair it by name
+                    self._put(self.data, name, crossmap.NO_COUNTERPART, UNPAIRED)
                 continue
             target = p.golden.tensor_name
             if target == name:
                 self.same += 1
                 continue
-            if self._put(self.data, name, target):
-                self.rules[p.how or "?"] = self.rules.get(p.how or "?", 0) + 1
+            self._put(self.data, name, target, p.how or "?")
             ours, theirs = module_path(p.op.op_name), module_path(p.golden.op)
             if ours is not None and theirs is not None and ours != theirs:
                 self._put(self.cells, ours, theirs)
 
-    def _put(self, table: dict[str, str], key: str, value: str) -> bool:
-        found = table.setdefault(key, value)
-        if found != value:
+    def _put(self, table: dict[str, str], key: str, value: str, how: str = "") -> None:
+        """`key: value` in `table`, counted under `how` when new; a key already given another value (by
+        another rank) keeps the first, and the conflict is listed."""
+        found = table.get(key)
+        if found is None:
+            table[key] = value
+            if how:
+                self.rules[how] = self.rules.get(how, 0) + 1
+        elif found != value:
             self.conflicts.append(f"{key}: {found} (kept) or {value}")
-        return found == value
 
     def texts(self) -> dict[str, str]:
         """{file name: its text}: YAML whose keys and values are JSON strings (msprobe's yaml.safe_load
