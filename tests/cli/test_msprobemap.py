@@ -109,6 +109,12 @@ def test_what_cannot_be_exported_exits_2(tmp_path):
     os.symlink(tmp_path, tmp_path / "link")
     r = accuscope("pairs", cross, "--out", tmp_path / "link")
     assert r.returncode == 2 and "symbolic link" in r.stderr
+    planted = tmp_path / "planted"  # a link planted at a file's name inside the folder: replaced, never followed
+    planted.mkdir()
+    (tmp_path / "target").write_text("theirs")
+    os.symlink(tmp_path / "target", planted / "data_mapping.yaml")
+    assert accuscope("pairs", cross, "--out", planted).returncode == 0
+    assert (tmp_path / "target").read_text() == "theirs" and not (planted / "data_mapping.yaml").is_symlink()
     (tmp_path / "file").write_text("x")
     r = accuscope("pairs", cross, "--out", tmp_path / "file")
     assert r.returncode == 2 and "not a folder" in r.stderr
