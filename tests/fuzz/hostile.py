@@ -585,6 +585,8 @@ def path_options() -> dict[str, tuple[str, Callable[[Path, Path], list[str]]]]:
         "export --out": ("export", task("export", "--start", "relu", "--end", "sigmoid", "--out", None)),
         "overlay --framework-model": ("fw.onnx", task("overlay", "--out", "o.json", "--framework-model", None)),
         "overlay --out": ("overlay.json", task("overlay", "--out", None)),
+        "pairs TASK": ("task", lambda d, p: ["pairs", str(p), "--out", str(d / "m")]),
+        "pairs --out": ("mapping", task("pairs", "--out", None)),
         "sensitivity --framework-model": ("fw.onnx", task("sensitivity", "--framework-model", None)),
         "show TASK": ("task", lambda d, p: ["show", str(p)]),
         "show --out": ("rows.xlsx", task("show", "--format", "xlsx", "--out", None)),
