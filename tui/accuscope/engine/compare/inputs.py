@@ -180,7 +180,7 @@ INPUTS: tuple[Input, ...] = (
           "column|row|vocab|replicated); every merged row says its rule", "shards",
           "optional: names, or a layout .yaml (TP/PP msprobe dumps)"),
     Input("npu_options", "--npu-option", "NPU options", "a setting of the NPU side's format, NAME=VALUE "
-          f"(repeatable; {options_help()}; README, What it reads: what each means)", "options",
+          f"(repeatable; {options_help()}; docs/formats.md: what each means)", "options",
           "optional: NAME=VALUE ..., the NPU dump's format options"),
     Input("golden_options", "--golden-option", "golden options", "a setting of the golden side's format, "
           f"NAME=VALUE (repeatable; {options_help()})", "options",
