@@ -135,7 +135,7 @@ def test_runnable_example_runs(page, line, block, demo, tmp_path):
     (work / "tests").symlink_to(REPO / "tests")
     shutil.copytree(demo, work / "demo", copy_function=_link)  # (23 MB: linked, a command's writes replace files)
     env = {**ENV, "PATH": f"{_shims(tmp_path / 'bin')}{os.pathsep}{ENV.get('PATH', '')}",
-           "ACCUSCOPE_WORKSPACE": str(work / "demo"), "PYTHONWARNINGS": "ignore"}
+           "ACCUSCOPE_WORKSPACE": str(work / "demo")}  # (nothing written to the user's workspace)
     r = subprocess.run(["bash", "-c", "set -euo pipefail\n" + block], cwd=work, env=env,
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, (f"{page.relative_to(REPO)}:{line}: the block exits {r.returncode}\n"
