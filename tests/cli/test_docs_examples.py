@@ -140,3 +140,10 @@ def test_runnable_example_runs(page, line, block, demo, tmp_path):
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, (f"{page.relative_to(REPO)}:{line}: the block exits {r.returncode}\n"
                                f"{block}\n--- stdout\n{r.stdout[-3000:]}\n--- stderr\n{r.stderr[-3000:]}")
+
+
+def test_the_readme_exit_codes_are_the_programs():
+    """One table in the README, one row per code accuscope exits with (exitcode.ExitCode), no other."""
+    from accuscope.exitcode import ExitCode
+    text = (REPO / "README.md").read_text(encoding="utf-8").split("\n## Exit codes\n", 1)[1].split("\n## ", 1)[0]
+    assert [int(c) for c in re.findall(r"^\| (\d+) \|", text, re.M)] == sorted(int(c) for c in ExitCode)
