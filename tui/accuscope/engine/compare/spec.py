@@ -84,7 +84,7 @@ class CompareSpec:
         "every merged row says its rule", "shards", "optional: names, or a layout .yaml (TP/PP msprobe dumps)")
     npu_options: dict[str, str] | None = option(
         None, "--npu-option", "NPU options", "a setting of the NPU side's format, NAME=VALUE (repeatable; "
-        f"{FORMAT_OPTIONS}; README, What it reads: what each means)", "options",
+        f"{FORMAT_OPTIONS}; docs/formats.md: what each means)", "options",
         "optional: NAME=VALUE ..., the NPU dump's format options")
     golden_options: dict[str, str] | None = option(
         None, "--golden-option", "golden options", "a setting of the golden side's format, NAME=VALUE (repeatable; "
