@@ -292,7 +292,7 @@ def plan(spec: CompareSpec, *, mapping_file: MappingFile | None = None) -> Plan:
         if not keep(pair.op):
             continue
         if account is not None and pair.golden is None and (why := left.get(pair.op.op_name)) is not None:
-            pair = replace(pair, reason=f"{pair.reason}; {why.text}" if pair.reason else why.text)
+            pair = replace(pair, reason=f"{why.text}; {pair.reason}" if pair.reason else why.text)
         if settle is not None and pair.golden is not None:
             pair = replace(pair, npu=settle(pair.npu, pair.golden.shape), golden=settle(pair.golden, pair.npu.shape, "NPU"))
         if pair.golden is not None and (cropped := crop_to(pair.npu, pair.golden.shape)) is not pair.npu:

@@ -81,9 +81,9 @@ class Account:
 
     def lines(self, limit: int = 3) -> list[str]:
         """The summary's lines: the pairs each rung made, then what is left and what a mapping file does
-        with it (no line for what is not there)."""
+        with it (no line for what is not there; none at all where identical names paired everything)."""
         lines = []
-        if self.rungs:
+        if set(self.rungs) - {"tensor"} or self.left:  # identical names alone, nothing left: nothing to say
             lines.append("pairing ladder (tensor pairs per rung): "
                          + ", ".join(f"{how} {n:,}" for how, n in self.rungs.items())
                          + (" ({} against {})".format(*self.frameworks) if self.frameworks[0] != self.frameworks[1]
