@@ -47,7 +47,8 @@ def test_each_rung_counted_and_every_call_left_named_in_json_summary_and_task(tm
     assert "37 NPU calls left: 18 fused N:1, 10 absorbed 1:0, 9 no counterpart; 9 golden calls left: " \
            "9 fused N:1" in text
     assert "in a mapping file (--mapping" in text and "first: Primitive.shape_op.Shape.0.forward" in text
-    assert "Primitive.bias_add.BiasAdd.0.forward.output.0: Functional.linear.0.forward.output.0" in text
+    assert 'a line of such a file: "Primitive.bias_add.BiasAdd.0.forward:output:0": ' \
+           '"Functional.linear.0.forward:output:0"' in text
     assert "Primitive.Shape (9)" in text  # the APIs the table cannot map, by name
     assert not doc["problems"]  # what pairing says is a note, never a problem of the input
 
@@ -87,7 +88,7 @@ def test_the_other_way_round_one_npu_call_stands_for_several_golden_calls(tmp_pa
     assert reasons["Functional.linear.0.forward"].startswith(
         "fused N:1 (1:2 NPU:golden): Functional.linear.0.forward is computed by golden "
         "Primitive.matmul.MatMul.0.forward + Primitive.bias_add.BiasAdd.0.forward")
-    assert "Functional.linear.0.forward.output.0: Primitive.bias_add.BiasAdd.0.forward.output.0" in " ".join(err.split())
+    assert '"Functional.linear.0.forward:output:0": "Primitive.bias_add.BiasAdd.0.forward:output:0"' in err
 
 
 def test_with_msprobe_layer_mapping_its_rung_pairs_and_the_bias_adds_are_absorbed(tmp_path):
@@ -101,6 +102,18 @@ def test_with_msprobe_layer_mapping_its_rung_pairs_and_the_bias_adds_are_absorbe
     assert "absorbed 1:0" in reasons["Primitive.bias_add.BiasAdd.0.forward"]
     assert "; layer mapping:" in reasons["Primitive.bias_add.BiasAdd.0.forward"]  # the rule's own reason after it
     assert not doc["problems"] and "layer mapping" not in " ".join(doc["problems"])  # its success is no problem
+
+
+def test_the_line_the_summary_suggests_pairs_the_fused_run_on_the_mapping_rung(tmp_path):
+    doc, err, _ = compare(tmp_path, "fused", CROSS / "ms" / RANK, CROSS / "pt" / RANK,
+                          "--mapping", CROSS / "fused_pairs.yaml")
+    assert doc["pairing"]["rungs"] == {"mapping": 1, **LADDER["rungs"]}  # the other rungs still pair the rest
+    assert doc["pairing"]["sides"]["npu"] == {"fused N:1": 16, "absorbed 1:0": 11, "no counterpart": 9}
+    rows = {row["tensor"]: row for row in _rows(tmp_path / "fused")}
+    assert rows["Primitive.bias_add.BiasAdd.0.forward:output:0"]["golden_op"] == "Functional.linear.0.forward"
+    assert rows["Primitive.bias_add.BiasAdd.0.forward:output:0"]["norm_diff"] is not None  # compared
+    # its MatMul's output is now the paired BiasAdd's input: absorbed into that call
+    assert rows["Primitive.matmul.MatMul.0.forward:output:0"]["reason"].startswith("absorbed 1:0")
 
 
 def test_same_framework_identical_names_say_nothing_more(tmp_path):
@@ -129,3 +142,8 @@ def test_the_docs_commands_run_as_written(command, tmp_path):
     r = accuscope(*args)
     assert r.returncode in (0, 1), r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_the_docs_pairing_object_is_what_compare_writes():
+    block = re.search(r"```json\n(.+?)```", DOC.read_text(), re.S)
+    assert block is not None and json.loads(block.group(1)) == LADDER

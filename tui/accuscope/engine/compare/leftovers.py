@@ -103,7 +103,7 @@ class Account:
                             f"or msprobe's -lm layer mapping), first: {', '.join(none[:limit])}"
                             + (" …" if len(none) > limit else ""))
             if fused is not None:
-                hint.append(f"a fused run pairs by its last output ({fused.text.rsplit('; ', 1)[-1]})")
+                hint.append(f"a fused run pairs by its last output, a line of such a file: {fused.text.rsplit('; ', 1)[-1]}")
             lines.append("; ".join(parts) + (" — " + "; ".join(hint) if hint else "") + " (docs/pairing.md)")
         return lines
 
@@ -234,7 +234,7 @@ def _fuse(many: list, ones: list, side: str, outcome: dict[int, Left]) -> None:
         names = " + ".join(df.op_name for df in run)
         n, m = (len(run), 1) if side == "npu" else (1, len(run))
         ours_out, their_out = _first_name(run[-1].outputs), _first_name(one.outputs)
-        pair_hint = f"{ours_out}: {their_out}" if side == "npu" else f"{their_out}: {ours_out}"
+        pair_hint = f'"{ours_out}": "{their_out}"' if side == "npu" else f'"{their_out}": "{ours_out}"'
         ratio = f"{FUSED} ({n}:{m} NPU:golden)"
         for df in run:
             outcome[id(df)] = Left(df.op_name, side, FUSED, f"{ratio}: {names} compute {other} {one.op_name}; "
@@ -244,7 +244,7 @@ def _fuse(many: list, ones: list, side: str, outcome: dict[int, Left]) -> None:
 
 
 def _first_name(tensors: list) -> str:
-    return next((t.tensor_name or t.name for t in tensors if _value(t) is not None), "")
+    return next((t.name for t in tensors if _value(t) is not None), "")  # as the table and a mapping file name it
 
 
 def _absorbed(df, side: str, neighbours) -> Left:
