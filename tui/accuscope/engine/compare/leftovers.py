@@ -28,7 +28,6 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from accuscope.engine.compare.crossmap import EXPLICIT, STRUCTURE, TABLE, VARIANTS, direction, module_path
 from accuscope.engine.compare.pair import Pair
 
 FUSED, ABSORBED, NONE = "fused N:1", "absorbed 1:0", "no counterpart"
@@ -36,7 +35,7 @@ OUTCOMES = (FUSED, ABSORBED, NONE)
 TOLERANCE = 5e-3  # relative, on each statistic: float32 against float32 of another framework differ by ~1e-6
 WINDOW = 16  # calls in one fused run, at most
 AHEAD = 4 * WINDOW  # left calls of one scope looked through for a run's end, after the last run
-LADDER = (*EXPLICIT, "tensor", VARIANTS, TABLE, STRUCTURE)  # the rungs as tried: mapping files, identical names ...
+IDENTICAL = "tensor"  # mapping.py's rule for identical names: the one rung statcolumns' fast path pairs by
 
 
 @dataclass
@@ -108,6 +107,11 @@ class Account:
         return lines
 
 
+def identical(n: int) -> dict:
+    """The pairing object of `n` tensor pairs all by identical names, nothing left (statcolumns' fast path)."""
+    return Account({IDENTICAL: n}).to_meta() if n else {}
+
+
 def merged(ladders: list[dict]) -> dict:
     """Account.to_meta() of several ranks as one: the counts summed, the unmapped APIs of any (first seen first)."""
     found: dict = {"rungs": {}, "leftovers": dict.fromkeys(OUTCOMES, 0),
@@ -153,6 +157,8 @@ def account(npu_ops: list, golden_ops: list, pairs: list[Pair], unmapped_apis: d
             frameworks: tuple[str, str] = ("", "")) -> Account:
     """The Account of a pairing (module text): `pairs` every NPU tensor's pair (mapping.py's), the two
     sides' calls in execution order; `unmapped_apis` and `frameworks` as crossmap found them."""
+    from accuscope.engine.compare.crossmap import EXPLICIT, STRUCTURE, TABLE, VARIANTS, direction, module_path
+    ladder = (*EXPLICIT, IDENTICAL, VARIANTS, TABLE, STRUCTURE)  # the rungs as tried: mapping files, names ...
     matched = [p for p in pairs if p.golden is not None]
     rungs = Counter(p.how for p in matched)
     paired_npu = {id(p.op) for p in matched}
@@ -162,7 +168,7 @@ def account(npu_ops: list, golden_ops: list, pairs: list[Pair], unmapped_apis: d
         ours, theirs = module_path(p.op.op_name), module_path(p.ground_truth.split(",")[0])
         if ours is not None and theirs is not None:
             scopes.setdefault(ours, theirs)
-    order = {how: k for k, how in enumerate(LADDER)}
+    order = {how: k for k, how in enumerate(ladder)}
     found = Account(dict(sorted(rungs.items(), key=lambda x: (order.get(x[0], len(order)), x[0]))),
                     unmapped_apis=dict(unmapped_apis or {}), frameworks=frameworks)
 
