@@ -77,6 +77,10 @@ def test_a_left_call_says_its_outcome_on_its_row_and_the_golden_side_on_its_tens
     unused = dict(map(tuple, doc["coverage"]["golden_unused"]))
     assert unused["Functional.linear.0.forward:output:0"] == "fused N:1 (2:1 NPU:golden): npu computes it in 2 calls"
     assert "36 fused N:1 (2:1 NPU:golden): npu computes it in 2 calls" in " ".join(err.split())
+    # a tensor left in a paired call (LayerNorm's mean and rstd; torch's normalized_shape argument): its slot
+    assert reason_of(table, "Primitive.layer_norm.LayerNorm.0.forward:output:1").startswith(
+        "no counterpart: its call is paired, this slot is not")
+    assert unused["Functional.layer_norm.0.forward:input:1"].startswith("no counterpart: its call is paired")
 
 
 def test_the_other_way_round_one_npu_call_stands_for_several_golden_calls(tmp_path):
@@ -122,6 +126,11 @@ def test_same_framework_identical_names_say_nothing_more(tmp_path):
     assert doc["pairing"] == {"rungs": {"tensor": 6}, "leftovers": NONE_LEFT,
                               "sides": {"npu": NONE_LEFT, "golden": NONE_LEFT}, "unmapped_apis": []}
     assert "pairing ladder" not in err and "calls left" not in err
+
+
+def reason_of(table: dict, tensor: str) -> str:
+    at = table["columns"].index("tensor")
+    return next(row[table["columns"].index("reason")] for row in table["data"] if row[at] == tensor)
 
 
 def _rows(folder: Path) -> list[dict]:

@@ -291,8 +291,9 @@ def plan(spec: CompareSpec, *, mapping_file: MappingFile | None = None) -> Plan:
     for pair in mapping.pairs:
         if not keep(pair.op):
             continue
-        if account is not None and pair.golden is None and (why := left.get(pair.op.op_name)) is not None:
-            pair = replace(pair, reason=f"{why.text}; {pair.reason}" if pair.reason else why.text)
+        if account is not None and pair.golden is None:  # its call's outcome, or its slot's in a paired call
+            why = left[pair.op.op_name].text if pair.op.op_name in left else leftovers.SLOT
+            pair = replace(pair, reason=f"{why}; {pair.reason}" if pair.reason else why)
         if settle is not None and pair.golden is not None:
             pair = replace(pair, npu=settle(pair.npu, pair.golden.shape), golden=settle(pair.golden, pair.npu.shape, "NPU"))
         if pair.golden is not None and (cropped := crop_to(pair.npu, pair.golden.shape)) is not pair.npu:
@@ -324,8 +325,8 @@ def plan(spec: CompareSpec, *, mapping_file: MappingFile | None = None) -> Plan:
         coverage.ladder = account.to_meta()
         named = account.by_call("golden")
         by_name = {t.name: t.op for t in reference}
-        coverage.golden_unused = [(name, named[by_name[name]].brief if by_name.get(name) in named else why)
-                                  for name, why in coverage.golden_unused]
+        coverage.golden_unused = [(name, named[by_name[name]].brief if by_name.get(name) in named else leftovers.SLOT)
+                                  for name, _ in coverage.golden_unused]
     if not used:
         raise SourceError(_nothing_paired(spec, npu, golden, mapping, scope))
     problems = list(npu.problems) + list(golden.problems) + problems

@@ -10,7 +10,9 @@ unused golden tensors' reason, the compare summary, `--json`, task.json):
 - ABSORBED, `absorbed 1:0`: a call whose output holds the values of its own input (a cast, contiguous, a
   permute or view, dropout at inference) or of a tensor of a paired call in its module scope on its own
   side (a chunk feeding a paired matmul): an op the other side does without or does inside another op.
-- NONE, `no counterpart`: the rest; these are what a mapping file names.
+- NONE, `no counterpart`: the rest; these are what a mapping file names. A tensor left in a call that is
+  paired (a LayerNorm's mean and rstd outputs, an argument the other API does not take) is SLOT, a
+  `no counterpart` too (on its row and the unused golden tensors; the counts are of calls).
 
 "Holds the values" is read from what both dumps record without reading a tensor file: the element count
 and msprobe's statistics (max, min, mean, norm) alike within TOLERANCE, or equal checksums. A tensor
@@ -32,6 +34,7 @@ from accuscope.engine.compare.pair import Pair
 
 FUSED, ABSORBED, NONE = "fused N:1", "absorbed 1:0", "no counterpart"
 OUTCOMES = (FUSED, ABSORBED, NONE)
+SLOT = f"{NONE}: its call is paired, this slot is not (the other call has no such tensor, or one of another shape)"
 TOLERANCE = 5e-3  # relative, on each statistic: float32 against float32 of another framework differ by ~1e-6
 WINDOW = 16  # calls in one fused run, at most
 AHEAD = 4 * WINDOW  # left calls of one scope looked through for a run's end, after the last run
