@@ -112,6 +112,16 @@ def test_batchnorm_folded_into_conv_is_paired_by_value(cls_model, irs, tmp_path)
     assert all(row["golden_op"].startswith("Conv@") and row["fail"] == "False" for row in folded)
 
 
+def test_batchnorm_folded_against_the_onnx_model_on_openvino(cls_model, irs, tmp_path):
+    """`--reference-runtime openvino`: the reference is the ONNX model as OpenVINO reads it, its BNs kept as
+    BatchNormInference (their parameters Const layers in the dump's model.bin): the same folds, by value."""
+    root, xfile, _ = irs
+    r = accuscope("run", cls_model, root / "cls_fp32.xml", "--reference-runtime", "openvino", "--input", f"x={xfile}",
+                  "--out", tmp_path / "t")
+    assert r.returncode == 0 and "failing 0" in r.stdout, r.stdout + r.stderr
+    assert len([row for row in _rows(tmp_path / "t") if row["how"] == FOLDED]) == 2 * 35
+
+
 def test_a_fault_in_a_folded_conv_fails_at_that_conv(cls_model, tmp_path):
     """A quarter of Conv@10's weights (a depthwise conv with a BN after it) scaled by -3 in the ONNX model, then
     converted: the first failing row is the IR's convolution paired with Conv@10 (by identity it was

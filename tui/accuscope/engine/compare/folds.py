@@ -10,9 +10,12 @@ PP-OCR cls fp32: 46 rows failing at cos 0.79-0.996 that are no error.
 
 `BatchNormFolds.pair` recognises the fold from the two graphs: an IR convolution whose only consumer is an
 Add named as a BatchNormalization of the reference model, whose input the reference's Conv made. The
-convolution's output (and the Add's input 0, the same tensor) is paired with the reference's y made into
-what the IR computes, (y - b) * s, with the BN's and the Conv's initializers read from the reference
-model: `how` says the fold, the golden tensor's `conversion` the arithmetic. The row is still compared
+reference is the ONNX model (onnxruntime's side) or that model as OpenVINO reads it (`--reference-runtime
+openvino`: `core.read_model` keeps the BN, as BatchNormInference, and the Conv, as a Convolution without
+bias). The convolution's output (and the Add's input 0, the same tensor) is paired with the reference's y
+made into what the IR computes, (y - b) * s, with the BN's and the Conv's parameters read from the
+reference model (the ONNX model's initializers or Constant nodes, the IR's Const layers in its .bin):
+`how` says the fold, the golden tensor's `conversion` the arithmetic. The row is still compared
 value for value: a fault in the convolution's weights fails it there.
 """
 from __future__ import annotations
@@ -23,6 +26,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from accuscope.engine.compare.pair import Pair
+from accuscope.engine.sources import kinds
 from accuscope.engine.sources.tensor import INPUT, OUTPUT, Tensor
 
 if TYPE_CHECKING:
@@ -31,6 +35,9 @@ if TYPE_CHECKING:
     from accuscope.engine.sources.ascend import DumpFile
 
 CONVOLUTIONS = frozenset({"Convolution", "GroupConvolution"})  # the IR's ops a BN's scale folds into
+# the reference's ops, by its kind: (its BatchNormalization: data, scale, bias, mean, variance; its Conv)
+REFERENCE_OPS = {kinds.ONNX: ({"BatchNormalization"}, {"Conv"}),
+                 kinds.OPENVINO_IR: ({"BatchNormInference"}, CONVOLUTIONS)}
 FOLDED = "fused: BatchNormalization folded into Conv by OpenVINO"
 EPSILON = 1e-5  # ONNX BatchNormalization's default
 
@@ -40,6 +47,7 @@ class BatchNormFolds:
 
     def __init__(self, ir: Graph, reference: Graph, golden: Side):
         self.ir, self.reference, self.golden = ir, reference, golden
+        self.norms, self.convs = REFERENCE_OPS[reference.kind]
         self._params: dict[str, np.ndarray] | None = None  # read once, when the first fold is found
         self._made: dict[str, Tensor | str] = {}  # by BN name: the golden tensor made, or why there is none
 
@@ -47,10 +55,10 @@ class BatchNormFolds:
         """The pair of an NPU tensor that a folded BatchNormalization made; None for any other tensor."""
         add = self._add_of(df.op_name, t)
         bn = self.reference.node(add.name) if add is not None else None
-        if bn is None or bn.type != "BatchNormalization" or len(bn.inputs) < 5:
+        if bn is None or bn.type not in self.norms or len(bn.inputs) < 5:
             return None
         made = self.reference.producer(bn.inputs[0])
-        if made is None or made[0].type != "Conv":
+        if made is None or made[0].type not in self.convs:
             return None
         conv = made[0]
         if bn.name not in self._made:
@@ -79,17 +87,25 @@ class BatchNormFolds:
             return None
         return users[0][0]
 
+    def _read_params(self) -> dict[str, np.ndarray]:
+        """The reference's BN parameters and Conv biases, by tensor name, read once."""
+        wanted = {name for node in self.reference.nodes if node.type in self.norms for name in node.inputs[1:5]}
+        wanted |= {node.inputs[2] for node in self.reference.nodes if node.type in self.convs and len(node.inputs) > 2}
+        if not self.reference.path:
+            return {}
+        if self.reference.kind == kinds.OPENVINO_IR:
+            from accuscope.engine.graphs.irgraph import constant_values
+            return constant_values(self.reference.path, wanted)
+        from accuscope.engine.graphs.onnxgraph import named_initializers  # onnx: only where a fold is found
+        return named_initializers(self.reference.path, wanted)
+
     def _scaled(self, bn: Node, conv: Node, j: int) -> Tensor | str:
         """The reference Conv's output as the IR's convolution computes it, (y - b) * s; else why not."""
         y = self.golden.find_tensor(bn.inputs[0]) or self.golden.find(conv.name, OUTPUT, j)
         if y is None:
             return f"the reference run holds no {bn.inputs[0]}"
         if self._params is None:
-            from accuscope.engine.graphs.onnxgraph import named_initializers  # onnx: only where a fold is found
-            wanted = {name for node in self.reference.nodes if node.type == "BatchNormalization"
-                      for name in node.inputs[1:5]}
-            wanted |= {node.inputs[2] for node in self.reference.nodes if node.type == "Conv" and len(node.inputs) > 2}
-            self._params = named_initializers(self.reference.path, wanted) if self.reference.path else {}
+            self._params = self._read_params()
         gamma, _, mean, var = (self._params.get(name) for name in bn.inputs[1:5])
         bias = self._params.get(conv.inputs[2]) if len(conv.inputs) > 2 and conv.inputs[2] else np.zeros(1)
         channels = y.shape[1] if len(y.shape) > 1 else None

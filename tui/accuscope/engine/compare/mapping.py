@@ -180,7 +180,7 @@ class _Mapper:
         self.user_map = user_map
         self.folds = None  # an OpenVINO IR against its ONNX reference: the BatchNormalizations it folded (folds.py)
         if self.npu_graph is not None and self.npu_graph.kind == kinds.OPENVINO_IR and golden_graph is not None \
-                and golden_graph.kind == kinds.ONNX:
+                and golden_graph.kind in (kinds.ONNX, kinds.OPENVINO_IR):
             from accuscope.engine.compare.folds import BatchNormFolds
             self.folds = BatchNormFolds(self.npu_graph, golden_graph, golden)
         self._initializers: dict | None = None  # the NPU model's, read once a QLinear output needs them
