@@ -182,3 +182,19 @@ def test_without_openvino_exit_2_names_the_install(tmp_path):
     assert "pip install 'accuscope[openvino]'" in r.stderr and "Traceback" not in r.stderr
     r = accuscope("inspect", INT8, PYTHONPATH=f"{tmp_path / 'site'}:{Path(__file__).resolve().parents[2] / 'tui'}")
     assert r.returncode == 0 and "FakeQuantize" in r.stdout  # the IR's graph is read without OpenVINO
+
+
+def test_a_damaged_ir_is_refused_in_openvinos_own_words(tmp_path):
+    """A .bin shorter than the Const offsets say: OpenVINO's message, not the source line it was raised at; an
+    input too large for random data: a clear refusal, not a MemoryError (tests/fuzz/corpus.py: the IR class)."""
+    (tmp_path / "cut.xml").write_bytes(INT8.read_bytes())
+    (tmp_path / "cut.bin").write_bytes(INT8.with_suffix(".bin").read_bytes()[:1000])
+    r = accuscope("dump", tmp_path / "cut.xml", "--out", tmp_path / "d", "--random-inputs")
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "cut.xml: OpenVINO cannot read the model: Incorrect weights in bin file!" in r.stderr, r.stderr
+    assert "Exception from" not in r.stderr and "Traceback" not in r.stderr
+    text = INT8.read_text().replace('shape="?,3,?,?"', 'shape="1099511627776,3,48,96"', 1)
+    (tmp_path / "huge.xml").write_text(text)
+    (tmp_path / "huge.bin").write_bytes(INT8.with_suffix(".bin").read_bytes())
+    r = accuscope("dump", tmp_path / "huge.xml", "--out", tmp_path / "h", "--random-inputs")
+    assert r.returncode == 2 and "is too large for random data" in r.stderr and "Traceback" not in r.stderr, r.stderr

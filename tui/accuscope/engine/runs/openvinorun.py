@@ -27,6 +27,7 @@ extra, imported inside the functions.
 from __future__ import annotations
 
 import os
+import re
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -70,9 +71,17 @@ def compile_model(core, model, path: str, precision: str = "f32"):
         raise SourceError(f"{path}: OpenVINO cannot compile the model for {DEVICE}: {_first_line(exc)}") from None
 
 
+# the lines of an OpenVINO exception that say where in OpenVINO's sources it was raised, not what is wrong
+_WHERE = re.compile(r"^(Exception from \S+:\d+:|Check '.*' failed at \S+:\d+:|FrontEnd API failed with \w+:"
+                    r"|Converting input model)$")
+
+
 def _first_line(exc: BaseException) -> str:
+    """What an OpenVINO exception says is wrong (`Incorrect weights in bin file!`), its first line that is
+    not a source location (`Exception from src/inference/src/cpp/core.cpp:84:`, `Check '...' failed at ...:`)."""
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-    return lines[0] if lines else type(exc).__name__
+    said = [line for line in lines if not _WHERE.match(line)]
+    return (said or lines or [type(exc).__name__])[0]
 
 
 def _sources(model) -> list[tuple[str, int]]:
