@@ -29,7 +29,6 @@ from typing import TYPE_CHECKING, cast
 
 from accuscope.engine.compare import faults, gcpause, polytol, statistics
 from accuscope.engine.compare.columns import ALGORITHMS, CSV_OF, KEY_OF
-from accuscope.engine.compare.folds import folded_from
 from accuscope.engine.compare.judgement import Basis, cells_broken
 from accuscope.engine.compare.lifetime import die_with_parent, end_pool, process_context
 from accuscope.engine.compare.mapping import FEW, map_tensors
@@ -298,8 +297,7 @@ def plan(spec: CompareSpec, *, mapping_file: MappingFile | None = None) -> Plan:
     scope = " in the chosen range/op list" if spec.op_range or spec.ops else ""
     if not pairs:
         raise SourceError(f"{spec.npu}: no tensor to compare{scope}")
-    used = {id(p.golden) for p in pairs if p.golden is not None}
-    used |= folded_from(pairs, golden.tensors)  # an OpenVINO IR's folded BatchNormalization (folds.py)
+    used = mapping.used(pairs)
     # a device dump's input tensors repeat its producers' outputs: as a reference, its outputs count
     reference = [t for t in golden.tensors if not (golden.is_device_dump and t.io == INPUT)]
     comparable = sum(1 for p in pairs if p.ground_truth != DEVICE_ONLY)  # device-only ops have no counterpart

@@ -50,6 +50,7 @@ class BatchNormFolds:
         self.norms, self.convs = REFERENCE_OPS[reference.kind]
         self._params: dict[str, np.ndarray] | None = None  # read once, when the first fold is found
         self._made: dict[str, Tensor | str] = {}  # by BN name: the golden tensor made, or why there is none
+        self.made_from: dict[int, int] = {}  # id of a golden tensor made -> id of the reference's it was made from
 
     def pair(self, df: DumpFile, t: Tensor) -> Pair | None:
         """The pair of an NPU tensor that a folded BatchNormalization made; None for any other tensor."""
@@ -123,12 +124,8 @@ class BatchNormFolds:
             return ((load().astype(np.float64) - shift.reshape(at)) * scale.reshape(at)).astype(np.float32)
 
         bias_text = f" - {conv.name}'s bias" if len(conv.inputs) > 2 and conv.inputs[2] else ""
-        return replace(y, dtype=np.dtype(np.float32), payload=None, dtype_name="float32", reader=read,
+        made = replace(y, dtype=np.dtype(np.float32), payload=None, dtype_name="float32", reader=read,
                        conversion=f"({bn.inputs[0]}{bias_text}) * {bn.name}'s scale gamma/sqrt(var+eps): "
                                   "the BatchNormalization OpenVINO folded into the convolution")
-
-
-def folded_from(pairs: list[Pair], tensors: list[Tensor]) -> set[int]:
-    """The golden tensors (by id) a folded pair's golden tensor was made from: used, as paired ones are."""
-    made = {p.golden.name for p in pairs if p.golden is not None and p.how == FOLDED}
-    return {id(t) for t in tensors if t.name in made} if made else set()
+        self.made_from[id(made)] = id(y)
+        return made

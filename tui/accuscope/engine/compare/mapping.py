@@ -54,6 +54,13 @@ FEW = 0.5  # a comparison using less than this share of the reference (golden) t
 class Mapping:
     pairs: list[Pair] = field(default_factory=list)
     unmatched_golden: list[Tensor] = field(default_factory=list)
+    # a golden tensor made from another (an OpenVINO IR's folded BatchNormalization: folds.py), by id -> that one's
+    made_from: dict[int, int] = field(default_factory=dict)
+
+    def used(self, pairs: list[Pair]) -> set[int]:
+        """The golden tensors (by id) `pairs` compare against, and those their golden tensors were made from."""
+        ids = {id(p.golden) for p in pairs if p.golden is not None}
+        return ids | {self.made_from[i] for i in ids if i in self.made_from} if self.made_from else ids
 
     @property
     def matched(self) -> list[Pair]:
@@ -88,10 +95,9 @@ def map_tensors(npu: Side | NpuDump, golden: Side | GoldenDump, graph: Graph | N
     mapping = Mapping([p for df in npu.ops for p in mapper.pairs_of(df)])
     if npu.kind == golden.kind == kinds.MSPROBE:
         mapping.pairs = _equal_counts(mapping.pairs, golden)
-    used = {id(p.golden) for p in mapping.pairs if p.golden is not None}
     if mapper.folds is not None:
-        from accuscope.engine.compare.folds import folded_from
-        used |= folded_from(mapping.pairs, golden.tensors)
+        mapping.made_from = mapper.folds.made_from
+    used = mapping.used(mapping.pairs)
     mapping.pairs = _converter_own(mapping.pairs, golden, used, npu_graph or npu.graph, golden_graph or golden.graph)
     mapping.unmatched_golden = [t for t in golden.tensors if id(t) not in used]
     return mapping
