@@ -270,7 +270,7 @@ def plan(spec: CompareSpec, *, mapping_file: MappingFile | None = None) -> Plan:
     scope = " in the chosen range/op list" if spec.op_range or spec.ops else ""
     if not pairs:
         raise SourceError(f"{spec.npu}: no tensor to compare{scope}")
-    used = {id(p.golden) for p in pairs if p.golden is not None}
+    used = mapping.used(pairs)
     # a device dump's input tensors repeat its producers' outputs: as a reference, its outputs count
     reference = [t for t in golden.tensors if not (golden.is_device_dump and t.io == INPUT)]
     comparable = sum(1 for p in pairs if p.ground_truth != DEVICE_ONLY)  # device-only ops have no counterpart
