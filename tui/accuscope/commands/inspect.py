@@ -198,6 +198,8 @@ def _graph(g: Graph, limit: int) -> int:
             shown.append(_show(name) + (f" {shape_text(shape)}" if shape else ""))
         out.print(f"  [bold]{label}[/] " + ", ".join(shown) + (" …" if len(names) > 8 else ""))
     out.print(f"  [bold]op types[/] {counts(Counter(printable(n.type) for n in g.nodes))}")
+    for note in g.notes:  # what the loader says of the model (a .tflite's quantized tensors, ...)
+        out.print(f"  [bold]note[/]     {_show(note)}")
     table = Table(box=None, pad_edge=False, header_style="bold")
     for col in ("id", "type", "name", "output shapes") + (("fused framework ops",) if g.is_device else ()):
         table.add_column(col, overflow="fold")

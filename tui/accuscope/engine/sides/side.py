@@ -35,8 +35,8 @@ if TYPE_CHECKING:  # graphs.graph is imported with a model (graph_loader), npudu
     from accuscope.engine.graphs.graph import Graph, Node
     from accuscope.engine.sources.npudump import NpuDump
 
-OWN_MODELS = ("model.onnx", "model.xml")  # `accuscope dump` leaves the model it ran beside its npy files
-# (onnxruntime's: the ONNX file; OpenVINO's: the IR, its .bin beside it)
+OWN_MODELS = ("model.onnx", "model.xml", "model.tflite")  # `accuscope dump` leaves the model it ran beside its
+# npy files (onnxruntime's: the ONNX file; OpenVINO's: the IR, its .bin beside it; LiteRT's: the .tflite)
 DUMP_JSON = "dump.json"  # and what it ran and skipped
 OWN_DUMP_JSON = {kinds.MSPROBE}  # formats whose dump.json is their data, read by their reader
 UNREACHABLE_LIMIT = 16 << 20  # bytes of that dump.json read: `accuscope dump` writes a few KB
@@ -256,7 +256,7 @@ def _ops_of(tensors: list[Tensor], graph: Graph | None) -> tuple[list[DumpFile],
 
 
 def own_model(path: str) -> str | None:
-    """The model file a dump folder carries (an `accuscope dump` folder keeps model.onnx or model.xml)."""
+    """The model file a dump folder carries (an `accuscope dump` folder keeps model.onnx, model.xml or model.tflite)."""
     if not os.path.isdir(path):
         return None
     return next((c for name in OWN_MODELS if os.path.isfile(c := os.path.join(path, name))), None)
