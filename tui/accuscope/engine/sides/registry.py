@@ -227,10 +227,13 @@ def _is_openvino_ir(path: str) -> bool:
 
 
 def _is_tflite(path: str) -> bool:
-    """A TFLite / LiteRT flatbuffer: `TFL3` at byte 4, whatever the file is named."""
+    """A TFLite / LiteRT flatbuffer: a .tflite file (its reader says what is wrong with one that is none),
+    or an unnamed file with `TFL3` at byte 4."""
+    if _suffix(".tflite")(path):
+        return True
     from accuscope.engine.graphs.tflitegraph import sniff
-    with open(path, "rb") as fh:
-        return sniff(fh.read(8))
+    head = _unnamed_head(path)
+    return head is not None and sniff(head)
 
 
 def _is_prototxt(path: str) -> bool:
