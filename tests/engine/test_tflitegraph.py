@@ -48,6 +48,14 @@ def test_quantization_grids():
     assert got.dtype == np.float32 and got.tolist() == [[4.0, 1.0], [-4.0, 0.0]]
     with pytest.raises(ValueError, match="2 scales along axis 0"):
         per_axis._replace(axis=0).dequantize(np.zeros((3, 2), np.int8))
+    rng = np.random.default_rng(0)  # 8 and 16 bits in float32: the float64 formula's values, bit for bit
+    for dtype in (np.int8, np.uint8, np.int16, np.uint16):
+        bits = np.iinfo(dtype)
+        q = rng.integers(bits.min, bits.max + 1, (3, 5, 7), dtype=dtype)
+        for scale in rng.uniform(1e-6, 10, 50).astype(np.float32):
+            grid = Quantization((float(scale),), (int(rng.integers(bits.min, bits.max)),), None)
+            want = ((q.astype(np.int64) - grid.zero_point[0]) * grid.scale[0]).astype(np.float32)
+            assert np.array_equal(grid.dequantize(q), want)
     axes = {t.name: t.quantization.axis for t in read_tflite(INT8).tensors if t.quantization}
     assert axes["functional_1/conv2d_1/convolution"] == 0 and axes["functional_1/depthwise_conv2d_1/depthwise"] == 3
 

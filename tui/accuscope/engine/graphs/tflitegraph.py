@@ -75,16 +75,22 @@ class Quantization(NamedTuple):
     axis: int | None
 
     def dequantize(self, q: np.ndarray) -> np.ndarray:
-        """`q` read on this grid, as float32 (computed in float64 and rounded once, as LiteRT's
-        reference DEQUANTIZE does)."""
-        scale = np.asarray(self.scale, np.float64)
-        zero = np.asarray(self.zero_point, np.int64)
+        """`q` read on this grid, as float32: the exact product rounded once, as LiteRT's reference
+        DEQUANTIZE computes it (in double). For 8- and 16-bit integers float32 gives that value itself
+        (q - zero_point is exact in float32 and the product of two float32 numbers is rounded once), at
+        less than half float64's time (MobileNetV2 int8's 66 activations, 7M values: 19 -> 8 ms); wider ones go
+        by float64."""
+        narrow = q.dtype.itemsize <= 2
+        scale: np.ndarray = np.asarray(self.scale, np.float32 if narrow else np.float64)
+        zero: np.ndarray = np.asarray(self.zero_point, np.float32 if narrow else np.int64)
         if self.axis is not None:
             if not 0 <= self.axis < q.ndim or q.shape[self.axis] != scale.size:
                 raise ValueError(f"{scale.size} scales along axis {self.axis} of a tensor shaped {list(q.shape)}")
             where = [1] * q.ndim
             where[self.axis] = scale.size
             scale, zero = scale.reshape(where), zero.reshape(where)
+        if narrow:
+            return (q.astype(np.float32) - zero) * scale
         return ((q.astype(np.int64) - zero) * scale).astype(np.float32)
 
     def describe(self) -> str:
@@ -195,7 +201,7 @@ def _quantization(fb: _Buffer, tensor: int) -> Quantization | None:
         return None
     zero = zero or (0,) * len(scale)
     axis = fb.scalar(q, 6, "i") if len(scale) > 1 else None
-    return Quantization(tuple(float(s) for s in scale), tuple(int(z) for z in zero), axis)
+    return Quantization(scale, zero, axis)
 
 
 def load_tflite(path: str | Path) -> Graph:

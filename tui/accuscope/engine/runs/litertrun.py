@@ -91,6 +91,7 @@ def dump_litert(model_path, out_dir, inputs: dict[str, np.ndarray] | None = None
     lite = litert_module()
     path = user_path(model_path, "model file")
     model = read_tflite(path)
+    out = new_dump_folder(out_dir)
     preserving = _interpreter(lite, path, preserve=True)
     details = preserving.get_input_details()
     specs: list[tuple[str, np.dtype, list | None]] = [(model.tensors[d["index"]].name, np.dtype(d["dtype"]),
@@ -101,8 +102,6 @@ def dump_litert(model_path, out_dir, inputs: dict[str, np.ndarray] | None = None
     _invoke(own, given, path)
     outputs = {d["index"]: own.get_tensor(d["index"]) for d in own.get_output_details()}
     _invoke(preserving, given, path)
-
-    out = new_dump_folder(out_dir)
     ts = int(time.time() * 1e6) if timestamp is None else int(timestamp)
     report = DumpReport(out)
     report.inputs = {k: tuple(v[0].shape) for k, v in feeds.items()}
