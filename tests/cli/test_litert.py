@@ -22,6 +22,7 @@ lite = pytest.importorskip("ai_edge_litert.interpreter",
 
 HERE = FIXTURES / "litert"
 FLOAT, INT8, FP16 = HERE / "cnn_float.tflite", HERE / "cnn_int8.tflite", HERE / "cnn_fp16.tflite"
+AEQ = HERE / "cnn_aeq_int8.tflite"  # ai-edge-quantizer's static_wi8_ai8: its input int8 too
 INPUT = "serving_default_keras_tensor:0"
 OUTPUT = "StatefulPartitionedCall_1:0"
 TUI = str(Path(__file__).resolve().parents[2] / "tui")
@@ -105,6 +106,35 @@ def test_int8_against_float_pairs_by_tensor_name(recorded, xfile, tmp_path):
     out = next(row for row in rows if row["tensor"] == "DEQUANTIZE_0:output:0")
     assert out["golden_op"] == "SOFTMAX_0"
     assert doc["judgement"]["outcome"] == ("fail" if out["fail"] == "True" else "pass") == "fail"
+
+
+def test_ai_edge_quantizer_int8_input_takes_the_float_input(recorded, xfile, tmp_path):
+    """The float input is put on the int8 input's grid as LiteRT's QUANTIZE puts it (the TFLiteConverter
+    model's QUANTIZE output, which LiteRT kept, is the same integers), the candidate's output is then LiteRT's
+    own on those integers, and the input row compares the values the model read with the float ones."""
+    from accuscope.engine.graphs.tflitegraph import read_tflite
+    x = recorded["x"]
+    converter_grid = next(t.quantization for t in read_tflite(INT8).tensors if t.name == "tfl.quantize")
+    assert np.array_equal(converter_grid.quantize(x, np.dtype(np.int8)), recorded["int8/tfl.quantize"])
+    r = accuscope("run", FLOAT, AEQ, "--input", f"{INPUT}={xfile}", "--out", tmp_path / "t", "--json")
+    assert r.returncode in (0, 1), r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["coverage"]["outputs_paired"] == doc["coverage"]["outputs_total"] == 1
+    npu = _dump(tmp_path / "t", "npu")
+    grids = {t.name: t.quantization for t in read_tflite(AEQ).tensors}
+    grid, out = grids[INPUT], grids[OUTPUT]  # its output is int8 too: read on its grid
+    q = grid.quantize(x, np.dtype(np.int8))
+    assert json.loads((npu / "dump.json").read_text())["quantized"][INPUT]["input"] == "real values put on its grid"
+    assert np.array_equal(_tensor(npu, INPUT), grid.dequantize(q))
+    assert np.array_equal(_tensor(npu, OUTPUT), out.dequantize(_own_output(AEQ, q)))
+    rows = {row["tensor"]: row for row in _rows(tmp_path / "t")}
+    assert rows[f"{INPUT}:output:0"]["fail"] == "False"  # the input on an int8 grid: near the float input
+    # integers given are taken as on the grid already: the same run
+    np.save(tmp_path / "q.npy", q)
+    r = accuscope("dump", AEQ, "--input", f"{INPUT}={tmp_path / 'q.npy'}", "--out", tmp_path / "d")
+    assert r.returncode == 0, r.stderr
+    assert np.array_equal(_tensor(tmp_path / "d", OUTPUT), out.dequantize(_own_output(AEQ, q)))
+    assert json.loads((tmp_path / "d" / "dump.json").read_text())["quantized"][INPUT]["input"] == "given on its grid"
 
 
 def test_fp16_against_float_passes(recorded, xfile, tmp_path):

@@ -93,6 +93,16 @@ class Quantization(NamedTuple):
             return (q.astype(np.float32) - zero) * scale
         return ((q.astype(np.int64) - zero) * scale).astype(np.float32)
 
+    def quantize(self, x: np.ndarray, dtype: np.dtype) -> np.ndarray:
+        """Real values `x` put on this (per-tensor) grid as `dtype`, as LiteRT's reference QUANTIZE does:
+        x / scale in float32, rounded half away from zero, plus the zero point, clamped to the type."""
+        if self.axis is not None:
+            raise ValueError(f"a per-axis grid (axis {self.axis}) quantizes no input")
+        v = np.asarray(x, np.float32) / np.float32(self.scale[0])
+        bits = np.iinfo(dtype)
+        q = np.sign(v) * np.floor(np.abs(v) + np.float32(0.5)) + self.zero_point[0]
+        return np.clip(q, bits.min, bits.max).astype(dtype)
+
     def describe(self) -> str:
         if self.axis is None:
             return f"scale {self.scale[0]:.6g} zero point {self.zero_point[0]}"

@@ -9,9 +9,12 @@ each is named by its first output tensor, the tensor by its own name, which a fl
 int8 version share). The model is copied into the folder as model.tflite, the dump's own model.
 
 Quantized tensors (int8, uint8, int16 with a scale and a zero point, per tensor or per axis) are read on
-their own grid, `(q - zero_point) * scale` (tflitegraph.Quantization: float64, rounded once to float32,
-as LiteRT's reference DEQUANTIZE), so that an int8 model's tensors compare with the float model's;
-dump.json's `quantized` says which were, with the dtype they held and their grid.
+their own grid, `(q - zero_point) * scale` (tflitegraph.Quantization: the exact value rounded once to
+float32, as LiteRT's reference DEQUANTIZE), so that an int8 model's tensors compare with the float
+model's; dump.json's `quantized` says which were, with the dtype they held and their grid. A quantized
+input (ai-edge-quantizer's static recipes leave the input int8) takes real values as the float model
+does: they are put on its grid as LiteRT's QUANTIZE would (an input given as integers is taken as
+already on it), and written as the model reads them, on its grid.
 
 The network outputs written are those of a second interpreter made as LiteRT's users make it (no
 preserved tensors) and run on the same inputs: LiteRT's own result, bit for bit; dump.json says how far
@@ -81,6 +84,19 @@ def read_tensor(values: np.ndarray, info: TensorInfo) -> tuple[np.ndarray, bool]
     return q.dequantize(values), True
 
 
+def _input_grids(tensors: list[TensorInfo], details: list[dict], inputs: dict[str, np.ndarray]) -> dict:
+    """The quantized inputs (an int8 model whose input is int8: ai-edge-quantizer's static recipes) by
+    tensor index: (their grid, whether they take real values: all but one given as integers, already on
+    its grid)."""
+    grids = {}
+    for d in details:
+        info = tensors[d["index"]]
+        if info.quantization is not None and info.quantization.axis is None and np.dtype(d["dtype"]).kind in "iu":
+            own = inputs.get(info.name)
+            grids[d["index"]] = (info.quantization, own is None or np.asarray(own).dtype.kind not in "iu")
+    return grids
+
+
 def dump_litert(model_path, out_dir, inputs: dict[str, np.ndarray] | None = None, *, random_inputs=False,
                 seed=0, timestamp: int | None = None, progress: OnProgress | None = None,
                 dims: dict[str, int] | None = None, files: Writes | None = None) -> DumpReport:
@@ -94,10 +110,20 @@ def dump_litert(model_path, out_dir, inputs: dict[str, np.ndarray] | None = None
     out = new_dump_folder(out_dir)
     preserving = _interpreter(lite, path, preserve=True)
     details = preserving.get_input_details()
-    specs: list[tuple[str, np.dtype, list | None]] = [(model.tensors[d["index"]].name, np.dtype(d["dtype"]),
-              [int(n) if n >= 0 else None for n in d.get("shape_signature", d["shape"])]) for d in details]
+    grids = _input_grids(model.tensors, details, inputs or {})
+    specs: list[tuple[str, np.dtype, list | None]] = [
+        (model.tensors[d["index"]].name, np.dtype(np.float32 if grids.get(d["index"], (0, False))[1] else d["dtype"]),
+         [int(n) if n >= 0 else None for n in d.get("shape_signature", d["shape"])]) for d in details]
     feeds = feeds_for(specs, path, inputs, random_inputs, seed, dims)
-    given = {d["index"]: feeds[name][0] for d, (name, _, _) in zip(details, specs)}
+    given = {}
+    for d, (name, _, _) in zip(details, specs):
+        arr, origin = feeds[name]
+        if d["index"] in grids:  # real values put on the input's grid; written as the model reads them
+            grid, real = grids[d["index"]]
+            given[d["index"]] = grid.quantize(arr, np.dtype(d["dtype"])) if real else arr
+            feeds[name] = (grid.dequantize(given[d["index"]]), origin)
+        else:
+            given[d["index"]] = arr
     own = _interpreter(lite, path, preserve=False)
     _invoke(own, given, path)
     outputs = {d["index"]: own.get_tensor(d["index"]) for d in own.get_output_details()}
@@ -112,6 +138,10 @@ def dump_litert(model_path, out_dir, inputs: dict[str, np.ndarray] | None = None
                         len(feeds) + len(wanted))
     quantized: dict[str, dict] = {}
     moved = 0.0
+    quantized.update((model.tensors[i].name, {"dtype": str(np.dtype(d["dtype"])), **grids[i][0].as_json(),
+                                              "input": "real values put on its grid" if grids[i][1] else
+                                                       "given on its grid"})
+                     for d in details if (i := d["index"]) in grids)
     try:
         with atomic_path(os.path.join(out, MODEL_COPY)) as tmp:
             shutil.copyfile(path, tmp)
