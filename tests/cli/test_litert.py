@@ -23,6 +23,7 @@ lite = pytest.importorskip("ai_edge_litert.interpreter",
 HERE = FIXTURES / "litert"
 FLOAT, INT8, FP16 = HERE / "cnn_float.tflite", HERE / "cnn_int8.tflite", HERE / "cnn_fp16.tflite"
 AEQ = HERE / "cnn_aeq_int8.tflite"  # ai-edge-quantizer's static_wi8_ai8: its input int8 too
+ONNX = HERE / "cnn_float.onnx"  # tf2onnx's conversion of cnn_float.tflite: the TFLite names, NCHW activations
 INPUT = "serving_default_keras_tensor:0"
 OUTPUT = "StatefulPartitionedCall_1:0"
 TUI = str(Path(__file__).resolve().parents[2] / "tui")
@@ -135,6 +136,25 @@ def test_ai_edge_quantizer_int8_input_takes_the_float_input(recorded, xfile, tmp
     assert r.returncode == 0, r.stderr
     assert np.array_equal(_tensor(tmp_path / "d", OUTPUT), out.dequantize(_own_output(AEQ, q)))
     assert json.loads((tmp_path / "d" / "dump.json").read_text())["quantized"][INPUT]["input"] == "given on its grid"
+
+
+def test_against_the_onnx_model_names_survive_and_layouts_are_reconciled(xfile, tmp_path):
+    """The ONNX model (onnxruntime) against the .tflite (LiteRT): tf2onnx kept the tensor names, so they pair by
+    name; its activations are NCHW where TFLite's are NHWC, and each 4-D pair is compared in the ONNX order
+    (compared flat, CONV_2D_1's output had cos 0.097)."""
+    pytest.importorskip("onnxruntime")
+    r = accuscope("run", ONNX, FLOAT, "--input", f"{INPUT}={xfile}", "--out", tmp_path / "t", "--json")
+    assert r.returncode in (0, 1), r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["coverage"]["outputs_paired"] == doc["coverage"]["outputs_total"] == 1
+    assert doc["judgement"]["outcome"] == "pass"
+    r = accuscope("show", tmp_path / "t", "--format", "csv", "--columns", "tensor,golden_op,how,cos")
+    rows = {row["tensor"]: row for row in csv.DictReader(io.StringIO(r.stdout))}
+    for tensor in ("CONV_2D_1:output:0", "ADD_0:output:0", "AVERAGE_POOL_2D_0:output:0"):  # 4-D, by name
+        assert rows[tensor]["how"] == "tensor" and float(rows[tensor]["cos"]) > 0.99999, rows[tensor]
+    # tf2onnx split CONV_2D's fused ReLU out again: the pairing re-pairs its output to the ReLU's
+    assert rows["CONV_2D_0:output:0"]["how"].startswith("fused") and float(rows["CONV_2D_0:output:0"]["cos"]) > 0.99999
+    assert float(rows["SOFTMAX_0:output:0"]["cos"]) > 0.99999
 
 
 def test_fp16_against_float_passes(recorded, xfile, tmp_path):
