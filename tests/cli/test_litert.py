@@ -197,8 +197,9 @@ def test_dump_and_inspect_a_tflite(xfile, tmp_path):
     assert r.returncode == 0, r.stderr
     assert "TFLITE model" in r.stdout and "QUANTIZE" in r.stdout
     assert "9 quantized activations (int8)" in r.stdout and "per-axis" in r.stdout
-    r = accuscope("inspect", tmp_path / "d")
+    r = accuscope("inspect", tmp_path / "d")  # the dump says what ran it and which tensors were on a grid
     assert r.returncode == 0 and "DEQUANTIZE_0" in r.stdout
+    assert "ran on   litert 2.3" in r.stdout and "quantized 9 tensors (int8 9)" in r.stdout
 
 
 def test_refusals_exit_2(xfile, tmp_path):

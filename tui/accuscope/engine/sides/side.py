@@ -139,17 +139,7 @@ class Side:
         not read again: it lists no such tensors."""
         if self.kind in OWN_DUMP_JSON:
             return []
-        doc = os.path.join(self.path, DUMP_JSON) if os.path.isdir(self.path) else None
-        if doc is None or not os.path.isfile(doc):
-            return []
-        try:
-            if os.path.getsize(doc) > UNREACHABLE_LIMIT:
-                return []
-            with open(doc, encoding="utf-8") as fh:
-                found = json_loads(fh.read())
-        except (OSError, ValueError):  # not JSON, nested too deeply: nothing known to be unreachable
-            return []
-        skipped = found.get("skipped") if isinstance(found, dict) else None
+        skipped = dump_record(self.path).get("skipped")
         if not isinstance(skipped, list):
             return []
         return [(str(e.get("tensor")), str(e.get("reason"))) for e in skipped
@@ -253,6 +243,23 @@ def _ops_of(tensors: list[Tensor], graph: Graph | None) -> tuple[list[DumpFile],
         op.inputs = [replace(produced[v], op=op.op_name, io=INPUT, index=i, op_type=op.op_type)
                      for i, v in enumerate(of_op.inputs) if v in produced]
     return ops + [op for op in grouped.values() if id(op) not in written], renamed
+
+
+def dump_record(path: str) -> dict:
+    """What an `accuscope dump` folder's dump.json says of the run (the runtime, what was skipped, the
+    quantized tensors and their grids), {} where there is none, or none readable (not JSON, nested too
+    deeply, over UNREACHABLE_LIMIT: another tool's dump.json)."""
+    doc = os.path.join(path, DUMP_JSON) if os.path.isdir(path) else None
+    if doc is None or not os.path.isfile(doc):
+        return {}
+    try:
+        if os.path.getsize(doc) > UNREACHABLE_LIMIT:
+            return {}
+        with open(doc, encoding="utf-8") as fh:
+            found = json_loads(fh.read())
+    except (OSError, ValueError):
+        return {}
+    return found if isinstance(found, dict) else {}
 
 
 def own_model(path: str) -> str | None:
