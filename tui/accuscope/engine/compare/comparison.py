@@ -42,6 +42,7 @@ from accuscope.engine.progress import OnProgress, Progress
 from accuscope.engine.sides.side import Side
 from accuscope.engine.sources import kinds
 from accuscope.engine.sources.ascend import crop_to
+from accuscope.engine.sources.layout import in_layout_of
 from accuscope.engine.sources.names import parameter
 from accuscope.engine.sources.tensor import INPUT, OUTPUT, Problem, SourceError, Tensor
 
@@ -260,6 +261,8 @@ def plan(spec: CompareSpec, *, mapping_file: MappingFile | None = None) -> Plan:
             pair = replace(pair, npu=settle(pair.npu, pair.golden.shape), golden=settle(pair.golden, pair.npu.shape, "NPU"))
         if pair.golden is not None and (cropped := crop_to(pair.npu, pair.golden.shape)) is not pair.npu:
             pair = replace(pair, npu=cropped)
+        if pair.golden is not None and (moved := in_layout_of(pair.npu, pair.golden.shape)) is not pair.npu:
+            pair = replace(pair, npu=moved)  # a .tflite's NHWC against its source's NCHW, or the other way
         rows.append(_base_row(len(rows), pair, seq.get(id(pair.op), -1), outputs[0](pair)))
         pairs.append(pair)
     for check in outputs[1:]:  # the first way that names an output among the pairs
