@@ -172,9 +172,11 @@ def shape_text(shape) -> str:
     return "(" + ",".join("?" if d is None else str(d) for d in shape) + ")" if shape is not None else "?"
 
 
-def add_inputs(p: argparse.ArgumentParser, *groups: str, optional: tuple[str, ...] = ()) -> None:
+def add_inputs(p: argparse.ArgumentParser, *groups: str, optional: tuple[str, ...] = (),
+               repeated: tuple[str, ...] = ()) -> None:
     """The comparison inputs of these groups (engine.compare.inputs) as options of `p`; the inputs
-    named in `optional` are not required here (something else can stand in for them)."""
+    named in `optional` are not required here (something else can stand in for them), those in
+    `repeated` may be given several times (a list: compare's --npu, a chain of stages)."""
     from ..engine.compare.inputs import inputs
     for item in inputs(*groups):
         def parse(text: str, item=item):
@@ -185,7 +187,7 @@ def add_inputs(p: argparse.ArgumentParser, *groups: str, optional: tuple[str, ..
         if item.kind == "flag":
             p.add_argument(item.flag, dest=item.name, action="store_true", help=item.help)
             continue
-        extra = {"action": "append"} if item.kind in ("thresholds", "options") else {}
+        extra = {"action": "append"} if item.kind in ("thresholds", "options") or item.name in repeated else {}
         p.add_argument(item.flag, dest=item.name, type=parse, default=item.default, metavar=item.cli_metavar,
                        required=item.required and item.name not in optional, help=item.help, **extra)
 

@@ -46,7 +46,11 @@ def register(p) -> None:
     p.add_argument("source", nargs="?", help="one file holding both sides: a Polygraphy JSON with two runners "
                                              "(the second is compared against the first), a tpu-mlir "
                                              "{name}_actual/_desired npz")
-    add_inputs(p, "sides", optional=("npu", "golden"))  # or one SOURCE holding both
+    add_inputs(p, "sides", optional=("npu", "golden"), repeated=("npu",))  # or one SOURCE holding both
+    p.epilog = ("A chain of stages: --npu given several times, each LABEL=PATH or PATH, in pipeline order "
+                "(--npu top=top_outputs.npz --npu tpu=tpu_outputs.npz --npu bmodel=model_outputs.npz), or a "
+                "tpu-mlir work folder alone: each stage is compared with the reference and with the stage before, "
+                "and the verdict names the stage and the op where the error enters (docs/chain.md).")
     add_comparison_options(p)
     p.add_argument("--tui", action="store_true", help="run inside the app: rows appear as they are compared")
     p.add_argument("--cluster", metavar="ADDRESS",
@@ -65,11 +69,16 @@ def add_comparison_options(p) -> None:
     p.add_argument("--workers", type=int, help="processes comparing pairs (default: all cores)")
     p.add_argument("--advisor", action="store_true", help="after the run, advise on it (as `accuscope advise`)")
     p.add_argument("--json", action="store_true", help="one JSON object on stdout (the summary goes to stderr)")
+    p.add_argument("--baseline", metavar="LABEL|PATH",
+                   help="a chain of versions: the candidate that is the previous release (its label or path); the "
+                        "ops whose error grew from it to the new one (the last other candidate) are named as "
+                        "regressions (docs/chain.md)")
 
 
-def spec_of(args) -> engine.CompareSpec:
+def spec_of(args, npu: str | None = None) -> engine.CompareSpec:
+    """The comparison `args` ask for; `npu`: the side under test, where --npu named a chain (its own stage)."""
     values = {i.name: getattr(args, i.name) for i in inputs("sides", "judging", "source")}
-    values["npu"], values["golden"] = args.npu or args.source, args.golden or args.source
+    values["npu"], values["golden"] = npu or _one(args.npu) or args.source, args.golden or args.source
     if not values["npu"] or not values["golden"]:
         raise SourceError("give both sides: --npu PATH --golden PATH (or one file holding both, such as a "
                           "Polygraphy JSON with two runners)")
@@ -79,6 +88,11 @@ def spec_of(args) -> engine.CompareSpec:
         raise
     except ValueError as exc:
         raise SourceError(f"--threshold: {exc}") from None
+
+
+def _one(npu: list[str] | str | None) -> str | None:
+    """The one side --npu names (the last, where it was given several times outside a chain)."""
+    return npu[-1] if isinstance(npu, list) and npu else npu or None
 
 
 def preflight(spec: engine.CompareSpec) -> None:
@@ -108,6 +122,13 @@ def swapped_hint(spec: engine.CompareSpec) -> str:
 
 
 def run(args) -> int:
+    from .chainreport import chain_of, compare_chain_and_report
+    chain = chain_of(args.npu, args.baseline)
+    if chain is not None:
+        if args.tui or args.cluster or args.source:
+            raise SourceError("a chain of stages (--npu given several times, --baseline, a tpu-mlir work folder) "
+                              "runs without --tui, --cluster or a SOURCE: run it, then open the task")
+        return compare_chain_and_report(spec_of(args, chain.stages[-1].path), chain, args)
     spec = spec_of(args)
     if args.cluster and args.tui:
         raise SourceError("--tui does not run on a cluster: run it without --tui, then open the task with "

@@ -295,6 +295,32 @@ def find_deploy_files(folder: str) -> list[DeployPair]:
     return pairs
 
 
+def work_stages(folder: str) -> list[tuple[str, str]]:
+    """A model_transform/model_deploy work folder as the stages of a chain (compare/chain.py), in
+    pipeline order: `top` (`{m}_top_outputs.npz`), `tpu` and `bmodel` (one deployment's
+    `{prefix}_tpu_outputs.npz` and `{prefix}_model_outputs.npz`, those present); [] when the folder holds
+    none of them. SourceError when it holds several deployments (they are not one pipeline: each names
+    its own chain) or several models."""
+    pairs = find_deploy_files(folder)
+    tops = sorted({p.reference for p in pairs}) or sorted(
+        os.path.join(folder, n) for n in os.listdir(folder) if n.endswith(DEPLOY_SUFFIXES["top"]))
+    if not tops:
+        return []
+    if len(tops) > 1:
+        raise SourceError(f"{folder}: a tpu-mlir work folder of {len(tops)} models "
+                          f"({', '.join(os.path.basename(t) for t in tops)}): give each stage as --npu LABEL=FILE")
+    prefixes = sorted({os.path.basename(p.target)[: -len(DEPLOY_SUFFIXES[p.label])] for p in pairs})
+    if len(prefixes) > 1:
+        one = os.path.join(folder, prefixes[0])
+        raise SourceError(f"{folder}: a tpu-mlir work folder of {len(prefixes)} deployments ({', '.join(prefixes)}), "
+                          f"each a chain of its own: name one's stages, e.g. --npu top={tops[0]} "
+                          f"--npu tpu={one}{DEPLOY_SUFFIXES['tpu']} --npu bmodel={one}{DEPLOY_SUFFIXES['model']}")
+    found = [("top", tops[0])]
+    for label, stage in (("tpu", "tpu"), ("model", "bmodel")):
+        found += [(stage, p.target) for p in pairs if p.label == label]
+    return found
+
+
 def describe(path: str, tensors: list[Tensor], **_options) -> list[str]:
     """Lines for `inspect`: bf16 and cast-suffixed tensors, and the model_deploy comparisons on offer
     in the file's folder."""
