@@ -70,20 +70,26 @@ class Entry:
     tensor: str
     row: int  # in the stage's table against the reference
     cos: float
+    red: float
     previous: str
     previous_cos: float  # NaN where the stage before has no such row; 1 for the reference itself
+    previous_red: float  # 0 for the reference itself
     own: bool = True  # its own step shows it; False: the first failing row of a drift no step shows alone
 
     def line(self) -> str:
-        """`enters at bmodel: LayerNorm_12, cos 0.77 against tpu's 0.9999`."""
+        """`enters at bmodel: LayerNorm_12, cos 0.77 against tpu's 0.9999` (red, the relative euclidean
+        distance, where it says more than cos: a scale gone wrong keeps the direction)."""
         before = "the reference" if not self.previous else f"{self.previous}'s"
-        prev = "1" if not self.previous else _cos(self.previous_cos)
+        by_red = not (1.0 - self.cos >= self.red) and self.red == self.red
+        now = f"red {_num(self.red)}" if by_red else f"cos {_cos(self.cos)}"
+        prev = _num(self.previous_red) if by_red else "1" if not self.previous else _cos(self.previous_cos)
         how = "" if self.own else " (no stage's own step breaks the thresholds: the error grew over the stages)"
-        return f"enters at {self.stage}: {self.op}, cos {_cos(self.cos)} against {before} {prev}{how}"
+        return f"enters at {self.stage}: {self.op}, {now} against {before} {prev}{how}"
 
     def to_dict(self) -> dict:
         return {"stage": self.stage, "op": self.op, "tensor": self.tensor, "cos": _json(self.cos),
-                "previous": self.previous or None, "previous_cos": _json(self.previous_cos), "own": self.own}
+                "red": _json(self.red), "previous": self.previous or None, "previous_cos": _json(self.previous_cos),
+                "previous_red": _json(self.previous_red), "own": self.own}
 
 
 @dataclass(frozen=True)
@@ -128,6 +134,8 @@ class ChainJudgement:
                 head = (f"{len(self.regressions):,} op{'s' * (len(self.regressions) != 1)} regressed from "
                         f"{self.baseline} to {self.now} (worst: {worst.op}, error {_num(worst.baseline)} -> "
                         f"{_num(worst.now)})")
+                if self.entered is not None and self.entered.op != worst.op:
+                    head += f"; it {self.entered.line()}"
             else:
                 head = f"no op regressed from {self.baseline} to {self.now}"
             better = f"; {len(self.improvements):,} got better" if self.improvements else ""
@@ -266,27 +274,30 @@ def _entry(stages: list[StageTables], judged: list[StageJudgement], states: list
 def _entry_at(stages: list[StageTables], keyed: list[dict[str, int]], k: int, r: int, own: bool) -> Entry:
     table = stages[k].table
     c = table.columns
-    previous, prev_cos = "", 1.0
+    previous, prev_cos, prev_red = "", 1.0, 0.0
     labels = [s.label for s in stages]
     if stages[k].before in labels:
         b = labels.index(stages[k].before)
         before = stages[b]
         p = keyed[b].get(_key_of(table, r))
-        previous, prev_cos = before.label, float(before.table.numbers("cos")[p]) if p is not None else np.nan
+        previous = before.label
+        prev_cos, prev_red = (float(before.table.numbers("cos")[p]), float(before.table.numbers("red")[p])) \
+            if p is not None else (np.nan, np.nan)
     return Entry(stages[k].label, str(c["npu_op"][r]), str(c["tensor"][r]), r, float(table.numbers("cos")[r]),
-                 previous, prev_cos, own)
+                 float(table.numbers("red")[r]), previous, prev_cos, prev_red, own)
 
 
 def _changes(base: ResultTable, now: ResultTable, base_keys: dict[str, int],
              now_state: RowState) -> tuple[list[Change], list[Change]]:
     """Ops whose error grew (regressions) or shrank (improvements) between the releases beyond
-    EXCESS_LIMIT times, above the run-to-run noise; each list worst (largest ratio) first."""
+    EXCESS_LIMIT times, above the run-to-run noise; each list worst (largest ratio, to two digits) first,
+    then in execution order. Output rows only (an op's input row is its producer's output)."""
     eb, en = _errors(base), _errors(now)
     grown: list[tuple[float, Change]] = []
     better: list[tuple[float, Change]] = []
     c = now.columns
     for r in range(len(now)):
-        if now_state.exempt[r]:
+        if now_state.exempt[r] or str(c["io"][r]).startswith("input"):  # an input row: its producer's output
             continue
         b = base_keys.get(_key_of(now, r))
         if b is None or np.isnan(en[r]) or np.isnan(eb[b]):
@@ -294,11 +305,18 @@ def _changes(base: ResultTable, now: ResultTable, base_keys: dict[str, int],
         noise = max(SIGNIFICANT, noise_of(c["npu_dtype"][r]), noise_of(base.columns["npu_dtype"][b]))
         was, is_ = float(eb[b]), float(en[r])
         change = Change(str(c["npu_op"][r]), str(c["tensor"][r]), was, is_)
+        order = int(c["index"][r])
         if is_ >= noise and is_ > EXCESS_LIMIT * max(was, FLOOR):
-            grown.append((is_ / max(was, FLOOR), change))
+            grown.append((-_rounded(is_ / max(was, FLOOR)), order, change))
         elif was >= noise and was > EXCESS_LIMIT * max(is_, FLOOR):
-            better.append((was / max(is_, FLOOR), change))
-    return ([ch for _, ch in sorted(grown, key=lambda t: -t[0])], [ch for _, ch in sorted(better, key=lambda t: -t[0])])
+            better.append((-_rounded(was / max(is_, FLOOR)), order, change))
+    return ([t[2] for t in sorted(grown, key=lambda t: t[:2])], [t[2] for t in sorted(better, key=lambda t: t[:2])])
+
+
+def _rounded(ratio: float) -> float:
+    """A growth to two significant digits: an error carried on unchanged from the op that made it grows by
+    the same ratio, and then the op that made it (earlier in execution order) comes first."""
+    return float(f"{ratio:.2g}")
 
 
 def _num(x: float) -> str:
