@@ -61,10 +61,12 @@ class ChainRun:
 
 def parse_stages(values: list[str]) -> list[Stage]:
     """The stages `--npu` names, in order: `LABEL=PATH` (where PATH exists and the whole text does not),
-    or PATH, labelled by its file name without extension; a tpu-mlir work folder alone is expanded into
-    its stages. SourceError for a label that is not a name, labels given twice, or a path not there."""
+    or PATH, labelled by its file name without extension (numbered -2, -3 where a name comes again); a
+    tpu-mlir work folder alone is expanded into its stages. SourceError for a label that is not a name, a
+    label given twice, or a path not there."""
     from accuscope.engine.sources.tpumlir import work_stages
     stages: list[Stage] = []
+    given: set[str] = set()  # labels the user gave: one given twice is an error, a file name twice is numbered
     for text in values:
         label, path = "", text
         head, eq, tail = text.partition("=")
@@ -78,9 +80,16 @@ def parse_stages(values: list[str]) -> list[Stage]:
         if expanded:
             stages += [Stage(name, p) for name, p in expanded]
             continue
+        if label:
+            given.add(label)
         stages.append(Stage(label or _label_of(path), path))
     seen: set[str] = set()
-    for s in stages:
+    for k, s in enumerate(stages):
+        if s.label in seen and s.label not in given:  # two files of one name (two releases' model.onnx)
+            n = 2
+            while f"{s.label}-{n}" in seen or f"{s.label}-{n}" in given:
+                n += 1
+            s = stages[k] = s._replace(label=f"{s.label}-{n}")
         if s.label in seen or s.label == REFERENCE:
             raise SourceError(f"--npu {s.path}: the label {s.label!r} names another stage"
                               + (" (the reference's)" if s.label == REFERENCE else "") + ": give each LABEL=PATH")
