@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 
 import pytest
+
 from support.chains import clamp_builds, optimised_fp16_chain
 from support.cli import accuscope
 from support.data import FIXTURES

@@ -187,9 +187,19 @@ def add_inputs(p: argparse.ArgumentParser, *groups: str, optional: tuple[str, ..
         if item.kind == "flag":
             p.add_argument(item.flag, dest=item.name, action="store_true", help=item.help)
             continue
-        extra = {"action": "append"} if item.kind in ("thresholds", "options") or item.name in repeated else {}
+        extra = {"action": "append"} if item.kind in ("thresholds", "options") else \
+            {"action": Repeated} if item.name in repeated else {}
         p.add_argument(item.flag, dest=item.name, type=parse, default=item.default, metavar=item.cli_metavar,
                        required=item.required and item.name not in optional, help=item.help, **extra)
+
+
+class Repeated(argparse.Action):
+    """An option that may be given several times: one value as given (a str), several as a list. Not
+    argparse's "append", so that a front door taking one value (the MCP tools) still takes a str."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        got = getattr(namespace, self.dest, None)
+        setattr(namespace, self.dest, values if got is None else [*(got if isinstance(got, list) else [got]), values])
 
 
 def add_source_options(p: argparse.ArgumentParser, one_path: bool = False) -> None:

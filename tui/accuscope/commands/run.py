@@ -53,7 +53,7 @@ def register(p) -> None:
 
 def run(args) -> int:
     from .chainreport import chain_of, compare_chain_and_report
-    chain = chain_of([args.candidate, *args.more], args.baseline)
+    chain = chain_of([args.candidate, *(args.more or [])], args.baseline)
     if chain is not None:
         spec, generation = dump_chain(args, chain.stages, dump_with_progress)
         code = compare_chain_and_report(spec, chain, args)

@@ -293,8 +293,8 @@ def _changes(base: ResultTable, now: ResultTable, base_keys: dict[str, int],
     EXCESS_LIMIT times, above the run-to-run noise; each list worst (largest ratio, to two digits) first,
     then in execution order. Output rows only (an op's input row is its producer's output)."""
     eb, en = _errors(base), _errors(now)
-    grown: list[tuple[float, Change]] = []
-    better: list[tuple[float, Change]] = []
+    grown: list[tuple[float, int, Change]] = []
+    better: list[tuple[float, int, Change]] = []
     c = now.columns
     for r in range(len(now)):
         if now_state.exempt[r] or str(c["io"][r]).startswith("input"):  # an input row: its producer's output

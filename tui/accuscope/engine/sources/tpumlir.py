@@ -32,13 +32,14 @@ from accuscope.engine.sources import kinds
 from accuscope.engine.sources.ascend import bf16_to_float32
 from accuscope.engine.sources.mlirtext import LocTable, loc_use, tensor_type, tensor_types
 from accuscope.engine.sources.npyfile import read_npz
+from accuscope.engine.sources.sniffs import TPUMLIR_TOP
 from accuscope.engine.sources.tensor import Problem, SourceError, Tensor
 
 KIND = kinds.TPU_MLIR_NPZ
 CAST = "tpu.Cast"  # lowering's casts: `{what}_{f16|f32|...}`, beside the ops that kept their names
 CAST_SUFFIXES = ("_f32", "_si8", "_ui8", "_f16", "_bf16", "_i8", "_u8", "_si16", "_ui16", "_i16", "_u16",
                  "_si32", "_ui32", "_i32", "_u32", "_f8e4m3", "_f8e5m2", "_i4", "_si4", "_ui4")
-DEPLOY_SUFFIXES = {"top": "_top_outputs.npz", "tpu": "_tpu_outputs.npz", "model": "_model_outputs.npz"}
+DEPLOY_SUFFIXES = {"top": TPUMLIR_TOP, "tpu": "_tpu_outputs.npz", "model": "_model_outputs.npz"}
 INPUT_SUFFIX = "_in_f32.npz"
 ACTUAL, DESIRED = "_actual", "_desired"
 BOTH_SIDES = ("tdb_err.npz", "failed_bmodel_outputs.npz")

@@ -64,7 +64,7 @@ def parse_stages(values: list[str]) -> list[Stage]:
     or PATH, labelled by its file name without extension (numbered -2, -3 where a name comes again); a
     tpu-mlir work folder alone is expanded into its stages. SourceError for a label that is not a name, a
     label given twice, or a path not there."""
-    from accuscope.engine.sources.tpumlir import work_stages
+    from accuscope.engine.sources.sniffs import tpumlir_work_folder
     stages: list[Stage] = []
     given: set[str] = set()  # labels the user gave: one given twice is an error, a file name twice is numbered
     for text in values:
@@ -76,7 +76,10 @@ def parse_stages(values: list[str]) -> list[Stage]:
             raise SourceError(f"--npu {text}: the label {head!r} is not a name (letters, digits, _ . + -)")
         if not os.path.exists(path):
             raise SourceError(f"--npu {path}: no such file or folder")
-        expanded = work_stages(path) if os.path.isdir(path) and not label else []
+        expanded = []
+        if not label and tpumlir_work_folder(path):
+            from accuscope.engine.sources.tpumlir import work_stages  # a work folder's names only
+            expanded = work_stages(path)
         if expanded:
             stages += [Stage(name, p) for name, p in expanded]
             continue
