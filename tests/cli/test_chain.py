@@ -148,3 +148,30 @@ def test_two_builds_of_one_conversion_name_the_clamped_op_as_the_regression(tmp_
     assert r.returncode == 0, r.stderr
     doc = chain_json(r)
     assert doc["regressions"] == [] and doc["improvements"][0]["op"] == clamped
+
+
+DOC = FIXTURES.parents[1] / "docs" / "chain.md"
+
+
+def test_the_docs_compare_examples_run_as_written(tmp_path):
+    """docs/chain.md's `accuscope compare` examples on the committed corpus, as written (their paths from
+    the repository root, --out in a temporary folder); the chain line the page shows is the one printed."""
+    import re
+    import shlex
+    text = DOC.read_text()
+    blocks = [b.replace("\\\n", " ") for b in re.findall(r"```sh\n(.*?)```", text, re.S)]
+    runs = [shlex.split(b) for b in blocks if "tests/fixtures/" in b]
+    assert len(runs) == 2
+    shown = re.search(r"^chain ✗ fail: enters at .*$", text, re.M).group(0)
+    for k, words in enumerate(runs):
+        assert words[:2] == ["accuscope", "compare"]
+        out = words.index("--out")
+        words[out + 1] = str(tmp_path / f"t{k}")
+        words = [w.replace("tests/fixtures/", f"{FIXTURES}/", 1) if w.startswith(("tests/", "top=", "tpu=", "bmodel="))
+                 else w for w in words]  # the repository root's paths, from here
+        r = accuscope(*words[1:])
+        assert r.returncode == 0, r.stderr
+        if k == 0:
+            assert shown in r.stdout
+        else:
+            assert "no error enters" in r.stdout
