@@ -71,6 +71,7 @@ class TaskScreen(Screen):
         Binding("t", "thresholds", "thresholds", id="task.thresholds"), Binding("c", "chart_metric(1)", "chart metric", id="task.chart_metric_next"),
         Binding("C", "chart_metric(-1)", "previous chart metric", show=False, id="task.chart_metric_previous"),
         Binding("z", "zoom", "maximize pane", id="task.zoom"),
+        Binding("s", "stages", "a chain's stages", show=False, id="task.stages"),
         Binding("plus", "decide_pair(True)", "accept the structural pair", key_display="+", show=False,
                 id="task.accept_pair"),
         Binding("minus", "decide_pair(False)", "reject the structural pair", key_display="-", show=False,
@@ -240,7 +241,8 @@ class TaskScreen(Screen):
                               advising=self.advising,
                               warnings=self.opened.doc.coverage_warnings if self.opened else [],
                               counting=self.opened.total if self.loading else None,
-                              basis=self.opened.basis if self.opened else None)
+                              basis=self.opened.basis if self.opened else None,
+                              chain=self.opened.doc.chain if self.opened else None)
         self.query_one("#summary", Static).update("\n".join(lines))
         self.update_status()
 
@@ -431,6 +433,37 @@ class TaskScreen(Screen):
             return
         self.notify("thresholds saved in task.json", timeout=3)
         self.start_advice()  # the advisor reads the saved result
+
+    def action_stages(self) -> None:
+        """A chain task (tasks/chainrun.py): choose a stage's comparison with the reference, or its step
+        against the stage before, and open it."""
+        chain = self.opened.doc.chain if self.opened else None
+        stages = [st for st in (chain or {}).get("stages") or [] if isinstance(st, dict)]
+        if not stages:
+            self.notify("not a chain of stages: compare --npu A=.. --npu B=.. makes one", timeout=4)
+            return
+        folders: list[Path] = []
+        choices: list[tuple[str, int]] = []
+        for st in stages:
+            for key, against in (("task", "the reference"), ("step", "the stage before")):
+                where = st.get(key)
+                if isinstance(where, str) and not Path(where).is_absolute() and ".." not in Path(where).parts:
+                    choices.append((f"{printable(st.get('label', ''))}: {st.get('verdict', '') if key == 'task' else 'step'}"
+                                    f" against {against}", len(folders)))
+                    folders.append(self.folder / where)
+
+        def chosen(k: int | None) -> None:
+            if k is None or folders[k].resolve() == self.folder.resolve():
+                return
+            try:
+                task = load_task(folders[k])
+            except SourceError as exc:
+                self.notify(str(exc), title="cannot open", severity="error", timeout=8)
+                return
+            self.app.open_task(task)  # type: ignore[attr-defined]
+        from .dialogs import ChooseDialog
+        self.app.push_screen(ChooseDialog(f"the chain's stages ({printable(str(chain.get('line', '')))})", choices),
+                             chosen)
 
     def action_zoom(self) -> None:
         if self.maximized is not None:
