@@ -116,6 +116,16 @@ def test_onnx_chain_names_the_stage_and_node_of_a_planted_fault(cls_model, tmp_p
     doc = chain_json(r)
     assert (doc["entered"]["stage"], doc["entered"]["op"]) == (plant_in, planted)
     assert doc["entered"]["own"] is True
+    if plant_in == "opt":  # the report and the overlay carry the stage of entry
+        r = accuscope("report", tmp_path / "task", "--out", tmp_path / "report.md")
+        assert r.returncode == 0, r.stderr
+        report = (tmp_path / "report.md").read_text()
+        assert "a chain of opt -&gt; fp16 (this report: fp16 against the reference)" in report
+        assert f"fail: enters at opt: {planted}, " in report
+        r = accuscope("overlay", tmp_path / "task", "--out", tmp_path / "nd.json")
+        assert r.returncode == 0, r.stderr
+        (data,) = json.loads((tmp_path / "nd.json").read_text()).values()
+        assert data["name"] == f"accuscope cos · error enters at opt: {planted}"
 
 
 def test_onnx_chain_without_a_fault_names_no_stage(cls_model, tmp_path):
