@@ -15,7 +15,8 @@ judgement, kept in `_state` and `_verdict`) to say:
      the stage's own precision allows (PRECISION_NOISE by its dtype, at least expected.FLOOR): the
      error carried in from earlier stages is that stage's expected error, as the third side's is;
   the op named is that stage's earliest such row in execution order. Only a chain that does not pass
-  names an entry (a passing chain names no stage); where it fails and no step shows its own error (a
+  names an entry (a passing chain names no stage; one whose verdict is unknown, its outputs not known,
+  may); where it fails and no step shows its own error (a
   drift that grows a little at every stage), the entry is the first failing stage's first failing
   row, marked `own` False.
 - **regressions** (versions: `baseline` names the previous release, the last other candidate is the
@@ -166,13 +167,13 @@ def judge_chain(stages: list[StageTables], thresholds: Thresholds, baseline: str
         n = max(k for k in range(len(stages)) if k != b)
         regressions, improvements = _changes(stages[b].table, stages[n].table, keyed[b], states[n])
         outcome = "fail" if regressions else verdicts[n].outcome
-        if outcome == "fail":
+        if outcome != "pass":
             entry = _entry(stages, judged, states, keyed, only=n)
         return ChainJudgement(outcome, tuple(judged), entry, baseline, labels[n], tuple(regressions),
                               tuple(improvements))
     outcomes = {v.outcome for v in verdicts}
     outcome = "fail" if "fail" in outcomes else "unknown" if "unknown" in outcomes or not verdicts else "pass"
-    if outcome == "fail":
+    if outcome != "pass":
         entry = _entry(stages, judged, states, keyed)
     return ChainJudgement(outcome, tuple(judged), entry)
 

@@ -102,9 +102,8 @@ def parse_stages(values: list[str]) -> list[Stage]:
 
 def _label_of(path: str) -> str:
     name = os.path.basename(os.path.normpath(path))
-    for ext in (".npz", ".json", ".onnx", ".xml"):
-        if name.lower().endswith(ext):
-            name = name[: -len(ext)]
+    if not os.path.isdir(path):
+        name = os.path.splitext(name)[0]  # model.onnx, outputs.npz: their names
     name = re.sub(r"[^A-Za-z0-9_.+-]", "_", name).lstrip("._+-") or "stage"
     return name[:64]
 
@@ -143,7 +142,7 @@ def run_chain(spec: CompareSpec, stages: list[Stage], folder: str | Path, *, bas
     result)` after each comparison (`against`: "reference" or the stage before). Errors as
     taskrun.run_task (the first comparison's SourceError before anything is written)."""
     folder = Path(folder)
-    check_task_folder(folder)  # a folder of other things: refused before a sub-task is made in it
+    fresh = not check_task_folder(folder)  # a folder of other things: refused before a sub-task is made in it
     run = ChainRun(stages, baseline=baseline)
     last = own_stage(stages, baseline)
     if baseline is not None:  # the new release's step is against its baseline, whatever stands between
@@ -154,7 +153,15 @@ def run_chain(spec: CompareSpec, stages: list[Stage], folder: str | Path, *, bas
     order = [s for s in stages if s.label != last] + [by_label[last]]
     for s in order:  # the others first: the chain folder's own result comes last, as the chain is judged
         where = folder if s.label == last else folder / STAGES_DIR / s.label
-        result = run_task(replace(spec, npu=s.path), where, cancel=cancel, workers=workers)
+        try:
+            result = run_task(replace(spec, npu=s.path), where, cancel=cancel, workers=workers)
+        except SourceError as exc:
+            if fresh:  # unusable input leaves nothing: the sub-tasks this run made go with it
+                for sub in (STAGES_DIR, STEPS_DIR):
+                    shutil.rmtree(folder / sub, ignore_errors=True)
+                if folder.is_dir() and not any(folder.iterdir()):
+                    folder.rmdir()
+            raise SourceError(f"stage {s.label} against the reference: {exc}") from None
         if result.table is None:
             return run
         run.against_reference[s.label] = result
