@@ -13,7 +13,7 @@ import pytest
 
 from support.chains import clamp_builds, optimised_fp16_chain
 from support.cli import accuscope
-from support.data import FIXTURES
+from support.data import CACHE, FIXTURES
 
 TPUMLIR = FIXTURES / "conformance" / "tpumlir"
 REFERENCE = TPUMLIR / "tfm" / "tfm_onnx_all.npz"
@@ -186,3 +186,41 @@ def test_the_docs_compare_examples_run_as_written(tmp_path):
             assert shown in r.stdout
         else:
             assert "no error enters" in r.stdout
+
+
+CORPUS = CACHE / "conformance" / "tpumlir"
+MODE_TOLERANCE = {"f16": "0.99,0.90", "int8": "0.90,0.80"}  # model_deploy's defaults for the mode
+
+
+def npz_tool_first_failure(log: Path) -> str | None:
+    """The first tensor npz_tool's own log fails (NOT_SIMLIAR, its spelling; NOT_EQUAL, NOT_MATCH), None
+    when it printed `npz compare PASSED.`."""
+    import re
+    text = log.read_text()
+    if "npz compare FAILED." not in text:
+        return None
+    return re.search(r"^\[(\S+)\s*\]\s+NOT_(?:SIMLIAR|EQUAL|MATCH)", text, re.M).group(1)
+
+
+@pytest.mark.parametrize("model, mode", [("cls", "f16"), ("det", "f16"), ("det", "int8"), ("rec", "f16"),
+                                         ("rec", "int8")])
+def test_tpumlir_chains_enter_where_npz_tool_first_fails(tmp_path, model, mode):
+    """The truth from tpu-mlir's own checks, run as its tools run them (the corpus's npz_tool logs): the first
+    stage whose check fails (top against ONNX, tpu against top, the bmodel against tpu) and the first tensor
+    it fails; none where every check passed. The chain, at the mode's tolerance, names the same. (cls at
+    INT8 is not among them: its bmodel's one output, `..._softmax_reshape_f32`, pairs with no ONNX tensor.)"""
+    deploy = CORPUS / f"{model}-{mode}"
+    if not deploy.is_dir():
+        pytest.skip(f"{deploy}: the cached conformance corpus (tests/fixtures/conformance/tpumlir/make_corpus.py)")
+    checks = [("top", CORPUS / model / f"npz_tool_{model}-top-vs-onnx.log"),
+              ("tpu", deploy / f"npz_tool_{model}-{mode}-tpu-vs-top.log"),
+              ("bmodel", deploy / f"npz_tool_{model}-{mode}-model-vs-tpu.log")]
+    truth = next(((stage, op) for stage, log in checks if (op := npz_tool_first_failure(log))), None)
+    r = accuscope("compare", "--golden", CORPUS / model / f"{model}_onnx_all.npz",
+                  "--npu", f"top={CORPUS / model / f'{model}_top_outputs.npz'}",
+                  "--npu", f"tpu={next(deploy.glob('*_tpu_outputs.npz'))}",
+                  "--npu", f"bmodel={next(deploy.glob('*_model_outputs.npz'))}",
+                  "--tolerance", MODE_TOLERANCE[mode], "--out", tmp_path / "task", "--json")
+    assert r.returncode == 0, r.stderr
+    entered = chain_json(r)["entered"]
+    assert (None if entered is None else (entered["stage"], entered["op"])) == truth
