@@ -1,6 +1,6 @@
 """compare/chain.py's rules on chains run by tasks/chainrun.py (today's comparisons into sub-tasks): a
 fault that enters at one stage and is carried on, a drift no stage's own step shows, and the precision's
-noise by dtype. The CLI's tests on the real tools' chains: tests/cli/test_chain.py."""
+noise by dtype. The CLI's tests on the real tools' chains: tests/cli/test_chain_cli.py."""
 from __future__ import annotations
 
 import numpy as np

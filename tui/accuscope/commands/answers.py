@@ -50,15 +50,18 @@ def chain_json(run) -> dict:
     folder's own comparison's keys: `entered` ({stage, op, tensor, ...}, null when no error enters),
     `regressions` ([{op, tensor, baseline, now}] worst first), `improvements`, `stages` (each stage's
     judgement against the reference and its step's task) and `chain` (verdict, line, baseline, now)."""
+    from ..engine.tasks.chainrun import sub_tasks
     j = run.judgement
     stages = []
     for s in run.stages:
         sj = next(x for x in j.stages if x.label == s.label)
         table = run.against_reference[s.label].table
-        stages.append({"label": printable(s.label), "path": printable(s.path),
+        task, step = sub_tasks(run, s.label)
+        stages.append({"label": printable(s.label), "path": printable(s.path), "task": printable(task),
                        "verdict": {"outcome": sj.verdict.outcome, "line": printable(sj.verdict.line(table.columns["tensor"]))},
                        "rows": len(table), "failing": sj.failing, "own": len(sj.own),
-                       "step": None if s.label not in run.steps else {"rows": len(run.steps[s.label].table)}})
+                       "step": None if step is None else
+                       {"task": printable(step), "against": printable(sj.before), "rows": len(run.steps[s.label].table)}})
     entered = None if j.entered is None else {k: printable(v) if isinstance(v, str) else v
                                               for k, v in j.entered.to_dict().items()}
     changes = lambda cs: [{k: printable(v) if isinstance(v, str) else v for k, v in c.to_dict().items()} for c in cs]

@@ -13,6 +13,7 @@ from ..engine.tasks.chainrun import Stage, baseline_label, is_chain, own_stage, 
 from ..exitcode import ExitCode
 from .answers import chain_json, result_json
 from .common import VERDICT_MARKS, err, out, show, verdict_markup
+from .compare import advise_if_asked
 
 
 class Chain(NamedTuple):
@@ -32,11 +33,13 @@ def chain_of(npu: list[str] | str | None, baseline: str | None) -> Chain | None:
     return Chain(stages, baseline_label(stages, baseline))
 
 
-def compare_chain_and_report(spec, chain: Chain, args) -> int:
+def compare_chain_and_report(spec, chain: Chain, args, reference: str | None = None) -> int:
     """Run the chain into args.out and say what it found: a line per comparison, each stage's verdict,
-    the chain's verdict with the stage and op where the error enters (or the regressions)."""
+    the chain's verdict with the stage and op where the error enters (or the regressions); with
+    --advisor, the advice on the chain folder's own comparison. `reference`: what to call the golden
+    side (run: the reference model, not its dump)."""
     say = err.print if args.json else out.print
-    say(f"a chain of {len(chain.stages)} stages against {show(spec.golden)}: "
+    say(f"a chain of {len(chain.stages)} stages against {show(reference or spec.golden)}: "
         + " -> ".join(show(s.label) for s in chain.stages)
         + (f" (baseline: {show(chain.baseline)})" if chain.baseline else ""), soft_wrap=True)
     cancel = threading.Event()
@@ -69,9 +72,10 @@ def compare_chain_and_report(spec, chain: Chain, args) -> int:
     say(f"open {show(args.out)} (the {show(own_stage(chain.stages, chain.baseline))} stage; the others under "
         f"stages/ and steps/)", soft_wrap=True)
     own = run.against_reference[own_stage(chain.stages, chain.baseline)]
+    advice = advise_if_asked(args)
     if args.json:
         table, plan = own.table, own.plan
         summary = summarize(table, spec.thresholds, plan.coverage.basis)
-        doc = {**result_json(args.out, plan, summary, table, None), **chain_json(run)}
+        doc = {**result_json(args.out, plan, summary, table, advice), **chain_json(run)}
         sys.stdout.write(json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
     return ExitCode.FINDINGS if args.fail_on_error and j.outcome != "pass" else ExitCode.OK

@@ -243,7 +243,7 @@ def _compare_one_and_report(spec: engine.CompareSpec, args, one_source: bool) ->
         else:
             say("[yellow]metrics ran on the numpy fallback[/] (the compiled kernel is not built); "
                       "reinstall accuscope where a C compiler is present for 2-3x faster comparisons")
-    advice = _advise_if_asked(args)
+    advice = advise_if_asked(args)
     if args.json:
         sys.stdout.write(json.dumps(result_json(args.out, plan, summary, table, advice), indent=1,
                                     ensure_ascii=False) + "\n")
@@ -260,7 +260,7 @@ def _progress_bar():
                     TextColumn("{task.description}"), console=err.console, transient=True)
 
 
-def _advise_if_asked(args):
+def advise_if_asked(args):
     """--advisor: the advice on the task just written (printed unless --json); None without it."""
     if not args.advisor:
         return None
@@ -326,7 +326,7 @@ def compare_ranks_and_report(spec: engine.CompareSpec, args, one_source: bool = 
             say(show(summary.judged), soft_wrap=True)
     else:
         say(said_verdict(*run.verdict), soft_wrap=True)
-    advice = _advise_if_asked(args)
+    advice = advise_if_asked(args)
     if args.json:
         sys.stdout.write(json.dumps(ranks_json(args.out, run, summary, advice), indent=1, ensure_ascii=False) + "\n")
     if summary is None:  # a columnar task (too large for one table): the verdict of its ranks, each judged alone

@@ -56,7 +56,7 @@ def run(args) -> int:
     chain = chain_of([args.candidate, *(args.more or [])], args.baseline)
     if chain is not None:
         spec, generation = dump_chain(args, chain.stages, dump_with_progress)
-        code = compare_chain_and_report(spec, chain, args)
+        code = compare_chain_and_report(spec, chain, args, reference=args.reference)
         drop_older_dumps(Path(args.out), generation)
         return code
     dumped = dump_sides(args, dump_with_progress)

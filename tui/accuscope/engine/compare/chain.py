@@ -115,6 +115,7 @@ class StageJudgement:
     verdict: Verdict
     failing: int
     own: tuple[int, ...]
+    before: str = ""  # the stage its step is against ("": the reference)
 
 
 @dataclass(frozen=True)
@@ -161,7 +162,7 @@ def judge_chain(stages: list[StageTables], thresholds: Thresholds, baseline: str
         b = labels.index(s.before) if s.before in labels else None
         own = _own_rows(s, stages[b] if b is not None else None, keyed[b] if b is not None else None, states[k],
                         thresholds)
-        judged.append(StageJudgement(s.label, verdicts[k], int(states[k].fail.sum()), tuple(own)))
+        judged.append(StageJudgement(s.label, verdicts[k], int(states[k].fail.sum()), tuple(own), s.before))
     if baseline is not None:
         b = labels.index(baseline)
         n = max(k for k in range(len(stages)) if k != b)

@@ -216,6 +216,13 @@ def _drop_stale(folder: Path, labels: set[str]) -> None:
                 shutil.rmtree(old, ignore_errors=True)
 
 
+def sub_tasks(run: ChainRun, label: str) -> tuple[str, str | None]:
+    """The stage's comparisons as folders relative to the chain task: against the reference ("." for the
+    chain folder's own), and its step against the stage before (None where no step ran)."""
+    own = own_stage(run.stages, run.baseline)
+    return ("." if label == own else f"{STAGES_DIR}/{label}", f"{STEPS_DIR}/{label}" if label in run.steps else None)
+
+
 def chain_meta(run: ChainRun) -> dict:
     """task.json's `chain`: the stages in order (label, path, their sub-tasks relative to the chain
     task, each one's verdict), the baseline, and the judgement (verdict, line, entered, regressions)."""
@@ -224,11 +231,11 @@ def chain_meta(run: ChainRun) -> dict:
     by_label = {s.label: s for s in j.stages}
     stages = []
     for s in run.stages:
-        task = "." if s.label == own_stage(run.stages, run.baseline) else f"{STAGES_DIR}/{s.label}"
+        task, step = sub_tasks(run, s.label)
         sj = by_label[s.label]
-        stages.append({"label": s.label, "path": os.path.abspath(s.path), "task": task,
-                       "step": f"{STEPS_DIR}/{s.label}" if s.label in run.steps else None,
-                       "verdict": sj.verdict.outcome, "failing": sj.failing, "own": len(sj.own)})
+        stages.append({"label": s.label, "path": os.path.abspath(s.path), "task": task, "step": step,
+                       "before": sj.before or None, "verdict": sj.verdict.outcome, "failing": sj.failing,
+                       "own": len(sj.own)})
     return {"stages": stages, "baseline": j.baseline, "now": j.now, "verdict": j.outcome, "line": j.line(),
             "entered": j.entered.to_dict() if j.entered is not None else None,
             "regressions": [c.to_dict() for c in j.regressions[:100]],

@@ -35,7 +35,7 @@ def test_tpumlir_int8_chain_names_the_stage_and_op_where_the_error_enters(tmp_pa
     tpu, bmodel = deployment("int8_sym")
     out = tmp_path / "task"
     r = accuscope("compare", "--golden", REFERENCE, "--npu", f"top={TOP}", "--npu", f"tpu={tpu}",
-                  "--npu", f"bmodel={bmodel}", "--out", out, "--json", "--fail-on-error")
+                  "--npu", f"bmodel={bmodel}", "--out", out, "--json", "--fail-on-error", "--advisor")
     assert r.returncode == 1, r.stderr
     doc = chain_json(r)
     # top agrees with ONNX; tpu at INT8 breaks red 0.05 first at the second block's attention projection
@@ -46,8 +46,12 @@ def test_tpumlir_int8_chain_names_the_stage_and_op_where_the_error_enters(tmp_pa
     assert doc["regressions"] == []
     assert [(s["label"], s["verdict"]["outcome"]) for s in doc["stages"]] == \
         [("top", "pass"), ("tpu", "fail"), ("bmodel", "fail")]
+    assert [(s["task"], s["step"]) for s in doc["stages"]] == \
+        [("stages/top", None), ("stages/tpu", {"task": "steps/tpu", "against": "top", "rows": 9}),
+         (".", {"task": "steps/bmodel", "against": "tpu", "rows": 1})]
     assert doc["chain"]["verdict"] == "fail"
     assert doc["judgement"]["outcome"] == "fail"  # today's keys: the chain folder's own stage (bmodel)
+    assert doc["verdict"] is not None and (out / "advice.json").exists()  # --advisor: on that stage
     assert "enters at tpu: blocks.1.attn.proj/Add_Add" in r.stderr
     # the sub-tasks: each other stage against the reference, each failing stage against the one before
     assert (out / "stages" / "top" / "task.json").exists() and (out / "stages" / "tpu" / "task.json").exists()
