@@ -1,5 +1,5 @@
 """A chain task in the app (docs/chain.md): its summary names the stage and the op where the error enters,
-and `s` lists the stages and steps, opening the one chosen as a task of its own. On tpu-mlir's own files:
+the op table's `entered` column the stage where each row's error entered, and `s` lists the stages and steps, opening the one chosen as a task of its own. On tpu-mlir's own files:
 the tiny transformer's top -> tpu -> bmodel at INT8 (the conformance corpus)."""
 from __future__ import annotations
 
@@ -37,6 +37,9 @@ def test_a_chain_task_names_where_the_error_enters_and_s_opens_a_stage(chain_tas
                        and "chain" in screen_text(pilot.app))
         text = screen_text(pilot.app)
         assert "chain ✗ fail enters at tpu: blocks.1.attn.proj/Add_Add" in text
+        # the op table's `entered`: the bmodel's output row's error entered at tpu (its logits Gemm)
+        await wait_for(pilot, lambda: "entered" in task.table_widget.extra)
+        assert list(task.table_widget.extra["entered"]) == ["tpu"]
         await pilot.press("s")
         await wait_for(pilot, lambda: isinstance(pilot.app.screen, ChooseDialog))
         text = screen_text(pilot.app)

@@ -9,7 +9,8 @@ import pytest
 from accuscope.engine.compare.chain import noise_of
 from accuscope.engine.compare.comparison import CompareSpec
 from accuscope.engine.sources.tensor import SourceError
-from accuscope.engine.tasks.chainrun import Stage, parse_stages, run_chain
+from accuscope.engine.tasks.chainrun import Stage, entered_column, parse_stages, run_chain
+from accuscope.engine.tasks.task import load_task
 
 
 def write_stages(root, errors: list[dict[int, float]], n: int = 6, size: int = 4096) -> tuple[str, list[Stage]]:
@@ -44,6 +45,10 @@ def test_a_fault_enters_at_the_stage_that_makes_it_not_at_those_that_carry_it(tm
     assert [s.own for s in j.stages][2] == ()  # s2's step against s1 holds: carried, not its own
     assert set(run.steps) == {"s1", "s2"}  # the failing stages' steps, over their failing ops only
     assert len(run.steps["s1"].table) == 3
+    # per row of the chain folder's own table (s2): where each row's error entered, read back from the task
+    task = load_task(tmp_path / "task")
+    entered = dict(zip(task.table.columns["npu_op"], entered_column(task)))
+    assert entered == {"t0": "", "t1": "", "t2": "", "t3": "s1", "t4": "s1", "t5": "s1"}
 
 
 def test_a_drift_no_step_shows_names_the_first_failing_stage_as_grown(tmp_path):

@@ -29,6 +29,7 @@ from .footer import Footer
 from .formatting import shown
 from .messages import (
     AdviceDone,
+    ChainDone,
     CompareDone,
     ComparePlanned,
     CompareRows,
@@ -127,6 +128,7 @@ class TaskScreen(Screen):
         self._progress_text = ""
         self.advice: Advice | None = None
         self.advising = False
+        self.chain_columns: dict[str, np.ndarray] = {}  # a chain task's `entered` per row (chain_worker)
         self.saving, self._save_again = False, False  # thresholds being saved by save_worker
         self._edited_while_running: Thresholds | None = None  # applied to the run's result (reload)
         self.run_error = ""  # why the last run started here failed
@@ -578,7 +580,26 @@ class TaskScreen(Screen):
             return
         self.advising = True
         self.advice_worker(snapshot(self.opened))
+        if self.opened.doc.chain:
+            self.chain_worker(snapshot(self.opened))
         self.refresh_views()
+
+    @work(thread=True, exclusive=True, group="chain", exit_on_error=False)
+    def chain_worker(self, task: Task) -> None:
+        """A chain task's stage of entry per row, judged from its sub-tasks under the thresholds shown."""
+        from ..engine.tasks.chainrun import entered_column
+        deliver(self, ChainDone, lambda: entered_column(task))
+
+    @on(ChainDone)
+    def chain_done(self, message: ChainDone) -> None:
+        if message.error is not None:
+            self.notify(f"the chain's stages: {printable(str(message.error))}", severity="warning", timeout=8)
+            return
+        table = self.table_widget.table
+        if message.result is None or len(message.result) != len(table):
+            return
+        self.chain_columns = {"entered": text_array(message.result)}
+        self.table_widget.load(table, self.thresholds, extra={**self.table_widget.extra, **self.chain_columns})
 
     @work(thread=True, exclusive=True, group="advice", exit_on_error=False)
     def advice_worker(self, task: Task) -> None:
@@ -600,7 +621,7 @@ class TaskScreen(Screen):
         self.advice, self.advising = advice, False
         table = self.table_widget.table
         if advice is not None and advice.task.get("rows") in (None, len(table)):
-            self.table_widget.load(table, self.thresholds, extra=advice_columns(advice, len(table)))
+            self.table_widget.load(table, self.thresholds, extra={**advice_columns(advice, len(table)), **self.chain_columns})
         else:  # load's ViewChanged refreshed the views above
             self.refresh_views()
 
@@ -714,7 +735,7 @@ class TaskScreen(Screen):
             self.opened = load_task(self.folder)
         except SourceError:
             self.opened = None
-        self.advice = None
+        self.advice, self.chain_columns = None, {}
         edited, self._edited_while_running = self._edited_while_running, None
         if self.opened is not None and edited is not None:  # the result of the run, under them
             self.use_thresholds(edited)

@@ -188,6 +188,17 @@ def _verdict(table: ResultTable, thresholds: Thresholds, basis: Basis | None) ->
     return verdict(table, thresholds, basis)
 
 
+def entered_rows(stages: list[StageTables], judgement: ChainJudgement, k: int) -> list[str]:
+    """Per row of stage k's table against the reference: the label of the first stage whose own step adds
+    that row's error (the same reference op and tensor: row_key), "" where none does."""
+    first: dict[str, str] = {}
+    for s, sj in zip(stages, judgement.stages):
+        for r in sj.own:
+            first.setdefault(_key_of(s.table, r), s.label)
+    table = stages[k].table
+    return [first.get(_key_of(table, r), "") for r in range(len(table))]
+
+
 def failing_ops(table: ResultTable, thresholds: Thresholds) -> list[str]:
     """The ops of the table's failing rows, in execution order, each once: those a step compares."""
     c = table.columns

@@ -25,14 +25,17 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
-from accuscope.engine.compare.chain import ChainJudgement, StageTables, failing_ops, judge_chain
+from accuscope.engine.compare.chain import ChainJudgement, StageTables, entered_rows, failing_ops, judge_chain
 from accuscope.engine.compare.comparison import CompareSpec
 from accuscope.engine.sources.tensor import SourceError
 from accuscope.engine.tasks.task import CHAIN_DIRS, check_task_folder
 from accuscope.engine.tasks.taskdoc import mark_state
 from accuscope.engine.tasks.taskrun import RunResult, run_task
+
+if TYPE_CHECKING:
+    from accuscope.engine.tasks.task import Task
 
 STAGES_DIR, STEPS_DIR = CHAIN_DIRS
 _LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}")
@@ -240,3 +243,33 @@ def chain_meta(run: ChainRun) -> dict:
             "entered": j.entered.to_dict() if j.entered is not None else None,
             "regressions": [c.to_dict() for c in j.regressions[:100]],
             "improvements": [c.to_dict() for c in j.improvements[:100]], "problems": run.problems}
+
+
+def entered_column(task: Task) -> list[str] | None:
+    """Per row of a chain task's own table (the folder's result): the stage where that row's error entered
+    ("" where none), judged again under the task's thresholds from its sub-tasks; None for a task that
+    is not a chain. SourceError when a sub-task cannot be read."""
+    from accuscope.engine.tasks.task import load_task
+    chain = task.doc.chain or {}
+    stages = [st for st in chain.get("stages") or [] if isinstance(st, dict) and isinstance(st.get("label"), str)]
+    if not stages:
+        return None
+    tables, own = [], None
+    for k, st in enumerate(stages):
+        where, step = st.get("task"), st.get("step")
+        sub = task if where == "." else load_task(_inside(task.folder, where))
+        step_table = load_task(_inside(task.folder, step)).result[0] if step else None
+        tables.append(StageTables(st["label"], sub.result[0], sub.basis, step_table, str(st.get("before") or "")))
+        own = k if where == "." else own
+    if own is None:
+        return None
+    baseline = chain.get("baseline") if isinstance(chain.get("baseline"), str) else None
+    return entered_rows(tables, judge_chain(tables, task.result[1], baseline), own)
+
+
+def _inside(folder: Path, rel: object) -> Path:
+    """A sub-task's folder as task.json names it, held inside the chain task (a path elsewhere: SourceError)."""
+    if not isinstance(rel, str) or Path(rel).is_absolute() or ".." in Path(rel).parts:
+        raise SourceError(f"{folder}: task.json's chain names {rel!r}, not a sub-task of the folder")
+    return folder / rel
+
