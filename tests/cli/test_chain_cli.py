@@ -100,6 +100,7 @@ def test_a_tpumlir_work_folder_alone_is_its_stages(tmp_path):
     (["--npu", f"top={TOP}", "--npu", "tpu=/nonexistent.npz"], "/nonexistent.npz: no such file"),
     (["--npu", f"old={TOP}", "--npu", f"new={TOP}", "--baseline", "older"], "--baseline older: names none"),
     (["--npu", f"top={TOP}", "--npu", f"json={TPUMLIR / 'cases.json'}"], "stage json against the reference: "),
+    (["--npu", f"a={TOP}", "--npu", f"b={TOP}", "--tui"], "runs without --tui"),
 ])
 def test_a_chain_that_cannot_be_is_refused_naming_why(tmp_path, args, said):
     r = accuscope("compare", "--golden", REFERENCE, *args, "--out", tmp_path / "task")
