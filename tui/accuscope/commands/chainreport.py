@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import sys
 import threading
+from collections.abc import Callable
 from typing import NamedTuple
 
 from ..engine.compare.summary import summarize
@@ -13,7 +14,6 @@ from ..engine.tasks.chainrun import Stage, baseline_label, is_chain, own_stage, 
 from ..exitcode import ExitCode
 from .answers import chain_json, result_json
 from .common import VERDICT_MARKS, err, out, show, verdict_markup
-from .compare import advise_if_asked
 
 
 class Chain(NamedTuple):
@@ -33,11 +33,11 @@ def chain_of(npu: list[str] | str | None, baseline: str | None) -> Chain | None:
     return Chain(stages, baseline_label(stages, baseline))
 
 
-def compare_chain_and_report(spec, chain: Chain, args, reference: str | None = None) -> int:
+def compare_chain_and_report(spec, chain: Chain, args, advise: Callable, reference: str | None = None) -> int:
     """Run the chain into args.out and say what it found: a line per comparison, each stage's verdict,
     the chain's verdict with the stage and op where the error enters (or the regressions); with
-    --advisor, the advice on the chain folder's own comparison. `reference`: what to call the golden
-    side (run: the reference model, not its dump)."""
+    --advisor, the advice on the chain folder's own comparison (`advise(args)`: compare.advise_if_asked).
+    `reference`: what to call the golden side (run: the reference model, not its dump)."""
     say = err.print if args.json else out.print
     say(f"a chain of {len(chain.stages)} stages against {show(reference or spec.golden)}: "
         + " -> ".join(show(s.label) for s in chain.stages)
@@ -72,7 +72,7 @@ def compare_chain_and_report(spec, chain: Chain, args, reference: str | None = N
     say(f"open {show(args.out)} (the {show(own_stage(chain.stages, chain.baseline))} stage; the others under "
         f"stages/ and steps/)", soft_wrap=True)
     own = run.against_reference[own_stage(chain.stages, chain.baseline)]
-    advice = advise_if_asked(args)
+    advice = advise(args)
     if args.json:
         table, plan = own.table, own.plan
         summary = summarize(table, spec.thresholds, plan.coverage.basis)

@@ -6,6 +6,7 @@ import os
 import sys
 import threading
 from collections import Counter
+from contextlib import ExitStack
 from pathlib import Path
 
 from ..engine.compare import comparison as engine
@@ -123,13 +124,22 @@ def swapped_hint(spec: engine.CompareSpec) -> str:
 
 def run(args) -> int:
     from .chainreport import chain_of, compare_chain_and_report
-    chain = chain_of(args.npu, args.baseline)
+    listings = ExitStack()  # the work-folder check and the format sniffs list the --npu folder once between them
+    listings.enter_context(shared_listings())
+    try:
+        chain = chain_of(args.npu, args.baseline)
+        spec = spec_of(args) if chain is None else None
+        if chain is not None or args.tui:
+            listings.close()
+    except BaseException:
+        listings.close()
+        raise
     if chain is not None:
         if args.tui or args.cluster or args.source:
             raise SourceError("a chain of stages (--npu given several times, --baseline, a tpu-mlir work folder) "
                               "runs without --tui, --cluster or a SOURCE: run it, then open the task")
-        return compare_chain_and_report(spec_of(args, chain.stages[-1].path), chain, args)
-    spec = spec_of(args)
+        return compare_chain_and_report(spec_of(args, chain.stages[-1].path), chain, args, advise_if_asked)
+    assert spec is not None
     if args.cluster and args.tui:
         raise SourceError("--tui does not run on a cluster: run it without --tui, then open the task with "
                           f"`accuscope open {args.out}`")
@@ -138,16 +148,18 @@ def run(args) -> int:
             preflight(spec)
         from ..app.main import run as run_app
         return run_app(str(Path(args.out).parent), compare=(spec, args.out))
-    return compare_and_report(spec, args, warn_swapped=True)
+    return compare_and_report(spec, args, warn_swapped=True, listings=listings)
 
 
-def compare_and_report(spec: engine.CompareSpec, args, warn_swapped: bool = False) -> int:
+def compare_and_report(spec: engine.CompareSpec, args, warn_swapped: bool = False,
+                       listings: ExitStack | None = None) -> int:
     """Run the comparison into args.out (taskrun.run_comparison, which picks the path), print what it
     did, advise if asked. With --json the summary goes to stderr and one JSON object (see
-    `result_json`) to stdout. `warn_swapped`: say when the sides look swapped (`swapped_hint`)."""
+    `result_json`) to stdout. `warn_swapped`: say when the sides look swapped (`swapped_hint`).
+    `listings`: the caller's shared_listings block, closed here once the sniffs are done."""
     one_source = bool(getattr(args, "source", None))
-    with shared_listings():  # the rank search and the format sniffs list each side's folder once between them
-        rank_run = ranked(spec, getattr(args, "cluster", None), one_source)
+    with listings or ExitStack(), shared_listings():  # the rank search and the format sniffs list each
+        rank_run = ranked(spec, getattr(args, "cluster", None), one_source)  # side's folder once between them
         hint = swapped_hint(spec) if warn_swapped and not rank_run else ""
     if rank_run:
         return compare_ranks_and_report(spec, args, one_source)

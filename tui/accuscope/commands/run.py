@@ -23,7 +23,7 @@ from ..engine.sources import kinds
 from ..engine.sources.tensor import SourceError
 from ..engine.tasks.task import DUMPS_DIR, TASK_JSON
 from .common import err, out, show
-from .compare import add_comparison_options, compare_and_report
+from .compare import add_comparison_options, advise_if_asked, compare_and_report
 from .dump import RUNTIMES, add_input_options, dump_options, dump_with_progress, runtime_of
 
 if TYPE_CHECKING:
@@ -56,7 +56,7 @@ def run(args) -> int:
     chain = chain_of([args.candidate, *(args.more or [])], args.baseline)
     if chain is not None:
         spec, generation = dump_chain(args, chain.stages, dump_with_progress)
-        code = compare_chain_and_report(spec, chain, args, reference=args.reference)
+        code = compare_chain_and_report(spec, chain, args, advise_if_asked, reference=args.reference)
         drop_older_dumps(Path(args.out), generation)
         return code
     dumped = dump_sides(args, dump_with_progress)
