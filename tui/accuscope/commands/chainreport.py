@@ -9,6 +9,7 @@ import threading
 from collections.abc import Callable
 from typing import NamedTuple
 
+from ..engine.compare.chain import failing_count
 from ..engine.compare.summary import summarize
 from ..engine.tasks.chainrun import Stage, baseline_label, is_chain, own_stage, parse_stages, run_chain
 from ..exitcode import ExitCode
@@ -46,7 +47,7 @@ def compare_chain_and_report(spec, chain: Chain, args, advise: Callable, referen
 
     def compared(label: str, against: str, result) -> None:
         table, plan = result.table, result.plan
-        failing = int(spec.thresholds.evaluate(table).fail.sum())
+        failing = failing_count(table, spec.thresholds)
         say(f"  {show(label)} against {show(against)}: rows {len(table):,} · failing {failing:,} · "
             f"paired {plan.coverage.npu_paired:,} of {plan.coverage.npu_total:,} "
             f"({sum(result.timings.values()):.1f} s)", soft_wrap=True)

@@ -199,6 +199,11 @@ def entered_rows(stages: list[StageTables], judgement: ChainJudgement, k: int) -
     return [first.get(_key_of(table, r), "") for r in range(len(table))]
 
 
+def failing_count(table: ResultTable, thresholds: Thresholds) -> int:
+    """How many of the table's rows fail (the judgement's `fail`)."""
+    return int(_state(table, thresholds).fail.sum())
+
+
 def failing_ops(table: ResultTable, thresholds: Thresholds) -> list[str]:
     """The ops of the table's failing rows, in execution order, each once: those a step compares."""
     c = table.columns
