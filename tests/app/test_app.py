@@ -426,7 +426,7 @@ def plugin_task(ws, tmp_path):
         "    return '1', ''\n")
     folder = ws / MAIN.name
     doc = json.loads((folder / "task.json").read_text())
-    doc["custom_algorithms"], doc["algorithms"] = str(plugins), None  # all algorithms, the plugin too
+    doc["custom_dir"], doc["algorithms"] = str(plugins), None  # all algorithms, the plugin too
     (folder / "task.json").write_text(json.dumps(doc))
     return folder, plugins, ran
 
@@ -671,9 +671,9 @@ def test_new_task_form_asks_a_raw_bin_golden_for_shape_and_dtype(ws, tmp_path):
         form.query_one("#golden").value = str(tmp_path / "conv1.bin")
         form.query_one("#out").value = str(ws / "bin")
         await pilot.pause()
-        assert "needs its shape and dtype" in str(form.query_one("#why-shape").render())
-        form.query_one("#shape").value = "1,8,4,4"
-        form.query_one("#dtype").value = "float32"
+        assert "needs its shape and dtype" in str(form.query_one("#why-golden_shape").render())
+        form.query_one("#golden_shape").value = "1,8,4,4"
+        form.query_one("#golden_dtype").value = "float32"
         await pilot.pause()
         await start_from_form(pilot)
     drive(AccuscopeApp(ws), script)

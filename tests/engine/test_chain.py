@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from accuscope.engine.compare.chain import noise_of
-from accuscope.engine.compare.comparison import CompareSpec
+from accuscope.engine.compare.spec import CompareSpec
 from accuscope.engine.sources.tensor import SourceError
 from accuscope.engine.tasks.chainrun import Stage, entered_column, parse_stages, run_chain
 from accuscope.engine.tasks.task import load_task

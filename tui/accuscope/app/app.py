@@ -19,7 +19,7 @@ from .formatting import shown
 from .taskscreen import TaskScreen
 
 if TYPE_CHECKING:
-    from ..engine.compare.comparison import CompareSpec
+    from ..engine.compare.spec import CompareSpec
 
 # The task browser and the dialogs are imported when shown: `accuscope open TASK` draws neither in its
 # first frame.
@@ -50,7 +50,7 @@ class AccuscopeApp(App):
         holds Python code in a file anyone may have written: it is used only once the user confirmed
         that folder in this run of the app; declined (n), `then` gets the spec without plugins; esc
         calls nothing."""
-        path = task.path("custom_algorithms")
+        path = task.path("custom_dir")
 
         def spec(plugins: bool) -> CompareSpec:
             return task.spec(**({"custom_dir": str(path)} if plugins else {}))

@@ -216,7 +216,7 @@ def source_options(args) -> dict:
         options = option_texts(getattr(args, "options", None))
     except ValueError as exc:
         raise SourceError(f"--option: {exc}") from None
-    return {"pick": args.pick, "run": args.run, "shape": args.shape, "dtype": args.dtype, "step": args.step,
+    return {"pick": args.pick, "run": args.run, "shape": args.golden_shape, "dtype": args.golden_dtype, "step": args.step,
             "rank": args.rank, "stats_only": args.stats_only or None, "options": options or None}
 
 

@@ -9,11 +9,11 @@ from collections import Counter
 from contextlib import ExitStack
 from pathlib import Path
 
-from ..engine.compare import comparison as engine
 from ..engine.compare.inputs import build_spec, inputs
 from ..engine.compare.judgement import Basis
 from ..engine.compare.metrics import compiled_kernel
 from ..engine.compare.pair import DEVICE_ONLY
+from ..engine.compare.spec import CompareSpec
 from ..engine.compare.summary import summarize
 from ..engine.sides.registry import detect
 from ..engine.sources import kinds
@@ -76,7 +76,7 @@ def add_comparison_options(p) -> None:
                         "regressions (docs/chain.md)")
 
 
-def spec_of(args, npu: str | None = None) -> engine.CompareSpec:
+def spec_of(args, npu: str | None = None) -> CompareSpec:
     """The comparison `args` ask for; `npu`: the side under test, where --npu named a chain (its own stage)."""
     values = {i.name: getattr(args, i.name) for i in inputs("sides", "judging", "source")}
     values["npu"], values["golden"] = npu or _one(args.npu) or args.source, args.golden or args.source
@@ -96,7 +96,7 @@ def _one(npu: list[str] | str | None) -> str | None:
     return npu[-1] if isinstance(npu, list) and npu else npu or None
 
 
-def preflight(spec: engine.CompareSpec) -> None:
+def preflight(spec: CompareSpec) -> None:
     """What can be checked in a moment before the app opens: both sides and the models are there and
     readable as what they claim to be."""
     for flag, path in (("--npu", spec.npu), ("--golden", spec.golden)):
@@ -110,7 +110,7 @@ def preflight(spec: engine.CompareSpec) -> None:
             raise SourceError(f"{flag} {path}: no such file or folder")
 
 
-def swapped_hint(spec: engine.CompareSpec) -> str:
+def swapped_hint(spec: CompareSpec) -> str:
     """A device dump given as the reference and a framework dump as the side under test: say so."""
     try:
         npu, golden = detect(spec.npu).kind, detect(spec.golden).kind
@@ -151,7 +151,7 @@ def run(args) -> int:
     return compare_and_report(spec, args, warn_swapped=True, listings=listings)
 
 
-def compare_and_report(spec: engine.CompareSpec, args, warn_swapped: bool = False,
+def compare_and_report(spec: CompareSpec, args, warn_swapped: bool = False,
                        listings: ExitStack | None = None) -> int:
     """Run the comparison into args.out (taskrun.run_comparison, which picks the path), print what it
     did, advise if asked. With --json the summary goes to stderr and one JSON object (see
@@ -168,7 +168,7 @@ def compare_and_report(spec: engine.CompareSpec, args, warn_swapped: bool = Fals
     return _compare_one_and_report(spec, args, one_source)
 
 
-def _compare_one_and_report(spec: engine.CompareSpec, args, one_source: bool) -> int:
+def _compare_one_and_report(spec: CompareSpec, args, one_source: bool) -> int:
     """One comparison, with a progress bar."""
     say = err.print if args.json else out.print
     cancel = threading.Event()
@@ -284,7 +284,7 @@ def advise_if_asked(args):
     return advice
 
 
-def ranks_summary(spec: engine.CompareSpec, run):
+def ranks_summary(spec: CompareSpec, run):
     """The judgement of a multi-rank run (rankrun.RanksRun); None for a columnar task (too large for one
     table). SourceError when no rank could be compared."""
     if not any(r["state"] == "done" for r in run.results.values()):
@@ -293,7 +293,7 @@ def ranks_summary(spec: engine.CompareSpec, run):
     return summarize(run.table, spec.thresholds, Basis.from_coverage(run.coverage)) if run.table is not None else None
 
 
-def compare_ranks_and_report(spec: engine.CompareSpec, args, one_source: bool = False) -> int:
+def compare_ranks_and_report(spec: CompareSpec, args, one_source: bool = False) -> int:
     """A multi-rank comparison: one line per rank as it lands, then the totals (see rankrun)."""
     say = err.print if args.json else out.print
     cancel = threading.Event()

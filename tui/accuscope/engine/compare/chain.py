@@ -3,7 +3,7 @@ ORT-optimised -> fp16) or as versions (a baseline release and a new one), judged
 
 Nothing here compares tensors: a chain is today's pair comparisons (tasks/chainrun.py runs them into
 sub-tasks of the chain task), each stage against the reference and against the stage before, and this
-module reads their judged tables (`Thresholds.evaluate`, `judgement.verdict`: the only calls into the
+module reads their judged tables (`judgement.evaluate`, `judgement.verdict`: the only calls into the
 judgement, kept in `_state` and `_verdict`) to say:
 
 - **where the error enters**: the first stage, in pipeline order, holding a row that
@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from accuscope.engine.compare import judgement
 from accuscope.engine.compare.expected import EXCESS_LIMIT, FLOOR, SIGNIFICANT, error
 from accuscope.engine.compare.results import ResultTable
 
@@ -180,19 +181,18 @@ def judge_chain(stages: list[StageTables], thresholds: Thresholds, baseline: str
 
 
 def _state(table: ResultTable, thresholds: Thresholds) -> RowState:
-    return thresholds.evaluate(table)
+    return judgement.evaluate(table, thresholds)
 
 
 def _verdict(table: ResultTable, thresholds: Thresholds, basis: Basis | None) -> Verdict:
-    from accuscope.engine.compare.judgement import verdict
-    return verdict(table, thresholds, basis)
+    return judgement.verdict(table, thresholds, basis)
 
 
-def entered_rows(stages: list[StageTables], judgement: ChainJudgement, k: int) -> list[str]:
+def entered_rows(stages: list[StageTables], judged: ChainJudgement, k: int) -> list[str]:
     """Per row of stage k's table against the reference: the label of the first stage whose own step adds
     that row's error (the same reference op and tensor: row_key), "" where none does."""
     first: dict[str, str] = {}
-    for s, sj in zip(stages, judgement.stages):
+    for s, sj in zip(stages, judged.stages):
         for r in sj.own:
             first.setdefault(_key_of(s.table, r), s.label)
     table = stages[k].table

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 from accuscope.engine.compare.chain import ChainJudgement, StageTables, entered_rows, failing_ops, judge_chain
-from accuscope.engine.compare.comparison import CompareSpec
+from accuscope.engine.compare.spec import CompareSpec
 from accuscope.engine.sources.tensor import SourceError
 from accuscope.engine.tasks.task import CHAIN_DIRS, check_task_folder
 from accuscope.engine.tasks.taskdoc import mark_state

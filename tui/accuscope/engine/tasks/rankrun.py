@@ -23,11 +23,11 @@ from datetime import datetime
 from pathlib import Path
 
 from accuscope import __version__
-from accuscope.engine.compare import comparison as engine
 from accuscope.engine.compare.cluster import DaskCluster, LocalPool
 from accuscope.engine.compare.judgement import Basis, combined, verdict
 from accuscope.engine.compare.multirank import LOST, RankResult, given_mapping
 from accuscope.engine.compare.results import ResultTable
+from accuscope.engine.compare.spec import CompareSpec
 from accuscope.engine.compare.thresholds import Thresholds
 from accuscope.engine.progress import OnProgress, Progress
 from accuscope.engine.sources import ranks as rank_mod
@@ -63,7 +63,7 @@ class RanksRun:
         return [k for k, r in self.results.items() if r["state"] == LOST]
 
 
-def _fingerprint(spec: engine.CompareSpec) -> str:
+def _fingerprint(spec: CompareSpec) -> str:
     """What makes a rank's stored rows this comparison's rows."""
     fields = spec_fields(spec)
     fields.pop("relative", None)
@@ -96,7 +96,7 @@ def _record(result: RankResult, thresholds: Thresholds) -> dict:
             "unread_count": (result.coverage or {}).get("unread_count", 0)}
 
 
-def run_ranks(spec: engine.CompareSpec, folder: str | os.PathLike, cluster: str | None = None,
+def run_ranks(spec: CompareSpec, folder: str | os.PathLike, cluster: str | None = None,
               workers: int | None = None, rank: list[int] | None = None, step: list[int] | None = None,
               progress: OnProgress | None = None,
               cancel: threading.Event | None = None,
@@ -198,7 +198,7 @@ def _sides(records: dict) -> dict:
     return {side: kinds[0].get(side, "ranks") if kinds else "ranks" for side in ("npu", "golden")}
 
 
-def _finish(folder: Path, spec: engine.CompareSpec, run: RanksRun, fields: dict) -> None:
+def _finish(folder: Path, spec: CompareSpec, run: RanksRun, fields: dict) -> None:
     records = run.results
     run.rows = sum(r["rows"] for r in records.values())
     run.failing = sum(r["failing"] for r in records.values())
