@@ -158,6 +158,11 @@ def test_every_key_real_tasks_write_is_declared(tmp_path, monkeypatch):
                         "--out", tmp_path / "run"], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     _keys_of(tmp_path / "run", seen)
+    r = subprocess.run([sys.executable, "-m", "accuscope", "run", model, model, model, "--random-inputs", "--workers",
+                        "1", "--out", tmp_path / "chain"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr  # a chain of stages: its `chain`
+    _keys_of(tmp_path / "chain", seen)
+    _keys_of(tmp_path / "chain" / "stages" / "tinynet", seen)
     cancel = threading.Event()
     cancel.set()  # a re-run cancelled at once: task.json keeps what it tried under `attempt`
     run_task(load_task(main).spec(), main, cancel=cancel, workers=1)

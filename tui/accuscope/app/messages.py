@@ -89,6 +89,10 @@ class AdviceDone(Done):
     """The advisor's `Advice` for the task."""
 
 
+class ChainDone(Done):
+    """A chain task's per-row stage of entry (tasks/chainrun.entered_column): the op table's `entered`."""
+
+
 class ThresholdsSaved(Done):
     """The task's result saved again under edited thresholds: `result` the worker's snapshot `Task`
     that saved it (its `csv` and `doc` name what was written)."""

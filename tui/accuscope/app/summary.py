@@ -19,7 +19,7 @@ VERDICT_WORDS = {"pass": "[$mark-pass]✓ pass[/]", "fail": "[$mark-fail]✗ fai
 
 def summary_lines(table: ResultTable, thresholds: Thresholds, running: bool = False,
                   advice: Advice | None = None, advising: bool = False, warnings: list[str] | None = None,
-                  counting: int | None = None, basis: Basis | None = None) -> list[str]:
+                  counting: int | None = None, basis: Basis | None = None, chain: dict | None = None) -> list[str]:
     """Two lines at most: the advisor's main finding when there is advice, else the first failing
     row; then counts, after the verdict (judgement.verdict under `basis`: the one compare, show, advise
     and the report give) once the comparison is done. `counting`: the table holds the first rows of this
@@ -30,6 +30,13 @@ def summary_lines(table: ResultTable, thresholds: Thresholds, running: bool = Fa
     if not s.rows:
         return ["[dim]comparing: rows appear as they are computed…[/]" if running else "[dim]no rows[/]"]
     lines = []
+    if chain and not running and chain.get("verdict") in VERDICT_WORDS:  # a chain task: where the error enters first
+        stage = ""
+        for st in chain.get("stages") or []:
+            if isinstance(st, dict) and st.get("task") == ".":
+                stage = f" · this table: {shown(st.get('label', ''))} against the reference"
+        lines.append(f"chain {VERDICT_WORDS[chain['verdict']]} {shown(str(chain.get('line', '')).partition(': ')[2])}"
+                     f"{stage} · [dim]s: stages[/]")
     if warnings and not running:  # the comparison saw too little: say so before any verdict
         lines.append(f"[$mark-warn]! saw too little:[/] {shown(warnings[0])}")
     if advice is not None and advice.primary is not None:

@@ -29,6 +29,7 @@ from .footer import Footer
 from .formatting import shown
 from .messages import (
     AdviceDone,
+    ChainDone,
     CompareDone,
     ComparePlanned,
     CompareRows,
@@ -72,6 +73,7 @@ class TaskScreen(Screen):
         Binding("t", "thresholds", "thresholds", id="task.thresholds"), Binding("c", "chart_metric(1)", "chart metric", id="task.chart_metric_next"),
         Binding("C", "chart_metric(-1)", "previous chart metric", show=False, id="task.chart_metric_previous"),
         Binding("z", "zoom", "maximize pane", id="task.zoom"),
+        Binding("s", "stages", "a chain's stages", show=False, id="task.stages"),
         Binding("plus", "decide_pair(True)", "accept the structural pair", key_display="+", show=False,
                 id="task.accept_pair"),
         Binding("minus", "decide_pair(False)", "reject the structural pair", key_display="-", show=False,
@@ -127,6 +129,7 @@ class TaskScreen(Screen):
         self._progress_text = ""
         self.advice: Advice | None = None
         self.advising = False
+        self.chain_columns: dict[str, np.ndarray] = {}  # a chain task's `entered` per row (chain_worker)
         self.saving, self._save_again = False, False  # thresholds being saved by save_worker
         self._edited_while_running: Thresholds | None = None  # applied to the run's result (reload)
         self.run_error = ""  # why the last run started here failed
@@ -241,7 +244,8 @@ class TaskScreen(Screen):
                               advising=self.advising,
                               warnings=self.opened.doc.coverage_warnings if self.opened else [],
                               counting=self.opened.total if self.loading else None,
-                              basis=self.opened.basis if self.opened else None)
+                              basis=self.opened.basis if self.opened else None,
+                              chain=self.opened.doc.chain if self.opened else None)
         self.query_one("#summary", Static).update("\n".join(lines))
         self.update_status()
 
@@ -433,6 +437,37 @@ class TaskScreen(Screen):
         self.notify("thresholds saved in task.json", timeout=3)
         self.start_advice()  # the advisor reads the saved result
 
+    def action_stages(self) -> None:
+        """A chain task (tasks/chainrun.py): choose a stage's comparison with the reference, or its step
+        against the stage before, and open it."""
+        chain = self.opened.doc.chain if self.opened else None
+        stages = [st for st in (chain or {}).get("stages") or [] if isinstance(st, dict)]
+        if not stages:
+            self.notify("not a chain of stages: compare --npu A=.. --npu B=.. makes one", timeout=4)
+            return
+        folders: list[Path] = []
+        choices: list[tuple[str, int]] = []
+        for st in stages:
+            for key, against in (("task", "the reference"), ("step", "the stage before")):
+                where = st.get(key)
+                if isinstance(where, str) and not Path(where).is_absolute() and ".." not in Path(where).parts:
+                    choices.append((f"{printable(st.get('label', ''))}: {st.get('verdict', '') if key == 'task' else 'step'}"
+                                    f" against {against}", len(folders)))
+                    folders.append(self.folder / where)
+
+        def chosen(k: int | None) -> None:
+            if k is None or folders[k].resolve() == self.folder.resolve():
+                return
+            try:
+                task = load_task(folders[k])
+            except SourceError as exc:
+                self.notify(str(exc), title="cannot open", severity="error", timeout=8)
+                return
+            self.app.open_task(task)  # type: ignore[attr-defined]
+        from .dialogs import ChooseDialog
+        self.app.push_screen(ChooseDialog(f"the chain's stages ({printable(str(chain.get('line', '')))})", choices),
+                             chosen)
+
     def action_zoom(self) -> None:
         if self.maximized is not None:
             self.minimize()
@@ -546,7 +581,26 @@ class TaskScreen(Screen):
             return
         self.advising = True
         self.advice_worker(snapshot(self.opened))
+        if self.opened.doc.chain:
+            self.chain_worker(snapshot(self.opened))
         self.refresh_views()
+
+    @work(thread=True, exclusive=True, group="chain", exit_on_error=False)
+    def chain_worker(self, task: Task) -> None:
+        """A chain task's stage of entry per row, judged from its sub-tasks under the thresholds shown."""
+        from ..engine.tasks.chainrun import entered_column
+        deliver(self, ChainDone, lambda: entered_column(task))
+
+    @on(ChainDone)
+    def chain_done(self, message: ChainDone) -> None:
+        if message.error is not None:
+            self.notify(f"the chain's stages: {printable(str(message.error))}", severity="warning", timeout=8)
+            return
+        table = self.table_widget.table
+        if message.result is None or len(message.result) != len(table):
+            return
+        self.chain_columns = {"entered": text_array(message.result)}
+        self.table_widget.load(table, self.thresholds, extra={**self.table_widget.extra, **self.chain_columns})
 
     @work(thread=True, exclusive=True, group="advice", exit_on_error=False)
     def advice_worker(self, task: Task) -> None:
@@ -568,7 +622,7 @@ class TaskScreen(Screen):
         self.advice, self.advising = advice, False
         table = self.table_widget.table
         if advice is not None and advice.task.get("rows") in (None, len(table)):
-            self.table_widget.load(table, self.thresholds, extra=advice_columns(advice, len(table)))
+            self.table_widget.load(table, self.thresholds, extra={**advice_columns(advice, len(table)), **self.chain_columns})
         else:  # load's ViewChanged refreshed the views above
             self.refresh_views()
 
@@ -682,7 +736,7 @@ class TaskScreen(Screen):
             self.opened = load_task(self.folder)
         except SourceError:
             self.opened = None
-        self.advice = None
+        self.advice, self.chain_columns = None, {}
         edited, self._edited_while_running = self._edited_while_running, None
         if self.opened is not None and edited is not None:  # the result of the run, under them
             self.use_thresholds(edited)

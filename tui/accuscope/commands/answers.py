@@ -46,6 +46,31 @@ def result_json(folder, plan, summary, table, advice) -> dict:
             **advice_part(advice)}
 
 
+def chain_json(run) -> dict:
+    """What `compare --json` adds for a chain of stages (tasks/chainrun.ChainRun), beside the chain
+    folder's own comparison's keys: `entered` ({stage, op, tensor, ...}, null when no error enters),
+    `regressions` ([{op, tensor, baseline, now}] worst first), `improvements`, `stages` (each stage's
+    judgement against the reference and its step's task) and `chain` (verdict, line, baseline, now)."""
+    from ..engine.tasks.chainrun import sub_tasks
+    j = run.judgement
+    stages = []
+    for s in run.stages:
+        sj = next(x for x in j.stages if x.label == s.label)
+        table = run.against_reference[s.label].table
+        task, step = sub_tasks(run, s.label)
+        stages.append({"label": printable(s.label), "path": printable(s.path), "task": printable(task),
+                       "verdict": {"outcome": sj.verdict.outcome, "line": printable(sj.verdict.line(table.columns["tensor"]))},
+                       "rows": len(table), "failing": sj.failing, "own": len(sj.own),
+                       "step": None if step is None else
+                       {"task": printable(step), "against": printable(sj.before), "rows": len(run.steps[s.label].table)}})
+    entered = None if j.entered is None else {k: printable(v) if isinstance(v, str) else v
+                                              for k, v in j.entered.to_dict().items()}
+    changes = lambda cs: [{k: printable(v) if isinstance(v, str) else v for k, v in c.to_dict().items()} for c in cs]
+    return {"entered": entered, "regressions": changes(j.regressions), "improvements": changes(j.improvements),
+            "stages": stages, "chain": {"verdict": j.outcome, "line": printable(j.line()), "baseline": j.baseline,
+                                        "now": j.now, "problems": [printable(p) for p in run.problems]}}
+
+
 def ranks_json(folder, run, summary, advice) -> dict:
     """What `compare --json` prints for a multi-rank comparison (rankrun.RanksRun): each rank's state too."""
     done = [r for r in run.results.values() if r["state"] == "done"]

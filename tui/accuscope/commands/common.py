@@ -172,9 +172,11 @@ def shape_text(shape) -> str:
     return "(" + ",".join("?" if d is None else str(d) for d in shape) + ")" if shape is not None else "?"
 
 
-def add_inputs(p: argparse.ArgumentParser, *groups: str, optional: tuple[str, ...] = ()) -> None:
+def add_inputs(p: argparse.ArgumentParser, *groups: str, optional: tuple[str, ...] = (),
+               repeated: tuple[str, ...] = ()) -> None:
     """The comparison inputs of these groups (engine.compare.inputs) as options of `p`; the inputs
-    named in `optional` are not required here (something else can stand in for them)."""
+    named in `optional` are not required here (something else can stand in for them), those in
+    `repeated` may be given several times (a list: compare's --npu, a chain of stages)."""
     from ..engine.compare.inputs import inputs
     for item in inputs(*groups):
         def parse(text: str, item=item):
@@ -185,9 +187,19 @@ def add_inputs(p: argparse.ArgumentParser, *groups: str, optional: tuple[str, ..
         if item.kind == "flag":
             p.add_argument(item.flag, dest=item.name, action="store_true", help=item.help)
             continue
-        extra = {"action": "append"} if item.kind in ("thresholds", "options") else {}
+        extra = {"action": "append"} if item.kind in ("thresholds", "options") else \
+            {"action": Repeated} if item.name in repeated else {}
         p.add_argument(item.flag, dest=item.name, type=parse, default=item.default, metavar=item.cli_metavar,
                        required=item.required and item.name not in optional, help=item.help, **extra)
+
+
+class Repeated(argparse.Action):
+    """An option that may be given several times: one value as given (a str), several as a list. Not
+    argparse's "append", so that a front door taking one value (the MCP tools) still takes a str."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        got = getattr(namespace, self.dest, None)
+        setattr(namespace, self.dest, values if got is None else [*(got if isinstance(got, list) else [got]), values])
 
 
 def add_source_options(p: argparse.ArgumentParser, one_path: bool = False) -> None:

@@ -6,6 +6,7 @@ import os
 import sys
 import threading
 from collections import Counter
+from contextlib import ExitStack
 from pathlib import Path
 
 from ..engine.compare.inputs import build_spec, inputs
@@ -46,7 +47,11 @@ def register(p) -> None:
     p.add_argument("source", nargs="?", help="one file holding both sides: a Polygraphy JSON with two runners "
                                              "(the second is compared against the first), a tpu-mlir "
                                              "{name}_actual/_desired npz")
-    add_inputs(p, "sides", optional=("npu", "golden"))  # or one SOURCE holding both
+    add_inputs(p, "sides", optional=("npu", "golden"), repeated=("npu",))  # or one SOURCE holding both
+    p.epilog = ("A chain of stages: --npu given several times, each LABEL=PATH or PATH, in pipeline order "
+                "(--npu top=top_outputs.npz --npu tpu=tpu_outputs.npz --npu bmodel=model_outputs.npz), or a "
+                "tpu-mlir work folder alone: each stage is compared with the reference and with the stage before, "
+                "and the verdict names the stage and the op where the error enters (docs/chain.md).")
     add_comparison_options(p)
     p.add_argument("--tui", action="store_true", help="run inside the app: rows appear as they are compared")
     p.add_argument("--cluster", metavar="ADDRESS",
@@ -65,11 +70,16 @@ def add_comparison_options(p) -> None:
     p.add_argument("--workers", type=int, help="processes comparing pairs (default: all cores)")
     p.add_argument("--advisor", action="store_true", help="after the run, advise on it (as `accuscope advise`)")
     p.add_argument("--json", action="store_true", help="one JSON object on stdout (the summary goes to stderr)")
+    p.add_argument("--baseline", metavar="LABEL|PATH",
+                   help="a chain of versions: the candidate that is the previous release (its label or path); the "
+                        "ops whose error grew from it to the new one (the last other candidate) are named as "
+                        "regressions (docs/chain.md)")
 
 
-def spec_of(args) -> CompareSpec:
+def spec_of(args, npu: str | None = None) -> CompareSpec:
+    """The comparison `args` ask for; `npu`: the side under test, where --npu named a chain (its own stage)."""
     values = {i.name: getattr(args, i.name) for i in inputs("sides", "judging", "source")}
-    values["npu"], values["golden"] = args.npu or args.source, args.golden or args.source
+    values["npu"], values["golden"] = npu or _one(args.npu) or args.source, args.golden or args.source
     if not values["npu"] or not values["golden"]:
         raise SourceError("give both sides: --npu PATH --golden PATH (or one file holding both, such as a "
                           "Polygraphy JSON with two runners)")
@@ -79,6 +89,11 @@ def spec_of(args) -> CompareSpec:
         raise
     except ValueError as exc:
         raise SourceError(f"--threshold: {exc}") from None
+
+
+def _one(npu: list[str] | str | None) -> str | None:
+    """The one side --npu names (the last, where it was given several times outside a chain)."""
+    return npu[-1] if isinstance(npu, list) and npu else npu or None
 
 
 def preflight(spec: CompareSpec) -> None:
@@ -108,7 +123,23 @@ def swapped_hint(spec: CompareSpec) -> str:
 
 
 def run(args) -> int:
-    spec = spec_of(args)
+    from .chainreport import chain_of, compare_chain_and_report
+    listings = ExitStack()  # the work-folder check and the format sniffs list the --npu folder once between them
+    listings.enter_context(shared_listings())
+    try:
+        chain = chain_of(args.npu, args.baseline)
+        spec = spec_of(args) if chain is None else None
+        if chain is not None or args.tui:
+            listings.close()
+    except BaseException:
+        listings.close()
+        raise
+    if chain is not None:
+        if args.tui or args.cluster or args.source:
+            raise SourceError("a chain of stages (--npu given several times, --baseline, a tpu-mlir work folder) "
+                              "runs without --tui, --cluster or a SOURCE: run it, then open the task")
+        return compare_chain_and_report(spec_of(args, chain.stages[-1].path), chain, args, advise_if_asked)
+    assert spec is not None
     if args.cluster and args.tui:
         raise SourceError("--tui does not run on a cluster: run it without --tui, then open the task with "
                           f"`accuscope open {args.out}`")
@@ -117,16 +148,18 @@ def run(args) -> int:
             preflight(spec)
         from ..app.main import run as run_app
         return run_app(str(Path(args.out).parent), compare=(spec, args.out))
-    return compare_and_report(spec, args, warn_swapped=True)
+    return compare_and_report(spec, args, warn_swapped=True, listings=listings)
 
 
-def compare_and_report(spec: CompareSpec, args, warn_swapped: bool = False) -> int:
+def compare_and_report(spec: CompareSpec, args, warn_swapped: bool = False,
+                       listings: ExitStack | None = None) -> int:
     """Run the comparison into args.out (taskrun.run_comparison, which picks the path), print what it
     did, advise if asked. With --json the summary goes to stderr and one JSON object (see
-    `result_json`) to stdout. `warn_swapped`: say when the sides look swapped (`swapped_hint`)."""
+    `result_json`) to stdout. `warn_swapped`: say when the sides look swapped (`swapped_hint`).
+    `listings`: the caller's shared_listings block, closed here once the sniffs are done."""
     one_source = bool(getattr(args, "source", None))
-    with shared_listings():  # the rank search and the format sniffs list each side's folder once between them
-        rank_run = ranked(spec, getattr(args, "cluster", None), one_source)
+    with listings or ExitStack(), shared_listings():  # the rank search and the format sniffs list each
+        rank_run = ranked(spec, getattr(args, "cluster", None), one_source)  # side's folder once between them
         hint = swapped_hint(spec) if warn_swapped and not rank_run else ""
     if rank_run:
         return compare_ranks_and_report(spec, args, one_source)
@@ -222,7 +255,7 @@ def _compare_one_and_report(spec: CompareSpec, args, one_source: bool) -> int:
         else:
             say("[yellow]metrics ran on the numpy fallback[/] (the compiled kernel is not built); "
                       "reinstall accuscope where a C compiler is present for 2-3x faster comparisons")
-    advice = _advise_if_asked(args)
+    advice = advise_if_asked(args)
     if args.json:
         sys.stdout.write(json.dumps(result_json(args.out, plan, summary, table, advice), indent=1,
                                     ensure_ascii=False) + "\n")
@@ -239,7 +272,7 @@ def _progress_bar():
                     TextColumn("{task.description}"), console=err.console, transient=True)
 
 
-def _advise_if_asked(args):
+def advise_if_asked(args):
     """--advisor: the advice on the task just written (printed unless --json); None without it."""
     if not args.advisor:
         return None
@@ -305,7 +338,7 @@ def compare_ranks_and_report(spec: CompareSpec, args, one_source: bool = False) 
             say(show(summary.judged), soft_wrap=True)
     else:
         say(said_verdict(*run.verdict), soft_wrap=True)
-    advice = _advise_if_asked(args)
+    advice = advise_if_asked(args)
     if args.json:
         sys.stdout.write(json.dumps(ranks_json(args.out, run, summary, advice), indent=1, ensure_ascii=False) + "\n")
     if summary is None:  # a columnar task (too large for one table): the verdict of its ranks, each judged alone

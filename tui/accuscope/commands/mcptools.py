@@ -40,8 +40,8 @@ from . import options
 from .answers import advice_json, op_json, precision_json, ranks_json, result_json, show_json
 
 # What the CLI has that an agent is not given (see the module's docstring), by command.
-LEFT_OUT = {"compare": {"json", "tui", "cluster", "fail_on_error", "custom_dir"},
-            "run": {"json", "fail_on_error", "custom_dir"}, "advise": {"json"}, "sensitivity": {"json"},
+LEFT_OUT = {"compare": {"json", "tui", "cluster", "fail_on_error", "custom_dir", "baseline"},  # a chain: the CLI's
+            "run": {"json", "fail_on_error", "custom_dir", "baseline", "more"}, "advise": {"json"}, "sensitivity": {"json"},
             "show": {"format", "out", "fail_on_error"}, "op": set(), "precision": {"json", "check"}}
 # The options naming a path (a word among WORDS is not one: --shards names, --expected auto).
 PATHS = {"compare": {"source", "npu", "golden", "expected", "shards", "model", "npu_model", "golden_model",

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
@@ -22,12 +23,13 @@ from ..engine.sources import kinds
 from ..engine.sources.tensor import SourceError
 from ..engine.tasks.task import DUMPS_DIR, TASK_JSON
 from .common import err, out, show
-from .compare import add_comparison_options, compare_and_report
+from .compare import add_comparison_options, advise_if_asked, compare_and_report
 from .dump import RUNTIMES, add_input_options, dump_options, dump_with_progress, runtime_of
 
 if TYPE_CHECKING:
     from ..engine.compare.spec import CompareSpec
     from ..engine.runs.ortdump import DumpReport
+    from ..engine.tasks.chainrun import Stage
 
 DUMPS = DUMPS_DIR
 
@@ -38,6 +40,10 @@ def register(p) -> None:
                      "and compare CAND against REF operator by operator. Exit codes as compare.")
     p.add_argument("reference", metavar="REF", help="the reference model (the golden side): ONNX, OpenVINO IR .xml or .tflite")
     p.add_argument("candidate", metavar="CAND", help="the model under test (the NPU side): ONNX, OpenVINO IR .xml or .tflite")
+    p.add_argument("more", metavar="CAND", nargs="*",
+                   help="more models under test: with CAND, a chain of stages in pipeline order (fp32 -> "
+                        "ORT-optimised -> fp16 ...), each MODEL or LABEL=MODEL; the verdict names the stage and the "
+                        "op where the error enters (with --baseline: the ops that regressed; docs/chain.md)")
     add_input_options(p)
     p.add_argument("--reference-runtime", choices=RUNTIMES, default=None,
                    help="what runs REF when it is ONNX (--runtime is CAND's): onnxruntime (default) or openvino")
@@ -46,6 +52,13 @@ def register(p) -> None:
 
 
 def run(args) -> int:
+    from .chainreport import chain_of, compare_chain_and_report
+    chain = chain_of([args.candidate, *(args.more or [])], args.baseline)
+    if chain is not None:
+        spec, generation = dump_chain(args, chain.stages, dump_with_progress)
+        code = compare_chain_and_report(spec, chain, args, advise_if_asked, reference=args.reference)
+        drop_older_dumps(Path(args.out), generation)
+        return code
     dumped = dump_sides(args, dump_with_progress)
     for name, how in {**dumped.golden.casts, **dumped.npu.casts}.items():
         err.print(f"[yellow]note:[/] input {show(name)} {show(how)} (the model's input type)")
@@ -69,9 +82,38 @@ def dump_sides(args, dump) -> Dumped:
     """Both models of `args` (REF, CAND, the input and judging options of `run`) dumped into the task
     folder args.out by `dump(model, out_dir, label, **options)` (dump.dump_with_progress, or the MCP
     server's, reporting progress to its client); on any failure nothing of this run is left."""
+    def more(generation: Path, options: dict) -> None:
+        if args.expected == "auto":
+            args.expected = _expected_side(args, generation, options, dump)
+    generation, reports = _dump_models(args, dump, [("CAND", args.candidate, "npu", "running the candidate")], more)
+    values = {i.name: getattr(args, i.name) for i in inputs("judging")}
+    spec = build_spec({**values, "npu": str(generation / "npu"), "golden": str(generation / "golden")})
+    return Dumped(spec, generation, reports["golden"], reports["npu"])
+
+
+def dump_chain(args, stages: list[Stage], dump) -> tuple[CompareSpec, Path]:
+    """REF and every stage's model dumped as dump_sides does (`TASK/dumps/{generation}/golden` and
+    `.../stages/LABEL`); the stages rewritten in place to name their dumps. The chain's spec (its NPU
+    side the last stage's dump) and the generation's folder."""
+    if args.expected:
+        raise SourceError("--expected: one candidate's third side; a chain's stages are each other's reference")
+    generation, _ = _dump_models(args, dump, [(f"CAND {s.label}", s.path, f"stages/{s.label}",
+                                               f"running {s.label}") for s in stages])
+    for k, s in enumerate(stages):
+        stages[k] = s._replace(path=str(generation / "stages" / s.label))
+    values = {i.name: getattr(args, i.name) for i in inputs("judging")}
+    return build_spec({**values, "npu": stages[-1].path, "golden": str(generation / "golden")}), generation
+
+
+def _dump_models(args, dump, candidates: list[tuple[str, str, str, str]],
+                 more: Callable[[Path, dict], None] | None = None) -> tuple[Path, dict[str, DumpReport]]:
+    """REF and the `candidates` ((flag, model, folder under the generation, what the bar says) each)
+    dumped into a new generation of args.out (`more(generation, options)` then, inside the same cleanup);
+    on any failure nothing of this run is left. The generation and the reports by folder ("golden" too)."""
     runtimes = {}
-    for flag, path, runtime, option in (("REF", args.reference, args.reference_runtime, "--reference-runtime"),
-                                        ("CAND", args.candidate, args.runtime, "--runtime")):
+    models = [("REF", args.reference, args.reference_runtime, "--reference-runtime")] + \
+        [(flag, path, args.runtime, "--runtime") for flag, path, _, _ in candidates]
+    for flag, path, runtime, option in models:
         try:
             runtimes[flag] = runtime_of(path, runtime, option)
         except SourceError as exc:
@@ -84,24 +126,23 @@ def dump_sides(args, dump) -> Dumped:
     options = dump_options(args)
     generation = folder.resolve() / DUMPS / datetime.now().strftime("%Y%m%d%H%M%S%f")
     created = not folder.exists()
-    files = Writes()  # the reference's files are written while the candidate runs
+    files = Writes()  # each model's files are written while the next one runs
+    reports = {}
     try:
-        golden = dump(args.reference, str(generation / "golden"), "running the reference",
-                      runtime=runtimes["REF"], files=files, **options)
-        npu = dump(args.candidate, str(generation / "npu"), "running the candidate",
-                   runtime=runtimes["CAND"], files=files, **options)
+        reports["golden"] = dump(args.reference, str(generation / "golden"), "running the reference",
+                                 runtime=runtimes["REF"], files=files, **options)
+        for flag, path, where, label in candidates:
+            reports[where] = dump(path, str(generation / where), label, runtime=runtimes[flag], files=files, **options)
         files.finish()
-        if args.expected == "auto":
-            args.expected = _expected_side(args, generation, options, dump)
+        if more is not None:
+            more(generation, options)
     except BaseException:
         files.abandon()
         shutil.rmtree(generation, ignore_errors=True)
         if created:
             shutil.rmtree(folder, ignore_errors=True)
         raise
-    values = {i.name: getattr(args, i.name) for i in inputs("judging")}
-    spec = build_spec({**values, "npu": str(generation / "npu"), "golden": str(generation / "golden")})
-    return Dumped(spec, generation, golden, npu)
+    return generation, reports
 
 
 def _expected_side(args, generation: Path, options: dict, dump) -> str:

@@ -11,7 +11,8 @@ framework op reached by several device ops keeps the worst. Thresholds colour a 
 task's threshold for the metric (cos fails low, errors fail high); a metric the task has no
 threshold for gets a green-to-red gradient. A value made NaN by NaN/inf on the NPU side is the
 worst the scale holds (-1.79e308 for a metric failing low, +1.79e308 for one failing high), in red;
-an infinite metric (SQNR of identical tensors) is +-1.79e308 too, JSON having no inf.
+an infinite metric (SQNR of identical tensors) is +-1.79e308 too, JSON having no inf. A chain task's
+data is named with the stage and op where the error enters (docs/chain.md).
 """
 from __future__ import annotations
 
@@ -114,7 +115,9 @@ def overlay(task: Task, model: str | Path, metric: str = "cos") -> Overlay:
     if not results:
         raise SourceError(f"{task.folder}: none of its compared ops is a node of {model} (graph "
                           f"{graph_id or 'without a name'}); is it the model the golden side ran?")
-    data: dict = {"name": f"accuscope {key}",
+    entered = (task.doc.chain or {}).get("entered")  # a chain task (tasks/chainrun.py): the stage of entry
+    where = f" · error enters at {entered.get('stage')}: {entered.get('op')}" if isinstance(entered, dict) else ""
+    data: dict = {"name": f"accuscope {key}{where}",
                   "results": {n: ({"value": v, "bgColor": FAIL} if n in red else {"value": v})
                               for n, v in results.items()}}
     if threshold is not None:

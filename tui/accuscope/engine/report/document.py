@@ -50,6 +50,18 @@ class Report:
     findings: list[Finding]
     charts: list[Chart]
     notes: list[str] = field(default_factory=list)
+    chain: str = ""  # a chain task's stages and where the error enters (tasks/chainrun.py), "" for a pair
+
+
+def chain_text(chain: dict | None) -> str:
+    """`a chain of top -> tpu -> bmodel (this report: bmodel against the reference): fail: enters at tpu: ...`
+    from task.json's `chain`; "" for a task that is not one."""
+    stages = [st for st in (chain or {}).get("stages") or [] if isinstance(st, dict)]
+    if not stages or chain is None:
+        return ""
+    own = next((str(st.get("label", "")) for st in stages if st.get("task") == "."), "")
+    return (f"a chain of {' -> '.join(str(st.get('label', '')) for st in stages)}"
+            + (f" (this report: {own} against the reference)" if own else "") + f": {chain.get('line', '')}")
 
 
 def worst_rows(task: Task, advice: Advice | None, k: int) -> list[int]:
@@ -116,7 +128,7 @@ def build_report(task: Task, advice: Advice | None, worst: int = WORST, metric: 
     return Report(task=task.folder.name, folder=str(task.folder), created=time.strftime("%Y-%m-%d %H:%M:%S"),
                   verdict=verdict, severity=severity, account=account, coverage=coverage,
                   warnings=task.doc.coverage_warnings, findings=list(advice.findings) if advice else [],
-                  charts=charts, notes=notes)
+                  charts=charts, notes=notes, chain=chain_text(task.doc.chain))
 
 
 # ------------------------------------------------------------------ HTML
@@ -153,7 +165,7 @@ def render_html(r: Report) -> str:
              f"<h1>accuscope report: {_t(r.task)}</h1>",
              f'<div class="meta">{_t(r.folder)} · {_t(r.created)} · accuscope {_t(__version__)}</div>',
              "<h2>Verdict</h2>", f'<div class="verdict {_t(r.severity)}">{MARKS.get(r.severity, "")} {_t(r.verdict)}</div>',
-             f"<p>{_t(r.account)}</p>",
+             f"<p>{_t(r.account)}</p>", *([f'<p class="chain">{_t(r.chain)}</p>'] if r.chain else []),
              "<h2>Coverage</h2>", f"<p>{_t(r.coverage)}</p>"]
     parts += [f'<p class="warning">⚠ {_t(w)}: the verdict covers only what was paired</p>' for w in r.warnings]
     if r.findings:
@@ -180,6 +192,7 @@ def render_markdown(r: Report, files: dict[str, str]) -> str:
     lines = [f"# accuscope report: {_md(r.task)}", "",
              f"<code>{_t(r.folder)}</code> · {_md(r.created)} · accuscope {__version__}",  # no `code span`
              "", "## Verdict", "", f"**{MARKS.get(r.severity, '')} {_md(r.verdict)}**", "", _md(r.account), "",
+             *([_md(r.chain), ""] if r.chain else []),
              "## Coverage", "", _md(r.coverage), ""]
     lines += [f"- ⚠ {_md(w)}: the verdict covers only what was paired" for w in r.warnings]
     if r.findings:

@@ -146,3 +146,18 @@ def atb(path: str) -> bool:
     except OSError:
         return False
     return head.startswith(b"$Version=") and ATB_END in head
+
+
+# ------------------------------------------------------------------ tpu-mlir work folders (sources/tpumlir.py)
+
+TPUMLIR_TOP = "_top_outputs.npz"  # model_transform's `{m}_top_outputs.npz`: a work folder holds one
+
+
+def tpumlir_work_folder(path: str) -> bool:
+    """Whether `path` is a model_transform/model_deploy work folder (it holds a `{m}_top_outputs.npz`):
+    a chain's stages (tpumlir.work_stages), asked of every folder --npu names."""
+    try:
+        return os.path.isdir(path) and any(n.endswith(TPUMLIR_TOP) for n in listing(path)[1])
+    except OSError:
+        return False
+

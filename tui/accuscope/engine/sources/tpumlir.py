@@ -32,13 +32,14 @@ from accuscope.engine.sources import kinds
 from accuscope.engine.sources.ascend import bf16_to_float32
 from accuscope.engine.sources.mlirtext import LocTable, loc_use, tensor_type, tensor_types
 from accuscope.engine.sources.npyfile import read_npz
+from accuscope.engine.sources.sniffs import TPUMLIR_TOP
 from accuscope.engine.sources.tensor import Problem, SourceError, Tensor
 
 KIND = kinds.TPU_MLIR_NPZ
 CAST = "tpu.Cast"  # lowering's casts: `{what}_{f16|f32|...}`, beside the ops that kept their names
 CAST_SUFFIXES = ("_f32", "_si8", "_ui8", "_f16", "_bf16", "_i8", "_u8", "_si16", "_ui16", "_i16", "_u16",
                  "_si32", "_ui32", "_i32", "_u32", "_f8e4m3", "_f8e5m2", "_i4", "_si4", "_ui4")
-DEPLOY_SUFFIXES = {"top": "_top_outputs.npz", "tpu": "_tpu_outputs.npz", "model": "_model_outputs.npz"}
+DEPLOY_SUFFIXES = {"top": TPUMLIR_TOP, "tpu": "_tpu_outputs.npz", "model": "_model_outputs.npz"}
 INPUT_SUFFIX = "_in_f32.npz"
 ACTUAL, DESIRED = "_actual", "_desired"
 BOTH_SIDES = ("tdb_err.npz", "failed_bmodel_outputs.npz")
@@ -293,6 +294,32 @@ def find_deploy_files(folder: str) -> list[DeployPair]:
             pairs.append(DeployPair(os.path.join(folder, tops[m]), os.path.join(folder, n), label,
                                     os.path.join(folder, inputs[m]) if m in inputs else ""))
     return pairs
+
+
+def work_stages(folder: str) -> list[tuple[str, str]]:
+    """A model_transform/model_deploy work folder as the stages of a chain (compare/chain.py), in
+    pipeline order: `top` (`{m}_top_outputs.npz`), `tpu` and `bmodel` (one deployment's
+    `{prefix}_tpu_outputs.npz` and `{prefix}_model_outputs.npz`, those present); [] when the folder holds
+    none of them. SourceError when it holds several deployments (they are not one pipeline: each names
+    its own chain) or several models."""
+    pairs = find_deploy_files(folder)
+    tops = sorted({p.reference for p in pairs}) or sorted(
+        os.path.join(folder, n) for n in os.listdir(folder) if n.endswith(DEPLOY_SUFFIXES["top"]))
+    if not tops:
+        return []
+    if len(tops) > 1:
+        raise SourceError(f"{folder}: a tpu-mlir work folder of {len(tops)} models "
+                          f"({', '.join(os.path.basename(t) for t in tops)}): give each stage as --npu LABEL=FILE")
+    prefixes = sorted({os.path.basename(p.target)[: -len(DEPLOY_SUFFIXES[p.label])] for p in pairs})
+    if len(prefixes) > 1:
+        one = os.path.join(folder, prefixes[0])
+        raise SourceError(f"{folder}: a tpu-mlir work folder of {len(prefixes)} deployments ({', '.join(prefixes)}), "
+                          f"each a chain of its own: name one's stages, e.g. --npu top={tops[0]} "
+                          f"--npu tpu={one}{DEPLOY_SUFFIXES['tpu']} --npu bmodel={one}{DEPLOY_SUFFIXES['model']}")
+    found = [("top", tops[0])]
+    for label, stage in (("tpu", "tpu"), ("model", "bmodel")):
+        found += [(stage, p.target) for p in pairs if p.label == label]
+    return found
 
 
 def describe(path: str, tensors: list[Tensor], **_options) -> list[str]:

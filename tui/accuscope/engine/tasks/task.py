@@ -67,6 +67,7 @@ ADVICE_JSON = "advice.json"
 LOCK = ".lock"  # held (flock) by the process running the task
 CSV_NAME = re.compile(r"result_(\d{14})(?:_\d+)?\.csv$")
 EXPORTS_DIR, RETEST_DIR = "exports", "retest"  # TASK/exports/{start}--{end}/retest is a task too
+CHAIN_DIRS = ("stages", "steps")  # a chain task's sub-tasks (tasks/chainrun.py)
 DUMPS_DIR = "dumps"  # TASK/dumps/{time}/{golden,npu}: what `accuscope run` dumped for the task
 _DUMP_JSON_LIMIT = 16 << 20  # an `accuscope dump` folder's dump.json (a few KB), not msprobe's (100 MB of data)
 
@@ -546,7 +547,8 @@ def unwritable(exc: BaseException, path: str | os.PathLike) -> SourceError | Non
 def check_task_folder(folder: Path) -> bool:
     """Whether `folder` is already a task (or an empty folder); SourceError when it is a file or a
     folder that holds other things."""
-    return ours(folder, TASK_JSON, "an accuscope task", also=(LOCK, DUMPS_DIR))  # dumps: `accuscope run` made them
+    return ours(folder, TASK_JSON, "an accuscope task",  # dumps: `accuscope run` made them; a chain's sub-tasks
+                also=(LOCK, DUMPS_DIR, CHAIN_DIRS[0], CHAIN_DIRS[1]))
 
 
 def create_task_folder(folder: Path) -> None:

@@ -147,6 +147,9 @@ class TaskDoc:
     step_filter: Key[list | None] = Key(list, None, "the steps chosen (--step)")
     ranks: Key[dict] = Key(dict, {}, "per rank: state, step, rank, proc, rel, rows, failing, worker, seconds, error ...")
     columnar = Key(bool, False, "the rows live in columns/ only (above storage.COLUMNAR_ROWS)")
+    # ---- a chain of stages (tasks/chainrun.py) ----
+    chain: Key[dict | None] = Key(dict, None, "a chain task: its stages in order (label, path, sub-tasks, verdicts), "
+                                  "baseline, verdict, line, entered, regressions, improvements (chainrun.chain_meta)")
     # ---- made by others ----
     demo: Key[dict | None] = Key(dict, None, "a demo task's title, story and framework_model (demo/workspace.py)")
     parent: Key[str | None] = Key(str, None, "a re-test task: the task its export came from")
