@@ -605,6 +605,9 @@ def _execute(plan: Plan, progress: OnProgress | None, cancel: threading.Event | 
     if (rule := polytol.of(plan.spec)) is not None:  # Polygraphy's rule: one more pass over the compared pairs
         for row, cells in polytol.pair_cells(plan, computed, rule).items():
             third.setdefault(row, {}).update(cells)
+    for row, pair in enumerate(plan.pairs):  # what the dump tool reported of the row (RKNN's "single")
+        if pair.npu.reported:
+            third.setdefault(row, {}).update(pair.npu.reported)
     table = _table(plan, computed, third)
     plan.spec.thresholds.apply(table)
     return table

@@ -125,6 +125,11 @@ def _tpumlir() -> Reader:
     return tpumlir
 
 
+def _rknn() -> Reader:
+    from accuscope.engine.sources import rknn
+    return rknn
+
+
 def _polygraphy():
     from accuscope.engine.sources import polygraphy
     return polygraphy
@@ -285,6 +290,9 @@ FORMATS: list[Format] = [
     Format(kinds.TPU_MLIR_NPZ, "tpu-mlir .npz (model_transform, model_deploy, model_runner, npz_tool: "
            "{tensor}_{OpType} keys, cast suffixes _f32/_f16/_si8..., {name}_actual/_desired)",
            lambda p: _tpumlir().sniff(p), _dialect(_tpumlir), reader=_tpumlir, options=TPU_MLIR_OPTIONS),
+    Format(kinds.RKNN, "RKNN-Toolkit2 accuracy_analysis snapshot (the folder: golden/, simulator/[, runtime/], "
+           "map_name_to_file.txt, error_analysis.txt; or one of its side folders)", lambda p: _rknn().sniff(p),
+           _dialect(_rknn), reader=_rknn),
     Format(kinds.NPZ, ".npz archive (tensor name per member)", _suffix(".npz"), _golden(kinds.NPZ)),
     Format(kinds.POLYGRAPHY, "Polygraphy RunResults .json or per-iteration folder (`polygraphy run --save-outputs`)",
            _is_run_results, _golden(kinds.POLYGRAPHY)),
