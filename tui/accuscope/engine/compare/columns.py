@@ -111,9 +111,9 @@ METRIC_TABLE: tuple[Metric, ...] = (
            place=14),
     Metric("rknn_single_cos", "RknnSingleCos", "RKNN's own cos of the layer alone on golden inputs (error_analysis.txt "
            "'single'): low, the layer adds the error; high under a failing cos, it inherits it", origin="rknn",
-           label="single_cos", short="scos", lower_is_worse=True, place=14, reported=True),
+           label="sgl_cos", short="scos", lower_is_worse=True, place=14, reported=True),
     Metric("rknn_single_euc", "RknnSingleEuc", "RKNN's own euclidean distance of the layer alone on golden inputs "
-           "(error_analysis.txt 'single')", origin="rknn", label="single_euc", short="seuc", place=14, reported=True),
+           "(error_analysis.txt 'single')", origin="rknn", label="sgl_euc", short="seuc", place=14, reported=True),
     # msprobe's statistics compare (no tensor data: Max/Min/Mean/L2 norm as its dump.json records
     # them), its md5 mode's checksums, and our stat_mag (its "double check" rule as a number).
     *(Metric(f"{s}_diff", f"{s.title() if s != 'norm' else 'L2norm'} diff",
