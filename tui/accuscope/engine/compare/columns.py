@@ -180,6 +180,8 @@ TABLE_TAIL = [m.key for m in METRIC_TABLE if m.place is None]
 BRIEF = [m.key for m in sorted((m for m in METRIC_TABLE if m.brief and not m.recorded), key=lambda m: m.place or 0)]
 BRIEF_RECORDED = [m.key for m in METRIC_TABLE if m.brief and m.recorded]  # a statistics comparison's, table order
 ISOLATED = [m.key for m in METRIC_TABLE if m.isolated]
+REPORTED = [m.key for m in METRIC_TABLE if m.reported]  # a dump tool's own figures (Tensor.reported)
+REPORTED_BESIDE = {"rknn": ["euc"]}  # what to show beside them: the same tool's measure computed here
 HELP = {m.key: m.help for m in METRIC_TABLE}
 # The ladder's words, best first (tpu-mlir spells the last one NOT_SIMLIAR; we do not).
 TPU_VERDICTS = ("EQUAL", "CLOSE", "SIMILAR", "NOT_SIMILAR")

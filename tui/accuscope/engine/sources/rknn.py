@@ -117,31 +117,33 @@ def read(path: str, *, side: str | None = None, **_options) -> tuple[list[Tensor
     tensors = []
     for (name, file), npy, held in zip(layers, npys, have):
         op_type, figures = errors.get(name, ("", {}))
-        fields = {"op_type": op_type, "tensor_name": name,
-                  "reported": tuple((k, v) for k, v in figures.items() if k in SINGLE) if named == "simulator" else ()}
+        reported = tuple((k, v) for k, v in figures.items() if k in SINGLE) if named == "simulator" else ()
+        text = os.path.join(folder, file)
         if held:
             head = next(heads)
-            if isinstance(head, Exception):
+            if isinstance(head, Exception):  # kept, unreadable: its row says why
                 problems.append(Problem(npy, f"{name}: {head}"))
+                tensors.append(Tensor(op=name, io=OUTPUT, index=0, dtype=None, shape=(), source=npy, op_type=op_type,
+                                      tensor_name=name, problem=str(head), reported=reported))
                 continue
-            tensors.append(npy_file_tensor(name, npy, *head, **fields))
-            continue
-        text = os.path.join(folder, file)
-        if not os.path.isfile(text):
+            meta, offset, data = head
+            tensors.append(npy_file_tensor(name, npy, meta, offset, data, op_type=op_type, tensor_name=name,
+                                           reported=reported))
+        elif os.path.isfile(text):
+            tensors.append(_text_tensor(name, text, op_type, reported))
+        else:
             problems.append(Problem(folder, f"{name}: neither {file} nor npy/{os.path.basename(npy)} here"))
-            continue
-        tensors.append(_text_tensor(name, text, **fields))
     return tensors, problems
 
 
-def _text_tensor(name: str, path: str, **fields) -> Tensor:
+def _text_tensor(name: str, path: str, op_type: str, reported: tuple[tuple[str, float], ...]) -> Tensor:
     """A layer from its .txt (one value a line): flat, float32, its length counted by its lines."""
     with open(path, "rb") as fh:
         data = fh.read()
     count = data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
     return Tensor(op=name, io=OUTPUT, index=0, dtype=np.dtype(np.float32), shape=(count,), source=path,
                   dtype_name="float32", conversion="flattened (RKNN's .txt: no shape)",
-                  reader=partial(_text_values, path, count), **fields)
+                  op_type=op_type, tensor_name=name, reported=reported, reader=partial(_text_values, path, count))
 
 
 def _text_values(path: str, count: int) -> np.ndarray:

@@ -1,0 +1,112 @@
+"""`accuscope compare` on snapshots RKNN-Toolkit2 2.5.0's accuracy_analysis wrote (tests/fixtures/rknn,
+made by its make_fixtures.py): the snapshot folder alone (simulator against golden) and its side folders,
+accuscope's cos and euc held to RKNN's own error_analysis.txt, RKNN's "single" figures as columns and as
+the advisor's origins, a snapshot without its npy/ folders (flat values), and broken snapshots."""
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from accuscope.engine.tasks.task import load_task
+from support.cli import accuscope
+
+HERE = Path(__file__).resolve().parents[1] / "fixtures" / "rknn"
+SNAP = HERE / "cls-int8" / "snapshot"  # npy/ folders kept
+TEXT = HERE / "cls-int8-narrow-calib" / "snapshot"  # .txt only: flat values
+# one layer of error_analysis.txt, read here independently of the reader: [Type] name  cos | euc  cos | euc
+ROW = re.compile(r"^\[[^\]]+\] (\S+)\s+([\d.]+) \| ([\d.]+)\s+([\d.]+) \| ([\d.]+)")
+
+
+def rknn_figures(snapshot: Path) -> dict[str, tuple[float, float, float, float]]:
+    found = {}
+    for line in (snapshot / "error_analysis.txt").read_text().splitlines():
+        m = ROW.match(line)
+        if m:
+            found[m.group(1)] = tuple(float(v) for v in m.groups()[1:])
+    assert len(found) > 100
+    return found
+
+
+def columns(task: Path) -> dict:
+    c = load_task(task).table.columns
+    return {k: c[k].tolist() for k in ("npu_op", "cos", "euc", "rknn_single_cos", "rknn_single_euc", "shape")}
+
+
+@pytest.mark.parametrize("snapshot", [SNAP, TEXT], ids=["npy", "text"])
+def test_the_snapshot_alone_agrees_with_rknns_own_error_analysis(snapshot, tmp_path):
+    r = accuscope("compare", snapshot, "--out", tmp_path / "t", "--json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert json.loads(r.stdout)["rows"] == 129
+    c = columns(tmp_path / "t")
+    figures = rknn_figures(snapshot)
+    rows = {op: k for k, op in enumerate(c["npu_op"])}
+    assert list(rows)[:2] == ["x", "x_int8"] and len(rows) == 129  # map_name_to_file.txt's order
+    for name, (cos, euc, single_cos, single_euc) in figures.items():
+        k = rows[name]
+        assert abs(c["cos"][k] - cos) <= 1e-4, (name, c["cos"][k], cos)  # RKNN's "entire": simulator vs golden
+        assert abs(c["euc"][k] - euc) <= 1e-4 * max(1.0, euc), (name, c["euc"][k], euc)
+        assert c["rknn_single_cos"][k] == single_cos and c["rknn_single_euc"][k] == single_euc
+    unreported = [op for op in c["npu_op"] if op not in figures]  # a layer RKNN prints no numbers for
+    assert all(c["rknn_single_cos"][rows[op]] != c["rknn_single_cos"][rows[op]] for op in unreported)  # NaN
+
+
+def test_the_side_folders_compare_as_the_snapshot_does_and_keep_the_shapes(tmp_path):
+    r = accuscope("compare", "--npu", SNAP / "simulator", "--golden", SNAP / "golden", "--out", tmp_path / "sides")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "rknn" in r.stdout and "paired 129 of 129" in r.stdout
+    r = accuscope("compare", SNAP, "--out", tmp_path / "alone")
+    assert r.returncode == 0, r.stdout + r.stderr
+    sides, alone = columns(tmp_path / "sides"), columns(tmp_path / "alone")
+    for key in ("cos", "euc", "rknn_single_cos"):
+        np.testing.assert_array_equal(sides[key], alone[key])
+    assert alone["shape"][alone["npu_op"].index("hardswish_0.tmp_0")] in ("[1,8,12,4]", "[1, 8, 12, 4]")
+
+
+def test_a_snapshot_without_npy_folders_is_read_flat_and_says_so(tmp_path):
+    r = accuscope("inspect", TEXT / "simulator")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "sides golden, simulator" in " ".join(r.stdout.split()) and "129 from .txt (flat)" in r.stdout
+    r = accuscope("compare", TEXT, "--out", tmp_path / "t")
+    c = columns(tmp_path / "t")
+    assert c["shape"][c["npu_op"].index("hardswish_0.tmp_0")]  == "[384]"  # 1x8x12x4, flat
+
+
+def test_rknns_single_figures_are_the_advisors_origins_and_shown_by_default(tmp_path):
+    r = accuscope("compare", TEXT, "--out", tmp_path / "t", "--advisor", "--fail-on-error")
+    assert r.returncode == 1, r.stdout + r.stderr  # the planted fault: calibrated 20x too narrow, the output fails
+    assert "origins by the dump tool's own single-layer figures (RKNN's error_analysis.txt)" in r.stdout
+    assert "relu_0.tmp_0 introduced the error" in r.stdout
+    assert "RKNN's own single-layer cos 0.8003" in r.stdout
+    advice = json.loads((tmp_path / "t" / "advice.json").read_text())
+    origins = {o["op"]: o for o in advice["ops"]}
+    single = rknn_figures(TEXT)
+    for op, o in origins.items():
+        if op in single and o["method"] == "reported":
+            assert o["origin"] == ("introduced" if single[op][2] < 0.99 else "inherited"), (op, o)
+    assert sum(o["method"] == "reported" for o in origins.values()) >= 100
+    r = accuscope("show", tmp_path / "t", "--format", "csv")
+    header = r.stdout.splitlines()[0].split(",")
+    assert {"euc", "rknn_single_cos", "rknn_single_euc"} <= set(header), header
+
+
+def test_broken_snapshots_are_named_with_their_problem(tmp_path):
+    bad = tmp_path / "snapshot"
+    shutil.copytree(TEXT, bad)
+    with (bad / "map_name_to_file.txt").open("a") as fh:
+        fh.write("a layer with spaces   file.txt\n")
+    r = accuscope("compare", bad, "--out", tmp_path / "t")
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert "map_name_to_file.txt: line 132: expected 'layer_name file_name'" in r.stdout + r.stderr
+    shutil.rmtree(bad / "golden")
+    (bad / "map_name_to_file.txt").write_text((TEXT / "map_name_to_file.txt").read_text())
+    r = accuscope("compare", bad, "--out", tmp_path / "t2")
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert "golden: no such folder in this RKNN snapshot (its sides: simulator)" in r.stdout + r.stderr
+    (bad / "simulator" / "relu_0_tmp_0.txt").unlink()
+    r = accuscope("inspect", bad / "simulator")
+    assert r.returncode == 1 and "relu_0.tmp_0: neither relu_0_tmp_0.txt nor npy/relu_0_tmp_0.npy here" in r.stdout + r.stderr
