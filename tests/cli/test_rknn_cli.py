@@ -110,3 +110,26 @@ def test_broken_snapshots_are_named_with_their_problem(tmp_path):
     (bad / "simulator" / "relu_0_tmp_0.txt").unlink()
     r = accuscope("inspect", bad / "simulator")
     assert r.returncode == 1 and "relu_0.tmp_0: neither relu_0_tmp_0.txt nor npy/relu_0_tmp_0.npy here" in r.stdout + r.stderr
+
+
+def test_a_model_of_fixed_shape_shapes_the_flat_layers(cls_model, tmp_path):
+    import onnx
+    m = onnx.load(cls_model)
+    for d, v in zip(m.graph.input[0].type.tensor_type.shape.dim, (1, 3, 24, 8)):  # the snapshot's input size
+        d.ClearField("dim_param")
+        d.dim_value = v
+    batch = m.graph.output[0].type.tensor_type.shape.dim[0]
+    batch.ClearField("dim_param")
+    batch.dim_value = 1
+    onnx.save(onnx.shape_inference.infer_shapes(m), tmp_path / "cls-24x8.onnx")
+    r = accuscope("compare", TEXT, "--model", tmp_path / "cls-24x8.onnx", "--out", tmp_path / "t")
+    assert r.returncode == 0, r.stdout + r.stderr
+    shaped = columns(tmp_path / "t")
+    r = accuscope("compare", TEXT, "--out", tmp_path / "flat")
+    flat = columns(tmp_path / "flat")
+    at = shaped["npu_op"].index
+    assert shaped["shape"][at("hardswish_0.tmp_0")] == "[1,8,12,4]" and shaped["shape"][at("x")] == "[1,3,24,8]"
+    assert shaped["shape"][at("x_int8")] == "[576]"  # RKNN's own layer: no tensor of the model, flat
+    np.testing.assert_array_equal(shaped["cos"], flat["cos"])
+    r = accuscope("inspect", TEXT, "--option", f"model={tmp_path / 'cls-24x8.onnx'}")
+    assert "124 from .txt shaped by cls-24x8.onnx" in " ".join(r.stdout.split()), r.stdout

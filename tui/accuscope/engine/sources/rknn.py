@@ -13,13 +13,17 @@ The snapshot folder, as RKNN-Toolkit2 2.5 writes it (tests/fixtures/rknn/make_fi
 Either a side folder (`snapshot/simulator`, `snapshot/golden`) or the snapshot itself is a source; the
 snapshot holds both sides (`side`: runtime when there is one, else simulator, against golden). A layer
 is read from its npy file where there is one (shape and float32 as RKNN held them), else from its text
-(flat: the .txt keeps no shape). The error table's "single" figures ride on the simulator side's tensors
+(flat: the .txt keeps no shape; with the `model` option, sides.registry's, a model of fixed input shape
+gives each layer, an ONNX tensor by name, its shape: `shaped`). The error table's "single" figures ride on the simulator side's tensors
 (`Tensor.reported`): RKNN's own answer to "did this layer add the error, or inherit it".
 """
 from __future__ import annotations
 
+import math
 import os
 import re
+from collections.abc import Mapping
+from dataclasses import replace
 from functools import partial
 
 import numpy as np
@@ -35,6 +39,7 @@ ERRORS = "error_analysis.txt"
 SIDES = ("golden", "simulator", "runtime")
 TABLE_LIMIT = 64 << 20  # a map or error table of a million layers
 REPORTED = ("rknn_entire_cos", "rknn_entire_euc", "rknn_single_cos", "rknn_single_euc")
+FLAT = "flattened (RKNN's .txt: no shape; the model= option gives it)"
 SINGLE = REPORTED[2:]  # carried on the simulator's tensors (the entire ones are its own cos and euc)
 _NUMBER = r"(?:\x1b\[[0-9;]*m)?([-+\d.eE]+|nan|inf)(?:\x1b\[0m)?"
 _ROW = re.compile(rf"^\[(?P<type>[^\]]+)\] (?P<name>\S+)(?:\s+{_NUMBER} \| {_NUMBER}\s+{_NUMBER} \| {_NUMBER})?")
@@ -94,9 +99,12 @@ def read_errors(root: str) -> dict[str, tuple[str, dict[str, float]]]:
     return found
 
 
-def read(path: str, *, side: str | None = None, **_options) -> tuple[list[Tensor], list[Problem]]:
+def read(path: str, *, side: str | None = None, model: str | None = None,
+         shapes: Mapping[str, tuple[int, ...]] | None = None, **_options) -> tuple[list[Tensor], list[Problem]]:
     """One side's layers in the map's order (`side` for the snapshot folder: golden, simulator or runtime;
-    default runtime where there is one, else simulator)."""
+    default runtime where there is one, else simulator). `model`: the model given for the side, and `shapes`
+    its tensors' static shapes (sides.registry reads them from it: the graphs sit above the sources): a
+    layer read flat from its .txt takes its shape there (`shaped`)."""
     path = os.fspath(path)
     root, named = _root_side(path)
     if named is None:
@@ -133,6 +141,8 @@ def read(path: str, *, side: str | None = None, **_options) -> tuple[list[Tensor
             tensors.append(_text_tensor(name, text, op_type, reported))
         else:
             problems.append(Problem(folder, f"{name}: neither {file} nor npy/{os.path.basename(npy)} here"))
+    if model and shapes:
+        tensors = shaped(tensors, shapes, model)
     return tensors, problems
 
 
@@ -142,8 +152,25 @@ def _text_tensor(name: str, path: str, op_type: str, reported: tuple[tuple[str, 
         data = fh.read()
     count = data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
     return Tensor(op=name, io=OUTPUT, index=0, dtype=np.dtype(np.float32), shape=(count,), source=path,
-                  dtype_name="float32", conversion="flattened (RKNN's .txt: no shape)",
+                  dtype_name="float32", conversion=FLAT,
                   op_type=op_type, tensor_name=name, reported=reported, reader=partial(_text_values, path, count))
+
+
+def shaped(tensors: list[Tensor], shapes: Mapping[str, tuple[int, ...]], model: str) -> list[Tensor]:
+    """The flat layers (read from .txt) in the shape `shapes` gives their name (a model's tensor shapes), where
+    it holds as many values; the others as they are."""
+    out = []
+    for t in tensors:
+        shape = shapes.get(t.op)
+        if t.conversion == FLAT and shape is not None and math.prod(shape) == t.size and t.reader is not None:
+            t = replace(t, shape=shape, conversion=f"RKNN's .txt, shaped as {os.path.basename(model)} shapes it",
+                        reader=partial(_reshaped, t.reader, shape))
+        out.append(t)
+    return out
+
+
+def _reshaped(load, shape: tuple[int, ...]) -> np.ndarray:
+    return np.asarray(load()).reshape(shape)
 
 
 def _text_values(path: str, count: int) -> np.ndarray:
@@ -154,15 +181,18 @@ def _text_values(path: str, count: int) -> np.ndarray:
     return values
 
 
-def describe(path: str, tensors: list[Tensor], *, side: str | None = None, **_options) -> list[str]:
+def describe(path: str, tensors: list[Tensor], *, side: str | None = None, model: str | None = None,
+             **_options) -> list[str]:
     """Lines for `inspect`: the sides the snapshot holds, how many layers came from npy and from text, and
     how many RKNN's error table reports on."""
     root, named = _root_side(os.fspath(path))
     sides = [s for s in SIDES if os.path.isdir(os.path.join(root, s))]
-    flat = sum(1 for t in tensors if t.conversion)
+    flat = sum(1 for t in tensors if t.conversion == FLAT)
+    modelled = sum(1 for t in tensors if t.conversion and t.conversion != FLAT)
     reported = sum(1 for t in tensors if t.reported)
     lines = [f"RKNN snapshot {root}: sides {', '.join(sides)}; this side: {named or side or 'simulator'}",
-             f"{len(tensors) - flat} layer(s) from npy/ (shaped), {flat} from .txt (flat)"]
+             f"{len(tensors) - flat - modelled} layer(s) from npy/ (shaped), {flat} from .txt (flat)"
+             + (f", {modelled} from .txt shaped by {os.path.basename(model or 'the model')}" if modelled else "")]
     if reported:
-        lines.append(f"{reported} layer(s) with RKNN's own entire/single cos and euc (error_analysis.txt)")
+        lines.append(f"{reported} layer(s) with RKNN's own single-layer cos and euc (error_analysis.txt)")
     return lines
