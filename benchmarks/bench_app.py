@@ -40,7 +40,7 @@ from textual import events
 
 from accuscope.app.app import AccuscopeApp
 from accuscope.app.optable import OperatorTable
-from accuscope.engine.compare import comparison as engine
+from accuscope.engine.compare.spec import CompareSpec
 from accuscope.engine.tasks import taskrun
 from accuscope.engine.tasks.taskrun import run_task
 
@@ -51,7 +51,7 @@ async def measure(npu: str, golden: str, inline: bool) -> tuple[list[float], flo
     """inline=True: the comparison in the app's worker thread, as the app did before it always
     used worker processes (kept to show why)."""
     taskrun.run_task = (lambda *a, **k: run_task(*a, **{**k, "workers": 1})) if inline else run_task
-    spec = engine.CompareSpec(npu, golden)
+    spec = CompareSpec(npu, golden)
     with tempfile.TemporaryDirectory() as tmp:
         app = AccuscopeApp(Path(tmp), compare=(spec, Path(tmp) / "task"))
         latencies = []
@@ -108,12 +108,13 @@ def big_task(folder: Path, rows: int) -> Path:
     """A saved task of `rows` rows (bench_optable's transformer-like table), built once."""
     from bench_optable import build_table
 
+    from accuscope.engine.compare import judgement
     from accuscope.engine.compare.thresholds import Thresholds
     from accuscope.engine.tasks.task import save_task
     task = folder / f"task-{rows}"
     if not (task / "task.json").exists():
         table = build_table(rows)
-        Thresholds().apply(table)
+        judgement.apply(table, Thresholds())
         save_task(task, {"npu": "bench", "golden": "bench"}, table, Thresholds())
     return task
 

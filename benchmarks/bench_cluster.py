@@ -20,9 +20,9 @@ import shutil
 import time
 from pathlib import Path
 
-from accuscope.engine.compare import comparison as engine
 from accuscope.engine.compare.cluster import DaskCluster
 from accuscope.engine.compare.metrics import CHUNK
+from accuscope.engine.compare.spec import CompareSpec
 from accuscope.engine.demo.ranktree import write_rank_tree
 
 SLACK_MB = 64  # allocator and library noise per worker beyond its chunk buffers
@@ -42,7 +42,7 @@ def warm(root: Path) -> int:
 
 
 def measure(npu: Path, golden: Path, workers: int) -> dict:
-    spec = engine.CompareSpec(str(npu), str(golden))
+    spec = CompareSpec(str(npu), str(golden))
     with DaskCluster(f"local:{workers}") as cluster:
         before = cluster.client.run(peak_rss_mb)
         leaves, _ = cluster.discover(str(npu), str(golden))

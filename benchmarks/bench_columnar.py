@@ -56,8 +56,8 @@ print(json.dumps({"rows": len(table), "first": times[0], "again": times[1],
 
 def build(folder: Path, ranks: int, tensors: int, repeat: int) -> int:
     """The columnar task in `folder` (kept between runs); returns its rows."""
-    from accuscope.engine.compare import comparison as engine
     from accuscope.engine.compare.results import ResultTable
+    from accuscope.engine.compare.spec import CompareSpec
     from accuscope.engine.demo.ranktree import write_rank_tree
     from accuscope.engine.tasks import rankrun
     from accuscope.engine.tasks.columnstore import write_columns
@@ -70,7 +70,7 @@ def build(folder: Path, ranks: int, tensors: int, repeat: int) -> int:
     shutil.rmtree(folder, ignore_errors=True)
     npu, golden = write_rank_tree(folder / "tree", ranks=ranks, tensors=tensors, size=64, faulty=(3,), bad_from=700)
     rankrun.COLUMNAR_ROWS = 0  # columnar whatever its size, as the app test does
-    rankrun.run_ranks(engine.CompareSpec(str(npu), str(golden)), task, workers=2)
+    rankrun.run_ranks(CompareSpec(str(npu), str(golden)), task, workers=2)
     meta = json.loads(doc.read_text())
     tables = list(rank_tables(task, meta["ranks"], []))
 

@@ -43,6 +43,7 @@ import numpy as np
 
 from accuscope.engine.compare import comparison as engine
 from accuscope.engine.compare.metrics import compiled_kernel
+from accuscope.engine.compare.spec import CompareSpec
 from accuscope.engine.sources.ascend import DumpTensor, write_dump_file
 
 EPS64, EPS32 = np.finfo(np.float64).eps, np.finfo(np.float32).eps
@@ -220,10 +221,11 @@ STAGES = """
 import json, sys, tempfile, time
 t0 = time.perf_counter()
 from accuscope.engine.compare import comparison as engine
+from accuscope.engine.compare.spec import CompareSpec
 from accuscope.engine.compare.mapping import map_tensors
 from accuscope.engine.tasks.task import save_task
 t = {"imports": time.perf_counter() - t0}
-spec = engine.CompareSpec(sys.argv[1], sys.argv[2])
+spec = CompareSpec(sys.argv[1], sys.argv[2])
 t0 = time.perf_counter(); engine.open_sides(spec); t["open both sides"] = time.perf_counter() - t0
 t0 = time.perf_counter(); plan = engine.plan(spec); t["plan (the open above again, pairing, rows)"] = time.perf_counter() - t0
 t0 = time.perf_counter(); table = engine.execute(plan, workers=1); t["execute (compare, the table)"] = time.perf_counter() - t0
@@ -321,7 +323,7 @@ def time_naive(pairs) -> float:
 
 def time_ours(npu: str, golden: str, workers: int | None) -> float:
     start = time.perf_counter()
-    engine.execute(engine.plan(engine.CompareSpec(npu, golden)), workers=workers)
+    engine.execute(engine.plan(CompareSpec(npu, golden)), workers=workers)
     return time.perf_counter() - start
 
 
@@ -379,7 +381,7 @@ def rss_child(root: str) -> None:
         write_dump_file(os.path.join(npu, "Conv2D.big.1.1700000000000001"), "big", outputs=[DumpTensor(np.zeros(1, np.float32))])
         _grow_dump(os.path.join(npu, "Conv2D.big.1.1700000000000001"), n, step)
         open(os.path.join(root, ".big-complete"), "w").close()
-    plan = engine.plan(engine.CompareSpec(npu, golden))
+    plan = engine.plan(CompareSpec(npu, golden))
     base = _status_mb("VmRSS")  # ru_maxrss would carry the parent's peak over fork + exec
     engine.execute(plan, workers=1)
     print(base, _status_mb("VmHWM"))
@@ -408,7 +410,7 @@ def _grow_dump(path: str, n: int, step: int) -> None:
 
 def checks(args) -> None:
     npu, golden = build(args.dir, args.gb)
-    pairs = pairs_of(engine.plan(engine.CompareSpec(npu, golden)))
+    pairs = pairs_of(engine.plan(CompareSpec(npu, golden)))
     gb = sum(a.nbytes + b.nbytes for a, b in pairs) / 2**30
     workers = args.workers[0] if args.workers else None
     time_read(pairs)  # warm the page cache
@@ -421,7 +423,7 @@ def checks(args) -> None:
 
 def network(args) -> None:
     npu, golden = build(args.dir, args.gb)
-    pairs = pairs_of(engine.plan(engine.CompareSpec(npu, golden)))
+    pairs = pairs_of(engine.plan(CompareSpec(npu, golden)))
     gb = sum(a.nbytes + b.nbytes for a, b in pairs) / 2**30
     workers = args.workers[0] if args.workers else None
     time_read(pairs)  # warm the page cache

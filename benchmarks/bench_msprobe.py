@@ -114,7 +114,8 @@ def statistics_dump(folder: Path, calls: int, off: float, factor: float) -> None
 
 def bench_statistics(work: Path, calls: int) -> None:
     from accuscope.engine.compare import statcolumns
-    from accuscope.engine.compare.comparison import CompareSpec, execute, plan
+    from accuscope.engine.compare.comparison import execute, plan
+    from accuscope.engine.compare.spec import CompareSpec
     npu, golden = work / "stats-npu", work / "stats-golden"
     if not (npu / "step0" / "rank0" / "dump.json").exists():
         statistics_dump(golden, calls, 0.0, 1.0)

@@ -23,6 +23,7 @@ import numpy as np
 from textual.app import App, ComposeResult
 
 from accuscope.app.optable import OperatorTable
+from accuscope.engine.compare import judgement
 from accuscope.engine.compare.columns import NUMERIC_METRICS
 from accuscope.engine.compare.results import ResultTable
 from accuscope.engine.compare.thresholds import Thresholds
@@ -172,7 +173,7 @@ def main() -> None:
     t0 = time.perf_counter()
     table = build_table(args.rows)
     thresholds = Thresholds()
-    thresholds.apply(table)
+    judgement.apply(table, thresholds)
     print(f"{args.rows:,} rows built in {time.perf_counter() - t0:.2f} s; "
           f"{int(table.columns['fail'].sum()):,} failing with the default thresholds")
 

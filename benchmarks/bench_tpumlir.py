@@ -47,7 +47,8 @@ def main() -> None:
     have_tool = os.path.exists(os.path.join(mf.VENV, "bin", "python"))
     accuscope = [sys.executable, "-P", "-m", "accuscope"]
     env = {**os.environ, "PYTHONPATH": str(ROOT / "tui")}
-    from accuscope.engine.compare.comparison import CompareSpec, execute, plan
+    from accuscope.engine.compare.comparison import execute, plan
+    from accuscope.engine.compare.spec import CompareSpec
     from accuscope.engine.compare.thresholds import Thresholds
     a, b, tol = CASES["a"]
     inproc = []

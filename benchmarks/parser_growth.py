@@ -139,7 +139,7 @@ def cases(k: int) -> list[tuple[str, str, Callable[[str], Callable[[], object]]]
         ("gegraph:sniff", "64 KB of blank lines", _file("graphs.gegraph", "sniff", "\n" * 65536 + "graph {")),
         ("gegraph:_OP_NAME", f"{mb} of blank lines", _file("graphs.gegraph", "op_names", "\n" * (1000 * n))),
         ("registry:_CAFFE_LINE", "4 KB of blank lines", _pattern("sides.registry", "_CAFFE_LINE", "search", b"\n" * 4096)),
-        ("yamltext:_key", f"{mb} line of `a:`", _call("sources.yamltext", "_key", "a:" * (500 * n))),
+        ("yamltext:_key", f"{mb} line of `a:`", _call("sources.yamltext", "yaml_load", "a:" * (500 * n))),
         ("common:_ESCAPE", f"{mb} of backslashes", _call("commands.common", "escape", "\\" * (1000 * n) + "x")),
         ("common:_TAGS", f"{mb} of backslashes", _pattern("commands.common", "_TAGS", "findall", "\\" * (1000 * n) + "x")),
     ]

@@ -5,7 +5,8 @@ import shutil
 
 import pytest
 
-NO_CHROMIUM = "chromium not found (apt-get install chromium)"
+NO_CHROMIUM = ("needs headless Chromium, none on PATH (`chromium` or `chromium-browser`): install it with "
+               "`sudo apt-get install chromium` (Debian/Ubuntu) or your system's package, then run the tests again")
 
 
 def chromium() -> str:

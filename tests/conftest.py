@@ -3,6 +3,7 @@ from __future__ import annotations
 
 pytest_plugins = ["appkit"]  # the demo workspace fixtures of the app tests
 
+import gc
 import subprocess
 import sys
 import zipfile
@@ -15,6 +16,20 @@ from support.dialects import cls_run  # noqa: F401 - fixtures every folder uses
 from support.hostile import full_disk  # noqa: F401
 from support.kernel import loops  # noqa: F401 - the kernel's loops, each in turn
 from support.ranks import tree  # noqa: F401
+
+
+@pytest.fixture(autouse=True)
+def _collector_as_it_was():
+    """Each test leaves the cyclic collector as it found it: the app freezes what its start-up made
+    (app.py's _collect_again, when a comparison's gcpause holds the collector off at its first frame),
+    and in a test process those objects would stay frozen for every later test of the worker (a frozen
+    count where gcpause's test expects none)."""
+    frozen, enabled = gc.get_freeze_count(), gc.isenabled()
+    yield
+    if gc.get_freeze_count() > frozen and not frozen:
+        gc.unfreeze()
+    if enabled and not gc.isenabled():
+        gc.enable()
 
 
 def _rapidocr_models() -> Path:

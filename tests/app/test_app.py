@@ -426,7 +426,7 @@ def plugin_task(ws, tmp_path):
         "    return '1', ''\n")
     folder = ws / MAIN.name
     doc = json.loads((folder / "task.json").read_text())
-    doc["custom_algorithms"], doc["algorithms"] = str(plugins), None  # all algorithms, the plugin too
+    doc["custom_dir"], doc["algorithms"] = str(plugins), None  # all algorithms, the plugin too
     (folder / "task.json").write_text(json.dumps(doc))
     return folder, plugins, ran
 
@@ -574,6 +574,31 @@ def test_advisor_strip_and_screen_jump_to_the_op_that_introduced_the_error(ws):
     assert (ws / MAIN.name / "advice.json").exists()
 
 
+def test_the_advisor_jumps_to_the_finding_the_keys_typed_fast_moved_to(ws):
+    """`↓↓⏎` typed faster than the app answers: enter takes the finding the arrows moved to (a priority
+    enter ran before them and jumped to the first finding); on the ranked ops (s), the op the arrows
+    moved to."""
+    async def script(pilot):
+        screen = pilot.app.screen
+        await wait_for(pilot, lambda: screen.advice is not None)
+        await pilot.press("a")
+        advice = pilot.app.screen
+        rows = [f.row for f in advice.advice.findings]
+        target = next(i for i, r in enumerate(rows) if r is not None and r != rows[0])
+        await type_fast(pilot, *["down"] * target, "enter")
+        await pilot.pause()
+        assert pilot.app.screen is screen
+        assert screen.query_one(OperatorTable).cursor_row == rows[target]
+        await pilot.press("a", "s")
+        advice = pilot.app.screen
+        await wait_for(pilot, lambda: advice.ranking is not None)
+        ops = [op.row for op in advice.ranking.ops]
+        await type_fast(pilot, "down", "down", "enter")
+        await pilot.pause()
+        assert pilot.app.screen is screen and screen.query_one(OperatorTable).cursor_row == ops[2]
+    drive(AccuscopeApp(ws, open_path=ws / MAIN.name), script)
+
+
 def test_new_task_form_checks_fields_and_runs(ws):
     meta = load_task(ws / MAIN.name).doc.raw
 
@@ -646,9 +671,9 @@ def test_new_task_form_asks_a_raw_bin_golden_for_shape_and_dtype(ws, tmp_path):
         form.query_one("#golden").value = str(tmp_path / "conv1.bin")
         form.query_one("#out").value = str(ws / "bin")
         await pilot.pause()
-        assert "needs its shape and dtype" in str(form.query_one("#why-shape").render())
-        form.query_one("#shape").value = "1,8,4,4"
-        form.query_one("#dtype").value = "float32"
+        assert "needs its shape and dtype" in str(form.query_one("#why-golden_shape").render())
+        form.query_one("#golden_shape").value = "1,8,4,4"
+        form.query_one("#golden_dtype").value = "float32"
         await pilot.pause()
         await start_from_form(pilot)
     drive(AccuscopeApp(ws), script)

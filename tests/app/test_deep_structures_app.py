@@ -9,7 +9,7 @@ from accuscope.app.app import AccuscopeApp
 from accuscope.app.browser import BrowserScreen
 from accuscope.app.graphscreen import GraphScreen
 from accuscope.app.optable import OperatorTable
-from accuscope.engine.compare.comparison import CompareSpec
+from accuscope.engine.compare.spec import CompareSpec
 from accuscope.engine.tasks.taskrun import run_task
 from appkit import drive, screen_text, wait_for
 

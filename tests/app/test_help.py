@@ -100,3 +100,17 @@ def test_the_keys_deciding_msprobe_pairs_are_in_the_help_of_msprobe_tasks_only(d
     msprobe = drive(AccuscopeApp(demo_ws, open_path=demo_ws / MSPROBE.name), script, size=(160, 50))
     assert "filter" in onnx and not [d for d in pair_keys if d in onnx] and "msprobe" not in onnx
     assert all(d in msprobe for d in pair_keys) and "Two msprobe dumps: + accepts" in msprobe
+
+
+def test_the_command_palette_offers_the_pair_keys_on_msprobe_tasks_only(demo_ws):
+    pair_keys = {b.description.capitalize() for b in TaskScreen.BINDINGS if b.action.split("(")[0] in TaskScreen.PAIR_ACTIONS}
+    assert len(pair_keys) == 5
+
+    async def script(pilot):
+        await wait_for(pilot, lambda: not pilot.app.screen.advising)
+        return {c.title for c in pilot.app.get_system_commands(pilot.app.screen)}
+    onnx = drive(AccuscopeApp(demo_ws, open_path=demo_ws / ONNX_FP16.name), script)
+    msprobe = drive(AccuscopeApp(demo_ws, open_path=demo_ws / MSPROBE.name), script)
+    assert not pair_keys & onnx and any("filter" in title.lower() for title in onnx)
+    assert pair_keys <= msprobe
+

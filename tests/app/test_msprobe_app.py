@@ -13,7 +13,7 @@ from accuscope.app.graphview import GraphView
 from accuscope.app.newtask import NewTaskScreen
 from accuscope.app.optable import OperatorTable
 from accuscope.app.taskscreen import TaskScreen
-from accuscope.engine.compare.comparison import CompareSpec
+from accuscope.engine.compare.spec import CompareSpec
 from accuscope.engine.demo import msprobesim
 from accuscope.engine.tasks import rankrun
 from accuscope.engine.tasks.task import load_task

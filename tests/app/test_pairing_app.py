@@ -7,7 +7,7 @@ from pathlib import Path
 
 from accuscope.app.app import AccuscopeApp
 from accuscope.engine.compare import crossmap
-from accuscope.engine.compare.comparison import CompareSpec
+from accuscope.engine.compare.spec import CompareSpec
 from accuscope.engine.tasks.task import load_task
 from accuscope.engine.tasks.taskrun import run_task
 from appkit import drive, screen_text, wait_for

@@ -5,7 +5,7 @@ from __future__ import annotations
 from accuscope.app.app import AccuscopeApp
 from accuscope.app.browser import BrowserScreen
 from accuscope.app.optable import OperatorTable
-from accuscope.engine.compare import comparison as engine
+from accuscope.engine.compare.spec import CompareSpec
 from accuscope.engine.tasks import rankrun, storage
 from accuscope.engine.tasks.columnstore import PagedText
 from appkit import drive, screen_text, wait_for
@@ -16,7 +16,7 @@ def test_the_app_pages_a_columnar_task_shows_ranks_and_filters_by_rank(tree,  # 
     npu, golden = tree
     ws = tmp_path / "ws"
     monkeypatch.setattr(storage, "COLUMNAR_ROWS", 20)  # this small task stands for one of many million rows
-    rankrun.run_ranks(engine.CompareSpec(str(npu), str(golden)), ws / "llm", workers=1)
+    rankrun.run_ranks(CompareSpec(str(npu), str(golden)), ws / "llm", workers=1)
 
     async def script(pilot):
         browser = pilot.app.screen

@@ -13,7 +13,7 @@ import pytest
 
 from accuscope.app.app import AccuscopeApp
 from accuscope.app.graphscreen import GraphScreen
-from accuscope.engine.compare.comparison import CompareSpec
+from accuscope.engine.compare.spec import CompareSpec
 from accuscope.engine.compare.thresholds import Thresholds
 from accuscope.engine.tasks.taskrun import run_task
 from appkit import check_snapshot, screen_text, wait_for

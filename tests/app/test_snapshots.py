@@ -16,7 +16,7 @@ from accuscope.app import browser
 from accuscope.app.app import QUIT_QUESTION, AccuscopeApp
 from accuscope.app.dialogs import ConfirmDialog
 from accuscope.app.taskscreen import CANCEL_QUESTION
-from accuscope.engine.compare.comparison import CompareSpec
+from accuscope.engine.compare.spec import CompareSpec
 from accuscope.engine.demo.workspace import MAIN, build_workspace
 from accuscope.engine.tasks.taskrun import run_task
 from appkit import check_snapshot, wait_for

@@ -50,3 +50,20 @@ def test_two_rank_trees_write_the_ranks_and_the_storage_by_size(trees, tmp_path,
     result = compare(npu, golden, tmp_path / "t", columnar_rows=columnar_rows)
     assert result["rows"] == 8 and len(result["ranks"]) == 2 and files(tmp_path / "t") == expected
     assert json.loads((tmp_path / "t" / "task.json").read_text())["columnar"] is (columnar_rows == 5)
+
+
+def test_a_columnar_task_has_the_verdict_and_exit_code_of_the_merged_one(trees, tmp_path):
+    """Too large for one table, the task is judged rank by rank (judgement.combined): the verdict and the
+    exit code under --fail-on-error are the merged task's. These ranks hold no network output, so the
+    merged verdict is unknown (exit 1); judged on its failing count (0), the columnar one exited 0."""
+    npu, golden = trees
+    said = {}
+    for columnar_rows in (1_000_000, 5):
+        out = tmp_path / str(columnar_rows)
+        r = subprocess.run([sys.executable, "-P", "-c", RUN, "200000", str(columnar_rows), "compare", "--npu", str(npu),
+                            "--golden", str(golden), "--out", str(out), "--workers", "1", "--fail-on-error"],
+                           capture_output=True, text=True, env={**os.environ, "NO_COLOR": "1"}, timeout=120)
+        doc = json.loads((out / "task.json").read_text())
+        said[columnar_rows] = (r.returncode, doc["verdict"], "verdict ? unknown" in r.stdout)
+        assert doc["columnar"] is (columnar_rows == 5)
+    assert said[5] == said[1_000_000] == (1, "unknown", True)

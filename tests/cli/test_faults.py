@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from accuscope.engine.compare import comparison as engine
+from accuscope.engine.compare.spec import CompareSpec
 from accuscope.engine.tasks.task import load_task
 from accuscope.engine.tasks.tasklist import list_tasks
 from support.cli import ENV, accuscope
@@ -77,13 +77,13 @@ def start_paused(args, point: str, marker: Path, **env) -> subprocess.Popen:
 
 def snapshot(folder: Path) -> tuple:
     t = load_task(folder)
-    return t.doc.generation, t.doc.range, t.table.columns["cos"].copy()
+    return t.doc.generation, t.doc.op_range, t.table.columns["cos"].copy()
 
 
 def same_result(folder: Path, before: tuple) -> None:
     gen, rng, cos = before
     t = load_task(folder)
-    assert t.doc.generation == gen and t.doc.range == rng
+    assert t.doc.generation == gen and t.doc.op_range == rng
     np.testing.assert_allclose(t.table.columns["cos"], cos, rtol=0, atol=1e-6)  # the CSV has 6 decimals
 
 
@@ -99,13 +99,13 @@ def test_kill_9_while_comparing_keeps_the_previous_result_and_reads_interrupted(
     proc.wait()
     same_result(task, before)
     t = load_task(task)
-    assert t.doc.state == "interrupted" and t.doc.attempt["range"] == "1,10,1"
+    assert t.doc.state == "interrupted" and t.doc.attempt["op_range"] == "1,10,1"
     assert t.warnings == []
     assert [e.state for e in list_tasks(task.parent) if e.path == task] == ["interrupted"]
     r = accuscope(*compare_args(case, task, "--range", "1,10,1"))  # it can be re-run at once
     assert r.returncode == 0, r.stderr
     t = load_task(task)
-    assert t.doc.state == "done" and t.doc.range == "1,10,1" and "attempt" not in t.doc
+    assert t.doc.state == "done" and t.doc.op_range == "1,10,1" and "attempt" not in t.doc
     assert len(list(task.glob("result_*.csv"))) == 1
 
 
@@ -182,8 +182,9 @@ def test_helper_processes_die_with_a_killed_parent(case, tmp_path):
         "import numpy as np\ndef compare(a, b, args):\n    return f'{float(np.abs(a - b).max()):.3f}', ''\n")
     script = textwrap.dedent(f"""
         from accuscope.engine.compare import comparison as engine
+        from accuscope.engine.compare.spec import CompareSpec
         from accuscope.engine.tasks.taskrun import run_task
-        spec = engine.CompareSpec({str(root / "npu" / "dump")!r}, {str(root / "golden")!r}, model={sim.model_json!r},
+        spec = CompareSpec({str(root / "npu" / "dump")!r}, {str(root / "golden")!r}, model={sim.model_json!r},
                                   custom_dir={str(tmp_path / "plugins")!r})
         run_task(spec, {str(tmp_path / "task")!r}, workers=2, inline_bytes=0)
         """)
@@ -203,7 +204,8 @@ def test_a_worker_that_dies_costs_only_its_own_row(case, tmp_path):
     script = textwrap.dedent(f"""
         import json
         from accuscope.engine.compare import comparison as engine
-        plan = engine.plan(engine.CompareSpec({str(root / "npu" / "dump")!r}, {str(root / "golden")!r},
+        from accuscope.engine.compare.spec import CompareSpec
+        plan = engine.plan(CompareSpec({str(root / "npu" / "dump")!r}, {str(root / "golden")!r},
                                               model={sim.model_json!r}))
         table = engine.execute(plan, workers=2, inline_bytes=0)
         died = [table.columns["tensor"][i] for i in range(len(table)) if engine.WORKER_DIED in table.columns["reason"][i]]
@@ -396,6 +398,6 @@ def test_a_task_made_ready_by_its_caller_records_why_its_input_was_unusable(tmp_
     from accuscope.engine.tasks.taskrun import run_task
     mark_state(tmp_path / "retest", "running", kind="retest")  # as the re-test of an export does
     with pytest.raises(SourceError, match="no such file or folder"):
-        run_task(engine.CompareSpec(str(tmp_path / "missing"), str(tmp_path / "also-missing")), tmp_path / "retest")
+        run_task(CompareSpec(str(tmp_path / "missing"), str(tmp_path / "also-missing")), tmp_path / "retest")
     t = load_task(tmp_path / "retest")
     assert t.doc.state == "failed" and "no such file or folder" in t.doc.error and t.doc.kind == "retest"

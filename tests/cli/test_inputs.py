@@ -67,7 +67,7 @@ def test_the_cli_and_the_form_build_the_same_spec_from_the_same_text(ws):
     ("op_range", "1,x", "integers"),
     ("threshold", "coss=0.9", "did you mean cos?"),
     ("tolerance", "0.99", "expected two numbers"),
-    ("shape", "1,a", "not a shape"),
+    ("golden_shape", "1,a", "not a shape"),
     ("pick", "latest", "newest, oldest"),
 ])
 def test_bad_text_is_refused_the_same_way_by_the_option_and_the_field(name, text, says, capsys):

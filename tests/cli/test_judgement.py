@@ -15,6 +15,7 @@ import numpy as np
 import onnx
 import pytest
 
+from accuscope.engine.compare import judgement
 from accuscope.engine.compare.judgement import NOISY, verdict
 from accuscope.engine.compare.summary import summarize
 from accuscope.engine.demo import workspace as demo
@@ -72,7 +73,7 @@ def surfaces(folder, compare_json: dict | None = None) -> dict[str, tuple]:
     assert advice["judgement"]["outcome"] == outcome
     listed = next(s for s in list_tasks(folder.parent) if s.name == folder.name)
     c = task.table.columns
-    first_op = c["npu_op"][task.thresholds.evaluate(task.table).first_failing] if listed.failing else ""
+    first_op = c["npu_op"][judgement.evaluate(task.table, task.thresholds).first_failing] if listed.failing else ""
     assert listed.first_failing_op == first_op
     s = summarize(task.table, task.thresholds, task.basis)
     found["task browser / summary line"] = (listed.failing, c["tensor"][s.first_failing] if s.first_failing is not None
@@ -92,7 +93,7 @@ def assert_one_answer(found: dict[str, tuple]) -> tuple:
 def test_cls_int8_passes_on_every_surface_and_its_noisy_output_is_not_a_failure(cls_int8):
     folder, ran = cls_int8
     task = load_task(folder)
-    state = task.thresholds.evaluate(task.table)
+    state = judgement.evaluate(task.table, task.thresholds)
     c = task.table.columns
     out = [int(r) for r in np.flatnonzero(c["is_output"] & ~c["is_npu_only"])]
     assert out and all(c["cos"][r] > 0.9999 for r in out)
@@ -115,7 +116,7 @@ def test_demo_tasks_get_one_answer_everywhere(demo_ws, name):
     failing, first, outcome = assert_one_answer(surfaces(folder))
     task = load_task(folder)
     assert outcome == verdict(task.table, task.thresholds, task.basis).outcome
-    assert failing == int(task.thresholds.evaluate(task.table).fail.sum()) and (first is None) == (failing == 0)
+    assert failing == int(judgement.evaluate(task.table, task.thresholds).fail.sum()) and (first is None) == (failing == 0)
     if name == demo.MAIN.name:
         overlay, _ = task_overlay(folder)
         assert overlay.failing > 0  # the nodes of failing ops, counted from the same judgement

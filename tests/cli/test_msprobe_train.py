@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from accuscope.engine.compare import judgement
 from accuscope.engine.tasks.task import load_task
 
 TRAIN = Path(__file__).parents[1] / "fixtures" / "msprobe" / "train"
@@ -67,7 +68,7 @@ def test_bf16_against_fp32_blames_no_optimizer_update(tmp_path):
     # bf16 differs from fp32 only where the reference is near zero (a key-bias gradient that cancels
     # through softmax: 8 of 24 values ~1e-9): relative error there is noise, not a divergence
     task = load_task(tmp_path / "bf16")
-    state = task.thresholds.evaluate(task.table)
+    state = judgement.evaluate(task.table, task.thresholds)
     assert state.noisy.any() and not state.fail.any()
     assert "the step matches" in verdict["title"] and "what the step was fed" not in said(advice)
     assert not [f for f in advice["findings"] if f["rule"] == "first_call"]

@@ -11,8 +11,8 @@ import pytest
 from model_explorer import node_data_builder as ndb
 from onnx import TensorProto, helper
 
-from accuscope.engine.compare.comparison import CompareSpec
-from accuscope.engine.compare.thresholds import exempt
+from accuscope.engine.compare import judgement
+from accuscope.engine.compare.spec import CompareSpec
 from accuscope.engine.demo.workspace import MAIN, ONNX_FP16
 from accuscope.engine.export.overlay import explorer_ids, task_overlay
 from accuscope.engine.tasks.task import load_task
@@ -43,9 +43,9 @@ def compared_framework_ops(task_dir, failing: bool = False) -> set[str]:
     task = load_task(task_dir)
     table = task.table
     c = table.columns
-    rows = (c["io"] == "output") & ~exempt(table) & (np.isfinite(c["cos"]) | (c["npu_nonfinite"] > 0))
+    rows = (c["io"] == "output") & ~judgement.exempt(table) & (np.isfinite(c["cos"]) | (c["npu_nonfinite"] > 0))
     if failing:
-        rows &= task.thresholds.evaluate(table).fail
+        rows &= judgement.evaluate(table, task.thresholds).fail
     return {g for chain in c["golden_op"][rows] for g in str(chain).split(",") if g and g != "*"}
 
 

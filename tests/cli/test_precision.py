@@ -44,7 +44,10 @@ def test_fp16_cliff_is_fixed_by_exactly_the_planted_op_in_two_trials(cliff_searc
     records = [json.loads(line) for line in (out / "trials.jsonl").read_text().splitlines()]
     assert records[0]["kind"] == "accuscope-precision" and records[0]["to"] == "fp16"
     assert records[1]["keep"] == [] and records[2]["ranked"][0] == bn and records[3]["keep"] == [bn]
-    assert len(records) == 4  # the ranking is made once the full conversion has missed
+    assert all(r["seconds"] > 0 and r["at"].endswith("+00:00") and "cos" in r["values"] for r in (records[1], records[3]))
+    # the ranking is made once the full conversion has missed; the log ends in the list and its files
+    assert len(records) == 5 and records[4]["final"]["met"] and records[4]["final"]["keep"] == [bn]
+    assert records[4]["final"]["files"]["keep_dtype"] == "result/keep_dtype.cfg"
     # the mixed model itself meets the target against the reference
     golden = output(str(ref), x)
     assert cos(output(str(out / "result" / "model.onnx"), x), golden) > 0.9999
@@ -62,6 +65,9 @@ def test_every_output_is_read_back_by_the_tool_that_consumes_it(cliff_search):
     kept = float16.convert_float_to_float16(onnx.load(str(out / "reference.onnx")), keep_io_types=True,
                                             node_block_list=block)
     assert cos(output(kept, x), golden) > 0.9999
+    node = next(n for n in kept.graph.node if n.name == bn)  # the blocked node itself still computes in float32
+    floats = {t.name: t.data_type for t in kept.graph.initializer}
+    assert all(floats[i] == onnx.TensorProto.FLOAT for i in node.input if i in floats) and len(node.input) == 5
     exclude = json.loads((res / "nodes_to_exclude.json").read_text())
     quantize_dynamic(str(out / "reference.onnx"), str(out / "q.onnx"), nodes_to_exclude=exclude)
     q = onnx.load(str(out / "q.onnx"))
@@ -72,6 +78,13 @@ def test_every_output_is_read_back_by_the_tool_that_consumes_it(cliff_search):
     node = next(n for n in onnx.load(str(out / "reference.onnx")).graph.node if n.name == bn)
     qtable = [line.split() for line in (res / "qtable.txt").read_text().splitlines() if not line.startswith("#")]
     assert qtable == [[node.output[0], "F32"]]  # tpu-mlir names an op by its output tensor
+    # the same list in the other toolchains' words: NNCF, RKNN-Toolkit2 (by output tensor), ATC, AMCT
+    assert json.loads((res / "ignored_scope.json").read_text()) == {"names": [bn]}
+    import yaml
+    assert yaml.safe_load((res / "rknn_hybrid.cfg").read_text()) == {"custom_quantize_layers": {node.output[0]: "float16"}}
+    assert (res / "keep_dtype.cfg").read_text() == f"{bn}\n"
+    assert [line for line in (res / "amct_skip_layers.cfg").read_text().splitlines() if not line.startswith("#")] == \
+        [f"skip_layers: {json.dumps(bn)}"]
     per_node = json.loads((res / "precision.json").read_text())
     assert {p["name"]: p["precision"] for p in per_node}[bn] == "float32"
     assert sum(p["precision"] == "float16" for p in per_node) > 100
@@ -103,6 +116,23 @@ def test_int8_model_is_fixed_by_excluding_a_few_ops(cls_cliff, drift_input, tmp_
     assert cos(output(str(tmp_path / "q.onnx"), x), golden) >= 0.9995
     full = _trials(tmp_path / "s" / "trials.jsonl")[0]
     assert full["keep"] == [] and full["values"]["cos"] < 0.9995
+    # the list as written, taken by onnxruntime's static quantization: the named Convs stay in float32
+    from onnxruntime.quantization import CalibrationDataReader, quantize_static
+
+    class Reader(CalibrationDataReader):
+        def __init__(self):
+            self.feeds = iter([{"x": x}])
+
+        def get_next(self):
+            return next(self.feeds, None)
+    exclude = json.loads((tmp_path / "s" / "result" / "nodes_to_exclude.json").read_text())
+    assert exclude == doc["keep"]
+    quantize_static(str(tmp_path / "s" / "reference.onnx"), str(tmp_path / "qs.onnx"), Reader(), nodes_to_exclude=exclude)
+    q = onnx.load(str(tmp_path / "qs.onnx"))
+    floats = {t.name for t in q.graph.initializer if t.data_type == onnx.TensorProto.FLOAT}
+    weights = {n.name: n.input[1] for n in q.graph.node if n.op_type == "Conv"}  # QDQ: a quantized one's comes dequantized
+    assert set(exclude) <= set(weights) and all(weights[c] in floats for c in exclude)
+    assert sum(w not in floats for c, w in weights.items() if c not in exclude) > 10  # the others quantized
 
 
 def _trials(log) -> list[dict]:

@@ -103,6 +103,7 @@ def test_markdown_report_has_the_same_text_and_svg_files_beside_it(ws, tmp_path)
 
 def test_metric_chart_draws_the_apps_points():
     """The report's metric chart draws exactly the points the app's chart gets from chartdata."""
+    from accuscope.engine.compare import judgement
     from accuscope.engine.compare.results import ResultTable
     from accuscope.engine.compare.thresholds import Thresholds
     n = 50
@@ -111,7 +112,7 @@ def test_metric_chart_draws_the_apps_points():
              "cos": float(cos[i])} for i in range(n)]
     table = ResultTable.from_rows(rows)
     thresholds = Thresholds()
-    thresholds.apply(table)
+    judgement.apply(table, thresholds)
     series = metric_series(table, np.arange(n), thresholds, "cos", 10)
     svg = metric_svg(series)
     root = ET.fromstring(svg)

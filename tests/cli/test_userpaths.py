@@ -112,8 +112,8 @@ def test_a_multirank_run_names_a_bad_mapping_once_before_any_rank(tmp_path):
 
 def test_rank_workers_are_handed_the_mapping_the_run_read(tmp_path):
     """The mapping is read once, by the run: the workers pair by what it held, the file gone by then."""
-    from accuscope.engine.compare.comparison import CompareSpec
     from accuscope.engine.compare.multirank import given_mapping, pool_results
+    from accuscope.engine.compare.spec import CompareSpec
     from accuscope.engine.demo.ranktree import write_rank_tree
     from accuscope.engine.sources.ranks import ranks
     npu, golden = write_rank_tree(tmp_path / "tree", ranks=2, tensors=2, size=8)

@@ -14,7 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from accuscope.engine.compare import comparison as engine
+from accuscope.engine.compare import judgement
+from accuscope.engine.compare.spec import CompareSpec
 from accuscope.engine.compare.thresholds import Thresholds
 from accuscope.engine.demo import workspace as demo
 from accuscope.engine.demo.npusim import fuse, simulate
@@ -74,7 +75,7 @@ def test_pow_overflow_is_the_float16_rule_and_the_nan_origin(main_advice, demo_t
     assert origin.evidence["inputs_nonfinite"] == [0]
     # the third side (the net at float16) overflows there too: float16's own overflow, said on the op
     assert origin.evidence["branch"] == "precision" and "overflows here too" in origin.text
-    state = load_task(demo_tasks[0]).thresholds.evaluate(table)
+    state = judgement.evaluate(table, load_task(demo_tasks[0]).thresholds)
     assert state.expected[origin.row] and table.columns["exp_err"][origin.row] == float("inf")
     pow_origin = main_advice.origin_of(POW_OP)
     assert pow_origin.origin == "introduced" and pow_origin.broken == ["npu_nonfinite"]
@@ -285,7 +286,7 @@ def _npu_task(fp32_path: Path, converted, root: Path, thresholds: Thresholds) ->
                 np.save(root / "values" / f"{sanitize(name)}.{j}.{TS}.npy", values[t])
     dump_onnx(fp32_path, root / "golden", {"x": x}, timestamp=TS)
     sim = simulate(load_graph(fp32_path), open_golden(root / "values"), str(root / "npu"), model_name="cls")
-    spec = engine.CompareSpec(str(root / "npu"), str(root / "golden"), model=sim.model_json,
+    spec = CompareSpec(str(root / "npu"), str(root / "golden"), model=sim.model_json,
                               algorithms=["cos", "red", "rmse", "mean_rel"], thresholds=thresholds)
     run_task(spec, root / "task", workers=1)
     golden = _run_all(fp32, x, names)

@@ -9,6 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from accuscope.engine.compare import comparison as engine
+from accuscope.engine.compare.spec import CompareSpec
 from accuscope.engine.sources import layout
 from accuscope.engine.sources.ascend import (
     DumpTensor,
@@ -185,7 +186,7 @@ def test_without_original_shape_a_pair_is_cropped_to_its_golden_shape(tmp_path):
     np.save(golden / "conv1.0.1.npy", act.astype(np.float32))
     t = read_dump_file(npu / "Conv2D.conv1.1.1700000000000001").outputs[0]
     assert crop_to(t, (1, 20, 4, 2)) is t and crop_to(t, (1, 40, 3, 2)) is t  # does not fit: unchanged
-    table = engine.execute(engine.plan(engine.CompareSpec(str(npu), str(golden))), workers=1)
+    table = engine.execute(engine.plan(CompareSpec(str(npu), str(golden))), workers=1)
     row = table.row(0)
     assert row["shape"] == "[1,20,3,2]" and "cropped to the golden shape" in row["conversion"]
     assert row["cos"] == 1.0 and row["max_abs"] == 0.0 and row["reason"] == ""

@@ -10,6 +10,7 @@ import pytest
 
 from accuscope.engine.compare import comparison as engine
 from accuscope.engine.compare.metrics import compiled_kernel
+from accuscope.engine.compare.spec import CompareSpec
 from accuscope.engine.sides.registry import load_graph
 from accuscope.engine.tasks.task import load_task
 from support.cli import accuscope
@@ -29,7 +30,7 @@ def case(cls_model, tmp_path_factory):
 
 
 def spec(root, sim, **kw):
-    return engine.CompareSpec(str(root / "npu" / "dump"), str(root / "golden"), model=sim.model_json, **kw)
+    return CompareSpec(str(root / "npu" / "dump"), str(root / "golden"), model=sim.model_json, **kw)
 
 
 def test_planted_fault_is_the_only_failing_op_and_the_rest_agree_to_fp16(case):
@@ -202,7 +203,7 @@ def test_a_pair_whose_sizes_differ_is_a_row_with_the_reason(tmp_path):
     write_dump_file(tmp_path / "npu" / "Conv2D.conv1.3.1700000000000000", "conv1",
                     outputs=[DumpTensor(np.ones((1, 8, 4, 4), np.float16))])
     np.ones((2, 8, 4, 4), np.float32).tofile(tmp_path / "conv1.bin")
-    table = engine.execute(engine.plan(engine.CompareSpec(str(tmp_path / "npu"), str(tmp_path / "conv1.bin"),
+    table = engine.execute(engine.plan(CompareSpec(str(tmp_path / "npu"), str(tmp_path / "conv1.bin"),
                                                           golden_shape=(2, 8, 4, 4), golden_dtype="float32")))
     [row] = [table.row(i) for i in range(len(table))]
     assert np.isnan(row["cos"])

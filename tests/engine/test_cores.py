@@ -9,6 +9,7 @@ import pytest
 from accuscope.engine.compare import comparison as engine
 from accuscope.engine.compare import pairjob
 from accuscope.engine.compare.pairjob import SPLIT_ELEMENTS, THREAD_ELEMENTS, pair_threads
+from accuscope.engine.compare.spec import CompareSpec
 
 
 def test_pairs_below_the_split_size_run_whole_and_larger_ones_split_up_to_the_workers():
@@ -40,7 +41,7 @@ def mid_pairs(tmp_path_factory):
 
 
 def test_the_digits_do_not_depend_on_the_workers_or_the_split(mid_pairs, monkeypatch):
-    plan = engine.plan(engine.CompareSpec(str(mid_pairs / "npu"), str(mid_pairs / "golden")))
+    plan = engine.plan(CompareSpec(str(mid_pairs / "npu"), str(mid_pairs / "golden")))
     tables = [engine.execute(plan, workers=w) for w in (1, 2, 3)]
     monkeypatch.setattr(pairjob, "SPLIT_ELEMENTS", SPLIT_ELEMENTS // 4)  # the last pair split over the workers
     given: list[int] = []
@@ -66,7 +67,7 @@ def _copy(src, dst):
 
 def test_a_file_gone_or_cut_short_after_planning_is_its_row_with_a_reason_on_the_pool(mid_pairs, tmp_path):
     root = _copy(mid_pairs, tmp_path / "pairs")
-    plan = engine.plan(engine.CompareSpec(str(root / "npu"), str(root / "golden")))
+    plan = engine.plan(CompareSpec(str(root / "npu"), str(root / "golden")))
     names = [p.npu.name.split(":")[0] for p in plan.pairs]
     gone, cut = (root / "npu" / "op_1.0.1700000000000001.npy"), (root / "golden" / "op_3.0.1700000000000003.npy")
     gone.unlink()
@@ -82,7 +83,7 @@ def test_a_file_gone_or_cut_short_after_planning_is_its_row_with_a_reason_on_the
 
 def test_cancel_stops_whole_pairs_on_the_pool(mid_pairs):
     import threading
-    plan = engine.plan(engine.CompareSpec(str(mid_pairs / "npu"), str(mid_pairs / "golden")))
+    plan = engine.plan(CompareSpec(str(mid_pairs / "npu"), str(mid_pairs / "golden")))
     cancel = threading.Event()
     seen = []
 

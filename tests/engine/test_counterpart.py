@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 
 from accuscope.engine.compare import counterpart
-from accuscope.engine.compare.comparison import CompareSpec, plan
+from accuscope.engine.compare.comparison import plan
 from accuscope.engine.compare.pair import Pair
+from accuscope.engine.compare.spec import CompareSpec
 from accuscope.engine.sources.tensor import Tensor
 
 CROSS = Path(__file__).parents[1] / "fixtures" / "msprobe" / "cross"

@@ -7,10 +7,11 @@ import os
 import pytest
 
 from accuscope.engine.compare import apitable, crossmap
-from accuscope.engine.compare.comparison import CompareSpec, plan
+from accuscope.engine.compare.comparison import plan
 from accuscope.engine.compare.crossmap import PARAMETER_NAMES
 from accuscope.engine.compare.inputs import BY_NAME, build_spec, check
 from accuscope.engine.compare.mapping import read_mapping_file
+from accuscope.engine.compare.spec import CompareSpec
 from accuscope.engine.sources.tensor import SourceError
 from accuscope.engine.sources.yamltext import yaml_load
 from accuscope.engine.tasks.taskdoc import TaskDoc, spec_fields

@@ -16,6 +16,7 @@ import os
 import numpy as np
 import pytest
 
+from accuscope.engine.compare import judgement
 from accuscope.engine.compare.results import MAX_LENGTH, FilterError, ResultTable
 from accuscope.engine.compare.thresholds import Thresholds
 from accuscope.engine.report.document import build_report, render_html, render_markdown
@@ -50,7 +51,7 @@ def test_formula_safe_is_undone_exactly_by_formula_text(text):
 
 def test_result_csv_writes_formula_names_neutralised_and_quoted_and_reads_them_back(tmp_path):
     table = ResultTable.from_rows(hostile_rows())
-    Thresholds().apply(table)
+    judgement.apply(table, Thresholds())
     path = write_result_csv(table, tmp_path / "result_20250101000000.csv")
     raw = path.read_bytes().decode("utf-8")  # not read_text: it would turn the CR in a name into LF
     assert f'"\'{FORMULA}"' in raw  # quoted, with the ' inside the quotes

@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 
 from accuscope.engine.compare import columns as mt
-from accuscope.engine.compare import comparison as engine
-from accuscope.engine.compare import pairjob
+from accuscope.engine.compare import judgement, pairjob
 from accuscope.engine.compare.metrics import compare_arrays
 from accuscope.engine.compare.results import KIND, METRIC_COLUMNS, NUMERIC_ORDER, ResultTable
+from accuscope.engine.compare.spec import CompareSpec
 from accuscope.engine.compare.summary import summarize
 from accuscope.engine.compare.thresholds import Thresholds, resolve_key
 from accuscope.engine.diagnose.oprerun import metrics as isolated_metrics
@@ -83,7 +83,7 @@ def test_the_csv_writes_and_reads_every_metric(tmp_path):
     x = np.linspace(-1, 1, 100)
     cells = every_cell(x, x * 1.01)
     table = ResultTable.from_rows([dict(index=0, npu_op="a", golden_op="a", tensor="a:output:0", **cells)])
-    Thresholds().apply(table)
+    judgement.apply(table, Thresholds())
     path = write_result_csv(table, tmp_path / "result_1.csv")
     header = next(csv.reader(path.open()))
     assert all(r.csv in header for r in RECORDS), [r.csv for r in RECORDS if r.csv not in header]
@@ -110,25 +110,25 @@ def _rows() -> ResultTable:
 
 def test_row_state_is_built_once_per_change_and_read_by_all():
     table, th = _rows(), Thresholds()
-    state = th.evaluate(table)
+    state = judgement.evaluate(table, th)
     assert state.fail.tolist() == [False, True, False, False, True]
     assert state.exempt.tolist() == [False, False, True, False, False]
     assert state.not_compared.tolist() == [False, False, False, True, False]
     assert state.nonfinite.tolist() == [False, False, False, False, True]
     assert state.broken_keys(1) == ["cos"] and state.broken_keys(4) == ["npu_nonfinite"] and state.broken_keys(2) == []
-    assert th.evaluate(table) is state and Thresholds().evaluate(table) is state  # same thresholds: no rebuild
-    assert th.apply(table) is state and table.columns["fail"] is state.fail  # writing the judgement keeps it
+    assert judgement.evaluate(table, th) is state and judgement.evaluate(table, Thresholds()) is state  # same thresholds: no rebuild
+    assert judgement.apply(table, th) is state and table.columns["fail"] is state.fail  # writing the judgement keeps it
     assert summarize(table, th).failing == 2
 
     th.edit("cos=0.9")
-    changed = th.evaluate(table)
+    changed = judgement.evaluate(table, th)
     assert changed is not state and changed.fail.tolist() == [False, False, False, False, True]
     table.append_rows([dict(type="Relu", npu_op="f", tensor="f:output:0", golden_op="f", cos=0.1, red=0.0,
                             npu_nonfinite=0, golden_nonfinite=0)])
-    grown = th.evaluate(table)
+    grown = judgement.evaluate(table, th)
     assert grown is not changed and grown.fail.tolist() == [False, False, False, False, True, True]
     table.set_column("origin", ["x"] * len(table))  # an added column: a change, and a column filters see
-    assert th.evaluate(table) is not grown and "origin" in table.custom
+    assert judgement.evaluate(table, th) is not grown and "origin" in table.custom
     assert table.filter_mask('origin == "x"').all()
 
 
@@ -143,7 +143,7 @@ def test_the_csv_and_the_advisor_agree_after_a_threshold_change(cls_model, tmp_p
     noise = np.random.default_rng(1)
     sim = cls_with_planted_fault(cls_model, tmp_path, "Relu@4", lambda a: a + noise.standard_normal(
         a.shape).astype(np.float32) * a.std())
-    spec = engine.CompareSpec(str(tmp_path / "npu" / "dump"), str(tmp_path / "golden"), model=sim.model_json)
+    spec = CompareSpec(str(tmp_path / "npu" / "dump"), str(tmp_path / "golden"), model=sim.model_json)
     run_task(spec, tmp_path / "task", workers=1)
     task = load_task(tmp_path / "task")
     before = int(task.table.columns["fail"].sum())
@@ -153,7 +153,7 @@ def test_the_csv_and_the_advisor_agree_after_a_threshold_change(cls_model, tmp_p
     task.set_thresholds(tight)
 
     again = load_task(tmp_path / "task")
-    state = again.thresholds.evaluate(again.table)
+    state = judgement.evaluate(again.table, again.thresholds)
     with again.csv.open(newline="", encoding="utf-8") as f:
         rows = list(csv.DictReader(f))
     in_csv = np.array([r["IsPrecisionError"] == "YES" for r in rows])

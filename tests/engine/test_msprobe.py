@@ -18,7 +18,8 @@ import numpy as np
 import pytest
 
 from accuscope.engine.compare import statcolumns, statistics
-from accuscope.engine.compare.comparison import CompareSpec, execute, plan
+from accuscope.engine.compare.comparison import execute, plan
+from accuscope.engine.compare.spec import CompareSpec
 from accuscope.engine.demo import msprobesim
 from accuscope.engine.graphs.msprobegraph import load_msprobe
 from accuscope.engine.sides.registry import detect, open_side

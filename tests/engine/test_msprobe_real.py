@@ -13,9 +13,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from accuscope.engine.compare import statcolumns
-from accuscope.engine.compare.comparison import CompareSpec, execute, plan
+from accuscope.engine.compare import judgement, statcolumns
+from accuscope.engine.compare.comparison import execute, plan
 from accuscope.engine.compare.results import ResultTable
+from accuscope.engine.compare.spec import CompareSpec
 from accuscope.engine.compare.thresholds import Thresholds
 from accuscope.engine.diagnose import firstdiff
 from accuscope.engine.graphs.msprobegraph import load_msprobe
@@ -189,7 +190,7 @@ def test_arguments_are_compared_as_values_as_msprobe_does(npu):
         assert all(np.isnan(table.numbers(k)[r]) for k in table.metric_keys)  # never a metric on a value
     bad = int(np.flatnonzero(c["fail"] & (c["npu_value"] != ""))[0])
     assert names[bad] == "Functional.leaky_relu.0.forward.input.negative_slope"
-    assert Thresholds().broken_texts(table, bad) == ["float value 0.2 against 0.01 in golden"]
+    assert judgement.broken_texts(table, Thresholds(), bad) == ["float value 0.2 against 0.01 in golden"]
     # the call given another argument is where the step diverges, not a call fed different tensors
     assert firstdiff.first_divergence(table).call == "Functional.leaky_relu.0.forward"
     if npu != "cand":  # the statistics columns hold the same rows and findings

@@ -11,7 +11,8 @@ import json
 import shutil
 from pathlib import Path
 
-from accuscope.engine.compare.comparison import CompareSpec, execute, plan
+from accuscope.engine.compare.comparison import execute, plan
+from accuscope.engine.compare.spec import CompareSpec
 from accuscope.engine.compare.statistics import names_not_computes
 from accuscope.engine.sides.registry import open_side
 

@@ -10,8 +10,10 @@ from pathlib import Path
 
 import numpy as np
 
-from accuscope.engine.compare.comparison import CompareSpec, execute, plan
+from accuscope.engine.compare import judgement
+from accuscope.engine.compare.comparison import execute, plan
 from accuscope.engine.compare.noisefloor import roundoff
+from accuscope.engine.compare.spec import CompareSpec
 from accuscope.engine.compare.summary import summarize
 from accuscope.engine.compare.thresholds import Thresholds
 
@@ -23,7 +25,7 @@ CARRIERS = ("Module.attn.k.Linear.parameters_grad", "Functional.linear.2.backwar
 def judged(npu: str):
     p = plan(CompareSpec(str(HERE / npu / "step0" / "rank1"), str(HERE / "ref" / "step0" / "rank1")))
     table = execute(p, workers=1)
-    return table, Thresholds().evaluate(table), p
+    return table, judgement.evaluate(table, Thresholds()), p
 
 
 def test_the_bias_gradient_and_its_carriers_are_noise_at_the_floor():

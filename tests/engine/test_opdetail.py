@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from accuscope.engine.compare import comparison as engine
+from accuscope.engine.compare.spec import CompareSpec
 from accuscope.engine.diagnose import opdetail as od
 from accuscope.engine.diagnose import opfiles, oppair
 from accuscope.engine.sources.ascend import DumpTensor, write_dump_file
@@ -218,7 +219,7 @@ def task(cls_model, tmp_path_factory):
         a[0, 5] += np.float32(3.0)
         return a
     sim = cls_with_planted_fault(cls_model, root, FAULTY, break_channel_5)
-    spec = engine.CompareSpec(str(root / "npu" / "dump"), str(root / "golden"), model=sim.model_json)
+    spec = CompareSpec(str(root / "npu" / "dump"), str(root / "golden"), model=sim.model_json)
     table = engine.execute(engine.plan(spec), workers=1)
     folder = root / "task"
     save_task(folder, {"npu": spec.npu, "golden": spec.golden, "model": spec.model}, table, spec.thresholds)
@@ -250,7 +251,7 @@ def test_open_op_reuses_the_tasks_plan_until_the_task_is_rerun(tmp_path):
         folder.mkdir()
         for k, op in enumerate(("conv1", "relu1")):
             write_dump_file(folder / f"Conv2D.{op}.{k + 1}.{1700000000000000 + k}", op, outputs=[DumpTensor(y * scale)])
-        run_task(engine.CompareSpec(str(folder), str(golden)), tmp_path / "task", workers=1)
+        run_task(CompareSpec(str(folder), str(golden)), tmp_path / "task", workers=1)
     dump(tmp_path / "a", 2)
     task = load_task(tmp_path / "task")
     first = oppair.open_op(task, "conv1")

@@ -1,6 +1,6 @@
 """The Ascend op vocabulary (one place) and the `op:io:k` tensor name (one parser)."""
+from accuscope.engine.compare.judgement import exempt
 from accuscope.engine.compare.results import ResultTable
-from accuscope.engine.compare.thresholds import exempt
 from accuscope.engine.graphs.graph import Graph, Node
 from accuscope.engine.graphs.optypes import EXEMPT_TYPES, INSERTED, LAYOUT_ONLY, walk_back
 from accuscope.engine.sources.names import TensorName, parse_tensor_name

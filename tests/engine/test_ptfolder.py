@@ -12,7 +12,8 @@ from functools import partial
 import numpy as np
 import pytest
 
-from accuscope.engine.compare.comparison import CompareSpec, execute, plan
+from accuscope.engine.compare.comparison import execute, plan
+from accuscope.engine.compare.spec import CompareSpec
 from accuscope.engine.sides.registry import detect, open_side
 from accuscope.engine.sources import kinds
 from accuscope.engine.sources.tensor import SourceError, read_payload

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from accuscope.engine.compare import comparison as engine
 from accuscope.engine.compare.rankrows import step_rank_of, step_rank_rows, step_ranks
 from accuscope.engine.compare.results import ResultTable
+from accuscope.engine.compare.spec import CompareSpec
 from accuscope.engine.demo import msprobesim
 from accuscope.engine.tasks import rankrun
 
@@ -17,7 +17,7 @@ def table(tmp_path_factory):
     root = tmp_path_factory.mktemp("rankrows")
     msprobesim.write(str(root / "golden"), ranks=4, steps=2)
     msprobesim.write(str(root / "npu"), ranks=4, steps=2, fault_rank=2)
-    return rankrun.run_ranks(engine.CompareSpec(str(root / "npu"), str(root / "golden")), root / "task", workers=1).table
+    return rankrun.run_ranks(CompareSpec(str(root / "npu"), str(root / "golden")), root / "task", workers=1).table
 
 
 def test_a_multi_rank_table_holds_each_step_and_rank_and_their_rows(table):

@@ -10,7 +10,7 @@ import sys
 import numpy as np
 import pytest
 
-from accuscope.engine.compare import comparison as engine
+from accuscope.engine.compare.spec import CompareSpec
 from accuscope.engine.demo.ranktree import write_rank_tree
 from accuscope.engine.sources.ranks import Rank, local_path, pair_ranks, pick, ranks
 from accuscope.engine.tasks import rankrun, storage
@@ -82,7 +82,7 @@ def test_compare_a_tree_gives_one_task_with_rank_and_step_columns_and_resumes(tr
 
 def test_rank_and_step_pick_and_bad_picks_are_one_line(tree, tmp_path):
     npu, golden = tree
-    run = rankrun.run_ranks(engine.CompareSpec(str(npu), str(golden)), tmp_path / "t", workers=1, rank=[2, 3],
+    run = rankrun.run_ranks(CompareSpec(str(npu), str(golden)), tmp_path / "t", workers=1, rank=[2, 3],
                             step=[1])
     assert run.rows == 12 and run.failing == 3 and sorted(run.results) == ["step1_rank2", "step1_rank3"]
     bad = accuscope("compare", "--npu", npu, "--golden", golden, "--out", tmp_path / "u", "--rank", "7",
@@ -104,7 +104,7 @@ def test_a_rank_that_cannot_be_compared_is_a_row_of_the_report_the_rest_land(tmp
 def test_above_the_row_limit_a_task_stays_columnar_and_show_exports_the_csv(tree, tmp_path, monkeypatch):
     npu, golden = tree
     monkeypatch.setattr(storage, "COLUMNAR_ROWS", 20)
-    run = rankrun.run_ranks(engine.CompareSpec(str(npu), str(golden)), tmp_path / "t", workers=1, step=[0])
+    run = rankrun.run_ranks(CompareSpec(str(npu), str(golden)), tmp_path / "t", workers=1, step=[0])
     assert run.rows == 24 and run.table is None
     folder = tmp_path / "t"
     assert not list(folder.glob("result*")) and len(list((folder / "ranks").iterdir())) == 4
@@ -121,7 +121,7 @@ def test_new_thresholds_on_a_columnar_task_are_recorded_not_written_as_a_csv(tre
     npu, golden = tree
     monkeypatch.setattr(storage, "COLUMNAR_ROWS", 20)
     folder = tmp_path / "t"
-    rankrun.run_ranks(engine.CompareSpec(str(npu), str(golden)), folder, workers=1, step=[0])
+    rankrun.run_ranks(CompareSpec(str(npu), str(golden)), folder, workers=1, step=[0])
     task = load_task(folder)
     thresholds = task.thresholds
     thresholds.edit("cos=1.5 red=off")  # every compared row fails the cosine now
@@ -135,7 +135,7 @@ def test_new_thresholds_on_a_columnar_task_are_recorded_not_written_as_a_csv(tre
 def test_rank_files_merge_in_rank_order_and_a_broken_one_is_a_warning(tree, tmp_path):
     npu, golden = tree
     folder = tmp_path / "t"
-    rankrun.run_ranks(engine.CompareSpec(str(npu), str(golden)), folder, workers=1, step=[0])
+    rankrun.run_ranks(CompareSpec(str(npu), str(golden)), folder, workers=1, step=[0])
     (folder / "ranks" / "step0_rank1.npz").write_bytes(b"not a zip")
     doc = json.loads((folder / "task.json").read_text())
     table, warnings = load_ranks(folder, doc["ranks"])
@@ -178,7 +178,7 @@ def test_a_plugin_column_only_some_ranks_have_is_in_the_column_store_empty_where
     hidden = golden / "step0" / "rank1"
     for f in hidden.iterdir():
         f.rename(f.with_name("other." + f.name))  # nothing pairs in rank 1
-    spec, folder = engine.CompareSpec(str(npu), str(golden), custom_dir=str(plugins.parent)), tmp_path / "t"
+    spec, folder = CompareSpec(str(npu), str(golden), custom_dir=str(plugins.parent)), tmp_path / "t"
     first = rankrun.run_ranks(spec, folder, workers=1)
     assert [r["state"] for r in first.results.values()] == ["done", "failed"]
     for f in hidden.iterdir():

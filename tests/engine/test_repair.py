@@ -6,8 +6,9 @@ from __future__ import annotations
 import numpy as np
 import onnx
 
-from accuscope.engine.compare.comparison import CompareSpec, execute, plan
+from accuscope.engine.compare.comparison import execute, plan
 from accuscope.engine.compare.repair import similarity
+from accuscope.engine.compare.spec import CompareSpec
 from accuscope.engine.compare.thresholds import Thresholds
 
 TS = 1700000000000000

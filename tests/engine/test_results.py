@@ -6,6 +6,7 @@ import math
 import numpy as np
 import pytest
 
+from accuscope.engine.compare import judgement
 from accuscope.engine.compare.columns import NUMERIC_METRICS
 from accuscope.engine.compare.results import FilterError, ResultTable
 from accuscope.engine.compare.thresholds import Thresholds, parse_assignment
@@ -66,7 +67,7 @@ def test_append_rows_grows_like_one_big_table():
     live = ResultTable.empty(custom=["Plug"])
     for k in range(0, len(rows), 7):
         live.append_rows(rows[k:k + 7])
-    Thresholds().apply(live)  # replacing a column between appends must not lose it
+    judgement.apply(live, Thresholds())  # replacing a column between appends must not lose it
     live.append_rows([])
     assert len(live) == len(whole)
     for key, col in whole.columns.items():
@@ -163,7 +164,7 @@ VALID = [
 
 @pytest.mark.parametrize("expression, expected", VALID, ids=[e for e, _ in VALID])
 def test_filter_matches_numpy(big, expression, expected):
-    Thresholds().apply(big)
+    judgement.apply(big, Thresholds())
     with np.errstate(invalid="ignore"):
         want = expected(big)
     got = big.filter_mask(expression)
@@ -229,7 +230,7 @@ def test_search_big_table(big):
 
 def test_next_failing_follows_execution_order_in_a_sorted_view():
     t = _small(cos=[0.999, 0.5, 0.999, 0.9, 0.95, 0.999], type=["Add"] * 6)
-    Thresholds().apply(t)
+    judgement.apply(t, Thresholds())
     assert t.columns["fail"].tolist() == [False, True, False, True, True, False]
     view = t.sort_order("cos")  # rows 1, 3, 4, 0, 2, 5
     assert view.tolist() == [1, 3, 4, 0, 2, 5]
@@ -255,10 +256,10 @@ def test_thresholds_flag_rows_ignore_nan_and_exempt_inputs_layout_and_device_onl
                kl=[0.0, 0.0, 0.0, 0.0, 0.0, 0.01, nan],
                rmse=[0.1, nan, 0.1, 0.1, 0.1, 0.1, 2.0])
     th = Thresholds()
-    th.apply(t)
+    judgement.apply(t, th)
     assert t.columns["fail"].tolist() == [True, False, False, False, False, True, True]
-    assert th.broken(t, 0) == ["cos"] and th.broken(t, 5) == ["kl"] and th.broken(t, 6) == ["rmse"]
-    assert th.broken(t, 2) == [] and th.broken(t, 1) == []
+    assert judgement.broken_keys(t, th, 0) == ["cos"] and judgement.broken_keys(t, th, 5) == ["kl"] and judgement.broken_keys(t, th, 6) == ["rmse"]
+    assert judgement.broken_keys(t, th, 2) == [] and judgement.broken_keys(t, th, 1) == []
 
 
 def test_more_nan_inf_on_the_npu_side_fails_even_with_nan_metrics():
@@ -266,9 +267,9 @@ def test_more_nan_inf_on_the_npu_side_fails_even_with_nan_metrics():
     t = _small(type=["Pow", "Pow", "Mask", "Relu"], golden_op=["a", "b", "c", "d"],
                cos=[nan, 0.999, nan, nan], npu_nonfinite=[138, 0, 4, -1], golden_nonfinite=[0, 0, 4, -1])
     th = Thresholds()
-    th.apply(t)
+    judgement.apply(t, th)
     assert t.columns["fail"].tolist() == [True, False, False, False]
-    assert th.broken(t, 0) == ["npu_nonfinite"]
+    assert judgement.broken_keys(t, th, 0) == ["npu_nonfinite"]
 
 
 def test_thresholds_editing_and_round_trip():
@@ -282,8 +283,8 @@ def test_thresholds_editing_and_round_trip():
     assert again == th
     assert Thresholds.from_dict(None) == Thresholds() and Thresholds.from_dict({}).items == []
     t = _small(type=["Add", "Add"], cos=[0.985, 0.97], max_abs=[3.0, 0.0], kl=[9.0, 9.0])
-    th.apply(t)
-    assert t.columns["fail"].tolist() == [True, True] and th.broken(t, 0) == ["max_abs"]
+    judgement.apply(t, th)
+    assert t.columns["fail"].tolist() == [True, True] and judgement.broken_keys(t, th, 0) == ["max_abs"]
 
 
 @pytest.mark.parametrize("text, message", [

@@ -12,8 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from accuscope.engine.compare import shards
-from accuscope.engine.compare.comparison import CompareSpec, execute, plan
+from accuscope.engine.compare import judgement, shards
+from accuscope.engine.compare.comparison import execute, plan
+from accuscope.engine.compare.spec import CompareSpec
 from accuscope.engine.sources.npyfile import npy_file_tensor, read_npy_file
 from accuscope.engine.sources.tensor import SourceError, Tensor, TensorError
 
@@ -25,7 +26,7 @@ BOOKKEEPING = shards.BOOKKEEPING
 def compared(npu, golden, layout: str = "names"):
     p = plan(CompareSpec(str(npu), str(golden), shards=layout))
     table = execute(p, workers=1)
-    state = p.spec.thresholds.evaluate(table)
+    state = judgement.evaluate(table, p.spec.thresholds)
     return p, [table.row(i) for i in range(len(table))], state.fail
 
 

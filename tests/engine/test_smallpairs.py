@@ -15,6 +15,7 @@ from accuscope.engine.compare import pairjob
 from accuscope.engine.compare.columns import ALGORITHMS
 from accuscope.engine.compare.pairjob import Job, run_job, run_small
 from accuscope.engine.compare.results import ResultTable
+from accuscope.engine.compare.spec import CompareSpec
 from accuscope.engine.sources.npyfile import held_data, npy_file_tensor, read_npy_file
 from accuscope.engine.sources.tensor import Tensor
 from support.kernel import needs_kernel
@@ -128,7 +129,7 @@ def test_a_comparison_of_small_pairs_makes_the_table_of_the_per_pair_path(tmp_pa
             (tmp_path / "golden" / name).write_bytes(b"\x93NUMPY broken")
         elif k % 50 != 9:  # (9: no golden file at all)
             np.save(tmp_path / "golden" / name, y.astype(np.float32 if k % 3 else np.float16))
-    spec = engine.CompareSpec(str(tmp_path / "npu"), str(tmp_path / "golden"))
+    spec = CompareSpec(str(tmp_path / "npu"), str(tmp_path / "golden"))
     tables = {}
     for how in ("group", "per pair"):
         if how == "per pair":  # run_job a pair, the table from merged_row's rows

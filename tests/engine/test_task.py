@@ -21,7 +21,7 @@ from accuscope.engine.tasks.taskdoc import TaskDoc, mark_state
 from accuscope.engine.tasks.tasklist import list_tasks
 
 META = {"npu": "/data/npu_dump", "golden": "/data/golden_npy", "model": "/data/resnet50.om",
-        "algorithms": ["cos", "max_abs", "kl"], "range": "1,-1,1", "ops": [], "custom_algorithms": ""}
+        "algorithms": ["cos", "max_abs", "kl"], "op_range": "1,-1,1", "ops": [], "custom_dir": ""}
 
 
 def _table(n=200, seed=0, custom=("Plug",)) -> ResultTable:
@@ -302,7 +302,7 @@ def test_result_files_get_the_users_umask(tmp_path):
 
 
 def test_a_rerun_from_task_json_runs_no_custom_algorithms_unless_asked(tmp_path):
-    doc = TaskDoc({**META, "algorithms": ["cos", "Plug"], "custom_algorithms": str(tmp_path / "evil")})
+    doc = TaskDoc({**META, "algorithms": ["cos", "Plug"], "custom_dir": str(tmp_path / "evil")})
     spec = doc.spec()
     assert spec.custom_dir is None and spec.algorithms == ["cos"]
     spec = doc.spec(custom_dir=str(tmp_path / "mine"))

@@ -84,8 +84,22 @@ def test_a_task_json_without_version_opens_and_migrates_when_rewritten(tmp_path)
     mark_state(tmp_path, "done", error="")
     written = json.loads((tmp_path / TASK_JSON).read_text())
     assert written["version"] == VERSION and written["shards"] == "names"
+    renamed = {"range": "op_range", "custom_algorithms": "custom_dir"}  # version 2 -> 3: one name an option
     assert {k: v for k, v in written.items() if k not in ("version", "shards", "error", "updated")} == \
-        {k: v for k, v in old.items() if k != "error"}
+        {renamed.get(k, k): v for k, v in old.items() if k != "error"}
+
+
+def test_a_version_2_task_json_keeps_its_op_range_and_plugin_folder_under_their_one_names(tmp_path):
+    """Version 2 kept --range and --custom-algorithms as `range` and `custom_algorithms`: read, they are
+    the spec's `op_range` and `custom_dir` (its field names, task.json's keys now), and a rewrite keeps them so."""
+    (tmp_path / TASK_JSON).write_text(json.dumps({"version": 2, "state": "done", "npu": "/n", "golden": "/g",
+                                                  "range": "1,-1,1", "custom_algorithms": "/plugins"}))
+    doc = taskdoc.read(tmp_path)
+    assert (doc.op_range, doc.custom_dir) == ("1,-1,1", "/plugins") and "range" not in doc.raw
+    assert doc.spec(custom_dir="/plugins").op_range == "1,-1,1"
+    mark_state(tmp_path, "done")
+    written = json.loads((tmp_path / TASK_JSON).read_text())
+    assert written["op_range"] == "1,-1,1" and written["custom_dir"] == "/plugins" and "range" not in written
 
 
 def test_keys_a_newer_accuscope_wrote_survive_a_mark_and_a_save(tmp_path):

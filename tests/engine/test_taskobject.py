@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from accuscope.engine.compare.comparison import CompareSpec
+from accuscope.engine.compare.spec import CompareSpec
 from accuscope.engine.demo import workspace as demo
 from accuscope.engine.sources.tensor import SourceError
 from accuscope.engine.tasks.task import Task, load_task
-from accuscope.engine.tasks.taskdoc import TaskDoc, spec_fields
+from accuscope.engine.tasks.taskdoc import TaskDoc, migrate, spec_fields
 from accuscope.engine.tasks.tasklist import list_tasks
 
 MAIN_DEMO_JSON = Path(__file__).parents[1] / "data" / "task-main-demo.json"  # written by accuscope 80ea362's demo
@@ -36,10 +36,10 @@ def test_a_task_json_an_older_accuscope_wrote_still_reads_and_replans(demo_task,
     assert spec.pick == "newest" and spec.iteration == 0 and spec.algorithms[0] == "cos"
     assert task.plan.coverage.npu_paired == 64
     assert task.graph.kind == "om"
-    old = json.loads(MAIN_DEMO_JSON.read_text())
+    old = migrate(json.loads(MAIN_DEMO_JSON.read_text()))  # written by an older accuscope
     again = spec_fields(spec, folder)
-    assert {k: again[k] for k in ("algorithms", "range", "ops", "pick", "iteration", "golden_shape")} == \
-        {k: old[k] for k in ("algorithms", "range", "ops", "pick", "iteration", "golden_shape")}
+    assert {k: again[k] for k in ("algorithms", "op_range", "ops", "pick", "iteration", "golden_shape")} == \
+        {k: old[k] for k in ("algorithms", "op_range", "ops", "pick", "iteration", "golden_shape")}
     assert again["relative"] == old["relative"]
     assert len(load_task(folder).table) == old["rows"]  # the result CSV read when result.npz is of another run
 

@@ -10,10 +10,10 @@ import math
 import numpy as np
 import pytest
 
-from accuscope.engine.compare import textcodes
+from accuscope.engine.compare import judgement, textcodes
 from accuscope.engine.compare.results import ResultTable
 from accuscope.engine.compare.textcodes import encode
-from accuscope.engine.compare.thresholds import Thresholds, exempt
+from accuscope.engine.compare.thresholds import Thresholds
 from accuscope.engine.graphs.optypes import EXEMPT_TYPES
 from accuscope.engine.tasks.columnstore import PagedText, read_columns, write_columns
 
@@ -147,8 +147,8 @@ def test_exempt_rows_and_the_row_state_equal_the_plain_type_column(tables):
     expected = [r["type"] in EXEMPT_TYPES or r["golden_op"] == "*" for r in rows]
     states = []
     for table in tables:
-        assert exempt(table).tolist() == expected
-        state = Thresholds().evaluate(table)
+        assert judgement.exempt(table).tolist() == expected
+        state = judgement.evaluate(table, Thresholds())
         assert state.not_compared.tolist() == [r["reason"] != "" and math.isnan(r["cos"]) for r in rows]
         states.append(state)
     assert states[0].fail.tolist() == states[1].fail.tolist()
@@ -157,14 +157,14 @@ def test_exempt_rows_and_the_row_state_equal_the_plain_type_column(tables):
 def test_codes_follow_a_replaced_column(tables):
     table = ResultTable.from_columns({"npu_op": ["a", "b", "a"], "type": ["x", "TransData", "x"]})
     assert table.filter_mask('name == "a"').tolist() == [True, False, True]
-    assert exempt(table).tolist() == [False, True, False]
+    assert judgement.exempt(table).tolist() == [False, True, False]
     table.set_column("npu_op", ["b", "b", "a"])
     table.set_column("type", ["TransData", "x", "x"])
     assert table.filter_mask('name == "a"').tolist() == [False, False, True]
-    assert exempt(table).tolist() == [True, False, False]
+    assert judgement.exempt(table).tolist() == [True, False, False]
     table.append_rows([{"npu_op": "A", "type": "Data"}])
     assert table.filter_mask('name == "a"').tolist() == [False, False, True, True]
-    assert exempt(table).tolist() == [True, False, False, True]
+    assert judgement.exempt(table).tolist() == [True, False, False, True]
 
 
 def test_a_columnar_task_stores_codes_for_repeating_text_and_reads_only_distinct_rows(tables):

@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from accuscope.engine.compare import judgement
 from accuscope.engine.compare.results import ResultTable
 from accuscope.engine.compare.summary import summarize
 from accuscope.engine.compare.thresholds import MSIT_DEFAULTS, Thresholds
@@ -57,7 +58,7 @@ def test_summary_names_the_broken_metrics_and_not_those_turned_off():
     assert s.counts_text() == "2/3 rows fail"
     off = Thresholds()
     off.edit("kl=off")
-    Thresholds().apply(table)  # a fail column from other thresholds does not mislead the summary
+    judgement.apply(table, Thresholds())  # a fail column from other thresholds does not mislead the summary
     s = summarize(table, off)
     assert "kl" not in s.first_text and s.broken == ["cos 0.95 < 0.99"]
     off.edit("cos=off")

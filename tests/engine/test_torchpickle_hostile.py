@@ -20,7 +20,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from accuscope.engine.compare.comparison import CompareSpec, execute, plan
+from accuscope.engine.compare.comparison import execute, plan
+from accuscope.engine.compare.spec import CompareSpec
 from accuscope.engine.sides.registry import detect, open_side
 from accuscope.engine.sources import msprobe, torchpickle
 

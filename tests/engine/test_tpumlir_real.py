@@ -15,9 +15,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from accuscope.engine.compare.comparison import CompareSpec, execute, plan
+from accuscope.engine.compare import judgement
+from accuscope.engine.compare.comparison import execute, plan
 from accuscope.engine.compare.judgement import NOISY
 from accuscope.engine.compare.pair import DEVICE_ONLY
+from accuscope.engine.compare.spec import CompareSpec
 from accuscope.engine.compare.summary import summarize
 from accuscope.engine.compare.thresholds import Thresholds
 from accuscope.engine.sides.registry import detect, load_graph
@@ -138,7 +140,7 @@ def test_lowerings_casts_are_the_converters_own_and_the_tolerance_judges_as_npz_
     assert summary.failing == 0  # mean_rel > 1 on a SIMILAR row is not tpu-mlir's judging
     assert len(p.npu.tensors) == 150
     _, table, msit = run(HERE / "cls_bm1684x_f16_tpu_outputs.npz", HERE / "cls_top_outputs.npz", Thresholds())
-    state = Thresholds().evaluate(table)  # msit's thresholds: mean_rel > 1 on rows whose red passes is noise
+    state = judgement.evaluate(table, Thresholds())  # msit's thresholds: mean_rel > 1 on rows whose red passes is noise
     assert not msit.judged and msit.failing == 0 and state.noisy.any()
     assert all(set(state.broken_keys(r)) <= NOISY for r in np.flatnonzero(state.noisy))
     p, _, summary = run(HERE / "cls_bm1684x_f16_tpu_outputs.npz", HERE / "cls_top_outputs.npz", tolerance(0.99, 0.90),

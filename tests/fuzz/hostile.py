@@ -481,7 +481,7 @@ def _npy_sides(d: Path) -> tuple[Path, Path]:
 def _small_task(d: Path) -> Path:
     """A finished task of relu -> sigmoid (an ONNX model, its onnxruntime golden dump, a simulated NPU dump),
     compared here with its model: what advise, export, overlay and op take."""
-    from accuscope.engine.compare.comparison import CompareSpec
+    from accuscope.engine.compare.spec import CompareSpec
     from accuscope.engine.tasks.taskrun import run_comparison
     from support.hostile import tiny_export_task
     tiny = tiny_export_task(d / "tiny")
@@ -585,6 +585,8 @@ def path_options() -> dict[str, tuple[str, Callable[[Path, Path], list[str]]]]:
         "export --out": ("export", task("export", "--start", "relu", "--end", "sigmoid", "--out", None)),
         "overlay --framework-model": ("fw.onnx", task("overlay", "--out", "o.json", "--framework-model", None)),
         "overlay --out": ("overlay.json", task("overlay", "--out", None)),
+        "pairs TASK": ("task", lambda d, p: ["pairs", str(p), "--out", str(d / "m")]),
+        "pairs --out": ("mapping", task("pairs", "--out", None)),
         "sensitivity --framework-model": ("fw.onnx", task("sensitivity", "--framework-model", None)),
         "show TASK": ("task", lambda d, p: ["show", str(p)]),
         "show --out": ("rows.xlsx", task("show", "--format", "xlsx", "--out", None)),

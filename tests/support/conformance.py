@@ -25,13 +25,15 @@ accuscope departs from the tool on purpose the row says why, and the departure c
 - msprobe only, whose per-row Result judges whether an API *made* an error, by per-API rules, rather
   than whether its values agree: `dtype` (it marks any dtype difference an error: bf16 autocast against
   fp32), `API-level` (an API's worst row marks all its rows), `inherited` (accuscope fails a value that
-  differs because the call was fed differing values; msprobe passes the API that did not add to it),
+  differs because the call was fed differing values, an input failing or off by 1% in red (INHERITED_RED);
+  msprobe passes the API that did not add to it),
   `double-check` (a statistic that moved by more than half: msprobe warns "Need double check", accuscope
-  fails it, having no values to clear it: in statistics mode this catches the planted bugs msprobe misses);
+  fails it, having no values to clear it: in statistics mode this catches the planted bugs msprobe misses),
+  `kl` (msit's KL divergence threshold alone breaks: msprobe's rules have none);
 - `by position` (Polygraphy): a tensor the reference lacks (an int8 model's weight dequantized), which
   Polygraphy's comparator paired with the reference's tensor at its index and failed; accuscope pairs by
   identity and leaves it uncompared;
-- `planted`: the row is the planted bug's own op, which the tool's rules miss.
+- `planted`: the row is the planted bug's own op (or its backward), which the tool's rules miss.
 Every other difference is a disagreement: a bug in accuscope or a departure not yet explained.
 """
 from __future__ import annotations
@@ -46,6 +48,7 @@ from pathlib import Path
 COMMITTED = Path(__file__).resolve().parents[1] / "fixtures" / "conformance"
 CACHE = Path(os.path.expanduser("~/.cache/accuscope-tests/conformance"))
 OUTCOMES = ("pass", "fail")
+INHERITED_RED = 0.01  # an input off by this much (a fifth of msit's red threshold) was fed values that differ
 
 
 @dataclass
@@ -155,13 +158,14 @@ def run(case: Case, out: Path, timeout: float = 600) -> Outcome:
 
 def _rows(outcome: Outcome, folder: Path) -> None:
     """Each row the tool judged, matched to accuscope's by the tool's own name, pass against pass."""
+    from accuscope.engine.compare import judgement
     from accuscope.engine.tasks.task import load_task
     case = outcome.case
     if not case.rows:
         return
     task = load_task(folder)
     table, thresholds = task.result
-    state = thresholds.evaluate(table)
+    state = judgement.evaluate(table, thresholds)
     c = table.columns
     by_name = _row_names(case, task)
     for name, theirs in case.rows.items():
@@ -181,7 +185,7 @@ def _rows(outcome: Outcome, folder: Path) -> None:
         if why:
             outcome.departures.append(f"{line} ({why})")
         else:
-            outcome.disagreements.append(line + (f" ({'; '.join(thresholds.broken_texts(table, r))})" if fails
+            outcome.disagreements.append(line + (f" ({'; '.join(judgement.broken_texts(table, thresholds, r))})" if fails
                                                   else ""))
 
 
@@ -209,16 +213,22 @@ def _departure(case: Case, state, c, r: int, fails: bool, theirs: dict) -> str:
             return ("one-thousandth: msprobe's rule on the share of elements within 0.1% (inputs > 0.9, output < "
                     "0.6) is finer than the thresholds accuscope judges by; `--threshold rel_0.1%=...` judges so too")
         return ""
-    if case.planted and str(c["npu_op"][r]).startswith(case.planted.get("op", "\0")):  # the tool passes it
-        return f"planted: the bug planted here ({case.planted.get('what', '')}), which the tool's rules miss"
+    planted = case.planted.get("op", "\0") if case.planted else "\0"
+    if str(c["npu_op"][r]).startswith((planted, planted.replace(".forward", ".backward"))):  # the tool passes it
+        return f"planted: the bug planted here ({case.planted.get('what', '')}) or its backward, which the tool's rules miss"
     if case.tool == "msprobe" and set(state.broken_keys(r)) == {"stat_mag"}:
         return ("double-check: a statistic moved by more than half (msprobe's own 'Need double check' rule, "
                 "which only warns or, by its per-API rules, passes); accuscope, seeing no values to clear it, fails it")
     if case.tool == "msprobe":  # the tool passes the row, accuscope fails it
-        if c["io"][r] != "output" or _call_rows(c, r, lambda k: c["io"][k] != "output" and bool(state.fail[k])) \
-                or _call_rows(c, r, lambda k: bool(state.fail[k]), related=True):
+        def differs(k: int) -> bool:  # failing, or off by a fifth of msit's red threshold
+            return bool(state.fail[k]) or float(c["red"][k]) >= INHERITED_RED
+        if c["io"][r] != "output" or _call_rows(c, r, lambda k: c["io"][k] != "output" and differs(k)) \
+                or _call_rows(c, r, differs, related=True):
             return ("inherited: msprobe's Result says whether an API made an error (its outputs worse than its "
                     "inputs); this row's call was fed values that already differ, and accuscope judges values")
+        if set(state.broken_keys(r)) == {"kl"}:
+            return ("kl: only msit's KL divergence threshold breaks (cos and red pass); msprobe's rules have no KL "
+                    "divergence (`--threshold kl=off` judges as msprobe does)")
     return ""
 
 

@@ -43,7 +43,10 @@ class AdviceScreen(Screen["int | None"]):
     """Dismisses with the table row of the chosen finding (None: back without jumping)."""
 
     TITLE = "advisor"
-    BINDINGS = [Binding("enter", "jump", "jump to op", priority=True, id="advice.jump"),
+    # enter is an ordinary binding: the focused list (findings) or table (ranked ops) takes it in turn after
+    # the keys typed before it have moved its cursor, and says so (OptionSelected / RowSelected: jump); a
+    # priority enter ran as it arrived, so `↓↓⏎` typed fast jumped to the first finding
+    BINDINGS = [Binding("enter", "jump", "jump to op", id="advice.jump"),
                 Binding("s", "toggle_ranking", "findings/ranked ops", id="advice.toggle_ranking"),
                 Binding("p", "precision", "search mixed precision", id="advice.precision"),
                 Binding("v", "verify", "verify the headline", id="advice.verify"),
@@ -221,6 +224,11 @@ class AdviceScreen(Screen["int | None"]):
             self.notify(str(exc), severity="error")
             return
         self.app.push_screen(PrecisionScreen(spec, self.task_name))
+
+    @on(OptionList.OptionSelected)
+    @on(DataTable.RowSelected, "#ranked")
+    def chosen(self) -> None:
+        self.action_jump()
 
     def action_jump(self) -> None:
         if self.showing_ranking:

@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from textual.actions import parse as parse_action
 from textual.app import App, SystemCommand
 from textual.await_complete import AwaitComplete
 from textual.binding import Binding
@@ -18,7 +19,7 @@ from .formatting import shown
 from .taskscreen import TaskScreen
 
 if TYPE_CHECKING:
-    from ..engine.compare.comparison import CompareSpec
+    from ..engine.compare.spec import CompareSpec
 
 # The task browser and the dialogs are imported when shown: `accuscope open TASK` draws neither in its
 # first frame.
@@ -49,7 +50,7 @@ class AccuscopeApp(App):
         holds Python code in a file anyone may have written: it is used only once the user confirmed
         that folder in this run of the app; declined (n), `then` gets the spec without plugins; esc
         calls nothing."""
-        path = task.path("custom_algorithms")
+        path = task.path("custom_dir")
 
         def spec(plugins: bool) -> CompareSpec:
             return task.spec(**({"custom_dir": str(path)} if plugins else {}))
@@ -143,12 +144,13 @@ class AccuscopeApp(App):
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         """The current screen's keys as commands (found by their description), then textual's; a key
-        textual has a command for (Maximize) is left to it."""
+        textual has a command for (Maximize) is left to it, a key its screen has turned off (check_action:
+        the pair keys on a task that is not two msprobe dumps) is not offered."""
         textual = list(super().get_system_commands(screen))
         seen = {command.title.split()[0].lower() for command in textual}
         for node in [screen.focused, screen] if screen.focused else [screen]:
             for binding in getattr(node, "BINDINGS", []):
-                if not isinstance(binding, Binding) or not binding.description:
+                if not isinstance(binding, Binding) or not binding.description or not _allowed(node, binding.action):
                     continue
                 if binding.description not in seen and binding.description.split()[0].lower() not in seen:
                     seen.add(binding.description)
@@ -165,6 +167,12 @@ def _collect_again() -> None:
     if not gc.isenabled():
         gc.freeze()
         gc.enable()
+
+
+def _allowed(node, action: str) -> bool:
+    """Whether `node` offers `action` now (its check_action does not turn it off)."""
+    _, name, parameters = parse_action(action)
+    return node.check_action(name, parameters) is not False
 
 
 def _runner(node, action: str):

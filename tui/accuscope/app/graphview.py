@@ -18,6 +18,7 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.strip import Strip
 
+from ..engine.compare import judgement
 from ..engine.compare.columns import METRIC
 from ..engine.compare.pair import golden_ops
 from ..engine.compare.results import ResultTable
@@ -66,7 +67,7 @@ class OpResults:
         self.table, self.thresholds = table, thresholds
         cols = table.columns
         n = len(table)
-        state = self.state = thresholds.evaluate(table)
+        state = self.state = judgement.evaluate(table, thresholds)
         self.fail, self.exempt, self.invalid, self.nonfinite = state.fail, state.exempt, \
             state.not_compared & ~state.device_only, state.nonfinite  # a device-only op: exempt, nothing wrong
         keys = table.metric_keys

@@ -10,7 +10,7 @@ from ..engine.tasks.task import Task
 from ..exitcode import ExitCode
 
 if TYPE_CHECKING:
-    from ..engine.compare.comparison import CompareSpec
+    from ..engine.compare.spec import CompareSpec
 
 
 def default_workspace() -> Path:

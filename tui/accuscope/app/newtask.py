@@ -11,8 +11,8 @@ from textual.screen import Screen
 from textual.widgets import Input, Label, SelectionList, Static
 
 from ..engine.compare.columns import ALGORITHMS, CSV_OF
-from ..engine.compare.comparison import CompareSpec
 from ..engine.compare.inputs import BY_NAME, INPUTS, build_spec, check, texts_of
+from ..engine.compare.spec import CompareSpec
 from ..engine.sources.tensor import SourceError
 from .footer import Footer
 from .formatting import shown
@@ -81,8 +81,8 @@ class NewTaskScreen(Screen):
         if event.input.id:
             self.show_check(event.input.id)
         if event.input.id == "golden":  # shape and dtype needed, and the options there are, follow the golden path
-            self.show_check("shape")
-            self.show_check("dtype")
+            self.show_check("golden_shape")
+            self.show_check("golden_dtype")
             self.show_check("golden_options")
         if event.input.id == "npu":  # a step or rank must be one of the NPU dump's folders; its format's options
             self.show_check("step")

@@ -12,9 +12,10 @@ from typing import cast
 import numpy as np
 
 from ..engine.compare.columns import METRIC, TABLE_ORDER, TABLE_TAIL
+from ..engine.compare.judgement import RowState
 from ..engine.compare.results import KIND, ResultTable
 from ..engine.compare.textcodes import PAGE
-from ..engine.compare.thresholds import RowState, Thresholds
+from ..engine.compare.thresholds import Thresholds
 from . import formatting as fmt
 
 LABELS = {"index": "#", "op_seq": "seq", "npu_op": "NPU op", "golden_op": "golden op",

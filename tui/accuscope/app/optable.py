@@ -36,9 +36,11 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.strip import Strip
 
+from ..engine.compare import judgement
 from ..engine.compare.columns import METRIC
+from ..engine.compare.judgement import RowState
 from ..engine.compare.results import FilterError, ResultTable
-from ..engine.compare.thresholds import RowState, Thresholds
+from ..engine.compare.thresholds import Thresholds
 from . import formatting as fmt
 from .cursorlist import CursorList
 from .opcolumns import DIVIDER, LABELS, MARK_FAIL, Column, Flags, cell, column_specs, measure, measured, place
@@ -225,7 +227,7 @@ class OperatorTable(CursorList):
         self._table, self._total, self._extra = table, total, extra
         if thresholds is not None:
             self._thresholds = thresholds
-        self._flags(self._thresholds.apply(table))
+        self._flags(judgement.apply(table, self._thresholds))
         if not extra:
             self._shown = table
         elif kept and self._shown is not table:

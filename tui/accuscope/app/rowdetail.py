@@ -13,6 +13,7 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from ..engine.compare import judgement
 from ..engine.compare.columns import CSV_OF
 from ..engine.compare.fields import FIELD
 from ..engine.compare.results import ResultTable
@@ -70,7 +71,7 @@ class RowDetail(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         r = self.table.row(self.row)
-        broken = set(self.thresholds.broken(self.table, self.row))
+        broken = set(judgement.broken_keys(self.table, self.thresholds, self.row))
         info = Table(box=None, show_header=False, padding=(0, 2, 0, 0))
         info.add_column(style="bold")
         info.add_column(overflow="fold")

@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from ..engine.compare import comparison as engine
+    from ..engine.compare.spec import CompareSpec
     from ..engine.diagnose.advice import Advice
     from ..engine.progress import Progress
 
@@ -111,7 +112,7 @@ class TaskScreen(Screen):
                 "call:input:2\".")
     PAIR_ACTIONS = ("decide_pair", "decide_tensor", "pick_pair")  # the keys of PAIRS_HELP: + - = _ p
 
-    def __init__(self, task: Task | None = None, run: tuple[engine.CompareSpec, Path] | None = None) -> None:
+    def __init__(self, task: Task | None = None, run: tuple[CompareSpec, Path] | None = None) -> None:
         super().__init__()
         self.opened = task
         self.run_request = run
@@ -583,7 +584,7 @@ class TaskScreen(Screen):
         self.app.push_screen(AdviceScreen(self.advice, self.opened, self.apply_advice), jump)
 
     # ---- running a comparison -----------------------------------------------------------------
-    def start_run(self, spec: engine.CompareSpec, folder: Path) -> None:
+    def start_run(self, spec: CompareSpec, folder: Path) -> None:
         self.running, self.run_error, self.decided = True, "", {}
         self.cancel.clear()
         self._live, self._plan, self._done, self._arrived = None, None, 0, []
@@ -593,7 +594,7 @@ class TaskScreen(Screen):
         self.refresh_views()
 
     @work(thread=True, exclusive=True, group="compare", exit_on_error=False)
-    def compare_worker(self, spec: engine.CompareSpec, folder: Path) -> None:
+    def compare_worker(self, spec: CompareSpec, folder: Path) -> None:
         """The comparison on the path it calls for (taskrun.run_comparison): two rank trees rank by rank
         on the local pool, their rows arriving per rank; else pair by pair, rows arriving in batches."""
         from ..engine.tasks.taskrun import run_comparison

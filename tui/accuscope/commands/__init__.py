@@ -32,6 +32,7 @@ COMMANDS = (
     Command("precision", "precision",
             "find the fewest ops to keep in fp32 so an fp16/int8 conversion meets a target"),
     Command("report", "report", "write a task's verdict, findings and charts as HTML or Markdown"),
+    Command("pairs", "pairs", "write a task's pairing as msprobe's mapping files (-dm data, -cm cell mapping)"),
     Command("export", "export", "export the ops between two nodes as a runnable submodel with its data"),
     Command("demo", "demo", "build a workspace of demo comparison tasks with planted faults and open it"),
     Command("open", "open_task", "open a task folder or a result CSV in the app"),

@@ -204,7 +204,7 @@ def source_options(args) -> dict:
         options = option_texts(getattr(args, "options", None))
     except ValueError as exc:
         raise SourceError(f"--option: {exc}") from None
-    return {"pick": args.pick, "run": args.run, "shape": args.shape, "dtype": args.dtype, "step": args.step,
+    return {"pick": args.pick, "run": args.run, "shape": args.golden_shape, "dtype": args.golden_dtype, "step": args.step,
             "rank": args.rank, "stats_only": args.stats_only or None, "options": options or None}
 
 
@@ -253,7 +253,12 @@ VERDICT_MARKS = {"pass": "[green]✓[/]", "fail": "[bold red]✗[/]", "unknown":
 
 def verdict_markup(v, table) -> str:
     """`verdict ✓ pass: ...`: the one verdict (judgement.Verdict.line) as the commands print it."""
-    return f"[bold]verdict[/] {VERDICT_MARKS[v.outcome]} {show(v.line(table.columns['tensor']))}"
+    return said_verdict(v.outcome, v.line(table.columns["tensor"]))
+
+
+def said_verdict(outcome: str, line: str) -> str:
+    """A verdict's outcome and line as the commands print them (also a columnar task's, judgement.combined)."""
+    return f"[bold]verdict[/] {VERDICT_MARKS[outcome]} {show(line)}"
 
 
 def verdict_exit(summary, fail_on_error: bool) -> int:

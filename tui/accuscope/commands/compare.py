@@ -8,11 +8,11 @@ import threading
 from collections import Counter
 from pathlib import Path
 
-from ..engine.compare import comparison as engine
 from ..engine.compare.inputs import build_spec, inputs
 from ..engine.compare.judgement import Basis
 from ..engine.compare.metrics import compiled_kernel
 from ..engine.compare.pair import DEVICE_ONLY
+from ..engine.compare.spec import CompareSpec
 from ..engine.compare.summary import summarize
 from ..engine.sides.registry import detect
 from ..engine.sources import kinds
@@ -26,6 +26,7 @@ from .common import (
     add_source_options,
     err,
     out,
+    said_verdict,
     show,
     verdict_exit,
     verdict_markup,
@@ -66,7 +67,7 @@ def add_comparison_options(p) -> None:
     p.add_argument("--json", action="store_true", help="one JSON object on stdout (the summary goes to stderr)")
 
 
-def spec_of(args) -> engine.CompareSpec:
+def spec_of(args) -> CompareSpec:
     values = {i.name: getattr(args, i.name) for i in inputs("sides", "judging", "source")}
     values["npu"], values["golden"] = args.npu or args.source, args.golden or args.source
     if not values["npu"] or not values["golden"]:
@@ -80,7 +81,7 @@ def spec_of(args) -> engine.CompareSpec:
         raise SourceError(f"--threshold: {exc}") from None
 
 
-def preflight(spec: engine.CompareSpec) -> None:
+def preflight(spec: CompareSpec) -> None:
     """What can be checked in a moment before the app opens: both sides and the models are there and
     readable as what they claim to be."""
     for flag, path in (("--npu", spec.npu), ("--golden", spec.golden)):
@@ -94,7 +95,7 @@ def preflight(spec: engine.CompareSpec) -> None:
             raise SourceError(f"{flag} {path}: no such file or folder")
 
 
-def swapped_hint(spec: engine.CompareSpec) -> str:
+def swapped_hint(spec: CompareSpec) -> str:
     """A device dump given as the reference and a framework dump as the side under test: say so."""
     try:
         npu, golden = detect(spec.npu).kind, detect(spec.golden).kind
@@ -119,7 +120,7 @@ def run(args) -> int:
     return compare_and_report(spec, args, warn_swapped=True)
 
 
-def compare_and_report(spec: engine.CompareSpec, args, warn_swapped: bool = False) -> int:
+def compare_and_report(spec: CompareSpec, args, warn_swapped: bool = False) -> int:
     """Run the comparison into args.out (taskrun.run_comparison, which picks the path), print what it
     did, advise if asked. With --json the summary goes to stderr and one JSON object (see
     `result_json`) to stdout. `warn_swapped`: say when the sides look swapped (`swapped_hint`)."""
@@ -134,7 +135,7 @@ def compare_and_report(spec: engine.CompareSpec, args, warn_swapped: bool = Fals
     return _compare_one_and_report(spec, args, one_source)
 
 
-def _compare_one_and_report(spec: engine.CompareSpec, args, one_source: bool) -> int:
+def _compare_one_and_report(spec: CompareSpec, args, one_source: bool) -> int:
     """One comparison, with a progress bar."""
     say = err.print if args.json else out.print
     cancel = threading.Event()
@@ -250,7 +251,7 @@ def _advise_if_asked(args):
     return advice
 
 
-def ranks_summary(spec: engine.CompareSpec, run):
+def ranks_summary(spec: CompareSpec, run):
     """The judgement of a multi-rank run (rankrun.RanksRun); None for a columnar task (too large for one
     table). SourceError when no rank could be compared."""
     if not any(r["state"] == "done" for r in run.results.values()):
@@ -259,7 +260,7 @@ def ranks_summary(spec: engine.CompareSpec, run):
     return summarize(run.table, spec.thresholds, Basis.from_coverage(run.coverage)) if run.table is not None else None
 
 
-def compare_ranks_and_report(spec: engine.CompareSpec, args, one_source: bool = False) -> int:
+def compare_ranks_and_report(spec: CompareSpec, args, one_source: bool = False) -> int:
     """A multi-rank comparison: one line per rank as it lands, then the totals (see rankrun)."""
     say = err.print if args.json else out.print
     cancel = threading.Event()
@@ -302,9 +303,11 @@ def compare_ranks_and_report(spec: engine.CompareSpec, args, one_source: bool = 
         say(verdict_markup(summary.verdict, run.table), soft_wrap=True)
         if summary.judged:
             say(show(summary.judged), soft_wrap=True)
+    else:
+        say(said_verdict(*run.verdict), soft_wrap=True)
     advice = _advise_if_asked(args)
     if args.json:
         sys.stdout.write(json.dumps(ranks_json(args.out, run, summary, advice), indent=1, ensure_ascii=False) + "\n")
-    if summary is None:  # a columnar task (too large for one table): judged on its failing count
-        return ExitCode.FINDINGS if args.fail_on_error and (run.failing or not_done) else ExitCode.OK
+    if summary is None:  # a columnar task (too large for one table): the verdict of its ranks, each judged alone
+        return ExitCode.FINDINGS if args.fail_on_error and run.verdict[0] != "pass" else ExitCode.OK
     return verdict_exit(summary, args.fail_on_error)

@@ -376,13 +376,14 @@ def build_server(workspace: str | os.PathLike) -> Server:
         def work(cancel):
             import numpy as np
 
+            from ..engine.compare import judgement
             from ..engine.compare.summary import summarize
             from ..engine.tasks.task import load_task
             from .show import columns_of
             task = load_task(args.task)
             columns = columns_of(task, args.columns)
             s = summarize(task.table, task.thresholds, task.basis)
-            chosen = np.flatnonzero(task.thresholds.evaluate(task.table).fail) if args.failing else \
+            chosen = np.flatnonzero(judgement.evaluate(task.table, task.thresholds).fail) if args.failing else \
                 np.arange(len(task.table))
             start = min(extras["offset"], len(chosen))
             page = chosen[start:start + extras["limit"]]

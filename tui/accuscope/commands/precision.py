@@ -14,6 +14,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from ..engine.precision.convert import TARGETS
 from ..engine.precision.evaluate import parse_target
 from ..engine.precision.spec import PrecisionSpec
+from ..engine.precision.trials import LOG
 from ..engine.precision.workflow import Event, PrecisionResult, run_precision
 from ..exitcode import ExitCode
 from .answers import precision_json
@@ -39,10 +40,12 @@ def register(p) -> None:
                      "static with --calibration) and search the smallest set of ops to keep in fp32 for the network "
                      "outputs to meet --target against REF: the ops `accuscope sensitivity` ranks first, one at a "
                      "time; then a bisection over the ranked list and every other op; then pruning. Each trial is "
-                     "logged in DIR/trials.jsonl as it finishes; running again resumes. Writes DIR/result: the "
-                     "mixed-precision model, node_block_list.json, nodes_to_exclude.json, a tpu-mlir qtable.txt, "
-                     "polygraphy.txt (--layer-precisions), precision.json (per node) and task/ (the final model "
-                     "against REF, open it with `accuscope open`). Exit 0: target met; 1: not met; 2: unusable input.")
+                     "logged in DIR/trials.jsonl as it finishes (the ops kept, the metric values, the seconds), and the log "
+                     "ends in the list found; running again resumes. Writes DIR/result: the mixed-precision model, "
+                     "the list in each toolchain's words (node_block_list.json, nodes_to_exclude.json, a tpu-mlir "
+                     "qtable.txt, NNCF's ignored_scope.json, RKNN's rknn_hybrid.cfg, ATC's keep_dtype.cfg, AMCT's "
+                     "amct_skip_layers.cfg, polygraphy.txt with --layer-precisions), precision.json (per node) and "
+                     "task/ (the final model against REF, open it with `accuscope open`). Exit 0: target met; 1: not met; 2: unusable input.")
     p.add_argument("model", metavar="REF.onnx", help="the reference (fp32) ONNX model")
     p.add_argument("--to", required=True, choices=TARGETS, help="the conversion to search")
     p.add_argument("--out", required=True, metavar="DIR", help="the search folder (a search there resumes)")
@@ -120,6 +123,8 @@ def print_result(r: PrecisionResult) -> None:
         out.print(f"  [yellow]stopped early[/]: {show(o.reason)}; the set is the smallest passing one tried", soft_wrap=True)
     for key, path in r.files.items():
         out.print(f"  {key:<17} {show(str(path))}", soft_wrap=True)
+    out.print(f"  {'trials':<17} {show(str(r.folder / LOG))}  (one JSON line a trial, then the list found)",
+              soft_wrap=True)
     if r.task:
         out.print(f"  {'task':<17} {show(str(r.task))}  (accuscope open {show(str(r.task))})", soft_wrap=True)
     if r.files:

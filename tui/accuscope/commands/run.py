@@ -26,7 +26,7 @@ from .compare import add_comparison_options, compare_and_report
 from .dump import RUNTIMES, add_input_options, dump_options, dump_with_progress, runtime_of
 
 if TYPE_CHECKING:
-    from ..engine.compare.comparison import CompareSpec
+    from ..engine.compare.spec import CompareSpec
     from ..engine.runs.ortdump import DumpReport
 
 DUMPS = DUMPS_DIR

@@ -8,6 +8,7 @@ import sys
 
 import numpy as np
 
+from ..engine.compare import judgement
 from ..engine.compare.columns import BRIEF, BRIEF_RECORDED, METRIC, REPORTED, REPORTED_BESIDE
 from ..engine.compare.summary import summarize
 from ..engine.export.excel import write_xlsx
@@ -51,7 +52,7 @@ def run(args) -> int:
     table = task.table
     columns = columns_of(task, args.columns)
     s = summarize(table, task.thresholds, task.basis)
-    rows = np.flatnonzero(task.thresholds.evaluate(table).fail) if args.failing else np.arange(len(table))
+    rows = np.flatnonzero(judgement.evaluate(table, task.thresholds).fail) if args.failing else np.arange(len(table))
     if args.format == "xlsx":
         try:
             sheets = write_xlsx(table, task.thresholds, args.out, rows)

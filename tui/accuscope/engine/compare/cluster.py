@@ -16,9 +16,9 @@ import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from accuscope.engine.compare import comparison as engine
 from accuscope.engine.compare.lifetime import safe_helpers
 from accuscope.engine.compare.multirank import LOST, RankResult, compare_rank, pool_results
+from accuscope.engine.compare.spec import CompareSpec
 from accuscope.engine.sources.ranks import Rank, local_path, pair_ranks
 from accuscope.engine.sources.tensor import SourceError
 
@@ -44,7 +44,7 @@ class LocalPool:
     def discover(self, npu: str, golden: str) -> tuple[list[Rank], list[str]]:
         return pair_ranks(npu, golden)
 
-    def results(self, spec: engine.CompareSpec, leaves: list[Rank], cancel: threading.Event | None = None,
+    def results(self, spec: CompareSpec, leaves: list[Rank], cancel: threading.Event | None = None,
                 mapping: MappingFile | None = None) -> Iterator[RankResult]:
         return pool_results(spec, leaves, self.workers, cancel, mapping)
 
@@ -118,7 +118,7 @@ class DaskCluster:
                     if not any(path.endswith("/" + rel) for rel in leaves)]
         return sorted(leaves.values()), problems
 
-    def results(self, spec: engine.CompareSpec, leaves: list[Rank], cancel: threading.Event | None = None,
+    def results(self, spec: CompareSpec, leaves: list[Rank], cancel: threading.Event | None = None,
                 mapping: MappingFile | None = None) -> Iterator[RankResult]:
         """Each rank on a worker that sees its folders; `mapping` (spec.mapping read) sent to every worker once."""
         d = self._distributed

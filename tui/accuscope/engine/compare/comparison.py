@@ -23,11 +23,11 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import KW_ONLY, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from functools import lru_cache, partial
 from typing import TYPE_CHECKING, cast
 
-from accuscope.engine.compare import faults, gcpause, polytol, statistics
+from accuscope.engine.compare import faults, gcpause, judgement, polytol, statistics
 from accuscope.engine.compare.columns import ALGORITHMS, CSV_OF, KEY_OF
 from accuscope.engine.compare.judgement import Basis, cells_broken
 from accuscope.engine.compare.lifetime import die_with_parent, end_pool, process_context
@@ -36,7 +36,7 @@ from accuscope.engine.compare.metrics import compiled_kernel
 from accuscope.engine.compare.pair import DEVICE_ONLY, Pair, suspect
 from accuscope.engine.compare.pairjob import GROUP_ELEMENTS, Job, pair_threads, run_job, run_small
 from accuscope.engine.compare.results import DEFAULT_OF, KIND, ResultTable, row_columns
-from accuscope.engine.compare.thresholds import Thresholds
+from accuscope.engine.compare.spec import CompareSpec
 from accuscope.engine.graphs.optypes import CONVERTER_OWN, walk_back
 from accuscope.engine.progress import OnProgress, Progress
 from accuscope.engine.sides.side import Side
@@ -53,44 +53,6 @@ if TYPE_CHECKING:  # plugins are imported only for a run that names a folder of 
     from accuscope.engine.graphs.graph import Graph
 
 INLINE_BYTES = 64 << 20  # below this, worker processes cost more than they save
-
-
-@dataclass
-class CompareSpec:
-    """What to compare. The two sides are positional, everything else by keyword. task.json keeps
-    it as `tasks.taskdoc.spec_fields` writes it; `TaskDoc.spec` reads that back (from any
-    accuscope's task.json)."""
-
-    npu: str  # the side under test: any source accuscope reads (sources.FORMATS)
-    golden: str  # the reference side: any source too
-    _: KW_ONLY
-    model: str | None = None  # an offline model (for the NPU side) or a framework model (golden side)
-    algorithms: list[str] | None = None  # short keys, CSV names or plugin names; None = all
-    op_range: str | None = None
-    ops: list[str] | None = None
-    custom_dir: str | None = None
-    thresholds: Thresholds = field(default_factory=Thresholds)
-    pick: str | int = "newest"
-    run: str | None = None
-    golden_shape: tuple[int, ...] | None = None  # a raw .bin golden file's shape and dtype
-    golden_dtype: str | None = None
-    npu_model: str | None = None  # each side's own model, when both are given
-    golden_model: str | None = None
-    mapping: str | None = None  # the user's npu_name,golden_name file
-    npu_runner: str | None = None  # Polygraphy runners and iteration
-    golden_runner: str | None = None
-    iteration: int = 0
-    step: str | None = None  # msprobe step and rank folders (one each; several: an error listing them)
-    rank: str | None = None
-    stats_only: bool = False  # compare the statistics dump.json records, never the tensor files
-    match: str | None = None  # "structure": pair what no name or mapping file pairs by module, order, shapes
-    shards: str | None = None  # shards.SHARDS_BY_NAMES or a layout file: merge a parallel run's ranks into one (compare/shards.py)
-    expected: str | None = None  # the third side: the reference at the candidate's precision (compare/expected.py)
-    npu_options: dict[str, str] | None = None  # each side's format options, text by name (sides.registry.Option)
-    golden_options: dict[str, str] | None = None
-    atol: float | None = None  # Polygraphy's rule (compare/polytol.py): its tolerances and error statistic
-    rtol: float | None = None
-    check_error_stat: str | None = None
 
 
 @dataclass
@@ -615,14 +577,15 @@ def _execute(plan: Plan, progress: OnProgress | None, cancel: threading.Event | 
         if found is None:
             return None
         third = found
-    if (rule := polytol.of(plan.spec)) is not None:  # Polygraphy's rule: one more pass over the compared pairs
-        for row, cells in polytol.pair_cells(plan, computed, rule).items():
+    spec = plan.spec  # Polygraphy's rule, when asked: one more pass over the compared pairs
+    if (rule := polytol.rule(spec.atol, spec.rtol, spec.check_error_stat)) is not None:
+        for row, cells in polytol.pair_cells(plan.pairs, computed, rule).items():
             third.setdefault(row, {}).update(cells)
     for row, pair in enumerate(plan.pairs):  # what the dump tool reported of the row (RKNN's "single")
         if pair.npu.reported:
             third.setdefault(row, {}).update(pair.npu.reported)
     table = _table(plan, computed, third)
-    plan.spec.thresholds.apply(table)
+    judgement.apply(table, plan.spec.thresholds)
     return table
 
 
@@ -655,7 +618,8 @@ def _expected(plan: Plan, computed: list[dict], workers: int, cancel) -> dict[in
     as the comparison's own; None when cancelled."""
     from accuscope.engine.compare import expected
     jobs = [Job(row, e, cast(Tensor, plan.pairs[row].golden), ("cos", "red"))  # a computed row has one
-            for row, e in expected.expected_tensors(plan).items() if computed[row]]
+            for row, e in expected.expected_tensors(plan.spec, plan.golden, plan.npu, plan.pairs).items()
+            if computed[row]]
     found: dict[int, dict] = {}
     runs = _run_threads(jobs, workers, cancel) if compiled_kernel() else _run_inline(jobs, cancel)
     for batch in runs:

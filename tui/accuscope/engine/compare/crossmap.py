@@ -60,6 +60,7 @@ DOUBTFUL = 0.8  # a structural pair below this confidence is listed as doubtful
 MIN_CONFIDENCE = 0.5  # below it, no structural pair is made
 WINDOW = 16  # golden calls looked ahead of the last structural pair, per module
 TOP_LAYER = "TopLayer"
+NO_COUNTERPART = "N/A"  # a data mapping's value for a slot without counterpart (as msprobe's layer mapping writes it)
 _DATA_NAME = re.compile(r".+\.(forward|backward)(\.\d+)?\.(input|output|parameters)(\..+)?|.+\.parameters_grad(\.\d+)?\..+")
 _DIRECTION = re.compile(r"\.(forward|backward)(\.|$)")
 
@@ -234,7 +235,8 @@ def pair(npu, golden, mapping: MappingFile | None = None, *, structure: bool = F
                 if target is not None:
                     g = by_name.get(target)
                     decided[id(t)] = _paired(t, df, g, DATA) if g is not None else \
-                        _unpaired(t, df, f"data mapping: no golden {target}")
+                        _unpaired(t, df, f"data mapping: {target} (no counterpart)" if target == NO_COUNTERPART
+                                  else f"data mapping: no golden {target}")
     elif kind == LAYER:
         calls = layer_mapping(rank_folder(npu), rank_folder(golden), mapping.layers,
                               [df.op_name for df in npu.ops], [df.op_name for df in golden.ops], found.frameworks)
@@ -293,13 +295,13 @@ _CANONICAL = {name: word for word, names in LAYER_NAMES.items() for name in name
 # a parameter's name in MindSpore -> in PyTorch (a LayerNorm's gamma and beta, an embedding's table)
 PARAMETER_NAMES = {"gamma": "weight", "beta": "bias", "embedding_table": "weight", "moving_mean": "running_mean",
                    "moving_variance": "running_var"}
-_MODULE_CALL = re.compile(r"^(?:Cell|Module)\.(?P<path>.+)\.(?P<cls>[^.]+)\.(?P<dir>forward|backward)\.(?P<n>\d+)$")
+MODULE_CALL = re.compile(r"^(?:Cell|Module)\.(?P<path>.+)\.(?P<cls>[^.]+)\.(?P<dir>forward|backward)\.(?P<n>\d+)$")
 
 
 def variant_key(call: str) -> tuple[str, ...] | None:
     """A module call's name as LAYER_NAMES reads it: (canonical path parts ..., direction, count), the
     framework's prefix and the class dropped; None for what is no module call."""
-    m = _MODULE_CALL.match(call)
+    m = MODULE_CALL.match(call)
     if m is None:
         return None
     return (*(_CANONICAL.get(part, part) for part in m.group("path").split(".")), m.group("dir"), m.group("n"))

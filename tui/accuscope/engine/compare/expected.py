@@ -30,7 +30,8 @@ import numpy as np
 from accuscope.engine.sources.tensor import SourceError, Tensor
 
 if TYPE_CHECKING:
-    from accuscope.engine.compare.comparison import CompareSpec, Plan
+    from accuscope.engine.compare.pair import Pair
+    from accuscope.engine.compare.spec import CompareSpec
     from accuscope.engine.sides.side import Side
 
 EXCESS_LIMIT = 2.0  # at most this many times the expected error: the precision itself
@@ -63,22 +64,21 @@ def expected_options(spec: CompareSpec, golden: Side, npu: Side) -> dict[str, st
     return spec.npu_options if kind == npu.kind else None
 
 
-def expected_tensors(plan: Plan) -> dict[int, Tensor]:
-    """Plan row -> the expected side's tensor paired with that row's golden tensor. SourceError
-    when the expected side cannot be opened or pairs with nothing."""
+def expected_tensors(spec: CompareSpec, golden: Side, npu: Side, pairs: list[Pair]) -> dict[int, Tensor]:
+    """Plan row (an index of `pairs`, the plan's) -> the expected side's tensor paired with that row's
+    golden tensor. SourceError when the expected side cannot be opened or pairs with nothing."""
     from accuscope.engine.compare.mapping import map_tensors
     from accuscope.engine.sides.registry import open_side
-    spec = plan.spec
     if spec.expected is None:
         raise SourceError("no expected side was given (--expected)")
     try:
         side = open_side(spec.expected, pick=spec.pick, runner=spec.golden_runner, iteration=spec.iteration,
-                         step=spec.step, rank=spec.rank, options=expected_options(spec, plan.golden, plan.npu))
+                         step=spec.step, rank=spec.rank, options=expected_options(spec, golden, npu))
     except SourceError as exc:
         raise SourceError(f"--expected: {exc}") from None
     by_golden: dict[int, Tensor] = {}
     by_name: dict[str, Tensor] = {}
-    for pair in map_tensors(side, plan.golden).pairs:
+    for pair in map_tensors(side, golden).pairs:
         if pair.golden is not None and not pair.npu.problem:
             by_golden.setdefault(id(pair.golden), pair.npu)
             by_name.setdefault(pair.npu.name, pair.npu)
@@ -91,7 +91,7 @@ def expected_tensors(plan: Plan) -> dict[int, Tensor]:
     # a fused chain's output is measured against that golden tensor too), else the first that pairs with its
     # golden tensor
     found = {}
-    for row, p in enumerate(plan.pairs):
+    for row, p in enumerate(pairs):
         if p.golden is not None and not p.golden.problem:
             e = by_name.get(p.npu.name) or by_golden.get(id(p.golden))
             if e is not None:

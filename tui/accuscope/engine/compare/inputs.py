@@ -1,21 +1,23 @@
-"""The comparison's inputs, declared once: `compare`/`run`'s options and the new-task form's fields.
+"""The comparison's inputs: `compare`/`run`'s options and the new-task form's fields.
 
-Each `Input` says what one input is (the CompareSpec field it fills, its flag, label, help, kind);
-its kind says how text becomes a value (`parse`) and how the form checks it as the user types
-(`check`). `commands.compare` renders the declarations as argparse options and the app's new-task
-form renders them as fields, and both build the spec with `build_spec`: an option added here
-appears in both, parsed and checked the same way.
+Each is declared once: an option of the comparison on its CompareSpec field (compare/spec.py), the few
+that are not one field here (`OTHERS`: the task folder, the thresholds and tolerance that make
+`CompareSpec.thresholds`, a path's own options). Its kind says how text becomes a value (`parse`) and
+how the form checks it as the user types (`check`). `commands.compare` renders the inputs as argparse
+options and the app's new-task form renders them as fields, and both build the spec with `build_spec`:
+an option added to CompareSpec appears in both, parsed and checked the same way, and task.json keeps it.
 """
 from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import MISSING, dataclass, fields, replace
 from pathlib import Path
 
 import numpy as np
 
 from accuscope.engine.compare import polytol
+from accuscope.engine.compare.spec import FORMAT_OPTIONS, Option, options
 from accuscope.engine.compare.thresholds import TPU_DEFAULTS, Thresholds, parse_assignments, parse_tolerance
 from accuscope.engine.sides.registry import absolute_options, detect, format_options, option_texts, options_help
 from accuscope.engine.sources import kinds
@@ -24,18 +26,11 @@ from accuscope.engine.sources.tensor import SourceError
 
 
 @dataclass(frozen=True)
-class Input:
-    name: str  # the value's key (argparse dest, CompareSpec field where it is one)
-    flag: str  # --npu
-    label: str  # the form's label
-    help: str
-    kind: str = "text"  # see KINDS
-    placeholder: str = ""  # the form's grey text
-    metavar: str | None = None
-    group: str = "sides"  # sides (compare only), judging (compare and run), source (also inspect, convert),
-    # path (inspect and convert only)
-    form: bool = True  # a field of the new-task form
-    required: bool = False
+class Input(Option):
+    """An input: an Option (compare/spec.py) under its name (argparse dest, the CompareSpec field where it
+    is one) with its default."""
+
+    name: str = ""
     default: object = None
 
     @property
@@ -162,100 +157,38 @@ METAVARS = {"dump": "PATH", "model": "MODEL", "file": "FILE", "plugins": "DIR", 
             "pick": "newest|oldest|K", "step": "N", "rank": "M",
             "match": "name|structure", "shards": "names|LAYOUT.yaml", "options": "NAME=VALUE"}
 
-INPUTS: tuple[Input, ...] = (
-    Input("npu", "--npu", "NPU dump", "the side under test: any dump accuscope reads", "dump",
-          "Ascend dump folder or file, npy folder, .npz, Polygraphy .json ...", required=True),
-    Input("golden", "--golden", "golden dump", "the reference side: any dump accuscope reads", "dump",
-          "npy folder, .npz, .bin or Polygraphy .json ...", required=True),
-    Input("expected", "--expected", "expected dump", "the third side: the reference run at the candidate's "
-          "precision (any dump accuscope reads, named as the golden side: e.g. the framework at fp16 or bf16, or "
-          "`accuscope dump` of the reference converted to fp16); each row gets its expected error and the excess "
-          "of its own over it, and failing rows within twice the expected error are the precision's own (`accuscope "
-          "run`: `auto` converts the reference as the candidate was, fp16 or dynamic int8, or simulates a statically quantized candidate in float with its own scales, and dumps it)",
-          "dump", "optional: the reference at the candidate's precision (the precision's own noise)", group="judging"),
-    Input("shards", "--shards", "parallel shards", "msprobe dumps of a tensor/pipeline-parallel run (several ranks "
-          "in a step): merge each call's shards across its TP group and stitch the PP stages into one run, to compare "
-          "against a TP=1 run; `names`: the split from Megatron's class names (ColumnParallelLinear, "
-          "RowParallelLinear, VocabParallelEmbedding), or a layout YAML (tp, pp, layers, modules: pattern -> "
-          "column|row|vocab|replicated); every merged row says its rule", "shards",
-          "optional: names, or a layout .yaml (TP/PP msprobe dumps)"),
-    Input("npu_options", "--npu-option", "NPU options", "a setting of the NPU side's format, NAME=VALUE "
-          f"(repeatable; {options_help()}; README, What it reads: what each means)", "options",
-          "optional: NAME=VALUE ..., the NPU dump's format options"),
-    Input("golden_options", "--golden-option", "golden options", "a setting of the golden side's format, "
-          f"NAME=VALUE (repeatable; {options_help()})", "options",
-          "optional: NAME=VALUE ..., the golden dump's format options"),
-    Input("options", "--option", "options", "a setting of this path's format, NAME=VALUE (repeatable; "
-          f"{options_help()})", "options", group="path", form=False),
-    Input("shape", "--shape", "golden shape", "shape of a raw .bin golden file, e.g. 1,3,224,224", "shape",
-          "a raw .bin golden only: its shape, e.g. 1,3,224,224", group="source"),
-    Input("dtype", "--dtype", "golden dtype", "dtype of a raw .bin golden file, e.g. float32", "dtype",
-          "a raw .bin golden only: its dtype, e.g. float32", group="source"),
-    Input("model", "--model", "model", "offline model JSON (atc --mode=1) of the NPU side, or the framework "
-          "model (ONNX, prototxt) of the golden side, for pairing", "model",
-          "optional: offline-model .json, .onnx or .prototxt for op mapping"),
-    Input("npu_model", "--npu-model", "NPU model", "the NPU side's own model (an offline model JSON, or the "
-          "converted ONNX)", "model", "optional: the NPU side's own model"),
-    Input("golden_model", "--golden-model", "golden model", "the golden side's own model (ONNX, prototxt, "
-          "offline model JSON)", "model", "optional: the golden side's own model"),
-    Input("npu_runner", "--npu-runner", "NPU runner", "Polygraphy runner of the NPU side (default: the second "
-          "of a two-runner file, else the first)", metavar="NAME", form=False),
-    Input("golden_runner", "--golden-runner", "golden runner", "Polygraphy runner of the golden side "
-          "(default: the first)", metavar="NAME", form=False),
-    Input("iteration", "--iteration", "iteration", "Polygraphy iteration (default 0)", "count", form=False,
-          default=0),
-    Input("out", "--out", "task folder", "task folder to write: new, empty, or a task folder (its result is "
-          "replaced only once the new one is complete)", "out", "where the task is written", group="judging",
-          required=True),
-    Input("threshold", "--threshold", "thresholds", "override thresholds, e.g. cos=0.98 (repeatable; off "
-          "removes one)", "thresholds", "NAME=VALUE ..., e.g. cos=0.99 red=0.05 (empty: msit defaults)",
-          metavar="NAME=VALUE", group="judging"),
-    Input("tolerance", "--tolerance", "tolerance", "judge as tpu-mlir's npz_tool: a row also fails when cos < "
-          f"COS or euclid_sim < EUCLID (tpu-mlir's default {','.join(f'{v:.2f}' for v in TPU_DEFAULTS.values())}); "
-          "the same pair decides tpu_verdict",
-          "tolerance", "optional: COS,EUCLID as tpu-mlir, e.g. 0.99,0.90", metavar="COS,EUCLID",
-          group="judging"),
-    Input("atol", "--atol", "atol", "judge as Polygraphy's comparator (`polygraphy run --atol A --rtol R "
-          "--check-error-stat S`, the same flags): a compared tensor fails exactly when Polygraphy fails it: "
-          "elemwise, an element beyond both tolerances; max, mean or median, that statistic beyond both "
-          f"(Polygraphy's defaults {polytol.ATOL:g}, {polytol.RTOL:g}, {polytol.STAT}; any of the three turns it on)",
-          "tol", "optional: Polygraphy's --atol, e.g. 1e-3", metavar="A", group="judging"),
-    Input("rtol", "--rtol", "rtol", "Polygraphy's relative tolerance, |npu - golden| / |golden| (see --atol)",
-          "tol", "optional: Polygraphy's --rtol, e.g. 1e-3", metavar="R", group="judging"),
-    Input("check_error_stat", "--check-error-stat", "error statistic", "Polygraphy's error statistic: "
-          f"{', '.join(polytol.STATS)} (see --atol)", "errorstat",
-          f"optional: {' | '.join(polytol.STATS)} (Polygraphy's --check-error-stat)", metavar="|".join(polytol.STATS),
-          group="judging"),
-    Input("mapping", "--mapping", "mapping file", "file pairing names no rule can know: npu_name,golden_name "
-          "per line (CSV) or npu_name: golden_name (YAML), op or tensor names; or msprobe's own mapping files "
-          "as written (layer -lm, API -am, cell -cm, data -dm YAML), for two msprobe dumps", "file",
-          "optional: npu_name,golden_name per line, or msprobe's layer/API/cell/data mapping YAML",
-          group="judging"),
-    Input("match", "--match", "match", "msprobe dumps: `structure` also pairs what no name, API table or "
-          "mapping file pairs, by module, call order, shapes and dtypes (each such pair marked `structure` "
-          "with its confidence; the doubtful ones listed)", "match", "optional: structure (default: names only)",
-          group="judging"),
-    Input("op_range", "--range", "range", "start,end,step over op sequence ids (end -1 = last)", "range",
-          "optional: start,end,step over op sequence ids, e.g. 1,-1,1", group="judging"),
-    Input("ops", "--ops", "ops", "comma-separated op names to compare", "names",
-          "optional: comma-separated op names", group="judging"),
-    Input("custom_dir", "--custom-algorithms", "custom algorithms", "folder with algorithm/alg_<Name>.py metric "
-          "plugins", "plugins", "optional: folder with algorithm/alg_<Name>.py plugins", group="judging"),
-    Input("algorithms", "--algorithms", "algorithms", "comma-separated metrics (short keys, CSV names or "
-          "plugin names); default: all, plugins included", "names", group="judging", form=False),
-    Input("pick", "--pick", "pick", "which dump of an op dumped several times: newest (default), oldest, or a "
-          "0-based index", "pick", "optional: newest (default), oldest or an index", group="source",
-          default="newest"),
-    Input("run", "--run", "run folder", "NPU dump run folder under PATH (time/device/model/model_id/data_index)",
-          "text", "optional: the NPU dump's run folder, when it holds several", metavar="FOLDER", group="source"),
-    Input("step", "--step", "step", "msprobe dump: the step folder (0 or step0) when it holds several", "step",
-          "optional, msprobe: one step (empty with rank empty: every rank of a step/rank tree)", group="source"),
-    Input("rank", "--rank", "rank", "msprobe dump: the rank folder (3, rank3 or proc1234) when it holds several",
-          "rank", "optional, msprobe: one rank", group="source"),
-    Input("stats_only", "--stats-only", "statistics only", "msprobe dump: compare only the Max/Min/Mean/Norm "
-          "(and CRC-32) its dump.json records; no tensor file is read", "flag", "yes or no (default no)",
-          group="source", default=False),
-)
+OTHERS: dict[str, tuple[Input, ...]] = {  # inputs that are no one CompareSpec field, by the field they come before
+    "golden_shape": (
+        Input("--option", "options", f"a setting of this path's format, NAME=VALUE (repeatable; {FORMAT_OPTIONS})",
+              "options", group="path", form=False, name="options"),),
+    "atol": (
+        Input("--out", "task folder", "task folder to write: new, empty, or a task folder (its result is replaced "
+              "only once the new one is complete)", "out", "where the task is written", group="judging",
+              required=True, name="out"),
+        Input("--threshold", "thresholds", "override thresholds, e.g. cos=0.98 (repeatable; off removes one)",
+              "thresholds", "NAME=VALUE ..., e.g. cos=0.99 red=0.05 (empty: msit defaults)", metavar="NAME=VALUE",
+              group="judging", name="threshold"),
+        Input("--tolerance", "tolerance", "judge as tpu-mlir's npz_tool: a row also fails when cos < COS or "
+              f"euclid_sim < EUCLID (tpu-mlir's default {','.join(f'{v:.2f}' for v in TPU_DEFAULTS.values())}); "
+              "the same pair decides tpu_verdict", "tolerance", "optional: COS,EUCLID as tpu-mlir, e.g. 0.99,0.90",
+              metavar="COS,EUCLID", group="judging", name="tolerance")),
+}
+
+
+def _input(name: str, default: object, declared: Option) -> Input:
+    """The input of a CompareSpec field declared with `declared`."""
+    given = {f.name: getattr(declared, f.name) for f in fields(Option)}
+    return _filled(Input(**given, name=name, default=None if default is MISSING else default))
+
+
+def _filled(item: Input) -> Input:
+    """`item` with the formats' options named where its help says FORMAT_OPTIONS."""
+    return replace(item, help=item.help.replace(FORMAT_OPTIONS, options_help()))
+
+
+INPUTS: tuple[Input, ...] = tuple(
+    item for f, declared in options()
+    for item in (*map(_filled, OTHERS.get(f.name, ())), _input(f.name, f.default, declared)))
 BY_NAME = {i.name: i for i in INPUTS}
 
 
@@ -280,27 +213,28 @@ def thresholds_from(assignments, tolerance: tuple[float, float] | None,
 def build_spec(values: dict):
     """The CompareSpec of parsed values by input name (absent = default). One file on both sides (a
     Polygraphy JSON with two runners, a tpu-mlir npz) compares its second runner against its first."""
-    from accuscope.engine.compare.comparison import CompareSpec
+    from accuscope.engine.compare.spec import CompareSpec
     get = lambda name: values.get(name, BY_NAME[name].default)
-    npu, golden = get("npu"), get("golden")
-    npu_runner, golden_runner = get("npu_runner"), get("golden_runner")
-    if npu == golden and not (npu_runner and golden_runner):
-        npu_runner, golden_runner = two_runners(npu, npu_runner, golden_runner)
-    dtype = get("dtype")
-    return CompareSpec(
-        npu=npu, golden=golden, model=get("model"), algorithms=get("algorithms"), op_range=get("op_range"),
-        ops=get("ops"), custom_dir=get("custom_dir"), thresholds=thresholds_from(
-            get("threshold"), get("tolerance"), polytol.rule(get("atol"), get("rtol"), get("check_error_stat"))),
-        pick=get("pick"), run=get("run"), golden_shape=get("shape"), golden_dtype=None if dtype is None else str(dtype),
-        npu_model=get("npu_model"), golden_model=get("golden_model"), mapping=get("mapping"),
-        npu_runner=npu_runner, golden_runner=golden_runner, iteration=get("iteration"), step=get("step"),
-        rank=get("rank"), stats_only=bool(get("stats_only")), match=get("match"), shards=get("shards"),
-        expected=get("expected"), npu_options=absolute_options(npu, option_texts(get("npu_options"))),
-        golden_options=absolute_options(golden, option_texts(get("golden_options"))), atol=get("atol"),
-        rtol=get("rtol"), check_error_stat=get("check_error_stat"))
+    given = {f.name: _spec_value(declared.kind, get(f.name), get(f.name.removesuffix("_options")))
+             for f, declared in options()}
+    if given["npu"] == given["golden"] and not (given["npu_runner"] and given["golden_runner"]):
+        given["npu_runner"], given["golden_runner"] = two_runners(given["npu"], given["npu_runner"],
+                                                                  given["golden_runner"])
+    thresholds = thresholds_from(get("threshold"), get("tolerance"),
+                                 polytol.rule(get("atol"), get("rtol"), get("check_error_stat")))
+    return CompareSpec(**given, thresholds=thresholds)
 
 
-SPEC_FIELD = {"shape": "golden_shape", "dtype": "golden_dtype"}  # input name -> CompareSpec field, where they differ
+def _spec_value(kind: str, value, side: str | None):
+    """A parsed value as its CompareSpec field holds it: a dtype by name, a flag true or false, a side's
+    format options checked against its format with their paths absolute (`side`: that side's path)."""
+    if kind == "dtype":
+        return None if value is None else str(value)
+    if kind == "flag":
+        return bool(value)
+    if kind == "options":
+        return absolute_options(side, option_texts(value))
+    return value
 
 
 def texts_of(spec) -> dict[str, str]:
@@ -316,7 +250,7 @@ def texts_of(spec) -> dict[str, str]:
         if isinstance(value, dict):
             return " ".join(f"{k}={v}" for k, v in value.items())
         return str(value)
-    texts = {i.name: text(getattr(spec, SPEC_FIELD.get(i.name, i.name), None)) for i in INPUTS
+    texts = {i.name: text(getattr(spec, i.name, None)) for i in INPUTS
              if i.name not in ("out", "threshold", "tolerance")}
     texts["threshold"] = spec.thresholds.as_edit()
     return texts

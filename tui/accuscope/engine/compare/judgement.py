@@ -1,9 +1,11 @@
 """The one judgement of a result table: which rows fail and why, which break only noise-prone
 metrics, the first failing row, and the verdict on the network outputs (or on a training step).
 
-Every surface reads it (`Thresholds.evaluate(table)` builds it once per change of the table or the
-thresholds): compare's summary and `--json`, `show`, `advise`, the task screen and the browser, the
-report, the overlay, the graph badges, retest, precision and sensitivity. None decides again.
+Every surface reads it (`evaluate(table, thresholds)` builds it once per change of the table or the
+thresholds; `apply` writes its fail and tpu_verdict columns): compare's summary and `--json`, `show`,
+`advise`, the task screen and the browser, the report, the overlay, the graph badges, retest, precision
+and sensitivity. None decides again. thresholds.py holds the user's thresholds as data; every rule that
+reads them is here.
 
 The rules, in order:
 - a row breaks a threshold when its metric is past it (NaN never breaks one); msprobe's recorded
@@ -55,13 +57,15 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from accuscope.engine.compare import noisefloor
+from accuscope.engine.compare import noisefloor, polytol
+from accuscope.engine.compare.columns import TPU_DEFAULTS
 from accuscope.engine.compare.expected import SIGNIFICANT, error, within
 from accuscope.engine.compare.results import ResultTable
+from accuscope.engine.compare.statistics import MAGNITUDE, values_differ
 from accuscope.engine.graphs.optypes import EXEMPT_TYPES
 
 if TYPE_CHECKING:
-    from accuscope.engine.compare.thresholds import Thresholds
+    from accuscope.engine.compare.thresholds import Threshold, Thresholds
 
 # relative error divides by each golden element: near-zero golden values make it large by themselves
 NOISY = frozenset({"mean_rel", "max_rel", "acc_rel", "rel_0.1%", "rel_0.5%"})
@@ -73,7 +77,7 @@ WHOLE_LIMITS = {"red": 0.05, "cos": 0.99}
 @dataclass(frozen=True, eq=False)
 class RowState:
     """What the judgement says about every row of a table: masks over all rows, decided once per
-    change of the table or the thresholds (Thresholds.evaluate). The op table, graph, summary, CSV
+    change of the table or the thresholds (evaluate). The op table, graph, summary, CSV
     (through the fail column apply() writes), CLI, report, overlay and advisor read it; none decides
     it again."""
 
@@ -151,17 +155,55 @@ class Basis:
                    unread[0] if unread else "")
 
 
+def evaluate(table: ResultTable, thresholds: Thresholds) -> RowState:
+    """The table's RowState under `thresholds` (judge), built once per change of either: kept with the
+    table (ResultTable.derived: until its data change) under the thresholds' values, so equal thresholds
+    share it."""
+    return table.derived(("rowstate", thresholds.signature()), lambda: judge(table, thresholds))
+
+
+def apply(table: ResultTable, thresholds: Thresholds) -> RowState:
+    """Write the table's judged columns (fail, the tpu_verdict ladder) from evaluate(table, thresholds):
+    the one place they are written. Cheap when nothing changed; returns the RowState."""
+    state = evaluate(table, thresholds)
+    table.set_column("fail", state.fail)
+    if state.tpu_verdict is not None:
+        table.set_column("tpu_verdict", state.tpu_verdict)
+    return state
+
+
+def broken_keys(table: ResultTable, thresholds: Thresholds, i: int) -> list[str]:
+    """Keys of the thresholds row i breaks (empty for exempt rows), then npu_nonfinite for the NaN/inf
+    rule: the detail view's, the advisor's."""
+    return evaluate(table, thresholds).broken_keys(i)
+
+
+def broken_texts(table: ResultTable, thresholds: Thresholds, i: int) -> list[str]:
+    """What row i breaks, in words: `cos 0.912 < 0.99`, the NaN/inf rule, msprobe's recorded rules."""
+    texts = []
+    for key in broken_keys(table, thresholds, i):
+        t = thresholds.get(key)
+        if key in RECORDED_KEYS and t is None:  # msprobe's rules on recorded statistics, checksums
+            texts.append(recorded_text(table, key, i))
+        elif t is None:  # the built-in NaN/inf rule
+            texts.append(f"NaN/inf {table.columns['npu_nonfinite'][i]} on the NPU side, "
+                         f"{max(table.columns['golden_nonfinite'][i], 0)} in golden")
+        else:
+            texts.append(f"{key} {table.numbers(key)[i]:.4g} {t.op} {t.value:g}")
+    return texts
+
+
 def judge(table: ResultTable, thresholds: Thresholds) -> RowState:
-    """The table's RowState under `thresholds` (call Thresholds.evaluate: it caches this)."""
+    """The table's RowState under `thresholds` (call evaluate: it caches this)."""
     n = len(table)
     free = ~exempt(table) if n else np.ones(0, dtype=bool)
-    broken = {t.key: t.broken(table.numbers(t.key)) & free for t in thresholds.items}
-    ladder = thresholds.tpu_verdicts(table) if "tpu_verdict" in table.present else None
+    broken = {t.key: past(t, table.numbers(t.key)) & free for t in thresholds.items}
+    ladder = tpu_verdicts(table, thresholds) if "tpu_verdict" in table.present else None
     if ladder is not None and thresholds.ladder:
-        broken.update(thresholds.ladder_broken(table, ladder, free))
+        broken.update(ladder_broken(table, thresholds, ladder, free))
     if thresholds.polygraphy:
-        broken.update(thresholds.polygraphy_broken(table, free))
-    broken.update({k: mask & free for k, mask in thresholds.recorded(table).items()})
+        broken.update(polygraphy_broken(table, thresholds, free))
+    broken.update({k: mask & free for k, mask in recorded(table, thresholds).items()})
     nonfinite = nonfinite_rows(table)
     breaks = nonfinite & free
     for mask in broken.values():
@@ -189,6 +231,84 @@ def judge(table: ResultTable, thresholds: Thresholds) -> RowState:
         if mask is not None:
             mask.flags.writeable = False  # read by all, changed by none
     return state
+
+
+def past(threshold: Threshold, values: np.ndarray) -> np.ndarray:
+    """Where `values` are past `threshold` (NaN never is)."""
+    with np.errstate(invalid="ignore"):
+        return values < threshold.value if threshold.op == "<" else values > threshold.value
+
+
+def tpu_verdicts(table: ResultTable, thresholds: Thresholds) -> np.ndarray:
+    """tpu-mlir's ladder per row: EQUAL and CLOSE as the comparison found them, else SIMILAR
+    when cos > COS and euclid_sim > EUCLID (strictly, as tpu-mlir; NaN is not similar: the thresholds'
+    tolerance()), else NOT_SIMILAR; "" for rows without a comparison (no golden tensor, unreadable,
+    shapes differ)."""
+    verdict = table.columns["tpu_verdict"].copy()
+    cos, euclid = thresholds.tolerance()
+    with np.errstate(invalid="ignore"):
+        similar = (table.numbers("cos") > cos) & (table.numbers("euclid_sim") > euclid)
+    ladder = np.isin(verdict, ("EQUAL", "CLOSE"))
+    # compared: metrics computed, or NaN/inf kept them from it (NaN for tpu-mlir: not similar)
+    compared = np.isfinite(table.numbers("euclid_sim")) | (
+        np.maximum(table.columns["npu_nonfinite"], table.columns["golden_nonfinite"]) > 0)
+    verdict[compared & ~ladder & similar] = "SIMILAR"
+    verdict[compared & ~ladder & ~similar] = "NOT_SIMILAR"
+    verdict[~compared & ~ladder] = ""
+    return verdict
+
+
+def ladder_broken(table: ResultTable, thresholds: Thresholds, verdict: np.ndarray,
+                  free: np.ndarray) -> dict[str, np.ndarray]:
+    """cos and euclid_sim as tpu-mlir judges them (`thresholds.ladder`): only NOT_SIMILAR rows break them
+    (each the one it is not strictly above, NaN included), EQUAL and CLOSE never."""
+    not_similar = (verdict == "NOT_SIMILAR") & free
+    found = {}
+    for key, value in zip(TPU_DEFAULTS, thresholds.tolerance()):
+        if thresholds.get(key) is None:
+            continue
+        with np.errstate(invalid="ignore"):
+            found[key] = not_similar & ~(table.numbers(key) > value)
+    return found
+
+
+def polygraphy_broken(table: ResultTable, thresholds: Thresholds, free: np.ndarray) -> dict[str, np.ndarray]:
+    """pg_abs, pg_rel (and pg_mismatch) as Polygraphy judges them (`thresholds.polygraphy`): each broken
+    where its rule (compare/polytol.py) fails."""
+    count = thresholds.get("pg_mismatch")
+    fails = polytol.broken(table, thresholds.get("pg_abs").value, thresholds.get("pg_rel").value,  # type: ignore[union-attr]
+                           None if count is None else count.value, free)
+    return {t.key: fails for t in thresholds.items if t.key in polytol.COLUMNS}
+
+
+RECORDED_KEYS = ("stat_mag", "npu_md5", "npu_value")  # what `recorded` names for msprobe's recorded rules
+
+
+def recorded(table: ResultTable, thresholds: Thresholds) -> dict[str, np.ndarray]:
+    """msprobe's rules on rows compared by recorded statistics: stat_mag above 0.5 (its double-check
+    rule; a stat_mag threshold replaces the 0.5), checksums that differ (md5 mode), non-tensor values
+    (arguments such as dim=1, p=0.1) that differ (its scalar-parameter check)."""
+    found = {}
+    if "stat_mag" in table.present and thresholds.get("stat_mag") is None:
+        with np.errstate(invalid="ignore"):
+            found["stat_mag"] = table.numbers("stat_mag") > MAGNITUDE
+    if "npu_md5" in table.present:
+        npu, golden = table.codes("npu_md5"), table.codes("golden_md5")  # cached: read once
+        found["npu_md5"] = npu.where(npu.values != "") & golden.where(golden.values != "") \
+            & (npu.take(npu.values) != golden.take(golden.values))
+    if "npu_value" in table.present:
+        found["npu_value"] = values_differ(table.columns["npu_value"], table.columns["golden_value"])
+    return found
+
+
+def recorded_text(table: ResultTable, key: str, i: int) -> str:
+    """How row i breaks one of the recorded-statistics rules (key in RECORDED_KEYS)."""
+    c = table.columns
+    if key == "stat_mag":
+        return f"stat_mag {table.numbers(key)[i]:.4g} > {MAGNITUDE:g} (msprobe's double-check rule)"
+    if key == "npu_value":
+        return f"{table.columns['npu_dtype'][i]} value {c['npu_value'][i]} against {c['golden_value'][i]} in golden"
+    return f"CRC-32 {c['npu_md5'][i]} against {c['golden_md5'][i]} in golden"
 
 
 def _noisy(table: ResultTable, thresholds: Thresholds, broken: dict[str, np.ndarray],
@@ -266,9 +386,24 @@ def verdict(table: ResultTable, thresholds: Thresholds, basis: Basis | None = No
     or every compared tensor (tpu-mlir's ladder); "unknown" instead of a pass where `basis` says an
     input could not be read. Cached per table version, thresholds and basis."""
     basis = basis or Basis()
-    key = ("verdict", basis, tuple((t.key, t.op, t.value) for t in thresholds.items))
-    return table.derived(key, lambda: _unread(_verdict(table, thresholds.evaluate(table), basis.step,
+    key = ("verdict", basis, thresholds.signature())
+    return table.derived(key, lambda: _unread(_verdict(table, evaluate(table, thresholds), basis.step,
                                                        thresholds.ladder or thresholds.polygraphy), basis))
+
+
+def combined(parts: dict[str, tuple[str, str]]) -> tuple[str, str]:
+    """The verdict of parts judged one by one where no merged table exists (a columnar task's ranks:
+    each rank's label -> its own verdict's outcome and line, ("", why) for a rank not compared): "fail"
+    when one fails, "unknown" when one was not compared or could not be judged, else "pass"; with its line."""
+    failing = [k for k, (o, _) in parts.items() if o == "fail"]
+    unsure = [k for k, (o, _) in parts.items() if o not in ("fail", "pass")]
+    n = len(parts)
+    if failing:
+        return "fail", f"fail: {len(failing):,} of {n:,} ranks fail, each judged alone ({failing[0]}: {parts[failing[0]][1]})"
+    if unsure:
+        return "unknown", (f"unknown: {len(unsure):,} of {n:,} ranks were not compared or could not be judged "
+                           f"({unsure[0]}: {parts[unsure[0]][1]})")
+    return ("pass", f"pass: all {n:,} ranks pass, each judged alone") if n else ("unknown", "unknown: no rank was compared")
 
 
 def _unread(v: Verdict, basis: Basis) -> Verdict:
@@ -329,7 +464,7 @@ def values_broken(thresholds: Thresholds, values: dict, npu_nonfinite: int, gold
     """The thresholds one pair's metric values break, then npu_nonfinite for the NaN/inf rule; none when
     it breaks only noise-prone metrics while the tensor as a whole agrees (the table's rules, one pair)."""
     keys = [t.key for t in thresholds.items
-            if bool(t.broken(np.array([values.get(t.key, np.nan)], dtype=np.float64))[0])]
+            if bool(past(t, np.array([values.get(t.key, np.nan)], dtype=np.float64))[0])]
     if npu_nonfinite > max(golden_nonfinite, 0):
         return keys + ["npu_nonfinite"]
     if keys and set(keys) <= NOISY and _agrees(thresholds, np.array([values.get("red", np.nan)]),

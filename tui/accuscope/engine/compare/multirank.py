@@ -21,6 +21,7 @@ from accuscope.engine.compare import comparison as engine
 from accuscope.engine.compare import statcolumns
 from accuscope.engine.compare.lifetime import die_with_parent, end_pool, process_context
 from accuscope.engine.compare.results import ResultTable
+from accuscope.engine.compare.spec import CompareSpec
 from accuscope.engine.sources.ranks import Rank, local_path
 from accuscope.engine.sources.tensor import SourceError
 
@@ -44,7 +45,7 @@ class RankResult:
     sides: dict = field(default_factory=dict)  # the kind of source of each side: {"npu": "msprobe", ...}
 
 
-def rank_spec(spec: engine.CompareSpec, rank: Rank) -> engine.CompareSpec:
+def rank_spec(spec: CompareSpec, rank: Rank) -> CompareSpec:
     return replace(spec, npu=os.path.join(spec.npu, rank.rel), golden=os.path.join(spec.golden, rank.rel),
                    rank=None, step=None)  # the leaf is one rank's folder
 
@@ -61,7 +62,7 @@ def worker_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-def given_mapping(spec: engine.CompareSpec) -> MappingFile | None:
+def given_mapping(spec: CompareSpec) -> MappingFile | None:
     """spec.mapping read (once, by the run; SourceError naming it), for `compare_rank`; None without one."""
     if not spec.mapping:
         return None
@@ -69,7 +70,7 @@ def given_mapping(spec: engine.CompareSpec) -> MappingFile | None:
     return crossmap.load(spec.mapping)
 
 
-def compare_rank(spec: engine.CompareSpec, rank: Rank, mapping: MappingFile | None = None) -> RankResult:
+def compare_rank(spec: CompareSpec, rank: Rank, mapping: MappingFile | None = None) -> RankResult:
     """Compare one rank's two folders (read as this host sees them); never raises for bad input. `mapping`:
     spec.mapping as `given_mapping` read it (else the file is read here)."""
     start = time.perf_counter()
@@ -104,12 +105,12 @@ def _initializer(main_pid: int, mapping: MappingFile | None) -> None:
     _POOL_MAPPING[0] = mapping
 
 
-def _pooled_rank(spec: engine.CompareSpec, rank: Rank) -> RankResult:
+def _pooled_rank(spec: CompareSpec, rank: Rank) -> RankResult:
     """compare_rank in a pool's process, with the mapping the process was started with."""
     return compare_rank(spec, rank, _POOL_MAPPING[0])
 
 
-def pool_results(spec: engine.CompareSpec, leaves: list[Rank], workers: int | None = None,
+def pool_results(spec: CompareSpec, leaves: list[Rank], workers: int | None = None,
                  cancel: threading.Event | None = None, mapping: MappingFile | None = None) -> Iterator[RankResult]:
     """Each rank in a process of the local pool, results as they finish (`mapping`: spec.mapping read, handed
     to each process once). A process that dies (out of memory) breaks the pool: the ranks in flight are

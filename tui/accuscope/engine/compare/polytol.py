@@ -20,7 +20,7 @@ and `pg_rel`, the checked statistic (the max for elemwise, as Polygraphy's "Mini
 Tolerance"), and `pg_mismatch`, the elements beyond both tolerances. The count is made at the
 comparison's tolerances: like Polygraphy's own elemwise verdict it cannot be re-thresholded.
 `Thresholds.set_polygraphy` makes the judging Polygraphy's (`pg_abs > A`, `pg_rel > R`, with elemwise
-`pg_mismatch > 0`), `broken` is the rule on the table, and the verdict is on every compared tensor, as
+`pg_mismatch > 0`), `broken` is the rule on the table (judgement.polygraphy_broken applies it), and the verdict is on every compared tensor, as
 `polygraphy run` judges every output its results hold.
 """
 from __future__ import annotations
@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, NamedTuple
 import numpy as np
 
 if TYPE_CHECKING:
-    from accuscope.engine.compare.comparison import CompareSpec, Plan
+    from accuscope.engine.compare.pair import Pair
     from accuscope.engine.compare.results import ResultTable
 
 STATS = ("elemwise", "max", "mean", "median")  # --check-error-stat's choices (quantile is not taken)
@@ -52,10 +52,6 @@ def rule(atol: float | None, rtol: float | None, stat: str | None) -> Rule | Non
     if atol is None and rtol is None and stat is None:
         return None
     return Rule(ATOL if atol is None else float(atol), RTOL if rtol is None else float(rtol), stat or STAT)
-
-
-def of(spec: CompareSpec) -> Rule | None:
-    return rule(spec.atol, spec.rtol, spec.check_error_stat)
 
 
 def parse_stat(text: str) -> str:
@@ -111,11 +107,11 @@ def _stat(diff: np.ndarray, stat: str) -> float:
     return float(np.amax(_cast_up(diff)))  # max, and elemwise's "Minimum Required Tolerance"
 
 
-def pair_cells(plan: Plan, computed: list[dict], r: Rule) -> dict[int, dict]:
-    """Plan row -> its columns under the rule, for every compared pair of equal size (Polygraphy fails
-    outputs whose shapes differ; accuscope does not compare them)."""
+def pair_cells(pairs: list[Pair], computed: list[dict], r: Rule) -> dict[int, dict]:
+    """Plan row (an index of `pairs`, the plan's) -> its columns under the rule, for every compared pair of
+    equal size (Polygraphy fails outputs whose shapes differ; accuscope does not compare them)."""
     found: dict[int, dict] = {}
-    for row, pair in enumerate(plan.pairs):
+    for row, pair in enumerate(pairs):
         if not computed[row] or pair.golden is None or pair.npu.problem or pair.golden.problem:
             continue
         npu, golden = pair.npu.load(), pair.golden.load()

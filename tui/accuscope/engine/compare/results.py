@@ -47,7 +47,7 @@ ALIASES = {"name": "npu_op", "op": "npu_op", "golden": "golden_op"}
 SEARCHED = ("npu_op", "golden_op", "type", "tensor")
 # Integer columns where -1 means "unknown": they sort last and never match a comparison.
 _INT_MISSING = {f.key for f in FIELD_TABLE if f.unknown_is_minus_one} | {m.key for m in METRIC_TABLE if m.kind == "int"}
-# Columns that hold the thresholds' judgement of the others (thresholds.RowState): setting them is
+# Columns that hold the judgement of the others (judgement.RowState, judgement.apply): setting them is
 # no change of the table's data, so it keeps what was derived from the table (the RowState itself).
 JUDGED = ("fail", "tpu_verdict")
 

@@ -16,9 +16,10 @@ from functools import partial
 
 import numpy as np
 
-from accuscope.engine.compare import statistics
-from accuscope.engine.compare.comparison import CompareSpec, Coverage
+from accuscope.engine.compare import judgement, statistics
+from accuscope.engine.compare.comparison import Coverage
 from accuscope.engine.compare.results import ResultTable
+from accuscope.engine.compare.spec import CompareSpec
 from accuscope.engine.sides.registry import detect
 from accuscope.engine.sources import msprobe
 from accuscope.engine.sources.names import parameter
@@ -102,7 +103,7 @@ def compare(spec: CompareSpec) -> tuple[ResultTable, Coverage] | None:
     if values.any():
         columns["npu_value"], columns["golden_value"] = npu_value, golden_value
     table = ResultTable.from_columns(columns)
-    spec.thresholds.apply(table)
+    judgement.apply(table, spec.thresholds)
     return table, Coverage(n, n, n, n, 0, 0, step=True)  # a step's calls: no network output
 
 

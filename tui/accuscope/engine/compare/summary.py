@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from accuscope.engine.compare import judgement
 from accuscope.engine.compare.columns import TPU_VERDICTS
 from accuscope.engine.compare.judgement import Basis, Verdict, verdict
 from accuscope.engine.compare.results import ResultTable
@@ -38,10 +39,10 @@ def summarize(table: ResultTable, thresholds: Thresholds, basis: Basis | None = 
     """The account of `table` under `thresholds` (not its `fail` column, which may be from others);
     `basis`: what the verdict rests on besides them (a step's calls, inputs not read: judgement.Basis)."""
     n = len(table)
-    state = thresholds.evaluate(table)
+    state = judgement.evaluate(table, thresholds)
     failing = np.flatnonzero(state.fail)
     first = state.first_failing
-    broken = thresholds.broken_texts(table, first) if first is not None else []
+    broken = judgement.broken_texts(table, thresholds, first) if first is not None else []
     not_compared = int(state.not_compared.sum()) if table.metric_keys else 0
     device_only = int(state.device_only.sum()) if table.metric_keys else 0
     nonfinite = int((table.columns["npu_nonfinite"] > 0).sum())

@@ -1,4 +1,5 @@
-"""Pass / fail thresholds: which rows count as an accuracy problem.
+"""Pass / fail thresholds: the user's limits, as data (which rows they fail is judgement.py's to decide,
+by the rules below: this module decides nothing and imports no judging).
 
 Defaults are msit's (a row is a precision error when cos < 0.99, red > 0.05, kl > 0.005,
 rmse > 1.0 or mean_rel > 1.0). NaN cells never break a threshold (the reason column says why
@@ -24,18 +25,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from accuscope.engine.compare.columns import CSV_OF, LOWER_IS_WORSE, MSIT_DEFAULTS, THRESHOLD_KEYS, TPU_DEFAULTS
-from accuscope.engine.compare.judgement import RowState, exempt, judge
-from accuscope.engine.compare.results import ResultTable
-from accuscope.engine.compare.statistics import MAGNITUDE, values_differ
 
 if TYPE_CHECKING:
     from accuscope.engine.compare.polytol import Rule
 
-# the metric table's, and the judgement's (which rows fail: judgement.py), here too
-__all__ = ["LOWER_IS_WORSE", "MSIT_DEFAULTS", "THRESHOLD_KEYS", "TPU_DEFAULTS", "RowState", "exempt"]
+# the metric table's, here too
+__all__ = ["LOWER_IS_WORSE", "MSIT_DEFAULTS", "THRESHOLD_KEYS", "TPU_DEFAULTS"]
 
 
 @dataclass(frozen=True)
@@ -43,10 +39,6 @@ class Threshold:
     key: str
     op: str  # "<": fails below value; ">": fails above value
     value: float
-
-    def broken(self, values: np.ndarray) -> np.ndarray:
-        with np.errstate(invalid="ignore"):
-            return values < self.value if self.op == "<" else values > self.value
 
     def __str__(self) -> str:
         return f"{self.key} {self.op} {self.value:g}"
@@ -127,21 +119,12 @@ class Thresholds:
             items.append(Threshold(key, op or default_op(key), float(value)))
         return cls(items)
 
-    # ---- evaluation ---------------------------------------------------------------------------
-    def evaluate(self, table: ResultTable) -> RowState:
-        """The table's RowState under these thresholds (judgement.judge); built once per change of either."""
-        key = ("rowstate", tuple((t.key, t.op, t.value) for t in self.items))
-        return table.derived(key, lambda: judge(table, self))
+    def signature(self) -> tuple[tuple[str, str, float], ...]:
+        """(key, op, value) of each threshold, in order: all a judgement under them depends on (what
+        judgement.evaluate and verdict cache theirs under, with the table's version)."""
+        return tuple((t.key, t.op, t.value) for t in self.items)
 
-    def apply(self, table: ResultTable) -> RowState:
-        """Write the table's judged columns (fail, the tpu_verdict ladder) from evaluate(table): the
-        one place they are written. Cheap when nothing changed; returns the RowState."""
-        state = self.evaluate(table)
-        table.set_column("fail", state.fail)
-        if state.tpu_verdict is not None:
-            table.set_column("tpu_verdict", state.tpu_verdict)
-        return state
-
+    # ---- the ways of judging (judgement.py judges by them) ------------------------------------
     def set_tolerance(self, cos: float, euclid: float) -> None:
         """tpu-mlir's `--tolerance COS,EUCLID`: judge as its npz_tool, on these two alone (msit's other
         thresholds removed: the user asked for tpu-mlir's judging, not theirs)."""
@@ -167,98 +150,14 @@ class Thresholds:
         """Judged as Polygraphy's comparator (`--atol`/`--rtol`): its two tolerances are set."""
         return self.get("pg_abs") is not None and self.get("pg_rel") is not None
 
-    def polygraphy_broken(self, table: ResultTable, free: np.ndarray) -> dict[str, np.ndarray]:
-        """pg_abs, pg_rel (and pg_mismatch) as Polygraphy judges them: each broken where the rule fails."""
-        from accuscope.engine.compare import polytol
-        count = self.get("pg_mismatch")
-        fails = polytol.broken(table, self.get("pg_abs").value, self.get("pg_rel").value,  # type: ignore[union-attr]
-                               None if count is None else count.value, free)
-        return {t.key: fails for t in self.items if t.key in polytol.COLUMNS}
-
     def tolerance_text(self) -> str:
         """`0.99,0.90` as `--tolerance` takes it."""
         return ",".join(f"{v:g}" for v in self.tolerance())
-
-    def ladder_broken(self, table: ResultTable, verdict: np.ndarray, free: np.ndarray) -> dict[str, np.ndarray]:
-        """cos and euclid_sim as tpu-mlir judges them: only NOT_SIMILAR rows break them (each the
-        one it is not strictly above, NaN included), EQUAL and CLOSE never."""
-        not_similar = (verdict == "NOT_SIMILAR") & free
-        found = {}
-        for key, value in zip(TPU_DEFAULTS, self.tolerance()):
-            if self.get(key) is None:
-                continue
-            with np.errstate(invalid="ignore"):
-                found[key] = not_similar & ~(table.numbers(key) > value)
-        return found
 
     def tolerance(self) -> tuple[float, float]:
         """(cos, euclid_sim) for tpu-mlir's SIMILAR: the thresholds' values, else its defaults."""
         return tuple(t.value if (t := self.get(k)) is not None else v  # type: ignore[return-value]
                      for k, v in TPU_DEFAULTS.items())
-
-    def tpu_verdicts(self, table: ResultTable) -> np.ndarray:
-        """tpu-mlir's ladder per row: EQUAL and CLOSE as the comparison found them, else SIMILAR
-        when cos > COS and euclid_sim > EUCLID (strictly, as tpu-mlir; NaN is not similar), else
-        NOT_SIMILAR; "" for rows without a comparison (no golden tensor, unreadable, shapes differ)."""
-        verdict = table.columns["tpu_verdict"].copy()
-        cos, euclid = self.tolerance()
-        with np.errstate(invalid="ignore"):
-            similar = (table.numbers("cos") > cos) & (table.numbers("euclid_sim") > euclid)
-        ladder = np.isin(verdict, ("EQUAL", "CLOSE"))
-        # compared: metrics computed, or NaN/inf kept them from it (NaN for tpu-mlir: not similar)
-        compared = np.isfinite(table.numbers("euclid_sim")) | (
-            np.maximum(table.columns["npu_nonfinite"], table.columns["golden_nonfinite"]) > 0)
-        verdict[compared & ~ladder & similar] = "SIMILAR"
-        verdict[compared & ~ladder & ~similar] = "NOT_SIMILAR"
-        verdict[~compared & ~ladder] = ""
-        return verdict
-
-    def broken(self, table: ResultTable, i: int) -> list[str]:
-        """Keys of the thresholds row i breaks (empty for exempt rows), for the detail view."""
-        return self.evaluate(table).broken_keys(i)
-
-    def broken_texts(self, table: ResultTable, i: int) -> list[str]:
-        """What row i breaks, in words: `cos 0.912 < 0.99`, the NaN/inf rule, msprobe's recorded rules."""
-        texts = []
-        for key in self.broken(table, i):
-            t = self.get(key)
-            if key in RECORDED_KEYS and t is None:  # msprobe's rules on recorded statistics, checksums
-                texts.append(recorded_text(table, key, i))
-            elif t is None:  # the built-in NaN/inf rule
-                texts.append(f"NaN/inf {table.columns['npu_nonfinite'][i]} on the NPU side, "
-                             f"{max(table.columns['golden_nonfinite'][i], 0)} in golden")
-            else:
-                texts.append(f"{key} {table.numbers(key)[i]:.4g} {t.op} {t.value:g}")
-        return texts
-
-    def recorded(self, table: ResultTable) -> dict[str, np.ndarray]:
-        """msprobe's rules on rows compared by recorded statistics: stat_mag above 0.5 (its double-check
-        rule; a stat_mag threshold replaces the 0.5), checksums that differ (md5 mode), non-tensor values
-        (arguments such as dim=1, p=0.1) that differ (its scalar-parameter check)."""
-        found = {}
-        if "stat_mag" in table.present and self.get("stat_mag") is None:
-            with np.errstate(invalid="ignore"):
-                found["stat_mag"] = table.numbers("stat_mag") > MAGNITUDE
-        if "npu_md5" in table.present:
-            npu, golden = table.codes("npu_md5"), table.codes("golden_md5")  # cached: read once
-            found["npu_md5"] = npu.where(npu.values != "") & golden.where(golden.values != "") \
-                & (npu.take(npu.values) != golden.take(golden.values))
-        if "npu_value" in table.present:
-            found["npu_value"] = values_differ(table.columns["npu_value"], table.columns["golden_value"])
-        return found
-
-
-RECORDED_KEYS = ("stat_mag", "npu_md5", "npu_value")  # what `broken` names for msprobe's recorded rules
-
-
-def recorded_text(table: ResultTable, key: str, i: int) -> str:
-    """How row i breaks one of the recorded-statistics rules (key in RECORDED_KEYS)."""
-    c = table.columns
-    if key == "stat_mag":
-        return f"stat_mag {table.numbers(key)[i]:.4g} > {MAGNITUDE:g} (msprobe's double-check rule)"
-    if key == "npu_value":
-        return f"{table.columns['npu_dtype'][i]} value {c['npu_value'][i]} against {c['golden_value'][i]} in golden"
-    return f"CRC-32 {c['npu_md5'][i]} against {c['golden_md5'][i]} in golden"
 
 
 def default_op(key: str) -> str:

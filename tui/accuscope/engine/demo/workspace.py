@@ -41,6 +41,7 @@ import numpy as np
 
 from accuscope import __version__
 from accuscope.engine.compare import comparison as engine
+from accuscope.engine.compare.spec import CompareSpec
 from accuscope.engine.compare.thresholds import Thresholds
 from accuscope.engine.demo import msprobesim
 from accuscope.engine.demo.npusim import simulate
@@ -217,7 +218,7 @@ def build_task(task: DemoTask, folder: Path, progress: OnProgress | None = None)
     return folder
 
 
-def _onnx_task(task: DemoTask, folder: Path, say) -> tuple[engine.CompareSpec, Path]:
+def _onnx_task(task: DemoTask, folder: Path, say) -> tuple[CompareSpec, Path]:
     """A model built with onnx.helper, its onnxruntime fp32 golden dump and the side under test."""
     onnx = onnx_modules()[0]
     say(f"{task.name}: building the model")
@@ -237,18 +238,18 @@ def _onnx_task(task: DemoTask, folder: Path, say) -> tuple[engine.CompareSpec, P
     return spec, model_path
 
 
-def _msprobe_dumps(task: DemoTask, folder: Path, say) -> engine.CompareSpec:
+def _msprobe_dumps(task: DemoTask, folder: Path, say) -> CompareSpec:
     """Reference and side under test as msprobe tensor dumps of every rank and step (msprobesim)."""
     say(f"{task.name}: msprobe dumps, 4 ranks x 2 steps")
     for side in ("model", "golden", "npu"):
         shutil.rmtree(folder / side, ignore_errors=True)
     msprobesim.write(str(folder / "golden"), seed=task.seed)
     msprobesim.write(str(folder / "npu"), seed=task.seed, fault_rank=MSPROBE_FAULT_RANK)
-    return engine.CompareSpec(str(folder / "npu"), str(folder / "golden"), thresholds=Thresholds(), step="1",
+    return CompareSpec(str(folder / "npu"), str(folder / "golden"), thresholds=Thresholds(), step="1",
                               rank=str(MSPROBE_FAULT_RANK))
 
 
-def _npu_dump(task: DemoTask, folder: Path, model, model_path: Path, image, say) -> engine.CompareSpec:
+def _npu_dump(task: DemoTask, folder: Path, model, model_path: Path, image, say) -> CompareSpec:
     """An Ascend-style dump of the float16 emulation (npusim), with its offline-model JSON."""
     say(f"{task.name}: NPU dump (float16{', ' + str(QUANTIZED_BITS) + '-bit conv' if task.quantize else ''}"
         f"{', BGR input' if task.bgr else ''})")
@@ -276,11 +277,11 @@ def _npu_dump(task: DemoTask, folder: Path, model, model_path: Path, image, say)
                     if values.dtype == np.float32:
                         np.save(stored, values.astype(np.float16).astype(np.float32))
         expected = str(folder / "expected")
-    return engine.CompareSpec(str(folder / "npu"), str(folder / "golden"), model=str(om_json), thresholds=Thresholds(),
+    return CompareSpec(str(folder / "npu"), str(folder / "golden"), model=str(om_json), thresholds=Thresholds(),
                               expected=expected)
 
 
-def _onnx_candidate(task: DemoTask, folder: Path, model, image, say) -> engine.CompareSpec:
+def _onnx_candidate(task: DemoTask, folder: Path, model, image, say) -> CompareSpec:
     """The float16 version as an ONNX model of its own, dumped by onnxruntime like the reference."""
     say(f"{task.name}: float16 model dump (onnxruntime)")
     candidate = folder / "model" / f"{task.model_name}-fp16.onnx"
@@ -289,7 +290,7 @@ def _onnx_candidate(task: DemoTask, folder: Path, model, image, say) -> engine.C
     with np.errstate(over="ignore"):
         dump_onnx(candidate, folder / "npu", {INPUT: normalize(image)}, timestamp=TIMESTAMP_US)
     _relative_model_path(folder / "npu" / "dump.json", f"../model/{candidate.name}")
-    return engine.CompareSpec(str(folder / "npu"), str(folder / "golden"), thresholds=Thresholds())
+    return CompareSpec(str(folder / "npu"), str(folder / "golden"), thresholds=Thresholds())
 
 
 def _check_replaceable(folder: Path) -> None:

@@ -19,6 +19,7 @@ import os
 
 import numpy as np
 
+from accuscope.engine.compare import judgement
 from accuscope.engine.compare.columns import CSV_OF, METRIC_TABLE
 from accuscope.engine.compare.fields import FIELD
 from accuscope.engine.compare.results import ResultTable
@@ -77,8 +78,8 @@ def _cells(values: np.ndarray) -> list:
 def _messages(table: ResultTable, thresholds: Thresholds, rows: np.ndarray) -> list[str]:
     """The reason a row was not compared, and the thresholds it breaks (`cos 0.912 < 0.99`)."""
     parts: list[list[str]] = [[r] if r else [] for r in table.columns["reason"][rows].tolist()]
-    for i in np.flatnonzero(thresholds.evaluate(table).fail[rows]):
-        parts[i] += thresholds.broken_texts(table, int(rows[i]))
+    for i in np.flatnonzero(judgement.evaluate(table, thresholds).fail[rows]):
+        parts[i] += judgement.broken_texts(table, thresholds, int(rows[i]))
     return [printable("; ".join(p)) for p in parts]
 
 

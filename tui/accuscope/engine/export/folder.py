@@ -534,6 +534,7 @@ def _manifest(folder: Path, doc: TaskDoc, sel: Selection, device: Selection | No
     if sel.graph.runnable:
         versions["onnx"] = onnx_module(EXPORTING).__version__
     chosen = device or sel
+    recorded = doc.spec()
     return {
         "format": FORMAT,
         "tool": "accuscope",
@@ -541,8 +542,8 @@ def _manifest(folder: Path, doc: TaskDoc, sel: Selection, device: Selection | No
         "versions": versions,
         "created": datetime.now().isoformat(timespec="seconds"),
         "parent_task": str(folder.absolute()),
-        "parent": {"npu": doc.npu, "golden": doc.golden, "model": doc.model, "pick": doc.pick,
-                   "run": doc.run},
+        "parent": {"npu": recorded.npu, "golden": recorded.golden, "model": recorded.model, "pick": recorded.pick,
+                   "run": recorded.run},
         "framework_model": str(Path(sel.graph.path).absolute()),
         "kind": sel.kind,
         "model": model_name,

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from accuscope.engine.compare import judgement
 from accuscope.engine.compare.pair import golden_ops
 from accuscope.engine.compare.thresholds import default_op, resolve_key
 from accuscope.engine.graphs.onnxgraph import need
@@ -84,7 +85,7 @@ def overlay(task: Task, model: str | Path, metric: str = "cos") -> Overlay:
     low = default_op(key) == "<"
     threshold = thresholds.get(key)
     c, values = table.columns, table.numbers(key)
-    state = thresholds.evaluate(table)
+    state = judgement.evaluate(table, thresholds)
     broken_nf, skip, fails = state.nonfinite, state.exempt, state.fail
     worse = min if low else max
     results: dict[str, float] = {}

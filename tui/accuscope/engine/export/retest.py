@@ -221,7 +221,7 @@ def _check_output(root: Path, e: dict, rerun, golden_run: dict, thresholds: Thre
 def _retest_task(root: Path, manifest: dict, rerun_dir: Path, thresholds: Thresholds,
                  notes: list[str]) -> Path | None:
     """Compare the copied NPU dumps of the ops inside with the re-run, as a task folder."""
-    from accuscope.engine.compare import comparison as engine
+    from accuscope.engine.compare.spec import CompareSpec
     from accuscope.engine.tasks.taskdoc import mark_state
     from accuscope.engine.tasks.taskrun import run_task
     folder = root / RETEST_DIR
@@ -230,7 +230,7 @@ def _retest_task(root: Path, manifest: dict, rerun_dir: Path, thresholds: Thresh
         return None
     model = root / (manifest.get("mapping_model") or manifest["model"])
     mark_state(folder, "running", parent=manifest.get("parent_task"), export=str(root.absolute()), kind="retest")
-    spec = engine.CompareSpec(str(root / "npu"), str(rerun_dir), model=str(model), thresholds=thresholds,
+    spec = CompareSpec(str(root / "npu"), str(rerun_dir), model=str(model), thresholds=thresholds,
                               pick=(manifest.get("parent") or {}).get("pick") or "newest")
     try:
         run_task(spec, folder, workers=1)

@@ -1,12 +1,19 @@
 """The trial log: one JSON line per trial, appended (and synced) as each finishes, after a header
 line with the search's settings, so an interrupted search resumes without redoing a trial. The
-ranking, made only when the full conversion misses the target, is a line of its own."""
+ranking, made only when the full conversion misses the target, is a line of its own, and so is the
+end of a search that ran to its end: `{"final": {"met", "keep", "reason", "files"}}`, the list it
+found and the files that say it in each toolchain's words (a resumed search drops it and writes its own).
+
+A trial's line: n, phase, keep (the ops kept in float32), values (each target metric's worst output
+value, null for NaN), passed, check (the --check command's exit status), error, seconds (its
+conversion and measure), at (when it finished, UTC ISO 8601)."""
 from __future__ import annotations
 
 import json
 import math
 import os
 from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 
 from accuscope.engine.sources.inputfile import json_loads
@@ -26,6 +33,7 @@ class Trial:
     check: int | None = None  # the --check command's exit status
     error: str = ""  # why the candidate could not be made or run
     seconds: float = 0.0
+    at: str = ""  # when it finished, UTC ISO 8601 (a log written before it: "")
 
     @property
     def key(self) -> frozenset:
@@ -40,7 +48,7 @@ class Trial:
     def from_dict(cls, d: dict) -> Trial:
         values = {str(k): math.nan if v is None else float(v) for k, v in (d.get("values") or {}).items()}
         return cls(int(d["n"]), str(d["phase"]), [str(k) for k in d["keep"]], values, bool(d["passed"]),
-                   d.get("check"), str(d.get("error") or ""), float(d.get("seconds") or 0.0))
+                   d.get("check"), str(d.get("error") or ""), float(d.get("seconds") or 0.0), str(d.get("at") or ""))
 
 
 class TrialLog:
@@ -73,6 +81,8 @@ class TrialLog:
         for line in lines[1:]:
             try:
                 record = json_loads(line)
+                if isinstance(record, dict) and "final" in record and "n" not in record:
+                    continue  # the end of an earlier run: the resumed search writes its own
                 if isinstance(record, dict) and "ranked" in record and "n" not in record:
                     ranking = {"ranked": [str(r) for r in record["ranked"]], "notes": list(record.get("notes") or [])}
                 else:
@@ -97,7 +107,15 @@ class TrialLog:
         self._append(json.dumps({"ranked": ranked, "notes": notes}, ensure_ascii=False))
 
     def append(self, trial: Trial) -> None:
+        if not trial.at:
+            trial.at = datetime.now(timezone.utc).isoformat(timespec="seconds")
         self._append(trial.to_json())
+
+    def append_final(self, met: bool, keep: list[str], reason: str, files: dict[str, str]) -> None:
+        """The search's end: whether it met the target, the ops it keeps, why it stopped short, the result
+        files by key (relative to the log's folder)."""
+        self._append(json.dumps({"final": {"met": met, "keep": list(keep), "reason": reason, "files": files}},
+                                ensure_ascii=False))
 
     def _append(self, line: str) -> None:
         with open_append(self.path) as fh:

@@ -6,7 +6,7 @@ task of the final model against the reference's dump (made for the ranking, so d
 DIR/reference.onnx   the reference as converted (weights as initializers, nodes named)
 DIR/full.onnx        the conversion with no op kept: what failed
 DIR/ranking/         the task the ranking comes from (open it in the app)
-DIR/trials.jsonl     the trial log (resume reads it)
+DIR/trials.jsonl     the trial log (resume reads it), ending in the list found and its files
 DIR/result/          the outputs (see outputs.py) and result/task, the final model's task"""
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from accuscope.engine.compare.comparison import CompareSpec
+from accuscope.engine.compare.spec import CompareSpec
 from accuscope.engine.diagnose.sensitivity import sensitivity
 from accuscope.engine.precision.convert import TARGETS, candidates, convert, prepare, require
 from accuscope.engine.precision.evaluate import Evaluator, Target, run_outputs
@@ -160,6 +160,9 @@ def run_precision(spec: PrecisionSpec, on_event: Callable[[Event], None] | None 
                                      obstacles=result.obstacles)
         result.command = result.files["command"].read_text(encoding="utf-8").strip()
         result.task = _final_task(result.files["model"], out, feeds)
+    if not (cancel is not None and cancel.is_set()):  # a cancelled search resumes: no end yet
+        log.append_final(outcome.met, outcome.keep, outcome.reason,
+                         {key: path.relative_to(out).as_posix() for key, path in result.files.items()})
     result.seconds = time.monotonic() - start
     return result
 

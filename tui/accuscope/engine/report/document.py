@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from accuscope import __version__
+from accuscope.engine.compare import judgement
 from accuscope.engine.compare.comparison import Coverage
 from accuscope.engine.compare.summary import summarize
 from accuscope.engine.diagnose.advice import Advice, Finding, evidence_text
@@ -56,7 +57,7 @@ def worst_rows(task: Task, advice: Advice | None, k: int) -> list[int]:
     (execution order), then the lowest cosine."""
     table, thresholds = task.result
     c = table.columns
-    fail = thresholds.evaluate(table).fail & (c["io"] == "output")
+    fail = judgement.evaluate(table, thresholds).fail & (c["io"] == "output")
     picked: list[int] = []
     ops = set()
     introduced = [r for o in (advice.introduced if advice else []) for r in o.rows[:1]]

@@ -23,10 +23,12 @@ from datetime import datetime
 from pathlib import Path
 
 from accuscope import __version__
-from accuscope.engine.compare import comparison as engine
 from accuscope.engine.compare.cluster import DaskCluster, LocalPool
+from accuscope.engine.compare.judgement import Basis, combined, verdict
 from accuscope.engine.compare.multirank import LOST, RankResult, given_mapping
 from accuscope.engine.compare.results import ResultTable
+from accuscope.engine.compare.spec import CompareSpec
+from accuscope.engine.compare.thresholds import Thresholds
 from accuscope.engine.progress import OnProgress, Progress
 from accuscope.engine.sources import ranks as rank_mod
 from accuscope.engine.sources.kinds import MSPROBE
@@ -38,7 +40,7 @@ from accuscope.engine.tasks.rankfiles import RANKS_DIR, rank_file
 from accuscope.engine.tasks.storage import Storage, storage
 from accuscope.engine.tasks.task import TaskLock, check_task_folder, create_task_folder, unwritable
 from accuscope.engine.tasks.taskdoc import mark_state, spec_fields
-from accuscope.engine.tasks.taskwriter import Ranks, write_result
+from accuscope.engine.tasks.taskwriter import Ranks, ranks_outcomes, write_result
 
 
 @dataclass
@@ -54,13 +56,14 @@ class RanksRun:
     cancelled: bool = False
     where: str = ""
     coverage: dict = field(default_factory=dict)  # task.json's coverage of the whole run (its basis: judgement.Basis)
+    verdict: tuple[str, str] = ("", "")  # a columnar task's verdict and its line, from its ranks' (judgement.combined)
 
     @property
     def lost(self) -> list[str]:
         return [k for k, r in self.results.items() if r["state"] == LOST]
 
 
-def _fingerprint(spec: engine.CompareSpec) -> str:
+def _fingerprint(spec: CompareSpec) -> str:
     """What makes a rank's stored rows this comparison's rows."""
     fields = spec_fields(spec)
     fields.pop("relative", None)
@@ -75,9 +78,16 @@ def _stored(folder: Path, leaf: rank_mod.Rank, fingerprint: str) -> bool:
     return meta.get("spec") == fingerprint
 
 
-def _record(result: RankResult) -> dict:
+def _verdict(table: ResultTable, thresholds: Thresholds, coverage: dict | None) -> tuple[str, str]:
+    """One rank's own verdict and its line (judgement.verdict under its coverage's Basis)."""
+    v = verdict(table, thresholds, Basis.from_coverage(coverage))
+    return v.outcome, v.line(table.columns["tensor"])
+
+
+def _record(result: RankResult, thresholds: Thresholds) -> dict:
     t = result.table
-    return {"state": result.state, "step": result.rank.step, "rank": result.rank.rank, "proc": result.rank.proc,
+    judged = ("", "") if t is None else _verdict(t, thresholds, result.coverage)
+    return {"verdict": judged[0], "verdict_line": judged[1], "state": result.state, "step": result.rank.step, "rank": result.rank.rank, "proc": result.rank.proc,
             "rel": result.rank.rel, "rows": len(t) if t is not None else 0,
             "failing": int(t.columns["fail"].sum()) if t is not None else 0, "worker": result.worker,
             "seconds": round(result.seconds, 3), "error": result.error, "problems": result.problems[:100],
@@ -86,7 +96,7 @@ def _record(result: RankResult) -> dict:
             "unread_count": (result.coverage or {}).get("unread_count", 0)}
 
 
-def run_ranks(spec: engine.CompareSpec, folder: str | os.PathLike, cluster: str | None = None,
+def run_ranks(spec: CompareSpec, folder: str | os.PathLike, cluster: str | None = None,
               workers: int | None = None, rank: list[int] | None = None, step: list[int] | None = None,
               progress: OnProgress | None = None,
               cancel: threading.Event | None = None,
@@ -140,7 +150,7 @@ def run_ranks(spec: engine.CompareSpec, folder: str | os.PathLike, cluster: str 
                     run.held[result.rank.key] = result.table
                     if storage(sum(len(t) for t in run.held.values()), ranks=True) is Storage.COLUMNS:
                         run.held.clear()  # a columnar task: the store is written from the rank files
-                run.results[result.rank.key] = _record(result)
+                run.results[result.rank.key] = _record(result, spec.thresholds)
                 mark_state(folder, "running", ranks=run.results)
                 if rank_done:
                     rank_done(result)
@@ -188,7 +198,7 @@ def _sides(records: dict) -> dict:
     return {side: kinds[0].get(side, "ranks") if kinds else "ranks" for side in ("npu", "golden")}
 
 
-def _finish(folder: Path, spec: engine.CompareSpec, run: RanksRun, fields: dict) -> None:
+def _finish(folder: Path, spec: CompareSpec, run: RanksRun, fields: dict) -> None:
     records = run.results
     run.rows = sum(r["rows"] for r in records.values())
     run.failing = sum(r["failing"] for r in records.values())
@@ -206,3 +216,5 @@ def _finish(folder: Path, spec: engine.CompareSpec, run: RanksRun, fields: dict)
     written = write_result(folder, meta, Ranks(records, held), spec.thresholds, {"golden_is_npy": True})
     run.problems += written.warnings
     run.table = written.table
+    if run.table is None:
+        run.verdict = combined(ranks_outcomes(records))

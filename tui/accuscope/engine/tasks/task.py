@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from accuscope import __version__
-from accuscope.engine.compare import faults
+from accuscope.engine.compare import faults, judgement
 from accuscope.engine.compare.judgement import Basis, verdict
 from accuscope.engine.compare.lifetime import pid_alive
 from accuscope.engine.compare.results import ResultTable
@@ -58,7 +58,8 @@ from accuscope.engine.tasks.storage import Storage, storage
 from accuscope.engine.tasks.taskdoc import TASK_JSON, TaskDoc, mark_state, recorded_path
 
 if TYPE_CHECKING:
-    from accuscope.engine.compare.comparison import CompareSpec, Plan
+    from accuscope.engine.compare.comparison import Plan
+    from accuscope.engine.compare.spec import CompareSpec
     from accuscope.engine.graphs.graph import Graph
 
 RESULT_NPZ = "result.npz"
@@ -154,7 +155,8 @@ class Task:
     def modules(self) -> Graph | None:
         """The NPU dump's module hierarchy for the graph pane when it is a training dump (msprobe's
         construct.json, see Side.modules), else None; SourceError when the dump is unusable."""
-        return self.modules_at(self.doc.step, self.doc.rank)
+        recorded = self.doc.spec()
+        return self.modules_at(recorded.step, recorded.rank)
 
     def modules_at(self, step: str | int | None, rank: str | int | None) -> Graph | None:
         """`modules` of one step and rank of the NPU dump (a multi-rank task's; None: the first); of a task
@@ -164,10 +166,11 @@ class Task:
         if npu is None or not npu.is_dir():
             return None
         kind = detect(str(npu)).kind
-        if self.doc.shards and rank is None and kind == MSPROBE:
+        merged = self.doc.spec().shards
+        if merged and rank is None and kind == MSPROBE:
             from accuscope.engine.compare import shards
             if len(shards.rank_folders(str(npu), step)) > 1:
-                return shards.merged_modules(str(npu), shards=self.doc.shards, step=step)
+                return shards.merged_modules(str(npu), shards=merged, step=step)
         loader = modules_loader(str(npu), kind, step, rank)
         return loader() if loader is not None else None
 
@@ -179,7 +182,8 @@ class Task:
         npu = self.path("npu")
         if npu is None or not msprobe.sniff(str(npu)):
             return {}, ""
-        key = (self.doc.step if step is None else step, self.doc.rank if rank is None else rank)
+        recorded = self.doc.spec()
+        key = (recorded.step if step is None else step, recorded.rank if rank is None else rank)
         cache = self.__dict__.setdefault("_stacks", {})
         if key not in cache:
             try:
@@ -222,7 +226,7 @@ class Task:
         if self.table is None or (self.csv is None and not len(self.table)):
             self.mark(state, thresholds=thresholds.to_dict())
             return
-        thresholds.apply(self.table)
+        judgement.apply(self.table, thresholds)
         if self.doc.columnar:  # its column files stay: loading applies the thresholds
             self.mark(state, thresholds=thresholds.to_dict(), **_counts(self.table, thresholds, self.doc.coverage))
             return
@@ -270,7 +274,7 @@ def save_task(folder: str | os.PathLike, meta: dict, table: ResultTable, thresho
     folder.mkdir(parents=True, exist_ok=True)
     _remove_dead_partials(folder)
     csv_options = dict(csv_options or {})
-    thresholds.apply(table)
+    judgement.apply(table, thresholds)
     now = datetime.now()
     csv_path = _new_csv_path(folder, now) if storage(len(table)) is Storage.CSV else None
     generation = f"{now:%Y%m%d%H%M%S}-{os.urandom(4).hex()}"
@@ -296,7 +300,7 @@ def save_task(folder: str | os.PathLike, meta: dict, table: ResultTable, thresho
 def _counts(table: ResultTable, thresholds: Thresholds, coverage: dict | None) -> dict:
     """task.json's counts and verdict from the judgement (judgement.RowState, judgement.verdict under the
     coverage's Basis): failing rows, the first in execution order, the verdict and its line (the browser's)."""
-    state = thresholds.evaluate(table)
+    state = judgement.evaluate(table, thresholds)
     first = state.first_failing
     v = verdict(table, thresholds, Basis.from_coverage(coverage))
     return {"rows": len(table), "failing": int(state.fail.sum()),
@@ -389,7 +393,7 @@ def load_task(folder: str | os.PathLike, head: int | None = None) -> Task:
         if doc.state == "done" or "state" not in doc:
             raise SourceError(f"{folder}: the task has no result ({RESULT_NPZ} or result_*.csv)")
         table = ResultTable.empty(doc.custom_columns)
-    thresholds.apply(table)
+    judgement.apply(table, thresholds)
     # stale_parts reads advice.json whole (40 MB for 1M rows): a partial task leaves it to the full load
     return Task(folder, doc, table, thresholds, csv_path, warnings, stale_parts(folder, doc) if total is None else [],
                 total)
@@ -398,7 +402,7 @@ def load_task(folder: str | os.PathLike, head: int | None = None) -> Task:
 def _csv_task(path: Path) -> Task:
     table, warnings = read_result_csv(path)
     thresholds = Thresholds()
-    thresholds.apply(table)
+    judgement.apply(table, thresholds)
     doc = TaskDoc({"state": "done", "csv": path.name, "foreign": True, **_counts(table, thresholds, None)})
     return Task(path.parent, doc, table, thresholds, path, warnings)
 

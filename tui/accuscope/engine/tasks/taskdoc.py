@@ -4,7 +4,8 @@ written back with the keys this accuscope does not know kept.
 
     version                  the schema version of the accuscope that last wrote the file
                              (absent: 1, written before versions; now VERSION)
-    what was compared        npu, golden, model ... relative (see CompareSpec and `spec_fields`)
+    what was compared        every CompareSpec option under its field's name (npu, golden, model,
+                             op_range ...: compare/spec.py declares them), relative (`spec_fields`)
     the run                  state, error, tool, pid, host, times, attempt
     the result               generation, csv, csv_options, thresholds, custom_columns, counts,
                              problems, sides, coverage
@@ -30,7 +31,7 @@ import json
 import os
 import platform
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import MISSING, replace
 from datetime import datetime
 from pathlib import Path
 from types import MappingProxyType
@@ -38,6 +39,7 @@ from typing import IO, TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 from accuscope import __version__
 from accuscope.engine.compare.columns import ALGORITHMS, KEY_OF
+from accuscope.engine.compare.spec import CompareSpec, Option, options
 from accuscope.engine.compare.statistics import SHARDS_BY_NAMES
 from accuscope.engine.compare.thresholds import Thresholds
 from accuscope.engine.sources.inputfile import read_json_object
@@ -48,12 +50,12 @@ from accuscope.engine.sources.tensor import SourceError
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from accuscope.engine.compare.comparison import CompareSpec
+    from accuscope.engine.compare.spec import CompareSpec
 
 TASK_JSON = "task.json"
-VERSION = 2
+VERSION = 3
 STATES = ("running", "done", "cancelled", "failed", "interrupted")
-PATH_KEYS = ("npu", "golden", "model", "npu_model", "golden_model", "mapping", "expected")  # paths kept with `relative`
+PATH_KEYS = tuple(f.name for f, declared in options() if declared.path)  # paths kept with `relative`
 
 T = TypeVar("T")
 _TYPE_WORDS = {str: "text", int: "a whole number", list: "a list", dict: "an object", bool: "true/false", float: "a number"}
@@ -102,34 +104,12 @@ class TaskDoc:
 
     version = Key(int, 1, "schema version of the accuscope that last wrote the file (absent: 1, before versions)")
     # ---- what was compared (spec_fields / spec) ----
-    npu: Key[str | None] = Key(str, None, "the side under test: any source accuscope reads (absolute path)")
-    golden: Key[str | None] = Key(str, None, "the reference side (absolute path)")
-    model: Key[str | None] = Key(str, None, "an offline model (NPU side) or a framework model (golden side)")
-    algorithms: Key[list | None] = Key(list, None, "metric keys and plugin names compared (null: all)")
-    range: Key[str | None] = Key(str, None, "the op range compared (--range)")
-    ops: Key[list | None] = Key(list, None, "the ops compared (--ops; null: all)")
-    custom_algorithms: Key[str | None] = Key(str, None, "the plugin folder named (never run from here unasked)")
-    pick = Key((str, int), "newest", "which of several dumps of a tensor: newest, oldest or a number")
-    run: Key[str | None] = Key(str, None, "which run folder of a dump tree (--run)")
-    golden_shape: Key[list | None] = Key(list, None, "a raw .bin golden file's shape")
-    golden_dtype: Key[str | None] = Key(str, None, "a raw .bin golden file's dtype")
-    npu_model: Key[str | None] = Key(str, None, "the NPU side's own model, when both sides have one")
-    golden_model: Key[str | None] = Key(str, None, "the golden side's own model (an ONNX reference)")
-    mapping: Key[str | None] = Key(str, None, "the user's npu_name,golden_name mapping file")
-    npu_runner: Key[str | None] = Key(str, None, "the Polygraphy runner of the NPU side")
-    golden_runner: Key[str | None] = Key(str, None, "the Polygraphy runner of the golden side")
-    iteration = Key(int, 0, "the Polygraphy iteration compared")
-    step: Key[str | None] = Key(str, None, "the msprobe step folder (--step)")
-    rank: Key[str | None] = Key(str, None, "the msprobe rank folder (--rank)")
-    stats_only = Key(bool, False, "the statistics dump.json records compared, never tensor files")
-    match: Key[str | None] = Key(str, None, "pairing across implementations (--match structure)")
-    shards: Key[str | None] = Key(str, None, "\"names\" or a layout file: a parallel run's shards merged")
-    expected: Key[str | None] = Key(str, None, "the third side: the reference at the candidate's precision (--expected)")
-    npu_options: Key[dict | None] = Key(dict, None, "the NPU side's format options, text by name (--npu-option)")
-    golden_options: Key[dict | None] = Key(dict, None, "the golden side's format options (--golden-option)")
-    atol: Key[float | None] = Key((float, int), None, "Polygraphy's absolute tolerance (--atol)")
-    rtol: Key[float | None] = Key((float, int), None, "Polygraphy's relative tolerance (--rtol)")
-    check_error_stat: Key[str | None] = Key(str, None, "Polygraphy's error statistic (--check-error-stat)")
+    # every CompareSpec field declared with an option, under its own name: its Key made from the declaration
+    # (SPEC_KEYS, set on the class below); the comparison is read back whole by `spec()`. The two sides are
+    # typed here for the type checker, as every surface names a task by them.
+    if TYPE_CHECKING:
+        npu: str | None
+        golden: str | None
     relative: Key[dict] = Key(dict, {}, "the paths above relative to the task folder (a task moved with its data)")
     framework_model: Key[str | None] = Key(str, None, "the framework ONNX model (set by hand; see Task.framework_model)")
     # ---- the run ----
@@ -228,28 +208,25 @@ class TaskDoc:
         come from anyone); pass `custom_dir=` to run plugins, after the user said which folder.
         Without it the plugin names in the task's algorithm list are dropped too."""
         # the comparison (pairing, readers) is imported by whoever re-runs, not by opening a task
-        from accuscope.engine.compare.comparison import CompareSpec
+        from accuscope.engine.compare.spec import CompareSpec
 
-        def path(key: str) -> str | None:
-            resolved = self.path(key, folder) if folder is not None else self._raw.get(key)
-            return str(resolved) if resolved else None
-        algorithms = self.algorithms
+        given = {}
+        for f, declared in options():
+            value = getattr(self, f.name)
+            if declared.path:
+                resolved = self.path(f.name, folder) if folder is not None else value
+                value = str(resolved) if resolved else None
+            elif declared.kind == "shape":
+                value = tuple(value) if value else None
+            elif declared.kind == "plugins":
+                value = None  # code: never the folder a task.json names (see above)
+            given[f.name] = value
+        algorithms = given["algorithms"]
         if algorithms and not changes.get("custom_dir"):
-            algorithms = [a for a in algorithms if KEY_OF.get(a, a) in ALGORITHMS] or None
-        # a task.json without a side gives a spec without it (planning says so): typed as given
-        spec = CompareSpec(cast(str, path("npu")), cast(str, path("golden")), model=path("model"), algorithms=algorithms,
-                           op_range=self.range, ops=self.ops,
-                           thresholds=thresholds if thresholds is not None else Thresholds(),
-                           pick=self.pick or "newest", run=self.run,
-                           golden_shape=tuple(self.golden_shape) if self.golden_shape else None,
-                           golden_dtype=self.golden_dtype, npu_model=path("npu_model"),
-                           golden_model=path("golden_model"), mapping=path("mapping"),
-                           npu_runner=self.npu_runner, golden_runner=self.golden_runner,
-                           iteration=self.iteration, step=self.step, rank=self.rank,
-                           stats_only=self.stats_only, match=self.match, shards=self.shards,
-                           expected=path("expected"), npu_options=self.npu_options,
-                           golden_options=self.golden_options, atol=self.atol, rtol=self.rtol,
-                           check_error_stat=self.check_error_stat)
+            given["algorithms"] = [a for a in algorithms if KEY_OF.get(a, a) in ALGORITHMS] or None
+        # a task.json without a side gives a spec without it (planning says so)
+        spec = CompareSpec(**{**given, "pick": given["pick"] or "newest"},
+                           thresholds=thresholds if thresholds is not None else Thresholds())
         return replace(spec, **changes)
 
     # ---- changed ----
@@ -291,7 +268,17 @@ class TaskDoc:
         return ""
 
 
-KEYS: tuple[Key, ...] = tuple(v for v in vars(TaskDoc).values() if isinstance(v, Key))
+def _spec_key(name: str, default: object, declared: Option) -> Key:
+    key: Key = Key(declared.json, None if default is MISSING else default, declared.help)
+    key.__set_name__(TaskDoc, name)
+    return key
+
+
+SPEC_KEYS: dict[str, Key] = {f.name: _spec_key(f.name, f.default, declared) for f, declared in options()}
+_DECLARED = [v for v in vars(TaskDoc).values() if isinstance(v, Key)]
+KEYS: tuple[Key, ...] = (_DECLARED[0], *SPEC_KEYS.values(), *_DECLARED[1:])  # version, what was compared, the rest
+for _key in SPEC_KEYS.values():
+    setattr(TaskDoc, _key.name, _key)
 SCHEMA: dict[str, Key] = {k.name: k for k in KEYS}
 
 
@@ -303,7 +290,17 @@ def _v1_shards(raw: dict) -> dict:
     return raw
 
 
-MIGRATIONS: dict[int, Callable[[dict], dict]] = {1: _v1_shards}  # from version k to k + 1
+def _v2_one_name(raw: dict) -> dict:
+    """Version 2: the op range and the plugin folder were kept as `range` and `custom_algorithms`; each
+    option now has one name, its CompareSpec field's (`op_range`, `custom_dir`)."""
+    for old, new in (("range", "op_range"), ("custom_algorithms", "custom_dir")):
+        if old in raw:
+            value = raw.pop(old)
+            raw.setdefault(new, value)
+    return raw
+
+
+MIGRATIONS: dict[int, Callable[[dict], dict]] = {1: _v1_shards, 2: _v2_one_name}  # from version k to k + 1
 
 
 def migrate(raw: dict) -> dict:
@@ -379,18 +376,16 @@ def spec_fields(spec: CompareSpec, folder: str | os.PathLike | None = None) -> d
     """What task.json records about a comparison, enough to re-run it (TaskDoc.spec reads it back).
     Paths are stored absolute and, under `relative`, relative to the task folder: a task moved
     with its data (to another directory or machine) still finds them (see `recorded_path`)."""
-    fields: dict[str, Any] = {"npu": spec.npu, "golden": spec.golden, "model": spec.model, "algorithms": spec.algorithms,
-              "range": spec.op_range, "ops": spec.ops, "custom_algorithms": spec.custom_dir,
-              "pick": spec.pick, "run": spec.run,
-              "golden_shape": list(spec.golden_shape) if spec.golden_shape else None,
-              "golden_dtype": str(spec.golden_dtype) if spec.golden_dtype else None,
-              "npu_model": spec.npu_model, "golden_model": spec.golden_model, "mapping": spec.mapping,
-              "npu_runner": spec.npu_runner, "golden_runner": spec.golden_runner, "iteration": spec.iteration,
-              "step": spec.step, "rank": spec.rank, "stats_only": spec.stats_only,
-              "match": spec.match, "expected": spec.expected,
-              "npu_options": spec.npu_options, "golden_options": spec.golden_options,
-              "atol": spec.atol, "rtol": spec.rtol, "check_error_stat": spec.check_error_stat,
-              "shards": spec.shards if spec.shards in (None, SHARDS_BY_NAMES) else os.path.abspath(spec.shards)}
+    fields: dict[str, Any] = {}
+    for f, declared in options():
+        value = getattr(spec, f.name)
+        if declared.kind == "shape":
+            value = list(value) if value else None
+        elif declared.kind == "shards" and value not in (None, SHARDS_BY_NAMES):
+            value = os.path.abspath(value)
+        elif declared.kind == "dtype":
+            value = str(value) if value else None
+        fields[f.name] = value
     relative: dict[str, str] = {}
     for key in PATH_KEYS:
         if fields[key]:

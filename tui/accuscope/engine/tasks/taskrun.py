@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Union
 from accuscope import __version__
 from accuscope.engine.compare import comparison as engine
 from accuscope.engine.compare.results import ResultTable
+from accuscope.engine.compare.spec import CompareSpec
 from accuscope.engine.progress import OnProgress
 from accuscope.engine.sources import kinds
 from accuscope.engine.sources.tensor import SourceError
@@ -62,7 +63,7 @@ class RunResult:
 Outcome = Union[RunResult, "RanksRun"]  # what run_comparison returns: one comparison's, or the ranks'
 
 
-def ranked(spec: engine.CompareSpec, cluster: str | None = None, one_source: bool = False) -> bool:
+def ranked(spec: CompareSpec, cluster: str | None = None, one_source: bool = False) -> bool:
     """The comparison runs rank by rank (rankrun): on a cluster, or two rank trees (`one_source`: both
     sides are one file, never ranks): every rank, or the ranks --step/--rank pick when only their
     dump.json are compared (statistics: the ranks' columnar path, 10x the general one; a tensor
@@ -90,7 +91,7 @@ def ranked(spec: engine.CompareSpec, cluster: str | None = None, one_source: boo
     return bool(picked) and statcolumns.applies(spec) and (spec.stats_only or not tensor_files)
 
 
-def run_comparison(spec: engine.CompareSpec, folder: str | Path, *, workers: int | None = None,
+def run_comparison(spec: CompareSpec, folder: str | Path, *, workers: int | None = None,
                    cancel: threading.Event | None = None, cluster: str | None = None,
                    one_source: bool = False,
                    progress: OnProgress | None = None,
@@ -111,7 +112,7 @@ def run_comparison(spec: engine.CompareSpec, folder: str | Path, *, workers: int
     return run_task(spec, folder, progress, cancel, workers, planned, inline_bytes, rows=rows)
 
 
-def run_task(spec: engine.CompareSpec, folder: str | Path,
+def run_task(spec: CompareSpec, folder: str | Path,
              progress: OnProgress | None = None,
              cancel: threading.Event | None = None, workers: int | None = None,
              planned: Callable[[engine.Plan], None] | None = None,

@@ -16,6 +16,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from accuscope.engine.compare.judgement import combined
 from accuscope.engine.compare.results import ResultTable
 from accuscope.engine.compare.thresholds import Thresholds
 from accuscope.engine.tasks.columnstore import COLUMNS_DIR, write_columns
@@ -46,6 +47,18 @@ class Written:
     warnings: list[str] = field(default_factory=list)  # rank files that could not be read
 
 
+def ranks_outcomes(records: dict) -> dict[str, tuple[str, str]]:
+    """Each rank's own verdict and its line (task.json `ranks`), by its folder: ("", why) for a rank not
+    compared; a record written before ranks carried one: "fail" when it has failing rows, else "pass"."""
+    def outcome(r: dict) -> tuple[str, str]:
+        if r.get("state") != "done":
+            return "", f"{r.get('state')}: {r.get('error', '')}"
+        if "verdict" in r:
+            return r["verdict"], r.get("verdict_line", "")
+        return ("fail", f"{r.get('failing')} rows fail") if r.get("failing") else ("pass", "no row fails")
+    return {str(r.get("rel", key)): outcome(r) for key, r in records.items()}
+
+
 def write_result(folder: Path, meta: dict, result: ResultTable | Ranks, thresholds: Thresholds,
                  csv_options: dict | None = None) -> Written:
     """Write `result` into `folder` as task.json `meta` describes it (see the module's text)."""
@@ -62,7 +75,8 @@ def write_result(folder: Path, meta: dict, result: ResultTable | Ranks, threshol
         for old in [folder / RESULT_NPZ, *folder.glob("result_*.csv")]:  # an earlier, smaller result
             old.unlink(missing_ok=True)
         meta = {k: v for k, v in meta.items() if k != "state"}
-        mark_state(folder, "done", **meta, columnar=True, rows=result.rows,
+        outcome, line = combined(ranks_outcomes(records))
+        mark_state(folder, "done", **meta, columnar=True, rows=result.rows, verdict=outcome, verdict_line=line,
                    failing=sum(r["failing"] for r in records.values()),
                    first_failing_op=first["rel"] if first else "", csv=None, generation=None,
                    thresholds=thresholds.to_dict())

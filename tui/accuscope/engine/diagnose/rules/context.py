@@ -15,6 +15,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from accuscope.engine.compare import judgement
 from accuscope.engine.compare.columns import COMPUTED_FLOATS
 from accuscope.engine.compare.judgement import WHOLE_LIMITS
 from accuscope.engine.diagnose.advice import Finding, OpOrigin, jsonable
@@ -65,7 +66,7 @@ class Context:
         self.ops: dict[str, list[int]] = {}
         for i, op in enumerate(self.c["npu_op"].tolist()):
             self.ops.setdefault(op, []).append(i)
-        self.state = self.thresholds.evaluate(self.table)  # the rows as the op table and the CSV see them
+        self.state = judgement.evaluate(self.table, self.thresholds)  # the rows as the op table and the CSV see them
         self.fail, self.exempt, self.nonfinite = self.state.fail, self.state.exempt, self.state.nonfinite
         t = self.thresholds.get("cos")  # the user's limits, else the judgement's whole-tensor ones (msit's)
         self.cos_min = t.value if t is not None and t.op == "<" else WHOLE_LIMITS["cos"]

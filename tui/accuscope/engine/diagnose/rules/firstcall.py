@@ -8,6 +8,7 @@ import os
 
 import numpy as np
 
+from accuscope.engine.compare import judgement
 from accuscope.engine.diagnose import firstdiff
 from accuscope.engine.diagnose.advice import Finding
 from accuscope.engine.diagnose.rules.context import Context, finding, is_msprobe
@@ -66,7 +67,7 @@ def near_zero(run: Context, row: int) -> str:
     all of them (max |golden| below NEAR_ZERO), or some, when the row breaks only relative metrics. From
     the golden tensor file (msprobe's .pt / .npy), else from msprobe's statistics columns."""
     c = run.c
-    broken = set(run.thresholds.broken(run.table, row))
+    broken = set(judgement.broken_keys(run.table, run.thresholds, row))
     source = str(c["golden_file"][row]) if "golden_file" in c else ""
     values = _golden_values(source)
     if values is not None and values.size:

@@ -9,7 +9,6 @@ from dataclasses import replace
 import numpy as np
 
 from accuscope.engine.compare import judgement
-from accuscope.engine.compare.thresholds import RECORDED_KEYS, recorded_text
 from accuscope.engine.diagnose import firstdiff
 from accuscope.engine.diagnose.advice import VERDICT, Finding
 from accuscope.engine.diagnose.rules.context import Context, f4, finding, is_msprobe
@@ -160,10 +159,10 @@ def in_light_of_verdict(run: Context, findings: list[Finding]) -> list[Finding]:
 
 def _broken_text(run: Context, r: int) -> str:
     parts = []
-    for key in run.thresholds.broken(run.table, r):
+    for key in judgement.broken_keys(run.table, run.thresholds, r):
         t = run.thresholds.get(key)
-        if key in RECORDED_KEYS and t is None:
-            parts.append(recorded_text(run.table, key, r))
+        if key in judgement.RECORDED_KEYS and t is None:
+            parts.append(judgement.recorded_text(run.table, key, r))
         elif t is None:
             parts.append(f"holds {int(run.c['npu_nonfinite'][r])} NaN/inf")
         else:

@@ -1,0 +1,133 @@
+"""No import cycle between accuscope's modules, counting every import: at the top, inside functions (lazy,
+run only on some paths) and under `if TYPE_CHECKING:` (annotations only). A module that needs another's
+names and is needed by it, even for a type, is one concept in two files: the owner of the rule and the
+owner of the data import each other, and neither can be read alone (judgement.py decides, thresholds.py
+is the data it decides by; expected.py and polytol.py read a CompareSpec from spec.py, not the comparison
+that runs them). The modules are read with ast, never imported."""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import accuscope
+
+ROOT = Path(accuscope.__file__).parent
+
+# Cycles allowed to remain, each a strongly connected group of modules (without the `accuscope.`
+# prefix), with why it is still there. None is left: a new cycle fails; shrink this, never grow it.
+ALLOWED: list[frozenset[str]] = []
+
+
+def modules(root: Path, top: str) -> dict[str, Path]:
+    """Dotted name -> file of every module of the package at `root` (named `top`)."""
+    return {".".join((top, *p.relative_to(root).with_suffix("").parts)).removesuffix(".__init__"): p
+            for p in sorted(root.rglob("*.py"))}
+
+
+def imports(found: dict[str, Path], typing: bool = True) -> dict[str, set[str]]:
+    """Module -> the package's modules it imports anywhere in its text (relative imports resolved; a name
+    imported from a package that is a module of its own counts as that module; `typing`: imports under
+    `if TYPE_CHECKING:` count too). A module's own packages are not counted (importing a module runs them)."""
+    edges: dict[str, set[str]] = {}
+    for name, path in found.items():
+        tree = ast.parse(path.read_text(), str(path))
+        typing_only = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If)
+                       and "TYPE_CHECKING" in ast.unparse(node.test) for b in node.body for n in ast.walk(b)}
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        targets = []
+        for node in ast.walk(tree):
+            if not typing and id(node) in typing_only:
+                continue
+            if isinstance(node, ast.ImportFrom):
+                base = package.split(".")[:len(package.split(".")) - node.level + 1] if node.level else []
+                module = ".".join(base + ([node.module] if node.module else []))
+                targets += [f"{module}.{a.name}" if f"{module}.{a.name}" in found else module for a in node.names]
+            elif isinstance(node, ast.Import):
+                targets += [a.name for a in node.names]
+        edges[name] = set()
+        for t in targets:
+            while t and t not in found:
+                t = t.rpartition(".")[0]
+            if t and t != name and not name.startswith(t + "."):
+                edges[name].add(t)
+    return edges
+
+
+def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """The groups of modules that import one another round (strongly connected, two or more: Tarjan's),
+    each as one route round it from its first module, e.g. [a, b, c, a]."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    groups: list[set[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(edges.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = set()
+            while True:
+                w = stack.pop()
+                group.add(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                groups.append(group)
+
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    return [_route(edges, sorted(g)[0], g) for g in groups]
+
+
+def _route(edges: dict[str, set[str]], start: str, group: set[str]) -> list[str]:
+    """A shortest route from `start` back to it inside `group`."""
+    todo, seen = [[start]], {start}
+    while todo:
+        route = todo.pop(0)
+        for w in sorted(edges[route[-1]] & group):
+            if w == start:
+                return [*route, w]
+            if w not in seen:
+                seen.add(w)
+                todo.append([*route, w])
+    raise AssertionError(f"{start} is in no cycle")
+
+
+def _short(route: list[str]) -> str:
+    return " -> ".join(m.removeprefix("accuscope.") for m in route)
+
+
+def test_no_module_imports_itself_back_not_even_for_a_type():
+    edges = imports(modules(ROOT, "accuscope"))
+    assert len(edges) > 150 and sum(map(len, edges.values())) > 500
+    found = cycles(edges)
+    compare = [_short(r) for r in found if any(m.startswith("accuscope.engine.compare.") for m in r)]
+    assert not compare, f"{len(compare)} import cycles in engine/compare: {compare}"
+    new = [_short(r) for r in found if frozenset(m.removeprefix("accuscope.") for m in r) not in ALLOWED]
+    assert not new, f"{len(new)} import cycles (lazy and TYPE_CHECKING imports counted): {new}"
+    stale = [sorted(g) for g in ALLOWED if g not in {frozenset(m.removeprefix("accuscope.") for m in r) for r in found}]
+    assert not stale, f"gone: take them off ALLOWED: {stale}"
+
+
+def test_every_kind_of_import_is_seen(tmp_path):
+    """The reader sees what the package test relies on it to see: a cycle made only through a lazy
+    relative import and a TYPE_CHECKING one, and none when annotations are left out."""
+    package = tmp_path / "pkg"
+    (package / "sub").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "sub" / "__init__.py").write_text("")
+    (package / "rules.py").write_text("def judge():\n    from .sub import data\n    return data\n")
+    (package / "sub" / "data.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                                             "    from pkg.rules import judge\n")
+    (package / "sub" / "plain.py").write_text("import pkg.sub.data\nfrom .. import rules\n")
+    found = modules(package, "pkg")
+    assert cycles(imports(found)) == [["pkg.rules", "pkg.sub.data", "pkg.rules"]]
+    assert cycles(imports(found, typing=False)) == []
+    assert imports(found)["pkg.sub.plain"] == {"pkg.sub.data", "pkg.rules"}
