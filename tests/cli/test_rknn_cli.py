@@ -92,6 +92,11 @@ def test_rknns_single_figures_are_the_advisors_origins_and_shown_by_default(tmp_
     r = accuscope("show", tmp_path / "t", "--format", "csv")
     header = r.stdout.splitlines()[0].split(",")
     assert {"euc", "rknn_single_cos", "rknn_single_euc"} <= set(header), header
+    r = accuscope("sensitivity", tmp_path / "t")
+    assert r.returncode in (0, 1), r.stdout + r.stderr
+    assert "own error by the dump tool's single-layer figures (RKNN's error_analysis.txt)" in r.stdout
+    first = next(line for line in r.stdout.splitlines() if line.strip().startswith("1 "))
+    assert "relu_0.tmp_0" in first and "introduced" in first, first  # the lowest single cos, 0.8003
 
 
 def test_broken_snapshots_are_named_with_their_problem(tmp_path):
