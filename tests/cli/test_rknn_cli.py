@@ -138,3 +138,20 @@ def test_a_model_of_fixed_shape_shapes_the_flat_layers(cls_model, tmp_path):
     np.testing.assert_array_equal(shaped["cos"], flat["cos"])
     r = accuscope("inspect", TEXT, "--option", f"model={tmp_path / 'cls-24x8.onnx'}")
     assert "124 from .txt shaped by cls-24x8.onnx" in " ".join(r.stdout.split()), r.stdout
+
+
+def test_a_snapshot_with_a_runtime_folder_compares_the_board_against_golden(tmp_path):
+    board = tmp_path / "snapshot"  # a board's run (target='rk3588') adds runtime/: the simulator's values stand in
+    shutil.copytree(TEXT, board)
+    shutil.copytree(board / "simulator", board / "runtime")
+    (board / "runtime" / "relu_0_tmp_0.txt").write_text("0\n" * 384)
+    r = accuscope("compare", board, "--out", tmp_path / "t")
+    assert r.returncode == 0, r.stdout + r.stderr
+    c = columns(tmp_path / "t")
+    row = c["npu_op"].index("relu_0.tmp_0")
+    assert c["cos"][row] != c["cos"][row]  # all zeros on the board: no cos (NaN), the simulator's figures not its own
+    assert all(v != v for v in c["rknn_single_cos"])  # RKNN's single figures are the simulator's: none here
+    assert json.loads((tmp_path / "t" / "task.json").read_text())["golden_runner"] == "golden"
+    r = accuscope("compare", board, "--npu-runner", "simulator", "--out", tmp_path / "sim")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert columns(tmp_path / "sim")["rknn_single_cos"][row] == rknn_figures(TEXT)["relu_0.tmp_0"][2]
