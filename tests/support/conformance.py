@@ -33,6 +33,9 @@ accuscope departs from the tool on purpose the row says why, and the departure c
 - `by position` (Polygraphy): a tensor the reference lacks (an int8 model's weight dequantized), which
   Polygraphy's comparator paired with the reference's tensor at its index and failed; accuscope pairs by
   identity and leaves it uncompared;
+- `q_zero` (RKNN): a layer whose int8 values are all zero, which RKNN prints as `q_zero` in red with no
+  figure (the PP-OCR det's sigmoid output on an input with no text: golden values of a few 1e-6); accuscope
+  compares the values, which agree;
 - `planted`: the row is the planted bug's own op (or its backward), which the tool's rules miss.
 Every other difference is a disagreement: a bug in accuscope or a departure not yet explained.
 """
@@ -200,6 +203,9 @@ def _departure(case: Case, state, c, r: int, fails: bool, theirs: dict) -> str:
             return "noise: only relative errors on values near zero break, the tensor agrees"
         if "not judged" in str(c["reason"][r]):
             return f"names: {c['reason'][r]}"
+        if case.tool == "rknn" and str(theirs.get("label", "")).startswith("q_zero"):
+            return (f"q_zero: RKNN prints q_zero for a layer whose int8 values are all zero (no cos to give); the "
+                    f"golden values lie within {float(c['max_abs'][r]):.3g} of them, and accuscope judges by value")
         if case.tool == "polygraphy" and state.not_compared[r]:
             return ("by position: the reference holds no tensor of this name; Polygraphy compared the one at its index "
                     "instead, accuscope pairs by identity")

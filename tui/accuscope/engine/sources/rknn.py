@@ -8,7 +8,8 @@ The snapshot folder, as RKNN-Toolkit2 2.5 writes it (tests/fixtures/rknn/make_fi
   order (a file name is the layer name made safe: `.` and `/` to `_`);
 - `error_analysis.txt`: per layer `[OpType] name  entire_cos | entire_euc  single_cos | single_euc`:
   "entire", the simulator against golden (errors accumulated layer by layer); "single", the layer alone
-  on golden inputs (its own error); a layer fused into the next one has no numbers.
+  on golden inputs (its own error); a layer fused into the next one has no numbers, a layer whose int8
+  values are all zero `q_zero` in their place.
 
 Either a side folder (`snapshot/simulator`, `snapshot/golden`) or the snapshot itself is a source; the
 snapshot holds both sides (`side`: runtime when there is one, else simulator, against golden). A layer
@@ -40,6 +41,7 @@ SIDES = ("golden", "simulator", "runtime")
 TABLE_LIMIT = 64 << 20  # a map or error table of a million layers
 REPORTED = ("rknn_entire_cos", "rknn_entire_euc", "rknn_single_cos", "rknn_single_euc")
 FLAT = "flattened (RKNN's .txt: no shape; the model= option gives it)"
+Q_ZERO = "q_zero"  # error_analysis.txt's word for a layer whose quantized values are all zero (no cos, no euc)
 SINGLE = REPORTED[2:]  # carried on the simulator's tensors (the entire ones are its own cos and euc)
 _NUMBER = r"(?:\x1b\[[0-9;]*m)?([-+\d.eE]+|nan|inf)(?:\x1b\[0m)?"
 _ROW = re.compile(rf"^\[(?P<type>[^\]]+)\] (?P<name>\S+)(?:\s+{_NUMBER} \| {_NUMBER}\s+{_NUMBER} \| {_NUMBER})?")
@@ -195,4 +197,11 @@ def describe(path: str, tensors: list[Tensor], *, side: str | None = None, model
              + (f", {modelled} from .txt shaped by {os.path.basename(model or 'the model')}" if modelled else "")]
     if reported:
         lines.append(f"{reported} layer(s) with RKNN's own single-layer cos and euc (error_analysis.txt)")
+    if os.path.isfile(os.path.join(root, ERRORS)):
+        zero = [line.split()[1] for line in read_user_file(os.path.join(root, ERRORS), "RKNN error analysis",
+                                                            TABLE_LIMIT).splitlines()
+                if Q_ZERO in line and _ROW.match(line)]
+        if zero:
+            lines.append(f"{len(zero)} layer(s) RKNN reports as {Q_ZERO} (its int8 values all zero, no figure): "
+                         + ", ".join(zero[:3]) + (" ..." if len(zero) > 3 else ""))
     return lines
