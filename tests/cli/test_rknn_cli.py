@@ -155,3 +155,20 @@ def test_a_snapshot_with_a_runtime_folder_compares_the_board_against_golden(tmp_
     r = accuscope("compare", board, "--npu-runner", "simulator", "--out", tmp_path / "sim")
     assert r.returncode == 0, r.stdout + r.stderr
     assert columns(tmp_path / "sim")["rknn_single_cos"][row] == rknn_figures(TEXT)["relu_0.tmp_0"][2]
+
+
+def test_a_layer_rknn_reports_as_q_zero_has_no_figures_and_inspect_lists_it(tmp_path):
+    snap = tmp_path / "snapshot"  # q_zero as RKNN 2.5.0 writes it (the det's sigmoid output: the cache's det-int8)
+    shutil.copytree(TEXT, snap)
+    table = (snap / "error_analysis.txt").read_text()
+    line = next(x for x in table.splitlines() if x.startswith("[Reshape] save_infer_model/scale_0.tmp_1"))
+    q_zero = "[Reshape] save_infer_model/scale_0.tmp_1".ljust(50) + "q_zero |  q_zero    q_zero |  q_zero       "
+    (snap / "error_analysis.txt").write_text(table.replace(line, q_zero))
+    r = accuscope("compare", snap, "--out", tmp_path / "t")
+    assert r.returncode == 0, r.stdout + r.stderr
+    c = columns(tmp_path / "t")
+    row = c["npu_op"].index("save_infer_model/scale_0.tmp_1")
+    assert c["rknn_single_cos"][row] != c["rknn_single_cos"][row] and c["cos"][row] > 0.99  # no figure: NaN
+    r = accuscope("inspect", snap)
+    assert "1 layer(s) RKNN reports as q_zero (its int8 values all zero, no figure): save_infer_model/scale_0.tmp_1" \
+        in " ".join(r.stdout.split()), r.stdout
