@@ -3,6 +3,7 @@ Megatron-style stack of layers, the MindSpore side with its own layer names), pa
 mapping file, with the API table alone, and with --match structure. Each case runs in a fresh `python -P`
 process that reads both sides (open_side and their Tensors and calls: not timed as pairing) and then
 pairs them (crossmap.pair + mapping.map_tensors: timed, wall and CPU seconds). Target: pairing < 5 s.
+Then what pairing left is named (leftovers.account), timed on its own.
 
 With --base-tui DIR (another checkout's tui folder: before), the same cases run from there too,
 alternating with this tree's round by round (the machine's load is shared by both), and the ratios
@@ -89,8 +90,15 @@ def child(root: str, case: str) -> None:
                           structure=structure)
     paired = map_tensors(a, b, cross=found)
     t2, c2 = time.perf_counter(), time.process_time()
-    print(json.dumps({"read": t1 - t0, "pair": t2 - t1, "cpu": c2 - c1, "tensors": n,
-                      "paired": len(paired.matched), "of": len(paired.pairs)}))
+    try:  # what is left named (compare/leftovers.py; absent from a --base-tui before it): timed on its own
+        from accuscope.engine.compare import leftovers
+    except ImportError:
+        left, t3 = {}, t2
+    else:
+        left = leftovers.account(a.ops, b.ops, paired.pairs, found.unmapped_apis).counts()
+        t3 = time.perf_counter()
+    print(json.dumps({"read": t1 - t0, "pair": t2 - t1, "cpu": c2 - c1, "tensors": n, "left": t3 - t2,
+                      "paired": len(paired.matched), "of": len(paired.pairs), "leftovers": left}))
 
 
 def build(root: str, calls: int) -> None:
@@ -135,7 +143,8 @@ def main() -> None:
             best = min(r, key=lambda x: x["pair"])
             print(f"{case:30s} {tree:9s} read {min(x['read'] for x in r):5.2f} s ({best['tensors']:,} tensors)  "
                   f"pair {best['pair']:5.2f} s (CPU {min(x['cpu'] for x in r):5.2f} s)  "
-                  f"paired {best['paired']:,} of {best['of']:,}")
+                  f"paired {best['paired']:,} of {best['of']:,}; left named {best.get('left', 0):5.2f} s "
+                  f"{best.get('leftovers') or ''}")
         if "base" in trees:
             ratio = statistics.median(b["pair"] / t["pair"] for b, t in zip(runs[("base", case)],
                                                                              runs[("this tree", case)]))

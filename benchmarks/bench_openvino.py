@@ -2,7 +2,7 @@
 every op output a model output (`add_outputs`), compile on CPU, infer once. accuscope's dump
 (runs/openvinorun.dump_openvino) does that and also compiles and runs the model as it is (its network
 outputs, OpenVINO's own bit for bit), saves the model that ran and writes every tensor as npy. Prints the
-best of --repeat for each and the ratio (dump / OpenVINO's own; in brackets against OpenVINO making both
+best of --repeat for each (the three run in turn) and the ratio (dump / OpenVINO's own; in brackets against OpenVINO making both
 runs one after the other), per model:
 
     python benchmarks/bench_openvino.py [--repeat 5]
@@ -43,13 +43,16 @@ def own(xml: str, x: np.ndarray, as_is: bool = False) -> None:
     compiled({0: x})
 
 
-def best(fn, repeat: int) -> float:
-    times = []
+def best(fns: list, repeat: int) -> list[float]:
+    """The best time of each of `fns`, run in turn `repeat` times (interleaved: a machine shared with other
+    work slows them alike)."""
+    times: list[list[float]] = [[] for _ in fns]
     for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
+        for fn, mine in zip(fns, times):
+            start = time.perf_counter()
+            fn()
+            mine.append(time.perf_counter() - start)
+    return [min(t) for t in times]
 
 
 def main(argv: list[str]) -> int:
@@ -65,10 +68,9 @@ def main(argv: list[str]) -> int:
             ov.save_model(ov.convert_model(str(MODELS / file)), xml, compress_to_fp16=False)
             x = np.random.default_rng(0).uniform(-1, 1, shape).astype(np.float32)
             runs = iter(range(10_000))
-            theirs = best(partial(own, xml, x), args.repeat)
-            both = best(partial(own, xml, x, True), args.repeat)
-            mine = best(lambda xml=xml, x=x, name=name, runs=runs: dump_openvino(
-                xml, os.path.join(tmp, f"{name}-{next(runs)}"), {"x": x}), args.repeat)
+            theirs, both, mine = best([partial(own, xml, x), partial(own, xml, x, True),
+                                       lambda xml=xml, x=x, name=name, runs=runs: dump_openvino(
+                                           xml, os.path.join(tmp, f"{name}-{next(runs)}"), {"x": x})], args.repeat)
             print(f"{name} {shape}: OpenVINO alone {theirs * 1e3:.0f} ms (with the model as it is too "
                   f"{both * 1e3:.0f} ms) · accuscope dump {mine * 1e3:.0f} ms · ratio {mine / theirs:.2f} "
                   f"({mine / both:.2f})")

@@ -1,5 +1,5 @@
 """Does accuscope conclude what the real tool concludes? Every case of the conformance corpus (files
-written by tpu-mlir, msprobe, Polygraphy ... with each tool's own verdict: tests/support/conformance.py
+written by tpu-mlir, msprobe, Polygraphy, OpenVINO ... with each tool's own verdict: tests/support/conformance.py
 says the layout and the rules), run through `accuscope compare`, held against the tool's verdict and
 its per-row results. Prints, per tool: cases, verdicts that agree, rows that agree, each explained
 departure (why accuscope is right there) and each disagreement (a bug); the last line:

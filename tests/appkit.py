@@ -93,9 +93,10 @@ def screen_text(app) -> str:
 
 def normalized(svg: str) -> str:
     """Textual names the SVG's CSS classes after a hash that changes between runs; the operator
-    detail says how long it took."""
+    detail says how long it took; the new-task form names its folder by the time."""
     svg = re.sub(r"terminal-\d+", "terminal", svg)
     svg = re.sub(r"accuscope-snap-[A-Za-z0-9_]{8}", "accuscope-snap-XXXXXXXX", svg)
+    svg = re.sub(r"task-\d{8}-\d{6}", "task-YYYYMMDD-HHMMSS", svg)  # the new-task form's folder, named by the time
     return re.sub(r"·&#160;\d+\.\d\d&#160;s<", "·&#160;0.00&#160;s<", svg)
 
 

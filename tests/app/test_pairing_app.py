@@ -150,3 +150,25 @@ def test_p_picks_a_golden_counterpart_and_the_rerun_pairs_with_it(tmp_path):
     task = load_task(folder)
     paired = next(p for p in task.plan.pairs if p.npu.name == weight)
     assert paired.how == "mapping" and paired.golden is not None and paired.golden.name == f"{NORM_PT}:input:2"
+
+
+def test_row_details_of_a_left_call_name_its_outcome(tmp_path):
+    """D on the row of a call no rung paired: its outcome (compare/leftovers.py) is the reason shown."""
+    run_task(CompareSpec(str(CROSS / "ms"), str(CROSS / "pt")), tmp_path / "plain")
+    app = AccuscopeApp(tmp_path, open_path=tmp_path / "plain")
+
+    async def script(pilot):
+        await wait_for(pilot, lambda: not app.screen.advising)
+        table = app.screen.table_widget
+        await wait_for(pilot, lambda: not table.waiting())
+        if not table.show_invalid:  # a step's rows not compared start hidden: x shows them
+            table.focus()
+            await pilot.press("x")
+        assert table.show_invalid
+        await pilot.press("f", *'tensor == "Primitive.matmul.MatMul.0.forward:output:0"', "enter", "D")
+        await pilot.pause()
+        return " ".join(screen_text(app).split())
+
+    shown = drive(app, script, size=(160, 50))
+    assert "reason fused N:1 (2:1 NPU:golden): Primitive.matmul.MatMul.0.forward + Primitive.bias_add.BiasAdd.0" \
+           in shown and "Functional.linear.0.forward" in shown  # (wrapped: the golden call on the next line)

@@ -124,3 +124,82 @@ PICK = ["f", *'tensor == "Primitive.layer_norm.LayerNorm.0.forward:input:1"', "e
 def test_pair_picker_snapshot(cross_task, name, size, keys, monkeypatch):
     """p on an unpaired tensor: the golden side's tensors, its call's first, filtered by what was typed."""
     test_snapshot(cross_task, name, size, keys, monkeypatch)
+
+
+def svg_of_app(make_app, size: tuple[int, int], keys: list, settled=lambda app: True) -> str:
+    """A screenshot of the app `make_app()` makes after `keys`, pressed once its first screen has settled
+    (a task's advisor line), taken once `settled(app)` holds (a screen whose worker draws it)."""
+    async def go():
+        app = make_app()
+        async with app.run_test(size=size) as pilot:
+            await pilot.pause()
+            await wait_for(pilot, lambda: not getattr(app.screen, "advising", False))  # a task's advisor line
+            for key in keys:
+                await pilot.press(key)
+                await pilot.pause()
+            await wait_for(pilot, lambda: settled(app))
+            await pilot.pause()
+            return app.export_screenshot(title="accuscope")
+    return asyncio.run(go())
+
+
+def _ranked(app) -> bool:
+    return app.screen.ranking is not None or bool(app.screen.ranking_error)
+
+
+# every screen and dialog at 80x24 and wide, in the states a user meets: the task list (with tasks, and
+# empty), the new-task form and the open-path question, the advisor (findings and the ranked ops), the
+# graph pane, the chart maximised, the thresholds editor, and a task whose run failed
+SCREENS = [
+    ("browser", lambda task: AccuscopeApp(task.parent), [], lambda app: True),
+    ("new-task", lambda task: AccuscopeApp(task.parent), ["n"], lambda app: True),
+    ("open-path", lambda task: AccuscopeApp(task.parent), ["o"], lambda app: True),
+    ("advisor", lambda task: AccuscopeApp(task.parent, open_path=task), ["a"], lambda app: True),
+    ("advisor-ranked", lambda task: AccuscopeApp(task.parent, open_path=task), ["a", "s"], _ranked),
+    ("graph", lambda task: AccuscopeApp(task.parent, open_path=task), ["g"],
+     lambda app: not getattr(app.screen, "loading", False)),
+    ("chart-zoomed", lambda task: AccuscopeApp(task.parent, open_path=task), ["tab", "z"], lambda app: True),
+    ("thresholds", lambda task: AccuscopeApp(task.parent, open_path=task), ["t"], lambda app: True),
+]
+
+
+@pytest.mark.parametrize("size", [(80, 24), (160, 50)], ids=["80x24", "160x50"])
+@pytest.mark.parametrize("name, make, keys, settled", SCREENS, ids=[s[0] for s in SCREENS])
+def test_screen_snapshot(task, name, make, keys, settled, size, monkeypatch):
+    monkeypatch.setattr(browser, "ago", lambda when, now=None: "1h ago")
+
+    check_snapshot(f"{name}-{size[0]}x{size[1]}", svg_of_app(lambda: make(task), size, keys, settled))
+
+
+@pytest.fixture(scope="module")
+def empty_workspace():
+    root = Path(tempfile.mkdtemp(prefix="accuscope-snap-", dir="/tmp"))
+    (root / "empty").mkdir()
+    yield root / "empty"
+    shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.mark.parametrize("size", [(80, 24), (160, 50)], ids=["80x24", "160x50"])
+def test_empty_workspace_snapshot(empty_workspace, size):
+    """A workspace with no task yet: the list says how to make one."""
+    check_snapshot(f"browser-empty-{size[0]}x{size[1]}", svg_of_app(lambda: AccuscopeApp(empty_workspace), size, []))
+
+
+@pytest.fixture(scope="module")
+def failed_task(task):
+    """A task whose comparison failed (task.json state failed, its error), beside the demo task."""
+    folder = task.parent / "failed-run"
+    folder.mkdir(exist_ok=True)
+    (folder / "task.json").write_text(
+        '{"version": 3, "state": "failed", "npu": "/data/npu_dump", "golden": "/data/golden_npy", '
+        '"error": "/data/npu_dump: no such file or directory", "created": "2026-12-06T10:00:00"}')
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.mark.parametrize("size", [(80, 24), (160, 50)], ids=["80x24", "160x50"])
+def test_failed_task_snapshot(failed_task, size, monkeypatch):
+    """The task list with a failed run beside a finished one, the failed one under the cursor: its error said."""
+    monkeypatch.setattr(browser, "ago", lambda when, now=None: "1h ago")
+    check_snapshot(f"browser-failed-{size[0]}x{size[1]}",
+                   svg_of_app(lambda: AccuscopeApp(failed_task.parent), size, ["end"]))

@@ -64,7 +64,8 @@ def test_compare_json_is_one_object_on_stdout(ws, tmp_path):
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)  # nothing else on stdout: the human summary went to stderr
     assert set(doc) == {"task", "sides", "rows", "failing", "not_compared", "device_only", "first_failing", "judgement", "coverage",
-                        "problems", "verdict", "findings"}
+                        "pairing", "problems", "verdict", "findings"}
+    assert doc["pairing"] is None  # the pairing ladder's counts: two msprobe dumps only (docs/pairing.md)
     assert doc["sides"] == {"npu": "ascend", "golden": "npy"} and doc["coverage"]["outputs_paired"] == 1
     assert doc["verdict"]["rule"] == "verdict" and "the model fails" in doc["verdict"]["title"]
     assert "rows " in r.stderr

@@ -39,7 +39,7 @@ def test_layer_mapping_pairs_what_msprobe_pairs():
         "Tensor.__mul__.0.forward.input.1", "Mint.softmax.0.forward.input.1", "Tensor.__mul__.1.forward.input.1",
         "Mint.softmax.1.forward.input.1"}
     unpaired = [x for x in p.pairs if x.golden is None]
-    assert all(x.reason.startswith("layer mapping:") for x in unpaired)
+    assert all("layer mapping:" in x.reason for x in unpaired)  # after the call's outcome (leftovers.py)
 
 
 def test_frameworks_differ_the_api_table_pairs_and_lists_what_it_cannot():

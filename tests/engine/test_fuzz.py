@@ -12,7 +12,8 @@ import pytest
 from fuzz.corpus import CLASSES, FAILURES, run_corpus, summary
 
 GROUPS = [("ascend",), ("npy", "npz", "bin", "mapping"), ("omjson", "onnx", "prototxt", "resultcsv"),
-          ("msprobe", "pt", "ptfolder", "taskjson"), ("polygraphy", "tpumlir", "atb", "mindspore", "gegraph")]
+          ("msprobe", "pt", "ptfolder", "taskjson"), ("polygraphy", "tpumlir", "atb", "mindspore", "gegraph"),
+          ("openvino",)]
 PER_SEED = 30  # random byte mutations per seed file, besides every structural mutation
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from accuscope.engine.graphs.irgraph import constant_layers, load_ir, port_names
+from accuscope.engine.graphs.irgraph import constant_layers, constant_values, load_ir, port_names, read_ir
 from accuscope.engine.graphs.optypes import CONVERTER_OWN
 from accuscope.engine.sides.registry import detect, load_graph
 from accuscope.engine.sources import kinds
@@ -25,6 +25,23 @@ def test_the_int8_ir_as_a_graph():
     assert len(named) == 146  # the ONNX value names the IR kept (OpenVINO's own outputs are `{op}:{k}`)
     bn = g.node("BatchNormalization@0")
     assert bn is not None and bn.outputs == ["batch_norm_0.tmp_2"] and g.producer(bn.inputs[0])[0].type == "Convolution"
+
+
+def test_constant_values_are_openvinos_own(tmp_path):
+    """The Const layers' values read from the .bin without OpenVINO, as OpenVINO reads them; a .bin cut short
+    leaves out those whose bytes it lacks (no exception)."""
+    ov = pytest.importorskip("openvino")
+    import numpy as np
+    ir = read_ir(INT8)
+    values = constant_values(INT8, set(ir.constants))
+    theirs = {op.get_friendly_name(): op.get_data() for op in ov.Core().read_model(str(INT8)).get_ordered_ops()
+              if op.get_type_name() == "Constant"}
+    assert len(values) == len(ir.constants) > 100
+    for tensor, value in values.items():
+        assert np.array_equal(value, theirs[tensor.rsplit(":", 1)[0]]), tensor
+    (tmp_path / "cut.xml").write_bytes(INT8.read_bytes())
+    (tmp_path / "cut.bin").write_bytes(INT8.with_suffix(".bin").read_bytes()[:1000])
+    assert 0 < len(constant_values(tmp_path / "cut.xml", set(ir.constants))) < len(values)
 
 
 def test_port_names_and_weights_rule():

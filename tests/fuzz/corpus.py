@@ -5,8 +5,9 @@ npy folders, OM JSON, ONNX models and result CSVs of `accuscope demo`'s workspac
 bin files made from that golden data, a Caffe LeNet prototxt, msit-style mapping.csv files, an
 msprobe rank (dump.json and the .pt files torch.save wrote), and one file of each platform dialect
 in its tool's layout (Polygraphy RunResults JSON, tpu-mlir npz, ATB .bin round, MindSpore kernel
-npy step, GE graph text; GE's ONNX text form as CANN wrote it, tests/fixtures/ge) and task.json files
-of the demo's tasks.
+npy step, GE graph text; GE's ONNX text form as CANN wrote it, tests/fixtures/ge), an OpenVINO IR as NNCF
+wrote it (tests/fixtures/openvino: the .xml and its .bin, each damaged in turn, opened as a graph and run
+on OpenVINO as `accuscope dump` runs it) and task.json files of the demo's tasks.
 Each seed gets structural mutations (the damage seen in the field: tokenizer-hostile npy headers,
 impossible dimensions, C0 of 0, encrypted npz members, wrong JSON types, deep nesting, FIFOs,
 symlink loops, over-long CSV fields ...) and seeded random byte flips, truncations and extensions.
@@ -54,7 +55,7 @@ from accuscope.engine.sources import ascend  # noqa: E402
 from accuscope.engine.sources.tensor import SourceError, TensorError  # noqa: E402
 
 CLASSES = ("ascend", "npy", "npz", "bin", "omjson", "onnx", "prototxt", "mapping", "resultcsv",
-           "msprobe", "pt", "ptfolder", "polygraphy", "tpumlir", "atb", "mindspore", "gegraph", "taskjson")
+           "msprobe", "pt", "ptfolder", "polygraphy", "tpumlir", "atb", "mindspore", "gegraph", "taskjson", "openvino")
 # the dialects opened through the registry, as `inspect` and `compare` do (the rest: their own reader)
 REGISTRY_CLASSES = ("msprobe", "pt", "ptfolder", "polygraphy", "tpumlir", "atb", "mindspore", "gegraph")
 MEMORY_LIMIT = 1 << 30  # RLIMIT_AS of the child: a reader that allocates what a header claims dies here
@@ -106,11 +107,13 @@ def build_seeds(work: Path) -> dict[str, list[Path]]:
         "polygraphy": [root / "polygraphy.json"], "tpumlir": [root / "cls_top_outputs.npz"],
         "atb": sorted((root / "atb").rglob("*.bin"))[:1], "mindspore": sorted((root / "mindspore").glob("*.npy"))[:1],
         "gegraph": [root / "ge_proto_00001_Build.txt", GE_ONNX], "taskjson": sorted(demo.glob("*/task.json"))[:2],
+        "openvino": [OPENVINO_IR, OPENVINO_IR.with_suffix(".bin")],
     }
 
 
 MSPROBE_RANK = REPO / "tests" / "fixtures" / "msprobe" / "cand" / "step0" / "rank0"  # written by torch.save
 GE_ONNX = REPO / "tests" / "fixtures" / "ge" / "ge_onnx_00000000_graph_1_Build.pbtxt"  # written by CANN (its README)
+OPENVINO_IR = REPO / "tests" / "fixtures" / "openvino" / "cls_int8.xml"  # written by OpenVINO + NNCF (make_fixtures.py)
 PT_FOLDER = REPO / "tests" / "fixtures" / "ptfolder" / "ref"  # loose torch.save files (make_fixtures.py there)
 PT_FOLDER_OPS = {"conv1.output.0.pt": ["conv1.output"], "head.pt": ["head"], "input_image.pt": ["image"],
                  "layer1.0.conv.pt": ["layer1.0.conv"], "layer1.0.relu.pt": ["layer1.0.relu"],
@@ -520,6 +523,49 @@ def ge_onnx_structural(seed: Path) -> Iterator[tuple[str, bytes]]:
     yield "not UTF-8", data.replace(b"Variable", b"\xff\xfe", 1)
 
 
+def ir_structural(seed: Path) -> Iterator[tuple[str, bytes]]:
+    """An OpenVINO IR damaged where OpenVINO reads it: the weights file shorter than the Const offsets say,
+    impossible shapes and offsets in the .xml, unknown types, edges and ids that do not add up."""
+    data = seed.read_bytes()
+    if seed.suffix == ".bin":
+        yield "empty .bin", b""
+        yield ".bin cut to 1000 bytes (shorter than the Const offsets say)", data[:1000]
+        yield ".bin one byte short", data[:-1]
+        return
+    shape = b'shape="?,3,?,?"'  # the Parameter's (the input's); its output port's dims say the same
+    assert shape in data, seed
+
+    def input_shape(new: bytes, dims: bytes) -> bytes:
+        param = data.index(shape)
+        port = data.index(b"<dim>-1</dim>", param)
+        return (data[:param] + b'shape="' + new + b'"' + data[param + len(shape):port] + dims
+                + data[port + len(b"<dim>-1</dim>"):])
+    yield "input dimension 2**40", input_shape(b"1099511627776,3,48,96", b"<dim>1099511627776</dim>")
+    yield "input of 2**62 elements", input_shape(b"1,3,2147483648,2147483648", b"<dim>1</dim>")
+    yield "input dimension 2**64", input_shape(b"18446744073709551616,3,?,?", b"<dim>18446744073709551616</dim>")
+    yield "input dimension -7", input_shape(b"-7,3,?,?", b"<dim>-7</dim>")
+    yield "input dimension not a number", input_shape(b"x,3,?,?", b"<dim>x</dim>")
+    yield "Const offset past the .bin", data.replace(b'offset="0"', b'offset="999999999999"', 1)
+    yield "Const size 2**62", data.replace(b'size="', b'size="46116860184273879', 1)
+    yield "Const negative offset", data.replace(b'offset="0"', b'offset="-8"', 1)
+    yield "Const shape of 2**60 elements", data.replace(b'shape="', b'shape="1152921504606846976, ', 1)
+    yield "Const element type unknown", data.replace(b'element_type="f32"', b'element_type="q99"', 1)
+    yield "layer type unknown", data.replace(b'type="Convolution"', b'type="NoSuchOp"', 1)
+    yield "op version unknown", data.replace(b'version="opset1"', b'version="opset999"', 3)
+    yield "IR version 99", data.replace(b'version="11"', b'version="99"', 1)
+    yield "edge to a layer that is not there", data.replace(b'to-layer="', b'to-layer="9999', 1)
+    yield "edge from a port that is not there", data.replace(b'from-port="', b'from-port="77', 1)
+    yield "edges in a cycle", data.replace(b"</edges>", b'<edge from-layer="5" from-port="2" to-layer="2" '
+                                                          b'to-port="0"/></edges>', 1)
+    yield "repeated layer id", data.replace(b'<layer id="2"', b'<layer id="1"', 1)
+    yield "no edges", data[:data.index(b"<edges>")] + data[data.index(b"</edges>") + len(b"</edges>"):]
+    yield "entity bomb", b'<?xml version="1.0"?><!DOCTYPE net [<!ENTITY a "aaaaaaaaaa"><!ENTITY b "&a;&a;&a;&a;">]>' \
+        + data[data.index(b"<net"):]
+    yield "nested 100000 deep", b"<net><layers>" + b"<x>" * 100_000 + b"</x>" * 100_000 + b"</layers></net>"
+    yield "port names not UTF-8", data.replace(b'names="x"', b'names="\xff\xfe"', 1)
+    yield "cut inside a layer", data[:len(data) // 2]
+
+
 # ---------------------------------------------------------------- cases
 
 class Case:
@@ -560,6 +606,8 @@ def cases(seeds: dict[str, list[Path]], per_seed: int = 20, seed: int = 0,
                 add(cls, npy_structural(), src)
             elif cls == "gegraph" and src.suffix == ".pbtxt":
                 add(cls, ((f"{src.name}: {k}", d) for k, d in ge_onnx_structural(src)), src)
+            elif cls == "openvino":
+                add(cls, ((f"{src.name}: {k}", d) for k, d in ir_structural(src)), src)
         if cls == "npy":
             add(cls, npy_structural())
         elif cls == "prototxt":
@@ -643,6 +691,11 @@ def _materialize(case: Case, seeds: dict[str, list[Path]], d: Path) -> tuple[Pat
         target = folder / case.seed.relative_to(src_root)
         _write(target, case)
         return folder, {}, []
+    if case.cls == "openvino":  # the IR's .xml and .bin side by side, the seed's damaged
+        for src in seeds["openvino"]:
+            shutil.copy(src, d / src.name)
+        _write(d / case.seed.name, case)
+        return d / seeds["openvino"][0].name, {}, []
     if case.cls == "taskjson":
         task = d / "task"
         task.mkdir()
@@ -690,6 +743,11 @@ def run_case(case: Case, seeds: dict[str, list[Path]], d: Path) -> tuple[str, st
             return "clean", ""
         if case.cls in ("omjson", "onnx", "prototxt"):
             load_graph(path)
+            return "clean", ""
+        if case.cls == "openvino":  # as `inspect` reads it, then as `accuscope dump` runs it
+            load_graph(path)
+            from accuscope.engine.runs.openvinorun import dump_openvino
+            dump_openvino(path, d / "dump", random_inputs=True)
             return "clean", ""
         if case.cls == "resultcsv":
             _, warnings = read_result_csv(path)

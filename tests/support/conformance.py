@@ -13,7 +13,9 @@ replaces the committed one for that tool when present). A case:
 
 Each case runs through the real entry point (`accuscope compare ... --json`); its rows are matched by
 the tool's own names (tpu-mlir: the op, as npz_tool names an npz member; msprobe: the data name,
-`{call}.{io}.{k}`; Polygraphy: the output; RKNN: the layer, as map_name_to_file.txt names it). Where
+`{call}.{io}.{k}`; Polygraphy: the output; OpenVINO, which prints no verdict of its own: the IR's network
+output, judged by Polygraphy's comparator at OpenVINO's own tests' tolerances, see
+fixtures/conformance/openvino/make_corpus.py; RKNN: the layer, as map_name_to_file.txt names it). Where
 accuscope departs from the tool on purpose the row says why, and the departure counts as explained:
 - `re-paired`: the tool compared a fused op's tensor by name with the tensor before the fused ops;
   accuscope re-paired it by its values to the chain's output (the row's `how`: `fused: ...`);
@@ -252,8 +254,9 @@ def _call_rows(c, r: int, test, related: bool = False) -> bool:
 
 def _row_names(case: Case, task) -> dict[str, list[int]]:
     """The tool's row name -> accuscope's rows: tpu-mlir names an npz member (accuscope's op), msprobe a
-    data name ({call}.{io}.{k}, the tensor's name in its source), Polygraphy an output (the op), RKNN a layer
-    (the op)."""
+    data name ({call}.{io}.{k}, the tensor's name in its source), Polygraphy an output (the op), OpenVINO its
+    IR's network output (the op: an `accuscope dump` of the IR names the output's op by the tensor), RKNN a
+    layer (the op)."""
     c = task.table.columns
     names: dict[str, list[int]] = {}
     if case.tool != "msprobe":

@@ -41,7 +41,8 @@ def result_json(folder, plan, summary, table, advice) -> dict:
             "rows": summary.rows, "failing": summary.failing, "not_compared": summary.not_compared,
             "device_only": summary.device_only,
             "first_failing": first_failing_json(table, summary), "judgement": judgement_json(table, summary),
-            "coverage": plan.coverage.to_meta(), "problems": [str(p) for p in plan.problems],
+            "coverage": plan.coverage.to_meta(), "pairing": plan.coverage.ladder or None,
+            "problems": [str(p) for p in plan.problems],
             **advice_part(advice)}
 
 
@@ -53,6 +54,7 @@ def ranks_json(folder, run, summary, advice) -> dict:
             "first_failing": first_failing_json(run.table, summary) if summary is not None else None,
             "judgement": judgement_json(run.table, summary) if summary is not None else None,
             "lost": run.lost, "resumed": run.resumed, "problems": run.problems, "ranks": run.results,
+            "pairing": (run.coverage or {}).get("ladder"),
             **advice_part(advice)}
 
 

@@ -1,5 +1,5 @@
-"""`accuscope dump MODEL --out DIR`: an npy dump of every node output, by onnxruntime (an ONNX model) or
-OpenVINO (an IR .xml, or an ONNX model with `--runtime openvino`)."""
+"""`accuscope dump MODEL --out DIR`: an npy dump of every node output, by onnxruntime (an ONNX model),
+OpenVINO (an IR .xml, or an ONNX model with `--runtime openvino`) or LiteRT (a .tflite)."""
 from __future__ import annotations
 
 import argparse
@@ -7,14 +7,20 @@ from collections import Counter
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from ..engine.runs.litertrun import dump_litert
 from ..engine.runs.openvinorun import PRECISIONS, dump_openvino
 from ..engine.runs.ortdump import OPTIMIZATION, dump_onnx
+from ..engine.sources import kinds
 from ..engine.sources.tensor import SourceError
 from ..exitcode import ExitCode
 from .common import err, out, show
 
-ONNXRUNTIME, OPENVINO = "onnxruntime", "openvino"
-RUNTIMES = (ONNXRUNTIME, OPENVINO)
+ONNXRUNTIME, OPENVINO, LITERT = "onnxruntime", "openvino", "litert"
+RUNTIMES = (ONNXRUNTIME, OPENVINO, LITERT)
+# what runs each model kind (the first unless --runtime names another), and what the kind is called
+RUNS_ON = {kinds.ONNX: ((ONNXRUNTIME, OPENVINO), "an ONNX model"),
+           kinds.OPENVINO_IR: ((OPENVINO,), "an OpenVINO IR"),
+           kinds.TFLITE: ((LITERT,), "a .tflite model")}
 
 
 def _assignment(text: str) -> tuple[str, str]:
@@ -25,11 +31,12 @@ def _assignment(text: str) -> tuple[str, str]:
 
 
 def register(p) -> None:
-    p.description = ("Run MODEL with onnxruntime (an ONNX model) or OpenVINO's CPU plugin (an IR .xml, or ONNX "
-                     "with --runtime openvino), fetching every node output, and write an npy folder in "
+    p.description = ("Run MODEL with onnxruntime (an ONNX model), OpenVINO's CPU plugin (an IR .xml, or ONNX "
+                     "with --runtime openvino) or LiteRT (a .tflite; int8 tensors read on their own scale and "
+                     "zero point), fetching every node output, and write an npy folder in "
                      "MindStudio naming ({node}.{output}.{timestamp}.npy) plus the model that ran (model.onnx, "
-                     "model.xml) and dump.json. Works on fp32, fp16 and int8 models alike.")
-    p.add_argument("model", help="an ONNX model or an OpenVINO IR .xml (its .bin beside it)")
+                     "model.xml, model.tflite) and dump.json. Works on fp32, fp16 and int8 models alike.")
+    p.add_argument("model", help="an ONNX model, an OpenVINO IR .xml (its .bin beside it) or a .tflite")
     p.add_argument("--out", required=True, help="output folder (must not hold npy files yet)")
     add_input_options(p)
     p.add_argument("--include-constants", action="store_true", help="also dump Constant node outputs (weights)")
@@ -48,7 +55,8 @@ def add_input_options(p) -> None:
                    help="onnxruntime graph optimization (default off, so node names survive)")
     p.add_argument("--runtime", choices=RUNTIMES, default=None,
                    help="what runs an ONNX model: onnxruntime (default) or openvino (its CPU plugin; pip install "
-                        "'accuscope[openvino]'); an OpenVINO IR .xml always runs on openvino")
+                        "'accuscope[openvino]'); an OpenVINO IR .xml always runs on openvino, a .tflite on litert "
+                        "(pip install 'accuscope[litert]')")
     p.add_argument("--ov-precision", choices=PRECISIONS, default="f32",
                    help="OpenVINO's inference precision (default f32; `default`: the CPU plugin's own, bf16 on "
                         "CPUs with AVX512-BF16 or AMX, as deployed)")
@@ -68,18 +76,16 @@ def dump_options(args) -> dict:
 
 
 def runtime_of(model: str, runtime: str | None, flag: str = "--runtime") -> str:
-    """What runs `model`: an IR runs on openvino, an ONNX model on `runtime` (onnxruntime unless named);
-    SourceError for a file neither is, or an IR asked to run on onnxruntime."""
+    """What runs `model` (RUNS_ON: an IR runs on openvino, a .tflite on litert, an ONNX model on `runtime`,
+    onnxruntime unless named); SourceError for a file none of them is, or a runtime that does not run it."""
     from ..engine.sides.registry import detect
-    from ..engine.sources import kinds
     kind = detect(model).kind
-    if kind == kinds.OPENVINO_IR:
-        if runtime == ONNXRUNTIME:
-            raise SourceError(f"{model}: an OpenVINO IR runs on openvino, not onnxruntime ({flag})")
-        return OPENVINO
-    if kind != kinds.ONNX:
-        raise SourceError(f"{model}: not a model that runs here (an ONNX model or an OpenVINO IR .xml)")
-    return runtime or ONNXRUNTIME
+    if kind not in RUNS_ON:
+        raise SourceError(f"{model}: not a model that runs here (an ONNX model, an OpenVINO IR .xml or a .tflite)")
+    runtimes, what = RUNS_ON[kind]
+    if runtime is not None and runtime not in runtimes:
+        raise SourceError(f"{model}: {what} runs on {' or '.join(runtimes)}, not {runtime} ({flag})")
+    return runtime or runtimes[0]
 
 
 def dump_with_progress(model: str, out_dir: str, label: str = "dumping", runtime: str | None = None,
@@ -94,15 +100,21 @@ def dump_with_progress(model: str, out_dir: str, label: str = "dumping", runtime
 
 def dump_on_runtime(model: str, out_dir: str, progress, runtime: str | None = None, ov_precision: str = "f32",
                     include_constants: bool = False, **options):
-    """Dump `model` on its runtime (runtime_of: onnxruntime, or OpenVINO for an IR or when asked),
-    `progress` fed meanwhile; the options one runtime does not have are refused naming it."""
-    if runtime_of(model, runtime) == ONNXRUNTIME:
+    """Dump `model` on its runtime (runtime_of: onnxruntime, OpenVINO for an IR or when asked, LiteRT for a
+    .tflite), `progress` fed meanwhile; the options one runtime does not have are refused naming it."""
+    runtime = runtime_of(model, runtime)
+    if runtime == ONNXRUNTIME:
         return dump_onnx(model, out_dir, progress=progress, include_constants=include_constants, **options)
+    name = {OPENVINO: "OpenVINO", LITERT: "LiteRT"}[runtime]
     if options.pop("optimization", "off") != "off":
-        raise SourceError(f"{model}: --ort-optimization is onnxruntime's; OpenVINO runs the model as it reads it")
+        raise SourceError(f"{model}: --ort-optimization is onnxruntime's; {name} runs the model as it reads it")
     if include_constants:
-        raise SourceError(f"{model}: --include-constants is onnxruntime's; OpenVINO's weights are not dumped")
-    return dump_openvino(model, out_dir, progress=progress, precision=ov_precision, **options)
+        raise SourceError(f"{model}: --include-constants is onnxruntime's; {name}'s weights are not dumped")
+    if runtime == OPENVINO:
+        return dump_openvino(model, out_dir, progress=progress, precision=ov_precision, **options)
+    if ov_precision != "f32":
+        raise SourceError(f"{model}: --ov-precision is OpenVINO's; LiteRT runs a .tflite at the types it holds")
+    return dump_litert(model, out_dir, progress=progress, **options)
 
 
 def run(args) -> int:

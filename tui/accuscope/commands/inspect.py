@@ -85,6 +85,8 @@ def _dump(source: NpuDump | GoldenDump, limit: int, options: dict | None = None)
             + ("  [dim](tensors below: the first's iteration 0)[/]" if len(runs) > 1 or runs[0][1] > 1 else ""))
     for line in ([] if npu else describe(source, **(options or {}))):
         out.print(f"  {_show(line)}")
+    if not npu and source.kind == kinds.NPY:
+        _dump_record(source.path)
     out.print(f"  [bold]dtypes[/]   {counts(Counter(printable(t.dtype_name) or '?' for t in tensors))}")
     if npu:
         out.print(f"  [bold]formats[/]  {counts(Counter(t.format for t in tensors))}")
@@ -181,6 +183,23 @@ def _tensor_table(tensors: list[Tensor], npu: bool, limit: int) -> Table:
     return table
 
 
+def _dump_record(path: str) -> None:
+    """What an `accuscope dump` folder's dump.json says: what ran it, and the tensors read on their grid."""
+    from ..engine.sides.side import dump_record
+    record = dump_record(path)
+    runtime = record.get("runtime")
+    if isinstance(runtime, str):
+        version = record.get(runtime)
+        out.print(f"  [bold]ran on[/]   {_show(runtime)}" + (f" {_show(str(version))}" if isinstance(version, str) else ""))
+    quantized = record.get("quantized")
+    if isinstance(quantized, dict) and quantized:
+        held = Counter(str(q.get("dtype")) for q in quantized.values() if isinstance(q, dict))
+        per_axis = sum(1 for q in quantized.values() if isinstance(q, dict) and q.get("axis") is not None)
+        out.print(f"  [bold]quantized[/] {len(quantized):,} tensors ({counts(held)}"
+                  + (f", {per_axis} per-axis" if per_axis else "") + "), written as (q - zero_point) * scale on their"
+                  " own grid (dump.json: each one's scale and zero point)")
+
+
 def _graph(g: Graph, limit: int) -> int:
     out.print(f"[bold]{g.kind.upper()} model[/] {_show(g.path)}" + (f"  ({_show(g.name)})" if g.name else ""))
     facts = [f"nodes {len(g.nodes):,}", f"inputs {len(g.inputs)}", f"outputs {len(g.outputs)}"]
@@ -198,6 +217,8 @@ def _graph(g: Graph, limit: int) -> int:
             shown.append(_show(name) + (f" {shape_text(shape)}" if shape else ""))
         out.print(f"  [bold]{label}[/] " + ", ".join(shown) + (" …" if len(names) > 8 else ""))
     out.print(f"  [bold]op types[/] {counts(Counter(printable(n.type) for n in g.nodes))}")
+    for note in g.notes:  # what the loader says of the model (a .tflite's quantized tensors, ...)
+        out.print(f"  [bold]note[/]     {_show(note)}")
     table = Table(box=None, pad_edge=False, header_style="bold")
     for col in ("id", "type", "name", "output shapes") + (("fused framework ops",) if g.is_device else ()):
         table.add_column(col, overflow="fold")

@@ -1,10 +1,10 @@
 """`accuscope run REF CAND --out TASK`: the model-to-model flow in one command.
 
 Both models are run on the same inputs (an ONNX model by onnxruntime, or OpenVINO with `--runtime` /
-`--reference-runtime openvino`; an OpenVINO IR .xml by OpenVINO), every node output dumped into the task
-folder (`TASK/dumps/{generation}/golden` and `.../npu`), then compared as `compare` does (pairing
-by ONNX tensor names, which survive the renaming of nodes by converters and quantizers, OpenVINO's
-included) and, with
+`--reference-runtime openvino`; an OpenVINO IR .xml by OpenVINO; a .tflite by LiteRT), every node output
+dumped into the task folder (`TASK/dumps/{generation}/golden` and `.../npu`), then compared as `compare`
+does (pairing by tensor names, which survive the renaming of nodes by converters and quantizers, OpenVINO's
+and TFLite's post-training quantizer included) and, with
 `--advisor`, advised on with the reference model as the framework model.
 """
 from __future__ import annotations
@@ -33,11 +33,11 @@ DUMPS = DUMPS_DIR
 
 
 def register(p) -> None:
-    p.description = ("Run REF and CAND (e.g. the fp16 or int8 conversion of REF, an ONNX model or an OpenVINO "
-                     "IR) on the same inputs, dump every node output of both into the task folder, "
+    p.description = ("Run REF and CAND (e.g. the fp16 or int8 conversion of REF, an ONNX model, an OpenVINO "
+                     "IR or a .tflite) on the same inputs, dump every node output of both into the task folder, "
                      "and compare CAND against REF operator by operator. Exit codes as compare.")
-    p.add_argument("reference", metavar="REF", help="the reference model (the golden side): ONNX or OpenVINO IR .xml")
-    p.add_argument("candidate", metavar="CAND", help="the model under test (the NPU side): ONNX or OpenVINO IR .xml")
+    p.add_argument("reference", metavar="REF", help="the reference model (the golden side): ONNX, OpenVINO IR .xml or .tflite")
+    p.add_argument("candidate", metavar="CAND", help="the model under test (the NPU side): ONNX, OpenVINO IR .xml or .tflite")
     add_input_options(p)
     p.add_argument("--reference-runtime", choices=RUNTIMES, default=None,
                    help="what runs REF when it is ONNX (--runtime is CAND's): onnxruntime (default) or openvino")

@@ -42,6 +42,7 @@ from accuscope.engine.progress import OnProgress, Progress
 from accuscope.engine.sides.side import Side
 from accuscope.engine.sources import kinds
 from accuscope.engine.sources.ascend import crop_to
+from accuscope.engine.sources.layout import in_layout_of
 from accuscope.engine.sources.names import parameter
 from accuscope.engine.sources.tensor import INPUT, OUTPUT, Problem, SourceError, Tensor
 
@@ -74,6 +75,7 @@ class Coverage:
     unread: list[str] = field(default_factory=list)  # rows left unjudged by an input: `tensor: why` (never a pass)
     unread_count: int = 0  # all of them (unread keeps the first 1000)
     pairing: list[str] = field(default_factory=list)  # what pairing across implementations says (crossmap.describe)
+    ladder: dict = field(default_factory=dict)  # its counts: leftovers.Account.to_meta() (rungs, leftovers, unmapped APIs)
 
     @property
     def warnings(self) -> list[str]:
@@ -143,7 +145,8 @@ class Coverage:
                    doc.get("step") is True,
                    [Repair.from_meta(r) for r in doc.get("repaired") or [] if isinstance(r, dict)],
                    unread=[str(u) for u in doc.get("unread") or []], unread_count=count("unread_count"),
-                   pairing=[str(u) for u in doc.get("pairing") or []])
+                   pairing=[str(u) for u in doc.get("pairing") or []],
+                   ladder=doc["ladder"] if isinstance(doc.get("ladder"), dict) else {})
 
     def to_meta(self) -> dict:
         return {"npu_paired": self.npu_paired, "npu_total": self.npu_total, "golden_used": self.golden_used,
@@ -153,7 +156,7 @@ class Coverage:
                 "golden_unused": [list(u) for u in self.golden_unused[:1000]], **({"step": True} if self.step else {}),
                 "repaired": [r.to_meta() for r in self.repaired],
                 **({"unread": self.unread, "unread_count": self.unread_count} if self.unread_count else {}),
-                **({"pairing": self.pairing} if self.pairing else {})}
+                **({"pairing": self.pairing} if self.pairing else {}), **({"ladder": self.ladder} if self.ladder else {})}
 
 
 @dataclass
@@ -236,6 +239,12 @@ def plan(spec: CompareSpec, *, mapping_file: MappingFile | None = None) -> Plan:
     if spec.mapping or spec.match == "structure" or npu.kind == golden.kind == kinds.MSPROBE:
         user_map, cross, pairing = _cross_pairs(spec, npu, golden, mapping_file)
     mapping = map_tensors(npu, golden, npu_graph=npu_graph, golden_graph=golden.graph, user_map=user_map, cross=cross)
+    account = None
+    if cross is not None:  # every call no rung paired, named (fused, absorbed, no counterpart): leftovers.py
+        from accuscope.engine.compare import crossmap, leftovers
+        account = leftovers.account(npu.ops, golden.ops, mapping.pairs, cross.unmapped_apis, cross.frameworks)
+        left = account.by_call("npu")
+        pairing = account.lines()[:1] + crossmap.describe(cross, counts=False) + account.lines()[1:]
     seq = _sequence_ids(npu, npu_graph)
     keep = _selection(spec, npu, seq)
     outputs = _output_tensors(npu, npu_graph, golden.graph)
@@ -247,10 +256,15 @@ def plan(spec: CompareSpec, *, mapping_file: MappingFile | None = None) -> Plan:
     for pair in mapping.pairs:
         if not keep(pair.op):
             continue
+        if account is not None and pair.golden is None:  # its call's outcome, or its slot's in a paired call
+            why = left[pair.op.op_name].text if pair.op.op_name in left else leftovers.SLOT
+            pair = replace(pair, reason=f"{why}; {pair.reason}" if pair.reason else why)
         if settle is not None and pair.golden is not None:
             pair = replace(pair, npu=settle(pair.npu, pair.golden.shape), golden=settle(pair.golden, pair.npu.shape, "NPU"))
         if pair.golden is not None and (cropped := crop_to(pair.npu, pair.golden.shape)) is not pair.npu:
             pair = replace(pair, npu=cropped)
+        if pair.golden is not None and (moved := in_layout_of(pair.npu, pair.golden.shape)) is not pair.npu:
+            pair = replace(pair, npu=moved)  # a .tflite's NHWC against its source's NCHW, or the other way
         rows.append(_base_row(len(rows), pair, seq.get(id(pair.op), -1), outputs[0](pair)))
         pairs.append(pair)
     for check in outputs[1:]:  # the first way that names an output among the pairs
@@ -261,7 +275,7 @@ def plan(spec: CompareSpec, *, mapping_file: MappingFile | None = None) -> Plan:
     scope = " in the chosen range/op list" if spec.op_range or spec.ops else ""
     if not pairs:
         raise SourceError(f"{spec.npu}: no tensor to compare{scope}")
-    used = {id(p.golden) for p in pairs if p.golden is not None}
+    used = mapping.used(pairs)
     # a device dump's input tensors repeat its producers' outputs: as a reference, its outputs count
     reference = [t for t in golden.tensors if not (golden.is_device_dump and t.io == INPUT)]
     comparable = sum(1 for p in pairs if p.ground_truth != DEVICE_ONLY)  # device-only ops have no counterpart
@@ -274,6 +288,12 @@ def plan(spec: CompareSpec, *, mapping_file: MappingFile | None = None) -> Plan:
                                    and statistics.shape_mismatch(p.npu, p.golden, data=False)])
     coverage.unread_are(_unread(pairs, coverage.misshapen))
     coverage.pairing = pairing
+    if account is not None:
+        coverage.ladder = account.to_meta()
+        named = account.by_call("golden")
+        by_name = {t.name: t.op for t in reference}
+        coverage.golden_unused = [(name, named[by_name[name]].brief if by_name.get(name) in named else leftovers.SLOT)
+                                  for name, _ in coverage.golden_unused]
     if not used:
         raise SourceError(_nothing_paired(spec, npu, golden, mapping, scope))
     problems = list(npu.problems) + list(golden.problems) + problems

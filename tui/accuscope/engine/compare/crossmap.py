@@ -298,6 +298,12 @@ PARAMETER_NAMES = {"gamma": "weight", "beta": "bias", "embedding_table": "weight
 MODULE_CALL = re.compile(r"^(?:Cell|Module)\.(?P<path>.+)\.(?P<cls>[^.]+)\.(?P<dir>forward|backward)\.(?P<n>\d+)$")
 
 
+def module_path(call: str) -> str | None:
+    """`Cell.layers.0.attention.qkv.Dense.forward.0` -> `layers.0.attention.qkv`; None for an API call."""
+    m = MODULE_CALL.match(call)
+    return m.group("path") if m else None
+
+
 def variant_key(call: str) -> tuple[str, ...] | None:
     """A module call's name as LAYER_NAMES reads it: (canonical path parts ..., direction, count), the
     framework's prefix and the class dropped; None for what is no module call."""
@@ -476,7 +482,8 @@ def _kind(call: str, translate_it: bool) -> str:
     return api
 
 
-def _direction(call: str) -> str:
+def direction(call: str) -> str:
+    """`forward`, `backward` or `parameters_grad` of a call's name ("" for none)."""
     m = _DIRECTION.search(call)
     return m.group(1) if m else ("parameters_grad" if msprobe.is_grads(call) else "")
 
@@ -490,14 +497,14 @@ def _by_structure(npu, golden, decided: dict[int, Pair], found: CrossPairs, cros
     free_golden: dict[tuple[str, str], list] = {}
     for df in golden.ops:
         if not any(id(t) in used for t in df.tensors):
-            free_golden.setdefault((_module_of(df), _direction(df.op_name)), []).append(df)
+            free_golden.setdefault((_module_of(df), direction(df.op_name)), []).append(df)
     pointer: dict[tuple[str, str], int] = {}
     npu_kind_cache: dict[str, str] = {}
     for df in npu.ops:
         if any(id(t) in decided and id(t) not in pinned or t.tensor_name in by_name for t in df.tensors):
             continue  # paired (or decided) by a stronger rule
         module = _module_of(df)
-        key = (modules.get(module, module), _direction(df.op_name))
+        key = (modules.get(module, module), direction(df.op_name))
         candidates = free_golden.get(key)
         if not candidates:
             continue
@@ -590,14 +597,15 @@ def _signature(df) -> list[tuple[tuple[str, int], tuple, str]]:
     return [((t.io, t.index), tuple(t.shape), t.dtype_name) for t in df.tensors]
 
 
-def describe(found: CrossPairs, limit: int = 12) -> list[str]:
-    """The lines a comparison reports about the cross pairs: the rules' counts, the calls the table cannot
-    map (by name), the doubtful structural pairs."""
+def describe(found: CrossPairs, limit: int = 12, *, counts: bool = True) -> list[str]:
+    """The lines a comparison reports about the cross pairs: the rules' counts (unless `counts` is False: the
+    comparison counts every rung, leftovers.py), the calls the table cannot map (by name), the doubtful
+    structural pairs."""
     lines = []
     a, b = found.frameworks
-    counts = found.counts()
-    if counts:
-        lines.append("paired across implementations: " + ", ".join(f"{how} {n:,}" for how, n in sorted(counts.items()))
+    rules = found.counts() if counts else {}
+    if rules:
+        lines.append("paired across implementations: " + ", ".join(f"{how} {n:,}" for how, n in sorted(rules.items()))
                      + (f" ({a} against {b})" if a != b else ""))
     if found.unmapped_apis:
         names = sorted(found.unmapped_apis.items(), key=lambda x: (-x[1], x[0]))

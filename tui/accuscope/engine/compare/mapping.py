@@ -8,7 +8,8 @@ Rules, strongest first, each recorded on the pair (`how`):
    side's own graph (an ONNX value name survives conversions that rename every node: quantizers
    rename Conv/MatMul nodes but keep their output tensor names);
 4. `name`: identical op names (raw, or as file names spell them), through the framework graph's
-   tensor names where one is given;
+   tensor names where one is given (an OpenVINO IR's BatchNormalization folded into its convolution is
+   folds.py's, before these: the convolution's output against the reference's made into what it computes);
 5. `mapping`: the user's mapping file, for renames no rule can know.
 Two msprobe dumps of different implementations (MindSpore against PyTorch, renamed layers) take
 crossmap.py's rules first where given (msprobe's mapping files, the API table, `--match structure`).
@@ -53,6 +54,13 @@ FEW = 0.5  # a comparison using less than this share of the reference (golden) t
 class Mapping:
     pairs: list[Pair] = field(default_factory=list)
     unmatched_golden: list[Tensor] = field(default_factory=list)
+    # a golden tensor made from another (an OpenVINO IR's folded BatchNormalization: folds.py), by id -> that one's
+    made_from: dict[int, int] = field(default_factory=dict)
+
+    def used(self, pairs: list[Pair]) -> set[int]:
+        """The golden tensors (by id) `pairs` compare against, and those their golden tensors were made from."""
+        ids = {id(p.golden) for p in pairs if p.golden is not None}
+        return ids | {self.made_from[i] for i in ids if i in self.made_from} if self.made_from else ids
 
     @property
     def matched(self) -> list[Pair]:
@@ -87,7 +95,9 @@ def map_tensors(npu: Side | NpuDump, golden: Side | GoldenDump, graph: Graph | N
     mapping = Mapping([p for df in npu.ops for p in mapper.pairs_of(df)])
     if npu.kind == golden.kind == kinds.MSPROBE:
         mapping.pairs = _equal_counts(mapping.pairs, golden)
-    used = {id(p.golden) for p in mapping.pairs if p.golden is not None}
+    if mapper.folds is not None:
+        mapping.made_from = mapper.folds.made_from
+    used = mapping.used(mapping.pairs)
     mapping.pairs = _converter_own(mapping.pairs, golden, used, npu_graph or npu.graph, golden_graph or golden.graph)
     mapping.unmatched_golden = [t for t in golden.tensors if id(t) not in used]
     return mapping
@@ -174,6 +184,11 @@ class _Mapper:
         self.om = npu_graph if npu_graph is not None and npu_graph.is_device else None
         self.npu_graph = npu_graph if self.om is None else None  # e.g. the candidate ONNX model
         self.user_map = user_map
+        self.folds = None  # an OpenVINO IR against its ONNX reference: the BatchNormalizations it folded (folds.py)
+        if self.npu_graph is not None and self.npu_graph.kind == kinds.OPENVINO_IR and golden_graph is not None \
+                and golden_graph.kind in (kinds.ONNX, kinds.OPENVINO_IR):
+            from accuscope.engine.compare.folds import BatchNormFolds
+            self.folds = BatchNormFolds(self.npu_graph, golden_graph, golden)
         self._initializers: dict | None = None  # the NPU model's, read once a QLinear output needs them
         # NPU against NPU: the golden side is a device dump too; its offline model says which
         # framework op each of its device outputs stands for, the names both sides record
@@ -255,6 +270,9 @@ class _Mapper:
         if df.op_type in CONVERTER_OWN and self.golden.find(df.op_name, t.io, t.index) is None:
             return Pair(t, None, df, DEVICE_ONLY, "", f"inserted by the conversion: {df.op_type} {df.op_name} "
                                                       "stands for no framework op")
+        folded = self.folds.pair(df, t) if self.folds is not None else None
+        if folded is not None:
+            return folded
         if t.original_op is not None:
             g = self._golden_output(*t.original_op)
             if g is not None:

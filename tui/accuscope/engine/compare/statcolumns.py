@@ -18,6 +18,7 @@ import numpy as np
 
 from accuscope.engine.compare import judgement, statistics
 from accuscope.engine.compare.comparison import Coverage
+from accuscope.engine.compare.leftovers import identical
 from accuscope.engine.compare.results import ResultTable
 from accuscope.engine.compare.spec import CompareSpec
 from accuscope.engine.sides.registry import detect
@@ -104,7 +105,9 @@ def compare(spec: CompareSpec) -> tuple[ResultTable, Coverage] | None:
         columns["npu_value"], columns["golden_value"] = npu_value, golden_value
     table = ResultTable.from_columns(columns)
     judgement.apply(table, spec.thresholds)
-    return table, Coverage(n, n, n, n, 0, 0, step=True)  # a step's calls: no network output
+    coverage = Coverage(n, n, n, n, 0, 0, step=True)  # a step's calls: no network output
+    coverage.ladder = identical(n)  # every pair by identical names, as the general path counts them
+    return table, coverage
 
 
 def _both(spec: CompareSpec) -> tuple[msprobe.Recorded | None, msprobe.Recorded | None]:

@@ -48,13 +48,10 @@ from accuscope.engine.diagnose.advice import (
     saved_advice,
 )
 from accuscope.engine.diagnose.rules import registry
-from accuscope.engine.diagnose.rules.context import CLIFF_SHARE, QUANTIZED_TYPES, SEVERITIES, Context
-from accuscope.engine.diagnose.rules.drift import DOMINANT, DRIFT_START, MANY
-from accuscope.engine.diagnose.rules.firstcall import NEAR_ZERO, NEAR_ZERO_BYTES, RELATIVE
-from accuscope.engine.diagnose.rules.introduced import REACH_OTHERS, REACH_TOP, WEIGHTED_TYPES, model_changes
-from accuscope.engine.diagnose.rules.mindstudio import FP16_MAX, SENTINEL, overflow_scan
-from accuscope.engine.diagnose.rules.nonfinite import INVALID_TYPES
-from accuscope.engine.diagnose.rules.origins import UPSTREAM_BUDGET, WEAK_FACTOR, effect, find_origins, previous_reruns
+from accuscope.engine.diagnose.rules.context import Context
+from accuscope.engine.diagnose.rules.introduced import model_changes
+from accuscope.engine.diagnose.rules.mindstudio import overflow_scan
+from accuscope.engine.diagnose.rules.origins import effect, find_origins, previous_reruns
 from accuscope.engine.diagnose.rules.rule import run_rules
 from accuscope.engine.diagnose.rules.verdict import in_light_of_verdict
 from accuscope.engine.diagnose.rules.verify import verified
@@ -65,11 +62,6 @@ from accuscope.engine.tasks.task import Task, load_task
 
 if TYPE_CHECKING:
     from accuscope.engine.sides.side import Side
-
-__all__ = ["advise", "current_advice", "OpMeasure",  # and the rules' constants, still importable from here
-           "CLIFF_SHARE", "DOMINANT", "DRIFT_START", "FP16_MAX", "INVALID_TYPES", "MANY", "NEAR_ZERO",
-           "NEAR_ZERO_BYTES", "QUANTIZED_TYPES", "REACH_OTHERS", "REACH_TOP", "RELATIVE", "SENTINEL",
-           "SEVERITIES", "UPSTREAM_BUDGET", "WEAK_FACTOR", "WEIGHTED_TYPES"]
 
 
 def current_advice(task: Task, progress: OnProgress | None = None) -> Advice:

@@ -92,9 +92,9 @@ class Graph:
 
     @property
     def converted(self) -> bool:
-        """A converted model, the candidate (NPU) side's: a device graph, tpu-mlir's .mlir or an OpenVINO IR.
-        Any other model is a framework model and names the reference (golden) side's tensors."""
-        return self.kind in (kinds.OM, kinds.MLIR, kinds.OPENVINO_IR)
+        """A converted model, the candidate (NPU) side's: a device graph, tpu-mlir's .mlir, an OpenVINO IR or a
+        .tflite. Any other model is a framework model and names the reference (golden) side's tensors."""
+        return self.kind in (kinds.OM, kinds.MLIR, kinds.OPENVINO_IR, kinds.TFLITE)
 
     @property
     def cuttable(self) -> bool:

@@ -22,9 +22,12 @@ The text is parsed by expat (linear in the file); a DOCTYPE (entities) is refuse
 """
 from __future__ import annotations
 
+import math
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import NamedTuple
+
+import numpy as np
 
 from accuscope.engine.graphs.graph import Graph, Node, read_text, stable_topo_order, unique_names
 from accuscope.engine.sources import kinds
@@ -102,11 +105,43 @@ def constant_layers(types: dict[str, str], sources: dict[str, list[str]]) -> set
 
 
 class IR(NamedTuple):
-    """An IR file read: its Graph, and each Parameter layer's (input's) tensor id by the layer's name
-    (what a dump of it names the input's file: runs/openvinorun)."""
+    """An IR file read: its Graph, each Parameter layer's (input's) tensor id by the layer's name
+    (what a dump of it names the input's file: runs/openvinorun), and each Const layer's `<data>`
+    (element_type, shape, offset and size in the .bin) by its tensor id (constant_values reads them)."""
 
     graph: Graph
     parameters: dict[str, str]
+    constants: dict[str, dict[str, str]] = {}
+
+
+_NUMPY = {"f32": "float32", "f16": "float16", "f64": "float64", "i8": "int8", "u8": "uint8", "i16": "int16",
+          "u16": "uint16", "i32": "int32", "u32": "uint32", "i64": "int64", "u64": "uint64"}
+
+
+def constant_values(path: str | Path, tensors: set[str]) -> dict[str, np.ndarray]:
+    """The values of the Const layers whose tensor ids are in `tensors`, read from the .bin beside the IR
+    (those whose element type numpy holds and whose bytes the .bin has); the rest left out."""
+    ir = read_ir(path)
+    found: dict[str, np.ndarray] = {}
+    wanted = {t: ir.constants[t] for t in tensors if t in ir.constants}
+    binary = Path(path).with_suffix(".bin")
+    if not wanted or not binary.is_file():
+        return found
+    length = binary.stat().st_size
+    with open(binary, "rb") as fh:
+        for tensor, data in wanted.items():
+            kind = _NUMPY.get((data.get("element_type") or "").lower())
+            try:
+                shape = tuple(int(d) for d in (data.get("shape") or "").replace(" ", "").split(",") if d)
+                offset, size = int(data.get("offset") or -1), int(data.get("size") or -1)
+            except ValueError:
+                continue
+            if kind is None or offset < 0 or size < 0 or offset + size > length \
+                    or math.prod(shape) * np.dtype(kind).itemsize != size:
+                continue
+            fh.seek(offset)
+            found[tensor] = np.frombuffer(fh.read(size), dtype=kind).reshape(shape)
+    return found
 
 
 def load_ir(path: str | Path) -> Graph:
@@ -158,12 +193,16 @@ def read_ir(path: str | Path) -> IR:
     outputs: list[str] = []
     weights: set[str] = set()
     parameters: dict[str, str] = {}
+    constants: dict[str, dict[str, str]] = {}
     for lid, layer in by_id.items():
         kind = types[lid]
         ins = [tensor.get(source.get((lid, port), ("", "")), "") for port in in_ports[lid]]
         outs = [tensor[(lid, port.get("id") or "")] for port in out_ports[lid]]
         if lid in constant:
             weights.update(outs)
+            data = layer.find("data")
+            if kind == CONST and data is not None and outs:
+                constants[outs[0]] = dict(data.attrib)
         elif kind == PARAMETER:
             inputs.extend(outs)
             parameters.update((name_of[lid], t) for t in outs[:1])
@@ -184,4 +223,4 @@ def read_ir(path: str | Path) -> IR:
         raise SourceError(f"{p}: not an OpenVINO IR (no layers)")
     notes = [] if (p.with_suffix(".bin")).is_file() else [f"{p.with_suffix('.bin').name} (the weights) is not beside it"]
     return IR(Graph(name=root.get("name") or p.stem, kind=kinds.OPENVINO_IR, path=str(p), nodes=nodes,
-                    inputs=inputs, outputs=outputs, weights=weights, notes=notes), parameters)
+                    inputs=inputs, outputs=outputs, weights=weights, notes=notes), parameters, constants)

@@ -1,5 +1,5 @@
 """A model file to a `Graph` by its kind (`load_model`): each model kind's loader (onnxgraph, omgraph,
-gegraph, mlirgraph, caffegraph, irgraph), every failure one `SourceError` naming the file.
+gegraph, mlirgraph, caffegraph, irgraph, tflitegraph), every failure one `SourceError` naming the file.
 
 Which kind a path is, is sides.registry's to say (`detect`: once per path, by content; its
 `load_graph` is the entry point for a path): nothing here looks at a file's name or content to
@@ -17,6 +17,7 @@ from accuscope.engine.graphs.irgraph import load_ir
 from accuscope.engine.graphs.mlirgraph import load_mlir
 from accuscope.engine.graphs.omgraph import load_om_json
 from accuscope.engine.graphs.onnxgraph import load_onnx
+from accuscope.engine.graphs.tflitegraph import load_tflite
 from accuscope.engine.sources import kinds
 from accuscope.engine.sources.inputfile import require_regular
 from accuscope.engine.sources.tensor import SourceError
@@ -29,6 +30,7 @@ LOADERS: dict[str, tuple[str, Callable[[Path], Graph]]] = {
     kinds.MLIR: ("tpu-mlir .mlir", load_mlir),
     kinds.CAFFE: ("Caffe", load_prototxt),
     kinds.OPENVINO_IR: ("OpenVINO IR", load_ir),
+    kinds.TFLITE: ("TFLite", load_tflite),
 }
 
 

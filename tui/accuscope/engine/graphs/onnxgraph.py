@@ -8,6 +8,8 @@ nothing executes them and dumps have nothing to compare.
 from __future__ import annotations
 
 import importlib
+import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -78,19 +80,30 @@ SMALL = 16  # elements: an initializer this small is a scale, a zero point, a sh
 def small_initializers(path: str | Path) -> dict[str, Any]:
     """The model's initializers of at most SMALL elements (quantization scales and zero points) as numpy
     arrays, by name; {} where the model cannot be read."""
-    onnx = need("onnx", "reading a model's quantization scales")
+    return _initializers(path, lambda t: math.prod(t.dims) <= SMALL, "reading a model's quantization scales")
+
+
+def named_initializers(path: str | Path, names: set[str]) -> dict[str, Any]:
+    """The model's initializers named in `names` (held in the file, not as external data), and the outputs of its
+    Constant nodes (`value`; paddle2onnx writes every weight so), as numpy arrays by name; {} where the model
+    cannot be read."""
+    return _initializers(path, lambda t: t.name in names, "reading a model's initializers", constants=names)
+
+
+def _initializers(path: str | Path, keep: Callable[[Any], bool], purpose: str,
+                  constants: set[str] | None = None) -> dict[str, Any]:
+    onnx = need("onnx", purpose)
     from onnx import numpy_helper
     try:
         model = onnx.load(str(path), load_external_data=False)
     except Exception:  # noqa: BLE001 - protobuf raises several kinds on garbage
         return {}
-    found = {}
-    for t in model.graph.initializer:
-        count = 1
-        for d in t.dims:
-            count *= d
-        if count <= SMALL and not t.data_location:
-            found[t.name] = numpy_helper.to_array(t)
+    found = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer if not t.data_location and keep(t)}
+    for node in model.graph.node if constants else ():
+        if node.op_type == "Constant" and len(node.output) == 1 and node.output[0] in (constants or ()):
+            value = next((a.t for a in node.attribute if a.name == "value" and a.HasField("t")), None)
+            if value is not None and not value.data_location:
+                found[node.output[0]] = numpy_helper.to_array(value)
     return found
 
 

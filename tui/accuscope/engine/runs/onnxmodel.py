@@ -5,6 +5,7 @@ checked against the model or made up (`prepare_inputs`, `make_random_inputs`; `f
 for another runtime's model, given its inputs)."""
 from __future__ import annotations
 
+import math
 import os
 
 import numpy as np
@@ -104,14 +105,17 @@ def _random(dtype: np.dtype, dims, seed: int, position: int, sizes: dict[str, in
                   for axis, d in enumerate(dims))
     # One generator per input position: an input's values do not depend on which others were given.
     rng = np.random.default_rng([seed, position])
-    if dtype.kind == "b":
-        return rng.random(shape) < 0.5
-    if dtype.kind in "iu":
-        return rng.integers(0, RANDOM_INT_HIGH, shape).astype(dtype)
     try:
+        if dtype.kind == "b":
+            return rng.random(shape) < 0.5
+        if dtype.kind in "iu":
+            return rng.integers(0, RANDOM_INT_HIGH, shape).astype(dtype)
         return rng.standard_normal(shape, dtype=np.float32).astype(dtype)
-    except (TypeError, ValueError):
+    except TypeError:
         raise SourceError(f"{path}: cannot make random data for input '{name}' of dtype {dtype}") from None
+    except (ValueError, MemoryError):  # numpy's "Maximum allowed size exceeded", or no memory for it
+        raise SourceError(f"{path}: input '{name}' of shape {_fmt(shape)} is too large for random data "
+                          f"({math.prod(shape) * dtype.itemsize:,} bytes); give its data as NAME=FILE.npy") from None
 
 
 def prepare_inputs(model, path, given, random_inputs, seed, dims):

@@ -219,7 +219,7 @@ def _ascend(path: str, **o) -> NpuDump:
 
 
 # names that say what a file is: a file named otherwise may still be a model, known by its content
-_NAMED = (".onnx", ".xml", ".json", ".prototxt", ".pbtxt", ".mlir", ".om", ".npy", ".npz", ".pt", ".pth", *RAW_SUFFIXES)
+_NAMED = (".onnx", ".xml", ".tflite", ".json", ".prototxt", ".pbtxt", ".mlir", ".om", ".npy", ".npz", ".pt", ".pth", *RAW_SUFFIXES)
 # a line's own leading blanks: `^\s*` ran on over the blank lines after it, from each of them (4 KB: 0.2 s)
 _CAFFE_LINE = re.compile(rb"^[^\S\n]*(layers?|input)\s*[{:]", re.MULTILINE)
 
@@ -248,6 +248,16 @@ def _is_openvino_ir(path: str) -> bool:
     from accuscope.engine.graphs.irgraph import sniff
     with open(path, "rb") as fh:
         return sniff(fh.read(4096))
+
+
+def _is_tflite(path: str) -> bool:
+    """A TFLite / LiteRT flatbuffer: a .tflite file (its reader says what is wrong with one that is none),
+    or an unnamed file with `TFL3` at byte 4."""
+    if _suffix(".tflite")(path):
+        return True
+    from accuscope.engine.graphs.tflitegraph import sniff
+    head = _unnamed_head(path)
+    return head is not None and sniff(head)
 
 
 def _is_prototxt(path: str) -> bool:
@@ -330,6 +340,8 @@ FORMATS: list[Format] = [
     Format(kinds.CAFFE, "Caffe .prototxt/.pbtxt", _is_prototxt, _model(kinds.CAFFE), model=True),
     Format(kinds.OPENVINO_IR, "OpenVINO IR .xml (its .bin beside it; ov.save_model, ovc)", _is_openvino_ir,
            _model(kinds.OPENVINO_IR), model=True),
+    Format(kinds.TFLITE, "TFLite / LiteRT .tflite (TFLiteConverter, ai-edge-quantizer, litert-torch)", _is_tflite,
+           _model(kinds.TFLITE), model=True),
 ]
 DUMP_FORMATS = [f for f in FORMATS if not f.model]
 BY_KIND = {f.kind: f for f in FORMATS}

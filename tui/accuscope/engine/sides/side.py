@@ -35,8 +35,8 @@ if TYPE_CHECKING:  # graphs.graph is imported with a model (graph_loader), npudu
     from accuscope.engine.graphs.graph import Graph, Node
     from accuscope.engine.sources.npudump import NpuDump
 
-OWN_MODELS = ("model.onnx", "model.xml")  # `accuscope dump` leaves the model it ran beside its npy files
-# (onnxruntime's: the ONNX file; OpenVINO's: the IR, its .bin beside it)
+OWN_MODELS = ("model.onnx", "model.xml", "model.tflite")  # `accuscope dump` leaves the model it ran beside its
+# npy files (onnxruntime's: the ONNX file; OpenVINO's: the IR, its .bin beside it; LiteRT's: the .tflite)
 DUMP_JSON = "dump.json"  # and what it ran and skipped
 OWN_DUMP_JSON = {kinds.MSPROBE}  # formats whose dump.json is their data, read by their reader
 UNREACHABLE_LIMIT = 16 << 20  # bytes of that dump.json read: `accuscope dump` writes a few KB
@@ -139,17 +139,7 @@ class Side:
         not read again: it lists no such tensors."""
         if self.kind in OWN_DUMP_JSON:
             return []
-        doc = os.path.join(self.path, DUMP_JSON) if os.path.isdir(self.path) else None
-        if doc is None or not os.path.isfile(doc):
-            return []
-        try:
-            if os.path.getsize(doc) > UNREACHABLE_LIMIT:
-                return []
-            with open(doc, encoding="utf-8") as fh:
-                found = json_loads(fh.read())
-        except (OSError, ValueError):  # not JSON, nested too deeply: nothing known to be unreachable
-            return []
-        skipped = found.get("skipped") if isinstance(found, dict) else None
+        skipped = dump_record(self.path).get("skipped")
         if not isinstance(skipped, list):
             return []
         return [(str(e.get("tensor")), str(e.get("reason"))) for e in skipped
@@ -255,8 +245,25 @@ def _ops_of(tensors: list[Tensor], graph: Graph | None) -> tuple[list[DumpFile],
     return ops + [op for op in grouped.values() if id(op) not in written], renamed
 
 
+def dump_record(path: str) -> dict:
+    """What an `accuscope dump` folder's dump.json says of the run (the runtime, what was skipped, the
+    quantized tensors and their grids), {} where there is none, or none readable (not JSON, nested too
+    deeply, over UNREACHABLE_LIMIT: another tool's dump.json)."""
+    doc = os.path.join(path, DUMP_JSON) if os.path.isdir(path) else None
+    if doc is None or not os.path.isfile(doc):
+        return {}
+    try:
+        if os.path.getsize(doc) > UNREACHABLE_LIMIT:
+            return {}
+        with open(doc, encoding="utf-8") as fh:
+            found = json_loads(fh.read())
+    except (OSError, ValueError):
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
 def own_model(path: str) -> str | None:
-    """The model file a dump folder carries (an `accuscope dump` folder keeps model.onnx or model.xml)."""
+    """The model file a dump folder carries (an `accuscope dump` folder keeps model.onnx, model.xml or model.tflite)."""
     if not os.path.isdir(path):
         return None
     return next((c for name in OWN_MODELS if os.path.isfile(c := os.path.join(path, name))), None)

@@ -24,3 +24,4 @@ GE_GRAPH: Final = "ge-graph"
 MLIR: Final = "mlir"
 CAFFE: Final = "caffe"
 OPENVINO_IR: Final = "openvino-ir"  # OpenVINO IR: model.xml (+ model.bin)
+TFLITE: Final = "tflite"  # a TFLite / LiteRT flatbuffer: model.tflite

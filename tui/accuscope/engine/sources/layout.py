@@ -3,12 +3,18 @@
 `to_logical` does one copy: it walks the C1 blocks and writes each cropped, transposed slab
 straight into the output, so padded channels are never materialised a second time.
 `to_storage` (used by the dump writer) pads with zeros, as the device does.
+
+`in_layout_of`: a channels-last tensor (TFLite's NHWC) read in its counterpart's channels-first order
+(ONNX's, PyTorch's NCHW), or the other way, where the two shapes say so.
 """
 from __future__ import annotations
 
 import math
+from functools import partial
 
 import numpy as np
+
+from accuscope.engine.sources.tensor import Tensor, replaced
 
 # Formats whose storage order already is a logical order: data are used as stored.
 PLAIN_FORMATS = {
@@ -120,3 +126,26 @@ def to_storage(data: np.ndarray, fmt: str, c0: int = 16) -> np.ndarray:
     if fmt in PLAIN_FORMATS:
         return np.ascontiguousarray(data)
     raise LayoutError(f"no conversion to {fmt}")
+
+
+# a 4-D tensor's channels moved last -> first, and first -> last: (transpose axes, what the conversion says)
+_CHANNEL_MOVES = (((0, 3, 1, 2), "NHWC->NCHW"), ((0, 2, 3, 1), "NCHW->NHWC"))
+
+
+def in_layout_of(t: Tensor, shape: tuple[int, ...]) -> Tensor:
+    """`t` read in the layout of a counterpart shaped `shape`, where the shapes differ and `t`'s channels
+    moved first (NHWC -> NCHW: a .tflite's activations against the ONNX or PyTorch model it came from) or
+    last gives `shape`; any other tensor unchanged. Where the two shapes are alike (H = W = C) nothing says
+    the layouts differ, and nothing is moved."""
+    shape = tuple(shape)
+    if len(t.shape) != 4 or len(shape) != 4 or t.shape == shape or t.reader is None or t.conversion:
+        return t
+    for axes, what in _CHANNEL_MOVES:
+        if tuple(t.shape[k] for k in axes) == shape:
+            return replaced(t, shape=shape, reader=partial(_moved, t.reader, axes), payload=None,
+                            conversion=f"{what} (the counterpart's layout)")
+    return t
+
+
+def _moved(reader, axes: tuple[int, ...]) -> np.ndarray:
+    return np.ascontiguousarray(reader().transpose(axes))

@@ -93,7 +93,8 @@ def _record(result: RankResult, thresholds: Thresholds) -> dict:
             "seconds": round(result.seconds, 3), "error": result.error, "problems": result.problems[:100],
             "coverage_warnings": (result.coverage or {}).get("warnings", []), "sides": result.sides,
             "unread": (result.coverage or {}).get("unread", [])[:100],
-            "unread_count": (result.coverage or {}).get("unread_count", 0)}
+            "unread_count": (result.coverage or {}).get("unread_count", 0),
+            **({"pairing": ladder} if (ladder := (result.coverage or {}).get("ladder")) else {})}
 
 
 def run_ranks(spec: CompareSpec, folder: str | os.PathLike, cluster: str | None = None,
@@ -209,6 +210,10 @@ def _finish(folder: Path, spec: CompareSpec, run: RanksRun, fields: dict) -> Non
                     **({"step": True} if sides["npu"] == MSPROBE else {}),
                     **({"unread": unread[:1000], "unread_count": len(lost) + sum(
                         r.get("unread_count") or 0 for r in records.values())} if unread else {})}
+    ladders = [r["pairing"] for r in records.values() if isinstance(r.get("pairing"), dict)]
+    if ladders:  # the pairing ladder's counts over the ranks (compare/leftovers.py)
+        from accuscope.engine.compare.leftovers import merged
+        run.coverage["ladder"] = merged(ladders)
     meta = {**fields, "tool": f"accuscope {__version__}", "created": datetime.now().isoformat(timespec="seconds"),
             "problems": run.problems + lost + [p for r in records.values() for p in r.get("problems", [])][:1000],
             "state": "done", "error": "", "ranks": records, "sides": sides, "coverage": run.coverage}
