@@ -24,7 +24,7 @@ def test_the_op_table_has_a_column_for_every_metric():
         header = lines(w)[0]
         for m in METRIC_TABLE:
             assert f" {m.title}" in header or header.startswith(m.title), m.title
-    run(test, size=(400, 8), table=table)
+    run(test, size=(480, 8), table=table)
 
 
 def test_the_help_names_every_metric(ws):

@@ -15,8 +15,8 @@ Each case runs through the real entry point (`accuscope compare ... --json`); it
 the tool's own names (tpu-mlir: the op, as npz_tool names an npz member; msprobe: the data name,
 `{call}.{io}.{k}`; Polygraphy: the output; OpenVINO, which prints no verdict of its own: the IR's network
 output, judged by Polygraphy's comparator at OpenVINO's own tests' tolerances, see
-fixtures/conformance/openvino/make_corpus.py). Where accuscope departs from the tool on purpose the row
-says why, and the departure counts as explained:
+fixtures/conformance/openvino/make_corpus.py; RKNN: the layer, as map_name_to_file.txt names it). Where
+accuscope departs from the tool on purpose the row says why, and the departure counts as explained:
 - `re-paired`: the tool compared a fused op's tensor by name with the tensor before the fused ops;
   accuscope re-paired it by its values to the chain's output (the row's `how`: `fused: ...`);
 - `noise`: the row breaks only relative-error metrics while the tensor as a whole agrees
@@ -35,6 +35,9 @@ says why, and the departure counts as explained:
 - `by position` (Polygraphy): a tensor the reference lacks (an int8 model's weight dequantized), which
   Polygraphy's comparator paired with the reference's tensor at its index and failed; accuscope pairs by
   identity and leaves it uncompared;
+- `q_zero` (RKNN): a layer whose int8 values are all zero, which RKNN prints as `q_zero` in red with no
+  figure (the PP-OCR det's sigmoid output on an input with no text: golden values of a few 1e-6); accuscope
+  compares the values, which agree;
 - `planted`: the row is the planted bug's own op (or its backward), which the tool's rules miss.
 Every other difference is a disagreement: a bug in accuscope or a departure not yet explained.
 """
@@ -202,6 +205,9 @@ def _departure(case: Case, state, c, r: int, fails: bool, theirs: dict) -> str:
             return "noise: only relative errors on values near zero break, the tensor agrees"
         if "not judged" in str(c["reason"][r]):
             return f"names: {c['reason'][r]}"
+        if case.tool == "rknn" and str(theirs.get("label", "")).startswith("q_zero"):
+            return (f"q_zero: RKNN prints q_zero for a layer whose int8 values are all zero (no cos to give); the "
+                    f"golden values lie within {float(c['max_abs'][r]):.3g} of them, and accuscope judges by value")
         if case.tool == "polygraphy" and state.not_compared[r]:
             return ("by position: the reference holds no tensor of this name; Polygraphy compared the one at its index "
                     "instead, accuscope pairs by identity")
@@ -249,7 +255,8 @@ def _call_rows(c, r: int, test, related: bool = False) -> bool:
 def _row_names(case: Case, task) -> dict[str, list[int]]:
     """The tool's row name -> accuscope's rows: tpu-mlir names an npz member (accuscope's op), msprobe a
     data name ({call}.{io}.{k}, the tensor's name in its source), Polygraphy an output (the op), OpenVINO its
-    IR's network output (the op: an `accuscope dump` of the IR names the output's op by the tensor)."""
+    IR's network output (the op: an `accuscope dump` of the IR names the output's op by the tensor), RKNN a
+    layer (the op)."""
     c = task.table.columns
     names: dict[str, list[int]] = {}
     if case.tool != "msprobe":

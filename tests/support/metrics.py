@@ -12,7 +12,7 @@ from accuscope.engine.sources.tensor import Tensor
 def every_cell(x, y) -> dict:
     """A row holding every metric: computed from the tensors, and the recorded statistics, checksums and
     non-tensor values of a statistics dump (msprobe's), the third side's and Polygraphy's rule's (compare/polytol.py),
-    as a comparison of each kind fills them."""
+    and a dump tool's own figures (RKNN's "single": Tensor.reported), as a comparison of each kind fills them."""
     def recorded(v, crc):
         return Tensor("op", "output", 0, None, (), "dump.json", stats=(v.max(), v.min(), v.mean(), np.linalg.norm(v)),
                       checksum=crc)
@@ -20,4 +20,6 @@ def every_cell(x, y) -> dict:
     third = expected.excess_cells(cells, compare_arrays(x * 0.999, y).values)  # an expected side beside them
     return {**cells, **statistics.compare(recorded(x, "0a1b2c3d"), recorded(y, "0a1b2c3e")),
             **statistics.value_cells("1", "int", "2", "int"), **third,
-            **polytol.cells(np.asarray(x), np.asarray(y), polytol.Rule(polytol.ATOL, polytol.RTOL, polytol.STAT))}
+            **polytol.cells(np.asarray(x), np.asarray(y), polytol.Rule(polytol.ATOL, polytol.RTOL, polytol.STAT)),
+            **dict(Tensor("op", "output", 0, None, (), "snapshot", reported=(("rknn_single_cos", 0.999),
+                                                                          ("rknn_single_euc", 0.1))).reported)}

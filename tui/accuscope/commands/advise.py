@@ -50,6 +50,8 @@ def print_advice(advice: Advice) -> None:
     if advice.method == "rerun":
         how = (f"origins by re-running framework ops from {show(advice.framework_model)} "
                f"({show(advice.framework_source)})")
+    elif advice.method == "reported":
+        how = "origins by the dump tool's own single-layer figures (RKNN's error_analysis.txt)"
     else:
         how = "origins by the weaker input/output method"
     out.print(f"[bold]advice[/] for {show(str(advice.folder))} · {how}", soft_wrap=True)

@@ -54,7 +54,8 @@ def _num(v: float | None, digits: int = 4) -> str:
 
 def print_ranking(r: Ranking, top: int | None = None, recipe: dict | None = None) -> None:
     how = (f"own error by re-running framework ops from {show(r.framework_model)}" if r.method == "rerun"
-           else "own error by the weaker input/output method")
+           else "own error by the dump tool's single-layer figures (RKNN's error_analysis.txt)"
+           if r.method == "reported" else "own error by the weaker input/output method")
     out.print(f"[bold]sensitivity[/] of {show(str(r.folder))} · {how}", soft_wrap=True)
     worst = ", ".join(f"cos {_num(c)} rel. error {_num(e)}" for c, e in zip(r.output_cos, r.output_red))
     out.print(f"network outputs: {show(r.verdict)}" + (f" ({worst})" if worst else ""), soft_wrap=True)

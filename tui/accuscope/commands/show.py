@@ -9,7 +9,7 @@ import sys
 import numpy as np
 
 from ..engine.compare import judgement
-from ..engine.compare.columns import BRIEF, BRIEF_RECORDED
+from ..engine.compare.columns import BRIEF, BRIEF_RECORDED, METRIC, REPORTED, REPORTED_BESIDE
 from ..engine.compare.summary import summarize
 from ..engine.export.excel import write_xlsx
 from ..engine.sources.names import markdown_text, printable
@@ -80,11 +80,20 @@ def run(args) -> int:
     return verdict_exit(s, args.fail_on_error)
 
 
+def _with_reported(table) -> tuple[str, ...]:
+    """The default columns, with a dump tool's own figures (RKNN's single cos/euc) and what it measures
+    beside them (its euc) before `fail` where the table has them."""
+    reported = [k for k in REPORTED if k in table.present]
+    beside = [b for k in reported for b in REPORTED_BESIDE.get(METRIC[k].origin, []) if b not in DEFAULT_COLUMNS]
+    return (*DEFAULT_COLUMNS[:-2], *dict.fromkeys(beside), *reported, *DEFAULT_COLUMNS[-2:]) if reported \
+        else DEFAULT_COLUMNS
+
+
 def columns_of(task, text: str | None) -> list[str]:
     """The column keys `--columns` names (comma-separated), else the default ones the table has."""
     table = task.table
     columns = [c.strip() for c in text.split(",") if c.strip()] if text else \
-        [c for c in (STATS_COLUMNS if _statistics_only(table) else DEFAULT_COLUMNS) if c in table.columns]
+        [c for c in (STATS_COLUMNS if _statistics_only(table) else _with_reported(table)) if c in table.columns]
     unknown = [c for c in columns if c not in table.columns]
     if unknown:
         raise SourceError(f"--columns: no column {', '.join(unknown)} in {task.folder}; "

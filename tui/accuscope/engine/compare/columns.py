@@ -35,6 +35,8 @@ class Metric:
     isolated: bool = False  # recomputed for an op's re-run on its own inputs (advisor)
     recorded: bool = False  # from what the dump recorded (statistics, checksums), not from tensor data
     third: bool = False  # from the third side (--expected, compare/expected.py): NaN without it
+    reported: bool = False  # the dump tool's own figure for the row (Tensor.reported: RKNN's error_analysis.txt),
+    # NaN without it
     polygraphy: bool = False  # from Polygraphy's rule (--atol/--rtol/--check-error-stat, compare/polytol.py):
     # NaN without it
     msprobe: str = ""  # its column in msprobe's compare result (the .xlsx export's layout)
@@ -53,8 +55,9 @@ class Metric:
 
     @property
     def apart(self) -> bool:
-        """Made by a pass of its own after the pairs' (the third side's, Polygraphy's rule), only when asked."""
-        return self.third or self.polygraphy
+        """Made by a pass of its own after the pairs' (the third side's, Polygraphy's rule, a tool's own figures),
+        only when asked (or given)."""
+        return self.third or self.polygraphy or self.reported
 
 
 METRIC_TABLE: tuple[Metric, ...] = (
@@ -101,6 +104,16 @@ METRIC_TABLE: tuple[Metric, ...] = (
            "tpu-mlir's ladder: EQUAL (identical), CLOSE (allclose at rtol 1e-3, atol 1e-8), "
            "SIMILAR (cos and euclid_sim above their tolerances), NOT_SIMILAR",
            origin="tpu-mlir", kind="text", label="verdict", place=14, width=len("NOT_SIMILAR")),
+    # Rockchip RKNN-Toolkit2's (accuracy_analysis, error_analysis.txt): its euclidean distance, computed here
+    # ("entire": the row's own cos and euc), and its "single" figures as RKNN reported them (the layer alone on
+    # golden inputs: what the layer itself adds)
+    Metric("euc", "EuclideanDistance", "euclidean distance ||npu - golden|| (RKNN's euc)", origin="rknn",
+           place=14),
+    Metric("rknn_single_cos", "RknnSingleCos", "RKNN's own cos of the layer alone on golden inputs (error_analysis.txt "
+           "'single'): low, the layer adds the error; high under a failing cos, it inherits it", origin="rknn",
+           label="sgl_cos", short="scos", lower_is_worse=True, place=14, reported=True),
+    Metric("rknn_single_euc", "RknnSingleEuc", "RKNN's own euclidean distance of the layer alone on golden inputs "
+           "(error_analysis.txt 'single')", origin="rknn", label="sgl_euc", short="seuc", place=14, reported=True),
     # msprobe's statistics compare (no tensor data: Max/Min/Mean/L2 norm as its dump.json records
     # them), its md5 mode's checksums, and our stat_mag (its "double check" rule as a number).
     *(Metric(f"{s}_diff", f"{s.title() if s != 'norm' else 'L2norm'} diff",
@@ -167,6 +180,8 @@ TABLE_TAIL = [m.key for m in METRIC_TABLE if m.place is None]
 BRIEF = [m.key for m in sorted((m for m in METRIC_TABLE if m.brief and not m.recorded), key=lambda m: m.place or 0)]
 BRIEF_RECORDED = [m.key for m in METRIC_TABLE if m.brief and m.recorded]  # a statistics comparison's, table order
 ISOLATED = [m.key for m in METRIC_TABLE if m.isolated]
+REPORTED = [m.key for m in METRIC_TABLE if m.reported]  # a dump tool's own figures (Tensor.reported)
+REPORTED_BESIDE = {"rknn": ["euc"]}  # what to show beside them: the same tool's measure computed here
 HELP = {m.key: m.help for m in METRIC_TABLE}
 # The ladder's words, best first (tpu-mlir spells the last one NOT_SIMLIAR; we do not).
 TPU_VERDICTS = ("EQUAL", "CLOSE", "SIMILAR", "NOT_SIMILAR")

@@ -207,10 +207,12 @@ def open_sides(spec: CompareSpec) -> tuple[Side, Side, Graph | None]:
         from accuscope.engine.compare.shards import parallel_sides
         merged = parallel_sides(spec)
     npu = merged.get("npu") or open_side(spec.npu, pick=pick, run=spec.run, runner=spec.npu_runner,
-                                         iteration=spec.iteration, options=spec.npu_options, **ranked)
+                                         iteration=spec.iteration, options=_model_option(spec.npu, spec.npu_options,
+                                                                                         spec.model), **ranked)
     golden = merged.get("golden") or open_side(spec.golden, shape=spec.golden_shape, dtype=spec.golden_dtype,
                                                pick=pick, runner=spec.golden_runner, iteration=spec.iteration,
-                                               options=spec.golden_options, **ranked)
+                                               options=_model_option(spec.golden, spec.golden_options, spec.model),
+                                               **ranked)
     model = _load_graph(spec.model) if spec.model else None
     for side, path in ((npu, spec.npu_model), (golden, spec.golden_model)):
         if path:
@@ -320,6 +322,17 @@ def _cross_pairs(spec: CompareSpec, npu: Side, golden: Side, mapping_file: Mappi
         raise SourceError("--match structure pairs two msprobe dumps (module paths, call order); "
                           f"{spec.npu} is a {npu.kind} source")
     return user_map, None, []
+
+
+def _model_option(path: str, options: dict[str, str] | None, model: str | None) -> dict[str, str] | None:
+    """A side's format options, with `--model` as its `model` option where its format takes one (an RKNN
+    snapshot's flat layers take the model's shapes) and none was given for the side itself."""
+    if not model or (options and "model" in options):
+        return options
+    from accuscope.engine.sides.registry import detect
+    if not any(o.name == "model" for o in detect(path).options):
+        return options
+    return {**(options or {}), "model": model}
 
 
 def _load_graph(path: str) -> Graph:
@@ -588,6 +601,9 @@ def _execute(plan: Plan, progress: OnProgress | None, cancel: threading.Event | 
     if (rule := polytol.rule(spec.atol, spec.rtol, spec.check_error_stat)) is not None:
         for row, cells in polytol.pair_cells(plan.pairs, computed, rule).items():
             third.setdefault(row, {}).update(cells)
+    for row, pair in enumerate(plan.pairs):  # what the dump tool reported of the row (RKNN's "single")
+        if pair.npu.reported:
+            third.setdefault(row, {}).update(pair.npu.reported)
     table = _table(plan, computed, third)
     judgement.apply(table, plan.spec.thresholds)
     return table

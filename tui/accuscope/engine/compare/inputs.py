@@ -258,10 +258,12 @@ def texts_of(spec) -> dict[str, str]:
 
 def two_runners(path: str, npu_runner: str | None, golden_runner: str | None) -> tuple[str | None, str | None]:
     """One file on both sides: a Polygraphy file with several runners, the second against the first;
-    tpu-mlir's actual against desired (any other source against itself is a plain self-check)."""
+    tpu-mlir's actual against desired; an RKNN snapshot's runtime or simulator against golden (any other source against itself is a plain self-check)."""
     kind = detect(path).kind
     if kind == kinds.TPU_MLIR_NPZ:
         return npu_runner or "actual", golden_runner or "desired"
+    if kind == kinds.RKNN:  # the snapshot: the board's run (or the simulator's) against golden
+        return npu_runner, golden_runner or "golden"
     if kind != kinds.POLYGRAPHY:
         return npu_runner, golden_runner
     from accuscope.engine.sources import polygraphy

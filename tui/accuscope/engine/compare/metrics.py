@@ -563,6 +563,7 @@ def _fill_values(result: PairMetrics, sums: list[float] | tuple, close: bool, no
     v["max_abs"] = mad
     v["mean_abs"] = sad / n
     v["rmse"] = math.sqrt(sdd / n)
+    v["euc"] = math.sqrt(sdd)
     if ny <= EPS64 and nx > EPS64:
         result.reasons.append(GOLDEN_ZERO)
     else:
@@ -703,7 +704,7 @@ def fused_columns(sums: np.ndarray, n: np.ndarray, kl: bool) -> dict[str, list]:
         mx, my = sx / nf, sy / nf
         ox, oy = np.sqrt(np.maximum(sxx / nf - mx * mx, 0.0)), np.sqrt(np.maximum(syy / nf - my * my, 0.0))
         columns: dict[str, list] = {"cos": cos.tolist(), "max_abs": mad.tolist(), "mean_abs": (sad / nf).tolist(),
-                                    "rmse": np.sqrt(sdd / nf).tolist()}
+                                    "rmse": np.sqrt(sdd / nf).tolist(), "euc": np.sqrt(sdd).tolist()}
         for key, values in relative.items():
             columns[key] = np.where(gzero, math.nan, values).tolist()
         columns["euclid_sim"], columns["sqnr"] = euclid.tolist(), sqnr

@@ -73,7 +73,8 @@ class OpOrigin:
     op: str  # NPU op name
     rows: list[int]  # the op's output rows (where the TUI shows the origin)
     origin: str  # "introduced", "inherited" or "unknown"
-    method: str  # "rerun" (framework op re-run on the NPU inputs) or "input-output" (the weaker one)
+    method: str  # "rerun" (framework op re-run on the NPU inputs), "reported" (the dump tool's own single-layer
+    # figure: RKNN's) or "input-output" (the weaker one)
     isolated_cos: float | None = None  # worst cosine of an NPU output against the re-run
     broken: list[str] = field(default_factory=list)  # thresholds the isolated comparison breaks
     why: str = ""
@@ -99,7 +100,7 @@ class Advice:
     folder: Path
     findings: list[Finding]
     ops: list[OpOrigin]
-    method: str  # "rerun" or "input-output": how origins were judged
+    method: str  # "rerun", "reported" or "input-output": how origins were judged (OpOrigin.method)
     framework_model: str = ""
     framework_source: str = ""  # where the framework model was found
     notes: list[str] = field(default_factory=list)

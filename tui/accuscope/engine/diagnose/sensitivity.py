@@ -32,7 +32,7 @@ class RankedOp:
     type: str
     chain: list[str]  # its framework op(s): what the converter lists name
     origin: str  # "introduced", "inherited" or "unknown"
-    method: str  # "rerun" or "input-output"
+    method: str  # "rerun", "reported" or "input-output" (OpOrigin.method)
     error: float  # its own error: the advisor's measure (max of 1 - isolated cos and isolated rel. error)
     isolated_cos: float | None
     isolated_red: float | None
@@ -68,7 +68,8 @@ class RankedOp:
 @dataclass
 class Ranking:
     folder: Path
-    method: str  # "rerun" or "input-output" (no framework model: the weaker method)
+    method: str  # "rerun", "reported" (the dump tool's own single-layer figures) or "input-output" (no framework
+    # model: the weaker method)
     framework_model: str
     outcome: str  # the network outputs: "fail", "pass" or "unknown"
     verdict: str  # the advisor's verdict in words
@@ -149,14 +150,18 @@ def rank(task: Task, advice: Advice) -> Ranking:
     # like the advisor: how far an op's own error alone reaches the outputs first (where it measured
     # that), then the error each op made by itself; the weak method's output-versus-input errors mostly
     # measure amplification, so among those execution order stays
-    ranked.sort(key=lambda kr: (kr[1].minor, _ORIGIN_ORDER.get(kr[1].origin, 2), kr[1].method != "rerun",
+    measured = ("rerun", "reported")  # an op's own error: a re-run's, or the dump tool's (RKNN's single cos)
+    ranked.sort(key=lambda kr: (kr[1].minor, _ORIGIN_ORDER.get(kr[1].origin, 2), kr[1].method not in measured,
                                 kr[1].output_cos_alone is None, kr[1].output_cos_alone or 0.0,
-                                -kr[1].error if kr[1].method == "rerun" else kr[0]))
+                                -kr[1].error if kr[1].method in measured else kr[0]))
     verdict = next((f for f in advice.findings if f.rule == "verdict"), None)
     outcome = {"error": "fail", "info": "pass"}.get(verdict.severity, "unknown") if verdict else "unknown"
     ev = verdict.evidence if verdict else {}
     notes = list(advice.notes) + measure.notes
-    if advice.method != "rerun":
+    if advice.method == "reported":
+        notes.insert(0, "no framework model to re-run ops from: the ranking uses the dump tool's own single-layer "
+                        "figures (RKNN's error_analysis.txt) where it gives them, else the weaker input/output method")
+    elif advice.method != "rerun":
         notes.insert(0, "no framework model to re-run ops from: the ranking uses the weaker input/output method "
                         "(an op's output error beyond its worst input's; ops that amplify error get blamed)")
     return Ranking(Path(task.folder), advice.method, advice.framework_model, outcome,

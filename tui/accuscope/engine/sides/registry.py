@@ -29,7 +29,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from functools import partial
+from functools import lru_cache, partial
 from typing import TYPE_CHECKING, Any
 
 from accuscope.engine.sides.side import Side, own_model
@@ -123,6 +123,30 @@ def _atb() -> Reader:
 def _tpumlir() -> Reader:
     from accuscope.engine.sources import tpumlir
     return tpumlir
+
+
+def _rknn() -> Reader:
+    from accuscope.engine.sources import rknn
+    return rknn
+
+
+def _rknn_open(path: str, model: str | None = None, **o) -> GoldenDump:
+    """An RKNN snapshot side; `model`: its layers read flat from .txt take the model's tensor shapes (read
+    here: the graphs sit above the sources)."""
+    if model:
+        st = os.stat(model)
+        o["shapes"] = _static_shapes(os.path.realpath(model), st.st_mtime_ns, st.st_size)
+    return _dialect(_rknn)(path, model=model, **o)
+
+
+@lru_cache(maxsize=4)
+def _static_shapes(model: str, _mtime_ns: int, _size: int) -> dict[str, tuple[int, ...]]:
+    """A model's tensors (its inputs included) whose shapes are known to the last dimension (each side of a
+    comparison asks: read once)."""
+    graph = load_graph(model)
+    pairs = [p for node in graph.nodes for p in (*zip(node.inputs, node.input_shapes), *zip(node.outputs, node.output_shapes))]
+    return {tensor: tuple(shape) for tensor, shape in pairs
+            if shape is not None and all(isinstance(d, int) and d >= 0 for d in shape)}
 
 
 def _polygraphy():
@@ -277,6 +301,10 @@ TPU_MLIR_OPTIONS = (
     Option("bf16", "yes: every uint16 array is bfloat16 (default: those named _bf16 or typed bf16 in the .mlir)",
            _yes_no, metavar="yes|no"),
 )
+RKNN_OPTIONS = (
+    Option("model", "the model of fixed input shape (ONNX ...; `--model` gives it too): the layers read flat from "
+           ".txt take its tensors' shapes", _file, metavar="FILE.onnx", path=True),
+)
 
 # Order matters only where two formats could claim one path: the first whose sniff accepts wins.
 FORMATS: list[Format] = [
@@ -295,6 +323,9 @@ FORMATS: list[Format] = [
     Format(kinds.TPU_MLIR_NPZ, "tpu-mlir .npz (model_transform, model_deploy, model_runner, npz_tool: "
            "{tensor}_{OpType} keys, cast suffixes _f32/_f16/_si8..., {name}_actual/_desired)",
            lambda p: _tpumlir().sniff(p), _dialect(_tpumlir), reader=_tpumlir, options=TPU_MLIR_OPTIONS),
+    Format(kinds.RKNN, "RKNN-Toolkit2 accuracy_analysis snapshot (the folder: golden/, simulator/[, runtime/], "
+           "map_name_to_file.txt, error_analysis.txt; or one of its side folders)", lambda p: _rknn().sniff(p),
+           _rknn_open, reader=_rknn, options=RKNN_OPTIONS),
     Format(kinds.NPZ, ".npz archive (tensor name per member)", _suffix(".npz"), _golden(kinds.NPZ)),
     Format(kinds.POLYGRAPHY, "Polygraphy RunResults .json or per-iteration folder (`polygraphy run --save-outputs`)",
            _is_run_results, _golden(kinds.POLYGRAPHY)),

@@ -13,6 +13,7 @@ ATB: Final = "atb"
 NPY: Final = "npy"
 PT: Final = "pt"  # a folder of torch.save files, one tensor (or a dict, list, tuple of them) a file
 TPU_MLIR_NPZ: Final = "tpu-mlir-npz"
+RKNN: Final = "rknn"  # RKNN-Toolkit2 accuracy_analysis snapshot: golden/, simulator/, runtime/
 NPZ: Final = "npz"
 POLYGRAPHY: Final = "polygraphy"
 BIN: Final = "bin"

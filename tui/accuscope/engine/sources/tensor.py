@@ -81,6 +81,9 @@ class Tensor:
     # a non-tensor argument or output as the dump recorded it (msprobe: an int, float, bool, str, None, a
     # list of them), as text (value_text); compared as a value, equal or not, never by metrics
     value: str | None = None
+    # what the dump tool itself reported of this tensor against its reference, by metric key (RKNN's
+    # error_analysis.txt: rknn_single_cos, rknn_single_euc: the layer alone on golden inputs)
+    reported: tuple[tuple[str, float], ...] = ()
     reader: Callable[[], np.ndarray] | None = field(default=None, repr=False)
 
     @property

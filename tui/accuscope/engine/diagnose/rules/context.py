@@ -92,8 +92,11 @@ class Context:
 
     @property
     def method(self) -> str:
-        """How origins were judged: "rerun" (the framework ops re-run on the NPU inputs) or "input-output"."""
-        return "rerun" if self.fw is not None and self.plan is not None else "input-output"
+        """How origins were judged: "rerun" (the framework ops re-run on the NPU inputs), "reported" (the dump
+        tool's own single-layer figures: RKNN's error_analysis.txt, origins.REPORTED_COS) or "input-output"."""
+        if self.fw is not None and self.plan is not None:
+            return "rerun"
+        return "reported" if "rknn_single_cos" in self.table.present else "input-output"
 
     def say(self, stage: str, done: int = 0, total: int = 0) -> None:
         Reporter(self.progress)(stage, done, total)

@@ -41,7 +41,9 @@ def introduced(run: Context) -> list[Finding]:
     # re-run evidence ranks by the error each op made; the weak method's output-versus-input errors
     # mostly measure amplification, so among those execution order stays
     candidates = [o for o in intro if not (o.broken and set(o.broken) <= judgement.NOISY)]
-    ranked = sorted(candidates, key=lambda o: (o.method != "rerun", -effect(o, run) if o.method == "rerun"
+    # (a dump tool's own single-layer figure, RKNN's, measures the same: the op alone on good inputs)
+    measured = ("rerun", "reported")
+    ranked = sorted(candidates, key=lambda o: (o.method not in measured, -effect(o, run) if o.method in measured
                                                else candidates.index(o)))
     # the other re-run ops (breaking only mean_rel, reproducing a failing row, passing upstream) whose
     # own error is the largest: small local errors that may grow into the output's failure

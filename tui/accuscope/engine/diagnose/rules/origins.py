@@ -2,7 +2,9 @@
 
 The framework op (the chain of fused framework ops for a fused device op) is re-run on the NPU
 side's own inputs (`oprerun`); when that reproduces the NPU output, the error came with the inputs,
-otherwise the op made it. Without a framework model the op's output error is compared with its
+otherwise the op made it. Where the dump tool answered this itself, its answer is taken: RKNN's
+error_analysis.txt "single" cos (the layer alone on golden inputs, the `rknn_single_cos` column) judged
+by the cos threshold (`_reported_origin`). Without a framework model the op's output error is compared with its
 inputs' errors instead (a weaker method: ops that amplify errors, like Softmax or a division by
 small numbers, get blamed). Re-runs are cached in advice.json under a key made of the files they
 depend on (`previous_reruns`). `effect`: how much error an op introduced by itself, as rules rank.
@@ -36,22 +38,30 @@ def find_origins(run: Context, fw, previous: dict[str, dict]) -> list[OpOrigin] 
     """Origins of every op with a failing output row, in execution order (None when cancelled)."""
     c = run.c
     failing = [op for op, rows in run.ops.items() if any(run.fail[r] and c["io"][r] == "output" for r in rows)]
+    reported = {op: o for op in failing if (o := _reported_origin(run, op)) is not None}
+    if reported:
+        run.notes.append(f"{len(reported)} of {len(failing)} failing ops: introduced or inherited as the dump tool "
+                         f"itself measured it (RKNN's single-layer cos, error_analysis.txt)")
+    failing_left = [op for op in failing if op not in reported]
     run.previous = previous
     isolated: dict = {}
     problems: dict[str, str] = {}
-    if fw is not None:
-        done = _rerun(run, fw, failing)
+    if fw is not None and failing_left:
+        done = _rerun(run, fw, failing_left)
         if done is None:
             return None
         isolated, problems = done
     failed = {**problems, **{op: i.problem for op, i in isolated.items() if i.problem}}
     if fw is not None and failed:
-        op = next(o for o in failing if o in failed)
+        op = next(o for o in failing_left if o in failed)
         why = failed[op]
         run.notes.append(f"{len(failed)} of {len(failing)} failing ops could not be re-run (first: {op}: {why}); "
                          "their origin comes from the input/output method")
     out = []
     for op in failing:
+        if op in reported:
+            out.append(reported[op])
+            continue
         iso = isolated.get(op)
         origin = _rerun_origin(run, op, iso) if iso is not None and not iso.problem else None
         if origin is None:
@@ -180,6 +190,29 @@ def _rerun_origin(run: Context, op: str, iso) -> OpOrigin | None:
         why = f"re-run on the same NPU inputs, the framework op reproduces the NPU output (cos {f4(cos)})"
         origin = "inherited"
     return OpOrigin(op, run.op_rows(op, "output"), origin, "rerun", cos, broken, why, ev, iso.to_dict())
+
+
+REPORTED_COS = "rknn_single_cos"  # the dump tool's own cos of the op alone on golden inputs (Context.method)
+
+
+def _reported_origin(run: Context, op: str) -> OpOrigin | None:
+    """The origin the dump tool itself measured (RKNN: the layer alone on golden inputs against golden),
+    judged by the cos threshold as a re-run is; None where the table has no such figure for the op."""
+    if REPORTED_COS not in run.table.present:
+        return None
+    outs = run.op_rows(op, "output")
+    single = [float(run.c[REPORTED_COS][r]) for r in outs if not math.isnan(run.c[REPORTED_COS][r])]
+    if not single:
+        return None
+    cos = min(single)
+    broken = [k for k in values_broken(run.thresholds, {"cos": cos}, 0, 0) if k == "cos"]
+    ev = {"isolated_cos": cos, "output_cos": _worst_cos(run, outs), "reported_by": "RKNN error_analysis.txt (single)"}
+    if broken:
+        return OpOrigin(op, outs, "introduced", "reported", cos, broken,
+                        f"RKNN's own single-layer cos {f4(cos)} (the layer alone on golden inputs) breaks cos", ev)
+    return OpOrigin(op, outs, "inherited", "reported", cos, [],
+                    f"RKNN's own single-layer cos {f4(cos)} (the layer alone on golden inputs) meets cos: the error "
+                    "came with its inputs", ev)
 
 
 def _worst_cos(run: Context, rows: list[int]) -> float | None:
