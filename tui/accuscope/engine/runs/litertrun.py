@@ -34,7 +34,7 @@ from accuscope.engine.graphs.onnxgraph import need
 from accuscope.engine.graphs.tflitegraph import TensorInfo, read_tflite
 from accuscope.engine.progress import OnProgress
 from accuscope.engine.runs.onnxmodel import feeds_for
-from accuscope.engine.runs.ortdump import DumpFolder, DumpReport, Writes, new_dump_folder
+from accuscope.engine.runs.ortdump import DumpFolder, DumpReport, Writes, fed, new_dump_folder
 from accuscope.engine.sources.inputfile import user_path
 from accuscope.engine.sources.outputfile import atomic_path
 from accuscope.engine.sources.tensor import SourceError
@@ -183,9 +183,7 @@ def dump_litert(model_path, out_dir, inputs: dict[str, np.ndarray] | None = None
             "instrumented_output_difference": moved,
             "quantized": quantized,
             "dequantized_as": "(q - zero_point) * scale, in float64, rounded once to float32",
-            "inputs": {k: {"shape": list(a.shape), "dtype": str(a.dtype), "origin": origin}
-                       for k, (a, origin) in feeds.items()},
-            "seed": seed if any(o == "random" for _, o in feeds.values()) else None,
+            **fed(feeds, seed),
             "timestamp": ts,
         })
     except BaseException:

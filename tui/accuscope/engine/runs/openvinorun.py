@@ -37,7 +37,7 @@ from accuscope.engine.graphs.irgraph import read_ir
 from accuscope.engine.graphs.onnxgraph import need
 from accuscope.engine.progress import OnProgress
 from accuscope.engine.runs.onnxmodel import feeds_for
-from accuscope.engine.runs.ortdump import DumpFolder, DumpReport, Writes, new_dump_folder
+from accuscope.engine.runs.ortdump import DumpFolder, DumpReport, Writes, fed, new_dump_folder
 from accuscope.engine.sources.inputfile import user_path
 from accuscope.engine.sources.outputfile import atomic_path
 from accuscope.engine.sources.tensor import SourceError
@@ -192,9 +192,7 @@ def dump_openvino(model_path, out_dir, inputs: dict[str, np.ndarray] | None = No
                                "a run with every op output made a model output, where the CPU plugin fuses less "
                                f"(its network outputs differed from OpenVINO's own by up to {moved:.3g})",
             "instrumented_output_difference": moved,
-            "inputs": {k: {"shape": list(a.shape), "dtype": str(a.dtype), "origin": origin}
-                       for k, (a, origin) in feeds.items()},
-            "seed": seed if any(o == "random" for _, o in feeds.values()) else None,
+            **fed(feeds, seed),
             "timestamp": ts,
         })
     except BaseException:

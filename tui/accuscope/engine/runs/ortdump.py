@@ -342,9 +342,7 @@ def dump_onnx(model_path, out_dir, inputs: dict[str, np.ndarray] | None = None, 
             "model": os.path.abspath(path),
             "model_copy": "model.onnx",
             "external_data_not_copied": any(i.data_location == 1 for i in graph.initializer),
-            "inputs": {k: {"shape": list(a.shape), "dtype": str(a.dtype), "origin": origin}
-                       for k, (a, origin) in feeds.items()},
-            "seed": seed if any(o == "random" for _, o in feeds.values()) else None,
+            **fed(feeds, seed),
             "optimization": optimization,
             "onnxruntime": ort.__version__,
             "onnx": onnx.__version__,
@@ -357,6 +355,14 @@ def dump_onnx(model_path, out_dir, inputs: dict[str, np.ndarray] | None = None, 
         raise
     report.seconds = time.perf_counter() - start
     return report
+
+
+def fed(feeds: dict[str, tuple[np.ndarray, str]], seed: int | None) -> dict:
+    """dump.json's record of what a run was fed (every runtime's dump): each input's shape, dtype and
+    origin (given, random ...), and the seed when one was drawn."""
+    return {"inputs": {k: {"shape": list(a.shape), "dtype": str(a.dtype), "origin": origin}
+                       for k, (a, origin) in feeds.items()},
+            "seed": seed if any(o == "random" for _, o in feeds.values()) else None}
 
 
 def new_dump_folder(out_dir) -> str:
