@@ -4,6 +4,7 @@ comparison, the chain's verdict, `--json`, and the exit code under `--fail-on-er
 from __future__ import annotations
 
 import json
+import os
 import sys
 import threading
 from collections.abc import Callable
@@ -26,8 +27,9 @@ def chain_of(npu: list[str] | str | None, baseline: str | None) -> Chain | None:
     """The chain `--npu` (given several times, labelled, or a tpu-mlir work folder) and `--baseline` name;
     None for one side under test, compared as ever."""
     values = [npu] if isinstance(npu, str) else list(npu or [])
-    if not values:
-        return None
+    if not values or (len(values) == 1 and baseline is None and "=" not in values[0]
+                      and not os.path.exists(values[0])):
+        return None  # one side not on this host (a --cluster's workers hold it), or not at all: compared as ever
     stages = parse_stages(values)
     if not is_chain(stages, baseline) and stages[0].path == values[0]:
         return None
