@@ -204,11 +204,12 @@ def test_a_worker_that_dies_costs_only_its_own_row(case, tmp_path):
     script = textwrap.dedent(f"""
         import json
         from accuscope.engine.compare import comparison as engine
+        from accuscope.engine.compare.runners import WORKER_DIED
         from accuscope.engine.compare.spec import CompareSpec
         plan = engine.plan(CompareSpec({str(root / "npu" / "dump")!r}, {str(root / "golden")!r},
                                               model={sim.model_json!r}))
         table = engine.execute(plan, workers=2, inline_bytes=0)
-        died = [table.columns["tensor"][i] for i in range(len(table)) if engine.WORKER_DIED in table.columns["reason"][i]]
+        died = [table.columns["tensor"][i] for i in range(len(table)) if WORKER_DIED in table.columns["reason"][i]]
         compared = int((table.columns["cos"] == table.columns["cos"]).sum())
         print(json.dumps({{"died": died, "compared": compared,
                            "pairs": sum(p.golden is not None for p in plan.pairs)}}))

@@ -1,4 +1,4 @@
-"""How a comparison uses the cores (pairjob.pair_threads, comparison._run_threads): pairs below
+"""How a comparison uses the cores (pairjob.pair_threads, runners.run_threads): pairs below
 SPLIT_ELEMENTS run whole, `workers` at a time; larger ones are split inside the kernel; the digits
 are the same whatever the number of workers."""
 from __future__ import annotations
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from accuscope.engine.compare import comparison as engine
-from accuscope.engine.compare import pairjob
+from accuscope.engine.compare import pairjob, runners
 from accuscope.engine.compare.pairjob import SPLIT_ELEMENTS, THREAD_ELEMENTS, pair_threads
 from accuscope.engine.compare.spec import CompareSpec
 
@@ -45,7 +45,7 @@ def test_the_digits_do_not_depend_on_the_workers_or_the_split(mid_pairs, monkeyp
     tables = [engine.execute(plan, workers=w) for w in (1, 2, 3)]
     monkeypatch.setattr(pairjob, "SPLIT_ELEMENTS", SPLIT_ELEMENTS // 4)  # the last pair split over the workers
     given: list[int] = []
-    monkeypatch.setattr(engine, "pair_threads", lambda n, w: given.append(pair_threads(n, w)) or given[-1])
+    monkeypatch.setattr(runners, "pair_threads", lambda n, w: given.append(pair_threads(n, w)) or given[-1])
     tables.append(engine.execute(plan, workers=2))
     assert given == [1] * 5 + [2]
     one = tables[0].columns

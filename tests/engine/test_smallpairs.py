@@ -11,7 +11,7 @@ import pytest
 
 import accuscope.engine.compare.metrics as M
 from accuscope.engine.compare import comparison as engine
-from accuscope.engine.compare import pairjob
+from accuscope.engine.compare import pairjob, runners
 from accuscope.engine.compare.columns import ALGORITHMS
 from accuscope.engine.compare.pairjob import Job, run_job, run_small
 from accuscope.engine.compare.results import ResultTable
@@ -133,7 +133,7 @@ def test_a_comparison_of_small_pairs_makes_the_table_of_the_per_pair_path(tmp_pa
     tables = {}
     for how in ("group", "per pair"):
         if how == "per pair":  # run_job a pair, the table from merged_row's rows
-            monkeypatch.setattr(engine, "run_small", lambda jobs: [run_job(j) for j in jobs])
+            monkeypatch.setattr(runners, "run_small", lambda jobs: [run_job(j) for j in jobs])
             monkeypatch.setattr(engine, "_table", lambda plan, computed, third: ResultTable.from_rows(
                 [{**engine.merged_row(plan, i, c), **third.get(i, {})} for i, c in enumerate(computed)],
                 custom=[p.name for p in plan.plugins]))

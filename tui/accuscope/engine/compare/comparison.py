@@ -16,147 +16,42 @@ instead (`inline_bytes=0`, or no kernel).
 """
 from __future__ import annotations
 
-import collections
 import contextlib
 import itertools
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from functools import lru_cache, partial
 from typing import TYPE_CHECKING, cast
 
-from accuscope.engine.compare import faults, gcpause, judgement, polytol, statistics
+from accuscope.engine.compare import faults, gcpause, judgement, polytol, runners, statistics
 from accuscope.engine.compare.columns import ALGORITHMS, CSV_OF, KEY_OF
-from accuscope.engine.compare.judgement import Basis, cells_broken
-from accuscope.engine.compare.lifetime import die_with_parent, end_pool, process_context
-from accuscope.engine.compare.mapping import FEW, map_tensors
+from accuscope.engine.compare.coverage import Coverage
+from accuscope.engine.compare.judgement import cells_broken
+from accuscope.engine.compare.mapping import map_tensors
 from accuscope.engine.compare.metrics import compiled_kernel
+from accuscope.engine.compare.outputs import output_checks
 from accuscope.engine.compare.pair import DEVICE_ONLY, Pair, suspect
-from accuscope.engine.compare.pairjob import GROUP_ELEMENTS, Job, pair_threads, run_job, run_small
+from accuscope.engine.compare.pairjob import Job
 from accuscope.engine.compare.results import DEFAULT_OF, KIND, ResultTable, row_columns
 from accuscope.engine.compare.spec import CompareSpec
-from accuscope.engine.graphs.optypes import CONVERTER_OWN, walk_back
 from accuscope.engine.progress import OnProgress, Progress
 from accuscope.engine.sides.side import Side
 from accuscope.engine.sources import kinds
 from accuscope.engine.sources.ascend import crop_to
 from accuscope.engine.sources.layout import in_layout_of
 from accuscope.engine.sources.names import parameter
-from accuscope.engine.sources.tensor import INPUT, OUTPUT, Problem, SourceError, Tensor
+from accuscope.engine.sources.tensor import INPUT, Problem, SourceError, Tensor
 
 if TYPE_CHECKING:  # plugins are imported only for a run that names a folder of them (--custom-dir), graphs.graph
     # with a model, repair where a pair disagrees (execute)
     from accuscope.engine.compare import plugins as plugin_mod
     from accuscope.engine.compare.crossmap import MappingFile
-    from accuscope.engine.compare.repair import Repair
     from accuscope.engine.graphs.graph import Graph
 
 INLINE_BYTES = 64 << 20  # below this, worker processes cost more than they save
-
-
-@dataclass
-class Coverage:
-    """How much of each side the comparison saw: never call a run that paired nothing a pass."""
-
-    npu_paired: int
-    npu_total: int
-    golden_used: int
-    golden_total: int
-    outputs_paired: int
-    outputs_total: int
-    npu_only: int = 0  # tensors of device-only ops / ops a converter inserted: no counterpart can exist
-    unreachable: list[str] = field(default_factory=list)  # tensors a side's run could not fetch (If/Loop bodies)
-    golden_unused: list[tuple[str, str]] = field(default_factory=list)  # (golden tensor, why no NPU tensor pairs it)
-    step: bool = False  # the sides are the calls of a training / inference step (msprobe): no network output
-    repaired: list[Repair] = field(default_factory=list)  # pairs by identity re-paired by their values (repair.py)
-    misshapen: list[str] = field(default_factory=list)  # tensors merged from shards without the other side's shape
-    unread: list[str] = field(default_factory=list)  # rows left unjudged by an input: `tensor: why` (never a pass)
-    unread_count: int = 0  # all of them (unread keeps the first 1000)
-    pairing: list[str] = field(default_factory=list)  # what pairing across implementations says (crossmap.describe)
-    ladder: dict = field(default_factory=dict)  # its counts: leftovers.Account.to_meta() (rungs, leftovers, unmapped APIs)
-
-    @property
-    def warnings(self) -> list[str]:
-        found = []  # NPU tensors beyond the reference's (a converter's own, device-only) never warn on their own
-        if self.golden_total and self.golden_used < FEW * self.golden_total:
-            found.append(f"only {self.golden_used:,} of {self.golden_total:,} golden tensors were used")
-        if self.outputs_paired == 0 and not self.step:
-            found.append("no network output was compared" if self.outputs_total else
-                         "the network outputs are unknown (no model names them)")
-        if self.misshapen:  # a merge along a wrong dimension keeps the element count: never a pass
-            found.append(f"{len(self.misshapen):,} tensors merged from shards do not have the other side's shape, so "
-                         f"were not compared (first: {self.misshapen[0]}): the split is wrong for them (--shards)")
-        return found
-
-    @property
-    def notes(self) -> list[str]:
-        """What was not compared for a known reason, and how pairing across implementations went (each
-        rule's count, the APIs a table cannot map: what to put in a mapping file); never a warning on its own."""
-        found = list(self.pairing)
-        if self.unreachable:
-            found.append(f"{len(self.unreachable):,} tensors inside If/Loop bodies could not be dumped, so were not "
-                         f"compared (first: {self.unreachable[0]})")
-        return found
-
-    def unread_are(self, found: list[str]) -> None:
-        self.unread, self.unread_count = found[:1000], len(found)
-
-    @property
-    def basis(self) -> Basis:
-        """What the verdict rests on besides the table (judgement.Basis): what Basis.from_coverage reads back
-        from task.json's copy of this coverage."""
-        return Basis(self.step, self.unread_count, self.unread[0] if self.unread else "")
-
-    def line(self, ops: int) -> str:
-        """`paired 64 of 64 NPU tensors (30 ops) · used 30 of 37 golden tensors · network outputs ...`"""
-        only = f", {self.npu_only:,} more only on the NPU side" if self.npu_only else ""
-        outputs = ("the calls of a step (judged on every call)" if self.step else
-                   f"network outputs compared {self.outputs_paired} of {self.outputs_total}")
-        fused = f" · re-paired {len(self.repaired):,} in fused chains" if self.repaired else ""
-        return (f"paired {self.npu_paired:,} of {self.npu_total:,} NPU tensors ({ops:,} ops{only}) · used "
-                f"{self.golden_used:,} of {self.golden_total:,} golden tensors · {outputs}{fused}")
-
-    def repaired_after(self, plan: Plan, repairs: list[Repair]) -> None:
-        """Count the re-pairings of execute(): golden tensors used and unused change with them."""
-        self.repaired = list(repairs)
-        used = {p.golden.name for p in plan.pairs if p.golden is not None}
-        self.golden_used = len(used & {t.name for t in plan.golden.tensors
-                                       if not (plan.golden.is_device_dump and t.io == INPUT)})
-        kept = [(name, why) for name, why in self.golden_unused if name not in used]
-        for r in repairs:
-            if r.was not in used:
-                kept.append((r.was, "paired by identity, but the NPU op holds a fused chain's output: re-paired"))
-        self.golden_unused = kept
-
-    @classmethod
-    def from_meta(cls, doc: dict) -> Coverage:
-        """The coverage as task.json keeps it (to_meta); missing counts are 0."""
-        from accuscope.engine.compare.repair import Repair
-
-        def count(key: str) -> int:
-            v = doc.get(key)
-            return v if isinstance(v, int) else 0
-        return cls(count("npu_paired"), count("npu_total"), count("golden_used"), count("golden_total"),
-                   count("outputs_paired"), count("outputs_total"), count("npu_only"),
-                   [str(u) for u in doc.get("unreachable") or []],
-                   [(str(u[0]), str(u[1])) for u in doc.get("golden_unused") or [] if isinstance(u, list) and len(u) == 2],
-                   doc.get("step") is True,
-                   [Repair.from_meta(r) for r in doc.get("repaired") or [] if isinstance(r, dict)],
-                   unread=[str(u) for u in doc.get("unread") or []], unread_count=count("unread_count"),
-                   pairing=[str(u) for u in doc.get("pairing") or []],
-                   ladder=doc["ladder"] if isinstance(doc.get("ladder"), dict) else {})
-
-    def to_meta(self) -> dict:
-        return {"npu_paired": self.npu_paired, "npu_total": self.npu_total, "golden_used": self.golden_used,
-                "golden_total": self.golden_total, "outputs_paired": self.outputs_paired,
-                "outputs_total": self.outputs_total, "npu_only": self.npu_only,
-                "unreachable": self.unreachable[:1000], "warnings": self.warnings, "notes": self.notes,
-                "golden_unused": [list(u) for u in self.golden_unused[:1000]], **({"step": True} if self.step else {}),
-                "repaired": [r.to_meta() for r in self.repaired],
-                **({"unread": self.unread, "unread_count": self.unread_count} if self.unread_count else {}),
-                **({"pairing": self.pairing} if self.pairing else {}), **({"ladder": self.ladder} if self.ladder else {})}
 
 
 @dataclass
@@ -177,9 +72,6 @@ class Plan:
     @property
     def total_bytes(self) -> int:
         return sum(p.npu.nbytes + p.golden.nbytes for p in self.pairs if p.golden is not None)
-
-
-TPU_OUTPUT_CAST = "_f32"  # tpu-mlir's name for an output cast to float32: {output}_f32
 
 
 def _unread(pairs: list[Pair], misshapen: list[str]) -> list[str]:
@@ -247,7 +139,7 @@ def plan(spec: CompareSpec, *, mapping_file: MappingFile | None = None) -> Plan:
         pairing = account.lines()[:1] + crossmap.describe(cross, counts=False) + account.lines()[1:]
     seq = _sequence_ids(npu, npu_graph)
     keep = _selection(spec, npu, seq)
-    outputs = _output_tensors(npu, npu_graph, golden.graph)
+    outputs = output_checks(npu, npu_graph, golden.graph)
     pairs: list[Pair] = []
     rows: list[dict] = []
     settle: Callable[..., Tensor] | None = None
@@ -433,81 +325,6 @@ def _selection(spec: CompareSpec, npu: Side, seq: dict[int, int]) -> Callable:
     return lambda df: True
 
 
-def _output_tensors(npu: Side, npu_graph: Graph | None, golden_graph: Graph | None) -> list[Callable[[Pair], bool]]:
-    """Whether a pair is one of the network's outputs, each way to tell, strongest first: the NPU
-    side's model (its output ops, or its output values for a side that names tensors by value, as
-    Polygraphy does), the golden side's (the pair's golden tensor is a network output, or the dump
-    header names an output op), the last op of the NPU side. `plan` takes the first that names an
-    output among the pairs: a model only adds, never leaves the outputs unknown."""
-    checks: list[Callable[[Pair], bool]] = []
-    if npu_graph is not None:
-        names = {n.name for n in npu_graph.output_nodes}
-        values = set(npu_graph.outputs)
-        for tensor in npu_graph.outputs:  # an output cast to its storage type (tpu-mlir): the op before it too
-            hit = npu_graph.producer(tensor)
-            if hit is None or hit[0].type not in CONVERTER_OWN:
-                continue
-            for step, found in walk_back(npu_graph, tensor):
-                if found is not None and found[0].type not in CONVERTER_OWN:
-                    names.add(found[0].name)
-                    values.add(step)
-                    break
-        om = npu_graph.is_device
-        checks.append(lambda p: p.npu.io == OUTPUT and (
-            (p.op.op_name in names and (om or not p.npu.tensor_name or p.npu.tensor_name in values or p.npu.op in values))
-            or (not om and bool(p.npu.tensor_name) and p.npu.tensor_name in values)))
-    if golden_graph is not None:
-        gnames = {n.name for n in golden_graph.output_nodes}
-        gvalues = set(golden_graph.outputs)
-        by_header = {f.op_name for f in npu.ops if any(t.original_op and t.original_op[0] in gnames for t in f.outputs)}
-
-        def is_output(p: Pair) -> bool:
-            if p.npu.io != OUTPUT:
-                return False
-            if p.op.op_name in by_header:
-                return True
-            g = p.golden
-            if g is None:
-                return p.op.op_name in gnames
-            hit = golden_graph.node(g.op)
-            return g.tensor_name in gvalues or (hit is not None and hit.name in gnames and g.index < len(hit.outputs)
-                                                and hit.outputs[g.index] in gvalues)
-        checks.append(is_output)
-    return checks + [_last_op(npu)]
-
-
-def _last_op(npu: Side) -> Callable[[Pair], bool]:
-    """The last op of the NPU side's execution order is an output; no op where that order is unknown."""
-    if npu.kind == kinds.MSPROBE:  # a training step's last call is an optimizer update, not the network's output
-        return lambda p: False
-    if npu.kind in (kinds.NPY, kinds.PT) and not all(t.timestamp for t in npu.tensors):
-        # files named without the dump's timestamp ({op}.{k}.{timestamp}.npy) stand in name order: the last
-        # name is no output (a verdict on it would be a guess; the model, --model, says which are)
-        return lambda p: False
-    if npu.kind == kinds.TPU_MLIR_NPZ:
-        names = _tpu_outputs([f.op_name for f in npu.ops])
-        return lambda p: p.npu.io == OUTPUT and p.op.op_name in names
-    last = npu.ops[-1].op_name if npu.ops else None
-    return lambda p: p.npu.io == OUTPUT and p.op.op_name == last
-
-
-def _tpu_outputs(names: list[str]) -> set[str]:
-    """The network outputs of a tpu-mlir npz (its ops' names in execution order): the last op, and where
-    tpu-mlir ends the network with output casts (`{output}_f32`: model_deploy casts each output to
-    float32 unless --quant_output) the outputs those trailing casts cast, in their place: a cast has no
-    counterpart in the top or ONNX outputs (it is the conversion's own op), the output it casts has."""
-    if not names:
-        return set()
-    known, found = set(names), {names[-1]}
-    for name in reversed(names):
-        base = name[:-len(TPU_OUTPUT_CAST)] if name.endswith(TPU_OUTPUT_CAST) else ""
-        if not base or base not in known:
-            break
-        found.discard(name)
-        found.add(base)
-    return found
-
-
 @lru_cache(maxsize=4096)
 def _shape_text(shape: tuple[int, ...]) -> str:
     """`[1,3,224,224]`: each distinct shape written once (a network repeats a few dozen)."""
@@ -558,16 +375,16 @@ def _execute(plan: Plan, progress: OnProgress | None, cancel: threading.Event | 
             for i, p in enumerate(plan.pairs) if p.golden is not None and not p.npu.problem and not p.golden.problem]
     workers = workers or os.cpu_count() or 1
     total = len(jobs)
-    recorded = [j for j in jobs if j.npu.reader is None or j.golden.reader is None]  # statistics, no data
+    statistics_only = [j for j in jobs if j.npu.reader is None or j.golden.reader is None]  # no data
     jobs = [j for j in jobs if not (j.npu.reader is None or j.golden.reader is None)]
     if compiled_kernel() and inline_bytes != 0:  # threads in this process (the app asks for processes: 0)
-        results = _run_threads(jobs, workers, cancel)
+        results = runners.run_threads(jobs, workers, cancel)
     elif workers == 1 or plan.total_bytes < (INLINE_BYTES if inline_bytes is None else inline_bytes):
-        results = _run_inline(jobs, cancel)
+        results = runners.run_inline(jobs, cancel)
     else:
-        results = _run_pool(jobs, workers, cancel)
-    if recorded:
-        results = itertools.chain(_statistics(recorded, plan.across), results)
+        results = runners.run_pool(jobs, workers, cancel)
+    if statistics_only:
+        results = itertools.chain(runners.recorded(statistics_only, plan.across), results)
     done = 0
     computed: list[dict] = [{} for _ in plan.rows]  # each row's cells; {}: not compared
     with _plugin_host(plan, cancel) as host:
@@ -590,7 +407,7 @@ def _execute(plan: Plan, progress: OnProgress | None, cancel: threading.Event | 
         from accuscope.engine.compare.repair import recheck
         repairs = recheck(plan, computed, broken)
         if plan.coverage is not None and repairs:
-            plan.coverage.repaired_after(plan, repairs)
+            plan.coverage.repaired_after(plan.pairs, plan.golden, repairs)
     third: dict[int, dict] = {}
     if plan.spec.expected:
         found = _expected(plan, computed, workers, cancel)
@@ -641,7 +458,7 @@ def _expected(plan: Plan, computed: list[dict], workers: int, cancel) -> dict[in
             for row, e in expected.expected_tensors(plan.spec, plan.golden, plan.npu, plan.pairs).items()
             if computed[row]]
     found: dict[int, dict] = {}
-    runs = _run_threads(jobs, workers, cancel) if compiled_kernel() else _run_inline(jobs, cancel)
+    runs = runners.run_threads(jobs, workers, cancel) if compiled_kernel() else runners.run_inline(jobs, cancel)
     for batch in runs:
         for row, cells in batch:
             found[row] = expected.excess_cells(computed[row], cells)
@@ -689,167 +506,3 @@ def _with_plugins(host: plugin_mod.PluginHost, plan: Plan, row: int, cells: dict
         reasons.append(reason)
     cells["reason"] = "; ".join(filter(None, reasons))
     return cells
-
-
-def _statistics(jobs: list[Job], across: bool, batch: int = 20_000) -> Iterator[list[tuple[int, dict]]]:
-    """Pairs with a side without data (a statistics dump, --stats-only): what the dumps recorded, compared
-    in vectorized batches, no tensor read; `across`: two frameworks' sides (statistics.compare_many)."""
-    for lo in range(0, len(jobs), batch):
-        yield statistics.compare_many([(j.row, j.npu, j.golden) for j in jobs[lo:lo + batch]], across)
-
-
-def _run_inline(jobs: list[Job], cancel) -> Iterator[list[tuple[int, dict]]]:
-    for job in jobs:
-        if cancel is not None and cancel.is_set():
-            return
-        yield [run_job(job)]
-
-
-GROUP_PAIRS = 64  # small pairs go to a thread in groups of up to this many pairs or GROUP_ELEMENTS
-
-
-def _groups(jobs: list[Job]) -> Iterator[list[Job]]:
-    """Consecutive small pairs in groups of up to GROUP_PAIRS pairs or GROUP_ELEMENTS elements (a
-    pair larger than that alone): one thread-pool task, one result batch and, for the pairs the
-    fused pass takes, one kernel call and their cells as columns (pairjob.run_small) per group
-    instead of per pair, whose cost (~30 us) would otherwise exceed a tiny pair's whole comparison."""
-    group: list[Job] = []
-    elements = 0
-    for job in jobs:
-        if group and (len(group) == GROUP_PAIRS or elements + job.npu.size > GROUP_ELEMENTS):
-            yield group
-            group, elements = [], 0
-        group.append(job)
-        elements += job.npu.size
-    if group:
-        yield group
-
-
-def _run_threads(jobs: list[Job], workers: int, cancel) -> Iterator[list[tuple[int, dict]]]:
-    """On the compiled kernel: pairs big enough to split (pair_threads) one at a time, each on its
-    threads; the rest in groups (_groups), `workers` groups at a time on a thread pool (the
-    kernel releases the GIL)."""
-    threads = [pair_threads(j.npu.size, workers) for j in jobs]
-    big = [replace(j, threads=t) for j, t in zip(jobs, threads) if t > 1]
-    small = [j for j, t in zip(jobs, threads) if t == 1]
-    yield from _run_inline(big, cancel)
-    groups = _groups(small)
-    first = next(groups, None)
-    if workers == 1 or (second := next(groups, None)) is None:
-        # in this thread (one group would take one pool thread): a group at a time (a few ms), each
-        # its own progress and chance to stop; concurrent.futures (and logging) is not even imported
-        for group in itertools.chain((first,) if first else (), groups):  # (no second group if workers > 1)
-            if cancel is not None and cancel.is_set():
-                return
-            yield run_small(group)
-        return
-    from concurrent.futures import ThreadPoolExecutor  # with logging ~10 ms of start-up: only when a pool runs
-    with ThreadPoolExecutor(workers) as pool:  # results in the pairs' order (plugins, progress)
-        pending: collections.deque = collections.deque()
-        queue = itertools.chain((first, second), groups)
-        while True:
-            while len(pending) < 4 * workers and not (cancel is not None and cancel.is_set()):
-                ready = next(queue, None)
-                if ready is None:
-                    break
-                pending.append(pool.submit(run_small, ready))
-            if not pending:
-                return
-            batch = pending.popleft().result()
-            while pending and pending[0].done():
-                batch += pending.popleft().result()
-            yield batch
-            if cancel is not None and cancel.is_set():
-                for f in pending:
-                    f.cancel()
-                return
-
-
-WORKER_DIED = "the worker process comparing this pair died (out of memory?); not compared"
-
-
-class _PoolBroke(Exception):
-    def __init__(self, in_flight: list[Job]):
-        self.in_flight = in_flight
-
-
-def _run_pool(jobs: list[Job], workers: int, cancel) -> Iterator[list[tuple[int, dict]]]:
-    """Largest pairs first (balances the cores), at most 2 per worker in flight (bounds memory).
-
-    A worker that dies (the OOM killer, a crash in a native library) breaks the whole pool: the
-    pairs it had in flight are retried one by one in their own process, so only the culprit gets
-    a reason instead of values, and the rest continue in a fresh pool. When no worker process can
-    be started at all, everything runs inline."""
-    remaining = sorted(jobs, key=lambda j: -j.npu.size)
-    while remaining:
-        finished: set[int] = set()
-        try:
-            for batch in _pool_batches(remaining, workers, cancel):
-                finished.update(row for row, _ in batch)
-                yield batch
-            return
-        except _PoolBroke as broke:
-            if not _pool_starts():
-                yield from _run_inline([j for j in remaining if j.row not in finished], cancel)
-                return
-            if len(remaining) == 1:
-                yield [(remaining[0].row, {"reason": WORKER_DIED})]
-                return
-            suspects = {j.row for j in broke.in_flight}
-            for job in broke.in_flight:
-                if cancel is not None and cancel.is_set():
-                    return
-                yield from _run_pool([job], 1, cancel)
-            remaining = [j for j in remaining if j.row not in finished and j.row not in suspects]
-        except OSError:  # no process could be started here
-            yield from _run_inline([j for j in remaining if j.row not in finished], cancel)
-            return
-
-
-def _pool_starts() -> bool:
-    """Whether worker processes can run at all here (a pool may also break because none starts)."""
-    from concurrent.futures import ProcessPoolExecutor  # multiprocessing: imported when a pool runs, not before
-    try:
-        with ProcessPoolExecutor(1, mp_context=process_context()) as pool:
-            return pool.submit(os.getpid).result(timeout=60) > 0
-    except Exception:  # noqa: BLE001 - any failure means: no pool
-        return False
-
-
-def _pool_batches(order: list[Job], workers: int, cancel) -> Iterator[list[tuple[int, dict]]]:
-    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
-    from concurrent.futures.process import BrokenProcessPool
-    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # one core per worker; inherited by the pool
-    with ProcessPoolExecutor(workers, mp_context=process_context(), initializer=die_with_parent,
-                             initargs=(os.getpid(),)) as pool:
-        pending: dict = {}
-        queue = iter(order)
-        try:
-            while True:
-                while len(pending) < 2 * workers and not (cancel is not None and cancel.is_set()):
-                    job = next(queue, None)
-                    if job is None:
-                        break
-                    try:
-                        pending[pool.submit(run_job, job)] = job
-                    except BrokenProcessPool:  # a worker died since the last wait: `job` runs in the next pool
-                        raise _PoolBroke(list(pending.values())) from None
-                if not pending:
-                    return
-                done, _ = wait(pending, timeout=0.1, return_when=FIRST_COMPLETED)
-                try:
-                    batch = [f.result() for f in done]
-                except BrokenProcessPool:
-                    raise _PoolBroke(list(pending.values())) from None
-                for f in done:
-                    del pending[f]
-                if batch:
-                    yield batch
-                if cancel is not None and cancel.is_set():
-                    return
-        except BaseException:  # Ctrl+C, SIGTERM, a closed generator: do not wait for pairs in flight
-            end_pool(pool)
-            raise
-        finally:
-            for f in pending:
-                f.cancel()

@@ -49,7 +49,7 @@ def pair_threads(n: int, workers: int) -> int:
     threads inside the kernel (its fused pass cuts the data in 64k-element units that threads
     take in turn, the GIL released, the units' sums added in order: the same digits on any
     number of threads); smaller pairs run whole, one per thread, `workers` of them at a time
-    (_run_threads). Whole pairs side by side keep every core busy with no barrier: a split pair
+    (runners.run_threads). Whole pairs side by side keep every core busy with no barrier: a split pair
     waits twice for its slowest thread, starts threads twice, and leaves the other cores idle
     while Python opens the next pair and makes the row (2 idle cores of a Xeon, 120 pairs of 1M
     elements: 192-199 ms whole, two at a time, against 206-214 ms split, 337-397 on one worker;
@@ -117,7 +117,7 @@ def run_job(job: Job) -> tuple[int, dict]:
     return job.row, out
 
 
-GROUP_ELEMENTS = 1 << 16  # a group's elements at most (comparison._groups); a pair larger than this runs alone,
+GROUP_ELEMENTS = 1 << 16  # a group's elements at most (runners.in_groups); a pair larger than this runs alone,
 # through run_job's chunked reads: joined into a group it would be loaded whole (a mapped file faults a page at a time)
 
 

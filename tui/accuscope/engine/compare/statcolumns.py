@@ -17,7 +17,7 @@ from functools import partial
 import numpy as np
 
 from accuscope.engine.compare import judgement, statistics
-from accuscope.engine.compare.comparison import Coverage
+from accuscope.engine.compare.coverage import Coverage
 from accuscope.engine.compare.leftovers import identical
 from accuscope.engine.compare.results import ResultTable
 from accuscope.engine.compare.spec import CompareSpec

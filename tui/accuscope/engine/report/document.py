@@ -14,7 +14,7 @@ import numpy as np
 
 from accuscope import __version__
 from accuscope.engine.compare import judgement
-from accuscope.engine.compare.comparison import Coverage
+from accuscope.engine.compare.coverage import Coverage
 from accuscope.engine.compare.summary import summarize
 from accuscope.engine.diagnose.advice import Advice, Finding, evidence_text
 from accuscope.engine.diagnose.chartdata import cumulative_curve, growth_series, metric_series

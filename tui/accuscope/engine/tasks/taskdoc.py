@@ -139,7 +139,7 @@ class TaskDoc:
     verdict_line = Key(str, "", "the verdict in one line, as every surface states it (Verdict.line)")
     problems: Key[list] = Key(list, [], "what could not be read or paired, one line each")
     sides: Key[dict] = Key(dict, {}, "the kind of source on each side: {npu: KIND, golden: KIND}")
-    coverage: Key[dict] = Key(dict, {}, "comparison.Coverage.to_meta(): how much of each side was compared")
+    coverage: Key[dict] = Key(dict, {}, "coverage.Coverage.to_meta(): how much of each side was compared")
     # ---- a multi-rank task (tasks/rankrun.py) ----
     multirank = Key(bool, False, "compared rank by rank (ranks holds them)")
     cluster: Key[str | None] = Key(str, None, "the Dask scheduler the ranks ran on (null: local)")
