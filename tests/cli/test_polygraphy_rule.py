@@ -80,11 +80,64 @@ def test_without_the_flags_msits_thresholds_judge(tmp_path):
     assert set(doc["thresholds"]) == {"pg_abs", "pg_rel", "pg_mismatch"}
 
 
-@pytest.mark.parametrize("bad", [["--atol", "x"], ["--rtol", "-1"], ["--check-error-stat", "quantile"]])
+@pytest.mark.parametrize("bad", [["--atol", "x"], ["--rtol", "-1"], ["--check-error-stat", "p99"],
+                                 ["--error-quantile", "1.5"]])
 def test_a_bad_flag_is_refused_by_name(bad, tmp_path):
     npu = save(tmp_path / "c.json", "cand", ONES)
     r = accuscope("compare", "--npu", npu, "--golden", npu, *bad, "--out", tmp_path / "t")
     assert r.returncode == 2 and bad[1] in r.stderr and "Traceback" not in r.stderr
+
+
+TENTH = np.float32([0.5] + [0] * 9)  # one element in ten off by 0.5
+QUANTILES = {  # id: (q, Polygraphy's verdict at atol = rtol = 0.1): np.quantile's linear interpolation
+    "q80-passes": (0.8, True), "q90-passes": (0.9, True), "q95-fails": (0.95, False), "q99-default-fails": (None, False)}
+
+
+@pytest.mark.parametrize("case", QUANTILES, ids=list(QUANTILES))
+def test_the_quantile_is_polygraphys(case, tmp_path):
+    """--check-error-stat quantile with --error-quantile Q (Polygraphy's default 0.99 without it): the
+    verdict of Polygraphy's own comparator on the same arrays, and task.json keeps the quantile."""
+    q, passes = QUANTILES[case]
+    golden = np.ones(10, dtype=np.float32)
+    npu = golden + TENTH
+    compare = SimpleCompareFunc(atol=0.1, rtol=0.1, check_error_stat="quantile", error_quantile=q)
+    theirs = bool(compare(IterationResult({"out": npu}, runner_name="cand"),
+                          IterationResult({"out": golden}, runner_name="ref"))["out"])
+    assert theirs == passes
+    given = [] if q is None else ["--error-quantile", str(q)]
+    r = accuscope("compare", "--npu", save(tmp_path / "cand.json", "cand", npu), "--golden",
+                  save(tmp_path / "ref.json", "ref", golden), "--atol", "0.1", "--rtol", "0.1", "--check-error-stat",
+                  "quantile", *given, "--out", tmp_path / "t", "--fail-on-error")
+    assert r.returncode == (0 if passes else 1), r.stdout + r.stderr
+    assert json.loads((tmp_path / "t" / "task.json").read_text())["error_quantile"] == q
+
+
+VALUES = np.arange(24, dtype=np.float32).reshape(4, 6) / 7
+SHAPES = {  # id: (the candidate's output of the reference VALUES, --no-shape-check)
+    "flattened-fails": (VALUES.reshape(-1), False),
+    "flattened-reshaped": (VALUES.reshape(-1), True),
+    "squeezed-fails": (VALUES.reshape(1, 4, 6), False),
+    "transposed-permuted": (VALUES.T.copy(), True),
+    "transposed-fails": (VALUES.T.copy(), False),
+    "cut-short-fails": (VALUES[:3], False),
+}
+
+
+@pytest.mark.parametrize("case", SHAPES, ids=list(SHAPES))
+def test_outputs_in_other_shapes_are_judged_as_polygraphy_does(case, tmp_path):
+    """Polygraphy fails an output whose shape differs from the reference's; with --no-shape-check it permutes
+    or reshapes the reference to the candidate's shape and judges the values (a transposed output passes,
+    its elements paired as Polygraphy pairs them). Its own comparator says which on the same arrays."""
+    npu, no_check = SHAPES[case]
+    compare = SimpleCompareFunc(check_shapes=not no_check)
+    theirs = bool(compare(IterationResult({"out": npu}, runner_name="cand"),
+                          IterationResult({"out": VALUES}, runner_name="ref"))["out"])
+    assert theirs == case.endswith(("reshaped", "permuted"))
+    r = accuscope("compare", "--npu", save(tmp_path / "cand.json", "cand", npu), "--golden",
+                  save(tmp_path / "ref.json", "ref", VALUES), "--check-error-stat", "elemwise",
+                  *(["--no-shape-check"] if no_check else []), "--out", tmp_path / "t", "--json", "--fail-on-error")
+    assert r.returncode == (0 if theirs else 1), r.stdout + r.stderr
+    assert json.loads(r.stdout)["judgement"]["outcome"] == ("pass" if theirs else "fail")
 
 
 def test_the_columns_are_polygraphys_numbers():

@@ -149,7 +149,7 @@ KINDS = {  # kind -> text to value (ValueError on bad text)
     "shape": _shape, "dtype": _dtype, "pick": _pick, "count": _count, "range": _range,
     "tolerance": parse_tolerance, "thresholds": _assignments, "flag": _yes_no, "step": _folder_number("step"),
     "rank": _folder_number("rank"), "match": _match, "shards": _shards, "options": _options,
-    "tol": polytol.parse_tolerance, "errorstat": polytol.parse_stat,
+    "tol": polytol.parse_tolerance, "errorstat": polytol.parse_stat, "quantile": polytol.parse_quantile,
 }
 
 METAVARS = {"dump": "PATH", "model": "MODEL", "file": "FILE", "plugins": "DIR", "out": "TASK_DIR",
@@ -221,7 +221,8 @@ def build_spec(values: dict):
         given["npu_runner"], given["golden_runner"] = two_runners(given["npu"], given["npu_runner"],
                                                                   given["golden_runner"])
     thresholds = thresholds_from(get("threshold"), get("tolerance"),
-                                 polytol.rule(get("atol"), get("rtol"), get("check_error_stat")))
+                                 polytol.rule(get("atol"), get("rtol"), get("check_error_stat"),
+                                              get("error_quantile"), get("no_shape_check")))
     return CompareSpec(**given, thresholds=thresholds)
 
 

@@ -9,11 +9,15 @@ Polygraphy compares the run under test (output0) with the reference (output1, it
 
 - `elemwise` (its default): fails when any element has (absdiff > atol or NaN) and (reldiff > rtol or
   NaN), compared in the outputs' own precision (numpy's weak scalars: float32 against atol as float32);
-- `max`, `mean`, `median`: fails when (stat(absdiff) > atol or NaN) and (stat(reldiff) > rtol or NaN),
-  the statistic (the max in the array's dtype, the mean summed in float32, the median cast up) against
-  the tolerance as Python floats (float64).
-Its defaults: atol = rtol = 1e-5, elemwise. Matching infinities differ by NaN (its
+- `max`, `mean`, `median`, `quantile`: fails when (stat(absdiff) > atol or NaN) and (stat(reldiff) > rtol
+  or NaN), the statistic (the max in the array's dtype, the mean summed in float32, the median cast up,
+  numpy's quantile at `--error-quantile` Q, linear interpolation) against the tolerance as Python floats.
+Its defaults: atol = rtol = 1e-5, elemwise, Q = 0.99. Matching infinities differ by NaN (its
 infinities_compare_equal is off by default), so they fail.
+
+Shapes (its `_align_shapes`): an output whose shape differs from the reference's fails uncompared; with
+`--no-shape-check` the reference is permuted or reshaped to the candidate's shape (util.try_match_shape:
+`aligned`) and the values judged, and a size that differs cannot be (Polygraphy raises; here it fails).
 
 The columns (one pass of numpy over each compared pair, only when asked: comparison.execute): `pg_abs`
 and `pg_rel`, the checked statistic (the max for elemwise, as Polygraphy's "Minimum Required
@@ -33,9 +37,10 @@ if TYPE_CHECKING:
     from accuscope.engine.compare.pair import Pair
     from accuscope.engine.compare.results import ResultTable
 
-STATS = ("elemwise", "max", "mean", "median")  # --check-error-stat's choices (quantile is not taken)
+STATS = ("elemwise", "max", "mean", "median", "quantile")  # --check-error-stat's choices
 ATOL = RTOL = 1e-5  # Polygraphy's defaults
 STAT = "elemwise"
+QUANTILE = 0.99  # --error-quantile's default
 EPSILON = 2.220446049250313e-16  # what Polygraphy adds to the reference's zeros
 COLUMNS = ("pg_abs", "pg_rel", "pg_mismatch")
 
@@ -44,14 +49,18 @@ class Rule(NamedTuple):
     atol: float
     rtol: float
     stat: str
+    quantile: float = QUANTILE  # quantile's q
+    check_shapes: bool = True  # False: --no-shape-check
 
 
-def rule(atol: float | None, rtol: float | None, stat: str | None) -> Rule | None:
-    """The rule a spec's `--atol/--rtol/--check-error-stat` ask for (Polygraphy's defaults for those not
-    given); None when none is given."""
-    if atol is None and rtol is None and stat is None:
+def rule(atol: float | None, rtol: float | None, stat: str | None, quantile: float | None = None,
+         no_shape_check: bool = False) -> Rule | None:
+    """The rule a spec's `--atol/--rtol/--check-error-stat/--error-quantile/--no-shape-check` ask for
+    (Polygraphy's defaults for those not given); None when none is given."""
+    if atol is None and rtol is None and stat is None and quantile is None and not no_shape_check:
         return None
-    return Rule(ATOL if atol is None else float(atol), RTOL if rtol is None else float(rtol), stat or STAT)
+    return Rule(ATOL if atol is None else float(atol), RTOL if rtol is None else float(rtol), stat or STAT,
+                QUANTILE if quantile is None else float(quantile), not no_shape_check)
 
 
 def parse_stat(text: str) -> str:
@@ -69,6 +78,47 @@ def parse_tolerance(text: str) -> float:
     if not value >= 0:
         raise ValueError(f"'{text}': a tolerance is a number >= 0")
     return value
+
+
+def parse_quantile(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"'{text}' is not a number, e.g. 0.99") from None
+    if not 0 <= value <= 1:
+        raise ValueError(f"'{text}': a quantile is a number from 0 to 1 (Polygraphy's --error-quantile)")
+    return value
+
+
+def aligned(npu: np.ndarray, golden: np.ndarray, check_shapes: bool) -> tuple[np.ndarray, np.ndarray] | str:
+    """The pair as Polygraphy compares it (SimpleCompareFunc._align_shapes), or why it fails the pair: shapes
+    that differ fail, unless --no-shape-check, where the reference is permuted or reshaped to the shape of
+    the run under test (util.try_match_shape) and a pair whose sizes differ cannot be compared."""
+    if npu.shape == golden.shape:
+        return npu, golden
+    shapes = f"{list(npu.shape)} and {list(golden.shape)}"
+    if check_shapes:
+        return f"Polygraphy will not compare outputs of different shapes ({shapes}; --no-shape-check reshapes)"
+    if npu.size != golden.size:
+        return f"Polygraphy cannot reshape outputs of different sizes into one another ({shapes})"
+    return npu, _match_shape(golden, npu.shape)
+
+
+def _match_shape(a: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """Polygraphy's util.try_match_shape on an array of the same size: reshaped to the rank, permuted when
+    its dimensions are the shape's in another order (each dimension taken by its first unused axis of
+    that length), then reshaped."""
+    if a.ndim != len(shape):
+        a = a.reshape(shape)
+    if sorted(a.shape) != sorted(shape):
+        return a.reshape(shape)
+    unused = dict(enumerate(a.shape))
+    perm = []
+    for length in shape:
+        axis = next(i for i, d in unused.items() if d == length)
+        del unused[axis]
+        perm.append(axis)
+    return np.transpose(a, perm).reshape(shape)
 
 
 def _cast_up(a: np.ndarray) -> np.ndarray:
@@ -96,27 +146,35 @@ def cells(npu: np.ndarray, golden: np.ndarray, r: Rule) -> dict:
         mismatches = (np.greater(absdiff, r.atol) | np.isnan(absdiff)) & (np.greater(reldiff, r.rtol) | np.isnan(reldiff))
         if not absdiff.size:
             return {"pg_abs": np.nan, "pg_rel": np.nan, "pg_mismatch": 0}
-        return {"pg_abs": _stat(absdiff, r.stat), "pg_rel": _stat(reldiff, r.stat), "pg_mismatch": int(mismatches.sum())}
+        return {"pg_abs": _stat(absdiff, r.stat, r.quantile), "pg_rel": _stat(reldiff, r.stat, r.quantile),
+                "pg_mismatch": int(mismatches.sum())}
 
 
-def _stat(diff: np.ndarray, stat: str) -> float:
+def _stat(diff: np.ndarray, stat: str, q: float) -> float:
     if stat == "mean":
         return float(np.mean(diff, dtype=np.float32))
     if stat == "median":
         return float(np.median(_cast_up(diff)))
+    if stat == "quantile":
+        return float(np.quantile(diff, q))
     return float(np.amax(_cast_up(diff)))  # max, and elemwise's "Minimum Required Tolerance"
 
 
 def pair_cells(pairs: list[Pair], computed: list[dict], r: Rule) -> dict[int, dict]:
-    """Plan row (an index of `pairs`, the plan's) -> its columns under the rule, for every compared pair of
-    equal size (Polygraphy fails outputs whose shapes differ; accuscope does not compare them)."""
+    """Plan row (an index of `pairs`, the plan's) -> its columns under the rule, for every pair compared (or
+    not, its shapes differing): a pair Polygraphy does not compare (`aligned`) fails, with every element
+    beyond (pg_abs and pg_rel inf) and its reason when the row has none."""
     found: dict[int, dict] = {}
     for row, pair in enumerate(pairs):
         if not computed[row] or pair.golden is None or pair.npu.problem or pair.golden.problem:
             continue
-        npu, golden = pair.npu.load(), pair.golden.load()
-        if npu.size == golden.size:
-            found[row] = cells(npu, golden, r)
+        both = aligned(np.asarray(pair.npu.load()), np.asarray(pair.golden.load()), r.check_shapes)
+        if isinstance(both, str):
+            found[row] = {"pg_abs": np.inf, "pg_rel": np.inf, "pg_mismatch": max(pair.npu.size, pair.golden.size)}
+            if not computed[row].get("reason"):
+                found[row]["reason"] = both
+        else:
+            found[row] = cells(*both, r)
     return found
 
 

@@ -19,7 +19,8 @@ from accuscope.engine.compare.thresholds import Thresholds
 FORMAT_OPTIONS = "{format options}"  # in a help text: the formats' options (inputs.py fills it from the registry)
 PATH_KINDS = ("dump", "model", "file")  # kept in task.json absolute, and relative to the task folder
 JSON_OF_KIND: dict[str, type | tuple[type, ...]] = {  # how task.json holds a value of each kind (else text)
-    "names": list, "shape": list, "pick": (str, int), "count": int, "flag": bool, "options": dict, "tol": (float, int)}
+    "names": list, "shape": list, "pick": (str, int), "count": int, "flag": bool, "options": dict, "tol": (float, int),
+    "quantile": (float, int)}
 
 
 @dataclass(frozen=True)
@@ -125,6 +126,14 @@ class CompareSpec:
         None, "--check-error-stat", "error statistic", f"Polygraphy's error statistic: {', '.join(polytol.STATS)} "
         "(see --atol)", "errorstat", f"optional: {' | '.join(polytol.STATS)} (Polygraphy's --check-error-stat)",
         metavar="|".join(polytol.STATS), group="judging")
+    error_quantile: float | None = option(
+        None, "--error-quantile", "error quantile", "Polygraphy's quantile for --check-error-stat quantile, from 0 to "
+        f"1 (its default {polytol.QUANTILE:g}; see --atol)", "quantile",
+        "optional: Polygraphy's --error-quantile, e.g. 0.95", metavar="Q", group="judging", form=False)
+    no_shape_check: bool = option(
+        False, "--no-shape-check", "no shape check", "as Polygraphy's --no-shape-check: outputs whose shapes differ "
+        "are compared after Polygraphy reshapes (or permutes) the golden one to the NPU one's shape, instead of "
+        "failing (see --atol)", "flag", "yes or no (default no): Polygraphy's --no-shape-check", group="judging", form=False)
     mapping: str | None = option(
         None, "--mapping", "mapping file", "file pairing names no rule can know: npu_name,golden_name per line (CSV) "
         "or npu_name: golden_name (YAML), op or tensor names; or msprobe's own mapping files as written (layer -lm, "
