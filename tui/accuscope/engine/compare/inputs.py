@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from accuscope.engine.compare import polytol
-from accuscope.engine.compare.spec import FORMAT_OPTIONS, Option, options
+from accuscope.engine.compare.spec import FORMAT_OPTIONS, PER_OUTPUT_KINDS, Option, options
 from accuscope.engine.compare.thresholds import TPU_DEFAULTS, Thresholds, parse_assignments, parse_tolerance
 from accuscope.engine.sides.registry import absolute_options, detect, format_options, option_texts, options_help
 from accuscope.engine.sources import kinds
@@ -251,8 +251,9 @@ def texts_of(spec) -> dict[str, str]:
         if isinstance(value, dict):
             return " ".join(f"{k}={v}" for k, v in value.items())
         return str(value)
-    texts = {i.name: text(getattr(spec, i.name, None)) for i in INPUTS
-             if i.name not in ("out", "threshold", "tolerance")}
+    texts = {i.name: polytol.per_output_text(value) if i.kind in PER_OUTPUT_KINDS and value is not None else text(value)
+             for i in INPUTS if i.name not in ("out", "threshold", "tolerance")
+             for value in [getattr(spec, i.name, None)]}
     texts["threshold"] = spec.thresholds.as_edit()
     return texts
 

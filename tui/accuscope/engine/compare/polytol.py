@@ -15,6 +15,12 @@ Polygraphy compares the run under test (output0) with the reference (output1, it
 Its defaults: atol = rtol = 1e-5, elemwise, Q = 0.99. Matching infinities differ by NaN (its
 infinities_compare_equal is off by default), so they fail.
 
+Per output (its `--atol [OUT:]A ...`, the same for --rtol, --check-error-stat, --error-quantile): a value
+is one word or {output: value} with the default under "" (`_per_output`, as Polygraphy's
+parse_arglist_to_dict), and each output takes its own, else the default, else Polygraphy's
+(util.value_or_from_dict: `rule`, `Rule.of`); the row of an output given values of its own carries them
+(pg_atol, pg_rtol, pg_stat) and `broken` judges it at them, the rest at the thresholds.
+
 Shapes (its `_align_shapes`): an output whose shape differs from the reference's fails uncompared; with
 `--no-shape-check` the reference is permuted or reshaped to the candidate's shape (util.try_match_shape:
 `aligned`) and the values judged, and a size that differs cannot be (Polygraphy raises; here it fails).
@@ -42,7 +48,7 @@ ATOL = RTOL = 1e-5  # Polygraphy's defaults
 STAT = "elemwise"
 QUANTILE = 0.99  # --error-quantile's default
 EPSILON = 2.220446049250313e-16  # what Polygraphy adds to the reference's zeros
-COLUMNS = ("pg_abs", "pg_rel", "pg_mismatch")
+COLUMNS = ("pg_abs", "pg_rel", "pg_mismatch")  # judged (and pg_atol, pg_rtol, pg_stat: an output's own values)
 
 
 class Rule(NamedTuple):
@@ -51,26 +57,69 @@ class Rule(NamedTuple):
     stat: str
     quantile: float = QUANTILE  # quantile's q
     check_shapes: bool = True  # False: --no-shape-check
+    own: tuple[tuple[str, Rule], ...] = ()  # (output, its rule) for each output given a value of its own
+
+    def of(self, output: str) -> Rule:
+        """The rule of the output of that name: its own, else this one (the default)."""
+        return next((r for name, r in self.own if name == output), self)
 
 
-def rule(atol: float | None, rtol: float | None, stat: str | None, quantile: float | None = None,
+PerOutput = float | str | dict  # a value, or {output: value} ("" the default) as Polygraphy parses them
+
+
+def rule(atol: PerOutput | None, rtol: PerOutput | None, stat: PerOutput | None, quantile: PerOutput | None = None,
          no_shape_check: bool = False) -> Rule | None:
     """The rule a spec's `--atol/--rtol/--check-error-stat/--error-quantile/--no-shape-check` ask for
-    (Polygraphy's defaults for those not given); None when none is given."""
-    if atol is None and rtol is None and stat is None and quantile is None and not no_shape_check:
+    (Polygraphy's defaults for those not given), each output named in a per-output value with its own
+    (Polygraphy's util.value_or_from_dict: the output's value, else the default's, else Polygraphy's);
+    None when none is given."""
+    given = (atol, rtol, stat, quantile)
+    if all(v is None for v in given) and not no_shape_check:
         return None
-    return Rule(ATOL if atol is None else float(atol), RTOL if rtol is None else float(rtol), stat or STAT,
-                QUANTILE if quantile is None else float(quantile), not no_shape_check)
+
+    def of(output: str) -> Rule:
+        defaults: tuple[float | str, ...] = (ATOL, RTOL, STAT, QUANTILE)
+        a, r, s, q = (_value_of(v, output, d) for v, d in zip(given, defaults))
+        return Rule(float(a), float(r), str(s), float(q), not no_shape_check)
+    names = sorted({name for v in given if isinstance(v, dict) for name in v} - {""})
+    return of("")._replace(own=tuple((name, of(name)) for name in names))
 
 
-def parse_stat(text: str) -> str:
+def _value_of(value: PerOutput | None, output: str, default: float | str) -> float | str:
+    if not isinstance(value, dict):
+        return default if value is None else value
+    return value.get(output, value.get("", default))
+
+
+def _per_output(text: str, parse_one) -> PerOutput:
+    """Polygraphy's `[OUT:]VALUE ...` (space-separated; an output's name is all before the last colon; a
+    later value replaces an earlier): the one value when no output is named, else {output: value}, the
+    default under ""."""
+    found: dict[str, float | str] = {}
+    for part in text.split():
+        name, _, value = part.rpartition(":")
+        found[name] = parse_one(value)
+    if not found:
+        raise ValueError("expected a value, or OUTPUT:VALUE per output")
+    return found[""] if list(found) == [""] else found
+
+
+def per_output_text(value: PerOutput) -> str:
+    """The text `_per_output` reads back (the default first)."""
+    if not isinstance(value, dict):
+        return f"{value:g}" if isinstance(value, float) else str(value)
+    return " ".join(per_output_text(v) if not name else f"{name}:{per_output_text(v)}"
+                    for name, v in sorted(value.items()))
+
+
+def _stat_word(text: str) -> str:
     word = text.strip().lower()
     if word not in STATS:
         raise ValueError(f"'{text}': use one of {', '.join(STATS)} (Polygraphy's --check-error-stat)")
     return word
 
 
-def parse_tolerance(text: str) -> float:
+def _tolerance(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
@@ -80,7 +129,7 @@ def parse_tolerance(text: str) -> float:
     return value
 
 
-def parse_quantile(text: str) -> float:
+def _quantile(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
@@ -88,6 +137,18 @@ def parse_quantile(text: str) -> float:
     if not 0 <= value <= 1:
         raise ValueError(f"'{text}': a quantile is a number from 0 to 1 (Polygraphy's --error-quantile)")
     return value
+
+
+def parse_stat(text: str) -> PerOutput:
+    return _per_output(text, _stat_word)
+
+
+def parse_tolerance(text: str) -> PerOutput:
+    return _per_output(text, _tolerance)
+
+
+def parse_quantile(text: str) -> PerOutput:
+    return _per_output(text, _quantile)
 
 
 def aligned(npu: np.ndarray, golden: np.ndarray, check_shapes: bool) -> tuple[np.ndarray, np.ndarray] | str:
@@ -168,23 +229,42 @@ def pair_cells(pairs: list[Pair], computed: list[dict], r: Rule) -> dict[int, di
     for row, pair in enumerate(pairs):
         if not computed[row] or pair.golden is None or pair.npu.problem or pair.golden.problem:
             continue
+        own = r.of(pair.npu.tensor_name or pair.npu.op)  # Polygraphy's per-output values: the candidate's name
         both = aligned(np.asarray(pair.npu.load()), np.asarray(pair.golden.load()), r.check_shapes)
         if isinstance(both, str):
             found[row] = {"pg_abs": np.inf, "pg_rel": np.inf, "pg_mismatch": max(pair.npu.size, pair.golden.size)}
             if not computed[row].get("reason"):
                 found[row]["reason"] = both
         else:
-            found[row] = cells(*both, r)
+            found[row] = cells(*both, own)
+        if own is not r:  # judged at its own tolerances (`broken`)
+            found[row].update(pg_atol=own.atol, pg_rtol=own.rtol, pg_stat=own.stat)
     return found
+
+
+def limit(table: ResultTable, key: str, i: int, value: float) -> float:
+    """The limit row i is judged at for a threshold of `key` at `value`: an output's own tolerance
+    (pg_atol, pg_rtol; elemwise's 0 mismatches) where it was given values of its own."""
+    stat = table.columns.get("pg_stat")
+    if key not in COLUMNS or stat is None or stat[i] == "":
+        return value
+    return 0.0 if key == "pg_mismatch" else float(table.numbers("pg_atol" if key == "pg_abs" else "pg_rtol")[i])
 
 
 def broken(table: ResultTable, atol: float, rtol: float, mismatches: float | None, free: np.ndarray) -> np.ndarray:
     """Rows failing Polygraphy's rule: both statistics beyond their tolerance (NaN beyond, as
     Polygraphy's `isnan(diff) or diff > tol`) and, for elemwise (`mismatches`: the pg_mismatch
-    threshold), more than that many elements beyond both; only rows the rule was computed on."""
+    threshold), more than that many elements beyond both; only rows the rule was computed on. An output
+    given values of its own (pg_stat not empty) is judged at them (pg_atol, pg_rtol, its statistic),
+    the rest at the thresholds'."""
     pg_abs, pg_rel, count = table.numbers("pg_abs"), table.numbers("pg_rel"), table.numbers("pg_mismatch")
+    own_atol, own_rtol = table.numbers("pg_atol"), table.numbers("pg_rtol")
+    stat = table.columns.get("pg_stat")
+    own = np.zeros(len(table), dtype=bool) if stat is None else stat != ""  # an output with values of its own
+    atols, rtols = np.where(own, own_atol, atol), np.where(own, own_rtol, rtol)
+    elemwise = np.where(own, stat == "elemwise", mismatches is not None)
+    limit = np.where(own, 0, 0 if mismatches is None else mismatches)
     with np.errstate(invalid="ignore"):
-        beyond = (np.isnan(pg_abs) | (pg_abs > atol)) & (np.isnan(pg_rel) | (pg_rel > rtol)) & (count >= 0)
-        if mismatches is not None:
-            beyond &= count > mismatches
+        beyond = (np.isnan(pg_abs) | (pg_abs > atols)) & (np.isnan(pg_rel) | (pg_rel > rtols)) & (count >= 0)
+        beyond &= ~elemwise | (count > limit)
     return beyond & free
