@@ -238,8 +238,13 @@ def pair_cells(pairs: list[Pair], computed: list[dict], r: Rule) -> dict[int, di
         else:
             found[row] = cells(*both, own)
         if own is not r:  # judged at its own tolerances (`broken`)
-            found[row].update(pg_atol=own.atol, pg_rtol=own.rtol, pg_stat=own.stat)
+            found[row].update(own_cells(own))
     return found
+
+
+def own_cells(own: Rule) -> dict:
+    """The columns of an output given values of its own: the values it is judged at."""
+    return {"pg_atol": own.atol, "pg_rtol": own.rtol, "pg_stat": own.stat}
 
 
 def limit(table: ResultTable, key: str, i: int, value: float) -> float:
