@@ -268,8 +268,8 @@ def broken(table: ResultTable, atol: float, rtol: float, mismatches: float | Non
     own = np.zeros(len(table), dtype=bool) if stat is None else stat != ""  # an output with values of its own
     atols, rtols = np.where(own, own_atol, atol), np.where(own, own_rtol, rtol)
     elemwise = np.where(own, stat == "elemwise", mismatches is not None)
-    limit = np.where(own, 0, 0 if mismatches is None else mismatches)
+    allowed = np.where(own, 0, 0 if mismatches is None else mismatches)  # elemwise: mismatches allowed
     with np.errstate(invalid="ignore"):
         beyond = (np.isnan(pg_abs) | (pg_abs > atols)) & (np.isnan(pg_rel) | (pg_rel > rtols)) & (count >= 0)
-        beyond &= ~elemwise | (count > limit)
+        beyond &= ~elemwise | (count > allowed)
     return beyond & free
