@@ -80,11 +80,64 @@ def test_without_the_flags_msits_thresholds_judge(tmp_path):
     assert set(doc["thresholds"]) == {"pg_abs", "pg_rel", "pg_mismatch"}
 
 
-@pytest.mark.parametrize("bad", [["--atol", "x"], ["--rtol", "-1"], ["--check-error-stat", "quantile"]])
+@pytest.mark.parametrize("bad", [["--atol", "x"], ["--rtol", "-1"], ["--check-error-stat", "p99"],
+                                 ["--error-quantile", "1.5"]])
 def test_a_bad_flag_is_refused_by_name(bad, tmp_path):
     npu = save(tmp_path / "c.json", "cand", ONES)
     r = accuscope("compare", "--npu", npu, "--golden", npu, *bad, "--out", tmp_path / "t")
     assert r.returncode == 2 and bad[1] in r.stderr and "Traceback" not in r.stderr
+
+
+TENTH = np.float32([0.5] + [0] * 9)  # one element in ten off by 0.5
+QUANTILES = {  # id: (q, Polygraphy's verdict at atol = rtol = 0.1): np.quantile's linear interpolation
+    "q80-passes": (0.8, True), "q90-passes": (0.9, True), "q95-fails": (0.95, False), "q99-default-fails": (None, False)}
+
+
+@pytest.mark.parametrize("case", QUANTILES, ids=list(QUANTILES))
+def test_the_quantile_is_polygraphys(case, tmp_path):
+    """--check-error-stat quantile with --error-quantile Q (Polygraphy's default 0.99 without it): the
+    verdict of Polygraphy's own comparator on the same arrays, and task.json keeps the quantile."""
+    q, passes = QUANTILES[case]
+    golden = np.ones(10, dtype=np.float32)
+    npu = golden + TENTH
+    compare = SimpleCompareFunc(atol=0.1, rtol=0.1, check_error_stat="quantile", error_quantile=q)
+    theirs = bool(compare(IterationResult({"out": npu}, runner_name="cand"),
+                          IterationResult({"out": golden}, runner_name="ref"))["out"])
+    assert theirs == passes
+    given = [] if q is None else ["--error-quantile", str(q)]
+    r = accuscope("compare", "--npu", save(tmp_path / "cand.json", "cand", npu), "--golden",
+                  save(tmp_path / "ref.json", "ref", golden), "--atol", "0.1", "--rtol", "0.1", "--check-error-stat",
+                  "quantile", *given, "--out", tmp_path / "t", "--fail-on-error")
+    assert r.returncode == (0 if passes else 1), r.stdout + r.stderr
+    assert json.loads((tmp_path / "t" / "task.json").read_text())["error_quantile"] == q
+
+
+VALUES = np.arange(24, dtype=np.float32).reshape(4, 6) / 7
+SHAPES = {  # id: (the candidate's output of the reference VALUES, --no-shape-check)
+    "flattened-fails": (VALUES.reshape(-1), False),
+    "flattened-reshaped": (VALUES.reshape(-1), True),
+    "squeezed-fails": (VALUES.reshape(1, 4, 6), False),
+    "transposed-permuted": (VALUES.T.copy(), True),
+    "transposed-fails": (VALUES.T.copy(), False),
+    "cut-short-fails": (VALUES[:3], False),
+}
+
+
+@pytest.mark.parametrize("case", SHAPES, ids=list(SHAPES))
+def test_outputs_in_other_shapes_are_judged_as_polygraphy_does(case, tmp_path):
+    """Polygraphy fails an output whose shape differs from the reference's; with --no-shape-check it permutes
+    or reshapes the reference to the candidate's shape and judges the values (a transposed output passes,
+    its elements paired as Polygraphy pairs them). Its own comparator says which on the same arrays."""
+    npu, no_check = SHAPES[case]
+    compare = SimpleCompareFunc(check_shapes=not no_check)
+    theirs = bool(compare(IterationResult({"out": npu}, runner_name="cand"),
+                          IterationResult({"out": VALUES}, runner_name="ref"))["out"])
+    assert theirs == case.endswith(("reshaped", "permuted"))
+    r = accuscope("compare", "--npu", save(tmp_path / "cand.json", "cand", npu), "--golden",
+                  save(tmp_path / "ref.json", "ref", VALUES), "--check-error-stat", "elemwise",
+                  *(["--no-shape-check"] if no_check else []), "--out", tmp_path / "t", "--json", "--fail-on-error")
+    assert r.returncode == (0 if theirs else 1), r.stdout + r.stderr
+    assert json.loads(r.stdout)["judgement"]["outcome"] == ("pass" if theirs else "fail")
 
 
 def test_the_columns_are_polygraphys_numbers():
@@ -103,3 +156,52 @@ def test_the_columns_are_polygraphys_numbers():
         assert (found["pg_abs"], found["pg_rel"]) == (getattr(theirs, f"{checked}_absdiff"),
                                                       getattr(theirs, f"{checked}_reldiff")), stat
         assert (found["pg_mismatch"] == 0) == bool(theirs) if stat == "elemwise" else found["pg_mismatch"] > 0
+
+
+def save_outputs(path, name: str, outputs: dict) -> str:
+    results = RunResults()
+    results.append((name, [IterationResult(outputs, runner_name=name)]))
+    results.save(str(path))
+    return str(path)
+
+
+REF = {"logits": np.linspace(1, 2, 20, dtype=np.float32), "scores": np.linspace(-1, 1, 20, dtype=np.float32)}
+RUN = {"logits": REF["logits"] + np.float32(0.05), "scores": REF["scores"] + TENTH.repeat(2) / 5}
+PER_OUTPUT = {  # id: (flags as polygraphy run takes them, as SimpleCompareFunc takes them)
+    "own-atol-passes-the-output": (["--atol", "1e-3", "logits:0.1", "--rtol", "1e-3", "logits:0.1",
+                                    "scores:0.2"], dict(atol={"": 1e-3, "logits": 0.1},
+                                                       rtol={"": 1e-3, "logits": 0.1, "scores": 0.2})),
+    "the-default-fails-the-rest": (["--atol", "1e-3", "logits:0.1", "--rtol", "1e-3", "logits:0.1"],
+                                   dict(atol={"": 1e-3, "logits": 0.1}, rtol={"": 1e-3, "logits": 0.1})),
+    "own-statistic-and-quantile": (["--atol", "0.09", "--rtol", "0.09", "--check-error-stat", "max",
+                                    "scores:quantile", "--error-quantile", "scores:0.8"],
+                                   dict(atol=0.09, rtol=0.09, check_error_stat={"": "max", "scores": "quantile"},
+                                        error_quantile={"scores": 0.8})),
+    "only-named-outputs-others-at-polygraphys-defaults": (["--atol", "scores:1"], dict(atol={"scores": 1.0})),
+}
+
+
+@pytest.mark.parametrize("case", PER_OUTPUT, ids=list(PER_OUTPUT))
+def test_per_output_values_judge_each_output_at_its_own(case, tmp_path):
+    """Polygraphy's per-output form (`--atol 1e-3 logits:0.1`: a default and OUTPUT:VALUE, space-separated in
+    one option, for --atol, --rtol, --check-error-stat and --error-quantile): each output judged at its own
+    values, the rest at the default (Polygraphy's when none is given); each output's verdict is its own
+    comparator's, and task.json keeps the values per output."""
+    flags, kwargs = PER_OUTPUT[case]
+    theirs = SimpleCompareFunc(**kwargs)(IterationResult(RUN, runner_name="cand"), IterationResult(REF, runner_name="ref"))
+    r = accuscope("compare", "--npu", save_outputs(tmp_path / "cand.json", "cand", RUN), "--golden",
+                  save_outputs(tmp_path / "ref.json", "ref", REF), *flags, "--out", tmp_path / "t", "--json",
+                  "--fail-on-error")
+    assert r.returncode == (0 if all(bool(theirs[o]) for o in REF) else 1), r.stdout + r.stderr
+    from accuscope.engine.compare import judgement
+    from accuscope.engine.tasks.task import load_task
+    table, thresholds = load_task(tmp_path / "t").result
+    fails = dict(zip(table.columns["npu_op"].tolist(), judgement.evaluate(table, thresholds).fail.tolist()))
+    assert {o: not fails[o] for o in REF} == {o: bool(theirs[o]) for o in REF}
+    assert json.loads((tmp_path / "t" / "task.json").read_text())["atol"] == kwargs.get("atol")
+
+
+def test_a_bad_per_output_value_is_refused_by_name(tmp_path):
+    npu = save(tmp_path / "c.json", "cand", ONES)
+    r = accuscope("compare", "--npu", npu, "--golden", npu, "--atol", "1e-3", "logits:x", "--out", tmp_path / "t")
+    assert r.returncode == 2 and "'x' is not a number" in r.stderr and "Traceback" not in r.stderr

@@ -21,5 +21,6 @@ def every_cell(x, y) -> dict:
     return {**cells, **statistics.compare(recorded(x, "0a1b2c3d"), recorded(y, "0a1b2c3e")),
             **statistics.value_cells("1", "int", "2", "int"), **third,
             **polytol.cells(np.asarray(x), np.asarray(y), polytol.Rule(polytol.ATOL, polytol.RTOL, polytol.STAT)),
+            **polytol.own_cells(polytol.Rule(1e-3, 1e-3, "max")),  # an output given values of its own
             **dict(Tensor("op", "output", 0, None, (), "snapshot", reported=(("rknn_single_cos", 0.999),
                                                                           ("rknn_single_euc", 0.1))).reported)}

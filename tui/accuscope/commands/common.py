@@ -178,6 +178,7 @@ def add_inputs(p: argparse.ArgumentParser, *groups: str, optional: tuple[str, ..
     named in `optional` are not required here (something else can stand in for them), those in
     `repeated` may be given several times (a list: compare's --npu, a chain of stages)."""
     from ..engine.compare.inputs import inputs
+    from ..engine.compare.spec import PER_OUTPUT_KINDS
     for item in inputs(*groups):
         def parse(text: str, item=item):
             try:
@@ -187,10 +188,25 @@ def add_inputs(p: argparse.ArgumentParser, *groups: str, optional: tuple[str, ..
         if item.kind == "flag":
             p.add_argument(item.flag, dest=item.name, action="store_true", help=item.help)
             continue
+        if item.kind in PER_OUTPUT_KINDS:  # Polygraphy's `--atol 1e-3 out:1e-2`: the words read as one text
+            p.add_argument(item.flag, dest=item.name, nargs="+", action=Words, default=item.default,
+                           metavar=item.cli_metavar, help=item.help)
+            continue
         extra = {"action": "append"} if item.kind in ("thresholds", "options") else \
             {"action": Repeated} if item.name in repeated else {}
         p.add_argument(item.flag, dest=item.name, type=parse, default=item.default, metavar=item.cli_metavar,
                        required=item.required and item.name not in optional, help=item.help, **extra)
+
+
+class Words(argparse.Action):
+    """An option taking several words (nargs="+") that its input parses as one space-separated text."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from ..engine.compare.inputs import BY_NAME
+        try:
+            setattr(namespace, self.dest, BY_NAME[self.dest].parse(" ".join(values)))
+        except ValueError as exc:
+            parser.error(f"argument {option_string}: {exc}")
 
 
 class Repeated(argparse.Action):

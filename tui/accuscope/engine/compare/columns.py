@@ -154,6 +154,12 @@ METRIC_TABLE: tuple[Metric, ...] = (
     Metric("pg_mismatch", "PolygraphyMismatches", "elements beyond both --atol and --rtol (NaN beyond), counted at "
            "the comparison's tolerances: elemwise fails a tensor holding one", origin="polygraphy", kind="int",
            label="pg_mism", short="pgmm", polygraphy=True),
+    Metric("pg_atol", "PolygraphyAtol", "the output's own --atol (Polygraphy's OUT:A), when given one: the row is "
+           "judged at it, the others at the pg_abs threshold", origin="polygraphy", short="pgat", polygraphy=True),
+    Metric("pg_rtol", "PolygraphyRtol", "the output's own --rtol (OUT:R), when given one (see pg_atol)",
+           origin="polygraphy", short="pgrt", polygraphy=True),
+    Metric("pg_stat", "PolygraphyErrorStat", "the output's own --check-error-stat (OUT:S) when it was given values of "
+           "its own (see pg_atol)", origin="polygraphy", kind="text", short="pgst", width=9, polygraphy=True),
 )
 METRIC = {m.key: m for m in METRIC_TABLE}
 

@@ -415,7 +415,8 @@ def _execute(plan: Plan, progress: OnProgress | None, cancel: threading.Event | 
             return None
         third = found
     spec = plan.spec  # Polygraphy's rule, when asked: one more pass over the compared pairs
-    if (rule := polytol.rule(spec.atol, spec.rtol, spec.check_error_stat)) is not None:
+    if (rule := polytol.rule(spec.atol, spec.rtol, spec.check_error_stat, spec.error_quantile,
+                              spec.no_shape_check)) is not None:
         for row, cells in polytol.pair_cells(plan.pairs, computed, rule).items():
             third.setdefault(row, {}).update(cells)
     for row, pair in enumerate(plan.pairs):  # what the dump tool reported of the row (RKNN's "single")

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from accuscope.engine.compare import polytol
-from accuscope.engine.compare.spec import FORMAT_OPTIONS, Option, options
+from accuscope.engine.compare.spec import FORMAT_OPTIONS, PER_OUTPUT_KINDS, Option, options
 from accuscope.engine.compare.thresholds import TPU_DEFAULTS, Thresholds, parse_assignments, parse_tolerance
 from accuscope.engine.sides.registry import absolute_options, detect, format_options, option_texts, options_help
 from accuscope.engine.sources import kinds
@@ -149,7 +149,7 @@ KINDS = {  # kind -> text to value (ValueError on bad text)
     "shape": _shape, "dtype": _dtype, "pick": _pick, "count": _count, "range": _range,
     "tolerance": parse_tolerance, "thresholds": _assignments, "flag": _yes_no, "step": _folder_number("step"),
     "rank": _folder_number("rank"), "match": _match, "shards": _shards, "options": _options,
-    "tol": polytol.parse_tolerance, "errorstat": polytol.parse_stat,
+    "tol": polytol.parse_tolerance, "errorstat": polytol.parse_stat, "quantile": polytol.parse_quantile,
 }
 
 METAVARS = {"dump": "PATH", "model": "MODEL", "file": "FILE", "plugins": "DIR", "out": "TASK_DIR",
@@ -221,7 +221,8 @@ def build_spec(values: dict):
         given["npu_runner"], given["golden_runner"] = two_runners(given["npu"], given["npu_runner"],
                                                                   given["golden_runner"])
     thresholds = thresholds_from(get("threshold"), get("tolerance"),
-                                 polytol.rule(get("atol"), get("rtol"), get("check_error_stat")))
+                                 polytol.rule(get("atol"), get("rtol"), get("check_error_stat"),
+                                              get("error_quantile"), get("no_shape_check")))
     return CompareSpec(**given, thresholds=thresholds)
 
 
@@ -250,8 +251,9 @@ def texts_of(spec) -> dict[str, str]:
         if isinstance(value, dict):
             return " ".join(f"{k}={v}" for k, v in value.items())
         return str(value)
-    texts = {i.name: text(getattr(spec, i.name, None)) for i in INPUTS
-             if i.name not in ("out", "threshold", "tolerance")}
+    texts = {i.name: polytol.per_output_text(value) if i.kind in PER_OUTPUT_KINDS and value is not None else text(value)
+             for i in INPUTS if i.name not in ("out", "threshold", "tolerance")
+             for value in [getattr(spec, i.name, None)]}
     texts["threshold"] = spec.thresholds.as_edit()
     return texts
 

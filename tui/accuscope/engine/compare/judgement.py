@@ -189,7 +189,7 @@ def broken_texts(table: ResultTable, thresholds: Thresholds, i: int) -> list[str
             texts.append(f"NaN/inf {table.columns['npu_nonfinite'][i]} on the NPU side, "
                          f"{max(table.columns['golden_nonfinite'][i], 0)} in golden")
         else:
-            texts.append(f"{key} {table.numbers(key)[i]:.4g} {t.op} {t.value:g}")
+            texts.append(f"{key} {table.numbers(key)[i]:.4g} {t.op} {polytol.limit(table, key, i, t.value):g}")
     return texts
 
 

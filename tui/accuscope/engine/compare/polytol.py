@@ -9,11 +9,21 @@ Polygraphy compares the run under test (output0) with the reference (output1, it
 
 - `elemwise` (its default): fails when any element has (absdiff > atol or NaN) and (reldiff > rtol or
   NaN), compared in the outputs' own precision (numpy's weak scalars: float32 against atol as float32);
-- `max`, `mean`, `median`: fails when (stat(absdiff) > atol or NaN) and (stat(reldiff) > rtol or NaN),
-  the statistic (the max in the array's dtype, the mean summed in float32, the median cast up) against
-  the tolerance as Python floats (float64).
-Its defaults: atol = rtol = 1e-5, elemwise. Matching infinities differ by NaN (its
+- `max`, `mean`, `median`, `quantile`: fails when (stat(absdiff) > atol or NaN) and (stat(reldiff) > rtol
+  or NaN), the statistic (the max in the array's dtype, the mean summed in float32, the median cast up,
+  numpy's quantile at `--error-quantile` Q, linear interpolation) against the tolerance as Python floats.
+Its defaults: atol = rtol = 1e-5, elemwise, Q = 0.99. Matching infinities differ by NaN (its
 infinities_compare_equal is off by default), so they fail.
+
+Per output (its `--atol [OUT:]A ...`, the same for --rtol, --check-error-stat, --error-quantile): a value
+is one word or {output: value} with the default under "" (`_per_output`, as Polygraphy's
+parse_arglist_to_dict), and each output takes its own, else the default, else Polygraphy's
+(util.value_or_from_dict: `rule`, `Rule.of`); the row of an output given values of its own carries them
+(pg_atol, pg_rtol, pg_stat) and `broken` judges it at them, the rest at the thresholds.
+
+Shapes (its `_align_shapes`): an output whose shape differs from the reference's fails uncompared; with
+`--no-shape-check` the reference is permuted or reshaped to the candidate's shape (util.try_match_shape:
+`aligned`) and the values judged, and a size that differs cannot be (Polygraphy raises; here it fails).
 
 The columns (one pass of numpy over each compared pair, only when asked: comparison.execute): `pg_abs`
 and `pg_rel`, the checked statistic (the max for elemwise, as Polygraphy's "Minimum Required
@@ -33,35 +43,83 @@ if TYPE_CHECKING:
     from accuscope.engine.compare.pair import Pair
     from accuscope.engine.compare.results import ResultTable
 
-STATS = ("elemwise", "max", "mean", "median")  # --check-error-stat's choices (quantile is not taken)
+STATS = ("elemwise", "max", "mean", "median", "quantile")  # --check-error-stat's choices
 ATOL = RTOL = 1e-5  # Polygraphy's defaults
 STAT = "elemwise"
+QUANTILE = 0.99  # --error-quantile's default
 EPSILON = 2.220446049250313e-16  # what Polygraphy adds to the reference's zeros
-COLUMNS = ("pg_abs", "pg_rel", "pg_mismatch")
+COLUMNS = ("pg_abs", "pg_rel", "pg_mismatch")  # judged (and pg_atol, pg_rtol, pg_stat: an output's own values)
 
 
 class Rule(NamedTuple):
     atol: float
     rtol: float
     stat: str
+    quantile: float = QUANTILE  # quantile's q
+    check_shapes: bool = True  # False: --no-shape-check
+    own: tuple[tuple[str, Rule], ...] = ()  # (output, its rule) for each output given a value of its own
+
+    def of(self, output: str) -> Rule:
+        """The rule of the output of that name: its own, else this one (the default)."""
+        return next((r for name, r in self.own if name == output), self)
 
 
-def rule(atol: float | None, rtol: float | None, stat: str | None) -> Rule | None:
-    """The rule a spec's `--atol/--rtol/--check-error-stat` ask for (Polygraphy's defaults for those not
-    given); None when none is given."""
-    if atol is None and rtol is None and stat is None:
+PerOutput = float | str | dict  # a value, or {output: value} ("" the default) as Polygraphy parses them
+
+
+def rule(atol: PerOutput | None, rtol: PerOutput | None, stat: PerOutput | None, quantile: PerOutput | None = None,
+         no_shape_check: bool = False) -> Rule | None:
+    """The rule a spec's `--atol/--rtol/--check-error-stat/--error-quantile/--no-shape-check` ask for
+    (Polygraphy's defaults for those not given), each output named in a per-output value with its own
+    (Polygraphy's util.value_or_from_dict: the output's value, else the default's, else Polygraphy's);
+    None when none is given."""
+    given = (atol, rtol, stat, quantile)
+    if all(v is None for v in given) and not no_shape_check:
         return None
-    return Rule(ATOL if atol is None else float(atol), RTOL if rtol is None else float(rtol), stat or STAT)
+
+    def of(output: str) -> Rule:
+        defaults: tuple[float | str, ...] = (ATOL, RTOL, STAT, QUANTILE)
+        a, r, s, q = (_value_of(v, output, d) for v, d in zip(given, defaults))
+        return Rule(float(a), float(r), str(s), float(q), not no_shape_check)
+    names = sorted({name for v in given if isinstance(v, dict) for name in v} - {""})
+    return of("")._replace(own=tuple((name, of(name)) for name in names))
 
 
-def parse_stat(text: str) -> str:
+def _value_of(value: PerOutput | None, output: str, default: float | str) -> float | str:
+    if not isinstance(value, dict):
+        return default if value is None else value
+    return value.get(output, value.get("", default))
+
+
+def _per_output(text: str, parse_one) -> PerOutput:
+    """Polygraphy's `[OUT:]VALUE ...` (space-separated; an output's name is all before the last colon; a
+    later value replaces an earlier): the one value when no output is named, else {output: value}, the
+    default under ""."""
+    found: dict[str, float | str] = {}
+    for part in text.split():
+        name, _, value = part.rpartition(":")
+        found[name] = parse_one(value)
+    if not found:
+        raise ValueError("expected a value, or OUTPUT:VALUE per output")
+    return found[""] if list(found) == [""] else found
+
+
+def per_output_text(value: PerOutput) -> str:
+    """The text `_per_output` reads back (the default first)."""
+    if not isinstance(value, dict):
+        return f"{value:g}" if isinstance(value, float) else str(value)
+    return " ".join(per_output_text(v) if not name else f"{name}:{per_output_text(v)}"
+                    for name, v in sorted(value.items()))
+
+
+def _stat_word(text: str) -> str:
     word = text.strip().lower()
     if word not in STATS:
         raise ValueError(f"'{text}': use one of {', '.join(STATS)} (Polygraphy's --check-error-stat)")
     return word
 
 
-def parse_tolerance(text: str) -> float:
+def _tolerance(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
@@ -69,6 +127,59 @@ def parse_tolerance(text: str) -> float:
     if not value >= 0:
         raise ValueError(f"'{text}': a tolerance is a number >= 0")
     return value
+
+
+def _quantile(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"'{text}' is not a number, e.g. 0.99") from None
+    if not 0 <= value <= 1:
+        raise ValueError(f"'{text}': a quantile is a number from 0 to 1 (Polygraphy's --error-quantile)")
+    return value
+
+
+def parse_stat(text: str) -> PerOutput:
+    return _per_output(text, _stat_word)
+
+
+def parse_tolerance(text: str) -> PerOutput:
+    return _per_output(text, _tolerance)
+
+
+def parse_quantile(text: str) -> PerOutput:
+    return _per_output(text, _quantile)
+
+
+def aligned(npu: np.ndarray, golden: np.ndarray, check_shapes: bool) -> tuple[np.ndarray, np.ndarray] | str:
+    """The pair as Polygraphy compares it (SimpleCompareFunc._align_shapes), or why it fails the pair: shapes
+    that differ fail, unless --no-shape-check, where the reference is permuted or reshaped to the shape of
+    the run under test (util.try_match_shape) and a pair whose sizes differ cannot be compared."""
+    if npu.shape == golden.shape:
+        return npu, golden
+    shapes = f"{list(npu.shape)} and {list(golden.shape)}"
+    if check_shapes:
+        return f"Polygraphy will not compare outputs of different shapes ({shapes}; --no-shape-check reshapes)"
+    if npu.size != golden.size:
+        return f"Polygraphy cannot reshape outputs of different sizes into one another ({shapes})"
+    return npu, _match_shape(golden, npu.shape)
+
+
+def _match_shape(a: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """Polygraphy's util.try_match_shape on an array of the same size: reshaped to the rank, permuted when
+    its dimensions are the shape's in another order (each dimension taken by its first unused axis of
+    that length), then reshaped."""
+    if a.ndim != len(shape):
+        a = a.reshape(shape)
+    if sorted(a.shape) != sorted(shape):
+        return a.reshape(shape)
+    unused = dict(enumerate(a.shape))
+    perm = []
+    for length in shape:
+        axis = next(i for i, d in unused.items() if d == length)
+        del unused[axis]
+        perm.append(axis)
+    return np.transpose(a, perm).reshape(shape)
 
 
 def _cast_up(a: np.ndarray) -> np.ndarray:
@@ -96,37 +207,69 @@ def cells(npu: np.ndarray, golden: np.ndarray, r: Rule) -> dict:
         mismatches = (np.greater(absdiff, r.atol) | np.isnan(absdiff)) & (np.greater(reldiff, r.rtol) | np.isnan(reldiff))
         if not absdiff.size:
             return {"pg_abs": np.nan, "pg_rel": np.nan, "pg_mismatch": 0}
-        return {"pg_abs": _stat(absdiff, r.stat), "pg_rel": _stat(reldiff, r.stat), "pg_mismatch": int(mismatches.sum())}
+        return {"pg_abs": _stat(absdiff, r.stat, r.quantile), "pg_rel": _stat(reldiff, r.stat, r.quantile),
+                "pg_mismatch": int(mismatches.sum())}
 
 
-def _stat(diff: np.ndarray, stat: str) -> float:
+def _stat(diff: np.ndarray, stat: str, q: float) -> float:
     if stat == "mean":
         return float(np.mean(diff, dtype=np.float32))
     if stat == "median":
         return float(np.median(_cast_up(diff)))
+    if stat == "quantile":
+        return float(np.quantile(diff, q))
     return float(np.amax(_cast_up(diff)))  # max, and elemwise's "Minimum Required Tolerance"
 
 
 def pair_cells(pairs: list[Pair], computed: list[dict], r: Rule) -> dict[int, dict]:
-    """Plan row (an index of `pairs`, the plan's) -> its columns under the rule, for every compared pair of
-    equal size (Polygraphy fails outputs whose shapes differ; accuscope does not compare them)."""
+    """Plan row (an index of `pairs`, the plan's) -> its columns under the rule, for every pair compared (or
+    not, its shapes differing): a pair Polygraphy does not compare (`aligned`) fails, with every element
+    beyond (pg_abs and pg_rel inf) and its reason when the row has none."""
     found: dict[int, dict] = {}
     for row, pair in enumerate(pairs):
         if not computed[row] or pair.golden is None or pair.npu.problem or pair.golden.problem:
             continue
-        npu, golden = pair.npu.load(), pair.golden.load()
-        if npu.size == golden.size:
-            found[row] = cells(npu, golden, r)
+        own = r.of(pair.npu.tensor_name or pair.npu.op)  # Polygraphy's per-output values: the candidate's name
+        both = aligned(np.asarray(pair.npu.load()), np.asarray(pair.golden.load()), r.check_shapes)
+        if isinstance(both, str):
+            found[row] = {"pg_abs": np.inf, "pg_rel": np.inf, "pg_mismatch": max(pair.npu.size, pair.golden.size)}
+            if not computed[row].get("reason"):
+                found[row]["reason"] = both
+        else:
+            found[row] = cells(*both, own)
+        if own is not r:  # judged at its own tolerances (`broken`)
+            found[row].update(own_cells(own))
     return found
+
+
+def own_cells(own: Rule) -> dict:
+    """The columns of an output given values of its own: the values it is judged at."""
+    return {"pg_atol": own.atol, "pg_rtol": own.rtol, "pg_stat": own.stat}
+
+
+def limit(table: ResultTable, key: str, i: int, value: float) -> float:
+    """The limit row i is judged at for a threshold of `key` at `value`: an output's own tolerance
+    (pg_atol, pg_rtol; elemwise's 0 mismatches) where it was given values of its own."""
+    stat = table.columns.get("pg_stat")
+    if key not in COLUMNS or stat is None or stat[i] == "":
+        return value
+    return 0.0 if key == "pg_mismatch" else float(table.numbers("pg_atol" if key == "pg_abs" else "pg_rtol")[i])
 
 
 def broken(table: ResultTable, atol: float, rtol: float, mismatches: float | None, free: np.ndarray) -> np.ndarray:
     """Rows failing Polygraphy's rule: both statistics beyond their tolerance (NaN beyond, as
     Polygraphy's `isnan(diff) or diff > tol`) and, for elemwise (`mismatches`: the pg_mismatch
-    threshold), more than that many elements beyond both; only rows the rule was computed on."""
+    threshold), more than that many elements beyond both; only rows the rule was computed on. An output
+    given values of its own (pg_stat not empty) is judged at them (pg_atol, pg_rtol, its statistic),
+    the rest at the thresholds'."""
     pg_abs, pg_rel, count = table.numbers("pg_abs"), table.numbers("pg_rel"), table.numbers("pg_mismatch")
+    own_atol, own_rtol = table.numbers("pg_atol"), table.numbers("pg_rtol")
+    stat = table.columns.get("pg_stat")
+    own = np.zeros(len(table), dtype=bool) if stat is None else stat != ""  # an output with values of its own
+    atols, rtols = np.where(own, own_atol, atol), np.where(own, own_rtol, rtol)
+    elemwise = np.where(own, stat == "elemwise", mismatches is not None)
+    allowed = np.where(own, 0, 0 if mismatches is None else mismatches)  # elemwise: mismatches allowed
     with np.errstate(invalid="ignore"):
-        beyond = (np.isnan(pg_abs) | (pg_abs > atol)) & (np.isnan(pg_rel) | (pg_rel > rtol)) & (count >= 0)
-        if mismatches is not None:
-            beyond &= count > mismatches
+        beyond = (np.isnan(pg_abs) | (pg_abs > atols)) & (np.isnan(pg_rel) | (pg_rel > rtols)) & (count >= 0)
+        beyond &= ~elemwise | (count > allowed)
     return beyond & free

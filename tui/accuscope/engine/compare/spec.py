@@ -19,7 +19,9 @@ from accuscope.engine.compare.thresholds import Thresholds
 FORMAT_OPTIONS = "{format options}"  # in a help text: the formats' options (inputs.py fills it from the registry)
 PATH_KINDS = ("dump", "model", "file")  # kept in task.json absolute, and relative to the task folder
 JSON_OF_KIND: dict[str, type | tuple[type, ...]] = {  # how task.json holds a value of each kind (else text)
-    "names": list, "shape": list, "pick": (str, int), "count": int, "flag": bool, "options": dict, "tol": (float, int)}
+    "names": list, "shape": list, "pick": (str, int), "count": int, "flag": bool, "options": dict,
+    "tol": (float, int, dict), "errorstat": (str, dict), "quantile": (float, int, dict)}  # dict: per output
+PER_OUTPUT_KINDS = ("tol", "errorstat", "quantile")  # Polygraphy's `[OUT:]VALUE ...`: one option, several words
 
 
 @dataclass(frozen=True)
@@ -112,19 +114,28 @@ class CompareSpec:
         None, "--golden-runner", "golden runner", "Polygraphy runner of the golden side (default: the first)",
         metavar="NAME", form=False)
     iteration: int = option(0, "--iteration", "iteration", "Polygraphy iteration (default 0)", "count", form=False)
-    atol: float | None = option(
+    atol: polytol.PerOutput | None = option(
         None, "--atol", "atol", "judge as Polygraphy's comparator (`polygraphy run --atol A --rtol R "
         "--check-error-stat S`, the same flags): a compared tensor fails exactly when Polygraphy fails it: elemwise, "
-        "an element beyond both tolerances; max, mean or median, that statistic beyond both (Polygraphy's defaults "
-        f"{polytol.ATOL:g}, {polytol.RTOL:g}, {polytol.STAT}; any of the three turns it on)", "tol",
-        "optional: Polygraphy's --atol, e.g. 1e-3", metavar="A", group="judging")
-    rtol: float | None = option(
+        "an element beyond both tolerances; max, mean, median or quantile, that statistic beyond both (Polygraphy's "
+        f"defaults {polytol.ATOL:g}, {polytol.RTOL:g}, {polytol.STAT}; any of these flags turns it on). Each takes "
+        "Polygraphy's per-output form too: a default and OUTPUT:VALUE for an output of its own, space-separated, "
+        "e.g. --atol 1e-3 logits:1e-2", "tol", "optional: Polygraphy's --atol, e.g. 1e-3",
+        metavar="[OUT:]A", group="judging")
+    rtol: polytol.PerOutput | None = option(
         None, "--rtol", "rtol", "Polygraphy's relative tolerance, |npu - golden| / |golden| (see --atol)", "tol",
-        "optional: Polygraphy's --rtol, e.g. 1e-3", metavar="R", group="judging")
-    check_error_stat: str | None = option(
+        "optional: Polygraphy's --rtol, e.g. 1e-3", metavar="[OUT:]R", group="judging")
+    check_error_stat: polytol.PerOutput | None = option(
         None, "--check-error-stat", "error statistic", f"Polygraphy's error statistic: {', '.join(polytol.STATS)} "
-        "(see --atol)", "errorstat", f"optional: {' | '.join(polytol.STATS)} (Polygraphy's --check-error-stat)",
-        metavar="|".join(polytol.STATS), group="judging")
+        "(see --atol)", "errorstat", f"optional: {' | '.join(polytol.STATS)} (Polygraphy's --check-error-stat)", metavar="[OUT:]STAT", group="judging")
+    error_quantile: polytol.PerOutput | None = option(
+        None, "--error-quantile", "error quantile", "Polygraphy's quantile for --check-error-stat quantile, from 0 to "
+        f"1 (its default {polytol.QUANTILE:g}; see --atol)", "quantile",
+        "optional: Polygraphy's --error-quantile, e.g. 0.95", metavar="[OUT:]Q", group="judging", form=False)
+    no_shape_check: bool = option(
+        False, "--no-shape-check", "no shape check", "as Polygraphy's --no-shape-check: outputs whose shapes differ "
+        "are compared after Polygraphy reshapes (or permutes) the golden one to the NPU one's shape, instead of "
+        "failing (see --atol)", "flag", "yes or no (default no): Polygraphy's --no-shape-check", group="judging", form=False)
     mapping: str | None = option(
         None, "--mapping", "mapping file", "file pairing names no rule can know: npu_name,golden_name per line (CSV) "
         "or npu_name: golden_name (YAML), op or tensor names; or msprobe's own mapping files as written (layer -lm, "
