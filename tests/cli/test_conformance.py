@@ -23,4 +23,4 @@ def test_the_tools_verdict_is_accuscopes(case, tmp_path):
 
 
 def test_the_committed_corpus_covers_each_tool():
-    assert {c.tool for c in CASES} >= {"tpu-mlir", "msprobe", "openvino", "rknn"} or not CASES
+    assert {c.tool for c in CASES} >= {"tpu-mlir", "msprobe", "openvino", "rknn", "litert"} or not CASES

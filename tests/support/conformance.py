@@ -15,7 +15,8 @@ Each case runs through the real entry point (`accuscope compare ... --json`); it
 the tool's own names (tpu-mlir: the op, as npz_tool names an npz member; msprobe: the data name,
 `{call}.{io}.{k}`; Polygraphy: the output; OpenVINO, which prints no verdict of its own: the IR's network
 output, judged by Polygraphy's comparator at OpenVINO's own tests' tolerances, see
-fixtures/conformance/openvino/make_corpus.py; RKNN: the layer, as map_name_to_file.txt names it). Where
+fixtures/conformance/openvino/make_corpus.py; LiteRT, likewise: a .tflite's network output at TFLite's own
+test driver's tolerances, fixtures/conformance/litert/make_corpus.py; RKNN: the layer, as map_name_to_file.txt names it). Where
 accuscope departs from the tool on purpose the row says why, and the departure counts as explained:
 - `re-paired`: the tool compared a fused op's tensor by name with the tensor before the fused ops;
   accuscope re-paired it by its values to the chain's output (the row's `how`: `fused: ...`);
@@ -255,13 +256,18 @@ def _call_rows(c, r: int, test, related: bool = False) -> bool:
 def _row_names(case: Case, task) -> dict[str, list[int]]:
     """The tool's row name -> accuscope's rows: tpu-mlir names an npz member (accuscope's op), msprobe a
     data name ({call}.{io}.{k}, the tensor's name in its source), Polygraphy an output (the op), OpenVINO its
-    IR's network output (the op: an `accuscope dump` of the IR names the output's op by the tensor), RKNN a
-    layer (the op)."""
+    IR's network output (the op: an `accuscope dump` of the IR names the output's op by the tensor), LiteRT
+    a .tflite's network output (the tensor: the golden side's op, LiteRT's float outputs as Polygraphy
+    RunResults), RKNN a layer (the op)."""
     c = task.table.columns
     names: dict[str, list[int]] = {}
     if case.tool != "msprobe":
         for r, op in enumerate(c["npu_op"].tolist()):
             names.setdefault(str(op), []).append(r)
+        if case.tool == "litert":  # an `accuscope dump` names a .tflite's ops by kind (SOFTMAX_0): the output
+            for r, op in enumerate(c["golden_op"].tolist()):  # is named by its tensor, as the golden side names it
+                if op and str(op) != str(c["npu_op"][r]):
+                    names.setdefault(str(op), []).append(r)
         return names
     from accuscope.engine.sides.registry import open_side
     side = open_side(case.args[case.args.index("--npu") + 1], **_selectors(case.args))
