@@ -33,7 +33,7 @@ def test_first_rows_say_counting_until_the_whole_table_arrives(demo_ws, monkeypa
         await pilot.pause()
         assert pilot.app.screen.query_one(OperatorTable).sort_key is None
         release.set()
-        await wait_for(pilot, lambda: not pilot.app.screen.loading)
+        await wait_for(pilot, lambda: not pilot.app.screen.reading_rest)
         await pilot.app.workers.wait_for_complete()
         await pilot.pause()
         text = screen_text(pilot.app)

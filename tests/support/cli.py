@@ -17,7 +17,8 @@ def accuscope(*args, timeout: float = 600, memory: int | None = None, cwd: str |
     a run allocating without bound fails as a MemoryError instead of taking the machine's memory. `cwd`: the
     folder it runs in (a documented line's relative paths)."""
     def cap() -> None:
-        resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+        if memory is not None:  # it is: cap runs only when memory is given
+            resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
     return subprocess.run([sys.executable, "-m", "accuscope", *map(str, args)],
                           capture_output=True, text=True, env={**ENV, **env}, timeout=timeout, cwd=cwd,
                           preexec_fn=cap if memory else None)

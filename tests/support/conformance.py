@@ -223,7 +223,7 @@ def _departure(case: Case, state, c, r: int, fails: bool, theirs: dict) -> str:
                     "0.6) is finer than the thresholds accuscope judges by; `--threshold rel_0.1%=...` judges so too")
         return ""
     planted = case.planted.get("op", "\0") if case.planted else "\0"
-    if str(c["npu_op"][r]).startswith((planted, planted.replace(".forward", ".backward"))):  # the tool passes it
+    if case.planted and str(c["npu_op"][r]).startswith((planted, planted.replace(".forward", ".backward"))):  # it passes
         return f"planted: the bug planted here ({case.planted.get('what', '')}) or its backward, which the tool's rules miss"
     if case.tool == "msprobe" and set(state.broken_keys(r)) == {"stat_mag"}:
         return ("double-check: a statistic moved by more than half (msprobe's own 'Need double check' rule, "

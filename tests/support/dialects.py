@@ -43,7 +43,8 @@ def cls_run(cls_model):
 
 
 def save_npz(path: Path, arrays: dict[str, np.ndarray]) -> Path:
-    np.savez(path, **arrays)
+    # numpy's stub: a ** of arrays might name its allow_pickle (a bool), which these names never are
+    np.savez(path, **arrays)  # type: ignore[arg-type]
     return path
 
 
@@ -55,7 +56,7 @@ def write_ms_step(folder: Path, run, base_ts=1700000000000000) -> list[tuple[str
     """The run as kernel npy files: 4-D float outputs with 16k channels stored NC1HWC0, the rest
     DefaultFormat. Files are written in reverse so order must come from the names."""
     folder.mkdir(parents=True)
-    expected = []
+    expected: list[tuple[str, np.ndarray]] = []
     for k, (node, op_type, _, a) in reversed(list(enumerate(run))):
         op = "Default--network-" + node.replace("/", "--")
         fmt = "NC1HWC0" if a.ndim == 4 and a.shape[1] % 16 == 0 and a.dtype == np.float32 else "DefaultFormat"

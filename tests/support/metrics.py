@@ -14,7 +14,7 @@ def every_cell(x, y) -> dict:
     non-tensor values of a statistics dump (msprobe's), the third side's and Polygraphy's rule's (compare/polytol.py),
     and a dump tool's own figures (RKNN's "single": Tensor.reported), as a comparison of each kind fills them."""
     def recorded(v, crc):
-        return Tensor("op", "output", 0, None, (), "dump.json", stats=(v.max(), v.min(), v.mean(), np.linalg.norm(v)),
+        return Tensor("op", "output", 0, None, (), "dump.json", stats=(v.max(), v.min(), v.mean(), float(np.linalg.norm(v))),
                       checksum=crc)
     cells = pairjob.metric_cells(compare_arrays(x, y), tuple(ALGORITHMS))
     third = expected.excess_cells(cells, compare_arrays(x * 0.999, y).values)  # an expected side beside them

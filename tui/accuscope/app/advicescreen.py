@@ -131,6 +131,7 @@ class AdviceScreen(Screen["int | None"]):
             self.on_advice(self.advice)
 
     def on_option_list_option_highlighted(self, event: OptionList.OptionHighlighted) -> None:
+        assert event.option.id is not None  # every finding's option is made with its index as its id
         self._show_finding(int(event.option.id))
 
     def _show_finding(self, index: int) -> None:
@@ -176,10 +177,11 @@ class AdviceScreen(Screen["int | None"]):
             self.ranking_error = str(message.error)
             self.query_one("#detail", Static).update(f"no ranking: {shown(self.ranking_error)}")
             return
-        self.ranking = message.result
+        ranking = self.ranking = message.result
+        assert ranking is not None  # no error: sensitivity returned its Ranking
         table = self.query_one("#ranked", DataTable)
         table.add_columns("#", "op", "out.cos", "1-cos", "rel.err", "breaks", "origin", "cause")
-        for i, o in enumerate(self.ranking.ops, 1):
+        for i, o in enumerate(ranking.ops, 1):
             table.add_row(str(i), shown(o.op), _num(o.output_cos_alone, 4), _num(None if o.isolated_cos is None else 1 - o.isolated_cos),
                           _num(o.isolated_red),
                           shown(o.broken_text), shown(o.origin),

@@ -3,14 +3,16 @@ from __future__ import annotations
 
 import gc
 import os
+import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from textual.actions import parse as parse_action
 from textual.app import App, SystemCommand
 from textual.await_complete import AwaitComplete
 from textual.binding import Binding
+from textual.dom import DOMNode
 from textual.screen import Screen
 
 from ..engine.sources.names import printable
@@ -25,6 +27,16 @@ if TYPE_CHECKING:
 # first frame.
 
 QUIT_QUESTION = "A comparison is running. Cancel it and quit? (the task keeps its previous result)"
+
+
+@runtime_checkable
+class Running(Protocol):
+    """A screen whose work may be under way (a comparison, an export): quitting sets its `cancel`."""
+
+    cancel: threading.Event
+
+    @property
+    def running(self) -> bool: ...
 
 
 class AccuscopeApp(App):
@@ -45,7 +57,7 @@ class AccuscopeApp(App):
         self.open_path, self.compare = open_path, compare
         self.trusted_plugins: set[str] = set()  # plugin folders the user confirmed in this run
 
-    def rerun_spec(self, task: Task, then: Callable[[CompareSpec], None]) -> None:
+    def rerun_spec(self, task: Task, then: Callable[[CompareSpec], object]) -> None:
         """Call `then(spec)` to re-run `task` as its task.json says. The plugin folder task.json names
         holds Python code in a file anyone may have written: it is used only once the user confirmed
         that folder in this run of the app; declined (n), `then` gets the spec without plugins; esc
@@ -96,8 +108,8 @@ class AccuscopeApp(App):
         self.push_screen(TaskScreen(task=task))
 
     @property
-    def running_screens(self) -> list[Screen]:
-        return [s for s in self.screen_stack if getattr(s, "running", False)]
+    def running_screens(self) -> list[Running]:
+        return [s for s in self.screen_stack if isinstance(s, Running) and s.running]
 
     def action_quit_app(self) -> None:
         if not self.running_screens:
@@ -179,3 +191,12 @@ def _runner(node, action: str):
     async def run() -> None:
         await node.run_action(action)
     return run
+
+
+def accuscope_app(node: DOMNode) -> AccuscopeApp:
+    """The AccuscopeApp `node` runs in (textual types `node.app` as any App), for the screens that open
+    or re-run tasks through it."""
+    app = node.app
+    if not isinstance(app, AccuscopeApp):
+        raise TypeError(f"{type(node).__name__} runs in an AccuscopeApp, not in {type(app).__name__}")
+    return app

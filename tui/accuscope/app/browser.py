@@ -178,9 +178,12 @@ class BrowserScreen(Screen):
             if p.is_dir() and not (p / TASK_JSON).exists():
                 return f"{p}: not a task folder (no task.json)"
             return ""
+
+        def opened(text: str | None) -> None:
+            if text:
+                self.open_path(Path(text).expanduser())
         self.app.push_screen(AskDialog("Open a task folder or result CSV (tab completes):", str(self.workspace) + "/",
-                                       check, path=True),
-                             lambda text: text and self.open_path(Path(text).expanduser()))
+                                       check, path=True), opened)
 
     def action_new(self) -> None:
         from .newtask import NewTaskScreen
@@ -199,7 +202,8 @@ class BrowserScreen(Screen):
         if task is None or not task.doc.names_dumps:
             self.notify(f"{e.path}: task.json does not say what was compared", severity="error")
             return
-        self.app.rerun_spec(task, lambda spec: self.app.push_screen(TaskScreen(task=task, run=(spec, e.path))))
+        from .app import accuscope_app
+        accuscope_app(self).rerun_spec(task, lambda spec: self.app.push_screen(TaskScreen(task=task, run=(spec, e.path))))
 
     def action_delete(self) -> None:
         e = self.selected

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 import numpy as np
 from rich.text import Text
@@ -12,6 +13,9 @@ from textual.widget import Widget
 from ..engine.compare.results import ResultTable
 from ..engine.compare.thresholds import Thresholds
 from ..engine.diagnose.chartdata import downsample, metric_series
+
+if TYPE_CHECKING:
+    from textual_plotext.plot import Plot
 
 __all__ = ["Chart", "GrowthChart", "MetricChart", "downsample"]
 
@@ -34,7 +38,7 @@ class Chart(Widget):
     def __init__(self, *, name: str | None = None, id: str | None = None, classes: str | None = None,
                  disabled: bool = False) -> None:
         super().__init__(name=name, id=id, classes=classes, disabled=disabled)
-        self._plot = None
+        self._plot: Plot | None = None
         self._waiting = False  # a draw waits for the first frame
 
     @property
@@ -94,7 +98,7 @@ class Chart(Widget):
         if name not in themes:
             themes[name] = _rgbify_theme(Color.parse(variables.get("surface")).rgb,
                                          Color.parse(variables.get("surface")).rgb,
-                                         Color.parse(variables.get("foreground")).rgb, "default", _sequence)
+                                         Color.parse(variables.get("foreground")).rgb, "default", [*_sequence])
         self.refresh()
 
     def _plotext_theme(self, app_theme_name: str) -> str:

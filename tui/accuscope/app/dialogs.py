@@ -151,6 +151,7 @@ class ChooseDialog(ModalScreen["int | None"]):
         self.query_one(OptionList).focus()
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        assert event.option.id is not None  # every option is made with its position as its id
         self.dismiss(int(event.option.id))
 
     def action_cancel(self) -> None:

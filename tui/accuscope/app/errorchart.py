@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from rich.console import Group
+from rich.console import Group, JustifyMethod
 from rich.table import Table
 from rich.text import Text
 
@@ -178,8 +178,10 @@ def channel_block(ch: ChannelStats | None, shape: tuple[int, ...], width: int = 
     peak = float(finite.max()) if len(finite) and finite.max() > 0 else 1.0
     head = Text.from_markup(f"[b]per channel[/] (axis {ch.axis}, {len(ch)} channels) · worst by cosine:")
     t = Table(box=None, padding=(0, 1, 0, 0), show_edge=False)
-    for name, justify in (("ch", "right"), ("cosine", "right"), ("max abs", "right"), ("mean abs", "right"),
-                          ("NaN/inf", "right"), ("1 - cos", "left")):
+    columns: tuple[tuple[str, JustifyMethod], ...] = (
+        ("ch", "right"), ("cosine", "right"), ("max abs", "right"), ("mean abs", "right"), ("NaN/inf", "right"),
+        ("1 - cos", "left"))
+    for name, justify in columns:
         t.add_column(name, justify=justify, no_wrap=True)
     bar_width = 12
     for rank, c in enumerate(worst):

@@ -1,6 +1,7 @@
 """The key bar of every screen: Textual's footer, showing only the keys that fit whole."""
 from __future__ import annotations
 
+from textual.dom import DOMNode
 from textual.geometry import Size
 from textual.widget import Widget
 from textual.widgets import Footer as TextualFooter
@@ -18,8 +19,11 @@ class Footer(TextualFooter):
             yield from map(self._settled, super().compose())
             return
         owner = {binding.action: node for node, binding, _, _ in active}
-        rank = {self.screen: 0, self.app: 2}
-        yield from sorted(map(self._settled, super().compose()), key=lambda key: rank.get(owner.get(key.action), 1))
+        rank: dict[DOMNode | None, int] = {self.screen: 0, self.app: 2}
+
+        def place(key: Widget) -> int:
+            return rank.get(owner.get(key.action), 1) if isinstance(key, FooterKey) else 1
+        yield from sorted(map(self._settled, super().compose()), key=place)
 
     def _settled(self, key: Widget) -> Widget:
         """A key given the footer's `compact` before it mounts: textual's keys start compact and are

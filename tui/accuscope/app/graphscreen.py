@@ -196,6 +196,15 @@ class GraphScreen(SubmodelExport, Screen[GraphResult]):
         return self.view.node
 
     @property
+    def cursor_node(self) -> Node:
+        """The op under the cursor where a graph with ops is shown (a module tree has some);
+        LookupError where none is."""
+        node = self.view.node
+        if node is None:
+            raise LookupError("no op under the cursor: no graph with ops is shown")
+        return node
+
+    @property
     def cursor(self) -> int:
         """The op under the cursor (an index into graph.nodes)."""
         return self.view.position
@@ -276,7 +285,7 @@ class GraphScreen(SubmodelExport, Screen[GraphResult]):
 
     def _graph_ready(self, graph: Graph, lanes: Lanes, results: OpResults) -> None:
         again = self.graph is not None  # another rank's graph
-        folded = {self.graph.nodes[p].name for p in self.view.folded} if again else set()
+        folded = {self.graph.nodes[p].name for p in self.view.folded} if self.graph is not None else set()
         if graph is not self.graph:
             self.start = self.end = self.selection = None
             self.view.set_selection(None, None, set())
@@ -357,9 +366,10 @@ class GraphScreen(SubmodelExport, Screen[GraphResult]):
         if self.selection is not None:
             parts.append(f"submodel {len(self.selection.ops)} ops, {len(self.selection.inputs)} in, "
                          f"{len(self.selection.outputs)} out")
-        elif self.start is not None or self.end is not None:
-            parts.append("start " + self.graph.nodes[self.start].name if self.start is not None
-                         else "end " + self.graph.nodes[self.end].name)
+        elif self.start is not None:
+            parts.append("start " + self.graph.nodes[self.start].name)
+        elif self.end is not None:
+            parts.append("end " + self.graph.nodes[self.end].name)
         if self._progress:
             parts.append(self._progress)
         elif self.last_export is not None and self.last_export["verdict"] is not None:  # stays after the toast
@@ -453,7 +463,7 @@ class GraphScreen(SubmodelExport, Screen[GraphResult]):
         if self.view.modules is None:
             self._say(NO_MODULES, timeout=4)
         elif not self.view.toggle_fold():
-            self._say(f"{self.node.name} is in no module", timeout=3)
+            self._say(f"{self.cursor_node.name} is in no module", timeout=3)
 
     def action_fold_all(self, fold: bool) -> None:
         if self.graph is None:
@@ -471,7 +481,8 @@ class GraphScreen(SubmodelExport, Screen[GraphResult]):
             return
         module = tree.module_of(self.cursor)
         if module is None:
-            self._say(f"{self.node.name} is in no module: put the cursor on a module or a call inside one", timeout=4)
+            self._say(f"{self.cursor_node.name} is in no module: put the cursor on a module or a call inside one",
+                      timeout=4)
             return
         parts = [f"under(type, {json.dumps(self.graph.nodes[module].attrs['module'], ensure_ascii=False)})"]
         if self.ranks:
@@ -483,7 +494,7 @@ class GraphScreen(SubmodelExport, Screen[GraphResult]):
     def neighbours(self, direction: str) -> list[tuple[Node, str]]:
         """(op, tensor) producing the cursor op's inputs ("in") or reading its outputs ("out")."""
         node, graph = self.node, self.graph
-        if node is None:
+        if node is None or graph is None:
             return []
         found: dict[int, tuple[Node, str]] = {}
         if direction == "in":
@@ -504,12 +515,13 @@ class GraphScreen(SubmodelExport, Screen[GraphResult]):
         return list(found.values())
 
     def action_follow(self, direction: str) -> None:
-        if self.graph is None:
+        node = self.node
+        if self.graph is None or node is None:  # node None: a graph without ops
             return
         hits = self.neighbours(direction)
         word = "producer" if direction == "in" else "consumer"
         if not hits:
-            self._say(f"{self.node.name} has no {word} op" + (" (its inputs are network inputs or weights)"
+            self._say(f"{node.name} has no {word} op" + (" (its inputs are network inputs or weights)"
                                                                  if direction == "in" else " (its outputs leave "
                                                                  "the network or are unused)"), timeout=4)
             return
@@ -520,7 +532,7 @@ class GraphScreen(SubmodelExport, Screen[GraphResult]):
         for op, t in hits:
             position = self._positions[id(op)]
             badge = self.results.badge(position) if self.results is not None else NO_BADGE
-            producer = op if direction == "in" else self.node
+            producer = op if direction == "in" else node
             via = f"  (via output {producer.outputs.index(t)})" if len(producer.outputs) > 1 and t in \
                 producer.outputs else ""
             choices.append((f"{badge.mark or ' '} {op.type}  {op.name}{via}", position))
@@ -528,7 +540,7 @@ class GraphScreen(SubmodelExport, Screen[GraphResult]):
         def chosen(position: int | None) -> None:
             if position is not None:
                 self.view.go_to(position, center=True)
-        title = f"{len(hits)} {word}s of {self.node.name}: enter jumps, esc stays"
+        title = f"{len(hits)} {word}s of {node.name}: enter jumps, esc stays"
         self.app.push_screen(ChooseDialog(shown(title), choices), chosen)
 
     # ---- selection --------------------------------------------------------------------------------
@@ -551,11 +563,14 @@ class GraphScreen(SubmodelExport, Screen[GraphResult]):
                         f"{len(selection.outputs)} outputs leaving; x exports it", timeout=5)
 
     def _select(self, start: int, end: int) -> Selection:
-        nodes = self.graph.nodes
-        framework = self.framework if self.graph.is_device else None
-        return select(self.graph, nodes[start].name, nodes[end].name, framework=framework)
+        graph = self.graph
+        assert graph is not None  # the ops marked are those of the graph shown
+        framework = self.framework if graph.is_device else None
+        return select(graph, graph.nodes[start].name, graph.nodes[end].name, framework=framework)
 
     def _reselect(self) -> None:
+        if self.start is None or self.end is None:
+            return
         try:
             self.selection = self._select(self.start, self.end)
         except (SelectionError, SourceError) as exc:

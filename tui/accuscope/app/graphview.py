@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -323,7 +324,7 @@ class GraphView(CursorList):
 
     # ---- API -----------------------------------------------------------------------------------
     def show(self, graph: Graph, lanes: Lanes, results: OpResults, position: int = 0,
-             folded: set[str] = frozenset()) -> None:
+             folded: Collection[str] = frozenset()) -> None:
         """Show `graph` with the cursor on the op at `position`; the modules named in `folded` (their
         node names) folded."""
         self.graph, self.lanes, self.results = graph, lanes, results
@@ -338,10 +339,10 @@ class GraphView(CursorList):
     def _layout(self, position: int, center: bool = False) -> None:
         """Rows from the folds, the cursor on the row standing for `position`, in view."""
         tree = self.modules
-        self.rows = tree.shown(self.folded) if tree is not None else list(range(len(self.graph.nodes)))
+        self.rows = tree.shown(self.folded) if tree is not None else list(range(len(self.nodes)))
         self._row_of = {p: r for r, p in enumerate(self.rows)} if tree is not None else {}
         if tree is not None and self.rows:
-            position = tree.visible(max(0, min(position, len(self.graph.nodes) - 1)), self.folded)
+            position = tree.visible(max(0, min(position, len(self.nodes) - 1)), self.folded)
         self.set_reactive(GraphView.cursor, self.validate_cursor(self.row_of(position)))
         self._set_virtual_size()
         self.scroll_to_cursor(center=center)
@@ -362,8 +363,13 @@ class GraphView(CursorList):
         return self.rows[self.cursor] if self.row_count else 0
 
     @property
+    def nodes(self) -> list[Node]:
+        """The shown graph's ops (none before `show`)."""
+        return self.graph.nodes if self.graph is not None else []
+
+    @property
     def node(self) -> Node | None:
-        return self.graph.nodes[self.position] if self.row_count else None
+        return self.nodes[self.position] if self.row_count else None
 
     def watch_cursor(self, old: int, new: int) -> None:
         super().watch_cursor(old, new)
@@ -436,7 +442,7 @@ class GraphView(CursorList):
     def _name_cell(self, position: int, width: int) -> str:
         """The op's name; in a module hierarchy (msprobe) indented by its depth, a module as ▾ and its
         path, folded as ▸ with how many calls it hides."""
-        node = self.graph.nodes[position]
+        node = self.nodes[position]
         depth = node.attrs.get("depth", 0) if node.subgraph or "module" in node.attrs else 0
         module = node.attrs.get("module")
         folded = position in self.folded
@@ -458,8 +464,8 @@ class GraphView(CursorList):
         cap, lanes_width, type_width, name_width, shape_width = self.columns(width)
         if y == 0:
             metric = self.results.metric if self.results is not None else ""
-            badge = fmt.pad(fmt.pad(metric, 2 + NUMBER, right=True), BADGE)
-            text = ("  " + fmt.pad("edges" if lanes_width >= 5 else "", lanes_width) + " " + badge + " "
+            heading = fmt.pad(fmt.pad(metric, 2 + NUMBER, right=True), BADGE)
+            text = ("  " + fmt.pad("edges" if lanes_width >= 5 else "", lanes_width) + " " + heading + " "
                     + fmt.pad("type", type_width) + " " + fmt.pad("op", name_width)
                     + (" " + fmt.pad("out shape", shape_width) if shape_width else ""))
             header = base + styles["header"]

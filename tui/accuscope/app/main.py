@@ -38,7 +38,7 @@ def run(workspace: str | os.PathLike | None = None, task: str | os.PathLike | Ta
     except OSError as exc:
         print(f"accuscope: workspace {root}: {exc.strerror or exc}", file=sys.stderr)
         return ExitCode.UNUSABLE
-    app = AccuscopeApp(root, task if isinstance(task, Task) or not task else Path(task),
+    app = AccuscopeApp(root, task if isinstance(task, Task) or task is None else Path(task),
                        (compare[0], Path(compare[1])) if compare else None)
     app.run()
     if app.return_code:

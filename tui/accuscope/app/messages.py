@@ -12,19 +12,39 @@ and repaints on its own timer tick, not once per message.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from textual.message import Message
 from textual.message_pump import MessagePump
 from textual.worker import get_current_worker
 
+if TYPE_CHECKING:
+    from ..engine.compare.counterpart import Candidate
+    from ..engine.diagnose.advisor import Advice
+    from ..engine.diagnose.opdetail import OpDetail
+    from ..engine.diagnose.oppair import OpPair
+    from ..engine.diagnose.sensitivity import Ranking
+    from ..engine.export.folder import ExportResult
+    from ..engine.graphs.graph import Graph
+    from ..engine.graphs.lanes import Lanes
+    from ..engine.precision.workflow import PrecisionResult
+    from ..engine.tasks.rankrun import RanksRun
+    from ..engine.tasks.task import Task
+    from ..engine.tasks.taskrun import RunResult
+    from .graphview import OpResults
+    from .opscreen import TensorRef
+
 # ------------------------------------------------------------------ the two kinds
 
 
 class Done(Message):
-    """A worker finished: its `result`, or the `error` it raised (then `result` is None)."""
+    """A worker finished: its `result`, or the `error` it raised (then `result` is None). Each subclass
+    declares its `result`'s type."""
+
+    result: object
 
     def __init__(self, result: Any = None, error: BaseException | None = None) -> None:
+        # Any: `deliver` passes whatever its call returned; the subclass's `result` declares the type
         super().__init__()
         self.result, self.error = result, error
 
@@ -80,22 +100,32 @@ class StackLoaded(Done):
 class CandidatesFound(Done):
     """The golden tensors one NPU tensor may be paired with, best first (counterpart.Candidate list)."""
 
+    result: list[Candidate] | None
+
 
 class TaskLoaded(Done):
     """The whole task (`Task`) whose first rows the screen shows."""
+
+    result: Task | None
 
 
 class AdviceDone(Done):
     """The advisor's `Advice` for the task."""
 
+    result: Advice | None
+
 
 class ChainDone(Done):
     """A chain task's per-row stage of entry (tasks/chainrun.entered_column): the op table's `entered`."""
+
+    result: list[str] | None
 
 
 class ThresholdsSaved(Done):
     """The task's result saved again under edited thresholds: `result` the worker's snapshot `Task`
     that saved it (its `csv` and `doc` name what was written)."""
+
+    result: Task | None
 
 
 class ComparePlanned(Message):
@@ -114,7 +144,8 @@ class CompareRows(Progress):
         super().__init__()
         self.rows, self.done, self.text = rows, done, text
 
-    def merge(self, older: CompareRows) -> None:
+    def merge(self, older: Progress) -> None:
+        assert isinstance(older, CompareRows)  # can_replace merges messages of one class only
         self.rows[:0] = older.rows
 
 
@@ -130,14 +161,16 @@ class CompareDone(Done):
     """The comparison ended: `run_task`'s result (its table None when it was cancelled), or a
     multi-rank comparison's `RanksRun`."""
 
+    result: RunResult | RanksRun | None
+
 
 # ------------------------------------------------------------------ the graph screen
 
 
 class LoadedGraph(NamedTuple):
-    graph: Any  # graphs.graph.Graph
-    lanes: Any  # graphs.lanes.Lanes
-    results: Any  # graphview.OpResults: the badges
+    graph: Graph
+    lanes: Lanes
+    results: OpResults  # the badges
     at: int  # which of the screen's ranks
 
 
@@ -150,6 +183,8 @@ class GraphLoaded(Done):
 class FrameworkLoaded(Done):
     """The framework model's graph (the ops an export maps device ops to)."""
 
+    result: Graph | None
+
 
 class ExportProgress(Progress):
     """The step an export is at, as a line for the status bar."""
@@ -160,7 +195,7 @@ class ExportProgress(Progress):
 
 
 class Exported(NamedTuple):
-    result: Any  # export.folder.ExportResult, None when cancelled
+    result: ExportResult | None  # None when cancelled
     files: int  # files written
 
 
@@ -183,9 +218,9 @@ class DetailProgress(Progress):
 
 class Detailed(NamedTuple):
     serial: int  # the request it answers (a newer one makes it stale)
-    ref: Any  # opscreen.TensorRef
-    pair: Any  # diagnose.oppair.OpPair
-    detail: Any  # diagnose.opdetail.OpDetail, None when cancelled
+    ref: TensorRef
+    pair: OpPair
+    detail: OpDetail | None  # None when cancelled
 
 
 class DetailDone(Done):
@@ -195,8 +230,8 @@ class DetailDone(Done):
 
 
 class Counted(NamedTuple):
-    key: Any  # what was counted (opscreen's count key)
-    count: int  # the exact count above a typed threshold
+    key: tuple  # what was counted (opscreen's count key)
+    exact: int  # the exact count above a typed threshold (not `count`: tuple's method)
 
 
 class CountDone(Done):
@@ -211,9 +246,13 @@ class CountDone(Done):
 class RankingDone(Done):
     """The ops ranked by the error each one made (`Ranking`)."""
 
+    result: Ranking | None
+
 
 class VerifyDone(Done):
     """The advice again, its headline verified by replaying the conversion (`Advice`)."""
+
+    result: Advice | None
 
 
 # ------------------------------------------------------------------ the precision screen
@@ -221,3 +260,5 @@ class VerifyDone(Done):
 
 class PrecisionDone(Done):
     """The mixed-precision search's `PrecisionResult`."""
+
+    result: PrecisionResult | None

@@ -95,8 +95,7 @@ def tensor_refs(table: ResultTable, row: int) -> list[TensorRef]:
     rows = np.flatnonzero(cols["npu_op"] == op)
     rows = rows[np.argsort(cols["index"][rows], kind="stable")]
     refs: dict[tuple[str, int], TensorRef] = {}
-    for r in rows:
-        r = int(r)
+    for r in map(int, rows):
         ref = _ref(table, r)
         if (ref.io, ref.index) not in refs or r == row:
             refs[(ref.io, ref.index)] = ref
@@ -335,7 +334,7 @@ class OpScreen(Screen):
     def count_done(self, message: CountDone) -> None:
         if message.result is not None:
             key = message.result.key
-            self._exact[key] = message.result.count
+            self._exact[key] = message.result.exact
             if key == self._count_key():
                 self.update_threshold()
         elif not isinstance(message.error, _Stop):
@@ -348,7 +347,7 @@ class OpScreen(Screen):
         self.error = ""
         self.remove_class("-failed")
         self._header()
-        self._show_top()
+        self._show_top(detail)
         self.update_threshold()
         d = detail
         self.query_one("#stats", Static).update(stats_table(d, pair.info))
@@ -374,6 +373,7 @@ class OpScreen(Screen):
         parts = [slots]
         d = self.detail if self.shown == ref else None
         if d is not None:
+            assert self.pair is not None  # show_detail sets the pair with the detail
             info = self.pair.info
             shape = "[" + ",".join(map(str, d.shape)) + "]"
             parts += [shown(info.op_type or "?"), shape, shown(fmt.dtypes(info.npu_dtype, info.golden_dtype) or "?"),
@@ -393,8 +393,7 @@ class OpScreen(Screen):
         by = WORDS[self.metric]
         self.query_one("#tabs", Static).update(" ".join(tabs) + f" │ {by} (m) · top {self.top_n} (N)")
 
-    def _show_top(self) -> None:
-        d = self.detail
+    def _show_top(self, d: OpDetail) -> None:
         top = d.top(self.metric)
         table = self.query_one(TopTable)
         word = WORDS[self.metric]
@@ -462,7 +461,7 @@ class OpScreen(Screen):
         self.metric = "rel" if self.metric == "abs" else "abs"
         self._header()
         if self.detail is not None:
-            self._show_top()
+            self._show_top(self.detail)
             self.update_threshold()
         self.notify(f"by {WORDS[self.metric]} error", timeout=2)
 

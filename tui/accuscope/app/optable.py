@@ -188,7 +188,7 @@ class OperatorTable(CursorList):
         self._failing_shown = 0
         self._total: int | None = None  # the table is the first rows of this many (load's total)
         self._lengths: dict[str, int] = {}  # longest text per measured column
-        self._measured = (None, 0)  # (table, rows measured)
+        self._measured: tuple[ResultTable | None, int] = (None, 0)  # (table, rows measured)
         self._columns: list[Column] = []
         self._column_key = ""  # the column cursor, by key, so it survives re-layouts
         self._sticky_width = 0
@@ -602,8 +602,9 @@ class OperatorTable(CursorList):
         column = self._column_at(x)
         if column is not None and column.sort_key is not None and not self.waiting():
             self._column_key = column.key
-            same = self._sort is not None and self._sort[0] == self._shown.resolve(column.sort_key)
-            self.sort(column.sort_key, descending=same and not self._sort[1])
+            was = self._sort if self._sort is not None and self._sort[0] == self._shown.resolve(column.sort_key) \
+                else None  # sorted by this column already: the other way
+            self.sort(column.sort_key, descending=was is not None and not was[1])
 
     def click_row(self, position: int, x: int) -> None:
         """The column cursor goes to the clicked column too."""

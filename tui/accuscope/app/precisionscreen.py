@@ -167,7 +167,8 @@ class PrecisionScreen(Screen[None]):
     def action_open_task(self) -> None:
         if self.result is None or self.result.task is None:
             return
-        self.app.open_task(load_task(self.result.task))  # the app opens tasks: this screen is opened from one
+        from .app import accuscope_app
+        accuscope_app(self).open_task(load_task(self.result.task))  # the app opens tasks: this screen is opened from one
 
     def action_back(self) -> None:
         self.cancel.set()  # a search left running stops after its trial; the log keeps it

@@ -135,8 +135,10 @@ class TaskScreen(Screen):
         self.run_error = ""  # why the last run started here failed
         self.decided: dict[str, bool] = {}  # NPU call or tensor -> accepted: the pairs decided since the last run
 
+    # what HelpScreen shows below the keys; textual declares HELP a class attribute, this screen's depends
+    # on its task (textual reads it on the instance)
     @property
-    def HELP(self) -> str:  # what HelpScreen shows below the keys
+    def HELP(self) -> str:  # type: ignore[override]
         return f"{self.HELP_TEXT}\n{self.PAIRS_HELP}" if self.msprobe_pairs else self.HELP_TEXT
 
     @property
@@ -163,16 +165,17 @@ class TaskScreen(Screen):
 
     def on_mount(self) -> None:
         self.set_class(self.app.size.height >= 40, "-tall")
-        name = self.folder.name if not (self.opened and self.opened.doc.foreign) else self.opened.csv.name
+        csv = self.opened.csv if self.opened is not None and self.opened.doc.foreign else None  # a foreign CSV's
+        name = csv.name if csv is not None else self.folder.name
         self.title = f"task {name}"
         self.query_one("#crumbs", Static).update(f"accuscope › tasks › [b]{shown(name)}[/]")
         if self.opened is not None:
-            self.show_table(self.opened.table, self.opened.thresholds)
+            self.show_table(*self.opened.result)
             for warning in self.opened.warnings:
                 self.notify(warning, severity="warning", timeout=8)
         if self.run_request is not None:
             self.start_run(*self.run_request)
-        elif self.loading:  # after the first frame: the rest of the table, then the advisor
+        elif self.reading_rest:  # after the first frame: the rest of the table, then the advisor
             self.after_first_frame(self.load_worker, self.folder)
         else:  # after the first frame: reading a saved advice.json of a large task takes seconds
             self.after_first_frame(self.start_advice)
@@ -189,35 +192,45 @@ class TaskScreen(Screen):
         self.set_class(self.app.size.height >= 40, "-tall")
 
     @property
-    def loading(self) -> bool:
-        """The table holds the task's first rows only (load_task's head) while the rest is read."""
-        return self.opened is not None and self.opened.partial
+    def reading_total(self) -> int | None:
+        """The whole table's rows while it holds the task's first rows only (load_task's head) and the
+        rest is read; None when it holds them all."""
+        return self.opened.total if self.opened is not None else None
+
+    @property
+    def reading_rest(self) -> bool:
+        """The table holds the task's first rows only while the rest is read (not `loading`: textual's
+        Widget.loading, its loading indicator, which disables the widget)."""
+        return self.reading_total is not None
 
     def still_loading(self) -> bool:
         """Whether the table is still being read (then it says so): keys that need every row wait."""
-        if self.loading:
-            self.notify(f"still reading the table ({self.opened.total:,} rows): a moment", timeout=3)
-        return self.loading
+        total = self.reading_total
+        if total is not None:
+            self.notify(f"still reading the table ({total:,} rows): a moment", timeout=3)
+        return total is not None
 
     @work(thread=True, exclusive=True, group="load", exit_on_error=False)
     def load_worker(self, folder: Path) -> None:
         def load() -> Task:
             task = load_task(folder)
-            measured(task.table)  # the op table's column widths, here rather than on the app's thread
+            measured(task.result[0])  # the op table's column widths, here rather than on the app's thread
             return task
         deliver(self, TaskLoaded, load)
 
     @on(TaskLoaded)
     def task_loaded(self, message: TaskLoaded) -> None:
         """The whole table replaces its first rows (the cursor stays on its row), then the advisor."""
-        if message.error is not None:
+        task = message.result
+        if task is None:
             self.notify(f"reading the task: {printable(str(message.error))}", severity="error", timeout=15)
-            self.opened.total = None  # what is shown is all there is
+            if self.opened is not None:  # it is: load_worker reads the rest of the opened task's rows
+                self.opened.total = None  # what is shown is all there is
             self.refresh_views()
             return
-        self.opened = message.result
-        self.show_table(self.opened.table, self.opened.thresholds)
-        for warning in self.opened.warnings:
+        self.opened = task
+        self.show_table(*task.result)
+        for warning in task.warnings:
             self.notify(warning, severity="warning", timeout=8)
         self.start_advice()
 
@@ -227,23 +240,31 @@ class TaskScreen(Screen):
 
     @property
     def thresholds(self) -> Thresholds:
-        return self.opened.thresholds if self.opened else self.run_request[0].thresholds
+        return self.opened.result[1] if self.opened is not None else self.requested_run[0].thresholds
+
+    @property
+    def requested_run(self) -> tuple[CompareSpec, Path]:
+        """The comparison the screen was opened to run where it shows no opened task (it is given one
+        of the two); LookupError where it was given neither."""
+        if self.run_request is None:
+            raise LookupError("the task screen was given neither a task nor a comparison to run")
+        return self.run_request
 
     def show_table(self, table: ResultTable, thresholds: Thresholds) -> None:
         """Load the table; its ViewChanged message then refreshes chart, summary and status."""
         chart = self.query_one(MetricChart)
         if chart.metric not in table.metric_keys and table.metric_keys:
             chart.metric = table.metric_keys[0]
-        self.table_widget.load(table, thresholds, total=self.opened.total if self.loading else None)
+        self.table_widget.load(table, thresholds, total=self.reading_total)
 
     def refresh_views(self) -> None:
         widget = self.table_widget
-        if not self.loading:  # a chart of the first rows would look like the whole
+        if not self.reading_rest:  # a chart of the first rows would look like the whole
             self.query_one(MetricChart).show(widget.table, widget.view, widget.thresholds, widget.cursor_row)
         lines = summary_lines(widget.table, widget.thresholds, running=self.running, advice=self.advice,
                               advising=self.advising,
                               warnings=self.opened.doc.coverage_warnings if self.opened else [],
-                              counting=self.opened.total if self.loading else None,
+                              counting=self.reading_total,
                               basis=self.opened.basis if self.opened else None,
                               chain=self.opened.doc.chain if self.opened else None)
         self.query_one("#summary", Static).update("\n".join(lines))
@@ -270,7 +291,8 @@ class TaskScreen(Screen):
             return f"failed: {printable(self.run_error)}"
         doc = self.opened.doc if self.opened else TaskDoc()
         state = doc.state
-        if state in ("failed", "cancelled") or (state == "running" and not len(self.opened.table)):
+        if state in ("failed", "cancelled") or (state == "running" and self.opened is not None
+                                                 and not len(self.opened.result[0])):
             error = printable(doc.error)
             return f"{state}: {error}" if error else state
         return ""
@@ -347,8 +369,11 @@ class TaskScreen(Screen):
             self.close_prompt()
         elif self.running:
             from .dialogs import ConfirmDialog
-            self.app.push_screen(ConfirmDialog(CANCEL_QUESTION),
-                                 lambda yes: yes and self.cancel.set())
+
+            def answer(yes: bool | None) -> None:
+                if yes:
+                    self.cancel.set()
+            self.app.push_screen(ConfirmDialog(CANCEL_QUESTION), answer)
         elif self.table_widget.filter and not leave:
             self.table_widget.clear_filter()
         else:
@@ -390,7 +415,7 @@ class TaskScreen(Screen):
         if self.opened is not None:
             self.opened.thresholds = thresholds
         else:
-            spec, folder = self.run_request
+            spec, folder = self.requested_run
             self.run_request = (replace(spec, thresholds=thresholds), folder)
         if self.running:
             self._edited_while_running = thresholds
@@ -424,8 +449,8 @@ class TaskScreen(Screen):
     @on(ThresholdsSaved)
     def thresholds_saved(self, message: ThresholdsSaved) -> None:
         self.saving = False
-        if message.error is None and self.opened is not None:  # the opened task names what was written
-            saved: Task = message.result
+        saved = message.result  # the worker's snapshot that saved (None: it failed)
+        if saved is not None and self.opened is not None:  # the opened task names what was written
             self.opened.csv, self.opened.doc = saved.csv, saved.doc
         if self._save_again:
             self.save_thresholds()
@@ -440,8 +465,8 @@ class TaskScreen(Screen):
     def action_stages(self) -> None:
         """A chain task (tasks/chainrun.py): choose a stage's comparison with the reference, or its step
         against the stage before, and open it."""
-        chain = self.opened.doc.chain if self.opened else None
-        stages = [st for st in (chain or {}).get("stages") or [] if isinstance(st, dict)]
+        chain = (self.opened.doc.chain if self.opened else None) or {}
+        stages = [st for st in chain.get("stages") or [] if isinstance(st, dict)]
         if not stages:
             self.notify("not a chain of stages: compare --npu A=.. --npu B=.. makes one", timeout=4)
             return
@@ -463,7 +488,8 @@ class TaskScreen(Screen):
             except SourceError as exc:
                 self.notify(str(exc), title="cannot open", severity="error", timeout=8)
                 return
-            self.app.open_task(task)  # type: ignore[attr-defined]
+            from .app import accuscope_app
+            accuscope_app(self).open_task(task)
         from .dialogs import ChooseDialog
         self.app.push_screen(ChooseDialog(f"the chain's stages ({printable(str(chain.get('line', '')))})", choices),
                              chosen)
@@ -553,7 +579,8 @@ class TaskScreen(Screen):
     def action_rerun(self) -> None:
         if self.running or self.saving or self.opened is None or self.opened.doc.foreign or self.still_loading():
             return
-        self.app.rerun_spec(self.opened, lambda spec: self.start_run(spec, self.folder))
+        from .app import accuscope_app
+        accuscope_app(self).rerun_spec(self.opened, lambda spec: self.start_run(spec, self.folder))
 
     def action_graph(self) -> None:
         if self.still_loading():
@@ -577,7 +604,7 @@ class TaskScreen(Screen):
     # ---- the advisor ------------------------------------------------------------------------
     def start_advice(self) -> None:
         """Show the saved advice when it fits the result and thresholds, else advise in a worker."""
-        if self.opened is None or self.opened.doc.foreign or not len(self.opened.table) or self.loading:
+        if self.opened is None or self.opened.doc.foreign or not len(self.opened.result[0]) or self.reading_rest:
             return
         self.advising = True
         self.advice_worker(snapshot(self.opened))
@@ -627,8 +654,8 @@ class TaskScreen(Screen):
             self.refresh_views()
 
     def action_advice(self) -> None:
-        if self.advice is None:
-            self.notify("the advisor is still working" if self.advising or self.loading else "no advice for this task",
+        if self.advice is None or self.opened is None:  # advice comes for an opened task only (start_advice)
+            self.notify("the advisor is still working" if self.advising or self.reading_rest else "no advice for this task",
                         timeout=3)
             return
         from .advicescreen import AdviceScreen
@@ -719,10 +746,11 @@ class TaskScreen(Screen):
         self.running = False
         self._timer.stop()
         self.query_one(ProgressBar).remove_class("running")
-        if message.error is None and isinstance(message.result, RanksRun) and not message.result.cancelled:
-            self.reload(f"done: {message.result.rows:,} rows of {len(message.result.results)} ranks")
-        elif message.error is None and message.result.table is not None:
-            self.reload(f"done: {len(message.result.table):,} rows")
+        result = message.result
+        if isinstance(result, RanksRun) and not result.cancelled:
+            self.reload(f"done: {result.rows:,} rows of {len(result.results)} ranks")
+        elif result is not None and result.table is not None:
+            self.reload(f"done: {len(result.table):,} rows")
         elif message.error is None:
             self.reload("cancelled: the previous result is kept")
         else:
@@ -741,7 +769,7 @@ class TaskScreen(Screen):
         if self.opened is not None and edited is not None:  # the result of the run, under them
             self.use_thresholds(edited)
         elif self.opened is not None:
-            self.show_table(self.opened.table, self.opened.thresholds)
+            self.show_table(*self.opened.result)
             self.start_advice()
         else:
             self.show_table(ResultTable.empty(), self.thresholds)

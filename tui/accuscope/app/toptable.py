@@ -82,6 +82,7 @@ class TopTable(CursorList):
     def cells(self, i: int) -> list[str]:
         """The texts of row i: rank, coordinates, NPU, golden, abs err, rel err, note."""
         t = self.top
+        assert t is not None  # rows are asked for below row_count: of a top shown
         rel = float(t.rel_err[i])
         return [str(i + 1), " ".join(str(int(v)) for v in t.coords[i][:self.rank]),
                 fmt.number(float(t.npu[i]), NUM), fmt.number(float(t.golden[i]), NUM),
@@ -109,6 +110,7 @@ class TopTable(CursorList):
                 return Strip([Segment(text, style)]).adjust_cell_length(width, style)
             return Strip.blank(width, base)
         style = base
+        assert self.top is not None  # a position below row_count: of a top shown
         if self.top.nonfinite[position]:
             style += st["nonfinite"]
         if position == self.cursor:

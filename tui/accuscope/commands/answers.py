@@ -89,10 +89,11 @@ def advice_json(advice) -> dict:
     from ..engine.compare.summary import summarize
     from ..engine.tasks.task import load_task
     task = load_task(advice.folder)
-    s = summarize(task.table, task.thresholds, task.basis)
+    table, thresholds = task.result
+    s = summarize(table, thresholds, task.basis)
     return {**advice.to_dict(), "verdict": None if advice.primary is None else advice.primary.to_dict(),
-            "judgement": judgement_json(task.table, s),
-            "rows": s.rows, "failing": s.failing, "first_failing": first_failing_json(task.table, s),
+            "judgement": judgement_json(table, s),
+            "rows": s.rows, "failing": s.failing, "first_failing": first_failing_json(table, s),
             "coverage": task.doc.coverage or None}
 
 

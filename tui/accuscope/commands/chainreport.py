@@ -74,10 +74,11 @@ def compare_chain_and_report(spec, chain: Chain, args, advise: Callable, referen
         say(f"  regressed: {show(c.op)} ({show(c.tensor)}), error {c.baseline:.4g} -> {c.now:.4g}", soft_wrap=True)
     say(f"open {show(args.out)} (the {show(own_stage(chain.stages, chain.baseline))} stage; the others under "
         f"stages/ and steps/)", soft_wrap=True)
-    own = run.against_reference[own_stage(chain.stages, chain.baseline)]
+    own = run.against_reference[own_stage(chain.stages, chain.baseline)].compared
+    assert own is not None  # a judged chain compared every stage to its end (run_chain)
     advice = advise(args)
     if args.json:
-        table, plan = own.table, own.plan
+        plan, table = own
         summary = summarize(table, spec.thresholds, plan.coverage.basis)
         doc = {**result_json(args.out, plan, summary, table, advice), **chain_json(run)}
         sys.stdout.write(json.dumps(doc, indent=1, ensure_ascii=False) + "\n")

@@ -93,7 +93,9 @@ def spec_of(args, npu: str | None = None) -> CompareSpec:
 
 def _one(npu: list[str] | str | None) -> str | None:
     """The one side --npu names (the last, where it was given several times outside a chain)."""
-    return npu[-1] if isinstance(npu, list) and npu else npu or None
+    if isinstance(npu, list):
+        return npu[-1] if npu else None
+    return npu or None
 
 
 def preflight(spec: CompareSpec) -> None:
@@ -103,11 +105,11 @@ def preflight(spec: CompareSpec) -> None:
         fmt = detect(path)
         if fmt.model:
             raise SourceError(f"{flag} {path}: is a model ({fmt.what}), not dumped tensors")
-    for flag, path in (("--model", spec.model), ("--npu-model", spec.npu_model),
+    for flag, given in (("--model", spec.model), ("--npu-model", spec.npu_model),
                        ("--golden-model", spec.golden_model), ("--mapping", spec.mapping),
                        ("--custom-algorithms", spec.custom_dir)):
-        if path and not os.path.exists(path):
-            raise SourceError(f"{flag} {path}: no such file or folder")
+        if given and not os.path.exists(given):
+            raise SourceError(f"{flag} {given}: no such file or folder")
 
 
 def swapped_hint(spec: CompareSpec) -> str:
@@ -205,10 +207,11 @@ def _compare_one_and_report(spec: CompareSpec, args, one_source: bool) -> int:
     finally:
         if bar is not None:
             bar.stop()
-    table, plan = result.table, result.plan
-    if table is None:
+    compared = result.compared
+    if compared is None:
         say("\ncancelled: the previous result in the task folder, if any, is untouched")
         return ExitCode.INTERRUPTED
+    plan, table = compared
     summary = summarize(table, spec.thresholds, plan.coverage.basis)
     own = f" ({summary.device_only:,} the conversion's own ops)" if summary.device_only else ""
     say(f"rows {len(table):,} · failing {summary.failing:,} · not compared {summary.not_compared:,}{own} · "
@@ -279,6 +282,7 @@ def advise_if_asked(args):
     from ..engine.diagnose.advisor import advise
     from .advise import print_advice
     advice = advise(args.out, workers=args.workers)
+    assert advice is not None  # None only when cancelled, and no cancel event is passed
     if not args.json:
         print_advice(advice)
     return advice
@@ -288,7 +292,7 @@ def ranks_summary(spec: CompareSpec, run):
     """The judgement of a multi-rank run (rankrun.RanksRun); None for a columnar task (too large for one
     table). SourceError when no rank could be compared."""
     if not any(r["state"] == "done" for r in run.results.values()):
-        first = next(iter(run.results.values()), {})
+        first: dict = next(iter(run.results.values()), {})
         raise SourceError(f"{spec.npu}: no rank could be compared ({first.get('rel', '')}: {first.get('error', '')})")
     return summarize(run.table, spec.thresholds, Basis.from_coverage(run.coverage)) if run.table is not None else None
 

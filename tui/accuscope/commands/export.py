@@ -50,6 +50,7 @@ def run(args) -> int:
 
     result = engine.export(args.task, selection, args.out, dtype=args.dtype, retest=args.retest,
                            progress=progress if err.is_terminal else None, framework_model=args.framework_model)
+    assert result is not None  # None only when cancelled, and no cancel event is passed
     m = result.manifest
     missing = [f"{e['name']} ({side})" for e in m["boundary"]["inputs"] for side in ("golden", "npu")
                if not e.get(side)]

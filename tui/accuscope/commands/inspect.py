@@ -5,6 +5,7 @@ import os
 import sys
 from collections import Counter
 
+from rich.console import RenderableType
 from rich.markup import escape
 from rich.table import Table
 
@@ -58,7 +59,7 @@ def _dump(source: NpuDump | GoldenDump, limit: int, options: dict | None = None)
     npu = isinstance(source, NpuDump)
     tensors = source.tensors
     readable = [t for t in tensors if not t.problem]
-    if npu:
+    if isinstance(source, NpuDump):
         title = f"[bold]NPU dump[/] {_show(source.path)}"
         if source.run_dir != source.path and os.path.isdir(source.path):
             title += f"\n  run {_show(os.path.relpath(source.run_dir, source.path))}"
@@ -78,17 +79,17 @@ def _dump(source: NpuDump | GoldenDump, limit: int, options: dict | None = None)
     facts.append(human_bytes(sum(t.nbytes for t in readable)))
     out.print(title)
     out.print("  " + " · ".join(facts))
-    if not npu and source.kind == kinds.POLYGRAPHY:
+    if isinstance(source, GoldenDump) and source.kind == kinds.POLYGRAPHY:
         runs = polygraphy.runners(source.path)
         out.print("  [bold]runners[/]  " + " · ".join(
             f"{_show(name)} ({n} iteration{'s' if n != 1 else ''})" for name, n in runs)
             + ("  [dim](tensors below: the first's iteration 0)[/]" if len(runs) > 1 or runs[0][1] > 1 else ""))
-    for line in ([] if npu else describe(source, **(options or {}))):
+    for line in (describe(source, **(options or {})) if isinstance(source, GoldenDump) else []):
         out.print(f"  {_show(line)}")
-    if not npu and source.kind == kinds.NPY:
+    if isinstance(source, GoldenDump) and source.kind == kinds.NPY:
         _dump_record(source.path)
     out.print(f"  [bold]dtypes[/]   {counts(Counter(printable(t.dtype_name) or '?' for t in tensors))}")
-    if npu:
+    if isinstance(source, NpuDump):
         out.print(f"  [bold]formats[/]  {counts(Counter(t.format for t in tensors))}")
         conv = Counter(t.conversion for t in tensors if t.conversion)
         if conv:
@@ -173,7 +174,7 @@ def _tensor_table(tensors: list[Tensor], npu: bool, limit: int) -> Table:
     for t in shown:
         op = "" if t.op == previous else Name(t.op, f"({t.op_type})" if t.op_type else "")
         previous = t.op
-        row = [op, f"{'in' if t.io == 'input' else 'out'} {t.index}", t.dtype_name, shape_text(t.shape)]
+        row: list[RenderableType] = [op, f"{'in' if t.io == 'input' else 'out'} {t.index}", t.dtype_name, shape_text(t.shape)]
         if npu:
             stored = "" if t.storage_shape == t.shape else f"{t.format} {shape_text(t.storage_shape)}"
             row += [stored, Name(f"{t.original_op[0]}:{t.original_op[1]}") if t.original_op else ""]

@@ -101,6 +101,9 @@ def _parameter(action: argparse.Action) -> inspect.Parameter:
     if action.choices is not None:
         scalar = Literal[tuple(action.choices)]
     positional_required = not action.option_strings and action.nargs is None
+    # the parameter's annotation and default are run-time values (types built here for the tool's schema)
+    kind: Any
+    default: Any
     if isinstance(action, argparse._StoreTrueAction):
         kind, default = bool, False
     elif isinstance(action, argparse._AppendAction):
@@ -249,10 +252,12 @@ def _compared(spec, out: str, args, cancel, progress) -> dict:
         from ..engine.diagnose.advisor import advise
         advice = advise(out, workers=args.workers)
     if isinstance(result, RunResult):
-        if result.table is None:
+        compared = result.compared
+        if compared is None:
             raise SourceError("cancelled: the previous result in the task folder, if any, is untouched")
-        summary = summarize(result.table, spec.thresholds, result.plan.coverage.basis)
-        return result_json(out, result.plan, summary, result.table, advice)
+        plan, table = compared
+        summary = summarize(table, spec.thresholds, plan.coverage.basis)
+        return result_json(out, plan, summary, table, advice)
     return ranks_json(out, result, ranks_summary(spec, result), advice)
 
 
@@ -382,9 +387,10 @@ def build_server(workspace: str | os.PathLike) -> Server:
             from .show import columns_of
             task = load_task(args.task)
             columns = columns_of(task, args.columns)
-            s = summarize(task.table, task.thresholds, task.basis)
-            chosen = np.flatnonzero(judgement.evaluate(task.table, task.thresholds).fail) if args.failing else \
-                np.arange(len(task.table))
+            table, thresholds = task.result
+            s = summarize(table, thresholds, task.basis)
+            chosen = np.flatnonzero(judgement.evaluate(table, thresholds).fail) if args.failing else \
+                np.arange(len(table))
             start = min(extras["offset"], len(chosen))
             page = chosen[start:start + extras["limit"]]
             doc, why = show_json(task, s, columns, page)
@@ -425,7 +431,7 @@ def build_server(workspace: str | os.PathLike) -> Server:
             task = load_task(folder)
         except SourceError as exc:
             raise ToolError(str(exc)) from None
-        doc, _ = show_json(task, summarize(task.table, task.thresholds, task.basis), [], [])
+        doc, _ = show_json(task, summarize(*task.result, task.basis), [], [])
         del doc["columns"], doc["data"]
         doc["files"] = sorted(p.name for p in Path(folder).iterdir())
         return json.dumps(doc, ensure_ascii=False)

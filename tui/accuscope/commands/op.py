@@ -6,6 +6,7 @@ import math
 import re
 from pathlib import Path
 
+from rich.console import JustifyMethod
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
@@ -160,8 +161,10 @@ def _top_table(d: opdetail.OpDetail, by: str) -> Table:
     top = d.top(by)
     word = opdetail.WORDS[by]
     table = Table(title=f"Top {len(top)} by {word} error", title_justify="left", show_edge=False, pad_edge=False)
-    for name, justify in (("#", "right"), ("Index", "right"), (d.layout, "left"), ("NPU", "right"),
-                          ("Golden", "right"), ("AbsErr", "right"), ("RelErr", "right"), ("", "left")):
+    columns: tuple[tuple[str, JustifyMethod], ...] = (
+        ("#", "right"), ("Index", "right"), (d.layout, "left"), ("NPU", "right"), ("Golden", "right"),
+        ("AbsErr", "right"), ("RelErr", "right"), ("", "left"))
+    for name, justify in columns:
         table.add_column(name, justify=justify, no_wrap=True)
     for i in range(len(top)):
         mark = "NaN/inf" if top.nonfinite[i] else ""

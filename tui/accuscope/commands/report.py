@@ -33,11 +33,12 @@ def run(args) -> int:
     if not args.out.parent.is_dir():
         raise SourceError(f"{args.out.parent}: no such folder for --out")
     task = load_task(args.task)
-    if args.metric not in task.table.metric_keys:
+    table, _ = task.result
+    if args.metric not in table.metric_keys:
         raise SourceError(f"--metric {args.metric}: not a metric of {args.task}; it has "
-                          f"{', '.join(task.table.metric_keys) or 'none'}")
+                          f"{', '.join(table.metric_keys) or 'none'}")
     advice = None
-    if len(task.table):
+    if len(table):
         try:
             advice = with_status("advising…", lambda progress: current_advice(task, progress))
         except SourceError as exc:

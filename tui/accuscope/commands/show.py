@@ -49,13 +49,13 @@ def run(args) -> int:
     if args.format == "xlsx" and args.columns:
         raise SourceError("--columns: the xlsx workbook has msprobe's columns; use --format csv to choose them")
     task = load_task(args.task)
-    table = task.table
+    table, thresholds = task.result
     columns = columns_of(task, args.columns)
-    s = summarize(table, task.thresholds, task.basis)
-    rows = np.flatnonzero(judgement.evaluate(table, task.thresholds).fail) if args.failing else np.arange(len(table))
+    s = summarize(table, thresholds, task.basis)
+    rows = np.flatnonzero(judgement.evaluate(table, thresholds).fail) if args.failing else np.arange(len(table))
     if args.format == "xlsx":
         try:
-            sheets = write_xlsx(table, task.thresholds, args.out, rows)
+            sheets = write_xlsx(table, thresholds, args.out, rows)
         except OSError as e:
             raise unwritable(e, args.out) or SourceError(f"{args.out}: cannot write: {e.strerror or e}") from None
         out.print(f"wrote {show(args.out)}: {len(rows):,} rows ({s.failing:,} failing) on "

@@ -66,7 +66,7 @@ class Plan:
     plugins: list[plugin_mod.Plugin]
     problems: list[Problem]
     unmatched_golden: list[Tensor]
-    coverage: Coverage | None = None
+    coverage: Coverage  # plan() always accounts for the pairing
     across: bool = False  # the sides are two frameworks' (MindSpore against PyTorch: crossmap.framework)
 
     @property
@@ -406,7 +406,7 @@ def _execute(plan: Plan, progress: OnProgress | None, cancel: threading.Event | 
     if any(suspect(p, c, broken) for p, c in zip(plan.pairs, computed)):  # repair.py only then (7M instructions)
         from accuscope.engine.compare.repair import recheck
         repairs = recheck(plan, computed, broken)
-        if plan.coverage is not None and repairs:
+        if repairs:
             plan.coverage.repaired_after(plan.pairs, plan.golden, repairs)
     third: dict[int, dict] = {}
     if plan.spec.expected:

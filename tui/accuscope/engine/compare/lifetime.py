@@ -24,6 +24,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Iterator
 
 _PR_SET_PDEATHSIG = 1
 WATCH_SECONDS = 0.5
@@ -123,14 +124,15 @@ _daemonic = threading.Lock()
 
 
 @contextlib.contextmanager
-def children_allowed():
+def children_allowed() -> Iterator[None]:
     """Let a daemonic process start a helper: a Dask worker is one (its nanny starts it so), and
     multiprocessing refuses it children (`daemonic processes are not allowed to have children`)
     because a daemonic process is ended without joining them, which would leave them orphaned.
     accuscope's helpers end with their parent (die_with_parent), so the flag is lifted around the
     start (restored after)."""
     from multiprocessing import current_process
-    config = current_process()._config
+    # the flag lives in BaseProcess's private `_config` dict, which typeshed does not declare
+    config = current_process()._config  # type: ignore[attr-defined]
     with _daemonic:  # every start: a thread must not read the flag another has lifted
         daemon = config.get("daemon")
         if daemon:

@@ -65,7 +65,7 @@ def recognise(model_path) -> str:
     return ""
 
 
-def as_candidate(reference_path, candidate_path) -> tuple[object, str]:
+def as_candidate(reference_path, candidate_path) -> tuple[onnx.ModelProto, str]:
     """(the model of the third side `accuscope run --expected auto` dumps, the candidate's precision as
     `recognise` names it): for fp16 the reference converted as the candidate was; for int8 (static or
     dynamic) the candidate's own quantization simulated in float with its own scales (simulate.py), so
@@ -152,7 +152,7 @@ def calibration_samples(folder: str, input_names: list[str]) -> list[dict[str, n
     return samples
 
 
-def convert(model, to: str, keep: list[str], calibration: str | None = None) -> object:
+def convert(model, to: str, keep: list[str], calibration: str | None = None) -> onnx.ModelProto:
     """`model` converted to `to` with the nodes named in `keep` left in fp32 (a new ModelProto)."""
     import onnx
     if to == "fp16":

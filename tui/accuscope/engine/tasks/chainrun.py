@@ -172,9 +172,10 @@ def run_chain(spec: CompareSpec, stages: list[Stage], folder: str | Path, *, bas
             compared(s.label, REFERENCE, result)
     tables = {}
     for s in stages:
-        result = run.against_reference[s.label]
-        assert result.table is not None and result.plan is not None and result.plan.coverage is not None
-        tables[s.label] = StageTables(s.label, result.table, result.plan.coverage.basis, None, before[s.label])
+        ended = run.against_reference[s.label].compared
+        assert ended is not None  # a cancelled stage ended the chain above
+        plan, table = ended
+        tables[s.label] = StageTables(s.label, table, plan.coverage.basis, None, before[s.label])
     for s in stages:
         b = before[s.label]
         step_dir = folder / STEPS_DIR / s.label

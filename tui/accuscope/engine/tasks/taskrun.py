@@ -59,6 +59,14 @@ class RunResult:
         part = max(self.timings, key=lambda k: self.timings[k])
         return part, self.timings[part]
 
+    @property
+    def compared(self) -> tuple[engine.Plan, ResultTable] | None:
+        """(plan, table) of a comparison that ran to its end; None when it was cancelled."""
+        if self.table is None:
+            return None
+        assert self.plan is not None  # run_comparison plans before it computes the table
+        return self.plan, self.table
+
 
 Outcome = Union[RunResult, "RanksRun"]  # what run_comparison returns: one comparison's, or the ranks'
 
