@@ -12,7 +12,6 @@ from textual.actions import parse as parse_action
 from textual.app import App, SystemCommand
 from textual.await_complete import AwaitComplete
 from textual.binding import Binding
-from textual.dom import DOMNode
 from textual.screen import Screen
 
 from ..engine.sources.names import printable
@@ -191,12 +190,3 @@ def _runner(node, action: str):
     async def run() -> None:
         await node.run_action(action)
     return run
-
-
-def accuscope_app(node: DOMNode) -> AccuscopeApp:
-    """The AccuscopeApp `node` runs in (textual types `node.app` as any App), for the screens that open
-    or re-run tasks through it."""
-    app = node.app
-    if not isinstance(app, AccuscopeApp):
-        raise TypeError(f"{type(node).__name__} runs in an AccuscopeApp, not in {type(app).__name__}")
-    return app

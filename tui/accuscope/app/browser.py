@@ -17,6 +17,7 @@ from . import formatting as fmt
 from .dialogs import AskDialog, ConfirmDialog
 from .footer import Footer
 from .formatting import shown
+from .opener import opener
 
 STATE_MARK = {"done": ("✓", "mark-pass"), "running": ("…", "mark-warn"), "cancelled": ("-", "mark-warn"),
               "failed": ("✗", "mark-fail"), "": ("?", "")}  # the app's mark styles (see AccuscopeApp)
@@ -202,8 +203,7 @@ class BrowserScreen(Screen):
         if task is None or not task.doc.names_dumps:
             self.notify(f"{e.path}: task.json does not say what was compared", severity="error")
             return
-        from .app import accuscope_app
-        accuscope_app(self).rerun_spec(task, lambda spec: self.app.push_screen(TaskScreen(task=task, run=(spec, e.path))))
+        opener(self).rerun_spec(task, lambda spec: self.app.push_screen(TaskScreen(task=task, run=(spec, e.path))))
 
     def action_delete(self) -> None:
         e = self.selected

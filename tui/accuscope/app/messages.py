@@ -12,6 +12,7 @@ and repaints on its own timer tick, not once per message.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from textual.message import Message
@@ -32,7 +33,29 @@ if TYPE_CHECKING:
     from ..engine.tasks.task import Task
     from ..engine.tasks.taskrun import RunResult
     from .graphview import OpResults
-    from .opscreen import TensorRef
+
+@dataclass(frozen=True)
+class TensorRef:
+    """One tensor of the operator: a row of the result table."""
+
+    row: int
+    op: str
+    io: str
+    index: int
+    param: str = ""  # a module parameter's name (weight, bias): the slot it is shown by
+
+    @property
+    def key(self) -> tuple[str, str, int]:
+        return self.op, self.io, self.index
+
+    @property
+    def name(self) -> str:
+        return f"{self.op}:{self.io}:{self.index}"
+
+    @property
+    def slot(self) -> str:
+        return self.param or ("in:" if self.io == "input" else "out:") + str(self.index)
+
 
 # ------------------------------------------------------------------ the two kinds
 

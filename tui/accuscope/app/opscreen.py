@@ -22,7 +22,6 @@ from __future__ import annotations
 import math
 import threading
 import time
-from dataclasses import dataclass
 
 import numpy as np
 from textual import on, work
@@ -58,34 +57,11 @@ from .errorchart import (
 )
 from .footer import Footer
 from .formatting import shown
-from .messages import CountDone, Counted, DetailDone, Detailed, DetailProgress, deliver, error_text
+from .messages import CountDone, Counted, DetailDone, Detailed, DetailProgress, TensorRef, deliver, error_text
 from .toptable import TopTable
 
 WIDE = (140, 36)  # from this terminal size on, the three panes sit side by side
 PANES = ("TopN", "distribution", "stats & channels")
-
-
-@dataclass(frozen=True)
-class TensorRef:
-    """One tensor of the operator: a row of the result table."""
-
-    row: int
-    op: str
-    io: str
-    index: int
-    param: str = ""  # a module parameter's name (weight, bias): the slot it is shown by
-
-    @property
-    def key(self) -> tuple[str, str, int]:
-        return self.op, self.io, self.index
-
-    @property
-    def name(self) -> str:
-        return f"{self.op}:{self.io}:{self.index}"
-
-    @property
-    def slot(self) -> str:
-        return self.param or ("in:" if self.io == "input" else "out:") + str(self.index)
 
 
 def tensor_refs(table: ResultTable, row: int) -> list[TensorRef]:

@@ -22,6 +22,7 @@ from .chart import Chart
 from .footer import Footer
 from .formatting import shown
 from .messages import PrecisionDone, deliver
+from .opener import opener
 
 
 class TrialChart(Chart):
@@ -167,8 +168,7 @@ class PrecisionScreen(Screen[None]):
     def action_open_task(self) -> None:
         if self.result is None or self.result.task is None:
             return
-        from .app import accuscope_app
-        accuscope_app(self).open_task(load_task(self.result.task))  # the app opens tasks: this screen is opened from one
+        opener(self).open_task(load_task(self.result.task))  # the app opens tasks: this screen is opened from one
 
     def action_back(self) -> None:
         self.cancel.set()  # a search left running stops after its trial; the log keeps it

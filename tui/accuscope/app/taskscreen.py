@@ -40,6 +40,7 @@ from .messages import (
     error_text,
 )
 from .opcolumns import measured
+from .opener import opener
 from .optable import OperatorTable
 from .summary import summary_lines
 from .tasksnapshot import snapshot
@@ -488,8 +489,7 @@ class TaskScreen(Screen):
             except SourceError as exc:
                 self.notify(str(exc), title="cannot open", severity="error", timeout=8)
                 return
-            from .app import accuscope_app
-            accuscope_app(self).open_task(task)
+            opener(self).open_task(task)
         from .dialogs import ChooseDialog
         self.app.push_screen(ChooseDialog(f"the chain's stages ({printable(str(chain.get('line', '')))})", choices),
                              chosen)
@@ -579,8 +579,7 @@ class TaskScreen(Screen):
     def action_rerun(self) -> None:
         if self.running or self.saving or self.opened is None or self.opened.doc.foreign or self.still_loading():
             return
-        from .app import accuscope_app
-        accuscope_app(self).rerun_spec(self.opened, lambda spec: self.start_run(spec, self.folder))
+        opener(self).rerun_spec(self.opened, lambda spec: self.start_run(spec, self.folder))
 
     def action_graph(self) -> None:
         if self.still_loading():
