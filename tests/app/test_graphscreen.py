@@ -274,3 +274,27 @@ def test_module_and_rank_keys_on_a_model_graph_say_why_they_do_nothing(demo_ws):
         assert any(n.message == "the task has one rank" for n in pilot.app._notifications)
         assert "rank" not in str(screen.query_one("#status").render())
     drive(AccuscopeApp(demo_ws, open_path=demo_ws / MAIN.name), script, size=(160, 50))
+
+
+def test_a_run_task_shows_its_candidates_graph(tmp_path):
+    """`accuscope run` names no model in task.json: the graph is the one its candidate's dump carries
+    (model.onnx beside the dump), where the pane said "the task names no model"."""
+    from support.cli import accuscope
+    from support.models import relu_sigmoid
+    relu_sigmoid(tmp_path / "m.onnx")
+    task = tmp_path / "ws" / "run"
+    r = accuscope("run", tmp_path / "m.onnx", tmp_path / "m.onnx", "--random-inputs", "--out", task)
+    assert r.returncode == 0, r.stderr
+    names = {n.name for n in load_task(task).graph.nodes}
+
+    async def script(pilot):
+        screen = pilot.app.screen
+        await wait_for(pilot, lambda: not screen.advising)
+        await pilot.press("g")
+        graph = pilot.app.screen
+        assert isinstance(graph, GraphScreen)
+        await wait_for(pilot, lambda: graph.problem or graph.query(GraphView))
+        await pilot.pause()
+        text = screen_text(pilot.app)
+        assert not graph.problem and "names no model" not in text and any(n in text for n in names)
+    drive(AccuscopeApp(tmp_path / "ws", open_path=task), script)

@@ -211,7 +211,7 @@ class GraphScreen(SubmodelExport, Screen[GraphResult]):
 
     # ---- loading ------------------------------------------------------------------------------
     def model_path(self) -> Path | None:
-        return self.opened_task.path("model") or self.opened_task.framework_model[0]
+        return self.opened_task.model_file or self.opened_task.framework_model[0]
 
     @work(thread=True, exclusive=True, group="graph", exit_on_error=False)
     def load_worker(self, at: int = 0) -> None:
@@ -225,7 +225,7 @@ class GraphScreen(SubmodelExport, Screen[GraphResult]):
         path = self.model_path()
         if path is not None:  # the task's model graph (read once per opened task), else its framework model
             key: tuple = ()
-            graph = self._graphs.get(key) or (self.opened_task.graph if self.opened_task.path("model") is not None
+            graph = self._graphs.get(key) or (self.opened_task.graph if self.opened_task.model_file is not None
                                               else load_graph(path))
         elif rank is not None:
             key = rank

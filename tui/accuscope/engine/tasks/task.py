@@ -146,11 +146,18 @@ class Task:
 
     @cached_property
     def graph(self) -> Graph | None:
-        """The model graph task.json names (`model`); None when it names none; SourceError when
-        that file is unusable."""
+        """The graph of `model_file`; None without one; SourceError when that file is unusable."""
         from accuscope.engine.sides.registry import load_graph
-        model = self.path("model")
-        return load_graph(model) if model is not None else None
+        return load_graph(self.model_file) if self.model_file is not None else None
+
+    @cached_property
+    def model_file(self) -> Path | None:
+        """The model task.json names (`model`), else the one the NPU side's dump carries (an `accuscope
+        dump` folder's model.onnx, model.xml or model.tflite: every `run` task's candidate); None without."""
+        from accuscope.engine.sides.side import own_model
+        model, npu = self.path("model"), self.path("npu")
+        carried = own_model(str(npu)) if model is None and npu is not None else None
+        return model if model is not None else Path(carried) if carried else None
 
     @cached_property
     def modules(self) -> Graph | None:
