@@ -81,3 +81,16 @@ def test_statistics_trees_say_nothing_of_a_network_output(tmp_path, npu):
     assert advice["findings"][0]["rule"] == "verdict" and "step" in advice["findings"][0]["title"]
     for f in advice["findings"]:
         assert not f["op"].startswith("Tensor.add_"), f
+
+
+def test_a_step_alone_compares_that_steps_ranks(tmp_path):
+    """--step without --rank on a tree of two steps of two ranks: the step's two ranks, rank by rank (it
+    stopped on "holds 2 step/rank folders" and listed all four); a path that must be one folder names only
+    the folders the step picks."""
+    out = accuscope("compare", "--npu", TRAIN / "cand", "--golden", TRAIN / "bench", "--step", "0", "--out",
+                    tmp_path / "t", "--json")
+    assert out.returncode == 0, out.stderr
+    ranks = json.loads(out.stdout)["ranks"]
+    assert sorted(r["rel"] for r in ranks.values()) == ["step0/rank0", "step0/rank1"]
+    out = accuscope("inspect", TRAIN / "cand", "--step", "1")
+    assert out.returncode == 2 and "holds 2 step/rank folders (step1/rank0, step1/rank1)" in out.stderr

@@ -101,12 +101,14 @@ def choose(path: str, step: str | int | None = None, rank: str | int | None = No
     if not found:
         raise SourceError(f"{path}: no msprobe dump (no step*/rank*/ folder with dump.json or dump_tensor_data/)")
     chosen = [f for f in found if _matches(step, f[0], _STEP) and _matches(rank, f[1], _RANK)]
-    listed = ", ".join("/".join(p for p in f[:2] if p) or "." for f in found[:12]) + (" …" if len(found) > 12 else "")
+    def listed(folders) -> str:
+        return ", ".join("/".join(p for p in f[:2] if p) or "." for f in folders[:12]) + (" …" if len(folders) > 12 else "")
     if not chosen:
         raise SourceError(f"{path}: no folder for step {step if step is not None else 'any'} and rank "
-                          f"{rank if rank is not None else 'any'}; it holds: {listed}")
+                          f"{rank if rank is not None else 'any'}; it holds: {listed(found)}")
     if len(chosen) > 1:
-        raise SourceError(f"{path}: holds {len(chosen)} step/rank folders ({listed}): choose one with --step and --rank")
+        raise SourceError(f"{path}: holds {len(chosen)} step/rank folders ({listed(chosen)}): choose one with --step "
+                          "and --rank")
     return chosen[0]
 
 

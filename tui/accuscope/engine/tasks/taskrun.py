@@ -75,7 +75,8 @@ def ranked(spec: CompareSpec, cluster: str | None = None, one_source: bool = Fal
     """The comparison runs rank by rank (rankrun): on a cluster, or two rank trees (`one_source`: both
     sides are one file, never ranks): every rank, or the ranks --step/--rank pick when only their
     dump.json are compared (statistics: the ranks' columnar path, 10x the general one; a tensor
-    comparison of one picked rank stays a task of its own, dumps re-runnable).
+    comparison of one picked rank stays a task of its own, dumps re-runnable), or several when --step
+    or --rank alone picks several.
     Asked on every run, so it imports no more than the trees' search (sources.ranks): the ranks'
     pool (compare.multirank, its RankResult) comes with the first rank tree."""
     if cluster:
@@ -96,6 +97,8 @@ def ranked(spec: CompareSpec, cluster: str | None = None, one_source: bool = Fal
     from accuscope.engine.sources.sniffs import MSPROBE_DATA
     tensor_files = any(os.path.isdir(os.path.join(side, leaf.rel, MSPROBE_DATA))
                        for leaf in picked for side in (spec.npu, spec.golden))
+    if len(picked) > 1:  # --step alone (or --rank alone) picks several ranks: compared rank by rank
+        return True
     return bool(picked) and statcolumns.applies(spec) and (spec.stats_only or not tensor_files)
 
 
