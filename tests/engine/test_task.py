@@ -79,6 +79,18 @@ def test_load_falls_back_to_the_csv(tmp_path):
     assert task.table.columns["op_seq"].tolist() == table.columns["op_seq"].tolist()
 
 
+def test_a_one_row_task_with_an_empty_text_cell_reads_back_from_its_npz(tmp_path):
+    """One row whose text cell is empty packs to no byte at all: read back, it is that row's "", not a
+    column of 0 values and an unreadable result.npz (a chain's one-output bmodel stage hit it)."""
+    table = _table(n=1, custom=())
+    table.columns["param"][:] = ""
+    npztable.write_npz(table, tmp_path / "r.npz", {})
+    back, _ = npztable.read_npz(tmp_path / "r.npz")
+    _same(table, back)
+    head, _ = npztable.read_npz(tmp_path / "r.npz", head=1)
+    assert head.columns["param"].tolist() == [""]
+
+
 def test_corrupt_npz_is_reported_and_the_csv_used(tmp_path):
     save_task(tmp_path / "t", META, _table(), Thresholds(), {})
     (tmp_path / "t" / "result.npz").write_bytes(b"PK\x03\x04 truncated")

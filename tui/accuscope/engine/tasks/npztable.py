@@ -74,7 +74,7 @@ def read_npz(path: Path, head: int | None = None) -> tuple[ResultTable, dict]:
                 continue
             data = z[f"c{i}"]
             if how == "packed":
-                values = data.tobytes().decode("utf-8").split("\x00") if data.size else []
+                values = data.tobytes().decode("utf-8").split("\x00") if n else []  # one "" row packs to no byte
                 if len(values) != n:
                     raise ValueError(f"column {key!r} holds {len(values):,} values, not the {n:,} rows it claims")
                 data = np.empty(n, dtype=object)
