@@ -143,19 +143,14 @@ def svg_of_app(make_app, size: tuple[int, int], keys: list, settled=lambda app: 
     return asyncio.run(go())
 
 
-def _ranked(app) -> bool:
-    return app.screen.ranking is not None or bool(app.screen.ranking_error)
-
-
 # every screen and dialog at 80x24 and wide, in the states a user meets: the task list (with tasks, and
-# empty), the new-task form and the open-path question, the advisor (findings and the ranked ops), the
+# empty), the new-task form and the open-path question, the advisor's findings, the
 # graph pane, the chart maximised, the thresholds editor, and a task whose run failed
 SCREENS = [
     ("browser", lambda task: AccuscopeApp(task.parent), [], lambda app: True),
     ("new-task", lambda task: AccuscopeApp(task.parent), ["n"], lambda app: True),
     ("open-path", lambda task: AccuscopeApp(task.parent), ["o"], lambda app: True),
     ("advisor", lambda task: AccuscopeApp(task.parent, open_path=task), ["a"], lambda app: True),
-    ("advisor-ranked", lambda task: AccuscopeApp(task.parent, open_path=task), ["a", "s"], _ranked),
     ("graph", lambda task: AccuscopeApp(task.parent, open_path=task), ["g"],
      lambda app: not getattr(app.screen, "loading", False)),
     ("chart-zoomed", lambda task: AccuscopeApp(task.parent, open_path=task), ["tab", "z"], lambda app: True),

@@ -81,9 +81,17 @@ def test_a_file_gone_or_cut_short_after_planning_is_its_row_with_a_reason_on_the
     assert all(cos[n] > 0.999 and not reasons[n] for n in names if n not in ("op_1", "op_3"))
 
 
-def test_cancel_stops_whole_pairs_on_the_pool(mid_pairs):
+def test_cancel_stops_whole_pairs_on_the_pool(tmp_path):
+    """More pairs (24) than the thread pool keeps in flight (4 per worker): a cancel set at the first
+    progress leaves pairs never started, however fast those in flight finish (with 6 pairs, all six
+    could finish in the first batch on a loaded machine, leaving nothing to cancel)."""
     import threading
-    plan = engine.plan(CompareSpec(str(mid_pairs / "npu"), str(mid_pairs / "golden")))
+    rng = np.random.default_rng(4)
+    for side in ("npu", "golden"):
+        (tmp_path / side).mkdir()
+        for k in range(24):  # each above GROUP_ELEMENTS: a thread-pool task of its own
+            np.save(tmp_path / side / f"op_{k}.0.{1700000000000000 + k}.npy", rng.standard_normal(100_000).astype(np.float32))
+    plan = engine.plan(CompareSpec(str(tmp_path / "npu"), str(tmp_path / "golden")))
     cancel = threading.Event()
     seen = []
 
