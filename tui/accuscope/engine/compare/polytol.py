@@ -119,21 +119,22 @@ def _stat_word(text: str) -> str:
     return word
 
 
-def _tolerance(text: str) -> float:
+def _number(text: str, example: str) -> float:
     try:
-        value = float(text)
+        return float(text)
     except ValueError:
-        raise ValueError(f"'{text}' is not a number, e.g. 1e-3") from None
+        raise ValueError(f"'{text}' is not a number, e.g. {example}") from None
+
+
+def _tolerance(text: str) -> float:
+    value = _number(text, "1e-3")
     if not value >= 0:
         raise ValueError(f"'{text}': a tolerance is a number >= 0")
     return value
 
 
 def _quantile(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise ValueError(f"'{text}' is not a number, e.g. 0.99") from None
+    value = _number(text, "0.99")
     if not 0 <= value <= 1:
         raise ValueError(f"'{text}': a quantile is a number from 0 to 1 (Polygraphy's --error-quantile)")
     return value
