@@ -17,7 +17,6 @@ from textual.widgets import DataTable, Static
 from ..engine.precision.spec import PrecisionSpec
 from ..engine.precision.trials import Trial
 from ..engine.precision.workflow import Event, PrecisionResult, run_precision
-from ..engine.tasks.task import load_task
 from .chart import Chart
 from .footer import Footer
 from .formatting import shown
@@ -168,7 +167,7 @@ class PrecisionScreen(Screen[None]):
     def action_open_task(self) -> None:
         if self.result is None or self.result.task is None:
             return
-        opener(self).open_task(load_task(self.result.task))  # the app opens tasks: this screen is opened from one
+        opener(self).open_task(self.result.task)  # the app opens tasks: this screen is opened from one
 
     def action_back(self) -> None:
         self.cancel.set()  # a search left running stops after its trial; the log keeps it
