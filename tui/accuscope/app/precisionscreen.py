@@ -88,12 +88,12 @@ class PrecisionScreen(Screen[None]):
         table = self.query_one("#trials", DataTable)
         table.add_columns("#", "phase", "fp32 ops", *(t.metric for t in self.spec.targets), "", "ops kept in fp32")
         self._status()
-        self.search_worker()
+        self.search_worker(self.spec)
 
     @work(thread=True, exclusive=True, group="precision", exit_on_error=False)
-    def search_worker(self) -> None:
+    def search_worker(self, spec: PrecisionSpec) -> None:
         deliver(self, PrecisionDone,
-                lambda: run_precision(self.spec, lambda e: self.app.call_from_thread(self.show_event, e), self.cancel))
+                lambda: run_precision(spec, lambda e: self.app.call_from_thread(self.show_event, e), self.cancel))
 
     def show_event(self, e: Event) -> None:
         if not self.is_attached:  # left with escape: the search stops after its trial, unseen

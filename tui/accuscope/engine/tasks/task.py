@@ -139,6 +139,14 @@ class TaskFolder:
         return load_graph(self.model_file) if self.model_file is not None else None
 
     @cached_property
+    def framework_graph(self) -> Graph | None:
+        """The graph of the framework model (`framework_model`); None without one; SourceError when
+        that file is unusable."""
+        from accuscope.engine.sides.registry import load_graph
+        path = self.framework_model[0]
+        return load_graph(path) if path is not None else None
+
+    @cached_property
     def model_file(self) -> Path | None:
         """The model task.json names (`model`), else the one the NPU side's dump carries (an `accuscope
         dump` folder's model.onnx, model.xml or model.tflite: every `run` task's candidate); None without."""
@@ -156,7 +164,14 @@ class TaskFolder:
 
     def modules_at(self, step: str | int | None, rank: str | int | None) -> Graph | None:
         """`modules` of one step and rank of the NPU dump (a multi-rank task's; None: the first); of a task
-        compared with --shards whose NPU dump holds several ranks, the merged run's one tree (its rows' names)."""
+        compared with --shards whose NPU dump holds several ranks, the merged run's one tree (its rows' names).
+        Read once per step and rank."""
+        cache = self.__dict__.setdefault("_modules", {})
+        if (step, rank) not in cache:
+            cache[step, rank] = self._read_modules(step, rank)
+        return cache[step, rank]
+
+    def _read_modules(self, step: str | int | None, rank: str | int | None) -> Graph | None:
         from accuscope.engine.sides.registry import detect, modules_loader
         npu = self.path("npu")
         if npu is None or not npu.is_dir():
