@@ -195,6 +195,7 @@ class LoadedGraph(NamedTuple):
     lanes: Lanes
     results: OpResults  # the badges
     at: int  # which of the screen's ranks
+    task: Task  # the snapshot it was read on (what it found: tasksnapshot.keep_found)
 
 
 class GraphLoaded(Done):
@@ -244,6 +245,7 @@ class Detailed(NamedTuple):
     ref: TensorRef
     pair: OpPair
     detail: OpDetail | None  # None when cancelled
+    task: Task  # the snapshot it was read on (what it found: tasksnapshot.keep_found)
 
 
 class DetailDone(Done):

@@ -58,6 +58,7 @@ from .errorchart import (
 from .footer import Footer
 from .formatting import shown
 from .messages import CountDone, Counted, DetailDone, Detailed, DetailProgress, TensorRef, deliver, error_text
+from .tasksnapshot import keep_found, snapshot
 from .toptable import TopTable
 
 WIDE = (140, 36)  # from this terminal size on, the three panes sit side by side
@@ -157,7 +158,7 @@ class OpScreen(Screen):
         tensor); `row`: the table row opened."""
         super().__init__()
         self.opened_task, self.folder = task, task.folder
-        self.table: ResultTable = task.table if task.table is not None else ResultTable.empty()
+        self.table: ResultTable = task.table
         self.refs = tensor_refs(self.table, row) or [_ref(self.table, row)]
         self.pos = next((i for i, r in enumerate(self.refs) if r.row == row), 0)
         self.metric = "abs"
@@ -248,18 +249,20 @@ class OpScreen(Screen):
         self.query_one(ProgressBar).update(total=100, progress=0)
         self._tick()
         self._timer.resume()
-        self._detail_worker(self._serial, self.ref, self.top_n, self._cancel)
+        self._detail_worker(snapshot(self.opened_task), self._pairs.get(self.ref.key), self._serial, self.ref,
+                            self.top_n, self._cancel)
 
     @work(thread=True, exclusive=True, group="opdetail", exit_on_error=False)
-    def _detail_worker(self, serial: int, ref: TensorRef, top: int, cancel: threading.Event) -> None:
+    def _detail_worker(self, task: Task, pair: OpPair | None, serial: int, ref: TensorRef, top: int,
+                       cancel: threading.Event) -> None:
+        """The detail of `ref` (its `pair` when opened before, else opened on `task`, the screen's snapshot
+        of the opened task, whose plan it finds once: keep_found)."""
         def progress(p: Progress) -> None:
             self.post_message(DetailProgress(p.done, p.total))
 
-        def run():
-            pair = self._pairs.get(ref.key)
-            if pair is None:
-                pair = open_op(self.opened_task, ref.op, ref.io, ref.index)
-            return Detailed(serial, ref, pair, pair.detail(top=top, progress=progress, cancel=cancel))
+        def run() -> Detailed:
+            opened = pair if pair is not None else open_op(task, ref.op, ref.io, ref.index)
+            return Detailed(serial, ref, opened, opened.detail(top=top, progress=progress, cancel=cancel), task)
         deliver(self, DetailDone, run)
 
     @on(DetailProgress)
@@ -299,6 +302,7 @@ class OpScreen(Screen):
             self.show_error(message.error)
             return
         done = message.result
+        keep_found(self.opened_task, done.task)
         if done.serial != self._serial or done.detail is None:
             return
         self._pairs[done.ref.key] = done.pair

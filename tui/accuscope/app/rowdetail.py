@@ -21,6 +21,7 @@ from ..engine.compare.thresholds import Thresholds
 from ..engine.tasks.task import Task
 from .formatting import number, shown
 from .messages import Stack, StackLoaded, deliver
+from .tasksnapshot import keep_found, snapshot
 
 # the row's identity as the detail lists it (labels: fields.py's records), the NaN/inf counts among them
 FIELDS = [*((k, FIELD[k].title) for k in ("index", "op_seq", "type", "npu_op", "golden_op", "tensor", "shape",
@@ -44,24 +45,25 @@ class RowDetail(ModalScreen[None]):
         advisor's origin and iso_cos), listed after its plugin columns."""
         super().__init__()
         self.opened_task, self.row, self.extra = task, row, extra or {}
-        self.table: ResultTable = task.table if task.table is not None else ResultTable.empty()
-        self.thresholds: Thresholds = task.thresholds if task.thresholds is not None else Thresholds()
+        self.table: ResultTable = task.table
+        self.thresholds: Thresholds = task.thresholds
+        self._reading = snapshot(task)  # what stack_worker reads on (its stacks kept by the task: keep_found)
 
     def on_mount(self) -> None:
-        self.stack_worker()
+        self.stack_worker(self._reading, self.table.row(self.row))
 
     @work(thread=True, exclusive=True, group="stack", exit_on_error=False)
-    def stack_worker(self) -> None:
-        r = self.table.row(self.row)
-
+    def stack_worker(self, task: Task, r: dict) -> None:
+        """The call stack of row `r` read on `task`, the screen's snapshot of the opened task."""
         def read() -> Stack:
             where = {k: r[k] for k in ("step", "rank") if k in r and r[k] not in (None, "", -1)}
-            stacks, why = self.opened_task.call_stacks(**where)
+            stacks, why = task.call_stacks(**where)
             return Stack(stacks.get(str(r["npu_op"]), []), why)
         deliver(self, StackLoaded, read)
 
     @on(StackLoaded)
     def stack_loaded(self, message: StackLoaded) -> None:
+        keep_found(self.opened_task, self._reading)
         stack = message.result or Stack([], str(message.error))
         lines = stack.lines
         text = "\n".join(f"  {shown(line.replace(chr(10), ' ').strip())}" for line in lines)

@@ -22,7 +22,7 @@ from ..engine.compare.thresholds import Thresholds, parse_assignments
 from ..engine.sources.kinds import MSPROBE
 from ..engine.sources.names import parse_tensor_name, printable
 from ..engine.sources.tensor import SourceError
-from ..engine.tasks.task import Task, load_task
+from ..engine.tasks.task import Task, TaskFolder, load_head, load_task
 from ..engine.tasks.taskdoc import TaskDoc
 from .chart import MetricChart
 from .footer import Footer
@@ -179,7 +179,7 @@ class TaskScreen(Screen):
         elif self.reading_rest:  # after the first frame: the rest of the table, then the advisor
             self.after_first_frame(self.load_worker, self.folder)
         else:  # after the first frame: reading a saved advice.json of a large task takes seconds
-            self.after_first_frame(self.start_advice)
+            self.after_first_frame(self.opened_whole)
         self.query_one(OperatorTable).focus()
 
     def after_first_frame(self, callback: Callable[..., object], *args: object) -> None:
@@ -213,6 +213,8 @@ class TaskScreen(Screen):
 
     @work(thread=True, exclusive=True, group="load", exit_on_error=False)
     def load_worker(self, folder: Path) -> None:
+        """The whole task of an opened one that holds its first rows only (load_head): every task shown
+        is opened so (AccuscopeApp.open_task, `reload`), and this is where the rest is read."""
         def load() -> Task:
             task = load_task(folder)
             measured(task.result[0])  # the op table's column widths, here rather than on the app's thread
@@ -233,7 +235,16 @@ class TaskScreen(Screen):
         self.show_table(*task.result)
         for warning in task.warnings:
             self.notify(warning, severity="warning", timeout=8)
-        self.start_advice()
+        self.opened_whole()
+
+    def opened_whole(self) -> None:
+        """The opened task's whole table is shown: thresholds edited during the run that made it apply
+        to it now (and are saved), else the advisor starts."""
+        edited, self._edited_while_running = self._edited_while_running, None
+        if edited is not None:
+            self.use_thresholds(edited)
+        else:
+            self.start_advice()
 
     @property
     def table_widget(self) -> OperatorTable:
@@ -311,9 +322,9 @@ class TaskScreen(Screen):
         so far and the thresholds they are judged by."""
         if self.opened is not None and not self.running:
             return self.opened
-        task = Task.at(self.folder, strict=False)
-        task.table, task.thresholds = self.table_widget.table, self.table_widget.thresholds
-        return task
+        found = TaskFolder.at(self.folder, strict=False)
+        return Task(found.folder, found.doc, found.csv, table=self.table_widget.table,
+                    thresholds=self.table_widget.thresholds)
 
     def on_operator_table_selected(self, event: OperatorTable.Selected) -> None:
         if self.still_loading():
@@ -484,12 +495,7 @@ class TaskScreen(Screen):
         def chosen(k: int | None) -> None:
             if k is None or folders[k].resolve() == self.folder.resolve():
                 return
-            try:
-                task = load_task(folders[k])
-            except SourceError as exc:
-                self.notify(str(exc), title="cannot open", severity="error", timeout=8)
-                return
-            opener(self).open_task(task)
+            opener(self).open_task(folders[k])  # a notice says why when it cannot be opened
         from .dialogs import ChooseDialog
         self.app.push_screen(ChooseDialog(f"the chain's stages ({printable(str(chain.get('line', '')))})", choices),
                              chosen)
@@ -759,18 +765,21 @@ class TaskScreen(Screen):
             self.reload(None)
 
     def reload(self, message: str | None) -> None:
+        """The task opened again after a run, as every task is (load_head; the rest by load_worker):
+        thresholds edited during the run apply to its whole result (opened_whole)."""
         try:
-            self.opened = load_task(self.folder)
+            self.opened = load_head(self.folder)
         except SourceError:
             self.opened = None
         self.advice, self.chain_columns = None, {}
-        edited, self._edited_while_running = self._edited_while_running, None
-        if self.opened is not None and edited is not None:  # the result of the run, under them
-            self.use_thresholds(edited)
-        elif self.opened is not None:
+        if self.opened is not None:
             self.show_table(*self.opened.result)
-            self.start_advice()
+            if self.reading_rest:
+                self.load_worker(self.folder)
+            else:
+                self.opened_whole()
         else:
+            self._edited_while_running = None
             self.show_table(ResultTable.empty(), self.thresholds)
         if message:
             self.notify(message, timeout=4)

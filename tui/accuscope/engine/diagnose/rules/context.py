@@ -46,9 +46,7 @@ class Context:
 
     def __init__(self, task: Task, progress: OnProgress | None, cancel: threading.Event | None,
                  workers: int | None):
-        table, thresholds = task.table, task.thresholds
-        if table is None or thresholds is None:  # load_task gives both
-            raise SourceError(f"{task.folder}: the task holds no result to advise on")
+        table, thresholds = task.result
         self.task = task
         self.folder = task.folder
         self.table: ResultTable = table
