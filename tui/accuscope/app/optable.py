@@ -193,6 +193,7 @@ class OperatorTable(CursorList):
         self._column_key = ""  # the column cursor, by key, so it survives re-layouts
         self._sticky_width = 0
         self._scroll_width = 0
+        self.lead: tuple[str, ...] = ()  # app columns shown first right of the divider (opcolumns.column_specs)
 
     # ---- the API for the hosting screen --------------------------------------------------------
     def load(self, table: ResultTable, thresholds: Thresholds | None = None, total: int | None = None,
@@ -506,7 +507,7 @@ class OperatorTable(CursorList):
 
     def _layout(self) -> None:
         """Column widths and offsets for the current widget width; sets the virtual size."""
-        cols = column_specs(self._shown, self._lengths)
+        cols = column_specs(self._shown, self._lengths, self.lead)
         self._sticky_width, self._scroll_width = place(cols, self.scrollable_content_region.width or 160)
         self._columns = cols
         keys = [c.key for c in cols if c.sort_key is not None]

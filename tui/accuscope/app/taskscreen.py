@@ -42,6 +42,7 @@ from .messages import (
 from .opcolumns import measured
 from .opener import opener
 from .optable import OperatorTable
+from .stageviews import ChainChart, judged_chain, stage_columns
 from .summary import summary_lines
 from .tasksnapshot import snapshot
 
@@ -49,6 +50,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from ..engine.compare import comparison as engine
+    from ..engine.compare.chainview import ChainView
     from ..engine.compare.spec import CompareSpec
     from ..engine.diagnose.advice import Advice
     from ..engine.progress import Progress
@@ -130,7 +132,8 @@ class TaskScreen(Screen):
         self._progress_text = ""
         self.advice: Advice | None = None
         self.advising = False
-        self.chain_columns: dict[str, np.ndarray] = {}  # a chain task's `entered` per row (chain_worker)
+        self.chain_columns: dict[str, np.ndarray] = {}  # a chain task's stage group per row (chain_worker)
+        self.chain_view: ChainView | None = None  # its stages op by op, under the thresholds shown
         self.saving, self._save_again = False, False  # thresholds being saved by save_worker
         self._edited_while_running: Thresholds | None = None  # applied to the run's result (reload)
         self.run_error = ""  # why the last run started here failed
@@ -157,7 +160,7 @@ class TaskScreen(Screen):
         yield Static("", id="crumbs")
         yield Static("", id="summary")
         yield OperatorTable(id="table")
-        yield MetricChart(id="chart")
+        yield ChainChart(id="chart")
         yield Input(id="prompt")
         with Horizontal(id="statusline"):
             yield Static("", id="status")
@@ -267,7 +270,8 @@ class TaskScreen(Screen):
                               warnings=self.opened.doc.coverage_warnings if self.opened else [],
                               counting=self.reading_total,
                               basis=self.opened.basis if self.opened else None,
-                              chain=self.opened.doc.chain if self.opened else None)
+                              chain=judged_chain(self.opened.doc.chain, self.chain_view)
+                              if self.opened and self.opened.doc.chain else None)
         self.query_one("#summary", Static).update("\n".join(lines))
         self.update_status()
 
@@ -325,7 +329,8 @@ class TaskScreen(Screen):
         widget = self.table_widget
         if widget.cursor_row is not None and not self.still_loading():
             from .rowdetail import RowDetail
-            self.app.push_screen(RowDetail(self.shown_task(), widget.cursor_row, widget.extra))
+            self.app.push_screen(RowDetail(self.shown_task(), widget.cursor_row, widget.extra,
+                                           None if self.running else self.chain_view))
 
     # ---- prompt: search and filter ------------------------------------------------------------
     def action_prompt(self, mode: str) -> None:
@@ -613,19 +618,21 @@ class TaskScreen(Screen):
 
     @work(thread=True, exclusive=True, group="chain", exit_on_error=False)
     def chain_worker(self, task: Task) -> None:
-        """A chain task's stage of entry per row, judged from its sub-tasks under the thresholds shown."""
-        from ..engine.tasks.chainrun import entered_column
-        deliver(self, ChainDone, lambda: entered_column(task))
+        """A chain task's stages op by op, judged from its sub-tasks under the thresholds shown."""
+        from ..engine.tasks.chainrun import chain_view
+        deliver(self, ChainDone, lambda: chain_view(task))
 
     @on(ChainDone)
     def chain_done(self, message: ChainDone) -> None:
         if message.error is not None:
             self.notify(f"the chain's stages: {printable(str(message.error))}", severity="warning", timeout=8)
             return
-        table = self.table_widget.table
-        if message.result is None or len(message.result) != len(table):
+        table, view = self.table_widget.table, message.result
+        if view is None or len(view.table) != len(table):
             return
-        self.chain_columns = {"entered": text_array(message.result)}
+        self.chain_view, self.chain_columns = view, stage_columns(view)
+        self.table_widget.lead = tuple(self.chain_columns)
+        self.query_one(ChainChart).show_chain(view)
         self.table_widget.load(table, self.thresholds, extra={**self.table_widget.extra, **self.chain_columns})
 
     @work(thread=True, exclusive=True, group="advice", exit_on_error=False)
@@ -763,7 +770,8 @@ class TaskScreen(Screen):
             self.opened = load_task(self.folder)
         except SourceError:
             self.opened = None
-        self.advice, self.chain_columns = None, {}
+        self.advice, self.chain_columns, self.chain_view = None, {}, None
+        self.query_one(ChainChart).show_chain(None)
         edited, self._edited_while_running = self._edited_while_running, None
         if self.opened is not None and edited is not None:  # the result of the run, under them
             self.use_thresholds(edited)

@@ -1,0 +1,129 @@
+"""A chain task's per-stage views (docs/chain.md): the op table's stage group, the chart's curve per stage,
+an op at every stage in the row detail, the chain's line under the thresholds shown. Drawn from a
+`ChainView` (engine/compare/chainview.py) that the task screen's chain worker builds.
+
+The op table's stage group sits first right of the divider: `entered` (the stage where the row's error
+entered) and `cos@LABEL` per stage (its cos against the reference; filter as `cos_LABEL`). At 80 columns
+the name column, `entered` and three stages' cos fit on one line, so where the error appears reads
+across a row without scrolling; the stage's other metrics are the stage's own task (`s`) or the row
+detail (D).
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+from rich.table import Table
+
+from ..engine.compare.columns import CSV_OF
+from ..engine.compare.results import text_array
+from .chart import MetricChart, downsample
+from .formatting import shown
+
+if TYPE_CHECKING:
+    from ..engine.compare.chainview import ChainView, Curves
+
+ENTERED = "entered"
+MARKERS = ("•", "+", "x", "o", "*", "#", "@", "&")  # one per stage: the legend reads without colour
+COLORS = ("green", "cyan", "magenta", "yellow", "blue", "orange", "red", "white")
+
+
+def stage_column(label: str) -> str:
+    """The op table's column of a stage's cos against the reference."""
+    return f"cos@{label}"
+
+
+def stage_columns(view: ChainView) -> dict[str, np.ndarray]:
+    """The op table's stage group, as text per row of the shown table: `entered`, then each stage's cos."""
+    out = {ENTERED: text_array(view.entered())}
+    for label, values in view.columns("cos").items():
+        out[stage_column(label)] = text_array("" if np.isnan(v) else f"{v:.6f}" for v in values.tolist())
+    return out
+
+
+def judged_chain(chain: dict, view: ChainView | None) -> dict:
+    """task.json's `chain` with its verdict and line judged again under the thresholds shown (`view`'s)."""
+    if view is None:
+        return chain
+    j = view.judgement
+    verdicts = {s.label: s.verdict.outcome for s in j.stages}
+    stages = [{**st, "verdict": verdicts.get(str(st.get("label")), st.get("verdict"))} if isinstance(st, dict) else st
+              for st in chain.get("stages") or []]
+    return {**chain, "verdict": j.outcome, "line": j.line(), "stages": stages}
+
+
+def stage_table(view: ChainView, row: int) -> Table:
+    """The shown table's row's op at every stage: against the reference and against the stage before,
+    the stage where its error entered marked."""
+    t = Table(box=None, padding=(0, 2, 0, 0), title_justify="left",
+              title="[b]at every stage[/] (against the reference · against the stage before)")
+    for head, right in (("stage", False), ("cos", True), ("red", True), ("", False), ("step", False),
+                        ("step cos", True), ("step red", True), ("", False)):
+        t.add_column(head, justify="right" if right else "left")
+    for at in view.at(row):
+        if not at.found:
+            t.add_row(shown(at.label), "[dim]no such op[/]", "", "", "", "", "", "")
+            continue
+        mark = "[red]✗[/]" if at.failing else "[green]✓[/]"
+        step = f"vs {shown(at.before)}" if at.before else "vs the reference"
+        t.add_row(shown(at.label), _num(at.cos), _num(at.red), mark, step, _num(at.step_cos), _num(at.step_red),
+                  "[b red]◀ entered here[/]" if at.entered else "")
+    return t
+
+
+def _num(x: float) -> str:
+    return "" if x != x else f"{x:.6g}"
+
+
+class ChainChart(MetricChart):
+    """The task screen's chart; on a chain task (`chain` set) it draws the chart's metric against the
+    reference along the chain's ops, one curve per stage (chainview.Curves), the threshold line, and the
+    op under the table cursor as a vertical line; the legend in its title."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.chain: ChainView | None = None
+        self._curves: dict[str, tuple[Curves, dict[str, int]]] = {}  # per metric: its curves, key -> x
+
+    def show_chain(self, view: ChainView | None) -> None:
+        self.chain, self._curves = view, {}
+        self.replot()
+
+    def draw(self, plt) -> str:
+        view = self.chain
+        if view is None or self.metric not in view.table.columns:
+            return super().draw(plt)
+        if self.metric not in self._curves:
+            made = view.curves(self.metric)
+            self._curves[self.metric] = made, {k: i for i, k in enumerate(made.keys)}
+        curves, position = self._curves[self.metric]
+        xs = np.arange(len(curves.keys), dtype=float)
+        buckets = max(self.size.width - 10, 10)
+        legend = []
+        lo, hi = np.inf, -np.inf
+        for k, (label, ys) in enumerate(curves.series.items()):
+            finite = np.isfinite(ys)
+            marker, color = MARKERS[k % len(MARKERS)], COLORS[k % len(COLORS)]
+            legend.append(f"{marker} {shown(label)}")
+            if not finite.any():
+                continue
+            x, y = downsample(xs[finite], ys[finite], buckets)
+            lo, hi = min(lo, float(y.min())), max(hi, float(y.max()))
+            if len(x) > 1:
+                plt.plot(x.tolist(), y.tolist(), color=color, marker=marker)
+            else:
+                plt.scatter(x.tolist(), y.tolist(), color=color, marker=marker)
+        limit = self._thresholds.get(self.metric)
+        if limit is not None and np.isfinite(lo):
+            lo, hi = min(lo, limit.value), max(hi, limit.value)
+            plt.hline(limit.value, "orange")
+        if np.isfinite(lo):
+            plt.ylim(*((lo - 0.5, hi + 0.5) if np.isclose(lo, hi) else (lo, hi)))
+        table = self._table
+        if table is not None and self._selected is not None and self._selected < len(table) \
+                and len(table) == len(view.table):
+            at = position.get(view.key(self._selected))
+            if at is not None:
+                plt.vline(float(at), "blue")
+        name = CSV_OF.get(self.metric, self.metric)
+        return f"{name} vs the reference: {'  '.join(legend)}"
