@@ -10,6 +10,7 @@ detail (D).
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -24,8 +25,33 @@ if TYPE_CHECKING:
     from ..engine.compare.chainview import ChainView, Curves
 
 ENTERED = "entered"
-MARKERS = ("•", "+", "x", "o", "*", "#", "@", "&")  # one per stage: the legend reads without colour
-COLORS = ("green", "cyan", "magenta", "yellow", "blue", "orange", "red", "white")
+MARKERS = ("•", "+", "x", "o", "*", "#", "@", "&")  # the chart's, one per stage: its legend reads without colour
+COLORS = ("cyan", "magenta", "yellow", "blue", "green", "red", "white")  # plotext's and rich's names both
+
+
+def stage_mark(k: int) -> tuple[str, str]:
+    """The graph's mark of an op whose error entered at stage k (0-based, chain order): its number
+    (1-9, then +) and colour."""
+    return (str(k + 1) if k < 9 else "+"), COLORS[k % len(COLORS)]
+
+
+def stage_legend(labels: list[str]) -> str:
+    """The graph's legend of the stage marks: `entered at: 1 top · 2 tpu · 3 bmodel`."""
+    return "entered at: " + " · ".join(f"{stage_mark(k)[0]} {label}" for k, label in enumerate(labels))
+
+
+def graph_stages(entered: np.ndarray, labels: list[str], rows_of: Callable[[int], list[int]],
+                 positions: int) -> dict[int, int]:
+    """Per graph op (position) whose output rows' error entered at a stage: that stage (0-based, the
+    earliest in chain order among its rows). `entered`: the op table's `entered` per row; `rows_of`:
+    an op's output rows (graphview.OpResults.output_rows)."""
+    index = {label: k for k, label in enumerate(labels)}
+    out = {}
+    for p in range(positions):
+        ks = [index[str(entered[r])] for r in rows_of(p) if str(entered[r]) in index]
+        if ks:
+            out[p] = min(ks)
+    return out
 
 
 def stage_column(label: str) -> str:
@@ -109,10 +135,7 @@ class ChainChart(MetricChart):
                 continue
             x, y = downsample(xs[finite], ys[finite], buckets)
             lo, hi = min(lo, float(y.min())), max(hi, float(y.max()))
-            if len(x) > 1:
-                plt.plot(x.tolist(), y.tolist(), color=color, marker=marker)
-            else:
-                plt.scatter(x.tolist(), y.tolist(), color=color, marker=marker)
+            plt.scatter(x.tolist(), y.tolist(), color=color, marker=marker)
         limit = self._thresholds.get(self.metric)
         if limit is not None and np.isfinite(lo):
             lo, hi = min(lo, limit.value), max(hi, limit.value)

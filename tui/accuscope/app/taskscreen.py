@@ -603,7 +603,9 @@ class TaskScreen(Screen):
                     self.notify(str(exc), markup=False, title="filter", severity="error", timeout=8)
             if result.row is not None and not widget.move_to(result.row):
                 self.notify("that op's row is hidden by the filter or the in/out toggle", timeout=4)
-        self.app.push_screen(GraphScreen(self.shown_task(), widget.cursor_row), back)
+        view = None if self.running else self.chain_view
+        stages = (self.chain_columns["entered"], view.labels) if view is not None else None
+        self.app.push_screen(GraphScreen(self.shown_task(), widget.cursor_row, stages), back)
 
     # ---- the advisor ------------------------------------------------------------------------
     def start_advice(self) -> None:
@@ -631,7 +633,7 @@ class TaskScreen(Screen):
         if view is None or len(view.table) != len(table):
             return
         self.chain_view, self.chain_columns = view, stage_columns(view)
-        self.table_widget.lead = tuple(self.chain_columns)
+        self.table_widget.set_lead(tuple(self.chain_columns))
         self.query_one(ChainChart).show_chain(view)
         self.table_widget.load(table, self.thresholds, extra={**self.table_widget.extra, **self.chain_columns})
 
