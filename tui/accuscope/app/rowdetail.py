@@ -102,11 +102,11 @@ class RowDetail(ModalScreen[None]):
             status = "[red]✗ breaks " + ", ".join(sorted(broken)) + "[/]" if broken else (
                 "[green]✓ within all thresholds[/]" if not r.get("reason") else "")
             yield Static(f"[b]{shown(r['npu_op'])}[/] {shown(r['tensor'])}  {status}")
-            yield Static(info)
-            yield Static(metrics)
-            if self.chain is not None and len(self.chain.table) == len(self.table):
+            if self.chain is not None and len(self.chain.table) == len(self.table):  # a chain's: first
                 from .stageviews import stage_table
                 yield Static(stage_table(self.chain, self.row))
+            yield Static(info)
+            yield Static(metrics)
             if r.get("reason"):
                 yield Static(f"[b]reason[/] {shown(r['reason'])}")
             yield Static("", id="stack")

@@ -79,26 +79,29 @@ def judged_chain(chain: dict, view: ChainView | None) -> dict:
 
 
 def stage_table(view: ChainView, row: int) -> Table:
-    """The shown table's row's op at every stage: against the reference and against the stage before,
-    the stage where its error entered marked."""
-    t = Table(box=None, padding=(0, 2, 0, 0), title_justify="left",
-              title="[b]at every stage[/] (against the reference · against the stage before)")
-    for head, right in (("stage", False), ("cos", True), ("red", True), ("", False), ("step", False),
-                        ("step cos", True), ("step red", True), ("", False)):
-        t.add_column(head, justify="right" if right else "left")
+    """The shown table's row's op at every stage: against the reference, and its step against the stage
+    before (the first stage's: the reference), the stage where its error entered marked."""
+    t = Table(box=None, padding=(0, 1, 0, 0), title_justify="left",
+              title="[b]at every stage[/] (step: against the stage before)")
+    for head, right in (("stage", False), ("cos", True), ("red", True), ("", False), ("step vs", False),
+                        ("cos", True), ("red", True), ("", False)):
+        t.add_column(head, justify="right" if right else "left", no_wrap=True)
     for at in view.at(row):
         if not at.found:
             t.add_row(shown(at.label), "[dim]no such op[/]", "", "", "", "", "", "")
             continue
         mark = "[red]✗[/]" if at.failing else "[green]✓[/]"
-        step = f"vs {shown(at.before)}" if at.before else "vs the reference"
-        t.add_row(shown(at.label), _num(at.cos), _num(at.red), mark, step, _num(at.step_cos), _num(at.step_red),
-                  "[b red]◀ entered here[/]" if at.entered else "")
+        t.add_row(shown(at.label), _cos(at.cos), _num(at.red), mark, shown(at.before) if at.before else "reference",
+                  _cos(at.step_cos), _num(at.step_red), "[b]◀ entered[/]" if at.entered else "")
     return t
 
 
+def _cos(x: float) -> str:
+    return "" if x != x else f"{x:.6f}"
+
+
 def _num(x: float) -> str:
-    return "" if x != x else f"{x:.6g}"
+    return "" if x != x else f"{x:.3g}"
 
 
 class ChainChart(MetricChart):
