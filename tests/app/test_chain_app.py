@@ -183,3 +183,45 @@ def test_a_threshold_edit_judges_the_chain_again(chain_task, tmp_path):
     assert "chain ✓ pass all 3 stages meet the thresholds; no error enters" in text
     assert "enters at tpu" not in text
     assert entered == [""]
+
+
+@pytest.fixture(scope="module")
+def snap_chain():
+    """The tiny transformer's INT8 chain (top -> tpu -> bmodel) from copies of its files in a folder whose
+    path has the same length every run (the row detail shows the files; normalized() hides its random part)."""
+    import shutil
+    import tempfile
+    from pathlib import Path
+    root = Path(tempfile.mkdtemp(prefix="accuscope-snap-", dir="/tmp"))
+    int8 = TPUMLIR / "tfm-int8"
+    files = [TPUMLIR / "tfm" / "tfm_onnx_all.npz", TPUMLIR / "tfm" / "tfm_top_outputs.npz",
+             int8 / "tfm_bm1684x_int8_sym_tpu_outputs.npz", int8 / "tfm_bm1684x_int8_sym_model_outputs.npz"]
+    for f in files:  # under their own names: tpu-mlir's names say what each file is
+        shutil.copy(f, root / f.name)
+    golden, *stages = (root / f.name for f in files)
+    r = subprocess.run([sys.executable, "-P", "-m", "accuscope", "compare", "--golden", golden,
+                        *(a for label, f in zip(("top", "tpu", "bmodel"), stages) for a in ("--npu", f"{label}={f}")),
+                        "--out", root / "chain"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    yield root / "chain"
+    shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.mark.parametrize("name, size, keys", [
+    ("chain-task-80x24", (80, 24), []),
+    ("chain-task-160x50", (160, 50), []),
+    ("chain-chart-80x24", (80, 24), ["tab", "z"]),  # the chart alone: every stage's curve, the legend
+    ("chain-row-80x24", (80, 24), ["D"]),  # the op at every stage
+    ("chain-row-160x50", (160, 50), ["D"]),
+])
+def test_chain_snapshot(snap_chain, name, size, keys):
+    from appkit import check_snapshot
+
+    async def script(pilot):
+        await opened_chain(pilot)
+        for key in keys:
+            await pilot.press(key)
+        await pilot.pause()
+        await pilot.pause()
+        return pilot.app.export_screenshot(title="accuscope")
+    check_snapshot(name, drive(AccuscopeApp(snap_chain.parent, open_path=snap_chain), script, size=size))

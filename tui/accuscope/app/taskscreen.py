@@ -329,8 +329,9 @@ class TaskScreen(Screen):
         widget = self.table_widget
         if widget.cursor_row is not None and not self.still_loading():
             from .rowdetail import RowDetail
-            self.app.push_screen(RowDetail(self.shown_task(), widget.cursor_row, widget.extra,
-                                           None if self.running else self.chain_view))
+            view = None if self.running else self.chain_view  # its stage group is the detail's stage table
+            extra = {k: v for k, v in widget.extra.items() if view is None or k not in self.chain_columns}
+            self.app.push_screen(RowDetail(self.shown_task(), widget.cursor_row, extra, view))
 
     # ---- prompt: search and filter ------------------------------------------------------------
     def action_prompt(self, mode: str) -> None:

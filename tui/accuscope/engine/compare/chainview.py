@@ -139,9 +139,9 @@ class ChainView:
                 if not g or g == "*":
                     continue
                 k = _key_of(s.table, r)
-                if k not in known:
+                if k not in known:  # right after the op it follows here, before what follows that op elsewhere
                     known.add(k)
-                    after.setdefault(anchor, []).append(k)
+                    after.setdefault(anchor, []).insert(0, k)
                 anchor = k
         keys: list[str] = []
         stack = list(reversed(after.get(None, [])))
