@@ -143,6 +143,9 @@ class ChainChart(MetricChart):
         if limit is not None and np.isfinite(lo):
             lo, hi = min(lo, limit.value), max(hi, limit.value)
             plt.hline(limit.value, "orange")
+        if len(xs) > 1:  # whole ops on the x axis
+            ticks = sorted(set(np.linspace(0, len(xs) - 1, 5).round().astype(int).tolist()))
+            plt.xticks(ticks, [str(t) for t in ticks])
         if np.isfinite(lo):
             plt.ylim(*((lo - 0.5, hi + 0.5) if np.isclose(lo, hi) else (lo, hi)))
         table = self._table
