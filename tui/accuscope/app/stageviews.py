@@ -96,6 +96,17 @@ def stage_table(view: ChainView, row: int) -> Table:
     return t
 
 
+def stage_line(view: ChainView, row: int) -> str:
+    """The shown table's row's op at every stage on one line (the operator detail's): each stage's cos
+    against the reference, ✗ where it fails, the stage where its error entered marked (rich markup)."""
+    parts = []
+    for at in view.at(row):
+        cos = _cos(at.cos) if at.found else "[dim]none[/]"
+        parts.append(f"{shown(at.label)} {cos}{' [red]✗[/]' if at.failing else ''}"
+                     f"{' [b]◀ entered[/]' if at.entered else ''}")
+    return "cos by stage: " + " · ".join(parts)
+
+
 def _cos(x: float) -> str:
     return "" if x != x else f"{x:.6f}"
 

@@ -323,7 +323,7 @@ class TaskScreen(Screen):
         if self.still_loading():
             return
         from .opscreen import OpScreen
-        self.app.push_screen(OpScreen(self.shown_task(), event.row))
+        self.app.push_screen(OpScreen(self.shown_task(), event.row, None if self.running else self.chain_view))
 
     def action_row_details(self) -> None:
         widget = self.table_widget
