@@ -22,7 +22,8 @@ from .chart import MetricChart, downsample
 from .formatting import shown
 
 if TYPE_CHECKING:
-    from ..engine.compare.chainview import ChainView, Curves
+    from ..engine.compare.chainview import ChainView
+    from ..engine.tasks.task import Task
 
 ENTERED = "entered"
 MARKERS = ("•", "+", "x", "o", "*", "#", "@", "&")  # the chart's, one per stage: its legend reads without colour
@@ -65,6 +66,19 @@ def stage_columns(view: ChainView) -> dict[str, np.ndarray]:
     for label, values in view.columns("cos").items():
         out[stage_column(label)] = text_array("" if np.isnan(v) else f"{v:.6f}" for v in values.tolist())
     return out
+
+
+def prepared(task: Task) -> tuple[ChainView, dict[str, np.ndarray]] | None:
+    """A chain task's views made in a worker (tasks/chainrun.chain_view): the view, the op table's stage
+    group and the chart's cos curves (a million rows take seconds: not on the app's thread); None for
+    a task that is not a chain."""
+    from ..engine.tasks.chainrun import chain_view
+    view = chain_view(task)
+    if view is None:
+        return None
+    columns = stage_columns(view)
+    view.curves("cos")
+    return view, columns
 
 
 def judged_chain(chain: dict, view: ChainView | None) -> dict:
@@ -123,20 +137,16 @@ class ChainChart(MetricChart):
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
         self.chain: ChainView | None = None
-        self._curves: dict[str, tuple[Curves, dict[str, int]]] = {}  # per metric: its curves, key -> x
 
     def show_chain(self, view: ChainView | None) -> None:
-        self.chain, self._curves = view, {}
+        self.chain = view
         self.replot()
 
     def draw(self, plt) -> str:
         view = self.chain
         if view is None or self.metric not in view.table.columns:
             return super().draw(plt)
-        if self.metric not in self._curves:
-            made = view.curves(self.metric)
-            self._curves[self.metric] = made, {k: i for i, k in enumerate(made.keys)}
-        curves, position = self._curves[self.metric]
+        curves = view.curves(self.metric)  # the cos curves made by the worker (prepared), the others here
         xs = np.arange(len(curves.keys), dtype=float)
         buckets = max(self.size.width - 10, 10)
         legend = []
@@ -162,7 +172,7 @@ class ChainChart(MetricChart):
         table = self._table
         if table is not None and self._selected is not None and self._selected < len(table) \
                 and len(table) == len(view.table):
-            at = position.get(view.key(self._selected))
+            at = curves.position.get(view.key(self._selected))
             if at is not None:
                 plt.vline(float(at), "blue")
         name = CSV_OF.get(self.metric, self.metric)

@@ -42,7 +42,7 @@ from .messages import (
 from .opcolumns import measured
 from .opener import opener
 from .optable import OperatorTable
-from .stageviews import ChainChart, judged_chain, stage_columns
+from .stageviews import ChainChart, judged_chain
 from .summary import summary_lines
 from .tasksnapshot import snapshot
 
@@ -622,20 +622,20 @@ class TaskScreen(Screen):
     @work(thread=True, exclusive=True, group="chain", exit_on_error=False)
     def chain_worker(self, task: Task) -> None:
         """A chain task's stages op by op, judged from its sub-tasks under the thresholds shown."""
-        from ..engine.tasks.chainrun import chain_view
-        deliver(self, ChainDone, lambda: chain_view(task))
+        from .stageviews import prepared
+        deliver(self, ChainDone, lambda: prepared(task))
 
     @on(ChainDone)
     def chain_done(self, message: ChainDone) -> None:
         if message.error is not None:
             self.notify(f"the chain's stages: {printable(str(message.error))}", severity="warning", timeout=8)
             return
-        table, view = self.table_widget.table, message.result
-        if view is None or len(view.table) != len(table):
+        table = self.table_widget.table
+        if message.result is None or len(message.result[0].table) != len(table):
             return
-        self.chain_view, self.chain_columns = view, stage_columns(view)
+        self.chain_view, self.chain_columns = message.result
         self.table_widget.set_lead(tuple(self.chain_columns))
-        self.query_one(ChainChart).show_chain(view)
+        self.query_one(ChainChart).show_chain(self.chain_view)
         self.table_widget.load(table, self.thresholds, extra={**self.table_widget.extra, **self.chain_columns})
 
     @work(thread=True, exclusive=True, group="advice", exit_on_error=False)
