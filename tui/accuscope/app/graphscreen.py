@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual import on, work
@@ -62,6 +63,9 @@ from .graphview import NO_BADGE, GraphView, OpResults
 from .messages import FrameworkLoaded, GraphLoaded, LoadedGraph, deliver, error_text
 from .opcolumns import MARK_FAIL
 from .tasksnapshot import keep_found, snapshot
+
+if TYPE_CHECKING:
+    import numpy as np
 
 WIDE = 120  # from this width on the detail panel sits right of the graph
 NO_MODULES = "no modules here: folding and f are for a module hierarchy (an msprobe dump's construct.json)"
@@ -131,11 +135,13 @@ class GraphScreen(SubmodelExport, Screen[GraphResult]):
         "Leaving (q / esc) puts the table cursor on the op under the graph cursor."
     )
 
-    def __init__(self, task: Task, row: int | None = None) -> None:
+    def __init__(self, task: Task, row: int | None = None, stages: tuple[np.ndarray, list[str]] | None = None) -> None:
         """`task`: the opened task with the table the task screen shows (and its thresholds); `row`:
-        the table row whose op the graph cursor starts on."""
+        the table row whose op the graph cursor starts on; `stages`: a chain task's stage of entry per
+        row (the op table's `entered`) and its stages' labels: ops are marked by the stage their error
+        entered at (stageviews.graph_stages)."""
         super().__init__()
-        self.opened_task, self.row = task, row
+        self.opened_task, self.row, self.stages = task, row, stages
         self.folder = task.folder
         self.table: ResultTable = task.table
         self.thresholds: Thresholds = task.thresholds
@@ -270,6 +276,9 @@ class GraphScreen(SubmodelExport, Screen[GraphResult]):
             start = next((i for i, n in enumerate(graph.nodes) if n.name == self._follow), None)
         else:
             start = results.node_of_row(self.row)
+        if self.stages is not None and len(self.stages[0]) == len(self.table):
+            from .stageviews import graph_stages
+            self.view.entered = graph_stages(*self.stages, results.output_rows, len(graph.nodes))
         self.view.show(graph, lanes, results, start if start is not None else 0, folded)
         if self.row is not None and start is None and not again:
             name = self.table.columns["npu_op"][self.row] if 0 <= self.row < len(self.table) else ""
@@ -336,6 +345,9 @@ class GraphScreen(SubmodelExport, Screen[GraphResult]):
             parts.append(f"{MARK_FAIL} {self.results.failing_count():,} failing ops")
         if self.lanes is not None:
             parts.append(f"{self.lanes.width} lane{'s' if self.lanes.width != 1 else ''}")
+        if self.view.entered and self.stages is not None:
+            from .stageviews import stage_legend
+            parts.insert(0, stage_legend(self.stages[1]))
         if self.selection is not None:
             parts.append(f"submodel {len(self.selection.ops)} ops, {len(self.selection.inputs)} in, "
                          f"{len(self.selection.outputs)} out")

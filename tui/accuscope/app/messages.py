@@ -20,6 +20,9 @@ from textual.message_pump import MessagePump
 from textual.worker import get_current_worker
 
 if TYPE_CHECKING:
+    import numpy as np
+
+    from ..engine.compare.chainview import ChainView
     from ..engine.compare.counterpart import Candidate
     from ..engine.diagnose.advisor import Advice
     from ..engine.diagnose.opdetail import OpDetail
@@ -139,9 +142,10 @@ class AdviceDone(Done):
 
 
 class ChainDone(Done):
-    """A chain task's per-row stage of entry (tasks/chainrun.entered_column): the op table's `entered`."""
+    """A chain task's stages op by op, judged under the thresholds shown, and the op table's stage group
+    (stageviews.prepared)."""
 
-    result: list[str] | None
+    result: tuple[ChainView, dict[str, np.ndarray]] | None
 
 
 class ThresholdsSaved(Done):

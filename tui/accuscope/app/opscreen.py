@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 import threading
 import time
+from typing import TYPE_CHECKING
 
 import numpy as np
 from textual import on, work
@@ -60,6 +61,9 @@ from .formatting import shown
 from .messages import CountDone, Counted, DetailDone, Detailed, DetailProgress, TensorRef, deliver, error_text
 from .tasksnapshot import keep_found, snapshot
 from .toptable import TopTable
+
+if TYPE_CHECKING:
+    from ..engine.compare.chainview import ChainView
 
 WIDE = (140, 36)  # from this terminal size on, the three panes sit side by side
 PANES = ("TopN", "distribution", "stats & channels")
@@ -118,6 +122,7 @@ class OpScreen(Screen):
     ]
     DEFAULT_CSS = """
     OpScreen #info { height: auto; max-height: 2; padding: 0 1; }
+    OpScreen #stages { height: 1; padding: 0 1; text-wrap: nowrap; text-overflow: ellipsis; display: none; }
     OpScreen #tabs { height: 1; padding: 0 1; background: $panel; }
     OpScreen #loading { height: 1; padding: 0 1; display: none; }
     OpScreen.-computing #loading { display: block; }
@@ -153,11 +158,12 @@ class OpScreen(Screen):
         "  (? no cosine, ! inf) with ^ under the worst.\n"
         "The same numbers headless: accuscope op TASK_DIR OP --top N --above C (msaccucmp files).")
 
-    def __init__(self, task: Task, row: int) -> None:
+    def __init__(self, task: Task, row: int, chain: ChainView | None = None) -> None:
         """`task`: the opened task with the table the task screen shows (its plan serves every
-        tensor); `row`: the table row opened."""
+        tensor); `row`: the table row opened; `chain`: a chain task's stages, the tensor's op shown at
+        every stage (stageviews.stage_line)."""
         super().__init__()
-        self.opened_task, self.folder = task, task.folder
+        self.opened_task, self.folder, self.chain = task, task.folder, chain
         self.table: ResultTable = task.table
         self.refs = tensor_refs(self.table, row) or [_ref(self.table, row)]
         self.pos = next((i for i, r in enumerate(self.refs) if r.row == row), 0)
@@ -189,6 +195,7 @@ class OpScreen(Screen):
     def compose(self) -> ComposeResult:
         yield Static("", id="crumbs")
         yield Static("", id="info")
+        yield Static("", id="stages")
         yield Static("", id="tabs")
         with Horizontal(id="loading"):
             yield Static("", id="loading-text")
@@ -367,6 +374,11 @@ class OpScreen(Screen):
         else:
             text = " · ".join(parts) + ("\n" if self.computing else "")
         self.query_one("#info", Static).update(text)
+        if self.chain is not None and len(self.chain.table) == len(self.table):
+            from .stageviews import stage_line
+            stages = self.query_one("#stages", Static)
+            stages.display = True
+            stages.update(stage_line(self.chain, ref.row))
         tabs = []
         for n, name in enumerate(PANES, 1):
             tabs.append(f"[b reverse] ▸{n} {name} [/]" if n == self.pane else f" {n} {name} ")

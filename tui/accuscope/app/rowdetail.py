@@ -3,6 +3,7 @@ the call's Python stack when the NPU dump records it (msprobe's stack.json, read
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 from rich.table import Table
@@ -23,6 +24,9 @@ from .formatting import number, shown
 from .messages import Stack, StackLoaded, deliver
 from .tasksnapshot import keep_found, snapshot
 
+if TYPE_CHECKING:
+    from ..engine.compare.chainview import ChainView
+
 # the row's identity as the detail lists it (labels: fields.py's records), the NaN/inf counts among them
 FIELDS = [*((k, FIELD[k].title) for k in ("index", "op_seq", "type", "npu_op", "golden_op", "tensor", "shape",
                                           "npu_dtype", "golden_dtype")),
@@ -39,12 +43,14 @@ class RowDetail(ModalScreen[None]):
     """
     BINDINGS = [Binding("escape,q,enter", "dismiss", "close", id="rowdetail.dismiss")]
 
-    def __init__(self, task: Task, row: int, extra: dict[str, np.ndarray] | None = None) -> None:
+    def __init__(self, task: Task, row: int, extra: dict[str, np.ndarray] | None = None,
+                 chain: ChainView | None = None) -> None:
         """`task`: the opened task with the table the task screen shows (and its thresholds); `row`:
         the table row shown; `extra`: the app's columns the op table shows beside the table (the
-        advisor's origin and iso_cos), listed after its plugin columns."""
+        advisor's origin and iso_cos), listed after its plugin columns; `chain`: a chain task's stages,
+        the row's op shown at every stage (stageviews.stage_table)."""
         super().__init__()
-        self.opened_task, self.row, self.extra = task, row, extra or {}
+        self.opened_task, self.row, self.extra, self.chain = task, row, extra or {}, chain
         self.table: ResultTable = task.table
         self.thresholds: Thresholds = task.thresholds
         self._reading = snapshot(task)  # what stack_worker reads on (its stacks kept by the task: keep_found)
@@ -98,6 +104,9 @@ class RowDetail(ModalScreen[None]):
             status = "[red]✗ breaks " + ", ".join(sorted(broken)) + "[/]" if broken else (
                 "[green]✓ within all thresholds[/]" if not r.get("reason") else "")
             yield Static(f"[b]{shown(r['npu_op'])}[/] {shown(r['tensor'])}  {status}")
+            if self.chain is not None and len(self.chain.table) == len(self.table):  # a chain's: first
+                from .stageviews import stage_table
+                yield Static(stage_table(self.chain, self.row))
             yield Static(info)
             yield Static(metrics)
             if r.get("reason"):

@@ -42,6 +42,7 @@ from .messages import (
 from .opcolumns import measured
 from .opener import opener
 from .optable import OperatorTable
+from .stageviews import ChainChart, judged_chain
 from .summary import summary_lines
 from .tasksnapshot import snapshot
 
@@ -49,6 +50,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from ..engine.compare import comparison as engine
+    from ..engine.compare.chainview import ChainView
     from ..engine.compare.spec import CompareSpec
     from ..engine.diagnose.advice import Advice
     from ..engine.progress import Progress
@@ -130,7 +132,8 @@ class TaskScreen(Screen):
         self._progress_text = ""
         self.advice: Advice | None = None
         self.advising = False
-        self.chain_columns: dict[str, np.ndarray] = {}  # a chain task's `entered` per row (chain_worker)
+        self.chain_columns: dict[str, np.ndarray] = {}  # a chain task's stage group per row (chain_worker)
+        self.chain_view: ChainView | None = None  # its stages op by op, under the thresholds shown
         self.saving, self._save_again = False, False  # thresholds being saved by save_worker
         self._edited_while_running: Thresholds | None = None  # applied to the run's result (reload)
         self.run_error = ""  # why the last run started here failed
@@ -157,7 +160,7 @@ class TaskScreen(Screen):
         yield Static("", id="crumbs")
         yield Static("", id="summary")
         yield OperatorTable(id="table")
-        yield MetricChart(id="chart")
+        yield ChainChart(id="chart")
         yield Input(id="prompt")
         with Horizontal(id="statusline"):
             yield Static("", id="status")
@@ -278,7 +281,8 @@ class TaskScreen(Screen):
                               warnings=self.opened.doc.coverage_warnings if self.opened else [],
                               counting=self.reading_total,
                               basis=self.opened.basis if self.opened else None,
-                              chain=self.opened.doc.chain if self.opened else None)
+                              chain=judged_chain(self.opened.doc.chain, self.chain_view)
+                              if self.opened and self.opened.doc.chain else None)
         self.query_one("#summary", Static).update("\n".join(lines))
         self.update_status()
 
@@ -330,13 +334,15 @@ class TaskScreen(Screen):
         if self.still_loading():
             return
         from .opscreen import OpScreen
-        self.app.push_screen(OpScreen(self.shown_task(), event.row))
+        self.app.push_screen(OpScreen(self.shown_task(), event.row, None if self.running else self.chain_view))
 
     def action_row_details(self) -> None:
         widget = self.table_widget
         if widget.cursor_row is not None and not self.still_loading():
             from .rowdetail import RowDetail
-            self.app.push_screen(RowDetail(self.shown_task(), widget.cursor_row, widget.extra))
+            view = None if self.running else self.chain_view  # its stage group is the detail's stage table
+            extra = {k: v for k, v in widget.extra.items() if view is None or k not in self.chain_columns}
+            self.app.push_screen(RowDetail(self.shown_task(), widget.cursor_row, extra, view))
 
     # ---- prompt: search and filter ------------------------------------------------------------
     def action_prompt(self, mode: str) -> None:
@@ -604,7 +610,9 @@ class TaskScreen(Screen):
                     self.notify(str(exc), markup=False, title="filter", severity="error", timeout=8)
             if result.row is not None and not widget.move_to(result.row):
                 self.notify("that op's row is hidden by the filter or the in/out toggle", timeout=4)
-        self.app.push_screen(GraphScreen(self.shown_task(), widget.cursor_row), back)
+        view = None if self.running else self.chain_view
+        stages = (self.chain_columns["entered"], view.labels) if view is not None else None
+        self.app.push_screen(GraphScreen(self.shown_task(), widget.cursor_row, stages), back)
 
     # ---- the advisor ------------------------------------------------------------------------
     def start_advice(self) -> None:
@@ -619,9 +627,9 @@ class TaskScreen(Screen):
 
     @work(thread=True, exclusive=True, group="chain", exit_on_error=False)
     def chain_worker(self, task: Task) -> None:
-        """A chain task's stage of entry per row, judged from its sub-tasks under the thresholds shown."""
-        from ..engine.tasks.chainrun import entered_column
-        deliver(self, ChainDone, lambda: entered_column(task))
+        """A chain task's stages op by op, judged from its sub-tasks under the thresholds shown."""
+        from .stageviews import prepared
+        deliver(self, ChainDone, lambda: prepared(task))
 
     @on(ChainDone)
     def chain_done(self, message: ChainDone) -> None:
@@ -629,9 +637,11 @@ class TaskScreen(Screen):
             self.notify(f"the chain's stages: {printable(str(message.error))}", severity="warning", timeout=8)
             return
         table = self.table_widget.table
-        if message.result is None or len(message.result) != len(table):
+        if message.result is None or len(message.result[0].table) != len(table):
             return
-        self.chain_columns = {"entered": text_array(message.result)}
+        self.chain_view, self.chain_columns = message.result
+        self.table_widget.set_lead(tuple(self.chain_columns))
+        self.query_one(ChainChart).show_chain(self.chain_view)
         self.table_widget.load(table, self.thresholds, extra={**self.table_widget.extra, **self.chain_columns})
 
     @work(thread=True, exclusive=True, group="advice", exit_on_error=False)
@@ -771,7 +781,8 @@ class TaskScreen(Screen):
             self.opened = load_head(self.folder)
         except SourceError:
             self.opened = None
-        self.advice, self.chain_columns = None, {}
+        self.advice, self.chain_columns, self.chain_view = None, {}, None
+        self.query_one(ChainChart).show_chain(None)
         if self.opened is not None:
             self.show_table(*self.opened.result)
             if self.reading_rest:
