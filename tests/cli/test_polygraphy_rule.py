@@ -205,3 +205,21 @@ def test_a_bad_per_output_value_is_refused_by_name(tmp_path):
     npu = save(tmp_path / "c.json", "cand", ONES)
     r = accuscope("compare", "--npu", npu, "--golden", npu, "--atol", "1e-3", "logits:x", "--out", tmp_path / "t")
     assert r.returncode == 2 and "'x' is not a number" in r.stderr and "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize(("key", "value", "said"), [
+    ("atol", {"": 1e-3, "logits": "x"}, "field 'atol': output 'logits': 'x' is not a number"),
+    ("rtol", {"logits": True}, "field 'rtol': output 'logits': True is not a number"),
+    ("atol", {"": "1e-3", "logits": 0.1}, "field 'atol': '1e-3' is not a number"),
+    ("check_error_stat", {"scores": 5}, "field 'check_error_stat': output 'scores': '5': use one of"),
+    ("error_quantile", {"scores": 2}, "field 'error_quantile': output 'scores': '2': a quantile is a number from 0 to 1")])
+def test_a_hand_edited_per_output_value_is_refused_naming_the_file_key_and_value(key, value, said, tmp_path):
+    r = accuscope("compare", "--npu", save_outputs(tmp_path / "cand.json", "cand", RUN), "--golden",
+                  save_outputs(tmp_path / "ref.json", "ref", REF), "--atol", "1e-3", "--out", tmp_path / "t")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads((tmp_path / "t" / "task.json").read_text())
+    (tmp_path / "t" / "task.json").write_text(json.dumps({**doc, key: value}))
+    for command in (["show", tmp_path / "t"], ["report", tmp_path / "t", "--out", tmp_path / "r.html"]):
+        r = accuscope(*command)
+        assert r.returncode == 2, (command, r.stdout, r.stderr)
+        assert f"{tmp_path / 't' / 'task.json'}: {said}" in " ".join(r.stderr.split()) and "Traceback" not in r.stderr

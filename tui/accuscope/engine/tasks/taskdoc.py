@@ -39,7 +39,8 @@ from typing import IO, TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 from accuscope import __version__
 from accuscope.engine.compare.columns import ALGORITHMS, KEY_OF
-from accuscope.engine.compare.spec import CompareSpec, Option, options
+from accuscope.engine.compare.polytol import stored_problem
+from accuscope.engine.compare.spec import PER_OUTPUT_KINDS, CompareSpec, Option, options
 from accuscope.engine.compare.statistics import SHARDS_BY_NAMES
 from accuscope.engine.compare.thresholds import Thresholds
 from accuscope.engine.sources.inputfile import read_json_object
@@ -268,6 +269,12 @@ class TaskDoc:
             return f"field 'state' is {printable(str(state))!r}, not one of {', '.join(STATES)}"
         if not all(isinstance(c, str) for c in self._raw.get("custom_columns") or []):
             return "field 'custom_columns' should be a list of names"
+        for f, declared in options():  # Polygraphy's values, each output's too (a re-run reads them)
+            value = self._raw.get(f.name)
+            if declared.kind in PER_OUTPUT_KINDS and value is not None:
+                found = stored_problem(value, declared.kind)
+                if found:
+                    return f"field {f.name!r}: {printable(found)}"
         return ""
 
 
