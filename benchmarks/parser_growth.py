@@ -129,7 +129,7 @@ def cases(k: int) -> list[tuple[str, str, Callable[[str], Callable[[], object]]]
         ("crossmap:_DATA_NAME", f"{mb} of `.forward.inputx`", _pattern("compare.crossmap", "_DATA_NAME", "fullmatch", "a" + ".forward.inputx" * (70 * n))),
         ("crossmap:_DIRECTION", f"{mb} of `.forwardx`", _pattern("compare.crossmap", "_DIRECTION", "search", ".forwardx" * (110 * n))),
         ("shards:_API", f"{mb} of `.1`", _pattern("compare.shards", "_API", "fullmatch", "a" + ".1" * (500 * n) + "x")),
-        ("shards:_MODULE_CALL", f"{mb} of `.a`", _pattern("compare.shards", "_MODULE_CALL", "fullmatch", "Module" + ".a" * (500 * n) + ".forwardx")),
+        ("crossmap:MODULE_RECORD", f"{mb} of `.a`", _pattern("compare.crossmap", "MODULE_RECORD", "fullmatch", "Module" + ".a" * (500 * n) + ".forwardx")),
         ("csvio:_NUMBER", f"a {n // 5} KB digit cell ending in a letter", _call("tasks.csvio", "formula_safe", "-" + "1" * (200 * n) + "x")),
         ("csvio:_ANY_FORMULA", f"{mb} of `'` cells", _call("tasks.csvio", "formula_rows", ["'" * (1000 * n) + "x"])),
         ("csvio:_NEUTRALISED", f"a {mb} cell of `'`", _call("tasks.csvio", "formula_text", "'" * (1000 * n) + "x")),
