@@ -202,7 +202,7 @@ def is_msprobe(run: Context) -> bool:
     if kind == "ranks":  # a rank tree an earlier accuscope compared: what its folders hold
         from accuscope.engine.sides.registry import detect
         try:
-            kind = detect(run.task.doc.npu or "").kind
+            kind = detect(str(run.task.path("npu") or "")).kind
         except (SourceError, OSError):
             return False
     return kind == kinds.MSPROBE
