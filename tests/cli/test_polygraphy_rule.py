@@ -248,3 +248,17 @@ def test_a_value_next_to_its_limit_is_said_with_the_digits_that_tell_them_apart(
     assert r.returncode == 0, r.stderr
     broken = json.loads(accuscope("show", tmp_path / "t").stdout)["first_failing"]["broken"]
     assert broken[0] == "cos 0.98996 < 0.99"
+
+
+def test_the_advisor_names_polygraphy_as_the_judge_not_npz_tool(tmp_path):
+    """A comparison judged by Polygraphy's rule is said to be judged so by the advisor's verdict
+    (`polygraphy run --atol .. --rtol ..`), never as tpu-mlir's npz_tool (its wording before)."""
+    run = {"logits": REF["logits"] + np.float32(0.05), "scores": REF["scores"]}
+    r = accuscope("compare", "--npu", save_outputs(tmp_path / "cand.json", "cand", run), "--golden",
+                  save_outputs(tmp_path / "ref.json", "ref", REF), "--atol", "1e-3", "--rtol", "0",
+                  "--out", tmp_path / "t")
+    assert r.returncode == 0, r.stderr
+    verdict = json.loads(accuscope("advise", tmp_path / "t", "--json").stdout)["verdict"]
+    assert verdict["title"].startswith("fails as polygraphy run --atol 0.001 --rtol 0 judges: 1 of 2 tensors "
+                                       "out of tolerance"), verdict["title"]
+    assert "npz_tool" not in json.dumps(verdict)

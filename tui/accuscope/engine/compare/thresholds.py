@@ -150,6 +150,14 @@ class Thresholds:
         """Judged as Polygraphy's comparator (`--atol`/`--rtol`): its two tolerances are set."""
         return self.get("pg_abs") is not None and self.get("pg_rel") is not None
 
+    def judge_text(self) -> str:
+        """The real tool whose rule judges every compared tensor, as its command line says it:
+        `npz_tool compare --tolerance 0.99,0.9` (ladder) or `polygraphy run --atol 1e-05 --rtol 1e-05`
+        (polygraphy, the default's values: an output's own are in its row's broken text)."""
+        if self.polygraphy:
+            return f"polygraphy run --atol {self.get('pg_abs').value:g} --rtol {self.get('pg_rel').value:g}"  # type: ignore[union-attr]  # polygraphy: both set
+        return f"npz_tool compare --tolerance {self.tolerance_text()}"
+
     def tolerance_text(self) -> str:
         """`0.99,0.90` as `--tolerance` takes it."""
         return ",".join(f"{v:g}" for v in self.tolerance())

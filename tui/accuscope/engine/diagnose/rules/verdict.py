@@ -59,22 +59,27 @@ def _model_verdict(run: Context) -> Finding:
 
 
 def _tensors_verdict(run: Context, v) -> Finding:
-    """Judged as tpu-mlir's npz_tool (--tolerance): the comparison passes only when no tensor it
-    compares is NOT_SIMILAR, as npz_tool's own PASSED / FAILED says."""
-    tol = run.thresholds.tolerance_text()
-    ev = {"compared": len(v.judged), "failing": len(v.failing), "tolerance": tol}
+    """Judged as the real tool's rule over every compared tensor (tpu-mlir's npz_tool --tolerance, or
+    Polygraphy's comparator --atol/--rtol): the comparison passes only when no tensor it compares
+    fails, as the tool's own PASSED / FAILED says."""
+    judge = run.thresholds.judge_text()
+    polygraphy = run.thresholds.polygraphy
+    tool, failing = ("Polygraphy", "out of tolerance") if polygraphy else ("tpu-mlir's npz_tool", "NOT_SIMILAR")
+    ev = {"compared": len(v.judged), "failing": len(v.failing), "judge": judge}
+    if not polygraphy:
+        ev["tolerance"] = run.thresholds.tolerance_text()
     if v.outcome == "pass":
         run.outcome = "pass"
-        return finding(run, VERDICT, "info", None, f"passes as npz_tool compare --tolerance {tol} judges: all "
-                        f"{len(v.judged):,} compared tensors are similar",
-                        "tpu-mlir's npz_tool passes a comparison when no tensor it compares is NOT_SIMILAR; none "
-                        "is. Deviations of single ops below are local.", ev)
+        return finding(run, VERDICT, "info", None, f"passes as {judge} judges: all "
+                        f"{len(v.judged):,} compared tensors are {'within tolerance' if polygraphy else 'similar'}",
+                        f"{tool} passes a comparison when no tensor it compares is {failing}; none is. Deviations "
+                        "of single ops below are local.", ev)
     run.outcome = "fail"
     r = v.worst
     assert r is not None  # a failing verdict names a row
-    return finding(run, VERDICT, "error", r, f"fails as npz_tool compare --tolerance {tol} judges: "
-                    f"{len(v.failing):,} of {len(v.judged):,} tensors NOT_SIMILAR",
-                    f"tpu-mlir's npz_tool fails a comparison when any tensor it compares is NOT_SIMILAR; the first "
+    return finding(run, VERDICT, "error", r, f"fails as {judge} judges: "
+                    f"{len(v.failing):,} of {len(v.judged):,} tensors {failing}",
+                    f"{tool} fails a comparison when any tensor it compares is {failing}; the first "
                     f"is {run.c['tensor'][r]} ({_broken_text(run, r)}). The findings below say which op made the "
                     "error, most harmful first.", ev)
 
