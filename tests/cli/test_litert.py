@@ -154,6 +154,11 @@ def test_against_the_onnx_model_names_survive_and_layouts_are_reconciled(xfile, 
         assert rows[tensor]["how"] == "tensor" and float(rows[tensor]["cos"]) > 0.99999, rows[tensor]
     # tf2onnx split CONV_2D's fused ReLU out again: the pairing re-pairs its output to the ReLU's
     assert rows["CONV_2D_0:output:0"]["how"].startswith("fused") and float(rows["CONV_2D_0:output:0"]["cos"]) > 0.99999
+    # and so is the next op's input, the same value (it paired by name with the Conv's output before the ReLU:
+    # cos 0.70, and DEPTHWISE_CONV_2D_0's ReLU6 likewise: 0.47)
+    for tensor in ("DEPTHWISE_CONV_2D_0:input:0", "ADD_0:input:0", "CONV_2D_1:input:0"):
+        assert rows[tensor]["how"].startswith("fused") and float(rows[tensor]["cos"]) > 0.99999, rows[tensor]
+    assert not [row for row in rows.values() if row["cos"] and float(row["cos"]) < 0.99999]
     assert float(rows["SOFTMAX_0:output:0"]["cos"]) > 0.99999
 
 
