@@ -233,3 +233,88 @@ def test_without_litert_exit_2_names_the_install(tmp_path):
     assert "pip install 'accuscope[litert]'" in r.stderr and "Traceback" not in r.stderr
     r = accuscope("inspect", INT8, PYTHONPATH=path)
     assert r.returncode == 0 and "DEQUANTIZE" in r.stdout  # the model's graph is read without LiteRT
+
+
+KERAS_ONNX = HERE / "cnn_keras.onnx"  # tf2onnx from the Keras model itself (make_structure.py): no TFLite name
+FAULT = HERE / "cnn_fault.tflite"  # the same model with a quarter of the 1x1 Conv2D's kernel x -3: CONV_2D_1
+
+
+def _structure_run(tmp_path: Path, reference: Path, candidate: Path, *more) -> tuple[int, dict, dict]:
+    """`run REF CAND --random-inputs --match structure --json` (the same seed: the same input on both sides,
+    named differently by each converter): exit code, the JSON, and the rows by NPU tensor."""
+    pytest.importorskip("onnxruntime")
+    r = accuscope("run", reference, candidate, "--random-inputs", "--match", "structure", "--out", tmp_path / "t",
+                  "--json", *more)
+    assert r.returncode in (0, 1), r.stderr
+    return r.returncode, json.loads(r.stdout), {row["tensor"]: row for row in _rows_with_cos(tmp_path / "t")}
+
+
+def _rows_with_cos(task: Path) -> list[dict]:
+    r = accuscope("show", task, "--format", "csv", "--columns", "tensor,golden_op,how,cos,fail,reason")
+    assert r.returncode == 0, r.stderr
+    return list(csv.DictReader(io.StringIO(r.stdout)))
+
+
+def test_no_name_survives_and_structure_pairs_the_graphs(tmp_path):
+    """tf2onnx's ONNX of the Keras model against the TFLite converter's .tflite of it: not one tensor name in
+    common, so names pair nothing (exit 2, the message pointing at --match structure); the structural walk pairs
+    8 of the 11 TFLite ops by their outputs (the 3 left compute the Flatten's shape), each with the ONNX op that
+    computes it (the fused ReLU / ReLU6 with the ONNX Relu / Clip, the next op's input with it too), every pair
+    at cos 1 (the layouts moved: the ONNX side is NCHW between its Transposes)."""
+    pytest.importorskip("onnxruntime")
+    r = accuscope("run", KERAS_ONNX, FLOAT, "--random-inputs", "--out", tmp_path / "names")
+    assert r.returncode == 2 and "nothing was paired" in r.stderr and "--match structure" in r.stderr, r.stderr
+    code, doc, rows = _structure_run(tmp_path, KERAS_ONNX, FLOAT)
+    assert doc["judgement"]["outcome"] == "pass" and code == 0
+    assert doc["coverage"]["outputs_paired"] == doc["coverage"]["outputs_total"] == 1
+    pairing = doc["pairing"]
+    assert pairing["rungs"] == {"structure": 19}
+    assert pairing["structure"] == {"ops_paired": 8, "ops": 11, "op_pairs": 9, "fused": 2, "by_values": 0,
+                                    "not_taken": []}
+    assert pairing["sides"] == {"npu": {"fused N:1": 0, "absorbed 1:0": 2, "no counterpart": 0},
+                                "golden": {"fused N:1": 2, "absorbed 1:0": 2, "no counterpart": 0}}
+    expected = {
+        "CONV_2D_0:output:0": "functional_1/conv2d_1/Relu",  # RELU fused: the ONNX Relu's output
+        "DEPTHWISE_CONV_2D_0:input:0": "functional_1/conv2d_1/Relu",
+        "DEPTHWISE_CONV_2D_0:output:0": "functional_1/depthwise_conv2d_1/Relu6",  # RELU6: the Clip's
+        "CONV_2D_1:output:0": "functional_1/conv2d_1_2/convolution",
+        "ADD_0:input:0": "functional_1/conv2d_1/Relu", "ADD_0:input:1": "functional_1/conv2d_1_2/convolution",
+        "ADD_0:output:0": "functional_1/add_1/Add",
+        "AVERAGE_POOL_2D_0:output:0": "functional_1/average_pooling2d_1/AvgPool",
+        "RESHAPE_0:output:0": "functional_1/flatten_1/Reshape",  # after the ONNX Transpose back to NHWC
+        "FULLY_CONNECTED_0:output:0": "functional_1/dense_1/MatMul", "SOFTMAX_0:output:0": "functional_1/softmax_1/Softmax",
+    }
+    for tensor, golden in expected.items():
+        row = rows[tensor]
+        assert (row["golden_op"], row["how"]) == (golden, "structure") and float(row["cos"]) > 0.99999, row
+    assert {k for k, row in rows.items() if row["how"] == "structure"} >= set(expected)
+    left = {k: row["reason"] for k, row in rows.items() if not row["how"]}
+    assert left["PACK_0:output:0"].startswith("absorbed 1:0: PACK PACK_0 computes a shape")
+    unused = dict(doc["coverage"]["golden_unused"])
+    assert unused["functional_1/conv2d_1/convolution:output:0"].startswith("fused N:1")  # its Relu: CONV_2D_0
+    assert unused["functional_1/conv2d_1/convolution__6:output:0"].startswith("absorbed 1:0")  # NHWC -> NCHW
+
+
+def test_structure_the_other_way_the_onnx_conv_is_fused(tmp_path):
+    """The .tflite as the reference: the ONNX Conv before each Relu is `fused N:1 (2:1 NPU:golden)`, its Relu's
+    output pairs with the CONV_2D's, and the ONNX Transposes' outputs with the NHWC tensors they move."""
+    code, doc, rows = _structure_run(tmp_path, FLOAT, KERAS_ONNX)
+    assert code == 0 and doc["coverage"]["outputs_paired"] == 1
+    assert rows["functional_1/conv2d_1/Relu:output:0"]["golden_op"] == "CONV_2D_0"
+    assert rows["functional_1/conv2d_1/convolution:output:0"]["reason"].startswith("fused N:1 (2:1 NPU:golden)")
+    assert rows["functional_1/average_pooling2d_1/AvgPool__18:output:0"]["golden_op"] == "AVERAGE_POOL_2D_0"
+    assert doc["pairing"]["sides"]["npu"]["fused N:1"] == 2
+    assert all(float(row["cos"]) > 0.99999 for row in rows.values() if row["cos"])
+
+
+def test_structure_finds_a_fault_planted_in_the_tflite(tmp_path):
+    """The fault planted in the 1x1 Conv2D's kernel before converting (cnn_fault.tflite): the op pairs by
+    structure alone (one candidate, no value read to choose), and the first failing row is that op's output;
+    every row before it agrees."""
+    code, doc, rows = _structure_run(tmp_path, KERAS_ONNX, FAULT)
+    assert doc["first_failing"]["tensor"] == "CONV_2D_1:output:0", doc["first_failing"]
+    assert rows["CONV_2D_1:output:0"]["golden_op"] == "functional_1/conv2d_1_2/convolution"
+    assert float(rows["CONV_2D_1:output:0"]["cos"]) < 0.99
+    for tensor in ("CONV_2D_0:output:0", "DEPTHWISE_CONV_2D_0:output:0", "CONV_2D_1:input:0"):
+        assert float(rows[tensor]["cos"]) > 0.99999, rows[tensor]
+    assert doc["pairing"]["structure"]["ops_paired"] == 8

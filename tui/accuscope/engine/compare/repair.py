@@ -212,7 +212,7 @@ def recheck(plan, cells: list[dict], broken: Callable[[dict], list[str]] | None 
         plan.graph if plan.graph is not None and plan.graph.converted else None)
     checker = Rechecker(plan.npu, plan.golden, npu_graph, plan.golden.graph)
     used = {id(p.golden) for p in plan.pairs if p.golden is not None}
-    repairs = []
+    repairs: list[Repair] = []
     # a re-paired output's value (its tensor name, the golden tensor it was paired with) -> what it is paired
     # with now: the same value as a consumer's input row is re-paired alike (CONV_2D's output and the next
     # op's input: both the value after the activation the .tflite fused)

@@ -1,0 +1,63 @@
+"""graphmatch's walk on two small graphs built here: two alike branches the values tell apart, an op of one
+side the other does inside its convolution (a PAD), and the op kinds across runtimes. The real models, both
+ways and with a planted fault, are tests/cli/test_litert.py's (`--match structure`)."""
+from __future__ import annotations
+
+from accuscope.engine.compare.graphmatch import PRE, kind_of, match, skeleton
+from accuscope.engine.graphs.graph import Graph, Node
+from accuscope.engine.sources import kinds
+
+
+def _graph(kind: str, inputs: list[str], ops: list[tuple[str, str, list[str], str, tuple]], **attrs) -> Graph:
+    nodes = [Node(name, op_type, k, k, ins, [out], attrs=dict(attrs.get(name, {})), output_shapes=[shape],
+                  output_dtypes=["float32"]) for k, (name, op_type, ins, out, shape) in enumerate(ops)]
+    return Graph("g", kind, "", nodes, inputs, [nodes[-1].outputs[0]], weights={"w"})
+
+
+NHWC, NCHW = (1, 4, 4, 8), (1, 8, 4, 4)
+TFLITE = _graph(kinds.TFLITE, ["in"], [
+    ("CONV_2D_0", "CONV_2D", ["in", "w"], "a", NHWC), ("CONV_2D_1", "CONV_2D", ["in", "w"], "b", NHWC),
+    ("ADD_0", "ADD", ["a", "b"], "sum", NHWC), ("PAD_0", "PAD", ["sum", "w"], "padded", (1, 6, 6, 8)),
+    ("CONV_2D_2", "CONV_2D", ["padded", "w"], "c", NHWC)],
+    CONV_2D_0={"fused activation": "RELU"})
+ONNX = _graph(kinds.ONNX, ["x"], [
+    ("to_nchw", "Transpose", ["x"], "xt", NCHW),
+    ("conv_b", "Conv", ["xt", "w"], "B", NCHW),  # the branches in the other order
+    ("conv_a", "Conv", ["xt", "w"], "A0", NCHW), ("relu_a", "Relu", ["A0"], "A", NCHW),
+    ("add", "Add", ["A", "B"], "S", NCHW), ("conv_c", "Conv", ["S", "w"], "C", NCHW)])
+
+
+def test_alike_branches_are_told_apart_by_values_and_a_pad_is_walked_through():
+    values = {("a", "A"): 1.0, ("a", "B"): 0.1, ("b", "B"): 1.0, ("b", "A"): 0.1}
+    asked = []
+
+    def agree(n: str, g: str) -> float:
+        asked.append((n, g))
+        return values[(n, g)]
+    found = match(skeleton(TFLITE), skeleton(ONNX), agree)
+    assert found.image == {"in": "x", "a": "A", "b": "B", "sum": "S", "c": "C"}
+    # CONV_2D_0's own part (before its RELU) had two candidates, conv_b and conv_a: its value is never
+    # observed, so its RELU's output told them apart against each candidate's Relu (conv_b has none)
+    assert found.fused == {"conv_a": "CONV_2D_0"} and found.by_values == 1
+    assert asked == [("a", "A")] and not found.rejected  # CONV_2D_1 then had one candidate left: no value read
+    assert all(not g.endswith(PRE) for _, g in asked)
+
+
+def test_a_disagreeing_candidate_among_several_is_not_taken():
+    values = {("b", "B"): 0.2, ("b", "A0"): 0.3}
+    tflite = _graph(kinds.TFLITE, ["in"], [("CONV_2D_0", "CONV_2D", ["in", "w"], "b", NHWC)])
+    onnx = _graph(kinds.ONNX, ["x"], [("to_nchw", "Transpose", ["x"], "xt", NCHW),
+                                     ("conv_b", "Conv", ["xt", "w"], "B", NCHW),
+                                     ("conv_a", "Conv", ["xt", "w"], "A0", NCHW)])
+    found = match(skeleton(tflite), skeleton(onnx), lambda n, g: values[(n, g)])
+    assert "b" not in found.image and found.by_values == 0
+    assert sorted(found.rejected) == [("CONV_2D_0", "conv_a", 0.3), ("CONV_2D_0", "conv_b", 0.2)]
+    values[("b", "A0")] = 0.999  # the second one agrees: it is taken, the first one named as not taken
+    found = match(skeleton(tflite), skeleton(onnx), lambda n, g: values[(n, g)])
+    assert found.image["b"] == "A0" and found.by_values == 1 and found.rejected == [("CONV_2D_0", "conv_b", 0.2)]
+
+
+def test_kinds_across_runtimes():
+    assert kind_of("CONV_2D") == kind_of("Conv") == kind_of("DEPTHWISE_CONV_2D") == kind_of("Convolution") == "conv"
+    assert kind_of("FULLY_CONNECTED") == kind_of("MatMul") == kind_of("Gemm") == "matmul"
+    assert kind_of("RELU6") == kind_of("Clip") == "clip" and kind_of("tpu.Conv2D") == "Conv2D"

@@ -1,0 +1,367 @@
+"""Structural pairing of two sides that carry their models (`--match structure` on an ONNX, LiteRT or
+OpenVINO IR dump against another): where a conversion renamed every tensor (the TFLite converter against
+tf2onnx, onnx2tf), the two graphs are walked together from their inputs in execution order and each op
+pairs with the one of the other graph that computes the same kind of op from the same (already paired)
+inputs.
+
+- The ops are read through a small cross-runtime table (KINDS): `Conv` / `CONV_2D` / `DEPTHWISE_CONV_2D`
+  / `Convolution` / `GroupConvolution` are one `conv`, `MatMul` / `Gemm` / `FULLY_CONNECTED` / `MatMul`
+  one `matmul`, `Relu` / `RELU` / `ReLU` one `relu`, ... Ops that only move values (`Transpose` a converter
+  inserts for NHWC against NCHW, `Reshape` / `RESHAPE` / `Flatten`, a QUANTIZE / DEQUANTIZE or Cast) are
+  walked through (PASS); ops computing a shape (`SHAPE`, `STRIDED_SLICE` of a shape, integer tensors)
+  carry no activation.
+- An activation a TFLite op holds (`fused_activation_function`, tflitegraph's FUSED_ACTIVATION: a
+  `CONV_2D` with RELU) is two ops here: the op itself (its output is never observed) and the activation
+  (the op's real output). The reference's separate `Conv` then pairs with the first (its output is named
+  `fused N:1`) and its `Relu` with the second, and the next op's input is the `Relu`'s output.
+- A candidate must have the same kind, the same paired inputs and the same elements (shape up to layout).
+  Where one op has several candidates (two branches alike), values decide: the candidate whose values
+  agree (cosine at AGREE, after the layout move) is taken and one whose values disagree is not; a single
+  candidate is taken on structure alone, without reading a tensor (a fault in that op must stay paired to
+  be found, and it is what the verdict then judges).
+- An op of the candidate without counterpart hands its first input's pairing on to its users (a PAD the
+  other side does inside its convolution), so one extra op does not end the walk.
+
+What is left is named as leftovers.py names it: `absorbed 1:0` (an op that only moves values or computes a
+shape), `fused N:1` (a reference op whose activation the candidate fused into it), `no counterpart`.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from accuscope.engine.compare.leftovers import ABSORBED, FUSED, NONE, Account, Left
+from accuscope.engine.compare.pair import AGREE, Pair
+from accuscope.engine.graphs.optypes import op_kind
+from accuscope.engine.graphs.tflitegraph import FUSED_ACTIVATION
+from accuscope.engine.sources.tensor import OUTPUT, Tensor
+
+if TYPE_CHECKING:
+    from accuscope.engine.graphs.graph import Graph, Node
+    from accuscope.engine.sides.side import Side
+
+STRUCTURE = "structure"  # the rung's name, as crossmap's
+PRE = "#before-activation"  # the key of a fused op's own output (never observed)
+CHAIN = 4  # pass-through ops walked from a paired tensor to one of the same shape
+_TABLE = {
+    "conv": "Conv CONV_2D DEPTHWISE_CONV_2D Convolution GroupConvolution CONV_3D",
+    "deconv": "ConvTranspose TRANSPOSE_CONV ConvolutionBackpropData GroupConvolutionBackpropData",
+    "matmul": "MatMul Gemm FULLY_CONNECTED BATCH_MATMUL FullyConnected",
+    "relu": "Relu RELU ReLU", "clip": "Clip RELU6 RELU_N1_TO_1 Clamp Relu6", "tanh": "Tanh TANH",
+    "sigmoid": "Sigmoid LOGISTIC", "leakyrelu": "LeakyRelu LEAKY_RELU", "prelu": "PRelu PRELU",
+    "hardswish": "HardSwish HARD_SWISH HSwish", "gelu": "Gelu GELU", "elu": "Elu ELU",
+    "add": "Add ADD Sum ADD_N", "sub": "Sub SUB Subtract", "mul": "Mul MUL Multiply", "div": "Div DIV Divide",
+    "max": "Max MAXIMUM Maximum", "min": "Min MINIMUM Minimum", "pow": "Pow POW Power",
+    "sqrt": "Sqrt SQRT", "rsqrt": "RSQRT", "exp": "Exp EXP", "log": "Log LOG", "abs": "Abs ABS", "neg": "Neg NEG",
+    "softmax": "Softmax SOFTMAX SoftMax", "logsoftmax": "LogSoftmax LOG_SOFTMAX",
+    "avgpool": "AveragePool AVERAGE_POOL_2D AvgPool", "maxpool": "MaxPool MAX_POOL_2D",
+    "mean": "GlobalAveragePool ReduceMean MEAN", "sum": "ReduceSum SUM", "reducemax": "ReduceMax REDUCE_MAX",
+    "concat": "Concat CONCATENATION", "pad": "Pad PAD PADV2 MIRROR_PAD",
+    "resize": "Resize RESIZE_BILINEAR RESIZE_NEAREST_NEIGHBOR Interpolate Upsample",
+    "batchnorm": "BatchNormalization", "layernorm": "LayerNormalization MVN",
+    "slice": "Slice SLICE STRIDED_SLICE StridedSlice", "split": "Split SPLIT SPLIT_V VariadicSplit",
+    "gather": "Gather GATHER", "where": "Where SELECT SELECT_V2 Select",
+}
+KINDS = {t: kind for kind, types in _TABLE.items() for t in types.split()}
+# ops that only move values (or put them on a grid and back): walked through, never paired on their own
+PASS = frozenset("""Transpose Reshape Flatten Squeeze Unsqueeze Identity Dropout Cast QuantizeLinear DequantizeLinear
+    TRANSPOSE RESHAPE SQUEEZE EXPAND_DIMS QUANTIZE DEQUANTIZE CAST Convert FakeQuantize ConvertLike Result""".split())
+SHAPE_OPS = frozenset("Shape SHAPE ShapeOf PACK Range RANGE ConstantOfShape".split())
+ACTIVATION_KIND = {"RELU": "relu", "RELU6": "clip", "RELU_N1_TO_1": "clip", "TANH": "tanh"}
+_INTEGERS = ("int", "uint", "bool")
+
+
+def kind_of(op_type: str) -> str:
+    """The op's kind across runtimes (KINDS), else its own type without a dialect prefix."""
+    own = op_kind(op_type)
+    return KINDS.get(own, own)
+
+
+@dataclass(eq=False)
+class _Op:
+    """One op of a graph's skeleton: a compute op (or a fused op's own part), its activation inputs as
+    anchors (the tensor of the compute op or graph input each value comes from) and the tensor it makes."""
+
+    kind: str
+    node: Node
+    key: str  # its output's anchor: the tensor name, or `{tensor}#before-activation`
+    inputs: list[str]
+    shape: tuple | None
+    taken: bool = False
+
+
+@dataclass
+class _Skeleton:
+    ops: list[_Op]
+    source: dict[str, str]  # a tensor -> its anchor (itself, or through pass-through ops)
+    graph: Graph
+    by_inputs: dict[tuple[str, ...], list[_Op]] = field(default_factory=dict)
+
+    def anchor(self, tensor: str) -> str | None:
+        return self.source.get(tensor)
+
+
+def _is_meta(node: Node, graph: Graph, meta: set[str]) -> bool:
+    """A node computing a shape (SHAPE, its STRIDED_SLICE, PACK): integer outputs, or inputs all shapes."""
+    if op_kind(node.type) in SHAPE_OPS:
+        return True
+    dtypes = [d for d in node.output_dtypes if d]
+    if dtypes and all(d.startswith(_INTEGERS) for d in dtypes):
+        return True
+    live = [t for t in node.inputs if t and t not in graph.weights]
+    return bool(live) and all(t in meta for t in live)
+
+
+def skeleton(graph: Graph) -> _Skeleton:
+    """The graph's compute ops in execution order, each with its activation inputs' anchors."""
+    source = {t: t for t in graph.inputs}
+    meta: set[str] = set()
+    ops: list[_Op] = []
+    for node in graph.nodes:
+        if _is_meta(node, graph, meta):
+            meta.update(node.outputs)
+            continue
+        live = [source[t] for t in node.inputs if t in source and t not in meta]
+        own = op_kind(node.type)
+        if own in PASS:
+            if live and node.outputs:
+                source[node.outputs[0]] = live[0]
+            continue
+        kind = kind_of(node.type)
+        activation = ACTIVATION_KIND.get(str(node.attrs.get(FUSED_ACTIVATION, "")))
+        shape = node.output_shapes[0] if node.output_shapes else None
+        source.update((out, out) for out in node.outputs)
+        if not node.outputs:
+            continue
+        if activation is not None:  # the op, then its activation: two ops of the other graph
+            pre = node.outputs[0] + PRE
+            ops.append(_Op(kind, node, pre, live, shape))
+            ops.append(_Op(activation, node, node.outputs[0], [pre], shape))
+        else:
+            ops.append(_Op(kind, node, node.outputs[0], live, shape))
+            for j, out in enumerate(node.outputs[1:], 1):  # a Split's further outputs: by position
+                ops.append(_Op(f"{kind}:{j}", node, out, live, node.output_shapes[j] if j < len(node.output_shapes) else None))
+    found = _Skeleton(ops, source, graph)
+    for op in ops:
+        found.by_inputs.setdefault(tuple(sorted(op.inputs)), []).append(op)
+    return found
+
+
+def _elements(shape: tuple | None) -> tuple | None:
+    """A shape up to layout: its dims above 1, sorted; None where a dim is unknown."""
+    if shape is None or any(d is None for d in shape[1:]):
+        return None
+    return tuple(sorted(d for d in shape[1:] if d != 1))
+
+
+def _alike(a: tuple | None, b: tuple | None) -> bool:
+    ea, eb = _elements(a), _elements(b)
+    return ea is None or eb is None or ea == eb
+
+
+@dataclass
+class Matched:
+    """What the walk found: npu anchor -> golden anchor (real pairs), the op pairs, and the golden ops
+    paired with a fused op's own part (fused into the candidate's op)."""
+
+    image: dict[str, str] = field(default_factory=dict)
+    ops: list[tuple[_Op, _Op]] = field(default_factory=list)
+    fused: dict[str, str] = field(default_factory=dict)  # golden node -> the candidate's node it is fused into
+    fused_npu: dict[str, str] = field(default_factory=dict)  # the same, the candidate's node -> the golden node
+    by_values: int = 0  # op pairs chosen among several candidates by their values
+    rejected: list[tuple[str, str, float]] = field(default_factory=list)  # (npu op, golden op, cos) not taken
+
+
+def match(npu: _Skeleton, golden: _Skeleton, agree: Callable[[str, str], float] | None = None) -> Matched:
+    """Walk both skeletons from the graph inputs (paired by position) in the candidate's execution order."""
+    found = Matched()
+    activation_of = {o.inputs[0]: o for o in npu.ops if len(o.inputs) == 1 and o.inputs[0].endswith(PRE)}
+
+    def _observed(op: _Op, g: _Op) -> tuple[str, str] | None:
+        """The tensors whose values say whether `g` is `op`'s counterpart: their outputs; for the candidate's
+        fused op's own part (never observed), its activation's output and that of `g`'s activation."""
+        if g.key.endswith(PRE):
+            return None
+        if not op.key.endswith(PRE):
+            return op.key, g.key
+        act = activation_of.get(op.key)
+        after = [h for h in golden.by_inputs.get((g.key,), ()) if act is not None and h.kind == act.kind]
+        return (act.key, after[0].key) if act is not None and len(after) == 1 else None
+
+    seen: dict[str, str] = {}  # every npu anchor's golden anchor, a skipped op's its first input's
+    ins_n = [t for t in npu.graph.inputs if t not in npu.graph.weights]
+    ins_g = [t for t in golden.graph.inputs if t not in golden.graph.weights]
+    if len(ins_n) == len(ins_g):
+        for a, b in zip(ins_n, ins_g):
+            seen[a] = found.image[a] = b
+    for op in npu.ops:
+        want = [seen.get(a) for a in op.inputs]
+        if not want or any(w is None for w in want):
+            continue
+        key = tuple(sorted(w for w in want if w is not None))
+        options = [g for g in golden.by_inputs.get(key, ()) if not g.taken and g.kind == op.kind
+                   and _alike(op.shape, g.shape)]
+        chosen = options[0] if len(options) == 1 else None
+        if len(options) > 1 and agree is not None:
+            scored = [(agree(*keys), -k, g) for k, g in enumerate(options) if (keys := _observed(op, g)) is not None]
+            scored = [s for s in scored if s[0] == s[0]]
+            best = max(scored, default=None, key=lambda s: (s[0], s[1]))
+            for cos, _, g in scored:
+                if cos < AGREE:
+                    found.rejected.append((op.node.name, g.node.name, cos))
+            if best is not None and best[0] >= AGREE:
+                chosen = best[2]
+                found.by_values += 1
+        elif len(options) > 1:
+            chosen = options[0]
+        if chosen is None:
+            if op.inputs and want[0] is not None:
+                seen[op.key] = want[0]  # the walk goes on through it
+            continue
+        chosen.taken = True
+        seen[op.key] = chosen.key
+        found.ops.append((op, chosen))
+        if op.key.endswith(PRE) or chosen.key.endswith(PRE):
+            if not chosen.key.endswith(PRE):
+                found.fused[chosen.node.name] = op.node.name
+            elif not op.key.endswith(PRE):
+                found.fused_npu[op.node.name] = chosen.node.name
+            continue
+        found.image[op.key] = chosen.key
+    return found
+
+
+# ------------------------------------------------------------------ pairing the dumps' tensors
+
+
+def complete(npu: Side, golden: Side, pairs: list[Pair]) -> tuple[list[Pair], Account, list[str], dict]:
+    """The tensors of `pairs` no rule paired, paired structurally (how `structure`); every op left named.
+    (pairs, the ladder's account, the summary's notes, `--json`'s `pairing.structure`: the op coverage)"""
+    from accuscope.engine.sources.layout import in_layout_of
+    if npu.graph is None or golden.graph is None:
+        raise ValueError("both sides need their models")
+    sk_n, sk_g = skeleton(npu.graph), skeleton(golden.graph)
+
+    def tensor_of(side: Side, name: str) -> Tensor | None:
+        return side.find_tensor(name)
+
+    def agree(n_key: str, g_key: str) -> float:
+        from accuscope.engine.compare.repair import similarity
+        a, b = tensor_of(npu, n_key), tensor_of(golden, g_key)
+        if a is None or b is None:
+            return float("nan")
+        return similarity(in_layout_of(a, b.shape).load(), b.load())[0]
+
+    found = match(sk_n, sk_g, agree)
+    out: list[Pair] = []
+    for p in pairs:
+        if p.golden is None:
+            name = _value(p, npu.graph)
+            g = _counterpart(name, found, sk_n, sk_g, golden, p.npu) if name else None
+            if g is not None:
+                p = Pair(p.npu, g, p.op, g.op, STRUCTURE)
+        out.append(p)
+    account = _account(out, npu, golden, found)
+    computed = {p.op.op_name for p in out if p.golden is not None and p.npu.io == OUTPUT}
+    nodes = npu.graph.nodes
+    moving = sum(1 for x in account.left if x.side == "npu" and x.outcome == ABSORBED)
+    meta = {"ops_paired": sum(1 for n in nodes if n.name in computed), "ops": len(nodes), "op_pairs": len(found.ops),
+            "fused": len(found.fused) + len(found.fused_npu), "by_values": found.by_values,
+            "not_taken": [{"npu": a, "golden": b, "cos": round(c, 6)} for a, b, c in found.rejected]}
+    notes = [f"structure: paired {meta['ops_paired']} of {len(nodes)} candidate ops by "
+             f"their outputs ({len(found.ops)} op pairs walked from the inputs"
+             + (f", {len(found.fused)} reference ops fused into the candidate's" if found.fused else "")
+             + (f", {found.by_values} chosen among alike candidates by their values" if found.by_values else "")
+             + (f"; {moving} only move values or compute shapes" if moving else "") + ")"
+             + ("; not taken, values disagree: " + ", ".join(f"{a}~{b} (cos {c:.3f})" for a, b, c in found.rejected[:3])
+                if found.rejected else "")]
+    return out, account, notes, meta
+
+
+def _value(p: Pair, graph: Graph) -> str:
+    """The candidate tensor's graph tensor name."""
+    if p.npu.tensor_name:
+        return p.npu.tensor_name
+    node = graph.node(p.op.op_name)
+    if node is None:
+        return p.op.op_name if p.op.op_name in graph.inputs else ""
+    names = node.outputs if p.npu.io == OUTPUT else node.inputs
+    return names[p.npu.index] if p.npu.index < len(names) else ""
+
+
+def _counterpart(name: str, found: Matched, sk_n: _Skeleton, sk_g: _Skeleton, golden: Side,
+                 t: Tensor) -> Tensor | None:
+    from accuscope.engine.sources.layout import in_layout_of
+    """The golden tensor of a candidate graph tensor: its anchor's image, through pass-through ops where
+    the candidate's tensor is a moved one (a RESHAPE's output: the golden tensor of the same shape
+    downstream of the image, through the golden side's own pass-through ops)."""
+    anchor = sk_n.anchor(name)
+    image = found.image.get(anchor) if anchor is not None else None
+    if image is None:
+        return None
+    if anchor == name:
+        return golden.find_tensor(image)
+    want = _elements(t.shape)
+    if t.shape is not None and want is not None:  # the image itself, or a Transpose of it (NHWC to NCHW)
+        g = golden.find_tensor(image)
+        if g is not None and g.shape is not None and (tuple(g.shape) == tuple(t.shape) or len(g.shape) == len(
+                t.shape) == 4 and _elements(g.shape) == want and in_layout_of(t, g.shape) is not t):
+            return g  # a QUANTIZE, DEQUANTIZE or Cast of it, or a Transpose and back: the same values
+    frontier = [image]
+    for _ in range(CHAIN):
+        nxt = []
+        for tensor in frontier:
+            for node, _i in sk_g.graph.consumers(tensor):
+                if op_kind(node.type) in PASS and node.outputs:
+                    out = node.outputs[0]
+                    g = golden.find_tensor(out)
+                    if g is not None and want is not None and _elements(g.shape) == want \
+                            and tuple(g.shape) == tuple(t.shape):
+                        return g
+                    nxt.append(out)
+        frontier = nxt
+    return None
+
+
+def _account(pairs: list[Pair], npu: Side, golden: Side, found: Matched) -> Account:
+    """The rungs' counts and every op left on either side, named."""
+    rungs: dict[str, int] = {}
+    for p in pairs:
+        if p.golden is not None:
+            rungs[p.how] = rungs.get(p.how, 0) + 1
+    left: list[Left] = []
+    paired = {p.op.op_name for p in pairs if p.golden is not None}
+    assert npu.graph is not None and golden.graph is not None
+    for side, graph, ops, who in (("npu", npu.graph, npu.ops, "candidate"), ("golden", golden.graph, golden.ops,
+                                                                              "reference")):
+        used = paired if side == "npu" else {p.golden.op for p in pairs if p.golden is not None}
+        for df in ops:
+            name = df.op_name
+            if name in used and not (side == "npu" and name in found.fused_npu):  # its output is the fused one's
+                continue
+            node = graph.node(name)
+            if node is None:
+                continue  # a network input: not an op
+            own = op_kind(node.type)
+            into = (found.fused if side == "golden" else found.fused_npu).get(name)
+            if into is not None:
+                other = "candidate" if side == "golden" else "reference"
+                text = (f"{FUSED} ({'1:2' if side == 'golden' else '2:1'} NPU:golden): {node.type} {name} and its "
+                        f"activation run as the {other}'s {into} (a fused activation); the activation's output is "
+                        "the one paired")
+                left.append(Left(name, side, FUSED, text, f"{FUSED}: an activation fused into the {other}'s op"))
+            elif own in PASS or own in SHAPE_OPS or all((d or "").startswith(_INTEGERS) for d in node.output_dtypes):
+                why = "computes a shape" if own in SHAPE_OPS or own not in PASS else "only moves values"
+                left.append(Left(name, side, ABSORBED, f"{ABSORBED}: {node.type} {name} {why} (the {who}'s own)",
+                                 f"{ABSORBED}: an op that {why}"))
+            else:
+                left.append(Left(name, side, NONE, f"{NONE}: no op of the other graph computes {node.type} {name}'s "
+                                                   "kind from the same paired inputs", f"{NONE} (structure)"))
+    return Account(rungs, left)
+
+
+def structural_sides(npu: Side, golden: Side) -> bool:
+    """Both sides carry a model this pairing reads (an ONNX, LiteRT or OpenVINO dump's own, a --model)."""
+    return npu.graph is not None and golden.graph is not None and not npu.graph.is_device \
+        and not golden.graph.is_device
