@@ -38,7 +38,7 @@ def test_alike_branches_are_told_apart_by_values_and_a_pad_is_walked_through():
     assert found.image == {"in": "x", "a": "A", "b": "B", "sum": "S", "c": "C"}
     # CONV_2D_0's own part (before its RELU) had two candidates, conv_b and conv_a: its value is never
     # observed, so its RELU's output told them apart against each candidate's Relu (conv_b has none)
-    assert found.fused == {"conv_a": "CONV_2D_0"} and found.by_values == 1
+    assert found.fused == {"conv_a": ("CONV_2D_0", "runs it with its activation fused")} and found.by_values == 1
     assert asked == [("a", "A")] and not found.rejected  # CONV_2D_1 then had one candidate left: no value read
     assert all(not g.endswith(PRE) for _, g in asked)
 
@@ -55,6 +55,23 @@ def test_a_disagreeing_candidate_among_several_is_not_taken():
     values[("b", "A0")] = 0.999  # the second one agrees: it is taken, the first one named as not taken
     found = match(skeleton(tflite), skeleton(onnx), lambda n, g: values[(n, g)])
     assert found.image["b"] == "A0" and found.by_values == 1 and found.rejected == [("CONV_2D_0", "conv_b", 0.2)]
+
+
+def test_a_batchnorm_and_a_pad_the_candidate_folded_are_walked_over():
+    """MobileNetV2 by tf2onnx against the TFLite converter: the reference keeps a BatchNormalization's Mul after
+    a Conv and a Pad before the next one, which the candidate folded into the first's weights and into the
+    second's padding (65 of 65 ops paired on the real models, docs/pairing.md)."""
+    tflite = _graph(kinds.TFLITE, ["in"], [("CONV_2D_0", "CONV_2D", ["in", "w"], "a", NHWC),
+                                           ("CONV_2D_1", "CONV_2D", ["a", "w"], "b", NHWC)],
+                    CONV_2D_0={"fused activation": "RELU6"})
+    onnx = _graph(kinds.ONNX, ["x"], [("conv", "Conv", ["x", "w"], "c", NCHW), ("bn", "Mul", ["c", "w"], "m", NCHW),
+                                     ("relu6", "Clip", ["m", "w"], "r", NCHW),
+                                     ("pad", "Pad", ["r", "w"], "p", (1, 8, 6, 6)), ("conv2", "Conv", ["p", "w"], "d", NCHW)])
+    found = match(skeleton(tflite), skeleton(onnx))
+    assert found.image == {"in": "x", "a": "r", "b": "d"}
+    assert found.fused == {"conv": ("CONV_2D_0", "runs it with its activation fused"),
+                           "bn": ("CONV_2D_0", "folded it into its weights"),
+                           "pad": ("CONV_2D_1", "does it inside (its padding)")}
 
 
 def test_kinds_across_runtimes():

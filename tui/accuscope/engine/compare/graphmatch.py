@@ -27,6 +27,7 @@ shape), `fused N:1` (a reference op whose activation the candidate fused into it
 """
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -68,6 +69,8 @@ KINDS = {t: kind for kind, types in _TABLE.items() for t in types.split()}
 PASS = frozenset("""Transpose Reshape Flatten Squeeze Unsqueeze Identity Dropout Cast QuantizeLinear DequantizeLinear
     TRANSPOSE RESHAPE SQUEEZE EXPAND_DIMS QUANTIZE DEQUANTIZE CAST Convert FakeQuantize ConvertLike Result""".split())
 SHAPE_OPS = frozenset("Shape SHAPE ShapeOf PACK Range RANGE ConstantOfShape".split())
+FOLDED = frozenset({"mul", "add", "sub", "div", "batchnorm"})  # of one activation and weights: folded by converters
+PADS = frozenset({"pad"})  # done inside the convolution or pooling after them
 ACTIVATION_KIND = {"RELU": "relu", "RELU6": "clip", "RELU_N1_TO_1": "clip", "TANH": "tanh"}
 _INTEGERS = ("int", "uint", "bool")
 
@@ -167,8 +170,9 @@ class Matched:
 
     image: dict[str, str] = field(default_factory=dict)
     ops: list[tuple[_Op, _Op]] = field(default_factory=list)
-    fused: dict[str, str] = field(default_factory=dict)  # golden node -> the candidate's node it is fused into
-    fused_npu: dict[str, str] = field(default_factory=dict)  # the same, the candidate's node -> the golden node
+    # golden node -> (the candidate's node it is fused into, how: its activation fused, folded, padding inside)
+    fused: dict[str, tuple[str, str]] = field(default_factory=dict)
+    fused_npu: dict[str, tuple[str, str]] = field(default_factory=dict)  # the candidate's node -> the golden node's
     by_values: int = 0  # op pairs chosen among several candidates by their values
     rejected: list[tuple[str, str, float]] = field(default_factory=list)  # (npu op, golden op, cos) not taken
 
@@ -195,13 +199,38 @@ def match(npu: _Skeleton, golden: _Skeleton, agree: Callable[[str, str], float] 
     if len(ins_n) == len(ins_g):
         for a, b in zip(ins_n, ins_g):
             seen[a] = found.image[a] = b
+    producer = {o.key: o.node.name for o in npu.ops}
+
+    def candidates(op: _Op, want: list[str]) -> list[_Op]:
+        return [g for g in golden.by_inputs.get(tuple(sorted(want)), ()) if not g.taken and g.kind == op.kind
+                and _alike(op.shape, g.shape)]
+
+    def ahead(w: str) -> list[tuple[str, list[_Op], str]]:
+        """`w`, then each tensor the reference makes of it by ops the candidate folded into the op before them
+        (a BatchNormalization's Mul and Add of weights) or does inside the op after them (a Pad): (tensor, the
+        ops that made it, the tensor the op before stands for)."""
+        out: list[tuple[str, list[_Op], str]] = [(w, [], w)]
+        for _ in range(CHAIN):
+            nxt = [g for g in golden.by_inputs.get((w,), ()) if not g.taken and g.kind in FOLDED | PADS]
+            if len(nxt) != 1:
+                break
+            w = nxt[0].key
+            out.append((w, out[-1][1] + nxt, out[-1][2] if nxt[0].kind in PADS else w))
+            if nxt[0].kind in PADS:  # done inside the op after it: the chain ends there
+                break
+        return out
+
     for op in npu.ops:
-        want = [seen.get(a) for a in op.inputs]
-        if not want or any(w is None for w in want):
+        wanted = [seen.get(a) for a in op.inputs]
+        if not wanted or any(w is None for w in wanted):
             continue
-        key = tuple(sorted(w for w in want if w is not None))
-        options = [g for g in golden.by_inputs.get(key, ()) if not g.taken and g.kind == op.kind
-                   and _alike(op.shape, g.shape)]
+        want = [w for w in wanted if w is not None]
+        options, advanced = candidates(op, want), None
+        if not options and len(want) <= 3:  # the reference computes with more ops: a folded BatchNormalization
+            for combo in itertools.product(*(ahead(w) for w in want)):
+                if any(passed for _, passed, _ in combo) and (options := candidates(op, [a for a, _, _ in combo])):
+                    advanced = combo
+                    break
         chosen = options[0] if len(options) == 1 else None
         if len(options) > 1 and agree is not None:
             scored = [(agree(*keys), -k, g) for k, g in enumerate(options) if (keys := _observed(op, g)) is not None]
@@ -216,17 +245,25 @@ def match(npu: _Skeleton, golden: _Skeleton, agree: Callable[[str, str], float] 
         elif len(options) > 1:
             chosen = options[0]
         if chosen is None:
-            if op.inputs and want[0] is not None:
-                seen[op.key] = want[0]  # the walk goes on through it
+            seen[op.key] = want[0]  # the walk goes on through it
             continue
+        for a, (_, passed, stands) in zip(op.inputs, advanced or ()):
+            if passed:  # the candidate's op before holds the folded ones (its output is theirs), this op the Pad
+                seen[a] = stands
+                if a in found.image:
+                    found.image[a] = stands
+                for g in passed:
+                    g.taken = True
+                    found.fused[g.node.name] = (op.node.name, "does it inside (its padding)") if g.kind in PADS \
+                        else (producer.get(a, a), "folded it into its weights")
         chosen.taken = True
         seen[op.key] = chosen.key
         found.ops.append((op, chosen))
         if op.key.endswith(PRE) or chosen.key.endswith(PRE):
             if not chosen.key.endswith(PRE):
-                found.fused[chosen.node.name] = op.node.name
+                found.fused[chosen.node.name] = (op.node.name, "runs it with its activation fused")
             elif not op.key.endswith(PRE):
-                found.fused_npu[op.node.name] = chosen.node.name
+                found.fused_npu[op.node.name] = (chosen.node.name, "runs it with its activation fused")
             continue
         found.image[op.key] = chosen.key
     return found
@@ -344,13 +381,12 @@ def _account(pairs: list[Pair], npu: Side, golden: Side, found: Matched) -> Acco
             if node is None:
                 continue  # a network input: not an op
             own = op_kind(node.type)
-            into = (found.fused if side == "golden" else found.fused_npu).get(name)
-            if into is not None:
-                other = "candidate" if side == "golden" else "reference"
-                text = (f"{FUSED} ({'1:2' if side == 'golden' else '2:1'} NPU:golden): {node.type} {name} and its "
-                        f"activation run as the {other}'s {into} (a fused activation); the activation's output is "
-                        "the one paired")
-                left.append(Left(name, side, FUSED, text, f"{FUSED}: an activation fused into the {other}'s op"))
+            fused = (found.fused if side == "golden" else found.fused_npu).get(name)
+            if fused is not None:
+                other, (into, how) = "candidate" if side == "golden" else "reference", fused
+                text = (f"{FUSED} ({'1:2' if side == 'golden' else '2:1'} NPU:golden): the {other}'s {into} {how}, "
+                        f"{node.type} {name} included")
+                left.append(Left(name, side, FUSED, text, f"{FUSED}: the {other}'s op {how}"))
             elif own in PASS or own in SHAPE_OPS or all((d or "").startswith(_INTEGERS) for d in node.output_dtypes):
                 why = "computes a shape" if own in SHAPE_OPS or own not in PASS else "only moves values"
                 left.append(Left(name, side, ABSORBED, f"{ABSORBED}: {node.type} {name} {why} (the {who}'s own)",
