@@ -72,6 +72,23 @@ def test_a_batchnorm_and_a_pad_the_candidate_folded_are_walked_over():
     assert found.fused == {"conv": ("CONV_2D_0", "runs it with its activation fused"),
                            "bn": ("CONV_2D_0", "folded it into its weights"),
                            "pad": ("CONV_2D_1", "does it inside (its padding)")}
+    found = match(skeleton(onnx), skeleton(tflite))  # the other way: the candidate's own Mul and Pad
+    assert found.image == {"x": "in", "r": "a", "d": "b"}
+    assert found.fused_npu == {"conv": ("CONV_2D_0", "runs it with its activation fused"),
+                               "bn": ("CONV_2D_0", "folded it into its weights"),
+                               "pad": ("op after it", "does it inside (its padding)")}
+
+
+def test_a_candidate_mul_the_reference_folded_takes_its_convolution_s_pair():
+    """The candidate's Conv then Mul (an unfolded BatchNormalization) against one CONV_2D: the CONV_2D's output
+    is the Mul's, and the candidate's Conv is the one left (fused N:1)."""
+    onnx = _graph(kinds.ONNX, ["x"], [("conv", "Conv", ["x", "w"], "c", NCHW), ("bn", "Mul", ["c", "w"], "m", NCHW),
+                                     ("conv2", "Conv", ["m", "w"], "d", NCHW)])
+    tflite = _graph(kinds.TFLITE, ["in"], [("CONV_2D_0", "CONV_2D", ["in", "w"], "a", NHWC),
+                                           ("CONV_2D_1", "CONV_2D", ["a", "w"], "b", NHWC)])
+    found = match(skeleton(onnx), skeleton(tflite))
+    assert found.image == {"x": "in", "m": "a", "d": "b"}
+    assert found.fused_npu == {"conv": ("CONV_2D_0", "folded its Mul into its weights")}
 
 
 def test_kinds_across_runtimes():

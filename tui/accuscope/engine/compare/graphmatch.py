@@ -200,6 +200,7 @@ def match(npu: _Skeleton, golden: _Skeleton, agree: Callable[[str, str], float] 
         for a, b in zip(ins_n, ins_g):
             seen[a] = found.image[a] = b
     producer = {o.key: o.node.name for o in npu.ops}
+    golden_name = {o.key: o.node.name for o in golden.ops}
 
     def candidates(op: _Op, want: list[str]) -> list[_Op]:
         return [g for g in golden.by_inputs.get(tuple(sorted(want)), ()) if not g.taken and g.kind == op.kind
@@ -246,6 +247,8 @@ def match(npu: _Skeleton, golden: _Skeleton, agree: Callable[[str, str], float] 
             chosen = options[0]
         if chosen is None:
             seen[op.key] = want[0]  # the walk goes on through it
+            if op.kind in FOLDED | PADS and len(op.inputs) == 1:  # one the reference folded or does inside an op
+                _folded_by_reference(found, op, producer, golden_name.get(want[0], want[0]))
             continue
         for a, (_, passed, stands) in zip(op.inputs, advanced or ()):
             if passed:  # the candidate's op before holds the folded ones (its output is theirs), this op the Pad
@@ -267,6 +270,20 @@ def match(npu: _Skeleton, golden: _Skeleton, agree: Callable[[str, str], float] 
             continue
         found.image[op.key] = chosen.key
     return found
+
+
+def _folded_by_reference(found: Matched, op: _Op, producer: dict[str, str], golden_op: str) -> None:
+    """A Mul / Add of weights (or a Pad) of the candidate's that the reference does inside its op: the
+    reference op's output is this one's (what the op before it made is fused N:1), a Pad's the op after's."""
+    a = op.inputs[0]
+    if op.kind in PADS:
+        found.fused_npu[op.node.name] = ("op after it", "does it inside (its padding)")
+        return
+    if a in found.image:  # the op before it was paired: its output stands for this one's now
+        found.image[op.key] = found.image.pop(a)
+        found.fused_npu[producer.get(a, a)] = (golden_op, f"folded its {op.node.type} into its weights")
+    else:
+        found.fused_npu[op.node.name] = (golden_op, "folded it into its weights")
 
 
 # ------------------------------------------------------------------ pairing the dumps' tensors
@@ -309,6 +326,7 @@ def complete(npu: Side, golden: Side, pairs: list[Pair]) -> tuple[list[Pair], Ac
     notes = [f"structure: paired {meta['ops_paired']} of {len(nodes)} candidate ops by "
              f"their outputs ({len(found.ops)} op pairs walked from the inputs"
              + (f", {len(found.fused)} reference ops fused into the candidate's" if found.fused else "")
+             + (f", {len(found.fused_npu)} candidate ops fused into the reference's" if found.fused_npu else "")
              + (f", {found.by_values} chosen among alike candidates by their values" if found.by_values else "")
              + (f"; {moving} only move values or compute shapes" if moving else "") + ")"
              + ("; not taken, values disagree: " + ", ".join(f"{a}~{b} (cos {c:.3f})" for a, b, c in found.rejected[:3])
