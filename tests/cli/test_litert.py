@@ -318,3 +318,15 @@ def test_structure_finds_a_fault_planted_in_the_tflite(tmp_path):
     for tensor in ("CONV_2D_0:output:0", "DEPTHWISE_CONV_2D_0:output:0", "CONV_2D_1:input:0"):
         assert float(rows[tensor]["cos"]) > 0.99999, rows[tensor]
     assert doc["pairing"]["structure"]["ops_paired"] == 8
+
+
+def test_structure_pairs_the_int8_tflite_through_its_quantize_and_dequantize(tmp_path):
+    """The int8 .tflite against the Keras model's ONNX: its activations are int8 with a grid (not shapes), its
+    QUANTIZE and DEQUANTIZE are walked through, and the closing DEQUANTIZE's output is the network output
+    compared with the ONNX Softmax's (10 of the 13 ops paired by their outputs: the 3 others compute a shape)."""
+    _, doc, rows = _structure_run(tmp_path, KERAS_ONNX, INT8)
+    assert doc["pairing"]["structure"]["ops_paired"] == 10 and doc["pairing"]["structure"]["ops"] == 13
+    assert doc["coverage"]["outputs_paired"] == doc["coverage"]["outputs_total"] == 1
+    assert rows["DEQUANTIZE_0:output:0"]["golden_op"] == "functional_1/softmax_1/Softmax"
+    assert rows["CONV_2D_1:output:0"]["golden_op"] == "functional_1/conv2d_1_2/convolution"
+    assert float(rows["FULLY_CONNECTED_0:output:0"]["cos"]) > 0.99

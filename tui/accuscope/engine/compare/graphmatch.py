@@ -109,11 +109,13 @@ def _is_meta(node: Node, graph: Graph, meta: set[str]) -> bool:
     """A node computing a shape (SHAPE, its STRIDED_SLICE, PACK): integer outputs, or inputs all shapes."""
     if op_kind(node.type) in SHAPE_OPS:
         return True
-    dtypes = [d for d in node.output_dtypes if d]
-    if dtypes and all(d.startswith(_INTEGERS) for d in dtypes):
-        return True
     live = [t for t in node.inputs if t and t not in graph.weights]
-    return bool(live) and all(t in meta for t in live)
+    if live and all(t in meta for t in live):
+        return True
+    if op_kind(node.type) in PASS or any(key.endswith(" quantization") for key in node.attrs):
+        return False  # a quantized activation (an int8 .tflite's, tflitegraph's attrs) or put on its grid
+    dtypes = [d for d in node.output_dtypes if d]
+    return bool(dtypes) and all(d.startswith(_INTEGERS) for d in dtypes)
 
 
 def skeleton(graph: Graph) -> _Skeleton:
