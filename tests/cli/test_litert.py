@@ -330,3 +330,17 @@ def test_structure_pairs_the_int8_tflite_through_its_quantize_and_dequantize(tmp
     assert rows["DEQUANTIZE_0:output:0"]["golden_op"] == "functional_1/softmax_1/Softmax"
     assert rows["CONV_2D_1:output:0"]["golden_op"] == "functional_1/conv2d_1_2/convolution"
     assert float(rows["FULLY_CONNECTED_0:output:0"]["cos"]) > 0.99
+
+
+def test_structure_needs_both_models(tmp_path):
+    """A side without its model (a folder of npy files) has no graph to walk: exit 2, naming the side."""
+    code, _, _ = _structure_run(tmp_path, KERAS_ONNX, FLOAT)
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    for f in _dump(tmp_path / "t", "npu").glob("*.npy"):
+        (bare / f.name).write_bytes(f.read_bytes())
+    r = accuscope("compare", "--npu", bare, "--golden", _dump(tmp_path / "t", "golden"), "--match", "structure",
+                  "--out", tmp_path / "c")
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert f"or two sides that carry their models (ONNX, LiteRT, OpenVINO dumps); {bare} is a npy source without a " \
+           "model" in r.stderr

@@ -36,7 +36,7 @@ from accuscope.engine.compare.leftovers import ABSORBED, FUSED, NONE, Account, L
 from accuscope.engine.compare.pair import AGREE, Pair
 from accuscope.engine.graphs.optypes import op_kind
 from accuscope.engine.graphs.tflitegraph import FUSED_ACTIVATION
-from accuscope.engine.sources.tensor import OUTPUT, Tensor
+from accuscope.engine.sources.tensor import OUTPUT, Tensor, TensorError
 
 if TYPE_CHECKING:
     from accuscope.engine.graphs.graph import Graph, Node
@@ -307,7 +307,10 @@ def complete(npu: Side, golden: Side, pairs: list[Pair]) -> tuple[list[Pair], Ac
         a, b = tensor_of(npu, n_key), tensor_of(golden, g_key)
         if a is None or b is None:
             return float("nan")
-        return similarity(in_layout_of(a, b.shape).load(), b.load())[0]
+        try:
+            return similarity(in_layout_of(a, b.shape).load(), b.load())[0]
+        except (TensorError, OSError, ValueError):  # an unreadable tensor tells nothing: its row will say why
+            return float("nan")
 
     found = match(sk_n, sk_g, agree)
     out: list[Pair] = []
