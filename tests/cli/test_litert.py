@@ -270,7 +270,7 @@ def test_no_name_survives_and_structure_pairs_the_graphs(tmp_path):
     pairing = doc["pairing"]
     assert pairing["rungs"] == {"structure": 19}
     assert pairing["structure"] == {"ops_paired": 8, "ops": 11, "op_pairs": 9, "fused": 2, "by_values": 0,
-                                    "not_taken": []}
+                                    "by_order": 0, "not_taken": []}
     assert pairing["sides"] == {"npu": {"fused N:1": 0, "absorbed 1:0": 2, "no counterpart": 0},
                                 "golden": {"fused N:1": 2, "absorbed 1:0": 2, "no counterpart": 0}}
     expected = {

@@ -91,6 +91,18 @@ def test_a_candidate_mul_the_reference_folded_takes_its_convolution_s_pair():
     assert found.fused_npu == {"conv": ("CONV_2D_0", "folded its Mul into its weights")}
 
 
+def test_without_a_value_to_read_the_order_decides():
+    """The ONNX side as the candidate: its two Convs each meet two fused CONV_2Ds' own parts, whose values no
+    dump holds; the first in execution order is taken (by_order), and their Relus then pair by their inputs."""
+    onnx = _graph(kinds.ONNX, ["x"], [("conv_a", "Conv", ["x", "w"], "A0", NCHW), ("relu_a", "Relu", ["A0"], "A", NCHW),
+                                     ("conv_b", "Conv", ["x", "w"], "B0", NCHW), ("relu_b", "Relu", ["B0"], "B", NCHW)])
+    tflite = _graph(kinds.TFLITE, ["in"], [("CONV_2D_0", "CONV_2D", ["in", "w"], "a", NHWC),
+                                           ("CONV_2D_1", "CONV_2D", ["in", "w"], "b", NHWC)],
+                    CONV_2D_0={"fused activation": "RELU"}, CONV_2D_1={"fused activation": "RELU"})
+    found = match(skeleton(onnx), skeleton(tflite), lambda n, g: float("nan"))
+    assert found.image == {"x": "in", "A": "a", "B": "b"} and found.by_order == 1 and found.by_values == 0
+
+
 def test_kinds_across_runtimes():
     assert kind_of("CONV_2D") == kind_of("Conv") == kind_of("DEPTHWISE_CONV_2D") == kind_of("Convolution") == "conv"
     assert kind_of("FULLY_CONNECTED") == kind_of("MatMul") == kind_of("Gemm") == "matmul"

@@ -19,11 +19,14 @@ inputs.
   agree (cosine at AGREE, after the layout move) is taken and one whose values disagree is not; a single
   candidate is taken on structure alone, without reading a tensor (a fault in that op must stay paired to
   be found, and it is what the verdict then judges).
-- An op of the candidate without counterpart hands its first input's pairing on to its users (a PAD the
-  other side does inside its convolution), so one extra op does not end the walk.
+  Where no value can be read (a fused op's own part against another), the first in execution order.
+- What one converter folded and the other kept is walked over, either way: a BatchNormalization left as a
+  Mul / Add of weights after a convolution (FOLDED: the convolution's output is the Mul's), a Pad before
+  one (PADS: done inside it). Any other op of the candidate without counterpart hands its first input's
+  pairing on to its users, so one extra op does not end the walk.
 
 What is left is named as leftovers.py names it: `absorbed 1:0` (an op that only moves values or computes a
-shape), `fused N:1` (a reference op whose activation the candidate fused into it), `no counterpart`.
+shape), `fused N:1` (an op the other side fused or folded, as above), `no counterpart`.
 """
 from __future__ import annotations
 
@@ -176,6 +179,7 @@ class Matched:
     fused: dict[str, tuple[str, str]] = field(default_factory=dict)
     fused_npu: dict[str, tuple[str, str]] = field(default_factory=dict)  # the candidate's node -> the golden node's
     by_values: int = 0  # op pairs chosen among several candidates by their values
+    by_order: int = 0  # ... by their execution order, where no value could be read
     rejected: list[tuple[str, str, float]] = field(default_factory=list)  # (npu op, golden op, cos) not taken
 
 
@@ -245,6 +249,9 @@ def match(npu: _Skeleton, golden: _Skeleton, agree: Callable[[str, str], float] 
             if best is not None and best[0] >= AGREE:
                 chosen = best[2]
                 found.by_values += 1
+            elif not scored:  # no value to read on either side (a fused op's part against another): the order
+                chosen = options[0]
+                found.by_order += 1
         elif len(options) > 1:
             chosen = options[0]
         if chosen is None:
@@ -326,13 +333,14 @@ def complete(npu: Side, golden: Side, pairs: list[Pair]) -> tuple[list[Pair], Ac
     nodes = npu.graph.nodes
     moving = sum(1 for x in account.left if x.side == "npu" and x.outcome == ABSORBED)
     meta = {"ops_paired": sum(1 for n in nodes if n.name in computed), "ops": len(nodes), "op_pairs": len(found.ops),
-            "fused": len(found.fused) + len(found.fused_npu), "by_values": found.by_values,
+            "fused": len(found.fused) + len(found.fused_npu), "by_values": found.by_values, "by_order": found.by_order,
             "not_taken": [{"npu": a, "golden": b, "cos": round(c, 6)} for a, b, c in found.rejected]}
     notes = [f"structure: paired {meta['ops_paired']} of {len(nodes)} candidate ops by "
              f"their outputs ({len(found.ops)} op pairs walked from the inputs"
              + (f", {len(found.fused)} reference ops fused into the candidate's" if found.fused else "")
              + (f", {len(found.fused_npu)} candidate ops fused into the reference's" if found.fused_npu else "")
              + (f", {found.by_values} chosen among alike candidates by their values" if found.by_values else "")
+             + (f", {found.by_order} by execution order (no value to read)" if found.by_order else "")
              + (f"; {moving} only move values or compute shapes" if moving else "") + ")"
              + ("; not taken, values disagree: " + ", ".join(f"{a}~{b} (cos {c:.3f})" for a, b, c in found.rejected[:3])
                 if found.rejected else "")]
