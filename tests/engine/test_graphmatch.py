@@ -103,6 +103,36 @@ def test_without_a_value_to_read_the_order_decides():
     assert found.image == {"x": "in", "A": "a", "B": "b"} and found.by_order == 1 and found.by_values == 0
 
 
+def test_an_op_the_reference_computes_as_several_is_found_by_its_values():
+    """onnx2tf's HARD_SWISH against PaddleOCR's Add, Clip, Mul, Div: no op of its kind, so the reference ops after
+    its input are read, and the one whose values agree (cosine and euclidean similarity: the Mul before the Div by
+    6 is the same up to scale) is its pair; the ops between are fused into it."""
+    tflite = _graph(kinds.TFLITE, ["in"], [("CONV_2D_0", "CONV_2D", ["in", "w"], "c", NHWC),
+                                           ("HARD_SWISH_0", "HARD_SWISH", ["c"], "h", NHWC),
+                                           ("CONV_2D_1", "CONV_2D", ["h", "w"], "d", NHWC)])
+    onnx = _graph(kinds.ONNX, ["x"], [("conv", "Conv", ["x", "w"], "C", NCHW), ("add", "Add", ["C", "w"], "A", NCHW),
+                                     ("clip", "Clip", ["A", "w"], "K", NCHW), ("mul", "Mul", ["C", "K"], "M", NCHW),
+                                     ("div", "Div", ["M", "w"], "D", NCHW), ("conv2", "Conv", ["D", "w"], "E", NCHW)])
+    values = {("h", "D"): 1.0, ("h", "M"): 0.5, ("c", "C"): 1.0}
+    found = match(skeleton(tflite), skeleton(onnx), lambda n, g: values.get((n, g), 0.0))
+    assert found.image == {"in": "x", "c": "C", "h": "D", "d": "E"} and found.by_values == 1
+    assert found.fused == {g: ("HARD_SWISH_0", "computes it inside one op") for g in ("add", "clip", "mul")}
+
+
+def test_an_op_holding_part_of_the_next_one_is_left_fused():
+    """onnx2tf folds a HardSigmoid's scale and shift into the Conv before it (CONV_2D then RELU_0_TO_1): the
+    CONV_2D's output is no tensor of the reference's (its pair disagrees where the next one agrees), so it is not
+    paired; both Convs are fused N:1."""
+    tflite = _graph(kinds.TFLITE, ["in"], [("CONV_2D_0", "CONV_2D", ["in", "w"], "c", NHWC),
+                                           ("RELU_0_TO_1_0", "RELU_0_TO_1", ["c"], "r", NHWC)])
+    onnx = _graph(kinds.ONNX, ["x"], [("conv", "Conv", ["x", "w"], "C", NCHW),
+                                     ("hsig", "HardSigmoid", ["C"], "H", NCHW)])
+    values = {("r", "H"): 1.0, ("c", "C"): -0.8}
+    found = match(skeleton(tflite), skeleton(onnx), lambda n, g: values.get((n, g), 0.0))
+    assert found.image == {"in": "x", "r": "H"}
+    assert found.fused_npu["CONV_2D_0"][0] == "conv" and found.fused["conv"][0] == "CONV_2D_0"
+
+
 def test_kinds_across_runtimes():
     assert kind_of("CONV_2D") == kind_of("Conv") == kind_of("DEPTHWISE_CONV_2D") == kind_of("Convolution") == "conv"
     assert kind_of("FULLY_CONNECTED") == kind_of("MatMul") == kind_of("Gemm") == "matmul"

@@ -48,13 +48,14 @@ if TYPE_CHECKING:
 STRUCTURE = "structure"  # the rung's name, as crossmap's
 PRE = "#before-activation"  # the key of a fused op's own output (never observed)
 CHAIN = 4  # pass-through ops walked from a paired tensor to one of the same shape
+WINDOW = 8  # reference ops looked through, and candidates read, for an op no op of its kind matches
 _TABLE = {
     "conv": "Conv CONV_2D DEPTHWISE_CONV_2D Convolution GroupConvolution CONV_3D",
     "deconv": "ConvTranspose TRANSPOSE_CONV ConvolutionBackpropData GroupConvolutionBackpropData",
     "matmul": "MatMul Gemm FULLY_CONNECTED BATCH_MATMUL FullyConnected",
     "relu": "Relu RELU ReLU", "clip": "Clip RELU6 RELU_N1_TO_1 Clamp Relu6", "tanh": "Tanh TANH",
     "sigmoid": "Sigmoid LOGISTIC", "leakyrelu": "LeakyRelu LEAKY_RELU", "prelu": "PRelu PRELU",
-    "hardswish": "HardSwish HARD_SWISH HSwish", "gelu": "Gelu GELU", "elu": "Elu ELU",
+    "hardswish": "HardSwish HARD_SWISH HSwish", "hardsigmoid": "HardSigmoid", "gelu": "Gelu GELU", "elu": "Elu ELU",
     "add": "Add ADD Sum ADD_N", "sub": "Sub SUB Subtract", "mul": "Mul MUL Multiply", "div": "Div DIV Divide",
     "max": "Max MAXIMUM Maximum", "min": "Min MINIMUM Minimum", "pow": "Pow POW Power",
     "sqrt": "Sqrt SQRT", "rsqrt": "RSQRT", "exp": "Exp EXP", "log": "Log LOG", "abs": "Abs ABS", "neg": "Neg NEG",
@@ -103,6 +104,8 @@ class _Skeleton:
     source: dict[str, str]  # a tensor -> its anchor (itself, or through pass-through ops)
     graph: Graph
     by_inputs: dict[tuple[str, ...], list[_Op]] = field(default_factory=dict)
+    users: dict[str, list[_Op]] = field(default_factory=dict)  # an anchor -> the ops taking it
+    by_key: dict[str, _Op] = field(default_factory=dict)
 
     def anchor(self, tensor: str) -> str | None:
         return self.source.get(tensor)
@@ -153,6 +156,9 @@ def skeleton(graph: Graph) -> _Skeleton:
     found = _Skeleton(ops, source, graph)
     for op in ops:
         found.by_inputs.setdefault(tuple(sorted(op.inputs)), []).append(op)
+        found.by_key[op.key] = op
+        for a in dict.fromkeys(op.inputs):
+            found.users.setdefault(a, []).append(op)
     return found
 
 
@@ -232,7 +238,8 @@ def match(npu: _Skeleton, golden: _Skeleton, agree: Callable[[str, str], float] 
         if not wanted or any(w is None for w in wanted):
             continue
         want = [w for w in wanted if w is not None]
-        options, advanced = candidates(op, want), None
+        options = candidates(op, want)
+        advanced: tuple[tuple[str, list[_Op], str], ...] | None = None
         if not options and len(want) <= 3:  # the reference computes with more ops: a folded BatchNormalization
             for combo in itertools.product(*(ahead(w) for w in want)):
                 if any(passed for _, passed, _ in combo) and (options := candidates(op, [a for a, _, _ in combo])):
@@ -254,6 +261,17 @@ def match(npu: _Skeleton, golden: _Skeleton, agree: Callable[[str, str], float] 
                 found.by_order += 1
         elif len(options) > 1:
             chosen = options[0]
+        if chosen is None and agree is not None and not op.key.endswith(PRE) and len(want) == 1:
+            chosen, advanced = _by_values(op, want[0], golden, agree, ahead)
+            if chosen is not None:
+                found.by_values += 1
+                a = op.inputs[0]  # the op before: its pair disagrees where this one agrees: it holds part of this
+                if a in found.image and not advanced and agree(a, found.image[a]) < AGREE:
+                    was = golden_name.get(found.image.pop(a), "?")
+                    found.fused_npu[producer.get(a, a)] = (was, "and the next one share it (the candidate folded part "
+                                                                "of the next op into its weights: no tensor of the "
+                                                                "reference's holds its output)")
+                    found.fused[was] = (producer.get(a, a), "holds it and part of the next op (folded into its weights)")
         if chosen is None:
             seen[op.key] = want[0]  # the walk goes on through it
             if op.kind in FOLDED | PADS and len(op.inputs) == 1:  # one the reference folded or does inside an op
@@ -262,12 +280,17 @@ def match(npu: _Skeleton, golden: _Skeleton, agree: Callable[[str, str], float] 
         for a, (_, passed, stands) in zip(op.inputs, advanced or ()):
             if passed:  # the candidate's op before holds the folded ones (its output is theirs), this op the Pad
                 seen[a] = stands
-                if a in found.image:
+                if a in found.image and found.image[a] != stands:
+                    found.fused[golden_name.get(found.image[a], "?")] = (
+                        producer.get(a, a), "folded the ops after it into its weights (its output is theirs)")
                     found.image[a] = stands
                 for g in passed:
                     g.taken = True
                     found.fused[g.node.name] = (op.node.name, "does it inside (its padding)") if g.kind in PADS \
                         else (producer.get(a, a), "folded it into its weights")
+        for g in _between(chosen, advanced[0][0] if advanced else want[0], golden) if chosen.kind != op.kind else ():
+            g.taken = True  # the ops the candidate's one op computes (a HardSwish as Add, Clip, Mul, Div)
+            found.fused[g.node.name] = (op.node.name, "computes it inside one op")
         chosen.taken = True
         seen[op.key] = chosen.key
         found.ops.append((op, chosen))
@@ -279,6 +302,49 @@ def match(npu: _Skeleton, golden: _Skeleton, agree: Callable[[str, str], float] 
             continue
         found.image[op.key] = chosen.key
     return found
+
+
+def _by_values(op: _Op, want: str, golden: _Skeleton, agree: Callable[[str, str], float],
+               ahead: Callable[[str], list[tuple[str, list[_Op], str]]]
+               ) -> tuple[_Op | None, tuple[tuple[str, list[_Op], str], ...] | None]:
+    """An op no reference op of its kind matches (a HARD_SWISH the reference computes as Add, Clip, Mul, Div):
+    the reference op downstream of its input, at most WINDOW ops on, of its shape, whose values agree (the
+    best at AGREE), after the BatchNormalizations the op before folded. (that op, the input's advance)"""
+    steps = [st for st in ahead(want) if all(g.kind == "batchnorm" for g in st[1])]
+    start, found = steps[-1][0], []
+    frontier, seen = [start], {start}
+    for _ in range(WINDOW):
+        nxt = []
+        for a in frontier:
+            for g in golden.users.get(a, ()):
+                if g.taken or g.key in seen or g.key.endswith(PRE):
+                    continue
+                seen.add(g.key)
+                nxt.append(g.key)
+                if _alike(op.shape, g.shape) and _elements(g.shape) is not None:
+                    found.append(g)
+        frontier = nxt
+    scored = [(cos, -k, g) for k, g in enumerate(found[:WINDOW]) if (cos := agree(op.key, g.key)) == cos]
+    best = max(scored, default=None, key=lambda s: (s[0], s[1]))
+    if best is None or best[0] < AGREE:
+        return None, None
+    return best[2], (steps[-1],) if steps[-1][1] else None
+
+
+def _between(chosen: _Op, start: str, golden: _Skeleton) -> list[_Op]:
+    """The untaken reference ops on the paths from `start` to `chosen` (chosen excluded)."""
+    out, stack, seen = [], list(chosen.inputs), set()
+    while stack:
+        a = stack.pop()
+        if a == start or a in seen:
+            continue
+        seen.add(a)
+        g = golden.by_key.get(a)
+        if g is None or g.taken:
+            continue
+        out.append(g)
+        stack.extend(g.inputs)
+    return out
 
 
 def _folded_by_reference(found: Matched, op: _Op, producer: dict[str, str], golden_op: str) -> None:
@@ -314,8 +380,8 @@ def complete(npu: Side, golden: Side, pairs: list[Pair]) -> tuple[list[Pair], Ac
         a, b = tensor_of(npu, n_key), tensor_of(golden, g_key)
         if a is None or b is None:
             return float("nan")
-        try:
-            return similarity(in_layout_of(a, b.shape).load(), b.load())[0]
+        try:  # the cosine and the euclidean similarity (a scale apart: a HardSwish's Mul before its Div by 6)
+            return min(similarity(in_layout_of(a, b.shape).load(), b.load()))
         except (TensorError, OSError, ValueError):  # an unreadable tensor tells nothing: its row will say why
             return float("nan")
 
@@ -333,13 +399,16 @@ def complete(npu: Side, golden: Side, pairs: list[Pair]) -> tuple[list[Pair], Ac
     nodes = npu.graph.nodes
     moving = sum(1 for x in account.left if x.side == "npu" and x.outcome == ABSORBED)
     meta = {"ops_paired": sum(1 for n in nodes if n.name in computed), "ops": len(nodes), "op_pairs": len(found.ops),
-            "fused": len(found.fused) + len(found.fused_npu), "by_values": found.by_values, "by_order": found.by_order,
+            "fused": account.counts()[FUSED], "by_values": found.by_values, "by_order": found.by_order,
             "not_taken": [{"npu": a, "golden": b, "cos": round(c, 6)} for a, b, c in found.rejected]}
     notes = [f"structure: paired {meta['ops_paired']} of {len(nodes)} candidate ops by "
              f"their outputs ({len(found.ops)} op pairs walked from the inputs"
-             + (f", {len(found.fused)} reference ops fused into the candidate's" if found.fused else "")
-             + (f", {len(found.fused_npu)} candidate ops fused into the reference's" if found.fused_npu else "")
-             + (f", {found.by_values} chosen among alike candidates by their values" if found.by_values else "")
+             + (f", {fused_g} reference ops fused into the candidate's" if (fused_g := account.counts("golden")[FUSED])
+                else "")
+             + (f", {fused_n} candidate ops fused into the reference's" if (fused_n := account.counts("npu")[FUSED])
+                else "")
+             + (f", {found.by_values} found by their values (among alike candidates, or where no op of the kind "
+                "matched)" if found.by_values else "")
              + (f", {found.by_order} by execution order (no value to read)" if found.by_order else "")
              + (f"; {moving} only move values or compute shapes" if moving else "") + ")"
              + ("; not taken, values disagree: " + ", ".join(f"{a}~{b} (cos {c:.3f})" for a, b, c in found.rejected[:3])
