@@ -344,3 +344,35 @@ def test_structure_needs_both_models(tmp_path):
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
     assert f"or two sides that carry their models (ONNX, LiteRT, OpenVINO dumps); {bare} is a npy source without a " \
            "model" in r.stderr
+
+
+ONNX2TF = HERE / "cls_onnx2tf_fp16.tflite"  # PP-OCR cls by onnx2tf 1.28.8 (make_onnx2tf.py): no ONNX name kept
+
+
+def test_structure_pairs_pp_ocr_cls_against_its_onnx2tf_conversion(cls_model, tmp_path):
+    """The ONNX source (PaddleOCR's cls model) against its .tflite by onnx2tf, each dumped on its own input (NCHW;
+    the same values NHWC for the .tflite's input): 100 of the 113 TFLite ops pair, every row agrees, and nothing is
+    left without a name. onnx2tf's HARD_SWISH pairs with the ONNX Div that ends Add, Clip, Mul, Div (found by
+    its values), its BatchNormalizations are folded (CONV_2D_0 pairs with the ONNX BatchNormalization), and the 13
+    convolutions holding a HardSigmoid's scale and shift are fused N:1, their RELU_0_TO_1 paired with HardSigmoid."""
+    pytest.importorskip("onnxruntime")
+    x = np.random.default_rng(0).uniform(-1, 1, (1, 3, 48, 192)).astype(np.float32)
+    np.save(tmp_path / "nchw.npy", x)
+    np.save(tmp_path / "nhwc.npy", x.transpose(0, 2, 3, 1).copy())
+    for model, out, xfile in ((cls_model, "golden", "nchw.npy"), (ONNX2TF, "npu", "nhwc.npy")):
+        r = accuscope("dump", model, "--out", tmp_path / out, "--input", f"x={tmp_path / xfile}")
+        assert r.returncode == 0, r.stderr
+    r = accuscope("compare", "--npu", tmp_path / "npu", "--golden", tmp_path / "golden", "--match", "structure",
+                  "--out", tmp_path / "t", "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    walked = doc["pairing"]["structure"]
+    assert (walked["ops_paired"], walked["ops"]) == (100, 113) and doc["failing"] == 0
+    assert doc["pairing"]["leftovers"]["no counterpart"] == 0 and doc["pairing"]["sides"]["npu"]["fused N:1"] == 13
+    assert doc["coverage"]["outputs_paired"] == 1
+    rows = {row["tensor"]: row for row in _rows_with_cos(tmp_path / "t")}
+    for tensor, golden in (("CONV_2D_0:output:0", "BatchNormalization@0"), ("HARD_SWISH_0:output:0", "Div@0"),
+                           ("RELU_0_TO_1_0:output:0", "HardSigmoid@0"), ("SOFTMAX_0:output:0", "Softmax@0")):
+        assert (rows[tensor]["golden_op"], rows[tensor]["how"]) == (golden, "structure"), rows[tensor]
+        assert float(rows[tensor]["cos"]) > 0.9999, rows[tensor]
+    assert rows["CONV_2D_4:output:0"]["reason"].startswith("fused N:1 (2:1 NPU:golden)")

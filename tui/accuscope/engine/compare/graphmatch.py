@@ -371,6 +371,10 @@ def complete(npu: Side, golden: Side, pairs: list[Pair]) -> tuple[list[Pair], Ac
     if npu.graph is None or golden.graph is None:
         raise ValueError("both sides need their models")
     sk_n, sk_g = skeleton(npu.graph), skeleton(golden.graph)
+    for side, sk in ((npu, sk_n), (golden, sk_g)):  # shapes a dynamic model leaves open, as the dump holds them
+        for op in sk.ops:
+            if _elements(op.shape) is None and not op.key.endswith(PRE) and (t := side.find_tensor(op.key)) is not None:
+                op.shape = t.shape
 
     def tensor_of(side: Side, name: str) -> Tensor | None:
         return side.find_tensor(name)
