@@ -133,6 +133,25 @@ def test_an_op_holding_part_of_the_next_one_is_left_fused():
     assert found.fused_npu["CONV_2D_0"][0] == "conv" and found.fused["conv"][0] == "CONV_2D_0"
 
 
+def test_ops_of_weights_the_candidate_folded_are_found_by_the_values_of_its_op():
+    """onnx2tf folds a MobileOne block's scale and shift (a Mul and an Add of weights) into the depthwise conv
+    before a HardSwish: the conv's pair by structure (the ONNX Conv) disagrees, the Add after it agrees, so the conv
+    stands for the Add, and the HardSwish is looked for from there."""
+    tflite = _graph(kinds.TFLITE, ["in"], [("DEPTHWISE_CONV_2D_0", "DEPTHWISE_CONV_2D", ["in", "w"], "c", NHWC),
+                                           ("HARD_SWISH_0", "HARD_SWISH", ["c"], "h", NHWC)])
+    onnx = _graph(kinds.ONNX, ["x"], [("conv", "Conv", ["x", "w"], "C", NCHW), ("scale", "Mul", ["w", "C"], "M1", NCHW),
+                                     ("shift", "Add", ["M1", "w"], "A1", NCHW), ("plus3", "Add", ["A1", "w"], "A2", NCHW),
+                                     ("clip", "Clip", ["A2", "w"], "K", NCHW), ("mul", "Mul", ["A1", "K"], "M2", NCHW),
+                                     ("div", "Div", ["M2", "w"], "D", NCHW)])
+    values = {("c", "C"): 0.3, ("c", "M1"): 0.5, ("c", "A1"): 1.0, ("h", "D"): 1.0}
+    found = match(skeleton(tflite), skeleton(onnx), lambda n, g: values.get((n, g), 0.0))
+    assert found.image == {"in": "x", "c": "A1", "h": "D"} and not found.fused_npu
+    assert {g: how for g, (_, how) in found.fused.items()} == {
+        "conv": "folded the ops after it into its weights (its output is theirs)",
+        "scale": "folded it into its weights", "shift": "folded it into its weights",
+        "plus3": "computes it inside one op", "clip": "computes it inside one op", "mul": "computes it inside one op"}
+
+
 def test_kinds_across_runtimes():
     assert kind_of("CONV_2D") == kind_of("Conv") == kind_of("DEPTHWISE_CONV_2D") == kind_of("Convolution") == "conv"
     assert kind_of("FULLY_CONNECTED") == kind_of("MatMul") == kind_of("Gemm") == "matmul"

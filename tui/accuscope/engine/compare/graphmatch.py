@@ -267,6 +267,19 @@ def match(npu: _Skeleton, golden: _Skeleton, agree: Callable[[str, str], float] 
                 found.by_values += 1
                 a = op.inputs[0]  # the op before: its pair disagrees where this one agrees: it holds part of this
                 if a in found.image and not advanced and agree(a, found.image[a]) < AGREE:
+                    # the reference's ops of weights after it, one of whose values its own are (onnx2tf folds a
+                    # MobileOne block's scale and shift into the depthwise conv): it stands for that one
+                    later = next((st for st in ahead(found.image[a])[1:] if agree(a, st[0]) >= AGREE), None)
+                    if later is not None:
+                        found.fused[golden_name.get(found.image[a], "?")] = (
+                            producer.get(a, a), "folded the ops after it into its weights (its output is theirs)")
+                        for g in later[1]:
+                            g.taken = True
+                            found.fused[g.node.name] = (producer.get(a, a), "folded it into its weights")
+                        found.image[a] = seen[a] = later[0]
+                        chosen, _ = _by_values(op, later[0], golden, agree, ahead)  # from there on
+                        want = [later[0]]
+                if chosen is not None and a in found.image and not advanced and agree(a, found.image[a]) < AGREE:
                     was = golden_name.get(found.image.pop(a), "?")
                     found.fused_npu[producer.get(a, a)] = (was, "and the next one share it (the candidate folded part "
                                                                 "of the next op into its weights: no tensor of the "
