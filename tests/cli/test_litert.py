@@ -155,6 +155,11 @@ def test_against_the_onnx_model_names_survive_and_layouts_are_reconciled(xfile, 
         assert rows[tensor]["how"] == "tensor" and float(rows[tensor]["cos"]) > 0.99999, rows[tensor]
     # tf2onnx split CONV_2D's fused ReLU out again: the pairing re-pairs its output to the ReLU's
     assert rows["CONV_2D_0:output:0"]["how"].startswith("fused") and float(rows["CONV_2D_0:output:0"]["cos"]) > 0.99999
+    # and so is the next op's input, the same value (it paired by name with the Conv's output before the ReLU:
+    # cos 0.70, and DEPTHWISE_CONV_2D_0's ReLU6 likewise: 0.47)
+    for tensor in ("DEPTHWISE_CONV_2D_0:input:0", "ADD_0:input:0", "CONV_2D_1:input:0"):
+        assert rows[tensor]["how"].startswith("fused") and float(rows[tensor]["cos"]) > 0.99999, rows[tensor]
+    assert not [row for row in rows.values() if row["cos"] and float(row["cos"]) < 0.99999]
     assert float(rows["SOFTMAX_0:output:0"]["cos"]) > 0.99999
 
 
@@ -231,3 +236,146 @@ def test_without_litert_exit_2_names_the_install(tmp_path):
     assert "pip install 'accuscope[litert]'" in r.stderr and "Traceback" not in r.stderr
     r = accuscope("inspect", INT8, PYTHONPATH=path)
     assert r.returncode == 0 and "DEQUANTIZE" in r.stdout  # the model's graph is read without LiteRT
+
+
+KERAS_ONNX = HERE / "cnn_keras.onnx"  # tf2onnx from the Keras model itself (make_structure.py): no TFLite name
+FAULT = HERE / "cnn_fault.tflite"  # the same model with a quarter of the 1x1 Conv2D's kernel x -3: CONV_2D_1
+
+
+def _structure_run(tmp_path: Path, reference: Path, candidate: Path, *more) -> tuple[int, dict, dict]:
+    """`run REF CAND --random-inputs --match structure --json` (the same seed: the same input on both sides,
+    named differently by each converter): exit code, the JSON, and the rows by NPU tensor."""
+    pytest.importorskip("onnxruntime")
+    r = accuscope("run", reference, candidate, "--random-inputs", "--match", "structure", "--out", tmp_path / "t",
+                  "--json", *more)
+    assert r.returncode in (0, 1), r.stderr
+    return r.returncode, json.loads(r.stdout), {row["tensor"]: row for row in _rows_with_cos(tmp_path / "t")}
+
+
+def _rows_with_cos(task: Path) -> list[dict]:
+    r = accuscope("show", task, "--format", "csv", "--columns", "tensor,golden_op,how,cos,fail,reason")
+    assert r.returncode == 0, r.stderr
+    return list(csv.DictReader(io.StringIO(r.stdout)))
+
+
+def test_no_name_survives_and_structure_pairs_the_graphs(tmp_path):
+    """tf2onnx's ONNX of the Keras model against the TFLite converter's .tflite of it: not one tensor name in
+    common, so names pair nothing (exit 2, the message pointing at --match structure); the structural walk pairs
+    8 of the 11 TFLite ops by their outputs (the 3 left compute the Flatten's shape), each with the ONNX op that
+    computes it (the fused ReLU / ReLU6 with the ONNX Relu / Clip, the next op's input with it too), every pair
+    at cos 1 (the layouts moved: the ONNX side is NCHW between its Transposes)."""
+    pytest.importorskip("onnxruntime")
+    r = accuscope("run", KERAS_ONNX, FLOAT, "--random-inputs", "--out", tmp_path / "names")
+    assert r.returncode == 2 and "nothing was paired" in r.stderr and "--match structure" in r.stderr, r.stderr
+    code, doc, rows = _structure_run(tmp_path, KERAS_ONNX, FLOAT)
+    assert doc["judgement"]["outcome"] == "pass" and code == 0
+    assert doc["coverage"]["outputs_paired"] == doc["coverage"]["outputs_total"] == 1
+    pairing = doc["pairing"]
+    assert pairing["rungs"] == {"structure": 19}
+    assert pairing["structure"] == {"ops_paired": 8, "ops": 11, "op_pairs": 9, "fused": 2, "by_values": 0,
+                                    "by_order": 0, "not_taken": []}
+    assert pairing["sides"] == {"npu": {"fused N:1": 0, "absorbed 1:0": 2, "no counterpart": 0},
+                                "golden": {"fused N:1": 2, "absorbed 1:0": 2, "no counterpart": 0}}
+    expected = {
+        "CONV_2D_0:output:0": "functional_1/conv2d_1/Relu",  # RELU fused: the ONNX Relu's output
+        "DEPTHWISE_CONV_2D_0:input:0": "functional_1/conv2d_1/Relu",
+        "DEPTHWISE_CONV_2D_0:output:0": "functional_1/depthwise_conv2d_1/Relu6",  # RELU6: the Clip's
+        "CONV_2D_1:output:0": "functional_1/conv2d_1_2/convolution",
+        "ADD_0:input:0": "functional_1/conv2d_1/Relu", "ADD_0:input:1": "functional_1/conv2d_1_2/convolution",
+        "ADD_0:output:0": "functional_1/add_1/Add",
+        "AVERAGE_POOL_2D_0:output:0": "functional_1/average_pooling2d_1/AvgPool",
+        "RESHAPE_0:output:0": "functional_1/flatten_1/Reshape",  # after the ONNX Transpose back to NHWC
+        "FULLY_CONNECTED_0:output:0": "functional_1/dense_1/MatMul", "SOFTMAX_0:output:0": "functional_1/softmax_1/Softmax",
+    }
+    for tensor, golden in expected.items():
+        row = rows[tensor]
+        assert (row["golden_op"], row["how"]) == (golden, "structure") and float(row["cos"]) > 0.99999, row
+    assert {k for k, row in rows.items() if row["how"] == "structure"} >= set(expected)
+    left = {k: row["reason"] for k, row in rows.items() if not row["how"]}
+    assert left["PACK_0:output:0"].startswith("absorbed 1:0: PACK PACK_0 computes a shape")
+    unused = dict(doc["coverage"]["golden_unused"])
+    assert unused["functional_1/conv2d_1/convolution:output:0"].startswith("fused N:1")  # its Relu: CONV_2D_0
+    assert unused["functional_1/conv2d_1/convolution__6:output:0"].startswith("absorbed 1:0")  # NHWC -> NCHW
+
+
+def test_structure_the_other_way_the_onnx_conv_is_fused(tmp_path):
+    """The .tflite as the reference: the ONNX Conv before each Relu is `fused N:1 (2:1 NPU:golden)`, its Relu's
+    output pairs with the CONV_2D's, and the ONNX Transposes' outputs with the NHWC tensors they move."""
+    code, doc, rows = _structure_run(tmp_path, FLOAT, KERAS_ONNX)
+    assert code == 0 and doc["coverage"]["outputs_paired"] == 1
+    assert rows["functional_1/conv2d_1/Relu:output:0"]["golden_op"] == "CONV_2D_0"
+    assert rows["functional_1/conv2d_1/convolution:output:0"]["reason"].startswith("fused N:1 (2:1 NPU:golden)")
+    assert rows["functional_1/average_pooling2d_1/AvgPool__18:output:0"]["golden_op"] == "AVERAGE_POOL_2D_0"
+    assert doc["pairing"]["sides"]["npu"]["fused N:1"] == 2
+    assert all(float(row["cos"]) > 0.99999 for row in rows.values() if row["cos"])
+
+
+def test_structure_finds_a_fault_planted_in_the_tflite(tmp_path):
+    """The fault planted in the 1x1 Conv2D's kernel before converting (cnn_fault.tflite): the op pairs by
+    structure alone (one candidate, no value read to choose), and the first failing row is that op's output;
+    every row before it agrees."""
+    code, doc, rows = _structure_run(tmp_path, KERAS_ONNX, FAULT)
+    assert doc["first_failing"]["tensor"] == "CONV_2D_1:output:0", doc["first_failing"]
+    assert rows["CONV_2D_1:output:0"]["golden_op"] == "functional_1/conv2d_1_2/convolution"
+    assert float(rows["CONV_2D_1:output:0"]["cos"]) < 0.99
+    for tensor in ("CONV_2D_0:output:0", "DEPTHWISE_CONV_2D_0:output:0", "CONV_2D_1:input:0"):
+        assert float(rows[tensor]["cos"]) > 0.99999, rows[tensor]
+    assert doc["pairing"]["structure"]["ops_paired"] == 8
+
+
+def test_structure_pairs_the_int8_tflite_through_its_quantize_and_dequantize(tmp_path):
+    """The int8 .tflite against the Keras model's ONNX: its activations are int8 with a grid (not shapes), its
+    QUANTIZE and DEQUANTIZE are walked through, and the closing DEQUANTIZE's output is the network output
+    compared with the ONNX Softmax's (10 of the 13 ops paired by their outputs: the 3 others compute a shape)."""
+    _, doc, rows = _structure_run(tmp_path, KERAS_ONNX, INT8)
+    assert doc["pairing"]["structure"]["ops_paired"] == 10 and doc["pairing"]["structure"]["ops"] == 13
+    assert doc["coverage"]["outputs_paired"] == doc["coverage"]["outputs_total"] == 1
+    assert rows["DEQUANTIZE_0:output:0"]["golden_op"] == "functional_1/softmax_1/Softmax"
+    assert rows["CONV_2D_1:output:0"]["golden_op"] == "functional_1/conv2d_1_2/convolution"
+    assert float(rows["FULLY_CONNECTED_0:output:0"]["cos"]) > 0.99
+
+
+def test_structure_needs_both_models(tmp_path):
+    """A side without its model (a folder of npy files) has no graph to walk: exit 2, naming the side."""
+    code, _, _ = _structure_run(tmp_path, KERAS_ONNX, FLOAT)
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    for f in _dump(tmp_path / "t", "npu").glob("*.npy"):
+        (bare / f.name).write_bytes(f.read_bytes())
+    r = accuscope("compare", "--npu", bare, "--golden", _dump(tmp_path / "t", "golden"), "--match", "structure",
+                  "--out", tmp_path / "c")
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert f"or two sides that carry their models (ONNX, LiteRT, OpenVINO dumps); {bare} is a npy source without a " \
+           "model" in r.stderr
+
+
+ONNX2TF = HERE / "cls_onnx2tf_fp16.tflite"  # PP-OCR cls by onnx2tf 1.28.8 (make_onnx2tf.py): no ONNX name kept
+
+
+def test_structure_pairs_pp_ocr_cls_against_its_onnx2tf_conversion(cls_model, tmp_path):
+    """The ONNX source (PaddleOCR's cls model) against its .tflite by onnx2tf, each dumped on its own input (NCHW;
+    the same values NHWC for the .tflite's input): 100 of the 113 TFLite ops pair, every row agrees, and nothing is
+    left without a name. onnx2tf's HARD_SWISH pairs with the ONNX Div that ends Add, Clip, Mul, Div (found by
+    its values), its BatchNormalizations are folded (CONV_2D_0 pairs with the ONNX BatchNormalization), and the 13
+    convolutions holding a HardSigmoid's scale and shift are fused N:1, their RELU_0_TO_1 paired with HardSigmoid."""
+    pytest.importorskip("onnxruntime")
+    x = np.random.default_rng(0).uniform(-1, 1, (1, 3, 48, 192)).astype(np.float32)
+    np.save(tmp_path / "nchw.npy", x)
+    np.save(tmp_path / "nhwc.npy", x.transpose(0, 2, 3, 1).copy())
+    for model, out, xfile in ((cls_model, "golden", "nchw.npy"), (ONNX2TF, "npu", "nhwc.npy")):
+        r = accuscope("dump", model, "--out", tmp_path / out, "--input", f"x={tmp_path / xfile}")
+        assert r.returncode == 0, r.stderr
+    r = accuscope("compare", "--npu", tmp_path / "npu", "--golden", tmp_path / "golden", "--match", "structure",
+                  "--out", tmp_path / "t", "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    walked = doc["pairing"]["structure"]
+    assert (walked["ops_paired"], walked["ops"]) == (100, 113) and doc["failing"] == 0
+    assert doc["pairing"]["leftovers"]["no counterpart"] == 0 and doc["pairing"]["sides"]["npu"]["fused N:1"] == 13
+    assert doc["coverage"]["outputs_paired"] == 1
+    rows = {row["tensor"]: row for row in _rows_with_cos(tmp_path / "t")}
+    for tensor, golden in (("CONV_2D_0:output:0", "BatchNormalization@0"), ("HARD_SWISH_0:output:0", "Div@0"),
+                           ("RELU_0_TO_1_0:output:0", "HardSigmoid@0"), ("SOFTMAX_0:output:0", "Softmax@0")):
+        assert (rows[tensor]["golden_op"], rows[tensor]["how"]) == (golden, "structure"), rows[tensor]
+        assert float(rows[tensor]["cos"]) > 0.9999, rows[tensor]
+    assert rows["CONV_2D_4:output:0"]["reason"].startswith("fused N:1 (2:1 NPU:golden)")

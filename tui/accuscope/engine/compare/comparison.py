@@ -131,8 +131,15 @@ def plan(spec: CompareSpec, *, mapping_file: MappingFile | None = None) -> Plan:
     if spec.mapping or spec.match == "structure" or npu.kind == golden.kind == kinds.MSPROBE:
         user_map, cross, pairing = _cross_pairs(spec, npu, golden, mapping_file)
     mapping = map_tensors(npu, golden, npu_graph=npu_graph, golden_graph=golden.graph, user_map=user_map, cross=cross)
-    account = None
-    if cross is not None:  # every call no rung paired, named (fused, absorbed, no counterpart): leftovers.py
+    account, walked = None, None
+    if spec.match == "structure" and cross is None:  # two graph-carrying sides: graphmatch.py
+        from accuscope.engine.compare import graphmatch, leftovers
+        mapping.pairs, account, notes, walked = graphmatch.complete(npu, golden, mapping.pairs)
+        used = mapping.used(mapping.pairs)
+        mapping.unmatched_golden = [t for t in golden.tensors if id(t) not in used]
+        left = account.by_call("npu")
+        pairing = notes + account.lines()
+    elif cross is not None:  # every call no rung paired, named (fused, absorbed, no counterpart): leftovers.py
         from accuscope.engine.compare import crossmap, leftovers
         account = leftovers.account(npu.ops, golden.ops, mapping.pairs, cross.unmapped_apis, cross.frameworks)
         left = account.by_call("npu")
@@ -181,7 +188,7 @@ def plan(spec: CompareSpec, *, mapping_file: MappingFile | None = None) -> Plan:
     coverage.unread_are(_unread(pairs, coverage.misshapen))
     coverage.pairing = pairing
     if account is not None:
-        coverage.ladder = account.to_meta()
+        coverage.ladder = account.to_meta() if walked is None else {**account.to_meta(), "structure": walked}
         named = account.by_call("golden")
         by_name = {t.name: t.op for t in reference}
         coverage.golden_unused = [(name, named[by_name[name]].brief if by_name.get(name) in named else leftovers.SLOT)
@@ -211,8 +218,12 @@ def _cross_pairs(spec: CompareSpec, npu: Side, golden: Side, mapping_file: Mappi
     if mapping_file is not None and user_map is None:
         raise SourceError(f"{spec.mapping}: {mapping_file.what} pair two msprobe dumps; {spec.npu} is a {npu.kind} source")
     if spec.match == "structure":
-        raise SourceError("--match structure pairs two msprobe dumps (module paths, call order); "
-                          f"{spec.npu} is a {npu.kind} source")
+        from accuscope.engine.compare.graphmatch import structural_sides
+        if not structural_sides(npu, golden):
+            raise SourceError("--match structure pairs two msprobe dumps (module paths, call order), or two sides "
+                              f"that carry their models (ONNX, LiteRT, OpenVINO dumps); {spec.npu} is a {npu.kind} "
+                              f"source{'' if npu.graph is not None else ' without a model'}"
+                              + ("" if golden.graph is not None else f", {spec.golden} has no model"))
     return user_map, None, []
 
 
@@ -271,6 +282,9 @@ def _nothing_paired(spec: CompareSpec, npu: Side, golden: Side, mapping, scope: 
     elif npu.graph is None or golden.graph is None:
         causes.append("node names differ: give each side's model (--npu-model / --golden-model) so tensor "
                       "names can pair them")
+    elif spec.match != "structure" and npu.kind != kinds.MSPROBE:
+        causes.append("the two models name their tensors each its own way (another converter): --match structure "
+                      "pairs them by walking both graphs")
     causes.append("renames no rule can know: a --mapping file (npu_name,golden_name per line)")
     return (f"nothing was paired{scope}: none of {len(mapping.pairs):,} NPU tensors in {spec.npu} has a counterpart "
             f"among {len(golden.tensors):,} golden tensors in {spec.golden}. NPU side: "

@@ -85,7 +85,7 @@ class Coverage:
         self.golden_used = len(used & {t.name for t in golden.tensors if not (golden.is_device_dump and t.io == INPUT)})
         kept = [(name, why) for name, why in self.golden_unused if name not in used]
         for r in repairs:
-            if r.was not in used:
+            if r.was not in used and r.was not in {name for name, _ in kept}:  # a value's rows (output, inputs): once
                 kept.append((r.was, "paired by identity, but the NPU op holds a fused chain's output: re-paired"))
         self.golden_unused = kept
 

@@ -104,7 +104,7 @@ class Account:
                 hint.append("name the `no counterpart` calls in a mapping file (--mapping: `npu call: golden call`, "
                             f"or msprobe's -lm layer mapping), first: {', '.join(none[:limit])}"
                             + (" …" if len(none) > limit else ""))
-            if fused is not None:
+            if fused is not None and '": "' in fused.text:  # a line of a mapping file to copy (crossmap's runs)
                 hint.append(f"a fused run pairs by its last output, a line of such a file: {fused.text.rsplit('; ', 1)[-1]}")
             lines.append("; ".join(parts) + (" — " + "; ".join(hint) if hint else "") + " (docs/pairing.md)")
         return lines

@@ -212,10 +212,18 @@ def recheck(plan, cells: list[dict], broken: Callable[[dict], list[str]] | None 
         plan.graph if plan.graph is not None and plan.graph.converted else None)
     checker = Rechecker(plan.npu, plan.golden, npu_graph, plan.golden.graph)
     used = {id(p.golden) for p in plan.pairs if p.golden is not None}
-    repairs = []
+    repairs: list[Repair] = []
+    # a re-paired output's value (its tensor name, the golden tensor it was paired with) -> what it is paired
+    # with now: the same value as a consumer's input row is re-paired alike (CONV_2D's output and the next
+    # op's input: both the value after the activation the .tflite fused)
+    moved: dict[tuple[str, int], tuple[_Candidate, float]] = {}
     for i in suspects:
         pair = plan.pairs[i]
         if pair.npu.nbytes > MAX_BYTES:
+            continue
+        same = moved.get((pair.npu.tensor_name, id(pair.golden))) if pair.npu.tensor_name else None
+        if same is not None:
+            _repair(plan, cells, repairs, checker, i, *same)
             continue
         options = checker.candidates(pair, used)
         if not options:
@@ -243,21 +251,29 @@ def recheck(plan, cells: list[dict], broken: Callable[[dict], list[str]] | None 
             candidate = run_job(Job(i, pair.npu, best.tensor, tuple(plan.metrics)))[1]
             if broken(candidate):
                 continue
-        was_cos = cells[i]["cos"]
-        anchor = checker._type_of(pair.golden)
-        rule = f"fused: {', '.join(best.chain)} folded into {anchor}"
-        repairs.append(Repair(i, pair.npu.name, pair.golden.name, was_cos, best.tensor.name, best_cos, rule,
-                              best.source))
+        if pair.npu.tensor_name:
+            moved[(pair.npu.tensor_name, id(pair.golden))] = (best, best_cos)
         used.discard(id(pair.golden))
         used.add(id(best.tensor))
-        new = replace(pair, golden=best.tensor, how=rule, ground_truth=best.tensor.op)
-        plan.pairs[i] = new
-        row = dict(plan.rows[i])
-        row.update(golden_op=new.ground_truth, golden_dtype=best.tensor.dtype_name, how=rule,
-                   golden_file=best.tensor.source)
-        plan.rows[i] = row
-        cells[i] = run_job(Job(i, new.npu, new.golden, tuple(plan.metrics)))[1]
+        _repair(plan, cells, repairs, checker, i, best, best_cos)
     return repairs
+
+
+def _repair(plan, cells: list[dict], repairs: list[Repair], checker: Rechecker, i: int, best: _Candidate,
+            best_cos: float) -> None:
+    """Row i re-paired to `best` (its cells computed again), the re-pairing listed."""
+    pair = plan.pairs[i]
+    anchor = checker._type_of(pair.golden)
+    rule = f"fused: {', '.join(best.chain)} folded into {anchor}"
+    repairs.append(Repair(i, pair.npu.name, pair.golden.name, cells[i]["cos"], best.tensor.name, best_cos, rule,
+                          best.source))
+    new = replace(pair, golden=best.tensor, how=rule, ground_truth=best.tensor.op)
+    plan.pairs[i] = new
+    row = dict(plan.rows[i])
+    row.update(golden_op=new.ground_truth, golden_dtype=best.tensor.dtype_name, how=rule,
+               golden_file=best.tensor.source)
+    plan.rows[i] = row
+    cells[i] = run_job(Job(i, new.npu, new.golden, tuple(plan.metrics)))[1]
 
 
 def _better(cells: dict, cos: float, euclid: float) -> bool:

@@ -144,7 +144,9 @@ class CompareSpec:
     match: str | None = option(
         None, "--match", "match", "msprobe dumps: `structure` also pairs what no name, API table or mapping file "
         "pairs, by module, call order, shapes and dtypes (each such pair marked `structure` with its confidence; the "
-        "doubtful ones listed)", "match", "optional: structure (default: names only)", group="judging")
+        "doubtful ones listed); two dumps that carry their models (ONNX, LiteRT, OpenVINO): what no name pairs, by "
+        "walking both graphs from their inputs (op kinds, paired inputs, shapes)", "match",
+        "optional: structure (default: names only)", group="judging")
     op_range: str | None = option(
         None, "--range", "range", "start,end,step over op sequence ids (end -1 = last)", "range",
         "optional: start,end,step over op sequence ids, e.g. 1,-1,1", group="judging")

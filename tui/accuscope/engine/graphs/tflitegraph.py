@@ -66,6 +66,14 @@ TENSOR_TYPES = ("float32", "float16", "int32", "uint8", "int64", None, "bool", "
                 "uint4", "float8_e4m3fn", "float8_e5m2")
 
 
+# schema.fbs: where an op's options table holds `fused_activation_function` (by op type), and its values
+FUSED_ACTIVATION_FIELD = {"CONV_2D": 3, "DEPTHWISE_CONV_2D": 4, "TRANSPOSE_CONV": 3, "FULLY_CONNECTED": 0,
+                          "AVERAGE_POOL_2D": 5, "MAX_POOL_2D": 5, "ADD": 0, "SUB": 0, "MUL": 0, "DIV": 0,
+                          "CONCATENATION": 1}
+ACTIVATIONS = (None, "RELU", "RELU_N1_TO_1", "RELU6", "TANH", "SIGN_BIT")
+FUSED_ACTIVATION = "fused activation"  # the attribute naming it (a Node's attrs), where the op holds one
+
+
 class Quantization(NamedTuple):
     """A tensor's grid: its real value is `(q - zero_point) * scale`, one (scale, zero point) for the
     tensor (`axis` None) or one per slice along `axis` (per-axis)."""
@@ -271,6 +279,10 @@ def _read(fb: _Buffer, p: Path) -> TFLite:
         ins = list(fb.vector(op, 1, "i"))
         attrs = {f"output {j} quantization": infos[o].quantization.describe()
                  for j, o in enumerate(outs) if 0 <= o < len(infos) and infos[o].quantization}
+        if kind in FUSED_ACTIVATION_FIELD and (options := fb.ref(op, 4)):  # builtin_options
+            activation = fb.scalar(options, FUSED_ACTIVATION_FIELD[kind], "b")
+            if 0 < activation < len(ACTIVATIONS):
+                attrs[FUSED_ACTIVATION] = ACTIVATIONS[activation]
         nodes.append(Node(
             name=name, type=kind, index=k, seq_id=k, inputs=[tensor(i) for i in ins],
             outputs=[tensor(o) for o in outs], attrs=attrs,
