@@ -22,7 +22,9 @@ def test_advisor_screen_toggles_to_the_ranked_ops_and_jumps_to_one(ws):
         await pilot.pause()
         assert not advisor.ranking_error
         ranking = advisor.ranking
+        assert ranking is not None
         assert ranking.ops and ranking.ops[0].origin == "introduced"
+        assert advisor.advice.cause is not None
         assert ranking.ops[0].op == advisor.advice.cause.op  # the same op the advisor names first
         text = screen_text(pilot.app)
         assert "1-cos" in text and "introduced" in text and "network outputs:" in text
