@@ -20,7 +20,7 @@ from accuscope.app.graphscreen import GraphScreen
 from accuscope.app.graphview import GraphView
 from accuscope.app.optable import OperatorTable
 from accuscope.engine.demo.workspace import MAIN
-from accuscope.engine.tasks.task import Task, load_task
+from accuscope.engine.tasks.task import Task, TaskFolder, load_task
 from appkit import drive, screen_text, wait_for
 from support.narrow import present
 
@@ -223,8 +223,8 @@ def test_a_task_without_a_model_says_so(demo_ws, tmp_path):
 
     async def script(pilot):
         dismissed = []
-        alone = Task.at(folder)
-        alone.table, alone.thresholds = task.table, task.thresholds
+        found = TaskFolder.at(folder)
+        alone = Task(found.folder, found.doc, table=task.table, thresholds=task.thresholds)
         pilot.app.push_screen(GraphScreen(alone, 3), lambda result: dismissed.append(result.row))
         await pilot.pause()
         screen = pilot.app.screen

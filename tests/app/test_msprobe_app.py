@@ -283,6 +283,36 @@ def test_a_multi_rank_tasks_graph_shows_one_step_and_rank_at_a_time(ranks_ws):
     drive(AccuscopeApp(ranks_ws, open_path=ranks_ws / "all-ranks"), script)
 
 
+def test_each_step_and_ranks_module_tree_is_read_once_per_opened_task(ranks_ws, monkeypatch):
+    """The graph's module trees are the opened task's (Task.modules_at, read on a worker's snapshot and
+    kept by the task: tasksnapshot.keep_found), not a cache of one graph screen: the graph opened again
+    reads none of them again."""
+    from accuscope.engine.sides import registry
+    read, real = [], registry.modules_loader
+
+    def counting(*args, **kwargs):
+        read.append(args[2:])
+        return real(*args, **kwargs)
+    monkeypatch.setattr(registry, "modules_loader", counting)
+
+    async def script(pilot):
+        screen = await open_graph(pilot)
+        await pilot.press("right_square_bracket")
+        await wait_for(pilot, lambda: not screen.rank_loading)
+        assert "step 0 rank 1 (2/8)" in status(pilot)
+        first = list(read)
+        assert len(first) == 2
+        await pilot.press("q", "g")
+        await wait_for(pilot, lambda: isinstance(pilot.app.screen, GraphScreen) and pilot.app.screen.graph is not None)
+        screen = pilot.app.screen
+        assert "step 0 rank 1 (2/8)" in status(pilot)  # the table cursor's row's rank
+        await pilot.press("left_square_bracket")
+        await wait_for(pilot, lambda: not screen.rank_loading)
+        assert "step 0 rank 0 (1/8)" in status(pilot)
+        assert read == first
+    drive(AccuscopeApp(ranks_ws, open_path=ranks_ws / "all-ranks"), script)
+
+
 def test_weight_gradients_sit_in_the_op_table_under_their_module(tmp_path):
     """The real training fixture (msprobe 26.2, 2 SGD steps): filtered to one module, its forward call's
     parameters and its parameters_grad call's weight gradients are rows of that module, failing where the

@@ -39,3 +39,33 @@ def test_advisor_screen_toggles_to_the_ranked_ops_and_jumps_to_one(ws):
     ranking = drive(AccuscopeApp(ws, open_path=ws / MAIN.name), script, size=(120, 40))
     # the same list as the command's
     assert [o.op for o in sensitivity(ws / MAIN.name).ops] == [o.op for o in ranking.ops]
+
+
+def test_the_ranking_is_made_on_the_opened_task_under_the_thresholds_shown(ws):
+    """The ranked ops (`s`) are the opened task's, ranked from the advice under the thresholds edited in
+    the app, never a copy read again from the folder: here the folder's result files are gone by the
+    time `s` is pressed (another process removed or is rewriting them), and the ranking still comes,
+    its verdict the shown thresholds'."""
+    folder = ws / MAIN.name
+
+    async def script(pilot):
+        screen = pilot.app.screen
+        await wait_for(pilot, lambda: screen.advice is not None)
+        await pilot.press("t")
+        await pilot.pause()
+        pilot.app.screen.query_one("Input").value = "cos=0.9999"
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: not screen.saving and not screen.advising and screen.advice is not None
+                       and screen.advice.task["thresholds"]["cos"]["value"] == 0.9999)
+        for result in [folder / "result.npz", *folder.glob("result_*.csv")]:
+            result.unlink()
+        await pilot.press("a", "s")
+        advisor = pilot.app.screen
+        assert isinstance(advisor, AdviceScreen)
+        await wait_for(pilot, lambda: advisor.ranking is not None or advisor.ranking_error)
+        assert not advisor.ranking_error
+        assert advisor.ranking is not None
+        assert "< 0.9999" in advisor.ranking.verdict  # the thresholds shown, not those the folder held at start
+        assert sorted(o.op for o in advisor.ranking.ops) == sorted(o.op for o in advisor.advice.ops)
+        return advisor.ranking
+    drive(AccuscopeApp(ws, open_path=folder), script, size=(120, 40))

@@ -208,13 +208,14 @@ def npz_tool_first_failure(log: Path) -> str | None:
     return present(re.search(r"^\[(\S+)\s*\]\s+NOT_(?:SIMLIAR|EQUAL|MATCH)", text, re.M)).group(1)
 
 
-@pytest.mark.parametrize("model, mode", [("cls", "f16"), ("det", "f16"), ("det", "int8"), ("rec", "f16"),
-                                         ("rec", "int8")])
+@pytest.mark.parametrize("model, mode", [("cls", "f16"), ("cls", "int8"), ("det", "f16"), ("det", "int8"),
+                                         ("rec", "f16"), ("rec", "int8")])
 def test_tpumlir_chains_enter_where_npz_tool_first_fails(tmp_path, model, mode):
     """The truth from tpu-mlir's own checks, run as its tools run them (the corpus's npz_tool logs): the first
     stage whose check fails (top against ONNX, tpu against top, the bmodel against tpu) and the first tensor
     it fails; none where every check passed. The chain, at the mode's tolerance, names the same. (cls at
-    INT8 is not among them: its bmodel's one output, `..._softmax_reshape_f32`, pairs with no ONNX tensor.)"""
+    INT8: its bmodel's one output, `..._Softmax__softmax_reshape_f32`, is the ONNX Softmax's result, lowered
+    into a softmax and a reshape; it paired with no ONNX tensor, and the chain stopped there.)"""
     deploy = CORPUS / f"{model}-{mode}"
     if not deploy.is_dir():
         pytest.skip(f"{deploy}: the cached conformance corpus (tests/fixtures/conformance/tpumlir/make_corpus.py)")

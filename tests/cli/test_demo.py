@@ -243,3 +243,28 @@ def test_the_command_opens_the_tui_on_the_main_task_when_there_is_one(workspace,
     assert "accuscope open" not in capsys.readouterr().out
     assert demo_cmd.run(argparse.Namespace(workspace=root, no_tui=True)) == 0
     assert len(opened) == 1 and "accuscope open" in capsys.readouterr().out
+
+
+def test_a_copied_workspace_reads_its_own_files_with_the_original_there_and_gone(tmp_path):
+    """task.json names the demo's dumps and models relative to the task folder too, read first: a copy of the
+    workspace reads its own model and dumps (never the original's, there or deleted)."""
+    import shutil
+    original, copy = tmp_path / "ws", tmp_path / "copy"
+    r = accuscope("demo", "--no-tui", "--workspace", original)
+    assert r.returncode == 0, r.stdout + r.stderr
+    shutil.copytree(original, copy)
+    task = copy / demo.MAIN.name
+    for gone in (False, True):
+        if gone:
+            shutil.rmtree(original)
+        r = accuscope("overlay", task, "--out", tmp_path / "node_data.json")
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert f"in {task / 'model' / 'tinynet.onnx'}" in " ".join(r.stdout.split()), r.stdout
+        assert str(original) not in r.stdout
+        r = accuscope("show", task, "--failing")
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert json.loads(r.stdout)["first_failing"]["op"] == QUANTIZED_OP
+        loaded = load_task(task)
+        assert all(str(loaded.path(side)).startswith(str(copy)) for side in ("npu", "golden", "model"))
+        assert loaded.table is not None and loaded.framework_model[0] == task / "model" / "tinynet.onnx"
+        assert {s.npu for s in list_tasks(copy)} == {str(copy / t.name / "npu") for t in demo.TASKS}

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from accuscope.engine.sources.names import read_mapping_csv
 from support.cli import accuscope
 from support.data import FIXTURES
 from support.narrow import present
@@ -195,7 +196,9 @@ def test_dump_and_inspect_a_tflite(xfile, tmp_path):
     assert r.returncode == 0, r.stderr
     assert "wrote 14 tensors" in r.stdout
     names = {p.name.rsplit(".", 2)[0] for p in (tmp_path / "d").glob("*.npy")}
-    assert {INPUT + ".0", "QUANTIZE_0.0", "CONV_2D_1.0", "SOFTMAX_0.0", "DEQUANTIZE_0.0"} <= names
+    assert {"serving_default_keras_tensor_0.0", "QUANTIZE_0.0", "CONV_2D_1.0", "SOFTMAX_0.0", "DEQUANTIZE_0.0"} <= names
+    (restored,) = read_mapping_csv(str(tmp_path / "d")).values()  # the input's name: `:` is no file name's on Windows
+    assert restored.startswith(f"{INPUT}.0.")
     assert (tmp_path / "d" / "model.tflite").read_bytes() == INT8.read_bytes()
     r = accuscope("inspect", INT8)
     assert r.returncode == 0, r.stderr

@@ -191,3 +191,23 @@ def test_run_dumps_both_models_and_compares_them(workspace, cls_model):
                                            "input": ["x=/etc/hostname"], "out": "self"})
         assert r.is_error and "--input x= /etc/hostname: outside the workspace" in r.content[0].text
     session(workspace, test)
+
+
+def test_the_tools_parameters_are_read_through_argparse_public_calls_only():
+    """The tools' parameters come from what each command's `register` declares, as argparse's public calls
+    return it (mcptools.Declared), never from argparse's private fields (`_actions`, `_StoreTrueAction` ...);
+    every declared option, an exclusive group's too, is a parameter with its kind."""
+    import argparse
+    import ast
+
+    from accuscope.commands import mcptools
+    private = {n for n in (*dir(argparse), *dir(argparse.ArgumentParser()), *vars(argparse.ArgumentParser()))
+               if n.startswith("_") and not n.startswith("__")}
+    tree = ast.parse(Path(mcptools.__file__).read_text(encoding="utf-8"))
+    assert {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)} & private == set()
+    op = mcptools._cli_parser("op")
+    assert [[a.dest for a in group] for group in op.exclusive] == [["input", "output"]]
+    compare = mcptools._cli_parser("compare")
+    assert compare.kinds["advisor"] == "store_true" and compare.kinds["threshold"] == "append"
+    assert {a.dest for a in mcptools._actions("op", op)} == {"task", "op", "input", "output", "top", "by", "above",
+                                                              "out"}

@@ -205,3 +205,46 @@ def test_a_bad_per_output_value_is_refused_by_name(tmp_path):
     npu = save(tmp_path / "c.json", "cand", ONES)
     r = accuscope("compare", "--npu", npu, "--golden", npu, "--atol", "1e-3", "logits:x", "--out", tmp_path / "t")
     assert r.returncode == 2 and "'x' is not a number" in r.stderr and "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize(("key", "value", "said"), [
+    ("atol", {"": 1e-3, "logits": "x"}, "field 'atol': output 'logits': 'x' is not a number"),
+    ("rtol", {"logits": True}, "field 'rtol': output 'logits': True is not a number"),
+    ("atol", {"": "1e-3", "logits": 0.1}, "field 'atol': '1e-3' is not a number"),
+    ("check_error_stat", {"scores": 5}, "field 'check_error_stat': output 'scores': '5': use one of"),
+    ("error_quantile", {"scores": 2}, "field 'error_quantile': output 'scores': '2': a quantile is a number from 0 to 1")])
+def test_a_hand_edited_per_output_value_is_refused_naming_the_file_key_and_value(key, value, said, tmp_path):
+    r = accuscope("compare", "--npu", save_outputs(tmp_path / "cand.json", "cand", RUN), "--golden",
+                  save_outputs(tmp_path / "ref.json", "ref", REF), "--atol", "1e-3", "--out", tmp_path / "t")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads((tmp_path / "t" / "task.json").read_text())
+    (tmp_path / "t" / "task.json").write_text(json.dumps({**doc, key: value}))
+    for command in (["show", tmp_path / "t"], ["report", tmp_path / "t", "--out", tmp_path / "r.html"]):
+        r = accuscope(*command)
+        assert r.returncode == 2, (command, r.stdout, r.stderr)
+        assert f"{tmp_path / 't' / 'task.json'}: {said}" in " ".join(r.stderr.split()) and "Traceback" not in r.stderr
+
+
+def test_what_a_row_breaks_is_said_alike_everywhere_at_the_outputs_own_limit(tmp_path):
+    """`show`'s first failing row and the advisor's verdict say what the row breaks in one text
+    (judgement.broken_texts): at the limit of the output's own (--atol logits:0.01), not the default's."""
+    run = {"logits": REF["logits"] + np.float32(0.05), "scores": REF["scores"]}
+    r = accuscope("compare", "--npu", save_outputs(tmp_path / "cand.json", "cand", run), "--golden",
+                  save_outputs(tmp_path / "ref.json", "ref", REF), "--atol", "1e-3", "logits:0.01", "--rtol", "0",
+                  "--out", tmp_path / "t")
+    assert r.returncode == 0, r.stderr
+    broken = json.loads(accuscope("show", tmp_path / "t").stdout)["first_failing"]["broken"]
+    assert broken[0] == "pg_abs 0.05 > 0.01"
+    advice = json.loads(accuscope("advise", tmp_path / "t", "--json").stdout)
+    assert f"logits:output:0 ({', '.join(broken)})" in advice["verdict"]["text"]
+
+
+def test_a_value_next_to_its_limit_is_said_with_the_digits_that_tell_them_apart(tmp_path):
+    """cos 0.98996 breaks 0.99: said so, never `cos 0.99 < 0.99` (four digits round it onto the limit)."""
+    for side, second in (("golden", 0.0), ("npu", np.sqrt(1 - 0.98996 ** 2))):
+        (tmp_path / side).mkdir()
+        np.save(tmp_path / side / "y.0.0.npy", np.array([0.98996 if side == "npu" else 1.0, second], np.float64))
+    r = accuscope("compare", "--npu", tmp_path / "npu", "--golden", tmp_path / "golden", "--out", tmp_path / "t")
+    assert r.returncode == 0, r.stderr
+    broken = json.loads(accuscope("show", tmp_path / "t").stdout)["first_failing"]["broken"]
+    assert broken[0] == "cos 0.98996 < 0.99"

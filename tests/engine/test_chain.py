@@ -85,3 +85,32 @@ def test_labels_from_file_names_are_numbered_and_given_ones_checked(tmp_path):
         parse_stages([f"x={tmp_path / 'a'}", f"x={tmp_path / 'b'}"])
     with pytest.raises(SourceError, match="the reference's"):
         parse_stages([f"reference={tmp_path / 'a'}"])
+
+
+def test_the_chain_seen_op_by_op_each_stage_against_the_reference_and_its_step(tmp_path):
+    """compare/chainview.py (the app's per-stage views): each stage's cos per row of the chain folder's own
+    table, an op at every stage with its step and the stage it entered at, the curves along the merged ops."""
+    from pathlib import Path
+
+    from accuscope.engine.tasks.chainrun import chain_view
+    ref, stages = write_stages(tmp_path, [{}, {3: 0.3, 4: 0.3, 5: 0.3}, {3: 0.31, 4: 0.31, 5: 0.31}])
+    (Path(stages[0].path) / "t2.npy").unlink()  # s0 has no t2 (as a stage that fused it away)
+    run_chain(CompareSpec(stages[-1].path, ref), stages, tmp_path / "task", workers=1)
+    view = chain_view(load_task(tmp_path / "task"))
+    assert view is not None and view.labels == ["s0", "s1", "s2"] and view.own == 2
+    ops = list(view.table.columns["npu_op"])
+    t2, t3 = ops.index("t2"), ops.index("t3")
+    cos = view.columns("cos")
+    assert np.isnan(cos["s0"][t2]) and cos["s1"][t2] == pytest.approx(1.0)
+    assert cos["s0"][t3] == pytest.approx(1.0) and cos["s1"][t3] < 0.99 and cos["s2"][t3] < 0.99
+    assert view.entered()[t3] == "s1" and view.entered()[t2] == ""
+    s0, s1, s2 = view.at(t3)
+    assert (s0.found, s0.failing, s0.entered, s0.before) == (True, False, False, "")
+    assert s0.step_cos == s0.cos  # the first stage's step is its comparison with the reference
+    assert (s1.failing, s1.entered, s1.before) == (True, True, "s0") and s1.step_cos < 0.99
+    assert (s2.failing, s2.entered, s2.before) == (True, False, "s1") and s2.step_cos > 0.999  # carried on
+    assert not view.at(t2)[0].found
+    curves = view.curves("cos")
+    # t2, which s0 lacks, sits where s1 runs it: after t1, before t3
+    assert [k.partition(":")[0] for k in curves.keys] == ["t0", "t1", "t2", "t3", "t4", "t5"]
+    assert np.isnan(curves.series["s0"][2]) and curves.series["s1"][3] == pytest.approx(cos["s1"][t3])

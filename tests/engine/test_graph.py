@@ -314,8 +314,25 @@ def test_caffe_input_layer_and_input_dim(tmp_path):
 
 def test_text_format_parser_details():
     msg = parse_text_format('a: "x\\"y" "z"; b: [1, 2.5, -3] c < d: true e: 1e3 > f: -inf g: 0x10 h: 1.5f')
-    assert msg.to_dict() == {"a": 'x"yz', "b": [1, 2.5, -3], "c": {"d": True, "e": 1000.0}, "f": "-inf",
+    assert msg.to_dict() == {"a": 'x"yz', "b": [1, 2.5, -3], "c": {"d": True, "e": 1000.0}, "f": float("-inf"),
                              "g": 16, "h": 1.5}
+
+
+def test_one_text_format_parser_reads_a_prototxt_and_a_ge_graph_alike():
+    """caffegraph and gegraph read protobuf's text format by one parser (graphs/textformat.py): the same values
+    (hex, `f` suffixes, inf, t/f, escapes, messages inside a list), the same refusals naming the line."""
+    from accuscope.engine.graphs import gegraph
+    text = 'a: 0x1F b: -inf c: t d: "\\303\\251" e: [{x: 1}, <x: 2>] f { g: 3.f }'
+    assert parse_text_format(text).to_dict() == {"a": 31, "b": float("-inf"), "c": True, "d": "\u00e9",
+                                                 "e": [{"x": 1}, {"x": 2}], "f": {"g": 3.0}}
+    assert gegraph.parse_text_format(text) == {"a": [31], "b": [float("-inf")], "c": [True], "d": ["\u00e9"],
+                                               "e": [{"x": [1]}, {"x": [2]}], "f": [{"g": [3.0]}]}
+    for bad, said in (('a {\n b: "\\x" }', "line 2: bad escape in string"), ("a {\n b: 1 c", "line 2: end of file"),
+                      ("a: 1\nb: @", "line 2: unexpected character '@'")):
+        with pytest.raises(ValueError, match=said):
+            parse_text_format(bad)
+        with pytest.raises(SourceError, match=f"f.txt: {said}"):
+            gegraph.parse_text_format(bad, "f.txt")
 
 
 # ---------------------------------------------------------------- errors and dispatch
@@ -349,7 +366,7 @@ def test_a_long_number_that_is_no_number_is_refused_once(tmp_path):
     """`\\d+\\.?\\d*` split 200,000 digits each possible way before the letter refused them (minutes, issue 43)."""
     path = tmp_path / "net.prototxt"
     path.write_text('name: "n"\nx: ' + "1" * 200_000 + "a\n")
-    with pytest.raises(SourceError, match=r"net\.prototxt: .*line 2: unexpected character '1'"):
+    with pytest.raises(SourceError, match=r"net\.prototxt: .*line 2: a number of 200,000 digits"):
         ends(load_graph, path)
     assert parse_text_format("a: 12 b: 1.5e3 c: 0x1F d: .5 e: 3.f f: -2.") == [
         ("a", 12), ("b", 1500.0), ("c", 31), ("d", 0.5), ("e", 3.0), ("f", -2.0)]
@@ -361,7 +378,7 @@ def test_prototxt_parse_error_names_the_line(tmp_path):
     with pytest.raises(SourceError, match=r"bad\.prototxt: .*line 5"):
         load_graph(path)
     path.write_text('layer {\n  name: "a"\n')
-    with pytest.raises(SourceError, match=r"line 2: missing '}'"):
+    with pytest.raises(SourceError, match=r"line 2: end of file inside a message \(missing '}'\)"):
         load_graph(path)
     path.write_text('net: "train.prototxt"\nbase_lr: 0.01\n')  # a solver, not a net
     with pytest.raises(SourceError, match="not a Caffe network"):

@@ -275,10 +275,10 @@ def test_precision_from_a_task_without_a_reference_dump_reads_nothing_from_the_w
     from accuscope.engine.compare.results import ResultTable
     from accuscope.engine.compare.thresholds import Thresholds
     from accuscope.engine.precision.fromtask import spec_from_task
-    from accuscope.engine.tasks.task import save_task
+    from accuscope.engine.tasks.task import load_task, save_task
     save_task(tmp_path / "task", {"model": None}, ResultTable.from_rows([]), Thresholds())
     (tmp_path / "cwd").mkdir()
     (tmp_path / "cwd" / "dump.json").write_text('{"inputs": {"x": [1]}, "timestamp": 1}')
     monkeypatch.chdir(tmp_path / "cwd")
     with pytest.raises(SourceError, match="names no reference dump"):
-        spec_from_task(tmp_path / "task", tmp_path / "model.onnx")
+        spec_from_task(load_task(tmp_path / "task"), tmp_path / "model.onnx")

@@ -15,7 +15,7 @@ from onnx import helper as h  # noqa: E402
 from onnx import numpy_helper as nh  # noqa: E402
 
 from accuscope.engine.runs.onnxmodel import make_random_inputs, node_names  # noqa: E402
-from accuscope.engine.runs.ortdump import DumpReport, Writes, dump_onnx  # noqa: E402
+from accuscope.engine.runs.ortdump import DumpFolder, DumpReport, Writes, dump_onnx  # noqa: E402
 from accuscope.engine.sources.names import parse_golden_name, read_mapping_csv  # noqa: E402
 from accuscope.engine.sources.tensor import SourceError, sanitize  # noqa: E402
 
@@ -350,6 +350,28 @@ def test_bad_model_files_give_source_errors(tmp_path):
         dump_onnx(bad_op, tmp_path / "d", random_inputs=True)
     assert str(bad_op) in str(err.value)
     assert not list((tmp_path / "d").glob("*.npy"))  # no half dump left behind
+
+
+def test_a_dump_folder_stopped_before_its_block_ends_leaves_nothing_and_the_exception_goes_on(tmp_path):
+    """DumpFolder as every runtime's runner holds it (`with DumpFolder(...) as folder:`): an error or a ^C
+    inside the block takes the dump's files away (npy files, the model copy, mapping.csv) and goes on."""
+    out = tmp_path / "d"
+    out.mkdir()
+    ops = ["x:0", "relu", "long" * 80]
+    for stop in (KeyboardInterrupt, SourceError):
+        with pytest.raises(stop):
+            with DumpFolder(str(out), TS, ops, DumpReport(str(out)), None, None, 3) as folder:
+                for op in ops:
+                    folder.write(op, 0, op, np.ones(3, np.float32))
+                (out / "model.onnx").write_bytes(b"the model that ran")
+                folder.made.append("model.onnx")
+                raise stop("stopped")
+        assert sorted(os.listdir(out)) == []
+    with DumpFolder(str(out), TS, ops, DumpReport(str(out)), None, None, 3) as folder:
+        for op in ops:
+            folder.write(op, 0, op, np.ones(3, np.float32))
+        folder.finish({"timestamp": TS})
+    assert sorted(os.listdir(out)) == ["2.npy", "dump.json", "mapping.csv", f"relu.0.{TS}.npy", f"x_0.0.{TS}.npy"]
 
 
 def test_bad_inputs_give_source_errors(cls_model, tmp_path):

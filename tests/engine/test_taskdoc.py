@@ -30,7 +30,7 @@ WRITTEN_ELSEWHERE = {"parent", "export", "kind", "retest", "framework_model", "f
 
 
 def _sample(key) -> object:
-    return {"state": "done"}.get(key.name, SAMPLE[key.types[0]])
+    return {"state": "done", "check_error_stat": "max"}.get(key.name, SAMPLE[key.types[0]])
 
 
 def test_every_key_is_declared_with_a_type_a_default_and_a_meaning():

@@ -9,7 +9,7 @@ import pytest
 from accuscope.engine.compare.spec import CompareSpec
 from accuscope.engine.demo import workspace as demo
 from accuscope.engine.sources.tensor import SourceError
-from accuscope.engine.tasks.task import Task, load_task
+from accuscope.engine.tasks.task import Task, TaskFolder, load_task
 from accuscope.engine.tasks.taskdoc import TaskDoc, migrate, spec_fields
 from accuscope.engine.tasks.tasklist import list_tasks
 from support.narrow import present
@@ -28,8 +28,8 @@ def test_a_task_json_an_older_accuscope_wrote_still_reads_and_replans(demo_task,
     folder = tmp_path / "moved"
     shutil.copytree(demo_task, folder)
     shutil.copy(MAIN_DEMO_JSON, folder / "task.json")
-    task = Task.at(folder)
-    assert task.table is None and task.doc.state == "done" and task.doc.names_dumps
+    task = TaskFolder.at(folder)
+    assert not isinstance(task, Task) and task.doc.state == "done" and task.doc.names_dumps
     assert task.doc.coverage["npu_paired"] == 64 and task.doc.relative["model"] == "model/tinynet.json"
     spec = task.spec()
     assert (spec.npu, spec.golden, spec.model) == (str(folder / "npu"), str(folder / "golden"),
@@ -70,7 +70,7 @@ def test_plan_graph_and_framework_model_are_found_once_per_opened_task(demo_task
 
 def test_a_task_that_names_no_dumps_has_no_plan(tmp_path):
     (tmp_path / "task.json").write_text(json.dumps({"state": "failed", "error": "boom"}))
-    task = Task.at(tmp_path)
+    task = TaskFolder.at(tmp_path)
     assert task.doc.error == "boom" and task.graph is None and task.framework_model == (None, "")
     with pytest.raises(SourceError, match="does not name its NPU and golden dumps"):
         _ = task.plan
@@ -78,24 +78,24 @@ def test_a_task_that_names_no_dumps_has_no_plan(tmp_path):
 
 def test_mark_delete_and_copy(demo_task, tmp_path):
     folder = tmp_path / "t"
-    Task.at(demo_task).copy(folder)
+    TaskFolder.at(demo_task).copy(folder)
     with pytest.raises(FileExistsError):
-        Task.at(demo_task).copy(folder)
+        TaskFolder.at(demo_task).copy(folder)
     task = load_task(folder)
     task.mark("done", error="checked")
-    assert task.doc.error == "checked" and Task.at(folder).doc.error == "checked"
+    assert task.doc.error == "checked" and TaskFolder.at(folder).doc.error == "checked"
     csv = task.csv
     foreign = tmp_path / "other" / "result.csv"
     foreign.parent.mkdir()
     assert csv is not None
     shutil.copy(csv, foreign)
-    as_task = Task.at(foreign)
+    as_task = TaskFolder.at(foreign)
     assert as_task.doc.foreign and as_task.copy(tmp_path / "copy.csv").read_bytes() == csv.read_bytes()
     as_task.delete()
     assert not foreign.exists() and foreign.parent.is_dir()  # only the CSV
     (folder / "task.json").write_text("{broken")
     with pytest.raises(SourceError):
-        Task.at(folder)
+        TaskFolder.at(folder)
     assert [e.problem != "" for e in list_tasks(tmp_path) if e.path == folder] == [True]
-    Task.at(folder, strict=False).delete()  # a broken folder can still go
+    TaskFolder.at(folder, strict=False).delete()  # a broken folder can still go
     assert not folder.exists()

@@ -151,3 +151,23 @@ def test_lowerings_casts_are_the_converters_own_and_the_tolerance_judges_as_npz_
                         npu_model=str(HERE / "cls_bm1684x_f16_tpu.mlir"))
     assert summary.failing == 0 and p.coverage.outputs_paired >= 1
     assert not [pair for pair in p.pairs if pair.golden is None and pair.ground_truth != DEVICE_ONLY]
+
+
+def test_a_bmodel_output_lowered_into_several_ops_pairs_with_the_onnx_ops_output(tmp_path):
+    """tpu-mlir's INT8 bmodel of PP-OCR cls names its one output `..._Softmax__softmax_reshape_f32` (the
+    Softmax lowered into a softmax and a reshape, stored as f32): the ONNX Softmax's result, the network's
+    output. It paired with no ONNX tensor (the chain of cls at INT8 stopped at its bmodel). The same
+    output's values (the F16 bmodel's) under the INT8 bmodel's name."""
+    with np.load(HERE / "bmodel_out.npz") as z:
+        (value,) = z.values()
+    np.savez(tmp_path / "cls_bm1684x_int8_sym_model_outputs.npz",
+             **{"save_infer_model/scale_0.tmp_1_Softmax__softmax_reshape_f32": value})
+    p, table, summary = run(tmp_path / "cls_bm1684x_int8_sym_model_outputs.npz", HERE / "onnx_out.npz",
+                            tolerance(0.99, 0.90))
+    assert list(table.columns["golden_op"]) == ["save_infer_model/scale_0.tmp_1_Identity"]
+    assert p.coverage.outputs_paired == 1 and summary.failing == 0
+    # in a run of every op such a name is a step of a lowering (rec's top: `p2o.Slice.5_Slice_r_new`), not
+    # the ONNX op's result: it keeps its own name
+    np.savez(tmp_path / "top.npz", **{"x_Conv": value, "p2o.Slice.5_Slice_r_new": value})
+    tensors, _ = tpumlir.read(str(tmp_path / "top.npz"))
+    assert [t.tensor_name for t in tensors] == ["x", "p2o.Slice.5_Slice_r_new"]

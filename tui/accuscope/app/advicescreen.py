@@ -19,7 +19,7 @@ from ..engine.diagnose.chartdata import growth_series
 from ..engine.diagnose.replay import BUDGET
 from ..engine.diagnose.rules.drift import DRIFT
 from ..engine.diagnose.rules.introduced import INTRODUCED
-from ..engine.diagnose.sensitivity import Ranking, sensitivity
+from ..engine.diagnose.sensitivity import Ranking, rank
 from ..engine.precision.fromtask import spec_from_task
 from ..engine.sources.tensor import SourceError
 from ..engine.tasks.task import Task
@@ -67,8 +67,8 @@ class AdviceScreen(Screen["int | None"]):
 
     def __init__(self, advice: Advice, task: Task,
                  on_advice: Callable[[Advice], None] | None = None) -> None:
-        """`task`: the opened task the advice is on (`v` advises on it again, its thresholds as
-        shown); `on_advice` gets the advice again when `v` verified it (the task screen shows it too)."""
+        """`task`: the opened task the advice is on (`v` advises on it again and `s` ranks its ops on
+        it, its thresholds as shown; `p` sets the search up from it); `on_advice` gets the advice again when `v` verified it (the task screen shows it too)."""
         super().__init__()
         self.advice, self.opened_task, self.on_advice = advice, task, on_advice
         self.task_name = task.folder.name
@@ -163,13 +163,15 @@ class AdviceScreen(Screen["int | None"]):
             return
         if self.ranking is None and not self.ranking_error:
             self.query_one("#detail", Static).update("ranking the ops by the error each one made…")
-            self.ranking_worker()
+            self.ranking_worker(snapshot(self.opened_task), self.advice)
         else:
             self._show_rank_detail()
 
     @work(thread=True, exclusive=True, group="ranking", exit_on_error=False)
-    def ranking_worker(self) -> None:
-        deliver(self, RankingDone, lambda: sensitivity(self.advice.folder, advice=self.advice))
+    def ranking_worker(self, task: Task, advice: Advice) -> None:
+        """The ops of `advice` ranked on `task`, a snapshot of the opened task (its rows and the
+        thresholds shown, saved or not), never a copy read again from the folder."""
+        deliver(self, RankingDone, lambda: rank(task, advice))
 
     @on(RankingDone)
     def ranking_done(self, message: RankingDone) -> None:
@@ -221,7 +223,7 @@ class AdviceScreen(Screen["int | None"]):
             self.notify("no framework ONNX model to convert: the search needs one", severity="warning")
             return
         try:
-            spec = spec_from_task(self.advice.folder, model)
+            spec = spec_from_task(self.opened_task, model)
         except SourceError as exc:
             self.notify(str(exc), severity="error")
             return

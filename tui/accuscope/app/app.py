@@ -16,7 +16,8 @@ from textual.binding import Binding
 from textual.screen import Screen
 
 from ..engine.sources.names import printable
-from ..engine.tasks.task import Task, load_task
+from ..engine.sources.tensor import SourceError
+from ..engine.tasks.task import Task, TaskFolder, load_head
 from .formatting import shown
 from .taskscreen import TaskScreen
 
@@ -57,7 +58,7 @@ class AccuscopeApp(App):
         self.open_path, self.compare = open_path, compare
         self.trusted_plugins: set[str] = set()  # plugin folders the user confirmed in this run
 
-    def rerun_spec(self, task: Task, then: Callable[[CompareSpec], object]) -> None:
+    def rerun_spec(self, task: TaskFolder, then: Callable[[CompareSpec], object]) -> None:
         """Call `then(spec)` to re-run `task` as its task.json says. The plugin folder task.json names
         holds Python code in a file anyone may have written: it is used only once the user confirmed
         that folder in this run of the app; declined (n), `then` gets the spec without plugins; esc
@@ -85,9 +86,10 @@ class AccuscopeApp(App):
         self.call_after_refresh(_collect_again)
         # The task browser under a task given at start is made when the task screen is left (see
         # pop_screen): its list and keys cost the task's first frame a tenth of a second or more.
-        if self.open_path is not None:
-            task = self.open_path  # a Task its caller loaded already (`accuscope open`), else its folder
-            self.open_task(task if isinstance(task, Task) else load_task(task))
+        if self.open_path is not None:  # a Task its caller opened already (`accuscope open`), else its folder
+            if not self.open_task(self.open_path):  # the notice says why, over the workspace's tasks
+                from .browser import BrowserScreen
+                self.push_screen(BrowserScreen(self.workspace))
         elif self.compare is not None:
             self.push_screen(TaskScreen(run=self.compare))
         else:
@@ -102,10 +104,19 @@ class AccuscopeApp(App):
             return self.switch_screen(BrowserScreen(self.workspace))
         return super().pop_screen()
 
-    def open_task(self, task: Task) -> None:
-        """A task in its screen, on top of the current one (screens below the task screen, such as
-        the precision search a task's advice started, open tasks through here)."""
+    def open_task(self, path: Path | Task) -> bool:
+        """The task at `path` in its screen, on top of the current one: the one way a task is opened to
+        be shown (the start, the browser, a chain's stage, the precision search's result). Its first rows
+        are read here (load_head: milliseconds), the rest by the screen's worker after its first frame
+        (TaskScreen.load_worker); a Task opened so already (`accuscope open`) is shown as it is. False,
+        with a notice saying why, when the task cannot be opened."""
+        try:
+            task = path if isinstance(path, Task) else load_head(path)
+        except SourceError as exc:
+            self.notify(str(exc), title="cannot open", severity="error", timeout=8)
+            return False
         self.push_screen(TaskScreen(task=task))
+        return True
 
     @property
     def running_screens(self) -> list[Running]:

@@ -12,7 +12,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
 from ..engine.sources.tensor import SourceError
-from ..engine.tasks.task import TASK_JSON, Task, load_task
+from ..engine.tasks.task import TASK_JSON, TaskFolder
 from ..engine.tasks.tasklist import TaskSummary, list_tasks
 from . import formatting as fmt
 from .dialogs import AskDialog, ConfirmDialog
@@ -162,13 +162,7 @@ class BrowserScreen(Screen):
             self.open_path(self.selected.path)
 
     def open_path(self, path: Path) -> None:
-        from .taskscreen import TaskScreen
-        try:
-            task = load_task(path)
-        except SourceError as exc:
-            self.notify(str(exc), title="cannot open", severity="error", timeout=8)
-            return
-        self.app.push_screen(TaskScreen(task=task))
+        opener(self).open_task(path)  # a notice says why when it cannot be opened
 
     def action_open_path(self) -> None:
         def check(text: str) -> str:
@@ -197,14 +191,14 @@ class BrowserScreen(Screen):
         if e is None or e.kind != "task":
             self.notify("only task folders can be re-run (a CSV does not say what was compared)")
             return
-        try:
-            task = load_task(e.path)
+        try:  # what was compared is task.json's: the result is the run's to replace, not read here
+            task: TaskFolder | None = TaskFolder.at(e.path)
         except SourceError:
             task = None
         if task is None or not task.doc.names_dumps:
             self.notify(f"{e.path}: task.json does not say what was compared", severity="error")
             return
-        opener(self).rerun_spec(task, lambda spec: self.app.push_screen(TaskScreen(task=task, run=(spec, e.path))))
+        opener(self).rerun_spec(task, lambda spec: self.app.push_screen(TaskScreen(run=(spec, e.path))))
 
     def action_delete(self) -> None:
         e = self.selected
@@ -219,7 +213,7 @@ class BrowserScreen(Screen):
             if not yes:
                 return
             try:
-                Task.at(e.path, strict=False).delete()
+                TaskFolder.at(e.path, strict=False).delete()
             except OSError as exc:
                 self.notify(f"could not delete {e.path}: {exc}", severity="error")
             self.action_refresh()
@@ -242,7 +236,7 @@ class BrowserScreen(Screen):
                 return
             target = Path(text).expanduser()
             try:
-                Task.at(e.path, strict=False).copy(target)
+                TaskFolder.at(e.path, strict=False).copy(target)
             except OSError as exc:
                 self.notify(f"could not copy to {target}: {exc}", severity="error")
                 return

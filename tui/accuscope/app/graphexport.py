@@ -92,7 +92,7 @@ class SubmodelExport(Screen):
             self._progress = "exporting…"
             self._say(f"exporting {len(selection.ops)} ops to {out} and re-testing…", title="export", timeout=5)
             self.update_status()
-            self.export_worker(selection, out)
+            self.export_worker(self.folder, selection, out)
 
         described = selection.describe()
         if len(described) > 12:
@@ -102,14 +102,14 @@ class SubmodelExport(Screen):
                                        "folder:", default, check, path=True), answer)
 
     @work(thread=True, exclusive=True, group="export", exit_on_error=False)
-    def export_worker(self, selection: Selection, out: Path) -> None:
+    def export_worker(self, folder: Path, selection: Selection, out: Path) -> None:
         from ..engine.export.folder import export
 
         def progress(p: Progress) -> None:
             self.post_message(ExportProgress(f"export: {p.what} ({p.done}/{p.total})"))
 
         def run():
-            result = export(self.folder, selection, out, retest=True, progress=progress, cancel=self.cancel)
+            result = export(folder, selection, out, retest=True, progress=progress, cancel=self.cancel)
             return Exported(result, sum(1 for p in out.rglob("*") if p.is_file()) if result is not None else 0)
         deliver(self, ExportDone, run)
 

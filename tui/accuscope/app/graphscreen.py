@@ -32,11 +32,12 @@ hides), `-` / `+` fold / unfold all, jumps unfold what they land in, `f` leaves 
 filtered to the module under the cursor (`under(type, ...)`). A task of several steps and ranks
 shows one (step, rank) at a time, `[` / `]` the previous / next: its modules and only its rows.
 """
+# lazy: app.stageviews
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual import on, work
@@ -52,7 +53,6 @@ from ..engine.compare.thresholds import Thresholds
 from ..engine.graphs.graph import Graph, Node
 from ..engine.graphs.lanes import Lanes, layout, reads
 from ..engine.graphs.subgraph import Selection, SelectionError, select
-from ..engine.sides.registry import load_graph
 from ..engine.sources.tensor import SourceError
 from ..engine.tasks.task import Task
 from .dialogs import ChooseDialog, ConfirmDialog
@@ -63,6 +63,10 @@ from .graphpanel import node_lines, selection_lines
 from .graphview import NO_BADGE, GraphView, OpResults
 from .messages import FrameworkLoaded, GraphLoaded, LoadedGraph, deliver, error_text
 from .opcolumns import MARK_FAIL
+from .tasksnapshot import keep_found, snapshot
+
+if TYPE_CHECKING:
+    import numpy as np
 
 WIDE = 120  # from this width on the detail panel sits right of the graph
 NO_MODULES = "no modules here: folding and f are for a module hierarchy (an msprobe dump's construct.json)"
@@ -132,14 +136,16 @@ class GraphScreen(SubmodelExport, Screen[GraphResult]):
         "Leaving (q / esc) puts the table cursor on the op under the graph cursor."
     )
 
-    def __init__(self, task: Task, row: int | None = None) -> None:
+    def __init__(self, task: Task, row: int | None = None, stages: tuple[np.ndarray, list[str]] | None = None) -> None:
         """`task`: the opened task with the table the task screen shows (and its thresholds); `row`:
-        the table row whose op the graph cursor starts on."""
+        the table row whose op the graph cursor starts on; `stages`: a chain task's stage of entry per
+        row (the op table's `entered`) and its stages' labels: ops are marked by the stage their error
+        entered at (stageviews.graph_stages)."""
         super().__init__()
-        self.opened_task, self.row = task, row
+        self.opened_task, self.row, self.stages = task, row, stages
         self.folder = task.folder
-        self.table: ResultTable = task.table if task.table is not None else ResultTable.empty()
-        self.thresholds: Thresholds = task.thresholds if task.thresholds is not None else Thresholds()
+        self.table: ResultTable = task.table
+        self.thresholds: Thresholds = task.thresholds
         self.graph: Graph | None = None
         self.lanes: Lanes | None = None
         self.results: OpResults | None = None
@@ -153,7 +159,6 @@ class GraphScreen(SubmodelExport, Screen[GraphResult]):
         self._positions: dict[int, int] = {}
         self.ranks = step_ranks(self.table)  # (step, rank) of a multi-rank task, one shown at a time
         self.rank_at = self._rank_of_row(row)
-        self._graphs: dict[tuple, Graph] = {}  # the graph of each (step, rank) shown (the task's own: ())
         self._follow = ""  # the op the cursor stays on when another rank's graph arrives
         self._rank_shown = self.rank_at
         self.rank_loading = False
@@ -174,7 +179,7 @@ class GraphScreen(SubmodelExport, Screen[GraphResult]):
         self._name_graph(None)
         self._set_wide()
         self.view.focus()
-        self.load_worker(self.rank_at)
+        self.load_rank(self.rank_at)
         self.set_interval(0.25, self._show_progress)
 
     def on_resize(self) -> None:
@@ -210,56 +215,31 @@ class GraphScreen(SubmodelExport, Screen[GraphResult]):
         return self.view.position
 
     # ---- loading ------------------------------------------------------------------------------
-    def model_path(self) -> Path | None:
-        return self.opened_task.model_file or self.opened_task.framework_model[0]
+    def load_rank(self, at: int) -> None:
+        """Read the graph of the (step, rank) `ranks[at]` (of the task without ranks) in a worker, on a
+        snapshot of the opened task (its graphs read once per opened task: keep_found)."""
+        self.load_worker(snapshot(self.opened_task), self.ranks[at] if self.ranks else None, at)
 
     @work(thread=True, exclusive=True, group="graph", exit_on_error=False)
-    def load_worker(self, at: int = 0) -> None:
-        """The graph of the (step, rank) `ranks[at]` (of the task without ranks), with `at`."""
-        rank = self.ranks[at] if self.ranks else None
-        deliver(self, GraphLoaded, lambda: LoadedGraph(*self._load(rank), at))
-
-    def _load(self, rank: StepRank | None) -> tuple[Graph, Lanes, OpResults]:
-        """The graph with its lanes and badges; of a multi-rank task, of `rank` (step, rank): its own
-        module hierarchy (msprobe) and only its rows."""
-        path = self.model_path()
-        if path is not None:  # the task's model graph (read once per opened task), else its framework model
-            key: tuple = ()
-            graph = self._graphs.get(key) or (self.opened_task.graph if self.opened_task.model_file is not None
-                                              else load_graph(path))
-        elif rank is not None:
-            key = rank
-            graph = self._graphs.get(key) or self.opened_task.modules_at(*rank)
-        else:
-            key = ()
-            graph = self.opened_task.modules
-        if graph is None:
-            raise SourceError("the task names no model (task.json \"model\"): the graph needs the ONNX model or the "
-                              "offline-model JSON (atc --mode=1 --om=model.om --json=model.json); give it with "
-                              "--model when comparing")
-        self._graphs[key] = graph
-        lanes = layout(graph)
-        results = OpResults(self.table, self.thresholds, graph.nodes,
-                            step_rank_rows(self.table, rank) if rank is not None else None)
-        for position in range(len(graph.nodes)):  # every badge, off the UI thread
-            results.badge(position)
-        results.failing()
-        return graph, lanes, results
+    def load_worker(self, task: Task, rank: StepRank | None, at: int) -> None:
+        """The graph of `rank` with `at`, read on `task`, the screen's snapshot of the opened task."""
+        deliver(self, GraphLoaded, lambda: LoadedGraph(*load_graph_of(task, rank), at, task))
 
     @work(thread=True, exclusive=True, group="framework", exit_on_error=False)
-    def framework_worker(self) -> None:
+    def framework_worker(self, task: Task) -> None:
         def load() -> Graph:
-            path = self.opened_task.framework_model[0]
-            if path is None:
+            graph = task.framework_graph
+            if graph is None:
                 raise SourceError("the task names no framework model (task.json \"framework_model\"): a "
                                   "selection of device ops cannot be mapped to framework ops for export")
-            return load_graph(path)
+            return graph
         deliver(self, FrameworkLoaded, load)
 
     @on(GraphLoaded)
     def graph_loaded(self, message: GraphLoaded) -> None:
         if message.result is not None:
             loaded = message.result
+            keep_found(self.opened_task, loaded.task)
             if loaded.at == self.rank_at:  # else another rank's is on its way
                 self._graph_ready(loaded.graph, loaded.lanes, loaded.results)
             return
@@ -297,6 +277,9 @@ class GraphScreen(SubmodelExport, Screen[GraphResult]):
             start = next((i for i, n in enumerate(graph.nodes) if n.name == self._follow), None)
         else:
             start = results.node_of_row(self.row)
+        if self.stages is not None and len(self.stages[0]) == len(self.table):
+            from .stageviews import graph_stages
+            self.view.entered = graph_stages(*self.stages, results.output_rows, len(graph.nodes))
         self.view.show(graph, lanes, results, start if start is not None else 0, folded)
         if self.row is not None and start is None and not again:
             name = self.table.columns["npu_op"][self.row] if 0 <= self.row < len(self.table) else ""
@@ -304,7 +287,7 @@ class GraphScreen(SubmodelExport, Screen[GraphResult]):
         for note in graph.notes if not again else ():
             self._say(note, severity="warning", timeout=8)
         if graph.is_device and not again:
-            self.framework_worker()
+            self.framework_worker(snapshot(self.opened_task))
         self.update_panel()
         self.update_status()
 
@@ -342,7 +325,7 @@ class GraphScreen(SubmodelExport, Screen[GraphResult]):
         self.rank_at = (self.rank_at + step) % len(self.ranks)
         self.rank_loading = True
         self.update_status()
-        self.load_worker(self.rank_at)
+        self.load_rank(self.rank_at)
 
     # ---- panel and status -----------------------------------------------------------------------
     def on_graph_view_highlighted(self, event: GraphView.Highlighted) -> None:
@@ -363,6 +346,9 @@ class GraphScreen(SubmodelExport, Screen[GraphResult]):
             parts.append(f"{MARK_FAIL} {self.results.failing_count():,} failing ops")
         if self.lanes is not None:
             parts.append(f"{self.lanes.width} lane{'s' if self.lanes.width != 1 else ''}")
+        if self.view.entered and self.stages is not None:
+            from .stageviews import stage_legend
+            parts.insert(0, stage_legend(self.stages[1]))
         if self.selection is not None:
             parts.append(f"submodel {len(self.selection.ops)} ops, {len(self.selection.inputs)} in, "
                          f"{len(self.selection.outputs)} out")
@@ -622,3 +608,27 @@ class GraphScreen(SubmodelExport, Screen[GraphResult]):
             return
         self.dismiss(GraphResult(self.result_row()))
 
+
+def load_graph_of(task: Task, rank: StepRank | None) -> tuple[Graph, Lanes, OpResults]:
+    """The graph the screen draws for `task` with its lanes and badges: the task's model graph, else its
+    framework model's, else the NPU dump's module hierarchy (msprobe): of a multi-rank task, of `rank`
+    (step, rank), with only its rows. Read where a worker calls it, on its snapshot of the task."""
+    if task.model_file is not None:
+        graph = task.graph
+    elif task.framework_model[0] is not None:
+        graph = task.framework_graph
+    elif rank is not None:
+        graph = task.modules_at(*rank)
+    else:
+        graph = task.modules
+    if graph is None:
+        raise SourceError("the task names no model (task.json \"model\"): the graph needs the ONNX model or the "
+                          "offline-model JSON (atc --mode=1 --om=model.om --json=model.json); give it with "
+                          "--model when comparing")
+    lanes = layout(graph)
+    results = OpResults(task.table, task.thresholds, graph.nodes,
+                        step_rank_rows(task.table, rank) if rank is not None else None)
+    for position in range(len(graph.nodes)):  # every badge, off the UI thread
+        results.badge(position)
+    results.failing()
+    return graph, lanes, results

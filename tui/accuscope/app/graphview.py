@@ -31,6 +31,7 @@ from ..engine.sources.tensor import sanitize
 from . import formatting as fmt
 from .cursorlist import CursorList
 from .opcolumns import MARK_EXEMPT, MARK_FAIL, MARK_INVALID
+from .stageviews import stage_mark
 
 MEMBER_NODE = "◆"
 MARK_START, MARK_END, MARK_MEMBER = "S", "E", "┃"
@@ -319,6 +320,7 @@ class GraphView(CursorList):
         self.start: int | None = None
         self.end: int | None = None
         self._shapes: list[str] = []
+        self.entered: dict[int, int] = {}  # a chain task's: position -> the stage (0-based) its error entered at
         self._type_width = 4
         self._shape_width = 5
 
@@ -491,9 +493,12 @@ class GraphView(CursorList):
         drawn = self.lanes.draw(position, cap) if self.lanes is not None else NODE
         at = drawn.rfind(NODE)
         lane_style = row_style + styles["lanes"] + (styles["cursor"] if cursor else Style())
-        glyph = MEMBER_NODE if member else NODE
+        glyph, glyph_style = MEMBER_NODE if member else NODE, state_style
+        if position in self.entered:  # its stage's number and colour (stageviews.stage_mark)
+            glyph, colour = stage_mark(self.entered[position])
+            glyph_style = state_style + Style(color=colour, bold=True)
         if at >= 0:
-            segments += [Segment(drawn[:at], lane_style), Segment(glyph, state_style),
+            segments += [Segment(drawn[:at], lane_style), Segment(glyph, glyph_style),
                          Segment(fmt.pad(drawn[at + 1:], max(0, lanes_width - at - 1)), lane_style)]
         else:
             segments.append(Segment(fmt.pad(drawn, lanes_width), lane_style))

@@ -21,6 +21,9 @@ from textual.message_pump import MessagePump
 from textual.worker import get_current_worker
 
 if TYPE_CHECKING:
+    import numpy as np
+
+    from ..engine.compare.chainview import ChainView
     from ..engine.compare.counterpart import Candidate
     from ..engine.diagnose.advisor import Advice
     from ..engine.diagnose.opdetail import OpDetail
@@ -140,9 +143,10 @@ class AdviceDone(Done):
 
 
 class ChainDone(Done):
-    """A chain task's per-row stage of entry (tasks/chainrun.entered_column): the op table's `entered`."""
+    """A chain task's stages op by op, judged under the thresholds shown, and the op table's stage group
+    (stageviews.prepared)."""
 
-    result: list[str] | None
+    result: tuple[ChainView, dict[str, np.ndarray]] | None
 
 
 class ThresholdsSaved(Done):
@@ -196,6 +200,7 @@ class LoadedGraph(NamedTuple):
     lanes: Lanes
     results: OpResults  # the badges
     at: int  # which of the screen's ranks
+    task: Task  # the snapshot it was read on (what it found: tasksnapshot.keep_found)
 
 
 class GraphLoaded(Done):
@@ -245,6 +250,7 @@ class Detailed(NamedTuple):
     ref: TensorRef
     pair: OpPair
     detail: OpDetail | None  # None when cancelled
+    task: Task  # the snapshot it was read on (what it found: tasksnapshot.keep_found)
 
 
 class DetailDone(Done):

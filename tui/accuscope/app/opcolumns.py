@@ -93,13 +93,16 @@ def measure(t: ResultTable, lengths: dict[str, int], done: int = 0) -> None:
     lengths["index"] = int(t.columns["index"].max()) if len(t) else 0
 
 
-def column_specs(t: ResultTable, lengths: dict[str, int]) -> list[Column]:
+def column_specs(t: ResultTable, lengths: dict[str, int], lead: tuple[str, ...] = ()) -> list[Column]:
     """The columns to show of `t` (with the app's columns), sized by `measure`'s `lengths`, without
-    offsets; the name column gets its width in `place`."""
+    offsets; the name column gets its width in `place`. `lead`: app columns shown first right of the
+    divider (a chain's stage group), the rest after the table's metrics."""
     cols = [Column("mark", "", 1, sticky=True),
             Column("index", "#", max(2, len(str(lengths.get("index", 0)))), True, True, "index"),
             Column("npu_op", "NPU op", max(6, min(lengths.get("npu_op", 0), CAPS["npu_op"])),
                    sticky=True, sort_key="npu_op")]
+    lead = tuple(name for name in lead if name in t.custom)
+    cols += [_custom(name, lengths) for name in lead]
     if lengths.get("op_seq", -1) >= 0:
         cols.append(Column("op_seq", "seq", max(3, len(str(lengths["op_seq"]))), True, sort_key="op_seq"))
     for key in ("step", "rank"):
@@ -115,9 +118,7 @@ def column_specs(t: ResultTable, lengths: dict[str, int]) -> list[Column]:
             cols.append(Column(m.key, m.title, width, sort_key=m.key))
         else:
             cols.append(Column(m.key, m.title, m.width, True, sort_key=m.key))
-    for name in t.custom:
-        width = max(len(name), min(max(lengths.get(name, 0), NUMBER_WIDTH), CAPS["custom"]))
-        cols.append(Column(name, name, width, True, sort_key=name))
+    cols += [_custom(name, lengths) for name in t.custom if name not in lead]
     for m in (METRIC[k] for k in TABLE_TAIL if k in t.present):
         cols.append(Column(m.key, m.title, m.width, True, sort_key=m.key))
     if lengths.get("shape", 0):
@@ -134,6 +135,12 @@ def column_specs(t: ResultTable, lengths: dict[str, int]) -> list[Column]:
         cols.append(Column("reason", "reason", max(6, min(lengths["reason"], CAPS["reason"])),
                            sort_key="reason"))
     return cols
+
+
+def _custom(name: str, lengths: dict[str, int]) -> Column:
+    """A plugin's or the app's column, sized to its values (numbers right-aligned)."""
+    return Column(name, name, max(len(name), min(max(lengths.get(name, 0), NUMBER_WIDTH), CAPS["custom"])), True,
+                  sort_key=name)
 
 
 def place(cols: list[Column], width: int) -> tuple[int, int]:

@@ -1,4 +1,5 @@
-"""What a screen asks of the app it runs in: open a task in its screen, re-run one as its task.json says.
+"""What a screen asks of the app it runs in: open a task in its screen (by its path: the app opens it,
+AccuscopeApp.open_task), re-run one as its task.json says.
 The screens that do (browser, task, precision) reach the app through `opener(self)`, typed by this
 protocol, so that none of them imports app.py, which imports them."""
 from __future__ import annotations
@@ -7,16 +8,18 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol, cast
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from textual.dom import DOMNode
 
     from ..engine.compare.spec import CompareSpec
-    from ..engine.tasks.task import Task
+    from ..engine.tasks.task import TaskFolder
 
 
 class Opener(Protocol):
-    def open_task(self, task: Task) -> None: ...
+    def open_task(self, path: Path) -> bool: ...
 
-    def rerun_spec(self, task: Task, then: Callable[[CompareSpec], object]) -> None: ...
+    def rerun_spec(self, task: TaskFolder, then: Callable[[CompareSpec], object]) -> None: ...
 
 
 def opener(node: DOMNode) -> Opener:

@@ -17,11 +17,13 @@ the screen then shows, in three panes:
 three side by side. `[`/`]` switch among the operator's tensors (its other rows in the result
 table), `m` between absolute and relative error, `N` sets N. The task screen keeps its cursor.
 """
+# lazy: app.stageviews
 from __future__ import annotations
 
 import math
 import threading
 import time
+from typing import TYPE_CHECKING
 
 import numpy as np
 from textual import on, work
@@ -58,7 +60,11 @@ from .errorchart import (
 from .footer import Footer
 from .formatting import shown
 from .messages import CountDone, Counted, DetailDone, Detailed, DetailProgress, TensorRef, deliver, error_text
+from .tasksnapshot import keep_found, snapshot
 from .toptable import TopTable
+
+if TYPE_CHECKING:
+    from ..engine.compare.chainview import ChainView
 
 WIDE = (140, 36)  # from this terminal size on, the three panes sit side by side
 PANES = ("TopN", "distribution", "stats & channels")
@@ -117,6 +123,7 @@ class OpScreen(Screen):
     ]
     DEFAULT_CSS = """
     OpScreen #info { height: auto; max-height: 2; padding: 0 1; }
+    OpScreen #stages { height: 1; padding: 0 1; text-wrap: nowrap; text-overflow: ellipsis; display: none; }
     OpScreen #tabs { height: 1; padding: 0 1; background: $panel; }
     OpScreen #loading { height: 1; padding: 0 1; display: none; }
     OpScreen.-computing #loading { display: block; }
@@ -152,12 +159,13 @@ class OpScreen(Screen):
         "  (? no cosine, ! inf) with ^ under the worst.\n"
         "The same numbers headless: accuscope op TASK_DIR OP --top N --above C (msaccucmp files).")
 
-    def __init__(self, task: Task, row: int) -> None:
+    def __init__(self, task: Task, row: int, chain: ChainView | None = None) -> None:
         """`task`: the opened task with the table the task screen shows (its plan serves every
-        tensor); `row`: the table row opened."""
+        tensor); `row`: the table row opened; `chain`: a chain task's stages, the tensor's op shown at
+        every stage (stageviews.stage_line)."""
         super().__init__()
-        self.opened_task, self.folder = task, task.folder
-        self.table: ResultTable = task.table if task.table is not None else ResultTable.empty()
+        self.opened_task, self.folder, self.chain = task, task.folder, chain
+        self.table: ResultTable = task.table
         self.refs = tensor_refs(self.table, row) or [_ref(self.table, row)]
         self.pos = next((i for i, r in enumerate(self.refs) if r.row == row), 0)
         self.metric = "abs"
@@ -188,6 +196,7 @@ class OpScreen(Screen):
     def compose(self) -> ComposeResult:
         yield Static("", id="crumbs")
         yield Static("", id="info")
+        yield Static("", id="stages")
         yield Static("", id="tabs")
         with Horizontal(id="loading"):
             yield Static("", id="loading-text")
@@ -248,18 +257,20 @@ class OpScreen(Screen):
         self.query_one(ProgressBar).update(total=100, progress=0)
         self._tick()
         self._timer.resume()
-        self._detail_worker(self._serial, self.ref, self.top_n, self._cancel)
+        self._detail_worker(snapshot(self.opened_task), self._pairs.get(self.ref.key), self._serial, self.ref,
+                            self.top_n, self._cancel)
 
     @work(thread=True, exclusive=True, group="opdetail", exit_on_error=False)
-    def _detail_worker(self, serial: int, ref: TensorRef, top: int, cancel: threading.Event) -> None:
+    def _detail_worker(self, task: Task, pair: OpPair | None, serial: int, ref: TensorRef, top: int,
+                       cancel: threading.Event) -> None:
+        """The detail of `ref` (its `pair` when opened before, else opened on `task`, the screen's snapshot
+        of the opened task, whose plan it finds once: keep_found)."""
         def progress(p: Progress) -> None:
             self.post_message(DetailProgress(p.done, p.total))
 
-        def run():
-            pair = self._pairs.get(ref.key)
-            if pair is None:
-                pair = open_op(self.opened_task, ref.op, ref.io, ref.index)
-            return Detailed(serial, ref, pair, pair.detail(top=top, progress=progress, cancel=cancel))
+        def run() -> Detailed:
+            opened = pair if pair is not None else open_op(task, ref.op, ref.io, ref.index)
+            return Detailed(serial, ref, opened, opened.detail(top=top, progress=progress, cancel=cancel), task)
         deliver(self, DetailDone, run)
 
     @on(DetailProgress)
@@ -299,6 +310,7 @@ class OpScreen(Screen):
             self.show_error(message.error)
             return
         done = message.result
+        keep_found(self.opened_task, done.task)
         if done.serial != self._serial or done.detail is None:
             return
         self._pairs[done.ref.key] = done.pair
@@ -363,6 +375,11 @@ class OpScreen(Screen):
         else:
             text = " · ".join(parts) + ("\n" if self.computing else "")
         self.query_one("#info", Static).update(text)
+        if self.chain is not None and len(self.chain.table) == len(self.table):
+            from .stageviews import stage_line
+            stages = self.query_one("#stages", Static)
+            stages.display = True
+            stages.update(stage_line(self.chain, ref.row))
         tabs = []
         for n, name in enumerate(PANES, 1):
             tabs.append(f"[b reverse] ▸{n} {name} [/]" if n == self.pane else f" {n} {name} ")

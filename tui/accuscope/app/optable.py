@@ -193,6 +193,7 @@ class OperatorTable(CursorList):
         self._column_key = ""  # the column cursor, by key, so it survives re-layouts
         self._sticky_width = 0
         self._scroll_width = 0
+        self._lead: tuple[str, ...] = ()  # app columns shown first right of the divider (set_lead)
 
     # ---- the API for the hosting screen --------------------------------------------------------
     def load(self, table: ResultTable, thresholds: Thresholds | None = None, total: int | None = None,
@@ -333,6 +334,13 @@ class OperatorTable(CursorList):
         column = self._current_column()
         if column is not None and column.sort_key is not None:
             self.sort(column.sort_key, descending)
+
+    def set_lead(self, keys: tuple[str, ...]) -> None:
+        """App columns (given to `load` as `extra`) to show first right of the divider, the column cursor
+        on the first of them (a chain's stage group: where the eye goes first); shown from the next load."""
+        if keys and keys != self._lead:
+            self._column_key = keys[0]
+        self._lead = keys
 
     def move_column(self, step: int) -> None:
         """Move the column cursor `step` columns right (negative: left), clamped."""
@@ -506,7 +514,7 @@ class OperatorTable(CursorList):
 
     def _layout(self) -> None:
         """Column widths and offsets for the current widget width; sets the virtual size."""
-        cols = column_specs(self._shown, self._lengths)
+        cols = column_specs(self._shown, self._lengths, self._lead)
         self._sticky_width, self._scroll_width = place(cols, self.scrollable_content_region.width or 160)
         self._columns = cols
         keys = [c.key for c in cols if c.sort_key is not None]

@@ -22,7 +22,7 @@ from ..engine.tasks.task import Task
 from . import formatting as fmt
 from .cursorlist import CursorList
 from .messages import CandidatesFound, deliver
-from .tasksnapshot import snapshot
+from .tasksnapshot import keep_found, snapshot
 
 SHAPE, DTYPE, MATCH = 10, 8, 11  # cells of the columns after the name
 
@@ -152,12 +152,12 @@ class PairPicker(ModalScreen["str | None"]):
 
     def on_mount(self) -> None:
         self.query_one(Input).focus()
-        self.find_worker()
+        self._reading = snapshot(self.opened_task)  # its plan kept by the task once found (keep_found)
+        self.find_worker(self._reading, self.tensor)
 
     @work(thread=True, exclusive=True, group="candidates", exit_on_error=False)
-    def find_worker(self) -> None:
-        task, tensor = snapshot(self.opened_task), self.tensor
-
+    def find_worker(self, task: Task, tensor: str) -> None:
+        """The golden tensors `tensor` may pair with, on `task`, the screen's snapshot of the opened task."""
         def find() -> list[Candidate]:
             plan = task.plan
             return candidates(plan.pairs, plan.golden.tensors, tensor)
@@ -165,6 +165,7 @@ class PairPicker(ModalScreen["str | None"]):
 
     @on(CandidatesFound)
     def candidates_found(self, message: CandidatesFound) -> None:
+        keep_found(self.opened_task, self._reading)
         widget = self.query_one(CandidateList)
         self.computing = False
         if message.error is not None:

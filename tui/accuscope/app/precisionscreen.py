@@ -17,7 +17,6 @@ from textual.widgets import DataTable, Static
 from ..engine.precision.spec import PrecisionSpec
 from ..engine.precision.trials import Trial
 from ..engine.precision.workflow import Event, PrecisionResult, run_precision
-from ..engine.tasks.task import load_task
 from .chart import Chart
 from .footer import Footer
 from .formatting import shown
@@ -89,12 +88,12 @@ class PrecisionScreen(Screen[None]):
         table = self.query_one("#trials", DataTable)
         table.add_columns("#", "phase", "fp32 ops", *(t.metric for t in self.spec.targets), "", "ops kept in fp32")
         self._status()
-        self.search_worker()
+        self.search_worker(self.spec)
 
     @work(thread=True, exclusive=True, group="precision", exit_on_error=False)
-    def search_worker(self) -> None:
+    def search_worker(self, spec: PrecisionSpec) -> None:
         deliver(self, PrecisionDone,
-                lambda: run_precision(self.spec, lambda e: self.app.call_from_thread(self.show_event, e), self.cancel))
+                lambda: run_precision(spec, lambda e: self.app.call_from_thread(self.show_event, e), self.cancel))
 
     def show_event(self, e: Event) -> None:
         if not self.is_attached:  # left with escape: the search stops after its trial, unseen
@@ -168,7 +167,7 @@ class PrecisionScreen(Screen[None]):
     def action_open_task(self) -> None:
         if self.result is None or self.result.task is None:
             return
-        opener(self).open_task(load_task(self.result.task))  # the app opens tasks: this screen is opened from one
+        opener(self).open_task(self.result.task)  # the app opens tasks: this screen is opened from one
 
     def action_back(self) -> None:
         self.cancel.set()  # a search left running stops after its trial; the log keeps it

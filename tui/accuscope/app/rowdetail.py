@@ -1,8 +1,10 @@
 """Everything one result row says: metrics against their thresholds, files, mapping, reason, and
 the call's Python stack when the NPU dump records it (msprobe's stack.json, read in a worker)."""
+# lazy: app.stageviews
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 from rich.table import Table
@@ -21,6 +23,10 @@ from ..engine.compare.thresholds import Thresholds
 from ..engine.tasks.task import Task
 from .formatting import number, shown
 from .messages import Stack, StackLoaded, deliver
+from .tasksnapshot import keep_found, snapshot
+
+if TYPE_CHECKING:
+    from ..engine.compare.chainview import ChainView
 
 # the row's identity as the detail lists it (labels: fields.py's records), the NaN/inf counts among them
 FIELDS = [*((k, FIELD[k].title) for k in ("index", "op_seq", "type", "npu_op", "golden_op", "tensor", "shape",
@@ -38,30 +44,33 @@ class RowDetail(ModalScreen[None]):
     """
     BINDINGS = [Binding("escape,q,enter", "dismiss", "close", id="rowdetail.dismiss")]
 
-    def __init__(self, task: Task, row: int, extra: dict[str, np.ndarray] | None = None) -> None:
+    def __init__(self, task: Task, row: int, extra: dict[str, np.ndarray] | None = None,
+                 chain: ChainView | None = None) -> None:
         """`task`: the opened task with the table the task screen shows (and its thresholds); `row`:
         the table row shown; `extra`: the app's columns the op table shows beside the table (the
-        advisor's origin and iso_cos), listed after its plugin columns."""
+        advisor's origin and iso_cos), listed after its plugin columns; `chain`: a chain task's stages,
+        the row's op shown at every stage (stageviews.stage_table)."""
         super().__init__()
-        self.opened_task, self.row, self.extra = task, row, extra or {}
-        self.table: ResultTable = task.table if task.table is not None else ResultTable.empty()
-        self.thresholds: Thresholds = task.thresholds if task.thresholds is not None else Thresholds()
+        self.opened_task, self.row, self.extra, self.chain = task, row, extra or {}, chain
+        self.table: ResultTable = task.table
+        self.thresholds: Thresholds = task.thresholds
+        self._reading = snapshot(task)  # what stack_worker reads on (its stacks kept by the task: keep_found)
 
     def on_mount(self) -> None:
-        self.stack_worker()
+        self.stack_worker(self._reading, self.table.row(self.row))
 
     @work(thread=True, exclusive=True, group="stack", exit_on_error=False)
-    def stack_worker(self) -> None:
-        r = self.table.row(self.row)
-
+    def stack_worker(self, task: Task, r: dict) -> None:
+        """The call stack of row `r` read on `task`, the screen's snapshot of the opened task."""
         def read() -> Stack:
             where = {k: r[k] for k in ("step", "rank") if k in r and r[k] not in (None, "", -1)}
-            stacks, why = self.opened_task.call_stacks(**where)
+            stacks, why = task.call_stacks(**where)
             return Stack(stacks.get(str(r["npu_op"]), []), why)
         deliver(self, StackLoaded, read)
 
     @on(StackLoaded)
     def stack_loaded(self, message: StackLoaded) -> None:
+        keep_found(self.opened_task, self._reading)
         stack = message.result or Stack([], str(message.error))
         lines = stack.lines
         text = "\n".join(f"  {shown(line.replace(chr(10), ' ').strip())}" for line in lines)
@@ -96,6 +105,9 @@ class RowDetail(ModalScreen[None]):
             status = "[red]✗ breaks " + ", ".join(sorted(broken)) + "[/]" if broken else (
                 "[green]✓ within all thresholds[/]" if not r.get("reason") else "")
             yield Static(f"[b]{shown(r['npu_op'])}[/] {shown(r['tensor'])}  {status}")
+            if self.chain is not None and len(self.chain.table) == len(self.table):  # a chain's: first
+                from .stageviews import stage_table
+                yield Static(stage_table(self.chain, self.row))
             yield Static(info)
             yield Static(metrics)
             if r.get("reason"):

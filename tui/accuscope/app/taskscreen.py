@@ -1,8 +1,8 @@
 """The task screen: operator table, metric chart, summary strip and status bar; it also runs a
 comparison in a thread worker, rows appearing as they are computed."""
-# lazy: app.advicescreen, app.dialogs, app.graphscreen, app.opscreen, app.pairpicker, app.rowdetail,
-# lazy: engine.compare.comparison, engine.compare.crossmap, engine.diagnose.advisor, engine.tasks.chainrun,
-# lazy: engine.tasks.rankrun, engine.tasks.taskrun
+# lazy: app.advicescreen, app.dialogs, app.graphscreen, app.opscreen, app.pairpicker, app.rowdetail, app.stageviews,
+# lazy: engine.compare.comparison, engine.compare.crossmap, engine.diagnose.advisor, engine.tasks.rankrun,
+# lazy: engine.tasks.taskrun
 from __future__ import annotations
 
 import math
@@ -25,7 +25,7 @@ from ..engine.compare.thresholds import Thresholds, parse_assignments
 from ..engine.sources.kinds import MSPROBE
 from ..engine.sources.names import parse_tensor_name, printable
 from ..engine.sources.tensor import SourceError
-from ..engine.tasks.task import Task, load_task
+from ..engine.tasks.task import Task, TaskFolder, load_head, load_task
 from ..engine.tasks.taskdoc import TaskDoc
 from .chart import MetricChart
 from .footer import Footer
@@ -45,6 +45,7 @@ from .messages import (
 from .opcolumns import measured
 from .opener import opener
 from .optable import OperatorTable
+from .stageviews import ChainChart, judged_chain
 from .summary import summary_lines
 from .tasksnapshot import snapshot
 
@@ -52,6 +53,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from ..engine.compare import comparison as engine
+    from ..engine.compare.chainview import ChainView
     from ..engine.compare.spec import CompareSpec
     from ..engine.diagnose.advice import Advice
     from ..engine.progress import Progress
@@ -133,7 +135,8 @@ class TaskScreen(Screen):
         self._progress_text = ""
         self.advice: Advice | None = None
         self.advising = False
-        self.chain_columns: dict[str, np.ndarray] = {}  # a chain task's `entered` per row (chain_worker)
+        self.chain_columns: dict[str, np.ndarray] = {}  # a chain task's stage group per row (chain_worker)
+        self.chain_view: ChainView | None = None  # its stages op by op, under the thresholds shown
         self.saving, self._save_again = False, False  # thresholds being saved by save_worker
         self._edited_while_running: Thresholds | None = None  # applied to the run's result (reload)
         self.run_error = ""  # why the last run started here failed
@@ -160,7 +163,7 @@ class TaskScreen(Screen):
         yield Static("", id="crumbs")
         yield Static("", id="summary")
         yield OperatorTable(id="table")
-        yield MetricChart(id="chart")
+        yield ChainChart(id="chart")
         yield Input(id="prompt")
         with Horizontal(id="statusline"):
             yield Static("", id="status")
@@ -182,7 +185,7 @@ class TaskScreen(Screen):
         elif self.reading_rest:  # after the first frame: the rest of the table, then the advisor
             self.after_first_frame(self.load_worker, self.folder)
         else:  # after the first frame: reading a saved advice.json of a large task takes seconds
-            self.after_first_frame(self.start_advice)
+            self.after_first_frame(self.opened_whole)
         self.query_one(OperatorTable).focus()
 
     def after_first_frame(self, callback: Callable[..., object], *args: object) -> None:
@@ -216,6 +219,8 @@ class TaskScreen(Screen):
 
     @work(thread=True, exclusive=True, group="load", exit_on_error=False)
     def load_worker(self, folder: Path) -> None:
+        """The whole task of an opened one that holds its first rows only (load_head): every task shown
+        is opened so (AccuscopeApp.open_task, `reload`), and this is where the rest is read."""
         def load() -> Task:
             task = load_task(folder)
             measured(task.result[0])  # the op table's column widths, here rather than on the app's thread
@@ -236,7 +241,16 @@ class TaskScreen(Screen):
         self.show_table(*task.result)
         for warning in task.warnings:
             self.notify(warning, severity="warning", timeout=8)
-        self.start_advice()
+        self.opened_whole()
+
+    def opened_whole(self) -> None:
+        """The opened task's whole table is shown: thresholds edited during the run that made it apply
+        to it now (and are saved), else the advisor starts."""
+        edited, self._edited_while_running = self._edited_while_running, None
+        if edited is not None:
+            self.use_thresholds(edited)
+        else:
+            self.start_advice()
 
     @property
     def table_widget(self) -> OperatorTable:
@@ -270,7 +284,8 @@ class TaskScreen(Screen):
                               warnings=self.opened.doc.coverage_warnings if self.opened else [],
                               counting=self.reading_total,
                               basis=self.opened.basis if self.opened else None,
-                              chain=self.opened.doc.chain if self.opened else None)
+                              chain=judged_chain(self.opened.doc.chain, self.chain_view)
+                              if self.opened and self.opened.doc.chain else None)
         self.query_one("#summary", Static).update("\n".join(lines))
         self.update_status()
 
@@ -314,21 +329,23 @@ class TaskScreen(Screen):
         so far and the thresholds they are judged by."""
         if self.opened is not None and not self.running:
             return self.opened
-        task = Task.at(self.folder, strict=False)
-        task.table, task.thresholds = self.table_widget.table, self.table_widget.thresholds
-        return task
+        found = TaskFolder.at(self.folder, strict=False)
+        return Task(found.folder, found.doc, found.csv, table=self.table_widget.table,
+                    thresholds=self.table_widget.thresholds)
 
     def on_operator_table_selected(self, event: OperatorTable.Selected) -> None:
         if self.still_loading():
             return
         from .opscreen import OpScreen
-        self.app.push_screen(OpScreen(self.shown_task(), event.row))
+        self.app.push_screen(OpScreen(self.shown_task(), event.row, None if self.running else self.chain_view))
 
     def action_row_details(self) -> None:
         widget = self.table_widget
         if widget.cursor_row is not None and not self.still_loading():
             from .rowdetail import RowDetail
-            self.app.push_screen(RowDetail(self.shown_task(), widget.cursor_row, widget.extra))
+            view = None if self.running else self.chain_view  # its stage group is the detail's stage table
+            extra = {k: v for k, v in widget.extra.items() if view is None or k not in self.chain_columns}
+            self.app.push_screen(RowDetail(self.shown_task(), widget.cursor_row, extra, view))
 
     # ---- prompt: search and filter ------------------------------------------------------------
     def action_prompt(self, mode: str) -> None:
@@ -487,12 +504,7 @@ class TaskScreen(Screen):
         def chosen(k: int | None) -> None:
             if k is None or folders[k].resolve() == self.folder.resolve():
                 return
-            try:
-                task = load_task(folders[k])
-            except SourceError as exc:
-                self.notify(str(exc), title="cannot open", severity="error", timeout=8)
-                return
-            opener(self).open_task(task)
+            opener(self).open_task(folders[k])  # a notice says why when it cannot be opened
         from .dialogs import ChooseDialog
         self.app.push_screen(ChooseDialog(f"the chain's stages ({printable(str(chain.get('line', '')))})", choices),
                              chosen)
@@ -601,7 +613,9 @@ class TaskScreen(Screen):
                     self.notify(str(exc), markup=False, title="filter", severity="error", timeout=8)
             if result.row is not None and not widget.move_to(result.row):
                 self.notify("that op's row is hidden by the filter or the in/out toggle", timeout=4)
-        self.app.push_screen(GraphScreen(self.shown_task(), widget.cursor_row), back)
+        view = None if self.running else self.chain_view
+        stages = (self.chain_columns["entered"], view.labels) if view is not None else None
+        self.app.push_screen(GraphScreen(self.shown_task(), widget.cursor_row, stages), back)
 
     # ---- the advisor ------------------------------------------------------------------------
     def start_advice(self) -> None:
@@ -616,9 +630,9 @@ class TaskScreen(Screen):
 
     @work(thread=True, exclusive=True, group="chain", exit_on_error=False)
     def chain_worker(self, task: Task) -> None:
-        """A chain task's stage of entry per row, judged from its sub-tasks under the thresholds shown."""
-        from ..engine.tasks.chainrun import entered_column
-        deliver(self, ChainDone, lambda: entered_column(task))
+        """A chain task's stages op by op, judged from its sub-tasks under the thresholds shown."""
+        from .stageviews import prepared
+        deliver(self, ChainDone, lambda: prepared(task))
 
     @on(ChainDone)
     def chain_done(self, message: ChainDone) -> None:
@@ -626,9 +640,11 @@ class TaskScreen(Screen):
             self.notify(f"the chain's stages: {printable(str(message.error))}", severity="warning", timeout=8)
             return
         table = self.table_widget.table
-        if message.result is None or len(message.result) != len(table):
+        if message.result is None or len(message.result[0].table) != len(table):
             return
-        self.chain_columns = {"entered": text_array(message.result)}
+        self.chain_view, self.chain_columns = message.result
+        self.table_widget.set_lead(tuple(self.chain_columns))
+        self.query_one(ChainChart).show_chain(self.chain_view)
         self.table_widget.load(table, self.thresholds, extra={**self.table_widget.extra, **self.chain_columns})
 
     @work(thread=True, exclusive=True, group="advice", exit_on_error=False)
@@ -762,18 +778,22 @@ class TaskScreen(Screen):
             self.reload(None)
 
     def reload(self, message: str | None) -> None:
+        """The task opened again after a run, as every task is (load_head; the rest by load_worker):
+        thresholds edited during the run apply to its whole result (opened_whole)."""
         try:
-            self.opened = load_task(self.folder)
+            self.opened = load_head(self.folder)
         except SourceError:
             self.opened = None
-        self.advice, self.chain_columns = None, {}
-        edited, self._edited_while_running = self._edited_while_running, None
-        if self.opened is not None and edited is not None:  # the result of the run, under them
-            self.use_thresholds(edited)
-        elif self.opened is not None:
+        self.advice, self.chain_columns, self.chain_view = None, {}, None
+        self.query_one(ChainChart).show_chain(None)
+        if self.opened is not None:
             self.show_table(*self.opened.result)
-            self.start_advice()
+            if self.reading_rest:
+                self.load_worker(self.folder)
+            else:
+                self.opened_whole()
         else:
+            self._edited_while_running = None
             self.show_table(ResultTable.empty(), self.thresholds)
         if message:
             self.notify(message, timeout=4)

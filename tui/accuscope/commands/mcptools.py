@@ -78,8 +78,53 @@ class Workspace:
         return str(real)
 
 
-def _cli_parser(command: str) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=f"accuscope {command}")
+class Declared(argparse.ArgumentParser):
+    """A command's parser that keeps what its `register` declared, through argparse's public calls alone
+    (it lists a parser's options only in private fields): each option's Action, as `add_argument` returns
+    it, with the `action=` it was declared with (`kinds`), and the mutually exclusive groups' options."""
+
+    def __init__(self, **kwargs) -> None:
+        self.declared: list[argparse.Action] = []
+        self.kinds: dict[str, str] = {}  # dest -> the `action=` word given ("store_true", "append", ...)
+        self.exclusive: list[list[argparse.Action]] = []
+        self.made = False
+        super().__init__(**kwargs)  # (it adds -h and its own two groups: not the command's)
+        self.made = True
+
+    def add_argument(self, *args, **kwargs) -> argparse.Action:
+        return self.declare(super().add_argument(*args, **kwargs), kwargs)
+
+    def add_mutually_exclusive_group(self, **kwargs) -> Any:
+        members: list[argparse.Action] = []
+        self.exclusive.append(members)
+        return _Group(self, super().add_mutually_exclusive_group(**kwargs), members)
+
+    def add_argument_group(self, *args, **kwargs) -> Any:
+        group = super().add_argument_group(*args, **kwargs)
+        return _Group(self, group, []) if self.made else group
+
+    def declare(self, action: argparse.Action, kwargs: dict) -> argparse.Action:
+        if self.made:
+            self.declared.append(action)
+            if isinstance(kwargs.get("action"), str):
+                self.kinds[action.dest] = kwargs["action"]
+        return action
+
+
+class _Group:
+    """A group of a Declared parser: its options declared there too."""
+
+    def __init__(self, parser: Declared, group: Any, members: list[argparse.Action]) -> None:
+        self.parser, self.group, self.members = parser, group, members
+
+    def add_argument(self, *args, **kwargs) -> argparse.Action:
+        action = self.parser.declare(self.group.add_argument(*args, **kwargs), kwargs)
+        self.members.append(action)
+        return action
+
+
+def _cli_parser(command: str) -> Declared:
+    parser = Declared(prog=f"accuscope {command}")
     options(command, parser)
     return parser
 
@@ -99,8 +144,9 @@ def _value_type(action: argparse.Action) -> type:
     return returns if returns in (int, float) else str
 
 
-def _parameter(action: argparse.Action) -> inspect.Parameter:
-    """The tool parameter of one CLI option: its dest, a type the option's values have, its help."""
+def _parameter(action: argparse.Action, kind_word: str = "") -> inspect.Parameter:
+    """The tool parameter of one CLI option (`kind_word`: the `action=` it was declared with): its dest, a type
+    the option's values have, its help."""
     scalar: Any = _value_type(action)
     if action.choices is not None:
         scalar = Literal[tuple(action.choices)]
@@ -108,9 +154,9 @@ def _parameter(action: argparse.Action) -> inspect.Parameter:
     # the parameter's annotation and default are run-time values (types built here for the tool's schema)
     kind: Any
     default: Any
-    if isinstance(action, argparse._StoreTrueAction):
+    if kind_word == "store_true":
         kind, default = bool, False
-    elif isinstance(action, argparse._AppendAction):
+    elif kind_word == "append":
         kind, default = list[str] | None, None
     elif action.required or positional_required:
         kind, default = scalar, inspect.Parameter.empty
@@ -121,19 +167,18 @@ def _parameter(action: argparse.Action) -> inspect.Parameter:
     return inspect.Parameter(action.dest, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=described)
 
 
-def _actions(command: str, parser: argparse.ArgumentParser) -> list[argparse.Action]:
-    return [a for a in parser._actions if a.dest not in LEFT_OUT[command] and a.help != argparse.SUPPRESS
-            and not isinstance(a, argparse._HelpAction)]
+def _actions(command: str, parser: Declared) -> list[argparse.Action]:
+    return [a for a in parser.declared if a.dest not in LEFT_OUT[command] and a.help != argparse.SUPPRESS]
 
 
-def _namespace(command: str, parser: argparse.ArgumentParser, given: dict, ws: Workspace) -> argparse.Namespace:
+def _namespace(command: str, parser: Declared, given: dict, ws: Workspace) -> argparse.Namespace:
     """The args the command's own functions take: every option's default, then the given values
     converted by the option's argparse type, each path confined to the workspace."""
-    args = argparse.Namespace(**{a.dest: a.default for a in parser._actions if a.dest != "help"})
+    args = argparse.Namespace(**{a.dest: a.default for a in parser.declared})
     args.json, args.fail_on_error, args.tui, args.cluster, args.custom_dir = False, False, False, None, None
-    by_dest = {a.dest: a for a in parser._actions}
-    for group in parser._mutually_exclusive_groups:
-        both = [_flag(a) for a in group._group_actions if given.get(a.dest) is not None]
+    by_dest = {a.dest: a for a in parser.declared}
+    for members in parser.exclusive:
+        both = [_flag(a) for a in members if given.get(a.dest) is not None]
         if len(both) > 1:
             raise ToolError(f"{' and '.join(both)}: give one of them")
     for dest, value in given.items():
@@ -302,7 +347,7 @@ def build_server(workspace: str | os.PathLike) -> Server:
     def tool(command: str, annotations: ToolAnnotations, extra: tuple[inspect.Parameter, ...] = ()):
         """Register `body(args, given, reporter)` as the tool `command`, its parameters the CLI's."""
         parser = _cli_parser(command)
-        params = [_parameter(a) for a in _actions(command, parser)]
+        params = [_parameter(a, parser.kinds.get(a.dest, "")) for a in _actions(command, parser)]
         params.sort(key=lambda p: p.default is not inspect.Parameter.empty)  # required first
 
         def register(body):

@@ -6,9 +6,7 @@ import argparse
 from pathlib import Path
 
 from ..engine.sources.tensor import SourceError
-from ..engine.tasks.task import load_task
-
-HEAD_ROWS = 1000  # more than any terminal shows at once
+from ..engine.tasks.task import load_head
 
 
 def register(p) -> None:
@@ -27,6 +25,6 @@ def run(args) -> int:
         raise SourceError(f"{path}: no such file or folder")
     # SourceError -> exit 2 with the reason, before any screen is drawn. A large task: its first
     # rows only (milliseconds), the app reads the rest after its first frame
-    task = load_task(path, head=HEAD_ROWS)
+    task = load_head(path)
     from ..app.main import run as run_app
     return run_app(args.workspace or (path.parent if path.is_dir() else path.parent), task=task)

@@ -171,9 +171,9 @@ def _expected_side(args, generation: Path, options: dict, dump) -> str:
 def drop_older_dumps(folder: Path, keep: Path) -> None:
     """Dumps of earlier runs into this task, once task.json names the new ones (a failed or
     cancelled run keeps the old result and so its dumps: then both stay)."""
-    from ..engine.tasks.task import Task
+    from ..engine.tasks.task import TaskFolder
     try:
-        named = Task.at(folder).doc.golden or ""
+        named = TaskFolder.at(folder).doc.golden or ""
     except SourceError:
         return
     if not named.startswith(str(keep)):

@@ -296,19 +296,28 @@ _CANONICAL = {name: word for word, names in LAYER_NAMES.items() for name in name
 # a parameter's name in MindSpore -> in PyTorch (a LayerNorm's gamma and beta, an embedding's table)
 PARAMETER_NAMES = {"gamma": "weight", "beta": "bias", "embedding_table": "weight", "moving_mean": "running_mean",
                    "moving_variance": "running_var"}
-MODULE_CALL = re.compile(r"^(?:Cell|Module)\.(?P<path>.+)\.(?P<cls>[^.]+)\.(?P<dir>forward|backward)\.(?P<n>\d+)$")
+# msprobe's name of a module's record (fullmatch): a call, `Module.layers.0.mlp.Linear.forward.0` (`Cell.` in
+# MindSpore), or its weights' gradients, `Module.layers.0.mlp.Linear.parameters_grad` (shards.py reads both)
+MODULE_RECORD = re.compile(r"(?:Cell|Module)\.(?P<path>.+)\.(?P<cls>[^.]+)\.(?P<dir>forward|backward|parameters_grad)"
+                           r"(?:\.(?P<n>\d+))?")
+
+
+def module_call(name: str) -> re.Match[str] | None:
+    """MODULE_RECORD's match of a module call (forward or backward, with its count); None for anything else."""
+    m = MODULE_RECORD.fullmatch(name)
+    return m if m is not None and m.group("n") is not None and m.group("dir") != "parameters_grad" else None
 
 
 def module_path(call: str) -> str | None:
     """`Cell.layers.0.attention.qkv.Dense.forward.0` -> `layers.0.attention.qkv`; None for an API call."""
-    m = MODULE_CALL.match(call)
+    m = module_call(call)
     return m.group("path") if m else None
 
 
 def variant_key(call: str) -> tuple[str, ...] | None:
     """A module call's name as LAYER_NAMES reads it: (canonical path parts ..., direction, count), the
     framework's prefix and the class dropped; None for what is no module call."""
-    m = MODULE_CALL.match(call)
+    m = module_call(call)
     if m is None:
         return None
     return (*(_CANONICAL.get(part, part) for part in m.group("path").split(".")), m.group("dir"), m.group("n"))

@@ -179,7 +179,8 @@ def broken_keys(table: ResultTable, thresholds: Thresholds, i: int) -> list[str]
 
 
 def broken_texts(table: ResultTable, thresholds: Thresholds, i: int) -> list[str]:
-    """What row i breaks, in words: `cos 0.912 < 0.99`, the NaN/inf rule, msprobe's recorded rules."""
+    """What row i breaks, in words, every surface's (show, the report, the advisor, the workbook): `cos 0.912 <
+    0.99` (the limit an output's own where Polygraphy gives it one), the NaN/inf rule, msprobe's recorded rules."""
     texts = []
     for key in broken_keys(table, thresholds, i):
         t = thresholds.get(key)
@@ -189,8 +190,18 @@ def broken_texts(table: ResultTable, thresholds: Thresholds, i: int) -> list[str
             texts.append(f"NaN/inf {table.columns['npu_nonfinite'][i]} on the NPU side, "
                          f"{max(table.columns['golden_nonfinite'][i], 0)} in golden")
         else:
-            texts.append(f"{key} {table.numbers(key)[i]:.4g} {t.op} {polytol.limit(table, key, i, t.value):g}")
+            limit = polytol.limit(table, key, i, t.value)
+            texts.append(f"{key} {distinct(table.numbers(key)[i], limit)} {t.op} {limit:.10g}")
     return texts
+
+
+def distinct(v: float, threshold: float) -> str:
+    """v with enough digits not to read as the threshold it breaks (cos 0.98996 < 0.99, not 0.99 < 0.99)."""
+    for digits in (4, 6, 8, 10, 12):
+        text = f"{v:.{digits}g}"
+        if float(text) != threshold and (float(text) < threshold) == (v < threshold):
+            return text
+    return repr(float(v))
 
 
 def judge(table: ResultTable, thresholds: Thresholds) -> RowState:

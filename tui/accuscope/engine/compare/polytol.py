@@ -140,6 +140,23 @@ def _quantile(text: str) -> float:
     return value
 
 
+PARSE_ONE = {"tol": _tolerance, "errorstat": _stat_word, "quantile": _quantile}  # spec's per-output kinds
+
+
+def stored_problem(value: object, kind: str) -> str:
+    """What is wrong with a per-output value as task.json keeps it (one value, or {output: value} with the
+    default under ""), "" when nothing: each value held to its flag's own check (`PARSE_ONE[kind]`), a
+    tolerance or quantile a JSON number, not text."""
+    for output, one in (value.items() if isinstance(value, dict) else [("", value)]):
+        try:
+            if kind != "errorstat" and (isinstance(one, bool) or not isinstance(one, (int, float))):
+                raise ValueError(f"{one!r} is not a number")
+            PARSE_ONE[kind](str(one))
+        except ValueError as exc:
+            return f"output {output!r}: {exc}" if output else str(exc)
+    return ""
+
+
 def parse_stat(text: str) -> PerOutput:
     return _per_output(text, _stat_word)
 

@@ -72,6 +72,7 @@ from typing import cast
 
 import numpy as np
 
+from accuscope.engine.compare.crossmap import MODULE_RECORD
 from accuscope.engine.compare.statistics import MERGED, SHARDS_BY_NAMES
 from accuscope.engine.graphs.graph import Graph
 from accuscope.engine.sources import msprobe
@@ -88,8 +89,6 @@ BOOKKEEPING = "per-rank vocabulary bookkeeping (masks, local ids): no value of t
 LAYOUT_LIMIT = 1 << 20  # bytes of a layout file read
 MISSING_NAMED = 8  # missing ranks named in the message saying so
 _API = re.compile(r"(?!Module\.|Cell\.)(?P<api>.+)\.(?P<k>\d+)\.(?P<dir>forward|backward)")
-_MODULE_CALL = re.compile(r"(?:Module|Cell)\.(?P<path>.+)\.(?P<cls>[^.]+)\.(?P<dir>forward|backward|parameters_grad)"
-                          r"(?:\.\d+)?")
 
 
 @dataclass(frozen=True)
@@ -197,7 +196,7 @@ def arrange(path: str, layout: Layout, step: str | int | None = None) -> list[tu
 
 def _calls(tensors: list[Tensor]) -> tuple[str, ...]:
     """A rank's module calls, in order: the ranks of one TP group make the same ones, stages others."""
-    return tuple(op for op in dict.fromkeys(t.op for t in tensors) if _MODULE_CALL.fullmatch(op))
+    return tuple(op for op in dict.fromkeys(t.op for t in tensors) if MODULE_RECORD.fullmatch(op))
 
 
 def stages(ranks: list[Rank], layout: Layout, path: str) -> tuple[list[list[Rank]], str]:
@@ -415,7 +414,7 @@ def _modules(tensors: list[Tensor]) -> dict[str, str]:
     """module path -> class, from the module calls' names."""
     found: dict[str, str] = {}
     for op in dict.fromkeys(t.op for t in tensors):  # a call's tensors share its name: each matched once
-        m = _MODULE_CALL.fullmatch(op)
+        m = MODULE_RECORD.fullmatch(op)
         if m is not None:
             found.setdefault(m.group("path"), m.group("cls"))
     return found
@@ -471,7 +470,7 @@ def merge_group(ranks: list[Rank], layout: Layout, problems: list[Problem], deci
             sizes[path] = None if shape is None else shape[1] if kind == ROW else shape[0]
         if kind == VOCAB:
             calls = {t.op for t in first.tensors if t.op_type == path and t.op.endswith(".forward.0")
-                     and _MODULE_CALL.fullmatch(t.op)}
+                     and MODULE_RECORD.fullmatch(t.op)}
             if len(calls) == 1:
                 call = calls.pop()
                 ids[path] = [m.get(f"{call}.input.0") or m.get(f"{call}:input:0") for m in by_name]

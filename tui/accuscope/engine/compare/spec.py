@@ -21,7 +21,7 @@ PATH_KINDS = ("dump", "model", "file")  # kept in task.json absolute, and relati
 JSON_OF_KIND: dict[str, type | tuple[type, ...]] = {  # how task.json holds a value of each kind (else text)
     "names": list, "shape": list, "pick": (str, int), "count": int, "flag": bool, "options": dict,
     "tol": (float, int, dict), "errorstat": (str, dict), "quantile": (float, int, dict)}  # dict: per output
-PER_OUTPUT_KINDS = ("tol", "errorstat", "quantile")  # Polygraphy's `[OUT:]VALUE ...`: one option, several words
+PER_OUTPUT_KINDS = tuple(polytol.PARSE_ONE)  # Polygraphy's `[OUT:]VALUE ...`: one option, several words
 
 
 @dataclass(frozen=True)

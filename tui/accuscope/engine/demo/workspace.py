@@ -13,8 +13,9 @@ propagate downstream as they do on the device), then compared and saved as task 
     WORKSPACE/<task>/task.json, result_*.csv, result.npz, README.md
 
 The dumps and models are the same bytes on every build, wherever the workspace is: fixed time
-stamps, no absolute paths inside them. task.json and the result files name the absolute dump
-paths (the TUI loads tensors from them) and the time they were saved.
+stamps, no absolute paths inside them. task.json names the dumps and models by their absolute
+paths and relative to the task folder (the relative form read first: a copied workspace reads its own
+files), the framework model relative only, and the time they were saved.
 
 Tasks:
 - `tinynet-fp16-int4` (the main one): conv/BN/ReLU blocks with a residual Add, then an attention
@@ -211,7 +212,7 @@ def build_task(task: DemoTask, folder: Path, progress: OnProgress | None = None)
             "problems": [str(p) for p in plan.problems], "sides": {"npu": plan.npu.kind, "golden": plan.golden.kind},
             "coverage": plan.coverage.to_meta(),
             "demo": {"title": task.title, "story": list(task.story),
-                     "framework_model": str(model_path) if model_path else None}}
+                     "framework_model": os.path.relpath(model_path, folder) if model_path else None}}
     save_task(folder, meta, table, spec.thresholds, {"with_op_sequence": False, "npu_is_npy": task.onnx_only,
                                                      "golden_is_npy": plan.golden.kind == kinds.NPY})
     (folder / "README.md").write_text(_readme(task), encoding="utf-8")

@@ -260,7 +260,7 @@ class _Setup:
         fw, _ = task.framework_model
         if fw is None or fw.suffix.lower() != ".onnx":
             raise SourceError("no ONNX reference model to convert again (the task's framework model)")
-        spec = spec_from_task(task.folder, fw)
+        spec = spec_from_task(task, fw)
         from accuscope.engine.precision.convert import prepare
         feeds = {k: v[0] for k, v in prepare_inputs(prepare(fw), str(fw), spec.inputs, False, 0, None).items()}
         return cls(task, fw, to, feeds)

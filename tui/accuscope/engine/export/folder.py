@@ -52,7 +52,7 @@ from accuscope.engine.sources.inputfile import json_loads, user_path
 from accuscope.engine.sources.names import read_mapping_csv
 from accuscope.engine.sources.outputfile import not_a_link, ours
 from accuscope.engine.sources.tensor import INPUT, OUTPUT, SourceError, Tensor, TensorError, sanitize
-from accuscope.engine.tasks.task import EXPORTS_DIR, Task
+from accuscope.engine.tasks.task import EXPORTS_DIR, TaskFolder
 from accuscope.engine.tasks.taskdoc import TaskDoc
 
 DTYPES = ("float32", "float16")
@@ -74,18 +74,18 @@ class ExportResult:
 # ------------------------------------------------------------------ task facts
 
 
-def _task(task: Task | str | os.PathLike) -> Task:
-    return task if isinstance(task, Task) else Task.at(task)
+def _task(task: TaskFolder | str | os.PathLike) -> TaskFolder:
+    return task if isinstance(task, TaskFolder) else TaskFolder.at(task)
 
 
-def framework_model_path(task: Task | str | os.PathLike, explicit: str | os.PathLike | None = None) -> Path | None:
-    """The framework model of a task: `explicit`, else Task.framework_model. None when there is none."""
+def framework_model_path(task: TaskFolder | str | os.PathLike, explicit: str | os.PathLike | None = None) -> Path | None:
+    """The framework model of a task: `explicit`, else TaskFolder.framework_model. None when there is none."""
     if explicit:
         return Path(user_path(os.path.expanduser(explicit), "framework model file"))
     return _task(task).framework_model[0]
 
 
-def task_graphs(task: Task | str | os.PathLike, framework_model: str | os.PathLike | None = None
+def task_graphs(task: TaskFolder | str | os.PathLike, framework_model: str | os.PathLike | None = None
                 ) -> tuple[Graph, Graph | None]:
     """(the graph a selection is made on, the framework graph): for an offline-model task the OM
     JSON and the framework model (None when unknown); otherwise the framework graph twice."""
@@ -112,7 +112,7 @@ def _same(a: Path, b: Path) -> bool:
         return False
 
 
-def select_in_task(task_folder: Task | str | os.PathLike, start, end,
+def select_in_task(task_folder: TaskFolder | str | os.PathLike, start, end,
                    framework_model: str | os.PathLike | None = None) -> Selection:
     """Select start..end in a task's model; for an offline-model task the framework region too.
 
@@ -140,7 +140,7 @@ class _Sources:
     them (the task's format options: atb's round, tpu-mlir's bf16 ...). Unusable
     sources become notes: an export without NPU data still has a model and golden data."""
 
-    def __init__(self, task: Task, mapping_graph: Graph | None, notes: list[str]):
+    def __init__(self, task: TaskFolder, mapping_graph: Graph | None, notes: list[str]):
         from accuscope.engine.sides.registry import open_side
         spec = task.spec()
         self.npu = self.golden = None
@@ -204,7 +204,7 @@ class _Sources:
 # ------------------------------------------------------------------ export
 
 
-def export(task_folder: Task | str | os.PathLike, selection: Selection, out_dir: str | os.PathLike | None = None,
+def export(task_folder: TaskFolder | str | os.PathLike, selection: Selection, out_dir: str | os.PathLike | None = None,
            dtype: str = "float32", retest: bool = False, progress: OnProgress | None = None,
            framework_model: str | os.PathLike | None = None,
            cancel: threading.Event | None = None) -> ExportResult | None:
@@ -346,7 +346,7 @@ def _put_in_place(tmp: Path, out: Path) -> None:
         shutil.rmtree(old, ignore_errors=True)
 
 
-def _mapping_graph(task: Task, fw: Graph, notes: list[str]) -> Graph | None:
+def _mapping_graph(task: TaskFolder, fw: Graph, notes: list[str]) -> Graph | None:
     """The graph the parent task mapped with (its model), reusing the framework graph when it is that."""
     model = task.path("model")
     if model is None:

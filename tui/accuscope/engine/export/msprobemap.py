@@ -94,7 +94,7 @@ class MsprobeMapping:
 def module_path(call: str) -> str | None:
     """`Cell.layers.0.attention.qkv.Dense.forward.0` -> `layers.0.attention.qkv.Dense`: the cell path
     and class msprobe's cell mapping names; None for what is no module call."""
-    m = crossmap.MODULE_CALL.match(call)
+    m = crossmap.module_call(call)
     return f"{m.group('path')}.{m.group('cls')}" if m else None
 
 

@@ -33,7 +33,7 @@ from accuscope.engine.runs.onnxmodel import onnx_module
 from accuscope.engine.sources import kinds
 from accuscope.engine.sources.npyfile import user_npy
 from accuscope.engine.sources.tensor import OUTPUT, SourceError, TensorError, sanitize
-from accuscope.engine.tasks.task import RETEST_DIR, Task
+from accuscope.engine.tasks.task import RETEST_DIR, TaskFolder
 
 
 @dataclass
@@ -147,7 +147,7 @@ def run_retest(export_dir: str | os.PathLike, progress: OnProgress | None = None
     result.task_dir = _retest_task(root, manifest, rerun_dir, thresholds, result.notes)
     _verdict(result)
     if result.task_dir is not None:
-        task = Task.at(result.task_dir)
+        task = TaskFolder.at(result.task_dir)
         task.mark(task.doc.state or "done", retest={
             "verdict": result.verdict, "message": result.message, "substituted": result.substituted,
             "outputs": [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in vars(o).items()}

@@ -1,4 +1,4 @@
-"""Caffe network prototxt -> Graph, with a small protobuf text-format parser (no caffe dependency).
+"""Caffe network prototxt -> Graph, its text format read by textformat.py (no caffe dependency).
 
 Caffe blobs are named by their `top`, and in-place layers (ReLU on a convolution's top) reuse
 the name, which would make the graph cyclic and hide the convolution's own output. Each
@@ -8,12 +8,11 @@ Layers that exist only in the TRAIN phase are skipped: accuscope compares infere
 """
 from __future__ import annotations
 
-import codecs
-import re
 from pathlib import Path
 from typing import Any
 
 from accuscope.engine.graphs.graph import Graph, Node, fill_input_shapes, read_text, unique_names
+from accuscope.engine.graphs.textformat import Msg, TextFormatError, parse
 from accuscope.engine.sources import kinds
 from accuscope.engine.sources.tensor import SourceError
 
@@ -21,168 +20,12 @@ from accuscope.engine.sources.tensor import SourceError
 _V1_TYPES = {"RELU": "ReLU", "LRN": "LRN", "TANH": "TanH", "BNLL": "BNLL", "MVN": "MVN", "ABSVAL": "AbsVal",
              "ARGMAX": "ArgMax", "IM2COL": "Im2col", "HDF5_DATA": "HDF5Data", "HDF5_OUTPUT": "HDF5Output",
              "SOFTMAX_LOSS": "SoftmaxWithLoss"}
-_BOOLS = {"true": True, "True": True, "false": False, "False": False}
-MAX_DEPTH = 100  # real networks nest 3 or 4 deep; the parser recurses once per level
-
-
-class TextFormatError(ValueError):
-    def __init__(self, line: int, message: str):
-        super().__init__(f"line {line}: {message}")
-        self.line, self.message = line, message
-
-    def __reduce__(self):  # pickled as it was made (a SourceError's cause crosses a process boundary)
-        return (TextFormatError, (self.line, self.message))
-
-
-class Msg(list):
-    """A text-format message: (key, value) pairs in file order; repeated keys stay separate."""
-
-    def all(self, key: str) -> list:
-        return [v for k, v in self if k == key]
-
-    def get(self, key: str, default: Any = None) -> Any:
-        return next((v for k, v in self if k == key), default)
-
-    def to_dict(self) -> dict[str, Any]:
-        """Nested plain dicts; a key given several times becomes a list."""
-        out: dict[str, Any] = {}
-        for k, v in self:
-            v = v.to_dict() if isinstance(v, Msg) else v
-            if k in out:
-                out[k] = (out[k] if isinstance(out[k], list) else [out[k]]) + [v]
-            else:
-                out[k] = v
-        return out
-
-
-_TOKEN = re.compile(r"""
-    (?P<space>[ \t\r\f\v]+) | (?P<newline>\n) | (?P<comment>\#[^\n]*)
-  | (?P<string>"(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*')
-  | (?P<number>[-+]?(?:0[xX][0-9a-fA-F]+|(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?)[fF]?(?![\w.]))
-  | (?P<word>-?[A-Za-z_][\w.]*|\[[\w.]+\])
-  | (?P<punct>[{}<>\[\]:;,])
-""", re.VERBOSE)
-
-
-def _tokens(text: str) -> list[tuple[str, Any, int]]:
-    out: list[tuple[str, Any, int]] = []
-    line, pos = 1, 0
-    while pos < len(text):
-        m = _TOKEN.match(text, pos)
-        if not m:
-            raise TextFormatError(line, f"unexpected character {text[pos]!r}")
-        kind, value = m.lastgroup, m.group()
-        if kind == "newline":
-            line += 1
-        elif kind == "string":
-            try:
-                out.append(("string", _unescape(value[1:-1]), line))
-            except ValueError as exc:
-                raise TextFormatError(line, f"bad escape in string ({exc})") from None
-        elif kind == "number":
-            out.append(("number", _number(value), line))
-        elif kind in ("word", "punct"):
-            out.append((kind, value, line))
-        pos = m.end()
-    return out
-
-
-def _unescape(s: str) -> str:
-    return codecs.escape_decode(s.encode("utf-8"))[0].decode("utf-8", "replace")
-
-
-def _number(s: str) -> int | float:
-    if re.fullmatch(r"[-+]?0[xX][0-9a-fA-F]+", s):
-        return int(s, 16)
-    s = s.rstrip("fF")
-    try:
-        return int(s)
-    except ValueError:
-        return float(s)
+MAX_DEPTH = 100  # real networks nest 3 or 4 deep
 
 
 def parse_text_format(text: str) -> Msg:
-    """Parse protobuf text format into nested `Msg`s; TextFormatError carries the line number."""
-    tokens = _tokens(text)
-    tokens.append(("eof", None, max(1, len(text.splitlines()))))
-    pos = 0
-
-    def peek():
-        return tokens[pos]
-
-    def take():
-        nonlocal pos
-        pos += 1
-        return tokens[pos - 1]
-
-    def at(punct: str) -> bool:
-        return peek()[0] == "punct" and peek()[1] in punct
-
-    def fail(message: str):
-        raise TextFormatError(peek()[2], f"{message}, found {_show(peek())}")
-
-    depth = 0
-
-    def message(closer: str | None) -> Msg:
-        nonlocal depth
-        depth += 1
-        if depth > MAX_DEPTH:
-            fail(f"messages nested more than {MAX_DEPTH} deep")
-        msg = Msg()
-        while True:
-            kind, name, line = peek()
-            if closer and at(closer):
-                take()
-                depth -= 1
-                return msg
-            if kind == "eof":
-                if closer:
-                    raise TextFormatError(line, f"missing {closer!r} at end of file")
-                return msg
-            if kind != "word":
-                fail("expected a field name")
-            take()
-            msg.extend((name, v) for v in field_values())
-            if at(";,"):
-                take()
-
-    def field_values() -> list:
-        colon = at(":")
-        if colon:
-            take()
-        if at("{<"):
-            return [value()]
-        if not colon:
-            fail("expected ':' or '{'")
-        if not at("["):
-            return [value()]
-        take()
-        values = []
-        while not at("]"):
-            values.append(value())
-            if at(","):
-                take()
-            elif not at("]"):
-                fail("expected ',' or ']'")
-        take()
-        return values
-
-    def value() -> Any:
-        if at("{<"):
-            return message("}" if take()[1] == "{" else ">")
-        kind, v, _ = peek()
-        if kind not in ("string", "number", "word"):
-            fail("expected a value")
-        take()
-        while kind == "string" and peek()[0] == "string":  # adjacent strings concatenate
-            v += take()[1]
-        return _BOOLS.get(v, v) if kind == "word" else v
-
-    return message(None)
-
-
-def _show(tok) -> str:
-    return "end of file" if tok[0] == "eof" else repr(tok[1])
+    """A prototxt's message, its fields in file order (textformat.parse); TextFormatError names the line."""
+    return parse(text, MAX_DEPTH)
 
 
 def load_prototxt(path: str | Path) -> Graph:

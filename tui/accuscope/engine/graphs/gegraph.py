@@ -22,8 +22,7 @@ so both forms give the same Graph (tests/engine/test_ge_onnx.py on a pair CANN w
 writes string attributes into the ONNX form only at DUMP_GE_GRAPH=1, so at 2 and 3 it holds no
 `_datadump_original_op_names` (a graph note says so); the ge_proto form of the same graph has them.
 
-The text-format parser is written here (protobuf's own needs the .proto compiled in): an
-iterative tokenizer and stack, nesting bounded by `MAX_DEPTH`, nothing executed.
+The text format is read by textformat.py (the Caffe prototxt's too), nesting bounded by `MAX_DEPTH`.
 """
 from __future__ import annotations
 
@@ -35,6 +34,7 @@ from typing import Any
 
 from accuscope.engine.graphs.graph import Graph, read_text
 from accuscope.engine.graphs.omgraph import model_graph
+from accuscope.engine.graphs.textformat import TextFormatError, parse
 from accuscope.engine.sources import kinds
 from accuscope.engine.sources.tensor import SourceError, sanitize
 
@@ -44,21 +44,6 @@ MAX_DEPTH = 64
 REPEATED = {"graph", "op", "input", "output", "attr", "input_desc", "output_desc", "dim", "subgraph_name",
             "input_name", "src_name", "src_index", "dst_name", "dst_index", "input_i", "output_i",
             "workspace", "workspace_bytes", "is_input_const"}
-# one token per match, leading spaces absorbed: (comment, string, number, identifier, punctuation, other).
-# Every position but trailing blanks (cut off each chunk) starts a token, so none is tried twice; a
-# string that does not close on its line is one `other` token (tried from each of its quotes, it cost
-# the rest of the line each time: a 1 MB line of `\"`, minutes)
-_TOKEN = re.compile(r"""\s*(?:
-    (\#[^\n]*)
-  | ("(?:[^"\\\n]|\\.)*+"|'(?:[^'\\\n]|\\.)*+')
-  | ([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?[fF]?|-(?:inf|nan|infinity)\b)
-  | ([A-Za-z_][\w.]*)
-  | ([{}<>:\[\],;])
-  | ("(?:[^"\\\n]|\\.)*+|'(?:[^'\\\n]|\\.)*+|\S))""", re.VERBOSE)
-_CHUNK = 1 << 20  # text tokenized this many characters at a time (cut at a line end: no token spans lines)
-_ESCAPE = re.compile(r"\\(?:([0-7]{1,3})|x([0-9a-fA-F]{1,2})|u([0-9a-fA-F]{4})|U([0-9a-fA-F]{8})|(.))", re.DOTALL)
-_SIMPLE = {"n": b"\n", "t": b"\t", "r": b"\r", "a": b"\a", "b": b"\b", "f": b"\f", "v": b"\v"}
-_CLOSE = {"{": "}", "<": ">"}
 _BUILD = re.compile(r"ge_proto_(\d+)_.*Build\.txt")
 # a line's own leading blanks (`^\s*` ran on over the blank lines after it, from each), a string on one line
 _OP_NAME = re.compile(r'^[^\S\n]*name:\s*"((?:[^"\\\n]|\\.)*+)"', re.MULTILINE)
@@ -66,130 +51,13 @@ _ONNX_MARK = re.compile(r'^[^\S\n]*producer_name[^\S\n]*:[^\S\n]*"GE"', re.MULTI
 _ONNX_HEAD = 4096  # characters of a file the mark is looked for in (GE writes it on line 2)
 
 
-# parser states
-_FIELD, _NAMED, _VALUE, _STRING, _LIST = range(5)
-
-
-def _chunks(text: str):
-    """(text, first line number) pieces of about `_CHUNK` characters, cut after a newline, without
-    their trailing blanks (where `_TOKEN` finds no token)."""
-    start, line = 0, 1
-    while start < len(text):
-        end = text.find("\n", start + _CHUNK)
-        end = len(text) if end < 0 else end + 1
-        yield text[start:end].rstrip(), line
-        line += text.count("\n", start, end)
-        start = end
-
-
-def _fail(path: str, chunk: str, first_line: int, token_index: int, message: str):
-    """SourceError naming the line of the `token_index`-th token of `chunk`."""
-    offset = 0
-    for k, m in enumerate(_TOKEN.finditer(chunk)):
-        offset = m.end()
-        if k == token_index:
-            break
-    line = first_line + chunk.count("\n", 0, offset)
-    raise SourceError(f"{path}: line {line}: {message} (not protobuf text format)")
-
-
 def parse_text_format(text: str, path: str = "<text>") -> dict[str, list]:
-    """A protobuf text-format message as {field: [values]}; nested messages are such dicts.
-
-    A state machine over the tokens (no recursion): field name, optional ':', then a scalar, a
-    `[...]` list of scalars or a `{...}`/`<...>` message pushed on the stack.
-    """
-    root: dict[str, list] = {}
-    stack: list[tuple[dict, str]] = [(root, "")]  # (message, the token closing it)
-    message, closer = root, ""
-    state, name = _FIELD, ""
-    for chunk, first_line in _chunks(text):
-        for k, (comment, string, number, ident, punct, bad) in enumerate(_TOKEN.findall(chunk)):
-            if comment:
-                continue
-            if bad:
-                _fail(path, chunk, first_line, k, "a string not closed on its line" if len(bad) > 1
-                      else f"unexpected character {bad!r}")
-            if state == _STRING:
-                if string:  # adjacent strings concatenate
-                    values = message[name]
-                    values[-1] += _unquote(string)
-                    continue
-                state = _FIELD
-            if state == _FIELD:
-                if ident:
-                    name, state = ident, _NAMED
-                elif punct and punct == closer:
-                    stack.pop()
-                    message, closer = stack[-1]
-                elif punct not in (",", ";"):
-                    _fail(path, chunk, first_line, k, f"expected a field name, found {string or number or punct!r}")
-                continue
-            if state == _NAMED and punct == ":":
-                state = _VALUE
-                continue
-            if punct in _CLOSE and state in (_NAMED, _VALUE):
-                if len(stack) >= MAX_DEPTH:
-                    _fail(path, chunk, first_line, k, f"messages nested deeper than {MAX_DEPTH}")
-                child: dict[str, list] = {}
-                message.setdefault(name, []).append(child)
-                message, closer = child, _CLOSE[punct]
-                stack.append((message, closer))
-                state = _FIELD
-            elif state == _NAMED:
-                _fail(path, chunk, first_line, k, f"expected ':' or '{{' after {name!r}")
-            elif state == _VALUE and punct == "[":
-                message.setdefault(name, [])
-                state = _LIST
-            elif state == _LIST and punct in ("]", ","):
-                state = _FIELD if punct == "]" else _LIST
-            elif punct:
-                _fail(path, chunk, first_line, k, f"expected a value for {name!r}, found {punct!r}")
-            else:
-                message.setdefault(name, []).append(_unquote(string) if string else _scalar(number, ident))
-                if state == _VALUE:
-                    state = _STRING if string else _FIELD
-    if state not in (_FIELD, _STRING) or len(stack) > 1:
-        missing = repr(closer) if len(stack) > 1 else "a value"
-        raise SourceError(f"{path}: end of file inside a message (missing {missing}) (not protobuf text format)")
-    return root
-
-
-def _scalar(number: str, ident: str) -> Any:
-    if number:
-        text = number[:-1] if number[-1] in "fF" and (number[-2:-1].isdigit() or number[-2:-1] == ".") else number
-        return int(text) if text.lstrip("+-").isdigit() else float(text)
-    low = ident.lower()
-    if low in ("true", "t"):
-        return True
-    if low in ("false", "f"):
-        return False
-    if low in ("inf", "infinity", "nan"):
-        return float(low)
-    return ident  # an enum value name, e.g. DT_FLOAT
-
-
-def _unquote(token: str) -> str:
-    """A quoted string's text: C escapes resolved; octal/hex escapes are bytes of UTF-8 text."""
-    body = token[1:-1]
-    if "\\" not in body:
-        return body
-    out, last = [], 0
-    for m in _ESCAPE.finditer(body):
-        out.append(body[last:m.start()].encode("utf-8"))
-        last = m.end()
-        octal, hex2, u4, u8, simple = m.groups()
-        if octal:
-            out.append(bytes([int(octal, 8) & 0xFF]))
-        elif hex2:
-            out.append(bytes([int(hex2, 16)]))
-        elif u4 or u8:
-            code = int(u4 or u8, 16)
-            out.append(chr(code).encode("utf-8", errors="replace") if code <= 0x10FFFF else b"?")
-        else:
-            out.append(_SIMPLE.get(simple, simple.encode("utf-8")))
-    out.append(body[last:].encode("utf-8"))
-    return b"".join(out).decode("utf-8", errors="replace")
+    """A protobuf text-format message as {field: [values]}; nested messages are such dicts (textformat.parse,
+    nesting bounded by MAX_DEPTH); SourceError naming the file and the line where it is not text format."""
+    try:
+        return parse(text, MAX_DEPTH, grouped=True)
+    except TextFormatError as exc:
+        raise SourceError(f"{path}: {exc} (not protobuf text format)") from None
 
 
 def _plain(message: dict[str, list], in_list: bool = False) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""A precision search set up from a finished task (the app's advisor starts one): the framework
+"""A precision search set up from an opened task (the app's advisor starts one): the framework
 model as the reference, the conversion the task's candidate went through (int8 when its model holds
 quantization ops, else fp16), the inputs the task's reference dump was run on, and the folder
 TASK/precision-{fp16|int8}."""
@@ -13,13 +13,15 @@ from accuscope.engine.precision.spec import PrecisionSpec
 from accuscope.engine.sources.inputfile import json_loads
 from accuscope.engine.sources.npyfile import user_npy
 from accuscope.engine.sources.tensor import SourceError, sanitize
-from accuscope.engine.tasks.task import load_task
+from accuscope.engine.tasks.task import TaskFolder
 
 
-def spec_from_task(folder: str | os.PathLike, framework_model: str | os.PathLike,
+def spec_from_task(task: TaskFolder, framework_model: str | os.PathLike,
                    targets: list[Target] | None = None) -> PrecisionSpec:
-    """SourceError when the task has no ONNX reference dump with its inputs (an `accuscope run` task has)."""
-    task = load_task(folder)
+    """The search for `task`, as the caller opened it (the paths its task.json records, found where it
+    now is); SourceError when the task has no ONNX reference dump with its inputs (an `accuscope run`
+    task has)."""
+    folder = task.folder
     golden, npu = task.path("golden"), task.path("npu")
     if golden is None:
         raise SourceError(f"{folder}: the task names no reference dump (a task made by `accuscope run` has one)")

@@ -134,15 +134,14 @@ def dump_litert(model_path, out_dir, inputs: dict[str, np.ndarray] | None = None
     report.casts = {k: o for k, (_, o) in feeds.items() if o.startswith("given as")}
     index = {t.name: t for t in model.tensors}
     wanted = [(node.name, k, tensor) for node in model.graph.nodes for k, tensor in enumerate(node.outputs) if tensor]
-    folder = DumpFolder(out, ts, [*feeds, *(name for name, _, _ in wanted)], report, files, progress,
-                        len(feeds) + len(wanted))
     quantized: dict[str, dict] = {}
     moved = 0.0
     quantized.update((model.tensors[i].name, {"dtype": str(np.dtype(d["dtype"])), **grids[i][0].as_json(),
                                               "input": "real values put on its grid" if grids[i][1] else
                                                        "given on its grid"})
                      for d in details if (i := d["index"]) in grids)
-    try:
+    with DumpFolder(out, ts, [*feeds, *(name for name, _, _ in wanted)], report, files, progress,
+                    len(feeds) + len(wanted)) as folder:
         with atomic_path(os.path.join(out, MODEL_COPY)) as tmp:
             shutil.copyfile(path, tmp)
         folder.made.append(MODEL_COPY)
@@ -186,9 +185,6 @@ def dump_litert(model_path, out_dir, inputs: dict[str, np.ndarray] | None = None
             **fed(feeds, seed),
             "timestamp": ts,
         })
-    except BaseException:
-        folder.discard()
-        raise
     report.seconds = time.perf_counter() - start
     return report
 

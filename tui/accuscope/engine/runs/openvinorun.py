@@ -168,10 +168,9 @@ def dump_openvino(model_path, out_dir, inputs: dict[str, np.ndarray] | None = No
         for f in made:
             os.remove(os.path.join(out, f))
         raise
-    folder = DumpFolder(out, ts, [*feeds, *(name for name, _, _ in wanted)], report, files, progress,
-                        len(feeds) + len(wanted))
-    folder.made += made
-    try:
+    with DumpFolder(out, ts, [*feeds, *(name for name, _, _ in wanted)], report, files, progress,
+                    len(feeds) + len(wanted)) as folder:
+        folder.made += made
         for name, (arr, _) in feeds.items():
             folder.write(name, 0, name, arr)
         for name, k, tensor in wanted:
@@ -195,8 +194,5 @@ def dump_openvino(model_path, out_dir, inputs: dict[str, np.ndarray] | None = No
             **fed(feeds, seed),
             "timestamp": ts,
         })
-    except BaseException:
-        folder.discard()
-        raise
     report.seconds = time.perf_counter() - start
     return report

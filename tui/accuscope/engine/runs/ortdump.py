@@ -37,7 +37,7 @@ from accuscope.engine.runs.onnxmodel import (
     prepare_inputs,
 )
 from accuscope.engine.sources.outputfile import atomic_file, atomic_path
-from accuscope.engine.sources.tensor import SourceError, sanitize
+from accuscope.engine.sources.tensor import SourceError, dump_form, sanitize, windows_safe
 
 OPTIMIZATION = {"off": "ORT_DISABLE_ALL", "basic": "ORT_ENABLE_BASIC",
                 "extended": "ORT_ENABLE_EXTENDED", "all": "ORT_ENABLE_ALL"}
@@ -329,8 +329,7 @@ def dump_onnx(model_path, out_dir, inputs: dict[str, np.ndarray] | None = None, 
     total = len(feeds) + len(targets)
     runner = _Runner(model, path, feeds, optimization)
     batches = _batches(targets, memory_budget or default_budget())
-    folder = DumpFolder(out, ts, [*feeds, *(t.node for t in targets)], report, files, progress, total)
-    try:
+    with DumpFolder(out, ts, [*feeds, *(t.node for t in targets)], report, files, progress, total) as folder:
         for name, (arr, _) in feeds.items():
             folder.write(name, 0, name, arr)
         for batch in batches:
@@ -350,9 +349,6 @@ def dump_onnx(model_path, out_dir, inputs: dict[str, np.ndarray] | None = None, 
             "batches": len(batches),
             "control_flow": expansion.to_dict(),
         })
-    except BaseException:
-        folder.discard()
-        raise
     report.seconds = time.perf_counter() - start
     return report
 
@@ -380,9 +376,10 @@ def new_dump_folder(out_dir) -> str:
 class DumpFolder:
     """The files of one dump, whatever ran the model: each tensor as `{op}.{index}.{ts}.npy` (op
     names sanitized; a long name, or one whose file-name form another op's name has too, under a
-    numeric name restored by mapping.csv), written on `files` (a Writes; one of its own, finished
-    here, when None), then the companions (the model that ran, its runtime's to write, named in `made`;
-    `finish`: mapping.csv and dump.json). `discard` leaves no half dump behind (a retry into the same folder would be refused).
+    numeric name restored by mapping.csv; one Windows refuses, `x:0`, under its safe form restored the
+    same way), written on `files` (a Writes; one of its own, finished here, when None), then the companions (the model that ran, its runtime's to write, named in `made`;
+    `finish`: mapping.csv and dump.json). A context manager: whatever stops the dump before the block ends
+    `discard`s it, leaving no half dump behind (a retry into the same folder would be refused), and goes on.
     `ops`: every op name the dump will write, so that clashing file-name forms are known up front;
     `progress` counts the files landed of `total`."""
 
@@ -402,9 +399,19 @@ class DumpFolder:
             forms.setdefault(sanitize(op), set()).add(op)
         self.own_name = {op for clean, names in forms.items() if len(names) > 1 for op in names if op != clean}
 
+    def __enter__(self) -> DumpFolder:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, *_exc: object) -> None:
+        if kind is not None:  # an error, a cancel, ^C: the dump's files go, the exception goes on
+            self.discard()
+
     def write(self, op: str, index: int, tensor: str, arr: np.ndarray) -> None:
         report = self.report
-        fname = f"{op if op in self.own_name else sanitize(op)}.{index}.{self.ts}.npy"
+        form = dump_form(op)
+        safe = windows_safe(form)
+        kept = op in self.own_name or safe != form  # the name itself in mapping.csv
+        fname = f"{op if kept else safe}.{index}.{self.ts}.npy"
         if fname in self.used:
             report.skipped.append((tensor, f"file name {fname} already written for another node"))
             return
@@ -412,6 +419,9 @@ class DumpFolder:
         disk = fname
         if len(fname.encode()) > LONG_NAME or op in self.own_name:
             disk = f"{len(self.mapping) + 1}.npy"
+            self.mapping.append((disk, fname))
+        elif kept:  # a name Windows refuses (`x:0`, CON): the safe form on disk
+            disk = f"{safe}.{index}.{self.ts}.npy"
             self.mapping.append((disk, fname))
         if arr.dtype.hasobject:  # np.save's own refusal, said before the file is queued
             report.skipped.append((tensor, "cannot be saved as npy: Object arrays cannot be saved when "

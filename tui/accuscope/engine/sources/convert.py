@@ -85,7 +85,7 @@ def convert(source: NpuDump | GoldenDump, out_dir: str, to: str = "npy",
         if t.value is not None:  # a non-tensor argument (msprobe's dim=1): no tensor file to write
             continue
         name = f"{stem}.{to}"
-        if "\x00" in stem:  # no file system takes the name
+        if "\x00" in intended:  # no file system takes the name, nor mapping.csv
             report.failed.append(Problem(t.source, f"{t.name}: the name holds a NUL character; no file can be named "
                                                    "after it: not written"))
             continue

@@ -243,8 +243,32 @@ def value_text(value) -> str:
     return f"{text[:VALUE_CHARS]}… ({len(text):,} chars, crc32 {zlib.crc32(text.encode('utf-8', 'replace')):08x})"
 
 
+_DUMP_FORM = str.maketrans(dict.fromkeys("./\\ ", "_"))
+_WINDOWS_FORM = str.maketrans(dict.fromkeys('<>:"/\\|?*' + "".join(map(chr, range(32))), "_"))
+_RESERVED = frozenset(["CON", "PRN", "AUX", "NUL", *(f"{d}{k}" for d in ("COM", "LPT") for k in range(1, 10))])
+
+
 def sanitize(name: str) -> str:
-    """The file-name form of an op name used by every dump writer: `.`, `/`, `\\`, space -> `_`."""
-    for ch in "./\\ ":
-        name = name.replace(ch, "_")
+    """The file-name form of an op name used by every dump writer: `.`, `/`, `\\`, space -> `_` (MindStudio's
+    form, `dump_form`), then a name Windows takes too (`windows_safe`)."""
+    return windows_safe(dump_form(name))
+
+
+def dump_form(name: str) -> str:
+    """An op name with MindStudio's dump writers' replacements only: `.`, `/`, `\\`, space -> `_` (what their
+    readers and accuscope's undo by `sanitize` on both sides; a dump writer keeps the name where `windows_safe`
+    changes more of it)."""
+    return name.translate(_DUMP_FORM)
+
+
+def windows_safe(name: str) -> str:
+    """`name` as a file name Windows takes too: its illegal characters (`<>:"/\\|?*`, control characters) -> `_`,
+    a trailing dot or space -> `_`, a reserved device name (CON, PRN, AUX, NUL, COM1-9, LPT1-9, in any case,
+    alone or before a dot) with `_` after it. A name that is safe already stays as it is (so twice is once)."""
+    name = name.translate(_WINDOWS_FORM)
+    if name.endswith((".", " ")):
+        name = f"{name[:-1]}_"
+    stem = name.split(".", 1)[0]
+    if stem.rstrip(" ").upper() in _RESERVED:
+        name = f"{stem}_{name[len(stem):]}"
     return name

@@ -45,6 +45,9 @@ ACTUAL, DESIRED = "_actual", "_desired"
 BOTH_SIDES = ("tdb_err.npz", "failed_bmodel_outputs.npz")
 # `{output}_{OpType}`: an ONNX op type is CamelCase (Conv, MatMul, Relu, GlobalAveragePool ...)
 _OP_TYPE = re.compile(r"^(?P<base>.+)_(?P<type>[A-Z][a-z][A-Za-z0-9]*)$")
+# an op lowering made of an ONNX op's: `{output}_{OpType}` and lower-case parts (`x_Softmax__softmax_reshape`,
+# a Softmax lowered into a softmax and a reshape)
+_LOWERED = re.compile(r"^(?P<op>.+_[A-Z][a-z][A-Za-z0-9]*)(?:_{1,2}[a-z0-9]+)+$")
 # one start (match); `%[\w.#:]+` and the `\s*,\s*%` between results share no character
 _OP_LINE = re.compile(r'^\s*(?:(%[\w.#:]+(?:\s*,\s*%[\w.#:]+)*)\s*=\s*)?"?([a-z_]+\.[A-Za-z0-9_]+)"?')
 
@@ -63,6 +66,15 @@ def split_op_type(name: str) -> tuple[str, str]:
     """`conv1_Conv` -> ("conv1", "Conv"); a name without an `_OpType` tail -> (name, "")."""
     m = _OP_TYPE.match(name)
     return (m.group("base"), m.group("type")) if m else (name, "")
+
+
+def lowered_from(name: str) -> str:
+    """`x_Softmax__softmax_reshape` -> `x_Softmax`: the ONNX op's key a lowered op's name is made of; ""
+    for a name that is not one (it ends in its own `_OpType`, or has none)."""
+    if split_op_type(name)[1]:
+        return ""
+    m = _LOWERED.match(name)
+    return m.group("op") if m else ""
 
 
 def normalize(name: str, known: set[str] | frozenset[str] = frozenset()) -> str:
@@ -190,9 +202,13 @@ def _named(path: str, entries: list[Tensor], problems: list[Problem], mlir: str 
     out = []
     keys = {t.op for t in entries}
     computed = any(strip_cast(k) == k and split_op_type(k)[1] for k in keys)  # ops that kept their names
+    # a bmodel's outputs (no op kept its name: each key is a network output) are the results of the ONNX ops
+    # they were lowered from (`x_Softmax__softmax_reshape_f32`: a Softmax lowered into a softmax and a
+    # reshape); in a run of every op such a name is a step of the lowering, not the ONNX op's result
+    lowered = {} if computed else {t.op: op for t in entries if (op := lowered_from(strip_cast(t.op)))}
     for t in entries:
         key = t.op
-        base, op_type = split_op_type(strip_cast(key))
+        base, op_type = split_op_type(lowered.get(key) or strip_cast(key))
         loc = locs.get(key) or locs.get(strip_cast(key))
         if strip_cast(key) != key:
             if computed and (loc is None or loc.type == CAST):

@@ -16,7 +16,7 @@ on the errors against the reference alone.
 Stages are given as `LABEL=PATH` or `PATH` (labelled by its file name); a tpu-mlir work folder given
 alone is its stages (sources/tpumlir.work_stages: top, tpu, bmodel).
 """
-# lazy: engine.sources.sniffs, engine.sources.tpumlir, engine.tasks.task
+# lazy: engine.compare.chainview, engine.sources.sniffs, engine.sources.tpumlir, engine.tasks.task
 from __future__ import annotations
 
 import os
@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
-from accuscope.engine.compare.chain import ChainJudgement, StageTables, entered_rows, failing_ops, judge_chain
+from accuscope.engine.compare.chain import ChainJudgement, StageTables, failing_ops, judge_chain
 from accuscope.engine.compare.spec import CompareSpec
 from accuscope.engine.sources.tensor import SourceError
 from accuscope.engine.tasks.task import CHAIN_DIRS, check_task_folder
@@ -36,6 +36,7 @@ from accuscope.engine.tasks.taskdoc import mark_state
 from accuscope.engine.tasks.taskrun import RunResult, run_task
 
 if TYPE_CHECKING:
+    from accuscope.engine.compare.chainview import ChainView
     from accuscope.engine.tasks.task import Task
 
 STAGES_DIR, STEPS_DIR = CHAIN_DIRS
@@ -247,10 +248,11 @@ def chain_meta(run: ChainRun) -> dict:
             "improvements": [c.to_dict() for c in j.improvements[:100]], "problems": run.problems}
 
 
-def entered_column(task: Task) -> list[str] | None:
-    """Per row of a chain task's own table (the folder's result): the stage where that row's error entered
-    ("" where none), judged again under the task's thresholds from its sub-tasks; None for a task that
-    is not a chain. SourceError when a sub-task cannot be read."""
+def chain_view(task: Task) -> ChainView | None:
+    """A chain task's stages op by op (compare/chainview.py), judged again under the task's thresholds (as
+    edited, saved or not) from its sub-tasks; None for a task that is not a chain. SourceError when a
+    sub-task cannot be read."""
+    from accuscope.engine.compare.chainview import ChainView
     from accuscope.engine.tasks.task import load_task
     chain = task.doc.chain or {}
     stages = [st for st in chain.get("stages") or [] if isinstance(st, dict) and isinstance(st.get("label"), str)]
@@ -266,7 +268,15 @@ def entered_column(task: Task) -> list[str] | None:
     if own is None:
         return None
     baseline = chain.get("baseline") if isinstance(chain.get("baseline"), str) else None
-    return entered_rows(tables, judge_chain(tables, task.result[1], baseline), own)
+    thresholds = task.result[1]
+    return ChainView(tables, judge_chain(tables, thresholds, baseline), own, thresholds)
+
+
+def entered_column(task: Task) -> list[str] | None:
+    """Per row of a chain task's own table (the folder's result): the stage where that row's error entered
+    ("" where none), judged under the task's thresholds (chain_view); None for a task that is not a chain."""
+    view = chain_view(task)
+    return view.entered() if view is not None else None
 
 
 def _inside(folder: Path, rel: object) -> Path:

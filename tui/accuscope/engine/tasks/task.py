@@ -9,9 +9,10 @@
     dumps/{time}/{golden,npu}/    what `accuscope run` dumped for the task
 
 These names are known here only; task.json's keys are declared, read and written in taskdoc.py.
-`Task` is one opened task: its result (table, thresholds, CSV), task.json (`doc`, a TaskDoc), and
-what is derived from them once per object: the comparison's spec, its plan, the model graph and the
-framework model. State changes (`mark`), `delete` and `copy` go through it too.
+`TaskFolder` is a task folder as found: task.json (`doc`, a TaskDoc) and what is derived from it once
+per object: the comparison's spec, its plan, the model graph and the framework model. State changes
+(`mark`), `delete` and `copy` go through it. `Task` is one opened task: a TaskFolder with its result
+(table, thresholds, CSV), which `load_task` opens.
 
 Saving never damages the previous result: every file is written under a temporary name first and
 only renamed into place once all of them are complete, task.json last: renaming task.json is the
@@ -75,35 +76,17 @@ _DUMP_JSON_LIMIT = 16 << 20  # an `accuscope dump` folder's dump.json (a few KB)
 
 
 @dataclass(eq=False)
-class Task:
-    """One opened task (see the module's docstring): `load_task` opens it with its result,
-    `Task.at` with task.json only (table and thresholds None), for what needs no result (export,
-    the graph, delete, copy)."""
+class TaskFolder:
+    """A task folder as found (see the module's docstring): its task.json (`doc`), its result not
+    read; what needs no result (export, the graph, delete, copy) works on one. `TaskFolder.at`
+    finds one; `load_task` opens it as a `Task`, with its result."""
 
     folder: Path
     doc: TaskDoc
-    table: ResultTable | None = None
-    thresholds: Thresholds | None = None
     csv: Path | None = None
-    warnings: list[str] = field(default_factory=list)
-    stale: list[str] = field(default_factory=list)  # see stale_parts
-    total: int | None = None  # `table` holds only the first rows of this many (load_task's head)
-
-    @property
-    def partial(self) -> bool:
-        """The table is the first rows only (load_task(head=...)): load_task without head reads it all."""
-        return self.total is not None
-
-    @property
-    def result(self) -> tuple[ResultTable, Thresholds]:
-        """(table, thresholds) of a task opened with its result (load_task: an empty table for a task
-        that has none yet); SourceError for one opened with `Task.at` (task.json only)."""
-        if self.table is None or self.thresholds is None:
-            raise SourceError(f"{self.folder}: the task was opened without its result")
-        return self.table, self.thresholds
 
     @classmethod
-    def at(cls, path: str | os.PathLike, strict: bool = True) -> Task:
+    def at(cls, path: str | os.PathLike, strict: bool = True) -> TaskFolder:
         """The task folder (or foreign result CSV) at `path`, its task.json read, its result not.
         SourceError naming task.json when it is unusable; with strict=False such a task has an
         empty `doc` instead (a broken folder can still be deleted or copied)."""
@@ -134,7 +117,12 @@ class Task:
     def spec(self, **changes) -> CompareSpec:
         """The comparison task.json records, paths resolved from the folder; `changes` replace
         fields (custom_dir: plugins run only when the caller passes the folder, see TaskDoc.spec)."""
-        return self.doc.spec(self.thresholds, self.folder, **changes)
+        return self.doc.spec(self.judged_by, self.folder, **changes)
+
+    @property
+    def judged_by(self) -> Thresholds | None:
+        """The thresholds the spec carries: an opened task's (`Task.thresholds`); a folder's, task.json's."""
+        return None
 
     @cached_property
     def plan(self) -> Plan:
@@ -151,6 +139,14 @@ class Task:
         """The graph of `model_file`; None without one; SourceError when that file is unusable."""
         from accuscope.engine.sides.registry import load_graph
         return load_graph(self.model_file) if self.model_file is not None else None
+
+    @cached_property
+    def framework_graph(self) -> Graph | None:
+        """The graph of the framework model (`framework_model`); None without one; SourceError when
+        that file is unusable."""
+        from accuscope.engine.sides.registry import load_graph
+        path = self.framework_model[0]
+        return load_graph(path) if path is not None else None
 
     @cached_property
     def model_file(self) -> Path | None:
@@ -170,7 +166,14 @@ class Task:
 
     def modules_at(self, step: str | int | None, rank: str | int | None) -> Graph | None:
         """`modules` of one step and rank of the NPU dump (a multi-rank task's; None: the first); of a task
-        compared with --shards whose NPU dump holds several ranks, the merged run's one tree (its rows' names)."""
+        compared with --shards whose NPU dump holds several ranks, the merged run's one tree (its rows' names).
+        Read once per step and rank."""
+        cache = self.__dict__.setdefault("_modules", {})
+        if (step, rank) not in cache:
+            cache[step, rank] = self._read_modules(step, rank)
+        return cache[step, rank]
+
+    def _read_modules(self, step: str | int | None, rank: str | int | None) -> Graph | None:
         from accuscope.engine.sides.registry import detect, modules_loader
         npu = self.path("npu")
         if npu is None or not npu.is_dir():
@@ -226,6 +229,40 @@ class Task:
                   relative={**self.doc.relative, "mapping": path.name})
         return path
 
+    def delete(self) -> None:
+        """Remove the task folder (for a foreign result CSV: the file). OSError when it cannot."""
+        remove_task(self.csv if self.doc.foreign and self.csv else self.folder)
+
+    def copy(self, target: str | os.PathLike) -> Path:
+        """Copy the task folder (or the foreign result CSV) to `target`, which must not exist."""
+        return copy_task(self.csv if self.doc.foreign and self.csv else self.folder, target)
+
+
+@dataclass(eq=False, kw_only=True)
+class Task(TaskFolder):
+    """One opened task (see the module's docstring): a task folder with its result, as `load_task`
+    opens it (an empty table for a task that has none yet), judged by `thresholds`."""
+
+    table: ResultTable
+    thresholds: Thresholds
+    warnings: list[str] = field(default_factory=list)
+    stale: list[str] = field(default_factory=list)  # see stale_parts
+    total: int | None = None  # `table` holds only the first rows of this many (load_task's head)
+
+    @property
+    def partial(self) -> bool:
+        """The table is the first rows only (load_task(head=...)): load_task without head reads it all."""
+        return self.total is not None
+
+    @property
+    def result(self) -> tuple[ResultTable, Thresholds]:
+        """(table, thresholds)."""
+        return self.table, self.thresholds
+
+    @property
+    def judged_by(self) -> Thresholds:
+        return self.thresholds
+
     def set_thresholds(self, thresholds: Thresholds) -> None:
         """New thresholds for an opened task: its result is saved again as a new generation, so the
         result CSV's IsPrecisionError, task.json's counts and the advisor judge the rows alike. A task
@@ -233,7 +270,7 @@ class Task:
         and the counts in task.json."""
         self.thresholds = thresholds
         state = self.doc.state or "done"
-        if self.table is None or (self.csv is None and not len(self.table)):
+        if self.csv is None and not len(self.table):
             self.mark(state, thresholds=thresholds.to_dict())
             return
         judgement.apply(self.table, thresholds)
@@ -243,14 +280,6 @@ class Task:
         self.csv = save_task(self.folder, {"state": state, "error": self.doc.error}, self.table, thresholds,
                              self.doc.csv_options)
         self.doc = read_task_doc(self.folder)
-
-    def delete(self) -> None:
-        """Remove the task folder (for a foreign result CSV: the file). OSError when it cannot."""
-        remove_task(self.csv if self.doc.foreign and self.csv else self.folder)
-
-    def copy(self, target: str | os.PathLike) -> Path:
-        """Copy the task folder (or the foreign result CSV) to `target`, which must not exist."""
-        return copy_task(self.csv if self.doc.foreign and self.csv else self.folder, target)
 
 
 def remove_task(path: str | os.PathLike) -> None:
@@ -358,6 +387,16 @@ def _remove_dead_partials(folder: Path) -> None:
 
 
 # ---- loading ------------------------------------------------------------------------------------
+HEAD_ROWS = 1000  # more than any terminal shows at once
+
+
+def load_head(path: str | os.PathLike) -> Task:
+    """The task at `path` as its first screen needs it: load_task(path, head=HEAD_ROWS), its first
+    rows only when it has more (milliseconds for any size); load_task(path) then reads them all. Every
+    place that opens a task to show it (`accuscope open`, the app's open_task) opens it so."""
+    return load_task(path, head=HEAD_ROWS)
+
+
 def load_task(folder: str | os.PathLike, head: int | None = None) -> Task:
     """Open a task folder: result.npz when usable, else its newest result CSV.
 
@@ -405,8 +444,8 @@ def load_task(folder: str | os.PathLike, head: int | None = None) -> Task:
         table = ResultTable.empty(doc.custom_columns)
     judgement.apply(table, thresholds)
     # stale_parts reads advice.json whole (40 MB for 1M rows): a partial task leaves it to the full load
-    return Task(folder, doc, table, thresholds, csv_path, warnings, stale_parts(folder, doc) if total is None else [],
-                total)
+    return Task(folder, doc, csv_path, table=table, thresholds=thresholds, warnings=warnings,
+                stale=stale_parts(folder, doc) if total is None else [], total=total)
 
 
 def _csv_task(path: Path) -> Task:
@@ -414,7 +453,7 @@ def _csv_task(path: Path) -> Task:
     thresholds = Thresholds()
     judgement.apply(table, thresholds)
     doc = TaskDoc({"state": "done", "csv": path.name, "foreign": True, **_counts(table, thresholds, None)})
-    return Task(path.parent, doc, table, thresholds, path, warnings)
+    return Task(path.parent, doc, path, table=table, thresholds=thresholds, warnings=warnings)
 
 
 def _framework_model(folder: Path, doc: TaskDoc) -> tuple[Path | None, str]:

@@ -40,7 +40,8 @@ from typing import IO, TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 from accuscope import __version__
 from accuscope.engine.compare.columns import ALGORITHMS, KEY_OF
-from accuscope.engine.compare.spec import CompareSpec, Option, options
+from accuscope.engine.compare.polytol import stored_problem
+from accuscope.engine.compare.spec import PER_OUTPUT_KINDS, CompareSpec, Option, options
 from accuscope.engine.compare.statistics import SHARDS_BY_NAMES
 from accuscope.engine.compare.thresholds import Thresholds
 from accuscope.engine.sources.inputfile import read_json_object
@@ -111,7 +112,8 @@ class TaskDoc:
     if TYPE_CHECKING:
         npu: str | None
         golden: str | None
-    relative: Key[dict] = Key(dict, {}, "the paths above relative to the task folder (a task moved with its data)")
+    relative: Key[dict] = Key(dict, {}, "the paths above relative to the task folder (a task moved with its data; "
+                              "read first where inside its workspace: a copied one reads its own files)")
     framework_model: Key[str | None] = Key(str, None, "the framework ONNX model (set by hand; see Task.framework_model)")
     # ---- the run ----
     state = Key(str, "", f"one of {', '.join(STATES)} (\"\": none recorded)")
@@ -269,6 +271,12 @@ class TaskDoc:
             return f"field 'state' is {printable(str(state))!r}, not one of {', '.join(STATES)}"
         if not all(isinstance(c, str) for c in self._raw.get("custom_columns") or []):
             return "field 'custom_columns' should be a list of names"
+        for f, declared in options():  # Polygraphy's values, each output's too (a re-run reads them)
+            value = self._raw.get(f.name)
+            if declared.kind in PER_OUTPUT_KINDS and value is not None:
+                found = stored_problem(value, declared.kind)
+                if found:
+                    return f"field {f.name!r}: {printable(found)}"
         return ""
 
 
@@ -401,16 +409,31 @@ def spec_fields(spec: CompareSpec, folder: str | os.PathLike | None = None) -> d
 
 
 def recorded_path(folder: str | os.PathLike | None, value: object, relative: str | None = None) -> Path | None:
-    """A path task.json holds: as written when it exists, else `relative` (its path relative to
-    the task folder, for a task moved with its data) under the folder, else the written path
-    relative to the folder when it exists there; None when task.json holds no path there."""
+    """A path task.json holds, found from the task folder. One inside the folder's workspace (the folder
+    holding the task: the task's own data, dumps beside it) by `relative`, its path relative to the task
+    folder, first: a copied workspace reads its own files, never the original's while that is still there.
+    Else as written when it exists, else by `relative` (a task moved with its data). A written path that
+    is relative is relative to the task folder (else to the current folder, where only that has it).
+    None when task.json holds no path there."""
     if not value or not isinstance(value, str):
         return None
     p = Path(value).expanduser()
-    if p.exists() or folder is None:
+    if folder is None:
         return p
-    if relative and (Path(folder) / relative).exists():
-        return Path(folder) / relative
-    if not p.is_absolute() and (Path(folder) / p).exists():
-        return Path(folder) / p
-    return p
+    if not p.is_absolute():
+        under = Path(os.path.normpath(Path(folder) / p))
+        return under if under.exists() or not p.exists() else p
+    moved = Path(os.path.normpath(Path(folder) / relative)) if relative else None  # (relpath's `..` undone as made)
+    if moved is not None and _in_workspace(relative) and moved.exists():
+        return moved
+    if p.exists() or moved is None or not moved.exists():
+        return p
+    return moved
+
+
+def _in_workspace(relative: str | None) -> bool:
+    """Whether a path relative to a task folder lies inside its workspace, the folder holding the task
+    (climbs out of the task folder at most once)."""
+    if not relative or os.path.isabs(relative):
+        return False
+    return Path(os.path.normpath(relative)).parts[:2] != ("..", "..")

@@ -91,7 +91,7 @@ def _summarize_task(root: Path, folder: Path) -> TaskSummary:
     summary.stale = stale_parts(folder, doc)
     summary.rows, summary.failing = doc.rows, doc.failing
     summary.first_failing_op = doc.first_failing_op
-    summary.npu, summary.golden = doc.npu or "", doc.golden or ""
+    summary.npu, summary.golden = (str(doc.path(side, folder) or "") for side in ("npu", "golden"))
     summary.error = doc.error
     summary.coverage_warnings = doc.coverage_warnings
     summary.verdict = doc.verdict

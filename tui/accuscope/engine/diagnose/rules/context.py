@@ -47,9 +47,7 @@ class Context:
 
     def __init__(self, task: Task, progress: OnProgress | None, cancel: threading.Event | None,
                  workers: int | None):
-        table, thresholds = task.table, task.thresholds
-        if table is None or thresholds is None:  # load_task gives both
-            raise SourceError(f"{task.folder}: the task holds no result to advise on")
+        table, thresholds = task.result
         self.task = task
         self.folder = task.folder
         self.table: ResultTable = table
@@ -205,7 +203,7 @@ def is_msprobe(run: Context) -> bool:
     if kind == "ranks":  # a rank tree an earlier accuscope compared: what its folders hold
         from accuscope.engine.sides.registry import detect
         try:
-            kind = detect(run.task.doc.npu or "").kind
+            kind = detect(str(run.task.path("npu") or "")).kind
         except (SourceError, OSError):
             return False
     return kind == kinds.MSPROBE

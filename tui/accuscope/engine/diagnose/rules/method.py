@@ -33,7 +33,7 @@ def _msprobe_next_step(run: Context) -> Finding:
     its dumped inputs against a CPU reference (run_ut), so that is the step after this one."""
     framework = "mindspore" if run.task.doc.sides.get("golden") == kinds.MINDSPORE or \
         run.task.doc.sides.get("npu") == kinds.MINDSPORE else "pytorch"
-    npu = run.task.doc.npu or "."
+    npu = str(run.task.path("npu") or ".")
     dump = os.path.join(npu, "dump.json") if os.path.isfile(os.path.join(npu, "dump.json")) else \
         os.path.join(npu, "stepN", "rankM", "dump.json")
     return Finding(METHOD, "info", "origins judged by each call's inputs and outputs",

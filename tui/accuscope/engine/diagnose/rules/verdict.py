@@ -41,10 +41,10 @@ def _model_verdict(run: Context) -> Finding:
         run.outcome = "fail"
         r = v.worst
         assert r is not None  # a failing verdict names its worst output
-        broken = _broken_text(run, r)
-        return finding(run, VERDICT, "error", r, f"the model fails: output {broken.split(', ')[0]}",
+        broken = judgement.broken_texts(run.table, run.thresholds, r) or ["fails"]
+        return finding(run, VERDICT, "error", r, f"the model fails: output {broken[0]}",
                         f"{len(v.failing)} of {len(measured)} network output(s) break the thresholds (worst: "
-                        f"{c['tensor'][r]} {broken}).{_cause_text(run, v, r, ev)} The findings below say which op "
+                        f"{c['tensor'][r]} {', '.join(broken)}).{_cause_text(run, v, r, ev)} The findings below say which op "
                         "made the error, most harmful first.", ev)
     run.outcome = "pass"
     worst = min(measured, key=lambda i: c["cos"][i] if not math.isnan(c["cos"][i]) else 2.0)
@@ -158,25 +158,7 @@ def in_light_of_verdict(run: Context, findings: list[Finding]) -> list[Finding]:
 
 
 def _broken_text(run: Context, r: int) -> str:
-    parts = []
-    for key in judgement.broken_keys(run.table, run.thresholds, r):
-        t = run.thresholds.get(key)
-        if key in judgement.RECORDED_KEYS and t is None:
-            parts.append(judgement.recorded_text(run.table, key, r))
-        elif t is None:
-            parts.append(f"holds {int(run.c['npu_nonfinite'][r])} NaN/inf")
-        else:
-            parts.append(f"{key} {_distinct(run.table.numbers(key)[r], t.value)} {t.op} {t.value:.10g}")
-    return ", ".join(parts) or "fails"
-
-
-def _distinct(v: float, threshold: float) -> str:
-    """v with enough digits not to read as the threshold it breaks (cos 0.99999994 < 0.9999999)."""
-    for digits in (4, 6, 8, 10, 12):
-        text = f"{v:.{digits}g}"
-        if float(text) != threshold and (float(text) < threshold) == (v < threshold):
-            return text
-    return repr(float(v))
+    return ", ".join(judgement.broken_texts(run.table, run.thresholds, r)) or "fails"
 
 
 RULE = Rule(VERDICT, verdict, reads=("task", "table", "state", "thresholds"), writes=("outcome",))
