@@ -9,11 +9,15 @@ import re
 import shutil
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from textual import events
 
 from accuscope.engine.demo.workspace import build_workspace
+
+if TYPE_CHECKING:
+    from accuscope.app.taskscreen import TaskScreen
 
 SNAPSHOTS = Path(__file__).parent / "snapshots"
 UPDATE = os.environ.get("ACCUSCOPE_UPDATE_SNAPSHOTS") == "1"  # regenerate them, after checking the new look
@@ -60,6 +64,14 @@ async def wait_for(pilot, condition, timeout=60.0):
     while not condition():
         assert time.monotonic() < deadline, "timed out"
         await pilot.pause(0.02)
+
+
+def task_screen(app) -> TaskScreen:
+    """The app's screen, the task screen a test expects there (a failure when it is another)."""
+    from accuscope.app.taskscreen import TaskScreen
+    screen = app.screen
+    assert isinstance(screen, TaskScreen), screen
+    return screen
 
 
 async def start_from_form(pilot):

@@ -8,6 +8,7 @@ import threading
 
 import numpy as np
 from textual.geometry import Region
+from textual.widgets import DataTable, Input
 
 from accuscope.app.advicescreen import AdviceScreen
 from accuscope.app.app import AccuscopeApp
@@ -21,7 +22,8 @@ from accuscope.app.optable import OperatorTable
 from accuscope.app.taskscreen import TaskScreen
 from accuscope.engine.demo.workspace import MAIN, TASKS
 from accuscope.engine.tasks.task import Task, load_task
-from appkit import drive, screen_text, start_from_form, type_fast, wait_for
+from appkit import drive, screen_text, start_from_form, task_screen, type_fast, wait_for
+from support.narrow import present
 
 
 def test_browser_lists_tasks_and_opens_one(ws):
@@ -31,13 +33,13 @@ def test_browser_lists_tasks_and_opens_one(ws):
         names = {e.name for e in browser.entries}
         assert MAIN.name in names and len(names) == len(TASKS)
         row = [e.name for e in browser.entries].index(MAIN.name)
-        browser.query_one("DataTable").move_cursor(row=row)
+        browser.query_one(DataTable).move_cursor(row=row)
         await pilot.press("enter")
         await pilot.pause()
         screen = pilot.app.screen
         assert isinstance(screen, TaskScreen)
         table = screen.query_one(OperatorTable)
-        assert len(table.view) == len(load_task(ws / MAIN.name).table)
+        assert len(table.view) == len(present(load_task(ws / MAIN.name).table))
         await pilot.press("q")
         assert pilot.app.screen is browser
     drive(AccuscopeApp(ws), script)
@@ -45,6 +47,7 @@ def test_browser_lists_tasks_and_opens_one(ws):
 
 def test_first_failing_row_filter_and_back(ws):
     task = load_task(ws / MAIN.name)
+    assert task.table is not None
     fail = task.table.columns["fail"]
     first = int(np.flatnonzero(fail)[0])
 
@@ -54,6 +57,7 @@ def test_first_failing_row_filter_and_back(ws):
         await pilot.press("!")
         assert table.cursor_row == first
         summary = str(screen.query_one("#summary").render())
+        assert task.table is not None
         assert f"#{task.table.columns['index'][first]}" in summary and "rows fail" in summary
         await pilot.press("f")
         await pilot.press(*"cos < 0.99")
@@ -74,7 +78,7 @@ def test_bad_filter_keeps_the_prompt_and_says_why(ws):
         await pilot.press("f", *"cos << 1", "enter")
         await pilot.pause()
         assert screen.prompt_mode == "filter"
-        assert len(screen.query_one(OperatorTable).view) == len(load_task(ws / MAIN.name).table)
+        assert len(screen.query_one(OperatorTable).view) == len(present(load_task(ws / MAIN.name).table))
         assert any("filter" in (n.title or "") for n in pilot.app._notifications)
     drive(AccuscopeApp(ws, open_path=ws / MAIN.name), script)
 
@@ -118,7 +122,7 @@ def test_thresholds_edit_changes_failures_and_is_saved(ws):
     # only the named thresholds change: cos is 0.5, kl is off, red, rmse and mean_rel stay
     assert doc["thresholds"] == {"cos": {"fail_if": "<", "value": 0.5}, "red": {"fail_if": ">", "value": 0.05},
                                  "rmse": {"fail_if": ">", "value": 1.0}, "mean_rel": {"fail_if": ">", "value": 1.0}}
-    assert load_task(ws / MAIN.name).thresholds.get("kl") is None
+    assert present(load_task(ws / MAIN.name).thresholds).get("kl") is None
 
 
 async def _edit_thresholds(pilot, text):
@@ -279,6 +283,7 @@ def test_rerun_in_the_app_rows_arrive_and_keys_work_meanwhile(ws, tmp_path):
     async def script(pilot):
         screen = pilot.app.screen
         table = screen.query_one(OperatorTable)
+        assert task.table is not None
         await wait_for(pilot, lambda: screen.running and 0 < len(screen._live or []) < len(task.table), 60)
         chart = screen.query_one(MetricChart)
         metric = chart.metric
@@ -288,6 +293,7 @@ def test_rerun_in_the_app_rows_arrive_and_keys_work_meanwhile(ws, tmp_path):
         assert len(table.table) == len(task.table) and "Slow" in table.table.custom
     drive(AccuscopeApp(ws, compare=(spec, folder)), script)
     after = load_task(folder)
+    assert after.table is not None
     assert after.doc.state == "done" and after.csv != before and "Slow" in after.table.custom
 
 
@@ -313,6 +319,7 @@ def test_thresholds_edited_during_a_run_leave_the_run_alone_and_judge_its_result
 def test_cancelled_run_keeps_the_previous_result(ws, tmp_path):
     folder = ws / MAIN.name
     task = load_task(folder)
+    assert task.csv is not None
     old_csv = task.csv.read_bytes()
     spec = slow_rerun(task, tmp_path, 0.5)
 
@@ -325,10 +332,12 @@ def test_cancelled_run_keeps_the_previous_result(ws, tmp_path):
         assert "Cancel the running comparison?" in text and "y yes" in text and "n no" in text
         await pilot.press("y")
         await wait_for(pilot, lambda: not screen.running, 60)
+        assert task.table is not None
         assert len(screen.query_one(OperatorTable).table) == len(task.table)  # the old result, reloaded
     drive(AccuscopeApp(ws, compare=(spec, folder)), script)
     after = load_task(folder)
     assert after.doc.state == "cancelled"
+    assert after.csv is not None
     assert after.csv.read_bytes() == old_csv and len(list(folder.glob("result_*.csv"))) == 1
 
     async def reopened(pilot):
@@ -359,7 +368,7 @@ def test_rerun_with_moved_inputs_says_why_and_the_app_goes_on(ws, tmp_path):
         await pilot.press("q")
         assert isinstance(pilot.app.screen, BrowserScreen)
     drive(AccuscopeApp(ws, open_path=folder), script)
-    assert len(load_task(folder).table) > 0  # the previous result is kept
+    assert len(present(load_task(folder).table)) > 0  # the previous result is kept
 
 
 def test_new_task_form_refuses_a_folder_without_golden_data(ws, tmp_path):
@@ -369,11 +378,11 @@ def test_new_task_form_refuses_a_folder_without_golden_data(ws, tmp_path):
     async def script(pilot):
         await pilot.press("n")
         form = pilot.app.screen
-        form.query_one("#npu").value = load_task(ws / MAIN.name).doc.npu
-        form.query_one("#golden").value = str(empty)  # a folder, but no golden dump: no green tick
+        form.query_one("#npu", Input).value = load_task(ws / MAIN.name).doc.npu
+        form.query_one("#golden", Input).value = str(empty)  # a folder, but no golden dump: no green tick
         await pilot.pause()
         assert "empty folder" in str(form.query_one("#why-golden").render())
-        form.query_one("#out").value = str(ws / MAIN.name / "task.json")  # a file
+        form.query_one("#out", Input).value = str(ws / MAIN.name / "task.json")  # a file
         await pilot.pause()
         assert "a file, not a folder" in str(form.query_one("#why-out").render())
         await pilot.press("ctrl+s")
@@ -435,14 +444,14 @@ def test_rerun_runs_a_task_json_plugin_folder_only_once_confirmed(ws, tmp_path):
     folder, plugins, ran = plugin_task(ws, tmp_path)
 
     async def script(pilot):
-        screen = pilot.app.screen
+        screen = task_screen(pilot.app)
         await pilot.press("R")
         await pilot.pause()
         assert isinstance(pilot.app.screen, ConfirmDialog)
         text = screen_text(pilot.app)
         assert "alg_*.py" in text and "/plugins" in text and "Trust" in text and "y run them" in text
         await pilot.press("escape")  # cancels the re-run altogether
-        assert pilot.app.screen is screen and not screen.running and not ran.exists()
+        assert task_screen(pilot.app) is screen and not screen.running and not ran.exists()
         await pilot.press("R", "y")  # confirmed: they run, and are not asked about again in this run
         await wait_for(pilot, lambda: not screen.running, 120)
         assert ran.exists() and "Touch" in screen.query_one(OperatorTable).table.custom
@@ -509,6 +518,7 @@ def test_the_chart_takes_the_focus_and_z_maximizes_it(ws):
 def test_names_from_data_never_send_control_characters(ws):
     folder = ws / MAIN.name
     task = load_task(folder)
+    assert task.table is not None
     task.table.columns["npu_op"][:] = "\x1b]0;pwned\x07\x1b[2J" + task.table.columns["npu_op"]
     first = int(np.flatnonzero(task.table.columns["fail"])[0])
 
@@ -560,6 +570,7 @@ def test_advisor_strip_and_screen_jump_to_the_op_that_introduced_the_error(ws):
         await pilot.press("a")
         assert isinstance(pilot.app.screen, AdviceScreen)
         first = pilot.app.screen.advice.cause
+        assert first is not None
         assert first.rule == "introduced" and first.op == "/attn/norm/Pow"  # reaches the output (test_advisor)
         await pilot.press("down")
         await pilot.press("enter")
@@ -606,30 +617,30 @@ def test_new_task_form_checks_fields_and_runs(ws):
         await pilot.press("n")
         form = pilot.app.screen
         assert isinstance(form, NewTaskScreen)
-        form.query_one("#npu").value = str(ws / "nowhere")
+        form.query_one("#npu", Input).value = str(ws / "nowhere")
         await pilot.pause()
         assert "no such file" in str(form.query_one("#why-npu").render())
-        form.query_one("#npu").value = meta["model"]  # a model is not dumped tensors
+        form.query_one("#npu", Input).value = meta["model"]  # a model is not dumped tensors
         await pilot.pause()
         assert "not dumped tensors" in str(form.query_one("#why-npu").render())
         (ws / "not-a-dump").mkdir(exist_ok=True)
         (ws / "not-a-dump" / "notes.txt").write_text("x")
-        form.query_one("#npu").value = str(ws / "not-a-dump")  # a folder of the wrong kind: no green tick
+        form.query_one("#npu", Input).value = str(ws / "not-a-dump")  # a folder of the wrong kind: no green tick
         await pilot.pause()
         assert "not a dump" in str(form.query_one("#why-npu").render())
-        form.query_one("#npu").value = meta["golden"]  # any dump may stand on either side
+        form.query_one("#npu", Input).value = meta["golden"]  # any dump may stand on either side
         await pilot.pause()
         assert "✓ npy" in str(form.query_one("#why-npu").render())
-        form.query_one("#golden").value = meta["golden"]
-        form.query_one("#model").value = meta["model"]
-        form.query_one("#out").value = str(ws / "fresh")
-        form.query_one("#op_range").value = "1,-1"
+        form.query_one("#golden", Input).value = meta["golden"]
+        form.query_one("#model", Input).value = meta["model"]
+        form.query_one("#out", Input).value = str(ws / "fresh")
+        form.query_one("#op_range", Input).value = "1,-1"
         await pilot.pause()
         assert "three integers" in str(form.query_one("#why-op_range").render())
         await pilot.press("ctrl+s")
         assert pilot.app.screen is form  # refused: fields to fix
-        form.query_one("#npu").value = meta["npu"]
-        form.query_one("#op_range").value = ""
+        form.query_one("#npu", Input).value = meta["npu"]
+        form.query_one("#op_range", Input).value = ""
         await pilot.pause()
         assert "✓" in str(form.query_one("#why-npu").render())
         await start_from_form(pilot)
@@ -667,18 +678,19 @@ def test_new_task_form_asks_a_raw_bin_golden_for_shape_and_dtype(ws, tmp_path):
     async def script(pilot):
         await pilot.press("n")
         form = pilot.app.screen
-        form.query_one("#npu").value = str(tmp_path / "npu")
-        form.query_one("#golden").value = str(tmp_path / "conv1.bin")
-        form.query_one("#out").value = str(ws / "bin")
+        form.query_one("#npu", Input).value = str(tmp_path / "npu")
+        form.query_one("#golden", Input).value = str(tmp_path / "conv1.bin")
+        form.query_one("#out", Input).value = str(ws / "bin")
         await pilot.pause()
         assert "needs its shape and dtype" in str(form.query_one("#why-golden_shape").render())
-        form.query_one("#golden_shape").value = "1,8,4,4"
-        form.query_one("#golden_dtype").value = "float32"
+        form.query_one("#golden_shape", Input).value = "1,8,4,4"
+        form.query_one("#golden_dtype", Input).value = "float32"
         await pilot.pause()
         await start_from_form(pilot)
     drive(AccuscopeApp(ws), script)
     task = load_task(ws / "bin")
-    assert task.doc.golden_shape == [1, 8, 4, 4] and task.table.numbers("cos")[-1] > 0.9999
+    assert task.table is not None
+    assert task.doc.raw["golden_shape"] == [1, 8, 4, 4] and task.table.numbers("cos")[-1] > 0.9999
 
 
 def test_path_fields_keep_their_text_unselected_and_complete_with_tab(ws):

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+from textual.widgets import DataTable
+
 from accuscope.app.app import AccuscopeApp
 from accuscope.app.browser import BrowserScreen
 from accuscope.app.taskscreen import TaskScreen
@@ -27,7 +29,7 @@ def test_too_little_compared_is_marked_in_the_browser_and_the_summary(ws):
         line = next(line for line in screen_text(pilot.app).splitlines() if ONNX_FP16.name in line)
         assert " ✓ " in line  # the recorded verdict: the outputs it judged pass
         row = [e.name for e in browser.entries].index(ONNX_FP16.name)
-        browser.query_one("DataTable").move_cursor(row=row)
+        browser.query_one(DataTable).move_cursor(row=row)
         await pilot.press("enter")
         screen = pilot.app.screen
         assert isinstance(screen, TaskScreen)

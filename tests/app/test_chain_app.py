@@ -103,6 +103,7 @@ def test_the_op_table_shows_each_stages_cos_first_beside_entered_at_80x24(onnx_c
         await pilot.pause()
         text = screen_text(pilot.app)
         (row,) = [line for line in lines_with(text, "Conv@26") if "│" in line]
+        assert task.chain_view is not None
         fp16 = float(task.chain_view.columns()["fp16"][task.table_widget.cursor_row])
         assert row.split("│")[1].split()[:3] == ["opt", f"{want:.6f}", f"{fp16:.6f}"]
         assert 'filter cos_opt < 0.6 and io == "output"' in text
@@ -118,6 +119,7 @@ def test_the_chart_draws_a_curve_per_stage_with_its_legend(onnx_chain):
         task = await opened_chain(pilot)
         chart = task.query_one(ChainChart)
         assert "CosineSimilarity vs the reference: • opt  + fp16" in screen_text(pilot.app)
+        assert chart.chain is not None
         curves = chart.chain.curves("cos")
         # each stage's curve along the same ops: the fault's Conv at one x, its cos there per stage
         row = list(chart.chain.table.columns["tensor"]).index("Conv@26:output:0")

@@ -19,7 +19,7 @@ class Numbers(CursorList):
 
     def __init__(self, n: int) -> None:
         super().__init__()
-        self.n, self.selected = n, []
+        self.n, self.selected = n, list[int]()
 
     def on_mount(self) -> None:
         self.virtual_size = Size(20, self.n + 1)

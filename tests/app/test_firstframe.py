@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import threading
 
+from textual.widgets import DataTable
+
 from accuscope.app import taskscreen
 from accuscope.app.app import AccuscopeApp
 from accuscope.app.optable import OperatorTable
@@ -15,6 +17,8 @@ from appkit import drive, screen_text, wait_for
 def test_first_rows_say_counting_until_the_whole_table_arrives(demo_ws, monkeypatch):
     whole = load_task(demo_ws / MAIN.name)
     head = load_task(demo_ws / MAIN.name, head=5)
+    assert whole.table is not None
+    assert head.table is not None
     assert head.partial and head.total == len(whole.table) and len(head.table) == 5
     release = threading.Event()
 
@@ -27,6 +31,7 @@ def test_first_rows_say_counting_until_the_whole_table_arrives(demo_ws, monkeypa
         await wait_for(pilot, lambda: isinstance(pilot.app.screen, TaskScreen))
         await pilot.pause()
         text = screen_text(pilot.app)
+        assert whole.table is not None
         assert "counting: reading" in text and f"/{len(whole.table)} " in text
         assert "✓" not in text and "rows fail" not in text  # no verdict from the first rows
         await pilot.press("]")  # sorting needs every row: it waits
@@ -60,7 +65,7 @@ def test_every_way_into_a_task_opens_it_by_its_first_rows(ws, monkeypatch):
     async def script(pilot):
         browser = pilot.app.screen
         assert isinstance(browser, BrowserScreen)
-        browser.query_one("DataTable").move_cursor(row=next(i for i, e in enumerate(browser.entries)
+        browser.query_one(DataTable).move_cursor(row=next(i for i, e in enumerate(browser.entries)
                                                             if e.path.name == MAIN.name))
         await pilot.press("enter")
         await wait_for(pilot, lambda: isinstance(pilot.app.screen, TaskScreen))

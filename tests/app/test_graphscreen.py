@@ -12,6 +12,7 @@ import re
 
 import numpy as np
 import pytest
+from textual.widgets import Input
 
 from accuscope.app.app import AccuscopeApp
 from accuscope.app.dialogs import AskDialog, ChooseDialog, HelpScreen
@@ -21,6 +22,7 @@ from accuscope.app.optable import OperatorTable
 from accuscope.engine.demo.workspace import MAIN
 from accuscope.engine.tasks.task import Task, TaskFolder, load_task
 from appkit import drive, screen_text, wait_for
+from support.narrow import present
 
 STEM = "/stem/conv/Conv/stem/relu/Relu"
 CONV1 = "/block1/conv1/Conv/block1/relu1/Relu"  # the quantized conv, fused with bn1 and relu1
@@ -56,6 +58,7 @@ async def open_graph(pilot, op: str | None = None, io: str = "input") -> tuple[G
 
 
 def at(screen: GraphScreen, name: str) -> int:
+    assert screen.graph is not None
     return next(i for i, n in enumerate(screen.graph.nodes) if n.name == name)
 
 
@@ -73,6 +76,7 @@ def test_opens_on_the_table_cursor_op_and_leaving_moves_the_table(demo_ws):
 
     async def script(pilot):
         screen, table, dismissed = await open_graph(pilot, CONV2, io="input")
+        assert screen.node is not None and screen.graph is not None
         assert screen.node.name == CONV2 and screen.graph.kind == "om"
         text = screen_text(pilot.app)
         assert "accuscope › tasks › tinynet-fp16-int4 › graph" in text
@@ -81,6 +85,7 @@ def test_opens_on_the_table_cursor_op_and_leaving_moves_the_table(demo_ws):
         assert re.search(r"●─┘\s+✗ 0\.98637\s+Add\s+/block1/Add", text)
         assert re.search(r"·\s+TransData\s+trans_TransData_0", text)  # device-only: not compared, exempt
         assert "✗ 28 failing ops" in text and "4 lanes" in text
+        assert screen.lanes is not None
         assert len(screen.lanes) == len(screen.graph.nodes) == 32
 
         await pilot.press("o")  # conv2 -> its only consumer, the Add
@@ -103,18 +108,21 @@ def test_opens_on_the_table_cursor_op_and_leaving_moves_the_table(demo_ws):
 def test_producer_and_consumer_navigation_with_a_chooser(demo_ws):
     async def script(pilot):
         screen, table, _ = await open_graph(pilot, CONV1, io="output")
+        assert screen.node is not None
         assert screen.node.name == CONV1
         await pilot.press("i")  # one producer: jumps
         assert screen.node.name == STEM
         await pilot.press("o")  # the stem output feeds conv1 and, skipping it, the Add: a chooser
         dialog = pilot.app.screen
         assert isinstance(dialog, ChooseDialog)
+        assert screen.graph is not None
         assert [screen.graph.nodes[p].name for _, p in dialog.choices] == [CONV1, ADD]
         assert "2 consumers" in screen_text(pilot.app)
         await pilot.press("down", "enter")
         assert pilot.app.screen is screen and screen.node.name == ADD
         await pilot.press("i")
         dialog = pilot.app.screen
+        assert isinstance(dialog, ChooseDialog)
         assert [screen.graph.nodes[p].name for _, p in dialog.choices] == [CONV2, STEM]
         await pilot.press("escape")  # stays
         assert pilot.app.screen is screen and screen.node.name == ADD
@@ -144,6 +152,7 @@ def test_selection_highlights_the_ops_between_and_refuses_invalid_pairs(demo_ws)
         await pilot.press("e")
         assert screen.members == [CONV1, CONV2, ADD]
         sel = screen.selection
+        assert sel is not None
         assert [b.tensor for b in sel.inputs] == [f"{STEM}:0"] and [b.tensor for b in sel.outputs] == [f"{ADD}:0"]
         assert sel.framework is not None and sel.framework.names[0] == "/block1/conv1/Conv"
         text = screen_text(pilot.app)
@@ -242,7 +251,7 @@ def test_export_writes_the_folder_and_says_where_the_error_lives(demo_ws, tmp_pa
         await pilot.press("e", "x")
         dialog = pilot.app.screen
         assert isinstance(dialog, AskDialog)
-        answer = dialog.query_one("#answer")
+        answer = dialog.query_one("#answer", Input)
         assert answer.value.startswith(str(demo_ws / MAIN.name / "exports"))
         answer.value = str(out)
         await pilot.press("enter")
@@ -257,7 +266,7 @@ def test_export_writes_the_folder_and_says_where_the_error_lives(demo_ws, tmp_pa
         assert screen.last_export["files"] > 5
         written = [n for n in pilot.app._notifications if n.title == "export written"]
         assert written and "error stays" in written[-1].message and written[-1].timeout <= 5
-        toast = next(t for t in pilot.app.screen.query("Toast") if t._notification is written[-1])
+        toast = next(t for t in pilot.app.screen.query("Toast") if t._notification is written[-1])  # type: ignore[attr-defined]  # a Toast's notice (textual's private)
         assert toast.region.height <= 5 and toast.region.width <= 40  # a corner of the 80x24 screen, not half of it
         assert str(out) in screen.panel_markup()  # the details stay in the panel
     drive(AccuscopeApp(demo_ws, open_path=demo_ws / MAIN.name), script, notifications=True)
@@ -270,6 +279,7 @@ def test_module_and_rank_keys_on_a_model_graph_say_why_they_do_nothing(demo_ws):
         await pilot.press("space")
         assert any(n.message.startswith("no modules here") for n in pilot.app._notifications)
         await pilot.press("minus", "f", "right_square_bracket")
+        assert screen.node is not None
         assert screen.view.row_count == rows and screen.node.name == CONV1 and pilot.app.screen is screen
         assert any(n.message == "the task has one rank" for n in pilot.app._notifications)
         assert "rank" not in str(screen.query_one("#status").render())
@@ -285,7 +295,7 @@ def test_a_run_task_shows_its_candidates_graph(tmp_path):
     task = tmp_path / "ws" / "run"
     r = accuscope("run", tmp_path / "m.onnx", tmp_path / "m.onnx", "--random-inputs", "--out", task)
     assert r.returncode == 0, r.stderr
-    names = {n.name for n in load_task(task).graph.nodes}
+    names = {n.name for n in present(load_task(task).graph).nodes}
 
     async def script(pilot):
         screen = pilot.app.screen

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from textual.widgets import Input
 
 from accuscope.app.app import AccuscopeApp
 from accuscope.app.graphscreen import GraphScreen
@@ -93,23 +94,23 @@ def test_the_new_task_form_checks_step_rank_and_runs_a_rank_tree_rank_by_rank(de
         await pilot.press("n")
         form = pilot.app.screen
         assert isinstance(form, NewTaskScreen)
-        form.query_one("#npu").value = str(npu)
-        form.query_one("#golden").value = str(golden)
-        form.query_one("#out").value = str(ws / "all-ranks")
-        form.query_one("#rank").value = "7"
-        form.query_one("#stats_only").value = "maybe"
+        form.query_one("#npu", Input).value = str(npu)
+        form.query_one("#golden", Input).value = str(golden)
+        form.query_one("#out", Input).value = str(ws / "all-ranks")
+        form.query_one("#rank", Input).value = "7"
+        form.query_one("#stats_only", Input).value = "maybe"
         await pilot.pause()
         assert "no rank 7 under the NPU dump (it has 0, 1, 2, 3)" in str(form.query_one("#why-rank").render())
         assert "answer yes or no" in str(form.query_one("#why-stats_only").render())
         await pilot.press("ctrl+s")
         assert pilot.app.screen is form  # refused: fields to fix
-        form.query_one("#rank").value = "rank2"
-        form.query_one("#step").value = "step1"
+        form.query_one("#rank", Input).value = "rank2"
+        form.query_one("#step", Input).value = "step1"
         await pilot.pause()
         assert "✓ 2 folders" in str(form.query_one("#why-rank").render())  # rank 2 of steps 0 and 1
-        form.query_one("#rank").value = ""  # every rank of every step
-        form.query_one("#step").value = ""
-        form.query_one("#stats_only").value = "yes"
+        form.query_one("#rank", Input).value = ""  # every rank of every step
+        form.query_one("#step", Input).value = ""
+        form.query_one("#stats_only", Input).value = "yes"
         await pilot.pause()
         assert "✓ yes" in str(form.query_one("#why-stats_only").render())
         screen = await start_from_form(pilot)
@@ -143,6 +144,7 @@ async def open_graph(pilot) -> GraphScreen:
 
 
 def position(screen: GraphScreen, name: str) -> int:
+    assert screen.graph is not None
     return next(i for i, n in enumerate(screen.graph.nodes) if n.name == name or n.attrs.get("module") == name)
 
 
@@ -158,6 +160,7 @@ def test_modules_fold_and_unfold_and_jumps_unfold_what_they_land_in(demo_ws):
         text = screen_text(pilot.app)
         assert "▸ layers.1.attn (+8)" in text and msprobesim.FAULT_CALL not in text
         assert "✗" in line_of(text, "▸ layers.1.attn") and "5/9" in line_of(text, "▸ layers.1.attn")
+        assert screen.node is not None
         assert screen.node.attrs["module"] == "layers.1.attn" and "1 folded" in status(pilot)
         await pilot.press("j")  # the row after the folded module is the call after its calls
         assert screen.node.name == "Tensor.add.2.forward"
@@ -171,6 +174,7 @@ def test_modules_fold_and_unfold_and_jumps_unfold_what_they_land_in(demo_ws):
         text = screen_text(pilot.app)
         assert "▸ layers.0 (+17)" in text and "▸ layers.1 (+17)" in text and "layers.1.attn" not in text
         assert screen.node.attrs.get("module") == "layers.1"
+        assert screen.graph is not None
         assert screen.view.row_count == sum(1 for n in screen.graph.nodes if n.attrs["depth"] == 0)
         await pilot.press("g", "exclamation_mark")  # the first failing call: the modules holding it unfold
         assert screen.node.name == msprobesim.FAULT_CALL
@@ -195,11 +199,13 @@ def test_the_status_counts_failing_calls_not_the_module_headers_over_them(demo_w
         screen = await open_graph(pilot)
         table = screen.table
         failing = set(table.columns["npu_op"][table.columns["fail"]].tolist())
+        assert screen.graph is not None
         headers = {n.name for n in screen.graph.nodes if n.attrs.get("span")}
         assert failing & headers  # module calls whose own output rows fail too (their last call's output)
         assert f"✗ {len(failing - headers)} failing ops" in status(pilot)
         for _ in range(len(failing)):  # ! goes through the calls, never a module header
             await pilot.press("exclamation_mark")
+            assert screen.node is not None
             assert screen.node.name in failing - headers
     drive(AccuscopeApp(demo_ws, open_path=demo_ws / TASK), script)
 
@@ -239,11 +245,14 @@ def test_a_multi_rank_tasks_graph_shows_one_step_and_rank_at_a_time(ranks_ws):
         assert "step 0 rank 2 (3/8)" in status(pilot)
         table = screen.table
         mine = table.columns["fail"] & (table.columns["rank"] == 2) & (table.columns["step"] == 0)
+        assert screen.graph is not None
         calls = set(table.columns["npu_op"][mine].tolist()) - {n.name for n in screen.graph.nodes if n.attrs.get("span")}
         assert f"✗ {len(calls)} failing ops" in status(pilot)
         text = screen_text(pilot.app)
         assert "▸ layers.1.attn (+8)" in text and "✗" in line_of(text, "▸ layers.1.attn")  # the fold stays
+        assert screen.node is not None
         assert screen.node.attrs.get("module") == "layers.1.attn"  # so does the cursor
+        assert screen.results is not None
         assert all(table.columns["rank"][r] == 2 for p in range(len(screen.graph.nodes)) for r in screen.results.rows[p])
         await pilot.press("left_square_bracket")
         await wait_for(pilot, lambda: not screen.rank_loading)

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+from textual.widgets import Input
 
 from accuscope.app.app import AccuscopeApp
 from accuscope.app.newtask import NewTaskScreen
@@ -30,16 +31,16 @@ def test_option_fields_follow_the_sides_format_and_reach_the_task(tmp_path):
         await pilot.press("n")
         form = pilot.app.screen
         assert isinstance(form, NewTaskScreen)
-        form.query_one("#npu").value = str(npu)
+        form.query_one("#npu", Input).value = str(npu)
         await pilot.pause()
         assert "atb takes: round=NAME" in str(form.query_one("#why-npu_options").render())
-        form.query_one("#npu_options").value = "turn=1"
+        form.query_one("#npu_options", Input).value = "turn=1"
         await pilot.pause()
         assert "no option 'turn'" in str(form.query_one("#why-npu_options").render())
-        form.query_one("#npu_options").value = "round=0_4242/1"
-        form.query_one("#golden").value = str(gold)
-        form.query_one("#golden_options").value = "round=0_4242/1"
-        form.query_one("#out").value = str(tmp_path / "task")
+        form.query_one("#npu_options", Input).value = "round=0_4242/1"
+        form.query_one("#golden", Input).value = str(gold)
+        form.query_one("#golden_options", Input).value = "round=0_4242/1"
+        form.query_one("#out", Input).value = str(tmp_path / "task")
         await pilot.pause()
         assert "✓ atb: round=0_4242/1" in str(form.query_one("#why-npu_options").render())
         await start_from_form(pilot)

@@ -18,7 +18,7 @@ import pytest
 from accuscope.app import browser
 from accuscope.app.app import AccuscopeApp
 from accuscope.app.taskscreen import TaskScreen
-from appkit import check_snapshot, screen_text, wait_for
+from appkit import check_snapshot, screen_text, task_screen, wait_for
 from support.cli import accuscope
 
 ov = pytest.importorskip("openvino", reason="openvino is not installed (pip install 'accuscope[openvino]')")
@@ -49,7 +49,7 @@ def test_the_app_opens_an_openvino_run_task(ov_task, monkeypatch):
         app = AccuscopeApp(ov_task.parent, open_path=ov_task)
         async with app.run_test(size=(80, 24)) as pilot:
             await wait_for(pilot, lambda: isinstance(app.screen, TaskScreen) and len(app.screen.table_widget.table) > 0)
-            await wait_for(pilot, lambda: not app.screen.advising and app.screen.advice is not None)
+            await wait_for(pilot, lambda: not task_screen(app).advising and task_screen(app).advice is not None)
             await pilot.pause()
             return screen_text(app), app.export_screenshot(title="accuscope")
     text, svg = asyncio.run(go())

@@ -20,6 +20,7 @@ from accuscope.engine.diagnose import oppair
 from accuscope.engine.tasks.task import load_task
 from appkit import drive, screen_text, wait_for
 from support.errors import brute_errors, brute_top
+from support.narrow import present
 
 EPS64 = np.finfo(np.float64).eps
 POW = "/attn/norm/Pow:output:0"
@@ -42,6 +43,7 @@ def tensors(folder, tensor):
 def test_quantized_conv_detail_matches_numpy_and_back_keeps_the_cursor(demo_ws):
     folder = demo_ws / MAIN.name
     table = load_task(folder).table
+    assert table is not None
     first_fail = int(np.flatnonzero(table.columns["fail"])[0])
     tensor = table.columns["tensor"][first_fail]
     assert tensor.startswith(QUANTIZED_CONV) and tensor.endswith(":output:0")
@@ -59,6 +61,7 @@ def test_quantized_conv_detail_matches_numpy_and_back_keeps_the_cursor(demo_ws):
         # TopN: 20 rows, worst first, the elements numpy finds, in the logical layout N C H W
         assert top.row_count == 20 and top.by == "abs"
         want = brute_top(e_abs, 20)
+        assert top.top is not None
         assert top.top.index.tolist() == want.tolist()
         assert np.all(np.diff(top.top.abs_err) <= 0)
         np.testing.assert_array_equal(top.top.abs_err, e_abs[want])
@@ -101,6 +104,7 @@ def test_quantized_conv_detail_matches_numpy_and_back_keeps_the_cursor(demo_ws):
         ym = np.moveaxis(y, 1, 0).reshape(y.shape[1], -1).astype(np.float64)
         cos = (xm * ym).sum(1) / np.sqrt((xm * xm).sum(1) * (ym * ym).sum(1))
         worst = int(np.argmin(cos))
+        assert screen.detail is not None and screen.detail.channels is not None
         np.testing.assert_allclose(screen.detail.channels.cos, cos, rtol=1e-9)
         await pilot.press("3")
         await pilot.pause()
@@ -116,6 +120,7 @@ def test_quantized_conv_detail_matches_numpy_and_back_keeps_the_cursor(demo_ws):
 def test_pow_row_shows_the_fp16_overflow_and_tensors_switch(demo_ws):
     folder = demo_ws / MAIN.name
     table = load_task(folder).table
+    assert table is not None
     row = int(np.flatnonzero(table.columns["tensor"] == POW)[0])
     x, y = tensors(folder, POW)
     infs = int(np.isinf(x).sum())
@@ -125,8 +130,10 @@ def test_pow_row_shows_the_fp16_overflow_and_tensors_switch(demo_ws):
         optable = pilot.app.screen.query_one(OperatorTable)
         optable.move_to(row)
         screen = await open_detail(pilot)
+        assert screen.detail is not None
         assert screen.detail.npu_stats.inf == infs and screen.detail.golden_stats.inf == 0
         top = screen.query_one(TopTable)
+        assert top.top is not None
         assert top.top.nonfinite.all() and top.cells(0)[2] == "inf" and top.cells(0)[6] == "NaN/inf"
         await pilot.press("3")
         await pilot.pause()
@@ -147,7 +154,7 @@ def test_pow_row_shows_the_fp16_overflow_and_tensors_switch(demo_ws):
         # [ goes to the op's input: another tensor, computed again
         await pilot.press("left_square_bracket")
         await wait_for(pilot, lambda: screen.detail is not None and not screen.computing)
-        assert screen.ref.slot == "in:0" and screen.detail.npu_stats.inf == 0
+        assert screen.ref.slot == "in:0" and present(screen.detail).npu_stats.inf == 0
         await pilot.press("left_square_bracket")  # the first one: stays
         assert screen.ref.slot == "in:0" and not screen.computing
         await pilot.press("q")
@@ -158,6 +165,7 @@ def test_pow_row_shows_the_fp16_overflow_and_tensors_switch(demo_ws):
 def test_top_n_prompt_threshold_prompt_and_wide_layout(demo_ws):
     folder = demo_ws / MAIN.name
     table = load_task(folder).table
+    assert table is not None
     row = int(np.flatnonzero(table.columns["fail"])[0])
     x, y = tensors(folder, table.columns["tensor"][row])
     e = brute_errors(x, y, "abs")
@@ -174,6 +182,7 @@ def test_top_n_prompt_threshold_prompt_and_wide_layout(demo_ws):
         top = screen.query_one(TopTable)
         valid = int(np.count_nonzero(~np.isnan(e)))
         assert top.row_count == min(10000, valid)
+        assert top.top is not None
         assert top.top.index.tolist() == brute_top(e, 10000).tolist()
         zero_golden = np.abs(top.top.golden) <= EPS64  # relu zeros on the golden side: no relative error
         assert zero_golden.any()
@@ -246,6 +255,7 @@ def test_a_task_whose_dumps_are_gone_says_why(demo_ws, tmp_path):
 def test_threshold_stops_are_exact_and_helpers(demo_ws):
     folder = demo_ws / MAIN.name
     table = load_task(folder).table
+    assert table is not None
     row = int(np.flatnonzero(table.columns["fail"])[0])
     refs = tensor_refs(table, row)
     assert [r.row for r in refs] == [row - 1, row] and refs[1].name == table.columns["tensor"][row]
@@ -253,6 +263,7 @@ def test_threshold_stops_are_exact_and_helpers(demo_ws):
     d = pair.detail()
     x, y = np.asarray(pair.npu.load()), np.asarray(pair.golden.load())
     e = brute_errors(x, y, "abs")
+    assert d is not None
     stops = threshold_stops(d.abs)
     assert stops[0] == 0 and np.all(np.diff(stops) > 0)
     for c in stops:
@@ -268,6 +279,7 @@ def test_threshold_stops_are_exact_and_helpers(demo_ws):
 def test_coordinates_have_as_many_axes_as_the_tensor(demo_ws):
     folder = demo_ws / MAIN.name
     table = load_task(folder).table
+    assert table is not None
     shapes = table.columns["shape"].tolist()
     rows = {rank: shapes.index(s) for s in shapes for rank in [s.count(",") + 1]}  # a row per rank
     assert {2, 3, 4} <= set(rows)
@@ -278,8 +290,10 @@ def test_coordinates_have_as_many_axes_as_the_tensor(demo_ws):
             optable.move_to(rows[rank])
             screen = await open_detail(pilot)
             top = screen.query_one(TopTable)
+            assert table is not None
             x, _ = tensors(folder, table.columns["tensor"][rows[rank]])
             assert top.line_text(None).split()[1:rank + 2] == header.split() + ["NPU"]  # the header line
+            assert top.top is not None
             assert top.cells(0)[1] == " ".join(map(str, np.unravel_index(int(top.top.index[0]), x.shape)))
             await pilot.press("escape")
             await pilot.pause()

@@ -10,7 +10,8 @@ from accuscope.engine.compare import crossmap
 from accuscope.engine.compare.spec import CompareSpec
 from accuscope.engine.tasks.task import load_task
 from accuscope.engine.tasks.taskrun import run_task
-from appkit import drive, screen_text, wait_for
+from appkit import drive, screen_text, task_screen, wait_for
+from support.narrow import present
 
 CROSS = Path(__file__).parents[1] / "fixtures" / "msprobe" / "cross"
 QKV = "Cell.layers.0.attention.qkv.Dense.forward.0"
@@ -32,8 +33,8 @@ def test_plus_accepts_minus_rejects_and_the_rerun_reads_them(tmp_path):
     app = AccuscopeApp(tmp_path, open_path=folder)
 
     async def script(pilot):
-        await wait_for(pilot, lambda: not app.screen.advising)
-        screen = app.screen
+        await wait_for(pilot, lambda: not task_screen(app).advising)
+        screen = task_screen(app)
         await pilot.press("f", *f'npu_op == "{QKV}"', "enter")
         await pilot.press("plus")
         await pilot.pause()
@@ -57,11 +58,12 @@ def test_plus_accepts_minus_rejects_and_the_rerun_reads_them(tmp_path):
     assert "is not an inferred pair (how: api_table)" in refused and f"rejected: {PROJ}" in refused
     assert "rows 4/237" in after and QKV in after and "pairs +" not in after  # paired by the file now
     task = load_task(folder)
-    assert Path(task.doc.path("mapping", folder)).name == crossmap.DECISIONS
-    assert task.doc.match == "structure"
+    assert Path(present(task.doc.path("mapping", folder))).name == crossmap.DECISIONS
+    assert task.doc.spec().match == "structure"
     assert list(calls(task.table, "mapping")) == [QKV]
     for how in crossmap.INFERRED:
         assert QKV not in calls(task.table, how) and PROJ not in calls(task.table, how)
+    assert task.table is not None
     rows = [task.table.row(i) for i in range(len(task.table))]
     assert all(r["how"] == "" and "rejected in" in r["reason"] for r in rows if r["npu_op"] == PROJ)
 
@@ -72,8 +74,8 @@ def test_equals_accepts_underscore_rejects_one_tensor_and_the_file_says_it(tmp_p
     weight, output = f"{PROJ}:input:1", f"{QKV}:output:0"
 
     async def script(pilot):
-        await wait_for(pilot, lambda: not app.screen.advising)
-        screen = app.screen
+        await wait_for(pilot, lambda: not task_screen(app).advising)
+        screen = task_screen(app)
         await pilot.press("f", *f'tensor == "{weight}"', "enter", "underscore")
         await pilot.pause()
         rejected = screen_text(app)
@@ -95,7 +97,7 @@ def test_equals_accepts_underscore_rejects_one_tensor_and_the_file_says_it(tmp_p
     text = (folder / crossmap.DECISIONS).read_text()
     assert f'"{weight}": ""' in text
     assert f'"{output}": "Module.layers.0.self_attention.query_key_value.Linear.forward.0:output:0"' in text
-    rows = {r["tensor"]: r for r in (load_task(folder).table.row(i) for i in range(len(load_task(folder).table)))}
+    rows = {r["tensor"]: r for r in (present(load_task(folder).table).row(i) for i in range(len(present(load_task(folder).table))))}
     assert rows[weight]["how"] == "" and "rejected in" in rows[weight]["reason"]
     assert rows[output]["how"] == "mapping"
     assert rows[f"{PROJ}:input:0"]["how"] == rows[f"{QKV}:input:0"]["how"] == crossmap.VARIANTS  # the rest as before
@@ -112,8 +114,8 @@ def test_p_picks_a_golden_counterpart_and_the_rerun_pairs_with_it(tmp_path):
 
     async def script(pilot):
         from accuscope.app.pairpicker import PairPicker
-        await wait_for(pilot, lambda: not app.screen.advising)
-        screen = app.screen
+        await wait_for(pilot, lambda: not task_screen(app).advising)
+        screen = task_screen(app)
         await pilot.press("f", *f'tensor == "{weight}"', "enter", "p")
         picker = app.screen
         assert isinstance(picker, PairPicker)
@@ -158,8 +160,8 @@ def test_row_details_of_a_left_call_name_its_outcome(tmp_path):
     app = AccuscopeApp(tmp_path, open_path=tmp_path / "plain")
 
     async def script(pilot):
-        await wait_for(pilot, lambda: not app.screen.advising)
-        table = app.screen.table_widget
+        await wait_for(pilot, lambda: not task_screen(app).advising)
+        table = task_screen(app).table_widget
         await wait_for(pilot, lambda: not table.waiting())
         if not table.show_invalid:  # a step's rows not compared start hidden: x shows them
             table.focus()

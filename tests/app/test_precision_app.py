@@ -42,13 +42,14 @@ def test_advisor_p_runs_the_search_on_screen_and_opens_the_result_task(cls_cliff
         assert isinstance(prec, PrecisionScreen) and prec.spec.to == "fp16"
         await wait_for(pilot, lambda: prec.result is not None or prec.error)
         await pilot.pause()
+        assert prec.result is not None
         assert not prec.result.outcome.met and "target not met: cancelled" in screen_text(pilot.app)
         await pilot.press("escape", "p")  # started again: resumes from the trial log
         prec = pilot.app.screen
-        assert isinstance(prec, PrecisionScreen) and prec.result is None
+        assert isinstance(prec, PrecisionScreen) and not prec.result
         await wait_for(pilot, lambda: prec.result is not None or prec.error)
         await pilot.pause()
-        assert not prec.error and prec.result.outcome.keep == [bn]
+        assert not prec.error and prec.result is not None and prec.result.outcome.keep == [bn]
         text = screen_text(pilot.app)
         assert "target met keeping 1 op(s) in fp32" in text and bn in text
         assert "greedy" in text and "full" in text and "current op set" not in text  # the result names the set

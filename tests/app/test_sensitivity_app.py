@@ -22,7 +22,9 @@ def test_advisor_screen_toggles_to_the_ranked_ops_and_jumps_to_one(ws):
         await pilot.pause()
         assert not advisor.ranking_error
         ranking = advisor.ranking
+        assert ranking is not None
         assert ranking.ops and ranking.ops[0].origin == "introduced"
+        assert advisor.advice.cause is not None
         assert ranking.ops[0].op == advisor.advice.cause.op  # the same op the advisor names first
         text = screen_text(pilot.app)
         assert "1-cos" in text and "introduced" in text and "network outputs:" in text
@@ -62,6 +64,7 @@ def test_the_ranking_is_made_on_the_opened_task_under_the_thresholds_shown(ws):
         assert isinstance(advisor, AdviceScreen)
         await wait_for(pilot, lambda: advisor.ranking is not None or advisor.ranking_error)
         assert not advisor.ranking_error
+        assert advisor.ranking is not None
         assert "< 0.9999" in advisor.ranking.verdict  # the thresholds shown, not those the folder held at start
         assert sorted(o.op for o in advisor.ranking.ops) == sorted(o.op for o in advisor.advice.ops)
         return advisor.ranking

@@ -22,6 +22,7 @@ from PIL import Image
 
 from accuscope.engine.demo.workspace import MAIN, TASKS
 from browser import chromium
+from support.narrow import present
 
 ENV = {**os.environ, "COLUMNS": "200", "NO_COLOR": "1"}
 
@@ -57,6 +58,7 @@ def served(workspace, *args):
     port = free_port()
     server = start("--port", port, "--workspace", workspace, *args)
     try:
+        assert server.stdout is not None
         first = server.stdout.readline()
         found = re.search(r"serving the app on http://[^/ ]+/\?token=([\w-]+) ", first)
         assert found, (first, server.poll() is None or server.communicate())
@@ -136,7 +138,8 @@ def test_serve_shows_the_demo_task_in_a_browser(demo_ws, tmp_path):
     assert "60/68 rows fail" in screen
     image = Image.open(io.BytesIO(shot)).convert("L")
     assert image.size == (1280, 800)
-    assert len(image.getcolors(256)) > 8, "the page is blank"  # text, table and chart in several shades
+    colors = image.getcolors(256)
+    assert colors is not None and len(colors) > 8, "the page is blank"  # text, table and chart in several shades
     assert server.returncode == 0, err
     assert f"ssh -L {port}:127.0.0.1:{port}" in hint and hint.endswith(f"then open http://127.0.0.1:{port}/?token={token}\n")
     # the page, its script, stylesheet, font and websocket: nothing from another host (no font service)
@@ -305,7 +308,7 @@ async def survives_garbage(port: int, token: str) -> tuple[list, tuple[int, int]
         drawn = b""
         await ws.send_str(json.dumps(["resize", {"width": 100, "height": 30}]))
         await until(lambda: screen_size(drawn, 30) is not None)
-        return replies, screen_size(drawn, 30)
+        return replies, present(screen_size(drawn, 30))
 
 
 def test_serve_drops_malformed_websocket_messages(demo_ws):

@@ -43,6 +43,7 @@ def graph_on_head(task: Path, size: tuple[int, int]) -> tuple[GraphScreen, str, 
             await pilot.press("g")
             await wait_for(pilot, lambda: isinstance(app.screen, GraphScreen) and app.screen.graph is not None)
             screen = app.screen
+            assert isinstance(screen, GraphScreen) and screen.graph is not None
             screen.view.move_cursor(next(i for i, n in enumerate(screen.graph.nodes) if n.name == HEAD))
             await pilot.pause()
             await pilot.pause()
@@ -53,6 +54,7 @@ def graph_on_head(task: Path, size: tuple[int, int]) -> tuple[GraphScreen, str, 
 def test_the_graph_pane_shows_the_merged_runs_one_module_tree_with_verdicts(shards_task):
     screen, text, _ = graph_on_head(shards_task, (160, 50))
     graph = screen.graph
+    assert graph is not None
     assert "(merged TP=2 x PP=2)" in graph.name
     assert text.splitlines()[0].strip() == "accuscope › tasks › tp › graph · merged TP=2 x PP=2"  # the pane says it
     names = [n.name for n in graph.nodes]

@@ -19,7 +19,7 @@ from accuscope.app.taskscreen import CANCEL_QUESTION
 from accuscope.engine.compare.spec import CompareSpec
 from accuscope.engine.demo.workspace import MAIN, build_workspace
 from accuscope.engine.tasks.taskrun import run_task
-from appkit import check_snapshot, wait_for
+from appkit import check_snapshot, task_screen, wait_for
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +48,7 @@ def svg_of(task: Path, size: tuple[int, int], keys: list[str]) -> str:
         app = AccuscopeApp(task.parent, open_path=task)
         async with app.run_test(size=size) as pilot:
             await pilot.pause()
-            await wait_for(pilot, lambda: not app.screen.advising)  # the advisor's line is part of it
+            await wait_for(pilot, lambda: not task_screen(app).advising)  # the advisor's line is part of it
             for key in keys:
                 if callable(key):  # a step that is not a key: push a screen as the app would
                     key(app)

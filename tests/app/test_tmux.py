@@ -88,7 +88,7 @@ class Tmux:
 
 @pytest.fixture
 def tmux():
-    sessions = []
+    sessions: list[Tmux] = []
 
     def start(command: str, **kw) -> Tmux:
         t = Tmux(f"accuscope-test-{os.getpid()}-{len(sessions)}", command, **kw)
@@ -103,6 +103,7 @@ def test_open_triage_and_quit_at_80x24(tmux, tmp_path):
     from accuscope.engine.demo.workspace import build_workspace
     build_workspace(tmp_path)
     task = load_task(tmp_path / MAIN.name)
+    assert task.table is not None
     first = task.table.row(int(task.table.columns["fail"].argmax()))
     env = "TERM=xterm-256color COLUMNS=80 LINES=24"
     t = tmux(f"cd {shlex.quote(str(tmp_path))} && env {env} {shlex.quote(sys.executable)} -m accuscope "

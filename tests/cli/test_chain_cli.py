@@ -14,6 +14,7 @@ import pytest
 from support.chains import clamp_builds, optimised_fp16_chain
 from support.cli import accuscope
 from support.data import CACHE, FIXTURES
+from support.narrow import present
 
 TPUMLIR = FIXTURES / "conformance" / "tpumlir"
 REFERENCE = TPUMLIR / "tfm" / "tfm_onnx_all.npz"
@@ -178,7 +179,7 @@ def test_the_docs_compare_examples_run_as_written(tmp_path):
     blocks = [b.replace("\\\n", " ") for b in re.findall(r"```sh\n(.*?)```", text, re.S)]
     runs = [shlex.split(b) for b in blocks if "tests/fixtures/" in b]
     assert len(runs) == 2
-    shown = re.search(r"^chain ✗ fail: enters at .*$", text, re.M).group(0)
+    shown = present(re.search(r"^chain ✗ fail: enters at .*$", text, re.M)).group(0)
     for k, words in enumerate(runs):
         assert words[:2] == ["accuscope", "compare"]
         out = words.index("--out")
@@ -204,7 +205,7 @@ def npz_tool_first_failure(log: Path) -> str | None:
     text = log.read_text()
     if "npz compare FAILED." not in text:
         return None
-    return re.search(r"^\[(\S+)\s*\]\s+NOT_(?:SIMLIAR|EQUAL|MATCH)", text, re.M).group(1)
+    return present(re.search(r"^\[(\S+)\s*\]\s+NOT_(?:SIMLIAR|EQUAL|MATCH)", text, re.M)).group(1)
 
 
 @pytest.mark.parametrize("model, mode", [("cls", "f16"), ("cls", "int8"), ("det", "f16"), ("det", "int8"),

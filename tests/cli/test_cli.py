@@ -94,7 +94,7 @@ def test_convert_to_bin_records_shapes(clean_dump, tmp_path):
 
 def test_convert_golden_npz_to_mindstudio_npy_names(tmp_path):
     a = np.arange(6, dtype=np.float32).reshape(2, 3)
-    np.savez(tmp_path / "g.npz", **{"conv1/out": a})
+    np.savez(tmp_path / "g.npz", **{"conv1/out": a})  # type: ignore[arg-type]  # numpy's stub reads **arrays as allow_pickle
     r = accuscope("convert", tmp_path / "g.npz", "--out", tmp_path / "o")
     assert r.returncode == 0, r.stdout + r.stderr
     assert np.array_equal(np.load(tmp_path / "o" / "conv1_out.0.0.npy"), a)

@@ -15,6 +15,7 @@ distributed = pytest.importorskip("distributed")
 
 from accuscope.engine.demo.ranktree import write_rank_tree
 from accuscope.engine.tasks.task import load_task
+from support.narrow import present
 
 
 def accuscope(*args) -> subprocess.CompletedProcess:
@@ -30,7 +31,7 @@ def test_local_cluster_compares_every_rank_on_its_worker_processes(tmp_path):
     doc = json.loads((tmp_path / "t" / "task.json").read_text())
     workers = {rec["worker"].split(" ")[0] for rec in doc["ranks"].values()}
     assert workers <= {"0", "1"} and doc["cluster"] == "local:2"
-    assert len(load_task(tmp_path / "t").table) == 16
+    assert len(present(load_task(tmp_path / "t").table)) == 16
 
 
 def test_local_cluster_runs_custom_algorithms_on_its_daemonic_workers(tmp_path):
@@ -45,7 +46,7 @@ def test_local_cluster_runs_custom_algorithms_on_its_daemonic_workers(tmp_path):
                   "--custom-algorithms", tmp_path / "plugins")
     assert r.returncode == 0, r.stdout + r.stderr
     assert "ranks 2 · compared 2" in r.stdout and "failed" not in r.stdout
-    values = load_task(tmp_path / "t").table.columns["MaxDiff"]
+    values = present(load_task(tmp_path / "t").table).columns["MaxDiff"]
     assert len(values) == 4 and all(float(v) > 0 for v in values)
 
 
@@ -114,7 +115,7 @@ def test_two_hosts_each_rank_on_the_host_holding_it_a_killed_host_loses_its_rank
         assert state[0] == state[1] == ("done", "hostA")  # placed where their folders are
         assert state[2][0] == state[3][0] == "lost" and "left the cluster" in ranks["step0_rank2"]["error"]
         assert sorted(p.name for p in (out / "ranks").iterdir()) == ["step0_rank0.npz", "step0_rank1.npz"]
-        assert len(load_task(out).table) == 6
+        assert len(present(load_task(out).table)) == 6
 
         workers.append(start_worker(address, "hostB2", f"{shared}={tmp_path / 'hostB'}"))  # hostB back
         wait_workers(scheduler, {"hostA", "hostB2"})
@@ -125,6 +126,7 @@ def test_two_hosts_each_rank_on_the_host_holding_it_a_killed_host_loses_its_rank
         state = {rec["rank"]: (rec["state"], rec["worker"].split(" ")[0]) for rec in ranks.values()}
         assert state == {0: ("done", "hostA"), 1: ("done", "hostA"), 2: ("done", "hostB2"), 3: ("done", "hostB2")}
         task = load_task(out)
+        assert task.table is not None
         assert len(task.table) == 12 and set(task.table.columns["rank"][task.table.columns["fail"]].tolist()) == {3}
     finally:
         for w in workers:

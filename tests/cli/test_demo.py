@@ -19,6 +19,7 @@ from accuscope.engine.sources.tensor import SourceError
 from accuscope.engine.tasks.task import load_task
 from accuscope.engine.tasks.tasklist import list_tasks
 from support.cli import accuscope
+from support.narrow import present
 
 pytest.importorskip("onnxruntime")
 
@@ -55,6 +56,7 @@ def test_workspace_holds_finished_openable_tasks(workspace):
         assert s.state == "done" and not s.problem and s.rows and s.failing
     for folder in folders:
         task = load_task(folder)
+        assert task.doc.demo is not None
         assert not task.warnings and task.doc.demo["story"]
         assert len(list(folder.glob("result_*.csv"))) == 1 and (folder / "result.npz").is_file()
         coverage = task.doc.coverage
@@ -64,7 +66,7 @@ def test_workspace_holds_finished_openable_tasks(workspace):
             assert task.doc.sides == {"npu": "npy", "golden": "npy"}
             continue
         if folder.name == demo.MSPROBE.name:  # no model: msprobe dumps of a numpy network
-            assert task.doc.sides == {"npu": "msprobe", "golden": "msprobe"} and task.doc.rank == "2"
+            assert task.doc.sides == {"npu": "msprobe", "golden": "msprobe"} and task.doc.spec().rank == "2"
             continue
         om = json.loads(next((folder / "model").glob("*.json")).read_text())
         assert any(a["key"] == "_datadump_original_op_names" for op in om["graph"][0]["op"] for a in op["attr"])
@@ -76,7 +78,7 @@ def test_onnx_only_task_finds_the_float16_overflow(workspace):
     from accuscope.engine.diagnose.advisor import advise
     root, folders = workspace
     folder = root / demo.ONNX_FP16.name
-    c = load_task(folder).table.columns
+    c = present(load_task(folder).table).columns
     first = int(np.flatnonzero(c["fail"])[0])
     assert c["npu_op"][first] == POW_OP and c["npu_nonfinite"][first] > 0 and c["how"][first] == "tensor"
     # the input Cast's output is the converter's own; the output Cast's input is the Gemm's output in
@@ -86,7 +88,9 @@ def test_onnx_only_task_finds_the_float16_overflow(workspace):
     cast_in = list(c["tensor"]).index("graph_output_cast_0:input:0")
     assert c["golden_op"][cast_in] == "/head/fc/Gemm" and c["how"][cast_in] == "tensor"
     a = advise(folder, write=False)
+    assert a is not None
     assert a.method == "rerun"
+    assert a.primary is not None
     assert a.primary.rule == "verdict" and "the model passes" in a.primary.title  # the overflow stays local
     assert any(f.rule == "nonfinite_origin" and f.op == POW_OP for f in a.findings)
     assert {o.op: o.origin for o in a.ops}[POW_OP] == "introduced"
@@ -106,7 +110,7 @@ def test_build_is_reproducible_byte_for_byte(workspace, tmp_path):
         different = [f for f in first[name] if first[name][f] != second[name][f]]
         assert not different, (name, different[:5])
         assert len(first[name]) > 20
-    a, b = load_task(folders[0]).table.columns, load_task(other[0]).table.columns
+    a, b = present(load_task(folders[0]).table).columns, present(load_task(other[0]).table).columns
     for key in ("cos", "red", "kl", "max_abs", "npu_nonfinite"):
         np.testing.assert_array_equal(a[key], b[key])
     # Rebuilding in place replaces the demo's folders: same bytes, still one result each.
@@ -118,6 +122,7 @@ def test_build_is_reproducible_byte_for_byte(workspace, tmp_path):
 def test_main_task_network_looks_like_an_ascend_deployment(workspace):
     _, folders = workspace
     table = load_task(folders[0]).table
+    assert table is not None
     c = table.columns
     onnx = pytest.importorskip("onnx")
     model = onnx.load(str(folders[0] / "model" / f"{demo.MAIN.model_name}.onnx"))
@@ -141,6 +146,7 @@ def test_main_task_network_looks_like_an_ascend_deployment(workspace):
 def test_main_task_first_failure_is_the_quantized_conv_and_followers_only_inherit(workspace):
     _, folders = workspace
     table = load_task(folders[0]).table
+    assert table is not None
     c = table.columns
     first = int(np.argmax(c["fail"]))
     assert c["npu_op"][first] == QUANTIZED_OP and c["io"][first] == "output"
@@ -163,6 +169,7 @@ def test_main_task_first_failure_is_the_quantized_conv_and_followers_only_inheri
 def test_main_task_layernorm_variance_overflows_float16(workspace):
     _, folders = workspace
     table = load_task(folders[0]).table
+    assert table is not None
     c = table.columns
     (pow_out,) = _rows(table, POW_OP, "output")
     (pow_in,) = _rows(table, POW_OP, "input")
@@ -172,9 +179,9 @@ def test_main_task_layernorm_variance_overflows_float16(workspace):
     (var_out,) = _rows(table, "/attn/norm/ReduceMean_1", "output")
     assert c["npu_nonfinite"][var_out] > 0
     golden = open_golden(folders[0] / "golden")
-    d = np.asarray(golden.find("/attn/norm/Sub").load())
+    d = np.asarray(present(golden.find("/attn/norm/Sub")).load())
     assert np.abs(d).max() ** 2 > np.finfo(np.float16).max  # a genuine float16 overflow, not a planted inf
-    assert np.isfinite(np.asarray(golden.find(POW_OP).load())).all()
+    assert np.isfinite(np.asarray(present(golden.find(POW_OP)).load())).all()
     (norm_out,) = _rows(table, "/attn/norm/Div", "output")
     assert c["npu_nonfinite"][norm_out] == 0 and c["cos"][norm_out] < 0.9  # d / inf = 0: finite, wrong
     out = np.flatnonzero(c["is_output"])
@@ -184,13 +191,14 @@ def test_main_task_layernorm_variance_overflows_float16(workspace):
 def test_bgr_task_fails_from_its_input(workspace):
     _, folders = workspace
     table = load_task(folders[1]).table
+    assert table is not None
     c = table.columns
     first = int(np.argmax(c["fail"]))
     assert c["io"][first] == "input" and c["type"][first] == "Conv2D"
     assert c["golden_file"][first].endswith(f"{demo.INPUT}.0.{demo.TIMESTAMP_US}.npy")
     assert c["cos"][first] < 0.9
-    npu = np.asarray(open_npu_dump(folders[1] / "npu").find_op("trans_TransData_0").inputs[0].load(), np.float64)
-    gold = np.asarray(open_golden(folders[1] / "golden").find(demo.INPUT).load(), np.float64)
+    npu = np.asarray(present(open_npu_dump(folders[1] / "npu").find_op("trans_TransData_0")).inputs[0].load(), np.float64)
+    gold = np.asarray(present(open_golden(folders[1] / "golden").find(demo.INPUT)).load(), np.float64)
     for ch in range(3):  # the same picture with channels reversed: perfect correlation of 0<->2
         assert np.corrcoef(npu[0, ch].ravel(), gold[0, 2 - ch].ravel())[0, 1] > 0.999
     assert np.corrcoef(npu[0, 0].ravel(), gold[0, 0].ravel())[0, 1] < 0.9
@@ -228,7 +236,7 @@ def test_the_command_opens_the_tui_on_the_main_task_when_there_is_one(workspace,
     opened = []  # never the real app here: a stand-in records how it would be called
     app_main = types.ModuleType("accuscope.app.main")
     app_main.__spec__ = importlib.machinery.ModuleSpec("accuscope.app.main", None)
-    app_main.run = lambda workspace, task=None: opened.append((workspace, task))
+    app_main.run = lambda workspace, task=None: opened.append((workspace, task))  # type: ignore[attr-defined]  # a stand-in module's function
     monkeypatch.setitem(sys.modules, "accuscope.app.main", app_main)
     assert demo_cmd.run(args) == 0
     assert opened == [(str(root), str(folders[0]))]

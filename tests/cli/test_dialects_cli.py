@@ -11,6 +11,7 @@ import numpy as np
 from accuscope.engine.sides.registry import detect
 from accuscope.engine.tasks.task import load_task
 from support.dialects import save_npz, write_atb, write_ms_step
+from support.narrow import present
 
 
 def accuscope(*args) -> subprocess.CompletedProcess:
@@ -30,7 +31,7 @@ def test_tpumlir_actual_desired_is_one_file_holding_both_sides(tmp_path, cls_run
     assert "tpu-mlir-npz" in r.stdout and "paired 12 of 12" in r.stdout
     meta = json.loads((tmp_path / "t" / "task.json").read_text())
     assert (meta["npu_runner"], meta["golden_runner"]) == ("actual", "desired")
-    cos = load_task(tmp_path / "t").table.numbers("cos")
+    cos = present(load_task(tmp_path / "t").table).numbers("cos")
     assert (cos > 0.9999).all() and (cos < 1).any()  # float16 rounding, nothing more
 
 
@@ -43,7 +44,7 @@ def test_mindspore_dump_against_another_step(tmp_path, cls_run):
     r = accuscope("compare", "--npu", tmp_path / "b", "--golden", tmp_path / "a", "--out", tmp_path / "t",
                   "--threshold", "red=0.01")
     assert r.returncode == 0, r.stdout + r.stderr
-    c = load_task(tmp_path / "t").table.columns
+    c = present(load_task(tmp_path / "t").table).columns
     assert len(c["fail"]) == 20 and c["how"].tolist() == ["name"] * 20
     first = int(np.flatnonzero(c["fail"])[0])
     assert first == 7 and c["npu_op"][first].endswith(run[7][0].replace("/", "--"))

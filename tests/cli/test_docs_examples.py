@@ -64,7 +64,7 @@ def slug(heading: str) -> str:
 
 def anchors(page: Path) -> set[str]:
     """The anchors of the page's headings (a repeated heading's get -1, -2 ...)."""
-    found, fenced, seen = set(), False, {}
+    found, fenced, seen = set(), False, dict[str, int]()
     for line in page.read_text(encoding="utf-8").split("\n"):
         if FENCE.match(line.lstrip()):
             fenced = not fenced

@@ -36,6 +36,7 @@ def test_msprobe_columns_failing_rows_red_and_nan_as_text(demo_ws, tmp_path):
                          "MaxRelativeErr", "One Thousandth Err Ratio", "Five Thousandths Err Ratio",
                          "Accuracy Reached or Not", "Err_message")
     table = load_task(task).table
+    assert table is not None
     c = table.columns
     assert len(rows) - 1 == len(table)
     col = {name: [row[i] for row in rows[1:]] for i, name in enumerate(head)}
@@ -57,6 +58,7 @@ def test_msprobe_columns_failing_rows_red_and_nan_as_text(demo_ws, tmp_path):
 def test_rows_past_the_limit_continue_on_new_sheets(demo_ws, tmp_path):
     """Excel's limit injected small (68 rows, 30 a sheet with the header): 29 + 29 + 10 rows, in order."""
     task = load_task(demo_ws / MAIN.name)
+    assert task.table is not None and task.thresholds is not None
     names = write_xlsx(task.table, task.thresholds, tmp_path / "r.xlsx", sheet_rows=30)
     assert names == ["result", "result 2", "result 3"]
     book = sheets(tmp_path / "r.xlsx")

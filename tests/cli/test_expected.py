@@ -38,6 +38,7 @@ from accuscope.engine.compare import judgement
 from accuscope.engine.precision.convert import convert, prepare
 from accuscope.engine.tasks.task import load_task
 from support.data import text_image_nchw
+from support.narrow import present
 
 TRAIN = Path(__file__).resolve().parents[1] / "fixtures" / "msprobe" / "train"
 BUGGY_CONV = "p2o.Conv.20"
@@ -77,7 +78,8 @@ def test_fp16_itself_explains_every_failing_row_and_the_batchnorm_is_named(det16
     clean = found["det16"]
     assert clean["judgement"]["outcome"] == "fail" and clean["judgement"]["cause"] == "precision"
     task = load_task(d / "det16")
-    assert task.spec().expected and Path(task.spec().expected).name == "expected"  # task.json keeps the third side
+    assert task.spec().expected and Path(present(task.spec().expected)).name == "expected"  # task.json keeps the third side
+    assert task.table is not None and task.thresholds is not None
     state = judgement.evaluate(task.table, task.thresholds)
     assert state.fail.any() and (state.expected == state.fail).all() and state.first_beyond is None
     c = task.table.columns
@@ -92,6 +94,7 @@ def test_fp16_itself_explains_every_failing_row_and_the_batchnorm_is_named(det16
 def test_a_kernel_bug_is_where_the_error_leaves_the_precisions_own(det16):
     d, found = det16
     task = load_task(d / "bug16")
+    assert task.table is not None and task.thresholds is not None
     state = judgement.evaluate(task.table, task.thresholds)
     c = task.table.columns
     r = state.first_beyond
@@ -118,7 +121,7 @@ def test_msprobe_bf16_as_the_third_side_of_a_faulty_fp32_step(tmp_path):
                   "--step", "0", "--rank", "0", "--out", tmp_path / "r0", "--json")
     assert r.returncode == 0, r.stderr
     assert "cause" not in json.loads(r.stdout)["judgement"]  # rank 0 holds no fault: nothing fails
-    assert judgement.evaluate(load_task(tmp_path / "r0").table, load_task(tmp_path / "r0").thresholds).first_beyond is None
+    assert judgement.evaluate(present(load_task(tmp_path / "r0").table), present(load_task(tmp_path / "r0").thresholds)).first_beyond is None
 
 
 def test_unusable_third_sides_exit_2_naming_them(det16, tmp_path):
@@ -155,6 +158,7 @@ def test_a_static_int8_candidate_is_simulated_with_its_own_scales(cls8, form):
                   "--out", cls8 / f"t-{form}", "--expected", "auto", "--json")
     assert r.returncode in (0, 1), r.stderr
     task = load_task(cls8 / f"t-{form}")
+    assert task.table is not None and task.thresholds is not None
     state = judgement.evaluate(task.table, task.thresholds)
     c = task.table.columns
     assert state.fail.any() and (state.expected == state.fail).all() and state.first_beyond is None
@@ -189,9 +193,10 @@ def test_a_requantization_fault_is_where_the_error_leaves_int8s_own(cls8):
                   "--out", cls8 / "t-faulty", "--expected", expected)
     assert r.returncode in (0, 1), r.stderr
     task = load_task(cls8 / "t-faulty")
+    assert task.table is not None and task.thresholds is not None
     state = judgement.evaluate(task.table, task.thresholds)
     c = task.table.columns
-    downstream, frontier = set(), {out}  # the tensors the faulty conv reaches
+    downstream, frontier = set[str](), {out}  # the tensors the faulty conv reaches
     for node in m.graph.node:
         if frontier & set(node.input) or downstream & set(node.input):
             downstream.update(node.output)
@@ -213,6 +218,7 @@ def test_a_dynamic_int8_candidate_is_simulated_with_its_own_settings(cls_model, 
                   "--out", tmp_path / "t", "--expected", "auto", "--json")
     assert r.returncode in (0, 1), r.stderr
     task = load_task(tmp_path / "t")
+    assert task.table is not None and task.thresholds is not None
     state = judgement.evaluate(task.table, task.thresholds)
     c = task.table.columns
     assert state.fail.any() and (state.expected == state.fail).all() and state.first_beyond is None

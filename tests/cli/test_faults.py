@@ -77,13 +77,15 @@ def start_paused(args, point: str, marker: Path, **env) -> subprocess.Popen:
 
 def snapshot(folder: Path) -> tuple:
     t = load_task(folder)
-    return t.doc.generation, t.doc.op_range, t.table.columns["cos"].copy()
+    assert t.table is not None
+    return t.doc.generation, t.doc.spec().op_range, t.table.columns["cos"].copy()
 
 
 def same_result(folder: Path, before: tuple) -> None:
     gen, rng, cos = before
     t = load_task(folder)
-    assert t.doc.generation == gen and t.doc.op_range == rng
+    assert t.doc.generation == gen and t.doc.spec().op_range == rng
+    assert t.table is not None
     np.testing.assert_allclose(t.table.columns["cos"], cos, rtol=0, atol=1e-6)  # the CSV has 6 decimals
 
 
@@ -99,13 +101,14 @@ def test_kill_9_while_comparing_keeps_the_previous_result_and_reads_interrupted(
     proc.wait()
     same_result(task, before)
     t = load_task(task)
+    assert t.doc.attempt is not None
     assert t.doc.state == "interrupted" and t.doc.attempt["op_range"] == "1,10,1"
     assert t.warnings == []
     assert [e.state for e in list_tasks(task.parent) if e.path == task] == ["interrupted"]
     r = accuscope(*compare_args(case, task, "--range", "1,10,1"))  # it can be re-run at once
     assert r.returncode == 0, r.stderr
     t = load_task(task)
-    assert t.doc.state == "done" and t.doc.op_range == "1,10,1" and "attempt" not in t.doc
+    assert t.doc.state == "done" and t.doc.spec().op_range == "1,10,1" and "attempt" not in t.doc
     assert len(list(task.glob("result_*.csv"))) == 1
 
 
@@ -243,6 +246,7 @@ def test_a_full_disk_is_exit_2_naming_the_place(case, small_fs):
     assert r.returncode == 2, r.stderr
     assert "Traceback" not in r.stderr and "No space left on device" in r.stderr and str(small_fs) in r.stderr
     t = load_task(small_fs / "task")  # what fits says what happened
+    assert t.table is not None
     assert t.doc.state in ("failed", "interrupted") and len(t.table) == 0
 
 
@@ -350,6 +354,7 @@ def test_a_plugin_calling_os_exit_costs_its_row_not_the_run(case, tmp_path):
     assert r.returncode == 0, r.stderr
     t = load_task(tmp_path / "task")
     assert t.doc.state == "done"
+    assert t.table is not None
     c = t.table.columns
     died = [i for i in range(len(t.table)) if "Exits ended its process (exit code 9)" in c["reason"][i]]
     assert died and all(FAULTY in c["npu_op"][i] for i in died)
@@ -366,6 +371,7 @@ def test_a_plugin_that_never_returns_is_disabled_after_its_budget(case, tmp_path
                                 "Conv@0BatchNormalization@0,Conv@7Relu@4"), ACCUSCOPE_PLUGIN_BUDGET="0.5")
     assert r.returncode == 0, r.stderr
     t = load_task(tmp_path / "task")
+    assert t.table is not None
     reasons = [r for r in t.table.columns["reason"] if "Hangs" in r]
     assert t.doc.state == "done" and len(reasons) >= 2
     assert "Hangs: no answer within 0.5 s" in reasons[0]  # the first call uses up the budget

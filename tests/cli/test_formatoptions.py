@@ -156,7 +156,11 @@ def test_one_compare_lists_each_npy_folder_a_few_times(tmp_path, monkeypatch):
 def test_detection_is_asked_again_when_the_path_changes(tmp_path, monkeypatch):
     seen: list[str] = []
     sniff = registry.sniff_format
-    monkeypatch.setattr(registry, "sniff_format", lambda p: seen.append(p) or sniff(p))
+
+    def recorded(p):
+        seen.append(p)
+        return sniff(p)
+    monkeypatch.setattr(registry, "sniff_format", recorded)
     monkeypatch.setattr(registry, "_DETECTED", {})
     path = tmp_path / "a.npz"
     np.savez(path, x=np.zeros(3))

@@ -68,14 +68,18 @@ def surfaces(folder, compare_json: dict | None = None) -> dict[str, tuple]:
     told = accuscope("advise", folder, "--json")
     advice = json.loads(told.stdout)
     severity = advice["verdict"]["severity"] if advice["verdict"] else None
+    assert severity is not None
     outcome = {"error": "fail", "info": "pass", "warning": "unknown"}.get(severity)
     found["advise --json"] = (advice["failing"], (advice["first_failing"] or {}).get("tensor"), outcome)
     assert advice["judgement"]["outcome"] == outcome
     listed = next(s for s in list_tasks(folder.parent) if s.name == folder.name)
+    assert task.table is not None
     c = task.table.columns
+    assert task.thresholds is not None
     first_op = c["npu_op"][judgement.evaluate(task.table, task.thresholds).first_failing] if listed.failing else ""
     assert listed.first_failing_op == first_op
     s = summarize(task.table, task.thresholds, task.basis)
+    assert s.verdict is not None
     found["task browser / summary line"] = (listed.failing, c["tensor"][s.first_failing] if s.first_failing is not None
                                            else None, s.verdict.outcome)
     report = build_report(task, advise(task, write=False), worst=1)
@@ -93,6 +97,7 @@ def assert_one_answer(found: dict[str, tuple]) -> tuple:
 def test_cls_int8_passes_on_every_surface_and_its_noisy_output_is_not_a_failure(cls_int8):
     folder, ran = cls_int8
     task = load_task(folder)
+    assert task.table is not None and task.thresholds is not None
     state = judgement.evaluate(task.table, task.thresholds)
     c = task.table.columns
     out = [int(r) for r in np.flatnonzero(c["is_output"] & ~c["is_npu_only"])]
@@ -104,7 +109,9 @@ def test_cls_int8_passes_on_every_surface_and_its_noisy_output_is_not_a_failure(
     failing, first, outcome = assert_one_answer(surfaces(folder, ran))
     assert outcome == "pass"
     advice = advise(folder, write=False)
+    assert advice is not None
     assert not [f for f in advice.findings if f.severity == "error"], [f.title for f in advice.findings]
+    assert advice.primary is not None
     assert "near zero" in advice.primary.text
     # no failing row breaks only noise-prone metrics while its tensor agrees
     assert not any(state.fail & state.noisy)
@@ -115,6 +122,7 @@ def test_demo_tasks_get_one_answer_everywhere(demo_ws, name):
     folder = demo_ws / name
     failing, first, outcome = assert_one_answer(surfaces(folder))
     task = load_task(folder)
+    assert task.table is not None and task.thresholds is not None
     assert outcome == verdict(task.table, task.thresholds, task.basis).outcome
     assert failing == int(judgement.evaluate(task.table, task.thresholds).fail.sum()) and (first is None) == (failing == 0)
     if name == demo.MAIN.name:

@@ -17,6 +17,7 @@ import pytest
 from accuscope.engine.sources.names import read_mapping_csv
 from support.cli import accuscope
 from support.data import FIXTURES
+from support.narrow import present
 
 lite = pytest.importorskip("ai_edge_litert.interpreter",
                            reason="ai-edge-litert is not installed (pip install 'accuscope[litert]')")
@@ -96,10 +97,10 @@ def test_int8_against_float_pairs_by_tensor_name(recorded, xfile, tmp_path):
     quantized = meta["quantized"]
     assert len(quantized) >= 9 and {q["dtype"] for q in quantized.values()} == {"int8"}
     for name, q in quantized.items():
-        assert q["scale"] == list(grids[name].scale) and q["zero_point"] == list(grids[name].zero_point)
+        assert q["scale"] == list(present(grids[name]).scale) and q["zero_point"] == list(present(grids[name]).zero_point)
         kept = recorded[f"int8/{name}"]
         assert kept.dtype == np.int8
-        assert np.array_equal(_tensor(npu, name), grids[name].dequantize(kept))
+        assert np.array_equal(_tensor(npu, name), present(grids[name]).dequantize(kept))
     # ... the same grid LiteRT's own DEQUANTIZE reads the softmax on: its output, bit for bit
     softmax = next(name for name in quantized if name.startswith(OUTPUT))  # the int8 softmax, `{OUTPUT}1`
     assert np.array_equal(_tensor(npu, softmax), _own_output(INT8, x))
@@ -117,6 +118,7 @@ def test_ai_edge_quantizer_int8_input_takes_the_float_input(recorded, xfile, tmp
     from accuscope.engine.graphs.tflitegraph import read_tflite
     x = recorded["x"]
     converter_grid = next(t.quantization for t in read_tflite(INT8).tensors if t.name == "tfl.quantize")
+    assert converter_grid is not None
     assert np.array_equal(converter_grid.quantize(x, np.dtype(np.int8)), recorded["int8/tfl.quantize"])
     r = accuscope("run", FLOAT, AEQ, "--input", f"{INPUT}={xfile}", "--out", tmp_path / "t", "--json")
     assert r.returncode in (0, 1), r.stderr
@@ -125,9 +127,11 @@ def test_ai_edge_quantizer_int8_input_takes_the_float_input(recorded, xfile, tmp
     npu = _dump(tmp_path / "t", "npu")
     grids = {t.name: t.quantization for t in read_tflite(AEQ).tensors}
     grid, out = grids[INPUT], grids[OUTPUT]  # its output is int8 too: read on its grid
+    assert grid is not None
     q = grid.quantize(x, np.dtype(np.int8))
     assert json.loads((npu / "dump.json").read_text())["quantized"][INPUT]["input"] == "real values put on its grid"
     assert np.array_equal(_tensor(npu, INPUT), grid.dequantize(q))
+    assert out is not None
     assert np.array_equal(_tensor(npu, OUTPUT), out.dequantize(_own_output(AEQ, q)))
     rows = {row["tensor"]: row for row in _rows(tmp_path / "t")}
     assert rows[f"{INPUT}:output:0"]["fail"] == "False"  # the input on an int8 grid: near the float input

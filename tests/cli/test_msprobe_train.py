@@ -68,6 +68,7 @@ def test_bf16_against_fp32_blames_no_optimizer_update(tmp_path):
     # bf16 differs from fp32 only where the reference is near zero (a key-bias gradient that cancels
     # through softmax: 8 of 24 values ~1e-9): relative error there is noise, not a divergence
     task = load_task(tmp_path / "bf16")
+    assert task.table is not None and task.thresholds is not None
     state = judgement.evaluate(task.table, task.thresholds)
     assert state.noisy.any() and not state.fail.any()
     assert "the step matches" in verdict["title"] and "what the step was fed" not in said(advice)

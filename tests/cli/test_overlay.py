@@ -42,9 +42,11 @@ def compared_framework_ops(task_dir, failing: bool = False) -> set[str]:
     `failing`, of the rows the task's judgement fails."""
     task = load_task(task_dir)
     table = task.table
+    assert table is not None
     c = table.columns
     rows = (c["io"] == "output") & ~judgement.exempt(table) & (np.isfinite(c["cos"]) | (c["npu_nonfinite"] > 0))
     if failing:
+        assert task.thresholds is not None
         rows &= judgement.evaluate(table, task.thresholds).fail
     return {g for chain in c["golden_op"][rows] for g in str(chain).split(",") if g and g != "*"}
 

@@ -8,6 +8,7 @@ import json
 import re
 import shlex
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -19,7 +20,8 @@ RANK = "step0/rank0"
 NONE_LEFT = {"fused N:1": 0, "absorbed 1:0": 0, "no counterpart": 0}
 # MindSpore (NPU side) against PyTorch, no mapping file: identical names, then the layer names read through
 # their variants, then the MindSpore-to-PyTorch API table
-LADDER = {"rungs": {"tensor": 22, "name_variants": 60, "api_table": 27},
+# (Any: the summary's JSON, counts by rung, kind and side, and lists)
+LADDER: dict[str, Any] = {"rungs": {"tensor": 22, "name_variants": 60, "api_table": 27},
           "leftovers": {"fused N:1": 27, "absorbed 1:0": 10, "no counterpart": 9},
           "sides": {"npu": {"fused N:1": 18, "absorbed 1:0": 10, "no counterpart": 9},
                     "golden": {"fused N:1": 9, "absorbed 1:0": 0, "no counterpart": 0}},
@@ -60,7 +62,7 @@ def test_a_left_call_says_its_outcome_on_its_row_and_the_golden_side_on_its_tens
     assert shown.returncode == 0, shown.stderr
     table = json.loads(shown.stdout)
     at = table["columns"].index("reason")
-    reason = {}
+    reason: dict[str, str] = {}
     for row in table["data"]:
         reason.setdefault(row[table["columns"].index("npu_op")], row[at])
     # MindSpore's Dense is MatMul + BiasAdd; PyTorch's is one linear: fused, 2 NPU calls to 1 golden call

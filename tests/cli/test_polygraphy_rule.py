@@ -25,7 +25,7 @@ CASES = {  # id: (npu, golden, atol, rtol, stat, Polygraphy's verdict)
     "beyond-atol-within-rtol-passes": (1000 * ONES + [0.5, 0, 0, 0], 1000 * ONES, 0.1, 1e-3, "elemwise", True),
     "nan-fails": (ONES + [np.nan, 0, 0, 0], ONES, 1.0, 1.0, "elemwise", False),
     "matching-infinities-fail": (ONES + [np.inf, 0, 0, 0], ONES + [np.inf, 0, 0, 0], 1.0, 1.0, "elemwise", False),
-    "zero-reference-within-atol-passes": (np.float32([1e-6, 1, 1, 1]), np.float32([0, 1, 1, 1]), 1e-5, 1e-5,
+    "zero-reference-within-atol-passes": (np.array([1e-6, 1, 1, 1], np.float32), np.array([0, 1, 1, 1], np.float32), 1e-5, 1e-5,
                                           "elemwise", True),
     "max-fails-on-one-element": (ONES + [0.5, 0, 0, 0], ONES, 0.1, 0.1, "max", False),
     "mean-fails-where-median-passes": (ONES + [0.5, 0, 0, 0], ONES, 0.1, 0.1, "mean", False),
@@ -88,7 +88,7 @@ def test_a_bad_flag_is_refused_by_name(bad, tmp_path):
     assert r.returncode == 2 and bad[1] in r.stderr and "Traceback" not in r.stderr
 
 
-TENTH = np.float32([0.5] + [0] * 9)  # one element in ten off by 0.5
+TENTH = np.array([0.5] + [0] * 9, np.float32)  # one element in ten off by 0.5
 QUANTILES = {  # id: (q, Polygraphy's verdict at atol = rtol = 0.1): np.quantile's linear interpolation
     "q80-passes": (0.8, True), "q90-passes": (0.9, True), "q95-fails": (0.95, False), "q99-default-fails": (None, False)}
 
@@ -167,7 +167,7 @@ def save_outputs(path, name: str, outputs: dict) -> str:
 
 REF = {"logits": np.linspace(1, 2, 20, dtype=np.float32), "scores": np.linspace(-1, 1, 20, dtype=np.float32)}
 RUN = {"logits": REF["logits"] + np.float32(0.05), "scores": REF["scores"] + TENTH.repeat(2) / 5}
-PER_OUTPUT = {  # id: (flags as polygraphy run takes them, as SimpleCompareFunc takes them)
+PER_OUTPUT: dict[str, tuple[list[str], dict[str, float | dict[str, float] | dict[str, str]]]] = {  # id: (flags as polygraphy run takes them, as SimpleCompareFunc takes them)
     "own-atol-passes-the-output": (["--atol", "1e-3", "logits:0.1", "--rtol", "1e-3", "logits:0.1",
                                     "scores:0.2"], dict(atol={"": 1e-3, "logits": 0.1},
                                                        rtol={"": 1e-3, "logits": 0.1, "scores": 0.2})),

@@ -89,6 +89,7 @@ def test_every_output_is_read_back_by_the_tool_that_consumes_it(cliff_search):
     assert {p["name"]: p["precision"] for p in per_node}[bn] == "float32"
     assert sum(p["precision"] == "float16" for p in per_node) > 100
     task = load_task(res / "task")  # the final model against the reference: a task like any other
+    assert task.table is not None
     assert len(task.table) > 100 and min(task.table.columns["cos"][~np.isnan(task.table.columns["cos"])]) > 0.99
 
 

@@ -14,6 +14,7 @@ import pytest
 
 from accuscope.engine.tasks.task import load_task
 from support.cli import accuscope
+from support.narrow import present
 
 HERE = Path(__file__).resolve().parents[1] / "fixtures" / "rknn"
 SNAP = HERE / "cls-int8" / "snapshot"  # npy/ folders kept
@@ -23,17 +24,17 @@ ROW = re.compile(r"^\[[^\]]+\] (\S+)\s+([\d.]+) \| ([\d.]+)\s+([\d.]+) \| ([\d.]
 
 
 def rknn_figures(snapshot: Path) -> dict[str, tuple[float, float, float, float]]:
-    found = {}
+    found: dict[str, tuple[float, float, float, float]] = {}
     for line in (snapshot / "error_analysis.txt").read_text().splitlines():
         m = ROW.match(line)
         if m:
-            found[m.group(1)] = tuple(float(v) for v in m.groups()[1:])
+            found[m.group(1)] = (float(m[2]), float(m[3]), float(m[4]), float(m[5]))
     assert len(found) > 100
     return found
 
 
 def columns(task: Path) -> dict:
-    c = load_task(task).table.columns
+    c = present(load_task(task).table).columns
     return {k: c[k].tolist() for k in ("npu_op", "cos", "euc", "rknn_single_cos", "rknn_single_euc", "shape")}
 
 

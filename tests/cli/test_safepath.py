@@ -122,6 +122,7 @@ def test_serve_and_the_app_it_starts_for_a_browser_tab(trap, tmp_path):
     port = free_port()
     server = subprocess.Popen([str(SCRIPT), "serve", "--port", str(port), "--workspace", str(tmp_path / "ws")],
                               cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert server.stdout is not None
     token = server.stdout.readline().partition("?token=")[2].split()[0]  # the secret in the address it prints
 
     async def session() -> bytes:

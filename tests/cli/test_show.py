@@ -9,6 +9,7 @@ import sys
 
 from accuscope.engine.demo.workspace import MAIN
 from accuscope.engine.tasks.task import load_task
+from support.narrow import present
 
 
 def accuscope(*args) -> subprocess.CompletedProcess:
@@ -24,6 +25,7 @@ def test_json_has_stable_keys_and_agrees_with_the_task(ws):
     assert set(doc) == {"task", "state", "rows", "failing", "not_compared", "device_only", "first_failing", "judgement", "coverage", "warnings",
                         "columns", "data"}
     table = load_task(task).table
+    assert table is not None
     assert doc["rows"] == len(table) == len(doc["data"]) and doc["failing"] == int(table.columns["fail"].sum())
     assert doc["first_failing"]["op"] == "/block1/conv1/Conv/block1/relu1/Relu"
     assert doc["first_failing"]["broken"][0].startswith("cos 0.9562 < 0.99")
@@ -36,7 +38,7 @@ def test_csv_and_markdown_of_the_failing_rows_and_exit_codes(ws):
     r = accuscope("show", task, "--format", "csv", "--failing", "--columns", "npu_op,cos,fail", "--fail-on-error")
     assert r.returncode == 1  # rows fail
     rows = list(csv.reader(io.StringIO(r.stdout)))
-    assert rows[0] == ["npu_op", "cos", "fail"] and len(rows) - 1 == int(load_task(task).table.columns["fail"].sum())
+    assert rows[0] == ["npu_op", "cos", "fail"] and len(rows) - 1 == int(present(load_task(task).table).columns["fail"].sum())
     assert all(row[2] == "True" for row in rows[1:])
     r = accuscope("show", task, "--format", "md", "--failing", "--columns", "npu_op,cos")
     lines = r.stdout.splitlines()
@@ -50,8 +52,10 @@ def test_a_reader_that_goes_away_is_not_an_internal_error(ws):
     """`accuscope show T | head -1`: the pipe closes early; exit 141 as the shell reports SIGPIPE, no traceback."""
     proc = subprocess.Popen([sys.executable, "-m", "accuscope", "show", str(ws / MAIN.name), "--format", "csv"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None
     proc.stdout.readline()
     proc.stdout.close()
+    assert proc.stderr is not None
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=60) in (0, 141) and "internal error" not in err and "Traceback" not in err
 

@@ -13,6 +13,7 @@ import pytest
 from accuscope.engine.tasks.task import load_task
 from support.cli import accuscope
 from support.dialects import write_atb
+from support.narrow import present
 
 
 def _settled(root: Path) -> None:
@@ -69,7 +70,7 @@ def test_expected_side_is_read_with_the_options_of_its_format(tmp_path):
                      "--expected", tmp_path / "exp", "--npu-option", chosen, "--golden-option", chosen,
                      "--out", tmp_path / "t")
     assert done.returncode in (0, 1), done.stdout + done.stderr
-    columns = load_task(tmp_path / "t").table.columns
+    columns = present(load_task(tmp_path / "t").table).columns
     assert len(columns["exp_err"]) == 3
     np.testing.assert_allclose(columns["exp_err"], 0.5, rtol=1e-5)
     np.testing.assert_allclose(columns["excess"], 1.0, rtol=1e-5)

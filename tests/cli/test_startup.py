@@ -6,6 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -13,6 +14,7 @@ from accuscope.commands import COMMANDS
 from accuscope.engine.compare.inputs import INPUTS
 from support.bounded import ends
 from support.cli import ENV, accuscope
+from support.narrow import present
 
 
 def loaded_after(code: str) -> set[str]:
@@ -119,16 +121,17 @@ def test_plain_printing_writes_what_rich_writes(monkeypatch):
         text = "".join(rng.choice(atoms) for _ in range(rng.randint(0, 40)))
         text = rich_escape(text) if rng.random() < 0.3 else text
         assert common.escape(text) == rich_escape(text)
-        options = rng.choice([{}, {"soft_wrap": True}, {"soft_wrap": False}])
+        options: dict[str, Any] = rng.choice(  # Console.print's keywords (Any: each has its own type)
+            [{}, {"soft_wrap": True}, {"soft_wrap": False}])
         monkeypatch.setenv("COLUMNS", str(rng.choice([10, 24, 80])))
         written = []
         for make in (lambda: common.Printer(highlight=False, soft_wrap=False, emoji=False),
                      lambda: Console(highlight=False, soft_wrap=False, emoji=False)):
             printer = make()
-            monkeypatch.setattr("sys.stdout", io.StringIO())
+            monkeypatch.setattr("sys.stdout", out := io.StringIO())
             try:
                 printer.print(text, **options)
-                written.append(sys.stdout.getvalue())
+                written.append(out.getvalue())
             except Exception as exc:  # noqa: BLE001 - rich's own errors (broken markup), raised by both
                 written.append(type(exc).__name__)
             plain += getattr(printer, "_console", 1) is None
@@ -178,7 +181,7 @@ def _package_sources():
     """(file name, AST, the accuscope modules its `from ... import` statements name (absolute and relative)
     with the names they import) of every module of the package."""
     import ast
-    root = Path(__import__("accuscope").__file__).parent
+    root = Path(present(__import__("accuscope").__file__)).parent
     for path in sorted(root.rglob("*.py")):
         package = ".".join(("accuscope", *path.relative_to(root).with_suffix("").parts))
         if path.name != "__init__.py":

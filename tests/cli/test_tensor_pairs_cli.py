@@ -16,6 +16,7 @@ PROJ = "Cell.layers.0.attention.proj.Dense.forward.0"
 
 def rows_of(folder: Path, call: str) -> dict[str, dict]:
     table = load_task(folder).table
+    assert table is not None
     rows = (table.row(i) for i in range(len(table)))
     return {r["tensor"].rsplit(":", 2)[1] + ":" + r["tensor"].rsplit(":", 1)[1]: r for r in rows if r["npu_op"] == call}
 

@@ -129,5 +129,6 @@ def test_rank_workers_are_handed_the_mapping_the_run_read(tmp_path):
     assert [r.error for r in results] == ["", ""]
     for r in results:
         table = r.table
+        assert table is not None
         row = list(table.columns["npu_op"][:len(table)]).index("Functional.linear.0.forward.output")
         assert table.columns["golden_op"][row] == "renamed"

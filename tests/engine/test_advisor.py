@@ -23,6 +23,7 @@ from accuscope.engine.diagnose import oprerun
 from accuscope.engine.diagnose.advice import ADVICE_JSON, load_advice, saved_advice, saved_fingerprint
 from accuscope.engine.diagnose.advisor import advise
 from accuscope.engine.diagnose.preprocess import diagnose, resize
+from accuscope.engine.progress import Progress
 from accuscope.engine.runs.onnxmodel import node_names
 from accuscope.engine.runs.ortdump import dump_onnx
 from accuscope.engine.sides.registry import load_graph
@@ -30,6 +31,7 @@ from accuscope.engine.sources.golden import open_golden
 from accuscope.engine.sources.tensor import SourceError, sanitize
 from accuscope.engine.tasks.task import load_task
 from accuscope.engine.tasks.taskrun import run_task
+from support.narrow import present
 from support.tasks import table_task
 
 onnx = pytest.importorskip("onnx")
@@ -68,6 +70,7 @@ def test_pow_overflow_is_the_float16_rule_and_the_nan_origin(main_advice, demo_t
     table = load_task(demo_tasks[0]).table
     verdict = main_advice.verdict
     assert verdict.rule == "ms.fp16_overflow"  # first match wins: the later rules are not reported
+    assert table is not None
     assert verdict.op == POW_OP and table.columns["io"][verdict.row] == "output"
     assert verdict.evidence["npu_nonfinite"] > 0 and verdict.evidence["golden_nonfinite"] == 0
     (origin,) = main_advice.by_rule("nonfinite_origin")
@@ -75,7 +78,7 @@ def test_pow_overflow_is_the_float16_rule_and_the_nan_origin(main_advice, demo_t
     assert origin.evidence["inputs_nonfinite"] == [0]
     # the third side (the net at float16) overflows there too: float16's own overflow, said on the op
     assert origin.evidence["branch"] == "precision" and "overflows here too" in origin.text
-    state = judgement.evaluate(table, load_task(demo_tasks[0]).thresholds)
+    state = judgement.evaluate(table, present(load_task(demo_tasks[0]).thresholds))
     assert state.expected[origin.row] and table.columns["exp_err"][origin.row] == float("inf")
     pow_origin = main_advice.origin_of(POW_OP)
     assert pow_origin.origin == "introduced" and pow_origin.broken == ["npu_nonfinite"]
@@ -109,6 +112,7 @@ def test_quantized_conv_introduced_and_its_successors_inherited(main_advice, dem
     assert [o.op for o in main_advice.introduced] == [QUANTIZED_OP, POW_OP]
     # columns for the table: on the op's output rows only
     table = load_task(demo_tasks[0]).table
+    assert table is not None
     cols = main_advice.columns(len(table))
     (row,) = main_advice.origin_of(QUANTIZED_OP).rows
     assert cols["origin"][row] == "introduced" and cols["iso_cos"][row] < 0.99
@@ -126,6 +130,7 @@ def test_bgr_input_diagnosed_as_channel_order(bgr_advice, demo_tasks):
     assert f"{first.evidence['cos_before']:.4f}" in first.text and "-> 1.0000" in first.text
     assert bgr_advice.verdict.rule == "ms.input_mismatch" and bgr_advice.verdict.row == first.row
     table = load_task(demo_tasks[1]).table
+    assert table is not None
     assert table.columns["io"][first.row] == "input" and table.columns["type"][first.row] == "Conv2D"
     assert not bgr_advice.introduced and bgr_advice.ops
     assert all(o.origin == "inherited" for o in bgr_advice.ops)  # every op only passes the bad input on
@@ -136,6 +141,7 @@ def test_bgr_input_diagnosed_as_channel_order(bgr_advice, demo_tasks):
 def test_advice_json_is_saved_atomically_and_reruns_come_from_the_cache(main_advice, demo_tasks, monkeypatch):
     folder = demo_tasks[0]
     loaded = load_advice(folder)
+    assert loaded is not None
     assert [f.to_dict() for f in loaded.findings] == [f.to_dict() for f in main_advice.findings]
     assert [o.origin for o in loaded.ops] == [o.origin for o in main_advice.ops]
     task = load_task(folder)
@@ -160,6 +166,7 @@ def test_advice_json_is_saved_atomically_and_reruns_come_from_the_cache(main_adv
         raise AssertionError("re-ran although nothing changed")
     monkeypatch.setattr(oprerun, "run_job", no_rerun)
     again = advise(folder)
+    assert again is not None
     assert [(o.op, o.origin, o.isolated_cos) for o in again.ops] == \
         [(o.op, o.origin, o.isolated_cos) for o in main_advice.ops]
     assert load_advice(folder.parent) is None
@@ -177,13 +184,15 @@ def test_without_a_framework_model_the_weaker_method_still_finds_both_faults(dem
               task / ADVICE_JSON):
         p.unlink(missing_ok=True)  # advice.json is there only once another test advised on the demo
     a = advise(task)
+    assert a is not None
     assert a.method == "input-output" and not a.framework_model
     assert a.by_rule("method") and "weaker" in a.by_rule("method")[0].title
     intro = a.by_rule("introduced")[0]
     assert intro.op == QUANTIZED_OP and "heuristic" in intro.title
-    assert a.origin_of(QUANTIZED_OP).origin == "introduced"
-    assert a.origin_of(POW_OP).origin == "introduced" and a.origin_of("/block1/conv2/Conv/block1/bn2/"
-                                                                      "BatchNormalization").origin == "inherited"
+    assert present(a.origin_of(QUANTIZED_OP)).origin == "introduced"
+    assert present(a.origin_of(POW_OP)).origin == "introduced" and present(a.origin_of("/block1/conv2/Conv/block1/bn2/"
+                                                                      "BatchNormalization")).origin == "inherited"
+    assert a.verdict is not None
     assert a.verdict.rule == "ms.fp16_overflow" and a.by_rule("nonfinite_origin")[0].op == POW_OP
     # a given framework model that does not exist or is no model is unusable input
     with pytest.raises(SourceError, match="no such framework model"):
@@ -197,29 +206,38 @@ def test_mindstudio_rule_reads_the_verdict_not_the_outputs_cosine(tmp_path):
     """An output at cos 0.995 whose red (0.3) breaks msit's 0.05: the verdict fails, and MindStudio's rule
     says the output fails with it, never "local deviations only; the network output passes" below it."""
     a = advise(table_task(tmp_path / "red", 0.995, 0.3))
+    assert a is not None and a.primary is not None
     assert a.primary.rule == "verdict" and a.primary.severity == "error" and "the model fails" in a.primary.title
+    assert a.verdict is not None
     assert a.verdict.rule == "ms.output_fails"
     assert not a.by_rule("ms.local_deviation")
 
 
 def test_mindstudio_verdicts_on_a_table_alone(tmp_path):
     a = advise(table_task(tmp_path / "fails", 0.9, 0.4))
+    assert a is not None and a.verdict is not None
     assert a.verdict.rule == "ms.output_fails" and a.verdict.op == "conv1" and a.verdict.row == 2
     assert a.method == "input-output" and any("does not name its dumps" in n for n in a.notes)
-    assert a.origin_of("conv1").origin == "introduced" and a.origin_of("relu").origin == "inherited"
+    assert present(a.origin_of("conv1")).origin == "introduced" and present(a.origin_of("relu")).origin == "inherited"
     a = advise(table_task(tmp_path / "local", 0.999, 0.01))
+    assert a is not None and a.verdict is not None
     assert a.verdict.rule == "ms.local_deviation" and a.verdict.row == 2 and a.verdict.severity == "warning"
     a = advise(table_task(tmp_path / "unknown-output", 0.9, 0.4, is_output=False))
     # no output is known, so the verdict is unknown: MindStudio's rule says the deviations' effect is unknown,
     # never "the output fails" from a row it took for the output itself
+    assert a is not None
+    assert a.primary is not None
     assert a.primary.rule == "verdict" and a.primary.severity == "warning"
+    assert a.verdict is not None
     assert a.verdict.rule == "ms.local_deviation" and "unknown" in a.verdict.title
     a = advise(table_task(tmp_path / "pass", 0.9999, 0.001, mid=(0.9999, 0.001)))
+    assert a is not None and a.verdict is not None
     assert a.verdict.rule == "ms.all_pass" and a.verdict.row is None and not a.ops and a.findings[1:] == [a.verdict]
+    assert a.primary is not None
     assert a.primary.rule == "verdict" and a.primary.severity == "info" and "the model passes" in a.primary.title
     # progress is reported; a cancelled run returns None and leaves the previous advice alone
     import threading
-    stages = []
+    stages: list[Progress] = []
     before = (tmp_path / "pass" / ADVICE_JSON).read_bytes()
     cancel = threading.Event()
     cancel.set()
@@ -247,15 +265,17 @@ def test_preprocessing_hypotheses_are_told_apart():
         assert d is not None and d.transform == expected and d.agrees, (expected, d)
         assert d.cos_after > 0.999
     d = diagnose(chw / 255, golden)
+    assert d is not None
     assert d.details["mean"] == pytest.approx(demo.MEAN.tolist(), abs=0.01)
     assert d.details["std"] == pytest.approx(demo.STD.tolist(), abs=0.01)
     # different sizes: the NPU input resized with another interpolation than the golden one
     big = np.repeat(np.repeat(golden, 2, axis=2), 2, axis=3) + np.random.default_rng(0).normal(0, 0.01, (1, 3, 64, 64))
     d = diagnose(big, resize(big, (32, 32), "bilinear"))
+    assert d is not None
     assert d.transform == "resize_bilinear" and d.agrees
     assert diagnose(golden, golden + 1e-4) is None  # they agree: nothing to diagnose
     noise = np.random.default_rng(1).standard_normal(golden.shape)
-    assert diagnose(noise, golden) is None or not diagnose(noise, golden).agrees
+    assert diagnose(noise, golden) is None or not present(diagnose(noise, golden)).agrees
 
 
 # ------------------------------------------------------------------ a real model, converted
@@ -301,7 +321,7 @@ def _bisect(fp32_path: Path, converted, golden: dict, failing: set[str], thresho
     name of the first one (in execution order) whose own error breaks the thresholds."""
     from onnx.utils import Extractor
     extractor = Extractor(converted)
-    cos_min, red_max = thresholds.get("cos").value, thresholds.get("red").value
+    cos_min, red_max = present(thresholds.get("cos")).value, present(thresholds.get("red")).value
     local, first = {}, None
     for op in fuse(load_graph(fp32_path)):
         if op.name not in failing:
@@ -345,8 +365,10 @@ def test_real_model_introduced_op_agrees_with_a_bisection(conversion, cls_model,
     task, golden = _npu_task(cls_model, converted, tmp_path, thresholds)
 
     a = advise(task, framework_model=cls_model)
+    assert a is not None
     assert a.method == "rerun" and a.framework_source == "given"
     table = load_task(task).table
+    assert table is not None
     c = table.columns
     failing = {op for op, io, bad in zip(c["npu_op"], c["io"], c["fail"]) if bad and io == "output"}
     assert {o.op for o in a.ops} == failing and failing
@@ -357,11 +379,12 @@ def test_real_model_introduced_op_agrees_with_a_bisection(conversion, cls_model,
         assert first_broken is None and local
         assert not a.introduced and all(o.origin == "inherited" for o in a.ops)
         assert "build up" in a.by_rule("no_op_introduced")[0].text
+        assert a.verdict is not None
         assert a.verdict.rule == "ms.all_pass" and "break other thresholds" in a.verdict.text
         return
     intro = a.introduced
     assert intro and intro[0].op == first_broken, (intro[0].op, first_broken, local[first_broken])
-    red_max = thresholds.get("red").value
+    red_max = present(thresholds.get("red")).value
     broken = {op: v for op, v in local.items() if v[0] < 0.99 or v[1] > red_max}
     # the headline is the op that made the most error by itself, by the same independent measure
     # (ops whose own errors are within 10% of each other rank either way: golden inputs here, NPU ones there)
@@ -370,8 +393,9 @@ def test_real_model_introduced_op_agrees_with_a_bisection(conversion, cls_model,
     assert head in broken and 1 - broken[head][0] >= 0.9 * (1 - broken[worst][0]), (head, broken)
     for op, (cos, red) in local.items():
         if op not in broken:  # failing, but locally within the thresholds: it only inherits
-            assert a.origin_of(op).origin == "inherited", (op, cos, red)
+            assert present(a.origin_of(op)).origin == "inherited", (op, cos, red)
     iso = a.origin_of(first_broken)
+    assert iso is not None and iso.isolated_cos is not None
     assert iso.broken and (iso.isolated_cos < 0.99 or "red" in iso.broken)
     if conversion == "int8":
         # the error builds up before the culprit: failing rows that are not its fault come first
@@ -405,4 +429,4 @@ def test_cli_compare_with_advisor(demo_tasks, tmp_path):
     assert "first failing" in r.stdout and "input preprocessing: channel order reversed" in r.stdout
     assert (tmp_path / "t" / ADVICE_JSON).is_file()
     # the framework model came from the golden dump's copy of it
-    assert load_advice(tmp_path / "t").framework_source == "the golden dump's model copy"
+    assert present(load_advice(tmp_path / "t")).framework_source == "the golden dump's model copy"

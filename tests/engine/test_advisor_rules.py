@@ -15,6 +15,7 @@ from accuscope.engine.diagnose.rules import registry
 from accuscope.engine.diagnose.rules.context import FACTS, Context, finding
 from accuscope.engine.diagnose.rules.rule import Rule, ordered
 from accuscope.engine.tasks.task import load_task
+from support.narrow import present
 from support.tasks import table_task
 
 PACKAGE = Path(rules.__file__).parent
@@ -36,6 +37,7 @@ def _modules() -> dict[str, ast.Module]:
 def test_each_name_is_spelled_once_and_used_through_its_constant():
     spelled: dict[str, list[str]] = {}
     for name, tree in _modules().items():
+        node: ast.AST
         for node in tree.body:  # module-level NAME = "literal"
             if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) and node.value.value in FINDINGS:
                 spelled.setdefault(node.value.value, []).append(name)
@@ -97,13 +99,18 @@ def test_a_rule_added_as_the_recipe_says_runs_in_its_place(tmp_path, monkeypatch
     monkeypatch.setattr(registry, "RULES", ordered((registry.RULES[0], RULE, *registry.RULES[1:])))
     monkeypatch.setattr(registry, "PRIORITY", (*registry.PRIORITY, SEEN))
     last: list[list[str]] = []
-    probe = Rule("probe", lambda run: last.append([f.rule for f in run.findings]) or [], reads=(SEEN,))
+
+    def seen(run):
+        last.append([f.rule for f in run.findings])
+        return []
+    probe = Rule("probe", seen, reads=(SEEN,))
     monkeypatch.setattr(registry, "RULES", ordered((*registry.RULES, probe)))
     folder = table_task(tmp_path / "fails", 0.9)
     a = advise(folder)
     assert calls == [("fail", [VERDICT])]  # once, after the verdict, before every other rule
     assert last[0][:2] == [VERDICT, SEEN] and len(last[0]) > 2  # the rules after it ran and saw its finding
+    assert a is not None
     assert [f.title for f in a.by_rule(SEEN)] == ["the outcome is fail"]
-    assert [f.title for f in load_advice(folder).by_rule(SEEN)] == ["the outcome is fail"]  # in advice.json
+    assert [f.title for f in present(load_advice(folder)).by_rule(SEEN)] == ["the outcome is fail"]  # in advice.json
     with pytest.raises(ValueError, match="'seen_outcome' reads 'outcome'"):
         ordered((RULE, *registry.RULES))  # before the verdict it could not see the outcome

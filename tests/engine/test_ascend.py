@@ -21,6 +21,7 @@ from accuscope.engine.sources.ascend import (
 )
 from accuscope.engine.sources.tensor import TensorError
 from support.data import ASCEND_FIXTURES
+from support.narrow import present
 
 GOOD = {
     "Conv2D.block1_conv_bn_relu.17.1763812800000123": ("block1/conv_bn_relu", 2, 1),
@@ -48,6 +49,7 @@ def test_fixture_metadata_formats_and_original_op():
     assert (weight.format, weight.storage_shape, weight.conversion) == ("FRACTAL_Z", (9, 2, 16, 16), "FRACTAL_Z->NCHW")
     assert (out.format, out.storage_shape, out.shape) == ("NC1HWC0", (2, 3, 6, 7, 16), (2, 37, 6, 7))
     assert out.original_op == ("block1/relu", 0) and out.dtype_name == "float16"
+    assert conv.name is not None
     assert conv.name.task_id == 17 and conv.timestamp == 1763812800000123
     mm = read_dump_file(ASCEND_FIXTURES / "MatMulV2.attn_qk.18.1763812800000456")
     assert mm.outputs[0].conversion == "FRACTAL_NZ->ND" and mm.outputs[0].original_op == ("attn/MatMul", 0)
@@ -80,6 +82,7 @@ def test_a_mapped_payload_cut_short_is_a_value_error_and_a_vanished_one_an_os_er
     write_dump_file(path, "a", [DumpTensor(np.ones(SMALL_PAYLOAD, dtype=np.float32))])
     payload = read_dump_file(path).inputs[0].payload
     with open(path, "r+b") as fh:
+        assert payload is not None
         fh.truncate(payload.offset + payload.nbytes - 4)
     with pytest.raises(ValueError, match="file ends before the tensor's last byte"):
         read_payload(payload)
@@ -88,7 +91,7 @@ def test_a_mapped_payload_cut_short_is_a_value_error_and_a_vanished_one_an_os_er
         read_payload(payload)
 
 
-def _mapped(a: np.ndarray) -> bool:
+def _mapped(a: object) -> bool:
     import mmap
     while isinstance(a, np.ndarray):
         a = a.base
@@ -107,6 +110,7 @@ def test_header_read_does_not_touch_payload_of_a_huge_sparse_file(tmp_path):
     with open(path, "r+b") as fh:
         fh.truncate(os.path.getsize(path) + 4 * n)
     t = read_dump_file(path).outputs[0]
+    assert t.payload is not None
     assert t.shape == (n,) and t.payload.nbytes == 4 * n
     assert float(t.load()[-3:].sum()) == 0.0
 
@@ -147,6 +151,7 @@ def test_storage_layouts_round_trip_with_padding_cropped(tmp_path, fmt, shape, c
     write_dump_file(path, "x", outputs=[DumpTensor(data, format=fmt, c0=c0)])
     t = read_dump_file(path).outputs[0]
     assert t.format == fmt and t.shape == shape and t.conversion.startswith(fmt)
+    assert t.storage_shape is not None
     assert np.prod(t.storage_shape) >= data.size
     assert np.array_equal(t.load(), data)
 
@@ -167,7 +172,7 @@ def test_layout_conversion_matches_the_spec_recipe():
 def test_missing_original_shape_keeps_padding_and_says_so(tmp_path):
     path = tmp_path / "Op.x.1.1700000000000001"
     msg, payloads = build_header("x", [], [DumpTensor(np.ones((1, 20, 2, 2), np.float16), format="NC1HWC0")])
-    msg.output[0].ClearField("original_shape")
+    msg.output[0].ClearField("original_shape")  # type: ignore[attr-defined]  # protobuf's own, outside dumpproto's Protocol
     write_raw(path, msg, payloads)
     t = read_dump_file(path).outputs[0]
     assert t.shape == (1, 32, 2, 2) and "uncropped" in t.conversion
@@ -181,12 +186,13 @@ def test_without_original_shape_a_pair_is_cropped_to_its_golden_shape(tmp_path):
     npu, golden = tmp_path / "npu", tmp_path / "golden"
     npu.mkdir(), golden.mkdir()
     msg, payloads = build_header("conv1", [], [DumpTensor(act, format="NC1HWC0")])
-    msg.output[0].ClearField("original_shape")
+    msg.output[0].ClearField("original_shape")  # type: ignore[attr-defined]  # protobuf's own, outside dumpproto's Protocol
     write_raw(npu / "Conv2D.conv1.1.1700000000000001", msg, payloads)
     np.save(golden / "conv1.0.1.npy", act.astype(np.float32))
     t = read_dump_file(npu / "Conv2D.conv1.1.1700000000000001").outputs[0]
     assert crop_to(t, (1, 20, 4, 2)) is t and crop_to(t, (1, 40, 3, 2)) is t  # does not fit: unchanged
     table = engine.execute(engine.plan(CompareSpec(str(npu), str(golden))), workers=1)
+    assert table is not None
     row = table.row(0)
     assert row["shape"] == "[1,20,3,2]" and "cropped to the golden shape" in row["conversion"]
     assert row["cos"] == 1.0 and row["max_abs"] == 0.0 and row["reason"] == ""
@@ -229,8 +235,8 @@ def test_writer_is_deterministic_and_preserves_foreign_payload_bytes(tmp_path):
         write_dump_file(p, df.op_name, arrays[:2], arrays[2:], dump_time=df.dump_time)
     assert a.read_bytes() == b.read_bytes()
     raw = src.read_bytes()
-    assert raw[-sum(t.payload.nbytes for t in df.tensors):] == a.read_bytes()[-sum(
-        t.payload.nbytes for t in df.tensors):]
+    assert raw[-sum(present(t.payload).nbytes for t in df.tensors):] == a.read_bytes()[-sum(
+        present(t.payload).nbytes for t in df.tensors):]
     again = read_dump_file(a)
     for t0, t1 in zip(df.tensors, again.tensors):
         assert np.array_equal(t0.load(), t1.load()) and t0.storage_shape == t1.storage_shape

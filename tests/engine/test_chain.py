@@ -11,6 +11,7 @@ from accuscope.engine.compare.spec import CompareSpec
 from accuscope.engine.sources.tensor import SourceError
 from accuscope.engine.tasks.chainrun import Stage, entered_column, parse_stages, run_chain
 from accuscope.engine.tasks.task import load_task
+from support.narrow import present
 
 
 def write_stages(root, errors: list[dict[int, float]], n: int = 6, size: int = 4096) -> tuple[str, list[Stage]]:
@@ -40,14 +41,16 @@ def test_a_fault_enters_at_the_stage_that_makes_it_not_at_those_that_carry_it(tm
     run = run_chain(CompareSpec(stages[-1].path, ref), stages, tmp_path / "task", workers=1)
     j = run.judgement
     # npy folders name no network output: the stages' verdicts are unknown, the entry is named all the same
+    assert j is not None and j.entered is not None
     assert j.outcome == "unknown" and (j.entered.stage, j.entered.op) == ("s1", "t3")
     assert j.entered.previous == "s0" and j.entered.own
     assert [s.own for s in j.stages][2] == ()  # s2's step against s1 holds: carried, not its own
     assert set(run.steps) == {"s1", "s2"}  # the failing stages' steps, over their failing ops only
-    assert len(run.steps["s1"].table) == 3
+    assert len(present(run.steps["s1"].table)) == 3
     # per row of the chain folder's own table (s2): where each row's error entered, read back from the task
     task = load_task(tmp_path / "task")
-    entered = dict(zip(task.table.columns["npu_op"], entered_column(task)))
+    assert task.table is not None
+    entered = dict(zip(task.table.columns["npu_op"], present(entered_column(task))))
     assert entered == {"t0": "", "t1": "", "t2": "", "t3": "s1", "t4": "s1", "t5": "s1"}
 
 
@@ -55,6 +58,7 @@ def test_a_drift_no_step_shows_names_the_first_failing_stage_as_grown(tmp_path):
     # red 0.03 -> 0.045 -> 0.0675 on the last tensor: under twice at each stage, past 0.05 at the last
     ref, stages = write_stages(tmp_path, [{5: 0.03}, {5: 0.045}, {5: 0.0675}])
     j = run_chain(CompareSpec(stages[-1].path, ref), stages, tmp_path / "task", workers=1).judgement
+    assert j is not None and j.entered is not None
     assert (j.entered.stage, j.entered.op, j.entered.own) == ("s2", "t5", False)
     assert "the error grew over the stages" in j.line()
 
@@ -62,6 +66,7 @@ def test_a_drift_no_step_shows_names_the_first_failing_stage_as_grown(tmp_path):
 def test_a_chain_without_a_failing_row_names_no_stage_and_runs_no_step(tmp_path):
     ref, stages = write_stages(tmp_path, [{5: 1e-4}, {5: 2e-4}])
     run = run_chain(CompareSpec(stages[-1].path, ref), stages, tmp_path / "task", workers=1)
+    assert run.judgement is not None
     assert run.judgement.entered is None and run.steps == {}
 
 

@@ -36,6 +36,7 @@ def spec(root, sim, **kw):
 def test_planted_fault_is_the_only_failing_op_and_the_rest_agree_to_fp16(case):
     root, sim = case
     table = engine.execute(engine.plan(spec(root, sim)))
+    assert table is not None
     c = table.columns
     out_rows = c["fail"] & (c["io"] == "output")
     assert set(c["npu_op"][out_rows]) == {"Conv@7Relu@4"}
@@ -55,7 +56,11 @@ def test_process_pool_gives_the_same_numbers_as_inline(case, monkeypatch):
     monkeypatch.setattr(engine, "INLINE_BYTES", 0)
     pooled = engine.execute(plan, workers=2)
     for key in ("cos", "max_abs", "kl"):  # BLAS may sum in another order with other thread counts
+        assert inline is not None
+        assert pooled is not None
         np.testing.assert_allclose(inline.columns[key], pooled.columns[key], rtol=1e-12, atol=1e-15)
+    assert inline is not None
+    assert pooled is not None
     assert list(inline.columns["std"]) == list(pooled.columns["std"])
     assert np.isnan(inline.columns["rmse"]).all()  # not chosen
 
@@ -75,7 +80,7 @@ def test_batch_callers_compare_with_the_collector_paused_and_interactive_ones_ke
     plan = engine.plan(spec(root, sim))
     for inline_bytes, on in ((None, False), (0, True)):
         seen: list[bool] = []
-        table = engine.execute(plan, lambda p, seen=seen: seen.append(gc.isenabled()), workers=1,
+        table = engine.execute(plan, lambda p, seen=seen: seen.append(gc.isenabled()), workers=1,  # type: ignore[misc]  # (seen: this round's)
                                inline_bytes=inline_bytes)
         assert table is not None and seen and set(seen) == {on} and gc.isenabled()
 
@@ -120,6 +125,7 @@ def test_plugin_column_and_failure_reason(case, tmp_path):
         "        raise ValueError('too small')\n"
         "    return f'{float(np.abs(my_output_dump_data).max()):.3f}', ''\n")
     table = engine.execute(engine.plan(spec(root, sim, custom_dir=str(tmp_path), ops=["Conv@0BatchNormalization@0"])))
+    assert table is not None
     assert table.custom == ["MaxRatio"] and all(v != "NaN" for v in table.columns["MaxRatio"])
 
 
@@ -132,11 +138,13 @@ def test_cli_compare_writes_a_task_and_flags_failures(case, tmp_path):
     assert "first failing: Conv@7Relu@4:output:0" in r.stdout
     assert ("numpy fallback" in r.stdout) == (not compiled_kernel())
     task = load_task(tmp_path / "task")
+    assert task.table is not None
     assert task.doc.state == "done" and len(task.table) > 400
     r = accuscope(*args[:-1], tmp_path / "slow", ACCUSCOPE_KERNEL="numpy")
     assert r.returncode == 0 and "metrics ran on the numpy fallback" in r.stdout
     slow = load_task(tmp_path / "slow").table
     for key in ("cos", "red", "kl", "mean_rel", "rel_0.1%"):
+        assert slow is not None
         np.testing.assert_allclose(slow.columns[key], task.table.columns[key], rtol=1e-11, err_msg=key)
     # the exit code is the verdict's: the planted fault stays local (the output passes), so 0 with rows failing ...
     r = accuscope(*args[:-1], tmp_path / "local", "--fail-on-error")
@@ -168,6 +176,7 @@ def test_a_plugin_that_ends_its_process_costs_only_its_own_row(case, tmp_path, m
     monkeypatch.setattr(engine, "INLINE_BYTES", 0)
     plan = engine.plan(spec(root, sim, custom_dir=str(tmp_path)))
     table = engine.execute(plan, workers=2)
+    assert table is not None
     died = [i for i in range(len(table)) if "Crash ended its process (exit code 3)" in table.columns["reason"][i]]
     assert len(died) >= 1
     assert all(FAULTY in table.columns["npu_op"][i] for i in died)
@@ -190,6 +199,7 @@ def test_cli_compare_against_a_raw_bin_golden_needs_and_records_its_shape(tmp_pa
     r = accuscope(*common, "--shape", "1,8,4,4", "--dtype", "float32", "--out", tmp_path / "task")
     assert r.returncode == 0, r.stderr
     task = load_task(tmp_path / "task")
+    assert task.table is not None
     [row] = [task.table.row(i) for i in range(len(task.table)) if task.table.columns["io"][i] == "output"]
     assert row["cos"] > 0.9999 and 0.009 < row["max_rel"] < 0.011
     spec = task.doc.spec(task.thresholds)
@@ -205,6 +215,7 @@ def test_a_pair_whose_sizes_differ_is_a_row_with_the_reason(tmp_path):
     np.ones((2, 8, 4, 4), np.float32).tofile(tmp_path / "conv1.bin")
     table = engine.execute(engine.plan(CompareSpec(str(tmp_path / "npu"), str(tmp_path / "conv1.bin"),
                                                           golden_shape=(2, 8, 4, 4), golden_dtype="float32")))
+    assert table is not None
     [row] = [table.row(i) for i in range(len(table))]
     assert np.isnan(row["cos"])
     assert row["reason"] == "shape [1, 8, 4, 4] of the NPU tensor does not match shape [2, 8, 4, 4] of golden conv1"

@@ -157,11 +157,13 @@ def test_a_fault_inside_a_branch_is_named_by_the_advisor(tmp_path):
     run_task(build_spec({"npu": str(tmp_path / "npu"), "golden": str(tmp_path / "golden")}), tmp_path / "task",
              workers=1)
     advice = advise(tmp_path / "task", workers=1)
+    assert advice is not None
     assert advice.method == "rerun"
     headline = next(f for f in advice.findings if f.rule == "introduced")
     assert headline.severity == "error" and headline.op == "deep/MatMul"
     # the reference model itself, Ifs and all, as the framework model: expanded as the golden dump ran it
     given = advise(tmp_path / "task", framework_model=ref, workers=1, write=False)
+    assert given is not None
     assert any("expanded as the golden dump took them" in n for n in given.notes)
     headline = next(f for f in given.findings if f.rule == "introduced")
     assert headline.severity == "error" and headline.op == "deep/MatMul"

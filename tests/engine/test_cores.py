@@ -10,6 +10,7 @@ from accuscope.engine.compare import comparison as engine
 from accuscope.engine.compare import pairjob, runners
 from accuscope.engine.compare.pairjob import SPLIT_ELEMENTS, THREAD_ELEMENTS, pair_threads
 from accuscope.engine.compare.spec import CompareSpec
+from support.narrow import present
 
 
 def test_pairs_below_the_split_size_run_whole_and_larger_ones_split_up_to_the_workers():
@@ -45,12 +46,17 @@ def test_the_digits_do_not_depend_on_the_workers_or_the_split(mid_pairs, monkeyp
     tables = [engine.execute(plan, workers=w) for w in (1, 2, 3)]
     monkeypatch.setattr(pairjob, "SPLIT_ELEMENTS", SPLIT_ELEMENTS // 4)  # the last pair split over the workers
     given: list[int] = []
-    monkeypatch.setattr(runners, "pair_threads", lambda n, w: given.append(pair_threads(n, w)) or given[-1])
+
+    def threads(n, w):
+        given.append(pair_threads(n, w))
+        return given[-1]
+    monkeypatch.setattr(runners, "pair_threads", threads)
     tables.append(engine.execute(plan, workers=2))
     assert given == [1] * 5 + [2]
-    one = tables[0].columns
+    one = present(tables[0]).columns
     for table in tables[1:]:
         for key, column in one.items():
+            assert table is not None
             other = table.columns[key]
             if column.dtype.kind == "f":
                 assert np.array_equal(column, other, equal_nan=True), key
@@ -74,6 +80,7 @@ def test_a_file_gone_or_cut_short_after_planning_is_its_row_with_a_reason_on_the
     with open(cut, "r+b") as fh:
         fh.truncate(cut.stat().st_size - 4)
     table = engine.execute(plan, workers=2)
+    assert table is not None
     reasons = dict(zip(names, table.columns["reason"]))
     cos = dict(zip(names, table.columns["cos"]))
     assert "No such file" in reasons["op_1"] and np.isnan(cos["op_1"])

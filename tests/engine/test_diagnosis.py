@@ -35,6 +35,7 @@ def test_single_op_cliff_is_named_with_its_cause(cls_cliff, tmp_path):
     r = accuscope("run", ref, cand, "--input", f"x={root / 'x.npy'}", "--out", tmp_path / "t", "--advisor")
     assert r.returncode == 0, r.stdout + r.stderr
     a = advise(tmp_path / "t", write=False)
+    assert a is not None
     verdict, cause = a.findings[:2]
     assert verdict.rule == "verdict" and verdict.severity == "error" and "the model fails" in verdict.title
     assert cause.rule == "introduced" and cause.op == bn and cause.severity == "error"
@@ -67,6 +68,7 @@ def test_gradual_drift_is_said_where_no_op_explains_the_output(cls_model, tmp_pa
                   "--threshold", "red=0.01")
     assert r.returncode == 0, r.stdout + r.stderr
     a = advise(tmp_path / "t", write=False)
+    assert a is not None and a.primary is not None
     assert a.primary.rule == "verdict" and a.primary.severity == "error"
     drift = a.by_rule("drift")[0]
     assert drift.severity == "error" and "gradual drift from" in drift.title and "quantization" in drift.text
@@ -88,6 +90,7 @@ def test_the_op_that_made_most_error_is_named_through_the_quantizer_chain(det_mo
     r = accuscope("run", ref, cand, "--input", f"x={tmp_path / 'x.npy'}", "--out", tmp_path / "t")
     assert r.returncode == 0, r.stdout + r.stderr
     a = advise(tmp_path / "t", write=False)
+    assert a is not None
     cause = a.by_rule("introduced")[0]  # beside the drift the other quantized convs add
     assert cause.severity in ("error", "warning") and cause.evidence["cause"] == "quantized"
     assert "quantized chain ConvInteger" in cause.text and "int8" in cause.text
@@ -109,6 +112,7 @@ def test_passing_model_with_local_deviations_is_a_pass(cls_model, tmp_path):
     assert r.returncode == 0, r.stdout  # rows break the tightened red threshold, the output does not: the verdict
     # passes, and --fail-on-error follows the verdict alone
     a = advise(tmp_path / "t", write=False)
+    assert a is not None and a.primary is not None
     assert a.primary.rule == "verdict" and "the model passes" in a.primary.title  # ...but the output does not
     assert all(f.severity != "error" for f in a.findings)
     local = [f for f in a.findings if f.rule == "introduced"]

@@ -23,6 +23,7 @@ from accuscope.engine.sources.layout import to_storage
 from accuscope.engine.sources.tensor import SourceError
 from support.bounded import ends
 from support.dialects import ms_name, save_npz, write_atb, write_ms_step
+from support.narrow import present
 
 
 def to_bf16(a: np.ndarray) -> np.ndarray:
@@ -355,12 +356,13 @@ def test_ge_graph_dump_loads_as_the_device_graph_with_fusion_facts(tmp_path, cls
     names = [n.name for n in g.nodes]
     assert names == ["x"] + [node for node, _, _, _ in cls_run[1:8]] + ["out"]
     fused = g.node(cls_run[1][0])
+    assert fused is not None
     assert fused.fused == [cls_run[0][0], cls_run[1][0]]
     assert fused.origins == [(cls_run[1][0], 0)]
     assert fused.inputs == ["x:0"]  # the control edge x:-1 is no data input
     assert fused.output_shapes == [cls_run[1][3].shape] and fused.output_dtypes == ["float32"]
     assert g.inputs == ["x:0"] and g.outputs == [f"{cls_run[7][0]}:0"]
-    assert g.producer(f"{cls_run[3][0]}:0")[0].type == cls_run[3][1]
+    assert present(g.producer(f"{cls_run[3][0]}:0"))[0].type == cls_run[3][1]
 
 
 def test_ge_graph_parser_bounds_and_messages(tmp_path):

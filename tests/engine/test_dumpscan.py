@@ -38,7 +38,7 @@ def same(a, b) -> None:
 # ---- what msprobe writes, and more ------------------------------------------------------------
 number = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(-10**20, 10**20), st.booleans(),
                    st.none())
-key = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=6)
+key = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=6)  # type: ignore[arg-type]  # hypothesis's Literal category names: 'Cs' (surrogates) is one
 tensor = st.fixed_dictionaries(
     {"type": st.just("torch.Tensor"), "dtype": st.sampled_from(["torch.float32", "torch.bfloat16", "Float16", "int64"]),
      "shape": st.one_of(st.lists(st.integers(0, 10**6), max_size=4), st.lists(st.integers(-3, 3), max_size=2),

@@ -22,6 +22,7 @@ from accuscope.engine.sources.golden import open_golden
 from accuscope.engine.sources.tensor import SourceError
 from accuscope.engine.tasks.task import load_task
 from support.cli import accuscope
+from support.narrow import present
 
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
@@ -82,7 +83,7 @@ def _reproduces_golden(result, golden_dir: Path, rtol=1e-5, atol=1e-5) -> None:
     golden = open_golden(golden_dir)
     assert len(got) == len(m["boundary"]["outputs"])
     for value, entry in zip(got, m["boundary"]["outputs"]):
-        expected = np.asarray(golden.find(entry["producer"], "output", entry["index"]).load())
+        expected = np.asarray(present(golden.find(entry["producer"], "output", entry["index"])).load())
         np.testing.assert_allclose(value, expected, rtol=rtol, atol=atol)
 
 
@@ -91,6 +92,7 @@ def _reproduces_golden(result, golden_dir: Path, rtol=1e-5, atol=1e-5) -> None:
 
 def test_selection_with_residual_edge_and_branch_input(demo_task):
     om, fw = task_graphs(demo_task)
+    assert fw is not None
     assert om.kind == "om" and fw.kind == "onnx"
 
     residual = select(fw, QUANTIZED, "/block1/Add")  # the stem's output feeds conv1 and, skipping it, the Add
@@ -105,6 +107,7 @@ def test_selection_with_residual_edge_and_branch_input(demo_task):
     # device ops of the offline model: conv2 (fused with bn2) .. relu2; the Add's second input is a branch
     sel = select(om, "/block1/conv2/Conv", "/block1/relu2/Relu", framework=fw)
     assert sel.names == ["/block1/conv2/Conv/block1/bn2/BatchNormalization", "/block1/Add", "/block1/relu2/Relu"]
+    assert sel.framework is not None
     assert sel.framework.names == ["/block1/conv2/Conv", "/block1/bn2/BatchNormalization", "/block1/Add",
                                    "/block1/relu2/Relu"]
     assert [(b.tensor, b.consumers) for b in sel.framework.inputs] == [
@@ -134,6 +137,7 @@ def test_offline_model_task_without_framework_model_says_what_is_missing(demo_ta
     with pytest.raises(SourceError, match="--framework-model"):
         select_in_task(tmp_path, QUANTIZED, QUANTIZED)
     sel = select_in_task(tmp_path, QUANTIZED, QUANTIZED, framework_model=demo_task / "model" / "tinynet.onnx")
+    assert sel.framework is not None
     assert sel.framework.names == [QUANTIZED, "/block1/bn1/BatchNormalization", "/block1/relu1/Relu"]
 
 
@@ -143,6 +147,7 @@ def test_offline_model_task_without_framework_model_says_what_is_missing(demo_ta
 def test_export_of_a_residual_region_reproduces_golden_and_holds_both_sides(demo_task, tmp_path):
     sel = select_in_task(demo_task, QUANTIZED, "/block1/Add")  # device ops; the framework region follows
     result = export(demo_task, sel, tmp_path / "exp")
+    assert result is not None
     out, m = result.out_dir, result.manifest
     assert m == read_manifest(out) and m["checker"] == "passed" and m["parent_task"] == str(demo_task)
     assert m["start"] == ["/block1/conv1/Conv/block1/relu1/Relu"] and m["end"] == ["/block1/Add"]
@@ -169,12 +174,13 @@ def test_export_of_a_residual_region_reproduces_golden_and_holds_both_sides(demo
 def test_export_float16_files_and_replacing_a_previous_export_only(demo_task, tmp_path):
     sel = select_in_task(demo_task, "/attn/norm/ReduceMean", "/attn/norm/Div")
     first = export(demo_task, sel, tmp_path / "exp", dtype="float16")
+    assert first is not None
     entry = first.manifest["boundary"]["inputs"][0]
     assert np.load(first.out_dir / entry["golden"]["npy"]).dtype == np.float16
     assert (first.out_dir / entry["golden"]["bin"]).stat().st_size == 2 * np.prod(entry["golden"]["shape"])
     model = onnx.load(str(first.model))
     assert model.graph.input[0].type.tensor_type.elem_type == onnx.TensorProto.FLOAT  # the model is unchanged
-    assert export(demo_task, sel, tmp_path / "exp").manifest["dtype"] == "float32"  # replaced
+    assert present(export(demo_task, sel, tmp_path / "exp")).manifest["dtype"] == "float32"  # replaced
     foreign = tmp_path / "mine"
     foreign.mkdir()
     (foreign / "notes.txt").write_text("keep me")
@@ -189,9 +195,11 @@ def test_real_model_regions_with_constant_weights_reproduce_golden(cls_task, tmp
     # the biases are Reshape@k of Constant weights, ops computing from weights only: taken in
     sel = select_in_task(cls_task, "GlobalAveragePool@0", "Mul@1")
     fw = sel.framework
+    assert fw is not None
     assert {"Reshape@0", "Reshape@1"} <= set(fw.folded) and [b.tensor for b in fw.inputs] == ["relu_1.tmp_0"]
     assert fw.inputs[0].consumers == ["GlobalAveragePool@0", "Mul@1"]
     se = export(cls_task, sel, tmp_path / "se")
+    assert se is not None
     sub = onnx.load(str(se.model))
     constants = [n for n in sub.graph.node if n.op_type == "Constant"]
     assert constants and not sub.graph.initializer  # the weights stay in Constant nodes, as in the model
@@ -203,6 +211,7 @@ def test_real_model_regions_with_constant_weights_reproduce_golden(cls_task, tmp
     for start, end in (("Conv@9", "Add@3"), ("Conv@0", "Div@0")):
         result = export(cls_task, select_in_task(cls_task, start, end), tmp_path / start)
         _reproduces_golden(result, cls_task / "golden")
+    assert result is not None
     x = onnx.load(str(result.model)).graph.input[0]
     assert x.name == "x" and [d.dim_value for d in x.type.tensor_type.shape.dim] == [1, 3, 48, 192]
 
@@ -237,6 +246,7 @@ def test_values_read_inside_if_bodies_are_inputs_of_the_if(tmp_path):
     sel = select(fw, "branch", "sigmoid")
     assert [b.tensor for b in sel.inputs] == ["c", "r"] and sel.weights == ["w"]
     result = export(tmp_path, sel, tmp_path / "exp")
+    assert result is not None
     assert result.manifest["checker"] == "passed" and sim.model_json
     _reproduces_golden(result, tmp_path / "golden")
 
@@ -272,6 +282,7 @@ def test_caffe_export_writes_the_chosen_layers_after_an_input_layer(tmp_path):
     sel = select_in_task(tmp_path, "relu1", "pool1")
     assert [b.tensor for b in sel.inputs] == ["conv1"] and [b.tensor for b in sel.outputs] == ["pool1"]
     result = export(tmp_path, sel, tmp_path / "exp", retest=True)
+    assert result is not None
     text = result.model.read_text()
     assert result.model.name == "model.prototxt" and 'type: "Input"' in text and "pool: MAX" in text
     sub = load_graph(result.model)
@@ -288,29 +299,39 @@ def test_caffe_export_writes_the_chosen_layers_after_an_input_layer(tmp_path):
 
 def test_retest_finds_the_quantized_conv_error_inside_and_later_errors_upstream(demo_task, tmp_path):
     quantized = export(demo_task, select_in_task(demo_task, QUANTIZED, QUANTIZED), tmp_path / "q", retest=True)
+    assert quantized is not None
     r = quantized.retest
+    assert r is not None
     assert r.verdict == INSIDE, r.message
     [out] = r.outputs
     assert out.tensor == "/block1/relu1/Relu_output_0" and out.npu_tensor.endswith(":output:0")
     assert out.parent_cos < 0.99 and out.retest_cos < 0.99 and out.golden_cos > 0.999999
     assert "cos" in out.retest_broken
+    assert r.task_dir is not None
     task = load_task(r.task_dir)
+    assert task.doc.retest is not None
     assert task.doc.parent == str(demo_task) and task.doc.retest["verdict"] == INSIDE
+    assert task.table is not None
     assert task.table.columns["fail"].any()
 
     # after it: conv2 .. relu2 with the residual Add inherit the error; given the NPU's own inputs the
     # framework ops compute what the NPU computed
-    later = export(demo_task, select_in_task(demo_task, "/block1/conv2/Conv", "/block1/relu2/Relu"),
-                   tmp_path / "later", retest=True).retest
+    later = present(export(demo_task, select_in_task(demo_task, "/block1/conv2/Conv", "/block1/relu2/Relu"),
+                   tmp_path / "later", retest=True)).retest
+    assert later is not None
     assert later.verdict == UPSTREAM, later.message
     assert later.outputs[0].parent_cos < 0.99 < 0.9999 < later.outputs[0].retest_cos
+    assert later.task_dir is not None
     assert load_task(later.task_dir).doc.parent == str(demo_task)
 
     # the same region chosen among the framework ops (as the graph of the ONNX model shows them)
     fw = task_graphs(demo_task)[1]
+    assert fw is not None
     again = export(demo_task, select(fw, QUANTIZED, "/block1/relu1/Relu"), tmp_path / "fw", retest=True)
+    assert again is not None
     assert again.device_selection is None and again.manifest["mapping_model"] == "model/tinynet.json"
-    assert again.retest.verdict == INSIDE and len(load_task(again.retest.task_dir).table) == 2
+    assert again.retest is not None and again.retest.task_dir is not None
+    assert again.retest.verdict == INSIDE and len(present(load_task(again.retest.task_dir).table)) == 2
     # the float16 overflow of the LayerNorm's Pow is made right there
     assert retest_of(demo_task, "/attn/norm/Pow", tmp_path / "pow").verdict == INSIDE
     # and a region upstream of every fault has none

@@ -38,6 +38,7 @@ from support.hostile import (
     hostile_task,
     tiny_export_task,
 )
+from support.narrow import present
 
 
 # ---- 1. exports that cannot carry code --------------------------------------------------------------
@@ -78,6 +79,7 @@ def test_a_saved_task_reads_its_csv_back_with_the_names_as_they_were(tmp_path):
     folder = hostile_task(tmp_path / "t")
     (folder / "result.npz").unlink()  # the task browser falls back to the CSV
     task = load_task(folder)
+    assert task.table is not None
     assert task.table.columns["npu_op"].tolist() == [r["npu_op"] for r in hostile_rows()]
 
 
@@ -171,7 +173,7 @@ def test_the_task_lock_and_the_columns_folder_are_never_taken_through_a_planted_
     elsewhere.mkdir()
     (folder / COLUMNS_DIR).symlink_to(elsewhere)
     with pytest.raises(SourceError, match="columns folder is a symbolic link"):
-        write_columns(folder, [load_task(folder).table])
+        write_columns(folder, [present(load_task(folder).table)])
     assert not (tmp_path / "created-elsewhere").exists() and list(elsewhere.iterdir()) == []
 
 
@@ -234,6 +236,7 @@ def test_export_refuses_a_symlinked_exports_folder_and_a_symlinked_target_in_it(
     assert list(elsewhere.iterdir()) == []
     target.unlink()
     result = export(task, sel)  # a real folder: the export is written
+    assert result is not None
     assert (result.out_dir / "manifest.json").is_file() and list(elsewhere.iterdir()) == []
 
 

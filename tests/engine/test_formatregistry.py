@@ -8,6 +8,7 @@ from pathlib import Path
 
 from accuscope.engine.sides import registry
 from accuscope.engine.sources import kinds
+from support.narrow import present
 
 SOURCES = Path(registry.__file__).resolve().parents[1] / "sources"
 
@@ -27,7 +28,7 @@ def test_every_declared_option_is_a_keyword_of_its_readers_read_and_describe():
     for fmt in registry.FORMATS:
         assert not fmt.options or fmt.reader is not None, fmt.kind
         for option in fmt.options:
-            module = fmt.reader()
+            module = present(fmt.reader)()
             assert option.name in inspect.signature(module.read).parameters, f"{fmt.kind}.read takes no {option.name}="
             described = inspect.signature(module.describe).parameters.values()
             assert any(p.name == option.name or p.kind is p.VAR_KEYWORD for p in described)

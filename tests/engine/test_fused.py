@@ -63,6 +63,7 @@ def test_counts_at_the_thresholds_are_those_of_the_division(monkeypatch, loops):
 @needs_kernel
 def test_nan_goes_to_the_chunked_path():
     x = np.ones(100, np.float32)
+    assert M._kernel is not None
     assert M._kernel.pair(np.r_[x[:-1], np.float32(np.nan)], x) is None
     assert M._kernel.pair(x, np.r_[x[:-1], np.float32(np.inf)]) is None
     assert M._kernel.pair(x, x) is not None
@@ -76,6 +77,7 @@ def test_nan_or_inf_anywhere_is_seen(loops, where):
     """The AVX-512 walk flags NaN/inf by the sums (a float64 sum of float32 values does not overflow)."""
     x = np.full(140_007, np.float32(3e38))  # the largest finite values are not taken for inf
     x[1::2] = np.float32(-3.4e38)
+    assert M._kernel is not None
     assert M._kernel.pair(x, x) is not None
     for bad in ([np.inf], [np.nan], [np.inf, -np.inf]):
         y = x.copy()

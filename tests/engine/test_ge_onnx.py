@@ -58,6 +58,7 @@ def test_onnx_form_carries_original_op_names_as_ge_writes_them_at_dump_level_1(t
     path.write_text(text.replace(anchor, anchor + added))
     g = load_graph(path)
     node = g.node("Variable/Assign")
+    assert node is not None
     assert node.fused == ["Variable/Assign", "Variable/read"] and node.origins == [("Variable/Assign", 0)]
     assert not any("DUMP_GE_GRAPH=1" in note for note in g.notes)
 

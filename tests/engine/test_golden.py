@@ -75,8 +75,9 @@ def test_fortran_ordered_and_empty_npy_load(tmp_path):
     np.save(tmp_path / "e.0.1.npy", np.zeros((0, 4), np.float32))
     dump = open_golden(tmp_path)
     ft = dump.find("f")
+    assert ft is not None
     assert ft.payload is None and np.array_equal(ft.load(), f)  # not one C-ordered run: no payload
-    assert dump.find("e").load().shape == (0, 4)
+    assert present(dump.find("e")).load().shape == (0, 4)
 
 
 # --- npy folder naming ---------------------------------------------------------------------------
@@ -86,8 +87,8 @@ def test_npy_folder_picks_newest_by_default_and_oldest_on_request(tmp_path):
         np.save(tmp_path / f"conv1.0.{ts}.npy", np.full(4, value, np.float32))
     newest = open_golden(tmp_path)
     assert len(newest.tensors) == 1
-    assert newest.find("conv1").timestamp == 1700000000003 and newest.find("conv1").load()[0] == 3.0
-    assert open_golden(tmp_path, pick="oldest").find("conv1").load()[0] == 1.0
+    assert present(newest.find("conv1")).timestamp == 1700000000003 and present(newest.find("conv1")).load()[0] == 3.0
+    assert present(open_golden(tmp_path, pick="oldest").find("conv1")).load()[0] == 1.0
     assert [t.timestamp for t in newest.versions("conv1")] == [1700000000003, 1700000000002, 1700000000001]
     assert [t.load()[0] for t in newest.versions("conv1")] == [3.0, 2.0, 1.0]
     assert newest.versions("absent") == [] and newest.find("absent") is None
@@ -99,8 +100,8 @@ def test_input_files_and_output_indices_are_separate_tensors(tmp_path):
     np.save(tmp_path / "input_add.1.1700000000001.npy", np.full(2, 7, np.float32))
     dump = open_golden(tmp_path)
     assert sorted(t.name for t in dump.tensors) == ["add:input:1", "add:output:0", "add:output:1"]
-    assert dump.find("add", "input", 1).load()[0] == 7
-    assert dump.find("add", index=1).load()[0] == 5
+    assert present(dump.find("add", "input", 1)).load()[0] == 7
+    assert present(dump.find("add", index=1)).load()[0] == 5
     assert dump.find("add", "input", 0) is None
 
 
@@ -112,19 +113,21 @@ def test_mapping_csv_restores_long_names(tmp_path):
                                           f"2,input_{long_op}.0.1700000000001.npy\n")
     dump = open_golden(tmp_path)
     out, inp = dump.find(long_op), dump.find(long_op, "input")
+    assert out is not None
     assert out.source.endswith("1.npy") and out.timestamp == 1700000000001 and out.load().size == 3
+    assert inp is not None
     assert inp.source.endswith("2.npy") and inp.load().size == 4
 
 
 def test_op_names_with_slashes_are_found_through_sanitize(tmp_path):
     np.save(tmp_path / "conv1_relu.0.123.npy", np.ones(2, np.float32))
     dump = open_golden(tmp_path)
-    assert dump.find("conv1/relu").op == "conv1_relu"
+    assert present(dump.find("conv1/relu")).op == "conv1_relu"
     assert dump.find("conv1.relu") is dump.find("conv1_relu")
     assert dump.find_tensor("conv1_relu") is None  # npy folders carry no graph tensor names
-    np.savez(tmp_path / "g.npz", **{"conv1/relu:0": np.ones(2, np.float32)})
+    np.savez(tmp_path / "g.npz", **{"conv1/relu:0": np.ones(2, np.float32)})  # type: ignore[arg-type]  # numpy's stub reads **arrays as allow_pickle
     npz = open_golden(tmp_path / "g.npz")
-    assert npz.find_tensor("conv1/relu:0").tensor_name == "conv1/relu:0"
+    assert present(npz.find_tensor("conv1/relu:0")).tensor_name == "conv1/relu:0"
     assert npz.find("conv1/relu:0") is npz.find("conv1_relu:0") is npz.find_tensor("conv1/relu:0")
 
 
@@ -157,6 +160,7 @@ def test_big_npy_opens_without_reading_data(tmp_path, monkeypatch):
         start = time.perf_counter()
         t = open_golden(tmp_path).find("big")
         assert time.perf_counter() - start < 1.0
+    assert t is not None and t.payload is not None
     assert t.payload.offset == offset and t.payload.nbytes == 200 * 1024 * 1024
     full = np.load(path, mmap_mode="r")
     assert full.offset == t.payload.offset
@@ -172,15 +176,19 @@ def test_npy_folder_opens_each_file_once_and_loads_small_ones_from_that_read(tmp
         np.save(tmp_path / f"{name}.0.1.npy", arr)
     opened: list[str] = []
     real_open = os.open
-    monkeypatch.setattr(os, "open", lambda path, *a, **k: opened.append(path) or real_open(path, *a, **k))
+
+    def recorded(path, *a, **k):
+        opened.append(path)
+        return real_open(path, *a, **k)
+    monkeypatch.setattr(os, "open", recorded)
     monkeypatch.setattr(npyfile, "_npyread", None)  # the listing's reads in Python, where os.open sees them
     dump = open_golden(tmp_path)
     assert sorted(pathlib.Path(p).name for p in opened) == ["fortran.0.1.npy", "large.0.1.npy", "small.0.1.npy"]
     opened.clear()
     for name, arr in (("small", small), ("fortran", fortran), ("large", large)):
-        data = dump.find(name).load()
+        data = present(dump.find(name)).load()
         assert np.array_equal(data, arr) and data.shape == arr.shape and not data.flags.writeable
-    assert dump.find("fortran").load().flags.f_contiguous
+    assert present(dump.find("fortran")).load().flags.f_contiguous
     assert [pathlib.Path(p).name for p in opened] == ["large.0.1.npy"]  # the small ones not opened again
 
 
@@ -194,7 +202,7 @@ def test_npy_header_longer_than_one_read_is_read_to_its_end(tmp_path):
     (tmp_path / "long.0.1.npy").write_bytes(raw)
     (tmp_path / "cut.0.1.npy").write_bytes(raw[:npyfile.HEAD_READ + 100])
     dump = open_golden(tmp_path)
-    assert np.array_equal(dump.find("long").load(), arr)
+    assert np.array_equal(present(dump.find("long")).load(), arr)
     assert [pathlib.Path(p.path).name for p in dump.problems] == ["cut.0.1.npy"]
     assert "truncated" in dump.problems[0].message
 
@@ -219,9 +227,9 @@ def test_corrupt_npy_is_one_problem_and_the_rest_loads(tmp_path):
     dump = open_golden(tmp_path)
     assert sorted(pathlib.Path(p.path).name for p in dump.problems) == ["bad.0.1.npy", "cut.0.1.npy"]
     assert any("truncated" in p.message for p in dump.problems)
-    assert np.array_equal(dump.find("good").load(), np.arange(5, dtype=np.int8))
+    assert np.array_equal(present(dump.find("good")).load(), np.arange(5, dtype=np.int8))
     with pytest.raises(TensorError, match="bad.0.1.npy"):
-        dump.find("bad").load()
+        present(dump.find("bad")).load()
 
 
 @pytest.mark.parametrize("kind", ["npy", "npz"])
@@ -239,8 +247,8 @@ def test_pickled_object_arrays_are_never_unpickled(tmp_path, kind):
         dump = open_golden(folder / "g.npz")
     assert len(dump.problems) == 1 and "object" in dump.problems[0].message
     with pytest.raises(TensorError):
-        dump.find("obj").load()
-    assert dump.find("ok").load().sum() == 2
+        present(dump.find("obj")).load()
+    assert present(dump.find("ok")).load().sum() == 2
     assert not marker.exists()
 
 
@@ -298,6 +306,7 @@ from hypothesis import strategies as st  # noqa: E402
 
 from accuscope.engine.sources.npyfile import npy_header  # noqa: E402
 from fuzz.corpus import npy_bytes as npy_with_header  # noqa: E402
+from support.narrow import present
 
 _DESCRS = st.one_of(st.sampled_from(["<f4", ">f8", "|u1", "<i8", "|b1", "<c8", "<f2", "|O", "<U4", "|V0",
                                      "<M8[ns]", "<f4,<i4", "(2,)<f4", "", "f4'"]),

@@ -14,6 +14,7 @@ from accuscope.engine.graphs.graph import Graph
 from accuscope.engine.sides.registry import detect, load_graph
 from accuscope.engine.sources.tensor import SourceError
 from support.bounded import ends
+from support.narrow import present
 
 # ---------------------------------------------------------------- real PP-OCR models
 
@@ -123,9 +124,10 @@ def test_tiny_onnx_order_names_weights_and_if_bodies(tmp_path):
     assert any("topological" in note for note in graph.notes)
     assert graph.inputs == ["x", "cond"]  # "w" is an initializer, not a network input
     assert graph.weights == {"w", "maxv"}
-    assert graph.node("Relu_4").input_shapes == [(None, 4), (1, 4)]
+    assert present(graph.node("Relu_4")).input_shapes == [(None, 4), (1, 4)]
 
     choose = graph.node("choose")
+    assert choose is not None
     assert sorted(choose.attrs["_subgraph_outputs"]) == ["else_mid", "else_out", "then_out"]
     assert choose.attrs["_subgraph_inputs"] == ["r"]  # read from the outer graph: If must run after Relu
     assert graph.producer("then_out") is None  # bodies are noted, not expanded
@@ -133,6 +135,7 @@ def test_tiny_onnx_order_names_weights_and_if_bodies(tmp_path):
     assert choose.attrs["then_branch"].startswith("<graph then")
 
     clip = graph.node("Clip_0")
+    assert clip is not None
     assert clip.inputs == ["branch", "maxv"]  # the omitted optional min is dropped
     assert graph.producer("branch") == (choose, 0)
     assert graph.consumers("a") == [(graph.node("Relu_4_1"), 0)]
@@ -154,8 +157,8 @@ def test_onnx_shape_inference_failure_falls_back_to_declared_shapes(tmp_path, mo
     monkeypatch.setattr(onnx.shape_inference, "infer_shapes", broken)
     graph = load_graph(_tiny_onnx(tmp_path))
     assert any("shape inference failed" in n for n in graph.notes)
-    assert graph.node("Clip_0").output_shapes == [(1, 4)]  # from graph.output
-    assert graph.node("Relu_4_1").output_shapes == [None]  # nothing declared
+    assert present(graph.node("Clip_0")).output_shapes == [(1, 4)]  # from graph.output
+    assert present(graph.node("Relu_4_1")).output_shapes == [None]  # nothing declared
 
 
 # ---------------------------------------------------------------- Ascend offline model JSON
@@ -216,6 +219,7 @@ def test_om_json_ops_edges_and_sequence(tmp_path):
     assert [n.seq_id for n in graph.nodes] == [1, 2, 4, 5, 6, 6, 7]  # "id", else position + 1
     assert [n.subgraph for n in graph.nodes][-3:] == ["", "branch_sub", "branch_sub"]
     conv = graph.node("conv1bn1relu1")
+    assert conv is not None
     assert conv.inputs == ["trans_TransData_1:0", "weights_const:0"]  # control edge dropped
     assert graph.weights == {"weights_const:0"}
     assert graph.producer("conv1bn1relu1:0") == (conv, 0)
@@ -228,6 +232,7 @@ def test_om_json_ops_edges_and_sequence(tmp_path):
 def test_om_json_fusion_origins_and_descs(tmp_path):
     graph = load_graph(_write_om(tmp_path, OM_MODEL))
     conv = graph.node("conv1bn1relu1")
+    assert conv is not None
     assert conv.fused == ["conv1", "bn1", "relu1"]
     assert conv.origins == [("relu1", 0)]
     assert conv.attrs["_origin_shapes"] == [(1, 64, 112, 112)]
@@ -235,10 +240,10 @@ def test_om_json_fusion_origins_and_descs(tmp_path):
     assert conv.attrs["groups"] == 1 and conv.attrs["_L1_fusion_sub_graph_no"] == "x"
     assert conv.output_shapes == [(1, 4, 112, 112, 16)] and conv.output_dtypes == ["float16"]
     assert conv.input_shapes == [(1, 1, 224, 224, 16), (64, 3, 7, 7)]
-    assert graph.node("trans_TransData_1").fused == []  # device-only op
-    assert graph.node("fc1").fused is None and graph.node("fc1").origins == [None]  # kept its name
-    assert graph.node("data").output_dtypes == ["float32"]
-    assert graph.node("sub_relu").output_shapes == [(None, 1000)]
+    assert present(graph.node("trans_TransData_1")).fused == []  # device-only op
+    assert present(graph.node("fc1")).fused is None and present(graph.node("fc1")).origins == [None]  # kept its name
+    assert present(graph.node("data")).output_dtypes == ["float32"]
+    assert present(graph.node("sub_relu")).output_shapes == [(None, 1000)]
 
 
 def test_om_json_output_fallbacks(tmp_path):
@@ -303,7 +308,7 @@ def test_caffe_input_layer_and_input_dim(tmp_path):
                     'layer { name: "cat" type: "Concat" bottom: "a" bottom: "b" top: "c" }\n')
     graph = load_graph(path)
     assert graph.inputs == ["a", "b"]
-    assert graph.node("cat").input_shapes == [(1, 2, 3, 4), (1, 8)]
+    assert present(graph.node("cat")).input_shapes == [(1, 2, 3, 4), (1, 8)]
     assert graph.outputs == ["c"]
 
 

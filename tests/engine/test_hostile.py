@@ -26,6 +26,7 @@ from accuscope.engine.sources.tensor import SourceError
 from accuscope.engine.tasks.csvio import read_result_csv
 from fuzz.corpus import npy_bytes
 from support.cli import accuscope
+from support.narrow import present
 
 GOOD = "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }"
 
@@ -64,7 +65,7 @@ def test_npy_header_parser_agrees_with_numpy_on_real_files(tmp_path):
     for i, arr in enumerate([np.zeros((2, 3), np.float16), np.ones((0, 4), np.int64), np.array(3.5),
                              np.asfortranarray(np.arange(12.0).reshape(3, 4)), np.zeros(5, bool),
                              np.zeros((1, 2, 3), np.complex64)]):
-        np.save(tmp_path / f"a{i}.0.{i}.npy", arr)
+        np.save(tmp_path / f"a{i}.0.{i}.npy", np.asarray(arr))
     dump = open_golden(tmp_path)
     assert not dump.problems
     for t in dump.tensors:
@@ -131,8 +132,9 @@ def test_npz_member_damage_is_that_member_s_problem(tmp_path, what, local_at, ce
     path = _npz_with_patched_member(tmp_path, local_at, central_at, value, compressed=True)
     dump = open_golden(path)
     good = dump.find_tensor("good")
+    assert good is not None
     np.testing.assert_array_equal(good.load(), np.ones(4, np.float32))
-    assert dump.find_tensor("bad").problem and "bad" in str(dump.problems[0])
+    assert present(dump.find_tensor("bad")).problem and "bad" in str(dump.problems[0])
 
 
 def _dump_with(tmp_path, name, fmt, storage, original):
@@ -158,8 +160,9 @@ def test_degenerate_storage_shapes_are_reported_or_load_empty(tmp_path, fmt, sto
     write_dump_file(tmp_path / "Relu.good.2.1700000000000002", "good", [], [DumpTensor(np.ones(3, np.float32))])
     dump = open_npu_dump(tmp_path)
     good = dump.find_op("good")
+    assert good is not None
     np.testing.assert_array_equal(good.outputs[0].load(), np.ones(3, np.float32))
-    t = dump.find_op("op").outputs[0]
+    t = present(dump.find_op("op")).outputs[0]
     assert t.problem or t.load().size == 0
 
 
@@ -226,7 +229,7 @@ def test_onnx_node_name_that_is_not_utf8_is_shown_not_fatal(tmp_path):
 
 
 def test_convert_keeps_every_tensor_whose_names_collide(tmp_path):
-    np.savez(tmp_path / "g.npz", **{"a/b": np.zeros(2, np.float32), "a.b": np.ones(2, np.float32),
+    np.savez(tmp_path / "g.npz", **{"a/b": np.zeros(2, np.float32), "a.b": np.ones(2, np.float32),  # type: ignore[arg-type]  # numpy's stub reads **arrays as allow_pickle
                                     "a b": np.full(2, 2, np.float32), "a_b_1": np.full(2, 3, np.float32)})
     r = accuscope("convert", tmp_path / "g.npz", "--out", tmp_path / "out")
     assert_polite(r, 0)
@@ -239,7 +242,7 @@ def test_convert_keeps_every_tensor_whose_names_collide(tmp_path):
 
 
 def test_convert_gives_over_long_op_names_a_file_name_that_fits(tmp_path):
-    np.savez(tmp_path / "g.npz", **{"x" * 400: np.zeros(2, np.float32)})
+    np.savez(tmp_path / "g.npz", **{"x" * 400: np.zeros(2, np.float32)})  # type: ignore[arg-type]  # numpy's stub reads **arrays as allow_pickle
     report = convert(open_golden(tmp_path / "g.npz"), str(tmp_path / "out"))
     assert len(report.written) == 1 and not report.failed
     assert len(report.written[0]) <= 255

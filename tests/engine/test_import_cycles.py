@@ -33,24 +33,38 @@ def imports(found: dict[str, Path], typing: bool = True) -> dict[str, set[str]]:
         tree = ast.parse(path.read_text(), str(path))
         typing_only = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If)
                        and "TYPE_CHECKING" in ast.unparse(node.test) for b in node.body for n in ast.walk(b)}
-        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-        targets = []
-        for node in ast.walk(tree):
-            if not typing and id(node) in typing_only:
-                continue
-            if isinstance(node, ast.ImportFrom):
-                base = package.split(".")[:len(package.split(".")) - node.level + 1] if node.level else []
-                module = ".".join(base + ([node.module] if node.module else []))
-                targets += [f"{module}.{a.name}" if f"{module}.{a.name}" in found else module for a in node.names]
-            elif isinstance(node, ast.Import):
-                targets += [a.name for a in node.names]
-        edges[name] = set()
-        for t in targets:
-            while t and t not in found:
-                t = t.rpartition(".")[0]
-            if t and t != name and not name.startswith(t + "."):
-                edges[name].add(t)
+        edges[name] = {t for node in ast.walk(tree) if typing or id(node) not in typing_only
+                       for t in _targets(node, name, path, found)}
     return edges
+
+
+def lazy_imports(found: dict[str, Path]) -> dict[str, set[str]]:
+    """Module -> the package's modules it imports inside a function (resolved as `imports` does)."""
+    lazy: dict[str, set[str]] = {}
+    for name, path in found.items():
+        tree = ast.parse(path.read_text(), str(path))
+        lazy[name] = {t for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+                      for node in ast.walk(f) for t in _targets(node, name, path, found)}
+    return lazy
+
+
+def _targets(node: ast.AST, name: str, path: Path, found: dict[str, Path]) -> set[str]:
+    """The package's modules one import statement of module `name` (file `path`) imports."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    targets = []
+    if isinstance(node, ast.ImportFrom):
+        base = package.split(".")[:len(package.split(".")) - node.level + 1] if node.level else []
+        module = ".".join(base + ([node.module] if node.module else []))
+        targets += [f"{module}.{a.name}" if f"{module}.{a.name}" in found else module for a in node.names]
+    elif isinstance(node, ast.Import):
+        targets += [a.name for a in node.names]
+    modules = set()
+    for t in targets:
+        while t and t not in found:
+            t = t.rpartition(".")[0]
+        if t and t != name and not name.startswith(t + "."):
+            modules.add(t)
+    return modules
 
 
 def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
@@ -131,3 +145,65 @@ def test_every_kind_of_import_is_seen(tmp_path):
     assert cycles(imports(found)) == [["pkg.rules", "pkg.sub.data", "pkg.rules"]]
     assert cycles(imports(found, typing=False)) == []
     assert imports(found)["pkg.sub.plain"] == {"pkg.sub.data", "pkg.rules"}
+
+
+LAZY_LINE = "# lazy: "
+
+
+def declared(path: Path, top: str) -> tuple[set[str], list[str]]:
+    """The modules a module's `# lazy: a.b, c.d` lines name (with `top.` put back), and the problems
+    with where they stand: they belong to the module's head, above its first function or class."""
+    lines = path.read_text().splitlines()
+    tree = ast.parse("\n".join(lines), str(path))
+    head = min((n.lineno for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef,
+                                                               ast.ClassDef))), default=len(lines) + 1)
+    names, problems = set(), []
+    for number, line in enumerate(lines, 1):
+        if line.startswith(LAZY_LINE):
+            if number > head:
+                problems.append(f"{path.name}:{number}: the `# lazy:` line stands below the first def/class")
+            names |= {f"{top}.{n.strip()}" for n in line.removeprefix(LAZY_LINE).split(",") if n.strip()}
+    return names, problems
+
+
+def undeclared(found: dict[str, Path], top: str) -> list[str]:
+    """Each module whose `# lazy:` lines do not name exactly the package's modules it imports inside
+    functions, and what is missing or stale."""
+    wrong = []
+    for name, lazy in lazy_imports(found).items():
+        names, problems = declared(found[name], top)
+        missing = sorted(m.removeprefix(top + ".") for m in lazy - names)
+        stale = sorted(m.removeprefix(top + ".") for m in names - lazy)
+        wrong += problems + ([f"{name}: {LAZY_LINE}{', '.join(sorted(m.removeprefix(top + '.') for m in lazy))}"
+                              f" (undeclared: {missing}; no longer imported: {stale})"] if missing or stale else [])
+    return wrong
+
+
+def test_every_module_names_its_lazy_imports_at_its_top():
+    """A module that imports one of the package's modules inside a function (for start-up, or for a path
+    only some inputs take) says so on a `# lazy:` line in its head, so that the dependencies an import
+    at the top would show stay in sight (ARCHITECTURE.md, Rules)."""
+    found = modules(ROOT, "accuscope")
+    wrong = undeclared(found, "accuscope")
+    assert not wrong, "the `# lazy:` lines differ from the imports inside functions:\n" + "\n".join(wrong)
+    lazy = {m: deps for m, deps in lazy_imports(found).items() if deps}
+    assert len(lazy) > 40 and sum(map(len, lazy.values())) > 100
+
+
+def test_a_lazy_line_must_name_what_is_imported_and_no_more(tmp_path):
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "data.py").write_text("X = 1\n")
+    (package / "other.py").write_text("Y = 2\n")
+    (package / "rules.py").write_text('"""Rules."""\n# lazy: data\n\ndef judge():\n    from . import data\n'
+                                      '    return data.X\n')
+    found = modules(package, "pkg")
+    assert undeclared(found, "pkg") == []
+    (package / "rules.py").write_text('"""Rules."""\n# lazy: other\n\ndef judge():\n    from .data import X\n'
+                                      '    return X\n')
+    assert undeclared(modules(package, "pkg"), "pkg") == [
+        "pkg.rules: # lazy: data (undeclared: ['data']; no longer imported: ['other'])"]
+    (package / "rules.py").write_text('def judge():\n    from . import data\n    return data\n# lazy: data\n')
+    assert undeclared(modules(package, "pkg"), "pkg") == [
+        "rules.py:4: the `# lazy:` line stands below the first def/class"]

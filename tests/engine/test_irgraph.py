@@ -9,6 +9,7 @@ from accuscope.engine.sides.registry import detect, load_graph
 from accuscope.engine.sources import kinds
 from accuscope.engine.sources.tensor import SourceError
 from support.data import FIXTURES
+from support.narrow import present
 
 INT8 = FIXTURES / "openvino" / "cls_int8.xml"
 
@@ -24,7 +25,7 @@ def test_the_int8_ir_as_a_graph():
     named = [t for n in g.nodes for t in n.outputs if not t.startswith(f"{n.name}:")]
     assert len(named) == 146  # the ONNX value names the IR kept (OpenVINO's own outputs are `{op}:{k}`)
     bn = g.node("BatchNormalization@0")
-    assert bn is not None and bn.outputs == ["batch_norm_0.tmp_2"] and g.producer(bn.inputs[0])[0].type == "Convolution"
+    assert bn is not None and bn.outputs == ["batch_norm_0.tmp_2"] and present(g.producer(bn.inputs[0]))[0].type == "Convolution"
 
 
 def test_constant_values_are_openvinos_own(tmp_path):

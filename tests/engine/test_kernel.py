@@ -45,11 +45,13 @@ def test_kernel_and_numpy_give_the_same_numbers(monkeypatch, dtype, spread):
 @needs_kernel
 def test_kernel_takes_only_two_float32_or_two_float64_buffers_of_one_length():
     f4, f8 = np.ones(3, np.float32), np.ones(3)
+    kernel = M._kernel
+    assert kernel is not None
     with pytest.raises(TypeError, match="float32"):
-        M._kernel.moments(f4, f8)
+        kernel.moments(f4, f8)
     with pytest.raises(TypeError):
-        M._kernel.moments(np.ones(3, np.int32), np.ones(3, np.int32))
+        kernel.moments(np.ones(3, np.int32), np.ones(3, np.int32))
     with pytest.raises(ValueError, match="lengths"):
-        M._kernel.kl(f8, np.ones(4), 0, 1e-7, 0, 1e-7, 1, 0.1)
+        kernel.kl(f8, np.ones(4), 0, 1e-7, 0, 1e-7, 1, 0.1)
     with pytest.raises(ValueError, match="contiguous"):
-        M._kernel.moments(np.ones((3, 2))[:, 0], np.ones(3))  # not contiguous
+        kernel.moments(np.ones((3, 2))[:, 0], np.ones(3))  # not contiguous

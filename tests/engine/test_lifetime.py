@@ -90,12 +90,12 @@ def test_safe_flags_add_dash_p_once_from_3_11():
 def test_safe_helpers_change_only_what_multiprocessing_starts(monkeypatch):
     """The environment stays as it was: commands of the user's accuscope runs see theirs."""
     from multiprocessing import util
-    monkeypatch.setattr(util, "_args_from_interpreter_flags", util._args_from_interpreter_flags)
+    monkeypatch.setattr(util, "_args_from_interpreter_flags", util._args_from_interpreter_flags)  # type: ignore[attr-defined]  # CPython's private helper, not in typeshed  # type: ignore[attr-defined]  # CPython's private helper, not in typeshed
     before = dict(os.environ)
     lifetime.safe_helpers()
     lifetime.safe_helpers()
-    flags = util._args_from_interpreter_flags()
-    assert flags == lifetime.safe_flags(subprocess._args_from_interpreter_flags())
+    flags = util._args_from_interpreter_flags()  # type: ignore[attr-defined]  # CPython's private helper, not in typeshed
+    assert flags == lifetime.safe_flags(subprocess._args_from_interpreter_flags())  # type: ignore[attr-defined]  # CPython's private helper, not in typeshed  # type: ignore[attr-defined]  # CPython's private helper, not in typeshed
     assert dict(os.environ) == before
 
 

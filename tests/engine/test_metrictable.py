@@ -24,6 +24,7 @@ from accuscope.engine.diagnose.oprerun import metrics as isolated_metrics
 from accuscope.engine.tasks.csvio import read_result_csv, write_result_csv
 from support.data import cls_with_planted_fault
 from support.metrics import every_cell
+from support.narrow import present
 
 RECORDS = mt.METRIC_TABLE
 ids = [m.key for m in RECORDS]
@@ -51,9 +52,9 @@ def test_every_engine_list_holds_the_metric(m):
         assert resolve_key(m.key) == m.key == resolve_key(m.csv.upper())
         t = Thresholds()
         t.set(m.key, 1.0)
-        assert t.get(m.key).op == ("<" if m.lower_is_worse else ">")
+        assert present(t.get(m.key)).op == ("<" if m.lower_is_worse else ">")
     if m.msit_threshold is not None:
-        assert Thresholds().get(m.key).value == m.msit_threshold
+        assert present(Thresholds().get(m.key)).value == m.msit_threshold
     else:
         assert Thresholds().get(m.key) is None
     assert (m.key in mt.ALGORITHMS) == (m.origin == "msaccucmp")
@@ -146,14 +147,18 @@ def test_the_csv_and_the_advisor_agree_after_a_threshold_change(cls_model, tmp_p
     spec = CompareSpec(str(tmp_path / "npu" / "dump"), str(tmp_path / "golden"), model=sim.model_json)
     run_task(spec, tmp_path / "task", workers=1)
     task = load_task(tmp_path / "task")
+    assert task.table is not None
     before = int(task.table.columns["fail"].sum())
     advise(tmp_path / "task")  # the app shows its origin and iso_cos beside the table, never in it (tests/app)
+    assert task.thresholds is not None
     tight = Thresholds.from_dict(task.thresholds.to_dict())
     tight.edit("max_abs=0.0001 red=off")  # fp16 rounding now fails rows; the planted fault still does
     task.set_thresholds(tight)
 
     again = load_task(tmp_path / "task")
+    assert again.table is not None and again.thresholds is not None
     state = judgement.evaluate(again.table, again.thresholds)
+    assert again.csv is not None
     with again.csv.open(newline="", encoding="utf-8") as f:
         rows = list(csv.DictReader(f))
     in_csv = np.array([r["IsPrecisionError"] == "YES" for r in rows])
@@ -164,5 +169,6 @@ def test_the_csv_and_the_advisor_agree_after_a_threshold_change(cls_model, tmp_p
     advice = advise(tmp_path / "task")
     c = again.table.columns
     csv_ops = {r["NPUDump"] for r, bad in zip(rows, in_csv) if bad and ":output:" in r["TensorIndex"]}
+    assert advice is not None
     assert {o.op for o in advice.ops} == {op for op, io, bad in zip(c["npu_op"], c["io"], in_csv)
                                           if bad and io == "output"} == csv_ops

@@ -25,6 +25,7 @@ from accuscope.engine.graphs.msprobegraph import load_msprobe
 from accuscope.engine.sides.registry import detect, open_side
 from accuscope.engine.sources import msprobe, torchpickle
 from accuscope.engine.sources.tensor import SourceError, Tensor
+from support.narrow import present
 from support.pickles import hostile_pt, write_pt
 
 FIX = Path(__file__).parents[1] / "fixtures" / "msprobe"
@@ -71,9 +72,13 @@ def test_pt_tensors_read_without_torch_match_the_statistics_msprobe_recorded():
     for t in tensors:
         data = t.load()
         assert t.source.endswith(".pt") and t.payload is not None
-        mx, mn, mean, norm = t.stats
+        mx, mn, mean, norm = present(t.stats)
         assert data.shape == t.shape == (2, 3) and data.dtype == np.float32
+        assert mx is not None
+        assert mn is not None
         assert math.isclose(data.max(), mx, rel_tol=1e-6) and math.isclose(data.min(), mn, abs_tol=1e-7)
+        assert mean is not None
+        assert norm is not None
         assert math.isclose(data.mean(), mean, rel_tol=1e-5) and math.isclose(np.linalg.norm(data), norm, rel_tol=1e-5)
     out = tensors[1].load()
     assert np.allclose(out, tensors[0].load() * 1.5)  # the planted scale of rank 1
@@ -96,7 +101,7 @@ def test_statistics_mode_calls_modules_and_construct_hierarchy():
     assert [t.tensor_name.split("forward.0.")[1] for t in linear] == ["input.0", "output.0",
                                                                      "parameters.weight", "parameters.bias"]
     g = load_msprobe(str(FIX / "cand_md5"), rank=1)
-    assert g.node("Functional.relu.0.forward").subgraph == "Module.act.ReLU.forward.0"
+    assert present(g.node("Functional.relu.0.forward")).subgraph == "Module.act.ReLU.forward.0"
     assert len(g.nodes) == len(calls)
 
 
@@ -133,8 +138,9 @@ def test_dump_json_reads_alike_with_and_without_orjson_and_with_nan(tmp_path, mo
     (folder / "dump.json").write_text(json.dumps(doc))  # NaN and -Infinity, as Python's json writes them
     tensors, problems = msprobe.read(str(tmp_path))
     assert not problems and len(tensors) == len(plain)
-    out = next(t for t in tensors if t.stats[1] == -math.inf)
-    assert math.isnan(out.stats[0])
+    out = next(t for t in tensors if present(t.stats)[1] == -math.inf)
+    assert out.stats is not None
+    assert math.isnan(present(out.stats[0]))
 
 
 def _synthetic_statistics(folder: Path, calls: int, seed: int) -> None:
@@ -175,6 +181,7 @@ def _same_rows(spec: CompareSpec) -> int:
     table, coverage = fast
     p = plan(spec)
     general = execute(p, workers=1)
+    assert general is not None
     assert coverage == p.coverage and table.present == general.present
     assert set(table.columns) == set(general.columns)
     for key, column in general.columns.items():
@@ -194,7 +201,7 @@ def test_statistics_columns_give_the_general_paths_rows(tmp_path, monkeypatch):
     _synthetic_statistics(tmp_path / "golden" / "step0" / "rank0", 2000, seed=2)
     spec = CompareSpec(str(tmp_path / "npu"), str(tmp_path / "golden"), stats_only=True)
     assert _same_rows(spec) == 200 * 4 + 1800 * 5  # module calls hold 4 tensors, API calls 5
-    table, _ = statcolumns.compare(spec)
+    table, _ = present(statcolumns.compare(spec))
     assert table.columns["fail"].any() and (table.columns["reason"] == "").all()
     monkeypatch.setattr(msprobe, "_dumpscan", None)  # built without a C compiler: the Python twin
     assert _same_rows(spec) == 200 * 4 + 1800 * 5
@@ -261,7 +268,11 @@ def test_npy_tensors_are_opened_once(tmp_path, monkeypatch):
     msprobesim.write(str(tmp_path / "d"), ranks=1, steps=1)
     opened: list[str] = []
     real = os.open
-    monkeypatch.setattr(os, "open", lambda path, *a, **k: opened.append(os.fspath(path)) or real(path, *a, **k))
+
+    def recorded(path, *a, **k):
+        opened.append(os.fspath(path))
+        return real(path, *a, **k)
+    monkeypatch.setattr(os, "open", recorded)
     tensors, problems = msprobe.read(str(tmp_path / "d"), step=0, rank=0)
     files = [t for t in tensors if t.source.endswith(".npy")]
     assert files and not problems and len(opened) == len(set(opened)) >= len(files)
@@ -411,14 +422,16 @@ def test_construct_json_is_the_graph_panes_module_hierarchy(tmp_path):
     assert g.nodes[0].attrs == {"depth": 0, "module": "fc1", "span": 1} and g.nodes[0].type == "Linear"
     assert g.nodes[1].type == "linear" and g.nodes[1].output_shapes == [(2, 3)]
     side = open_side(str(FIX / "cand_md5"), rank=1)
+    assert side.modules is not None
     assert side.modules.kind == "msprobe" and side.graph is None  # it groups calls, it names no tensor
     msprobesim.write(str(tmp_path / "npu"), ranks=2, steps=1)
     g = load_msprobe(str(tmp_path / "npu"))  # several ranks: the first one's modules
     block = g.node("Cell.layers.1.Block.forward.0")
+    assert block is not None
     inside = g.nodes[block.index + 1: block.index + 1 + block.attrs["span"]]
     assert msprobesim.FAULT_CALL in {n.name for n in inside} and len(inside) == 17
-    assert g.node(msprobesim.FAULT_CALL).attrs["depth"] == 2
-    assert open_side(str(FIX / "cand"), rank=0).modules.nodes[0].name == "Tensor.__mul__.0.forward"
+    assert present(g.node(msprobesim.FAULT_CALL)).attrs["depth"] == 2
+    assert present(open_side(str(FIX / "cand"), rank=0).modules).nodes[0].name == "Tensor.__mul__.0.forward"
 
 
 STACK_LINE = re.compile(r"File (?P<path>.+), line (?P<line>\d+), in (?P<function>[\w<>]+), \n (?P<source>.+)")
@@ -437,23 +450,25 @@ def test_the_demo_stack_json_is_msprobes_and_names_the_lines_of_the_demo_model_t
     calls = [c for names, _ in doc.values() for c in names]
     assert sorted(calls) == sorted(json.loads((folder / "dump.json").read_text())["data"])  # each call once
     source = Path(msprobesim.__file__).read_text().splitlines()
-    spans = {}  # function name -> the line spans of every def or lambda of that name
+    spans: dict[str, list[tuple[int, int]]] = {}  # function name -> the line spans of every def or lambda of that name
     for node in ast.walk(ast.parse("\n".join(source))):
         if isinstance(node, (ast.FunctionDef, ast.Lambda)):
-            spans.setdefault(getattr(node, "name", "<lambda>"), []).append((node.lineno, node.end_lineno))
+            spans.setdefault(getattr(node, "name", "<lambda>"), []).append((node.lineno, present(node.end_lineno)))
     stacks, why = msprobe.stacks(str(tmp_path))
     assert why == "" and set(stacks) == set(calls)
     for call, lines in stacks.items():
         frames = [STACK_LINE.fullmatch(line) for line in lines]
         assert all(frames) and len(frames) >= 2, (call, lines)
         for f in frames:
+            assert f is not None
             n = int(f["line"])
             assert os.path.samefile(f["path"], msprobesim.__file__) and f["source"] == source[n - 1].strip()
             assert any(a <= n <= b for a, b in spans[f["function"]]), (call, f["function"], n)
-        assert frames[-1]["function"] == "write" and "run_rank(" in frames[-1]["source"]
+        assert present(frames[-1])["function"] == "write" and "run_rank(" in present(frames[-1])["source"]
         api = call.split(".")[0] + "." + call.split(".")[1] if not call.startswith("Cell.") else "d.module("
-        assert api in frames[0]["source"], (call, frames[0]["source"])  # the line that made this call
+        assert api in present(frames[0])["source"], (call, present(frames[0])["source"])  # the line that made this call
     fault = STACK_LINE.fullmatch(stacks[msprobesim.FAULT_CALL][0])
+    assert fault is not None
     assert fault["function"] == "attention" and fault["source"].startswith('scores = d.call("Mint.matmul"')
     assert stacks["Functional.linear.0.forward"] == stacks["Functional.linear.6.forward"]  # q of both blocks
 

@@ -23,6 +23,7 @@ from accuscope.engine.graphs.msprobegraph import load_msprobe
 from accuscope.engine.sources import msprobe
 from accuscope.engine.sources.names import parameter
 from support.bounded import ends
+from support.narrow import present
 
 TRAIN = Path(__file__).parents[1] / "fixtures" / "msprobe" / "train"
 ROWS = json.loads((TRAIN / "msprobe_rows.json").read_text())
@@ -70,8 +71,8 @@ def test_every_tensor_row_msprobe_lists_is_compared(key):
 
 @pytest.mark.parametrize("npu", ["cand_stats", "cand_md5"])
 def test_statistics_columns_hold_the_gradients(npu):
-    spec = CompareSpec(str(TRAIN / npu), str(TRAIN / BENCH[npu]), step=1, rank=1, stats_only=True)
-    table, coverage = statcolumns.compare(spec)
+    spec = CompareSpec(str(TRAIN / npu), str(TRAIN / BENCH[npu]), step="1", rank="1", stats_only=True)
+    table, coverage = present(statcolumns.compare(spec))
     assert len(table) == len(ROWS[f"{npu}/step1/rank1"])
     names = [r.rsplit(":", 2)[0] for r in table.columns["tensor"].tolist()]
     assert sum(".parameters_grad." in n for n in names) == 10
@@ -82,7 +83,7 @@ def test_statistics_columns_hold_the_gradients(npu):
 
 
 def test_gradients_sit_under_their_module():
-    g = load_msprobe(TRAIN / "bench", step=0, rank=0)
+    g = load_msprobe(str(TRAIN / "bench"), step=0, rank=0)
     by_name = {n.name: n for n in g.nodes}
     node = by_name["Module.attn.qkv.Linear.parameters_grad.0"]
     assert node.subgraph == "Module.attn.qkv.Linear.backward.0"
@@ -90,7 +91,7 @@ def test_gradients_sit_under_their_module():
     position = g.nodes.index(holder)
     assert g.nodes.index(node) <= position + holder.attrs["span"]
     assert by_name["Tensor.add_.0.forward"].subgraph == "optimizer"
-    tensors, problems = msprobe.read(TRAIN / "bench", step=0, rank=0)
+    tensors, problems = msprobe.read(str(TRAIN / "bench"), step=0, rank=0)
     assert not problems
     assert {t.op_type for t in tensors if t.op == "Module.norm.LayerNorm.parameters_grad.0"} == {"norm"}
     assert {t.op_type for t in tensors if t.op.startswith("Tensor.add_")} == {"optimizer"}
@@ -102,14 +103,15 @@ def test_compiled_scanner_and_python_agree_on_the_real_dumps():
     for doc in sorted(TRAIN.glob("*/step*/rank*/dump.json")):
         raw = doc.read_bytes()
         fast, slow = msprobe._dumpscan.scan(raw), msprobe._scan(json.loads(raw)["data"])
+        assert slow is not None
         assert fast[:11] == slow[:11], doc
         assert [v if v is None else msprobe.raw_value_text(v) for v in fast[11]] == \
             [v if v is None else msprobe.raw_value_text(v) for v in slow[11]], doc
 
 
 def test_describe_counts_the_values():
-    tensors, _problems = msprobe.read(TRAIN / "bench_md5", step=0, rank=1)
-    lines = "\n".join(msprobe.describe(TRAIN / "bench_md5", tensors, step=0, rank=1))
+    tensors, _problems = msprobe.read(str(TRAIN / "bench_md5"), step=0, rank=1)
+    lines = "\n".join(msprobe.describe(str(TRAIN / "bench_md5"), tensors, step=0, rank=1))
     assert "md5 mode" in lines and "parameters_grad 10" in lines
     n_values = len(ROWS["cand_md5/step0/rank1"]) - len(theirs("cand_md5/step0/rank1"))
     assert f"values {n_values} (non-tensor arguments and outputs: float 12, None 3, int 2;" in lines
@@ -133,7 +135,7 @@ def test_optimizer_updates_are_never_the_first_call():
     columns["type"] = np.where(updates, "", columns["type"]).astype(object)
     columns["npu_op"] = np.where(updates, [str(o).replace("Tensor.add_", "Tensor.add") for o in columns["npu_op"]],
                                  columns["npu_op"]).astype(object)
-    assert firstdiff.first_divergence(ResultTable.from_columns(columns)).call.startswith("Tensor.add.")
+    assert present(firstdiff.first_divergence(ResultTable.from_columns(columns))).call.startswith("Tensor.add.")
 
 
 def test_md5_rows_msprobe_fails_on_an_unchanged_rank(tmp_path):
@@ -192,10 +194,10 @@ def test_arguments_are_compared_as_values_as_msprobe_does(npu):
     assert names[bad] == "Functional.leaky_relu.0.forward.input.negative_slope"
     assert judgement.broken_texts(table, Thresholds(), bad) == ["float value 0.2 against 0.01 in golden"]
     # the call given another argument is where the step diverges, not a call fed different tensors
-    assert firstdiff.first_divergence(table).call == "Functional.leaky_relu.0.forward"
+    assert present(firstdiff.first_divergence(table)).call == "Functional.leaky_relu.0.forward"
     if npu != "cand":  # the statistics columns hold the same rows and findings
-        fast, _coverage = statcolumns.compare(CompareSpec(str(ARGS / npu), str(ARGS / npu.replace("cand", "bench")),
-                                                          stats_only=True))
+        fast, _coverage = present(statcolumns.compare(CompareSpec(str(ARGS / npu), str(ARGS / npu.replace("cand", "bench")),
+                                                          stats_only=True)))
         for key in ("tensor", "npu_value", "golden_value", "fail", "reason", "npu_dtype"):
             assert fast.columns[key].tolist() == c[key].tolist(), key
 

@@ -38,6 +38,7 @@ def test_a_process_group_named_against_the_default_is_shown_not_judged(tmp_path)
     p = plan(CompareSpec(str(ms), str(pt)))
     assert p.across
     table = execute(p, workers=1)
+    assert table is not None
     c = table.columns
     row = next(i for i in range(len(table)) if c["npu_op"][i] == "Distributed.all_reduce.0.forward"
                and "tp-0-1-2-3" in c["reason"][i])
@@ -57,6 +58,7 @@ def test_a_differing_string_argument_within_one_framework_still_fails(tmp_path):
     p = plan(CompareSpec(str(cand), str(bench)))
     assert not p.across
     table = execute(p, workers=1)
+    assert table is not None
     c = table.columns
     row = next(i for i in range(len(table)) if c["npu_value"][i] == '"reflect"')
     assert c["fail"][row]

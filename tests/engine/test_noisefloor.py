@@ -25,6 +25,7 @@ CARRIERS = ("Module.attn.k.Linear.parameters_grad", "Functional.linear.2.backwar
 def judged(npu: str):
     p = plan(CompareSpec(str(HERE / npu / "step0" / "rank1"), str(HERE / "ref" / "step0" / "rank1")))
     table = execute(p, workers=1)
+    assert table is not None
     return table, judgement.evaluate(table, Thresholds()), p
 
 

@@ -11,6 +11,7 @@ from accuscope.engine.sources.names import parse_dump_name
 from accuscope.engine.sources.npudump import open_npu_dump
 from accuscope.engine.sources.tensor import SourceError
 from support.data import ASCEND_FIXTURES
+from support.narrow import present
 
 
 @pytest.mark.parametrize("name, expected", [
@@ -21,6 +22,7 @@ from support.data import ASCEND_FIXTURES
 ])
 def test_dump_names_with_and_without_stream_id_and_thread_suffix(name, expected):
     p = parse_dump_name(name)
+    assert p is not None
     assert (p.op_type, p.op_name, p.task_id, p.stream_id, p.thread, p.timestamp) == expected
 
 
@@ -61,9 +63,9 @@ def test_repeated_op_newest_by_default_others_selectable(tmp_path):
     dump = open_npu_dump(run)
     assert [f.op_name for f in dump.files] == ["loop_mm", "after"]
     assert len(dump.versions["loop_mm"]) == 3
-    assert dump.find_op("loop_mm").outputs[0].load()[0, 0] == 9.0
-    assert open_npu_dump(run, pick="oldest").find_op("loop_mm").outputs[0].load()[0, 0] == 1.0
-    assert open_npu_dump(run, pick=1).find_op("loop_mm").outputs[0].load()[0, 0] == 5.0
+    assert present(dump.find_op("loop_mm")).outputs[0].load()[0, 0] == 9.0
+    assert present(open_npu_dump(run, pick="oldest").find_op("loop_mm")).outputs[0].load()[0, 0] == 1.0
+    assert present(open_npu_dump(run, pick=1).find_op("loop_mm")).outputs[0].load()[0, 0] == 5.0
 
 
 def test_execution_order_follows_timestamps_not_names(tmp_path):
@@ -84,6 +86,7 @@ def test_opdebug_records_are_skipped_and_long_names_resolved(tmp_path):
     dump = open_npu_dump(run)
     assert dump.skipped_opdebug == 1 and len(dump.files) == 1
     f = dump.files[0]
+    assert f.name is not None
     assert f.op_type == "Conv2D" and f.name.op_name == long_op and f.op_name == "encoder/" + "x" * 300
     assert dump.find_op("encoder/" + "x" * 300) is f
 

@@ -4,6 +4,7 @@ from accuscope.engine.compare.results import ResultTable
 from accuscope.engine.graphs.graph import Graph, Node
 from accuscope.engine.graphs.optypes import EXEMPT_TYPES, INSERTED, LAYOUT_ONLY, walk_back
 from accuscope.engine.sources.names import TensorName, parse_tensor_name
+from support.narrow import present
 
 
 def _graph():
@@ -21,7 +22,7 @@ def test_walk_back_goes_through_inserted_ops_to_the_first_framework_producer():
     steps = [(t, hit[0].name if hit else None) for t, hit in walk_back(g, "x16")]
     assert steps == [("x16", "cast"), ("x5hd", "trans"), ("x", "data")]
     assert [(t, hit) for t, hit in walk_back(g, "w")] == [("w", None)]  # a weight has no producer
-    assert [hit[0].name for _, hit in walk_back(g, "y")] == ["conv"]  # not inserted: one step
+    assert [present(hit)[0].name for _, hit in walk_back(g, "y")] == ["conv"]  # not inserted: one step
     assert len(list(walk_back(g, "loop_a:0"))) == 3  # a cycle in a damaged graph ends
 
 

@@ -144,7 +144,8 @@ def test_a_daemonic_process_hosts_plugins(found, tmp_path):
     """A Dask worker is a daemonic process (its nanny starts it so), which multiprocessing refuses
     children: the plugin host starts there all the same (it ends with its parent)."""
     import multiprocessing
-    ctx = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
+    ctx = (multiprocessing.get_context("fork") if "fork" in multiprocessing.get_all_start_methods()
+           else multiprocessing.get_context("spawn"))
     mine, theirs = ctx.Pipe()
     worker = ctx.Process(target=_host_in, args=(str(tmp_path), theirs), daemon=True)
     worker.start()

@@ -66,6 +66,7 @@ def test_bfloat16_is_read_widened_and_pairs_by_name():
 def test_a_pt_folder_compares_with_pt_and_with_npy_and_finds_the_planted_fault(golden):
     p = plan(CompareSpec(str(PT / "cand"), str(PT / golden)))
     table = execute(p, workers=1)
+    assert table is not None
     rows = dict(zip(table.columns["tensor"].tolist(), range(len(table))))
     cos = table.columns["cos"]
     assert cos[rows["conv1.output:output:0"]] > 0.999  # bfloat16 against float32: the same values
@@ -89,6 +90,7 @@ def test_a_mixed_folder_reads_both_and_pairs_with_either(tmp_path):
     assert side.kind == kinds.NPY and not side.problems
     assert {t.name for t in side.tensors} == {t.name for t in open_side(PT / "npy").tensors}
     table = execute(plan(CompareSpec(str(PT / "cand"), str(mixed))), workers=1)
+    assert table is not None
     assert sum(1 for r in table.columns["reason"].tolist() if not r) == 8
 
 
@@ -130,6 +132,7 @@ def test_unreadable_files_are_rows_naming_the_file_and_nothing_runs(tmp_path):
     shutil.copytree(PT / "ref", golden)
     shutil.copy(golden / "layer1.0.relu.pt", golden / "evil.pt")
     table = execute(plan(CompareSpec(str(folder), str(golden))), workers=1)
+    assert table is not None
     reasons = dict(zip(table.columns["tensor"].tolist(), table.columns["reason"].tolist()))
     assert "refused global" in reasons["evil:output:0"] and not marker.exists()
     assert not reasons["weights.weight:output:0"]

@@ -18,6 +18,7 @@ from accuscope.engine.tasks.columnstore import PagedText, read_columns, write_co
 from accuscope.engine.tasks.rankfiles import load_ranks
 from accuscope.engine.tasks.task import load_task
 from accuscope.engine.tasks.tasklist import list_tasks
+from support.narrow import present
 
 
 def accuscope(*args, env=None) -> subprocess.CompletedProcess:
@@ -61,6 +62,7 @@ def test_compare_a_tree_gives_one_task_with_rank_and_step_columns_and_resumes(tr
     assert "8 ranks of" in r.stdout and "step 1 rank 2: 6 rows, 3 failing" in r.stdout
     assert "ranks 8 · compared 8 · not compared 0 · rows 48 · failing 6" in r.stdout
     task = load_task(out)
+    assert task.table is not None
     cols = task.table.columns
     assert len(task.table) == 48 and sorted(set(cols["rank"].tolist())) == [0, 1, 2, 3]
     assert set(cols["rank"][cols["fail"]].tolist()) == {2}
@@ -75,7 +77,7 @@ def test_compare_a_tree_gives_one_task_with_rank_and_step_columns_and_resumes(tr
     again = accuscope("compare", "--npu", npu, "--golden", golden, "--out", out)
     assert again.returncode == 0 and "8 already compared (resumed)" in again.stdout
     assert {p.name: p.stat().st_mtime_ns for p in (out / "ranks").iterdir()} == files
-    assert len(load_task(out).table) == 48
+    assert len(present(load_task(out).table)) == 48
     [entry] = list_tasks(tmp_path)
     assert entry.ranks == 8 and entry.ranks_lost == 0 and entry.rows == 48
 
@@ -109,6 +111,7 @@ def test_above_the_row_limit_a_task_stays_columnar_and_show_exports_the_csv(tree
     folder = tmp_path / "t"
     assert not list(folder.glob("result*")) and len(list((folder / "ranks").iterdir())) == 4
     task = load_task(folder)
+    assert task.table is not None
     assert len(task.table) == 24 and task.doc.columnar is True
     assert isinstance(task.table.columns["tensor"], PagedText) and task.table.row(7)["rank"] == 1
     assert task.table.columns["rank"].tolist() == [r for r in range(4) for _ in range(6)]
@@ -124,11 +127,15 @@ def test_new_thresholds_on_a_columnar_task_are_recorded_not_written_as_a_csv(tre
     rankrun.run_ranks(CompareSpec(str(npu), str(golden)), folder, workers=1, step=[0])
     task = load_task(folder)
     thresholds = task.thresholds
+    assert thresholds is not None
     thresholds.edit("cos=1.5 red=off")  # every compared row fails the cosine now
     task.set_thresholds(thresholds)
     assert not list(folder.glob("result*"))  # no CSV, no result.npz: the column files stay the result
     again = load_task(folder)
-    assert again.doc.columnar is True and again.thresholds.get("cos").value == 1.5
+    assert again.thresholds is not None
+    assert again.doc.columnar is True and present(again.thresholds.get("cos")).value == 1.5
+    assert again.table is not None
+    assert task.table is not None
     assert again.doc.failing == int(again.table.columns["fail"].sum()) == int(task.table.columns["fail"].sum()) > 3
 
 
@@ -193,6 +200,7 @@ def test_a_plugin_column_only_some_ranks_have_is_in_the_column_store_empty_where
     assert peak[:6] == [""] * 6 and all(float(v) > 0 for v in peak[6:])
     assert np.isfinite(table.columns["cos"]).all() and table.columns["rank"].tolist() == [0] * 6 + [1] * 6
     task = load_task(folder)
+    assert task.table is not None
     assert task.doc.columnar is True and isinstance(task.table.columns["Peak"], PagedText)
 
 

@@ -3,6 +3,8 @@ Add `bias`: a disagreeing pair is re-paired to the chain's golden tensor only wh
 could have folded it, never to a golden tensor the NPU side computed itself."""
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import onnx
 
@@ -26,7 +28,7 @@ def scale_bias(path) -> None:
     onnx.save(model, str(path))
 
 
-def sides(tmp_path, npu_tensors: dict[str, np.ndarray]):
+def sides(tmp_path, npu_tensors: dict[str, Callable[[dict[str, np.ndarray]], np.ndarray]]):
     x = np.random.default_rng(0).standard_normal(64).astype(np.float32)
     golden = {"scale": x * 2, "bias": x * 2 + 1}
     for side, tensors in (("npu", {k: v(golden) for k, v in npu_tensors.items()}), ("golden", golden)):
@@ -36,6 +38,7 @@ def sides(tmp_path, npu_tensors: dict[str, np.ndarray]):
     scale_bias(tmp_path / "m.onnx")
     p = plan(CompareSpec(str(tmp_path / "npu"), str(tmp_path / "golden"), golden_model=str(tmp_path / "m.onnx")))
     table = execute(p, workers=1)
+    assert table is not None
     return p, {table.columns["npu_op"][i]: (table.columns["golden_op"][i], table.columns["how"][i])
                for i in range(len(table))}
 
@@ -86,5 +89,6 @@ def test_a_fold_that_only_the_users_thresholds_see_is_re_paired(tmp_path):
         p = plan(CompareSpec(str(tmp_path / "npu"), str(tmp_path / "golden"), golden_model=str(tmp_path / "m.onnx"),
                              thresholds=spec_thresholds))
         table = execute(p, workers=1)
+        assert table is not None
         assert table.columns["golden_op"][0] == paired
         assert not table.columns["fail"].any()

@@ -28,6 +28,7 @@ def test_planted_op_ranks_first_and_its_block_list_gives_the_output_back(cliff_t
     ranking = sensitivity(task)
     assert ranking.method == "rerun" and ranking.outcome == "fail"
     first = ranking.ops[0]
+    assert first.isolated_cos is not None and first.output_cos_alone is not None
     assert first.op == bn and first.origin == "introduced" and first.cause == "fp16_range"
     assert first.chain == [bn] and "red" in first.broken and first.error >= 1 - first.isolated_cos
     assert any("float16" in c for c in first.changes)

@@ -26,6 +26,7 @@ BOOKKEEPING = shards.BOOKKEEPING
 def compared(npu, golden, layout: str = "names"):
     p = plan(CompareSpec(str(npu), str(golden), shards=layout))
     table = execute(p, workers=1)
+    assert table is not None
     state = judgement.evaluate(table, p.spec.thresholds)
     return p, [table.row(i) for i in range(len(table))], state.fail
 
@@ -256,7 +257,7 @@ def test_vocabulary_split_needs_the_shard_size():
 
     def shard(rank: int) -> Tensor:
         return Tensor("embedding", "output", 0, f32, (2, 3, 8), f"rank{rank}", stats=(float(rank), 0.0, 0.0, 0.0))
-    ids = [Tensor("embedding", "input", 0, np.dtype(np.int64), (2, 3), f"rank{r}") for r in (0, 1)]
+    ids: list[Tensor | None] = [Tensor("embedding", "input", 0, np.dtype(np.int64), (2, 3), f"rank{r}") for r in (0, 1)]
     how, _, why = shards.rule([shard(0), shard(1)], shards.VOCAB, None, ids)
     assert how == "" and "shard size is unknown" in why
     assert shards.rule([shard(0), shard(1)], shards.VOCAB, 16, ids)[0] == shards.BY_VOCAB

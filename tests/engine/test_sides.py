@@ -22,6 +22,7 @@ from accuscope.engine.runs.onnxedit import constants_as_initializers
 from accuscope.engine.sides.registry import detect, open_side
 from accuscope.engine.sources.tensor import SourceError
 from accuscope.engine.tasks.task import load_task
+from support.narrow import present
 
 
 def accuscope(*args) -> subprocess.CompletedProcess:
@@ -63,6 +64,7 @@ def test_run_fp32_against_fp16_then_detail_advice_and_export(cls_pair, tmp_path)
     assert cov["golden_used"] == cov["golden_total"] and cov["npu_paired"] == cov["npu_total"] > 500
     assert Path(meta["npu"]).parent.parent == (task / "dumps").resolve()  # the dumps live in the task
     table = load_task(task).table
+    assert table is not None
     c = table.columns
     paired = c["how"] != ""
     assert set(c["how"][paired]) == {"tensor", "name"}  # graph tensor names first, node names for renamed outputs
@@ -99,7 +101,7 @@ def test_int8_quantized_model_pairs_by_tensor_names(det_int8, tmp_path):
     cov = json.loads((tmp_path / "t" / "task.json").read_text())["coverage"]
     assert cov["golden_used"] == cov["golden_total"] and cov["npu_paired"] == cov["npu_total"]
     assert cov["npu_only"] > 100 and cov["outputs_paired"] == 1
-    c = load_task(tmp_path / "t").table.columns
+    c = present(load_task(tmp_path / "t").table).columns
     only = c["is_npu_only"]
     assert all(r.startswith("inserted by the conversion") for r in c["reason"][only])
     assert not (c["fail"] & only).any()  # what has no counterpart is never flagged
@@ -126,7 +128,7 @@ def test_npz_on_both_sides_and_a_mapping_file(cls_pair, tmp_path):
     # same keys on both sides: pairs by tensor name
     r = accuscope("compare", "--npu", tmp_path / "ref.npz", "--golden", tmp_path / "ref.npz", "--out", tmp_path / "same")
     assert r.returncode == 0, r.stdout + r.stderr
-    assert load_task(tmp_path / "same").table.numbers("cos")[0] == pytest.approx(1.0)
+    assert present(load_task(tmp_path / "same").table).numbers("cos")[0] == pytest.approx(1.0)
 
     # every key renamed: nothing pairs -> exit 2 naming both sides and the likely causes
     r = accuscope("compare", "--npu", tmp_path / "cand.npz", "--golden", tmp_path / "ref.npz", "--out", tmp_path / "none")
@@ -145,7 +147,7 @@ def test_npz_on_both_sides_and_a_mapping_file(cls_pair, tmp_path):
                   "--out", tmp_path / "mapped", "--fail-on-error", "--threshold", "cos=0.9", "--threshold", "red=0.5",
                   "--threshold", "mean_rel=off", "--threshold", "kl=off", "--threshold", "rmse=off")
     assert r.returncode == 0, r.stdout + r.stderr
-    c = load_task(tmp_path / "mapped").table.columns
+    c = present(load_task(tmp_path / "mapped").table).columns
     assert (c["how"] == "mapping").sum() == len(keys)  # every reference tensor, through the file
     assert len(c["how"]) - len(keys) == 2  # the converter's input and output casts: no line for them
 
@@ -198,7 +200,7 @@ def test_a_task_moved_with_its_data_still_works(cls_pair, tmp_path):
     assert Path(meta["npu"]).is_absolute() and meta["relative"]["npu"].startswith("dumps/")
     shutil.move(tmp_path / "a", tmp_path / "b")
     task = tmp_path / "b" / "task"
-    c = load_task(task).table.columns
+    c = present(load_task(task).table).columns
     conv = next(op for op, io in zip(c["npu_op"], c["io"]) if op.startswith("Conv") and io == "output")
     r = accuscope("op", task, conv, "--out", tmp_path / "detail")
     assert r.returncode == 0, r.stdout + r.stderr
@@ -234,7 +236,7 @@ def test_tensors_inside_control_flow_are_carried_into_the_task(tmp_path):
     assert "note: 2 tensors inside If/Loop bodies could not be dumped" in r.stdout
     cov = json.loads((tmp_path / "t" / "task.json").read_text())["coverage"]
     assert set(cov["unreachable"]) == {"cond_out", "acc_out"} and not cov["warnings"]
-    ops = set(load_task(tmp_path / "t").table.columns["npu_op"].tolist())
+    ops = set(present(load_task(tmp_path / "t").table).columns["npu_op"].tolist())
     assert "then_relu" in ops and "branch" not in ops  # the If's taken branch, expanded
 
 
@@ -258,7 +260,7 @@ def test_polygraphy_files_on_both_sides_and_one_file_with_two_runners(cls_pair, 
     assert r.returncode == 0, r.stdout + r.stderr
     cov = json.loads((tmp_path / "t" / "task.json").read_text())["coverage"]
     assert cov["golden_used"] == cov["golden_total"] > 200 and cov["outputs_paired"] == 1
-    c = load_task(tmp_path / "t").table.columns
+    c = present(load_task(tmp_path / "t").table).columns
     assert set(c["how"][c["how"] != ""]) == {"tensor"}
 
     both = RunResults()
@@ -270,8 +272,8 @@ def test_polygraphy_files_on_both_sides_and_one_file_with_two_runners(cls_pair, 
     assert r.returncode == 0, r.stdout + r.stderr
     meta = json.loads((tmp_path / "t2" / "task.json").read_text())
     assert meta["npu_runner"].startswith("cand-") and meta["golden_runner"].startswith("ref-")
-    same = load_task(tmp_path / "t").table.numbers("cos")
-    assert np.allclose(load_task(tmp_path / "t2").table.numbers("cos"), same, equal_nan=True)
+    same = present(load_task(tmp_path / "t").table).numbers("cos")
+    assert np.allclose(present(load_task(tmp_path / "t2").table).numbers("cos"), same, equal_nan=True)
 
 
 def test_npu_against_npu_pairs_through_the_framework_names_both_record(ws, tmp_path):
@@ -292,7 +294,7 @@ def test_npu_against_npu_pairs_through_the_framework_names_both_record(ws, tmp_p
     assert r.returncode == 0, r.stdout + r.stderr
     cov = json.loads((tmp_path / "t" / "task.json").read_text())["coverage"]
     assert cov["golden_used"] >= cov["golden_total"] - 2 and not cov["warnings"]
-    c = load_task(tmp_path / "t").table.columns
+    c = present(load_task(tmp_path / "t").table).columns
     assert set(c["how"][c["how"] != ""]) == {"fusion"}
     first = int(np.flatnonzero(c["fail"])[0])
     assert c["npu_op"][first].startswith("/block1/conv1/Conv") and c["io"][first] == "output"
@@ -306,4 +308,4 @@ def test_the_registry_spells_each_lazily_imported_format_as_its_module_does():
     from accuscope.engine.sources import tpumlir
     kinds = {f.kind for f in registry.FORMATS}
     assert {tpumlir.KIND, gegraph.KIND, mlirgraph.KIND} <= kinds
-    assert registry.BY_KIND[tpumlir.KIND].reader() is tpumlir
+    assert present(registry.BY_KIND[tpumlir.KIND].reader)() is tpumlir

@@ -61,7 +61,8 @@ def random_pairs(seed: int, count: int) -> list[tuple[Tensor, Tensor]]:
         dx = dy = str(rng.choice(DTYPES[:7])) if rng.random() < 0.8 else None
         if dx is None:
             dx, dy = rng.choice(DTYPES, 2)
-        shape_x = shape_y = (n,)
+        shape_x: tuple[int, ...] = (n,)
+        shape_y = shape_x
         if n == 16 and rng.random() < 0.3:
             shape_x, shape_y = (4, 4), (2, 8)  # the same size, other shapes: compared flat
         if n and rng.random() < 0.05:
@@ -90,8 +91,12 @@ def same_cells(fast: list[tuple[int, dict]], slow: list[tuple[int, dict]]) -> No
 @needs_kernel
 @pytest.mark.parametrize("metrics", [tuple(ALGORITHMS), ("cos", "red"), ("kl", "max_abs"), ("std",)])
 def test_a_group_gives_the_cells_of_the_per_pair_path(loops, metrics, monkeypatch):
-    grouped = []
-    monkeypatch.setattr(pairjob, "fused_columns", lambda sums, n, kl: grouped.append(len(n)) or M.fused_columns(sums, n, kl))
+    grouped: list[int] = []
+
+    def fused_columns(sums, n, kl):
+        grouped.append(len(n))
+        return M.fused_columns(sums, n, kl)
+    monkeypatch.setattr(pairjob, "fused_columns", fused_columns)
     for seed in range(2):
         jobs = [Job(k, x, y, metrics) for k, (x, y) in enumerate(random_pairs(seed, 250))]
         same_cells(run_small(jobs), [run_job(j) for j in jobs])
@@ -112,7 +117,7 @@ def test_tiny_npy_files_are_grouped_from_the_bytes_their_listing_read(tmp_path):
             meta, offset, held = read_npy_file(str(path), keep=True)
             sides.append(npy_file_tensor(f"op{k}", str(path), meta, offset, held))
         assert held_data(sides[0]) is not None
-        jobs.append(Job(k, *sides, tuple(ALGORITHMS)))
+        jobs.append(Job(k, sides[0], sides[1], tuple(ALGORITHMS)))
     same_cells(run_small(jobs), [run_job(j) for j in jobs])
 
 
@@ -139,8 +144,11 @@ def test_a_comparison_of_small_pairs_makes_the_table_of_the_per_pair_path(tmp_pa
                 custom=[p.name for p in plan.plugins]))
         tables[how] = engine.execute(engine.plan(spec), workers=2)
     group, per_pair = tables["group"], tables["per pair"]
+    assert group is not None
+    assert per_pair is not None
     assert list(group.columns) == list(per_pair.columns) and group.present == per_pair.present
     assert any(r.startswith("golden ") for r in group.columns["reason"].tolist())
+    assert per_pair is not None
     for key, column in per_pair.columns.items():
         got = group.columns[key]
         if column.dtype.kind == "f":
@@ -163,7 +171,7 @@ def test_the_objects_of_a_row_built_without_setattr_are_the_dataclasses_own():
         return [getattr(t, f.name) for f in dataclasses.fields(Tensor)]
 
     f32 = np.dtype(np.float32)
-    built = file_tensor("op", "output", 1, f32, (2, 3), "op.npy", "float32", None, None, 7)
+    built = file_tensor("op", "output", 1, f32, (2, 3), "op.npy", "float32", None, None, 7)  # type: ignore[arg-type]  # no reader: fields only
     assert fields(built) == fields(Tensor(op="op", io="output", index=1, dtype=f32, shape=(2, 3), source="op.npy",
                                           dtype_name="float32", timestamp=7))
     stats = (1.0, 0.0, 0.5, None)
@@ -178,10 +186,10 @@ def test_the_objects_of_a_row_built_without_setattr_are_the_dataclasses_own():
         assert vars(made) == {**{f.name: f.default for f in dataclasses.fields(cls)}, **dict(zip(names, given))}
         assert made == cls(*given) and repr(made).startswith(cls.__name__)
         assert repr(pickle.loads(pickle.dumps(made))) == repr(made)  # (new tensors: equal to themselves alone)
-        changed = dataclasses.replace(made, **{names[-1]: made})
+        changed = dataclasses.replace(made, **{names[-1]: made})  # type: ignore[arg-type]  # any value: identity is checked
         assert getattr(changed, names[-1]) is made and changed != made
         with pytest.raises(dataclasses.FrozenInstanceError):
-            made.npu = recorded  # type: ignore[misc]
+            made.npu = recorded
 
 
 def test_a_pair_larger_than_a_group_runs_through_run_job(monkeypatch):
@@ -195,6 +203,10 @@ def test_a_pair_larger_than_a_group_runs_through_run_job(monkeypatch):
             Job(1, tensor("b", big), tensor("b", big + 1), tuple(ALGORITHMS))]
     ran: list[int] = []
     real = pairjob.run_job
-    monkeypatch.setattr(pairjob, "run_job", lambda job: ran.append(job.row) or real(job))
+
+    def run_job(job):
+        ran.append(job.row)
+        return real(job)
+    monkeypatch.setattr(pairjob, "run_job", run_job)
     cells = dict(run_small(jobs))
     assert ran == [1] and set(cells) == {0, 1} and cells[1] == real(jobs[1])[1]

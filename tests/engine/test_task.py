@@ -19,6 +19,7 @@ from accuscope.engine.tasks import task as task_module
 from accuscope.engine.tasks.task import load_task, save_task
 from accuscope.engine.tasks.taskdoc import TaskDoc, mark_state
 from accuscope.engine.tasks.tasklist import list_tasks
+from support.narrow import present
 
 META = {"npu": "/data/npu_dump", "golden": "/data/golden_npy", "model": "/data/resnet50.om",
         "algorithms": ["cos", "max_abs", "kl"], "op_range": "1,-1,1", "ops": [], "custom_dir": ""}
@@ -51,12 +52,15 @@ def test_save_then_load_from_npz(tmp_path):
     th.set("cos", 0.985)
     csv_path = save_task(tmp_path / "t1", META, table, th, {"with_op_sequence": True, "golden_is_npy": True})
     files = sorted(p.name for p in (tmp_path / "t1").iterdir())
+    assert csv_path is not None
     assert files == sorted(["task.json", "result.npz", csv_path.name])
     assert csv_path.name.startswith("result_") and len(csv_path.stem) == len("result_20250101120000")
     task = load_task(tmp_path / "t1")
+    assert task.table is not None
     _same(table, task.table)
     assert task.table.present == table.present and task.warnings == [] and task.csv == csv_path
-    assert task.thresholds.get("cos").value == 0.985
+    assert task.thresholds is not None
+    assert present(task.thresholds.get("cos")).value == 0.985
     doc = task.doc.raw
     assert doc["state"] == "done" and doc["tool_version"] == accuscope.__version__
     assert doc["npu"] == META["npu"] and doc["algorithms"] == ["cos", "max_abs", "kl"]
@@ -73,6 +77,7 @@ def test_load_falls_back_to_the_csv(tmp_path):
     (tmp_path / "t" / "result.npz").unlink()
     task = load_task(tmp_path / "t")
     assert task.warnings == []
+    assert task.table is not None
     assert task.table.columns["cos"].tolist() == np.round(table.columns["cos"], 6).tolist()
     _same(table, task.table, skip={"cos", "max_abs", "rel_0.1%", "kl", "op_seq"} | {
         "conversion", "npu_address", "golden_address"})
@@ -95,6 +100,7 @@ def test_corrupt_npz_is_reported_and_the_csv_used(tmp_path):
     save_task(tmp_path / "t", META, _table(), Thresholds(), {})
     (tmp_path / "t" / "result.npz").write_bytes(b"PK\x03\x04 truncated")
     task = load_task(tmp_path / "t")
+    assert task.table is not None
     assert len(task.table) == 200 and "result.npz unreadable" in task.warnings[0]
 
 
@@ -102,7 +108,11 @@ def test_npz_never_unpickles(tmp_path, monkeypatch):
     save_task(tmp_path / "t", META, _table(20), Thresholds(), {})
     seen = []
     real_load = np.load
-    monkeypatch.setattr(npztable.np, "load", lambda *a, **kw: seen.append(kw) or real_load(*a, **kw))
+
+    def load(*a, **kw):
+        seen.append(kw)
+        return real_load(*a, **kw)
+    monkeypatch.setattr(npztable.np, "load", load)
     load_task(tmp_path / "t")
     assert seen == [{"allow_pickle": False}]
 
@@ -132,6 +142,7 @@ def test_a_save_that_fails_midway_keeps_the_previous_result(tmp_path, monkeypatc
     after = {p.name: p.read_bytes() for p in folder.iterdir()}
     assert after == before  # no partial files, nothing replaced
     task = load_task(folder)
+    assert task.table is not None
     _same(first, task.table)
     assert task.csv == first_csv and task.doc.state == "done"
 
@@ -142,6 +153,7 @@ def test_mark_state_creates_and_updates_task_json(tmp_path):
     doc = json.loads((folder / "task.json").read_text())
     assert doc["state"] == "running" and doc["npu"] == "/a" and "created" in doc
     task = load_task(folder)  # running, no result yet: opens empty
+    assert task.table is not None
     assert len(task.table) == 0
     mark_state(folder, "failed", error="golden dump folder /b is empty")
     doc = json.loads((folder / "task.json").read_text())
@@ -201,7 +213,7 @@ def test_list_tasks_newest_first_with_foreign_csvs_and_problems(tmp_path):
                      "running", "old", "empty", "broken"]
     by = {e.name: e for e in entries}
     assert by["new"].state == "done" and by["new"].rows == 20 and by["new"].problem == ""
-    assert by["new"].failing == int(load_task(root / "new").table.columns["fail"].sum())
+    assert by["new"].failing == int(present(load_task(root / "new").table).columns["fail"].sum())
     assert by["new"].npu == META["npu"]
     assert by["running"].state == "running" and by["running"].problem == ""
     assert by["broken"].problem.startswith("task.json: unreadable")
@@ -209,6 +221,7 @@ def test_list_tasks_newest_first_with_foreign_csvs_and_problems(tmp_path):
     csv_entry = entries[2]
     assert csv_entry.kind == "csv" and csv_entry.path.is_file()
     foreign = load_task(csv_entry.path)  # opens with the default thresholds
+    assert foreign.table is not None
     assert len(foreign.table) == 10 and foreign.csv == csv_entry.path and foreign.doc.foreign
     assert foreign.doc.failing == int(foreign.table.columns["fail"].sum())
 
@@ -230,6 +243,8 @@ def test_a_rerun_replaces_the_csv_and_makes_earlier_advice_and_exports_stale(tmp
     assert load_task(folder).stale == []
     (folder / "exports" / "conv1--relu1" / "manifest.json").write_text(json.dumps({"created": "2025-01-01T00:00:00"}))
     second_csv = save_task(folder, META, _table(seed=2), Thresholds(), {})
+    assert second_csv is not None
+    assert first_csv is not None
     assert sorted(p.name for p in folder.glob("result_*.csv")) == [second_csv.name] != [first_csv.name]
     task = load_task(folder)
     assert task.doc.generation != meta.generation and task.csv == second_csv
@@ -240,13 +255,15 @@ def test_a_rerun_replaces_the_csv_and_makes_earlier_advice_and_exports_stale(tmp
 def test_a_result_npz_of_another_generation_gives_way_to_the_csv_task_json_names(tmp_path):
     folder = tmp_path / "t"
     first_csv = save_task(folder, META, _table(seed=1), Thresholds(), {})
-    kept = {p: p.read_bytes() for p in (folder / "task.json", first_csv)}
+    kept = {p: present(p).read_bytes() for p in (folder / "task.json", first_csv)}
     save_task(folder, META, _table(seed=2), Thresholds(), {})
     for path, data in kept.items():  # as if killed after result.npz was renamed, task.json not yet
+        assert path is not None
         path.write_bytes(data)
     task = load_task(folder)
     assert len(task.warnings) == 1 and "result.npz is from another run than task.json" in task.warnings[0]
     assert task.csv == first_csv
+    assert task.table is not None
     np.testing.assert_allclose(task.table.columns["cos"], _table(seed=1).columns["cos"], atol=1e-6)
 
 
@@ -297,6 +314,7 @@ def test_a_result_npz_claiming_a_billion_rows_is_refused_before_allocating(tmp_p
     arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
     np.savez(folder / "result.npz", **arrays)
     task = load_task(folder)  # the CSV serves instead
+    assert task.table is not None
     assert len(task.table) == 10
     assert task.warnings[0].startswith("result.npz unreadable (column ") and "not the 1,000,000,000 rows it claims" \
         in task.warnings[0]
@@ -328,8 +346,10 @@ def test_above_csv_rows_a_save_keeps_result_npz_and_the_csv_is_an_export(tmp_pat
     table = _table(150, seed=4)
     assert save_task(folder, META, table, Thresholds(), {}) is None
     assert sorted(p.name for p in folder.iterdir()) == ["result.npz", "task.json"]  # the smaller result's CSV gone
+    assert first_csv is not None
     assert not first_csv.exists()
     task = load_task(folder)
+    assert task.table is not None
     _same(table, task.table)
     assert task.csv is None and task.warnings == [] and task.doc.csv is None and task.doc.rows == 150
     exported = tmp_path / "export.csv"

@@ -52,8 +52,8 @@ def test_the_schema_round_trips_through_a_file(tmp_path):
 
 def test_absent_null_or_mistyped_values_read_as_their_defaults():
     doc = TaskDoc({"rows": "5", "multirank": None, "coverage": [1], "pick": 2, "stats_only": 1})
-    assert doc.rows is None and doc.multirank is False and doc.coverage == {} and doc.pick == 2
-    assert doc.stats_only is False and doc.coverage_warnings == [] and not doc.names_dumps
+    assert doc.rows is None and doc.multirank is False and doc.coverage == {} and doc.pick == 2  # type: ignore[attr-defined]  # spec keys: TaskDoc's attributes made from CompareSpec's fields at import
+    assert doc.stats_only is False and doc.coverage_warnings == [] and not doc.names_dumps  # type: ignore[attr-defined]  # spec keys: TaskDoc's attributes made from CompareSpec's fields at import
     assert doc.problem() == "field 'stats_only' should be true/false, not a number"  # the first, in schema order
     assert TaskDoc({"rows": "5"}).problem() == "field 'rows' should be a whole number, not text"
     doc.coverage["x"] = 1  # a default is the document's own copy, never the schema's
@@ -79,7 +79,7 @@ def test_a_task_json_without_version_opens_and_migrates_when_rewritten(tmp_path)
     assert "version" not in old
     (tmp_path / TASK_JSON).write_text(json.dumps({**old, "shards": "auto"}))  # --shards auto: now "names"
     doc = taskdoc.read(tmp_path)
-    assert doc.version == 1 and doc.shards == "names" and doc.rows == old["rows"] and doc.demo == old["demo"]
+    assert doc.version == 1 and doc.shards == "names" and doc.rows == old["rows"] and doc.demo == old["demo"]  # type: ignore[attr-defined]  # spec keys: TaskDoc's attributes made from CompareSpec's fields at import
     assert doc.spec().shards == "names" and doc.spec().algorithms == old["algorithms"]
     mark_state(tmp_path, "done", error="")
     written = json.loads((tmp_path / TASK_JSON).read_text())
@@ -95,7 +95,7 @@ def test_a_version_2_task_json_keeps_its_op_range_and_plugin_folder_under_their_
     (tmp_path / TASK_JSON).write_text(json.dumps({"version": 2, "state": "done", "npu": "/n", "golden": "/g",
                                                   "range": "1,-1,1", "custom_algorithms": "/plugins"}))
     doc = taskdoc.read(tmp_path)
-    assert (doc.op_range, doc.custom_dir) == ("1,-1,1", "/plugins") and "range" not in doc.raw
+    assert (doc.op_range, doc.custom_dir) == ("1,-1,1", "/plugins") and "range" not in doc.raw  # type: ignore[attr-defined]  # spec keys: TaskDoc's attributes made from CompareSpec's fields at import
     assert doc.spec(custom_dir="/plugins").op_range == "1,-1,1"
     mark_state(tmp_path, "done")
     written = json.loads((tmp_path / TASK_JSON).read_text())

@@ -181,7 +181,7 @@ def test_text_of_too_many_distinct_values_keeps_no_codes_and_still_filters(tmp_p
                                                                "plug": ["1"] * 300}, custom=["plug"])]
     write_columns(tmp_path, parts)
     paged = read_columns(tmp_path)
-    assert paged.columns["npu_op"].encoded() is None and paged.columns["type"].encoded() is not None
+    assert paged.columns["npu_op"].encoded() is None and paged.columns["type"].encoded() is not None  # type: ignore[attr-defined]  # a PagedText (ResultTable types a column as an array)
     plain = ResultTable.concat(parts)
     for expression in ('name == "op7"', '"conv" in name', 'type == "conv2d"'):
         assert paged.filter_mask(expression).tolist() == plain.filter_mask(expression).tolist()
@@ -194,7 +194,7 @@ def test_codes_that_do_not_fit_their_column_are_refused_or_passed_over(tmp_path)
     codes = tmp_path / "columns" / f"{[k for k, _ in meta['columns']].index('npu_op')}.codes.npy"
     np.save(codes, np.full(50, 999, dtype=np.int32))  # pointing past the values: the text is read
     paged = read_columns(tmp_path)
-    assert paged.columns["npu_op"].encoded() is None
+    assert paged.columns["npu_op"].encoded() is None  # type: ignore[attr-defined]  # a PagedText (ResultTable types a column as an array)
     assert paged.filter_mask('name == "conv_1"').tolist() == plain.filter_mask('name == "conv_1"').tolist()
     np.save(codes, np.zeros(7, dtype=np.int32))  # not a column of its length
     with pytest.raises(ValueError, match="codes that do not fit"):

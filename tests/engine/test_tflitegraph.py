@@ -10,6 +10,7 @@ from accuscope.engine.sides.registry import detect, load_graph
 from accuscope.engine.sources import kinds
 from accuscope.engine.sources.tensor import SourceError
 from support.data import FIXTURES
+from support.narrow import present
 
 HERE = FIXTURES / "litert"
 INT8, FP16 = HERE / "cnn_int8.tflite", HERE / "cnn_fp16.tflite"
@@ -29,7 +30,7 @@ def test_the_int8_model_as_a_graph(tmp_path):
     assert conv is not None and conv.outputs == ["functional_1/conv2d_1_2/convolution1"]
     assert conv.output_dtypes == ["int8"] and conv.output_shapes == [(None, 14, 14, 8)]
     assert "scale" in conv.attrs["output 0 quantization"]
-    assert conv.inputs[1] in g.weights and g.producer(conv.inputs[0])[0].type == "DEPTHWISE_CONV_2D"
+    assert conv.inputs[1] in g.weights and present(g.producer(conv.inputs[0]))[0].type == "DEPTHWISE_CONV_2D"
     assert any("quantized activations (int8)" in note for note in g.notes)
 
 

@@ -15,6 +15,7 @@ import struct
 import subprocess
 import sys
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +25,7 @@ from accuscope.engine.compare.comparison import execute, plan
 from accuscope.engine.compare.spec import CompareSpec
 from accuscope.engine.sides.registry import detect, open_side
 from accuscope.engine.sources import msprobe, torchpickle
+from support.narrow import present
 
 ENV = {**os.environ, "COLUMNS": "250", "NO_COLOR": "1"}
 GOOD = 12  # good tensors per rank beside the hostile ones
@@ -81,10 +83,10 @@ def tensor_pickle(*, storage: str = "FloatStorage", key: str = "0", numel: int =
     return b"\x80\x02ctorch._utils\n_rebuild_tensor_v2\n" + _tuple(*args) + b"R."
 
 
-def write_pt(path: Path, pkl: bytes, storage: bytes = b"", *, key: str = "0", methods: dict | None = None,
-             byteorder: bytes = b"little", members: dict | None = None) -> Path:
+def write_pt(path: Path, pkl: bytes | int, storage: bytes | int = b"", *, key: str = "0", methods: dict | None = None,
+             byteorder: bytes | int = b"little", members: dict | None = None) -> Path:
     """A torch.save zip: archive/data.pkl, byteorder, data/{key}; `methods` a member's compression
-    (stored by default, as torch writes), `members` extra members (or None to leave one out)."""
+    (stored by default, as torch writes), `members` extra members (or None to leave one out); an int: that many zeros."""
     methods = methods or {}
     parts = {"data.pkl": pkl, "byteorder": byteorder, f"data/{key}": storage, "version": b"3\n"}
     parts.update(members or {})
@@ -145,7 +147,7 @@ def entry(data_name: str, **more) -> dict:
             "Norm": 7.4, "requires_grad": False, "data_name": data_name, **more}
 
 
-def rank(root: Path, hostile: dict[str, callable], value: float = 0.0) -> Path:
+def rank(root: Path, hostile: dict[str, Callable[[Path], object]], value: float = 0.0) -> Path:
     """step0/rank0 of an msprobe tensor dump: GOOD good calls, then one call per hostile .pt (its
     writer given the path), each with one output tensor."""
     folder = root / "step0" / "rank0"
@@ -285,6 +287,7 @@ def test_a_zip_bomb_in_a_dump_is_a_problem_on_its_tensor_and_compare_keeps_the_r
         "Functional.storagebomb.0.forward.output.0.pt", "Functional.byteorderbomb.1.forward.output.0.pt"}
     p = plan(CompareSpec(str(cand), str(bench)))
     table = execute(p, workers=1)
+    assert table is not None
     assert len(table) == GOOD + 2
     reasons = dict(zip(table.columns["tensor"].tolist(), table.columns["reason"].tolist()))
     assert "compressed" in reasons["Functional.storagebomb.0.forward:output:0"]
@@ -318,6 +321,12 @@ def _encrypted(path: Path) -> None:
     patch(path, "data.pkl", flag=0x1)
 
 
+
+def _past_end(path: Path) -> None:
+    write_pt(path, tensor_pickle(numel=1 << 28), bytes(24))
+    patch(path, "data/0", file_size=1 << 30, compress_size=1 << 30)
+
+
 ODD = {
     "utf8name": (_utf8_flag_bad_name, "cannot read the zip"),
     "deflate": (lambda p: _corrupt(p, zipfile.ZIP_DEFLATED), "damaged zip"),
@@ -326,8 +335,7 @@ ODD = {
     "encrypted": (_encrypted, "encrypted"),
     "nostorage": (lambda p: write_pt(p, tensor_pickle(key="7"), bytes(24)), "no zip member archive/data/7"),
     "shortstorage": (lambda p: write_pt(p, tensor_pickle(), bytes(8)), "holds 8 bytes"),
-    "pastend": (lambda p: (write_pt(p, tensor_pickle(numel=1 << 28), bytes(24)),
-                           patch(p, "data/0", file_size=1 << 30, compress_size=1 << 30)), "past the end of the file"),
+    "pastend": (lambda p: _past_end(p), "past the end of the file"),
 }
 
 
@@ -347,6 +355,7 @@ def test_odd_zips_in_a_rank_are_problems_on_their_tensors_and_every_good_row_sta
     assert sum(1 for t in side.tensors if not t.problem) == GOOD
     for k, (label, (_, words)) in enumerate(ODD.items()):
         t = side.find(f"Functional.{label}.{k}.forward", "output", 0)
+        assert t is not None
         assert words in t.problem, (label, t.problem)
         assert any(p.path == t.source and words in p.message for p in side.problems)
     assert all(t.load().shape == (2, 3) for t in side.tensors if not t.problem)
@@ -392,7 +401,7 @@ def test_views_torch_saves_read_as_torch_reads_them(tmp_path):
 
 
 def test_inspect_and_compare_of_a_hostile_rank_exit_politely_with_every_good_row(tmp_path, bombs):
-    hostile = {label: make for label, (make, _) in ODD.items()}
+    hostile: dict[str, Callable[[Path], object]] = {label: make for label, (make, _) in ODD.items()}
     hostile["strideview"] = lambda p: write_pt(p, tensor_pickle(numel=1, size=(8192, 8192), stride=(0, 0)), bytes(4))
     hostile["dagkey"] = lambda p: write_pt(p, tensor_pickle(pid=dag()), bytes(24))
     hostile["storagebomb"] = lambda p: p.write_bytes(bombs["storage"].read_bytes())
@@ -456,8 +465,8 @@ def test_a_damaged_dump_json_entry_is_a_problem_naming_it(tmp_path):
     # are rows of their own, compared as values
     assert len(side.tensors) == GOOD + 2
     assert {t.value for t in side.tensors if t.value is not None} == {"\"torch.float32\"", "[2]"}  # as dump.json spells them
-    assert side.find("Functional.relu.3.forward", "output", 0).load().shape == (2, 3)
-    assert side.find("Functional.relu.7.forward", "output", 0).problem
+    assert present(side.find("Functional.relu.3.forward", "output", 0)).load().shape == (2, 3)
+    assert present(side.find("Functional.relu.7.forward", "output", 0)).problem
     # statistics mode: the compiled scanner leaves the damaged text to Python, which names it
     raw = doc.read_bytes()
     if msprobe._dumpscan is not None:

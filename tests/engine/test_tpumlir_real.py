@@ -24,6 +24,7 @@ from accuscope.engine.compare.summary import summarize
 from accuscope.engine.compare.thresholds import Thresholds
 from accuscope.engine.sides.registry import detect, load_graph
 from accuscope.engine.sources import tpumlir
+from support.narrow import present
 
 HERE = Path(__file__).resolve().parents[1] / "fixtures" / "tpumlir"
 NPZ = ["cls_in_f32.npz", "cls_top_outputs.npz", "cls_ref_outputs.npz", "cls_bm1684x_f16_tpu_outputs.npz",
@@ -41,9 +42,10 @@ def tolerance(cos: float, euclid: float) -> Thresholds:
     return t
 
 
-def run(npu: str, golden: str, thresholds: Thresholds, **models):
+def run(npu: str | Path, golden: str | Path, thresholds: Thresholds, **models):
     p = plan(CompareSpec(str(npu), str(golden), thresholds=thresholds, **models))
     table = execute(p, workers=1)
+    assert table is not None
     return p, table, summarize(table, thresholds)
 
 
@@ -58,7 +60,7 @@ def test_every_npz_the_tools_wrote_is_recognised_by_content_not_by_name(tmp_path
 
 
 def test_plain_npz_of_onnx_names_stays_a_plain_npz(tmp_path):
-    np.savez(tmp_path / "a.npz", **{"conv2d_53.tmp_0": np.zeros(3), "x": np.zeros(2)})
+    np.savez(tmp_path / "a.npz", **{"conv2d_53.tmp_0": np.zeros(3), "x": np.zeros(2)})  # type: ignore[arg-type]  # numpy's stub reads **arrays as allow_pickle
     assert detect(str(tmp_path / "a.npz")).kind == "npz"
 
 
@@ -119,12 +121,14 @@ def test_the_mlir_files_load_as_models():
     assert top.outputs == ["save_infer_model/scale_0.tmp_1_Softmax"]
     assert tpu.outputs == ["save_infer_model/scale_0.tmp_1_Softmax_f32"]
     conv = top.node("conv2d_53.tmp_0_Conv")
+    assert conv is not None
     assert conv.type == "top.Conv" and conv.inputs[0] == "x" and conv.output_shapes == [(1, 8, 24, 8)]
     assert [n.name for n in top.nodes].index("conv2d_53.tmp_0_Conv") < [n.name for n in top.nodes].index("relu_0.tmp_0_Relu")
     relu = top.node("relu_0.tmp_0_Relu")  # a Conv with its Relu folded in: the Relu's loc, the Conv's type
+    assert relu is not None
     assert relu.type == "top.Conv" and relu.fused == ["relu_0.tmp_0_Relu", "conv2d_54.tmp_0_Conv"]
     casts = [n for n in tpu.nodes if n.type == "tpu.Cast"]
-    assert len(casts) == 40 and tpu.node("xconv2d_53.tmp_0_Conv_f16").output_dtypes == ["float16"]
+    assert len(casts) == 40 and present(tpu.node("xconv2d_53.tmp_0_Conv_f16")).output_dtypes == ["float16"]
     assert detect(str(HERE / "cls.mlir")).model
 
 
@@ -142,7 +146,7 @@ def test_lowerings_casts_are_the_converters_own_and_the_tolerance_judges_as_npz_
     _, table, msit = run(HERE / "cls_bm1684x_f16_tpu_outputs.npz", HERE / "cls_top_outputs.npz", Thresholds())
     state = judgement.evaluate(table, Thresholds())  # msit's thresholds: mean_rel > 1 on rows whose red passes is noise
     assert not msit.judged and msit.failing == 0 and state.noisy.any()
-    assert all(set(state.broken_keys(r)) <= NOISY for r in np.flatnonzero(state.noisy))
+    assert all(set(state.broken_keys(int(r))) <= NOISY for r in np.flatnonzero(state.noisy))
     p, _, summary = run(HERE / "cls_bm1684x_f16_tpu_outputs.npz", HERE / "cls_top_outputs.npz", tolerance(0.99, 0.90),
                         npu_model=str(HERE / "cls_bm1684x_f16_tpu.mlir"))
     assert summary.failing == 0 and p.coverage.outputs_paired >= 1

@@ -170,7 +170,7 @@ def test_cli_tolerance_judges_cls_outputs_as_tpu_mlir(tmp_path, cls_run, impleme
     np.savez(tmp_path / "golden.npz", **golden)
     env = {"ACCUSCOPE_KERNEL": "numpy"} if implementation == "numpy" else {}
     r = accuscope("compare", "--npu", tmp_path / "npu.npz", "--golden", tmp_path / "golden.npz",
-                  "--out", tmp_path / "task", "--tolerance", "0.99,0.90", **env)
+                  "--out", tmp_path / "task", "--tolerance", "0.99,0.90", **env)  # type: ignore[arg-type]  # env: variables only
     assert r.returncode in (0, 1), r.stderr
     task = tmp_path / "task"
     meta = json.loads((task / "task.json").read_text())
@@ -195,7 +195,9 @@ def test_cli_tolerance_judges_cls_outputs_as_tpu_mlir(tmp_path, cls_run, impleme
     assert "judged as tpu-mlir's npz_tool compare --tolerance 0.99,0.9 (fails: NOT_SIMILAR)" in r.stdout
     assert f"NOT_SIMILAR {verdicts.count('NOT_SIMILAR')}" in r.stdout
     task = load_task(tmp_path / "task")  # the tolerance comes back from task.json, the verdicts with it
+    assert task.thresholds is not None
     assert task.thresholds.tolerance() == (0.99, 0.9)
+    assert task.table is not None
     assert list(task.table.columns["tpu_verdict"]) == verdicts
     mask = task.table.filter_mask('tpu_verdict == "NOT_SIMILAR"')
     assert list(task.table.columns["npu_op"][mask]) == [broken]

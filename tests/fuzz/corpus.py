@@ -44,6 +44,7 @@ import zipfile
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -133,7 +134,7 @@ def _dialect_seeds(root: Path, arrays: list[tuple[str, np.ndarray]]) -> None:
                                             for k, a in arrays}, "runtime": 0.01, "runner_name": "onnxrt-runner",
                                "polygraphy_class": "IterationResult"}]]]
     (root / "polygraphy.json").write_text(json.dumps({"lst": lst, "polygraphy_class": "RunResults"}))
-    np.savez(root / "cls_top_outputs.npz", **{f"t{k}_Conv": a for k, (_, a) in enumerate(arrays)})
+    np.savez(root / "cls_top_outputs.npz", **{f"t{k}_Conv": a for k, (_, a) in enumerate(arrays)})  # type: ignore[arg-type]  # numpy's stub reads **arrays as allow_pickle
     rnd = root / "atb" / "0_4242" / "0"
     for k, (_, a) in enumerate(arrays[:3]):
         layer = rnd / f"{k}_Linear{k}"
@@ -648,6 +649,7 @@ def _materialize(case: Case, seeds: dict[str, list[Path]], d: Path) -> tuple[Pat
         if case.special:
             make_special(target, case.special)
         else:
+            assert case.data is not None
             target.write_bytes(case.data)
         return folder, {}, good
     if case.cls == "ascend":
@@ -656,14 +658,15 @@ def _materialize(case: Case, seeds: dict[str, list[Path]], d: Path) -> tuple[Pat
         good = []
         for src in seeds["good_ascend"][:GOOD_SIBLINGS]:
             shutil.copy(src, folder / src.name)
-            good.append(ascend.parse_dump_name(src.name).op_name)
+            good.append(_op_name(src.name))
         target = folder / (case.seed.name if case.seed else "Relu.broken.1.1700000000000001")
         if case.seed is not None and case.seed.name in {p.name for p in seeds["good_ascend"][:GOOD_SIBLINGS]}:
-            good.remove(ascend.parse_dump_name(case.seed.name).op_name)
+            good.remove(_op_name(case.seed.name))
         if case.special:
             target.unlink(missing_ok=True)
             make_special(target, case.special)
         else:
+            assert case.data is not None
             target.write_bytes(case.data)
             if "3 GiB" in case.label:
                 with open(target, "r+b") as fh:
@@ -672,10 +675,15 @@ def _materialize(case: Case, seeds: dict[str, list[Path]], d: Path) -> tuple[Pat
     if case.cls in ("msprobe", "pt"):
         rank = d / "step0" / "rank0"
         shutil.copytree(MSPROBE_RANK, rank)
-        target = rank / "dump.json" if case.cls == "msprobe" else rank / "dump_tensor_data" / case.seed.name
-        good = [] if case.cls == "msprobe" else sorted(
-            p.name[:-len(".pt")].rsplit(".", 3)[0] for p in (rank / "dump_tensor_data").glob("*.pt")
-            if p.name != case.seed.name and p.name.rsplit(".", 3)[0] != case.seed.name.rsplit(".", 3)[0])
+        good = []
+        if case.cls == "msprobe":
+            target = rank / "dump.json"
+        else:
+            assert case.seed is not None
+            target = rank / "dump_tensor_data" / case.seed.name
+            good = sorted(
+                p.name[:-len(".pt")].rsplit(".", 3)[0] for p in (rank / "dump_tensor_data").glob("*.pt")
+                if p.name != case.seed.name and p.name.rsplit(".", 3)[0] != case.seed.name.rsplit(".", 3)[0])
         _write(target, case)
         return rank, {}, good
     if case.cls == "ptfolder":
@@ -685,6 +693,7 @@ def _materialize(case: Case, seeds: dict[str, list[Path]], d: Path) -> tuple[Pat
         _write(folder / name, case)
         return folder, {}, [op for f, ops in PT_FOLDER_OPS.items() if f != name for op in ops]
     if case.cls in ("atb", "mindspore"):
+        assert case.seed is not None
         src_root = case.seed.parents[2] if case.cls == "atb" else case.seed.parent
         folder = d / case.cls
         shutil.copytree(src_root, folder)
@@ -694,6 +703,7 @@ def _materialize(case: Case, seeds: dict[str, list[Path]], d: Path) -> tuple[Pat
     if case.cls == "openvino":  # the IR's .xml and .bin side by side, the seed's damaged
         for src in seeds["openvino"]:
             shutil.copy(src, d / src.name)
+        assert case.seed is not None
         _write(d / case.seed.name, case)
         return d / seeds["openvino"][0].name, {}, []
     if case.cls == "taskjson":
@@ -701,9 +711,9 @@ def _materialize(case: Case, seeds: dict[str, list[Path]], d: Path) -> tuple[Pat
         task.mkdir()
         _write(task / "task.json", case)
         return task, {}, []
-    name = {"tpumlir": "cls_top_outputs.npz", "gegraph": "ge_proto_00001_Build.txt", "polygraphy": "outputs.json"}
-    if case.cls in name:
-        target = d / (case.seed.name if case.cls == "gegraph" and case.seed else name[case.cls])
+    named = {"tpumlir": "cls_top_outputs.npz", "gegraph": "ge_proto_00001_Build.txt", "polygraphy": "outputs.json"}
+    if case.cls in named:
+        target = d / (case.seed.name if case.cls == "gegraph" and case.seed else named[case.cls])
         _write(target, case)
         return target, {}, []
     suffix = {"npz": ".npz", "bin": ".bin", "omjson": ".json", "onnx": ".onnx", "prototxt": ".prototxt",
@@ -712,6 +722,7 @@ def _materialize(case: Case, seeds: dict[str, list[Path]], d: Path) -> tuple[Pat
     if case.special:
         make_special(target, case.special)
     else:
+        assert case.data is not None
         target.write_bytes(case.data)
     options = {}
     if case.cls == "bin":
@@ -719,11 +730,20 @@ def _materialize(case: Case, seeds: dict[str, list[Path]], d: Path) -> tuple[Pat
     return target, options, []
 
 
+
+def _op_name(file_name: str) -> str:
+    """The op an Ascend dump file's name names (a seed's: always one)."""
+    parsed = ascend.parse_dump_name(file_name)
+    assert parsed is not None, file_name
+    return parsed.op_name
+
+
 def _write(target: Path, case: Case) -> None:
     target.unlink(missing_ok=True)
     if case.special:
         make_special(target, case.special)
     else:
+        assert case.data is not None
         target.write_bytes(case.data)
 
 
@@ -752,6 +772,7 @@ def run_case(case: Case, seeds: dict[str, list[Path]], d: Path) -> tuple[str, st
         if case.cls == "resultcsv":
             _, warnings = read_result_csv(path)
             return ("problems" if warnings else "clean"), ""
+        source: Any  # a reader of any kind: an Ascend dump, a golden dump, or a model graph
         if case.cls == "ascend":
             source = open_npu_dump(path)
             found = {g for g in good if (f := source.find_op(g)) and not f.problem
@@ -816,6 +837,7 @@ def run_corpus(work: Path, per_seed: int = 20, seed: int = 0, classes: tuple[str
         cmd = [sys.executable, __file__, "--child", "--work", str(work), "--per-seed", str(per_seed),
                "--seed", str(seed), "--classes", ",".join(classes), "--start", str(start), "--memory", str(memory)]
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert proc.stdout is not None and proc.stderr is not None
         current, finished = start, False
         while True:
             ready, _, _ = select.select([proc.stdout], [], [], timeout)
@@ -885,7 +907,7 @@ def main(argv=None) -> int:
     for cls in sorted(table):
         row = table[cls]
         print(f"{cls:<10} {sum(row.values()):>6} " + " ".join(f"{row[o]:>8}" for o in OUTCOMES))
-    total = Counter()
+    total: Counter[str] = Counter()
     for row in table.values():
         total.update(row)
     print(f"{'all':<10} {sum(total.values()):>6} " + " ".join(f"{total[o]:>8}" for o in OUTCOMES))

@@ -266,7 +266,7 @@ def _kept_good_rows(d: Path, good: int = 3) -> Callable:
     return check
 
 
-def _pt_case(cls: str, label: str, make: Callable[[Path], None], command: str = "compare") -> Case:
+def _pt_case(cls: str, label: str, make: Callable[[Path], object], command: str = "compare") -> Case:
     def build(d: Path) -> Run:
         npu, golden = _rank_pair(d, {"Functional.bad.0.forward": make})
         if command == "inspect":
@@ -311,7 +311,7 @@ def cases() -> list[Case]:
         p, GOOD.replace(_ints((2, 3)), dag_key(40), 1), GOOD_DATA)))
     for member in ("data/0", "byteorder"):
         out.append(_pt_case("zip-bomb", f"{BOMB >> 20} MiB of deflated zeros in {member}",
-                            lambda p, m=member: write_pt_bomb(p, m, BOMB)))
+                            lambda p, m=member: write_pt_bomb(p, m, BOMB)))  # type: ignore[misc]  # m: this round's
     for label, make in odd_zips().items():
         out.append(_pt_case("odd-zip", label, make))
     out.append(_pt_case("stride", "stride-0 view of one element as 16384x16384",
@@ -917,7 +917,7 @@ def _peak_rss_mb(proc: subprocess.Popen) -> float:
 
 def _wait4_popen():
     """Popen whose wait records the child's peak RSS (os.wait4's rusage) as `_accuscope_rss`."""
-    original = subprocess.Popen._try_wait
+    original = subprocess.Popen._try_wait  # type: ignore[attr-defined]  # Popen's private wait, wrapped
 
     def _try_wait(self, wait_flags):
         try:
@@ -927,7 +927,7 @@ def _wait4_popen():
         if pid:
             self._accuscope_rss = usage.ru_maxrss / 1024
         return pid, status
-    subprocess.Popen._try_wait = _try_wait
+    subprocess.Popen._try_wait = _try_wait  # type: ignore[attr-defined]  # (its original above)
 
 
 _wait4_popen()

@@ -212,7 +212,7 @@ NAN, FINITE = "nan", "finite"
 _NINE = ["cos", "max_abs", "acc_rel", "red", "kl", "mean_abs", "rmse", "max_rel", "mean_rel"]
 # Where msaccucmp and we part ways on purpose (metrics.md section 2), and two where we agree.
 # name: (x, y, what msaccucmp 26.2.0's file_compare writes (recorded), our values, our reasons)
-DEGENERATE = {
+DEGENERATE: dict[str, tuple[np.ndarray, np.ndarray, dict[str, float | str], dict[str, float | str], list[str]]] = {
     "empty": (
         np.zeros((0, 3), np.float32), np.zeros((0, 3), np.float32),
         # a perfect cosine and zero errors for a tensor that holds nothing

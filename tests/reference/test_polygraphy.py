@@ -22,6 +22,8 @@ from polygraphy.comparator import RunResults  # noqa: E402
 from polygraphy.comparator.struct import IterationResult  # noqa: E402
 from polygraphy.json import load_json  # noqa: E402
 
+from support.narrow import present
+
 POLYGRAPHY = os.path.join(os.path.dirname(sys.executable), "polygraphy")
 RNG = np.random.default_rng(7)
 
@@ -138,7 +140,7 @@ def test_runners_iterations_dtypes_and_layouts(tmp_path, monkeypatch):
             dump = open_golden(path, runner=runner, iteration=i)
             assert [t.tensor_name for t in dump.tensors] == list(outputs)
             for name, arr in outputs.items():
-                got = dump.find_tensor(name).load()
+                got = present(dump.find_tensor(name)).load()
                 assert got.dtype == arr.dtype and got.shape == arr.shape and np.array_equal(got, arr), name
 
 
@@ -191,9 +193,9 @@ def test_both_base64_decoders_give_the_same_array_and_refuse_corruption(tmp_path
     path.write_bytes(text[:at] + b'"' + text[at + 1:])
     dump = open_golden(path)
     assert not dump.problems
-    assert np.array_equal(dump.find_tensor("good").load(), arr)
+    assert np.array_equal(present(dump.find_tensor("good")).load(), arr)
     with pytest.raises(TensorError, match=r"r\.json: bad:output:0: corrupt base64 in bytes"):
-        dump.find_tensor("bad").load()
+        present(dump.find_tensor("bad")).load()
 
 
 # --- broken files --------------------------------------------------------------------------------
@@ -223,12 +225,12 @@ def test_a_bad_array_is_a_problem_and_the_rest_loads(tmp_path):
                         "polygraphy_class": "LazyArray"}
     path.write_text(json.dumps(doc))
     dump = open_golden(path)
-    assert np.array_equal(dump.find_tensor("ok").load(), ok)
+    assert np.array_equal(present(dump.find_tensor("ok")).load(), ok)
     messages = {p.message.split(":")[0]: p.message for p in dump.problems}
     assert set(messages) == {"header", "short", "torch"}
     assert "truncated" in messages["short"] and "PyTorch" in messages["torch"]
     for name in ("header", "short", "torch"):
-        assert dump.find_tensor(name).problem
+        assert present(dump.find_tensor(name)).problem
 
 
 def test_object_arrays_are_refused_without_unpickling(tmp_path):
@@ -274,6 +276,7 @@ def test_legacy_markers_bare_latin1_and_npz_arrays(tmp_path):
     assert not dump.problems
     for name, arr in (("a", a), ("b", b), ("c", c)):
         t = dump.find_tensor(name)
+        assert t is not None
         assert (t.dtype, t.shape) == (arr.dtype, arr.shape) and np.array_equal(t.load(), arr), name
 
 

@@ -11,6 +11,7 @@ delivered again a millisecond later, and one that C code turned into another err
 import) still ends the command as interrupted, never as a bug. A signal before Python
 runs this module (the interpreter's own start) ends it as it ends any program: killed by it.
 (No `from __future__ import annotations` here: it is an import, before the signals are taken.)"""
+# lazy: app.main, commands, commands.common, engine.sources.tensor, engine.tasks.task, exitcode
 import os
 import sys
 

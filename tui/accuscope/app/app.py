@@ -1,4 +1,5 @@
 """The Textual application: screens, global keys, the command palette."""
+# lazy: app.browser, app.dialogs
 from __future__ import annotations
 
 import gc

@@ -1,4 +1,5 @@
 """The task browser: task folders and foreign result CSVs under the workspace, newest first."""
+# lazy: app.newtask, app.taskscreen
 from __future__ import annotations
 
 import time

@@ -4,6 +4,7 @@ result, kept as `last_export`. `SubmodelExport` is the graph screen's base: the 
 and `selection` (the ops between its start and end marks) and draws the status line and the panel,
 where the progress, the verdict and the last export's lines show.
 """
+# lazy: engine.export.folder
 from __future__ import annotations
 
 import threading

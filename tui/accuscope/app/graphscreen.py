@@ -32,6 +32,7 @@ hides), `-` / `+` fold / unfold all, jumps unfold what they land in, `f` leaves 
 filtered to the module under the cursor (`under(type, ...)`). A task of several steps and ranks
 shows one (step, rank) at a time, `[` / `]` the previous / next: its modules and only its rows.
 """
+# lazy: app.stageviews
 from __future__ import annotations
 
 import json

@@ -1,4 +1,5 @@
 """Starting the app: the workspace default and the entry used by the CLI."""
+# lazy: app.app
 from __future__ import annotations
 
 import os

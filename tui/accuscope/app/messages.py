@@ -9,6 +9,7 @@ Progress messages (`Progress` subclasses) are posted as often as the engine repo
 them waiting in the queue is merged into the newest (`merge`), so the screen handles one per turn
 and repaints on its own timer tick, not once per message.
 """
+# lazy: engine.sources.tensor
 from __future__ import annotations
 
 from collections.abc import Callable

@@ -1,4 +1,5 @@
 """The new-task form: what to compare; fields are checked as you type, enter starts the run."""
+# lazy: app.taskscreen
 from __future__ import annotations
 
 from datetime import datetime

@@ -17,6 +17,7 @@ the screen then shows, in three panes:
 three side by side. `[`/`]` switch among the operator's tensors (its other rows in the result
 table), `m` between absolute and relative error, `N` sets N. The task screen keeps its cursor.
 """
+# lazy: app.stageviews
 from __future__ import annotations
 
 import math

@@ -1,5 +1,6 @@
 """Everything one result row says: metrics against their thresholds, files, mapping, reason, and
 the call's Python stack when the NPU dump records it (msprobe's stack.json, read in a worker)."""
+# lazy: app.stageviews
 from __future__ import annotations
 
 import math

@@ -8,6 +8,7 @@ the name column, `entered` and three stages' cos fit on one line, so where the e
 across a row without scrolling; the stage's other metrics are the stage's own task (`s`) or the row
 detail (D).
 """
+# lazy: engine.tasks.chainrun
 from __future__ import annotations
 
 from collections.abc import Callable

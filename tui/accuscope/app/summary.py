@@ -1,4 +1,5 @@
 """The summary strip of the task screen (the advisor's place once it has findings)."""
+# lazy: app.advicescreen, engine.diagnose.advice
 from __future__ import annotations
 
 from typing import TYPE_CHECKING

@@ -1,5 +1,8 @@
 """The task screen: operator table, metric chart, summary strip and status bar; it also runs a
 comparison in a thread worker, rows appearing as they are computed."""
+# lazy: app.advicescreen, app.dialogs, app.graphscreen, app.opscreen, app.pairpicker, app.rowdetail, app.stageviews,
+# lazy: engine.compare.comparison, engine.compare.crossmap, engine.diagnose.advisor, engine.tasks.rankrun,
+# lazy: engine.tasks.taskrun
 from __future__ import annotations
 
 import math

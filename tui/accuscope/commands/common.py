@@ -2,6 +2,8 @@
 
 Light to import (cli.py does, before it knows the command): the engine is imported where it is used.
 """
+# lazy: engine.compare.inputs, engine.compare.spec, engine.sides.registry, engine.sources.names,
+# lazy: engine.sources.tensor, exitcode
 from __future__ import annotations
 
 import argparse

@@ -1,4 +1,6 @@
 """`accuscope compare --npu PATH --golden PATH --out TASK_DIR`: whole-network comparison as a task."""
+# lazy: app.main, commands.advise, commands.chainreport, engine.compare.shards, engine.diagnose.advisor,
+# lazy: engine.tasks.rankrun
 from __future__ import annotations
 
 import json

@@ -1,4 +1,5 @@
 """`accuscope demo [--workspace DIR] [--no-tui]`: build a workspace of finished demo tasks and open it."""
+# lazy: app.main
 from __future__ import annotations
 
 import argparse

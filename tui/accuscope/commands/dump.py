@@ -1,5 +1,6 @@
 """`accuscope dump MODEL --out DIR`: an npy dump of every node output, by onnxruntime (an ONNX model),
 OpenVINO (an IR .xml, or an ONNX model with `--runtime openvino`) or LiteRT (a .tflite)."""
+# lazy: engine.sides.registry, engine.sources.npyfile
 from __future__ import annotations
 
 import argparse

@@ -1,4 +1,5 @@
 """`accuscope inspect PATH`: what is in a dump file, dump folder, golden dump or model, and what is wrong."""
+# lazy: engine.compare.inputs, engine.compare.shards, engine.sides.side
 from __future__ import annotations
 
 import os

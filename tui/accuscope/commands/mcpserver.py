@@ -1,5 +1,6 @@
 """`accuscope mcp [--workspace DIR]`: accuscope as a Model Context Protocol server over stdio, the
 tools an agent calls (mcptools.py). Needs the MCP SDK: pip install 'accuscope[mcp]'."""
+# lazy: app.main, commands.mcptools
 from __future__ import annotations
 
 import argparse

@@ -16,6 +16,10 @@ Nothing here prints: the SDK's stdio transport holds stdout for the protocol.
 Read-only hints: show and list_tasks write nothing. advise, sensitivity and op write into the task
 folder (advice.json, op/...): idempotent, not read-only; compare, run and precision write task folders.
 """
+# lazy: commands.compare, commands.dump, commands.op, commands.precision, commands.run, commands.show,
+# lazy: engine.compare.judgement, engine.compare.summary, engine.diagnose.advisor, engine.diagnose.oppair,
+# lazy: engine.diagnose.sensitivity, engine.precision.workflow, engine.sides.registry, engine.tasks.task,
+# lazy: engine.tasks.tasklist, engine.tasks.taskrun
 from __future__ import annotations
 
 import argparse

@@ -1,4 +1,5 @@
 """`accuscope open TASK_DIR|RESULT.csv`: open one task (or a MindStudio/msaccucmp/msit CSV) in the app."""
+# lazy: app.main
 from __future__ import annotations
 
 import argparse

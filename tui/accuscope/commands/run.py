@@ -7,6 +7,7 @@ does (pairing by tensor names, which survive the renaming of nodes by converters
 and TFLite's post-training quantizer included) and, with
 `--advisor`, advised on with the reference model as the framework model.
 """
+# lazy: commands.chainreport, engine.precision.convert, engine.sources.outputfile, engine.tasks.task
 from __future__ import annotations
 
 import os

@@ -1,6 +1,7 @@
 """How much of each side a comparison saw (`Coverage`), and its task.json form: never call a run that
 paired nothing a pass. Made by comparison.plan, counted again after execute's re-pairings, read back
 by every surface from task.json (`from_meta`; its `basis` is what the verdict rests on)."""
+# lazy: engine.compare.repair
 from __future__ import annotations
 
 from dataclasses import dataclass, field

@@ -31,6 +31,7 @@ works as before (mapping.py's `mapping` rule), calls and single tensors (`call:i
 name rejecting one: the app's pairs.yaml) first of all; a flat YAML whose keys are msprobe data names is msprobe's
 data mapping, one whose keys and values are `path.Class` module names (no direction) its cell mapping.
 """
+# lazy: engine.sources.outputfile
 from __future__ import annotations
 
 import csv

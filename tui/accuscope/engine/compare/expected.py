@@ -20,6 +20,7 @@ A failing row whose excess is at most EXCESS_LIMIT is the precision's own error 
 `expected` rows); the first failing row, the verdict's cause and the advisor's headline read them.
 Cost: one more read of the expected and golden tensors, on the same kernel and threads as the
 comparison's own pairs (comparison.execute runs them)."""
+# lazy: engine.compare.mapping, engine.sides.registry
 from __future__ import annotations
 
 import math

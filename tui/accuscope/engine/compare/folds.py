@@ -18,6 +18,7 @@ reference model (the ONNX model's initializers or Constant nodes, the IR's Const
 `how` says the fold, the golden tensor's `conversion` the arithmetic. The row is still compared
 value for value: a fault in the convolution's weights fails it there.
 """
+# lazy: engine.graphs.irgraph, engine.graphs.onnxgraph
 from __future__ import annotations
 
 from dataclasses import replace

@@ -7,6 +7,8 @@ how the form checks it as the user types (`check`). `commands.compare` renders t
 options and the app's new-task form renders them as fields, and both build the spec with `build_spec`:
 an option added to CompareSpec appears in both, parsed and checked the same way, and task.json keeps it.
 """
+# lazy: engine.compare.crossmap, engine.compare.shards, engine.compare.spec, engine.graphs.oprange,
+# lazy: engine.sources.polygraphy, engine.sources.ranks
 from __future__ import annotations
 
 import os

@@ -23,6 +23,7 @@ module path, its direction); an NPU module path stands for
 the golden path its paired module call has (a name_variants or layer-mapping pair of `Cell.x.Dense` and
 `Module.y.Linear` says x is y), else for itself.
 """
+# lazy: engine.compare.crossmap
 from __future__ import annotations
 
 import math

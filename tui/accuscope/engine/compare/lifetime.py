@@ -16,6 +16,7 @@ multiprocessing gives runs (the site-packages, user site and PYTHONPATH entries 
 run before the entry is added). `module_command` does the same for `python -m`. The environment is
 left alone: commands of the user's that accuscope runs (`precision --check`) see theirs unchanged.
 """
+# lazy: engine.sources.tensor
 from __future__ import annotations
 
 import contextlib

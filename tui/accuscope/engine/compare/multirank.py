@@ -7,6 +7,7 @@ to each process of the pool once, as it starts, and to a cluster's workers once 
 for each rank it cost every worker its parse (a YAML mapping takes some 20x its size while parsed, 5 s
 for 400,000 lines) and the cluster's every host a copy of the file at the same path.
 """
+# lazy: engine.compare.crossmap
 from __future__ import annotations
 
 import os

@@ -8,6 +8,7 @@ and the comparison goes on. Each plugin has one time budget per run (`budget()` 
 $ACCUSCOPE_PLUGIN_BUDGET to change it): a plugin that uses it up is stopped and disabled, with a
 reason on the rows it did not compute.
 """
+# lazy: engine.compare.lifetime
 from __future__ import annotations
 
 import importlib.util

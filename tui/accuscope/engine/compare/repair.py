@@ -21,6 +21,7 @@ The candidate with the highest cosine wins when it reaches AGREE and beats the i
 row is re-paired to it (`how` says "fused: BatchNormalization folded into Conv") and every re-pairing
 is listed with both cosines (`Repair`, the coverage's `repaired`). Never a silent guess.
 """
+# lazy: engine.sources.tpumlir
 from __future__ import annotations
 
 from collections.abc import Callable

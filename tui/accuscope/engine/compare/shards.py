@@ -58,6 +58,7 @@ The layout file (YAML; every key optional):
 Every merged tensor records its rule in `conversion` (the result's column), e.g. `TP merge: concat dim 2
 of rank0,rank1 (column)`; what cannot be merged keeps its row, not compared, with the reason.
 """
+# lazy: engine.graphs.msprobegraph, engine.sides.registry, engine.sides.side
 from __future__ import annotations
 
 import fnmatch

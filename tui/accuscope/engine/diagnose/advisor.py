@@ -27,6 +27,7 @@ TUI: findings to show and jump to (table row, op), and per-op origins for a tabl
 Re-run results are cached in advice.json under a key made of the files they depend on, so advising
 again (new thresholds, reopening the task) re-runs nothing that did not change.
 """
+# lazy: engine.diagnose.oprerun
 from __future__ import annotations
 
 import os

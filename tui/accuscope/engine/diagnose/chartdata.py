@@ -1,6 +1,7 @@
 """What the charts draw, computed once for every place that draws them (the app's plotext charts,
 the report's SVG): the metric over the execution order, an op's cumulative error curve, and the
 advisor's growth series. Only numbers and titles here; drawing is the caller's."""
+# lazy: engine.diagnose.opdetail
 from __future__ import annotations
 
 import math

@@ -11,6 +11,7 @@ each, single-threaded so the threads do not oversubscribe the cores.
 
 onnx and onnxruntime are an optional extra: imported only when a framework model is opened.
 """
+# lazy: engine.runs.controlflow, engine.runs.onnxmodel
 from __future__ import annotations
 
 import hashlib

@@ -14,6 +14,8 @@ with that reason.
 
 Cost: one conversion and one run per op (0.6-1.0 s each on PP-OCRv4 det, 2 cores), cached in
 TASK/replay.json by the reference model's hash, the conversion and the inputs."""
+# lazy: engine.compare.lifetime, engine.compare.metrics, engine.precision.convert, engine.precision.evaluate,
+# lazy: engine.precision.fromtask, engine.runs.onnxmodel
 from __future__ import annotations
 
 import hashlib

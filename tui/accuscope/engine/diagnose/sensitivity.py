@@ -7,6 +7,7 @@ onnxconverter-common's `node_block_list` and onnxruntime.quantization's `nodes_t
 
 The advisor's own advice.json is reused when it was made for the task's current result; otherwise
 the advisor runs (and caches its re-runs there)."""
+# lazy: engine.precision.recipe
 from __future__ import annotations
 
 import math

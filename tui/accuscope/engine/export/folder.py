@@ -20,6 +20,7 @@ The folder is built under a temporary name next to the target and renamed into p
 complete; a previous export there is replaced only then, and a folder that is not an export is
 never replaced. onnx and onnxruntime are imported inside the functions (an optional extra).
 """
+# lazy: engine.graphs.omgraph, engine.sides.registry
 from __future__ import annotations
 
 import json

@@ -21,6 +21,7 @@ re-pairs (compare/repair.py) that only a run makes. crossmap.load reads both fil
 CELL kinds): tests/cli/test_msprobemap.py holds the round trip, and tests/fixtures/msprobe/cross/
 check_mapping.py runs the real msprobe on the data mapping (export/*/msprobe_pairs.json, its pairs).
 """
+# lazy: engine.compare.comparison, engine.compare.multirank, engine.sources.ranks, engine.tasks.task
 from __future__ import annotations
 
 import json

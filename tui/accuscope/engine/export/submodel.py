@@ -1,6 +1,7 @@
 """The runnable submodel of an export: an ONNX model cut from the framework model (boundary tensors
 become graph inputs and outputs, weights kept, If/Loop bodies followed, shapes inferred), or a Caffe
 prototxt holding the chosen layers after an input layer."""
+# lazy: engine.graphs.caffegraph, engine.runs.onnxmodel
 from __future__ import annotations
 
 from pathlib import Path

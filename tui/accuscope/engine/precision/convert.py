@@ -4,6 +4,7 @@ int8 (onnxruntime.quantization, `nodes_to_exclude`; static with a calibration fo
 The reference is prepared once: weights held in Constant nodes become initializers (the converters
 need them there) and every node gets the name accuscope's dumps give it, so the ranking's op names,
 the block lists and the written lists all name the same nodes."""
+# lazy: engine.precision.simulate
 from __future__ import annotations
 
 import logging

@@ -25,6 +25,7 @@
                           weights in Constant nodes, names accuscope gave): the model the lists
                           name, which command.txt converts
 """
+# lazy: engine.precision.recipe
 from __future__ import annotations
 
 import json

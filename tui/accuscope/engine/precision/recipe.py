@@ -15,6 +15,7 @@ Where one of these holds, the prepared model is written next to the list and nam
 that converts it with the list (`command`); the TensorRT layer names (`trt_layer_names`) follow the
 ONNX parser's naming of the original model.
 """
+# lazy: engine.precision.convert, engine.runs.onnxmodel
 from __future__ import annotations
 
 import json

@@ -20,6 +20,10 @@ two npy folders loads none of them (~20M instructions of its start-up; benchmark
 Kind names come from `sources.kinds`, and a dialect's reader module is typed `Reader` here, so mypy
 holds it to the protocol.
 """
+# lazy: engine.graphs.gegraph, engine.graphs.irgraph, engine.graphs.mlirgraph, engine.graphs.modelfile,
+# lazy: engine.graphs.msprobegraph, engine.graphs.tflitegraph, engine.sources.atb, engine.sources.mindspore,
+# lazy: engine.sources.msprobe, engine.sources.npudump, engine.sources.polygraphy, engine.sources.rknn,
+# lazy: engine.sources.tpumlir
 from __future__ import annotations
 
 import os

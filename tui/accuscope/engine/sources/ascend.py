@@ -4,6 +4,7 @@
 is called. It never raises on bad data: a broken file comes back with `problem` set, a tensor
 it cannot decode carries its own `problem`. `write_dump_file` writes the same format.
 """
+# lazy: engine.sources.dumpproto
 from __future__ import annotations
 
 import math

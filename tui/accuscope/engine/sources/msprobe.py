@@ -26,6 +26,7 @@ data name (pairing is by identical names), `op_type` = the module holding the ca
 construct.json; the table filters by it), `stats` and `checksum` from dump.json. With
 `stats_only`, no tensor file is opened.
 """
+# lazy: engine.sources.torchpickle
 from __future__ import annotations
 
 import json

@@ -16,6 +16,7 @@ on the errors against the reference alone.
 Stages are given as `LABEL=PATH` or `PATH` (labelled by its file name); a tpu-mlir work folder given
 alone is its stages (sources/tpumlir.work_stages: top, tpu, bmodel).
 """
+# lazy: engine.compare.chainview, engine.sources.sniffs, engine.sources.tpumlir, engine.tasks.task
 from __future__ import annotations
 
 import os

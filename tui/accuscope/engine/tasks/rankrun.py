@@ -12,6 +12,7 @@ COLUMNAR_ROWS rows, the ranks are also merged into the usual result CSV and resu
 task is columnar (task.json `columnar`): the ranks are streamed, one at a time, into TASK/columns
 (tasks/columnstore.py), which load_task opens paged, and `accuscope show --format csv` exports the CSV.
 """
+# lazy: engine.compare.leftovers
 from __future__ import annotations
 
 import json

@@ -28,6 +28,8 @@ files made from an earlier result (advice.json, exports/*) no longer describe th
 task.json fields of the wrong type (taskdoc) and a result.npz whose claims do not hold are one line
 naming the file. The task browser's list of tasks is tasklist.py's.
 """
+# lazy: engine.compare.comparison, engine.compare.crossmap, engine.compare.shards, engine.sides.registry,
+# lazy: engine.sides.side, engine.sources.msprobe
 from __future__ import annotations
 
 import errno

@@ -25,6 +25,7 @@ one with `version` set back to VERSION.
 
 No other module parses task.json (tests/engine/test_taskdoc.py checks the source).
 """
+# lazy: engine.compare.spec
 from __future__ import annotations
 
 import json

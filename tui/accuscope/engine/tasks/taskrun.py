@@ -13,6 +13,7 @@ and task.json keeps describing it: the inputs of a run that did not finish are k
 `attempt`, never over the inputs of the result in the folder. A folder that cannot be written (full
 disk, read-only, no permission, name too long) is a SourceError naming the path.
 """
+# lazy: engine.compare.statcolumns, engine.sources.ranks, engine.sources.sniffs, engine.tasks.rankrun
 from __future__ import annotations
 
 import os

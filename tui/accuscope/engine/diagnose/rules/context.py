@@ -7,6 +7,7 @@ those gathered first; a rule declares which of them it reads (rule.Rule.reads).
 The small text helpers every rule's findings use live here too (`finding`, `f4`, `pct`,
 `precision_word`), and `is_msprobe`: whether the task is a step of msprobe calls rather than a model.
 """
+# lazy: engine.sides.registry
 from __future__ import annotations
 
 import math

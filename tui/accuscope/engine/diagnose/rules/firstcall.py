@@ -1,6 +1,7 @@
 """The first_call rule: msprobe dumps (the calls of a training/LLM step): the first call whose inputs
 agree and outputs do not, per rank (diagnose.firstdiff); `near_zero` says when a failing row differs
 only where the reference is near zero (the step verdict uses it too)."""
+# lazy: engine.sources.torchpickle
 from __future__ import annotations
 
 import math

@@ -1,5 +1,6 @@
 """The preprocess rule: when the network inputs disagree, which preprocessing difference (channel
 order, layout, scale, mean/std, resize) explains it (diagnose.preprocess)."""
+# lazy: engine.diagnose.preprocess
 from __future__ import annotations
 
 import math

@@ -5,6 +5,7 @@ When the outputs fail and no introduced op explains half their error, passing op
 failing row: a small error of their own may grow downstream into the failure, and their reach says
 whether it did (`grown`). Else no_op_introduced: the failing ops only inherit their error. Runs on a
 task of one run only (several ranks hold the same op names: first_call's, rank by rank)."""
+# lazy: engine.diagnose.modeldiff, engine.diagnose.reach
 from __future__ import annotations
 
 import math

@@ -9,6 +9,7 @@ inputs' errors instead (a weaker method: ops that amplify errors, like Softmax o
 small numbers, get blamed). Re-runs are cached in advice.json under a key made of the files they
 depend on (`previous_reruns`). `effect`: how much error an op introduced by itself, as rules rank.
 """
+# lazy: engine.diagnose.oprerun
 from __future__ import annotations
 
 import math

@@ -1,6 +1,7 @@
 """The closing pass after every rule: the headline verified by replaying the conversion
 (diagnose.replay) when asked and the outputs fail; else, where it could be replayed, the headline
 says its ranking is estimated."""
+# lazy: engine.diagnose.replay
 from __future__ import annotations
 
 import time
