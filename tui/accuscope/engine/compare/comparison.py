@@ -14,9 +14,9 @@ network of small tensors keeps 64 threads busy until Python's per-pair work unde
 of microseconds a pair) is the limit. The app, and the numpy fallback, use worker processes
 instead (`inline_bytes=0`, or no kernel).
 """
-# lazy: engine.compare.crossmap, engine.compare.expected, engine.compare.leftovers, engine.compare.plugins,
-# lazy: engine.compare.repair, engine.compare.shards, engine.graphs.oprange, engine.sides.registry,
-# lazy: engine.sources.tpumlir
+# lazy: engine.compare.crossmap, engine.compare.expected, engine.compare.graphmatch, engine.compare.leftovers,
+# lazy: engine.compare.plugins, engine.compare.repair, engine.compare.shards, engine.graphs.oprange,
+# lazy: engine.sides.registry, engine.sources.tpumlir
 from __future__ import annotations
 
 import contextlib

@@ -28,6 +28,7 @@ inputs.
 What is left is named as leftovers.py names it: `absorbed 1:0` (an op that only moves values or computes a
 shape), `fused N:1` (an op the other side fused or folded, as above), `no counterpart`.
 """
+# lazy: engine.compare.repair, engine.sources.layout
 from __future__ import annotations
 
 import itertools
