@@ -210,16 +210,48 @@ def test_the_save_worker_saves_a_snapshot_and_the_opened_task_takes_what_it_wrot
     drive(AccuscopeApp(ws, open_path=ws / MAIN.name), script, size=(160, 50))
 
 
-def test_a_threshold_save_that_fails_says_why(ws):
+def test_the_advice_follows_thresholds_whose_save_failed(ws):
+    """The save fails (the task folder became a file): the notice names task.json, and the advisor
+    judges the rows under the thresholds shown all the same, not under the ones it replaced."""
     async def script(pilot):
         screen = pilot.app.screen
+        await wait_for(pilot, lambda: screen.advice is not None, 60)
+        assert "output cos 0.9523 < 0.99" in screen_text(pilot.app)
         shutil.rmtree(ws / MAIN.name)
         (ws / MAIN.name).write_text("a file where the task folder was")
-        await _edit_thresholds(pilot, "cos=0.5")
-        await wait_for(pilot, lambda: not screen.saving)
+        await _edit_thresholds(pilot, "cos=0.5 kl=off")
+        await wait_for(pilot, lambda: not screen.saving and not screen.advising, 60)
         await pilot.pause()
-        assert any("saving thresholds:" in n.message and n.severity == "error"
+        assert any(f"saving thresholds in {ws / MAIN.name / 'task.json'}:" in n.message and n.severity == "error"
                    for n in pilot.app._notifications)
+        text = screen_text(pilot.app)
+        assert "output red 0.3289 > 0.05" in text and "< 0.99" not in text
+    drive(AccuscopeApp(ws, open_path=ws / MAIN.name), script, size=(160, 50))
+
+
+def test_the_advisor_opened_while_the_thresholds_are_saved_waits_for_their_advice(ws, monkeypatch):
+    """a pressed while the edited thresholds are being saved (and advised on after): the advisor screen
+    says judging… until the advice for them comes, never showing the advice for the old thresholds."""
+    release, real = threading.Event(), Task.set_thresholds
+
+    def held(task, thresholds):
+        release.wait(60)
+        real(task, thresholds)
+    monkeypatch.setattr(Task, "set_thresholds", held)
+
+    async def script(pilot):
+        screen = pilot.app.screen
+        await wait_for(pilot, lambda: screen.advice is not None, 60)
+        await _edit_thresholds(pilot, "cos=0.5 kl=off")
+        await pilot.press("a")
+        assert isinstance(pilot.app.screen, AdviceScreen)
+        text = screen_text(pilot.app)
+        assert "judging…" in text and "the model fails" not in text
+        release.set()
+        await wait_for(pilot, lambda: not screen.saving and not screen.advising, 60)
+        await pilot.pause()
+        text = screen_text(pilot.app)
+        assert "output red 0.3289 > 0.05" in text and "judging…" not in text and "< 0.99" not in text
     drive(AccuscopeApp(ws, open_path=ws / MAIN.name), script, size=(160, 50))
 
 

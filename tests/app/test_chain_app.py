@@ -133,6 +133,35 @@ def test_the_chart_draws_a_curve_per_stage_with_its_legend(onnx_chain):
     assert drive(AccuscopeApp(onnx_chain, open_path=onnx_chain / "chain"), script) != "cos"
 
 
+def chart_marks(text: str) -> int:
+    """The points the maximised chart draws (each stage's marker, • or +) inside its frame."""
+    lines = text.splitlines()
+    top = next(i for i, line in enumerate(lines) if line.lstrip().startswith("┌"))
+    bottom = next(i for i, line in enumerate(lines) if line.lstrip().startswith("└"))
+    frame = lines[top].index("┌")
+    return sum(line[frame + 1:].count(m) for line in lines[top + 1:bottom] for m in "•+")
+
+
+def test_the_chart_draws_the_stages_of_the_filtered_rows_only(onnx_chain):
+    """Filtered to one row, the chart draws its op at each stage: no other op's points (the stages'
+    whole tables were drawn whatever the filter)."""
+    async def script(pilot):
+        task = await opened_chain(pilot)
+        await pilot.press("tab", "z")
+        await pilot.pause()
+        every = chart_marks(screen_text(pilot.app))
+        await pilot.press("z", "shift+tab", "f", *'tensor == "Conv@26:output:0"', "enter")
+        await pilot.pause()
+        assert len(task.table_widget.view) == 1
+        await pilot.press("tab", "z")
+        await pilot.pause()
+        text = screen_text(pilot.app)
+        assert "vs the reference: • opt  + fp16" in text
+        return every, chart_marks(text)
+    every, filtered = drive(AccuscopeApp(onnx_chain, open_path=onnx_chain / "chain"), script)
+    assert every > 50 and 1 <= filtered <= 2  # the Conv at opt and at fp16 (one mark where they overlap)
+
+
 def test_the_row_detail_shows_the_op_at_every_stage_and_where_it_entered(chain_task):
     async def script(pilot):
         await opened_chain(pilot)

@@ -134,6 +134,17 @@ def test_report_of_the_demo_task_without_advice_has_the_account_as_verdict(demo_
     assert CHART_POINTS >= 2 * len(task.table)  # a small network: every row drawn
 
 
+def test_the_report_draws_the_worst_ops_from_the_opened_task_not_a_second_read(ws):
+    """The worst ops' error curves come from the task the command opened (its rows and plan): its result
+    files deleted after opening, the report still has every curve (each op read the folder again)."""
+    task = load_task(ws / MAIN.name)
+    for f in (ws / MAIN.name).glob("result*"):
+        f.unlink()
+    report = build_report(task, None, worst=3)
+    assert [c.name for c in report.charts] == ["metric", "op1", "op2", "op3"]
+    assert not [n for n in report.notes if "no error curve" in n]
+
+
 def test_report_rejects_an_unknown_suffix_and_a_missing_task(ws, tmp_path):
     r = accuscope("report", ws / MAIN.name, "--out", tmp_path / "report.pdf")
     assert r.returncode == 2 and "--out must end in .html or .md" in r.stderr

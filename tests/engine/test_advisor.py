@@ -421,6 +421,20 @@ def test_cli_advise_prints_findings_and_json_and_exits_2_on_unusable_input(demo_
     assert r.returncode == 2 and "no such framework model" in r.stderr
 
 
+def test_advise_json_summarises_the_task_the_advisor_opened(demo_tasks, tmp_path):
+    """`advise --json`'s summary keys come from the task the command opened for the advisor, not a second
+    read of the folder: its result files deleted after opening, the answer is whole."""
+    from accuscope.commands.answers import advice_json
+    folder = tmp_path / "task"
+    shutil.copytree(demo_tasks[0], folder)
+    task = load_task(folder)
+    advice = advise(task, write=False)
+    for f in folder.glob("result*"):
+        f.unlink()
+    doc = advice_json(advice, task)
+    assert doc["rows"] == len(task.table) and doc["failing"] == int(task.table.columns["fail"].sum()) > 0
+
+
 def test_cli_compare_with_advisor(demo_tasks, tmp_path):
     src = demo_tasks[1]
     r = accuscope("compare", "--npu", src / "npu", "--golden", src / "golden", "--model",

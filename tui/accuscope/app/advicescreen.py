@@ -65,10 +65,12 @@ class AdviceScreen(Screen["int | None"]):
             "candidate is a conversion accuscope can make again: each top op kept in fp32, converted again and run "
             "(`accuscope advise --verify`). enter jumps to the op.")
 
-    def __init__(self, advice: Advice, task: Task,
+    def __init__(self, advice: Advice | None, task: Task,
                  on_advice: Callable[[Advice], None] | None = None) -> None:
         """`task`: the opened task the advice is on (`v` advises on it again and `s` ranks its ops on
-        it, its thresholds as shown; `p` sets the search up from it); `on_advice` gets the advice again when `v` verified it (the task screen shows it too)."""
+        it, its thresholds as shown; `p` sets the search up from it); `on_advice` gets the advice again when `v` verified it (the task screen shows it too).
+        `advice` None: the advice for the thresholds shown is still being made (the screen says judging…
+        until the task screen hands it over: `arrived`)."""
         super().__init__()
         self.advice, self.opened_task, self.on_advice = advice, task, on_advice
         self.task_name = task.folder.name
@@ -77,9 +79,7 @@ class AdviceScreen(Screen["int | None"]):
         self.ranking_error = ""
 
     def compose(self) -> ComposeResult:
-        a = self.advice
-        yield Static(f"accuscope › tasks › {shown(self.task_name)} › [b]advisor[/] · method: "
-                     f"{shown(a.method or '-')}", id="crumbs")
+        yield Static(self._crumbs(), id="crumbs")
         yield OptionList(*self._options())
         yield DataTable(id="ranked", cursor_type="row", zebra_stripes=True)
         with VerticalScroll(id="text"):
@@ -87,16 +87,46 @@ class AdviceScreen(Screen["int | None"]):
         yield GrowthChart(id="growth")
         yield Footer()
 
+    def _crumbs(self) -> str:
+        method = self.advice.method if self.advice is not None else ""
+        return f"accuscope › tasks › {shown(self.task_name)} › [b]advisor[/] · method: {shown(method or '-')}"
+
     def on_mount(self) -> None:
-        if not self.advice.findings:
+        if self.advice is None:
+            self.query_one("#detail", Static).update("judging… (the advice for the thresholds shown is on its way)")
+        elif not self.advice.findings:
             self.query_one("#detail", Static).update("The advisor has nothing to say about this task.")
         self.query_one(OptionList).focus()
 
+    def arrived(self, advice: Advice | None, why: str = "") -> None:
+        """The advice this screen waited for (opened with None), or None and `why` there is none."""
+        if self.advice is not None:
+            return
+        if advice is None:
+            self.query_one("#detail", Static).update(f"no advice: {shown(why or 'the advisor gave none')}")
+            return
+        self.advice = advice
+        self.query_one("#crumbs", Static).update(self._crumbs())
+        self.query_one(OptionList).add_options(self._options())
+        if advice.findings:
+            self.query_one(OptionList).highlighted = 0
+        else:
+            self.query_one("#detail", Static).update("The advisor has nothing to say about this task.")
+
+    def waiting(self) -> bool:
+        """The advice is not here yet (it says so)."""
+        if self.advice is None:
+            self.notify("judging: the advice for the thresholds shown is on its way", timeout=3)
+        return self.advice is None
+
     def _options(self) -> list[Option]:
-        return [Option(finding_line(f), id=str(i)) for i, f in enumerate(self.advice.findings)]
+        return [Option(finding_line(f), id=str(i)) for i, f in enumerate(self.advice.findings if self.advice else [])]
 
     # ---- verifying the headline ---------------------------------------------------------------
     def action_verify(self) -> None:
+        if self.waiting():
+            return
+        assert self.advice is not None
         if self.verifying:
             self.notify("already verifying", timeout=3)
             return
@@ -135,6 +165,8 @@ class AdviceScreen(Screen["int | None"]):
         self._show_finding(int(event.option.id))
 
     def _show_finding(self, index: int) -> None:
+        if self.advice is None:
+            return
         f = self.advice.findings[index]
         evidence = " · ".join(f"{k} {v:.6g}" if isinstance(v, float) else f"{k} {v}"
                               for k, v in (f.evidence or {}).items() if not isinstance(v, (dict, list)))
@@ -153,6 +185,8 @@ class AdviceScreen(Screen["int | None"]):
         return self.query_one("#ranked", DataTable).display
 
     def action_toggle_ranking(self) -> None:
+        if self.waiting():
+            return
         ranked, options = self.query_one("#ranked", DataTable), self.query_one(OptionList)
         show = not ranked.display
         ranked.display, options.display = show, not show
@@ -218,6 +252,9 @@ class AdviceScreen(Screen["int | None"]):
         self.query_one(GrowthChart).show([], "")
 
     def action_precision(self) -> None:
+        if self.waiting():
+            return
+        assert self.advice is not None
         model = self.advice.framework_model
         if self.advice.method != "rerun" or not model:
             self.notify("no framework ONNX model to convert: the search needs one", severity="warning")
@@ -241,7 +278,7 @@ class AdviceScreen(Screen["int | None"]):
             self.dismiss(ops[table.cursor_row].row if 0 <= table.cursor_row < len(ops) else None)
             return
         options = self.query_one(OptionList)
-        if options.highlighted is None or not self.advice.findings:
+        if options.highlighted is None or self.advice is None or not self.advice.findings:
             self.dismiss(None)
             return
         self.dismiss(self.advice.findings[options.highlighted].row)

@@ -133,7 +133,8 @@ def _num(x: float) -> str:
 class ChainChart(MetricChart):
     """The task screen's chart; on a chain task (`chain` set) it draws the chart's metric against the
     reference along the chain's ops, one curve per stage (chainview.Curves), the threshold line, and the
-    op under the table cursor as a vertical line; the legend in its title."""
+    op under the table cursor as a vertical line; the legend in its title. Filtered, the op table's
+    rows' ops only, at every stage (unfiltered, also the ops other stages have and the shown one lacks)."""
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
@@ -149,11 +150,14 @@ class ChainChart(MetricChart):
             return super().draw(plt)
         curves = view.curves(self.metric)  # the cos curves made by the worker (prepared), the others here
         xs = np.arange(len(curves.keys), dtype=float)
+        table = self._table
+        filtered = table is not None and len(table) == len(view.table) and len(self._rows) < len(table)
+        shown_x = curves.visible(self._rows) if filtered else np.ones(len(xs), dtype=bool)
         buckets = max(self.size.width - 10, 10)
         legend = []
         lo, hi = np.inf, -np.inf
         for k, (label, ys) in enumerate(curves.series.items()):
-            finite = np.isfinite(ys)
+            finite = np.isfinite(ys) & shown_x
             marker, color = MARKERS[k % len(MARKERS)], COLORS[k % len(COLORS)]
             legend.append(f"{marker} {shown(label)}")
             if not finite.any():
@@ -170,7 +174,6 @@ class ChainChart(MetricChart):
             plt.xticks(ticks, [str(t) for t in ticks])
         if np.isfinite(lo):
             plt.ylim(*((lo - 0.5, hi + 0.5) if np.isclose(lo, hi) else (lo, hi)))
-        table = self._table
         if table is not None and self._selected is not None and self._selected < len(table) \
                 and len(table) == len(view.table):
             at = curves.position.get(view.key(self._selected))

@@ -26,7 +26,7 @@ from ..engine.sources.kinds import MSPROBE
 from ..engine.sources.names import parse_tensor_name, printable
 from ..engine.sources.tensor import SourceError
 from ..engine.tasks.task import Task, TaskFolder, load_head, load_task
-from ..engine.tasks.taskdoc import TaskDoc
+from ..engine.tasks.taskdoc import TASK_JSON, TaskDoc
 from .chart import MetricChart
 from .footer import Footer
 from .formatting import shown
@@ -57,6 +57,7 @@ if TYPE_CHECKING:
     from ..engine.compare.spec import CompareSpec
     from ..engine.diagnose.advice import Advice
     from ..engine.progress import Progress
+    from .advicescreen import AdviceScreen
 
 # Imported where they are used, not before the first frame: the advisor, the comparison runners and
 # the screens and dialogs a key opens (advice, graph, op, row detail) cost 0.2 s of a start that has 1 s.
@@ -133,8 +134,9 @@ class TaskScreen(Screen):
         self._live: ResultTable | None = None
         self._done = 0
         self._progress_text = ""
-        self.advice: Advice | None = None
+        self.advice: Advice | None = None  # the advice for the thresholds shown (None while it is made)
         self.advising = False
+        self.awaiting: AdviceScreen | None = None  # the advisor screen opened before its advice came (judging…)
         self.chain_columns: dict[str, np.ndarray] = {}  # a chain task's stage group per row (chain_worker)
         self.chain_view: ChainView | None = None  # its stages op by op, under the thresholds shown
         self.saving, self._save_again = False, False  # thresholds being saved by save_worker
@@ -280,7 +282,7 @@ class TaskScreen(Screen):
         if not self.reading_rest:  # a chart of the first rows would look like the whole
             self.query_one(MetricChart).show(widget.table, widget.view, widget.thresholds, widget.cursor_row)
         lines = summary_lines(widget.table, widget.thresholds, running=self.running, advice=self.advice,
-                              advising=self.advising,
+                              advising=self.advice_coming,
                               warnings=self.opened.doc.coverage_warnings if self.opened else [],
                               counting=self.reading_total,
                               basis=self.opened.basis if self.opened else None,
@@ -440,6 +442,7 @@ class TaskScreen(Screen):
             self.run_request = (replace(spec, thresholds=thresholds), folder)
         if self.running:
             self._edited_while_running = thresholds
+        self.advice = None  # it judged the rows under the thresholds replaced: the advisor judges them again
         self.show_table(self.table_widget.table, thresholds)  # the RowState shows them at once
         if not self.save_thresholds():
             self.start_advice()
@@ -477,11 +480,14 @@ class TaskScreen(Screen):
             self.save_thresholds()
             return
         self.update_status()
-        if message.error is not None:
-            self.notify(f"saving thresholds: {printable(str(message.error))}", severity="error", timeout=8)
-            return
-        self.notify("thresholds saved in task.json", timeout=3)
-        self.start_advice()  # the advisor reads the saved result
+        if message.error is not None:  # not saved: the advice still follows the thresholds shown
+            self.notify(f"saving thresholds in {printable(str(self.folder / TASK_JSON))}: "
+                        f"{printable(str(message.error))}", severity="error", timeout=8)
+        else:
+            self.notify("thresholds saved in task.json", timeout=3)
+        self.start_advice()  # on the saved result, or on the result shown when it could not be saved
+        if not self.advising:  # none comes (a task the advisor does not advise on)
+            self.apply_advice(None, "no advice for this task")
 
     def action_stages(self) -> None:
         """A chain task (tasks/chainrun.py): choose a stage's comparison with the reference, or its step
@@ -659,12 +665,21 @@ class TaskScreen(Screen):
     def advice_done(self, message: AdviceDone) -> None:
         if message.error is not None:
             self.notify(f"advisor: {message.error}", severity="warning", timeout=8)
-        self.apply_advice(message.result)
+        self.apply_advice(message.result, printable(str(message.error or "")))
 
-    def apply_advice(self, advice: Advice | None) -> None:
+    @property
+    def advice_coming(self) -> bool:
+        """Advice for the thresholds shown is on its way: being made, or made once they are saved."""
+        return self.advising or self.saving
+
+    def apply_advice(self, advice: Advice | None, why: str = "") -> None:
         """Show the advice in the summary and its per-row columns in the op table (beside the
-        engine's table, never in it: the task saves only the comparison's columns)."""
+        engine's table, never in it: the task saves only the comparison's columns); the advisor
+        screen that waits for it (judging…) shows it (None: `why` there is none)."""
         self.advice, self.advising = advice, False
+        awaiting, self.awaiting = self.awaiting, None
+        if awaiting is not None and awaiting in self.app.screen_stack:
+            awaiting.arrived(advice, why)
         table = self.table_widget.table
         if advice is not None and advice.task.get("rows") in (None, len(table)):
             self.table_widget.load(table, self.thresholds, extra={**advice_columns(advice, len(table)), **self.chain_columns})
@@ -672,15 +687,20 @@ class TaskScreen(Screen):
             self.refresh_views()
 
     def action_advice(self) -> None:
-        if self.advice is None or self.opened is None:  # advice comes for an opened task only (start_advice)
-            self.notify("the advisor is still working" if self.advising or self.reading_rest else "no advice for this task",
+        """The advisor screen with the advice for the thresholds shown; while it is on its way (a save
+        or the advisor running) the screen says judging… until it comes, never showing older advice."""
+        if self.opened is None or (self.advice is None and not self.advice_coming):  # advice comes for an opened task only (start_advice)
+            self.notify("the advisor is still working" if self.reading_rest else "no advice for this task",
                         timeout=3)
             return
         from .advicescreen import AdviceScreen
         def jump(row: int | None) -> None:
             if row is not None:
                 self.table_widget.move_to(row)
-        self.app.push_screen(AdviceScreen(self.advice, self.opened, self.apply_advice), jump)
+        screen = AdviceScreen(None if self.advice_coming else self.advice, self.opened, self.apply_advice)
+        if self.advice_coming:
+            self.awaiting = screen
+        self.app.push_screen(screen, jump)
 
     # ---- running a comparison -----------------------------------------------------------------
     def start_run(self, spec: CompareSpec, folder: Path) -> None:

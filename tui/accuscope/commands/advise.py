@@ -8,6 +8,7 @@ from pathlib import Path
 from ..engine.diagnose.advice import Advice, evidence_text
 from ..engine.diagnose.advisor import advise
 from ..engine.diagnose.replay import BUDGET
+from ..engine.tasks.task import load_task
 from ..exitcode import ExitCode
 from .answers import advice_json
 from .common import out, show, with_status
@@ -36,10 +37,11 @@ def register(p) -> None:
 
 
 def run(args) -> int:
+    task = load_task(args.task)  # once: the advisor and --json's summary both read it
     advice = with_status("advising…", lambda progress: advise(
-        args.task, args.framework_model, progress=progress, workers=args.workers, verify=max(0, args.verify)))
+        task, args.framework_model, progress=progress, workers=args.workers, verify=max(0, args.verify)))
     if args.json:
-        sys.stdout.write(json.dumps(advice_json(advice), indent=1, ensure_ascii=False) + "\n")
+        sys.stdout.write(json.dumps(advice_json(advice, task), indent=1, ensure_ascii=False) + "\n")
         return ExitCode.OK
     print_advice(advice)
     return ExitCode.OK

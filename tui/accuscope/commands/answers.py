@@ -84,12 +84,11 @@ def ranks_json(folder, run, summary, advice) -> dict:
             **advice_part(advice)}
 
 
-def advice_json(advice) -> dict:
+def advice_json(advice, task) -> dict:
     """What `advise --json` prints: advice.json's content, plus the keys compare --json has for the same
-    things (verdict, rows, failing, first_failing, coverage), so a script reads either the same way."""
+    things (verdict, rows, failing, first_failing, coverage), so a script reads either the same way.
+    `task`: the opened task the advice is on (not read again)."""
     from ..engine.compare.summary import summarize
-    from ..engine.tasks.task import load_task
-    task = load_task(advice.folder)
     table, thresholds = task.result
     s = summarize(table, thresholds, task.basis)
     return {**advice.to_dict(), "verdict": None if advice.primary is None else advice.primary.to_dict(),

@@ -395,8 +395,13 @@ def build_server(workspace: str | os.PathLike) -> Server:
     @tool("advise", WRITES_TASK)
     async def advise(args, extras, reporter):
         from ..engine.diagnose.advisor import advise as advise_task
-        return await reporter.run(lambda cancel: advice_json(advise_task(
-            args.task, args.framework_model, progress=reporter, workers=args.workers, verify=max(0, args.verify))))
+        from ..engine.tasks.task import load_task
+
+        def work(cancel):
+            task = load_task(args.task)  # once: the advisor and the answer's summary both read it
+            return advice_json(advise_task(task, args.framework_model, progress=reporter, workers=args.workers,
+                                           verify=max(0, args.verify)), task)
+        return await reporter.run(work)
 
     @tool("sensitivity", WRITES_TASK)
     async def sensitivity(args, extras, reporter):

@@ -41,6 +41,14 @@ class Curves:
     keys: list[str]
     series: dict[str, np.ndarray]
     position: dict[str, int]  # key -> its x
+    rows: np.ndarray  # per row of the shown table, its x (-1: a row not paired with the reference)
+
+    def visible(self, rows: np.ndarray) -> np.ndarray:
+        """Which x the shown table's `rows` (the op table's filtered view) stand at, as a mask over `keys`."""
+        mask = np.zeros(len(self.keys), dtype=bool)
+        xs = self.rows[np.asarray(rows, dtype=np.int64)]
+        mask[xs[xs >= 0]] = True
+        return mask
 
 
 @dataclass
@@ -139,7 +147,8 @@ class ChainView:
     def _merged(self, metric: str) -> Curves:
         after: dict[str | None, list[str]] = {}
         known: set[str] = set()
-        for s in self.stages:
+        own: dict[int, str] = {}  # the shown table's row -> its key
+        for at, s in enumerate(self.stages):
             c = s.table.columns
             anchor: str | None = None
             for r in np.argsort(np.asarray(c["index"][:]), kind="stable").tolist():
@@ -147,6 +156,8 @@ class ChainView:
                 if not g or g == "*":
                     continue
                 k = _key_of(s.table, r)
+                if at == self.own:
+                    own[r] = k
                 if k not in known:  # right after the op it follows here, before what follows that op elsewhere
                     known.add(k)
                     after.setdefault(anchor, []).insert(0, k)
@@ -166,4 +177,7 @@ class ChainView:
                 for k, r in keyed.items():
                     ys[position[k]] = float(values[r])
             series[s.label] = ys
-        return Curves(metric, keys, series, position)
+        rows = np.full(len(self.table), -1, dtype=np.int64)
+        for r, k in own.items():
+            rows[r] = position[k]
+        return Curves(metric, keys, series, position, rows)

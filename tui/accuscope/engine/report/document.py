@@ -114,7 +114,7 @@ def build_report(task: Task, advice: Advice | None, worst: int = WORST, metric: 
     for n, r in enumerate(worst_rows(task, advice, worst), 1):
         op, tensor = str(table.columns["npu_op"][r]), str(table.columns["tensor"][r])
         try:
-            detail = open_op(task.folder, tensor).detail()
+            detail = open_op(task, tensor).detail()  # the opened task: its rows and plan, not read again
         except SourceError as exc:
             notes.append(f"no error curve for {op}: {exc}")
             continue
