@@ -9,9 +9,10 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from accuscope.engine.sources.ascend import DumpFile, read_dump_file
+from accuscope.engine.sources.ascend import read_dump_file
 from accuscope.engine.sources.inputfile import not_regular
 from accuscope.engine.sources.names import find_runs, parse_dump_name, read_mapping_csv
+from accuscope.engine.sources.oprecord import OpRecord
 from accuscope.engine.sources.tensor import Problem, SourceError, Tensor, sanitize
 
 OPDEBUG_PREFIX = "Opdebug.Node_OpDebug."
@@ -22,17 +23,17 @@ class NpuDump:
     path: str
     run_dir: str
     runs: list[str] = field(default_factory=list)
-    files: list[DumpFile] = field(default_factory=list)
-    versions: dict[str, list[DumpFile]] = field(default_factory=dict)
+    files: list[OpRecord] = field(default_factory=list)
+    versions: dict[str, list[OpRecord]] = field(default_factory=dict)
     problems: list[Problem] = field(default_factory=list)
     skipped_opdebug: int = 0
-    _by_name: dict[str, DumpFile] | None = field(default=None, repr=False)
+    _by_name: dict[str, OpRecord] | None = field(default=None, repr=False)
 
     @property
     def tensors(self) -> list[Tensor]:
         return [t for f in self.files for t in f.tensors]
 
-    def find_op(self, name: str) -> DumpFile | None:
+    def find_op(self, name: str) -> OpRecord | None:
         """The chosen file of an op, by header name or by its file-name (sanitized) form."""
         if self._by_name is None:
             self._by_name = {_key(f): f for f in self.files}
@@ -73,7 +74,7 @@ def open_npu_dump(path: str | os.PathLike, *, pick: str | int = "newest", run: s
     return dump
 
 
-def _read_run(dump: NpuDump, folder: str) -> list[DumpFile]:
+def _read_run(dump: NpuDump, folder: str) -> list[OpRecord]:
     mapping = read_mapping_csv(folder, dump.problems)
     out = []
     for name in sorted(os.listdir(folder)):
@@ -92,7 +93,7 @@ def _read_run(dump: NpuDump, folder: str) -> list[DumpFile]:
     return out
 
 
-def _add(dump: NpuDump, files: list[DumpFile], pick: str | int = "newest") -> None:
+def _add(dump: NpuDump, files: list[OpRecord], pick: str | int = "newest") -> None:
     """Group files by op, choose one version per op, order the chosen ones by execution."""
     for df in files:
         if df.problem:
@@ -104,16 +105,16 @@ def _add(dump: NpuDump, files: list[DumpFile], pick: str | int = "newest") -> No
     dump.files = sorted(chosen, key=_order)
 
 
-def _key(df: DumpFile) -> str:
+def _key(df: OpRecord) -> str:
     """An op's identity in a run: its file-name op name (what the toolkit names files by)."""
     return df.name.op_name if df.name else sanitize(df.op_name)
 
 
-def _order(df: DumpFile):
+def _order(df: OpRecord):
     return (df.timestamp, df.name.task_id if df.name else 0, df.path)
 
 
-def _choose(newest_first: list[DumpFile], pick: str | int) -> DumpFile:
+def _choose(newest_first: list[OpRecord], pick: str | int) -> OpRecord:
     if pick == "newest":
         return newest_first[0]
     if pick == "oldest":
