@@ -126,7 +126,7 @@ def test_a_dump_format_and_its_option_added_as_the_recipe_says(copy, tmp_path):
     registry.write_text(text.replace("FORMATS: list[Format] = [\n", (
         "def _toy() -> Reader:\n    from accuscope.engine.sources import toy\n    return toy\n\n\n"
         "FORMATS: list[Format] = [\n"
-        '    Format(kinds.TOY, "toy dump (.toy text)", lambda p: p.endswith(".toy"), _dialect(_toy), reader=_toy,\n'
+        '    Format(kinds.TOY, "toy dump (.toy text)", lambda p: p.endswith(".toy"), reader=_toy,\n'
         '           options=(Option("scale", "multiply every value", float, metavar="X"),)),\n'), 1))
 
     npu, golden = tmp_path / "npu.toy", tmp_path / "golden.toy"

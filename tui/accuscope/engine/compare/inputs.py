@@ -21,7 +21,7 @@ from accuscope.engine.compare.spec import FORMAT_OPTIONS, PER_OUTPUT_KINDS, Opti
 from accuscope.engine.compare.thresholds import TPU_DEFAULTS, Thresholds, parse_assignments, parse_tolerance
 from accuscope.engine.sides.registry import absolute_options, detect, format_options, option_texts, options_help
 from accuscope.engine.sources import kinds
-from accuscope.engine.sources.golden import RAW_SUFFIXES
+from accuscope.engine.sources.rawfile import SUFFIXES as RAW_SUFFIXES
 from accuscope.engine.sources.tensor import SourceError
 
 

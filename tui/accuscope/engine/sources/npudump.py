@@ -9,11 +9,16 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
+from accuscope.engine.sources import kinds, sniffs
 from accuscope.engine.sources.ascend import read_dump_file
 from accuscope.engine.sources.inputfile import not_regular
 from accuscope.engine.sources.names import find_runs, parse_dump_name, read_mapping_csv
 from accuscope.engine.sources.oprecord import OpRecord
 from accuscope.engine.sources.tensor import Problem, SourceError, Tensor, sanitize
+
+KIND = kinds.ASCEND
+# the sniff reads file names: sources/sniffs.py (the registry sniffs without this module)
+sniff = sniffs.ascend
 
 OPDEBUG_PREFIX = "Opdebug.Node_OpDebug."
 
@@ -40,6 +45,17 @@ class NpuDump:
             for f in self.files:
                 self._by_name.setdefault(sanitize(f.op_name), f)
         return self._by_name.get(sanitize(name))
+
+
+def read(path: str, *, pick: str | int = "newest", run: str | None = None, **_options) -> tuple[list[Tensor], list[Problem]]:
+    """The Reader's read: the chosen run's tensors, op record by op record (the registry opens an Ascend
+    side as its NpuDump: `open_npu_dump`)."""
+    dump = open_npu_dump(path, pick=pick, run=run)
+    return dump.tensors, dump.problems
+
+
+def describe(path: str, tensors: list[Tensor], **_options) -> list[str]:
+    return []
 
 
 def open_npu_dump(path: str | os.PathLike, *, pick: str | int = "newest", run: str | None = None) -> NpuDump:
