@@ -74,7 +74,9 @@ class Mapping:
 def as_side(source: Side | NpuDump | GoldenDump) -> Side:
     if isinstance(source, Side):
         return source
-    return Side(source, source.kind if isinstance(source, GoldenDump) else kinds.ASCEND)
+    from accuscope.engine.sides.registry import capabilities
+    kind = source.kind if isinstance(source, GoldenDump) else kinds.ASCEND
+    return Side(source, kind, capabilities(kind))
 
 
 @gcpause.paused
@@ -93,7 +95,7 @@ def map_tensors(npu: Side | NpuDump, golden: Side | GoldenDump, graph: Graph | N
             golden_graph = golden_graph or graph
     mapper = _Mapper(golden, npu_graph or npu.graph, golden_graph or golden.graph, user_map or {}, cross)
     mapping = Mapping([p for df in npu.ops for p in mapper.pairs_of(df)])
-    if npu.kind == golden.kind == kinds.MSPROBE:
+    if npu.kind == golden.kind and npu.caps.pairs_calls:
         mapping.pairs = _equal_counts(mapping.pairs, golden)
     if mapper.folds is not None:
         mapping.made_from = mapper.folds.made_from
@@ -141,7 +143,7 @@ def _converter_own(pairs: list[Pair], golden: Side, used: set[int], npu_graph: G
     of them were paired (Polygraphy's `--onnx-outputs mark all` on both sides: the candidate holds the
     reference's tensors, and the quantize/dequantize/cast outputs its converter added), or when the
     candidate's own model says a converter's op made it (a quantize, dequantize or cast node)."""
-    if golden.kind == kinds.MSPROBE:  # two runs of one training program: no converter inserted anything
+    if golden.caps.pairs_calls:  # a framework run's calls (two runs of one training program): no converter inserted anything
         return pairs
     named = bool(golden.tensors) and all(t.tensor_name for t in golden.tensors)
     complete = named and golden_graph is None and len(used) >= FEW * len(golden.tensors)

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from functools import lru_cache, partial
 from typing import TYPE_CHECKING, Any
 
+from accuscope.engine.sides.capabilities import NO_CAPABILITIES, Capabilities
 from accuscope.engine.sides.side import Side, own_model
 from accuscope.engine.sources import kinds, sniffs
 from accuscope.engine.sources.golden import PICKS, PT_SUFFIXES, GoldenDump
@@ -75,6 +76,7 @@ class Format:
     reader: Callable[[], Reader] | None = None  # the format's reader module (imported when called); every dump format's
     options: tuple[Option, ...] = ()  # what a user may set for this format
     empty_ok: bool = False  # a source of no tensors is one (a Polygraphy iteration without outputs), not a SourceError
+    caps: Capabilities = NO_CAPABILITIES  # what the rest of the code asks of it
 
     def __post_init__(self):
         if self.open is None:
@@ -167,6 +169,21 @@ def _static_shapes(model: str, _mtime_ns: int, _size: int) -> dict[str, tuple[in
 def _polygraphy() -> Reader:
     from accuscope.engine.sources import polygraphy
     return polygraphy
+
+
+def _polygraphy_runners(path: str) -> list[str]:
+    from accuscope.engine.sources import polygraphy
+    return [name for name, _ in polygraphy.runners(path)]
+
+
+def _tpu_outputs(names: list[str]) -> set[str]:
+    from accuscope.engine.sources import tpumlir
+    return tpumlir.network_outputs(names)
+
+
+def _msprobe_modules(path: str, step=None, rank=None) -> Graph:
+    from accuscope.engine.graphs.msprobegraph import load_msprobe
+    return load_msprobe(path, step, rank)
 
 
 def _is_run_results(path: str) -> bool:
@@ -318,28 +335,32 @@ RKNN_OPTIONS = (
 # Order matters only where two formats could claim one path: the first whose sniff accepts wins.
 FORMATS: list[Format] = [
     Format(kinds.ASCEND, "Ascend dump (file or any level of the {time}/{device}/{model}/{id}/{index} tree)",
-           sniffs.ascend, _ascend, reader=_npudump),
+           sniffs.ascend, _ascend, reader=_npudump, caps=Capabilities(device_dump=True)),
     Format(kinds.MSPROBE, "msprobe dump (step{N}/rank{M}/dump.json, dump_tensor_data/*.pt|npy; --step/--rank)",
-           sniffs.msprobe, reader=_msprobe),
+           sniffs.msprobe, reader=_msprobe,
+           caps=Capabilities(step_based=True, pairs_calls=True, own_dump_json=True, modules=_msprobe_modules)),
     Format(kinds.MINDSPORE, "MindSpore kernel dump (rank_{i}/{time}/step_{k}/...{io}.{idx}.{format}.{dtype}.npy)",
            sniffs.mindspore, reader=_mindspore),
     Format(kinds.ATB, "ATB dump ({device}_{pid}/{round}/{id}_{Layer}/.../{in|out}tensorK.bin)", sniffs.atb,
            reader=_atb, options=ATB_OPTIONS),
     Format(kinds.NPY, "npy folder (MindStudio/msit naming, `accuscope dump`, msaccucmp convert; .pt files beside "
-           "them read too)", lambda p: _npyfolder().sniff(p), reader=_npyfolder),
+           "them read too)", lambda p: _npyfolder().sniff(p), reader=_npyfolder,
+           caps=Capabilities(ordered_by_timestamp=True)),
     Format(kinds.PT, "PyTorch tensor folder (torch.save(tensor, 'name.pt'), one file a tensor, named as npy files are; "
            "a dict, list or tuple of tensors as name.key; read without torch)", lambda p: _ptfolder().sniff(p),
-           reader=_ptfolder),
+           reader=_ptfolder, caps=Capabilities(ordered_by_timestamp=True)),
     Format(kinds.TPU_MLIR_NPZ, "tpu-mlir .npz (model_transform, model_deploy, model_runner, npz_tool: "
            "{tensor}_{OpType} keys, cast suffixes _f32/_f16/_si8..., {name}_actual/_desired)",
-           lambda p: _tpumlir().sniff(p), reader=_tpumlir, options=TPU_MLIR_OPTIONS),
+           lambda p: _tpumlir().sniff(p), reader=_tpumlir, options=TPU_MLIR_OPTIONS,
+           caps=Capabilities(both_sides=("actual", "desired"), network_outputs=_tpu_outputs)),
     Format(kinds.RKNN, "RKNN-Toolkit2 accuracy_analysis snapshot (the folder: golden/, simulator/[, runtime/], "
            "map_name_to_file.txt, error_analysis.txt; or one of its side folders)", lambda p: _rknn().sniff(p),
-           _rknn_open, reader=_rknn, options=RKNN_OPTIONS),
+           _rknn_open, reader=_rknn, options=RKNN_OPTIONS,
+           caps=Capabilities(both_sides=(None, "golden"))),
     Format(kinds.NPZ, ".npz archive (tensor name per member)", lambda p: _npzfile().sniff(p), reader=_npzfile,
            empty_ok=True),
     Format(kinds.POLYGRAPHY, "Polygraphy RunResults .json or per-iteration folder (`polygraphy run --save-outputs`)",
-           _is_run_results, reader=_polygraphy, empty_ok=True),
+           _is_run_results, reader=_polygraphy, empty_ok=True, caps=Capabilities(runs=_polygraphy_runners)),
     Format(kinds.BIN, "raw .bin/.bmrt/.dat with --shape and --dtype", lambda p: _rawfile().sniff(p), reader=_rawfile),
     Format(kinds.ONNX, "ONNX model", _suffix(".onnx"), _model(kinds.ONNX), model=True),
     Format(kinds.OM, "Ascend offline model as JSON (atc --mode=1)", _is_om_json, _model(kinds.OM), model=True),
@@ -356,6 +377,12 @@ FORMATS: list[Format] = [
 ]
 DUMP_FORMATS = [f for f in FORMATS if not f.model]
 BY_KIND = {f.kind: f for f in FORMATS}
+
+
+def capabilities(kind: str) -> Capabilities:
+    """What the format of `kind` declares (none for a kind no format has: "ranks", a task's unknown side)."""
+    fmt = BY_KIND.get(kind)
+    return fmt.caps if fmt is not None else NO_CAPABILITIES
 
 
 def open_golden(path: str | os.PathLike, *, shape: Sequence[int] | int | None = None, dtype=None,
@@ -572,14 +599,12 @@ def open_side(path: str | os.PathLike, *, options: Mapping[str, str] | None = No
     model = own_model(path)
     loader = (lambda: load_graph(model)) if model else None
     source = fmt.open(path, **common, **format_options(fmt, options, path))
-    return Side(source, fmt.kind, graph_loader=loader, modules_loader=modules_loader(path, fmt.kind, **common))
+    return Side(source, fmt.kind, fmt.caps, graph_loader=loader, modules_loader=modules_loader(path, fmt.kind, **common))
 
 
 def modules_loader(path: str, kind: str, step=None, rank=None, **_options) -> Callable[[], Graph] | None:
-    """How to load a training dump's module hierarchy (Side.modules): msprobe's construct.json,
-    of the --step/--rank chosen, else of the dump's first step/rank folder (ranks run the same
-    modules); None for other formats."""
-    if kind != kinds.MSPROBE:
-        return None
-    from accuscope.engine.graphs.msprobegraph import load_msprobe
-    return partial(load_msprobe, path, step, rank)
+    """How to load a dump's module hierarchy (Side.modules) where its format has one (`Capabilities.modules`:
+    msprobe's construct.json, of the --step/--rank chosen, else of the dump's first step/rank folder: ranks
+    run the same modules); None for other formats."""
+    load = capabilities(kind).modules
+    return partial(load, path, step, rank) if load is not None else None

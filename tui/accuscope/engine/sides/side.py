@@ -15,6 +15,8 @@ for Ascend dumps, dumped ops); `Side` gives every one of them the same face:
                              (msprobe's construct.json: modules as groups of calls), else None;
                              it groups the ops, it does not order or name them as `graph` does
     side.problems            what could not be read, file by file
+    side.caps                what its format declares it does (its Format's Capabilities, as the registry
+                             gives them)
 """
 from __future__ import annotations
 
@@ -25,7 +27,6 @@ from functools import cached_property
 from operator import attrgetter
 from typing import TYPE_CHECKING
 
-from accuscope.engine.sources import kinds
 from accuscope.engine.sources.golden import GoldenDump
 from accuscope.engine.sources.inputfile import json_loads
 from accuscope.engine.sources.oprecord import OpRecord
@@ -33,22 +34,23 @@ from accuscope.engine.sources.tensor import INPUT, OUTPUT, Problem, Tensor, sani
 
 if TYPE_CHECKING:  # graphs.graph is imported with a model (graph_loader), npudump with an Ascend dump
     from accuscope.engine.graphs.graph import Graph, Node
+    from accuscope.engine.sides.capabilities import Capabilities
     from accuscope.engine.sources.npudump import NpuDump
 
 OWN_MODELS = ("model.onnx", "model.xml", "model.tflite")  # `accuscope dump` leaves the model it ran beside its
 # npy files (onnxruntime's: the ONNX file; OpenVINO's: the IR, its .bin beside it; LiteRT's: the .tflite)
 DUMP_JSON = "dump.json"  # and what it ran and skipped
-OWN_DUMP_JSON = {kinds.MSPROBE}  # formats whose dump.json is their data, read by their reader
 UNREACHABLE_LIMIT = 16 << 20  # bytes of that dump.json read: `accuscope dump` writes a few KB
 
 
 class Side:
     """A source seen as ops and tensors. `reader` is the format's own object (NpuDump, GoldenDump)
-    for format-specific facts (run folders, Opdebug records, versions)."""
+    for format-specific facts (run folders, Opdebug records, versions); `caps` what its format does."""
 
-    def __init__(self, reader: NpuDump | GoldenDump, kind: str, *, graph_loader: Callable[[], Graph | None] | None = None,
-                 modules_loader: Callable[[], Graph] | None = None):
+    def __init__(self, reader: NpuDump | GoldenDump, kind: str, caps: Capabilities, *,
+                 graph_loader: Callable[[], Graph | None] | None = None, modules_loader: Callable[[], Graph] | None = None):
         self.reader = reader
+        self.caps = caps
         self._modules_loader = modules_loader
         self.path: str = reader.path
         self.kind = kind
@@ -137,7 +139,7 @@ class Side:
         folder lists those inside If/Loop bodies in its dump.json): absent, but not by mistake. A
         dump.json that is the format's own data (msprobe's: up to 100 MB, parsed by its reader) is
         not read again: it lists no such tensors."""
-        if self.kind in OWN_DUMP_JSON:
+        if self.caps.own_dump_json:
             return []
         skipped = dump_record(self.path).get("skipped")
         if not isinstance(skipped, list):

@@ -330,7 +330,10 @@ def sniff(path: str) -> bool:
 
 
 def describe(path: str, tensors: list[Tensor], **_options) -> list[str]:
-    return []
+    """The runners the file holds, with their iterations (for `inspect`)."""
+    runs = runners(path)
+    return ["runners  " + " · ".join(f"{name} ({n} iteration{'s' if n != 1 else ''})" for name, n in runs)
+            + ("  (tensors below: the first's iteration 0)" if len(runs) > 1 or runs[0][1] > 1 else "")]
 
 
 def is_run_results(path: str | os.PathLike) -> bool:
