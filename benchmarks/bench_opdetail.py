@@ -24,7 +24,7 @@ import time
 import numpy as np
 
 from accuscope.engine.diagnose.opdetail import detail_tensors
-from accuscope.engine.sources.golden import open_golden
+from accuscope.engine.sides.registry import open_golden
 
 CHANNELS = 64
 

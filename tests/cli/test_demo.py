@@ -13,7 +13,7 @@ import pytest
 
 from accuscope.commands import demo as demo_cmd
 from accuscope.engine.demo import workspace as demo
-from accuscope.engine.sources.golden import open_golden
+from accuscope.engine.sides.registry import open_golden
 from accuscope.engine.sources.npudump import open_npu_dump
 from accuscope.engine.sources.tensor import SourceError
 from accuscope.engine.tasks.task import load_task

@@ -5,6 +5,7 @@ files to touch fails here. (The advisor-rule recipe: tests/engine/test_advisor_r
 metric and result-column records: tests/engine/test_metrictable.py.)"""
 from __future__ import annotations
 
+import csv
 import json
 import shutil
 import subprocess
@@ -126,7 +127,7 @@ def test_a_dump_format_and_its_option_added_as_the_recipe_says(copy, tmp_path):
     registry.write_text(text.replace("FORMATS: list[Format] = [\n", (
         "def _toy() -> Reader:\n    from accuscope.engine.sources import toy\n    return toy\n\n\n"
         "FORMATS: list[Format] = [\n"
-        '    Format(kinds.TOY, "toy dump (.toy text)", lambda p: p.endswith(".toy"), _dialect(_toy), reader=_toy,\n'
+        '    Format(kinds.TOY, "toy dump (.toy text)", lambda p: p.endswith(".toy"), reader=_toy,\n'
         '           options=(Option("scale", "multiply every value", float, metavar="X"),)),\n'), 1))
 
     npu, golden = tmp_path / "npu.toy", tmp_path / "golden.toy"
@@ -150,6 +151,38 @@ def test_a_dump_format_and_its_option_added_as_the_recipe_says(copy, tmp_path):
     bad = in_copy(copy, "compare", "--npu", npu, "--golden", golden, "--golden-option", "scale=two",
                   "--out", tmp_path / "bad")
     assert bad.returncode == 2 and "scale" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_a_platform_whose_behaviour_is_declared_takes_its_reader_and_its_registry_entry(copy, tmp_path):
+    """A made-up platform (tests/support/txtdir.py: a folder holding a device run and a reference run) added
+    as the recipe says: its reader module, its kind's name, one Format entry declaring what it does
+    (`Capabilities(both_sides=...)`: the folder given on both sides compares its dev run against its ref run).
+    Nothing else in the package is edited; the real CLI reads it, pairs it and judges it."""
+    engine = copy / "accuscope" / "engine"
+    edit(engine / "sources" / "kinds.py", 'BIN: Final = "bin"', 'TXTDIR: Final = "txtdir"')
+    shutil.copy(Path(__file__).parents[1] / "support" / "txtdir.py", engine / "sources" / "txtdir.py")
+    registry = engine / "sides" / "registry.py"
+    registry.write_text(registry.read_text().replace("FORMATS: list[Format] = [\n", (
+        "def _txtdir() -> Reader:\n    from accuscope.engine.sources import txtdir\n    return txtdir\n\n\n"
+        "FORMATS: list[Format] = [\n"
+        '    Format(kinds.TXTDIR, "txtdir run pair (dev/, ref/)", lambda p: _txtdir().sniff(p), reader=_txtdir,\n'
+        '           caps=Capabilities(both_sides=("dev", "ref"))),\n'), 1))
+    dump = tmp_path / "dump"
+    for side, relu in (("dev", "1 0 3 9"), ("ref", "1 0 3 0")):
+        (dump / side).mkdir(parents=True)
+        (dump / side / "conv1.0.txt").write_text("2 2\n1 2 3 4\n")
+        (dump / side / "relu1.0.txt").write_text(f"4\n{relu}\n")
+
+    r = in_copy(copy, "inspect", dump)
+    assert r.returncode == 0 and "txtdir run dev: 2 tensors" in r.stdout, (r.stdout, r.stderr)
+    r = in_copy(copy, "compare", "--npu", dump, "--golden", dump, "--out", tmp_path / "t", "--fail-on-error")
+    assert r.returncode == 1, (r.stdout, r.stderr)  # dev's relu1 is not ref's: its run against the other
+    doc = json.loads((tmp_path / "t" / "task.json").read_text())
+    assert doc["sides"] == {"npu": "txtdir", "golden": "txtdir"}
+    assert (doc["npu_runner"], doc["golden_runner"]) == ("dev", "ref")
+    assert "paired 2 of 2" in r.stdout
+    rows = {row["NPUDump"]: row for row in csv.DictReader((tmp_path / "t" / doc["csv"]).open(newline=""))}
+    assert (float(rows["conv1"]["MaxAbsoluteError"]), float(rows["relu1"]["MaxAbsoluteError"])) == (0, 9), rows
 
 
 def replace_once(path: Path, old: str, new: str) -> None:

@@ -26,8 +26,7 @@ from accuscope.engine.diagnose.preprocess import diagnose, resize
 from accuscope.engine.progress import Progress
 from accuscope.engine.runs.onnxmodel import node_names
 from accuscope.engine.runs.ortdump import dump_onnx
-from accuscope.engine.sides.registry import load_graph
-from accuscope.engine.sources.golden import open_golden
+from accuscope.engine.sides.registry import load_graph, open_golden
 from accuscope.engine.sources.tensor import SourceError, sanitize
 from accuscope.engine.tasks.task import load_task
 from accuscope.engine.tasks.taskrun import run_task

@@ -455,7 +455,7 @@ def test_tpumlir_tensor_names_pair_with_an_onnxruntime_reference_side(tmp_path, 
     """Read as the registry reads a dialect (its tensors in a GoldenDump, seen as a Side), the
     tpu-mlir keys pair by tensor name with `accuscope dump`'s onnxruntime run of the same model."""
     from accuscope.engine.runs.ortdump import dump_onnx
-    from accuscope.engine.sides.registry import open_side
+    from accuscope.engine.sides.registry import capabilities, open_side
     from accuscope.engine.sides.side import Side
     from accuscope.engine.sources.golden import GoldenDump
 
@@ -463,7 +463,7 @@ def test_tpumlir_tensor_names_pair_with_an_onnxruntime_reference_side(tmp_path, 
     dump_onnx(cls_model, tmp_path / "ref", {"x": x})
     reference = open_side(tmp_path / "ref")
     top = save_npz(tmp_path / "cls_top_outputs.npz", {f"{out}_{t}_f32": a for _, t, out, a in cls_run})
-    side = Side(GoldenDump(str(top), tpumlir.KIND, *tpumlir.read(str(top))), tpumlir.KIND)
+    side = Side(GoldenDump(str(top), tpumlir.KIND, *tpumlir.read(str(top))), tpumlir.KIND, capabilities(tpumlir.KIND))
     assert [t.tensor_name for t in side.tensors] == [out for _, _, out, _ in cls_run]
     for t in side.tensors:
         ref = reference.find_tensor(t.tensor_name)

@@ -16,9 +16,8 @@ from accuscope.engine.export.layout import INSIDE, NO_ERROR, UPSTREAM, read_mani
 from accuscope.engine.export.retest import retest
 from accuscope.engine.graphs.subgraph import SelectionError, select
 from accuscope.engine.runs.ortdump import dump_onnx
-from accuscope.engine.sides.registry import load_graph
+from accuscope.engine.sides.registry import load_graph, open_golden
 from accuscope.engine.sources.ascend import DumpTensor, write_dump_file
-from accuscope.engine.sources.golden import open_golden
 from accuscope.engine.sources.tensor import SourceError
 from accuscope.engine.tasks.task import load_task
 from support.cli import accuscope

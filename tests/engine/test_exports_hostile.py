@@ -20,8 +20,8 @@ from accuscope.engine.compare import judgement
 from accuscope.engine.compare.results import MAX_LENGTH, FilterError, ResultTable
 from accuscope.engine.compare.thresholds import Thresholds
 from accuscope.engine.report.document import build_report, render_html, render_markdown
+from accuscope.engine.sides.registry import open_golden
 from accuscope.engine.sources.convert import convert
-from accuscope.engine.sources.golden import open_golden
 from accuscope.engine.sources.names import markdown_text, printable
 from accuscope.engine.sources.outputfile import atomic_file, atomic_path, open_append, write_text
 from accuscope.engine.sources.tensor import SourceError

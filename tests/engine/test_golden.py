@@ -10,7 +10,8 @@ import time
 import numpy as np
 import pytest
 
-from accuscope.engine.sources.golden import GoldenDump, open_golden
+from accuscope.engine.sides.registry import open_golden
+from accuscope.engine.sources.golden import GoldenDump
 from accuscope.engine.sources.tensor import (
     SourceError,
     Tensor,

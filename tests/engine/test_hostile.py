@@ -16,11 +16,10 @@ import sys
 import numpy as np
 import pytest
 
-from accuscope.engine.sides.registry import load_graph
+from accuscope.engine.sides.registry import load_graph, open_golden
 from accuscope.engine.sources import ascend
 from accuscope.engine.sources.ascend import DumpTensor, write_dump_file
 from accuscope.engine.sources.convert import convert
-from accuscope.engine.sources.golden import open_golden
 from accuscope.engine.sources.npudump import open_npu_dump
 from accuscope.engine.sources.tensor import SourceError
 from accuscope.engine.tasks.csvio import read_result_csv

@@ -12,8 +12,7 @@ from accuscope.engine.demo.npusim import simulate
 from accuscope.engine.graphs.graph import Graph, Node
 from accuscope.engine.graphs.lanes import LIMIT, NODE, layout
 from accuscope.engine.runs.ortdump import dump_onnx
-from accuscope.engine.sides.registry import load_graph
-from accuscope.engine.sources.golden import open_golden
+from accuscope.engine.sides.registry import load_graph, open_golden
 
 
 def graph(*ops: tuple[str, list[str], list[str]]) -> Graph:

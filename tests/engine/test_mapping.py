@@ -9,9 +9,8 @@ import onnx
 from onnx import TensorProto, helper
 
 from accuscope.engine.compare.mapping import map_tensors
-from accuscope.engine.sides.registry import load_graph
+from accuscope.engine.sides.registry import load_graph, open_golden
 from accuscope.engine.sources.ascend import DumpTensor, write_dump_file
-from accuscope.engine.sources.golden import open_golden
 from accuscope.engine.sources.npudump import open_npu_dump
 
 A = np.arange(24, dtype=np.float32).reshape(2, 3, 2, 2)

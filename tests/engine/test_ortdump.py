@@ -397,7 +397,7 @@ def test_bad_inputs_give_source_errors(cls_model, tmp_path):
 def test_a_network_input_named_input_something_reads_back_as_that_input(tmp_path):
     """MiniLM's `input_ids`: its file `input_ids.0.{ts}.npy` is the network input, not the input of
     an op `ids` (the `input_` prefix of MindStudio's golden names)."""
-    from accuscope.engine.sources.golden import open_golden
+    from accuscope.engine.sides.registry import open_golden
     nodes = [h.make_node("Relu", ["input_ids"], ["y"], name="relu")]
     path = _save(_model(nodes, [_vi("input_ids")], [_vi("y")]), tmp_path / "m.onnx")
     dump_onnx(path, tmp_path / "d", {"input_ids": np.ones((2, 3), np.float32)}, timestamp=TS)

@@ -164,7 +164,7 @@ def test_the_objects_of_a_row_built_without_setattr_are_the_dataclasses_own():
     import pickle
 
     from accuscope.engine.compare.pair import Pair
-    from accuscope.engine.sources.ascend import DumpFile
+    from accuscope.engine.sources.oprecord import OpRecord
     from accuscope.engine.sources.tensor import file_tensor, recorded_tensor
 
     def fields(t: Tensor) -> list:  # (a Tensor is equal to itself alone: eq=False)
@@ -179,7 +179,7 @@ def test_the_objects_of_a_row_built_without_setattr_are_the_dataclasses_own():
     assert fields(recorded) == fields(Tensor(op="op", io="input", index=0, dtype=None, shape=(4,), source="dump.json",
                                              op_type="Add", dtype_name="float16", tensor_name="t", stats=stats,
                                              checksum="ab", problem="why"))
-    op = DumpFile(path="op.npy", name=None, op_name="op")
+    op = OpRecord(path="op.npy", name=None, op_name="op")
     for cls, given in ((Pair, (built, recorded, op, "op", "name")), (Job, (3, built, recorded, ("cos",)))):
         made = cls(*given)
         names = [f.name for f in dataclasses.fields(cls)]

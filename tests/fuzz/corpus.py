@@ -749,9 +749,8 @@ def _write(target: Path, case: Case) -> None:
 
 def run_case(case: Case, seeds: dict[str, list[Path]], d: Path) -> tuple[str, str]:
     """(outcome, detail) of one case, run in this process."""
-    from accuscope.engine.sides.registry import load_graph, open_source
+    from accuscope.engine.sides.registry import load_graph, open_golden, open_source
     from accuscope.engine.sources.convert import convert
-    from accuscope.engine.sources.golden import open_golden
     from accuscope.engine.sources.npudump import open_npu_dump
     from accuscope.engine.tasks.csvio import read_result_csv
     from accuscope.engine.tasks.task import load_task

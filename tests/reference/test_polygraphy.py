@@ -11,9 +11,8 @@ import tempfile
 import numpy as np
 import pytest
 
-from accuscope.engine.sides.registry import detect
+from accuscope.engine.sides.registry import detect, open_golden
 from accuscope.engine.sources import polygraphy
-from accuscope.engine.sources.golden import open_golden
 from accuscope.engine.sources.tensor import SourceError, TensorError
 from support.cli import accuscope
 
@@ -170,7 +169,7 @@ def test_runner_and_iteration_errors_name_what_exists(tmp_path):
     path = save(tmp_path / "r.json", {"onnxrt-runner-N0": [{"y": np.ones(2)}] * 2, "trt-runner-N0": []})
     with pytest.raises(SourceError, match=r"r\.json: runner 'tf' not present; runners: onnxrt-runner-N0, "
                                           r"trt-runner-N0$"):
-        polygraphy.read(path, runner="tf")
+        polygraphy.read(path, side="tf")
     with pytest.raises(SourceError, match=r"r\.json: iteration 5 out of range: runner 'onnxrt-runner-N0' "
                                           r"has 2 iteration"):
         polygraphy.read(path, iteration=5)

@@ -10,8 +10,7 @@ import pytest
 from accuscope.engine.compare.mapping import map_tensors
 from accuscope.engine.demo.npusim import simulate
 from accuscope.engine.runs.ortdump import dump_onnx
-from accuscope.engine.sides.registry import load_graph
-from accuscope.engine.sources.golden import open_golden
+from accuscope.engine.sides.registry import load_graph, open_golden
 from accuscope.engine.sources.npudump import open_npu_dump
 
 

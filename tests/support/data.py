@@ -34,8 +34,7 @@ def cls_with_planted_fault(cls_model: Path, root: Path, op: str, breaker):
 
     from accuscope.engine.demo.npusim import simulate
     from accuscope.engine.runs.ortdump import dump_onnx
-    from accuscope.engine.sides.registry import load_graph
-    from accuscope.engine.sources.golden import open_golden
+    from accuscope.engine.sides.registry import load_graph, open_golden
 
     x = np.random.default_rng(11).standard_normal((1, 3, 48, 192)).astype(np.float32)
     dump_onnx(cls_model, root / "golden", {"x": x}, timestamp=1700000000000000)

@@ -11,7 +11,7 @@ import pytest
 
 from accuscope.engine.compare.results import ResultTable
 from accuscope.engine.compare.thresholds import Thresholds
-from accuscope.engine.sources.golden import open_golden
+from accuscope.engine.sides.registry import open_golden
 from accuscope.engine.tasks.task import save_task
 
 PLAIN = ["conv1", "-0.5", "+3", "'quote", "-"]

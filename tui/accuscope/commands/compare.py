@@ -18,7 +18,6 @@ from ..engine.compare.pair import DEVICE_ONLY
 from ..engine.compare.spec import CompareSpec
 from ..engine.compare.summary import summarize
 from ..engine.sides.registry import detect
-from ..engine.sources import kinds
 from ..engine.sources.inputfile import shared_listings
 from ..engine.sources.tensor import SourceError
 from ..engine.tasks.taskrun import RunResult, ranked, run_comparison
@@ -117,11 +116,11 @@ def preflight(spec: CompareSpec) -> None:
 def swapped_hint(spec: CompareSpec) -> str:
     """A device dump given as the reference and a framework dump as the side under test: say so."""
     try:
-        npu, golden = detect(spec.npu).kind, detect(spec.golden).kind
+        npu, golden = detect(spec.npu), detect(spec.golden)
     except SourceError:
         return ""
-    if golden == kinds.ASCEND and npu != kinds.ASCEND:
-        return (f"--golden is a device (Ascend) dump and --npu a {npu} source: swapped? the usual order is "
+    if golden.caps.device_dump and not npu.caps.device_dump:
+        return (f"--golden is a device ({golden.kind}) dump and --npu a {npu.kind} source: swapped? the usual order is "
                 f"--npu {spec.golden} --golden {spec.npu}")
     return ""
 

@@ -12,7 +12,7 @@ from rich.table import Table
 
 from ..engine.graphs.graph import Graph
 from ..engine.sides.registry import describe, detect, open_source
-from ..engine.sources import kinds, polygraphy
+from ..engine.sources import kinds
 from ..engine.sources.golden import GoldenDump
 from ..engine.sources.names import printable
 from ..engine.sources.npudump import NpuDump
@@ -80,11 +80,6 @@ def _dump(source: NpuDump | GoldenDump, limit: int, options: dict | None = None)
     facts.append(human_bytes(sum(t.nbytes for t in readable)))
     out.print(title)
     out.print("  " + " · ".join(facts))
-    if isinstance(source, GoldenDump) and source.kind == kinds.POLYGRAPHY:
-        runs = polygraphy.runners(source.path)
-        out.print("  [bold]runners[/]  " + " · ".join(
-            f"{_show(name)} ({n} iteration{'s' if n != 1 else ''})" for name, n in runs)
-            + ("  [dim](tensors below: the first's iteration 0)[/]" if len(runs) > 1 or runs[0][1] > 1 else ""))
     for line in (describe(source, **(options or {})) if isinstance(source, GoldenDump) else []):
         out.print(f"  {_show(line)}")
     if isinstance(source, GoldenDump) and source.kind == kinds.NPY:

@@ -131,7 +131,7 @@ def plan(spec: CompareSpec, *, mapping_file: MappingFile | None = None) -> Plan:
     found, problems = _discover(spec.custom_dir) if spec.custom_dir else ([], [])
     metrics, chosen_plugins = _algorithms(spec.algorithms, found)
     user_map, cross, pairing = None, None, []
-    if spec.mapping or spec.match == "structure" or npu.kind == golden.kind == kinds.MSPROBE:
+    if spec.mapping or spec.match == "structure" or _pairs_calls(npu, golden):
         user_map, cross, pairing = _cross_pairs(spec, npu, golden, mapping_file)
     mapping = map_tensors(npu, golden, npu_graph=npu_graph, golden_graph=golden.graph, user_map=user_map, cross=cross)
     account, walked = None, None
@@ -185,7 +185,7 @@ def plan(spec: CompareSpec, *, mapping_file: MappingFile | None = None) -> Plan:
                         sum(1 for t in reference if id(t) in used), len(reference), sum(1 for p, r in zip(pairs, rows) if r["is_output"] and p.golden),
                         sum(1 for r in rows if r["is_output"]), len(pairs) - comparable,
                         list(dict.fromkeys(t for side in (npu, golden) for t, _ in side.unreachable)),
-                        _unused_golden(reference, used, npu, npu_graph), npu.kind == kinds.MSPROBE,
+                        _unused_golden(reference, used, npu, npu_graph), npu.caps.step_based,
                         misshapen=[p.npu.name for p in pairs if spec.shards and p.golden is not None
                                    and statistics.shape_mismatch(p.npu, p.golden, data=False)])
     coverage.unread_are(_unread(pairs, coverage.misshapen))
@@ -207,6 +207,11 @@ def plan(spec: CompareSpec, *, mapping_file: MappingFile | None = None) -> Plan:
                 problems, mapping.unmatched_golden, coverage, across)
 
 
+def _pairs_calls(npu: Side, golden: Side) -> bool:
+    """Two dumps of one format that pairs call by call (msprobe's: crossmap's rules)."""
+    return npu.kind == golden.kind and npu.caps.pairs_calls
+
+
 def _cross_pairs(spec: CompareSpec, npu: Side, golden: Side, mapping_file: MappingFile | None = None):
     """(user's name map, crossmap's pairs, what the pairing says): what a mapping file (`mapping_file`, else
     spec.mapping read here), msprobe's rules or --match structure say (each rule's count, the APIs the table
@@ -215,7 +220,7 @@ def _cross_pairs(spec: CompareSpec, npu: Side, golden: Side, mapping_file: Mappi
     if mapping_file is None and spec.mapping:
         mapping_file = crossmap.load(spec.mapping)
     user_map = mapping_file.names if mapping_file is not None and mapping_file.kind == crossmap.ACCUSCOPE else None
-    if npu.kind == golden.kind == kinds.MSPROBE:
+    if _pairs_calls(npu, golden):
         cross = crossmap.pair(npu, golden, mapping_file, structure=spec.match == "structure")
         return user_map, cross, crossmap.describe(cross)
     if mapping_file is not None and user_map is None:

@@ -33,7 +33,7 @@ from accuscope.engine.sources.tensor import INPUT, OUTPUT, Tensor
 if TYPE_CHECKING:
     from accuscope.engine.graphs.graph import Graph, Node
     from accuscope.engine.sides.side import Side
-    from accuscope.engine.sources.ascend import DumpFile
+    from accuscope.engine.sources.oprecord import OpRecord
 
 CONVOLUTIONS = frozenset({"Convolution", "GroupConvolution"})  # the IR's ops a BN's scale folds into
 # the reference's ops, by its kind: (its BatchNormalization: data, scale, bias, mean, variance; its Conv)
@@ -53,7 +53,7 @@ class BatchNormFolds:
         self._made: dict[str, Tensor | str] = {}  # by BN name: the golden tensor made, or why there is none
         self.made_from: dict[int, int] = {}  # id of a golden tensor made -> id of the reference's it was made from
 
-    def pair(self, df: DumpFile, t: Tensor) -> Pair | None:
+    def pair(self, df: OpRecord, t: Tensor) -> Pair | None:
         """The pair of an NPU tensor that a folded BatchNormalization made; None for any other tensor."""
         add = self._add_of(df.op_name, t)
         bn = self.reference.node(add.name) if add is not None else None

@@ -22,8 +22,7 @@ from accuscope.engine.compare import polytol
 from accuscope.engine.compare.spec import FORMAT_OPTIONS, PER_OUTPUT_KINDS, Option, options
 from accuscope.engine.compare.thresholds import TPU_DEFAULTS, Thresholds, parse_assignments, parse_tolerance
 from accuscope.engine.sides.registry import absolute_options, detect, format_options, option_texts, options_help
-from accuscope.engine.sources import kinds
-from accuscope.engine.sources.golden import RAW_SUFFIXES
+from accuscope.engine.sources.rawfile import SUFFIXES as RAW_SUFFIXES
 from accuscope.engine.sources.tensor import SourceError
 
 
@@ -263,15 +262,12 @@ def texts_of(spec) -> dict[str, str]:
 def two_runners(path: str, npu_runner: str | None, golden_runner: str | None) -> tuple[str | None, str | None]:
     """One file on both sides: a Polygraphy file with several runners, the second against the first;
     tpu-mlir's actual against desired; an RKNN snapshot's runtime or simulator against golden (any other source against itself is a plain self-check)."""
-    kind = detect(path).kind
-    if kind == kinds.TPU_MLIR_NPZ:
-        return npu_runner or "actual", golden_runner or "desired"
-    if kind == kinds.RKNN:  # the snapshot: the board's run (or the simulator's) against golden
-        return npu_runner, golden_runner or "golden"
-    if kind != kinds.POLYGRAPHY:
+    caps = detect(path).caps
+    if caps.both_sides is not None:  # (tpu-mlir's actual and desired; an RKNN snapshot's golden)
+        return npu_runner or caps.both_sides[0], golden_runner or caps.both_sides[1]
+    if caps.runs is None:
         return npu_runner, golden_runner
-    from accuscope.engine.sources import polygraphy
-    names = [name for name, _ in polygraphy.runners(path)]
+    names = caps.runs(path)
     if len(names) < 2:
         raise SourceError(f"{path}: holds one runner ({', '.join(names)}); give --npu and --golden separately")
     golden_runner = golden_runner or next(n for n in names if n != npu_runner)

@@ -38,9 +38,9 @@ from accuscope.engine.graphs.optypes import (
 )
 from accuscope.engine.sides.side import Side
 from accuscope.engine.sources import kinds
-from accuscope.engine.sources.ascend import DumpFile
 from accuscope.engine.sources.golden import GoldenDump
 from accuscope.engine.sources.names import parse_tensor_name
+from accuscope.engine.sources.oprecord import OpRecord
 from accuscope.engine.sources.tensor import INPUT, OUTPUT, SourceError, Tensor
 
 if TYPE_CHECKING:  # crossmap is imported where its rules apply (msprobe dumps, mapping files), not for every pair;
@@ -76,7 +76,9 @@ class Mapping:
 def as_side(source: Side | NpuDump | GoldenDump) -> Side:
     if isinstance(source, Side):
         return source
-    return Side(source, source.kind if isinstance(source, GoldenDump) else kinds.ASCEND)
+    from accuscope.engine.sides.registry import capabilities
+    kind = source.kind if isinstance(source, GoldenDump) else kinds.ASCEND
+    return Side(source, kind, capabilities(kind))
 
 
 @gcpause.paused
@@ -95,7 +97,7 @@ def map_tensors(npu: Side | NpuDump, golden: Side | GoldenDump, graph: Graph | N
             golden_graph = golden_graph or graph
     mapper = _Mapper(golden, npu_graph or npu.graph, golden_graph or golden.graph, user_map or {}, cross)
     mapping = Mapping([p for df in npu.ops for p in mapper.pairs_of(df)])
-    if npu.kind == golden.kind == kinds.MSPROBE:
+    if npu.kind == golden.kind and npu.caps.pairs_calls:
         mapping.pairs = _equal_counts(mapping.pairs, golden)
     if mapper.folds is not None:
         mapping.made_from = mapper.folds.made_from
@@ -143,7 +145,7 @@ def _converter_own(pairs: list[Pair], golden: Side, used: set[int], npu_graph: G
     of them were paired (Polygraphy's `--onnx-outputs mark all` on both sides: the candidate holds the
     reference's tensors, and the quantize/dequantize/cast outputs its converter added), or when the
     candidate's own model says a converter's op made it (a quantize, dequantize or cast node)."""
-    if golden.kind == kinds.MSPROBE:  # two runs of one training program: no converter inserted anything
+    if golden.caps.pairs_calls:  # a framework run's calls (two runs of one training program): no converter inserted anything
         return pairs
     named = bool(golden.tensors) and all(t.tensor_name for t in golden.tensors)
     complete = named and golden_graph is None and len(used) >= FEW * len(golden.tensors)
@@ -202,7 +204,7 @@ class _Mapper:
                     if origin is not None:
                         self.golden_origin.setdefault(origin, (node.name, j))
 
-    def pairs_of(self, df: DumpFile) -> list[Pair]:
+    def pairs_of(self, df: OpRecord) -> list[Pair]:
         node = self._om_node(df)
         if node is not None:
             return self._by_fusion(df, node)
@@ -211,14 +213,14 @@ class _Mapper:
             return [cross.get(id(t)) or self._pair(df, t) for t in df.inputs + df.outputs]
         return [self._pair(df, t) for t in df.tensors]
 
-    def _om_node(self, df: DumpFile) -> Node | None:
+    def _om_node(self, df: OpRecord) -> Node | None:
         if self.om is None:
             return None
         return self.om.node(df.op_name) or (self.om.node(df.name.op_name) if df.name else None)
 
     # ---------------------------------------------------------- fusion attributes
 
-    def _by_fusion(self, df: DumpFile, node: Node) -> list[Pair]:
+    def _by_fusion(self, df: OpRecord, node: Node) -> list[Pair]:
         truth = _ground_truth(node)
         pairs = []
         for t in df.tensors:
@@ -268,7 +270,7 @@ class _Mapper:
 
     # ---------------------------------------------------------- header and names
 
-    def _pair(self, df: DumpFile, t: Tensor) -> Pair:
+    def _pair(self, df: OpRecord, t: Tensor) -> Pair:
         if df.op_type in CONVERTER_OWN and self.golden.find(df.op_name, t.io, t.index) is None:
             return Pair(t, None, df, DEVICE_ONLY, "", f"inserted by the conversion: {df.op_type} {df.op_name} "
                                                       "stands for no framework op")
@@ -309,7 +311,7 @@ class _Mapper:
         hint += f" or tensor {value}" if value and value != df.op_name else ""
         return Pair(t, None, df, df.op_name, "", f"no golden tensor named {df.op_name}:{t.io}:{t.index}{hint}")
 
-    def _dequantized(self, df: DumpFile, t: Tensor) -> Tensor | None:
+    def _dequantized(self, df: OpRecord, t: Tensor) -> Tensor | None:
         """Output `t` of a QLinear op (graphs.optypes.QLINEAR) or QuantizeLinear of the NPU side's own ONNX
         model, named `{tensor}_quantized` as onnxruntime's QOperator format names them, read as
         the float tensor it stands for: (q - zero point) * scale, with the op's own output scale and zero
@@ -332,7 +334,7 @@ class _Mapper:
                        conversion=f"dequantized: (q - {z:g}) * {s:.6g}, {node.type}'s own output scale",
                        reader=lambda: ((load().astype(np.float64) - z) * s).astype(np.float32))
 
-    def _value_name(self, df: DumpFile, t: Tensor) -> str:
+    def _value_name(self, df: OpRecord, t: Tensor) -> str:
         """The graph tensor name of an NPU-side tensor: recorded by its reader, or from its own graph."""
         if t.tensor_name:
             return t.tensor_name
@@ -357,7 +359,7 @@ class _Mapper:
         hit = self.graph.producer(value)
         return self.golden.find(hit[0].name, OUTPUT, hit[1]) if hit else None
 
-    def _by_user_map(self, df: DumpFile, t: Tensor) -> Tensor | None:
+    def _by_user_map(self, df: OpRecord, t: Tensor) -> Tensor | None:
         """The user's line for this tensor (`op:io:k`) or for its op (then index for index); the
         golden name is a tensor name `op:io:k`, an op name, or a graph tensor name."""
         if not self.user_map:

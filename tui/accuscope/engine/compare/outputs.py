@@ -7,15 +7,12 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from accuscope.engine.graphs.optypes import CONVERTER_OWN, walk_back
-from accuscope.engine.sources import kinds
 from accuscope.engine.sources.tensor import OUTPUT
 
 if TYPE_CHECKING:
     from accuscope.engine.compare.pair import Pair
     from accuscope.engine.graphs.graph import Graph
     from accuscope.engine.sides.side import Side
-
-TPU_OUTPUT_CAST = "_f32"  # tpu-mlir's name for an output cast to float32: {output}_f32
 
 
 def output_checks(npu: Side, npu_graph: Graph | None, golden_graph: Graph | None) -> list[Callable[[Pair], bool]]:
@@ -63,31 +60,17 @@ def output_checks(npu: Side, npu_graph: Graph | None, golden_graph: Graph | None
 
 def last_op(npu: Side) -> Callable[[Pair], bool]:
     """The last op of the NPU side's execution order is an output; no op where that order is unknown."""
-    if npu.kind == kinds.MSPROBE:  # a training step's last call is an optimizer update, not the network's output
+    caps = npu.caps
+    if caps.step_based:  # a training step's last call is an optimizer update, not the network's output
         return lambda p: False
-    if npu.kind in (kinds.NPY, kinds.PT) and not all(t.timestamp for t in npu.tensors):
+    if caps.ordered_by_timestamp and not all(t.timestamp for t in npu.tensors):
         # files named without the dump's timestamp ({op}.{k}.{timestamp}.npy) stand in name order: the last
         # name is no output (a verdict on it would be a guess; the model, --model, says which are)
         return lambda p: False
-    if npu.kind == kinds.TPU_MLIR_NPZ:
-        names = tpu_outputs([f.op_name for f in npu.ops])
+    if caps.network_outputs is not None:  # (tpu-mlir's output casts)
+        names = caps.network_outputs([f.op_name for f in npu.ops])
         return lambda p: p.npu.io == OUTPUT and p.op.op_name in names
     last = npu.ops[-1].op_name if npu.ops else None
     return lambda p: p.npu.io == OUTPUT and p.op.op_name == last
 
 
-def tpu_outputs(names: list[str]) -> set[str]:
-    """The network outputs of a tpu-mlir npz (its ops' names in execution order): the last op, and where
-    tpu-mlir ends the network with output casts (`{output}_f32`: model_deploy casts each output to
-    float32 unless --quant_output) the outputs those trailing casts cast, in their place: a cast has no
-    counterpart in the top or ONNX outputs (it is the conversion's own op), the output it casts has."""
-    if not names:
-        return set()
-    known, found = set(names), {names[-1]}
-    for name in reversed(names):
-        base = name[:-len(TPU_OUTPUT_CAST)] if name.endswith(TPU_OUTPUT_CAST) else ""
-        if not base or base not in known:
-            break
-        found.discard(name)
-        found.add(base)
-    return found

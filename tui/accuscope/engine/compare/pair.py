@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the result table reads golden_ops without loading a reader
-    from accuscope.engine.sources.ascend import DumpFile
+    from accuscope.engine.sources.oprecord import OpRecord
     from accuscope.engine.sources.tensor import Tensor
 
 DEVICE_ONLY = "*"  # the ground truth of a device-only op (inserted by the conversion): no golden op
@@ -23,13 +23,13 @@ def golden_ops(ground_truth: object) -> list[str]:
 class Pair:
     npu: Tensor
     golden: Tensor | None
-    op: DumpFile
+    op: OpRecord
     ground_truth: str  # golden op names joined by "," (golden_ops reads them), or DEVICE_ONLY
     how: str  # "fusion", "original_op", "tensor", "name", "mapping", a crossmap rule, or "" when unmatched
     reason: str = ""  # why golden is None (a structural pair: how sure, and why)
     confidence: float = 1.0  # below 1 only for structural pairs (crossmap.STRUCTURE)
 
-    def __init__(self, npu: Tensor, golden: Tensor | None, op: DumpFile, ground_truth: str, how: str,
+    def __init__(self, npu: Tensor, golden: Tensor | None, op: OpRecord, ground_truth: str, how: str,
                  reason: str = "", confidence: float = 1.0):
         """The frozen dataclass's __init__ without its object.__setattr__ call a field: one update of the
         instance's dict (as sources.tensor builds a Tensor), half the time; one a row of a plan."""

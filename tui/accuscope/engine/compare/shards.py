@@ -822,11 +822,12 @@ def parallel_sides(spec) -> dict:
     layout = load_layout(spec.shards)  # read once, and a bad layout file named before any dump is read
     sides = {}
     for role, path in (("npu", spec.npu), ("golden", spec.golden)):
-        if detect(path).kind != msprobe.KIND:
+        fmt = detect(path)
+        if fmt.kind != msprobe.KIND:
             continue
         if len(rank_folders(path, spec.step)) > 1:
             dump = open_merged(path, shards=layout, step=spec.step, stats_only=spec.stats_only)
-            sides[role] = Side(dump, msprobe.KIND)
+            sides[role] = Side(dump, fmt.kind, fmt.caps)
     if not sides:
         raise SourceError(f"--shards: neither {spec.npu} nor {spec.golden} is an msprobe dump holding several ranks "
                           "in one step: nothing to merge")

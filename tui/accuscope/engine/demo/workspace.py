@@ -49,9 +49,8 @@ from accuscope.engine.demo.npusim import simulate
 from accuscope.engine.progress import OnProgress, Reporter
 from accuscope.engine.runs.onnxmodel import onnx_modules
 from accuscope.engine.runs.ortdump import dump_onnx
-from accuscope.engine.sides.registry import load_graph
+from accuscope.engine.sides.registry import load_graph, open_golden
 from accuscope.engine.sources import kinds
-from accuscope.engine.sources.golden import open_golden
 from accuscope.engine.sources.tensor import SourceError
 from accuscope.engine.tasks.task import TASK_JSON, save_task
 from accuscope.engine.tasks.taskdoc import spec_fields

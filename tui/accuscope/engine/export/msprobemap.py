@@ -30,7 +30,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from accuscope.engine.compare import crossmap
-from accuscope.engine.sources import kinds
 from accuscope.engine.sources.outputfile import not_a_link, write_text
 from accuscope.engine.sources.tensor import SourceError
 
@@ -118,7 +117,7 @@ def task_mapping(folder: str | os.PathLike) -> MsprobeMapping:
     found = MsprobeMapping()
     for one in specs:
         made = plan(one)
-        if not made.npu.kind == made.golden.kind == kinds.MSPROBE:
+        if not (made.npu.kind == made.golden.kind and made.npu.caps.pairs_calls):
             raise SourceError(f"{folder}: compares {made.npu.kind} against {made.golden.kind}; msprobe's mapping "
                               "files name the calls of two msprobe dumps")
         found.add(made)

@@ -123,7 +123,7 @@ def run_retest(export_dir: str | os.PathLike, progress: OnProgress | None = None
     ts = int(time.time() * 1e6)
     dump_onnx(model_path, rerun_dir, npu_feeds, timestamp=ts)
     _name_inputs_by_producer(rerun_dir, entries_in, ts)
-    from accuscope.engine.sources.golden import open_golden
+    from accuscope.engine.sides.registry import open_golden
     rerun = open_golden(rerun_dir)
 
     golden_run: dict[str, np.ndarray] = {}

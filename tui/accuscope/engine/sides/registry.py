@@ -2,7 +2,8 @@
 
 Every command and screen that takes a path asks here (`detect`, `open_side`, `open_source`), so a
 format is added in one place: one `Format` entry with a `sniff` that looks at the path's content,
-an `open` that returns the format's source, and the `options` a user can set for it (each an
+its reader module (`reader`, a `sources.reader.Reader`: every dump format has one; a model format
+gives an `open` returning its Graph instead), and the `options` a user can set for it (each an
 `Option`: `compare --npu-option/--golden-option NAME=VALUE`, `inspect`/`convert --option`, the
 new-task form's option fields; all rendered from these declarations). Dump formats may stand on
 either side of a comparison (`open_side`); model formats are graphs (`load_graph`).
@@ -17,8 +18,8 @@ path is: one found after the npy folder in FORMATS (tpu-mlir's npz, Polygraphy's
 when its sniff or reader runs, one before it (Ascend, msprobe, MindSpore, ATB dumps) when its reader
 runs, its sniff reading names and headers without it (sources/sniffs.py; names.find_runs). `compare` on
 two npy folders loads none of them (~20M instructions of its start-up; benchmarks/bench_startup.py).
-Kind names come from `sources.kinds`, and a dialect's reader module is typed `Reader` here, so mypy
-holds it to the protocol.
+Kind names come from `sources.kinds`, and each reader module is typed `Reader` here, so mypy holds it
+to the protocol.
 """
 # lazy: engine.graphs.gegraph, engine.graphs.irgraph, engine.graphs.mlirgraph, engine.graphs.modelfile,
 # lazy: engine.graphs.msprobegraph, engine.graphs.tflitegraph, engine.sources.atb, engine.sources.mindspore,
@@ -31,16 +32,17 @@ import re
 import stat
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache, partial
 from typing import TYPE_CHECKING, Any
 
+from accuscope.engine.sides.capabilities import NO_CAPABILITIES, Capabilities
 from accuscope.engine.sides.side import Side, own_model
 from accuscope.engine.sources import kinds, sniffs
-from accuscope.engine.sources.golden import PT_SUFFIXES, RAW_SUFFIXES, GoldenDump, open_kind
-from accuscope.engine.sources.inputfile import folder_names, not_regular, require_regular, shared_listings, user_path
-from accuscope.engine.sources.names import find_runs, parse_dump_name
+from accuscope.engine.sources.golden import PICKS, PT_SUFFIXES, GoldenDump
+from accuscope.engine.sources.inputfile import require_regular, shared_listings, user_path
+from accuscope.engine.sources.rawfile import SUFFIXES as RAW_SUFFIXES
 from accuscope.engine.sources.tensor import SourceError
 
 if TYPE_CHECKING:  # graphs.graph comes with the first model (the model formats' loaders), npudump with the first
@@ -66,13 +68,25 @@ class Option:
 
 @dataclass(frozen=True)
 class Format:
+    """One format. A dump format names its reader module (`reader`: imported when called) and is opened
+    through it (`_dialect`: a GoldenDump of what `read` returns) unless it gives its own `open` (Ascend's
+    op records, RKNN's model shapes); a model format gives `open` (a Graph) and no reader."""
+
     kind: str  # a name from sources.kinds
     what: str  # how a user would name it, for messages
     sniff: Callable[[str], bool]
-    open: Callable[..., Any]
+    open: Callable[..., Any] = None  # type: ignore[assignment]  # set from `reader` when not given
     model: bool = False  # a model graph rather than dumped tensors
-    reader: Callable[[], Reader] | None = None  # a dialect's reader module (imported when called)
+    reader: Callable[[], Reader] | None = None  # the format's reader module (imported when called); every dump format's
     options: tuple[Option, ...] = ()  # what a user may set for this format
+    empty_ok: bool = False  # a source of no tensors is one (a Polygraphy iteration without outputs), not a SourceError
+    caps: Capabilities = NO_CAPABILITIES  # what the rest of the code asks of it
+
+    def __post_init__(self):
+        if self.open is None:
+            if self.reader is None:
+                raise TypeError(f"format {self.kind}: give its reader (a dump format) or its open (a model)")
+            object.__setattr__(self, "open", _dialect(self.reader, self.empty_ok))
 
     def option(self, name: str) -> Option:
         found = next((o for o in self.options if o.name == name), None)
@@ -83,30 +97,33 @@ class Format:
         return found
 
 
-def _is_dump_file(path: str) -> bool:
-    return os.path.isfile(path) and parse_dump_name(os.path.basename(path)) is not None
-
-
-def _has_runs(path: str) -> bool:
-    return os.path.isdir(path) and bool(find_runs(path))
-
-
-def _has_npy(path: str) -> bool:
-    if not os.path.isdir(path):
-        return False
-    return any(n.lower().endswith(".npy") and not not_regular(os.path.join(path, n)) for n in folder_names(path))
-
-
-def _has_pt(path: str) -> bool:
-    """A folder of torch.save files (.pt, .pth) directly inside; not msprobe's dump_tensor_data (its rank
-    folder is the dump: `_looks_like` says so)."""
-    if not os.path.isdir(path) or sniffs.is_msprobe_tensor_folder(path):
-        return False
-    return any(n.lower().endswith(PT_SUFFIXES) and not not_regular(os.path.join(path, n)) for n in folder_names(path))
-
-
 def _suffix(*suffixes: str) -> Callable[[str], bool]:
     return lambda path: os.path.isfile(path) and path.lower().endswith(suffixes)
+
+
+def _npudump() -> Reader:
+    from accuscope.engine.sources import npudump
+    return npudump
+
+
+def _npyfolder() -> Reader:
+    from accuscope.engine.sources import npyfolder
+    return npyfolder
+
+
+def _ptfolder() -> Reader:
+    from accuscope.engine.sources import ptfolder
+    return ptfolder
+
+
+def _npzfile() -> Reader:
+    from accuscope.engine.sources import npzfile
+    return npzfile
+
+
+def _rawfile() -> Reader:
+    from accuscope.engine.sources import rawfile
+    return rawfile
 
 
 def _msprobe() -> Reader:
@@ -153,13 +170,28 @@ def _static_shapes(model: str, _mtime_ns: int, _size: int) -> dict[str, tuple[in
             if shape is not None and all(isinstance(d, int) and d >= 0 for d in shape)}
 
 
-def _polygraphy():
+def _polygraphy() -> Reader:
     from accuscope.engine.sources import polygraphy
     return polygraphy
 
 
+def _polygraphy_runners(path: str) -> list[str]:
+    from accuscope.engine.sources import polygraphy
+    return [name for name, _ in polygraphy.runners(path)]
+
+
+def _tpu_outputs(names: list[str]) -> set[str]:
+    from accuscope.engine.sources import tpumlir
+    return tpumlir.network_outputs(names)
+
+
+def _msprobe_modules(path: str, step=None, rank=None) -> Graph:
+    from accuscope.engine.graphs.msprobegraph import load_msprobe
+    return load_msprobe(path, step, rank)
+
+
 def _is_run_results(path: str) -> bool:
-    return _polygraphy().is_run_results(path)
+    return _polygraphy().sniff(path)
 
 
 def _gegraph():
@@ -181,43 +213,37 @@ def _model(kind: str) -> Callable[..., Graph]:
     return open_
 
 
-def _golden(kind: str) -> Callable[..., GoldenDump]:
-    def open_(path: str, **o) -> GoldenDump:
-        pick = o.get("pick", "newest")
-        return open_kind(kind, path, shape=o.get("shape"), dtype=o.get("dtype"),
-                         pick=pick if pick in ("newest", "oldest") else "newest",
-                         runner=o.get("runner"), iteration=o.get("iteration") or 0)
-    return open_
-
-
-_NOT_READER_OPTIONS = ("pick", "runner", "iteration", "run", "shape", "dtype")
+_NOT_READER_OPTIONS = ("pick", "runner", "run")  # the source's (which version, which run) and `side`'s
 
 
 def reader_keywords(o: Mapping[str, Any]) -> dict[str, Any]:
-    """What a dialect's `read` and `describe` are given of a side's settings: the format's own options
-    and the selectors the user set (msprobe's step, rank, stats_only ...); not the settings of other
-    kinds of source, and nothing left unset."""
+    """What a reader's `read` and `describe` are given of a side's settings: the format's own options
+    and the selectors the user set (msprobe's step, rank, stats_only; a raw file's shape, dtype; a
+    Polygraphy iteration ...), `runner` as `side` (the part of a file holding one of several runs: a
+    Polygraphy runner, tpu-mlir's actual/desired); not which version or run folder the source keeps
+    (pick, run), and nothing left unset."""
     keywords = {k: v for k, v in o.items() if v is not None and k not in _NOT_READER_OPTIONS}
     if o.get("runner"):
         keywords["side"] = o["runner"]
     return keywords
 
 
-def _dialect(load: Callable[[], Reader]) -> Callable[..., GoldenDump]:
-    """A platform dialect's reader (module.read -> tensors in execution order, problems) as a source,
-    its module from `load()` when a path is opened. `runner` names the part of a file holding both
-    sides (tpu-mlir's actual/desired)."""
+def _dialect(load: Callable[[], Reader], empty_ok: bool = False) -> Callable[..., GoldenDump]:
+    """A reader (module.read -> tensors in execution order, problems) as a source, its module from
+    `load()` when a path is opened; `pick` chooses among several versions of a tensor (newest, oldest)."""
     def open_(path: str, **o) -> GoldenDump:
         module = load()
         entries, problems = module.read(path, **reader_keywords(o))
-        if not entries:
+        if not entries and not empty_ok:
             raise SourceError(f"{path}: no tensors in this {module.KIND} source"
                               + (f" ({problems[0].message})" if problems else ""))
-        return GoldenDump(path, module.KIND, entries, problems)
+        pick = o.get("pick")
+        return GoldenDump(path, module.KIND, entries, problems, pick if pick in PICKS else "newest")
     return open_
 
 
 def _ascend(path: str, **o) -> NpuDump:
+    """An Ascend side: its op records as the dump files hold them (`NpuDump`), of the run and version chosen."""
     from accuscope.engine.sources.npudump import open_npu_dump
     return open_npu_dump(path, pick=o.get("pick", "newest"), run=o.get("run"))
 
@@ -313,27 +339,33 @@ RKNN_OPTIONS = (
 # Order matters only where two formats could claim one path: the first whose sniff accepts wins.
 FORMATS: list[Format] = [
     Format(kinds.ASCEND, "Ascend dump (file or any level of the {time}/{device}/{model}/{id}/{index} tree)",
-           lambda p: _is_dump_file(p) or _has_runs(p), _ascend),
+           sniffs.ascend, _ascend, reader=_npudump, caps=Capabilities(device_dump=True)),
     Format(kinds.MSPROBE, "msprobe dump (step{N}/rank{M}/dump.json, dump_tensor_data/*.pt|npy; --step/--rank)",
-           sniffs.msprobe, _dialect(_msprobe), reader=_msprobe),
+           sniffs.msprobe, reader=_msprobe,
+           caps=Capabilities(step_based=True, pairs_calls=True, own_dump_json=True, modules=_msprobe_modules)),
     Format(kinds.MINDSPORE, "MindSpore kernel dump (rank_{i}/{time}/step_{k}/...{io}.{idx}.{format}.{dtype}.npy)",
-           sniffs.mindspore, _dialect(_mindspore), reader=_mindspore),
+           sniffs.mindspore, reader=_mindspore),
     Format(kinds.ATB, "ATB dump ({device}_{pid}/{round}/{id}_{Layer}/.../{in|out}tensorK.bin)", sniffs.atb,
-           _dialect(_atb), reader=_atb, options=ATB_OPTIONS),
+           reader=_atb, options=ATB_OPTIONS),
     Format(kinds.NPY, "npy folder (MindStudio/msit naming, `accuscope dump`, msaccucmp convert; .pt files beside "
-           "them read too)", _has_npy, _golden(kinds.NPY)),
+           "them read too)", lambda p: _npyfolder().sniff(p), reader=_npyfolder,
+           caps=Capabilities(ordered_by_timestamp=True)),
     Format(kinds.PT, "PyTorch tensor folder (torch.save(tensor, 'name.pt'), one file a tensor, named as npy files are; "
-           "a dict, list or tuple of tensors as name.key; read without torch)", _has_pt, _golden(kinds.PT)),
+           "a dict, list or tuple of tensors as name.key; read without torch)", lambda p: _ptfolder().sniff(p),
+           reader=_ptfolder, caps=Capabilities(ordered_by_timestamp=True)),
     Format(kinds.TPU_MLIR_NPZ, "tpu-mlir .npz (model_transform, model_deploy, model_runner, npz_tool: "
            "{tensor}_{OpType} keys, cast suffixes _f32/_f16/_si8..., {name}_actual/_desired)",
-           lambda p: _tpumlir().sniff(p), _dialect(_tpumlir), reader=_tpumlir, options=TPU_MLIR_OPTIONS),
+           lambda p: _tpumlir().sniff(p), reader=_tpumlir, options=TPU_MLIR_OPTIONS,
+           caps=Capabilities(both_sides=("actual", "desired"), network_outputs=_tpu_outputs)),
     Format(kinds.RKNN, "RKNN-Toolkit2 accuracy_analysis snapshot (the folder: golden/, simulator/[, runtime/], "
            "map_name_to_file.txt, error_analysis.txt; or one of its side folders)", lambda p: _rknn().sniff(p),
-           _rknn_open, reader=_rknn, options=RKNN_OPTIONS),
-    Format(kinds.NPZ, ".npz archive (tensor name per member)", _suffix(".npz"), _golden(kinds.NPZ)),
+           _rknn_open, reader=_rknn, options=RKNN_OPTIONS,
+           caps=Capabilities(both_sides=(None, "golden"))),
+    Format(kinds.NPZ, ".npz archive (tensor name per member)", lambda p: _npzfile().sniff(p), reader=_npzfile,
+           empty_ok=True),
     Format(kinds.POLYGRAPHY, "Polygraphy RunResults .json or per-iteration folder (`polygraphy run --save-outputs`)",
-           _is_run_results, _golden(kinds.POLYGRAPHY)),
-    Format(kinds.BIN, "raw .bin/.bmrt/.dat with --shape and --dtype", _suffix(*RAW_SUFFIXES), _golden(kinds.BIN)),
+           _is_run_results, reader=_polygraphy, empty_ok=True, caps=Capabilities(runs=_polygraphy_runners)),
+    Format(kinds.BIN, "raw .bin/.bmrt/.dat with --shape and --dtype", lambda p: _rawfile().sniff(p), reader=_rawfile),
     Format(kinds.ONNX, "ONNX model", _suffix(".onnx"), _model(kinds.ONNX), model=True),
     Format(kinds.OM, "Ascend offline model as JSON (atc --mode=1)", _is_om_json, _model(kinds.OM), model=True),
     Format(kinds.GE_GRAPH, "GE graph dump (ge_proto_*.txt, or ge_onnx_*.pbtxt: its ONNX text form, read first of the "
@@ -349,6 +381,43 @@ FORMATS: list[Format] = [
 ]
 DUMP_FORMATS = [f for f in FORMATS if not f.model]
 BY_KIND = {f.kind: f for f in FORMATS}
+
+
+def capabilities(kind: str) -> Capabilities:
+    """What the format of `kind` declares (none for a kind no format has: "ranks", a task's unknown side)."""
+    fmt = BY_KIND.get(kind)
+    return fmt.caps if fmt is not None else NO_CAPABILITIES
+
+
+def open_golden(path: str | os.PathLike, *, shape: Sequence[int] | int | None = None, dtype=None,
+                pick: str = "newest", runner: str | None = None, iteration: int = 0) -> GoldenDump:
+    """Open a golden dump whose kind its name says (a folder: npy or Polygraphy; .npz, .bin/.bmrt/.dat,
+    .json), by that format's reader, not detected by content: for callers that know they hold
+    framework data (a re-run's outputs, the demo's values). Any other path goes through `open_source`.
+
+    `shape`/`dtype` are needed (only) for raw .bin/.bmrt/.dat files; `runner`/`iteration` select a
+    Polygraphy run (default: first runner, iteration 0); `pick` chooses among several timestamps."""
+    path = os.fspath(path)
+    if pick not in PICKS:
+        raise ValueError(f"pick must be one of {PICKS}, not {pick!r}")
+    if not os.path.exists(path):
+        raise SourceError(f"{path}: no such file or folder")
+    lower = path.lower()
+    if os.path.isdir(path):
+        kind = kinds.POLYGRAPHY if _is_run_results(path) else kinds.NPY
+    elif lower.endswith(".npz"):
+        kind = kinds.NPZ
+    elif lower.endswith(RAW_SUFFIXES):
+        kind = kinds.BIN
+    elif lower.endswith(".json"):
+        kind = kinds.POLYGRAPHY
+    else:
+        hint = "; open the folder that holds it" if lower.endswith(".npy") else ""
+        raise SourceError(f"{path}: unknown golden file type (expected a folder of .npy files, .npz, "
+                          f".bin/.bmrt/.dat, or Polygraphy RunResults .json){hint}")
+    if not os.path.isdir(path):
+        require_regular(path)
+    return BY_KIND[kind].open(path, shape=shape, dtype=dtype, pick=pick, runner=runner, iteration=iteration)
 
 
 def describe(source: GoldenDump, *, options: Mapping[str, str] | None = None, **common) -> list[str]:
@@ -534,14 +603,12 @@ def open_side(path: str | os.PathLike, *, options: Mapping[str, str] | None = No
     model = own_model(path)
     loader = (lambda: load_graph(model)) if model else None
     source = fmt.open(path, **common, **format_options(fmt, options, path))
-    return Side(source, fmt.kind, graph_loader=loader, modules_loader=modules_loader(path, fmt.kind, **common))
+    return Side(source, fmt.kind, fmt.caps, graph_loader=loader, modules_loader=modules_loader(path, fmt.kind, **common))
 
 
 def modules_loader(path: str, kind: str, step=None, rank=None, **_options) -> Callable[[], Graph] | None:
-    """How to load a training dump's module hierarchy (Side.modules): msprobe's construct.json,
-    of the --step/--rank chosen, else of the dump's first step/rank folder (ranks run the same
-    modules); None for other formats."""
-    if kind != kinds.MSPROBE:
-        return None
-    from accuscope.engine.graphs.msprobegraph import load_msprobe
-    return partial(load_msprobe, path, step, rank)
+    """How to load a dump's module hierarchy (Side.modules) where its format has one (`Capabilities.modules`:
+    msprobe's construct.json, of the --step/--rank chosen, else of the dump's first step/rank folder: ranks
+    run the same modules); None for other formats."""
+    load = capabilities(kind).modules
+    return partial(load, path, step, rank) if load is not None else None

@@ -4,7 +4,7 @@
 a Polygraphy RunResults file may stand on either side. Each format's reader yields tensors (or,
 for Ascend dumps, dumped ops); `Side` gives every one of them the same face:
 
-    side.ops                 ops in execution order (`DumpFile`: op_name, op_type, inputs, outputs)
+    side.ops                 ops in execution order (`OpRecord`: op_name, op_type, inputs, outputs)
     side.tensors             every tensor the source holds
     side.find(op, io, k)     a tensor by op name (raw or as written in file names)
     side.find_tensor(name)   a tensor by graph tensor name (ONNX value name, npz key, Polygraphy output)
@@ -15,6 +15,8 @@ for Ascend dumps, dumped ops); `Side` gives every one of them the same face:
                              (msprobe's construct.json: modules as groups of calls), else None;
                              it groups the ops, it does not order or name them as `graph` does
     side.problems            what could not be read, file by file
+    side.caps                what its format declares it does (its Format's Capabilities, as the registry
+                             gives them)
 """
 from __future__ import annotations
 
@@ -25,30 +27,30 @@ from functools import cached_property
 from operator import attrgetter
 from typing import TYPE_CHECKING
 
-from accuscope.engine.sources import kinds
-from accuscope.engine.sources.ascend import DumpFile
 from accuscope.engine.sources.golden import GoldenDump
 from accuscope.engine.sources.inputfile import json_loads
+from accuscope.engine.sources.oprecord import OpRecord
 from accuscope.engine.sources.tensor import INPUT, OUTPUT, Problem, Tensor, sanitize
 
 if TYPE_CHECKING:  # graphs.graph is imported with a model (graph_loader), npudump with an Ascend dump
     from accuscope.engine.graphs.graph import Graph, Node
+    from accuscope.engine.sides.capabilities import Capabilities
     from accuscope.engine.sources.npudump import NpuDump
 
 OWN_MODELS = ("model.onnx", "model.xml", "model.tflite")  # `accuscope dump` leaves the model it ran beside its
 # npy files (onnxruntime's: the ONNX file; OpenVINO's: the IR, its .bin beside it; LiteRT's: the .tflite)
 DUMP_JSON = "dump.json"  # and what it ran and skipped
-OWN_DUMP_JSON = {kinds.MSPROBE}  # formats whose dump.json is their data, read by their reader
 UNREACHABLE_LIMIT = 16 << 20  # bytes of that dump.json read: `accuscope dump` writes a few KB
 
 
 class Side:
     """A source seen as ops and tensors. `reader` is the format's own object (NpuDump, GoldenDump)
-    for format-specific facts (run folders, Opdebug records, versions)."""
+    for format-specific facts (run folders, Opdebug records, versions); `caps` what its format does."""
 
-    def __init__(self, reader: NpuDump | GoldenDump, kind: str, *, graph_loader: Callable[[], Graph | None] | None = None,
-                 modules_loader: Callable[[], Graph] | None = None):
+    def __init__(self, reader: NpuDump | GoldenDump, kind: str, caps: Capabilities, *,
+                 graph_loader: Callable[[], Graph | None] | None = None, modules_loader: Callable[[], Graph] | None = None):
         self.reader = reader
+        self.caps = caps
         self._modules_loader = modules_loader
         self.path: str = reader.path
         self.kind = kind
@@ -81,7 +83,7 @@ class Side:
         return self._modules_loader() if self._modules_loader is not None else None
 
     @cached_property
-    def ops(self) -> list[DumpFile]:
+    def ops(self) -> list[OpRecord]:
         if not isinstance(self.reader, GoldenDump):
             return list(self.reader.files)
         ops, self.__dict__["_as_read"] = _ops_of(self.reader.tensors, self.graph)
@@ -122,8 +124,8 @@ class Side:
         return index
 
     @cached_property
-    def _ops_by_name(self) -> dict[str, DumpFile]:
-        found: dict[str, DumpFile] = {}
+    def _ops_by_name(self) -> dict[str, OpRecord]:
+        found: dict[str, OpRecord] = {}
         for op in self.ops:
             found.setdefault(op.op_name, op)
             found.setdefault(sanitize(op.op_name), op)
@@ -137,7 +139,7 @@ class Side:
         folder lists those inside If/Loop bodies in its dump.json): absent, but not by mistake. A
         dump.json that is the format's own data (msprobe's: up to 100 MB, parsed by its reader) is
         not read again: it lists no such tensors."""
-        if self.kind in OWN_DUMP_JSON:
+        if self.caps.own_dump_json:
             return []
         skipped = dump_record(self.path).get("skipped")
         if not isinstance(skipped, list):
@@ -172,7 +174,7 @@ class Side:
                 found = self.find(name, OUTPUT, 0)  # `accuscope dump` writes network inputs as ops
         return found
 
-    def find_op(self, name: str) -> DumpFile | None:
+    def find_op(self, name: str) -> OpRecord | None:
         return self._ops_by_name.get(name) or self._ops_by_name.get(sanitize(name))
 
     def versions(self, op: str, io: str = OUTPUT, index: int = 0) -> list[Tensor]:
@@ -185,18 +187,18 @@ class Side:
 _INDEX = attrgetter("index")
 
 
-def _ops_of(tensors: list[Tensor], graph: Graph | None) -> tuple[list[DumpFile], dict[int, Tensor]]:
+def _ops_of(tensors: list[Tensor], graph: Graph | None) -> tuple[list[OpRecord], dict[int, Tensor]]:
     """Group a tensor list into ops, in the reader's order (dump time, then file order).
 
     With the side's graph: ops in the graph's execution order (network inputs first), op types,
     tensor names, and, for ops whose inputs were not dumped (a framework run dumps outputs only),
     each input as the tensor its producer wrote, so the op's inputs can be compared and fed to
     re-runs like those of a device dump. Also returns each renamed tensor by id of the one read."""
-    grouped: dict[str, DumpFile] = {}
+    grouped: dict[str, OpRecord] = {}
     for t in tensors:
         op = grouped.get(t.op)
         if op is None:
-            op = grouped[t.op] = DumpFile(path=t.source, name=None, op_name=t.op, op_type=t.op_type,
+            op = grouped[t.op] = OpRecord(path=t.source, name=None, op_name=t.op, op_type=t.op_type,
                                           dump_time=t.timestamp or 0)
         (op.inputs if t.io == INPUT else op.outputs).append(t)
     if graph is None:

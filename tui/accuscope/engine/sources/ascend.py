@@ -11,7 +11,7 @@ import math
 import os
 import struct
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import TYPE_CHECKING, TypedDict, cast
 
@@ -19,7 +19,8 @@ import numpy as np
 
 from accuscope.engine.sources import layout
 from accuscope.engine.sources.inputfile import not_regular
-from accuscope.engine.sources.names import DumpName, parse_dump_name
+from accuscope.engine.sources.names import parse_dump_name
+from accuscope.engine.sources.oprecord import OpRecord
 from accuscope.engine.sources.tensor import INPUT, OUTPUT, Payload, Tensor, read_payload
 
 if TYPE_CHECKING:  # protobuf is imported by the first dump file read or written, not by every command
@@ -71,30 +72,6 @@ def bf16_to_float32(raw: np.ndarray) -> np.ndarray:
     return (raw.astype(np.uint32) << 16).view(np.float32)
 
 
-@dataclass
-class DumpFile:
-    """One dumped operator: header facts and lazily loaded input/output tensors."""
-
-    path: str
-    name: DumpName | None
-    op_name: str = ""
-    op_type: str = ""
-    version: str = ""
-    dump_time: int = 0
-    inputs: list[Tensor] = field(default_factory=list)
-    outputs: list[Tensor] = field(default_factory=list)
-    attrs: dict[str, str] = field(default_factory=dict)
-    problem: str = ""
-
-    @property
-    def timestamp(self) -> int:
-        return self.name.timestamp if self.name else self.dump_time
-
-    @property
-    def tensors(self) -> list[Tensor]:
-        return self.inputs + self.outputs
-
-
 def read_header(path: str) -> tuple[DumpDataMessage, int, int]:
     """(header message, offset of the first payload, file size). Raises ValueError with the reason."""
     why = not_regular(path)
@@ -122,12 +99,12 @@ def read_header(path: str) -> tuple[DumpDataMessage, int, int]:
     return msg, 8 + hlen, size
 
 
-def read_dump_file(path: str | os.PathLike, original_name: str | None = None) -> DumpFile:
+def read_dump_file(path: str | os.PathLike, original_name: str | None = None) -> OpRecord:
     """Parse one dump file's header. `original_name` is the real file name for numeric names."""
     path = os.fspath(path)
     base = original_name or os.path.basename(path)
     parsed = parse_dump_name(base)
-    df = DumpFile(path=path, name=parsed,
+    df = OpRecord(path=path, name=parsed,
                   op_type=parsed.op_type if parsed else "",
                   op_name=parsed.op_name if parsed else base)
     try:
@@ -173,7 +150,7 @@ class _TensorFields(TypedDict):
     timestamp: int
 
 
-def _tensor(df: DumpFile, io: str, index: int, item: OpInputMessage, path: str, offset: int) -> Tensor:
+def _tensor(df: OpRecord, io: str, index: int, item: OpInputMessage, path: str, offset: int) -> Tensor:
     storage = tuple(int(d) for d in item.shape.dim)
     original = tuple(int(d) for d in item.original_shape.dim) if item.HasField("original_shape") else None
     huge = [d for d in storage + (original or ()) if d >= _INT64]

@@ -1,6 +1,8 @@
-"""Golden (framework-side) dumps: npy and .pt folders, npz files, raw .bin/.bmrt and Polygraphy RunResults.
+"""The source of every dump format but Ascend's (`GoldenDump`: tensors by op, io and index, one chosen
+version of each), and the tensor folder's reading (`read_tensor_folder`: npy and .pt files side by side,
+the npy folder's and the .pt folder's readers, npyfolder.py and ptfolder.py).
 
-`open_golden` reads only what it needs to list tensors (npy headers, file sizes); data are read
+A reader reads only what it needs to list tensors (npy headers, file sizes); data are read
 when `Tensor.load()` is called. A source that is unusable as a whole raises `SourceError`; a single
 bad file or entry becomes a `Problem` (and a `Tensor` carrying that problem) while the rest loads.
 Nothing is ever unpickled by Python's own rules: object arrays are refused from their header, before any
@@ -9,32 +11,19 @@ data is read; a .pt file's pickle goes through `torchpickle`'s restricted unpick
 # lazy: engine.sources.polygraphy, engine.sources.torchpickle
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Sequence
-from functools import cached_property, partial
-
-import numpy as np
+from functools import cached_property
 
 from accuscope.engine.sources import kinds
-from accuscope.engine.sources.inputfile import NotRegular, json_loads, not_regular, regular_size, require_regular, walk
+from accuscope.engine.sources.inputfile import NotRegular, json_loads, not_regular, regular_size, walk
 from accuscope.engine.sources.names import TENSOR_FILE_SUFFIXES, golden_name_parts, read_mapping_csv, tensor_file_stem
-from accuscope.engine.sources.npyfile import nd_tensor, npy_file_tensor, read_npy_files, read_npz
-from accuscope.engine.sources.tensor import (
-    OUTPUT,
-    Payload,
-    Problem,
-    SourceError,
-    Tensor,
-    read_payload,
-    sanitize,
-    value_text,
-)
+from accuscope.engine.sources.npyfile import nd_tensor, npy_file_tensor, read_npy_files
+from accuscope.engine.sources.tensor import OUTPUT, Problem, SourceError, Tensor, sanitize, value_text
 
-RAW_SUFFIXES = (".bin", ".bmrt", ".dat")
 PT_SUFFIXES = tuple(s for s in TENSOR_FILE_SUFFIXES if s != ".npy")  # torch.save's files
 _FILES = {kinds.NPY: ".npy", kinds.PT: ".pt"}  # what a tensor folder of each kind is known by
-PICKS = ("newest", "oldest")
+PICKS = ("newest", "oldest")  # which of several dumps of one tensor a GoldenDump keeps
 _Key = tuple[str, str, int]
 
 
@@ -100,59 +89,6 @@ class GoldenDump:
                 f"{len(self.problems)} problems)")
 
 
-def open_golden(path: str | os.PathLike, *, shape: Sequence[int] | int | None = None, dtype=None,
-                pick: str = "newest", runner: str | None = None, iteration: int = 0) -> GoldenDump:
-    """Open a golden dump whose kind its name says (a folder: npy or Polygraphy; .npz, .bin/.bmrt/.dat,
-    .json): for callers that know they hold framework data. Any other path goes through
-    `sides.registry` (detected by content, once) which calls `open_kind` itself.
-
-    `shape`/`dtype` are needed (only) for raw .bin/.bmrt/.dat files; `runner`/`iteration` select a
-    Polygraphy run (default: first runner, iteration 0); `pick` chooses among several timestamps.
-    """
-    path = os.fspath(path)
-    if not os.path.exists(path):
-        raise SourceError(f"{path}: no such file or folder")
-    lower = path.lower()
-    if os.path.isdir(path):
-        from accuscope.engine.sources import polygraphy
-        kind = kinds.POLYGRAPHY if polygraphy.is_run_results(path) else kinds.NPY
-    elif lower.endswith(".npz"):
-        kind = kinds.NPZ
-    elif lower.endswith(RAW_SUFFIXES):
-        kind = kinds.BIN
-    elif lower.endswith(".json"):
-        kind = kinds.POLYGRAPHY
-    else:
-        hint = "; open the folder that holds it" if lower.endswith(".npy") else ""
-        raise SourceError(f"{path}: unknown golden file type (expected a folder of .npy files, .npz, "
-                          f".bin/.bmrt/.dat, or Polygraphy RunResults .json){hint}")
-    return open_kind(kind, path, shape=shape, dtype=dtype, pick=pick, runner=runner, iteration=iteration)
-
-
-def open_kind(kind: str, path: str, *, shape: Sequence[int] | int | None = None, dtype=None,
-              pick: str = "newest", runner: str | None = None, iteration: int = 0) -> GoldenDump:
-    """`path` read as the golden kind the caller found (kinds.NPY, NPZ, POLYGRAPHY or BIN): no detection."""
-    if pick not in PICKS:
-        raise ValueError(f"pick must be one of {PICKS}, not {pick!r}")
-    if not os.path.isdir(path):
-        require_regular(path)
-    if kind == kinds.POLYGRAPHY:
-        from accuscope.engine.sources import polygraphy  # 6-8 ms of imports an npy folder does not need
-        entries, problems = polygraphy.read(path, runner, iteration)
-    elif kind in (kinds.NPY, kinds.PT):
-        entries, problems = _read_tensor_folder(path, kind)
-    elif kind == kinds.NPZ:
-        entries, problems = read_npz(path)
-    elif kind == kinds.BIN:
-        entries, problems = _read_raw(path, shape, dtype)
-    else:
-        raise ValueError(f"{kind!r} is not a golden kind ({', '.join(GOLDEN_KINDS)})")
-    return GoldenDump(path, kind, entries, problems, pick)
-
-
-GOLDEN_KINDS = (kinds.NPY, kinds.PT, kinds.NPZ, kinds.POLYGRAPHY, kinds.BIN)
-
-
 # --- npy folder ----------------------------------------------------------------------------------
 
 KEEP_BYTES = 16 << 20
@@ -160,7 +96,7 @@ KEEP_BYTES = 16 << 20
 npyfile.HEAD_READ bytes read whole with its header): loading them opens no file again."""
 
 
-def _read_tensor_folder(folder: str, kind: str) -> tuple[list[Tensor], list[Problem]]:
+def read_tensor_folder(folder: str, kind: str) -> tuple[list[Tensor], list[Problem]]:
     """A folder of tensor files, one tensor a file: `.npy` (numpy.save) and `.pt`/`.pth` (torch.save, read by
     `torchpickle` without torch, imported only when the folder holds one), side by side. MindStudio/msit
     naming `[input_]{op}.{index}.{timestamp}.npy` (the same for `.pt`); `mapping.csv` restores long names.
@@ -290,25 +226,3 @@ def _why_no_files(folder: str, kind: str) -> str:
     if not os.listdir(folder):
         return "empty folder"
     return f"no {suffix} files in this folder"
-
-
-# --- raw binary ----------------------------------------------------------------------------------
-
-def _read_raw(path: str, shape, dtype) -> tuple[list[Tensor], list[Problem]]:
-    """Bare little-endian values; the file carries no shape or dtype, so the caller must give both."""
-    if shape is None or dtype is None:
-        raise SourceError(f"{path}: a raw binary file needs both shape and dtype")
-    try:
-        dt = np.dtype(dtype).newbyteorder("<")
-        dims = (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(int(n) for n in shape)
-    except (TypeError, ValueError) as exc:
-        raise SourceError(f"{path}: bad shape {shape!r} or dtype {dtype!r}: {exc}") from exc
-    if dt.hasobject or any(n < 0 for n in dims):
-        raise SourceError(f"{path}: unusable shape {dims} or dtype {dt}")
-    nbytes = math.prod(dims) * dt.itemsize
-    size = os.path.getsize(path)
-    if size != nbytes:
-        raise SourceError(f"{path}: file holds {size} bytes but shape {dims} of {dt.name} needs {nbytes}")
-    payload = Payload(path, 0, nbytes, dt, dims)
-    op = os.path.splitext(os.path.basename(path))[0]
-    return [nd_tensor(op, path, dtype=dt, shape=dims, payload=payload, reader=partial(read_payload, payload))], []

@@ -9,10 +9,16 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from accuscope.engine.sources.ascend import DumpFile, read_dump_file
+from accuscope.engine.sources import kinds, sniffs
+from accuscope.engine.sources.ascend import read_dump_file
 from accuscope.engine.sources.inputfile import not_regular
 from accuscope.engine.sources.names import find_runs, parse_dump_name, read_mapping_csv
+from accuscope.engine.sources.oprecord import OpRecord
 from accuscope.engine.sources.tensor import Problem, SourceError, Tensor, sanitize
+
+KIND = kinds.ASCEND
+# the sniff reads file names: sources/sniffs.py (the registry sniffs without this module)
+sniff = sniffs.ascend
 
 OPDEBUG_PREFIX = "Opdebug.Node_OpDebug."
 
@@ -22,23 +28,34 @@ class NpuDump:
     path: str
     run_dir: str
     runs: list[str] = field(default_factory=list)
-    files: list[DumpFile] = field(default_factory=list)
-    versions: dict[str, list[DumpFile]] = field(default_factory=dict)
+    files: list[OpRecord] = field(default_factory=list)
+    versions: dict[str, list[OpRecord]] = field(default_factory=dict)
     problems: list[Problem] = field(default_factory=list)
     skipped_opdebug: int = 0
-    _by_name: dict[str, DumpFile] | None = field(default=None, repr=False)
+    _by_name: dict[str, OpRecord] | None = field(default=None, repr=False)
 
     @property
     def tensors(self) -> list[Tensor]:
         return [t for f in self.files for t in f.tensors]
 
-    def find_op(self, name: str) -> DumpFile | None:
+    def find_op(self, name: str) -> OpRecord | None:
         """The chosen file of an op, by header name or by its file-name (sanitized) form."""
         if self._by_name is None:
             self._by_name = {_key(f): f for f in self.files}
             for f in self.files:
                 self._by_name.setdefault(sanitize(f.op_name), f)
         return self._by_name.get(sanitize(name))
+
+
+def read(path: str, *, pick: str | int = "newest", run: str | None = None, **_options) -> tuple[list[Tensor], list[Problem]]:
+    """The Reader's read: the chosen run's tensors, op record by op record (the registry opens an Ascend
+    side as its NpuDump: `open_npu_dump`)."""
+    dump = open_npu_dump(path, pick=pick, run=run)
+    return dump.tensors, dump.problems
+
+
+def describe(path: str, tensors: list[Tensor], **_options) -> list[str]:
+    return []
 
 
 def open_npu_dump(path: str | os.PathLike, *, pick: str | int = "newest", run: str | None = None) -> NpuDump:
@@ -73,7 +90,7 @@ def open_npu_dump(path: str | os.PathLike, *, pick: str | int = "newest", run: s
     return dump
 
 
-def _read_run(dump: NpuDump, folder: str) -> list[DumpFile]:
+def _read_run(dump: NpuDump, folder: str) -> list[OpRecord]:
     mapping = read_mapping_csv(folder, dump.problems)
     out = []
     for name in sorted(os.listdir(folder)):
@@ -92,7 +109,7 @@ def _read_run(dump: NpuDump, folder: str) -> list[DumpFile]:
     return out
 
 
-def _add(dump: NpuDump, files: list[DumpFile], pick: str | int = "newest") -> None:
+def _add(dump: NpuDump, files: list[OpRecord], pick: str | int = "newest") -> None:
     """Group files by op, choose one version per op, order the chosen ones by execution."""
     for df in files:
         if df.problem:
@@ -104,16 +121,16 @@ def _add(dump: NpuDump, files: list[DumpFile], pick: str | int = "newest") -> No
     dump.files = sorted(chosen, key=_order)
 
 
-def _key(df: DumpFile) -> str:
+def _key(df: OpRecord) -> str:
     """An op's identity in a run: its file-name op name (what the toolkit names files by)."""
     return df.name.op_name if df.name else sanitize(df.op_name)
 
 
-def _order(df: DumpFile):
+def _order(df: OpRecord):
     return (df.timestamp, df.name.task_id if df.name else 0, df.path)
 
 
-def _choose(newest_first: list[DumpFile], pick: str | int) -> DumpFile:
+def _choose(newest_first: list[OpRecord], pick: str | int) -> OpRecord:
     if pick == "newest":
         return newest_first[0]
     if pick == "oldest":

@@ -32,6 +32,7 @@ from typing import IO, cast
 import numpy as np
 from numpy.lib import format as npformat
 
+from accuscope.engine.sources import kinds
 from accuscope.engine.sources.npyfile import nd_tensor, npy_header, npy_tensor
 from accuscope.engine.sources.tensor import Problem, SourceError, Tensor
 
@@ -321,6 +322,20 @@ def runners(path: str | os.PathLike) -> list[tuple[str, int]]:
     return [(name, len(iterations)) for name, iterations in _runs(path)]
 
 
+KIND = kinds.POLYGRAPHY
+
+
+def sniff(path: str) -> bool:
+    return is_run_results(path)
+
+
+def describe(path: str, tensors: list[Tensor], **_options) -> list[str]:
+    """The runners the file holds, with their iterations (for `inspect`)."""
+    runs = runners(path)
+    return ["runners  " + " · ".join(f"{name} ({n} iteration{'s' if n != 1 else ''})" for name, n in runs)
+            + ("  (tensors below: the first's iteration 0)" if len(runs) > 1 or runs[0][1] > 1 else "")]
+
+
 def is_run_results(path: str | os.PathLike) -> bool:
     """Whether `path` is Polygraphy RunResults: a JSON file, or a folder of per-iteration files.
 
@@ -362,9 +377,10 @@ def _folder_files(path: str) -> list[str]:
 
 # --- tensors -----------------------------------------------------------------------------------
 
-def read(path: str | os.PathLike, runner: str | None = None, iteration: int = 0,
+def read(path: str | os.PathLike, side: str | None = None, iteration: int = 0, **_options,
          ) -> tuple[list[Tensor], list[Problem]]:
-    """One runner's iteration (default: the first runner, iteration 0), its outputs in file order.
+    """One runner's iteration (`side`: the runner's name, default the first; iteration 0), its outputs in
+    file order.
 
     Each tensor is named for the output (`op` = `tensor_name` = the ONNX value name); its data are
     decoded only when loaded. A whole-file problem raises SourceError; a bad array is a Problem.
@@ -375,7 +391,8 @@ def read(path: str | os.PathLike, runner: str | None = None, iteration: int = 0,
         if not 0 <= iteration < len(files):
             raise SourceError(f"{path}: iteration {iteration} out of range: the folder holds {len(files)} "
                               "iteration file(s)")
-        return read(files[iteration], runner, 0)
+        return read(files[iteration], side, 0)
+    runner = side
     runs = _runs(path)
     names = [name for name, _ in runs]
     if runner is None:

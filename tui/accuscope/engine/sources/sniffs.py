@@ -1,11 +1,11 @@
 """How the dump dialects sniffed before an npy folder are told on disk, without their readers.
 
 sides.registry asks each format in FORMATS' order whether it claims a path, and msprobe, MindSpore
-and ATB dumps come before an npy folder (a MindSpore kernel dump is npy files too): every path is
+and ATB dumps (and Ascend's) come before an npy folder (a MindSpore kernel dump is npy files too): every path is
 sniffed by them. Their sniffs live here, with the layout facts they read (folder and file names, a
 header's first bytes; and ATB's folder names the registry's option takes), so that a path of another kind imports none of their readers (their records,
 parsers and columns: 18M instructions of a one-pair compare of two npy folders, callgrind;
-benchmarks/bench_startup.py). The Ascend dump's sniff reads file names: sources/names.py, find_runs.
+benchmarks/bench_startup.py). The Ascend dump's sniff reads file names (sources/names.py, find_runs).
 
 Each reader describes its layout in its docstring, names its sniff (`sniff`, as sources.reader's
 protocol asks) and takes from here the facts it shares with it.
@@ -16,8 +16,18 @@ import os
 import re
 
 from accuscope.engine.sources.inputfile import folder_names, listing, walk
-from accuscope.engine.sources.names import natural_key, read_mapping_csv
+from accuscope.engine.sources.names import find_runs, natural_key, parse_dump_name, read_mapping_csv
 from accuscope.engine.sources.tensor import INPUT, OUTPUT
+
+# ------------------------------------------------------------------ Ascend (sources/npudump.py)
+
+def ascend(path: str) -> bool:
+    """An Ascend dump file (named OpType.op_name.task_id.timestamp), or a folder with run folders of them
+    at any depth (names.find_runs)."""
+    if os.path.isfile(path):
+        return parse_dump_name(os.path.basename(path)) is not None
+    return os.path.isdir(path) and bool(find_runs(path))
+
 
 # ------------------------------------------------------------------ msprobe (sources/msprobe.py)
 

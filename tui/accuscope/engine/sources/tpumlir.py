@@ -353,3 +353,22 @@ def describe(path: str, tensors: list[Tensor], **_options) -> list[str]:
                          f"{os.path.basename(pair.reference)}")
     return lines
 
+
+OUTPUT_CAST = "_f32"  # tpu-mlir's name for an output cast to float32: {output}_f32
+
+
+def network_outputs(names: list[str]) -> set[str]:
+    """The network outputs of a tpu-mlir npz (its ops' names in execution order): the last op, and where
+    tpu-mlir ends the network with output casts (`{output}_f32`: model_deploy casts each output to
+    float32 unless --quant_output) the outputs those trailing casts cast, in their place: a cast has no
+    counterpart in the top or ONNX outputs (it is the conversion's own op), the output it casts has."""
+    if not names:
+        return set()
+    known, found = set(names), {names[-1]}
+    for name in reversed(names):
+        base = name[:-len(OUTPUT_CAST)] if name.endswith(OUTPUT_CAST) else ""
+        if not base or base not in known:
+            break
+        found.discard(name)
+        found.add(base)
+    return found

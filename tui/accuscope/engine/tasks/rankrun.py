@@ -31,8 +31,8 @@ from accuscope.engine.compare.results import ResultTable
 from accuscope.engine.compare.spec import CompareSpec
 from accuscope.engine.compare.thresholds import Thresholds
 from accuscope.engine.progress import OnProgress, Progress
+from accuscope.engine.sides.registry import capabilities
 from accuscope.engine.sources import ranks as rank_mod
-from accuscope.engine.sources.kinds import MSPROBE
 from accuscope.engine.sources.outputfile import atomic_path, not_a_link
 from accuscope.engine.sources.tensor import SourceError
 from accuscope.engine.tasks import taskdoc
@@ -208,7 +208,7 @@ def _finish(folder: Path, spec: CompareSpec, run: RanksRun, fields: dict) -> Non
     unread = lost + [f"{r['rel']}: {u}" for r in records.values() for u in r.get("unread") or []]
     sides = _sides(records)
     run.coverage = {"warnings": [f"{len(lost)} of {len(records)} ranks not compared (task.json `ranks`)"] if lost else [],
-                    **({"step": True} if sides["npu"] == MSPROBE else {}),
+                    **({"step": True} if capabilities(sides["npu"]).step_based else {}),
                     **({"unread": unread[:1000], "unread_count": len(lost) + sum(
                         r.get("unread_count") or 0 for r in records.values())} if unread else {})}
     ladders = [r["pairing"] for r in records.values() if isinstance(r.get("pairing"), dict)]

@@ -5,7 +5,7 @@ facts rules hand to the rules after them (`outcome`, `reach`, `grown`: rule.Rule
 those gathered first; a rule declares which of them it reads (rule.Rule.reads).
 
 The small text helpers every rule's findings use live here too (`finding`, `f4`, `pct`,
-`precision_word`), and `is_msprobe`: whether the task is a step of msprobe calls rather than a model.
+`precision_word`), and `is_step_based`: whether the task is a step of msprobe calls rather than a model.
 """
 # lazy: engine.sides.registry
 from __future__ import annotations
@@ -22,7 +22,6 @@ from accuscope.engine.compare.judgement import WHOLE_LIMITS
 from accuscope.engine.diagnose.advice import Finding, OpOrigin, jsonable
 from accuscope.engine.graphs.optypes import INPUT_TYPES, walk_back
 from accuscope.engine.progress import OnProgress, Reporter
-from accuscope.engine.sources import kinds
 from accuscope.engine.sources.names import parse_tensor_name
 from accuscope.engine.sources.tensor import SourceError
 from accuscope.engine.tasks.task import Task
@@ -198,15 +197,16 @@ def precision_word(run: Context) -> str:
     return "small per-op error"
 
 
-def is_msprobe(run: Context) -> bool:
+def is_step_based(run: Context) -> bool:
+    """The task's NPU side is a training step's calls (msprobe: `Capabilities.step_based`)."""
+    from accuscope.engine.sides.registry import capabilities, detect
     kind = run.task.doc.sides.get("npu")
     if kind == "ranks":  # a rank tree an earlier accuscope compared: what its folders hold
-        from accuscope.engine.sides.registry import detect
         try:
             kind = detect(str(run.task.path("npu") or "")).kind
         except (SourceError, OSError):
             return False
-    return kind == kinds.MSPROBE
+    return capabilities(kind or "").step_based
 
 
 def _is_network_input(graph, tensor: str) -> bool:

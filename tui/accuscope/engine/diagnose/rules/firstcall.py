@@ -12,7 +12,7 @@ import numpy as np
 from accuscope.engine.compare import judgement
 from accuscope.engine.diagnose import firstdiff
 from accuscope.engine.diagnose.advice import Finding
-from accuscope.engine.diagnose.rules.context import Context, finding, is_msprobe
+from accuscope.engine.diagnose.rules.context import Context, finding, is_step_based
 from accuscope.engine.diagnose.rules.rule import Rule
 
 FIRST_CALL = "first_call"
@@ -21,7 +21,7 @@ FIRST_CALL = "first_call"
 def first_call(run: Context) -> list[Finding]:
     """msprobe dumps (calls of a training/LLM step): the first call whose inputs agree and outputs
     do not, per rank, and across ranks when the task holds several."""
-    if not is_msprobe(run):
+    if not is_step_based(run):
         return []
     found = firstdiff.by_rank(run.table)
     if not found:

@@ -15,7 +15,7 @@ import numpy as np
 from accuscope.engine.compare import judgement
 from accuscope.engine.compare.expected import EXCESS_LIMIT
 from accuscope.engine.diagnose.advice import Finding, OpOrigin
-from accuscope.engine.diagnose.rules.context import CLIFF_SHARE, Context, f4, finding, is_msprobe, precision_word
+from accuscope.engine.diagnose.rules.context import CLIFF_SHARE, Context, f4, finding, is_step_based, precision_word
 from accuscope.engine.diagnose.rules.inputs import PREPROCESS
 from accuscope.engine.diagnose.rules.mindstudio import INPUT_MISMATCH
 from accuscope.engine.diagnose.rules.origins import effect, rerun_upstream
@@ -100,7 +100,7 @@ def introduced(run: Context) -> list[Finding]:
         if run.outcome == "fail":
             severity, title = "error", f"{o.op} introduced the error" + (" (input/output heuristic)" if weak else "")
             text += todo
-        elif run.outcome == "pass" and is_msprobe(run):
+        elif run.outcome == "pass" and is_step_based(run):
             severity, title = "info", f"{o.op} deviates locally; the step matches"
             text += "No compared tensor of the step breaks the thresholds."
         elif run.outcome == "pass":

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 from accuscope.engine.diagnose.advice import Finding
-from accuscope.engine.diagnose.rules.context import Context, is_msprobe
+from accuscope.engine.diagnose.rules.context import Context, is_step_based
 from accuscope.engine.diagnose.rules.rule import Rule
 from accuscope.engine.sources import kinds
 
@@ -15,7 +15,7 @@ METHOD = "method"
 def method_note(run: Context) -> list[Finding]:
     if run.method != "input-output" or not run.origins:
         return []
-    if is_msprobe(run):
+    if is_step_based(run):
         return [_msprobe_next_step(run)]
     fw_path = run.fw_found
     why = ("the dumps could not be opened" if run.fw is not None else

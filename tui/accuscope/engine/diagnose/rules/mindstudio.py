@@ -13,7 +13,7 @@ import numpy as np
 from accuscope.engine.compare import judgement
 from accuscope.engine.compare.pairjob import tensor_chunks
 from accuscope.engine.diagnose.advice import MS_RULES, Finding
-from accuscope.engine.diagnose.rules.context import Context, finding, is_msprobe
+from accuscope.engine.diagnose.rules.context import Context, finding, is_step_based
 from accuscope.engine.diagnose.rules.rule import Rule
 from accuscope.engine.sources.tensor import TensorError
 
@@ -103,7 +103,7 @@ def mindstudio(run: Context) -> list[Finding]:
                          "be judged yet. Feed both the same input file, or fix the preprocessing (see the "
                          "preprocessing finding).", {"cos": c["cos"][r], "red": c["red"][r],
                                                      "inputs_below": len(bad_inputs)})]
-    if is_msprobe(run):  # a step has no network output: the step verdict judges every call
+    if is_step_based(run):  # a step has no network output: the step verdict judges every call
         return []
     with np.errstate(invalid="ignore"):
         has_cos = ~np.isnan(c["cos"])

@@ -11,7 +11,7 @@ import numpy as np
 from accuscope.engine.compare import judgement
 from accuscope.engine.diagnose import firstdiff
 from accuscope.engine.diagnose.advice import VERDICT, Finding
-from accuscope.engine.diagnose.rules.context import Context, f4, finding, is_msprobe
+from accuscope.engine.diagnose.rules.context import Context, f4, finding, is_step_based
 from accuscope.engine.diagnose.rules.firstcall import near_zero
 from accuscope.engine.diagnose.rules.rule import Rule
 
@@ -20,7 +20,7 @@ def verdict(run: Context) -> list[Finding]:
     """The verdict on the model itself, judged on its real outputs: pass, fail (which output, which
     metric, how badly) or unknown (no output compared, and why); on an msprobe step, its calls. Sets
     `run.outcome`: everything else is read in its light."""
-    return [_step_verdict(run) if is_msprobe(run) else _model_verdict(run)]
+    return [_step_verdict(run) if is_step_based(run) else _model_verdict(run)]
 
 
 def _model_verdict(run: Context) -> Finding:
@@ -148,7 +148,7 @@ def in_light_of_verdict(run: Context, findings: list[Finding]) -> list[Finding]:
     if run.outcome == "fail":
         return findings
     level = "info" if run.outcome == "pass" else "warning"
-    if is_msprobe(run):
+    if is_step_based(run):
         note = (" The step matches: this stays local." if run.outcome == "pass" else
                 " Its effect on the step is unknown (no tensor was compared).")
     else:
