@@ -182,7 +182,7 @@ def test_the_advice_follows_thresholds_edited_here_before_they_are_saved(ws, mon
         await wait_for(pilot, lambda: not screen.saving and not screen.advising and screen.advice is not None)
         await pilot.press("a")
         assert isinstance(pilot.app.screen, AdviceScreen)
-        made_for = pilot.app.screen.advice.task["thresholds"]
+        made_for = present(pilot.app.screen.advice).task["thresholds"]
         assert made_for["cos"]["value"] == 0.5 and "kl" not in made_for
     drive(AccuscopeApp(ws, open_path=ws / MAIN.name), script, size=(160, 50))
     assert json.loads((ws / MAIN.name / "task.json").read_text())["thresholds"]["cos"]["value"] == 0.99
@@ -601,7 +601,7 @@ def test_advisor_strip_and_screen_jump_to_the_op_that_introduced_the_error(ws):
         assert strip.startswith("✗ the model fails") and "introduced the error" in strip  # verdict, then the op
         await pilot.press("a")
         assert isinstance(pilot.app.screen, AdviceScreen)
-        first = pilot.app.screen.advice.cause
+        first = present(pilot.app.screen.advice).cause
         assert first is not None
         assert first.rule == "introduced" and first.op == "/attn/norm/Pow"  # reaches the output (test_advisor)
         await pilot.press("down")

@@ -8,6 +8,7 @@ from accuscope.app.optable import OperatorTable
 from accuscope.engine.demo.workspace import MAIN
 from accuscope.engine.diagnose.sensitivity import sensitivity
 from appkit import drive, screen_text, wait_for
+from support.narrow import present
 
 
 def test_advisor_screen_toggles_to_the_ranked_ops_and_jumps_to_one(ws):
@@ -24,8 +25,9 @@ def test_advisor_screen_toggles_to_the_ranked_ops_and_jumps_to_one(ws):
         ranking = advisor.ranking
         assert ranking is not None
         assert ranking.ops and ranking.ops[0].origin == "introduced"
-        assert advisor.advice.cause is not None
-        assert ranking.ops[0].op == advisor.advice.cause.op  # the same op the advisor names first
+        cause = present(advisor.advice).cause
+        assert cause is not None
+        assert ranking.ops[0].op == cause.op  # the same op the advisor names first
         text = screen_text(pilot.app)
         assert "1-cos" in text and "introduced" in text and "network outputs:" in text
         assert ranking.ops[0].op[:12] in text  # the first ranked op is on screen
@@ -66,6 +68,6 @@ def test_the_ranking_is_made_on_the_opened_task_under_the_thresholds_shown(ws):
         assert not advisor.ranking_error
         assert advisor.ranking is not None
         assert "< 0.9999" in advisor.ranking.verdict  # the thresholds shown, not those the folder held at start
-        assert sorted(o.op for o in advisor.ranking.ops) == sorted(o.op for o in advisor.advice.ops)
+        assert sorted(o.op for o in advisor.ranking.ops) == sorted(o.op for o in present(advisor.advice).ops)
         return advisor.ranking
     drive(AccuscopeApp(ws, open_path=folder), script, size=(120, 40))

@@ -15,6 +15,7 @@ from onnx import TensorProto, helper, numpy_helper
 from accuscope.app.advicescreen import AdviceScreen
 from accuscope.app.app import AccuscopeApp
 from appkit import drive, screen_text, wait_for
+from support.narrow import present
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +56,7 @@ def test_v_verifies_the_headline_and_the_task_screen_shows_it(fp16_task):
         await wait_for(pilot, lambda: not advisor.verifying)
         await pilot.pause()
         text = screen_text(pilot.app)
-        head = next(f for f in advisor.advice.findings if f.rule == "introduced")
+        head = next(f for f in present(advisor.advice).findings if f.rule == "introduced")
         assert head.op == "big" and head.evidence["ranking"] == "verified"
         assert "big: kept in fp32, output cos" in text and "(verified)" in text
         assert "Converted to fp16 again with only big" in text

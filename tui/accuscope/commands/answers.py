@@ -2,7 +2,7 @@
 sensitivity, precision) and what the MCP server's tools return (mcpserver.py), built here once so a
 script and an agent read the same keys. Plain dicts of plain values; nothing here prints.
 """
-# lazy: engine.compare.summary, engine.tasks.chainrun, engine.tasks.task
+# lazy: engine.compare.summary, engine.tasks.chainrun
 from __future__ import annotations
 
 import math

@@ -8,7 +8,7 @@ options and the app's new-task form renders them as fields, and both build the s
 an option added to CompareSpec appears in both, parsed and checked the same way, and task.json keeps it.
 """
 # lazy: engine.compare.crossmap, engine.compare.shards, engine.compare.spec, engine.graphs.oprange,
-# lazy: engine.sources.polygraphy, engine.sources.ranks
+# lazy: engine.sources.ranks
 from __future__ import annotations
 
 import os

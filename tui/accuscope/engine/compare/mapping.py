@@ -17,8 +17,8 @@ There is no fuzzy or positional fallback unless asked for (`--match structure`, 
 with its confidence): a tensor without a proven counterpart stays unpaired,
 with the reason.
 """
-# lazy: engine.compare.crossmap, engine.compare.folds, engine.graphs.onnxgraph, engine.sources.msprobe,
-# lazy: engine.sources.tpumlir
+# lazy: engine.compare.crossmap, engine.compare.folds, engine.graphs.onnxgraph, engine.sides.registry,
+# lazy: engine.sources.msprobe, engine.sources.tpumlir
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace

@@ -2,7 +2,7 @@
 inputs and compare with the NPU side's outputs, as a task of its own linked to the parent. Agreement
 means the ops inside compute what the framework computes from the same inputs (the error came from
 upstream); disagreement means the error lives inside the submodel."""
-# lazy: engine.compare.spec, engine.runs.ortdump, engine.sources.golden, engine.tasks.taskdoc, engine.tasks.taskrun
+# lazy: engine.compare.spec, engine.runs.ortdump, engine.sides.registry, engine.tasks.taskdoc, engine.tasks.taskrun
 from __future__ import annotations
 
 import math

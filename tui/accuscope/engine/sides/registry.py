@@ -23,7 +23,8 @@ to the protocol.
 """
 # lazy: engine.graphs.gegraph, engine.graphs.irgraph, engine.graphs.mlirgraph, engine.graphs.modelfile,
 # lazy: engine.graphs.msprobegraph, engine.graphs.tflitegraph, engine.sources.atb, engine.sources.mindspore,
-# lazy: engine.sources.msprobe, engine.sources.npudump, engine.sources.polygraphy, engine.sources.rknn,
+# lazy: engine.sources.msprobe, engine.sources.npudump, engine.sources.npyfolder, engine.sources.npzfile,
+# lazy: engine.sources.polygraphy, engine.sources.ptfolder, engine.sources.rawfile, engine.sources.rknn,
 # lazy: engine.sources.tpumlir
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ bad file or entry becomes a `Problem` (and a `Tensor` carrying that problem) whi
 Nothing is ever unpickled by Python's own rules: object arrays are refused from their header, before any
 data is read; a .pt file's pickle goes through `torchpickle`'s restricted unpickler (nothing in it runs).
 """
-# lazy: engine.sources.polygraphy, engine.sources.torchpickle
+# lazy: engine.sources.torchpickle
 from __future__ import annotations
 
 import os
