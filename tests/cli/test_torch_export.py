@@ -95,3 +95,18 @@ def test_hooks_pair_by_name_with_a_dump_of_their_export(tmp_path):
     assert rows["/fc/Gemm:output:0"]["golden_op"] == "fc"
     r = accuscope("compare", "--npu", ort, "--golden", HOOKS, "--out", tmp_path / "bare", "--json")
     assert json.loads(r.stdout)["coverage"]["golden_used"] == 1
+
+
+def test_hooks_as_the_candidate_pair_the_same_modules(tflite_dumps, tmp_path):
+    """The hooks on the NPU side (--npu-model), the .tflite as the reference: the same 6 modules pair, and the
+    Convs the export folded are fused N:1 on the candidate's side."""
+    r = accuscope("compare", "--npu", HOOKS, "--npu-model", EXPORT, "--golden", tflite_dumps["model"], "--match",
+                  "structure", "--out", tmp_path / "t", "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    walked = doc["pairing"]["structure"]
+    assert walked["npu_modules"] == {"paired": 6, "modules": 14, "folded": FOLDED, "same": ["layer1", "layer1.0"]}
+    assert (walked["ops_paired"], walked["ops"], doc["failing"]) == (6, 10, 0)
+    rows = _rows(tmp_path / "t")
+    assert (rows["relu:output:0"]["golden_op"], rows["fc:output:0"]["golden_op"]) == ("CONV_2D_0", "FULLY_CONNECTED_0")
+    assert rows["conv:output:0"]["reason"].startswith("fused N:1 (2:1 NPU:golden): the export folds module bn")

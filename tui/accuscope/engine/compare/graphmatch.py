@@ -416,7 +416,8 @@ def complete(npu: Side, golden: Side, pairs: list[Pair]) -> tuple[list[Pair], Ac
                 p = Pair(p.npu, g, p.op, g.op, STRUCTURE)
         out.append(p)
     account = _account(out, npu, golden, found)
-    computed = {p.op.op_name for p in out if p.golden is not None and p.npu.io == OUTPUT}
+    computed = {node.name for p in out if p.golden is not None and p.npu.io == OUTPUT
+                and (node := _node(p.op, npu.graph)) is not None}  # (a hooked module: its scope's node)
     nodes = npu.graph.nodes
     moving = sum(1 for x in account.left if x.side == "npu" and x.outcome == ABSORBED)
     meta = {"ops_paired": sum(1 for n in nodes if n.name in computed), "ops": len(nodes), "op_pairs": len(found.ops),
@@ -439,8 +440,8 @@ def complete(npu: Side, golden: Side, pairs: list[Pair]) -> tuple[list[Pair], Ac
         if modules is None:
             continue
         names = [op.op_name for op in side.ops if op.op_name not in side.graph.inputs]  # type: ignore[union-attr]
-        used = {p.op.op_name for p in out if p.golden is not None} if side is npu else \
-            {p.golden.op for p in out if p.golden is not None}
+        used = {p.op.op_name for p in out if p.golden is not None and p.npu.io == OUTPUT} if side is npu else \
+            {p.golden.op for p in out if p.golden is not None and p.golden.io == OUTPUT}  # (a module: its output)
         paired = [n for n in names if n in used]
         meta[f"{'npu' if side is npu else 'golden'}_modules"] = {
             "paired": len(paired), "modules": len(names), "folded": sorted(modules.folded), "same": sorted(modules.same)}
@@ -511,9 +512,9 @@ def _account(pairs: list[Pair], npu: Side, golden: Side, found: Matched) -> Acco
         modules = _modules(ops, graph)
         for df in ops:
             name = df.op_name
-            if name in used and not (side == "npu" and name in found.fused_npu):  # its output is the fused one's
-                continue
             node = _node(df, graph)
+            if name in used and not (side == "npu" and node is not None and node.name in found.fused_npu):
+                continue  # (a fused op's: its output is the fused one's)
             if node is None and modules is not None and (after := modules.folded.get(name)):
                 left.append(Left(name, side, FUSED, f"{FUSED} ({'1:2' if side == 'golden' else '2:1'} NPU:golden): "
                                  f"the export folds module {after} into module {name}: no tensor of it holds {name}'s "
