@@ -79,3 +79,25 @@ def test_the_advisor_on_a_passing_chain_names_no_stage(cls_model, tmp_path, x):
     assert (head["rule"], head["severity"], head["op"], head["row"]) == ("chain", "info", "", None)
     assert "no error enters" in head["title"]
     assert "enters at" not in a.stdout
+
+
+def test_a_chain_whose_step_is_gone_is_advised_on_its_own_comparison_with_a_note(tmp_path):
+    """tpu-mlir's tiny transformer at INT8 (top -> tpu -> bmodel, the error entering at tpu), its step
+    tpu against top deleted: the advice is the chain folder's own (bmodel against ONNX), saying why."""
+    import shutil
+
+    from support.data import FIXTURES
+    tpumlir = FIXTURES / "conformance" / "tpumlir"
+    int8 = tpumlir / "tfm-int8"
+    task = tmp_path / "task"
+    r = accuscope("compare", "--golden", tpumlir / "tfm" / "tfm_onnx_all.npz",
+                  "--npu", f"top={tpumlir / 'tfm' / 'tfm_top_outputs.npz'}",
+                  "--npu", f"tpu={int8 / 'tfm_bm1684x_int8_sym_tpu_outputs.npz'}",
+                  "--npu", f"bmodel={int8 / 'tfm_bm1684x_int8_sym_model_outputs.npz'}", "--out", task)
+    assert r.returncode == 0, r.stderr
+    shutil.rmtree(task / "steps" / "tpu")
+    a = accuscope("advise", task, "--json")
+    assert a.returncode == 0, a.stderr
+    advice = json.loads(a.stdout)
+    assert "chain" not in advice and advice["verdict"]["rule"] == "verdict"
+    assert any("the chain's stages could not be read" in n and "steps/tpu" in n for n in advice["notes"])

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from accuscope.engine.diagnose.advice import Advice, Finding, OpOrigin, fingerprint, save_advice
 from accuscope.engine.diagnose.rules.introduced import INTRODUCED
+from accuscope.engine.sources.tensor import SourceError
 from accuscope.engine.tasks.chainrun import chain_view, inside
 from accuscope.engine.tasks.task import ADVICE_JSON, Task, load_task
 
@@ -36,15 +37,23 @@ def advise_chain(task: Task, advise: Callable[[Task, bool], Advice | None], writ
     """The advice on a chain task (see the module's text); None for a task that is not a chain (the caller
     advises on it as ever) or when advising was cancelled. `advise(sub_task, write)`: advisor.advise on one
     comparison, as asked (its framework model: that of the comparison advised on, the stage before's model
-    for a step). SourceError as it, or for a sub-task that cannot be read. advice.json is written into the
-    advised sub-task and the chain folder (unless write=False)."""
-    view = chain_view(task)
-    if view is None:
-        return None
-    entry = view.judgement.entered
-    stage = view.labels.index(entry.stage) if entry is not None else view.own
-    advised = _advised(task, entry)
-    sub = task if advised == "." else load_task(inside(task.folder, advised))
+    for a step). SourceError as it; a sub-task that cannot be read leaves the chain folder's own comparison
+    advised on, with a note. advice.json is written into the advised sub-task and the chain folder (unless
+    write=False)."""
+    try:
+        view = chain_view(task)
+        if view is None:
+            return None
+        entry = view.judgement.entered
+        stage = view.labels.index(entry.stage) if entry is not None else view.own
+        advised = _advised(task, entry)
+        sub = task if advised == "." else load_task(inside(task.folder, advised))
+    except SourceError as exc:  # a sub-task gone or damaged: the chain folder's own comparison, as ever
+        advice = advise(task, write)
+        if advice is not None:
+            advice.notes.append(f"the chain's stages could not be read ({exc}): advised on the chain folder's own "
+                                "comparison (the last stage against the reference), not from the stage of entry")
+        return advice
     sub.thresholds = task.thresholds  # the chain's, as judged (edited in the app, saved or not)
     advice = advise(sub, write and advised != ".")
     if advice is None:
