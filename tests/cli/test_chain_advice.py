@@ -101,3 +101,25 @@ def test_a_chain_whose_step_is_gone_is_advised_on_its_own_comparison_with_a_note
     advice = json.loads(a.stdout)
     assert "chain" not in advice and advice["verdict"]["rule"] == "verdict"
     assert any("the chain's stages could not be read" in n and "steps/tpu" in n for n in advice["notes"])
+
+
+def test_a_chains_advice_saved_as_one_comparisons_is_made_again_from_the_stage_of_entry(tmp_path):
+    """An advice.json of a chain task made as one comparison's (as before the advisor knew chains; current
+    by its result and thresholds) is not shown as the chain's: the app's advice is made again."""
+    from accuscope.engine.diagnose.advisor import current_advice
+    from support.data import FIXTURES
+    tpumlir = FIXTURES / "conformance" / "tpumlir"
+    int8 = tpumlir / "tfm-int8"
+    task = tmp_path / "task"
+    r = accuscope("compare", "--golden", tpumlir / "tfm" / "tfm_onnx_all.npz",
+                  "--npu", f"top={tpumlir / 'tfm' / 'tfm_top_outputs.npz'}",
+                  "--npu", f"tpu={int8 / 'tfm_bm1684x_int8_sym_tpu_outputs.npz'}",
+                  "--npu", f"bmodel={int8 / 'tfm_bm1684x_int8_sym_model_outputs.npz'}", "--out", task, "--advisor")
+    assert r.returncode == 0, r.stderr
+    saved = json.loads((task / "advice.json").read_text())
+    assert saved["chain"] == {"stage": "tpu", "advised": "steps/tpu"}
+    del saved["chain"]
+    saved["findings"] = saved["findings"][1:]
+    (task / "advice.json").write_text(json.dumps(saved, indent=1))
+    advice = current_advice(load_task(task))
+    assert advice.stage == "tpu" and advice.cause is not None and advice.cause.op == "blocks.1.attn.proj/Add_Add"

@@ -219,6 +219,8 @@ def saved_advice(folder: str | os.PathLike, doc: TaskDoc, thresholds: Thresholds
         return None
     if advice is None or not advice.is_current(doc, thresholds):
         return None
+    if doc.chain and not advice.advised:  # a chain task advised as one comparison (before chainadvice.py)
+        return None
     if framework_model is not None and Path(advice.framework_model or "") != Path(framework_model):
         return None
     return advice
