@@ -82,6 +82,16 @@ class ChainView:
         """The key of the shown table's row."""
         return row_key_of(self.table, row)
 
+    def own_row(self, stage: int, tensor: str) -> int | None:
+        """The shown table's row holding what the tensor `tensor` of stage `stage` (its own name) holds: the
+        same op by the reference's name (row_key); None where the shown stage has no such row."""
+        c = self.stages[stage].table.columns
+        hits = np.flatnonzero(np.asarray(c["tensor"][:]) == tensor)
+        if not len(hits):
+            return None
+        r = int(hits[0])
+        return r if stage == self.own else self._keyed[self.own].get(_key_of(self.stages[stage].table, r))
+
     def entered(self) -> list[str]:
         """Per row of the shown table: the stage where its error entered ("" where none did)."""
         return entered_rows(self.stages, self.judgement, self.own)
