@@ -90,7 +90,7 @@ class ChainView:
         if not len(hits):
             return None
         r = int(hits[0])
-        return r if stage == self.own else self._keyed[self.own].get(_key_of(self.stages[stage].table, r))
+        return r if stage == self.own else self._keyed[self.own].get(row_key_of(self.stages[stage].table, r))
 
     def entered(self) -> list[str]:
         """Per row of the shown table: the stage where its error entered ("" where none did)."""
