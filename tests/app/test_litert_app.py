@@ -3,11 +3,18 @@ version, TensorFlow's converter's) opens in the app: the op table's rows by TFLi
 model (model.tflite, read without LiteRT), the verdict `accuscope run` gave."""
 from __future__ import annotations
 
+import asyncio
+import shutil
+import tempfile
+from pathlib import Path
+
 import pytest
 
+from accuscope.app import browser
 from accuscope.app.app import AccuscopeApp
 from accuscope.app.optable import OperatorTable
-from appkit import drive, screen_text, wait_for
+from accuscope.app.taskscreen import TaskScreen
+from appkit import check_snapshot, drive, screen_text, task_screen, wait_for
 from support.cli import accuscope
 from support.data import FIXTURES
 
@@ -32,3 +39,28 @@ def test_a_tflite_task_opens(tmp_path):
         assert "CONV_2D_0" in text and "QUANTIZE_0" in text
         assert ("✗ the model fails" in text) == failed  # the verdict `accuscope run` gave
     drive(AccuscopeApp(tmp_path / "ws", open_path=task), script, size=(140, 40))
+
+
+def test_a_tflite_task_at_80x24_snapshot(monkeypatch):
+    """The LiteRT task screen at 80x24 (float CNN against its int8 version, seeded random inputs): an SVG
+    snapshot holds the layout. Its smallest digits are this CPU's kernels' rounding, as OpenVINO's are."""
+    monkeypatch.setattr(browser, "ago", lambda when, now=None: "1h ago")  # the browser's ages move
+    litert = FIXTURES / "litert"
+    root = Path(tempfile.mkdtemp(prefix="accuscope-snap-", dir="/tmp"))  # a path of the same length every run
+    try:
+        r = accuscope("run", litert / "cnn_float.tflite", litert / "cnn_int8.tflite", "--random-inputs",
+                      "--out", root / "cnn-int8")
+        assert r.returncode in (0, 1), r.stderr
+
+        async def go():
+            app = AccuscopeApp(root, open_path=root / "cnn-int8")
+            async with app.run_test(size=(80, 24)) as pilot:
+                await wait_for(pilot, lambda: isinstance(app.screen, TaskScreen) and len(app.screen.table_widget.table) > 0)
+                await wait_for(pilot, lambda: not task_screen(app).advising and task_screen(app).advice is not None)
+                await pilot.pause()
+                return screen_text(app), app.export_screenshot(title="accuscope")
+        text, svg = asyncio.run(go())
+        assert "CONV_2D_0" in text, text
+        check_snapshot("litert-task-80x24", svg)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
