@@ -74,6 +74,27 @@ def task_screen(app) -> TaskScreen:
     return screen
 
 
+def opened_task_screen(task: Path, size=(80, 24)) -> tuple[str, str]:
+    """The text and the SVG screenshot of the app opened on the task folder `task` (its workspace the
+    folder holding it), once its table is shown and the advisor has spoken: a platform's task as a user
+    meets it. The browser's ages are pinned by the caller (monkeypatch browser.ago)."""
+    from accuscope.app.app import AccuscopeApp
+
+    async def go():
+        app = AccuscopeApp(task.parent, open_path=task)
+        async with app.run_test(size=size) as pilot:
+            await wait_for(pilot, lambda: _shown(app) and len(task_screen(app).table_widget.table) > 0)
+            await wait_for(pilot, lambda: not task_screen(app).advising and task_screen(app).advice is not None)
+            await pilot.pause()
+            return screen_text(app), app.export_screenshot(title="accuscope")
+    return asyncio.run(go())
+
+
+def _shown(app) -> bool:
+    from accuscope.app.taskscreen import TaskScreen
+    return isinstance(app.screen, TaskScreen)
+
+
 async def start_from_form(pilot):
     """ctrl+s on the new-task form: the task screen it opens, once the comparison has run and shown rows."""
     from accuscope.app.taskscreen import TaskScreen

@@ -3,7 +3,6 @@ version, TensorFlow's converter's) opens in the app: the op table's rows by TFLi
 model (model.tflite, read without LiteRT), the verdict `accuscope run` gave."""
 from __future__ import annotations
 
-import asyncio
 import shutil
 import tempfile
 from pathlib import Path
@@ -13,8 +12,7 @@ import pytest
 from accuscope.app import browser
 from accuscope.app.app import AccuscopeApp
 from accuscope.app.optable import OperatorTable
-from accuscope.app.taskscreen import TaskScreen
-from appkit import check_snapshot, drive, screen_text, task_screen, wait_for
+from appkit import check_snapshot, drive, opened_task_screen, screen_text, wait_for
 from support.cli import accuscope
 from support.data import FIXTURES
 
@@ -52,14 +50,7 @@ def test_a_tflite_task_at_80x24_snapshot(monkeypatch):
                       "--out", root / "cnn-int8")
         assert r.returncode in (0, 1), r.stderr
 
-        async def go():
-            app = AccuscopeApp(root, open_path=root / "cnn-int8")
-            async with app.run_test(size=(80, 24)) as pilot:
-                await wait_for(pilot, lambda: isinstance(app.screen, TaskScreen) and len(app.screen.table_widget.table) > 0)
-                await wait_for(pilot, lambda: not task_screen(app).advising and task_screen(app).advice is not None)
-                await pilot.pause()
-                return screen_text(app), app.export_screenshot(title="accuscope")
-        text, svg = asyncio.run(go())
+        text, svg = opened_task_screen(root / "cnn-int8")
         assert "CONV_2D_0" in text, text
         check_snapshot("litert-task-80x24", svg)
     finally:

@@ -5,7 +5,6 @@ BatchNormalization into compared (compare/folds.py). The smallest values shown (
 this CPU's kernels: a machine with another instruction set may differ in their last digits."""
 from __future__ import annotations
 
-import asyncio
 import shutil
 import subprocess
 import sys
@@ -16,9 +15,7 @@ import numpy as np
 import pytest
 
 from accuscope.app import browser
-from accuscope.app.app import AccuscopeApp
-from accuscope.app.taskscreen import TaskScreen
-from appkit import check_snapshot, screen_text, task_screen, wait_for
+from appkit import check_snapshot, opened_task_screen
 from support.cli import accuscope
 
 ov = pytest.importorskip("openvino", reason="openvino is not installed (pip install 'accuscope[openvino]')")
@@ -45,14 +42,7 @@ def ov_task(cls_model):
 def test_the_app_opens_an_openvino_run_task(ov_task, monkeypatch):
     monkeypatch.setattr(browser, "ago", lambda when, now=None: "1h ago")  # the browser's ages move
 
-    async def go():
-        app = AccuscopeApp(ov_task.parent, open_path=ov_task)
-        async with app.run_test(size=(80, 24)) as pilot:
-            await wait_for(pilot, lambda: isinstance(app.screen, TaskScreen) and len(app.screen.table_widget.table) > 0)
-            await wait_for(pilot, lambda: not task_screen(app).advising and task_screen(app).advice is not None)
-            await pilot.pause()
-            return screen_text(app), app.export_screenshot(title="accuscope")
-    text, svg = asyncio.run(go())
+    text, svg = opened_task_screen(ov_task)
     assert "✓ pass · none of 376 rows breaks a threshold" in text, text  # 46 failed by identity (BNs folded)
     conv = next(line for line in text.splitlines() if "Convolution" in line and "out:0" in line)
     assert conv.split()[1].startswith("Multiply_") and "nan" not in conv, text  # the folded conv, compared

@@ -2,7 +2,6 @@
 map's order, RKNN's own single-layer figures in their columns beside accuscope's cos and euc."""
 from __future__ import annotations
 
-import asyncio
 import shutil
 import tempfile
 from pathlib import Path
@@ -10,8 +9,7 @@ from pathlib import Path
 from accuscope.app import browser
 from accuscope.app.app import AccuscopeApp
 from accuscope.app.optable import OperatorTable
-from accuscope.app.taskscreen import TaskScreen
-from appkit import check_snapshot, drive, screen_text, task_screen, wait_for
+from appkit import check_snapshot, drive, opened_task_screen, screen_text, wait_for
 from support.cli import accuscope
 
 SNAP = Path(__file__).resolve().parents[1] / "fixtures" / "rknn" / "cls-int8" / "snapshot"
@@ -42,14 +40,7 @@ def test_an_rknn_task_at_80x24_snapshot(monkeypatch):
         r = accuscope("compare", SNAP, "--out", root / "rknn")
         assert r.returncode == 0, r.stdout + r.stderr
 
-        async def go():
-            app = AccuscopeApp(root, open_path=root / "rknn")
-            async with app.run_test(size=(80, 24)) as pilot:
-                await wait_for(pilot, lambda: isinstance(app.screen, TaskScreen) and len(app.screen.table_widget.table) > 0)
-                await wait_for(pilot, lambda: not task_screen(app).advising and task_screen(app).advice is not None)
-                await pilot.pause()
-                return screen_text(app), app.export_screenshot(title="accuscope")
-        text, svg = asyncio.run(go())
+        text, svg = opened_task_screen(root / "rknn")
         assert "x_int8" in text, text
         check_snapshot("rknn-task-80x24", svg)
     finally:

@@ -257,6 +257,18 @@ def save_advice(advice: Advice) -> Path:
     return path
 
 
+def keep_advice(advice: Advice) -> Advice:
+    """`advice` saved into its task folder (save_advice), `written` saying whether it was; a folder that
+    cannot take it is a note on the advice, never an error (the advice itself stands)."""
+    advice.written = False
+    try:
+        save_advice(advice)
+        advice.written = True
+    except OSError as exc:
+        advice.notes.append(f"could not write {ADVICE_JSON} into {advice.folder}: {exc.strerror or exc}")
+    return advice
+
+
 def fingerprint(doc: TaskDoc, thresholds: Thresholds | None = None) -> dict:
     """Which result (task.json's csv and saved) and thresholds an advice was made for."""
     th = thresholds.to_dict() if thresholds is not None else doc.thresholds

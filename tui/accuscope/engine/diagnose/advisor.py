@@ -41,11 +41,10 @@ import numpy as np
 
 from accuscope.engine.diagnose import firstdiff
 from accuscope.engine.diagnose.advice import (
-    ADVICE_JSON,
     Advice,
     OpOrigin,
     fingerprint,
-    save_advice,
+    keep_advice,
     saved_advice,
 )
 from accuscope.engine.diagnose.rules import registry
@@ -156,13 +155,7 @@ def advise(task_folder: str | os.PathLike | Task, framework_model: str | os.Path
                     fw_source if fw is not None else "", run.notes,
                     {**fingerprint(task.doc, task.thresholds), "rows": run.n},
                     datetime.now().isoformat(timespec="seconds"), time.perf_counter() - start, run.timings)
-    if write:
-        try:
-            save_advice(advice)
-            advice.written = True
-        except OSError as exc:
-            advice.notes.append(f"could not write {ADVICE_JSON} into {task.folder}: {exc.strerror or exc}")
-    return advice
+    return keep_advice(advice) if write else advice
 
 
 def _golden_arrays(golden: Side, names: list[str]) -> dict[str, np.ndarray]:

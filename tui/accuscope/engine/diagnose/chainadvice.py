@@ -20,11 +20,11 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from accuscope.engine.diagnose.advice import Advice, Finding, OpOrigin, fingerprint, save_advice
+from accuscope.engine.diagnose.advice import Advice, Finding, OpOrigin, fingerprint, keep_advice
 from accuscope.engine.diagnose.rules.introduced import INTRODUCED
 from accuscope.engine.sources.tensor import SourceError
 from accuscope.engine.tasks.chainrun import chain_view, inside
-from accuscope.engine.tasks.task import ADVICE_JSON, Task, load_task
+from accuscope.engine.tasks.task import Task, load_task
 
 if TYPE_CHECKING:
     from accuscope.engine.compare.chain import Entry
@@ -64,13 +64,7 @@ def advise_chain(task: Task, advise: Callable[[Task, bool], Advice | None], writ
     advice.findings.insert(0, first)
     advice.stage, advice.advised = (entry.stage, advised) if entry is not None else ("", advised)
     advice.written = False
-    if write:
-        try:
-            save_advice(advice)
-            advice.written = True
-        except OSError as exc:
-            advice.notes.append(f"could not write {ADVICE_JSON} into {task.folder}: {exc.strerror or exc}")
-    return advice
+    return keep_advice(advice) if write else advice
 
 
 def _advised(task: Task, entry: Entry | None) -> str:
