@@ -232,6 +232,19 @@ def test_a_shows_the_advice_from_the_stage_where_the_error_enters_and_jumps_to_i
     assert op == "Conv@26" and row == cursor
 
 
+def test_the_summary_says_where_the_error_enters_once(onnx_chain):
+    """The chain's line names the stage and op; the advice line below it goes on to the advisor's next
+    finding, not the same stage and op again (the chain advice's first finding repeats the chain's line)."""
+    async def script(pilot):
+        task = await opened_chain(pilot)
+        await wait_for(pilot, lambda: task.advice is not None)
+        await pilot.pause()
+        return screen_text(pilot.app)
+    text = drive(AccuscopeApp(onnx_chain, open_path=onnx_chain / "chain"), script, size=(160, 40))
+    assert len(lines_with(text, "enters at opt")) == 1, text
+    assert lines_with(text, "chain ✗ fail"), text
+
+
 def test_a_threshold_edit_judges_the_chain_again(chain_task, tmp_path):
     """The summary's chain line and the `entered` column follow thresholds edited in the app (they were the
     saved answer: the chain's line stayed "enters at tpu" under thresholds that no stage breaks)."""

@@ -41,12 +41,19 @@ def summary_lines(table: ResultTable, thresholds: Thresholds, running: bool = Fa
     if warnings and not running:  # the comparison saw too little: say so before any verdict
         lines.append(f"[$mark-warn]! saw too little:[/] {shown(warnings[0])}")
     if advice is not None and advice.primary is not None:
-        from ..engine.diagnose.advice import VERDICT  # loaded with the advice: not before the first frame
+        from ..engine.diagnose.advice import (  # loaded with the advice: not before the first frame
+            CHAIN,
+            COVERAGE,
+            VERDICT,
+        )
         from .advicescreen import finding_line
-        top = [advice.primary] + ([advice.cause] if advice.cause is not None and advice.primary.rule == VERDICT
-                                  else [])
-        lines.append(" · ".join(finding_line(f) for f in top) + (f" · [dim]a: {len(advice.findings)} findings[/]"
-                                                                  if len(advice.findings) > len(top) else ""))
+        chained = bool(lines) and lines[0].startswith("chain ")  # its stage and op said above: not again
+        findings = [f for f in advice.findings if not (chained and f.rule == CHAIN)]
+        cause = next((f for f in findings if f.rule not in (VERDICT, COVERAGE)), None)
+        top = findings[:1] + ([cause] if findings and cause is not None and findings[0].rule == VERDICT else [])
+        if top:
+            lines.append(" · ".join(finding_line(f) for f in top) + (f" · [dim]a: {len(advice.findings)} findings[/]"
+                                                                      if len(advice.findings) > len(top) else ""))
     said = "" if running or s.verdict is None else f"{VERDICT_WORDS[s.verdict.outcome]} · "
     if s.first_failing is None:
         lines.append(f"{said or '[$mark-pass]✓[/] '}{s.counts_text()}" + (" so far" if running else ""))

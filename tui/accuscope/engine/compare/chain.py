@@ -189,13 +189,19 @@ def _verdict(table: ResultTable, thresholds: Thresholds, basis: Basis | None) ->
     return judgement.verdict(table, thresholds, basis)
 
 
-def entered_rows(stages: list[StageTables], judged: ChainJudgement, k: int) -> list[str]:
-    """Per row of stage k's table against the reference: the label of the first stage whose own step adds
-    that row's error (the same reference op and tensor: row_key), "" where none does."""
+def entered_by_key(stages: list[StageTables], judged: ChainJudgement) -> dict[str, str]:
+    """Row key (row_key) -> the label of the first stage whose own step adds that op's error."""
     first: dict[str, str] = {}
     for s, sj in zip(stages, judged.stages):
         for r in sj.own:
             first.setdefault(row_key_of(s.table, r), s.label)
+    return first
+
+
+def entered_rows(stages: list[StageTables], judged: ChainJudgement, k: int) -> list[str]:
+    """Per row of stage k's table against the reference: the label of the first stage whose own step adds
+    that row's error (the same reference op and tensor: row_key), "" where none does."""
+    first = entered_by_key(stages, judged)
     table = stages[k].table
     return [first.get(row_key_of(table, r), "") for r in range(len(table))]
 

@@ -11,7 +11,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from accuscope.engine.compare.chain import ChainJudgement, StageTables, entered_rows, row_key_of, row_keys, row_state
+from accuscope.engine.compare.chain import (
+    ChainJudgement,
+    StageTables,
+    entered_by_key,
+    entered_rows,
+    row_key_of,
+    row_keys,
+    row_state,
+)
 from accuscope.engine.compare.results import ResultTable
 from accuscope.engine.compare.thresholds import Thresholds
 
@@ -99,11 +107,7 @@ class ChainView:
     def entered_at(self, key: str) -> str:
         """The stage whose own step adds the error of the op `key` ("": none)."""
         if self._first is None:
-            first: dict[str, str] = {}
-            for s, sj in zip(self.stages, self.judgement.stages):
-                for r in sj.own:
-                    first.setdefault(row_key_of(s.table, r), s.label)
-            self._first = first
+            self._first = entered_by_key(self.stages, self.judgement)
         return self._first.get(key, "")
 
     def columns(self, metric: str = "cos") -> dict[str, np.ndarray]:

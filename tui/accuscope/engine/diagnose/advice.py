@@ -35,6 +35,7 @@ EVIDENCE_SHOWN = ("cos", "cos_before", "cos_after", "red_before", "red_after", "
 # the findings the advice itself reads (rules/verdict.py and rules/coverage.py make them): a verdict on
 # the outputs and what the comparison covered come before the cause
 VERDICT, COVERAGE = "verdict", "coverage"
+CHAIN = "chain"  # a chain task's finding naming the stage and op where the error enters (diagnose/chainadvice.py)
 
 @dataclass
 class Finding:

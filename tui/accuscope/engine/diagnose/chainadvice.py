@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from accuscope.engine.diagnose.advice import Advice, Finding, OpOrigin, fingerprint, keep_advice
+from accuscope.engine.diagnose.advice import CHAIN, Advice, Finding, OpOrigin, fingerprint, keep_advice
 from accuscope.engine.diagnose.rules.introduced import INTRODUCED
 from accuscope.engine.sources.tensor import SourceError
 from accuscope.engine.tasks.chainrun import chain_view, inside
@@ -30,7 +30,6 @@ if TYPE_CHECKING:
     from accuscope.engine.compare.chain import Entry
     from accuscope.engine.compare.chainview import ChainView
 
-CHAIN = "chain"  # the finding naming the stage and op where the error enters (or that none does)
 
 
 def advise_chain(task: Task, advise: Callable[[Task, bool], Advice | None], write: bool = True) -> Advice | None:
