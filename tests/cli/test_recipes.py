@@ -85,10 +85,7 @@ import os
 
 import numpy as np
 
-from accuscope.engine.sources import kinds
 from accuscope.engine.sources.tensor import OUTPUT, Problem, SourceError, Tensor
-
-KIND = kinds.TOY
 
 
 def sniff(path: str) -> bool:
@@ -120,14 +117,13 @@ def describe(path: str, tensors: list[Tensor], scale: float = 1.0, **_options) -
 
 def test_a_dump_format_and_its_option_added_as_the_recipe_says(copy, tmp_path):
     engine = copy / "accuscope" / "engine"
-    edit(engine / "sources" / "kinds.py", 'BIN: Final = "bin"', 'TOY: Final = "toy"')
     (engine / "sources" / "toy.py").write_text(TOY)
     registry = engine / "sides" / "registry.py"
     text = registry.read_text()  # the reader's loader, and the one Format line (first: nothing else claims .toy)
     registry.write_text(text.replace("FORMATS: list[Format] = [\n", (
         "def _toy() -> Reader:\n    from accuscope.engine.sources import toy\n    return toy\n\n\n"
         "FORMATS: list[Format] = [\n"
-        '    Format(kinds.TOY, "toy dump (.toy text)", lambda p: p.endswith(".toy"), reader=_toy,\n'
+        '    Format("toy", "toy dump (.toy text)", lambda p: p.endswith(".toy"), reader=_toy,\n'
         '           options=(Option("scale", "multiply every value", float, metavar="X"),)),\n'), 1))
 
     npu, golden = tmp_path / "npu.toy", tmp_path / "golden.toy"
@@ -155,17 +151,17 @@ def test_a_dump_format_and_its_option_added_as_the_recipe_says(copy, tmp_path):
 
 def test_a_platform_whose_behaviour_is_declared_takes_its_reader_and_its_registry_entry(copy, tmp_path):
     """A made-up platform (tests/support/txtdir.py: a folder holding a device run and a reference run) added
-    as the recipe says: its reader module, its kind's name, one Format entry declaring what it does
+    as the recipe says: its reader module and one Format entry naming its kind and declaring what it does
     (`Capabilities(both_sides=...)`: the folder given on both sides compares its dev run against its ref run).
-    Nothing else in the package is edited; the real CLI reads it, pairs it and judges it."""
+    Nothing else in the package is edited (kinds.py neither: no code names it); the real CLI reads it, pairs it
+    and judges it."""
     engine = copy / "accuscope" / "engine"
-    edit(engine / "sources" / "kinds.py", 'BIN: Final = "bin"', 'TXTDIR: Final = "txtdir"')
     shutil.copy(Path(__file__).parents[1] / "support" / "txtdir.py", engine / "sources" / "txtdir.py")
     registry = engine / "sides" / "registry.py"
     registry.write_text(registry.read_text().replace("FORMATS: list[Format] = [\n", (
         "def _txtdir() -> Reader:\n    from accuscope.engine.sources import txtdir\n    return txtdir\n\n\n"
         "FORMATS: list[Format] = [\n"
-        '    Format(kinds.TXTDIR, "txtdir run pair (dev/, ref/)", lambda p: _txtdir().sniff(p), reader=_txtdir,\n'
+        '    Format("txtdir", "txtdir run pair (dev/, ref/)", lambda p: _txtdir().sniff(p), reader=_txtdir,\n'
         '           caps=Capabilities(both_sides=("dev", "ref"))),\n'), 1))
     dump = tmp_path / "dump"
     for side, relu in (("dev", "1 0 3 9"), ("ref", "1 0 3 0")):

@@ -20,8 +20,10 @@ path is: one found after the npy folder in FORMATS (tpu-mlir's npz, Polygraphy's
 when its sniff or reader runs, one before it (Ascend, msprobe, MindSpore, ATB dumps) when its reader
 runs, its sniff reading names and headers without it (sources/sniffs.py; names.find_runs). `compare` on
 two npy folders loads none of them (~20M instructions of its start-up; benchmarks/bench_startup.py).
-Kind names come from `sources.kinds`, and each reader module is typed `Reader` here, so mypy holds it
-to the protocol.
+A format's kind is its entry's (`Format.kind`: a source's `.kind`, task.json's `sides`); the names the
+code compares against are spelled in `sources.kinds` and the entries of those formats use them, while a
+format no code names (one that behaves by what it declares) spells its kind on its entry alone. Each reader
+module is typed `Reader` here, so mypy holds it to the protocol.
 """
 # lazy: engine.graphs.caffegraph, engine.graphs.gegraph, engine.graphs.irgraph, engine.graphs.mlirgraph,
 # lazy: engine.graphs.modelfile, engine.graphs.msprobegraph, engine.graphs.omgraph, engine.graphs.onnxgraph,
@@ -78,7 +80,7 @@ class Format:
     op records, RKNN's model shapes); a model format names its loader (`loader`: imported when called)
     and declares what its graphs are (`model`), and is opened to a Graph carrying that (`_graph_opener`)."""
 
-    kind: str  # a name from sources.kinds
+    kind: str  # its name: a source's kind, task.json's; from sources.kinds where code compares against it
     what: str  # how a user would name it, for messages
     sniff: Callable[[str], bool]
     open: Callable[..., Any] = None  # type: ignore[assignment]  # set from `reader` or `loader` when not given
@@ -98,7 +100,7 @@ class Format:
             elif self.reader is None:
                 raise TypeError(f"format {self.kind}: give its reader (a dump format) or its loader (a model)")
             else:
-                object.__setattr__(self, "open", _dialect(self.reader, self.empty_ok))
+                object.__setattr__(self, "open", _dialect(self.kind, self.reader, self.empty_ok))
 
     @property
     def is_model(self) -> bool:
@@ -174,7 +176,7 @@ def _rknn_open(path: str, model: str | None = None, **o) -> GoldenDump:
     if model:
         st = os.stat(model)
         o["shapes"] = _static_shapes(os.path.realpath(model), st.st_mtime_ns, st.st_size)
-    return _dialect(_rknn)(path, model=model, **o)
+    return _dialect(kinds.RKNN, _rknn)(path, model=model, **o)
 
 
 @lru_cache(maxsize=4)
@@ -280,17 +282,16 @@ def reader_keywords(o: Mapping[str, Any]) -> dict[str, Any]:
     return keywords
 
 
-def _dialect(load: Callable[[], Reader], empty_ok: bool = False) -> Callable[..., GoldenDump]:
-    """A reader (module.read -> tensors in execution order, problems) as a source, its module from
-    `load()` when a path is opened; `pick` chooses among several versions of a tensor (newest, oldest)."""
+def _dialect(kind: str, load: Callable[[], Reader], empty_ok: bool = False) -> Callable[..., GoldenDump]:
+    """A reader (module.read -> tensors in execution order, problems) as a source of `kind` (its entry's), its
+    module from `load()` when a path is opened; `pick` chooses among several versions of a tensor (newest, oldest)."""
     def open_(path: str, **o) -> GoldenDump:
-        module = load()
-        entries, problems = module.read(path, **reader_keywords(o))
+        entries, problems = load().read(path, **reader_keywords(o))
         if not entries and not empty_ok:
-            raise SourceError(f"{path}: no tensors in this {module.KIND} source"
+            raise SourceError(f"{path}: no tensors in this {kind} source"
                               + (f" ({problems[0].message})" if problems else ""))
         pick = o.get("pick")
-        return GoldenDump(path, module.KIND, entries, problems, pick if pick in PICKS else "newest")
+        return GoldenDump(path, kind, entries, problems, pick if pick in PICKS else "newest")
     return open_
 
 
