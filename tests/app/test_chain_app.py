@@ -206,6 +206,32 @@ def test_the_graph_marks_each_op_by_the_stage_its_error_entered_at(onnx_chain):
     assert clean and "●" in clean[0]
 
 
+def test_a_shows_the_advice_from_the_stage_where_the_error_enters_and_jumps_to_its_op(onnx_chain):
+    """`a` on a chain task: the advisor's first finding names the stage and the op where the error enters
+    (opt's Conv@26, advised on opt against the reference, not on fp16's inherited error), and enter on it
+    moves the op table to that op's row of the chain's own table."""
+    from accuscope.app.advicescreen import AdviceScreen
+    from accuscope.app.optable import OperatorTable
+
+    async def script(pilot):
+        task = await opened_chain(pilot)
+        await pilot.press("a")
+        await wait_for(pilot, lambda: isinstance(pilot.app.screen, AdviceScreen)
+                       and pilot.app.screen.advice is not None)
+        screen = pilot.app.screen
+        assert isinstance(screen, AdviceScreen) and screen.advice is not None
+        head, text = screen.advice.cause, screen_text(pilot.app)
+        assert head is not None and (head.rule, head.op, screen.advice.stage) == ("chain", "Conv@26", "opt")
+        assert "the error enters at opt: Conv@26" in text
+        await pilot.press("enter")
+        await pilot.pause()
+        assert pilot.app.screen is task
+        table = task.query_one(OperatorTable)
+        return str(table.table.columns["npu_op"][table.cursor_row]), head.row, table.cursor_row
+    op, row, cursor = drive(AccuscopeApp(onnx_chain, open_path=onnx_chain / "chain"), script)
+    assert op == "Conv@26" and row == cursor
+
+
 def test_a_threshold_edit_judges_the_chain_again(chain_task, tmp_path):
     """The summary's chain line and the `entered` column follow thresholds edited in the app (they were the
     saved answer: the chain's line stayed "enters at tpu" under thresholds that no stage breaks)."""

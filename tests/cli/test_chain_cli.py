@@ -52,7 +52,10 @@ def test_tpumlir_int8_chain_names_the_stage_and_op_where_the_error_enters(tmp_pa
          (".", {"task": "steps/bmodel", "against": "tpu", "rows": 1})]
     assert doc["chain"]["verdict"] == "fail"
     assert doc["judgement"]["outcome"] == "fail"  # today's keys: the chain folder's own stage (bmodel)
-    assert doc["verdict"] is not None and (out / "advice.json").exists()  # --advisor: on that stage
+    # --advisor: from the stage of entry, its step against top (the chain folder's own bmodel fails its output)
+    assert (doc["verdict"]["rule"], doc["verdict"]["op"]) == ("chain", "blocks.1.attn.proj/Add_Add")
+    assert doc["verdict"]["evidence"]["stage"] == "tpu" and doc["verdict"]["evidence"]["advised"] == "steps/tpu"
+    assert (out / "advice.json").exists() and (out / "steps" / "tpu" / "advice.json").exists()
     assert "enters at tpu: blocks.1.attn.proj/Add_Add" in r.stderr
     # the sub-tasks: each other stage against the reference, each failing stage against the one before
     assert (out / "stages" / "top" / "task.json").exists() and (out / "stages" / "tpu" / "task.json").exists()

@@ -207,3 +207,50 @@ def test_a_lazy_line_must_name_what_is_imported_and_no_more(tmp_path):
     (package / "rules.py").write_text('def judge():\n    from . import data\n    return data\n# lazy: data\n')
     assert undeclared(modules(package, "pkg"), "pkg") == [
         "rules.py:4: the `# lazy:` line stands below the first def/class"]
+
+
+def private_imports(found: dict[str, Path]) -> list[str]:
+    """`module: name` for each `_private` name a module imports from another of the package's modules, or
+    reads off one it imported (`from x import _y`, `x._y`); a compiled module named `_x` (a file of its
+    own, not a name) is no private name."""
+    wrong = []
+    for name, path in found.items():
+        tree = ast.parse(path.read_text(), str(path))
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        bound: set[str] = set()  # local names of the package's modules this module imported
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                base = package.split(".")[:len(package.split(".")) - node.level + 1] if node.level else []
+                source = ".".join(base + ([node.module] if node.module else []))
+                if source not in found or source == name:
+                    continue
+                for a in node.names:
+                    if f"{source}.{a.name}" in found:
+                        bound.add(a.asname or a.name)
+                    elif a.name.startswith("_") and not a.name.startswith("__") \
+                            and not any(found[source].parent.glob(f"{a.name}.*")):
+                        wrong.append(f"{name}: {source}.{a.name}")
+            elif isinstance(node, ast.Import):
+                bound |= {a.asname for a in node.names if a.asname and a.name in found}
+        wrong += [f"{name}: {node.value.id}.{node.attr}" for node in ast.walk(tree)
+                  if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in bound
+                  and node.attr.startswith("_") and not node.attr.startswith("__")]
+    return wrong
+
+
+def test_no_module_imports_another_s_private_name():
+    """A helper two modules share gets a public name in the module that owns it (ARCHITECTURE.md, Rules)."""
+    wrong = private_imports(modules(ROOT, "accuscope"))
+    assert not wrong, "private names imported from another module:\n" + "\n".join(wrong)
+
+
+def test_a_private_name_imported_or_read_off_a_module_is_found(tmp_path):
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "data.py").write_text("_X = 1\nY = 2\n")
+    (package / "_compiled.c").write_text("")
+    (package / "rules.py").write_text("from . import _compiled, data\nfrom .data import Y\n\nZ = data.Y + Y\n")
+    assert private_imports(modules(package, "pkg")) == []
+    (package / "rules.py").write_text("from . import data\nfrom .data import _X\n\nZ = data._X + _X\n")
+    assert private_imports(modules(package, "pkg")) == ["pkg.rules: pkg.data._X", "pkg.rules: data._X"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 
 import numpy as np
 import pytest
@@ -16,6 +17,7 @@ from accuscope.engine.compare.textcodes import encode
 from accuscope.engine.compare.thresholds import Thresholds
 from accuscope.engine.graphs.optypes import EXEMPT_TYPES
 from accuscope.engine.tasks.columnstore import PagedText, read_columns, write_columns
+from support.bounded import ends
 
 NAMES = ["", "NaN", "nan", "Conv_1", "conv_1", "CONV_1", "MatMul/0", "Straße", "İstanbul", "層.3", "a\x1eb",
          "Functional.linear.5.forward.output", "*", "  ", "ǅ"]
@@ -199,3 +201,21 @@ def test_codes_that_do_not_fit_their_column_are_refused_or_passed_over(tmp_path)
     np.save(codes, np.zeros(7, dtype=np.int32))  # not a column of its length
     with pytest.raises(ValueError, match="codes that do not fit"):
         read_columns(tmp_path)
+
+
+@pytest.mark.parametrize("member", ["meta.json", "numeric", "offsets", "text", "codes"])
+def test_a_named_pipe_in_the_column_store_is_refused_not_waited_on(tmp_path, member):
+    """A task folder comes from someone else: a FIFO where a column file should be fails the read with the
+    file named (the task then merges its rank files), where opening it would wait for ever."""
+    write_columns(tmp_path, [_table(5, 40)])
+    base = tmp_path / "columns"
+    meta = json.loads((base / "meta.json").read_text())
+    keys = [k for k, _ in meta["columns"]]
+    name = {"meta.json": "meta.json", "numeric": f"{keys.index('cos')}.npy",
+            "offsets": f"{keys.index('npu_op')}.off.npy", "text": f"{keys.index('npu_op')}.txt",
+            "codes": f"{keys.index('type')}.codes.npy"}[member]
+    assert (base / name).is_file()
+    (base / name).unlink()
+    os.mkfifo(base / name)
+    with pytest.raises(ValueError, match=rf"{name}: is a named pipe"):
+        ends(read_columns, tmp_path, seconds=30)

@@ -80,3 +80,28 @@ def clamp_builds(root: Path) -> tuple[Path, dict[str, Path], str]:
     onnx.save(float16.convert_float_to_float16(model, keep_io_types=True), str(builds["default"]))
     np.save(root / "x.npy", rng.standard_normal((1, 64)).astype(np.float32))
     return ref, builds, "scale"
+
+
+def repaired_chain(model: Path, stages: dict[str, Path], stage: str, op: str, root: Path) -> dict[str, Path]:
+    """The chain of optimised_fp16_chain with the fault taken out of the node `op` of stage `stage` alone:
+    that node's initializers given back from a build without the fault, and the stages after it made
+    again from it as the chain is made (fp16 converted from opt). Written under root; AssertionError where
+    the stage's model has no node `op`."""
+    import onnx
+    from onnxconverter_common import float16
+
+    clean, _ = optimised_fp16_chain(model, root / "clean", "")
+    fixed = onnx.load(str(stages[stage]))
+    node = [n for n in fixed.graph.node if n.name == op]
+    assert node, f"{stages[stage]} has no node {op!r}"
+    weights = {i.name: i for i in onnx.load(str(clean[stage])).graph.initializer}
+    for init in fixed.graph.initializer:
+        if init.name in node[0].input and init.name in weights:
+            init.CopyFrom(weights[init.name])
+    out = dict(stages)
+    out[stage] = root / f"{stage}.onnx"
+    onnx.save(fixed, str(out[stage]))
+    if stage == "opt":
+        onnx.save(float16.convert_float_to_float16(fixed, keep_io_types=True), str(root / "fp16.onnx"))
+        out["fp16"] = root / "fp16.onnx"
+    return out

@@ -56,6 +56,8 @@ def print_advice(advice: Advice) -> None:
         how = "origins by the dump tool's own single-layer figures (RKNN's error_analysis.txt)"
     else:
         how = "origins by the weaker input/output method"
+    if advice.stage:  # a chain task: advised from the stage where its error enters (docs/chain.md)
+        how = f"from the stage where the error enters, {show(advice.stage)} ({show(advice.advised)}/) · {how}"
     out.print(f"[bold]advice[/] for {show(str(advice.folder))} · {how}", soft_wrap=True)
     for f in advice.findings:
         where = f"row {f.row}" if f.row is not None else "—"

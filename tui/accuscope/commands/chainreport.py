@@ -39,7 +39,8 @@ def chain_of(npu: list[str] | str | None, baseline: str | None) -> Chain | None:
 def compare_chain_and_report(spec, chain: Chain, args, advise: Callable, reference: str | None = None) -> int:
     """Run the chain into args.out and say what it found: a line per comparison, each stage's verdict,
     the chain's verdict with the stage and op where the error enters (or the regressions); with
-    --advisor, the advice on the chain folder's own comparison (`advise(args)`: compare.advise_if_asked).
+    --advisor, the advice from the stage where the error enters (`advise(args)`: compare.advise_if_asked;
+    diagnose.chainadvice).
     `reference`: what to call the golden side (run: the reference model, not its dump)."""
     say = err.print if args.json else out.print
     say(f"a chain of {len(chain.stages)} stages against {show(reference or spec.golden)}: "

@@ -4,7 +4,7 @@ ORT-optimised -> fp16) or as versions (a baseline release and a new one), judged
 Nothing here compares tensors: a chain is today's pair comparisons (tasks/chainrun.py runs them into
 sub-tasks of the chain task), each stage against the reference and against the stage before, and this
 module reads their judged tables (`judgement.evaluate`, `judgement.verdict`: the only calls into the
-judgement, kept in `_state` and `_verdict`) to say:
+judgement, kept in `row_state` and `_verdict`) to say:
 
 - **where the error enters**: the first stage, in pipeline order, holding a row that
   1. fails against the reference (the judgement's `fail`: thresholds, NaN/inf, noise rules),
@@ -154,8 +154,8 @@ class ChainJudgement:
 def judge_chain(stages: list[StageTables], thresholds: Thresholds, baseline: str | None = None) -> ChainJudgement:
     """The chain's judgement (see the module's text). `baseline`: the label of the previous release
     among `stages` (a version comparison), None for a pipeline."""
-    keyed = [_keys(s.table) for s in stages]
-    states = [_state(s.table, thresholds) for s in stages]
+    keyed = [row_keys(s.table) for s in stages]
+    states = [row_state(s.table, thresholds) for s in stages]
     verdicts = [_verdict(s.table, thresholds, s.basis) for s in stages]
     labels = [s.label for s in stages]
     judged, entry = [], None
@@ -180,7 +180,8 @@ def judge_chain(stages: list[StageTables], thresholds: Thresholds, baseline: str
     return ChainJudgement(outcome, tuple(judged), entry)
 
 
-def _state(table: ResultTable, thresholds: Thresholds) -> RowState:
+def row_state(table: ResultTable, thresholds: Thresholds) -> RowState:
+    """The judgement of one stage's table (judgement.evaluate): what chain.py and chainview.py read."""
     return judgement.evaluate(table, thresholds)
 
 
@@ -194,20 +195,20 @@ def entered_rows(stages: list[StageTables], judged: ChainJudgement, k: int) -> l
     first: dict[str, str] = {}
     for s, sj in zip(stages, judged.stages):
         for r in sj.own:
-            first.setdefault(_key_of(s.table, r), s.label)
+            first.setdefault(row_key_of(s.table, r), s.label)
     table = stages[k].table
-    return [first.get(_key_of(table, r), "") for r in range(len(table))]
+    return [first.get(row_key_of(table, r), "") for r in range(len(table))]
 
 
 def failing_count(table: ResultTable, thresholds: Thresholds) -> int:
     """How many of the table's rows fail (the judgement's `fail`)."""
-    return int(_state(table, thresholds).fail.sum())
+    return int(row_state(table, thresholds).fail.sum())
 
 
 def failing_ops(table: ResultTable, thresholds: Thresholds) -> list[str]:
     """The ops of the table's failing rows, in execution order, each once: those a step compares."""
     c = table.columns
-    rows = np.flatnonzero(_state(table, thresholds).fail)
+    rows = np.flatnonzero(row_state(table, thresholds).fail)
     return list(dict.fromkeys(str(c["npu_op"][r]) for r in sorted(rows, key=lambda r: int(c["index"][r]))))
 
 
@@ -217,7 +218,7 @@ def row_key(golden_op: str, tensor: str, npu_op: str) -> str:
     return golden_op + (tensor[len(npu_op):] if tensor.startswith(npu_op) else "")
 
 
-def _keys(table: ResultTable) -> dict[str, int]:
+def row_keys(table: ResultTable) -> dict[str, int]:
     """Row key (row_key) -> the first row holding it, over the rows paired with the reference."""
     c = table.columns
     out: dict[str, int] = {}
@@ -228,7 +229,8 @@ def _keys(table: ResultTable) -> dict[str, int]:
     return out
 
 
-def _key_of(table: ResultTable, r: int) -> str:
+def row_key_of(table: ResultTable, r: int) -> str:
+    """Row r's key (row_key), whatever it was paired with."""
     c = table.columns
     return row_key(str(c["golden_op"][r]), str(c["tensor"][r]), str(c["npu_op"][r]))
 
@@ -253,7 +255,7 @@ def _own_rows(stage: StageTables, before: StageTables | None, before_keys: dict[
     errs = _errors(table)
     step_fail: dict[str, bool] | None = None
     if before is not None and stage.step is not None:
-        step_state = _state(stage.step, thresholds)
+        step_state = row_state(stage.step, thresholds)
         tensors = stage.step.columns["tensor"]
         step_fail = {}
         for r in range(len(stage.step)):
@@ -263,7 +265,7 @@ def _own_rows(stage: StageTables, before: StageTables | None, before_keys: dict[
     for r in rows.tolist():
         carried = 0.0
         if before is not None and before_keys is not None and prev_errs is not None:
-            p = before_keys.get(_key_of(table, r))
+            p = before_keys.get(row_key_of(table, r))
             carried = float(prev_errs[p]) if p is not None else np.nan
             if step_fail is not None and not step_fail.get(str(table.columns["tensor"][r]), False):
                 continue  # its step against the stage before holds: the error came with its input
@@ -297,7 +299,7 @@ def _entry_at(stages: list[StageTables], keyed: list[dict[str, int]], k: int, r:
     if stages[k].before in labels:
         b = labels.index(stages[k].before)
         before = stages[b]
-        p = keyed[b].get(_key_of(table, r))
+        p = keyed[b].get(row_key_of(table, r))
         previous = before.label
         prev_cos, prev_red = (float(before.table.numbers("cos")[p]), float(before.table.numbers("red")[p])) \
             if p is not None else (np.nan, np.nan)
@@ -317,7 +319,7 @@ def _changes(base: ResultTable, now: ResultTable, base_keys: dict[str, int],
     for r in range(len(now)):
         if now_state.exempt[r] or str(c["io"][r]).startswith("input"):  # an input row: its producer's output
             continue
-        b = base_keys.get(_key_of(now, r))
+        b = base_keys.get(row_key_of(now, r))
         if b is None or np.isnan(en[r]) or np.isnan(eb[b]):
             continue
         noise = max(SIGNIFICANT, noise_of(c["npu_dtype"][r]), noise_of(base.columns["npu_dtype"][b]))

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from accuscope.engine.compare.chain import ChainJudgement, StageTables, _key_of, _keys, _state, entered_rows
+from accuscope.engine.compare.chain import ChainJudgement, StageTables, entered_rows, row_key_of, row_keys, row_state
 from accuscope.engine.compare.results import ResultTable
 from accuscope.engine.compare.thresholds import Thresholds
 
@@ -66,8 +66,8 @@ class ChainView:
     _curves: dict[str, Curves] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
-        self._keyed = [_keys(s.table) for s in self.stages]
-        self._fail = [_state(s.table, self.thresholds).fail for s in self.stages]
+        self._keyed = [row_keys(s.table) for s in self.stages]
+        self._fail = [row_state(s.table, self.thresholds).fail for s in self.stages]
 
     @property
     def labels(self) -> list[str]:
@@ -80,7 +80,17 @@ class ChainView:
 
     def key(self, row: int) -> str:
         """The key of the shown table's row."""
-        return _key_of(self.table, row)
+        return row_key_of(self.table, row)
+
+    def own_row(self, stage: int, tensor: str) -> int | None:
+        """The shown table's row holding what the tensor `tensor` of stage `stage` (its own name) holds: the
+        same op by the reference's name (row_key); None where the shown stage has no such row."""
+        c = self.stages[stage].table.columns
+        hits = np.flatnonzero(np.asarray(c["tensor"][:]) == tensor)
+        if not len(hits):
+            return None
+        r = int(hits[0])
+        return r if stage == self.own else self._keyed[self.own].get(row_key_of(self.stages[stage].table, r))
 
     def entered(self) -> list[str]:
         """Per row of the shown table: the stage where its error entered ("" where none did)."""
@@ -92,7 +102,7 @@ class ChainView:
             first: dict[str, str] = {}
             for s, sj in zip(self.stages, self.judgement.stages):
                 for r in sj.own:
-                    first.setdefault(_key_of(s.table, r), s.label)
+                    first.setdefault(row_key_of(s.table, r), s.label)
             self._first = first
         return self._first.get(key, "")
 
@@ -100,7 +110,7 @@ class ChainView:
         """Per stage label: `metric` against the reference of each row of the shown table (its op at that
         stage; NaN where the stage has none)."""
         table = self.table
-        keys = [_key_of(table, r) for r in range(len(table))]
+        keys = [row_key_of(table, r) for r in range(len(table))]
         out = {}
         for s, keyed in zip(self.stages, self._keyed):
             values = s.table.numbers(metric) if metric in s.table.columns else None
@@ -155,7 +165,7 @@ class ChainView:
                 g = str(c["golden_op"][r])
                 if not g or g == "*":
                     continue
-                k = _key_of(s.table, r)
+                k = row_key_of(s.table, r)
                 if at == self.own:
                     own[r] = k
                 if k not in known:  # right after the op it follows here, before what follows that op elsewhere

@@ -297,7 +297,7 @@ def _nothing_paired(spec: CompareSpec, npu: Side, golden: Side, mapping, scope: 
     elif npu.graph is None or golden.graph is None:
         causes.append("node names differ: give each side's model (--npu-model / --golden-model) so tensor "
                       "names can pair them")
-    elif spec.match != "structure" and not npu.caps.pairs_calls:  # a call-paired dump: --match structure is crossmap's
+    elif spec.match != "structure" and not npu.caps.pairs_calls:  # msprobe: call by call
         causes.append("the two models name their tensors each its own way (another converter): --match structure "
                       "pairs them by walking both graphs")
     causes.append("renames no rule can know: a --mapping file (npu_name,golden_name per line)")

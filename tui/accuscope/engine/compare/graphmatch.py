@@ -28,12 +28,13 @@ inputs.
 What is left is named as leftovers.py names it: `absorbed 1:0` (an op that only moves values or computes a
 shape), `fused N:1` (an op the other side fused or folded, as above), `no counterpart`.
 """
-# lazy: engine.compare.repair, engine.sources.layout
+# lazy: engine.compare.repair, engine.graphs.modulescope, engine.sources.layout
 from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import TYPE_CHECKING
 
 from accuscope.engine.compare.leftovers import ABSORBED, FUSED, NONE, Account, Left
@@ -44,7 +45,9 @@ from accuscope.engine.sources.tensor import OUTPUT, Tensor, TensorError
 
 if TYPE_CHECKING:
     from accuscope.engine.graphs.graph import Graph, Node
+    from accuscope.engine.graphs.modulescope import ModuleOutputs
     from accuscope.engine.sides.side import Side
+    from accuscope.engine.sources.oprecord import OpRecord
 
 STRUCTURE = "structure"  # the rung's name, as crossmap's
 PRE = "#before-activation"  # the key of a fused op's own output (never observed)
@@ -413,7 +416,8 @@ def complete(npu: Side, golden: Side, pairs: list[Pair]) -> tuple[list[Pair], Ac
                 p = Pair(p.npu, g, p.op, g.op, STRUCTURE)
         out.append(p)
     account = _account(out, npu, golden, found)
-    computed = {p.op.op_name for p in out if p.golden is not None and p.npu.io == OUTPUT}
+    computed = {node.name for p in out if p.golden is not None and p.npu.io == OUTPUT
+                and (node := _node(p.op, npu.graph)) is not None}  # (a hooked module: its scope's node)
     nodes = npu.graph.nodes
     moving = sum(1 for x in account.left if x.side == "npu" and x.outcome == ABSORBED)
     meta = {"ops_paired": sum(1 for n in nodes if n.name in computed), "ops": len(nodes), "op_pairs": len(found.ops),
@@ -431,6 +435,20 @@ def complete(npu: Side, golden: Side, pairs: list[Pair]) -> tuple[list[Pair], Ac
              + (f"; {moving} only move values or compute shapes" if moving else "") + ")"
              + ("; not taken, values disagree: " + ", ".join(f"{a}~{b} (cos {c:.3f})" for a, b, c in found.rejected[:3])
                 if found.rejected else "")]
+    for side, who in ((npu, "candidate"), (golden, "reference")):
+        modules = _modules(side.ops, side.graph)  # type: ignore[arg-type]  # both carry graphs here
+        if modules is None:
+            continue
+        names = [op.op_name for op in side.ops if op.op_name not in side.graph.inputs]  # type: ignore[union-attr]
+        used = {p.op.op_name for p in out if p.golden is not None and p.npu.io == OUTPUT} if side is npu else \
+            {p.golden.op for p in out if p.golden is not None and p.golden.io == OUTPUT}  # (a module: its output)
+        paired = [n for n in names if n in used]
+        meta[f"{'npu' if side is npu else 'golden'}_modules"] = {
+            "paired": len(paired), "modules": len(names), "folded": sorted(modules.folded), "same": sorted(modules.same)}
+        notes.append(f"modules: paired {len(paired)} of the {who}'s {len(names)} hooked modules through its "
+                     f"export's module paths (of those left, {len(modules.folded)} folded by the export into the module "
+                     f"after them, {len(modules.same)} holding a submodule's output, the other "
+                     f"{len(names) - len(paired) - len(modules.folded) - len(modules.same)} named below)")
     return out, account, notes, meta
 
 
@@ -491,15 +509,25 @@ def _account(pairs: list[Pair], npu: Side, golden: Side, found: Matched) -> Acco
     for side, graph, ops, who in (("npu", npu.graph, npu.ops, "candidate"), ("golden", golden.graph, golden.ops,
                                                                               "reference")):
         used = paired if side == "npu" else {p.golden.op for p in pairs if p.golden is not None}
+        modules = _modules(ops, graph)
         for df in ops:
             name = df.op_name
-            if name in used and not (side == "npu" and name in found.fused_npu):  # its output is the fused one's
+            node = _node(df, graph)
+            if name in used and not (side == "npu" and node is not None and node.name in found.fused_npu):
+                continue  # (a fused op's: its output is the fused one's)
+            if node is None and modules is not None and (after := modules.folded.get(name)):
+                left.append(Left(name, side, FUSED, f"{FUSED} ({'1:2' if side == 'golden' else '2:1'} NPU:golden): "
+                                 f"the export folds module {after} into module {name}: no tensor of it holds {name}'s "
+                                 "own output", f"{FUSED}: the export folds the next module into it"))
                 continue
-            node = graph.node(name)
+            if node is None and modules is not None and (last := modules.same.get(name)):
+                left.append(Left(name, side, ABSORBED, f"{ABSORBED}: module {name} holds the output of module {last} "
+                                 "(its scope's last node)", f"{ABSORBED}: a module whose output is a submodule's"))
+                continue
             if node is None:
                 continue  # a network input: not an op
             own = op_kind(node.type)
-            fused = (found.fused if side == "golden" else found.fused_npu).get(name)
+            fused = (found.fused if side == "golden" else found.fused_npu).get(node.name)
             if fused is not None:
                 other, (into, how) = "candidate" if side == "golden" else "reference", fused
                 text = (f"{FUSED} ({'1:2' if side == 'golden' else '2:1'} NPU:golden): the {other}'s {into} {how}, "
@@ -513,6 +541,29 @@ def _account(pairs: list[Pair], npu: Side, golden: Side, found: Matched) -> Acco
                 left.append(Left(name, side, NONE, f"{NONE}: no op of the other graph computes {node.type} {name}'s "
                                                    "kind from the same paired inputs", f"{NONE} (structure)"))
     return Account(rungs, left)
+
+
+_CALLED = attrgetter("timestamp")
+
+
+def _node(op: OpRecord, graph: Graph) -> Node | None:
+    """The op's node: by name, or (a module of a folder of forward hooks, read through the model's export:
+    modulescope.py) the producer of its output."""
+    node = graph.node(op.op_name)
+    if node is None and op.outputs and op.outputs[0].tensor_name:
+        hit = graph.producer(op.outputs[0].tensor_name)
+        node = hit[0] if hit is not None else None
+    return node
+
+
+def _modules(ops: list[OpRecord], graph: Graph) -> ModuleOutputs | None:
+    """How a side's ops named by module path read through its graph (a torch.onnx export's scopes:
+    modulescope.py), None where every op is a node or an input of the graph."""
+    from accuscope.engine.graphs.modulescope import module_outputs
+    names = [op.op_name for op in sorted(ops, key=_CALLED)  # in call order: a side lists its graph's nodes first
+             if graph.node(op.op_name) is None and op.op_name not in graph.inputs]
+    found = module_outputs(graph, names) if names else None
+    return found if found is not None and (found.tensor or found.folded or found.same) else None
 
 
 def structural_sides(npu: Side, golden: Side) -> bool:

@@ -108,6 +108,8 @@ class Advice:
     created: str = ""
     seconds: float = 0.0
     timings: dict = field(default_factory=dict)
+    stage: str = ""  # a chain task's: the stage where the error enters ("" where none does; chainadvice.py)
+    advised: str = ""  # a chain task's: the sub-task advised on, relative to it ("." its own; "" not a chain)
     written: bool = False  # whether advice.json was written by this call (not saved in the file)
 
     @property
@@ -157,16 +159,19 @@ class Advice:
                 "seconds": round(self.seconds, 3), "timings": {k: round(v, 3) for k, v in self.timings.items()},
                 "task": self.task, "method": self.method, "framework_model": self.framework_model,
                 "framework_source": self.framework_source, "notes": self.notes,
-                "findings": [f.to_dict() for f in self.findings], "ops": [o.to_dict() for o in self.ops]}
+                "findings": [f.to_dict() for f in self.findings], "ops": [o.to_dict() for o in self.ops],
+                **({"chain": {"stage": self.stage or None, "advised": self.advised}} if self.advised else {})}
 
     @classmethod
     def from_dict(cls, folder: Path, d: dict) -> Advice:
+        chain = d.get("chain")
+        chain = chain if isinstance(chain, dict) else {}
         return cls(Path(folder), [Finding.from_dict(f) for f in d.get("findings") or [] if isinstance(f, dict)],
                    [OpOrigin.from_dict(o) for o in d.get("ops") or [] if isinstance(o, dict)],
                    str(d.get("method", "")), str(d.get("framework_model") or ""),
                    str(d.get("framework_source") or ""), [str(n) for n in d.get("notes") or []],
                    dict(d.get("task") or {}), str(d.get("created") or ""), float(d.get("seconds") or 0.0),
-                   dict(d.get("timings") or {}))
+                   dict(d.get("timings") or {}), str(chain.get("stage") or ""), str(chain.get("advised") or ""))
 
 
 def evidence_text(ev: dict) -> str:
@@ -213,6 +218,8 @@ def saved_advice(folder: str | os.PathLike, doc: TaskDoc, thresholds: Thresholds
     except SourceError:
         return None
     if advice is None or not advice.is_current(doc, thresholds):
+        return None
+    if doc.chain and not advice.advised:  # a chain task advised as one comparison (before chainadvice.py)
         return None
     if framework_model is not None and Path(advice.framework_model or "") != Path(framework_model):
         return None

@@ -27,7 +27,7 @@ TUI: findings to show and jump to (table row, op), and per-op origins for a tabl
 Re-run results are cached in advice.json under a key made of the files they depend on, so advising
 again (new thresholds, reopening the task) re-runs nothing that did not change.
 """
-# lazy: engine.diagnose.oprerun
+# lazy: engine.diagnose.chainadvice, engine.diagnose.oprerun
 from __future__ import annotations
 
 import os
@@ -76,7 +76,7 @@ def current_advice(task: Task, progress: OnProgress | None = None) -> Advice:
 
 def advise(task_folder: str | os.PathLike | Task, framework_model: str | os.PathLike | None = None,
            progress: OnProgress | None = None, cancel: threading.Event | None = None,
-           workers: int | None = None, write: bool = True, verify: int = 0) -> Advice | None:
+           workers: int | None = None, write: bool = True, verify: int = 0, chain: bool = True) -> Advice | None:
     """Advise on a finished task (a folder, or a Task already opened: its plan is reused); writes
     `advice.json` into the task folder (unless write=False).
 
@@ -85,9 +85,17 @@ def advise(task_folder: str | os.PathLike | Task, framework_model: str | os.Path
     framework model that cannot be read. Returns None when `cancel` was set (nothing written).
     `verify`: how many top-ranked ops to verify by converting the model again without each
     (diagnose.replay), when the outputs fail; 0: the ranking stays estimated.
+    A chain task (docs/chain.md) is advised from the stage where its error enters (diagnose.chainadvice);
+    `chain=False`: on its own comparison alone, as any task.
     """
     start = time.perf_counter()
     task = task_folder if isinstance(task_folder, Task) else load_task(task_folder)
+    if chain and task.doc.chain:
+        from accuscope.engine.diagnose.chainadvice import advise_chain
+        chained = advise_chain(task, lambda sub, written: advise(
+            sub, framework_model, progress, cancel, workers, written, verify, chain=False), write)
+        if chained is not None or (cancel is not None and cancel.is_set()):
+            return chained
     if not len(task.result[0]):
         raise SourceError(f"{task.folder}: the task has no result rows to advise on")
     run = Context(task, progress, cancel, workers)

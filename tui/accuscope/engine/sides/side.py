@@ -18,6 +18,7 @@ for Ascend dumps, dumped ops); `Side` gives every one of them the same face:
     side.caps                what its format declares it does (its Format's Capabilities, as the registry
                              gives them)
 """
+# lazy: engine.graphs.modulescope
 from __future__ import annotations
 
 import os
@@ -164,6 +165,8 @@ class Side:
         (the producing node's output)."""
         if isinstance(self.reader, GoldenDump):
             found = self._seen(self.reader.find_tensor(name))
+            if found is None and self._as_read:  # a name its graph gave (a module's output: modulescope.py)
+                found = self._index.get(("", "tensor", name))
         else:
             found = self._index.get(("", "tensor", name))
         if found is None and self.graph is not None:
@@ -223,18 +226,23 @@ def _ops_of(tensors: list[Tensor], graph: Graph | None) -> tuple[list[OpRecord],
             ops.append(op)
     written = {id(op) for op in ops}
     node_of: dict[int, Node] = {}
+    modules = _module_ops(grouped, graph, written)
     for node in graph.nodes:
         op = grouped.get(node.name) or grouped.get(sanitize(node.name))
+        module = modules.get(node.outputs[0]) if op is None and modules and node.outputs else None
+        if module is not None:
+            op = grouped[module]
         if op is None or id(op) in written:
             continue
         written.add(id(op))
         node_of[id(op)] = node
-        op.op_name = node.name  # file names spell it sanitized; the graph has it as the model does
+        if module is None:  # a module keeps its path: the name its hook wrote, what the user looks for
+            op.op_name = node.name  # file names spell it sanitized; the graph has it as the model does
         op.op_type = op.op_type or node.type
-        op.outputs = sorted((rename(t, op=node.name, op_type=op.op_type,
+        op.outputs = sorted((rename(t, op=op.op_name, op_type=op.op_type,
                                     tensor_name=t.tensor_name or (node.outputs[t.index] if t.index < len(node.outputs) else ""))
                              for t in op.outputs), key=lambda t: t.index)
-        op.inputs = [rename(t, op=node.name, op_type=op.op_type) for t in op.inputs]
+        op.inputs = [rename(t, op=op.op_name, op_type=op.op_type) for t in op.inputs]
         ops.append(op)
     produced = {t.tensor_name: t for op in ops for t in op.outputs if t.tensor_name}
     for op in ops:
@@ -245,6 +253,18 @@ def _ops_of(tensors: list[Tensor], graph: Graph | None) -> tuple[list[OpRecord],
         op.inputs = [replace(produced[v], op=op.op_name, io=INPUT, index=i, op_type=op.op_type)
                      for i, v in enumerate(of_op.inputs) if v in produced]
     return ops + [op for op in grouped.values() if id(op) not in written], renamed
+
+
+def _module_ops(grouped: dict[str, OpRecord], graph: Graph, written: set[int]) -> dict[str, str]:
+    """An ONNX tensor -> the module (a key of `grouped`) whose output it holds, where the ops are named by
+    module path (a folder of forward hooks) and `graph` is the model's `torch.onnx.export` (modulescope.py);
+    {} where every op is a node or an input of the graph."""
+    names = [name for name, op in grouped.items() if id(op) not in written and graph.node(name) is None
+             and graph.node(sanitize(name)) is None]
+    if not names:
+        return {}
+    from accuscope.engine.graphs.modulescope import module_outputs
+    return {tensor: module for module, tensor in module_outputs(graph, names).tensor.items()}
 
 
 def dump_record(path: str) -> dict:

@@ -261,8 +261,8 @@ def chain_view(task: Task) -> ChainView | None:
     tables, own = [], None
     for k, st in enumerate(stages):
         where, step = st.get("task"), st.get("step")
-        sub = task if where == "." else load_task(_inside(task.folder, where))
-        step_table = load_task(_inside(task.folder, step)).result[0] if step else None
+        sub = task if where == "." else load_task(inside(task.folder, where))
+        step_table = load_task(inside(task.folder, step)).result[0] if step else None
         tables.append(StageTables(st["label"], sub.result[0], sub.basis, step_table, str(st.get("before") or "")))
         own = k if where == "." else own
     if own is None:
@@ -279,7 +279,7 @@ def entered_column(task: Task) -> list[str] | None:
     return view.entered() if view is not None else None
 
 
-def _inside(folder: Path, rel: object) -> Path:
+def inside(folder: Path, rel: object) -> Path:
     """A sub-task's folder as task.json names it, held inside the chain task (a path elsewhere: SourceError)."""
     if not isinstance(rel, str) or Path(rel).is_absolute() or ".." in Path(rel).parts:
         raise SourceError(f"{folder}: task.json's chain names {rel!r}, not a sub-task of the folder")

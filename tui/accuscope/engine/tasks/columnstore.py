@@ -28,7 +28,7 @@ import numpy as np
 
 from accuscope.engine.compare.results import DEFAULT_OF, DEFAULTS, KIND, ResultTable
 from accuscope.engine.compare.textcodes import TextCodes
-from accuscope.engine.sources.inputfile import json_loads
+from accuscope.engine.sources.inputfile import json_loads, not_regular
 from accuscope.engine.sources.outputfile import not_a_link
 
 COLUMNS_DIR = "columns"
@@ -249,13 +249,22 @@ class _Coder:
         self.file.close()
 
 
+def _regular(path: Path) -> Path:
+    """`path`, a regular file of the task's column store; ValueError naming it otherwise (a named pipe put in
+    its place would block the read for ever: task folders are passed between people)."""
+    why = not_regular(str(path))
+    if why:
+        raise ValueError(f"{path}: {why.removesuffix('; skipped')}")
+    return path
+
+
 def _stored_codes(base: Path, i: int, n: int) -> tuple[np.ndarray, np.ndarray] | None:
     """A text column's stored (codes, first rows), or None when it has none or they are not a column
     of its length (what they point at is checked when they are used)."""
     if not (base / f"{i}.codes.npy").exists():
         return None
-    codes = np.load(base / f"{i}.codes.npy", mmap_mode="r", allow_pickle=False)
-    first = np.load(base / f"{i}.first.npy", allow_pickle=False)
+    codes = np.load(_regular(base / f"{i}.codes.npy"), mmap_mode="r", allow_pickle=False)
+    first = np.load(_regular(base / f"{i}.first.npy"), allow_pickle=False)
     if codes.shape != (n,) or codes.dtype != np.int32 or first.ndim != 1 or first.dtype != np.int64:
         raise ValueError(f"{base / f'{i}.codes.npy'}: codes that do not fit the column's {n:,} values")
     return codes, first
@@ -265,20 +274,21 @@ def read_columns(folder: str | os.PathLike) -> ResultTable:
     """The table of TASK/columns, paged (nothing read but offsets); ValueError when its files do not
     hold what meta.json claims."""
     base = Path(folder) / COLUMNS_DIR
-    meta = json_loads((base / "meta.json").read_text(encoding="utf-8"))
+    meta = json_loads(_regular(base / "meta.json").read_text(encoding="utf-8"))
     if not isinstance(meta, dict) or meta.get("format") != _FORMAT:
         raise ValueError(f"{base / 'meta.json'}: not a column store of format {_FORMAT}")
     n, custom = meta["rows"], list(meta["custom"])
     columns: dict[str, Any] = {}  # PagedText stands in for a text column's ndarray
     for i, (key, kind) in enumerate(meta["columns"]):
         if kind == "text":
-            offsets = np.load(base / f"{i}.off.npy", mmap_mode="r", allow_pickle=False)
-            data = np.memmap(base / f"{i}.txt", dtype=np.uint8, mode="r") if offsets[-1] else np.zeros(0, np.uint8)
+            offsets = np.load(_regular(base / f"{i}.off.npy"), mmap_mode="r", allow_pickle=False)
+            data = np.memmap(_regular(base / f"{i}.txt"), dtype=np.uint8, mode="r") if offsets[-1] \
+                else np.zeros(0, np.uint8)
             if len(offsets) != n + 1 or int(offsets[-1]) != len(data):
                 raise ValueError(f"{base / f'{i}.txt'}: holds other than the {n:,} values meta.json claims")
             columns[key] = PagedText(data, offsets, codes=_stored_codes(base, i, n))
         else:
-            col = np.load(base / f"{i}.npy", mmap_mode="c", allow_pickle=False)
+            col = np.load(_regular(base / f"{i}.npy"), mmap_mode="c", allow_pickle=False)
             if col.shape != (n,):
                 raise ValueError(f"{base / f'{i}.npy'}: holds {col.size:,} values, not {n:,}")
             columns[key] = col
