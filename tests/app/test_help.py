@@ -19,6 +19,7 @@ from accuscope.app.graphscreen import GraphScreen
 from accuscope.app.opscreen import OpScreen
 from accuscope.app.taskscreen import TaskScreen
 from accuscope.engine.demo.workspace import MAIN, MSPROBE, ONNX_FP16
+from accuscope.engine.tasks import taskdoc
 from appkit import drive, wait_for
 
 
@@ -100,6 +101,8 @@ def test_the_keys_deciding_msprobe_pairs_are_in_the_help_of_msprobe_tasks_only(d
     msprobe = drive(AccuscopeApp(demo_ws, open_path=demo_ws / MSPROBE.name), script, size=(160, 50))
     assert "filter" in onnx and not [d for d in pair_keys if d in onnx] and "msprobe" not in onnx
     assert all(d in msprobe for d in pair_keys) and "Two msprobe dumps: + accepts" in msprobe
+    # the comparison recorded it in task.json (pairs_calls), for the app to read without the registry
+    assert taskdoc.read(demo_ws / MSPROBE.name).pairs_calls and not taskdoc.read(demo_ws / ONNX_FP16.name).pairs_calls
 
 
 def test_the_command_palette_offers_the_pair_keys_on_msprobe_tasks_only(demo_ws):

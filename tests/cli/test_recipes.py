@@ -1,5 +1,5 @@
 """ARCHITECTURE.md's "Where to add" recipes followed once as written, on a copy of the package: a
-command, a dump format with an option, and a comparison option. Each edit is the one the recipe names (a module, one
+command, a dump format with an option, a platform declaring its behaviour, a model format, and a comparison option. Each edit is the one the recipe names (a module, one
 line in a table); the real entry point then runs the new thing, so a recipe that under-counts the
 files to touch fails here. (The advisor-rule recipe: tests/engine/test_advisor_rules.py; the
 metric and result-column records: tests/engine/test_metrictable.py.)"""
@@ -85,10 +85,7 @@ import os
 
 import numpy as np
 
-from accuscope.engine.sources import kinds
 from accuscope.engine.sources.tensor import OUTPUT, Problem, SourceError, Tensor
-
-KIND = kinds.TOY
 
 
 def sniff(path: str) -> bool:
@@ -120,14 +117,13 @@ def describe(path: str, tensors: list[Tensor], scale: float = 1.0, **_options) -
 
 def test_a_dump_format_and_its_option_added_as_the_recipe_says(copy, tmp_path):
     engine = copy / "accuscope" / "engine"
-    edit(engine / "sources" / "kinds.py", 'BIN: Final = "bin"', 'TOY: Final = "toy"')
     (engine / "sources" / "toy.py").write_text(TOY)
     registry = engine / "sides" / "registry.py"
     text = registry.read_text()  # the reader's loader, and the one Format line (first: nothing else claims .toy)
     registry.write_text(text.replace("FORMATS: list[Format] = [\n", (
         "def _toy() -> Reader:\n    from accuscope.engine.sources import toy\n    return toy\n\n\n"
         "FORMATS: list[Format] = [\n"
-        '    Format(kinds.TOY, "toy dump (.toy text)", lambda p: p.endswith(".toy"), reader=_toy,\n'
+        '    Format("toy", "toy dump (.toy text)", lambda p: p.endswith(".toy"), reader=_toy,\n'
         '           options=(Option("scale", "multiply every value", float, metavar="X"),)),\n'), 1))
 
     npu, golden = tmp_path / "npu.toy", tmp_path / "golden.toy"
@@ -155,17 +151,17 @@ def test_a_dump_format_and_its_option_added_as_the_recipe_says(copy, tmp_path):
 
 def test_a_platform_whose_behaviour_is_declared_takes_its_reader_and_its_registry_entry(copy, tmp_path):
     """A made-up platform (tests/support/txtdir.py: a folder holding a device run and a reference run) added
-    as the recipe says: its reader module, its kind's name, one Format entry declaring what it does
+    as the recipe says: its reader module and one Format entry naming its kind and declaring what it does
     (`Capabilities(both_sides=...)`: the folder given on both sides compares its dev run against its ref run).
-    Nothing else in the package is edited; the real CLI reads it, pairs it and judges it."""
+    Nothing else in the package is edited (kinds.py neither: no code names it); the real CLI reads it, pairs it
+    and judges it."""
     engine = copy / "accuscope" / "engine"
-    edit(engine / "sources" / "kinds.py", 'BIN: Final = "bin"', 'TXTDIR: Final = "txtdir"')
     shutil.copy(Path(__file__).parents[1] / "support" / "txtdir.py", engine / "sources" / "txtdir.py")
     registry = engine / "sides" / "registry.py"
     registry.write_text(registry.read_text().replace("FORMATS: list[Format] = [\n", (
         "def _txtdir() -> Reader:\n    from accuscope.engine.sources import txtdir\n    return txtdir\n\n\n"
         "FORMATS: list[Format] = [\n"
-        '    Format(kinds.TXTDIR, "txtdir run pair (dev/, ref/)", lambda p: _txtdir().sniff(p), reader=_txtdir,\n'
+        '    Format("txtdir", "txtdir run pair (dev/, ref/)", lambda p: _txtdir().sniff(p), reader=_txtdir,\n'
         '           caps=Capabilities(both_sides=("dev", "ref"))),\n'), 1))
     dump = tmp_path / "dump"
     for side, relu in (("dev", "1 0 3 9"), ("ref", "1 0 3 0")):
@@ -183,6 +179,34 @@ def test_a_platform_whose_behaviour_is_declared_takes_its_reader_and_its_registr
     assert "paired 2 of 2" in r.stdout
     rows = {row["NPUDump"]: row for row in csv.DictReader((tmp_path / "t" / doc["csv"]).open(newline=""))}
     assert (float(rows["conv1"]["MaxAbsoluteError"]), float(rows["relu1"]["MaxAbsoluteError"])) == (0, 9), rows
+
+
+def test_a_model_format_declared_as_the_recipe_says(copy, tmp_path):
+    """A made-up model format (tests/support/txtgraph.py: ops as text lines) added as the recipe says: its kind's
+    name in kinds.py (its loader names its graphs' kind), its loader module, one Format entry naming the loader and
+    declaring what its graphs are (a device graph here). Nothing else is edited: `inspect` loads it through the
+    registry and shows it as the device graph it declares (fused ops, the fused framework ops column)."""
+    engine = copy / "accuscope" / "engine"
+    edit(engine / "sources" / "kinds.py", 'TFLITE: Final = "tflite"', 'TXTGRAPH: Final = "txtgraph"')
+    shutil.copy(Path(__file__).parents[1] / "support" / "txtgraph.py", engine / "graphs" / "txtgraph.py")
+    registry = engine / "sides" / "registry.py"
+    registry.write_text(registry.read_text().replace("FORMATS: list[Format] = [\n", (
+        "def _txtgraph() -> Loader:\n    from accuscope.engine.graphs.txtgraph import load_txtgraph\n"
+        "    return load_txtgraph\n\n\n"
+        "FORMATS: list[Format] = [\n"
+        '    Format(kinds.TXTGRAPH, "txtgraph model (.tg text)", lambda p: p.endswith(".tg"), loader=_txtgraph,\n'
+        "           model=ModelCapabilities(device_graph=True, converted=True)),\n"), 1))
+    model = tmp_path / "net.tg"
+    model.write_text("conv1 Conv x,w -> c\nrelu1 Relu c -> y\n")
+
+    r = in_copy(copy, "inspect", model)
+    assert r.returncode == 0, (r.stdout, r.stderr)
+    assert "TXTGRAPH model" in r.stdout and "nodes 2" in r.stdout and "fused ops 0" in r.stdout
+    assert "fused framework ops" in r.stdout and "relu1" in r.stdout
+    bad = tmp_path / "bad.tg"
+    bad.write_text("conv1 Conv\n")
+    r = in_copy(copy, "inspect", bad)
+    assert r.returncode == 2 and "bad.tg: line 1" in r.stderr and "Traceback" not in r.stderr
 
 
 def replace_once(path: Path, old: str, new: str) -> None:

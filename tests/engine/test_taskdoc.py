@@ -102,6 +102,18 @@ def test_a_version_2_task_json_keeps_its_op_range_and_plugin_folder_under_their_
     assert written["op_range"] == "1,-1,1" and written["custom_dir"] == "/plugins" and "range" not in written
 
 
+def test_a_version_3_task_of_two_msprobe_dumps_pairs_calls(tmp_path):
+    """task.json records whether the sides pair call by call (`pairs_calls`, the app's pair keys: it reads no
+    registry before its first frame); version 3 did not, its two msprobe sides said it."""
+    for sides, pairs in (({"npu": "msprobe", "golden": "msprobe"}, True), ({"npu": "msprobe", "golden": "npy"}, False),
+                         ({"npu": "npy", "golden": "npy"}, False)):
+        (tmp_path / TASK_JSON).write_text(json.dumps({"version": 3, "state": "done", "sides": sides}))
+        assert taskdoc.read(tmp_path).pairs_calls is pairs, sides
+    (tmp_path / TASK_JSON).write_text(json.dumps({"version": 4, "state": "done", "pairs_calls": False,
+                                                  "sides": {"npu": "msprobe", "golden": "msprobe"}}))
+    assert taskdoc.read(tmp_path).pairs_calls is False  # what this version wrote stands
+
+
 def test_keys_a_newer_accuscope_wrote_survive_a_mark_and_a_save(tmp_path):
     future = {"state": "done", "version": VERSION + 1, "from_the_future": {"a": [1, None]}, "npu": "/n"}
     (tmp_path / TASK_JSON).write_text(json.dumps(future))

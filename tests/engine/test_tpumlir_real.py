@@ -129,7 +129,7 @@ def test_the_mlir_files_load_as_models():
     assert relu.type == "top.Conv" and relu.fused == ["relu_0.tmp_0_Relu", "conv2d_54.tmp_0_Conv"]
     casts = [n for n in tpu.nodes if n.type == "tpu.Cast"]
     assert len(casts) == 40 and present(tpu.node("xconv2d_53.tmp_0_Conv_f16")).output_dtypes == ["float16"]
-    assert detect(str(HERE / "cls.mlir")).model
+    assert detect(str(HERE / "cls.mlir")).is_model
 
 
 def test_lowerings_casts_are_the_converters_own_and_the_tolerance_judges_as_npz_tool():

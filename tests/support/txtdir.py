@@ -8,10 +8,8 @@ from functools import partial
 
 import numpy as np
 
-from accuscope.engine.sources import kinds
 from accuscope.engine.sources.tensor import OUTPUT, Problem, SourceError, Tensor
 
-KIND = kinds.TXTDIR  # type: ignore[attr-defined]  # the recipe adds it to kinds.py in the package's copy
 SIDES = ("dev", "ref")
 
 

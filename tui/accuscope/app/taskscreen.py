@@ -22,7 +22,6 @@ from textual.widgets import Input, ProgressBar, Static
 from ..engine.compare.columns import CSV_OF, METRIC
 from ..engine.compare.results import FilterError, ResultTable, text_array
 from ..engine.compare.thresholds import Thresholds, parse_assignments
-from ..engine.sources.kinds import MSPROBE
 from ..engine.sources.names import parse_tensor_name, printable
 from ..engine.sources.tensor import SourceError
 from ..engine.tasks.task import Task, TaskFolder, load_head, load_task
@@ -153,7 +152,7 @@ class TaskScreen(Screen):
     @property
     def msprobe_pairs(self) -> bool:
         """The task compares two msprobe dumps: its pairs may be decided here (PAIR_ACTIONS)."""
-        return self.opened is not None and set(self.opened.doc.sides.values()) == {MSPROBE}
+        return self.opened is not None and self.opened.doc.pairs_calls
 
     def check_action(self, action: str, parameters: tuple) -> bool | None:
         """The keys deciding pairs are keys of a task of two msprobe dumps only: elsewhere neither they

@@ -104,7 +104,7 @@ def preflight(spec: CompareSpec) -> None:
     readable as what they claim to be."""
     for flag, path in (("--npu", spec.npu), ("--golden", spec.golden)):
         fmt = detect(path)
-        if fmt.model:
+        if fmt.is_model:
             raise SourceError(f"{flag} {path}: is a model ({fmt.what}), not dumped tensors")
     for flag, given in (("--model", spec.model), ("--npu-model", spec.npu_model),
                        ("--golden-model", spec.golden_model), ("--mapping", spec.mapping),

@@ -76,6 +76,12 @@ class Plan:
     def total_bytes(self) -> int:
         return sum(p.npu.nbytes + p.golden.nbytes for p in self.pairs if p.golden is not None)
 
+    def sides_fields(self) -> dict:
+        """What task.json records of the sides: their kinds, and whether they pair call by call (the app
+        decides pairs in such a task: app/taskscreen.py reads this at its first frame, not the registry)."""
+        return {"sides": {"npu": self.npu.kind, "golden": self.golden.kind},
+                "pairs_calls": _pairs_calls(self.npu, self.golden)}
+
 
 def _unread(pairs: list[Pair], misshapen: list[str]) -> list[str]:
     """The rows an input left unjudged, `tensor: why`: a tensor of either side that could not be read
@@ -209,7 +215,8 @@ def plan(spec: CompareSpec, *, mapping_file: MappingFile | None = None) -> Plan:
 
 def _pairs_calls(npu: Side, golden: Side) -> bool:
     """Two dumps of one format that pairs call by call (msprobe's: crossmap's rules)."""
-    return npu.kind == golden.kind and npu.caps.pairs_calls
+    from accuscope.engine.sides.registry import pairs_calls
+    return pairs_calls(npu.kind, golden.kind)
 
 
 def _cross_pairs(spec: CompareSpec, npu: Side, golden: Side, mapping_file: MappingFile | None = None):

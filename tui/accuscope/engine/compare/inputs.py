@@ -301,7 +301,7 @@ def check(item: Input, text: str, golden: str = "", npu: str = "") -> tuple[str,
         value = item.parse(text)
         if item.kind in ("dump", "model"):
             fmt = detect(value)
-            if fmt.model != (item.kind == "model"):
+            if fmt.is_model != (item.kind == "model"):
                 return f"this is {fmt.what}, not {'a model' if item.kind == 'model' else 'dumped tensors'}", False
             return f"✓ {fmt.kind}", True
         if item.kind == "out":

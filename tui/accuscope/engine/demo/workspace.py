@@ -208,7 +208,7 @@ def build_task(task: DemoTask, folder: Path, progress: OnProgress | None = None)
     assert table is not None  # execute returns None only when cancelled, and a demo passes no cancel
     meta = {**spec_fields(spec, folder), "algorithms": plan.metrics, "tool": f"accuscope {__version__}",
             "created": (datetime.now() - timedelta(seconds=task.age)).isoformat(timespec="seconds"), "workers": 1,
-            "problems": [str(p) for p in plan.problems], "sides": {"npu": plan.npu.kind, "golden": plan.golden.kind},
+            "problems": [str(p) for p in plan.problems], **plan.sides_fields(),
             "coverage": plan.coverage.to_meta(),
             "demo": {"title": task.title, "story": list(task.story),
                      "framework_model": os.path.relpath(model_path, folder) if model_path else None}}

@@ -2,8 +2,8 @@
 
 The comparison views need the same questions answered whatever the model source: which op
 produced a tensor, who consumes it, in which order ops run, what a device op was fused from.
-Loaders (`onnxgraph`, `omgraph`, `caffegraph`, ...; modelfile.py holds them by kind, sides.registry picks
-one by the kind it detects) turn their format into `Node`s; `Graph` builds the tensor lookups once.
+Loaders (`onnxgraph`, `omgraph`, `caffegraph`, ...; each declared on its format's entry in sides.registry,
+which picks one by the format it detects) turn their format into `Node`s; `Graph` builds the tensor lookups once.
 Tensor ids are plain strings; a weight has no producer.
 """
 from __future__ import annotations
@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from accuscope.engine.sources import kinds
+from accuscope.engine.graphs.capabilities import NOT_DECLARED, ModelCapabilities
 from accuscope.engine.sources.tensor import SourceError
 
 Shape = tuple  # dims are ints, None where unknown (symbolic or dynamic)
@@ -56,9 +56,10 @@ class Graph:
 
     `notes` says what the loader could not do (e.g. shape inference failed), for the user to see;
     `label` what the graph is a view of, said beside its name (a merged TP/PP run: `merged TP=2 x PP=2`).
-    `kind` is a model kind from `sources.kinds`; what a kind means to the comparison, the views and
-    the exports is asked of the properties below (`is_device`, `converted`, `cuttable`,
-    `runnable`), never of the kind's name.
+    `kind` is a model kind from `sources.kinds`; `caps` what its format declares it is (set by
+    sides.registry as it loads the graph). What a graph is to the comparison, the views and the exports
+    is asked of the properties below (`is_device`, `converted`, `cuttable`, `runnable`), which read
+    `caps`, never the kind's name.
     """
 
     name: str
@@ -70,6 +71,7 @@ class Graph:
     weights: set[str] = field(default_factory=set)
     notes: list[str] = field(default_factory=list)
     label: str = ""
+    caps: ModelCapabilities = NOT_DECLARED
     _by_name: dict[str, Node] = field(init=False, repr=False)
     _producer: dict[str, tuple[Node, int]] = field(init=False, repr=False)
     _consumers: dict[str, list[tuple[Node, int]]] = field(init=False, repr=False)
@@ -88,23 +90,23 @@ class Graph:
         """An Ascend device graph (atc's offline-model JSON, a GE graph dump): its ops are fused from a
         framework model's (`Node.fused`, `origins`), so names a user knows and an export come from that
         framework graph; its op ids are the dump's sequence, and it describes an Ascend dump."""
-        return self.kind == kinds.OM
+        return self.caps.device_graph
 
     @property
     def converted(self) -> bool:
         """A converted model, the candidate (NPU) side's: a device graph, tpu-mlir's .mlir, an OpenVINO IR or a
         .tflite. Any other model is a framework model and names the reference (golden) side's tensors."""
-        return self.kind in (kinds.OM, kinds.MLIR, kinds.OPENVINO_IR, kinds.TFLITE)
+        return self.caps.converted
 
     @property
     def cuttable(self) -> bool:
         """A framework graph an export can cut into a submodel (ONNX, Caffe)."""
-        return self.kind in (kinds.ONNX, kinds.CAFFE)
+        return self.caps.cuttable
 
     @property
     def runnable(self) -> bool:
         """An ONNX graph: its submodels run here (onnxruntime), its nodes carry Model Explorer's data."""
-        return self.kind == kinds.ONNX
+        return self.caps.runnable
 
     def node(self, name: str) -> Node | None:
         return self._by_name.get(name)

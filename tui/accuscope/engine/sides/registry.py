@@ -3,7 +3,9 @@
 Every command and screen that takes a path asks here (`detect`, `open_side`, `open_source`), so a
 format is added in one place: one `Format` entry with a `sniff` that looks at the path's content,
 its reader module (`reader`, a `sources.reader.Reader`: every dump format has one; a model format
-gives an `open` returning its Graph instead), and the `options` a user can set for it (each an
+names its `loader` instead, returning its Graph), what it does that the rest of the code asks about
+(a dump format's `caps`, sides/capabilities.py; what a model format's graphs are, `model`,
+graphs/capabilities.py, carried by each Graph), and the `options` a user can set for it (each an
 `Option`: `compare --npu-option/--golden-option NAME=VALUE`, `inspect`/`convert --option`, the
 new-task form's option fields; all rendered from these declarations). Dump formats may stand on
 either side of a comparison (`open_side`); model formats are graphs (`load_graph`).
@@ -18,14 +20,16 @@ path is: one found after the npy folder in FORMATS (tpu-mlir's npz, Polygraphy's
 when its sniff or reader runs, one before it (Ascend, msprobe, MindSpore, ATB dumps) when its reader
 runs, its sniff reading names and headers without it (sources/sniffs.py; names.find_runs). `compare` on
 two npy folders loads none of them (~20M instructions of its start-up; benchmarks/bench_startup.py).
-Kind names come from `sources.kinds`, and each reader module is typed `Reader` here, so mypy holds it
-to the protocol.
+A format's kind is its entry's (`Format.kind`: a source's `.kind`, task.json's `sides`); the names the
+code compares against are spelled in `sources.kinds` and the entries of those formats use them, while a
+format no code names (one that behaves by what it declares) spells its kind on its entry alone. Each reader
+module is typed `Reader` here, so mypy holds it to the protocol.
 """
-# lazy: engine.graphs.gegraph, engine.graphs.irgraph, engine.graphs.mlirgraph, engine.graphs.modelfile,
-# lazy: engine.graphs.msprobegraph, engine.graphs.tflitegraph, engine.sources.atb, engine.sources.mindspore,
-# lazy: engine.sources.msprobe, engine.sources.npudump, engine.sources.npyfolder, engine.sources.npzfile,
-# lazy: engine.sources.polygraphy, engine.sources.ptfolder, engine.sources.rawfile, engine.sources.rknn,
-# lazy: engine.sources.tpumlir
+# lazy: engine.graphs.caffegraph, engine.graphs.gegraph, engine.graphs.irgraph, engine.graphs.mlirgraph,
+# lazy: engine.graphs.modelfile, engine.graphs.msprobegraph, engine.graphs.omgraph, engine.graphs.onnxgraph,
+# lazy: engine.graphs.tflitegraph, engine.sources.atb, engine.sources.mindspore, engine.sources.msprobe,
+# lazy: engine.sources.npudump, engine.sources.npyfolder, engine.sources.npzfile, engine.sources.polygraphy,
+# lazy: engine.sources.ptfolder, engine.sources.rawfile, engine.sources.rknn, engine.sources.tpumlir
 from __future__ import annotations
 
 import os
@@ -38,6 +42,7 @@ from dataclasses import dataclass
 from functools import lru_cache, partial
 from typing import TYPE_CHECKING, Any
 
+from accuscope.engine.graphs.capabilities import ModelCapabilities
 from accuscope.engine.sides.capabilities import NO_CAPABILITIES, Capabilities
 from accuscope.engine.sides.side import Side, own_model
 from accuscope.engine.sources import kinds, sniffs
@@ -49,6 +54,7 @@ from accuscope.engine.sources.tensor import SourceError
 if TYPE_CHECKING:  # graphs.graph comes with the first model (the model formats' loaders), npudump with the first
     # Ascend dump (`_ascend`)
     from accuscope.engine.graphs.graph import Graph
+    from accuscope.engine.graphs.modelfile import Loader
     from accuscope.engine.sources.npudump import NpuDump
     from accuscope.engine.sources.reader import Reader  # the protocol, for mypy only
 
@@ -71,23 +77,35 @@ class Option:
 class Format:
     """One format. A dump format names its reader module (`reader`: imported when called) and is opened
     through it (`_dialect`: a GoldenDump of what `read` returns) unless it gives its own `open` (Ascend's
-    op records, RKNN's model shapes); a model format gives `open` (a Graph) and no reader."""
+    op records, RKNN's model shapes); a model format names its loader (`loader`: imported when called)
+    and declares what its graphs are (`model`), and is opened to a Graph carrying that (`_graph_opener`)."""
 
-    kind: str  # a name from sources.kinds
+    kind: str  # its name: a source's kind, task.json's; from sources.kinds where code compares against it
     what: str  # how a user would name it, for messages
     sniff: Callable[[str], bool]
-    open: Callable[..., Any] = None  # type: ignore[assignment]  # set from `reader` when not given
-    model: bool = False  # a model graph rather than dumped tensors
+    open: Callable[..., Any] = None  # type: ignore[assignment]  # set from `reader` or `loader` when not given
     reader: Callable[[], Reader] | None = None  # the format's reader module (imported when called); every dump format's
     options: tuple[Option, ...] = ()  # what a user may set for this format
     empty_ok: bool = False  # a source of no tensors is one (a Polygraphy iteration without outputs), not a SourceError
-    caps: Capabilities = NO_CAPABILITIES  # what the rest of the code asks of it
+    caps: Capabilities = NO_CAPABILITIES  # what the rest of the code asks of a dump format
+    loader: Callable[[], Loader] | None = None  # a model format's loader (imported when called): path -> Graph
+    model: ModelCapabilities | None = None  # a model format's: what its graphs are (Graph.caps); None: dumped tensors
 
     def __post_init__(self):
+        if (self.loader is None) != (self.model is None):
+            raise TypeError(f"format {self.kind}: a model format gives its loader and what its graphs are (model=)")
         if self.open is None:
-            if self.reader is None:
-                raise TypeError(f"format {self.kind}: give its reader (a dump format) or its open (a model)")
-            object.__setattr__(self, "open", _dialect(self.reader, self.empty_ok))
+            if self.loader is not None and self.model is not None:
+                object.__setattr__(self, "open", _graph_opener(self.kind, self.loader, self.model))
+            elif self.reader is None:
+                raise TypeError(f"format {self.kind}: give its reader (a dump format) or its loader (a model)")
+            else:
+                object.__setattr__(self, "open", _dialect(self.kind, self.reader, self.empty_ok))
+
+    @property
+    def is_model(self) -> bool:
+        """A model format (a graph), not dumped tensors."""
+        return self.model is not None
 
     def option(self, name: str) -> Option:
         found = next((o for o in self.options if o.name == name), None)
@@ -158,7 +176,7 @@ def _rknn_open(path: str, model: str | None = None, **o) -> GoldenDump:
     if model:
         st = os.stat(model)
         o["shapes"] = _static_shapes(os.path.realpath(model), st.st_mtime_ns, st.st_size)
-    return _dialect(_rknn)(path, model=model, **o)
+    return _dialect(kinds.RKNN, _rknn)(path, model=model, **o)
 
 
 @lru_cache(maxsize=4)
@@ -205,12 +223,47 @@ def _mlirgraph():
     return mlirgraph
 
 
-def _model(kind: str) -> Callable[..., Graph]:
-    """A model format's opener: graphs.modelfile's loader of `kind`, imported on the first model (it
-    imports every graph loader). Options meant for dumps (pick, run, shape ...) do not apply."""
+def _onnx() -> Loader:
+    from accuscope.engine.graphs.onnxgraph import load_onnx
+    return load_onnx
+
+
+def _om() -> Loader:
+    from accuscope.engine.graphs.omgraph import load_om_json
+    return load_om_json
+
+
+def _ge_graph() -> Loader:
+    return _gegraph().load_ge_graph
+
+
+def _mlir() -> Loader:
+    return _mlirgraph().load_mlir
+
+
+def _caffe() -> Loader:
+    from accuscope.engine.graphs.caffegraph import load_prototxt
+    return load_prototxt
+
+
+def _openvino_ir() -> Loader:
+    from accuscope.engine.graphs.irgraph import load_ir
+    return load_ir
+
+
+def _tflite() -> Loader:
+    from accuscope.engine.graphs.tflitegraph import load_tflite
+    return load_tflite
+
+
+def _graph_opener(kind: str, loader: Callable[[], Loader], caps: ModelCapabilities) -> Callable[..., Graph]:
+    """A model format's opener: its loader (imported on its first model, `loader()`), the graph carrying
+    what the format declares it is (`Graph.caps`). Options meant for dumps (pick, run, shape ...) do not apply."""
     def open_(path: str, **_dump_options) -> Graph:
         from accuscope.engine.graphs.modelfile import load_model
-        return load_model(kind, path)
+        graph = load_model(loader(), kind, path)
+        graph.caps = caps
+        return graph
     return open_
 
 
@@ -229,17 +282,16 @@ def reader_keywords(o: Mapping[str, Any]) -> dict[str, Any]:
     return keywords
 
 
-def _dialect(load: Callable[[], Reader], empty_ok: bool = False) -> Callable[..., GoldenDump]:
-    """A reader (module.read -> tensors in execution order, problems) as a source, its module from
-    `load()` when a path is opened; `pick` chooses among several versions of a tensor (newest, oldest)."""
+def _dialect(kind: str, load: Callable[[], Reader], empty_ok: bool = False) -> Callable[..., GoldenDump]:
+    """A reader (module.read -> tensors in execution order, problems) as a source of `kind` (its entry's), its
+    module from `load()` when a path is opened; `pick` chooses among several versions of a tensor (newest, oldest)."""
     def open_(path: str, **o) -> GoldenDump:
-        module = load()
-        entries, problems = module.read(path, **reader_keywords(o))
+        entries, problems = load().read(path, **reader_keywords(o))
         if not entries and not empty_ok:
-            raise SourceError(f"{path}: no tensors in this {module.KIND} source"
+            raise SourceError(f"{path}: no tensors in this {kind} source"
                               + (f" ({problems[0].message})" if problems else ""))
         pick = o.get("pick")
-        return GoldenDump(path, module.KIND, entries, problems, pick if pick in PICKS else "newest")
+        return GoldenDump(path, kind, entries, problems, pick if pick in PICKS else "newest")
     return open_
 
 
@@ -338,6 +390,8 @@ RKNN_OPTIONS = (
 )
 
 # Order matters only where two formats could claim one path: the first whose sniff accepts wins.
+DEVICE_GRAPH = ModelCapabilities(device_graph=True, converted=True)  # atc's JSON, a GE graph dump: fused on the device
+
 FORMATS: list[Format] = [
     Format(kinds.ASCEND, "Ascend dump (file or any level of the {time}/{device}/{model}/{id}/{index} tree)",
            sniffs.ascend, _ascend, reader=_npudump, caps=Capabilities(device_dump=True)),
@@ -367,20 +421,20 @@ FORMATS: list[Format] = [
     Format(kinds.POLYGRAPHY, "Polygraphy RunResults .json or per-iteration folder (`polygraphy run --save-outputs`)",
            _is_run_results, reader=_polygraphy, empty_ok=True, caps=Capabilities(runs=_polygraphy_runners)),
     Format(kinds.BIN, "raw .bin/.bmrt/.dat with --shape and --dtype", lambda p: _rawfile().sniff(p), reader=_rawfile),
-    Format(kinds.ONNX, "ONNX model", _suffix(".onnx"), _model(kinds.ONNX), model=True),
-    Format(kinds.OM, "Ascend offline model as JSON (atc --mode=1)", _is_om_json, _model(kinds.OM), model=True),
+    Format(kinds.ONNX, "ONNX model", _suffix(".onnx"), loader=_onnx,
+           model=ModelCapabilities(cuttable=True, runnable=True)),
+    Format(kinds.OM, "Ascend offline model as JSON (atc --mode=1)", _is_om_json, loader=_om, model=DEVICE_GRAPH),
     Format(kinds.GE_GRAPH, "GE graph dump (ge_proto_*.txt, or ge_onnx_*.pbtxt: its ONNX text form, read first of the "
-           ".pbtxt; DUMP_GE_GRAPH)", lambda p: _gegraph().sniff(p),
-           _model(kinds.GE_GRAPH), model=True),
+           ".pbtxt; DUMP_GE_GRAPH)", lambda p: _gegraph().sniff(p), loader=_ge_graph, model=DEVICE_GRAPH),
     Format(kinds.MLIR, "tpu-mlir .mlir (origin, top or tpu dialect: model_transform, model_deploy)",
-           lambda p: _mlirgraph().sniff(p), _model(kinds.MLIR), model=True),
-    Format(kinds.CAFFE, "Caffe .prototxt/.pbtxt", _is_prototxt, _model(kinds.CAFFE), model=True),
+           lambda p: _mlirgraph().sniff(p), loader=_mlir, model=ModelCapabilities(converted=True)),
+    Format(kinds.CAFFE, "Caffe .prototxt/.pbtxt", _is_prototxt, loader=_caffe, model=ModelCapabilities(cuttable=True)),
     Format(kinds.OPENVINO_IR, "OpenVINO IR .xml (its .bin beside it; ov.save_model, ovc)", _is_openvino_ir,
-           _model(kinds.OPENVINO_IR), model=True),
+           loader=_openvino_ir, model=ModelCapabilities(converted=True)),
     Format(kinds.TFLITE, "TFLite / LiteRT .tflite (TFLiteConverter, ai-edge-quantizer, litert-torch)", _is_tflite,
-           _model(kinds.TFLITE), model=True),
+           loader=_tflite, model=ModelCapabilities(converted=True)),
 ]
-DUMP_FORMATS = [f for f in FORMATS if not f.model]
+DUMP_FORMATS = [f for f in FORMATS if not f.is_model]
 BY_KIND = {f.kind: f for f in FORMATS}
 
 
@@ -388,6 +442,12 @@ def capabilities(kind: str) -> Capabilities:
     """What the format of `kind` declares (none for a kind no format has: "ranks", a task's unknown side)."""
     fmt = BY_KIND.get(kind)
     return fmt.caps if fmt is not None else NO_CAPABILITIES
+
+
+def pairs_calls(npu_kind: str, golden_kind: str) -> bool:
+    """Two sides of these kinds pair call by call: both of one format that declares it (`Capabilities.pairs_calls`:
+    two msprobe dumps, crossmap's rules). task.json records it (`pairs_calls`), for the app to read without this."""
+    return npu_kind == golden_kind and capabilities(npu_kind).pairs_calls
 
 
 def open_golden(path: str | os.PathLike, *, shape: Sequence[int] | int | None = None, dtype=None,
@@ -431,7 +491,7 @@ def describe(source: GoldenDump, *, options: Mapping[str, str] | None = None, **
 
 
 def accepted(models: bool = True) -> str:
-    return "; ".join(f.what for f in FORMATS if models or not f.model)
+    return "; ".join(f.what for f in FORMATS if models or not f.is_model)
 
 
 def options_help() -> str:
@@ -575,13 +635,13 @@ def load_graph(path: str | os.PathLike) -> Graph:
         raise SourceError(f"{path}: binary offline model; convert it first: atc --mode=1 --om={path} "
                           "--json=model.json")
     fmt = detect(path)
-    if not fmt.model:
+    if not fmt.is_model:
         raise SourceError(f"{path}: is dumped tensors ({fmt.what}), not a model file; models: {_models()}")
     return fmt.open(path)
 
 
 def _models() -> str:
-    return "; ".join(f.what for f in FORMATS if f.model)
+    return "; ".join(f.what for f in FORMATS if f.is_model)
 
 
 def open_source(path: str | os.PathLike, *, options: Mapping[str, str] | None = None, **common) -> Source:
@@ -598,7 +658,7 @@ def open_side(path: str | os.PathLike, *, options: Mapping[str, str] | None = No
     for `open_source`)."""
     path = os.fspath(path)
     fmt = detect(path)
-    if fmt.model:
+    if fmt.is_model:
         raise SourceError(f"{path}: is a model ({fmt.what}), not dumped tensors: give it as --model, or "
                           f"dump it first (`accuscope dump {path} --out DIR`, or `accuscope run REF CAND`)")
     model = own_model(path)

@@ -1,6 +1,8 @@
-"""The kind names of what accuscope reads, spelled once: every format's `kind` (sides.registry's
-`Format.kind`, a source's `.kind`, a `Graph.kind` for the models) and what task.json and the
-result's messages call it. Compare against these names, never against a string literal."""
+"""The kind names of what accuscope reads that code names, spelled once: a format's `kind` (sides.registry's
+`Format.kind`, a source's `.kind`, a `Graph.kind` for the models) and what task.json and the result's
+messages call it. Compare against these names, never against a string literal. A dump format that no code
+names (it behaves by the capabilities its registry entry declares) needs no line here: its entry spells
+its kind, once (ARCHITECTURE.md, "A dump format")."""
 from __future__ import annotations
 
 from typing import Final

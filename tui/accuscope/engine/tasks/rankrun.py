@@ -31,7 +31,7 @@ from accuscope.engine.compare.results import ResultTable
 from accuscope.engine.compare.spec import CompareSpec
 from accuscope.engine.compare.thresholds import Thresholds
 from accuscope.engine.progress import OnProgress, Progress
-from accuscope.engine.sides.registry import capabilities
+from accuscope.engine.sides.registry import capabilities, pairs_calls
 from accuscope.engine.sources import ranks as rank_mod
 from accuscope.engine.sources.outputfile import atomic_path, not_a_link
 from accuscope.engine.sources.tensor import SourceError
@@ -217,7 +217,8 @@ def _finish(folder: Path, spec: CompareSpec, run: RanksRun, fields: dict) -> Non
         run.coverage["ladder"] = merged(ladders)
     meta = {**fields, "tool": f"accuscope {__version__}", "created": datetime.now().isoformat(timespec="seconds"),
             "problems": run.problems + lost + [p for r in records.values() for p in r.get("problems", [])][:1000],
-            "state": "done", "error": "", "ranks": records, "sides": sides, "coverage": run.coverage}
+            "state": "done", "error": "", "ranks": records, "sides": sides,
+            "pairs_calls": pairs_calls(sides["npu"], sides["golden"]), "coverage": run.coverage}
     held, run.held = run.held, {}
     written = write_result(folder, meta, Ranks(records, held), spec.thresholds, {"golden_is_npy": True})
     run.problems += written.warnings

@@ -8,7 +8,7 @@ written back with the keys this accuscope does not know kept.
                              op_range ...: compare/spec.py declares them), relative (`spec_fields`)
     the run                  state, error, tool, pid, host, times, attempt
     the result               generation, csv, csv_options, thresholds, custom_columns, counts,
-                             problems, sides, coverage
+                             problems, sides, pairs_calls, coverage
     multi-rank, demo, re-test   ranks, columnar ...; demo; parent, export, kind, retest
 
 Reading is strict where a task is opened (`read`: SourceError naming the file for a missing file,
@@ -44,6 +44,7 @@ from accuscope.engine.compare.polytol import stored_problem
 from accuscope.engine.compare.spec import PER_OUTPUT_KINDS, CompareSpec, Option, options
 from accuscope.engine.compare.statistics import SHARDS_BY_NAMES
 from accuscope.engine.compare.thresholds import Thresholds
+from accuscope.engine.sources import kinds
 from accuscope.engine.sources.inputfile import read_json_object
 from accuscope.engine.sources.names import printable
 from accuscope.engine.sources.outputfile import atomic_file
@@ -55,7 +56,7 @@ if TYPE_CHECKING:
     from accuscope.engine.compare.spec import CompareSpec
 
 TASK_JSON = "task.json"
-VERSION = 3
+VERSION = 4
 STATES = ("running", "done", "cancelled", "failed", "interrupted")
 PATH_KEYS = tuple(f.name for f, declared in options() if declared.path)  # paths kept with `relative`
 
@@ -142,6 +143,8 @@ class TaskDoc:
     verdict_line = Key(str, "", "the verdict in one line, as every surface states it (Verdict.line)")
     problems: Key[list] = Key(list, [], "what could not be read or paired, one line each")
     sides: Key[dict] = Key(dict, {}, "the kind of source on each side: {npu: KIND, golden: KIND}")
+    pairs_calls = Key(bool, False, "the sides pair call by call (sides.registry.pairs_calls: two msprobe dumps): "
+                      "its pairs may be decided in the app (app/taskscreen.py), which reads this, not the registry")
     coverage: Key[dict] = Key(dict, {}, "coverage.Coverage.to_meta(): how much of each side was compared")
     # ---- a multi-rank task (tasks/rankrun.py) ----
     multirank = Key(bool, False, "compared rank by rank (ranks holds them)")
@@ -312,7 +315,16 @@ def _v2_one_name(raw: dict) -> dict:
     return raw
 
 
-MIGRATIONS: dict[int, Callable[[dict], dict]] = {1: _v1_shards, 2: _v2_one_name}  # from version k to k + 1
+def _v3_pairs_calls(raw: dict) -> dict:
+    """Version 3 did not record whether the sides pair call by call (`pairs_calls`): its sides' kinds said
+    it, two msprobe dumps (the one format declaring it then)."""
+    sides = raw.get("sides")
+    if "pairs_calls" not in raw and isinstance(sides, dict) and sides and set(sides.values()) == {kinds.MSPROBE}:
+        raw["pairs_calls"] = True
+    return raw
+
+
+MIGRATIONS: dict[int, Callable[[dict], dict]] = {1: _v1_shards, 2: _v2_one_name, 3: _v3_pairs_calls}  # from version k to k + 1
 
 
 def migrate(raw: dict) -> dict:

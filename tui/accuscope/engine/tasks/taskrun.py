@@ -160,7 +160,7 @@ def run_task(spec: CompareSpec, folder: str | Path,
         meta = {**fields, "algorithms": plan.metrics + [p.name for p in plan.plugins],
                 "tool": f"accuscope {__version__}", "created": datetime.now().isoformat(timespec="seconds"),
                 "problems": [str(p) for p in plan.problems], "state": "done", "error": "",
-                "sides": {"npu": plan.npu.kind, "golden": plan.golden.kind}, "coverage": plan.coverage.to_meta()}
+                **plan.sides_fields(), "coverage": plan.coverage.to_meta()}
         result.csv = write_result(folder, meta, result.table, spec.thresholds, {
             "with_op_sequence": bool(spec.op_range), "npu_is_npy": False,
             "golden_is_npy": plan.golden.kind in (kinds.NPY, kinds.PT)}).csv
