@@ -110,3 +110,26 @@ def test_hooks_as_the_candidate_pair_the_same_modules(tflite_dumps, tmp_path):
     rows = _rows(tmp_path / "t")
     assert (rows["relu:output:0"]["golden_op"], rows["fc:output:0"]["golden_op"]) == ("CONV_2D_0", "FULLY_CONNECTED_0")
     assert rows["conv:output:0"]["reason"].startswith("fused N:1 (2:1 NPU:golden): the export folds module bn")
+
+
+def test_run_pairs_inputs_by_place_where_their_names_differ(tmp_path):
+    """`run` of the export (its input renamed `image` in a copy) against onnx2tf's .tflite (input `x`, NHWC):
+    the names differ, so the inputs pair by their place, and the one random input drawn for the reference feeds
+    the .tflite moved to NHWC; the note and the candidate's dump.json say so, and every row agrees."""
+    pytest.importorskip("ai_edge_litert.interpreter", reason="ai-edge-litert is not installed")
+    onnx = pytest.importorskip("onnx")
+    model = onnx.load(str(EXPORT))
+    model.graph.input[0].name = "image"
+    for node in model.graph.node:
+        node.input[:] = ["image" if name == "x" else name for name in node.input]
+    onnx.save(model, str(tmp_path / "renamed.onnx"))
+    r = accuscope("run", tmp_path / "renamed.onnx", HERE / "model.tflite", "--random-inputs", "--match", "structure",
+                  "--out", tmp_path / "t", "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["failing"] == 0
+    assert "the candidate's input x: random, the reference's 'image', NCHW->NHWC" in " ".join(r.stderr.split())
+    dumps = next((tmp_path / "t" / "dumps").iterdir())
+    fed = json.loads((dumps / "npu" / "dump.json").read_text())["inputs"]
+    assert fed == {"x": {"shape": [1, 16, 16, 3], "dtype": "float32",
+                         "origin": "random, the reference's 'image', NCHW->NHWC"}}
+    assert all(float(row["cos"]) > 0.9999 for row in _rows(tmp_path / "t").values() if row["cos"])
