@@ -7,7 +7,7 @@ does (pairing by tensor names, which survive the renaming of nodes by converters
 and TFLite's post-training quantizer included) and, with
 `--advisor`, advised on with the reference model as the framework model.
 """
-# lazy: commands.chainreport, engine.precision.convert, engine.runs.litertrun, engine.runs.onnxmodel, engine.sources.outputfile, engine.tasks.task
+# lazy: commands.chainreport, engine.precision.convert, engine.runs.litertrun, engine.runs.onnxmodel, engine.runs.openvinorun, engine.sources.outputfile, engine.tasks.task
 from __future__ import annotations
 
 import os
@@ -25,7 +25,7 @@ from ..engine.sources.tensor import SourceError
 from ..engine.tasks.task import DUMPS_DIR, TASK_JSON
 from .common import err, out, show
 from .compare import add_comparison_options, advise_if_asked, compare_and_report
-from .dump import LITERT, RUNTIMES, add_input_options, dump_options, dump_with_progress, runtime_of
+from .dump import LITERT, OPENVINO, RUNTIMES, add_input_options, dump_options, dump_with_progress, runtime_of
 
 if TYPE_CHECKING:
     from ..engine.compare.spec import CompareSpec
@@ -158,13 +158,13 @@ def _dump_models(args, dump, candidates: list[tuple[str, str, str, str]],
 
 
 def _input_dims(model: str, runtime: str) -> list[tuple[str, list | None]] | None:
-    """The (name, dims) of `model`'s inputs where they can be read before it runs (ONNX, .tflite),
-    which size the reference's dynamic random inputs (onnxmodel.feeds_for's `like`); else None."""
-    from ..engine.runs import litertrun, onnxmodel
+    """The (name, dims) of `model`'s inputs, read before it runs on `runtime`, which size the reference's
+    dynamic random inputs (onnxmodel.feeds_for's `like`); None where they cannot be read."""
+    from ..engine.runs import litertrun, onnxmodel, openvinorun
     try:
         if runtime == LITERT:
             return litertrun.input_dims(model)
-        return onnxmodel.input_dims(model) if detect(model).kind == kinds.ONNX else None
+        return openvinorun.input_dims(model) if runtime == OPENVINO else onnxmodel.input_dims(model)
     except SourceError:
         return None  # the candidate's own run says what is wrong with it
 

@@ -116,6 +116,13 @@ def _specs(model, parameters: dict[str, str]) -> list[tuple[str, np.dtype, list 
     return specs
 
 
+def input_dims(path) -> list[tuple[str, list | None]]:
+    """A model's inputs' (name, dims: None where dynamic) as OpenVINO reads them, as onnxmodel.feeds_for's
+    `like` takes them."""
+    path = user_path(path, "model file")
+    return [(name, dims) for name, _, dims in _specs(read_model(openvino_module().Core(), path), {})]
+
+
 def dump_openvino(model_path, out_dir, inputs: dict[str, np.ndarray] | None = None, *, random_inputs=False,
                   seed=0, precision: str = "f32", timestamp: int | None = None, progress: OnProgress | None = None,
                   dims: dict[str, int] | None = None, files: Writes | None = None,
