@@ -133,3 +133,23 @@ def test_run_pairs_inputs_by_place_where_their_names_differ(tmp_path):
     assert fed == {"x": {"shape": [1, 16, 16, 3], "dtype": "float32",
                          "origin": "random, the reference's 'image', NCHW->NHWC"}}
     assert all(float(row["cos"]) > 0.9999 for row in _rows(tmp_path / "t").values() if row["cos"])
+
+
+def test_openvinos_gemm_split_pairs_with_tflites_fully_connected_at_its_bias(tmp_path):
+    """OpenVINO runs the export's Gemm as a MatMul (`Gemm/WithoutBiases`) and an Add of the bias; TFLite's
+    FULLY_CONNECTED does both. The walk pairs it with the Add, whose values it holds, and names the MatMul
+    fused: every row agrees and the model passes (it failed at cos 0.89 against the MatMul), while the fault
+    planted in the .tflite's conv is still found at it."""
+    pytest.importorskip("ai_edge_litert.interpreter", reason="ai-edge-litert is not installed")
+    pytest.importorskip("openvino", reason="openvino is not installed")
+    found = {}
+    for name in ("model", "fault"):
+        r = accuscope("run", EXPORT, HERE / f"{name}.tflite", "--reference-runtime", "openvino", "--random-inputs",
+                      "--match", "structure", "--out", tmp_path / name, "--json")
+        assert r.returncode == 0, r.stderr
+        found[name] = json.loads(r.stdout)
+    assert found["model"]["judgement"]["outcome"] == "pass", found["model"]["judgement"]
+    assert float(_rows(tmp_path / "model")["FULLY_CONNECTED_0:output:0"]["cos"]) > 0.9999
+    assert found["model"]["pairing"]["leftovers"]["no counterpart"] == 0  # the MatMul and the conv's are fused
+    assert found["model"]["pairing"]["structure"]["fused"] == 8
+    assert found["fault"]["first_failing"]["tensor"] == "CONV_2D_2:output:0"
