@@ -383,3 +383,50 @@ def test_structure_pairs_pp_ocr_cls_against_its_onnx2tf_conversion(cls_model, tm
         assert (rows[tensor]["golden_op"], rows[tensor]["how"]) == (golden, "structure"), rows[tensor]
         assert float(rows[tensor]["cos"]) > 0.9999, rows[tensor]
     assert rows["CONV_2D_4:output:0"]["reason"].startswith("fused N:1 (2:1 NPU:golden)")
+
+
+def _run_cls_against_onnx2tf(cls_model, tmp_path: Path, task: str, *inputs: str) -> dict[str, dict]:
+    """`accuscope run` of the ONNX cls model against its onnx2tf .tflite (NHWC input): its rows by tensor."""
+    r = accuscope("run", cls_model, ONNX2TF, *inputs, "--match", "structure", "--out", tmp_path / task, "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["failing"] == 0
+    return {row["tensor"]: row for row in _rows_with_cos(tmp_path / task)}
+
+
+def test_run_feeds_one_random_input_to_both_layouts(cls_model, tmp_path):
+    """`run --random-inputs` draws the input once, in the reference's layout (NCHW, its dynamic H and W sized by
+    the .tflite's fixed input), and feeds the .tflite the same values moved to NHWC: the first conv agrees and
+    the verdict passes (each side drew its own tensor before, and every row differed); dump.json says so."""
+    pytest.importorskip("onnxruntime")
+    rows = _run_cls_against_onnx2tf(cls_model, tmp_path, "t", "--random-inputs")
+    assert float(rows["CONV_2D_0:output:0"]["cos"]) > 0.999, rows["CONV_2D_0:output:0"]
+    dumps = next((tmp_path / "t" / "dumps").iterdir())
+    golden = json.loads((dumps / "golden" / "dump.json").read_text())["inputs"]["x"]
+    npu = json.loads((dumps / "npu" / "dump.json").read_text())["inputs"]["x"]
+    assert (golden["shape"], golden["origin"]) == ([1, 3, 48, 192], "random")
+    assert (npu["shape"], npu["origin"]) == ([1, 48, 192, 3], "random, NCHW->NHWC")
+    onnx_x, tflite_x = (np.load(next((dumps / d).glob("x.0.*.npy"))) for d in ("golden", "npu"))
+    assert np.array_equal(tflite_x.transpose(0, 3, 1, 2), onnx_x)
+
+
+def test_run_takes_one_input_file_in_either_layout(cls_model, tmp_path):
+    """`run --input x=FILE` feeds the file to both sides whichever layout it is in (NCHW, the reference's, or NHWC,
+    the .tflite's): the rows are the same both ways."""
+    pytest.importorskip("onnxruntime")
+    x = np.random.default_rng(0).uniform(-1, 1, (1, 3, 48, 192)).astype(np.float32)
+    np.save(tmp_path / "nchw.npy", x)
+    np.save(tmp_path / "nhwc.npy", x.transpose(0, 2, 3, 1).copy())
+    results = [_run_cls_against_onnx2tf(cls_model, tmp_path, f"t{k}", "--input", f"x={tmp_path / f}")
+               for k, f in enumerate(("nchw.npy", "nhwc.npy"))]
+    assert float(results[0]["CONV_2D_0:output:0"]["cos"]) > 0.999
+    assert {k: v["cos"] for k, v in results[0].items()} == {k: v["cos"] for k, v in results[1].items()}
+
+
+def test_run_refuses_an_input_no_layout_makes_fit(cls_model, tmp_path):
+    """An input file whose shape is neither the reference's nor its other layout: exit 2 naming both shapes."""
+    pytest.importorskip("onnxruntime")
+    np.save(tmp_path / "x.npy", np.zeros((1, 3, 40, 100), np.float32))
+    r = accuscope("run", cls_model, ONNX2TF, "--input", f"x={tmp_path / 'x.npy'}", "--out", tmp_path / "t")
+    assert r.returncode == 2, r.stderr
+    assert "(1, 48, 192, 3)" in r.stderr and "(1, 3, 40, 100)" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr

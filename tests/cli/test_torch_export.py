@@ -110,3 +110,46 @@ def test_hooks_as_the_candidate_pair_the_same_modules(tflite_dumps, tmp_path):
     rows = _rows(tmp_path / "t")
     assert (rows["relu:output:0"]["golden_op"], rows["fc:output:0"]["golden_op"]) == ("CONV_2D_0", "FULLY_CONNECTED_0")
     assert rows["conv:output:0"]["reason"].startswith("fused N:1 (2:1 NPU:golden): the export folds module bn")
+
+
+def test_run_pairs_inputs_by_place_where_their_names_differ(tmp_path):
+    """`run` of the export (its input renamed `image` in a copy) against onnx2tf's .tflite (input `x`, NHWC):
+    the names differ, so the inputs pair by their place, and the one random input drawn for the reference feeds
+    the .tflite moved to NHWC; the note and the candidate's dump.json say so, and every row agrees."""
+    pytest.importorskip("ai_edge_litert.interpreter", reason="ai-edge-litert is not installed")
+    onnx = pytest.importorskip("onnx")
+    model = onnx.load(str(EXPORT))
+    model.graph.input[0].name = "image"
+    for node in model.graph.node:
+        node.input[:] = ["image" if name == "x" else name for name in node.input]
+    onnx.save(model, str(tmp_path / "renamed.onnx"))
+    r = accuscope("run", tmp_path / "renamed.onnx", HERE / "model.tflite", "--random-inputs", "--match", "structure",
+                  "--out", tmp_path / "t", "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["failing"] == 0
+    assert "the candidate's input x: random, the reference's 'image', NCHW->NHWC" in " ".join(r.stderr.split())
+    dumps = next((tmp_path / "t" / "dumps").iterdir())
+    fed = json.loads((dumps / "npu" / "dump.json").read_text())["inputs"]
+    assert fed == {"x": {"shape": [1, 16, 16, 3], "dtype": "float32",
+                         "origin": "random, the reference's 'image', NCHW->NHWC"}}
+    assert all(float(row["cos"]) > 0.9999 for row in _rows(tmp_path / "t").values() if row["cos"])
+
+
+def test_openvinos_gemm_split_pairs_with_tflites_fully_connected_at_its_bias(tmp_path):
+    """OpenVINO runs the export's Gemm as a MatMul (`Gemm/WithoutBiases`) and an Add of the bias; TFLite's
+    FULLY_CONNECTED does both. The walk pairs it with the Add, whose values it holds, and names the MatMul
+    fused: every row agrees and the model passes (it failed at cos 0.89 against the MatMul), while the fault
+    planted in the .tflite's conv is still found at it."""
+    pytest.importorskip("ai_edge_litert.interpreter", reason="ai-edge-litert is not installed")
+    pytest.importorskip("openvino", reason="openvino is not installed")
+    found = {}
+    for name in ("model", "fault"):
+        r = accuscope("run", EXPORT, HERE / f"{name}.tflite", "--reference-runtime", "openvino", "--random-inputs",
+                      "--match", "structure", "--out", tmp_path / name, "--json")
+        assert r.returncode == 0, r.stderr
+        found[name] = json.loads(r.stdout)
+    assert found["model"]["judgement"]["outcome"] == "pass", found["model"]["judgement"]
+    assert float(_rows(tmp_path / "model")["FULLY_CONNECTED_0:output:0"]["cos"]) > 0.9999
+    assert found["model"]["pairing"]["leftovers"]["no counterpart"] == 0  # the MatMul and the conv's are fused
+    assert found["model"]["pairing"]["structure"]["fused"] == 8
+    assert found["fault"]["first_failing"]["tensor"] == "CONV_2D_2:output:0"

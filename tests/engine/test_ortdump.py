@@ -453,3 +453,16 @@ def test_a_file_that_cannot_be_written_fails_the_dump_naming_it_and_leaves_no_ha
     path, _, why = r.stdout.strip().partition(": ")
     assert fnmatch.fnmatch(path, str(out / what)) and why.startswith("cannot write ("), r.stdout  # EFBIG or a short write
     assert list(out.iterdir()) == []
+
+
+def test_an_input_file_in_the_other_layout_is_fed_transposed(tmp_path):
+    """A 4-D input given NHWC to a model that takes NCHW is fed moved to NCHW, and dump.json says so."""
+    graph = h.make_graph([h.make_node("Relu", ["x"], ["y"], name="relu")], "g",
+                         [h.make_tensor_value_info("x", T.FLOAT, [1, 3, 4, 5])],
+                         [h.make_tensor_value_info("y", T.FLOAT, [1, 3, 4, 5])])
+    onnx.save(h.make_model(graph, opset_imports=[h.make_opsetid("", 17)]), str(tmp_path / "m.onnx"))
+    x = np.random.default_rng(0).standard_normal((1, 3, 4, 5)).astype(np.float32)
+    report = dump_onnx(tmp_path / "m.onnx", tmp_path / "d", {"x": x.transpose(0, 2, 3, 1)})
+    assert np.array_equal(report.fed["x"][0], x) and report.fed["x"][1] == "given, NHWC->NCHW"
+    doc = json.loads((tmp_path / "d" / "dump.json").read_text())
+    assert doc["inputs"]["x"] == {"shape": [1, 3, 4, 5], "dtype": "float32", "origin": "given, NHWC->NCHW"}

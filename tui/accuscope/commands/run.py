@@ -7,7 +7,7 @@ does (pairing by tensor names, which survive the renaming of nodes by converters
 and TFLite's post-training quantizer included) and, with
 `--advisor`, advised on with the reference model as the framework model.
 """
-# lazy: commands.chainreport, engine.precision.convert, engine.sources.outputfile, engine.tasks.task
+# lazy: commands.chainreport, engine.precision.convert, engine.runs.litertrun, engine.runs.onnxmodel, engine.runs.openvinorun, engine.sources.outputfile, engine.tasks.task
 from __future__ import annotations
 
 import os
@@ -25,7 +25,7 @@ from ..engine.sources.tensor import SourceError
 from ..engine.tasks.task import DUMPS_DIR, TASK_JSON
 from .common import err, out, show
 from .compare import add_comparison_options, advise_if_asked, compare_and_report
-from .dump import RUNTIMES, add_input_options, dump_options, dump_with_progress, runtime_of
+from .dump import LITERT, OPENVINO, RUNTIMES, add_input_options, dump_options, dump_with_progress, runtime_of
 
 if TYPE_CHECKING:
     from ..engine.compare.spec import CompareSpec
@@ -63,6 +63,10 @@ def run(args) -> int:
     dumped = dump_sides(args, dump_with_progress)
     for name, how in {**dumped.golden.casts, **dumped.npu.casts}.items():
         err.print(f"[yellow]note:[/] input {show(name)} {show(how)} (the model's input type)")
+    for side, report in (("reference", dumped.golden), ("candidate", dumped.npu)):
+        for name, (_, how) in report.fed.items():
+            if ", " in how and not how.startswith("given as"):  # paired by place, or moved to its layout
+                err.print(f"[yellow]note:[/] the {side}'s input {show(name)}: {show(how)}")
     shapes = ", ".join(f"{show(k)} {list(v)}" for k, v in dumped.golden.inputs.items())
     (err if args.json else out).print(f"dumped {len(dumped.golden.written):,} reference and "
                                       f"{len(dumped.npu.written):,} candidate tensors "
@@ -129,11 +133,18 @@ def _dump_models(args, dump, candidates: list[tuple[str, str, str, str]],
     created = not folder.exists()
     files = Writes()  # each model's files are written while the next one runs
     reports = {}
+    like = _input_dims(candidates[0][1], runtimes[candidates[0][0]]) if args.random_inputs else None
     try:
         reports["golden"] = dump(args.reference, str(generation / "golden"), "running the reference",
-                                 runtime=runtimes["REF"], files=files, **options)
+                                 runtime=runtimes["REF"], files=files, like=like, **options)
+        # every candidate fed what the reference was, in its own layout (ortdump's counterpart)
+        options = {**options, "inputs": None, "random_inputs": False, "counterpart": reports["golden"].fed}
         for flag, path, where, label in candidates:
-            reports[where] = dump(path, str(generation / where), label, runtime=runtimes[flag], files=files, **options)
+            try:
+                reports[where] = dump(path, str(generation / where), label, runtime=runtimes[flag], files=files,
+                                      **options)
+            except SourceError as exc:
+                raise SourceError(f"{flag} {exc}") from None
         files.finish()
         if more is not None:
             more(generation, options)
@@ -144,6 +155,18 @@ def _dump_models(args, dump, candidates: list[tuple[str, str, str, str]],
             shutil.rmtree(folder, ignore_errors=True)
         raise
     return generation, reports
+
+
+def _input_dims(model: str, runtime: str) -> list[tuple[str, list | None]] | None:
+    """The (name, dims) of `model`'s inputs, read before it runs on `runtime`, which size the reference's
+    dynamic random inputs (onnxmodel.feeds_for's `like`); None where they cannot be read."""
+    from ..engine.runs import litertrun, onnxmodel, openvinorun
+    try:
+        if runtime == LITERT:
+            return litertrun.input_dims(model)
+        return openvinorun.input_dims(model) if runtime == OPENVINO else onnxmodel.input_dims(model)
+    except SourceError:
+        return None  # the candidate's own run says what is wrong with it
 
 
 def _expected_side(args, generation: Path, options: dict, dump) -> str:

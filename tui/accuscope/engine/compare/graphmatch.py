@@ -311,14 +311,35 @@ def match(npu: _Skeleton, golden: _Skeleton, agree: Callable[[str, str], float] 
         chosen.taken = True
         seen[op.key] = chosen.key
         found.ops.append((op, chosen))
+        if agree is not None and not op.key.endswith(PRE) and not chosen.key.endswith(PRE):
+            _inside_after(found, op, chosen, ahead(chosen.key)[1:], agree, seen)
         if op.key.endswith(PRE) or chosen.key.endswith(PRE):
             if not chosen.key.endswith(PRE):
                 found.fused[chosen.node.name] = (op.node.name, "runs it with its activation fused")
             elif not op.key.endswith(PRE):
                 found.fused_npu[op.node.name] = (chosen.node.name, "runs it with its activation fused")
             continue
-        found.image[op.key] = chosen.key
+        found.image[op.key] = seen[op.key]  # chosen, or the op after it whose work it does inside
     return found
+
+
+def _inside_after(found: Matched, op: _Op, chosen: _Op, after: list[tuple[str, list[_Op], str]],
+                  agree: Callable[[str, str], float], seen: dict[str, str]) -> None:
+    """The candidate's op folded into its weights the reference's ops of weights after its counterpart (a
+    TFLite FULLY_CONNECTED its bias, which OpenVINO's Gemm leaves to an Add after a MatMul; onnx2tf a
+    block's scale and shift): where its output disagrees with the counterpart's and agrees with one of
+    those ops', it stands for that one and the ops up to it are named fused, as where the op after it
+    tells (match). Values are read only where such ops follow (`after` empty: nothing read)."""
+    if not after or agree(op.key, chosen.key) >= AGREE:
+        return
+    later = next((st for st in after if agree(op.key, st[0]) >= AGREE), None)
+    if later is None:
+        return
+    found.fused[chosen.node.name] = (op.node.name, "folded the ops after it into its weights (its output is theirs)")
+    for g in later[1]:
+        g.taken = True
+        found.fused[g.node.name] = (op.node.name, "folded it into its weights")
+    seen[op.key] = later[0]
 
 
 def _by_values(op: _Op, want: str, golden: _Skeleton, agree: Callable[[str, str], float],

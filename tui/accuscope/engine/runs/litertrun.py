@@ -97,9 +97,20 @@ def _input_grids(tensors: list[TensorInfo], details: list[dict], inputs: dict[st
     return grids
 
 
+def input_dims(path) -> list[tuple[str, list | None]]:
+    """A .tflite's inputs' (name, dims: None where dynamic), as onnxmodel.feeds_for's `like` takes them."""
+    path = user_path(path, "model file")
+    tensors = read_tflite(path).tensors
+    details = _interpreter(litert_module(), path, preserve=False).get_input_details()
+    return [(tensors[d["index"]].name, [int(n) if n >= 0 else None for n in d.get("shape_signature", d["shape"])])
+            for d in details]
+
+
 def dump_litert(model_path, out_dir, inputs: dict[str, np.ndarray] | None = None, *, random_inputs=False,
                 seed=0, timestamp: int | None = None, progress: OnProgress | None = None,
-                dims: dict[str, int] | None = None, files: Writes | None = None) -> DumpReport:
+                dims: dict[str, int] | None = None, files: Writes | None = None,
+                counterpart: dict[str, tuple[np.ndarray, str]] | None = None,
+                like: list[tuple[str, list | None]] | None = None) -> DumpReport:
     """Run the .tflite on LiteRT's interpreter with every tensor kept and write every op output as
     `{op}.{index}.{ts}.npy` (quantized ones dequantized), the inputs as `{input}.0.{ts}.npy`,
     model.tflite and dump.json (module doc). Options as ortdump.dump_onnx takes them."""
@@ -114,7 +125,7 @@ def dump_litert(model_path, out_dir, inputs: dict[str, np.ndarray] | None = None
     specs: list[tuple[str, np.dtype, list | None]] = [
         (model.tensors[d["index"]].name, np.dtype(np.float32 if grids.get(d["index"], (0, False))[1] else d["dtype"]),
          [int(n) if n >= 0 else None for n in d.get("shape_signature", d["shape"])]) for d in details]
-    feeds = feeds_for(specs, path, inputs, random_inputs, seed, dims)
+    feeds = feeds_for(specs, path, inputs, random_inputs, seed, dims, counterpart, like)
     given = {}
     for d, (name, _, _) in zip(details, specs):
         arr, origin = feeds[name]
@@ -132,6 +143,7 @@ def dump_litert(model_path, out_dir, inputs: dict[str, np.ndarray] | None = None
     report = DumpReport(out)
     report.inputs = {k: tuple(v[0].shape) for k, v in feeds.items()}
     report.casts = {k: o for k, (_, o) in feeds.items() if o.startswith("given as")}
+    report.fed = feeds
     index = {t.name: t for t in model.tensors}
     wanted = [(node.name, k, tensor) for node in model.graph.nodes for k, tensor in enumerate(node.outputs) if tensor]
     quantized: dict[str, dict] = {}

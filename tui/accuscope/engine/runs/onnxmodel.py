@@ -13,6 +13,7 @@ import numpy as np
 from accuscope.engine.graphs.graph import unique_names
 from accuscope.engine.graphs.onnxgraph import need
 from accuscope.engine.sources.inputfile import user_path
+from accuscope.engine.sources.layout import channel_move, fits
 from accuscope.engine.sources.tensor import SourceError
 
 RANDOM_INT_HIGH = 8      # random integer inputs lie in [0, RANDOM_INT_HIGH): small enough for indices
@@ -118,14 +119,23 @@ def _random(dtype: np.dtype, dims, seed: int, position: int, sizes: dict[str, in
                           f"({math.prod(shape) * dtype.itemsize:,} bytes); give its data as NAME=FILE.npy") from None
 
 
-def prepare_inputs(model, path, given, random_inputs, seed, dims):
+def prepare_inputs(model, path, given, random_inputs, seed, dims, counterpart=None, like=None):
     """Check user inputs against the model, fill missing ones with random data; name -> (array, origin)."""
-    return feeds_for(_input_specs(model, path), path, given, random_inputs, seed, dims)
+    return feeds_for(_input_specs(model, path), path, given, random_inputs, seed, dims, counterpart, like)
 
 
-def feeds_for(specs: list[tuple[str, np.dtype, list | None]], path, given, random_inputs, seed, dims):
+def feeds_for(specs: list[tuple[str, np.dtype, list | None]], path, given, random_inputs, seed, dims,
+              counterpart: dict[str, tuple[np.ndarray, str]] | None = None,
+              like: list[tuple[str, list | None]] | None = None):
     """`prepare_inputs` for any runtime's model: its inputs' (name, dtype, dims: ints where fixed,
-    str or None where dynamic), in the model's order (an input's random values depend on its place)."""
+    str or None where dynamic), in the model's order (an input's random values depend on its place).
+    A given 4-D array whose channels moved first or last fits the input (a file in NHWC for a model in
+    NCHW, or the other way) is fed so moved. `counterpart`: the feeds of the model this one is compared
+    with (`run`), fed here instead of `given` and random data (`counterpart_feeds`). `like`: that model's
+    inputs' (name, dims): a random input's dynamic dims take the sizes of its counterpart's fixed ones,
+    in this model's layout (`_sized_like`), so that both can be fed the same data."""
+    if counterpart is not None:
+        return counterpart_feeds(specs, path, counterpart)
     known = {s[0] for s in specs}
     unknown = sorted(set(given or {}) - known)
     if unknown:
@@ -135,24 +145,90 @@ def feeds_for(specs: list[tuple[str, np.dtype, list | None]], path, given, rando
     missing = []
     for position, (name, dtype, shape) in enumerate(specs):
         if given and name in given:
-            arr = np.asarray(given[name])
+            arr, moved = _in_layout(np.asarray(given[name]), shape)
             if shape is not None and (arr.ndim != len(shape) or any(
                     isinstance(d, int) and d != n for d, n in zip(shape, arr.shape))):
                 raise SourceError(f"{path}: input '{name}' has shape {tuple(arr.shape)} but the model "
                                   f"expects {_fmt(shape)}")
-            try:
-                cast = "" if arr.dtype == np.dtype(dtype) else f" as {arr.dtype}, cast to {np.dtype(dtype)}"
-                feeds[name] = (np.ascontiguousarray(arr, dtype=dtype), f"given{cast}")
-            except (TypeError, ValueError) as exc:
-                raise SourceError(f"{path}: input '{name}' of dtype {arr.dtype} cannot become {dtype}: "
-                                  f"{exc}") from None
+            arr, cast = _cast(arr, dtype, name, path)
+            feeds[name] = (arr, f"given{cast}{moved}")
         elif random_inputs:
+            shape = _sized_like(name, position, shape, like)
             feeds[name] = (_random(dtype, shape, seed, position, dims or {}, name, path), "random")
         else:
             missing.append(f"{name} {_fmt(shape)} {dtype}")
     if missing:
         raise SourceError(f"{path}: missing model inputs: {'; '.join(missing)} "
                           "(give each with --input NAME=FILE.npy, or generate them with --random-inputs)")
+    return feeds
+
+
+def _in_layout(arr: np.ndarray, dims) -> tuple[np.ndarray, str]:
+    """`arr` moved into the layout of an input declared `dims` where it is in the other one
+    (layout.channel_move), and what was done (", NHWC->NCHW"; "" where nothing was moved)."""
+    move = channel_move(tuple(arr.shape), dims)
+    if move is None:
+        return arr, ""
+    return arr.transpose(move[0]), f", {move[1]}"
+
+
+def _sized_like(name: str, position: int, dims, like: list[tuple[str, list | None]] | None):
+    """`dims` with the sizes of the counterpart's input (same name, else same place) where it has dynamic
+    ones and the counterpart's are fixed and fit them, as they are or in the other layout."""
+    if dims is None or not like or all(isinstance(d, int) for d in dims):
+        return dims
+    named = dict(like)
+    theirs = named[name] if name in named else like[position][1] if len(like) > position else None
+    if theirs is None or not all(isinstance(d, int) for d in theirs):
+        return dims
+    shape = tuple(theirs)
+    if fits(shape, dims):
+        return list(shape)
+    move = channel_move(shape, dims)
+    return dims if move is None else [shape[k] for k in move[0]]
+
+
+def input_dims(path) -> list[tuple[str, list | None]]:
+    """An ONNX model's inputs' (name, dims), as feeds_for's `like` takes them."""
+    return [(name, dims) for name, _, dims in _input_specs(load_model(path), os.fspath(path))]
+
+
+def _cast(arr: np.ndarray, dtype: np.dtype, name: str, path) -> tuple[np.ndarray, str]:
+    """`arr` as a contiguous array of the input's `dtype`, and what an origin says of the cast
+    (" as float64, cast to float32"; "" where none); SourceError where it cannot become one."""
+    cast = "" if arr.dtype == np.dtype(dtype) else f" as {arr.dtype}, cast to {np.dtype(dtype)}"
+    try:
+        return np.ascontiguousarray(arr, dtype=dtype), cast
+    except (TypeError, ValueError) as exc:
+        raise SourceError(f"{path}: input '{name}' of dtype {arr.dtype} cannot become {dtype}: {exc}") from None
+
+
+def counterpart_feeds(specs: list[tuple[str, np.dtype, list | None]], path,
+                      counterpart: dict[str, tuple[np.ndarray, str]]) -> dict[str, tuple[np.ndarray, str]]:
+    """This model fed what its counterpart (`run`'s reference) was fed: each input paired with the
+    counterpart's of the same name, or, where the names differ (onnx2tf renames `x` to
+    `serving_default_x:0`), with the one at its place; moved into this model's layout where its shape
+    is the counterpart's with the channels moved (NCHW <-> NHWC). Origins say so ("random, the
+    reference's 'x', NCHW->NHWC"). SourceError naming both shapes where one is no such permutation."""
+    theirs = list(counterpart)
+    by_name = all(name in counterpart for name, _, _ in specs)
+    if not by_name and len(theirs) != len(specs):
+        raise SourceError(f"{path}: its inputs ({', '.join(s[0] for s in specs) or 'none'}) are not the "
+                          f"reference's ({', '.join(theirs) or 'none'}) by name nor by number; run each "
+                          "with `accuscope dump` and compare the dumps")
+    feeds = {}
+    for position, (name, dtype, dims) in enumerate(specs):
+        other = name if by_name else theirs[position]
+        arr, origin = counterpart[other]
+        moved_arr, moved = _in_layout(arr, dims)
+        if dims is not None and (moved_arr.ndim != len(dims) or any(
+                isinstance(d, int) and d != n for d, n in zip(dims, moved_arr.shape))):
+            raise SourceError(f"{path}: input '{name}' expects {_fmt(dims)}, the reference's '{other}' was fed "
+                              f"{_fmt(arr.shape)}: not the same shape nor one in the other layout (NCHW <-> NHWC)")
+        moved_arr, cast = _cast(moved_arr, dtype, name, path)
+        kind = origin.split(",")[0].split(" as ")[0]  # random, given
+        whose = "" if other == name else f", the reference's '{other}'"
+        feeds[name] = (moved_arr, f"{kind}{cast}{whose}{moved}")
     return feeds
 
 

@@ -116,12 +116,21 @@ def _specs(model, parameters: dict[str, str]) -> list[tuple[str, np.dtype, list 
     return specs
 
 
+def input_dims(path) -> list[tuple[str, list | None]]:
+    """A model's inputs' (name, dims: None where dynamic) as OpenVINO reads them, as onnxmodel.feeds_for's
+    `like` takes them."""
+    path = user_path(path, "model file")
+    return [(name, dims) for name, _, dims in _specs(read_model(openvino_module().Core(), path), {})]
+
+
 def dump_openvino(model_path, out_dir, inputs: dict[str, np.ndarray] | None = None, *, random_inputs=False,
                   seed=0, precision: str = "f32", timestamp: int | None = None, progress: OnProgress | None = None,
-                  dims: dict[str, int] | None = None, files: Writes | None = None) -> DumpReport:
+                  dims: dict[str, int] | None = None, files: Writes | None = None,
+                  counterpart: dict[str, tuple[np.ndarray, str]] | None = None,
+                like: list[tuple[str, list | None]] | None = None) -> DumpReport:
     """Run the model on OpenVINO's CPU plugin and write every op output as `{op}.{index}.{ts}.npy`,
     the inputs as `{input}.0.{ts}.npy`, model.xml/.bin (the model that ran) and dump.json (module doc).
-    `inputs`, `random_inputs`, `seed`, `dims`, `files`, `progress` as ortdump.dump_onnx takes them."""
+    `inputs`, `random_inputs`, `seed`, `dims`, `files`, `progress`, `counterpart` as ortdump.dump_onnx takes them."""
     start = time.perf_counter()
     ov = openvino_module()
     path = user_path(model_path, "model file")
@@ -137,9 +146,10 @@ def dump_openvino(model_path, out_dir, inputs: dict[str, np.ndarray] | None = No
             ov.serialize(model, str(tmp_xml), str(tmp_bin))
         made += [MODEL_COPY, os.path.basename(os.path.splitext(xml)[0] + ".bin")]
         ir = read_ir(xml)
-        feeds = feeds_for(_specs(model, ir.parameters), path, inputs, random_inputs, seed, dims)
+        feeds = feeds_for(_specs(model, ir.parameters), path, inputs, random_inputs, seed, dims, counterpart, like)
         report.inputs = {k: tuple(v[0].shape) for k, v in feeds.items()}
         report.casts = {k: o for k, (_, o) in feeds.items() if o.startswith("given as")}
+        report.fed = feeds
 
         ops = {op.get_friendly_name(): op for op in model.get_ordered_ops()}
         wanted = []  # (node name, output index, tensor id)

@@ -54,6 +54,7 @@ class DumpReport:
     skipped: list[tuple[str, str]] = field(default_factory=list)
     inputs: dict[str, tuple] = field(default_factory=dict)
     casts: dict[str, str] = field(default_factory=dict)  # input name -> "given as float64, cast to float32"
+    fed: dict[str, tuple[np.ndarray, str]] = field(default_factory=dict)  # input name -> (array as fed, origin)
     seconds: float = 0.0
 
 
@@ -272,7 +273,9 @@ class _Runner:
 def dump_onnx(model_path, out_dir, inputs: dict[str, np.ndarray] | None = None, *, random_inputs=False,
               seed=0, optimization="off", include_constants=False, timestamp: int | None = None,
               memory_budget: int | None = None, progress: OnProgress | None = None,
-              dims: dict[str, int] | None = None, expand_if: bool = True, files: Writes | None = None) -> DumpReport:
+              dims: dict[str, int] | None = None, expand_if: bool = True, files: Writes | None = None,
+              counterpart: dict[str, tuple[np.ndarray, str]] | None = None,
+                like: list[tuple[str, list | None]] | None = None) -> DumpReport:
     """Run the model with onnxruntime and write every node output as `{node}.{index}.{ts}.npy`.
 
     Network inputs are written as `{input}.0.{ts}.npy` (output 0 of the input's Data op). The folder
@@ -283,6 +286,9 @@ def dump_onnx(model_path, out_dir, inputs: dict[str, np.ndarray] | None = None, 
     `progress` counts the tensors written of those to write. The files are written on a background
     thread (Writes) while onnxruntime runs the next batch; `files`: the caller's Writes, shared with
     its next dump, which it finish()es before reading the folder (else they are all written on return).
+    `counterpart`: the feeds (DumpReport.fed) of the model this one is compared with, fed instead of
+    `inputs` and random data, paired and moved into this model's layout (onnxmodel.counterpart_feeds);
+    `like`: its inputs' (name, dims), which size this model's dynamic random inputs (onnxmodel.feeds_for).
     """
     start = time.perf_counter()
     if optimization not in OPTIMIZATION:
@@ -290,11 +296,11 @@ def dump_onnx(model_path, out_dir, inputs: dict[str, np.ndarray] | None = None, 
     onnx, ort = onnx_modules()
     path = os.fspath(model_path)
     model = load_model(path)
-    feeds = prepare_inputs(model, path, inputs, random_inputs, seed, dims)
+    feeds = prepare_inputs(model, path, inputs, random_inputs, seed, dims, counterpart, like)
     out = new_dump_folder(out_dir)
     ts = int(time.time() * 1e6) if timestamp is None else int(timestamp)
     report = DumpReport(out, inputs={k: tuple(v[0].shape) for k, v in feeds.items()},
-                        casts={k: o for k, (_, o) in feeds.items() if o.startswith("given as")})
+                        casts={k: o for k, (_, o) in feeds.items() if o.startswith("given as")}, fed=feeds)
 
     # Declared types may be stale (see module doc): onnxruntime infers them all again.
     graph = model.graph
@@ -358,7 +364,7 @@ def fed(feeds: dict[str, tuple[np.ndarray, str]], seed: int | None) -> dict:
     origin (given, random ...), and the seed when one was drawn."""
     return {"inputs": {k: {"shape": list(a.shape), "dtype": str(a.dtype), "origin": origin}
                        for k, (a, origin) in feeds.items()},
-            "seed": seed if any(o == "random" for _, o in feeds.values()) else None}
+            "seed": seed if any(o.startswith("random") for _, o in feeds.values()) else None}
 
 
 def new_dump_folder(out_dir) -> str:

@@ -132,19 +132,35 @@ def to_storage(data: np.ndarray, fmt: str, c0: int = 16) -> np.ndarray:
 _CHANNEL_MOVES = (((0, 3, 1, 2), "NHWC->NCHW"), ((0, 2, 3, 1), "NCHW->NHWC"))
 
 
+def fits(shape: tuple[int, ...], dims) -> bool:
+    """Whether `shape` fits declared `dims` (ints, or None/str where dynamic: any size)."""
+    return len(shape) == len(dims) and all(not isinstance(d, int) or d == n for d, n in zip(dims, shape))
+
+
+def channel_move(shape: tuple[int, ...], dims) -> tuple[tuple[int, ...], str] | None:
+    """(transpose axes, "NHWC->NCHW" or "NCHW->NHWC") that read a 4-D `shape` in the layout of `dims`
+    (`fits`), where `shape` does not fit `dims` as it is and its channels moved first or last does;
+    else None."""
+    if len(shape) != 4 or dims is None or len(dims) != 4 or fits(tuple(shape), dims):
+        return None
+    for axes, what in _CHANNEL_MOVES:
+        if fits(tuple(shape[k] for k in axes), dims):
+            return axes, what
+    return None
+
+
 def in_layout_of(t: Tensor, shape: tuple[int, ...]) -> Tensor:
     """`t` read in the layout of a counterpart shaped `shape`, where the shapes differ and `t`'s channels
     moved first (NHWC -> NCHW: a .tflite's activations against the ONNX or PyTorch model it came from) or
     last gives `shape`; any other tensor unchanged. Where the two shapes are alike (H = W = C) nothing says
     the layouts differ, and nothing is moved."""
     shape = tuple(shape)
-    if len(t.shape) != 4 or len(shape) != 4 or t.shape == shape or t.reader is None or t.conversion:
+    move = channel_move(tuple(t.shape), shape)
+    if move is None or t.reader is None or t.conversion:
         return t
-    for axes, what in _CHANNEL_MOVES:
-        if tuple(t.shape[k] for k in axes) == shape:
-            return replaced(t, shape=shape, reader=partial(_moved, t.reader, axes), payload=None,
-                            conversion=f"{what} (the counterpart's layout)")
-    return t
+    axes, what = move
+    return replaced(t, shape=shape, reader=partial(_moved, t.reader, axes), payload=None,
+                    conversion=f"{what} (the counterpart's layout)")
 
 
 def _moved(reader, axes: tuple[int, ...]) -> np.ndarray:
