@@ -105,6 +105,14 @@ class Chart(Widget):
         return f"textual-auto-{app_theme_name}" if self.theme == "auto" else self.theme
 
 
+def whole_ticks(plt, lo: float, hi: float) -> None:
+    """Five ticks from `lo` to `hi` on the x axis, at whole numbers (rows and ops are counted, never
+    halved: plotext's own ticks on a 14-row table read 3.2, 6.5, 9.8)."""
+    if hi > lo:
+        ticks = sorted(set(np.linspace(lo, hi, 5).round().astype(int).tolist()))
+        plt.xticks(ticks, [str(t) for t in ticks])
+
+
 def _plotext_loaded() -> bool:
     return "textual_plotext.plot" in sys.modules
 
@@ -144,6 +152,9 @@ class MetricChart(Chart, can_focus=True):
         for (xs, ys), marker, color in ((series.passing, "•", "green"), (series.failing, "x", "red")):
             if len(xs):
                 plt.scatter(xs.tolist(), ys.tolist(), marker=marker, color=color)
+        drawn = [x for x, _ in (series.passing, series.failing) if len(x)]
+        if drawn:
+            whole_ticks(plt, min(float(x.min()) for x in drawn), max(float(x.max()) for x in drawn))
         if series.ylim is not None and series.limit is not None:
             plt.hline(series.limit.value, "orange")
         table = self._table

@@ -19,7 +19,7 @@ from rich.table import Table
 
 from ..engine.compare.columns import CSV_OF
 from ..engine.compare.results import text_array
-from .chart import MetricChart, downsample
+from .chart import MetricChart, downsample, whole_ticks
 from .formatting import shown
 
 if TYPE_CHECKING:
@@ -169,9 +169,7 @@ class ChainChart(MetricChart):
         if limit is not None and np.isfinite(lo):
             lo, hi = min(lo, limit.value), max(hi, limit.value)
             plt.hline(limit.value, "orange")
-        if len(xs) > 1:  # whole ops on the x axis
-            ticks = sorted(set(np.linspace(0, len(xs) - 1, 5).round().astype(int).tolist()))
-            plt.xticks(ticks, [str(t) for t in ticks])
+        whole_ticks(plt, 0, len(xs) - 1)  # whole ops on the x axis
         if np.isfinite(lo):
             plt.ylim(*((lo - 0.5, hi + 0.5) if np.isclose(lo, hi) else (lo, hi)))
         if table is not None and self._selected is not None and self._selected < len(table) \
