@@ -221,6 +221,9 @@ def counterpart_feeds(specs: list[tuple[str, np.dtype, list | None]], path,
         other = name if by_name else theirs[position]
         arr, origin = counterpart[other]
         moved_arr, moved = _in_layout(arr, dims)
+        if dims is not None and all(isinstance(d, int) for d in dims) and moved_arr.shape != tuple(dims) and \
+                [n for n in moved_arr.shape if n != 1] == [d for d in dims if d != 1]:
+            moved_arr = moved_arr.reshape(dims)  # only axes of one added or dropped (a scalar fed as (1,))
         if dims is not None and (moved_arr.ndim != len(dims) or any(
                 isinstance(d, int) and d != n for d, n in zip(dims, moved_arr.shape))):
             raise SourceError(f"{path}: input '{name}' expects {_fmt(dims)}, the reference's '{other}' was fed "
