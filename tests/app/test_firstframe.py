@@ -20,12 +20,7 @@ def test_first_rows_say_counting_until_the_whole_table_arrives(demo_ws, monkeypa
     assert whole.table is not None
     assert head.table is not None
     assert head.partial and head.total == len(whole.table) and len(head.table) == 5
-    release = threading.Event()
-
-    def slow_load(folder, head=None):  # the rest of the table, held back until the test lets it go
-        release.wait(30)
-        return load_task(folder, head)
-    monkeypatch.setattr(taskscreen, "load_task", slow_load)
+    release = held_back(monkeypatch)
 
     async def script(pilot):
         await wait_for(pilot, lambda: isinstance(pilot.app.screen, TaskScreen))
@@ -55,12 +50,7 @@ def test_every_way_into_a_task_opens_it_by_its_first_rows(ws, monkeypatch):
     from accuscope.engine.tasks import task as taskmodule
     monkeypatch.setattr(taskmodule, "HEAD_ROWS", 5)  # this small task stands for one of a million rows
     whole = len(load_task(ws / MAIN.name).table)
-    release = threading.Event()
-
-    def slow_load(folder, head=None):  # the rest of the table, held back until the test lets it go
-        release.wait(30)
-        return load_task(folder, head)
-    monkeypatch.setattr(taskscreen, "load_task", slow_load)
+    release = held_back(monkeypatch)
 
     async def script(pilot):
         browser = pilot.app.screen
@@ -83,3 +73,14 @@ def test_every_way_into_a_task_opens_it_by_its_first_rows(ws, monkeypatch):
         await pilot.app.workers.wait_for_complete()
         assert len(screen.query_one(OperatorTable).view) == whole
     drive(AccuscopeApp(ws), script, size=(120, 30))
+
+
+def held_back(monkeypatch) -> threading.Event:
+    """The task screen's read of the rest of the table held back until the returned event is set."""
+    release = threading.Event()
+
+    def slow_load(folder, head=None):
+        release.wait(30)
+        return load_task(folder, head)
+    monkeypatch.setattr(taskscreen, "load_task", slow_load)
+    return release

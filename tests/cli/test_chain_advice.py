@@ -86,15 +86,7 @@ def test_a_chain_whose_step_is_gone_is_advised_on_its_own_comparison_with_a_note
     tpu against top deleted: the advice is the chain folder's own (bmodel against ONNX), saying why."""
     import shutil
 
-    from support.data import FIXTURES
-    tpumlir = FIXTURES / "conformance" / "tpumlir"
-    int8 = tpumlir / "tfm-int8"
-    task = tmp_path / "task"
-    r = accuscope("compare", "--golden", tpumlir / "tfm" / "tfm_onnx_all.npz",
-                  "--npu", f"top={tpumlir / 'tfm' / 'tfm_top_outputs.npz'}",
-                  "--npu", f"tpu={int8 / 'tfm_bm1684x_int8_sym_tpu_outputs.npz'}",
-                  "--npu", f"bmodel={int8 / 'tfm_bm1684x_int8_sym_model_outputs.npz'}", "--out", task)
-    assert r.returncode == 0, r.stderr
+    task = tfm_int8_chain(tmp_path / "task")
     shutil.rmtree(task / "steps" / "tpu")
     a = accuscope("advise", task, "--json")
     assert a.returncode == 0, a.stderr
@@ -107,15 +99,7 @@ def test_a_chains_advice_saved_as_one_comparisons_is_made_again_from_the_stage_o
     """An advice.json of a chain task made as one comparison's (as before the advisor knew chains; current
     by its result and thresholds) is not shown as the chain's: the app's advice is made again."""
     from accuscope.engine.diagnose.advisor import current_advice
-    from support.data import FIXTURES
-    tpumlir = FIXTURES / "conformance" / "tpumlir"
-    int8 = tpumlir / "tfm-int8"
-    task = tmp_path / "task"
-    r = accuscope("compare", "--golden", tpumlir / "tfm" / "tfm_onnx_all.npz",
-                  "--npu", f"top={tpumlir / 'tfm' / 'tfm_top_outputs.npz'}",
-                  "--npu", f"tpu={int8 / 'tfm_bm1684x_int8_sym_tpu_outputs.npz'}",
-                  "--npu", f"bmodel={int8 / 'tfm_bm1684x_int8_sym_model_outputs.npz'}", "--out", task, "--advisor")
-    assert r.returncode == 0, r.stderr
+    task = tfm_int8_chain(tmp_path / "task", "--advisor")
     saved = json.loads((task / "advice.json").read_text())
     assert saved["chain"] == {"stage": "tpu", "advised": "steps/tpu"}
     del saved["chain"]
@@ -123,3 +107,17 @@ def test_a_chains_advice_saved_as_one_comparisons_is_made_again_from_the_stage_o
     (task / "advice.json").write_text(json.dumps(saved, indent=1))
     advice = current_advice(load_task(task))
     assert advice.stage == "tpu" and advice.cause is not None and advice.cause.op == "blocks.1.attn.proj/Add_Add"
+
+
+def tfm_int8_chain(task, *extra):
+    """tpu-mlir's tiny transformer at INT8 from the conformance corpus, top -> tpu -> bmodel against the ONNX
+    run, compared into `task` (the error enters at tpu)."""
+    from support.data import FIXTURES
+    tpumlir = FIXTURES / "conformance" / "tpumlir"
+    int8 = tpumlir / "tfm-int8"
+    r = accuscope("compare", "--golden", tpumlir / "tfm" / "tfm_onnx_all.npz",
+                  "--npu", f"top={tpumlir / 'tfm' / 'tfm_top_outputs.npz'}",
+                  "--npu", f"tpu={int8 / 'tfm_bm1684x_int8_sym_tpu_outputs.npz'}",
+                  "--npu", f"bmodel={int8 / 'tfm_bm1684x_int8_sym_model_outputs.npz'}", "--out", task, *extra)
+    assert r.returncode == 0, r.stderr
+    return task
